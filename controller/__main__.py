@@ -1,0 +1,5 @@
+import sys
+
+from controller.cli import main
+
+sys.exit(main())

@@ -1,0 +1,83 @@
+"""Run a planner on jobs over a fabric and describe the result in the routes format.
+
+The routes JSON (README, "Formats") lists one route per flow of every job, in the order
+``Job.flows()`` gives, with ``"spine": null`` for intra-leaf flows and ``"split"`` parts for
+flows a splitting planner divided.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from controller.errors import InputError
+from controller.fabric import Fabric
+from controller.jobs import Job
+from controller.loads import load_summary, plan_imbalance
+from controller.planners import ALGORITHMS
+from controller.problem import Assignment, Problem
+
+
+@dataclass
+class Plan:
+    algorithm: str
+    problem: Problem
+    assignment: Assignment
+    runtime_ms: float  # the planner alone, not building the problem
+
+    def parts_by_flow(self) -> list[tuple[tuple[int, float], ...] | None]:
+        """Per flow of ``problem.flows``: its (spine, share) parts, None for intra-leaf flows."""
+        out: list = [None] * len(self.problem.flows)
+        for k, pos in enumerate(self.problem.inter):
+            out[pos] = self.assignment.parts[k]
+        return out
+
+    def routes(self) -> list[dict]:
+        spines = self.problem.fabric.spines
+        out = []
+        for f, parts in zip(self.problem.flows, self.parts_by_flow()):
+            r = {"job": f.job, "src": f.src, "dst": f.dst}
+            if (f.proto, f.sport, f.dport) != (6, 0, 0):
+                r.update(proto=f.proto, sport=f.sport, dport=f.dport)
+            if parts is None:
+                r["spine"] = None
+            elif len(parts) == 1:
+                r["spine"] = spines[parts[0][0]]
+            else:
+                r["split"] = [{"spine": spines[s], "share": share} for s, share in parts]
+            out.append(r)
+        return out
+
+    def to_dict(self) -> dict:
+        doc = {"algorithm": self.algorithm, "routes": self.routes()}
+        doc.update(load_summary(self.problem, self.assignment))
+        doc.update(runtime_ms=round(self.runtime_ms, 3), flows=len(self.problem.flows),
+                   inter_leaf_flows=len(self.problem),
+                   imbalance=plan_imbalance(self.problem, self.assignment))
+        if self.assignment.info:
+            doc["info"] = self.assignment.info
+        return doc
+
+
+def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment, float]:
+    """The assignment and the planner's wall time in ms."""
+    try:
+        fn = ALGORITHMS[algorithm]
+    except KeyError:
+        raise InputError(f"unknown algorithm {algorithm!r} (choose from "
+                         f"{', '.join(ALGORITHMS)})") from None
+    t0 = time.perf_counter()
+    assignment = fn(problem, **options)
+    return assignment, (time.perf_counter() - t0) * 1e3
+
+
+def make_plan(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", **options) -> Plan:
+    problem = Problem.build(fabric, jobs)
+    assignment, ms = run_planner(problem, algorithm, **options)
+    return Plan(algorithm, problem, assignment, ms)
+
+
+def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
+                    ilp_time_limit: float = 60.0) -> dict:
+    """The options each planner takes, from a run configuration."""
+    return {"annealing": {"seed": seed}, "ecmp": {"salt": salt},
+            "ilp": {"time_limit": ilp_time_limit}}.get(algorithm, {})

@@ -1,0 +1,34 @@
+"""ECMP as the baseline: a fixed, salted hash of each flow's 5-tuple picks one usable spine.
+
+h = the first 8 bytes (big-endian) of SHA-256 over "src|dst|proto|sport|dport|salt" (UTF-8),
+where src and dst are the hosts' addresses (their IP when the fabric declares one, else their
+name). The spine is the (h mod k)-th of the flow's k usable spines in ascending id order. Python's
+``hash()`` is never used: it is randomised per process. Different salts draw different ECMP
+outcomes; the same salt always gives the same one, so collisions persist across steps.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from controller.fabric import spine_list
+from controller.problem import Assignment, Problem
+
+
+def flow_hash(src: str, dst: str, proto: int, sport: int, dport: int, salt: int = 0) -> int:
+    key = f"{src}|{dst}|{proto}|{sport}|{dport}|{salt}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big")
+
+
+def ecmp(problem: Problem, salt: int = 0) -> Assignment:
+    address = problem.fabric.address
+    lists: dict[int, list[int]] = {}
+    spines = []
+    for k, pos in enumerate(problem.inter):
+        f = problem.flows[pos]
+        mask = problem.usable[k]
+        usable = lists.get(mask)
+        if usable is None:
+            usable = lists[mask] = spine_list(mask)
+        h = flow_hash(address(f.src), address(f.dst), f.proto, f.sport, f.dport, salt)
+        spines.append(usable[h % len(usable)])
+    return Assignment.unsplit(spines, {"salt": salt})

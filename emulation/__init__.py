@@ -1,0 +1,1 @@
+"""Experiments around the planner: fluid simulator, workload generator, paper grid, benchmarks."""
