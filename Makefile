@@ -1,0 +1,57 @@
+# mlroute: `make demo` runs the main job on the default fabric, `make test` runs the tests.
+# Both install what they need first (a venv in .venv with pinned dependencies).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed
+
+.PHONY: install system test test-fast demo bench paper paper-full clean
+
+install: $(STAMP)
+
+# Ryu 4.34 on Python 3.11 needs the old setuptools, no build isolation and a one-line patch of
+# ryu/app/wsgi.py (eventlet >= 0.30.3 has no ALREADY_HANDLED); see shared/design/environment.md.
+$(STAMP): requirements.txt setup.cfg setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q setuptools==57.5.0 pbr==7.1.3 wheel
+	$(PIP) install -q --no-build-isolation ryu==4.34 eventlet==0.33.3 dnspython==2.9.2 greenlet==3.5.6
+	W=$$($(PY) -c 'import os,ryu; print(os.path.join(os.path.dirname(ryu.__file__),"app","wsgi.py"))'); \
+	  sed -i 's/^\( *\)from eventlet\.wsgi import ALREADY_HANDLED$$/\1ALREADY_HANDLED = getattr(__import__("eventlet.wsgi", fromlist=["wsgi"]), "ALREADY_HANDLED", [])/' "$$W"
+	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+	$(VENV)/bin/ryu-manager --version
+	touch $(STAMP)
+
+# System packages and a running Open vSwitch (root; used by the emulation and its tests).
+system:
+	@command -v mn >/dev/null && command -v ovs-vsctl >/dev/null && command -v iperf3 >/dev/null \
+	  && command -v ping >/dev/null && command -v ethtool >/dev/null || { \
+	  export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && \
+	  apt-get install -y -qq --no-install-recommends mininet openvswitch-switch \
+	    openvswitch-testcontroller iperf3 iputils-ping ethtool tcpdump >/dev/null; }
+	@/usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1 || \
+	  /usr/share/openvswitch/scripts/ovs-ctl --system-id=random start >/dev/null 2>&1
+	@/usr/share/openvswitch/scripts/ovs-ctl status
+
+test: install
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow and not integration"
+
+demo: install
+	$(PY) -m emulation.demo
+
+bench: install
+	$(PY) -m emulation.bench
+
+paper: install
+	$(PY) -m emulation.paper
+
+paper-full: install
+	$(PY) -m emulation.paper --full
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

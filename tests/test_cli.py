@@ -1,0 +1,93 @@
+"""The offline commands, run as a user runs them (subprocesses), including their error paths."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture
+def files(tmp_path):
+    fab = tmp_path / "fabric.json"
+    assert run("controller", "fabric", "--spines", "4", "--leaves", "8", "--hosts-per-leaf", "2",
+               "--out", str(fab)).returncode == 0
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps({"jobs": [
+        {"id": "a", "collective": "ring_allreduce", "ranks": [f"h{i}_0" for i in range(8)],
+         "bytes": 8e8},
+        {"id": "b", "flows": [{"src": "h0_1", "dst": "h5_1", "bytes": 1e8, "proto": "udp",
+                               "sport": 1000, "dport": 4791}]}]}))
+    return tmp_path, fab, jobs
+
+
+def test_plan_prints_routes(files):
+    tmp, fab, jobs = files
+    out = tmp / "routes.json"
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm",
+            "greedy", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(out.read_text())
+    assert doc == json.loads(r.stdout)
+    assert len(doc["routes"]) == 9
+    assert doc["routes"][8] == {"job": "b", "src": "h0_1", "dst": "h5_1", "proto": 17,
+                                "sport": 1000, "dport": 4791, "spine": doc["routes"][8]["spine"]}
+    assert doc["max_link_load"] == 1
+
+
+def test_compare_table(files):
+    _, fab, jobs = files
+    r = run("controller", "compare", "--fabric", str(fab), "--jobs", str(jobs))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["algorithm", "max"]
+    names = [l.split()[0] for l in lines[2:]]
+    assert names == ["greedy", "ecmp", "edge-coloring", "annealing", "ilp", "split"]
+
+
+def test_simulate_cli(files):
+    _, fab, jobs = files
+    r = run("emulation.simulate", "--fabric", str(fab), "--jobs", str(jobs), "--iterations", "2")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert len(doc["jobs"]["a"]["allreduce_s"]) == 2
+    assert doc["jobs"]["a"]["allreduce_s"][0] == pytest.approx(doc["jobs"]["a"]["ideal_s"])
+    assert set(doc) >= {"jobs", "flows", "planner_ms"}
+
+
+@pytest.mark.parametrize("jobs_text, message", [
+    ("{not json", "not valid JSON"),
+    ('{"jobs": [{"id": "x", "ranks": ["h0_0", "zz"], "bytes": 1}]}', "unknown host 'zz'"),
+    ('{"jobs": [{"id": "x", "ranks": ["h0_0", "h1_0"], "bytes": -1}]}', "must be positive"),
+    ('{"jobs": [{"id": "x", "ranks": [], "bytes": 1}]}', "ring 0 is empty"),
+])
+def test_bad_jobs_exit_nonzero_with_one_line(files, jobs_text, message):
+    tmp, fab, _ = files
+    bad = tmp / "bad.json"
+    bad.write_text(jobs_text)
+    for cmd in (("controller", "plan"), ("controller", "compare"), ("emulation.simulate",)):
+        r = run(*cmd, "--fabric", str(fab), "--jobs", str(bad))
+        assert r.returncode == 2
+        assert r.stderr.count("\n") == 1 and message in r.stderr and r.stdout == ""
+
+
+def test_all_spines_down_and_unknown_algorithm(files):
+    tmp, _, jobs = files
+    fab = tmp / "dead.json"
+    assert run("controller", "fabric", "--spines", "2", "--leaves", "8", "--failed-spines", "2",
+               "--out", str(fab)).returncode == 0
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs))
+    assert r.returncode == 2 and "no alive spine between leaves" in r.stderr
+    r = run("controller", "plan", "--fabric", str(tmp / "fabric.json"), "--jobs", str(jobs),
+            "--algorithm", "magic")
+    assert r.returncode == 2 and "unknown algorithm 'magic'" in r.stderr
+
+
+def test_missing_file(files):
+    tmp, fab, _ = files
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(tmp / "nope.json"))
+    assert r.returncode == 2 and "cannot read" in r.stderr

@@ -1,0 +1,74 @@
+"""Property tests on fabrics where every leaf sees the same alive spines."""
+from hypothesis import given, settings, strategies as st
+
+from controller.fabric import Fabric
+from controller.jobs import Flow, Job
+from controller.loads import link_loads
+from controller.plan import make_plan
+from controller.planners.edge_coloring import bipartite_edge_colouring
+
+
+@st.composite
+def instances(draw):
+    spines = draw(st.integers(1, 6))
+    failed = draw(st.integers(0, spines - 1))
+    leaves = draw(st.integers(2, 7))
+    hosts = draw(st.integers(1, 4))
+    fabric = Fabric.generate(spines, leaves, hosts, 100.0, failed)
+    names = list(fabric.hosts)
+    n = draw(st.integers(1, 40))
+    pairs = draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(names))
+                          .filter(lambda p: p[0] != p[1]), min_size=1, max_size=n))
+    job = Job("j", explicit=[Flow("j", s, d, 1.0) for s, d in pairs])
+    return fabric, [job]
+
+
+def _alpha(plan):
+    up, down = link_loads(plan.problem, plan.assignment)
+    return max(up.max(initial=0), down.max(initial=0))
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances())
+def test_greedy_within_twice_the_lower_bound(inst):
+    fabric, jobs = inst
+    plan = make_plan(fabric, jobs, "greedy")
+    lb = plan.problem.lower_bound()
+    assert _alpha(plan) <= 2 * lb
+    # the sharper bound of paper.md 5.1: floor((2 Delta - 2) / S') + 1
+    out, inn = plan.problem.degrees()
+    delta, alive = max(out + inn), len(fabric.alive_spines())
+    if delta:
+        assert _alpha(plan) <= (2 * delta - 2) // alive + 1
+
+
+@settings(max_examples=150, deadline=None)
+@given(instances())
+def test_edge_coloring_reaches_the_lower_bound(inst):
+    fabric, jobs = inst
+    plan = make_plan(fabric, jobs, "edge-coloring")
+    assert _alpha(plan) == plan.problem.lower_bound()
+
+
+@settings(max_examples=100, deadline=None)
+@given(instances())
+def test_split_reaches_the_fractional_bound(inst):
+    fabric, jobs = inst
+    plan = make_plan(fabric, jobs, "split")
+    out, inn = plan.problem.degrees()
+    delta, alive = max(out + inn), len(fabric.alive_spines())
+    if delta:
+        assert _alpha(plan) <= max(delta / alive, 1) + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=60))
+def test_colouring_uses_max_degree_colours(edges):
+    colours = bipartite_edge_colouring(edges)
+    if not edges:
+        return
+    delta = max(max(sum(1 for e in edges if e[0] == u) for u, _ in edges),
+                max(sum(1 for e in edges if e[1] == v) for _, v in edges))
+    assert all(0 <= c < delta for c in colours)
+    assert len({(u, c) for (u, _), c in zip(edges, colours)}) == len(edges)
+    assert len({(v, c) for (_, v), c in zip(edges, colours)}) == len(edges)
