@@ -1,0 +1,171 @@
+"""Planner benchmarks (``make bench``): JSON under bench/, figures as ratios to a baseline run in
+the same process, since these machines are shared and noisy.
+
+1. Greedy planning time on the largest cells of the paper grid (64 x 32, 2048 NICs), median
+   over repeats, as a ratio to ECMP's (a hash per flow) in the same run.
+2. Greedy on 256 leaves x 128 spines with 32,768 flows (every NIC in a ring of 8, random
+   placement), same ratio, and the peak memory of that run.
+3. Greedy's max link load against the ILP on every cell of the paper grid (all jobs at once),
+   and on harder random-placement instances where the greedy is not always optimal: cells where
+   they differ are listed.
+4. Flow splitting against the best unsplit routing with 8 of 32 spines failed, in the fluid
+   simulator (All-Reduce time ratio).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import resource
+import statistics
+import sys
+import time
+import tracemalloc
+
+from controller.fabric import Fabric
+from controller.jobs import Job
+from controller.plan import run_planner
+from controller.problem import Problem
+from emulation.paper import grid
+from emulation.simulate import simulate
+from emulation.workloads import generate, paper_models
+
+
+def _median_ms(problem: Problem, algorithm: str, repeats: int, **opts) -> float:
+    return statistics.median(run_planner(problem, algorithm, **opts)[1] for _ in range(repeats))
+
+
+def _alpha(problem: Problem, algorithm: str, **opts) -> tuple[float, dict]:
+    from controller.loads import load_summary
+    a, _ = run_planner(problem, algorithm, **opts)
+    return load_summary(problem, a)["max_link_load"], a.info
+
+
+def bench_paper_scale(repeats: int) -> list[dict]:
+    out = []
+    for failed, ring, jobs in ((0, 4, 5), (8, 4, 5), (0, 8, 3), (8, 8, 3)):
+        fabric = Fabric.generate(32, 64, 32, 100.0, failed)
+        problem = Problem.build(fabric, generate(fabric, paper_models(jobs, ring), ring))
+        greedy = _median_ms(problem, "greedy", repeats)
+        ecmp = _median_ms(problem, "ecmp", repeats)
+        out.append({"cell": {"failed": failed, "ring": ring, "jobs": jobs}, "flows": len(problem),
+                    "greedy_ms_median": round(greedy, 3), "ecmp_ms_median": round(ecmp, 3),
+                    "greedy_over_ecmp": round(greedy / ecmp, 3)})
+    return out
+
+
+def random_rings(fabric: Fabric, ring: int, seed: int) -> list[Job]:
+    hosts = list(fabric.hosts)
+    random.Random(seed).shuffle(hosts)
+    rings = [hosts[i:i + ring] for i in range(0, len(hosts) - ring + 1, ring)]
+    return [Job("random", rings=rings, ring_bytes=1e9)]
+
+
+def bench_large(repeats: int) -> dict:
+    fabric = Fabric.generate(128, 256, 128)
+    tracemalloc.start()
+    problem = Problem.build(fabric, random_rings(fabric, 8, 1))
+    run_planner(problem, "greedy")
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    greedy = _median_ms(problem, "greedy", repeats)
+    ecmp = _median_ms(problem, "ecmp", repeats)
+    return {"fabric": "256 leaves x 128 spines x 128 NICs", "flows": len(problem.flows),
+            "inter_leaf_flows": len(problem),
+            "greedy_ms_median": round(greedy, 1), "ecmp_ms_median": round(ecmp, 1),
+            "greedy_over_ecmp": round(greedy / ecmp, 3),
+            "peak_traced_mib": round(peak / 2**20, 1)}
+
+
+def bench_optimality(ilp_time_limit: float) -> dict:
+    cells, differ = [], []
+    for cell in grid(True):
+        fabric = Fabric.generate(32, 64, 32, 100.0, cell["failed"])
+        problem = Problem.build(fabric, generate(fabric, paper_models(cell["jobs"], cell["ring"]),
+                                                 cell["ring"]))
+        g, _ = _alpha(problem, "greedy")
+        i, info = _alpha(problem, "ilp", time_limit=ilp_time_limit)
+        row = {**cell, "greedy": g, "ilp": i, "status": info["status"], "gap": info["gap"]}
+        cells.append(row)
+        if info["status"] == "optimal" and g != i:
+            differ.append(row)
+    random_cells, random_differ = [], []
+    for seed in range(10):
+        fabric = Fabric.generate(8, 16, 8, 100.0, failed_spines=seed % 3)
+        problem = Problem.build(fabric, random_rings(fabric, 4, seed))
+        g, _ = _alpha(problem, "greedy")
+        i, info = _alpha(problem, "ilp", time_limit=ilp_time_limit)
+        row = {"seed": seed, "failed": seed % 3, "flows": len(problem), "greedy": g, "ilp": i,
+               "lower_bound": problem.lower_bound(), "status": info["status"],
+               "gap": round(info["gap"], 3), "ilp_ms": round(info["wall_ms"], 1)}
+        random_cells.append(row)
+        if info["status"] == "optimal" and g != i:
+            random_differ.append(row)
+    proved = sum(1 for c in cells if c["status"] == "optimal")
+    return {"paper_grid": {"cells": len(cells), "ilp_proved_optimal": proved,
+                           "greedy_equals_ilp_where_proved": not differ, "differing_cells": differ},
+            "random_rings_16x8": {"instances": random_cells,
+                                  "greedy_equals_ilp_where_proved": not random_differ,
+                                  "differing": len(random_differ)}}
+
+
+def bench_split(iterations: int) -> list[dict]:
+    out = []
+    for ring, jobs in ((2, 1), (4, 1), (4, 3), (8, 2)):
+        fabric = Fabric.generate(32, 64, 32, 100.0, 8)
+        workload = generate(fabric, paper_models(jobs, ring), ring)
+        means = {}
+        for alg in ("greedy", "edge-coloring", "split"):
+            r = simulate(fabric, workload, alg, iterations)
+            times = [t / j["ideal_s"] for j in r["jobs"].values() for t in j["allreduce_s"]]
+            means[alg] = statistics.mean(times)
+        best = min(means["greedy"], means["edge-coloring"])
+        out.append({"cell": {"failed": 8, "ring": ring, "jobs": jobs},
+                    "slowdown_mean": {k: round(v, 4) for k, v in means.items()},
+                    "split_over_best_unsplit": round(means["split"] / best, 4)})
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m emulation.bench", description=__doc__.split("\n")[0])
+    ap.add_argument("--repeats", type=int, default=30)
+    ap.add_argument("--ilp-time-limit", type=float, default=60.0)
+    ap.add_argument("--out", default="bench/planner.json")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    paper = bench_paper_scale(args.repeats)
+    large = bench_large(max(3, args.repeats // 6))
+    optimality = bench_optimality(args.ilp_time_limit)
+    split = bench_split(3)
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    worst_paper = max(c["greedy_ms_median"] for c in paper)
+    doc = {
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "paper_scale": paper, "large": large, "optimality": optimality, "split": split,
+        "peak_rss_mib": round(rss_mib, 1),
+        "targets": {
+            "greedy_paper_scale_median_ms<=10": {"value": worst_paper, "ok": worst_paper <= 10},
+            "greedy_32768_flows_ms<1000": {"value": large["greedy_ms_median"],
+                                           "ok": large["greedy_ms_median"] < 1000},
+            "greedy_equals_ilp_on_paper_grid": {
+                "value": optimality["paper_grid"]["greedy_equals_ilp_where_proved"],
+                "ok": optimality["paper_grid"]["greedy_equals_ilp_where_proved"]},
+            "split_over_best_unsplit<=0.75": {
+                "value": max(s["split_over_best_unsplit"] for s in split),
+                "ok": max(s["split_over_best_unsplit"] for s in split) <= 0.75},
+            "peak_memory_mib<2048": {"value": round(rss_mib, 1), "ok": rss_mib < 2048},
+        },
+        "wall_s": round(time.perf_counter() - t0, 1),
+    }
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    print(json.dumps(doc["targets"], indent=1))
+    print(f"written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

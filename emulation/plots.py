@@ -1,0 +1,101 @@
+"""Plots of the paper grid (matplotlib, headless): All-Reduce slowdown CDF, slowdown against the
+number of jobs and against failed spines, and planner runtime CDF.
+
+Slowdown = measured All-Reduce time / ideal (line rate, no sharing), so models of different size
+share one axis. As the paper's analysis does, iteration 0 of every job is left out.
+"""
+from __future__ import annotations
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+FIRST_ITERATION = 1
+
+
+# distinct dashes and widths so that algorithms with identical results stay visible
+STYLES = {"ecmp": ("-", 2.0), "edge-coloring": ("-", 4.5), "annealing": ("-", 2.0),
+          "ilp": ("--", 3.0), "greedy": (":", 2.2), "split": ("-", 2.0)}
+
+
+def _label(alg: str) -> str:
+    from emulation.paper import LABELS
+    return LABELS.get(alg, alg)
+
+
+def _style(alg: str) -> dict:
+    dash, width = STYLES.get(alg, ("-", 2.0))
+    return {"linestyle": dash, "linewidth": width, "label": _label(alg)}
+
+
+def _legend(ax):
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, fontsize=8, frameon=False)
+
+
+def _slowdowns(results, alg, **cell):
+    out = []
+    for r in results:
+        if r["algorithm"] != alg or any(r["cell"][k] != v for k, v in cell.items()):
+            continue
+        for j in r["jobs"].values():
+            out += [t / j["ideal_s"] for t in j["allreduce_s"][FIRST_ITERATION:]]
+    return out
+
+
+def _cdf(ax, values, alg):
+    v = np.sort(values)
+    ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post", **_style(alg))
+
+
+def paper_plots(results: list[dict], out: str) -> list[str]:
+    algorithms = list(dict.fromkeys(r["algorithm"] for r in results))
+    files = []
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for alg in algorithms:
+        _cdf(ax, _slowdowns(results, alg), alg)
+    ax.set_xlabel("All-Reduce time / ideal")
+    ax.set_ylabel("CDF over (job, iteration)")
+    ax.set_title("All-Reduce time, whole grid")
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    files.append(_save(fig, out, "paper_allreduce_cdf.png"))
+
+    for key, xlabel, name in (("jobs", "concurrent jobs", "paper_allreduce_vs_jobs.png"),
+                              ("failed", "failed spines (of 32)", "paper_allreduce_vs_failures.png")):
+        xs = sorted({r["cell"][key] for r in results})
+        fig, ax = plt.subplots(figsize=(6.4, 4.6))
+        for alg in algorithms:
+            ys = [np.mean(_slowdowns(results, alg, **{key: x}) or [np.nan]) for x in xs]
+            ax.plot(xs, ys, marker="o", **_style(alg))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("mean All-Reduce time / ideal")
+        ax.set_xticks(xs)
+        ax.grid(alpha=0.3)
+        _legend(ax)
+        files.append(_save(fig, out, name))
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for alg in algorithms:
+        ms = [m for r in results if r["algorithm"] == alg for m in r["planner_ms"]]
+        if ms:
+            _cdf(ax, ms, alg)
+    ax.set_xscale("log")
+    ax.set_xlabel("planner runtime per call (ms, log)")
+    ax.set_ylabel("CDF over planner calls")
+    ax.grid(alpha=0.3)
+    _legend(ax)
+    files.append(_save(fig, out, "paper_planner_runtime_cdf.png"))
+    return files
+
+
+def _save(fig, out: str, name: str) -> str:
+    path = os.path.join(out, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
