@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
 
-.PHONY: install system test test-fast demo bench paper paper-full clean
+.PHONY: install system test test-fast demo controller bench paper paper-quick clean
 
 install: $(STAMP)
 
@@ -41,8 +41,12 @@ test: install
 test-fast: install
 	$(PY) -m pytest -q -m "not slow and not integration"
 
-demo: install
+demo: install system
 	$(PY) -m emulation.demo
+
+controller: install system
+	$(PY) -m topologies.clos --spines 4 --leaves 8 --hosts-per-leaf 2 --bw 10 --out fabric.json
+	$(VENV)/bin/ryu-manager --user-flags controller/flags.py --mlroute-fabric fabric.json controller/app.py
 
 bench: install
 	$(PY) -m emulation.bench
@@ -50,8 +54,8 @@ bench: install
 paper: install
 	$(PY) -m emulation.paper
 
-paper-full: install
-	$(PY) -m emulation.paper --full
+paper-quick: install
+	$(PY) -m emulation.paper --quick
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

@@ -53,7 +53,7 @@ def slowest_rate_gbps(plan) -> float:
 
 def compare(fabric: Fabric, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
             ilp_time_limit: float) -> list[dict]:
-    from emulation.simulate import predict_allreduce
+    from controller.fluid import predict_allreduce
     rows = []
     for alg in algorithms:
         plan = make_plan(fabric, jobs, alg, **planner_options(alg, seed, salt, ilp_time_limit))

@@ -7,3 +7,17 @@ class InputError(ValueError):
     The message names the offending item (a host, a job, a leaf pair) in one line; command-line
     tools print it and exit non-zero, the REST API answers it with a 4xx.
     """
+
+
+class ConflictError(InputError):
+    """The request is well-formed but clashes with the current state (HTTP 409): a duplicate
+    job id, a flow already planned by another job, a switch that is not connected, a leaf pair
+    with no alive spine."""
+
+
+class NotFoundError(InputError):
+    """The named object does not exist (HTTP 404)."""
+
+
+class InstallError(ConflictError):
+    """A switch rejected rules or did not confirm them in time; nothing was changed."""

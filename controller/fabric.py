@@ -12,6 +12,8 @@ from typing import Iterable, Mapping
 from controller.errors import InputError
 
 _FABRIC_KEYS = {"spines", "leaves", "hosts", "link_gbps", "down"}
+# Wiring, needed by the controller (not by the planner): datapath ids, port numbers, addresses.
+_WIRING_KEYS = {"dpids", "ports", "host_ip", "host_mac"}
 
 
 @dataclass
@@ -32,6 +34,11 @@ class Fabric:
             i, j = self.leaf_index[leaf], self.spine_index[spine]
             self.up_mask[i] &= ~(1 << j)
         self.host_ip: dict[str, str] = dict(self.extra.get("host_ip", {}))
+        self.host_mac: dict[str, str] = dict(self.extra.get("host_mac", {}))
+        self.dpids: dict[str, int] = dict(self.extra.get("dpids", {}))
+        self.ports: dict[str, dict[str, int]] = {k: dict(v) for k, v in
+                                                  self.extra.get("ports", {}).items()}
+        self.switch_of_dpid = {d: name for name, d in self.dpids.items()}
         self.hosts_of_leaf: dict[str, list[str]] = {l: [] for l in self.leaves}
         for host, leaf in self.hosts.items():
             self.hosts_of_leaf[leaf].append(host)
@@ -84,15 +91,25 @@ class Fabric:
             if a not in leaf_set or b not in spine_set:
                 raise InputError(f"fabric: 'down' names an unknown link {item!r}")
             down.add((a, b))
-        extra = {k: v for k, v in doc.items() if k not in _FABRIC_KEYS}
-        return cls(spines, leaves, hosts, float(gbps), down, extra)
+        unknown = set(doc) - _FABRIC_KEYS - _WIRING_KEYS
+        if unknown:
+            raise InputError(f"fabric: unknown field {sorted(unknown)[0]!r}")
+        extra = {k: v for k, v in doc.items() if k in _WIRING_KEYS}
+        fabric = cls(spines, leaves, hosts, float(gbps), down, extra)
+        if extra:
+            fabric.check_wiring()
+        return fabric
 
     @classmethod
     def generate(cls, spines: int, leaves: int, hosts_per_leaf: int, link_gbps: float = 100.0,
-                 failed_spines: int = 0) -> "Fabric":
+                 failed_spines: int = 0, wiring: bool = False) -> "Fabric":
         """A regular fabric named as the Mininet topology names it (s<j>, l<i>, h<i>_<k>).
 
-        ``failed_spines`` fails the highest spine ids, as the paper's evaluation does.
+        ``failed_spines`` fails the highest spine ids, as the paper's evaluation does. With
+        ``wiring`` it also declares what ``topologies/clos.py`` builds: datapath ids (spines
+        0x10000 + j, leaves 0x20000 + i), ports (leaf i: spine j on port j+1, host k on port
+        S+k+1; spine j: leaf i on port i+1), host IPs 10.<i/256>.<i%256>.<k+1> and MACs
+        02:00:00:<i/256>:<i%256>:<k+1>.
         """
         if spines < 1 or leaves < 1 or hosts_per_leaf < 0:
             raise InputError("fabric: need at least one spine and one leaf")
@@ -102,7 +119,79 @@ class Fabric:
         lv = [f"l{i}" for i in range(leaves)]
         hosts = {f"h{i}_{k}": f"l{i}" for i in range(leaves) for k in range(hosts_per_leaf)}
         down = {(l, s) for s in sp[spines - failed_spines:] for l in lv}
-        return cls(sp, lv, hosts, float(link_gbps), down)
+        extra = {}
+        if wiring:
+            if hosts_per_leaf > 254 or leaves > 65536:
+                raise InputError("fabric: wiring supports at most 254 hosts per leaf")
+            extra["dpids"] = {**{s: 0x10000 + j for j, s in enumerate(sp)},
+                              **{l: 0x20000 + i for i, l in enumerate(lv)}}
+            ports: dict[str, dict[str, int]] = {s: {} for s in sp}
+            for i, l in enumerate(lv):
+                ports[l] = {s: j + 1 for j, s in enumerate(sp)}
+                for k in range(hosts_per_leaf):
+                    ports[l][f"h{i}_{k}"] = spines + k + 1
+                for s in sp:
+                    ports[s][l] = i + 1
+            extra["ports"] = ports
+            extra["host_ip"] = {f"h{i}_{k}": f"10.{i // 256}.{i % 256}.{k + 1}"
+                                for i in range(leaves) for k in range(hosts_per_leaf)}
+            extra["host_mac"] = {f"h{i}_{k}": f"02:00:00:{i // 256:02x}:{i % 256:02x}:{k + 1:02x}"
+                                 for i in range(leaves) for k in range(hosts_per_leaf)}
+        return cls(sp, lv, hosts, float(link_gbps), down, extra)
+
+    # ---- wiring -------------------------------------------------------------------------
+    @property
+    def wired(self) -> bool:
+        return bool(self.dpids)
+
+    def check_wiring(self) -> None:
+        """Every switch has a dpid, every leaf a port to every spine and to each of its hosts,
+        every spine a port to every leaf, every host an IPv4 and a MAC address; no duplicates."""
+        switches = self.spines + self.leaves
+        for sw in switches:
+            d = self.dpids.get(sw)
+            if isinstance(d, bool) or not isinstance(d, int) or not 0 < d < 2**64:
+                raise InputError(f"fabric: switch {sw} needs a datapath id (positive integer)")
+        if len(set(self.dpids.values())) != len(self.dpids):
+            raise InputError("fabric: two switches share a datapath id")
+        if set(self.dpids) - set(switches):
+            raise InputError(f"fabric: dpid for unknown switch {sorted(set(self.dpids) - set(switches))[0]}")
+        for sw in switches:
+            ports = self.ports.get(sw)
+            if not isinstance(ports, dict):
+                raise InputError(f"fabric: no port map for switch {sw}")
+            want = self.spines + self.hosts_of_leaf[sw] if sw in self.leaf_index else self.leaves
+            for peer in want:
+                p = ports.get(peer)
+                if isinstance(p, bool) or not isinstance(p, int) or not 0 < p < 0xffffff00:
+                    raise InputError(f"fabric: switch {sw} has no port number for {peer}")
+            if len(set(ports.values())) != len(ports):
+                raise InputError(f"fabric: switch {sw} uses a port number twice")
+        import ipaddress
+        for table, what in ((self.host_ip, "IPv4"), (self.host_mac, "MAC")):
+            for h in self.hosts:
+                if h not in table:
+                    raise InputError(f"fabric: host {h} has no {what} address")
+            if len(set(table.values())) != len(table):
+                raise InputError(f"fabric: two hosts share a {what} address")
+        for h, ip in self.host_ip.items():
+            try:
+                ipaddress.IPv4Address(ip)
+            except (ValueError, TypeError):
+                raise InputError(f"fabric: host {h} has a bad IPv4 address {ip!r}") from None
+        for h, mac in self.host_mac.items():
+            parts = mac.split(":") if isinstance(mac, str) else []
+            if len(parts) != 6 or not all(len(x) == 2 and all(c in "0123456789abcdefABCDEF" for c in x) for x in parts):
+                raise InputError(f"fabric: host {h} has a bad MAC address {mac!r}")
+
+    def port(self, switch: str, peer: str) -> int:
+        return self.ports[switch][peer]
+
+    def peer(self, switch: str, port: int) -> str | None:
+        for name, p in self.ports.get(switch, {}).items():
+            if p == port:
+                return name
+        return None
 
     def to_dict(self) -> dict:
         doc = {"spines": list(self.spines), "leaves": list(self.leaves), "hosts": dict(self.hosts),

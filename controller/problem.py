@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.errors import InputError
+from controller.errors import ConflictError
 from controller.fabric import Fabric
 from controller.jobs import Flow, Job
 
@@ -34,7 +34,7 @@ class Problem:
                 continue
             mask = fabric.usable_mask(a, b)
             if not mask:
-                raise InputError(
+                raise ConflictError(
                     f"no alive spine between leaves {fabric.leaves[a]} and {fabric.leaves[b]} "
                     f"(flow {f.src} -> {f.dst} of job {f.job})")
             inter.append(k)

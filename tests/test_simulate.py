@@ -1,7 +1,8 @@
 import pytest
 
 from controller.plan import make_plan
-from emulation.simulate import simulate, predict_allreduce
+from emulation.simulate import simulate
+from controller.fluid import predict_allreduce
 from emulation.workloads import generate, paper_models, MODELS
 from tests.helpers import fabric, flows_job, ring_job
 from controller.fabric import Fabric

@@ -1,0 +1,96 @@
+"""The REST API (JSON under /v1) as a plain dispatcher: (method, path, body) in, (status, JSON
+document) out. The Ryu shell hands every request under /v1 to ``handle``; tests call it
+directly. Errors are ``{"error": "..."}`` with 400 (bad input), 404 (unknown job or path),
+405 (method), 409 (conflict with the current state), 413 (body too large).
+
+| method and path        | what |
+|---|---|
+| GET  /v1/fabric        | declared fabric and what the controller sees (switches, ports) |
+| PUT  /v1/fabric        | declare the fabric (only while no job runs) |
+| POST /v1/jobs          | add a job (JOB format, optional "algorithm", "mode"); 201 once every switch confirmed |
+| GET  /v1/jobs          | running jobs |
+| GET  /v1/jobs/{id}     | one job: routes, ideal and predicted All-Reduce time |
+| DELETE /v1/jobs/{id}   | remove exactly that job's rules |
+| GET  /v1/routes        | every planned route |
+| GET  /v1/links         | planned load per directed leaf-spine link |
+| POST /v1/optimize      | re-plan all running jobs together |
+"""
+from __future__ import annotations
+
+import json
+import re
+
+from controller.errors import ConflictError, InputError, NotFoundError
+from controller.service import RouteService
+
+MAX_BODY = 4 * 2**20
+
+_ROUTES = [
+    ("/v1/fabric", {"GET": "get_fabric", "PUT": "put_fabric"}),
+    ("/v1/jobs", {"GET": "list_jobs", "POST": "post_job"}),
+    ("/v1/jobs/{id}", {"GET": "get_job", "DELETE": "delete_job"}),
+    ("/v1/routes", {"GET": "get_routes"}),
+    ("/v1/links", {"GET": "get_links"}),
+    ("/v1/optimize", {"POST": "optimize"}),
+]
+_COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", p) + "/?$"), m)
+             for p, m in _ROUTES]
+
+
+def handle(service: RouteService, method: str, path: str, body: bytes = b"") -> tuple[int, dict]:
+    for pattern, methods in _COMPILED:
+        m = pattern.match(path)
+        if not m:
+            continue
+        if method not in methods:
+            return 405, {"error": f"method {method} not allowed on {path} "
+                                  f"(allowed: {', '.join(sorted(methods))})"}
+        try:
+            return _call(service, methods[method], m.groupdict(), method, body)
+        except NotFoundError as e:
+            return 404, {"error": str(e)}
+        except ConflictError as e:
+            return 409, {"error": str(e)}
+        except InputError as e:
+            return 400, {"error": str(e)}
+    return 404, {"error": f"no such resource: {path}"}
+
+
+def _json_body(body: bytes):
+    if len(body) > MAX_BODY:
+        raise _TooLarge()
+    if not body.strip():
+        raise InputError("request body: expected a JSON document")
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"request body is not valid JSON: {e}") from None
+
+
+class _TooLarge(InputError):
+    pass
+
+
+def _call(service: RouteService, name: str, params: dict, method: str, body: bytes):
+    try:
+        if name == "get_fabric":
+            return 200, service.fabric_view()
+        if name == "put_fabric":
+            return 200, service.put_fabric(_json_body(body))
+        if name == "list_jobs":
+            return 200, service.jobs_view()
+        if name == "post_job":
+            return 201, service.post_job(_json_body(body))
+        if name == "get_job":
+            return 200, service.job_view(params["id"])
+        if name == "delete_job":
+            return 200, service.delete_job(params["id"])
+        if name == "get_routes":
+            return 200, service.routes_view()
+        if name == "get_links":
+            return 200, service.links_view()
+        if name == "optimize":
+            return 200, service.optimize()
+    except _TooLarge:
+        return 413, {"error": f"request body larger than {MAX_BODY} bytes"}
+    raise AssertionError(name)

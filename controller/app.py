@@ -1,0 +1,250 @@
+"""The Ryu shell: turns OpenFlow events and REST requests into ``RouteService`` calls and sends
+what the service returns. This is the only module that imports Ryu.
+
+    ryu-manager --user-flags controller/flags.py --mlroute-fabric fabric.json controller/app.py
+
+OpenFlow 1.3 on 6653 (and 6633), REST on 8080 (``--wsapi-port``).
+"""
+from __future__ import annotations
+
+import json
+import logging
+
+from ryu import cfg
+from ryu.app.wsgi import ControllerBase, Response, WSGIApplication, route
+from ryu.base import app_manager
+from ryu.controller import ofp_event
+from ryu.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER,
+                                    set_ev_cls)
+from ryu.lib import hub
+from ryu.lib.packet import arp, ethernet, packet
+from ryu.ofproto import ofproto_v1_3
+
+from controller import api, flags
+from controller.cli import read_json
+from controller.errors import InputError, InstallError
+from controller.fabric import Fabric
+from controller.openflow import COOKIE_EXACT, Message
+from controller.plan import planner_options
+from controller.service import RouteService
+
+LOG = logging.getLogger("mlroute")
+flags.register(cfg.CONF)
+
+
+class MlrouteApp(app_manager.RyuApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    _CONTEXTS = {"wsgi": WSGIApplication}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        conf = cfg.CONF
+        fabric = None
+        if conf.mlroute_fabric:
+            fabric = Fabric.from_dict(read_json(conf.mlroute_fabric, "fabric"))
+            if not fabric.wired:
+                raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+        opts = {a: planner_options(a, conf.mlroute_seed, conf.mlroute_ecmp_salt,
+                                   conf.mlroute_ilp_time_limit)
+                for a in ("annealing", "ecmp", "ilp")}
+        self.timeout = conf.mlroute_barrier_timeout
+        self.datapaths = {}
+        self.waiting = {}  # barrier xid -> hub.Event
+        self.errors = {}  # dpid -> list of (xid, text)
+        self.service = RouteService(self, fabric, conf.mlroute_algorithm, conf.mlroute_mode,
+                                    planner_opts=opts)
+        kwargs["wsgi"].register(RestController, {"app": self})
+        LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
+                 conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
+
+    # ---- Installer (called by the service, never from this app's event loop) ---------------
+    def install(self, batches: dict[int, list[Message]]) -> None:
+        pending = []
+        for dpid, msgs in batches.items():
+            if not msgs:
+                continue
+            dp = self.datapaths.get(dpid)
+            if dp is None:
+                raise InstallError(f"switch {self._name(dpid)} is not connected")
+            self.errors[dpid] = []
+            xids = []
+            for m in msgs:
+                ofmsg = self._translate(dp, m)
+                dp.send_msg(ofmsg)
+                xids.append(ofmsg.xid)
+            pending.append((dpid, set(xids), self._barrier(dp)))
+        for dpid, xids, (xid, event) in pending:
+            ok = event.wait(timeout=self.timeout)
+            self.waiting.pop(xid, None)
+            if not ok:
+                raise InstallError(f"switch {self._name(dpid)} did not confirm its rules within "
+                                   f"{self.timeout:g} s; nothing was changed")
+            failed = [text for x, text in self.errors.get(dpid, []) if x in xids]
+            if failed:
+                raise InstallError(f"switch {self._name(dpid)} rejected a rule ({failed[0]}); "
+                                   "nothing was changed")
+
+    def reset(self, dpid: int) -> None:
+        dp = self.datapaths.get(dpid)
+        if dp is None:
+            raise InstallError(f"switch {self._name(dpid)} is not connected")
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        dp.send_msg(parser.OFPFlowMod(dp, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
+                                      out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
+        dp.send_msg(parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, 0, ofp.OFPG_ALL))
+        xid, event = self._barrier(dp)
+        ok = event.wait(timeout=self.timeout)
+        self.waiting.pop(xid, None)
+        if not ok:
+            raise InstallError(f"switch {self._name(dpid)} did not confirm its reset")
+
+    def _barrier(self, dp):
+        msg = dp.ofproto_parser.OFPBarrierRequest(dp)
+        dp.set_xid(msg)
+        event = hub.Event()
+        self.waiting[msg.xid] = event
+        dp.send_msg(msg)
+        return msg.xid, event
+
+    def _name(self, dpid: int) -> str:
+        f = self.service.fabric
+        return (f.switch_of_dpid.get(dpid) if f else None) or f"{dpid:#x}"
+
+    @staticmethod
+    def _translate(dp, m: Message):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+
+        def actions(spec):
+            out = []
+            for a in spec:
+                if a[0] == "output":
+                    out.append(parser.OFPActionOutput(a[1]))
+                elif a[0] == "controller":
+                    out.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER))
+                elif a[0] == "group":
+                    out.append(parser.OFPActionGroup(a[1]))
+                elif a[0] == "push_mpls":
+                    out.append(parser.OFPActionPushMpls(a[1]))
+                elif a[0] == "pop_mpls":
+                    out.append(parser.OFPActionPopMpls(a[1]))
+                elif a[0] == "set_field":
+                    out.append(parser.OFPActionSetField(**{a[1]: a[2]}))
+                else:
+                    raise ValueError(f"unknown action {a!r}")
+            return out
+
+        if m.kind in ("flow_add", "flow_delete"):
+            r = m.rule
+            match = parser.OFPMatch(**r.match_dict())
+            if m.kind == "flow_delete":
+                msg = parser.OFPFlowMod(dp, cookie=r.cookie, cookie_mask=COOKIE_EXACT,
+                                        table_id=r.table, command=ofp.OFPFC_DELETE_STRICT,
+                                        priority=r.priority, match=match,
+                                        out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY)
+            else:
+                inst = []
+                if r.actions:
+                    inst.append(parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS,
+                                                             actions(r.actions)))
+                if r.goto is not None:
+                    inst.append(parser.OFPInstructionGotoTable(r.goto))
+                msg = parser.OFPFlowMod(dp, cookie=r.cookie, table_id=r.table,
+                                        command=ofp.OFPFC_ADD, priority=r.priority, match=match,
+                                        instructions=inst)
+        else:
+            g = m.group
+            command = {"group_add": ofp.OFPGC_ADD, "group_modify": ofp.OFPGC_MODIFY,
+                       "group_delete": ofp.OFPGC_DELETE}[m.kind]
+            buckets = [parser.OFPBucket(weight=1, watch_port=ofp.OFPP_ANY,
+                                        watch_group=ofp.OFPG_ANY, actions=actions(b))
+                       for b in g.buckets] if m.kind != "group_delete" else []
+            msg = parser.OFPGroupMod(dp, command, ofp.OFPGT_SELECT, g.group_id, buckets)
+        dp.set_xid(msg)
+        return msg
+
+    # ---- OpenFlow events ----------------------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _features(self, ev):
+        dp = ev.msg.datapath
+        self.datapaths[dp.id] = dp
+        dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    def _port_desc(self, ev):
+        dp = ev.msg.datapath
+        ofp = dp.ofproto
+        ports = {p.port_no: not (p.state & ofp.OFPPS_LINK_DOWN or p.config & ofp.OFPPC_PORT_DOWN)
+                 for p in ev.msg.body if p.port_no < ofp.OFPP_MAX}
+        hub.spawn(self._provision, dp.id, ports)
+
+    def _provision(self, dpid: int, ports: dict) -> None:
+        try:
+            self.service.switch_connected(dpid, ports)
+            LOG.info("mlroute: switch %s provisioned", self._name(dpid))
+        except InstallError as e:
+            LOG.error("mlroute: provisioning %s failed: %s", self._name(dpid), e)
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def _dead(self, ev):
+        dp = ev.datapath
+        if dp.id is not None and self.datapaths.get(dp.id) is dp:
+            del self.datapaths[dp.id]
+            self.service.switch_disconnected(dp.id)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev):
+        msg = ev.msg
+        ofp = msg.datapath.ofproto
+        p = msg.desc
+        up = msg.reason != ofp.OFPPR_DELETE and not (
+            p.state & ofp.OFPPS_LINK_DOWN or p.config & ofp.OFPPC_PORT_DOWN)
+        self.service.port_changed(msg.datapath.id, p.port_no, up)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev):
+        event = self.waiting.get(ev.msg.xid)
+        if event is not None:
+            event.set()
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev):
+        msg = ev.msg
+        text = f"OpenFlow error type {msg.type} code {msg.code}"
+        LOG.error("mlroute: switch %s: %s (xid %s)", self._name(msg.datapath.id), text, msg.xid)
+        self.errors.setdefault(msg.datapath.id, []).append((msg.xid, text))
+
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def _packet_in(self, ev):
+        msg = ev.msg
+        dp = msg.datapath
+        pkt = packet.Packet(msg.data)
+        req = pkt.get_protocol(arp.arp)
+        if req is None or req.opcode != arp.ARP_REQUEST:
+            return
+        mac = self.service.arp_answer(req.dst_ip)
+        if mac is None:
+            return
+        reply = packet.Packet()
+        reply.add_protocol(ethernet.ethernet(dst=req.src_mac, src=mac, ethertype=0x0806))
+        reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=mac, src_ip=req.dst_ip,
+                                   dst_mac=req.src_mac, dst_ip=req.src_ip))
+        reply.serialize()
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        in_port = msg.match["in_port"]
+        dp.send_msg(parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
+                                        actions=[parser.OFPActionOutput(in_port)],
+                                        data=reply.data))
+
+
+class RestController(ControllerBase):
+    """Every request under /v1 goes to ``controller.api.handle``."""
+
+    def __init__(self, req, link, data, **config):
+        super().__init__(req, link, data, **config)
+        self.app = data["app"]
+
+    @route("mlroute", "/v1/{tail:.*}")
+    def dispatch(self, req, tail, **_kwargs):
+        status, doc = api.handle(self.app.service, req.method, "/v1/" + tail, req.body or b"")
+        return Response(status=status, content_type="application/json", charset="utf-8",
+                        body=json.dumps(doc).encode())

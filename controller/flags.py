@@ -1,0 +1,50 @@
+"""mlroute's options for ryu-manager, through Ryu's own configuration (oslo.config).
+
+On the command line: ``ryu-manager --user-flags controller/flags.py --mlroute-fabric F
+controller/app.py``; or in a config file given with ``--config-file`` (section [DEFAULT]:
+``mlroute_fabric = F``). REST port and address are Ryu's ``--wsapi-port``/``--wsapi-host``,
+the OpenFlow port Ryu's ``--ofp-tcp-listen-port``.
+"""
+import sys
+
+from oslo_config import cfg
+
+OPTS = [
+    cfg.StrOpt("mlroute-fabric", default=None,
+               help="fabric JSON with wiring (dpids, ports, host_ip, host_mac); else PUT /v1/fabric"),
+    cfg.StrOpt("mlroute-algorithm", default="greedy",
+               help="planner for jobs that do not ask for one: greedy, ecmp, edge-coloring, "
+                    "annealing, ilp, split"),
+    cfg.StrOpt("mlroute-mode", default="flow",
+               help="enforcement for jobs that do not ask for one: flow or sr"),
+    cfg.FloatOpt("mlroute-barrier-timeout", default=5.0,
+                 help="seconds a switch has to confirm rules (barrier reply)"),
+    cfg.FloatOpt("mlroute-ilp-time-limit", default=10.0, help="ILP time limit in seconds"),
+    cfg.IntOpt("mlroute-seed", default=1234, help="simulated annealing seed"),
+    cfg.IntOpt("mlroute-ecmp-salt", default=0, help="salt of the ECMP hash"),
+]
+
+
+def register(conf) -> None:
+    """Register the options unless --user-flags already did (as command-line options)."""
+    for opt in OPTS:
+        if opt.dest not in conf:
+            conf.register_opt(opt)
+
+
+def _framework_conf():
+    """The manager's own ConfigOpts (Ryu and os-ken keep one in their ``cfg`` module, apart
+    from oslo's global); looked up, not imported, so that only app.py imports the framework."""
+    for name in ("ryu.cfg", "os_ken.cfg"):
+        module = sys.modules.get(name)
+        if module is not None:
+            return module.CONF
+    return None
+
+
+_conf = _framework_conf()
+if _conf is not None:  # loaded by ryu-manager --user-flags, before the command line is parsed
+    try:
+        _conf.register_cli_opts(OPTS)
+    except cfg.ArgsAlreadyParsedError:
+        pass

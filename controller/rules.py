@@ -1,0 +1,147 @@
+"""Rule builders: what every switch must hold, as lists of ``openflow.FlowRule``/``GroupEntry``.
+
+Static rules (once per fabric, ``static_rules``):
+
+* leaf, table 0: ARP to the controller (it answers from the declared addresses); MPLS with
+  this leaf's label (bottom of stack) popped and sent to table 1; IPv4 for a local host to
+  table 1; anything else arriving from a spine dropped (no loops); other IPv4 to the default
+  select group, one bucket per alive uplink (ECMP for unplanned traffic).
+* leaf, table 1: IPv4 for a local host out of its port.
+* spine, table 0: its own label on top of the stack popped, then table 1; IPv4 by destination
+  host out of the port to that host's leaf. Table 1: leaf labels out of the port to that leaf.
+
+Per-flow state lives only at ingress leaves (``job_rules``): a planned flow matches its
+5-tuple from its host's port and, in ``flow`` mode, goes out to its spine; in ``sr`` mode it is
+pushed the destination-leaf label and then the spine label (segment routing) and goes out to
+its spine. A split flow gets one rule per part, each part a sub-connection with its own source
+port. Labels: spine j = 100000 + j, leaf i = 200000 + i.
+"""
+from __future__ import annotations
+
+from controller.errors import InputError
+from controller.fabric import Fabric
+from controller.jobs import Flow
+from controller.openflow import (ETH_ARP, ETH_IPV4, ETH_MPLS, COOKIE_STATIC, FlowRule,
+                                 GroupEntry, job_cookie, rule)
+
+MODES = ("flow", "sr")
+SPINE_LABEL_BASE = 100000
+LEAF_LABEL_BASE = 200000
+SPLIT_SPORT_BASE = 40000
+DEFAULT_GROUP = 1
+T_CLASSIFY, T_DELIVER = 0, 1
+PRIO_ARP, PRIO_MPLS, PRIO_PLANNED, PRIO_LOCAL, PRIO_FROM_SPINE, PRIO_DEFAULT = (
+    1000, 900, 500, 100, 20, 10)
+
+
+def spine_label(fabric: Fabric, spine: str) -> int:
+    return SPINE_LABEL_BASE + fabric.spine_index[spine]
+
+
+def leaf_label(fabric: Fabric, leaf: str) -> int:
+    return LEAF_LABEL_BASE + fabric.leaf_index[leaf]
+
+
+def link_up(fabric: Fabric, leaf: str, spine: str) -> bool:
+    return (leaf, spine) not in fabric.down
+
+
+def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[GroupEntry]]:
+    dpid = fabric.dpids[switch]
+    ip = fabric.host_ip
+    rules: list[FlowRule] = []
+    if switch in fabric.leaf_index:
+        hosts = fabric.hosts_of_leaf[switch]
+        rules.append(rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)]))
+        rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
+                          {"eth_type": ETH_MPLS, "mpls_label": leaf_label(fabric, switch),
+                           "mpls_bos": 1}, [("pop_mpls", ETH_IPV4)], goto=T_DELIVER))
+        for h in hosts:
+            rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL,
+                              {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, goto=T_DELIVER))
+            rules.append(rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
+                              [("output", fabric.port(switch, h))]))
+        for s in fabric.spines:
+            rules.append(rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE,
+                              {"in_port": fabric.port(switch, s)}))  # no actions: drop
+        buckets = tuple((("output", fabric.port(switch, s)),) for s in fabric.spines
+                        if link_up(fabric, switch, s))
+        groups = []
+        if buckets:
+            groups.append(GroupEntry(dpid, DEFAULT_GROUP, buckets))
+            rules.append(rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
+                              [("group", DEFAULT_GROUP)]))
+        return rules, groups
+    rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
+                      {"eth_type": ETH_MPLS, "mpls_label": spine_label(fabric, switch),
+                       "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)], goto=T_DELIVER))
+    for leaf in fabric.leaves:
+        if not link_up(fabric, leaf, switch):
+            continue
+        port = fabric.port(switch, leaf)
+        rules.append(rule(dpid, T_DELIVER, PRIO_LOCAL,
+                          {"eth_type": ETH_MPLS, "mpls_label": leaf_label(fabric, leaf)},
+                          [("output", port)]))
+        for h in fabric.hosts_of_leaf[leaf]:
+            rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
+                              [("output", port)]))
+    return rules, []
+
+
+def part_sport(flow: Flow, part: int, parts: int) -> int:
+    """Source port of a sub-connection: the flow's own for an unsplit flow; for part i of a
+    split flow, (the flow's source port, or 40000) + i."""
+    if parts == 1:
+        return flow.sport
+    return (flow.sport or SPLIT_SPORT_BASE) + part
+
+
+def flow_match(fabric: Fabric, flow: Flow, sport: int) -> dict:
+    """The 5-tuple match of a planned flow; a zero port is a wildcard, and a flow with both
+    ports zero matches all IPv4 traffic between its two hosts."""
+    m = {"in_port": fabric.port(fabric.hosts[flow.src], flow.src), "eth_type": ETH_IPV4,
+         "ipv4_src": fabric.host_ip[flow.src], "ipv4_dst": fabric.host_ip[flow.dst]}
+    if sport or flow.dport:
+        m["ip_proto"] = flow.proto
+        l4 = {6: "tcp", 17: "udp"}.get(flow.proto)
+        if l4 is None:
+            raise InputError(f"flow {flow.src} -> {flow.dst}: ports need proto tcp or udp")
+        if sport:
+            m[f"{l4}_src"] = sport
+        if flow.dport:
+            m[f"{l4}_dst"] = flow.dport
+    return m
+
+
+def flow_rules(fabric: Fabric, flow: Flow, parts, mode: str, job_number: int) -> list[FlowRule]:
+    """Ingress-leaf rules of one planned flow; ``parts`` is ((spine index, share), ...) or None
+    for an intra-leaf flow (no rule: static delivery)."""
+    if parts is None:
+        return []
+    if mode not in MODES:
+        raise InputError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+    leaf = fabric.hosts[flow.src]
+    dst_leaf = fabric.hosts[flow.dst]
+    dpid = fabric.dpids[leaf]
+    out = []
+    for i, (s, _share) in enumerate(parts):
+        spine = fabric.spines[s]
+        port = fabric.port(leaf, spine)
+        match = flow_match(fabric, flow, part_sport(flow, i, len(parts)))
+        if mode == "flow":
+            actions = [("output", port)]
+        else:
+            actions = [("push_mpls", ETH_MPLS), ("set_field", "mpls_label", leaf_label(fabric, dst_leaf)),
+                       ("push_mpls", ETH_MPLS), ("set_field", "mpls_label", spine_label(fabric, spine)),
+                       ("output", port)]
+        out.append(rule(dpid, T_CLASSIFY, PRIO_PLANNED + len(match), match, actions,
+                        cookie=job_cookie(job_number)))
+    return out
+
+
+def all_static(fabric: Fabric) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
+    return {fabric.dpids[sw]: static_rules(fabric, sw) for sw in fabric.spines + fabric.leaves}
+
+
+__all__ = ["MODES", "COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
+           "all_static", "spine_label", "leaf_label"]

@@ -1,0 +1,152 @@
+"""Traffic agents that run inside Mininet hosts: RDMA-like ring All-Reduce ranks.
+
+Each rank keeps one TCP connection per part to its successor (a fixed 5-tuple: it binds its
+source port; a split flow has one sub-connection per part, each with its own source port) and
+accepts its predecessor's connections. An iteration is 2(n-1) steps; in each step the rank
+sends a fixed-size chunk to its successor (split across its parts by their shares) and receives
+one from its predecessor, then moves on, as ring All-Reduce does. Every step is timed. All
+ranks start the first iteration at the same wall-clock time (one kernel clock for all hosts);
+later iterations start after the rank's compute gap. TCP makes delivery reliable.
+
+Each connection's receive window is clamped (``--window``, 128 kB): flows that share a link then
+keep equal amounts in its FIFO queue and get equal rates, as max-min fairness assumes. Without
+it, loss-free TCP flows split a FIFO by whatever windows they grew to (this kernel has no fq or
+sfq qdisc to enforce fairness in the network).
+
+    python -m emulation.agents ring --listen-port 5000 --next-ip 10.0.1.1 --dport 5000 \\
+        --parts 6000:1.0 --recv-parts 1.0 --chunk 250000 --steps 14 --iterations 3 \\
+        --start-at 1700000000.0 --out rank.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import struct
+import sys
+import threading
+import time
+
+CONNECT_TIMEOUT = 30.0
+
+
+def _split_bytes(total: int, shares: list[float]) -> list[int]:
+    """Bytes per part: floor of each share, the remainder on the last part."""
+    sizes = [int(total * s) for s in shares]
+    sizes[-1] += total - sum(sizes)
+    return sizes
+
+
+def _connect(ip: str, dport: int, sport: int, part: int, deadline: float) -> socket.socket:
+    while True:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if sport:
+            s.bind(("0.0.0.0", sport))
+        s.settimeout(max(0.1, deadline - time.time()))
+        try:
+            s.connect((ip, dport))
+            s.settimeout(None)
+            s.sendall(struct.pack("!B", part))
+            return s
+        except OSError:
+            s.close()
+            if time.time() > deadline:
+                raise TimeoutError(f"could not connect to {ip}:{dport} from port {sport}")
+            time.sleep(0.1)
+
+
+def _recv_exact(sock: socket.socket, n: int, buf: memoryview) -> None:
+    while n:
+        got = sock.recv_into(buf[:min(n, len(buf))])
+        if not got:
+            raise ConnectionError("peer closed the connection mid-step")
+        n -= got
+
+
+def run_ring(args) -> dict:
+    parts = [(int(p.split(":")[0]), float(p.split(":")[1])) for p in args.parts.split(",")]
+    recv_shares = [float(x) for x in args.recv_parts.split(",")]
+    deadline = time.time() + CONNECT_TIMEOUT
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, args.window)  # inherited on accept
+    server.bind(("0.0.0.0", args.listen_port))
+    server.listen(len(recv_shares))
+    incoming: dict[int, socket.socket] = {}
+
+    def accept_all():
+        server.settimeout(CONNECT_TIMEOUT)
+        while len(incoming) < len(recv_shares):
+            conn, _ = server.accept()
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_WINDOW_CLAMP, args.window)
+            conn.settimeout(None)
+            (idx,) = struct.unpack("!B", conn.recv(1, socket.MSG_WAITALL))
+            incoming[idx] = conn
+
+    acceptor = threading.Thread(target=accept_all, daemon=True)
+    acceptor.start()
+    outgoing = [_connect(args.next_ip, args.dport, sport, i, deadline)
+                for i, (sport, _) in enumerate(parts)]
+    acceptor.join(timeout=CONNECT_TIMEOUT)
+    if len(incoming) < len(recv_shares):
+        raise TimeoutError("predecessor did not connect")
+    send_sizes = _split_bytes(args.chunk, [s for _, s in parts])
+    recv_sizes = _split_bytes(args.chunk, recv_shares)
+    payload = memoryview(bytes(max(send_sizes)))
+    bufs = [memoryview(bytearray(1 << 16)) for _ in recv_sizes]
+    iterations = []
+    now = time.time()
+    if args.start_at > now:
+        time.sleep(args.start_at - now)
+    for it in range(args.iterations):
+        start = time.time()
+        steps = []
+        for _ in range(args.steps):
+            t0 = time.time()
+            threads = [threading.Thread(target=outgoing[i].sendall, args=(payload[:n],))
+                       for i, n in enumerate(send_sizes)]
+            threads += [threading.Thread(target=_recv_exact, args=(incoming[i], n, bufs[i]))
+                        for i, n in enumerate(recv_sizes)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            steps.append(time.time() - t0)
+        iterations.append({"start": start, "end": time.time(), "steps": steps})
+        if it + 1 < args.iterations and args.compute_s:
+            time.sleep(args.compute_s)
+    for s in outgoing + list(incoming.values()):
+        s.close()
+    server.close()
+    return {"iterations": iterations, "sent_bytes": args.chunk * args.steps * args.iterations}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m emulation.agents")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("ring", help="one rank of a ring All-Reduce")
+    r.add_argument("--listen-port", type=int, required=True)
+    r.add_argument("--next-ip", required=True)
+    r.add_argument("--dport", type=int, required=True)
+    r.add_argument("--parts", required=True, help="sport:share,... of the flow to the successor")
+    r.add_argument("--recv-parts", required=True, help="share,... of the flow from the predecessor")
+    r.add_argument("--chunk", type=int, required=True, help="bytes per step")
+    r.add_argument("--steps", type=int, required=True)
+    r.add_argument("--iterations", type=int, default=1)
+    r.add_argument("--compute-s", type=float, default=0.0)
+    r.add_argument("--start-at", type=float, default=0.0, help="epoch seconds")
+    r.add_argument("--window", type=int, default=128 * 1024, help="receive window clamp, bytes")
+    r.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    try:
+        result = run_ring(args)
+    except (OSError, TimeoutError) as e:
+        result = {"error": f"{type(e).__name__}: {e}"}
+    with open(args.out, "w") as fh:
+        json.dump(result, fh)
+    return 0 if "error" not in result else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Start and stop the Mininet leaf-spine fabric the way these machines need it
+(``../shared/design/environment.md``): Open vSwitch userspace datapath, OpenFlow 1.3, secure
+fail mode, tx offload off on every host interface, IPv6 off in hosts, shaped links, a remote
+controller, bounded waits, and cleanup that never runs while a controller of ours is up.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
+
+
+def ensure_ovs() -> None:
+    """Start Open vSwitch if it does not run (no systemd here)."""
+    if subprocess.run([OVS_CTL, "status"], capture_output=True).returncode != 0:
+        subprocess.run([OVS_CTL, "--system-id=random", "start"], capture_output=True, timeout=60,
+                       check=True)
+
+
+def cleanup() -> None:
+    """Remove bridges and veths a killed run left behind. Mininet's own cleanup also kills
+    controllers by name, so call it only before starting ours or after stopping it."""
+    from mininet.clean import cleanup as mn_cleanup
+    from mininet.log import setLogLevel
+    setLogLevel("error")
+    mn_cleanup()
+
+
+def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_port: int = 6653):
+    from mininet.link import Link, TCLink
+    from mininet.log import setLogLevel
+    from mininet.net import Mininet
+    from mininet.node import OVSSwitch, RemoteController
+    from topologies.clos import ClosTopo
+    setLogLevel(os.environ.get("MLROUTE_MININET_LOG", "error"))
+    topo = ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, bw=bw)
+    return Mininet(topo=topo, switch=OVSSwitch, link=TCLink if bw else Link,
+                   controller=lambda name: RemoteController(name, ip="127.0.0.1",
+                                                            port=controller_port))
+
+
+QUEUE_BYTES = 1_000_000
+
+
+def limit_queues(net, limit: int = QUEUE_BYTES) -> None:
+    """Give every shaped interface a short byte FIFO under its HTB class (5:1, as TCLink sets
+    it up): 200 kB, 160 ms at 10 Mbit/s.
+
+    Without it the class queues up to txqueuelen (1000) packets, over a second at 10 Mbit/s,
+    and ring steps, which wait on each other, lose time to that delay. netem's
+    ``max_queue_size`` would do this but there is no netem here.
+    """
+    for node in net.hosts + net.switches:
+        for intf in node.intfList():
+            if intf.name == "lo" or not intf.params.get("bw"):
+                continue
+            node.cmd(f"tc qdisc replace dev {intf.name} parent 5:1 handle 10: bfifo limit {limit}")
+
+
+HOST_MTU = 9000
+SWITCH_MTU = HOST_MTU + 100  # room for the two MPLS labels of segment routing
+
+
+def set_mtu(net, host_mtu: int = HOST_MTU, switch_mtu: int = SWITCH_MTU) -> None:
+    """Jumbo frames, as training fabrics use: headers then cost 0.7% of a link, not 4.6%.
+    Switch ports get more than hosts so that pushed MPLS labels still fit (environment.md:
+    with equal MTUs, ping works but TCP inside MPLS gets nothing through)."""
+    for sw in net.switches:
+        for intf in sw.intfList():
+            if intf.name != "lo":
+                sw.cmd(f"ip link set dev {intf.name} mtu {switch_mtu}")
+                sw.cmd(f"ovs-vsctl set interface {intf.name} mtu_request={switch_mtu}")
+    for h in net.hosts:
+        for intf in h.intfList():
+            h.cmd(f"ip link set dev {intf.name} mtu {host_mtu}")
+
+
+def start(net, timeout: float = 60.0, static_arp: bool = False, jumbo: bool = True) -> None:
+    """Start the fabric, wait (bounded) for every switch to connect, prepare the hosts."""
+    net.start()
+    limit_queues(net)
+    if jumbo:
+        set_mtu(net)
+    if not net.waitConnected(timeout=timeout):
+        raise TimeoutError(f"switches did not connect to the controller within {timeout:g} s")
+    for h in net.hosts:
+        for intf in h.intfList():
+            h.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
+        h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1")
+    if static_arp:
+        net.staticArp()
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
+    """Poll ``predicate`` until it returns a true value; raise TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)

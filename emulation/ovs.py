@@ -1,0 +1,80 @@
+"""Read real switch state with ``ovs-ofctl``: flow entries with their counters, port counters.
+
+Used to prove paths from counters (a planned flow's bytes on the ingress rule that sends it to
+its spine, bytes per directed link) and to compare flow tables across runs.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+
+_FIELD = re.compile(r"(\w+)=([^,\s]+)")
+
+
+def dump_flows(bridge: str, cookie: int | None = None) -> list[dict]:
+    """Flow entries of a bridge: cookie, table, priority, match fields, actions, counters."""
+    cmd = ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge]
+    if cookie is not None:
+        cmd.append(f"cookie={cookie:#x}/-1")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout
+    flows = []
+    for line in out.splitlines():
+        line = line.strip()
+        if not line.startswith("cookie="):
+            continue
+        head, _, actions = line.partition(" actions=")
+        fields = dict(_FIELD.findall(head))
+        entry = {"cookie": int(fields.pop("cookie"), 16), "table": int(fields.pop("table", 0)),
+                 "n_packets": int(fields.pop("n_packets", 0)),
+                 "n_bytes": int(fields.pop("n_bytes", 0)),
+                 "priority": int(fields.pop("priority", 32768)), "actions": actions}
+        for k in ("duration", "idle_age", "hard_age", "reset_counts"):
+            fields.pop(k, None)
+        entry["match"] = fields
+        entry["flags"] = [w for w in head.split(",") if "=" not in w and w.strip()]
+        flows.append(entry)
+    return flows
+
+
+def flow_table(bridge: str) -> list[str]:
+    """A bridge's flow table without counters or ages, sorted: equal lists = equal tables."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "--no-stats", "dump-flows", bridge],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    return sorted(l.strip() for l in out.splitlines() if "actions=" in l)
+
+
+def port_bytes(bridge: str) -> dict[int, dict[str, int]]:
+    """Per port number: rx and tx bytes."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    ports: dict[int, dict[str, int]] = {}
+    current = None
+    for line in out.splitlines():
+        m = re.match(r"\s*port\s+(\w+):\s*rx pkts=\d+, bytes=(\d+)", line)
+        if m:
+            current = int(m.group(1)) if m.group(1).isdigit() else None
+            if current is not None:
+                ports[current] = {"rx": int(m.group(2)), "tx": 0}
+            continue
+        m = re.match(r"\s*tx pkts=\d+, bytes=(\d+)", line)
+        if m and current is not None:
+            ports[current]["tx"] = int(m.group(1))
+    return ports
+
+
+def settle_counters(bridges: list[str], timeout: float = 6.0, interval: float = 0.7) -> None:
+    """Wait until flow counters stop changing: OVS credits datapath packets to OpenFlow rules
+    lazily (its revalidators run about every half second), so a read right after the traffic
+    misses the last bytes."""
+    import time
+
+    def total():
+        return sum(e["n_bytes"] for b in bridges for e in dump_flows(b))
+    deadline = time.monotonic() + timeout
+    last = total()
+    while time.monotonic() < deadline:
+        time.sleep(interval)
+        now = total()
+        if now == last:
+            return
+        last = now

@@ -1,0 +1,149 @@
+"""A small OpenFlow 1.3 table interpreter (in the spirit of Faucet's fake tables): applies the
+controller's messages to per-switch tables and traces packets through the fabric, so rule
+builders and the service are checked without a switch. It also acts as the service's Installer.
+"""
+from __future__ import annotations
+
+import hashlib
+
+from controller.errors import InstallError
+from controller.openflow import ETH_IPV4, ETH_MPLS, FlowRule
+
+PREREQ = {"ipv4_src": ("eth_type", ETH_IPV4), "ipv4_dst": ("eth_type", ETH_IPV4),
+          "ip_proto": ("eth_type", ETH_IPV4), "tcp_src": ("ip_proto", 6),
+          "tcp_dst": ("ip_proto", 6), "udp_src": ("ip_proto", 17), "udp_dst": ("ip_proto", 17),
+          "mpls_label": ("eth_type", ETH_MPLS), "mpls_bos": ("eth_type", ETH_MPLS)}
+
+
+class FakeSwitches:
+    def __init__(self, dpids):
+        self.rules = {d: {} for d in dpids}  # dpid -> key -> FlowRule
+        self.groups = {d: {} for d in dpids}
+        self.fail = set()  # dpids that reject their next batch (once)
+        self.sent = []  # every message, in order
+
+    # Installer
+    def install(self, batches):
+        for dpid, msgs in batches.items():
+            if dpid in self.fail:
+                # the switch applied the first message, then failed: a half-applied batch
+                self._apply(dpid, msgs[:1])
+                self.fail.discard(dpid)
+                raise InstallError(f"switch {dpid:#x} rejected a rule")
+        for dpid, msgs in batches.items():
+            self._apply(dpid, msgs)
+
+    def reset(self, dpid):
+        self.rules[dpid] = {}
+        self.groups[dpid] = {}
+
+    def _apply(self, dpid, msgs):
+        for m in msgs:
+            self.sent.append(m)
+            if m.kind == "flow_add":
+                for f, _ in m.rule.match:
+                    if f in PREREQ:
+                        field, value = PREREQ[f]
+                        assert m.rule.match_dict().get(field) == value, f"{f} without {field}"
+                self.rules[dpid][m.rule.key] = m.rule
+            elif m.kind == "flow_delete":
+                self.rules[dpid].pop(m.rule.key, None)
+            elif m.kind in ("group_add", "group_modify"):
+                self.groups[dpid][m.group.group_id] = m.group
+            elif m.kind == "group_delete":
+                self.groups[dpid].pop(m.group.group_id, None)
+
+    def snapshot(self):
+        return {d: set(r.values()) for d, r in self.rules.items()}, \
+               {d: dict(g) for d, g in self.groups.items()}
+
+    # packet processing
+    def process(self, dpid: int, pkt: dict, bucket=None) -> list[tuple[int, dict]]:
+        """Outputs (port, packet) of a packet entering ``dpid``; ``bucket`` picks select-group
+        buckets (None: hash of the packet)."""
+        pkt = dict(pkt, mpls=list(pkt.get("mpls", [])))
+        table, outputs = 0, []
+        for _ in range(8):
+            r = self._lookup(dpid, table, pkt)
+            if r is None:
+                return outputs
+            for a in r.actions:
+                self._act(dpid, a, pkt, outputs, bucket)
+            if r.goto is None:
+                return outputs
+            table = r.goto
+        raise AssertionError("goto loop")
+
+    def _act(self, dpid, a, pkt, outputs, bucket):
+        if a[0] == "output":
+            outputs.append((a[1], dict(pkt, mpls=list(pkt["mpls"]))))
+        elif a[0] == "controller":
+            outputs.append(("controller", dict(pkt)))
+        elif a[0] == "group":
+            g = self.groups[dpid][a[1]]
+            if bucket is None:
+                h = hashlib.sha256(repr(sorted((k, str(v)) for k, v in pkt.items())).encode())
+                i = int.from_bytes(h.digest()[:4], "big") % len(g.buckets)
+            else:
+                i = bucket % len(g.buckets)
+            for b in g.buckets[i]:
+                self._act(dpid, b, pkt, outputs, bucket)
+        elif a[0] == "push_mpls":
+            pkt["mpls"].insert(0, 0)
+        elif a[0] == "pop_mpls":
+            pkt["mpls"].pop(0)
+        elif a[0] == "set_field":
+            assert a[1] == "mpls_label"
+            pkt["mpls"][0] = a[2]
+        else:
+            raise AssertionError(a)
+
+    def _lookup(self, dpid, table, pkt) -> FlowRule | None:
+        fields = self._fields(pkt)
+        best = None
+        for r in self.rules[dpid].values():
+            if r.table != table:
+                continue
+            if all(fields.get(k) == v for k, v in r.match):
+                if best is None or r.priority > best.priority:
+                    best = r
+        return best
+
+    @staticmethod
+    def _fields(pkt) -> dict:
+        f = {"in_port": pkt["in_port"]}
+        if pkt["mpls"]:
+            f.update(eth_type=ETH_MPLS, mpls_label=pkt["mpls"][0], mpls_bos=int(len(pkt["mpls"]) == 1))
+            return f
+        f["eth_type"] = pkt["eth_type"]
+        if pkt["eth_type"] == ETH_IPV4:
+            f.update(ipv4_src=pkt["ipv4_src"], ipv4_dst=pkt["ipv4_dst"], ip_proto=pkt["ip_proto"])
+            l4 = {6: "tcp", 17: "udp"}.get(pkt["ip_proto"])
+            if l4:
+                f[f"{l4}_src"] = pkt["sport"]
+                f[f"{l4}_dst"] = pkt["dport"]
+        return f
+
+
+def trace(fabric, switches: FakeSwitches, src: str, dst: str, proto=6, sport=1234, dport=80,
+          bucket=None):
+    """Follow an IPv4 packet from host ``src`` to ``dst``: (switches crossed, host reached or
+    None, MPLS labels still on the packet)."""
+    sw = fabric.hosts[src]
+    pkt = {"in_port": fabric.port(sw, src), "eth_type": ETH_IPV4,
+           "ipv4_src": fabric.host_ip[src], "ipv4_dst": fabric.host_ip[dst], "ip_proto": proto,
+           "sport": sport, "dport": dport, "mpls": []}
+    path = []
+    for _ in range(6):
+        path.append(sw)
+        out = switches.process(fabric.dpids[sw], pkt, bucket)
+        if not out:
+            return path, None, []
+        assert len(out) == 1, f"{sw} sent the packet out of {len(out)} ports"
+        port, pkt = out[0]
+        peer = fabric.peer(sw, port)
+        if peer in fabric.hosts:
+            return path, peer, pkt["mpls"]
+        pkt = dict(pkt, in_port=fabric.port(peer, sw))
+        sw = peer
+    raise AssertionError(f"loop: {path}")

@@ -1,0 +1,120 @@
+"""End to end with real parts: ryu-manager + mlroute, Open vSwitch (userspace), Mininet, TCP."""
+import json
+
+import pytest
+
+from emulation import ovs
+from emulation.run import _run_traffic, _verify_paths, prepare_jobs
+from tests.integration import Fabric, require_root_and_ovs
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    require_root_and_ovs()
+    with Fabric(tmp_path_factory.mktemp("emu")) as f:
+        yield f
+
+
+def tables(emu):
+    return {sw: ovs.flow_table(sw) for sw in emu.fabric.spines + emu.fabric.leaves}
+
+
+def ring_doc(jid, ranks, size=4_000_000):
+    return {"id": jid, "collective": "ring_allreduce", "ranks": ranks, "bytes": size}
+
+
+def test_pingall_before_any_job(emu):
+    assert emu.net.pingAll(timeout=2) == 0.0
+    view = emu.ctl.rest("GET", "/v1/fabric")[1]
+    assert view["ready"] and not view["missing_switches"] and not view["ports_not_up"]
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_job_traffic_crosses_planned_spines(emu, mode, tmp_path):
+    before = tables(emu)
+    jobs = prepare_jobs({"jobs": [ring_doc("a", ["h0_0", "h1_0", "h2_0", "h3_0"]),
+                                  ring_doc("b", ["h3_1", "h2_1", "h1_1", "h0_1"])]}, emu.fabric)
+    try:
+        for job in jobs:
+            status, doc = emu.ctl.rest("POST", "/v1/jobs", {**job, "mode": mode})
+            assert status == 201, doc
+            assert doc["mode"] == mode and doc["rules"]["added"] >= 1
+        views = {j["id"]: emu.ctl.rest("GET", f"/v1/jobs/{j['id']}")[1] for j in jobs}
+        # greedy: each leaf's two outgoing flows leave on different spines
+        by_leaf = {}
+        for v in views.values():
+            for r in v["routes"]:
+                by_leaf.setdefault(emu.fabric.hosts[r["src"]], set()).add(r["spine"])
+        assert all(len(s) == 2 for s in by_leaf.values())
+        spine_before = {s: ovs.port_bytes(s) for s in emu.fabric.spines}
+        times = _run_traffic(emu.net, emu.fabric, jobs, views, 1, str(tmp_path), mode)
+        assert set(times) == {"a", "b"} and all(t[0] > 0 for t in times.values())
+        ovs.settle_counters(emu.fabric.leaves)
+        verified, total, checks = _verify_paths(emu.fabric, jobs, views, 1)
+        assert total == 8 and verified == total, checks
+        # the spines saw it too: every planned spine forwarded the bytes of its flows
+        spine_after = {s: ovs.port_bytes(s) for s in emu.fabric.spines}
+        for v in views.values():
+            for r in v["routes"]:
+                port = emu.fabric.port(r["spine"], emu.fabric.hosts[r["dst"]])
+                sent = spine_after[r["spine"]][port]["tx"] - spine_before[r["spine"]][port]["tx"]
+                assert sent >= 4_000_000 / 4 * 6, (r, sent)
+        if mode == "sr":  # per-flow state only at ingress leaves, labels pushed there
+            leaf = ovs.dump_flows("l0", None)
+            assert any("push_mpls" in e["actions"] for e in leaf)
+    finally:
+        for job in jobs:
+            emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
+    assert tables(emu) == before
+
+
+def test_delete_removes_exactly_that_jobs_rules(emu):
+    static = tables(emu)
+    a = {"id": "keep", "flows": [{"src": "h0_0", "dst": "h2_0", "bytes": 1e6, "dport": 7000}]}
+    b = {"id": "drop", "flows": [{"src": "h1_0", "dst": "h3_1", "bytes": 1e6, "dport": 7001},
+                                 {"src": "h0_1", "dst": "h3_0", "bytes": 1e6, "dport": 7001}]}
+    assert emu.ctl.rest("POST", "/v1/jobs", a)[0] == 201
+    assert emu.ctl.rest("POST", "/v1/jobs", b)[0] == 201
+    number = emu.ctl.rest("GET", "/v1/jobs/drop")[1]["number"]
+    from controller.openflow import job_cookie
+    assert sum(len(ovs.dump_flows(l, job_cookie(number))) for l in ("l0", "l1")) == 2
+    with_both = tables(emu)
+    status, doc = emu.ctl.rest("DELETE", "/v1/jobs/drop")
+    assert status == 200 and doc["rules"]["removed"] == 2
+    after = tables(emu)
+    for sw in after:  # exactly the two rules of "drop" are gone
+        gone = set(with_both[sw]) - set(after[sw])
+        assert set(after[sw]) <= set(with_both[sw])
+        assert all(f"cookie={job_cookie(number):#x}" in line for line in gone)
+    assert sum(len(set(with_both[s]) - set(after[s])) for s in after) == 2
+    assert emu.ctl.rest("DELETE", "/v1/jobs/keep")[0] == 200
+    assert tables(emu) == static
+
+
+@pytest.mark.parametrize("body, status", [
+    (b"{not json", 400),
+    (json.dumps({"id": "x", "ranks": ["h0_0", "nobody"], "bytes": 1}).encode(), 400),
+    (json.dumps({"id": "x", "ranks": ["h0_0", "h1_0"], "bytes": -3}).encode(), 400),
+    (json.dumps({"id": "x", "ranks": [], "bytes": 3}).encode(), 400),
+    (json.dumps({"id": "x", "ranks": ["h0_0", "h1_0"], "bytes": 3, "mode": "vlan"}).encode(), 400),
+    (json.dumps({"id": "base", "ranks": ["h2_0", "h3_0"], "bytes": 3}).encode(), 409),
+])
+def test_bad_rest_input_is_4xx_and_changes_nothing(emu, body, status):
+    assert emu.ctl.rest("POST", "/v1/jobs", ring_doc("base", ["h0_1", "h1_1"]))[0] == 201
+    try:
+        before = tables(emu)
+        code, doc = emu.ctl.rest("POST", "/v1/jobs", body)
+        assert code == status and doc["error"]
+        assert tables(emu) == before
+        assert [j["id"] for j in emu.ctl.rest("GET", "/v1/jobs")[1]["jobs"]] == ["base"]
+    finally:
+        emu.ctl.rest("DELETE", "/v1/jobs/base")
+
+
+def test_unknown_routes_and_methods(emu):
+    assert emu.ctl.rest("GET", "/v1/jobs/none")[0] == 404
+    assert emu.ctl.rest("DELETE", "/v1/jobs/none")[0] == 404
+    assert emu.ctl.rest("PATCH", "/v1/jobs", b"{}")[0] == 405
+    assert emu.ctl.rest("GET", "/v1/links")[0] == 200

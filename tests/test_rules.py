@@ -1,0 +1,206 @@
+"""Rule builders and the service, checked on the fake switch tables (no Open vSwitch)."""
+import json
+
+import pytest
+
+from controller import api
+from controller.fabric import Fabric
+from controller.openflow import COOKIE_STATIC, ETH_ARP, job_cookie
+from controller.service import RouteService
+from tests.fake_switch import FakeSwitches, trace
+
+
+def wired(spines=2, leaves=4, hosts=2, **kw):
+    return Fabric.generate(spines, leaves, hosts, 0.01, wiring=True, **kw)
+
+
+@pytest.fixture
+def env():
+    f = wired()
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    return f, sw, svc
+
+
+def ring(jid, ranks, **extra):
+    return {"id": jid, "collective": "ring_allreduce", "ranks": ranks, "bytes": 8e6, **extra}
+
+
+def test_unplanned_traffic_reaches_every_host_over_every_bucket(env):
+    f, sw, _ = env
+    for src in f.hosts:
+        for dst in f.hosts:
+            if src == dst:
+                continue
+            for bucket in range(len(f.spines)):
+                path, reached, labels = trace(f, sw, src, dst, bucket=bucket)
+                assert reached == dst and labels == []
+                if f.hosts[src] != f.hosts[dst]:
+                    assert len(path) == 3 and path[1] in f.spines
+                    assert path[1] == f.spines[bucket]  # ECMP group: one bucket per uplink
+
+
+def test_arp_goes_to_controller_and_spine_traffic_never_bounces(env):
+    f, sw, svc = env
+    out = sw.process(f.dpids["l0"], {"in_port": 3, "eth_type": ETH_ARP, "mpls": []})
+    assert out and out[0][0] == "controller"
+    assert svc.arp_answer(f.host_ip["h2_1"]) == f.host_mac["h2_1"]
+    assert svc.arp_answer("192.0.2.1") is None
+    # a packet for a host of another leaf arriving from a spine is dropped, not sent back up
+    pkt = {"in_port": f.port("l0", "s0"), "eth_type": 0x0800, "ipv4_src": f.host_ip["h1_0"],
+           "ipv4_dst": f.host_ip["h2_0"], "ip_proto": 6, "sport": 1, "dport": 2, "mpls": []}
+    assert sw.process(f.dpids["l0"], pkt) == []
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_planned_flows_cross_their_planned_spine(env, mode):
+    f, sw, svc = env
+    status, doc = api.handle(svc, "POST", "/v1/jobs",
+                             json.dumps(ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"], mode=mode)).encode())
+    assert status == 201, doc
+    status, doc2 = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        ring("b", ["h0_1", "h1_1", "h2_1", "h3_1"], mode=mode, proto="udp", dport=4791,
+             sport=50000)).encode())
+    assert status == 201, doc2
+    routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+    assert len(routes) == 8
+    spines_used = {}
+    for r in routes:
+        proto = r.get("proto", 6)
+        for bucket in range(2):  # planned flows must not depend on the default group
+            path, reached, labels = trace(f, sw, r["src"], r["dst"], proto=proto,
+                                          sport=r.get("sport", 1234), dport=r.get("dport", 80),
+                                          bucket=bucket)
+            assert reached == r["dst"] and labels == []
+            assert path == [f.hosts[r["src"]], r["spine"], f.hosts[r["dst"]]]
+        key = f.hosts[r["src"]]
+        spines_used.setdefault(key, []).append(r["spine"])
+    # greedy: the two flows leaving each leaf take different spines
+    assert all(len(set(v)) == 2 for v in spines_used.values())
+    rules = [x for x in sw.rules[f.dpids["l0"]].values() if x.cookie != COOKIE_STATIC]
+    assert len(rules) == 2
+    if mode == "sr":
+        assert all(any(a[0] == "push_mpls" for a in x.actions) for x in rules)
+    # per-flow state only at ingress leaves
+    for s in f.spines:
+        assert all(x.cookie == COOKIE_STATIC for x in sw.rules[f.dpids[s]].values())
+
+
+def test_split_flow_parts_take_their_spines():
+    f = wired(spines=3, leaves=2, hosts=4)
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f, algorithm="split")
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    job = {"id": "s", "flows": [{"src": f"h0_{k}", "dst": f"h1_{k}", "bytes": 3e6, "proto": "tcp",
+                                 "dport": 5001} for k in range(4)]}
+    status, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(job).encode())
+    assert status == 201, doc
+    split = [r for r in doc["routes"] if "split" in r]
+    assert split, "4 flows over 3 spines: the leftover matching is split"
+    for r in split:
+        for part in r["split"]:
+            path, reached, _ = trace(f, sw, r["src"], r["dst"], sport=part["sport"], dport=5001)
+            assert reached == r["dst"] and path[1] == part["spine"]
+
+
+def test_delete_removes_exactly_that_job(env):
+    f, sw, svc = env
+    before_rules, before_groups = sw.snapshot()
+    assert api.handle(svc, "POST", "/v1/jobs", b'{"id": "keep", "flows": [{"src": "h0_0", '
+                      b'"dst": "h3_1", "bytes": 1000}]}')[0] == 201
+    with_keep = sw.snapshot()
+    assert api.handle(svc, "POST", "/v1/jobs", b'{"id": "gone", "flows": [{"src": "h1_0", '
+                      b'"dst": "h2_1", "bytes": 1000, "proto": "udp", "dport": 9}]}')[0] == 201
+    number = svc.jobs["gone"].number
+    assert any(x.cookie == job_cookie(number) for x in sw.rules[f.dpids["l1"]].values())
+    status, doc = api.handle(svc, "DELETE", "/v1/jobs/gone")
+    assert status == 200 and doc["rules"]["removed"] == 1
+    assert sw.snapshot() == with_keep
+    assert api.handle(svc, "DELETE", "/v1/jobs/keep")[0] == 200
+    assert sw.snapshot() == (before_rules, before_groups)
+    assert api.handle(svc, "DELETE", "/v1/jobs/keep")[0] == 404
+
+
+@pytest.mark.parametrize("method, path, body, status", [
+    ("POST", "/v1/jobs", b"{nope", 400),
+    ("POST", "/v1/jobs", b"", 400),
+    ("POST", "/v1/jobs", b'{"id": "x", "ranks": ["h0_0", "zz"], "bytes": 1}', 400),
+    ("POST", "/v1/jobs", b'{"id": "x", "ranks": ["h0_0", "h1_0"], "bytes": -1}', 400),
+    ("POST", "/v1/jobs", b'{"id": "x", "ranks": ["h0_0", "h1_0"], "bytes": 1, "mode": "x"}', 400),
+    ("POST", "/v1/jobs", b'{"id": "x", "ranks": ["h0_0", "h1_0"], "bytes": 1, "algorithm": "x"}', 400),
+    ("POST", "/v1/jobs", b'{"id": "x", "ranks": ["h0_0", "h1_0"], "bytes": 1, "extra": 1}', 400),
+    ("POST", "/v1/jobs", b'[1, 2]', 400),
+    ("POST", "/v1/jobs", b'{"id": "a", "ranks": ["h0_1", "h1_1"], "bytes": 1}', 409),  # duplicate
+    ("POST", "/v1/jobs", b'{"id": "c", "ranks": ["h0_0", "h1_0"], "bytes": 1}', 409),  # same match
+    ("GET", "/v1/jobs/none", b"", 404),
+    ("DELETE", "/v1/jobs/none", b"", 404),
+    ("PATCH", "/v1/jobs", b"", 405),
+    ("GET", "/v1/nothing", b"", 404),
+    ("PUT", "/v1/fabric", b'{"spines": []}', 400),
+    ("PUT", "/v1/fabric", b'{"spines": ["s0"], "leaves": ["l0"], "hosts": {}}', 400),  # no wiring
+    ("PUT", "/v1/fabric", json.dumps(wired(3, 4, 2).to_dict()).encode(), 409),  # jobs run
+])
+def test_bad_requests_change_nothing(env, method, path, body, status):
+    f, sw, svc = env
+    assert api.handle(svc, "POST", "/v1/jobs",
+                      b'{"id": "a", "ranks": ["h0_0", "h1_0", "h2_0"], "bytes": 3e6}')[0] == 201
+    before = sw.snapshot()
+    jobs_before = api.handle(svc, "GET", "/v1/jobs")[1]
+    code, doc = api.handle(svc, method, path, body)
+    assert code == status and isinstance(doc.get("error"), str) and doc["error"]
+    assert sw.snapshot() == before
+    assert api.handle(svc, "GET", "/v1/jobs")[1] == jobs_before
+
+
+def test_install_failure_rolls_back(env):
+    f, sw, svc = env
+    assert api.handle(svc, "POST", "/v1/jobs",
+                      b'{"id": "a", "ranks": ["h0_0", "h1_0", "h2_0", "h3_0"], "bytes": 3e6}')[0] == 201
+    before = sw.snapshot()
+    sw.fail = {f.dpids["l2"]}
+    code, doc = api.handle(svc, "POST", "/v1/jobs",
+                           b'{"id": "b", "ranks": ["h0_1", "h1_1", "h2_1", "h3_1"], "bytes": 3e6}')
+    assert code == 409 and "rejected" in doc["error"]
+    # the failing switch may have kept a half-applied batch; the service undid it everywhere
+    svc_jobs = api.handle(svc, "GET", "/v1/jobs")[1]["jobs"]
+    assert [j["id"] for j in svc_jobs] == ["a"]
+    assert sw.snapshot() == before
+
+
+def test_same_plan_twice_sends_nothing(env):
+    f, sw, svc = env
+    assert api.handle(svc, "POST", "/v1/jobs",
+                      b'{"id": "a", "ranks": ["h0_0", "h1_0", "h2_0", "h3_0"], "bytes": 3e6}')[0] == 201
+    sent = len(sw.sent)
+    before = sw.snapshot()
+    code, doc = api.handle(svc, "POST", "/v1/optimize")
+    assert code == 200 and doc["rules"] == {"added": 0, "removed": 0, "switches": 0}
+    assert len(sw.sent) == sent and sw.snapshot() == before
+
+
+def test_disconnected_ingress_leaf_is_a_conflict(env):
+    f, sw, svc = env
+    svc.switch_disconnected(f.dpids["l3"])
+    code, doc = api.handle(svc, "POST", "/v1/jobs",
+                           b'{"id": "a", "flows": [{"src": "h3_0", "dst": "h1_0", "bytes": 5}]}')
+    assert code == 409 and "l3" in doc["error"] and "not connected" in doc["error"]
+    # a job that does not need l3 is fine
+    code, _ = api.handle(svc, "POST", "/v1/jobs",
+                         b'{"id": "b", "flows": [{"src": "h0_0", "dst": "h3_0", "bytes": 5}]}')
+    assert code == 201
+
+
+def test_views(env):
+    f, sw, svc = env
+    api.handle(svc, "POST", "/v1/jobs", b'{"id": "a", "ranks": ["h0_0", "h1_0", "h2_0", "h3_0"], '
+                                        b'"bytes": 4e6, "algorithm": "ecmp"}')
+    code, job = api.handle(svc, "GET", "/v1/jobs/a")
+    assert code == 200 and job["algorithm"] == "ecmp" and len(job["routes"]) == 4
+    assert job["predicted_allreduce_s"] >= job["ideal_s"] > 0
+    links = api.handle(svc, "GET", "/v1/links")[1]
+    assert sum(l["flows"] for l in links["links"] if "->s" in l["link"]) == 4
+    view = api.handle(svc, "GET", "/v1/fabric")[1]
+    assert view["ready"] and not view["missing_switches"]

@@ -1,0 +1,1 @@
+"""Mininet topologies of mlroute's fabrics."""
