@@ -48,8 +48,9 @@ controller: install system
 	$(PY) -m topologies.clos --spines 4 --leaves 8 --hosts-per-leaf 2 --bw 10 --out fabric.json
 	$(VENV)/bin/ryu-manager --user-flags controller/flags.py --mlroute-fabric fabric.json controller/app.py
 
-bench: install
+bench: install system
 	$(PY) -m emulation.bench
+	$(PY) -m emulation.bench_emulation
 
 paper: install
 	$(PY) -m emulation.paper

@@ -8,6 +8,11 @@ one from its predecessor, then moves on, as ring All-Reduce does. Every step is 
 ranks start the first iteration at the same wall-clock time (one kernel clock for all hosts);
 later iterations start after the rank's compute gap. TCP makes delivery reliable.
 
+With ``--barrier`` (what the runner uses) the ranks of a ring also agree, over a Unix socket
+outside the emulated network, that every rank has finished a step before any starts the next:
+the synchronous steps of the paper's model, where a step ends when its slowest flow ends.
+Without it, steps follow data dependencies only, as NCCL's pipelined rings do.
+
 Each connection's receive window is clamped (``--window``, 128 kB): flows that share a link then
 keep equal amounts in its FIFO queue and get equal rates, as max-min fairness assumes. Without
 it, loss-free TCP flows split a FIFO by whatever windows they grew to (this kernel has no fq or
@@ -64,6 +69,56 @@ def _recv_exact(sock: socket.socket, n: int, buf: memoryview) -> None:
         n -= got
 
 
+class Barrier:
+    """All ranks of a ring wait here until every rank arrived. Rank 0 serves a Unix socket
+    (reachable from every Mininet host: they share the file system, not the network)."""
+
+    def __init__(self, path: str, rank: int, size: int, deadline: float):
+        self.rank, self.size = rank, size
+        self.peers: list[socket.socket] = []
+        if rank == 0:
+            import os
+            if os.path.exists(path):
+                os.unlink(path)
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(path)
+            server.listen(size)
+            server.settimeout(max(0.1, deadline - time.time()))
+            while len(self.peers) < size - 1:
+                self.peers.append(server.accept()[0])
+            server.close()
+        else:
+            while True:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    s.connect(path)
+                    self.peers.append(s)
+                    break
+                except OSError:
+                    s.close()
+                    if time.time() > deadline:
+                        raise TimeoutError("ring barrier: rank 0 is not there")
+                    time.sleep(0.05)
+
+    def wait(self) -> None:
+        if self.size == 1:
+            return
+        if self.rank == 0:
+            for p in self.peers:
+                if p.recv(1) != b"d":
+                    raise ConnectionError("ring barrier: a rank left")
+            for p in self.peers:
+                p.sendall(b"g")
+        else:
+            self.peers[0].sendall(b"d")
+            if self.peers[0].recv(1) != b"g":
+                raise ConnectionError("ring barrier: rank 0 left")
+
+    def close(self) -> None:
+        for p in self.peers:
+            p.close()
+
+
 def run_ring(args) -> dict:
     parts = [(int(p.split(":")[0]), float(p.split(":")[1])) for p in args.parts.split(",")]
     recv_shares = [float(x) for x in args.recv_parts.split(",")]
@@ -91,6 +146,7 @@ def run_ring(args) -> dict:
     acceptor.join(timeout=CONNECT_TIMEOUT)
     if len(incoming) < len(recv_shares):
         raise TimeoutError("predecessor did not connect")
+    barrier = Barrier(args.barrier, args.rank, args.size, deadline) if args.barrier else None
     send_sizes = _split_bytes(args.chunk, [s for _, s in parts])
     recv_sizes = _split_bytes(args.chunk, recv_shares)
     payload = memoryview(bytes(max(send_sizes)))
@@ -112,12 +168,16 @@ def run_ring(args) -> dict:
                 t.start()
             for t in threads:
                 t.join()
+            if barrier:
+                barrier.wait()
             steps.append(time.time() - t0)
         iterations.append({"start": start, "end": time.time(), "steps": steps})
         if it + 1 < args.iterations and args.compute_s:
             time.sleep(args.compute_s)
     for s in outgoing + list(incoming.values()):
         s.close()
+    if barrier:
+        barrier.close()
     server.close()
     return {"iterations": iterations, "sent_bytes": args.chunk * args.steps * args.iterations}
 
@@ -136,6 +196,10 @@ def main(argv=None) -> int:
     r.add_argument("--iterations", type=int, default=1)
     r.add_argument("--compute-s", type=float, default=0.0)
     r.add_argument("--start-at", type=float, default=0.0, help="epoch seconds")
+    r.add_argument("--barrier", help="Unix socket path shared by the ring's ranks: "
+                                      "synchronous steps")
+    r.add_argument("--rank", type=int, default=0)
+    r.add_argument("--size", type=int, default=1)
     r.add_argument("--window", type=int, default=128 * 1024, help="receive window clamp, bytes")
     r.add_argument("--out", required=True)
     args = ap.parse_args(argv)

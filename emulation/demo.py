@@ -1,8 +1,8 @@
 """``make demo``: ECMP against the greedy on the default fabric, measured in emulation.
 
-Default fabric: 4 spines, 8 leaves, 2 hosts per leaf, every link shaped to 10 Mbit/s, Open vSwitch
+Default fabric: 4 spines, 8 leaves, 2 hosts per leaf, every link shaped to 5 Mbit/s, Open vSwitch
 in Mininet, the mlroute controller in ryu-manager. Workload: two ring All-Reduce jobs of 8 ranks
-(host 0 of every leaf, host 1 of every leaf), 8 MB per ring, so every leaf sends two elephants
+(host 0 of every leaf, host 1 of every leaf), 4 MB per ring, so every leaf sends two elephants
 over four uplinks and ECMP's hash puts some of them on one link. Each routing runs 2 iterations.
 The table shows the measured All-Reduce time, the ideal (shaped line rate), the fluid model's
 prediction for the same routes, the planned max link load and the flows whose path the switch
@@ -18,10 +18,11 @@ import sys
 
 from controller.errors import InputError
 
-SPINES, LEAVES, HOSTS, BW_MBPS = 4, 8, 2, 10.0
+SPINES, LEAVES, HOSTS, BW_MBPS = 4, 8, 2, 5.0
+RING_BYTES = 4e6  # 0.8 s per step at 5 Mbit/s
 
 
-def demo_jobs(leaves: int = LEAVES, hosts_per_leaf: int = HOSTS, size: float = 8e6) -> dict:
+def demo_jobs(leaves: int = LEAVES, hosts_per_leaf: int = HOSTS, size: float = RING_BYTES) -> dict:
     return {"jobs": [{"id": f"ring{k}", "collective": "ring_allreduce",
                       "ranks": [f"h{i}_{k}" for i in range(leaves)], "bytes": size}
                      for k in range(hosts_per_leaf)]}
@@ -50,7 +51,8 @@ def main(argv=None) -> int:
         return 0
     from emulation.run import emulate, format_summary
     print(f"fabric: {SPINES} spines x {LEAVES} leaves x {HOSTS} hosts, {BW_MBPS:g} Mbit/s links; "
-          f"jobs: 2 rings of {LEAVES} ranks, 8 MB each; {args.iterations} iterations per routing",
+          f"jobs: 2 rings of {LEAVES} ranks, {RING_BYTES / 1e6:g} MB each; {args.iterations} "
+          "iterations per routing",
           flush=True)
     try:
         summary = emulate(SPINES, LEAVES, HOSTS, BW_MBPS, demo_jobs(), ["ecmp", "greedy"],

@@ -130,7 +130,9 @@ def _run_traffic(net, fabric, jobs, views, iterations, workdir, tag) -> dict[str
                        "--chunk", str(chunk), "--steps", str(2 * (n - 1)),
                        "--iterations", str(iterations),
                        "--compute-s", str(job.get("compute_s", 0)),
-                       "--start-at", repr(start_at), "--out", out]
+                       "--start-at", repr(start_at), "--out", out,
+                       "--barrier", os.path.join(workdir, f"{tag}-{job['id']}-r{r}.sock"),
+                       "--rank", str(i), "--size", str(n)]
                 procs.append((job["id"], r, out, net.get(host).popen(cmd, cwd=REPO)))
     timeout = 3.0 + 60.0 + 4 * iterations * longest
     deadline = time.monotonic() + timeout

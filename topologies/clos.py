@@ -12,11 +12,14 @@ controller reads, so names, datapath ids, ports and addresses match by construct
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# `mn --custom` runs this file with exec() and no __file__; the code object still knows its path
+_HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
+sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from controller.fabric import Fabric  # noqa: E402
 
