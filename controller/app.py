@@ -27,6 +27,7 @@ from controller.fabric import Fabric
 from controller.openflow import COOKIE_EXACT, Message
 from controller.plan import planner_options
 from controller.service import RouteService
+from controller.store import StateStore
 
 LOG = logging.getLogger("mlroute")
 flags.register(cfg.CONF)
@@ -51,8 +52,9 @@ class MlrouteApp(app_manager.RyuApp):
         self.datapaths = {}
         self.waiting = {}  # barrier xid -> hub.Event
         self.errors = {}  # dpid -> list of (xid, text)
+        store = StateStore(conf.mlroute_state) if conf.mlroute_state else None
         self.service = RouteService(self, fabric, conf.mlroute_algorithm, conf.mlroute_mode,
-                                    planner_opts=opts)
+                                    planner_opts=opts, store=store)
         kwargs["wsgi"].register(RestController, {"app": self})
         LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
                  conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
@@ -189,7 +191,7 @@ class MlrouteApp(app_manager.RyuApp):
         dp = ev.datapath
         if dp.id is not None and self.datapaths.get(dp.id) is dp:
             del self.datapaths[dp.id]
-            self.service.switch_disconnected(dp.id)
+            hub.spawn(self._guarded, self.service.switch_disconnected, dp.id)
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev):
@@ -198,7 +200,14 @@ class MlrouteApp(app_manager.RyuApp):
         p = msg.desc
         up = msg.reason != ofp.OFPPR_DELETE and not (
             p.state & ofp.OFPPS_LINK_DOWN or p.config & ofp.OFPPC_PORT_DOWN)
-        self.service.port_changed(msg.datapath.id, p.port_no, up)
+        hub.spawn(self._guarded, self.service.port_changed, msg.datapath.id, p.port_no, up)
+
+    def _guarded(self, fn, *args) -> None:
+        """Run a service call off the event loop (it may wait for barrier replies)."""
+        try:
+            fn(*args)
+        except InputError as e:
+            LOG.error("mlroute: %s: %s", fn.__name__, e)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):

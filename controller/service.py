@@ -54,7 +54,8 @@ class SeenSwitch:
 class RouteService:
     def __init__(self, installer: Installer, fabric: Fabric | None = None,
                  algorithm: str = "greedy", mode: str = "flow",
-                 clock: Callable[[], float] = time.time, planner_opts: dict | None = None):
+                 clock: Callable[[], float] = time.time, planner_opts: dict | None = None,
+                 store=None):
         if algorithm not in ALGORITHMS:
             raise InputError(f"unknown algorithm {algorithm!r}")
         if mode not in MODES:
@@ -62,6 +63,7 @@ class RouteService:
         if fabric is not None and not fabric.wired:
             raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
         self.installer = installer
+        self.declared = fabric  # as declared; ``fabric`` adds the links seen down
         self.fabric = fabric
         self.algorithm = algorithm
         self.mode = mode
@@ -74,27 +76,37 @@ class RouteService:
         self.stale: set[int] = set()  # switches to wipe and re-provision after a commit
         self.lock = threading.RLock()
         self.counters = {"rules_installed": 0, "rules_removed": 0, "installs": 0,
-                         "install_failures": 0}
+                         "install_failures": 0, "failures_handled": 0}
+        self.events: list[dict] = []  # topology changes handled, newest last
+        self.recovery_ms: list[float] = []
+        self.store = store
+        if store is not None:
+            self._restore(store.load())
 
     # ---- switch events ----------------------------------------------------------------------
     def switch_connected(self, dpid: int, ports: dict[int, bool]) -> None:
-        """A switch (re)connected: wipe it and install everything it should hold."""
+        """A switch (re)connected: note its ports, take link changes into account, then wipe
+        it and install everything it should hold."""
         with self.lock:
             self.seen[dpid] = SeenSwitch(True, dict(ports), self.clock())
             self.installed.pop(dpid, None)
             if self.fabric is None or dpid not in self.fabric.switch_of_dpid:
                 return
-            self.installer.reset(dpid)
-            self.installed[dpid] = SwitchState()
-            want = self._desired(self.jobs.values()).get(dpid, ([], []))
-            make, _ = diff(dpid, self.installed[dpid], *want)
-            try:
-                self.installer.install({dpid: make})
-            except InstallError:
-                self.installed.pop(dpid, None)
-                raise
-            apply(self.installed[dpid], make)
-            self.counters["rules_installed"] += sum(m.kind == "flow_add" for m in make)
+            self._topology_changed(f"switch {self.fabric.switch_of_dpid[dpid]} connected")
+            self._provision(dpid)
+
+    def _provision(self, dpid: int) -> None:
+        self.installer.reset(dpid)
+        self.installed[dpid] = SwitchState()
+        want = self._desired(self.jobs.values()).get(dpid, ([], []))
+        make, _ = diff(dpid, self.installed[dpid], *want)
+        try:
+            self.installer.install({dpid: make})
+        except InstallError:
+            self.installed.pop(dpid, None)
+            raise
+        apply(self.installed[dpid], make)
+        self.counters["rules_installed"] += sum(m.kind == "flow_add" for m in make)
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
@@ -102,10 +114,82 @@ class RouteService:
             s.connected = False
             s.since = self.clock()
             self.installed.pop(dpid, None)
+            if self.fabric is not None and dpid in self.fabric.switch_of_dpid:
+                self._topology_changed(f"switch {self.fabric.switch_of_dpid[dpid]} disconnected")
 
     def port_changed(self, dpid: int, port: int, up: bool) -> None:
+        """A port went up or down; a leaf-spine link that went down re-plans the jobs using it."""
         with self.lock:
-            self.seen.setdefault(dpid, SeenSwitch()).ports[port] = up
+            self.seen.setdefault(dpid, SeenSwitch(True)).ports[port] = up
+            f = self.declared
+            if f is None or dpid not in f.switch_of_dpid:
+                return
+            sw = f.switch_of_dpid[dpid]
+            peer = f.peer(sw, port)
+            if peer in f.spine_index or peer in f.leaf_index:
+                self._topology_changed(f"port {sw}:{port} to {peer} {'up' if up else 'down'}")
+
+    def _failed_links(self) -> set[tuple[str, str]]:
+        """Leaf-spine links that are down: an end switch that was seen and is disconnected, or
+        an end port reported down. Unknown state (never seen, never reported) counts as up."""
+        f = self.declared
+        out = set()
+        for leaf in f.leaves:
+            for spine in f.spines:
+                for sw, peer in ((leaf, spine), (spine, leaf)):
+                    s = self.seen.get(f.dpids[sw])
+                    if s is not None and (not s.connected or s.ports.get(f.port(sw, peer)) is False):
+                        out.add((leaf, spine))
+        return out
+
+    def _topology_changed(self, cause: str) -> None:
+        """Recompute which links are alive. Links that went down: re-plan every algorithm group
+        with a job crossing them and install make before break; the new static rules (ECMP
+        buckets, spine routes) go in with the same change. Links that came back are used by the
+        static rules at once and by planned flows at the next re-plan."""
+        t0 = time.perf_counter()
+        down = self.declared.down | self._failed_links()
+        if down == self.fabric.down:
+            return
+        went_down = down - self.fabric.down
+        came_up = self.fabric.down - down
+        self.fabric = self.declared.with_down(down)
+        records, replanned, error = self.jobs, [], None
+        if went_down:
+            algs = {r.algorithm for r in self.jobs.values() if self._crosses(r, went_down)}
+            try:
+                records = self._plan(self.jobs, algs)
+                replanned = sorted(algs)
+            except ConflictError as e:  # a leaf pair lost every spine: keep routes, report
+                error = str(e)
+        try:
+            stats = self._converge(self._desired(records.values()))
+            self.jobs = records
+        except ConflictError as e:
+            stats, error = None, str(e)
+        self._heal()
+        self._save()
+        event = {"time": self.clock(), "cause": cause,
+                 "links_down": sorted(f"{l}-{s}" for l, s in went_down),
+                 "links_up": sorted(f"{l}-{s}" for l, s in came_up),
+                 "replanned": replanned, "rules": stats, "error": error,
+                 "recovery_ms": round((time.perf_counter() - t0) * 1e3, 3)}
+        self.events.append(event)
+        del self.events[:-50]
+        if went_down:
+            self.counters["failures_handled"] += 1
+            self.recovery_ms.append(event["recovery_ms"])
+
+    def _crosses(self, r: JobRecord, links: set[tuple[str, str]]) -> bool:
+        f = self.fabric
+        for flow, parts in zip(r.job.flows(), r.routes):
+            if parts is None:
+                continue
+            a, b = f.hosts[flow.src], f.hosts[flow.dst]
+            for s, _ in parts:
+                if (a, f.spines[s]) in links or (b, f.spines[s]) in links:
+                    return True
+        return False
 
     # ---- fabric -----------------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:
@@ -115,13 +199,15 @@ class RouteService:
                 raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
             if self.jobs:
                 raise ConflictError("fabric: delete the running jobs before replacing the fabric")
-            old = self.fabric
-            self.fabric = fabric
+            old = self.declared, self.fabric
+            self.declared = fabric
+            self.fabric = fabric.with_down(fabric.down | self._failed_links())
             try:
                 self._converge(self._desired([]))
             except InstallError:
-                self.fabric = old
+                self.declared, self.fabric = old
                 raise
+            self._save()
             for dpid in list(self.installed):
                 if dpid not in fabric.switch_of_dpid:
                     self.installed.pop(dpid)
@@ -152,7 +238,10 @@ class RouteService:
                         if not s.ports.get(port, False):
                             port_issues.append({"switch": sw, "port": port, "peer": peer})
             unknown = [k for k, v in seen.items() if f is None or v["dpid"] not in f.switch_of_dpid]
-            return {"declared": f.to_dict() if f else None, "seen": seen,
+            d = self.declared
+            return {"declared": d.to_dict() if d else None, "seen": seen,
+                    "links_down": sorted(f"{l}-{s}" for l, s in (f.down - d.down)) if f else [],
+                    "events": self.events[-10:],
                     "missing_switches": missing, "ports_not_up": port_issues,
                     "unknown_switches": unknown,
                     "ready": f is not None and not missing and all(
@@ -183,6 +272,7 @@ class RouteService:
             self.jobs = planned
             self.next_number += 1
             self._heal()
+            self._save()
             view = self.job_view(job.id)
             view.update(install_ms=round(install_ms, 3), rules=stats)
             return view
@@ -195,6 +285,7 @@ class RouteService:
             stats = self._converge(self._desired(records.values()))
             del self.jobs[job_id]
             self._heal()
+            self._save()
             return {"deleted": job_id, "rules": stats}
 
     def optimize(self) -> dict:
@@ -205,6 +296,7 @@ class RouteService:
             stats = self._converge(self._desired(planned.values()))
             self.jobs = planned
             self._heal()
+            self._save()
             return {"jobs": list(self.jobs), "rules": stats, **self.links_view()["summary"]}
 
     def job_view(self, job_id: str) -> dict:
@@ -410,6 +502,42 @@ class RouteService:
                 self.switch_connected(dpid, seen.ports if seen else {})
             except InstallError:
                 self.installed.pop(dpid, None)
+
+    # ---- persistence ------------------------------------------------------------------------
+    def _snapshot(self) -> dict:
+        return {"version": 1, "next_number": self.next_number,
+                "fabric": self.declared.to_dict() if self.declared else None,
+                "jobs": [{"job": r.job.to_dict(), "number": r.number, "algorithm": r.algorithm,
+                          "mode": r.mode, "created": r.created,
+                          "routes": [None if p is None else [list(x) for x in p] for p in r.routes]}
+                         for r in self.jobs.values()]}
+
+    def _save(self) -> None:
+        if self.store is not None:
+            self.store.save(self._snapshot())
+
+    def _restore(self, doc: dict | None) -> None:
+        """Jobs and routes of a previous run; the fabric must be the one declared now."""
+        if not doc:
+            return
+        stored = Fabric.from_dict(doc["fabric"]) if doc.get("fabric") else None
+        if self.declared is None:
+            self.declared = self.fabric = stored
+        elif stored is not None and stored.to_dict() != self.declared.to_dict():
+            raise InputError("the state file was written for another fabric: start with that "
+                             "fabric, or move the state file away to start afresh")
+        if self.declared is None:
+            return
+        for item in doc.get("jobs", []):
+            job = parse_job(item["job"], self.declared)
+            routes = [None if p is None else tuple((int(s), float(x)) for s, x in p)
+                      for p in item["routes"]]
+            if len(routes) != len(job.flows()):
+                raise InputError(f"state file: job {job.id} has {len(routes)} routes for "
+                                 f"{len(job.flows())} flows")
+            self.jobs[job.id] = JobRecord(job, item["number"], item["algorithm"], item["mode"],
+                                          item["created"], routes)
+        self.next_number = max([doc.get("next_number", 1)] + [r.number + 1 for r in self.jobs.values()])
 
     # ---- ARP --------------------------------------------------------------------------------
     def arp_answer(self, ip: str) -> str | None:

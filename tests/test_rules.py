@@ -181,16 +181,114 @@ def test_same_plan_twice_sends_nothing(env):
     assert len(sw.sent) == sent and sw.snapshot() == before
 
 
-def test_disconnected_ingress_leaf_is_a_conflict(env):
+def test_disconnected_leaf_makes_its_pairs_unroutable(env):
     f, sw, svc = env
     svc.switch_disconnected(f.dpids["l3"])
+    before = sw.snapshot()
     code, doc = api.handle(svc, "POST", "/v1/jobs",
                            b'{"id": "a", "flows": [{"src": "h3_0", "dst": "h1_0", "bytes": 5}]}')
-    assert code == 409 and "l3" in doc["error"] and "not connected" in doc["error"]
-    # a job that does not need l3 is fine
+    assert code == 409 and "no alive spine between leaves l3 and l1" in doc["error"]
+    assert sw.snapshot() == before
     code, _ = api.handle(svc, "POST", "/v1/jobs",
-                         b'{"id": "b", "flows": [{"src": "h0_0", "dst": "h3_0", "bytes": 5}]}')
+                         b'{"id": "b", "flows": [{"src": "h0_0", "dst": "h2_0", "bytes": 5}]}')
     assert code == 201
+
+
+def _planned_rule(sw, f, flow_src, flow_dst):
+    """The job rule an IPv4 packet of the flow hits at its ingress leaf (None: static only)."""
+    pkt = {"in_port": f.port(f.hosts[flow_src], flow_src), "eth_type": 0x0800,
+           "ipv4_src": f.host_ip[flow_src], "ipv4_dst": f.host_ip[flow_dst], "ip_proto": 6,
+           "sport": 1, "dport": 2, "mpls": []}
+    r = sw._lookup(f.dpids[f.hosts[flow_src]], 0, dict(pkt, mpls=[]))
+    return r if r is not None and r.cookie != COOKIE_STATIC else None
+
+
+def test_link_down_replans_make_before_break():
+    f = wired(spines=3, leaves=4, hosts=2)
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    for k in range(2):
+        assert api.handle(svc, "POST", "/v1/jobs", json.dumps(
+            ring(f"r{k}", [f"h{i}_{k}" for i in range(4)])).encode())[0] == 201
+    routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+    victim = routes[0]
+    leaf, spine = f.hosts[victim["src"]], victim["spine"]
+    tables = {d: dict(r) for d, r in sw.rules.items()}
+    mark = len(sw.sent)
+    svc.port_changed(f.dpids[leaf], f.port(leaf, spine), False)
+    new_routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+    assert all(not (f.hosts[r["src"]] == leaf and r["spine"] == spine) and
+               not (f.hosts[r["dst"]] == leaf and r["spine"] == spine) for r in new_routes)
+    msgs = sw.sent[mark:]
+    kinds = [m.kind for m in msgs]
+    assert "flow_delete" not in kinds[:max(i for i, k in enumerate(kinds) if k == "flow_add") + 1]
+    # replay message by message: every planned flow keeps a planned rule at its ingress
+    for m in msgs:
+        t = tables[m.dpid]
+        if m.kind == "flow_add":
+            t[m.rule.key] = m.rule
+        elif m.kind == "flow_delete":
+            t.pop(m.rule.key, None)
+        saved = sw.rules
+        sw.rules = tables
+        try:
+            for r in routes:
+                assert _planned_rule(sw, f, r["src"], r["dst"]) is not None
+        finally:
+            sw.rules = saved
+    # the ECMP group of that leaf lost the dead uplink's bucket, spines stopped using the link
+    group = sw.groups[f.dpids[leaf]][1]
+    assert ("output", f.port(leaf, spine)) not in [b[0] for b in group.buckets]
+    for r in new_routes:
+        path, reached, _ = trace(f, sw, r["src"], r["dst"])
+        assert reached == r["dst"] and path[1] == r["spine"]
+    view = api.handle(svc, "GET", "/v1/fabric")[1]
+    assert view["links_down"] == [f"{leaf}-{spine}"]
+    event = view["events"][-1]
+    assert event["links_down"] == [f"{leaf}-{spine}"] and event["replanned"] == ["greedy"]
+    # the link comes back: ECMP uses it at once, planned flows at the next re-plan
+    svc.port_changed(f.dpids[leaf], f.port(leaf, spine), True)
+    assert api.handle(svc, "GET", "/v1/fabric")[1]["links_down"] == []
+    assert len(sw.groups[f.dpids[leaf]][1].buckets) == 3
+    assert api.handle(svc, "GET", "/v1/routes")[1]["routes"] == new_routes
+    assert api.handle(svc, "POST", "/v1/optimize")[0] == 200
+
+
+def test_spine_disconnect_moves_every_flow_off_it(env):
+    f, sw, svc = env
+    for k in range(2):
+        assert api.handle(svc, "POST", "/v1/jobs", json.dumps(
+            ring(f"r{k}", [f"h{i}_{k}" for i in range(4)])).encode())[0] == 201
+    svc.switch_disconnected(f.dpids["s0"])
+    routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+    assert {r["spine"] for r in routes} == {"s1"}
+    assert svc.counters["failures_handled"] == 1 and svc.recovery_ms
+
+
+def test_restart_restores_jobs_and_rules(env, tmp_path):
+    from controller.store import StateStore
+    f = wired()
+    first = FakeSwitches(f.dpids.values())
+    svc = RouteService(first, f, store=StateStore(str(tmp_path / "state.db")))
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    assert api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"], mode="sr")).encode())[0] == 201
+    assert api.handle(svc, "POST", "/v1/jobs", b'{"id": "b", "flows": [{"src": "h0_1", '
+                      b'"dst": "h2_1", "bytes": 7, "proto": "udp", "dport": 4791}]}')[0] == 201
+    # a new controller process: same fabric, same state file, switches reconnect
+    second = FakeSwitches(f.dpids.values())
+    svc2 = RouteService(second, f, store=StateStore(str(tmp_path / "state.db")))
+    for d in f.dpids.values():
+        svc2.switch_connected(d, {})
+    assert second.snapshot() == first.snapshot()
+    assert api.handle(svc2, "GET", "/v1/routes") == api.handle(svc, "GET", "/v1/routes")
+    assert api.handle(svc2, "POST", "/v1/jobs", b'{"id": "c", "flows": [{"src": "h1_1", '
+                      b'"dst": "h3_1", "bytes": 7}]}')[1]["number"] == 3
+    with pytest.raises(Exception, match="another fabric"):
+        RouteService(FakeSwitches([]), wired(3, 4, 2), store=StateStore(str(tmp_path / "state.db")))
 
 
 def test_views(env):
