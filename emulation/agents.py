@@ -61,6 +61,14 @@ def _connect(ip: str, dport: int, sport: int, part: int, deadline: float) -> soc
             time.sleep(0.1)
 
 
+def _guard(fn, errors: list, *args) -> None:
+    """Run fn in a thread and keep its exception for the caller."""
+    try:
+        fn(*args)
+    except BaseException as e:  # noqa: BLE001 - re-raised by the step loop
+        errors.append(e)
+
+
 def _recv_exact(sock: socket.socket, n: int, buf: memoryview) -> None:
     while n:
         got = sock.recv_into(buf[:min(n, len(buf))])
@@ -152,6 +160,7 @@ def run_ring(args) -> dict:
     payload = memoryview(bytes(max(send_sizes)))
     bufs = [memoryview(bytearray(1 << 16)) for _ in recv_sizes]
     iterations = []
+    received = [0]
     now = time.time()
     if args.start_at > now:
         time.sleep(args.start_at - now)
@@ -160,14 +169,19 @@ def run_ring(args) -> dict:
         steps = []
         for _ in range(args.steps):
             t0 = time.time()
-            threads = [threading.Thread(target=outgoing[i].sendall, args=(payload[:n],))
+            errors: list[BaseException] = []
+            threads = [threading.Thread(target=_guard, args=(outgoing[i].sendall, errors, payload[:n]))
                        for i, n in enumerate(send_sizes)]
-            threads += [threading.Thread(target=_recv_exact, args=(incoming[i], n, bufs[i]))
+            threads += [threading.Thread(target=_guard, args=(_recv_exact, errors, incoming[i], n,
+                                                              bufs[i]))
                         for i, n in enumerate(recv_sizes)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+            if errors:
+                raise errors[0]
+            received[0] += sum(recv_sizes)
             if barrier:
                 barrier.wait()
             steps.append(time.time() - t0)
@@ -179,7 +193,8 @@ def run_ring(args) -> dict:
     if barrier:
         barrier.close()
     server.close()
-    return {"iterations": iterations, "sent_bytes": args.chunk * args.steps * args.iterations}
+    return {"iterations": iterations, "sent_bytes": sum(send_sizes) * args.steps * args.iterations,
+            "received_bytes": received[0]}
 
 
 def main(argv=None) -> int:

@@ -25,16 +25,26 @@ def require_root_and_ovs():
 class Fabric:
     """The running emulation: controller process, Mininet net, fabric model."""
 
-    def __init__(self, tmp, bw=0.0, mode="flow"):
+    def __init__(self, tmp, bw=0.0, mode="flow", state=False):
         self.fabric = clos_fabric(SPINES, LEAVES, HOSTS, bw)
         self.dir = str(tmp)
         path = os.path.join(self.dir, "fabric.json")
         with open(path, "w") as fh:
             import json
             json.dump(self.fabric.to_dict(), fh)
-        self.ctl = ControllerProcess(path, os.path.join(self.dir, "controller.log"), mode=mode)
+        self.state = os.path.join(self.dir, "state.db") if state else None
+        self.ctl = self.controller(mode)
         self.bw = bw
         self.net = None
+
+    def controller(self, mode="flow", log="controller.log") -> ControllerProcess:
+        extra = ["--mlroute-state", self.state] if self.state else []
+        return ControllerProcess(os.path.join(self.dir, "fabric.json"), os.path.join(self.dir, log),
+                                 mode=mode, extra_args=extra)
+
+    def wait_ready(self, timeout=60):
+        fabricnet.wait_until(lambda: self.ctl.rest("GET", "/v1/fabric")[1].get("ready"), timeout,
+                             what="every switch provisioned")
 
     def __enter__(self):
         fabricnet.ensure_ovs()
@@ -43,8 +53,9 @@ class Fabric:
             self.ctl.start()
             self.net = fabricnet.build(SPINES, LEAVES, HOSTS, self.bw)
             fabricnet.start(self.net, timeout=60)
-            fabricnet.wait_until(lambda: self.ctl.rest("GET", "/v1/fabric")[1].get("ready"), 60,
-                                 what="every switch provisioned")
+            for h in self.net.hosts:
+                h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
+            self.wait_ready()
         except BaseException:
             self.__exit__(None, None, None)
             raise
