@@ -14,6 +14,7 @@ directly. Errors are ``{"error": "..."}`` with 400 (bad input), 404 (unknown job
 | GET  /v1/routes        | every planned route |
 | GET  /v1/links         | planned load per directed leaf-spine link |
 | POST /v1/optimize      | re-plan all running jobs together |
+| GET  /v1/imbalance     | measured path imbalance (port counters) |
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ _ROUTES = [
     ("/v1/routes", {"GET": "get_routes"}),
     ("/v1/links", {"GET": "get_links"}),
     ("/v1/optimize", {"POST": "optimize"}),
+    ("/v1/imbalance", {"GET": "get_imbalance"}),
 ]
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", p) + "/?$"), m)
              for p, m in _ROUTES]
@@ -91,6 +93,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, service.links_view()
         if name == "optimize":
             return 200, service.optimize()
+        if name == "get_imbalance":
+            return 200, service.imbalance_view()
     except _TooLarge:
         return 413, {"error": f"request body larger than {MAX_BODY} bytes"}
     raise AssertionError(name)

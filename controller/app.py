@@ -24,7 +24,8 @@ from controller import api, flags
 from controller.cli import read_json
 from controller.errors import InputError, InstallError
 from controller.fabric import Fabric
-from controller.openflow import COOKIE_EXACT, Message
+from controller.metrics import exposition
+from controller.openflow import COOKIE_EXACT, COOKIE_JOB, COOKIE_OWNER_MASK, Message
 from controller.plan import planner_options
 from controller.service import RouteService
 from controller.store import StateStore
@@ -55,7 +56,11 @@ class MlrouteApp(app_manager.RyuApp):
         store = StateStore(conf.mlroute_state) if conf.mlroute_state else None
         self.service = RouteService(self, fabric, conf.mlroute_algorithm, conf.mlroute_mode,
                                     planner_opts=opts, store=store)
+        self.multipart = {}  # (dpid, xid) -> parts received so far
+        self.stats_interval = conf.mlroute_stats_interval
         kwargs["wsgi"].register(RestController, {"app": self})
+        if self.stats_interval > 0:
+            self.poller = hub.spawn(self._poll_stats)
         LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
                  conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
 
@@ -209,6 +214,44 @@ class MlrouteApp(app_manager.RyuApp):
         except InputError as e:
             LOG.error("mlroute: %s: %s", fn.__name__, e)
 
+    # ---- statistics ---------------------------------------------------------------------------
+    def _poll_stats(self) -> None:
+        """Ask every switch for port counters and for the counters of the job rules."""
+        while True:
+            for dp in list(self.datapaths.values()):
+                ofp, parser = dp.ofproto, dp.ofproto_parser
+                try:
+                    dp.send_msg(parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY))
+                    dp.send_msg(parser.OFPFlowStatsRequest(
+                        dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE_JOB,
+                        COOKIE_OWNER_MASK, parser.OFPMatch()))
+                except Exception as e:  # noqa: BLE001 - a switch that just left; next round
+                    LOG.debug("mlroute: stats request failed: %s", e)
+            hub.sleep(self.stats_interval)
+
+    def _whole(self, msg):
+        """The body of a multipart reply once its last part arrived, else None."""
+        key = (msg.datapath.id, msg.xid)
+        parts = self.multipart.setdefault(key, [])
+        parts.extend(msg.body)
+        if msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            return None
+        return self.multipart.pop(key)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+    def _port_stats(self, ev):
+        body = self._whole(ev.msg)
+        if body is not None:
+            self.service.port_stats(ev.msg.datapath.id, {p.port_no: p.tx_bytes for p in body})
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def _flow_stats(self, ev):
+        body = self._whole(ev.msg)
+        if body is not None:
+            self.service.flow_stats(ev.msg.datapath.id,
+                                    [(s.table_id, s.priority, dict(s.match.items()), s.byte_count,
+                                      s.packet_count) for s in body])
+
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):
         event = self.waiting.get(ev.msg.xid)
@@ -251,6 +294,12 @@ class RestController(ControllerBase):
     def __init__(self, req, link, data, **config):
         super().__init__(req, link, data, **config)
         self.app = data["app"]
+
+    @route("mlroute-metrics", "/metrics", methods=["GET"])
+    def metrics(self, req, **_kwargs):
+        body, content_type = exposition(self.app.service)
+        return Response(status=200, body=body, content_type=content_type.split(";")[0],
+                        charset="utf-8")
 
     @route("mlroute", "/v1/{tail:.*}")
     def dispatch(self, req, tail, **_kwargs):

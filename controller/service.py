@@ -23,6 +23,7 @@ from controller.plan import make_plan, planner_options
 from controller.planners import ALGORITHMS
 from controller.problem import Assignment, Problem
 from controller.rules import MODES, all_static, flow_rules, part_sport
+from controller.telemetry import Telemetry
 
 
 class Installer(Protocol):
@@ -79,6 +80,9 @@ class RouteService:
                          "install_failures": 0, "failures_handled": 0}
         self.events: list[dict] = []  # topology changes handled, newest last
         self.recovery_ms: list[float] = []
+        self.telemetry = Telemetry()
+        self.planner_ms: list[float] = []  # every planner run, newest last (bounded)
+        self.install_s: list[float] = []  # every confirmed change, newest last (bounded)
         self.store = store
         if store is not None:
             self._restore(store.load())
@@ -310,7 +314,9 @@ class RouteService:
             return {"id": job_id, "algorithm": r.algorithm, "mode": r.mode, "number": r.number,
                     "created": r.created, "flows": len(r.routes),
                     "job": r.job.to_dict(),
-                    "routes": self._routes(r),
+                    "routes": [dict(x, measured=self._measured_parts(r, fl, p))
+                               if p is not None else x
+                               for x, fl, p in zip(self._routes(r), r.job.flows(), r.routes)],
                     "ideal_s": r.job.ideal_allreduce_s(self.fabric.link_bps()),
                     "predicted_allreduce_s": predicted}
 
@@ -327,21 +333,28 @@ class RouteService:
     def links_view(self) -> dict:
         """Planned load per directed leaf-spine link, in flows and bytes per step."""
         with self.lock:
+            f = self._need_fabric()
             plan = self._current_plan()
             if plan is None:
-                return {"links": [], "summary": {"max_link_load": 0, "links_at_max": 0}}
-            f = self.fabric
-            flows_up, flows_down = link_loads(plan.problem, plan.assignment, "flows")
-            bytes_up, bytes_down = link_loads(plan.problem, plan.assignment, "bytes")
+                import numpy as np
+                flows_up = flows_down = bytes_up = bytes_down = np.zeros((len(f.leaves),
+                                                                          len(f.spines)))
+            else:
+                flows_up, flows_down = link_loads(plan.problem, plan.assignment, "flows")
+                bytes_up, bytes_down = link_loads(plan.problem, plan.assignment, "bytes")
             links = []
             for i, leaf in enumerate(f.leaves):
                 for j, spine in enumerate(f.spines):
                     if (leaf, spine) in f.down:
                         continue
                     links.append({"link": f"{leaf}->{spine}", "flows": float(flows_up[i, j]),
-                                  "bytes": float(bytes_up[i, j])})
+                                  "bytes": float(bytes_up[i, j]),
+                                  "measured": self.telemetry.link(f, leaf, spine)})
                     links.append({"link": f"{spine}->{leaf}", "flows": float(flows_down[i, j]),
-                                  "bytes": float(bytes_down[i, j])})
+                                  "bytes": float(bytes_down[i, j]),
+                                  "measured": self.telemetry.link(f, spine, leaf)})
+            if plan is None:
+                return {"links": links, "summary": {"max_link_load": 0, "links_at_max": 0}}
             s = load_summary(plan.problem, plan.assignment)
             return {"links": links, "summary": {"max_link_load": s["max_link_load"],
                                                 "links_at_max": s["links_at_max"]}}
@@ -372,6 +385,8 @@ class RouteService:
                 continue
             plan = make_plan(self.fabric, [r.job for r in group], alg,
                              **self.planner_opts.get(alg, planner_options(alg)))
+            self.planner_ms.append(plan.runtime_ms)
+            del self.planner_ms[:-1000]
             parts = plan.parts_by_flow()
             offset = 0
             for r in group:
@@ -428,6 +443,7 @@ class RouteService:
 
     def _converge(self, want: dict[int, tuple[list, list]]) -> dict:
         """Bring every provisioned switch to ``want``: additions first, then deletions."""
+        t0 = time.perf_counter()
         f = self.fabric
         current = self._desired(self.jobs.values())
         for dpid, (rules, _) in want.items():
@@ -469,6 +485,9 @@ class RouteService:
         self.counters["rules_installed"] += added
         self.counters["rules_removed"] += removed
         self.counters["installs"] += 1
+        if makes or breaks:
+            self.install_s.append(time.perf_counter() - t0)
+            del self.install_s[:-1000]
         return {"added": added, "removed": removed, "switches": len(set(makes) | set(breaks))}
 
     def _rollback(self, makes: dict[int, list[Message]]) -> None:
@@ -502,6 +521,40 @@ class RouteService:
                 self.switch_connected(dpid, seen.ports if seen else {})
             except InstallError:
                 self.installed.pop(dpid, None)
+
+    # ---- telemetry ---------------------------------------------------------------------------
+    def port_stats(self, dpid: int, tx_bytes: dict[int, int], now: float | None = None) -> None:
+        with self.lock:
+            if self.fabric is not None:
+                self.telemetry.port_stats(self.fabric, dpid, tx_bytes,
+                                          self.clock() if now is None else now)
+
+    def flow_stats(self, dpid: int, entries, now: float | None = None) -> None:
+        """entries: (table, priority, match dict, bytes, packets) of a switch's rules."""
+        with self.lock:
+            keyed = [((dpid, table, prio, tuple(sorted(match.items()))), nbytes, npackets)
+                     for table, prio, match, nbytes, npackets in entries]
+            self.telemetry.flow_stats(keyed, self.clock() if now is None else now)
+
+    def imbalance_view(self) -> dict:
+        with self.lock:
+            self._need_fabric()
+            doc = self.telemetry.imbalance(self.fabric)
+            doc["definition"] = ("per leaf, (max - mean) / mean of the bytes on its alive "
+                                 "uplinks (downlinks); max over leaves and mean weighted by "
+                                 "bytes; window = last polling interval, total = since start")
+            return doc
+
+    def _measured_parts(self, r: JobRecord, flow, parts) -> list[dict]:
+        """Bytes counted by each part's ingress rule, and the spine that rule sends to."""
+        f = self.fabric
+        out = []
+        for rule_ in flow_rules(f, flow, parts, r.mode, r.number):
+            got = self.telemetry.rules.get(rule_.key)
+            port = next(a[1] for a in rule_.actions if a[0] == "output")
+            out.append({"spine": f.peer(f.hosts[flow.src], port),
+                        "bytes": got[0] if got else None})
+        return out
 
     # ---- persistence ------------------------------------------------------------------------
     def _snapshot(self) -> dict:

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from emulation import ovs
+from emulation import fabricnet, ovs
 from emulation.run import _run_traffic, _verify_paths, prepare_jobs
 from tests.integration import Fabric, require_root_and_ovs
 
@@ -118,3 +118,47 @@ def test_unknown_routes_and_methods(emu):
     assert emu.ctl.rest("DELETE", "/v1/jobs/none")[0] == 404
     assert emu.ctl.rest("PATCH", "/v1/jobs", b"{}")[0] == 405
     assert emu.ctl.rest("GET", "/v1/links")[0] == 200
+
+
+def test_telemetry_measures_what_was_planned(emu, tmp_path):
+    import time
+    import urllib.request
+    jobs = prepare_jobs({"jobs": [ring_doc("t", ["h0_0", "h1_0", "h2_0", "h3_0"])]}, emu.fabric)
+    assert emu.ctl.rest("POST", "/v1/jobs", jobs[0])[0] == 201
+    try:
+        view = emu.ctl.rest("GET", "/v1/jobs/t")[1]
+        time.sleep(2.5)
+        before = {l["link"]: l["measured"]["bytes"] or 0
+                  for l in emu.ctl.rest("GET", "/v1/links")[1]["links"]}
+        _run_traffic(emu.net, emu.fabric, jobs, {"t": view}, 1, str(tmp_path), "tel")
+        payload = 4_000_000 / 4 * 6
+
+        def counted():
+            v = emu.ctl.rest("GET", "/v1/jobs/t")[1]
+            return v if all((m["bytes"] or 0) >= payload for r in v["routes"]
+                            for m in r["measured"]) else None
+        view = fabricnet.wait_until(counted, 15, what="flow counters")
+        for r in view["routes"]:
+            assert [m["spine"] for m in r["measured"]] == [r["spine"]]
+        time.sleep(2.5)  # one more polling round of the port counters
+        links = {l["link"]: l for l in emu.ctl.rest("GET", "/v1/links")[1]["links"]}
+        for r in view["routes"]:
+            leaf = emu.fabric.hosts[r["src"]]
+            for spine in emu.fabric.spines:
+                name = f"{leaf}->{spine}"
+                sent = links[name]["measured"]["bytes"] - before[name]
+                if spine == r["spine"]:  # the planned uplink carried the elephant...
+                    assert links[name]["flows"] == 1 and sent >= payload
+                else:  # ...the other one only ACKs of the flow coming the other way
+                    assert sent < 0.05 * payload
+        imb = emu.ctl.rest("GET", "/v1/imbalance")[1]
+        for leaf in emu.fabric.leaves:  # the endpoint reads the same port counters
+            b = [links[f"{leaf}->{s}"]["measured"]["bytes"] for s in emu.fabric.spines]
+            mean = sum(b) / len(b)
+            assert imb["total"]["uplinks"]["per_leaf"][leaf] == pytest.approx((max(b) - mean) / mean,
+                                                                             rel=0.05)
+        text = urllib.request.urlopen(emu.ctl.url + "/metrics", timeout=10).read().decode()
+        assert "mlroute_rules_installed" in text and "mlroute_measured_link_bps{" in text
+        assert 'mlroute_switches_connected 6.0' in text
+    finally:
+        emu.ctl.rest("DELETE", "/v1/jobs/t")

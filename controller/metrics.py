@@ -1,0 +1,90 @@
+"""Prometheus metrics (prometheus_client), read from the service when scraped.
+
+mlroute_rules_installed, mlroute_rule_changes_total{kind}, mlroute_install_seconds (histogram),
+mlroute_planner_seconds (histogram), mlroute_planned_link_flows{link},
+mlroute_measured_link_bps{link}, mlroute_path_imbalance{direction,stat},
+mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
+mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram).
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamily:
+    buckets = [(str(b), sum(1 for v in values if v <= b)) for b in BUCKETS_S]
+    buckets.append(("+Inf", len(values)))
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=sum(values))
+
+
+class ServiceCollector:
+    def __init__(self, service):
+        self.service = service
+
+    def collect(self):
+        svc = self.service
+        with svc.lock:
+            c = svc.counters
+            installed = sum(len(st.rules) for st in svc.installed.values())
+            yield GaugeMetricFamily("mlroute_rules_installed",
+                                    "flow rules the controller holds on connected switches",
+                                    value=installed)
+            changes = CounterMetricFamily("mlroute_rule_changes", "rules added and removed",
+                                          labels=["kind"])
+            changes.add_metric(["added"], c["rules_installed"])
+            changes.add_metric(["removed"], c["rules_removed"])
+            yield changes
+            yield CounterMetricFamily("mlroute_install_failures",
+                                      "changes a switch rejected or did not confirm",
+                                      value=c["install_failures"])
+            yield CounterMetricFamily("mlroute_failures_handled",
+                                      "link or switch failures handled", value=c["failures_handled"])
+            yield _histogram("mlroute_install_seconds", "time to install and confirm a change",
+                             svc.install_s)
+            yield _histogram("mlroute_planner_seconds", "planner runtime per call",
+                             [ms / 1e3 for ms in svc.planner_ms])
+            yield _histogram("mlroute_recovery_seconds",
+                             "from a link or switch failure to rules confirmed",
+                             [ms / 1e3 for ms in svc.recovery_ms])
+            yield GaugeMetricFamily("mlroute_jobs", "running jobs", value=len(svc.jobs))
+            f = svc.fabric
+            declared = len(f.spines) + len(f.leaves) if f else 0
+            yield GaugeMetricFamily("mlroute_switches_declared", "switches in the fabric",
+                                    value=declared)
+            yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
+                                    value=sum(1 for d, s in svc.seen.items() if s.connected and
+                                              f is not None and d in f.switch_of_dpid))
+            if f is None:
+                return
+            planned = GaugeMetricFamily("mlroute_planned_link_flows",
+                                        "planned flows per directed leaf-spine link",
+                                        labels=["link"])
+            measured = GaugeMetricFamily("mlroute_measured_link_bps",
+                                         "measured rate per directed leaf-spine link (port counters)",
+                                         labels=["link"])
+            for link in svc.links_view()["links"]:
+                planned.add_metric([link["link"]], link["flows"])
+                if link["measured"].get("bps") is not None:
+                    measured.add_metric([link["link"]], link["measured"]["bps"])
+            yield planned
+            yield measured
+            imb = GaugeMetricFamily("mlroute_path_imbalance",
+                                    "measured path imbalance over the last window",
+                                    labels=["direction", "stat"])
+            window = svc.telemetry.imbalance(f)["window"]
+            for direction in ("uplinks", "downlinks"):
+                for stat in ("max", "mean"):
+                    imb.add_metric([direction, stat], window[direction][stat])
+            yield imb
+
+
+def exposition(service) -> tuple[bytes, str]:
+    """The metrics page and its content type."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(service))
+    return generate_latest(registry), CONTENT_TYPE_LATEST
