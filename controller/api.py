@@ -15,10 +15,15 @@ directly. Errors are ``{"error": "..."}`` with 400 (bad input), 404 (unknown job
 | GET  /v1/links         | planned load per directed leaf-spine link |
 | POST /v1/optimize      | re-plan all running jobs together |
 | GET  /v1/imbalance     | measured path imbalance (port counters) |
+| GET  /v1/openapi.json  | the OpenAPI document of this API (controller/openapi.json) |
+
+Limits: a body of at most 4 MiB, at most 65,536 flows per job and 1,024 running jobs.
 """
 from __future__ import annotations
 
+import functools
 import json
+import os
 import re
 
 from controller.errors import ConflictError, InputError, NotFoundError
@@ -34,9 +39,21 @@ _ROUTES = [
     ("/v1/links", {"GET": "get_links"}),
     ("/v1/optimize", {"POST": "optimize"}),
     ("/v1/imbalance", {"GET": "get_imbalance"}),
+    ("/v1/openapi.json", {"GET": "get_openapi"}),
 ]
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", p) + "/?$"), m)
              for p, m in _ROUTES]
+
+
+@functools.lru_cache(maxsize=1)
+def openapi() -> dict:
+    with open(os.path.join(os.path.dirname(__file__), "openapi.json")) as fh:
+        return json.load(fh)
+
+
+def routes() -> list[tuple[str, str]]:
+    """(method, path) of every route the dispatcher serves under /v1."""
+    return [(m, p) for p, methods in _ROUTES for m in methods]
 
 
 def handle(service: RouteService, method: str, path: str, body: bytes = b"") -> tuple[int, dict]:
@@ -55,6 +72,10 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"") -> 
             return 409, {"error": str(e)}
         except InputError as e:
             return 400, {"error": str(e)}
+        except Exception as e:  # noqa: BLE001 - a bug: say so, keep serving, log upstream
+            import logging
+            logging.getLogger("mlroute").exception("internal error on %s %s", method, path)
+            return 500, {"error": f"internal error: {type(e).__name__}: {e}"}
     return 404, {"error": f"no such resource: {path}"}
 
 
@@ -95,6 +116,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, service.optimize()
         if name == "get_imbalance":
             return 200, service.imbalance_view()
+        if name == "get_openapi":
+            return 200, openapi()
     except _TooLarge:
         return 413, {"error": f"request body larger than {MAX_BODY} bytes"}
     raise AssertionError(name)

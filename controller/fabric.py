@@ -69,7 +69,7 @@ class Fabric:
         for host, leaf in hosts_doc.items():
             if not isinstance(host, str) or not host:
                 raise InputError("fabric: host names must be non-empty strings")
-            if leaf not in leaf_set:
+            if not isinstance(leaf, str) or leaf not in leaf_set:
                 raise InputError(f"fabric: host {host} is attached to unknown leaf {leaf!r}")
             if host in leaf_set or host in spines:
                 raise InputError(f"fabric: host name {host} is also a switch name")
@@ -86,6 +86,8 @@ class Fabric:
             if not (isinstance(item, (list, tuple)) and len(item) == 2):
                 raise InputError(f"fabric: bad entry in 'down': {item!r} (expected [leaf, spine])")
             a, b = item
+            if not isinstance(a, str) or not isinstance(b, str):
+                raise InputError(f"fabric: bad entry in 'down': {item!r} (expected [leaf, spine])")
             if a in spine_set and b in leaf_set:  # accept either order
                 a, b = b, a
             if a not in leaf_set or b not in spine_set:
@@ -95,6 +97,11 @@ class Fabric:
         if unknown:
             raise InputError(f"fabric: unknown field {sorted(unknown)[0]!r}")
         extra = {k: v for k, v in doc.items() if k in _WIRING_KEYS}
+        for key, value in extra.items():
+            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+                raise InputError(f"fabric: '{key}' must map names to values")
+            if key == "ports" and not all(isinstance(v, Mapping) for v in value.values()):
+                raise InputError("fabric: 'ports' must map each switch to {neighbour: port}")
         fabric = cls(spines, leaves, hosts, float(gbps), down, extra)
         if extra:
             fabric.check_wiring()

@@ -15,6 +15,7 @@ from controller.errors import InputError
 from controller.fabric import Fabric
 
 PROTOCOLS = {"tcp": 6, "udp": 17}
+MAX_FLOWS_PER_JOB = 65536  # explicit flows, or ring members over all rings
 _JOB_KEYS = {"id", "flows", "collective", "ranks", "rings", "bytes", "start_s", "compute_s",
              "proto", "sport", "dport", "algorithm", "mode"}
 _FLOW_KEYS = {"src", "dst", "bytes", "proto", "sport", "dport"}
@@ -151,6 +152,8 @@ def parse_job(doc, fabric: Fabric) -> Job:
     if has_flows:
         if not isinstance(doc["flows"], list) or not doc["flows"]:
             raise InputError(f"job {jid}: 'flows' must be a non-empty list")
+        if len(doc["flows"]) > MAX_FLOWS_PER_JOB:
+            raise InputError(f"job {jid}: {len(doc['flows'])} flows, at most {MAX_FLOWS_PER_JOB}")
         flows = [_parse_flow(f, jid, k, fabric) for k, f in enumerate(doc["flows"])]
         return Job(jid, explicit=flows, start_s=start_s, compute_s=compute_s, options=options)
     coll = doc.get("collective", "ring_allreduce")
@@ -161,6 +164,9 @@ def parse_job(doc, fabric: Fabric) -> Job:
     rings_doc = [doc["ranks"]] if "ranks" in doc else doc["rings"]
     if not isinstance(rings_doc, list) or not rings_doc:
         raise InputError(f"job {jid}: 'rings' must be a non-empty list of rank lists")
+    members = sum(len(r) for r in rings_doc if isinstance(r, list))
+    if members > MAX_FLOWS_PER_JOB:
+        raise InputError(f"job {jid}: {members} ring members, at most {MAX_FLOWS_PER_JOB}")
     rings = []
     for r, ranks in enumerate(rings_doc):
         where = f"job {jid}: ring {r}"

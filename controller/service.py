@@ -26,6 +26,9 @@ from controller.rules import MODES, all_static, flow_rules, part_sport
 from controller.telemetry import Telemetry
 
 
+MAX_JOBS = 1024
+
+
 class Installer(Protocol):
     def install(self, batches: dict[int, list[Message]]) -> None:
         """Send each switch its messages and wait for its barrier reply; raise InstallError
@@ -259,6 +262,8 @@ class RouteService:
             job = parse_job(doc, fabric)
             if job.id in self.jobs:
                 raise ConflictError(f"job {job.id!r} exists already")
+            if len(self.jobs) >= MAX_JOBS:
+                raise ConflictError(f"{MAX_JOBS} jobs run already: delete one first")
             algorithm = job.options.get("algorithm", self.algorithm)
             mode = job.options.get("mode", self.mode)
             if algorithm not in ALGORITHMS:

@@ -162,3 +162,34 @@ def test_telemetry_measures_what_was_planned(emu, tmp_path):
         assert 'mlroute_switches_connected 6.0' in text
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/t")
+
+
+def test_twenty_concurrent_clients_end_consistent(emu):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from controller.openflow import COOKIE_JOB, COOKIE_OWNER_MASK
+    hosts = list(emu.fabric.hosts)
+
+    def client(k):
+        src = hosts[k % len(hosts)]
+        dst = next(h for h in hosts[k % 3:] + hosts if emu.fabric.hosts[h] != emu.fabric.hosts[src])
+        job = {"id": f"c{k}", "flows": [{"src": src, "dst": dst, "bytes": 1e6, "proto": "udp",
+                                         "dport": 20000 + k}]}
+        codes = [emu.ctl.rest("POST", "/v1/jobs", job)[0]]
+        if k % 2:
+            codes.append(emu.ctl.rest("DELETE", f"/v1/jobs/c{k}")[0])
+        return codes
+
+    with ThreadPoolExecutor(20) as pool:
+        results = list(pool.map(client, range(20)))
+    try:
+        assert all(codes == [201] or codes == [201, 200] for codes in results), results
+        listed = {j["id"]: j for j in emu.ctl.rest("GET", "/v1/jobs")[1]["jobs"]}
+        assert set(listed) == {f"c{k}" for k in range(0, 20, 2)}
+        rules = [e for sw in emu.fabric.leaves + emu.fabric.spines
+                 for e in ovs.dump_flows(sw) if e["cookie"] & COOKIE_OWNER_MASK == COOKIE_JOB]
+        numbers = sorted(e["cookie"] & 0xFFFFFFFF for e in rules)
+        assert numbers == sorted(j["number"] for j in listed.values())  # one rule per job
+    finally:
+        for k in range(0, 20, 2):
+            emu.ctl.rest("DELETE", f"/v1/jobs/c{k}")
