@@ -16,11 +16,9 @@ import sys
 import tempfile
 import time
 
-from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess
+from emulation.session import Session
 from emulation.demo import BW_MBPS, HOSTS, LEAVES, SPINES, demo_jobs
 from emulation.run import emulate
-from topologies.clos import clos_fabric
 
 
 def bench_demo(iterations: int, outdir: str) -> dict:
@@ -58,39 +56,22 @@ def _flows(fabric, n: int, base_port: int) -> list[dict]:
 
 
 def bench_install(outdir: str, repeats: int = 3) -> dict:
-    fabric = clos_fabric(SPINES, LEAVES, HOSTS, 0)
-    path = os.path.join(outdir, "fabric.json")
-    with open(path, "w") as fh:
-        json.dump(fabric.to_dict(), fh)
-    fabricnet.ensure_ovs()
-    fabricnet.cleanup()
-    ctl = ControllerProcess(path, os.path.join(outdir, "controller.log"))
-    net = None
     out = {}
-    try:
-        ctl.start()
-        net = fabricnet.build(SPINES, LEAVES, HOSTS, 0)
-        fabricnet.start(net, timeout=60)
-        fabricnet.wait_until(lambda: ctl.rest("GET", "/v1/fabric")[1].get("ready"), 60,
-                             what="every switch provisioned")
+    with Session(SPINES, LEAVES, HOSTS, 0, outdir) as s:
         for n in (100, 1000):
             walls, installs = [], []
             for r in range(repeats):
-                job = {"id": f"j{n}-{r}", "flows": _flows(fabric, n, 10000)}
+                job = {"id": f"j{n}-{r}", "flows": _flows(s.fabric, n, 10000)}
                 t0 = time.perf_counter()
-                status, doc = ctl.rest("POST", "/v1/jobs", job)
+                status, doc = s.ctl.rest("POST", "/v1/jobs", job)
                 walls.append(time.perf_counter() - t0)
                 if status != 201:
                     raise RuntimeError(f"POST failed: {status} {doc}")
                 installs.append(doc["install_ms"] / 1e3)
-                ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
+                s.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
             out[n] = {"post_s_median": round(statistics.median(walls), 4),
                       "install_s_median": round(statistics.median(installs), 4),
                       "flows_per_s": round(n / statistics.median(walls))}
-    finally:
-        if net is not None:
-            net.stop()
-        ctl.stop()
     return {"flows": out,
             "post_1000_over_post_100": round(out[1000]["post_s_median"] / out[100]["post_s_median"], 2)}
 

@@ -44,21 +44,23 @@ def flow_table(bridge: str) -> list[str]:
 
 
 def port_bytes(bridge: str) -> dict[int, dict[str, int]]:
-    """Per port number: rx and tx bytes."""
+    """Per port number: rx and tx bytes and packets."""
     out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge],
                          capture_output=True, text=True, timeout=30, check=True).stdout
     ports: dict[int, dict[str, int]] = {}
     current = None
     for line in out.splitlines():
-        m = re.match(r"\s*port\s+(\w+):\s*rx pkts=\d+, bytes=(\d+)", line)
+        m = re.match(r"\s*port\s+(\w+):\s*rx pkts=(\d+), bytes=(\d+)", line)
         if m:
             current = int(m.group(1)) if m.group(1).isdigit() else None
             if current is not None:
-                ports[current] = {"rx": int(m.group(2)), "tx": 0}
+                ports[current] = {"rx": int(m.group(3)), "rx_pkts": int(m.group(2)), "tx": 0,
+                                  "tx_pkts": 0}
             continue
-        m = re.match(r"\s*tx pkts=\d+, bytes=(\d+)", line)
+        m = re.match(r"\s*tx pkts=(\d+), bytes=(\d+)", line)
         if m and current is not None:
-            ports[current]["tx"] = int(m.group(1))
+            ports[current]["tx"] = int(m.group(2))
+            ports[current]["tx_pkts"] = int(m.group(1))
     return ports
 
 

@@ -29,8 +29,9 @@ from controller.errors import InputError
 from controller.fabric import Fabric
 from controller.jobs import parse_jobs
 from controller.openflow import job_cookie
-from emulation import fabricnet, ovs
-from emulation.controller_proc import REPO, ControllerProcess
+from emulation import ovs
+from emulation.controller_proc import REPO
+from emulation.session import Session
 from topologies.clos import clos_fabric
 
 PORT_BASE_DST, PORT_BASE_SRC = 5000, 6000
@@ -63,7 +64,7 @@ def _rings(job: dict) -> list[list[str]]:
     return job["rings"] if "rings" in job else [job["ranks"]]
 
 
-def run_round(net, ctl: ControllerProcess, fabric: Fabric, jobs: list[dict], algorithm: str,
+def run_round(net, ctl, fabric: Fabric, jobs: list[dict], algorithm: str,
               mode: str, iterations: int, workdir: str) -> dict:
     posted = []
     try:
@@ -215,34 +216,14 @@ def _link_bytes(fabric, before, after) -> dict[str, int]:
 
 def emulate(spines, leaves, hosts_per_leaf, bw, jobs_doc, algorithms, mode, iterations,
             outdir, ping=True) -> dict:
-    if os.geteuid() != 0:
-        raise InputError("the emulation needs root (Mininet, Open vSwitch)")
     fabric = clos_fabric(spines, leaves, hosts_per_leaf, bw)
     jobs = prepare_jobs(jobs_doc, fabric)
     os.makedirs(outdir, exist_ok=True)
-    fabric_path = os.path.join(outdir, "fabric.json")
-    with open(fabric_path, "w") as fh:
-        json.dump(fabric.to_dict(), fh)
-    fabricnet.ensure_ovs()
-    fabricnet.cleanup()  # leftovers of a killed run; no controller of ours runs yet
-    ctl = ControllerProcess(fabric_path, os.path.join(outdir, "controller.log"), mode=mode)
-    net = None
     workdir = tempfile.mkdtemp(prefix="agents-", dir=outdir)
-    try:
-        ctl.start()
-        net = fabricnet.build(spines, leaves, hosts_per_leaf, bw)
-        fabricnet.start(net, timeout=60)
-        for h in net.hosts:
-            h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
-        fabricnet.wait_until(lambda: ctl.rest("GET", "/v1/fabric")[1].get("ready"), 60,
-                             what="every switch provisioned")
-        loss = net.pingAll(timeout=1) if ping else None
-        rounds = [run_round(net, ctl, fabric, jobs, alg, mode, iterations, workdir)
+    with Session(spines, leaves, hosts_per_leaf, bw, outdir, mode) as s:
+        loss = s.net.pingAll(timeout=1) if ping else None
+        rounds = [run_round(s.net, s.ctl, s.fabric, jobs, alg, mode, iterations, workdir)
                   for alg in algorithms]
-    finally:
-        if net is not None:
-            net.stop()
-        ctl.stop()
     summary = {"fabric": {"spines": spines, "leaves": leaves, "hosts_per_leaf": hosts_per_leaf,
                           "bw_mbps": bw}, "iterations": iterations, "pingall_loss_pct": loss,
                "rounds": rounds}

@@ -193,3 +193,21 @@ def test_twenty_concurrent_clients_end_consistent(emu):
     finally:
         for k in range(0, 20, 2):
             emu.ctl.rest("DELETE", f"/v1/jobs/c{k}")
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_roce_probes_cross_the_planned_spine(emu, mode):
+    from emulation.trace import trace_route
+    job = {"id": f"roce-{mode}", "mode": mode, "flows": [
+        {"src": "h0_0", "dst": "h2_1", "bytes": 1e6, "proto": "udp", "sport": 49152 + q,
+         "dport": 4791} for q in range(2)]}
+    status, view = emu.ctl.rest("POST", "/v1/jobs", job)
+    assert status == 201, view
+    try:
+        spines = [r["spine"] for r in view["routes"]]
+        assert sorted(spines) == ["s0", "s1"]  # two queue pairs, same hosts, different spines
+        for route in view["routes"]:
+            traced = trace_route(emu.net, emu.fabric, route, count=20)
+            assert traced["spine"] == route["spine"], traced
+    finally:
+        emu.ctl.rest("DELETE", f"/v1/jobs/roce-{mode}")
