@@ -208,7 +208,8 @@ class MlrouteApp(app_manager.RyuApp):
         hub.spawn(self._guarded, self.service.port_changed, msg.datapath.id, p.port_no, up)
 
     def _guarded(self, fn, *args) -> None:
-        """Run a service call off the event loop (it may wait for barrier replies)."""
+        """Run a service call off the event loop: it may wait for the service lock or for
+        barrier replies, which this app's event loop must stay free to deliver."""
         try:
             fn(*args)
         except InputError as e:
@@ -241,16 +242,17 @@ class MlrouteApp(app_manager.RyuApp):
     @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
     def _port_stats(self, ev):
         body = self._whole(ev.msg)
-        if body is not None:
-            self.service.port_stats(ev.msg.datapath.id, {p.port_no: p.tx_bytes for p in body})
+        if body is not None:  # off the event loop: the service lock may be held by an install
+            hub.spawn(self._guarded, self.service.port_stats, ev.msg.datapath.id,
+                      {p.port_no: p.tx_bytes for p in body})
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev):
         body = self._whole(ev.msg)
         if body is not None:
-            self.service.flow_stats(ev.msg.datapath.id,
-                                    [(s.table_id, s.priority, dict(s.match.items()), s.byte_count,
-                                      s.packet_count) for s in body])
+            hub.spawn(self._guarded, self.service.flow_stats, ev.msg.datapath.id,
+                      [(s.table_id, s.priority, dict(s.match.items()), s.byte_count,
+                        s.packet_count) for s in body])
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev):
@@ -301,8 +303,10 @@ class RestController(ControllerBase):
         return Response(status=200, body=body, content_type=content_type.split(";")[0],
                         charset="utf-8")
 
-    @route("mlroute", "/v1/{tail:.*}")
+    @route("mlroute", "/v1/{tail}", requirements={"tail": r"[\s\S]*"})  # any byte, newlines too
     def dispatch(self, req, tail, **_kwargs):
-        status, doc = api.handle(self.app.service, req.method, "/v1/" + tail, req.body or b"")
+        # WSGI hands the path over as latin-1; job ids are UTF-8
+        path = "/v1/" + tail.encode("latin-1", "replace").decode("utf-8", "replace")
+        status, doc = api.handle(self.app.service, req.method, path, req.body or b"")
         return Response(status=status, content_type="application/json", charset="utf-8",
                         body=json.dumps(doc).encode())

@@ -17,7 +17,7 @@ from topologies.clos import clos_fabric
 
 class Session:
     def __init__(self, spines: int, leaves: int, hosts_per_leaf: int, bw: float, outdir: str,
-                 mode: str = "flow", state: bool = False):
+                 mode: str = "flow", state: bool = False, extra_args: list[str] | None = None):
         self.shape = (spines, leaves, hosts_per_leaf)
         self.bw = bw
         self.dir = outdir
@@ -25,11 +25,12 @@ class Session:
         self.fabric = clos_fabric(spines, leaves, hosts_per_leaf, bw)
         self.fabric_path = os.path.join(outdir, "fabric.json")
         self.state = os.path.join(outdir, "state.db") if state else None
+        self.extra_args = list(extra_args or [])
         self.ctl: ControllerProcess | None = None
         self.net = None
 
     def controller(self, log: str = "controller.log") -> ControllerProcess:
-        extra = ["--mlroute-state", self.state] if self.state else []
+        extra = (["--mlroute-state", self.state] if self.state else []) + self.extra_args
         return ControllerProcess(self.fabric_path, os.path.join(self.dir, log), mode=self.mode,
                                  extra_args=extra)
 

@@ -62,3 +62,14 @@ def test_fuzz_no_server_errors(controller):
                 assert isinstance(response.json().get("error"), str)
         run()
     assert len(calls) >= 100 and any(c < 300 for c in calls) and any(c >= 400 for c in calls)
+
+
+@pytest.mark.integration
+def test_odd_paths_get_json_errors(controller):
+    assert controller.rest("POST", "/v1/jobs", {"id": "€ x", "flows": [
+        {"src": "h0_0", "dst": "h1_0", "bytes": 1}]})[0] == 409  # valid, no switch connected
+    for path, status in [("/v1/jobs/a%0Ab", 404), ("/v1/jobs/%E2%82%AC", 404),
+                         ("/v1/jobs/x%00y", 404), ("/v1/nothing/here", 404)]:
+        code, doc = controller.rest("GET", path)
+        assert code == status and "error" in doc and "<html>" not in doc["error"]
+    assert "no job '€'" in controller.rest("GET", "/v1/jobs/%E2%82%AC")[1]["error"]
