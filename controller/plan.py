@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from controller.errors import InputError
 from controller.fabric import Fabric
-from controller.jobs import Job
+from controller.jobs import Flow, Job
 from controller.loads import load_summary, plan_imbalance
 from controller.planners import ALGORITHMS
 from controller.problem import Assignment, Problem
@@ -33,19 +33,8 @@ class Plan:
 
     def routes(self) -> list[dict]:
         spines = self.problem.fabric.spines
-        out = []
-        for f, parts in zip(self.problem.flows, self.parts_by_flow()):
-            r = {"job": f.job, "src": f.src, "dst": f.dst}
-            if (f.proto, f.sport, f.dport) != (6, 0, 0):
-                r.update(proto=f.proto, sport=f.sport, dport=f.dport)
-            if parts is None:
-                r["spine"] = None
-            elif len(parts) == 1:
-                r["spine"] = spines[parts[0][0]]
-            else:
-                r["split"] = [{"spine": spines[s], "share": share} for s, share in parts]
-            out.append(r)
-        return out
+        return [route_doc(f, parts, spines) for f, parts in
+                zip(self.problem.flows, self.parts_by_flow())]
 
     def to_dict(self) -> dict:
         doc = {"algorithm": self.algorithm, "routes": self.routes()}
@@ -56,6 +45,24 @@ class Plan:
         if self.assignment.info:
             doc["info"] = self.assignment.info
         return doc
+
+
+def route_doc(flow: Flow, parts, spines: list[str], part_sport=None) -> dict:
+    """One route of the routes format; ``part_sport(flow, i, n)`` adds each split part's
+    source port (the controller's sub-connections)."""
+    r = {"job": flow.job, "src": flow.src, "dst": flow.dst}
+    if (flow.proto, flow.sport, flow.dport) != (6, 0, 0):
+        r.update(proto=flow.proto, sport=flow.sport, dport=flow.dport)
+    if parts is None:
+        r["spine"] = None
+    elif len(parts) == 1:
+        r["spine"] = spines[parts[0][0]]
+    else:
+        r["split"] = [{"spine": spines[s], "share": share} for s, share in parts]
+        if part_sport is not None:
+            for i, part in enumerate(r["split"]):
+                part["sport"] = part_sport(flow, i, len(parts))
+    return r
 
 
 def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment, float]:

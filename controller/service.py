@@ -19,7 +19,7 @@ from controller.fabric import Fabric
 from controller.jobs import Job, parse_job
 from controller.loads import link_loads, load_summary
 from controller.openflow import COOKIE_STATIC, Message, SwitchState, apply, diff
-from controller.plan import make_plan, planner_options
+from controller.plan import make_plan, planner_options, route_doc
 from controller.planners import ALGORITHMS
 from controller.problem import Assignment, Problem
 from controller.rules import MODES, all_static, flow_rules, part_sport
@@ -364,16 +364,6 @@ class RouteService:
             return {"links": links, "summary": {"max_link_load": s["max_link_load"],
                                                 "links_at_max": s["links_at_max"]}}
 
-    def rules_of_job(self, job_id: str) -> list:
-        """Rules the controller believes are installed for a job (by its cookie)."""
-        with self.lock:
-            r = self.jobs.get(job_id)
-            if r is None:
-                raise NotFoundError(f"no job {job_id!r}")
-            from controller.openflow import job_cookie
-            c = job_cookie(r.number)
-            return [x for st in self.installed.values() for x in st.rules.values() if x.cookie == c]
-
     # ---- internals --------------------------------------------------------------------------
     def _need_fabric(self) -> Fabric:
         if self.fabric is None:
@@ -412,22 +402,9 @@ class RouteService:
         return Plan("installed", problem, Assignment(parts), 0.0)
 
     def _routes(self, r: JobRecord) -> list[dict]:
-        f = self.fabric
-        out = []
-        for flow, parts in zip(r.job.flows(), r.routes):
-            x = {"job": flow.job, "src": flow.src, "dst": flow.dst}
-            if (flow.proto, flow.sport, flow.dport) != (6, 0, 0):
-                x.update(proto=flow.proto, sport=flow.sport, dport=flow.dport)
-            if parts is None:
-                x["spine"] = None
-            elif len(parts) == 1:
-                x["spine"] = f.spines[parts[0][0]]
-            else:
-                x["split"] = [{"spine": f.spines[s], "share": share,
-                               "sport": part_sport(flow, i, len(parts))}
-                              for i, (s, share) in enumerate(parts)]
-            out.append(x)
-        return out
+        spines = self.fabric.spines
+        return [route_doc(flow, parts, spines, part_sport)
+                for flow, parts in zip(r.job.flows(), r.routes)]
 
     def _desired(self, records) -> dict[int, tuple[list, list]]:
         """Every switch's wanted rules and groups: static ones plus every job's flow rules.
