@@ -15,19 +15,10 @@ import sys
 from controller.errors import InputError
 from controller.fabric import Fabric
 from controller.jobs import Job, parse_jobs
+from controller.jsonio import read_json, write_output
 from controller.plan import make_plan, planner_options
 from controller.planners import ALGORITHMS
 from controller.rates import max_min_rates
-
-
-def read_json(path: str, what: str):
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except OSError as e:
-        raise InputError(f"{what}: cannot read {path}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"{what}: {path} is not valid JSON ({e.msg} at line {e.lineno})") from None
 
 
 def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric, list[Job]]:
@@ -127,8 +118,5 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(out + "\n")
-    print(out)
+    write_output(out, args.out)
     return 0

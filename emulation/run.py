@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from controller.cli import read_json
+from controller.jsonio import read_json
 from controller.errors import InputError
 from controller.fabric import Fabric
 from controller.jobs import parse_jobs

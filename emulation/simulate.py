@@ -14,6 +14,7 @@ from controller.errors import InputError
 from controller.fabric import Fabric
 from controller.fluid import FluidSimulator
 from controller.jobs import Job
+from controller.jsonio import write_output
 from controller.plan import Plan, make_plan, planner_options
 
 
@@ -46,11 +47,7 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    text = json.dumps(result, indent=2)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
-    print(text)
+    write_output(json.dumps(result, indent=2), args.out)
     return 0
 
 

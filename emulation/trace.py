@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from controller.cli import read_json
+from controller.jsonio import read_json
 from controller.errors import InputError
 from emulation import ovs
 from emulation.controller_proc import REPO

@@ -104,7 +104,7 @@ def _place_replica(gpus: int, free: dict[str, list[str]], per_leaf: int, rng: ra
 
 
 def main(argv=None) -> int:
-    from controller.cli import read_json
+    from controller.jsonio import read_json, write_output
     ap = argparse.ArgumentParser(prog="python -m emulation.workloads",
                                  description="generate the paper's training jobs")
     ap.add_argument("--fabric", required=True)
@@ -124,12 +124,7 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    text = json.dumps({"jobs": [j.to_dict() for j in jobs]})
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
-    else:
-        print(text)
+    write_output(json.dumps({"jobs": [j.to_dict() for j in jobs]}), args.out, echo=False)
     return 0
 
 

@@ -22,6 +22,7 @@ _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from controller.fabric import Fabric  # noqa: E402
+from controller.jsonio import write_output  # noqa: E402
 
 try:
     from mininet.topo import Topo
@@ -65,13 +66,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bw", type=float, default=0, help="Mbit/s per link (0: unshaped)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    doc = json.dumps(clos_fabric(args.spines, args.leaves, args.hosts_per_leaf, args.bw).to_dict(),
-                     indent=1)
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(doc + "\n")
-    else:
-        print(doc)
+    write_output(json.dumps(clos_fabric(args.spines, args.leaves, args.hosts_per_leaf,
+                                        args.bw).to_dict(), indent=1), args.out, echo=False)
     return 0
 
 
