@@ -30,10 +30,10 @@ def link_loads(problem: Problem, assignment: Assignment, weight: str = "flows"):
     return up, down
 
 
-def alive_links(problem: Problem) -> np.ndarray:
+def alive_links(fabric) -> np.ndarray:
     """Boolean (leaves, spines): the leaf-spine link is up."""
-    f = problem.fabric
-    return np.array([[bool(m >> s & 1) for s in range(len(f.spines))] for m in f.up_mask])
+    return np.array([[bool(m >> s & 1) for s in range(len(fabric.spines))]
+                     for m in fabric.up_mask])
 
 
 def load_summary(problem: Problem, assignment: Assignment) -> dict:
@@ -55,8 +55,8 @@ def sorted_load_vector(problem: Problem, assignment: Assignment) -> list[float]:
     return sorted(np.concatenate([up.ravel(), down.ravel()]).tolist(), reverse=True)
 
 
-def imbalance(per_link: np.ndarray, alive: np.ndarray) -> dict:
-    """Per-leaf imbalance of a (leaves, spines) array over the alive links: max and weighted mean."""
+def leaf_imbalance(per_link: np.ndarray, alive: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per leaf (row): (max - mean) / mean over its alive links, and its total as a weight."""
     values, weights = [], []
     for row, ok in zip(per_link, alive):
         b = row[ok]
@@ -68,6 +68,12 @@ def imbalance(per_link: np.ndarray, alive: np.ndarray) -> dict:
         mean = total / b.size
         values.append(float((b.max() - mean) / mean))
         weights.append(total)
+    return values, weights
+
+
+def imbalance(per_link: np.ndarray, alive: np.ndarray) -> dict:
+    """Per-leaf imbalance of a (leaves, spines) array over the alive links: max and weighted mean."""
+    values, weights = leaf_imbalance(per_link, alive)
     w = np.asarray(weights)
     v = np.asarray(values)
     return {"max": float(v.max()) if v.size else 0.0,
@@ -76,7 +82,7 @@ def imbalance(per_link: np.ndarray, alive: np.ndarray) -> dict:
 
 def plan_imbalance(problem: Problem, assignment: Assignment) -> dict:
     """Predicted imbalance of a plan (the controller measures the same from port counters)."""
-    alive = alive_links(problem)
+    alive = alive_links(problem.fabric)
     out = {}
     for weight in ("bytes", "flows"):
         up, down = link_loads(problem, assignment, weight)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from controller.fabric import Fabric
-from controller.loads import imbalance
+from controller.loads import alive_links, imbalance, leaf_imbalance
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Telemetry:
                 if p.prev_tx is not None else None, "bps": bps}
 
     def imbalance(self, fabric: Fabric) -> dict:
-        alive = np.array([[(l, s) not in fabric.down for s in fabric.spines] for l in fabric.leaves])
+        alive = alive_links(fabric)
         out = {"samples": self.samples}
         for window in ("window_bytes", "bytes"):
             up = np.zeros(alive.shape)
@@ -77,9 +77,5 @@ class Telemetry:
 
 
 def _with_leaves(summary: dict, per_link: np.ndarray, alive: np.ndarray, fabric: Fabric) -> dict:
-    per_leaf = {}
-    for leaf, row, ok in zip(fabric.leaves, per_link, alive):
-        b = row[ok]
-        mean = b.mean() if b.size else 0
-        per_leaf[leaf] = float((b.max() - mean) / mean) if mean > 0 else 0.0
-    return {**summary, "per_leaf": per_leaf}
+    values, _ = leaf_imbalance(per_link, alive)
+    return {**summary, "per_leaf": dict(zip(fabric.leaves, values))}

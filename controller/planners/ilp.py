@@ -17,17 +17,15 @@ from scipy.sparse import coo_matrix
 
 from controller.fabric import spine_list
 from controller.planners.greedy import greedy
+from controller.loads import link_loads
 from controller.problem import Assignment, Problem
 
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded", 4: "error"}
 
 
 def _max_load(problem: Problem, spines: list[int]) -> int:
-    seen: dict[tuple, int] = {}
-    for a, b, s in zip(problem.src_leaf, problem.dst_leaf, spines):
-        seen[("u", a, s)] = seen.get(("u", a, s), 0) + 1
-        seen[("d", b, s)] = seen.get(("d", b, s), 0) + 1
-    return max(seen.values(), default=0)
+    up, down = link_loads(problem, Assignment.unsplit(spines))
+    return int(max(up.max(initial=0), down.max(initial=0)))
 
 
 def ilp(problem: Problem, time_limit: float = 60.0) -> Assignment:
