@@ -58,12 +58,9 @@ def paper_plots(results: list[dict], out: str) -> list[str]:
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for alg in algorithms:
         _cdf(ax, _slowdowns(results, alg), alg)
-    ax.set_xlabel("All-Reduce time / ideal")
-    ax.set_ylabel("CDF over (job, iteration)")
     ax.set_title("All-Reduce time, whole grid")
-    ax.grid(alpha=0.3)
-    _legend(ax)
-    files.append(_save(fig, out, "paper_allreduce_cdf.png"))
+    files.append(_finish(fig, ax, "All-Reduce time / ideal", "CDF over (job, iteration)", out,
+                         "paper_allreduce_cdf.png"))
 
     for key, xlabel, name in (("jobs", "concurrent jobs", "paper_allreduce_vs_jobs.png"),
                               ("failed", "failed spines (of 32)", "paper_allreduce_vs_failures.png")):
@@ -72,12 +69,8 @@ def paper_plots(results: list[dict], out: str) -> list[str]:
         for alg in algorithms:
             ys = [np.mean(_slowdowns(results, alg, **{key: x}) or [np.nan]) for x in xs]
             ax.plot(xs, ys, marker="o", **_style(alg))
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("mean All-Reduce time / ideal")
         ax.set_xticks(xs)
-        ax.grid(alpha=0.3)
-        _legend(ax)
-        files.append(_save(fig, out, name))
+        files.append(_finish(fig, ax, xlabel, "mean All-Reduce time / ideal", out, name))
 
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
     for alg in algorithms:
@@ -85,12 +78,18 @@ def paper_plots(results: list[dict], out: str) -> list[str]:
         if ms:
             _cdf(ax, ms, alg)
     ax.set_xscale("log")
-    ax.set_xlabel("planner runtime per call (ms, log)")
-    ax.set_ylabel("CDF over planner calls")
+    files.append(_finish(fig, ax, "planner runtime per call (ms, log)", "CDF over planner calls",
+                         out, "paper_planner_runtime_cdf.png"))
+    return files
+
+
+def _finish(fig, ax, xlabel: str, ylabel: str, out: str, name: str) -> str:
+    """Label, grid and legend one grid plot, then save it."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     _legend(ax)
-    files.append(_save(fig, out, "paper_planner_runtime_cdf.png"))
-    return files
+    return _save(fig, out, name)
 
 
 def _save(fig, out: str, name: str) -> str:
