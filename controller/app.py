@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from ryu import cfg
 from ryu.app.wsgi import ControllerBase, Response, WSGIApplication, route
@@ -21,7 +22,7 @@ from ryu.lib.packet import arp, ethernet, packet
 from ryu.ofproto import ofproto_v1_3
 
 from controller import api, flags
-from controller.cli import read_json
+from controller.jsonio import read_json
 from controller.errors import InputError, InstallError
 from controller.fabric import Fabric
 from controller.metrics import exposition
@@ -80,16 +81,21 @@ class MlrouteApp(app_manager.RyuApp):
                 dp.send_msg(ofmsg)
                 xids.append(ofmsg.xid)
             pending.append((dpid, set(xids), self._barrier(dp)))
+        problems = []  # wait for every switch, so no barrier is left registered
+        deadline = time.monotonic() + self.timeout
         for dpid, xids, (xid, event) in pending:
-            ok = event.wait(timeout=self.timeout)
+            ok = event.wait(timeout=max(0.0, deadline - time.monotonic()))
             self.waiting.pop(xid, None)
             if not ok:
-                raise InstallError(f"switch {self._name(dpid)} did not confirm its rules within "
-                                   f"{self.timeout:g} s; nothing was changed")
+                problems.append(f"switch {self._name(dpid)} did not confirm its rules within "
+                                f"{self.timeout:g} s; nothing was changed")
+                continue
             failed = [text for x, text in self.errors.get(dpid, []) if x in xids]
             if failed:
-                raise InstallError(f"switch {self._name(dpid)} rejected a rule ({failed[0]}); "
-                                   "nothing was changed")
+                problems.append(f"switch {self._name(dpid)} rejected a rule ({failed[0]}); "
+                                "nothing was changed")
+        if problems:
+            raise InstallError(problems[0])
 
     def reset(self, dpid: int) -> None:
         dp = self.datapaths.get(dpid)

@@ -427,10 +427,12 @@ class RouteService:
         """Bring every provisioned switch to ``want``: additions first, then deletions."""
         t0 = time.perf_counter()
         f = self.fabric
-        current = self._desired(self.jobs.values())
+        current = None  # what the switches should hold now; built only if one is offline
         for dpid, (rules, _) in want.items():
             if dpid in self.installed:
                 continue
+            if current is None:
+                current = self._desired(self.jobs.values())
             new_jobs = {x for x in rules if x.cookie != COOKIE_STATIC}
             old_jobs = {x for x in current.get(dpid, ([], []))[0] if x.cookie != COOKIE_STATIC}
             if new_jobs != old_jobs:
