@@ -50,8 +50,6 @@ class Session:
             self.ctl = self.controller().start()
             self.net = fabricnet.build(*self.shape, self.bw, self.ctl.of_port)
             fabricnet.start(self.net, timeout=60)
-            for h in self.net.hosts:
-                h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
             self.wait_ready()
         except BaseException:
             self.__exit__(None, None, None)

@@ -21,7 +21,8 @@ def require_root_and_ovs():
             pytest.skip(f"integration tests need {tool} (make system)")
 
 
-def Fabric(tmp, bw=0.0, mode="flow", state=False, stats_interval=0.2) -> Session:
+def default_session(tmp, bw=0.0, mode="flow", state=False,
+                    stats_interval=0.2) -> Session:
     """The default emulation of the integration tests, in ``tmp``. Statistics are polled often
     so that their replies race with rule installation, as they would under load."""
     return Session(SPINES, LEAVES, HOSTS, bw, str(tmp), mode=mode, state=state,

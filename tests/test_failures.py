@@ -7,7 +7,7 @@ import pytest
 
 from emulation import ovs
 from emulation.run import _run_traffic, prepare_jobs
-from tests.integration import Fabric, require_root_and_ovs
+from tests.integration import default_session, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
     require_root_and_ovs()
-    with Fabric(tmp_path_factory.mktemp("fail"), bw=5.0, state=True) as f:
+    with default_session(tmp_path_factory.mktemp("fail"), bw=5.0, state=True) as f:
         yield f
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from emulation import fabricnet, ovs
 from emulation.run import _run_traffic, _verify_paths, prepare_jobs
-from tests.integration import Fabric, require_root_and_ovs
+from tests.integration import default_session, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
     require_root_and_ovs()
-    with Fabric(tmp_path_factory.mktemp("emu")) as f:
+    with default_session(tmp_path_factory.mktemp("emu")) as f:
         yield f
 
 
