@@ -1,0 +1,146 @@
+"""Discovery frames, built and read with ``struct`` (no Ryu): LLDP link probes, ARP host
+probes, and the host address carried by an ARP or IPv4 packet-in.
+
+LLDP frames use Ryu's own layout (chassis id ``dpid:%016x``, locally assigned; port id the
+32-bit port number, port component), so frames from Ryu's topology app parse too and a capture
+reads the same. The shell sends ``lldp_frame(dpid, port)`` out of every port; a packet-in of
+it on (dpid2, port2) means the directed link (dpid, port) -> (dpid2, port2).
+
+    >>> parse_lldp(lldp_frame(0x10000, 3))
+    (65536, 3)
+    >>> parse_host(arp_request("02:00:00:00:00:fe", "10.0.0.7", sender_ip="10.0.0.1"))
+    ('02:00:00:00:00:fe', '10.0.0.1')
+"""
+from __future__ import annotations
+
+import ipaddress
+import struct
+
+from controller.errors import InputError
+
+ETH_LLDP, ETH_ARP, ETH_IPV4, ETH_VLAN = 0x88CC, 0x0806, 0x0800, 0x8100
+LLDP_MULTICAST = "01:80:c2:00:00:0e"  # nearest bridge: never forwarded by 802.1D bridges
+BROADCAST = "ff:ff:ff:ff:ff:ff"
+_CHASSIS_LOCAL, _PORT_COMPONENT = 7, 2
+_TLV_END, _TLV_CHASSIS, _TLV_PORT, _TLV_TTL = 0, 1, 2, 3
+_MIN_FRAME = 60  # Ethernet minimum without the FCS
+
+
+def mac_bytes(mac: str) -> bytes:
+    """``"02:00:00:00:00:01"`` -> 6 bytes; a clear error for anything else."""
+    parts = mac.split(":") if isinstance(mac, str) else []
+    try:
+        if len(parts) != 6 or not all(len(p) == 2 for p in parts):
+            raise ValueError
+        return bytes(int(p, 16) for p in parts)
+    except ValueError:
+        raise InputError(f"bad MAC address {mac!r}") from None
+
+
+def mac_text(raw: bytes) -> str:
+    return ":".join(f"{b:02x}" for b in raw)
+
+
+def _ip_bytes(ip: str) -> bytes:
+    try:
+        return ipaddress.IPv4Address(ip).packed
+    except (ValueError, TypeError):
+        raise InputError(f"bad IPv4 address {ip!r}") from None
+
+
+def _pad(frame: bytes) -> bytes:
+    return frame + bytes(max(0, _MIN_FRAME - len(frame)))
+
+
+def _tlv(kind: int, value: bytes) -> bytes:
+    return struct.pack("!H", kind << 9 | len(value)) + value
+
+
+def lldp_frame(dpid: int, port: int, src_mac: str = "02:00:00:00:00:00", ttl: int = 120) -> bytes:
+    """The LLDP probe that (dpid, port) sends; ``src_mac`` is the port's own address if known
+    (switches in secure mode ignore it)."""
+    if not 0 < dpid < 2**64 or not 0 < port < 2**32:
+        raise InputError(f"lldp: bad datapath id {dpid!r} or port {port!r}")
+    body = (_tlv(_TLV_CHASSIS, bytes([_CHASSIS_LOCAL]) + b"dpid:%016x" % dpid)
+            + _tlv(_TLV_PORT, bytes([_PORT_COMPONENT]) + struct.pack("!I", port))
+            + _tlv(_TLV_TTL, struct.pack("!H", ttl)) + _tlv(_TLV_END, b""))
+    return _pad(mac_bytes(LLDP_MULTICAST) + mac_bytes(src_mac) + struct.pack("!H", ETH_LLDP) + body)
+
+
+def _ethertype(frame: bytes) -> tuple[int, int] | None:
+    """(ethertype, offset of the payload), skipping one 802.1Q tag; None if too short."""
+    if len(frame) < 14:
+        return None
+    kind, off = struct.unpack_from("!H", frame, 12)[0], 14
+    if kind == ETH_VLAN:
+        if len(frame) < 18:
+            return None
+        kind, off = struct.unpack_from("!H", frame, 16)[0], 18
+    return kind, off
+
+
+def parse_lldp(frame: bytes) -> tuple[int, int] | None:
+    """(dpid, port) of the switch port that sent this LLDP frame, or None when the frame is not
+    one of ours (another chassis id or port id format, truncated, not LLDP). Never raises."""
+    et = _ethertype(frame)
+    if et is None or et[0] != ETH_LLDP:
+        return None
+    off, dpid, port = et[1], None, None
+    while off + 2 <= len(frame):
+        head = struct.unpack_from("!H", frame, off)[0]
+        kind, length = head >> 9, head & 0x1FF
+        value = frame[off + 2:off + 2 + length]
+        if len(value) != length or kind == _TLV_END:
+            break
+        if kind == _TLV_CHASSIS and length == 22 and value[0] == _CHASSIS_LOCAL \
+                and value[1:6] == b"dpid:":
+            try:
+                dpid = int(value[6:].decode("ascii"), 16)
+            except ValueError:
+                return None
+        elif kind == _TLV_PORT and length == 5 and value[0] == _PORT_COMPONENT:
+            port = struct.unpack("!I", value[1:])[0]
+        off += 2 + length
+    if dpid is None or port is None:
+        return None
+    return dpid, port
+
+
+def arp_request(sender_mac: str, target_ip: str, sender_ip: str = "0.0.0.0") -> bytes:
+    """A broadcast ARP request for ``target_ip``. The default sender address 0.0.0.0 makes it
+    an RFC 5227 probe: hosts answer it (to ``sender_mac``) without caching the controller."""
+    sha = mac_bytes(sender_mac)
+    arp = struct.pack("!HHBBH6s4s6s4s", 1, ETH_IPV4, 6, 4, 1, sha, _ip_bytes(sender_ip),
+                      bytes(6), _ip_bytes(target_ip))
+    return _pad(mac_bytes(BROADCAST) + sha + struct.pack("!H", ETH_ARP) + arp)
+
+
+def _unicast_ip(raw: bytes) -> str | None:
+    ip = ipaddress.IPv4Address(raw)
+    if ip.is_unspecified or ip.is_multicast or ip == ipaddress.IPv4Address("255.255.255.255"):
+        return None
+    return str(ip)
+
+
+def parse_host(frame: bytes) -> tuple[str, str] | None:
+    """(MAC, IPv4) of the host that sent an ARP packet (sender fields) or an IPv4 packet
+    (Ethernet source, IPv4 source); None for anything else, for a multicast source MAC and
+    for 0.0.0.0/multicast/broadcast sources (ARP probes, DHCP). Never raises."""
+    et = _ethertype(frame)
+    if et is None:
+        return None
+    kind, off = et
+    src = frame[6:12]
+    if kind == ETH_ARP and len(frame) >= off + 28:
+        htype, ptype, hlen, plen = struct.unpack_from("!HHBB", frame, off)
+        if (htype, ptype, hlen, plen) != (1, ETH_IPV4, 6, 4):
+            return None
+        mac, ip = frame[off + 8:off + 14], frame[off + 14:off + 18]
+    elif kind == ETH_IPV4 and len(frame) >= off + 20 and frame[off] >> 4 == 4:
+        mac, ip = src, frame[off + 12:off + 16]
+    else:
+        return None
+    if mac[0] & 1:  # group address: not a host
+        return None
+    text = _unicast_ip(ip)
+    return (mac_text(mac), text) if text else None
