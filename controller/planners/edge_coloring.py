@@ -11,57 +11,78 @@ from controller.planners.greedy import LoadCounters
 from controller.problem import Assignment, Problem
 
 
-def bipartite_edge_colouring(edges: list[tuple[int, int]]) -> list[int]:
+def bipartite_edge_colouring(edges: list[tuple[int, int]], common_first: bool = False) -> list[int]:
     """Colour multigraph edges (left u, right v) with max-degree colours, none repeated at a vertex.
 
     For edge (u, v): c = smallest colour free at u, d = smallest free at v. If c is taken at v,
     swap c and d along the path from v that alternates c, d, c, ...; in a bipartite graph it never
-    reaches u, so afterwards c is free at both ends.
+    reaches u, so afterwards c is free at both ends. With ``common_first`` the smallest colour
+    free at both ends is taken when there is one, which avoids most swaps (auto's construction).
+
+    Colours used at a vertex are a bit mask and the edge of each (vertex, colour) sits in a flat
+    array, so a step is a few integer operations plus the swapped path: O(E * path length),
+    in practice a few ms for 2,000 flows.
+
+    >>> bipartite_edge_colouring([(0, 0), (0, 1), (1, 0)])  # (1, 0) swaps the path 0-0-1
+    [1, 0, 0]
+    >>> bipartite_edge_colouring([(0, 0), (0, 1), (1, 0)], common_first=True)
+    [0, 1, 1]
     """
-    at_left: dict[int, dict[int, int]] = {}  # vertex -> colour -> edge
-    at_right: dict[int, dict[int, int]] = {}
+    if not edges:
+        return []
+    n_left = max(u for u, _ in edges) + 1
+    n_right = max(v for _, v in edges) + 1
+    deg_l, deg_r = [0] * n_left, [0] * n_right
+    for u, v in edges:
+        deg_l[u] += 1
+        deg_r[v] += 1
+    D = max(max(deg_l), max(deg_r))
+    at_l, at_r = [-1] * (n_left * D), [-1] * (n_right * D)  # (vertex, colour) -> edge
+    used_l, used_r = [0] * n_left, [0] * n_right  # colours in use, bit masks
     colour = [-1] * len(edges)
     for e, (u, v) in enumerate(edges):
-        cu = at_left.setdefault(u, {})
-        cv = at_right.setdefault(v, {})
-        c = _smallest_free(cu)
-        if c in cv:
-            d = _smallest_free(cv)
-            _swap_along_path(edges, colour, at_left, at_right, v, c, d)
+        x, y = used_l[u], used_r[v]
+        c = D
+        if common_first:
+            z = x | y
+            c = (~z & (z + 1)).bit_length() - 1  # lowest colour free at both ends
+        if c >= D:
+            c = (~x & (x + 1)).bit_length() - 1
+            if y >> c & 1:
+                d = (~y & (y + 1)).bit_length() - 1
+                _swap_along_path(edges, colour, at_l, at_r, used_l, used_r, D, v, c, d)
         colour[e] = c
-        cu[c] = e
-        cv[c] = e
+        at_l[u * D + c] = e
+        at_r[v * D + c] = e
+        used_l[u] |= 1 << c
+        used_r[v] |= 1 << c
     return colour
 
 
-def _smallest_free(used: dict[int, int]) -> int:
-    c = 0
-    while c in used:
-        c += 1
-    return c
-
-
-def _swap_along_path(edges, colour, at_left, at_right, start_right: int, c: int, d: int) -> None:
+def _swap_along_path(edges, colour, at_l, at_r, used_l, used_r, D, start_right, c, d) -> None:
     path = []
-    vertex, on_right, want = start_right, True, c
+    vertex, on_right, want, other = start_right, True, c, d
     while True:
-        table = at_right[vertex] if on_right else at_left[vertex]
-        e = table.get(want)
-        if e is None:
+        e = at_r[vertex * D + want] if on_right else at_l[vertex * D + want]
+        if e < 0:
             break
         path.append(e)
-        u, v = edges[e]
-        vertex, on_right = (u, False) if on_right else (v, True)
-        want = d if want == c else c
+        vertex = edges[e][0] if on_right else edges[e][1]
+        on_right = not on_right
+        want, other = other, want
     for e in path:
         u, v = edges[e]
-        del at_left[u][colour[e]]
-        del at_right[v][colour[e]]
+        k = colour[e]
+        at_l[u * D + k] = at_r[v * D + k] = -1
+        used_l[u] &= ~(1 << k)
+        used_r[v] &= ~(1 << k)
     for e in path:
-        colour[e] = d if colour[e] == c else c
         u, v = edges[e]
-        at_left[u][colour[e]] = e
-        at_right[v][colour[e]] = e
+        k = d if colour[e] == c else c
+        colour[e] = k
+        at_l[u * D + k] = at_r[v * D + k] = e
+        used_l[u] |= 1 << k
+        used_r[v] |= 1 << k
 
 
 def edge_coloring(problem: Problem) -> Assignment:
