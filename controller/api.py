@@ -88,6 +88,8 @@ def _json_body(body: bytes):
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise InputError(f"request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InputError("request body: JSON nested too deeply") from None
 
 
 class _TooLarge(InputError):

@@ -7,6 +7,7 @@ OpenFlow 1.3 on 6653 (and 6633), REST on 8080 (``--wsapi-port``).
 """
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import time
@@ -19,14 +20,16 @@ from ryu.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DIS
                                     set_ev_cls)
 from ryu.lib import hub
 from ryu.lib.packet import arp, ethernet, packet
-from ryu.ofproto import ofproto_v1_3
+from ryu.ofproto import ofproto_common, ofproto_v1_3
 
 from controller import api, flags
 from controller.jsonio import read_json
+from controller.listen import check_free
 from controller.errors import InputError, InstallError
 from controller.fabric import Fabric
 from controller.metrics import exposition
-from controller.openflow import COOKIE_EXACT, COOKIE_JOB, COOKIE_OWNER_MASK, Message
+from controller.openflow import (COOKIE_EXACT, COOKIE_JOB, COOKIE_OWNER_MASK, FlowRule,
+                                 GroupEntry, Message, SwitchState)
 from controller.plan import planner_options
 from controller.service import RouteService
 from controller.store import StateStore
@@ -42,6 +45,10 @@ class MlrouteApp(app_manager.RyuApp):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         conf = cfg.CONF
+        ofp_ports = ([conf.ofp_tcp_listen_port] if conf.ofp_tcp_listen_port
+                     else [ofproto_common.OFP_TCP_PORT, ofproto_common.OFP_TCP_PORT_OLD])
+        check_free([(conf.ofp_listen_host, p, "OpenFlow") for p in ofp_ports] +
+                   [(conf.wsapi_host, conf.wsapi_port, "REST")])
         fabric = None
         if conf.mlroute_fabric:
             fabric = Fabric.from_dict(read_json(conf.mlroute_fabric, "fabric"))
@@ -53,10 +60,12 @@ class MlrouteApp(app_manager.RyuApp):
         self.timeout = conf.mlroute_barrier_timeout
         self.datapaths = {}
         self.waiting = {}  # barrier xid -> hub.Event
+        self.reads = {}  # (dpid, xid) of a table read -> (hub.Event, entries so far)
         self.errors = {}  # dpid -> list of (xid, text)
         store = StateStore(conf.mlroute_state) if conf.mlroute_state else None
         self.service = RouteService(self, fabric, conf.mlroute_algorithm, conf.mlroute_mode,
-                                    planner_opts=opts, store=store)
+                                    planner_opts=opts, store=store,
+                                    on_progress=lambda: hub.sleep(0))
         self.multipart = {}  # (dpid, xid) -> parts received so far
         self.stats_interval = conf.mlroute_stats_interval
         kwargs["wsgi"].register(RestController, {"app": self})
@@ -97,19 +106,73 @@ class MlrouteApp(app_manager.RyuApp):
         if problems:
             raise InstallError(problems[0])
 
-    def reset(self, dpid: int) -> None:
+    def read_tables(self, dpid: int) -> SwitchState:
+        """The switch's flow entries (flow stats) and groups (group description), as neutral
+        entries, so the reconciler can send only the difference."""
         dp = self.datapaths.get(dpid)
         if dp is None:
             raise InstallError(f"switch {self._name(dpid)} is not connected")
         ofp, parser = dp.ofproto, dp.ofproto_parser
-        dp.send_msg(parser.OFPFlowMod(dp, table_id=ofp.OFPTT_ALL, command=ofp.OFPFC_DELETE,
-                                      out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY))
-        dp.send_msg(parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, 0, ofp.OFPG_ALL))
-        xid, event = self._barrier(dp)
-        ok = event.wait(timeout=self.timeout)
-        self.waiting.pop(xid, None)
-        if not ok:
-            raise InstallError(f"switch {self._name(dpid)} did not confirm its reset")
+        requests = [parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
+                                               0, 0, parser.OFPMatch()),
+                    parser.OFPGroupDescStatsRequest(dp, 0)]
+        replies = []
+        for req in requests:
+            dp.set_xid(req)
+            event = hub.Event()
+            self.reads[(dpid, req.xid)] = (event, [])
+            replies.append((req.xid, event))
+            dp.send_msg(req)
+        deadline = time.monotonic() + self.timeout
+        bodies = []
+        try:
+            for xid, event in replies:
+                if not event.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    raise InstallError(f"switch {self._name(dpid)} did not send its tables "
+                                       f"within {self.timeout:g} s")
+                bodies.append(self.reads[(dpid, xid)][1])
+        finally:
+            for xid, _ in replies:
+                self.reads.pop((dpid, xid), None)
+        flows, groups = bodies
+        state = SwitchState()
+        for s in flows:
+            r = self._rule_of(dpid, s)
+            state.rules[r.key] = r
+        for g in groups:
+            state.groups[g.group_id] = GroupEntry(
+                dpid, g.group_id, tuple(self._actions_of(b.actions) for b in g.buckets))
+        return state
+
+    def _rule_of(self, dpid: int, s) -> FlowRule:
+        """A flow stats entry as the rule builders would have written it."""
+        actions, goto = (), None
+        for inst in s.instructions:
+            if hasattr(inst, "actions"):
+                actions = self._actions_of(inst.actions)
+            elif hasattr(inst, "table_id"):
+                goto = inst.table_id
+        return FlowRule(dpid, s.table_id, s.priority, tuple(sorted(s.match.items())),
+                        actions, goto, s.cookie)
+
+    def _actions_of(self, acts) -> tuple:
+        out = []
+        for a in acts:
+            name = type(a).__name__
+            if name == "OFPActionOutput":
+                ofp = ofproto_v1_3
+                out.append(("controller",) if a.port == ofp.OFPP_CONTROLLER else ("output", a.port))
+            elif name == "OFPActionGroup":
+                out.append(("group", a.group_id))
+            elif name == "OFPActionPushMpls":
+                out.append(("push_mpls", a.ethertype))
+            elif name == "OFPActionPopMpls":
+                out.append(("pop_mpls", a.ethertype))
+            elif name == "OFPActionSetField":
+                out.append(("set_field", a.key, a.value))
+            else:  # something mlroute never writes: keep it distinct so the entry is replaced
+                out.append(("unknown", repr(a)))
+        return tuple(out)
 
     def _barrier(self, dp):
         msg = dp.ofproto_parser.OFPBarrierRequest(dp)
@@ -252,8 +315,24 @@ class MlrouteApp(app_manager.RyuApp):
             hub.spawn(self._guarded, self.service.port_stats, ev.msg.datapath.id,
                       {p.port_no: p.tx_bytes for p in body})
 
+    def _table_read(self, msg) -> bool:
+        """Collect a reply to ``read_tables``; True if it was one."""
+        pending = self.reads.get((msg.datapath.id, msg.xid))
+        if pending is None:
+            return False
+        pending[1].extend(msg.body)
+        if not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE:
+            pending[0].set()
+        return True
+
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    def _group_desc(self, ev):
+        self._table_read(ev.msg)
+
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
     def _flow_stats(self, ev):
+        if self._table_read(ev.msg):
+            return
         body = self._whole(ev.msg)
         if body is not None:
             hub.spawn(self._guarded, self.service.flow_stats, ev.msg.datapath.id,
@@ -313,6 +392,38 @@ class RestController(ControllerBase):
     def dispatch(self, req, tail, **_kwargs):
         # WSGI hands the path over as latin-1; job ids are UTF-8
         path = "/v1/" + tail.encode("latin-1", "replace").decode("utf-8", "replace")
-        status, doc = api.handle(self.app.service, req.method, path, req.body or b"")
+        token = cfg.CONF.mlroute_token
+        if (token and req.method not in ("GET", "HEAD") and
+                not hmac.compare_digest(req.headers.get("Authorization", ""), f"Bearer {token}")):
+            status, doc = 401, {"error": "this controller needs 'Authorization: Bearer <token>' "
+                                         "for writing requests (--mlroute-token)"}
+            return Response(status=status, content_type="application/json", charset="utf-8",
+                            body=json.dumps(doc).encode())
+        body = _read_body(req)
+        if body is None:
+            status, doc = 413, {"error": f"request body larger than {api.MAX_BODY} bytes"}
+        else:
+            status, doc = api.handle(self.app.service, req.method, path, body)
         return Response(status=status, content_type="application/json", charset="utf-8",
                         body=json.dumps(doc).encode())
+
+
+def _read_body(req) -> bytes | None:
+    """The request body, read at most up to the limit (None: larger than the limit). A
+    declared length over the limit is refused unread; a chunked body is read as it comes."""
+    length = req.content_length
+    if length is not None and length > api.MAX_BODY:
+        return None
+    stream = req.environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    want = api.MAX_BODY + 1 if length is None else length
+    chunks, got = [], 0
+    while got < want:
+        chunk = stream.read(min(65536, want - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    body = b"".join(chunks)
+    return None if len(body) > api.MAX_BODY else body

@@ -2,7 +2,8 @@
 
 On the command line: ``ryu-manager --user-flags controller/flags.py --mlroute-fabric F
 controller/app.py``; or in a config file given with ``--config-file`` (section [DEFAULT]:
-``mlroute_fabric = F``). REST port and address are Ryu's ``--wsapi-port``/``--wsapi-host``,
+``mlroute_fabric = F``). REST port and address are Ryu's ``--wsapi-port``/``--wsapi-host``
+(mlroute makes the address default to 127.0.0.1),
 the OpenFlow port Ryu's ``--ofp-tcp-listen-port``.
 """
 import sys
@@ -26,7 +27,12 @@ OPTS = [
     cfg.FloatOpt("mlroute-ilp-time-limit", default=10.0, help="ILP time limit in seconds"),
     cfg.IntOpt("mlroute-seed", default=1234, help="simulated annealing seed"),
     cfg.IntOpt("mlroute-ecmp-salt", default=0, help="salt of the ECMP hash"),
+    cfg.StrOpt("mlroute-token", default=None, secret=True,
+               help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>'"),
 ]
+
+# REST listens on the loopback unless told otherwise (--wsapi-host 0.0.0.0)
+REST_HOST = "127.0.0.1"
 
 
 def register(conf) -> None:
@@ -34,6 +40,8 @@ def register(conf) -> None:
     for opt in OPTS:
         if opt.dest not in conf:
             conf.register_opt(opt)
+    if "wsapi_host" in conf:
+        conf.set_default("wsapi_host", REST_HOST)
 
 
 def _framework_conf():

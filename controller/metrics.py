@@ -4,7 +4,9 @@ mlroute_rules_installed, mlroute_rule_changes_total{kind}, mlroute_install_secon
 mlroute_planner_seconds (histogram), mlroute_planned_link_flows{link},
 mlroute_measured_link_bps{link}, mlroute_path_imbalance{direction,stat},
 mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
-mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram).
+mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram),
+mlroute_unroutable_flows{src_leaf,dst_leaf}, mlroute_switch_syncs_total,
+mlroute_openflow_messages_total.
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from controller import views
 
 BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -29,8 +33,9 @@ class ServiceCollector:
     def collect(self):
         svc = self.service
         with svc.lock:
-            c = svc.counters
-            installed = sum(len(st.rules) for st in svc.installed.values())
+            state = svc.state
+            c = state.counters
+            installed = sum(len(t.rules) for t in svc.reconciler.installed.values())
             yield GaugeMetricFamily("mlroute_rules_installed",
                                     "flow rules the controller holds on connected switches",
                                     value=installed)
@@ -42,22 +47,28 @@ class ServiceCollector:
             yield CounterMetricFamily("mlroute_install_failures",
                                       "changes a switch rejected or did not confirm",
                                       value=c["install_failures"])
+            yield CounterMetricFamily("mlroute_switch_syncs",
+                                      "switch tables read and repaired (connects, doubts)",
+                                      value=c["reconnects"])
+            yield CounterMetricFamily("mlroute_openflow_messages",
+                                      "flow and group messages sent to switches",
+                                      value=c["messages_sent"])
             yield CounterMetricFamily("mlroute_failures_handled",
                                       "link or switch failures handled", value=c["failures_handled"])
             yield _histogram("mlroute_install_seconds", "time to install and confirm a change",
-                             svc.install_s)
+                             state.install_s)
             yield _histogram("mlroute_planner_seconds", "planner runtime per call",
-                             [ms / 1e3 for ms in svc.planner_ms])
+                             [ms / 1e3 for ms in state.planner_ms])
             yield _histogram("mlroute_recovery_seconds",
                              "from a link or switch failure to rules confirmed",
-                             [ms / 1e3 for ms in svc.recovery_ms])
-            yield GaugeMetricFamily("mlroute_jobs", "running jobs", value=len(svc.jobs))
-            f = svc.fabric
+                             [ms / 1e3 for ms in state.recovery_ms])
+            yield GaugeMetricFamily("mlroute_jobs", "running jobs", value=len(state.jobs))
+            f = state.fabric
             declared = len(f.spines) + len(f.leaves) if f else 0
             yield GaugeMetricFamily("mlroute_switches_declared", "switches in the fabric",
                                     value=declared)
             yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
-                                    value=sum(1 for d, s in svc.seen.items() if s.connected and
+                                    value=sum(1 for d, s in state.switches.items() if s.connected and
                                               f is not None and d in f.switch_of_dpid))
             if f is None:
                 return
@@ -67,7 +78,8 @@ class ServiceCollector:
             measured = GaugeMetricFamily("mlroute_measured_link_bps",
                                          "measured rate per directed leaf-spine link (port counters)",
                                          labels=["link"])
-            for link in svc.links_view()["links"]:
+            links = views.links_view(state, svc.current_plan())
+            for link in links["links"]:
                 planned.add_metric([link["link"]], link["flows"])
                 if link["measured"].get("bps") is not None:
                     measured.add_metric([link["link"]], link["measured"]["bps"])
@@ -76,11 +88,17 @@ class ServiceCollector:
             imb = GaugeMetricFamily("mlroute_path_imbalance",
                                     "measured path imbalance over the last window",
                                     labels=["direction", "stat"])
-            window = svc.telemetry.imbalance(f)["window"]
+            window = state.telemetry.imbalance(f)["window"]
             for direction in ("uplinks", "downlinks"):
                 for stat in ("max", "mean"):
                     imb.add_metric([direction, stat], window[direction][stat])
             yield imb
+            broken = GaugeMetricFamily("mlroute_unroutable_flows",
+                                       "planned flows whose leaf pair has no alive spine",
+                                       labels=["src_leaf", "dst_leaf"])
+            for p in links["summary"]["unroutable_pairs"]:
+                broken.add_metric([p["src_leaf"], p["dst_leaf"]], p["flows"])
+            yield broken
 
 
 def exposition(service) -> tuple[bytes, str]:

@@ -22,17 +22,24 @@ class Problem:
     src_leaf: list[int]  # per inter-leaf flow
     dst_leaf: list[int]
     usable: list[int]  # per inter-leaf flow: bitmask of usable spines
+    unroutable: list[int] = field(default_factory=list)  # positions in ``flows``: no alive spine
 
     @classmethod
-    def build(cls, fabric: Fabric, jobs: list[Job]) -> "Problem":
+    def build(cls, fabric: Fabric, jobs: list[Job], skip_unroutable: bool = False) -> "Problem":
+        """The instance of ``jobs`` on ``fabric``. A flow between leaves with no alive spine in
+        common is an error naming the pair, or, with ``skip_unroutable``, left out of
+        ``inter`` and listed in ``unroutable`` (the controller keeps serving the rest)."""
         flows = [f for job in jobs for f in job.flows()]
-        inter, src, dst, usable = [], [], [], []
+        inter, src, dst, usable, unroutable = [], [], [], [], []
         li = fabric.leaf_index
         for k, f in enumerate(flows):
             a, b = li[fabric.leaf_of(f.src)], li[fabric.leaf_of(f.dst)]
             if a == b:
                 continue
             mask = fabric.usable_mask(a, b)
+            if not mask and skip_unroutable:
+                unroutable.append(k)
+                continue
             if not mask:
                 raise ConflictError(
                     f"no alive spine between leaves {fabric.leaves[a]} and {fabric.leaves[b]} "
@@ -41,7 +48,7 @@ class Problem:
             src.append(a)
             dst.append(b)
             usable.append(mask)
-        return cls(fabric, list(jobs), flows, inter, src, dst, usable)
+        return cls(fabric, list(jobs), flows, inter, src, dst, usable, unroutable)
 
     def __len__(self) -> int:
         return len(self.inter)

@@ -1,202 +1,187 @@
-"""The controller's state and operations, free of any SDN framework: the REST API and the Ryu
-shell call these methods; rules reach switches through an injected ``Installer``.
+"""The controller's operations: REST requests and switch events in, state changes and
+reconciliation out. Free of any SDN framework: the Ryu shell (``app.py``) and the REST
+dispatcher (``api.py``) call these methods; rules reach switches through the ``Installer``.
 
-Every change is computed in full before anything is sent: plan, rules for every switch, diff
-against what each switch holds. The switches then get the additions (and overwrites) first,
-confirmed by a barrier, and only then the deletions (make before break). If a switch rejects a
-rule or does not confirm in time, everything is rolled back and the call fails with nothing
-changed.
+Each operation computes its whole outcome first (plan, desired tables, conflicts), then lets
+the reconciler bring the switches there (make before break, rolled back on failure), and only
+then commits the new state and saves it. A switch that connects is queued and repaired by the
+reconciler after the operation, never by a nested call: the lock is not re-entrant.
 """
 from __future__ import annotations
 
+import logging
+import re
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable
 
+from controller import views
+from controller.desired import desired_tables, installed_plan
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
 from controller.fabric import Fabric
-from controller.jobs import Job, parse_job
-from controller.loads import link_loads, load_summary
-from controller.openflow import COOKIE_STATIC, Message, SwitchState, apply, diff
-from controller.plan import make_plan, planner_options, route_doc
+from controller.jobs import parse_job
+from controller.plan import Plan, planner_options, run_planner
 from controller.planners import ALGORITHMS
-from controller.problem import Assignment, Problem
-from controller.rules import MODES, all_static, flow_rules, part_sport
-from controller.telemetry import Telemetry
+from controller.problem import Problem
+from controller.reconcile import Installer, Reconciler
+from controller.rules import MODES
+from controller.state import (UNROUTABLE, ControllerState, JobRecord, SwitchSeen,
+                              effective_fabric, flow_key, from_doc, to_doc)
 
-
+LOG = logging.getLogger("mlroute")
 MAX_JOBS = 1024
-
-
-class Installer(Protocol):
-    def install(self, batches: dict[int, list[Message]]) -> None:
-        """Send each switch its messages and wait for its barrier reply; raise InstallError
-        naming the switch if one rejects a message or does not answer in time."""
-
-    def reset(self, dpid: int) -> None:
-        """Remove every flow and group from a switch (used when it connects)."""
-
-
-@dataclass
-class JobRecord:
-    job: Job
-    number: int  # names the job in its rules' cookies
-    algorithm: str
-    mode: str
-    created: float
-    routes: list = field(default_factory=list)  # per flow of job.flows(): parts or None
-
-
-@dataclass
-class SeenSwitch:
-    connected: bool = False
-    ports: dict = field(default_factory=dict)  # port number -> up
-    since: float = 0.0
+# what can be addressed as one URL path segment without escaping (RFC 3986 unreserved)
+JOB_ID = re.compile(r"[A-Za-z0-9._~-]{1,64}")
 
 
 class RouteService:
     def __init__(self, installer: Installer, fabric: Fabric | None = None,
                  algorithm: str = "greedy", mode: str = "flow",
                  clock: Callable[[], float] = time.time, planner_opts: dict | None = None,
-                 store=None):
+                 store=None, on_progress: Callable[[], None] | None = None):
         if algorithm not in ALGORITHMS:
             raise InputError(f"unknown algorithm {algorithm!r}")
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}")
         if fabric is not None and not fabric.wired:
             raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
-        self.installer = installer
-        self.declared = fabric  # as declared; ``fabric`` adds the links seen down
-        self.fabric = fabric
+        self.state = ControllerState()
+        self.reconciler = Reconciler(installer, self.state.counters, self._name)
         self.algorithm = algorithm
         self.mode = mode
         self.clock = clock
         self.planner_opts = planner_opts or {}
-        self.jobs: dict[str, JobRecord] = {}
-        self.installed: dict[int, SwitchState] = {}  # connected, provisioned switches
-        self.seen: dict[int, SeenSwitch] = {}
-        self.next_number = 1
-        self.stale: set[int] = set()  # switches to wipe and re-provision after a commit
-        self.lock = threading.RLock()
-        self.counters = {"rules_installed": 0, "rules_removed": 0, "installs": 0,
-                         "install_failures": 0, "failures_handled": 0}
-        self.events: list[dict] = []  # topology changes handled, newest last
-        self.recovery_ms: list[float] = []
-        self.telemetry = Telemetry()
-        self.planner_ms: list[float] = []  # every planner run, newest last (bounded)
-        self.install_s: list[float] = []  # every confirmed change, newest last (bounded)
+        self.on_progress = on_progress  # called during long computations (cooperative yield)
+        self.lock = threading.Lock()
         self.store = store
-        if store is not None:
-            self._restore(store.load())
+        self._predictions: tuple[int, dict] = (-1, {})
+        declared, jobs, number = from_doc(store.load() if store else None, fabric)
+        self.state.declared = declared
+        self.state.fabric = declared
+        self.state.jobs = jobs
+        self.state.next_number = number
+
+    # read-only shortcuts for the shell, the metrics and tests
+    @property
+    def fabric(self) -> Fabric | None:
+        return self.state.fabric
+
+    @property
+    def jobs(self) -> dict:
+        return self.state.jobs
+
+    @property
+    def installed(self) -> dict:
+        return self.reconciler.installed
+
+    @property
+    def counters(self) -> dict:
+        return self.state.counters
+
+    @property
+    def telemetry(self):
+        return self.state.telemetry
+
+    def _name(self, dpid: int) -> str:
+        f = self.state.fabric
+        return (f.switch_of_dpid.get(dpid) if f else None) or f"{dpid:#x}"
 
     # ---- switch events ----------------------------------------------------------------------
     def switch_connected(self, dpid: int, ports: dict[int, bool]) -> None:
-        """A switch (re)connected: note its ports, take link changes into account, then wipe
-        it and install everything it should hold."""
+        """A switch (re)connected: note its ports, queue it for reconciliation (its tables are
+        read and only the difference is sent), and handle the links that came back."""
         with self.lock:
-            self.seen[dpid] = SeenSwitch(True, dict(ports), self.clock())
-            self.installed.pop(dpid, None)
-            if self.fabric is None or dpid not in self.fabric.switch_of_dpid:
+            self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
+            f = self.state.declared
+            if f is None or dpid not in f.switch_of_dpid:
                 return
-            self._topology_changed(f"switch {self.fabric.switch_of_dpid[dpid]} connected")
-            self._provision(dpid)
-
-    def _provision(self, dpid: int) -> None:
-        self.installer.reset(dpid)
-        self.installed[dpid] = SwitchState()
-        want = self._desired(self.jobs.values()).get(dpid, ([], []))
-        make, _ = diff(dpid, self.installed[dpid], *want)
-        try:
-            self.installer.install({dpid: make})
-        except InstallError:
-            self.installed.pop(dpid, None)
-            raise
-        apply(self.installed[dpid], make)
-        self.counters["rules_installed"] += sum(m.kind == "flow_add" for m in make)
+            self.reconciler.connected(dpid)
+            self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
+            self._drain()
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
-            s = self.seen.setdefault(dpid, SeenSwitch())
+            s = self.state.switches.setdefault(dpid, SwitchSeen())
             s.connected = False
             s.since = self.clock()
-            self.installed.pop(dpid, None)
-            if self.fabric is not None and dpid in self.fabric.switch_of_dpid:
-                self._topology_changed(f"switch {self.fabric.switch_of_dpid[dpid]} disconnected")
+            self.reconciler.disconnected(dpid)
+            f = self.state.declared
+            if f is not None and dpid in f.switch_of_dpid:
+                self._topology_changed(f"switch {f.switch_of_dpid[dpid]} disconnected")
+                self._drain()
 
     def port_changed(self, dpid: int, port: int, up: bool) -> None:
         """A port went up or down; a leaf-spine link that went down re-plans the jobs using it."""
         with self.lock:
-            self.seen.setdefault(dpid, SeenSwitch(True)).ports[port] = up
-            f = self.declared
+            self.state.switches.setdefault(dpid, SwitchSeen(True)).ports[port] = up
+            f = self.state.declared
             if f is None or dpid not in f.switch_of_dpid:
                 return
             sw = f.switch_of_dpid[dpid]
             peer = f.peer(sw, port)
             if peer in f.spine_index or peer in f.leaf_index:
                 self._topology_changed(f"port {sw}:{port} to {peer} {'up' if up else 'down'}")
-
-    def _failed_links(self) -> set[tuple[str, str]]:
-        """Leaf-spine links that are down: an end switch that was seen and is disconnected, or
-        an end port reported down. Unknown state (never seen, never reported) counts as up."""
-        f = self.declared
-        out = set()
-        for leaf in f.leaves:
-            for spine in f.spines:
-                for sw, peer in ((leaf, spine), (spine, leaf)):
-                    s = self.seen.get(f.dpids[sw])
-                    if s is not None and (not s.connected or s.ports.get(f.port(sw, peer)) is False):
-                        out.add((leaf, spine))
-        return out
+                self._drain()
 
     def _topology_changed(self, cause: str) -> None:
-        """Recompute which links are alive. Links that went down: re-plan every algorithm group
-        with a job crossing them and install make before break; the new static rules (ECMP
-        buckets, spine routes) go in with the same change. Links that came back are used by the
-        static rules at once and by planned flows at the next re-plan."""
+        """Recompute the effective fabric. Jobs crossing links that went down are re-planned
+        (per algorithm group) and installed make before break, with the new static entries;
+        flows that had no alive spine are planned as soon as one returns. A leaf pair that
+        lost every spine makes only its own flows unroutable (reported); the rest is served."""
         t0 = time.perf_counter()
-        down = self.declared.down | self._failed_links()
-        if down == self.fabric.down:
+        st = self.state
+        fabric = effective_fabric(st.declared, st.switches)
+        if fabric.down == st.fabric.down:
             return
-        went_down = down - self.fabric.down
-        came_up = self.fabric.down - down
-        self.fabric = self.declared.with_down(down)
-        records, replanned, error = self.jobs, [], None
-        if went_down:
-            algs = {r.algorithm for r in self.jobs.values() if self._crosses(r, went_down)}
-            try:
-                records = self._plan(self.jobs, algs)
-                replanned = sorted(algs)
-            except ConflictError as e:  # a leaf pair lost every spine: keep routes, report
-                error = str(e)
+        went_down = fabric.down - st.fabric.down
+        came_up = st.fabric.down - fabric.down
+        old_fabric = st.fabric
+        st.fabric = fabric
+        st.version += 1
+        algs = {r.algorithm for r in st.jobs.values()
+                if (went_down and self._crosses(r, went_down)) or (came_up and r.unroutable())}
+        records, error, stats = st.jobs, None, None
         try:
-            stats = self._converge(self._desired(records.values()))
-            self.jobs = records
-        except ConflictError as e:
-            stats, error = None, str(e)
-        self._heal()
+            records = self._plan(st.jobs, algs)
+            want = desired_tables(fabric, records.values())
+            stats = self.reconciler.converge(want)
+            st.jobs = records
+            self._record_install(stats)
+        except (ConflictError, InstallError) as e:
+            error = str(e)
+            LOG.error("mlroute: %s: %s", cause, e)
+            if isinstance(e, InstallError):
+                st.fabric = old_fabric  # nothing changed on the switches; try at the next event
         self._save()
         event = {"time": self.clock(), "cause": cause,
                  "links_down": sorted(f"{l}-{s}" for l, s in went_down),
                  "links_up": sorted(f"{l}-{s}" for l, s in came_up),
-                 "replanned": replanned, "rules": stats, "error": error,
+                 "replanned": sorted(algs) if error is None else [],
+                 "rules": _public(stats), "error": error,
+                 "unroutable_flows": sum(len(r.unroutable()) for r in st.jobs.values()),
                  "recovery_ms": round((time.perf_counter() - t0) * 1e3, 3)}
-        self.events.append(event)
-        del self.events[:-50]
+        st.add_event(event)
         if went_down:
-            self.counters["failures_handled"] += 1
-            self.recovery_ms.append(event["recovery_ms"])
+            st.counters["failures_handled"] += 1
+            st.record("recovery_ms", event["recovery_ms"])
 
     def _crosses(self, r: JobRecord, links: set[tuple[str, str]]) -> bool:
-        f = self.fabric
-        for flow, parts in zip(r.job.flows(), r.routes):
-            if parts is None:
-                continue
+        f = self.state.fabric
+        for flow, parts in r.flows_with_parts():
             a, b = f.hosts[flow.src], f.hosts[flow.dst]
-            for s, _ in parts:
+            for s, _ in parts or ():
                 if (a, f.spines[s]) in links or (b, f.spines[s]) in links:
                     return True
         return False
+
+    def _drain(self) -> None:
+        """Read and repair every queued switch (after the operation that queued it)."""
+        rec = self.reconciler
+        if not rec.pending or self.state.fabric is None:
+            return
+        want = desired_tables(self.state.fabric, self.state.jobs.values())
+        for dpid, error in rec.drain(want):
+            LOG.error("mlroute: switch %s could not be reconciled: %s", self._name(dpid), error)
 
     # ---- fabric -----------------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:
@@ -204,385 +189,243 @@ class RouteService:
             fabric = Fabric.from_dict(doc)
             if not fabric.wired:
                 raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
-            if self.jobs:
+            st = self.state
+            if st.jobs:
                 raise ConflictError("fabric: delete the running jobs before replacing the fabric")
-            old = self.declared, self.fabric
-            self.declared = fabric
-            self.fabric = fabric.with_down(fabric.down | self._failed_links())
+            old = st.declared, st.fabric
+            st.declared = fabric
+            st.fabric = effective_fabric(fabric, st.switches)
+            rec = self.reconciler
+            rec.forget(lambda d: d in fabric.switch_of_dpid)
             try:
-                self._converge(self._desired([]))
+                self._record_install(rec.converge(desired_tables(st.fabric, [])))
             except InstallError:
-                self.declared, self.fabric = old
+                st.declared, st.fabric = old
                 raise
+            st.version += 1
+            for dpid, seen in st.switches.items():
+                if seen.connected and dpid in fabric.switch_of_dpid and dpid not in rec.installed:
+                    rec.connected(dpid)
+            self._drain()
             self._save()
-            for dpid in list(self.installed):
-                if dpid not in fabric.switch_of_dpid:
-                    self.installed.pop(dpid)
-            # switches already connected but never provisioned under the old fabric
-            for dpid, seen in self.seen.items():
-                if seen.connected and dpid in fabric.switch_of_dpid and dpid not in self.installed:
-                    self.switch_connected(dpid, seen.ports)
-            return self.fabric_view()
+            return self._fabric_view()
 
     def fabric_view(self) -> dict:
         with self.lock:
-            f = self.fabric
-            seen = {}
-            for dpid, s in sorted(self.seen.items()):
-                name = f.switch_of_dpid.get(dpid) if f else None
-                seen[name or f"dpid:{dpid:#x}"] = {
-                    "dpid": dpid, "connected": s.connected, "provisioned": dpid in self.installed,
-                    "ports_up": sorted(p for p, up in s.ports.items() if up),
-                    "ports_down": sorted(p for p, up in s.ports.items() if not up)}
-            missing, port_issues = [], []
-            if f:
-                for sw in f.spines + f.leaves:
-                    s = self.seen.get(f.dpids[sw])
-                    if s is None or not s.connected:
-                        missing.append(sw)
-                        continue
-                    for peer, port in f.ports[sw].items():
-                        if not s.ports.get(port, False):
-                            port_issues.append({"switch": sw, "port": port, "peer": peer})
-            unknown = [k for k, v in seen.items() if f is None or v["dpid"] not in f.switch_of_dpid]
-            d = self.declared
-            return {"declared": d.to_dict() if d else None, "seen": seen,
-                    "links_down": sorted(f"{l}-{s}" for l, s in (f.down - d.down)) if f else [],
-                    "events": self.events[-10:],
-                    "missing_switches": missing, "ports_not_up": port_issues,
-                    "unknown_switches": unknown,
-                    "ready": f is not None and not missing and all(
-                        self.seen[f.dpids[sw]].connected and f.dpids[sw] in self.installed
-                        for sw in f.spines + f.leaves)}
+            return self._fabric_view()
+
+    def _fabric_view(self) -> dict:
+        return views.fabric_view(self.state, self.reconciler.installed, self.reconciler.pending)
 
     # ---- jobs -------------------------------------------------------------------------------
     def post_job(self, doc) -> dict:
         with self.lock:
-            fabric = self._need_fabric()
+            st = self.state
+            fabric = views.need_fabric(st)
             job = parse_job(doc, fabric)
-            if job.id in self.jobs:
+            if not JOB_ID.fullmatch(job.id):
+                raise InputError(f"job id {job.id!r}: use 1-64 letters, digits, '.', '_', '~' "
+                                 "or '-' (it must be usable in a URL path)")
+            if job.id in st.jobs:
                 raise ConflictError(f"job {job.id!r} exists already")
-            if len(self.jobs) >= MAX_JOBS:
+            if len(st.jobs) >= MAX_JOBS:
                 raise ConflictError(f"{MAX_JOBS} jobs run already: delete one first")
+            seen: set = set()
+            for f in job.flows():
+                if flow_key(f) in seen:
+                    raise InputError(f"job {job.id}: flow {f.src} -> {f.dst} appears twice with "
+                                     "the same ports: give the flows distinct ports")
+                seen.add(flow_key(f))
             algorithm = job.options.get("algorithm", self.algorithm)
             mode = job.options.get("mode", self.mode)
             if algorithm not in ALGORITHMS:
                 raise InputError(f"job {job.id}: unknown algorithm {algorithm!r} "
                                  f"(choose from {', '.join(ALGORITHMS)})")
             if mode not in MODES:
-                raise InputError(f"job {job.id}: unknown mode {mode!r} (choose from flow, sr)")
-            record = JobRecord(job, self.next_number, algorithm, mode, self.clock())
-            records = dict(self.jobs)
-            records[job.id] = record
+                raise InputError(f"job {job.id}: unknown mode {mode!r} "
+                                 f"(choose from {', '.join(MODES)})")
+            records = dict(st.jobs)
+            records[job.id] = JobRecord(job, st.next_number, algorithm, mode, self.clock())
             planned = self._plan(records, {algorithm})
-            t0 = time.perf_counter()
-            stats = self._converge(self._desired(planned.values()))
-            install_ms = (time.perf_counter() - t0) * 1e3
-            self.jobs = planned
-            self.next_number += 1
-            self._heal()
-            self._save()
-            view = self.job_view(job.id)
-            view.update(install_ms=round(install_ms, 3), rules=stats)
+            bad = planned[job.id].unroutable()
+            if bad:  # a new job must be routable as a whole; running ones may degrade
+                raise ConflictError(
+                    f"no alive spine between leaves {fabric.hosts[bad[0].src]} and "
+                    f"{fabric.hosts[bad[0].dst]} (flow {bad[0].src} -> {bad[0].dst} of job "
+                    f"{job.id})")
+            stats = self._change(planned)
+            st.next_number += 1
+            view = self._job_view(job.id)
+            view.update(install_ms=round((stats["seconds"] or 0) * 1e3, 3), rules=_public(stats))
             return view
 
     def delete_job(self, job_id: str) -> dict:
         with self.lock:
-            if job_id not in self.jobs:
+            if job_id not in self.state.jobs:
                 raise NotFoundError(f"no job {job_id!r}")
-            records = {k: v for k, v in self.jobs.items() if k != job_id}
-            stats = self._converge(self._desired(records.values()))
-            del self.jobs[job_id]
-            self._heal()
-            self._save()
-            return {"deleted": job_id, "rules": stats}
+            records = {k: v for k, v in self.state.jobs.items() if k != job_id}
+            stats = self._change(records)
+            return {"deleted": job_id, "rules": _public(stats)}
 
     def optimize(self) -> dict:
         """Re-plan every running job together (per algorithm) and install the difference."""
         with self.lock:
-            self._need_fabric()
-            planned = self._plan(dict(self.jobs), {r.algorithm for r in self.jobs.values()})
-            stats = self._converge(self._desired(planned.values()))
-            self.jobs = planned
-            self._heal()
-            self._save()
-            return {"jobs": list(self.jobs), "rules": stats, **self.links_view()["summary"]}
+            st = self.state
+            views.need_fabric(st)
+            planned = self._plan(st.jobs, {r.algorithm for r in st.jobs.values()})
+            stats = self._change(planned)
+            return {"jobs": list(st.jobs), "rules": _public(stats),
+                    **views.links_view(st, self.current_plan())["summary"]}
+
+    def _change(self, records: dict) -> dict:
+        """Install ``records`` (make before break) and commit them; nothing changes on error."""
+        st = self.state
+        want = desired_tables(st.fabric, records.values())
+        self.reconciler.check_offline(
+            want, lambda: desired_tables(st.fabric, st.jobs.values()), self._name)
+        stats = self.reconciler.converge(want)
+        st.jobs = records
+        st.version += 1
+        self._record_install(stats)
+        self._drain()
+        self._save()
+        return stats
+
+    def _record_install(self, stats: dict) -> None:
+        if stats.get("seconds") is not None:
+            self.state.record("install_s", stats["seconds"])
 
     def job_view(self, job_id: str) -> dict:
         with self.lock:
-            r = self.jobs.get(job_id)
-            if r is None:
-                raise NotFoundError(f"no job {job_id!r}")
-            from controller.fluid import predict_allreduce
-            plan = self._current_plan()
-            predicted = predict_allreduce(plan)[job_id] if plan else 0.0
-            return {"id": job_id, "algorithm": r.algorithm, "mode": r.mode, "number": r.number,
-                    "created": r.created, "flows": len(r.routes),
-                    "job": r.job.to_dict(),
-                    "routes": [dict(x, measured=self._measured_parts(r, fl, p))
-                               if p is not None else x
-                               for x, fl, p in zip(self._routes(r), r.job.flows(), r.routes)],
-                    "ideal_s": r.job.ideal_allreduce_s(self.fabric.link_bps()),
-                    "predicted_allreduce_s": predicted}
+            return self._job_view(job_id)
+
+    def _job_view(self, job_id: str) -> dict:
+        r = self.state.jobs.get(job_id)
+        if r is None:
+            raise NotFoundError(f"no job {job_id!r}")
+        return views.job_view(self.state, r, self._prediction(job_id))
 
     def jobs_view(self) -> dict:
         with self.lock:
-            return {"jobs": [{"id": r.job.id, "algorithm": r.algorithm, "mode": r.mode,
-                              "flows": len(r.routes), "number": r.number, "created": r.created}
-                             for r in self.jobs.values()]}
+            return views.jobs_view(self.state)
 
     def routes_view(self) -> dict:
         with self.lock:
-            return {"routes": [x for r in self.jobs.values() for x in self._routes(r)]}
+            return views.routes_view(self.state)
 
     def links_view(self) -> dict:
-        """Planned load per directed leaf-spine link, in flows and bytes per step."""
         with self.lock:
-            f = self._need_fabric()
-            plan = self._current_plan()
-            if plan is None:
-                import numpy as np
-                flows_up = flows_down = bytes_up = bytes_down = np.zeros((len(f.leaves),
-                                                                          len(f.spines)))
-            else:
-                flows_up, flows_down = link_loads(plan.problem, plan.assignment, "flows")
-                bytes_up, bytes_down = link_loads(plan.problem, plan.assignment, "bytes")
-            links = []
-            for i, leaf in enumerate(f.leaves):
-                for j, spine in enumerate(f.spines):
-                    if (leaf, spine) in f.down:
-                        continue
-                    links.append({"link": f"{leaf}->{spine}", "flows": float(flows_up[i, j]),
-                                  "bytes": float(bytes_up[i, j]),
-                                  "measured": self.telemetry.link(f, leaf, spine)})
-                    links.append({"link": f"{spine}->{leaf}", "flows": float(flows_down[i, j]),
-                                  "bytes": float(bytes_down[i, j]),
-                                  "measured": self.telemetry.link(f, spine, leaf)})
-            if plan is None:
-                return {"links": links, "summary": {"max_link_load": 0, "links_at_max": 0}}
-            s = load_summary(plan.problem, plan.assignment)
-            return {"links": links, "summary": {"max_link_load": s["max_link_load"],
-                                                "links_at_max": s["links_at_max"]}}
+            return views.links_view(self.state, self.current_plan())
 
-    # ---- internals --------------------------------------------------------------------------
-    def _need_fabric(self) -> Fabric:
-        if self.fabric is None:
-            raise ConflictError("no fabric declared yet: PUT /v1/fabric first")
-        return self.fabric
+    def imbalance_view(self) -> dict:
+        with self.lock:
+            return views.imbalance_view(self.state)
 
+    # ---- planning and prediction -------------------------------------------------------------
     def _plan(self, records: dict[str, JobRecord], algorithms: set[str]) -> dict[str, JobRecord]:
-        """New records with the jobs of the given algorithms re-planned together."""
-        out = {k: JobRecord(v.job, v.number, v.algorithm, v.mode, v.created, list(v.routes))
-               for k, v in records.items()}
+        """New records with the jobs of the given algorithms re-planned together. Flows of a
+        leaf pair with no alive spine get no route (UNROUTABLE) instead of failing the plan."""
+        out = {k: v.copy() for k, v in records.items()}
+        fabric = self.state.fabric
         for alg in sorted(algorithms):
             group = [r for r in out.values() if r.algorithm == alg]
             if not group:
                 continue
-            plan = make_plan(self.fabric, [r.job for r in group], alg,
-                             **self.planner_opts.get(alg, planner_options(alg)))
-            self.planner_ms.append(plan.runtime_ms)
-            del self.planner_ms[:-1000]
-            parts = plan.parts_by_flow()
-            offset = 0
+            problem = Problem.build(fabric, [r.job for r in group], skip_unroutable=True)
+            assignment, ms = run_planner(problem, alg,
+                                         **self.planner_opts.get(alg, planner_options(alg)))
+            self.state.record("planner_ms", ms)
+            parts = Plan(alg, problem, assignment, ms).parts_by_flow()
+            for pos in problem.unroutable:
+                parts[pos] = UNROUTABLE
+            pos = 0
             for r in group:
-                n = len(r.job.flows())
-                r.routes = parts[offset:offset + n]
-                offset += n
+                for f in r.job.flows():
+                    r.routes[flow_key(f)] = parts[pos]
+                    pos += 1
         return out
 
-    def _current_plan(self):
-        """All running jobs with their installed routes, as one Plan (for loads, predictions)."""
-        from controller.plan import Plan
-        if not self.jobs:
-            return None
-        jobs = [r.job for r in self.jobs.values()]
-        problem = Problem.build(self.fabric, jobs)
-        routes = [p for r in self.jobs.values() for p in r.routes]
-        parts = [routes[pos] for pos in problem.inter]
-        return Plan("installed", problem, Assignment(parts), 0.0)
+    def current_plan(self):
+        """The running jobs and their installed routes as one Plan (call under the lock)."""
+        st = self.state
+        return installed_plan(st.fabric, st.jobs.values()) if st.fabric else None
 
-    def _routes(self, r: JobRecord) -> list[dict]:
-        spines = self.fabric.spines
-        return [route_doc(flow, parts, spines, part_sport)
-                for flow, parts in zip(r.job.flows(), r.routes)]
+    def _prediction(self, job_id: str) -> dict:
+        """The fluid model's All-Reduce time of one iteration, every routable job starting
+        together, computed once per state version. A job with unroutable flows, or a model
+        that cannot finish within its bound, gets no figure and the reason."""
+        version, cached = self._predictions
+        if version != self.state.version:
+            cached = self._predict_all()
+            self._predictions = (self.state.version, cached)
+        return cached.get(job_id, {"seconds": None, "error": "not predicted"})
 
-    def _desired(self, records) -> dict[int, tuple[list, list]]:
-        """Every switch's wanted rules and groups: static ones plus every job's flow rules.
-        Two flows with the same match are a conflict naming both."""
-        f = self._need_fabric()
-        want = {dpid: (list(rules), list(groups)) for dpid, (rules, groups) in all_static(f).items()}
-        owner: dict[tuple, str] = {}
-        for r in records:
-            for flow, parts in zip(r.job.flows(), r.routes):
-                for x in flow_rules(f, flow, parts, r.mode, r.number):
-                    if x.key in owner:
-                        raise ConflictError(
-                            f"flow {flow.src} -> {flow.dst} of job {r.job.id} has the same match "
-                            f"as a flow of job {owner[x.key]}: give the flows distinct ports")
-                    owner[x.key] = r.job.id
-                    want[x.dpid][0].append(x)
-        return want
-
-    def _converge(self, want: dict[int, tuple[list, list]]) -> dict:
-        """Bring every provisioned switch to ``want``: additions first, then deletions."""
-        t0 = time.perf_counter()
-        f = self.fabric
-        current = None  # what the switches should hold now; built only if one is offline
-        for dpid, (rules, _) in want.items():
-            if dpid in self.installed:
-                continue
-            if current is None:
-                current = self._desired(self.jobs.values())
-            new_jobs = {x for x in rules if x.cookie != COOKIE_STATIC}
-            old_jobs = {x for x in current.get(dpid, ([], []))[0] if x.cookie != COOKIE_STATIC}
-            if new_jobs != old_jobs:
-                raise ConflictError(f"switch {f.switch_of_dpid[dpid]} (dpid {dpid:#x}) is not "
-                                    "connected: cannot install its rules")
-        makes, breaks = {}, {}
-        for dpid, state in self.installed.items():
-            rules, groups = want.get(dpid, ([], []))
-            make, brk = diff(dpid, state, rules, groups)
-            if make:
-                makes[dpid] = make
-            if brk:
-                breaks[dpid] = brk
+    def _predict_all(self) -> dict:
+        from controller.fluid import predict_allreduce
+        st = self.state
+        out, routable = {}, []
+        for r in st.jobs.values():
+            bad = r.unroutable()
+            if bad:
+                f = st.fabric
+                out[r.job.id] = {"seconds": None, "error": (
+                    f"{len(bad)} flows have no alive spine (leaves {f.hosts[bad[0].src]} and "
+                    f"{f.hosts[bad[0].dst]} first)")}
+            else:
+                routable.append(r)
+        plan = installed_plan(st.fabric, routable) if routable else None
+        if plan is None:
+            return out
         try:
-            self.installer.install(makes)
-        except InstallError:
-            self.counters["install_failures"] += 1
-            self._rollback(makes)
-            raise
-        for dpid, msgs in makes.items():
-            apply(self.installed[dpid], msgs)
-        try:
-            self.installer.install(breaks)
-        except InstallError:
-            self.counters["install_failures"] += 1
-            # the new rules are in place and confirmed, so the change stands; the switches
-            # whose deletions were not confirmed are started afresh once it is committed
-            self.stale.update(breaks)
-            breaks = {}
-        for dpid, msgs in breaks.items():
-            apply(self.installed[dpid], msgs)
-        added = sum(m.kind == "flow_add" for ms in makes.values() for m in ms)
-        removed = sum(m.kind == "flow_delete" for ms in breaks.values() for m in ms)
-        self.counters["rules_installed"] += added
-        self.counters["rules_removed"] += removed
-        self.counters["installs"] += 1
-        if makes or breaks:
-            self.install_s.append(time.perf_counter() - t0)
-            del self.install_s[:-1000]
-        return {"added": added, "removed": removed, "switches": len(set(makes) | set(breaks))}
+            times = predict_allreduce(plan, **self._predict_options())
+        except Exception as e:  # noqa: BLE001 - report, never fail the view
+            LOG.error("mlroute: prediction failed: %s", e)
+            for r in routable:
+                out[r.job.id] = {"seconds": None, "error": f"prediction failed: {e}"}
+            return out
+        for r in routable:
+            out[r.job.id] = {"seconds": times.get(r.job.id)}
+        return out
 
-    def _rollback(self, makes: dict[int, list[Message]]) -> None:
-        """Undo additions that may have reached switches: restore overwritten rules, delete new."""
-        undo = {}
-        for dpid, msgs in makes.items():
-            state = self.installed[dpid]
-            back = []
-            for m in msgs:
-                if m.kind == "flow_add":
-                    old = state.rules.get(m.rule.key)
-                    back.append(Message("flow_add", rule=old) if old else Message("flow_delete", rule=m.rule))
-                elif m.kind == "group_add":
-                    back.append(Message("group_delete", group=m.group))
-                elif m.kind == "group_modify":
-                    back.append(Message("group_modify", group=state.groups[m.group.group_id]))
-            undo[dpid] = back
-        try:
-            self.installer.install(undo)
-        except InstallError:  # could not confirm the undo: start those switches afresh
-            self.stale.update(makes)
-            self._heal()
-
-    def _heal(self) -> None:
-        """Wipe and re-provision switches whose state is uncertain; a switch that fails even
-        that is left unprovisioned (it is provisioned again when it reconnects)."""
-        while self.stale:
-            dpid = self.stale.pop()
-            seen = self.seen.get(dpid)
-            try:
-                self.switch_connected(dpid, seen.ports if seen else {})
-            except InstallError:
-                self.installed.pop(dpid, None)
+    def _predict_options(self) -> dict:
+        import inspect
+        from controller.fluid import predict_allreduce
+        params = inspect.signature(predict_allreduce).parameters
+        return {"on_event": self.on_progress} if self.on_progress and "on_event" in params else {}
 
     # ---- telemetry ---------------------------------------------------------------------------
     def port_stats(self, dpid: int, tx_bytes: dict[int, int], now: float | None = None) -> None:
         with self.lock:
-            if self.fabric is not None:
-                self.telemetry.port_stats(self.fabric, dpid, tx_bytes,
-                                          self.clock() if now is None else now)
+            if self.state.fabric is not None:
+                self.state.telemetry.port_stats(self.state.fabric, dpid, tx_bytes,
+                                                self.clock() if now is None else now)
 
     def flow_stats(self, dpid: int, entries, now: float | None = None) -> None:
         """entries: (table, priority, match dict, bytes, packets) of a switch's rules."""
         with self.lock:
             keyed = [((dpid, table, prio, tuple(sorted(match.items()))), nbytes, npackets)
                      for table, prio, match, nbytes, npackets in entries]
-            self.telemetry.flow_stats(keyed, self.clock() if now is None else now)
+            self.state.telemetry.flow_stats(keyed, self.clock() if now is None else now)
 
-    def imbalance_view(self) -> dict:
-        with self.lock:
-            self._need_fabric()
-            doc = self.telemetry.imbalance(self.fabric)
-            doc["definition"] = ("per leaf, (max - mean) / mean of the bytes on its alive "
-                                 "uplinks (downlinks); max over leaves and mean weighted by "
-                                 "bytes; window = last polling interval, total = since start")
-            return doc
-
-    def _measured_parts(self, r: JobRecord, flow, parts) -> list[dict]:
-        """Bytes counted by each part's ingress rule, and the spine that rule sends to."""
-        f = self.fabric
-        out = []
-        for rule_ in flow_rules(f, flow, parts, r.mode, r.number):
-            got = self.telemetry.rules.get(rule_.key)
-            port = next(a[1] for a in rule_.actions if a[0] == "output")
-            out.append({"spine": f.peer(f.hosts[flow.src], port),
-                        "bytes": got[0] if got else None})
-        return out
-
-    # ---- persistence ------------------------------------------------------------------------
-    def _snapshot(self) -> dict:
-        return {"version": 1, "next_number": self.next_number,
-                "fabric": self.declared.to_dict() if self.declared else None,
-                "jobs": [{"job": r.job.to_dict(), "number": r.number, "algorithm": r.algorithm,
-                          "mode": r.mode, "created": r.created,
-                          "routes": [None if p is None else [list(x) for x in p] for p in r.routes]}
-                         for r in self.jobs.values()]}
-
+    # ---- persistence --------------------------------------------------------------------------
     def _save(self) -> None:
         if self.store is not None:
-            self.store.save(self._snapshot())
-
-    def _restore(self, doc: dict | None) -> None:
-        """Jobs and routes of a previous run; the fabric must be the one declared now."""
-        if not doc:
-            return
-        stored = Fabric.from_dict(doc["fabric"]) if doc.get("fabric") else None
-        if self.declared is None:
-            self.declared = self.fabric = stored
-        elif stored is not None and stored.to_dict() != self.declared.to_dict():
-            raise InputError("the state file was written for another fabric: start with that "
-                             "fabric, or move the state file away to start afresh")
-        if self.declared is None:
-            return
-        for item in doc.get("jobs", []):
-            job = parse_job(item["job"], self.declared)
-            routes = [None if p is None else tuple((int(s), float(x)) for s, x in p)
-                      for p in item["routes"]]
-            if len(routes) != len(job.flows()):
-                raise InputError(f"state file: job {job.id} has {len(routes)} routes for "
-                                 f"{len(job.flows())} flows")
-            self.jobs[job.id] = JobRecord(job, item["number"], item["algorithm"], item["mode"],
-                                          item["created"], routes)
-        self.next_number = max([doc.get("next_number", 1)] + [r.number + 1 for r in self.jobs.values()])
+            self.store.save(to_doc(self.state))
 
     # ---- ARP --------------------------------------------------------------------------------
     def arp_answer(self, ip: str) -> str | None:
         """The MAC of the declared host owning ``ip`` (the controller answers ARP requests)."""
-        f = self.fabric
+        f = self.state.fabric
         if f is None:
             return None
         for host, addr in f.host_ip.items():
             if addr == ip:
                 return f.host_mac.get(host)
         return None
+
+
+def _public(stats: dict | None) -> dict | None:
+    """Rule counts of a change as the API reports them."""
+    if stats is None:
+        return None
+    return {k: stats[k] for k in ("added", "removed", "switches") if k in stats}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 
 from controller.errors import InstallError
-from controller.openflow import ETH_IPV4, ETH_MPLS, FlowRule
+from controller.openflow import ETH_IPV4, ETH_MPLS, FlowRule, SwitchState
 
 PREREQ = {"ipv4_src": ("eth_type", ETH_IPV4), "ipv4_dst": ("eth_type", ETH_IPV4),
           "ip_proto": ("eth_type", ETH_IPV4), "tcp_src": ("ip_proto", 6),
@@ -20,6 +20,7 @@ class FakeSwitches:
         self.rules = {d: {} for d in dpids}  # dpid -> key -> FlowRule
         self.groups = {d: {} for d in dpids}
         self.fail = set()  # dpids that reject their next batch (once)
+        self.offline = set()  # dpids that do not answer table reads
         self.sent = []  # every message, in order
 
     # Installer
@@ -33,9 +34,10 @@ class FakeSwitches:
         for dpid, msgs in batches.items():
             self._apply(dpid, msgs)
 
-    def reset(self, dpid):
-        self.rules[dpid] = {}
-        self.groups[dpid] = {}
+    def read_tables(self, dpid):
+        if dpid in self.offline:
+            raise InstallError(f"switch {dpid:#x} did not answer")
+        return SwitchState(dict(self.rules[dpid]), dict(self.groups[dpid]))
 
     def _apply(self, dpid, msgs):
         for m in msgs:

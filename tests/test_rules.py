@@ -264,7 +264,7 @@ def test_spine_disconnect_moves_every_flow_off_it(env):
     svc.switch_disconnected(f.dpids["s0"])
     routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
     assert {r["spine"] for r in routes} == {"s1"}
-    assert svc.counters["failures_handled"] == 1 and svc.recovery_ms
+    assert svc.counters["failures_handled"] == 1 and svc.state.recovery_ms
 
 
 def test_restart_restores_jobs_and_rules(env, tmp_path):
