@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import socket
 import struct
 import sys
@@ -79,11 +80,18 @@ def _recv_exact(sock: socket.socket, n: int, buf: memoryview) -> None:
 
 class Barrier:
     """All ranks of a ring wait here until every rank arrived. Rank 0 serves a Unix socket
-    (reachable from every Mininet host: they share the file system, not the network)."""
+    (reachable from every Mininet host: they share the file system, not the network).
+
+    ``wait`` blocks; ``arrive`` and ``on_readable`` are its two non-blocking halves, for agents
+    that must keep serving their sockets while they wait (the RoCE agents answer
+    retransmissions): a rank calls ``arrive()`` once per step and is through when ``released``
+    reaches the number it returned."""
 
     def __init__(self, path: str, rank: int, size: int, deadline: float):
         self.rank, self.size = rank, size
         self.peers: list[socket.socket] = []
+        self.generation = 0  # arrivals of this rank
+        self.released = 0  # generations every rank has reached
         if rank == 0:
             import os
             if os.path.exists(path):
@@ -95,6 +103,8 @@ class Barrier:
             while len(self.peers) < size - 1:
                 self.peers.append(server.accept()[0])
             server.close()
+            for p in self.peers:
+                p.settimeout(None)
         else:
             while True:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -107,20 +117,43 @@ class Barrier:
                     if time.time() > deadline:
                         raise TimeoutError("ring barrier: rank 0 is not there")
                     time.sleep(0.05)
+        self._counts = [0] * len(self.peers)  # rank 0: arrivals per peer
 
-    def wait(self) -> None:
-        if self.size == 1:
-            return
+    def arrive(self) -> int:
+        """Announce that this rank finished its current step; returns the generation to wait
+        for (through when ``released`` reaches it)."""
+        self.generation += 1
         if self.rank == 0:
-            for p in self.peers:
-                if p.recv(1) != b"d":
-                    raise ConnectionError("ring barrier: a rank left")
-            for p in self.peers:
-                p.sendall(b"g")
+            self._release()
         else:
             self.peers[0].sendall(b"d")
-            if self.peers[0].recv(1) != b"g":
-                raise ConnectionError("ring barrier: rank 0 left")
+        return self.generation
+
+    def on_readable(self, sock: socket.socket) -> None:
+        """Read what a barrier socket holds (call when it is readable)."""
+        data = sock.recv(256)
+        if not data:
+            raise ConnectionError("ring barrier: a rank left" if self.rank == 0
+                                  else "ring barrier: rank 0 left")
+        if self.rank == 0:
+            self._counts[self.peers.index(sock)] += data.count(b"d")
+            self._release()
+        else:
+            self.released += data.count(b"g")
+
+    def _release(self) -> None:
+        while self.released < self.generation and min(self._counts, default=self.generation) \
+                > self.released:
+            for p in self.peers:
+                p.sendall(b"g")
+            self.released += 1
+
+    def wait(self) -> None:
+        target = self.arrive()
+        while self.released < target:
+            readable, _, _ = select.select(self.peers, [], [])
+            for s in readable:
+                self.on_readable(s)
 
     def close(self) -> None:
         for p in self.peers:
