@@ -144,18 +144,20 @@ class MlrouteApp(app_manager.RyuApp):
                 dpid, g.group_id, tuple(self._actions_of(b.actions) for b in g.buckets))
         return state
 
-    def _rule_of(self, dpid: int, s) -> FlowRule:
+    @staticmethod
+    def _rule_of(dpid: int, s) -> FlowRule:
         """A flow stats entry as the rule builders would have written it."""
         actions, goto = (), None
         for inst in s.instructions:
             if hasattr(inst, "actions"):
-                actions = self._actions_of(inst.actions)
+                actions = MlrouteApp._actions_of(inst.actions)
             elif hasattr(inst, "table_id"):
                 goto = inst.table_id
         return FlowRule(dpid, s.table_id, s.priority, tuple(sorted(s.match.items())),
                         actions, goto, s.cookie)
 
-    def _actions_of(self, acts) -> tuple:
+    @staticmethod
+    def _actions_of(acts) -> tuple:
         out = []
         for a in acts:
             name = type(a).__name__

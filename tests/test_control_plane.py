@@ -1,0 +1,281 @@
+"""The state model and the reconciler on the fake switch tables: hitless reconnect and restart,
+repair of drifted tables, a cut leaf pair that degrades only its own flows, ids that a URL can
+address, and a state machine that checks every connected switch against the desired tables
+after any sequence of requests and events."""
+import json
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from controller import api
+from controller.desired import desired_tables
+from controller.fabric import Fabric
+from controller.metrics import exposition
+from controller.openflow import COOKIE_STATIC, rule as make_rule
+from controller.service import RouteService
+from controller.store import StateStore
+from tests.fake_switch import FakeSwitches
+
+
+def wired(spines=2, leaves=4, hosts=2):
+    return Fabric.generate(spines, leaves, hosts, 0.01, wiring=True)
+
+
+def start(f, switches=None, store=None, **kw):
+    sw = switches or FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f, store=store, **kw)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return sw, svc
+
+
+def post(svc, doc):
+    return api.handle(svc, "POST", "/v1/jobs", json.dumps(doc).encode())
+
+
+def ring(jid, ranks, size=8e6, **extra):
+    return {"id": jid, "collective": "ring_allreduce", "ranks": ranks, "bytes": size, **extra}
+
+
+def tables_match(f, sw, svc):
+    want = desired_tables(svc.state.fabric, svc.state.jobs.values())
+    for dpid in svc.reconciler.installed:
+        rules, groups = want.get(dpid, ([], []))
+        assert set(sw.rules[dpid].values()) == set(rules), f.switch_of_dpid[dpid]
+        assert set(sw.groups[dpid].values()) == set(groups), f.switch_of_dpid[dpid]
+        shadow = svc.reconciler.installed[dpid]
+        assert shadow.rules == sw.rules[dpid] and shadow.groups == sw.groups[dpid]
+
+
+def test_reconnect_of_a_matching_switch_sends_nothing():
+    f = wired()
+    sw, svc = start(f)
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    sent, before = len(sw.sent), sw.snapshot()
+    # a new control connection replaces the old one (as Ryu sees a quick flap)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    assert len(sw.sent) == sent and sw.snapshot() == before
+    assert svc.fabric_view()["ready"]
+
+
+def test_restart_with_state_file_sends_nothing_to_matching_switches(tmp_path):
+    f = wired()
+    path = str(tmp_path / "state.db")
+    sw, svc = start(f, store=StateStore(path))
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"], mode="sr"))[0] == 201
+    assert post(svc, {"id": "b", "flows": [{"src": "h0_1", "dst": "h2_1", "bytes": 7,
+                                            "proto": "udp", "dport": 4791}]})[0] == 201
+    sent, before = len(sw.sent), sw.snapshot()
+    _, svc2 = start(f, switches=sw, store=StateStore(path))  # same switches, new process
+    assert len(sw.sent) == sent and sw.snapshot() == before
+    assert api.handle(svc2, "GET", "/v1/routes") == api.handle(svc, "GET", "/v1/routes")
+    assert svc2.counters["messages_sent"] == 0
+
+
+def test_drifted_table_is_repaired_with_exactly_the_difference():
+    f = wired()
+    sw, svc = start(f)
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    l1 = f.dpids["l1"]
+    planned = next(r for r in sw.rules[l1].values() if r.cookie != COOKIE_STATIC)
+    del sw.rules[l1][planned.key]  # an entry lost
+    foreign = make_rule(l1, 0, 7, {"eth_type": 0x0800, "ip_dscp": 1}, cookie=0x99)
+    sw.rules[l1][foreign.key] = foreign  # an entry nobody planned
+    kept = {k: v for k, v in sw.rules[l1].items() if k != foreign.key}
+    sent = len(sw.sent)
+    svc.switch_connected(l1, {p: True for p in f.ports["l1"].values()})
+    msgs = sw.sent[sent:]
+    assert [(m.kind, m.rule) for m in msgs] == [("flow_add", planned), ("flow_delete", foreign)]
+    assert all(sw.rules[l1][k] is v for k, v in kept.items())  # untouched entries
+    tables_match(f, sw, svc)
+
+
+def test_a_switch_that_does_not_answer_stays_pending_and_is_repaired_later():
+    f = wired()
+    sw = FakeSwitches(f.dpids.values())
+    sw.offline = {f.dpids["l2"]}
+    _, svc = start(f, switches=sw)
+    view = svc.fabric_view()
+    assert not view["ready"] and view["seen"]["l2"]["pending"]
+    sw.offline = set()
+    svc.switch_connected(f.dpids["l2"], {p: True for p in f.ports["l2"].values()})
+    assert svc.fabric_view()["ready"]
+    tables_match(f, sw, svc)
+
+
+def cut_l0_l1(f, svc):
+    """l0 loses s0 and l1 loses s1: the pair (l0, l1) has no spine in common."""
+    svc.port_changed(f.dpids["l0"], f.port("l0", "s0"), False)
+    svc.port_changed(f.dpids["l1"], f.port("l1", "s1"), False)
+
+
+def test_a_cut_leaf_pair_degrades_only_its_own_flows():
+    f = wired()
+    sw, svc = start(f)
+    assert post(svc, ring("cut", ["h0_0", "h1_0"]))[0] == 201
+    assert post(svc, ring("other", ["h2_0", "h3_0"]))[0] == 201
+    cut_l0_l1(f, svc)
+    fabric = api.handle(svc, "GET", "/v1/fabric")[1]
+    assert fabric["unroutable_pairs"] == [
+        {"src_leaf": "l0", "dst_leaf": "l1", "flows": 1, "jobs": ["cut"]},
+        {"src_leaf": "l1", "dst_leaf": "l0", "flows": 1, "jobs": ["cut"]}]
+    code, job = api.handle(svc, "GET", "/v1/jobs/cut")
+    assert code == 200 and job["predicted_allreduce_s"] is None and "no alive spine" in \
+        job["prediction_error"] and all(r.get("unroutable") for r in job["routes"])
+    code, other = api.handle(svc, "GET", "/v1/jobs/other")
+    assert code == 200 and other["predicted_allreduce_s"] == pytest.approx(other["ideal_s"])
+    assert api.handle(svc, "GET", "/v1/links")[0] == 200
+    assert api.handle(svc, "GET", "/v1/routes")[0] == 200
+    assert api.handle(svc, "POST", "/v1/optimize")[0] == 200
+    assert post(svc, ring("new", ["h2_1", "h3_1"]))[0] == 201
+    code, doc = post(svc, ring("bad", ["h0_1", "h1_1"]))
+    assert code == 409 and "no alive spine between leaves l0 and l1" in doc["error"]
+    page = exposition(svc)[0].decode()
+    assert 'mlroute_unroutable_flows{dst_leaf="l1",src_leaf="l0"} 1.0' in page
+    tables_match(f, sw, svc)
+    # a link comes back: the cut flows are planned and installed again
+    svc.port_changed(f.dpids["l0"], f.port("l0", "s0"), True)
+    job = api.handle(svc, "GET", "/v1/jobs/cut")[1]
+    assert not any(r.get("unroutable") for r in job["routes"])
+    assert job["predicted_allreduce_s"] == pytest.approx(job["ideal_s"])
+    assert api.handle(svc, "GET", "/v1/fabric")[1]["unroutable_pairs"] == []
+    tables_match(f, sw, svc)
+
+
+@pytest.mark.parametrize("jid", ["a/b", "a b", "..%2f", "x" * 65, "é"])
+def test_ids_a_url_cannot_address_are_refused(jid):
+    f = wired()
+    sw, svc = start(f)
+    before = sw.snapshot()
+    code, doc = post(svc, ring(jid, ["h0_0", "h1_0"]))
+    assert code == 400 and "id" in doc["error"]
+    assert sw.snapshot() == before and svc.jobs == {}
+
+
+def test_deeply_nested_json_is_a_400():
+    f = wired()
+    _, svc = start(f)
+    code, doc = api.handle(svc, "POST", "/v1/jobs", b"[" * 100_000)
+    assert code == 400 and "nested" in doc["error"]
+
+
+def test_repeated_flow_in_a_job_is_a_400():
+    f = wired()
+    _, svc = start(f)
+    code, doc = post(svc, {"id": "d", "rings": [["h0_0", "h1_0"], ["h0_0", "h1_0"]],
+                           "collective": "ring_allreduce", "bytes": 1e6})
+    assert code == 400 and "twice" in doc["error"]
+
+
+def test_state_file_of_version_1_is_read(tmp_path):
+    f = wired()
+    store = StateStore(str(tmp_path / "s.db"))
+    job = ring("old", ["h0_0", "h1_0", "h2_0"])
+    store.save({"version": 1, "next_number": 5, "fabric": f.to_dict(),
+                "jobs": [{"job": job, "number": 4, "algorithm": "greedy", "mode": "flow",
+                          "created": 1.0, "routes": [[[0, 1.0]], [[1, 1.0]], [[0, 1.0]]]}]})
+    _, svc = start(f, store=store)
+    routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+    assert [r["spine"] for r in routes] == ["s0", "s1", "s0"]
+    assert post(svc, ring("new", ["h0_1", "h1_1"]))[1]["number"] == 5
+
+
+# ---- state machine --------------------------------------------------------------------------
+HOSTS = [f"h{l}_{k}" for l in range(4) for k in range(2)]
+
+
+class ControlPlane(RuleBasedStateMachine):
+    """Any sequence of requests and events; after each, every synchronised switch holds exactly
+    the desired tables, and a connected switch is synchronised."""
+
+    def __init__(self):
+        super().__init__()
+        self.f = Fabric.generate(3, 4, 2, 0.01, wiring=True)
+        self.sw = FakeSwitches(self.f.dpids.values())
+        self.store = StateStore(":memory:")
+        _, self.svc = start(self.f, switches=self.sw, store=self.store)
+        self.n = 0
+
+    def ports(self, name):
+        return {p: True for p in self.f.ports[name].values()}
+
+    @rule(ranks=st.lists(st.sampled_from(HOSTS), min_size=2, max_size=5, unique=True),
+          alg=st.sampled_from(["greedy", "split", "ecmp", "edge-coloring", "annealing"]),
+          mode=st.sampled_from(["flow", "sr"]))
+    def post_job(self, ranks, alg, mode):
+        self.n += 1
+        code, doc = post(self.svc, ring(f"j{self.n}", ranks, algorithm=alg, mode=mode,
+                                        dport=5000 + self.n))
+        assert code in (201, 409), doc
+
+    @precondition(lambda self: self.svc.jobs)
+    @rule(data=st.data())
+    def delete_job(self, data):
+        jid = data.draw(st.sampled_from(sorted(self.svc.jobs)))
+        assert api.handle(self.svc, "DELETE", f"/v1/jobs/{jid}")[0] == 200
+
+    @rule(leaf=st.sampled_from(["l0", "l1", "l2", "l3"]), spine=st.sampled_from(["s0", "s1", "s2"]),
+          up=st.booleans())
+    def link(self, leaf, spine, up):
+        self.svc.port_changed(self.f.dpids[leaf], self.f.port(leaf, spine), up)
+        self.svc.port_changed(self.f.dpids[spine], self.f.port(spine, leaf), up)
+
+    @rule(name=st.sampled_from(["l0", "l1", "l2", "l3", "s0", "s1", "s2"]), drift=st.booleans())
+    def reconnect(self, name, drift):
+        dpid = self.f.dpids[name]
+        self.svc.switch_disconnected(dpid)
+        if drift and self.sw.rules[dpid]:
+            key = sorted(self.sw.rules[dpid])[0]
+            del self.sw.rules[dpid][key]
+            junk = make_rule(dpid, 0, 3, {"eth_type": 0x0800, "ip_dscp": 2}, cookie=0x77)
+            self.sw.rules[dpid][junk.key] = junk
+        self.svc.switch_connected(dpid, self.ports(name))
+
+    @rule()
+    def optimize(self):
+        assert api.handle(self.svc, "POST", "/v1/optimize")[0] == 200
+
+    @rule()
+    def restart(self):
+        sent = len(self.sw.sent)
+        before = self.sw.snapshot()
+        down = {(l, s) for l, s in self.svc.state.fabric.down}
+        svc = RouteService(self.sw, self.f, store=self.store)
+        for name, dpid in self.f.dpids.items():
+            ports = self.ports(name)
+            for l, s in down:  # the new process sees the same ports down
+                if name == l:
+                    ports[self.f.port(l, s)] = False
+                if name == s:
+                    ports[self.f.port(s, l)] = False
+            svc.switch_connected(dpid, ports)
+        self.svc = svc
+        # every switch matched before the restart: nothing is sent, nothing changes
+        assert len(self.sw.sent) == sent and self.sw.snapshot() == before
+
+    @invariant()
+    def switches_hold_the_desired_tables(self):
+        tables_match(self.f, self.sw, self.svc)
+        connected = {d for d, s in self.svc.state.switches.items() if s.connected}
+        assert connected <= set(self.svc.reconciler.installed)
+        for r in self.svc.jobs.values():
+            for _, parts in r.flows_with_parts():
+                for s, _share in parts or ():
+                    assert s in self.svc.state.fabric.alive_spines()
+
+    @invariant()
+    def views_answer(self):
+        for path in ("/v1/fabric", "/v1/links", "/v1/routes", "/v1/jobs"):
+            assert api.handle(self.svc, "GET", path)[0] == 200
+        for jid in self.svc.jobs:
+            assert api.handle(self.svc, "GET", f"/v1/jobs/{jid}")[0] == 200
+        exposition(self.svc)
+
+
+ControlPlane.TestCase.settings = settings(max_examples=25, stateful_step_count=12,
+                                          deadline=None,
+                                          suppress_health_check=[HealthCheck.too_slow])
+TestControlPlane = ControlPlane.TestCase
