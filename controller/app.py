@@ -65,12 +65,14 @@ class MlrouteApp(app_manager.RyuApp):
         store = StateStore(conf.mlroute_state) if conf.mlroute_state else None
         self.service = RouteService(self, fabric, conf.mlroute_algorithm, conf.mlroute_mode,
                                     planner_opts=opts, store=store,
-                                    on_progress=lambda: hub.sleep(0))
+                                    on_progress=lambda: hub.sleep(0),
+                                    dead_after=conf.mlroute_dead_after)
         self.multipart = {}  # (dpid, xid) -> parts received so far
         self.stats_interval = conf.mlroute_stats_interval
         kwargs["wsgi"].register(RestController, {"app": self})
         if self.stats_interval > 0:
             self.poller = hub.spawn(self._poll_stats)
+        self.ticker = hub.spawn(self._tick)
         LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
                  conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
 
@@ -285,6 +287,15 @@ class MlrouteApp(app_manager.RyuApp):
             fn(*args)
         except InputError as e:
             LOG.error("mlroute: %s: %s", fn.__name__, e)
+
+    def _tick(self) -> None:
+        """Time for the service: switches silent past the grace time count as failed."""
+        while True:
+            hub.sleep(1.0)
+            try:
+                self.service.tick()
+            except Exception:  # noqa: BLE001 - keep ticking; the error is logged
+                LOG.exception("mlroute: periodic check failed")
 
     # ---- statistics ---------------------------------------------------------------------------
     def _poll_stats(self) -> None:

@@ -27,6 +27,9 @@ OPTS = [
     cfg.FloatOpt("mlroute-ilp-time-limit", default=10.0, help="ILP time limit in seconds"),
     cfg.IntOpt("mlroute-seed", default=1234, help="simulated annealing seed"),
     cfg.IntOpt("mlroute-ecmp-salt", default=0, help="salt of the ECMP hash"),
+    cfg.FloatOpt("mlroute-dead-after", default=3.0,
+                 help="seconds a switch may stay disconnected before its links count as "
+                      "failed (a lost control connection alone does not stop forwarding)"),
     cfg.StrOpt("mlroute-token", default=None, secret=True,
                help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>'"),
 ]

@@ -38,7 +38,8 @@ class RouteService:
     def __init__(self, installer: Installer, fabric: Fabric | None = None,
                  algorithm: str = "greedy", mode: str = "flow",
                  clock: Callable[[], float] = time.time, planner_opts: dict | None = None,
-                 store=None, on_progress: Callable[[], None] | None = None):
+                 store=None, on_progress: Callable[[], None] | None = None,
+                 dead_after: float = 0.0):
         if algorithm not in ALGORITHMS:
             raise InputError(f"unknown algorithm {algorithm!r}")
         if mode not in MODES:
@@ -52,6 +53,7 @@ class RouteService:
         self.clock = clock
         self.planner_opts = planner_opts or {}
         self.on_progress = on_progress  # called during long computations (cooperative yield)
+        self.dead_after = dead_after  # seconds a disconnected switch counts as still forwarding
         self.lock = threading.Lock()
         self.store = store
         self._predictions: tuple[int, dict] = (-1, {})
@@ -110,6 +112,15 @@ class RouteService:
                 self._topology_changed(f"switch {f.switch_of_dpid[dpid]} disconnected")
                 self._drain()
 
+    def tick(self) -> None:
+        """Called periodically: a switch silent for longer than ``dead_after`` now counts as
+        failed (its links go down and the jobs crossing them are re-planned)."""
+        with self.lock:
+            if self.state.declared is not None:
+                self._topology_changed("switch disconnected for longer than "
+                                       f"{self.dead_after:g} s")
+                self._drain()
+
     def port_changed(self, dpid: int, port: int, up: bool) -> None:
         """A port went up or down; a leaf-spine link that went down re-plans the jobs using it."""
         with self.lock:
@@ -130,7 +141,7 @@ class RouteService:
         lost every spine makes only its own flows unroutable (reported); the rest is served."""
         t0 = time.perf_counter()
         st = self.state
-        fabric = effective_fabric(st.declared, st.switches)
+        fabric = effective_fabric(st.declared, st.switches, self.clock(), self.dead_after)
         if fabric.down == st.fabric.down:
             return
         went_down = fabric.down - st.fabric.down
@@ -194,7 +205,7 @@ class RouteService:
                 raise ConflictError("fabric: delete the running jobs before replacing the fabric")
             old = st.declared, st.fabric
             st.declared = fabric
-            st.fabric = effective_fabric(fabric, st.switches)
+            st.fabric = effective_fabric(fabric, st.switches, self.clock(), self.dead_after)
             rec = self.reconciler
             rec.forget(lambda d: d in fabric.switch_of_dpid)
             try:

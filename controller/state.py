@@ -86,24 +86,31 @@ class ControllerState:
         del values[:-HISTORY]
 
 
-def effective_fabric(declared: Fabric | None, switches: dict) -> Fabric | None:
+def effective_fabric(declared: Fabric | None, switches: dict, now: float = 0.0,
+                     dead_after: float = 0.0) -> Fabric | None:
     """The declared fabric with every link seen down added to ``down``."""
     if declared is None:
         return None
-    down = declared.down | failed_links(declared, switches)
+    down = declared.down | failed_links(declared, switches, now, dead_after)
     return declared if down == declared.down else declared.with_down(down)
 
 
-def failed_links(declared: Fabric, switches: dict) -> set[tuple[str, str]]:
-    """Leaf-spine links that are down: an end switch that was seen and is disconnected, or an
-    end port reported down. Unknown state (never seen, never reported) counts as up."""
+def failed_links(declared: Fabric, switches: dict, now: float = 0.0,
+                 dead_after: float = 0.0) -> set[tuple[str, str]]:
+    """Leaf-spine links that are down: an end port reported down, or an end switch that was
+    seen and has been disconnected for ``dead_after`` seconds or more. A lost control
+    connection alone is not a failure of the data plane (the switch keeps forwarding with its
+    tables): within the grace time its links count as they were. Unknown state (never seen,
+    never reported) counts as up."""
     out = set()
     for leaf in declared.leaves:
         for spine in declared.spines:
             for sw, peer in ((leaf, spine), (spine, leaf)):
                 s = switches.get(declared.dpids.get(sw))
-                if s is not None and (not s.connected or
-                                      s.ports.get(declared.port(sw, peer)) is False):
+                if s is None:
+                    continue
+                dead = not s.connected and now - s.since >= dead_after
+                if dead or s.ports.get(declared.port(sw, peer)) is False:
                     out.add((leaf, spine))
     return out
 

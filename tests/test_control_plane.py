@@ -61,6 +61,27 @@ def test_reconnect_of_a_matching_switch_sends_nothing():
     assert svc.fabric_view()["ready"]
 
 
+def test_a_flapping_control_connection_moves_nothing_until_the_grace_time_ends():
+    f = wired()
+    now = [100.0]
+    sw, svc = start(f, clock=lambda: now[0], dead_after=3.0)
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    routes = api.handle(svc, "GET", "/v1/routes")[1]
+    sent, before = len(sw.sent), sw.snapshot()
+    s0 = f.dpids["s0"]
+    svc.switch_disconnected(s0)
+    now[0] += 2.0
+    svc.tick()
+    assert api.handle(svc, "GET", "/v1/routes")[1] == routes and len(sw.sent) == sent
+    svc.switch_connected(s0, {p: True for p in f.ports["s0"].values()})
+    assert len(sw.sent) == sent and sw.snapshot() == before
+    svc.switch_disconnected(s0)  # this time it stays away: after 3 s its links count as down
+    now[0] += 3.0
+    svc.tick()
+    assert {r["spine"] for r in api.handle(svc, "GET", "/v1/routes")[1]["routes"]} == {"s1"}
+    assert svc.fabric_view()["links_down"] == ["l0-s0", "l1-s0", "l2-s0", "l3-s0"]
+
+
 def test_restart_with_state_file_sends_nothing_to_matching_switches(tmp_path):
     f = wired()
     path = str(tmp_path / "state.db")
