@@ -1,0 +1,438 @@
+"""Discovery: observations of generated fabrics give the same fabric back; miswiring and
+non-leaf-spine cases are reported port by port while the rest stays routable."""
+import random
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from controller.discovery import (Topology, assign_roles, check_declared, format_problem,
+                                  probe_ports, recognise)
+from controller.errors import InputError
+from controller.fabric import Fabric
+from controller.lldp import arp_request, lldp_frame, parse_host, parse_lldp
+
+
+def cable(t, a, b, now=0.0):
+    """Both directions of an LLDP exchange over the cable a = (dpid, port) - b."""
+    t.link_seen(*a, *b, now)
+    t.link_seen(*b, *a, now)
+
+
+def observe(f, now=0.0, missing=(), hosts=None, extra_ports=None, order_seed=None, t=None):
+    """The events the shell would feed for the Mininet build of wired fabric ``f``: every
+    switch with all its ports up, LLDP both ways on every leaf-spine cable except ``missing``
+    (leaf, spine) pairs, the ``hosts`` named (all by default) heard once."""
+    t = t or Topology()
+    events = []
+    for sw in f.spines + f.leaves:
+        ports = {p: True for p in f.ports[sw].values()}
+        ports.update({p: True for p in (extra_ports or {}).get(sw, ())})
+        t.switch_up(f.dpids[sw], ports, now)
+    for l in f.leaves:
+        for s in f.spines:
+            if (l, s) not in missing:
+                a, b = (f.dpids[l], f.port(l, s)), (f.dpids[s], f.port(s, l))
+                events += [("link", a + b), ("link", b + a)]
+    for h in (f.hosts if hosts is None else hosts):
+        leaf = f.hosts[h]
+        events.append(("host", (f.dpids[leaf], f.port(leaf, h), f.host_mac[h], f.host_ip[h])))
+    if order_seed is not None:
+        random.Random(order_seed).shuffle(events)
+    for kind, args in events:
+        (t.link_seen if kind == "link" else t.host_seen)(*args, now)
+    return t
+
+
+def kinds(problems):
+    return [(p["kind"], p["switch"], p["port"]) for p in problems]
+
+
+@pytest.mark.parametrize("size", [(2, 4, 2), (4, 8, 2)])
+def test_generated_fabric_is_recognised(size):
+    want = Fabric.generate(*size, wiring=True)
+    got, problems = recognise(observe(want))
+    assert problems == []
+    assert got.to_dict() == want.to_dict()
+
+
+def test_names_follow_dpids_not_event_order():
+    want = Fabric.generate(3, 5, 2, wiring=True)
+    docs = {str(recognise(observe(want, order_seed=seed))[0].to_dict()) for seed in range(5)}
+    assert len(docs) == 1
+
+
+def test_roles_come_from_hosts_not_from_dpid_order():
+    """Leaves with lower dpids than the spines are still leaves; names follow dpid order."""
+    f = Fabric.generate(2, 3, 1, wiring=True)
+    doc = f.to_dict()
+    doc["dpids"] = {**{s: 0x900 + j for j, s in enumerate(f.spines)},
+                    **{l: 0x100 + i for i, l in enumerate(f.leaves)}}
+    want = Fabric.from_dict(doc)
+    got, problems = recognise(observe(want))
+    assert problems == []
+    assert got.spines == ["s0", "s1"] and got.dpids["s0"] == 0x900
+    assert got.to_dict() == want.to_dict()
+
+
+def test_no_hosts_heard_yet_still_names_by_port():
+    want = Fabric.generate(2, 4, 3, wiring=True)
+    got, _ = recognise(observe(want, hosts=["h2_1", "h0_2"]))
+    assert got.hosts == {"h0_2": "l0", "h2_1": "l2"}
+    assert got.ports["l0"]["h0_2"] == want.ports["l0"]["h0_2"]
+    assert got.host_ip["h2_1"] == want.host_ip["h2_1"]
+
+
+def test_fabric_without_hosts_takes_the_smaller_side_as_spines():
+    want = Fabric.generate(2, 4, 0, wiring=True)
+    got, problems = recognise(observe(want))
+    assert problems == [] and got.to_dict() == want.to_dict()
+
+
+def test_missing_link_is_down_with_a_placeholder_port():
+    want = Fabric.generate(2, 4, 2, wiring=True)
+    got, problems = recognise(observe(want, missing={("l1", "s0")}))
+    assert got.down == {("l1", "s0")}
+    assert kinds(problems) == [("missing_link", "l1", None)]
+    got.check_wiring()
+    port = got.ports["l1"]["s0"]
+    assert port not in want.ports["l1"].values() and port < 0xFF00
+    assert got.usable_mask(got.leaf_index["l1"], got.leaf_index["l0"]) == 0b10
+    assert {k: v for k, v in got.ports["l0"].items()} == want.ports["l0"]
+
+
+def test_link_expiry_marks_links_down_and_keeps_ports_with_previous():
+    want = Fabric.generate(2, 4, 2, wiring=True)
+    t = Topology(link_timeout=3.5)
+    observe(want, now=0.0, t=t)
+    first, _ = recognise(t)
+    observe(want, now=3.0, missing={("l1", "s0")}, hosts=[], t=t)
+    assert t.expire(3.4) == []
+    gone = t.expire(4.0)
+    l1, s0 = want.dpids["l1"], want.dpids["s0"]
+    assert sorted(gone) == sorted([(l1, 1, s0, 2), (s0, 2, l1, 1)])
+    again, problems = recognise(t, previous=first)
+    assert again.down == {("l1", "s0")}
+    assert again.ports == want.ports  # the link's ports are remembered
+    assert kinds(problems) == [("missing_link", "l1", 1)]
+    assert again.with_down(set()).to_dict() == want.to_dict()
+
+
+def test_previous_keeps_a_departed_spine_and_silent_hosts():
+    want = Fabric.generate(2, 3, 1, wiring=True)
+    first, _ = recognise(observe(want))
+    t = observe(want)
+    t.switch_down(want.dpids["s0"], 1.0)
+    t.hosts.clear()
+    got, problems = recognise(t, previous=first)
+    assert got.spines == ["s0", "s1"] and got.down == {(l, "s0") for l in want.leaves}
+    assert got.hosts == want.hosts and got.host_mac == want.host_mac
+    assert ("switch_down", "s0", None) in kinds(problems)
+    fresh, _ = recognise(t)  # without memory the spine is simply gone
+    assert fresh.spines == ["s0"] and fresh.dpids["s0"] == want.dpids["s1"]
+
+
+def test_leaf_leaf_cable_is_reported_and_left_out():
+    want = Fabric.generate(2, 4, 2, wiring=True)
+    t = observe(want, extra_ports={"l0": [9], "l1": [9]})
+    cable(t, (want.dpids["l0"], 9), (want.dpids["l1"], 9))
+    got, problems = recognise(t)
+    assert kinds(problems) == [("leaf_leaf_link", "l0", 9)]
+    assert "l1 port 9" in problems[0]["detail"]
+    assert got.to_dict() == want.to_dict()
+    assert (want.dpids["l0"], 9) not in probe_ports(t, got)
+
+
+def test_leaf_leaf_cable_with_one_spine():
+    want = Fabric.generate(1, 3, 1, wiring=True)
+    t = observe(want, extra_ports={"l0": [7], "l2": [7]})
+    cable(t, (want.dpids["l0"], 7), (want.dpids["l2"], 7))
+    got, problems = recognise(t)
+    assert kinds(problems) == [("leaf_leaf_link", "l0", 7)]
+    assert got.to_dict() == want.to_dict()
+
+
+def test_spine_spine_cable_is_reported():
+    want = Fabric.generate(2, 3, 1, wiring=True)
+    t = observe(want, extra_ports={"s0": [8], "s1": [8]})
+    cable(t, (want.dpids["s0"], 8), (want.dpids["s1"], 8))
+    got, problems = recognise(t)
+    assert kinds(problems) == [("spine_spine_link", "s0", 8)]
+    assert got.to_dict() == want.to_dict()
+
+
+def test_host_on_a_spine_is_reported_and_left_out():
+    want = Fabric.generate(2, 4, 2, wiring=True)
+    t = observe(want, extra_ports={"s1": [9]})
+    assert t.host_seen(want.dpids["s1"], 9, "02:00:00:00:99:01", "10.9.9.1", 0.0)
+    got, problems = recognise(t)
+    assert kinds(problems) == [("host_on_spine", "s1", 9)]
+    assert "02:00:00:00:99:01" in problems[0]["detail"]
+    assert got.to_dict() == want.to_dict()
+    assert "10.9.9.1" not in got.host_ip.values()
+    t.hosts.clear()  # a port above every spine's leaf ports is a host even before it talks
+    assert kinds(recognise(t)[1]) == [("host_on_spine", "s1", 9)]
+
+
+def test_switch_with_no_links_is_reported():
+    want = Fabric.generate(2, 2, 1, wiring=True)
+    t = observe(want)
+    t.switch_up(0x30000, {1: True}, 0.0)
+    t.host_seen(0x30000, 1, "02:00:00:00:77:01", "10.7.7.1", 0.0)
+    got, problems = recognise(t)
+    assert kinds(problems) == [("isolated_switch", "0x30000", None)]
+    assert "02:00:00:00:77:01" in problems[0]["detail"]
+    assert got.to_dict() == want.to_dict()
+
+
+def test_parallel_links_use_the_lowest_port():
+    want = Fabric.generate(2, 2, 1, wiring=True)
+    t = observe(want, extra_ports={"l0": [9], "s1": [9]})
+    cable(t, (want.dpids["l0"], 9), (want.dpids["s1"], 9))
+    got, problems = recognise(t)
+    assert kinds(problems) == [("parallel_links", "l0", 9)]
+    assert got.to_dict() == want.to_dict()
+
+
+def test_one_way_link_is_not_used():
+    want = Fabric.generate(2, 2, 1, wiring=True)
+    t = observe(want, missing={("l0", "s1")})
+    t.link_seen(want.dpids["l0"], want.port("l0", "s1"), want.dpids["s1"],
+                want.port("s1", "l0"), 0.0)
+    got, problems = recognise(t)
+    assert got.down == {("l0", "s1")}
+    assert ("one_way_link", "l0", want.port("l0", "s1")) in kinds(problems)
+
+
+def test_not_a_leaf_spine():
+    t = Topology()
+    t.switch_up(1, {1: True}, 0.0)
+    got, problems = recognise(t)
+    assert got is None
+    assert [p["kind"] for p in problems] == ["isolated_switch", "not_leaf_spine"]
+    assert all(set(p) >= {"kind", "switch", "port", "detail"} for p in problems)
+    assert format_problem(problems[-1]).startswith("not_leaf_spine: found 0 spines")
+
+
+def test_duplicate_ip_and_shared_port_keep_the_last_seen():
+    want = Fabric.generate(1, 2, 2, wiring=True)
+    t = observe(want)
+    t.host_seen(want.dpids["l1"], want.port("l1", "h1_0"), "02:00:00:00:00:aa", "10.0.0.1", 5.0)
+    got, problems = recognise(t)
+    assert kinds(problems) == [("duplicate_ip", "l1", 2), ("shared_port", "l1", 2)]
+    assert got.host_mac["h1_0"] == "02:00:00:00:00:aa"
+    assert "10.0.1.1" not in got.host_ip.values()
+    assert sorted(got.host_ip.values()) == ["10.0.0.1", "10.0.0.2", "10.0.1.2"]
+
+
+# ---- declared fabrics ----------------------------------------------------------------------
+def swapped(f, leaf, s_a, s_b):
+    """Observations of ``f`` with the leaf's cables to spines s_a and s_b swapped."""
+    t = observe(f, missing={(leaf, s_a), (leaf, s_b)})
+    d = f.dpids[leaf]
+    cable(t, (d, f.port(leaf, s_a)), (f.dpids[s_b], f.port(s_b, leaf)))
+    cable(t, (d, f.port(leaf, s_b)), (f.dpids[s_a], f.port(s_a, leaf)))
+    return t
+
+
+def test_declared_fabric_as_built_has_no_problem():
+    f = Fabric.generate(4, 8, 2, wiring=True)
+    assert check_declared(f, observe(f)) == []
+
+
+def test_swapped_leaf_ports_are_reported_precisely():
+    f = Fabric.generate(2, 4, 2, wiring=True)
+    problems = check_declared(f, swapped(f, "l2", "s0", "s1"))
+    assert [(p["kind"], p["switch"], p["port"], p["expected"], p["seen"]) for p in problems] == [
+        ("wrong_port", "l2", 1, "s0 port 3", "s1 port 3"),
+        ("wrong_port", "l2", 2, "s1 port 3", "s0 port 3")]
+    assert problems[0]["detail"] == "l2 port 1: expected s0 port 3, seen s1 port 3"
+    # recognition still routes over what is there
+    got, rp = recognise(swapped(f, "l2", "s0", "s1"))
+    assert rp == [] and got.ports["l2"]["s0"] == 2 and got.ports["l2"]["s1"] == 1
+
+
+def test_cable_moved_to_a_free_port_is_one_report():
+    f = Fabric.generate(2, 2, 1, wiring=True)
+    t = observe(f, missing={("l1", "s1")}, extra_ports={"l1": [7]})
+    cable(t, (f.dpids["l1"], 7), (f.dpids["s1"], f.port("s1", "l1")))
+    problems = check_declared(f, t)
+    assert kinds(problems) == [("wrong_port", "l1", 7)]
+    assert problems[0]["detail"] == "l1 port 7: cabled to s1 port 2, which is declared on l1 port 2"
+
+
+def test_missing_link_unknown_and_missing_switches():
+    f = Fabric.generate(2, 3, 1, wiring=True)
+    t = observe(f, missing={("l0", "s1")})
+    t.switch_down(f.dpids["l2"], 0.0)
+    t.switch_up(0x30000, {1: True}, 0.0)
+    t.switch_up(f.dpids["s0"], {**{p: True for p in f.ports["s0"].values()}, 9: True}, 0.0)
+    cable(t, (0x30000, 1), (f.dpids["s0"], 9))
+    problems = check_declared(f, t)
+    assert kinds(problems) == [("missing_link", "l0", 2), ("switch_missing", "l2", None),
+                               ("unknown_switch", "0x30000", None)]
+    assert "s0 port 9" in problems[2]["detail"]
+    assert problems[0]["detail"] == "l0 port 2 (up) should reach s1 port 1; no probe seen"
+
+
+def test_declared_down_links_are_not_reported():
+    f = Fabric.generate(2, 2, 1, failed_spines=1, wiring=True)
+    assert check_declared(f, observe(f, missing=f.down)) == []
+
+
+def test_hosts_against_the_declaration():
+    f = Fabric.generate(1, 2, 2, wiring=True)
+    t = observe(f, hosts=[])
+    t.host_seen(f.dpids["l1"], f.port("l1", "h1_1"), f.host_mac["h0_0"], f.host_ip["h0_0"], 0)
+    t.host_seen(f.dpids["l0"], f.port("l0", "h0_1"), "02:00:00:00:00:ee", "10.0.0.99", 0)
+    problems = check_declared(f, t)
+    assert kinds(problems) == [("wrong_port", "l0", 2), ("unknown_host", "l0", 3)]
+    assert "declared for h0_1" in problems[1]["detail"]
+    assert problems[0]["seen"] == "host h0_0 on l1 port 3"
+
+
+def test_leaf_leaf_cable_on_undeclared_ports_is_one_report():
+    f = Fabric.generate(2, 2, 1, wiring=True)
+    t = observe(f, extra_ports={"l0": [8], "l1": [8]})
+    cable(t, (f.dpids["l0"], 8), (f.dpids["l1"], 8))
+    assert kinds(check_declared(f, t)) == [("unexpected_link", "l0", 8)]
+
+
+def test_unwired_fabrics_are_refused():
+    with pytest.raises(InputError, match="no wiring"):
+        check_declared(Fabric.generate(1, 1, 1), Topology())
+    with pytest.raises(InputError, match="no wiring"):
+        recognise(Topology(), previous=Fabric.generate(1, 1, 1))
+
+
+# ---- observation state ------------------------------------------------------------------------
+def test_host_on_a_switch_port_is_ignored_and_forgotten():
+    t = Topology()
+    t.switch_up(1, {1: True, 2: True}, 0)
+    t.switch_up(2, {1: True}, 0)
+    assert t.host_seen(1, 1, "02:00:00:00:00:01", "10.0.0.1", 0)
+    v = t.version
+    assert t.link_seen(2, 1, 1, 1, 1.0) and t.version == v + 1
+    assert t.hosts == {}  # learned before the probe showed a switch there
+    assert not t.host_seen(1, 1, "02:00:00:00:00:01", "10.0.0.1", 2)
+    assert not t.host_seen(1, 2, "01:00:5e:00:00:01", "10.0.0.1", 2)  # group MAC
+    assert not t.host_seen(1, 2, "02:00:00:00:00:01", "0.0.0.0", 2)
+    assert not t.host_seen(9, 2, "02:00:00:00:00:01", "10.0.0.1", 2)  # unknown switch
+    assert not t.link_seen(2, 1, 1, 1, 3.0)  # a refresh is no change
+    assert t.links[(2, 1)][2] == 3.0
+
+
+def test_port_down_and_switch_down_drop_links():
+    t = Topology()
+    for d in (1, 2, 3):
+        t.switch_up(d, {1: True, 2: True}, 0)
+    cable(t, (1, 1), (2, 1))
+    cable(t, (1, 2), (3, 1))
+    assert t.port_changed(2, 1, False, 1.0)
+    assert set(t.links) == {(1, 2), (3, 1)}
+    assert t.switch_down(3, 2.0)
+    assert t.links == {} and 3 not in t.switches
+    assert not t.port_changed(9, 1, False, 3.0)
+
+
+def test_probe_ports_are_the_leaf_host_ports():
+    f = Fabric.generate(2, 4, 2, wiring=True)
+    t = observe(f, hosts=["h0_0"])
+    want = sorted((f.dpids[f.hosts[h]], f.port(f.hosts[h], h)) for h in f.hosts)
+    assert probe_ports(t) == want
+    assert probe_ports(t, f) == want
+    mac_ip = t.host_by_ip(f.host_ip["h0_0"])
+    assert mac_ip[0] == f.host_mac["h0_0"] and mac_ip[1].port == f.port("l0", "h0_0")
+    assert t.host_by_ip("10.9.9.9") is None
+
+
+def test_assign_roles_follows_previous_roles():
+    import networkx as nx
+    g = nx.complete_bipartite_graph([1, 2], [3, 4])
+    assert assign_roles(g, {}) == {1: "spine", 2: "spine", 3: "leaf", 4: "leaf"}
+    assert assign_roles(g, {1: (1, 0), 2: (0, 5), 3: (0, 5), 4: (0, 5)}) == {
+        1: "leaf", 2: "leaf", 3: "spine", 4: "spine"}  # hosts heard outrank idle ports
+    assert assign_roles(g, {}, {3: "spine"}) == {1: "leaf", 2: "leaf", 3: "spine", 4: "spine"}
+
+
+# ---- frames ---------------------------------------------------------------------------------
+def test_lldp_round_trip_and_scapy_reads_it():
+    frame = lldp_frame(0x20003, 5, "02:00:00:00:00:09")
+    assert parse_lldp(frame) == (0x20003, 5)
+    assert len(frame) == 60
+    scapy_lldp = pytest.importorskip("scapy.contrib.lldp")
+    from scapy.layers.l2 import Ether
+    pkt = Ether(frame)
+    assert pkt[scapy_lldp.LLDPDUChassisID].id == b"dpid:0000000000020003"
+    assert pkt[scapy_lldp.LLDPDUPortID].id == b"\x00\x00\x00\x05"
+
+
+def test_parse_lldp_rejects_other_frames():
+    frame = lldp_frame(1, 2)
+    assert parse_lldp(frame[:20]) is None
+    assert parse_lldp(frame[:12] + b"\x08\x00" + frame[14:]) is None
+    foreign = bytearray(frame)
+    foreign[17] = 4  # chassis id subtype: MAC address
+    assert parse_lldp(bytes(foreign)) is None
+    assert parse_lldp(b"") is None
+
+
+def test_arp_probe_and_host_addresses():
+    from scapy.layers.inet import IP
+    from scapy.layers.l2 import ARP, Ether
+    probe = arp_request("02:00:00:00:00:fe", "10.0.1.2")
+    pkt = Ether(probe)
+    assert (pkt.dst, pkt[ARP].op, pkt[ARP].pdst, pkt[ARP].psrc) == (
+        "ff:ff:ff:ff:ff:ff", 1, "10.0.1.2", "0.0.0.0")
+    assert parse_host(probe) is None  # the controller's own probe teaches nothing
+    reply = bytes(Ether(src="02:00:00:00:01:02", dst="02:00:00:00:00:fe") /
+                  ARP(op=2, hwsrc="02:00:00:00:01:02", psrc="10.0.1.2",
+                      hwdst="02:00:00:00:00:fe", pdst="0.0.0.0"))
+    assert parse_host(reply) == ("02:00:00:00:01:02", "10.0.1.2")
+    ip = bytes(Ether(src="02:00:00:00:01:03", dst="02:00:00:00:00:01") /
+               IP(src="10.0.1.3", dst="10.0.0.1"))
+    assert parse_host(ip) == ("02:00:00:00:01:03", "10.0.1.3")
+    assert parse_host(lldp_frame(1, 1)) is None
+    with pytest.raises(InputError, match="bad IPv4"):
+        arp_request("02:00:00:00:00:fe", "10.0.1")
+
+
+# ---- property ---------------------------------------------------------------------------------
+@st.composite
+def fabrics_with_gaps(draw):
+    s, l, h = draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.integers(1, 3))
+    f = Fabric.generate(s, l, h, wiring=True)
+    pairs = [(a, b) for a in f.leaves for b in f.spines]
+    missing = set(draw(st.lists(st.sampled_from(pairs), unique=True, max_size=len(pairs))))
+    # every switch keeps a link (a switch with none is left out, see the isolated test)
+    for leaf in f.leaves:
+        if all((leaf, sp) in missing for sp in f.spines):
+            missing.discard((leaf, f.spines[0]))
+    for sp in f.spines:
+        if all((leaf, sp) in missing for leaf in f.leaves):
+            missing.discard((f.leaves[-1], sp))
+    # hosts heard (as after a pingall): at least one per leaf, so that every part of a fabric
+    # split by missing links shows which side its leaves are on
+    heard = {f.hosts_of_leaf[leaf][0] for leaf in f.leaves}
+    heard = sorted(heard | set(draw(st.lists(st.sampled_from(sorted(f.hosts)), unique=True))))
+    return f, missing, heard, draw(st.integers(0, 2**16))
+
+
+@settings(max_examples=80, deadline=None)
+@given(fabrics_with_gaps())
+def test_recognise_property(case):
+    f, missing, heard, seed = case
+    got, problems = recognise(observe(f, missing=missing, hosts=heard, order_seed=seed))
+    assert got.spines == f.spines and got.leaves == f.leaves
+    assert got.dpids == f.dpids
+    assert got.down == missing
+    assert sorted((p["switch"], p["kind"]) for p in problems) == sorted(
+        (leaf, "missing_link") for leaf, _s in missing)
+    assert got.hosts == {h: f.hosts[h] for h in heard}
+    for leaf in f.leaves:
+        for sp in f.spines:
+            if (leaf, sp) not in missing:
+                assert got.port(leaf, sp) == f.port(leaf, sp)
+                assert got.port(sp, leaf) == f.port(sp, leaf)
+    for h in heard:
+        assert got.port(f.hosts[h], h) == f.port(f.hosts[h], h)
+        assert (got.host_ip[h], got.host_mac[h]) == (f.host_ip[h], f.host_mac[h])
