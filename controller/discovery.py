@@ -68,6 +68,7 @@ class Topology:
     hosts: dict[str, HostSeen] = field(default_factory=dict)  # by MAC
     version: int = 0
     changed_at: float = 0.0
+    _facing: set | None = field(default=None, repr=False, compare=False)
 
     def _changed(self, now: float) -> bool:
         self.version += 1
@@ -114,6 +115,8 @@ class Topology:
             return False
         key, old = (src_dpid, src_port), self.links.get((src_dpid, src_port))
         self.links[key] = (dst_dpid, dst_port, now)
+        if old is None or old[:2] != (dst_dpid, dst_port):
+            self._facing = None
         for d, p in (key, (dst_dpid, dst_port)):
             self.switches[d][p] = True  # a probe crossed it
         for mac in [m for m, h in self.hosts.items()
@@ -130,6 +133,7 @@ class Topology:
                 if now - t > self.link_timeout]
         for s, sp, _d, _dp in gone:
             del self.links[(s, sp)]
+            self._facing = None
         if gone:
             self._changed(now)
         return sorted(gone)
@@ -157,10 +161,11 @@ class Topology:
 
     # ---- queries --------------------------------------------------------------------------
     def facing(self) -> set[tuple[int, int]]:
-        """Ports at either end of a link seen (in one direction at least)."""
-        out = set(self.links)
-        out.update((d, p) for d, p, _t in self.links.values())
-        return out
+        """Ports at either end of a link seen (in one direction at least). Do not modify."""
+        if self._facing is None:
+            self._facing = set(self.links)
+            self._facing.update((d, p) for d, p, _t in self.links.values())
+        return self._facing
 
     def host_by_ip(self, ip: str) -> tuple[str, HostSeen] | None:
         """(MAC, where) of the host last seen with this address, or None."""
@@ -183,6 +188,7 @@ class Topology:
         for (s, sp), (d, dp, _t) in list(self.links.items()):
             if touches(s, sp) or touches(d, dp):
                 del self.links[(s, sp)]
+                self._facing = None
 
 
 # ---- algorithms --------------------------------------------------------------------------------
@@ -288,7 +294,8 @@ def recognise(topology: Topology, previous: Fabric | None = None,
 
     >>> t = Topology()
     >>> for d in (1, 2, 3): _ = t.switch_up(d, {1: True, 2: True}, 0)
-    >>> for a, b in ((1, 2), (1, 3)): _ = t.link_seen(a, b - 1, b, 1, 0); _ = t.link_seen(b, 1, a, b - 1, 0)
+    >>> for a, pa, b in ((1, 1, 2), (1, 2, 3)):      # spine 1, leaves 2 and 3 (port 2 idle)
+    ...     _ = t.link_seen(a, pa, b, 1, 0), t.link_seen(b, 1, a, pa, 0)
     >>> f, _ = recognise(t); f.spines, f.leaves, f.down
     (['s0'], ['l0', 'l1'], set())
     """
@@ -362,6 +369,7 @@ def recognise(topology: Topology, previous: Fabric | None = None,
     hosts = _hosts(topology, roles, edge, used, names, problems, previous)
     down: set[tuple[str, str]] = set()
     prev_ports = previous.ports if previous else {}
+    cabled = {(a, pa) for a, pa, _b, _pb in found} | {(b, pb) for _a, _pa, b, pb in found}
     for l in leaves:
         for s in spines:
             if (l, s) in pair:
@@ -371,8 +379,8 @@ def recognise(topology: Topology, previous: Fabric | None = None,
                     and prev_role.get(s) == SPINE:
                 lp = prev_ports.get(prev_name[l], {}).get(prev_name[s])
                 sp = prev_ports.get(prev_name[s], {}).get(prev_name[l])
-                lp = lp if lp is not None and lp not in used[l] and lp not in _cabled(found, l) else None
-                sp = sp if sp is not None and sp not in used[s] and sp not in _cabled(found, s) else None
+                lp = lp if lp is not None and lp not in used[l] and (l, lp) not in cabled else None
+                sp = sp if sp is not None and sp not in used[s] and (s, sp) not in cabled else None
             known_port = lp
             lp = lp if lp is not None else _placeholder(topology, l, used[l])
             used[l][lp] = s
@@ -579,11 +587,6 @@ def _switch_names(roles: Mapping[int, str], prev_name: Mapping[int, str],
             names[d] = f"{prefix}{n}"
             taken.add(names[d])
     return names
-
-
-def _cabled(found, dpid: int) -> set[int]:
-    return {pa for a, pa, _b, _pb in found if a == dpid} | \
-        {pb for _a, _pa, b, pb in found if b == dpid}
 
 
 def _placeholder(topology: Topology, dpid: int, used: Mapping[int, object]) -> int:

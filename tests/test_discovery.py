@@ -117,6 +117,21 @@ def test_link_expiry_marks_links_down_and_keeps_ports_with_previous():
     assert again.with_down(set()).to_dict() == want.to_dict()
 
 
+def test_spine_that_lost_every_link():
+    want = Fabric.generate(2, 3, 1, wiring=True)
+    t = observe(want)
+    first, _ = recognise(t)
+    observe(want, now=5.0, missing={(l, "s1") for l in want.leaves}, hosts=[], t=t)
+    assert len(t.expire(5.0)) == 2 * len(want.leaves)
+    kept, problems = recognise(t, previous=first)
+    assert kept.spines == ["s0", "s1"] and kept.down == {(l, "s1") for l in want.leaves}
+    assert kept.ports == want.ports
+    assert sorted(kinds(problems)) == [("missing_link", l, 2) for l in want.leaves]
+    fresh, problems = recognise(t)
+    assert fresh.spines == ["s0"]
+    assert ("isolated_switch", f"{want.dpids['s1']:#x}", None) in kinds(problems)
+
+
 def test_previous_keeps_a_departed_spine_and_silent_hosts():
     want = Fabric.generate(2, 3, 1, wiring=True)
     first, _ = recognise(observe(want))
@@ -354,6 +369,16 @@ def test_assign_roles_follows_previous_roles():
     assert assign_roles(g, {}, {3: "spine"}) == {1: "leaf", 2: "leaf", 3: "spine", 4: "spine"}
 
 
+def test_docstring_examples():
+    import doctest
+
+    import controller.discovery
+    import controller.lldp
+    for module in (controller.discovery, controller.lldp):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
 # ---- frames ---------------------------------------------------------------------------------
 def test_lldp_round_trip_and_scapy_reads_it():
     frame = lldp_frame(0x20003, 5, "02:00:00:00:00:09")
@@ -436,3 +461,18 @@ def test_recognise_property(case):
     for h in heard:
         assert got.port(f.hosts[h], h) == f.port(f.hosts[h], h)
         assert (got.host_ip[h], got.host_mac[h]) == (f.host_ip[h], f.host_mac[h])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 4), st.integers(1, 5), st.integers(0, 2), st.data())
+def test_any_swapped_pair_of_leaf_ports_is_two_reports(s, l, h, data):
+    f = Fabric.generate(s, l, h, wiring=True)
+    leaf = data.draw(st.sampled_from(f.leaves))
+    a, b = data.draw(st.lists(st.sampled_from(f.spines), min_size=2, max_size=2, unique=True))
+    problems = check_declared(f, swapped(f, leaf, a, b))
+    assert sorted((p["kind"], p["switch"], p["port"], p["expected"], p["seen"])
+                  for p in problems) == sorted([
+        ("wrong_port", leaf, f.port(leaf, a), f"{a} port {f.port(a, leaf)}",
+         f"{b} port {f.port(b, leaf)}"),
+        ("wrong_port", leaf, f.port(leaf, b), f"{b} port {f.port(b, leaf)}",
+         f"{a} port {f.port(a, leaf)}")])
