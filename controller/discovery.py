@@ -280,7 +280,7 @@ def _spine_side(x: set, y: set, evidence: Mapping, known: Mapping) -> set:
 
 
 def recognise(topology: Topology, previous: Fabric | None = None,
-              link_gbps: float = 100.0) -> tuple[Fabric | None, list[dict]]:
+              link_gbps: float | None = None) -> tuple[Fabric | None, list[dict]]:
     """The leaf-spine the topology shows, as a wired ``Fabric``, and the problems found.
 
     Names are deterministic: spines s0.., leaves l0.. by datapath id, hosts h<leaf>_<k> with
@@ -290,7 +290,8 @@ def recognise(topology: Topology, previous: Fabric | None = None,
     left stays with its links down, a link that went away keeps its ports in ``down``. A
     leaf-spine pair without any port ever seen gets an unused placeholder port number (above
     the switch's ports) so the fabric stays wired; it is in ``down``. Returns (None, problems)
-    when there is no spine or no leaf. O(V + E + H) plus ``assign_roles``.
+    when there is no spine or no leaf. ``link_gbps`` (probes cannot measure it) defaults to
+    the previous fabric's, else 100. O(V + E + H) plus ``assign_roles``.
 
     >>> t = Topology()
     >>> for d in (1, 2, 3): _ = t.switch_up(d, {1: True, 2: True}, 0)
@@ -340,10 +341,10 @@ def recognise(topology: Topology, previous: Fabric | None = None,
                                       f"{other[1]}; not used")
     for d in sorted(topology.switches):
         if d not in roles:
-            heard = sorted(m for m, h in topology.hosts.items() if h.dpid == d)
+            macs = sorted(m for m, h in topology.hosts.items() if h.dpid == d)
             problems.add("isolated_switch", d, None,
                          f"switch {d:#x} has no link to another switch; left out"
-                         + (f" with its hosts {', '.join(heard)}" if heard else ""))
+                         + (f" with its hosts {', '.join(macs)}" if macs else ""))
     for d in sorted(absent):
         problems.add("switch_down", d, None, f"{name(d)} ({d:#x}) is not connected; its "
                                              "links are down")
@@ -388,6 +389,8 @@ def recognise(topology: Topology, previous: Fabric | None = None,
             used[s][sp] = l
             pair[(l, s)] = (lp, sp)
             down.add((names[l], names[s]))
+            if l in absent or s in absent:
+                continue  # reported as switch_down
             where = f"{name(l)} port {known_port}" if known_port is not None else name(l)
             problems.add("missing_link", l, known_port,
                          f"no link seen between {where} and {name(s)}; marked down")
@@ -412,7 +415,7 @@ def recognise(topology: Topology, previous: Fabric | None = None,
         ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order[kv[0]]))
     extra = {"dpids": {names[d]: d for d in spines + leaves}, "ports": ports,
              "host_ip": host_ip, "host_mac": host_mac}
-    gbps = previous.link_gbps if previous else link_gbps
+    gbps = link_gbps if link_gbps is not None else previous.link_gbps if previous else 100.0
     fabric = Fabric([names[d] for d in spines], [names[d] for d in leaves],
                     dict(sorted(host_leaf.items(), key=lambda kv: _natural(kv[0]))),
                     gbps, down, extra)

@@ -141,7 +141,8 @@ def test_previous_keeps_a_departed_spine_and_silent_hosts():
     got, problems = recognise(t, previous=first)
     assert got.spines == ["s0", "s1"] and got.down == {(l, "s0") for l in want.leaves}
     assert got.hosts == want.hosts and got.host_mac == want.host_mac
-    assert ("switch_down", "s0", None) in kinds(problems)
+    assert kinds(problems) == [("switch_down", "s0", None)]  # its links: no more reports
+    assert recognise(t, previous=first, link_gbps=0.01)[0].link_gbps == 0.01
     fresh, _ = recognise(t)  # without memory the spine is simply gone
     assert fresh.spines == ["s0"] and fresh.dpids["s0"] == want.dpids["s1"]
 
@@ -391,6 +392,38 @@ def test_lldp_round_trip_and_scapy_reads_it():
     assert pkt[scapy_lldp.LLDPDUPortID].id == b"\x00\x00\x00\x05"
 
 
+def test_shell_pipeline_from_frames_to_fabric():
+    """What the shell does, on the Mininet wiring: an LLDP probe out of every port, the packet-in
+    of each at the far end parsed into link_seen; ARP probes on the probe ports, the hosts'
+    replies parsed into host_seen; then recognise."""
+    from scapy.layers.l2 import ARP, Ether
+    want = Fabric.generate(2, 4, 2, wiring=True)
+    far = {}  # (dpid, port) -> what is cabled there: (dpid, port) of a switch, or a host
+    for sw in want.spines + want.leaves:
+        for peer, port in want.ports[sw].items():
+            far[(want.dpids[sw], port)] = (want.dpids[peer], want.port(peer, sw)) \
+                if peer in want.dpids else peer
+    t = Topology()
+    for sw in want.spines + want.leaves:
+        t.switch_up(want.dpids[sw], {p: True for p in want.ports[sw].values()}, 0.0)
+    for (d, p), there in sorted(far.items()):
+        if isinstance(there, tuple):  # a host ignores LLDP
+            assert t.link_seen(*parse_lldp(lldp_frame(d, p)), *there, 0.0)
+    probes = probe_ports(t)
+    assert len(probes) == len(want.hosts)
+    for d, p in probes:
+        host = far[(d, p)]
+        request = Ether(arp_request("02:00:00:00:00:fe", want.host_ip[host]))
+        assert request[ARP].pdst == want.host_ip[host]  # each host answers its own address
+        reply = bytes(Ether(src=want.host_mac[host], dst="02:00:00:00:00:fe") /
+                      ARP(op=2, hwsrc=want.host_mac[host], psrc=want.host_ip[host],
+                          hwdst="02:00:00:00:00:fe", pdst="0.0.0.0"))
+        assert t.host_seen(d, p, *parse_host(reply), 0.5)
+    got, problems = recognise(t)
+    assert problems == [] and got.to_dict() == want.to_dict()
+    assert check_declared(want, t) == []
+
+
 def test_parse_lldp_rejects_other_frames():
     frame = lldp_frame(1, 2)
     assert parse_lldp(frame[:20]) is None
@@ -450,6 +483,7 @@ def test_recognise_property(case):
     assert got.spines == f.spines and got.leaves == f.leaves
     assert got.dpids == f.dpids
     assert got.down == missing
+    assert Fabric.from_dict(got.to_dict()).to_dict() == got.to_dict()  # what PUT /v1/fabric takes
     assert sorted((p["switch"], p["kind"]) for p in problems) == sorted(
         (leaf, "missing_link") for leaf, _s in missing)
     assert got.hosts == {h: f.hosts[h] for h in heard}
