@@ -1,0 +1,203 @@
+"""``auto``: the best proven unsplit routing, as fast as possible, by escalating stages.
+
+1. Construction. When every flow may use the same spines (no single link down, only whole
+   spines), Koenig edge colouring mapped onto those spines meets the lower bound: done, proven.
+   Otherwise the paper's greedy.
+2. Repair. While the max link load is above the lower bound, move flows off the busiest links
+   by alternating chains (``planners.repair``), honouring each flow's usable spines.
+3. ILP. Only while a gap to the lower bound remains and ``ilp_time_limit`` > 0: HiGHS asked
+   for a routing strictly better than the incumbent (``planners.ilp``), within the budget.
+   "Infeasible" proves the incumbent optimal; the result is never worse than the incumbent.
+
+With ``objective="jobs"`` a local search then lowers the worst job's predicted iteration
+slowdown (``controller.objective``), flow counts breaking ties; ``stage`` is then "jobs" when
+it moved flows, and ``optimal`` is claimed only when no job is predicted slower than its ideal
+and the max link load is still the proven optimum.
+
+The lower bound is the strongest of ceil(flows / spines) over every leaf side and every set of
+spines that some of its flows are confined to (failed links confine flows), which equals
+``Problem.lower_bound`` on fabrics with whole spines only. With failed links the optimum can
+still exceed every such bound; then only the ILP can prove optimality.
+
+``info``: ``stage`` (construction, repair or ilp: the stage whose routing is returned),
+``lower_bound``, ``max_link_load``, ``optimal`` (true only when proven: the max load equals
+the lower bound, or the ILP proved it), ``ms`` per stage, the ILP's report under ``ilp``.
+
+    >>> from controller.fabric import Fabric
+    >>> from controller.jobs import Job
+    >>> from controller.problem import Problem
+    >>> f = Fabric.generate(2, 4, 2)
+    >>> job = Job("r", rings=[["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h2_1"]], ring_bytes=1)
+    >>> a = auto(Problem.build(f, [job]))
+    >>> a.info["stage"], a.info["max_link_load"], a.info["optimal"]
+    ('construction', 1, True)
+
+Cost: construction O(F S) or O(F x path), repair O(overloaded flows x links visited), the ILP
+only within its budget: about 3 ms for the paper's largest cell (2,000 flows).
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+
+from controller.errors import InputError
+from controller.planners.edge_coloring import bipartite_edge_colouring
+from controller.planners.greedy import greedy
+from controller.planners.repair import Routing, bits, insert_all, reduce_to
+from controller.problem import Assignment, Problem
+
+OBJECTIVES = ("flows", "jobs")
+ILP_MAX_VARIABLES = 400_000  # beyond this the model alone takes seconds and GBs: not tried
+
+
+def check_options(ilp_time_limit, objective) -> None:
+    """Clear errors for bad options (shared by auto and the churn planner)."""
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+    if (isinstance(ilp_time_limit, bool) or not isinstance(ilp_time_limit, (int, float))
+            or not math.isfinite(ilp_time_limit) or ilp_time_limit < 0):
+        raise InputError(f"ilp_time_limit must be a number of seconds >= 0 (0: no ILP stage), "
+                         f"got {ilp_time_limit!r}")
+
+
+def lower_bound(problem: Problem) -> int:
+    """max over leaf sides of ceil(n(M) / |M|), M a set of spines and n(M) the flows of that
+    side whose usable spines all lie in M; M ranges over each side's distinct usable masks and
+    their union. O(F + sum of (distinct masks per side)^2).
+
+    >>> from controller.fabric import Fabric
+    >>> from controller.jobs import Flow, Job
+    >>> f = Fabric.generate(3, 3, 2).with_down({("l1", "s0"), ("l1", "s1"), ("l2", "s0"),
+    ...                                         ("l2", "s1")})
+    >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h2_0", 1)])
+    >>> p = Problem.build(f, [job])    # both flows from l0 can use only s2
+    >>> p.lower_bound(), lower_bound(p)
+    (1, 2)
+    """
+    n = len(problem.fabric.leaves)
+    deg = [0] * (2 * n)
+    for a in problem.src_leaf:
+        deg[a] += 1
+    for b in problem.dst_leaf:
+        deg[n + b] += 1
+    best = 0
+    for i, mask in enumerate(problem.fabric.up_mask):  # Problem.lower_bound, inlined
+        d = max(deg[i], deg[n + i])
+        if d:
+            best = max(best, -(-d // len(bits(mask))))
+    masks = set(problem.usable)
+    if len(masks) <= 1:  # every flow confined to the same spines
+        return max([best] + [-(-max(deg) // len(bits(m))) for m in masks])
+    rows: list[Counter] = [Counter() for _ in range(2 * n)]
+    for a, b, m in zip(problem.src_leaf, problem.dst_leaf, problem.usable):
+        rows[a][m] += 1
+        rows[n + b][m] += 1
+    for row in rows:
+        if not row:
+            continue
+        items = list(row.items())
+        union = 0
+        for m, _ in items:
+            union |= m
+        for cover in [m for m, _ in items] + [union]:
+            count = sum(c for m, c in items if not m & ~cover)
+            best = max(best, -(-count // len(bits(cover))))
+    return best
+
+
+def construct(problem: Problem) -> list[int]:
+    """Koenig colouring onto the common usable spines when all flows share them (optimal),
+    else the greedy."""
+    masks = set(problem.usable)
+    if len(masks) == 1:
+        spines = bits(masks.pop())
+        edges = list(zip(problem.src_leaf, problem.dst_leaf))
+        return [spines[c % len(spines)]
+                for c in bipartite_edge_colouring(edges, common_first=True)]
+    return greedy(problem).spines()
+
+
+def max_load(problem: Problem, spines: list[int]) -> int:
+    """Flows on the busiest directed leaf-spine link. O(F + L S)."""
+    S = len(problem.fabric.spines)
+    LS = len(problem.fabric.leaves) * S
+    load = [0] * (2 * LS)
+    for a, b, s in zip(problem.src_leaf, problem.dst_leaf, spines):
+        load[a * S + s] += 1
+        load[LS + b * S + s] += 1
+    return max(load, default=0)
+
+
+def repair_down(problem: Problem, spines: list[int], lower: int, value: int,
+                deadline: float | None = None) -> tuple[list[int], int]:
+    """Lower the max load one step at a time towards ``lower`` by chains; the routing and its
+    max load. Never worse than the input on the max load or the count of links at it."""
+    if value <= lower:
+        return spines, value
+    r = Routing(problem, spines)
+    for c in range(value - 1, lower - 1, -1):
+        if not reduce_to(r, c, deadline):
+            break
+        value = c
+    if value > lower:  # rebuild by insertion at the bound, most constrained flows first
+        order = sorted(range(len(problem)), key=lambda k: len(bits(problem.usable[k])))
+        r2 = insert_all(problem, lower, order)
+        for c in range(r2.max_load() - 1, lower - 1, -1):
+            if not reduce_to(r2, c, deadline):
+                break
+        if r2.max_load() < r.max_load():
+            r = r2
+    return r.spine, r.max_load()
+
+
+def auto(problem: Problem, ilp_time_limit: float = 10.0, objective: str = "flows") -> Assignment:
+    """The escalating planner (module docstring)."""
+    check_options(ilp_time_limit, objective)
+    t0 = time.perf_counter()
+    ms: dict[str, float] = {}
+    lb = lower_bound(problem)
+    spines = construct(problem)
+    value = max_load(problem, spines)
+    stage = "construction"
+    t1 = time.perf_counter()
+    ms["construction"] = (t1 - t0) * 1e3
+    info: dict = {"objective": objective}
+    if value > lb:
+        repaired, new_value = repair_down(problem, spines, lb, value)
+        if repaired != spines:
+            spines, value, stage = repaired, new_value, "repair"
+        ms["repair"] = (time.perf_counter() - t1) * 1e3
+    optimal = value <= lb
+    if not optimal and ilp_time_limit > 0:
+        t2 = time.perf_counter()
+        n_vars = sum(len(bits(m)) for m in problem.usable)
+        if n_vars > ILP_MAX_VARIABLES:
+            info["ilp"] = {"status": "skipped", "variables": n_vars,
+                           "reason": f"more than {ILP_MAX_VARIABLES} variables"}
+        else:
+            from controller.planners.ilp import ilp
+            res = ilp(problem, ilp_time_limit, incumbent=spines, lower=lb)
+            info["ilp"] = {k: res.info[k] for k in ("status", "bound", "gap", "wall_ms")
+                           if k in res.info}
+            if res.info["incumbent_from"] == "solver":
+                spines, value, stage = res.spines(), res.info["incumbent"], "ilp"
+            lb = max(lb, res.info["bound"])
+            optimal = res.info["status"] == "optimal" or value <= lb
+        ms["ilp"] = (time.perf_counter() - t2) * 1e3
+    info.update(stage=stage, lower_bound=lb, max_link_load=value, optimal=optimal)
+    if objective == "jobs":
+        from controller.objective import improve_jobs
+        t3 = time.perf_counter()
+        spines, job_info = improve_jobs(problem, spines)
+        ms["jobs"] = (time.perf_counter() - t3) * 1e3
+        info.update(job_info)
+        if job_info["job_moves"]:
+            info["stage"] = "jobs"
+        info["max_link_load"] = max_load(problem, spines)
+        # proven only when no job is predicted slower than its ideal and the flow counts
+        # are still at their proven optimum
+        info["optimal"] = (optimal and info["max_link_load"] == value
+                           and job_info["worst_slowdown"] <= 1 + 1e-9)
+    info["ms"] = {k: round(v, 3) for k, v in ms.items()}
+    return Assignment.unsplit(spines, info)
