@@ -1,7 +1,8 @@
 """Offline planner commands: generate a fabric, plan jobs, compare every algorithm.
 
     python -m controller fabric --spines 4 --leaves 8 --hosts-per-leaf 2 [--failed-spines K]
-    python -m controller plan --fabric F --jobs J --algorithm greedy [--out R]
+    python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective jobs]
+                              [--ilp-time-limit S] [--out R]
     python -m controller compare --fabric F --jobs J
 
 Bad input exits with status 2 and one line "error: ..." on stderr.
@@ -43,11 +44,14 @@ def slowest_rate_gbps(plan) -> float:
 
 
 def compare(fabric: Fabric, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
-            ilp_time_limit: float) -> list[dict]:
+            ilp_time_limit: float, objective: str = "flows") -> list[dict]:
+    """One row per algorithm; ``objective`` applies to auto (the others count flows)."""
     from controller.fluid import predict_allreduce
     rows = []
     for alg in algorithms:
-        plan = make_plan(fabric, jobs, alg, **planner_options(alg, seed, salt, ilp_time_limit))
+        opts = planner_options(alg, seed, salt, ilp_time_limit,
+                               objective if alg == "auto" else "flows")
+        plan = make_plan(fabric, jobs, alg, **opts)
         doc = plan.to_dict()
         rows.append({"algorithm": alg, "max_link_load": doc["max_link_load"],
                      "links_at_max": doc["links_at_max"],
@@ -88,10 +92,14 @@ def main(argv=None) -> int:
         p.add_argument("--jobs", required=True)
         p.add_argument("--seed", type=int, default=1234, help="annealing seed")
         p.add_argument("--salt", type=int, default=0, help="ECMP hash salt")
-        p.add_argument("--ilp-time-limit", type=float, default=60.0, help="seconds")
+        p.add_argument("--ilp-time-limit", type=float, default=60.0,
+                       help="seconds for the ILP (auto: its last stage's budget, 0 skips it)")
+        p.add_argument("--objective", default="flows",
+                       help="auto's objective: flows (max-min link flow counts) or jobs "
+                            "(worst job's predicted iteration slowdown)")
         p.add_argument("--out")
         if name == "plan":
-            p.add_argument("--algorithm", default="greedy", help=", ".join(ALGORITHMS))
+            p.add_argument("--algorithm", default="auto", help=", ".join(ALGORITHMS))
         else:
             p.add_argument("--algorithms", default=",".join(ALGORITHMS))
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -101,18 +109,23 @@ def main(argv=None) -> int:
             out = json.dumps(Fabric.generate(args.spines, args.leaves, args.hosts_per_leaf,
                                              args.gbps, args.failed_spines).to_dict(), indent=1)
         else:
+            from controller.planners.auto import OBJECTIVES
+            if args.objective not in OBJECTIVES:
+                raise InputError(f"unknown objective {args.objective!r} "
+                                 f"(choose from {', '.join(OBJECTIVES)})")
             fabric, jobs = load_inputs(args.fabric, args.jobs)
             if args.cmd == "plan":
                 plan = make_plan(fabric, jobs, args.algorithm,
                                  **planner_options(args.algorithm, args.seed, args.salt,
-                                                   args.ilp_time_limit))
+                                                   args.ilp_time_limit, args.objective))
                 out = json.dumps(plan.to_dict(), indent=1)
             else:
                 algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
                 for a in algs:
                     if a not in ALGORITHMS:
                         raise InputError(f"unknown algorithm {a!r} (choose from {', '.join(ALGORITHMS)})")
-                rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit)
+                rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
+                               args.objective)
                 out = (json.dumps(rows, indent=1) if args.json
                        else format_table(rows, jobs, fabric.link_bps()))
     except InputError as e:

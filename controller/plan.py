@@ -84,7 +84,26 @@ def make_plan(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", **opti
 
 
 def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
-                    ilp_time_limit: float = 60.0) -> dict:
-    """The options each planner takes, from a run configuration."""
+                    ilp_time_limit: float = 60.0, objective: str = "flows") -> dict:
+    """The options each planner takes, from a run configuration. Only ``auto`` (and the
+    churn planner) take the job objective: asking another algorithm for it is an error."""
+    from controller.planners.auto import OBJECTIVES
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+    if objective != "flows" and algorithm != "auto":
+        raise InputError(f"objective {objective!r} needs algorithm 'auto' (got {algorithm!r})")
     return {"annealing": {"seed": seed}, "ecmp": {"salt": salt},
-            "ilp": {"time_limit": ilp_time_limit}}.get(algorithm, {})
+            "ilp": {"time_limit": ilp_time_limit},
+            "auto": {"ilp_time_limit": ilp_time_limit, "objective": objective}}.get(algorithm, {})
+
+
+def make_replan(fabric: Fabric, jobs: list[Job], previous: list, objective: str = "flows",
+                ilp_time_limit: float = 0.0) -> Plan:
+    """A plan grown from the installed routing (``controller.churn.replan``): ``previous`` holds,
+    per flow of ``jobs`` (routes order), its installed parts or None for a new flow. The plan's
+    ``assignment.info`` reports ``moved_flows`` and ``moved`` (flow positions)."""
+    from controller.churn import replan
+    problem = Problem.build(fabric, jobs)
+    t0 = time.perf_counter()
+    assignment = replan(problem, previous, objective, ilp_time_limit)
+    return Plan("auto", problem, assignment, (time.perf_counter() - t0) * 1e3)

@@ -46,7 +46,7 @@ def test_compare_table(files):
     lines = r.stdout.splitlines()
     assert lines[0].split()[:2] == ["algorithm", "max"]
     names = [l.split()[0] for l in lines[2:]]
-    assert names == ["greedy", "ecmp", "edge-coloring", "annealing", "ilp", "split"]
+    assert names == ["greedy", "ecmp", "edge-coloring", "annealing", "ilp", "split", "auto"]
 
 
 def test_simulate_cli(files):
