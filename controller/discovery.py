@@ -540,6 +540,21 @@ def probe_ports(topology: Topology, fabric: Fabric | None = None) -> list[tuple[
                   if up and (d, p) not in facing)
 
 
+def same_wiring(a: Fabric | None, b: Fabric | None) -> bool:
+    """True when two fabrics differ at most in their down links: the change can go through the
+    failure path (re-plan around links) instead of replacing the fabric. O(size).
+
+    >>> f = Fabric.generate(2, 2, 1, wiring=True)
+    >>> same_wiring(f, f.with_down({("l0", "s1")}))
+    True
+    >>> same_wiring(f, Fabric.generate(2, 3, 1, wiring=True))
+    False
+    """
+    if a is None or b is None:
+        return a is b
+    return a.with_down(set()).to_dict() == b.with_down(set()).to_dict()
+
+
 def format_problem(problem: Mapping) -> str:
     """One log line: ``kind: detail``."""
     return f"{problem['kind']}: {problem['detail']}"
