@@ -56,7 +56,8 @@ def _tlv(kind: int, value: bytes) -> bytes:
     return struct.pack("!H", kind << 9 | len(value)) + value
 
 
-def lldp_frame(dpid: int, port: int, src_mac: str = "02:00:00:00:00:00", ttl: int = 120) -> bytes:
+def lldp_frame(dpid: int, port: int, src_mac: str = "02:00:00:00:00:00",
+               ttl: int = 120) -> bytes:
     """The LLDP probe that (dpid, port) sends; ``src_mac`` is the port's own address if known
     (switches in secure mode ignore it)."""
     if not 0 < dpid < 2**64 or not 0 < port < 2**32:
