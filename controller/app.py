@@ -427,8 +427,9 @@ def _read_body(req) -> bytes | None:
     length = req.content_length
     if length is not None and length > api.MAX_BODY:
         return None
+    chunked = "chunked" in req.environ.get("HTTP_TRANSFER_ENCODING", "").lower()
     stream = req.environ.get("wsgi.input")
-    if stream is None:
+    if stream is None or (length is None and not chunked):
         return b""
     want = api.MAX_BODY + 1 if length is None else length
     chunks, got = [], 0
