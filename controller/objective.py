@@ -15,7 +15,7 @@ and their two leaf-spine links (at least its ideal), and its slowdown
 
 Search. Starting from a routing (auto's flow-count optimum), repeatedly take a link that
 holds the worst value and apply the best move of one of its flows to another usable spine, or
-a swap with a flow of the same leaf on another spine, that lowers (worst value, number of
+a swap with a flow sharing a leaf with it on another spine, that lowers (worst value, number of
 links holding it) lexicographically; flow counts break ties between moves. Each move touches
 at most six links, evaluated in O(flows on them ^ 2). Stops when no move helps, or at the
 time limit.
@@ -107,33 +107,43 @@ def improve_jobs(problem: Problem, spines: list[int], time_limit: float = 2.0):
     r = Routing(problem, spines)
     deadline = time.perf_counter() + time_limit
     worst = {x: model.link_worst(on) for x, on in enumerate(r.on) if on}
+    S = r.S
+    version = [0] * (2 * r.n_leaves)  # per leaf-side row: bumped when one of its links changes
+    stuck: dict[int, tuple] = {}  # critical link -> (w_max, row versions) when no move helped
     moves_made = 0
     timed_out = False
     while worst:
         w_max = max(worst.values())
-        crit = sorted(x for x, v in worst.items() if v >= w_max - EPS * w_max)
         if w_max <= 1.0 + EPS:
             break
+        crit = sorted(x for x, v in worst.items() if v >= w_max * (1 - EPS))
         applied = False
         for x in crit:
+            rows = sorted({y // S for g in r.on[x] for y in r.links(g, x % S)})
+            seen = (w_max, tuple(version[row] for row in rows))
+            if stuck.get(x) == seen:
+                continue  # nothing near x changed since it had no improving move
             if time.perf_counter() > deadline:
                 timed_out = True
                 break
             move = _best_move(r, model, worst, x, w_max)
-            if move is not None:
-                changes, new_values = move
-                for g, _ in changes:
-                    r._remove(g)
-                for g, u in changes:
-                    r._add(g, u)
-                for y, v in new_values.items():
-                    if r.on[y]:
-                        worst[y] = v
-                    else:
-                        worst.pop(y, None)
-                moves_made += len(changes)
-                applied = True
-                break
+            if move is None:
+                stuck[x] = seen
+                continue
+            changes, new_values = move
+            for g, _ in changes:
+                r._remove(g)
+            for g, u in changes:
+                r._add(g, u)
+            for y, v in new_values.items():
+                version[y // S] += 1
+                if r.on[y]:
+                    worst[y] = v
+                else:
+                    worst.pop(y, None)
+            moves_made += len(changes)
+            applied = True
+            break
         if not applied:
             break
     slow = job_slowdowns(problem, r.spine)
@@ -144,45 +154,56 @@ def improve_jobs(problem: Problem, spines: list[int], time_limit: float = 2.0):
 
 
 def _best_move(r: Routing, model: JobModel, worst: dict, x: int, w_max: float):
-    """The best relocation or same-leaf swap of a flow on critical link ``x`` that lowers
-    (w_max, links at w_max); None if there is none."""
+    """The best relocation of a flow on critical link ``x``, else its best swap with a flow
+    sharing a leaf with it, that lowers (w_max, links at w_max); None if there is none."""
     S = r.S
     t = x % S
-    row = x // S
-    tol = EPS * w_max
-    best = None
-    best_key = None
-    candidates = []
-    for g in sorted(r.on[x]):
-        for u in bits(r.usable[g] & ~(1 << t)):
-            candidates.append(((g, u),))
-            for h in sorted(r.on[row * S + u]):
-                if h != g and r.usable[h] >> t & 1 and r.spine[h] == u:
-                    candidates.append(((g, u), (h, t)))
-    for changes in candidates:
+    lim, crit_at = w_max * (1 + EPS), w_max * (1 - EPS)
+    memo: dict[tuple, float] = {}
+
+    def evaluate(changes):
         moved = {g for g, _ in changes}
-        affected = set()
+        gains: dict[int, list] = {}
         for g, u in changes:
-            affected.update(r.links(g, r.spine[g]))
-            affected.update(r.links(g, u))
-        new_values = {}
-        crit_delta = 0
-        top = 0.0
-        count_top = 0
-        for y in affected:
-            on = [f for f in r.on[y] if f not in moved]
-            on += [g for g, u in changes if y in r.links(g, u)]
-            v = model.link_worst(on)
-            if v > w_max + tol:
-                break
+            for y in r.links(g, u):
+                gains.setdefault(y, []).append(g)
+        losses = set()
+        for g, _ in changes:
+            losses.update(y for y in r.links(g, r.spine[g]) if y not in gains)
+        new_values, crit_delta, top, count_top = {}, 0, 0.0, 0
+        for y in list(gains) + sorted(losses):  # links gaining flows first: they can fail
+            on = tuple(sorted([f for f in r.on[y] if f not in moved] + gains.get(y, [])))
+            v = memo.get(on)
+            if v is None:
+                v = memo[on] = model.link_worst(on)
+            if v > lim:
+                return None
             new_values[y] = v
-            crit_delta += (v >= w_max - tol) - (worst.get(y, 0.0) >= w_max - tol)
+            crit_delta += (v >= crit_at) - (worst.get(y, 0.0) >= crit_at)
             top = max(top, v)
             count_top = max(count_top, len(on))
-        else:
-            if crit_delta >= 0:
-                continue
-            key = (top, count_top, len(changes))
-            if best_key is None or key < best_key:
-                best, best_key = (changes, new_values), key
-    return best
+        if crit_delta >= 0:
+            return None
+        return (top, count_top), (changes, new_values)
+
+    flows = sorted(r.on[x])
+    for swaps in (False, True):
+        best, best_key = None, None
+        for g in flows:
+            rows = [y // S for y in r.links(g, t)]  # both leaf sides of g
+            for u in bits(r.usable[g] & ~(1 << t)):
+                if not swaps:
+                    candidates = [((g, u),)]
+                else:
+                    partners = set()
+                    for row in rows:
+                        partners.update(r.on[row * S + u])
+                    candidates = [((g, u), (h, t)) for h in sorted(partners)
+                                  if h != g and r.usable[h] >> t & 1]
+                for changes in candidates:
+                    res = evaluate(changes)
+                    if res is not None and (best_key is None or res[0] < best_key):
+                        best_key, best = res
+        if best is not None:
+            return best
+    return None
