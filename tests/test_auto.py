@@ -6,7 +6,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from controller.errors import ConflictError, InputError
 from controller.fabric import Fabric
-from controller.jobs import Flow, Job
+from controller.jobs import Job
 from controller.loads import link_loads
 from controller.plan import make_plan, planner_options
 from controller.planners import ALGORITHMS

@@ -1,0 +1,134 @@
+"""Re-plans from the installed routing move few flows (controller.churn)."""
+import random
+
+import pytest
+
+from controller.churn import align_spines, replan
+from controller.errors import InputError
+from controller.jobs import Job
+from controller.plan import Plan, make_plan, make_replan
+from controller.planners.auto import auto
+from controller.problem import Problem
+from tests.helpers import fabric, flows_job
+
+
+def spread_rings(f, n_jobs, ring, seed, used=0.5):
+    """Rings of random hosts over about ``used`` of the fabric's hosts."""
+    rng = random.Random(seed)
+    hosts = sorted(f.hosts)
+    rng.shuffle(hosts)
+    hosts = hosts[:int(len(hosts) * used)]
+    return [Job(f"j{i}", rings=[hosts[i * ring:(i + 1) * ring]], ring_bytes=1e9)
+            for i in range(n_jobs) if len(hosts[i * ring:(i + 1) * ring]) == ring]
+
+
+def installed(plan):
+    return plan.parts_by_flow()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_new_job_that_fits_moves_no_flow_of_other_jobs(seed):
+    f = fabric(8, 16, 8)
+    jobs = spread_rings(f, 6, 8, seed, used=0.5)
+    before = make_plan(f, jobs[:-1], "auto")
+    new = make_replan(f, jobs, installed(before) + [None] * len(jobs[-1].flows()))
+    info = new.assignment.info
+    assert info["moved_flows"] == 0 and info["moved"] == []
+    assert info["new_flows"] == len(new.problem) - len(before.problem)
+    old = before.parts_by_flow()
+    assert new.parts_by_flow()[:len(old)] == old
+    assert info["max_link_load"] == new.to_dict()["max_link_load"] == info["lower_bound"]
+
+
+def test_a_new_flow_that_does_not_fit_moves_one_flow_by_a_chain():
+    # l0 -> l1 sits on s0, l1 -> l2 on s1; the new l0 -> l2 finds s0 taken at l0 and s1 taken
+    # into l2: moving either old flow to the other spine frees one, one moved flow instead of
+    # a load of 2 (or of moving both)
+    f = fabric(2, 3, 2)
+    old = flows_job([("h0_0", "h1_0"), ("h1_1", "h2_0")], jid="old")
+    new = flows_job([("h0_1", "h2_1")], jid="new")
+    problem = Problem.build(f, [old, new])
+    result = replan(problem, [((0, 1.0),), ((1, 1.0),), None])
+    spines = result.spines()
+    assert result.info["moved_flows"] == 1 and result.info["moved"] in ([0], [1])
+    assert sum(a != b for a, b in zip(spines[:2], [0, 1])) == 1
+    assert result.info["max_link_load"] == 1 and result.info["optimal"]
+    assert Plan("auto", problem, result, 0).to_dict()["max_link_load"] == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_failed_link_moves_only_the_flows_that_crossed_it(seed):
+    f = fabric(8, 16, 8)
+    jobs = spread_rings(f, 12, 8, seed, used=0.9)
+    before = make_plan(f, jobs, "auto")
+    rng = random.Random(seed)
+    used_links = sorted({(f.leaves[before.problem.src_leaf[k]], f.spines[s])
+                         for k, s in enumerate(before.assignment.spines())})
+    failed = rng.choice(used_links)
+    g = f.with_down({failed})
+    after = make_replan(g, jobs, installed(before))
+    crossed = [pos for k, pos in enumerate(after.problem.inter)
+               if not after.problem.usable[k] >> before.assignment.spines()[k] & 1]
+    info = after.assignment.info
+    assert crossed and set(crossed) <= set(info["moved"])
+    assert info["forced"] == len(crossed)
+    # a chain may add a few; a fresh plan would move most flows
+    fresh_moves = sum(a != b for a, b in zip(auto(after.problem).spines(),
+                                             before.assignment.spines()))
+    assert info["moved_flows"] <= len(crossed) + 4 < fresh_moves
+    assert info["max_link_load"] <= auto(after.problem).info["max_link_load"]
+    for k, s in enumerate(after.assignment.spines()):
+        assert after.problem.usable[k] >> s & 1
+
+
+def test_a_link_coming_back_lowers_the_objective():
+    f = fabric(4, 4, 4)
+    jobs = [Job("r", rings=[[f"h{i}_{k}" for k in range(4) for i in range(4)]], ring_bytes=1e9)]
+    degraded = f.with_down({("l0", "s0")})  # l0 has 4 flows and 3 links: load 2
+    before = make_plan(degraded, jobs, "auto")
+    assert before.to_dict()["max_link_load"] == 2
+    healed = make_replan(f, jobs, installed(before))
+    info = healed.assignment.info
+    assert info["max_link_load"] == 1 == healed.to_dict()["max_link_load"] and info["optimal"]
+    assert 0 < info["moved_flows"] < len(healed.problem)
+    assert info["forced"] == 0
+
+
+def test_nothing_changed_moves_nothing():
+    f = fabric(4, 6, 4, down=[("l1", "s2")])
+    jobs = [Job("r", rings=[[f"h{i}_{k}" for k in range(4) for i in range(6)]], ring_bytes=1e6)]
+    plan = make_plan(f, jobs, "auto")
+    again = make_replan(f, jobs, installed(plan))
+    assert again.assignment.info["moved_flows"] == 0
+    assert again.assignment.parts == plan.assignment.parts
+
+
+def test_split_or_missing_previous_parts_and_bad_length():
+    f = fabric(2, 2, 2)
+    problem = Problem.build(f, [flows_job([("h0_0", "h1_0"), ("h0_1", "h1_1")])])
+    result = replan(problem, [((0, 0.5), (1, 0.5)), ((1, 1.0),)])
+    assert result.info["forced"] == 1 and result.info["moved"] == [0]
+    assert sorted(result.spines()) == [0, 1]
+    with pytest.raises(InputError, match="previous routes: 1 entries for 2 flows"):
+        replan(problem, [None])
+    with pytest.raises(InputError, match="unknown objective"):
+        replan(problem, [None, None], objective="latency")
+
+
+def test_fresh_plan_spines_are_renamed_to_agree():
+    f = fabric(4, 4, 4, failed_spines=1)
+    job = Job("r", rings=[[f"h{i}_{k}" for k in range(4) for i in range(4)]], ring_bytes=1)
+    problem = Problem.build(f, [job])
+    spines = auto(problem).spines()
+    rename = {0: 2, 1: 0, 2: 1}  # spine 3 is dead: it stays in its own class
+    shuffled = [rename[s] for s in spines]
+    assert align_spines(problem, spines, shuffled) == shuffled
+
+
+def test_jobs_objective_in_a_replan_only_improves():
+    from tests.test_objective import mixed_case
+    f, jobs = mixed_case()
+    plan = make_plan(f, jobs, "auto")  # pairs the two BLOOM rings
+    again = make_replan(f, jobs, installed(plan), objective="jobs")
+    info = again.assignment.info
+    assert info["worst_slowdown"] < 1.1 and 0 < info["moved_flows"] <= 4
