@@ -2,7 +2,8 @@
 
 Repeatedly find the link with the smallest fair share of its residual capacity among its
 unfrozen flows, freeze those flows at that share, and subtract. Shares within a relative 1e-9
-count as equal. Vectorised with a sparse flow-by-link incidence matrix.
+count as equal. Every round freezes at least one flow, so there are at most as many rounds as
+flows. Vectorised with a sparse flow-by-link incidence matrix.
 """
 from __future__ import annotations
 
@@ -20,16 +21,28 @@ def incidence(paths: list[list[int]], n_links: int) -> csr_matrix:
 
 
 def max_min_rates(paths: list[list[int]], capacity: np.ndarray) -> np.ndarray:
-    """Rate per flow (same unit as ``capacity``, one entry per link id)."""
+    """Rate per flow (same unit as ``capacity``, one entry per link id).
+
+    O(rounds x (flows + links + path lengths)), rounds <= flows. Every path needs a link: a
+    flow on no link has no fair share.
+
+    >>> max_min_rates([[0], [0, 1], [1], [1]], np.array([1.0, 3.0]))
+    array([0.5 , 0.5 , 1.25, 1.25])
+    """
     n = len(paths)
     rates = np.zeros(n)
     if n == 0:
         return rates
+    empty = next((k for k, p in enumerate(paths) if not len(p)), None)
+    if empty is not None:
+        raise ValueError(f"flow {empty} crosses no link")
     a = incidence(paths, len(capacity))
     at = a.T.tocsr()
     residual = np.asarray(capacity, dtype=float).copy()
     unfrozen = np.ones(n, dtype=bool)
-    while unfrozen.any():
+    for _ in range(n):
+        if not unfrozen.any():
+            break
         counts = at @ unfrozen.astype(float)
         active = counts > 0
         share = np.full(len(residual), np.inf)

@@ -41,3 +41,23 @@ def test_no_link_is_oversubscribed():
 
 def test_empty():
     assert max_min_rates([], np.array([1.0])).size == 0
+
+
+def test_a_flow_on_no_link_is_an_error_not_a_loop():
+    with pytest.raises(ValueError, match="flow 1 crosses no link"):
+        max_min_rates([[0], []], np.array([1.0]))
+
+
+@pytest.mark.timeout(10)
+def test_one_level_per_flow_ends():
+    # every flow alone on a link of its own capacity (plus a big shared link): n levels
+    n = 200
+    cap = np.concatenate([np.arange(1.0, n + 1), [1e9]])
+    rates = max_min_rates([[k, n] for k in range(n)], cap)
+    assert rates == pytest.approx(cap[:n])
+
+
+def test_zero_capacity_link_stops_only_its_flows():
+    # a zero-capacity link gives its flows rate 0 and leaves the others their share
+    rates = max_min_rates([[0], [1], [1]], np.array([0.0, 4.0]))
+    assert rates == pytest.approx([0.0, 2.0, 2.0])
