@@ -29,18 +29,24 @@ def cleanup() -> None:
 
 
 def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_port: int = 6653):
-    from mininet.link import Link, TCLink
+    """The Mininet leaf-spine with the topology's own node classes (topologies/clos.py:
+    userspace OVS, OpenFlow 1.3, secure fail mode, tx offload off) and jumbo frames."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
-    from mininet.node import OVSSwitch, RemoteController
+    from mininet.node import RemoteController
     from topologies.clos import ClosTopo
     setLogLevel(os.environ.get("MLROUTE_MININET_LOG", "error"))
-    topo = ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, bw=bw)
-    return Mininet(topo=topo, switch=OVSSwitch, link=TCLink if bw else Link,
-                   controller=lambda name: RemoteController(name, ip="127.0.0.1",
-                                                            port=controller_port))
+    topo = ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, bw=bw,
+                    host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU)
+    return Mininet(topo=topo, controller=lambda name: RemoteController(
+        name, ip="127.0.0.1", port=controller_port))
 
 
+# Jumbo frames, as training fabrics use: headers then cost 0.7% of a link, not 4.6%. Switch
+# ports get more than hosts so that pushed MPLS labels still fit (environment.md: with equal
+# MTUs, ping works but TCP inside MPLS gets nothing through).
+HOST_MTU = 9000
+SWITCH_MTU = HOST_MTU + 100  # room for the two MPLS labels of segment routing
 QUEUE_BYTES = 1_000_000
 
 
@@ -58,37 +64,16 @@ def limit_queues(net, limit: int = QUEUE_BYTES) -> None:
             node.cmd(f"tc qdisc replace dev {intf.name} parent 5:1 handle 10: bfifo limit {limit}")
 
 
-HOST_MTU = 9000
-SWITCH_MTU = HOST_MTU + 100  # room for the two MPLS labels of segment routing
-
-
-def set_mtu(net, host_mtu: int = HOST_MTU, switch_mtu: int = SWITCH_MTU) -> None:
-    """Jumbo frames, as training fabrics use: headers then cost 0.7% of a link, not 4.6%.
-    Switch ports get more than hosts so that pushed MPLS labels still fit (environment.md:
-    with equal MTUs, ping works but TCP inside MPLS gets nothing through)."""
-    for sw in net.switches:
-        for intf in sw.intfList():
-            if intf.name != "lo":
-                sw.cmd(f"ip link set dev {intf.name} mtu {switch_mtu}")
-                sw.cmd(f"ovs-vsctl set interface {intf.name} mtu_request={switch_mtu}")
-    for h in net.hosts:
-        for intf in h.intfList():
-            h.cmd(f"ip link set dev {intf.name} mtu {host_mtu}")
-
-
 def start(net, timeout: float = 60.0) -> None:
-    """Start the fabric, wait (bounded) for every switch to connect, prepare the hosts: tx
-    offload and IPv6 off, no TCP slow start after an idle period (ring steps idle between)."""
+    """Start the fabric, wait (bounded) for every switch to connect, and turn off TCP slow
+    start after an idle period (ring steps idle between). The hosts' tx offload, MTU and IPv6
+    are set by their class (ClosHost) when Mininet builds them."""
     net.start()
     limit_queues(net)
-    set_mtu(net)
     if not net.waitConnected(timeout=timeout):
         raise TimeoutError(f"switches did not connect to the controller within {timeout:g} s")
     for h in net.hosts:
-        for intf in h.intfList():
-            h.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
-        h.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 "
-              "net.ipv4.tcp_slow_start_after_idle=0")
+        h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
