@@ -91,3 +91,30 @@ def test_missing_file(files):
     tmp, fab, _ = files
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(tmp / "nope.json"))
     assert r.returncode == 2 and "cannot read" in r.stderr
+
+
+def test_plan_auto_is_the_default_and_takes_objective_and_budget(files):
+    _, fab, jobs = files
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["algorithm"] == "auto" and doc["info"]["optimal"] is True
+    assert doc["info"]["max_link_load"] == doc["max_link_load"] == doc["lower_bound"]
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm",
+            "auto", "--objective", "jobs", "--ilp-time-limit", "0")
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)["info"]
+    assert info["objective"] == "jobs" and set(info["predicted_slowdown"]) == {"a", "b"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--objective", "bogus"), "unknown objective 'bogus'"),
+    (("--algorithm", "greedy", "--objective", "jobs"), "objective 'jobs' needs algorithm 'auto'"),
+    (("--algorithm", "auto", "--ilp-time-limit", "-1"), "ilp_time_limit must be a number"),
+    (("--algorithm", "ilp", "--ilp-time-limit", "0"), "time limit must be a positive number"),
+])
+def test_plan_bad_objective_and_budget(files, args, message):
+    _, fab, jobs = files
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), *args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and message in r.stderr
