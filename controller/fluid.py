@@ -163,8 +163,15 @@ class FluidSimulator:
                 tr.route, tr.parts = want, self._parts(tr.job, tr.flow, left)
 
     def _route(self, j: int, k: int) -> tuple:
-        r = self.states[j].routes[k]
-        return ((None, 1.0),) if r is None else tuple(r)
+        st = self.states[j]
+        r = st.routes[k]
+        if r is not None:
+            return tuple(r)
+        f = st.flows[k]
+        if self.fabric.hosts[f.src] != self.fabric.hosts[f.dst]:
+            raise PredictionError(f"flow {f.src} -> {f.dst} of job {st.job.id} crosses leaves "
+                                  "but the plan gives it no spine")
+        return ((None, 1.0),)
 
     def _parts(self, j: int, k: int, size: float) -> list[_Part]:
         """The flow's bytes cut by its route's shares; parts with nothing to carry are left out

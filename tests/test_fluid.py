@@ -168,6 +168,19 @@ def test_simulator_rejects_a_plan_without_a_running_job():
         FluidSimulator(f, [a, b], lambda _: plan).run()
 
 
+def test_an_inter_leaf_flow_without_a_spine_is_reported():
+    # a plan that leaves an inter-leaf flow out (as the controller's installed plan does for
+    # a flow with no route) must not be simulated as if the flow stayed within its leaf
+    f = fabric(2, 2, 1)
+    job = Job("r", rings=[["h0_0", "h1_0"]], ring_bytes=1e6)
+    problem = Problem.build(f, [job])
+    hole = Problem(f, [job], problem.flows, problem.inter[:1], problem.src_leaf[:1],
+                   problem.dst_leaf[:1], problem.usable[:1])
+    plan = Plan("hole", hole, Assignment([((0, 1.0),)]), 0.0)
+    with pytest.raises(PredictionError, match="h1_0 -> h0_0 of job r crosses leaves"):
+        predict_allreduce(plan)
+
+
 # ---- bounds, stalls, cooperative yield -----------------------------------------------------
 def test_event_bound_raises_a_prediction_error():
     f = fabric(2, 4, 1)
