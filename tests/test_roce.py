@@ -1,7 +1,7 @@
 """The RoCE-like transport: wire format against scapy's RoCEv2 layers, the RC-like state
 machines (window, ACK/NAK, go-back-N, retransmission timeout, counters) without a network, and
 two agents on loopback sockets."""
-import os
+import json
 import random
 import threading
 
@@ -249,3 +249,127 @@ def test_ring_of_two_on_loopback(tmp_path, drop):
         assert sum(q["out_of_order"] for q in recv.values()) > 0
     else:
         assert retx == 0 and sum(q["out_of_order"] for q in recv.values()) == 0
+
+
+# ------------------------------------------------------------------ the runner's RoCE side
+
+def fabric():
+    from topologies.clos import clos_fabric
+    return clos_fabric(2, 4, 2, 10)
+
+
+def ring(jid, ranks, **kw):
+    return {"id": jid, "collective": "ring_allreduce", "ranks": ranks, "bytes": 4e5, **kw}
+
+
+def test_prepare_jobs_picks_the_transport():
+    from emulation.run import job_transport, prepare_jobs
+    doc = {"jobs": [ring("t", ["h0_0", "h1_0"]),
+                    ring("u", ["h0_1", "h1_1"], proto="udp", dport=4791),
+                    {"id": "x", "flows": [{"src": "h2_0", "dst": "h3_0", "bytes": 1e5},
+                                          {"src": "h2_0", "dst": "h3_0", "bytes": 1e5}]}]}
+    jobs = prepare_jobs(doc, fabric())
+    assert [job_transport(j) for j in jobs] == ["tcp", "roce", "roce"]
+    assert (jobs[0]["proto"], jobs[0]["dport"], jobs[0]["sport"]) == ("tcp", 5000, 6000)
+    assert (jobs[1]["proto"], jobs[1]["dport"], jobs[1]["sport"]) == ("udp", 4791, 49153)
+    sports = [f["sport"] for f in jobs[2]["flows"]]
+    assert len(set(sports)) == 2 and all(f["dport"] == 4791 for f in jobs[2]["flows"])
+    host = prepare_jobs({"jobs": [ring("t", ["h0_0", "h1_0"])]}, fabric(), mode="host")
+    assert job_transport(host[0]) == "roce" and host[0]["dport"] == 4791
+    forced = prepare_jobs({"jobs": [ring("t", ["h0_0", "h1_0"])]}, fabric(), transport="roce")
+    assert job_transport(forced[0]) == "roce"
+
+
+@pytest.mark.parametrize("doc, transport, words", [
+    ({"jobs": [{"id": "x", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1}]}]}, "tcp",
+     "explicit-flow"),
+    ({"jobs": [ring("u", ["h0_0", "h1_0"], proto="udp", dport=5000)]}, "auto", "port 4791"),
+    ({"jobs": [ring("u", ["h0_0", "h1_0"], proto="udp")]}, "tcp", "--transport roce"),
+    ({"jobs": [ring("t", ["h0_0", "h1_0"], proto="tcp")]}, "roce", "TCP job"),
+    ({"jobs": [{"id": "x", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1,
+                                      "proto": "tcp", "dport": 80}]}]}, "auto", "flow 0"),
+    ({"jobs": [ring("t", ["h0_0", "h1_0"])]}, "quic", "transport must be"),
+])
+def test_prepare_jobs_refuses_what_the_agents_cannot_send(doc, transport, words):
+    from controller.errors import InputError
+    from emulation.run import prepare_jobs
+    with pytest.raises(InputError, match=words):
+        prepare_jobs(doc, fabric(), transport)
+
+
+class _Host:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Net:
+    def get(self, name):
+        return _Host(name)
+
+
+class _Agents:
+    def __init__(self):
+        self.started = []
+
+    def start(self, host, cmd, name):
+        self.started.append((host.name, cmd))
+
+
+def _specs(agents):
+    out = {}
+    for host, cmd in agents.started:
+        assert cmd[1:3] == ["-m", "emulation.roce"]
+        with open(cmd[cmd.index("--spec") + 1]) as fh:
+            out[host] = json.load(fh)
+    return out
+
+
+def test_roce_specs_pair_every_queue_pair_end_to_end(tmp_path):
+    """A ring of three with one split flow: each QP number appears once as a sender and once
+    as a receiver, with the part's source port and bytes on both ends."""
+    from emulation.run import _start_roce, prepare_jobs, route_payloads
+    f = fabric()
+    job = prepare_jobs({"jobs": [ring("r", ["h0_0", "h1_0", "h2_0"], proto="udp")]}, f)[0]
+    routes = [{"src": "h0_0", "dst": "h1_0", "spine": "s0", "sport": job["sport"]},
+              {"src": "h1_0", "dst": "h2_0", "sport": job["sport"],
+               "split": [{"spine": "s0", "share": 0.5, "sport": 40000},
+                         {"spine": "s1", "share": 0.5, "sport": 40001}]},
+              {"src": "h2_0", "dst": "h0_0", "spine": "s1", "sport": job["sport"]}]
+    agents, groups, qps = _Agents(), [], {}
+    _start_roce(agents, _Net(), f, job, routes, 2, str(tmp_path), "t", 0.0, groups, qps,
+                {"window": 8})
+    specs = _specs(agents)
+    assert set(specs) == {"h0_0", "h1_0", "h2_0"} and len(groups) == 3 and len(qps) == 4
+    chunk = int(4e5 / 3)
+    senders = {q["qpn"]: (h, q) for h, s in specs.items() for q in s["send"]}
+    receivers = {q["qpn"]: (h, q) for h, s in specs.items() for q in s["recv"]}
+    assert set(senders) == set(receivers) == set(qps)
+    for qpn, (h, q) in senders.items():
+        rh, rq = receivers[qpn]
+        assert (h, rh) == (qps[qpn]["src"], qps[qpn]["dst"])
+        assert q["peer"] == f.host_ip[rh] and rq["peer"] == f.host_ip[h]
+        assert q["sport"] == rq["sport"] == qps[qpn]["sport"] and q["bytes"] == rq["bytes"]
+    assert sorted(q["sport"] for q in specs["h1_0"]["send"]) == [40000, 40001]
+    assert sum(q["bytes"] for q in specs["h1_0"]["send"]) == chunk
+    assert all(s["steps"] == 4 and s["size"] == 3 and s["window"] == 8 and s["iterations"] == 2
+               for s in specs.values())
+    assert route_payloads(job, 1) == pytest.approx([4e5 / 3 * 4] * 3)
+
+
+def test_explicit_flow_specs(tmp_path):
+    from emulation.run import _start_roce, prepare_jobs
+    f = fabric()
+    job = prepare_jobs({"jobs": [{"id": "x", "flows": [
+        {"src": "h0_0", "dst": "h1_0", "bytes": 3000}, {"src": "h0_0", "dst": "h2_0", "bytes": 5000},
+        {"src": "h2_0", "dst": "h1_0", "bytes": 7000}]}]}, f)[0]
+    routes = [{"src": fl["src"], "dst": fl["dst"], "spine": "s0", "sport": fl["sport"]}
+              for fl in job["flows"]]
+    agents, groups, qps = _Agents(), [], {}
+    _start_roce(agents, _Net(), f, job, routes, 1, str(tmp_path), "t", 0.0, groups, qps, {})
+    specs = _specs(agents)
+    assert sorted(specs) == ["h0_0", "h1_0", "h2_0"]
+    assert sorted(q["bytes"] for q in specs["h0_0"]["send"]) == [3000, 5000]
+    assert sorted(q["bytes"] for q in specs["h1_0"]["recv"]) == [3000, 7000]
+    assert specs["h1_0"]["send"] == [] and all(s["steps"] == 1 for s in specs.values())
+    assert len({s["barrier"] for s in specs.values()}) == 1
+    assert sorted(s["rank"] for s in specs.values()) == [0, 1, 2]
