@@ -33,7 +33,7 @@ from scipy.optimize import linear_sum_assignment
 
 from controller.errors import InputError
 from controller.planners.auto import auto, check_options, lower_bound, max_load
-from controller.planners.repair import NO_SPINE, Routing, bits, reduce_to
+from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
 from controller.problem import Assignment, Problem
 
 
@@ -106,6 +106,11 @@ def replan(problem: Problem, previous: list, objective: str = "flows",
     ``source`` ("installed" or "fresh": which routing the result grew from).
     """
     check_options(ilp_time_limit, objective)
+    with gc_paused():
+        return _replan(problem, previous, objective, ilp_time_limit)
+
+
+def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: float):
     t0 = time.perf_counter()
     prev, broken = previous_spines(problem, previous)
     kept = prev  # broken flows are NO_SPINE already

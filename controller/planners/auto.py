@@ -44,7 +44,8 @@ from collections import Counter
 from controller.errors import InputError
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.greedy import greedy_spines
-from controller.planners.repair import Routing, bits, insert_all, reduce_to
+from controller.planners.repair import (NO_SPINE, Routing, bits, gc_paused, insert_all,
+                                        reduce_to)
 from controller.problem import Assignment, Problem
 
 OBJECTIVES = ("flows", "jobs")
@@ -145,31 +146,65 @@ def max_load(problem: Problem, spines: list[int]) -> int:
     return max(load, default=0)
 
 
-def repair_down(problem: Problem, spines: list[int], lower: int, value: int,
-                deadline: float | None = None) -> tuple[list[int], int]:
-    """Lower the max load one step at a time towards ``lower`` by chains; the routing and its
-    max load. Never worse than the input on the max load or the count of links at it."""
-    if value <= lower:
-        return spines, value
-    r = Routing(problem, spines)
-    for c in range(value - 1, lower - 1, -1):
+def koenig_partial(problem: Problem) -> list[int]:
+    """Koenig colouring onto the alive spines, NO_SPINE for flows whose spine has a dead link
+    on their path. Loads stay <= ceil(Delta / alive spines) <= the lower bound."""
+    alive = problem.fabric.alive_spines()
+    edges = list(zip(problem.src_leaf, problem.dst_leaf))
+    out = []
+    for k, c in enumerate(bipartite_edge_colouring(edges, common_first=True)):
+        s = alive[c % len(alive)]
+        out.append(s if problem.usable[k] >> s & 1 else NO_SPINE)
+    return out
+
+
+def _descend(r: Routing, lower: int, deadline: float | None) -> Routing:
+    for c in range(r.max_load() - 1, lower - 1, -1):
         if not reduce_to(r, c, deadline):
             break
-        value = c
-    if value > lower:  # rebuild by insertion at the bound, most constrained flows first
-        order = sorted(range(len(problem)), key=lambda k: len(bits(problem.usable[k])))
-        r2 = insert_all(problem, lower, order)
-        for c in range(r2.max_load() - 1, lower - 1, -1):
-            if not reduce_to(r2, c, deadline):
-                break
-        if r2.max_load() < r.max_load():
-            r = r2
-    return r.spine, r.max_load()
+    return r
+
+
+def repair_down(problem: Problem, spines: list[int], lower: int, value: int,
+                deadline: float | None = None) -> tuple[list[int], int]:
+    """Lower the max load towards ``lower`` by chains; the routing and its max load. Never
+    worse than the input on the max load (nor on the count of links at it).
+
+    Tries, until one meets ``lower``: (1) Koenig colouring with the flows it puts on a dead
+    link re-inserted by chains, most constrained first (cheap: few flows to insert);
+    (2) chains moving flows off the input's links above the bound, one level at a time;
+    (3) insertion of every flow from scratch, most constrained first.
+    """
+    if value <= lower:
+        return spines, value
+    by_constraint = sorted(range(len(problem)), key=lambda k: len(bits(problem.usable[k])))
+    best = None
+    partial = koenig_partial(problem)
+    r = _descend(insert_all(problem, lower, [k for k in by_constraint
+                                             if partial[k] == NO_SPINE], start=partial),
+                 lower, deadline)
+    if r.max_load() < value:
+        best = r
+    if best is None or best.max_load() > lower:
+        r = _descend(Routing(problem, spines), lower, deadline)
+        if best is None or r.max_load() < best.max_load() or (
+                r.max_load() == value and best.max_load() == value):
+            best = r
+    if best.max_load() > lower:
+        r = _descend(insert_all(problem, lower, by_constraint), lower, deadline)
+        if r.max_load() < best.max_load():
+            best = r
+    return best.spine, best.max_load()
 
 
 def auto(problem: Problem, ilp_time_limit: float = 10.0, objective: str = "flows") -> Assignment:
     """The escalating planner (module docstring)."""
     check_options(ilp_time_limit, objective)
+    with gc_paused():
+        return _auto(problem, ilp_time_limit, objective)
+
+
+def _auto(problem: Problem, ilp_time_limit: float, objective: str) -> Assignment:
     t0 = time.perf_counter()
     ms: dict[str, float] = {}
     spines = construct(problem)

@@ -28,12 +28,28 @@ chains are short when capacity is left anywhere near.
 """
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 
 from controller.problem import Problem
 
 NO_SPINE = -1
 _SPINES: dict[int, tuple[int, ...]] = {}
+
+
+@contextmanager
+def gc_paused():
+    """Pause the cyclic garbage collector: planning allocates 100,000s of small containers and
+    no cycles, and full collections triggered by them cost more than the planning itself on
+    large fabrics (they scan every object of the process)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def bits(mask: int) -> tuple[int, ...]:
@@ -64,13 +80,16 @@ class Routing:
         self.LS = self.n_leaves * self.S
         self.src, self.dst, self.usable = problem.src_leaf, problem.dst_leaf, problem.usable
         self.spine = list(spines)
-        self.load = [0] * (2 * self.LS)
-        self.on: list[set] = [set() for _ in range(2 * self.LS)]
         self.c = 0
         self.room = [0] * (2 * self.n_leaves)  # per leaf-side row: spines with load < c
-        for k, s in enumerate(self.spine):
+        S, LS = self.S, self.LS
+        on: list[list] = [[] for _ in range(2 * LS)]
+        for k, (a, b, s) in enumerate(zip(self.src, self.dst, self.spine)):
             if s != NO_SPINE:
-                self._add(k, s)
+                on[a * S + s].append(k)
+                on[LS + b * S + s].append(k)
+        self.load = [len(x) for x in on]
+        self.on: list[set] = [set(x) for x in on]
 
     # ---- basic moves ---------------------------------------------------------------------
     def links(self, k: int, s: int) -> tuple[int, int]:
@@ -104,9 +123,10 @@ class Routing:
         self.c = c
         S, load = self.S, self.load
         for row in range(2 * self.n_leaves):
-            m, base = 0, row * S
-            for s in range(S):
-                if load[base + s] < c:
+            base = row * S
+            m = 0
+            for s, v in enumerate(load[base:base + S]):
+                if v < c:
                     m |= 1 << s
             self.room[row] = m
 
@@ -174,13 +194,13 @@ class Routing:
             moved = {g for g, _ in moves}
             t = x % S
             row_x = x // S
+            room_x = self._room_row(row_x, delta)
             for g in self.on[x]:
                 if g in moved:
                     continue
                 up_g, down_g = self.src[g] * S + t, LS + self.dst[g] * S + t
                 oth = down_g if x == up_g else up_g
                 row_o = oth // S
-                room_x = self._room_row(row_x, delta)
                 room_o = self._room_row(row_o, delta)
                 cand = self.usable[g] & ~(1 << t)
                 both = cand & room_x & room_o
@@ -251,10 +271,12 @@ def reduce_to(r: Routing, c: int, deadline: float | None = None, budget: int = 4
     return ok and r.max_load() <= c
 
 
-def insert_all(problem: Problem, c: int, order: list[int], budget: int = 4096) -> Routing:
-    """Alternating-path insertion from scratch under capacity ``c``, flows in ``order``;
-    flows no chain can place are put on their least-loaded usable spine (over ``c``)."""
-    r = Routing(problem, [NO_SPINE] * len(problem))
+def insert_all(problem: Problem, c: int, order: list[int], budget: int = 4096,
+               start: list[int] | None = None) -> Routing:
+    """Alternating-path insertion under capacity ``c`` of the flows in ``order`` into
+    ``start`` (a partial routing, NO_SPINE for unplaced flows; empty by default); flows no
+    chain can place are put on their least-loaded usable spine (over ``c``)."""
+    r = Routing(problem, start if start is not None else [NO_SPINE] * len(problem))
     r.set_capacity(c)
     left = [k for k in order if not r.insert(k, budget)]
     S, LS, load = r.S, r.LS, r.load
