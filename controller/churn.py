@@ -38,15 +38,16 @@ from controller.problem import Assignment, Problem
 
 
 def previous_spines(problem: Problem, previous: list) -> tuple[list[int], list[int]]:
-    """Per inter-leaf flow: its installed spine, or NO_SPINE for new flows (None); and the
-    inter-leaf flows whose installed path is no longer usable (or was split)."""
+    """Per inter-leaf flow: its installed spine, or NO_SPINE for new flows (None, or empty
+    parts: the controller's mark for a flow that had no alive spine); and the inter-leaf flows
+    whose installed path is no longer usable (or was split)."""
     if len(previous) != len(problem.flows):
         raise InputError(f"previous routes: {len(previous)} entries for "
                          f"{len(problem.flows)} flows")
     spines, broken = [], []
     for k, pos in enumerate(problem.inter):
         parts = previous[pos]
-        if parts is None:
+        if not parts:  # a new flow (None), or one that had no alive spine (empty parts)
             spines.append(NO_SPINE)
             continue
         s = parts[0][0] if len(parts) == 1 else NO_SPINE
@@ -100,7 +101,8 @@ def replan(problem: Problem, previous: list, objective: str = "flows",
     """Plan ``problem`` from the installed routing ``previous`` with few moved flows.
 
     ``previous``: per flow of ``problem.flows`` (the routes format's order) its installed
-    ``(spine, share)`` parts, or None for a new or intra-leaf flow. ``info`` adds to auto's:
+    ``(spine, share)`` parts, or None (or empty parts) for a new, intra-leaf or unroutable
+    flow. ``info`` adds to auto's:
     ``moved_flows`` (installed flows whose spine changed), ``moved`` (their positions in
     ``problem.flows``), ``forced`` (of those, how many had lost their path), ``new_flows``,
     ``source`` ("installed" or "fresh": which routing the result grew from).

@@ -109,6 +109,9 @@ def test_split_or_missing_previous_parts_and_bad_length():
     result = replan(problem, [((0, 0.5), (1, 0.5)), ((1, 1.0),)])
     assert result.info["forced"] == 1 and result.info["moved"] == [0]
     assert sorted(result.spines()) == [0, 1]
+    fresh = replan(problem, [(), ((1, 1.0),)])  # empty parts: had no alive spine, now new
+    assert fresh.info["forced"] == 0 and fresh.info["new_flows"] == 1
+    assert fresh.info["moved_flows"] == 0 and fresh.spines() == [0, 1]
     with pytest.raises(InputError, match="previous routes: 1 entries for 2 flows"):
         replan(problem, [None])
     with pytest.raises(InputError, match="unknown objective"):
