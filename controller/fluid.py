@@ -97,6 +97,25 @@ def default_max_events(fabric: Fabric, jobs: list[Job], iterations: int = 1) -> 
     return job_events + spines * (transfers + 2 * job_events * flows) + 16
 
 
+def plan_max_events(plan: Plan) -> int:
+    """The exact worst case of events for ``predict_allreduce`` on ``plan``: one per job start
+    and one per route part of every step (routes never change, so no flow moves).
+
+    >>> from controller.plan import make_plan
+    >>> f = Fabric.generate(2, 4, 1)
+    >>> ring = Job("r", rings=[["h0_0", "h1_0", "h2_0", "h3_0"]], ring_bytes=4e6)
+    >>> plan_max_events(make_plan(f, [ring], "greedy"))  # 1 start + 6 steps x 4 flows
+    25
+    """
+    parts = plan.parts_by_flow()
+    total, offset = len(plan.problem.jobs), 0
+    for job in plan.problem.jobs:
+        for members, steps in _groups(job):
+            total += steps * sum(len(parts[offset + k] or ((None, 1.0),)) for k in members)
+        offset += len(job.flows())
+    return total
+
+
 class FluidSimulator:
     """Simulate ``jobs`` on ``fabric`` with routes from ``planner(active_jobs) -> Plan``.
 
@@ -308,14 +327,21 @@ def predict_allreduce(plan: Plan, max_events: int | None = None,
                       on_event: Callable[[], None] | None = None) -> dict[str, float]:
     """All-Reduce time per job for one iteration on a fixed plan, every job starting at once.
 
-    Raises ``PredictionError`` if the fluid model exceeds ``max_events`` (default: a bound
-    derived from the plan's jobs) or stalls; ``on_event`` is called once per event.
+    Raises ``PredictionError`` if the fluid model exceeds ``max_events`` (default
+    ``plan_max_events(plan)``, what a correct run can need at most) or stalls; ``on_event`` is
+    called once per event.
 
-    >>> predict_allreduce(make_plan(fabric, jobs, "split"))  # doctest: +SKIP
-    {'r': 0.00012}
+    O(events x max-min cost), events <= ``plan_max_events(plan)``.
+
+    >>> from controller.plan import make_plan
+    >>> f = Fabric.generate(2, 4, 1)  # 100 Gb/s links: 12.5 GB/s
+    >>> ring = Job("r", rings=[["h0_0", "h1_0", "h2_0", "h3_0"]], ring_bytes=4e6)
+    >>> predict_allreduce(make_plan(f, [ring], "greedy"))  # 6 steps x 1 MB at line rate
+    {'r': 0.00048}
     """
     jobs = [Job(j.id, rings=j.rings, ring_bytes=j.ring_bytes, explicit=j.explicit,
                 proto=j.proto, sport=j.sport, dport=j.dport) for j in plan.problem.jobs]
-    sim = FluidSimulator(plan.problem.fabric, jobs, lambda _: plan, 1, max_events, on_event)
+    bound = plan_max_events(plan) if max_events is None else max_events
+    sim = FluidSimulator(plan.problem.fabric, jobs, lambda _: plan, 1, bound, on_event)
     result = sim.run()
     return {jid: r["allreduce_s"][0] for jid, r in result["jobs"].items()}
