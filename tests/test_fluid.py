@@ -97,7 +97,8 @@ HUNG = [
     (["h3_0", "h7_1", "h5_0", "h0_0"], [((0, .5), (1, .5)), 0, 2, 2]),
     (["h7_0", "h3_1", "h7_1", "h3_0"], [1, 1, 0, 0]),
     (["h7_1", "h4_1", "h1_1", "h3_0"], [3, 3, 3, 3]),
-    (["h1_0", "h3_1", "h1_1", "h6_0"], [((0, .5), (1, .5)), 1, ((2, .5), (3, .5)), ((2, .5), (3, .5))]),
+    (["h1_0", "h3_1", "h1_1", "h6_0"],
+     [((0, .5), (1, .5)), 1, ((2, .5), (3, .5)), ((2, .5), (3, .5))]),
     (["h0_0", "h5_1", "h2_0", "h4_0"], [0, 0, 0, 0]),
     (["h6_1", "h3_1", "h3_0", "h5_1"], [1, None, 2, 1]),
     (["h1_1", "h5_0", "h2_0", "h0_1"], [1, 0, 0, 0]),
@@ -280,8 +281,8 @@ def mixes(draw):
 
 def mixed_plan(f, jobs, algorithms, rng):
     rand = [j for j in jobs if algorithms[j.id] == "random-split"]
-    planned = service_plan(f, [j for j in jobs if j not in rand], algorithms) if len(rand) < len(jobs) \
-        else None
+    rest = [j for j in jobs if j not in rand]
+    planned = service_plan(f, rest, algorithms) if rest else None
     routes = random_split_plan(f, rand, rng)
     if planned is not None:
         parts, k = planned.parts_by_flow(), 0

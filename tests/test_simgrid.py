@@ -54,7 +54,8 @@ def random_instance(seed: int):
     """A small fabric (some links down), ring and explicit jobs on shared hosts, and routes
     split at random into eighths over usable spines."""
     rng = random.Random(seed)
-    f = Fabric.generate(rng.choice([1, 2, 3, 3]), rng.randint(2, 3), rng.randint(1, 3), 8e-3)  # 1 MB/s
+    spines, leaves, per_leaf = rng.choice([1, 2, 3, 3]), rng.randint(2, 3), rng.randint(1, 3)
+    f = Fabric.generate(spines, leaves, per_leaf, 8e-3)  # 1 MB/s links
     down = {(leaf, s) for leaf in f.leaves for s in f.spines[1:] if rng.random() < 0.2}
     f = f.with_down(down)
     hosts = list(f.hosts)
