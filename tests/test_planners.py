@@ -181,11 +181,14 @@ def test_split_does_not_split_when_unsplit_is_one_per_link():
     assert plan.to_dict()["max_link_load"] == 1
 
 
-def test_split_falls_back_with_single_link_down():
+def test_split_with_a_single_link_down_beats_the_unsplit_optimum():
     f = fabric(4, 4, 5, down=[("l0", "s0")])
     plan = make_plan(f, [permutation_job(f)], "split")
-    assert plan.assignment.info["fallback"] == "greedy"
     check_valid(plan.problem, plan.assignment)
+    unsplit = make_plan(f, [permutation_job(f)], "auto").assignment.info
+    assert unsplit["optimal"] and unsplit["max_link_load"] == 2
+    # l0 sends 5 flows over its 3 remaining up links: no routing goes below 5/3
+    assert 5 / 3 - 1e-6 <= plan.to_dict()["max_link_load"] < 2
 
 
 def test_annealing_seed_matters_and_never_worse_than_start():
@@ -207,3 +210,16 @@ def test_load_vector_sorted_and_routes_shape():
     assert [(r["src"], r["dst"]) for r in doc["routes"]][:2] == [("h0_0", "h1_0"), ("h1_0", "h2_0")]
     assert set(doc) >= {"algorithm", "routes", "max_link_load", "links_at_max", "runtime_ms"}
     assert all(spine_list(1 << f.spine_index[r["spine"]]) for r in doc["routes"])
+
+
+def test_ilp_cutoff_proves_a_given_incumbent_optimal():
+    from tests.test_auto import confined_case
+    problem = confined_case()  # optimum 2, every cheap bound 1
+    best = ALGORITHMS["auto"](problem, ilp_time_limit=0)
+    result = ALGORITHMS["ilp"](problem, time_limit=10, incumbent=best.spines())
+    info = result.info
+    assert info["status"] == "optimal" and info["proved_by"] == "solver_cutoff"
+    assert info["incumbent_from"] == "given" and info["bound"] == info["incumbent"] == 2
+    assert result.spines() == best.spines()
+    with pytest.raises(InputError, match="positive number of seconds"):
+        ALGORITHMS["ilp"](problem, time_limit=-1)
