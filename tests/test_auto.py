@@ -201,3 +201,22 @@ def test_auto_is_deterministic_and_registered():
     a, b = make_plan(f, [job], "auto"), make_plan(f, [job], "auto")
     assert a.assignment.parts == b.assignment.parts
     assert a.to_dict()["info"]["max_link_load"] == a.to_dict()["max_link_load"]
+
+
+def test_repair_out_of_time_returns_a_valid_routing_no_worse():
+    import time as _time
+    from controller.planners.auto import max_load, repair_down
+    rng = random.Random(3)
+    for _ in range(20):
+        f, jobs = random_rings(rng.randint(4, 8), rng.randint(2, 4), 4, rng.randrange(10**6),
+                               down_links=2)
+        try:
+            problem = Problem.build(f, jobs)
+        except ConflictError:
+            continue
+        start = ALGORITHMS["greedy"](problem).spines()
+        value = max_load(problem, start)
+        spines, new = repair_down(problem, start, lower_bound(problem), value,
+                                  deadline=_time.perf_counter() - 1)
+        assert new == max_load(problem, spines) <= value
+        assert all(problem.usable[k] >> s & 1 for k, s in enumerate(spines))

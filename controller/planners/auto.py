@@ -50,6 +50,7 @@ from controller.problem import Assignment, Problem
 
 OBJECTIVES = ("flows", "jobs")
 ILP_MAX_VARIABLES = 400_000  # beyond this the model alone takes seconds and GBs: not tried
+REPAIR_TIME_LIMIT = 2.0  # seconds; repair keeps its best routing so far when time is up
 
 
 def check_options(ilp_time_limit, objective) -> None:
@@ -181,8 +182,8 @@ def repair_down(problem: Problem, spines: list[int], lower: int, value: int,
     best = None
     partial = koenig_partial(problem)
     r = _descend(insert_all(problem, lower, [k for k in by_constraint
-                                             if partial[k] == NO_SPINE], start=partial),
-                 lower, deadline)
+                                             if partial[k] == NO_SPINE], start=partial,
+                            deadline=deadline), lower, deadline)
     if r.max_load() < value:
         best = r
     if best is None or best.max_load() > lower:
@@ -190,8 +191,9 @@ def repair_down(problem: Problem, spines: list[int], lower: int, value: int,
         if best is None or r.max_load() < best.max_load() or (
                 r.max_load() == value and best.max_load() == value):
             best = r
-    if best.max_load() > lower:
-        r = _descend(insert_all(problem, lower, by_constraint), lower, deadline)
+    if best.max_load() > lower and (deadline is None or time.perf_counter() < deadline):
+        r = _descend(insert_all(problem, lower, by_constraint, deadline=deadline), lower,
+                     deadline)
         if r.max_load() < best.max_load():
             best = r
     return best.spine, best.max_load()
@@ -217,7 +219,8 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str) -> Assignment
     ms["construction"] = (t1 - t0) * 1e3
     info: dict = {"objective": objective}
     if value > lb:
-        repaired, new_value = repair_down(problem, spines, lb, value)
+        repaired, new_value = repair_down(problem, spines, lb, value,
+                                          deadline=t1 + REPAIR_TIME_LIMIT)
         if repaired != spines:
             spines, value, stage = repaired, new_value, "repair"
         ms["repair"] = (time.perf_counter() - t1) * 1e3

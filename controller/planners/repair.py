@@ -272,13 +272,19 @@ def reduce_to(r: Routing, c: int, deadline: float | None = None, budget: int = 4
 
 
 def insert_all(problem: Problem, c: int, order: list[int], budget: int = 4096,
-               start: list[int] | None = None) -> Routing:
+               start: list[int] | None = None, deadline: float | None = None) -> Routing:
     """Alternating-path insertion under capacity ``c`` of the flows in ``order`` into
     ``start`` (a partial routing, NO_SPINE for unplaced flows; empty by default); flows no
-    chain can place are put on their least-loaded usable spine (over ``c``)."""
+    chain can place (or, after ``deadline``, no direct slot) are put on their least-loaded
+    usable spine (over ``c``)."""
     r = Routing(problem, start if start is not None else [NO_SPINE] * len(problem))
     r.set_capacity(c)
-    left = [k for k in order if not r.insert(k, budget)]
+    left = []
+    for k in order:
+        if deadline is not None and budget and time.perf_counter() > deadline:
+            budget = 0  # out of time: direct slots only
+        if not r.insert(k, budget):
+            left.append(k)
     S, LS, load = r.S, r.LS, r.load
     for k in left:
         a, b = r.src[k], r.dst[k]
