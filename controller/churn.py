@@ -32,7 +32,8 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from controller.errors import InputError
-from controller.planners.auto import auto, check_options, lower_bound, max_load
+from controller.planners.auto import (REPAIR_TIME_LIMIT, auto, check_options, lower_bound,
+                                      max_load)
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
 from controller.problem import Assignment, Problem
 
@@ -134,8 +135,9 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
                     key=lambda s: (max(load[a * S + s], load[LS + b * S + s]), s))
             r._add(k, u)
     value = r.max_load()
+    deadline = time.perf_counter() + REPAIR_TIME_LIMIT
     for cap in range(value - 1, lb - 1, -1):
-        if not reduce_to(r, cap):
+        if not reduce_to(r, cap, deadline):
             break
     spines, value, source = list(r.spine), r.max_load(), "installed"
     info: dict = {}
