@@ -2,20 +2,46 @@
 
 Started with its PID recorded and stopped by that PID (never by name), after checking that no
 stale controller holds the OpenFlow or REST port: eventlet sets SO_REUSEPORT, so a second
-controller would bind silently and the switches would split between the two.
+controller would bind silently and the switches would split between the two. It runs in a
+session of its own, so a Ctrl-C in the terminal does not reach it: whoever starts it stops it
+(``emulation.session`` does, also on SIGINT).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Hold SIGINT and SIGTERM inside the block (process starts and teardowns must not be cut
+    in half); yields the list of signals that arrived, for the caller to act on afterwards.
+    Outside the main thread, where Python cannot set handlers, it holds nothing."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    old = {s: signal.getsignal(s) for s in _SIGNALS}
+    for s in _SIGNALS:
+        signal.signal(s, lambda signum, _frame: got.append(signum))
+    try:
+        yield got
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
 
 
 def listening(port: int) -> bool:
@@ -26,13 +52,18 @@ def listening(port: int) -> bool:
 class ControllerProcess:
     def __init__(self, fabric_path: str, log_path: str, algorithm: str = "greedy",
                  mode: str = "flow", rest_port: int = 8080, of_port: int = 6653,
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, token: str | None = None):
+        """``fabric_path`` None: no declared fabric (the controller discovers it). ``token``:
+        the controller's --mlroute-token, sent by ``rest`` on writing requests."""
+        fabric = ["--mlroute-fabric", fabric_path] if fabric_path else []
         self.args = [os.path.join(os.path.dirname(sys.executable), "ryu-manager"),
-                     "--user-flags", os.path.join(REPO, "controller", "flags.py"),
-                     "--mlroute-fabric", fabric_path, "--mlroute-algorithm", algorithm,
+                     "--user-flags", os.path.join(REPO, "controller", "flags.py"), *fabric,
+                     "--mlroute-algorithm", algorithm,
                      "--mlroute-mode", mode, "--wsapi-port", str(rest_port),
-                     "--ofp-tcp-listen-port", str(of_port), *(extra_args or []),
+                     "--ofp-tcp-listen-port", str(of_port),
+                     *(["--mlroute-token", token] if token else []), *(extra_args or []),
                      os.path.join(REPO, "controller", "app.py")]
+        self.token = token
         self.log_path = log_path
         self.rest_port, self.of_port = rest_port, of_port
         self.proc: subprocess.Popen | None = None
@@ -48,22 +79,29 @@ class ControllerProcess:
                 raise RuntimeError(f"port {port} is already in use (a stale controller?); "
                                    "stop it before starting another")
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT,
-                                     cwd=REPO, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"controller exited with {self.proc.returncode}; "
-                                   f"see {self.log_path}")
-            try:
-                status, _ = self.rest("GET", "/v1/fabric")
-                if status == 200:
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise TimeoutError(f"controller REST API did not answer within {timeout:g} s")
+        with signals_held() as got:  # no Ctrl-C between the fork and knowing the PID
+            self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT,
+                                         cwd=REPO, start_new_session=True)
+        try:
+            if got:
+                raise KeyboardInterrupt
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"controller exited with {self.proc.returncode}; "
+                                       f"see {self.log_path}")
+                try:
+                    status, _ = self.rest("GET", "/v1/fabric")
+                    if status == 200:
+                        return self
+                except OSError:
+                    pass
+                time.sleep(0.2)
+            raise TimeoutError(f"controller REST API did not answer within {timeout:g} s")
+        except BaseException:
+            with signals_held():
+                self.stop()
+            raise
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -79,8 +117,10 @@ class ControllerProcess:
 
     def rest(self, method: str, path: str, doc=None, timeout: float = 60.0) -> tuple[int, dict]:
         data = None if doc is None else (doc if isinstance(doc, bytes) else json.dumps(doc).encode())
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if self.token and method not in ("GET", "HEAD"):
+            headers["Authorization"] = f"Bearer {self.token}"
+        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status, json.loads(resp.read() or b"{}")

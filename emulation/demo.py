@@ -6,9 +6,12 @@ in Mininet, the mlroute controller in ryu-manager. Workload: two ring All-Reduce
 over four uplinks and ECMP's hash puts some of them on one link. Each routing runs 2 iterations.
 The table shows the measured All-Reduce time, the ideal (shaped line rate), the fluid model's
 prediction for the same routes, the planned max link load and the flows whose path the switch
-counters proved. Results: results/demo/summary.json and summary.png.
+counters proved. Results: results/demo/summary.json and summary.png (``results/`` is generated
+and not tracked; the README's picture is docs/demo.png, copied from a run).
 
-``--simulate`` prints the fluid model's comparison only (no root, no Mininet).
+``--simulate`` prints the fluid model's comparison only (no root, no Mininet). ``--spines``,
+``--leaves``, ``--hosts-per-leaf``, ``--bw`` and ``--bytes`` change the defaults (smaller runs
+for tests). Ctrl-C or SIGTERM stops the agents, the fabric and the controller; exit status 130.
 """
 from __future__ import annotations
 
@@ -45,21 +48,32 @@ def main(argv=None) -> int:
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--mode", default="flow", choices=["flow", "sr"])
     ap.add_argument("--out", default=os.path.join("results", "demo"))
+    ap.add_argument("--spines", type=int, default=SPINES)
+    ap.add_argument("--leaves", type=int, default=LEAVES)
+    ap.add_argument("--hosts-per-leaf", type=int, default=HOSTS)
+    ap.add_argument("--bw", type=float, default=BW_MBPS, help="Mbit/s on every link")
+    ap.add_argument("--bytes", type=float, default=RING_BYTES, help="bytes per ring")
     args = ap.parse_args(argv)
     if args.simulate:
         print(simulate_only())
         return 0
     from emulation.run import emulate, format_summary
-    print(f"fabric: {SPINES} spines x {LEAVES} leaves x {HOSTS} hosts, {BW_MBPS:g} Mbit/s links; "
-          f"jobs: 2 rings of {LEAVES} ranks, {RING_BYTES / 1e6:g} MB each; {args.iterations} "
-          "iterations per routing",
-          flush=True)
+    from emulation.session import install_interrupt_handler
+    install_interrupt_handler()
+    print(f"fabric: {args.spines} spines x {args.leaves} leaves x {args.hosts_per_leaf} hosts, "
+          f"{args.bw:g} Mbit/s links; jobs: {args.hosts_per_leaf} rings of {args.leaves} ranks, "
+          f"{args.bytes / 1e6:g} MB each; {args.iterations} iterations per routing (ECMP, then "
+          "greedy); outputs in " + args.out, flush=True)
     try:
-        summary = emulate(SPINES, LEAVES, HOSTS, BW_MBPS, demo_jobs(), ["ecmp", "greedy"],
-                          args.mode, args.iterations, args.out)
+        summary = emulate(args.spines, args.leaves, args.hosts_per_leaf, args.bw,
+                          demo_jobs(args.leaves, args.hosts_per_leaf, args.bytes),
+                          ["ecmp", "greedy"], args.mode, args.iterations, args.out)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: agents, fabric and controller stopped", file=sys.stderr)
+        return 130
     print(format_summary(summary))
     rounds = {r["algorithm"]: r for r in summary["rounds"]}
     slowest = {a: max(sum(j["allreduce_s"]) / len(j["allreduce_s"]) for j in r["jobs"].values())

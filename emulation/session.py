@@ -1,23 +1,58 @@
 """One running emulation: the mlroute controller (real ryu-manager, a subprocess) in front of a
-Mininet leaf-spine of Open vSwitch switches, every switch provisioned. Always torn down.
+Mininet leaf-spine of Open vSwitch switches, every switch provisioned. Always torn down, also
+when Ctrl-C (SIGINT) or SIGTERM arrives at any moment, during start-up or during teardown.
 
     with Session(4, 8, 2, bw=10, outdir="results/x") as s:
         s.ctl.rest("POST", "/v1/jobs", job); s.net.get("h0_0").cmd(...)
+
+Why teardown needs care: the controller runs in its own session (a terminal's SIGINT does not
+reach it) and Mininet's host shells detach too, so whatever this process fails to stop stays
+behind: a ryu-manager holding the ports (the next controller would share them silently), bridges
+and veths (the next run fails with "File exists"). Teardown therefore holds SIGINT and SIGTERM
+until it is done, and a fabric whose build was interrupted is removed by Mininet's cleanup once
+the controller is stopped (that cleanup kills controllers by name; ours is gone by then).
 """
 from __future__ import annotations
 
 import json
 import os
+import signal
+import sys
 
 from controller.errors import InputError
 from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess
+from emulation.controller_proc import ControllerProcess, signals_held
 from topologies.clos import clos_fabric
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _stop_on_signal(signum, _frame):
+    """First Ctrl-C or SIGTERM: unwind through every ``finally``; later ones are ignored so
+    that the cleanup they trigger can finish."""
+    for s in _SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def install_interrupt_handler() -> None:
+    """For command-line entry points that run an emulation (run, trace, demo): SIGTERM stops
+    them as Ctrl-C does, and a second signal does not interrupt the cleanup of the first."""
+    for s in _SIGNALS:
+        signal.signal(s, _stop_on_signal)
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
 
 
 class Session:
     def __init__(self, spines: int, leaves: int, hosts_per_leaf: int, bw: float, outdir: str,
-                 mode: str = "flow", state: bool = False, extra_args: list[str] | None = None):
+                 mode: str = "flow", state: bool = False, extra_args: list[str] | None = None,
+                 token: str | None = None, progress=None):
+        """``token``: the controller's --mlroute-token (sent by ``ctl.rest`` on writing
+        requests); ``progress``: a function called with one line per start-up step (the
+        command-line tools print them on stderr), None for silence."""
         self.shape = (spines, leaves, hosts_per_leaf)
         self.bw = bw
         self.dir = outdir
@@ -26,13 +61,16 @@ class Session:
         self.fabric_path = os.path.join(outdir, "fabric.json")
         self.state = os.path.join(outdir, "state.db") if state else None
         self.extra_args = list(extra_args or [])
+        self.token = token
+        self.progress = progress or (lambda _msg: None)
         self.ctl: ControllerProcess | None = None
         self.net = None
+        self._building = False  # a fabric build began and self.net does not hold it yet
 
     def controller(self, log: str = "controller.log") -> ControllerProcess:
         extra = (["--mlroute-state", self.state] if self.state else []) + self.extra_args
         return ControllerProcess(self.fabric_path, os.path.join(self.dir, log), mode=self.mode,
-                                 extra_args=extra)
+                                 extra_args=extra, token=self.token)
 
     def wait_ready(self, timeout: float = 60) -> None:
         fabricnet.wait_until(lambda: self.ctl.rest("GET", "/v1/fabric")[1].get("ready"), timeout,
@@ -41,26 +79,65 @@ class Session:
     def __enter__(self) -> "Session":
         if os.geteuid() != 0:
             raise InputError("the emulation needs root (Mininet, Open vSwitch)")
-        os.makedirs(self.dir, exist_ok=True)
-        with open(self.fabric_path, "w") as fh:
-            json.dump(self.fabric.to_dict(), fh)
-        fabricnet.ensure_ovs()
-        fabricnet.cleanup()  # leftovers of a killed run; no controller of ours runs yet
         try:
-            self.ctl = self.controller().start()
+            os.makedirs(self.dir, exist_ok=True)
+            with open(self.fabric_path, "w") as fh:
+                json.dump(self.fabric.to_dict(), fh)
+            fabricnet.ensure_ovs()
+            fabricnet.cleanup()  # leftovers of a killed run; no controller of ours runs yet
+            s, l, h = self.shape
+            self.progress(f"starting the controller (log {self.ctl_log})")
+            self.ctl = self.controller()
+            self.ctl.start()
+            self.progress(f"building the fabric: {s} spines x {l} leaves x {h} hosts")
+            self._building = True
             self.net = fabricnet.build(*self.shape, self.bw, self.ctl.of_port)
+            self._building = False
             fabricnet.start(self.net, timeout=60)
+            self.progress("waiting for every switch to be provisioned")
             self.wait_ready()
+            self.progress("fabric ready")
         except BaseException:
-            self.__exit__(None, None, None)
+            self.__exit__(*sys.exc_info())
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    @property
+    def ctl_log(self) -> str:
+        return os.path.join(self.dir, "controller.log")
+
+    def __exit__(self, exc_type=None, exc=None, tb=None) -> None:
+        """Stop the fabric, then the controller, with SIGINT and SIGTERM held; a signal that
+        arrived meanwhile is raised as KeyboardInterrupt afterwards unless an exception is
+        already on its way. Idempotent: a teardown started again continues where it was."""
+        interrupted = False
+        while True:
+            try:
+                with signals_held() as got:
+                    self._teardown()
+                interrupted = interrupted or bool(got)
+                break
+            except KeyboardInterrupt:  # arrived before the handlers were in place: go on
+                interrupted = True
+        if interrupted and exc_type is None:
+            raise KeyboardInterrupt
+
+    def _teardown(self) -> None:
+        dirty = self._building
+        if self.net is not None or dirty:
+            self.progress("stopping the fabric")
         try:
             if self.net is not None:
-                self.net.stop()
-                self.net = None
+                net, self.net = self.net, None
+                try:
+                    net.stop()
+                except Exception as e:  # noqa: BLE001 - half-started fabric: clean up below
+                    _stderr(f"warning: stopping the fabric: {e}; cleaning up instead")
+                    dirty = True
         finally:
             if self.ctl is not None:
+                self.progress("stopping the controller")
                 self.ctl.stop()
+            if dirty:  # only now: Mininet's cleanup kills every ryu-manager by name
+                fabricnet.cleanup()
+                self._building = False

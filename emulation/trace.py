@@ -6,8 +6,9 @@ which spine they crossed (the spine whose port from the source leaf received the
         [--count 20] [--mode flow|sr]
 
 starts the controller and the fabric, posts the jobs, probes every planned flow and prints, per
-flow, the planned and the traced spine. ``trace_route`` does the same inside any running
-emulation (tests, the runner).
+flow, the planned and the traced spine (progress on stderr). ``trace_route`` does the same
+inside any running emulation (tests, the runner). Ctrl-C or SIGTERM stops the probe sender, the
+fabric and the controller; exit status 130.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from controller.jsonio import read_json
 from controller.errors import InputError
 from emulation import ovs
 from emulation.controller_proc import REPO
-from emulation.session import Session
+from emulation.session import Session, install_interrupt_handler
 
 ROCE_PORT = 4791
 
@@ -54,8 +55,13 @@ def trace_route(net, fabric, route: dict, count: int = 20, settle: float = 1.0) 
            "--src-mac", fabric.host_mac[src], "--dst-mac", fabric.host_mac[dst],
            "--src-ip", fabric.host_ip[src], "--dst-ip", fabric.host_ip[dst],
            "--sport", str(sport), "--dport", str(dport), "--count", str(count)]
-    p = host.popen(cmd, cwd=REPO)
-    out, err = p.communicate(timeout=60)
+    p = host.popen(cmd, cwd=REPO)  # in a session of its own: Ctrl-C does not reach it
+    try:
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
     if p.returncode != 0:
         raise RuntimeError(f"probe sender failed: {err.decode(errors='replace')[-500:]}")
     time.sleep(settle)
@@ -97,25 +103,36 @@ def main(argv=None) -> int:
         return _send(args)
     if not args.jobs:
         ap.error("--jobs is required")
+    install_interrupt_handler()
+
+    def progress(msg):
+        print(f"trace: {msg}", file=sys.stderr, flush=True)
     try:
         doc = read_json(args.jobs, "jobs")
         outdir = args.out or tempfile.mkdtemp(prefix="mlroute-trace-")
         results = []
-        with Session(args.spines, args.leaves, args.hosts_per_leaf, 0, outdir, args.mode) as s:
+        with Session(args.spines, args.leaves, args.hosts_per_leaf, 0, outdir, args.mode,
+                     progress=progress) as s:
             for job in doc.get("jobs", []):
                 job = {**job, "algorithm": args.algorithm}
                 for item in [job] if "flows" not in job else job["flows"]:
                     item.setdefault("proto", "udp")  # RoCEv2 unless the file says otherwise
                     item.setdefault("dport", ROCE_PORT)
+                progress(f"posting job {job.get('id')}")
                 status, view = s.ctl.rest("POST", "/v1/jobs", job)
                 if status != 201:
                     raise InputError(f"job {job.get('id')}: {view.get('error')}")
-                for route in view["routes"]:
-                    if route.get("spine"):
-                        results.append(trace_route(s.net, s.fabric, route, args.count))
+                routes = [r for r in view["routes"] if r.get("spine")]
+                for i, route in enumerate(routes):
+                    progress(f"job {job.get('id')}: probing flow {i + 1}/{len(routes)} "
+                             f"{route['src']} -> {route['dst']}")
+                    results.append(trace_route(s.net, s.fabric, route, args.count))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted: probes, fabric and controller stopped", file=sys.stderr)
+        return 130
     ok = sum(r["spine"] == r["planned"] for r in results)
     for r in results:
         print(f"{r['src']:>6} -> {r['dst']:<6} udp {r['sport']:>5}->{r['dport']:<5} "
