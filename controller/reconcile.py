@@ -38,6 +38,7 @@ class Reconciler:
         self.describe = describe  # dpid -> switch name, for messages
         self.installed: dict[int, SwitchState] = {}  # synchronised switches
         self.pending: set[int] = set()  # connected switches to read and repair
+        self.last_sync: dict[int, dict] = {}  # dpid -> what its last read-and-repair sent
 
     # ---- switches coming and going --------------------------------------------------------
     def connected(self, dpid: int) -> None:
@@ -78,9 +79,11 @@ class Reconciler:
         self.installed[dpid] = have
         self.pending.discard(dpid)
         self.counters["reconnects"] += 1
-        self._count(make, brk)
-        return {"added": sum(m.kind == "flow_add" for m in make),
-                "removed": sum(m.kind == "flow_delete" for m in brk)}
+        stats = self._count(make, brk)
+        stats["messages"] = len(make) + len(brk)
+        stats["entries_read"] = len(have.rules)
+        self.last_sync[dpid] = stats
+        return stats
 
     # ---- changes --------------------------------------------------------------------------
     def check_offline(self, want: dict, current: Callable[[], dict], name: Callable[[int], str]):

@@ -226,7 +226,8 @@ class RouteService:
             return self._fabric_view()
 
     def _fabric_view(self) -> dict:
-        return views.fabric_view(self.state, self.reconciler.installed, self.reconciler.pending)
+        rec = self.reconciler
+        return views.fabric_view(self.state, rec.installed, rec.pending, rec.last_sync)
 
     # ---- jobs -------------------------------------------------------------------------------
     def post_job(self, doc) -> dict:

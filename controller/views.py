@@ -21,7 +21,8 @@ def need_fabric(state: ControllerState):
     return state.fabric
 
 
-def fabric_view(state: ControllerState, installed: dict, pending: set) -> dict:
+def fabric_view(state: ControllerState, installed: dict, pending: set,
+                last_sync: dict | None = None) -> dict:
     f, d = state.fabric, state.declared
     seen = {}
     for dpid, s in sorted(state.switches.items()):
@@ -34,7 +35,8 @@ def fabric_view(state: ControllerState, installed: dict, pending: set) -> dict:
             "ports_down": sorted(p for p, up in s.ports.items() if not up),
             "rules": None if table is None else len(table.rules),
             "job_rules": None if table is None else sum(
-                1 for r in table.rules.values() if r.cookie != COOKIE_STATIC)}
+                1 for r in table.rules.values() if r.cookie != COOKIE_STATIC),
+            "last_sync": (last_sync or {}).get(dpid)}
     missing, port_issues = [], []
     if f:
         for sw in f.spines + f.leaves:
