@@ -595,7 +595,7 @@ def main(argv=None) -> int:
     ap.add_argument("--transport", default="auto", choices=TRANSPORTS,
                     help="roce: UDP 4791 with BTH, go-back-N; tcp: TCP ring agents; auto: RoCE "
                          "for UDP and explicit-flow jobs and in host mode")
-    ap.add_argument("--roce-window", type=int, default=16, help="packets in flight per QP")
+    ap.add_argument("--roce-window", type=int, default=32, help="packets in flight per QP")
     ap.add_argument("--roce-mtu", type=int, default=4096, help="payload bytes per RoCE packet")
     ap.add_argument("--jobs", required=True)
     ap.add_argument("--iterations", type=int, default=3)

@@ -64,7 +64,9 @@ def _processes_mentioning(text: str) -> list[tuple[int, str]]:
 
 @pytest.mark.integration
 @pytest.mark.timeout(240)
-def test_ctrl_c_on_the_runner_stops_agents_controller_and_fabric(tmp_path):
+@pytest.mark.parametrize("transport, agent", [("roce", "emulation.roce"),
+                                              ("tcp", "emulation.agents")])
+def test_ctrl_c_on_the_runner_stops_agents_controller_and_fabric(tmp_path, transport, agent):
     from tests.integration import require_root_and_ovs
     require_root_and_ovs()
     out = tmp_path / "run"
@@ -77,13 +79,13 @@ def test_ctrl_c_on_the_runner_stops_agents_controller_and_fabric(tmp_path):
     runner = subprocess.Popen(
         [sys.executable, "-m", "emulation.run", "--spines", "2", "--leaves", "4",
          "--hosts-per-leaf", "1", "--bw", "1", "--jobs", str(jobs), "--iterations", "5",
-         "--transport", "roce", "--no-ping", "--out", str(out)],
+         "--transport", transport, "--no-ping", "--out", str(out)],
         cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         agents = []
         while time.monotonic() < deadline and runner.poll() is None:
-            agents = [p for p in _processes_mentioning(str(out)) if "emulation.roce" in p[1]]
+            agents = [p for p in _processes_mentioning(str(out)) if agent in p[1]]
             if len(agents) == 4:
                 break
             time.sleep(0.5)
