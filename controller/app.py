@@ -56,7 +56,7 @@ class MlrouteApp(app_manager.RyuApp):
                 raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
         opts = {a: planner_options(a, conf.mlroute_seed, conf.mlroute_ecmp_salt,
                                    conf.mlroute_ilp_time_limit)
-                for a in ("annealing", "ecmp", "ilp")}
+                for a in ("annealing", "ecmp", "ilp", "auto")}
         self.timeout = conf.mlroute_barrier_timeout
         self.datapaths = {}
         self.waiting = {}  # barrier xid -> hub.Event
@@ -65,6 +65,7 @@ class MlrouteApp(app_manager.RyuApp):
         store = StateStore(conf.mlroute_state) if conf.mlroute_state else None
         self.service = RouteService(self, fabric, conf.mlroute_algorithm, conf.mlroute_mode,
                                     planner_opts=opts, store=store,
+                                    objective=conf.mlroute_objective,
                                     on_progress=lambda: hub.sleep(0),
                                     dead_after=conf.mlroute_dead_after)
         self.multipart = {}  # (dpid, xid) -> parts received so far

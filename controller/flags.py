@@ -13,9 +13,12 @@ from oslo_config import cfg
 OPTS = [
     cfg.StrOpt("mlroute-fabric", default=None,
                help="fabric JSON with wiring (dpids, ports, host_ip, host_mac); else PUT /v1/fabric"),
-    cfg.StrOpt("mlroute-algorithm", default="greedy",
-               help="planner for jobs that do not ask for one: greedy, ecmp, edge-coloring, "
-                    "annealing, ilp, split"),
+    cfg.StrOpt("mlroute-algorithm", default="auto",
+               help="planner for jobs that do not ask for one: auto (recommended), greedy, "
+                    "ecmp, edge-coloring, annealing, ilp, split"),
+    cfg.StrOpt("mlroute-objective", default="flows",
+               help="auto's objective for jobs that do not ask for one: flows (max-min link "
+                    "flow counts) or jobs (worst job's predicted iteration slowdown)"),
     cfg.StrOpt("mlroute-mode", default="flow",
                help="enforcement for jobs that do not ask for one: flow or sr"),
     cfg.StrOpt("mlroute-state", default=None,
@@ -24,7 +27,9 @@ OPTS = [
                  help="seconds between port and flow statistics requests (0: off)"),
     cfg.FloatOpt("mlroute-barrier-timeout", default=5.0,
                  help="seconds a switch has to confirm rules (barrier reply)"),
-    cfg.FloatOpt("mlroute-ilp-time-limit", default=10.0, help="ILP time limit in seconds"),
+    cfg.FloatOpt("mlroute-ilp-time-limit", default=10.0,
+                 help="ILP time limit in seconds (the ilp planner; auto's ILP stage, run off "
+                      "the request path; 0 turns auto's ILP stage off)"),
     cfg.IntOpt("mlroute-seed", default=1234, help="simulated annealing seed"),
     cfg.IntOpt("mlroute-ecmp-salt", default=0, help="salt of the ECMP hash"),
     cfg.FloatOpt("mlroute-dead-after", default=3.0,

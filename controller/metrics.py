@@ -55,6 +55,9 @@ class ServiceCollector:
                                       value=c["messages_sent"])
             yield CounterMetricFamily("mlroute_failures_handled",
                                       "link or switch failures handled", value=c["failures_handled"])
+            yield CounterMetricFamily("mlroute_moved_flows",
+                                      "running flows moved to another spine by re-plans",
+                                      value=c.get("moved_flows", 0))
             yield _histogram("mlroute_install_seconds", "time to install and confirm a change",
                              state.install_s)
             yield _histogram("mlroute_planner_seconds", "planner runtime per call",

@@ -19,8 +19,11 @@ from controller import views
 from controller.desired import desired_tables, installed_plan
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
 from controller.fabric import Fabric
+from controller.fluid import PredictionError, predict_allreduce
 from controller.jobs import parse_job
+from controller.churn import replan
 from controller.plan import Plan, planner_options, run_planner
+from controller.planners.auto import OBJECTIVES
 from controller.planners import ALGORITHMS
 from controller.problem import Problem
 from controller.reconcile import Installer, Reconciler
@@ -36,12 +39,14 @@ JOB_ID = re.compile(r"[A-Za-z0-9._~-]{1,64}")
 
 class RouteService:
     def __init__(self, installer: Installer, fabric: Fabric | None = None,
-                 algorithm: str = "greedy", mode: str = "flow",
+                 algorithm: str = "auto", mode: str = "flow",
                  clock: Callable[[], float] = time.time, planner_opts: dict | None = None,
                  store=None, on_progress: Callable[[], None] | None = None,
-                 dead_after: float = 0.0):
+                 dead_after: float = 0.0, objective: str = "flows"):
         if algorithm not in ALGORITHMS:
             raise InputError(f"unknown algorithm {algorithm!r}")
+        if objective not in OBJECTIVES:
+            raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
         if mode not in MODES:
             raise InputError(f"unknown mode {mode!r}")
         if fabric is not None and not fabric.wired:
@@ -50,6 +55,8 @@ class RouteService:
         self.reconciler = Reconciler(installer, self.state.counters, self._name)
         self.algorithm = algorithm
         self.mode = mode
+        self.objective = objective
+        self.last_moved = 0  # flows moved by the last re-plan (auto's churn planner)
         self.clock = clock
         self.planner_opts = planner_opts or {}
         self.on_progress = on_progress  # called during long computations (cooperative yield)
@@ -150,7 +157,8 @@ class RouteService:
         st.fabric = fabric
         st.version += 1
         algs = {r.algorithm for r in st.jobs.values()
-                if (went_down and self._crosses(r, went_down)) or (came_up and r.unroutable())}
+                if (went_down and self._crosses(r, went_down)) or (came_up and r.unroutable())
+                or (came_up and r.algorithm == "auto")}
         records, error, stats = st.jobs, None, None
         try:
             records = self._plan(st.jobs, algs)
@@ -168,6 +176,7 @@ class RouteService:
                  "links_down": sorted(f"{l}-{s}" for l, s in went_down),
                  "links_up": sorted(f"{l}-{s}" for l, s in came_up),
                  "replanned": sorted(algs) if error is None else [],
+                 "moved_flows": self.last_moved if error is None and algs else 0,
                  "rules": _public(stats), "error": error,
                  "unroutable_flows": sum(len(r.unroutable()) for r in st.jobs.values()),
                  "recovery_ms": round((time.perf_counter() - t0) * 1e3, 3)}
@@ -256,6 +265,12 @@ class RouteService:
             if mode not in MODES:
                 raise InputError(f"job {job.id}: unknown mode {mode!r} "
                                  f"(choose from {', '.join(MODES)})")
+            objective = job.options.get("objective", self.objective)
+            if objective not in OBJECTIVES:
+                raise InputError(f"job {job.id}: unknown objective {objective!r} "
+                                 f"(choose from {', '.join(OBJECTIVES)})")
+            if objective != "flows" and algorithm != "auto":
+                raise InputError(f"job {job.id}: objective {objective!r} needs algorithm 'auto'")
             records = dict(st.jobs)
             records[job.id] = JobRecord(job, st.next_number, algorithm, mode, self.clock())
             planned = self._plan(records, {algorithm})
@@ -268,7 +283,8 @@ class RouteService:
             stats = self._change(planned)
             st.next_number += 1
             view = self._job_view(job.id)
-            view.update(install_ms=round((stats["seconds"] or 0) * 1e3, 3), rules=_public(stats))
+            view.update(install_ms=round((stats["seconds"] or 0) * 1e3, 3), rules=_public(stats),
+                        moved_flows=self.last_moved)
             return view
 
     def delete_job(self, job_id: str) -> dict:
@@ -286,7 +302,7 @@ class RouteService:
             views.need_fabric(st)
             planned = self._plan(st.jobs, {r.algorithm for r in st.jobs.values()})
             stats = self._change(planned)
-            return {"jobs": list(st.jobs), "rules": _public(stats),
+            return {"jobs": list(st.jobs), "rules": _public(stats), "moved_flows": self.last_moved,
                     **views.links_view(st, self.current_plan())["summary"]}
 
     def _change(self, records: dict) -> dict:
@@ -339,13 +355,26 @@ class RouteService:
         leaf pair with no alive spine get no route (UNROUTABLE) instead of failing the plan."""
         out = {k: v.copy() for k, v in records.items()}
         fabric = self.state.fabric
-        for alg in sorted(algorithms):
-            group = [r for r in out.values() if r.algorithm == alg]
-            if not group:
-                continue
+        self.last_moved = 0
+        groups = {}
+        for r in out.values():
+            if r.algorithm in algorithms:
+                objective = (r.job.options.get("objective", self.objective)
+                             if r.algorithm == "auto" else "flows")
+                groups.setdefault((r.algorithm, objective), []).append(r)
+        for (alg, objective), group in sorted(groups.items()):
             problem = Problem.build(fabric, [r.job for r in group], skip_unroutable=True)
-            assignment, ms = run_planner(problem, alg,
-                                         **self.planner_opts.get(alg, planner_options(alg)))
+            if alg == "auto":  # from the installed routes: move only what must or helps
+                previous = [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
+                t0 = time.perf_counter()
+                assignment = replan(problem, previous, objective, ilp_time_limit=0)
+                ms = (time.perf_counter() - t0) * 1e3
+                self.last_moved += assignment.info["moved_flows"]
+                self.state.counters["moved_flows"] = (self.state.counters.get("moved_flows", 0)
+                                                      + assignment.info["moved_flows"])
+            else:
+                assignment, ms = run_planner(problem, alg,
+                                             **self.planner_opts.get(alg, planner_options(alg)))
             self.state.record("planner_ms", ms)
             parts = Plan(alg, problem, assignment, ms).parts_by_flow()
             for pos in problem.unroutable:
@@ -373,7 +402,6 @@ class RouteService:
         return cached.get(job_id, {"seconds": None, "error": "not predicted"})
 
     def _predict_all(self) -> dict:
-        from controller.fluid import predict_allreduce
         st = self.state
         out, routable = {}, []
         for r in st.jobs.values():
@@ -389,8 +417,8 @@ class RouteService:
         if plan is None:
             return out
         try:
-            times = predict_allreduce(plan, **self._predict_options())
-        except Exception as e:  # noqa: BLE001 - report, never fail the view
+            times = predict_allreduce(plan, on_event=self.on_progress)
+        except PredictionError as e:
             LOG.error("mlroute: prediction failed: %s", e)
             for r in routable:
                 out[r.job.id] = {"seconds": None, "error": f"prediction failed: {e}"}
@@ -398,12 +426,6 @@ class RouteService:
         for r in routable:
             out[r.job.id] = {"seconds": times.get(r.job.id)}
         return out
-
-    def _predict_options(self) -> dict:
-        import inspect
-        from controller.fluid import predict_allreduce
-        params = inspect.signature(predict_allreduce).parameters
-        return {"on_event": self.on_progress} if self.on_progress and "on_event" in params else {}
 
     # ---- telemetry ---------------------------------------------------------------------------
     def port_stats(self, dpid: int, tx_bytes: dict[int, int], now: float | None = None) -> None:
