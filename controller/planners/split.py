@@ -51,7 +51,7 @@ from controller.planners.lp import TOL, fractional_lower_bound, fractional_optim
 from controller.problem import Assignment, Problem
 
 FLOOR = 1.0  # one flow per link: no part can send faster than its NIC
-_SLACK = 1e-7  # numerical slack on the LP's link bound
+_SLACK = 1e-9  # numerical slack on the LP's link bound
 
 
 def split(problem: Problem, granularity: int | None = None, time_limit: float = 10.0) -> Assignment:
@@ -68,11 +68,14 @@ def split(problem: Problem, granularity: int | None = None, time_limit: float = 
         result = mcnaughton(problem)
         if granularity is None or _granular(result, granularity):
             if granularity is not None:
-                result.info["granularity"] = granularity
+                result = _snap(result, granularity)
             return result
     result = lp_split(problem)
-    if granularity is not None and not _granular(result, granularity):
-        result = _granular_split(problem, result, granularity, time_limit)
+    if granularity is not None:
+        if _granular(result, granularity):
+            result = _snap(result, granularity)
+        else:
+            result = _granular_split(problem, result, granularity, time_limit)
     result.info["wall_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
     return result
 
@@ -256,7 +259,17 @@ def _normalise(p: dict) -> dict:
 
 # ---- granularity: shares in multiples of 1/k ------------------------------------------------
 def _granular(a: Assignment, k: int) -> bool:
-    return all(abs(x * k - round(x * k)) <= 1e-6 for p in a.parts for _, x in p)
+    """Every share is a multiple of 1/k up to the LP's tolerance (and rounds to a sum of 1)."""
+    return all(abs(x * k - round(x * k)) <= 1e-6 for p in a.parts for _, x in p) and \
+        all(sum(round(x * k) for _, x in p) == k for p in a.parts)
+
+
+def _snap(a: Assignment, k: int) -> Assignment:
+    """Shares rounded to exact multiples of 1/k (they are within the LP's tolerance)."""
+    snapped = Assignment([tuple((s, round(x * k) / k) for s, x in p if round(x * k))
+                          for p in a.parts])
+    snapped.info = {**a.info, "granularity": k, **_counts(snapped)}
+    return snapped
 
 
 def _granular_split(problem: Problem, fractional: Assignment, k: int,
