@@ -1,5 +1,7 @@
 """Plots of the paper grid (matplotlib, headless): All-Reduce slowdown CDF, slowdown against the
-number of jobs and against failed spines, and planner runtime CDF.
+number of jobs and against failed spines, and planner runtime CDF; and of the realistic grid:
+slowdown CDF, worst job per cell against the two bounds, slowdown by failure pattern and by
+utilisation.
 
 Slowdown = measured All-Reduce time / ideal (line rate, no sharing), so models of different size
 share one axis. As the paper's analysis does, iteration 0 of every job is left out.
@@ -19,7 +21,9 @@ FIRST_ITERATION = 1
 
 # distinct dashes and widths so that algorithms with identical results stay visible
 STYLES = {"ecmp": ("-", 2.0), "edge-coloring": ("-", 4.5), "annealing": ("-", 2.0),
-          "ilp": ("--", 3.0), "greedy": (":", 2.2), "split": ("-", 2.0)}
+          "ilp": ("--", 3.0), "greedy": (":", 2.2), "split": ("-", 2.0), "auto": ("-.", 2.2)}
+MARKERS = {"ecmp": "x", "edge-coloring": "s", "annealing": "^", "ilp": "D", "greedy": "o",
+           "split": "*", "auto": "P"}
 
 
 def _label(alg: str) -> str:
@@ -81,6 +85,77 @@ def paper_plots(results: list[dict], out: str) -> list[str]:
     files.append(_finish(fig, ax, "planner runtime per call (ms, log)", "CDF over planner calls",
                          out, "paper_planner_runtime_cdf.png"))
     return files
+
+
+def realistic_plots(results: list[dict], out: str) -> list[str]:
+    """The realistic grid (``emulation.paper.run_realistic_cell`` results)."""
+    from emulation.paper import unsplit_floor
+    algorithms = list(results[0]["algorithms"]) if results else []
+    files = []
+
+    def slowdowns(alg, keep=lambda r: True):
+        return [j["slowdown"] for r in results if keep(r)
+                for j in r["algorithms"][alg]["jobs"].values()]
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    for alg in algorithms:
+        _cdf(ax, slowdowns(alg), alg)
+    ax.set_title("Realistic placements: All-Reduce time, every job at once")
+    files.append(_finish(fig, ax, "All-Reduce time / ideal", "CDF over (cell, job)", out,
+                         "realistic_allreduce_cdf.png"))
+
+    # worst job of every cell against the unsplit and fractional optimum of that cell
+    fig, ax = plt.subplots(figsize=(9.0, 4.8))
+    x = np.arange(len(results))
+    for alg in algorithms:
+        worst = [max(j["slowdown"] for j in r["algorithms"][alg]["jobs"].values()) for r in results]
+        ax.plot(x, worst, linestyle="none", marker=MARKERS.get(alg, "o"), markersize=6,
+                fillstyle="none", label=_label(alg))
+    floors = [unsplit_floor(r) for r in results]
+    ax.step(x, floors, where="mid", color="black", linewidth=1.5, label="unsplit optimum (ILP)")
+    unproven = [i for i, r in enumerate(results) if not r["bounds"]["unsplit"]["proven"]]
+    if unproven:
+        ax.plot(unproven, [floors[i] for i in unproven], "kx", markersize=10,
+                label="ILP not proven (best bound)")
+    ax.step(x, [r["bounds"]["fractional"]["value"] for r in results], where="mid", color="grey",
+            linewidth=1.5, linestyle="--", label="fractional optimum (LP)")
+    ax.set_xticks(x, [f"{r['cell']['failures']}\n{r['cell']['utilisation']:.0%} s{r['cell']['seed']}"
+                      for r in results], fontsize=6, rotation=90)
+    _log_y(ax)
+    ax.set_title("Worst job per cell against the two bounds")
+    files.append(_finish(fig, ax, "cell (failures, utilisation, seed)",
+                         "worst All-Reduce time / ideal (log)", out, "realistic_cells.png"))
+
+    for key, xlabel, name in (("failures", "failure pattern", "realistic_vs_failures.png"),
+                              ("utilisation", "server utilisation", "realistic_vs_utilisation.png")):
+        xs = list(dict.fromkeys(r["cell"][key] for r in results))
+        if key == "utilisation":
+            xs.sort()
+        fig, ax = plt.subplots(figsize=(6.4, 4.6))
+        pos = np.arange(len(xs))
+        for alg in algorithms:
+            ys = [np.mean(slowdowns(alg, lambda r, v=v: r["cell"][key] == v) or [np.nan])
+                  for v in xs]
+            ax.plot(pos, ys, marker=MARKERS.get(alg, "o"), **_style(alg))
+        for label, value, style in (
+                ("unsplit optimum (ILP)", unsplit_floor, {"color": "black"}),
+                ("fractional optimum (LP)", lambda r: r["bounds"]["fractional"]["value"],
+                 {"color": "grey", "linestyle": "--"})):
+            ys = [np.mean([value(r) for r in results if r["cell"][key] == v]) for v in xs]
+            ax.plot(pos, ys, linewidth=1.2, label=label, **style)
+        ax.set_xticks(pos, [f"{v:.0%}" if key == "utilisation" else v for v in xs])
+        _log_y(ax)
+        files.append(_finish(fig, ax, xlabel, "mean All-Reduce time / ideal (log)", out, name))
+    return files
+
+
+def _log_y(ax):
+    """Log y axis with plain tick labels (slowdowns 1 to about 6)."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, ScalarFormatter
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(FixedLocator([1, 1.1, 1.25, 1.5, 2, 3, 4, 6, 8]))
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _finish(fig, ax, xlabel: str, ylabel: str, out: str, name: str) -> str:
