@@ -87,3 +87,11 @@ def test_apply_advice_keeps_the_job():
     assert (new.id, new.ring_bytes, new.compute_s) == ("r", 4e6, 0.5)
     assert "predicted_allreduce_s" not in adv["jobs"]["r"]
     assert len(Problem.build(f, [new])) == 2
+
+
+def test_docstring_examples():
+    import doctest
+
+    import controller.ringorder
+    result = doctest.testmod(controller.ringorder)
+    assert result.attempted > 0 and result.failed == 0

@@ -55,11 +55,26 @@ _SLACK = 1e-9  # numerical slack on the LP's link bound
 
 
 def split(problem: Problem, granularity: int | None = None, time_limit: float = 10.0) -> Assignment:
-    """Split few flows to reach the fractional optimum of the max directed-link load."""
+    """Split few flows to reach the fractional optimum of the max directed-link load (module
+    docstring); ``granularity`` k makes every share a multiple of 1/k.
+
+    Cost: O(F * Delta) on uniform fabrics (McNaughton); otherwise the edge colouring, the greedy
+    and one to three LP solves over the freed flows (0.02-0.5 s at 64 x 32 with a few links
+    down), plus an ILP within ``time_limit`` seconds when a granularity needs it.
+
+    >>> from controller.fabric import Fabric
+    >>> from controller.jobs import Flow, Job
+    >>> f = Fabric.generate(4, 5, 4).with_down({("l0", "s0")})  # l0 keeps 3 up links
+    >>> job = Job("j", explicit=[Flow("j", f"h0_{k}", f"h{k + 1}_0", 1e6) for k in range(4)])
+    >>> a = split(Problem.build(f, [job]))
+    >>> round(a.info["fractional_optimum"], 6), a.info["split_flows"], a.info["subflows"]
+    (1.333333, 1, 3)
+    """
     if granularity is not None and (isinstance(granularity, bool) or not isinstance(granularity, int)
                                     or granularity < 1):
         raise InputError(f"split: granularity must be a positive integer, got {granularity!r}")
-    if not time_limit > 0:
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or \
+            not time_limit > 0:
         raise InputError(f"split: time limit must be positive, got {time_limit!r}")
     if not len(problem):
         return Assignment([], {"method": "none", "split_flows": 0, "subflows": 0})
