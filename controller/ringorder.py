@@ -87,7 +87,7 @@ def apply_advice(job: Job, advice: dict) -> Job:
                dport=job.dport, options=dict(job.options))
 
 
-def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy",
+def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
                  predict: bool = True, **options) -> dict:
     """Ring order advice for every ring of every collective job (explicit-flow jobs are left as
     they are), with the saving in inter-leaf flows and, with ``predict``, in predicted time.
