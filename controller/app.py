@@ -67,7 +67,9 @@ class MlrouteApp(app_manager.RyuApp):
                                     planner_opts=opts, store=store,
                                     objective=conf.mlroute_objective,
                                     on_progress=lambda: hub.sleep(0),
-                                    dead_after=conf.mlroute_dead_after)
+                                    dead_after=conf.mlroute_dead_after, sleep=hub.sleep,
+                                    link_gbps=conf.mlroute_link_gbps)
+        self.lldp_interval = conf.mlroute_lldp_interval
         self.multipart = {}  # (dpid, xid) -> parts received so far
         self.stats_interval = conf.mlroute_stats_interval
         kwargs["wsgi"].register(RestController, {"app": self})
@@ -178,6 +180,15 @@ class MlrouteApp(app_manager.RyuApp):
             else:  # something mlroute never writes: keep it distinct so the entry is replaced
                 out.append(("unknown", repr(a)))
         return tuple(out)
+
+    def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        dp = self.datapaths.get(dpid)
+        if dp is None:
+            raise InstallError(f"switch {self._name(dpid)} is not connected")
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        dp.send_msg(parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER,
+                                        in_port=ofp.OFPP_CONTROLLER,
+                                        actions=[parser.OFPActionOutput(port)], data=frame))
 
     def _barrier(self, dp):
         msg = dp.ofproto_parser.OFPBarrierRequest(dp)
@@ -291,10 +302,13 @@ class MlrouteApp(app_manager.RyuApp):
 
     def _tick(self) -> None:
         """Time for the service: switches silent past the grace time count as failed."""
+        last_probe = 0.0
         while True:
             hub.sleep(1.0)
+            probe = self.lldp_interval > 0 and time.monotonic() - last_probe >= self.lldp_interval
+            last_probe = time.monotonic() if probe else last_probe
             try:
-                self.service.tick()
+                self.service.tick(probe=probe)
             except Exception:  # noqa: BLE001 - keep ticking; the error is logged
                 LOG.exception("mlroute: periodic check failed")
 
@@ -370,7 +384,13 @@ class MlrouteApp(app_manager.RyuApp):
     def _packet_in(self, ev):
         msg = ev.msg
         dp = msg.datapath
-        pkt = packet.Packet(msg.data)
+        hub.spawn(self._guarded, self._answer, dp, msg.match["in_port"], msg.data)
+
+    def _answer(self, dp, in_port: int, data: bytes) -> None:
+        """Feed discovery, then answer an ARP request for a known address (off the loop:
+        the service may be busy)."""
+        self.service.packet_in(dp.id, in_port, data)
+        pkt = packet.Packet(data)
         req = pkt.get_protocol(arp.arp)
         if req is None or req.opcode != arp.ARP_REQUEST:
             return
@@ -383,7 +403,6 @@ class MlrouteApp(app_manager.RyuApp):
                                    dst_mac=req.src_mac, dst_ip=req.src_ip))
         reply.serialize()
         ofp, parser = dp.ofproto, dp.ofproto_parser
-        in_port = msg.match["in_port"]
         dp.send_msg(parser.OFPPacketOut(dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=ofp.OFPP_CONTROLLER,
                                         actions=[parser.OFPActionOutput(in_port)],
                                         data=reply.data))

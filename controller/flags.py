@@ -12,7 +12,8 @@ from oslo_config import cfg
 
 OPTS = [
     cfg.StrOpt("mlroute-fabric", default=None,
-               help="fabric JSON with wiring (dpids, ports, host_ip, host_mac); else PUT /v1/fabric"),
+               help="fabric JSON with wiring (dpids, ports, host_ip, host_mac); without it the "
+                    "fabric is discovered (LLDP, ARP), or declared by PUT /v1/fabric"),
     cfg.StrOpt("mlroute-algorithm", default="auto",
                help="planner for jobs that do not ask for one: auto (recommended), greedy, "
                     "ecmp, edge-coloring, annealing, ilp, split"),
@@ -35,6 +36,10 @@ OPTS = [
     cfg.FloatOpt("mlroute-dead-after", default=3.0,
                  help="seconds a switch may stay disconnected before its links count as "
                       "failed (a lost control connection alone does not stop forwarding)"),
+    cfg.FloatOpt("mlroute-lldp-interval", default=1.0,
+                 help="seconds between LLDP probe rounds of discovery (0: no probes)"),
+    cfg.FloatOpt("mlroute-link-gbps", default=None,
+                 help="link speed of a discovered fabric (LLDP cannot measure it; default 100)"),
     cfg.StrOpt("mlroute-token", default=None, secret=True,
                help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>'"),
 ]

@@ -6,7 +6,7 @@ mlroute_measured_link_bps{link}, mlroute_path_imbalance{direction,stat},
 mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
 mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram),
 mlroute_unroutable_flows{src_leaf,dst_leaf}, mlroute_switch_syncs_total,
-mlroute_openflow_messages_total.
+mlroute_openflow_messages_total, mlroute_wiring_problems{kind}.
 """
 from __future__ import annotations
 
@@ -73,6 +73,15 @@ class ServiceCollector:
             yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
                                     value=sum(1 for d, s in state.switches.items() if s.connected and
                                               f is not None and d in f.switch_of_dpid))
+            wiring = GaugeMetricFamily("mlroute_wiring_problems",
+                                       "discovered cabling that differs from the fabric in use",
+                                       labels=["kind"])
+            kinds: dict = {}
+            for p in svc.finder.problems:
+                kinds[p["kind"]] = kinds.get(p["kind"], 0) + 1
+            for kind, n in sorted(kinds.items()):
+                wiring.add_metric([kind], n)
+            yield wiring
             if f is None:
                 return
             planned = GaugeMetricFamily("mlroute_planned_link_flows",

@@ -30,6 +30,9 @@ class Installer(Protocol):
         """The flow and group entries a switch holds now (flow stats, group description);
         raise InstallError if it does not answer in time."""
 
+    def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        """Send a frame out of a switch port (LLDP and ARP probes of discovery)."""
+
 
 class Reconciler:
     def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex):

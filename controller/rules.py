@@ -22,7 +22,7 @@ from controller.errors import InputError
 from controller.fabric import Fabric
 from controller.jobs import Flow
 from controller.openflow import (ETH_ARP, ETH_IPV4, ETH_MPLS, COOKIE_STATIC, FlowRule,
-                                 GroupEntry, job_cookie, rule)
+                                 GroupEntry, Message, job_cookie, rule)
 
 MODES = ("flow", "sr")
 SPINE_LABEL_BASE = 100000
@@ -30,6 +30,8 @@ LEAF_LABEL_BASE = 200000
 SPLIT_SPORT_BASE = 40000
 DEFAULT_GROUP = 1
 T_CLASSIFY, T_DELIVER = 0, 1
+PRIO_LLDP = 1100
+ETH_LLDP = 0x88CC
 PRIO_ARP, PRIO_MPLS, PRIO_PLANNED, PRIO_LOCAL, PRIO_FROM_SPINE, PRIO_DEFAULT = (
     1000, 900, 500, 100, 20, 10)
 
@@ -49,7 +51,7 @@ def link_up(fabric: Fabric, leaf: str, spine: str) -> bool:
 def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[GroupEntry]]:
     dpid = fabric.dpids[switch]
     ip = fabric.host_ip
-    rules: list[FlowRule] = []
+    rules: list[FlowRule] = [lldp_trap(dpid)]
     if switch in fabric.leaf_index:
         hosts = fabric.hosts_of_leaf[switch]
         rules.append(rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)]))
@@ -86,6 +88,20 @@ def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[Grou
             rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
                               [("output", port)]))
     return rules, []
+
+
+def lldp_trap(dpid: int) -> FlowRule:
+    """LLDP to the controller on every switch: discovery sees (and keeps checking) the links."""
+    return rule(dpid, T_CLASSIFY, PRIO_LLDP, {"eth_type": ETH_LLDP}, [("controller",)])
+
+
+def bootstrap_messages(dpid: int) -> list[Message]:
+    """What a switch outside the known fabric gets: LLDP and ARP to the controller, so that
+    discovery finds its links and hosts. Both are static entries of a leaf, so a switch that
+    turns out to be a leaf keeps them when it is reconciled."""
+    return [Message("flow_add", rule=lldp_trap(dpid)),
+            Message("flow_add", rule=rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP},
+                                          [("controller",)]))]
 
 
 def part_sport(flow: Flow, part: int, parts: int) -> int:

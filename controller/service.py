@@ -9,6 +9,7 @@ reconciler after the operation, never by a nested call: the lock is not re-entra
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import re
 import threading
@@ -19,6 +20,7 @@ from controller import views
 from controller.desired import desired_tables, installed_plan
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
 from controller.fabric import Fabric
+from controller.finder import FabricFinder
 from controller.fluid import PredictionError, predict_allreduce
 from controller.jobs import parse_job
 from controller.churn import replan
@@ -27,7 +29,7 @@ from controller.planners.auto import OBJECTIVES
 from controller.planners import ALGORITHMS
 from controller.problem import Problem
 from controller.reconcile import Installer, Reconciler
-from controller.rules import MODES
+from controller.rules import MODES, bootstrap_messages
 from controller.state import (UNROUTABLE, ControllerState, JobRecord, SwitchSeen,
                               effective_fabric, flow_key, from_doc, to_doc)
 
@@ -42,7 +44,9 @@ class RouteService:
                  algorithm: str = "auto", mode: str = "flow",
                  clock: Callable[[], float] = time.time, planner_opts: dict | None = None,
                  store=None, on_progress: Callable[[], None] | None = None,
-                 dead_after: float = 0.0, objective: str = "flows"):
+                 dead_after: float = 0.0, objective: str = "flows",
+                 sleep: Callable[[float], None] = time.sleep, resolve_timeout: float = 3.0,
+                 link_gbps: float | None = None):
         if algorithm not in ALGORITHMS:
             raise InputError(f"unknown algorithm {algorithm!r}")
         if objective not in OBJECTIVES:
@@ -69,6 +73,12 @@ class RouteService:
         self.state.fabric = declared
         self.state.jobs = jobs
         self.state.next_number = number
+        # discovery: checks a declared fabric, or finds the fabric when none is declared
+        self.finder = FabricFinder(fabric, link_gbps)
+        self.finder.recognised = None if fabric is not None else declared
+        self.sleep = sleep  # waits without holding the lock (the shell's green sleep)
+        self.resolve_timeout = resolve_timeout  # seconds to find a host by ARP probes
+        self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
 
     # read-only shortcuts for the shell, the metrics and tests
     @property
@@ -101,8 +111,10 @@ class RouteService:
         read and only the difference is sent), and handle the links that came back."""
         with self.lock:
             self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
+            self.finder.switch_up(dpid, ports, self.clock())
             f = self.state.declared
             if f is None or dpid not in f.switch_of_dpid:
+                self._bootstrap(dpid)
                 return
             self.reconciler.connected(dpid)
             self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
@@ -113,25 +125,72 @@ class RouteService:
             s = self.state.switches.setdefault(dpid, SwitchSeen())
             s.connected = False
             s.since = self.clock()
+            self.finder.switch_down(dpid, self.clock())
             self.reconciler.disconnected(dpid)
             f = self.state.declared
             if f is not None and dpid in f.switch_of_dpid:
                 self._topology_changed(f"switch {f.switch_of_dpid[dpid]} disconnected")
                 self._drain()
 
-    def tick(self) -> None:
-        """Called periodically: a switch silent for longer than ``dead_after`` now counts as
-        failed (its links go down and the jobs crossing them are re-planned)."""
+    def tick(self, probe: bool = True) -> None:
+        """Called periodically (each second): LLDP probes out of every port (``probe``), the
+        fabric adopted once discovery settled, and a switch silent for longer than
+        ``dead_after`` counts as failed (its links go down, jobs crossing them re-planned)."""
         with self.lock:
+            now = self.clock()
+            for dpid, port, frame in self.finder.lldp_probes(now) if probe else ():
+                self._packet_out(dpid, port, frame)
+            found = self.finder.settle(now)
+            if found is not None:
+                self._adopt(found, "fabric discovered")
             if self.state.declared is not None:
                 self._topology_changed("switch disconnected for longer than "
                                        f"{self.dead_after:g} s")
                 self._drain()
 
+    def packet_in(self, dpid: int, port: int, frame: bytes) -> None:
+        """An LLDP probe or a host's ARP/IPv4 packet reached the controller."""
+        with self.lock:
+            self.finder.packet_in(dpid, port, frame, self.clock())
+
+    def _packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        try:
+            self.reconciler.installer.packet_out(dpid, port, frame)
+        except InstallError as e:  # a switch that just left; the next round tries again
+            LOG.debug("mlroute: packet-out to %s failed: %s", self._name(dpid), e)
+
+    def _bootstrap(self, dpid: int) -> None:
+        """A switch that is not part of the fabric (yet): LLDP and ARP to the controller, so
+        that discovery can see its links and hosts. Reconciled like any entry once known."""
+        try:
+            self.reconciler.installer.install({dpid: bootstrap_messages(dpid)})
+        except InstallError as e:
+            LOG.error("mlroute: switch %#x: %s", dpid, e)
+
+    def _adopt(self, fabric: Fabric, cause: str) -> None:
+        """Use a discovered fabric. With jobs running it must keep every switch, port and host
+        they know (it may add hosts and switches and change which links are down)."""
+        st = self.state
+        if st.declared is not None and st.jobs and not _extends(st.declared, fabric):
+            st.add_event({"time": self.clock(), "cause": cause, "error": (
+                "the discovered wiring changes switches or hosts that running jobs use: kept "
+                "the fabric in use; delete the jobs to adopt it")})
+            return
+        st.declared = fabric
+        rec = self.reconciler
+        rec.forget(lambda d: d in fabric.switch_of_dpid)
+        for dpid, seen in st.switches.items():
+            if seen.connected and dpid in fabric.switch_of_dpid and dpid not in rec.installed:
+                rec.connected(dpid)
+        self._topology_changed(cause, force=True)
+        self._drain()
+        self._save()
+
     def port_changed(self, dpid: int, port: int, up: bool) -> None:
         """A port went up or down; a leaf-spine link that went down re-plans the jobs using it."""
         with self.lock:
             self.state.switches.setdefault(dpid, SwitchSeen(True)).ports[port] = up
+            self.finder.port_changed(dpid, port, up, self.clock())
             f = self.state.declared
             if f is None or dpid not in f.switch_of_dpid:
                 return
@@ -141,7 +200,7 @@ class RouteService:
                 self._topology_changed(f"port {sw}:{port} to {peer} {'up' if up else 'down'}")
                 self._drain()
 
-    def _topology_changed(self, cause: str) -> None:
+    def _topology_changed(self, cause: str, force: bool = False) -> None:
         """Recompute the effective fabric. Jobs crossing links that went down are re-planned
         (per algorithm group) and installed make before break, with the new static entries;
         flows that had no alive spine are planned as soon as one returns. A leaf pair that
@@ -149,10 +208,11 @@ class RouteService:
         t0 = time.perf_counter()
         st = self.state
         fabric = effective_fabric(st.declared, st.switches, self.clock(), self.dead_after)
-        if fabric.down == st.fabric.down:
+        before = st.fabric.down if st.fabric is not None else fabric.down
+        if fabric.down == before and not force:
             return
-        went_down = fabric.down - st.fabric.down
-        came_up = st.fabric.down - fabric.down
+        went_down = fabric.down - before
+        came_up = before - fabric.down
         old_fabric = st.fabric
         st.fabric = fabric
         st.version += 1
@@ -212,6 +272,7 @@ class RouteService:
             st = self.state
             if st.jobs:
                 raise ConflictError("fabric: delete the running jobs before replacing the fabric")
+            self.finder.declared = fabric
             old = st.declared, st.fabric
             st.declared = fabric
             st.fabric = effective_fabric(fabric, st.switches, self.clock(), self.dead_after)
@@ -236,10 +297,14 @@ class RouteService:
 
     def _fabric_view(self) -> dict:
         rec = self.reconciler
-        return views.fabric_view(self.state, rec.installed, rec.pending, rec.last_sync)
+        doc = views.fabric_view(self.state, rec.installed, rec.pending, rec.last_sync)
+        doc["discovery"] = {"mode": "checking the declared fabric" if self.finder.declared
+                            else "discovering", "wiring_problems": self.finder.problems}
+        return doc
 
     # ---- jobs -------------------------------------------------------------------------------
     def post_job(self, doc) -> dict:
+        doc = self._resolve_addresses(doc)
         with self.lock:
             st = self.state
             fabric = views.need_fabric(st)
@@ -446,16 +511,108 @@ class RouteService:
         if self.store is not None:
             self.store.save(to_doc(self.state))
 
-    # ---- ARP --------------------------------------------------------------------------------
+    # ---- addresses ----------------------------------------------------------------------------
     def arp_answer(self, ip: str) -> str | None:
-        """The MAC of the declared host owning ``ip`` (the controller answers ARP requests)."""
-        f = self.state.fabric
-        if f is None:
-            return None
-        for host, addr in f.host_ip.items():
-            if addr == ip:
-                return f.host_mac.get(host)
-        return None
+        """The MAC owning ``ip`` for the controller's ARP answers: the fabric's hosts, else a
+        host discovery has heard. An unknown address is looked for with ARP probes (at most
+        one round per second per address) and None is returned for now."""
+        with self.lock:
+            f = self.state.fabric
+            for host, addr in (f.host_ip.items() if f else ()):
+                if addr == ip:
+                    return f.host_mac.get(host)
+            mac = self.finder.mac_of(ip)
+            if mac is None and self.finder.declared is None:
+                self._probe(ip)
+            return mac
+
+    def _probe(self, ip: str) -> None:
+        now = self.clock()
+        if now - self._arp_probed.get(ip, -1e9) < 1.0:
+            return
+        self._arp_probed[ip] = now
+        if len(self._arp_probed) > 4096:
+            self._arp_probed = {k: v for k, v in self._arp_probed.items() if now - v < 10}
+        for dpid, port, frame in self.finder.arp_probes(ip):
+            self._packet_out(dpid, port, frame)
+
+    def _resolve_addresses(self, doc):
+        """A job may name ranks by IPv4 address: replace each by its host's name. An address
+        no host of the fabric has is looked for with ARP probes (discovery) for at most
+        ``resolve_timeout`` seconds, then it is a 400 naming it."""
+        if not isinstance(doc, dict):
+            return doc
+        addresses = {a for a in _addresses(doc)}
+        if not addresses:
+            return doc
+        deadline = self.clock() + self.resolve_timeout
+        while True:
+            with self.lock:
+                f = self.state.fabric
+                names = {ip: h for h, ip in (f.host_ip.items() if f else ())}
+                missing = sorted(addresses - set(names))
+                if not missing:
+                    return _renamed(doc, names)
+                if self.finder.declared is not None or self.clock() >= deadline:
+                    raise InputError(
+                        f"no host has address {missing[0]}" + (
+                            " in the declared fabric" if self.finder.declared is not None else
+                            f" (ARP probes for {self.resolve_timeout:g} s got no answer)"))
+                for ip in missing:
+                    if self.finder.mac_of(ip) is None:
+                        self._probe(ip)
+                found = self.finder.settle(self.clock(), force=all(
+                    self.finder.mac_of(ip) for ip in missing))
+                if found is not None:
+                    self._adopt(found, "fabric discovered")
+            self.sleep(0.1)
+
+
+def _addresses(doc: dict) -> set[str]:
+    """IPv4 addresses used as ranks or flow ends in a job document."""
+    names = [x for r in doc.get("rings", []) if isinstance(r, list) for x in r]
+    names += doc.get("ranks", []) if isinstance(doc.get("ranks"), list) else []
+    for fl in doc.get("flows", []) if isinstance(doc.get("flows"), list) else []:
+        if isinstance(fl, dict):
+            names += [fl.get("src"), fl.get("dst")]
+    out = set()
+    for n in names:
+        if isinstance(n, str) and n.count(".") == 3:
+            try:
+                out.add(str(ipaddress.IPv4Address(n)))
+            except ValueError:
+                pass
+    return out
+
+
+def _renamed(doc: dict, names: dict) -> dict:
+    def name(x):
+        return names.get(x, x) if isinstance(x, str) else x
+    doc = dict(doc)
+    if isinstance(doc.get("ranks"), list):
+        doc["ranks"] = [name(x) for x in doc["ranks"]]
+    if isinstance(doc.get("rings"), list):
+        doc["rings"] = [[name(x) for x in r] if isinstance(r, list) else r for r in doc["rings"]]
+    if isinstance(doc.get("flows"), list):
+        doc["flows"] = [dict(fl, src=name(fl.get("src")), dst=name(fl.get("dst")))
+                        if isinstance(fl, dict) else fl for fl in doc["flows"]]
+    return doc
+
+
+def _extends(old: Fabric, new: Fabric) -> bool:
+    """``new`` keeps every switch, port, host and address of ``old`` (links may differ)."""
+    if old.spines != new.spines[:len(old.spines)] or old.leaves != new.leaves[:len(old.leaves)]:
+        return False
+    if any(new.dpids.get(k) != v for k, v in old.dpids.items()):
+        return False
+    for host, leaf in old.hosts.items():
+        if (new.hosts.get(host) != leaf or new.host_ip.get(host) != old.host_ip.get(host) or
+                new.host_mac.get(host) != old.host_mac.get(host) or
+                new.ports.get(leaf, {}).get(host) != old.ports[leaf].get(host)):
+            return False
+    return all(new.ports.get(sw, {}).get(peer) == port
+               for sw, ports in old.ports.items() for peer, port in ports.items()
+               if peer in old.spine_index or peer in old.leaf_index)
 
 
 def _public(stats: dict | None) -> dict | None:

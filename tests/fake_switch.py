@@ -21,6 +21,7 @@ class FakeSwitches:
         self.groups = {d: {} for d in dpids}
         self.fail = set()  # dpids that reject their next batch (once)
         self.offline = set()  # dpids that do not answer table reads
+        self.packets_out = []  # (dpid, port, frame) sent by the controller
         self.sent = []  # every message, in order
 
     # Installer
@@ -33,6 +34,9 @@ class FakeSwitches:
                 raise InstallError(f"switch {dpid:#x} rejected a rule")
         for dpid, msgs in batches.items():
             self._apply(dpid, msgs)
+
+    def packet_out(self, dpid, port, frame):
+        self.packets_out.append((dpid, port, frame))
 
     def read_tables(self, dpid):
         if dpid in self.offline:
