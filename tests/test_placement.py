@@ -106,3 +106,19 @@ def test_cli_writes_readme_formats(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "emulation.placement", "--utilisation", "2",
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize("failures", ["none", "1 spine + 3 links"])
+def test_realistic_grid_cell_is_consistent_with_its_bounds(failures):
+    from emulation.paper import ALGORITHMS, run_realistic_cell, unsplit_floor
+    r = run_realistic_cell({"utilisation": 0.9, "failures": failures, "seed": 1},
+                           ALGORITHMS, 20.0, (8, 16, 16))
+    frac, floor = r["bounds"]["fractional"]["value"], unsplit_floor(r)
+    assert r["bounds"]["unsplit"]["proven"]
+    assert 1.0 <= frac <= floor + 1e-9
+    for alg, a in r["algorithms"].items():
+        assert a["max_link_load"] >= (frac if alg == "split" else floor) - 1e-6, alg
+        for j in a["jobs"].values():
+            assert j["slowdown"] >= 1 - 1e-9, alg
+    assert r["algorithms"]["split"]["max_link_load"] == pytest.approx(frac, abs=1e-6)
+    assert r["algorithms"]["ilp"]["max_link_load"] == floor
