@@ -291,8 +291,9 @@ def main(argv=None) -> int:
                    "wall_s": round(time.perf_counter() - t0, 1), "plots": pngs}
             with open(os.path.join(args.out, "realistic_summary.json"), "w") as fh:
                 json.dump(doc, fh, indent=1)
-            with open(os.path.join(args.out, "realistic_cells.json"), "w") as fh:
-                json.dump(results, fh, indent=1)
+            os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)  # not kept in git
+            with open(os.path.join(args.out, "raw", "realistic_cells.json"), "w") as fh:
+                json.dump(results, fh)
             report["realistic"] = doc
     print(json.dumps(report, indent=1))
     return 0
