@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import bisect
+import errno
 import json
 import os
 import random
@@ -448,6 +449,12 @@ class Agent:
             self.tx[sport].sendto(payload, (peer, ROCE_PORT))
         except (BlockingIOError, ConnectionRefusedError):
             self.send_errors += 1  # like a drop: the timeout or a NAK recovers
+        except OSError as e:
+            if e.errno == errno.EMSGSIZE:
+                raise ValueError(f"a {len(payload)}-byte RoCE packet does not fit the path MTU "
+                                 "to " + peer + "; choose a smaller RoCE MTU (--roce-mtu 1024)"
+                                 ) from e
+            raise
 
     def _send_window(self, now: float) -> None:
         """Round robin over the queue pairs, one packet each, until every window is full."""

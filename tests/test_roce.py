@@ -414,3 +414,26 @@ def test_roce_ring_and_explicit_flows_in_emulation(tmp_path, mode):
     assert totals["packets_sent"] == sum(f["packets_sent"] for f in flows)
     with open(tmp_path / "summary.json") as fh:
         assert json.load(fh)["rounds"][0]["flows"] == flows
+
+
+def test_packet_larger_than_the_path_mtu_is_a_clear_error():
+    """With DF set, a packet over the path MTU fails to send (EMSGSIZE): the agent says which
+    option to change instead of dying on an OSError."""
+    import errno
+    from emulation.roce import Agent
+
+    class TooBig:
+        def sendto(self, payload, addr):
+            raise OSError(errno.EMSGSIZE, "Message too long")
+
+        def close(self):
+            pass
+    agent = Agent({"ip": "127.0.0.1", "steps": 1, "recv": [],
+                   "send": [{"qpn": 1, "peer": "127.0.0.2", "sport": 40200, "bytes": 10}]})
+    try:
+        agent.tx[40200].close()
+        agent.tx[40200] = TooBig()
+        with pytest.raises(ValueError, match="smaller RoCE MTU"):
+            agent._send(40200, "127.0.0.2", b"x" * 4154)
+    finally:
+        agent.close()
