@@ -10,6 +10,8 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import socket
+import threading
 import time
 
 from ryu import cfg
@@ -23,6 +25,8 @@ from ryu.lib.packet import arp, ethernet, packet
 from ryu.ofproto import ofproto_common, ofproto_v1_3
 
 from controller import api, flags
+from controller.cluster import Cluster, ClusterError
+from controller.etcd import Etcd, EtcdError
 from controller.jsonio import read_json
 from controller.listen import check_free
 from controller.errors import InputError, InstallError
@@ -30,6 +34,7 @@ from controller.fabric import Fabric
 from controller.metrics import exposition
 from controller.openflow import (COOKIE_EXACT, COOKIE_JOB, COOKIE_OWNER_MASK, FlowRule,
                                  GroupEntry, Message, SwitchState)
+from controller.offpath import plan_in_subprocess
 from controller.plan import planner_options
 from controller.service import RouteService
 from controller.store import StateStore
@@ -62,17 +67,21 @@ class MlrouteApp(app_manager.RyuApp):
         self.waiting = {}  # barrier xid -> hub.Event
         self.reads = {}  # (dpid, xid) of a table read -> (hub.Event, entries so far)
         self.errors = {}  # dpid -> list of (xid, text)
-        store = StateStore(conf.mlroute_state) if conf.mlroute_state else None
+        store = self._store(conf)
         self.service = RouteService(self, fabric, conf.mlroute_algorithm, conf.mlroute_mode,
                                     planner_opts=opts, store=store,
                                     objective=conf.mlroute_objective,
                                     on_progress=lambda: hub.sleep(0),
                                     dead_after=conf.mlroute_dead_after, sleep=hub.sleep,
-                                    link_gbps=conf.mlroute_link_gbps)
+                                    link_gbps=conf.mlroute_link_gbps,
+                                    hold_down=conf.mlroute_hold_down)
         self.lldp_interval = conf.mlroute_lldp_interval
+        self.improving = False
         self.multipart = {}  # (dpid, xid) -> parts received so far
         self.stats_interval = conf.mlroute_stats_interval
         kwargs["wsgi"].register(RestController, {"app": self})
+        if self.cluster is not None:
+            self._join_cluster()
         if self.stats_interval > 0:
             self.poller = hub.spawn(self._poll_stats)
         self.ticker = hub.spawn(self._tick)
@@ -300,6 +309,17 @@ class MlrouteApp(app_manager.RyuApp):
         except InputError as e:
             LOG.error("mlroute: %s: %s", fn.__name__, e)
 
+    def _improve(self) -> None:
+        """Anytime planning off the request path: the ILP runs in a child process."""
+        try:
+            result = self.service.improve(plan_in_subprocess)
+            if result:
+                LOG.info("mlroute: off-path planning: %s", result)
+        except Exception:  # noqa: BLE001 - logged; the installed plan stays
+            LOG.exception("mlroute: off-path planning failed")
+        finally:
+            self.improving = False
+
     def _tick(self) -> None:
         """Time for the service: switches silent past the grace time count as failed."""
         last_probe = 0.0
@@ -307,10 +327,136 @@ class MlrouteApp(app_manager.RyuApp):
             hub.sleep(1.0)
             probe = self.lldp_interval > 0 and time.monotonic() - last_probe >= self.lldp_interval
             last_probe = time.monotonic() if probe else last_probe
+            if self.service.unproven and not self.improving:
+                self.improving = True
+                hub.spawn(self._improve)
             try:
                 self.service.tick(probe=probe)
             except Exception:  # noqa: BLE001 - keep ticking; the error is logged
                 LOG.exception("mlroute: periodic check failed")
+
+    # ---- redundant controllers: OpenFlow roles (controller/cluster.py elects) --------------
+    def _store(self, conf):
+        """Where the intent is kept: sqlite (--mlroute-state), etcd shared by redundant
+        controllers (--mlroute-etcd), or nowhere."""
+        self.cluster = None
+        self.role_waits = {}  # (dpid, xid) of a role request -> (hub.Event, role asked)
+        self.role_lock = threading.Lock()
+        if not conf.mlroute_etcd:
+            return StateStore(conf.mlroute_state) if conf.mlroute_state else None
+        if conf.mlroute_state:
+            raise InputError("--mlroute-state and --mlroute-etcd exclude each other (with etcd "
+                             "the intent is kept in etcd)")
+        try:
+            client = Etcd(conf.mlroute_etcd)
+        except ValueError as e:
+            raise InputError(f"--mlroute-etcd: {e}") from None
+        host = conf.wsapi_host
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.gethostname()
+        self.cluster = Cluster(client, conf.mlroute_id or f"{socket.gethostname()}:"
+                               f"{conf.wsapi_port}", f"http://{host}:{conf.wsapi_port}",
+                               conf.mlroute_etcd_prefix, conf.mlroute_lease_ttl,
+                               conf.mlroute_failover_probe)
+        self.cluster.check()
+        return self.cluster.store
+
+    def _join_cluster(self) -> None:
+        """Standby until etcd elects this controller; then master of every switch."""
+        self.service.passive = True
+        self.service.cluster = self.cluster
+        self.cluster.start(on_role=lambda role, gen: hub.spawn(self._apply_role, role, gen),
+                           on_state=self._follow)
+        LOG.info("mlroute: controller %s joined the controllers at etcd %s as %s",
+                 self.cluster.id, self.cluster.client.url, self.cluster.role)
+
+    def _follow(self, doc, revision: int) -> None:
+        try:
+            if self.service.follow_intent(doc):
+                LOG.info("mlroute: standby follows the intent of revision %d", revision)
+        except InputError as e:
+            LOG.error("mlroute: stored intent of revision %d: %s", revision, e)
+
+    def _apply_role(self, role: str, generation: int) -> None:
+        """Tell every switch this controller's role with the master's generation id (a
+        switch refuses a smaller one, so a deposed master cannot change tables); once the
+        switches confirmed the master role, take over: read every switch, send only the
+        difference."""
+        c = self.cluster
+        with self.role_lock:
+            if (c.role, c.generation) != (role, generation):
+                return  # a newer change follows
+            master = role == "master"
+            if not master:
+                self.service.stand_by()
+            waits = [self._send_role(dp, master, generation)
+                     for dp in list(self.datapaths.values())]
+            deadline = time.monotonic() + self.timeout
+            for dpid, xid, event in waits:
+                if not event.wait(timeout=max(0.0, deadline - time.monotonic())):
+                    LOG.error("mlroute: switch %s did not answer the role request",
+                              self._name(dpid))
+                self.role_waits.pop((dpid, xid), None)
+            if not master or (c.role, c.generation) != (role, generation):
+                return
+            roles_at = time.time()
+            try:
+                doc = c.store.load()
+            except EtcdError as e:  # the followed intent is as recent as etcd had it
+                LOG.error("mlroute: taking over without reading etcd: %s", e)
+                doc = None
+            stats = self.service.take_over(doc)
+            c.took_over(generation, {"roles_confirmed": roles_at, "synced": time.time(),
+                                     "role_requests": len(waits), **stats})
+            LOG.info("mlroute: master (generation %d): %d switches read, %d messages sent",
+                     generation, stats["switches"], stats["messages"])
+
+    def _send_role(self, dp, master: bool, generation: int):
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        msg = parser.OFPRoleRequest(dp, ofp.OFPCR_ROLE_MASTER if master else ofp.OFPCR_ROLE_SLAVE,
+                                    generation)
+        dp.set_xid(msg)
+        event = hub.Event()
+        self.role_waits[(dp.id, msg.xid)] = (event, "master" if master else "slave")
+        dp.send_msg(msg)
+        return dp.id, msg.xid, event
+
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def _features_role(self, ev):
+        """A switch connected: its role first (before any table change is sent)."""
+        if self.cluster is not None:
+            self._send_role(ev.msg.datapath, self.cluster.role == "master",
+                            self.cluster.generation)
+
+    @set_ev_cls(ofp_event.EventOFPRoleReply, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _role_reply(self, ev):
+        msg = ev.msg
+        ofp = msg.datapath.ofproto
+        wait = self.role_waits.get((msg.datapath.id, msg.xid))
+        role = {ofp.OFPCR_ROLE_MASTER: "master", ofp.OFPCR_ROLE_SLAVE: "slave"}.get(msg.role,
+                                                                                 "equal")
+        if self.cluster is not None:
+            self.cluster.switch_role(msg.datapath.id, role)
+        if wait is not None:
+            wait[0].set()
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _role_error(self, ev):
+        msg = ev.msg
+        wait = self.role_waits.get((msg.datapath.id, msg.xid))
+        if wait is None:
+            return
+        stale = msg.type == msg.datapath.ofproto.OFPET_ROLE_REQUEST_FAILED
+        text = ("refused: a newer generation is known to the switch" if stale
+                else f"refused: OpenFlow error type {msg.type} code {msg.code}")
+        if self.cluster is not None:
+            self.cluster.switch_role(msg.datapath.id, f"{wait[1]} {text}")
+        wait[0].set()
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
+    def _dead_role(self, ev):
+        if self.cluster is not None and ev.datapath.id is not None:
+            self.cluster.switch_role(ev.datapath.id, None)
 
     # ---- statistics ---------------------------------------------------------------------------
     def _poll_stats(self) -> None:
@@ -436,7 +582,8 @@ class RestController(ControllerBase):
         if body is None:
             status, doc = 413, {"error": f"request body larger than {api.MAX_BODY} bytes"}
         else:
-            status, doc = api.handle(self.app.service, req.method, path, body)
+            status, doc = api.handle(self.app.service, req.method, path, body,
+                                     dict(req.headers))
         return Response(status=status, content_type="application/json", charset="utf-8",
                         body=json.dumps(doc).encode())
 

@@ -40,8 +40,25 @@ OPTS = [
                  help="seconds between LLDP probe rounds of discovery (0: no probes)"),
     cfg.FloatOpt("mlroute-link-gbps", default=None,
                  help="link speed of a discovered fabric (LLDP cannot measure it; default 100)"),
+    cfg.FloatOpt("mlroute-hold-down", default=5.0,
+                 help="seconds a link that came back must stay up before auto re-optimises "
+                      "the running jobs onto it (0: at once)"),
     cfg.StrOpt("mlroute-token", default=None, secret=True,
                help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>'"),
+    # redundant controllers (controller/cluster.py)
+    cfg.StrOpt("mlroute-etcd", default=None,
+               help="etcd URL (http://HOST:PORT): controllers sharing it keep the intent there, "
+                    "elect one OpenFlow master and fail over (instead of --mlroute-state)"),
+    cfg.StrOpt("mlroute-id", default=None,
+               help="this controller's name among those sharing etcd (default HOST:REST_PORT)"),
+    cfg.StrOpt("mlroute-etcd-prefix", default="/mlroute/",
+               help="etcd key prefix (one per fabric when several share an etcd)"),
+    cfg.IntOpt("mlroute-lease-ttl", default=2,
+               help="seconds etcd keeps a silent controller's lease (etcd raises it to its "
+                    "minimum, 2 s with its default timing)"),
+    cfg.BoolOpt("mlroute-failover-probe", default=True,
+                help="standbys watch the master's REST connection and end its lease as soon "
+                     "as its process is gone (else failover waits for the lease to expire)"),
 ]
 
 # REST listens on the loopback unless told otherwise (--wsapi-host 0.0.0.0)

@@ -24,6 +24,7 @@ from controller.finder import FabricFinder
 from controller.fluid import PredictionError, predict_allreduce
 from controller.jobs import parse_job
 from controller.churn import replan
+from controller.cluster import standalone_view
 from controller.plan import Plan, planner_options, run_planner
 from controller.planners.auto import OBJECTIVES
 from controller.planners import ALGORITHMS
@@ -67,6 +68,8 @@ class RouteService:
         self.dead_after = dead_after  # seconds a disconnected switch counts as still forwarding
         self.lock = threading.Lock()
         self.store = store
+        self.passive = False  # a standby of redundant controllers: observes, never sends
+        self.cluster = None  # controller.cluster.Cluster when controllers share etcd
         self._predictions: tuple[int, dict] = (-1, {})
         declared, jobs, number = from_doc(store.load() if store else None, fabric)
         self.state.declared = declared
@@ -136,6 +139,8 @@ class RouteService:
         """Called periodically (each second): LLDP probes out of every port (``probe``), the
         fabric adopted once discovery settled, and a switch silent for longer than
         ``dead_after`` counts as failed (its links go down, jobs crossing them re-planned)."""
+        if self.passive:
+            return
         with self.lock:
             now = self.clock()
             for dpid, port, frame in self.finder.lldp_probes(now) if probe else ():
@@ -154,6 +159,8 @@ class RouteService:
             self.finder.packet_in(dpid, port, frame, self.clock())
 
     def _packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        if self.passive:
+            return
         try:
             self.reconciler.installer.packet_out(dpid, port, frame)
         except InstallError as e:  # a switch that just left; the next round tries again
@@ -162,6 +169,8 @@ class RouteService:
     def _bootstrap(self, dpid: int) -> None:
         """A switch that is not part of the fabric (yet): LLDP and ARP to the controller, so
         that discovery can see its links and hosts. Reconciled like any entry once known."""
+        if self.passive:
+            return
         try:
             self.reconciler.installer.install({dpid: bootstrap_messages(dpid)})
         except InstallError as e:
@@ -205,6 +214,8 @@ class RouteService:
         (per algorithm group) and installed make before break, with the new static entries;
         flows that had no alive spine are planned as soon as one returns. A leaf pair that
         lost every spine makes only its own flows unroutable (reported); the rest is served."""
+        if self.passive:  # a standby follows the master's stored intent
+            return
         t0 = time.perf_counter()
         st = self.state
         fabric = effective_fabric(st.declared, st.switches, self.clock(), self.dead_after)
@@ -257,7 +268,7 @@ class RouteService:
     def _drain(self) -> None:
         """Read and repair every queued switch (after the operation that queued it)."""
         rec = self.reconciler
-        if not rec.pending or self.state.fabric is None:
+        if not rec.pending or self.state.fabric is None or self.passive:
             return
         want = desired_tables(self.state.fabric, self.state.jobs.values())
         for dpid, error in rec.drain(want):
@@ -510,6 +521,63 @@ class RouteService:
     def _save(self) -> None:
         if self.store is not None:
             self.store.save(to_doc(self.state))
+
+    # ---- redundant controllers (controller/cluster.py) ---------------------------------------
+    def follow_intent(self, doc: dict | None) -> bool:
+        """A standby takes the master's stored intent as it is, routes included: nothing is
+        planned (``auto`` and ``ilp`` stop at time limits) and nothing is sent (the master
+        installed it). Ignored on the master (False): its own writes come back from etcd."""
+        with self.lock:
+            if not self.passive:
+                return False
+            self._load_intent(doc)
+            return True
+
+    def _load_intent(self, doc: dict | None) -> None:
+        if doc is None:
+            return
+        declared, jobs, number = from_doc(doc, None)
+        st = self.state
+        st.declared, st.fabric, st.jobs, st.next_number = declared, declared, jobs, number
+        st.version += 1
+        if declared is not None:
+            self.reconciler.forget(lambda d: d in declared.switch_of_dpid)
+            if self.finder.declared is None:
+                self.finder.recognised = declared
+
+    def take_over(self, doc: dict | None) -> dict:
+        """Become the master (after the switches accepted this controller's master role):
+        the stored intent as a restarted controller loads it, then every connected switch is
+        read and repaired, so a switch whose tables match gets no message. Links seen down
+        re-plan only the jobs crossing them. Returns what the synchronisation sent."""
+        with self.lock:
+            self._load_intent(doc)
+            self.passive = False
+            st, rec = self.state, self.reconciler
+            sent0 = st.counters["messages_sent"]
+            f = st.declared
+            synced = 0
+            if f is not None:
+                st.fabric = f  # as after a restart: links seen down are found again below
+                for dpid, seen in st.switches.items():
+                    if seen.connected and dpid in f.switch_of_dpid:
+                        rec.connected(dpid)
+                        synced += 1
+                self._topology_changed("became the master controller", force=True)
+                self._drain()  # (the re-plan above also stored the intent, for standbys)
+            return {"switches": synced, "messages": st.counters["messages_sent"] - sent0,
+                    "pending": len(rec.pending)}
+
+    def stand_by(self) -> None:
+        """Stop acting on switches (another controller is, or may be, the master). The shadow
+        tables are dropped: a later takeover reads every switch again."""
+        self.passive = True
+        with self.lock:
+            for dpid in list(self.reconciler.installed):
+                self.reconciler.connected(dpid)
+
+    def cluster_view(self) -> dict:
+        return self.cluster.view() if self.cluster is not None else standalone_view()
 
     # ---- addresses ----------------------------------------------------------------------------
     def arp_answer(self, ip: str) -> str | None:

@@ -300,3 +300,48 @@ ControlPlane.TestCase.settings = settings(max_examples=25, stateful_step_count=1
                                           deadline=None,
                                           suppress_health_check=[HealthCheck.too_slow])
 TestControlPlane = ControlPlane.TestCase
+
+
+def test_anytime_planning_installs_a_better_routing_found_off_path():
+    from controller.planners.auto import auto
+    f = wired(2, 4, 2)
+    sw, svc = start(f, planner_opts={"auto": {"ilp_time_limit": 1.0}})
+    # ECMP collides on this ring; pretend its group awaits a proof, as auto's would
+    assert post(svc, ring("e", ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h1_1", "h2_1", "h3_1"],
+                          algorithm="ecmp", dport=1))[0] == 201
+    before = api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"]
+    svc.unproven.add(("ecmp", "flows"))
+    result = svc.improve(lambda p, budget, objective: auto(p, ilp_time_limit=budget))
+    after = api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"]
+    if before > 1:
+        assert result["improved"] and after == 1 and result["moved_flows"] >= 1
+        assert svc.state.events[-1]["cause"].startswith("off-path ILP")
+    else:
+        assert result["improved"] is False and after == before
+    tables_match(f, sw, svc)
+    # a change while the ILP runs makes its result stale: nothing is installed
+    svc.unproven.add(("ecmp", "flows"))
+
+    def slow(p, budget, objective):
+        post(svc, ring("x", ["h0_0", "h3_1"], dport=2))
+        return auto(p, ilp_time_limit=budget)
+    assert svc.improve(slow)["stale"]
+    tables_match(f, sw, svc)
+
+
+def test_links_that_come_back_are_used_after_the_hold_down():
+    f = wired(2, 4, 2)
+    now = [0.0]
+    sw, svc = start(f, clock=lambda: now[0], hold_down=5.0)
+    svc.port_changed(f.dpids["l0"], f.port("l0", "s1"), False)
+    assert post(svc, ring("r", ["h0_0", "h1_0", "h0_1", "h1_1"]))[0] == 201
+    load = api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"]
+    svc.port_changed(f.dpids["l0"], f.port("l0", "s1"), True)
+    now[0] += 2
+    svc.tick()
+    assert api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"] == load
+    now[0] += 4
+    svc.tick()
+    assert api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"] == 1 < load
+    assert "re-optimised" in svc.state.events[-1]["cause"]
+    tables_match(f, sw, svc)
