@@ -1,7 +1,9 @@
 """The REST API (JSON under /v1) as a plain dispatcher: (method, path, body) in, (status, JSON
 document) out. The Ryu shell hands every request under /v1 to ``handle``; tests call it
 directly. Errors are ``{"error": "..."}`` with 400 (bad input), 404 (unknown job or path),
-405 (method), 409 (conflict with the current state), 413 (body too large).
+405 (method), 409 (conflict with the current state), 413 (body too large), 503 (redundant
+controllers: etcd unreachable or no master yet). With redundant controllers a standby forwards
+writing requests to the master (``controller/cluster.py``).
 
 | method and path        | what |
 |---|---|
@@ -16,6 +18,7 @@ directly. Errors are ``{"error": "..."}`` with 400 (bad input), 404 (unknown job
 | POST /v1/optimize      | re-plan all running jobs together |
 | GET  /v1/imbalance     | measured path imbalance (port counters) |
 | GET  /v1/openapi.json  | the OpenAPI document of this API (controller/openapi.json) |
+| GET  /v1/cluster       | this controller's id and role, the members, the etcd URL |
 
 Limits: a body of at most 4 MiB, at most 65,536 flows per job and 1,024 running jobs.
 """
@@ -26,7 +29,7 @@ import json
 import os
 import re
 
-from controller.errors import ConflictError, InputError, NotFoundError
+from controller.errors import ConflictError, InputError, NotFoundError, ServiceUnavailable
 from controller.service import RouteService
 
 MAX_BODY = 4 * 2**20
@@ -40,6 +43,7 @@ _ROUTES = [
     ("/v1/optimize", {"POST": "optimize"}),
     ("/v1/imbalance", {"GET": "get_imbalance"}),
     ("/v1/openapi.json", {"GET": "get_openapi"}),
+    ("/v1/cluster", {"GET": "get_cluster"}),
 ]
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", p) + "/?$"), m)
              for p, m in _ROUTES]
@@ -56,7 +60,9 @@ def routes() -> list[tuple[str, str]]:
     return [(m, p) for p, methods in _ROUTES for m in methods]
 
 
-def handle(service: RouteService, method: str, path: str, body: bytes = b"") -> tuple[int, dict]:
+def handle(service: RouteService, method: str, path: str, body: bytes = b"",
+           headers: dict | None = None) -> tuple[int, dict]:
+    """``headers``: the request's (Authorization, X-Mlroute-Forwarded), for forwarding."""
     for pattern, methods in _COMPILED:
         m = pattern.match(path)
         if not m:
@@ -65,7 +71,13 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"") -> 
             return 405, {"error": f"method {method} not allowed on {path} "
                                   f"(allowed: {', '.join(sorted(methods))})"}
         try:
+            cluster = getattr(service, "cluster", None)
+            if cluster is not None and method != "GET":
+                return cluster.write(method, path, body, headers or {}, lambda: _call(
+                    service, methods[method], m.groupdict(), method, body))
             return _call(service, methods[method], m.groupdict(), method, body)
+        except ServiceUnavailable as e:
+            return 503, {"error": str(e)}
         except NotFoundError as e:
             return 404, {"error": str(e)}
         except ConflictError as e:
@@ -120,6 +132,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, service.imbalance_view()
         if name == "get_openapi":
             return 200, openapi()
+        if name == "get_cluster":
+            return 200, service.cluster_view()
     except _TooLarge:
         return 413, {"error": f"request body larger than {MAX_BODY} bytes"}
     raise AssertionError(name)

@@ -21,3 +21,8 @@ class NotFoundError(InputError):
 
 class InstallError(ConflictError):
     """A switch rejected rules or did not confirm them in time; nothing was changed."""
+
+
+class ServiceUnavailable(RuntimeError):
+    """The request cannot be served now but may succeed later (HTTP 503): etcd, which stores
+    the intent of redundant controllers, is unreachable; no master is elected yet."""

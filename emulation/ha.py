@@ -1,0 +1,258 @@
+"""Redundant controllers for tests and benchmarks: a private etcd server (Debian's
+``etcd-server``) on loopback ports with a temporary data directory, and an emulation with two or
+three mlroute controllers sharing it, every switch pointed at all of them.
+
+    with EtcdServer(workdir) as etcd, HaSession(2, 4, 2, 0, workdir, etcd.url, n=2) as s:
+        s.master().rest("POST", "/v1/jobs", job)
+
+Every process is started with its PID recorded and stopped by that PID in ``finally``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from controller.errors import InputError
+from emulation import fabricnet
+from emulation.controller_proc import ControllerProcess, signals_held
+from topologies.clos import clos_fabric
+
+ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on now (the kernel's choice)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class EtcdServer:
+    """One etcd member on loopback. ``stop``/``start`` keep the data directory (etcd lost and
+    back, nothing lost); ``pause``/``resume`` freeze it (SIGSTOP) as an unreachable server."""
+
+    def __init__(self, workdir: str, client_port: int | None = None):
+        self.dir = tempfile.mkdtemp(prefix="etcd-", dir=workdir)
+        self.client_port = client_port or free_port()
+        self.peer_port = free_port()
+        self.log_path = os.path.join(workdir, f"etcd-{self.client_port}.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    def start(self, timeout: float = 15.0) -> "EtcdServer":
+        if not os.path.exists(ETCD):
+            raise FileNotFoundError("etcd is not installed (apt-get install etcd-server)")
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        args = [ETCD, "--name", "mlroute", "--data-dir", os.path.join(self.dir, "data"),
+                "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+                "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                "--initial-cluster", f"mlroute={peer}", "--logger", "zap"]
+        with open(self.log_path, "a") as log, signals_held():
+            self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        from controller.etcd import Etcd, EtcdError
+        client = Etcd(self.url, timeout=0.5)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"etcd exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                client.status()
+                return self
+            except EtcdError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise TimeoutError(f"etcd did not answer within {timeout:g} s; "
+                                       f"see {self.log_path}")
+                time.sleep(0.1)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)  # a paused etcd cannot act on SIGTERM
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=timeout)
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def __enter__(self) -> "EtcdServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class HaSession:
+    """An emulation with ``n`` controllers sharing ``etcd_url`` (ids c0, c1, ...; OpenFlow
+    ports ``of_base`` + i, REST ``rest_base`` + i) and a Mininet leaf-spine whose switches
+    connect to all of them (``ovs-vsctl set-controller`` with one target per controller)."""
+
+    def __init__(self, spines: int, leaves: int, hosts_per_leaf: int, bw: float, outdir: str,
+                 etcd_url: str, n: int = 2, of_base: int = 6663, rest_base: int = 8091,
+                 extra_args: list[str] | None = None, fabric_file: bool = True):
+        self.shape = (spines, leaves, hosts_per_leaf)
+        self.bw = bw
+        self.dir = outdir
+        self.etcd_url = etcd_url
+        self.fabric = clos_fabric(spines, leaves, hosts_per_leaf, bw)
+        self.fabric_path = os.path.join(outdir, "fabric.json")
+        self.fabric_file = fabric_file
+        self.ids = [f"c{i}" for i in range(n)]
+        self.of_ports = {cid: of_base + i for i, cid in enumerate(self.ids)}
+        self.rest_ports = {cid: rest_base + i for i, cid in enumerate(self.ids)}
+        self.extra_args = list(extra_args or [])
+        self.ctls: dict[str, ControllerProcess | None] = {cid: None for cid in self.ids}
+        self.starts: dict[str, int] = {cid: 0 for cid in self.ids}
+        self.net = None
+        self._building = False
+
+    def controller(self, cid: str) -> ControllerProcess:
+        self.starts[cid] += 1
+        log = os.path.join(self.dir, f"controller-{cid}-{self.starts[cid]}.log")
+        return ControllerProcess(
+            self.fabric_path if self.fabric_file else None, log, algorithm="auto",
+            rest_port=self.rest_ports[cid], of_port=self.of_ports[cid],
+            extra_args=["--mlroute-etcd", self.etcd_url, "--mlroute-id", cid] + self.extra_args)
+
+    def start_controller(self, cid: str) -> ControllerProcess:
+        ctl = self.controller(cid)
+        self.ctls[cid] = ctl
+        ctl.start()
+        return ctl
+
+    def kill(self, cid: str) -> float:
+        """SIGKILL controller ``cid`` (a crash: nothing of it runs any more); returns the
+        wall-clock time of the kill."""
+        ctl = self.ctls[cid]
+        t = time.time()
+        ctl.proc.kill()
+        ctl.proc.wait(timeout=10)
+        ctl.stop()  # closes its log
+        self.ctls[cid] = None
+        return t
+
+    def cluster(self, cid: str, timeout: float = 5.0) -> dict:
+        return self.ctls[cid].rest("GET", "/v1/cluster", timeout=timeout)[1]
+
+    def master_id(self) -> str | None:
+        for cid, ctl in self.ctls.items():
+            if ctl is not None:
+                try:
+                    doc = self.cluster(cid, timeout=2)
+                except OSError:
+                    continue
+                if doc.get("self", {}).get("role") == "master":
+                    return cid
+        return None
+
+    def master(self) -> ControllerProcess:
+        cid = fabricnet.wait_until(self.master_id, 20, 0.05, "a master")
+        return self.ctls[cid]
+
+    def standby(self) -> ControllerProcess:
+        m = self.master()
+        return next(c for c in self.ctls.values() if c is not None and c is not m)
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        """A master that provisioned every switch, and every other controller's switches all
+        connected in the slave role."""
+        def ready():
+            m = self.master_id()
+            if m is None or not self.ctls[m].rest("GET", "/v1/fabric")[1].get("ready"):
+                return False
+            for cid, ctl in self.ctls.items():
+                if ctl is None:
+                    continue
+                sw = self.cluster(cid)["self"].get("switches", {})
+                want = "master" if cid == m else "slave"
+                if sw.get(want, 0) != len(self.fabric.dpids):
+                    return False
+            return True
+        fabricnet.wait_until(ready, timeout, 0.1, "a master with every switch, standbys slave")
+
+    def __enter__(self) -> "HaSession":
+        if os.geteuid() != 0:
+            raise InputError("the emulation needs root (Mininet, Open vSwitch)")
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            with open(self.fabric_path, "w") as fh:
+                json.dump(self.fabric.to_dict(), fh)
+            fabricnet.ensure_ovs()
+            fabricnet.cleanup()
+            for cid in self.ids:
+                self.start_controller(cid)
+            self._building = True
+            self.net = build(*self.shape, self.bw, list(self.of_ports.values()))
+            self._building = False
+            fabricnet.start(self.net, timeout=60)
+            self.wait_ready()
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def __exit__(self, exc_type=None, exc=None, tb=None) -> None:
+        with signals_held():
+            dirty = self._building
+            try:
+                if self.net is not None:
+                    net, self.net = self.net, None
+                    try:
+                        net.stop()
+                    except Exception as e:  # noqa: BLE001 - half-started fabric: clean up below
+                        print(f"warning: stopping the fabric: {e}", file=sys.stderr)
+                        dirty = True
+            finally:
+                for cid, ctl in self.ctls.items():
+                    if ctl is not None:
+                        ctl.stop()
+                        self.ctls[cid] = None
+                if dirty:
+                    fabricnet.cleanup()
+                    self._building = False
+
+
+def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, of_ports: list[int]):
+    """The Mininet leaf-spine of ``fabricnet.build`` with one remote controller per port: each
+    switch gets every controller as a target (``ovs-vsctl set-controller br tcp:...:P1
+    tcp:...:P2``) and keeps its tables while any of them is connected."""
+    from mininet.node import RemoteController
+    net = fabricnet.build(spines, leaves, hosts_per_leaf, bw, of_ports[0])
+    for i, port in enumerate(of_ports[1:], start=1):
+        net.addController(RemoteController(f"c{i}", ip="127.0.0.1", port=port))
+    return net
+
+
+def controller_roles(bridge: str) -> dict[str, str]:
+    """target -> role as Open vSwitch reports it (``ovs-vsctl list controller``)."""
+    out = subprocess.run(["ovs-vsctl", "--format=json", "--columns=target,role,is_connected",
+                          "list", "controller"], capture_output=True, text=True, timeout=10,
+                         check=True).stdout
+    uuids = subprocess.run(["ovs-vsctl", "get", "bridge", bridge, "controller"],
+                           capture_output=True, text=True, timeout=10, check=True).stdout
+    doc = json.loads(out)
+    roles = {}
+    for target, role, connected in doc["data"]:
+        if isinstance(role, list):  # an empty optional column
+            role = None
+        roles[target] = role if connected else None
+    del uuids
+    return roles

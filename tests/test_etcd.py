@@ -1,0 +1,132 @@
+"""The etcd JSON-gateway client against a real etcd (Debian's etcd-server, started on loopback
+ports with a temporary data directory); skipped when the etcd binary is missing."""
+import threading
+import time
+
+import pytest
+
+from controller import etcd as e
+from emulation.ha import ETCD, EtcdServer, free_port
+import os
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not os.path.exists(ETCD):
+        pytest.skip("etcd is not installed (apt-get install etcd-server)")
+    with EtcdServer(str(tmp_path_factory.mktemp("etcd"))) as s:
+        yield s
+
+
+@pytest.fixture
+def c(server, request):
+    client = e.Etcd(server.url)
+    client.delete(b"/t/", e.prefix_end(b"/t/"))
+    return client
+
+
+def test_put_get_range_and_delete(c):
+    r1 = c.put(b"/t/a", b"1")
+    r2 = c.put(b"/t/b", b"\x00\xff binary")
+    assert r2 == r1 + 1
+    kv = c.get(b"/t/b")
+    assert kv.value == b"\x00\xff binary" and kv.create_revision == r2 and kv.version == 1
+    c.put(b"/t/a", b"2")
+    a = c.get(b"/t/a")
+    assert a.value == b"2" and a.create_revision == r1 and a.version == 2
+    kvs, rev = c.prefix(b"/t/")
+    assert [k.key for k in kvs] == [b"/t/a", b"/t/b"] and rev >= r2 + 1
+    assert c.get(b"/t/none") is None
+    assert c.delete(b"/t/a") == 1 and c.get(b"/t/a") is None
+    assert c.delete(b"/t/", e.prefix_end(b"/t/")) == 1
+
+
+def test_txn_creates_a_key_once(c):
+    first = c.txn([e.compare_create(b"/t/m", 0)], [e.op_put(b"/t/m", b"x")],
+                  [e.op_range(b"/t/m")])
+    assert first.succeeded and first.responses == [first.revision]
+    second = c.txn([e.compare_create(b"/t/m", 0)], [e.op_put(b"/t/m", b"y")],
+                   [e.op_range(b"/t/m")])
+    assert not second.succeeded
+    (kv,), = second.responses
+    assert kv.value == b"x" and kv.create_revision == first.revision
+    fenced = c.txn([e.compare_create(b"/t/m", first.revision)], [e.op_put(b"/t/s", b"ok")])
+    assert fenced.succeeded and c.get(b"/t/s").value == b"ok"
+    stale = c.txn([e.compare_create(b"/t/m", first.revision - 1)], [e.op_put(b"/t/s", b"no")])
+    assert not stale.succeeded and c.get(b"/t/s").value == b"ok"
+    assert c.txn([e.compare_value(b"/t/m", b"x")], [e.op_delete(b"/t/m")]).succeeded
+    assert c.get(b"/t/m") is None
+
+
+def test_a_lease_keeps_its_keys_until_revoked(c):
+    lease, ttl = c.grant(5)
+    assert ttl == 5
+    c.put(b"/t/l", b"v", lease)
+    assert c.get(b"/t/l").lease == lease
+    assert c.keepalive(lease) == 5
+    assert c.revoke(lease)
+    assert c.get(b"/t/l") is None
+    assert c.keepalive(lease) == 0  # gone
+    assert not c.revoke(lease)
+
+
+def test_an_expired_lease_takes_its_keys_with_it(c):
+    lease, ttl = c.grant(1)
+    assert ttl >= 1  # etcd raises it to its minimum (2 s with default timing)
+    c.put(b"/t/x", b"v", lease)
+    deadline = time.monotonic() + ttl + 3
+    while c.get(b"/t/x") is not None:
+        assert time.monotonic() < deadline, "lease did not expire"
+        time.sleep(0.1)
+    assert c.keepalive(lease) == 0
+
+
+def test_watch_sees_puts_and_deletes_from_a_revision(c):
+    rev = c.put(b"/t/w1", b"before")
+    w = c.watch(b"/t/", e.prefix_end(b"/t/"), start_revision=rev)
+    seen = []
+
+    def read():
+        for events in w:
+            seen.extend((ev.kind, ev.kv.key, ev.kv.value) for ev in events)
+            if len(seen) >= 3:
+                return
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    c.put(b"/t/w2", b"after")
+    c.delete(b"/t/w1")
+    t.join(10)
+    w.close()
+    assert seen == [("put", b"/t/w1", b"before"), ("put", b"/t/w2", b"after"),
+                    ("delete", b"/t/w1", b"")]
+
+
+def test_close_ends_a_waiting_watch(c):
+    w = c.watch(b"/t/quiet")
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (list(w), done.set()), daemon=True)
+    t.start()
+    time.sleep(0.2)
+    assert not done.is_set()
+    w.close()
+    assert done.wait(5)
+
+
+def test_unreachable_etcd_is_named():
+    url = f"http://127.0.0.1:{free_port()}"
+    c = e.Etcd(url, timeout=1)
+    with pytest.raises(e.EtcdUnavailable, match=f"etcd at {url} is unreachable"):
+        c.status()
+    with pytest.raises(e.EtcdUnavailable, match="unreachable"):
+        c.watch(b"/x")
+    with pytest.raises(ValueError, match="expected http://HOST:PORT"):
+        e.Etcd("https://x:1")
+
+
+def test_prefix_end():
+    assert e.prefix_end(b"/a/") == b"/a0"
+    assert e.prefix_end(b"a\xff") == b"b"
+    assert e.prefix_end(b"\xff\xff") == b"\0"
