@@ -12,10 +12,12 @@ writing requests to the master (``controller/cluster.py``).
 | POST /v1/jobs          | add a job (JOB format, optional "algorithm", "mode"); 201 once every switch confirmed |
 | GET  /v1/jobs          | running jobs |
 | GET  /v1/jobs/{id}     | one job: routes, ideal and predicted All-Reduce time |
+| GET  /v1/jobs/{id}/ports | the job's connections as text: source IP, destination IP, protocol, ports |
 | DELETE /v1/jobs/{id}   | remove exactly that job's rules |
 | GET  /v1/routes        | every planned route |
 | GET  /v1/links         | planned load per directed leaf-spine link |
 | POST /v1/optimize      | re-plan all running jobs together |
+| POST /v1/advise        | ring order advice for a job document (nothing installed) |
 | GET  /v1/imbalance     | measured path imbalance (port counters) |
 | GET  /v1/openapi.json  | the OpenAPI document of this API (controller/openapi.json) |
 | GET  /v1/cluster       | this controller's id and role, the members, the etcd URL |
@@ -38,9 +40,11 @@ _ROUTES = [
     ("/v1/fabric", {"GET": "get_fabric", "PUT": "put_fabric"}),
     ("/v1/jobs", {"GET": "list_jobs", "POST": "post_job"}),
     ("/v1/jobs/{id}", {"GET": "get_job", "DELETE": "delete_job"}),
+    ("/v1/jobs/{id}/ports", {"GET": "get_job_ports"}),
     ("/v1/routes", {"GET": "get_routes"}),
     ("/v1/links", {"GET": "get_links"}),
     ("/v1/optimize", {"POST": "optimize"}),
+    ("/v1/advise", {"POST": "advise"}),
     ("/v1/imbalance", {"GET": "get_imbalance"}),
     ("/v1/openapi.json", {"GET": "get_openapi"}),
     ("/v1/cluster", {"GET": "get_cluster"}),
@@ -120,6 +124,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 201, service.post_job(_json_body(body))
         if name == "get_job":
             return 200, service.job_view(params["id"])
+        if name == "get_job_ports":  # text, not JSON: a file for job launchers
+            return 200, service.job_ports(params["id"])
         if name == "delete_job":
             return 200, service.delete_job(params["id"])
         if name == "get_routes":
@@ -128,6 +134,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, service.links_view()
         if name == "optimize":
             return 200, service.optimize()
+        if name == "advise":
+            return 200, service.advise(_json_body(body))
         if name == "get_imbalance":
             return 200, service.imbalance_view()
         if name == "get_openapi":

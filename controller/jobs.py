@@ -17,7 +17,7 @@ from controller.fabric import Fabric
 PROTOCOLS = {"tcp": 6, "udp": 17}
 MAX_FLOWS_PER_JOB = 65536  # explicit flows, or ring members over all rings
 _JOB_KEYS = {"id", "flows", "collective", "ranks", "rings", "bytes", "start_s", "compute_s",
-             "proto", "sport", "dport", "algorithm", "mode", "objective"}
+             "proto", "sport", "dport", "algorithm", "mode", "objective", "ring_order"}
 _FLOW_KEYS = {"src", "dst", "bytes", "proto", "sport", "dport"}
 
 
@@ -140,10 +140,12 @@ def parse_job(doc, fabric: Fabric) -> Job:
         raise InputError(f"job {jid}: unknown field {sorted(unknown)[0]!r}")
     start_s = _nonneg(doc.get("start_s", 0), f"job {jid}: start_s")
     compute_s = _nonneg(doc.get("compute_s", 0), f"job {jid}: compute_s")
-    options = {k: doc[k] for k in ("algorithm", "mode", "objective") if k in doc}
+    options = {k: doc[k] for k in ("algorithm", "mode", "objective", "ring_order") if k in doc}
     for k, v in options.items():
         if not isinstance(v, str):
             raise InputError(f"job {jid}: '{k}' must be a string")
+    if options.get("ring_order", "given") not in ("given", "advised"):
+        raise InputError(f"job {jid}: ring_order must be 'given' or 'advised'")
     proto, sport, dport = _l4(doc, f"job {jid}")
     has_flows = "flows" in doc
     has_coll = "collective" in doc or "ranks" in doc or "rings" in doc

@@ -19,23 +19,28 @@ from typing import Callable
 from controller import views
 from controller.desired import desired_tables, installed_plan
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
+from controller.openflow import COOKIE_STATIC
 from controller.fabric import Fabric
 from controller.finder import FabricFinder
 from controller.fluid import PredictionError, predict_allreduce
 from controller.jobs import parse_job
-from controller.churn import replan
+from controller.churn import align_spines, replan
+from controller.loads import load_summary
 from controller.cluster import standalone_view
 from controller.plan import Plan, planner_options, run_planner
 from controller.planners.auto import OBJECTIVES
 from controller.planners import ALGORITHMS
-from controller.problem import Problem
+from controller.problem import Assignment, Problem
 from controller.reconcile import Installer, Reconciler
-from controller.rules import MODES, bootstrap_messages
+from controller.ringorder import advise_order, advise_ring, apply_advice
+from controller.rules import MODES, bootstrap_messages, part_sport
+from controller.hostmode import HostPorts, host_protocol
 from controller.state import (UNROUTABLE, ControllerState, JobRecord, SwitchSeen,
                               effective_fabric, flow_key, from_doc, to_doc)
 
 LOG = logging.getLogger("mlroute")
 MAX_JOBS = 1024
+OVER_BUDGET = ("refuse", "host")
 # what can be addressed as one URL path segment without escaping (RFC 3986 unreserved)
 JOB_ID = re.compile(r"[A-Za-z0-9._~-]{1,64}")
 
@@ -47,7 +52,8 @@ class RouteService:
                  store=None, on_progress: Callable[[], None] | None = None,
                  dead_after: float = 0.0, objective: str = "flows",
                  sleep: Callable[[float], None] = time.sleep, resolve_timeout: float = 3.0,
-                 link_gbps: float | None = None):
+                 link_gbps: float | None = None, hold_down: float = 0.0, max_flow_rules: int = 0,
+                 over_budget: str = "refuse"):
         if algorithm not in ALGORITHMS:
             raise InputError(f"unknown algorithm {algorithm!r}")
         if objective not in OBJECTIVES:
@@ -56,6 +62,13 @@ class RouteService:
             raise InputError(f"unknown mode {mode!r}")
         if fabric is not None and not fabric.wired:
             raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+        if max_flow_rules < 0 or over_budget not in OVER_BUDGET:
+            raise InputError(f"rule budget: max flow rules must be >= 0 (0: none) and over "
+                             f"budget one of {', '.join(OVER_BUDGET)}")
+        self.max_flow_rules = max_flow_rules  # flow entries per switch (0: no budget)
+        self.over_budget = over_budget  # a job over it: "refuse" (409) or plan it in "host" mode
+        self.host = HostPorts()  # host mode: learned port maps and chosen source ports
+        self.last_port_changes: list[dict] = []
         self.state = ControllerState()
         self.reconciler = Reconciler(installer, self.state.counters, self._name)
         self.algorithm = algorithm
@@ -80,6 +93,10 @@ class RouteService:
         self.finder = FabricFinder(fabric, link_gbps)
         self.finder.recognised = None if fabric is not None else declared
         self.sleep = sleep  # waits without holding the lock (the shell's green sleep)
+        self.ilp_budget = (self.planner_opts.get("auto") or {}).get("ilp_time_limit", 0.0)
+        self.unproven: set[tuple[str, str]] = set()  # auto groups an ILP may still improve
+        self.hold_down = hold_down  # seconds a returned link must stay up before re-optimising
+        self._reoptimise_at: float | None = None
         self.resolve_timeout = resolve_timeout  # seconds to find a host by ARP probes
         self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
 
@@ -152,6 +169,88 @@ class RouteService:
                 self._topology_changed("switch disconnected for longer than "
                                        f"{self.dead_after:g} s")
                 self._drain()
+            if self._reoptimise_at is not None and now >= self._reoptimise_at:
+                self._reoptimise_at = None
+                self._reoptimise()
+
+    def _reoptimise(self) -> None:
+        """Links came back and stayed up for the hold-down time: re-plan the auto groups from
+        their installed routes (flows move only where that lowers the objective)."""
+        st = self.state
+        algs = {r.algorithm for r in st.jobs.values() if r.algorithm == "auto"}
+        if not algs:
+            return
+        try:
+            stats = self._change(self._plan(st.jobs, algs))
+            error = None
+        except (ConflictError, InstallError) as e:
+            stats, error = None, str(e)
+        st.add_event({"time": self.clock(), "cause": f"links up for {self.hold_down:g} s: "
+                      "re-optimised", "replanned": sorted(algs) if not error else [],
+                      "moved_flows": self.last_moved if not error else 0,
+                      "rules": _public(stats), "error": error})
+
+    def improve(self, run=None) -> dict | None:
+        """Anytime planning: one auto group whose optimality is not proven gets auto with its
+        ILP stage (``run(problem, ilp_time_limit, objective)``, slow: called without the lock,
+        in a child process by the shell). A better routing, renamed to keep as many flows in
+        place as possible, is installed make before break and reported as an event."""
+        with self.lock:
+            if not self.unproven or self.state.fabric is None or self.passive:
+                return None
+            key = sorted(self.unproven)[0]
+            group = [r for r in self.state.jobs.values()
+                     if r.algorithm == key[0] and
+                     r.job.options.get("objective", self.objective) == key[1]]
+            self.unproven.discard(key)
+            if not group:
+                return None
+            version = self.state.version
+            problem = Problem.build(self.state.fabric, [r.job for r in group],
+                                    skip_unroutable=True)
+            flows = [(r, f) for r in group for f in r.job.flows()]
+            before = [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
+            if any(p is None or len(p) != 1 for p in before):
+                return None
+            current = load_summary(problem, Assignment(list(before)))["max_link_load"]
+        if run is None:
+            from controller.planners.auto import auto
+
+            def run(p, budget, objective):
+                return auto(p, ilp_time_limit=budget, objective=objective)
+        try:
+            better = run(problem, self.ilp_budget, key[1])
+        except InputError as e:
+            LOG.error("mlroute: off-path planning failed: %s", e)
+            return {"group": list(key), "error": str(e)}
+        with self.lock:
+            st = self.state
+            found = better.info.get("max_link_load", current)
+            result = {"group": list(key), "max_link_load_before": current,
+                      "max_link_load_after": found, "optimal": bool(better.info.get("optimal"))}
+            if st.version != version:
+                result["stale"] = True  # the jobs or the fabric changed meanwhile
+                return result
+            if found >= current:
+                result["improved"] = False
+                return result
+            spines = align_spines(problem, better.spines(), [p[0][0] for p in before])
+            records = {k: v.copy() for k, v in st.jobs.items()}
+            moved = 0
+            for pos, s_new in zip(problem.inter, spines):
+                r, f = flows[pos]
+                old = records[r.job.id].routes.get(flow_key(f))
+                moved += old != ((s_new, 1.0),)
+                records[r.job.id].routes[flow_key(f)] = ((s_new, 1.0),)
+            try:
+                stats = self._change(records)
+            except (ConflictError, InstallError) as e:
+                result["error"] = str(e)
+                return result
+            result.update(improved=True, moved_flows=moved, rules=_public(stats))
+            st.add_event({"time": self.clock(), "cause": "off-path ILP found a better routing",
+                          **result})
+            return result
 
     def packet_in(self, dpid: int, port: int, frame: bytes) -> None:
         """An LLDP probe or a host's ARP/IPv4 packet reached the controller."""
@@ -229,14 +328,17 @@ class RouteService:
         st.version += 1
         algs = {r.algorithm for r in st.jobs.values()
                 if (went_down and self._crosses(r, went_down)) or (came_up and r.unroutable())
-                or (came_up and r.algorithm == "auto")}
-        records, error, stats = st.jobs, None, None
+                or (came_up and r.algorithm == "auto" and self.hold_down <= 0)}
+        if came_up and self.hold_down > 0:
+            self._reoptimise_at = self.clock() + self.hold_down
+        records, error, stats, host = st.jobs, None, None, {}
         try:
             records = self._plan(st.jobs, algs)
             want = desired_tables(fabric, records.values())
             stats = self.reconciler.converge(want)
             st.jobs = records
             self._record_install(stats)
+            host = self._host_refresh()  # host mode: new ports where the buckets changed
         except (ConflictError, InstallError) as e:
             error = str(e)
             LOG.error("mlroute: %s: %s", cause, e)
@@ -250,7 +352,7 @@ class RouteService:
                  "moved_flows": self.last_moved if error is None and algs else 0,
                  "rules": _public(stats), "error": error,
                  "unroutable_flows": sum(len(r.unroutable()) for r in st.jobs.values()),
-                 "recovery_ms": round((time.perf_counter() - t0) * 1e3, 3)}
+                 "recovery_ms": round((time.perf_counter() - t0) * 1e3, 3), **host}
         st.add_event(event)
         if went_down:
             st.counters["failures_handled"] += 1
@@ -273,6 +375,7 @@ class RouteService:
         want = desired_tables(self.state.fabric, self.state.jobs.values())
         for dpid, error in rec.drain(want):
             LOG.error("mlroute: switch %s could not be reconciled: %s", self._name(dpid), error)
+        self._host_refresh()
 
     # ---- fabric -----------------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:
@@ -309,6 +412,7 @@ class RouteService:
     def _fabric_view(self) -> dict:
         rec = self.reconciler
         doc = views.fabric_view(self.state, rec.installed, rec.pending, rec.last_sync)
+        doc["rule_budget"] = self._budget_view()
         doc["discovery"] = {"mode": "checking the declared fabric" if self.finder.declared
                             else "discovering", "wiring_problems": self.finder.problems}
         return doc
@@ -347,9 +451,14 @@ class RouteService:
                                  f"(choose from {', '.join(OBJECTIVES)})")
             if objective != "flows" and algorithm != "auto":
                 raise InputError(f"job {job.id}: objective {objective!r} needs algorithm 'auto'")
+            advice = None
+            if job.options.get("ring_order") == "advised" and job.is_collective:
+                advice = {"rings": [advise_ring(fabric, r) for r in job.rings]}
+                job = apply_advice(job, advice)
             records = dict(st.jobs)
             records[job.id] = JobRecord(job, st.next_number, algorithm, mode, self.clock())
             planned = self._plan(records, {algorithm})
+            admitted = self._admit(planned, job.id)  # rule budget; host-mode flows
             bad = planned[job.id].unroutable()
             if bad:  # a new job must be routable as a whole; running ones may degrade
                 raise ConflictError(
@@ -360,8 +469,30 @@ class RouteService:
             st.next_number += 1
             view = self._job_view(job.id)
             view.update(install_ms=round((stats["seconds"] or 0) * 1e3, 3), rules=_public(stats),
-                        moved_flows=self.last_moved)
+                        moved_flows=self.last_moved, **admitted)
+            if self.host.ports:
+                view["port_changes"] = self.last_port_changes
+            if advice is not None:
+                view["ring_order_advice"] = advice
             return view
+
+    def advise(self, doc) -> dict:
+        """Ring order advice for a job document, not installed: per ring the order that
+        crosses fewest leaves, and the saving in inter-leaf flows and predicted time (the job
+        planned alone with its algorithm)."""
+        doc = self._resolve_addresses(doc)
+        with self.lock:
+            fabric = views.need_fabric(self.state)
+            job = parse_job(doc, fabric)
+            if not job.is_collective:
+                raise InputError(f"job {job.id}: ring order advice needs a ring All-Reduce")
+            algorithm = job.options.get("algorithm", self.algorithm)
+            if algorithm not in ALGORITHMS:
+                raise InputError(f"job {job.id}: unknown algorithm {algorithm!r}")
+            opts = dict(self.planner_opts.get(algorithm, planner_options(algorithm)))
+            if algorithm == "auto":
+                opts["ilp_time_limit"] = 0  # advice answers at once
+        return advise_order(fabric, [job], algorithm, predict=True, **opts)
 
     def delete_job(self, job_id: str) -> dict:
         with self.lock:
@@ -388,7 +519,9 @@ class RouteService:
         self.reconciler.check_offline(
             want, lambda: desired_tables(st.fabric, st.jobs.values()), self._name)
         stats = self.reconciler.converge(want)
+        ports = self._host_place_or_undo(records)
         st.jobs = records
+        self._host_commit(records, ports)
         st.version += 1
         self._record_install(stats)
         self._drain()
@@ -407,7 +540,8 @@ class RouteService:
         r = self.state.jobs.get(job_id)
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
-        return views.job_view(self.state, r, self._prediction(job_id))
+        return views.job_view(self.state, r, self._prediction(job_id),
+                              self.host.ports.get(job_id))
 
     def jobs_view(self) -> dict:
         with self.lock:
@@ -415,7 +549,7 @@ class RouteService:
 
     def routes_view(self) -> dict:
         with self.lock:
-            return views.routes_view(self.state)
+            return views.routes_view(self.state, self.host.ports)
 
     def links_view(self) -> dict:
         with self.lock:
@@ -424,6 +558,157 @@ class RouteService:
     def imbalance_view(self) -> dict:
         with self.lock:
             return views.imbalance_view(self.state)
+
+    def job_ports(self, job_id: str) -> str:
+        """The source port of every connection of a job as text, one line per connection
+        (what a job launcher reads: host mode's chosen ports, or the flows' own)."""
+        with self.lock:
+            r = self.state.jobs.get(job_id)
+            if r is None:
+                raise NotFoundError(f"no job {job_id!r}")
+            return views.ports_export(self.state, r, self.host.ports.get(job_id))
+
+    # ---- host mode: source ports instead of per-flow entries (controller/hostmode.py) --------
+    def _host_flows(self, records: dict) -> tuple[list, list]:
+        """Host-mode flows as ((job id, flow key), flow, parts), and the (host, protocol,
+        port) that flows of the other modes use, which host-mode flows must not take."""
+        flows, taken = [], []
+        for r in records.values():
+            for flow, parts in r.flows_with_parts():
+                if r.mode == "host":
+                    flows.append(((r.job.id, flow_key(flow)), flow, parts))
+                elif parts:
+                    for i in range(len(parts)):
+                        port = part_sport(flow, i, len(parts))
+                        if port:
+                            taken.append((flow.src, flow.proto, port))
+        return flows, taken
+
+    def _host_place(self, records: dict) -> dict:
+        """Ports of every host-mode flow of ``records``; probes the leaves whose map is
+        unknown or stale (their tables must be installed)."""
+        flows, taken = self._host_flows(records)
+        if not flows:
+            return {}
+        probe = getattr(self.reconciler.installer, "probe", None)
+        if probe is None:
+            raise ConflictError("host mode: the switch connection cannot send probes")
+        return self.host.place(self.state.fabric, flows, probe, taken)
+
+    def _host_place_or_undo(self, records: dict) -> dict:
+        """``_host_place`` for a change whose tables are installed already; on failure the
+        switches are brought back to the committed state and the error raised."""
+        try:
+            return self._host_place(records)
+        except (ConflictError, InputError):  # InstallError too: probes lost
+            try:
+                self.reconciler.converge(desired_tables(self.state.fabric,
+                                                        self.state.jobs.values()))
+            except InstallError as e:
+                LOG.error("mlroute: undoing a change whose probes failed: %s", e)
+            raise
+
+    def _host_commit(self, records: dict, ports: dict) -> list[dict]:
+        """Keep the ports of committed ``records``; ``last_port_changes`` lists the flows
+        whose port changed (the host opens the new connection before closing the old)."""
+        fabric = self.state.fabric
+        changes = []
+        for (jid, fk), part, old, new in self.host.changes(ports):
+            parts = records[jid].routes.get(fk) or ()
+            changes.append({"job": jid, "src": fk[0], "dst": fk[1], "part": part,
+                            "old_sport": old, "sport": new,
+                            "spine": fabric.spines[parts[part][0]] if part < len(parts) else None})
+        self.host.commit(ports)
+        if not any(r.mode == "host" for r in records.values()):
+            self.host.maps.clear()  # the pipeline goes with the last host job: learn again
+        self.last_port_changes = changes
+        return changes
+
+    def _host_refresh(self) -> dict:
+        """After a topology change or a switch synchronised: the leaves whose live uplinks
+        changed are probed again and the host-mode flows whose port no longer leads to the
+        planned spine get new ones (also the ports of jobs loaded from the state file).
+        Returns the event's fields: ``port_changes`` or ``host_error``."""
+        st, rec = self.state, self.reconciler
+        if self.passive or st.fabric is None:
+            return {}
+        flows, _ = self._host_flows(st.jobs)
+        if not flows:
+            self.host.maps.clear()
+            self.host.ports = {}
+            return {}
+        complete = all(fk in self.host.ports.get(jid, {}) and None not in
+                       self.host.ports[jid][fk] for (jid, fk), _f, _p in flows)
+        if complete and not self.host.stale(st.fabric):
+            return {}
+        if rec.pending:  # probes need the tables in place: after the drain
+            return {}
+        try:
+            ports = self._host_place(st.jobs)
+        except (ConflictError, InputError) as e:
+            LOG.error("mlroute: host mode: %s", e)
+            return {"host_error": str(e)}
+        changes = self._host_commit(st.jobs, ports)
+        st.version += 1
+        return {"port_changes": changes}
+
+    # ---- per-switch rule budget ------------------------------------------------------------
+    def _admit(self, planned: dict, job_id: str) -> dict:
+        """A new job within every switch's flow-entry budget (``max_flow_rules``): over it, a
+        flow or sr job is refused naming the switch and the counts, or (``over_budget`` host)
+        planned in host mode, which needs no per-flow entry. Host-mode flows must be
+        steerable by source port. Returns what the answer reports."""
+        r = planned[job_id]
+        note = {}
+        if self.max_flow_rules:
+            over = self._over_budget(planned)
+            if over and r.mode != "host" and self.over_budget == "host":
+                note = {"over_budget": over[0], "mode_reason": (
+                    f"{over[0]['message']}: planned in host mode instead (--mlroute-over-budget "
+                    "host)")}
+                r.mode = "host"
+                over = self._over_budget(planned)
+            if over:
+                raise ConflictError(
+                    f"job {job_id}: {over[0]['message']} (--mlroute-max-flow-rules)"
+                    + (f"; {len(over) - 1} more switches over it" if len(over) > 1 else "")
+                    + ("" if r.mode == "host" else "; post it with \"mode\": \"host\" (no "
+                       "per-flow entries) or make it smaller"))
+        if r.mode == "host":
+            for f in r.job.flows():
+                try:
+                    host_protocol(f)
+                except InputError as e:
+                    raise InputError(f"job {job_id}: {e}") from None
+        return note
+
+    def _over_budget(self, planned: dict) -> list[dict]:
+        """Switches that would hold more flow entries than the budget and more than now,
+        fullest first."""
+        st = self.state
+        new = desired_tables(st.fabric, planned.values())
+        now = desired_tables(st.fabric, st.jobs.values())
+        over = []
+        for dpid, (rules, _) in new.items():
+            n = len(rules)
+            if n > self.max_flow_rules and n > len(now.get(dpid, ([], []))[0]):
+                jobs = sum(1 for x in rules if x.cookie != COOKIE_STATIC)
+                name = self._name(dpid)
+                over.append({"switch": name, "rules": n, "job_rules": jobs,
+                             "static_rules": n - jobs, "budget": self.max_flow_rules,
+                             "message": f"switch {name} would hold {n} flow entries ({jobs} of "
+                                        f"jobs, {n - jobs} static), over its budget of "
+                                        f"{self.max_flow_rules}"})
+        return sorted(over, key=lambda o: (-o["rules"], o["switch"]))
+
+    def _budget_view(self) -> dict:
+        installed = self.reconciler.installed
+        counts = {self._name(d): len(t.rules) for d, t in installed.items()}
+        fullest = max(counts.items(), key=lambda kv: (kv[1], kv[0]), default=(None, 0))
+        return {"max_flow_rules": self.max_flow_rules or None, "over_budget": self.over_budget,
+                "fullest_switch": fullest[0], "fullest_rules": fullest[1],
+                "switches_over": sorted(k for k, v in counts.items()
+                                        if self.max_flow_rules and v > self.max_flow_rules)}
 
     # ---- planning and prediction -------------------------------------------------------------
     def _plan(self, records: dict[str, JobRecord], algorithms: set[str]) -> dict[str, JobRecord]:
@@ -448,6 +733,10 @@ class RouteService:
                 self.last_moved += assignment.info["moved_flows"]
                 self.state.counters["moved_flows"] = (self.state.counters.get("moved_flows", 0)
                                                       + assignment.info["moved_flows"])
+                if assignment.info.get("optimal"):
+                    self.unproven.discard((alg, objective))
+                elif self.ilp_budget > 0 and not assignment.is_split():
+                    self.unproven.add((alg, objective))
             else:
                 assignment, ms = run_planner(problem, alg,
                                              **self.planner_opts.get(alg, planner_options(alg)))

@@ -345,3 +345,24 @@ def test_links_that_come_back_are_used_after_the_hold_down():
     assert api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"] == 1 < load
     assert "re-optimised" in svc.state.events[-1]["cause"]
     tables_match(f, sw, svc)
+
+
+def test_ring_order_advice_is_returned_and_used_only_when_asked():
+    f = wired(2, 4, 2)
+    sw, svc = start(f)
+    ranks = ["h0_0", "h1_0", "h0_1", "h1_1"]  # crosses l0-l1 four times; grouped: twice
+    code, advice = api.handle(svc, "POST", "/v1/advise", json.dumps(ring("adv", ranks)).encode())
+    assert code == 200 and advice["inter_leaf_flows"] == {"given": 4, "advised": 2}
+    assert svc.jobs == {}  # nothing installed
+    code, doc = post(svc, ring("given", ranks))
+    assert code == 201 and doc["job"]["rings"] == [ranks] and "ring_order_advice" not in doc
+    code, doc = post(svc, ring("adv", ["h2_0", "h3_0", "h2_1", "h3_1"], ring_order="advised"))
+    assert code == 201 and doc["ring_order_advice"]["rings"][0]["inter_leaf_flows"] == \
+        {"given": 4, "advised": 2}
+    crossing = [r for r in doc["routes"] if f.hosts[r["src"]] != f.hosts[r["dst"]]]
+    assert len(crossing) == 2
+    code, doc = post(svc, ring("bad", ranks, ring_order="sideways"))
+    assert code == 400 and "ring_order" in doc["error"]
+    code, doc = api.handle(svc, "POST", "/v1/advise", json.dumps(
+        {"id": "x", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1}]}).encode())
+    assert code == 400 and "ring" in doc["error"]

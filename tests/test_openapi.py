@@ -67,6 +67,8 @@ def test_fuzz_no_server_errors(controller):
 @pytest.mark.integration
 def test_odd_paths_get_json_errors(controller):
     assert controller.rest("POST", "/v1/jobs", {"id": "€ x", "flows": [
+        {"src": "h0_0", "dst": "h1_0", "bytes": 1}]})[0] == 400  # not usable in a URL
+    assert controller.rest("POST", "/v1/jobs", {"id": "x", "flows": [
         {"src": "h0_0", "dst": "h1_0", "bytes": 1}]})[0] == 409  # valid, no switch connected
     for path, status in [("/v1/jobs/a%0Ab", 404), ("/v1/jobs/%E2%82%AC", 404),
                          ("/v1/jobs/x%00y", 404), ("/v1/nothing/here", 404)]:
