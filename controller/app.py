@@ -35,6 +35,7 @@ from controller.metrics import exposition
 from controller.openflow import (COOKIE_EXACT, COOKIE_JOB, COOKIE_OWNER_MASK, FlowRule,
                                  GroupEntry, Message, SwitchState)
 from controller.offpath import plan_in_subprocess
+from controller.hostmode import parse_probe
 from controller.plan import planner_options
 from controller.service import RouteService
 from controller.store import StateStore
@@ -74,7 +75,10 @@ class MlrouteApp(app_manager.RyuApp):
                                     on_progress=lambda: hub.sleep(0),
                                     dead_after=conf.mlroute_dead_after, sleep=hub.sleep,
                                     link_gbps=conf.mlroute_link_gbps,
-                                    hold_down=conf.mlroute_hold_down)
+                                    hold_down=conf.mlroute_hold_down,
+                                    max_flow_rules=conf.mlroute_max_flow_rules,
+                                    over_budget=conf.mlroute_over_budget)
+        self.probe_wait = None  # host mode: (tokens awaited, arrivals, event) of a probe batch
         self.lldp_interval = conf.mlroute_lldp_interval
         self.improving = False
         self.multipart = {}  # (dpid, xid) -> parts received so far
@@ -530,7 +534,57 @@ class MlrouteApp(app_manager.RyuApp):
     def _packet_in(self, ev):
         msg = ev.msg
         dp = msg.datapath
+        if self._probe_arrived(dp.id, msg.match["in_port"], msg.data):
+            return
         hub.spawn(self._guarded, self._answer, dp, msg.match["in_port"], msg.data)
+
+    # ---- host mode: probes through the leaves' own tables (controller/hostmode.py) ---------
+    PROBE_BATCH = 256
+
+    def probe(self, probes) -> dict:
+        """Installer: each probe as a packet-out into its leaf's tables (in_port the host's
+        port, output TABLE), answered by the spine it reached (packet-in); returns token ->
+        (spine dpid, in_port). Batches of 256, each waited for up to the barrier timeout;
+        lost probes are sent once more, then left out (the caller reports them)."""
+        got: dict = {}
+        todo = list(probes)
+        for _attempt in range(2):
+            lost = []
+            for i in range(0, len(todo), self.PROBE_BATCH):
+                batch = todo[i:i + self.PROBE_BATCH]
+                event = hub.Event()
+                self.probe_wait = ({p.token for p in batch}, got, event)
+                try:
+                    for p in batch:
+                        dp = self.datapaths.get(p.dpid)
+                        if dp is None:
+                            raise InstallError(f"switch {self._name(p.dpid)} is not connected")
+                        ofp, parser = dp.ofproto, dp.ofproto_parser
+                        dp.send_msg(parser.OFPPacketOut(
+                            dp, buffer_id=ofp.OFP_NO_BUFFER, in_port=p.in_port,
+                            actions=[parser.OFPActionOutput(ofp.OFPP_TABLE)], data=p.data))
+                    event.wait(timeout=self.timeout)
+                finally:
+                    self.probe_wait = None
+                lost += [p for p in batch if p.token not in got]
+            todo = lost
+            if not todo:
+                break
+        return got
+
+    def _probe_arrived(self, dpid: int, in_port: int, data: bytes) -> bool:
+        """A probe's packet-in (on the event loop, never blocks): note where it arrived.
+        True for every probe, late ones too, so they never reach discovery."""
+        h = parse_probe(data)
+        if h is None:
+            return False
+        wait = self.probe_wait
+        if wait is not None and h["token"] in wait[0]:
+            wait[1][h["token"]] = (dpid, in_port)
+            wait[0].discard(h["token"])
+            if not wait[0]:
+                wait[2].set()
+        return True
 
     def _answer(self, dp, in_port: int, data: bytes) -> None:
         """Feed discovery, then answer an ARP request for a known address (off the loop:
@@ -584,6 +638,9 @@ class RestController(ControllerBase):
         else:
             status, doc = api.handle(self.app.service, req.method, path, body,
                                      dict(req.headers))
+        if isinstance(doc, str):  # a text document (GET /v1/jobs/{id}/ports)
+            return Response(status=status, content_type="text/plain", charset="utf-8",
+                            body=doc.encode())
         return Response(status=status, content_type="application/json", charset="utf-8",
                         body=json.dumps(doc).encode())
 

@@ -16,10 +16,15 @@ from controller.state import UNROUTABLE, flow_key
 Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 
 
-def desired_tables(fabric: Fabric, records) -> Tables:
+def desired_tables(fabric: Fabric, records, host: bool | None = None) -> Tables:
     """Static entries plus every job's flow rules, per switch. Two flows with the same match
-    are a conflict naming both jobs. O(static entries + planned parts)."""
-    want = {dpid: (list(rules), list(groups)) for dpid, (rules, groups) in all_static(fabric).items()}
+    are a conflict naming both jobs. The host-mode pipeline is static too, present while a
+    job runs in host mode (``host`` None) or when asked. O(static entries + planned parts)."""
+    records = list(records)
+    if host is None:
+        host = any(r.mode == "host" for r in records)
+    want = {dpid: (list(rules), list(groups))
+            for dpid, (rules, groups) in all_static(fabric, host).items()}
     owner: dict[tuple, str] = {}
     for r in records:
         for flow, parts in r.flows_with_parts():

@@ -21,7 +21,13 @@ OPTS = [
                help="auto's objective for jobs that do not ask for one: flows (max-min link "
                     "flow counts) or jobs (worst job's predicted iteration slowdown)"),
     cfg.StrOpt("mlroute-mode", default="flow",
-               help="enforcement for jobs that do not ask for one: flow or sr"),
+               help="enforcement for jobs that do not ask for one: flow, sr or host (no "
+                    "per-flow entry: each flow gets a source port that leads to its spine)"),
+    cfg.IntOpt("mlroute-max-flow-rules", default=0,
+               help="flow entries a switch may hold (0: no budget); a flow or sr job that "
+                    "would exceed it is refused with 409, or see --mlroute-over-budget"),
+    cfg.StrOpt("mlroute-over-budget", default="refuse",
+               help="a job over the rule budget: refuse (409) or host (planned in host mode)"),
     cfg.StrOpt("mlroute-state", default=None,
                help="sqlite file keeping fabric, jobs and routes across restarts"),
     cfg.FloatOpt("mlroute-stats-interval", default=2.0,

@@ -6,7 +6,8 @@ mlroute_measured_link_bps{link}, mlroute_path_imbalance{direction,stat},
 mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
 mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram),
 mlroute_unroutable_flows{src_leaf,dst_leaf}, mlroute_switch_syncs_total,
-mlroute_openflow_messages_total, mlroute_wiring_problems{kind}.
+mlroute_openflow_messages_total, mlroute_wiring_problems{kind},
+mlroute_switch_flow_rules{switch,owner}, mlroute_max_flow_rules.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from controller import views
+from controller.openflow import COOKIE_STATIC
 
 BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -73,6 +75,7 @@ class ServiceCollector:
             yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
                                     value=sum(1 for d, s in state.switches.items() if s.connected and
                                               f is not None and d in f.switch_of_dpid))
+            yield from _rule_budget(svc)
             wiring = GaugeMetricFamily("mlroute_wiring_problems",
                                        "discovered cabling that differs from the fabric in use",
                                        labels=["kind"])
@@ -111,6 +114,21 @@ class ServiceCollector:
             for p in links["summary"]["unroutable_pairs"]:
                 broken.add_metric([p["src_leaf"], p["dst_leaf"]], p["flows"])
             yield broken
+
+
+def _rule_budget(svc):
+    """Flow entries per synchronised switch (static, of jobs) and the per-switch budget."""
+    per_switch = GaugeMetricFamily("mlroute_switch_flow_rules",
+                                   "flow entries a switch holds, by owner (static or jobs)",
+                                   labels=["switch", "owner"])
+    for dpid, table in sorted(svc.reconciler.installed.items()):
+        jobs = sum(1 for r in table.rules.values() if r.cookie != COOKIE_STATIC)
+        per_switch.add_metric([svc._name(dpid), "static"], len(table.rules) - jobs)
+        per_switch.add_metric([svc._name(dpid), "jobs"], jobs)
+    yield per_switch
+    yield GaugeMetricFamily("mlroute_max_flow_rules",
+                            "flow entries a switch may hold (0: no budget)",
+                            value=getattr(svc, "max_flow_rules", 0))
 
 
 def exposition(service) -> tuple[bytes, str]:

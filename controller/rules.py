@@ -15,6 +15,12 @@ Per-flow state lives only at ingress leaves (``job_rules``): a planned flow matc
 pushed the destination-leaf label and then the spine label (segment routing) and goes out to
 its spine. A split flow gets one rule per part, each part a sub-connection with its own source
 port. Labels: spine j = 100000 + j, leaf i = 200000 + i.
+
+``host`` mode (``host_static_rules``) adds no per-flow entry at all: every leaf chooses the
+uplink of TCP and RoCEv2 (UDP to 4791) packets from its hosts by the low bits of the source port
+(masked matches: an ECMP hash configured on the source port, as RoCE fabrics configure theirs),
+and every spine sends packets carrying the probe mark (IP DSCP 59) to the controller, which
+learns from them which spine each source port takes (``controller/hostmode.py``).
 """
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from controller.jobs import Flow
 from controller.openflow import (ETH_ARP, ETH_IPV4, ETH_MPLS, COOKIE_STATIC, FlowRule,
                                  GroupEntry, Message, job_cookie, rule)
 
-MODES = ("flow", "sr")
+MODES = ("flow", "sr", "host")
 SPINE_LABEL_BASE = 100000
 LEAF_LABEL_BASE = 200000
 SPLIT_SPORT_BASE = 40000
@@ -34,6 +40,13 @@ PRIO_LLDP = 1100
 ETH_LLDP = 0x88CC
 PRIO_ARP, PRIO_MPLS, PRIO_PLANNED, PRIO_LOCAL, PRIO_FROM_SPINE, PRIO_DEFAULT = (
     1000, 900, 500, 100, 20, 10)
+# host mode: below the drop of packets from spines (20), so only host ports reach it, and above
+# the default group (10); the probe trap on spines above everything
+PRIO_HOST, PRIO_PROBE = 15, 1000
+PROBE_DSCP = 59  # RFC 2474 pool 2 (xxxx11): experimental or local use, never set by RoCE or TCP
+ROCE_DPORT = 4791
+UDP, TCP = 17, 6
+HOST_PROTOCOLS = ((UDP, ROCE_DPORT), (TCP, 0))  # (protocol, destination port or 0: any)
 
 
 def spine_label(fabric: Fabric, spine: str) -> int:
@@ -136,6 +149,8 @@ def flow_rules(fabric: Fabric, flow: Flow, parts, mode: str, job_number: int) ->
         return []
     if mode not in MODES:
         raise InputError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
+    if mode == "host":  # no per-flow entry: the host's source port picks the spine
+        return []
     leaf = fabric.hosts[flow.src]
     dst_leaf = fabric.hosts[flow.dst]
     dpid = fabric.dpids[leaf]
@@ -155,9 +170,64 @@ def flow_rules(fabric: Fabric, flow: Flow, parts, mode: str, job_number: int) ->
     return out
 
 
-def all_static(fabric: Fabric) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
-    return {fabric.dpids[sw]: static_rules(fabric, sw) for sw in fabric.spines + fabric.leaves}
+def all_static(fabric: Fabric, host: bool = False
+               ) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
+    """Static entries of every switch; ``host`` adds the host-mode pipeline."""
+    out = {}
+    for sw in fabric.spines + fabric.leaves:
+        rules, groups = static_rules(fabric, sw)
+        if host:
+            rules = rules + host_static_rules(fabric, sw)
+        out[fabric.dpids[sw]] = (rules, groups)
+    return out
+
+
+def live_uplinks(fabric: Fabric, leaf: str) -> list[str]:
+    """The leaf's alive uplinks in spine order."""
+    return [s for s in fabric.spines if link_up(fabric, leaf, s)]
+
+
+def sport_buckets(n: int) -> int:
+    """Source-port buckets of a leaf with ``n`` live uplinks: n rounded up to a power of two,
+    so that one masked match on the low bits is one bucket.
+
+    >>> [sport_buckets(n) for n in (0, 1, 2, 3, 4, 5, 32)]
+    [0, 1, 2, 4, 4, 8, 32]
+    """
+    return 0 if n <= 0 else 1 << (n - 1).bit_length()
+
+
+def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
+    """The host-mode pipeline of one switch, static (it grows with spines, never with flows).
+
+    Leaf: per protocol (RoCEv2 = UDP to 4791, and TCP) and per bucket b of the m =
+    ``sport_buckets(live uplinks)`` buckets, one entry matching the source port's low bits
+    (value b, mask m - 1) that outputs to the (b mod n)-th live uplink: 2 m entries. Only
+    packets from host ports reach them (packets from spines are dropped above them); other IPv4
+    keeps the default select group. Spine: one entry sending IPv4 packets with DSCP
+    ``PROBE_DSCP`` to the controller (the probes of ``controller.hostmode``).
+    O(uplinks) entries per switch.
+    """
+    dpid = fabric.dpids[switch]
+    if switch not in fabric.leaf_index:
+        return [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4, "ip_dscp": PROBE_DSCP},
+                     [("controller",)])]
+    ups = live_uplinks(fabric, switch)
+    m = sport_buckets(len(ups))
+    out = []
+    for proto, dport in HOST_PROTOCOLS:
+        l4 = "udp" if proto == UDP else "tcp"
+        for b in range(m):
+            match = {"eth_type": ETH_IPV4, "ip_proto": proto}
+            if dport:
+                match[f"{l4}_dst"] = dport
+            if m > 1:
+                match[f"{l4}_src"] = (b, m - 1)
+            out.append(rule(dpid, T_CLASSIFY, PRIO_HOST, match,
+                            [("output", fabric.port(switch, ups[b % len(ups)]))]))
+    return out
 
 
 __all__ = ["MODES", "COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
-           "all_static", "spine_label", "leaf_label"]
+           "all_static", "spine_label", "leaf_label", "host_static_rules", "live_uplinks",
+           "sport_buckets", "PROBE_DSCP", "ROCE_DPORT"]

@@ -11,8 +11,9 @@ from controller.errors import ConflictError
 from controller.loads import link_loads, load_summary
 from controller.openflow import COOKIE_STATIC
 from controller.plan import route_doc
+from controller.hostmode import export_lines
 from controller.rules import flow_rules, part_sport
-from controller.state import UNROUTABLE, ControllerState, JobRecord, unroutable_pairs
+from controller.state import UNROUTABLE, ControllerState, JobRecord, flow_key, unroutable_pairs
 
 
 def need_fabric(state: ControllerState):
@@ -58,7 +59,9 @@ def fabric_view(state: ControllerState, installed: dict, pending: set,
                 f.dpids[sw] in installed for sw in f.spines + f.leaves)}
 
 
-def routes_of(state: ControllerState, r: JobRecord) -> list[dict]:
+def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -> list[dict]:
+    """Routes of a job; in host mode each carries the source port its host must use (per
+    split part), from ``ports`` ({flow key: (port, ...)}; null while not chosen yet)."""
     spines = state.fabric.spines
     out = []
     for flow, parts in r.flows_with_parts():
@@ -67,14 +70,41 @@ def routes_of(state: ControllerState, r: JobRecord) -> list[dict]:
             doc["unroutable"] = True
         else:
             doc = route_doc(flow, parts, spines, part_sport)
+            if r.mode == "host":
+                chosen = (ports or {}).get(flow_key(flow)) or ()
+                doc.update(proto=flow.proto, dport=flow.dport)
+                if "split" in doc:
+                    for i, part in enumerate(doc["split"]):
+                        part["sport"] = chosen[i] if i < len(chosen) else None
+                else:
+                    doc["sport"] = chosen[0] if chosen else None
         out.append(doc)
     return out
 
 
-def job_view(state: ControllerState, r: JobRecord, prediction: dict) -> dict:
+def ports_export(state: ControllerState, r: JobRecord, ports: dict | None = None) -> str:
+    """The job's connections as text for a job launcher: a comment line, then per connection
+    (flow, or part of a split flow) source IP, destination IP, protocol, source port,
+    destination port. Host mode: the chosen ports; other modes: the flows' own."""
+    conns = []
+    for flow, parts in r.flows_with_parts():
+        if parts == UNROUTABLE:
+            continue
+        if r.mode == "host":
+            chosen = (ports or {}).get(flow_key(flow)) or ()
+            conns += [(flow, p) for p in chosen if p is not None]
+        else:
+            n = len(parts) if parts else 1
+            conns += [(flow, part_sport(flow, i, n)) for i in range(n)]
+    return (f"# mlroute job {r.job.id} (mode {r.mode}): source_ip destination_ip protocol "
+            "source_port destination_port\n" + export_lines(state.fabric, conns))
+
+
+def job_view(state: ControllerState, r: JobRecord, prediction: dict,
+             ports: dict | None = None) -> dict:
     f = state.fabric
     routes = []
-    for doc, (flow, parts) in zip(routes_of(state, r), r.flows_with_parts()):
+    for doc, (flow, parts) in zip(routes_of(state, r, ports), r.flows_with_parts()):
         if parts:
             doc = dict(doc, measured=measured_parts(state, r, flow, parts))
         routes.append(doc)
@@ -93,8 +123,11 @@ def jobs_view(state: ControllerState) -> dict:
                      for r in state.jobs.values()]}
 
 
-def routes_view(state: ControllerState) -> dict:
-    return {"routes": [x for r in state.jobs.values() for x in routes_of(state, r)]}
+def routes_view(state: ControllerState, ports: dict | None = None) -> dict:
+    """``ports``: host mode's chosen ports, {job id: {flow key: (port, ...)}}."""
+    ports = ports or {}
+    return {"routes": [x for r in state.jobs.values()
+                       for x in routes_of(state, r, ports.get(r.job.id))]}
 
 
 def links_view(state: ControllerState, plan) -> dict:

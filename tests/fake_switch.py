@@ -12,11 +12,15 @@ from controller.openflow import ETH_IPV4, ETH_MPLS, FlowRule, SwitchState
 PREREQ = {"ipv4_src": ("eth_type", ETH_IPV4), "ipv4_dst": ("eth_type", ETH_IPV4),
           "ip_proto": ("eth_type", ETH_IPV4), "tcp_src": ("ip_proto", 6),
           "tcp_dst": ("ip_proto", 6), "udp_src": ("ip_proto", 17), "udp_dst": ("ip_proto", 17),
-          "mpls_label": ("eth_type", ETH_MPLS), "mpls_bos": ("eth_type", ETH_MPLS)}
+          "mpls_label": ("eth_type", ETH_MPLS), "mpls_bos": ("eth_type", ETH_MPLS),
+          "ip_dscp": ("eth_type", ETH_IPV4)}
 
 
 class FakeSwitches:
-    def __init__(self, dpids):
+    def __init__(self, dpids, fabric=None):
+        self.fabric = fabric  # wiring, needed only to follow probes from leaf to spine
+        self.probes = 0  # probe packets sent by the controller (host mode)
+        self.lose_probes = 0  # probes to lose (none reaches a spine)
         self.rules = {d: {} for d in dpids}  # dpid -> key -> FlowRule
         self.groups = {d: {} for d in dpids}
         self.fail = set()  # dpids that reject their next batch (once)
@@ -110,7 +114,7 @@ class FakeSwitches:
         for r in self.rules[dpid].values():
             if r.table != table:
                 continue
-            if all(fields.get(k) == v for k, v in r.match):
+            if all(_matches(fields.get(k), v) for k, v in r.match):
                 if best is None or r.priority > best.priority:
                     best = r
         return best
@@ -128,7 +132,43 @@ class FakeSwitches:
             if l4:
                 f[f"{l4}_src"] = pkt["sport"]
                 f[f"{l4}_dst"] = pkt["dport"]
+            f["ip_dscp"] = pkt.get("dscp", 0)
         return f
+
+    # host mode: probes injected at a leaf (packet-out to the table), answered by a spine
+    def probe(self, probes) -> dict:
+        """Every probe through the leaf's tables from its host port, then through the spine it
+        left to; the spine's packet-in is (spine dpid, in_port). Lost probes are absent."""
+        from controller.hostmode import parse_probe
+        f = self.fabric
+        out = {}
+        for p in probes:
+            self.probes += 1
+            if self.lose_probes > 0:
+                self.lose_probes -= 1
+                continue
+            h = parse_probe(p.data)
+            pkt = {"in_port": p.in_port, "eth_type": ETH_IPV4, "ipv4_src": h["ipv4_src"],
+                   "ipv4_dst": h["ipv4_dst"], "ip_proto": h["proto"], "sport": h["sport"],
+                   "dport": h["dport"], "dscp": h["dscp"], "mpls": []}
+            leaf = f.switch_of_dpid[p.dpid]
+            for port, pk in self.process(p.dpid, pkt):
+                spine = f.peer(leaf, port)
+                if spine not in f.spine_index:
+                    continue
+                at = f.port(spine, leaf)
+                for where, _ in self.process(f.dpids[spine], dict(pk, in_port=at)):
+                    if where == "controller":
+                        out[p.token] = (f.dpids[spine], at)
+        return out
+
+
+def _matches(have, want) -> bool:
+    """An OpenFlow match value: exact, or (value, mask) for a masked field."""
+    if isinstance(want, tuple):
+        value, mask = want
+        return have is not None and have & mask == value & mask
+    return have == want
 
 
 def trace(fabric, switches: FakeSwitches, src: str, dst: str, proto=6, sport=1234, dport=80,

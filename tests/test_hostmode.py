@@ -1,0 +1,385 @@
+"""Host mode on the fake switch tables: the leaves' static source-port pipeline, ports learned
+from probes (never guessed), every planned flow reaching its planned spine with its chosen
+source port, new ports after a failure, and the export for job launchers."""
+import json
+
+import pytest
+
+from controller import api
+from controller.desired import desired_tables
+from controller.fabric import Fabric
+from controller.hostmode import (PORT_MIN, HostPorts, PortMap, _checksum, choose_ports,
+                                 first_window, make_probes, parse_probe, probe_packet)
+from controller.jobs import Flow
+from controller.openflow import COOKIE_STATIC, Message
+from controller.rules import host_static_rules, live_uplinks, sport_buckets, static_rules
+from controller.service import RouteService
+from controller.store import StateStore
+from tests.fake_switch import FakeSwitches, trace
+
+
+def wired(spines=4, leaves=4, hosts=2, down=()):
+    f = Fabric.generate(spines, leaves, hosts, 0.01, wiring=True)
+    return f.with_down(set(down)) if down else f
+
+
+def start(f, mode="host", store=None, **kw):
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    svc = RouteService(sw, f, mode=mode, store=store, **kw)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return sw, svc
+
+
+def post(svc, doc):
+    return api.handle(svc, "POST", "/v1/jobs", json.dumps(doc).encode())
+
+
+def ring(jid, ranks, **extra):
+    return {"id": jid, "collective": "ring_allreduce", "ranks": ranks, "bytes": 8e6,
+            "proto": "udp", "dport": 4791, **extra}
+
+
+def parts_of(route):
+    """(spine, sport) of every part of a route."""
+    if "split" in route:
+        return [(p["spine"], p["sport"]) for p in route["split"]]
+    return [(route["spine"], route["sport"])]
+
+
+def assert_on_planned_spines(f, sw, routes):
+    """Every part, sent with its chosen source port, crosses exactly its planned spine."""
+    checked = 0
+    for r in routes:
+        for spine, sport in parts_of(r):
+            path, reached, labels = trace(f, sw, r["src"], r["dst"], r["proto"], sport,
+                                          r["dport"])
+            assert reached == r["dst"] and labels == []
+            if spine is None:
+                assert len(path) == 1  # intra-leaf: delivered locally
+            else:
+                assert path == [f.hosts[r["src"]], spine, f.hosts[r["dst"]]], (r, sport, path)
+                checked += 1
+    return checked
+
+
+def job_entries(sw):
+    return sum(1 for rules in sw.rules.values() for r in rules.values()
+               if r.cookie != COOKIE_STATIC)
+
+
+# ---- the static pipeline ----------------------------------------------------------------------
+@pytest.mark.parametrize("spines, down, buckets", [(4, (), 4), (4, [("l0", "s1")], 4),
+                                                   (4, [("l0", "s1"), ("l0", "s2")], 2),
+                                                   (3, (), 4), (1, (), 1)])
+def test_leaf_pipeline_is_per_bucket_and_covers_every_live_uplink(spines, down, buckets):
+    f = wired(spines, 2, 2, down)
+    rules = host_static_rules(f, "l0")
+    assert len(rules) == 2 * buckets == 2 * sport_buckets(len(live_uplinks(f, "l0")))
+    outs = {a[1] for r in rules for a in r.actions}
+    assert outs == {f.port("l0", s) for s in live_uplinks(f, "l0")}
+    assert all(r.cookie == COOKIE_STATIC for r in rules)
+    spine_rules = host_static_rules(f, "s0")
+    assert len(spine_rules) == 1 and spine_rules[0].actions == (("controller",),)
+
+
+def test_switch_state_does_not_grow_with_flows():
+    f = wired()
+    sw, svc = start(f, algorithm="greedy")
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    sizes = {d: len(r) for d, r in sw.rules.items()}
+    flows = [{"src": f"h{i}_{k}", "dst": f"h{j}_{m}", "bytes": 1e6, "proto": "udp",
+              "dport": 4791, "sport": 1000 + n}
+             for n, (i, k, j, m) in enumerate((i, k, j, m) for i in range(4) for k in range(2)
+                                              for j in range(4) for m in range(2) if i != j)]
+    status, doc = post(svc, {"id": "many", "flows": flows})
+    assert status == 201, doc
+    assert {d: len(r) for d, r in sw.rules.items()} == sizes  # 48 more flows, same tables
+    assert job_entries(sw) == 0
+    # flow mode keeps its static tables exactly as before (no host pipeline)
+    g = wired()
+    sw2, svc2 = start(g, mode="flow")
+    for name in g.leaves + g.spines:
+        assert set(sw2.rules[g.dpids[name]].values()) == set(static_rules(g, name)[0])
+
+
+# ---- probes and the learned map -----------------------------------------------------------------
+@pytest.mark.parametrize("proto", [17, 6])
+def test_probe_packet_round_trip_and_checksums(proto):
+    data = probe_packet("02:00:00:00:00:01", "02:00:00:00:01:01", "10.0.0.1", "10.0.1.1",
+                        proto, 50001, 4791 if proto == 17 else 9, 123456)
+    h = parse_probe(data)
+    assert h == {"token": 123456, "proto": proto, "sport": 50001,
+                 "dport": 4791 if proto == 17 else 9, "dscp": 59, "ipv4_src": "10.0.0.1",
+                 "ipv4_dst": "10.0.1.1"}
+    assert _checksum(data[14:34]) == 0  # IPv4 header checksum valid
+    if proto == 6:
+        import ipaddress
+        import struct
+        pseudo = (ipaddress.IPv4Address("10.0.0.1").packed + ipaddress.IPv4Address(
+            "10.0.1.1").packed + struct.pack("!BBH", 0, 6, len(data) - 34))
+        assert _checksum(pseudo + data[34:]) == 0
+    # a packet without the mark is no probe, nor is the mark without the payload
+    assert parse_probe(data[:15] + bytes([0]) + data[16:]) is None
+    assert parse_probe(data[:-8] + b"XXXXXXXX") is None
+
+
+def test_ryu_parses_the_probe_packet():
+    pytest.importorskip("ryu")
+    from ryu.lib.packet import ipv4, packet, udp
+    pkt = packet.Packet(probe_packet("02:00:00:00:00:01", "02:00:00:00:01:01", "10.0.0.1",
+                                     "10.0.1.1", 17, 49999, 4791, 5))
+    assert pkt.get_protocol(ipv4.ipv4).tos >> 2 == 59
+    assert pkt.get_protocol(udp.udp).src_port == 49999
+
+
+def test_map_comes_from_the_switch_not_from_a_guess():
+    """Rewire one leaf's pipeline behind the controller's back (as a switch with another hash
+    would behave): the probes see it, and every flow still reaches its planned spine."""
+    f = wired()
+    sw, svc = start(f, algorithm="greedy")
+    assert post(svc, ring("warm", ["h0_1", "h1_1"]))[0] == 201  # installs the pipeline
+    l0 = f.dpids["l0"]
+    entries = [r for r in sw.rules[l0].values() if r.priority == 15]
+    outs = [r.actions for r in entries]
+    for r, acts in zip(entries, outs[1:] + outs[:1]):  # rotate the buckets' uplinks
+        sw.rules[l0][r.key] = type(r)(r.dpid, r.table, r.priority, r.match, acts, r.goto,
+                                      r.cookie)
+    svc.host.maps.clear()  # forget what was learned: learn again from the switch
+    status, doc = post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))
+    assert status == 201, doc
+    assert assert_on_planned_spines(f, sw, doc["routes"]) == 4
+
+
+def test_lost_probes_refuse_the_job_and_change_nothing():
+    f = wired()
+    sw, svc = start(f)
+    before = sw.snapshot()
+    sw.lose_probes = 3
+    status, doc = post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))
+    assert status == 409 and "probes reached no spine" in doc["error"]
+    assert sw.snapshot() == before and not svc.jobs
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201  # next time
+
+
+# ---- every flow on its planned spine ----------------------------------------------------------
+@pytest.mark.parametrize("spines, down", [(4, ()), (4, [("l0", "s1")]), (2, ()),
+                                          (3, [("l2", "s0")])])
+def test_every_flow_reaches_its_planned_spine(spines, down):
+    f = wired(spines, 4, 2, down)
+    sw, svc = start(f)
+    jobs = [ring("r", ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h2_1"]),
+            {"id": "tcp", "collective": "ring_allreduce", "ranks": ["h3_1", "h1_1", "h2_1"],
+             "bytes": 4e6},
+            {"id": "x", "flows": [{"src": "h0_0", "dst": "h3_1", "bytes": 1e6, "proto": "udp",
+                                   "dport": 4791, "sport": s} for s in range(6)]
+             + [{"src": "h1_0", "dst": "h1_1", "bytes": 1e6, "proto": "udp", "dport": 4791}]}]
+    checked = 0
+    for job in jobs:
+        status, doc = post(svc, job)
+        assert status == 201, doc
+        assert doc["mode"] == "host"
+    for job in jobs:
+        routes = api.handle(svc, "GET", f"/v1/jobs/{job['id']}")[1]["routes"]
+        checked += assert_on_planned_spines(f, sw, routes)
+    assert checked == 6 + 3 + 6
+    assert job_entries(sw) == 0
+    # source ports are unique per host and protocol (no two connections share a socket)
+    seen = set()
+    for r in api.handle(svc, "GET", "/v1/routes")[1]["routes"]:
+        for _spine, sport in parts_of(r):
+            assert PORT_MIN <= sport <= 65535
+            key = (r["src"], r["proto"], sport)
+            assert key not in seen
+            seen.add(key)
+
+
+def test_split_parts_get_one_port_each():
+    f = wired(2, 4, 2)
+    sw, svc = start(f)
+    # three flows out of l0 over two spines: split spreads 1.5 per uplink
+    flows = [{"src": "h0_0", "dst": d, "bytes": 1e6, "proto": "udp", "dport": 4791}
+             for d in ("h1_0", "h2_0", "h3_0")]
+    status, doc = post(svc, {"id": "s", "flows": flows, "algorithm": "split"})
+    assert status == 201, doc
+    split = [r for r in doc["routes"] if "split" in r]
+    assert split, doc["routes"]
+    assert all(len({p["sport"] for p in r["split"]}) == len(r["split"]) for r in split)
+    assert assert_on_planned_spines(f, sw, doc["routes"]) == sum(len(parts_of(r))
+                                                                 for r in doc["routes"])
+
+
+def test_ports_of_other_modes_are_not_reused():
+    f = wired(2, 2, 1)
+    sw, svc = start(f)
+    flow_job = {"id": "f", "mode": "flow", "flows": [
+        {"src": "h0_0", "dst": "h1_0", "bytes": 1e6, "proto": "udp", "dport": 4791,
+         "sport": s} for s in (PORT_MIN, PORT_MIN + 1, PORT_MIN + 2)]}
+    assert post(svc, flow_job)[0] == 201
+    status, doc = post(svc, {"id": "h", "flows": [
+        {"src": "h0_0", "dst": "h1_0", "bytes": 1e6, "proto": "udp", "dport": 4791,
+         "sport": 7}]})
+    assert status == 201, doc
+    assert doc["routes"][0]["sport"] > PORT_MIN + 2
+    assert assert_on_planned_spines(f, sw, doc["routes"]) == 1
+
+
+def test_unsteerable_flows_are_refused_in_host_mode():
+    f = wired(2, 2, 1)
+    sw, svc = start(f)
+    status, doc = post(svc, {"id": "u", "flows": [
+        {"src": "h0_0", "dst": "h1_0", "bytes": 1e6, "proto": "udp", "dport": 5000}]})
+    assert status == 400 and "h0_0 -> h1_0" in doc["error"] and "4791" in doc["error"]
+    assert not svc.jobs and job_entries(sw) == 0
+
+
+# ---- failures ----------------------------------------------------------------------------------
+def test_link_failure_gives_new_ports_and_traffic_follows():
+    f = wired(4, 4, 2)
+    sw, svc = start(f, algorithm="greedy")
+    status, doc = post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h1_1"]))
+    assert status == 201
+    before = {(r["src"], r["dst"]): (r["spine"], r["sport"]) for r in doc["routes"]}
+    victim = next(r for r in doc["routes"] if r["src"].startswith("h0_"))
+    probes = sw.probes
+    svc.port_changed(f.dpids["l0"], f.port("l0", victim["spine"]), False)
+    event = svc.fabric_view()["events"][-1]
+    assert event["links_down"] == [f"l0-{victim['spine']}"] and "host_error" not in event
+    after = api.handle(svc, "GET", "/v1/jobs/a")[1]["routes"]
+    assert assert_on_planned_spines(f, sw, after) == 6
+    changed = {(c["src"], c["dst"]) for c in event["port_changes"]}
+    assert changed  # flows through the dead link moved, so their ports changed
+    for r in after:
+        old_spine, old_port = before[(r["src"], r["dst"])]
+        # where the old port leads now, through the new buckets: a flow changes port exactly
+        # when that is not its planned spine any more
+        now = trace(f, sw, r["src"], r["dst"], 17, old_port, 4791)[0][1]
+        if now == r["spine"]:
+            assert r["sport"] == old_port and (r["src"], r["dst"]) not in changed
+        else:
+            assert r["sport"] != old_port and (r["src"], r["dst"]) in changed
+        assert not (r["src"].startswith("h0_") and r["spine"] == victim["spine"])
+    # only l0's buckets changed: only l0 was probed again, one window
+    assert sw.probes - probes == first_window(f)
+    # the old port still goes somewhere alive (no blackhole while the host switches ports)
+    path, reached, _ = trace(f, sw, victim["src"], victim["dst"], 17, victim["sport"], 4791)
+    assert reached == victim["dst"] and victim["spine"] not in path
+
+
+def test_restart_places_the_same_ports(tmp_path):
+    f = wired()
+    store = StateStore(str(tmp_path / "state.db"))
+    sw, svc = start(f, store=store, algorithm="greedy")
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    ports = api.handle(svc, "GET", "/v1/jobs/a/ports")[1]
+    svc2 = RouteService(sw, f, mode="host", store=StateStore(str(tmp_path / "state.db")),
+                        algorithm="greedy")
+    for d in f.dpids.values():
+        svc2.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    assert api.handle(svc2, "GET", "/v1/jobs/a/ports")[1] == ports
+    assert assert_on_planned_spines(f, sw, api.handle(svc2, "GET", "/v1/jobs/a")[1]["routes"]) == 4
+
+
+def test_the_pipeline_goes_with_the_last_host_job():
+    f = wired(2, 2, 1)
+    sw, svc = start(f)
+    static = sw.snapshot()
+    assert post(svc, ring("a", ["h0_0", "h1_0"]))[0] == 201
+    assert sw.snapshot() != static
+    assert api.handle(svc, "DELETE", "/v1/jobs/a")[0] == 200
+    assert sw.snapshot() == static and not svc.host.maps
+
+
+# ---- export --------------------------------------------------------------------------------------
+def test_ports_export_for_job_launchers():
+    f = wired(2, 2, 2)
+    sw, svc = start(f)
+    status, doc = post(svc, ring("a", ["h0_0", "h1_0", "h0_1"]))
+    assert status == 201
+    code, text = api.handle(svc, "GET", "/v1/jobs/a/ports")
+    lines = text.splitlines()
+    assert code == 200 and lines[0].startswith("# mlroute job a (mode host)")
+    got = [line.split() for line in lines[1:]]
+    assert got == [[f.host_ip[r["src"]], f.host_ip[r["dst"]], "udp", str(r["sport"]), "4791"]
+                   for r in doc["routes"]]
+    assert api.handle(svc, "GET", "/v1/jobs/none/ports")[0] == 404
+    # flow mode exports the flows' own ports (split parts: their sub-connection ports)
+    assert post(svc, {"id": "f", "mode": "flow", "flows": [
+        {"src": "h0_1", "dst": "h1_1", "bytes": 1, "proto": "tcp", "sport": 7000,
+         "dport": 80}]})[0] == 201
+    assert api.handle(svc, "GET", "/v1/jobs/f/ports")[1].splitlines()[1] == \
+        f"{f.host_ip['h0_1']} {f.host_ip['h1_1']} tcp 7000 80"
+
+
+# ---- the pure part -------------------------------------------------------------------------------
+def test_choose_ports_keeps_valid_ports_and_reports_shortage():
+    f = wired(2, 2, 1)
+    m = {("l0", 17): PortMap(("s0", "s1"), {PORT_MIN + i: f"s{i % 2}" for i in range(4)}, 4)}
+    fl = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((k % 2, 1.0),))
+          for k in range(3)]
+    ports, missing = choose_ports(f, fl, m)
+    assert ports == {("j", 0): (PORT_MIN,), ("j", 1): (PORT_MIN + 1,),
+                     ("j", 2): (PORT_MIN + 2,)} and not missing
+    # flow 0 moves to s1: it keeps nothing, the others keep theirs
+    moved = [(fl[0][0], fl[0][1], ((1, 1.0),))] + fl[1:]
+    again, missing = choose_ports(f, moved, m, previous=ports)
+    assert again[("j", 1)] == ports[("j", 1)] and again[("j", 2)] == ports[("j", 2)]
+    assert again[("j", 0)] == (PORT_MIN + 3,) and not missing
+    four = moved + [(("j", 9), Flow("j", "h0_0", "h1_0", 1.0, 17, 9, 4791), ((1, 1.0),))]
+    _, missing = choose_ports(f, four, m, previous=again)
+    assert missing == {("l0", 17): 1}
+
+
+def test_place_widens_the_window_when_a_host_needs_more_ports():
+    f = wired(2, 2, 1)
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    for dpid, (rules, _groups) in desired_tables(f, [], host=True).items():
+        sw.install({dpid: [Message("flow_add", rule=r) for r in rules]})
+    hp = HostPorts()
+    flows = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((0, 1.0),))
+             for k in range(first_window(f))]  # every flow on s0: twice the first window
+    ports = hp.place(f, flows, sw.probe)
+    assert len({p for v in ports.values() for p in v}) == len(flows)
+    assert hp.maps[("l0", 17)].window == 2 * first_window(f) and hp.probe_rounds == 2
+    for (_, k), (port,) in ports.items():
+        path, _, _ = trace(f, sw, "h0_0", "h1_0", 17, port, 4791)
+        assert path[1] == "s0"
+
+
+def test_pair_scope_learns_per_host_pair():
+    f = wired(2, 2, 2)
+    sw, svc = start(f)
+    assert post(svc, ring("w", ["h0_0", "h1_0"]))[0] == 201  # the pipeline in place
+    hp = HostPorts(scope="pair")
+    flows = [(("j", 0), Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), ((1, 1.0),)),
+             (("j", 1), Flow("j", "h0_1", "h1_1", 1.0, 17, 0, 4791), ((0, 1.0),))]
+    ports = hp.place(f, flows, sw.probe)
+    assert set(hp.maps) == {("h0_0", "h1_0", 17), ("h0_1", "h1_1", 17)}
+    assert hp.probes_sent == 2 * first_window(f, "pair")
+    assert trace(f, sw, "h0_0", "h1_0", 17, ports[("j", 0)][0], 4791)[0][1] == "s1"
+    assert trace(f, sw, "h0_1", "h1_1", 17, ports[("j", 1)][0], 4791)[0][1] == "s0"
+    assert make_probes(f, ("h0_1", "h1_1", 17), [PORT_MIN], 1)[0].in_port == f.port("l0", "h0_1")
+
+
+def test_host_pipeline_translates_and_reads_back():
+    pytest.importorskip("ryu")
+    from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+
+    from controller.app import MlrouteApp
+
+    class Datapath:
+        ofproto, ofproto_parser, id, xid = ofproto_v1_3, ofproto_v1_3_parser, 0x20000, 0
+
+        def set_xid(self, msg):
+            self.xid += 1
+            msg.set_xid(self.xid)
+
+    f = wired(3, 2, 1)
+    dp = Datapath()
+    for name in ("l0", "s0"):
+        for r in host_static_rules(f, name):
+            msg = MlrouteApp._translate(dp, Message("flow_add", rule=r))
+            msg.serialize()
+            version, msg_type, length, xid = ofproto_parser.header(bytes(msg.buf))
+            parsed = ofproto_parser.msg(dp, version, msg_type, length, xid, bytes(msg.buf))
+            assert MlrouteApp._rule_of(r.dpid, parsed) == r
