@@ -1,0 +1,436 @@
+// mlroute live view. Polls the controller's REST API once a second (GET only) and draws the
+// leaf-spine fabric as SVG: spines on top, leaves below, hosts under their leaf; every
+// directed leaf-spine link coloured by the flows planned on it and as wide as its measured
+// rate; links that are down dashed and red. Below: the running jobs (ideal, predicted and
+// measured All-Reduce time) and the recent events (failures, repairs, re-plans).
+// Plain JavaScript, no library, no build step. Data: GET v1/fabric (declared fabric, switches
+// seen, links down, events), v1/links (planned and measured per directed link), v1/jobs and
+// v1/jobs/{id} (routes with their measured bytes).
+"use strict";
+
+(function () {
+  const POLL_MS = 1000;
+  const RATE_WINDOW_S = 6; // rule counters refresh every statistics interval (2 s by default)
+  const MAX_JOB_DETAILS = 32; // per poll; more jobs are listed without their measured figures
+  const MAX_DRAWN_HOSTS = 256;
+  const SVG_NS = "http://www.w3.org/2000/svg";
+
+  const state = {
+    busy: false,
+    signature: null, // the drawn topology; redrawn only when it changes
+    linkEls: {}, // "l0->s0" -> <line>
+    switchEls: {}, // "s0" -> <g>
+    samples: {}, // job number -> route index -> [[t, bytes], ...]
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  async function getJSON(path) {
+    const resp = await fetch(path, { cache: "no-store" });
+    let body = null;
+    try {
+      body = await resp.json();
+    } catch (e) {
+      body = null;
+    }
+    return { status: resp.status, body: body };
+  }
+
+  // ---- formatting ---------------------------------------------------------------------
+  function num(x) { // three significant digits at most: 5.00, 12.4, 100
+    return x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2);
+  }
+
+  function fmtRate(bps) {
+    if (bps === null || bps === undefined) return "not measured";
+    if (bps >= 1e9) return num(bps / 1e9) + " Gbit/s";
+    if (bps >= 1e6) return num(bps / 1e6) + " Mbit/s";
+    if (bps >= 1e3) return num(bps / 1e3) + " kbit/s";
+    return bps.toFixed(0) + " bit/s";
+  }
+
+  function fmtBytes(b) {
+    if (b >= 1e9) return num(b / 1e9) + " GB";
+    if (b >= 1e6) return num(b / 1e6) + " MB";
+    if (b >= 1e3) return num(b / 1e3) + " kB";
+    return b.toFixed(0) + " B";
+  }
+
+  function fmtSeconds(s) {
+    if (s === null || s === undefined || !isFinite(s)) return "—";
+    return s >= 100 ? s.toFixed(0) : s >= 10 ? s.toFixed(1) : s.toFixed(3);
+  }
+
+  function fmtTime(t) {
+    const d = new Date(t * 1000);
+    return d.toTimeString().slice(0, 8);
+  }
+
+  function flowsColour(flows) {
+    if (!(flows > 0)) return "var(--flows0)";
+    if (flows <= 1) return "var(--flows1)";
+    if (flows <= 2) return "var(--flows2)";
+    return "var(--flows3)";
+  }
+
+  function svg(tag, attrs, parent) {
+    const el = document.createElementNS(SVG_NS, tag);
+    for (const k in attrs) el.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(el);
+    return el;
+  }
+
+  function setText(el, text) {
+    if (el.textContent !== text) el.textContent = text;
+  }
+
+  // ---- fabric drawing -----------------------------------------------------------------
+  function hostsByLeaf(declared) {
+    const out = {};
+    for (const leaf of declared.leaves) out[leaf] = [];
+    for (const h of Object.keys(declared.hosts).sort()) {
+      const leaf = declared.hosts[h];
+      if (out[leaf]) out[leaf].push(h);
+    }
+    return out;
+  }
+
+  function drawFabric(declared) {
+    const root = $("fabric");
+    while (root.firstChild) root.removeChild(root.firstChild);
+    state.linkEls = {};
+    state.switchEls = {};
+    const spines = declared.spines, leaves = declared.leaves;
+    const byLeaf = hostsByLeaf(declared);
+    const nHosts = Object.keys(declared.hosts).length;
+    const drawHosts = nHosts <= MAX_DRAWN_HOSTS;
+    const n = Math.max(spines.length, leaves.length, 1);
+    const gap = Math.max(28, Math.min(110, 1400 / n));
+    const boxW = Math.min(64, gap * 0.8), boxH = 26;
+    const margin = 20;
+    const width = 2 * margin + n * gap;
+    const ySpine = 30, yLeaf = 30 + Math.max(180, Math.min(320, 40 * n));
+    const yHost = yLeaf + 60;
+    const height = (drawHosts ? yHost + 30 : yLeaf + 30);
+    root.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    root.setAttribute("height", String(Math.min(height, 700)));
+    const xOf = (i, count) => margin + (width - 2 * margin) * (i + 0.5) / count;
+    const pos = {};
+    spines.forEach((s, j) => { pos[s] = [xOf(j, spines.length), ySpine]; });
+    leaves.forEach((l, i) => { pos[l] = [xOf(i, leaves.length), yLeaf]; });
+
+    const gLinks = svg("g", { class: "links" }, root);
+    state.idleLinks = svg("g", { class: "idle-links" }, gLinks); // drawn first:
+    state.busyLinks = svg("g", { class: "busy-links" }, gLinks); // planned and down on top
+    const gHosts = svg("g", { class: "hosts" }, root);
+    const gSwitches = svg("g", { class: "switches" }, root);
+    const off = Math.max(1.5, Math.min(3.5, gap / 25));
+    for (const leaf of leaves) {
+      for (const spine of spines) {
+        const [x1, y1] = [pos[leaf][0], yLeaf - boxH / 2];
+        const [x2, y2] = [pos[spine][0], ySpine + boxH / 2];
+        const dx = x2 - x1, dy = y2 - y1, len = Math.hypot(dx, dy) || 1;
+        const nx = -dy / len * off, ny = dx / len * off; // normal: up link left, down right
+        for (const [name, sign] of [[`${leaf}->${spine}`, 1], [`${spine}->${leaf}`, -1]]) {
+          const line = svg("line", {
+            class: "link", "data-link": name, "data-state": "up",
+            x1: x1 + sign * nx, y1: y1 + sign * ny, x2: x2 + sign * nx, y2: y2 + sign * ny,
+          }, state.idleLinks);
+          svg("title", {}, line);
+          state.linkEls[name] = line;
+        }
+      }
+    }
+    if (drawHosts) {
+      const most = Math.max(1, ...leaves.map((l) => byLeaf[l].length));
+      const hgap = Math.min(36, gap / most);
+      const labels = hgap >= 32; // room for "h12_3" under each host
+      for (const leaf of leaves) {
+        const hs = byLeaf[leaf];
+        hs.forEach((h, k) => {
+          const x = pos[leaf][0] + (k - (hs.length - 1) / 2) * hgap;
+          svg("line", { class: "host-link", x1: pos[leaf][0], y1: yLeaf + boxH / 2,
+                        x2: x, y2: yHost - 5 }, gHosts);
+          const g = svg("g", { class: "host", "data-name": h }, gHosts);
+          svg("circle", { cx: x, cy: yHost, r: 5 }, g);
+          const ip = (declared.host_ip || {})[h];
+          svg("title", {}, g).textContent = ip ? `${h} ${ip}` : h;
+          if (labels) {
+            const t = svg("text", { x: x, y: yHost + 17 }, g);
+            t.textContent = h;
+          }
+        });
+      }
+    }
+    for (const [names, role] of [[spines, "spine"], [leaves, "leaf"]]) {
+      for (const name of names) {
+        const [x, y] = pos[name];
+        const g = svg("g", { class: `switch ${role}`, id: `switch-${name}`, "data-name": name,
+                             "data-role": role }, gSwitches);
+        svg("rect", { x: x - boxW / 2, y: y - boxH / 2, width: boxW, height: boxH, rx: 4 }, g);
+        const t = svg("text", { x: x, y: y }, g);
+        t.textContent = name;
+        svg("title", {}, g);
+        state.switchEls[name] = g;
+      }
+    }
+  }
+
+  function updateFabric(fab, links) {
+    const declared = fab.declared;
+    const sig = JSON.stringify([declared.spines, declared.leaves, declared.hosts]);
+    if (sig !== state.signature) {
+      drawFabric(declared);
+      state.signature = sig;
+    }
+    const capacity = (declared.link_gbps || 0) * 1e9;
+    const down = new Set(fab.links_down || []);
+    for (const pair of declared.down || []) down.add(`${pair[0]}-${pair[1]}`);
+    const byName = {};
+    for (const l of (links && links.links) || []) byName[l.link] = l;
+    for (const name in state.linkEls) {
+      const line = state.linkEls[name];
+      const [a, b] = name.split("->");
+      const leaf = declared.leaves.includes(a) ? a : b;
+      const spine = leaf === a ? b : a;
+      const isDown = down.has(`${leaf}-${spine}`);
+      const l = byName[name];
+      const bps = l && l.measured ? l.measured.bps : null;
+      const flows = l ? l.flows : 0;
+      line.setAttribute("data-state", isDown ? "down" : "up");
+      line.setAttribute("data-flows", String(flows));
+      line.setAttribute("class", isDown ? "link down" : "link");
+      const layer = isDown || flows > 0 ? state.busyLinks : state.idleLinks;
+      if (line.parentNode !== layer) layer.appendChild(line);
+      if (isDown) {
+        line.style.stroke = "";
+        line.style.strokeWidth = "2";
+      } else {
+        line.style.stroke = flowsColour(flows);
+        const share = capacity > 0 && bps ? Math.min(1, bps / capacity) : 0;
+        line.style.strokeWidth = String(1.5 + 6 * share);
+      }
+      const title = isDown ? `${name}: down`
+        : `${name}: ${flows} planned flow(s), ${fmtBytes(l ? l.bytes : 0)} per step; ` +
+          `measured ${fmtRate(bps)}` +
+          (capacity > 0 && bps ? ` (${(100 * bps / capacity).toFixed(0)}% of the link)` : "");
+      setText(line.firstChild, title);
+    }
+    const seen = fab.seen || {};
+    for (const name in state.switchEls) {
+      const g = state.switchEls[name];
+      const s = seen[name];
+      const online = s && s.connected;
+      const role = g.getAttribute("data-role");
+      g.setAttribute("class", `switch ${role}` + (online ? "" : " offline"));
+      g.setAttribute("data-state", !s ? "unseen" : !s.connected ? "disconnected"
+        : s.provisioned ? "provisioned" : "connected");
+      const rules = s && s.rules !== undefined && s.rules !== null ? `, ${s.rules} rules` : "";
+      setText(g.lastChild, `${name} (${role}): ${g.getAttribute("data-state")}${rules}` +
+        (s && s.ports_down && s.ports_down.length ? `, ports down ${s.ports_down.join(" ")}` : ""));
+    }
+  }
+
+  const KNOWN_FABRIC_KEYS = new Set(["declared", "seen", "links_down", "events", "ready",
+    "missing_switches", "ports_not_up", "unknown_switches", "unroutable_pairs", "discovery"]);
+
+  function updateProblems(fab) {
+    const items = [];
+    for (const s of fab.missing_switches || []) items.push(`switch ${s} is not connected`);
+    for (const s of fab.unknown_switches || []) items.push(`unknown switch ${s}`);
+    for (const p of fab.ports_not_up || []) {
+      items.push(`${p.switch} port ${p.port} (to ${p.peer}) is not up`);
+    }
+    for (const p of fab.unroutable_pairs || []) {
+      items.push(p.src_leaf ? `no alive spine between ${p.src_leaf} and ${p.dst_leaf}` +
+        (p.flows ? ` (${p.flows} flows)` : "") : `unroutable: ${JSON.stringify(p)}`);
+    }
+    const disc = fab.discovery || {};
+    for (const p of disc.wiring_problems || []) { // cabling that differs from the fabric
+      items.push(`wiring: ${p.detail || JSON.stringify(p)}`);
+    }
+    for (const k of Object.keys(fab)) { // reports this page does not know yet (e.g. wiring)
+      const v = fab[k];
+      if (!KNOWN_FABRIC_KEYS.has(k) && Array.isArray(v) && v.length) {
+        for (const x of v) items.push(`${k}: ${typeof x === "string" ? x : JSON.stringify(x)}`);
+      }
+    }
+    const ul = $("problems");
+    ul.textContent = "";
+    for (const text of items.slice(0, 50)) {
+      const li = document.createElement("li");
+      li.textContent = text;
+      ul.appendChild(li);
+    }
+  }
+
+  // ---- jobs ---------------------------------------------------------------------------
+  // Bytes one flow of the job moves per All-Reduce (ring: 2(n-1) steps of bytes/n), in the
+  // order of the job's routes (ring by ring, rank by rank; explicit flows in order).
+  function bytesPerIteration(job) {
+    if (job.flows) return job.flows.map((f) => f.bytes);
+    const rings = job.rings || (job.ranks ? [job.ranks] : []);
+    const out = [];
+    for (const ring of rings) {
+      const n = ring.length;
+      for (let i = 0; i < n; i++) out.push(2 * (n - 1) * job.bytes / n);
+    }
+    return out;
+  }
+
+  function measuredFigures(view, now) {
+    const perIter = bytesPerIteration(view.job || {});
+    const hist = state.samples[view.number] || (state.samples[view.number] = {});
+    let total = 0, onPlan = 0, interLeaf = 0, slowest = null, allActive = true;
+    (view.routes || []).forEach((r, i) => {
+      if (!r.measured) return; // intra-leaf: no ingress rule to count
+      interLeaf += 1;
+      const planned = new Set(r.split ? r.split.map((p) => p.spine) : [r.spine]);
+      let bytes = 0, ok = true;
+      for (const p of r.measured) {
+        bytes += p.bytes || 0;
+        if (p.bytes > 0 && !planned.has(p.spine)) ok = false;
+      }
+      total += bytes;
+      if (bytes > 0 && ok) onPlan += 1;
+      const h = hist[i] || (hist[i] = []);
+      h.push([now, bytes]);
+      while (h.length > 1 && now - h[0][0] > RATE_WINDOW_S) h.shift();
+      const dt = h[h.length - 1][0] - h[0][0];
+      const rate = dt > 0 ? (h[h.length - 1][1] - h[0][1]) / dt : 0; // bytes per second
+      if (!(rate > 0)) allActive = false;
+      else if (perIter[i]) {
+        const t = perIter[i] / rate;
+        slowest = slowest === null ? t : Math.max(slowest, t);
+      }
+    });
+    return { total: total, onPlan: onPlan, interLeaf: interLeaf,
+             measuredS: allActive && interLeaf ? slowest : null,
+             idle: interLeaf > 0 && !allActive };
+  }
+
+  function updateJobs(list, details, now) {
+    const tbody = $("jobs").tBodies[0];
+    const rows = {};
+    for (const tr of Array.from(tbody.rows)) rows[tr.getAttribute("data-job")] = tr;
+    const detailOf = {};
+    for (const d of details) if (d) detailOf[d.id] = d;
+    const keep = new Set();
+    list.forEach((j, idx) => {
+      keep.add(j.id);
+      let tr = rows[j.id];
+      if (!tr) {
+        tr = document.createElement("tr");
+        tr.className = "job";
+        tr.setAttribute("data-job", j.id);
+        for (let k = 0; k < 9; k++) tr.appendChild(document.createElement("td"));
+      }
+      if (tbody.rows[idx] !== tr) tbody.insertBefore(tr, tbody.rows[idx] || null);
+      const d = detailOf[j.id];
+      const m = d ? measuredFigures(d, now) : null;
+      const cells = [j.id, j.algorithm, j.mode, String(j.flows),
+        d ? fmtSeconds(d.ideal_s) : "…", d ? fmtSeconds(d.predicted_allreduce_s) : "…",
+        m ? (m.measuredS !== null ? fmtSeconds(m.measuredS) : m.idle ? "idle" : "—") : "…",
+        m ? fmtBytes(m.total) : "…", m ? `${m.onPlan}/${m.interLeaf}` : "…"];
+      cells.forEach((c, k) => setText(tr.cells[k], c));
+      const slow = d && m && m.measuredS !== null && m.measuredS > 1.15 * d.predicted_allreduce_s;
+      tr.cells[6].className = slow ? "slow" : "";
+      tr.cells[6].title = d && d.unroutable_flows ? `${d.unroutable_flows} flows unroutable` : "";
+    });
+    for (const id in rows) if (!keep.has(id)) tbody.removeChild(rows[id]);
+    const numbers = new Set(details.filter(Boolean).map((d) => String(d.number)));
+    for (const n of Object.keys(state.samples)) if (!numbers.has(n)) delete state.samples[n];
+    $("jobs-empty").hidden = list.length > 0;
+    setText($("jobs-summary"), list.length ? `(${list.length} running)` : "");
+  }
+
+  // ---- events -------------------------------------------------------------------------
+  function describeEvent(e) {
+    const parts = [e.cause || "change"];
+    if (e.links_down && e.links_down.length) parts.push(`down: ${e.links_down.join(", ")}`);
+    if (e.links_up && e.links_up.length) parts.push(`up again: ${e.links_up.join(", ")}`);
+    if (e.replanned && e.replanned.length) parts.push(`re-planned: ${e.replanned.join(", ")}`);
+    if (e.moved_flows !== undefined) parts.push(`${e.moved_flows} flows moved`);
+    if (e.rules) parts.push(`rules +${e.rules.added || 0} −${e.rules.removed || 0}`);
+    if (e.unroutable_flows) parts.push(`${e.unroutable_flows} flows unroutable`);
+    if (e.error) parts.push(`error: ${e.error}`);
+    if (e.recovery_ms !== undefined) parts.push(`${e.recovery_ms} ms`);
+    return parts.join(" · ");
+  }
+
+  function updateEvents(events) {
+    const ol = $("events");
+    ol.textContent = "";
+    const recent = (events || []).slice().reverse();
+    for (const e of recent) {
+      const li = document.createElement("li");
+      li.className = "event" + (e.links_down && e.links_down.length ? " failure"
+        : e.links_up && e.links_up.length ? " repair" : "");
+      const t = document.createElement("time");
+      t.textContent = e.time ? fmtTime(e.time) : "";
+      li.appendChild(t);
+      li.appendChild(document.createTextNode(describeEvent(e)));
+      ol.appendChild(li);
+    }
+    $("events-empty").hidden = recent.length > 0;
+  }
+
+  // ---- polling ------------------------------------------------------------------------
+  function setStatus(cls, text) {
+    const el = $("status");
+    el.className = "status " + cls;
+    setText(el, text);
+  }
+
+  async function poll() {
+    if (state.busy) return;
+    state.busy = true;
+    try {
+      const fabric = await getJSON("v1/fabric");
+      if (fabric.status !== 200 || !fabric.body) {
+        throw new Error(`GET /v1/fabric answered ${fabric.status}`);
+      }
+      const fab = fabric.body;
+      const declared = fab.declared;
+      const links = declared ? await getJSON("v1/links") : null;
+      const jobs = await getJSON("v1/jobs");
+      const list = jobs.status === 200 && jobs.body ? jobs.body.jobs : [];
+      const details = await Promise.all(list.slice(0, MAX_JOB_DETAILS).map(async (j) => {
+        const r = await getJSON("v1/jobs/" + encodeURIComponent(j.id));
+        return r.status === 200 ? r.body : null; // deleted meanwhile
+      }));
+      const now = Date.now() / 1000;
+      $("fabric-empty").hidden = !!declared;
+      $("fabric").style.display = declared ? "" : "none";
+      if (declared) {
+        updateFabric(fab, links && links.status === 200 ? links.body : null);
+        const hosts = Object.keys(declared.hosts).length;
+        const s = links && links.status === 200 ? links.body.summary : null;
+        setText($("fabric-summary"), `(${declared.spines.length} spines × ` +
+          `${declared.leaves.length} leaves × ${hosts} hosts, ` +
+          `${fmtRate(declared.link_gbps * 1e9)} links` +
+          (s ? `; max planned link load ${s.max_link_load} flows on ${s.links_at_max} links` : "") +
+          (fab.discovery && fab.discovery.mode ? `; ${fab.discovery.mode}` : "") + ")");
+      }
+      updateProblems(fab);
+      updateJobs(list, details, now);
+      updateEvents(fab.events);
+      const switches = declared ? declared.spines.length + declared.leaves.length : 0;
+      const provisioned = declared ? declared.spines.concat(declared.leaves)
+        .filter((sw) => fab.seen[sw] && fab.seen[sw].provisioned).length : 0;
+      if (fab.ready) setStatus("ok", `ready: ${switches} switches provisioned`);
+      else if (!declared) setStatus("warn", "no fabric yet");
+      else setStatus("warn", `not ready: ${provisioned}/${switches} switches provisioned`);
+      setText($("updated"), "updated " + new Date().toTimeString().slice(0, 8));
+      document.body.setAttribute("data-polls", String(
+        Number(document.body.getAttribute("data-polls") || 0) + 1));
+    } catch (e) {
+      setStatus("bad", "controller unreachable: " + e.message);
+    } finally {
+      state.busy = false;
+    }
+  }
+
+  poll();
+  setInterval(poll, POLL_MS);
+})();
