@@ -105,7 +105,7 @@ def realistic_plots(results: list[dict], out: str) -> list[str]:
                          "realistic_allreduce_cdf.png"))
 
     # worst job of every cell against the unsplit and fractional optimum of that cell
-    fig, ax = plt.subplots(figsize=(9.0, 4.8))
+    fig, ax = plt.subplots(figsize=(11.0, 5.0))
     x = np.arange(len(results))
     for alg in algorithms:
         worst = [max(j["slowdown"] for j in r["algorithms"][alg]["jobs"].values()) for r in results]
@@ -124,7 +124,8 @@ def realistic_plots(results: list[dict], out: str) -> list[str]:
     _log_y(ax)
     ax.set_title("Worst job per cell against the two bounds")
     files.append(_finish(fig, ax, "cell (failures, utilisation, seed)",
-                         "worst All-Reduce time / ideal (log)", out, "realistic_cells.png"))
+                         "worst All-Reduce time / ideal (log)", out, "realistic_cells.png",
+                         legend_right=True))
 
     for key, xlabel, name in (("failures", "failure pattern", "realistic_vs_failures.png"),
                               ("utilisation", "server utilisation", "realistic_vs_utilisation.png")):
@@ -158,12 +159,16 @@ def _log_y(ax):
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _finish(fig, ax, xlabel: str, ylabel: str, out: str, name: str) -> str:
-    """Label, grid and legend one grid plot, then save it."""
+def _finish(fig, ax, xlabel: str, ylabel: str, out: str, name: str,
+            legend_right: bool = False) -> str:
+    """Label, grid and legend one grid plot (below it, or right of it), then save it."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    _legend(ax)
+    if legend_right:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    else:
+        _legend(ax)
     return _save(fig, out, name)
 
 
