@@ -71,6 +71,7 @@ class Reconciler:
 
     def sync(self, dpid: int, rules: list, groups: list) -> dict:
         """Read one switch and send it only the difference, make before break."""
+        t0 = time.perf_counter()
         have = self.installer.read_tables(dpid)
         make, brk = diff(dpid, have, rules, groups)
         if make:
@@ -84,7 +85,8 @@ class Reconciler:
         self.counters["reconnects"] += 1
         stats = self._count(make, brk)
         stats["messages"] = len(make) + len(brk)
-        stats["entries_read"] = len(have.rules)
+        stats["entries"] = len(have.rules)
+        stats["seconds"] = round(time.perf_counter() - t0, 6)
         self.last_sync[dpid] = stats
         return stats
 
