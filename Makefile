@@ -25,17 +25,26 @@ $(STAMP): requirements.txt setup.cfg setup.py
 	touch $(STAMP)
 
 # System packages and a running Open vSwitch (root; used by the emulation and its tests).
+# Also: SimGrid (an independent max-min oracle for the fluid model), etcd (redundant
+# controllers), Chromium and its driver (the web view's browser test).
+SYSTEM_TOOLS := mn ovs-vsctl iperf3 ping ethtool etcd chromium chromedriver
 system:
-	@command -v mn >/dev/null && command -v ovs-vsctl >/dev/null && command -v iperf3 >/dev/null \
-	  && command -v ping >/dev/null && command -v ethtool >/dev/null || { \
+	@missing=0; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
+	  /usr/bin/python3 -c 'import simgrid' 2>/dev/null || missing=1; \
+	  [ $$missing = 0 ] || { \
 	  export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && \
 	  apt-get install -y -qq --no-install-recommends mininet openvswitch-switch \
-	    openvswitch-testcontroller iperf3 iputils-ping ethtool tcpdump >/dev/null; }
+	    openvswitch-testcontroller iperf3 iputils-ping ethtool tcpdump python3-simgrid \
+	    etcd-server chromium chromium-driver >/dev/null; }
 	@/usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1 || \
 	  /usr/share/openvswitch/scripts/ovs-ctl --system-id=random start >/dev/null 2>&1
 	@/usr/share/openvswitch/scripts/ovs-ctl status
 
+# As root, the integration tests' system packages and Open vSwitch are installed first; without
+# root they skip themselves (and say so).
 test: install
+	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory system; \
+	  else echo "make test: not root: the integration tests (Mininet, Open vSwitch) will be skipped"; fi
 	$(PY) -m pytest -q
 
 test-fast: install
@@ -44,13 +53,15 @@ test-fast: install
 demo: install system
 	$(PY) -m emulation.demo
 
+# The controller with no configuration: it discovers the fabric (start Mininet beside it, see
+# the README's first controller example).
 controller: install system
-	$(PY) -m topologies.clos --spines 4 --leaves 8 --hosts-per-leaf 2 --bw 10 --out fabric.json
-	$(VENV)/bin/ryu-manager --user-flags controller/flags.py --mlroute-fabric fabric.json controller/app.py
+	$(VENV)/bin/ryu-manager --user-flags controller/flags.py controller/app.py
 
 bench: install system
 	$(PY) -m emulation.bench
 	$(PY) -m emulation.bench_emulation
+	$(PY) -m emulation.bench_reconcile
 
 paper: install
 	$(PY) -m emulation.paper
