@@ -409,7 +409,7 @@
         setText($("fabric-summary"), `(${declared.spines.length} spines × ` +
           `${declared.leaves.length} leaves × ${hosts} hosts, ` +
           `${fmtRate(declared.link_gbps * 1e9)} links` +
-          (s ? `; max planned link load ${s.max_link_load} flows on ${s.links_at_max} links` : "") +
+          (s ? `; busiest link: ${s.max_link_load} planned flows (${s.links_at_max} links)` : "") +
           (fab.discovery && fab.discovery.mode ? `; ${fab.discovery.mode}` : "") + ")");
       }
       updateProblems(fab);
