@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -608,12 +609,26 @@ class MlrouteApp(app_manager.RyuApp):
                                         data=reply.data))
 
 
+WEB_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "web")
+WEB_FILES = {"index.html": "text/html; charset=utf-8",  # the live view, served as it is
+             "app.js": "application/javascript; charset=utf-8",
+             "style.css": "text/css; charset=utf-8"}
+
+
 class RestController(ControllerBase):
     """Every request under /v1 goes to ``controller.api.handle``."""
 
     def __init__(self, req, link, data, **config):
         super().__init__(req, link, data, **config)
         self.app = data["app"]
+
+    @route("mlroute-web-index", "/", methods=["GET"])
+    def web_index(self, req, **_kwargs):
+        return _web_file("index.html")
+
+    @route("mlroute-web", "/web/{name}", methods=["GET"])
+    def web_file(self, req, name, **_kwargs):
+        return _web_file(name)
 
     @route("mlroute-metrics", "/metrics", methods=["GET"])
     def metrics(self, req, **_kwargs):
@@ -665,3 +680,16 @@ def _read_body(req) -> bytes | None:
         got += len(chunk)
     body = b"".join(chunks)
     return None if len(body) > api.MAX_BODY else body
+
+
+def _web_file(name: str):
+    """One file of the live view; only the names in WEB_FILES (no path from the request)."""
+    content_type = WEB_FILES.get(name)
+    if content_type is None:
+        return Response(status=404, content_type="application/json", charset="utf-8",
+                        body=json.dumps({"error": f"no such resource: /web/{name}"}).encode())
+    with open(os.path.join(WEB_DIR, name), "rb") as fh:
+        body = fh.read()
+    resp = Response(status=200, body=body, content_type=content_type)
+    resp.headers["Cache-Control"] = "no-cache"  # a new version shows at the next reload
+    return resp
