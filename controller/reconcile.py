@@ -41,6 +41,7 @@ class Reconciler:
         self.describe = describe  # dpid -> switch name, for messages
         self.installed: dict[int, SwitchState] = {}  # synchronised switches
         self.pending: set[int] = set()  # connected switches to read and repair
+        self.syncing: set[int] = set()  # claimed: being read outside the service lock
         self.last_sync: dict[int, dict] = {}  # dpid -> what its last read-and-repair sent
 
     # ---- switches coming and going --------------------------------------------------------
@@ -51,6 +52,7 @@ class Reconciler:
     def disconnected(self, dpid: int) -> None:
         self.installed.pop(dpid, None)
         self.pending.discard(dpid)
+        self.syncing.discard(dpid)
 
     def forget(self, keep: Callable[[int], bool]) -> None:
         """Stop managing switches that ``keep`` rejects (not part of the fabric any more)."""
@@ -72,7 +74,22 @@ class Reconciler:
     def sync(self, dpid: int, rules: list, groups: list) -> dict:
         """Read one switch and send it only the difference, make before break."""
         t0 = time.perf_counter()
-        have = self.installer.read_tables(dpid)
+        return self.repair(dpid, self.installer.read_tables(dpid), rules, groups, t0)
+
+    def claim(self) -> int | None:
+        """Take a queued switch to read outside the caller's lock (``repair`` afterwards)."""
+        if not self.pending:
+            return None
+        dpid = min(self.pending)
+        self.pending.discard(dpid)
+        self.syncing.add(dpid)
+        return dpid
+
+    def repair(self, dpid: int, have: SwitchState, rules: list, groups: list,
+               t0: float | None = None) -> dict:
+        """Send a switch whose tables were read (``have``) only the difference."""
+        t0 = time.perf_counter() if t0 is None else t0
+        self.syncing.discard(dpid)
         make, brk = diff(dpid, have, rules, groups)
         if make:
             self._send({dpid: make})
@@ -96,8 +113,8 @@ class Reconciler:
         confirmed: refuse it, naming the switch (static entries follow when it connects)."""
         now = None
         for dpid, (rules, _) in want.items():
-            if dpid in self.installed:
-                continue
+            if dpid in self.installed or dpid in self.pending or dpid in self.syncing:
+                continue  # synchronised, or about to be read and repaired with the newest state
             now = current() if now is None else now
             new = {x for x in rules if x.cookie != COOKIE_STATIC}
             old = {x for x in now.get(dpid, ([], []))[0] if x.cookie != COOKIE_STATIC}

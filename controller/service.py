@@ -84,6 +84,7 @@ class RouteService:
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.cluster.Cluster when controllers share etcd
         self._predictions: tuple[int, dict] = (-1, {})
+        self._tables_cache: tuple = (None, {})
         declared, jobs, number = from_doc(store.load() if store else None, fabric)
         self.state.declared = declared
         self.state.fabric = declared
@@ -138,7 +139,55 @@ class RouteService:
                 return
             self.reconciler.connected(dpid)
             self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
-            self._drain()
+        self._sync_queued()
+
+    def _sync_queued(self) -> None:
+        """Reconcile queued switches one at a time; each switch's tables are read without the
+        lock (a network wait), so requests are served while many switches reconnect. Nothing
+        else sends to a switch that is not synchronised, so the read cannot go stale; the
+        difference is computed and sent under the lock against the newest desired tables."""
+        rec = self.reconciler
+        failed: set[int] = set()  # stay queued: tried again at the next tick
+        while True:
+            with self.lock:
+                if self.state.fabric is None or self.passive:
+                    break
+                dpid = rec.claim()
+            if dpid is None:
+                break
+            try:
+                have = rec.installer.read_tables(dpid)
+            except InstallError as e:
+                with self.lock:
+                    if dpid in rec.syncing:
+                        rec.syncing.discard(dpid)
+                        failed.add(dpid)
+                LOG.error("mlroute: switch %s could not be read: %s", self._name(dpid), e)
+                continue
+            with self.lock:
+                seen = self.state.switches.get(dpid)
+                if dpid not in rec.syncing or seen is None or not seen.connected:
+                    continue  # it left (or reconnected: queued again) meanwhile
+                try:
+                    rec.repair(dpid, have, *self._current_tables().get(dpid, ([], [])))
+                except InstallError as e:
+                    failed.add(dpid)
+                    LOG.error("mlroute: switch %s could not be repaired: %s", self._name(dpid), e)
+                    continue
+                self._host_refresh()
+        if failed:
+            with self.lock:
+                rec.pending |= {d for d in failed if d not in rec.installed and
+                                self.state.switches.get(d) and self.state.switches[d].connected}
+
+    def _current_tables(self) -> dict:
+        """Desired tables of the committed state, computed once per change (a paper-scale
+        fabric has about 40,000 static entries)."""
+        st = self.state
+        key = (st.version, id(st.fabric), id(st.jobs))
+        if self._tables_cache[0] != key:
+            self._tables_cache = (key, desired_tables(st.fabric, st.jobs.values()))
+        return self._tables_cache[1]
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
@@ -168,10 +217,10 @@ class RouteService:
             if self.state.declared is not None:
                 self._topology_changed("switch disconnected for longer than "
                                        f"{self.dead_after:g} s")
-                self._drain()
             if self._reoptimise_at is not None and now >= self._reoptimise_at:
                 self._reoptimise_at = None
                 self._reoptimise()
+        self._sync_queued()  # switches queued, or whose read failed before: tried again
 
     def _reoptimise(self) -> None:
         """Links came back and stayed up for the hold-down time: re-plan the auto groups from
@@ -372,7 +421,7 @@ class RouteService:
         rec = self.reconciler
         if not rec.pending or self.state.fabric is None or self.passive:
             return
-        want = desired_tables(self.state.fabric, self.state.jobs.values())
+        want = self._current_tables()
         for dpid, error in rec.drain(want):
             LOG.error("mlroute: switch %s could not be reconciled: %s", self._name(dpid), error)
         self._host_refresh()
@@ -517,7 +566,7 @@ class RouteService:
         st = self.state
         want = desired_tables(st.fabric, records.values())
         self.reconciler.check_offline(
-            want, lambda: desired_tables(st.fabric, st.jobs.values()), self._name)
+            want, self._current_tables, self._name)
         stats = self.reconciler.converge(want)
         ports = self._host_place_or_undo(records)
         st.jobs = records
