@@ -38,7 +38,8 @@ from typing import Callable, Iterable
 
 from controller.errors import ConflictError, InputError, InstallError
 from controller.fabric import Fabric
-from controller.rules import PROBE_DSCP, ROCE_DPORT, live_uplinks, sport_buckets
+from controller.rules import (PROBE_DSCP, ROCE_DPORT, live_uplinks, sport_buckets,
+                              usable_uplinks)
 
 PORT_MIN, PORT_MAX = 49152, 65535  # IANA dynamic ports, where RoCE takes its source ports
 UDP, TCP = 17, 6
@@ -55,7 +56,7 @@ ProbeFn = Callable[[list], Arrivals]
 class Probe:
     """One probe packet: ``data`` goes to the leaf ``dpid`` as a packet-out from ``in_port``."""
     token: int
-    key: tuple  # the map it teaches: (leaf, proto) or (src host, dst host, proto)
+    key: tuple  # the map it teaches: (leaf, usable spines, proto) or (src, dst, proto)
     sport: int
     dpid: int
     in_port: int
@@ -87,11 +88,15 @@ def host_protocol(flow) -> int:
 
 
 def map_key(fabric: Fabric, flow, scope: str = "leaf") -> tuple:
-    """The map a flow's ports are read from: (source leaf, protocol) when the switch chooses by
-    source port only, (source, destination, protocol) when its hash may see the addresses."""
+    """The map a flow's ports are read from. Leaf scope, when the switch chooses by source
+    port only: (source leaf, the spines that reach the destination leaf, protocol), since a
+    leaf gives destinations that some uplinks cannot reach buckets of their own (``rules.
+    host_classes``). Pair scope, when its hash may see the addresses: (source, destination,
+    protocol)."""
     proto = host_protocol(flow)
     if scope == "leaf":
-        return (fabric.hosts[flow.src], proto)
+        a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
+        return (a, tuple(usable_uplinks(fabric, a, b)), proto)
     return (flow.src, flow.dst, proto)
 
 
@@ -171,12 +176,16 @@ def parse_probe(data: bytes) -> dict | None:
 
 
 def make_probes(fabric: Fabric, key: tuple, sports: Iterable[int], token0: int) -> list[Probe]:
-    """Probes for ``sports`` of one map key. Leaf scope sends from the leaf's first host to a
-    host of another leaf (the pipeline does not look at addresses); pair scope uses the pair."""
+    """Probes for ``sports`` of one map key. Leaf scope sends from the leaf's first host to
+    the first host of a leaf that its key's spines reach (the pipeline treats every such
+    destination alike); pair scope uses the pair."""
     if key[0] in fabric.leaf_index:
-        leaf, proto = key
+        leaf, usable, proto = key
         src = fabric.hosts_of_leaf[leaf][0]
-        dst = next(h for h in fabric.hosts if fabric.hosts[h] != leaf)
+        dst = next((h for h in fabric.hosts if fabric.hosts[h] != leaf and
+                    tuple(usable_uplinks(fabric, leaf, fabric.hosts[h])) == usable), None)
+        if dst is None:
+            raise InputError(f"no destination of leaf {leaf} is reached by {', '.join(usable)}")
     else:
         src, dst, proto = key
         leaf = fabric.hosts[src]
@@ -236,11 +245,12 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
 
     >>> from controller.jobs import Flow
     >>> f = Fabric.generate(2, 2, 1, wiring=True)
-    >>> m = {("l0", 17): PortMap(("s0", "s1"), {49152: "s0", 49153: "s1", 49154: "s0"}, 3)}
+    >>> m = {("l0", ("s0", "s1"), 17): PortMap(("s0", "s1"),
+    ...                                         {49152: "s0", 49153: "s1", 49154: "s0"}, 3)}
     >>> flows = [("a", Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), ((1, 1.0),)),
     ...          ("b", Flow("j", "h0_0", "h1_0", 1.0, 17, 1, 4791), ((0, 0.5), (1, 0.5)))]
     >>> choose_ports(f, flows, m)
-    ({'a': (49153,), 'b': (49152, None)}, {('l0', 17): 1})
+    ({'a': (49153,), 'b': (49152, None)}, {('l0', ('s0', 's1'), 17): 1})
     """
     previous = previous or {}
     used: dict[tuple, set] = {}

@@ -42,7 +42,8 @@ PRIO_ARP, PRIO_MPLS, PRIO_PLANNED, PRIO_LOCAL, PRIO_FROM_SPINE, PRIO_DEFAULT = (
     1000, 900, 500, 100, 20, 10)
 # host mode: below the drop of packets from spines (20), so only host ports reach it, and above
 # the default group (10); the probe trap on spines above everything
-PRIO_HOST, PRIO_PROBE = 15, 1000
+PRIO_HOST, PRIO_HOST_CLASS, PRIO_PROBE = 15, 16, 1000
+T_HOST_CLASS = 2  # host mode: first table of the per-destination classes
 PROBE_DSCP = 59  # RFC 2474 pool 2 (xxxx11): experimental or local use, never set by RoCE or TCP
 ROCE_DPORT = 4791
 UDP, TCP = 17, 6
@@ -197,23 +198,32 @@ def sport_buckets(n: int) -> int:
     return 0 if n <= 0 else 1 << (n - 1).bit_length()
 
 
-def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
-    """The host-mode pipeline of one switch, static (it grows with spines, never with flows).
+def usable_uplinks(fabric: Fabric, leaf: str, dst_leaf: str) -> list[str]:
+    """Spines whose links to both leaves are up, in spine order."""
+    return [s for s in fabric.spines if link_up(fabric, leaf, s) and link_up(fabric, dst_leaf, s)]
 
-    Leaf: per protocol (RoCEv2 = UDP to 4791, and TCP) and per bucket b of the m =
-    ``sport_buckets(live uplinks)`` buckets, one entry matching the source port's low bits
-    (value b, mask m - 1) that outputs to the (b mod n)-th live uplink: 2 m entries. Only
-    packets from host ports reach them (packets from spines are dropped above them); other IPv4
-    keeps the default select group. Spine: one entry sending IPv4 packets with DSCP
-    ``PROBE_DSCP`` to the controller (the probes of ``controller.hostmode``).
-    O(uplinks) entries per switch.
+
+def host_classes(fabric: Fabric, leaf: str) -> list[tuple[tuple, list[str]]]:
+    """Destination leaves that a leaf must not reach over all its live uplinks (a spine lost
+    its link to them), grouped by the uplinks that do reach them: [(usable spines, [leaves])],
+    ordered by first leaf. Empty while every spine alive at the leaf reaches every leaf.
+
+    >>> f = Fabric.generate(3, 3, 1).with_down({("l2", "s0")})
+    >>> host_classes(f, "l0")
+    [(('s1', 's2'), ['l2'])]
     """
-    dpid = fabric.dpids[switch]
-    if switch not in fabric.leaf_index:
-        return [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4, "ip_dscp": PROBE_DSCP},
-                     [("controller",)])]
-    ups = live_uplinks(fabric, switch)
-    m = sport_buckets(len(ups))
+    live = tuple(live_uplinks(fabric, leaf))
+    classes: dict[tuple, list[str]] = {}
+    for other in fabric.leaves:
+        usable = tuple(usable_uplinks(fabric, leaf, other))
+        if other != leaf and usable and usable != live:
+            classes.setdefault(usable, []).append(other)
+    return sorted(classes.items(), key=lambda kv: fabric.leaf_index[kv[1][0]])
+
+
+def _sport_entries(fabric: Fabric, leaf: str, table: int, uplinks) -> list[FlowRule]:
+    """Per protocol and per source-port bucket, the uplink: bucket b -> uplinks[b mod n]."""
+    dpid, m = fabric.dpids[leaf], sport_buckets(len(uplinks))
     out = []
     for proto, dport in HOST_PROTOCOLS:
         l4 = "udp" if proto == UDP else "tcp"
@@ -223,11 +233,46 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
                 match[f"{l4}_dst"] = dport
             if m > 1:
                 match[f"{l4}_src"] = (b, m - 1)
-            out.append(rule(dpid, T_CLASSIFY, PRIO_HOST, match,
-                            [("output", fabric.port(switch, ups[b % len(ups)]))]))
+            out.append(rule(dpid, table, PRIO_HOST, match,
+                            [("output", fabric.port(leaf, uplinks[b % len(uplinks)]))]))
+    return out
+
+
+def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
+    """The host-mode pipeline of one switch, static (it grows with spines, and with leaves
+    only while links are down; never with flows).
+
+    Leaf, table 0: per protocol (RoCEv2 = UDP to 4791, and TCP) and per bucket b of the m =
+    ``sport_buckets(live uplinks)`` buckets, one entry matching the source port's low bits
+    (value b, mask m - 1) that outputs to the (b mod n)-th live uplink: 2 m entries. Only
+    packets from host ports reach them (packets from spines are dropped above them); other
+    IPv4 keeps the default select group. A destination leaf that some live uplink cannot
+    reach (``host_classes``) is sent, host by host, to a table of its own class (table 2 +
+    class) holding the same buckets over the uplinks that reach it, and its other IPv4 to the
+    first of them, so that no source port leads to a spine without a way on (acknowledgements
+    of planned flows included). Spine: one entry sending IPv4 packets with DSCP
+    ``PROBE_DSCP`` to the controller (the probes of ``controller.hostmode``).
+    O(uplinks) entries per switch, plus O(uplinks + hosts) per class.
+    """
+    dpid = fabric.dpids[switch]
+    if switch not in fabric.leaf_index:
+        return [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4, "ip_dscp": PROBE_DSCP},
+                     [("controller",)])]
+    ups = live_uplinks(fabric, switch)
+    if not ups:
+        return []
+    out = _sport_entries(fabric, switch, T_CLASSIFY, ups)
+    for c, (usable, leaves) in enumerate(host_classes(fabric, switch)):
+        table = T_HOST_CLASS + c
+        out += _sport_entries(fabric, switch, table, usable)
+        out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
+                        [("output", fabric.port(switch, usable[0]))]))
+        out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
+                     {"eth_type": ETH_IPV4, "ipv4_dst": fabric.host_ip[h]}, goto=table)
+                for other in leaves for h in fabric.hosts_of_leaf[other]]
     return out
 
 
 __all__ = ["MODES", "COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
            "all_static", "spine_label", "leaf_label", "host_static_rules", "live_uplinks",
-           "sport_buckets", "PROBE_DSCP", "ROCE_DPORT"]
+           "sport_buckets", "usable_uplinks", "host_classes", "PROBE_DSCP", "ROCE_DPORT"]

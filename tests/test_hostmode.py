@@ -83,6 +83,27 @@ def test_leaf_pipeline_is_per_bucket_and_covers_every_live_uplink(spines, down, 
     assert len(spine_rules) == 1 and spine_rules[0].actions == (("controller",),)
 
 
+def test_a_leaf_sends_no_port_to_a_spine_that_cannot_reach_the_destination():
+    """Every source port of every host, towards every host, in both protocols, arrives: a
+    destination leaf some uplinks cannot reach has buckets of its own (acknowledgements of
+    planned flows use ports the controller never chose)."""
+    f = wired(4, 4, 2, [("l0", "s1"), ("l2", "s0"), ("l2", "s3")])
+    sw, svc = start(f)
+    assert post(svc, ring("a", ["h0_0", "h1_0"]))[0] == 201  # installs the pipeline
+    l1 = host_static_rules(f, "l1")
+    # l1: 8 default entries, classes towards l0 (s0, s2, s3) and l2 (s1, s2): 8 + 1 and 4 + 1
+    # entries in their tables, and one goto per host of l0 and l2
+    assert len(l1) == 8 + 9 + 5 + 4
+    for src in f.hosts:
+        for dst in f.hosts:
+            if src == dst:
+                continue
+            for proto, dport in ((17, 4791), (6, 80), (17, 53)):
+                for sport in range(PORT_MIN, PORT_MIN + 8):
+                    path, reached, _ = trace(f, sw, src, dst, proto, sport, dport, bucket=sport)
+                    assert reached == dst, (src, dst, proto, sport, path)
+
+
 def test_switch_state_does_not_grow_with_flows():
     f = wired()
     sw, svc = start(f, algorithm="greedy")
@@ -241,7 +262,7 @@ def test_link_failure_gives_new_ports_and_traffic_follows():
     assert status == 201
     before = {(r["src"], r["dst"]): (r["spine"], r["sport"]) for r in doc["routes"]}
     victim = next(r for r in doc["routes"] if r["src"].startswith("h0_"))
-    probes = sw.probes
+    probes, keys = sw.probes, set(svc.host.maps)
     svc.port_changed(f.dpids["l0"], f.port("l0", victim["spine"]), False)
     event = svc.fabric_view()["events"][-1]
     assert event["links_down"] == [f"l0-{victim['spine']}"] and "host_error" not in event
@@ -259,8 +280,11 @@ def test_link_failure_gives_new_ports_and_traffic_follows():
         else:
             assert r["sport"] != old_port and (r["src"], r["dst"]) in changed
         assert not (r["src"].startswith("h0_") and r["spine"] == victim["spine"])
-    # only l0's buckets changed: only l0 was probed again, one window
-    assert sw.probes - probes == first_window(f)
+    # probed again: l0 (its buckets changed) and the other leaves' new class towards l0
+    # (every spine but the dead one), one window each
+    new = set(svc.host.maps) - keys
+    assert new and all(k[0] == "l0" or victim["spine"] not in k[1] for k in new)
+    assert sw.probes - probes == first_window(f) * len(new)
     # the old port still goes somewhere alive (no blackhole while the host switches ports)
     path, reached, _ = trace(f, sw, victim["src"], victim["dst"], 17, victim["sport"], 4791)
     assert reached == victim["dst"] and victim["spine"] not in path
@@ -314,7 +338,8 @@ def test_ports_export_for_job_launchers():
 # ---- the pure part -------------------------------------------------------------------------------
 def test_choose_ports_keeps_valid_ports_and_reports_shortage():
     f = wired(2, 2, 1)
-    m = {("l0", 17): PortMap(("s0", "s1"), {PORT_MIN + i: f"s{i % 2}" for i in range(4)}, 4)}
+    key = ("l0", ("s0", "s1"), 17)
+    m = {key: PortMap(("s0", "s1"), {PORT_MIN + i: f"s{i % 2}" for i in range(4)}, 4)}
     fl = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((k % 2, 1.0),))
           for k in range(3)]
     ports, missing = choose_ports(f, fl, m)
@@ -327,7 +352,7 @@ def test_choose_ports_keeps_valid_ports_and_reports_shortage():
     assert again[("j", 0)] == (PORT_MIN + 3,) and not missing
     four = moved + [(("j", 9), Flow("j", "h0_0", "h1_0", 1.0, 17, 9, 4791), ((1, 1.0),))]
     _, missing = choose_ports(f, four, m, previous=again)
-    assert missing == {("l0", 17): 1}
+    assert missing == {key: 1}
 
 
 def test_place_widens_the_window_when_a_host_needs_more_ports():
@@ -340,7 +365,8 @@ def test_place_widens_the_window_when_a_host_needs_more_ports():
              for k in range(first_window(f))]  # every flow on s0: twice the first window
     ports = hp.place(f, flows, sw.probe)
     assert len({p for v in ports.values() for p in v}) == len(flows)
-    assert hp.maps[("l0", 17)].window == 2 * first_window(f) and hp.probe_rounds == 2
+    assert hp.maps[("l0", ("s0", "s1"), 17)].window == 2 * first_window(f)
+    assert hp.probe_rounds == 2
     for (_, k), (port,) in ports.items():
         path, _, _ = trace(f, sw, "h0_0", "h1_0", 17, port, 4791)
         assert path[1] == "s0"
@@ -374,8 +400,9 @@ def test_host_pipeline_translates_and_reads_back():
             self.xid += 1
             msg.set_xid(self.xid)
 
-    f = wired(3, 2, 1)
+    f = wired(3, 2, 1, [("l1", "s0")])  # l0 gets a class table towards l1 (goto, fallback)
     dp = Datapath()
+    assert {r.table for r in host_static_rules(f, "l0")} == {0, 2}
     for name in ("l0", "s0"):
         for r in host_static_rules(f, name):
             msg = MlrouteApp._translate(dp, Message("flow_add", rule=r))
