@@ -9,6 +9,11 @@
    the POST of the same job in the same run.
 2. Rule installation: from POST /v1/jobs to every rule confirmed (barrier) for a job of 1,000
    flows with distinct 5-tuples, against a 100-flow job in the same run; flows per second.
+4. Fidelity: measured over predicted All-Reduce time on a 2 x 4 x 2 fabric (5 Mbit/s, two
+   4-rank rings, 1 MB each), ECMP (two flows on some links) and greedy (one per link)
+   alternating, 3 rounds each, for TCP and RoCE agents, with ovs-vswitchd's send buffer at the
+   system default (212,992 bytes: the baseline) and at 16 MB (what the runner now sets), plus
+   the packets the RoCE agents lost and retransmitted.
 """
 from __future__ import annotations
 
@@ -23,7 +28,7 @@ import time
 from emulation import fabricnet
 from emulation.session import Session
 from emulation.demo import BW_MBPS, HOSTS, LEAVES, SPINES, demo_jobs
-from emulation.run import emulate
+from emulation.run import SWITCH_SNDBUF, emulate
 
 
 def bench_demo(iterations: int, outdir: str) -> dict:
@@ -115,19 +120,63 @@ def bench_recovery(outdir: str, repeats: int = 3) -> dict:
                                         / (statistics.median(post_s) * 1e3), 2)}
 
 
+FIDELITY_SHAPE = (2, 4, 2)
+DEFAULT_SNDBUF = 212_992  # net.core.wmem_default of this kernel
+
+
+def bench_fidelity(outdir: str, rounds: int = 3, bw: float = 5.0, size: float = 1e6,
+                   iterations: int = 2) -> dict:
+    spines, leaves, hosts = FIDELITY_SHAPE
+    jobs = demo_jobs(leaves, hosts, size)
+    out: dict = {"fabric": list(FIDELITY_SHAPE), "bw_mbps": bw, "ring_bytes": size,
+                 "iterations": iterations, "rounds": rounds}
+    for transport in ("tcp", "roce"):
+        for sndbuf in (DEFAULT_SNDBUF, SWITCH_SNDBUF):
+            summary = emulate(spines, leaves, hosts, bw, jobs, ["ecmp", "greedy"] * rounds,
+                              "flow", iterations, os.path.join(outdir, f"{transport}-{sndbuf}"),
+                              ping=False, transport=transport, switch_sndbuf=sndbuf,
+                              exact_sndbuf=True)
+            cell: dict = {}
+            for r in summary["rounds"]:
+                c = cell.setdefault(r["algorithm"], {"measured_over_predicted": [],
+                                                     "max_link_load": r["max_link_load"],
+                                                     "packets": []})
+                c["measured_over_predicted"].append(round(max(
+                    j["measured_over_predicted"] for j in r["jobs"].values()), 3))
+                if r.get("packets"):
+                    c["packets"].append(r["packets"])
+            out[f"{transport}/sndbuf={sndbuf}"] = cell
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m emulation.bench_emulation")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--out", default="bench/emulation.json")
+    ap.add_argument("--only", choices=["fidelity"], help="run one benchmark, update its part")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         print("emulation benchmarks need root; skipped", file=sys.stderr)
         return 0
     work = tempfile.mkdtemp(prefix="mlroute-bench-")
+    if args.only == "fidelity":
+        doc = {}
+        if os.path.exists(args.out):
+            with open(args.out) as fh:
+                doc = json.load(fh)
+        doc["fidelity"] = bench_fidelity(os.path.join(work, "fidelity"))
+        doc.setdefault("targets", {}).update(_fidelity_targets(doc["fidelity"]))
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w") as fh:
+            json.dump(doc, fh, indent=1)
+        print(json.dumps(doc["fidelity"], indent=1))
+        return 0
     install = bench_install(os.path.join(work, "install"))
     recovery = bench_recovery(os.path.join(work, "recovery"))
     demo = bench_demo(args.iterations, os.path.join(work, "demo"))
-    doc = {"demo": demo, "install": install, "recovery": recovery, "targets": {
+    fidelity = bench_fidelity(os.path.join(work, "fidelity"))
+    doc = {"demo": demo, "install": install, "recovery": recovery, "fidelity": fidelity,
+           "targets": {**_fidelity_targets(fidelity),
         "recovery_100_flows_ms<1000": {"value": recovery["client_ms_median"],
                                        "ok": recovery["client_ms_median"] < 1000},
         "greedy_measured_over_ideal<=1.15": {"value": demo["greedy_measured_over_ideal_max"],
@@ -144,6 +193,17 @@ def main(argv=None) -> int:
         json.dump(doc, fh, indent=1)
     print(json.dumps(doc["targets"], indent=1))
     return 0
+
+
+def _fidelity_targets(fidelity: dict) -> dict:
+    """Within 15% of the fluid model in every round, per transport, with the fixed buffer."""
+    out = {}
+    for transport in ("tcp", "roce"):
+        cell = fidelity[f"{transport}/sndbuf={SWITCH_SNDBUF}"]
+        values = {a: c["measured_over_predicted"] for a, c in cell.items()}
+        out[f"fidelity_{transport}_within_15pct"] = {
+            "value": values, "ok": all(0.85 <= v <= 1.15 for vs in values.values() for v in vs)}
+    return out
 
 
 if __name__ == "__main__":
