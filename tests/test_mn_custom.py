@@ -6,6 +6,7 @@ default MTU; environment.md section 4). iperf3, not Mininet's iperf (it hangs he
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -15,9 +16,30 @@ from emulation.controller_proc import REPO, ControllerProcess
 from tests.integration import require_root_and_ovs
 from topologies.clos import clos_fabric
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
 CLOS = os.path.join(REPO, "topologies", "clos.py")
+MN_PYTHON = "/usr/bin/python3"  # Debian's mn runs under the system Python, not the venv
+
+
+def test_custom_file_loads_as_mn_loads_it():
+    """``mn --custom`` exec()s the file in a bare namespace under the system Python: it must
+    import there (standard library and Mininet only) and offer the topology and both classes,
+    which the topology also sets on its nodes."""
+    if not shutil.which(MN_PYTHON) or subprocess.run(
+            [MN_PYTHON, "-c", "import mininet"], capture_output=True).returncode:
+        pytest.skip("no system Python with Mininet (make system)")
+    code = ("customs = {}\n"
+            f"exec(compile(open({CLOS!r}).read(), {CLOS!r}, 'exec'), customs, customs)\n"
+            "t = customs['topos']['clos'](2, 2, 1, 10)\n"
+            "import json\n"
+            "print(json.dumps([sorted(customs['topos']), sorted(customs['switches']), "
+            "sorted(customs['hosts']), t.nodeInfo('s0')['cls'].__name__, "
+            "t.nodeInfo('s0')['mtu'], t.nodeInfo('h0_0')['cls'].__name__, "
+            "t.linkInfo('l0', 's0')['cls'].__name__]))")
+    out = subprocess.run([MN_PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
+                         cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [["clos"], ["mlroute"], ["mlroute"], "ClosSwitch", 1600,
+                                      "ClosHost", "TCLink"]
 
 
 def _mn(ctl, topo: str, *args, timeout: float = 180) -> str:
@@ -35,6 +57,8 @@ def _controller(tmp_path, mode: str) -> ControllerProcess:
     return ControllerProcess(str(path), str(tmp_path / "controller.log"), mode=mode).start()
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(300)
 def test_mn_custom_clos_pingall(tmp_path):
     require_root_and_ovs()
     ctl = _controller(tmp_path, "flow")
@@ -45,6 +69,8 @@ def test_mn_custom_clos_pingall(tmp_path):
         ctl.stop()
 
 
+@pytest.mark.integration
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("mode", ["flow", "sr"])
 def test_mn_custom_clos_carries_tcp(tmp_path, mode):
     """A job between h0_0 and h1_0 (all their IPv4 traffic), then iperf3 from h0_0 to h1_0
