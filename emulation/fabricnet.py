@@ -13,10 +13,14 @@ OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
 
 def ensure_ovs() -> None:
-    """Start Open vSwitch if it does not run (no systemd here)."""
+    """Start Open vSwitch if it does not run (no systemd here), with switch queues as deep as
+    their qdiscs (``emulation.run.ensure_switch_send_buffer``: otherwise links shared by two
+    flows lose packets only because of the emulator)."""
     if subprocess.run([OVS_CTL, "status"], capture_output=True).returncode != 0:
         subprocess.run([OVS_CTL, "--system-id=random", "start"], capture_output=True, timeout=60,
                        check=True)
+    from emulation.run import ensure_switch_send_buffer  # run imports this module
+    ensure_switch_send_buffer()
 
 
 def cleanup() -> None:
