@@ -113,32 +113,28 @@ class EtcdStore:
             return
         self.too_large = 0
         with self.lock:
-            self.unsaved = data
-            self._flush()
+            self._flush(data)
 
     def flush(self) -> bool:
         """Store a document kept while etcd was unreachable; True if nothing is left."""
         with self.lock:
-            return self._flush()
+            return self.unsaved is None or self._flush(self.unsaved)
 
-    def _flush(self) -> bool:
-        data = self.unsaved
-        if data is None:
-            return True
+    def _flush(self, data: bytes) -> bool:
+        """Store ``data`` (fenced); kept in ``unsaved`` if etcd cannot be reached."""
+        self.unsaved = None
         fence = self.cluster.fence() if self.cluster else None
         try:
             if fence is None and self.cluster is None:
                 self.revision = self.client.put(self.key, data)
             elif fence is None:
                 LOG.error("mlroute: not storing the state: this controller is not the master")
-                self.unsaved = None
                 self.fence_failures += 1
                 return True
             else:
                 r = self.client.txn([compare_create(fence[0], fence[1])],
                                     [op_put(self.key, data)])
                 if not r.succeeded:
-                    self.unsaved = None
                     self.fence_failures += 1
                     LOG.error("mlroute: the state was not stored: this controller lost the "
                               "master role (generation %d)", fence[1])
@@ -147,11 +143,12 @@ class EtcdStore:
                 self.revision = r.revision
         except EtcdUnavailable as e:
             LOG.warning("mlroute: %s; the state is stored when etcd returns", e)
+            self.unsaved = data
             return False
         except EtcdError as e:
             LOG.error("mlroute: storing the state failed: %s", e)
+            self.unsaved = data
             return False
-        self.unsaved = None
         return True
 
 
@@ -334,6 +331,10 @@ class Cluster:
     def _master_seen(self, kv: KeyValue | None, campaign: bool = True) -> None:
         if kv is None:
             with self._lock:
+                prev = self.master
+                if prev and prev["id"] != self.id and self.takeover.get("lease") != prev["lease"]:
+                    self.takeover = {"master_lost": self.clock(), "previous": prev["id"],
+                                     "detected_by": "etcd", "lease": prev["lease"]}
                 self.master = None
                 self._master_changed.set()
             if campaign:
@@ -511,7 +512,8 @@ class Cluster:
         with self._lock:
             if not self.master or self.master["lease"] != m["lease"]:
                 return
-            self.takeover = {"master_lost": t, "previous": m["id"], "detected_by": "probe"}
+            self.takeover = {"master_lost": t, "previous": m["id"], "detected_by": "probe",
+                             "lease": m["lease"]}
         LOG.warning("mlroute: master %s at %s is gone; ending its lease", m["id"], m["rest"])
         try:
             self.client.revoke(m["lease"])

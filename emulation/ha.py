@@ -203,6 +203,7 @@ class HaSession:
             self.net = build(*self.shape, self.bw, list(self.of_ports.values()))
             self._building = False
             fabricnet.start(self.net, timeout=60)
+            max_backoff(1000)
             self.wait_ready()
         except BaseException:
             self.__exit__(*sys.exc_info())
@@ -241,18 +242,30 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, of_ports: li
     return net
 
 
-def controller_roles(bridge: str) -> dict[str, str]:
-    """target -> role as Open vSwitch reports it (``ovs-vsctl list controller``)."""
-    out = subprocess.run(["ovs-vsctl", "--format=json", "--columns=target,role,is_connected",
+def max_backoff(ms: int) -> None:
+    """Switches retry a lost controller at most every ``ms`` (Open vSwitch waits up to 8 s
+    by default), so a controller restarted in a test is reconnected quickly."""
+    out = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "list", "controller"],
+                         capture_output=True, text=True, timeout=10, check=True).stdout
+    args = []
+    for uuid in out.split():
+        args += ["--", "set", "controller", uuid, f"max_backoff={ms}"]
+    if args:
+        subprocess.run(["ovs-vsctl", *args], capture_output=True, timeout=30, check=True)
+
+
+def controller_roles(bridge: str) -> dict[str, str | None]:
+    """target -> role of each controller of ``bridge`` as Open vSwitch reports it (``ovs-vsctl
+    list controller``: "master", "slave", "other"), None while not connected."""
+    import re
+    mine = subprocess.run(["ovs-vsctl", "get", "bridge", bridge, "controller"],
+                          capture_output=True, text=True, timeout=10, check=True).stdout
+    uuids = set(re.findall(r"[0-9a-f-]{36}", mine))
+    out = subprocess.run(["ovs-vsctl", "--format=json", "--columns=_uuid,target,role,is_connected",
                           "list", "controller"], capture_output=True, text=True, timeout=10,
                          check=True).stdout
-    uuids = subprocess.run(["ovs-vsctl", "get", "bridge", bridge, "controller"],
-                           capture_output=True, text=True, timeout=10, check=True).stdout
-    doc = json.loads(out)
     roles = {}
-    for target, role, connected in doc["data"]:
-        if isinstance(role, list):  # an empty optional column
-            role = None
-        roles[target] = role if connected else None
-    del uuids
+    for (_, uuid), target, role, connected in json.loads(out)["data"]:
+        if uuid in uuids:
+            roles[target] = role if connected and isinstance(role, str) else None
     return roles
