@@ -18,13 +18,14 @@ the leaf is probed again and the flows whose port no longer leads to their plann
 new one, reported so that the host can open the new connection before closing the old (make
 before break).
 
-Cost: the pipeline maps by source port only, so one map per (leaf, protocol) serves every flow
-of the leaf (``scope="leaf"``): a window of 4 x (spines rounded up to a power of two) ports is
-probed once per leaf and protocol, doubled only when a host needs more ports on one spine, and
-probes per flow fall as flows grow (``emulation/bench_hostmode.py`` measures probes and time
-for 1,000 flows). For a switch whose hash also covers the addresses, ``scope="pair"`` learns a
-map per (source, destination, protocol) with the same code: probes then grow with the host
-pairs.
+Cost: the pipeline maps by source port only, so one map per (leaf, spines that reach the
+destination, protocol) serves every flow of the leaf (``scope="leaf"``): the leaf is probed
+once with as many consecutive ports as its busiest host needs on one spine times the buckets
+(at least 4 per bucket), in one round; more ports (twice as many, another round) only if the
+switch spreads them less evenly than that. Probes per flow therefore fall as flows grow
+(``emulation/bench_hostmode.py`` measures probes and time for 1,000 flows). For a switch whose
+hash also covers the addresses, ``scope="pair"`` learns a map per (source, destination,
+protocol) with the same code: probes then grow with the host pairs.
 
 Everything here is pure: the probes go out through a function the caller passes (the Ryu shell
 sends packet-outs and collects packet-ins; ``tests/fake_switch.py`` traces them).
@@ -357,11 +358,10 @@ class HostPorts:
         previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
         taken = list(taken)
         want: dict[tuple, int] = {}
-        for _name, flow, parts in flows:
-            if parts:
-                k = map_key(fabric, flow, self.scope)
-                if k not in self.maps:
-                    want[k] = first_window(fabric, self.scope)
+        for k, need in self._demand(fabric, flows).items():
+            window = min(PORT_MAX - PORT_MIN + 1, max(first_window(fabric, self.scope), need))
+            if k not in self.maps or self.maps[k].window < window:
+                want[k] = window
         for _ in range(max_rounds):
             if want:
                 self._probe(fabric, want, probe)
@@ -378,6 +378,28 @@ class HostPorts:
                         f"its planned spine ({missing[k]} parts left)")
                 want[k] = min(span, 2 * self.maps[k].window)
         raise ConflictError("host mode: no source ports found within the probe rounds")
+
+    def _demand(self, fabric: Fabric, flows: list) -> dict[tuple, int]:
+        """Per map key, the ports worth probing at once: the most parts one host sends to one
+        spine, times the buckets of the key's spines, so that with buckets spread over the
+        uplinks (as the pipeline spreads them) one round of probes serves every host; more
+        are probed only if the switch turns out to spread them less evenly."""
+        most: dict[tuple, int] = {}
+        count: dict[tuple, int] = {}
+        for _name, flow, parts in flows:
+            if not parts:
+                continue
+            k = map_key(fabric, flow, self.scope)
+            for s, _share in parts:
+                c = count[(k, flow.src, s)] = count.get((k, flow.src, s), 0) + 1
+                most[k] = max(most.get(k, 0), c)
+        out = {}
+        for k, n in most.items():
+            leaf = key_leaf(fabric, k)
+            spines = (k[1] if k[0] in fabric.leaf_index
+                      else usable_uplinks(fabric, leaf, fabric.hosts[k[1]]))
+            out[k] = n * max(1, sport_buckets(len(spines)))
+        return out
 
     def _probe(self, fabric: Fabric, want: dict[tuple, int], probe: ProbeFn) -> None:
         sent = []

@@ -100,6 +100,8 @@ class RouteService:
         self._reoptimise_at: float | None = None
         self.resolve_timeout = resolve_timeout  # seconds to find a host by ARP probes
         self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
+        if self.state.fabric is not None:  # before REST serves: about 1 s at paper scale
+            self._current_tables()
 
     # read-only shortcuts for the shell, the metrics and tests
     @property
@@ -462,6 +464,7 @@ class RouteService:
         rec = self.reconciler
         doc = views.fabric_view(self.state, rec.installed, rec.pending, rec.last_sync)
         doc["rule_budget"] = self._budget_view()
+        doc["host_mode"] = self._host_view()
         doc["discovery"] = {"mode": "checking the declared fabric" if self.finder.declared
                             else "discovering", "wiring_problems": self.finder.problems}
         return doc
@@ -758,6 +761,13 @@ class RouteService:
                 "fullest_switch": fullest[0], "fullest_rules": fullest[1],
                 "switches_over": sorted(k for k, v in counts.items()
                                         if self.max_flow_rules and v > self.max_flow_rules)}
+
+    def _host_view(self) -> dict:
+        """What host mode learned and what it cost: probes sent since start, maps held."""
+        h = self.host
+        return {"probes_sent": h.probes_sent, "probe_rounds": h.probe_rounds,
+                "maps": len(h.maps), "ports_probed": sum(m.window for m in h.maps.values()),
+                "flows_with_ports": sum(len(v) for v in h.ports.values())}
 
     # ---- planning and prediction -------------------------------------------------------------
     def _plan(self, records: dict[str, JobRecord], algorithms: set[str]) -> dict[str, JobRecord]:

@@ -285,6 +285,8 @@ def test_link_failure_gives_new_ports_and_traffic_follows():
     new = set(svc.host.maps) - keys
     assert new and all(k[0] == "l0" or victim["spine"] not in k[1] for k in new)
     assert sw.probes - probes == first_window(f) * len(new)
+    host = svc.fabric_view()["host_mode"]
+    assert host["probes_sent"] == sw.probes and host["flows_with_ports"] == 6
     # the old port still goes somewhere alive (no blackhole while the host switches ports)
     path, reached, _ = trace(f, sw, victim["src"], victim["dst"], 17, victim["sport"], 4791)
     assert reached == victim["dst"] and victim["spine"] not in path
@@ -355,21 +357,31 @@ def test_choose_ports_keeps_valid_ports_and_reports_shortage():
     assert missing == {key: 1}
 
 
-def test_place_widens_the_window_when_a_host_needs_more_ports():
+def test_place_probes_once_for_the_busiest_host_and_widens_for_an_uneven_switch():
     f = wired(2, 2, 1)
     sw = FakeSwitches(f.dpids.values(), fabric=f)
     for dpid, (rules, _groups) in desired_tables(f, [], host=True).items():
         sw.install({dpid: [Message("flow_add", rule=r) for r in rules]})
+    key = ("l0", ("s0", "s1"), 17)
     hp = HostPorts()
+    n = 2 * first_window(f)
     flows = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((0, 1.0),))
-             for k in range(first_window(f))]  # every flow on s0: twice the first window
+             for k in range(n)]  # every flow of one host on s0
     ports = hp.place(f, flows, sw.probe)
-    assert len({p for v in ports.values() for p in v}) == len(flows)
-    assert hp.maps[("l0", ("s0", "s1"), 17)].window == 2 * first_window(f)
-    assert hp.probe_rounds == 2
-    for (_, k), (port,) in ports.items():
-        path, _, _ = trace(f, sw, "h0_0", "h1_0", 17, port, 4791)
-        assert path[1] == "s0"
+    assert len({p for v in ports.values() for p in v}) == n
+    assert hp.probe_rounds == 1 and hp.maps[key].window == 2 * n  # n per spine, 2 buckets
+    for (port,) in ports.values():
+        assert trace(f, sw, "h0_0", "h1_0", 17, port, 4791)[0][1] == "s0"
+
+    def uneven(probes):  # a switch whose hash gives s1 one port in four
+        return {p.token: (f.dpids["s1" if p.sport % 4 == 3 else "s0"], f.port("s0", "l0"))
+                for p in probes}
+    hp = HostPorts()
+    flows = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((1, 1.0),))
+             for k in range(8)]
+    ports = hp.place(f, flows, uneven)
+    assert hp.probe_rounds == 2 and hp.maps[key].window == 32  # 16 gave s1 only 4 ports
+    assert sorted(p for (p,) in ports.values()) == [PORT_MIN + 3 + 4 * i for i in range(8)]
 
 
 def test_pair_scope_learns_per_host_pair():
