@@ -5,7 +5,9 @@ Static rules (once per fabric, ``static_rules``):
 * leaf, table 0: ARP to the controller (it answers from the declared addresses); MPLS with
   this leaf's label (bottom of stack) popped and sent to table 1; IPv4 for a local host to
   table 1; anything else arriving from a spine dropped (no loops); other IPv4 to the default
-  select group, one bucket per alive uplink (ECMP for unplanned traffic).
+  select group, one bucket per alive uplink (ECMP for unplanned traffic); IPv4 for a host of a
+  leaf that some alive uplink cannot reach (a spine lost its link to it) to a select group over
+  the uplinks that can.
 * leaf, table 1: IPv4 for a local host out of its port.
 * spine, table 0: its own label on top of the stack popped, then table 1; IPv4 by destination
   host out of the port to that host's leaf. Table 1: leaf labels out of the port to that leaf.
@@ -43,6 +45,7 @@ PRIO_ARP, PRIO_MPLS, PRIO_PLANNED, PRIO_LOCAL, PRIO_FROM_SPINE, PRIO_DEFAULT = (
 # host mode: below the drop of packets from spines (20), so only host ports reach it, and above
 # the default group (10); the probe trap on spines above everything
 PRIO_HOST, PRIO_HOST_CLASS, PRIO_PROBE = 15, 16, 1000
+PRIO_DEGRADED = 12  # unplanned traffic to a leaf some spines cannot reach
 T_HOST_CLASS = 2  # host mode: first table of the per-destination classes
 PROBE_DSCP = 59  # RFC 2474 pool 2 (xxxx11): experimental or local use, never set by RoCE or TCP
 ROCE_DPORT = 4791
@@ -87,6 +90,16 @@ def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[Grou
             groups.append(GroupEntry(dpid, DEFAULT_GROUP, buckets))
             rules.append(rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                               [("group", DEFAULT_GROUP)]))
+        # a destination leaf that some live uplink cannot reach (a spine lost its link to it)
+        # gets a select group over the uplinks that do, host by host: unplanned traffic
+        # (acknowledgements of planned flows too) never goes to a spine without a way on
+        for c, (usable, leaves) in enumerate(host_classes(fabric, switch)):
+            gid = DEFAULT_GROUP + 1 + c
+            groups.append(GroupEntry(dpid, gid, tuple((("output", fabric.port(switch, u)),)
+                                                      for u in usable)))
+            rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED,
+                           {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, [("group", gid)])
+                      for other in leaves for h in fabric.hosts_of_leaf[other]]
         return rules, groups
     rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
                       {"eth_type": ETH_MPLS, "mpls_label": spine_label(fabric, switch),

@@ -302,3 +302,19 @@ def test_views(env):
     assert sum(l["flows"] for l in links["links"] if "->s" in l["link"]) == 4
     view = api.handle(svc, "GET", "/v1/fabric")[1]
     assert view["ready"] and not view["missing_switches"]
+
+
+def test_unplanned_traffic_avoids_a_spine_that_lost_its_link_to_the_destination():
+    f = wired(3, 4, 2)
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    svc.port_changed(f.dpids["l2"], f.port("l2", "s0"), False)
+    for src in ("h0_0", "h1_1", "h3_0"):
+        for dst in ("h2_0", "h2_1"):
+            for bucket in range(3):  # every bucket of every group
+                path, reached, _ = trace(f, sw, src, dst, bucket=bucket)
+                assert reached == dst and path[1] != "s0", (src, dst, path)
+    # other destinations still use every alive uplink
+    assert {trace(f, sw, "h0_0", "h1_0", bucket=b)[0][1] for b in range(3)} == {"s0", "s1", "s2"}
