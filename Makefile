@@ -62,6 +62,7 @@ bench: install system
 	$(PY) -m emulation.bench
 	$(PY) -m emulation.bench_emulation
 	$(PY) -m emulation.bench_reconcile
+	$(PY) -m emulation.bench_hostmode
 
 paper: install
 	$(PY) -m emulation.paper
