@@ -901,6 +901,9 @@ class RouteService:
         with self.lock:
             self._load_intent(doc)
             self.passive = False
+            # discovery: as a standby it saw no LLDP (slaves get no packet-ins), so the
+            # fabric is checked again only after a quiet period of probes, as after a restart
+            self.finder.topology.changed_at = self.clock()
             st, rec = self.state, self.reconciler
             sent0 = st.counters["messages_sent"]
             f = st.declared

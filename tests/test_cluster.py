@@ -473,3 +473,42 @@ def test_planners_give_the_same_routes_in_processes_with_different_hash_seeds():
     assert set(outs[0]) == set(algs.split(","))
     for alg in outs[0]:
         assert outs[0][alg] == outs[1][alg], alg
+
+
+def test_a_discovering_standby_takes_over_without_finding_links_down():
+    """Zero configuration: a standby sees no LLDP (slaves get no packet-ins), so after taking
+    over it must probe for a quiet period before checking the fabric again; checking at once
+    would find every link missing and re-plan."""
+    from controller.state import to_doc
+    f = wired()
+    sw = FakeSwitches(f.dpids.values())
+    now = [100.0]
+    ports = {d: {p: True for p in f.ports[f.switch_of_dpid[d]].values()}
+             for d in f.dpids.values()}
+    master = RouteService(sw, f, clock=lambda: now[0])
+    for d, p in ports.items():
+        master.switch_connected(d, p)
+    code, _ = api.handle(master, "POST", "/v1/jobs",
+                         json.dumps(ring("j", ["h0_0", "h1_0", "h2_0", "h3_0"])).encode())
+    assert code == 201
+    doc = to_doc(master.state)
+    standby = RouteService(sw, None, clock=lambda: now[0])  # discovering: no fabric file
+    standby.passive = True
+    for d, p in ports.items():
+        standby.switch_connected(d, p)
+    assert standby.follow_intent(doc) and set(standby.jobs) == {"j"}
+    far = {(f.dpids[a], f.port(a, b)): (f.dpids[b], f.port(b, a))
+           for a in f.spines + f.leaves for b in f.spines + f.leaves if b in f.ports[a]}
+    now[0] += 30.0
+    sent, before = len(sw.sent), sw.snapshot()
+    assert standby.take_over(doc)["messages"] == 0
+    for _ in range(5):  # ticks of one second; LLDP probes reach the far end as on a switch
+        now[0] += 1.0
+        n = len(sw.packets_out)
+        standby.tick()
+        for dpid, port, frame in sw.packets_out[n:]:
+            if (dpid, port) in far:
+                standby.packet_in(*far[(dpid, port)], frame)
+    assert len(sw.packets_out) > n  # it did probe
+    assert len(sw.sent) == sent and sw.snapshot() == before
+    assert standby.fabric_view()["links_down"] == []
