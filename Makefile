@@ -63,6 +63,7 @@ bench: install system
 	$(PY) -m emulation.bench_emulation
 	$(PY) -m emulation.bench_reconcile
 	$(PY) -m emulation.bench_hostmode
+	$(PY) -m emulation.bench_failover
 
 paper: install
 	$(PY) -m emulation.paper
