@@ -26,7 +26,7 @@ from ryu.lib.packet import arp, ethernet, packet
 from ryu.ofproto import ofproto_common, ofproto_v1_3
 
 from controller import api, flags
-from controller.cluster import Cluster, ClusterError
+from controller.cluster import Cluster
 from controller.etcd import Etcd, EtcdError
 from controller.jsonio import read_json
 from controller.listen import check_free

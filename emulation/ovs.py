@@ -80,3 +80,21 @@ def settle_counters(bridges: list[str], timeout: float = 6.0, interval: float = 
         if now == last:
             return
         last = now
+
+
+def entry_ages(bridge: str) -> dict[str, tuple[float, int]]:
+    """Per entry of a bridge (cookie, table, priority and match as ovs-ofctl prints them): its
+    age in seconds and packet count. An entry re-added has a younger age; one left alone keeps
+    ageing and counting, which is how tests prove that nothing touched a table."""
+    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    entries = {}
+    for line in out.splitlines():
+        if "actions=" not in line:
+            continue
+        head = line.split(" actions=")[0]
+        duration = float(re.search(r"duration=([0-9.]+)s", head).group(1))
+        packets = int(re.search(r"n_packets=(\d+)", head).group(1))
+        key = re.sub(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*,?\s*", "", head)
+        entries[key.strip()] = (duration, packets)
+    return entries

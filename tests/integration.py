@@ -4,7 +4,9 @@ hosts by default)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import urllib.request
 
 import pytest
 
@@ -27,3 +29,36 @@ def default_session(tmp, bw=0.0, mode="flow", state=False,
     so that their replies race with rule installation, as they would under load."""
     return Session(SPINES, LEAVES, HOSTS, bw, str(tmp), mode=mode, state=state,
                    extra_args=["--mlroute-stats-interval", str(stats_interval)])
+
+
+def metric(url: str, name: str, timeout: float = 15.0) -> tuple[float | None, str]:
+    """The value of one sample of a controller's /metrics page (None if absent), and the page."""
+    with urllib.request.urlopen(url + "/metrics", timeout=timeout) as r:
+        page = r.read().decode()
+    m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", page, re.M)
+    return (float(m.group(1)) if m else None), page
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def processes(*texts: str) -> list[tuple[int, str]]:
+    """Live processes (not this one) whose command line contains any of ``texts``."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(t in cmd for t in texts) and alive(int(d)):
+            out.append((int(d), cmd))
+    return out

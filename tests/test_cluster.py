@@ -17,7 +17,7 @@ import pytest
 from controller import api
 from controller.cluster import Cluster, ClusterError, decode, encode
 from controller.errors import ServiceUnavailable
-from controller.etcd import Etcd, EtcdUnavailable
+from controller.etcd import Etcd
 from controller.fabric import Fabric
 from controller.service import RouteService
 from emulation.ha import ETCD, EtcdServer, free_port

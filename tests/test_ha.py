@@ -6,7 +6,6 @@ byte lost; etcd lost while running refuses writes and changes nothing; a frozen 
 deposed by the generation id and steps down; etcd unreachable at start is a clear error."""
 import json
 import os
-import re
 import subprocess
 import threading
 import time
@@ -17,7 +16,9 @@ from emulation import fabricnet
 from emulation.controller_proc import ControllerProcess
 from emulation.ha import ETCD, EtcdServer, HaSession, controller_roles, free_port
 from emulation.run import _run_traffic, prepare_jobs
+from emulation.ovs import entry_ages as flows_with_age
 from tests.integration import HOSTS, LEAVES, SPINES, require_root_and_ovs
+from tests.integration import metric as _metric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 DEADLINE = 15.0
@@ -44,28 +45,12 @@ def ring(jid, ranks, size=1e6, **extra):
     return {"id": jid, "collective": "ring_allreduce", "ranks": ranks, "bytes": size, **extra}
 
 
+
+
+
+
 def metric(ctl, name):
-    with __import__("urllib.request").request.urlopen(ctl.url + "/metrics",
-                                                       timeout=DEADLINE) as r:
-        page = r.read().decode()
-    m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", page, re.M)
-    return float(m.group(1)) if m else None
-
-
-def flows_with_age(bridge):
-    """(table, priority, match) -> (duration s, n_packets) of a bridge's entries."""
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
-    entries = {}
-    for line in out.splitlines():
-        if "actions=" not in line:
-            continue
-        head = line.split(" actions=")[0]
-        duration = float(re.search(r"duration=([0-9.]+)s", head).group(1))
-        packets = int(re.search(r"n_packets=(\d+)", head).group(1))
-        key = re.sub(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*,?\s*", "", head)
-        entries[key.strip()] = (duration, packets)
-    return entries
+    return _metric(ctl.url, name, DEADLINE)[0]
 
 
 def all_tables(ha):

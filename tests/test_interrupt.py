@@ -14,32 +14,13 @@ import pytest
 
 from emulation.controller_proc import REPO, listening, signals_held
 from tests.integration import require_root_and_ovs
+from tests.integration import alive as _alive, processes as _processes
 
 SWITCHES = {"s0", "s1", "l0", "l1"}
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
-def _processes(*texts: str) -> list[tuple[int, str]]:
-    """Live processes whose command line contains any of ``texts``."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if any(t in cmd for t in texts) and _alive(int(d)):
-            out.append((int(d), cmd))
-    return out
 
 
 def _leftovers(outdir: str) -> dict:

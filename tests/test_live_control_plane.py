@@ -14,7 +14,9 @@ import pytest
 from emulation import fabricnet
 from emulation.run import _run_traffic, prepare_jobs
 from emulation.session import Session
+from emulation.ovs import entry_ages as flows_with_age
 from tests.integration import HOSTS, LEAVES, SPINES, require_root_and_ovs
+from tests.integration import metric as _metric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 DEADLINE = 15.0  # seconds any single request may take
@@ -38,28 +40,8 @@ def ring(jid, ranks, size=1e6, **extra):
     return {"id": jid, "collective": "ring_allreduce", "ranks": ranks, "bytes": size, **extra}
 
 
-def metric(emu, name):
-    with __import__("urllib.request").request.urlopen(emu.ctl.url + "/metrics",
-                                                       timeout=DEADLINE) as r:
-        page = r.read().decode()
-    m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", page, re.M)
-    return float(m.group(1)) if m else None, page
 
 
-def flows_with_age(bridge):
-    """(table, priority, match) -> (duration s, n_packets) of a bridge's entries."""
-    out = subprocess.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge],
-                         capture_output=True, text=True, timeout=30, check=True).stdout
-    entries = {}
-    for line in out.splitlines():
-        if "actions=" not in line:
-            continue
-        head = line.split(" actions=")[0]
-        duration = float(re.search(r"duration=([0-9.]+)s", head).group(1))
-        packets = int(re.search(r"n_packets=(\d+)", head).group(1))
-        key = re.sub(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*,?\s*", "", head)
-        entries[key.strip()] = (duration, packets)
-    return entries
 
 
 def test_mixed_algorithm_sequence_answers_every_request(emu):
@@ -105,6 +87,10 @@ def test_a_cut_leaf_pair_leaves_the_rest_of_the_api_working(emu):
             rest(emu, "DELETE", f"/v1/jobs/{jid}")
     fabricnet.wait_until(lambda: not rest(emu, "GET", "/v1/fabric")[1]["links_down"], 20,
                          what="links back up")
+
+
+def metric(emu, name):
+    return _metric(emu.ctl.url, name, DEADLINE)
 
 
 def raw_request(emu, head: bytes, body: bytes = b"", timeout=DEADLINE) -> tuple[int, bytes]:

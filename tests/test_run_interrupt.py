@@ -11,14 +11,9 @@ import pytest
 
 from emulation.controller_proc import REPO, listening
 from emulation.run import AgentGroup
+from tests.integration import alive as _alive, processes as _processes_mentioning
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 class _SessionHost:
@@ -47,19 +42,6 @@ def test_agent_group_reports_stuck_agents_and_kills_them(tmp_path):
     assert not _alive(p.pid)
 
 
-def _processes_mentioning(text: str) -> list[tuple[int, str]]:
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit() or int(d) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{d}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmd and _alive(int(d)):
-            out.append((int(d), cmd))
-    return out
 
 
 @pytest.mark.integration

@@ -173,7 +173,7 @@ class Routing:
 
     def _chain(self, k: int, budget: int):
         """Shortest list of (flow, new spine) moves, ``k`` first, that keeps every link <= c."""
-        S, LS, c, load, nl = self.S, self.LS, self.c, self.load, self.n_leaves
+        S, LS, c, load = self.S, self.LS, self.c, self.load
         a, b = self.src[k], self.dst[k]
         parent: dict[int, tuple] = {}  # link with one flow in excess -> (prev link, flow, spine)
         queue: list[int] = []
