@@ -56,20 +56,20 @@ demo: install system
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
 # the README's first controller example).
 controller: install system
-	$(VENV)/bin/ryu-manager --user-flags controller/flags.py controller/app.py
+	$(VENV)/bin/ryu-manager --user-flags controller/shell/flags.py controller/shell/app.py
 
 bench: install system
-	$(PY) -m emulation.bench
+	$(PY) -m simulation.bench
 	$(PY) -m emulation.bench_emulation
 	$(PY) -m emulation.bench_reconcile
 	$(PY) -m emulation.bench_hostmode
 	$(PY) -m emulation.bench_failover
 
 paper: install
-	$(PY) -m emulation.paper
+	$(PY) -m simulation.paper
 
 paper-quick: install
-	$(PY) -m emulation.paper --quick
+	$(PY) -m simulation.paper --quick
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

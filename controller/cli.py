@@ -14,12 +14,12 @@ import json
 import sys
 
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.jobs import Job, parse_jobs
+from controller.model.fabric import Fabric
+from controller.model.jobs import Job, parse_jobs
 from controller.jsonio import read_json, write_output
-from controller.plan import make_plan, planner_options
+from controller.planners.plan import make_plan, planner_options
 from controller.planners import ALGORITHMS
-from controller.rates import max_min_rates
+from controller.model.rates import max_min_rates
 
 
 def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric, list[Job]]:
@@ -30,7 +30,7 @@ def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric, list[Job]]:
 
 def slowest_rate_gbps(plan) -> float:
     """Smallest max-min rate when the first step of every job starts at once, in Gb/s."""
-    from controller.links import LinkIndex
+    from controller.model.links import LinkIndex
     import numpy as np
     links = LinkIndex(plan.problem.fabric)
     paths = []
@@ -46,7 +46,7 @@ def slowest_rate_gbps(plan) -> float:
 def compare(fabric: Fabric, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
             ilp_time_limit: float, objective: str = "flows") -> list[dict]:
     """One row per algorithm; ``objective`` applies to auto (the others count flows)."""
-    from controller.fluid import predict_allreduce
+    from controller.model.fluid import predict_allreduce
     rows = []
     for alg in algorithms:
         opts = planner_options(alg, seed, salt, ilp_time_limit,

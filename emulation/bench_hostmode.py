@@ -10,7 +10,7 @@
    host job's delete removes the pipeline and the learned maps).
 3. ``rules``: flow entries per leaf in each mode for the paper's largest cells (64 leaves x 32
    spines x 32 hosts, 5 jobs of ring size 2 and 4; 0 and 8 failed spines), computed by the
-   rule builders (``controller.desired.desired_tables``) from the greedy's routes; and the
+   rule builders (``controller.enforcement.desired.desired_tables``) from the greedy's routes; and the
    ring-4 cell with 4 and 8 queue pairs (source ports) per ring flow.
 
 The fake-switch part imports ``tests/fake_switch.py``: run it from the repository.
@@ -27,17 +27,17 @@ import sys
 import tempfile
 import time
 
-from controller import api
-from controller.desired import desired_tables
-from controller.fabric import Fabric
-from controller.hostmode import HostPorts
-from controller.jobs import Flow, Job
-from controller.openflow import COOKIE_STATIC
-from controller.plan import make_plan
-from controller.rules import ROCE_DPORT
-from controller.service import RouteService
-from controller.state import JobRecord, flow_key
-from emulation.workloads import generate, paper_models
+from controller.service import api
+from controller.enforcement.desired import desired_tables
+from controller.model.fabric import Fabric
+from controller.enforcement.hostmode import HostPorts
+from controller.model.jobs import Flow, Job
+from controller.enforcement.openflow import COOKIE_STATIC
+from controller.planners.plan import make_plan
+from controller.enforcement.rules import ROCE_DPORT
+from controller.service.route_service import RouteService
+from controller.service.state import JobRecord, flow_key
+from simulation.workloads import generate, paper_models
 
 SHAPE = (4, 8, 2)  # spines, leaves, hosts per leaf: the controller benchmarks' fabric
 FLOWS = 1000

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 
-from controller.fabric import Fabric
+from controller.model.fabric import Fabric
 from emulation import fabricnet
 from emulation.controller_proc import ControllerProcess
 

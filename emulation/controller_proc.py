@@ -57,12 +57,12 @@ class ControllerProcess:
         the controller's --mlroute-token, sent by ``rest`` on writing requests."""
         fabric = ["--mlroute-fabric", fabric_path] if fabric_path else []
         self.args = [os.path.join(os.path.dirname(sys.executable), "ryu-manager"),
-                     "--user-flags", os.path.join(REPO, "controller", "flags.py"), *fabric,
+                     "--user-flags", os.path.join(REPO, "controller", "shell", "flags.py"), *fabric,
                      "--mlroute-algorithm", algorithm,
                      "--mlroute-mode", mode, "--wsapi-port", str(rest_port),
                      "--ofp-tcp-listen-port", str(of_port),
                      *(["--mlroute-token", token] if token else []), *(extra_args or []),
-                     os.path.join(REPO, "controller", "app.py")]
+                     os.path.join(REPO, "controller", "shell", "app.py")]
         self.token = token
         self.log_path = log_path
         self.rest_port, self.of_port = rest_port, of_port

@@ -33,7 +33,7 @@ def demo_jobs(leaves: int = LEAVES, hosts_per_leaf: int = HOSTS, size: float = R
 
 def simulate_only() -> str:
     from controller.cli import compare, format_table
-    from controller.jobs import parse_jobs
+    from controller.model.jobs import parse_jobs
     from topologies.clos import clos_fabric
     from emulation.run import prepare_jobs
     fabric = clos_fabric(SPINES, LEAVES, HOSTS, BW_MBPS)

@@ -6,6 +6,7 @@ controller, bounded waits, and cleanup that never runs while a controller of our
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 
@@ -14,12 +15,11 @@ OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
 def ensure_ovs() -> None:
     """Start Open vSwitch if it does not run (no systemd here), with switch queues as deep as
-    their qdiscs (``emulation.run.ensure_switch_send_buffer``: otherwise links shared by two
+    their qdiscs (``ensure_switch_send_buffer``: otherwise links shared by two
     flows lose packets only because of the emulator)."""
     if subprocess.run([OVS_CTL, "status"], capture_output=True).returncode != 0:
         subprocess.run([OVS_CTL, "--system-id=random", "start"], capture_output=True, timeout=60,
                        check=True)
-    from emulation.run import ensure_switch_send_buffer  # run imports this module
     ensure_switch_send_buffer()
 
 
@@ -90,3 +90,42 @@ def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "co
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+SWITCH_SNDBUF = 16 << 20
+
+
+def switch_send_buffer() -> int | None:
+    """Send buffer (bytes) of the one AF_PACKET socket through which ovs-vswitchd's userspace
+    datapath sends to every system port; None while it has not been created."""
+    out = subprocess.run(["ss", "-0", "-a", "-m", "-p"], capture_output=True, text=True,
+                         timeout=30).stdout
+    for line in out.splitlines():
+        if "ovs-vswitchd" in line and re.search(r"\s\[0\]:\*\s", line):
+            m = re.search(r"\btb(\d+)", line)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def ensure_switch_send_buffer(size: int = SWITCH_SNDBUF, exact: bool = False) -> dict:
+    """Give the switches queues as deep as their qdiscs.
+
+    The userspace datapath sends to every port of every bridge through a single non-blocking
+    AF_PACKET socket. A packet waiting in a port's qdisc (the HTB shaping and its FIFO) stays
+    charged to that socket until the veth takes it, and a send that finds the buffer full is a
+    drop. The buffer is net.core.wmem_default when the socket is made (212,992 bytes here),
+    counted in allocated bytes (a 9,000-byte frame takes about 16 kB): about a dozen jumbo
+    frames queued in the whole fabric, whatever the per-port FIFO says. Two flows sharing a
+    link queue more than that, so shared links lost packets only because of the emulator.
+    This sets net.core.wmem_default to ``size`` and restarts ovs-vswitchd when its socket is
+    smaller (or, with ``exact``, different: to measure the old behaviour). Call it while no
+    fabric runs. Returns the buffer before and after."""
+    before = switch_send_buffer()
+    if before is not None and (before == size or (before > size and not exact)):
+        return {"before": before, "after": before}
+    subprocess.run(["sysctl", "-qw", f"net.core.wmem_default={size}"], check=True, timeout=30)
+    if before is not None:  # the socket exists: only a new ovs-vswitchd makes a new one
+        subprocess.run([OVS_CTL, "--no-ovsdb-server", "--system-id=random", "restart"],
+                       capture_output=True, check=True, timeout=120)
+    return {"before": before, "after": switch_send_buffer()}

@@ -60,7 +60,7 @@ class EtcdServer:
         with open(self.log_path, "a") as log, signals_held():
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
-        from controller.etcd import Etcd, EtcdError
+        from controller.service.etcd import Etcd, EtcdError
         client = Etcd(self.url, timeout=0.5)
         deadline = time.monotonic() + timeout
         while True:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -39,11 +38,11 @@ import time
 
 from controller.jsonio import read_json
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.jobs import parse_jobs
-from controller.openflow import job_cookie
+from controller.model.fabric import Fabric
+from controller.model.jobs import parse_jobs
+from controller.enforcement.openflow import job_cookie
 from emulation import ovs
-from emulation.fabricnet import OVS_CTL
+from emulation.fabricnet import SWITCH_SNDBUF, ensure_switch_send_buffer, switch_send_buffer
 from emulation.agents import _split_bytes
 from emulation.controller_proc import REPO
 from emulation.roce import ROCE_PORT
@@ -480,45 +479,6 @@ def _link_bytes(fabric, before, after) -> dict[str, int]:
     return out
 
 
-SWITCH_SNDBUF = 16 << 20
-
-
-def switch_send_buffer() -> int | None:
-    """Send buffer (bytes) of the one AF_PACKET socket through which ovs-vswitchd's userspace
-    datapath sends to every system port; None while it has not been created."""
-    out = subprocess.run(["ss", "-0", "-a", "-m", "-p"], capture_output=True, text=True,
-                         timeout=30).stdout
-    for line in out.splitlines():
-        if "ovs-vswitchd" in line and re.search(r"\s\[0\]:\*\s", line):
-            m = re.search(r"\btb(\d+)", line)
-            if m:
-                return int(m.group(1))
-    return None
-
-
-def ensure_switch_send_buffer(size: int = SWITCH_SNDBUF, exact: bool = False) -> dict:
-    """Give the switches queues as deep as their qdiscs.
-
-    The userspace datapath sends to every port of every bridge through a single non-blocking
-    AF_PACKET socket. A packet waiting in a port's qdisc (the HTB shaping and its FIFO) stays
-    charged to that socket until the veth takes it, and a send that finds the buffer full is a
-    drop. The buffer is net.core.wmem_default when the socket is made (212,992 bytes here),
-    counted in allocated bytes (a 9,000-byte frame takes about 16 kB): about a dozen jumbo
-    frames queued in the whole fabric, whatever the per-port FIFO says. Two flows sharing a
-    link queue more than that, so shared links lost packets only because of the emulator.
-    This sets net.core.wmem_default to ``size`` and restarts ovs-vswitchd when its socket is
-    smaller (or, with ``exact``, different: to measure the old behaviour). Call it while no
-    fabric runs. Returns the buffer before and after."""
-    before = switch_send_buffer()
-    if before is not None and (before == size or (before > size and not exact)):
-        return {"before": before, "after": before}
-    subprocess.run(["sysctl", "-qw", f"net.core.wmem_default={size}"], check=True, timeout=30)
-    if before is not None:  # the socket exists: only a new ovs-vswitchd makes a new one
-        subprocess.run([OVS_CTL, "--no-ovsdb-server", "--system-id=random", "restart"],
-                       capture_output=True, check=True, timeout=120)
-    return {"before": before, "after": switch_send_buffer()}
-
-
 def emulate(spines, leaves, hosts_per_leaf, bw, jobs_doc, algorithms, mode, iterations,
             outdir, ping=True, transport="auto", roce_opts=None, switch_sndbuf=SWITCH_SNDBUF,
             exact_sndbuf=False) -> dict:
@@ -541,7 +501,7 @@ def emulate(spines, leaves, hosts_per_leaf, bw, jobs_doc, algorithms, mode, iter
                "rounds": rounds}
     with open(os.path.join(outdir, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
-    from emulation.plots import emulation_plot
+    from simulation.plots import emulation_plot
     emulation_plot(summary, os.path.join(outdir, "summary.png"))
     return summary
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 
 from controller.errors import InstallError
-from controller.openflow import ETH_IPV4, ETH_MPLS, FlowRule, SwitchState
+from controller.enforcement.openflow import ETH_IPV4, ETH_MPLS, FlowRule, SwitchState
 
 PREREQ = {"ipv4_src": ("eth_type", ETH_IPV4), "ipv4_dst": ("eth_type", ETH_IPV4),
           "ip_proto": ("eth_type", ETH_IPV4), "tcp_src": ("ip_proto", 6),
@@ -139,7 +139,7 @@ class FakeSwitches:
     def probe(self, probes) -> dict:
         """Every probe through the leaf's tables from its host port, then through the spine it
         left to; the spine's packet-in is (spine dpid, in_port). Lost probes are absent."""
-        from controller.hostmode import parse_probe
+        from controller.enforcement.hostmode import parse_probe
         f = self.fabric
         out = {}
         for p in probes:

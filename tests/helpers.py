@@ -1,6 +1,6 @@
 """Small builders shared by the unit tests."""
-from controller.fabric import Fabric
-from controller.jobs import Flow, Job
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow, Job
 
 
 def fabric(spines=4, leaves=8, hosts=2, failed_spines=0, down=()):

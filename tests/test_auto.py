@@ -5,14 +5,14 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from controller.errors import ConflictError, InputError
-from controller.fabric import Fabric
-from controller.jobs import Job
-from controller.loads import link_loads
-from controller.plan import make_plan, planner_options
+from controller.model.fabric import Fabric
+from controller.model.jobs import Job
+from controller.model.loads import link_loads
+from controller.planners.plan import make_plan, planner_options
 from controller.planners import ALGORITHMS
 from controller.planners.auto import auto, lower_bound
 from controller.planners.repair import Routing, reduce_to
-from controller.problem import Assignment, Problem
+from controller.model.problem import Assignment, Problem
 from tests.helpers import fabric, flows_job
 
 

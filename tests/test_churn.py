@@ -1,14 +1,14 @@
-"""Re-plans from the installed routing move few flows (controller.churn)."""
+"""Re-plans from the installed routing move few flows (controller.planners.churn)."""
 import random
 
 import pytest
 
-from controller.churn import align_spines, replan
+from controller.planners.churn import align_spines, replan
 from controller.errors import InputError
-from controller.jobs import Job
-from controller.plan import Plan, make_plan, make_replan
+from controller.model.jobs import Job
+from controller.planners.plan import Plan, make_plan, make_replan
 from controller.planners.auto import auto
-from controller.problem import Problem
+from controller.model.problem import Problem
 from tests.helpers import fabric, flows_job
 
 

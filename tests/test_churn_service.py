@@ -1,6 +1,6 @@
 """Re-plans in the controller move few flows (auto's churn planner), reported as moved_flows."""
-from controller import api
-from controller.metrics import exposition
+from controller.service import api
+from controller.service.metrics import exposition
 from tests.test_control_plane import post, ring, start, wired
 
 

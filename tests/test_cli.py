@@ -51,7 +51,7 @@ def test_compare_table(files):
 
 def test_simulate_cli(files):
     _, fab, jobs = files
-    r = run("emulation.simulate", "--fabric", str(fab), "--jobs", str(jobs), "--iterations", "2")
+    r = run("simulation.simulate", "--fabric", str(fab), "--jobs", str(jobs), "--iterations", "2")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert len(doc["jobs"]["a"]["allreduce_s"]) == 2
@@ -69,7 +69,7 @@ def test_bad_jobs_exit_nonzero_with_one_line(files, jobs_text, message):
     tmp, fab, _ = files
     bad = tmp / "bad.json"
     bad.write_text(jobs_text)
-    for cmd in (("controller", "plan"), ("controller", "compare"), ("emulation.simulate",)):
+    for cmd in (("controller", "plan"), ("controller", "compare"), ("simulation.simulate",)):
         r = run(*cmd, "--fabric", str(fab), "--jobs", str(bad))
         assert r.returncode == 2
         assert r.stderr.count("\n") == 1 and message in r.stderr and r.stdout == ""

@@ -14,12 +14,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from controller import api
-from controller.cluster import Cluster, ClusterError, decode, encode
+from controller.service import api
+from controller.service.cluster import Cluster, ClusterError, decode, encode
 from controller.errors import ServiceUnavailable
-from controller.etcd import Etcd
-from controller.fabric import Fabric
-from controller.service import RouteService
+from controller.service.etcd import Etcd
+from controller.model.fabric import Fabric
+from controller.service.route_service import RouteService
 from emulation.ha import ETCD, EtcdServer, free_port
 from tests.fake_switch import FakeSwitches
 
@@ -439,11 +439,11 @@ def test_a_standby_takes_the_stored_routes_without_planning(members):
 
 PLAN = """
 import json, sys
-from controller.fabric import Fabric
-from controller.jobs import parse_job
-from controller.problem import Problem
-from controller.plan import run_planner, Plan
-from controller.churn import replan
+from controller.model.fabric import Fabric
+from controller.model.jobs import parse_job
+from controller.model.problem import Problem
+from controller.planners.plan import run_planner, Plan
+from controller.planners.churn import replan
 f = Fabric.generate(4, 8, 2, 100)
 jobs = [parse_job({"id": f"r{i}", "collective": "ring_allreduce", "bytes": 1e9,
                    "ranks": [f"h{(i * 3 + 5 * k) % 8}_{k % 2}" for k in range(5)]}, f)
@@ -479,7 +479,7 @@ def test_a_discovering_standby_takes_over_without_finding_links_down():
     """Zero configuration: a standby sees no LLDP (slaves get no packet-ins), so after taking
     over it must probe for a quiet period before checking the fabric again; checking at once
     would find every link missing and re-plan."""
-    from controller.state import to_doc
+    from controller.service.state import to_doc
     f = wired()
     sw = FakeSwitches(f.dpids.values())
     now = [100.0]

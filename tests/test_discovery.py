@@ -5,11 +5,11 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from controller.discovery import (Topology, assign_roles, check_declared, format_problem,
+from controller.discovery.topology import (Topology, assign_roles, check_declared, format_problem,
                                   probe_ports, recognise)
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.lldp import arp_request, lldp_frame, parse_host, parse_lldp
+from controller.model.fabric import Fabric
+from controller.discovery.lldp import arp_request, lldp_frame, parse_host, parse_lldp
 
 
 def cable(t, a, b, now=0.0):
@@ -373,9 +373,9 @@ def test_assign_roles_follows_previous_roles():
 def test_docstring_examples():
     import doctest
 
-    import controller.discovery
-    import controller.lldp
-    for module in (controller.discovery, controller.lldp):
+    import controller.discovery.topology
+    import controller.discovery.lldp
+    for module in (controller.discovery.topology, controller.discovery.lldp):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
 

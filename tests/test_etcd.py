@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from controller import etcd as e
+from controller.service import etcd as e
 from emulation.ha import ETCD, EtcdServer, free_port
 import os
 

@@ -1,8 +1,8 @@
 import pytest
 
 from controller.errors import InputError
-from controller.fabric import Fabric, spine_list
-from controller.jobs import parse_job, parse_jobs
+from controller.model.fabric import Fabric, spine_list
+from controller.model.jobs import parse_job, parse_jobs
 from tests.helpers import fabric
 
 

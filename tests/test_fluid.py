@@ -8,14 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.fluid import (FluidSimulator, PredictionError, default_max_events, plan_max_events,
+from controller.model.fabric import Fabric
+from controller.model.fluid import (FluidSimulator, PredictionError, default_max_events, plan_max_events,
                               predict_allreduce)
-from controller.jobs import Flow, Job
-from controller.links import LinkIndex
-from controller.plan import Plan, make_plan, planner_options
+from controller.model.jobs import Flow, Job
+from controller.model.links import LinkIndex
+from controller.planners.plan import Plan, make_plan, planner_options
 from controller.planners import ALGORITHMS
-from controller.problem import Assignment, Problem
+from controller.model.problem import Assignment, Problem
 from tests.helpers import fabric
 
 
@@ -142,7 +142,7 @@ def test_each_job_keeps_its_own_routes_after_another_job_ends():
 def test_controller_predicts_the_ideal_when_no_link_is_shared(order):
     # the same jobs through RouteService in every order: greedy puts one flow per directed
     # link and the jobs share no host, so every prediction must be the job's ideal
-    from controller.service import RouteService
+    from controller.service.route_service import RouteService
     from tests.fake_switch import FakeSwitches
     f = Fabric.generate(4, 2, 4, 100.0, wiring=True)
     docs = {"a": {"id": "a", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]},
@@ -322,8 +322,8 @@ def test_fluid_terminates_and_isolated_jobs_get_their_ideal(inst):
 def test_docstring_examples():
     import doctest
 
-    import controller.fluid
-    import controller.rates
-    for module in (controller.fluid, controller.rates):
+    import controller.model.fluid
+    import controller.model.rates
+    for module in (controller.model.fluid, controller.model.rates):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -13,8 +13,8 @@ import urllib.request
 
 import pytest
 
-from controller.openflow import COOKIE_STATIC
-from controller.rules import host_static_rules, static_rules
+from controller.enforcement.openflow import COOKIE_STATIC
+from controller.enforcement.rules import host_static_rules, static_rules
 from emulation import ovs
 from emulation.run import prepare_jobs, route_parts, route_payloads, run_traffic
 from emulation.session import Session

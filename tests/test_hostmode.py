@@ -5,16 +5,16 @@ import json
 
 import pytest
 
-from controller import api
-from controller.desired import desired_tables
-from controller.fabric import Fabric
-from controller.hostmode import (PORT_MIN, HostPorts, PortMap, _checksum, choose_ports,
+from controller.service import api
+from controller.enforcement.desired import desired_tables
+from controller.model.fabric import Fabric
+from controller.enforcement.hostmode import (PORT_MIN, HostPorts, PortMap, _checksum, choose_ports,
                                  first_window, make_probes, parse_probe, probe_packet)
-from controller.jobs import Flow
-from controller.openflow import COOKIE_STATIC, Message
-from controller.rules import host_static_rules, live_uplinks, sport_buckets, static_rules
-from controller.service import RouteService
-from controller.store import StateStore
+from controller.model.jobs import Flow
+from controller.enforcement.openflow import COOKIE_STATIC, Message
+from controller.enforcement.rules import host_static_rules, live_uplinks, sport_buckets, static_rules
+from controller.service.route_service import RouteService
+from controller.service.store import StateStore
 from tests.fake_switch import FakeSwitches, trace
 
 
@@ -403,7 +403,7 @@ def test_host_pipeline_translates_and_reads_back():
     pytest.importorskip("ryu")
     from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
-    from controller.app import MlrouteApp
+    from controller.shell.app import MlrouteApp
 
     class Datapath:
         ofproto, ofproto_parser, id, xid = ofproto_v1_3, ofproto_v1_3_parser, 0x20000, 0

@@ -78,7 +78,7 @@ def test_delete_removes_exactly_that_jobs_rules(emu):
     assert emu.ctl.rest("POST", "/v1/jobs", a)[0] == 201
     assert emu.ctl.rest("POST", "/v1/jobs", b)[0] == 201
     number = emu.ctl.rest("GET", "/v1/jobs/drop")[1]["number"]
-    from controller.openflow import job_cookie
+    from controller.enforcement.openflow import job_cookie
     assert sum(len(ovs.dump_flows(l, job_cookie(number))) for l in ("l0", "l1")) == 2
     with_both = tables(emu)
     status, doc = emu.ctl.rest("DELETE", "/v1/jobs/drop")
@@ -167,7 +167,7 @@ def test_telemetry_measures_what_was_planned(emu, tmp_path):
 def test_twenty_concurrent_clients_end_consistent(emu):
     from concurrent.futures import ThreadPoolExecutor
 
-    from controller.openflow import COOKIE_JOB, COOKIE_OWNER_MASK
+    from controller.enforcement.openflow import COOKIE_JOB, COOKIE_OWNER_MASK
     hosts = list(emu.fabric.hosts)
 
     def client(k):

@@ -1,6 +1,6 @@
 """The job-aware objective: its prediction, its local search and a case where it beats flow counts.
 
-Slowdowns here are checked with the fluid simulator (controller.fluid.predict_allreduce, one
+Slowdowns here are checked with the fluid simulator (controller.model.fluid.predict_allreduce, one
 iteration, every job starting at once): (compute_s + All-Reduce) / (compute_s + ideal).
 """
 import random
@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.fluid import predict_allreduce
-from controller.jobs import Flow, Job
-from controller.plan import make_plan
-from controller.objective import improve_jobs, job_slowdowns
-from controller.problem import Problem
+from controller.model.fabric import Fabric
+from controller.model.fluid import predict_allreduce
+from controller.model.jobs import Flow, Job
+from controller.planners.plan import make_plan
+from controller.planners.objective import improve_jobs, job_slowdowns
+from controller.model.problem import Problem
 from tests.helpers import fabric
 
 BLOOM = (14.67e9, 1.239)  # shard bytes per GPU, compute gap (paper.md section 3.1)

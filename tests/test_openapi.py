@@ -7,7 +7,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from controller import api
+from controller.service import api
 from emulation.controller_proc import ControllerProcess
 from topologies.clos import clos_fabric
 

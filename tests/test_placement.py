@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.jobs import parse_jobs
-from controller.problem import Problem
-from emulation.placement import cluster, place, realistic, summary
-from emulation.workloads import MODELS
+from controller.model.fabric import Fabric
+from controller.model.jobs import parse_jobs
+from controller.model.problem import Problem
+from simulation.placement import cluster, place, realistic, summary
+from simulation.workloads import MODELS
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -95,7 +95,7 @@ def test_bad_failures():
 
 
 def test_cli_writes_readme_formats(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "emulation.placement", "--spines", "8", "--leaves",
+    r = subprocess.run([sys.executable, "-m", "simulation.placement", "--spines", "8", "--leaves",
                         "16", "--utilisation", "0.9", "--seed", "1", "--failed-links", "3",
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
@@ -103,14 +103,14 @@ def test_cli_writes_readme_formats(tmp_path):
     fabric = Fabric.from_dict(json.loads((tmp_path / "fabric.json").read_text()))
     jobs = parse_jobs(json.loads((tmp_path / "jobs.json").read_text()), fabric)
     assert len(jobs) == s["jobs"] and len(fabric.down) == 3 == s["links_down"]
-    bad = subprocess.run([sys.executable, "-m", "emulation.placement", "--utilisation", "2",
+    bad = subprocess.run([sys.executable, "-m", "simulation.placement", "--utilisation", "2",
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
 
 
 @pytest.mark.parametrize("failures", ["none", "1 spine + 3 links"])
 def test_realistic_grid_cell_is_consistent_with_its_bounds(failures):
-    from emulation.paper import ALGORITHMS, run_realistic_cell, unsplit_floor
+    from simulation.paper import ALGORITHMS, run_realistic_cell, unsplit_floor
     r = run_realistic_cell({"utilisation": 0.9, "failures": failures, "seed": 1},
                            ALGORITHMS, 20.0, (8, 16, 16))
     frac, floor = r["bounds"]["fractional"]["value"], unsplit_floor(r)

@@ -1,10 +1,10 @@
 """Property tests on fabrics where every leaf sees the same alive spines."""
 from hypothesis import given, settings, strategies as st
 
-from controller.fabric import Fabric
-from controller.jobs import Flow, Job
-from controller.loads import link_loads
-from controller.plan import make_plan
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow, Job
+from controller.model.loads import link_loads
+from controller.planners.plan import make_plan
 from controller.planners.edge_coloring import bipartite_edge_colouring
 
 

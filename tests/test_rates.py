@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from controller.rates import max_min_rates
+from controller.model.rates import max_min_rates
 
 
 def test_single_bottleneck_shared_equally():

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.problem import Problem
-from controller.ringorder import (advise_order, advise_ring, apply_advice, inter_leaf_flows,
+from controller.model.fabric import Fabric
+from controller.model.problem import Problem
+from controller.planners.ringorder import (advise_order, advise_ring, apply_advice, inter_leaf_flows,
                                   stride_order)
 from tests.helpers import fabric, flows_job, ring_job
 
@@ -92,6 +92,6 @@ def test_apply_advice_keeps_the_job():
 def test_docstring_examples():
     import doctest
 
-    import controller.ringorder
-    result = doctest.testmod(controller.ringorder)
+    import controller.planners.ringorder
+    result = doctest.testmod(controller.planners.ringorder)
     assert result.attempted > 0 and result.failed == 0

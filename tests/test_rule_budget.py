@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from controller import api
+from controller.service import api
 from controller.errors import InputError
-from controller.fabric import Fabric
-from controller.metrics import exposition
-from controller.openflow import COOKIE_STATIC
-from controller.service import RouteService
+from controller.model.fabric import Fabric
+from controller.service.metrics import exposition
+from controller.enforcement.openflow import COOKIE_STATIC
+from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches, trace
 
 

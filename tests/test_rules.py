@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from controller import api
-from controller.fabric import Fabric
-from controller.openflow import COOKIE_STATIC, ETH_ARP, job_cookie
-from controller.service import RouteService
+from controller.service import api
+from controller.model.fabric import Fabric
+from controller.enforcement.openflow import COOKIE_STATIC, ETH_ARP, job_cookie
+from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches, trace
 
 
@@ -268,7 +268,7 @@ def test_spine_disconnect_moves_every_flow_off_it(env):
 
 
 def test_restart_restores_jobs_and_rules(env, tmp_path):
-    from controller.store import StateStore
+    from controller.service.store import StateStore
     f = wired()
     first = FakeSwitches(f.dpids.values())
     svc = RouteService(first, f, store=StateStore(str(tmp_path / "state.db")))

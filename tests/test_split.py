@@ -5,13 +5,13 @@ from hypothesis import assume, event, given, settings, strategies as st
 from scipy.optimize import linprog
 
 from controller.errors import ConflictError, InputError
-from controller.fabric import Fabric, spine_list
-from controller.jobs import Flow, Job
-from controller.loads import link_loads
-from controller.plan import make_plan
+from controller.model.fabric import Fabric, spine_list
+from controller.model.jobs import Flow, Job
+from controller.model.loads import link_loads
+from controller.planners.plan import make_plan
 from controller.planners.lp import fractional_lower_bound, fractional_optimum
 from controller.planners.split import split
-from controller.problem import Problem
+from controller.model.problem import Problem
 from tests.helpers import fabric, flows_job
 
 
@@ -172,7 +172,7 @@ def test_bad_time_limit():
 
 
 def test_realistic_cluster_with_failed_links():
-    from emulation.placement import realistic
+    from simulation.placement import realistic
     fab, jobs = realistic(8, 16, 0.9, 2, failed_links=3)
     problem = Problem.build(fab, jobs)
     a = split(problem)

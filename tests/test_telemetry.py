@@ -4,10 +4,10 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import api
-from controller.fabric import Fabric
-from controller.metrics import exposition
-from controller.service import RouteService
+from controller.service import api
+from controller.model.fabric import Fabric
+from controller.service.metrics import exposition
+from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches
 
 

@@ -7,11 +7,11 @@ pytest.importorskip("ryu")
 
 from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser  # noqa: E402
 
-from controller.app import MlrouteApp  # noqa: E402
-from controller.fabric import Fabric  # noqa: E402
-from controller.jobs import Flow  # noqa: E402
-from controller.openflow import GroupEntry, Message  # noqa: E402
-from controller.rules import all_static, flow_rules  # noqa: E402
+from controller.shell.app import MlrouteApp  # noqa: E402
+from controller.model.fabric import Fabric  # noqa: E402
+from controller.model.jobs import Flow  # noqa: E402
+from controller.enforcement.openflow import GroupEntry, Message  # noqa: E402
+from controller.enforcement.rules import all_static, flow_rules  # noqa: E402
 
 
 class Datapath:

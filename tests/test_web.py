@@ -1,4 +1,4 @@
-"""The live web view (controller/web) in a real browser against a real controller: Debian's
+"""The live web view (controller/service/web) in a real browser against a real controller: Debian's
 chromium driven by its chromium-driver through selenium (nothing downloaded). The page shows
 the switches, a job appears after a POST, measured figures appear under traffic, a link shows
 as down after a failure. A screenshot goes to the test's folder, and to the path in
@@ -14,7 +14,7 @@ import pytest
 
 from emulation.controller_proc import REPO
 
-WEB = os.path.join(REPO, "controller", "web")
+WEB = os.path.join(REPO, "controller", "service", "web")
 FILES = ("index.html", "app.js", "style.css")
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 

@@ -5,9 +5,11 @@ import json
 
 import pytest
 
-from controller import api, lldp
-from controller.fabric import Fabric
-from controller.service import RouteService
+from controller.service import api
+
+from controller.discovery import lldp
+from controller.model.fabric import Fabric
+from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches, trace
 
 

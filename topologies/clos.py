@@ -14,7 +14,7 @@ through a userspace switch; MTU 1500; IPv6 off). Both are also registered for
 what ``ryu-manager ... --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 
 This file runs under ``mn``'s own Python (Debian's /usr/bin/python3): it imports only the
-standard library, Mininet and the standard-library-only ``controller.fabric``.
+standard library, Mininet and the standard-library-only ``controller.model.fabric``.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ import sys
 _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
-from controller.fabric import Fabric  # noqa: E402
+from controller.model.fabric import Fabric  # noqa: E402
 from controller.jsonio import write_output  # noqa: E402
 
 try:

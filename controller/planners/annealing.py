@@ -13,8 +13,8 @@ import random
 
 import numpy as np
 
-from controller.fabric import spine_list
-from controller.problem import Assignment, Problem
+from controller.model.fabric import spine_list
+from controller.model.problem import Assignment, Problem
 
 
 def annealing(problem: Problem, seed: int = 1234, t0: float = 1000.0, cooling: float = 0.99,

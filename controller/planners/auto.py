@@ -10,7 +10,7 @@
    "Infeasible" proves the incumbent optimal; the result is never worse than the incumbent.
 
 With ``objective="jobs"`` a local search then lowers the worst job's predicted iteration
-slowdown (``controller.objective``), flow counts breaking ties; ``stage`` is then "jobs" when
+slowdown (``controller.planners.objective``), flow counts breaking ties; ``stage`` is then "jobs" when
 it moved flows, and ``optimal`` is claimed only when no job is predicted slower than its ideal
 and the max link load is still the proven optimum.
 
@@ -23,9 +23,9 @@ still exceed every such bound; then only the ILP can prove optimality.
 ``lower_bound``, ``max_link_load``, ``optimal`` (true only when proven: the max load equals
 the lower bound, or the ILP proved it), ``ms`` per stage, the ILP's report under ``ilp``.
 
-    >>> from controller.fabric import Fabric
-    >>> from controller.jobs import Job
-    >>> from controller.problem import Problem
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Job
+    >>> from controller.model.problem import Problem
     >>> f = Fabric.generate(2, 4, 2)
     >>> job = Job("r", rings=[["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h2_1"]], ring_bytes=1)
     >>> a = auto(Problem.build(f, [job]))
@@ -46,7 +46,7 @@ from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.greedy import greedy_spines
 from controller.planners.repair import (NO_SPINE, Routing, bits, gc_paused, insert_all,
                                         reduce_to)
-from controller.problem import Assignment, Problem
+from controller.model.problem import Assignment, Problem
 
 OBJECTIVES = ("flows", "jobs")
 ILP_MAX_VARIABLES = 400_000  # beyond this the model alone takes seconds and GBs: not tried
@@ -84,8 +84,8 @@ def lower_bound(problem: Problem) -> int:
     side whose usable spines all lie in M; M ranges over each side's distinct usable masks and
     their union. O(F + sum of (distinct masks per side)^2).
 
-    >>> from controller.fabric import Fabric
-    >>> from controller.jobs import Flow, Job
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
     >>> f = Fabric.generate(3, 3, 2).with_down({("l1", "s0"), ("l1", "s1"), ("l2", "s0"),
     ...                                         ("l2", "s1")})
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h2_0", 1)])
@@ -243,7 +243,7 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str) -> Assignment
         ms["ilp"] = (time.perf_counter() - t2) * 1e3
     info.update(stage=stage, lower_bound=lb, max_link_load=value, optimal=optimal)
     if objective == "jobs":
-        from controller.objective import improve_jobs
+        from controller.planners.objective import improve_jobs
         t3 = time.perf_counter()
         spines, job_info = improve_jobs(problem, spines)
         ms["jobs"] = (time.perf_counter() - t3) * 1e3

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 
-from controller.fabric import spine_list
-from controller.problem import Assignment, Problem
+from controller.model.fabric import spine_list
+from controller.model.problem import Assignment, Problem
 
 
 def flow_hash(src: str, dst: str, proto: int, sport: int, dport: int, salt: int = 0) -> int:

@@ -8,7 +8,7 @@ so the largest grid cell (about 2,000 flows) plans in milliseconds in pure Pytho
 """
 from __future__ import annotations
 
-from controller.problem import Assignment, Problem
+from controller.model.problem import Assignment, Problem
 
 
 class LoadCounters:

@@ -20,10 +20,10 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
-from controller.fabric import spine_list
+from controller.model.fabric import spine_list
 from controller.planners.greedy import greedy
-from controller.loads import link_loads
-from controller.problem import Assignment, Problem
+from controller.model.loads import link_loads
+from controller.model.problem import Assignment, Problem
 
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded", 4: "error"}
 
@@ -42,8 +42,8 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
     usable spine); exponential at worst, instant when the LP relaxation already exceeds
     incumbent - 1 (typical with failed spines).
 
-    >>> from controller.fabric import Fabric
-    >>> from controller.jobs import Flow, Job
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
     >>> f = Fabric.generate(2, 2, 2)
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h1_1", 1)])
     >>> a = ilp(Problem.build(f, [job]), 5, incumbent=[0, 0])

@@ -21,7 +21,7 @@ from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
-from controller.problem import Problem
+from controller.model.problem import Problem
 
 TOL = 1e-9
 

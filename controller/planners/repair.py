@@ -12,9 +12,9 @@ checked against the loads the earlier steps of the same chain leave, so an appli
 puts more than c flows on a link. In a bipartite multigraph with every spine usable and c = 1
 this finds the classic alternating path of Koenig's theorem.
 
-    >>> from controller.fabric import Fabric
-    >>> from controller.jobs import Flow, Job
-    >>> from controller.problem import Problem
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
+    >>> from controller.model.problem import Problem
     >>> f = Fabric.generate(2, 3, 2)
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h2_0", 1),
     ...                          Flow("j", "h2_1", "h1_1", 1)])
@@ -32,7 +32,7 @@ import gc
 import time
 from contextlib import contextmanager
 
-from controller.problem import Problem
+from controller.model.problem import Problem
 
 NO_SPINE = -1
 _SPINES: dict[int, tuple[int, ...]] = {}

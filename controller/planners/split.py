@@ -48,7 +48,7 @@ from controller.errors import InputError
 from controller.planners.edge_coloring import bipartite_edge_colouring, edge_coloring
 from controller.planners.greedy import greedy
 from controller.planners.lp import TOL, fractional_lower_bound, fractional_optimum, solve, variables
-from controller.problem import Assignment, Problem
+from controller.model.problem import Assignment, Problem
 
 FLOOR = 1.0  # one flow per link: no part can send faster than its NIC
 _SLACK = 1e-9  # numerical slack on the LP's link bound
@@ -62,8 +62,8 @@ def split(problem: Problem, granularity: int | None = None, time_limit: float = 
     and one to three LP solves over the freed flows (0.02-0.5 s at 64 x 32 with a few links
     down), plus an ILP within ``time_limit`` seconds when a granularity needs it.
 
-    >>> from controller.fabric import Fabric
-    >>> from controller.jobs import Flow, Job
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
     >>> f = Fabric.generate(4, 5, 4).with_down({("l0", "s0")})  # l0 keeps 3 up links
     >>> job = Job("j", explicit=[Flow("j", f"h0_{k}", f"h{k + 1}_0", 1e6) for k in range(4)])
     >>> a = split(Problem.build(f, [job]))

@@ -1,0 +1,1 @@
+"""Zero configuration: LLDP and ARP observations, leaf-spine recognition."""

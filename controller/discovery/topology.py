@@ -1,0 +1,707 @@
+"""Fabric discovery: what LLDP and host packets show, and the leaf-spine made of it.
+
+The shell feeds a ``Topology`` with events, passing the time in: switches and their ports
+(``switch_up``, ``port_changed``, ``switch_down``), LLDP probes received (``link_seen``: a
+probe sent from (dpid, port) came in on (dpid2, port2)), ``expire`` every probe round, and
+hosts (``host_seen``) from ARP and IPv4 packet-ins on ports that face no switch.
+
+``recognise`` turns that into a wired ``Fabric``: the switch graph (networkx) should be
+bipartite; the side without host ports are the spines; every leaf should reach every spine
+and a pair without a link is put in ``Fabric.down``. What is not leaf-spine (a leaf-leaf
+cable, a host on a spine, a switch with no link, parallel links) is reported and left out,
+so routing stays on what is valid. ``check_declared`` compares a declared fabric with what is
+seen (wrong port, missing link, unknown switch). ``probe_ports`` says where ARP probes can
+find a host not heard yet. Problems are dicts ``{"kind", "switch", "port", "detail", "dpid"}``
+(``switch`` is a name, or the dpid in hex for a switch that has none; ``port`` may be None).
+
+    >>> t = Topology()
+    >>> t.switch_up(1, {1: True}, now=0.0)                # a spine
+    True
+    >>> t.switch_up(2, {1: True, 3: True}, now=0.0)       # a leaf, host on port 3
+    True
+    >>> t.link_seen(1, 1, 2, 1, now=0.0), t.link_seen(2, 1, 1, 1, now=0.0)
+    (True, True)
+    >>> t.host_seen(2, 3, "02:00:00:00:00:01", "10.0.0.1", now=0.0)
+    True
+    >>> fabric, problems = recognise(t)
+    >>> fabric.spines, fabric.leaves, fabric.hosts, fabric.ports["l0"]
+    (['s0'], ['l0'], {'h0_0': 'l0'}, {'s0': 1, 'h0_0': 3})
+    >>> problems
+    []
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import networkx as nx
+
+from controller.errors import InputError
+from controller.model.fabric import Fabric
+
+SPINE, LEAF = "spine", "leaf"
+DEFAULT_LINK_TIMEOUT = 3.5  # LLDP every second: a link is gone after three lost probes
+_OVS_MAX_PORT = 0xFF00  # OVS rejects OpenFlow 1.3 port numbers above its 16-bit range
+
+
+# ---- observations ----------------------------------------------------------------------------
+@dataclass
+class HostSeen:
+    dpid: int
+    port: int
+    ip: str
+    seen: float
+
+
+@dataclass
+class Topology:
+    """What the network showed so far. Every event method returns True when it changed
+    something that ``recognise`` reads (then ``version`` grew and ``changed_at`` is ``now``);
+    the shell re-runs ``recognise`` once the topology stayed quiet for a probe round or two."""
+
+    link_timeout: float = DEFAULT_LINK_TIMEOUT
+    switches: dict[int, dict[int, bool]] = field(default_factory=dict)  # dpid -> {port: up}
+    # directed: (src dpid, src port) -> (dst dpid, dst port, last seen)
+    links: dict[tuple[int, int], tuple[int, int, float]] = field(default_factory=dict)
+    hosts: dict[str, HostSeen] = field(default_factory=dict)  # by MAC
+    version: int = 0
+    changed_at: float = 0.0
+    _facing: set | None = field(default=None, repr=False, compare=False)
+
+    def _changed(self, now: float) -> bool:
+        self.version += 1
+        self.changed_at = now
+        return True
+
+    def switch_up(self, dpid: int, ports: Mapping[int, bool], now: float) -> bool:
+        """A switch connected (or re-sent its port list): ``ports`` maps every physical port
+        number to its up flag (no OFPP_LOCAL). Links on ports now down or gone are dropped."""
+        ports = {int(p): bool(up) for p, up in ports.items()}
+        if self.switches.get(dpid) == ports:
+            return False
+        self.switches[dpid] = ports
+        self._drop_links(lambda d, p: d == dpid and not ports.get(p, False))
+        return self._changed(now)
+
+    def switch_down(self, dpid: int, now: float) -> bool:
+        """A switch disconnected: its ports, links and hosts are forgotten."""
+        if dpid not in self.switches:
+            return False
+        del self.switches[dpid]
+        self._drop_links(lambda d, p: d == dpid)
+        for mac in [m for m, h in self.hosts.items() if h.dpid == dpid]:
+            del self.hosts[mac]
+        return self._changed(now)
+
+    def port_changed(self, dpid: int, port: int, up: bool, now: float) -> bool:
+        """A port status (added, deleted = down, link up/down). A port going down takes its
+        links with it at once; hosts stay where they were seen."""
+        ports = self.switches.get(dpid)
+        if ports is None or ports.get(port) == up:
+            return False
+        ports[port] = up
+        if not up:
+            self._drop_links(lambda d, p: (d, p) == (dpid, port))
+        return self._changed(now)
+
+    def link_seen(self, src_dpid: int, src_port: int, dst_dpid: int, dst_port: int,
+                  now: float) -> bool:
+        """An LLDP probe sent out of (src_dpid, src_port) came in on (dst_dpid, dst_port).
+        Ignored (False) when either switch is not connected. True only for a new or moved
+        link; a re-seen link just has its time refreshed."""
+        if src_dpid not in self.switches or dst_dpid not in self.switches:
+            return False
+        key, old = (src_dpid, src_port), self.links.get((src_dpid, src_port))
+        self.links[key] = (dst_dpid, dst_port, now)
+        if old is None or old[:2] != (dst_dpid, dst_port):
+            self._facing = None
+        for d, p in (key, (dst_dpid, dst_port)):
+            self.switches[d][p] = True  # a probe crossed it
+        for mac in [m for m, h in self.hosts.items()
+                    if (h.dpid, h.port) in (key, (dst_dpid, dst_port))]:
+            del self.hosts[mac]  # learned before the probe showed a switch there
+        if old is not None and old[:2] == (dst_dpid, dst_port):
+            return False
+        return self._changed(now)
+
+    def expire(self, now: float) -> list[tuple[int, int, int, int]]:
+        """Drop links not seen for ``link_timeout`` seconds; returns them as
+        (src dpid, src port, dst dpid, dst port). Call it once per probe round."""
+        gone = [(s, sp, d, dp) for (s, sp), (d, dp, t) in self.links.items()
+                if now - t > self.link_timeout]
+        for s, sp, _d, _dp in gone:
+            del self.links[(s, sp)]
+            self._facing = None
+        if gone:
+            self._changed(now)
+        return sorted(gone)
+
+    def host_seen(self, dpid: int, port: int, mac: str, ip: str, now: float) -> bool:
+        """A host's ARP or IPv4 packet came in on (dpid, port) (``lldp.parse_host`` gives
+        mac and ip). Ignored (False) on a port that faces a switch, on an unknown switch and
+        for an unspecified, multicast or malformed address."""
+        try:
+            addr = ipaddress.IPv4Address(ip)
+        except (ValueError, TypeError):
+            return False
+        if addr.is_unspecified or addr.is_multicast or not isinstance(mac, str) \
+                or not re.fullmatch(r"([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}", mac) \
+                or int(mac[:2], 16) & 1:
+            return False
+        if dpid not in self.switches or (dpid, port) in self.facing():
+            return False
+        mac, ip = mac.lower(), str(addr)
+        old = self.hosts.get(mac)
+        self.hosts[mac] = HostSeen(dpid, port, ip, now)
+        if old is not None and (old.dpid, old.port, old.ip) == (dpid, port, ip):
+            return False
+        return self._changed(now)
+
+    # ---- queries --------------------------------------------------------------------------
+    def facing(self) -> set[tuple[int, int]]:
+        """Ports at either end of a link seen (in one direction at least). Do not modify."""
+        if self._facing is None:
+            self._facing = set(self.links)
+            self._facing.update((d, p) for d, p, _t in self.links.values())
+        return self._facing
+
+    def host_by_ip(self, ip: str) -> tuple[str, HostSeen] | None:
+        """(MAC, where) of the host last seen with this address, or None."""
+        best = None
+        for mac, h in self.hosts.items():
+            if h.ip == ip and (best is None or (h.seen, mac) > (best[1].seen, best[0])):
+                best = (mac, h)
+        return best
+
+    def to_dict(self) -> dict:
+        """The raw observations, for a REST view or a log."""
+        return {"switches": {f"{d:#x}": {str(p): up for p, up in sorted(ports.items())}
+                             for d, ports in sorted(self.switches.items())},
+                "links": [{"src": [f"{s:#x}", sp], "dst": [f"{d:#x}", dp], "seen": t}
+                          for (s, sp), (d, dp, t) in sorted(self.links.items())],
+                "hosts": [{"mac": m, "ip": h.ip, "switch": f"{h.dpid:#x}", "port": h.port,
+                           "seen": h.seen} for m, h in sorted(self.hosts.items())]}
+
+    def _drop_links(self, touches) -> None:
+        for (s, sp), (d, dp, _t) in list(self.links.items()):
+            if touches(s, sp) or touches(d, dp):
+                del self.links[(s, sp)]
+                self._facing = None
+
+
+# ---- algorithms --------------------------------------------------------------------------------
+def cables(topology: Topology) -> tuple[list[tuple[int, int, int, int]], list[tuple]]:
+    """Links seen in both directions, as (dpid a, port a, dpid b, port b) with (a, pa) <
+    (b, pb), sorted; and the odd observations as (kind, dpid, port, peer dpid, peer port, other):
+    ``one_way_link``, ``inconsistent_link`` (the far port's probes come from a third port,
+    ``other``), ``self_link``. O(links log links).
+
+    >>> t = Topology(); _ = t.switch_up(1, {1: True}, 0); _ = t.switch_up(2, {1: True}, 0)
+    >>> _ = t.link_seen(1, 1, 2, 1, 0); cables(t)
+    ([], [('one_way_link', 1, 1, 2, 1, None)])
+    """
+    out, odd = [], []
+    for (a, pa), (b, pb, _t) in sorted(topology.links.items()):
+        if a == b:
+            odd.append(("self_link", a, pa, b, pb, None))
+            continue
+        back = topology.links.get((b, pb))
+        if back is None:
+            odd.append(("one_way_link", a, pa, b, pb, None))
+        elif back[:2] != (a, pa):
+            odd.append(("inconsistent_link", a, pa, b, pb, back[:2]))
+        elif (a, pa) < (b, pb):
+            out.append((a, pa, b, pb))
+    return out, odd
+
+
+def assign_roles(graph: nx.Graph, evidence: Mapping, known: Mapping | None = None) -> dict:
+    """Spine or leaf for every switch of ``graph`` (nodes: switches, edges: cables).
+
+    ``evidence`` maps a switch to a tuple of counts that speak for a leaf, strongest first
+    (recognise passes (hosts heard, up ports facing no switch)). Each connected component that
+    is bipartite is split by ``networkx.algorithms.bipartite``; the spine side is chosen by the
+    roles in ``known`` (a previous recognition) if they vote, else as the side with the smaller
+    share of switches having evidence (first count first), else the smaller side, else the
+    side holding the lowest node. A component that is not bipartite (a leaf-leaf or
+    spine-spine cable) starts from ``known``, else evidence (any: leaf); then any switch with
+    more neighbours of its own role than of the other flips, until none does (each flip
+    removes same-role edges, so this ends). An isolated switch gets only its ``known`` role.
+    O(V + E) per round, at most E rounds (one in practice).
+
+    >>> g = nx.Graph([(1, 10), (1, 11), (2, 10), (2, 11), (1, 2)])   # leaves 1, 2 cabled
+    >>> assign_roles(g, {1: (2, 2), 2: (0, 2), 10: (0, 0), 11: (0, 0)})
+    {1: 'leaf', 2: 'leaf', 10: 'spine', 11: 'spine'}
+    """
+    known = known or {}
+    roles: dict = {}
+    for comp in sorted(nx.connected_components(graph), key=min):
+        sub = graph.subgraph(comp)
+        if len(comp) == 1:
+            (node,) = comp
+            if known.get(node) in (SPINE, LEAF):
+                roles[node] = known[node]
+            continue
+        if nx.is_bipartite(sub):
+            x, y = nx.bipartite.sets(sub)
+            spines = _spine_side(x, y, evidence, known)
+            label = {n: SPINE if n in spines else LEAF for n in comp}
+        else:
+            label = {n: known.get(n) if known.get(n) in (SPINE, LEAF)
+                     else (LEAF if any(evidence.get(n, ())) else SPINE) for n in comp}
+        changed = True
+        while changed:
+            changed = False
+            for n in sorted(comp):
+                same = sum(1 for m in sub[n] if label[m] == label[n])
+                if 2 * same > sub.degree(n):
+                    label[n] = LEAF if label[n] == SPINE else SPINE
+                    changed = True
+        roles.update(label)
+    return dict(sorted(roles.items()))
+
+
+def _spine_side(x: set, y: set, evidence: Mapping, known: Mapping) -> set:
+    votes = sum((known.get(n) == SPINE) - (known.get(n) == LEAF) for n in x) \
+        - sum((known.get(n) == SPINE) - (known.get(n) == LEAF) for n in y)
+    if votes:
+        return x if votes > 0 else y
+    width = max((len(evidence.get(n, ())) for n in x | y), default=0)
+    for i in range(width):  # shares, cross-multiplied
+        fx = sum(1 for n in x if evidence.get(n, ())[i:i + 1] > (0,)) * len(y)
+        fy = sum(1 for n in y if evidence.get(n, ())[i:i + 1] > (0,)) * len(x)
+        if fx != fy:
+            return x if fx < fy else y
+    if len(x) != len(y):
+        return x if len(x) < len(y) else y
+    return x if min(x) < min(y) else y
+
+
+def recognise(topology: Topology, previous: Fabric | None = None,
+              link_gbps: float | None = None) -> tuple[Fabric | None, list[dict]]:
+    """The leaf-spine the topology shows, as a wired ``Fabric``, and the problems found.
+
+    Names are deterministic: spines s0.., leaves l0.. by datapath id, hosts h<leaf>_<k> with
+    k the rank of the host's port among the leaf's ports that face no switch (so a generated
+    Mininet fabric comes back with its own names). With ``previous`` (the last recognition)
+    names, roles and port numbers stick: switches and hosts keep their names, a switch that
+    left stays with its links down, a link that went away keeps its ports in ``down``. A
+    leaf-spine pair without any port ever seen gets an unused placeholder port number (above
+    the switch's ports) so the fabric stays wired; it is in ``down``. Returns (None, problems)
+    when there is no spine or no leaf. ``link_gbps`` (probes cannot measure it) defaults to
+    the previous fabric's, else 100. O(V + E + H) plus ``assign_roles``.
+
+    >>> t = Topology()
+    >>> for d in (1, 2, 3): _ = t.switch_up(d, {1: True, 2: True}, 0)
+    >>> for a, pa, b in ((1, 1, 2), (1, 2, 3)):      # spine 1, leaves 2 and 3 (port 2 idle)
+    ...     _ = t.link_seen(a, pa, b, 1, 0), t.link_seen(b, 1, a, pa, 0)
+    >>> f, _ = recognise(t); f.spines, f.leaves, f.down
+    (['s0'], ['l0', 'l1'], set())
+    """
+    if previous is not None and not previous.wired:
+        raise InputError("discovery: the previous fabric has no wiring (dpids, ports)")
+    found, odd = cables(topology)
+    facing = topology.facing()
+    edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
+            for d, ports in topology.switches.items()}
+    prev_name = dict(previous.switch_of_dpid) if previous else {}
+    prev_role = {d: SPINE if n in previous.spine_index else LEAF
+                 for d, n in prev_name.items()} if previous else {}
+
+    graph = nx.Graph()
+    graph.add_nodes_from(sorted(topology.switches))
+    for a, pa, b, pb in found:
+        graph.add_edge(a, b)
+    heard = {}
+    for h in topology.hosts.values():
+        heard[h.dpid] = heard.get(h.dpid, 0) + 1
+    roles = assign_roles(graph, {d: (heard.get(d, 0), len(e)) for d, e in edge.items()},
+                         prev_role)
+    absent = {d: r for d, r in prev_role.items() if d not in topology.switches}
+    roles.update(absent)
+
+    names = _switch_names(roles, prev_name, previous)
+    name = lambda d: names.get(d) or f"{d:#x}"  # noqa: E731
+    problems = _Problems(name)
+    spines = [d for d in _ordered(roles, SPINE, previous)]
+    leaves = [d for d in _ordered(roles, LEAF, previous)]
+
+    for kind, a, pa, b, pb, other in odd:
+        if kind == "self_link":
+            problems.add(kind, a, pa, f"{name(a)} port {pa} is cabled to its own port {pb}; "
+                                      "not used")
+        elif kind == "one_way_link":
+            problems.add(kind, a, pa, f"{name(a)} port {pa} -> {name(b)} port {pb}: probes "
+                                      "cross in this direction only; not used")
+        else:
+            problems.add(kind, a, pa, f"{name(a)} port {pa} reaches {name(b)} port {pb}, but "
+                                      f"{name(b)} port {pb} reaches {name(other[0])} port "
+                                      f"{other[1]}; not used")
+    for d in sorted(topology.switches):
+        if d not in roles:
+            macs = sorted(m for m, h in topology.hosts.items() if h.dpid == d)
+            problems.add("isolated_switch", d, None,
+                         f"switch {d:#x} has no link to another switch; left out"
+                         + (f" with its hosts {', '.join(macs)}" if macs else ""))
+    for d in sorted(absent):
+        problems.add("switch_down", d, None, f"{name(d)} ({d:#x}) is not connected; its "
+                                             "links are down")
+
+    used: dict[int, dict[int, object]] = {d: {} for d in roles}  # dpid -> {port: peer dpid/mac}
+    pair: dict[tuple[int, int], tuple[int, int]] = {}  # (leaf, spine) -> (leaf port, spine port)
+    for a, pa, b, pb in found:
+        ra, rb = roles.get(a), roles.get(b)
+        if ra == rb:
+            problems.add(f"{ra}_{ra}_link", a, pa,
+                         f"{name(a)} port {pa} is cabled to {name(b)} port {pb}: a {ra}-{ra} "
+                         "link is not part of a leaf-spine; not used")
+            continue
+        (l, lp), (s, sp) = ((a, pa), (b, pb)) if ra == LEAF else ((b, pb), (a, pa))
+        if (l, s) in pair:
+            problems.add("parallel_links", l, lp,
+                         f"{name(l)} port {lp} is a second link to {name(s)} (its port {sp}); "
+                         f"only port {pair[(l, s)][0]} is used")
+            continue
+        pair[(l, s)] = (lp, sp)
+        used[l][lp], used[s][sp] = s, l
+
+    hosts = _hosts(topology, roles, edge, used, names, problems, previous)
+    down: set[tuple[str, str]] = set()
+    prev_ports = previous.ports if previous else {}
+    cabled = {(a, pa) for a, pa, _b, _pb in found} | {(b, pb) for _a, _pa, b, pb in found}
+    for l in leaves:
+        for s in spines:
+            if (l, s) in pair:
+                continue
+            lp = sp = None
+            if l in prev_name and s in prev_name and prev_role.get(l) == LEAF \
+                    and prev_role.get(s) == SPINE:
+                lp = prev_ports.get(prev_name[l], {}).get(prev_name[s])
+                sp = prev_ports.get(prev_name[s], {}).get(prev_name[l])
+                lp = lp if lp is not None and lp not in used[l] and (l, lp) not in cabled else None
+                sp = sp if sp is not None and sp not in used[s] and (s, sp) not in cabled else None
+            known_port = lp
+            lp = lp if lp is not None else _placeholder(topology, l, used[l])
+            used[l][lp] = s
+            sp = sp if sp is not None else _placeholder(topology, s, used[s])
+            used[s][sp] = l
+            pair[(l, s)] = (lp, sp)
+            down.add((names[l], names[s]))
+            if l in absent or s in absent:
+                continue  # reported as switch_down
+            where = f"{name(l)} port {known_port}" if known_port is not None else name(l)
+            problems.add("missing_link", l, known_port,
+                         f"no link seen between {where} and {name(s)}; marked down")
+
+    if not spines or not leaves:
+        problems.add("not_leaf_spine", None, None,
+                     f"found {len(spines)} spines and {len(leaves)} leaves: a leaf-spine needs "
+                     "at least one of each")
+        return None, problems.sorted()
+    ports: dict[str, dict[str, int]] = {names[d]: {} for d in spines + leaves}
+    for (l, s), (lp, sp) in pair.items():
+        ports[names[l]][names[s]] = lp
+        ports[names[s]][names[l]] = sp
+    host_leaf, host_ip, host_mac = {}, {}, {}
+    for hname, (mac, l, port, ip) in hosts.items():
+        host_leaf[hname] = names[l]
+        ports[names[l]][hname] = port
+        host_ip[hname], host_mac[hname] = ip, mac
+    order = {n: i for i, n in enumerate(  # neighbours as generate writes them
+        [names[d] for d in spines + leaves] + sorted(hosts, key=_natural))}
+    for sw in ports:
+        ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order[kv[0]]))
+    extra = {"dpids": {names[d]: d for d in spines + leaves}, "ports": ports,
+             "host_ip": host_ip, "host_mac": host_mac}
+    gbps = link_gbps if link_gbps is not None else previous.link_gbps if previous else 100.0
+    fabric = Fabric([names[d] for d in spines], [names[d] for d in leaves],
+                    dict(sorted(host_leaf.items(), key=lambda kv: _natural(kv[0]))),
+                    gbps, down, extra)
+    fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
+    return fabric, problems.sorted()
+
+
+def check_declared(declared: Fabric, topology: Topology) -> list[dict]:
+    """Where the network differs from a declared (wired) fabric, port by port.
+
+    Kinds: ``wrong_port`` (a cable or a host on another port than declared; the dict also has
+    ``expected`` and ``seen``, strings or None), ``missing_link`` (a declared switch link with
+    no probe seen, both switches connected, not declared down), ``switch_missing`` (declared,
+    not connected), ``unknown_switch`` (connected, not declared), ``unexpected_link`` (a cable
+    between ports declared for nothing), ``unknown_host`` (a MAC not declared). A misplaced
+    cable is reported once, at the port that is wrong: two swapped leaf ports give two
+    ``wrong_port`` on that leaf, a cable moved to a free port one. O(ports + links + hosts).
+
+    >>> f = Fabric.generate(1, 1, 0, wiring=True); t = Topology()   # l0:1 - s0:1 declared
+    >>> _ = t.switch_up(0x10000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 2: True}, 0)
+    >>> _ = t.link_seen(0x20000, 2, 0x10000, 1, 0); _ = t.link_seen(0x10000, 1, 0x20000, 2, 0)
+    >>> [(p["kind"], p["switch"], p["port"], p["seen"]) for p in check_declared(f, t)]
+    [('wrong_port', 'l0', 2, 's0 port 1')]
+    """
+    if not declared.wired:
+        raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
+    names = declared.switch_of_dpid
+    name = lambda d: names.get(d) or f"{d:#x}"  # noqa: E731
+    at = lambda x: f"{name(x[0])} port {x[1]}"  # noqa: E731
+    problems = _Problems(name)
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    for (a, pa), (b, pb, _t) in sorted(topology.links.items()):
+        seen.setdefault((a, pa), (b, pb))
+        seen.setdefault((b, pb), (a, pa))
+    decl: dict[tuple[int, int], tuple] = {}  # port -> (dpid, port) of a switch, or (None, host)
+    for sw, peers in declared.ports.items():
+        for other, port in peers.items():
+            if other in declared.dpids:
+                decl[(declared.dpids[sw], port)] = (declared.dpids[other],
+                                                    declared.ports.get(other, {}).get(sw))
+            elif other in declared.hosts:
+                decl[(declared.dpids[sw], port)] = (None, other)
+    up = set(topology.switches)
+    leaf_dpids = {declared.dpids[l] for l in declared.leaves}
+    for sw in declared.spines + declared.leaves:
+        d = declared.dpids[sw]
+        if d not in up:
+            problems.add("switch_missing", d, None, f"{sw} ({d:#x}) is declared but not connected")
+    ports = sorted({x for x in decl if x[0] in up} | {x for x in seen if x[0] in names})
+    for x in ports:
+        want, got = decl.get(x), seen.get(x)
+        if want is not None and want[0] is None:  # a host port
+            if got is not None:
+                problems.add("wrong_port", x[0], x[1], f"{at(x)}: declared for host {want[1]}, "
+                             f"cabled to {at(got)}", expected=f"host {want[1]}", seen=at(got))
+            continue
+        if want == got:
+            continue
+        if got is None:  # a declared link without probes
+            moved = seen.get(want)
+            if moved is not None and moved[0] == x[0] or want[0] not in up or \
+                    (names[x[0]], names[want[0]]) in declared.down or \
+                    (names[want[0]], names[x[0]]) in declared.down:
+                continue  # reported where the cable is, or known down
+            if want in decl and x[0] not in leaf_dpids and (want[0] in leaf_dpids or want < x):
+                continue  # one report per cable, at its leaf end
+            state = "up" if topology.switches[x[0]].get(x[1]) else "down"
+            problems.add("missing_link", x[0], x[1], f"{at(x)} ({state}) should reach "
+                         f"{at(want)}; no probe seen")
+        elif want is None:  # a cable on a port declared for nothing
+            back = decl.get(got)
+            if back is not None and back[0] == x[0]:
+                problems.add("wrong_port", x[0], x[1], f"{at(x)}: cabled to {at(got)}, which "
+                             f"is declared on {at(back)}", expected=None, seen=at(got))
+            elif got[0] not in names:
+                continue  # reported with the unknown switch
+            elif not (decl.get(got) is None and got < x):
+                problems.add("unexpected_link", x[0], x[1],
+                             f"{at(x)} is cabled to {at(got)}, which is not declared")
+        else:
+            far = decl.get(got)
+            if got[0] == want[0] and not (far is not None and far[0] == x[0]):
+                continue  # right switch, wrong port at the far end: reported there
+            problems.add("wrong_port", x[0], x[1], f"{at(x)}: expected {at(want)}, seen "
+                         f"{at(got)}", expected=at(want), seen=at(got))
+    for d in sorted(up - set(names)):
+        near = sorted(at(y) for x, y in seen.items() if x[0] == d and y[0] in names)
+        problems.add("unknown_switch", d, None, f"switch {d:#x} is connected but not declared"
+                     + (f"; cabled to {', '.join(near)}" if near else ""))
+    by_mac = {mac.lower(): h for h, mac in declared.host_mac.items()}
+    for mac, h in sorted(topology.hosts.items()):
+        host, where = by_mac.get(mac), (h.dpid, h.port)
+        if host is None:
+            expected = decl.get(where, (0, None))
+            problems.add("unknown_host", h.dpid, h.port, f"host {mac} ({h.ip}) seen on "
+                         f"{at(where)}" + (f", declared for {expected[1]}"
+                                           if expected[0] is None else ", not declared"))
+            continue
+        leaf = declared.hosts[host]
+        want = (declared.dpids[leaf], declared.ports[leaf][host])
+        if where != want:
+            problems.add("wrong_port", want[0], want[1], f"host {host} ({mac}) is declared on "
+                         f"{at(want)}, seen on {at(where)}", expected=f"host {host}",
+                         seen=f"host {host} on {at(where)}")
+    return problems.sorted()
+
+
+def probe_ports(topology: Topology, fabric: Fabric | None = None) -> list[tuple[int, int]]:
+    """(dpid, port) pairs to send an ARP probe from to find a host not heard yet: every up
+    port of a leaf that faces no switch (leaves of ``fabric``, else of ``recognise``; every
+    switch when no leaf-spine is recognised). O(ports).
+
+    >>> t = Topology(); _ = t.switch_up(5, {1: True, 2: False}, 0); probe_ports(t)
+    [(5, 1)]
+    """
+    if fabric is None:
+        fabric, _ = recognise(topology)
+    dpids = {fabric.dpids[l] for l in fabric.leaves} if fabric is not None and fabric.wired \
+        else set(topology.switches)
+    facing = topology.facing()
+    return sorted((d, p) for d in dpids for p, up in topology.switches.get(d, {}).items()
+                  if up and (d, p) not in facing)
+
+
+def same_wiring(a: Fabric | None, b: Fabric | None) -> bool:
+    """True when two fabrics differ at most in their down links: the change can go through the
+    failure path (re-plan around links) instead of replacing the fabric. O(size).
+
+    >>> f = Fabric.generate(2, 2, 1, wiring=True)
+    >>> same_wiring(f, f.with_down({("l0", "s1")}))
+    True
+    >>> same_wiring(f, Fabric.generate(2, 3, 1, wiring=True))
+    False
+    """
+    if a is None or b is None:
+        return a is b
+    return a.with_down(set()).to_dict() == b.with_down(set()).to_dict()
+
+
+def format_problem(problem: Mapping) -> str:
+    """One log line: ``kind: detail``."""
+    return f"{problem['kind']}: {problem['detail']}"
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+class _Problems:
+    def __init__(self, name):
+        self.name, self.items = name, []
+
+    def add(self, kind: str, dpid: int | None, port: int | None, detail: str, **more) -> None:
+        self.items.append({"kind": kind, "switch": None if dpid is None else self.name(dpid),
+                           "port": port, "detail": detail, "dpid": dpid, **more})
+
+    def sorted(self) -> list[dict]:
+        return sorted(self.items, key=lambda p: (p["dpid"] is None, p["dpid"] or 0,
+                                                 p["port"] or 0, p["kind"], p["detail"]))
+
+
+def _natural(name: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name))
+
+
+def _ordered(roles: Mapping[int, str], role: str, previous: Fabric | None) -> list[int]:
+    """Switches of a role: the previous fabric's order first, then new ones by dpid."""
+    members = {d for d, r in roles.items() if r == role}
+    old = []
+    if previous is not None:
+        names = previous.spines if role == SPINE else previous.leaves
+        old = [previous.dpids[n] for n in names if previous.dpids[n] in members]
+    return old + sorted(members - set(old))
+
+
+def _switch_names(roles: Mapping[int, str], prev_name: Mapping[int, str],
+                  previous: Fabric | None) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for d, r in roles.items():
+        if d in prev_name and (prev_name[d] in previous.spine_index) == (r == SPINE):
+            names[d] = prev_name[d]
+    taken = set(names.values()) | (set(previous.hosts) if previous else set())
+    for role, prefix in ((SPINE, "s"), (LEAF, "l")):
+        n = 0
+        for d in _ordered(roles, role, previous):
+            if d in names:
+                continue
+            while f"{prefix}{n}" in taken:
+                n += 1
+            names[d] = f"{prefix}{n}"
+            taken.add(names[d])
+    return names
+
+
+def _placeholder(topology: Topology, dpid: int, used: Mapping[int, object]) -> int:
+    """An unused port number above every port of the switch: the port of a link never seen."""
+    top = max([0, *topology.switches.get(dpid, {}), *used])
+    port = top + 1
+    if port >= _OVS_MAX_PORT:
+        port = next(p for p in range(1, _OVS_MAX_PORT)
+                    if p not in used and p not in topology.switches.get(dpid, {}))
+    return port
+
+
+def _hosts(topology: Topology, roles, edge, used, names, problems,
+           previous: Fabric | None) -> dict:
+    """Hosts on leaf ports that face no switch, named; the rest reported. Mutates ``used``."""
+    at: dict[tuple[int, int], list[tuple[float, str, HostSeen]]] = {}
+    for mac, h in sorted(topology.hosts.items()):
+        role = roles.get(h.dpid)
+        if role is None:
+            continue  # on an isolated switch: reported with it
+        at.setdefault((h.dpid, h.port), []).append((h.seen, mac, h))
+    # a spine port that faces no switch and that no spine uses for a leaf (so not a missing
+    # link) holds a host even before it talks
+    downlinks = {p for d, r in roles.items() if r == SPINE for p, peer in used[d].items()
+                 if roles.get(peer) == LEAF}
+    if previous is not None:
+        downlinks |= {p for s in previous.spines for l, p in previous.ports[s].items()
+                      if l in previous.leaf_index}
+    for d in sorted(d for d, r in roles.items() if r == SPINE):
+        for p in sorted(set(edge.get(d, [])) - downlinks | {x[1] for x in at if x[0] == d}):
+            seen = at.get((d, p), [])
+            heard = ", ".join(f"{m} ({h.ip})" for _t, m, h in seen) or "not heard yet"
+            problems.add("host_on_spine", d, p, f"{names[d]} port {p} faces no switch (host: "
+                         f"{heard}): hosts belong on leaves; not used")
+    at = {x: seen for x, seen in at.items() if roles[x[0]] == LEAF}
+    chosen: dict[str, tuple[float, str, HostSeen]] = {}  # ip -> latest
+    for (d, p), seen in sorted(at.items()):
+        seen.sort(reverse=True)
+        best = seen[0]
+        if len(seen) > 1:
+            problems.add("shared_port", d, p,
+                         f"{names[d]} port {p} has hosts "
+                         f"{', '.join(f'{m} ({h.ip})' for _t, m, h in seen)}; only the last "
+                         f"seen, {best[1]}, is used")
+        other = chosen.get(best[2].ip)
+        if other is not None:
+            old, new = sorted([other, best])
+            problems.add("duplicate_ip", new[2].dpid, new[2].port,
+                         f"{best[2].ip} is used by {old[1]} on {names[old[2].dpid]} port "
+                         f"{old[2].port} and {new[1]} on {names[new[2].dpid]} port "
+                         f"{new[2].port}; only the last seen, {new[1]}, is used")
+            best = new
+        chosen[best[2].ip] = best
+    by_leaf: dict[int, list[tuple[int, str, str]]] = {}
+    for _t, mac, h in chosen.values():
+        by_leaf.setdefault(h.dpid, []).append((h.port, mac, h.ip))
+        used[h.dpid][h.port] = mac
+    old_name: dict[str, str] = {}
+    if previous is not None:  # hosts not heard since: kept where they were, if still free
+        ips = set(chosen)
+        facing = topology.facing()
+        for host, leaf in previous.hosts.items():
+            mac, ip = previous.host_mac[host].lower(), previous.host_ip[host]
+            old_name[mac] = host
+            d, port = previous.dpids[leaf], previous.ports[leaf][host]
+            if mac in topology.hosts or ip in ips or roles.get(d) != LEAF \
+                    or port in used[d] or (d, port) in facing:
+                continue
+            by_leaf.setdefault(d, []).append((port, mac, ip))
+            used[d][port] = mac
+            ips.add(ip)
+    # host ranks skip port numbers any leaf uses for a spine: a leaf whose uplink is missing
+    # (port up, no probe) still names its hosts as its neighbours do
+    uplinks = {p for d, r in roles.items() if r == LEAF for p, peer in used[d].items()
+               if roles.get(peer) == SPINE}
+    if previous is not None:
+        uplinks |= {p for l in previous.leaves for s, p in previous.ports[l].items()
+                    if s in previous.spine_index}
+    taken = set(names.values())
+    out: dict[str, tuple[str, int, int, str]] = {}
+    fresh = []
+    for d in sorted(by_leaf, key=lambda d: _natural(names[d])):
+        for port, mac, ip in sorted(by_leaf[d]):
+            hname = old_name.get(mac)
+            if hname is None or hname in taken:
+                fresh.append((d, port, mac, ip))
+                continue
+            taken.add(hname)
+            out[hname] = (mac, d, port, ip)
+    for d, port, mac, ip in fresh:
+        slots = sorted(set(edge.get(d, [])) - uplinks | {p for p, _m, _ip in by_leaf[d]})
+        m = re.fullmatch(r"l(\d+)", names[d])
+        tag = m.group(1) if m else names[d]
+        k = slots.index(port)
+        while f"h{tag}_{k}" in taken:
+            k += 1
+        hname = f"h{tag}_{k}"
+        taken.add(hname)
+        out[hname] = (mac, d, port, ip)
+    return out

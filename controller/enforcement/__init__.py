@@ -1,0 +1,1 @@
+"""Enforcement: OpenFlow messages, entry builders, desired tables, reconciliation, host-chosen ports."""

@@ -1,0 +1,66 @@
+"""What the fabric should look like, computed from the state alone (pure functions).
+
+``desired_tables``: every switch's flow and group entries (static entries plus the ingress rules
+of every planned flow). ``installed_plan``: the running jobs and their routes as one ``Plan``,
+for link loads and predictions; flows of a leaf pair with no alive spine are left out of it.
+"""
+from __future__ import annotations
+
+from controller.errors import ConflictError
+from controller.model.fabric import Fabric
+from controller.planners.plan import Plan
+from controller.model.problem import Assignment, Problem
+from controller.enforcement.rules import all_static, flow_rules
+from controller.service.state import UNROUTABLE, flow_key
+
+Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
+
+
+def desired_tables(fabric: Fabric, records, host: bool | None = None) -> Tables:
+    """Static entries plus every job's flow rules, per switch. Two flows with the same match
+    are a conflict naming both jobs. The host-mode pipeline is static too, present while a
+    job runs in host mode (``host`` None) or when asked. O(static entries + planned parts)."""
+    records = list(records)
+    if host is None:
+        host = any(r.mode == "host" for r in records)
+    want = {dpid: (list(rules), list(groups))
+            for dpid, (rules, groups) in all_static(fabric, host).items()}
+    owner: dict[tuple, str] = {}
+    for r in records:
+        for flow, parts in r.flows_with_parts():
+            for x in flow_rules(fabric, flow, parts, r.mode, r.number):
+                if x.key in owner:
+                    raise ConflictError(
+                        f"flow {flow.src} -> {flow.dst} of job {r.job.id} has the same match "
+                        f"as a flow of job {owner[x.key]}: give the flows distinct ports")
+                owner[x.key] = r.job.id
+                want[x.dpid][0].append(x)
+    return want
+
+
+def installed_plan(fabric: Fabric, records) -> Plan | None:
+    """All running jobs with their installed routes as one Plan (None without jobs). Flows
+    with no alive spine (or no route yet) are not part of it."""
+    records = list(records)
+    if not records:
+        return None
+    problem = Problem.build(fabric, [r.job for r in records], skip_unroutable=True)
+    routes = {}
+    for r in records:
+        for f in r.job.flows():
+            routes[(r.job.id, flow_key(f))] = r.routes.get(flow_key(f))
+    keep, parts = [], []
+    for k, pos in enumerate(problem.inter):
+        f = problem.flows[pos]
+        p = routes.get((f.job, flow_key(f)))
+        if p is None or p == UNROUTABLE:
+            continue
+        keep.append(k)
+        parts.append(p)
+    if len(keep) != len(problem.inter):
+        problem = Problem(problem.fabric, problem.jobs, problem.flows,
+                          [problem.inter[k] for k in keep], [problem.src_leaf[k] for k in keep],
+                          [problem.dst_leaf[k] for k in keep], [problem.usable[k] for k in keep],
+                          sorted(set(problem.unroutable) |
+                                 (set(problem.inter) - {problem.inter[k] for k in keep})))
+    return Plan("installed", problem, Assignment(parts), 0.0)

@@ -1,0 +1,448 @@
+"""Host-enforced routing (``host`` mode): the switches hold only static state and every planned
+flow gets a source port that its source leaf sends to the planned spine.
+
+Why: a leaf's ACL/TCAM holds a few hundred to a few thousand 5-tuple entries, while a training
+job can have thousands of connections; RoCE libraries already choose one UDP source port per
+queue pair (HCCL reads them from a file). So the controller plans spines as in the other modes,
+and instead of one entry per flow it tells the host which source port to use.
+
+The mapping port -> spine comes from the switch, never from a guessed hash. The leaves choose the
+uplink of TCP and RoCEv2 packets from the low bits of the source port (``rules.
+host_static_rules``); the controller learns what each candidate port does by *probing*: it
+injects a packet carrying the probe mark (IP DSCP 59) into the leaf with a packet-out whose
+in_port is a host port (the packet goes through the leaf's own tables), and every spine sends
+packets with that mark to the controller (a static entry). The spine whose packet-in carries
+the probe's token is the spine that port takes. A learned map is valid while the leaf's set of
+live uplinks is the one it was learned with; when it changes (a failure changes the buckets)
+the leaf is probed again and the flows whose port no longer leads to their planned spine get a
+new one, reported so that the host can open the new connection before closing the old (make
+before break).
+
+Cost: the pipeline maps by source port only, so one map per (leaf, spines that reach the
+destination, protocol) serves every flow of the leaf (``scope="leaf"``): the leaf is probed
+once with as many consecutive ports as its busiest host needs on one spine times the buckets
+(at least 4 per bucket), in one round; more ports (twice as many, another round) only if the
+switch spreads them less evenly than that. Probes per flow therefore fall as flows grow
+(``emulation/bench_hostmode.py`` measures probes and time for 1,000 flows). For a switch whose
+hash also covers the addresses, ``scope="pair"`` learns a map per (source, destination,
+protocol) with the same code: probes then grow with the host pairs.
+
+Everything here is pure: the probes go out through a function the caller passes (the Ryu shell
+sends packet-outs and collects packet-ins; ``tests/fake_switch.py`` traces them).
+"""
+from __future__ import annotations
+
+import ipaddress
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from controller.errors import ConflictError, InputError, InstallError
+from controller.model.fabric import Fabric
+from controller.enforcement.rules import (PROBE_DSCP, ROCE_DPORT, live_uplinks, sport_buckets,
+                              usable_uplinks)
+
+PORT_MIN, PORT_MAX = 49152, 65535  # IANA dynamic ports, where RoCE takes its source ports
+UDP, TCP = 17, 6
+SCOPES = ("leaf", "pair")
+PROBE_MAGIC = b"MLRP"
+PROBE_TCP_DPORT = 9  # leaf scope, TCP: the pipeline ignores the destination port
+PROTO_NAMES = {UDP: "udp", TCP: "tcp"}
+
+Arrivals = dict  # probe token -> (dpid, in_port) of the packet-in that carried it
+ProbeFn = Callable[[list], Arrivals]
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe packet: ``data`` goes to the leaf ``dpid`` as a packet-out from ``in_port``."""
+    token: int
+    key: tuple  # the map it teaches: (leaf, usable spines, proto) or (src, dst, proto)
+    sport: int
+    dpid: int
+    in_port: int
+    data: bytes
+
+
+@dataclass
+class PortMap:
+    """What one map key's candidate ports do, as learned from probes."""
+    uplinks: tuple  # the leaf's live uplinks when learned: the map is valid while they hold
+    spine_of: dict = field(default_factory=dict)  # source port -> spine it reached
+    window: int = 0  # ports PORT_MIN .. PORT_MIN + window - 1 have been probed
+
+
+# ---- flows and keys -------------------------------------------------------------------------
+def host_protocol(flow) -> int:
+    """The protocol whose source port steers a host-mode flow: TCP (any destination port) or
+    UDP to the RoCEv2 port; anything else keeps the select group and cannot be steered.
+
+    >>> from controller.model.jobs import Flow
+    >>> host_protocol(Flow("j", "a", "b", 1.0, 17, 0, 4791))
+    17
+    """
+    if flow.proto == TCP or (flow.proto == UDP and flow.dport == ROCE_DPORT):
+        return flow.proto
+    raise InputError(f"flow {flow.src} -> {flow.dst}: host mode steers TCP and RoCEv2 (UDP to "
+                     f"port {ROCE_DPORT}) by source port; this flow is protocol {flow.proto} to "
+                     f"port {flow.dport}")
+
+
+def map_key(fabric: Fabric, flow, scope: str = "leaf") -> tuple:
+    """The map a flow's ports are read from. Leaf scope, when the switch chooses by source
+    port only: (source leaf, the spines that reach the destination leaf, protocol), since a
+    leaf gives destinations that some uplinks cannot reach buckets of their own (``rules.
+    host_classes``). Pair scope, when its hash may see the addresses: (source, destination,
+    protocol)."""
+    proto = host_protocol(flow)
+    if scope == "leaf":
+        a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
+        return (a, tuple(usable_uplinks(fabric, a, b)), proto)
+    return (flow.src, flow.dst, proto)
+
+
+def key_leaf(fabric: Fabric, key: tuple) -> str:
+    return key[0] if key[0] in fabric.leaf_index else fabric.hosts[key[0]]
+
+
+def first_window(fabric: Fabric, scope: str = "leaf") -> int:
+    """Ports probed the first time a key is needed: 4 (leaf) or 2 (pair) ports per bucket of
+    a leaf with every spine alive, so that each spine has a few candidates."""
+    return (4 if scope == "leaf" else 2) * max(1, sport_buckets(len(fabric.spines)))
+
+
+# ---- probe packets --------------------------------------------------------------------------
+def _checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def _mac(text: str) -> bytes:
+    return bytes(int(x, 16) for x in text.split(":"))
+
+
+def probe_packet(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, proto: int, sport: int,
+                 dport: int, token: int) -> bytes:
+    """Ethernet/IPv4 (DSCP ``PROBE_DSCP``)/UDP or TCP SYN with payload ``MLRP`` + token: the
+    5-tuple of real traffic, so the leaf treats it as such, and a mark only the spines' probe
+    trap matches.
+
+    >>> p = probe_packet("02:00:00:00:00:01", "02:00:00:00:01:01", "10.0.0.1", "10.0.1.1",
+    ...                  17, 49152, 4791, 7)
+    >>> parse_probe(p)["token"], parse_probe(p)["sport"], len(p)
+    (7, 49152, 50)
+    """
+    payload = PROBE_MAGIC + struct.pack("!I", token & 0xFFFFFFFF)
+    src, dst = ipaddress.IPv4Address(src_ip).packed, ipaddress.IPv4Address(dst_ip).packed
+    if proto == UDP:
+        l4 = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
+    elif proto == TCP:
+        head = struct.pack("!HHIIBBHHH", sport, dport, token & 0xFFFFFFFF, 0, 5 << 4, 0x02,
+                           0xFFFF, 0, 0)
+        pseudo = src + dst + struct.pack("!BBH", 0, TCP, len(head) + len(payload))
+        csum = _checksum(pseudo + head + payload)
+        l4 = head[:16] + struct.pack("!H", csum) + head[18:] + payload
+    else:
+        raise InputError(f"probes are UDP or TCP, not protocol {proto}")
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, PROBE_DSCP << 2, 20 + len(l4), token & 0xFFFF, 0,
+                     64, proto, 0, src, dst)
+    ip = ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
+    return _mac(dst_mac) + _mac(src_mac) + b"\x08\x00" + ip + l4
+
+
+def parse_probe(data: bytes) -> dict | None:
+    """The fields of a probe packet (token, addresses, protocol, ports, DSCP), or None for any
+    other packet."""
+    if len(data) < 14 + 20 or data[12:14] != b"\x08\x00":
+        return None
+    ihl = (data[14] & 0x0F) * 4
+    dscp, proto = data[15] >> 2, data[23]
+    if dscp != PROBE_DSCP or proto not in (UDP, TCP):
+        return None
+    l4 = data[14 + ihl:]
+    if len(l4) < 4:
+        return None
+    sport, dport = struct.unpack("!HH", l4[:4])
+    off = 8 if proto == UDP else (l4[12] >> 4) * 4 if len(l4) > 12 else len(l4)
+    payload = l4[off:]
+    if len(payload) < 8 or payload[:4] != PROBE_MAGIC:
+        return None
+    return {"token": struct.unpack("!I", payload[4:8])[0], "proto": proto, "sport": sport,
+            "dport": dport, "dscp": dscp, "ipv4_src": str(ipaddress.IPv4Address(data[26:30])),
+            "ipv4_dst": str(ipaddress.IPv4Address(data[30:34]))}
+
+
+def make_probes(fabric: Fabric, key: tuple, sports: Iterable[int], token0: int) -> list[Probe]:
+    """Probes for ``sports`` of one map key. Leaf scope sends from the leaf's first host to
+    the first host of a leaf that its key's spines reach (the pipeline treats every such
+    destination alike); pair scope uses the pair."""
+    if key[0] in fabric.leaf_index:
+        leaf, usable, proto = key
+        src = fabric.hosts_of_leaf[leaf][0]
+        dst = next((h for h in fabric.hosts if fabric.hosts[h] != leaf and
+                    tuple(usable_uplinks(fabric, leaf, fabric.hosts[h])) == usable), None)
+        if dst is None:
+            raise InputError(f"no destination of leaf {leaf} is reached by {', '.join(usable)}")
+    else:
+        src, dst, proto = key
+        leaf = fabric.hosts[src]
+    dport = ROCE_DPORT if proto == UDP else PROBE_TCP_DPORT
+    dpid, in_port = fabric.dpids[leaf], fabric.port(leaf, src)
+    return [Probe(token0 + i, key, sport, dpid, in_port,
+                  probe_packet(fabric.host_mac[src], fabric.host_mac[dst], fabric.host_ip[src],
+                               fabric.host_ip[dst], proto, sport, dport, token0 + i))
+            for i, sport in enumerate(sports)]
+
+
+def learn(fabric: Fabric, sent: list[Probe], arrivals: Arrivals) -> dict[tuple, dict[int, str]]:
+    """Per map key, the spine each probed source port reached, read from the packet-ins.
+
+    A probe that reached no spine, or a spine from another leaf, is an ``InstallError`` naming
+    the leaf and the ports: the map must come from the switch, so nothing is guessed.
+    O(probes).
+    """
+    out: dict[tuple, dict[int, str]] = {}
+    lost: dict[tuple, list[int]] = {}
+    for p in sent:
+        got = arrivals.get(p.token)
+        if got is None:
+            lost.setdefault(p.key, []).append(p.sport)
+            continue
+        dpid, in_port = got
+        spine = fabric.switch_of_dpid.get(dpid)
+        leaf = key_leaf(fabric, p.key)
+        if spine not in fabric.spine_index or fabric.peer(spine, in_port) != leaf:
+            raise InstallError(f"probe of leaf {leaf} ({PROTO_NAMES[p.key[-1]]} source port "
+                               f"{p.sport}) arrived at {spine or hex(dpid)} port {in_port}, not "
+                               f"from {leaf}")
+        out.setdefault(p.key, {})[p.sport] = spine
+    if lost:
+        key, ports = next(iter(lost.items()))
+        raise InstallError(
+            f"{sum(len(v) for v in lost.values())} of {len(sent)} probes reached no spine (leaf "
+            f"{key_leaf(fabric, key)}, {PROTO_NAMES[key[-1]]} source ports {min(ports)}-"
+            f"{max(ports)} first): is the host-mode pipeline installed?")
+    return out
+
+
+# ---- choosing ports -------------------------------------------------------------------------
+def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
+                 previous: dict | None = None, taken: Iterable[tuple] = (),
+                 scope: str = "leaf") -> tuple[dict, dict[tuple, int]]:
+    """A source port per part of every host-mode flow.
+
+    ``flows``: (name, flow, parts) with parts ((spine index, share), ...), None for an
+    intra-leaf flow (one port, any) or () for a flow with no alive spine (no port). A part's
+    port must be one its map sends to the part's spine, and unique among the ports of its
+    source host and protocol (``taken`` holds (host, proto, port) already used, e.g. by
+    flow-mode jobs), so connections never share a 5-tuple or a socket. A part keeps its
+    ``previous`` port when that still holds, so a re-plan changes only what it must.
+    Returns ({name: (port or None, ...)}, {map key: parts left without a port}).
+    O(parts + probed ports).
+
+    >>> from controller.model.jobs import Flow
+    >>> f = Fabric.generate(2, 2, 1, wiring=True)
+    >>> m = {("l0", ("s0", "s1"), 17): PortMap(("s0", "s1"),
+    ...                                         {49152: "s0", 49153: "s1", 49154: "s0"}, 3)}
+    >>> flows = [("a", Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), ((1, 1.0),)),
+    ...          ("b", Flow("j", "h0_0", "h1_0", 1.0, 17, 1, 4791), ((0, 0.5), (1, 0.5)))]
+    >>> choose_ports(f, flows, m)
+    ({'a': (49153,), 'b': (49152, None)}, {('l0', ('s0', 's1'), 17): 1})
+    """
+    previous = previous or {}
+    used: dict[tuple, set] = {}
+    for host, proto, port in taken:
+        used.setdefault((host, proto), set()).add(port)
+    by_spine: dict[tuple, dict[str, list[int]]] = {}
+    for key, pm in maps.items():
+        lists: dict[str, list[int]] = {}
+        for port in sorted(pm.spine_of):
+            lists.setdefault(pm.spine_of[port], []).append(port)
+        by_spine[key] = lists
+    out: dict = {}
+    todo = []
+    for name, flow, parts in flows:  # first keep what still holds
+        if parts == ():
+            out[name] = ()
+            continue
+        proto = host_protocol(flow)
+        mine = used.setdefault((flow.src, proto), set())
+        spines = [None] if parts is None else [fabric.spines[s] for s, _ in parts]
+        old = previous.get(name, ())
+        chosen = []
+        for i, spine in enumerate(spines):
+            port = old[i] if len(old) == len(spines) else None
+            if port is not None and port not in mine and (spine is None or maps.get(
+                    map_key(fabric, flow, scope), PortMap(())).spine_of.get(port) == spine):
+                mine.add(port)
+                chosen.append(port)
+            else:
+                chosen.append(None)
+                todo.append((name, i, flow, spine, proto))
+        out[name] = chosen
+    missing: dict[tuple, int] = {}
+    cursor: dict[tuple, int] = {}
+    for name, i, flow, spine, proto in todo:
+        mine = used[(flow.src, proto)]
+        if spine is None:  # intra-leaf: never crosses a spine, any free port
+            port = PORT_MIN
+            while port in mine:
+                port += 1
+            if port > PORT_MAX:
+                raise ConflictError(f"host {flow.src} has no free {PROTO_NAMES[proto]} source "
+                                    "port left")
+        else:
+            key = map_key(fabric, flow, scope)
+            ports = by_spine.get(key, {}).get(spine, [])
+            c = cursor.get((flow.src, key, spine), 0)
+            while c < len(ports) and ports[c] in mine:
+                c += 1
+            cursor[(flow.src, key, spine)] = c
+            if c == len(ports):
+                missing[key] = missing.get(key, 0) + 1
+                continue
+            port = ports[c]
+        mine.add(port)
+        out[name][i] = port
+    return {k: tuple(v) for k, v in out.items()}, missing
+
+
+def port_changes(old: dict, new: dict) -> list[tuple]:
+    """(name, part, old port, new port) of every part whose port changed; new parts (no old
+    port) are not changes."""
+    out = []
+    for name, ports in new.items():
+        before = old.get(name)
+        if before is None:
+            continue
+        for i, port in enumerate(ports):
+            was = before[i] if i < len(before) else None
+            if was is not None and was != port:
+                out.append((name, i, was, port))
+    return out
+
+
+# ---- the orchestration, with probes through a function ---------------------------------------
+class HostPorts:
+    """Learned maps and chosen ports of host mode. ``place`` computes the ports of a set of jobs
+    (probing what it must), ``commit`` keeps them once the change is installed."""
+
+    def __init__(self, scope: str = "leaf"):
+        if scope not in SCOPES:
+            raise InputError(f"unknown probe scope {scope!r} (choose from {', '.join(SCOPES)})")
+        self.scope = scope
+        self.maps: dict[tuple, PortMap] = {}
+        self.ports: dict[str, dict] = {}  # job id -> {flow key: (port or None, ...)}
+        self.probes_sent = 0
+        self.probe_rounds = 0
+        self._token = 1
+
+    def stale(self, fabric: Fabric) -> list[tuple]:
+        """Map keys whose leaf's live uplinks changed since they were learned."""
+        return [k for k, m in self.maps.items()
+                if m.uplinks != tuple(live_uplinks(fabric, key_leaf(fabric, k)))]
+
+    def place(self, fabric: Fabric, flows: list, probe: ProbeFn, taken: Iterable[tuple] = (),
+              max_rounds: int = 16) -> dict:
+        """Ports for ``flows`` ((job id, flow key), flow, parts) as ``choose_ports``, keeping
+        the committed ports that still hold. Stale maps are dropped and probed again; keys
+        with no map get ``first_window`` ports probed; a key whose spines ran short gets its
+        window doubled. Raises ConflictError when the port range cannot serve a spine,
+        InstallError when probes are lost. Returns {(job id, flow key): ports}."""
+        for k in self.stale(fabric):
+            del self.maps[k]
+        previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
+        taken = list(taken)
+        want: dict[tuple, int] = {}
+        for k, need in self._demand(fabric, flows).items():
+            window = min(PORT_MAX - PORT_MIN + 1, max(first_window(fabric, self.scope), need))
+            if k not in self.maps or self.maps[k].window < window:
+                want[k] = window
+        for _ in range(max_rounds):
+            if want:
+                self._probe(fabric, want, probe)
+            ports, missing = choose_ports(fabric, flows, self.maps, previous, taken, self.scope)
+            if not missing:
+                return ports
+            want = {}
+            for k in missing:
+                span = PORT_MAX - PORT_MIN + 1
+                if self.maps[k].window >= span:
+                    raise ConflictError(
+                        f"host mode: the {PROTO_NAMES[k[-1]]} source ports of leaf "
+                        f"{key_leaf(fabric, k)} cannot give every flow part its own port to "
+                        f"its planned spine ({missing[k]} parts left)")
+                want[k] = min(span, 2 * self.maps[k].window)
+        raise ConflictError("host mode: no source ports found within the probe rounds")
+
+    def _demand(self, fabric: Fabric, flows: list) -> dict[tuple, int]:
+        """Per map key, the ports worth probing at once: the most parts one host sends to one
+        spine, times the buckets of the key's spines, so that with buckets spread over the
+        uplinks (as the pipeline spreads them) one round of probes serves every host; more
+        are probed only if the switch turns out to spread them less evenly."""
+        most: dict[tuple, int] = {}
+        count: dict[tuple, int] = {}
+        for _name, flow, parts in flows:
+            if not parts:
+                continue
+            k = map_key(fabric, flow, self.scope)
+            for s, _share in parts:
+                c = count[(k, flow.src, s)] = count.get((k, flow.src, s), 0) + 1
+                most[k] = max(most.get(k, 0), c)
+        out = {}
+        for k, n in most.items():
+            leaf = key_leaf(fabric, k)
+            spines = (k[1] if k[0] in fabric.leaf_index
+                      else usable_uplinks(fabric, leaf, fabric.hosts[k[1]]))
+            out[k] = n * max(1, sport_buckets(len(spines)))
+        return out
+
+    def _probe(self, fabric: Fabric, want: dict[tuple, int], probe: ProbeFn) -> None:
+        sent = []
+        for k, window in want.items():
+            pm = self.maps.get(k)
+            start = pm.window if pm else 0
+            sports = range(PORT_MIN + start, PORT_MIN + window)
+            sent += make_probes(fabric, k, sports, self._token + len(sent))
+        if not sent:
+            return
+        self._token += len(sent)
+        self.probes_sent += len(sent)
+        self.probe_rounds += 1
+        learned = learn(fabric, sent, probe(sent))
+        for k, window in want.items():
+            leaf = key_leaf(fabric, k)
+            pm = self.maps.setdefault(k, PortMap(tuple(live_uplinks(fabric, leaf))))
+            pm.spine_of.update(learned.get(k, {}))
+            pm.window = max(pm.window, window)
+
+    def commit(self, ports: dict) -> None:
+        """Keep ``ports`` ({(job id, flow key): ports}) as the committed ports."""
+        by_job: dict[str, dict] = {}
+        for (jid, fk), p in ports.items():
+            by_job.setdefault(jid, {})[fk] = p
+        self.ports = by_job
+
+    def changes(self, ports: dict) -> list[tuple]:
+        """Port changes of ``ports`` against the committed ones."""
+        previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
+        return port_changes(previous, ports)
+
+
+# ---- the export for job launchers -------------------------------------------------------------
+def export_lines(fabric: Fabric, connections: list[tuple]) -> str:
+    """One line per connection: source IP, destination IP, protocol, source port, destination
+    port (in the spirit of HCCL's MultiQpSrcPort.cfg); ``connections`` holds (flow, port).
+
+    >>> from controller.model.jobs import Flow
+    >>> f = Fabric.generate(1, 2, 1, wiring=True)
+    >>> print(export_lines(f, [(Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), 49153)]), end="")
+    10.0.0.1 10.0.1.1 udp 49153 4791
+    """
+    return "".join(f"{fabric.host_ip[flow.src]} {fabric.host_ip[flow.dst]} "
+                   f"{PROTO_NAMES.get(flow.proto, flow.proto)} {port} {flow.dport}\n"
+                   for flow, port in connections)

@@ -1,0 +1,196 @@
+"""Make switches hold what the state wants, entry by entry, and nothing else.
+
+The reconciler keeps a shadow of every synchronised switch's tables. A switch that connects (or
+whose table became uncertain after a failed change) is queued; ``drain`` reads its flow and
+group tables from the switch itself, diffs them against the desired tables and sends only the
+difference: entries that match stay untouched (their packet counters keep counting), missing
+ones are added, entries nobody planned are deleted. A controller restart or a flapping control
+connection therefore sends nothing to a switch whose table is right.
+
+Every change is make before break: additions (and overwrites) first, confirmed by a barrier,
+then deletions. If a switch rejects an addition or does not confirm in time, the additions are
+undone and the change fails with nothing changed; a switch whose undo could not be confirmed
+is queued, so its table is read back and repaired rather than trusted.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable, Protocol
+
+from controller.errors import ConflictError, InstallError
+from controller.enforcement.openflow import COOKIE_STATIC, Message, SwitchState, apply, diff
+
+
+class Installer(Protocol):
+    def install(self, batches: dict[int, list[Message]]) -> None:
+        """Send each switch its messages and wait for its barrier reply; raise InstallError
+        naming the switch if one rejects a message or does not answer in time."""
+
+    def read_tables(self, dpid: int) -> SwitchState:
+        """The flow and group entries a switch holds now (flow stats, group description);
+        raise InstallError if it does not answer in time."""
+
+    def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        """Send a frame out of a switch port (LLDP and ARP probes of discovery)."""
+
+
+class Reconciler:
+    def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex):
+        self.installer = installer
+        self.counters = counters  # shared with the state, for views and metrics
+        self.describe = describe  # dpid -> switch name, for messages
+        self.installed: dict[int, SwitchState] = {}  # synchronised switches
+        self.pending: set[int] = set()  # connected switches to read and repair
+        self.syncing: set[int] = set()  # claimed: being read outside the service lock
+        self.last_sync: dict[int, dict] = {}  # dpid -> what its last read-and-repair sent
+
+    # ---- switches coming and going --------------------------------------------------------
+    def connected(self, dpid: int) -> None:
+        self.installed.pop(dpid, None)
+        self.pending.add(dpid)
+
+    def disconnected(self, dpid: int) -> None:
+        self.installed.pop(dpid, None)
+        self.pending.discard(dpid)
+        self.syncing.discard(dpid)
+
+    def forget(self, keep: Callable[[int], bool]) -> None:
+        """Stop managing switches that ``keep`` rejects (not part of the fabric any more)."""
+        for dpid in [d for d in self.installed if not keep(d)]:
+            del self.installed[dpid]
+        self.pending = {d for d in self.pending if keep(d)}
+
+    def drain(self, want: dict) -> list[tuple[int, str]]:
+        """Read and repair every queued switch against ``want`` (dpid -> (rules, groups)).
+        Returns (dpid, error) for switches that could not be synchronised; they stay queued."""
+        failed = []
+        for dpid in sorted(self.pending):
+            try:
+                self.sync(dpid, *want.get(dpid, ([], [])))
+            except InstallError as e:
+                failed.append((dpid, str(e)))
+        return failed
+
+    def sync(self, dpid: int, rules: list, groups: list) -> dict:
+        """Read one switch and send it only the difference, make before break."""
+        t0 = time.perf_counter()
+        return self.repair(dpid, self.installer.read_tables(dpid), rules, groups, t0)
+
+    def claim(self) -> int | None:
+        """Take a queued switch to read outside the caller's lock (``repair`` afterwards)."""
+        if not self.pending:
+            return None
+        dpid = min(self.pending)
+        self.pending.discard(dpid)
+        self.syncing.add(dpid)
+        return dpid
+
+    def repair(self, dpid: int, have: SwitchState, rules: list, groups: list,
+               t0: float | None = None) -> dict:
+        """Send a switch whose tables were read (``have``) only the difference."""
+        t0 = time.perf_counter() if t0 is None else t0
+        self.syncing.discard(dpid)
+        make, brk = diff(dpid, have, rules, groups)
+        if make:
+            self._send({dpid: make})
+            apply(have, make)
+        if brk:
+            self._send({dpid: brk})
+            apply(have, brk)
+        self.installed[dpid] = have
+        self.pending.discard(dpid)
+        self.counters["reconnects"] += 1
+        stats = self._count(make, brk)
+        stats["messages"] = len(make) + len(brk)
+        stats["entries"] = len(have.rules)
+        stats["seconds"] = round(time.perf_counter() - t0, 6)
+        self.last_sync[dpid] = stats
+        return stats
+
+    # ---- changes --------------------------------------------------------------------------
+    def check_offline(self, want: dict, current: Callable[[], dict], name: Callable[[int], str]):
+        """A change that needs job rules on a switch that is not synchronised cannot be
+        confirmed: refuse it, naming the switch (static entries follow when it connects)."""
+        now = None
+        for dpid, (rules, _) in want.items():
+            if dpid in self.installed or dpid in self.pending or dpid in self.syncing:
+                continue  # synchronised, or about to be read and repaired with the newest state
+            now = current() if now is None else now
+            new = {x for x in rules if x.cookie != COOKIE_STATIC}
+            old = {x for x in now.get(dpid, ([], []))[0] if x.cookie != COOKIE_STATIC}
+            if new != old:
+                raise ConflictError(f"switch {name(dpid)} (dpid {dpid:#x}) is not connected: "
+                                    "cannot install its rules")
+
+    def converge(self, want: dict) -> dict:
+        """Bring every synchronised switch to ``want``: additions first, then deletions."""
+        t0 = time.perf_counter()
+        makes, breaks = {}, {}
+        for dpid, state in self.installed.items():
+            make, brk = diff(dpid, state, *want.get(dpid, ([], [])))
+            if make:
+                makes[dpid] = make
+            if brk:
+                breaks[dpid] = brk
+        try:
+            self._send(makes)
+        except InstallError:
+            self.counters["install_failures"] += 1
+            self._rollback(makes)
+            raise
+        for dpid, msgs in makes.items():
+            apply(self.installed[dpid], msgs)
+        try:
+            self._send(breaks)
+        except InstallError:
+            # the new entries are in place and confirmed, so the change stands; the switches
+            # whose deletions were not confirmed are read back and repaired
+            self.counters["install_failures"] += 1
+            for dpid in breaks:
+                self.installed.pop(dpid, None)
+                self.pending.add(dpid)
+            breaks = {}
+        for dpid, msgs in breaks.items():
+            apply(self.installed[dpid], msgs)
+        stats = self._count([m for ms in makes.values() for m in ms],
+                            [m for ms in breaks.values() for m in ms])
+        self.counters["installs"] += 1
+        stats["switches"] = len(set(makes) | set(breaks))
+        stats["seconds"] = time.perf_counter() - t0 if (makes or breaks) else None
+        return stats
+
+    def _send(self, batches: dict) -> None:
+        if batches:
+            self.counters["messages_sent"] += sum(len(m) for m in batches.values())
+            self.installer.install(batches)
+
+    def _count(self, make: list, brk: list) -> dict:
+        added = sum(m.kind == "flow_add" for m in make)
+        removed = sum(m.kind == "flow_delete" for m in brk)
+        self.counters["rules_installed"] += added
+        self.counters["rules_removed"] += removed
+        return {"added": added, "removed": removed}
+
+    def _rollback(self, makes: dict) -> None:
+        """Undo additions that may have reached switches: restore overwritten entries, delete
+        new ones. Switches whose undo is not confirmed are read back and repaired later."""
+        undo = {}
+        for dpid, msgs in makes.items():
+            state = self.installed[dpid]
+            back = []
+            for m in msgs:
+                if m.kind == "flow_add":
+                    old = state.rules.get(m.rule.key)
+                    back.append(Message("flow_add", rule=old) if old
+                                else Message("flow_delete", rule=m.rule))
+                elif m.kind == "group_add":
+                    back.append(Message("group_delete", group=m.group))
+                elif m.kind == "group_modify":
+                    back.append(Message("group_modify", group=state.groups[m.group.group_id]))
+            undo[dpid] = back
+        try:
+            self._send(undo)
+        except InstallError:
+            for dpid in makes:
+                self.installed.pop(dpid, None)
+                self.pending.add(dpid)

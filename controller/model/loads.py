@@ -1,0 +1,90 @@
+"""What a plan does to the fabric: per directed leaf-spine link the flow count (in flow units,
+a split part counts its share) and the bytes, the sorted load vector, and path imbalance.
+
+Path imbalance (ours, in the spirit of FlowTracer; paper.md section 7): for leaf l with alive
+uplinks carrying B_u each, I_l = (max B_u - mean B_u) / mean B_u, 0 when no bytes. Reported as
+the maximum over leaves and the mean weighted by each leaf's bytes, over uplinks and downlinks,
+for bytes and for flow counts.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from controller.model.problem import Assignment, Problem
+
+TOL = 1e-9
+
+
+def link_loads(problem: Problem, assignment: Assignment, weight: str = "flows"):
+    """(up, down) arrays of shape (leaves, spines): flow units or bytes per directed link."""
+    shape = (len(problem.fabric.leaves), len(problem.fabric.spines))
+    up, down = np.zeros(shape), np.zeros(shape)
+    for k, parts in enumerate(assignment.parts):
+        a, b = problem.src_leaf[k], problem.dst_leaf[k]
+        size = problem.flows[problem.inter[k]].bytes if weight == "bytes" else 1.0
+        for s, share in parts:
+            up[a, s] += share * size
+            down[b, s] += share * size
+    return up, down
+
+
+def alive_links(fabric) -> np.ndarray:
+    """Boolean (leaves, spines): the leaf-spine link is up."""
+    return np.array([[bool(m >> s & 1) for s in range(len(fabric.spines))]
+                     for m in fabric.up_mask])
+
+
+def load_summary(problem: Problem, assignment: Assignment) -> dict:
+    up, down = link_loads(problem, assignment)
+    loads = np.concatenate([up.ravel(), down.ravel()])
+    alpha = float(loads.max()) if loads.size else 0.0
+    at_max = int(np.count_nonzero(np.abs(loads - alpha) <= TOL * max(alpha, 1))) if alpha else 0
+    rounded = Counter(round(float(v), 6) for v in loads[loads > TOL])
+    return {
+        "max_link_load": round(alpha, 9),
+        "links_at_max": at_max,
+        "lower_bound": problem.lower_bound(),
+        "load_histogram": {str(k): v for k, v in sorted(rounded.items(), reverse=True)},
+    }
+
+
+def sorted_load_vector(problem: Problem, assignment: Assignment) -> list[float]:
+    up, down = link_loads(problem, assignment)
+    return sorted(np.concatenate([up.ravel(), down.ravel()]).tolist(), reverse=True)
+
+
+def leaf_imbalance(per_link: np.ndarray, alive: np.ndarray) -> tuple[list[float], list[float]]:
+    """Per leaf (row): (max - mean) / mean over its alive links, and its total as a weight."""
+    values, weights = [], []
+    for row, ok in zip(per_link, alive):
+        b = row[ok]
+        total = float(b.sum())
+        if b.size == 0 or total <= 0:
+            values.append(0.0)
+            weights.append(0.0)
+            continue
+        mean = total / b.size
+        values.append(float((b.max() - mean) / mean))
+        weights.append(total)
+    return values, weights
+
+
+def imbalance(per_link: np.ndarray, alive: np.ndarray) -> dict:
+    """Per-leaf imbalance of a (leaves, spines) array over the alive links: max and weighted mean."""
+    values, weights = leaf_imbalance(per_link, alive)
+    w = np.asarray(weights)
+    v = np.asarray(values)
+    return {"max": float(v.max()) if v.size else 0.0,
+            "mean": float((v * w).sum() / w.sum()) if w.sum() > 0 else 0.0}
+
+
+def plan_imbalance(problem: Problem, assignment: Assignment) -> dict:
+    """Predicted imbalance of a plan (the controller measures the same from port counters)."""
+    alive = alive_links(problem.fabric)
+    out = {}
+    for weight in ("bytes", "flows"):
+        up, down = link_loads(problem, assignment, weight)
+        out[weight] = {"uplinks": imbalance(up, alive), "downlinks": imbalance(down, alive)}
+    return out

@@ -1,0 +1,165 @@
+"""Re-planning a running fabric with few moved flows.
+
+Moving a running flow costs packets reordered or paused (for RDMA, a go-back-N), so a re-plan
+starts from the installed routing: every flow whose spine is still usable stays, new flows and
+flows whose path lost a link are placed under the current capacity (by an alternating chain
+if they do not fit directly), and other flows move only along chains that lower the max link
+load towards its lower bound (``planners.repair``), or, with ``objective="jobs"``, by moves
+that lower the worst job's predicted slowdown. A fresh ``auto`` plan, with its spines renamed
+to agree with the installed routing as far as the fabric's symmetry allows (a maximum-weight
+matching per class of interchangeable spines), is taken instead only when it is strictly
+better on the objective.
+
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Job
+    >>> from controller.model.problem import Problem
+    >>> f = Fabric.generate(4, 4, 2)
+    >>> a = Job("a", rings=[["h0_0", "h1_0", "h2_0", "h3_0"]], ring_bytes=1)
+    >>> b = Job("b", rings=[["h0_1", "h2_1"]], ring_bytes=1)
+    >>> old = [((0, 1.0),)] * 4                    # job a, all four flows on s0
+    >>> new = replan(Problem.build(f, [a, b]), old + [None, None])
+    >>> new.info["moved_flows"], new.info["new_flows"], new.spines()[:4]
+    (0, 2, [0, 0, 0, 0])
+
+Cost: O(F + L S) to rebuild the loads, plus the chains and one fresh ``auto`` run when the
+kept routing stays above the bound; O(S^3) per class of interchangeable spines to rename.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+from controller.errors import InputError
+from controller.planners.auto import (REPAIR_TIME_LIMIT, auto, check_options, lower_bound,
+                                      max_load)
+from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
+from controller.model.problem import Assignment, Problem
+
+
+def previous_spines(problem: Problem, previous: list) -> tuple[list[int], list[int]]:
+    """Per inter-leaf flow: its installed spine, or NO_SPINE for new flows (None, or empty
+    parts: the controller's mark for a flow that had no alive spine); and the inter-leaf flows
+    whose installed path is no longer usable (or was split)."""
+    if len(previous) != len(problem.flows):
+        raise InputError(f"previous routes: {len(previous)} entries for "
+                         f"{len(problem.flows)} flows")
+    spines, broken = [], []
+    for k, pos in enumerate(problem.inter):
+        parts = previous[pos]
+        if not parts:  # a new flow (None), or one that had no alive spine (empty parts)
+            spines.append(NO_SPINE)
+            continue
+        s = parts[0][0] if len(parts) == 1 else NO_SPINE
+        if s is not None and s != NO_SPINE and problem.usable[k] >> s & 1:
+            spines.append(s)
+        else:
+            spines.append(NO_SPINE)
+            broken.append(k)
+    return spines, broken
+
+
+def align_spines(problem: Problem, spines: list[int], prev: list[int]) -> list[int]:
+    """Rename spines within classes of interchangeable spines (same links up at every leaf) so
+    that as many flows as possible keep their previous spine; loads and feasibility unchanged.
+
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
+    >>> f = Fabric.generate(3, 2, 2)
+    >>> p = Problem.build(f, [Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1),
+    ...                                          Flow("j", "h0_1", "h1_1", 1)])])
+    >>> align_spines(p, [0, 1], [2, 0])
+    [2, 0]
+    """
+    fabric = problem.fabric
+    S = len(fabric.spines)
+    classes: dict[tuple, list[int]] = {}
+    for s in range(S):
+        column = tuple(m >> s & 1 for m in fabric.up_mask)
+        classes.setdefault(column, []).append(s)
+    rename = list(range(S))
+    for members in classes.values():
+        if len(members) < 2:
+            continue
+        pos = {s: i for i, s in enumerate(members)}
+        agree = np.zeros((len(members), len(members)))
+        for s, p in zip(spines, prev):
+            if s in pos and p in pos:
+                agree[pos[s], pos[p]] += 1
+        rows, cols = linear_sum_assignment(agree, maximize=True)
+        for i, j in zip(rows, cols):
+            rename[members[i]] = members[j]
+    return [rename[s] for s in spines]
+
+
+def _moved(prev: list[int], spines: list[int]) -> list[int]:
+    return [k for k, (p, s) in enumerate(zip(prev, spines)) if p != NO_SPINE and p != s]
+
+
+def replan(problem: Problem, previous: list, objective: str = "flows",
+           ilp_time_limit: float = 0.0) -> Assignment:
+    """Plan ``problem`` from the installed routing ``previous`` with few moved flows.
+
+    ``previous``: per flow of ``problem.flows`` (the routes format's order) its installed
+    ``(spine, share)`` parts, or None (or empty parts) for a new, intra-leaf or unroutable
+    flow. ``info`` adds to auto's:
+    ``moved_flows`` (installed flows whose spine changed), ``moved`` (their positions in
+    ``problem.flows``), ``forced`` (of those, how many had lost their path), ``new_flows``,
+    ``source`` ("installed" or "fresh": which routing the result grew from).
+    """
+    check_options(ilp_time_limit, objective)
+    with gc_paused():
+        return _replan(problem, previous, objective, ilp_time_limit)
+
+
+def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: float):
+    t0 = time.perf_counter()
+    prev, broken = previous_spines(problem, previous)
+    kept = prev  # broken flows are NO_SPINE already
+    installed = list(prev)
+    for k in broken:  # remember the old spine to count the forced move
+        parts = previous[problem.inter[k]]
+        installed[k] = parts[0][0] if len(parts) == 1 and parts[0][0] is not None else -2
+    lb = lower_bound(problem)
+    r = Routing(problem, kept)
+    c = max(lb, r.max_load())
+    r.set_capacity(c)
+    S, LS, load = r.S, r.LS, r.load
+    todo = sorted((k for k, s in enumerate(kept) if s == NO_SPINE),
+                  key=lambda k: len(bits(problem.usable[k])))
+    for k in todo:
+        if not r.insert(k):
+            a, b = r.src[k], r.dst[k]
+            u = min(bits(r.usable[k]),
+                    key=lambda s: (max(load[a * S + s], load[LS + b * S + s]), s))
+            r._add(k, u)
+    value = r.max_load()
+    deadline = time.perf_counter() + REPAIR_TIME_LIMIT
+    for cap in range(value - 1, lb - 1, -1):
+        if not reduce_to(r, cap, deadline):
+            break
+    spines, value, source = list(r.spine), r.max_load(), "installed"
+    info: dict = {}
+    if value > lb:  # a fresh plan may be better: take it only if strictly so
+        fresh = auto(problem, ilp_time_limit=ilp_time_limit)
+        if fresh.info["max_link_load"] < value:
+            spines = align_spines(problem, fresh.spines(), installed)
+            value, source = fresh.info["max_link_load"], "fresh"
+        lb = max(lb, fresh.info["lower_bound"])
+        if fresh.info["optimal"] and fresh.info["max_link_load"] == value:
+            lb = value
+    info.update(stage="churn", source=source, lower_bound=lb, max_link_load=value,
+                optimal=value <= lb)
+    if objective == "jobs":
+        from controller.planners.objective import improve_jobs
+        spines, job_info = improve_jobs(problem, spines)
+        info.update(job_info)
+        info["max_link_load"] = max_load(problem, spines)
+        info["optimal"] = info["optimal"] and job_info["worst_slowdown"] <= 1 + 1e-9
+    moved = _moved(installed, spines)
+    info.update(objective=objective, moved_flows=len(moved),
+                moved=[problem.inter[k] for k in moved],
+                forced=len(broken), new_flows=sum(1 for p in prev if p == NO_SPINE) - len(broken),
+                ms={"churn": round((time.perf_counter() - t0) * 1e3, 3)})
+    return Assignment.unsplit(spines, info)

@@ -1,0 +1,109 @@
+"""Run a planner on jobs over a fabric and describe the result in the routes format.
+
+The routes JSON (README, "Formats") lists one route per flow of every job, in the order
+``Job.flows()`` gives, with ``"spine": null`` for intra-leaf flows and ``"split"`` parts for
+flows a splitting planner divided.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from controller.errors import InputError
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow, Job
+from controller.model.loads import load_summary, plan_imbalance
+from controller.planners import ALGORITHMS
+from controller.model.problem import Assignment, Problem
+
+
+@dataclass
+class Plan:
+    algorithm: str
+    problem: Problem
+    assignment: Assignment
+    runtime_ms: float  # the planner alone, not building the problem
+
+    def parts_by_flow(self) -> list[tuple[tuple[int, float], ...] | None]:
+        """Per flow of ``problem.flows``: its (spine, share) parts, None for intra-leaf flows."""
+        out: list = [None] * len(self.problem.flows)
+        for k, pos in enumerate(self.problem.inter):
+            out[pos] = self.assignment.parts[k]
+        return out
+
+    def routes(self) -> list[dict]:
+        spines = self.problem.fabric.spines
+        return [route_doc(f, parts, spines) for f, parts in
+                zip(self.problem.flows, self.parts_by_flow())]
+
+    def to_dict(self) -> dict:
+        doc = {"algorithm": self.algorithm, "routes": self.routes()}
+        doc.update(load_summary(self.problem, self.assignment))
+        doc.update(runtime_ms=round(self.runtime_ms, 3), flows=len(self.problem.flows),
+                   inter_leaf_flows=len(self.problem),
+                   imbalance=plan_imbalance(self.problem, self.assignment))
+        if self.assignment.info:
+            doc["info"] = self.assignment.info
+        return doc
+
+
+def route_doc(flow: Flow, parts, spines: list[str], part_sport=None) -> dict:
+    """One route of the routes format; ``part_sport(flow, i, n)`` adds each split part's
+    source port (the controller's sub-connections)."""
+    r = {"job": flow.job, "src": flow.src, "dst": flow.dst}
+    if (flow.proto, flow.sport, flow.dport) != (6, 0, 0):
+        r.update(proto=flow.proto, sport=flow.sport, dport=flow.dport)
+    if parts is None:
+        r["spine"] = None
+    elif len(parts) == 1:
+        r["spine"] = spines[parts[0][0]]
+    else:
+        r["split"] = [{"spine": spines[s], "share": share} for s, share in parts]
+        if part_sport is not None:
+            for i, part in enumerate(r["split"]):
+                part["sport"] = part_sport(flow, i, len(parts))
+    return r
+
+
+def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment, float]:
+    """The assignment and the planner's wall time in ms."""
+    try:
+        fn = ALGORITHMS[algorithm]
+    except KeyError:
+        raise InputError(f"unknown algorithm {algorithm!r} (choose from "
+                         f"{', '.join(ALGORITHMS)})") from None
+    t0 = time.perf_counter()
+    assignment = fn(problem, **options)
+    return assignment, (time.perf_counter() - t0) * 1e3
+
+
+def make_plan(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", **options) -> Plan:
+    problem = Problem.build(fabric, jobs)
+    assignment, ms = run_planner(problem, algorithm, **options)
+    return Plan(algorithm, problem, assignment, ms)
+
+
+def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
+                    ilp_time_limit: float = 60.0, objective: str = "flows") -> dict:
+    """The options each planner takes, from a run configuration. Only ``auto`` (and the
+    churn planner) take the job objective: asking another algorithm for it is an error."""
+    from controller.planners.auto import OBJECTIVES
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
+    if objective != "flows" and algorithm != "auto":
+        raise InputError(f"objective {objective!r} needs algorithm 'auto' (got {algorithm!r})")
+    return {"annealing": {"seed": seed}, "ecmp": {"salt": salt},
+            "ilp": {"time_limit": ilp_time_limit},
+            "auto": {"ilp_time_limit": ilp_time_limit, "objective": objective}}.get(algorithm, {})
+
+
+def make_replan(fabric: Fabric, jobs: list[Job], previous: list, objective: str = "flows",
+                ilp_time_limit: float = 0.0) -> Plan:
+    """A plan grown from the installed routing (``controller.planners.churn.replan``): ``previous`` holds,
+    per flow of ``jobs`` (routes order), its installed parts or None for a new flow. The plan's
+    ``assignment.info`` reports ``moved_flows`` and ``moved`` (flow positions)."""
+    from controller.planners.churn import replan
+    problem = Problem.build(fabric, jobs)
+    t0 = time.perf_counter()
+    assignment = replan(problem, previous, objective, ilp_time_limit)
+    return Plan("auto", problem, assignment, (time.perf_counter() - t0) * 1e3)

@@ -1,0 +1,1 @@
+"""The service: state, operations, views, REST, persistence, redundancy, telemetry."""

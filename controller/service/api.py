@@ -1,0 +1,147 @@
+"""The REST API (JSON under /v1) as a plain dispatcher: (method, path, body) in, (status, JSON
+document) out. The Ryu shell hands every request under /v1 to ``handle``; tests call it
+directly. Errors are ``{"error": "..."}`` with 400 (bad input), 404 (unknown job or path),
+405 (method), 409 (conflict with the current state), 413 (body too large), 503 (redundant
+controllers: etcd unreachable or no master yet). With redundant controllers a standby forwards
+writing requests to the master (``controller/service/cluster.py``).
+
+| method and path        | what |
+|---|---|
+| GET  /v1/fabric        | declared fabric and what the controller sees (switches, ports) |
+| PUT  /v1/fabric        | declare the fabric (only while no job runs) |
+| POST /v1/jobs          | add a job (JOB format, optional "algorithm", "mode"); 201 once every switch confirmed |
+| GET  /v1/jobs          | running jobs |
+| GET  /v1/jobs/{id}     | one job: routes, ideal and predicted All-Reduce time |
+| GET  /v1/jobs/{id}/ports | the job's connections as text: source IP, destination IP, protocol, ports |
+| DELETE /v1/jobs/{id}   | remove exactly that job's rules |
+| GET  /v1/routes        | every planned route |
+| GET  /v1/links         | planned load per directed leaf-spine link |
+| POST /v1/optimize      | re-plan all running jobs together |
+| POST /v1/advise        | ring order advice for a job document (nothing installed) |
+| GET  /v1/imbalance     | measured path imbalance (port counters) |
+| GET  /v1/openapi.json  | the OpenAPI document of this API (controller/service/openapi.json) |
+| GET  /v1/cluster       | this controller's id and role, the members, the etcd URL |
+
+Limits: a body of at most 4 MiB, at most 65,536 flows per job and 1,024 running jobs.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+
+from controller.errors import ConflictError, InputError, NotFoundError, ServiceUnavailable
+from controller.service.route_service import RouteService
+
+MAX_BODY = 4 * 2**20
+
+_ROUTES = [
+    ("/v1/fabric", {"GET": "get_fabric", "PUT": "put_fabric"}),
+    ("/v1/jobs", {"GET": "list_jobs", "POST": "post_job"}),
+    ("/v1/jobs/{id}", {"GET": "get_job", "DELETE": "delete_job"}),
+    ("/v1/jobs/{id}/ports", {"GET": "get_job_ports"}),
+    ("/v1/routes", {"GET": "get_routes"}),
+    ("/v1/links", {"GET": "get_links"}),
+    ("/v1/optimize", {"POST": "optimize"}),
+    ("/v1/advise", {"POST": "advise"}),
+    ("/v1/imbalance", {"GET": "get_imbalance"}),
+    ("/v1/openapi.json", {"GET": "get_openapi"}),
+    ("/v1/cluster", {"GET": "get_cluster"}),
+]
+_COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", p) + "/?$"), m)
+             for p, m in _ROUTES]
+
+
+@functools.lru_cache(maxsize=1)
+def openapi() -> dict:
+    with open(os.path.join(os.path.dirname(__file__), "openapi.json")) as fh:
+        return json.load(fh)
+
+
+def routes() -> list[tuple[str, str]]:
+    """(method, path) of every route the dispatcher serves under /v1."""
+    return [(m, p) for p, methods in _ROUTES for m in methods]
+
+
+def handle(service: RouteService, method: str, path: str, body: bytes = b"",
+           headers: dict | None = None) -> tuple[int, dict]:
+    """``headers``: the request's (Authorization, X-Mlroute-Forwarded), for forwarding."""
+    for pattern, methods in _COMPILED:
+        m = pattern.match(path)
+        if not m:
+            continue
+        if method not in methods:
+            return 405, {"error": f"method {method} not allowed on {path} "
+                                  f"(allowed: {', '.join(sorted(methods))})"}
+        try:
+            cluster = getattr(service, "cluster", None)
+            if cluster is not None and method != "GET":
+                return cluster.write(method, path, body, headers or {}, lambda: _call(
+                    service, methods[method], m.groupdict(), method, body))
+            return _call(service, methods[method], m.groupdict(), method, body)
+        except ServiceUnavailable as e:
+            return 503, {"error": str(e)}
+        except NotFoundError as e:
+            return 404, {"error": str(e)}
+        except ConflictError as e:
+            return 409, {"error": str(e)}
+        except InputError as e:
+            return 400, {"error": str(e)}
+        except Exception as e:  # noqa: BLE001 - a bug: say so, keep serving, log upstream
+            import logging
+            logging.getLogger("mlroute").exception("internal error on %s %s", method, path)
+            return 500, {"error": f"internal error: {type(e).__name__}: {e}"}
+    return 404, {"error": f"no such resource: {path}"}
+
+
+def _json_body(body: bytes):
+    if len(body) > MAX_BODY:
+        raise _TooLarge()
+    if not body.strip():
+        raise InputError("request body: expected a JSON document")
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise InputError("request body: JSON nested too deeply") from None
+
+
+class _TooLarge(InputError):
+    pass
+
+
+def _call(service: RouteService, name: str, params: dict, method: str, body: bytes):
+    try:
+        if name == "get_fabric":
+            return 200, service.fabric_view()
+        if name == "put_fabric":
+            return 200, service.put_fabric(_json_body(body))
+        if name == "list_jobs":
+            return 200, service.jobs_view()
+        if name == "post_job":
+            return 201, service.post_job(_json_body(body))
+        if name == "get_job":
+            return 200, service.job_view(params["id"])
+        if name == "get_job_ports":  # text, not JSON: a file for job launchers
+            return 200, service.job_ports(params["id"])
+        if name == "delete_job":
+            return 200, service.delete_job(params["id"])
+        if name == "get_routes":
+            return 200, service.routes_view()
+        if name == "get_links":
+            return 200, service.links_view()
+        if name == "optimize":
+            return 200, service.optimize()
+        if name == "advise":
+            return 200, service.advise(_json_body(body))
+        if name == "get_imbalance":
+            return 200, service.imbalance_view()
+        if name == "get_openapi":
+            return 200, openapi()
+        if name == "get_cluster":
+            return 200, service.cluster_view()
+    except _TooLarge:
+        return 413, {"error": f"request body larger than {MAX_BODY} bytes"}
+    raise AssertionError(name)

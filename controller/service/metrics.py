@@ -1,0 +1,138 @@
+"""Prometheus metrics (prometheus_client), read from the service when scraped.
+
+mlroute_rules_installed, mlroute_rule_changes_total{kind}, mlroute_install_seconds (histogram),
+mlroute_planner_seconds (histogram), mlroute_planned_link_flows{link},
+mlroute_measured_link_bps{link}, mlroute_path_imbalance{direction,stat},
+mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
+mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram),
+mlroute_unroutable_flows{src_leaf,dst_leaf}, mlroute_switch_syncs_total,
+mlroute_openflow_messages_total, mlroute_wiring_problems{kind},
+mlroute_switch_flow_rules{switch,owner}, mlroute_max_flow_rules.
+"""
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
+                                    HistogramMetricFamily)
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from controller.service import views
+from controller.enforcement.openflow import COOKIE_STATIC
+
+BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamily:
+    buckets = [(str(b), sum(1 for v in values if v <= b)) for b in BUCKETS_S]
+    buckets.append(("+Inf", len(values)))
+    return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=sum(values))
+
+
+class ServiceCollector:
+    def __init__(self, service):
+        self.service = service
+
+    def collect(self):
+        svc = self.service
+        with svc.lock:
+            state = svc.state
+            c = state.counters
+            installed = sum(len(t.rules) for t in svc.reconciler.installed.values())
+            yield GaugeMetricFamily("mlroute_rules_installed",
+                                    "flow rules the controller holds on connected switches",
+                                    value=installed)
+            changes = CounterMetricFamily("mlroute_rule_changes", "rules added and removed",
+                                          labels=["kind"])
+            changes.add_metric(["added"], c["rules_installed"])
+            changes.add_metric(["removed"], c["rules_removed"])
+            yield changes
+            yield CounterMetricFamily("mlroute_install_failures",
+                                      "changes a switch rejected or did not confirm",
+                                      value=c["install_failures"])
+            yield CounterMetricFamily("mlroute_switch_syncs",
+                                      "switch tables read and repaired (connects, doubts)",
+                                      value=c["reconnects"])
+            yield CounterMetricFamily("mlroute_openflow_messages",
+                                      "flow and group messages sent to switches",
+                                      value=c["messages_sent"])
+            yield CounterMetricFamily("mlroute_failures_handled",
+                                      "link or switch failures handled", value=c["failures_handled"])
+            yield CounterMetricFamily("mlroute_moved_flows",
+                                      "running flows moved to another spine by re-plans",
+                                      value=c.get("moved_flows", 0))
+            yield _histogram("mlroute_install_seconds", "time to install and confirm a change",
+                             state.install_s)
+            yield _histogram("mlroute_planner_seconds", "planner runtime per call",
+                             [ms / 1e3 for ms in state.planner_ms])
+            yield _histogram("mlroute_recovery_seconds",
+                             "from a link or switch failure to rules confirmed",
+                             [ms / 1e3 for ms in state.recovery_ms])
+            yield GaugeMetricFamily("mlroute_jobs", "running jobs", value=len(state.jobs))
+            f = state.fabric
+            declared = len(f.spines) + len(f.leaves) if f else 0
+            yield GaugeMetricFamily("mlroute_switches_declared", "switches in the fabric",
+                                    value=declared)
+            yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
+                                    value=sum(1 for d, s in state.switches.items() if s.connected and
+                                              f is not None and d in f.switch_of_dpid))
+            yield from _rule_budget(svc)
+            wiring = GaugeMetricFamily("mlroute_wiring_problems",
+                                       "discovered cabling that differs from the fabric in use",
+                                       labels=["kind"])
+            kinds: dict = {}
+            for p in svc.finder.problems:
+                kinds[p["kind"]] = kinds.get(p["kind"], 0) + 1
+            for kind, n in sorted(kinds.items()):
+                wiring.add_metric([kind], n)
+            yield wiring
+            if f is None:
+                return
+            planned = GaugeMetricFamily("mlroute_planned_link_flows",
+                                        "planned flows per directed leaf-spine link",
+                                        labels=["link"])
+            measured = GaugeMetricFamily("mlroute_measured_link_bps",
+                                         "measured rate per directed leaf-spine link (port counters)",
+                                         labels=["link"])
+            links = views.links_view(state, svc.current_plan())
+            for link in links["links"]:
+                planned.add_metric([link["link"]], link["flows"])
+                if link["measured"].get("bps") is not None:
+                    measured.add_metric([link["link"]], link["measured"]["bps"])
+            yield planned
+            yield measured
+            imb = GaugeMetricFamily("mlroute_path_imbalance",
+                                    "measured path imbalance over the last window",
+                                    labels=["direction", "stat"])
+            window = state.telemetry.imbalance(f)["window"]
+            for direction in ("uplinks", "downlinks"):
+                for stat in ("max", "mean"):
+                    imb.add_metric([direction, stat], window[direction][stat])
+            yield imb
+            broken = GaugeMetricFamily("mlroute_unroutable_flows",
+                                       "planned flows whose leaf pair has no alive spine",
+                                       labels=["src_leaf", "dst_leaf"])
+            for p in links["summary"]["unroutable_pairs"]:
+                broken.add_metric([p["src_leaf"], p["dst_leaf"]], p["flows"])
+            yield broken
+
+
+def _rule_budget(svc):
+    """Flow entries per synchronised switch (static, of jobs) and the per-switch budget."""
+    per_switch = GaugeMetricFamily("mlroute_switch_flow_rules",
+                                   "flow entries a switch holds, by owner (static or jobs)",
+                                   labels=["switch", "owner"])
+    for dpid, table in sorted(svc.reconciler.installed.items()):
+        jobs = sum(1 for r in table.rules.values() if r.cookie != COOKIE_STATIC)
+        per_switch.add_metric([svc._name(dpid), "static"], len(table.rules) - jobs)
+        per_switch.add_metric([svc._name(dpid), "jobs"], jobs)
+    yield per_switch
+    yield GaugeMetricFamily("mlroute_max_flow_rules",
+                            "flow entries a switch may hold (0: no budget)",
+                            value=getattr(svc, "max_flow_rules", 0))
+
+
+def exposition(service) -> tuple[bytes, str]:
+    """The metrics page and its content type."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(service))
+    return generate_latest(registry), CONTENT_TYPE_LATEST

@@ -1,0 +1,183 @@
+"""The controller's state as plain data: intent, observations and history, nothing else.
+
+* intent: the declared fabric and the running jobs with their routes, keyed by flow (a flow's
+  5-tuple: source, destination, protocol, ports), never by list position;
+* observations: which switches are connected and which of their ports are up, the measured
+  counters (``Telemetry``), and the effective fabric (declared, minus the links seen down);
+* history: recent events, counters and timings that the views and the metrics report.
+
+Everything here is pure: ``RouteService`` changes the state, ``reconcile`` makes switches follow
+it, ``views`` and ``metrics`` read it. ``to_doc``/``from_doc`` are the persistence format (the
+same document goes to sqlite or etcd).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from controller.errors import InputError
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow, Job, parse_job
+from controller.service.telemetry import Telemetry
+
+FlowKey = tuple  # Flow.five_tuple(): (src, dst, proto, sport, dport)
+Parts = Optional[tuple]  # ((spine, share), ...); None: intra-leaf; (): no alive spine
+UNROUTABLE: tuple = ()
+HISTORY = 1000  # timings kept per series
+EVENTS = 50  # events kept
+
+
+def flow_key(flow: Flow) -> FlowKey:
+    return flow.five_tuple()
+
+
+@dataclass
+class JobRecord:
+    job: Job
+    number: int  # names the job in its rules' cookies
+    algorithm: str
+    mode: str
+    created: float
+    routes: dict = field(default_factory=dict)  # flow key -> parts
+
+    def flows_with_parts(self) -> list[tuple[Flow, Parts]]:
+        """(flow, parts) in the job's flow order."""
+        return [(f, self.routes.get(flow_key(f))) for f in self.job.flows()]
+
+    def copy(self) -> "JobRecord":
+        return JobRecord(self.job, self.number, self.algorithm, self.mode, self.created,
+                         dict(self.routes))
+
+    def unroutable(self) -> list[Flow]:
+        return [f for f, p in self.flows_with_parts() if p == UNROUTABLE]
+
+
+@dataclass
+class SwitchSeen:
+    connected: bool = False
+    ports: dict = field(default_factory=dict)  # port number -> up
+    since: float = 0.0
+
+
+@dataclass
+class ControllerState:
+    declared: Fabric | None = None
+    fabric: Fabric | None = None  # effective: declared, plus every link seen down
+    jobs: dict = field(default_factory=dict)  # id -> JobRecord, submission order
+    switches: dict = field(default_factory=dict)  # dpid -> SwitchSeen
+    next_number: int = 1
+    telemetry: Telemetry = field(default_factory=Telemetry)
+    events: list = field(default_factory=list)  # newest last
+    counters: dict = field(default_factory=lambda: {
+        "rules_installed": 0, "rules_removed": 0, "installs": 0, "install_failures": 0,
+        "failures_handled": 0, "reconnects": 0, "messages_sent": 0})
+    planner_ms: list = field(default_factory=list)
+    install_s: list = field(default_factory=list)
+    recovery_ms: list = field(default_factory=list)
+    version: int = 0  # bumped on every change of intent or effective fabric
+
+    def add_event(self, event: dict) -> None:
+        self.events.append(event)
+        del self.events[:-EVENTS]
+
+    def record(self, series: str, value: float) -> None:
+        values = getattr(self, series)
+        values.append(value)
+        del values[:-HISTORY]
+
+
+def effective_fabric(declared: Fabric | None, switches: dict, now: float = 0.0,
+                     dead_after: float = 0.0) -> Fabric | None:
+    """The declared fabric with every link seen down added to ``down``."""
+    if declared is None:
+        return None
+    down = declared.down | failed_links(declared, switches, now, dead_after)
+    return declared if down == declared.down else declared.with_down(down)
+
+
+def failed_links(declared: Fabric, switches: dict, now: float = 0.0,
+                 dead_after: float = 0.0) -> set[tuple[str, str]]:
+    """Leaf-spine links that are down: an end port reported down, or an end switch that was
+    seen and has been disconnected for ``dead_after`` seconds or more. A lost control
+    connection alone is not a failure of the data plane (the switch keeps forwarding with its
+    tables): within the grace time its links count as they were. Unknown state (never seen,
+    never reported) counts as up."""
+    out = set()
+    for leaf in declared.leaves:
+        for spine in declared.spines:
+            for sw, peer in ((leaf, spine), (spine, leaf)):
+                s = switches.get(declared.dpids.get(sw))
+                if s is None:
+                    continue
+                dead = not s.connected and now - s.since >= dead_after
+                if dead or s.ports.get(declared.port(sw, peer)) is False:
+                    out.add((leaf, spine))
+    return out
+
+
+def unroutable_pairs(state: ControllerState) -> list[dict]:
+    """Leaf pairs that carry planned flows and have no alive spine in common."""
+    f = state.fabric
+    pairs: dict[tuple[str, str], dict] = {}
+    for r in state.jobs.values():
+        for flow in r.unroutable():
+            a, b = f.hosts[flow.src], f.hosts[flow.dst]
+            p = pairs.setdefault((a, b), {"src_leaf": a, "dst_leaf": b, "flows": 0, "jobs": []})
+            p["flows"] += 1
+            if r.job.id not in p["jobs"]:
+                p["jobs"].append(r.job.id)
+    return [pairs[k] for k in sorted(pairs)]
+
+
+# ---- persistence ---------------------------------------------------------------------------
+DOC_VERSION = 2
+
+
+def to_doc(state: ControllerState) -> dict:
+    """The intent as a JSON document: fabric, jobs and their routes by flow."""
+    return {"version": DOC_VERSION, "next_number": state.next_number,
+            "fabric": state.declared.to_dict() if state.declared else None,
+            "jobs": [{"job": r.job.to_dict(), "number": r.number, "algorithm": r.algorithm,
+                      "mode": r.mode, "created": r.created,
+                      "routes": [[list(k), None if p is None else [list(x) for x in p]]
+                                 for k, p in r.routes.items()]}
+                     for r in state.jobs.values()]}
+
+
+def from_doc(doc: dict | None, declared: Fabric | None) -> tuple[Fabric | None, dict, int]:
+    """(fabric, jobs, next_number) of a stored document; the fabric must be the one declared
+    now, if one is. Version 1 documents (routes by list position) are read too."""
+    if not doc:
+        return declared, {}, 1
+    stored = Fabric.from_dict(doc["fabric"]) if doc.get("fabric") else None
+    if declared is None:
+        declared = stored
+    elif stored is not None and stored.to_dict() != declared.to_dict():
+        raise InputError("the state file was written for another fabric: start with that "
+                         "fabric, or move the state file away to start afresh")
+    jobs: dict[str, JobRecord] = {}
+    if declared is None:
+        return None, jobs, 1
+    for item in doc.get("jobs", []):
+        try:
+            job = parse_job(item["job"], declared)
+        except InputError as e:
+            raise InputError(f"state file: {e}") from None
+        flows = job.flows()
+        if doc.get("version", 1) == 1:
+            if len(item["routes"]) != len(flows):
+                raise InputError(f"state file: job {job.id} has {len(item['routes'])} routes "
+                                 f"for {len(flows)} flows")
+            pairs = zip((flow_key(f) for f in flows), item["routes"])
+        else:
+            pairs = ((tuple(k), p) for k, p in item["routes"])
+        routes = {k: None if p is None else tuple((int(s), float(x)) for s, x in p)
+                  for k, p in pairs}
+        missing = {flow_key(f) for f in flows} - set(routes)
+        if missing:
+            raise InputError(f"state file: job {job.id} has no route for flow "
+                             f"{sorted(missing)[0]}")
+        jobs[job.id] = JobRecord(job, item["number"], item["algorithm"], item["mode"],
+                                 item["created"], routes)
+    number = max([doc.get("next_number", 1)] + [r.number + 1 for r in jobs.values()])
+    return declared, jobs, number

@@ -1,0 +1,81 @@
+"""Measured state of the fabric from switch statistics: bytes and rate per directed leaf-spine
+link (port counters), bytes per planned flow rule, and path imbalance measured, not predicted.
+
+Samples arrive with the time they were taken (``now`` is passed in); rates are over the last
+two samples of a port. Imbalance (in the spirit of FlowTracer, see ``controller/model/loads.py``): per
+leaf, (max - mean) / mean of the bytes its alive uplinks (downlinks) carried, over the last
+polling window and since the controller started.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from controller.model.fabric import Fabric
+from controller.model.loads import alive_links, imbalance, leaf_imbalance
+
+
+@dataclass
+class _Port:
+    first_tx: int
+    tx: int
+    time: float
+    prev_tx: int | None = None
+    prev_time: float | None = None
+
+
+@dataclass
+class Telemetry:
+    ports: dict = field(default_factory=dict)  # (switch, port) -> _Port
+    rules: dict = field(default_factory=dict)  # rule key -> (bytes, packets, time)
+    samples: int = 0
+
+    def port_stats(self, fabric: Fabric, dpid: int, counters: dict[int, int], now: float) -> None:
+        """tx byte counters per port of one switch."""
+        sw = fabric.switch_of_dpid.get(dpid)
+        if sw is None:
+            return
+        for port, tx in counters.items():
+            old = self.ports.get((sw, port))
+            if old is None or tx < old.tx:  # first sample, or the switch was reset
+                self.ports[(sw, port)] = _Port(tx, tx, now)
+            else:
+                self.ports[(sw, port)] = _Port(old.first_tx, tx, now, old.tx, old.time)
+        self.samples += 1
+
+    def flow_stats(self, entries: list[tuple[tuple, int, int]], now: float) -> None:
+        """(rule key, bytes, packets) of the rules a switch reported."""
+        for key, nbytes, npackets in entries:
+            self.rules[key] = (nbytes, npackets, now)
+
+    def link(self, fabric: Fabric, src: str, dst: str) -> dict:
+        """Measured counters of the directed link src -> dst (the tx side of src's port)."""
+        p = self.ports.get((src, fabric.port(src, dst)))
+        if p is None:
+            return {"bytes": None, "bps": None}
+        bps = None
+        if p.prev_time is not None and p.time > p.prev_time:
+            bps = (p.tx - p.prev_tx) * 8 / (p.time - p.prev_time)
+        return {"bytes": p.tx - p.first_tx, "window_bytes": (p.tx - p.prev_tx)
+                if p.prev_tx is not None else None, "bps": bps}
+
+    def imbalance(self, fabric: Fabric) -> dict:
+        alive = alive_links(fabric)
+        out = {"samples": self.samples}
+        for window in ("window_bytes", "bytes"):
+            up = np.zeros(alive.shape)
+            down = np.zeros(alive.shape)
+            for i, leaf in enumerate(fabric.leaves):
+                for j, spine in enumerate(fabric.spines):
+                    up[i, j] = self.link(fabric, leaf, spine).get(window) or 0
+                    down[i, j] = self.link(fabric, spine, leaf).get(window) or 0
+            name = "window" if window == "window_bytes" else "total"
+            out[name] = {"uplinks": _with_leaves(imbalance(up, alive), up, alive, fabric),
+                         "downlinks": _with_leaves(imbalance(down, alive), down, alive, fabric)}
+        return out
+
+
+def _with_leaves(summary: dict, per_link: np.ndarray, alive: np.ndarray, fabric: Fabric) -> dict:
+    values, _ = leaf_imbalance(per_link, alive)
+    return {**summary, "per_leaf": dict(zip(fabric.leaves, values))}

@@ -1,0 +1,177 @@
+"""The JSON documents of the REST API, read from the state (pure functions, no side effects).
+
+A job whose leaf pair lost every spine shows its flows as ``"unroutable": true`` and its
+prediction as null with the reason; every other view keeps working and lists the broken pairs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from controller.errors import ConflictError
+from controller.model.loads import link_loads, load_summary
+from controller.enforcement.openflow import COOKIE_STATIC
+from controller.planners.plan import route_doc
+from controller.enforcement.hostmode import export_lines
+from controller.enforcement.rules import flow_rules, part_sport
+from controller.service.state import UNROUTABLE, ControllerState, JobRecord, flow_key, unroutable_pairs
+
+
+def need_fabric(state: ControllerState):
+    if state.fabric is None:
+        raise ConflictError("no fabric declared yet: PUT /v1/fabric first")
+    return state.fabric
+
+
+def fabric_view(state: ControllerState, installed: dict, pending: set,
+                last_sync: dict | None = None) -> dict:
+    f, d = state.fabric, state.declared
+    seen = {}
+    for dpid, s in sorted(state.switches.items()):
+        name = f.switch_of_dpid.get(dpid) if f else None
+        table = installed.get(dpid)
+        seen[name or f"dpid:{dpid:#x}"] = {
+            "dpid": dpid, "connected": s.connected, "provisioned": dpid in installed,
+            "pending": dpid in pending,
+            "ports_up": sorted(p for p, up in s.ports.items() if up),
+            "ports_down": sorted(p for p, up in s.ports.items() if not up),
+            "rules": None if table is None else len(table.rules),
+            "job_rules": None if table is None else sum(
+                1 for r in table.rules.values() if r.cookie != COOKIE_STATIC),
+            "last_sync": (last_sync or {}).get(dpid)}
+    missing, port_issues = [], []
+    if f:
+        for sw in f.spines + f.leaves:
+            s = state.switches.get(f.dpids[sw])
+            if s is None or not s.connected:
+                missing.append(sw)
+                continue
+            for peer, port in f.ports[sw].items():
+                if not s.ports.get(port, False):
+                    port_issues.append({"switch": sw, "port": port, "peer": peer})
+    unknown = [k for k, v in seen.items() if f is None or v["dpid"] not in f.switch_of_dpid]
+    return {"declared": d.to_dict() if d else None, "seen": seen,
+            "links_down": sorted(f"{l}-{s}" for l, s in (f.down - d.down)) if f else [],
+            "unroutable_pairs": unroutable_pairs(state) if f else [],
+            "events": state.events[-10:],
+            "missing_switches": missing, "ports_not_up": port_issues,
+            "unknown_switches": unknown,
+            "ready": f is not None and not missing and all(
+                f.dpids[sw] in installed for sw in f.spines + f.leaves)}
+
+
+def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -> list[dict]:
+    """Routes of a job; in host mode each carries the source port its host must use (per
+    split part), from ``ports`` ({flow key: (port, ...)}; null while not chosen yet)."""
+    spines = state.fabric.spines
+    out = []
+    for flow, parts in r.flows_with_parts():
+        if parts == UNROUTABLE:
+            doc = route_doc(flow, None, spines)
+            doc["unroutable"] = True
+        else:
+            doc = route_doc(flow, parts, spines, part_sport)
+            if r.mode == "host":
+                chosen = (ports or {}).get(flow_key(flow)) or ()
+                doc.update(proto=flow.proto, dport=flow.dport)
+                if "split" in doc:
+                    for i, part in enumerate(doc["split"]):
+                        part["sport"] = chosen[i] if i < len(chosen) else None
+                else:
+                    doc["sport"] = chosen[0] if chosen else None
+        out.append(doc)
+    return out
+
+
+def ports_export(state: ControllerState, r: JobRecord, ports: dict | None = None) -> str:
+    """The job's connections as text for a job launcher: a comment line, then per connection
+    (flow, or part of a split flow) source IP, destination IP, protocol, source port,
+    destination port. Host mode: the chosen ports; other modes: the flows' own."""
+    conns = []
+    for flow, parts in r.flows_with_parts():
+        if parts == UNROUTABLE:
+            continue
+        if r.mode == "host":
+            chosen = (ports or {}).get(flow_key(flow)) or ()
+            conns += [(flow, p) for p in chosen if p is not None]
+        else:
+            n = len(parts) if parts else 1
+            conns += [(flow, part_sport(flow, i, n)) for i in range(n)]
+    return (f"# mlroute job {r.job.id} (mode {r.mode}): source_ip destination_ip protocol "
+            "source_port destination_port\n" + export_lines(state.fabric, conns))
+
+
+def job_view(state: ControllerState, r: JobRecord, prediction: dict,
+             ports: dict | None = None) -> dict:
+    f = state.fabric
+    routes = []
+    for doc, (flow, parts) in zip(routes_of(state, r, ports), r.flows_with_parts()):
+        if parts:
+            doc = dict(doc, measured=measured_parts(state, r, flow, parts))
+        routes.append(doc)
+    return {"id": r.job.id, "algorithm": r.algorithm, "mode": r.mode, "number": r.number,
+            "created": r.created, "flows": len(routes), "job": r.job.to_dict(),
+            "routes": routes, "unroutable_flows": len(r.unroutable()),
+            "ideal_s": r.job.ideal_allreduce_s(f.link_bps()),
+            "predicted_allreduce_s": prediction.get("seconds"),
+            **({"prediction_error": prediction["error"]} if prediction.get("error") else {})}
+
+
+def jobs_view(state: ControllerState) -> dict:
+    return {"jobs": [{"id": r.job.id, "algorithm": r.algorithm, "mode": r.mode,
+                      "flows": len(r.routes), "number": r.number, "created": r.created,
+                      "unroutable_flows": len(r.unroutable())}
+                     for r in state.jobs.values()]}
+
+
+def routes_view(state: ControllerState, ports: dict | None = None) -> dict:
+    """``ports``: host mode's chosen ports, {job id: {flow key: (port, ...)}}."""
+    ports = ports or {}
+    return {"routes": [x for r in state.jobs.values()
+                       for x in routes_of(state, r, ports.get(r.job.id))]}
+
+
+def links_view(state: ControllerState, plan) -> dict:
+    """Planned load per directed leaf-spine link, in flows and bytes per step."""
+    f = need_fabric(state)
+    if plan is None:
+        flows_up = flows_down = bytes_up = bytes_down = np.zeros((len(f.leaves), len(f.spines)))
+    else:
+        flows_up, flows_down = link_loads(plan.problem, plan.assignment, "flows")
+        bytes_up, bytes_down = link_loads(plan.problem, plan.assignment, "bytes")
+    links = []
+    for i, leaf in enumerate(f.leaves):
+        for j, spine in enumerate(f.spines):
+            if (leaf, spine) in f.down:
+                continue
+            links.append({"link": f"{leaf}->{spine}", "flows": float(flows_up[i, j]),
+                          "bytes": float(bytes_up[i, j]),
+                          "measured": state.telemetry.link(f, leaf, spine)})
+            links.append({"link": f"{spine}->{leaf}", "flows": float(flows_down[i, j]),
+                          "bytes": float(bytes_down[i, j]),
+                          "measured": state.telemetry.link(f, spine, leaf)})
+    summary = {"max_link_load": 0, "links_at_max": 0}
+    if plan is not None:
+        s = load_summary(plan.problem, plan.assignment)
+        summary = {"max_link_load": s["max_link_load"], "links_at_max": s["links_at_max"]}
+    summary["unroutable_pairs"] = unroutable_pairs(state)
+    return {"links": links, "summary": summary}
+
+
+def imbalance_view(state: ControllerState) -> dict:
+    doc = state.telemetry.imbalance(need_fabric(state))
+    doc["definition"] = ("per leaf, (max - mean) / mean of the bytes on its alive uplinks "
+                         "(downlinks); max over leaves and mean weighted by bytes; window = "
+                         "last polling interval, total = since start")
+    return doc
+
+
+def measured_parts(state: ControllerState, r: JobRecord, flow, parts) -> list[dict]:
+    """Bytes counted by each part's ingress rule, and the spine that rule sends to."""
+    f = state.fabric
+    out = []
+    for rule_ in flow_rules(f, flow, parts, r.mode, r.number):
+        got = state.telemetry.rules.get(rule_.key)
+        port = next(a[1] for a in rule_.actions if a[0] == "output")
+        out.append({"spine": f.peer(f.hosts[flow.src], port),
+                    "bytes": got[0] if got else None})
+    return out

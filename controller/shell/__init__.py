@@ -1,0 +1,1 @@
+"""The Ryu shell: the only package that imports Ryu."""

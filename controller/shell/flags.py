@@ -1,0 +1,98 @@
+"""mlroute's options for ryu-manager, through Ryu's own configuration (oslo.config).
+
+On the command line: ``ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric F
+controller/shell/app.py``; or in a config file given with ``--config-file`` (section [DEFAULT]:
+``mlroute_fabric = F``). REST port and address are Ryu's ``--wsapi-port``/``--wsapi-host``
+(mlroute makes the address default to 127.0.0.1),
+the OpenFlow port Ryu's ``--ofp-tcp-listen-port``.
+"""
+import sys
+
+from oslo_config import cfg
+
+OPTS = [
+    cfg.StrOpt("mlroute-fabric", default=None,
+               help="fabric JSON with wiring (dpids, ports, host_ip, host_mac); without it the "
+                    "fabric is discovered (LLDP, ARP), or declared by PUT /v1/fabric"),
+    cfg.StrOpt("mlroute-algorithm", default="auto",
+               help="planner for jobs that do not ask for one: auto (recommended), greedy, "
+                    "ecmp, edge-coloring, annealing, ilp, split"),
+    cfg.StrOpt("mlroute-objective", default="flows",
+               help="auto's objective for jobs that do not ask for one: flows (max-min link "
+                    "flow counts) or jobs (worst job's predicted iteration slowdown)"),
+    cfg.StrOpt("mlroute-mode", default="flow",
+               help="enforcement for jobs that do not ask for one: flow, sr or host (no "
+                    "per-flow entry: each flow gets a source port that leads to its spine)"),
+    cfg.IntOpt("mlroute-max-flow-rules", default=0,
+               help="flow entries a switch may hold (0: no budget); a flow or sr job that "
+                    "would exceed it is refused with 409, or see --mlroute-over-budget"),
+    cfg.StrOpt("mlroute-over-budget", default="refuse",
+               help="a job over the rule budget: refuse (409) or host (planned in host mode)"),
+    cfg.StrOpt("mlroute-state", default=None,
+               help="sqlite file keeping fabric, jobs and routes across restarts"),
+    cfg.FloatOpt("mlroute-stats-interval", default=2.0,
+                 help="seconds between port and flow statistics requests (0: off)"),
+    cfg.FloatOpt("mlroute-barrier-timeout", default=5.0,
+                 help="seconds a switch has to confirm rules (barrier reply)"),
+    cfg.FloatOpt("mlroute-ilp-time-limit", default=10.0,
+                 help="ILP time limit in seconds (the ilp planner; auto's ILP stage, run off "
+                      "the request path; 0 turns auto's ILP stage off)"),
+    cfg.IntOpt("mlroute-seed", default=1234, help="simulated annealing seed"),
+    cfg.IntOpt("mlroute-ecmp-salt", default=0, help="salt of the ECMP hash"),
+    cfg.FloatOpt("mlroute-dead-after", default=3.0,
+                 help="seconds a switch may stay disconnected before its links count as "
+                      "failed (a lost control connection alone does not stop forwarding)"),
+    cfg.FloatOpt("mlroute-lldp-interval", default=1.0,
+                 help="seconds between LLDP probe rounds of discovery (0: no probes)"),
+    cfg.FloatOpt("mlroute-link-gbps", default=None,
+                 help="link speed of a discovered fabric (LLDP cannot measure it; default 100)"),
+    cfg.FloatOpt("mlroute-hold-down", default=5.0,
+                 help="seconds a link that came back must stay up before auto re-optimises "
+                      "the running jobs onto it (0: at once)"),
+    cfg.StrOpt("mlroute-token", default=None, secret=True,
+               help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>'"),
+    # redundant controllers (controller/service/cluster.py)
+    cfg.StrOpt("mlroute-etcd", default=None,
+               help="etcd URL (http://HOST:PORT): controllers sharing it keep the intent there, "
+                    "elect one OpenFlow master and fail over (instead of --mlroute-state)"),
+    cfg.StrOpt("mlroute-id", default=None,
+               help="this controller's name among those sharing etcd (default HOST:REST_PORT)"),
+    cfg.StrOpt("mlroute-etcd-prefix", default="/mlroute/",
+               help="etcd key prefix (one per fabric when several share an etcd)"),
+    cfg.IntOpt("mlroute-lease-ttl", default=2,
+               help="seconds etcd keeps a silent controller's lease (etcd raises it to its "
+                    "minimum, 2 s with its default timing)"),
+    cfg.BoolOpt("mlroute-failover-probe", default=True,
+                help="standbys watch the master's REST connection and end its lease as soon "
+                     "as its process is gone (else failover waits for the lease to expire)"),
+]
+
+# REST listens on the loopback unless told otherwise (--wsapi-host 0.0.0.0)
+REST_HOST = "127.0.0.1"
+
+
+def register(conf) -> None:
+    """Register the options unless --user-flags already did (as command-line options)."""
+    for opt in OPTS:
+        if opt.dest not in conf:
+            conf.register_opt(opt)
+    if "wsapi_host" in conf:
+        conf.set_default("wsapi_host", REST_HOST)
+
+
+def _framework_conf():
+    """The manager's own ConfigOpts (Ryu and os-ken keep one in their ``cfg`` module, apart
+    from oslo's global); looked up, not imported, so that only app.py imports the framework."""
+    for name in ("ryu.cfg", "os_ken.cfg"):
+        module = sys.modules.get(name)
+        if module is not None:
+            return module.CONF
+    return None
+
+
+_conf = _framework_conf()
+if _conf is not None:  # loaded by ryu-manager --user-flags, before the command line is parsed
+    try:
+        _conf.register_cli_opts(OPTS)
+    except cfg.ArgsAlreadyParsedError:
+        pass

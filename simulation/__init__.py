@@ -1,0 +1,1 @@
+"""Simulation experiments (no root, no switch): the fluid simulator, workloads, the grids, planner benchmarks."""
