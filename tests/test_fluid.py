@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.fluid import (FluidSimulator, PredictionError, default_max_events, plan_max_events,
-                              predict_allreduce)
+                                    predict_allreduce)
 from controller.model.jobs import Flow, Job
 from controller.model.links import LinkIndex
 from controller.planners.plan import Plan, make_plan, planner_options

@@ -9,7 +9,7 @@ from controller.service import api
 from controller.enforcement.desired import desired_tables
 from controller.model.fabric import Fabric
 from controller.enforcement.hostmode import (PORT_MIN, HostPorts, PortMap, _checksum, choose_ports,
-                                 first_window, make_probes, parse_probe, probe_packet)
+                                             first_window, make_probes, parse_probe, probe_packet)
 from controller.model.jobs import Flow
 from controller.enforcement.openflow import COOKIE_STATIC, Message
 from controller.enforcement.rules import host_static_rules, live_uplinks, sport_buckets, static_rules

@@ -7,7 +7,7 @@ from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.problem import Problem
 from controller.planners.ringorder import (advise_order, advise_ring, apply_advice, inter_leaf_flows,
-                                  stride_order)
+                                           stride_order)
 from tests.helpers import fabric, flows_job, ring_job
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from controller.discovery import lldp
 from controller.discovery.topology import (Topology, check_declared, format_problem, probe_ports,
-                                  recognise)
+                                           recognise)
 from controller.model.fabric import Fabric
 
 PROBE_MAC = "02:6d:6c:72:74:00"  # locally administered: the controller's probes

@@ -30,7 +30,7 @@ from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.enforcement.openflow import (ETH_ARP, ETH_IPV4, ETH_MPLS, COOKIE_STATIC, FlowRule,
-                                 GroupEntry, Message, job_cookie, rule)
+                                             GroupEntry, Message, job_cookie, rule)
 
 MODES = ("flow", "sr", "host")
 SPINE_LABEL_BASE = 100000

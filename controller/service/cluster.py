@@ -46,7 +46,7 @@ from typing import Callable
 
 from controller.errors import ServiceUnavailable
 from controller.service.etcd import (Etcd, EtcdError, EtcdUnavailable, KeyValue, compare_create,
-                             op_put, op_range, prefix_end)
+                                     op_put, op_range, prefix_end)
 
 LOG = logging.getLogger("mlroute")
 DEFAULT_PREFIX = "/mlroute/"

@@ -4,8 +4,8 @@ dispatcher (``api.py``) call these methods; rules reach switches through the ``I
 
 Each operation computes its whole outcome first (plan, desired tables, conflicts), then lets
 the reconciler bring the switches there (make before break, rolled back on failure), and only
-then commits the new state and saves it. A switch that connects is queued and repaired by the
-reconciler after the operation, never by a nested call: the lock is not re-entrant.
+then commits the new state and saves it. A switch that connects is queued, its tables are read
+without the lock and repaired under it, never by a nested call: the lock is not re-entrant.
 """
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ from controller.planners.ringorder import advise_order, advise_ring, apply_advic
 from controller.enforcement.rules import MODES, bootstrap_messages, part_sport
 from controller.enforcement.hostmode import HostPorts, host_protocol
 from controller.service.state import (UNROUTABLE, ControllerState, JobRecord, SwitchSeen,
-                              effective_fabric, flow_key, from_doc, to_doc)
+                                      effective_fabric, flow_key, from_doc, to_doc)
 
 LOG = logging.getLogger("mlroute")
 MAX_JOBS = 1024

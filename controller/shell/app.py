@@ -36,7 +36,7 @@ from controller.errors import InputError, InstallError
 from controller.model.fabric import Fabric
 from controller.service.metrics import exposition
 from controller.enforcement.openflow import (COOKIE_EXACT, COOKIE_JOB, COOKIE_OWNER_MASK, FlowRule,
-                                 GroupEntry, Message, SwitchState)
+                                             GroupEntry, Message, SwitchState)
 from controller.planners.offpath import plan_in_subprocess
 from controller.enforcement.hostmode import parse_probe
 from controller.planners.plan import planner_options
