@@ -63,20 +63,30 @@ def check_options(ilp_time_limit, objective) -> None:
                          f"got {ilp_time_limit!r}")
 
 
-def degree_bound(problem: Problem) -> int:
-    """``Problem.lower_bound`` (ceil(leaf degree / its up links)) in one pass. O(F + L)."""
+def _side_degrees(problem: Problem) -> list[int]:
+    """Inter-leaf flows leaving leaf i (index i) and entering it (index L + i). O(F)."""
     n = len(problem.fabric.leaves)
     deg = [0] * (2 * n)
     for a in problem.src_leaf:
         deg[a] += 1
     for b in problem.dst_leaf:
         deg[n + b] += 1
+    return deg
+
+
+def _degree_bound(problem: Problem, deg: list[int]) -> int:
+    n = len(problem.fabric.leaves)
     best = 0
     for i, mask in enumerate(problem.fabric.up_mask):
         d = max(deg[i], deg[n + i])
         if d:
             best = max(best, -(-d // len(bits(mask))))
     return best
+
+
+def degree_bound(problem: Problem) -> int:
+    """``Problem.lower_bound`` (ceil(leaf degree / its up links)) in one pass. O(F + L)."""
+    return _degree_bound(problem, _side_degrees(problem))
 
 
 def lower_bound(problem: Problem) -> int:
@@ -94,16 +104,8 @@ def lower_bound(problem: Problem) -> int:
     (1, 2)
     """
     n = len(problem.fabric.leaves)
-    deg = [0] * (2 * n)
-    for a in problem.src_leaf:
-        deg[a] += 1
-    for b in problem.dst_leaf:
-        deg[n + b] += 1
-    best = 0
-    for i, mask in enumerate(problem.fabric.up_mask):  # Problem.lower_bound, inlined
-        d = max(deg[i], deg[n + i])
-        if d:
-            best = max(best, -(-d // len(bits(mask))))
+    deg = _side_degrees(problem)
+    best = _degree_bound(problem, deg)
     masks = set(problem.usable)
     if len(masks) <= 1:  # every flow confined to the same spines
         return max([best] + [-(-max(deg) // len(bits(m))) for m in masks])
