@@ -53,16 +53,16 @@ def bench_demo(iterations: int, outdir: str) -> dict:
                                for a, r in rounds.items()}}
 
 
-def _flows(fabric, n: int, base_port: int) -> list[dict]:
+def cross_leaf_pairs(fabric, n: int) -> list[tuple[str, str]]:
+    """n (src, dst) host pairs on different leaves, every pair in turn, cycling."""
     hosts = list(fabric.hosts)
-    flows = []
-    while len(flows) < n:
-        for a in hosts:
-            for b in hosts:
-                if fabric.hosts[a] != fabric.hosts[b] and len(flows) < n:
-                    flows.append({"src": a, "dst": b, "bytes": 1e6, "proto": "udp",
-                                  "sport": 4000, "dport": base_port + len(flows)})
-    return flows
+    pairs = [(a, b) for a in hosts for b in hosts if fabric.hosts[a] != fabric.hosts[b]]
+    return [pairs[k % len(pairs)] for k in range(n)]
+
+
+def _flows(fabric, n: int, base_port: int) -> list[dict]:
+    return [{"src": a, "dst": b, "bytes": 1e6, "proto": "udp", "sport": 4000,
+             "dport": base_port + k} for k, (a, b) in enumerate(cross_leaf_pairs(fabric, n))]
 
 
 def bench_install(outdir: str, repeats: int = 3) -> dict:

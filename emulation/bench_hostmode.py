@@ -37,6 +37,7 @@ from controller.planners.plan import make_plan
 from controller.enforcement.rules import ROCE_DPORT
 from controller.service.route_service import RouteService
 from controller.service.state import JobRecord, flow_key
+from emulation.bench_emulation import cross_leaf_pairs
 from simulation.workloads import generate, paper_models
 
 SHAPE = (4, 8, 2)  # spines, leaves, hosts per leaf: the controller benchmarks' fabric
@@ -46,15 +47,8 @@ FLOWS = 1000
 def roce_flows(fabric: Fabric, n: int) -> list[dict]:
     """n RoCEv2 flows between hosts of different leaves, every (src, dst) pair in turn, each
     flow its own queue pair (distinct source port in the request)."""
-    hosts = list(fabric.hosts)
-    flows = []
-    while len(flows) < n:
-        for a in hosts:
-            for b in hosts:
-                if fabric.hosts[a] != fabric.hosts[b] and len(flows) < n:
-                    flows.append({"src": a, "dst": b, "bytes": 1e6, "proto": "udp",
-                                  "dport": ROCE_DPORT, "sport": 1 + len(flows)})
-    return flows
+    return [{"src": a, "dst": b, "bytes": 1e6, "proto": "udp", "dport": ROCE_DPORT,
+             "sport": 1 + k} for k, (a, b) in enumerate(cross_leaf_pairs(fabric, n))]
 
 
 def _fake_service(fabric, mode):

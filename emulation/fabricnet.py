@@ -5,10 +5,13 @@ controller, bounded waits, and cleanup that never runs while a controller of our
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import time
+
+from controller.errors import InputError
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
@@ -21,6 +24,18 @@ def ensure_ovs() -> None:
         subprocess.run([OVS_CTL, "--system-id=random", "start"], capture_output=True, timeout=60,
                        check=True)
     ensure_switch_send_buffer()
+
+
+def prepare(outdir: str, fabric_path: str, fabric) -> None:
+    """Before an emulation starts anything: root, the output folder with the fabric file, a
+    running Open vSwitch, and no leftovers of a killed run (no controller of ours runs yet)."""
+    if os.geteuid() != 0:
+        raise InputError("the emulation needs root (Mininet, Open vSwitch)")
+    os.makedirs(outdir, exist_ok=True)
+    with open(fabric_path, "w") as fh:
+        json.dump(fabric.to_dict(), fh)
+    ensure_ovs()
+    cleanup()
 
 
 def cleanup() -> None:

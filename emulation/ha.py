@@ -19,7 +19,6 @@ import sys
 import tempfile
 import time
 
-from controller.errors import InputError
 from emulation import fabricnet
 from emulation.controller_proc import ControllerProcess, signals_held
 from topologies.clos import clos_fabric
@@ -189,14 +188,8 @@ class HaSession:
         fabricnet.wait_until(ready, timeout, 0.1, "a master with every switch, standbys slave")
 
     def __enter__(self) -> "HaSession":
-        if os.geteuid() != 0:
-            raise InputError("the emulation needs root (Mininet, Open vSwitch)")
+        fabricnet.prepare(self.dir, self.fabric_path, self.fabric)
         try:
-            os.makedirs(self.dir, exist_ok=True)
-            with open(self.fabric_path, "w") as fh:
-                json.dump(self.fabric.to_dict(), fh)
-            fabricnet.ensure_ovs()
-            fabricnet.cleanup()
             for cid in self.ids:
                 self.start_controller(cid)
             self._building = True

@@ -14,12 +14,10 @@ the controller is stopped (that cleanup kills controllers by name; ours is gone 
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
 
-from controller.errors import InputError
 from emulation import fabricnet
 from emulation.controller_proc import ControllerProcess, signals_held
 from topologies.clos import clos_fabric
@@ -77,14 +75,8 @@ class Session:
                              what="every switch provisioned")
 
     def __enter__(self) -> "Session":
-        if os.geteuid() != 0:
-            raise InputError("the emulation needs root (Mininet, Open vSwitch)")
+        fabricnet.prepare(self.dir, self.fabric_path, self.fabric)
         try:
-            os.makedirs(self.dir, exist_ok=True)
-            with open(self.fabric_path, "w") as fh:
-                json.dump(self.fabric.to_dict(), fh)
-            fabricnet.ensure_ovs()
-            fabricnet.cleanup()  # leftovers of a killed run; no controller of ours runs yet
             s, l, h = self.shape
             self.progress(f"starting the controller (log {self.ctl_log})")
             self.ctl = self.controller()
