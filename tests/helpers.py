@@ -15,3 +15,16 @@ def flows_job(pairs, size=1e6, jid="j"):
 
 def ring_job(ranks, size=8e6, jid="r"):
     return Job(jid, rings=[list(ranks)], ring_bytes=size)
+
+
+class FakeClock:
+    """Time that moves only when told: ``clock()`` reads it, ``clock.sleep(s)`` advances it."""
+
+    def __init__(self, now: float = 1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s

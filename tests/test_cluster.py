@@ -28,11 +28,8 @@ _n = [0]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    if not os.path.exists(ETCD):
-        pytest.skip("etcd is not installed (apt-get install etcd-server)")
-    with EtcdServer(str(tmp_path_factory.mktemp("etcd"))) as s:
-        yield s
+def server(etcd_server):
+    return etcd_server
 
 
 @pytest.fixture

@@ -6,18 +6,14 @@ import time
 import pytest
 
 from controller.service import etcd as e
-from emulation.ha import ETCD, EtcdServer, free_port
-import os
+from emulation.ha import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    if not os.path.exists(ETCD):
-        pytest.skip("etcd is not installed (apt-get install etcd-server)")
-    with EtcdServer(str(tmp_path_factory.mktemp("etcd"))) as s:
-        yield s
+def server(etcd_server):
+    return etcd_server
 
 
 @pytest.fixture

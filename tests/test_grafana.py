@@ -16,6 +16,7 @@ from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
 from emulation.controller_proc import REPO
 from tests.fake_switch import FakeSwitches
+from tests.helpers import FakeClock
 
 DASHBOARD = os.path.join(REPO, "dashboards", "grafana-mlroute.json")
 METRIC = re.compile(r"\b(mlroute_[a-z0-9_]+)\b(\{[^}]*\})?")
@@ -40,23 +41,12 @@ def _queries(dash) -> list[tuple[str, str]]:
             for t in p.get("targets", [])]
 
 
-class _Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, s):
-        self.now += s
-
-
 def _busy_service() -> RouteService:
     """A declared 2 x 4 x 2 fabric on fake switches with l2's two uplink cables swapped (a
     wiring problem discovery reports), a ring job, one second of measured traffic on every
     port, then two failed links that leave l0 and l1 without a common spine."""
     f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
-    clock = _Clock()
+    clock = FakeClock()
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, f, clock=clock, sleep=clock.sleep)
     for name, dpid in f.dpids.items():

@@ -11,17 +11,7 @@ from controller.discovery import lldp
 from controller.model.fabric import Fabric
 from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches, trace
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, s):
-        self.now += s
+from tests.helpers import FakeClock
 
 
 def truth(spines=2, leaves=4, hosts=2):
@@ -51,7 +41,7 @@ def hosts_speak(f, svc):
 
 
 def boot(f, declared=None, wiring=None):
-    clock = Clock()
+    clock = FakeClock()
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, declared, clock=clock, sleep=clock.sleep, link_gbps=f.link_gbps)
     for name, dpid in f.dpids.items():
