@@ -1,0 +1,230 @@
+"""The one REST client of the mlroute controller, for the command line, the emulation, the
+framework integrations and a standby's forwarding.
+
+Standard library only (``http.client``): it also runs under the system Python next to
+``python3-torch`` and on a Slurm controller host, where the venv's packages are not installed.
+Every call has a timeout (per blocking socket operation). Writing requests carry
+``Authorization: Bearer <token>`` when a token is given. An HTTP error answer raises
+``ControllerError`` with the status and the server's ``{"error": ...}`` message; a controller
+that cannot be reached raises ``ControllerUnreachable`` (also an ``OSError``, as the callers
+that poll a starting controller expect).
+
+    c = Client("http://127.0.0.1:8080", token="s3cret")
+    c.add_job(members_job("j", ["10.0.0.1", "h1_0"], bytes_hint=4e6))
+    c.delete_job("j")
+
+Several base URLs separated by commas (redundant controllers) are tried in order when one
+refuses the connection; a standby forwards writing requests to the master itself.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import urllib.parse
+
+DEFAULT_TIMEOUT = 30.0
+WRITE_METHODS = ("POST", "PUT", "DELETE", "PATCH")
+
+
+class ControllerError(Exception):
+    """The controller answered with an error status (``status``, ``message`` from its
+    ``{"error": ...}``, the whole answer in ``doc``), or could not be reached (status None)."""
+
+    def __init__(self, message: str, status: int | None = None, method: str = "",
+                 url: str = "", doc=None):
+        self.message, self.status, self.method, self.url, self.doc = (message, status, method,
+                                                                      url, doc)
+        where = f"{method} {url}".strip()
+        head = f"{where}: " if where else ""
+        super().__init__(f"{head}HTTP {status}: {message}" if status is not None
+                         else f"{head}{message}")
+
+
+class ControllerUnreachable(ControllerError, ConnectionError):
+    """No answer: connection refused, name not resolved, timed out, connection cut."""
+
+
+def read_token(token: str | None = None, token_file: str | None = None,
+               env: dict | None = None) -> str | None:
+    """The write token: ``token``, else the first line of ``token_file``, else the
+    MLROUTE_TOKEN / MLROUTE_TOKEN_FILE environment variables; None when none is set. A token
+    file that cannot be read raises ValueError naming it."""
+    env = os.environ if env is None else env
+    if token:
+        return token
+    path = token_file or env.get("MLROUTE_TOKEN_FILE")
+    if path:
+        try:
+            with open(path) as fh:
+                text = fh.readline().strip()
+        except OSError as e:
+            raise ValueError(f"cannot read token file {path}: {e.strerror}") from None
+        if not text:
+            raise ValueError(f"token file {path} is empty")
+        return text
+    return env.get("MLROUTE_TOKEN") or None
+
+
+def members_job(job_id: str, members: list[str], bytes_hint: float | None = None,
+                learn: bool | None = None, **options) -> dict:
+    """A job declared by its members only (the controller measures its matrix):
+    ``{"id", "members", "bytes"?, "learn"?}`` plus options such as algorithm or mode."""
+    doc = {"id": job_id, "members": list(members)}
+    if bytes_hint is not None:
+        doc["bytes"] = bytes_hint
+    if learn is not None:
+        doc["learn"] = bool(learn)
+    doc.update({k: v for k, v in options.items() if v is not None})
+    return doc
+
+
+def _base(url: str) -> tuple[str, str, int, str]:
+    if "://" not in url:
+        url = "http://" + url
+    p = urllib.parse.urlsplit(url)
+    if p.scheme not in ("http", "https") or not p.hostname:
+        raise ValueError(f"controller URL {url!r}: expected http://HOST[:PORT]")
+    try:
+        port = p.port or (443 if p.scheme == "https" else 80)
+    except ValueError:
+        raise ValueError(f"controller URL {url!r}: bad port") from None
+    return p.scheme, p.hostname, port, p.path.rstrip("/")
+
+
+def _decode(status: int, content_type: str, raw: bytes):
+    """JSON answers as documents, text ones (job ports, metrics) as str; an error answer that
+    is not JSON becomes {"error": text}."""
+    text = raw.decode("utf-8", "replace")
+    if "json" in content_type or (not content_type and text.lstrip()[:1] in ("{", "[")):
+        try:
+            return json.loads(text) if text.strip() else {}
+        except ValueError:
+            pass
+    if status >= 400:
+        return {"error": text.strip() or http.client.responses.get(status, "error")}
+    return text
+
+
+class Client:
+    """A client of one controller (or of redundant ones, comma-separated URLs)."""
+
+    def __init__(self, url: str, token: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+        urls = [u.strip() for u in str(url).split(",") if u.strip()]
+        if not urls:
+            raise ValueError("no controller URL given")
+        self.bases = [_base(u) for u in urls]
+        self.url = ",".join(urls)
+        self.token = token
+        self.timeout = float(timeout)
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be positive, not {timeout!r}")
+
+    # ---- the transport -------------------------------------------------------------------
+    def request(self, method: str, path: str, doc=None, body: bytes | None = None,
+                headers: dict | None = None, timeout: float | None = None) -> tuple[int, object]:
+        """(status, answer) whatever the status; ``path`` is already quoted. ``doc`` is sent
+        as JSON, ``body`` as it is. ``headers`` override the defaults (a forwarding standby
+        passes the client's Authorization). Raises ControllerUnreachable without an answer."""
+        if doc is not None:
+            body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
+        out = {"Accept": "application/json, text/plain"}
+        if body is not None:
+            out["Content-Type"] = "application/json"
+        if self.token and method.upper() in WRITE_METHODS:
+            out["Authorization"] = f"Bearer {self.token}"
+        out.update(headers or {})
+        timeout = self.timeout if timeout is None else timeout
+        last = None
+        for scheme, host, port, prefix in self.bases:
+            url = f"{scheme}://{host}:{port}{prefix}{path}"
+            cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+            conn = cls(host, port, timeout=timeout)
+            try:
+                try:
+                    conn.connect()
+                except OSError as e:  # refused, unresolved: nothing was sent, try the next
+                    last = ControllerUnreachable(f"controller unreachable ({_reason(e)})",
+                                                 None, method, url)
+                    continue
+                try:
+                    conn.request(method, prefix + path, body=body, headers=out)
+                    resp = conn.getresponse()
+                    raw = resp.read()
+                except (OSError, http.client.HTTPException) as e:
+                    raise ControllerUnreachable(f"no answer from the controller ({_reason(e)})",
+                                                None, method, url) from None
+                return resp.status, _decode(resp.status, resp.getheader("Content-Type", ""),
+                                            raw)
+            finally:
+                conn.close()
+        raise last
+
+    def call(self, method: str, path: str, doc=None, timeout: float | None = None):
+        """The answer of a request that must succeed; ControllerError otherwise."""
+        status, answer = self.request(method, path, doc=doc, timeout=timeout)
+        if status >= 400:
+            message = answer.get("error") if isinstance(answer, dict) else None
+            raise ControllerError(str(message or answer), status, method,
+                                  self.url + path, answer)
+        return answer
+
+    # ---- one method per endpoint ---------------------------------------------------------
+    def fabric(self, timeout=None) -> dict:
+        return self.call("GET", "/v1/fabric", timeout=timeout)
+
+    def put_fabric(self, fabric: dict, timeout=None) -> dict:
+        return self.call("PUT", "/v1/fabric", fabric, timeout=timeout)
+
+    def jobs(self, timeout=None) -> dict:
+        return self.call("GET", "/v1/jobs", timeout=timeout)
+
+    def job(self, job_id: str, timeout=None) -> dict:
+        return self.call("GET", _job_path(job_id), timeout=timeout)
+
+    def add_job(self, job: dict, timeout=None) -> dict:
+        """POST a job document (matrix, collective or members only); its view once installed."""
+        return self.call("POST", "/v1/jobs", job, timeout=timeout)
+
+    def delete_job(self, job_id: str, timeout=None) -> dict:
+        return self.call("DELETE", _job_path(job_id), timeout=timeout)
+
+    def job_ports(self, job_id: str, timeout=None) -> str:
+        return self.call("GET", _job_path(job_id) + "/ports", timeout=timeout)
+
+    def routes(self, timeout=None) -> dict:
+        return self.call("GET", "/v1/routes", timeout=timeout)
+
+    def links(self, timeout=None) -> dict:
+        return self.call("GET", "/v1/links", timeout=timeout)
+
+    def optimize(self, timeout=None) -> dict:
+        return self.call("POST", "/v1/optimize", b"{}", timeout=timeout)
+
+    def advise(self, job: dict, timeout=None) -> dict:
+        return self.call("POST", "/v1/advise", job, timeout=timeout)
+
+    def imbalance(self, timeout=None) -> dict:
+        return self.call("GET", "/v1/imbalance", timeout=timeout)
+
+    def cluster(self, timeout=None) -> dict:
+        return self.call("GET", "/v1/cluster", timeout=timeout)
+
+    def openapi(self, timeout=None) -> dict:
+        return self.call("GET", "/v1/openapi.json", timeout=timeout)
+
+    def metrics(self, timeout=None) -> str:
+        """The Prometheus text page (``/metrics``, outside /v1)."""
+        return self.call("GET", "/metrics", timeout=timeout)
+
+
+def _job_path(job_id: str) -> str:
+    if not isinstance(job_id, str) or not job_id:
+        raise ValueError(f"job id must be a non-empty string, not {job_id!r}")
+    return "/v1/jobs/" + urllib.parse.quote(job_id, safe="")
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, TimeoutError) or "timed out" in str(e):
+        return "timed out"
+    return getattr(e, "strerror", None) or str(e) or type(e).__name__

@@ -1,0 +1,130 @@
+"""A tiny stdlib HTTP server standing in for the controller's REST API in fast unit tests of
+its clients (client, command line, PyTorch and Slurm hooks): it records every request and
+keeps jobs in a dict. The real API is tested against the real service elsewhere."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class FakeController:
+    def __init__(self, token: str | None = None, delay: float = 0.0):
+        self.token, self.delay = token, delay
+        self.requests: list[dict] = []  # {"method", "path", "headers", "body"}
+        self.jobs: dict[str, dict] = {}
+        self.lock = threading.Lock()
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+    def writes(self) -> list[dict]:
+        with self.lock:
+            return [r for r in self.requests if r["method"] != "GET"]
+
+    def answer(self, method: str, path: str, headers: dict, body) -> tuple[int, object]:
+        if self.token and method != "GET" and headers.get("Authorization") != f"Bearer {self.token}":
+            return 401, {"error": "this controller needs 'Authorization: Bearer <token>'"}
+        if path == "/metrics":
+            return 200, "mlroute_jobs 1\n"
+        if path == "/v1/jobs" and method == "GET":
+            return 200, {"jobs": [{"id": j, "algorithm": "auto", "mode": "flow",
+                                   "flows": len(d.get("members", [])), "number": i,
+                                   "created": 0.0, "unroutable_flows": 0}
+                                  for i, (j, d) in enumerate(self.jobs.items())]}
+        if path == "/v1/jobs" and method == "POST":
+            if not isinstance(body, dict) or "id" not in body:
+                return 400, {"error": "job: missing 'id'"}
+            if body["id"] in self.jobs:
+                return 409, {"error": f"job {body['id']!r} already exists"}
+            self.jobs[body["id"]] = body
+            return 201, {"id": body["id"], "job": body, "routes": []}
+        if path.startswith("/v1/jobs/"):
+            from urllib.parse import unquote
+            rest = path[len("/v1/jobs/"):]
+            jid = unquote(rest.removesuffix("/ports"))
+            if jid not in self.jobs:
+                return 404, {"error": f"no job {jid!r}"}
+            if rest.endswith("/ports"):
+                return 200, "# source_ip destination_ip protocol sport dport\n"
+            if method == "DELETE":
+                self.jobs.pop(jid)
+                return 200, {"deleted": jid}
+            return 200, {"id": jid, "job": self.jobs[jid], "matrix": "learning", "routes": []}
+        if path in ("/v1/fabric", "/v1/routes", "/v1/links", "/v1/imbalance", "/v1/cluster",
+                    "/v1/openapi.json") and method == "GET":
+            return 200, {"path": path}
+        if path == "/v1/fabric" and method == "PUT":
+            return 200, {"declared": body}
+        if path in ("/v1/optimize", "/v1/advise") and method == "POST":
+            return 200, {"path": path, "body": body}
+        return 404, {"error": f"no such resource: {path}"}
+
+    def _handler(self):
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def _serve(self):
+                import time
+                n = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(n) if n else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                if fake.delay:
+                    time.sleep(fake.delay)
+                with fake.lock:
+                    fake.requests.append({"method": self.command, "path": self.path,
+                                          "headers": dict(self.headers), "body": body})
+                    status, doc = fake.answer(self.command, self.path, dict(self.headers), body)
+                text = isinstance(doc, str)
+                data = doc.encode() if text else json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain; charset=utf-8" if text
+                                 else "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+        return Handler
+
+
+def free_port() -> int:
+    """A port nobody listens on (bound then released): a controller that is not there."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+if __name__ == "__main__":  # run standalone: prints its URL, records to a JSON file on exit
+    import sys
+    import time
+    with FakeController(token=(sys.argv[2] if len(sys.argv) > 2 else None)) as f:
+        print(f.url, flush=True)
+        try:
+            while True:
+                time.sleep(0.2)
+                with f.lock, open(sys.argv[1], "w") as fh:
+                    json.dump(f.requests, fh)
+        except KeyboardInterrupt:
+            pass
