@@ -69,11 +69,9 @@ def point(fabric: Fabric, switches: list[str], port: int, addr: str = "127.0.0.1
 
 
 def _metric(ctl: ControllerProcess, name: str) -> float:
-    import urllib.request
-    with urllib.request.urlopen(ctl.url + "/metrics", timeout=30) as r:
-        for line in r.read().decode().splitlines():
-            if line.startswith(name + " "):
-                return float(line.split()[1])
+    for line in ctl.client.metrics(timeout=30).splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
     return 0.0
 
 

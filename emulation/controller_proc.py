@@ -1,4 +1,5 @@
-"""The mlroute controller as a subprocess (real ``ryu-manager``), and a small REST client.
+"""The mlroute controller as a subprocess (real ``ryu-manager``), with a REST client
+(``controller.client``) bound to it.
 
 Started with its PID recorded and stopped by that PID (never by name), after checking that no
 stale controller holds the OpenFlow or REST port: eventlet sets SO_REUSEPORT, so a second
@@ -9,15 +10,14 @@ session of its own, so a Ctrl-C in the terminal does not reach it: whoever start
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
+
+from controller.client import Client
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -115,18 +115,12 @@ class ControllerProcess:
             self._log.close()
             self._log = None
 
+    @property
+    def client(self) -> Client:
+        """The REST client of this controller (its token on writing requests)."""
+        return Client(self.url, token=self.token, timeout=60.0)
+
     def rest(self, method: str, path: str, doc=None, timeout: float = 60.0) -> tuple[int, dict]:
-        data = None if doc is None else (doc if isinstance(doc, bytes) else json.dumps(doc).encode())
-        headers = {"Content-Type": "application/json"}
-        if self.token and method not in ("GET", "HEAD"):
-            headers["Authorization"] = f"Bearer {self.token}"
-        req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as resp:
-                return resp.status, json.loads(resp.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            body = e.read()
-            try:
-                return e.code, json.loads(body)
-            except json.JSONDecodeError:
-                return e.code, {"error": body.decode(errors="replace")}
+        """(status, answer) of one request, whatever the status; OSError (the client's
+        ControllerUnreachable) when the controller does not answer."""
+        return self.client.request(method, path, doc=doc, timeout=timeout)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import urllib.request
 
 import pytest
 
+from controller.client import Client
 from emulation.session import Session
 
 SPINES, LEAVES, HOSTS = 2, 4, 2
@@ -33,8 +33,7 @@ def default_session(tmp, bw=0.0, mode="flow", state=False,
 
 def metric(url: str, name: str, timeout: float = 15.0) -> tuple[float | None, str]:
     """The value of one sample of a controller's /metrics page (None if absent), and the page."""
-    with urllib.request.urlopen(url + "/metrics", timeout=timeout) as r:
-        page = r.read().decode()
+    page = Client(url, timeout=timeout).metrics()
     m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", page, re.M)
     return (float(m.group(1)) if m else None), page
 
