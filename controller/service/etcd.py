@@ -1,31 +1,38 @@
-"""A small client for etcd's v3 API through its JSON gateway (plain HTTP POSTs, standard library
-only): key-value (put, range, delete, txn), leases (grant, keep-alive, revoke) and watches (the
-streaming ``/v3/watch`` endpoint, one JSON message per line).
+"""etcd for redundant controllers: ``etcd3gw`` (OpenStack's client of etcd's v3 JSON gateway,
+plain HTTP through ``requests``) with the little mlroute needs on top of it.
 
-Why not a gRPC client: the maintained Python clients pull in grpcio (a large native wheel) for
-what is here about 200 lines of urllib; the PyPI ``etcd3`` package is unmaintained and pins an
-old protobuf. The gateway is part of every etcd 3.x server (Debian's ``etcd-server`` 3.4), so
-nothing has to run beside it. Keys and values travel base64-encoded; 64-bit integers arrive as
-JSON strings, and fields at their default value (0, false, PUT) are left out by the gateway.
+What etcd3gw lacks, and this module adds:
+
+* errors that name the URL (``EtcdUnavailable``: not reachable; ``EtcdError``: etcd said no),
+  whatever etcd3gw or ``requests`` raised;
+* revisions: a put's revision, and a range read with the store's revision (the watch starts
+  there), both through a one-operation transaction, since etcd3gw's ``put`` and ``get`` drop
+  the response header;
+* transactions as values (``compare_create``: a key's creation revision, 0 for absent, which
+  is both the create-if-absent election and the fence of a save) and their parsed results;
+* a lease grant that returns the TTL etcd granted (it raises small TTLs to its minimum) and a
+  keep-alive with its own short timeout;
+* a watch that ends when its stream breaks or etcd cancels it: etcd3gw's watch keeps waiting
+  silently after etcd dies (measured: its iterator never returned, and missed every later
+  event, after etcd was killed and restarted), so a controller would never see a new master.
 
     >>> c = Etcd("http://127.0.0.1:2379")                       # doctest: +SKIP
     >>> rev = c.put(b"/a", b"1"); c.get(b"/a").value            # doctest: +SKIP
     b'1'
-
-Every call raises ``EtcdUnavailable`` (naming the URL) when etcd cannot be reached in time and
-``EtcdError`` when it answers with an error.
 """
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import socket
-import urllib.error
 import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from typing import Iterator
+
+import etcd3gw
+import requests
+from etcd3gw import exceptions as gw_errors
+from etcd3gw.lease import Lease
 
 
 class EtcdError(RuntimeError):
@@ -57,12 +64,9 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _unb64(text: str | None) -> bytes:
-    return base64.b64decode(text) if text else b""
-
-
 def _kv(d: dict) -> KeyValue:
-    return KeyValue(_unb64(d.get("key")), _unb64(d.get("value")),
+    """A key-value of the gateway (base64 text, 64-bit integers as strings, defaults left out)."""
+    return KeyValue(base64.b64decode(d.get("key", "")), base64.b64decode(d.get("value", "")),
                     int(d.get("create_revision", 0)), int(d.get("mod_revision", 0)),
                     int(d.get("version", 0)), int(d.get("lease", 0)))
 
@@ -71,8 +75,8 @@ def prefix_end(prefix: bytes) -> bytes:
     """The ``range_end`` that makes a range cover every key starting with ``prefix`` (etcd's
     rule: the prefix with its last byte below 0xff incremented). O(len(prefix)).
 
-    >>> prefix_end(b"/mlroute/")
-    b'/mlroute0'
+    >>> prefix_end(b"/mlroute/"), prefix_end(b"a\\xff"), prefix_end(b"\\xff")
+    (b'/mlroute0', b'b', b'\\x00')
     """
     p = bytearray(prefix)
     while p:
@@ -108,82 +112,101 @@ def op_range(key: bytes, range_end: bytes | None = None) -> dict:
     return {"request_range": body}
 
 
-def op_delete(key: bytes) -> dict:
-    return {"request_delete_range": {"key": _b64(key)}}
+def op_delete(key: bytes, range_end: bytes | None = None) -> dict:
+    body = {"key": _b64(key)}
+    if range_end is not None:
+        body["range_end"] = _b64(range_end)
+    return {"request_delete_range": body}
 
 
 @dataclass
 class TxnResult:
     succeeded: bool
     revision: int  # the store's revision after the transaction
-    responses: list  # per operation: list of KeyValue for a range, revision for a put, else None
+    responses: list  # per operation: KeyValues of a range, revision of a put, deleted count
 
 
 class Etcd:
+    """One etcd server through etcd3gw. ``timeout`` (seconds) bounds every call but a watch's
+    wait for changes; it may be changed at any time."""
+
     def __init__(self, url: str, timeout: float = 2.0):
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme != "http" or not parsed.hostname:
             raise ValueError(f"etcd URL {url!r}: expected http://HOST:PORT (the JSON gateway; "
-                             "TLS is not supported by this client)")
+                             "TLS is not configured by mlroute)")
         self.url = url.rstrip("/")
-        self.host, self.port = parsed.hostname, parsed.port or 2379
-        self.timeout = timeout
+        self.gw = etcd3gw.client(parsed.hostname, parsed.port or 2379, timeout=timeout,
+                                 api_path="/v3/")  # etcd >= 3.4; no /version round trip
+
+    @property
+    def timeout(self) -> float:
+        return self.gw.timeout
+
+    @timeout.setter
+    def timeout(self, value: float) -> None:
+        self.gw.timeout = value
 
     def __repr__(self) -> str:
         return f"Etcd({self.url!r})"
 
-    def _post(self, path: str, body: dict, timeout: float | None = None) -> dict:
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     method="POST", headers={"Content-Type": "application/json"})
+    def _call(self, fn, *args, timeout: float | None = None, **kwargs):
+        """Run an etcd3gw call (with another timeout on a client sharing the connections),
+        naming the URL in any error."""
+        gw = self.gw
+        if timeout is not None and timeout != gw.timeout:
+            gw = etcd3gw.client(gw.host, gw.port, timeout=timeout, api_path="/v3/",
+                                session=gw.session)
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as resp:
-                return json.loads(resp.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            text = e.read().decode(errors="replace")
-            try:
-                text = json.loads(text).get("error", text)
-            except ValueError:
-                pass
-            raise EtcdError(f"etcd at {self.url}: {path}: {text}") from None
-        except (OSError, http.client.HTTPException, ValueError) as e:
-            reason = getattr(e, "reason", e)
-            raise EtcdUnavailable(f"etcd at {self.url} is unreachable ({reason})") from None
+            return fn(gw, *args, **kwargs)
+        except (gw_errors.ConnectionFailedError, gw_errors.ConnectionTimeoutError,
+                requests.RequestException, ValueError) as e:
+            raise EtcdUnavailable(f"etcd at {self.url} is unreachable "
+                                  f"({_reason(e)})") from None
+        except gw_errors.Etcd3Exception as e:
+            raise EtcdError(f"etcd at {self.url}: {_reason(e)}") from None
 
-    # ---- maintenance ---------------------------------------------------------------------
+    def _post(self, path: str, body: dict, timeout: float | None = None) -> dict:
+        return self._call(lambda gw: gw.post(gw.get_url(path), json=body), timeout=timeout)
+
+    # ---- maintenance and key-value (etcd3gw) -------------------------------------------------
     def status(self, timeout: float | None = None) -> dict:
         """The server's version, leader and revision; raises EtcdUnavailable if unreachable."""
-        return self._post("/v3/maintenance/status", {}, timeout)
+        return self._call(lambda gw: gw.status(), timeout=timeout)
 
-    # ---- key-value -------------------------------------------------------------------------
+    def get(self, key: bytes) -> KeyValue | None:
+        found = self._call(lambda gw: gw.get(key, metadata=True))
+        if not found:
+            return None
+        value, meta = found[0]
+        return KeyValue(meta["key"], value, int(meta.get("create_revision", 0)),
+                        int(meta.get("mod_revision", 0)), int(meta.get("version", 0)),
+                        int(meta.get("lease", 0)))
+
+    def delete(self, key: bytes, range_end: bytes | None = None) -> bool:
+        """Delete one key (or [key, range_end)); True if any key went."""
+        end = None if range_end is None else range_end.decode("latin-1")
+        return self._call(lambda gw: gw.delete(key, range_end=end))
+
+    # ---- what etcd3gw lacks: revisions and transactions ------------------------------------
     def put(self, key: bytes, value: bytes, lease: int = 0) -> int:
         """Store ``value`` under ``key``; returns the new revision."""
-        body = op_put(key, value, lease)["request_put"]
-        return int(self._post("/v3/kv/put", body)["header"]["revision"])
+        return self.txn([], [op_put(key, value, lease)]).revision
 
     def range(self, key: bytes, range_end: bytes | None = None) -> tuple[list[KeyValue], int]:
         """(key-values, revision of the store) of one key or of [key, range_end)."""
-        doc = self._post("/v3/kv/range", op_range(key, range_end)["request_range"])
-        return [_kv(d) for d in doc.get("kvs", [])], int(doc["header"]["revision"])
+        r = self.txn([], [op_range(key, range_end)])
+        return r.responses[0], r.revision
 
     def prefix(self, prefix: bytes) -> tuple[list[KeyValue], int]:
         return self.range(prefix, prefix_end(prefix))
 
-    def get(self, key: bytes) -> KeyValue | None:
-        kvs, _ = self.range(key)
-        return kvs[0] if kvs else None
-
-    def delete(self, key: bytes, range_end: bytes | None = None) -> int:
-        """Delete one key (or a range); returns how many keys went."""
-        body = {"key": _b64(key)}
-        if range_end is not None:
-            body["range_end"] = _b64(range_end)
-        return int(self._post("/v3/kv/deleterange", body).get("deleted", 0))
-
     def txn(self, compare: list[dict], success: list[dict], failure: list[dict] = ()
             ) -> TxnResult:
         """If every comparison holds run ``success``, else ``failure``, atomically."""
-        doc = self._post("/v3/kv/txn", {"compare": list(compare), "success": list(success),
-                                        "failure": list(failure)})
+        doc = self._call(lambda gw: gw.transaction({"compare": list(compare),
+                                                    "success": list(success),
+                                                    "failure": list(failure)}))
         out = []
         for r in doc.get("responses", []):
             if "response_range" in r:
@@ -191,34 +214,32 @@ class Etcd:
             elif "response_put" in r:
                 out.append(int(r["response_put"]["header"]["revision"]))
             else:
-                out.append(None)
+                out.append(int(r.get("response_delete_range", {}).get("deleted", 0)))
         return TxnResult(bool(doc.get("succeeded", False)), int(doc["header"]["revision"]), out)
 
     # ---- leases ----------------------------------------------------------------------------
     def grant(self, ttl: int) -> tuple[int, int]:
         """A new lease: (id, granted TTL). etcd raises TTLs below its minimum (about 1.5 times
-        its election timeout, 2 s by default) to that minimum."""
-        doc = self._post("/v3/lease/grant", {"TTL": str(int(ttl))})
+        its election timeout, 2 s by default) to that minimum; etcd3gw's ``lease`` drops it."""
+        doc = self._post("/lease/grant", {"TTL": int(ttl), "ID": 0})
         if doc.get("error"):
             raise EtcdError(f"etcd at {self.url}: lease grant: {doc['error']}")
         return int(doc["ID"]), int(doc["TTL"])
 
     def keepalive(self, lease: int, timeout: float | None = None) -> int:
         """Refresh a lease; returns its TTL, 0 if the lease expired or never existed."""
-        doc = self._post("/v3/lease/keepalive", {"ID": str(lease)}, timeout)
-        return int(doc.get("result", {}).get("TTL", 0))
+        return max(0, self._call(lambda gw: Lease(lease, gw).refresh(), timeout=timeout))
 
     def revoke(self, lease: int) -> bool:
         """End a lease now, deleting its keys; False if it had already ended."""
         try:
-            self._post("/v3/lease/revoke", {"ID": str(lease)})
+            return self._call(lambda gw: Lease(lease, gw).revoke())
         except EtcdUnavailable:
             raise
         except EtcdError as e:
             if "lease not found" in str(e):
                 return False
             raise
-        return True
 
     # ---- watches ---------------------------------------------------------------------------
     def watch(self, key: bytes, range_end: bytes | None = None, start_revision: int = 0
@@ -227,39 +248,51 @@ class Etcd:
         return Watch(self, key, range_end, start_revision)
 
 
+def _reason(e: Exception) -> str:
+    """The useful part of an etcd3gw or requests error: etcd's own message if it sent one."""
+    text = getattr(e, "detail_text", None) or str(e) or type(e).__name__
+    try:
+        text = json.loads(text).get("error", text)
+    except (ValueError, AttributeError):
+        pass
+    return str(text)
+
+
 class Watch:
-    """An open ``/v3/watch`` stream. Iterate for lists of events (one list per revision etcd
-    reports); ``close`` from another thread ends the iteration. A closed or broken stream ends
-    the iteration with ``EtcdUnavailable``; a start revision that etcd compacted away raises
-    ``EtcdError`` (read the keys again and watch from the revision of that read)."""
+    """An open ``/v3/watch`` stream on the client's connections. Iterate for lists of events
+    (one list per revision etcd reports); ``close`` from another thread ends the iteration. A
+    closed or broken stream ends the iteration with ``EtcdUnavailable``; a start revision that
+    etcd compacted away, or a watch etcd cancelled, raises ``EtcdError`` (read the keys again
+    and watch from the revision of that read)."""
 
     def __init__(self, client: Etcd, key: bytes, range_end: bytes | None, start_revision: int):
         self.client = client
         self.closed = False
         self.revision = 0  # of the last message received (progress, even without events)
-        body = {"key": _b64(key)}
-        if range_end is not None:
-            body["range_end"] = _b64(range_end)
+        body = op_range(key, range_end)["request_range"]
         if start_revision:
             body["start_revision"] = str(start_revision)
+        gw = client.gw
         try:
-            self.conn = http.client.HTTPConnection(client.host, client.port,
-                                                   timeout=client.timeout)
-            self.conn.request("POST", "/v3/watch", json.dumps({"create_request": body}),
-                              {"Content-Type": "application/json"})
-            self.resp = self.conn.getresponse()
+            # connect and first answer within the timeout, then wait for changes forever
+            self.resp = gw.session.post(gw.get_url("/watch"), json={"create_request": body},
+                                        stream=True, timeout=(gw.timeout, None))
+            if self.resp.status_code != 200:
+                raise EtcdError(f"etcd at {client.url}: watch: HTTP {self.resp.status_code} "
+                                f"{self.resp.text[:200]}")
+            self.lines = self.resp.iter_lines(chunk_size=None)
             first = self._message()
             if not first.get("created"):
                 raise EtcdError(f"etcd at {client.url}: watch not created: {first}")
-            self.conn.sock.settimeout(None)  # from now on wait for changes as long as it takes
-        except (OSError, http.client.HTTPException) as e:
-            self.conn.close()
+        except requests.RequestException as e:
             raise EtcdUnavailable(f"etcd at {client.url} is unreachable ({e})") from None
 
     def _message(self) -> dict:
-        line = self.resp.readline()
-        if not line:
-            raise EtcdUnavailable(f"etcd at {self.client.url} closed the watch")
+        line = b""
+        while not line.strip():
+            line = next(self.lines, None)
+            if line is None:
+                raise EtcdUnavailable(f"etcd at {self.client.url} closed the watch")
         doc = json.loads(line)
         if "error" in doc:
             raise EtcdError(f"etcd at {self.client.url}: watch: {doc['error']}")
@@ -283,7 +316,7 @@ class Watch:
                         return
                     if isinstance(e, EtcdError):
                         raise
-                    if isinstance(e, (OSError, http.client.HTTPException, ValueError)):
+                    if isinstance(e, (OSError, requests.RequestException, ValueError)):
                         raise EtcdUnavailable(f"etcd at {self.client.url}: watch broken "
                                               f"({e})") from None
                     raise
@@ -292,14 +325,20 @@ class Watch:
                 if events:
                     yield events
         finally:
-            self.conn.close()
+            self.resp.close()
 
     def close(self) -> None:
-        """End the watch; safe from any thread (the reading thread closes the connection)."""
+        """End the watch; safe from any thread: the stream's socket is shut down, so the
+        reading thread wakes up (and closes the response)."""
         self.closed = True
-        sock = getattr(getattr(self, "conn", None), "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        try:
+            fd = socket.dup(self.resp.raw._fp.fileno())  # http.client's, as etcd3gw does
+        except (AttributeError, OSError, ValueError):
+            return  # already closed
+        s = socket.socket(fileno=fd)
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            s.close()
