@@ -100,7 +100,8 @@ def test_full_load_rings_reach_the_bound_without_the_ilp(leaves, spines):
 
 def test_repair_stage_fixes_greedy_with_failed_links():
     """Small full-load ring placements with single links down: where the greedy ends above the
-    bound, the chains bring most of them down to it (never above the greedy)."""
+    bound, auto (equitable colouring with chain insertion, else the greedy and chains) brings
+    most of them down to it (never above the greedy)."""
     rng = random.Random(7)
     cases = repaired = 0
     for _ in range(150):
@@ -117,7 +118,8 @@ def test_repair_stage_fixes_greedy_with_failed_links():
         assert result.info["max_link_load"] <= g
         if g > result.info["lower_bound"]:
             cases += 1
-            repaired += result.info["optimal"] and result.info["stage"] == "repair"
+            repaired += result.info["optimal"] and result.info["stage"] in ("construction",
+                                                                            "repair")
     assert cases >= 5 and repaired >= 0.8 * cases
 
 
@@ -160,7 +162,7 @@ def test_ilp_stage_improves_when_the_solver_finds_better(monkeypatch):
     f = fabric(2, 3, 2)
     problem = Problem.build(f, [flows_job([("h0_0", "h1_0"), ("h0_1", "h2_0"),
                                            ("h2_1", "h1_1")])])
-    monkeypatch.setattr(auto_mod, "construct", lambda p: [0] * len(p))
+    monkeypatch.setattr(auto_mod, "construct", lambda p, lb: ([0] * len(p), None))
     monkeypatch.setattr(auto_mod, "repair_down", lambda p, s, lower, value, deadline=None:
                         (s, value))
     result = auto_mod.auto(problem, ilp_time_limit=10)

@@ -4,11 +4,12 @@ Moving a running flow costs packets reordered or paused (for RDMA, a go-back-N),
 starts from the installed routing: every flow whose spine is still usable stays, new flows and
 flows whose path lost a link are placed under the current capacity (by an alternating chain
 if they do not fit directly), and other flows move only along chains that lower the max link
-load towards its lower bound (``planners.repair``), or, with ``objective="jobs"``, by moves
-that lower the worst job's predicted slowdown. A fresh ``auto`` plan, with its spines renamed
-to agree with the installed routing as far as the fabric's symmetry allows (a maximum-weight
-matching per class of interchangeable spines), is taken instead only when it is strictly
-better on the objective.
+load towards its lower bound (``planners.repair``), then the links at the max
+(``planners.layer2``), or, with ``objective="jobs"``, by moves that lower the worst and the
+mean job's predicted slowdown. A fresh ``auto`` plan, with its spines renamed to agree with the
+installed routing as far as the fabric's symmetry allows (a maximum-weight matching per class
+of interchangeable spines), is taken instead only when it is strictly better on the max load,
+or on the links at it by more than max(2, 10%).
 
     >>> from controller.model.fabric import Fabric
     >>> from controller.model.jobs import Job
@@ -32,8 +33,9 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from controller.errors import InputError
-from controller.planners.auto import (REPAIR_TIME_LIMIT, auto, check_options, lower_bound,
-                                      max_load)
+from controller.planners.auto import (LAYER2_LEVELS, REPAIR_TIME_LIMIT, auto, check_options,
+                                      lower_bound, max_load)
+from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
 from controller.model.problem import Assignment, Problem
 
@@ -139,24 +141,43 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
     for cap in range(value - 1, lb - 1, -1):
         if not reduce_to(r, cap, deadline):
             break
+    for cap in range(r.max_load() - 1, max(r.max_load() - 1 - LAYER2_LEVELS, 0), -1):
+        fewer_at_level(r, cap, deadline)  # layer 2: chains only, few flows move
     spines, value, source = list(r.spine), r.max_load(), "installed"
+    count = links_at(problem, spines, value)
     info: dict = {}
-    if value > lb:  # a fresh plan may be better: take it only if strictly so
+    lb2 = None
+    if value > lb or count > layer2_lower_bound(problem, value):
+        # a fresh plan may be better: taken only when strictly better on the max load, or on
+        # the links at it by more than max(2, 10%) (moving flows has a cost)
         fresh = auto(problem, ilp_time_limit=ilp_time_limit)
-        if fresh.info["max_link_load"] < value:
+        f_value, f_count = fresh.info["max_link_load"], fresh.info["links_at_max"]
+        if f_value < value or (f_value == value and f_count < count - max(2, 0.1 * count)):
             spines = align_spines(problem, fresh.spines(), installed)
-            value, source = fresh.info["max_link_load"], "fresh"
+            value, count, source = f_value, f_count, "fresh"
         lb = max(lb, fresh.info["lower_bound"])
         if fresh.info["optimal"] and fresh.info["max_link_load"] == value:
             lb = value
+        if f_value == value:
+            lb2 = fresh.info["links_at_max_lower_bound"]
+    if lb2 is None:
+        lb2 = layer2_lower_bound(problem, value)
     info.update(stage="churn", source=source, lower_bound=lb, max_link_load=value,
-                optimal=value <= lb)
+                optimal=value <= lb, links_at_max=count, links_at_max_lower_bound=lb2,
+                optimal_layers={"max_link_load": value <= lb,
+                                "links_at_max": value <= lb and count <= lb2})
     if objective == "jobs":
         from controller.planners.objective import improve_jobs
         spines, job_info = improve_jobs(problem, spines)
         info.update(job_info)
         info["max_link_load"] = max_load(problem, spines)
-        info["optimal"] = info["optimal"] and job_info["worst_slowdown"] <= 1 + 1e-9
+        new_value = info["max_link_load"]
+        info["links_at_max"] = links_at(problem, spines, new_value)
+        layer1 = info["optimal"] and new_value == value
+        info["optimal"] = layer1
+        info["optimal_layers"] = {"max_link_load": layer1,
+                                  "links_at_max": layer1 and info["links_at_max"] <= lb2,
+                                  "worst_slowdown": job_info["worst_slowdown"] <= 1 + 1e-9}
     moved = _moved(installed, spines)
     info.update(objective=objective, moved_flows=len(moved),
                 moved=[problem.inter[k] for k in moved],

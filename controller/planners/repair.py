@@ -81,7 +81,7 @@ class Routing:
         self.src, self.dst, self.usable = problem.src_leaf, problem.dst_leaf, problem.usable
         self.spine = list(spines)
         self.c = 0
-        self.room = [0] * (2 * self.n_leaves)  # per leaf-side row: spines with load < c
+        self.room = [0] * (2 * self.n_leaves)  # per leaf-side row: spines with load < cap
         S, LS = self.S, self.LS
         on: list[list] = [[] for _ in range(2 * LS)]
         for k, (a, b, s) in enumerate(zip(self.src, self.dst, self.spine)):
@@ -90,6 +90,7 @@ class Routing:
                 on[LS + b * S + s].append(k)
         self.load = [len(x) for x in on]
         self.on: list[set] = [set(x) for x in on]
+        self.cap = [0] * (2 * LS)  # per link: the most flows it may carry after a move
 
     # ---- basic moves ---------------------------------------------------------------------
     def links(self, k: int, s: int) -> tuple[int, int]:
@@ -100,7 +101,7 @@ class Routing:
         for x in self.links(k, s):
             self.on[x].add(k)
             self.load[x] += 1
-            if self.load[x] == self.c:
+            if self.load[x] == self.cap[x]:
                 self.room[x // self.S] &= ~(1 << s)
 
     def _remove(self, k: int) -> int:
@@ -108,7 +109,7 @@ class Routing:
         for x in self.links(k, s):
             self.on[x].discard(k)
             self.load[x] -= 1
-            if self.load[x] == self.c - 1:
+            if self.load[x] == self.cap[x] - 1:
                 self.room[x // self.S] |= 1 << s
         self.spine[k] = NO_SPINE
         return s
@@ -118,17 +119,29 @@ class Routing:
             self._remove(k)
         self._add(k, s)
 
-    def set_capacity(self, c: int) -> None:
-        """Recompute the room masks for capacity ``c`` (O(L S))."""
+    def set_capacity(self, c: int, hold: bool = False) -> None:
+        """Capacity ``c`` on every link, or with ``hold`` max(c, its load): links above ``c``
+        may then swap flows but never gain one (layer-2 moves). Recomputes the room masks.
+        O(L S)."""
         self.c = c
         S, load = self.S, self.load
+        self.cap = [max(c, v) for v in load] if hold else [c] * len(load)
         for row in range(2 * self.n_leaves):
             base = row * S
             m = 0
             for s, v in enumerate(load[base:base + S]):
-                if v < c:
+                if v < self.cap[base + s]:
                     m |= 1 << s
             self.room[row] = m
+
+    def set_link_capacity(self, x: int, c: int) -> None:
+        """Capacity of one link (and its room bit). O(1)."""
+        self.cap[x] = c
+        bit = 1 << (x % self.S)
+        if self.load[x] < c:
+            self.room[x // self.S] |= bit
+        else:
+            self.room[x // self.S] &= ~bit
 
     def max_load(self) -> int:
         return max(self.load, default=0)
@@ -173,17 +186,17 @@ class Routing:
 
     def _chain(self, k: int, budget: int):
         """Shortest list of (flow, new spine) moves, ``k`` first, that keeps every link <= c."""
-        S, LS, c, load = self.S, self.LS, self.c, self.load
+        S, LS, cap, load = self.S, self.LS, self.cap, self.load
         a, b = self.src[k], self.dst[k]
         parent: dict[int, tuple] = {}  # link with one flow in excess -> (prev link, flow, spine)
         queue: list[int] = []
         for u in bits(self.usable[k]):
             x_up, x_down = a * S + u, LS + b * S + u
-            full_up, full_down = load[x_up] >= c, load[x_down] >= c
+            full_up, full_down = load[x_up] >= cap[x_up], load[x_down] >= cap[x_down]
             if full_up == full_down:
                 continue  # both full (both with room is handled by best_direct)
             x = x_up if full_up else x_down
-            if load[x] == c and x not in parent:
+            if load[x] == cap[x] and x not in parent:
                 parent[x] = (None, k, u)
                 queue.append(x)
         head = 0
@@ -209,7 +222,7 @@ class Routing:
                     return moves + [(g, u)]
                 for u in bits(cand & (room_x | room_o)):
                     y = row_o * S + u if room_x >> u & 1 else row_x * S + u
-                    if y in parent or load[y] + delta.get(y, 0) != c:
+                    if y in parent or load[y] + delta.get(y, 0) != cap[y]:
                         continue
                     parent[y] = (x, g, u)
                     queue.append(y)
@@ -219,11 +232,11 @@ class Routing:
         """Room mask of one leaf-side row as the chain's earlier moves leave it."""
         m = self.room[row]
         if delta:
-            S, c, load = self.S, self.c, self.load
+            S, cap, load = self.S, self.cap, self.load
             lo, hi = row * S, row * S + S
             for y, d in delta.items():
                 if lo <= y < hi:
-                    if load[y] + d < c:
+                    if load[y] + d < cap[y]:
                         m |= 1 << (y - lo)
                     else:
                         m &= ~(1 << (y - lo))

@@ -1,0 +1,112 @@
+"""Equitable edge colouring (de Werra): every leaf side spreads its flows as evenly as possible.
+
+Why: Koenig's colouring with Delta colours mapped onto S' spines (colour c on spine c mod S')
+meets the max load ceil(Delta / S') but says nothing about the other links: a leaf of degree
+d < Delta may put two flows on one spine while another spine of the same leaf is empty. An
+*equitable* colouring with k = S' colours uses every colour floor(d/k) or ceil(d/k) times at a
+vertex of degree d, for every vertex at once (de Werra 1971 for bipartite multigraphs).
+
+Construction: split every vertex of degree d into ceil(d/k) copies, the first ones taking k of
+its edges each (input order) and the last the remainder; the split graph is bipartite with
+maximum degree <= k, so Koenig colours it properly with k colours (``bipartite_edge_colouring``).
+A full copy then uses every colour once and the last copy each colour at most once.
+
+Optimality (when every flow may use the same S' spines): each leaf side's S' link loads are
+balanced, which is the lexicographically smallest sorted vector that side can have, and the
+sides have disjoint links, so the whole sorted load vector is lexicographically minimal: the
+max load (layer 1), the number of links at it (layer 2) and every later entry are optimal.
+
+Cost: the splitting O(E), the colouring O(E * alternating path length) as Koenig's.
+"""
+from __future__ import annotations
+
+from controller.model.problem import Assignment, Problem
+from controller.planners.edge_coloring import bipartite_edge_colouring
+from controller.planners.repair import NO_SPINE, bits
+
+
+def equitable_edge_colouring(edges: list[tuple[int, int]], k: int) -> list[int]:
+    """Colours in [0, k) for multigraph edges (left u, right v) such that every vertex of
+    degree d uses each colour floor(d/k) or ceil(d/k) times. O(E * path length).
+
+    >>> col = equitable_edge_colouring([(0, 0), (0, 1), (0, 1), (1, 0), (0, 2)], 2)
+    >>> sorted(col[e] for e in (0, 1, 2, 4))    # vertex 0 on the left: 4 edges, 2 colours
+    [0, 0, 1, 1]
+    >>> col[1] != col[2]                        # right vertex 1 has two edges
+    True
+    """
+    if k < 1:
+        raise ValueError(f"need at least one colour, got {k}")
+    if not edges:
+        return []
+    seen_l: dict[int, int] = {}
+    seen_r: dict[int, int] = {}
+    copy_l: dict[tuple[int, int], int] = {}
+    copy_r: dict[tuple[int, int], int] = {}
+    split = []
+    for u, v in edges:
+        i = seen_l.get(u, 0)
+        seen_l[u] = i + 1
+        j = seen_r.get(v, 0)
+        seen_r[v] = j + 1
+        cu = copy_l.setdefault((u, i // k), len(copy_l))
+        cv = copy_r.setdefault((v, j // k), len(copy_r))
+        split.append((cu, cv))
+    return bipartite_edge_colouring(split, common_first=True)
+
+
+def equitable_spines(problem: Problem, spines: list[int] | None = None) -> list[int]:
+    """Per flow its spine: the equitable colouring onto ``spines`` (default: the alive spines);
+    NO_SPINE for a flow whose colour's spine is not usable for it (a failed link on its path).
+
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
+    >>> f = Fabric.generate(2, 3, 3)
+    >>> job = Job("j", explicit=[Flow("j", f"h0_{i}", f"h{1 + i % 2}_{i}", 1) for i in range(3)])
+    >>> equitable_spines(Problem.build(f, [job]))    # leaf l0: 3 flows, 2 and 1 per spine
+    [0, 1, 1]
+    """
+    if spines is None:
+        spines = problem.fabric.alive_spines()
+    if not len(problem) or not spines:
+        return [NO_SPINE] * len(problem)
+    edges = list(zip(problem.src_leaf, problem.dst_leaf))
+    out = []
+    for f, c in enumerate(equitable_edge_colouring(edges, len(spines))):
+        s = spines[c]
+        out.append(s if problem.usable[f] >> s & 1 else NO_SPINE)
+    return out
+
+
+def common_spines(problem: Problem) -> list[int] | None:
+    """The usable spines when every flow has the same ones (only whole spines down), else None."""
+    masks = set(problem.usable)
+    if len(masks) != 1:
+        return None
+    return list(bits(masks.pop()))
+
+
+def equitable(problem: Problem) -> Assignment:
+    """The equitable colouring as a planner. Exact for every layer when every flow may use the
+    same spines (``info["exact"]``); otherwise flows on a failed link are placed by the greedy
+    rule (least-loaded usable spine), like ``edge_coloring``'s repair."""
+    common = common_spines(problem)
+    spines = equitable_spines(problem, common)
+    S = len(problem.fabric.spines)
+    L = len(problem.fabric.leaves)
+    up, down = [0] * (L * S), [0] * (L * S)
+    for a, b, s in zip(problem.src_leaf, problem.dst_leaf, spines):
+        if s != NO_SPINE:
+            up[a * S + s] += 1
+            down[b * S + s] += 1
+    repaired = 0
+    for f, s in enumerate(spines):
+        if s == NO_SPINE:
+            a, b = problem.src_leaf[f], problem.dst_leaf[f]
+            s = min(bits(problem.usable[f]),
+                    key=lambda t: (max(up[a * S + t], down[b * S + t]), t))
+            spines[f] = s
+            up[a * S + s] += 1
+            down[b * S + s] += 1
+            repaired += 1
+    return Assignment.unsplit(spines, {"exact": common is not None, "repaired": repaired})

@@ -1,0 +1,125 @@
+"""The paper's second layer for unsplit routings: among routings with the minimal max load
+alpha, fewest directed links at alpha, then the lexicographically smallest sorted load vector.
+
+* ``layer2_lower_bound``: no routing with max load alpha has fewer links at alpha. At a leaf
+  side, the n(M) flows confined to a set M of spines fill |M| links holding at most alpha each,
+  so at least n(M) - (alpha - 1)|M| of them hold alpha; sides have disjoint links, so the bounds
+  add up. M ranges over the side's distinct usable masks and their union (as ``auto``'s layer-1
+  bound). Met by the equitable colouring when every flow may use the same spines.
+* ``fewer_at_max``: alternating-chain (Kempe) moves that take a flow off a link at alpha and
+  place it, by a chain if needed, where no link of the chain reaches alpha
+  (``repair.reduce_to(alpha - 1)``), honouring each flow's usable spines; then the same one
+  level down (links at alpha - 1), which only moves flows onto links below alpha - 1: the
+  sorted load vector never gets worse.
+* ``vector_key``: the order on routings (max, links at max, sorted vector).
+
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
+    >>> from controller.model.problem import Problem
+    >>> f = Fabric.generate(2, 3, 4)
+    >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h1_1", 1),
+    ...                          Flow("j", "h0_2", "h2_0", 1)])
+    >>> p = Problem.build(f, [job])      # 3 flows out of l0 over 2 spines: alpha = 2
+    >>> spines = [0, 0, 1]               # l0->s0 and s0->l1 both carry 2
+    >>> layer2_lower_bound(p, 2), links_at(p, spines, 2)
+    (1, 2)
+    >>> better = fewer_at_max(p, spines)
+    >>> links_at(p, better, 2), vector_key(p, better) < vector_key(p, spines)
+    (1, True)
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from controller.model.problem import Problem
+from controller.planners.repair import Routing, bits
+
+
+def loads(problem: Problem, spines: list[int]) -> list[int]:
+    """Flows per directed link, uplinks then downlinks (``Routing``'s numbering). O(F + L S)."""
+    S = len(problem.fabric.spines)
+    LS = len(problem.fabric.leaves) * S
+    out = [0] * (2 * LS)
+    for a, b, s in zip(problem.src_leaf, problem.dst_leaf, spines):
+        out[a * S + s] += 1
+        out[LS + b * S + s] += 1
+    return out
+
+
+def links_at(problem: Problem, spines: list[int], alpha: int | None = None) -> int:
+    """Directed links carrying ``alpha`` flows (default: the max load). O(F + L S)."""
+    v = loads(problem, spines)
+    if alpha is None:
+        alpha = max(v, default=0)
+    return sum(1 for x in v if x == alpha) if alpha else 0
+
+
+def vector_key(problem: Problem, spines: list[int]) -> tuple:
+    """(max load, links at it, sorted load vector): smaller is better on every layer."""
+    v = sorted((x for x in loads(problem, spines) if x), reverse=True)
+    top = v[0] if v else 0
+    return top, sum(1 for x in v if x == top), v
+
+
+def layer2_lower_bound(problem: Problem, alpha: int) -> int:
+    """At least this many directed links carry ``alpha`` flows in any routing whose max load is
+    ``alpha`` (module docstring). O(F + sum over sides of (distinct masks)^2)."""
+    if alpha <= 0:
+        return 0
+    n = len(problem.fabric.leaves)
+    rows: list[Counter] = [Counter() for _ in range(2 * n)]
+    for a, b, m in zip(problem.src_leaf, problem.dst_leaf, problem.usable):
+        rows[a][m] += 1
+        rows[n + b][m] += 1
+    total = 0
+    for row in rows:
+        if not row:
+            continue
+        items = list(row.items())
+        union = 0
+        for m, _ in items:
+            union |= m
+        best = 0
+        for cover in {m for m, _ in items} | {union}:
+            count = sum(c for m, c in items if not m & ~cover)
+            best = max(best, count - (alpha - 1) * len(bits(cover)))
+        total += best
+    return total
+
+
+def fewer_at_level(r: Routing, c: int, deadline: float | None = None,
+                   budget: int = 4096) -> int:
+    """Chain moves that take one flow off links carrying c + 1 flows and place it where no
+    link ends above ``c``, except links already above ``c``, which may swap a flow but never
+    gain one: the number of links at c + 1 drops and no link above ``c`` gains a flow, so the
+    sorted load vector gets lexicographically smaller at every move. Returns the links cleared.
+    Cost: per target link at most (its flows) chain searches of ``budget`` links each."""
+    r.set_capacity(c, hold=True)
+    cleared = 0
+    for x in [y for y, v in enumerate(r.load) if v == c + 1]:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        r.set_link_capacity(x, c)
+        for g in sorted(r.on[x]):
+            s = r._remove(g)
+            if r.insert(g, budget):
+                cleared += 1
+                break
+            r._add(g, s)
+        else:
+            r.set_link_capacity(x, c + 1)
+    return cleared
+
+
+def fewer_at_max(problem: Problem, spines: list[int], deadline: float | None = None,
+                 levels: int = 2, budget: int = 4096) -> list[int]:
+    """``fewer_at_level`` at the max load alpha (c = alpha - 1), then at the next ``levels`` - 1
+    loads below it (c = alpha - 2, ...). Returns new spines; the input is not changed."""
+    r = Routing(problem, spines)
+    alpha = r.max_load()
+    for c in range(alpha - 1, max(alpha - 1 - levels, 0), -1):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        fewer_at_level(r, c, deadline, budget)
+    return r.spine
