@@ -5,14 +5,23 @@
                               [--ilp-time-limit S] [--out R]
     python -m controller compare --fabric F --jobs J
 
-Bad input exits with status 2 and one line "error: ..." on stderr.
+and the commands of a running controller (REST, ``controller.client``):
+
+    python -m controller job add (FILE | --members a,b,c --id J [--bytes B] [--no-learn])
+                                 [--algorithm A] [--mode M] --url URL [--token T | --token-file F]
+    python -m controller job delete J [J ...] | list | show J [--ports]
+
+Bad input exits with status 2 and one line "error: ..." on stderr; a controller that refuses a
+request or cannot be reached exits with status 1 and one line naming the problem.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job, parse_jobs
@@ -76,9 +85,118 @@ def format_table(rows: list[dict], jobs: list[Job], link_bps: float) -> str:
                                enumerate(zip(l, widths))) for l in lines)
 
 
+def add_job_commands(sub) -> None:
+    """``job add|delete|list|show``: the client side of the controller's /v1/jobs."""
+    job = sub.add_parser("job", help="add, delete, list or show jobs of a running controller")
+    jsub = job.add_subparsers(dest="job_cmd", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=os.environ.get("MLROUTE_URL", "http://127.0.0.1:8080"),
+                        help="controller REST URL, or several comma-separated (redundant "
+                             "controllers); default $MLROUTE_URL or http://127.0.0.1:8080")
+    common.add_argument("--token", help="write token (default $MLROUTE_TOKEN)")
+    common.add_argument("--token-file", help="file whose first line is the write token "
+                                             "(default $MLROUTE_TOKEN_FILE)")
+    common.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
+    common.add_argument("--json", action="store_true", help="print the controller's JSON answer")
+    add = jsub.add_parser("add", parents=[common], help="declare a job (POST /v1/jobs)")
+    add.add_argument("file", nargs="?", help="a job document (JSON), or {\"jobs\": [...]}")
+    add.add_argument("--members", help="comma-separated host names or IPv4 addresses: the job "
+                                       "is declared by its members, the controller learns its "
+                                       "traffic matrix")
+    add.add_argument("--id", help="job id (with --members)")
+    add.add_argument("--bytes", type=float, help="bytes per rank and step, a hint")
+    add.add_argument("--no-learn", action="store_true",
+                     help="keep the declared matrix (\"learn\": false)")
+    add.add_argument("--algorithm", help="planner for this job (default: the controller's)")
+    add.add_argument("--mode", help="flow, sr or host (default: the controller's)")
+    delete = jsub.add_parser("delete", parents=[common], help="remove jobs (DELETE)")
+    delete.add_argument("ids", nargs="+", metavar="ID")
+    jsub.add_parser("list", parents=[common], help="running jobs, one line each")
+    show = jsub.add_parser("show", parents=[common], help="one job: routes, matrix, bytes")
+    show.add_argument("id", metavar="ID")
+    show.add_argument("--ports", action="store_true",
+                      help="print the job's connections file (host mode's source ports)")
+
+
+def job_documents(args) -> list[dict]:
+    """The job documents ``job add`` posts, from a file or from --members."""
+    if args.file and args.members:
+        raise InputError("give a job file or --members, not both")
+    if args.members is not None:
+        members = [m.strip() for m in args.members.split(",")]
+        if not args.id:
+            raise InputError("--members needs --id (the job's id)")
+        if any(not m for m in members):
+            raise InputError(f"--members {args.members!r}: an empty member name")
+        if args.bytes is not None and not args.bytes > 0:
+            raise InputError(f"--bytes must be positive, not {args.bytes:g}")
+        docs = [members_job(args.id, members, args.bytes, False if args.no_learn else None)]
+    elif args.file:
+        doc = read_json(args.file, "job")
+        docs = doc["jobs"] if isinstance(doc, dict) and isinstance(doc.get("jobs"), list) else [doc]
+        if not all(isinstance(d, dict) for d in docs):
+            raise InputError(f"job: {args.file} must hold a job object or {{\"jobs\": [...]}}")
+        for opt in ("id", "bytes"):
+            if getattr(args, opt) is not None:
+                if len(docs) != 1:
+                    raise InputError(f"--{opt} applies to a file with one job")
+                docs[0][opt] = getattr(args, opt)
+        if args.no_learn:
+            docs = [dict(d, learn=False) for d in docs]
+    else:
+        raise InputError("job add needs a job file or --members a,b,... --id ID")
+    for opt in ("algorithm", "mode"):
+        if getattr(args, opt):
+            docs = [dict(d, **{opt: getattr(args, opt)}) for d in docs]
+    return docs
+
+
+def job_table(jobs: list[dict]) -> str:
+    heads = ["id", "algorithm", "mode", "flows", "unroutable", "matrix"]
+    rows = [heads] + [[str(j.get("id")), str(j.get("algorithm", "")), str(j.get("mode", "")),
+                       str(j.get("flows", "")), str(j.get("unroutable_flows", "")),
+                       str(j.get("matrix", ""))] for j in jobs]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(heads))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def run_job_command(args) -> int:
+    try:
+        if args.token and args.token_file:
+            raise InputError("give --token or --token-file, not both")
+        client = Client(args.url, token=read_token(args.token, args.token_file),
+                        timeout=args.timeout)
+        if args.job_cmd == "add":
+            for doc in job_documents(args):
+                view = client.add_job(doc)
+                print(json.dumps(view, indent=1) if args.json else
+                      f"job {view.get('id', doc.get('id'))} added: "
+                      f"{view.get('flows', len(view.get('routes', [])))} flows"
+                      + (f", matrix {view['matrix']}" if view.get("matrix") else ""))
+        elif args.job_cmd == "delete":
+            for jid in args.ids:
+                answer = client.delete_job(jid)
+                print(json.dumps(answer, indent=1) if args.json else f"job {jid} deleted")
+        elif args.job_cmd == "list":
+            jobs = client.jobs().get("jobs", [])
+            print(json.dumps(jobs, indent=1) if args.json else job_table(jobs))
+        else:
+            print(client.job_ports(args.id).rstrip("\n") if args.ports
+                  else json.dumps(client.job(args.id), indent=1))
+    except (InputError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ControllerError as e:  # "POST URL: HTTP 409: ..." or "GET URL: controller unreachable"
+        print(f"error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m controller", description="mlroute planner")
+    ap = argparse.ArgumentParser(prog="python -m controller",
+                                 description="mlroute planner and controller client")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    add_job_commands(sub)
     fab = sub.add_parser("fabric", help="write a regular leaf-spine fabric as JSON")
     fab.add_argument("--spines", type=int, default=4)
     fab.add_argument("--leaves", type=int, default=8)
@@ -104,6 +222,8 @@ def main(argv=None) -> int:
             p.add_argument("--algorithms", default=",".join(ALGORITHMS))
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = ap.parse_args(argv)
+    if args.cmd == "job":
+        return run_job_command(args)
     try:
         if args.cmd == "fabric":
             out = json.dumps(Fabric.generate(args.spines, args.leaves, args.hosts_per_leaf,

@@ -118,3 +118,84 @@ def test_plan_bad_objective_and_budget(files, args, message):
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), *args)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and message in r.stderr
+
+
+# ---- job add|delete|list|show against a recording stand-in of the REST API -----------------
+from tests.fake_controller import FakeController, free_port  # noqa: E402
+
+
+@pytest.fixture
+def ctl():
+    with FakeController(token="tok") as f:
+        yield f
+
+
+def job(ctl, *args, token=True):
+    token = token and "--token-file" not in args
+    return run("controller", "job", *args, "--url", ctl.url, *(["--token", "tok"] if token else []))
+
+
+def test_job_add_members_list_show_delete(ctl, tmp_path):
+    r = job(ctl, "add", "--members", "10.0.0.1, h1_0,10.0.2.1", "--id", "j", "--bytes", "4e6",
+            "--no-learn", "--algorithm", "greedy", "--mode", "host")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("job j added")
+    assert ctl.writes()[0]["body"] == {"id": "j", "members": ["10.0.0.1", "h1_0", "10.0.2.1"],
+                                       "bytes": 4e6, "learn": False, "algorithm": "greedy",
+                                       "mode": "host"}
+    assert ctl.writes()[0]["headers"]["Authorization"] == "Bearer tok"
+    f = tmp_path / "job.json"
+    f.write_text(json.dumps({"id": "r", "collective": "ring_allreduce",
+                             "ranks": ["h0_0", "h1_0"], "bytes": 1e6}))
+    tok = tmp_path / "token"
+    tok.write_text("tok\n")
+    r = run("controller", "job", "add", str(f), "--url", ctl.url, "--token-file", str(tok),
+            "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["job"] == ctl.jobs["r"] == json.loads(f.read_text())
+    r = job(ctl, "list", token=False)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:3] == ["id", "algorithm", "mode"]
+    assert [l.split()[0] for l in lines[1:]] == ["j", "r"]
+    r = job(ctl, "show", "j", token=False)
+    assert r.returncode == 0 and json.loads(r.stdout)["job"]["members"][1] == "h1_0"
+    r = job(ctl, "show", "j", "--ports", token=False)
+    assert r.returncode == 0 and r.stdout.startswith("# source_ip")
+    r = job(ctl, "delete", "j", "r")
+    assert r.returncode == 0 and r.stdout.splitlines() == ["job j deleted", "job r deleted"]
+    assert ctl.jobs == {}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("add", "--members", "a,b"), "--members needs --id"),
+    (("add", "--members", "a,,b", "--id", "x"), "an empty member name"),
+    (("add", "--members", "a,b", "--id", "x", "--bytes", "0"), "--bytes must be positive"),
+    (("add",), "needs a job file or --members"),
+    (("add", "/nonexistent.json"), "cannot read /nonexistent.json"),
+    (("add", "--token-file", "/nonexistent", "--members", "a,b", "--id", "x"),
+     "cannot read token file /nonexistent"),
+    (("add", "--token-file", "/dev/null", "--token", "t", "--members", "a,b", "--id", "x"),
+     "--token or --token-file, not both"),
+])
+def test_job_bad_input_exits_2_and_sends_nothing(ctl, args, message):
+    r = job(ctl, *args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("error: ") and message in r.stderr
+    assert ctl.requests == []
+
+
+def test_job_controller_errors_exit_1_with_one_line(ctl):
+    assert job(ctl, "add", "--members", "a,b", "--id", "x").returncode == 0
+    r = job(ctl, "add", "--members", "a,b", "--id", "x")  # 409
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert "HTTP 409: job 'x' already exists" in r.stderr
+    r = job(ctl, "delete", "x", token=False)  # 401: nothing deleted
+    assert r.returncode == 1 and "HTTP 401" in r.stderr and "Bearer" in r.stderr
+    assert list(ctl.jobs) == ["x"]
+    r = job(ctl, "show", "nope")
+    assert r.returncode == 1 and "HTTP 404: no job 'nope'" in r.stderr
+    r = run("controller", "job", "list", "--url", f"http://127.0.0.1:{free_port()}",
+            "--timeout", "3")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith("error: GET http://127.0.0.1:") and "unreachable" in r.stderr
