@@ -253,6 +253,7 @@ class SflowCollector:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
+        self._count_lock = threading.Lock()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -300,20 +301,24 @@ class SflowCollector:
 
     def feed(self, data: bytes) -> list[PacketSample]:
         """Decode one datagram and deliver it as if received (also used by benchmarks)."""
-        self.datagrams += 1
         try:
             samples = parse_datagram(data)
         except SflowError as e:
-            self.errors += 1
-            self.last_error = str(e)
+            with self._count_lock:
+                self.datagrams += 1
+                self.errors += 1
+                self.last_error = str(e)
             LOG.debug("sFlow: malformed datagram: %s", e)
             return []
-        self.samples += len(samples)
+        with self._count_lock:
+            self.datagrams += 1
+            self.samples += len(samples)
         if samples and self.on_samples is not None:
             try:
                 self.on_samples(samples)
             except Exception:  # the collector must outlive a faulty consumer
-                self.callback_errors += 1
+                with self._count_lock:
+                    self.callback_errors += 1
                 LOG.exception("sFlow: the sample callback failed")
         return samples
 
@@ -333,5 +338,6 @@ class SflowCollector:
             self.feed(data)
 
     def stats(self) -> dict:
-        return {"datagrams": self.datagrams, "samples": self.samples, "errors": self.errors,
-                "callback_errors": self.callback_errors}
+        with self._count_lock:
+            return {"datagrams": self.datagrams, "samples": self.samples,
+                    "errors": self.errors, "callback_errors": self.callback_errors}
