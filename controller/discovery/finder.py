@@ -1,89 +1,322 @@
 """The controller's side of discovery: feeds ``discovery.Topology`` from switch events and
-packet-ins, says which probes to send, and when the topology has been quiet long enough,
-what fabric it shows (zero configuration) or how it differs from the declared one.
+packet-ins through the topology guard (``guard.py``: signed probes, verified address moves),
+says which frames to send, and what fabric the topology shows (zero configuration) or how it
+differs from the declared one.
 
-Pure: time is passed in, probes are returned as (dpid, port, frame) for the shell to send.
+Connect at once: a switch that connects is probed at once out of its ports, a probe seen in
+one direction is answered by a probe back, and the switch graph is adopted as soon as it is
+consistent (every probe seen both ways, every leaf cabled to every spine, every spine port
+cabled, no switch connected in the last ``SWITCH_QUIET_S``), not after a quiet period; hosts are
+added as they are heard (an ARP or IPv4 packet-in), one at a time, and ARP requests for an
+address not known yet are answered as soon as the address is found. Anything else (odd
+wiring) is adopted after ``QUIET_S`` without change, as before.
+
+Pure: time is passed in; frames are returned as (dpid, port, frame) for the shell to send:
+``lldp_probes`` each round, ``arp_probes`` to find an address, ``take_frames`` for the rest
+(probes at connect, answers to one-way probes, ARP probes checking an address's owner, ARP
+answers); ``take_events`` returns the guard's alarm events.
 """
 from __future__ import annotations
 
 from controller.discovery import lldp
+from controller.discovery.guard import PROBE_MAC, Guard
 from controller.discovery.topology import (Topology, check_declared, format_problem, probe_ports,
                                            recognise)
 from controller.model.fabric import Fabric
 
-PROBE_MAC = "02:6d:6c:72:74:00"  # locally administered: the controller's probes
-QUIET_S = 2.0  # recognise once the topology did not change for this long
+__all__ = ["FabricFinder", "PROBE_MAC", "QUIET_S", "SWITCH_QUIET_S"]
+
+QUIET_S = 2.0  # odd wiring: recognise once the topology did not change for this long
+SWITCH_QUIET_S = 0.5  # adopt a consistent graph once no switch connected for this long
+ASKED_S = 3.0  # an ARP request for an unknown address is answered if it is found this soon
+DEFAULT_GBPS = 100.0
+# problems that do not make the switch graph inconsistent
+_HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host"}
 
 
 class FabricFinder:
-    def __init__(self, declared: Fabric | None = None, link_gbps: float | None = None):
+    def __init__(self, declared: Fabric | None = None, link_gbps: float | None = None,
+                 recognised: Fabric | None = None, secret: bytes | None = None):
         self.topology = Topology()
         self.declared = declared  # a declared fabric is checked, not replaced
-        self.link_gbps = link_gbps
-        self.recognised: Fabric | None = None
+        self.link_gbps = link_gbps  # --mlroute-link-gbps: wins over what switches report
+        self.recognised = recognised if declared is None else None
         self.problems: list[dict] = []
+        self.guard = Guard(secret, self._name)
+        self.speeds: dict[tuple[int, int], int] = {}  # (dpid, port) -> kbps reported
+        self.sent = {"lldp_round": 0, "lldp_connect": 0, "lldp_answer": 0, "arp_locate": 0,
+                     "arp_verify": 0, "arp_answer": 0}
+        self.sent_bytes = 0
+        self.probes_received = 0
         self._checked = -1  # topology version of the last recognition
+        self._cache: tuple = (None, None, [])  # (key, fabric, problems) of recognise
+        self._switch_at = -1e9  # when a switch last connected
+        self._frames: list[tuple[int, int, bytes]] = []
+        self._asked: dict[str, list[tuple[int, int, str, str, float]]] = {}
+        self._owners: tuple = (None, {})  # (fabric, {ip: (mac, (dpid, port))})
 
-    # ---- events ---------------------------------------------------------------------------
-    def switch_up(self, dpid: int, ports: dict, now: float) -> None:
+    # ---- what the service sets --------------------------------------------------------
+    def declare(self, fabric: Fabric) -> None:
+        """A fabric was declared (PUT /v1/fabric): checked from now on, never replaced."""
+        self.declared, self.recognised, self._checked = fabric, None, -1
+
+    def recognise(self, fabric: Fabric | None) -> None:
+        """The fabric in use (a stored or followed intent) when none is declared."""
+        if self.declared is None:
+            self.recognised, self._checked = fabric, -1
+
+    def restart_quiet_period(self, now: float) -> None:
+        """Check the fabric again only after probes had time to show it (a new master saw no
+        packet-in as a standby)."""
+        self.topology.changed_at = now
+        self._switch_at = now
+        self._checked = -1
+
+    # ---- events -----------------------------------------------------------------------
+    def switch_up(self, dpid: int, ports: dict, now: float, speeds: dict | None = None) -> None:
+        """A switch connected (or re-sent its ports); ``speeds``: port -> current speed in
+        kbps (OpenFlow 1.3 port description ``curr_speed``; 0 or absent: not reported). Its
+        ports are probed at once."""
+        known = dpid in self.topology.switches
         self.topology.switch_up(dpid, ports, now)
+        for port, up in ports.items():
+            if not up:
+                self.guard.port_reset(dpid, int(port))
+        self.speeds = {k: v for k, v in self.speeds.items() if k[0] != dpid}
+        for port, kbps in (speeds or {}).items():
+            if isinstance(kbps, int) and kbps > 0:
+                self.speeds[(dpid, int(port))] = kbps
+        if not known:
+            self._switch_at = now
+        for port, up in sorted(self.topology.switches[dpid].items()):
+            if up and (dpid, port) not in self.guard.host_ports:
+                self._send(dpid, port, self.guard.probe(dpid, port, now), "lldp_connect")
 
     def switch_down(self, dpid: int, now: float) -> None:
         self.topology.switch_down(dpid, now)
+        self.guard.switch_reset(dpid)
+        self.speeds = {k: v for k, v in self.speeds.items() if k[0] != dpid}
 
-    def port_changed(self, dpid: int, port: int, up: bool, now: float) -> None:
-        self.topology.port_changed(dpid, port, up, now)
+    def port_changed(self, dpid: int, port: int, up: bool, now: float,
+                     speed: int | None = None) -> None:
+        changed = self.topology.port_changed(dpid, port, up, now)
+        if not up:
+            self.guard.port_reset(dpid, port)
+        elif changed and dpid in self.topology.switches:
+            self._send(dpid, port, self.guard.probe(dpid, port, now), "lldp_connect")
+        if isinstance(speed, int) and speed > 0:
+            self.speeds[(dpid, port)] = speed
 
     def packet_in(self, dpid: int, port: int, frame: bytes, now: float) -> str | None:
-        """An LLDP probe or a host packet; returns 'lldp', 'host' or None."""
-        seen = lldp.parse_lldp(frame)
-        if seen is not None:
-            self.topology.link_seen(seen[0], seen[1], dpid, port, now)
+        """An LLDP probe or a host packet; returns 'lldp' (a probe accepted), 'alarm' (a probe
+        refused), 'host' (a host packet) or None."""
+        self._verify_due(now)
+        probe = lldp.parse_probe(frame)
+        if probe is not None:
+            if dpid not in self.topology.switches:
+                return None
+            if not self.guard.check_probe(probe, dpid, port, now):
+                return "alarm"
+            self.probes_received += 1
+            self.topology.link_seen(probe["dpid"], probe["port"], dpid, port, now)
+            if (dpid, port) not in self.topology.links and dpid in self.topology.switches:
+                # seen one way only: the way back is probed at once, not at the next round
+                self._send(dpid, port, self.guard.probe(dpid, port, now), "lldp_answer")
             return "lldp"
         host = lldp.parse_host(frame)
-        if host is not None and host[0] != PROBE_MAC:
-            self.topology.host_seen(dpid, port, host[0], host[1], now)
-            return "host"
-        return None
+        if host is None or host[0] == PROBE_MAC:
+            return None
+        self._host(dpid, port, host[0], host[1], now)
+        arp = lldp.parse_arp(frame)
+        if arp is not None and arp[0] == 1 and self.declared is None:
+            self._ask(dpid, port, arp[1], arp[2], arp[3], now)
+        return "host"
 
-    # ---- probes ---------------------------------------------------------------------------
+    def _host(self, dpid: int, port: int, mac: str, ip: str, now: float) -> None:
+        t = self.topology
+        if dpid not in t.switches or (dpid, port) in t.facing():
+            return
+        mac = mac.lower()
+        verdict = self.guard.host_frame(self._owner(ip), mac, (dpid, port), ip, now,
+                                        self._alive, declared=self.declared is not None)
+        if verdict == "move":
+            self._take_over(ip, mac, now)
+        if verdict != "refuse":
+            t.host_seen(dpid, port, mac, ip, now)
+        for d, p, frame in self.guard.take_frames():
+            self._send(d, p, frame, "arp_verify")
+
+    def _take_over(self, ip: str, mac: str, now: float) -> None:
+        """``mac`` gets ``ip``: the old owner's record goes (unless it is the same host)."""
+        self.topology.forget_hosts(lambda m, h: h.ip == ip and m != mac, now)
+
+    def _verify_due(self, now: float) -> None:
+        for c in self.guard.due(now, self._alive):
+            self._take_over(c.ip, c.mac, now)
+            self.topology.host_seen(c.at[0], c.at[1], c.mac, c.ip, now)
+        for d, p, frame in self.guard.take_frames():
+            self._send(d, p, frame, "arp_verify")
+
+    def _ask(self, dpid, port, mac, ip, target, now) -> None:
+        """A host asked for ``target``: if discovery does not know it yet, the answer is sent
+        when it is found (the host need not wait for its ARP retry)."""
+        if ip == target or self._owner_in(self.recognised, target) is not None:
+            return
+        asks = self._asked.setdefault(target, [])
+        asks[:] = [a for a in asks if now - a[4] < ASKED_S and a[:4] != (dpid, port, mac, ip)]
+        asks.append((dpid, port, mac, ip, now))
+        if len(self._asked) > 4096:
+            self._asked = {k: v for k, v in self._asked.items() if now - v[-1][4] < ASKED_S}
+
+    def _answer_asked(self, fabric: Fabric, now: float) -> None:
+        for target in list(self._asked):
+            owner = self._owner_in(fabric, target)
+            if owner is None:
+                continue
+            for dpid, port, mac, ip, t in self._asked.pop(target):
+                if now - t < ASKED_S and mac != owner[0]:
+                    self._send(dpid, port, lldp.arp_reply(owner[0], target, mac, ip),
+                               "arp_answer")
+
+    # ---- frames -----------------------------------------------------------------------
+    def _send(self, dpid: int, port: int, frame: bytes, kind: str) -> None:
+        self._frames.append((dpid, port, frame))
+        self.sent[kind] += 1
+        self.sent_bytes += len(frame)
+
+    def take_frames(self) -> list[tuple[int, int, bytes]]:
+        """Frames to send now (probes at connect, answers, ARP probes and answers)."""
+        out, self._frames = self._frames, []
+        return out
+
+    def take_events(self) -> list[dict]:
+        """Alarm events since the last call: ``{"time", "kind", "switch", "port", "address",
+        "message", ...}`` (guard.py)."""
+        return self.guard.take_events()
+
     def lldp_probes(self, now: float) -> list[tuple[int, int, bytes]]:
-        """One LLDP frame out of every up port of every switch (each second); links not seen
-        again within the topology's timeout expire."""
+        """One signed LLDP probe out of every up port of every switch that carries no host
+        traffic (each second); links not seen again within the topology's timeout expire."""
         self.topology.expire(now)
-        return [(d, p, lldp.lldp_frame(d, p)) for d, ports in sorted(self.topology.switches.items())
-                for p, up in sorted(ports.items()) if up]
+        self.guard.forget_old(now)
+        self._verify_due(now)
+        out = [(d, p, self.guard.probe(d, p, now))
+               for d, ports in sorted(self.topology.switches.items())
+               for p, up in sorted(ports.items()) if up and (d, p) not in self.guard.host_ports]
+        self.sent["lldp_round"] += len(out)
+        self.sent_bytes += sum(len(f) for _d, _p, f in out)
+        return out
 
     def arp_probes(self, ip: str) -> list[tuple[int, int, bytes]]:
         """ARP requests for ``ip`` out of every host-facing leaf port."""
         frame = lldp.arp_request(PROBE_MAC, ip)
-        return [(d, p, frame) for d, p in probe_ports(self.topology, self.recognised)]
+        out = [(d, p, frame) for d, p in probe_ports(self.topology, self.recognised)]
+        self.sent["arp_locate"] += len(out)
+        self.sent_bytes += len(frame) * len(out)
+        return out
 
     def mac_of(self, ip: str) -> str | None:
         got = self.topology.host_by_ip(ip)
         return got[0] if got else None
 
-    # ---- recognition ----------------------------------------------------------------------
+    # ---- addresses ----------------------------------------------------------------------
+    def _alive(self, at) -> bool:
+        return self.topology.switches.get(at[0], {}).get(at[1]) is True
+
+    def _owner_in(self, fabric: Fabric | None, ip: str):
+        if fabric is None or not fabric.wired:
+            return None
+        if self._owners[0] is not fabric:
+            self._owners = (fabric, {fabric.host_ip[h]: (
+                fabric.host_mac[h].lower(), (fabric.dpids[leaf], fabric.ports[leaf][h]))
+                for h, leaf in fabric.hosts.items() if h in fabric.host_ip})
+        return self._owners[1].get(ip)
+
+    def _owner(self, ip: str):
+        """(MAC, (dpid, port)) of the address's owner: the declaration, else the host last
+        heard with it, else the fabric in use."""
+        if self.declared is not None:
+            return self._owner_in(self.declared, ip)
+        got = self.topology.host_by_ip(ip)
+        if got is not None:
+            return got[0], (got[1].dpid, got[1].port)
+        return self._owner_in(self.recognised, ip)
+
+    def _name(self, dpid: int) -> str:
+        f = self.declared or self.recognised
+        return (f.switch_of_dpid.get(dpid) if f is not None and f.wired else None) \
+            or f"{dpid:#x}"
+
+    # ---- link speed ---------------------------------------------------------------------
+    def link_speed(self) -> dict:
+        """The link speed a discovered fabric assumes and where it comes from: the option
+        (``--mlroute-link-gbps``), else the slowest current speed switches report for ports
+        that carry a link or a host (``port_desc``), else 100 Gb/s (``default``). A declared
+        fabric says its own (``declared``)."""
+        if self.declared is not None:
+            return {"gbps": self.declared.link_gbps, "source": "declared"}
+        used = self.topology.facing() | self.guard.host_ports
+        used |= {(h.dpid, h.port) for h in self.topology.hosts.values()}
+        kbps = [v for k, v in self.speeds.items() if k in used] or list(self.speeds.values())
+        reported = {"ports_reporting": len(self.speeds),
+                    "reported_gbps": sorted({v / 1e6 for v in kbps})}
+        if self.link_gbps is not None:
+            return {"gbps": self.link_gbps, "source": "option", **reported}
+        if kbps:
+            return {"gbps": min(kbps) / 1e6, "source": "port_desc", **reported}
+        return {"gbps": DEFAULT_GBPS, "source": "default", **reported}
+
+    # ---- recognition ------------------------------------------------------------------
+    def _recognised(self):
+        gbps = self.link_speed()["gbps"]
+        key = (self.topology.version, id(self.recognised), gbps)
+        if self._cache[0] != key:
+            fabric, problems = recognise(self.topology, self.recognised, gbps)
+            self._cache = (key, fabric, problems)
+        return self._cache[1], self._cache[2]
+
+    def _consistent(self, fabric: Fabric | None, problems: list[dict], now: float) -> bool:
+        """The switch graph can be adopted without waiting: every probe seen both ways, every
+        leaf-spine pair cabled, every spine port cabled, every switch part of it, and no
+        switch connected in the last ``SWITCH_QUIET_S``."""
+        if fabric is None or fabric.down or now - self._switch_at < SWITCH_QUIET_S:
+            return False
+        if any(p["kind"] not in _HOST_PROBLEMS for p in problems):
+            return False
+        return set(self.topology.switches) <= set(fabric.switch_of_dpid)
+
     def settle(self, now: float, force: bool = False) -> Fabric | None:
-        """After a quiet period (or when forced): the fabric the topology shows if it changed
-        (zero configuration), else None. With a declared fabric, only the problems (wiring
-        checked against the declaration) are updated and None is returned."""
+        """The fabric the topology shows if it changed (zero configuration), as soon as it is
+        consistent, after a quiet period otherwise, or at once when forced; else None. With a
+        declared fabric, only the problems (wiring checked against the declaration) are
+        updated, after a quiet period, and None is returned."""
+        self._verify_due(now)
         t = self.topology
-        if t.version == self._checked or (not force and now - t.changed_at < QUIET_S):
+        if t.version == self._checked:
+            return None
+        quiet = now - t.changed_at >= QUIET_S
+        if self.declared is not None:
+            if force or quiet:
+                self._checked = t.version
+                self.problems = check_declared(self.declared, t)
+            return None
+        fabric, problems = self._recognised()
+        if not (force or quiet or self._consistent(fabric, problems, now)):
             return None
         self._checked = t.version
-        if self.declared is not None:
-            self.problems = check_declared(self.declared, t)
-            return None
-        fabric, self.problems = recognise(t, self.recognised, self.link_gbps)
+        self.problems = problems
         if fabric is None or (self.recognised is not None and
                               fabric.to_dict() == self.recognised.to_dict()):
             return None
         self.recognised = fabric
+        self._answer_asked(fabric, now)
         return fabric
 
     def view(self) -> dict:
         return {"mode": "checking the declared fabric" if self.declared is not None
                 else "discovering", "problems": self.problems,
                 "problem_lines": [format_problem(p) for p in self.problems],
+                "security": self.guard.view(), "link_speed": self.link_speed(),
+                "probes": {"sent": dict(self.sent), "sent_bytes": self.sent_bytes,
+                           "received": self.probes_received},
                 "observed": self.topology.to_dict()}

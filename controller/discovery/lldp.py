@@ -6,13 +6,26 @@ LLDP frames use Ryu's own layout (chassis id ``dpid:%016x``, locally assigned; p
 reads the same. The shell sends ``lldp_frame(dpid, port)`` out of every port; a packet-in of
 it on (dpid2, port2) means the directed link (dpid, port) -> (dpid2, port2).
 
+A probe may be signed (``sign=(key, time, nonce)``): an organisationally specific TLV carries
+the send time, a nonce and an HMAC-SHA256 (first 16 bytes) over chassis, port, time and nonce
+with the controller's secret, so that a host cannot fabricate a link (TopoGuard, NDSS 2015;
+ONOS signs its probes the same way). ``parse_probe`` returns the claim and the signature
+fields; ``probe_signature_ok`` checks them.
+
     >>> parse_lldp(lldp_frame(0x10000, 3))
     (65536, 3)
+    >>> p = parse_probe(lldp_frame(0x10000, 3, sign=(b"k", 12.5, 7)))
+    >>> p["dpid"], p["port"], p["time"], p["nonce"], probe_signature_ok(p, b"k")
+    (65536, 3, 12.5, 7, True)
+    >>> probe_signature_ok(p, b"another key")
+    False
     >>> parse_host(arp_request("02:00:00:00:00:fe", "10.0.0.7", sender_ip="10.0.0.1"))
     ('02:00:00:00:00:fe', '10.0.0.1')
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
 import ipaddress
 import struct
 
@@ -22,7 +35,9 @@ ETH_LLDP, ETH_ARP, ETH_IPV4, ETH_VLAN = 0x88CC, 0x0806, 0x0800, 0x8100
 LLDP_MULTICAST = "01:80:c2:00:00:0e"  # nearest bridge: never forwarded by 802.1D bridges
 BROADCAST = "ff:ff:ff:ff:ff:ff"
 _CHASSIS_LOCAL, _PORT_COMPONENT = 7, 2
-_TLV_END, _TLV_CHASSIS, _TLV_PORT, _TLV_TTL = 0, 1, 2, 3
+_TLV_END, _TLV_CHASSIS, _TLV_PORT, _TLV_TTL, _TLV_ORG = 0, 1, 2, 3, 127
+_OUI, _SUBTYPE_SIG = b"\x6d\x6c\x72", 1  # "mlr": mlroute's signature TLV
+_SIG_BYTES = 16
 _MIN_FRAME = 60  # Ethernet minimum without the FCS
 
 
@@ -56,15 +71,26 @@ def _tlv(kind: int, value: bytes) -> bytes:
     return struct.pack("!H", kind << 9 | len(value)) + value
 
 
+def _signature(key: bytes, dpid: int, port: int, sent: float, nonce: int) -> bytes:
+    msg = struct.pack("!QIdI", dpid, port, sent, nonce)
+    return hmac.new(key, msg, hashlib.sha256).digest()[:_SIG_BYTES]
+
+
 def lldp_frame(dpid: int, port: int, src_mac: str = "02:00:00:00:00:00",
-               ttl: int = 120) -> bytes:
+               ttl: int = 120, sign: tuple[bytes, float, int] | None = None) -> bytes:
     """The LLDP probe that (dpid, port) sends; ``src_mac`` is the port's own address if known
-    (switches in secure mode ignore it)."""
+    (switches in secure mode ignore it); ``sign`` = (secret, send time, nonce) adds the
+    signature TLV."""
     if not 0 < dpid < 2**64 or not 0 < port < 2**32:
         raise InputError(f"lldp: bad datapath id {dpid!r} or port {port!r}")
     body = (_tlv(_TLV_CHASSIS, bytes([_CHASSIS_LOCAL]) + b"dpid:%016x" % dpid)
             + _tlv(_TLV_PORT, bytes([_PORT_COMPONENT]) + struct.pack("!I", port))
-            + _tlv(_TLV_TTL, struct.pack("!H", ttl)) + _tlv(_TLV_END, b""))
+            + _tlv(_TLV_TTL, struct.pack("!H", ttl)))
+    if sign is not None:
+        key, sent, nonce = sign
+        body += _tlv(_TLV_ORG, _OUI + bytes([_SUBTYPE_SIG]) + struct.pack("!dI", sent, nonce)
+                     + _signature(key, dpid, port, sent, nonce))
+    body += _tlv(_TLV_END, b"")
     return _pad(mac_bytes(LLDP_MULTICAST) + mac_bytes(src_mac) + struct.pack("!H", ETH_LLDP) + body)
 
 
@@ -83,10 +109,18 @@ def _ethertype(frame: bytes) -> tuple[int, int] | None:
 def parse_lldp(frame: bytes) -> tuple[int, int] | None:
     """(dpid, port) of the switch port that sent this LLDP frame, or None when the frame is not
     one of ours (another chassis id or port id format, truncated, not LLDP). Never raises."""
+    got = parse_probe(frame)
+    return None if got is None else (got["dpid"], got["port"])
+
+
+def parse_probe(frame: bytes) -> dict | None:
+    """What an LLDP frame claims: ``{"dpid", "port", "time", "nonce", "sig"}`` (the last three
+    None when it carries no signature TLV), or None when it claims no switch port in our
+    layout. Never raises."""
     et = _ethertype(frame)
     if et is None or et[0] != ETH_LLDP:
         return None
-    off, dpid, port = et[1], None, None
+    off, dpid, port, signed = et[1], None, None, (None, None, None)
     while off + 2 <= len(frame):
         head = struct.unpack_from("!H", frame, off)[0]
         kind, length = head >> 9, head & 0x1FF
@@ -101,10 +135,25 @@ def parse_lldp(frame: bytes) -> tuple[int, int] | None:
                 return None
         elif kind == _TLV_PORT and length == 5 and value[0] == _PORT_COMPONENT:
             port = struct.unpack("!I", value[1:])[0]
+        elif kind == _TLV_ORG and length == 4 + 12 + _SIG_BYTES and value[:3] == _OUI \
+                and value[3] == _SUBTYPE_SIG:
+            sent, nonce = struct.unpack_from("!dI", value, 4)
+            signed = (sent, nonce, bytes(value[16:]))
         off += 2 + length
     if dpid is None or port is None:
         return None
-    return dpid, port
+    return {"dpid": dpid, "port": port, "time": signed[0], "nonce": signed[1], "sig": signed[2]}
+
+
+def probe_signature_ok(probe: dict, key: bytes) -> bool:
+    """True when ``probe`` (from ``parse_probe``) carries a signature made with ``key``."""
+    if probe.get("sig") is None or not 0 < probe["dpid"] < 2**64 or not 0 <= probe["port"] < 2**32:
+        return False
+    try:
+        want = _signature(key, probe["dpid"], probe["port"], probe["time"], probe["nonce"])
+    except (struct.error, OverflowError):
+        return False
+    return hmac.compare_digest(want, probe["sig"])
 
 
 def arp_request(sender_mac: str, target_ip: str, sender_ip: str = "0.0.0.0") -> bytes:
@@ -114,6 +163,32 @@ def arp_request(sender_mac: str, target_ip: str, sender_ip: str = "0.0.0.0") -> 
     arp = struct.pack("!HHBBH6s4s6s4s", 1, ETH_IPV4, 6, 4, 1, sha, _ip_bytes(sender_ip),
                       bytes(6), _ip_bytes(target_ip))
     return _pad(mac_bytes(BROADCAST) + sha + struct.pack("!H", ETH_ARP) + arp)
+
+
+def arp_reply(sender_mac: str, sender_ip: str, target_mac: str, target_ip: str) -> bytes:
+    """An ARP reply ``sender_ip is at sender_mac``, sent to ``target_mac``/``target_ip`` (the
+    controller answers a host's request on behalf of the owner)."""
+    arp = struct.pack("!HHBBH6s4s6s4s", 1, ETH_IPV4, 6, 4, 2, mac_bytes(sender_mac),
+                      _ip_bytes(sender_ip), mac_bytes(target_mac), _ip_bytes(target_ip))
+    return _pad(mac_bytes(target_mac) + mac_bytes(sender_mac) + struct.pack("!H", ETH_ARP) + arp)
+
+
+def parse_arp(frame: bytes) -> tuple[int, str, str, str] | None:
+    """(opcode, sender MAC, sender IPv4, target IPv4) of an Ethernet/IPv4 ARP packet, else
+    None. Never raises.
+
+    >>> parse_arp(arp_request("02:00:00:00:00:fe", "10.0.0.7", sender_ip="10.0.0.1"))
+    (1, '02:00:00:00:00:fe', '10.0.0.1', '10.0.0.7')
+    """
+    et = _ethertype(frame)
+    if et is None or et[0] != ETH_ARP or len(frame) < et[1] + 28:
+        return None
+    off = et[1]
+    htype, ptype, hlen, plen, op = struct.unpack_from("!HHBBH", frame, off)
+    if (htype, ptype, hlen, plen) != (1, ETH_IPV4, 6, 4):
+        return None
+    return (op, mac_text(frame[off + 8:off + 14]), str(ipaddress.IPv4Address(frame[off + 14:off + 18])),
+            str(ipaddress.IPv4Address(frame[off + 24:off + 28])))
 
 
 def _unicast_ip(raw: bytes) -> str | None:

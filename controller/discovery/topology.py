@@ -159,6 +159,13 @@ class Topology:
             return False
         return self._changed(now)
 
+    def forget_hosts(self, which, now: float) -> bool:
+        """Drop the hosts for which ``which(mac, HostSeen)`` is true (an address moved)."""
+        gone = [m for m, h in self.hosts.items() if which(m, h)]
+        for m in gone:
+            del self.hosts[m]
+        return self._changed(now) if gone else False
+
     # ---- queries --------------------------------------------------------------------------
     def facing(self) -> set[tuple[int, int]]:
         """Ports at either end of a link seen (in one direction at least). Do not modify."""
