@@ -210,7 +210,7 @@ def compare(declared_pairs: Iterable[Pair], measured) -> Comparison:
     share = sum(measured[p] for p in undeclared) / total if total > 0 else 0.0
     reversed_declared = {(b, a) for a, b in declared}
     opposite = bool(measured) and set(measured) == reversed_declared and \
-        reversed_declared != declared
+        reversed_declared.isdisjoint(declared)
     n, k = len(measured), len(undeclared)
     if not measured:
         text = "no traffic measured between the members"
