@@ -75,3 +75,100 @@ def test_odd_paths_get_json_errors(controller):
         code, doc = controller.rest("GET", path)
         assert code == status and "error" in doc and "<html>" not in doc["error"]
     assert "no job '€'" in controller.rest("GET", "/v1/jobs/%E2%82%AC")[1]["error"]
+
+
+# ---- schema and code accept the same documents -----------------------------------------------
+import jsonschema_rs  # noqa: E402
+
+from controller.model.fabric import Fabric  # noqa: E402
+from controller.service.route_service import RouteService  # noqa: E402
+from tests.fake_switch import FakeSwitches  # noqa: E402
+from tests.helpers import FakeClock  # noqa: E402
+
+
+def _validator(name: str):
+    doc = api.openapi()
+    return jsonschema_rs.Draft4Validator({"$ref": f"#/components/schemas/{name}",
+                                          "components": doc["components"]})
+
+
+def _service(declared=True):
+    f = Fabric.generate(2, 4, 2, 10.0, wiring=True)
+    clock = FakeClock()
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f if declared else None, clock=clock, sleep=clock.sleep)
+    for name, dpid in f.dpids.items():
+        svc.switch_connected(dpid, {p: True for p in f.ports[name].values()})
+    return svc
+
+
+def _examples():
+    """(method, path, schema name, example name, body) of every request body example."""
+    out = []
+    for path, item in api.openapi()["paths"].items():
+        for method, op in item.items():
+            if method not in ("put", "post"):
+                continue
+            content = (op.get("requestBody") or {}).get("content", {}).get("application/json")
+            if not content:
+                continue
+            name = content["schema"]["$ref"].rsplit("/", 1)[1]
+            for ex, body in (content.get("examples") or {}).items():
+                out.append((method.upper(), path, name, ex, body["value"]))
+    return out
+
+
+@pytest.mark.parametrize("method, path, schema, example, body", _examples(),
+                         ids=[f"{m} {p} {e}" for m, p, _s, e, _b in _examples()])
+def test_the_schemas_own_examples_are_valid_and_accepted(method, path, schema, example, body):
+    assert _validator(schema).is_valid(body), example
+    svc = _service(declared=path != "/v1/fabric")
+    status, doc = api.handle(svc, method, path, json.dumps(body).encode())
+    assert status < 300, (example, status, doc)
+
+
+def test_every_write_operation_has_examples():
+    names = {(m, p) for m, p, _s, _e, _b in _examples()}
+    assert names >= {("POST", "/v1/jobs"), ("POST", "/v1/advise"), ("PUT", "/v1/fabric")}
+    assert len({e for m, p, _s, e, _b in _examples() if p == "/v1/jobs"}) >= 4
+
+
+# documents the schema used to accept and the code refuses (400): the schema now refuses them
+REFUSED_BY_BOTH = [
+    ("Fabric", {"spines": ["s0"], "leaves": ["l0"], "hosts": {"h0_0": "l0"}}),  # not wired
+    ("Job", {"id": "j"}),  # neither flows, nor a collective, nor members
+    ("Job", {"id": "j", "collective": "ring_allreduce", "ranks": ["h0_0", "h1_0"]}),  # bytes
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "rings": [["h0_0", "h1_0"]], "bytes": 1}),
+    ("Job", {"id": "j", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1}],
+             "ranks": ["h0_0", "h1_0"], "bytes": 1}),
+    ("Job", {"id": "a b", "ranks": ["h0_0", "h1_0"], "bytes": 1}),  # not usable in a URL
+    ("Job", {"id": "j", "ranks": ["h0_0", "h0_0"], "bytes": 1}),  # a host twice
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "objective": "jobs",
+             "algorithm": "greedy"}),  # objective jobs needs auto
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "mode": "host",
+             "proto": "udp", "dport": 53}),  # host mode steers TCP and RoCEv2 only
+    ("Job", {"id": "j", "members": ["h0_0", "h1_0"], "sport": 5}),
+    ("Job", {"id": "j", "members": ["h0_0"]}),
+]
+
+
+@pytest.mark.parametrize("schema, body", REFUSED_BY_BOTH)
+def test_what_the_code_refuses_the_schema_refuses(schema, body):
+    assert not _validator(schema).is_valid(body)
+    svc = _service(declared=schema == "Job")
+    path, method = ("/v1/jobs", "POST") if schema == "Job" else ("/v1/fabric", "PUT")
+    status, doc = api.handle(svc, method, path, json.dumps(body).encode())
+    assert status == 400 and isinstance(doc["error"], str), (status, doc)
+
+
+@pytest.mark.parametrize("field", ["rings", "ranks", "flows", "members"])
+def test_a_null_list_is_a_400_not_a_500(field):
+    """Regression: "rings": null got a 500 (TypeError while looking for IPv4 addresses)."""
+    svc = _service()
+    body = {"id": "n", "collective": "ring_allreduce", field: None, "bytes": 1}
+    if field in ("flows", "members"):
+        del body["collective"]
+    status, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(body).encode())
+    assert status == 400 and isinstance(doc["error"], str), doc
+    assert "Traceback" not in doc["error"] and "internal error" not in doc["error"]
+    assert not _validator("Job").is_valid(body)
