@@ -7,7 +7,10 @@ mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
 mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram),
 mlroute_unroutable_flows{src_leaf,dst_leaf}, mlroute_switch_syncs_total,
 mlroute_openflow_messages_total, mlroute_wiring_problems{kind},
-mlroute_switch_flow_rules{switch,owner}, mlroute_max_flow_rules.
+mlroute_switch_flow_rules{switch,owner}, mlroute_max_flow_rules,
+mlroute_security_events_total{kind} (refused LLDP probes and address claims, addresses moved),
+mlroute_discovery_frames_total{kind} (probes and answers discovery sent),
+mlroute_link_speed_gbps{source}.
 """
 from __future__ import annotations
 
@@ -85,6 +88,7 @@ class ServiceCollector:
             for kind, n in sorted(kinds.items()):
                 wiring.add_metric([kind], n)
             yield wiring
+            yield from _discovery(svc.finder)
             if f is None:
                 return
             planned = GaugeMetricFamily("mlroute_planned_link_flows",
@@ -129,6 +133,29 @@ def _rule_budget(svc):
     yield GaugeMetricFamily("mlroute_max_flow_rules",
                             "flow entries a switch may hold (0: no budget)",
                             value=getattr(svc, "max_flow_rules", 0))
+
+
+def _discovery(finder):
+    """The topology guard's events (every frame counted, kinds at 0 too), the frames
+    discovery sent, and the link speed assumed with where it came from."""
+    events = CounterMetricFamily("mlroute_security_events",
+                                 "LLDP probes and address claims refused by the topology "
+                                 "guard, and addresses moved because their owner was gone",
+                                 labels=["kind"])
+    for kind, n in sorted(finder.guard.counts.items()):
+        events.add_metric([kind], n)
+    yield events
+    frames = CounterMetricFamily("mlroute_discovery_frames",
+                                 "frames discovery sent (LLDP probes, ARP probes and answers)",
+                                 labels=["kind"])
+    for kind, n in sorted(finder.sent.items()):
+        frames.add_metric([kind], n)
+    yield frames
+    speed = finder.link_speed()
+    gauge = GaugeMetricFamily("mlroute_link_speed_gbps", "link speed the fabric assumes, by "
+                              "where it came from", labels=["source"])
+    gauge.add_metric([speed["source"]], speed["gbps"])
+    yield gauge
 
 
 def exposition(service) -> tuple[bytes, str]:
