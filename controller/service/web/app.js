@@ -346,6 +346,7 @@
 
   // ---- events -------------------------------------------------------------------------
   function describeEvent(e) {
+    if (e.category === "security") return describeAlarm(e);
     const parts = [e.cause || "change"];
     if (e.links_down && e.links_down.length) parts.push(`down: ${e.links_down.join(", ")}`);
     if (e.links_up && e.links_up.length) parts.push(`up again: ${e.links_up.join(", ")}`);
@@ -358,13 +359,42 @@
     return parts.join(" · ");
   }
 
+  // the topology guard: refused LLDP probes and address claims, addresses moved
+  function describeAlarm(e) {
+    const where = e.switch ? `${e.switch} port ${e.port}` : "";
+    return [e.kind, where, e.message,
+      e.frames > 1 ? `${e.frames} frames` : ""].filter((x) => x).join(" · ");
+  }
+
+  function updateSecurity(sec) {
+    const ol = $("security");
+    ol.textContent = "";
+    const recent = ((sec && sec.recent) || []).slice().reverse();
+    for (const e of recent) {
+      const li = document.createElement("li");
+      li.className = "event alarm" + (e.kind === "host_moved" ? " moved" : "");
+      li.setAttribute("data-kind", e.kind);
+      const t = document.createElement("time");
+      t.textContent = e.time ? fmtTime(e.time) : "";
+      li.appendChild(t);
+      li.appendChild(document.createTextNode(describeAlarm(e)));
+      ol.appendChild(li);
+    }
+    $("security-empty").hidden = recent.length > 0;
+    const counts = (sec && sec.counts) || {};
+    const seen = Object.keys(counts).filter((k) => counts[k] > 0);
+    setText($("security-summary"), seen.length
+      ? "(" + seen.map((k) => `${k} ${counts[k]}`).join(", ") + ")" : "");
+  }
+
   function updateEvents(events) {
     const ol = $("events");
     ol.textContent = "";
     const recent = (events || []).slice().reverse();
     for (const e of recent) {
       const li = document.createElement("li");
-      li.className = "event" + (e.links_down && e.links_down.length ? " failure"
+      li.className = "event" + (e.category === "security" ? " alarm"
+        : e.links_down && e.links_down.length ? " failure"
         : e.links_up && e.links_up.length ? " repair" : "");
       const t = document.createElement("time");
       t.textContent = e.time ? fmtTime(e.time) : "";
@@ -402,6 +432,7 @@
       const now = Date.now() / 1000;
       $("fabric-empty").hidden = !!declared;
       $("fabric").style.display = declared ? "" : "none";
+      const speed = fab.discovery && fab.discovery.link_speed;
       if (declared) {
         updateFabric(fab, links && links.status === 200 ? links.body : null);
         const hosts = Object.keys(declared.hosts).length;
@@ -409,12 +440,14 @@
         setText($("fabric-summary"), `(${declared.spines.length} spines × ` +
           `${declared.leaves.length} leaves × ${hosts} hosts, ` +
           `${fmtRate(declared.link_gbps * 1e9)} links` +
+          (speed && speed.source ? ` (${speed.source})` : "") +
           (s ? `; busiest link: ${s.max_link_load} planned flows (${s.links_at_max} links)` : "") +
           (fab.discovery && fab.discovery.mode ? `; ${fab.discovery.mode}` : "") + ")");
       }
       updateProblems(fab);
       updateJobs(list, details, now);
       updateEvents(fab.events);
+      updateSecurity(fab.discovery && fab.discovery.security);
       const switches = declared ? declared.spines.length + declared.leaves.length : 0;
       const provisioned = declared ? declared.spines.concat(declared.leaves)
         .filter((sw) => fab.seen[sw] && fab.seen[sw].provisioned).length : 0;
