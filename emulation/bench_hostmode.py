@@ -36,7 +36,7 @@ from controller.enforcement.openflow import COOKIE_STATIC
 from controller.planners.plan import make_plan
 from controller.enforcement.rules import ROCE_DPORT
 from controller.service.route_service import RouteService
-from controller.service.state import JobRecord, flow_key
+from controller.model.intent import JobRecord, flow_key
 from emulation.bench_emulation import cross_leaf_pairs
 from simulation.workloads import generate, paper_models
 

@@ -47,12 +47,13 @@ from emulation.agents import _split_bytes
 from emulation.controller_proc import REPO
 from emulation.roce import ROCE_PORT
 from emulation.session import Session
+from controller.enforcement.modes import MODES as ENFORCEMENT_MODES
 from topologies.clos import clos_fabric
 
 PORT_BASE_DST, PORT_BASE_SRC = 5000, 6000
 ROCE_SPORT_BASE = 49152  # RoCEv2 source ports are taken from the dynamic range
 TRANSPORTS = ("auto", "roce", "tcp")
-MODES = ("flow", "sr", "host")
+MODES = tuple(ENFORCEMENT_MODES)
 QPN_BASE = 0x100
 
 

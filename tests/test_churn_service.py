@@ -11,7 +11,7 @@ def spines_of(svc):
 def test_new_job_moves_nothing_link_down_moves_crossing_flows_link_up_reoptimises():
     f = wired(4, 4, 4)
     sw, svc = start(f)
-    assert svc.algorithm == "auto"
+    assert svc.settings.algorithm == "auto"
     status, view = post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))
     assert status == 201 and view["moved_flows"] == 0
     before = spines_of(svc)

@@ -69,7 +69,7 @@ def test_multi_ring_job():
     ({"id": "x", "flows": [{"src": "h0_0", "dst": "h0_0", "bytes": 1}]}, "same host"),
     ({"id": "x", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1, "sport": 70000}]}, "sport"),
     ({"id": "x", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1, "color": 1}]}, "unknown field"),
-    ({"id": "x", "flows": [], "ranks": ["h0_0", "h1_0"]}, "either 'flows' or"),
+    ({"id": "x", "flows": [], "ranks": ["h0_0", "h1_0"]}, "exactly one of 'flows'"),
     ({"id": "", "flows": []}, "'id'"),
     ({"id": "x", "collective": "all_to_all", "ranks": ["h0_0", "h1_0"], "bytes": 1}, "unsupported"),
 ])

@@ -88,7 +88,7 @@ def test_an_address_nobody_answers_is_a_400_after_bounded_probing():
         {"id": "x", "collective": "ring_allreduce", "ranks": [f.host_ip["h0_0"], "10.9.9.9"],
          "bytes": 1e6}).encode())
     assert code == 400 and "10.9.9.9" in doc["error"]
-    assert clock.now - t0 <= svc.resolve_timeout + 0.2
+    assert clock.now - t0 <= svc.settings.resolve_timeout + 0.2
     probes = {(d, p) for d, p, frame in sw.packets_out if lldp.parse_lldp(frame) is None}
     host_ports = {(f.dpids[l], f.port(l, h)) for h, l in f.hosts.items()}
     assert probes == host_ports  # ARP probes went out of every host port, nowhere else

@@ -10,8 +10,9 @@ from controller.errors import ConflictError
 from controller.model.fabric import Fabric
 from controller.planners.plan import Plan
 from controller.model.problem import Assignment, Problem
+from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import all_static, flow_rules
-from controller.service.state import UNROUTABLE, flow_key
+from controller.model.intent import UNROUTABLE, flow_key
 
 Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 
@@ -22,7 +23,7 @@ def desired_tables(fabric: Fabric, records, host: bool | None = None) -> Tables:
     job runs in host mode (``host`` None) or when asked. O(static entries + planned parts)."""
     records = list(records)
     if host is None:
-        host = any(r.mode == "host" for r in records)
+        host = any(mode_of(r.mode).host_ports for r in records)
     want = {dpid: (list(rules), list(groups))
             for dpid, (rules, groups) in all_static(fabric, host).items()}
     owner: dict[tuple, str] = {}

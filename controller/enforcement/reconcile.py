@@ -85,6 +85,16 @@ class Reconciler:
         self.syncing.add(dpid)
         return dpid
 
+    def unclaim(self, dpid: int, failed: set) -> None:
+        """A claimed switch whose read failed: noted in ``failed`` unless it left meanwhile."""
+        if dpid in self.syncing:
+            self.syncing.discard(dpid)
+            failed.add(dpid)
+
+    def requeue(self, failed: set, connected: Callable[[int], bool]) -> None:
+        """Switches whose read or repair failed, still connected: tried again later."""
+        self.pending |= {d for d in failed if d not in self.installed and connected(d)}
+
     def repair(self, dpid: int, have: SwitchState, rules: list, groups: list,
                t0: float | None = None) -> dict:
         """Send a switch whose tables were read (``have``) only the difference."""

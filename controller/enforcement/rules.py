@@ -29,10 +29,10 @@ from __future__ import annotations
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
+from controller.enforcement.modes import mode_of
 from controller.enforcement.openflow import (ETH_ARP, ETH_IPV4, ETH_MPLS, COOKIE_STATIC, FlowRule,
                                              GroupEntry, Message, job_cookie, rule)
 
-MODES = ("flow", "sr", "host")
 SPINE_LABEL_BASE = 100000
 LEAF_LABEL_BASE = 200000
 SPLIT_SPORT_BASE = 40000
@@ -161,9 +161,8 @@ def flow_rules(fabric: Fabric, flow: Flow, parts, mode: str, job_number: int) ->
     for an intra-leaf flow (no rule: static delivery)."""
     if parts is None:
         return []
-    if mode not in MODES:
-        raise InputError(f"unknown mode {mode!r} (choose from {', '.join(MODES)})")
-    if mode == "host":  # no per-flow entry: the host's source port picks the spine
+    how = mode_of(mode)
+    if not how.per_flow_entries:  # host mode: the host's source port picks the spine
         return []
     leaf = fabric.hosts[flow.src]
     dst_leaf = fabric.hosts[flow.dst]
@@ -173,7 +172,7 @@ def flow_rules(fabric: Fabric, flow: Flow, parts, mode: str, job_number: int) ->
         spine = fabric.spines[s]
         port = fabric.port(leaf, spine)
         match = flow_match(fabric, flow, part_sport(flow, i, len(parts)))
-        if mode == "flow":
+        if not how.labels:
             actions = [("output", port)]
         else:
             actions = [("push_mpls", ETH_MPLS), ("set_field", "mpls_label", leaf_label(fabric, dst_leaf)),
@@ -286,6 +285,6 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
     return out
 
 
-__all__ = ["MODES", "COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
+__all__ = ["COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
            "all_static", "spine_label", "leaf_label", "host_static_rules", "live_uplinks",
            "sport_buckets", "usable_uplinks", "host_classes", "PROBE_DSCP", "ROCE_DPORT"]

@@ -16,8 +16,9 @@ from controller.model.fabric import Fabric
 
 PROTOCOLS = {"tcp": 6, "udp": 17}
 MAX_FLOWS_PER_JOB = 65536  # explicit flows, or ring members over all rings
-_JOB_KEYS = {"id", "flows", "collective", "ranks", "rings", "bytes", "start_s", "compute_s",
-             "proto", "sport", "dport", "algorithm", "mode", "objective", "ring_order"}
+_JOB_KEYS = {"id", "flows", "collective", "ranks", "rings", "members", "bytes", "start_s",
+             "compute_s", "proto", "sport", "dport", "algorithm", "mode", "objective",
+             "ring_order", "learn"}
 _FLOW_KEYS = {"src", "dst", "bytes", "proto", "sport", "dport"}
 
 
@@ -48,7 +49,8 @@ class Job:
     proto: int = 6
     sport: int = 0
     dport: int = 0
-    options: dict = field(default_factory=dict)  # per-job algorithm/mode requests
+    options: dict = field(default_factory=dict)  # per-job algorithm/mode/learn requests
+    members: list[str] = field(default_factory=list)  # declared by members only: no flow yet
 
     @property
     def is_collective(self) -> bool:
@@ -86,7 +88,7 @@ class Job:
     def hosts(self) -> set[str]:
         if self.is_collective:
             return {h for r in self.rings for h in r}
-        return {h for f in self.explicit for h in (f.src, f.dst)}
+        return {h for f in self.explicit for h in (f.src, f.dst)} | set(self.members)
 
     def to_dict(self) -> dict:
         doc: dict = {"id": self.id}
@@ -95,6 +97,10 @@ class Job:
                        bytes=self.ring_bytes)
             if (self.proto, self.sport, self.dport) != (6, 0, 0):
                 doc.update(proto=self.proto, sport=self.sport, dport=self.dport)
+        elif self.members and not self.explicit:
+            doc["members"] = list(self.members)
+            if self.ring_bytes:
+                doc["bytes"] = self.ring_bytes
         else:
             doc["flows"] = [_flow_to_dict(f) for f in self.explicit]
         if self.start_s:
@@ -144,13 +150,21 @@ def parse_job(doc, fabric: Fabric) -> Job:
     for k, v in options.items():
         if not isinstance(v, str):
             raise InputError(f"job {jid}: '{k}' must be a string")
+    if "learn" in doc:
+        if not isinstance(doc["learn"], bool):
+            raise InputError(f"job {jid}: 'learn' must be true or false")
+        options["learn"] = doc["learn"]
     if options.get("ring_order", "given") not in ("given", "advised"):
         raise InputError(f"job {jid}: ring_order must be 'given' or 'advised'")
     proto, sport, dport = _l4(doc, f"job {jid}")
     has_flows = "flows" in doc
     has_coll = "collective" in doc or "ranks" in doc or "rings" in doc
-    if has_flows == has_coll:
-        raise InputError(f"job {jid}: give either 'flows' or a 'collective' with 'ranks'/'rings'")
+    has_members = "members" in doc
+    if has_flows + has_coll + has_members != 1:
+        raise InputError(f"job {jid}: give exactly one of 'flows', a 'collective' with "
+                         "'ranks'/'rings', or 'members' (the controller learns the flows)")
+    if has_members:
+        return _parse_members(doc, jid, fabric, start_s, compute_s, options)
     if has_flows:
         if not isinstance(doc["flows"], list) or not doc["flows"]:
             raise InputError(f"job {jid}: 'flows' must be a non-empty list")
@@ -187,6 +201,32 @@ def parse_job(doc, fabric: Fabric) -> Job:
     size = _positive(doc.get("bytes"), f"job {jid}: bytes")
     return Job(jid, rings=rings, ring_bytes=size, start_s=start_s, compute_s=compute_s,
                proto=proto, sport=sport, dport=dport, options=options)
+
+
+def _parse_members(doc, jid: str, fabric: Fabric, start_s: float, compute_s: float,
+                   options: dict) -> Job:
+    """A job declared by its members only: its flows are learned from measured traffic."""
+    members = doc["members"]
+    if not isinstance(members, list) or len(members) < 2:
+        raise InputError(f"job {jid}: 'members' must list at least 2 hosts")
+    if len(members) > MAX_FLOWS_PER_JOB:
+        raise InputError(f"job {jid}: {len(members)} members, at most {MAX_FLOWS_PER_JOB}")
+    for h in members:
+        if not isinstance(h, str):
+            raise InputError(f"job {jid}: member {h!r} is not a host name or IPv4 address")
+        if h not in fabric.hosts:
+            raise InputError(f"job {jid}: unknown host {h!r}")
+    if len(set(members)) != len(members):
+        raise InputError(f"job {jid}: a member appears twice")
+    if len({fabric.hosts[h] for h in members}) < 2:
+        raise InputError(f"job {jid}: every member is on leaf {fabric.hosts[members[0]]}: "
+                         "its traffic never reaches a spine, there is nothing to route")
+    size = _positive(doc["bytes"], f"job {jid}: bytes") if "bytes" in doc else 0.0
+    for key in ("proto", "sport", "dport", "ring_order"):
+        if key in doc:
+            raise InputError(f"job {jid}: '{key}' does not apply to a job declared by members")
+    return Job(jid, members=list(members), ring_bytes=size, start_s=start_s,
+               compute_s=compute_s, options=options)
 
 
 def _parse_flow(doc, jid: str, k: int, fabric: Fabric) -> Flow:

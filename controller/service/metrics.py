@@ -132,7 +132,7 @@ def _rule_budget(svc):
     yield per_switch
     yield GaugeMetricFamily("mlroute_max_flow_rules",
                             "flow entries a switch may hold (0: no budget)",
-                            value=getattr(svc, "max_flow_rules", 0))
+                            value=svc.settings.max_flow_rules)
 
 
 def _discovery(finder):

@@ -13,43 +13,14 @@ same document goes to sqlite or etcd).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
-
 from controller.errors import InputError
 from controller.model.fabric import Fabric
-from controller.model.jobs import Flow, Job, parse_job
+from controller.model.intent import UNROUTABLE, JobRecord, flow_key
+from controller.model.jobs import parse_job
 from controller.service.telemetry import Telemetry
 
-FlowKey = tuple  # Flow.five_tuple(): (src, dst, proto, sport, dport)
-Parts = Optional[tuple]  # ((spine, share), ...); None: intra-leaf; (): no alive spine
-UNROUTABLE: tuple = ()
 HISTORY = 1000  # timings kept per series
 EVENTS = 50  # events kept
-
-
-def flow_key(flow: Flow) -> FlowKey:
-    return flow.five_tuple()
-
-
-@dataclass
-class JobRecord:
-    job: Job
-    number: int  # names the job in its rules' cookies
-    algorithm: str
-    mode: str
-    created: float
-    routes: dict = field(default_factory=dict)  # flow key -> parts
-
-    def flows_with_parts(self) -> list[tuple[Flow, Parts]]:
-        """(flow, parts) in the job's flow order."""
-        return [(f, self.routes.get(flow_key(f))) for f in self.job.flows()]
-
-    def copy(self) -> "JobRecord":
-        return JobRecord(self.job, self.number, self.algorithm, self.mode, self.created,
-                         dict(self.routes))
-
-    def unroutable(self) -> list[Flow]:
-        return [f for f, p in self.flows_with_parts() if p == UNROUTABLE]
 
 
 @dataclass
@@ -75,6 +46,13 @@ class ControllerState:
     install_s: list = field(default_factory=list)
     recovery_ms: list = field(default_factory=list)
     version: int = 0  # bumped on every change of intent or effective fabric
+
+    def load(self, declared: Fabric | None, jobs: dict, next_number: int) -> None:
+        """Take a stored intent (at start, or a standby following the master's)."""
+        self.declared = self.fabric = declared
+        self.jobs = jobs
+        self.next_number = next_number
+        self.version += 1
 
     def add_event(self, event: dict) -> None:
         self.events.append(event)
@@ -138,7 +116,8 @@ def to_doc(state: ControllerState) -> dict:
     return {"version": DOC_VERSION, "next_number": state.next_number,
             "fabric": state.declared.to_dict() if state.declared else None,
             "jobs": [{"job": r.job.to_dict(), "number": r.number, "algorithm": r.algorithm,
-                      "mode": r.mode, "created": r.created,
+                      "mode": r.mode, "created": r.created, "matrix": r.matrix,
+                      "learn": r.learn, "members": list(r.members),
                       "routes": [[list(k), None if p is None else [list(x) for x in p]]
                                  for k, p in r.routes.items()]}
                      for r in state.jobs.values()]}
@@ -178,6 +157,8 @@ def from_doc(doc: dict | None, declared: Fabric | None) -> tuple[Fabric | None, 
             raise InputError(f"state file: job {job.id} has no route for flow "
                              f"{sorted(missing)[0]}")
         jobs[job.id] = JobRecord(job, item["number"], item["algorithm"], item["mode"],
-                                 item["created"], routes)
+                                 item["created"], routes, item.get("matrix", "declared"),
+                                 item.get("learn", True),
+                                 tuple(item.get("members") or sorted(job.hosts())))
     number = max([doc.get("next_number", 1)] + [r.number + 1 for r in jobs.values()])
     return declared, jobs, number

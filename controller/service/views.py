@@ -12,8 +12,10 @@ from controller.model.loads import link_loads, load_summary
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.planners.plan import route_doc
 from controller.enforcement.hostmode import export_lines
+from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import flow_rules, part_sport
-from controller.service.state import UNROUTABLE, ControllerState, JobRecord, flow_key, unroutable_pairs
+from controller.model.intent import UNROUTABLE, JobRecord, flow_key
+from controller.service.state import ControllerState, unroutable_pairs
 
 
 def need_fabric(state: ControllerState):
@@ -70,7 +72,7 @@ def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -
             doc["unroutable"] = True
         else:
             doc = route_doc(flow, parts, spines, part_sport)
-            if r.mode == "host":
+            if mode_of(r.mode).host_ports:
                 chosen = (ports or {}).get(flow_key(flow)) or ()
                 doc.update(proto=flow.proto, dport=flow.dport)
                 if "split" in doc:
@@ -90,7 +92,7 @@ def ports_export(state: ControllerState, r: JobRecord, ports: dict | None = None
     for flow, parts in r.flows_with_parts():
         if parts == UNROUTABLE:
             continue
-        if r.mode == "host":
+        if mode_of(r.mode).host_ports:
             chosen = (ports or {}).get(flow_key(flow)) or ()
             conns += [(flow, p) for p in chosen if p is not None]
         else:
@@ -175,3 +177,13 @@ def measured_parts(state: ControllerState, r: JobRecord, flow, parts) -> list[di
         out.append({"spine": f.peer(f.hosts[flow.src], port),
                     "bytes": got[0] if got else None})
     return out
+
+
+def budget_view(installed: dict, settings, name) -> dict:
+    """Flow entries of the fullest switch against the per-switch budget."""
+    counts = {name(d): len(t.rules) for d, t in installed.items()}
+    fullest = max(counts.items(), key=lambda kv: (kv[1], kv[0]), default=(None, 0))
+    budget = settings.max_flow_rules
+    return {"max_flow_rules": budget or None, "over_budget": settings.over_budget,
+            "fullest_switch": fullest[0], "fullest_rules": fullest[1],
+            "switches_over": sorted(k for k, v in counts.items() if budget and v > budget)}

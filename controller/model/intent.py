@@ -1,0 +1,57 @@
+"""A running job as the controller intends it: the job, how it is planned and enforced, and the
+route of each of its flows, keyed by the flow's 5-tuple (never by list position, so routes
+survive re-ordering, persistence and re-planning).
+
+``matrix`` says where the flows come from: ``declared`` (the job document), ``learning``
+(members only, nothing measured yet: no flow is planned, traffic takes the default paths) or
+``learned`` (the flows measured between the members replaced the declared ones).
+
+>>> from controller.model.jobs import Flow, Job
+>>> f = Flow("j", "h0", "h1", 8.0)
+>>> r = JobRecord(Job("j", explicit=[f]), 1, "auto", "flow", 0.0, {flow_key(f): ((0, 1.0),)})
+>>> r.unroutable(), r.matrix
+([], 'declared')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Optional
+
+from controller.model.jobs import Flow, Job
+
+FlowKey = tuple  # Flow.five_tuple(): (src, dst, proto, sport, dport)
+Parts = Optional[tuple]  # ((spine, share), ...); None: intra-leaf; (): no alive spine
+UNROUTABLE: tuple = ()
+MATRICES = ("declared", "learning", "learned")
+
+
+def flow_key(flow: Flow) -> FlowKey:
+    return flow.five_tuple()
+
+
+@dataclass
+class JobRecord:
+    job: Job  # the matrix in force (declared, or learned)
+    number: int  # names the job in its rules' cookies
+    algorithm: str
+    mode: str
+    created: float
+    routes: dict = field(default_factory=dict)  # flow key -> parts
+    matrix: str = "declared"  # declared | learning | learned
+    learn: bool = True  # measured traffic may replace the declared matrix
+    members: tuple = ()  # hosts whose traffic is measured (the job's hosts by default)
+    mismatch: Optional[dict] = None  # the last measured disagreement with the plan
+
+    def flows_with_parts(self) -> list[tuple[Flow, Parts]]:
+        """(flow, parts) in the job's flow order."""
+        return [(f, self.routes.get(flow_key(f))) for f in self.job.flows()]
+
+    def copy(self) -> "JobRecord":
+        return replace(self, routes=dict(self.routes))
+
+    def unroutable(self) -> list[Flow]:
+        return [f for f, p in self.flows_with_parts() if p == UNROUTABLE]
+
+    def hosts(self) -> set[str]:
+        """Every host the job names: its members and the ends of its flows."""
+        return set(self.members) | self.job.hosts()

@@ -1,0 +1,125 @@
+"""Whether a new job may run, as pure checks: its id and options, its flows, and every switch's
+flow-entry budget. Each check raises a clear ``InputError`` (400) or ``ConflictError`` (409)
+naming the problem, before anything is sent to a switch.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from controller.enforcement.desired import desired_tables
+from controller.enforcement.hostmode import host_protocol
+from controller.enforcement.modes import mode_of
+from controller.enforcement.openflow import COOKIE_STATIC
+from controller.errors import ConflictError, InputError
+from controller.model.fabric import Fabric
+from controller.model.intent import JobRecord, flow_key
+from controller.model.jobs import Job
+from controller.planners import ALGORITHMS
+from controller.planners.auto import OBJECTIVES
+from controller.service.settings import Settings
+
+MAX_JOBS = 1024
+# what can be addressed as one URL path segment without escaping (RFC 3986 unreserved)
+JOB_ID = re.compile(r"[A-Za-z0-9._~-]{1,64}")
+
+
+def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str]:
+    """The (algorithm, mode) of a new job, or the reason it cannot run.
+
+    >>> from controller.model.jobs import Job
+    >>> check_new_job(Job("a b"), {}, Settings())
+    Traceback (most recent call last):
+    ...
+    controller.errors.InputError: job id 'a b': use 1-64 letters, digits, '.', '_', '~' or '-' (it must be usable in a URL path)
+    """
+    if not JOB_ID.fullmatch(job.id):
+        raise InputError(f"job id {job.id!r}: use 1-64 letters, digits, '.', '_', '~' "
+                         "or '-' (it must be usable in a URL path)")
+    if job.id in running:
+        raise ConflictError(f"job {job.id!r} exists already")
+    if len(running) >= MAX_JOBS:
+        raise ConflictError(f"{MAX_JOBS} jobs run already: delete one first")
+    seen: set = set()
+    for f in job.flows():
+        if flow_key(f) in seen:
+            raise InputError(f"job {job.id}: flow {f.src} -> {f.dst} appears twice with "
+                             "the same ports: give the flows distinct ports")
+        seen.add(flow_key(f))
+    algorithm = job.options.get("algorithm", settings.algorithm)
+    mode = job.options.get("mode", settings.mode)
+    if algorithm not in ALGORITHMS:
+        raise InputError(f"job {job.id}: unknown algorithm {algorithm!r} "
+                         f"(choose from {', '.join(ALGORITHMS)})")
+    try:
+        mode_of(mode)
+    except InputError as e:
+        raise InputError(f"job {job.id}: {e}") from None
+    objective = job.options.get("objective", settings.objective)
+    if objective not in OBJECTIVES:
+        raise InputError(f"job {job.id}: unknown objective {objective!r} "
+                         f"(choose from {', '.join(OBJECTIVES)})")
+    if objective != "flows" and algorithm != "auto":
+        raise InputError(f"job {job.id}: objective {objective!r} needs algorithm 'auto'")
+    return algorithm, mode
+
+
+def check_routable(fabric: Fabric, r: JobRecord) -> None:
+    """A new job must be routable as a whole (running ones may degrade)."""
+    bad = r.unroutable()
+    if bad:
+        raise ConflictError(
+            f"no alive spine between leaves {fabric.hosts[bad[0].src]} and "
+            f"{fabric.hosts[bad[0].dst]} (flow {bad[0].src} -> {bad[0].dst} of job "
+            f"{r.job.id})")
+
+
+def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: Settings,
+          name: Callable[[int], str] = hex) -> dict:
+    """A changed job within every switch's flow-entry budget: over it, a flow or sr job is
+    refused naming the switch and the counts, or (``over_budget`` host) planned in host mode,
+    which needs no per-flow entry (``planned[job_id].mode`` is changed then). Host-mode flows
+    must be steerable by source port. Returns what the answer reports."""
+    r = planned[job_id]
+    note = {}
+    budget = settings.max_flow_rules
+    if budget:
+        over = over_budget(fabric, running, planned, budget, name)
+        if over and mode_of(r.mode).per_flow_entries and settings.over_budget == "host":
+            note = {"over_budget": over[0], "mode_reason": (
+                f"{over[0]['message']}: planned in host mode instead (--mlroute-over-budget "
+                "host)")}
+            r.mode = "host"
+            over = over_budget(fabric, running, planned, budget, name)
+        if over:
+            raise ConflictError(
+                f"job {job_id}: {over[0]['message']} (--mlroute-max-flow-rules)"
+                + (f"; {len(over) - 1} more switches over it" if len(over) > 1 else "")
+                + ("; post it with \"mode\": \"host\" (no per-flow entries) or make it smaller"
+                   if mode_of(r.mode).per_flow_entries else ""))
+    if mode_of(r.mode).host_ports:
+        for f in r.job.flows():
+            try:
+                host_protocol(f)
+            except InputError as e:
+                raise InputError(f"job {job_id}: {e}") from None
+    return note
+
+
+def over_budget(fabric: Fabric, running: dict, planned: dict, budget: int,
+                name: Callable[[int], str]) -> list[dict]:
+    """Switches that would hold more flow entries than the budget and more than now,
+    fullest first."""
+    new = desired_tables(fabric, planned.values())
+    now = desired_tables(fabric, running.values())
+    over = []
+    for dpid, (rules, _) in new.items():
+        n = len(rules)
+        if n > budget and n > len(now.get(dpid, ([], []))[0]):
+            jobs = sum(1 for x in rules if x.cookie != COOKIE_STATIC)
+            sw = name(dpid)
+            over.append({"switch": sw, "rules": n, "job_rules": jobs,
+                         "static_rules": n - jobs, "budget": budget,
+                         "message": f"switch {sw} would hold {n} flow entries ({jobs} of "
+                                    f"jobs, {n - jobs} static), over its budget of {budget}"})
+    return sorted(over, key=lambda o: (-o["rules"], o["switch"]))

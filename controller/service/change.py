@@ -1,0 +1,43 @@
+"""A decided change of the controller's intent, as one value.
+
+Every operation (a job posted or deleted, a link or switch change, a re-optimisation, an
+improved plan, a fabric declared or discovered, a learned matrix) is first decided by a pure
+function of ``decide.py``, which returns a ``Change``; ``transaction.apply`` then does the rest
+the same way for all of them. Nothing of a decision is passed sideways.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.model.fabric import Fabric
+from controller.service.replanning import Replanned
+
+
+@dataclass
+class Change:
+    cause: str  # what happened, for events and logs
+    jobs: dict  # job id -> JobRecord: the intent after the change
+    fabric: Fabric | None = None  # the effective fabric after it (None: unchanged)
+    declared: Fabric | None = None  # the declared fabric after it (None: unchanged)
+    replanned: Replanned | None = None  # the planners' run, if any
+    new_job: str | None = None  # the job this change adds (it takes the next number)
+    offline_check: bool = True  # refuse job rules for switches that are not synchronised
+    fabric_stands: bool = False  # a failed change still takes the new effective fabric
+    event: dict | None = None  # fields of the event to record (None: no event)
+    answer: dict = field(default_factory=dict)  # what the operation reports besides rules
+
+    @property
+    def moved_flows(self) -> int:
+        return self.replanned.moved_flows if self.replanned else 0
+
+
+@dataclass
+class Outcome:
+    """What applying a change did."""
+    stats: dict  # rule counts and time of the make-before-break installation
+    port_changes: list = field(default_factory=list)  # host mode: connections to move
+
+    @property
+    def rules(self) -> dict:
+        """Rule counts as the API reports them."""
+        return {k: self.stats[k] for k in ("added", "removed", "switches") if k in self.stats}

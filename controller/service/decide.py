@@ -1,0 +1,199 @@
+"""Decisions: pure functions of the state, the settings, an input and the time, each returning
+one ``Change`` (or None when nothing changes). None of them sends, stores or waits; the
+service applies what they return (``transaction.py``).
+"""
+from __future__ import annotations
+
+from controller.errors import ConflictError, InputError, NotFoundError
+from controller.model.fabric import Fabric
+from controller.model.intent import JobRecord, flow_key
+from controller.model.jobs import Job
+from controller.model.loads import load_summary
+from controller.model.problem import Assignment, Problem
+from controller.planners.churn import align_spines
+from controller.planners.ringorder import advise_ring, apply_advice
+from controller.service import admission
+from controller.service.change import Change
+from controller.service.replanning import group_of, replan_groups
+from controller.service.settings import Settings
+from controller.service.state import ControllerState, effective_fabric
+
+
+def post_job(state: ControllerState, settings: Settings, job: Job, now: float,
+             name=hex) -> Change:
+    """A new job, planned with the running jobs of its algorithm; admitted within the rule
+    budget and routable as a whole, else an error naming the problem."""
+    fabric = state.fabric
+    algorithm, mode = admission.check_new_job(job, state.jobs, settings)
+    answer: dict = {}
+    if job.options.get("ring_order") == "advised" and job.is_collective:
+        advice = {"rings": [advise_ring(fabric, r) for r in job.rings]}
+        job = apply_advice(job, advice)
+        answer["ring_order_advice"] = advice
+    learn = job.options.get("learn", True)
+    members = tuple(job.members) or tuple(sorted(job.hosts()))
+    matrix = "learning" if job.members else "declared"
+    record = JobRecord(job, state.next_number, algorithm, mode, now, matrix=matrix,
+                       learn=learn, members=members)
+    records = dict(state.jobs)
+    records[job.id] = record
+    planned = replan_groups(fabric, records, {algorithm}, settings)
+    answer.update(admission.admit(fabric, state.jobs, planned.records, job.id, settings, name))
+    admission.check_routable(fabric, planned.records[job.id])
+    return Change(f"job {job.id} added", planned.records, replanned=planned, new_job=job.id,
+                  answer=answer)
+
+
+def delete_job(state: ControllerState, job_id: str) -> Change:
+    if job_id not in state.jobs:
+        raise NotFoundError(f"no job {job_id!r}")
+    return Change(f"job {job_id} deleted",
+                  {k: v for k, v in state.jobs.items() if k != job_id})
+
+
+def optimize(state: ControllerState, settings: Settings) -> Change:
+    """Every running job re-planned together (per planner group)."""
+    planned = replan_groups(state.fabric, state.jobs,
+                            {r.algorithm for r in state.jobs.values()}, settings)
+    return Change("re-planned on request", planned.records, replanned=planned)
+
+
+def reoptimise(state: ControllerState, settings: Settings) -> Change | None:
+    """Links came back and stayed up for the hold-down time: the auto groups re-planned from
+    their routes in force (flows move only where that lowers the objective)."""
+    if not any(r.algorithm == "auto" for r in state.jobs.values()):
+        return None
+    planned = replan_groups(state.fabric, state.jobs, {"auto"}, settings)
+    return Change(f"links up for {settings.hold_down:g} s: re-optimised", planned.records,
+                  replanned=planned, event={})
+
+
+def topology(state: ControllerState, settings: Settings, now: float, cause: str,
+             declared: Fabric | None = None, force: bool = False) -> Change | None:
+    """The effective fabric recomputed from the switches seen (and ``declared``, when a
+    fabric is declared or discovered). Jobs crossing links that went down are re-planned (per
+    planner group); flows that had no alive spine are planned as soon as one returns; auto
+    groups move back onto returned links at once when there is no hold-down. None: nothing
+    changed."""
+    declared = declared or state.declared
+    fabric = effective_fabric(declared, state.switches, now, settings.dead_after)
+    before = state.fabric.down if state.fabric is not None else fabric.down
+    if fabric.down == before and not force:
+        return None
+    went_down, came_up = fabric.down - before, before - fabric.down
+    algs = {r.algorithm for r in state.jobs.values()
+            if (went_down and crosses(fabric, r, went_down)) or (came_up and r.unroutable())
+            or (came_up and r.algorithm == "auto" and settings.hold_down <= 0)}
+    planned = replan_groups(fabric, state.jobs, algs, settings)
+    event = {"links_down": sorted(f"{a}-{b}" for a, b in went_down),
+             "links_up": sorted(f"{a}-{b}" for a, b in came_up)}
+    return Change(cause, planned.records, fabric=fabric,
+                  declared=declared if declared is not state.declared else None,
+                  replanned=planned, offline_check=False, fabric_stands=True, event=event)
+
+
+def crosses(fabric: Fabric, r: JobRecord, links: set[tuple[str, str]]) -> bool:
+    """Whether a job has a flow part on one of ``links`` ((leaf, spine) pairs)."""
+    for flow, parts in r.flows_with_parts():
+        a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
+        for s, _ in parts or ():
+            if (a, fabric.spines[s]) in links or (b, fabric.spines[s]) in links:
+                return True
+    return False
+
+
+def declare_fabric(state: ControllerState, fabric: Fabric, settings: Settings,
+                   now: float) -> Change:
+    """A fabric declared over REST (only while no job runs)."""
+    if not fabric.wired:
+        raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+    if state.jobs:
+        raise ConflictError("fabric: delete the running jobs before replacing the fabric")
+    effective = effective_fabric(fabric, state.switches, now, settings.dead_after)
+    return Change("fabric declared", {}, fabric=effective, declared=fabric,
+                  offline_check=False)
+
+
+def adopt(state: ControllerState, settings: Settings, fabric: Fabric, now: float,
+          cause: str) -> Change:
+    """A discovered fabric. With jobs running it must keep every switch, port and host they
+    know (it may add hosts and switches and change which links are down), else the fabric in
+    use stays and the change is an error event only."""
+    if state.declared is not None and state.jobs and not extends(state.declared, fabric):
+        raise ConflictError("the discovered wiring changes switches or hosts that running "
+                            "jobs use: kept the fabric in use; delete the jobs to adopt it")
+    return topology(state, settings, now, cause, declared=fabric, force=True)
+
+
+def extends(old: Fabric, new: Fabric) -> bool:
+    """``new`` keeps every switch, port, host and address of ``old`` (links may differ)."""
+    if old.spines != new.spines[:len(old.spines)] or old.leaves != new.leaves[:len(old.leaves)]:
+        return False
+    if any(new.dpids.get(k) != v for k, v in old.dpids.items()):
+        return False
+    for host, leaf in old.hosts.items():
+        if (new.hosts.get(host) != leaf or new.host_ip.get(host) != old.host_ip.get(host) or
+                new.host_mac.get(host) != old.host_mac.get(host) or
+                new.ports.get(leaf, {}).get(host) != old.ports[leaf].get(host)):
+            return False
+    return all(new.ports.get(sw, {}).get(peer) == port
+               for sw, ports in old.ports.items() for peer, port in ports.items()
+               if peer in old.spine_index or peer in old.leaf_index)
+
+
+def improved(state: ControllerState, group: list[JobRecord], problem: Problem, better,
+             current: float) -> Change | None:
+    """An off-path plan of one auto group (``better``, an Assignment of ``problem``) that
+    lowers its max link load, renamed to keep as many flows in place as possible; None when
+    it is no better."""
+    found = better.info.get("max_link_load", current)
+    if found >= current:
+        return None
+    flows = [(r, f) for r in group for f in r.job.flows()]
+    before = [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
+    spines = align_spines(problem, better.spines(), [p[0][0] for p in before])
+    records = {k: v.copy() for k, v in state.jobs.items()}
+    moved = 0
+    for pos, s_new in zip(problem.inter, spines):
+        r, f = flows[pos]
+        old = records[r.job.id].routes.get(flow_key(f))
+        moved += old != ((s_new, 1.0),)
+        records[r.job.id].routes[flow_key(f)] = ((s_new, 1.0),)
+    return Change("off-path ILP found a better routing", records, event={},
+                  answer={"moved_flows": moved, "max_link_load_after": found,
+                          "optimal": bool(better.info.get("optimal"))})
+
+
+def improvable_group(state: ControllerState, settings: Settings, key: tuple[str, str]):
+    """(group, problem, max load now) of one auto group to improve off the request path, or
+    None when it cannot be (gone, or split)."""
+    group = [r for r in state.jobs.values() if group_of(r, settings) == key]
+    if not group:
+        return None
+    problem = Problem.build(state.fabric, [r.job for r in group], skip_unroutable=True)
+    flows = [(r, f) for r in group for f in r.job.flows()]
+    before = [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
+    if any(p is None or len(p) != 1 for p in before):
+        return None
+    return group, problem, load_summary(problem, Assignment(list(before)))["max_link_load"]
+
+
+def learned(state: ControllerState, settings: Settings, job_id: str, job: Job,
+            cause: str, mismatch: dict | None) -> Change:
+    """A job's matrix replaced by the flows measured between its members (``job``), planned
+    with the running jobs of its algorithm. A learned job never takes host mode: the
+    frameworks open their connections from ports they choose themselves."""
+    r = state.jobs[job_id].copy()
+    r.job, r.matrix, r.mismatch = job, "learned", mismatch
+    r.routes = {}
+    answer = {}
+    if r.mode == "host":
+        r.mode = "flow"
+        answer["mode_reason"] = ("learned flows are matched per host pair (flow mode): the "
+                                 "framework chooses its own source ports")
+    records = dict(state.jobs)
+    records[job_id] = r
+    planned = replan_groups(state.fabric, records, {r.algorithm}, settings)
+    admission.admit(state.fabric, state.jobs, planned.records, job_id, settings)
+    return Change(cause, planned.records, replanned=planned, answer=answer,
+                  event={"job": job_id, "mismatch": mismatch, **answer})

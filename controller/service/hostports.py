@@ -1,0 +1,89 @@
+"""Host mode's side of a change: the source port of every host-mode flow part, learned by probes
+through the switches' own tables (``enforcement/hostmode.py``), so it runs after the tables are
+installed and before the change is committed.
+"""
+from __future__ import annotations
+
+from controller.enforcement.hostmode import HostPorts
+from controller.enforcement.modes import mode_of
+from controller.enforcement.rules import part_sport
+from controller.errors import ConflictError, InputError
+from controller.model.fabric import Fabric
+from controller.model.intent import flow_key
+
+
+def host_flows(records: dict) -> tuple[list, list]:
+    """Host-mode flows as ((job id, flow key), flow, parts), and the (host, protocol, port)
+    that flows of the other modes use, which host-mode flows must not take."""
+    flows, taken = [], []
+    for r in records.values():
+        host = mode_of(r.mode).host_ports
+        for flow, parts in r.flows_with_parts():
+            if host:
+                flows.append(((r.job.id, flow_key(flow)), flow, parts))
+            elif parts:
+                for i in range(len(parts)):
+                    port = part_sport(flow, i, len(parts))
+                    if port:
+                        taken.append((flow.src, flow.proto, port))
+    return flows, taken
+
+
+class HostPortService:
+    """Chooses, keeps and refreshes host mode's ports; ``probe`` sends probes through the
+    switches (the installer's), None when the switch connection cannot."""
+
+    def __init__(self, probe=None):
+        self.ports = HostPorts()
+        self.probe = probe
+
+    def place(self, fabric: Fabric, records: dict) -> dict:
+        """Ports of every host-mode flow of ``records``; probes the leaves whose map is
+        unknown or stale (their tables must be installed)."""
+        flows, taken = host_flows(records)
+        if not flows:
+            return {}
+        if self.probe is None:
+            raise ConflictError("host mode: the switch connection cannot send probes")
+        return self.ports.place(fabric, flows, self.probe, taken)
+
+    def commit(self, fabric: Fabric, records: dict, ports: dict) -> list[dict]:
+        """Keep the ports of committed ``records``; returns the flows whose port changed
+        (the host opens the new connection before closing the old)."""
+        changes = []
+        for (jid, fk), part, old, new in self.ports.changes(ports):
+            parts = records[jid].routes.get(fk) or ()
+            changes.append({"job": jid, "src": fk[0], "dst": fk[1], "part": part,
+                            "old_sport": old, "sport": new,
+                            "spine": fabric.spines[parts[part][0]] if part < len(parts) else None})
+        self.ports.commit(ports)
+        if not any(mode_of(r.mode).host_ports for r in records.values()):
+            self.ports.maps.clear()  # the pipeline goes with the last host job: learn again
+        return changes
+
+    def needs_refresh(self, fabric: Fabric, records: dict) -> bool:
+        """Whether some host-mode flow has no port yet or a leaf's live uplinks changed."""
+        flows, _ = host_flows(records)
+        if not flows:
+            self.ports.maps.clear()
+            self.ports.ports = {}
+            return False
+        complete = all(fk in self.ports.ports.get(jid, {}) and None not in
+                       self.ports.ports[jid][fk] for (jid, fk), _f, _p in flows)
+        return not complete or bool(self.ports.stale(fabric))
+
+    def refresh(self, fabric: Fabric, records: dict) -> dict:
+        """New ports where the buckets changed (also for jobs loaded from the state file).
+        Returns the event's fields: ``port_changes`` or ``host_error``."""
+        try:
+            ports = self.place(fabric, records)
+        except (ConflictError, InputError) as e:
+            return {"host_error": str(e)}
+        return {"port_changes": self.commit(fabric, records, ports)}
+
+    def view(self) -> dict:
+        """What host mode learned and what it cost: probes sent since start, maps held."""
+        h = self.ports
+        return {"probes_sent": h.probes_sent, "probe_rounds": h.probe_rounds,
+                "maps": len(h.maps), "ports_probed": sum(m.window for m in h.maps.values()),
+                "flows_with_ports": sum(len(v) for v in h.ports.values())}

@@ -1,0 +1,69 @@
+"""New routes for running jobs, as a pure function of the fabric, the records and the settings.
+
+Jobs are planned together per group (algorithm, objective): a group's planner sees every flow
+of the group at once. ``auto`` starts from the routes in force and moves only what must move
+or what lowers its objective (``planners/churn.py``); the other planners plan afresh. Flows of
+a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of failing the plan.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from controller.model.fabric import Fabric
+from controller.model.intent import UNROUTABLE, JobRecord, flow_key
+from controller.model.problem import Problem
+from controller.planners.churn import replan
+from controller.planners.plan import Plan, planner_options, run_planner
+from controller.service.settings import Settings
+
+
+@dataclass
+class Replanned:
+    records: dict[str, JobRecord]  # every record, the re-planned ones with new routes
+    groups: list[tuple[str, str]] = field(default_factory=list)  # (algorithm, objective)
+    moved_flows: int = 0  # flows of auto groups whose spine changed
+    improvable: dict = field(default_factory=dict)  # auto group -> an ILP may improve it
+    planner_ms: list = field(default_factory=list)
+
+
+def group_of(r: JobRecord, settings: Settings) -> tuple[str, str]:
+    """The planner group of a job: its algorithm and (auto only) its objective."""
+    objective = (r.job.options.get("objective", settings.objective)
+                 if r.algorithm == "auto" else "flows")
+    return r.algorithm, objective
+
+
+def replan_groups(fabric: Fabric, records: dict[str, JobRecord], algorithms: set[str],
+                  settings: Settings) -> Replanned:
+    """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group.
+    O(planner cost of each group)."""
+    out = Replanned({k: v.copy() for k, v in records.items()})
+    groups: dict[tuple[str, str], list[JobRecord]] = {}
+    for r in out.records.values():
+        if r.algorithm in algorithms:
+            groups.setdefault(group_of(r, settings), []).append(r)
+    for (alg, objective), group in sorted(groups.items()):
+        problem = Problem.build(fabric, [r.job for r in group], skip_unroutable=True)
+        if alg == "auto":  # from the routes in force: move only what must or helps
+            previous = [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
+            t0 = time.perf_counter()
+            assignment = replan(problem, previous, objective, ilp_time_limit=0)
+            ms = (time.perf_counter() - t0) * 1e3
+            out.moved_flows += assignment.info["moved_flows"]
+            out.improvable[(alg, objective)] = not (assignment.info.get("optimal")
+                                                    or assignment.is_split())
+        else:
+            assignment, ms = run_planner(problem, alg,
+                                         **settings.planner_opts.get(alg, planner_options(alg)))
+        out.planner_ms.append(ms)
+        out.groups.append((alg, objective))
+        parts = Plan(alg, problem, assignment, ms).parts_by_flow()
+        for pos in problem.unroutable:
+            parts[pos] = UNROUTABLE
+        pos = 0
+        for r in group:
+            for f in r.job.flows():
+                r.routes[flow_key(f)] = parts[pos]
+                pos += 1
+    return out

@@ -1,0 +1,53 @@
+"""The controller's configuration as one checked value (the shell builds it from its options).
+
+>>> Settings(algorithm="greedy").mode
+'flow'
+>>> Settings(over_budget="drop")
+Traceback (most recent call last):
+...
+controller.errors.InputError: rule budget: max flow rules must be >= 0 (0: none) and over budget one of refuse, host
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.enforcement.modes import mode_of
+from controller.errors import InputError
+from controller.planners import ALGORITHMS
+from controller.planners.auto import OBJECTIVES
+
+OVER_BUDGET = ("refuse", "host")
+
+
+@dataclass(frozen=True)
+class Settings:
+    algorithm: str = "auto"  # planner of jobs that do not ask for one
+    mode: str = "flow"  # enforcement of jobs that do not ask for one
+    objective: str = "flows"  # auto's objective of jobs that do not ask for one
+    planner_opts: dict = field(default_factory=dict)  # algorithm -> planner options
+    dead_after: float = 0.0  # seconds a disconnected switch counts as still forwarding
+    resolve_timeout: float = 3.0  # seconds to find a host by ARP probes
+    link_gbps: float | None = None  # speed of a discovered fabric's links (None: default)
+    hold_down: float = 0.0  # seconds a returned link must stay up before re-optimising
+    max_flow_rules: int = 0  # flow entries per switch (0: no budget)
+    over_budget: str = "refuse"  # a job over the budget: refuse (409) or plan it in host mode
+    learn_window: float = 2.0  # seconds per window of measured traffic (learned matrices)
+    learn_share: float = 0.2  # share of a job's bytes on undeclared pairs that re-plans it
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise InputError(f"unknown algorithm {self.algorithm!r}")
+        if self.objective not in OBJECTIVES:
+            raise InputError(f"unknown objective {self.objective!r} (choose from "
+                             f"{', '.join(OBJECTIVES)})")
+        mode_of(self.mode)
+        if self.max_flow_rules < 0 or self.over_budget not in OVER_BUDGET:
+            raise InputError(f"rule budget: max flow rules must be >= 0 (0: none) and over "
+                             f"budget one of {', '.join(OVER_BUDGET)}")
+        if not self.learn_window > 0 or not 0 < self.learn_share <= 1:
+            raise InputError("learning: the window must be > 0 s and the share in (0, 1]")
+
+    @property
+    def ilp_budget(self) -> float:
+        """Seconds of auto's ILP stage, run off the request path (0: never)."""
+        return (self.planner_opts.get("auto") or {}).get("ilp_time_limit", 0.0)
