@@ -6,22 +6,35 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.installed
+# The OpenFlow framework: Ryu 4.34 where it installs (Python 3.11), os-ken 4 on 3.12 and later
+# (`make install PYTHON=python3.12 VENV=.venv312`); FRAMEWORK=ryu or osken overrides.
+PYMINOR := $(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])' 2>/dev/null)
+FRAMEWORK ?= $(if $(filter 11,$(PYMINOR)),ryu,osken)
 
-.PHONY: install system test test-fast demo controller bench paper paper-quick clean
+.PHONY: install system test test-unit test-fast demo controller bench paper paper-quick clean
 
 install: $(STAMP)
 
 # Ryu 4.34 on Python 3.11 needs the old setuptools, no build isolation and a one-line patch of
 # ryu/app/wsgi.py (eventlet >= 0.30.3 has no ALREADY_HANDLED); see shared/design/environment.md.
-$(STAMP): requirements.txt setup.cfg setup.py
+# os-ken installs from its pins (requirements-osken.txt).
+$(STAMP): requirements.txt requirements-osken.txt setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
+ifeq ($(FRAMEWORK),ryu)
 	$(PIP) install -q setuptools==57.5.0 pbr==7.1.3 wheel
 	$(PIP) install -q --no-build-isolation ryu==4.34 eventlet==0.33.3 dnspython==2.9.2 greenlet==3.5.6
 	W=$$($(PY) -c 'import os,ryu; print(os.path.join(os.path.dirname(ryu.__file__),"app","wsgi.py"))'); \
 	  sed -i 's/^\( *\)from eventlet\.wsgi import ALREADY_HANDLED$$/\1ALREADY_HANDLED = getattr(__import__("eventlet.wsgi", fromlist=["wsgi"]), "ALREADY_HANDLED", [])/' "$$W"
+else
+	$(PIP) install -q -r requirements-osken.txt
+endif
 	$(PIP) install -q -r requirements.txt
 	$(PIP) install -q --no-build-isolation --no-deps -e .
+ifeq ($(FRAMEWORK),ryu)
 	$(VENV)/bin/ryu-manager --version
+else
+	$(VENV)/bin/mlroute-controller --version
+endif
 	touch $(STAMP)
 
 # System packages and a running Open vSwitch (root; used by the emulation and its tests).
@@ -47,6 +60,10 @@ test: install
 	  else echo "make test: not root: the integration tests (Mininet, Open vSwitch) will be skipped"; fi
 	$(PY) -m pytest -q
 
+# Everything that needs no root, Open vSwitch or Mininet (CI runs it on Python 3.12 and 3.13).
+test-unit: install
+	$(PY) -m pytest -q -m "not integration"
+
 test-fast: install
 	$(PY) -m pytest -q -m "not slow and not integration"
 
@@ -56,7 +73,11 @@ demo: install system
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
 # the README's first controller example).
 controller: install system
+ifeq ($(FRAMEWORK),ryu)
 	$(VENV)/bin/ryu-manager --user-flags controller/shell/flags.py controller/shell/app.py
+else
+	$(VENV)/bin/mlroute-controller
+endif
 
 bench: install system
 	$(PY) -m simulation.bench

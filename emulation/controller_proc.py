@@ -49,6 +49,18 @@ def listening(port: int) -> bool:
     return bool(out.stdout.strip())
 
 
+def framework() -> str:
+    """The controller's framework: MLROUTE_FRAMEWORK (ryu or osken), else Ryu where
+    ryu-manager is installed beside this Python (Python 3.11), else os-ken."""
+    chosen = os.environ.get("MLROUTE_FRAMEWORK")
+    if chosen in ("ryu", "osken"):
+        return chosen
+    if chosen:
+        raise ValueError(f"MLROUTE_FRAMEWORK={chosen!r}: choose ryu or osken")
+    ryu = os.path.join(os.path.dirname(sys.executable), "ryu-manager")
+    return "ryu" if os.path.exists(ryu) else "osken"
+
+
 class ControllerProcess:
     def __init__(self, fabric_path: str, log_path: str, algorithm: str = "greedy",
                  mode: str = "flow", rest_port: int = 8080, of_port: int = 6653,
@@ -56,13 +68,16 @@ class ControllerProcess:
         """``fabric_path`` None: no declared fabric (the controller discovers it). ``token``:
         the controller's --mlroute-token, sent by ``rest`` on writing requests."""
         fabric = ["--mlroute-fabric", fabric_path] if fabric_path else []
-        self.args = [os.path.join(os.path.dirname(sys.executable), "ryu-manager"),
-                     "--user-flags", os.path.join(REPO, "controller", "shell", "flags.py"), *fabric,
-                     "--mlroute-algorithm", algorithm,
-                     "--mlroute-mode", mode, "--wsapi-port", str(rest_port),
-                     "--ofp-tcp-listen-port", str(of_port),
-                     *(["--mlroute-token", token] if token else []), *(extra_args or []),
-                     os.path.join(REPO, "controller", "shell", "app.py")]
+        options = [*fabric, "--mlroute-algorithm", algorithm,
+                   "--mlroute-mode", mode, "--wsapi-port", str(rest_port),
+                   "--ofp-tcp-listen-port", str(of_port),
+                   *(["--mlroute-token", token] if token else []), *(extra_args or [])]
+        if framework() == "ryu":
+            self.args = [os.path.join(os.path.dirname(sys.executable), "ryu-manager"),
+                         "--user-flags", os.path.join(REPO, "controller", "shell", "flags.py"),
+                         *options, os.path.join(REPO, "controller", "shell", "app.py")]
+        else:  # os-ken 4: the project's own launcher, in process
+            self.args = [sys.executable, "-m", "controller.shell.osken_main", *options]
         self.token = token
         self.log_path = log_path
         self.rest_port, self.of_port = rest_port, of_port

@@ -1,30 +1,39 @@
-"""Every neutral message kind through the Ryu shell's translator and Ryu's own OpenFlow 1.3
-parser: the message serialises, parses back, and a flow entry read back from a switch (flow
-stats carry the same match and instructions) is the rule that was written."""
+"""Every neutral message kind through the shell's translator (``controller/shell/translate.py``)
+and the framework's own OpenFlow 1.3 parser, for Ryu and os-ken alike (each when installed): the
+message serialises, parses back, and a flow entry read back from a switch (flow stats carry the
+same match and instructions) is the rule that was written."""
+import importlib
+
 import pytest
 
-pytest.importorskip("ryu")
+from controller.enforcement.openflow import GroupEntry, Message, SwitchState
+from controller.enforcement.rules import all_static, flow_rules
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow
+from controller.shell import translate
 
-from ryu.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser  # noqa: E402
-
-from controller.shell.app import MlrouteApp  # noqa: E402
-from controller.model.fabric import Fabric  # noqa: E402
-from controller.model.jobs import Flow  # noqa: E402
-from controller.enforcement.openflow import GroupEntry, Message  # noqa: E402
-from controller.enforcement.rules import all_static, flow_rules  # noqa: E402
+FRAMEWORKS = ["ryu", "os_ken"]
 
 
-class Datapath:
-    ofproto = ofproto_v1_3
-    ofproto_parser = ofproto_v1_3_parser
-    id = 0x10001
+@pytest.fixture(params=FRAMEWORKS)
+def ofproto(request):
+    """(ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser) of one framework."""
+    pytest.importorskip(request.param, reason=f"{request.param} is not installed in this venv")
+    return tuple(importlib.import_module(f"{request.param}.ofproto.{m}")
+                 for m in ("ofproto_parser", "ofproto_v1_3", "ofproto_v1_3_parser"))
 
-    def __init__(self):
-        self.xid = 0
 
-    def set_xid(self, msg):
-        self.xid += 1
-        msg.set_xid(self.xid)
+def datapath(ofproto):
+    class Datapath:
+        id = 0x10001
+
+        def __init__(self):
+            self.ofproto, self.ofproto_parser, self.xid = ofproto[1], ofproto[2], 0
+
+        def set_xid(self, msg):
+            self.xid += 1
+            msg.set_xid(self.xid)
+    return Datapath()
 
 
 def every_rule():
@@ -41,27 +50,30 @@ def every_rule():
     return rules, groups
 
 
-def roundtrip(dp, msg):
+def roundtrip(dp, msg, ofproto_parser):
+    dp.set_xid(msg)
     msg.serialize()
     version, msg_type, length, xid = ofproto_parser.header(bytes(msg.buf))
     return ofproto_parser.msg(dp, version, msg_type, length, xid, bytes(msg.buf))
 
 
-def test_every_message_kind_serialises_and_reads_back():
-    dp = Datapath()
+def test_every_message_kind_serialises_and_reads_back(ofproto):
+    ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser = ofproto
+    dp = datapath(ofproto)
     rules, groups = every_rule()
     kinds = set()
     for r in rules:
         for kind in ("flow_add", "flow_delete"):
-            parsed = roundtrip(dp, MlrouteApp._translate(dp, Message(kind, rule=r)))
+            parsed = roundtrip(dp, translate.encode(dp, Message(kind, rule=r)), ofproto_parser)
             kinds.add(kind)
             assert parsed.priority == r.priority and parsed.table_id == r.table
             assert parsed.cookie == r.cookie
             if kind == "flow_add":  # what flow stats would report for this entry
-                assert MlrouteApp._rule_of(r.dpid, parsed) == r
+                assert translate.rule_of(ofproto_v1_3, r.dpid, parsed) == r
     for g in groups + [GroupEntry(dp.id, 9, ((("output", 1),), (("output", 2),)))]:
         for kind in ("group_add", "group_modify", "group_delete"):
-            msg = MlrouteApp._translate(dp, Message(kind, group=g))
+            msg = translate.encode(dp, Message(kind, group=g))
+            dp.set_xid(msg)
             msg.serialize()  # Ryu parses no group-mod: read the buckets back from the bytes
             buf = bytes(msg.buf)
             kinds.add(kind)
@@ -69,9 +81,58 @@ def test_every_message_kind_serialises_and_reads_back():
             buckets, offset = [], ofproto_v1_3.OFP_GROUP_MOD_SIZE
             while offset < len(buf):
                 b = ofproto_v1_3_parser.OFPBucket.parser(buf, offset)
-                buckets.append(MlrouteApp._actions_of(b.actions))
+                buckets.append(translate.actions_of(ofproto_v1_3, b.actions))
                 offset += b.len
             assert tuple(buckets) == (() if kind == "group_delete" else g.buckets)
     assert kinds == {"flow_add", "flow_delete", "group_add", "group_modify", "group_delete"}
     actions = {a[0] for r in rules for a in r.actions}
     assert actions == {"output", "controller", "group", "push_mpls", "pop_mpls", "set_field"}
+
+
+def test_tables_read_back_as_switch_state(ofproto):
+    """Flow stats and group descriptions as a switch sends them become the neutral state the
+    reconciler compares with the wanted one."""
+    _parser_mod, ofp, parser = ofproto
+    dp = datapath(ofproto)
+    rules, groups = every_rule()
+    groups.append(GroupEntry(rules[0].dpid, 9, ((("output", 1),), (("output", 2),))))
+    rules = [r for r in rules if r.dpid == rules[0].dpid]
+    groups = [g for g in groups if g.dpid == rules[0].dpid]
+    flows = [roundtrip(dp, translate.encode(dp, Message("flow_add", rule=r)), _parser_mod)
+             for r in rules]
+    descs = [parser.OFPGroupDescStats(ofp.OFPGT_SELECT, g.group_id, translate.encode(
+        dp, Message("group_add", group=g)).buckets) for g in groups]
+    state = translate.state_of(ofp, rules[0].dpid, flows, descs)
+    assert state == SwitchState({r.key: r for r in rules}, {g.group_id: g for g in groups})
+
+
+def test_requests_and_events(ofproto):
+    _parser_mod, ofp, parser = ofproto
+    dp = datapath(ofproto)
+    for msg in (translate.barrier(dp), *translate.table_requests(dp),
+                *translate.stats_requests(dp), translate.port_desc_request(dp),
+                translate.packet_out(dp, 3, b"\x00" * 60),
+                translate.packet_out(dp, ofp.OFPP_TABLE, b"\x00" * 60, in_port=2),
+                translate.role_request(dp, True, 7), translate.role_request(dp, False, 7)):
+        dp.set_xid(msg)
+        msg.serialize()  # every request the shell sends is a valid OpenFlow 1.3 message
+        assert len(msg.buf) >= 8
+    flow_stats = translate.stats_requests(dp)[1]
+    assert flow_stats.cookie_mask and flow_stats.cookie  # the job rules only
+    assert translate.role_name(ofp, ofp.OFPCR_ROLE_MASTER) == "master"
+    assert translate.role_name(ofp, ofp.OFPCR_ROLE_EQUAL) == "equal"
+
+    def port(no, down=False, admin_down=False):
+        return parser.OFPPort(no, "00:00:00:00:00:01", f"p{no}", ofp.OFPPC_PORT_DOWN * admin_down,
+                              ofp.OFPPS_LINK_DOWN * down, 0, 0, 0, 0, 0, 0)
+    assert translate.ports_of(ofp, [port(1), port(2, down=True), port(3, admin_down=True),
+                                    port(ofp.OFPP_LOCAL)]) == {1: True, 2: False, 3: False}
+
+    class Status:
+        reason, desc = ofp.OFPPR_MODIFY, port(4)
+    assert translate.port_status(ofp, Status) == (4, True)
+    Status.reason = ofp.OFPPR_DELETE
+    assert translate.port_status(ofp, Status) == (4, False)
+    with pytest.raises(ValueError):
+        translate.encode(dp, Message("flow_add", rule=every_rule()[0][0].__class__(
+            1, 0, 1, (), (("teleport", 1),))))

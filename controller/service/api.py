@@ -64,6 +64,14 @@ def routes() -> list[tuple[str, str]]:
     return [(m, p) for p, methods in _ROUTES for m in methods]
 
 
+def allowed(path: str) -> list[str]:
+    """The methods served on ``path`` (a 405's ``Allow`` header); empty for an unknown path."""
+    for pattern, methods in _COMPILED:
+        if pattern.match(path):
+            return sorted(methods)
+    return []
+
+
 def handle(service: RouteService, method: str, path: str, body: bytes = b"",
            headers: dict | None = None) -> tuple[int, dict]:
     """``headers``: the request's (Authorization, X-Mlroute-Forwarded), for forwarding."""

@@ -134,18 +134,23 @@ class RouteService:
         self._apply_or_record(change)
 
     # ---- switch events ----------------------------------------------------------------------
-    def switch_connected(self, dpid: int, ports: dict[int, bool]) -> None:
+    def switch_connected(self, dpid: int, ports: dict[int, bool],
+                         speeds: dict[int, int] | None = None) -> None:
         """A switch (re)connected: note its ports, queue it for reconciliation (its tables are
-        read and only the difference is sent), and handle the links that came back."""
+        read and only the difference is sent), and handle the links that came back.
+        ``speeds``: port -> current speed in kbps as the switch reports it (OpenFlow 1.3
+        port description ``curr_speed``), if known."""
         with self.lock:
             self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
-            self.finder.switch_up(dpid, ports, self.clock())
+            self.finder.switch_up(dpid, ports, self.clock(), speeds)
             f = self.state.declared
             if f is None or dpid not in f.switch_of_dpid:
                 self._bootstrap(dpid)
+                self._discovery_out()  # probes out of its ports once it traps LLDP
                 return
             self.reconciler.connected(dpid)
             self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
+            self._discovery_out()
         self._sync_queued()
 
     def _sync_queued(self) -> None:
@@ -197,11 +202,13 @@ class RouteService:
                 self._topology_changed(f"switch {f.switch_of_dpid[dpid]} disconnected")
                 self._drain()
 
-    def port_changed(self, dpid: int, port: int, up: bool) -> None:
-        """A port went up or down; a leaf-spine link that went down re-plans the jobs using it."""
+    def port_changed(self, dpid: int, port: int, up: bool, speed: int | None = None) -> None:
+        """A port went up or down; a leaf-spine link that went down re-plans the jobs using it.
+        ``speed``: its current speed in kbps, if the switch reports one."""
         with self.lock:
             self.state.switches.setdefault(dpid, SwitchSeen(True)).ports[port] = up
-            self.finder.port_changed(dpid, port, up, self.clock())
+            self.finder.port_changed(dpid, port, up, self.clock(), speed)
+            self._discovery_out()
             f = self.state.declared
             if f is None or dpid not in f.switch_of_dpid:
                 return
@@ -225,9 +232,7 @@ class RouteService:
             now = self.clock()
             for dpid, port, frame in self.finder.lldp_probes(now) if probe else ():
                 self._packet_out(dpid, port, frame)
-            found = self.finder.settle(now)
-            if found is not None:
-                self._adopt(found, "fabric discovered")
+            self._settle(now)
             if self.state.declared is not None:
                 self._topology_changed("switch disconnected for longer than "
                                        f"{self.settings.dead_after:g} s")
@@ -235,6 +240,21 @@ class RouteService:
                 self._reoptimise_at = None
                 self._apply_or_record(decide.reoptimise(self.state, self.settings))
         self._sync_queued()  # switches queued, or whose read failed before: tried again
+
+    def _settle(self, now: float, force: bool = False) -> bool:
+        """Adopt what discovery found, if it changed; then send the frames it asks for and
+        record its alarm events (call under the lock). True when a fabric was adopted."""
+        found = self.finder.settle(now, force=force) if not self.passive else None
+        if found is not None:
+            self._adopt(found, self.finder.last_cause or "fabric discovered")
+        self._discovery_out()
+        return found is not None
+
+    def _discovery_out(self) -> None:
+        for dpid, port, frame in self.finder.take_frames():
+            self._packet_out(dpid, port, frame)
+        for event in self.finder.take_events():
+            self.state.add_event(event)
 
     def _adopt(self, fabric: Fabric, cause: str) -> None:
         """Use a discovered fabric (kept out when it conflicts with running jobs)."""
@@ -292,9 +312,14 @@ class RouteService:
 
     # ---- packets ------------------------------------------------------------------------------
     def packet_in(self, dpid: int, port: int, frame: bytes) -> None:
-        """An LLDP probe or a host's ARP/IPv4 packet reached the controller."""
+        """An LLDP probe or a host's ARP/IPv4 packet reached the controller: discovery
+        (through its guard) may adopt a fabric at once (a new host: static entries only)."""
         with self.lock:
-            self.finder.packet_in(dpid, port, frame, self.clock())
+            now = self.clock()
+            self.finder.packet_in(dpid, port, frame, now)
+            adopted = self._settle(now)
+        if adopted:
+            self._sync_queued()
 
     def _packet_out(self, dpid: int, port: int, frame: bytes) -> None:
         if self.passive:
@@ -362,10 +387,8 @@ class RouteService:
                 for ip in missing:
                     if self.finder.mac_of(ip) is None:
                         self._probe(ip)
-                found = self.finder.settle(self.clock(), force=all(
+                self._settle(self.clock(), force=all(
                     self.finder.mac_of(ip) for ip in missing))
-                if found is not None:
-                    self._adopt(found, "fabric discovered")
             self.sleep(0.1)
 
     # ---- REST operations ----------------------------------------------------------------------
@@ -439,8 +462,8 @@ class RouteService:
         doc = views.fabric_view(self.state, rec.installed, rec.pending, rec.last_sync)
         doc["rule_budget"] = views.budget_view(rec.installed, self.settings, self._name)
         doc["host_mode"] = self.hostports.view()
-        doc["discovery"] = {"mode": "checking the declared fabric" if self.finder.declared
-                            else "discovering", "wiring_problems": self.finder.problems}
+        doc["discovery"] = {**{k: v for k, v in self.finder.view().items() if k != "observed"},
+                            "wiring_problems": self.finder.problems}
         return doc
 
     def job_view(self, job_id: str) -> dict:
@@ -451,8 +474,10 @@ class RouteService:
         r = self.state.jobs.get(job_id)
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
-        return views.job_view(self.state, r, self.predictions.of(self.state, job_id),
+        view = views.job_view(self.state, r, self.predictions.of(self.state, job_id),
                               self.host.ports.get(job_id))
+        view["link_speed"] = self.finder.link_speed()  # what ideal_s and predictions assume
+        return view
 
     def jobs_view(self) -> dict:
         with self.lock:

@@ -1,4 +1,5 @@
-"""mlroute's options for ryu-manager, through Ryu's own configuration (oslo.config).
+"""mlroute's options, through the framework's own configuration (oslo.config): the same for
+ryu-manager and for the os-ken launcher (``mlroute-controller``, ``controller/shell/osken_main.py``).
 
 On the command line: ``ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric F
 controller/shell/app.py``; or in a config file given with ``--config-file`` (section [DEFAULT]:
@@ -50,7 +51,11 @@ OPTS = [
                  help="seconds a link that came back must stay up before auto re-optimises "
                       "the running jobs onto it (0: at once)"),
     cfg.StrOpt("mlroute-token", default=None, secret=True,
-               help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>'"),
+               help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>' "
+                    "(visible in ps: prefer --mlroute-token-file or MLROUTE_TOKEN)"),
+    cfg.StrOpt("mlroute-token-file", default=None,
+               help="file whose first line is the write token (instead of --mlroute-token; "
+                    "the environment variable MLROUTE_TOKEN is the third way)"),
     # redundant controllers (controller/service/cluster.py)
     cfg.StrOpt("mlroute-etcd", default=None,
                help="etcd URL (http://HOST:PORT): controllers sharing it keep the intent there, "
@@ -67,8 +72,13 @@ OPTS = [
                      "as its process is gone (else failover waits for the lease to expire)"),
 ]
 
-# REST listens on the loopback unless told otherwise (--wsapi-host 0.0.0.0)
+# REST listens on the loopback unless told otherwise (--wsapi-host 0.0.0.0); Ryu registers
+# these two itself (ryu/app/wsgi.py), os-ken 4 has no WSGI module: registered here then
 REST_HOST = "127.0.0.1"
+REST_OPTS = [
+    cfg.StrOpt("wsapi-host", default=REST_HOST, help="REST API and web view listen host"),
+    cfg.IntOpt("wsapi-port", default=8080, help="REST API and web view listen port"),
+]
 
 
 def register(conf) -> None:
@@ -82,7 +92,7 @@ def register(conf) -> None:
 
 def _framework_conf():
     """The manager's own ConfigOpts (Ryu and os-ken keep one in their ``cfg`` module, apart
-    from oslo's global); looked up, not imported, so that only app.py imports the framework."""
+    from oslo's global); looked up, not imported, so that only the adapters import a framework."""
     for name in ("ryu.cfg", "os_ken.cfg"):
         module = sys.modules.get(name)
         if module is not None:
@@ -93,6 +103,6 @@ def _framework_conf():
 _conf = _framework_conf()
 if _conf is not None:  # loaded by ryu-manager --user-flags, before the command line is parsed
     try:
-        _conf.register_cli_opts(OPTS)
+        _conf.register_cli_opts(OPTS + [o for o in REST_OPTS if o.dest not in _conf])
     except cfg.ArgsAlreadyParsedError:
         pass

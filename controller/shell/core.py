@@ -1,0 +1,239 @@
+"""What both framework adapters share: the controller built from its options (fabric, store or
+redundant controllers, ``RouteService``, switch I/O, REST server) and one method per OpenFlow
+event, so an adapter only maps its framework's events onto these methods.
+
+Event methods run on the framework's event loop and never block: anything that may wait for the
+service lock or for switch replies is spawned (the loop must stay free to deliver those
+replies). Periodic work (liveness and LLDP ticks, statistics, off-path planning) runs in loops
+of its own.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+from controller.errors import InputError, InstallError
+from controller.jsonio import read_json
+from controller.model.fabric import Fabric
+from controller.planners.offpath import plan_in_subprocess
+from controller.planners.plan import planner_options
+from controller.service.cluster import Cluster
+from controller.service.etcd import Etcd
+from controller.service.listen import check_free
+from controller.service.route_service import RouteService
+from controller.service.store import StateStore
+from controller.shell import arp, translate
+from controller.shell.hub import Hub
+from controller.shell.rest import RestServer, write_token
+from controller.shell.roles import Roles
+from controller.shell.switches import Switches
+
+LOG = logging.getLogger("mlroute")
+
+
+class Shell:
+    def __init__(self, conf, hub: Hub, of_ports: list[int]):
+        """``conf``: the parsed options (``flags``); ``of_ports``: where the framework listens
+        for switches (checked free, with the REST port, before anything starts)."""
+        check_free([(conf.ofp_listen_host, p, "OpenFlow") for p in of_ports] +
+                   [(conf.wsapi_host, conf.wsapi_port, "REST")])
+        fabric = None
+        if conf.mlroute_fabric:
+            fabric = Fabric.from_dict(read_json(conf.mlroute_fabric, "fabric"))
+            if not fabric.wired:
+                raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+        opts = {a: planner_options(a, conf.mlroute_seed, conf.mlroute_ecmp_salt,
+                                   conf.mlroute_ilp_time_limit)
+                for a in ("annealing", "ecmp", "ilp", "auto")}
+        token = write_token(conf.mlroute_token, conf.mlroute_token_file)
+        self.hub = hub
+        self.switches = Switches(hub, conf.mlroute_barrier_timeout, self.name)
+        self.cluster = _cluster(conf)
+        store = self.cluster.store if self.cluster else (
+            StateStore(conf.mlroute_state) if conf.mlroute_state else None)
+        self.service = RouteService(self.switches, fabric, algorithm=conf.mlroute_algorithm,
+                                    mode=conf.mlroute_mode, planner_opts=opts, store=store,
+                                    objective=conf.mlroute_objective,
+                                    on_progress=lambda: hub.sleep(0),
+                                    dead_after=conf.mlroute_dead_after, sleep=hub.sleep,
+                                    link_gbps=conf.mlroute_link_gbps,
+                                    hold_down=conf.mlroute_hold_down,
+                                    max_flow_rules=conf.mlroute_max_flow_rules,
+                                    over_budget=conf.mlroute_over_budget)
+        self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
+        self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub)
+        self.lldp_interval = conf.mlroute_lldp_interval
+        self.stats_interval = conf.mlroute_stats_interval
+        self.improving = False
+        self._running = True
+        LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
+                 conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
+
+    def start(self) -> None:
+        if self.cluster is not None:
+            self._join_cluster()
+        if self.stats_interval > 0:
+            self.hub.spawn(self._poll_stats)
+        self.hub.spawn(self._tick)
+        self.hub.spawn(self.rest.serve)
+
+    def stop(self) -> None:
+        """End the loops (each at its next round) and the REST server."""
+        self._running = False
+        self.rest.stop()
+
+    def name(self, dpid: int) -> str:
+        f = self.service.fabric if hasattr(self, "service") else None
+        return (f.switch_of_dpid.get(dpid) if f else None) or f"{dpid:#x}"
+
+    # ---- OpenFlow events (on the event loop: never block) --------------------------------
+    def switch_features(self, dp) -> None:
+        self.switches.connected(dp)
+        if self.roles is not None:  # the role first, before any table change is sent
+            self.roles.on_connected(dp)
+        self.switches.send(dp, translate.port_desc_request(dp))
+
+    def port_desc(self, msg) -> None:
+        dp = msg.datapath
+        self.hub.spawn(self._provision, dp.id, translate.ports_of(dp.ofproto, msg.body))
+
+    def switch_dead(self, dp) -> None:
+        if self.switches.disconnected(dp):
+            self.hub.spawn(self._guarded, self.service.switch_disconnected, dp.id)
+        if self.roles is not None:
+            self.roles.on_disconnected(dp.id)
+
+    def port_status(self, msg) -> None:
+        port, up = translate.port_status(msg.datapath.ofproto, msg)
+        self.hub.spawn(self._guarded, self.service.port_changed, msg.datapath.id, port, up)
+
+    def packet_in(self, msg) -> None:
+        dpid, in_port = msg.datapath.id, msg.match["in_port"]
+        if not self.switches.probe_arrived(dpid, in_port, msg.data):
+            self.hub.spawn(self._guarded, self._answer, dpid, in_port, msg.data)
+
+    def port_stats(self, msg) -> None:
+        body = self.switches.on_multipart(msg)
+        if body is not None:
+            self.hub.spawn(self._guarded, self.service.port_stats, msg.datapath.id,
+                           {p.port_no: p.tx_bytes for p in body})
+
+    def flow_stats(self, msg) -> None:
+        body = self.switches.on_multipart(msg)
+        if body is not None:
+            self.hub.spawn(self._guarded, self.service.flow_stats, msg.datapath.id,
+                           translate.flow_counters(body))
+
+    def group_desc(self, msg) -> None:
+        self.switches.on_multipart(msg)
+
+    def barrier_reply(self, msg) -> None:
+        self.switches.on_barrier_reply(msg)
+
+    def error(self, msg) -> None:
+        self.switches.on_error(msg)
+        if self.roles is not None:
+            self.roles.on_error(msg)
+
+    def role_reply(self, msg) -> None:
+        if self.roles is not None:
+            self.roles.on_reply(msg)
+
+    # ---- off the event loop ------------------------------------------------------------------
+    def _provision(self, dpid: int, ports: dict) -> None:
+        try:
+            self.service.switch_connected(dpid, ports)
+            LOG.info("mlroute: switch %s provisioned", self.name(dpid))
+        except InstallError as e:
+            LOG.error("mlroute: provisioning %s failed: %s", self.name(dpid), e)
+
+    def _guarded(self, fn, *args) -> None:
+        """A service call off the event loop; bad input is logged, a bug too (with its
+        traceback, in the log only), and the controller keeps running."""
+        try:
+            fn(*args)
+        except InputError as e:
+            LOG.error("mlroute: %s: %s", fn.__name__, e)
+        except Exception:  # noqa: BLE001 - logged; the next event is served
+            LOG.exception("mlroute: %s failed", fn.__name__)
+
+    def _answer(self, dpid: int, in_port: int, data: bytes) -> None:
+        """Feed discovery, then answer an ARP request for a known address."""
+        self.service.packet_in(dpid, in_port, data)
+        req = arp.parse_request(data)
+        if req is None:
+            return
+        mac = self.service.arp_answer(req[2])
+        if mac is not None:
+            self.switches.packet_out(dpid, in_port, arp.reply(req, mac))
+
+    def _improve(self) -> None:
+        """Anytime planning off the request path: the ILP runs in a child process."""
+        try:
+            result = self.service.improve(plan_in_subprocess)
+            if result:
+                LOG.info("mlroute: off-path planning: %s", result)
+        except Exception:  # noqa: BLE001 - logged; the installed plan stays
+            LOG.exception("mlroute: off-path planning failed")
+        finally:
+            self.improving = False
+
+    def _tick(self) -> None:
+        """Time for the service: switches silent past the grace time count as failed; LLDP
+        probe rounds; off-path planning of groups not proven optimal."""
+        last_probe = 0.0
+        while self._running:
+            self.hub.sleep(1.0)
+            probe = self.lldp_interval > 0 and time.monotonic() - last_probe >= self.lldp_interval
+            last_probe = time.monotonic() if probe else last_probe
+            if self.service.unproven and not self.improving:
+                self.improving = True
+                self.hub.spawn(self._improve)
+            try:
+                self.service.tick(probe=probe)
+            except Exception:  # noqa: BLE001 - keep ticking; the error is logged
+                LOG.exception("mlroute: periodic check failed")
+
+    def _poll_stats(self) -> None:
+        while self._running:
+            self.switches.request_stats()
+            self.hub.sleep(self.stats_interval)
+
+    # ---- redundant controllers -------------------------------------------------------------
+    def _join_cluster(self) -> None:
+        """Standby until etcd elects this controller; then master of every switch."""
+        self.service.passive = True
+        self.service.cluster = self.cluster
+        self.cluster.start(on_role=lambda role, gen: self.hub.spawn(self.roles.apply, role, gen),
+                           on_state=self._follow)
+        LOG.info("mlroute: controller %s joined the controllers at etcd %s as %s",
+                 self.cluster.id, self.cluster.client.url, self.cluster.role)
+
+    def _follow(self, doc, revision: int) -> None:
+        try:
+            if self.service.follow_intent(doc):
+                LOG.info("mlroute: standby follows the intent of revision %d", revision)
+        except InputError as e:
+            LOG.error("mlroute: stored intent of revision %d: %s", revision, e)
+
+
+def _cluster(conf) -> Cluster | None:
+    """Redundant controllers sharing etcd (--mlroute-etcd), checked before anything starts."""
+    if not conf.mlroute_etcd:
+        return None
+    if conf.mlroute_state:
+        raise InputError("--mlroute-state and --mlroute-etcd exclude each other (with etcd "
+                         "the intent is kept in etcd)")
+    try:
+        client = Etcd(conf.mlroute_etcd)
+    except ValueError as e:
+        raise InputError(f"--mlroute-etcd: {e}") from None
+    host = conf.wsapi_host
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.gethostname()
+    cluster = Cluster(client, conf.mlroute_id or f"{socket.gethostname()}:{conf.wsapi_port}",
+                      f"http://{host}:{conf.wsapi_port}", conf.mlroute_etcd_prefix,
+                      conf.mlroute_lease_ttl, conf.mlroute_failover_probe)
+    cluster.check()
+    return cluster

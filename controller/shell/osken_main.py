@@ -1,0 +1,41 @@
+"""Start the controller on os-ken 4, in process: os-ken 4 has no manager command, so this
+parses the same options as ``ryu-manager --user-flags controller/shell/flags.py`` (mlroute's,
+``--wsapi-host``/``--wsapi-port``, ``--ofp-listen-host``/``--ofp-tcp-listen-port``, logging)
+and runs the adapter through os-ken's ``AppManager``, as Neutron's agent does.
+
+    mlroute-controller --mlroute-fabric fabric.json
+    python -m controller.shell.osken_main --mlroute-mode host --wsapi-port 8081
+"""
+from __future__ import annotations
+
+import sys
+
+from controller import __version__
+from controller.errors import InputError
+from controller.shell import flags
+
+APP = "controller.shell.osken_app"
+
+
+def main(argv: list[str] | None = None) -> int:
+    from os_ken import cfg, log
+    from os_ken.base.app_manager import AppManager
+    from os_ken.controller import controller  # noqa: F401 - registers the OpenFlow options
+
+    conf = cfg.CONF
+    conf.register_cli_opts([o for o in flags.OPTS + flags.REST_OPTS if o.dest not in conf])
+    conf(args=sys.argv[1:] if argv is None else argv, prog="mlroute-controller",
+         project="mlroute", version=f"mlroute-controller {__version__} (os-ken)")
+    log.init_log()
+    try:
+        AppManager.run_apps([APP])
+    except InputError as e:
+        print(f"mlroute-controller: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

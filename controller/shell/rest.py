@@ -1,0 +1,270 @@
+"""The REST and web server, on the standard library alone (no SDN framework): /v1/* goes to
+``controller.service.api.handle``, /metrics to the Prometheus exposition, / and /web/{name} to
+the live view's files.
+
+One connection per thread of the given ``Hub`` (green threads under ryu-manager, native threads
+under os-ken and in tests); the accept loop polls a stop flag, so it ends without killing
+anything. Every answer is JSON or a known file: malformed requests get a 4xx with
+``{"error": ...}``, an internal error a 500 with its class name, never a traceback. Writing
+requests need ``Authorization: Bearer <token>`` when a token is set (compared as bytes in
+constant time, so a non-ASCII header is a plain 401).
+"""
+from __future__ import annotations
+
+import hmac
+import http.server
+import json
+import logging
+import os
+import socket
+import urllib.parse
+
+from controller.errors import InputError
+from controller.service import api
+from controller.service.metrics import exposition
+from controller.shell.hub import THREADS, Hub
+
+LOG = logging.getLogger("mlroute")
+WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                       "service", "web")
+WEB_FILES = {"index.html": "text/html; charset=utf-8",  # the live view, served as it is
+             "app.js": "application/javascript; charset=utf-8",
+             "style.css": "text/css; charset=utf-8"}
+JSON = "application/json; charset=utf-8"
+TOKEN_ENV = "MLROUTE_TOKEN"
+IDLE_TIMEOUT = 60.0  # seconds an idle keep-alive connection is kept
+
+
+def write_token(token: str | None, token_file: str | None, environ=os.environ) -> str | None:
+    """The write token: ``--mlroute-token``, else the first line of ``--mlroute-token-file``,
+    else the environment variable MLROUTE_TOKEN (neither of the last two shows in ``ps``)."""
+    if token:
+        return token
+    if token_file:
+        try:
+            with open(token_file, encoding="utf-8") as fh:
+                text = fh.readline().strip()
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"--mlroute-token-file {token_file}: {e}") from None
+        if not text:
+            raise InputError(f"--mlroute-token-file {token_file}: the file holds no token")
+        return text
+    return environ.get(TOKEN_ENV) or None
+
+
+class RestServer:
+    def __init__(self, service, host: str, port: int, token: str | None = None,
+                 hub: Hub = THREADS):
+        self.service = service
+        self.token = token
+        self.hub = hub
+        self._stop = False
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind((host, port))
+        self.sock.listen(128)
+        self.sock.settimeout(0.5)  # the accept loop looks at the stop flag twice a second
+        self.port = self.sock.getsockname()[1]
+
+    def serve(self) -> None:
+        """Accept connections until ``stop``; each is served by a thread of its own."""
+        try:
+            while not self._stop:
+                try:
+                    conn, addr = self.sock.accept()
+                except (socket.timeout, BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    if self._stop:
+                        break
+                    raise
+                conn.settimeout(IDLE_TIMEOUT)
+                self.hub.spawn(self._connection, conn, addr)
+        finally:
+            self.sock.close()
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def _connection(self, conn, addr) -> None:
+        try:
+            _Handler(conn, addr, self)
+        except OSError:  # the client went away
+            pass
+        except Exception:  # noqa: BLE001 - a bug: log it, keep serving others
+            LOG.exception("mlroute: REST connection from %s failed", addr)
+        finally:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+    def authorised(self, method: str, header: str | None) -> bool:
+        if not self.token or method in ("GET", "HEAD"):
+            return True
+        # headers arrive decoded as latin-1: back to their bytes, compared with the token's
+        got = (header or "").encode("latin-1", "replace")
+        return hmac.compare_digest(got, f"Bearer {self.token}".encode())
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "mlroute"
+    sys_version = ""
+
+    def __init__(self, conn, addr, rest: RestServer):
+        self.rest = rest
+        super().__init__(conn, addr, rest)
+
+    def log_message(self, fmt, *args) -> None:
+        LOG.debug("mlroute: REST %s: " + fmt, self.address_string(), *args)
+
+    def send_error(self, code, message=None, explain=None) -> None:
+        """http.server's own errors (malformed request line, headers too long) as JSON."""
+        self.close_connection = True
+        if getattr(self, "request_version", "HTTP/0.9") == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # unparsed: answer with a status line anyway
+        if code >= 500:  # http.server's 505 (HTTP version): the client's fault all the same
+            code, message = 400, f"{code} {message or ''}".strip()
+        text = message or self.responses.get(code, ("error",))[0]
+        self._send(code, {"error": f"{text}"})
+
+    def _send(self, status: int, doc, headers: dict | None = None) -> None:
+        if isinstance(doc, bytes):
+            body, kind = doc, (headers or {}).pop("Content-Type", "application/octet-stream")
+        elif isinstance(doc, str):  # a text document (GET /v1/jobs/{id}/ports)
+            body, kind = doc.encode(), "text/plain; charset=utf-8"
+        else:
+            body, kind = json.dumps(doc).encode(), JSON
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _path(self) -> str:
+        """The request path without its query, percent-decoded as UTF-8 (job ids are)."""
+        raw = urllib.parse.urlsplit(self.path).path if "://" in self.path else \
+            self.path.split("?", 1)[0].split("#", 1)[0]
+        return urllib.parse.unquote_to_bytes(raw).decode("utf-8", "replace")
+
+    def _route(self) -> None:
+        try:
+            path = self._path()
+            if path.startswith("/v1/"):
+                self._api(path)
+            elif path in ("/", "/metrics") or path.startswith("/web/"):
+                self._read_body()  # none expected; read so the connection stays in step
+                if self.command not in ("GET", "HEAD"):
+                    self._send(405, {"error": f"method {self.command} not allowed on {path} "
+                                              "(allowed: GET, HEAD)"}, {"Allow": "GET, HEAD"})
+                elif path == "/metrics":
+                    body, kind = exposition(self.rest.service)
+                    self._send(200, body, {"Content-Type": kind})
+                else:
+                    self._web(path[len("/web/"):] if path != "/" else "index.html")
+            else:
+                self._read_body()
+                self._send(404, {"error": f"no such resource: {path}"})
+        except _BadRequest as e:
+            self.close_connection = True
+            self._send(400, {"error": str(e)})
+        except OSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a bug: say so without a traceback, log it
+            LOG.exception("mlroute: REST %s %s failed", self.command, self.path)
+            self.close_connection = True
+            self._send(500, {"error": f"internal error: {type(e).__name__}"})
+
+    def __getattr__(self, name: str):
+        """Every method goes to ``_route`` (an unknown one gets its 405 with ``Allow`` there)."""
+        if name.startswith("do_"):
+            return self._route
+        raise AttributeError(name)
+
+    def _api(self, path: str) -> None:
+        allowed = api.allowed(path)
+        if allowed and self.command not in allowed:  # before the token: nothing to protect
+            self.close_connection = True  # the body is left unread
+            self._send(405, {"error": f"method {self.command} not allowed on {path} (allowed: "
+                                      f"{', '.join(allowed)})"}, {"Allow": ", ".join(allowed)})
+            return
+        if not self.rest.authorised(self.command, self.headers.get("Authorization")):
+            self.close_connection = True  # the body is left unread
+            self._send(401, {"error": "this controller needs 'Authorization: Bearer <token>' "
+                                      "for writing requests (--mlroute-token, "
+                                      "--mlroute-token-file or MLROUTE_TOKEN)"})
+            return
+        body = self._read_body()
+        if body is None:
+            self._send(413, {"error": f"request body larger than {api.MAX_BODY} bytes"})
+            return
+        headers = {k.title(): v for k, v in self.headers.items()}
+        status, doc = api.handle(self.rest.service, self.command, path, body, headers)
+        self._send(status, doc)
+
+    def _read_body(self) -> bytes | None:
+        """The request body, read at most up to the limit (None: larger; the connection is
+        then closed). A declared length over the limit is refused unread; a chunked body is
+        read as it comes."""
+        chunked = "chunked" in self.headers.get("Transfer-Encoding", "").lower()
+        declared = self.headers.get("Content-Length")
+        if chunked:
+            return self._read_chunked()
+        if declared is None:
+            return b""
+        try:
+            length = int(declared)
+            if length < 0:
+                raise ValueError
+        except ValueError:
+            raise _BadRequest(f"bad Content-Length {declared!r}") from None
+        if length > api.MAX_BODY:
+            self.close_connection = True
+            return None
+        body = self.rfile.read(length)
+        if len(body) < length:
+            self.close_connection = True
+        return body
+
+    def _read_chunked(self) -> bytes | None:
+        chunks, got = [], 0
+        while True:
+            line = self.rfile.readline(1024)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+                if size < 0:
+                    raise ValueError
+            except ValueError:
+                raise _BadRequest("bad chunked request body") from None
+            if size == 0:
+                while self.rfile.readline(1024).strip():  # trailer lines
+                    pass
+                return b"".join(chunks)
+            got += size
+            if got > api.MAX_BODY:
+                self.close_connection = True
+                return None
+            chunks.append(self.rfile.read(size))
+            self.rfile.readline(8)  # CRLF after the chunk
+
+    def _web(self, name: str) -> None:
+        """One file of the live view; only the names in WEB_FILES (no path from the request)."""
+        kind = WEB_FILES.get(name)
+        if kind is None:
+            self._send(404, {"error": f"no such resource: /web/{name}"})
+            return
+        with open(os.path.join(WEB_DIR, name), "rb") as fh:
+            body = fh.read()
+        # no-cache: a new version shows at the next reload
+        self._send(200, body, {"Content-Type": kind, "Cache-Control": "no-cache"})
+
+
+class _BadRequest(Exception):
+    pass

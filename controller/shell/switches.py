@@ -1,0 +1,230 @@
+"""Switch I/O for the service (its ``Installer``): connected datapaths, rules installed with a
+barrier confirmation and error collection, table reads, packet-outs, host-mode probe batches,
+multipart assembly and statistics requests. Framework-neutral: datapaths and messages are Ryu's
+or os-ken's (same attribute names), messages are built by ``translate``, concurrency comes from
+a ``Hub``.
+
+Reply handlers (``on_*``) run on the framework's event loop and never block; the service's
+calls (``install``, ``read_tables``, ``probe``) run off it and wait for those replies. Every
+shared dict is guarded by one lock held only around dict operations (never across a send or a
+wait), so this is safe under native threads (os-ken) and green threads (Ryu) alike.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from controller.enforcement.hostmode import parse_probe
+from controller.enforcement.openflow import Message, SwitchState
+from controller.errors import InstallError
+from controller.shell import translate
+from controller.shell.hub import Hub
+
+LOG = logging.getLogger("mlroute")
+
+
+class Switches:
+    PROBE_BATCH = 256
+
+    def __init__(self, hub: Hub, timeout: float,
+                 name: Callable[[int], str] = lambda dpid: f"{dpid:#x}"):
+        self.hub = hub
+        self.timeout = timeout  # seconds a switch has to answer (barrier, table read, probes)
+        self.name = name  # dpid -> switch name for messages
+        self.lock = threading.Lock()  # guards every table below and those given to send
+        self._dps: dict = {}  # dpid -> datapath
+        self._barriers: dict = {}  # (dpid, xid) -> Event
+        self._reads: dict = {}  # (dpid, xid) of a table read -> (Event, entries so far)
+        self._errors: dict = {}  # dpid -> [(xid, text)] while an install collects them
+        self._multipart: dict = {}  # (dpid, xid) -> parts received so far
+        self._probe_wait = None  # (tokens awaited, arrivals, Event) of the current batch
+
+    # ---- datapaths -------------------------------------------------------------------------
+    def connected(self, dp) -> None:
+        with self.lock:
+            self._dps[dp.id] = dp
+
+    def disconnected(self, dp) -> bool:
+        """Forget ``dp`` if it is still the connection of its dpid (True then)."""
+        with self.lock:
+            if dp.id is None or self._dps.get(dp.id) is not dp:
+                return False
+            del self._dps[dp.id]
+            return True
+
+    def datapaths(self) -> list:
+        with self.lock:
+            return list(self._dps.values())
+
+    def get(self, dpid: int):
+        with self.lock:
+            dp = self._dps.get(dpid)
+        if dp is None:
+            raise InstallError(f"switch {self.name(dpid)} is not connected")
+        return dp
+
+    def send(self, dp, msg, table: dict | None = None, value=None) -> int:
+        """Give ``msg`` the datapath's next xid (registered in ``table`` before it leaves, so
+        the reply always finds it), send it, return the xid."""
+        with self.lock:  # set_xid is a read-modify-write of the datapath's counter
+            dp.set_xid(msg)
+            if table is not None:
+                table[(dp.id, msg.xid)] = value
+        dp.send_msg(msg)
+        return msg.xid
+
+    # ---- Installer ---------------------------------------------------------------------------
+    def install(self, batches: dict[int, list[Message]]) -> None:
+        """Send every batch, then one barrier per switch; raise InstallError naming the first
+        switch that did not confirm in time or rejected a message."""
+        pending = []
+        try:
+            for dpid, msgs in batches.items():
+                if not msgs:
+                    continue
+                dp = self.get(dpid)
+                with self.lock:
+                    self._errors[dpid] = []
+                xids = {self.send(dp, translate.encode(dp, m)) for m in msgs}
+                event = self.hub.Event()
+                pending.append((dpid, xids, self.send(dp, translate.barrier(dp), self._barriers,
+                                                      event), event))
+            problems = []  # wait for every switch, so no barrier is left registered
+            deadline = time.monotonic() + self.timeout
+            for dpid, xids, xid, event in pending:
+                ok = event.wait(max(0.0, deadline - time.monotonic()))
+                with self.lock:
+                    failed = [t for x, t in self._errors.get(dpid, []) if x in xids]
+                if not ok:
+                    problems.append(f"switch {self.name(dpid)} did not confirm its rules within "
+                                    f"{self.timeout:g} s; nothing was changed")
+                elif failed:
+                    problems.append(f"switch {self.name(dpid)} rejected a rule ({failed[0]}); "
+                                    "nothing was changed")
+        finally:
+            with self.lock:
+                for dpid, _xids, xid, _event in pending:
+                    self._barriers.pop((dpid, xid), None)
+                for dpid in batches:
+                    self._errors.pop(dpid, None)
+        if problems:
+            raise InstallError(problems[0])
+
+    def read_tables(self, dpid: int) -> SwitchState:
+        """The switch's flow entries and groups as neutral entries, so the reconciler can send
+        only the difference."""
+        dp = self.get(dpid)
+        waits = []
+        try:
+            for req in translate.table_requests(dp):
+                event = self.hub.Event()
+                waits.append((self.send(dp, req, self._reads, (event, [])), event))
+            deadline = time.monotonic() + self.timeout
+            bodies = []
+            for xid, event in waits:
+                if not event.wait(max(0.0, deadline - time.monotonic())):
+                    raise InstallError(f"switch {self.name(dpid)} did not send its tables "
+                                       f"within {self.timeout:g} s")
+                with self.lock:
+                    bodies.append(list(self._reads[(dpid, xid)][1]))
+        finally:
+            with self.lock:
+                for xid, _ in waits:
+                    self._reads.pop((dpid, xid), None)
+        return translate.state_of(dp.ofproto, dpid, *bodies)
+
+    def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        dp = self.get(dpid)
+        self.send(dp, translate.packet_out(dp, port, frame))
+
+    def probe(self, probes) -> dict:
+        """Host mode: each probe as a packet-out into its leaf's tables (in_port the host's
+        port, output TABLE), answered by the spine it reached (packet-in); returns token ->
+        (spine dpid, in_port). Batches of 256, each waited for up to the timeout; lost probes
+        are sent once more, then left out (the caller reports them)."""
+        got: dict = {}
+        todo = list(probes)
+        for _attempt in range(2):
+            lost = []
+            for i in range(0, len(todo), self.PROBE_BATCH):
+                batch = todo[i:i + self.PROBE_BATCH]
+                event = self.hub.Event()
+                with self.lock:
+                    self._probe_wait = ({p.token for p in batch}, got, event)
+                try:
+                    for p in batch:
+                        dp = self.get(p.dpid)
+                        self.send(dp, translate.packet_out(dp, dp.ofproto.OFPP_TABLE, p.data,
+                                                           in_port=p.in_port))
+                    event.wait(self.timeout)
+                finally:
+                    with self.lock:
+                        self._probe_wait = None
+                with self.lock:
+                    lost += [p for p in batch if p.token not in got]
+            todo = lost
+            if not todo:
+                break
+        return got
+
+    def request_stats(self) -> None:
+        """Ask every switch for port counters and the counters of the job rules."""
+        for dp in self.datapaths():
+            try:
+                for req in translate.stats_requests(dp):
+                    self.send(dp, req)
+            except Exception as e:  # noqa: BLE001 - a switch that just left; next round
+                LOG.debug("mlroute: stats request to %s failed: %s", self.name(dp.id), e)
+
+    # ---- replies (on the event loop: never block) --------------------------------------------
+    def on_barrier_reply(self, msg) -> None:
+        with self.lock:
+            event = self._barriers.get((msg.datapath.id, msg.xid))
+        if event is not None:
+            event.set()
+
+    def on_error(self, msg) -> None:
+        text = f"OpenFlow error type {msg.type} code {msg.code}"
+        LOG.error("mlroute: switch %s: %s (xid %s)", self.name(msg.datapath.id), text, msg.xid)
+        with self.lock:
+            errors = self._errors.get(msg.datapath.id)
+            if errors is not None:
+                errors.append((msg.xid, text))
+
+    def on_multipart(self, msg) -> list | None:
+        """A part of a multipart reply: a table read's parts go to its waiter (None is
+        returned); others are assembled, and the whole body is returned with the last part."""
+        key = (msg.datapath.id, msg.xid)
+        last = not msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE
+        with self.lock:
+            read = self._reads.get(key)
+            if read is not None:
+                read[1].extend(msg.body)
+            else:
+                parts = self._multipart.setdefault(key, [])
+                parts.extend(msg.body)
+                if last:
+                    return self._multipart.pop(key)
+                return None
+        if last:
+            read[0].set()
+        return None
+
+    def probe_arrived(self, dpid: int, in_port: int, data: bytes) -> bool:
+        """A probe's packet-in: note where it arrived. True for every probe, late ones too, so
+        they never reach discovery."""
+        h = parse_probe(data)
+        if h is None:
+            return False
+        with self.lock:
+            wait = self._probe_wait
+            done = False
+            if wait is not None and h["token"] in wait[0]:
+                wait[1][h["token"]] = (dpid, in_port)
+                wait[0].discard(h["token"])
+                done = not wait[0]
+        if done:
+            wait[2].set()
+        return True
