@@ -54,6 +54,7 @@ class FabricFinder:
         self._frames: list[tuple[int, int, bytes]] = []
         self._asked: dict[str, list[tuple[int, int, str, str, float]]] = {}
         self._owners: tuple = (None, {})  # (fabric, {ip: (mac, (dpid, port))})
+        self.last_cause = ""  # what the last fabric ``settle`` returned changed
 
     # ---- what the service sets --------------------------------------------------------
     def declare(self, fabric: Fabric) -> None:
@@ -308,6 +309,7 @@ class FabricFinder:
         if fabric is None or (self.recognised is not None and
                               fabric.to_dict() == self.recognised.to_dict()):
             return None
+        self.last_cause = _cause(self.recognised, fabric)
         self.recognised = fabric
         self._answer_asked(fabric, now)
         return fabric
@@ -320,3 +322,20 @@ class FabricFinder:
                 "probes": {"sent": dict(self.sent), "sent_bytes": self.sent_bytes,
                            "received": self.probes_received},
                 "observed": self.topology.to_dict()}
+
+
+def _cause(old: Fabric | None, new: Fabric) -> str:
+    """What a newly recognised fabric changes, for the event: the first fabric, hosts heard
+    (the switch graph unchanged), or the switches and links."""
+    if old is None:
+        return "fabric discovered"
+    if (old.spines, old.leaves, old.down, old.link_gbps) == (new.spines, new.leaves, new.down,
+                                                           new.link_gbps) \
+            and all(new.ports.get(sw, {}).get(p) == n for sw in old.spines + old.leaves
+                    for p, n in old.ports[sw].items() if p not in old.hosts):
+        added = sorted(set(new.hosts) - set(old.hosts))
+        gone = sorted(set(old.hosts) - set(new.hosts))
+        return "; ".join(x for x in (f"hosts heard: {', '.join(added)}" if added else "",
+                                     f"hosts gone: {', '.join(gone)}" if gone else "")
+                         if x) or "hosts changed"
+    return "fabric changed"
