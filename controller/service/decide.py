@@ -14,6 +14,7 @@ from controller.planners.churn import align_spines
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission
 from controller.service.change import Change
+from controller.service.learning import Measured, learned_job
 from controller.service.replanning import group_of, replan_groups
 from controller.service.settings import Settings
 from controller.service.state import ControllerState, effective_fabric
@@ -178,13 +179,13 @@ def improvable_group(state: ControllerState, settings: Settings, key: tuple[str,
     return group, problem, load_summary(problem, Assignment(list(before)))["max_link_load"]
 
 
-def learned(state: ControllerState, settings: Settings, job_id: str, job: Job,
+def learned(state: ControllerState, settings: Settings, job_id: str, measured: Measured,
             cause: str, mismatch: dict | None) -> Change:
-    """A job's matrix replaced by the flows measured between its members (``job``), planned
-    with the running jobs of its algorithm. A learned job never takes host mode: the
-    frameworks open their connections from ports they choose themselves."""
+    """A job's matrix replaced by the flows measured between its members, planned with the
+    running jobs of its algorithm. A learned job never takes host mode: the frameworks open
+    their connections from ports they choose themselves."""
     r = state.jobs[job_id].copy()
-    r.job, r.matrix, r.mismatch = job, "learned", mismatch
+    r.job, r.matrix, r.mismatch = learned_job(r, measured), "learned", mismatch
     r.routes = {}
     answer = {}
     if r.mode == "host":

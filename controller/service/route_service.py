@@ -24,7 +24,8 @@ from controller.model.jobs import parse_job
 from controller.planners import ALGORITHMS
 from controller.planners.plan import planner_options
 from controller.planners.ringorder import advise_order
-from controller.service import decide, views
+from controller.measurement.learner import TrafficLearner, clos_samplers
+from controller.service import decide, learning, views
 from controller.service.addresses import addresses, renamed
 from controller.service.change import Change, Outcome
 from controller.service.cluster import standalone_view
@@ -63,6 +64,9 @@ class RouteService:
         # discovery: checks a declared fabric, or finds the fabric when none is declared
         self.finder = FabricFinder(fabric, self.settings.link_gbps,
                                    recognised=None if fabric is not None else declared)
+        # learned matrices: what the members of each job send each other (sFlow samples)
+        self.learner = TrafficLearner(self.settings.learn_window, samplers=self._samplers)
+        self._refused: dict[str, frozenset] = {}  # job -> measured pairs that could not run
         self.unproven: set[tuple[str, str]] = set()  # auto groups an ILP may still improve
         self._reoptimise_at: float | None = None
         self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
@@ -114,8 +118,8 @@ class RouteService:
         return outcome
 
     def _apply_or_record(self, change: Change | None) -> Outcome | None:
-        """Apply a change that no client waits for (switch and link events, timers): an
-        error is recorded as the change's event instead of raised."""
+        """Apply a change that no client waits for (switch and link events, timers, learned
+        matrices): an error is recorded as the change's event instead of raised."""
         if change is None or self.passive:
             return None
         try:
@@ -239,7 +243,51 @@ class RouteService:
             if self._reoptimise_at is not None and now >= self._reoptimise_at:
                 self._reoptimise_at = None
                 self._apply_or_record(decide.reoptimise(self.state, self.settings))
+            self._learn(now)
         self._sync_queued()  # switches queued, or whose read failed before: tried again
+
+    # ---- learned matrices (service/learning.py) -----------------------------------------------
+    def traffic_samples(self, samples) -> None:
+        """Packet samples from the switches (the sFlow collector's thread; no service lock)."""
+        self.learner.observe(samples, self.clock())
+
+    def _samplers(self, src: str, dst: str) -> int:
+        """Sampling switches on the path between two addresses (sFlow on every switch)."""
+        f = self.state.fabric
+        leaf = {ip: f.hosts[h] for h, ip in f.host_ip.items()} if f else {}
+        return clos_samplers(leaf)(src, dst)
+
+    def _learn(self, now: float) -> None:
+        """Each job's measured pattern, once steady: a job declared by members learns its
+        matrix; a declared one whose traffic runs elsewhere is re-planned on what runs."""
+        st = self.state
+        for jid in [j for j in st.measured if j not in st.jobs]:
+            del st.measured[jid]
+        if st.fabric is None:
+            return
+        for jid, r in list(st.jobs.items()):
+            if not r.learn:
+                continue
+            pattern = self.learner.pattern({st.fabric.host_ip[h] for h in r.members}, now)
+            if pattern is None or not pattern.steady:
+                continue
+            measured = learning.measured_pairs(st.fabric, pattern)
+            st.measured[jid] = measured
+            found = learning.verdict(st.fabric, r, measured, self.settings.learn_share)
+            pairs = frozenset(measured.pairs)
+            if found is None or self._refused.get(jid) == pairs:
+                continue
+            try:
+                change = decide.learned(st, self.settings, jid, measured, *found)
+            except (ConflictError, InputError) as e:  # e.g. over the rule budget
+                change = Change(found[0], st.jobs, event={"job": jid, "mismatch": found[1]})
+                self.tx.fail(change, e)
+                self._refused[jid] = pairs
+                continue
+            if self._apply_or_record(change) is None:
+                self._refused[jid] = pairs  # not again until the pattern changes
+            else:
+                self._refused.pop(jid, None)
 
     def _settle(self, now: float, force: bool = False) -> bool:
         """Adopt what discovery found, if it changed; then send the frames it asks for and
@@ -474,10 +522,14 @@ class RouteService:
         r = self.state.jobs.get(job_id)
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
-        view = views.job_view(self.state, r, self.predictions.of(self.state, job_id),
-                              self.host.ports.get(job_id))
-        view["link_speed"] = self.finder.link_speed()  # what ideal_s and predictions assume
-        return view
+        doc = views.job_view(self.state, r, self.predictions.of(self.state, job_id),
+                             self.host.ports.get(job_id))
+        measured = self.state.measured.get(job_id)
+        doc.update(matrix=r.matrix, learn=r.learn, members=list(r.members),
+                   mismatch=r.mismatch, measured_flows=measured.flows_doc(
+                       learning.declared_pairs(self.state.fabric, r)) if measured else [])
+        doc["link_speed"] = self.finder.link_speed()  # what ideal_s and predictions assume
+        return doc
 
     def jobs_view(self) -> dict:
         with self.lock:

@@ -46,6 +46,7 @@ class ControllerState:
     install_s: list = field(default_factory=list)
     recovery_ms: list = field(default_factory=list)
     version: int = 0  # bumped on every change of intent or effective fabric
+    measured: dict = field(default_factory=dict)  # job id -> learning.Measured (last steady)
 
     def load(self, declared: Fabric | None, jobs: dict, next_number: int) -> None:
         """Take a stored intent (at start, or a standby following the master's)."""

@@ -1,0 +1,186 @@
+"""Learned matrices in the service (fake switches, packet samples built by hand): jobs declared
+by members learn their flows from steady traffic, declarations that the traffic contradicts are
+re-planned make before break, and bad input or awkward traffic changes nothing else."""
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from controller.enforcement.openflow import job_cookie
+from controller.model.fabric import Fabric
+from controller.service import api
+from controller.service.route_service import RouteService
+from tests.fake_switch import FakeSwitches
+from tests.helpers import FakeClock
+
+
+def start(spines=2, leaves=4, hosts=2, **kw):
+    f = Fabric.generate(spines, leaves, hosts, 0.02, wiring=True)
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    clock = FakeClock(100.0)
+    svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, learn_window=1.0, **kw)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return f, sw, svc, clock
+
+
+def post(svc, doc):
+    return api.handle(svc, "POST", "/v1/jobs", json.dumps(doc).encode())
+
+
+def get(svc, jid):
+    return api.handle(svc, "GET", f"/v1/jobs/{jid}")
+
+
+def ring_samples(f, ring, step=-1, data=20, acks=3, rate=16):
+    """Samples of a ring whose data goes from each rank to rank + step, with acknowledgement
+    samples (small frames) the other way, as one sFlow collector would see them."""
+    out = []
+    for i, h in enumerate(ring):
+        peer = ring[(i + step) % len(ring)]
+        a, b = f.host_ip[h], f.host_ip[peer]
+        out += [SimpleNamespace(src=a, dst=b, frame_length=9000, sampling_rate=rate)] * data
+        out += [SimpleNamespace(src=b, dst=a, frame_length=66, sampling_rate=rate)] * acks
+    return out
+
+
+def run_traffic(svc, clock, samples, seconds=4):
+    for _ in range(seconds * 2):
+        svc.traffic_samples(samples)
+        clock.sleep(0.5)
+        svc.tick(probe=False)
+
+
+def planned_pairs(svc, jid):
+    """The job's planned pairs across leaves (pairs within a leaf never reach a spine)."""
+    f = svc.fabric
+    return {(r["src"], r["dst"]) for r in get(svc, jid)[1]["routes"]
+            if f.hosts[r["src"]] != f.hosts[r["dst"]]}
+
+
+def job_rules(sw, f, number):
+    return {(f.switch_of_dpid[d], k) for d, t in sw.rules.items() for k, r in t.items()
+            if r.cookie == job_cookie(number)}
+
+
+def test_members_only_learns_the_ring_direction_from_traffic():
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    code, doc = post(svc, {"id": "j", "members": [f.host_ip[h] for h in ring]})
+    assert code == 201 and doc["matrix"] == "learning" and doc["flows"] == 0
+    assert get(svc, "j")[1]["predicted_allreduce_s"] is None  # nothing planned yet
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1))
+    code, doc = get(svc, "j")
+    assert doc["matrix"] == "learned"
+    want = {(h, ring[i - 1]) for i, h in enumerate(ring)
+            if f.hosts[h] != f.hosts[ring[i - 1]]}
+    assert planned_pairs(svc, "j") == want  # data direction, never the acknowledgements
+    assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == want
+    assert all(m["declared"] for m in doc["measured_flows"])
+    assert doc["predicted_allreduce_s"] is not None
+    assert any("matrix learned" in e["cause"] for e in svc.state.events)
+
+
+def test_wrong_direction_is_replanned_with_an_event_and_learn_false_keeps_it():
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "wrong", "collective": "ring_allreduce", "ranks": ring,
+                      "bytes": 1e6})[0] == 201
+    declared = planned_pairs(svc, "wrong")
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1))
+    doc = get(svc, "wrong")[1]
+    assert doc["matrix"] == "learned"
+    assert planned_pairs(svc, "wrong") == {(b, a) for a, b in declared}
+    event = [e for e in svc.state.events if e.get("job") == "wrong"][-1]
+    assert "opposite to the declared ring" in event["cause"] and event["error"] is None
+    assert doc["mismatch"]["share"] == 1.0
+    # the same declaration with learning off keeps its matrix whatever runs
+    assert api.handle(svc, "DELETE", "/v1/jobs/wrong")[0] == 200
+    assert post(svc, {"id": "kept", "ranks": ring, "bytes": 1e6, "learn": False})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1))
+    doc = get(svc, "kept")[1]
+    assert doc["matrix"] == "declared" and planned_pairs(svc, "kept") == declared
+
+
+def test_correct_declaration_is_left_alone_and_other_jobs_keep_their_rules():
+    f, sw, svc, clock = start(leaves=4, hosts=4)
+    ring = [h for h in sorted(f.hosts) if h.endswith(("_0", "_1"))]
+    other = [h for h in sorted(f.hosts) if h.endswith(("_2", "_3"))]
+    right = [ring[0]] + ring[1:][::-1]  # data goes to rank - 1: declare the reversed ring
+    assert post(svc, {"id": "ok", "ranks": right, "bytes": 1e6})[0] == 201
+    assert post(svc, {"id": "wrong", "ranks": other, "bytes": 1e6})[0] == 201
+    ok_rules = job_rules(sw, f, 1)
+    sent = len(sw.sent)
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + ring_samples(f, other, step=-1))
+    assert get(svc, "ok")[1]["matrix"] == "declared"
+    assert get(svc, "wrong")[1]["matrix"] == "learned"
+    assert job_rules(sw, f, 1) == ok_rules  # untouched
+    msgs = sw.sent[sent:]
+    kinds = [m.kind for m in msgs]
+    # make before break: every addition of the re-plan before its first deletion
+    assert "flow_delete" in kinds and kinds.index("flow_delete") > max(
+        i for i, k in enumerate(kinds) if k == "flow_add")
+
+
+def test_pattern_change_replans_again():
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1))
+    first = planned_pairs(svc, "j")
+    run_traffic(svc, clock, ring_samples(f, ring, step=+1))
+    assert planned_pairs(svc, "j") == {(b, a) for a, b in first}
+    assert sum("re-planned on the measured matrix" in e["cause"] for e in svc.state.events) == 1
+
+
+@pytest.mark.parametrize("doc,text", [
+    ({"id": "x", "members": ["h0_0", "nobody"]}, "unknown host 'nobody'"),
+    ({"id": "x", "members": ["h0_0"]}, "at least 2 hosts"),
+    ({"id": "x", "members": ["h0_0", "h0_1"]}, "every member is on leaf l0"),
+    ({"id": "x", "members": ["h0_0", "h0_0"]}, "a member appears twice"),
+    ({"id": "x", "members": ["h0_0", "h1_0"], "bytes": -1}, "bytes must be positive"),
+    ({"id": "x", "members": ["h0_0", "h1_0"], "learn": "yes"}, "'learn' must be true or false"),
+    ({"id": "x", "members": ["h0_0", "h1_0"], "ranks": ["h0_0", "h1_0"]}, "exactly one of"),
+])
+def test_bad_member_declarations_are_400_and_change_nothing(doc, text):
+    f, sw, svc, clock = start()
+    before = {d: dict(t) for d, t in sw.rules.items()}
+    code, answer = post(svc, doc)
+    assert code == 400 and text in answer["error"]
+    assert sw.rules == before and not svc.jobs
+
+
+def test_silent_members_stay_learning_and_delete_while_learning_leaves_nothing():
+    f, sw, svc, clock = start()
+    before = {d: dict(t) for d, t in sw.rules.items()}
+    assert post(svc, {"id": "quiet", "members": ["h0_0", "h1_0", "h2_0"]})[0] == 201
+    run_traffic(svc, clock, [])
+    doc = get(svc, "quiet")[1]
+    assert doc["matrix"] == "learning" and doc["measured_flows"] == []
+    assert api.handle(svc, "DELETE", "/v1/jobs/quiet")[0] == 200
+    run_traffic(svc, clock, ring_samples(f, ["h0_0", "h1_0", "h2_0"]))
+    assert sw.rules == before and not svc.jobs and not svc.state.measured
+
+
+def test_learned_matrix_over_the_rule_budget_is_an_event_and_changes_nothing():
+    f, sw, svc, clock = start(max_flow_rules=1)
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "big", "members": ring})[0] == 201
+    before = {d: dict(t) for d, t in sw.rules.items()}
+    run_traffic(svc, clock, ring_samples(f, ring))
+    doc = get(svc, "big")[1]
+    assert doc["matrix"] == "learning" and sw.rules == before
+    errors = [e for e in svc.state.events if e.get("job") == "big" and e["error"]]
+    assert len(errors) == 1 and "budget" in errors[0]["error"]  # not retried every tick
+
+
+def test_learned_job_in_host_mode_is_matched_per_pair():
+    f, sw, svc, clock = start(mode="host")
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "h", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring))
+    doc = get(svc, "h")[1]
+    assert doc["matrix"] == "learned" and doc["mode"] == "flow"
+    event = [e for e in svc.state.events if e.get("job") == "h"][-1]
+    assert "framework chooses its own source ports" in event["mode_reason"]
+    assert job_rules(sw, f, doc["number"])  # per-pair entries at the ingress leaves
