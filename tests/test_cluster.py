@@ -15,7 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from controller.service import api
-from controller.service.cluster import Cluster, ClusterError, decode, encode
+from controller.service.cluster import Cluster, ClusterError
+from controller.service.store import decode, encode
 from controller.errors import ServiceUnavailable
 from controller.service.etcd import Etcd
 from controller.model.fabric import Fabric
@@ -96,6 +97,21 @@ class Members:
             else:
                 for t in c._threads:
                     t.join(timeout=2)
+
+
+@pytest.fixture
+def private(tmp_path):
+    """Members on an etcd of their own (the test stops and restarts it)."""
+    if not os.path.exists(ETCD):
+        pytest.skip("etcd is not installed (apt-get install etcd-server)")
+    etcd = EtcdServer(str(tmp_path)).start()
+    m = Members(etcd.url, "/private/")
+    m.etcd = etcd
+    try:
+        yield m
+    finally:
+        m.stop_all()
+        etcd.__exit__()
 
 
 @pytest.fixture
@@ -308,6 +324,114 @@ def test_etcd_lost_and_back_refuses_writes_meanwhile_and_loses_nothing(tmp_path)
         etcd.__exit__()
 
 
+def test_a_write_etcd_could_not_store_is_answered_202_and_stored_when_etcd_returns(private):
+    a = private.start("a")
+    b = private.start("b")
+    got = []
+    b.on_state = lambda doc, rev: got.append(doc)
+    wait(lambda: b.master is not None)
+    a.took_over(a.generation, {})
+    a.client.timeout = b.client.timeout = 0.5
+    doc0 = {"version": 2, "next_number": 1, "fabric": None, "jobs": []}
+    a.store.save(doc0)
+    doc1 = {**doc0, "next_number": 2}
+
+    def post():  # the switches took the change, then etcd died before it was stored
+        private.etcd.stop()
+        a.store.save(doc1)
+        return 201, {"id": "j"}
+
+    status, answer = a.write("POST", "/v1/jobs", b"{}", {}, post)
+    assert status == 202 and answer["id"] == "j", answer
+    op = answer["operation"]
+    assert (op["state"], op["method"], op["path"], op["status"]) == ("pending", "POST",
+                                                                   "/v1/jobs", 201)
+    assert op["see"] == a.rest_url + "/v1/cluster" and "etcd returns" in op["reason"]
+    view = a.view()
+    assert view["operations"] == [op] and view["unsaved"] is True
+    with pytest.raises(ServiceUnavailable, match="unreachable"):  # nothing else runs meanwhile
+        a.write("DELETE", "/v1/jobs/j", b"", {}, lambda: pytest.fail("etcd is down"))
+    private.etcd.start()
+    wait(lambda: a.view()["operations"][0]["state"] == "stored", 15, "stored once etcd is back")
+    kv = Etcd(private.url).get(b"/private/state")
+    assert decode(kv.value) == doc1 and a.view()["operations"][0]["revision"] == kv.mod_revision
+    wait(lambda: got and got[-1] == doc1, 10, "the standby follows")
+    assert a.role == "master" and a.view()["unsaved"] is False
+
+
+def test_a_pending_write_is_dropped_when_its_master_steps_down_before_etcd_returns(private):
+    a = private.start("a", ttl=8, probe=False)  # a keep-alive every 2 s
+    b = private.start("b", probe=False)
+    wait(lambda: b.master is not None)
+    a.took_over(a.generation, {})
+    a.client.timeout = b.client.timeout = 0.5
+    doc0 = {"version": 2, "next_number": 1, "fabric": None, "jobs": []}
+    a.store.save(doc0)
+
+    def post():
+        private.etcd.stop()
+        a.store.save({**doc0, "next_number": 2})
+        return 201, {"id": "j"}
+
+    assert a.write("POST", "/v1/jobs", b"{}", {}, post)[0] == 202
+    private.etcd.start()
+    Etcd(private.url).revoke(a.lease)  # before a's next keep-alive stores the change
+    wait(lambda: b.role == "master", 10, "b elected")
+    wait(lambda: a.view()["operations"][0]["state"] == "dropped", 10, "the write dropped")
+    assert "lost the master role" in a.view()["operations"][0]["reason"]
+    assert a.store.unsaved is None and a.role == "standby"
+    assert decode(Etcd(private.url).get(b"/private/state").value) == doc0
+
+
+FROZEN = """
+import json, sys
+from controller.service.cluster import Cluster
+from controller.service.etcd import Etcd
+c = Cluster(Etcd(sys.argv[1]), "frozen", "http://127.0.0.1:1", sys.argv[2], probe=False).start()
+for line in sys.stdin:
+    print(json.dumps(c.view()), flush=True)
+"""
+
+
+def test_a_master_frozen_past_its_lease_never_says_master_again(private):
+    """SIGSTOP of the master's process until its lease ended and b was elected, then SIGCONT:
+    the very first view it gives, and every later one, says standby."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen([sys.executable, "-c", FROZEN, private.url, private.prefix],
+                            cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def view():
+        proc.stdin.write("view\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
+
+    try:
+        first = view()
+        assert first["self"]["role"] == "master", first
+        b = private.start("b", probe=False)
+        wait(lambda: b.master is not None and b.master["id"] == "frozen")
+        proc.send_signal(19)  # SIGSTOP
+        try:
+            wait(lambda: b.role == "master", 10, "b elected after the frozen master's lease")
+            assert b.generation > first["generation"]
+        finally:
+            proc.send_signal(18)  # SIGCONT
+        views = [view()]
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and (views[-1]["master"] != "b" or
+                                               views[-1]["generation"] != b.generation):
+            views.append(view())
+        assert all(v["self"]["role"] == "standby" for v in views), views
+        assert views[-1]["master"] == "b" and views[-1]["generation"] == b.generation, views[-1]
+        assert "unconfirmed_master" not in views[-1]["self"]
+        assert all(m["role"] == "standby" for v in views for m in v["members"]
+                   if m["id"] == "frozen")
+    finally:
+        proc.send_signal(18)
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 def test_documents_are_compressed_and_plain_json_is_read():
     doc = {"jobs": [{"routes": [[["h0_0", "h1_0", "tcp", 0, 0], [[1, 1.0]]]] * 200}]}
     assert len(encode(doc)) * 10 < len(json.dumps(doc))
@@ -328,13 +452,13 @@ class Node:
     server calling ``api.handle`` (so standbys forward to it), and the shell's role logic
     (stand by at once; take over from the stored intent)."""
 
-    def __init__(self, members, cid, switches, fabric):
+    def __init__(self, members, cid, switches, fabric, **kw):
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         threading.Thread(target=self.http.serve_forever, daemon=True).start()
         rest = FakeRest()
         rest.crash()
         rest.url = f"http://127.0.0.1:{self.http.server_address[1]}"
-        self.cluster = Cluster(Etcd(members.url), cid, rest.url, members.prefix)
+        self.cluster = Cluster(Etcd(members.url), cid, rest.url, members.prefix, **kw)
         self.cluster.rest = self
         self.svc = RouteService(switches, fabric, store=self.cluster.store)
         self.svc.passive = True

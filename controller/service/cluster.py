@@ -1,5 +1,6 @@
 """Redundant controllers sharing their intent through etcd: membership, election of the one
-OpenFlow master, the intent store, and REST writes routed to the master.
+OpenFlow master, and REST writes routed to the master (the intent store is
+``controller/service/store.py``'s ``EtcdStore``).
 
 Keys under a prefix (``/mlroute/`` by default; several fabrics can share one etcd):
 
@@ -26,10 +27,16 @@ unreachable (a network partition) is left to the lease; whichever controller win
 only accept the highest generation.
 
 REST writes go to any controller: a standby forwards them to the master (which plans, installs,
-confirms by barriers and stores), so the API keeps its contract (201 once the switches confirmed,
-409 on a conflict) whichever controller is asked. When etcd is unreachable writes get 503 and
-the switches keep their tables; a change the master made meanwhile (a link failure) is stored
-when etcd returns.
+confirms by barriers and stores), so the API keeps its contract (201 once the switches confirmed
+and etcd stored, 409 on a conflict) whichever controller is asked. When etcd is unreachable
+writes get 503 and change nothing; the switches keep their tables, and a change the master made
+meanwhile (a link failure) is stored when etcd returns. A write whose change the switches took
+while etcd died is answered 202 with an operation that ``GET /v1/cluster`` follows until it is
+stored (etcd back) or dropped (the master stepped down first): never 503 and a later install.
+
+A master says so in ``GET /v1/cluster`` only while its lease is confirmed: refreshed within its
+TTL, or checked in etcd at the question (a master frozen by SIGSTOP past its lease steps down
+when it runs again, without ever claiming the role it lost).
 """
 from __future__ import annotations
 
@@ -38,118 +45,28 @@ import logging
 import socket
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import zlib
+from collections import OrderedDict
 from typing import Callable
 
+from controller.client import Client, ControllerUnreachable
 from controller.errors import ServiceUnavailable
 from controller.service.etcd import (Etcd, EtcdError, EtcdUnavailable, KeyValue, compare_create,
                                      op_put, op_range, prefix_end)
+from controller.service.store import EtcdStore, decode
 
 LOG = logging.getLogger("mlroute")
 DEFAULT_PREFIX = "/mlroute/"
-MAX_DOC = 1_400_000  # bytes; etcd refuses requests over 1.5 MiB unless --max-request-bytes
 FORWARD_TIMEOUT = 120.0  # seconds a forwarded write may take (a large job, a slow switch)
 FORWARDED = "X-Mlroute-Forwarded"
+MAX_OPERATIONS = 100  # writes answered 202 that /v1/cluster lists (the newest)
+CHECK_INTERVAL = 0.25  # seconds between two checks of an unconfirmed master role in etcd
 
 
 class ClusterError(RuntimeError):
     """The controller cannot join the cluster (etcd unreachable, its id taken); the message
     names the etcd URL."""
-
-
-# ---- the intent document in etcd -----------------------------------------------------------
-def encode(doc: dict) -> bytes:
-    """The state document as stored: compact JSON, zlib-compressed (routes repeat host names
-    and spine ids, so documents shrink about tenfold).
-
-    >>> decode(encode({"version": 2, "jobs": []}))
-    {'version': 2, 'jobs': []}
-    """
-    return zlib.compress(json.dumps(doc, separators=(",", ":")).encode(), 6)
-
-
-def decode(data: bytes) -> dict | None:
-    """A stored document; plain JSON is read too (a document put by hand with etcdctl)."""
-    if not data:
-        return None
-    if data[:1] == b"{":
-        return json.loads(data)
-    return json.loads(zlib.decompress(data))
-
-
-class EtcdStore:
-    """The intent in etcd with the ``save``/``load`` of ``controller/service/store.py`` (so the service
-    uses either), plus ``watch``. Inside a cluster a save is fenced by the master key at this
-    controller's generation. ``save`` never raises: the service calls it after the switches
-    took a change, so a document that could not be stored is kept (``unsaved``) and stored
-    when etcd returns (``flush``); ``Cluster.write`` tells the REST client."""
-
-    def __init__(self, client: Etcd, prefix: str = DEFAULT_PREFIX, cluster: "Cluster" = None):
-        self.client = client
-        self.key = (prefix + "state").encode()
-        self.cluster = cluster
-        self.unsaved: bytes | None = None  # encoded document not stored yet
-        self.too_large = 0  # size of the last document etcd could not take
-        self.fence_failures = 0  # saves refused because this controller is no longer master
-        self.revision = 0  # of the last save or load
-        self.lock = threading.Lock()
-
-    def load(self) -> dict | None:
-        kv = self.client.get(self.key)
-        if kv is None:
-            return None
-        self.revision = kv.mod_revision
-        return decode(kv.value)
-
-    def save(self, doc: dict) -> None:
-        data = encode(doc)
-        if len(data) > MAX_DOC:
-            self.too_large = len(data)
-            LOG.error("mlroute: the state document (%d bytes compressed) is larger than etcd "
-                      "takes (1.5 MiB unless etcd runs with --max-request-bytes)", len(data))
-            return
-        self.too_large = 0
-        with self.lock:
-            self._flush(data)
-
-    def flush(self) -> bool:
-        """Store a document kept while etcd was unreachable; True if nothing is left."""
-        with self.lock:
-            return self.unsaved is None or self._flush(self.unsaved)
-
-    def _flush(self, data: bytes) -> bool:
-        """Store ``data`` (fenced); kept in ``unsaved`` if etcd cannot be reached."""
-        self.unsaved = None
-        fence = self.cluster.fence() if self.cluster else None
-        try:
-            if fence is None and self.cluster is None:
-                self.revision = self.client.put(self.key, data)
-            elif fence is None:
-                LOG.error("mlroute: not storing the state: this controller is not the master")
-                self.fence_failures += 1
-                return True
-            else:
-                r = self.client.txn([compare_create(fence[0], fence[1])],
-                                    [op_put(self.key, data)])
-                if not r.succeeded:
-                    self.fence_failures += 1
-                    LOG.error("mlroute: the state was not stored: this controller lost the "
-                              "master role (generation %d)", fence[1])
-                    self.cluster.fence_lost()
-                    return True
-                self.revision = r.revision
-        except EtcdUnavailable as e:
-            LOG.warning("mlroute: %s; the state is stored when etcd returns", e)
-            self.unsaved = data
-            return False
-        except EtcdError as e:
-            LOG.error("mlroute: storing the state failed: %s", e)
-            self.unsaved = data
-            return False
-        return True
 
 
 # ---- membership and election ---------------------------------------------------------------
@@ -191,7 +108,8 @@ class Cluster:
         self.ttl = ttl
         self.probe = probe
         self.clock = clock
-        self.store = EtcdStore(client, prefix, self)
+        self.store = EtcdStore(client, prefix, fence=self.fence, on_stored=self._stored,
+                               on_fenced=self.fence_lost)
         self.master_key = (prefix + "master").encode()
         self.members_key = (prefix + "members/").encode()
         self.on_role: Callable[[str, int], None] = lambda role, gen: None
@@ -203,6 +121,10 @@ class Cluster:
         self.master: dict | None = None  # {"id", "rest", "lease", "generation"}
         self.members: dict[str, dict] = {}
         self.healthy = False  # etcd answered the last keep-alive
+        self.confirmed_until = 0.0  # monotonic time until which the lease surely lives
+        self._checked_at = -CHECK_INTERVAL  # last synchronous check of the master role
+        self.operations: OrderedDict[str, dict] = OrderedDict()  # writes answered 202
+        self._operation_number = 0
         self.serving = False  # master and done taking over (the service installs)
         self.role_since = clock()
         self.switch_roles: dict[int, str] = {}  # dpid -> role the switch confirmed, or error
@@ -263,6 +185,7 @@ class Cluster:
         lease is a previous run of this controller if its REST address refuses connections (its
         lease is revoked); otherwise another controller has the id: wait for it to expire, then
         give up with an error."""
+        sent = time.monotonic()
         lease, ttl = self.client.grant(self.ttl)
         key = self.members_key + self.id.encode()
         value = json.dumps({"id": self.id, "rest": self.rest_url, "started": self.clock()}).encode()
@@ -285,6 +208,7 @@ class Cluster:
             time.sleep(0.2)
         with self._lock:
             self.lease, self.granted_ttl = lease, ttl
+            self.confirmed_until = sent + ttl
 
     def _resync(self) -> int:
         """Read the whole prefix (members, master, state) and act on it; returns the revision
@@ -352,13 +276,33 @@ class Cluster:
         with self._lock:
             if (role, generation) == (self.role, self.generation):
                 return
+            # a master's term ends with its generation (a new term reloads the stored intent)
+            stepped_down = self.role == "master" and (role, generation) != (self.role,
+                                                                           self.generation)
             if role != self.role or role == "master":
                 self.serving = False
                 self.role_since = self.clock()
                 self.switch_roles.clear()
             self.role, self.generation = role, generation
         LOG.info("mlroute: controller %s is %s (generation %d)", self.id, role, generation)
+        if stepped_down:
+            self._step_down()
         self.on_role(role, generation)
+
+    def _step_down(self) -> None:
+        """No longer master at this generation: a change etcd never took is dropped (the new master's intent
+        holds; its takeover undoes the change at the switches), and the writes answered 202
+        say so."""
+        if self.store.discard():
+            LOG.error("mlroute: controller %s stepped down before etcd stored its last change; "
+                      "the change is dropped", self.id)
+        with self._lock:
+            for op in self.operations.values():
+                if op["state"] == "pending":
+                    op.update(state="dropped", at=self.clock(),
+                              reason="this controller lost the master role before etcd stored "
+                                     "the change; the new master's intent holds (its takeover "
+                                     "undoes the change at the switches)")
 
     def fence(self) -> tuple[bytes, int] | None:
         """(master key, generation) while this controller is the master, else None."""
@@ -393,7 +337,7 @@ class Cluster:
         interval = max(0.1, self.granted_ttl / 4)
         while not self._stop.wait(interval):
             try:
-                ttl = self.client.keepalive(self.lease, timeout=max(0.5, interval))
+                lease, ttl = self._keepalive(timeout=max(0.5, interval))
             except EtcdUnavailable as e:
                 if self.healthy:
                     LOG.error("mlroute: %s: writes are refused until it returns", e)
@@ -406,17 +350,64 @@ class Cluster:
                 LOG.info("mlroute: etcd at %s answers again", self.client.url)
             self.healthy = True
             if ttl == 0:
-                self._lease_lost()
+                self._lease_lost(lease)
             elif self.store.unsaved is not None:
                 self.store.flush()
 
-    def _lease_lost(self) -> None:
-        """etcd ended this controller's lease (it was unreachable for longer than the TTL):
-        step down, join again and take part in the next election."""
-        LOG.error("mlroute: controller %s lost its etcd lease; joining again", self.id)
+    def _keepalive(self, timeout: float) -> tuple[int, int]:
+        """Refresh this controller's lease: (lease, its TTL; 0: ended). A refreshed lease
+        lives at least its TTL from the moment the request left (``confirmed_until``)."""
         with self._lock:
+            lease = self.lease
+        if not lease:
+            return 0, -1  # joining again
+        sent = time.monotonic()
+        ttl = self.client.keepalive(lease, timeout=timeout)
+        with self._lock:
+            if self.lease == lease:
+                self.confirmed_until = sent + ttl if ttl else 0.0
+        return lease, ttl
+
+    def confirmed_master(self) -> bool:
+        """True only while this controller is the master at a generation etcd still holds.
+        Its lease, refreshed within its TTL, proves it at no cost; past that (the process was
+        frozen, etcd is unreachable) etcd is asked (at most every CHECK_INTERVAL): an ended
+        lease steps down at once, and an unanswered question is no proof."""
+        with self._lock:
+            if self.role != "master":
+                return False
+            if time.monotonic() < self.confirmed_until:
+                return True
+            if time.monotonic() - self._checked_at < CHECK_INTERVAL:
+                return False
+            self._checked_at = time.monotonic()
+        try:
+            lease, ttl = self._keepalive(timeout=0.5)
+            if ttl == 0:
+                self._lease_lost(lease)
+            if ttl <= 0:
+                return False
+            kv = self.client.get(self.master_key)
+        except EtcdError as e:
+            LOG.debug("mlroute: the master role cannot be confirmed: %s", e)
+            return False
+        with self._lock:
+            mine = (kv is not None and kv.lease == lease == self.lease and
+                    kv.create_revision == self.generation and self.role == "master")
+        if not mine:
+            self._master_seen(kv)
+        return mine
+
+    def _lease_lost(self, lease: int) -> None:
+        """etcd ended this controller's lease (it was unreachable, or frozen, for longer than
+        the TTL): step down, join again and take part in the next election."""
+        with self._lock:
+            if lease != self.lease:
+                return  # already handled (by the keep-alive loop or a view)
             gen = self.generation
             self.lease = 0
+            self.confirmed_until = 0.0
+        LOG.error("mlroute: controller %s lost its etcd lease; joining again", self.id)
         self._set_role("standby", gen)
         try:
             self._join()
@@ -527,7 +518,10 @@ class Cluster:
               local: Callable[[], tuple[int, dict]]) -> tuple[int, dict]:
         """Serve a writing request: locally on the master, else forwarded to it. 503 (raised
         as ServiceUnavailable) while etcd is unreachable, no master is elected, or this
-        controller is still taking over."""
+        controller is still taking over: nothing was changed. A change the switches took but
+        etcd could not store (etcd lost during the request) is answered 202 with an
+        ``operation`` whose state ``GET /v1/cluster`` tells: pending, then stored (etcd back)
+        or dropped (this controller stepped down first; the new master's intent holds)."""
         try:
             kv = self.client.get(self.master_key)
         except EtcdError as e:
@@ -543,9 +537,9 @@ class Cluster:
                                          "retry in a second")
             before = self.store.fence_failures
             status, doc = local()
-            if status < 400:
-                self._check_saved(before)
-            return status, doc
+            if status >= 400:
+                return status, doc
+            return self._confirmed(method, path, status, doc, before)
         if headers.get(FORWARDED):
             raise ServiceUnavailable(f"controller {self.id} got a request forwarded by "
                                      f"{headers[FORWARDED]} but {info.get('id')} is the master: "
@@ -555,40 +549,69 @@ class Cluster:
             self.refresh()
         return status, doc
 
-    def _check_saved(self, fence_failures: int) -> None:
+    def _confirmed(self, method: str, path: str, status: int, doc, fence_failures: int
+                   ) -> tuple[int, dict]:
+        """The answer to a write the switches took: as is once etcd stored it, else 202."""
         if self.store.fence_failures != fence_failures:
             raise ServiceUnavailable(f"controller {self.id} lost the master role during the "
-                                     "request; the change was not stored: retry")
+                                     "request; the change was not stored and the new master's "
+                                     "intent holds: retry")
         if self.store.too_large:
             raise ServiceUnavailable(f"the state document ({self.store.too_large} bytes "
                                      "compressed) is larger than etcd takes (run etcd with a "
                                      "larger --max-request-bytes); the change is installed "
                                      "but not stored")
-        if self.store.unsaved is not None:
-            raise ServiceUnavailable(f"etcd at {self.client.url} is unreachable: the change is "
-                                     "installed on the switches but not stored yet; it is "
-                                     "stored when etcd returns")
+        with self.store.lock:  # a flush cannot slip between this check and the record
+            if self.store.unsaved is None:
+                return status, doc
+            with self._lock:
+                self._operation_number += 1
+                op = {"id": f"{self.id}/{self.generation}/{self._operation_number}",
+                      "state": "pending", "method": method, "path": path,
+                      "since": self.clock(), "generation": self.generation,
+                      "status": status, "see": f"{self.rest_url}/v1/cluster",
+                      "reason": f"etcd at {self.client.url} became unreachable during the "
+                                "request: the switches took the change; it is stored when "
+                                "etcd returns (state \"stored\"), or dropped if this "
+                                "controller stops being the master first (state \"dropped\")"}
+                self.operations[op["id"]] = op
+                while len(self.operations) > MAX_OPERATIONS:
+                    self.operations.popitem(last=False)
+                op = dict(op)
+        LOG.warning("mlroute: %s %s answered 202: %s", method, path, op["reason"])
+        answer = dict(doc) if isinstance(doc, dict) else {"result": doc}
+        answer["operation"] = op
+        return 202, answer
+
+    def _stored(self, revision: int) -> None:
+        """etcd took a document: every write still pending is in it."""
+        with self._lock:
+            for op in self.operations.values():
+                if op["state"] == "pending":
+                    op.update(state="stored", revision=revision, at=self.clock())
 
     def _forward(self, master: dict, method: str, path: str, body: bytes,
                  headers: dict) -> tuple[int, dict]:
-        url = master["rest"].rstrip("/") + urllib.parse.quote(path, safe="/~")
         out = {"Content-Type": "application/json", FORWARDED: self.id}
         if headers.get("Authorization"):
             out["Authorization"] = headers["Authorization"]
-        req = urllib.request.Request(url, data=body or None, method=method, headers=out)
         try:
-            with urllib.request.urlopen(req, timeout=FORWARD_TIMEOUT) as resp:
-                return resp.status, json.loads(resp.read() or b"{}")
-        except urllib.error.HTTPError as e:
-            text = e.read()
-            try:
-                return e.code, json.loads(text)
-            except ValueError:
-                return e.code, {"error": text.decode(errors="replace")}
-        except OSError as e:
+            client = Client(master["rest"], timeout=FORWARD_TIMEOUT)
+            status, answer = client.request(method, urllib.parse.quote(path, safe="/~"),
+                                            body=body or None, headers=out)
+        except ControllerUnreachable as e:
+            if e.message.startswith("no answer"):  # sent: it may have been applied
+                return 504, {"error": f"the master {master.get('id')} at {master.get('rest')} "
+                                      f"took the request but did not answer ({e.message}); "
+                                      "whether the change was applied shows in GET /v1/jobs "
+                                      "once a master serves again"}
             raise ServiceUnavailable(f"the master {master.get('id')} at {master.get('rest')} "
-                                     f"did not answer ({getattr(e, 'reason', e)}); a standby "
-                                     "takes over within seconds: retry") from None
+                                     f"did not answer ({e.message}); nothing was sent; a "
+                                     "standby takes over within seconds: retry") from None
+        except ValueError as e:
+            raise ServiceUnavailable(f"the master's address {master.get('rest')!r}: {e}"
+                                     ) from None
+        return status, answer if isinstance(answer, dict) else {"result": answer}
 
     def refresh(self) -> None:
         """Read the stored document now (after a forwarded write: read your own writes)."""
@@ -601,22 +624,29 @@ class Cluster:
             self._state_seen(kv)
 
     def view(self) -> dict:
-        """The document of ``GET /v1/cluster``."""
+        """The document of ``GET /v1/cluster``. This controller says "master" only while etcd
+        confirms it (``confirmed_master``): a master frozen past its lease, or cut off from
+        etcd, says "standby" with ``unconfirmed_master`` until it knows."""
+        confirmed = self.confirmed_master()
         with self._lock:
             roles = list(self.switch_roles.values())
-            master_id = self.master["id"] if self.master else None
+            unconfirmed = self.role == "master" and not confirmed
+            master_id = self.master["id"] if self.master and not unconfirmed else None
             members = [{"id": mid, "rest": m.get("rest"),
                         "role": "master" if mid == master_id else "standby"}
                        for mid, m in sorted(self.members.items())]
+            me = {"id": self.id, "role": "master" if confirmed else "standby",
+                  "rest": self.rest_url, "serving": self.serving and not unconfirmed,
+                  "since": self.role_since,
+                  "switches": {"master": roles.count("master"), "slave": roles.count("slave"),
+                               "failed": sum(r not in ("master", "slave") for r in roles)}}
+            if unconfirmed:
+                me["unconfirmed_master"] = True
             return {
-                "self": {"id": self.id, "role": self.role, "rest": self.rest_url,
-                         "serving": self.serving, "since": self.role_since,
-                         "switches": {"master": roles.count("master"),
-                                      "slave": roles.count("slave"),
-                                      "failed": sum(r not in ("master", "slave") for r in roles)}},
-                "members": members, "etcd": self.client.url, "master": master_id,
+                "self": me, "members": members, "etcd": self.client.url, "master": master_id,
                 "generation": self.generation, "healthy": self.healthy,
                 "unsaved": self.store.unsaved is not None, "state_revision": self.state_revision,
+                "operations": list(reversed([dict(op) for op in self.operations.values()])),
                 "takeover": dict(self.takeover)}
 
 
