@@ -129,7 +129,10 @@ class HaSession:
         return ControllerProcess(
             self.fabric_path if self.fabric_file else None, log, algorithm="auto",
             rest_port=self.rest_ports[cid], of_port=self.of_ports[cid],
-            extra_args=["--mlroute-etcd", self.etcd_url, "--mlroute-id", cid] + self.extra_args)
+            extra_args=["--mlroute-etcd", self.etcd_url, "--mlroute-id", cid,
+                        # one sFlow port each: controllers of one host cannot share 6343
+                        "--mlroute-sflow-port", str(16343 + self.ids.index(cid))]
+            + self.extra_args)
 
     def start_controller(self, cid: str) -> ControllerProcess:
         ctl = self.controller(cid)

@@ -18,6 +18,7 @@ from controller.jsonio import read_json
 from controller.model.fabric import Fabric
 from controller.planners.offpath import plan_in_subprocess
 from controller.planners.plan import planner_options
+from controller.measurement.sflow import SflowCollector
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
 from controller.service.listen import check_free
@@ -60,7 +61,12 @@ class Shell:
                                     link_gbps=conf.mlroute_link_gbps,
                                     hold_down=conf.mlroute_hold_down,
                                     max_flow_rules=conf.mlroute_max_flow_rules,
-                                    over_budget=conf.mlroute_over_budget)
+                                    over_budget=conf.mlroute_over_budget,
+                                    learn_window=conf.mlroute_learn_window,
+                                    learn_share=conf.mlroute_learn_share)
+        self.sflow = (SflowCollector(conf.mlroute_sflow_host, conf.mlroute_sflow_port,
+                                     self.service.traffic_samples)
+                      if conf.mlroute_sflow_port else None)
         self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub)
         self.lldp_interval = conf.mlroute_lldp_interval
@@ -77,10 +83,18 @@ class Shell:
             self.hub.spawn(self._poll_stats)
         self.hub.spawn(self._tick)
         self.hub.spawn(self.rest.serve)
+        if self.sflow is not None:
+            try:
+                self.sflow.start()
+            except OSError as e:
+                raise InputError(f"{e.strerror} (--mlroute-sflow-port; 0 turns traffic "
+                                 "measurement off)") from None
 
     def stop(self) -> None:
-        """End the loops (each at its next round) and the REST server."""
+        """End the loops (each at its next round), the sFlow collector and the REST server."""
         self._running = False
+        if self.sflow is not None:
+            self.sflow.stop()
         self.rest.stop()
 
     def name(self, dpid: int) -> str:

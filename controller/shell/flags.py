@@ -50,6 +50,18 @@ OPTS = [
     cfg.FloatOpt("mlroute-hold-down", default=5.0,
                  help="seconds a link that came back must stay up before auto re-optimises "
                       "the running jobs onto it (0: at once)"),
+    # learned matrices (controller/service/learning.py): traffic measured by sFlow samples
+    cfg.IntOpt("mlroute-sflow-port", default=6343,
+               help="UDP port of the sFlow collector that measures what each job's members "
+                    "send each other (0: no measurement, declared matrices only)"),
+    cfg.StrOpt("mlroute-sflow-host", default="127.0.0.1",
+               help="address the sFlow collector listens on (the switches' sFlow target)"),
+    cfg.FloatOpt("mlroute-learn-window", default=2.0,
+                 help="seconds per window of measured traffic; a pattern is learned once two "
+                      "consecutive windows agree"),
+    cfg.FloatOpt("mlroute-learn-share", default=0.2,
+                 help="share of a job's measured bytes on pairs it did not declare that "
+                      "re-plans it on the measured matrix (jobs with \"learn\": false never)"),
     cfg.StrOpt("mlroute-token", default=None, secret=True,
                help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>' "
                     "(visible in ps: prefer --mlroute-token-file or MLROUTE_TOKEN)"),
