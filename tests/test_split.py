@@ -89,7 +89,7 @@ def test_split_equals_the_lp_optimum_under_random_failures(inst):
     except ConflictError:
         assume(False)  # some leaf pair has no common spine left
     assume(len(problem) > 0)
-    a = split(problem)
+    a = split(problem, max_parts=None)
     event(f"{a.info['method']}, split: {a.info['split_flows'] > 0}, cheap bound below the "
           f"optimum: {a.info['fractional_lower_bound'] < a.info['fractional_optimum'] - 1e-9}")
     check_split(problem, a)

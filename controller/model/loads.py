@@ -15,6 +15,7 @@ import numpy as np
 from controller.model.problem import Assignment, Problem
 
 TOL = 1e-9
+AT_MAX_TOL = 1e-6  # relative: LP-based split plans leave loads a few 1e-8 below their max
 
 
 def link_loads(problem: Problem, assignment: Assignment, weight: str = "flows"):
@@ -36,11 +37,26 @@ def alive_links(fabric) -> np.ndarray:
                      for m in fabric.up_mask])
 
 
-def load_summary(problem: Problem, assignment: Assignment) -> dict:
+def links_at_max(loads: np.ndarray, tol: float = AT_MAX_TOL) -> int:
+    """Directed links whose load is within ``tol`` x max(alpha, 1) of the max alpha: floating-point
+    shares (split plans) count as at the max when they are there up to rounding.
+
+    >>> links_at_max(np.array([1.25, 1.2499999999, 1.0, 0.0]))
+    2
+    >>> links_at_max(np.array([1.25, 1.2499999999, 1.0]), tol=1e-12)
+    1
+    """
+    alpha = float(loads.max()) if loads.size else 0.0
+    if alpha <= 0:
+        return 0
+    return int(np.count_nonzero(loads >= alpha - tol * max(alpha, 1.0)))
+
+
+def load_summary(problem: Problem, assignment: Assignment, tol: float = AT_MAX_TOL) -> dict:
     up, down = link_loads(problem, assignment)
     loads = np.concatenate([up.ravel(), down.ravel()])
     alpha = float(loads.max()) if loads.size else 0.0
-    at_max = int(np.count_nonzero(np.abs(loads - alpha) <= TOL * max(alpha, 1))) if alpha else 0
+    at_max = links_at_max(loads, tol)
     rounded = Counter(round(float(v), 6) for v in loads[loads > TOL])
     return {
         "max_link_load": round(alpha, 9),

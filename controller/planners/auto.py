@@ -45,7 +45,7 @@ from controller.errors import InputError
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.equitable import common_spines, equitable_spines
 from controller.planners.greedy import greedy_spines
-from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at
+from controller.planners.layer2 import fewer_at_level, links_at, side_bounds
 from controller.planners.repair import (NO_SPINE, Routing, bits, gc_paused, insert_all,
                                         reduce_to)
 from controller.model.problem import Assignment, Problem
@@ -272,15 +272,18 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
         ms["ilp"] = (time.perf_counter() - t2) * 1e3
     # layer 2: fewer links at the max, then at the next load down
     t3 = time.perf_counter()
-    lb2 = layer2_lower_bound(problem, value)
-    count = links_at(problem, spines, value)
+    floor = side_bounds(problem, value)
+    lb2 = sum(floor)
+    count = (sum(1 for v in r.load if v == value) if r is not None
+             else links_at(problem, spines, value))
     if common is None and count > lb2:
         if r is None:
             r = Routing(problem, spines)
         for c in range(value - 1, max(value - 1 - LAYER2_LEVELS, 0), -1):
-            fewer_at_level(r, c, deadline)
+            top = c == value - 1  # the level below the max: a small chain budget
+            fewer_at_level(r, c, deadline, 4096 if top else 256, floor if top else None)
         spines = list(r.spine)
-        count = links_at(problem, spines, value)
+        count = sum(1 for v in r.load if v == value)
     ms["layer2"] = (time.perf_counter() - t3) * 1e3
     info["layer2_ilp"] = None
     if optimal and count > lb2 and ilp_time_limit > 0 and time.perf_counter() - t0 < ilp_time_limit:

@@ -30,7 +30,7 @@ evaluations are spent: deterministic.
     >>> b = Job("B", explicit=[Flow("B", "h0_2", "h1_2", 1e9)])
     >>> p = Problem.build(f, [a, b])
     >>> r = Routing(p, [0, 1, 0])        # A's first flow shares spine 0 with B: both at 2x
-    >>> moves, how = lower_mean(r, JobModel(p), 2, 100)
+    >>> moves, how, slow = lower_mean(r, JobModel(p), 2, 100)
     >>> {j: round(v, 2) for j, v in job_slowdowns(p, r.spine).items()}
     {'A': 2.0, 'B': 1.0}
 """
@@ -41,6 +41,7 @@ from collections import Counter
 from controller.planners.repair import Routing, bits
 
 EPS = 1e-9
+CHAIN_LINKS = 512  # links one chain search may visit
 
 
 class _JobState:
@@ -83,12 +84,12 @@ class _JobState:
             self._set(x, self.link_values(self.r.on[x]))
 
 
-def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str]:
+def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, list]:
     """Apply mean-lowering moves to ``r`` in place (module docstring); (flows moved, how the
-    search ended: "local_optimum" or "budget"). Cost: per evaluation O(flows on the <= 8
+    search ended: "local_optimum" or "budget", the predicted slowdown per job). Cost: per evaluation O(flows on the <= 8
     links it touches, squared, + their jobs' distinct values)."""
     st = _JobState(r, model)
-    S = r.S
+    load = r.load
     n_jobs = len(model.jobs)
     slow = [st.slowdown(j) for j in range(n_jobs)]
     w_max = max(slow, default=1.0)
@@ -102,47 +103,128 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str]:
         return any(st.at[y].get(j, 0.0) > 1.0 + EPS and model.value(f, r.on[y]) > 1.0 + EPS
                    for y in r.links(f, r.spine[f]))
 
-    def evaluate(changes):
-        moved = {g for g, _ in changes}
-        gains: dict[int, list] = {}
-        for g, u in changes:
-            for y in r.links(g, u):
-                gains.setdefault(y, []).append(g)
-        touched = set(gains)
-        for g, _ in changes:
-            touched.update(r.links(g, r.spine[g]))
-        new_at = {}
+    def apply(changes, log, affected) -> None:
+        touched = set()
+        for h, _ in changes:
+            touched.update(r.links(h, r.spine[h]))
+        for h, u in changes:
+            log.append((h, r.spine[h]))
+            r._remove(h)
+        for h, u in changes:
+            r._add(h, u)
+            touched.update(r.links(h, u))
         for y in touched:
-            on = [f for f in r.on[y] if f not in moved] + gains.get(y, [])
-            if len(on) > alpha:
-                return None
-            new_at[y] = st.link_values(on)
-        jobs = set()
+            affected.update(st.at[y])
+        st.refresh(touched)
         for y in touched:
-            jobs.update(st.at[y])
-            jobs.update(new_at[y])
-        delta = 0.0
-        for j in jobs:
-            c = Counter(st.values[j])
-            for y in touched:
-                v = st.at[y].get(j)
-                if v is not None:
-                    c[v] -= 1
-                    if not c[v]:
-                        del c[v]
-                v = new_at[y].get(j)
-                if v is not None:
-                    c[v] += 1
-            s = max(max(c) if c else 1.0, 1.0)
-            if s > w_max * (1 + EPS):
-                return None
-            delta += s - slow[j]
-        if delta >= -EPS:
-            return None
-        at_alpha = sum(len(r.on[y]) == alpha for y in touched)
-        new_alpha = sum(sum(1 for f in r.on[y] if f not in moved) + len(gains.get(y, ()))
-                        == alpha for y in touched)
-        return (round(delta, 12), new_alpha - at_alpha), jobs
+            affected.update(st.at[y])
+
+    def undo(log, n: int) -> None:
+        while len(log) > n:
+            h, old = log.pop()
+            touched = set(r.links(h, r.spine[h])) | set(r.links(h, old))
+            r._remove(h)
+            r._add(h, old)
+            st.refresh(touched)
+
+    usable = r.usable = list(r.usable)  # masked per search below, restored after
+    r.set_capacity(1, hold=True)  # shared links may change flows, never gain one
+
+    def fine(jobs) -> bool:
+        """No job above the worst, no job slowed that was not."""
+        return all(st.slowdown(k) <= (w_max if slow[k] > 1.0 + EPS else 1.0) * (1 + EPS)
+                   for k in jobs)
+
+    def move_partner(g: int, t: int, log: list) -> bool:
+        """Move away, directly, each flow sharing a link with g whose job is slowed already, to
+        a spine where it stays within alpha and slows no other job (it may share there with a
+        flow of its own job: concentration). True when g ends alone on its links."""
+        nonlocal spent
+        for x in r.links(g, t):
+            for h in sorted(r.on[x] - {g}):
+                if slow[model.job[h]] <= 1.0 + EPS:
+                    continue
+                hl = r.links(h, t)
+                for u in sorted(bits(usable[h] & ~(1 << t)),
+                                key=lambda u: (max(load[y - t + u] for y in hl), u)):
+                    if max(load[y - t + u] for y in hl) + 1 > alpha:
+                        break
+                    if spent >= budget:
+                        return False
+                    spent += 1
+                    touched = set(hl) | {y - t + u for y in hl}
+                    jobs = {k for y in touched for k in st.at[y]}
+                    r._remove(h)
+                    r._add(h, u)
+                    st.refresh(touched)
+                    jobs.update(k for y in touched for k in st.at[y])
+                    if fine(jobs):
+                        log.append((h, t))
+                        break
+                    r._remove(h)
+                    r._add(h, t)
+                    st.refresh(touched)
+                if all(len(r.on[y]) == 1 or model.value(g, r.on[y]) <= 1.0 + EPS
+                       for y in r.links(g, t)):
+                    return True
+        return False
+
+    def by_chain(g: int, t: int, log: list) -> bool:
+        """g off spine t by a chain under the held capacities (layer 2 kept)."""
+        r._remove(g)
+        usable[g] &= ~(1 << t)
+        moved: list = []
+        ok = bool(usable[g]) and r.insert(g, CHAIN_LINKS, moved)
+        usable[g] |= 1 << t
+        if not ok:
+            r._add(g, t)
+            return False
+        log.append((g, t))
+        log.extend(moved)
+        return True
+
+    def free(j: int) -> int:
+        """Tentatively move every slowed flow of job j off its shared link by a chain (the
+        Kempe move of edge colouring: the flow that takes its place comes from a chain through
+        links holding one flow), kept when the sum of the affected jobs' slowdowns drops,
+        else undone. Flows moved (0 if undone)."""
+        nonlocal spent
+        log: list = []
+        affected = {j}
+        for g in [f for f in flows_of[j] if hot(f)]:
+            if not hot(g):
+                continue
+            if spent >= budget:
+                break
+            spent += 1
+            t = r.spine[g]
+            mark = len(log)
+            for attempt in (by_chain, move_partner):
+                if not attempt(g, t, log):
+                    undo(log, mark)
+                    continue
+                touched = set()
+                for h, old in log[mark:]:
+                    touched.update(r.links(h, old))
+                    touched.update(r.links(h, r.spine[h]))
+                for y in touched:
+                    affected.update(st.at[y])
+                st.refresh(touched)
+                for y in touched:
+                    affected.update(st.at[y])
+                if (max(model.value(g, r.on[y]) for y in r.links(g, r.spine[g])) <= 1.0 + EPS
+                        and fine(affected)):
+                    break
+                undo(log, mark)
+            else:
+                break  # g stays slowed: job j cannot be freed this way
+        after = sum(st.slowdown(k) for k in affected)
+        if log and after < sum(slow[k] for k in affected) - EPS:
+            for k in affected:
+                slow[k] = st.slowdown(k)
+            return len(log)
+        undo(log, 0)
+        return 0
 
     changed = True
     while changed and spent < budget:
@@ -150,42 +232,11 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str]:
         order = sorted((j for j in range(n_jobs) if slow[j] > 1.0 + EPS),
                        key=lambda j: (sum(1 for f in flows_of[j] if hot(f)), j))
         for j in order:
-            if spent >= budget or slow[j] <= 1.0 + EPS:
-                continue
-            for g in [f for f in flows_of[j] if hot(f)]:
-                if spent >= budget:
-                    break
-                t = r.spine[g]
-                best, best_key = None, None
-                rows = [y // S for y in r.links(g, t)]
-                for u in bits(r.usable[g] & ~(1 << t)):
-                    cands = [((g, u),)]
-                    partners = set()
-                    for row in rows:
-                        partners.update(r.on[row * S + u])
-                    cands += [((g, u), (h, t)) for h in sorted(partners)
-                              if r.usable[h] >> t & 1]
-                    for ch in cands:
-                        if spent >= budget:
-                            break
-                        spent += 1
-                        res = evaluate(ch)
-                        if res is not None and (best_key is None or res[0] < best_key):
-                            best_key, best = res[0], (ch, res[1])
-                if best is None:
-                    continue
-                ch, jobs = best
-                touched = set()
-                for h, _ in ch:
-                    touched.update(r.links(h, r.spine[h]))
-                for h, _ in ch:
-                    r._remove(h)
-                for h, u in ch:
-                    r._add(h, u)
-                    touched.update(r.links(h, u))
-                st.refresh(touched)
-                for k in jobs:
-                    slow[k] = st.slowdown(k)
-                moves += len(ch)
-                changed = True
-    return moves, ("budget" if spent >= budget else "local_optimum")
+            if spent >= budget:
+                break
+            if slow[j] > 1.0 + EPS:
+                n = free(j)
+                moves += n
+                changed = changed or n > 0
+    return (moves, "budget" if spent >= budget else "local_optimum",
+            [st.slowdown(j) for j in range(n_jobs)])

@@ -65,46 +65,59 @@ def vector_key(problem: Problem, spines: list[int]) -> tuple:
 def layer2_lower_bound(problem: Problem, alpha: int) -> int:
     """At least this many directed links carry ``alpha`` flows in any routing whose max load is
     ``alpha`` (module docstring). O(F + sum over sides of (distinct masks)^2)."""
-    if alpha <= 0:
-        return 0
+    return sum(side_bounds(problem, alpha))
+
+
+def side_bounds(problem: Problem, alpha: int) -> list[int]:
+    """Per leaf side (``Routing``'s rows: uplinks of leaf i at i, downlinks at L + i) the least
+    number of its links at ``alpha`` (module docstring)."""
     n = len(problem.fabric.leaves)
+    if alpha <= 0:
+        return [0] * (2 * n)
     rows: list[Counter] = [Counter() for _ in range(2 * n)]
     for a, b, m in zip(problem.src_leaf, problem.dst_leaf, problem.usable):
         rows[a][m] += 1
         rows[n + b][m] += 1
-    total = 0
+    out = []
     for row in rows:
-        if not row:
-            continue
-        items = list(row.items())
-        union = 0
-        for m, _ in items:
-            union |= m
         best = 0
-        for cover in {m for m, _ in items} | {union}:
-            count = sum(c for m, c in items if not m & ~cover)
-            best = max(best, count - (alpha - 1) * len(bits(cover)))
-        total += best
-    return total
+        if row:
+            items = list(row.items())
+            union = 0
+            for m, _ in items:
+                union |= m
+            for cover in {m for m, _ in items} | {union}:
+                count = sum(c for m, c in items if not m & ~cover)
+                best = max(best, count - (alpha - 1) * len(bits(cover)))
+        out.append(best)
+    return out
 
 
 def fewer_at_level(r: Routing, c: int, deadline: float | None = None,
-                   budget: int = 4096) -> int:
+                   budget: int = 4096, floor: list[int] | None = None) -> int:
     """Chain moves that take one flow off links carrying c + 1 flows and place it where no
     link ends above ``c``, except links already above ``c``, which may swap a flow but never
     gain one: the number of links at c + 1 drops and no link above ``c`` gains a flow, so the
     sorted load vector gets lexicographically smaller at every move. Returns the links cleared.
+    ``floor``: per leaf side the least links it can have at c + 1 (``side_bounds``); sides
+    there are skipped.
     Cost: per target link at most (its flows) chain searches of ``budget`` links each."""
     r.set_capacity(c, hold=True)
     cleared = 0
-    for x in [y for y, v in enumerate(r.load) if v == c + 1]:
+    S = r.S
+    targets = [y for y, v in enumerate(r.load) if v == c + 1]
+    at = Counter(y // S for y in targets)
+    for x in targets:
         if deadline is not None and time.perf_counter() > deadline:
             break
+        if floor is not None and at[x // S] <= floor[x // S]:
+            continue  # this leaf side is at its bound: no chain can clear one of its links
         r.set_link_capacity(x, c)
         for g in sorted(r.on[x]):
             s = r._remove(g)
             if r.insert(g, budget):
                 cleared += 1
+                at[x // S] -= 1
                 break
             r._add(g, s)
         else:
@@ -118,8 +131,10 @@ def fewer_at_max(problem: Problem, spines: list[int], deadline: float | None = N
     loads below it (c = alpha - 2, ...). Returns new spines; the input is not changed."""
     r = Routing(problem, spines)
     alpha = r.max_load()
+    floor = side_bounds(problem, alpha)
     for c in range(alpha - 1, max(alpha - 1 - levels, 0), -1):
         if deadline is not None and time.perf_counter() > deadline:
             break
-        fewer_at_level(r, c, deadline, budget)
+        fewer_at_level(r, c, deadline, budget if c == alpha - 1 else budget // 16,
+                       floor if c == alpha - 1 else None)
     return r.spine

@@ -167,9 +167,10 @@ class Routing:
                     break
         return best
 
-    def insert(self, k: int, budget: int = 4096) -> bool:
+    def insert(self, k: int, budget: int = 4096, log: list | None = None) -> bool:
         """Place unplaced flow ``k`` under capacity c, by a chain if needed; False (nothing
-        changed) when no chain within ``budget`` visited links exists."""
+        changed) when no chain within ``budget`` visited links exists. ``log`` gets
+        (flow, previous spine) for every other flow the chain moved."""
         u = self.best_direct(k)
         if u != NO_SPINE:
             self._add(k, u)
@@ -179,6 +180,8 @@ class Routing:
             return False
         for g, _ in chain:
             if g != k:
+                if log is not None:
+                    log.append((g, self.spine[g]))
                 self._remove(g)
         for g, u in chain:
             self._add(g, u)

@@ -50,13 +50,19 @@ from controller.planners.greedy import greedy
 from controller.planners.lp import TOL, fractional_lower_bound, fractional_optimum, solve, variables
 from controller.model.problem import Assignment, Problem
 
+MAX_PARTS = 4  # default bound on the parts of a flow: most of the gain, few rules and sports
 FLOOR = 1.0  # one flow per link: no part can send faster than its NIC
 _SLACK = 1e-9  # numerical slack on the LP's link bound
 
 
-def split(problem: Problem, granularity: int | None = None, time_limit: float = 10.0) -> Assignment:
+def split(problem: Problem, granularity: int | None = None, time_limit: float = 10.0,
+          max_parts: int | None = MAX_PARTS) -> Assignment:
     """Split few flows to reach the fractional optimum of the max directed-link load (module
-    docstring); ``granularity`` k makes every share a multiple of 1/k.
+    docstring); ``granularity`` k makes every share a multiple of 1/k; ``max_parts`` bounds
+    the parts of every flow (None: no bound, the fractional optimum): McNaughton then cuts each
+    leftover class into ``max_parts`` equal pieces, the LP keeps each flow's ``max_parts``
+    largest shares (``bound_parts``). ``info["optimal"]`` says whether the fractional optimum
+    was still reached, ``info["unbounded_max_link_load"]`` what it would be without the bound.
 
     Cost: O(F * Delta) on uniform fabrics (McNaughton); otherwise the edge colouring, the greedy
     and one to three LP solves over the freed flows (0.02-0.5 s at 64 x 32 with a few links
@@ -76,6 +82,16 @@ def split(problem: Problem, granularity: int | None = None, time_limit: float = 
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or \
             not time_limit > 0:
         raise InputError(f"split: time limit must be positive, got {time_limit!r}")
+    if max_parts is not None and (isinstance(max_parts, bool) or not isinstance(max_parts, int)
+                                  or max_parts < 1):
+        raise InputError(f"split: max_parts must be a positive integer or null, got {max_parts!r}")
+    result = _split(problem, granularity, time_limit)
+    if max_parts is not None and result.info.get("max_parts", 1) > max_parts:
+        result = bound_parts(problem, result, max_parts)
+    return result
+
+
+def _split(problem: Problem, granularity: int | None, time_limit: float) -> Assignment:
     if not len(problem):
         return Assignment([], {"method": "none", "split_flows": 0, "subflows": 0})
     t0 = time.perf_counter()
@@ -95,9 +111,50 @@ def split(problem: Problem, granularity: int | None = None, time_limit: float = 
     return result
 
 
+def bound_parts(problem: Problem, a: Assignment, max_parts: int) -> Assignment:
+    """At most ``max_parts`` parts per flow. McNaughton plans are rebuilt with each leftover
+    colour class cut into ``max_parts`` equal pieces laid round-robin over the spines (the max
+    load becomes q + ceil(r * max_parts / S') / max_parts); other plans keep each flow's
+    ``max_parts`` largest shares, scaled up to 1. O(F S').
+
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Flow, Job
+    >>> f = Fabric.generate(4, 2, 5)          # l0 sends 5 flows over 4 spines
+    >>> p = Problem.build(f, [Job("j", explicit=[Flow("j", f"h0_{k}", f"h1_{k}", 1)
+    ...                                          for k in range(5)])])
+    >>> [_max_of(p, split(p, max_parts=k)) for k in (1, 2, 4, None)]
+    [2.0, 1.5, 1.25, 1.25]
+    """
+    before = _max_of(problem, a)
+    if a.info.get("method") == "mcnaughton":
+        out = mcnaughton(problem, max_parts)
+    else:
+        parts = []
+        for p in a.parts:
+            if len(p) > max_parts:
+                keep = sorted(p, key=lambda x: (-x[1], x[0]))[:max_parts]
+                total = sum(x for _, x in keep)
+                p = tuple(sorted((s, x / total) for s, x in keep))
+            parts.append(p)
+        out = Assignment(parts, dict(a.info))
+        out.info.update(_counts(out))
+    reached = _max_of(problem, out)
+    out.info.update(parts_bound=max_parts, unbounded_max_link_load=round(before, 9),
+                    max_link_load=round(reached, 9),
+                    optimal=reached <= out.info.get("fractional_optimum", 0) + 1e-6)
+    return out
+
+
+def _max_of(problem: Problem, a: Assignment) -> float:
+    up, down = _loads(problem, a)
+    return float(max(up.max(initial=0), down.max(initial=0)))
+
+
 # ---- McNaughton: uniform fabrics ------------------------------------------------------------
-def mcnaughton(problem: Problem) -> Assignment:
-    """McNaughton's wrap-around over the colour classes; needs every leaf to see the same spines."""
+def mcnaughton(problem: Problem, max_parts: int | None = None) -> Assignment:
+    """McNaughton's wrap-around over the colour classes; needs every leaf to see the same spines.
+    With ``max_parts`` each leftover class is cut into that many equal pieces instead, laid
+    round-robin over the spines after the whole classes."""
     alive = problem.fabric.alive_spines()
     n_alive = len(alive)
     out, inn = problem.degrees()
@@ -120,7 +177,15 @@ def mcnaughton(problem: Problem) -> Assignment:
     for rank, c in enumerate(whole):
         pieces[c] = ((alive[rank % n_alive], 1.0),)
     width = Fraction(r, n_alive)
+    pieces_per_class = None if max_parts is None else min(max_parts, n_alive)
     for pos, c in enumerate(leftover):
+        if pieces_per_class is not None:
+            # piece i of the leftover classes (in order) on spine i mod S': a class's pieces
+            # land on distinct spines, every spine gets at most ceil(r P / S') pieces
+            pieces[c] = tuple(sorted((alive[(pos * pieces_per_class + j) % n_alive],
+                                      1.0 / pieces_per_class)
+                                     for j in range(pieces_per_class)))
+            continue
         parts = []
         lo, hi = Fraction(pos), Fraction(pos + 1)
         for j in range(n_alive):
@@ -132,6 +197,8 @@ def mcnaughton(problem: Problem) -> Assignment:
     optimum = max(delta / n_alive, FLOOR)
     assignment.info.update(method="mcnaughton", fractional_optimum=optimum,
                            fractional_lower_bound=optimum, optimal=True, **_counts(assignment))
+    if pieces_per_class is not None:
+        assignment.info["optimal"] = _max_of(problem, assignment) <= optimum + 1e-6
     return assignment
 
 
