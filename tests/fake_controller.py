@@ -115,16 +115,3 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
-
-if __name__ == "__main__":  # run standalone: prints its URL, records to a JSON file on exit
-    import sys
-    import time
-    with FakeController(token=(sys.argv[2] if len(sys.argv) > 2 else None)) as f:
-        print(f.url, flush=True)
-        try:
-            while True:
-                time.sleep(0.2)
-                with f.lock, open(sys.argv[1], "w") as fh:
-                    json.dump(f.requests, fh)
-        except KeyboardInterrupt:
-            pass
