@@ -107,6 +107,9 @@ for line in out.splitlines():
         socks.append([cur[0], cur[1], int(s.group(1))])
         cur = None
 dist.barrier()
+if end == "term":  # wait for the test's SIGTERM
+    print("READY", flush=True)
+    time.sleep(120)
 if end == "destroy":
     dist.destroy_process_group()
     if rank == 0:  # the job is gone now, not only at exit
@@ -115,7 +118,8 @@ elif end == "context":
     with job:
         pass
     job.remove()
-print("SOCKS " + json.dumps({"rank": rank, "declared": job.declared, "socks": socks}), flush=True)
+print("SOCKS " + json.dumps({"rank": rank, "declared": job.declared, "socks": socks,
+                             "document": job.document}), flush=True)
 '''
 
 
@@ -172,6 +176,9 @@ def test_gloo_ring_declared_in_its_data_direction_and_removed_at_destroy(tmp_pat
                                  "ranks": [addrs[0], addrs[3], addrs[2], addrs[1]],
                                  "bytes": 4 << 20}
     rank0 = outs[0][1]
+    docs = [json.loads(re.search(r"^SOCKS (.*)$", o, re.M).group(1))["document"]
+            for _, o, _ in outs]
+    assert docs == [writes[0]["body"]] * world  # every rank waited for rank 0's declaration
     assert json.loads(re.search(r"^AFTER_DESTROY (.*)$", rank0, re.M).group(1)) == {"jobs": []}
     # what gloo really sent: each rank's data goes to rank - 1, the declared direction
     sent = _sent_per_peer(outs)
@@ -193,6 +200,35 @@ def test_removed_at_exit_once_and_from_a_with_block(tmp_path):
         declared = [json.loads(re.search(r"^SOCKS (.*)$", o, re.M).group(1))["declared"]
                     for _, o, _ in outs]
         assert declared == [True, False]
+
+
+def test_removed_on_sigterm(tmp_path):
+    """torchrun stops workers with SIGTERM: the job is removed, then the rank dies of it."""
+    _torch_or_skip()
+    import signal
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER)
+    port = free_port()
+    with FakeController() as ctl:
+        procs = [subprocess.Popen(
+            [SYSTEM_PY, str(script), "term"], cwd=str(tmp_path), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(os.environ, RANK=str(r), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                     MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo", MLROUTE_URL=ctl.url,
+                     MLROUTE_ADDRESS=f"10.0.{r}.1", PYTHONPATH=REPO)) for r in range(2)]
+        try:
+            assert procs[0].stdout.readline().strip() == "READY"
+            procs[0].send_signal(signal.SIGTERM)
+            procs[0].wait(30)
+            assert procs[0].returncode == -signal.SIGTERM
+            writes = ctl.writes()
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                p.communicate(timeout=30)
+    assert [(w["method"], w["path"]) for w in writes] == [("POST", "/v1/jobs"),
+                                                          ("DELETE", "/v1/jobs/t")]
 
 
 def test_unreachable_controller_warns_and_training_goes_on(tmp_path):

@@ -229,8 +229,9 @@ def declare_job(url: str | None = None, job_id: str | None = None, group=None,
                 learn: bool | None = None, algorithm: str | None = None,
                 mode: str | None = None, timeout: float = 10.0) -> MlrouteJob:
     """Collective: every rank of ``group`` (default: the default group) calls it after
-    ``init_process_group``. Rank 0 posts the job to ``url`` ($MLROUTE_URL when None; no URL:
-    nothing is declared). Returns the rank's ``MlrouteJob``; never raises."""
+    ``init_process_group``. Rank 0 posts the job to ``url`` (rank 0's; $MLROUTE_URL when
+    None; no URL: nothing is declared); every rank returns once rank 0 is done, with its
+    ``MlrouteJob`` (``document``: what was declared, None if nothing). Never raises."""
     import torch.distributed as dist
     url = url or os.environ.get("MLROUTE_URL")
     try:
@@ -252,32 +253,50 @@ def declare_job(url: str | None = None, job_id: str | None = None, group=None,
     except Exception as e:  # noqa: BLE001
         LOG.warning("mlroute: gathering the ranks' addresses failed (%s); nothing declared", e)
         return MlrouteJob(job_id, None, group)
-    jid = gathered[0][1]
-    handle = MlrouteJob(jid, None, group)
-    if rank != 0 or not url:
-        if rank == 0:
-            LOG.info("mlroute: no controller URL (MLROUTE_URL): job %s not declared", jid)
-        return handle
-    addresses = [a for a, _ in gathered]
+    handle = MlrouteJob(gathered[0][1], None, group)
+    if rank == 0:
+        _post(handle, dist, url, [a for a, _ in gathered], backend, declare, bytes_hint,
+              token, token_file, timeout, learn=learn, algorithm=algorithm, mode=mode)
+    # every rank returns once rank 0 is done: traffic starts on the planned paths
+    posted = [None] * len(gathered)
+    try:
+        dist.all_gather_object(posted, handle.document if handle.declared else None,
+                               group=group)
+    except Exception as e:  # noqa: BLE001
+        LOG.warning("mlroute: waiting for rank 0's declaration failed (%s)", e)
+    else:
+        handle.document = posted[0]
+    return handle
+
+
+def _post(handle: MlrouteJob, dist, url, addresses, backend, declare, bytes_hint, token,
+          token_file, timeout, **options) -> None:
+    """Rank 0: post the job; a warning instead of any exception."""
+    jid = handle.job_id
+    if not url:
+        LOG.info("mlroute: no controller URL (MLROUTE_URL): job %s not declared", jid)
+        return
     if None in addresses:
         LOG.warning("mlroute: rank %d has no address; job %s not declared",
                     addresses.index(None), jid)
-        return handle
+        return
     try:
         client = Client(url, token=read_token(token, token_file), timeout=timeout)
-        doc = job_document(jid, addresses, backend, declare, bytes_hint, learn=learn,
-                           algorithm=algorithm, mode=mode)
+        doc = job_document(jid, addresses, backend, declare, bytes_hint, **options)
         if doc is None:
             LOG.info("mlroute: every rank of job %s is on %s: nothing crosses the fabric, "
                      "not declared", jid, addresses[0])
-            return handle
+            return
         client.add_job(doc)
     except Exception as e:  # noqa: BLE001 - unreachable, refused, bad token file: warn only
         LOG.warning("mlroute: job %s not declared: %s", jid, e)
-        return handle
+        return
     handle.client, handle.declared, handle.document = client, True, doc
     _ACTIVE.add(handle)
-    _patch_destroy(dist)
+    try:
+        _patch_destroy(dist)
+    except Exception as e:  # noqa: BLE001
+        LOG.warning("mlroute: cannot hook destroy_process_group (%s): the job is removed at "
+                    "exit or by remove()", e)
     LOG.info("mlroute: job %s declared (%s)", jid, "ring" if "ranks" in doc else
              "flows" if "flows" in doc else "members")
-    return handle
