@@ -160,6 +160,14 @@ def job_table(jobs: list[dict]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
 
 
+def pending(answer) -> None:
+    """A write answered 202 (redundant controllers, etcd lost during the request): say so."""
+    op = answer.get("operation") if isinstance(answer, dict) else None
+    if op:
+        print(f"warning: {op.get('reason', 'not stored yet')} (operation {op.get('id')}: "
+              f"{op.get('see', 'GET /v1/cluster')})", file=sys.stderr)
+
+
 def run_job_command(args) -> int:
     try:
         if args.token and args.token_file:
@@ -169,6 +177,7 @@ def run_job_command(args) -> int:
         if args.job_cmd == "add":
             for doc in job_documents(args):
                 view = client.add_job(doc)
+                pending(view)
                 print(json.dumps(view, indent=1) if args.json else
                       f"job {view.get('id', doc.get('id'))} added: "
                       f"{view.get('flows', len(view.get('routes', [])))} flows"
@@ -176,6 +185,7 @@ def run_job_command(args) -> int:
         elif args.job_cmd == "delete":
             for jid in args.ids:
                 answer = client.delete_job(jid)
+                pending(answer)
                 print(json.dumps(answer, indent=1) if args.json else f"job {jid} deleted")
         elif args.job_cmd == "list":
             jobs = client.jobs().get("jobs", [])

@@ -199,3 +199,15 @@ def test_job_controller_errors_exit_1_with_one_line(ctl):
             "--timeout", "3")
     assert r.returncode == 1 and r.stderr.count("\n") == 1
     assert r.stderr.startswith("error: GET http://127.0.0.1:") and "unreachable" in r.stderr
+
+
+def test_job_add_answered_202_warns(ctl):
+    """Redundant controllers whose etcd died during the write answer 202 with an operation."""
+    answer = ctl.answer
+    op = {"id": "c1/3/1", "state": "pending", "see": "http://c1/v1/cluster",
+          "reason": "etcd at http://e:2379 became unreachable during the request"}
+    ctl.answer = lambda *a: (202, dict(answer(*a)[1], operation=op))
+    r = job(ctl, "add", "--members", "a,b", "--id", "x")
+    assert r.returncode == 0 and r.stdout.startswith("job x added")
+    assert r.stderr.startswith("warning: etcd at http://e:2379 became unreachable")
+    assert "c1/3/1" in r.stderr and r.stderr.count("\n") == 1

@@ -40,6 +40,10 @@ def test_every_endpoint_method_and_path(fake):
                     ("GET", "/v1/openapi.json"), ("POST", "/v1/optimize"),
                     ("POST", "/v1/advise"), ("GET", "/metrics"),
                     ("DELETE", "/v1/jobs/j%2F1%20x")]
+    # one method per route the controller serves (a new route needs a client method)
+    from controller.service import api
+    templated = {(m, p.replace("j%2F1%20x", "{id}")) for m, p in seen}
+    assert set(api.routes()) <= templated
     for r in fake.requests:  # the token goes with writes only
         assert (r["headers"].get("Authorization") == "Bearer tok") == (r["method"] != "GET")
     assert fake.requests[0]["body"] == job
