@@ -19,7 +19,10 @@ the same process, since these machines are shared and noisy.
    clusters.
 6. ``split`` on realistic clusters with failures and on the paper's failed-spine cells: its max
    link load minus the LP's fractional optimum (computed apart), its split flows and parts, and
-   its planning time.
+   its planning time (without a bound on parts: the LP optimum).
+7. Layer 2 and the jobs (``bench_layer2``, ``simulation.layer2bench``): links at the max load
+   against an exact layer-2 MILP, mean and worst job slowdown per algorithm, ``split``'s gain per
+   extra part per flow.
 """
 from __future__ import annotations
 
@@ -165,7 +168,7 @@ def bench_split_lp() -> list[dict]:
                       Problem.build(fabric, generate(fabric, paper_models(jobs, ring), ring))))
     rows = []
     for name, problem in cases:
-        a, ms = run_planner(problem, "split")
+        a, ms = run_planner(problem, "split", max_parts=None)  # the LP optimum needs any parts
         alpha = load_summary(problem, a)["max_link_load"]
         lp = fractional_optimum(problem)
         rows.append({"instance": name, "flows": len(problem), "method": a.info.get("method"),
@@ -181,6 +184,23 @@ def random_rings(fabric: Fabric, ring: int, seed: int) -> list[Job]:
     random.Random(seed).shuffle(hosts)
     rings = [hosts[i:i + ring] for i in range(0, len(hosts) - ring + 1, ring)]
     return [Job("random", rings=rings, ring_bytes=1e9)]
+
+
+def bench_layer2(ilp_time_limit: float, repeats: int) -> dict:
+    """Issue 16's evidence (``simulation.layer2bench``): per algorithm on realistic 64 x 32
+    clusters (every failure pattern there, 80 and 95% busy, seed 1) the max load, links at it
+    against the exact layer-2 MILP, mean and worst job slowdown, time as a ratio to the
+    greedy; and ``split`` with 1-4 and any parts per flow on the failure cells at 95%."""
+    from simulation import layer2bench as l2
+    rows, parts = [], []
+    for failures in l2.FAILURES:
+        for u in (0.8, 0.95):
+            inst = l2.instance(failures, u, 1)
+            rows.append(l2.evaluate(inst, ilp_time_limit, repeats))
+            if u == 0.95 and failures != "none":
+                parts.append(l2.split_parts(inst))
+    return {"rows": rows, "summary": l2.summarise(rows), "targets": l2.targets(rows),
+            "split_parts": parts}
 
 
 def bench_large(repeats: int) -> dict:
@@ -260,6 +280,7 @@ def main(argv=None) -> int:
     optimality = bench_optimality(args.ilp_time_limit)
     split = bench_split(3)
     split_lp = bench_split_lp()
+    layer2 = bench_layer2(min(args.ilp_time_limit, 30.0), max(3, args.repeats // 6))
     auto = {}
     if HAS_AUTO:
         auto = {"realistic_64x32": bench_auto_realistic(args.repeats),
@@ -270,7 +291,7 @@ def main(argv=None) -> int:
     doc = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "paper_scale": paper, "large": large, "optimality": optimality, "split": split,
-        "split_lp": split_lp, "auto": auto, "peak_rss_mib": round(rss_mib, 1),
+        "split_lp": split_lp, "auto": auto, "layer2": layer2, "peak_rss_mib": round(rss_mib, 1),
         "targets": {
             "greedy_paper_scale_median_ms<=10": {"value": worst_paper, "ok": worst_paper <= 10},
             "greedy_32768_flows_ms<1000": {"value": large["greedy_ms_median"],
@@ -297,12 +318,15 @@ def main(argv=None) -> int:
             "auto_realistic_64x32_median_ms<=10": {"value": worst_real, "ok": worst_real <= 10},
             "auto_32k_flows_ms<1000": {"value": auto["large"]["auto_ms_median"],
                                        "ok": auto["large"]["auto_ms_median"] < 1000},
+            "auto_256x128_ms<200": {"value": auto["large"]["auto_ms_median"],
+                                    "ok": auto["large"]["auto_ms_median"] < 200},
             "auto_never_worse_than_greedy_realistic": {
                 "value": all(r["auto_max_load"] <= r["greedy_max_load"]
                              for r in auto["realistic_64x32"]),
                 "ok": all(r["auto_max_load"] <= r["greedy_max_load"]
                           for r in auto["realistic_64x32"])},
         })
+    doc["targets"].update({k: v for k, v in layer2["targets"].items()})
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:

@@ -52,7 +52,12 @@ if "auto" in REGISTERED:
     ALGORITHMS.append("auto")
 LABELS = {"ecmp": "ECMP", "edge-coloring": "Edge colouring", "annealing": "Sim. annealing",
           "ilp": "ILP", "greedy": "Greedy (paper)", "split": "Split (Ethereal-like)",
-          "auto": "Auto (proven unsplit)"}
+          "auto": "Auto (proven unsplit)", "auto-jobs": "Auto, objective jobs",
+          "equitable": "Equitable colouring", "split-unbounded": "Split, any parts"}
+# realistic grid only: planner variants run as (registered planner, its options)
+VARIANTS = {"auto-jobs": ("auto", {"objective": "jobs", "ilp_time_limit": 0}),
+            "split-unbounded": ("split", {"max_parts": None})}
+REALISTIC_EXTRA = ["auto-jobs", "equitable", "split-unbounded"]
 # realistic grid: failure patterns as (failed single links, failed spines)
 FAILURES = {"none": (0, 0), "3 links": (3, 0), "1 spine": (0, 1), "1 spine + 3 links": (3, 1)}
 UTILISATIONS = (0.8, 0.9, 0.95)
@@ -143,6 +148,14 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
     for alg in algorithms:
         if alg == "ilp":
             assignment, ms = ilp, ilp_ms
+        elif alg == "equitable":
+            from controller.planners.equitable import equitable
+            t1 = time.perf_counter()
+            assignment = equitable(problem)
+            ms = (time.perf_counter() - t1) * 1e3
+        elif alg in VARIANTS:
+            base, opts = VARIANTS[alg]
+            assignment, ms = run_planner(problem, base, **opts)
         else:
             assignment, ms = run_planner(problem, alg, **planner_options(alg, 1234, 0,
                                                                           ilp_time_limit))
@@ -253,7 +266,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     scale = tuple(int(x) for x in args.scale.split(","))
     algorithms = args.algorithms.split(",")
-    unknown = [a for a in algorithms if a not in REGISTERED]
+    unknown = [a for a in algorithms if a not in REGISTERED and a not in VARIANTS
+               and a != "equitable"]
     if unknown:
         print(f"error: unknown algorithm {unknown[0]!r}", file=sys.stderr)
         return 2
@@ -264,7 +278,7 @@ def main(argv=None) -> int:
         if args.only in (None, "paper"):
             t0 = time.perf_counter()
             tasks = [(c, a, args.iterations, args.ilp_time_limit, scale)
-                     for c in grid(not args.quick) for a in algorithms]
+                     for c in grid(not args.quick) for a in algorithms if a in REGISTERED]
             results = _pool_run(pool, run_cell, tasks, "paper grid")
             results.sort(key=lambda r: (tuple(r["cell"].values()),
                                         algorithms.index(r["algorithm"])))
@@ -279,7 +293,9 @@ def main(argv=None) -> int:
         if args.only in (None, "realistic"):
             t0 = time.perf_counter()
             cells = realistic_grid(not args.quick)
-            tasks = [(c, algorithms, args.ilp_time_limit, scale) for c in cells]
+            real_algs = algorithms + [a for a in REALISTIC_EXTRA if a not in algorithms
+                                      and args.algorithms == ",".join(ALGORITHMS)]
+            tasks = [(c, real_algs, args.ilp_time_limit, scale) for c in cells]
             results = _pool_run(pool, run_realistic_cell, tasks, "realistic grid")
             order = {json.dumps(c, sort_keys=True): i for i, c in enumerate(cells)}
             results.sort(key=lambda r: order[json.dumps(r["cell"], sort_keys=True)])
@@ -287,7 +303,7 @@ def main(argv=None) -> int:
             pngs = realistic_plots(results, args.out)
             doc = {"cells": len(cells), "scale": scale, "ilp_time_limit_s": args.ilp_time_limit,
                    "unsplit_proven_cells": sum(r["bounds"]["unsplit"]["proven"] for r in results),
-                   "table": realistic_table(results, algorithms),
+                   "table": realistic_table(results, real_algs),
                    "wall_s": round(time.perf_counter() - t0, 1), "plots": pngs}
             with open(os.path.join(args.out, "realistic_summary.json"), "w") as fh:
                 json.dump(doc, fh, indent=1)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -129,20 +130,43 @@ def bound_parts(problem: Problem, a: Assignment, max_parts: int) -> Assignment:
     if a.info.get("method") == "mcnaughton":
         out = mcnaughton(problem, max_parts)
     else:
-        parts = []
-        for p in a.parts:
-            if len(p) > max_parts:
-                keep = sorted(p, key=lambda x: (-x[1], x[0]))[:max_parts]
-                total = sum(x for _, x in keep)
-                p = tuple(sorted((s, x / total) for s, x in keep))
-            parts.append(p)
-        out = Assignment(parts, dict(a.info))
+        out = Assignment(_lp_within(problem, a, max_parts), dict(a.info))
         out.info.update(_counts(out))
     reached = _max_of(problem, out)
     out.info.update(parts_bound=max_parts, unbounded_max_link_load=round(before, 9),
                     max_link_load=round(reached, 9),
                     optimal=reached <= out.info.get("fractional_optimum", 0) + 1e-6)
     return out
+
+
+def _lp_within(problem: Problem, a: Assignment, max_parts: int) -> list:
+    """Parts of ``a`` with every flow of more than ``max_parts`` parts confined to its
+    ``max_parts`` largest shares' spines and re-balanced there by the min-max LP (the other
+    flows fixed); the plain largest shares, scaled up, if the LP fails."""
+    over = [k for k, p in enumerate(a.parts) if len(p) > max_parts]
+    kept = {k: sorted(sorted(a.parts[k], key=lambda x: (-x[1], x[0]))[:max_parts])
+            for k in over}
+    parts = list(a.parts)
+    for k in over:
+        total = sum(x for _, x in kept[k])
+        parts[k] = tuple((s, x / total) for s, x in kept[k])
+    masks = list(problem.usable)
+    for k in over:
+        masks[k] = sum(1 << s for s, _ in kept[k])
+    fixed = np.ones(len(problem), dtype=bool)
+    fixed[over] = False
+    base_up, base_down = _loads(problem, a, fixed)
+    res = solve(replace(problem, usable=masks), np.asarray(over), base_up, base_down, floor=FLOOR)
+    if res.x is None:
+        return parts
+    shares: dict[int, dict] = {k: {} for k in over}
+    for k, s, x in zip(res.flow, res.spine, res.x):
+        if x > TOL:
+            shares[int(k)][int(s)] = shares[int(k)].get(int(s), 0.0) + float(x)
+    for k in over:
+        if shares[k]:
+            parts[k] = tuple(sorted(_normalise(shares[k]).items()))
+    return parts
 
 
 def _max_of(problem: Problem, a: Assignment) -> float:
