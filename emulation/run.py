@@ -502,7 +502,7 @@ def emulate(spines, leaves, hosts_per_leaf, bw, jobs_doc, algorithms, mode, iter
                "rounds": rounds}
     with open(os.path.join(outdir, "summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
-    from simulation.plots import emulation_plot
+    from emulation.plots import emulation_plot
     emulation_plot(summary, os.path.join(outdir, "summary.png"))
     return summary
 

@@ -44,16 +44,13 @@ from controller.planners import ALGORITHMS as REGISTERED
 from controller.planners.lp import fractional_optimum
 from controller.model.problem import Problem
 from simulation.placement import realistic, summary
+from simulation.plots import unsplit_floor
 from simulation.simulate import simulate
 from simulation.workloads import generate, paper_models
 
 ALGORITHMS = ["ecmp", "edge-coloring", "annealing", "ilp", "greedy", "split"]
 if "auto" in REGISTERED:
     ALGORITHMS.append("auto")
-LABELS = {"ecmp": "ECMP", "edge-coloring": "Edge colouring", "annealing": "Sim. annealing",
-          "ilp": "ILP", "greedy": "Greedy (paper)", "split": "Split (Ethereal-like)",
-          "auto": "Auto (proven unsplit)", "auto-jobs": "Auto, objective jobs",
-          "equitable": "Equitable colouring", "split-unbounded": "Split, any parts"}
 # realistic grid only: planner variants run as (registered planner, its options)
 VARIANTS = {"auto-jobs": ("auto", {"objective": "jobs", "ilp_time_limit": 0}),
             "split-unbounded": ("split", {"max_parts": None})}
@@ -175,12 +172,6 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
 def _brief(info: dict) -> dict:
     """The scalar fields of a planner's info (stage, optimal, split counts, ILP status...)."""
     return {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or v is None}
-
-
-def unsplit_floor(r: dict) -> float:
-    """The unsplit optimum when proven, else the ILP's best bound (a valid floor either way)."""
-    u = r["bounds"]["unsplit"]
-    return u["best"] if u["proven"] else u["bound"]
 
 
 def write_realistic_csv(results: list[dict], out: str) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -26,9 +26,20 @@ from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.model.links import LinkIndex
-from controller.planners.plan import Plan
+from controller.model.problem import Problem
 from controller.model.rates import max_min_rates
 from controller.model.stats import summarize
+
+
+
+class Plan(Protocol):
+    """What the model needs of a plan (``planners.plan.Plan`` is one): the routed problem and
+    the spines of each flow (kept as a protocol so the model does not import the planners)."""
+    problem: Problem
+    runtime_ms: float
+
+    def parts_by_flow(self) -> list: ...
+
 
 TIME_TOL = 1e-12  # events this close (relative) count as simultaneous: float rounding only
 

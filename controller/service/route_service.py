@@ -24,12 +24,12 @@ from controller.model.jobs import parse_job
 from controller.planners import ALGORITHMS
 from controller.planners.plan import planner_options
 from controller.planners.ringorder import advise_order
-from controller.measurement.learner import TrafficLearner, clos_samplers
-from controller.service import decide, learning, views
+from controller.service import anytime, decide, mastership, views
 from controller.service.addresses import addresses, renamed
 from controller.service.change import Change, Outcome
 from controller.service.cluster import standalone_view
 from controller.service.hostports import HostPortService
+from controller.service.matrices import MatrixLearning
 from controller.service.predictions import Predictions
 from controller.service.settings import Settings
 from controller.service.state import ControllerState, SwitchSeen, from_doc
@@ -65,8 +65,7 @@ class RouteService:
         self.finder = FabricFinder(fabric, self.settings.link_gbps,
                                    recognised=None if fabric is not None else declared)
         # learned matrices: what the members of each job send each other (sFlow samples)
-        self.learner = TrafficLearner(self.settings.learn_window, samplers=self._samplers)
-        self._refused: dict[str, frozenset] = {}  # job -> measured pairs that could not run
+        self.learning = MatrixLearning(self.settings.learn_window, lambda: self.state.fabric)
         self.unproven: set[tuple[str, str]] = set()  # auto groups an ILP may still improve
         self._reoptimise_at: float | None = None
         self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
@@ -246,48 +245,18 @@ class RouteService:
             self._learn(now)
         self._sync_queued()  # switches queued, or whose read failed before: tried again
 
-    # ---- learned matrices (service/learning.py) -----------------------------------------------
+    # ---- learned matrices (service/matrices.py) ------------------------------------------------
     def traffic_samples(self, samples) -> None:
         """Packet samples from the switches (the sFlow collector's thread; no service lock)."""
-        self.learner.observe(samples, self.clock())
-
-    def _samplers(self, src: str, dst: str) -> int:
-        """Sampling switches on the path between two addresses (sFlow on every switch)."""
-        f = self.state.fabric
-        leaf = {ip: f.hosts[h] for h, ip in f.host_ip.items()} if f else {}
-        return clos_samplers(leaf)(src, dst)
+        self.learning.learner.observe(samples, self.clock())
 
     def _learn(self, now: float) -> None:
-        """Each job's measured pattern, once steady: a job declared by members learns its
-        matrix; a declared one whose traffic runs elsewhere is re-planned on what runs."""
-        st = self.state
-        for jid in [j for j in st.measured if j not in st.jobs]:
-            del st.measured[jid]
-        if st.fabric is None:
-            return
-        for jid, r in list(st.jobs.items()):
-            if not r.learn:
-                continue
-            pattern = self.learner.pattern({st.fabric.host_ip[h] for h in r.members}, now)
-            if pattern is None or not pattern.steady:
-                continue
-            measured = learning.measured_pairs(st.fabric, pattern)
-            st.measured[jid] = measured
-            found = learning.verdict(st.fabric, r, measured, self.settings.learn_share)
-            pairs = frozenset(measured.pairs)
-            if found is None or self._refused.get(jid) == pairs:
-                continue
-            try:
-                change = decide.learned(st, self.settings, jid, measured, *found)
-            except (ConflictError, InputError) as e:  # e.g. over the rule budget
-                change = Change(found[0], st.jobs, event={"job": jid, "mismatch": found[1]})
-                self.tx.fail(change, e)
-                self._refused[jid] = pairs
-                continue
-            if self._apply_or_record(change) is None:
-                self._refused[jid] = pairs  # not again until the pattern changes
-            else:
-                self._refused.pop(jid, None)
+        """Jobs whose measured pattern calls for a (re-)plan get it, as any change."""
+        for jid, pairs, change, error in self.learning.decisions(self.state, self.settings, now):
+            if error is not None:
+                self.tx.fail(change, error)
+            self.learning.applied(jid, pairs, error is None and
+                                  self._apply_or_record(change) is not None)
 
     def _settle(self, now: float, force: bool = False) -> bool:
         """Adopt what discovery found, if it changed; then send the frames it asks for and
@@ -314,49 +283,8 @@ class RouteService:
         self._apply_or_record(change)
 
     def improve(self, run=None) -> dict | None:
-        """Anytime planning: one auto group whose optimality is not proven gets auto with its
-        ILP stage (``run(problem, ilp_time_limit, objective)``, slow: called without the lock,
-        in a child process by the shell). A better routing is applied like any change."""
-        with self.lock:
-            if not self.unproven or self.state.fabric is None or self.passive:
-                return None
-            key = sorted(self.unproven)[0]
-            self.unproven.discard(key)
-            found = decide.improvable_group(self.state, self.settings, key)
-            if found is None:
-                return None
-            group, problem, current = found
-            version = self.state.version
-        if run is None:
-            from controller.planners.auto import auto
-
-            def run(p, budget, objective):
-                return auto(p, ilp_time_limit=budget, objective=objective)
-        try:
-            better = run(problem, self.settings.ilp_budget, key[1])
-        except InputError as e:
-            LOG.error("mlroute: off-path planning failed: %s", e)
-            return {"group": list(key), "error": str(e)}
-        with self.lock:
-            result = {"group": list(key), "max_link_load_before": current,
-                      "max_link_load_after": better.info.get("max_link_load", current),
-                      "optimal": bool(better.info.get("optimal"))}
-            if self.state.version != version:
-                result["stale"] = True  # the jobs or the fabric changed meanwhile
-                return result
-            change = decide.improved(self.state, group, problem, better, current)
-            if change is None:
-                result["improved"] = False
-                return result
-            change.event.update(group=list(key), max_link_load_before=current, improved=True)
-            try:
-                outcome = self._apply(change)
-            except (ConflictError, InputError, InstallError) as e:
-                result["error"] = str(e)
-                return result
-            result.update(improved=True, moved_flows=change.answer["moved_flows"],
-                          rules=outcome.rules)
-            return result
+        """Anytime planning of one auto group not proven optimal (``service/anytime.py``)."""
+        return anytime.improve(self, run)
 
     # ---- packets ------------------------------------------------------------------------------
     def packet_in(self, dpid: int, port: int, frame: bytes) -> None:
@@ -506,13 +434,8 @@ class RouteService:
             return self._fabric_view()
 
     def _fabric_view(self) -> dict:
-        rec = self.reconciler
-        doc = views.fabric_view(self.state, rec.installed, rec.pending, rec.last_sync)
-        doc["rule_budget"] = views.budget_view(rec.installed, self.settings, self._name)
-        doc["host_mode"] = self.hostports.view()
-        doc["discovery"] = {**{k: v for k, v in self.finder.view().items() if k != "observed"},
-                            "wiring_problems": self.finder.problems}
-        return doc
+        return views.service_fabric_view(self.state, self.reconciler, self.settings,
+                                         self.hostports.view(), self.finder, self._name)
 
     def job_view(self, job_id: str) -> dict:
         with self.lock:
@@ -522,14 +445,8 @@ class RouteService:
         r = self.state.jobs.get(job_id)
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
-        doc = views.job_view(self.state, r, self.predictions.of(self.state, job_id),
-                             self.host.ports.get(job_id))
-        measured = self.state.measured.get(job_id)
-        doc.update(matrix=r.matrix, learn=r.learn, members=list(r.members),
-                   mismatch=r.mismatch, measured_flows=measured.flows_doc(
-                       learning.declared_pairs(self.state.fabric, r)) if measured else [])
-        doc["link_speed"] = self.finder.link_speed()  # what ideal_s and predictions assume
-        return doc
+        return views.full_job_view(self.state, r, self.predictions.of(self.state, job_id),
+                                   self.host.ports.get(job_id), self.finder.link_speed())
 
     def jobs_view(self) -> dict:
         with self.lock:
@@ -572,57 +489,13 @@ class RouteService:
 
     # ---- redundant controllers (controller/service/cluster.py) --------------------------------
     def follow_intent(self, doc: dict | None) -> bool:
-        """A standby takes the master's stored intent as it is, routes included: nothing is
-        planned (``auto`` and ``ilp`` stop at time limits) and nothing is sent (the master
-        installed it). Ignored on the master (False): its own writes come back from etcd."""
-        with self.lock:
-            if not self.passive:
-                return False
-            self._load_intent(doc)
-            return True
-
-    def _load_intent(self, doc: dict | None) -> None:
-        if doc is None:
-            return
-        declared, jobs, number = from_doc(doc, None)
-        self.state.load(declared, jobs, number)
-        if declared is not None:
-            self.reconciler.forget(lambda d: d in declared.switch_of_dpid)
-            self.finder.recognise(declared)
+        return mastership.follow_intent(self, doc)
 
     def take_over(self, doc: dict | None) -> dict:
-        """Become the master (after the switches accepted this controller's master role):
-        the stored intent as a restarted controller loads it, then every connected switch is
-        read and repaired, so a switch whose tables match gets no message. Links seen down
-        re-plan only the jobs crossing them. Returns what the synchronisation sent."""
-        with self.lock:
-            self._load_intent(doc)
-            self.passive = False
-            # discovery: as a standby it saw no LLDP (slaves get no packet-ins), so the
-            # fabric is checked again only after a quiet period of probes, as after a restart
-            self.finder.restart_quiet_period(self.clock())
-            st, rec = self.state, self.reconciler
-            sent0 = st.counters["messages_sent"]
-            f = st.declared
-            synced = 0
-            if f is not None:
-                st.fabric = f  # as after a restart: links seen down are found again below
-                for dpid, seen in st.switches.items():
-                    if seen.connected and dpid in f.switch_of_dpid:
-                        rec.connected(dpid)
-                        synced += 1
-                self._topology_changed("became the master controller", force=True)
-                self._drain()  # (the re-plan above also stored the intent, for standbys)
-            return {"switches": synced, "messages": st.counters["messages_sent"] - sent0,
-                    "pending": len(rec.pending)}
+        return mastership.take_over(self, doc)
 
     def stand_by(self) -> None:
-        """Stop acting on switches (another controller is, or may be, the master). The shadow
-        tables are dropped: a later takeover reads every switch again."""
-        self.passive = True
-        with self.lock:
-            for dpid in list(self.reconciler.installed):
-                self.reconciler.connected(dpid)
+        mastership.stand_by(self)
 
     def cluster_view(self) -> dict:
         return self.cluster.view() if self.cluster is not None else standalone_view()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from controller.errors import InputError
 from controller.model.fabric import Fabric
-from controller.model.intent import UNROUTABLE, JobRecord, flow_key
+from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import parse_job
 from controller.service.telemetry import Telemetry
 

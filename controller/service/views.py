@@ -15,6 +15,7 @@ from controller.enforcement.hostmode import export_lines
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import flow_rules, part_sport
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
+from controller.service.learning import declared_pairs
 from controller.service.state import ControllerState, unroutable_pairs
 
 
@@ -187,3 +188,25 @@ def budget_view(installed: dict, settings, name) -> dict:
     return {"max_flow_rules": budget or None, "over_budget": settings.over_budget,
             "fullest_switch": fullest[0], "fullest_rules": fullest[1],
             "switches_over": sorted(k for k, v in counts.items() if budget and v > budget)}
+
+
+def service_fabric_view(state, reconciler, settings, host_mode: dict, finder, name) -> dict:
+    """GET /v1/fabric: the fabric view with the rule budget, host mode and discovery."""
+    rec = reconciler
+    doc = fabric_view(state, rec.installed, rec.pending, rec.last_sync)
+    doc["rule_budget"] = budget_view(rec.installed, settings, name)
+    doc["host_mode"] = host_mode
+    doc["discovery"] = {**{k: v for k, v in finder.view().items() if k != "observed"},
+                        "wiring_problems": finder.problems}
+    return doc
+
+
+def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict) -> dict:
+    """GET /v1/jobs/{id}: routes, prediction, where the matrix came from and what was
+    measured, and the link speed that ideal_s and the prediction assume."""
+    doc = job_view(state, r, prediction, ports)
+    measured = state.measured.get(r.job.id)
+    doc.update(matrix=r.matrix, learn=r.learn, members=list(r.members), mismatch=r.mismatch,
+               measured_flows=measured.flows_doc(declared_pairs(state.fabric, r))
+               if measured else [], link_speed=link_speed)
+    return doc

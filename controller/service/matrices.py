@@ -1,0 +1,64 @@
+"""The learning loop: sFlow samples in (any thread), at each tick the jobs whose steady
+measured pattern calls for a (re-)plan out, as decided changes (``learning.verdict`` says when,
+``decide.learned`` how). A pattern whose change was refused (e.g. over the rule budget) is not
+tried again until it changes.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from controller.errors import ConflictError, InputError
+from controller.measurement.learner import TrafficLearner, clos_samplers
+from controller.model.fabric import Fabric
+from controller.service import decide, learning
+from controller.service.change import Change
+from controller.service.settings import Settings
+from controller.service.state import ControllerState
+
+
+class MatrixLearning:
+    def __init__(self, window_s: float, fabric: Callable[[], Fabric | None]):
+        self.fabric = fabric  # the fabric in use (addresses -> leaves)
+        self.learner = TrafficLearner(window_s, samplers=self._samplers)
+        self.refused: dict[str, frozenset] = {}  # job -> measured pairs that could not run
+
+    def _samplers(self, src: str, dst: str) -> int:
+        """Sampling switches on the path between two addresses (sFlow on every switch)."""
+        f = self.fabric()
+        leaf = {ip: f.hosts[h] for h, ip in f.host_ip.items()} if f else {}
+        return clos_samplers(leaf)(src, dst)
+
+    def decisions(self, state: ControllerState, settings: Settings,
+                  now: float) -> list[tuple[str, frozenset, Change, Exception | None]]:
+        """(job, measured pairs, change, error deciding it) for each job to (re-)plan; notes
+        every job's last steady pattern in ``state.measured`` (what the job view shows)."""
+        for jid in [j for j in state.measured if j not in state.jobs]:
+            del state.measured[jid]
+        if state.fabric is None:
+            return []
+        out = []
+        for jid, r in list(state.jobs.items()):
+            if not r.learn:
+                continue
+            pattern = self.learner.pattern({state.fabric.host_ip[h] for h in r.members}, now)
+            if pattern is None or not pattern.steady:
+                continue
+            measured = learning.measured_pairs(state.fabric, pattern)
+            state.measured[jid] = measured
+            found = learning.verdict(state.fabric, r, measured, settings.learn_share)
+            pairs = frozenset(measured.pairs)
+            if found is None or self.refused.get(jid) == pairs:
+                continue
+            try:
+                out.append((jid, pairs, decide.learned(state, settings, jid, measured, *found),
+                            None))
+            except (ConflictError, InputError) as e:  # e.g. over the rule budget
+                out.append((jid, pairs, Change(found[0], state.jobs, event={
+                    "job": jid, "mismatch": found[1]}), e))
+        return out
+
+    def applied(self, jid: str, pairs: frozenset, ok: bool) -> None:
+        if ok:
+            self.refused.pop(jid, None)
+        else:
+            self.refused[jid] = pairs  # not again until the pattern changes

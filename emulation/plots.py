@@ -1,0 +1,41 @@
+"""The emulation's summary picture (matplotlib, headless)."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def emulation_plot(summary: dict, path: str) -> str:
+    """Measured All-Reduce time against ideal and prediction per routing, and the measured
+    bytes on every leaf-to-spine link, sorted (flat = balanced)."""
+    rounds = summary["rounds"]
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    labels, measured, ideal, predicted = [], [], [], []
+    for r in rounds:
+        for jid, j in r["jobs"].items():
+            labels.append(f"{r['algorithm']}\n{jid}")
+            measured.append(float(np.mean(j["allreduce_s"])))
+            ideal.append(j["ideal_s"])
+            predicted.append(j["predicted_s"])
+    x = np.arange(len(labels))
+    ax1.bar(x - 0.27, measured, 0.27, label="measured")
+    ax1.bar(x, predicted, 0.27, label="fluid model")
+    ax1.bar(x + 0.27, ideal, 0.27, label="ideal (shaped line rate)")
+    ax1.set_xticks(x, labels, fontsize=8)
+    ax1.set_ylabel("All-Reduce time per iteration (s)")
+    ax1.legend(fontsize=8)
+    ax1.grid(axis="y", alpha=0.3)
+    for r in rounds:
+        ups = sorted((b for k, b in r["link_bytes"].items() if k.startswith("l")), reverse=True)
+        ax2.plot(np.arange(len(ups)), np.asarray(ups) / 1e6, marker=".", label=r["algorithm"])
+    ax2.set_xlabel("leaf-to-spine links, sorted by bytes")
+    ax2.set_ylabel("measured MB per round (port counters)")
+    ax2.grid(alpha=0.3)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

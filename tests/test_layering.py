@@ -1,0 +1,95 @@
+"""The package layout is the design: each layer imports only the layers below it, and no module
+is part of an import cycle. Layers, bottom up: base (errors, jsonio, the REST client), model,
+planners, enforcement / discovery / measurement, service, shell; the command line and the
+framework integrations on top. Emulation and simulation are apart, and simulation never needs
+an SDN framework."""
+import ast
+import os
+
+import networkx as nx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LAYER = {"controller.errors": 0, "controller.jsonio": 0, "controller.client": 0,
+         "controller.model": 1, "controller.planners": 2, "controller.enforcement": 3,
+         "controller.discovery": 3, "controller.measurement": 3, "controller.service": 4,
+         "controller.shell": 5, "controller.cli": 6, "controller.integrations": 6,
+         "controller.__main__": 6, "controller": 0}
+
+
+def modules(package: str) -> dict[str, str]:
+    out = {}
+    for d, _dirs, files in os.walk(os.path.join(ROOT, package)):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(d, name)
+                mod = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                out[mod.removesuffix(".__init__")] = path
+    return out
+
+
+def imports(path: str) -> set[str]:
+    """Every module a file imports, at module level or inside functions."""
+    tree = ast.parse(open(path).read(), path)
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+            out |= {f"{node.module}.{a.name}" for a in node.names}
+    return out
+
+
+def layer(mod: str) -> int:
+    best = max((p for p in LAYER if mod == p or mod.startswith(p + ".")), key=len)
+    return LAYER[best]
+
+
+def test_no_upward_import_in_controller():
+    ours = modules("controller")
+    bad = []
+    for mod, path in ours.items():
+        for imp in imports(path):
+            if imp in ours and layer(imp) > layer(mod):
+                bad.append(f"{mod} (layer {layer(mod)}) imports {imp} (layer {layer(imp)})")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_only_the_framework_adapters_import_a_framework():
+    allowed = {"controller.shell.app": "ryu", "controller.shell.osken_app": "os_ken",
+               "controller.shell.osken_main": "os_ken", "controller.shell.flags": ""}
+    bad = []
+    for mod, path in {**modules("controller"), **modules("simulation")}.items():
+        for imp in imports(path):
+            top = imp.split(".")[0]
+            if top in ("ryu", "os_ken") and allowed.get(mod) != top:
+                bad.append(f"{mod} imports {imp}")
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_no_import_cycles():
+    ours = {**modules("controller"), **modules("simulation"), **modules("emulation")}
+    g = nx.DiGraph()
+    for mod, path in ours.items():
+        g.add_node(mod)
+        for imp in imports(path):
+            if imp in ours and imp != mod and not mod.startswith(imp + "."):
+                g.add_edge(mod, imp)
+    cycles = list(nx.simple_cycles(g))
+    assert not cycles, cycles[:5]
+
+
+def test_emulation_and_simulation_are_apart():
+    """Simulation never needs Mininet or a controller process; emulation may draw its inputs
+    from the simulation's workload generators, nothing else."""
+    for mod, path in modules("simulation").items():
+        assert not any(i.split(".")[0] == "emulation" for i in imports(path)), mod
+    for mod, path in modules("emulation").items():
+        used = {i for i in imports(path) if i.split(".")[0] == "simulation"}
+        assert all(i.startswith("simulation.workloads") for i in used), (mod, used)
+
+
+def test_modules_stay_small():
+    big = {mod: n for mod, path in modules("controller").items()
+           if (n := sum(1 for _ in open(path))) > 560}
+    assert not big, big
