@@ -7,6 +7,7 @@ example script under torchrun with two "nodes"."""
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -61,11 +62,24 @@ def test_addresses_and_interfaces():
     assert rank_address("gloo", {"MLROUTE_ADDRESS": A}) == A
     assert rank_address("gloo", {"GLOO_SOCKET_IFNAME": "lo"}) == "127.0.0.1"
     assert rank_address("nccl", {"NCCL_SOCKET_IFNAME": "l"}) == "127.0.0.1"
-    assert rank_address("gloo", {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}) == \
-        "127.0.0.1"
+    master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    assert rank_address("nccl", master) == "127.0.0.1"
+    # gloo without an interface binds the host name's address: a local one is taken, one this
+    # host cannot bind or a loopback one is not (the route to MASTER_ADDR then)
+    own = next((a for a in _local_ipv4() if not a.startswith("127.")), None)
+    if own:
+        assert rank_address("gloo", master, hostname=own) == own
+        assert rank_address("nccl", master, hostname=own) == "127.0.0.1"
+    assert rank_address("gloo", master, hostname="192.0.2.254") == "127.0.0.1"
+    assert rank_address("gloo", master, hostname="localhost") == "127.0.0.1"
     assert default_job_id({"TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "42"}) == "torch-42"
     assert default_job_id({"MLROUTE_JOB_ID": "mine", "SLURM_JOB_ID": "42"}) == "mine"
     assert default_job_id({}).startswith("torch-")
+
+
+def _local_ipv4() -> list[str]:
+    from controller.integrations.pytorch import interface_ipv4
+    return [a for _, n in socket.if_nameindex() if (a := interface_ipv4(n))]
 
 
 # ---- real torch.distributed (gloo) under the system Python --------------------------------

@@ -34,7 +34,11 @@ declares members only, ``"ring"`` forces the backend's ring (gloo: r -> r - 1, m
 
 A rank's address: $MLROUTE_ADDRESS if set, else the interface the backend binds
 (GLOO_SOCKET_IFNAME, exact names; NCCL_SOCKET_IFNAME, prefixes, ``=`` exact, ``^`` excluded),
-else the source address of the route to MASTER_ADDR, else the host name's address.
+else for gloo the host name's address when it is a local, non-loopback one (what gloo binds
+then), else the source address of the route to MASTER_ADDR, else the host name's address.
+NCCL over InfiniBand or RoCE sends from the HCA's address (NCCL_IB_HCA), not a socket
+interface: set MLROUTE_ADDRESS to it. The training hosts must reach the controller's REST
+address (``--wsapi-host``).
 
 torch is imported lazily: this module imports only the standard library and controller.client.
 """
@@ -86,9 +90,27 @@ def pick_interface(spec: str, names: list[str], prefix: bool) -> list[str]:
     return [n for i in items for n in names if n.startswith(i)]
 
 
-def rank_address(backend: str, env=None) -> str:
+def hostname_address(hostname: str) -> str | None:
+    """The first IPv4 address ``hostname`` resolves to that this host can bind, as gloo's
+    default device picks it (torch's createDefaultDevice); None if none does."""
+    try:
+        infos = socket.getaddrinfo(hostname, None, socket.AF_INET, socket.SOCK_STREAM)
+    except OSError:
+        return None
+    for *_, sockaddr in infos:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((sockaddr[0], 0))
+            except OSError:
+                continue
+            return sockaddr[0]
+    return None
+
+
+def rank_address(backend: str, env=None, hostname: str | None = None) -> str:
     """This process's IPv4 address as the backend uses it (see the module's docstring)."""
     env = os.environ if env is None else env
+    hostname = hostname or socket.gethostname()
     if env.get("MLROUTE_ADDRESS"):
         return env["MLROUTE_ADDRESS"]
     var = {"gloo": "GLOO_SOCKET_IFNAME", "nccl": "NCCL_SOCKET_IFNAME"}.get(backend)
@@ -98,6 +120,10 @@ def rank_address(backend: str, env=None) -> str:
             addr = interface_ipv4(name)
             if addr:
                 return addr
+    if backend == "gloo":  # gloo binds the host name's address (a loopback one is useless)
+        addr = hostname_address(hostname)
+        if addr and not addr.startswith("127."):
+            return addr
     master = env.get("MASTER_ADDR")
     if master:
         try:
@@ -106,7 +132,7 @@ def rank_address(backend: str, env=None) -> str:
                 return s.getsockname()[0]
         except (OSError, ValueError):
             pass
-    return socket.gethostbyname(socket.gethostname())
+    return socket.gethostbyname(hostname)
 
 
 def job_document(job_id: str, addresses: list[str], backend: str, declare: str = "auto",
