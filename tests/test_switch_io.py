@@ -1,0 +1,225 @@
+"""The framework-neutral switch I/O (``controller/shell/switches.py``) and role handling
+(``roles.py``) under native threads, as os-ken 4 runs them: datapaths whose messages are real
+OpenFlow 1.3 objects of Ryu or os-ken (each when installed), serialised by the framework, and a
+switch that answers from a thread of its own in order (its event loop): barriers, errors,
+multipart table reads, probes, role replies. No switch, no root."""
+import importlib
+import queue
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from controller.enforcement.hostmode import PORT_MIN, make_probes
+from controller.enforcement.openflow import GroupEntry, Message, SwitchState
+from controller.enforcement.rules import all_static
+from controller.errors import InstallError
+from controller.model.fabric import Fabric
+from controller.shell import translate
+from controller.shell.hub import THREADS
+from controller.shell.roles import Roles
+from controller.shell.switches import Switches
+
+
+@pytest.fixture(params=["ryu", "os_ken"])
+def ofp(request):
+    pytest.importorskip(request.param, reason=f"{request.param} is not installed in this venv")
+    return tuple(importlib.import_module(f"{request.param}.ofproto.{m}")
+                 for m in ("ofproto_v1_3", "ofproto_v1_3_parser"))
+
+
+class Switch:
+    """A datapath and the switch behind it: applies flow and group mods, answers barriers,
+    table reads (in two parts), probes (at ``spine``) and role requests, from one thread."""
+
+    def __init__(self, ofp, dpid, io: Switches, reject=False, silent=False, stale_role=False):
+        self.ofproto, self.ofproto_parser = ofp
+        self.id, self.xid, self.io = dpid, 0, io
+        self.reject, self.silent, self.stale_role = reject, silent, stale_role
+        self.sent, self.flows, self.groups = [], {}, {}
+        self.events = queue.Queue()
+        self.roles = None  # the Roles under test, for role replies
+        threading.Thread(target=self._loop, daemon=True).start()
+
+    def set_xid(self, msg):
+        self.xid += 1
+        msg.set_xid(self.xid)
+
+    def send_msg(self, msg):
+        msg.serialize()  # the framework's own encoder: a valid OpenFlow 1.3 message
+        self.sent.append(msg)
+        self.events.put(msg)
+
+    def _reply(self, **kw):
+        return SimpleNamespace(datapath=self, **kw)
+
+    def _loop(self):
+        ofp = self.ofproto
+        while True:
+            msg = self.events.get()
+            name, xid = type(msg).__name__, msg.xid
+            if name == "OFPFlowMod":
+                if self.reject:
+                    self.io.on_error(self._reply(xid=xid, type=ofp.OFPET_FLOW_MOD_FAILED, code=0))
+                elif msg.command == ofp.OFPFC_ADD:
+                    self.flows[(msg.table_id, msg.priority, tuple(sorted(msg.match.items())))] = msg
+            elif name == "OFPGroupMod":
+                self.groups[msg.group_id] = SimpleNamespace(group_id=msg.group_id,
+                                                            buckets=msg.buckets)
+            elif name == "OFPBarrierRequest" and not self.silent:
+                self.io.on_barrier_reply(self._reply(xid=xid))
+            elif name in ("OFPFlowStatsRequest", "OFPGroupDescStatsRequest"):
+                body = list((self.flows if name == "OFPFlowStatsRequest" else self.groups)
+                            .values())
+                half = len(body) // 2
+                self.io.on_multipart(self._reply(xid=xid, body=body[:half],
+                                                 flags=ofp.OFPMPF_REPLY_MORE))
+                self.io.on_multipart(self._reply(xid=xid, body=body[half:], flags=0))
+            elif name == "OFPPacketOut" and msg.data is not None:
+                self.io.probe_arrived(0x99, 7, msg.data)
+            elif name == "OFPRoleRequest":
+                if self.stale_role:
+                    self.roles.on_error(self._reply(xid=xid, type=ofp.OFPET_ROLE_REQUEST_FAILED,
+                                                    code=0))
+                else:
+                    self.roles.on_reply(self._reply(xid=xid, role=msg.role))
+
+
+def static(f, name):
+    rules, groups = all_static(f)[f.dpids[name]]
+    return [Message("group_add", group=g) for g in groups] + \
+        [Message("flow_add", rule=r) for r in rules]
+
+
+def test_install_confirms_and_tables_read_back(ofp):
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 2.0, f.switch_of_dpid.get)
+    sws = {name: Switch(ofp, f.dpids[name], io) for name in ("l0", "s0")}
+    for sw in sws.values():
+        io.connected(sw)
+    batches = {sw.id: static(f, name) for name, sw in sws.items()}
+    io.install(batches)
+    for name, sw in sws.items():
+        kinds = [type(m).__name__ for m in sw.sent]
+        assert kinds[-1] == "OFPBarrierRequest" and len(kinds) == len(batches[sw.id]) + 1
+        state = io.read_tables(sw.id)  # two multipart parts each
+        rules, groups = all_static(f)[f.dpids[name]]
+        assert state == SwitchState({r.key: r for r in rules}, {g.group_id: g for g in groups})
+    assert not io._barriers and not io._reads and not io._errors  # nothing left registered
+
+
+def test_rejected_silent_and_missing_switches_name_themselves(ofp):
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 0.3, f.switch_of_dpid.get)
+    bad = Switch(ofp, f.dpids["l0"], io, reject=True)
+    mute = Switch(ofp, f.dpids["l1"], io, silent=True)
+    io.connected(bad)
+    io.connected(mute)
+    with pytest.raises(InstallError, match=r"switch l0 rejected a rule \(OpenFlow error type"):
+        io.install({bad.id: static(f, "l0")})
+    start = time.monotonic()
+    with pytest.raises(InstallError, match="switch l1 did not confirm its rules within 0.3 s"):
+        io.install({mute.id: static(f, "l1")})
+    assert 0.25 < time.monotonic() - start < 2.0  # the wait ends by itself (native threads)
+    with pytest.raises(InstallError, match="switch l2 is not connected"):
+        io.install({f.dpids["l2"]: static(f, "l2")})
+    assert io.disconnected(bad) and not io.disconnected(bad)
+    with pytest.raises(InstallError, match="switch l0 is not connected"):
+        io.read_tables(bad.id)
+    assert not io._barriers and not io._errors
+
+
+def test_concurrent_senders_get_distinct_xids(ofp):
+    """Installs, statistics requests and packet-outs from many threads: every message of a
+    datapath gets its own xid, so no reply is taken for another's."""
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 5.0, f.switch_of_dpid.get)
+    sw = Switch(ofp, f.dpids["l0"], io)
+    io.connected(sw)
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(5):
+                io.install({sw.id: [Message("group_add", group=GroupEntry(
+                    sw.id, 1000 + i, ((("output", 1),),)))]})
+                io.request_stats()
+                io.packet_out(sw.id, 1, b"\x00" * 60)
+        except Exception as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not errors
+    xids = [m.xid for m in sw.sent]
+    assert len(xids) == 8 * 5 * 5 and len(set(xids)) == len(xids)
+
+
+def test_probe_batches_collect_arrivals_and_resend_lost_ones(ofp):
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 0.3, f.switch_of_dpid.get)
+    sw = Switch(ofp, f.dpids["l0"], io)
+    io.connected(sw)
+    probes = make_probes(f, ("h0_0", "h1_0", 17), range(PORT_MIN, PORT_MIN + 300), 1)
+    got = io.probe(probes)
+    assert got == {p.token: (0x99, 7) for p in probes}  # two batches (256 + 44)
+    outs = [m for m in sw.sent if type(m).__name__ == "OFPPacketOut"]
+    assert len(outs) == 300 and all(m.actions[0].port == sw.ofproto.OFPP_TABLE for m in outs)
+    assert io.probe_arrived(1, 1, probes[0].data)  # a late probe is still no host traffic
+    assert not io.probe_arrived(1, 1, b"\x00" * 60)
+    sw.events = queue.Queue()  # the switch stops answering: every probe lost, sent twice
+    assert io.probe(probes[:3]) == {}
+    assert len([m for m in sw.sent if type(m).__name__ == "OFPPacketOut"]) == 300 + 6
+
+
+class Cluster:
+    def __init__(self):
+        self.role, self.generation, self.switch_roles, self.took = "master", 3, {}, []
+        self.store = SimpleNamespace(load=lambda: {"jobs": []})
+
+    def switch_role(self, dpid, role):
+        self.switch_roles[dpid] = role
+
+    def took_over(self, generation, stats):
+        self.took.append((generation, stats))
+
+
+class Service:
+    def __init__(self):
+        self.calls = []
+
+    def stand_by(self):
+        self.calls.append("stand_by")
+
+    def take_over(self, doc):
+        self.calls.append(("take_over", doc))
+        return {"switches": 2, "messages": 0}
+
+
+def test_roles_ask_every_switch_then_take_over(ofp):
+    io = Switches(THREADS, 0.5)
+    cluster, service = Cluster(), Service()
+    roles = Roles(cluster, service, io)
+    sws = [Switch(ofp, 1, io), Switch(ofp, 2, io, stale_role=True)]
+    for sw in sws:
+        sw.roles = roles
+        io.connected(sw)
+    roles.apply("master", 3)
+    assert service.calls == [("take_over", {"jobs": []})]
+    assert cluster.switch_roles[1] == "master"
+    assert cluster.switch_roles[2] == "master refused: a newer generation is known to the switch"
+    assert cluster.took[0][0] == 3 and cluster.took[0][1]["role_requests"] == 2
+    requests = [m for sw in sws for m in sw.sent if type(m).__name__ == "OFPRoleRequest"]
+    assert [(m.role, m.generation_id) for m in requests] == \
+        [(sws[0].ofproto.OFPCR_ROLE_MASTER, 3)] * 2
+    roles.apply("slave", 3)  # not the cluster's current role: a newer change follows
+    assert len(service.calls) == 1
+    cluster.role, cluster.generation = "slave", 4
+    roles.apply("slave", 4)
+    assert service.calls[-1] == "stand_by" and cluster.switch_roles[1] == "slave"
+    roles.on_disconnected(1)
+    assert cluster.switch_roles[1] is None
+    assert not roles._waits
