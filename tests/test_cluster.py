@@ -18,7 +18,7 @@ from controller.service import api
 from controller.service.cluster import Cluster, ClusterError
 from controller.service.store import decode, encode
 from controller.errors import ServiceUnavailable
-from controller.service.etcd import Etcd
+from controller.service.etcd import Etcd, EtcdError
 from controller.model.fabric import Fabric
 from controller.service.route_service import RouteService
 from emulation.ha import ETCD, EtcdServer, free_port
@@ -359,8 +359,17 @@ def test_a_write_etcd_could_not_store_is_answered_202_and_stored_when_etcd_retur
     assert a.role == "master" and a.view()["unsaved"] is False
 
 
+def hold_flush(cluster):
+    """The keep-alive loop's next store of a pending document waits for the returned event
+    (so the test ends the master's term first, whatever the loops' timing)."""
+    gate = threading.Event()
+    flush = cluster.store.flush
+    cluster.store.flush = lambda: gate.wait(20) and flush()
+    return gate
+
+
 def test_a_pending_write_is_dropped_when_its_master_steps_down_before_etcd_returns(private):
-    a = private.start("a", ttl=8, probe=False)  # a keep-alive every 2 s
+    a = private.start("a", probe=False)
     b = private.start("b", probe=False)
     wait(lambda: b.master is not None)
     a.took_over(a.generation, {})
@@ -374,12 +383,17 @@ def test_a_pending_write_is_dropped_when_its_master_steps_down_before_etcd_retur
         return 201, {"id": "j"}
 
     assert a.write("POST", "/v1/jobs", b"{}", {}, post)[0] == 202
+    gate = hold_flush(a)
+    g0, lease = a.generation, a.lease
     private.etcd.start()
-    Etcd(private.url).revoke(a.lease)  # before a's next keep-alive stores the change
-    wait(lambda: b.role == "master", 10, "b elected")
+    Etcd(private.url).revoke(lease)  # a's term ends before its keep-alive stores the change
+    # either is elected next (a joins again with a new lease): a new term either way
+    wait(lambda: any(c.role == "master" and c.generation > g0 for c in (a, b)), 10,
+         "a new term")
     wait(lambda: a.view()["operations"][0]["state"] == "dropped", 10, "the write dropped")
+    gate.set()
     assert "lost the master role" in a.view()["operations"][0]["reason"]
-    assert a.store.unsaved is None and a.role == "standby"
+    assert a.store.unsaved is None
     assert decode(Etcd(private.url).get(b"/private/state").value) == doc0
 
 
@@ -475,7 +489,11 @@ class Node:
             if role != "master":
                 self.svc.stand_by()
                 return
-            stats = self.svc.take_over(self.cluster.store.load())
+            try:
+                doc = self.cluster.store.load()
+            except EtcdError:  # as the shell: take over what it followed (etcd stopping)
+                doc = None
+            stats = self.svc.take_over(doc)
             self.takeovers.append(stats)
             self.cluster.took_over(gen, stats)
         threading.Thread(target=run, daemon=True).start()
@@ -556,6 +574,75 @@ def test_a_standby_takes_the_stored_routes_without_planning(members):
     wait(lambda: b.svc.jobs and all(p == ((1, 1.0),) for p in b.svc.jobs["j"].routes.values()),
          5, "b follows the stored routes")
     assert b.svc.state.counters["messages_sent"] == 0
+
+
+def _etcd_dies_before_the_save(node, etcd):
+    """etcd is killed during the node's next write: after the switches took the change,
+    before the intent is stored."""
+    store = node.cluster.store
+    save = store.save
+
+    def dying(doc):
+        store.save = save
+        etcd.stop()
+        save(doc)
+    store.save = dying
+    node.cluster.client.timeout = 0.5
+
+
+def op_state(node):
+    return node.rest("GET", "/v1/cluster")[1]["operations"][0]["state"]
+
+
+def test_a_job_posted_while_etcd_dies_is_answered_202_and_lands_when_etcd_returns(private):
+    f = wired()
+    sw = FakeSwitches(f.dpids.values())
+    a = Node(private, "a", sw, f)
+    wait(lambda: a.cluster.serving, 10, "a serving")
+    b = Node(private, "b", sw, f)
+    wait(lambda: b.cluster.master is not None)
+    _etcd_dies_before_the_save(a, private.etcd)
+    b.cluster.client.timeout = 0.5
+    code, doc = b.rest("POST", "/v1/jobs", ring("j1", ["h0_0", "h1_0", "h2_0"]))  # via a
+    assert code == 202 and doc["operation"]["state"] == "pending", doc
+    assert doc["id"] == "j1" and "j1" in a.svc.jobs and "j1" not in b.svc.jobs
+    code, doc = a.rest("DELETE", "/v1/jobs/j1")
+    assert code == 503 and "unreachable" in doc["error"] and "j1" in a.svc.jobs
+    private.etcd.start()
+    wait(lambda: op_state(a) == "stored", 15, "the job stored once etcd is back")
+    wait(lambda: "j1" in b.svc.jobs, 10, "the standby follows")
+    assert a.rest("DELETE", "/v1/jobs/j1")[0] == 200
+
+
+def test_a_job_posted_while_etcd_dies_is_undone_when_its_master_steps_down_first(private):
+    f = wired()
+    sw = FakeSwitches(f.dpids.values())
+    a = Node(private, "a", sw, f, probe=False)
+    wait(lambda: a.cluster.serving, 10, "a serving")
+    b = Node(private, "b", sw, f, probe=False)
+    wait(lambda: b.cluster.master is not None)
+    assert a.rest("POST", "/v1/jobs", ring("j0", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    wait(lambda: "j0" in b.svc.jobs, 5, "b follows j0")
+    before = sw.snapshot()
+    _etcd_dies_before_the_save(a, private.etcd)
+    code, doc = a.rest("POST", "/v1/jobs", ring("j1", ["h0_1", "h1_1", "h2_1"]))
+    assert code == 202 and sw.snapshot() != before, doc  # the switches took j1
+    gate = hold_flush(a.cluster)
+    g0, lease = a.cluster.generation, a.cluster.lease
+    private.etcd.start()
+    Etcd(private.url).revoke(lease)  # a's term ends before it stores j1
+    # b, or a with a new lease, takes over from the stored intent
+    wait(lambda: any(n.cluster.serving and n.cluster.generation > g0 for n in (a, b)), 10,
+         "a new term")
+    wait(lambda: op_state(a) == "dropped", 10, "the write dropped")
+    gate.set()
+    assert sw.snapshot() == before  # the takeover undid j1 at the switches
+    for n in (a, b):
+        wait(lambda: set(n.svc.jobs) == {"j0"}, 10, "both hold the stored intent")
+    time.sleep(2.5)  # a's next keep-alives: nothing stored or installed later
+    stored = decode(Etcd(private.url).get(b"/private/state").value)
+    assert [j["job"]["id"] for j in stored["jobs"]] == ["j0"]
+    assert sw.snapshot() == before and a.cluster.store.unsaved is None
 
 
 PLAN = """

@@ -125,6 +125,7 @@ class Cluster:
         self._checked_at = -CHECK_INTERVAL  # last synchronous check of the master role
         self.operations: OrderedDict[str, dict] = OrderedDict()  # writes answered 202
         self._operation_number = 0
+        self._reload = 0.0  # when this controller stepped down (to follow the intent again)
         self.serving = False  # master and done taking over (the service installs)
         self.role_since = clock()
         self.switch_roles: dict[int, str] = {}  # dpid -> role the switch confirmed, or error
@@ -296,6 +297,9 @@ class Cluster:
         if self.store.discard():
             LOG.error("mlroute: controller %s stepped down before etcd stored its last change; "
                       "the change is dropped", self.id)
+        # its memory may hold a change etcd never took: follow the stored intent again, once
+        # the shell stood by (the keep-alive loop does, a loop later)
+        self._reload = time.monotonic()
         with self._lock:
             for op in self.operations.values():
                 if op["state"] == "pending":
@@ -353,6 +357,9 @@ class Cluster:
                 self._lease_lost(lease)
             elif self.store.unsaved is not None:
                 self.store.flush()
+            if self._reload and time.monotonic() - self._reload >= interval and \
+                    self.role != "master":
+                self._reload = 0.0 if self.refresh(again=True) else self._reload
 
     def _keepalive(self, timeout: float) -> tuple[int, int]:
         """Refresh this controller's lease: (lease, its TTL; 0: ended). A refreshed lease
@@ -452,8 +459,8 @@ class Cluster:
                 else:
                     self.members.pop(mid, None)
 
-    def _state_seen(self, kv: KeyValue) -> None:
-        if kv.mod_revision <= self.state_revision:
+    def _state_seen(self, kv: KeyValue, again: bool = False) -> None:
+        if kv.mod_revision <= self.state_revision and not again:
             return
         self.state_revision = kv.mod_revision
         try:
@@ -613,15 +620,18 @@ class Cluster:
                                      ) from None
         return status, answer if isinstance(answer, dict) else {"result": answer}
 
-    def refresh(self) -> None:
-        """Read the stored document now (after a forwarded write: read your own writes)."""
+    def refresh(self, again: bool = False) -> bool:
+        """Read the stored document now (after a forwarded write: read your own writes;
+        ``again``: hand it over even if it was, after a change this controller dropped).
+        False if etcd could not be read."""
         try:
             kv = self.client.get(self.store.key)
         except EtcdError as e:
             LOG.warning("mlroute: %s", e)
-            return
+            return False
         if kv is not None:
-            self._state_seen(kv)
+            self._state_seen(kv, again)
+        return True
 
     def view(self) -> dict:
         """The document of ``GET /v1/cluster``. This controller says "master" only while etcd

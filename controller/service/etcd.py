@@ -295,7 +295,11 @@ class Watch:
                 raise EtcdUnavailable(f"etcd at {self.client.url} closed the watch")
         doc = json.loads(line)
         if "error" in doc:
-            raise EtcdError(f"etcd at {self.client.url}: watch: {doc['error']}")
+            err = doc["error"]
+            unavailable = isinstance(err, dict) and (err.get("http_code") in (503, 504) or
+                                                     err.get("grpc_code") == 14)
+            raise (EtcdUnavailable if unavailable else EtcdError)(
+                f"etcd at {self.client.url}: watch: {err}")
         result = doc.get("result", {})
         self.revision = int(result.get("header", {}).get("revision", self.revision))
         if int(result.get("compact_revision", 0)):
