@@ -134,7 +134,9 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     Binary x[f, s] per flow and usable spine, binary z[e] per directed link that some flow can
     use: load(e) <= alpha - 1 + z[e]; minimise the sum of z. ``incumbent`` (a routing with max
     load <= alpha) gives a cutoff: the model asks for fewer links at alpha than it has, so
-    "infeasible" proves it optimal and the result is never worse; ``lower``: a known lower
+    "infeasible" proves it optimal and the result is never worse; and a tie-break: among
+    optimal counts, as many flows as possible stay where the incumbent has them (fewer moves,
+    and the incumbent's other qualities mostly kept); ``lower``: a known lower
     bound on the count (``layer2.layer2_lower_bound``). ``info``: status, incumbent (the count),
     bound, gap, wall_ms, incumbent_from. The reference for tests and benchmarks, off the
     request path: exponential at worst, seconds at 64 x 32.
@@ -189,6 +191,8 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     lb = np.concatenate([np.ones(n_flows), np.full(nz, -np.inf), [lower]])
     ub = np.concatenate([np.ones(n_flows), np.full(nz, alpha - 1.0), [top]])
     c = np.concatenate([np.zeros(nx), np.ones(nz)])
+    if incumbent is not None:  # tie-break: keep flows where the incumbent has them (< 1 in all)
+        c[:nx] = -(np.asarray(incumbent, dtype=np.int64)[vf] == vs).astype(float) / (n_flows + 1)
     res = milp(c, constraints=LinearConstraint(a, lb, ub), integrality=np.ones(nx + nz),
                bounds=Bounds(np.zeros(nx + nz), np.ones(nx + nz)),
                options={"time_limit": max(1e-3, time_limit - (time.perf_counter() - t0)),
@@ -211,8 +215,8 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     value = links_at(problem, spines, alpha)
     bound = lower
     dual = getattr(res, "mip_dual_bound", None)
-    if dual is not None and np.isfinite(dual):
-        bound = max(bound, min(math.ceil(dual - 1e-6), value))
+    if dual is not None and np.isfinite(dual):  # the tie-break is worth less than 1 in all
+        bound = max(bound, min(math.ceil(dual - 1 + 1e-6), value))
     if status == "optimal":
         bound = value
     if proved:

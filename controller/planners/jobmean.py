@@ -41,7 +41,7 @@ from collections import Counter
 from controller.planners.repair import Routing, bits
 
 EPS = 1e-9
-CHAIN_LINKS = 512  # links one chain search may visit
+CHAIN_LINKS = 256  # links one chain search may visit
 
 
 class _JobState:
@@ -84,9 +84,12 @@ class _JobState:
             self._set(x, self.link_values(self.r.on[x]))
 
 
-def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, list]:
+def lower_mean(r: Routing, model, alpha: int, budget: int,
+               keep_layer2: bool = False) -> tuple[int, str, list]:
     """Apply mean-lowering moves to ``r`` in place (module docstring); (flows moved, how the
-    search ended: "local_optimum" or "budget", the predicted slowdown per job). Cost: per evaluation O(flows on the <= 8
+    search ended: "local_optimum" or "budget", the predicted slowdown per job). With
+    ``keep_layer2`` only chain moves (no link gains a flow above one unless it held more,
+    so the sorted load vector never gets worse): the flow objective's last tie-break. Cost: per evaluation O(flows on the <= 8
     links it touches, squared, + their jobs' distinct values)."""
     st = _JobState(r, model)
     load = r.load
@@ -199,7 +202,7 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
             spent += 1
             t = r.spine[g]
             mark = len(log)
-            for attempt in (by_chain, move_partner):
+            for attempt in attempts:
                 if not attempt(g, t, log):
                     undo(log, mark)
                     continue
@@ -226,6 +229,7 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
         undo(log, 0)
         return 0
 
+    attempts = (by_chain,) if keep_layer2 else (by_chain, move_partner)
     changed = True
     while changed and spent < budget:
         changed = False
