@@ -181,8 +181,10 @@ def test_etcd_lost_refuses_writes_keeps_the_tables_and_loses_nothing(ha):
                 assert rest(ctl, "DELETE", "/v1/jobs/kept")[0] == 503
                 assert [j["id"] for j in rest(ctl, "GET", "/v1/jobs")[1]["jobs"]] == ["kept"]
             time.sleep(3.0)  # longer than the lease: nobody can be elected, nothing changes
-            assert ha.master_id() == master_id
-            assert rest(master, "GET", "/v1/cluster")[1]["healthy"] is False
+            view = rest(master, "GET", "/v1/cluster")[1]
+            # its lease cannot be confirmed: it keeps the switches but claims no master role
+            assert view["healthy"] is False and view["self"]["unconfirmed_master"] is True
+            assert ha.master_id() is None
         finally:
             ha.etcd.start()
         fabricnet.wait_until(lambda: rest(master, "POST", "/v1/jobs",
@@ -220,8 +222,12 @@ def test_a_frozen_master_is_deposed_by_the_generation_and_steps_down(ha):
         assert 1.0 < took < 5.0, took  # the lease (2 s), not the probe
     finally:
         old.proc.send_signal(18)  # SIGCONT
-    fabricnet.wait_until(lambda: ha.cluster(old_id)["self"]["role"] == "standby", 10,
-                         what="the old master stepping down")
+    # from the first answer on, the old master never says master (its generation is stale)
+    views = [ha.cluster(old_id)]
+    while views[-1]["generation"] != c["generation"] and time.monotonic() - t0 < 30:
+        views.append(ha.cluster(old_id))
+    assert all(v["self"]["role"] == "standby" for v in views), [v["self"] for v in views]
+    assert views[-1]["master"] == new_id, views[-1]
     fabricnet.wait_until(lambda: ha.cluster(old_id)["self"]["switches"]["slave"] == 6, 10,
                          what="the old master's switches in the slave role")
     every = set(ha.fabric.spines + ha.fabric.leaves)
@@ -229,6 +235,53 @@ def test_a_frozen_master_is_deposed_by_the_generation_and_steps_down(ha):
                          not ovs_masters(ha, ha.of_ports[old_id]), 15,
                          what="Open vSwitch: one master per switch, the new one")
     assert_untouched(before, all_tables(ha), time.monotonic() - t0)
+
+
+def test_etcd_killed_during_a_post_gets_an_exact_answer(ha):
+    """etcd SIGKILLed at growing delays into a POST: each answer is exact. 503: nothing
+    happened, and nothing is installed when etcd returns; 202: the switches took the job and
+    its operation is stored when etcd returns; 201: stored before etcd died. At least one
+    kill lands inside the write (202)."""
+    master = ha.master()
+    master_id = ha.master_id()
+    ranks = [f"h{leaf}_{h}" for leaf in range(LEAVES) for h in range(HOSTS)]
+    seen = {}
+    for i, delay in enumerate([0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2] * 2):
+        jid = f"k{i}"
+        answer = {}
+        t = threading.Thread(target=lambda: answer.update(
+            zip(("code", "doc"), rest(master, "POST", "/v1/jobs", ring(jid, ranks)))))
+        t.start()
+        time.sleep(delay)
+        ha.etcd.kill()
+        t.join(DEADLINE)
+        try:
+            listed = {j["id"] for j in rest(master, "GET", "/v1/jobs")[1]["jobs"]}
+        finally:
+            ha.etcd.start()
+        code, doc = answer["code"], answer["doc"]
+        seen.setdefault(code, delay)
+        assert code in (201, 202, 503), (delay, code, doc)
+        fabricnet.wait_until(lambda: rest(master, "GET", "/v1/cluster")[1]["healthy"], 20,
+                             what="etcd answering again")
+        if code == 503:
+            assert jid not in listed, doc
+            time.sleep(1.0)  # the keep-alive loop would store a kept change by now
+        elif code == 202:
+            op = doc["operation"]
+            assert op["state"] == "pending" and op["see"].endswith("/v1/cluster") and jid in listed
+            fabricnet.wait_until(lambda: rest(master, "GET", "/v1/cluster")[1]["operations"]
+                                 [0]["state"] == "stored", 20, what="the job stored")
+        want = set() if code == 503 else {jid}
+        for ctl in (master, ha.standby()):
+            fabricnet.wait_until(lambda: {j["id"] for j in rest(ctl, "GET", "/v1/jobs")[1]
+                                          ["jobs"]} == want, 10, what=f"jobs {want} listed")
+        assert ha.master_id() == master_id
+        if want:
+            assert rest(master, "DELETE", f"/v1/jobs/{jid}")[0] == 200
+        if 202 in seen and 503 in seen:
+            break
+    assert 202 in seen, f"no kill landed inside a write (answers by first delay: {seen})"
 
 
 def test_unreachable_etcd_at_start_is_a_clear_error(ha, tmp_path):

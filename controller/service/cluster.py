@@ -47,20 +47,15 @@ import threading
 import time
 import urllib.parse
 import zlib
-from collections import OrderedDict
 from typing import Callable
 
-from controller.client import Client, ControllerUnreachable
-from controller.errors import ServiceUnavailable
 from controller.service.etcd import (Etcd, EtcdError, EtcdUnavailable, KeyValue, compare_create,
                                      op_put, op_range, prefix_end)
 from controller.service.store import EtcdStore, decode
+from controller.service.writes import Writes
 
 LOG = logging.getLogger("mlroute")
 DEFAULT_PREFIX = "/mlroute/"
-FORWARD_TIMEOUT = 120.0  # seconds a forwarded write may take (a large job, a slow switch)
-FORWARDED = "X-Mlroute-Forwarded"
-MAX_OPERATIONS = 100  # writes answered 202 that /v1/cluster lists (the newest)
 CHECK_INTERVAL = 0.25  # seconds between two checks of an unconfirmed master role in etcd
 
 
@@ -108,7 +103,8 @@ class Cluster:
         self.ttl = ttl
         self.probe = probe
         self.clock = clock
-        self.store = EtcdStore(client, prefix, fence=self.fence, on_stored=self._stored,
+        self.writes = Writes(self)
+        self.store = EtcdStore(client, prefix, fence=self.fence, on_stored=self.writes.stored,
                                on_fenced=self.fence_lost)
         self.master_key = (prefix + "master").encode()
         self.members_key = (prefix + "members/").encode()
@@ -123,8 +119,6 @@ class Cluster:
         self.healthy = False  # etcd answered the last keep-alive
         self.confirmed_until = 0.0  # monotonic time until which the lease surely lives
         self._checked_at = -CHECK_INTERVAL  # last synchronous check of the master role
-        self.operations: OrderedDict[str, dict] = OrderedDict()  # writes answered 202
-        self._operation_number = 0
         self._reload = 0.0  # when this controller stepped down (to follow the intent again)
         self.serving = False  # master and done taking over (the service installs)
         self.role_since = clock()
@@ -300,13 +294,9 @@ class Cluster:
         # its memory may hold a change etcd never took: follow the stored intent again, once
         # the shell stood by (the keep-alive loop does, a loop later)
         self._reload = time.monotonic()
-        with self._lock:
-            for op in self.operations.values():
-                if op["state"] == "pending":
-                    op.update(state="dropped", at=self.clock(),
-                              reason="this controller lost the master role before etcd stored "
-                                     "the change; the new master's intent holds (its takeover "
-                                     "undoes the change at the switches)")
+        self.writes.dropped("this controller lost the master role before etcd stored the "
+                            "change; the new master's intent holds (its takeover undoes the "
+                            "change at the switches)")
 
     def fence(self) -> tuple[bytes, int] | None:
         """(master key, generation) while this controller is the master, else None."""
@@ -523,102 +513,8 @@ class Cluster:
     # ---- REST ------------------------------------------------------------------------------
     def write(self, method: str, path: str, body: bytes, headers: dict,
               local: Callable[[], tuple[int, dict]]) -> tuple[int, dict]:
-        """Serve a writing request: locally on the master, else forwarded to it. 503 (raised
-        as ServiceUnavailable) while etcd is unreachable, no master is elected, or this
-        controller is still taking over: nothing was changed. A change the switches took but
-        etcd could not store (etcd lost during the request) is answered 202 with an
-        ``operation`` whose state ``GET /v1/cluster`` tells: pending, then stored (etcd back)
-        or dropped (this controller stepped down first; the new master's intent holds)."""
-        try:
-            kv = self.client.get(self.master_key)
-        except EtcdError as e:
-            raise ServiceUnavailable(f"{e}: writes are refused until it returns (the switches "
-                                     "keep their tables; nothing is lost)") from None
-        if kv is None:
-            raise ServiceUnavailable("no master controller is elected (a failover is under "
-                                     "way): retry in a second")
-        info = json.loads(kv.value)
-        if info.get("id") == self.id and kv.lease == self.lease:
-            if not self.serving:
-                raise ServiceUnavailable(f"controller {self.id} is taking over as master: "
-                                         "retry in a second")
-            before = self.store.fence_failures
-            status, doc = local()
-            if status >= 400:
-                return status, doc
-            return self._confirmed(method, path, status, doc, before)
-        if headers.get(FORWARDED):
-            raise ServiceUnavailable(f"controller {self.id} got a request forwarded by "
-                                     f"{headers[FORWARDED]} but {info.get('id')} is the master: "
-                                     "retry")
-        status, doc = self._forward(info, method, path, body, headers)
-        if status < 400:
-            self.refresh()
-        return status, doc
-
-    def _confirmed(self, method: str, path: str, status: int, doc, fence_failures: int
-                   ) -> tuple[int, dict]:
-        """The answer to a write the switches took: as is once etcd stored it, else 202."""
-        if self.store.fence_failures != fence_failures:
-            raise ServiceUnavailable(f"controller {self.id} lost the master role during the "
-                                     "request; the change was not stored and the new master's "
-                                     "intent holds: retry")
-        if self.store.too_large:
-            raise ServiceUnavailable(f"the state document ({self.store.too_large} bytes "
-                                     "compressed) is larger than etcd takes (run etcd with a "
-                                     "larger --max-request-bytes); the change is installed "
-                                     "but not stored")
-        with self.store.lock:  # a flush cannot slip between this check and the record
-            if self.store.unsaved is None:
-                return status, doc
-            with self._lock:
-                self._operation_number += 1
-                op = {"id": f"{self.id}/{self.generation}/{self._operation_number}",
-                      "state": "pending", "method": method, "path": path,
-                      "since": self.clock(), "generation": self.generation,
-                      "status": status, "see": f"{self.rest_url}/v1/cluster",
-                      "reason": f"etcd at {self.client.url} became unreachable during the "
-                                "request: the switches took the change; it is stored when "
-                                "etcd returns (state \"stored\"), or dropped if this "
-                                "controller stops being the master first (state \"dropped\")"}
-                self.operations[op["id"]] = op
-                while len(self.operations) > MAX_OPERATIONS:
-                    self.operations.popitem(last=False)
-                op = dict(op)
-        LOG.warning("mlroute: %s %s answered 202: %s", method, path, op["reason"])
-        answer = dict(doc) if isinstance(doc, dict) else {"result": doc}
-        answer["operation"] = op
-        return 202, answer
-
-    def _stored(self, revision: int) -> None:
-        """etcd took a document: every write still pending is in it."""
-        with self._lock:
-            for op in self.operations.values():
-                if op["state"] == "pending":
-                    op.update(state="stored", revision=revision, at=self.clock())
-
-    def _forward(self, master: dict, method: str, path: str, body: bytes,
-                 headers: dict) -> tuple[int, dict]:
-        out = {"Content-Type": "application/json", FORWARDED: self.id}
-        if headers.get("Authorization"):
-            out["Authorization"] = headers["Authorization"]
-        try:
-            client = Client(master["rest"], timeout=FORWARD_TIMEOUT)
-            status, answer = client.request(method, urllib.parse.quote(path, safe="/~"),
-                                            body=body or None, headers=out)
-        except ControllerUnreachable as e:
-            if e.message.startswith("no answer"):  # sent: it may have been applied
-                return 504, {"error": f"the master {master.get('id')} at {master.get('rest')} "
-                                      f"took the request but did not answer ({e.message}); "
-                                      "whether the change was applied shows in GET /v1/jobs "
-                                      "once a master serves again"}
-            raise ServiceUnavailable(f"the master {master.get('id')} at {master.get('rest')} "
-                                     f"did not answer ({e.message}); nothing was sent; a "
-                                     "standby takes over within seconds: retry") from None
-        except ValueError as e:
-            raise ServiceUnavailable(f"the master's address {master.get('rest')!r}: {e}"
-                                     ) from None
-        return status, answer if isinstance(answer, dict) else {"result": answer}
+        """A writing REST request (``controller/service/writes.py``)."""
+        return self.writes.write(method, path, body, headers, local)
 
     def refresh(self, again: bool = False) -> bool:
         """Read the stored document now (after a forwarded write: read your own writes;
@@ -656,7 +552,7 @@ class Cluster:
                 "self": me, "members": members, "etcd": self.client.url, "master": master_id,
                 "generation": self.generation, "healthy": self.healthy,
                 "unsaved": self.store.unsaved is not None, "state_revision": self.state_revision,
-                "operations": list(reversed([dict(op) for op in self.operations.values()])),
+                "operations": self.writes.view(),
                 "takeover": dict(self.takeover)}
 
 
