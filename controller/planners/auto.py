@@ -286,7 +286,7 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
     t3 = time.perf_counter()
     floor = side_bounds(problem, value)
     lb2 = sum(floor)
-    count = (sum(1 for v in r.load if v == value) if r is not None
+    count = (0 if not value else sum(1 for v in r.load if v == value) if r is not None
              else links_at(problem, spines, value))
     if common is None and count > lb2:
         if r is None:
@@ -298,7 +298,9 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
         count = sum(1 for v in r.load if v == value)
     ms["layer2"] = (time.perf_counter() - t3) * 1e3
     info["layer2_ilp"] = None
-    if optimal and count > lb2 and ilp_time_limit > 0 and time.perf_counter() - t0 < ilp_time_limit:
+    left = ilp_time_limit - (time.perf_counter() - t0)
+    if (value and optimal and count > lb2 and ilp_time_limit > 0 and left > 0
+            and sum(len(bits(m)) for m in problem.usable) <= ILP_MAX_VARIABLES):
         t4 = time.perf_counter()
         from controller.planners.ilp import ilp_layer2
         res = ilp_layer2(problem, value, ilp_time_limit - (t4 - t0), incumbent=spines, lower=lb2)
