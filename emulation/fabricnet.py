@@ -47,16 +47,19 @@ def cleanup() -> None:
     mn_cleanup()
 
 
-def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_port: int = 6653):
+def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_port: int = 6653,
+          sflow: int | None = None):
     """The Mininet leaf-spine with the topology's own node classes (topologies/clos.py:
-    userspace OVS, OpenFlow 1.3, secure fail mode, tx offload off) and jumbo frames."""
+    userspace OVS, OpenFlow 1.3, secure fail mode, tx offload off) and jumbo frames. Every
+    switch samples 1 in ``sflow`` packets for the controller's sFlow collector (127.0.0.1:6343;
+    None: the topology's default, 16, or MLROUTE_SFLOW_SAMPLING; 0: off)."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.node import RemoteController
     from topologies.clos import ClosTopo
     setLogLevel(os.environ.get("MLROUTE_MININET_LOG", "error"))
     topo = ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, bw=bw,
-                    host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU)
+                    host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=sflow)
     return Mininet(topo=topo, controller=lambda name: RemoteController(
         name, ip="127.0.0.1", port=controller_port))
 

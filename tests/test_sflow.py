@@ -377,3 +377,32 @@ def test_collector_feed_from_many_threads_counts_every_datagram():
     for t in threads:
         t.join(10)
     assert len(got) == 800 and c.stats()["datagrams"] == c.stats()["samples"] == 800
+
+
+# --- the emulation's switches: sFlow settings (topologies/clos.py) ------------------------------
+
+def test_topology_sflow_settings_checked_and_agent_names_the_switch(monkeypatch):
+    from topologies import clos
+    monkeypatch.delenv("MLROUTE_SFLOW_SAMPLING", raising=False)
+    monkeypatch.delenv("MLROUTE_SFLOW_TARGET", raising=False)
+    assert clos.sflow_sampling() == clos.SFLOW_SAMPLING == 16
+    assert clos.sflow_sampling(0) == 0 and clos.sflow_sampling("64") == 64
+    monkeypatch.setenv("MLROUTE_SFLOW_SAMPLING", "32")
+    assert clos.sflow_sampling() == 32 and clos.sflow_sampling(8) == 8  # argument first
+    for bad in ("x", "-1", "1.5", ""):
+        monkeypatch.setenv("MLROUTE_SFLOW_SAMPLING", bad)
+        if bad == "":  # unset: the default
+            assert clos.sflow_sampling() == 16
+            continue
+        with pytest.raises(ValueError, match="MLROUTE_SFLOW_SAMPLING"):
+            clos.sflow_sampling()
+    assert clos.sflow_target() == "127.0.0.1:6343"
+    monkeypatch.setenv("MLROUTE_SFLOW_TARGET", "127.0.0.1:16343")
+    assert clos.sflow_target() == "127.0.0.1:16343"
+    for bad in ("localhost:6343", "127.0.0.1", "127.0.0.1:0", "1.2.3.300:5"):
+        with pytest.raises(ValueError, match="IPv4:port"):
+            clos.sflow_target(bad)
+    f = clos.clos_fabric(2, 4, 1)
+    agents = {sw: clos.sflow_agent(f.dpids[sw]) for sw in f.spines + f.leaves}
+    assert agents["s1"] == "127.1.0.1" and agents["l3"] == "127.2.0.3"
+    assert len(set(agents.values())) == len(agents)

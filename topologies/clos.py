@@ -13,6 +13,11 @@ through a userspace switch; MTU 1500; IPv6 off). Both are also registered for
 ``--switch mlroute`` and ``--host mlroute``. The fabric file written by the second command is
 what ``ryu-manager ... --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 
+Every switch samples packets with sFlow for the controller to learn what jobs send (1 in
+``SFLOW_SAMPLING`` packets, 128 header bytes, to 127.0.0.1:6343; no flow entry involved).
+``--topo clos,S,L,H,BW,sflow=N`` or the environment variable ``MLROUTE_SFLOW_SAMPLING=N``
+changes the rate, 0 turns sampling off; ``MLROUTE_SFLOW_TARGET=host:port`` the collector.
+
 This file runs under ``mn``'s own Python (Debian's /usr/bin/python3): it imports only the
 standard library, Mininet and the standard-library-only ``controller.model.fabric``.
 """
@@ -42,6 +47,51 @@ except ImportError:  # writing fabric files does not need Mininet
 HOST_MTU = 1500
 SWITCH_MTU = 1600  # >= host MTU + 8: two MPLS labels (segment routing) must still fit
 
+# 1 in 16: on the 5-20 Mbit/s links of the emulation a saturated link forwards 70-280 jumbo
+# frames (417-1667 frames of 1500 bytes) a second, so a flow crossing leaf, spine and leaf gets
+# 26-104 samples (156-625 at MTU 1500) per 2-second learning window, far above the 4 a steady
+# pattern needs, while ovs-vswitchd handles a few thousand samples a second at most.
+SFLOW_SAMPLING = 16
+SFLOW_TARGET = "127.0.0.1:6343"
+SFLOW_HEADER = 128  # bytes of each sampled packet: Ethernet, two MPLS labels, IPv4, ports
+
+
+def _sflow_setting(value, env: str, default):
+    """A topology argument, else the environment variable, else the default."""
+    return value if value is not None else os.environ.get(env) or default
+
+
+def sflow_sampling(value=None) -> int:
+    """The sampling rate (1 in N packets; 0: off), checked."""
+    raw = _sflow_setting(value, "MLROUTE_SFLOW_SAMPLING", SFLOW_SAMPLING)
+    try:
+        n = int(raw)
+    except (TypeError, ValueError):
+        n = -1
+    if n < 0 or str(raw).strip() not in (str(n), f"{n}.0"):
+        raise ValueError(f"sFlow sampling must be a whole number >= 0 (1 in N packets, 0: off), "
+                         f"not {raw!r} (MLROUTE_SFLOW_SAMPLING or --topo ...,sflow=N)")
+    return n
+
+
+def sflow_target(value=None) -> str:
+    """The collector's host:port (IPv4), checked."""
+    raw = str(_sflow_setting(value, "MLROUTE_SFLOW_TARGET", SFLOW_TARGET))
+    host, _, port = raw.rpartition(":")
+    parts = host.split(".")
+    if not (len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+            and port.isdigit() and 0 < int(port) < 65536):
+        raise ValueError(f"sFlow target must be IPv4:port, e.g. {SFLOW_TARGET}, not {raw!r} "
+                         f"(MLROUTE_SFLOW_TARGET)")
+    return raw
+
+
+def sflow_agent(dpid: int) -> str:
+    """The agent address a switch reports: 127.0.0.0/8 plus its datapath id's low 24 bits
+    (spine j: 127.1.0.j, leaf i: 127.2.0.i), so samples say which switch took them, as a real
+    switch's management address would."""
+    return f"127.{(dpid >> 16) & 255}.{(dpid >> 8) & 255}.{dpid & 255}"
+
 
 def clos_fabric(spines: int, leaves: int, hosts_per_leaf: int, bw_mbps: float = 0) -> Fabric:
     """The fabric model of a Clos topology; link_gbps is the shaped rate (100 if unshaped)."""
@@ -52,12 +102,15 @@ def clos_fabric(spines: int, leaves: int, hosts_per_leaf: int, bw_mbps: float = 
 class ClosSwitch(OVSSwitch):
     """Open vSwitch as these machines need it (environment.md section 4): the userspace
     datapath (there is no kernel module), OpenFlow 1.3 only, secure fail mode (no flooding, so
-    the Clos loops do no harm) and every port at ``mtu`` bytes, set on the veth before OVS
-    opens it and requested from OVS in the same transaction that adds the port."""
+    the Clos loops do no harm), every port at ``mtu`` bytes, set on the veth before OVS
+    opens it and requested from OVS in the same transaction that adds the port, and sFlow
+    sampling 1 in ``sflow`` packets toward ``sflow_collector`` (module docstring)."""
 
     def __init__(self, name, datapath="user", protocols="OpenFlow13", failMode="secure",
-                 mtu=SWITCH_MTU, **params):
+                 mtu=SWITCH_MTU, sflow=None, sflow_collector=None, **params):
         self.mtu = int(mtu)
+        self.sflow_sampling = sflow_sampling(sflow)
+        self.sflow_target = sflow_target(sflow_collector)
         super().__init__(name, datapath=datapath, protocols=protocols, failMode=failMode,
                          **params)
 
@@ -70,6 +123,13 @@ class ClosSwitch(OVSSwitch):
             if intf.name != "lo":
                 self.cmd(f"ip link set dev {intf.name} mtu {self.mtu}")
         super().start(controllers)
+        if self.sflow_sampling:
+            # queued behind add-br when Mininet starts switches in one batch, else run now
+            self.vsctl(f"-- --id=@sflow_{self.name} create sflow "
+                       f"agent={sflow_agent(int(self.dpid, 16))} "
+                       f'target=\\"{self.sflow_target}\\" header={SFLOW_HEADER} '
+                       f"sampling={self.sflow_sampling} polling=0 "
+                       f"-- set bridge {self.name} sflow=@sflow_{self.name}")
 
 
 class ClosHost(Host):
@@ -93,11 +153,13 @@ class ClosTopo(Topo):
     the node and link classes the fabric needs (so ``mn`` options cannot get them wrong)."""
 
     def build(self, spines=4, leaves=8, hosts_per_leaf=2, bw=0, fabric: Fabric | None = None,
-              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU):
+              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None):
         f = fabric or clos_fabric(int(spines), int(leaves), int(hosts_per_leaf), float(bw))
         link = {"bw": float(bw), "cls": TCLink} if float(bw) else {}
+        sampling = sflow_sampling(sflow)
         for sw in f.spines + f.leaves:
-            self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu))
+            self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu),
+                           sflow=sampling)
         for leaf in f.leaves:
             for spine in f.spines:
                 self.addLink(leaf, spine, port1=f.port(leaf, spine), port2=f.port(spine, leaf),
