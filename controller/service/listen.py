@@ -1,8 +1,10 @@
 """Refuse to start beside another controller: is a TCP port already listened on?
 
-eventlet binds its listeners with SO_REUSEPORT, so a second ryu-manager would bind 6653 and
-8080 without error and the switches would split between the two processes. A probe socket
-without SO_REUSEPORT cannot bind an address that any socket listens on, which tells us.
+Ryu's eventlet binds its OpenFlow listeners with SO_REUSEPORT, so a second ryu-manager would bind
+6653 without error and the switches would split between the two processes. A probe socket
+without SO_REUSEPORT cannot bind an address that any socket listens on, which tells us. The
+REST port (mlroute's own server, ``controller/shell/rest.py``) is checked at the same time, so
+either framework refuses to start beside another controller before anything listens.
 """
 from __future__ import annotations
 
