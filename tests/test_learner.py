@@ -70,10 +70,11 @@ def test_each_sample_divided_by_the_sampling_switches_on_its_path():
     lr.observe([sample("a", "b"), sample("a", "c"), sample("a", "zz")], now=0.5)
     assert lr.window_pairs(1.0) == {("a", "b"): DATA * 32, ("a", "c"): DATA * 32 / 3,
                                     ("a", "zz"): DATA * 32 / 3}
-    assert clos_samplers(leaf_of, spines_sample=False)("a", "c") == 2
-    assert clos_samplers(leaf_of, leaves_sample=False)("a", "c") == 1
-    with pytest.raises(ValueError, match="no switch samples"):
-        clos_samplers(leaf_of, leaves_sample=False, spines_sample=False)
+    assert clos_samplers(leaf_of, "leaves")("a", "c") == 2
+    assert clos_samplers(leaf_of, "edge")("a", "c") == 1
+    assert clos_samplers(leaf_of, "edge")("a", "b") == clos_samplers(leaf_of)("a", "b") == 1
+    with pytest.raises(ValueError, match="sampling points must be one of all, leaves, edge"):
+        clos_samplers(leaf_of, "spines")
 
 
 def test_estimate_is_unbiased_when_every_switch_on_the_path_samples():

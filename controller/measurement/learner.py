@@ -28,19 +28,23 @@ from typing import Callable
 Pair = tuple[str, str]
 
 
-def clos_samplers(leaf_of: Mapping[str, str], leaves_sample: bool = True,
-                  spines_sample: bool = True) -> Callable[[str, str], int]:
-    """The number of sampling switches on the path between two hosts of a two-tier Clos:
-    source leaf (+ spine + destination leaf when the leaves differ). Hosts the map does not
-    know count as on different leaves."""
-    cross = 2 * int(leaves_sample) + int(spines_sample)
-    same = int(leaves_sample)
-    if cross < 1:
-        raise ValueError("no switch samples: turn sFlow on at the leaves, the spines or both")
+SAMPLING_POINTS = ("all", "leaves", "edge")
+
+
+def clos_samplers(leaf_of: Mapping[str, str], where: str = "all") -> Callable[[str, str], int]:
+    """The number of times a packet between two hosts of a two-tier Clos can be sampled, by
+    where sFlow is on: ``all`` switches (as Open vSwitch does, bridge-wide: source leaf, spine,
+    destination leaf), ``leaves`` only (both leaves), or the leaves' host-facing ``edge`` ports
+    only (ingress sampling where traffic enters the fabric: once). Between hosts of one leaf:
+    once. Hosts the map does not know count as on different leaves."""
+    if where not in SAMPLING_POINTS:
+        raise ValueError(f"sampling points must be one of {', '.join(SAMPLING_POINTS)}, "
+                         f"not {where!r}")
+    cross = {"all": 3, "leaves": 2, "edge": 1}[where]
 
     def samplers(src: str, dst: str) -> int:
-        a, b = leaf_of.get(src), leaf_of.get(dst)
-        return same if a is not None and a == b and same else cross
+        a = leaf_of.get(src)
+        return 1 if a is not None and a == leaf_of.get(dst) else cross
     return samplers
 
 
