@@ -1,0 +1,145 @@
+"""One rank of a real All-Reduce (PyTorch gloo or Open MPI through mpi4py), run inside a Mininet
+host by ``emulation.collectives``. It runs under Debian's ``/usr/bin/python3`` (where
+python3-torch and python3-mpi4py live), so it imports only the standard library at the top.
+
+    python3 collective_rank.py gloo --master IP --rank R --world N --mib M --iters K
+    mpirun ... python3 collective_rank.py mpi --mib M --iters K
+
+Every rank fills its tensor with known values (element i of rank r: r + 1 + i % 5) before each
+iteration, so the reduced tensor must hold n(n+1)/2 + n(i % 5) everywhere: the check is exact
+(small integers in float32). Each iteration is timed between a barrier and the end of the
+All-Reduce. Before leaving, while the library's connections are still open, the rank reads its
+own TCP sockets (``ss -ti``: bytes sent per peer address), which tells where the library really
+sends its data, whatever the library. Prints one JSON line (prefix ``RESULT ``) on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import time
+
+_ADDR = re.compile(r"(\d+\.\d+\.\d+\.\d+)\]?:\d+")
+_SENT = re.compile(r"\bbytes_sent:(\d+)")
+
+
+def sent_per_peer(own_ip: str) -> dict[str, int]:
+    """Bytes this network namespace's established TCP sockets sent, per remote IPv4 address
+    (itself and loopback left out)."""
+    out = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True, text=True,
+                         timeout=20).stdout
+    sent: dict[str, int] = {}
+    peer = None
+    for line in out.splitlines():
+        addrs = _ADDR.findall(line)
+        if len(addrs) == 2:  # "Recv-Q Send-Q local:port peer:port", then the details line
+            peer = addrs[1]
+            continue
+        m = _SENT.search(line)
+        if m and peer and peer != own_ip and not peer.startswith("127."):
+            sent[peer] = sent.get(peer, 0) + int(m.group(1))
+            peer = None
+    return sent
+
+
+def own_address() -> str:
+    """The first IPv4 address of this network namespace that is not loopback (a Mininet host
+    has one: its fabric address; every host shares the machine's host name)."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True,
+                         timeout=20).stdout
+    for m in re.finditer(r"\binet (\d+\.\d+\.\d+\.\d+)/", out):
+        if not m.group(1).startswith("127."):
+            return m.group(1)
+    raise SystemExit("no IPv4 address besides loopback in this network namespace")
+
+
+def _values(lib, n_elems: int, rank: int):
+    if lib == "torch":
+        import torch
+        return (torch.arange(n_elems, dtype=torch.int64) % 5).to(torch.float32) + (rank + 1)
+    import numpy
+    return (numpy.arange(n_elems, dtype=numpy.int64) % 5).astype(numpy.float32) + (rank + 1)
+
+
+def _expected(lib, n_elems: int, world: int):
+    base = _values(lib, n_elems, 0) - 1  # i % 5
+    return base * world + world * (world + 1) / 2
+
+
+def run_gloo(args) -> dict:
+    import datetime
+    import torch
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{args.port}",
+                            rank=args.rank, world_size=args.world,
+                            timeout=datetime.timedelta(seconds=args.timeout))
+    n_elems = args.mib * (1 << 20) // 4
+    expected = _expected("torch", n_elems, args.world)
+    dist.all_reduce(torch.ones(1024))  # warm-up: every connection open
+    times, worst, start = [], 0.0, time.time()
+    for _ in range(args.iters):
+        t = _values("torch", n_elems, args.rank)
+        dist.barrier()
+        t0 = time.perf_counter()
+        dist.all_reduce(t)
+        times.append(time.perf_counter() - t0)
+        worst = max(worst, float((t - expected).abs().max()))
+    dist.barrier()
+    sent = sent_per_peer(args.ip)
+    dist.barrier()  # nobody closes a connection before every rank has read its sockets
+    dist.destroy_process_group()
+    return {"rank": args.rank, "world": args.world, "times": times, "max_error": worst,
+            "sent": sent, "start": start}
+
+
+def run_mpi(args) -> dict:
+    import numpy
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    n_elems = args.mib * (1 << 20) // 4
+    expected = _expected("numpy", n_elems, world)
+    warm = numpy.ones(1024, dtype=numpy.float32)
+    comm.Allreduce(MPI.IN_PLACE, warm, op=MPI.SUM)  # warm-up: the ring's connections open
+    times, worst, start = [], 0.0, time.time()
+    for _ in range(args.iters):
+        buf = _values("numpy", n_elems, rank)
+        comm.Barrier()
+        t0 = time.perf_counter()
+        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        times.append(time.perf_counter() - t0)
+        worst = max(worst, float(numpy.abs(buf - expected).max()))
+    comm.Barrier()
+    sent = sent_per_peer(args.ip)
+    comm.Barrier()
+    return {"rank": rank, "world": world, "times": times, "max_error": worst, "sent": sent,
+            "start": start}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("library", choices=["gloo", "mpi"])
+    ap.add_argument("--master", help="gloo: rank 0's address")
+    ap.add_argument("--port", type=int, default=29500)
+    ap.add_argument("--rank", type=int)
+    ap.add_argument("--world", type=int)
+    ap.add_argument("--mib", type=int, default=4)
+    ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--ip", help="this host's fabric address (default: its first non-loopback "
+                    "IPv4 address)")
+    ap.add_argument("--timeout", type=float, default=300)
+    args = ap.parse_args(argv)
+    if args.ip is None:
+        args.ip = own_address()
+    if args.library == "gloo" and None in (args.master, args.rank, args.world):
+        ap.error("gloo needs --master, --rank and --world")
+    result = run_gloo(args) if args.library == "gloo" else run_mpi(args)
+    result["ip"] = args.ip
+    print("RESULT " + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Real collective libraries across leaves, against the real controller: PyTorch gloo (Debian's
+python3-torch) and Open MPI (openmpi-bin + python3-mpi4py, ring allreduce forced), one rank per
+host of a 2 x 4 x 2 Mininet fabric of Open VSwitch switches, 20 Mbit/s links, declared fabric.
+
+Every run checks the reduced sums exactly. A correctly declared ring must balance every leaf's
+uplinks and run near the line rate; a wrong declaration is seen in the traffic; when the
+controller learns matrices (issue 14), a wrong or members-only declaration must end within 10%
+of the correct one with balanced uplinks.
+"""
+import os
+import statistics
+import time
+
+import pytest
+
+from emulation import collectives as co
+from emulation.session import Session
+from tests.integration import HOSTS, LEAVES, SPINES, processes, require_root_and_ovs
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+BW = 20  # Mbit/s, as in issue 14
+MIB, ITERS = 2, 2  # small: the whole file stays within a few minutes
+BALANCED = 0.10  # worst leaf's (max - mean) / mean over its uplinks; a collision gives ~1.0
+# Slowest time of a collision-free ring, x the line-rate ideal. Measured here: gloo 1.1x, Open
+# MPI 1.8x (its ring allreduce is not pipelined: 14 lock-step exchanges per All-Reduce). Two
+# flows on one uplink give gloo 2.1x and Open MPI 2.6x.
+NEAR_LINE_RATE = {"gloo": 1.35, "mpi": 2.2}
+LOGS = os.path.join(co.LOG_ROOT, "tests-" + time.strftime("%Y%m%d-%H%M%S"))
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    require_root_and_ovs()
+    if all(co.missing(lib) for lib in co.LIBRARIES):
+        pytest.skip(co.missing("gloo"))
+    with Session(SPINES, LEAVES, HOSTS, BW, str(tmp_path_factory.mktemp("coll"))) as s:
+        s.hosts = co.rank_hosts(s.fabric)
+        s.runs = {}
+        yield s
+
+
+def run(emu, library, scenario):
+    """One scenario's result, run once per module (later tests compare against it)."""
+    why = co.missing(library)
+    if why:
+        pytest.skip(why)
+    key = (library, scenario)
+    if key not in emu.runs:
+        emu.runs[key] = co.SCENARIOS[scenario](emu, library, emu.hosts, MIB, ITERS,
+                                               os.path.join(LOGS, f"{library}-{scenario}"))
+    res = emu.runs[key]
+    assert res["sums_ok"], f"wrong sums (max error {res['max_error']}); logs {res['logs']}"
+    assert len(res["times"]) == ITERS and all(t > 0 for t in res["times"])
+    return res
+
+
+def data_bytes(res, direction):
+    """Bytes every rank sent to its neighbour rank + ``direction``."""
+    n = len(res["ranks"])
+    return [res["pairs"].get(f"{r}->{(r + direction) % n}", 0) for r in range(n)]
+
+
+def ideal():
+    return co.ideal_s(LEAVES * HOSTS, MIB, BW)
+
+
+@pytest.mark.parametrize("library", co.LIBRARIES)
+def test_sums_and_data_direction_with_no_job(emu, library):
+    res = run(emu, library, "ecmp")
+    assert res["direction"] == co.DATA_DIRECTION[library], res["pairs"]
+    # each rank sends 2(n-1)/n of the tensor per iteration to that one neighbour
+    n = len(emu.hosts)
+    expected = 2 * (n - 1) / n * MIB * (1 << 20) * ITERS
+    assert min(data_bytes(res, co.DATA_DIRECTION[library])) >= 0.95 * expected
+    assert max(data_bytes(res, -co.DATA_DIRECTION[library])) < 0.05 * expected
+    # the uplinks carried the ring (ECMP's balance depends on the hash: recorded, not asserted)
+    assert sum(res["uplinks"].values()) >= n * 0.95 * expected
+
+
+@pytest.mark.parametrize("library", co.LIBRARIES)
+def test_declared_correctly_balances_uplinks_at_line_rate(emu, library):
+    res = run(emu, library, "correct")
+    assert res["imbalance"] < BALANCED, res["uplinks"]
+    assert statistics.median(res["times"]) < NEAR_LINE_RATE[library] * ideal(), res["times"]
+    ecmp = emu.runs.get((library, "ecmp"))
+    if ecmp and ecmp["imbalance"] > 0.5:  # ECMP's hash collided this time: slower than declared
+        assert max(res["times"]) < 0.85 * min(ecmp["times"]), (res["times"], ecmp["times"])
+    routes = res["job"]["view"]["routes"]
+    n = len(emu.hosts)
+    ranks = {h: r for r, h in enumerate(emu.hosts)}
+    d = co.DATA_DIRECTION[library]
+    assert len(routes) == n and all(
+        ranks[x["dst"]] == (ranks[x["src"]] + d) % n for x in routes)
+
+
+@pytest.mark.parametrize("library", co.LIBRARIES)
+def test_declared_in_rank_order(emu, library):
+    """Rank order is gloo's pitfall: the declared flows carry only acknowledgements."""
+    res = run(emu, library, "rank_order")
+    declared_bytes = data_bytes(res, +1)
+    if co.DATA_DIRECTION[library] == +1:  # rank order is this library's data direction
+        assert res["imbalance"] < BALANCED, res["uplinks"]
+        assert statistics.median(res["times"]) < NEAR_LINE_RATE[library] * ideal(), res["times"]
+    else:
+        data = data_bytes(res, -1)
+        assert max(declared_bytes) < 0.02 * min(data), res["pairs"]
+        view = res["job"]["view"]
+        if "matrix" in view and co.learning_supported(emu.ctl):
+            # the controller compares the declaration with the traffic (issue 14 item 2)
+            assert view["matrix"] in ("learning", "learned"), view
+
+
+def learned(emu, library, scenario):
+    if not co.learning_supported(emu.ctl):
+        pytest.skip("the controller does not take members-only jobs yet (issue 14 item 1)")
+    res = run(emu, library, scenario)
+    correct = run(emu, library, "correct")
+    assert res["job"]["view"]["matrix"] == "learned", res["job"]["view"]
+    assert res["learning"]["seconds"] >= 0
+    assert res["imbalance"] < BALANCED, res["uplinks"]
+    assert statistics.median(res["times"]) <= 1.10 * statistics.median(correct["times"]), (
+        res["times"], correct["times"])
+    return res
+
+
+@pytest.mark.parametrize("library", co.LIBRARIES)
+def test_wrong_direction_is_corrected_by_learning(emu, library):
+    learned(emu, library, "wrong_learned")
+
+
+@pytest.mark.parametrize("library", co.LIBRARIES)
+def test_members_only_after_learning_as_fast_as_declared(emu, library):
+    learned(emu, library, "members")
+
+
+def test_no_rank_or_daemon_left_behind(emu):
+    if not emu.runs:
+        pytest.skip("no collective ran")
+    assert processes(co.RANK_SCRIPT, "orted", co.RSH_AGENT) == []
+    logs = [r["logs"] for r in emu.runs.values()]
+    assert all(os.path.isdir(d) and os.listdir(d) for d in logs)
