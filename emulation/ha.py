@@ -48,7 +48,7 @@ class EtcdServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.client_port}"
 
-    def start(self, timeout: float = 15.0) -> "EtcdServer":
+    def start(self, timeout: float = 15.0) -> EtcdServer:
         if not os.path.exists(ETCD):
             raise FileNotFoundError("etcd is not installed (apt-get install etcd-server)")
         peer = f"http://127.0.0.1:{self.peer_port}"
@@ -72,7 +72,7 @@ class EtcdServer:
                 if time.monotonic() > deadline:
                     self.stop()
                     raise TimeoutError(f"etcd did not answer within {timeout:g} s; "
-                                       f"see {self.log_path}")
+                                       f"see {self.log_path}") from None
                 time.sleep(0.1)
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -97,7 +97,7 @@ class EtcdServer:
     def resume(self) -> None:
         self.proc.send_signal(signal.SIGCONT)
 
-    def __enter__(self) -> "EtcdServer":
+    def __enter__(self) -> EtcdServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -196,7 +196,7 @@ class HaSession:
             return True
         fabricnet.wait_until(ready, timeout, 0.1, "a master with every switch, standbys slave")
 
-    def __enter__(self) -> "HaSession":
+    def __enter__(self) -> HaSession:
         fabricnet.prepare(self.dir, self.fabric_path, self.fabric)
         try:
             for cid in self.ids:

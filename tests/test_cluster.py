@@ -14,13 +14,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from controller.errors import ServiceUnavailable
+from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.cluster import Cluster, ClusterError
-from controller.service.store import decode, encode
-from controller.errors import ServiceUnavailable
 from controller.service.etcd import Etcd, EtcdError
-from controller.model.fabric import Fabric
 from controller.service.route_service import RouteService
+from controller.service.store import decode, encode
 from emulation.ha import ETCD, EtcdServer, free_port
 from tests.fake_switch import FakeSwitches
 
@@ -481,7 +481,8 @@ class Node:
         for d in fabric.dpids.values():
             self.svc.switch_connected(d, {p: True for p in fabric.ports[fabric.switch_of_dpid[d]]
                                           .values()})
-        self.cluster.start(on_role=self._role, on_state=lambda doc, rev: self.svc.follow_intent(doc))
+        self.cluster.start(on_role=self._role,
+                           on_state=lambda doc, rev: self.svc.follow_intent(doc))
         members.started.append(self.cluster)
 
     def _role(self, role, gen):
@@ -638,7 +639,7 @@ def test_a_job_posted_while_etcd_dies_is_undone_when_its_master_steps_down_first
     gate.set()
     assert sw.snapshot() == before  # the takeover undid j1 at the switches
     for n in (a, b):
-        wait(lambda: set(n.svc.jobs) == {"j0"}, 10, "both hold the stored intent")
+        wait(lambda n=n: set(n.svc.jobs) == {"j0"}, 10, "both hold the stored intent")
     time.sleep(2.5)  # a's next keep-alives: nothing stored or installed later
     stored = decode(Etcd(private.url).get(b"/private/state").value)
     assert [j["job"]["id"] for j in stored["jobs"]] == ["j0"]

@@ -1,5 +1,5 @@
-"""The etcd adapter (etcd3gw plus what it lacks) against a real etcd (Debian's etcd-server, started on loopback
-ports with a temporary data directory); skipped when the etcd binary is missing."""
+"""The etcd adapter (etcd3gw plus what it lacks) against a real etcd (Debian's etcd-server,
+started on loopback ports with a temporary data directory); skipped without the etcd binary."""
 import os
 import threading
 import time

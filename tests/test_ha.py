@@ -15,8 +15,8 @@ import pytest
 from emulation import fabricnet
 from emulation.controller_proc import ControllerProcess
 from emulation.ha import ETCD, EtcdServer, HaSession, controller_roles, free_port
-from emulation.run import _run_traffic, prepare_jobs
 from emulation.ovs import entry_ages as flows_with_age
+from emulation.run import _run_traffic, prepare_jobs
 from tests.integration import HOSTS, LEAVES, SPINES, require_root_and_ovs
 from tests.integration import metric as _metric
 
@@ -47,6 +47,10 @@ def ring(jid, ranks, size=1e6, **extra):
 
 
 
+
+
+def job_ids(ctl):
+    return {j["id"] for j in rest(ctl, "GET", "/v1/jobs")[1]["jobs"]}
 
 
 def metric(ctl, name):
@@ -88,8 +92,7 @@ def test_jobs_posted_to_either_controller_are_listed_by_both(ha):
         code, b = rest(standby, "POST", "/v1/jobs", ring("on-standby", ["h0_1", "h3_1"]))
         assert code == 201, b  # forwarded to the master, answered once installed
         for ctl in (master, standby):
-            fabricnet.wait_until(lambda: {j["id"] for j in rest(ctl, "GET", "/v1/jobs")[1]
-                                          ["jobs"]} == {"on-master", "on-standby"}, 5,
+            fabricnet.wait_until(lambda ctl=ctl: job_ids(ctl) == {"on-master", "on-standby"}, 5,
                                  what="both jobs listed")
         assert rest(master, "GET", "/v1/routes") == rest(standby, "GET", "/v1/routes")
         code, doc = rest(standby, "POST", "/v1/jobs", ring("on-master", ["h0_0", "h1_0"]))
@@ -194,8 +197,8 @@ def test_etcd_lost_refuses_writes_keeps_the_tables_and_loses_nothing(ha):
                          {sw: {k: v for k, v in t.items() if k in before[sw]}
                           for sw, t in all_tables(ha).items()}, time.monotonic() - t0)
         for ctl in (master, standby):
-            fabricnet.wait_until(lambda: {j["id"] for j in rest(ctl, "GET", "/v1/jobs")[1]
-                                          ["jobs"]} == {"kept", "new"}, 10, what="jobs listed")
+            fabricnet.wait_until(lambda ctl=ctl: job_ids(ctl) == {"kept", "new"}, 10,
+                                 what="jobs listed")
         assert ha.master_id() == master_id
     finally:
         for jid in ("kept", "new"):
@@ -249,14 +252,17 @@ def test_etcd_killed_during_a_post_gets_an_exact_answer(ha):
     for i, delay in enumerate([0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2] * 2):
         jid = f"k{i}"
         answer = {}
-        t = threading.Thread(target=lambda: answer.update(
-            zip(("code", "doc"), rest(master, "POST", "/v1/jobs", ring(jid, ranks)))))
+
+        def post(jid=jid, answer=answer):
+            answer["code"], answer["doc"] = rest(master, "POST", "/v1/jobs", ring(jid, ranks))
+
+        t = threading.Thread(target=post)
         t.start()
         time.sleep(delay)
         ha.etcd.kill()
         t.join(DEADLINE)
         try:
-            listed = {j["id"] for j in rest(master, "GET", "/v1/jobs")[1]["jobs"]}
+            listed = job_ids(master)
         finally:
             ha.etcd.start()
         code, doc = answer["code"], answer["doc"]
@@ -274,8 +280,8 @@ def test_etcd_killed_during_a_post_gets_an_exact_answer(ha):
                                  [0]["state"] == "stored", 20, what="the job stored")
         want = set() if code == 503 else {jid}
         for ctl in (master, ha.standby()):
-            fabricnet.wait_until(lambda: {j["id"] for j in rest(ctl, "GET", "/v1/jobs")[1]
-                                          ["jobs"]} == want, 10, what=f"jobs {want} listed")
+            fabricnet.wait_until(lambda ctl=ctl, want=want: job_ids(ctl) == want, 10,
+                                 what=f"jobs {want} listed")
         assert ha.master_id() == master_id
         if want:
             assert rest(master, "DELETE", f"/v1/jobs/{jid}")[0] == 200

@@ -4,9 +4,10 @@ OpenFlow master, and REST writes routed to the master (the intent store is
 
 Keys under a prefix (``/mlroute/`` by default; several fabrics can share one etcd):
 
-* ``state``: the intent document of ``controller/service/state.py`` (``to_doc``: fabric, jobs and their
-  routes by flow), zlib-compressed JSON. One key, so every change, even a re-plan that moves the
-  routes of many jobs, is one atomic write, and a standby never sees half of one;
+* ``state``: the intent document of ``controller/service/state.py`` (``to_doc``: fabric, jobs
+  and their routes by flow), zlib-compressed JSON. One key, so every change, even a re-plan
+  that moves the routes of many jobs, is one atomic write, and a standby never sees half of
+  one;
 * ``master``: ``{"id", "rest"}`` of the master, created by a transaction only while absent and
   attached to the master's lease. Its ``create_revision`` is the master's **generation id**:
   etcd revisions only grow, so every takeover gets a larger one, which the switches check
@@ -47,10 +48,18 @@ import threading
 import time
 import urllib.parse
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
-from controller.service.etcd import (Etcd, EtcdError, EtcdUnavailable, KeyValue, compare_create,
-                                     op_put, op_range, prefix_end)
+from controller.service.etcd import (
+    Etcd,
+    EtcdError,
+    EtcdUnavailable,
+    KeyValue,
+    compare_create,
+    op_put,
+    op_range,
+    prefix_end,
+)
 from controller.service.store import EtcdStore, decode
 from controller.service.writes import Writes
 
@@ -132,7 +141,7 @@ class Cluster:
         self._threads: list[threading.Thread] = []
 
     # ---- joining ---------------------------------------------------------------------------
-    def start(self, on_role=None, on_state=None) -> "Cluster":
+    def start(self, on_role=None, on_state=None) -> Cluster:
         """Join and elect; raises ClusterError naming the etcd URL if etcd does not answer or
         another live controller has this id."""
         if on_role:
@@ -285,9 +294,9 @@ class Cluster:
         self.on_role(role, generation)
 
     def _step_down(self) -> None:
-        """No longer master at this generation: a change etcd never took is dropped (the new master's intent
-        holds; its takeover undoes the change at the switches), and the writes answered 202
-        say so."""
+        """No longer master at this generation: a change etcd never took is dropped (the new
+        master's intent holds; its takeover undoes the change at the switches), and the writes
+        answered 202 say so."""
         if self.store.discard():
             LOG.error("mlroute: controller %s stepped down before etcd stored its last change; "
                       "the change is dropped", self.id)
@@ -486,7 +495,7 @@ class Cluster:
                     try:
                         if sock.recv(1) == b"":
                             break  # closed by the other end
-                    except socket.timeout:
+                    except TimeoutError:
                         continue
                     except OSError:
                         break

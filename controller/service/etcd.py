@@ -26,8 +26,8 @@ import base64
 import json
 import socket
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import etcd3gw
 import requests
@@ -243,7 +243,7 @@ class Etcd:
 
     # ---- watches ---------------------------------------------------------------------------
     def watch(self, key: bytes, range_end: bytes | None = None, start_revision: int = 0
-              ) -> "Watch":
+              ) -> Watch:
         """Changes of ``key`` (or [key, range_end)) from ``start_revision`` on (0: from now)."""
         return Watch(self, key, range_end, start_revision)
 

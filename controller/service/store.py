@@ -12,7 +12,7 @@ import logging
 import sqlite3
 import threading
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 from controller.service.etcd import Etcd, EtcdError, EtcdUnavailable, compare_create, op_put
 
@@ -27,13 +27,15 @@ class StateStore:
         self.path = path
         self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("CREATE TABLE IF NOT EXISTS state (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS state "
+                        "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
     def save(self, doc: dict) -> None:
         text = json.dumps(doc)
         self.db.execute("BEGIN IMMEDIATE")
         try:
-            self.db.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('state', ?)", (text,))
+            self.db.execute("INSERT OR REPLACE INTO state (key, value) VALUES ('state', ?)",
+                            (text,))
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")

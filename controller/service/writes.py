@@ -21,7 +21,8 @@ import logging
 import threading
 import urllib.parse
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from controller.client import Client, ControllerUnreachable
 from controller.errors import ServiceUnavailable
@@ -39,7 +40,7 @@ MAX_OPERATIONS = 100  # writes answered 202 that /v1/cluster lists (the newest)
 class Writes:
     """The writing requests of one controller of a cluster, and its 202 operations."""
 
-    def __init__(self, cluster: "Cluster"):
+    def __init__(self, cluster: Cluster):
         self.cluster = cluster
         self.operations: OrderedDict[str, dict] = OrderedDict()
         self._number = 0
