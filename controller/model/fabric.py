@@ -102,6 +102,15 @@ class Fabric:
                 raise InputError(f"fabric: '{key}' must map names to values")
             if key == "ports" and not all(isinstance(v, Mapping) for v in value.values()):
                 raise InputError("fabric: 'ports' must map each switch to {neighbour: port}")
+            # values of the wrong type are refused here, before sets and lookups use them
+            if key in ("host_ip", "host_mac") and not all(isinstance(v, str)
+                                                          for v in value.values()):
+                raise InputError(f"fabric: '{key}' must map host names to address strings")
+            if key == "dpids" and not all(_integer(v) for v in value.values()):
+                raise InputError("fabric: 'dpids' must map switch names to integers")
+            if key == "ports" and not all(isinstance(n, str) and _integer(p)
+                                          for m in value.values() for n, p in m.items()):
+                raise InputError("fabric: 'ports' must map neighbour names to port numbers")
         fabric = cls(spines, leaves, hosts, float(gbps), down, extra)
         if extra:
             fabric.check_wiring()
@@ -261,3 +270,7 @@ def _names(value, what: str) -> list[str]:
         dup = next(v for v in value if value.count(v) > 1)
         raise InputError(f"fabric: duplicate name {dup!r} in '{what}'")
     return list(value)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
