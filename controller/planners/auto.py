@@ -284,10 +284,14 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
         ms["ilp"] = (time.perf_counter() - t2) * 1e3
     # layer 2: fewer links at the max, then at the next load down
     t3 = time.perf_counter()
-    floor = side_bounds(problem, value)
-    lb2 = sum(floor)
-    count = (0 if not value else sum(1 for v in r.load if v == value) if r is not None
-             else links_at(problem, spines, value))
+    if common is not None:  # the equitable colouring is exact: its count is the bound
+        count = links_at(problem, spines, value)
+        floor, lb2 = None, count
+    else:
+        floor = side_bounds(problem, value)
+        lb2 = sum(floor)
+        count = (0 if not value else sum(1 for v in r.load if v == value) if r is not None
+                 else links_at(problem, spines, value))
     if common is None and count > lb2:
         if r is None:
             r = Routing(problem, spines)
