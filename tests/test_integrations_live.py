@@ -1,7 +1,8 @@
-"""The command line and the Slurm hooks against the real controller (ryu-manager with a write
-token) in front of a Mininet fabric of Open vSwitch switches: a members-only job added, listed,
-shown as learning, refused with the controller's message, removed; the Slurm prolog declares
-and the epilog removes. Run under the OVS lock (integration)."""
+"""The command line, the Slurm hooks and the PyTorch hook against the real controller
+(ryu-manager with a write token) in front of a Mininet fabric of Open vSwitch switches: a
+members-only job added, listed, shown as learning, refused with the controller's message,
+removed; the Slurm prolog declares and the epilog removes; gloo ranks in the hosts declare their
+ring in its data direction. Run under the OVS lock (integration)."""
 import json
 import os
 import subprocess
@@ -57,3 +58,73 @@ def test_cli_and_slurm_hooks_on_the_real_controller(tmp_path):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0 and "removed" in r.stdout
         assert s.ctl.client.jobs()["jobs"] == []
+
+
+def test_torch_gloo_ranks_in_mininet_declare_their_ring(tmp_path):
+    """examples/torch_allreduce.py with one gloo rank per leaf in Mininet hosts: rank 0 reaches
+    the controller (a socat relay through a Unix socket, as Mininet hosts have no route to the
+    root namespace), declare_job posts the ring in gloo's data direction, the controller plans
+    rank r -> rank r - 1, the sums are right, and the job is gone at the end."""
+    require_root_and_ovs()
+    import shutil
+    import signal
+    from emulation import fabricnet
+    from tests.fake_controller import free_port
+    if shutil.which("socat") is None:
+        pytest.skip("needs socat")
+    r = subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"], capture_output=True)
+    if r.returncode != 0:
+        pytest.skip("needs Debian's python3-torch")
+    with Session(SPINES, LEAVES, HOSTS, 0.0, str(tmp_path), token="s3cret") as s:
+        hosts = [s.net.get(f"h{i}_0") for i in range(LEAVES)]  # rank r on leaf r
+        sock = str(tmp_path / "rest.sock")
+        procs = []
+        try:
+            procs.append(subprocess.Popen(
+                ["socat", f"UNIX-LISTEN:{sock},fork,reuseaddr",
+                 f"TCP:127.0.0.1:{s.ctl.rest_port}"], start_new_session=True))
+            fabricnet.wait_until(lambda: os.path.exists(sock), 10, what="relay socket")
+            procs.append(hosts[0].popen(["socat", "TCP-LISTEN:18080,bind=127.0.0.1,fork,reuseaddr",
+                                         f"UNIX-CONNECT:{sock}"]))
+            master = s.fabric.host_ip[hosts[0].name]
+            port = str(free_port())
+            ranks = []
+            for r, h in enumerate(hosts):
+                env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(LEAVES), LOCAL_RANK="0",
+                           MASTER_ADDR=master, MASTER_PORT=port, OMP_NUM_THREADS="1",
+                           GLOO_SOCKET_IFNAME=f"{h.name}-eth0", PYTHONPATH=REPO,
+                           MLROUTE_URL="http://127.0.0.1:18080", MLROUTE_TOKEN="s3cret")
+                ranks.append(h.popen(["/usr/bin/python3",
+                                      os.path.join(REPO, "examples", "torch_allreduce.py"),
+                                      "--mib", "1", "--iters", "40", "--job-id", "torch"],
+                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True))
+            procs += ranks
+            view = fabricnet.wait_until(lambda: _job(s, "torch"), 120, interval=0.1,
+                                        what="job torch declared by rank 0")
+            outs = [p.communicate(timeout=300) for p in ranks]
+        finally:
+            for p in reversed(procs):
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+                    try:
+                        p.wait(10)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+                        p.wait(10)
+        for p, (out, err) in zip(ranks, outs):
+            assert p.returncode == 0, err[-2000:]
+        assert "RESULT" in outs[0][0] and "iteration 39:" in outs[0][0]
+        names = [h.name for h in hosts]
+        pairs = {(x["src"], x["dst"]) for x in view["routes"]}
+        assert pairs == {(names[r], names[r - 1]) for r in range(LEAVES)}
+        assert view["job"]["rings"] == [[names[0], names[3], names[2], names[1]]]
+        assert s.ctl.client.jobs()["jobs"] == []  # removed by rank 0 at destroy_process_group
+
+
+def _job(s, jid):
+    from controller.client import ControllerError
+    try:
+        return s.ctl.client.job(jid)
+    except ControllerError:
+        return None
