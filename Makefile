@@ -81,6 +81,7 @@ endif
 
 bench: install system
 	$(PY) -m simulation.bench
+	$(PY) -m simulation.bench_learning
 	$(PY) -m emulation.bench_emulation
 	$(PY) -m emulation.bench_reconcile
 	$(PY) -m emulation.bench_hostmode

@@ -266,3 +266,26 @@ def test_declared_traffic_never_mismatches_and_reversed_rings_always_do(m, data)
     assume(set(reverse).isdisjoint(measured))
     assert r.opposite and r.share == pytest.approx(1.0)
     assert r.description.startswith("traffic runs opposite to the declared")
+
+
+# --- the paper-scale benchmark's machinery, at a small scale -------------------------------------
+
+def test_learning_benchmark_feeds_real_datagrams_and_learns_the_ring():
+    from simulation.bench_learning import run
+    doc = run(spines=4, leaves=8, hosts_per_leaf=16, ranks=64,
+              settings=[(65536, "edge"), (1 << 20, "edge")])
+    ok, starved = doc["sflow"]
+    assert ok["flow_entries_added"] == 0 and ok["fed_datagrams"] > 0
+    # Poisson draws: what was fed is the expected count within 5%
+    expected = ok["samples_per_s"] * ok["traffic_s"]
+    assert abs(ok["fed_samples"] - expected) < 0.05 * expected
+    assert ok["learned_after_s"] == pytest.approx(2 * 2.0 - 0.7)  # two closed windows
+    assert ok["windows"][-1] == {"window": 3, "found_pairs": 64, "extra_pairs": 0,
+                                 "steady": True, "exact": True}
+    assert ok["declared_backwards"]["says"] == "traffic runs opposite to the declared ring"
+    assert 0 < ok["us_per_sample"] < 1000 and ok["cpu_per_traffic_s"] > 0
+    # about 6 samples a pair a window: some pairs miss the 4 a steady pattern needs
+    assert starved["samples_per_pair_per_window"] < 6 and starved["learned_after_s"] is None
+    alt = doc["openflow_per_pair_counters"]
+    assert alt["entries_per_leaf_for_this_job"] == 8 * (64 - 8)  # 8 members a leaf
+    assert alt["entries_per_leaf_for_any_job"] == 16 * (128 - 16)
