@@ -94,10 +94,6 @@ def compare_create(key: bytes, revision: int) -> dict:
             "create_revision": str(revision)}
 
 
-def compare_value(key: bytes, value: bytes) -> dict:
-    return {"target": "VALUE", "key": _b64(key), "result": "EQUAL", "value": _b64(value)}
-
-
 def op_put(key: bytes, value: bytes, lease: int = 0) -> dict:
     body = {"key": _b64(key), "value": _b64(value)}
     if lease:
@@ -112,18 +108,11 @@ def op_range(key: bytes, range_end: bytes | None = None) -> dict:
     return {"request_range": body}
 
 
-def op_delete(key: bytes, range_end: bytes | None = None) -> dict:
-    body = {"key": _b64(key)}
-    if range_end is not None:
-        body["range_end"] = _b64(range_end)
-    return {"request_delete_range": body}
-
-
 @dataclass
 class TxnResult:
     succeeded: bool
     revision: int  # the store's revision after the transaction
-    responses: list  # per operation: KeyValues of a range, revision of a put, deleted count
+    responses: list  # per operation: KeyValues of a range, revision of a put
 
 
 class Etcd:
@@ -166,10 +155,7 @@ class Etcd:
         except gw_errors.Etcd3Exception as e:
             raise EtcdError(f"etcd at {self.url}: {_reason(e)}") from None
 
-    def _post(self, path: str, body: dict, timeout: float | None = None) -> dict:
-        return self._call(lambda gw: gw.post(gw.get_url(path), json=body), timeout=timeout)
-
-    # ---- maintenance and key-value (etcd3gw) -------------------------------------------------
+    # ---- status and reads (etcd3gw) --------------------------------------------------------
     def status(self, timeout: float | None = None) -> dict:
         """The server's version, leader and revision; raises EtcdUnavailable if unreachable."""
         return self._call(lambda gw: gw.status(), timeout=timeout)
@@ -182,11 +168,6 @@ class Etcd:
         return KeyValue(meta["key"], value, int(meta.get("create_revision", 0)),
                         int(meta.get("mod_revision", 0)), int(meta.get("version", 0)),
                         int(meta.get("lease", 0)))
-
-    def delete(self, key: bytes, range_end: bytes | None = None) -> bool:
-        """Delete one key (or [key, range_end)); True if any key went."""
-        end = None if range_end is None else range_end.decode("latin-1")
-        return self._call(lambda gw: gw.delete(key, range_end=end))
 
     # ---- what etcd3gw lacks: revisions and transactions ------------------------------------
     def put(self, key: bytes, value: bytes, lease: int = 0) -> int:
@@ -211,17 +192,16 @@ class Etcd:
         for r in doc.get("responses", []):
             if "response_range" in r:
                 out.append([_kv(d) for d in r["response_range"].get("kvs", [])])
-            elif "response_put" in r:
-                out.append(int(r["response_put"]["header"]["revision"]))
             else:
-                out.append(int(r.get("response_delete_range", {}).get("deleted", 0)))
+                out.append(int(r["response_put"]["header"]["revision"]))
         return TxnResult(bool(doc.get("succeeded", False)), int(doc["header"]["revision"]), out)
 
     # ---- leases ----------------------------------------------------------------------------
     def grant(self, ttl: int) -> tuple[int, int]:
         """A new lease: (id, granted TTL). etcd raises TTLs below its minimum (about 1.5 times
         its election timeout, 2 s by default) to that minimum; etcd3gw's ``lease`` drops it."""
-        doc = self._post("/lease/grant", {"TTL": int(ttl), "ID": 0})
+        doc = self._call(lambda gw: gw.post(gw.get_url("/lease/grant"),
+                                            json={"TTL": int(ttl), "ID": 0}))
         if doc.get("error"):
             raise EtcdError(f"etcd at {self.url}: lease grant: {doc['error']}")
         return int(doc["ID"]), int(doc["TTL"])
