@@ -39,19 +39,27 @@ def equitable_edge_colouring(edges: list[tuple[int, int]], k: int) -> list[int]:
         raise ValueError(f"need at least one colour, got {k}")
     if not edges:
         return []
-    seen_l: dict[int, int] = {}
-    seen_r: dict[int, int] = {}
-    copy_l: dict[tuple[int, int], int] = {}
-    copy_r: dict[tuple[int, int], int] = {}
+    n_left = max(u for u, _ in edges) + 1
+    n_right = max(v for _, v in edges) + 1
+    deg_l, deg_r = [0] * n_left, [0] * n_right
+    for u, v in edges:
+        deg_l[u] += 1
+        deg_r[v] += 1
+    base_l, base_r = [0] * n_left, [0] * n_right  # first copy id of every vertex
+    total = 0
+    for u in range(n_left):
+        base_l[u] = total
+        total += -(-deg_l[u] // k)
+    total = 0
+    for v in range(n_right):
+        base_r[v] = total
+        total += -(-deg_r[v] // k)
+    seen_l, seen_r = [0] * n_left, [0] * n_right
     split = []
     for u, v in edges:
-        i = seen_l.get(u, 0)
-        seen_l[u] = i + 1
-        j = seen_r.get(v, 0)
-        seen_r[v] = j + 1
-        cu = copy_l.setdefault((u, i // k), len(copy_l))
-        cv = copy_r.setdefault((v, j // k), len(copy_r))
-        split.append((cu, cv))
+        i, j = seen_l[u], seen_r[v]
+        seen_l[u], seen_r[v] = i + 1, j + 1
+        split.append((base_l[u] + i // k, base_r[v] + j // k))
     return bipartite_edge_colouring(split, common_first=True)
 
 
