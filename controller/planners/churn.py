@@ -35,7 +35,7 @@ from scipy.optimize import linear_sum_assignment
 from controller.errors import InputError
 from controller.planners.auto import (LAYER2_LEVELS, REPAIR_TIME_LIMIT, auto, check_options,
                                       lower_bound, max_load)
-from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at
+from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at, side_bounds
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
 from controller.model.problem import Assignment, Problem
 
@@ -141,8 +141,11 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
     for cap in range(value - 1, lb - 1, -1):
         if not reduce_to(r, cap, deadline):
             break
-    for cap in range(r.max_load() - 1, max(r.max_load() - 1 - LAYER2_LEVELS, 0), -1):
-        fewer_at_level(r, cap, deadline)  # layer 2: chains only, few flows move
+    top = r.max_load()
+    floor = side_bounds(problem, top)
+    for cap in range(top - 1, max(top - 1 - LAYER2_LEVELS, 0), -1):  # layer 2: chains only
+        fewer_at_level(r, cap, deadline, 4096 if cap == top - 1 else 256,
+                       floor if cap == top - 1 else None)
     spines, value, source = list(r.spine), r.max_load(), "installed"
     count = links_at(problem, spines, value)
     info: dict = {}
