@@ -21,11 +21,9 @@ may differ on a busy machine; the stored routes cannot).
 
 Failover. A master that crashes stops renewing its lease, which etcd ends after the TTL (2 s at
 the least with etcd's default timing, plus up to 0.5 s until etcd notices). To take over within
-a second a standby also holds an idle TCP connection to the master's REST port: when the master
-process dies the kernel closes it, and if the port then refuses connections (nothing listens:
-the process is gone) the standby revokes the master's lease at once. A master that is alive but
-unreachable (a network partition) is left to the lease; whichever controller wins, the switches
-only accept the highest generation.
+a second a standby also probes the master's REST port (``controller/service/probe.py``) and
+ends the lease of a master whose process is gone. Whichever controller wins, the switches only
+accept the highest generation.
 
 REST writes go to any controller: a standby forwards them to the master (which plans, installs,
 confirms by barriers and stores), so the API keeps its contract (201 once the switches confirmed
@@ -43,10 +41,8 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import threading
 import time
-import urllib.parse
 import zlib
 from collections.abc import Callable
 
@@ -60,6 +56,7 @@ from controller.service.etcd import (
     op_range,
     prefix_end,
 )
+from controller.service.probe import probe_loop, process_gone
 from controller.service.store import EtcdStore, decode
 from controller.service.writes import Writes
 
@@ -74,23 +71,6 @@ class ClusterError(RuntimeError):
 
 
 # ---- membership and election ---------------------------------------------------------------
-def _rest_address(url: str) -> tuple[str, int]:
-    p = urllib.parse.urlsplit(url)
-    return p.hostname or "127.0.0.1", p.port or 80
-
-
-def process_gone(url: str, timeout: float = 0.5) -> bool:
-    """True if nothing listens at ``url``'s address (the connection is refused): the process
-    that advertised it is gone. A timeout or an unreachable host proves nothing (False)."""
-    try:
-        socket.create_connection(_rest_address(url), timeout=timeout).close()
-    except ConnectionRefusedError:
-        return True
-    except OSError:
-        return False
-    return False
-
-
 class Cluster:
     """This controller's membership. ``start`` joins (lease, member key), elects (a
     transaction creating the master key while it is absent) and starts three loops: lease
@@ -157,7 +137,9 @@ class Cluster:
         self.healthy = True
         for name, target, args in (("keepalive", self._keepalive_loop, ()),
                                    ("watch", self._watch_loop, (revision,)),
-                                   ("probe", self._probe_loop, ())):
+                                   ("probe", probe_loop, (self._probe_target, self._stop,
+                                                          self._master_changed,
+                                                          self._master_gone))):
             t = threading.Thread(target=target, args=args, name=f"mlroute-{name}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -470,39 +452,14 @@ class Cluster:
             return
         self.on_state(doc, kv.mod_revision)
 
-    def _probe_loop(self) -> None:
-        """The failover probe: an idle connection to the master's REST port; when it closes
-        and the port refuses connections, the master process is gone: end its lease now."""
-        while not self._stop.is_set():
-            self._master_changed.clear()
-            with self._lock:
-                m = dict(self.master) if self.master else None
-                standby = self.role != "master"
-            if not self.probe or not standby or m is None or m["id"] == self.id or not m["rest"]:
-                self._master_changed.wait(1.0)
-                continue
-            try:
-                sock = socket.create_connection(_rest_address(m["rest"]), timeout=1.0)
-            except ConnectionRefusedError:
-                self._master_gone(m)
-                continue
-            except OSError:
-                self._stop.wait(0.5)  # cannot tell: the lease decides
-                continue
-            try:
-                sock.settimeout(0.5)
-                while not self._stop.is_set() and not self._master_changed.is_set():
-                    try:
-                        if sock.recv(1) == b"":
-                            break  # closed by the other end
-                    except TimeoutError:
-                        continue
-                    except OSError:
-                        break
-            finally:
-                sock.close()
-            if not self._master_changed.is_set() and process_gone(m["rest"], timeout=1.0):
-                self._master_gone(m)
+    def _probe_target(self) -> dict | None:
+        """The master the failover probe watches (``controller/service/probe.py``)."""
+        with self._lock:
+            m = dict(self.master) if self.master else None
+            standby = self.role != "master"
+        if not self.probe or not standby or m is None or m["id"] == self.id or not m["rest"]:
+            return None
+        return m
 
     def _master_gone(self, m: dict) -> None:
         t = self.clock()

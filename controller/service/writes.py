@@ -22,14 +22,10 @@ import threading
 import urllib.parse
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from controller.client import Client, ControllerUnreachable
 from controller.errors import ServiceUnavailable
 from controller.service.etcd import EtcdError
-
-if TYPE_CHECKING:
-    from controller.service.cluster import Cluster
 
 LOG = logging.getLogger("mlroute")
 FORWARD_TIMEOUT = 120.0  # seconds a forwarded write may take (a large job, a slow switch)
@@ -40,7 +36,8 @@ MAX_OPERATIONS = 100  # writes answered 202 that /v1/cluster lists (the newest)
 class Writes:
     """The writing requests of one controller of a cluster, and its 202 operations."""
 
-    def __init__(self, cluster: Cluster):
+    def __init__(self, cluster):
+        """``cluster``: this controller's ``controller.service.cluster.Cluster``."""
         self.cluster = cluster
         self.operations: OrderedDict[str, dict] = OrderedDict()
         self._number = 0
