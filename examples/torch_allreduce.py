@@ -44,9 +44,12 @@ def main(argv=None) -> int:
     if args.backend == "nccl":
         device = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
         torch.cuda.set_device(device)
+    t0 = time.perf_counter()
+    job = None
     if args.declare != "none":
-        declare_job(args.mlroute_url, job_id=args.job_id,
-                    bytes_hint=args.mib * (1 << 20), declare=args.declare)
+        job = declare_job(args.mlroute_url, job_id=args.job_id,
+                          bytes_hint=args.mib * (1 << 20), declare=args.declare)
+    declare_s = time.perf_counter() - t0
     n = max(1, int(args.mib * (1 << 20) // 4))
     pattern = (torch.arange(n, dtype=torch.int64) % 5).to(torch.float32)
     expected = (pattern * world + world * (world + 1) / 2).to(device)
@@ -66,7 +69,8 @@ def main(argv=None) -> int:
             print(f"iteration {i}: {times[-1]:.4f} s", flush=True)
     if rank == 0:
         print("RESULT " + json.dumps({"world": world, "mib": args.mib, "backend": args.backend,
-                                      "allreduce_s": times}), flush=True)
+                                      "declared": bool(job and job.declared),
+                                      "declare_s": declare_s, "allreduce_s": times}), flush=True)
     dist.destroy_process_group()
     return 0
 
