@@ -288,6 +288,36 @@ def test_writes_are_served_by_the_master_and_forwarded_by_a_standby(members):
         http.server_close()
 
 
+class Hangup(FakeRest):
+    """A master that takes a request and dies before answering."""
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            c.recv(65536)
+            c.close()
+
+    def crash(self):
+        self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread: the port closes
+        super().crash()
+
+
+def test_a_forwarded_write_is_503_only_when_nothing_was_sent(members):
+    rest = Hangup()
+    members.start("a", rest=rest, probe=False)
+    b = members.start("b", probe=False)
+    wait(lambda: b.master is not None)
+    status, doc = b.write("POST", "/v1/jobs", b"{}", {}, lambda: pytest.fail("b is standby"))
+    assert status == 504 and "took the request but did not answer" in doc["error"], doc
+    assert "GET /v1/jobs" in doc["error"]
+    rest.crash()  # nothing listens any more: the request cannot have been applied
+    with pytest.raises(ServiceUnavailable, match="nothing was sent"):
+        b.write("POST", "/v1/jobs", b"{}", {}, lambda: pytest.fail("b is standby"))
+
+
 def test_etcd_lost_and_back_refuses_writes_meanwhile_and_loses_nothing(tmp_path):
     if not os.path.exists(ETCD):
         pytest.skip("etcd is not installed (apt-get install etcd-server)")
