@@ -123,7 +123,8 @@ class Client:
     # ---- the transport -------------------------------------------------------------------
     def request(self, method: str, path: str, doc=None, body: bytes | None = None,
                 headers: dict | None = None, timeout: float | None = None) -> tuple[int, object]:
-        """(status, answer) whatever the status; ``path`` is already quoted. ``doc`` is sent
+        """(status, answer) whatever the status; ``path`` as quoted as it comes (what is left
+        unquoted, spaces or non-ASCII, is quoted here). ``doc`` is sent
         as JSON, ``body`` as it is. ``headers`` override the defaults (a forwarding standby
         passes the client's Authorization). Raises ControllerUnreachable without an answer."""
         if doc is not None:
@@ -135,6 +136,7 @@ class Client:
             out["Authorization"] = f"Bearer {self.token}"
         out.update(headers or {})
         timeout = self.timeout if timeout is None else timeout
+        path = urllib.parse.quote(path, safe="/?=&%:~+,;@!$'()*[]")  # spaces, non-ASCII
         last = None
         for scheme, host, port, prefix in self.bases:
             url = f"{scheme}://{host}:{port}{prefix}{path}"

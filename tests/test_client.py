@@ -66,6 +66,9 @@ def test_http_errors_carry_status_and_message(fake):
     assert e.value.status == 401 and "Bearer" in e.value.message
     assert list(fake.jobs) == ["a"]
     assert c.request("GET", "/v1/jobs/nope")[0] == 404  # the raw call never raises on status
+    c.add_job({"id": "é x", "members": ["x", "y"]})
+    assert c.request("GET", "/v1/jobs/é x")[1]["id"] == "é x"  # left unquoted: quoted here
+    assert fake.requests[-1]["path"] == "/v1/jobs/%C3%A9%20x"
 
 
 def test_unreachable_and_failover(fake):
