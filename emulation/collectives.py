@@ -346,7 +346,7 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout) -> dict:
         stop.set()
         poller.join(timeout=5)
     return {"seconds": round(max(0.0, seen["at"] - first), 2), "runs": runs,
-            "flows": seen["view"].get("flows") or seen["view"].get("measured")}
+            "measured_flows": seen["view"].get("measured_flows")}
 
 
 def ecmp(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
@@ -366,6 +366,13 @@ def declared_rank_order(session, library, hosts, mib=4, iters=3, logdir=None) ->
     return _with_job(session, library, hosts, mib, iters, logdir, _job(library, mib, hosts))
 
 
+def declared_wrong_static(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
+    """The ring declared against the library's data direction with ``"learn": false``: the
+    pitfall as it is when nothing checks the declaration (for gloo, the ring in rank order)."""
+    job = _job(library, mib, ring(hosts, -DATA_DIRECTION[library]))
+    return _with_job(session, library, hosts, mib, iters, logdir, {**job, "learn": False})
+
+
 def declared_wrong_learned(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
     """The ring declared against the library's data direction, measured after the controller
     has corrected it from the traffic."""
@@ -381,8 +388,10 @@ def members_only(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
 
 
 SCENARIOS = {"ecmp": ecmp, "correct": declared_correct, "rank_order": declared_rank_order,
-             "wrong_learned": declared_wrong_learned, "members": members_only}
-LEARNING_SCENARIOS = ("wrong_learned", "members")
+             "wrong_static": declared_wrong_static, "wrong_learned": declared_wrong_learned,
+             "members": members_only}
+# need a controller that learns matrices (issue 14); without one, rank order is the pitfall
+LEARNING_SCENARIOS = ("wrong_static", "wrong_learned", "members")
 
 
 def ideal_s(n: int, mib: int, bw_mbps: float) -> float:
