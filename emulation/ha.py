@@ -199,11 +199,14 @@ class HaSession:
     def __enter__(self) -> HaSession:
         fabricnet.prepare(self.dir, self.fabric_path, self.fabric)
         try:
-            for cid in self.ids:
-                self.start_controller(cid)
+            # the network first: Mininet checks each controller port with telnet and reads
+            # what answers as UTF-8, which a listening controller's binary OpenFlow hello can
+            # break (UnicodeDecodeError); nothing listens yet, and switches start below
             self._building = True
             self.net = build(*self.shape, self.bw, list(self.of_ports.values()))
             self._building = False
+            for cid in self.ids:
+                self.start_controller(cid)
             fabricnet.start(self.net, timeout=60)
             max_backoff(1000)
             self.wait_ready()
