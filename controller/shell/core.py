@@ -110,7 +110,8 @@ class Shell:
 
     def port_desc(self, msg) -> None:
         dp = msg.datapath
-        self.hub.spawn(self._provision, dp.id, translate.ports_of(dp.ofproto, msg.body))
+        self.hub.spawn(self._provision, dp.id, translate.ports_of(dp.ofproto, msg.body),
+                       translate.port_speeds(dp.ofproto, msg.body))
 
     def switch_dead(self, dp) -> None:
         if self.switches.disconnected(dp):
@@ -120,7 +121,9 @@ class Shell:
 
     def port_status(self, msg) -> None:
         port, up = translate.port_status(msg.datapath.ofproto, msg)
-        self.hub.spawn(self._guarded, self.service.port_changed, msg.datapath.id, port, up)
+        speed = int(getattr(msg.desc, "curr_speed", 0) or 0)  # kbps, 0: not reported
+        self.hub.spawn(self._guarded, self.service.port_changed, msg.datapath.id, port, up,
+                       speed)
 
     def packet_in(self, msg) -> None:
         dpid, in_port = msg.datapath.id, msg.match["in_port"]
@@ -155,9 +158,9 @@ class Shell:
             self.roles.on_reply(msg)
 
     # ---- off the event loop ------------------------------------------------------------------
-    def _provision(self, dpid: int, ports: dict) -> None:
+    def _provision(self, dpid: int, ports: dict, speeds: dict | None = None) -> None:
         try:
-            self.service.switch_connected(dpid, ports)
+            self.service.switch_connected(dpid, ports, speeds)
             LOG.info("mlroute: switch %s provisioned", self.name(dpid))
         except InstallError as e:
             LOG.error("mlroute: provisioning %s failed: %s", self.name(dpid), e)

@@ -46,7 +46,8 @@ OPTS = [
     cfg.FloatOpt("mlroute-lldp-interval", default=1.0,
                  help="seconds between LLDP probe rounds of discovery (0: no probes)"),
     cfg.FloatOpt("mlroute-link-gbps", default=None,
-                 help="link speed of a discovered fabric (LLDP cannot measure it; default 100)"),
+                 help="link speed of a discovered fabric; wins over the current speed switches "
+                      "report for their ports (OpenFlow port description), else 100"),
     cfg.FloatOpt("mlroute-hold-down", default=5.0,
                  help="seconds a link that came back must stay up before auto re-optimises "
                       "the running jobs onto it (0: at once)"),

@@ -162,6 +162,12 @@ def ports_of(ofp, body) -> dict[int, bool]:
     return {p.port_no: _up(ofp, p) for p in body if p.port_no < ofp.OFPP_MAX}
 
 
+def port_speeds(ofp, body) -> dict[int, int]:
+    """Port description reply: physical port -> current speed in kbps (0: not reported)."""
+    return {p.port_no: int(getattr(p, "curr_speed", 0) or 0) for p in body
+            if p.port_no < ofp.OFPP_MAX}
+
+
 def port_status(ofp, msg) -> tuple[int, bool]:
     """Port status message: (port, up); a deleted port is down."""
     return msg.desc.port_no, msg.reason != ofp.OFPPR_DELETE and _up(ofp, msg.desc)
