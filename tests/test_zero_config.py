@@ -121,3 +121,96 @@ def test_a_miswired_declared_fabric_is_reported_precisely():
     wrong = sorted((p["switch"], p["port"]) for p in problems if p["kind"] == "wrong_port")
     assert ("l2", p0) in wrong and ("l2", p1) in wrong
     assert all(p["switch"] in ("l2", "s0", "s1") for p in problems)
+
+
+# ---- connect at once, topology guard, link speed: through the service ------------------------
+def test_a_host_is_added_at_its_first_packet_without_replanning_running_jobs():
+    f = truth()
+    clock, sw, svc = boot(f)
+    code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "a", "collective": "ring_allreduce", "ranks": ["h0_0", "h1_0", "h2_0"],
+         "bytes": 1e6}).encode())
+    assert code == 201, doc
+    routes = api.handle(svc, "GET", "/v1/routes")[1]
+    late = Fabric.generate(2, 4, 3, 0.01, wiring=True)
+    h = "h3_2"
+    svc.port_changed(f.dpids["l3"], late.port("l3", h), True)
+    deliver(f, svc, sw)
+    events = len(svc.state.events)
+    svc.packet_in(f.dpids["l3"], late.port("l3", h), lldp.arp_request(
+        late.host_mac[h], "10.255.0.1", sender_ip=late.host_ip[h]))  # no clock step: at once
+    assert h in svc.state.declared.hosts
+    (event,) = svc.state.events[events:]
+    assert event["cause"] == f"hosts heard: {h}" and event["replanned"] == [], event
+    assert api.handle(svc, "GET", "/v1/routes")[1] == routes  # running jobs keep their routes
+    path, reached, _ = trace(late, sw, "h0_0", h)
+    assert reached == h  # its static entries are installed
+
+
+def test_an_arp_request_for_a_host_not_heard_yet_is_answered_when_it_answers_the_probe():
+    f = truth()
+    clock, sw, svc = boot(f)
+    sw.packets_out.clear()
+    late = Fabric.generate(2, 4, 3, 0.01, wiring=True)
+    asker, target = "h0_0", "h2_2"
+    svc.port_changed(f.dpids["l2"], late.port("l2", target), True)
+    req = lldp.arp_request(f.host_mac[asker], late.host_ip[target], sender_ip=f.host_ip[asker])
+    svc.packet_in(f.dpids["l0"], f.port("l0", asker), req)
+    assert svc.arp_answer(late.host_ip[target]) is None  # not known: probed
+    located = [(d, p) for d, p, fr in sw.packets_out
+               if (lldp.parse_arp(fr) or (0,))[0] == 1]
+    assert (f.dpids["l2"], late.port("l2", target)) in located
+    sw.packets_out.clear()
+    svc.packet_in(f.dpids["l2"], late.port("l2", target), lldp.arp_request(
+        late.host_mac[target], "10.255.0.1", sender_ip=late.host_ip[target]))
+    answers = [(d, p, lldp.parse_arp(fr)) for d, p, fr in sw.packets_out
+               if (lldp.parse_arp(fr) or (0,))[0] == 2]
+    assert answers == [(f.dpids["l0"], f.port("l0", asker),
+                        (2, late.host_mac[target], late.host_ip[target], f.host_ip[asker]))]
+
+
+def test_spoofed_frames_are_events_in_the_fabric_view_and_metrics_and_change_nothing():
+    from controller.service.metrics import exposition
+    f = truth()
+    clock, sw, svc = boot(f)
+    before = svc.state.declared.to_dict()
+    attacker = (f.dpids["l1"], f.port("l1", "h1_1"))
+    for _ in range(10):  # LLDP claiming l1 port 3, and gratuitous ARP for h1_0's address
+        svc.packet_in(*attacker, lldp.lldp_frame(f.dpids["l1"], f.port("l1", "h1_0")))
+        svc.packet_in(*attacker, lldp.arp_request("02:00:00:00:99:99", f.host_ip["h1_0"],
+                                                  sender_ip=f.host_ip["h1_0"]))
+    probes = [(d, p) for d, p, fr in sw.packets_out if (lldp.parse_arp(fr) or (0,))[0] == 1]
+    assert probes == [(f.dpids["l1"], f.port("l1", "h1_0"))]  # one check of the owner
+    svc.packet_in(f.dpids["l1"], f.port("l1", "h1_0"), lldp.arp_request(
+        f.host_mac["h1_0"], "10.255.0.1", sender_ip=f.host_ip["h1_0"]))  # the owner answers
+    clock.now += 3
+    svc.tick()
+    deliver(f, svc, sw)
+    view = api.handle(svc, "GET", "/v1/fabric")[1]
+    assert view["declared"] == before
+    kinds = [(e["kind"], e["switch"], e["port"]) for e in view["events"] if "kind" in e]
+    assert kinds == [("lldp_unsigned", "l1", attacker[1]),
+                     ("address_conflict", "l1", attacker[1])], kinds
+    assert view["discovery"]["security"]["counts"]["lldp_unsigned"] == 10
+    page = exposition(svc)[0].decode()
+    assert 'mlroute_security_events_total{kind="lldp_unsigned"} 10.0' in page
+    assert 'mlroute_security_events_total{kind="address_conflict"} 10.0' in page
+    assert svc.arp_answer(f.host_ip["h1_0"]) == f.host_mac["h1_0"]
+
+
+def test_port_speeds_reported_by_switches_set_the_link_speed():
+    f = truth()
+    clock = FakeClock()
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, None, clock=clock, sleep=clock.sleep)
+    for name, dpid in f.dpids.items():
+        ports = {p: True for p in f.ports[name].values()}
+        svc.switch_connected(dpid, ports, {p: 25_000_000 for p in ports})
+    deliver(f, svc, sw)  # the probes at connect
+    deliver(f, svc, sw)  # and their answers
+    clock.now += 1
+    hosts_speak(f, svc)
+    view = api.handle(svc, "GET", "/v1/fabric")[1]
+    assert view["declared"]["link_gbps"] == 25.0
+    assert view["discovery"]["link_speed"] == {"gbps": 25.0, "source": "port_desc",
+                                               "ports_reporting": 24, "reported_gbps": [25.0]}
