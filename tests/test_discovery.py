@@ -5,8 +5,9 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from controller.discovery.topology import (Topology, assign_roles, check_declared, format_problem,
-                                           probe_ports, recognise)
+from controller.discovery.declared import check_declared
+from controller.discovery.topology import (Topology, assign_roles, format_problem, probe_ports,
+                                           recognise)
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.discovery.lldp import arp_request, lldp_frame, parse_host, parse_lldp

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from controller.discovery import lldp
 from controller.discovery.guard import PROBE_MAC, Guard
-from controller.discovery.topology import (Topology, check_declared, format_problem, probe_ports,
+from controller.discovery.declared import check_declared
+from controller.discovery.topology import (Topology, format_problem, probe_ports,
                                            recognise)
 from controller.model.fabric import Fabric
 

@@ -9,8 +9,9 @@ hosts (``host_seen``) from ARP and IPv4 packet-ins on ports that face no switch.
 bipartite; the side without host ports are the spines; every leaf should reach every spine
 and a pair without a link is put in ``Fabric.down``. What is not leaf-spine (a leaf-leaf
 cable, a host on a spine, a switch with no link, parallel links) is reported and left out,
-so routing stays on what is valid. ``check_declared`` compares a declared fabric with what is
-seen (wrong port, missing link, unknown switch). ``probe_ports`` says where ARP probes can
+so routing stays on what is valid (roles: ``roles.assign_roles``). ``declared.check_declared``
+compares a declared fabric with what is seen (wrong port, missing link, unknown switch).
+``probe_ports`` says where ARP probes can
 find a host not heard yet. Problems are dicts ``{"kind", "switch", "port", "detail", "dpid"}``
 (``switch`` is a name, or the dpid in hex for a switch that has none; ``port`` may be None).
 
@@ -38,10 +39,10 @@ from typing import Mapping
 
 import networkx as nx
 
+from controller.discovery.roles import LEAF, SPINE, assign_roles
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 
-SPINE, LEAF = "spine", "leaf"
 DEFAULT_LINK_TIMEOUT = 3.5  # LLDP every second: a link is gone after three lost probes
 _OVS_MAX_PORT = 0xFF00  # OVS rejects OpenFlow 1.3 port numbers above its 16-bit range
 
@@ -224,68 +225,6 @@ def cables(topology: Topology) -> tuple[list[tuple[int, int, int, int]], list[tu
     return out, odd
 
 
-def assign_roles(graph: nx.Graph, evidence: Mapping, known: Mapping | None = None) -> dict:
-    """Spine or leaf for every switch of ``graph`` (nodes: switches, edges: cables).
-
-    ``evidence`` maps a switch to a tuple of counts that speak for a leaf, strongest first
-    (recognise passes (hosts heard, up ports facing no switch)). Each connected component that
-    is bipartite is split by ``networkx.algorithms.bipartite``; the spine side is chosen by the
-    roles in ``known`` (a previous recognition) if they vote, else as the side with the smaller
-    share of switches having evidence (first count first), else the smaller side, else the
-    side holding the lowest node. A component that is not bipartite (a leaf-leaf or
-    spine-spine cable) starts from ``known``, else evidence (any: leaf); then any switch with
-    more neighbours of its own role than of the other flips, until none does (each flip
-    removes same-role edges, so this ends). An isolated switch gets only its ``known`` role.
-    O(V + E) per round, at most E rounds (one in practice).
-
-    >>> g = nx.Graph([(1, 10), (1, 11), (2, 10), (2, 11), (1, 2)])   # leaves 1, 2 cabled
-    >>> assign_roles(g, {1: (2, 2), 2: (0, 2), 10: (0, 0), 11: (0, 0)})
-    {1: 'leaf', 2: 'leaf', 10: 'spine', 11: 'spine'}
-    """
-    known = known or {}
-    roles: dict = {}
-    for comp in sorted(nx.connected_components(graph), key=min):
-        sub = graph.subgraph(comp)
-        if len(comp) == 1:
-            (node,) = comp
-            if known.get(node) in (SPINE, LEAF):
-                roles[node] = known[node]
-            continue
-        if nx.is_bipartite(sub):
-            x, y = nx.bipartite.sets(sub)
-            spines = _spine_side(x, y, evidence, known)
-            label = {n: SPINE if n in spines else LEAF for n in comp}
-        else:
-            label = {n: known.get(n) if known.get(n) in (SPINE, LEAF)
-                     else (LEAF if any(evidence.get(n, ())) else SPINE) for n in comp}
-        changed = True
-        while changed:
-            changed = False
-            for n in sorted(comp):
-                same = sum(1 for m in sub[n] if label[m] == label[n])
-                if 2 * same > sub.degree(n):
-                    label[n] = LEAF if label[n] == SPINE else SPINE
-                    changed = True
-        roles.update(label)
-    return dict(sorted(roles.items()))
-
-
-def _spine_side(x: set, y: set, evidence: Mapping, known: Mapping) -> set:
-    votes = sum((known.get(n) == SPINE) - (known.get(n) == LEAF) for n in x) \
-        - sum((known.get(n) == SPINE) - (known.get(n) == LEAF) for n in y)
-    if votes:
-        return x if votes > 0 else y
-    width = max((len(evidence.get(n, ())) for n in x | y), default=0)
-    for i in range(width):  # shares, cross-multiplied
-        fx = sum(1 for n in x if evidence.get(n, ())[i:i + 1] > (0,)) * len(y)
-        fy = sum(1 for n in y if evidence.get(n, ())[i:i + 1] > (0,)) * len(x)
-        if fx != fy:
-            return x if fx < fy else y
-    if len(x) != len(y):
-        return x if len(x) < len(y) else y
-    return x if min(x) < min(y) else y
-
-
 def recognise(topology: Topology, previous: Fabric | None = None,
               link_gbps: float | None = None) -> tuple[Fabric | None, list[dict]]:
     """The leaf-spine the topology shows, as a wired ``Fabric``, and the problems found.
@@ -428,106 +367,6 @@ def recognise(topology: Topology, previous: Fabric | None = None,
                     gbps, down, extra)
     fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
     return fabric, problems.sorted()
-
-
-def check_declared(declared: Fabric, topology: Topology) -> list[dict]:
-    """Where the network differs from a declared (wired) fabric, port by port.
-
-    Kinds: ``wrong_port`` (a cable or a host on another port than declared; the dict also has
-    ``expected`` and ``seen``, strings or None), ``missing_link`` (a declared switch link with
-    no probe seen, both switches connected, not declared down), ``switch_missing`` (declared,
-    not connected), ``unknown_switch`` (connected, not declared), ``unexpected_link`` (a cable
-    between ports declared for nothing), ``unknown_host`` (a MAC not declared). A misplaced
-    cable is reported once, at the port that is wrong: two swapped leaf ports give two
-    ``wrong_port`` on that leaf, a cable moved to a free port one. O(ports + links + hosts).
-
-    >>> f = Fabric.generate(1, 1, 0, wiring=True); t = Topology()   # l0:1 - s0:1 declared
-    >>> _ = t.switch_up(0x10000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 2: True}, 0)
-    >>> _ = t.link_seen(0x20000, 2, 0x10000, 1, 0); _ = t.link_seen(0x10000, 1, 0x20000, 2, 0)
-    >>> [(p["kind"], p["switch"], p["port"], p["seen"]) for p in check_declared(f, t)]
-    [('wrong_port', 'l0', 2, 's0 port 1')]
-    """
-    if not declared.wired:
-        raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
-    names = declared.switch_of_dpid
-    name = lambda d: names.get(d) or f"{d:#x}"  # noqa: E731
-    at = lambda x: f"{name(x[0])} port {x[1]}"  # noqa: E731
-    problems = _Problems(name)
-    seen: dict[tuple[int, int], tuple[int, int]] = {}
-    for (a, pa), (b, pb, _t) in sorted(topology.links.items()):
-        seen.setdefault((a, pa), (b, pb))
-        seen.setdefault((b, pb), (a, pa))
-    decl: dict[tuple[int, int], tuple] = {}  # port -> (dpid, port) of a switch, or (None, host)
-    for sw, peers in declared.ports.items():
-        for other, port in peers.items():
-            if other in declared.dpids:
-                decl[(declared.dpids[sw], port)] = (declared.dpids[other],
-                                                    declared.ports.get(other, {}).get(sw))
-            elif other in declared.hosts:
-                decl[(declared.dpids[sw], port)] = (None, other)
-    up = set(topology.switches)
-    leaf_dpids = {declared.dpids[l] for l in declared.leaves}
-    for sw in declared.spines + declared.leaves:
-        d = declared.dpids[sw]
-        if d not in up:
-            problems.add("switch_missing", d, None, f"{sw} ({d:#x}) is declared but not connected")
-    ports = sorted({x for x in decl if x[0] in up} | {x for x in seen if x[0] in names})
-    for x in ports:
-        want, got = decl.get(x), seen.get(x)
-        if want is not None and want[0] is None:  # a host port
-            if got is not None:
-                problems.add("wrong_port", x[0], x[1], f"{at(x)}: declared for host {want[1]}, "
-                             f"cabled to {at(got)}", expected=f"host {want[1]}", seen=at(got))
-            continue
-        if want == got:
-            continue
-        if got is None:  # a declared link without probes
-            moved = seen.get(want)
-            if moved is not None and moved[0] == x[0] or want[0] not in up or \
-                    (names[x[0]], names[want[0]]) in declared.down or \
-                    (names[want[0]], names[x[0]]) in declared.down:
-                continue  # reported where the cable is, or known down
-            if want in decl and x[0] not in leaf_dpids and (want[0] in leaf_dpids or want < x):
-                continue  # one report per cable, at its leaf end
-            state = "up" if topology.switches[x[0]].get(x[1]) else "down"
-            problems.add("missing_link", x[0], x[1], f"{at(x)} ({state}) should reach "
-                         f"{at(want)}; no probe seen")
-        elif want is None:  # a cable on a port declared for nothing
-            back = decl.get(got)
-            if back is not None and back[0] == x[0]:
-                problems.add("wrong_port", x[0], x[1], f"{at(x)}: cabled to {at(got)}, which "
-                             f"is declared on {at(back)}", expected=None, seen=at(got))
-            elif got[0] not in names:
-                continue  # reported with the unknown switch
-            elif not (decl.get(got) is None and got < x):
-                problems.add("unexpected_link", x[0], x[1],
-                             f"{at(x)} is cabled to {at(got)}, which is not declared")
-        else:
-            far = decl.get(got)
-            if got[0] == want[0] and not (far is not None and far[0] == x[0]):
-                continue  # right switch, wrong port at the far end: reported there
-            problems.add("wrong_port", x[0], x[1], f"{at(x)}: expected {at(want)}, seen "
-                         f"{at(got)}", expected=at(want), seen=at(got))
-    for d in sorted(up - set(names)):
-        near = sorted(at(y) for x, y in seen.items() if x[0] == d and y[0] in names)
-        problems.add("unknown_switch", d, None, f"switch {d:#x} is connected but not declared"
-                     + (f"; cabled to {', '.join(near)}" if near else ""))
-    by_mac = {mac.lower(): h for h, mac in declared.host_mac.items()}
-    for mac, h in sorted(topology.hosts.items()):
-        host, where = by_mac.get(mac), (h.dpid, h.port)
-        if host is None:
-            expected = decl.get(where, (0, None))
-            problems.add("unknown_host", h.dpid, h.port, f"host {mac} ({h.ip}) seen on "
-                         f"{at(where)}" + (f", declared for {expected[1]}"
-                                           if expected[0] is None else ", not declared"))
-            continue
-        leaf = declared.hosts[host]
-        want = (declared.dpids[leaf], declared.ports[leaf][host])
-        if where != want:
-            problems.add("wrong_port", want[0], want[1], f"host {host} ({mac}) is declared on "
-                         f"{at(want)}, seen on {at(where)}", expected=f"host {host}",
-                         seen=f"host {host} on {at(where)}")
-    return problems.sorted()
 
 
 def probe_ports(topology: Topology, fabric: Fabric | None = None) -> list[tuple[int, int]]:

@@ -1,0 +1,107 @@
+"""A declared fabric against what discovery sees: where the cabling or a host differs from the
+declaration, port by port (the fabric in use stays the declared one)."""
+from __future__ import annotations
+
+from controller.discovery.topology import Topology, _Problems
+from controller.errors import InputError
+from controller.model.fabric import Fabric
+
+
+def check_declared(declared: Fabric, topology: Topology) -> list[dict]:
+    """Where the network differs from a declared (wired) fabric, port by port.
+
+    Kinds: ``wrong_port`` (a cable or a host on another port than declared; the dict also has
+    ``expected`` and ``seen``, strings or None), ``missing_link`` (a declared switch link with
+    no probe seen, both switches connected, not declared down), ``switch_missing`` (declared,
+    not connected), ``unknown_switch`` (connected, not declared), ``unexpected_link`` (a cable
+    between ports declared for nothing), ``unknown_host`` (a MAC not declared). A misplaced
+    cable is reported once, at the port that is wrong: two swapped leaf ports give two
+    ``wrong_port`` on that leaf, a cable moved to a free port one. O(ports + links + hosts).
+
+    >>> f = Fabric.generate(1, 1, 0, wiring=True); t = Topology()   # l0:1 - s0:1 declared
+    >>> _ = t.switch_up(0x10000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 2: True}, 0)
+    >>> _ = t.link_seen(0x20000, 2, 0x10000, 1, 0); _ = t.link_seen(0x10000, 1, 0x20000, 2, 0)
+    >>> [(p["kind"], p["switch"], p["port"], p["seen"]) for p in check_declared(f, t)]
+    [('wrong_port', 'l0', 2, 's0 port 1')]
+    """
+    if not declared.wired:
+        raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
+    names = declared.switch_of_dpid
+    name = lambda d: names.get(d) or f"{d:#x}"  # noqa: E731
+    at = lambda x: f"{name(x[0])} port {x[1]}"  # noqa: E731
+    problems = _Problems(name)
+    seen: dict[tuple[int, int], tuple[int, int]] = {}
+    for (a, pa), (b, pb, _t) in sorted(topology.links.items()):
+        seen.setdefault((a, pa), (b, pb))
+        seen.setdefault((b, pb), (a, pa))
+    decl: dict[tuple[int, int], tuple] = {}  # port -> (dpid, port) of a switch, or (None, host)
+    for sw, peers in declared.ports.items():
+        for other, port in peers.items():
+            if other in declared.dpids:
+                decl[(declared.dpids[sw], port)] = (declared.dpids[other],
+                                                    declared.ports.get(other, {}).get(sw))
+            elif other in declared.hosts:
+                decl[(declared.dpids[sw], port)] = (None, other)
+    up = set(topology.switches)
+    leaf_dpids = {declared.dpids[l] for l in declared.leaves}
+    for sw in declared.spines + declared.leaves:
+        d = declared.dpids[sw]
+        if d not in up:
+            problems.add("switch_missing", d, None, f"{sw} ({d:#x}) is declared but not connected")
+    ports = sorted({x for x in decl if x[0] in up} | {x for x in seen if x[0] in names})
+    for x in ports:
+        want, got = decl.get(x), seen.get(x)
+        if want is not None and want[0] is None:  # a host port
+            if got is not None:
+                problems.add("wrong_port", x[0], x[1], f"{at(x)}: declared for host {want[1]}, "
+                             f"cabled to {at(got)}", expected=f"host {want[1]}", seen=at(got))
+            continue
+        if want == got:
+            continue
+        if got is None:  # a declared link without probes
+            moved = seen.get(want)
+            if moved is not None and moved[0] == x[0] or want[0] not in up or \
+                    (names[x[0]], names[want[0]]) in declared.down or \
+                    (names[want[0]], names[x[0]]) in declared.down:
+                continue  # reported where the cable is, or known down
+            if want in decl and x[0] not in leaf_dpids and (want[0] in leaf_dpids or want < x):
+                continue  # one report per cable, at its leaf end
+            state = "up" if topology.switches[x[0]].get(x[1]) else "down"
+            problems.add("missing_link", x[0], x[1], f"{at(x)} ({state}) should reach "
+                         f"{at(want)}; no probe seen")
+        elif want is None:  # a cable on a port declared for nothing
+            back = decl.get(got)
+            if back is not None and back[0] == x[0]:
+                problems.add("wrong_port", x[0], x[1], f"{at(x)}: cabled to {at(got)}, which "
+                             f"is declared on {at(back)}", expected=None, seen=at(got))
+            elif got[0] not in names:
+                continue  # reported with the unknown switch
+            elif not (decl.get(got) is None and got < x):
+                problems.add("unexpected_link", x[0], x[1],
+                             f"{at(x)} is cabled to {at(got)}, which is not declared")
+        else:
+            far = decl.get(got)
+            if got[0] == want[0] and not (far is not None and far[0] == x[0]):
+                continue  # right switch, wrong port at the far end: reported there
+            problems.add("wrong_port", x[0], x[1], f"{at(x)}: expected {at(want)}, seen "
+                         f"{at(got)}", expected=at(want), seen=at(got))
+    for d in sorted(up - set(names)):
+        near = sorted(at(y) for x, y in seen.items() if x[0] == d and y[0] in names)
+        problems.add("unknown_switch", d, None, f"switch {d:#x} is connected but not declared"
+                     + (f"; cabled to {', '.join(near)}" if near else ""))
+    by_mac = {mac.lower(): h for h, mac in declared.host_mac.items()}
+    for mac, h in sorted(topology.hosts.items()):
+        host, where = by_mac.get(mac), (h.dpid, h.port)
+        if host is None:
+            expected = decl.get(where, (0, None))
+            problems.add("unknown_host", h.dpid, h.port, f"host {mac} ({h.ip}) seen on "
+                         f"{at(where)}" + (f", declared for {expected[1]}"
+                                           if expected[0] is None else ", not declared"))
+            continue
+        leaf = declared.hosts[host]
+        want = (declared.dpids[leaf], declared.ports[leaf][host])
+        if where != want:
+            problems.add("wrong_port", want[0], want[1], f"host {host} ({mac}) is declared on "
+                         f"{at(want)}, seen on {at(where)}", expected=f"host {host}",
+                         seen=f"host {host} on {at(where)}")
+    return problems.sorted()
