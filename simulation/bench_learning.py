@@ -167,6 +167,22 @@ def _poisson_below(lam: float, k: int) -> float:
     return float(sum(math.exp(-lam) * lam ** i / math.factorial(i) for i in range(k)))
 
 
+def recommend(results: list[dict], pairs: int, share: float = 0.25) -> dict | None:
+    """The sparsest edge setting that learned here and would still learn if every pair sent
+    only ``share`` of line rate (a communication duty cycle of 25%, or a quarter of a link):
+    fewer than 1% odds that any pair misses the 4 samples of a steady window."""
+    fits = [r for r in results if r["where"] == "edge" and r["learned_after_s"] is not None
+            and 2 * pairs * _poisson_below(r["samples_per_pair_per_window"] * share, 4) < 0.01]
+    if not fits:
+        return None
+    best = max(fits, key=lambda r: r["rate"])
+    return {"sampling": best["sampling"], "where": best["where"],
+            "cpu_per_traffic_s": best["cpu_per_traffic_s"],
+            "datagrams_per_s": best["datagrams_per_s"], "learned_after_s": best["learned_after_s"],
+            "why": f"the sparsest setting whose pairs still get 4 samples a window at "
+                   f"{share:.0%} of line rate"}
+
+
 def per_pair_entries(fabric: Fabric, job: list[str], window_s: float) -> dict:
     """The alternative: an OpenFlow counting entry per (member on this leaf, member on another
     leaf) pair at every leaf, polled once a window."""
@@ -202,6 +218,7 @@ def run(spines=32, leaves=64, hosts_per_leaf=32, ranks=1024, gbps=100.0, setting
     results = [run_setting(fabric, [job, other], rate, where, gbps, windows, window_s)
                for rate, where in (settings or SETTINGS)]
     return {
+        "recommendation": recommend(results, 2 * ranks),
         "fabric": {"leaves": leaves, "spines": spines, "hosts": len(fabric.hosts),
                    "link_gbps": gbps},
         "traffic": {"jobs": 2, "ranks_per_job": ranks, "pattern": "ring, every hop across "
@@ -229,6 +246,7 @@ def main(argv=None) -> int:
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(doc, fh, indent=1)
+    print(f"recommended: {doc['recommendation']}", file=sys.stderr)
     for r in doc["sflow"]:
         print(f"{r['sampling']:>14} {r['where']:>4}: {r['samples_per_s']:>9} samples/s, "
               f"{r['datagrams_per_s']:>8} datagrams/s, CPU {r['cpu_per_traffic_s']:.3f} s/s, "
