@@ -88,7 +88,7 @@ class ControllerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.rest_port}"
 
-    def start(self, timeout: float = 30.0) -> "ControllerProcess":
+    def start(self, timeout: float = 30.0) -> ControllerProcess:
         for port in (self.of_port, self.rest_port):
             if listening(port):
                 raise RuntimeError(f"port {port} is already in use (a stale controller?); "

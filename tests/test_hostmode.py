@@ -5,14 +5,28 @@ import json
 
 import pytest
 
-from controller.service import api
 from controller.enforcement.desired import desired_tables
-from controller.model.fabric import Fabric
-from controller.enforcement.hostmode import (PORT_MIN, HostPorts, PortMap, _checksum, choose_ports,
-                                             first_window, make_probes, parse_probe, probe_packet)
-from controller.model.jobs import Flow
+from controller.enforcement.hostmode import (
+    PORT_MIN,
+    HostPorts,
+    PortMap,
+    _checksum,
+    choose_ports,
+    first_window,
+    make_probes,
+    parse_probe,
+    probe_packet,
+)
 from controller.enforcement.openflow import COOKIE_STATIC, Message
-from controller.enforcement.rules import host_static_rules, live_uplinks, sport_buckets, static_rules
+from controller.enforcement.rules import (
+    host_static_rules,
+    live_uplinks,
+    sport_buckets,
+    static_rules,
+)
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow
+from controller.service import api
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from tests.fake_switch import FakeSwitches, trace

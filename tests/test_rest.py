@@ -12,11 +12,11 @@ import threading
 import pytest
 
 from controller.errors import InputError
+from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.shell.rest import WEB_DIR, RestServer, write_token
 from tests.fake_switch import FakeSwitches
-from controller.model.fabric import Fabric
 
 TOKEN = "s3cret-token"
 
@@ -101,7 +101,8 @@ def test_writes_need_the_token_and_jobs_round_trip(server):
     assert status == 200 and headers["Content-Type"].startswith("text/plain") and body
     status, _, body = call(server, "GET", "/v1/jobs/%E2%82%AC")  # UTF-8 in the path
     assert status == 404 and "no job '€'" in json.loads(body)["error"]
-    status, _, _ = call(server, "DELETE", "/v1/jobs/j1", headers={"Authorization": f"Bearer {TOKEN}"})
+    status, _, _ = call(server, "DELETE", "/v1/jobs/j1",
+                        headers={"Authorization": f"Bearer {TOKEN}"})
     assert status == 200
     assert call(server, "GET", "/v1/jobs/j1")[0] == 404
 

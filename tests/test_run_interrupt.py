@@ -11,9 +11,8 @@ import pytest
 
 from emulation.controller_proc import REPO, listening
 from emulation.run import AgentGroup
-from tests.integration import alive as _alive, processes as _processes_mentioning
-
-
+from tests.integration import alive as _alive
+from tests.integration import processes as _processes_mentioning
 
 
 class _SessionHost:
@@ -72,7 +71,8 @@ def test_ctrl_c_on_the_runner_stops_agents_controller_and_fabric(tmp_path, trans
                 break
             time.sleep(0.5)
         assert len(agents) == 4, (runner.poll(), (tmp_path / "runner.log").read_text()[-2000:])
-        controller = [p for p in _processes_mentioning(str(out)) if "ryu-manager" in p[1] or "osken_main" in p[1]]
+        controller = [p for p in _processes_mentioning(str(out))
+                      if "ryu-manager" in p[1] or "osken_main" in p[1]]
         assert len(controller) == 1
         time.sleep(2)  # traffic under way
         os.killpg(runner.pid, signal.SIGINT)  # what Ctrl-C in a terminal does

@@ -16,7 +16,6 @@ from controller.enforcement.openflow import GroupEntry, Message, SwitchState
 from controller.enforcement.rules import all_static
 from controller.errors import InstallError
 from controller.model.fabric import Fabric
-from controller.shell import translate
 from controller.shell.hub import THREADS
 from controller.shell.roles import Roles
 from controller.shell.switches import Switches

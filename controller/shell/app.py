@@ -1,7 +1,8 @@
 """The Ryu adapter: Ryu's OpenFlow events onto ``core.Shell``. Every Ryu import of mlroute is
 in this module (os-ken's twin: ``osken_app.py``).
 
-    ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric fabric.json controller/shell/app.py
+    ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric fabric.json \
+        controller/shell/app.py
 
 OpenFlow 1.3 on 6653 (and 6633), REST on 8080 (``--wsapi-port``, served by ``rest.py``).
 """
@@ -10,8 +11,7 @@ from __future__ import annotations
 from ryu import cfg
 from ryu.base import app_manager
 from ryu.controller import ofp_event
-from ryu.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER,
-                                    set_ev_cls)
+from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from ryu.lib import hub
 from ryu.ofproto import ofproto_common, ofproto_v1_3
 

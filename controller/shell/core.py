@@ -15,10 +15,10 @@ import time
 
 from controller.errors import InputError, InstallError
 from controller.jsonio import read_json
+from controller.measurement.sflow import SflowCollector
 from controller.model.fabric import Fabric
 from controller.planners.offpath import plan_in_subprocess
 from controller.planners.plan import planner_options
-from controller.measurement.sflow import SflowCollector
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
 from controller.service.listen import check_free

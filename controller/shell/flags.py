@@ -1,5 +1,5 @@
 """mlroute's options, through the framework's own configuration (oslo.config): the same for
-ryu-manager and for the os-ken launcher (``mlroute-controller``, ``controller/shell/osken_main.py``).
+ryu-manager and for the os-ken launcher (``mlroute-controller``, ``shell/osken_main.py``).
 
 On the command line: ``ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric F
 controller/shell/app.py``; or in a config file given with ``--config-file`` (section [DEFAULT]:

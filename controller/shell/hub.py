@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 
 class Hub(NamedTuple):

@@ -11,8 +11,12 @@ from __future__ import annotations
 from os_ken import cfg
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
-from os_ken.controller.handler import (CONFIG_DISPATCHER, DEAD_DISPATCHER,
-                                       MAIN_DISPATCHER, set_ev_cls)
+from os_ken.controller.handler import (
+    CONFIG_DISPATCHER,
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    set_ev_cls,
+)
 from os_ken.ofproto import ofproto_common, ofproto_v1_3
 
 from controller.shell import flags

@@ -73,7 +73,7 @@ class RestServer:
             while not self._stop:
                 try:
                     conn, addr = self.sock.accept()
-                except (socket.timeout, BlockingIOError, InterruptedError):
+                except (TimeoutError, BlockingIOError, InterruptedError):
                     continue
                 except OSError:
                     if self._stop:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from controller.enforcement.hostmode import parse_probe
 from controller.enforcement.openflow import Message, SwitchState
@@ -93,7 +93,7 @@ class Switches:
                                                       event), event))
             problems = []  # wait for every switch, so no barrier is left registered
             deadline = time.monotonic() + self.timeout
-            for dpid, xids, xid, event in pending:
+            for dpid, xids, _xid, event in pending:
                 ok = event.wait(max(0.0, deadline - time.monotonic()))
                 with self.lock:
                     failed = [t for x, t in self._errors.get(dpid, []) if x in xids]

@@ -7,8 +7,15 @@ class and constant names, so this module imports neither and serves both adapter
 """
 from __future__ import annotations
 
-from controller.enforcement.openflow import (COOKIE_EXACT, COOKIE_JOB, COOKIE_OWNER_MASK,
-                                             FlowRule, GroupEntry, Message, SwitchState)
+from controller.enforcement.openflow import (
+    COOKIE_EXACT,
+    COOKIE_JOB,
+    COOKIE_OWNER_MASK,
+    FlowRule,
+    GroupEntry,
+    Message,
+    SwitchState,
+)
 
 GROUP_COMMANDS = ("group_add", "group_modify", "group_delete")
 
