@@ -17,16 +17,18 @@ from controller.service.state import ControllerState
 
 
 class MatrixLearning:
-    def __init__(self, window_s: float, fabric: Callable[[], Fabric | None]):
+    def __init__(self, window_s: float, fabric: Callable[[], Fabric | None],
+                 sampling_points: str = "all"):
         self.fabric = fabric  # the fabric in use (addresses -> leaves)
+        self.points = sampling_points  # where the switches sample (learner.clos_samplers)
         self.learner = TrafficLearner(window_s, samplers=self._samplers)
         self.refused: dict[str, frozenset] = {}  # job -> measured pairs that could not run
 
     def _samplers(self, src: str, dst: str) -> int:
-        """Sampling switches on the path between two addresses (sFlow on every switch)."""
+        """Times a packet between two addresses can be sampled on its path."""
         f = self.fabric()
         leaf = {ip: f.hosts[h] for h, ip in f.host_ip.items()} if f else {}
-        return clos_samplers(leaf)(src, dst)
+        return clos_samplers(leaf, self.points)(src, dst)
 
     def decisions(self, state: ControllerState, settings: Settings,
                   now: float) -> list[tuple[str, frozenset, Change, Exception | None]]:

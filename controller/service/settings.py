@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from controller.enforcement.modes import mode_of
 from controller.errors import InputError
+from controller.measurement.learner import SAMPLING_POINTS
 from controller.planners import ALGORITHMS
 from controller.planners.auto import OBJECTIVES
 
@@ -33,6 +34,7 @@ class Settings:
     over_budget: str = "refuse"  # a job over the budget: refuse (409) or plan it in host mode
     learn_window: float = 2.0  # seconds per window of measured traffic (learned matrices)
     learn_share: float = 0.2  # share of a job's bytes on undeclared pairs that re-plans it
+    sampling_points: str = "all"  # where switches sample: all, leaves or edge (host ports)
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -46,6 +48,9 @@ class Settings:
                              f"budget one of {', '.join(OVER_BUDGET)}")
         if not self.learn_window > 0 or not 0 < self.learn_share <= 1:
             raise InputError("learning: the window must be > 0 s and the share in (0, 1]")
+        if self.sampling_points not in SAMPLING_POINTS:
+            raise InputError(f"sFlow sampling points must be one of "
+                             f"{', '.join(SAMPLING_POINTS)}, not {self.sampling_points!r}")
 
     @property
     def ilp_budget(self) -> float:

@@ -63,7 +63,8 @@ class Shell:
                                     max_flow_rules=conf.mlroute_max_flow_rules,
                                     over_budget=conf.mlroute_over_budget,
                                     learn_window=conf.mlroute_learn_window,
-                                    learn_share=conf.mlroute_learn_share)
+                                    learn_share=conf.mlroute_learn_share,
+                                    sampling_points=conf.mlroute_sflow_sampling_points)
         self.sflow = (SflowCollector(conf.mlroute_sflow_host, conf.mlroute_sflow_port,
                                      self.service.traffic_samples)
                       if conf.mlroute_sflow_port else None)

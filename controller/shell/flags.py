@@ -57,6 +57,10 @@ OPTS = [
                     "send each other (0: no measurement, declared matrices only)"),
     cfg.StrOpt("mlroute-sflow-host", default="127.0.0.1",
                help="address the sFlow collector listens on (the switches' sFlow target)"),
+    cfg.StrOpt("mlroute-sflow-sampling-points", default="all",
+               help="where the switches sample: all (Open vSwitch samples whole bridges), "
+                    "leaves, or edge (the leaves' host-facing ports only); the byte estimate "
+                    "divides by the sampling points a packet crosses"),
     cfg.FloatOpt("mlroute-learn-window", default=2.0,
                  help="seconds per window of measured traffic; a pattern is learned once two "
                       "consecutive windows agree"),
