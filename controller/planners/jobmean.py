@@ -12,12 +12,15 @@ Mean over jobs, unweighted: a job's iteration time is what its users wait for wh
 size, and this is what the evaluation reports (mean over jobs of the All-Reduce slowdown).
 Weighting by GPUs would push every shared link onto the smallest jobs.
 
-Moves (each evaluated exactly on the prediction of ``objective.JobModel``): a slowed flow of a
-slowed job to another usable spine, or swapped with a flow sharing a leaf side with it on that
-spine. Accepted when the sum of job slowdowns drops, no job exceeds the current worst, no link
-exceeds ``alpha`` flows; ties go to fewer links at ``alpha``. Jobs are visited fewest slowed
-flows first (cheapest to free), in rounds, until a round changes nothing or ``budget`` move
-evaluations are spent: deterministic.
+Move ("free a job"): for every slowed flow g of a slowed job, either (1) g leaves its shared
+link by an alternating chain under capacity 1 where links holding more keep their count (the
+Kempe move of edge colouring: whoever takes a place comes from a chain, and the link g left
+may take another flow), or (2) each flow sharing a link with g whose job is slowed already
+moves directly to the least-loaded spine where it stays within ``alpha`` and slows nobody new.
+A step counts only if g ends alone, no job exceeds the current worst and no unslowed job gets
+slowed; the whole job's move is kept when the sum of slowdowns (on ``objective.JobModel``'s
+prediction) drops, else undone. Jobs are visited fewest slowed flows first (cheapest to free),
+in rounds, until a round frees nothing or ``budget`` steps are spent: deterministic.
 
     >>> from controller.model.fabric import Fabric
     >>> from controller.model.jobs import Job
@@ -84,13 +87,12 @@ class _JobState:
             self._set(x, self.link_values(self.r.on[x]))
 
 
-def lower_mean(r: Routing, model, alpha: int, budget: int,
-               keep_layer2: bool = False) -> tuple[int, str, list]:
+def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, list]:
     """Apply mean-lowering moves to ``r`` in place (module docstring); (flows moved, how the
-    search ended: "local_optimum" or "budget", the predicted slowdown per job). With
-    ``keep_layer2`` only chain moves (no link gains a flow above one unless it held more,
-    so the sorted load vector never gets worse): the flow objective's last tie-break. Cost: per evaluation O(flows on the <= 8
-    links it touches, squared, + their jobs' distinct values)."""
+    search ended: "local_optimum" or "budget", the predicted slowdown per job). Cost per
+    budget unit: one chain search of at
+    most ``CHAIN_LINKS`` links or one direct move, and the refresh of the links it touched
+    (O(flows on them, squared))."""
     st = _JobState(r, model)
     load = r.load
     n_jobs = len(model.jobs)
@@ -105,22 +107,6 @@ def lower_mean(r: Routing, model, alpha: int, budget: int,
         j = model.job[f]
         return any(st.at[y].get(j, 0.0) > 1.0 + EPS and model.value(f, r.on[y]) > 1.0 + EPS
                    for y in r.links(f, r.spine[f]))
-
-    def apply(changes, log, affected) -> None:
-        touched = set()
-        for h, _ in changes:
-            touched.update(r.links(h, r.spine[h]))
-        for h, u in changes:
-            log.append((h, r.spine[h]))
-            r._remove(h)
-        for h, u in changes:
-            r._add(h, u)
-            touched.update(r.links(h, u))
-        for y in touched:
-            affected.update(st.at[y])
-        st.refresh(touched)
-        for y in touched:
-            affected.update(st.at[y])
 
     def undo(log, n: int) -> None:
         while len(log) > n:
@@ -229,7 +215,7 @@ def lower_mean(r: Routing, model, alpha: int, budget: int,
         undo(log, 0)
         return 0
 
-    attempts = (by_chain,) if keep_layer2 else (by_chain, move_partner)
+    attempts = (by_chain, move_partner)
     changed = True
     while changed and spent < budget:
         changed = False

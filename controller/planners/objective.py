@@ -44,6 +44,7 @@ is spent (a quarter for phase 1): deterministic, no wall clock.
 from __future__ import annotations
 
 from controller.errors import InputError
+from controller.planners.layer2 import loads
 from controller.planners.repair import Routing, bits
 from controller.model.problem import Problem
 
@@ -110,6 +111,10 @@ def job_slowdowns(problem: Problem, spines: list[int]) -> dict[str, float]:
     return dict(zip(model.jobs, out))
 
 
+def max_link_load(problem: Problem, spines: list[int]) -> int:
+    return max(loads(problem, spines), default=0)
+
+
 JOB_BUDGET = 600  # move evaluations in all, deterministic: 15-70 ms at 64 x 32 (2 shared cores)
 
 
@@ -126,6 +131,15 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
     """
     budget = JOB_BUDGET if budget is None else int(budget)
     model = JobModel(problem)
+    if max_link_load(problem, spines) <= 1:  # every flow alone on its links: nothing to gain
+        values = [1.0] * len(model.jobs)
+        for f, j in enumerate(model.job):
+            values[j] = max(values[j], model.alone[f])
+        slow = dict(zip(model.jobs, values))
+        return list(spines), {"worst_slowdown": max(values, default=1.0),
+                              "mean_slowdown": sum(values) / len(values) if values else 1.0,
+                              "predicted_slowdown": slow, "job_moves": 0,
+                              "job_search": {"worst": "local_optimum", "mean": "local_optimum"}}
     r = Routing(problem, spines)
     alpha = r.max_load()
     worst = {x: model.link_worst(on) for x, on in enumerate(r.on) if on}
