@@ -59,7 +59,7 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     if objective not in OBJECTIVES:
         raise InputError(f"job {job.id}: unknown objective {objective!r} "
                          f"(choose from {', '.join(OBJECTIVES)})")
-    if objective != "flows" and algorithm != "auto":
+    if "objective" in job.options and objective != "flows" and algorithm != "auto":
         raise InputError(f"job {job.id}: objective {objective!r} needs algorithm 'auto'")
     return algorithm, mode
 

@@ -38,8 +38,12 @@ def improve(svc, run=None) -> dict | None:
         LOG.error("mlroute: off-path planning failed: %s", e)
         return {"group": list(key), "error": str(e)}
     with svc.lock:
-        result = {"group": list(key), "max_link_load_before": current,
-                  "max_link_load_after": better.info.get("max_link_load", current),
+        result = {"group": list(key), "max_link_load_before": current["max_link_load"],
+                  "max_link_load_after": better.info.get("max_link_load",
+                                                         current["max_link_load"]),
+                  "links_at_max_before": current["links_at_max"],
+                  "links_at_max_after": better.info.get("links_at_max",
+                                                        current["links_at_max"]),
                   "optimal": bool(better.info.get("optimal"))}
         if svc.state.version != version:
             result["stale"] = True  # the jobs or the fabric changed meanwhile
@@ -48,7 +52,8 @@ def improve(svc, run=None) -> dict | None:
         if change is None:
             result["improved"] = False
             return result
-        change.event.update(group=list(key), max_link_load_before=current, improved=True)
+        change.event.update(group=list(key), max_link_load_before=current["max_link_load"],
+                            links_at_max_before=current["links_at_max"], improved=True)
         try:
             outcome = svc._apply(change)
         except (ConflictError, InputError, InstallError) as e:

@@ -143,13 +143,16 @@ def extends(old: Fabric, new: Fabric) -> bool:
 
 
 def improved(state: ControllerState, group: list[JobRecord], problem: Problem, better,
-             current: float) -> Change | None:
+             current: dict) -> Change | None:
     """An off-path plan of one auto group (``better``, an Assignment of ``problem``) that
-    lowers its max link load, renamed to keep as many flows in place as possible; None when
-    it is no better."""
-    found = better.info.get("max_link_load", current)
-    if found >= current:
+    lowers its max link load, or keeps it and puts fewer links at it (the objective's second
+    layer), renamed to keep as many flows in place as possible; None when it is no better.
+    ``current``: the group's load summary now."""
+    now = (current["max_link_load"], current["links_at_max"])
+    after = (better.info.get("max_link_load", now[0]), better.info.get("links_at_max", now[1]))
+    if after >= now:
         return None
+    found = after[0]
     flows = [(r, f) for r in group for f in r.job.flows()]
     before = [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
     spines = align_spines(problem, better.spines(), [p[0][0] for p in before])
@@ -162,11 +165,12 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
         records[r.job.id].routes[flow_key(f)] = ((s_new, 1.0),)
     return Change("off-path ILP found a better routing", records, event={},
                   answer={"moved_flows": moved, "max_link_load_after": found,
+                          "links_at_max_after": after[1],
                           "optimal": bool(better.info.get("optimal"))})
 
 
 def improvable_group(state: ControllerState, settings: Settings, key: tuple[str, str]):
-    """(group, problem, max load now) of one auto group to improve off the request path, or
+    """(group, problem, load summary now) of one auto group to improve off the request path, or
     None when it cannot be (gone, or split)."""
     group = [r for r in state.jobs.values() if group_of(r, settings) == key]
     if not group:
@@ -176,7 +180,7 @@ def improvable_group(state: ControllerState, settings: Settings, key: tuple[str,
     before = [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
     if any(p is None or len(p) != 1 for p in before):
         return None
-    return group, problem, load_summary(problem, Assignment(list(before)))["max_link_load"]
+    return group, problem, load_summary(problem, Assignment(list(before)))
 
 
 def learned(state: ControllerState, settings: Settings, job_id: str, measured: Measured,
