@@ -23,12 +23,12 @@ import sys
 
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
+from controller.jsonio import read_json, write_output
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job, parse_jobs
-from controller.jsonio import read_json, write_output
-from controller.planners.plan import make_plan, planner_options
-from controller.planners import ALGORITHMS
 from controller.model.rates import max_min_rates
+from controller.planners import ALGORITHMS
+from controller.planners.plan import make_plan, planner_options
 
 
 def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric, list[Job]]:
@@ -39,8 +39,9 @@ def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric, list[Job]]:
 
 def slowest_rate_gbps(plan) -> float:
     """Smallest max-min rate when the first step of every job starts at once, in Gb/s."""
-    from controller.model.links import LinkIndex
     import numpy as np
+
+    from controller.model.links import LinkIndex
     links = LinkIndex(plan.problem.fabric)
     paths = []
     for f, parts in zip(plan.problem.flows, plan.parts_by_flow()):

@@ -58,7 +58,7 @@ def _connect(ip: str, dport: int, sport: int, part: int, deadline: float) -> soc
         except OSError:
             s.close()
             if time.time() > deadline:
-                raise TimeoutError(f"could not connect to {ip}:{dport} from port {sport}")
+                raise TimeoutError(f"could not connect to {ip}:{dport} from port {sport}") from None
             time.sleep(0.1)
 
 
@@ -115,7 +115,7 @@ class Barrier:
                 except OSError:
                     s.close()
                     if time.time() > deadline:
-                        raise TimeoutError("ring barrier: rank 0 is not there")
+                        raise TimeoutError("ring barrier: rank 0 is not there") from None
                     time.sleep(0.05)
         self._counts = [0] * len(self.peers)  # rank 0: arrivals per peer
 

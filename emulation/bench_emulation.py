@@ -26,9 +26,9 @@ import tempfile
 import time
 
 from emulation import fabricnet
-from emulation.session import Session
 from emulation.demo import BW_MBPS, HOSTS, LEAVES, SPINES, demo_jobs
 from emulation.run import SWITCH_SNDBUF, emulate
+from emulation.session import Session
 
 
 def bench_demo(iterations: int, outdir: str) -> dict:

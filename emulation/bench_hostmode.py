@@ -27,16 +27,16 @@ import sys
 import tempfile
 import time
 
-from controller.service import api
 from controller.enforcement.desired import desired_tables
-from controller.model.fabric import Fabric
 from controller.enforcement.hostmode import HostPorts
-from controller.model.jobs import Flow, Job
 from controller.enforcement.openflow import COOKIE_STATIC
-from controller.planners.plan import make_plan
 from controller.enforcement.rules import ROCE_DPORT
-from controller.service.route_service import RouteService
+from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
+from controller.model.jobs import Flow, Job
+from controller.planners.plan import make_plan
+from controller.service import api
+from controller.service.route_service import RouteService
 from emulation.bench_emulation import cross_leaf_pairs
 from simulation.workloads import generate, paper_models
 

@@ -70,6 +70,7 @@ def _expected(lib, n_elems: int, world: int):
 
 def run_gloo(args) -> dict:
     import datetime
+
     import torch
     import torch.distributed as dist
     dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{args.port}",

@@ -34,8 +34,8 @@ def demo_jobs(leaves: int = LEAVES, hosts_per_leaf: int = HOSTS, size: float = R
 def simulate_only() -> str:
     from controller.cli import compare, format_table
     from controller.model.jobs import parse_jobs
-    from topologies.clos import clos_fabric
     from emulation.run import prepare_jobs
+    from topologies.clos import clos_fabric
     fabric = clos_fabric(SPINES, LEAVES, HOSTS, BW_MBPS)
     jobs = parse_jobs({"jobs": prepare_jobs(demo_jobs(), fabric)}, fabric)  # same 5-tuples
     rows = compare(fabric, jobs, ["ecmp", "greedy"], 1234, 0, 60)

@@ -56,6 +56,7 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_p
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.node import RemoteController
+
     from topologies.clos import ClosTopo
     setLogLevel(os.environ.get("MLROUTE_MININET_LOG", "error"))
     topo = ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, bw=bw,

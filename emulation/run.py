@@ -36,18 +36,18 @@ import sys
 import tempfile
 import time
 
-from controller.jsonio import read_json
+from controller.enforcement.modes import MODES as ENFORCEMENT_MODES
+from controller.enforcement.openflow import job_cookie
 from controller.errors import InputError
+from controller.jsonio import read_json
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_jobs
-from controller.enforcement.openflow import job_cookie
 from emulation import ovs
-from emulation.fabricnet import SWITCH_SNDBUF, ensure_switch_send_buffer, switch_send_buffer
 from emulation.agents import _split_bytes
 from emulation.controller_proc import REPO
+from emulation.fabricnet import SWITCH_SNDBUF, ensure_switch_send_buffer, switch_send_buffer
 from emulation.roce import ROCE_PORT
 from emulation.session import Session
-from controller.enforcement.modes import MODES as ENFORCEMENT_MODES
 from topologies.clos import clos_fabric
 
 PORT_BASE_DST, PORT_BASE_SRC = 5000, 6000
@@ -241,7 +241,7 @@ class AgentGroup:
             log.close()
         self._logs = []
 
-    def __enter__(self) -> "AgentGroup":
+    def __enter__(self) -> AgentGroup:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -74,7 +74,7 @@ class Session:
         fabricnet.wait_until(lambda: self.ctl.rest("GET", "/v1/fabric")[1].get("ready"), timeout,
                              what="every switch provisioned")
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         fabricnet.prepare(self.dir, self.fabric_path, self.fabric)
         try:
             s, l, h = self.shape

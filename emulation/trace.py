@@ -18,8 +18,8 @@ import sys
 import tempfile
 import time
 
-from controller.jsonio import read_json
 from controller.errors import InputError
+from controller.jsonio import read_json
 from emulation import ovs
 from emulation.controller_proc import REPO
 from emulation.session import Session, install_interrupt_handler

@@ -4,8 +4,9 @@
         examples/torch_allreduce.py --mib 4 --iters 10 --mlroute-url http://ctl:8080
 
 (Debian's torch 1.13 under Python 3.11: add ``--redirects 1 --tee 1``, as torchrun's default
-``--redirects 0`` parses to None there and the agent crashes; or any launcher that sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK picks the
-GPU with NCCL). Every rank fills its tensor with known values, so the sum is checked exactly;
+``--redirects 0`` parses to None there and the agent crashes; or any launcher that sets RANK,
+WORLD_SIZE, MASTER_ADDR, MASTER_PORT; LOCAL_RANK picks the GPU with NCCL). Every rank fills
+its tensor with known values, so the sum is checked exactly;
 rank 0 prints one line per iteration (seconds, between a barrier and the end of the
 All-Reduce) and a JSON summary line prefixed ``RESULT``. The job is declared after
 ``init_process_group`` and removed by ``destroy_process_group`` (see

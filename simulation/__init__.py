@@ -1,1 +1,2 @@
-"""Simulation experiments (no root, no switch): the fluid simulator, workloads, the grids, planner benchmarks."""
+"""Simulation experiments (no root, no switch): the fluid simulator, workloads, the grids,
+planner benchmarks."""

@@ -42,10 +42,10 @@ import numpy as np
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.model.loads import load_summary
-from controller.planners.plan import run_planner
+from controller.model.problem import Problem
 from controller.planners import ALGORITHMS
 from controller.planners.lp import fractional_optimum
-from controller.model.problem import Problem
+from controller.planners.plan import run_planner
 from simulation.paper import FAILURES, grid
 from simulation.placement import cluster, realistic
 from simulation.simulate import simulate

@@ -39,10 +39,10 @@ from tqdm import tqdm
 
 from controller.model.fabric import Fabric
 from controller.model.fluid import predict_allreduce
-from controller.planners.plan import Plan, make_plan, planner_options, run_planner
+from controller.model.problem import Problem
 from controller.planners import ALGORITHMS as REGISTERED
 from controller.planners.lp import fractional_optimum
-from controller.model.problem import Problem
+from controller.planners.plan import Plan, make_plan, planner_options, run_planner
 from simulation.placement import realistic, summary
 from simulation.plots import unsplit_floor
 from simulation.simulate import simulate

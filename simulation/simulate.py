@@ -11,10 +11,10 @@ import json
 import sys
 
 from controller.errors import InputError
+from controller.jsonio import write_output
 from controller.model.fabric import Fabric
 from controller.model.fluid import FluidSimulator
 from controller.model.jobs import Job
-from controller.jsonio import write_output
 from controller.planners.plan import Plan, make_plan, planner_options
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 
-from controller.errors import InstallError
 from controller.enforcement.openflow import ETH_IPV4, ETH_MPLS, FlowRule, SwitchState
+from controller.errors import InstallError
 
 PREREQ = {"ipv4_src": ("eth_type", ETH_IPV4), "ipv4_dst": ("eth_type", ETH_IPV4),
           "ip_proto": ("eth_type", ETH_IPV4), "tcp_src": ("ip_proto", 6),

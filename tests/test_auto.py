@@ -2,17 +2,18 @@
 import random
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from controller.errors import ConflictError, InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.model.loads import link_loads
-from controller.planners.plan import make_plan, planner_options
+from controller.model.problem import Assignment, Problem
 from controller.planners import ALGORITHMS
 from controller.planners.auto import auto, lower_bound
+from controller.planners.plan import make_plan, planner_options
 from controller.planners.repair import Routing, reduce_to
-from controller.model.problem import Assignment, Problem
 from tests.helpers import fabric, flows_job
 
 
@@ -207,6 +208,7 @@ def test_auto_is_deterministic_and_registered():
 
 def test_repair_out_of_time_returns_a_valid_routing_no_worse():
     import time as _time
+
     from controller.planners.auto import max_load, repair_down
     rng = random.Random(3)
     for _ in range(20):

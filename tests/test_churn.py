@@ -3,12 +3,12 @@ import random
 
 import pytest
 
-from controller.planners.churn import align_spines, replan
 from controller.errors import InputError
 from controller.model.jobs import Job
-from controller.planners.plan import Plan, make_plan, make_replan
-from controller.planners.auto import auto
 from controller.model.problem import Problem
+from controller.planners.auto import auto
+from controller.planners.churn import align_spines, replan
+from controller.planners.plan import Plan, make_plan, make_replan
 from tests.helpers import fabric, flows_job
 
 

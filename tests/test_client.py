@@ -7,8 +7,13 @@ import time
 
 import pytest
 
-from controller.client import (Client, ControllerError, ControllerUnreachable, members_job,
-                               read_token)
+from controller.client import (
+    Client,
+    ControllerError,
+    ControllerUnreachable,
+    members_job,
+    read_token,
+)
 from tests.fake_controller import FakeController, free_port
 
 

@@ -9,11 +9,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from controller.service import api
 from controller.enforcement.desired import desired_tables
+from controller.enforcement.openflow import COOKIE_STATIC
+from controller.enforcement.openflow import rule as make_rule
 from controller.model.fabric import Fabric
+from controller.service import api
 from controller.service.metrics import exposition
-from controller.enforcement.openflow import COOKIE_STATIC, rule as make_rule
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from tests.fake_switch import FakeSwitches

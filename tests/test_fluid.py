@@ -5,17 +5,23 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from controller.errors import InputError
 from controller.model.fabric import Fabric
-from controller.model.fluid import (FluidSimulator, PredictionError, default_max_events, plan_max_events,
-                                    predict_allreduce)
+from controller.model.fluid import (
+    FluidSimulator,
+    PredictionError,
+    default_max_events,
+    plan_max_events,
+    predict_allreduce,
+)
 from controller.model.jobs import Flow, Job
 from controller.model.links import LinkIndex
-from controller.planners.plan import Plan, make_plan, planner_options
-from controller.planners import ALGORITHMS
 from controller.model.problem import Assignment, Problem
+from controller.planners import ALGORITHMS
+from controller.planners.plan import Plan, make_plan, planner_options
 from tests.helpers import fabric
 
 

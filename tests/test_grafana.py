@@ -8,10 +8,9 @@ import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.service import api
-
 from controller.discovery import lldp
 from controller.model.fabric import Fabric
+from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
 from emulation.controller_proc import REPO

@@ -68,6 +68,7 @@ def test_torch_gloo_ranks_in_mininet_declare_their_ring(tmp_path):
     require_root_and_ovs()
     import shutil
     import signal
+
     from emulation import fabricnet
     from tests.fake_controller import free_port
     if shutil.which("socat") is None:

@@ -13,8 +13,12 @@ import sys
 
 import pytest
 
-from controller.integrations.pytorch import (default_job_id, job_document, pick_interface,
-                                             rank_address)
+from controller.integrations.pytorch import (
+    default_job_id,
+    job_document,
+    pick_interface,
+    rank_address,
+)
 from tests.fake_controller import FakeController, free_port
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

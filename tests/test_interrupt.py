@@ -13,8 +13,9 @@ import time
 import pytest
 
 from emulation.controller_proc import REPO, listening, signals_held
+from tests.integration import alive as _alive
+from tests.integration import processes as _processes
 from tests.integration import require_root_and_ovs
-from tests.integration import alive as _alive, processes as _processes
 
 SWITCHES = {"s0", "s1", "l0", "l1"}
 

@@ -5,7 +5,8 @@ import random
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from controller.errors import ConflictError, InputError
 from controller.model.fabric import Fabric
@@ -16,8 +17,7 @@ from controller.planners.auto import auto
 from controller.planners.equitable import equitable, equitable_edge_colouring
 from controller.planners.greedy import greedy_spines
 from controller.planners.ilp import ilp, ilp_layer2
-from controller.planners.layer2 import (fewer_at_max, layer2_lower_bound, links_at, loads,
-                                        vector_key)
+from controller.planners.layer2 import fewer_at_max, layer2_lower_bound, links_at, loads, vector_key
 from controller.planners.objective import job_slowdowns
 from controller.planners.split import split
 

@@ -6,7 +6,8 @@ import random
 import threading
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from controller.measurement.learner import Pattern, TrafficLearner, clos_samplers, compare
 from controller.measurement.sflow import PacketSample

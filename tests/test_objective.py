@@ -6,15 +6,16 @@ iteration, every job starting at once): (compute_s + All-Reduce) / (compute_s + 
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.fluid import predict_allreduce
 from controller.model.jobs import Flow, Job
-from controller.planners.plan import make_plan
-from controller.planners.objective import improve_jobs, job_slowdowns
 from controller.model.problem import Problem
+from controller.planners.objective import improve_jobs, job_slowdowns
+from controller.planners.plan import make_plan
 from tests.helpers import fabric
 
 BLOOM = (14.67e9, 1.239)  # shard bytes per GPU, compute gap (paper.md section 3.1)

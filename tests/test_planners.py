@@ -6,12 +6,12 @@ import pytest
 from controller.errors import InputError
 from controller.model.fabric import spine_list
 from controller.model.loads import link_loads, sorted_load_vector
-from controller.planners.plan import make_plan
+from controller.model.problem import Problem
 from controller.planners import ALGORITHMS
 from controller.planners.ecmp import flow_hash
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.greedy import group_order
-from controller.model.problem import Problem
+from controller.planners.plan import make_plan
 from tests.helpers import fabric, flows_job, ring_job
 
 ALL = list(ALGORITHMS)

@@ -1,11 +1,12 @@
 """Property tests on fabrics where every leaf sees the same alive spines."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow, Job
 from controller.model.loads import link_loads
-from controller.planners.plan import make_plan
 from controller.planners.edge_coloring import bipartite_edge_colouring
+from controller.planners.plan import make_plan
 
 
 @st.composite

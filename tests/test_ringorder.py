@@ -1,13 +1,19 @@
 """Ring order advice: fewer inter-leaf flows, a permutation of the same ranks, a stride when one
 is enough, and the predicted saving."""
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.problem import Problem
-from controller.planners.ringorder import (advise_order, advise_ring, apply_advice, inter_leaf_flows,
-                                           stride_order)
+from controller.planners.ringorder import (
+    advise_order,
+    advise_ring,
+    apply_advice,
+    inter_leaf_flows,
+    stride_order,
+)
 from tests.helpers import fabric, flows_job, ring_job
 
 

@@ -6,11 +6,27 @@ import random
 import threading
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from emulation.roce import (ACKNOWLEDGE, PSN_MASK, SEND_FIRST, SEND_LAST, SEND_MIDDLE, SEND_ONLY,
-                            SYNDROME_ACK, SYNDROME_NAK_PSN, Requester, Responder, ack_packet,
-                            data_packet, icrc_ok, parse, run_agent, unwrap)
+from emulation.roce import (
+    ACKNOWLEDGE,
+    PSN_MASK,
+    SEND_FIRST,
+    SEND_LAST,
+    SEND_MIDDLE,
+    SEND_ONLY,
+    SYNDROME_ACK,
+    SYNDROME_NAK_PSN,
+    Requester,
+    Responder,
+    ack_packet,
+    data_packet,
+    icrc_ok,
+    parse,
+    run_agent,
+    unwrap,
+)
 
 SRC, DST = "10.0.0.1", "10.0.1.1"
 
@@ -420,6 +436,7 @@ def test_packet_larger_than_the_path_mtu_is_a_clear_error():
     """With DF set, a packet over the path MTU fails to send (EMSGSIZE): the agent says which
     option to change instead of dying on an OSError."""
     import errno
+
     from emulation.roce import Agent
 
     class TooBig:

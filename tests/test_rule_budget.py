@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from controller.service import api
+from controller.enforcement.openflow import COOKIE_STATIC
 from controller.errors import InputError
 from controller.model.fabric import Fabric
+from controller.service import api
 from controller.service.metrics import exposition
-from controller.enforcement.openflow import COOKIE_STATIC
 from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches, trace
 

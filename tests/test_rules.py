@@ -3,9 +3,9 @@ import json
 
 import pytest
 
-from controller.service import api
-from controller.model.fabric import Fabric
 from controller.enforcement.openflow import COOKIE_STATIC, ETH_ARP, job_cookie
+from controller.model.fabric import Fabric
+from controller.service import api
 from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches, trace
 

@@ -12,10 +12,10 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from controller.measurement.sflow import PacketSample, SflowCollector, SflowError, \
-    parse_datagram
+from controller.measurement.sflow import PacketSample, SflowCollector, SflowError, parse_datagram
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

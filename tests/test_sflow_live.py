@@ -112,6 +112,7 @@ def test_clos_fabric_samples_at_every_switch_and_estimate_matches_counters(colle
     divides by the 3 sampling switches of a cross-leaf path, and the estimate of h0_0 -> h1_0
     is within TOLERANCE of the frames leaf l0 received from h0_0."""
     from mininet.net import Mininet
+
     from topologies.clos import ClosTopo, clos_fabric
     fabric = clos_fabric(1, 2, 1, BW)
     leaf_of = {fabric.address(h): fabric.leaf_of(h) for h in fabric.hosts}
@@ -145,9 +146,10 @@ def test_mpls_between_switches_is_seen_through(collector):
     """h1 - s1 - s2 - h2 with the switches' traffic between them in MPLS (s1 pushes label
     100, s2 label 200), as segment routing sends leaf to spine: the sample taken at the far
     switch carries the label and still names the hosts."""
-    from mininet.net import Mininet
     from mininet.link import TCLink
+    from mininet.net import Mininet
     from mininet.topo import Topo
+
     from topologies.clos import ClosHost, ClosSwitch
 
     learner = TrafficLearner(window_s=1.0, samplers=lambda s, d: 2)

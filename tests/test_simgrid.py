@@ -16,8 +16,8 @@ from controller.model.fabric import Fabric
 from controller.model.fluid import FluidSimulator, _groups
 from controller.model.jobs import Flow, Job
 from controller.model.links import LinkIndex
-from controller.planners.plan import Plan
 from controller.model.problem import Assignment, Problem
+from controller.planners.plan import Plan
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 ORACLE = os.path.join(os.path.dirname(__file__), "simgrid_oracle.py")

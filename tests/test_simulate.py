@@ -1,12 +1,12 @@
 import pytest
 
+from controller.model.fabric import Fabric
+from controller.model.fluid import predict_allreduce
+from controller.model.jobs import Job
 from controller.planners.plan import make_plan
 from simulation.simulate import simulate
-from controller.model.fluid import predict_allreduce
-from simulation.workloads import generate, paper_models, MODELS
+from simulation.workloads import MODELS, generate, paper_models
 from tests.helpers import fabric, flows_job, ring_job
-from controller.model.fabric import Fabric
-from controller.model.jobs import Job
 
 
 def test_collision_free_ring_meets_closed_form_ideal():
@@ -109,6 +109,7 @@ def test_replanning_with_moves_in_flight_ends_within_the_event_bound(alg):
     # jobs on shared hosts start at different times and re-plan at every start and end, so
     # flows (split ones too) move in flight; every iteration still ends, no faster than ideal
     import random
+
     from controller.model.fluid import default_max_events
     rng = random.Random(5)
     f = Fabric.generate(2, 3, 4, 100.0)  # leaves send more flows than spines: split splits

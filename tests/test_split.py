@@ -1,17 +1,18 @@
 """Flow splitting under any failure pattern: the LP optimum, few split flows, honest counts."""
 import numpy as np
 import pytest
-from hypothesis import assume, event, given, settings, strategies as st
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from controller.errors import ConflictError, InputError
 from controller.model.fabric import Fabric, spine_list
 from controller.model.jobs import Flow, Job
 from controller.model.loads import link_loads
-from controller.planners.plan import make_plan
-from controller.planners.lp import fractional_lower_bound, fractional_optimum
-from controller.planners.split import split
 from controller.model.problem import Problem
+from controller.planners.lp import fractional_lower_bound, fractional_optimum
+from controller.planners.plan import make_plan
+from controller.planners.split import split
 from tests.helpers import fabric, flows_job
 
 

@@ -4,8 +4,8 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.service import api
 from controller.model.fabric import Fabric
+from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches

@@ -33,8 +33,8 @@ import sys
 _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
-from controller.model.fabric import Fabric  # noqa: E402
 from controller.jsonio import write_output  # noqa: E402
+from controller.model.fabric import Fabric  # noqa: E402
 
 try:
     from mininet.link import TCLink

@@ -6,13 +6,13 @@ for link loads and predictions; flows of a leaf pair with no alive spine are lef
 """
 from __future__ import annotations
 
-from controller.errors import ConflictError
-from controller.model.fabric import Fabric
-from controller.planners.plan import Plan
-from controller.model.problem import Assignment, Problem
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import all_static, flow_rules
+from controller.errors import ConflictError
+from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, flow_key
+from controller.model.problem import Assignment, Problem
+from controller.planners.plan import Plan
 
 Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 

@@ -34,13 +34,18 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
 
+from controller.enforcement.rules import (
+    PROBE_DSCP,
+    ROCE_DPORT,
+    live_uplinks,
+    sport_buckets,
+    usable_uplinks,
+)
 from controller.errors import ConflictError, InputError, InstallError
 from controller.model.fabric import Fabric
-from controller.enforcement.rules import (PROBE_DSCP, ROCE_DPORT, live_uplinks, sport_buckets,
-                                          usable_uplinks)
 
 PORT_MIN, PORT_MAX = 49152, 65535  # IANA dynamic ports, where RoCE takes its source ports
 UDP, TCP = 17, 6

@@ -15,10 +15,11 @@ is queued, so its table is read back and repaired rather than trusted.
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
-from controller.errors import ConflictError, InstallError
 from controller.enforcement.openflow import COOKIE_STATIC, Message, SwitchState, apply, diff
+from controller.errors import ConflictError, InstallError
 
 
 class Installer(Protocol):

@@ -26,12 +26,21 @@ learns from them which spine each source port takes (``controller/enforcement/ho
 """
 from __future__ import annotations
 
+from controller.enforcement.modes import mode_of
+from controller.enforcement.openflow import (
+    COOKIE_STATIC,
+    ETH_ARP,
+    ETH_IPV4,
+    ETH_MPLS,
+    FlowRule,
+    GroupEntry,
+    Message,
+    job_cookie,
+    rule,
+)
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
-from controller.enforcement.modes import mode_of
-from controller.enforcement.openflow import (ETH_ARP, ETH_IPV4, ETH_MPLS, COOKIE_STATIC, FlowRule,
-                                             GroupEntry, Message, job_cookie, rule)
 
 SPINE_LABEL_BASE = 100000
 LEAF_LABEL_BASE = 200000

@@ -20,7 +20,8 @@ import logging
 import socket
 import struct
 import threading
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 LOG = logging.getLogger(__name__)
 
@@ -270,7 +271,7 @@ class SflowCollector:
             return self.host, self.port
         return self._sock.getsockname()[:2]
 
-    def start(self) -> "SflowCollector":
+    def start(self) -> SflowCollector:
         """Bind the UDP port and start receiving. Raises OSError naming the address when the
         port cannot be bound (in use, no permission)."""
         with self._lock:
@@ -335,7 +336,7 @@ class SflowCollector:
         while not self._stop.is_set():
             try:
                 data, _addr = sock.recvfrom(MAX_DATAGRAM)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError as e:
                 if self._stop.is_set():

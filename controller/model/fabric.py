@@ -6,8 +6,8 @@ spine j) so planners can intersect them cheaply.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from controller.errors import InputError
 
@@ -45,7 +45,7 @@ class Fabric:
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, doc: Mapping) -> "Fabric":
+    def from_dict(cls, doc: Mapping) -> Fabric:
         """Validate a fabric document (see README, "Formats") and build the model."""
         if not isinstance(doc, Mapping):
             raise InputError("fabric: expected a JSON object")
@@ -118,7 +118,7 @@ class Fabric:
 
     @classmethod
     def generate(cls, spines: int, leaves: int, hosts_per_leaf: int, link_gbps: float = 100.0,
-                 failed_spines: int = 0, wiring: bool = False) -> "Fabric":
+                 failed_spines: int = 0, wiring: bool = False) -> Fabric:
         """A regular fabric named as the Mininet topology names it (s<j>, l<i>, h<i>_<k>).
 
         ``failed_spines`` fails the highest spine ids, as the paper's evaluation does. With
@@ -197,7 +197,9 @@ class Fabric:
                 raise InputError(f"fabric: host {h} has a bad IPv4 address {ip!r}") from None
         for h, mac in self.host_mac.items():
             parts = mac.split(":") if isinstance(mac, str) else []
-            if len(parts) != 6 or not all(len(x) == 2 and all(c in "0123456789abcdefABCDEF" for c in x) for x in parts):
+            hexdigits = "0123456789abcdefABCDEF"
+            if len(parts) != 6 or not all(len(x) == 2 and all(c in hexdigits for c in x)
+                                          for x in parts):
                 raise InputError(f"fabric: host {h} has a bad MAC address {mac!r}")
 
     def port(self, switch: str, peer: str) -> int:
@@ -247,7 +249,7 @@ class Fabric:
         """Capacity of every link in bytes per second."""
         return self.link_gbps * 1e9 / 8
 
-    def with_down(self, down: Iterable[tuple[str, str]]) -> "Fabric":
+    def with_down(self, down: Iterable[tuple[str, str]]) -> Fabric:
         """A copy with another set of failed links (the model is immutable in use)."""
         return Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
                       set(down), dict(self.extra))

@@ -17,8 +17,9 @@ leaves the rate computation at once), so time always advances; runs are bounded 
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -29,7 +30,6 @@ from controller.model.links import LinkIndex
 from controller.model.problem import Problem
 from controller.model.rates import max_min_rates
 from controller.model.stats import summarize
-
 
 
 class Plan(Protocol):

@@ -46,7 +46,7 @@ class JobRecord:
         """(flow, parts) in the job's flow order."""
         return [(f, self.routes.get(flow_key(f))) for f in self.job.flows()]
 
-    def copy(self) -> "JobRecord":
+    def copy(self) -> JobRecord:
         return replace(self, routes=dict(self.routes))
 
     def unroutable(self) -> list[Flow]:

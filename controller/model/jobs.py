@@ -8,8 +8,9 @@ same pairs repeat in every step and every iteration.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Optional
 
 from controller.errors import InputError
 from controller.model.fabric import Fabric

@@ -25,7 +25,7 @@ class Problem:
     unroutable: list[int] = field(default_factory=list)  # positions in ``flows``: no alive spine
 
     @classmethod
-    def build(cls, fabric: Fabric, jobs: list[Job], skip_unroutable: bool = False) -> "Problem":
+    def build(cls, fabric: Fabric, jobs: list[Job], skip_unroutable: bool = False) -> Problem:
         """The instance of ``jobs`` on ``fabric``. A flow between leaves with no alive spine in
         common is an error naming the pair, or, with ``skip_unroutable``, left out of
         ``inter`` and listed in ``unroutable`` (the controller keeps serving the rest)."""
@@ -88,7 +88,7 @@ class Assignment:
     info: dict = field(default_factory=dict)
 
     @classmethod
-    def unsplit(cls, spines: list[int], info: dict | None = None) -> "Assignment":
+    def unsplit(cls, spines: list[int], info: dict | None = None) -> Assignment:
         return cls([((s, 1.0),) for s in spines], info or {})
 
     def spines(self) -> list[int]:

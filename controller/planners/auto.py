@@ -54,13 +54,12 @@ import time
 from collections import Counter
 
 from controller.errors import InputError
+from controller.model.problem import Assignment, Problem
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.equitable import common_spines, equitable_spines
 from controller.planners.greedy import greedy_spines
 from controller.planners.layer2 import fewer_at_level, links_at, side_bounds
-from controller.planners.repair import (NO_SPINE, Routing, bits, gc_paused, insert_all,
-                                        reduce_to)
-from controller.model.problem import Assignment, Problem
+from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, insert_all, reduce_to
 
 OBJECTIVES = ("flows", "jobs")
 ILP_MAX_VARIABLES = 400_000  # beyond this the model alone takes seconds and GBs: not tried

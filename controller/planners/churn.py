@@ -33,11 +33,17 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from controller.errors import InputError
-from controller.planners.auto import (LAYER2_LEVELS, REPAIR_TIME_LIMIT, auto, check_options,
-                                      lower_bound, max_load)
+from controller.model.problem import Assignment, Problem
+from controller.planners.auto import (
+    LAYER2_LEVELS,
+    REPAIR_TIME_LIMIT,
+    auto,
+    check_options,
+    lower_bound,
+    max_load,
+)
 from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at, side_bounds
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
-from controller.model.problem import Assignment, Problem
 
 
 def previous_spines(problem: Problem, previous: list) -> tuple[list[int], list[int]]:

@@ -7,8 +7,8 @@ uncoloured, unlike repeated maximum matchings.
 """
 from __future__ import annotations
 
-from controller.planners.greedy import LoadCounters
 from controller.model.problem import Assignment, Problem
+from controller.planners.greedy import LoadCounters
 
 
 def bipartite_edge_colouring(edges: list[tuple[int, int]], common_first: bool = False) -> list[int]:

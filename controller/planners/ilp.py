@@ -21,9 +21,9 @@ from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
 from controller.model.fabric import spine_list
-from controller.planners.greedy import greedy
 from controller.model.loads import link_loads
 from controller.model.problem import Assignment, Problem
+from controller.planners.greedy import greedy
 
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded", 4: "error"}
 

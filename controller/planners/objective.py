@@ -44,9 +44,9 @@ is spent (a quarter for phase 1): deterministic, no wall clock.
 from __future__ import annotations
 
 from controller.errors import InputError
+from controller.model.problem import Problem
 from controller.planners.layer2 import loads
 from controller.planners.repair import Routing, bits
-from controller.model.problem import Problem
 
 EPS = 1e-9
 

@@ -13,8 +13,8 @@ from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow, Job
 from controller.model.loads import load_summary, plan_imbalance
-from controller.planners import ALGORITHMS
 from controller.model.problem import Assignment, Problem
+from controller.planners import ALGORITHMS
 
 
 @dataclass

@@ -46,10 +46,10 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
+from controller.model.problem import Assignment, Problem
 from controller.planners.edge_coloring import bipartite_edge_colouring, edge_coloring
 from controller.planners.greedy import greedy
 from controller.planners.lp import TOL, fractional_lower_bound, fractional_optimum, solve, variables
-from controller.model.problem import Assignment, Problem
 
 MAX_PARTS = 4  # default bound on the parts of a flow: most of the gain, few rules and sports
 FLOOR = 1.0  # one flow per link: no part can send faster than its NIC

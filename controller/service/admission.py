@@ -5,7 +5,7 @@ naming the problem, before anything is sent to a switch.
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.hostmode import host_protocol
@@ -28,10 +28,10 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     """The (algorithm, mode) of a new job, or the reason it cannot run.
 
     >>> from controller.model.jobs import Job
-    >>> check_new_job(Job("a b"), {}, Settings())
+    >>> check_new_job(Job("a b"), {}, Settings())  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    controller.errors.InputError: job id 'a b': use 1-64 letters, digits, '.', '_', '~' or '-' (it must be usable in a URL path)
+    controller.errors.InputError: job id 'a b': use 1-64 letters, digits, '.', '_', '~' or '-' ...
     """
     if not JOB_ID.fullmatch(job.id):
         raise InputError(f"job id {job.id!r}: use 1-64 letters, digits, '.', '_', '~' "

@@ -9,7 +9,7 @@ writing requests to the master (``controller/service/cluster.py``).
 |---|---|
 | GET  /v1/fabric        | declared fabric and what the controller sees (switches, ports) |
 | PUT  /v1/fabric        | declare the fabric (only while no job runs) |
-| POST /v1/jobs          | add a job (JOB format, optional "algorithm", "mode"); 201 once every switch confirmed |
+| POST /v1/jobs          | add a job (JOB format, optional "algorithm", "mode"); 201 once confirmed |
 | GET  /v1/jobs          | running jobs |
 | GET  /v1/jobs/{id}     | one job: routes, ideal and predicted All-Reduce time |
 | GET  /v1/jobs/{id}/ports | the job's connections as text: source IP, destination IP, protocol, ports |

@@ -5,7 +5,7 @@ tried again until it changes.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from controller.errors import ConflictError, InputError
 from controller.measurement.learner import TrafficLearner, clos_samplers

@@ -4,7 +4,7 @@ starting together, computed once per state version (the model is the slow part o
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from controller.enforcement.desired import installed_plan
 from controller.model.fluid import PredictionError, predict_allreduce

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from controller.discovery.finder import FabricFinder
 from controller.enforcement.desired import installed_plan

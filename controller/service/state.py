@@ -13,6 +13,7 @@ same document goes to sqlite or etcd).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key

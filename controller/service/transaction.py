@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.reconcile import Reconciler

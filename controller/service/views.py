@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.errors import ConflictError
-from controller.model.loads import link_loads, load_summary
-from controller.enforcement.openflow import COOKIE_STATIC
-from controller.planners.plan import route_doc
 from controller.enforcement.hostmode import export_lines
 from controller.enforcement.modes import mode_of
+from controller.enforcement.openflow import COOKIE_STATIC
 from controller.enforcement.rules import flow_rules, part_sport
+from controller.errors import ConflictError
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
+from controller.model.loads import link_loads, load_summary
+from controller.planners.plan import route_doc
 from controller.service.learning import declared_pairs
 from controller.service.state import ControllerState, unroutable_pairs
 
