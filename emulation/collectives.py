@@ -44,6 +44,7 @@ DATA_DIRECTION = {"gloo": -1, "mpi": +1}
 _RUN_TAG = "MLROUTE_COLLECTIVE_RUN"
 TIMEOUT_S = float(os.environ.get("MLROUTE_COLLECTIVE_TIMEOUT", 180))  # one run, start to end
 LEARN_TIMEOUT_S = 120.0
+QUIET_S = 5.0  # > two of the controller's default learning windows (--mlroute-learn-window 2)
 MPI_ARGS = ["--allow-run-as-root", "--bind-to", "none", "--oversubscribe",
             "--mca", "plm_rsh_no_tree_spawn", "1",
             "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "10.0.0.0/8",
@@ -296,6 +297,8 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
     """Post ``job`` (None: no job), run, delete. With ``learn``, first run the All-Reduce
     until the controller says it has learned the job's matrix (``"matrix": "learned"``),
     recording how long that took from the first iteration's start, then measure."""
+    if learn:  # traffic of an earlier run must not count: the learning time starts from quiet
+        time.sleep(QUIET_S)
     if job:
         _post(session.ctl, job)
     try:
@@ -345,7 +348,8 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout) -> dict:
     finally:
         stop.set()
         poller.join(timeout=5)
-    return {"seconds": round(max(0.0, seen["at"] - first), 2), "runs": runs,
+    # from the first timed iteration: negative if learned from start-up and warm-up traffic
+    return {"seconds": round(seen["at"] - first, 2), "runs": runs,
             "measured_flows": seen["view"].get("measured_flows")}
 
 
