@@ -39,16 +39,20 @@ endif
 
 # System packages and a running Open vSwitch (root; used by the emulation and its tests).
 # Also: SimGrid (an independent max-min oracle for the fluid model), etcd (redundant
-# controllers), Chromium and its driver (the web view's browser test).
-SYSTEM_TOOLS := mn ovs-vsctl iperf3 ping ethtool etcd chromium chromedriver
+# controllers), Chromium and its driver (the web view's browser test), PyTorch (gloo) and
+# Open MPI with mpi4py (real collective libraries in Mininet hosts, system Python), socat (the
+# live PyTorch hook test relays a host's REST requests to the controller).
+SYSTEM_TOOLS := mn ovs-vsctl iperf3 ping ethtool etcd chromium chromedriver mpirun socat
 system:
 	@missing=0; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
 	  /usr/bin/python3 -c 'import simgrid' 2>/dev/null || missing=1; \
+	  /usr/bin/python3 -c 'import torch.distributed, mpi4py' 2>/dev/null || missing=1; \
 	  [ $$missing = 0 ] || { \
 	  export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && \
 	  apt-get install -y -qq --no-install-recommends mininet openvswitch-switch \
 	    openvswitch-testcontroller iperf3 iputils-ping ethtool tcpdump python3-simgrid \
-	    etcd-server chromium chromium-driver >/dev/null; }
+	    etcd-server chromium chromium-driver python3-torch openmpi-bin python3-mpi4py \
+	    socat >/dev/null; }
 	@/usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1 || \
 	  /usr/share/openvswitch/scripts/ovs-ctl --system-id=random start >/dev/null 2>&1
 	@/usr/share/openvswitch/scripts/ovs-ctl status
@@ -58,6 +62,7 @@ system:
 test: install
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory system; \
 	  else echo "make test: not root: the integration tests (Mininet, Open vSwitch) will be skipped"; fi
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 # Everything that needs no root, Open vSwitch or Mininet (CI runs it on Python 3.12 and 3.13).
@@ -86,6 +91,8 @@ bench: install system
 	$(PY) -m emulation.bench_reconcile
 	$(PY) -m emulation.bench_hostmode
 	$(PY) -m emulation.bench_failover
+	$(PY) -m emulation.bench_connect
+	$(PY) -m emulation.bench_collectives
 
 paper: install
 	$(PY) -m simulation.paper

@@ -24,8 +24,7 @@ LLDP_MULTICAST = "01:80:c2:00:00:0e"
 
 
 def lldp_frames(dpid: int, port: int, mac: str):
-    from scapy.contrib.lldp import (LLDPDUChassisID, LLDPDUEndOfLLDPDU, LLDPDUPortID,
-                                    LLDPDUTimeToLive)
+    from scapy.contrib.lldp import LLDPDUChassisID, LLDPDUEndOfLLDPDU, LLDPDUPortID, LLDPDUTimeToLive
     from scapy.layers.l2 import Ether
     return [Ether(dst=LLDP_MULTICAST, src=mac, type=0x88CC)
             / LLDPDUChassisID(subtype=7, id=b"dpid:%016x" % dpid)

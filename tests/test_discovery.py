@@ -3,14 +3,14 @@ non-leaf-spine cases are reported port by port while the rest stays routable."""
 import random
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from controller.discovery.declared import check_declared
-from controller.discovery.topology import (Topology, assign_roles, format_problem, probe_ports,
-                                           recognise)
+from controller.discovery.lldp import arp_request, lldp_frame, parse_host, parse_lldp
+from controller.discovery.topology import Topology, assign_roles, format_problem, probe_ports, recognise
 from controller.errors import InputError
 from controller.model.fabric import Fabric
-from controller.discovery.lldp import arp_request, lldp_frame, parse_host, parse_lldp
 
 
 def cable(t, a, b, now=0.0):
@@ -374,8 +374,8 @@ def test_assign_roles_follows_previous_roles():
 def test_docstring_examples():
     import doctest
 
-    import controller.discovery.topology
     import controller.discovery.lldp
+    import controller.discovery.topology
     for module in (controller.discovery.topology, controller.discovery.lldp):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__

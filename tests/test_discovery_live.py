@@ -15,8 +15,8 @@ from emulation import fabricnet, ovs
 from emulation.bench_connect import one_run
 from emulation.controller_proc import ControllerProcess
 from emulation.run import _run_traffic, _verify_paths, prepare_jobs
-from topologies.clos import clos_fabric
 from tests.integration import require_root_and_ovs
+from topologies.clos import clos_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 BW = 5.0

@@ -159,7 +159,7 @@ def test_spoofed_lldp_and_arp_change_nothing_and_are_reported(tmp_path, declared
         fake = live.events("lldp_unsigned")
         assert fake and {(e["switch"], e["port"]) for e in fake} == \
             {("l1", truth.port("l1", ATTACKER_LLDP))}, fake
-        assert "l1 port %d" % victim_port in fake[0]["message"]
+        assert f"l1 port {victim_port}" in fake[0]["message"]
         conflict = live.events("address_conflict")
         assert conflict and {(e["switch"], e["port"], e["address"]) for e in conflict} == \
             {("l2", truth.port("l2", ATTACKER_ARP), victim_ip)}, conflict

@@ -5,10 +5,9 @@ import json
 
 import pytest
 
-from controller.service import api
-
 from controller.discovery import lldp
 from controller.model.fabric import Fabric
+from controller.service import api
 from controller.service.route_service import RouteService
 from tests.fake_switch import FakeSwitches, trace
 from tests.helpers import FakeClock

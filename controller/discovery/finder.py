@@ -19,10 +19,9 @@ answers); ``take_events`` returns the guard's alarm events.
 from __future__ import annotations
 
 from controller.discovery import lldp
-from controller.discovery.guard import PROBE_MAC, Guard
 from controller.discovery.declared import check_declared
-from controller.discovery.topology import (Topology, format_problem, probe_ports,
-                                           recognise)
+from controller.discovery.guard import PROBE_MAC, Guard
+from controller.discovery.topology import Topology, format_problem, probe_ports, recognise
 from controller.model.fabric import Fabric
 
 __all__ = ["FabricFinder", "PROBE_MAC", "QUIET_S", "SWITCH_QUIET_S"]

@@ -21,8 +21,8 @@ topology change. Pure: time is passed in; frames to send are queued for the call
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from controller.discovery import lldp
 

@@ -2,7 +2,7 @@
 calls it with the switch graph seen by LLDP)."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import networkx as nx
 

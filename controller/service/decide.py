@@ -149,7 +149,8 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
     layer), renamed to keep as many flows in place as possible; None when it is no better.
     ``current``: the group's load summary now."""
     now = (current["max_link_load"], current["links_at_max"])
-    after = (better.info.get("max_link_load", now[0]), better.info.get("links_at_max", now[1]))
+    measured = load_summary(problem, better)  # the plan's own loads, not what it reports
+    after = (measured["max_link_load"], measured["links_at_max"])
     if after >= now:
         return None
     found = after[0]
