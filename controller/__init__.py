@@ -1,6 +1,6 @@
 """mlroute: route ML training traffic over a leaf-spine fabric.
 
-The pure core (fabric, jobs, problem, planners, loads, rates, plan) imports no SDN framework;
-the Ryu shell lives in one module of its own.
+The core (model, planners, enforcement, discovery, measurement, service) imports no SDN
+framework; each framework (Ryu, os-ken) has one adapter module in ``controller/shell``.
 """
 __version__ = "0.1.0"

@@ -1,5 +1,6 @@
-"""Framework-neutral OpenFlow 1.3 messages: what the rule builders return and the Ryu shell
-translates one to one (``controller/shell/app.py``), so the core never imports an SDN framework.
+"""Framework-neutral OpenFlow 1.3 messages: what the rule builders return and the shell
+translates one to one (``controller/shell/translate.py``), so the core never imports an SDN
+framework.
 
 Match fields use the OXM names that Ryu's ``OFPMatch`` takes as keywords (``in_port``,
 ``eth_type``, ``ipv4_src``, ``ip_proto``, ``tcp_src``, ``udp_dst``, ``mpls_label``,

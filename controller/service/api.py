@@ -1,5 +1,5 @@
 """The REST API (JSON under /v1) as a plain dispatcher: (method, path, body) in, (status, JSON
-document) out. The Ryu shell hands every request under /v1 to ``handle``; tests call it
+document) out. The shell's REST server hands every request under /v1 to ``handle``; tests call it
 directly. Errors are ``{"error": "..."}`` with 400 (bad input), 404 (unknown job or path),
 405 (method), 409 (conflict with the current state), 413 (body too large), 503 (redundant
 controllers: etcd unreachable or no master yet). With redundant controllers a standby forwards
