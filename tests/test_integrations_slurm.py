@@ -26,7 +26,9 @@ def slurm_env(**extra):
            "SLURM_JOB_NUM_NODES": "4", "SLURM_JOB_NAME": "train", "SLURM_JOB_USER": "alice",
            "SLURM_JOB_UID": "1000", "SLURM_JOB_PARTITION": "gpu",
            "SLURM_JOB_ACCOUNT": "ml", "SLURM_CLUSTER_NAME": "c1",
-           "SLURM_SCRIPT_CONTEXT": "prolog_slurmctld"}
+           "SLURM_SCRIPT_CONTEXT": "prolog_slurmctld",
+           # the settings file names the interpreter (the venv of the Python under test)
+           "MLROUTE_PYTHON": sys.executable}
     env.update(extra)
     return env
 
