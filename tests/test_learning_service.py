@@ -184,3 +184,17 @@ def test_learned_job_in_host_mode_is_matched_per_pair():
     event = [e for e in svc.state.events if e.get("job") == "h"][-1]
     assert "framework chooses its own source ports" in event["mode_reason"]
     assert job_rules(sw, f, doc["number"])  # per-pair entries at the ingress leaves
+
+
+def test_pings_between_members_never_replan_a_declaration():
+    """All-pairs traffic far below a link's rate (pings, daemons) is not a training pattern."""
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "p", "ranks": ring, "bytes": 1e6})[0] == 201
+    declared = planned_pairs(svc, "p")
+    pings = [SimpleNamespace(src=f.host_ip[a], dst=f.host_ip[b], frame_length=98,
+                             sampling_rate=1) for a in ring for b in ring if a != b] * 4
+    run_traffic(svc, clock, pings)
+    doc = get(svc, "p")[1]
+    assert doc["matrix"] == "declared" and planned_pairs(svc, "p") == declared
+    assert not [e for e in svc.state.events if e.get("job") == "p"]

@@ -35,13 +35,16 @@ class Measured:
                  "declared": (a, b) in declared} for (a, b), v in sorted(self.pairs.items())]
 
 
-def measured_pairs(fabric: Fabric, pattern: Pattern) -> Measured:
-    """The pattern's pairs (IPv4 addresses) as host pairs across leaves."""
+def measured_pairs(fabric: Fabric, pattern: Pattern, min_link_share: float = 0.0) -> Measured:
+    """The pattern's pairs (IPv4 addresses) as host pairs across leaves, leaving out pairs
+    slower than ``min_link_share`` of a link: pings, daemons' chatter and idle phases are not
+    a training pattern, and a plan must not follow them."""
     host_of = {ip: h for h, ip in fabric.host_ip.items()}
+    floor = min_link_share * fabric.link_bps() * pattern.window_s
     pairs = {}
     for (a, b), v in pattern.pairs.items():
         src, dst = host_of.get(a), host_of.get(b)
-        if src and dst and fabric.hosts[src] != fabric.hosts[dst]:
+        if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor:
             pairs[(src, dst)] = v
     return Measured(pairs, pattern.window_s)
 

@@ -45,8 +45,9 @@ class MatrixLearning:
             pattern = self.learner.pattern({state.fabric.host_ip[h] for h in r.members}, now)
             if pattern is None or not pattern.steady:
                 continue
-            measured = learning.measured_pairs(state.fabric, pattern)
-            state.measured[jid] = measured
+            measured = learning.measured_pairs(state.fabric, pattern, settings.learn_min_rate)
+            if measured.pairs:  # an idle or noisy window keeps the last real pattern
+                state.measured[jid] = measured
             found = learning.verdict(state.fabric, r, measured, settings.learn_share)
             pairs = frozenset(measured.pairs)
             if found is None or self.refused.get(jid) == pairs:

@@ -36,6 +36,7 @@ class Settings:
     over_budget: str = "refuse"  # a job over the budget: refuse (409) or plan it in host mode
     learn_window: float = 2.0  # seconds per window of measured traffic (learned matrices)
     learn_share: float = 0.2  # share of a job's bytes on undeclared pairs that re-plans it
+    learn_min_rate: float = 0.001  # a measured pair slower than this share of a link is noise
     sampling_points: str = "all"  # where switches sample: all, leaves or edge (host ports)
 
     def __post_init__(self):
