@@ -184,9 +184,30 @@ def _results(texts: list[str]) -> list[dict]:
 
 
 def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, iters: int = 3,
-                  logdir: str | None = None, timeout: float = TIMEOUT_S) -> dict:
-    """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. Raises RuntimeError (with
-    the log folder) when a rank fails, TimeoutError after ``timeout`` seconds."""
+                  logdir: str | None = None, timeout: float = TIMEOUT_S,
+                  attempts: int = 2) -> dict:
+    """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that stalls (seen
+    with Open MPI's launch in Mininet namespaces: every rank waiting, no byte moving) is stopped
+    at ``timeout`` and started afresh, at most ``attempts`` times; the result says how many
+    stalls it took (``stalled``). Raises RuntimeError (with the log folder) when a rank fails,
+    TimeoutError when every attempt stalled."""
+    stalls = []
+    for k in range(attempts):
+        try:
+            res = _run_once(net, fabric, library, hosts, mib, iters,
+                            logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout)
+        except TimeoutError as e:
+            stalls.append(str(e))
+            if k + 1 == attempts:
+                raise
+            continue
+        res["stalled"] = stalls
+        return res
+    raise AssertionError("unreachable")
+
+
+def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
+              logdir: str | None, timeout: float) -> dict:
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}")
     tag = uuid.uuid4().hex[:12]
