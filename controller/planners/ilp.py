@@ -116,14 +116,7 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
     dual = getattr(res, "mip_dual_bound", None)
     if dual is not None and np.isfinite(dual):
         bound = max(bound, min(math.ceil(dual - 1e-6), upper))  # valid below the cutoff only
-    if status == "optimal":
-        bound = value
-    if proved:
-        info["proved_by"] = proved
-    info.update(status=status, incumbent=value, bound=bound, incumbent_from=source,
-                gap=(value - bound) / value if value else 0.0,
-                wall_ms=(time.perf_counter() - t0) * 1e3, solver="HiGHS (scipy.optimize.milp)")
-    return Assignment.unsplit(spines, info)
+    return _result(spines, info, status, value, bound, source, proved, t0)
 
 
 def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
@@ -217,6 +210,12 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     dual = getattr(res, "mip_dual_bound", None)
     if dual is not None and np.isfinite(dual):  # the tie-break is worth less than 1 in all
         bound = max(bound, min(math.ceil(dual - 1 + 1e-6), value))
+    return _result(spines, info, status, value, bound, source, proved, t0)
+
+
+def _result(spines, info: dict, status: str, value, bound, source: str, proved, t0: float):
+    """The assignment with what both MILPs report: status, incumbent and bound (the
+    incumbent itself when proven optimal), the gap and the solver's time."""
     if status == "optimal":
         bound = value
     if proved:
