@@ -30,12 +30,8 @@ def bipartite_edge_colouring(edges: list[tuple[int, int]], common_first: bool = 
     """
     if not edges:
         return []
-    n_left = max(u for u, _ in edges) + 1
-    n_right = max(v for _, v in edges) + 1
-    deg_l, deg_r = [0] * n_left, [0] * n_right
-    for u, v in edges:
-        deg_l[u] += 1
-        deg_r[v] += 1
+    deg_l, deg_r = vertex_degrees(edges)
+    n_left, n_right = len(deg_l), len(deg_r)
     D = max(max(deg_l), max(deg_r))
     at_l, at_r = [-1] * (n_left * D), [-1] * (n_right * D)  # (vertex, colour) -> edge
     used_l, used_r = [0] * n_left, [0] * n_right  # colours in use, bit masks
@@ -106,3 +102,17 @@ def edge_coloring(problem: Problem) -> Assignment:
         spines[k] = s
     return Assignment.unsplit(spines, {"colours": max(colours, default=-1) + 1,
                                        "repaired": len(repair)})
+
+
+def vertex_degrees(edges: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Degrees of the left and right vertices (0 .. largest id) of a bipartite multigraph.
+
+    >>> vertex_degrees([(0, 1), (0, 0), (2, 1)])
+    ([2, 0, 1], [1, 2])
+    """
+    deg_l = [0] * (max(u for u, _ in edges) + 1)
+    deg_r = [0] * (max(v for _, v in edges) + 1)
+    for u, v in edges:
+        deg_l[u] += 1
+        deg_r[v] += 1
+    return deg_l, deg_r

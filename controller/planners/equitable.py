@@ -21,7 +21,7 @@ Cost: the splitting O(E), the colouring O(E * alternating path length) as Koenig
 from __future__ import annotations
 
 from controller.model.problem import Assignment, Problem
-from controller.planners.edge_coloring import bipartite_edge_colouring
+from controller.planners.edge_coloring import bipartite_edge_colouring, vertex_degrees
 from controller.planners.repair import NO_SPINE, bits
 
 
@@ -39,12 +39,8 @@ def equitable_edge_colouring(edges: list[tuple[int, int]], k: int) -> list[int]:
         raise ValueError(f"need at least one colour, got {k}")
     if not edges:
         return []
-    n_left = max(u for u, _ in edges) + 1
-    n_right = max(v for _, v in edges) + 1
-    deg_l, deg_r = [0] * n_left, [0] * n_right
-    for u, v in edges:
-        deg_l[u] += 1
-        deg_r[v] += 1
+    deg_l, deg_r = vertex_degrees(edges)
+    n_left, n_right = len(deg_l), len(deg_r)
     base_l, base_r = [0] * n_left, [0] * n_right  # first copy id of every vertex
     total = 0
     for u in range(n_left):
