@@ -1,18 +1,5 @@
 #!/bin/sh
 # EpilogSlurmctld for mlroute: removes the job.
 #   slurm.conf:  EpilogSlurmctld=/path/to/mlroute/integrations/slurm/epilog.sh
-# Settings (Slurm runs this with no PATH and a bare environment): /etc/mlroute/slurm.env, a
-# shell file read here if present, e.g.
-#   MLROUTE_URL=http://10.1.0.5:8080   MLROUTE_TOKEN_FILE=/etc/mlroute/token
-#   MLROUTE_HOST_MAP=/etc/mlroute/hosts   MLROUTE_PYTHON=/opt/mlroute/.venv/bin/python
-# Always exits 0 (Slurm must never wait on mlroute nor fail a job because of it); errors go to stderr
-# and to MLROUTE_SLURM_LOG (see controller/integrations/slurm.py).
-PATH=/usr/local/bin:/usr/bin:/bin
-MLROUTE_ENV=${MLROUTE_ENV:-/etc/mlroute/slurm.env}
-if [ -r "$MLROUTE_ENV" ]; then set -a; . "$MLROUTE_ENV"; set +a; fi
-REPO=$(CDPATH= cd -- "$(dirname -- "$0")/../.." && pwd)
-PY=${MLROUTE_PYTHON:-$REPO/.venv/bin/python}
-[ -x "$PY" ] || PY=python3
-T=; command -v timeout >/dev/null && T="timeout -k 5 60"   # a last bound, beyond the hook's own deadline
-PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" $T "$PY" -m controller.integrations.slurm epilog "$@"
-exit 0
+# Settings and exit status: hook.sh.
+exec "$(dirname -- "$0")/hook.sh" epilog "$@"
