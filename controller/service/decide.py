@@ -154,8 +154,7 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
     if after >= now:
         return None
     found = after[0]
-    flows = [(r, f) for r in group for f in r.job.flows()]
-    before = [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
+    flows, before = _group_routes(group, problem)
     spines = align_spines(problem, better.spines(), [p[0][0] for p in before])
     records = {k: v.copy() for k, v in state.jobs.items()}
     moved = 0
@@ -177,11 +176,17 @@ def improvable_group(state: ControllerState, settings: Settings, key: tuple[str,
     if not group:
         return None
     problem = Problem.build(state.fabric, [r.job for r in group], skip_unroutable=True)
-    flows = [(r, f) for r in group for f in r.job.flows()]
-    before = [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
+    _flows, before = _group_routes(group, problem)
     if any(p is None or len(p) != 1 for p in before):
         return None
     return group, problem, load_summary(problem, Assignment(list(before)))
+
+
+def _group_routes(group: list[JobRecord], problem: Problem) -> tuple[list, list]:
+    """The group's (record, flow) in problem order, and the routes in force of its
+    inter-leaf flows (``problem.inter`` positions)."""
+    flows = [(r, f) for r in group for f in r.job.flows()]
+    return flows, [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
 
 
 def learned(state: ControllerState, settings: Settings, job_id: str, measured: Measured,
