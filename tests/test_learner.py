@@ -184,6 +184,21 @@ def test_too_few_samples_or_a_changed_pattern_is_not_steady():
     assert lr.pattern(members, now=4.0).steady
 
 
+def test_windows_before_since_neither_teach_nor_count_towards_steadiness():
+    members = hosts(4)
+    lr = TrafficLearner(window_s=1.0, min_samples=4)
+    for w in (1, 2, 3):
+        feed_window(lr, ring(members), w, 1.0)
+    assert lr.pattern(members, now=4.0).steady
+    # a job that began at 2.5 owns windows from 3 on: one closed window, not yet steady
+    p = lr.pattern(members, now=4.0, since=2.5)
+    assert set(p.pairs) == set(ring(members)) and not p.steady
+    assert lr.pattern(members, now=4.0, since=3.0) is not None  # window 3 began at 3.0
+    assert lr.pattern(members, now=4.0, since=3.01) is None  # no window of its own closed
+    feed_window(lr, ring(members), 4, 1.0)
+    assert lr.pattern(members, now=5.0, since=2.5).steady
+
+
 def test_members_that_never_send_give_no_pattern():
     lr = TrafficLearner(window_s=1.0)
     feed_window(lr, ring(hosts(4)), 1, 1.0)

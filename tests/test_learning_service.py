@@ -198,3 +198,21 @@ def test_pings_between_members_never_replan_a_declaration():
     doc = get(svc, "p")[1]
     assert doc["matrix"] == "declared" and planned_pairs(svc, "p") == declared
     assert not [e for e in svc.state.events if e.get("job") == "p"]
+
+
+def test_traffic_from_before_a_job_was_posted_never_replans_it():
+    """Another program on the same hosts (an earlier job, a ring in the other direction) ran
+    until just before the job was posted: its windows must not re-plan the new declaration,
+    and the new job's own traffic, once steady, confirms it."""
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    run_traffic(svc, clock, ring_samples(f, ring, step=+1))  # steady, rank + 1
+    right = [ring[0]] + ring[1:][::-1]  # this job's data goes to rank - 1: declared so
+    assert post(svc, {"id": "next", "ranks": right, "bytes": 1e6})[0] == 201
+    declared = planned_pairs(svc, "next")
+    svc.tick(probe=False)  # the old windows are still the last closed ones
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1))
+    doc = get(svc, "next")[1]
+    assert doc["matrix"] == "declared" and planned_pairs(svc, "next") == declared
+    assert not [e for e in svc.state.events if e.get("job") == "next"]
+    assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == declared

@@ -151,18 +151,26 @@ class TrafficLearner:
         top = max(b.values())
         return {p for p, v in b.items() if v >= self.share * top and v > 0}
 
-    def pattern(self, members: Iterable[str], now: float) -> Pattern | None:
+    def pattern(self, members: Iterable[str], now: float,
+                since: float | None = None) -> Pattern | None:
         """The significant pairs among ``members`` in the last closed window, or None when
-        the members sent nothing to each other in it."""
+        the members sent nothing to each other in it. ``since``: only windows that began at
+        or after this time count (a job's traffic starts when the job does: what other
+        programs on its hosts sent before must neither teach nor contradict it); None when
+        no such window has closed, and not steady until ``steady_windows`` of them have."""
         members = set(members)
         last = self._index(now) - 1
+        first = -math.inf if since is None else math.ceil(since / self.window_s)
+        if last < first:
+            return None
         with self._lock:
             b, n = self._members_window(last, members)
             total = sum(b.values())
             if total <= 0:
                 return None
             sig = self._significant(b)
-            steady = all(n[p] >= self.min_samples for p in sig)
+            steady = all(n[p] >= self.min_samples for p in sig) and \
+                last - self.steady_windows + 1 >= first
             for idx in range(last - 1, last - self.steady_windows, -1):
                 if not steady:
                     break

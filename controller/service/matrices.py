@@ -1,7 +1,9 @@
 """The learning loop: sFlow samples in (any thread), at each tick the jobs whose steady
 measured pattern calls for a (re-)plan out, as decided changes (``learning.verdict`` says when,
 ``decide.learned`` how). A pattern whose change was refused (e.g. over the rule budget) is not
-tried again until it changes.
+tried again until it changes. A job is judged on the windows that began after it was posted:
+what its hosts sent before (an earlier job, another library's ring) neither teaches nor
+contradicts it.
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ class MatrixLearning:
         for jid, r in list(state.jobs.items()):
             if not r.learn:
                 continue
-            pattern = self.learner.pattern({state.fabric.host_ip[h] for h in r.members}, now)
+            pattern = self.learner.pattern({state.fabric.host_ip[h] for h in r.members}, now,
+                                           since=r.created)
             if pattern is None or not pattern.steady:
                 continue
             measured = learning.measured_pairs(state.fabric, pattern, settings.learn_min_rate)
