@@ -40,7 +40,7 @@ def _summary(values: list[float]) -> dict:
 def _record(res: dict) -> dict:
     rec = {"seconds": round(statistics.median(res["times"]), 3), "sums_ok": res["sums_ok"],
            "imbalance": res["imbalance"], "direction": res["direction"],
-           "uplinks": res["uplinks"]}
+           "uplinks": res["uplinks"], "launch_stalls": len(res["stalled"])}
     if "learning" in res:
         rec["learning_s"] = res["learning"]["seconds"]
         rec["learning_runs"] = len(res["learning"]["runs"])

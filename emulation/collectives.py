@@ -50,7 +50,16 @@ MPI_ARGS = ["--allow-run-as-root", "--bind-to", "none", "--oversubscribe",
             "--mca", "oob_tcp_if_include", "10.0.0.0/8",
             "--mca", "coll_tuned_use_dynamic_rules", "1",
             "--mca", "coll_tuned_allreduce_algorithm", "4",  # ring
-            "--mca", "mpi_yield_when_idle", "1"]  # 8 ranks share 2 cores with the switches
+            "--mca", "mpi_yield_when_idle", "1",  # 8 ranks share 2 cores with the switches
+            # Open MPI 4.1's rtc/hwloc component writes the node's topology to shared memory
+            # at a fixed address; eight daemons on one machine sometimes crash there
+            # (hwloc_shmem_topology_write, SIGSEGV) and mpirun waited forever. Binding is off
+            # anyway (--bind-to none): leave the component out.
+            "--mca", "rtc", "^hwloc",
+            # a daemon that dies at start-up says why on mpirun's stderr, and mpirun gives up
+            # after this many seconds instead of waiting for it forever
+            "--mca", "orte_leave_session_attached", "1",
+            "--mca", "orte_startup_timeout", "30"]
 
 
 def missing(library: str) -> str | None:
@@ -183,14 +192,28 @@ def _results(texts: list[str]) -> list[dict]:
     return out
 
 
+class LaunchStalled(TimeoutError):
+    """The library's launcher never got every rank running (Open MPI: a remote daemon that
+    does not report back, so mpirun gives up at ``orte_startup_timeout``)."""
+
+
+def _mpi_ranks_started(logdir: str) -> int:
+    """Ranks Open MPI started: ``--output-filename`` makes one folder per rank at its launch."""
+    try:
+        return len(os.listdir(os.path.join(logdir, "ranks", "1")))
+    except OSError:
+        return 0
+
+
 def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, iters: int = 3,
                   logdir: str | None = None, timeout: float = TIMEOUT_S,
                   attempts: int = 2) -> dict:
-    """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that stalls (seen
-    with Open MPI's launch in Mininet namespaces: every rank waiting, no byte moving) is stopped
-    at ``timeout`` and started afresh, at most ``attempts`` times; the result says how many
-    stalls it took (``stalled``). Raises RuntimeError (with the log folder) when a rank fails,
-    TimeoutError when every attempt stalled."""
+    """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that does not end
+    within ``timeout``, or whose launcher gives up before every rank started
+    (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
+    lists those stalls (``stalled``: none expected since Open MPI's rtc/hwloc is left out, see
+    ``MPI_ARGS``). Raises RuntimeError (with the log folder) when a rank fails, TimeoutError
+    when every attempt stalled."""
     stalls = []
     for k in range(attempts):
         try:
@@ -253,6 +276,9 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
                 break
             time.sleep(0.2)
         failed = [p.args for p in procs if p.returncode != 0]
+        if failed and library == "mpi" and _mpi_ranks_started(logdir) < world:
+            raise LaunchStalled(f"mpi: mpirun gave up after {_mpi_ranks_started(logdir)} of "
+                                f"{world} ranks started; logs in {logdir}")
         if failed:
             raise RuntimeError(f"{library}: {len(failed)} process(es) failed; logs in {logdir}")
     finally:
