@@ -78,6 +78,17 @@ def test_each_sample_divided_by_the_sampling_switches_on_its_path():
         clos_samplers(leaf_of, "spines")
 
 
+def test_new_samplers_replace_the_counts_cached_per_pair():
+    """Hosts adopted after their first samples: a pair counted as crossing leaves (3 sampling
+    switches) is counted once its hosts are known on one leaf."""
+    lr = TrafficLearner(window_s=1.0, samplers=clos_samplers({}))
+    lr.observe([sample("a", "b")], now=0.5)
+    lr.set_samplers(clos_samplers({"a": "l0", "b": "l0"}))
+    lr.observe([sample("a", "b")], now=1.5)
+    assert lr.window_pairs(1.2) == {("a", "b"): DATA * 32 / 3}
+    assert lr.window_pairs(2.2) == {("a", "b"): DATA * 32}
+
+
 def test_estimate_is_unbiased_when_every_switch_on_the_path_samples():
     """Packets cross leaf, spine (one of 4, by ECMP) and leaf, each sampling 1 in 64 at
     random; the divided sum estimates the true bytes within 4 standard errors."""

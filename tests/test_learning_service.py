@@ -216,3 +216,23 @@ def test_traffic_from_before_a_job_was_posted_never_replans_it():
     assert doc["matrix"] == "declared" and planned_pairs(svc, "next") == declared
     assert not [e for e in svc.state.events if e.get("job") == "next"]
     assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == declared
+
+
+def test_sampling_points_follow_the_fabric_in_use():
+    """A pair within one leaf is sampled once, a pair across leaves three times (every switch
+    samples): the service counts them on the fabric it routes, and again when that changes."""
+    f, sw, svc, clock = start()
+    a, b = sorted(h for h in f.hosts if f.hosts[h] == "l0")[:2]
+    c = next(h for h in f.hosts if f.hosts[h] != "l0")
+    ip = f.host_ip
+    frame = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=900, sampling_rate=10),
+             SimpleNamespace(src=ip[a], dst=ip[c], frame_length=900, sampling_rate=10)]
+    svc.traffic_samples(frame)
+    clock.sleep(1.0)
+    assert svc.learning.learner.window_pairs(clock()) == {(ip[a], ip[b]): 9000,
+                                                          (ip[a], ip[c]): 3000}
+    svc.learning.follow(None)  # no fabric: every pair counts as crossing leaves
+    svc.traffic_samples(frame)
+    clock.sleep(1.0)
+    assert svc.learning.learner.window_pairs(clock()) == {(ip[a], ip[b]): 3000,
+                                                          (ip[a], ip[c]): 3000}

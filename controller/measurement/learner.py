@@ -102,6 +102,13 @@ class TrafficLearner:
         self._lock = threading.Lock()
         self.observed = 0  # samples accepted (IPv4, two different hosts)
 
+    def set_samplers(self, samplers: Callable[[str, str], int] | None) -> None:
+        """Count sampling points with ``samplers`` from now on (the fabric changed: hosts
+        adopted or moved); the counts cached per pair are dropped."""
+        with self._lock:
+            self._samplers = samplers
+            self._k.clear()
+
     def _index(self, now: float) -> int:
         return math.floor(now / self.window_s)
 

@@ -7,8 +7,6 @@ contradicts it.
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from controller.errors import ConflictError, InputError
 from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.model.fabric import Fabric
@@ -19,18 +17,20 @@ from controller.service.state import ControllerState
 
 
 class MatrixLearning:
-    def __init__(self, window_s: float, fabric: Callable[[], Fabric | None],
-                 sampling_points: str = "all"):
-        self.fabric = fabric  # the fabric in use (addresses -> leaves)
+    def __init__(self, window_s: float, sampling_points: str = "all"):
         self.points = sampling_points  # where the switches sample (learner.clos_samplers)
-        self.learner = TrafficLearner(window_s, samplers=self._samplers)
+        # no fabric yet: every pair counts as crossing leaves until the first tick that has one
+        self.learner = TrafficLearner(window_s, samplers=clos_samplers({}, sampling_points))
         self.refused: dict[str, frozenset] = {}  # job -> measured pairs that could not run
+        self._leaf_of: dict[str, str] = {}  # address -> leaf the samplers were counted for
 
-    def _samplers(self, src: str, dst: str) -> int:
-        """Times a packet between two addresses can be sampled on its path."""
-        f = self.fabric()
-        leaf = {ip: f.hosts[h] for h, ip in f.host_ip.items()} if f else {}
-        return clos_samplers(leaf, self.points)(src, dst)
+    def follow(self, fabric: Fabric | None) -> None:
+        """Count sampling points on ``fabric``'s leaves (hosts adopted, moved or declared):
+        the map is built once per change, not per sampled pair."""
+        leaf_of = {ip: fabric.hosts[h] for h, ip in fabric.host_ip.items()} if fabric else {}
+        if leaf_of != self._leaf_of:
+            self._leaf_of = leaf_of
+            self.learner.set_samplers(clos_samplers(leaf_of, self.points))
 
     def decisions(self, state: ControllerState, settings: Settings,
                   now: float) -> list[tuple[str, frozenset, Change, Exception | None]]:
@@ -38,6 +38,7 @@ class MatrixLearning:
         every job's last steady pattern in ``state.measured`` (what the job view shows)."""
         for jid in [j for j in state.measured if j not in state.jobs]:
             del state.measured[jid]
+        self.follow(state.fabric)
         if state.fabric is None:
             return []
         out = []

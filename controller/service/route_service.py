@@ -65,8 +65,8 @@ class RouteService:
         self.finder = FabricFinder(fabric, self.settings.link_gbps,
                                    recognised=None if fabric is not None else declared)
         # learned matrices: what the members of each job send each other (sFlow samples)
-        self.learning = MatrixLearning(self.settings.learn_window, lambda: self.state.fabric,
-                                       self.settings.sampling_points)
+        self.learning = MatrixLearning(self.settings.learn_window, self.settings.sampling_points)
+        self.learning.follow(self.state.fabric)
         self.unproven: set[tuple[str, str]] = set()  # auto groups an ILP may still improve
         self._reoptimise_at: float | None = None
         self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
