@@ -41,7 +41,7 @@ def test_same_seed_same_cluster_other_seed_other():
     a = realistic(8, 16, 0.9, 7, failed_links=2)
     b = realistic(8, 16, 0.9, 7, failed_links=2)
     c = realistic(8, 16, 0.9, 8, failed_links=2)
-    doc = lambda fj: (fj[0].to_dict(), [j.to_dict() for j in fj[1]])  # noqa: E731
+    doc = lambda fj: (fj[0].to_dict(), [j.to_dict() for j in fj[1]])
     assert doc(a) == doc(b)
     assert doc(a) != doc(c)
 

@@ -27,8 +27,8 @@ def check_declared(declared: Fabric, topology: Topology) -> list[dict]:
     if not declared.wired:
         raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
     names = declared.switch_of_dpid
-    name = lambda d: names.get(d) or f"{d:#x}"  # noqa: E731
-    at = lambda x: f"{name(x[0])} port {x[1]}"  # noqa: E731
+    name = lambda d: names.get(d) or f"{d:#x}"
+    at = lambda x: f"{name(x[0])} port {x[1]}"
     problems = _Problems(name)
     seen: dict[tuple[int, int], tuple[int, int]] = {}
     for (a, pa), (b, pb, _t) in sorted(topology.links.items()):

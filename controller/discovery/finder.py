@@ -320,8 +320,7 @@ class FabricFinder:
                 "problem_lines": [format_problem(p) for p in self.problems],
                 "security": self.guard.view(), "link_speed": self.link_speed(),
                 "probes": {"sent": dict(self.sent), "sent_bytes": self.sent_bytes,
-                           "received": self.probes_received},
-                "observed": self.topology.to_dict()}
+                           "received": self.probes_received}}
 
 
 def _cause(old: Fabric | None, new: Fabric) -> str:

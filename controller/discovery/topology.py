@@ -183,15 +183,6 @@ class Topology:
                 best = (mac, h)
         return best
 
-    def to_dict(self) -> dict:
-        """The raw observations, for a REST view or a log."""
-        return {"switches": {f"{d:#x}": {str(p): up for p, up in sorted(ports.items())}
-                             for d, ports in sorted(self.switches.items())},
-                "links": [{"src": [f"{s:#x}", sp], "dst": [f"{d:#x}", dp], "seen": t}
-                          for (s, sp), (d, dp, t) in sorted(self.links.items())],
-                "hosts": [{"mac": m, "ip": h.ip, "switch": f"{h.dpid:#x}", "port": h.port,
-                           "seen": h.seen} for m, h in sorted(self.hosts.items())]}
-
     def _drop_links(self, touches) -> None:
         for (s, sp), (d, dp, _t) in list(self.links.items()):
             if touches(s, sp) or touches(d, dp):
@@ -269,7 +260,7 @@ def recognise(topology: Topology, previous: Fabric | None = None,
     roles.update(absent)
 
     names = _switch_names(roles, prev_name, previous)
-    name = lambda d: names.get(d) or f"{d:#x}"  # noqa: E731
+    name = lambda d: names.get(d) or f"{d:#x}"
     problems = _Problems(name)
     spines = [d for d in _ordered(roles, SPINE, previous)]
     leaves = [d for d in _ordered(roles, LEAF, previous)]
@@ -384,21 +375,6 @@ def probe_ports(topology: Topology, fabric: Fabric | None = None) -> list[tuple[
     facing = topology.facing()
     return sorted((d, p) for d in dpids for p, up in topology.switches.get(d, {}).items()
                   if up and (d, p) not in facing)
-
-
-def same_wiring(a: Fabric | None, b: Fabric | None) -> bool:
-    """True when two fabrics differ at most in their down links: the change can go through the
-    failure path (re-plan around links) instead of replacing the fabric. O(size).
-
-    >>> f = Fabric.generate(2, 2, 1, wiring=True)
-    >>> same_wiring(f, f.with_down({("l0", "s1")}))
-    True
-    >>> same_wiring(f, Fabric.generate(2, 3, 1, wiring=True))
-    False
-    """
-    if a is None or b is None:
-        return a is b
-    return a.with_down(set()).to_dict() == b.with_down(set()).to_dict()
 
 
 def format_problem(problem: Mapping) -> str:

@@ -289,7 +289,7 @@ class FluidSimulator:
                 ttf = np.where(rates > 0, remaining / np.where(rates > 0, rates, 1.0), np.inf)
             first = int(np.argmin(ttf))
             t_next = self.now + float(ttf[first])
-        close = lambda t: t * (1 + TIME_TOL) + 1e-15  # noqa: E731
+        close = lambda t: t * (1 + TIME_TOL) + 1e-15
         if events and events[0][0] <= close(t_next):
             if events[0][0] < t_next:
                 t_next, first = max(events[0][0], self.now), -1

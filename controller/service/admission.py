@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.hostmode import host_protocol
-from controller.enforcement.modes import mode_of
+from controller.enforcement.modes import HostMode, mode_of
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.errors import ConflictError, InputError
 from controller.model.fabric import Fabric
@@ -89,7 +89,7 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
             note = {"over_budget": over[0], "mode_reason": (
                 f"{over[0]['message']}: planned in host mode instead (--mlroute-over-budget "
                 "host)")}
-            r.mode = "host"
+            r.mode = HostMode.name
             over = over_budget(fabric, running, planned, budget, name)
         if over:
             raise ConflictError(

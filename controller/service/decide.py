@@ -4,6 +4,7 @@ service applies what they return (``transaction.py``).
 """
 from __future__ import annotations
 
+from controller.enforcement.modes import FlowMode, mode_of
 from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
@@ -198,8 +199,8 @@ def learned(state: ControllerState, settings: Settings, job_id: str, measured: M
     r.job, r.matrix, r.mismatch = learned_job(r, measured), "learned", mismatch
     r.routes = {}
     answer = {}
-    if r.mode == "host":
-        r.mode = "flow"
+    if mode_of(r.mode).host_ports:
+        r.mode = FlowMode.name
         answer["mode_reason"] = ("learned flows are matched per host pair (flow mode): the "
                                  "framework chooses its own source ports")
     records = dict(state.jobs)

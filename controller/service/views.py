@@ -196,8 +196,7 @@ def service_fabric_view(state, reconciler, settings, host_mode: dict, finder, na
     doc = fabric_view(state, rec.installed, rec.pending, rec.last_sync)
     doc["rule_budget"] = budget_view(rec.installed, settings, name)
     doc["host_mode"] = host_mode
-    doc["discovery"] = {**{k: v for k, v in finder.view().items() if k != "observed"},
-                        "wiring_problems": finder.problems}
+    doc["discovery"] = {**finder.view(), "wiring_problems": finder.problems}
     return doc
 
 
