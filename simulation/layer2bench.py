@@ -146,7 +146,7 @@ def targets(rows: list[dict]) -> dict:
     jobs_not_lowest = [r for r in rows if any(mean(r, "auto-jobs") > mean(r, b) + 1e-4
                                               for b in r["algorithms"] if b != "auto-jobs")]
     ratio = max(r["algorithms"]["auto"]["over_greedy"] for r in rows)
-    cell = lambda r: f"{r['failures']} u={r['utilisation']} seed={r['seed']}"  # noqa: E731
+    cell = lambda r: f"{r['failures']} u={r['utilisation']} seed={r['seed']}"
     return {
         "auto_layer2_within_10pct_or_2": {"value": f"{sum(l2)}/{len(rows)}", "ok": all(l2)},
         "auto_never_behind_a_baseline_on_mean_slowdown": {
