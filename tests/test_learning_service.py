@@ -10,7 +10,7 @@ from controller.enforcement.openflow import job_cookie
 from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.route_service import RouteService
-from tests.fake_switch import FakeSwitches
+from tests.fake_switch import FakeSwitches, trace
 from tests.helpers import FakeClock
 
 
@@ -184,6 +184,26 @@ def test_learned_job_in_host_mode_is_matched_per_pair():
     event = [e for e in svc.state.events if e.get("job") == "h"][-1]
     assert "framework chooses its own source ports" in event["mode_reason"]
     assert job_rules(sw, f, doc["number"])  # per-pair entries at the ingress leaves
+
+
+def test_learned_job_in_sr_mode_pushes_labels_and_reaches_its_planned_spine():
+    """Segment routing: a learned flow's ingress entry pushes the labels of its planned spine
+    and destination leaf, whatever ports the framework opened (both buckets of the default
+    group), and the labels are gone when it reaches the host."""
+    f, sw, svc, clock = start(mode="sr")
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "s", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring))
+    doc = get(svc, "s")[1]
+    assert doc["matrix"] == "learned" and doc["mode"] == "sr"
+    routes = [r for r in doc["routes"] if f.hosts[r["src"]] != f.hosts[r["dst"]]]
+    assert {(r["src"], r["dst"]) for r in routes} == planned_pairs(svc, "s") != set()
+    for r in routes:
+        for sport, bucket in ((40001, 0), (51234, 1)):
+            path, reached, labels = trace(f, sw, r["src"], r["dst"], sport=sport, dport=29500,
+                                          bucket=bucket)
+            assert reached == r["dst"] and labels == []
+            assert path == [f.hosts[r["src"]], r["spine"], f.hosts[r["dst"]]]
 
 
 def test_pings_between_members_never_replan_a_declaration():
