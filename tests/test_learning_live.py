@@ -1,8 +1,10 @@
 """Learned matrices end to end with real parts: ryu-manager + mlroute, Open vSwitch sampling
 with sFlow toward the controller, Mininet hosts sending TCP (iperf3) around a ring in the
 direction gloo's ring uses (each rank to rank - 1). A job declared by members learns exactly
-those pairs, a ring declared the other way is re-planned onto them, and the learned entries at
-the ingress leaves carry the traffic."""
+those pairs, a ring declared the other way is re-planned onto them (make before break: another
+job's UDP stream loses no packet meanwhile), and the learned entries at the ingress leaves carry
+the traffic."""
+import json
 import subprocess
 import time
 
@@ -22,17 +24,18 @@ def emu(tmp_path_factory):
         yield s
 
 
-def ring_traffic(emu, seconds: float):
-    """iperf3 from every rank to rank - 1 for ``seconds`` (4 Mbit/s each); returns when done."""
+def ring_traffic(emu, seconds: float, ring=RING):
+    """iperf3 from every rank of ``ring`` to rank - 1 for ``seconds`` (4 Mbit/s each); returns
+    when done."""
     servers, clients = [], []
     try:
-        for h in RING:
+        for h in ring:
             servers.append(emu.net.get(h).popen(["iperf3", "-s", "-1", "-p", "5301"],
                                                 stdout=subprocess.DEVNULL,
                                                 stderr=subprocess.DEVNULL))
         time.sleep(0.5)
-        for i, h in enumerate(RING):
-            dst = emu.fabric.host_ip[RING[i - 1]]
+        for i, h in enumerate(ring):
+            dst = emu.fabric.host_ip[ring[i - 1]]
             clients.append(emu.net.get(h).popen(
                 ["iperf3", "-c", dst, "-p", "5301", "-t", str(seconds), "-b", "4M"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
@@ -98,3 +101,49 @@ def test_ring_declared_opposite_is_replanned_on_the_measured_pairs(emu):
         assert any("opposite to the declared ring" in e.get("cause", "") for e in events)
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/w")
+
+
+def test_replan_on_learned_traffic_drops_no_packet_of_another_job(emu):
+    """Half the hosts run a ring declared the wrong way and re-planned on its traffic; the other
+    half run a correctly declared ring of constant-rate UDP streams the whole time (3 flows of
+    4 Mbit/s at most per 20 Mbit/s link: no congestion loss). Every UDP datagram arrives and
+    the other job's routes never move."""
+    half, other = RING[:4], RING[4:]
+    ip = emu.fabric.host_ip
+    status, doc = emu.ctl.rest("POST", "/v1/jobs", {
+        "id": "keep", "flows": [{"src": h, "dst": other[i - 1], "bytes": 4e6, "proto": "udp",
+                                 "dport": 5401} for i, h in enumerate(other)]})
+    assert status == 201, doc
+    kept = {(r["src"], r["dst"], r["spine"]) for r in doc["routes"]}
+    status, doc = emu.ctl.rest("POST", "/v1/jobs", {
+        "id": "w2", "collective": "ring_allreduce", "ranks": half, "bytes": 4e6})
+    assert status == 201, doc
+    servers, clients = [], []
+    try:
+        for h in other:
+            servers.append(emu.net.get(h).popen(["iperf3", "-s", "-1", "-p", "5401"],
+                                                stdout=subprocess.DEVNULL,
+                                                stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        for i, h in enumerate(other):
+            clients.append(emu.net.get(h).popen(
+                ["iperf3", "-c", ip[other[i - 1]], "-p", "5401", "-u", "-b", "4M", "-l", "1200",
+                 "-t", "20", "-J"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                text=True))
+        time.sleep(1.0)
+        ring_traffic(emu, 12, half)  # data rank -> rank - 1: opposite to the declaration
+        doc = wait_matrix(emu, "w2", "learned", 5)
+        assert doc["matrix"] == "learned", doc
+        reports = [json.loads(c.communicate(timeout=40)[0]) for c in clients]
+    finally:
+        for p in clients + servers:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=5)
+        emu.ctl.rest("DELETE", "/v1/jobs/w2")
+        now = emu.ctl.rest("GET", "/v1/jobs/keep")[1]
+        emu.ctl.rest("DELETE", "/v1/jobs/keep")
+    sent = [r["end"]["sum"]["packets"] for r in reports]
+    lost = [r["end"]["sum"]["lost_packets"] for r in reports]
+    assert min(sent) > 1000 and sum(lost) == 0, (sent, lost)
+    assert {(r["src"], r["dst"], r["spine"]) for r in now["routes"]} == kept
