@@ -113,13 +113,19 @@ def mixed_instances(draw):
 @settings(max_examples=30, deadline=None)
 @given(mixed_instances())
 def test_job_search_never_raises_the_worst_predicted_slowdown(inst):
+    """(worst, mean) over jobs never gets lexicographically worse than where the search
+    started: the mean may rise only for a lower worst."""
     f, jobs = inst
     start = make_plan(f, jobs, "auto")
     problem = start.problem
-    before = max(job_slowdowns(problem, start.assignment.spines()).values(), default=1.0)
+    slow0 = job_slowdowns(problem, start.assignment.spines())
+    before = max(slow0.values(), default=1.0)
     spines, info = improve_jobs(problem, start.assignment.spines())
-    after = max(job_slowdowns(problem, spines).values(), default=1.0)
+    slow = job_slowdowns(problem, spines)
+    after = max(slow.values(), default=1.0)
     assert after <= before + 1e-12
+    if after >= before - 1e-12 and slow:
+        assert sum(slow.values()) <= sum(slow0.values()) + 1e-9
     assert info["worst_slowdown"] == pytest.approx(after)
     for k, s in enumerate(spines):
         assert problem.usable[k] >> s & 1
