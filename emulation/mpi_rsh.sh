@@ -24,4 +24,9 @@ if [ -z "$pid" ]; then
     echo "mpi_rsh.sh: host $host is not in $MLROUTE_MPI_HOSTMAP" >&2
     exit 2
 fi
-exec mnexec -a "$pid" /bin/sh -c "$*"
+# Mininet hosts share the machine's host name and /tmp: eight daemons creating Open MPI's
+# session directory (/tmp/ompi.HOSTNAME.UID/jf.N) at once sometimes failed ("File exists") and
+# the launch stalled. Each host gets a folder of its own.
+tmp="${TMPDIR:-/tmp}/mlroute-mpi-$host"
+mkdir -p "$tmp"
+exec mnexec -a "$pid" env TMPDIR="$tmp" /bin/sh -c "$*"
