@@ -119,7 +119,7 @@ def max_link_load(problem: Problem, spines: list[int]) -> int:
     return max(loads(problem, spines), default=0)
 
 
-JOB_BUDGET = 600  # move evaluations in all, deterministic: 15-70 ms at 64 x 32 (2 shared cores)
+JOB_BUDGET = 600  # move evaluations in all, deterministic: 6-63 ms at 64 x 32 (bench/planner.json)
 
 
 def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,

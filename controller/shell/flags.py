@@ -20,8 +20,8 @@ OPTS = [
                     "ecmp, edge-coloring, annealing, ilp, split"),
     cfg.StrOpt("mlroute-objective", default="jobs",
                help="auto's objective for jobs that do not ask for one: jobs (default: worst "
-                    "then mean job's predicted slowdown, then link flow counts; 11-81 ms at "
-                    "64x32) or flows (the paper's max-min link flow counts, both layers; "
+                    "then mean job's predicted slowdown, then link flow counts; 6-63 ms at "
+                    "64x32, bench/planner.json) or flows (the paper's max-min link flow counts, both layers; "
                     "within 10 ms at 64x32)"),
     cfg.StrOpt("mlroute-mode", default="flow",
                help="enforcement for jobs that do not ask for one: flow, sr or host (no "
