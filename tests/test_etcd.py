@@ -1,8 +1,10 @@
 """The etcd adapter (etcd3gw plus what it lacks) against a real etcd (Debian's etcd-server,
 started on loopback ports with a temporary data directory); skipped without the etcd binary."""
+import json
 import os
 import threading
 import time
+import types
 
 import pytest
 
@@ -151,3 +153,28 @@ def test_prefix_end():
     assert e.prefix_end(b"/a/") == b"/a0"
     assert e.prefix_end(b"a\xff") == b"b"
     assert e.prefix_end(b"\xff\xff") == b"\0"
+
+
+@pytest.mark.parametrize("error, unavailable", [
+    # what etcd 3.4's gateway sent when etcd stopped under a running watch (seen in CI)
+    ({"grpc_code": 1, "http_code": 408, "message": "grpc: the client connection is closing",
+      "http_status": "Request Timeout"}, True),
+    ({"grpc_code": 14, "http_code": 503, "message": "transport is closing"}, True),
+    ({"grpc_code": 3, "http_code": 400, "message": "invalid range"}, False),
+])
+def test_a_watch_stream_error_says_whether_etcd_is_gone(error, unavailable):
+    """A stream that ends with the gateway's error line: etcd stopping is EtcdUnavailable (a
+    controller watches anew once it is back), anything else etcd said is EtcdError."""
+    w = object.__new__(e.Watch)
+    w.client, w.closed, w.revision = e.Etcd("http://127.0.0.1:1"), False, 0
+    w.resp = types.SimpleNamespace(close=lambda: None)  # the stream: its lines below
+    w.lines = iter([json.dumps({"result": {"header": {"revision": "7"}, "events": [
+        {"kv": {"key": "L2QvYQ==", "value": "MQ==", "mod_revision": "7"}}]}}).encode(),
+        json.dumps({"error": error}).encode()])
+    out = []
+    with pytest.raises(e.EtcdError) as err:
+        for events in w:
+            out.extend(events)
+    assert [ev.kv.key for ev in out] == [b"/d/a"]
+    assert isinstance(err.value, e.EtcdUnavailable) is unavailable
+    assert "http://127.0.0.1:1" in str(err.value)

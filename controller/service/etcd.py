@@ -276,8 +276,10 @@ class Watch:
         doc = json.loads(line)
         if "error" in doc:
             err = doc["error"]
-            unavailable = isinstance(err, dict) and (err.get("http_code") in (503, 504) or
-                                                     err.get("grpc_code") == 14)
+            # etcd stopping: the gateway's own connection closes ("grpc: the client connection
+            # is closing", CANCELLED, HTTP 408) or is gone (UNAVAILABLE, 503); a deadline (504)
+            unavailable = isinstance(err, dict) and (err.get("http_code") in (408, 503, 504) or
+                                                     err.get("grpc_code") in (1, 4, 14))
             raise (EtcdUnavailable if unavailable else EtcdError)(
                 f"etcd at {self.client.url}: watch: {err}")
         result = doc.get("result", {})
