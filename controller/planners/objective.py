@@ -139,11 +139,7 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
         values = [1.0] * len(model.jobs)
         for f, j in enumerate(model.job):
             values[j] = max(values[j], model.alone[f])
-        slow = dict(zip(model.jobs, values))
-        return list(spines), {"worst_slowdown": max(values, default=1.0),
-                              "mean_slowdown": sum(values) / len(values) if values else 1.0,
-                              "predicted_slowdown": slow, "job_moves": 0,
-                              "job_search": {"worst": "local_optimum", "mean": "local_optimum"}}
+        return list(spines), _info(model, values, 0, "local_optimum", "local_optimum")
     r = Routing(problem, spines)
     start = _values(model, r)
     alpha = r.max_load()
@@ -198,12 +194,15 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
         # 20 realistic 64 x 32 clusters)
         new_spines, values, moves_made, mean_moves = list(spines), start, 0, 0
         phase2 = "start_kept"
-    slow = dict(zip(model.jobs, values))
-    w = max(slow.values(), default=1.0)
-    info = {"worst_slowdown": w, "mean_slowdown": sum(slow.values()) / len(slow) if slow else 1.0,
-            "predicted_slowdown": slow, "job_moves": moves_made + mean_moves,
+    return new_spines, _info(model, values, moves_made + mean_moves, phase1, phase2)
+
+
+def _info(model: JobModel, values: list[float], moves: int, phase1: str, phase2: str) -> dict:
+    """``improve_jobs``' info: worst, mean and per-job predicted slowdown, how the search went."""
+    return {"worst_slowdown": max(values, default=1.0),
+            "mean_slowdown": sum(values) / len(values) if values else 1.0,
+            "predicted_slowdown": dict(zip(model.jobs, values)), "job_moves": moves,
             "job_search": {"worst": phase1, "mean": phase2}}
-    return new_spines, info
 
 
 def _best_move(r: Routing, model: JobModel, worst: dict, x: int, w_max: float, alpha: int,
