@@ -228,8 +228,8 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     within ``timeout``, or whose launcher gives up before every rank started
     (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
     lists those stalls (``stalled``; the benchmark measured about 7% of Open MPI launches on 2
-    cores, see ``LaunchStalled``). Raises RuntimeError (with the log folder) when a rank fails, TimeoutError
-    when every attempt stalled."""
+    cores, see ``LaunchStalled``). Raises RuntimeError (with the log folder) when a rank fails,
+    TimeoutError when every attempt stalled."""
     stalls = []
     for k in range(attempts):
         try:

@@ -123,11 +123,11 @@ def test_a_declared_fabric_with_swapped_ports_is_reported_precisely(tmp_path):
     ports = doc["ports"]["l2"]
     ports["s0"], ports["s1"] = ports["s1"], ports["s0"]  # the file says the cables are swapped
     with Discovered(str(tmp_path), (2, 4, 2), fabric_doc=doc) as d:
-        def kinds():
-            return {p["kind"] for p in d.fabric()["discovery"]["wiring_problems"]}
-        # every switch connected (no switch_missing any more) and the swap seen
-        fabricnet.wait_until(lambda: "wrong_port" in kinds() and "switch_missing" not in kinds(),
-                             30, what="wiring problems of the connected fabric reported")
+        def connected_and_swap_seen():
+            kinds = {p["kind"] for p in d.fabric()["discovery"]["wiring_problems"]}
+            return "wrong_port" in kinds and "switch_missing" not in kinds
+        fabricnet.wait_until(connected_and_swap_seen, 30,
+                             what="wiring problems of the connected fabric reported")
         problems = d.fabric()["discovery"]["wiring_problems"]
         wrong = {(p["switch"], p["port"]) for p in problems if p["kind"] == "wrong_port"}
         assert wrong == {("l2", ports["s0"]), ("l2", ports["s1"])}, problems

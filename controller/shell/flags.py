@@ -21,8 +21,8 @@ OPTS = [
     cfg.StrOpt("mlroute-objective", default="jobs",
                help="auto's objective for jobs that do not ask for one: jobs (default: worst "
                     "then mean job's predicted slowdown, then link flow counts; 6-63 ms at "
-                    "64x32, bench/planner.json) or flows (the paper's max-min link flow counts, both layers; "
-                    "within 10 ms at 64x32)"),
+                    "64x32, bench/planner.json) or flows (the paper's max-min link flow "
+                    "counts, both layers; within 10 ms at 64x32)"),
     cfg.StrOpt("mlroute-mode", default="flow",
                help="enforcement for jobs that do not ask for one: flow, sr or host (no "
                     "per-flow entry: each flow gets a source port that leads to its spine)"),
