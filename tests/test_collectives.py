@@ -5,8 +5,10 @@ host of a 2 x 4 x 2 Mininet fabric of Open VSwitch switches, 20 Mbit/s links, de
 Every run checks the reduced sums exactly. A correctly declared ring must balance every leaf's
 uplinks and run near the line rate; a wrong declaration is seen in the traffic; when the
 controller learns matrices (issue 14), a wrong or members-only declaration must end within 10%
-of the correct one with balanced uplinks.
+of the correct one with balanced uplinks (a miss is measured once more, both back to back: one
+run's median of 3 is at the mercy of a few seconds of contention on 2 shared cores).
 """
+import itertools
 import os
 import statistics
 import time
@@ -26,7 +28,9 @@ BALANCED = 0.10  # worst leaf's (max - mean) / mean over its uplinks; a collisio
 # MPI 1.8x (its ring allreduce is not pipelined: 14 lock-step exchanges per All-Reduce). Two
 # flows on one uplink give gloo 2.1x and Open MPI 2.6x.
 NEAR_LINE_RATE = {"gloo": 1.35, "mpi": 2.2}
+SAME_SPEED = 1.10  # a learned matrix's median All-Reduce time over the correct declaration's
 LOGS = os.path.join(co.LOG_ROOT, "tests-" + time.strftime("%Y%m%d-%H%M%S"))
+_AGAIN = itertools.count(1)  # re-measured runs' log folders
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +53,16 @@ def run(emu, library, scenario):
     if key not in emu.runs:
         emu.runs[key] = co.SCENARIOS[scenario](emu, library, emu.hosts, MIB, ITERS,
                                                os.path.join(LOGS, f"{library}-{scenario}"))
-    res = emu.runs[key]
+    return checked(emu.runs[key])
+
+
+def remeasure(emu, library, scenario):
+    """A fresh run of ``scenario`` (not the module's cached one)."""
+    return checked(co.SCENARIOS[scenario](emu, library, emu.hosts, MIB, ITERS,
+                                          os.path.join(LOGS, f"{library}-{scenario}-again{next(_AGAIN)}")))
+
+
+def checked(res):
     assert res["sums_ok"], f"wrong sums (max error {res['max_error']}); logs {res['logs']}"
     assert len(res["times"]) == ITERS and all(t > 0 for t in res["times"])
     return res
@@ -115,8 +128,18 @@ def learned(emu, library, scenario):
     assert res["job"]["view"]["matrix"] == "learned", res["job"]["view"]
     assert res["learning"]["seconds"] < 60 and res["learning"]["runs"]
     assert res["imbalance"] < BALANCED, res["uplinks"]
-    assert statistics.median(res["times"]) <= 1.10 * statistics.median(correct["times"]), (
-        res["times"], correct["times"])
+    times, reference = res["times"], correct["times"]
+    if statistics.median(times) > SAME_SPEED * statistics.median(reference):
+        # 8 ranks, the switches and the controller share 2 cores: a few seconds of contention
+        # slow every iteration of one run (CI once saw 2.19 s against 1.93 s, where the bench
+        # measures 1.00x). Measure both once more, back to back, and judge the 6 + 6
+        # iterations; a real slowdown (a collision costs 30-100%) misses again.
+        again = remeasure(emu, library, scenario)
+        assert again["imbalance"] < BALANCED, again["uplinks"]
+        times = times + again["times"]
+        reference = reference + remeasure(emu, library, "correct")["times"]
+    assert statistics.median(times) <= SAME_SPEED * statistics.median(reference), (
+        times, reference)
     return res
 
 
