@@ -186,7 +186,9 @@ def test_a_stopped_master_hands_over_at_once(members):
     t0 = time.monotonic()
     a.stop()  # revokes its lease
     wait(lambda: b.role == "master", 5)
-    assert time.monotonic() - t0 < 0.5
+    # a lease that runs out takes at least 1 s (test above); a revoked one is seen at once.
+    # Below that bound, not a tighter one: the machine is shared and the watch is a thread
+    assert time.monotonic() - t0 < 1.0
 
 
 def test_only_the_master_stores_and_a_deposed_master_cannot(members, server, prefix):
