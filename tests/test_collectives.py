@@ -51,15 +51,17 @@ def run(emu, library, scenario):
         pytest.skip(why)
     key = (library, scenario)
     if key not in emu.runs:
-        emu.runs[key] = co.SCENARIOS[scenario](emu, library, emu.hosts, MIB, ITERS,
-                                               os.path.join(LOGS, f"{library}-{scenario}"))
+        emu.runs[key] = measure(emu, library, scenario, f"{library}-{scenario}")
     return checked(emu.runs[key])
 
 
 def remeasure(emu, library, scenario):
     """A fresh run of ``scenario`` (not the module's cached one)."""
-    return checked(co.SCENARIOS[scenario](emu, library, emu.hosts, MIB, ITERS,
-                                          os.path.join(LOGS, f"{library}-{scenario}-again{next(_AGAIN)}")))
+    return checked(measure(emu, library, scenario, f"{library}-{scenario}-again{next(_AGAIN)}"))
+
+
+def measure(emu, library, scenario, folder):
+    return co.SCENARIOS[scenario](emu, library, emu.hosts, MIB, ITERS, os.path.join(LOGS, folder))
 
 
 def checked(res):
