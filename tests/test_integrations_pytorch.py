@@ -99,7 +99,9 @@ def _torch_or_skip():
 
 
 WORKER = r'''
-import json, os, re, subprocess, sys, time
+import json, os, re, signal, subprocess, sys, time
+# SIGTERM's default action, as torchrun starts its workers, whatever the test runner inherited
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
 import torch, torch.distributed as dist
 from controller.client import Client
 from controller.integrations.pytorch import declare_job

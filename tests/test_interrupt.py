@@ -73,14 +73,72 @@ def _jobs(tmp_path) -> str:
     return str(path)
 
 
-def test_signals_held_defers_sigint_to_the_caller():
-    with signals_held() as got:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # the handler runs between bytecodes; nothing is raised here
-    assert got == [signal.SIGINT]
-    with pytest.raises(KeyboardInterrupt):  # the previous handler is back
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(1)
+@pytest.mark.parametrize("previous", [signal.default_int_handler, signal.SIG_IGN],
+                         ids=["default", "ignored"])
+def test_signals_held_defers_sigint_to_the_caller(previous):
+    """Whatever SIGINT's disposition was before (Python's default, or ignored as in a job a
+    script started with ``&``), the block holds it and restores it. The test sets the
+    disposition itself: it does not depend on what the test runner inherited."""
+    saved = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, previous)
+    try:
+        with signals_held() as got:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # the handler runs between bytecodes; nothing is raised here
+        assert got == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGINT) is previous  # the previous handler is back
+        if previous is signal.default_int_handler:
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+        else:
+            os.kill(os.getpid(), signal.SIGINT)  # ignored again: nothing happens
+            time.sleep(0.05)
+    finally:
+        signal.signal(signal.SIGINT, saved)
+
+
+CHILD = """
+import signal, sys, time
+from {module} import install_interrupt_handler
+assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN, "the test starts it with SIGINT ignored"
+install_interrupt_handler()
+try:
+    print("ready", flush=True)
+    time.sleep(60)
+except KeyboardInterrupt:
+    print("cleaning", flush=True)
+    time.sleep(0.5)  # a second Ctrl-C here must not cut the cleanup short
+    print("cleaned", flush=True)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("module", ["emulation.session", "emulation.run"])
+def test_a_runner_started_with_sigint_ignored_still_stops_on_ctrl_c(module):
+    """A runner started in the background by a script (``python -m emulation.run ... &``)
+    inherits SIGINT ignored; its entry point installs its own handler, so Ctrl-C on the
+    script's process group still stops it, and a second Ctrl-C does not cut its cleanup."""
+    saved = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the child, as `&` does
+    try:
+        child = subprocess.Popen([sys.executable, "-c", CHILD.format(module=module)], cwd=REPO,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, saved)
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        os.killpg(child.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        assert child.stdout.readline().strip() == "cleaning"
+        os.killpg(child.pid, signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+        assert child.returncode == 130, err
+        assert out.strip() == "cleaned"
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate(timeout=30)
 
 
 # one moment of each start-up step, and one while a probe sender runs
