@@ -16,7 +16,7 @@ FRAMEWORK ?= $(if $(filter 11,$(PYMINOR)),ryu,osken)
 install: $(STAMP)
 
 # Ryu 4.34 on Python 3.11 needs the old setuptools, no build isolation and a one-line patch of
-# ryu/app/wsgi.py (eventlet >= 0.30.3 has no ALREADY_HANDLED); see shared/design/environment.md.
+# ryu/app/wsgi.py (eventlet >= 0.30.3 has no ALREADY_HANDLED); see docs/environment.md.
 # os-ken installs from its pins (requirements-osken.txt).
 $(STAMP): requirements.txt requirements-osken.txt setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)

@@ -1,5 +1,5 @@
 """Start and stop the Mininet leaf-spine fabric the way these machines need it
-(``../shared/design/environment.md``): Open vSwitch userspace datapath, OpenFlow 1.3, secure
+(``docs/environment.md``): Open vSwitch userspace datapath, OpenFlow 1.3, secure
 fail mode, tx offload off on every host interface, IPv6 off in hosts, shaped links, a remote
 controller, bounded waits, and cleanup that never runs while a controller of ours is up.
 """
