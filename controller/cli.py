@@ -237,8 +237,15 @@ def main(argv=None) -> int:
         return run_job_command(args)
     try:
         if args.cmd == "fabric":
-            out = json.dumps(Fabric.generate(args.spines, args.leaves, args.hosts_per_leaf,
-                                             args.gbps, args.failed_spines).to_dict(), indent=1)
+            fabric = Fabric.generate(args.spines, args.leaves, args.hosts_per_leaf, args.gbps,
+                                     args.failed_spines)
+            out = json.dumps(fabric.to_dict(), indent=1)
+            if args.out:  # the file, and one line saying so (not the document again)
+                write_output(out, args.out, echo=False)
+                print(f"wrote {args.out}: {len(fabric.spines)} spines, {len(fabric.leaves)} "
+                      f"leaves, {len(fabric.hosts)} hosts"
+                      + (f" ({args.failed_spines} spines failed)" if args.failed_spines else ""))
+                return 0
         else:
             from controller.planners.auto import OBJECTIVES
             if args.objective not in OBJECTIVES:

@@ -25,6 +25,18 @@ def files(tmp_path):
     return tmp_path, fab, jobs
 
 
+def test_fabric_with_out_writes_the_file_and_prints_one_line(tmp_path):
+    fab = tmp_path / "f.json"
+    r = run("controller", "fabric", "--spines", "4", "--leaves", "8", "--hosts-per-leaf", "2",
+            "--out", str(fab))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"wrote {fab}: 4 spines, 8 leaves, 16 hosts\n" and r.stderr == ""
+    doc = json.loads(fab.read_text())
+    assert len(doc["spines"]) == 4 and len(doc["hosts"]) == 16
+    r = run("controller", "fabric", "--spines", "2", "--leaves", "2", "--hosts-per-leaf", "1")
+    assert r.returncode == 0 and json.loads(r.stdout)["leaves"] == ["l0", "l1"]  # no --out
+
+
 def test_plan_prints_routes(files):
     tmp, fab, jobs = files
     out = tmp / "routes.json"
