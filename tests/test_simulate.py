@@ -99,8 +99,12 @@ def test_workload_generator_places_paper_jobs():
 
 def test_workload_too_big_is_an_error():
     from controller.errors import InputError
-    with pytest.raises(InputError, match="not enough"):
+    with pytest.raises(InputError, match="the jobs need 512 hosts .* the fabric has 32 hosts"):
         generate(Fabric.generate(4, 4, 8), ["llama2-70b"], 4)
+    # enough hosts in all (144 for 144) but not in the shape a replica takes
+    with pytest.raises(InputError, match="not enough free NICs to place a bloom replica "
+                                         r"\(48 NICs on one leaf\); the jobs need 144 hosts"):
+        generate(Fabric.generate(2, 2, 72), ["bloom"], 3)
 
 
 @pytest.mark.timeout(30)
