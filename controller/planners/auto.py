@@ -18,8 +18,9 @@ load vector).
    MILP (``ilp.ilp_layer2``) within what remains of the budget.
 
 With ``objective="jobs"`` a deterministic local search then lowers the worst job's predicted
-slowdown, then the mean over jobs (``planners.objective``, ``planners.jobmean``); ``stage`` is
-then "jobs" when it moved flows.
+slowdown, then the mean over jobs (``planners.objective``, ``planners.jobmean``), starting from
+the best of this routing, the greedy's and edge colouring's by the shared prediction
+(``model.iteration``); ``stage`` is then "jobs" when it moved flows.
 
 The lower bound is the strongest of ceil(flows / spines) over every leaf side and every set of
 spines that some of its flows are confined to (failed links confine flows), which equals
@@ -324,7 +325,11 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
     if objective == "jobs":
         from controller.planners.objective import improve_jobs
         t5 = time.perf_counter()
-        spines, job_info = improve_jobs(problem, spines, budget=job_budget)
+        from controller.planners.edge_coloring import edge_coloring
+        baselines = {"greedy": greedy_spines(problem),
+                     "edge-coloring": edge_coloring(problem).spines()}
+        spines, job_info = improve_jobs(problem, spines, budget=job_budget,
+                                        candidates=baselines)
         ms["jobs"] = (time.perf_counter() - t5) * 1e3
         info.update(job_info)
         if job_info["job_moves"]:

@@ -5,19 +5,23 @@ LLaMA flow alone score the same as BLOOM + LLaMA on each link, yet the first dou
 All-Reduce. The job objective uses bytes (the same intuition as Crux's GPU-intensity ranking,
 SIGCOMM 2024: protect the jobs whose iteration time suffers most).
 
-Prediction (bytes-based, no simulation). Each flow f carries w_f bytes per iteration (a ring
-flow 2(n-1) chunks of S/n, an explicit flow its bytes). Flows that share a link and start
-together share it fairly (processor sharing), so f is done on link e after
-tau_f(e) = sum over flows g on e of min(w_g, w_f) / C: a small flow beside a large one finishes
-early, the large one waits for both. A job's All-Reduce time is the largest tau over its flows
-and their two leaf-spine links (at least its ideal), and its slowdown
-(compute_s + All-Reduce) / (compute_s + ideal All-Reduce).
+Prediction: ``model.iteration.predict_slowdowns`` (max-min fair rates over rings and flows,
+host links included, within 5% of the fluid model on every job of every tested pattern). A
+job's slowdown is (compute_s + communication time) / (compute_s + ideal communication time).
+
+Search guide (``JobModel``, fast enough to score hundreds of moves): each flow f carries w_f
+bytes per iteration (a ring flow 2(n-1) chunks of S/n, an explicit flow its bytes); flows that
+share a leaf-spine link share it fairly, so f is done on link e after
+tau_f(e) = sum over flows g on e of min(w_g, w_f) / C. The guide ignores host links, so every
+routing the search ends with, and every start, is judged by the prediction: the search starts
+from the best of auto's routing and the baselines it is given (greedy, edge colouring), and
+its result replaces that start only when the prediction ranks it better.
 
 Objective, lexicographic: the worst job's predicted slowdown, then the mean over jobs
 (unweighted, ``planners.jobmean`` says why), then the flow counts (the routing starts at
 auto's layer-2 optimum and no move takes a link above its max load).
 
-Search. Phase 1 (worst): starting from auto's routing, repeatedly take a link that holds the
+Search. Phase 1 (worst): from the best start, repeatedly take a link that holds the
 worst value and apply the best move of one of its flows to another usable spine, or a swap with
 a flow sharing a leaf with it on another spine, that lowers (worst value, number of links
 holding it); flow counts break ties between moves. Each move touches at most six links,
@@ -44,6 +48,7 @@ is spent (a quarter for phase 1): deterministic, no wall clock.
 from __future__ import annotations
 
 from controller.errors import InputError
+from controller.model.iteration import predict_slowdowns
 from controller.model.problem import Problem
 from controller.planners.layer2 import loads
 from controller.planners.repair import Routing, bits
@@ -96,11 +101,23 @@ class JobModel:
         return max((self.value(f, on_link) for f in on_link), default=0.0)
 
 
-def job_slowdowns(problem: Problem, spines: list[int]) -> dict[str, float]:
-    """Predicted slowdown per job (1.0 = its ideal iteration time) of an unsplit routing.
+def job_slowdowns(problem: Problem, routing) -> dict[str, float]:
+    """Predicted slowdown per job (1.0 = its ideal iteration time) of a routing (a spine or
+    parts per inter-leaf flow): ``model.iteration.predict_slowdowns``, the prediction the
+    objective, the reports and the benchmarks share (within 5% of the fluid model)."""
+    return predict_slowdowns(problem, routing)
 
-    O(sum over links of flows on it ^ 2).
-    """
+
+def _key(values) -> tuple:
+    """Rank of a routing on the job objective: the worst slowdown (ties within a relative
+    1e-6: the prediction's float noise), then the mean."""
+    values = list(values) or [1.0]
+    return round(max(values), 6), sum(values) / len(values)
+
+
+def _heuristic_slowdowns(problem: Problem, spines: list[int]) -> dict[str, float]:
+    """The search's own fast per-link estimate (``JobModel``): spine links only, processor
+    sharing by bytes. A guide for moves, not the prediction."""
     model = JobModel(problem)
     return dict(zip(model.jobs, _values(model, Routing(problem, spines))))
 
@@ -123,17 +140,44 @@ JOB_BUDGET = 600  # move evaluations in all, deterministic: 6-63 ms at 64 x 32 (
 
 
 def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
-                 time_limit: float | None = None):
-    """Local search on the job objective from ``spines`` (module docstring): the new spines
-    and an info dict (worst, mean and per-job predicted slowdown, moves made, how it ended).
+                 time_limit: float | None = None, candidates: dict | None = None):
+    """The job objective from ``spines`` (module docstring): the new spines and an info dict
+    (worst, mean and per-job predicted slowdown, moves made, how it ended, where it started).
 
-    Phase 1 lowers (worst value, links holding it), with at most a quarter of ``budget`` move
-    evaluations; phase 2 lowers the mean slowdown over jobs (``lower_mean``) with the rest.
-    Each phase stops at a local optimum or when its budget is spent (default ``JOB_BUDGET``):
-    the same input gives the same output on any machine.
-    ``time_limit`` is accepted for old callers and ignored.
+    Every routing is scored by the shared prediction (``job_slowdowns``): the search starts
+    from the best of ``spines`` and ``candidates`` (name -> spines, e.g. the greedy and edge
+    colouring: ``jobs`` is never behind a baseline it can score), and its result is kept only
+    when the prediction ranks it better than that start (worst, then mean).
     """
     budget = JOB_BUDGET if budget is None else int(budget)
+    starts = {"start": list(spines)}
+    for name, cand in (candidates or {}).items():
+        if len(cand) == len(spines) and all(problem.usable[k] >> s & 1
+                                            for k, s in enumerate(cand)):
+            starts[name] = list(cand)
+    scores = {name: job_slowdowns(problem, sp) for name, sp in starts.items()}
+    first = min(starts, key=lambda n: (_key(scores[n].values()), n != "start"))
+    base = starts[first]
+    new_spines, info = _search(problem, base, budget)
+    predicted = job_slowdowns(problem, new_spines) if info["job_moves"] else scores[first]
+    if info["job_moves"] and _key(predicted.values()) >= _key(scores[first].values()):
+        new_spines, predicted = base, scores[first]  # the guide was wrong: keep the start
+        info["job_moves"], info["job_search"]["mean"] = 0, "start_kept"
+    values = list(predicted.values())
+    info.update(worst_slowdown=max(values, default=1.0),
+                mean_slowdown=sum(values) / len(values) if values else 1.0,
+                predicted_slowdown=predicted, job_start=first,
+                job_start_mean={n: round(sum(v.values()) / max(1, len(v)), 6)
+                                for n, v in scores.items()})
+    if first != "start":
+        info["job_moves"] += sum(1 for a, b in zip(spines, base) if a != b)
+    return new_spines, info
+
+
+def _search(problem: Problem, spines: list[int], budget: int):
+    """The local search on ``JobModel``'s estimate (phases 1 and 2 of the module docstring):
+    at most a quarter of ``budget`` move evaluations lower (worst value, links holding it),
+    ``lower_mean`` the rest; deterministic."""
     model = JobModel(problem)
     if max_link_load(problem, spines) <= 1:  # every flow alone on its links: nothing to gain
         values = [1.0] * len(model.jobs)
