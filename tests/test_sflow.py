@@ -15,7 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.measurement.sflow import PacketSample, SflowCollector, SflowError, parse_datagram
+from controller.measurement.sflow import (
+    PacketSample,
+    SenderFilter,
+    SflowCollector,
+    SflowError,
+    parse_datagram,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -278,7 +284,8 @@ def test_collector_receives_decodes_counts_and_stops():
         tx.sendto(b"\x00\x00\x00\x05garbage", c.address)
         tx.sendto(binascii.unhexlify(OVS_S1), c.address)
         _wait(lambda: c.datagrams == 22)
-        assert c.stats() == {"datagrams": 22, "samples": 23, "errors": 1, "callback_errors": 0}
+        assert c.stats() == {"datagrams": 22, "samples": 23, "errors": 1, "rejected": 0,
+                             "callback_errors": 0}
         assert c.last_error == "unknown agent address type 1734439522"  # b"garb"
         assert [s.src for s in got].count("10.0.0.1") == 3  # one built, two from OVS
         assert {s.src for s in got} == {f"10.0.0.{i + 1}" for i in range(20)}
@@ -290,6 +297,33 @@ def test_collector_receives_decodes_counts_and_stops():
     # the port is free again
     again = SflowCollector("127.0.0.1", c.address[1], None).start()
     assert again.stop()
+
+
+def test_datagrams_from_senders_that_are_not_known_agents_are_counted_and_dropped():
+    """Real UDP from two loopback addresses: the switch's (127.0.0.1, where it connected
+    from) is heard, a forger's (127.0.0.2) is counted, reported once and dropped."""
+    got, rejected = [], []
+    agents = SenderFilter("")
+    agents.switch_at(("127.0.0.1", 40000))
+    c = SflowCollector("127.0.0.1", 0, got.extend, poll_s=0.1, allow=agents,
+                       on_rejected=rejected.append).start()
+    switch = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    forger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    forger.bind(("127.0.0.2", 0))
+    try:
+        for i in range(3):
+            forger.sendto(tcp_datagram(src="10.9.9.9", seq=i), c.address)
+        switch.sendto(tcp_datagram(src="10.0.0.1", seq=9), c.address)
+        _wait(lambda: c.datagrams == 1 and c.rejected == 3)
+        assert {s.src for s in got} == {"10.0.0.1"}
+        assert rejected == ["127.0.0.2"] * 3 and c.rejected_from == {"127.0.0.2"}
+        assert c.stats()["rejected"] == 3 and c.stats()["samples"] == 1
+    finally:
+        assert c.stop(timeout=5)
+        switch.close()
+        forger.close()
+    allow_list = SenderFilter("127.0.0.0/30")
+    assert allow_list("127.0.0.2") and not allow_list("127.0.0.9") and not allow_list("x")
 
 
 def test_failing_callback_is_counted_and_collector_goes_on():

@@ -16,6 +16,7 @@ not reach are None.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import socket
 import struct
@@ -240,6 +241,50 @@ def parse_datagram(data: bytes) -> list[PacketSample]:
     return out
 
 
+class SenderFilter:
+    """Which senders' datagrams count (sFlow has no authentication: the usual defence is to
+    hear known agents only). ``allowed``: comma-separated addresses or networks; empty: the
+    addresses the switches connect from (``switch_at``), learned as they connect.
+
+    >>> f = SenderFilter("10.0.0.0/24, 192.0.2.7")
+    >>> f("10.0.0.9"), f("192.0.2.7"), f("192.0.2.8")
+    (True, True, False)
+    >>> g = SenderFilter("")
+    >>> g("127.0.0.1"), g.switch_at(("127.0.0.1", 51234)), g("127.0.0.1")
+    (False, None, True)
+    >>> SenderFilter("10.0.0.0/33")
+    Traceback (most recent call last):
+    ...
+    ValueError: sFlow agents: '10.0.0.0/33' is not an address or network
+    """
+
+    def __init__(self, allowed: str = ""):
+        self.networks = []
+        for item in (x.strip() for x in (allowed or "").split(",")):
+            if not item:
+                continue
+            try:
+                self.networks.append(ipaddress.ip_network(item, strict=False))
+            except ValueError:
+                raise ValueError(f"sFlow agents: {item!r} is not an address or network") \
+                    from None
+        self.switches: set[str] = set()
+
+    def switch_at(self, address) -> None:
+        """A switch connected from ``address`` ((host, port) of its OpenFlow connection)."""
+        if address:
+            self.switches.add(str(address[0]))
+
+    def __call__(self, sender: str) -> bool:
+        if self.networks:
+            try:
+                ip = ipaddress.ip_address(sender)
+            except ValueError:
+                return False
+            return any(ip in n for n in self.networks)
+        return sender in self.switches
+
+
 class SflowCollector:
     """Receives sFlow datagrams on a UDP port in a thread of its own, decodes them and hands
     each datagram's packet samples to ``on_samples(samples)``.
@@ -247,16 +292,24 @@ class SflowCollector:
     Built on ``socket`` and ``threading`` only, so it runs the same under native threads and
     under eventlet's monkey patching (ryu-manager): the receive waits at most ``poll_s``, so
     ``stop()`` ends it within that time whatever the hub. A malformed datagram or a failing
-    callback is counted and logged, never fatal. Counters: ``datagrams``, ``samples``,
-    ``errors`` (malformed datagrams) and ``callback_errors``."""
+    callback is counted and logged, never fatal. ``allow(sender address)`` decides which
+    senders are heard (``SenderFilter``; None: all); the others' datagrams are counted as
+    ``rejected`` and dropped undecoded (``on_rejected(sender)`` hears of each). Counters:
+    ``datagrams``, ``samples``, ``errors`` (malformed datagrams), ``rejected`` and
+    ``callback_errors``; ``rejected_from``: the senders dropped."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = SFLOW_PORT,
                  on_samples: Callable[[list[PacketSample]], None] | None = None,
-                 poll_s: float = 0.2):
+                 poll_s: float = 0.2, allow: Callable[[str], bool] | None = None,
+                 on_rejected: Callable[[str], None] | None = None):
         self.host, self.port = host, int(port)
         self.on_samples = on_samples
+        self.allow = allow
+        self.on_rejected = on_rejected
         self.poll_s = float(poll_s)
         self.datagrams = self.samples = self.errors = self.callback_errors = 0
+        self.rejected = 0
+        self.rejected_from: set[str] = set()
         self.last_error: str | None = None
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
@@ -308,8 +361,20 @@ class SflowCollector:
             self._sock = None
         return ended
 
-    def feed(self, data: bytes) -> list[PacketSample]:
-        """Decode one datagram and deliver it as if received (also used by benchmarks)."""
+    def feed(self, data: bytes, sender: str | None = None) -> list[PacketSample]:
+        """Decode one datagram and deliver it as if received from ``sender`` (also used by
+        benchmarks; None: a trusted caller)."""
+        if sender is not None and self.allow is not None and not self.allow(sender):
+            with self._count_lock:
+                self.rejected += 1
+                new = sender not in self.rejected_from
+                self.rejected_from.add(sender)
+            if new:
+                LOG.warning("sFlow: datagrams from %s dropped: not a known agent "
+                            "(--mlroute-sflow-agents)", sender)
+            if self.on_rejected is not None:
+                self.on_rejected(sender)
+            return []
         try:
             samples = parse_datagram(data)
         except SflowError as e:
@@ -335,7 +400,7 @@ class SflowCollector:
         sock = self._sock
         while not self._stop.is_set():
             try:
-                data, _addr = sock.recvfrom(MAX_DATAGRAM)
+                data, addr = sock.recvfrom(MAX_DATAGRAM)
             except TimeoutError:
                 continue
             except OSError as e:
@@ -344,9 +409,10 @@ class SflowCollector:
                 LOG.warning("sFlow: receive failed: %s", e)
                 self._stop.wait(self.poll_s)
                 continue
-            self.feed(data)
+            self.feed(data, addr[0])
 
     def stats(self) -> dict:
         with self._count_lock:
             return {"datagrams": self.datagrams, "samples": self.samples,
-                    "errors": self.errors, "callback_errors": self.callback_errors}
+                    "errors": self.errors, "rejected": self.rejected,
+                    "callback_errors": self.callback_errors}
