@@ -33,6 +33,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers, compare
 from controller.measurement.sflow import SflowCollector
 from controller.model.fabric import Fabric
@@ -45,6 +46,13 @@ SETTINGS = [(8192, "all"), (8192, "edge"), (65536, "edge"), (262144, "edge"), (1
 WINDOW_S = 2.0
 START_S = 0.7  # the job starts this far into a window (the first window is partial)
 WINDOWS = 4
+MAX_WINDOWS = 30  # learning-time runs stop once learned, or after this many windows
+LEARNING_TIMES = [("ring", 64), ("ring", 1024), ("all-to-all", 64)]
+LEARNING_TIME_SETTINGS = [(8192, "all"), (65536, "edge")]
+ESTIMATE_DEFAULTS = {k: v for k, v in vars(MatrixEstimate()).items()
+                     if isinstance(v, (int, float)) and k in (
+                         "active_share", "min_samples", "share", "silent_windows",
+                         "steady_windows")}
 # OpenFlow 1.3 per-pair counting entry in a flow-statistics reply: ofp_flow_stats 48 bytes,
 # match eth_type + ipv4_src + ipv4_dst 32 bytes (padded), goto-table instruction 8 bytes
 FLOW_STATS_ENTRY = 88
@@ -76,40 +84,55 @@ class _Clock:
     now = 0.0
 
 
-def run_setting(fabric: Fabric, jobs: list[list[str]], rate: int, where: str, gbps: float,
-                windows: int = WINDOWS, window_s: float = WINDOW_S, seed: int = 1) -> dict:
-    """Feed ``windows`` windows of the busy fabric's samples through the decoder and learner;
-    the cost, and when the first job's ring was learned exactly."""
+def ring_pairs(job: list[str]) -> list[tuple[str, str, float]]:
+    """(source, destination, share of the source's line rate) of a ring: rank r -> r + 1."""
+    return [(h, job[(i + 1) % len(job)], 1.0) for i, h in enumerate(job)]
+
+
+def alltoall_pairs(job: list[str]) -> list[tuple[str, str, float]]:
+    """Every rank to every other, its line rate split evenly (a mixture-of-experts layer)."""
+    return [(a, b, 1.0 / (len(job) - 1)) for a in job for b in job if a != b]
+
+
+def run_setting(fabric: Fabric, jobs: list[list[tuple[str, str, float]]], rate: int,
+                where: str, gbps: float, windows: int = WINDOWS, window_s: float = WINDOW_S,
+                seed: int = 1) -> dict:
+    """Feed up to ``windows`` windows of the busy fabric's samples through the decoder, the
+    learner and the first job's estimate (``measurement.estimate``, its defaults): the cost,
+    and when the first job's matrix was learned exactly (all its pairs, nothing else,
+    steady). ``jobs``: each a list of (source, destination, share of line rate)."""
     rng = np.random.default_rng(seed)
     leaf_of = {fabric.address(h): fabric.leaf_of(h) for h in fabric.hosts}
     pps = gbps * 1e9 / 8 / FRAME
     points = {"all": 3, "edge": 1}[where]
-    pairs = []  # (src ip, dst ip, sampling switches)
+    pairs = []  # (src ip, dst ip, sampling switches, packets per second)
     for job in jobs:
-        for i, h in enumerate(job):
-            nxt = job[(i + 1) % len(job)]
+        for h, nxt, share in job:
             a, b = fabric.leaf_of(h), fabric.leaf_of(nxt)
-            spine = fabric.spines[(i * 7919 + len(pairs)) % len(fabric.spines)]  # ECMP pick
-            switches = [a, spine, b][:points]
-            pairs.append((fabric.address(h), fabric.address(nxt), switches))
-    blobs = [[_sample_blob(s, d, 49152 + i % 16384, rate, k + 1) for k in range(points)]
-             for i, (s, d, _sw) in enumerate(pairs)]
+            spine = fabric.spines[(len(pairs) * 7919) % len(fabric.spines)]  # ECMP pick
+            switches = [a, spine, b][:points] if a != b else [a]
+            pairs.append((fabric.address(h), fabric.address(nxt), switches, pps * share))
+    blobs = [[_sample_blob(s, d, 49152 + i % 16384, rate, k + 1) for k in range(len(sw))]
+             for i, (s, d, sw, _) in enumerate(pairs)]
     agents = {sw: socket.inet_aton(f"10.255.{i // 256}.{i % 256}")
               for i, sw in enumerate(fabric.spines + fabric.leaves)}
     clock = _Clock()
     learner = TrafficLearner(window_s=window_s, samplers=clos_samplers(leaf_of, where))
     collector = SflowCollector(on_samples=lambda s: learner.observe(s, clock.now))
-    ring = {(s, d) for s, d, _ in pairs[:len(jobs[0])]}  # the first job's pairs
-    members = {x for p in ring for x in p}
+    estimate = MatrixEstimate()
+    target = {(s, d) for s, d, _, _ in pairs[:len(jobs[0])]}  # the first job's pairs
+    members = {x for p in target for x in p}
+    rates = np.array([[p[3]] for p in pairs])
     cpu = fed_samples = fed_datagrams = 0
     learned_at = None
     per_window = []
     seq = defaultdict(int)
+    folded = -1
     for w in range(windows):
         active = window_s - START_S if w == 0 else window_s
-        counts = rng.poisson(pps * active / rate, size=(len(pairs), points))
+        counts = rng.poisson(rates * active / rate, size=(len(pairs), points))
         per_switch = defaultdict(list)
-        for i, (_s, _d, switches) in enumerate(pairs):
+        for i, (_s, _d, switches, _r) in enumerate(pairs):
             for k, sw in enumerate(switches):
                 if counts[i, k]:
                     per_switch[sw].extend([blobs[i][k]] * int(counts[i, k]))
@@ -127,30 +150,37 @@ def run_setting(fabric: Fabric, jobs: list[list[str]], rate: int, where: str, gb
             cpu += time.process_time() - t
             fed_datagrams += len(grams)
             fed_samples += len(items)
-        p = learner.pattern(members, (w + 1) * window_s)
-        exact = p is not None and set(p.pairs) == ring
-        per_window.append({"window": w, "found_pairs": len(set(p.pairs) & ring) if p else 0,
-                           "extra_pairs": len(set(p.pairs) - ring) if p else 0,
-                           "steady": bool(p and p.steady), "exact": exact})
-        if learned_at is None and exact and p.steady:
+        t = time.process_time()
+        for win in learner.closed(folded, (w + 1) * window_s):
+            b = {p: v for p, v in win.bytes.items() if p[0] in members and p[1] in members}
+            estimate.fold(b, {p: win.samples[p] for p in b})
+            folded = win.index
+        cpu += time.process_time() - t
+        found = set(estimate.matrix())
+        exact = found == target
+        per_window.append({"window": w, "found_pairs": len(found & target),
+                           "extra_pairs": len(found - target), "steady": estimate.steady,
+                           "exact": exact})
+        if learned_at is None and exact and estimate.steady:
             learned_at = (w + 1) * window_s - START_S
+            break
     assert collector.errors == 0 and collector.callback_errors == 0
-    traffic_s = windows * window_s - START_S
-    samples_s = len(pairs) * pps * points / rate
-    p = learner.pattern(members, windows * window_s)
-    backwards = [(b, a) for a, b in ring]
-    check = compare(backwards, p) if p else None
-    lam = pps * window_s / rate * points
+    traffic_s = len(per_window) * window_s - START_S
+    samples_s = sum(len(sw) * r for _, _, sw, r in pairs) / rate
+    backwards = [(b, a) for a, b in target]
+    check = compare(backwards, estimate.matrix()) if estimate.matrix() else None
+    lam = min(r for *_, r in pairs[:len(jobs[0])]) * window_s / rate * points
     return {
         "sampling": f"1 in {rate}", "rate": rate, "where": where, "sampling_points": points,
-        "samples_per_s": round(samples_s), "datagrams_per_s": round(samples_s / PER_DATAGRAM),
+        "pairs": len(target), "samples_per_s": round(samples_s),
+        "datagrams_per_s": round(samples_s / PER_DATAGRAM),
         "sflow_mbit_s": round(samples_s / PER_DATAGRAM * (DATAGRAM_HEADER + PER_DATAGRAM * 192)
                               * 8 / 1e6, 1),
         "fed_samples": fed_samples, "fed_datagrams": fed_datagrams,
         "controller_cpu_s": round(cpu, 3), "traffic_s": traffic_s,
         "cpu_per_traffic_s": round(cpu / traffic_s, 3),
         "us_per_sample": round(cpu / max(fed_samples, 1) * 1e6, 2),
-        "samples_per_pair_per_window": round(lam, 1),
+        "samples_per_pair_per_window": round(lam, 2),
         "p_pair_below_min_samples": _poisson_below(lam, 4),
         "learned_after_s": learned_at,
         "windows_to_learn": None if learned_at is None else math.ceil(
@@ -208,15 +238,27 @@ def per_pair_entries(fabric: Fabric, job: list[str], window_s: float) -> dict:
 
 
 def run(spines=32, leaves=64, hosts_per_leaf=32, ranks=1024, gbps=100.0, settings=None,
-        windows=WINDOWS, window_s=WINDOW_S) -> dict:
+        windows=WINDOWS, window_s=WINDOW_S, learning_times=LEARNING_TIMES) -> dict:
     fabric = Fabric.generate(spines, leaves, hosts_per_leaf, gbps, wiring=True)
     if 2 * ranks > len(fabric.hosts) or ranks % leaves:
         raise ValueError(f"two jobs of {ranks} ranks need {2 * ranks} hosts, a multiple of "
                          f"{leaves} ranks each; the fabric has {len(fabric.hosts)}")
     job = placement(fabric, ranks)
     other = placement(fabric, ranks, offset=ranks // leaves)
-    results = [run_setting(fabric, [job, other], rate, where, gbps, windows, window_s)
+    results = [run_setting(fabric, [ring_pairs(job), ring_pairs(other)], rate, where, gbps,
+                           windows, window_s)
                for rate, where in (settings or SETTINGS)]
+    times = []
+    for kind, n in learning_times:
+        members = placement(fabric, n)
+        flows = ring_pairs(members) if kind == "ring" else alltoall_pairs(members)
+        for rate, where in LEARNING_TIME_SETTINGS:
+            r = run_setting(fabric, [flows], rate, where, gbps, MAX_WINDOWS, window_s)
+            times.append({"pattern": kind, "ranks": len(members), "pairs": r["pairs"],
+                          "sampling": r["sampling"], "where": where,
+                          "samples_per_pair_per_window": r["samples_per_pair_per_window"],
+                          "learned_after_s": r["learned_after_s"],
+                          "windows_to_learn": r["windows_to_learn"]})
     return {
         "recommendation": recommend(results, 2 * ranks),
         "fabric": {"leaves": leaves, "spines": spines, "hosts": len(fabric.hosts),
@@ -224,9 +266,10 @@ def run(spines=32, leaves=64, hosts_per_leaf=32, ranks=1024, gbps=100.0, setting
         "traffic": {"jobs": 2, "ranks_per_job": ranks, "pattern": "ring, every hop across "
                     "leaves", "frame_bytes": FRAME, "load": "every host at line rate",
                     "packets_per_s_per_host": round(gbps * 1e9 / 8 / FRAME)},
-        "learner": {"window_s": window_s, "share": 0.10, "min_samples": 4,
-                    "steady_windows": 2, "job_starts_s_into_window": START_S},
+        "estimate": {"window_s": window_s, **ESTIMATE_DEFAULTS,
+                     "job_starts_s_into_window": START_S},
         "sflow": results,
+        "learning_time": times,
         "openflow_per_pair_counters": per_pair_entries(fabric, job, window_s),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
     }
@@ -239,7 +282,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="8 leaves x 4 spines, 2 x 64 ranks (a check, not the paper's scale)")
     args = ap.parse_args(argv)
-    kw = dict(spines=4, leaves=8, hosts_per_leaf=16, ranks=64) if args.quick else {}
+    kw = dict(spines=4, leaves=8, hosts_per_leaf=16, ranks=64,
+              learning_times=[("ring", 64), ("all-to-all", 64)]) if args.quick else {}
     t = time.monotonic()
     doc = run(**kw)
     doc["bench_wall_s"] = round(time.monotonic() - t, 1)

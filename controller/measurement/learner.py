@@ -1,5 +1,5 @@
-"""From packet samples to traffic patterns: bytes per (source, destination) host pair in closed
-time windows, the significant pairs among a job's members, and whether they are steady.
+"""From packet samples to bytes per (source, destination) host pair in closed time windows, and
+the comparison of measured pairs with a declaration.
 
 The estimator. A switch with sFlow on samples each packet it forwards with probability
 1 / sampling_rate, so one sample stands for frame_length x sampling_rate bytes. A packet is
@@ -15,7 +15,7 @@ its fabric (``clos_samplers``); a wrong ``k`` scales every cross-leaf pair alike
 (which pairs carry the traffic, in what shares) does not depend on it.
 
 Pure: no clock, no I/O (the caller passes ``now``); ``observe`` may be called from the sFlow
-thread while the service reads patterns (one lock).
+thread while the service reads closed windows (one lock).
 """
 from __future__ import annotations
 
@@ -47,6 +47,9 @@ def clos_samplers(leaf_of: Mapping[str, str], where: str = "all") -> Callable[[s
     return samplers
 
 
+DATA_FRAME = 200  # bytes: shorter frames carry no bulk data (TCP ACKs 66-90 B, pings 98 B)
+
+
 @dataclass
 class _Window:
     bytes: dict = field(default_factory=dict)  # pair -> estimated bytes
@@ -54,53 +57,37 @@ class _Window:
 
 
 @dataclass(frozen=True)
-class Pattern:
-    """The significant pairs among some members in the last closed window: estimated bytes
-    and samples per pair, and whether the same pairs were significant, each with enough
-    samples, in the last ``steady_windows`` closed windows."""
-    pairs: dict[Pair, float]
-    samples: dict[Pair, int]
-    steady: bool
-    window_s: float
-    window_end: float
-    total_bytes: float  # every member pair's bytes in the window, significant or not
-
-    def rates(self) -> dict[Pair, float]:
-        """Bytes per second of each significant pair."""
-        return {p: b / self.window_s for p, b in self.pairs.items()}
+class Window:
+    """One closed window: its index (it spans [index * window_s, (index + 1) * window_s)),
+    estimated bytes and samples per host pair."""
+    index: int
+    bytes: dict
+    samples: dict
 
 
 class TrafficLearner:
     """Accumulates sampled bytes per host pair in windows [i * window_s, (i + 1) * window_s).
 
-    ``share``: a pair is significant when its bytes reach this share of the largest member
-    pair's (data flows of a collective carry equal shares; acknowledgements run a few percent of
-    the data they acknowledge). ``min_samples``: samples a significant pair needs in each
-    window for the pattern to count as steady (fewer and the pair set is noise).
-    ``steady_windows``: closed windows that must agree. ``samplers(src, dst)``: sampling
-    switches on a pair's path (module docstring); None: 1."""
+    Only data frames count (``min_frame`` bytes and longer): acknowledgements, pings and
+    daemons' keep-alives are not a bandwidth pattern, and an acknowledgement stream would
+    otherwise look like a light flow in the opposite direction. ``samplers(src, dst)``:
+    sampling switches on a pair's path (module docstring); None: 1. What a job's members
+    send over many windows is ``measurement.estimate``'s business."""
 
-    def __init__(self, window_s: float = 2.0, share: float = 0.10, min_samples: int = 4,
-                 steady_windows: int = 2, samplers: Callable[[str, str], int] | None = None,
-                 keep_windows: int = 8):
+    def __init__(self, window_s: float = 2.0, samplers: Callable[[str, str], int] | None = None,
+                 keep_windows: int = 8, min_frame: int = DATA_FRAME):
         if not (isinstance(window_s, (int, float)) and math.isfinite(window_s)
                 and window_s > 0):
             raise ValueError(f"learning window must be a positive number of seconds, "
                              f"not {window_s!r}")
-        if not 0 < share <= 1:
-            raise ValueError(f"significant share must be in (0, 1], not {share!r}")
-        if min_samples < 1 or steady_windows < 1:
-            raise ValueError("min_samples and steady_windows must be at least 1")
         self.window_s = float(window_s)
-        self.share = float(share)
-        self.min_samples = int(min_samples)
-        self.steady_windows = int(steady_windows)
-        self.keep = max(int(keep_windows), self.steady_windows + 1)
+        self.keep = max(int(keep_windows), 2)
+        self.min_frame = int(min_frame)
         self._samplers = samplers
         self._k: dict[Pair, int] = {}
         self._windows: dict[int, _Window] = {}
         self._lock = threading.Lock()
-        self.observed = 0  # samples accepted (IPv4, two different hosts)
+        self.observed = 0  # samples accepted (IPv4 data frames between two different hosts)
 
     def set_samplers(self, samplers: Callable[[str, str], int] | None) -> None:
         """Count sampling points with ``samplers`` from now on (the fabric changed: hosts
@@ -109,15 +96,18 @@ class TrafficLearner:
             self._samplers = samplers
             self._k.clear()
 
-    def _index(self, now: float) -> int:
+    def index(self, now: float) -> int:
+        """The index of the window open at ``now``."""
         return math.floor(now / self.window_s)
 
     def observe(self, samples: Iterable, now: float) -> None:
         """Add packet samples (anything with src, dst, frame_length, sampling_rate) received
-        at time ``now``; samples that are not IPv4 between two hosts are ignored."""
-        idx = self._index(now)
+        at time ``now``; samples that are not IPv4 data frames between two hosts are
+        ignored."""
+        idx = self.index(now)
         ks = self._k
         samplers = self._samplers
+        min_frame = self.min_frame
         with self._lock:
             w = self._windows.get(idx)
             if w is None:
@@ -128,7 +118,7 @@ class TrafficLearner:
             n = 0
             for s in samples:
                 src, dst = s.src, s.dst
-                if src is None or dst is None or src == dst:
+                if src is None or dst is None or src == dst or s.frame_length < min_frame:
                     continue
                 pair = (src, dst)
                 k = ks.get(pair)
@@ -142,51 +132,21 @@ class TrafficLearner:
     def window_pairs(self, now: float, ago: int = 1) -> dict[Pair, float]:
         """Estimated bytes per pair in the closed window ``ago`` windows back (1: the last)."""
         with self._lock:
-            w = self._windows.get(self._index(now) - ago)
+            w = self._windows.get(self.index(now) - ago)
             return dict(w.bytes) if w else {}
 
-    def _members_window(self, idx: int, members: set) -> tuple[dict, dict]:
-        w = self._windows.get(idx)
-        if w is None:
-            return {}, {}
-        b = {p: v for p, v in w.bytes.items() if p[0] in members and p[1] in members}
-        return b, {p: w.samples[p] for p in b}
-
-    def _significant(self, b: dict) -> set:
-        if not b:
-            return set()
-        top = max(b.values())
-        return {p for p, v in b.items() if v >= self.share * top and v > 0}
-
-    def pattern(self, members: Iterable[str], now: float,
-                since: float | None = None) -> Pattern | None:
-        """The significant pairs among ``members`` in the last closed window, or None when
-        the members sent nothing to each other in it. ``since``: only windows that began at
-        or after this time count (a job's traffic starts when the job does: what other
-        programs on its hosts sent before must neither teach nor contradict it); None when
-        no such window has closed, and not steady until ``steady_windows`` of them have."""
-        members = set(members)
-        last = self._index(now) - 1
-        first = -math.inf if since is None else math.ceil(since / self.window_s)
-        if last < first:
-            return None
+    def closed(self, after: int, now: float) -> list[Window]:
+        """Copies of the closed windows after index ``after``, oldest first, empty ones
+        included (a window in which nobody sent is a fact too); at most the windows kept."""
+        last = self.index(now) - 1
+        first = max(after + 1, last - self.keep + 2)
         with self._lock:
-            b, n = self._members_window(last, members)
-            total = sum(b.values())
-            if total <= 0:
-                return None
-            sig = self._significant(b)
-            steady = all(n[p] >= self.min_samples for p in sig) and \
-                last - self.steady_windows + 1 >= first
-            for idx in range(last - 1, last - self.steady_windows, -1):
-                if not steady:
-                    break
-                ob, on = self._members_window(idx, members)
-                steady = self._significant(ob) == sig and all(
-                    on[p] >= self.min_samples for p in sig)
-        return Pattern(pairs={p: b[p] for p in sorted(sig)}, samples={p: n[p] for p in sorted(sig)},
-                       steady=steady, window_s=self.window_s,
-                       window_end=(last + 1) * self.window_s, total_bytes=total)
+            out = []
+            for idx in range(first, last + 1):
+                w = self._windows.get(idx)
+                out.append(Window(idx, dict(w.bytes), dict(w.samples)) if w else
+                           Window(idx, {}, {}))
+        return out
 
     def forget(self) -> None:
         """Drop every window (e.g. after the fabric changed)."""
@@ -215,12 +175,10 @@ def _is_ring_set(pairs: set) -> bool:
 
 def compare(declared_pairs: Iterable[Pair], measured) -> Comparison:
     """Compare declared flows (pairs, or a mapping from pairs) with measured bytes per pair
-    (a mapping, or a Pattern). ``share`` is the share of the measured bytes on pairs that were
+    (a mapping). ``share`` is the share of the measured bytes on pairs that were
     not declared; the description names the mistake when the traffic runs exactly opposite
     to the declaration, as when a ring is declared in the wrong direction."""
     declared = {tuple(p) for p in declared_pairs}
-    if isinstance(measured, Pattern):
-        measured = measured.pairs
     measured = {tuple(p): float(v) for p, v in measured.items() if v > 0}
     total = sum(measured.values())
     undeclared = sorted(p for p in measured if p not in declared)

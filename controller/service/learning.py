@@ -1,52 +1,67 @@
 """Learned matrices: what the members of each job measurably send to each other, and the
-decisions that follow (pure; the measured pattern comes from ``measurement.learner``).
+decisions that follow (pure; the estimate comes from ``measurement.estimate``).
 
-* A job declared by its members only is ``learning`` (no flow planned, default paths) until
-  its members' traffic shows a steady pattern; then the measured cross-leaf pairs become its
-  flows (``learned``) and are planned like declared ones.
+* A job declared by its members only is ``learning`` (no flow planned, default paths) until its
+  members' traffic gives a steady estimate; then the measured cross-leaf pairs become its flows
+  (``learned``) and are planned like declared ones.
 * Every other job that may learn (``"learn": true``, the default) is checked against its
-  traffic: when more than ``learn_share`` of its measured bytes run on pairs it did not
-  declare, it is re-planned on the measured matrix, with an event naming the mismatch (e.g.
-  "traffic runs opposite to the declared ring"). A job whose pattern changes again is
-  re-planned again.
+  traffic. It is re-planned on the measured matrix only when that matrix has pairs the plan
+  lacks and the fluid model predicts the re-plan shortens the job's iteration by at least
+  ``learn_min_gain`` (the unplanned pairs take the switches' hashed default paths: their time
+  is the mean over several hashes). A plan is never replaced because some of its pairs were
+  quiet: a measured matrix inside the planned one changes nothing.
 
 Only pairs across leaves count: a pair within a leaf never reaches a spine. A learned flow
-carries the bytes measured in one window and matches every IPv4 packet between its two hosts
+carries the mean bytes of an active window and matches every IPv4 packet between its two hosts
 (no ports: frameworks open connections on ephemeral ports).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from controller.measurement.learner import Pattern, compare
+from controller.enforcement.desired import installed_plan
+from controller.measurement.estimate import MatrixEstimate
+from controller.measurement.learner import compare
 from controller.model.fabric import Fabric
-from controller.model.intent import JobRecord
+from controller.model.fluid import PredictionError, predict_allreduce
+from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.jobs import Flow, Job
+from controller.model.problem import Problem
+from controller.planners.ecmp import ecmp
+from controller.planners.plan import Plan
+
+HASH_SALTS = 4  # default paths are hashed: the current plan's time is a mean over this many
 
 
 @dataclass(frozen=True)
 class Measured:
-    """The cross-leaf pairs of one job's last steady pattern, by host name."""
-    pairs: dict  # (src host, dst host) -> bytes in the window
+    """The cross-leaf pairs of one job's steady estimate, by host name: mean bytes per active
+    window, and each pair's samples and relative error."""
+    pairs: dict  # (src host, dst host) -> mean bytes per active window
     window_s: float
+    confidence: dict = field(default_factory=dict)  # pair -> {"samples", "relative_error"}
+    active_windows: int = 0
 
     def flows_doc(self, declared: set) -> list[dict]:
         return [{"src": a, "dst": b, "bytes": round(v), "bytes_per_s": round(v / self.window_s),
-                 "declared": (a, b) in declared} for (a, b), v in sorted(self.pairs.items())]
+                 "declared": (a, b) in declared, **self.confidence.get((a, b), {})}
+                for (a, b), v in sorted(self.pairs.items())]
 
 
-def measured_pairs(fabric: Fabric, pattern: Pattern, min_link_share: float = 0.0) -> Measured:
-    """The pattern's pairs (IPv4 addresses) as host pairs across leaves, leaving out pairs
+def measured_pairs(fabric: Fabric, estimate: MatrixEstimate, window_s: float,
+                   min_link_share: float = 0.0) -> Measured:
+    """The estimate's pairs (IPv4 addresses) as host pairs across leaves, leaving out pairs
     slower than ``min_link_share`` of a link: pings, daemons' chatter and idle phases are not
     a training pattern, and a plan must not follow them."""
     host_of = {ip: h for h, ip in fabric.host_ip.items()}
-    floor = min_link_share * fabric.link_bps() * pattern.window_s
-    pairs = {}
-    for (a, b), v in pattern.pairs.items():
+    floor = min_link_share * fabric.link_bps() * window_s
+    pairs, confidence = {}, {}
+    for (a, b), v in estimate.matrix().items():
         src, dst = host_of.get(a), host_of.get(b)
         if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor:
             pairs[(src, dst)] = v
-    return Measured(pairs, pattern.window_s)
+            confidence[(src, dst)] = estimate.confidence((a, b))
+    return Measured(pairs, window_s, confidence, estimate.active)
 
 
 def declared_pairs(fabric: Fabric, r: JobRecord) -> set:
@@ -62,19 +77,59 @@ def learned_job(r: JobRecord, measured: Measured) -> Job:
                options=options, members=list(r.members))
 
 
-def verdict(fabric: Fabric, r: JobRecord, measured: Measured, share: float):
-    """(cause, mismatch) when the job must be (re-)planned on ``measured``, else None."""
+def verdict(fabric: Fabric, r: JobRecord, measured: Measured):
+    """(cause, mismatch) when the job is a candidate for a (re-)plan on ``measured``, else
+    None: nothing measured, or every measured pair already planned (a subset of a plan is
+    never a reason to change it)."""
     if not measured.pairs:
         return None
     if r.matrix == "learning":
         return (f"job {r.job.id}: matrix learned from its traffic "
                 f"({len(measured.pairs)} flows across leaves)", None)
     cmp = compare(declared_pairs(fabric, r), measured.pairs)
+    if not cmp.undeclared:
+        return None
     description = cmp.description
     if cmp.opposite and r.job.is_collective:  # pairs within a leaf hide the ring's shape
         description = "traffic runs opposite to the declared ring"
     mismatch = {"share": round(cmp.share, 4), "description": description,
                 "undeclared_pairs": len(cmp.undeclared), "missing_pairs": len(cmp.missing)}
-    if cmp.share <= share:
+    return f"job {r.job.id}: {description}", mismatch
+
+
+def _as_planned_now(fabric: Fabric, r: JobRecord, measured: Measured, salt: int) -> JobRecord:
+    """The job with its measured flows where they run now: a planned pair on its route, an
+    unplanned one on the path the switches' hash (salted) gives it."""
+    old = {}
+    for f in r.job.flows():
+        old.setdefault((f.src, f.dst), r.routes.get(flow_key(f)))
+    job = learned_job(r, measured)
+    problem = Problem.build(fabric, [job], skip_unroutable=True)
+    hashed = Plan("ecmp", problem, ecmp(problem, salt), 0.0).parts_by_flow()
+    for pos in problem.unroutable:
+        hashed[pos] = UNROUTABLE
+    now = r.copy()
+    now.job = job
+    now.routes = {}
+    for f, parts in zip(job.flows(), hashed):
+        planned = old.get((f.src, f.dst))
+        now.routes[flow_key(f)] = planned if planned not in (None, UNROUTABLE) else parts
+    return now
+
+
+def predicted_gain(fabric: Fabric, records: dict, job_id: str, measured: Measured,
+                   replanned: dict) -> tuple[float, float] | None:
+    """(seconds now, seconds after the re-plan) of the job's iteration on its measured matrix,
+    by the fluid model with every running job; now: a mean over ``HASH_SALTS`` hashes of the
+    unplanned pairs. None when the model cannot tell (unroutable flows, no event bound)."""
+    def seconds(recs: dict) -> float:
+        running = [r for r in recs.values() if r.job.flows() and not r.unroutable()]
+        return predict_allreduce(installed_plan(fabric, running))[job_id]
+    try:
+        new = seconds(replanned)
+        times = [seconds({**records, job_id: _as_planned_now(fabric, records[job_id], measured,
+                                                             salt)})
+                 for salt in range(HASH_SALTS)]
+    except (PredictionError, KeyError):
         return None
-    return (f"job {r.job.id}: {description}: re-planned on the measured matrix", mismatch)
+    return sum(times) / len(times), new

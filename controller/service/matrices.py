@@ -1,13 +1,22 @@
-"""The learning loop: sFlow samples in (any thread), at each tick the jobs whose steady
-measured pattern calls for a (re-)plan out, as decided changes (``learning.verdict`` says when,
-``decide.learned`` how). A pattern whose change was refused (e.g. over the rule budget) is not
-tried again until it changes. A job is judged on the windows that began after it was posted:
-what its hosts sent before (an earlier job, another library's ring) neither teaches nor
-contradicts it.
+"""The learning loop: sFlow samples in (any thread); at each tick the windows closed since the
+last one folded into every learning job's estimate (``measurement.estimate``), on the master and
+on standbys alike, so that a standby that takes over knows what the jobs send; then, on the
+master only, the jobs whose steady estimate calls for a (re-)plan, as decided changes.
+
+Hysteresis: a measured matrix is judged once (planned, kept or refused), and again only when
+its pairs change; a re-plan needs a predicted gain of ``learn_min_gain`` (``learning``) and at
+most ``learn_replans_per_minute`` happen per job. A job is judged on the windows that began
+after it was posted: what its hosts sent before (an earlier job, another library's ring)
+neither teaches nor contradicts it.
 """
 from __future__ import annotations
 
+import math
+import threading
+from dataclasses import dataclass
+
 from controller.errors import ConflictError, InputError
+from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.model.fabric import Fabric
 from controller.service import decide, learning
@@ -15,13 +24,34 @@ from controller.service.change import Change
 from controller.service.settings import Settings
 from controller.service.state import ControllerState
 
+REPLAN_PERIOD = 60.0  # seconds over which learn_replans_per_minute counts
+
+
+@dataclass
+class Decision:
+    """What the learning loop asks of the sequencer for one job: a change to apply (or the
+    error that deciding it raised), or only an event (a matrix kept on its plan)."""
+    job: str
+    pairs: frozenset
+    change: Change | None = None
+    error: Exception | None = None
+    event: dict | None = None
+
 
 class MatrixLearning:
     def __init__(self, window_s: float, sampling_points: str = "all"):
         self.points = sampling_points  # where the switches sample (learner.clos_samplers)
         # no fabric yet: every pair counts as crossing leaves until the first tick that has one
         self.learner = TrafficLearner(window_s, samplers=clos_samplers({}, sampling_points))
-        self.refused: dict[str, frozenset] = {}  # job -> measured pairs that could not run
+        self.estimates: dict[str, tuple[float, MatrixEstimate]] = {}  # job -> (created, est.)
+        self.judged: dict[str, frozenset] = {}  # job -> the measured pairs last judged
+        self.replans: dict[str, list[float]] = {}  # job -> times of its recent re-plans
+        self.deferred = 0  # re-plans put off by the per-job bound
+        self.rejected = 0  # sFlow datagrams dropped: their sender is not a known agent
+        self._rejected_new: list[str] = []  # senders dropped for the first time, not reported
+        self._rejected_seen: set[str] = set()
+        self._lock = threading.Lock()  # reject() runs in the sFlow thread
+        self._folded = -math.inf  # index of the last window folded
         self._leaf_of: dict[str, str] = {}  # address -> leaf the samplers were counted for
 
     def follow(self, fabric: Fabric | None) -> None:
@@ -32,40 +62,116 @@ class MatrixLearning:
             self._leaf_of = leaf_of
             self.learner.set_samplers(clos_samplers(leaf_of, self.points))
 
-    def decisions(self, state: ControllerState, settings: Settings,
-                  now: float) -> list[tuple[str, frozenset, Change, Exception | None]]:
-        """(job, measured pairs, change, error deciding it) for each job to (re-)plan; notes
-        every job's last steady pattern in ``state.measured`` (what the job view shows)."""
-        for jid in [j for j in state.measured if j not in state.jobs]:
-            del state.measured[jid]
-        self.follow(state.fabric)
-        if state.fabric is None:
-            return []
-        out = []
-        for jid, r in list(state.jobs.items()):
-            if not r.learn:
-                continue
-            pattern = self.learner.pattern({state.fabric.host_ip[h] for h in r.members}, now,
-                                           since=r.created)
-            if pattern is None or not pattern.steady:
-                continue
-            measured = learning.measured_pairs(state.fabric, pattern, settings.learn_min_rate)
-            if measured.pairs:  # an idle or noisy window keeps the last real pattern
-                state.measured[jid] = measured
-            found = learning.verdict(state.fabric, r, measured, settings.learn_share)
-            pairs = frozenset(measured.pairs)
-            if found is None or self.refused.get(jid) == pairs:
-                continue
-            try:
-                out.append((jid, pairs, decide.learned(state, settings, jid, measured, *found),
-                            None))
-            except (ConflictError, InputError) as e:  # e.g. over the rule budget
-                out.append((jid, pairs, Change(found[0], state.jobs, event={
-                    "job": jid, "mismatch": found[1]}), e))
+    def reject(self, sender: str) -> None:
+        with self._lock:
+            self.rejected += 1
+            if sender not in self._rejected_seen:
+                self._rejected_seen.add(sender)
+                self._rejected_new.append(sender)
+
+    def new_rejected(self) -> list[str]:
+        """Senders dropped for the first time since the last call."""
+        with self._lock:
+            out, self._rejected_new = self._rejected_new, []
         return out
 
-    def applied(self, jid: str, pairs: frozenset, ok: bool) -> None:
+    def fold(self, state: ControllerState, now: float) -> None:
+        """Fold the windows closed since the last call into the estimate of every job that
+        may learn (each job from the first window that began after it was posted)."""
+        self.follow(state.fabric)
+        fabric = state.fabric
+        jobs = {jid: r for jid, r in state.jobs.items() if r.learn} if fabric else {}
+        for jid in [j for j in self.estimates if j not in jobs or
+                    self.estimates[j][0] != jobs[j].created]:
+            del self.estimates[jid]
+        for jid in [j for j in self.judged if j not in jobs]:
+            self.judged.pop(jid)
+            self.replans.pop(jid, None)
+        windows = self.learner.closed(self._folded, now)
+        if not windows:
+            return
+        self._folded = windows[-1].index
+        members, jobs_of = {}, {}
+        for jid, r in jobs.items():
+            if jid not in self.estimates:
+                self.estimates[jid] = (r.created, MatrixEstimate())
+            members[jid] = {fabric.host_ip[h] for h in r.members if h in fabric.host_ip}
+            for ip in members[jid]:
+                jobs_of.setdefault(ip, []).append(jid)
+        window_s = self.learner.window_s
+        for w in windows:
+            got = {jid: ({}, {}) for jid in jobs}
+            for pair, b in w.bytes.items():
+                for jid in jobs_of.get(pair[0], ()):
+                    if pair[1] in members[jid]:
+                        got[jid][0][pair] = b
+                        got[jid][1][pair] = w.samples[pair]
+            for jid, (b, n) in got.items():
+                created, estimate = self.estimates[jid]
+                if w.index * window_s >= created - 1e-9:
+                    estimate.fold(b, n)
+
+    def measured(self, state: ControllerState, settings: Settings) -> dict:
+        """Job -> ``learning.Measured`` of every steady estimate (what the job view shows)."""
+        if state.fabric is None:
+            return {}
+        out = {}
+        for jid, (_, estimate) in self.estimates.items():
+            if jid in state.jobs and estimate.steady:
+                m = learning.measured_pairs(state.fabric, estimate, self.learner.window_s,
+                                            settings.learn_min_rate)
+                if m.pairs:
+                    out[jid] = m
+        return out
+
+    def decisions(self, state: ControllerState, settings: Settings, measured: dict,
+                  now: float) -> list[Decision]:
+        """A decision for each job whose steady matrix has not been judged in its present
+        form and calls for a (re-)plan, or is kept on its plan."""
+        out = []
+        for jid, m in measured.items():
+            r = state.jobs.get(jid)
+            pairs = frozenset(m.pairs)
+            if r is None or self.judged.get(jid) == pairs:
+                continue
+            found = learning.verdict(state.fabric, r, m)
+            if found is None:
+                self.judged[jid] = pairs
+                continue
+            recent = [t for t in self.replans.get(jid, ()) if now - t < REPLAN_PERIOD]
+            self.replans[jid] = recent
+            if len(recent) >= settings.learn_replans_per_minute:
+                self.deferred += 1
+                continue  # judged again once the bound allows
+            self.judged[jid] = pairs
+            cause, mismatch = found
+            try:
+                change = decide.learned(state, settings, jid, m, cause, mismatch)
+            except (ConflictError, InputError) as e:  # e.g. over the rule budget
+                out.append(Decision(jid, pairs, Change(cause, state.jobs, event={
+                    "job": jid, "mismatch": mismatch}), e))
+                continue
+            if r.matrix != "learning":
+                gain = learning.predicted_gain(state.fabric, state.jobs, jid, m,
+                                               change.jobs)
+                if gain is not None:
+                    before, after = gain
+                    text = (f"predicted iteration {before:.3g} s -> {after:.3g} s "
+                            f"({100 * (1 - after / before):+.0f}%)" if before > 0 else "")
+                    if before <= 0 or after > (1 - settings.learn_min_gain) * before:
+                        out.append(Decision(jid, pairs, event={
+                            "time": now, "job": jid, "mismatch": mismatch,
+                            "cause": f"{cause}: plan kept, {text}, a re-plan needs "
+                                     f"{100 * settings.learn_min_gain:g}%"}))
+                        continue
+                    change.cause = f"{cause}: re-planned on the measured matrix, {text}"
+                else:
+                    change.cause = f"{cause}: re-planned on the measured matrix"
+            out.append(Decision(jid, pairs, change))
+        return out
+
+    def applied(self, decision: Decision, ok: bool, now: float) -> None:
+        """Note the outcome of a decided change: a re-plan counts against the bound; a
+        refused matrix is not tried again until its pairs change."""
         if ok:
-            self.refused.pop(jid, None)
-        else:
-            self.refused[jid] = pairs  # not again until the pattern changes
+            self.replans.setdefault(decision.job, []).append(now)

@@ -62,6 +62,9 @@ class ServiceCollector:
             yield CounterMetricFamily("mlroute_moved_flows",
                                       "running flows moved to another spine by re-plans",
                                       value=c.get("moved_flows", 0))
+            yield CounterMetricFamily("mlroute_sflow_rejected_datagrams",
+                                      "sFlow datagrams dropped: the sender is not a known agent",
+                                      value=svc.learning.rejected)
             yield _histogram("mlroute_install_seconds", "time to install and confirm a change",
                              state.install_s)
             yield _histogram("mlroute_planner_seconds", "planner runtime per call",

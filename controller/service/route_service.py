@@ -229,8 +229,11 @@ class RouteService:
     def tick(self, probe: bool = True) -> None:
         """Called periodically (each second): LLDP probes out of every port (``probe``), the
         fabric adopted once discovery settled, a switch silent for longer than ``dead_after``
-        counts as failed, and auto re-optimises once returned links held for the hold-down."""
+        counts as failed, and auto re-optimises once returned links held for the hold-down. A
+        standby only measures (learned matrices survive a failover)."""
         if self.passive:
+            with self.lock:
+                self._learn(self.clock())
             return
         with self.lock:
             now = self.clock()
@@ -251,13 +254,29 @@ class RouteService:
         """Packet samples from the switches (the sFlow collector's thread; no service lock)."""
         self.learning.learner.observe(samples, self.clock())
 
+    def traffic_rejected(self, sender: str) -> None:
+        """A datagram from a sender that is not a known sFlow agent was dropped (the sFlow
+        thread; no service lock)."""
+        self.learning.reject(sender)
+
     def _learn(self, now: float) -> None:
-        """Jobs whose measured pattern calls for a (re-)plan get it, as any change."""
-        for jid, pairs, change, error in self.learning.decisions(self.state, self.settings, now):
-            if error is not None:
-                self.tx.fail(change, error)
-            self.learning.applied(jid, pairs, error is None and
-                                  self._apply_or_record(change) is not None)
+        """Fold the closed windows into the jobs' estimates (master and standby alike); on the
+        master, jobs whose measured matrix calls for a (re-)plan get it, as any change."""
+        for sender in self.learning.new_rejected():
+            self.state.add_event({"time": now, "cause": f"sFlow datagrams from {sender} "
+                                  "dropped: not a known agent (--mlroute-sflow-agents)"})
+        self.learning.fold(self.state, now)
+        self.state.measured = self.learning.measured(self.state, self.settings)
+        if self.passive:
+            return
+        for d in self.learning.decisions(self.state, self.settings, self.state.measured, now):
+            if d.change is None:
+                self.state.add_event(d.event)
+                continue
+            if d.error is not None:
+                self.tx.fail(d.change, d.error)
+            self.learning.applied(d, d.error is None and
+                                  self._apply_or_record(d.change) is not None, now)
 
     def _settle(self, now: float, force: bool = False) -> bool:
         """Adopt what discovery found, if it changed; then send the frames it asks for and

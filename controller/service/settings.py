@@ -28,14 +28,15 @@ class Settings:
     # 6-7% against flows in the realistic grid and bench, at 11-81 ms instead of 3-10 ms
     objective: str = "jobs"
     planner_opts: dict = field(default_factory=dict)  # algorithm -> planner options
-    dead_after: float = 0.0  # seconds a disconnected switch counts as still forwarding
+    dead_after: float = 3.0  # seconds a disconnected switch counts as still forwarding
     resolve_timeout: float = 3.0  # seconds to find a host by ARP probes
     link_gbps: float | None = None  # speed of a discovered fabric's links (None: default)
-    hold_down: float = 0.0  # seconds a returned link must stay up before re-optimising
+    hold_down: float = 5.0  # seconds a returned link must stay up before re-optimising
     max_flow_rules: int = 0  # flow entries per switch (0: no budget)
     over_budget: str = "refuse"  # a job over the budget: refuse (409) or plan it in host mode
     learn_window: float = 2.0  # seconds per window of measured traffic (learned matrices)
-    learn_share: float = 0.2  # share of a job's bytes on undeclared pairs that re-plans it
+    learn_min_gain: float = 0.05  # predicted iteration gain a re-plan on measured traffic needs
+    learn_replans_per_minute: int = 2  # re-plans of one job on measured matrices per minute
     learn_min_rate: float = 0.001  # a measured pair slower than this share of a link is noise
     sampling_points: str = "all"  # where switches sample: all, leaves or edge (host ports)
 
@@ -49,8 +50,10 @@ class Settings:
         if self.max_flow_rules < 0 or self.over_budget not in OVER_BUDGET:
             raise InputError(f"rule budget: max flow rules must be >= 0 (0: none) and over "
                              f"budget one of {', '.join(OVER_BUDGET)}")
-        if not self.learn_window > 0 or not 0 < self.learn_share <= 1:
-            raise InputError("learning: the window must be > 0 s and the share in (0, 1]")
+        if not self.learn_window > 0 or not 0 <= self.learn_min_gain < 1 or \
+                self.learn_replans_per_minute < 1:
+            raise InputError("learning: the window must be > 0 s, the minimum gain in [0, 1) "
+                             "and re-plans per minute at least 1")
         if self.sampling_points not in SAMPLING_POINTS:
             raise InputError(f"sFlow sampling points must be one of "
                              f"{', '.join(SAMPLING_POINTS)}, not {self.sampling_points!r}")

@@ -15,7 +15,7 @@ import time
 
 from controller.errors import InputError, InstallError
 from controller.jsonio import read_json
-from controller.measurement.sflow import SflowCollector
+from controller.measurement.sflow import SenderFilter, SflowCollector
 from controller.model.fabric import Fabric
 from controller.planners.offpath import plan_in_subprocess
 from controller.planners.plan import planner_options
@@ -63,10 +63,16 @@ class Shell:
                                     max_flow_rules=conf.mlroute_max_flow_rules,
                                     over_budget=conf.mlroute_over_budget,
                                     learn_window=conf.mlroute_learn_window,
-                                    learn_share=conf.mlroute_learn_share,
+                                    learn_min_gain=conf.mlroute_learn_min_gain,
+                                    learn_replans_per_minute=(
+                                        conf.mlroute_learn_replans_per_minute),
                                     sampling_points=conf.mlroute_sflow_sampling_points)
+        # sFlow has no authentication: only known agents are heard (the switches' addresses
+        # unless --mlroute-sflow-agents names others)
+        self.sflow_agents = SenderFilter(conf.mlroute_sflow_agents)
         self.sflow = (SflowCollector(conf.mlroute_sflow_host, conf.mlroute_sflow_port,
-                                     self.service.traffic_samples)
+                                     self.service.traffic_samples, allow=self.sflow_agents,
+                                     on_rejected=self.service.traffic_rejected)
                       if conf.mlroute_sflow_port else None)
         self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub)
@@ -105,6 +111,7 @@ class Shell:
     # ---- OpenFlow events (on the event loop: never block) --------------------------------
     def switch_features(self, dp) -> None:
         self.switches.connected(dp)
+        self.sflow_agents.switch_at(getattr(dp, "address", None))
         if self.roles is not None:  # the role first, before any table change is sent
             self.roles.on_connected(dp)
         self.switches.send(dp, translate.port_desc_request(dp))

@@ -11,25 +11,29 @@ import sys
 
 from oslo_config import cfg
 
+from controller.service.settings import Settings
+
+# an option that Settings also has takes its default from there: one set of defaults
+
 OPTS = [
     cfg.StrOpt("mlroute-fabric", default=None,
                help="fabric JSON with wiring (dpids, ports, host_ip, host_mac); without it the "
                     "fabric is discovered (LLDP, ARP), or declared by PUT /v1/fabric"),
-    cfg.StrOpt("mlroute-algorithm", default="auto",
+    cfg.StrOpt("mlroute-algorithm", default=Settings.algorithm,
                help="planner for jobs that do not ask for one: auto (recommended), greedy, "
                     "ecmp, edge-coloring, annealing, ilp, split"),
-    cfg.StrOpt("mlroute-objective", default="jobs",
+    cfg.StrOpt("mlroute-objective", default=Settings.objective,
                help="auto's objective for jobs that do not ask for one: jobs (default: worst "
                     "then mean job's predicted slowdown, then link flow counts; 6-63 ms at "
                     "64x32, bench/planner.json) or flows (the paper's max-min link flow "
                     "counts, both layers; within 10 ms at 64x32)"),
-    cfg.StrOpt("mlroute-mode", default="flow",
+    cfg.StrOpt("mlroute-mode", default=Settings.mode,
                help="enforcement for jobs that do not ask for one: flow, sr or host (no "
                     "per-flow entry: each flow gets a source port that leads to its spine)"),
-    cfg.IntOpt("mlroute-max-flow-rules", default=0,
+    cfg.IntOpt("mlroute-max-flow-rules", default=Settings.max_flow_rules,
                help="flow entries a switch may hold (0: no budget); a flow or sr job that "
                     "would exceed it is refused with 409, or see --mlroute-over-budget"),
-    cfg.StrOpt("mlroute-over-budget", default="refuse",
+    cfg.StrOpt("mlroute-over-budget", default=Settings.over_budget,
                help="a job over the rule budget: refuse (409) or host (planned in host mode)"),
     cfg.StrOpt("mlroute-state", default=None,
                help="sqlite file keeping fabric, jobs and routes across restarts"),
@@ -42,15 +46,15 @@ OPTS = [
                       "the request path; 0 turns auto's ILP stage off)"),
     cfg.IntOpt("mlroute-seed", default=1234, help="simulated annealing seed"),
     cfg.IntOpt("mlroute-ecmp-salt", default=0, help="salt of the ECMP hash"),
-    cfg.FloatOpt("mlroute-dead-after", default=3.0,
+    cfg.FloatOpt("mlroute-dead-after", default=Settings.dead_after,
                  help="seconds a switch may stay disconnected before its links count as "
                       "failed (a lost control connection alone does not stop forwarding)"),
     cfg.FloatOpt("mlroute-lldp-interval", default=1.0,
                  help="seconds between LLDP probe rounds of discovery (0: no probes)"),
-    cfg.FloatOpt("mlroute-link-gbps", default=None,
+    cfg.FloatOpt("mlroute-link-gbps", default=Settings.link_gbps,
                  help="link speed of a discovered fabric; wins over the current speed switches "
                       "report for their ports (OpenFlow port description), else 100"),
-    cfg.FloatOpt("mlroute-hold-down", default=5.0,
+    cfg.FloatOpt("mlroute-hold-down", default=Settings.hold_down,
                  help="seconds a link that came back must stay up before auto re-optimises "
                       "the running jobs onto it (0: at once)"),
     # learned matrices (controller/service/learning.py): traffic measured by sFlow samples
@@ -64,11 +68,18 @@ OPTS = [
                     "leaves, or edge (the leaves' host-facing ports only); the byte estimate "
                     "divides by the sampling points a packet crosses"),
     cfg.FloatOpt("mlroute-learn-window", default=2.0,
-                 help="seconds per window of measured traffic; a pattern is learned once two "
-                      "consecutive windows agree"),
-    cfg.FloatOpt("mlroute-learn-share", default=0.2,
-                 help="share of a job's measured bytes on pairs it did not declare that "
-                      "re-plans it on the measured matrix (jobs with \"learn\": false never)"),
+                 help="seconds per window of measured traffic; a job's matrix is learned once "
+                      "it kept the same pairs over two windows of steady traffic"),
+    cfg.FloatOpt("mlroute-learn-min-gain", default=0.05,
+                 help="a job is re-planned on its measured matrix only when the fluid model "
+                      "predicts its iteration this much shorter (0.05: 5%%; jobs with "
+                      "\"learn\": false never)"),
+    cfg.IntOpt("mlroute-learn-replans-per-minute", default=2,
+               help="re-plans of one job on measured matrices per minute, at most"),
+    cfg.StrOpt("mlroute-sflow-agents", default="",
+               help="addresses or networks (comma-separated, e.g. 10.0.0.0/24) allowed to send "
+                    "sFlow; empty: the addresses the switches connect from over OpenFlow; "
+                    "other datagrams are counted and dropped"),
     cfg.StrOpt("mlroute-token", default=None, secret=True,
                help="if set, PUT/POST/DELETE requests need 'Authorization: Bearer <token>' "
                     "(visible in ps: prefer --mlroute-token-file or MLROUTE_TOKEN)"),

@@ -1,0 +1,178 @@
+"""A job's traffic matrix, estimated from every window since the job started, not from the last
+one.
+
+Training traffic repeats, but not within every window: a launch ramps up and ends, a barrier, a
+checkpoint or an evaluation pauses it, a mixture-of-experts iteration alternates an all-to-all
+with an All-Reduce, and at a low sampling rate a light pair may go unsampled for a while. So the
+estimate accumulates, and forgets only on evidence:
+
+* **activity**: a window counts only when the members' bytes reached ``active_share`` of the
+  job's recent peak (a maximum of window totals that halves every ``peak_half_life`` windows);
+  quieter windows (start, end, pauses, phases of little traffic) neither teach nor contradict;
+* **bytes per pair**: a mean over active windows, exponentially weighted (weights halve every
+  ``half_life`` active windows), with the samples behind it: each sample is a Poisson draw, so
+  the relative error of a pair's estimate is about 1 / sqrt(samples);
+* **joining**: a pair joins the matrix once ``min_samples`` samples stand behind it and its
+  mean reaches ``share`` of the mean pair's (acknowledgements are not data frames, see
+  ``learner.DATA_FRAME``, so an all-to-all among many ranks, each pair a small part of the
+  job's bytes, joins as its samples accumulate);
+* **leaving**: a pair leaves only after ``silent_windows`` or more consecutive active windows
+  without a sample, while the job's other pairs sent, and only when at its own estimated rate
+  so long a silence had a probability below 1% among all the matrix's pairs (n pairs: each
+  below 1% / n, since with many light pairs some are always briefly unsampled);
+* **steady**: at least ``steady_windows`` active windows, the pairs that joined in the last
+  ``steady_windows`` - 1 of them carry less than ``SETTLED`` of the matrix's bytes (at a low
+  sampling rate the last light pairs of an all-to-all trickle in for a while), and no pair of
+  the matrix is in doubt: silent for so long that, among all its pairs, such a silence was
+  less likely than even (it may be leaving, as when a ring changes direction).
+
+O(pairs of the matrix + pairs sampled in the window) per folded window. Pure: windows in, no
+clock, no I/O.
+
+>>> e = MatrixEstimate(min_samples=2)
+>>> ring = {("a", "b"): 3000.0, ("b", "c"): 3000.0, ("c", "a"): 3000.0}
+>>> e.fold(ring, dict.fromkeys(ring, 3)), e.fold(ring, dict.fromkeys(ring, 3))
+('active', 'active')
+>>> sorted(e.matrix()), e.steady
+([('a', 'b'), ('b', 'c'), ('c', 'a')], True)
+>>> e.fold({("a", "b"): 10.0}, {("a", "b"): 1})  # a pause: too quiet to count
+'quiet'
+>>> e.fold({}, {}), sorted(e.matrix()) == sorted(ring)
+('empty', True)
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+Pair = tuple[str, str]
+
+SURE_SILENT = 0.01  # chance of so long a silence, among all pairs, before a pair is gone
+IN_DOUBT = 0.5  # chance of so long a silence, among all pairs, that puts a pair in doubt
+SETTLED = 0.05  # share of the matrix's bytes on pairs that just joined, below which it is steady
+FORGOTTEN = 0.05  # weighted samples below which a silent pair outside the matrix is dropped
+
+
+@dataclass
+class PairEstimate:
+    bytes: float = 0.0  # weighted sum of the pair's bytes over active windows
+    samples: float = 0.0  # weighted sum of its samples
+    total_samples: int = 0  # every sample behind the estimate
+    silent: int = 0  # consecutive active windows without a sample
+    joined: int = 0  # active windows folded when it joined the matrix (0: not in it)
+
+
+class MatrixEstimate:
+    """One job's (or one phase's) matrix, folded window by window (module docstring)."""
+
+    def __init__(self, half_life: float = 8.0, active_share: float = 0.25,
+                 peak_half_life: float = 30.0, min_samples: int = 4, share: float = 0.05,
+                 silent_windows: int = 3, steady_windows: int = 2):
+        if not (half_life > 0 and peak_half_life > 0 and 0 < active_share <= 1
+                and 0 <= share <= 1):
+            raise ValueError("estimate: half-lives must be > 0, the active share in (0, 1] and "
+                             "the joining share in [0, 1]")
+        if min_samples < 1 or silent_windows < 1 or steady_windows < 1:
+            raise ValueError("estimate: min_samples, silent_windows and steady_windows must be "
+                             "at least 1")
+        self.decay = 0.5 ** (1.0 / half_life)
+        self.peak_decay = 0.5 ** (1.0 / peak_half_life)
+        self.active_share = active_share
+        self.min_samples = int(min_samples)
+        self.share = share
+        self.silent_windows = int(silent_windows)
+        self.steady_windows = int(steady_windows)
+        self.pairs: dict[Pair, PairEstimate] = {}
+        self.members: set[Pair] = set()  # the pairs of the matrix
+        self.weight = 0.0  # weighted number of active windows
+        self.peak = 0.0
+        self.active = 0  # active windows folded
+        self.quiet = 0  # windows with traffic that were too quiet to count
+
+    def fold(self, window_bytes: dict, window_samples: dict) -> str:
+        """Add one closed window of the members' pairs (bytes and samples per pair).
+        Returns ``active`` (it counted), ``quiet`` (below the active share of the peak) or
+        ``empty``."""
+        total = sum(window_bytes.values())
+        peak = self.peak
+        self.peak = max(total, peak * self.peak_decay)
+        if total <= 0:
+            return "empty"
+        if total < self.active_share * peak:
+            self.quiet += 1
+            return "quiet"
+        d = self.decay
+        self.weight = self.weight * d + 1.0
+        self.active += 1
+        for p, e in self.pairs.items():
+            e.bytes *= d
+            e.samples *= d
+            if p not in window_samples:
+                e.silent += 1
+        for p, b in window_bytes.items():
+            e = self.pairs.get(p)
+            if e is None:
+                e = self.pairs[p] = PairEstimate()
+            n = window_samples.get(p, 0)
+            e.bytes += b
+            e.samples += n
+            e.total_samples += n
+            e.silent = 0
+        self._update_members()
+        return "active"
+
+    def _missed(self, e: PairEstimate) -> float:
+        """Samples the pair would have got, at its rate, in the active windows it was silent."""
+        return e.silent * e.samples / self.weight
+
+    def _silence_below(self, e: PairEstimate, chance: float) -> bool:
+        """So long a silence, were the pair still sending at its rate, had a chance below
+        ``chance`` among the matrix's pairs (Poisson: exp(-missed) per pair)."""
+        return self._missed(e) >= math.log(max(len(self.members), 1) / chance)
+
+    def _silent_for_sure(self, e: PairEstimate) -> bool:
+        return e.silent >= self.silent_windows and self._silence_below(e, SURE_SILENT)
+
+    def _update_members(self) -> None:
+        gone = [p for p, e in self.pairs.items() if e.silent and (
+            self._silent_for_sure(e) or (p not in self.members and e.samples < FORGOTTEN))]
+        for p in gone:
+            del self.pairs[p]
+        means = {p: e.bytes for p, e in self.pairs.items()}
+        floor = self.share * sum(means.values()) / len(means) if means else 0.0
+        joined = {p for p, e in self.pairs.items()
+                  if e.total_samples >= self.min_samples and means[p] >= floor and means[p] > 0}
+        # a member stays until it is surely silent, even if its share fell
+        members = joined | (self.members & set(self.pairs))
+        for p in members - self.members:
+            self.pairs[p].joined = self.active
+        self.members = members
+
+    @property
+    def steady(self) -> bool:
+        """The matrix has pairs, few bytes on pairs that just joined, and none in doubt
+        (module docstring)."""
+        if not self.members or self.active < self.steady_windows:
+            return False
+        recent = self.active - self.steady_windows + 1
+        total = new = 0.0
+        for p in self.members:
+            e = self.pairs[p]
+            if e.silent and self._silence_below(e, IN_DOUBT):
+                return False
+            total += e.bytes
+            if e.joined > recent:
+                new += e.bytes
+        return new < SETTLED * total
+
+    def matrix(self) -> dict[Pair, float]:
+        """Mean bytes per active window of each pair of the matrix."""
+        return {p: self.pairs[p].bytes / self.weight for p in sorted(self.members)}
+
+    def confidence(self, pair: Pair) -> dict:
+        """The samples behind a pair's estimate and its relative error (1 / sqrt of the
+        weighted samples: Poisson counts)."""
+        e = self.pairs.get(pair)
+        if e is None or e.samples <= 0:
+            return {"samples": 0, "relative_error": None}
+        return {"samples": e.total_samples, "relative_error": round(1 / math.sqrt(e.samples), 4)}

@@ -1,0 +1,127 @@
+"""A job's matrix estimated over windows (``measurement.estimate``), on synthetic sample streams
+drawn as a switch samples (Poisson counts): launches that ramp up and end, pauses, a phase
+change, light pairs of an all-to-all beside a ring, sampling 1 in 65,536."""
+import numpy as np
+import pytest
+
+from controller.measurement.estimate import MatrixEstimate
+
+FRAME = 4158
+LINE_PPS = 100e9 / 8 / FRAME  # packets per second of a 100 Gb/s host
+WINDOW_S = 2.0
+
+
+def ring(n, step=1):
+    return [(f"r{i}", f"r{(i + step) % n}") for i in range(n)]
+
+
+def alltoall(n):
+    return [(f"r{a}", f"r{b}") for a in range(n) for b in range(n) if a != b]
+
+
+def window(rng, flows, rate, duty=1.0):
+    """One window of samples: ``flows`` maps a pair to its share of line rate; ``duty`` the
+    part of the window the job sent (a launch that starts or ends inside it)."""
+    b, n = {}, {}
+    for pair, share in flows.items():
+        k = int(rng.poisson(LINE_PPS * share * WINDOW_S * duty / rate))
+        if k:
+            b[pair], n[pair] = k * FRAME * rate, k
+    return b, n
+
+
+def run(est, rng, schedule, rate):
+    """Fold ``schedule`` (a list of (flows, duty)) window by window; the fold results."""
+    return [est.fold(*window(rng, flows, rate, duty)) for flows, duty in schedule]
+
+
+def test_ramp_up_pause_and_relaunch_never_shrink_the_matrix():
+    """Launches of a ring with a partial first and last window, 3 silent windows between them
+    (a checkpoint), a tail where only some pairs still send: the matrix is the whole ring
+    from its second window on, and stays it."""
+    rng = np.random.default_rng(1)
+    full = dict.fromkeys(ring(8), 1.0)
+    tail = {p: 1.0 for p in ring(8)[:3]}
+    launch = [(full, 0.3), (full, 1.0), (full, 1.0), (tail, 0.15)]
+    est = MatrixEstimate()
+    seen = []
+    for _ in range(4):
+        for flows, duty in launch + [({}, 1.0)] * 3:
+            est.fold(*window(rng, flows, 8192, duty))
+            seen.append((set(est.matrix()), est.steady))
+    assert seen[1] == (set(ring(8)), True)
+    assert all(m == set(ring(8)) for m, _ in seen[1:])
+    assert est.quiet >= 4  # every tail counted as too quiet to teach or contradict
+
+
+def test_phase_change_replaces_the_pairs_once_the_old_ones_are_surely_silent():
+    rng = np.random.default_rng(2)
+    est = MatrixEstimate()
+    run(est, rng, [(dict.fromkeys(ring(8), 1.0), 1.0)] * 4, 8192)
+    assert set(est.matrix()) == set(ring(8)) and est.steady
+    states = []
+    for _ in range(6):
+        est.fold(*window(rng, dict.fromkeys(ring(8, step=-1), 1.0), 8192))
+        states.append((set(est.matrix()), est.steady))
+    # the new pairs join at once; the old are in doubt (not steady) until they are gone
+    assert states[0] == (set(ring(8)) | set(ring(8, -1)), False)
+    assert states[-1] == (set(ring(8, -1)), True)
+
+
+def test_light_alltoall_pairs_beside_a_ring_are_learned_at_1_in_65536():
+    """A mixture-of-experts job of 64 ranks: a ring All-Reduce (each rank at 70% of line
+    rate) and an all-to-all (30% spread over 63 peers: under 0.5% of line rate a pair,
+    about 1.4% of a ring pair); every pair ends in the matrix, none else."""
+    rng = np.random.default_rng(3)
+    flows = {p: 0.3 / 63 for p in alltoall(64)}
+    for p in ring(64):
+        flows[p] += 0.7
+    est = MatrixEstimate()
+    first = None
+    for w in range(40):
+        est.fold(*window(rng, flows, 65536))
+        if first is None and est.steady:
+            first = w
+        if set(est.matrix()) == set(flows):
+            break
+    assert set(est.matrix()) == set(flows) and est.steady
+    assert first is not None and first <= w
+    light = est.confidence(("r0", "r2"))
+    heavy = est.confidence(("r0", "r1"))
+    assert light["samples"] >= 4 and heavy["relative_error"] < 0.1 < light["relative_error"] < 1
+
+
+def test_alternating_phases_within_windows_learn_both():
+    """All-to-all and ring alternate inside every window: both sets of pairs are learned."""
+    rng = np.random.default_rng(4)
+    est = MatrixEstimate()
+    both = {**dict.fromkeys(alltoall(4), 0.1), **dict.fromkeys(ring(4), 0.8)}
+    run(est, rng, [(both, 1.0)] * 4, 8192)
+    assert set(est.matrix()) == set(alltoall(4)) and est.steady
+
+
+def test_quiet_phases_and_low_rates_neither_teach_nor_contradict():
+    rng = np.random.default_rng(5)
+    est = MatrixEstimate()
+    run(est, rng, [(dict.fromkeys(ring(8), 1.0), 1.0)] * 3, 8192)
+    # an evaluation phase: a few pairs at 2% of the job's rate, for 20 windows
+    folds = run(est, rng, [({p: 0.02 for p in ring(8, 3)[:2]}, 1.0)] * 20, 8192)
+    assert folds.count("quiet") >= 15  # the peak decays slowly: most stay too quiet
+    assert set(est.matrix()) >= set(ring(8))
+
+
+def test_estimate_of_a_pair_converges_on_its_mean_bytes():
+    rng = np.random.default_rng(6)
+    est = MatrixEstimate(half_life=50)
+    run(est, rng, [({("a", "b"): 0.5}, 1.0)] * 60, 65536)
+    want = LINE_PPS * 0.5 * WINDOW_S * FRAME
+    assert est.matrix()[("a", "b")] == pytest.approx(want, rel=0.05)
+
+
+@pytest.mark.parametrize("kw,text", [
+    ({"half_life": 0}, "half-lives"), ({"active_share": 0}, "active share"),
+    ({"share": 2}, "joining share"), ({"min_samples": 0}, "at least 1"),
+    ({"steady_windows": 0}, "at least 1")])
+def test_invalid_settings_are_refused(kw, text):
+    with pytest.raises(ValueError, match=text):
+        MatrixEstimate(**kw)
