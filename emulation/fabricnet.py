@@ -48,11 +48,12 @@ def cleanup() -> None:
 
 
 def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_port: int = 6653,
-          sflow: int | None = None):
+          sflow: int | None = None, sflow_collector: str | None = None):
     """The Mininet leaf-spine with the topology's own node classes (topologies/clos.py:
     userspace OVS, OpenFlow 1.3, secure fail mode, tx offload off) and jumbo frames. Every
     switch samples 1 in ``sflow`` packets for the controller's sFlow collector (127.0.0.1:6343;
-    None: the topology's default, 16, or MLROUTE_SFLOW_SAMPLING; 0: off)."""
+    None: the topology's default, 16, or MLROUTE_SFLOW_SAMPLING; 0: off; ``sflow_collector``:
+    other collectors, comma-separated host:port)."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.node import RemoteController
@@ -60,7 +61,8 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_p
     from topologies.clos import ClosTopo
     setLogLevel(os.environ.get("MLROUTE_MININET_LOG", "error"))
     topo = ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, bw=bw,
-                    host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=sflow)
+                    host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=sflow,
+                    sflow_collector=sflow_collector)
     return Mininet(topo=topo, controller=lambda name: RemoteController(
         name, ip="127.0.0.1", port=controller_port))
 

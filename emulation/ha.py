@@ -24,6 +24,7 @@ from emulation.controller_proc import ControllerProcess, signals_held
 from topologies.clos import clos_fabric
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
+SFLOW_BASE = 16343  # controller i of a session collects sFlow on SFLOW_BASE + i
 
 
 def free_port() -> int:
@@ -123,6 +124,7 @@ class HaSession:
         self.ids = [f"c{i}" for i in range(n)]
         self.of_ports = {cid: of_base + i for i, cid in enumerate(self.ids)}
         self.rest_ports = {cid: rest_base + i for i, cid in enumerate(self.ids)}
+        self.sflow_ports = {cid: SFLOW_BASE + i for i, cid in enumerate(self.ids)}
         self.extra_args = list(extra_args or [])
         self.ctls: dict[str, ControllerProcess | None] = {cid: None for cid in self.ids}
         self.starts: dict[str, int] = {cid: 0 for cid in self.ids}
@@ -137,7 +139,7 @@ class HaSession:
             rest_port=self.rest_ports[cid], of_port=self.of_ports[cid],
             extra_args=["--mlroute-etcd", self.etcd_url, "--mlroute-id", cid,
                         # one sFlow port each: controllers of one host cannot share 6343
-                        "--mlroute-sflow-port", str(16343 + self.ids.index(cid))]
+                        "--mlroute-sflow-port", str(self.sflow_ports[cid])]
             + self.extra_args)
 
     def start_controller(self, cid: str) -> ControllerProcess:
@@ -203,7 +205,8 @@ class HaSession:
             # what answers as UTF-8, which a listening controller's binary OpenFlow hello can
             # break (UnicodeDecodeError); nothing listens yet, and switches start below
             self._building = True
-            self.net = build(*self.shape, self.bw, list(self.of_ports.values()))
+            self.net = build(*self.shape, self.bw, list(self.of_ports.values()),
+                             [f"127.0.0.1:{p}" for p in self.sflow_ports.values()])
             self._building = False
             for cid in self.ids:
                 self.start_controller(cid)
@@ -236,12 +239,15 @@ class HaSession:
                     self._building = False
 
 
-def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, of_ports: list[int]):
+def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, of_ports: list[int],
+          sflow_targets: list[str] | None = None):
     """The Mininet leaf-spine of ``fabricnet.build`` with one remote controller per port: each
     switch gets every controller as a target (``ovs-vsctl set-controller br tcp:...:P1
-    tcp:...:P2``) and keeps its tables while any of them is connected."""
+    tcp:...:P2``) and keeps its tables while any of them is connected; it sends its sFlow
+    samples to every collector of ``sflow_targets`` (each controller learns)."""
     from mininet.node import RemoteController
-    net = fabricnet.build(spines, leaves, hosts_per_leaf, bw, of_ports[0])
+    net = fabricnet.build(spines, leaves, hosts_per_leaf, bw, of_ports[0],
+                          sflow_collector=",".join(sflow_targets) if sflow_targets else None)
     for i, port in enumerate(of_ports[1:], start=1):
         net.addController(RemoteController(f"c{i}", ip="127.0.0.1", port=port))
     return net

@@ -298,3 +298,64 @@ def test_unreachable_etcd_at_start_is_a_clear_error(ha, tmp_path):
     assert proc.returncode != 0
     assert f"etcd at {url} is unreachable" in proc.stdout + proc.stderr
     assert "--mlroute-etcd" in proc.stdout + proc.stderr
+
+
+def iperf_ring(net, fabric, ranks, seconds):
+    """iperf3 from every rank to rank - 1 for ``seconds`` (4 Mbit/s each), as gloo's ring
+    sends; returns when done, every process stopped."""
+    servers, clients = [], []
+    try:
+        for h in ranks:
+            servers.append(net.get(h).popen(["iperf3", "-s", "-1", "-p", "5302"],
+                                            stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        for i, h in enumerate(ranks):
+            clients.append(net.get(h).popen(
+                ["iperf3", "-c", fabric.host_ip[ranks[i - 1]], "-p", "5302", "-t",
+                 str(seconds), "-b", "4M"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+        for c in clients:
+            c.wait(timeout=seconds + 20)
+    finally:
+        for p in clients + servers:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=5)
+
+
+def test_a_standby_learns_from_its_own_sflow_and_a_new_master_keeps_the_matrix(ha):
+    """Both controllers on one host, each with its own sFlow port, every switch sending to
+    both: the standby measures the job as the master does; after the master is killed, the
+    new master keeps the learned matrix and its routes (no re-learning, no re-plan)."""
+    ranks = ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h1_1", "h2_1", "h3_1"]
+    master_id = ha.master_id()
+    master, standby = ha.ctls[master_id], ha.standby()
+    standby_id = next(c for c, ctl in ha.ctls.items() if ctl is standby)
+    assert rest(master, "POST", "/v1/jobs", {"id": "m", "members": ranks})[0] == 201
+    try:
+        iperf_ring(ha.net, ha.fabric, ranks, 12)
+        learned = rest(master, "GET", "/v1/jobs/m")[1]
+        assert learned["matrix"] == "learned", learned
+        pairs = {(m["src"], m["dst"]) for m in learned["measured_flows"]}
+        assert pairs == {(h, ranks[i - 1]) for i, h in enumerate(ranks)}
+        seen = rest(standby, "GET", "/v1/jobs/m")[1]  # its own estimate, from its own sFlow
+        assert {(m["src"], m["dst"]) for m in seen["measured_flows"]} == pairs
+        routes = {(r["src"], r["dst"], r["spine"]) for r in learned["routes"]}
+        sent0 = metric(standby, "mlroute_openflow_messages_total")
+        ha.kill(master_id)
+        new = ha.master()
+        assert new is standby
+        iperf_ring(ha.net, ha.fabric, ranks, 8)
+        doc = rest(new, "GET", "/v1/jobs/m")[1]
+        assert doc["matrix"] == "learned"
+        assert {(r["src"], r["dst"], r["spine"]) for r in doc["routes"]} == routes
+        events = rest(new, "GET", "/v1/fabric")[1]["events"]
+        assert not [e for e in events if e.get("job") == "m" and "learned" not in e["cause"]]
+        assert metric(new, "mlroute_openflow_messages_total") == sent0
+    finally:
+        if ha.ctls[master_id] is None:
+            ha.start_controller(master_id)
+        ha.wait_ready()
+        rest(ha.master(), "DELETE", "/v1/jobs/m")
+    assert ha.master_id() == standby_id

@@ -433,6 +433,9 @@ def test_topology_sflow_settings_checked_and_agent_names_the_switch(monkeypatch)
     assert clos.sflow_target() == "127.0.0.1:6343"
     monkeypatch.setenv("MLROUTE_SFLOW_TARGET", "127.0.0.1:16343")
     assert clos.sflow_target() == "127.0.0.1:16343"
+    assert clos.sflow_target("127.0.0.1:6343, 127.0.0.1:6344") == "127.0.0.1:6343,127.0.0.1:6344"
+    with pytest.raises(ValueError, match="several separated by commas"):
+        clos.sflow_target("127.0.0.1:6343,127.0.0.1")
     for bad in ("localhost:6343", "127.0.0.1", "127.0.0.1:0", "1.2.3.300:5"):
         with pytest.raises(ValueError, match="IPv4:port"):
             clos.sflow_target(bad)

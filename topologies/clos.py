@@ -16,7 +16,8 @@ what ``ryu-manager ... --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 Every switch samples packets with sFlow for the controller to learn what jobs send (1 in
 ``SFLOW_SAMPLING`` packets, 128 header bytes, to 127.0.0.1:6343; no flow entry involved).
 ``--topo clos,S,L,H,BW,sflow=N`` or the environment variable ``MLROUTE_SFLOW_SAMPLING=N``
-changes the rate, 0 turns sampling off; ``MLROUTE_SFLOW_TARGET=host:port`` the collector.
+changes the rate, 0 turns sampling off; ``MLROUTE_SFLOW_TARGET=host:port[,host:port...]`` the
+collectors (redundant controllers on one host: one port each, every switch sends to all).
 
 This file runs under ``mn``'s own Python (Debian's /usr/bin/python3): it imports only the
 standard library, Mininet and the standard-library-only ``controller.model.fabric``.
@@ -75,15 +76,22 @@ def sflow_sampling(value=None) -> int:
 
 
 def sflow_target(value=None) -> str:
-    """The collector's host:port (IPv4), checked."""
+    """The collectors' host:port (IPv4), comma-separated (redundant controllers each have a
+    collector: every switch sends its samples to all of them), checked.
+
+    >>> sflow_target("127.0.0.1:6343, 127.0.0.1:6344")
+    '127.0.0.1:6343,127.0.0.1:6344'
+    """
     raw = str(_sflow_setting(value, "MLROUTE_SFLOW_TARGET", SFLOW_TARGET))
-    host, _, port = raw.rpartition(":")
-    parts = host.split(".")
-    if not (len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
-            and port.isdigit() and 0 < int(port) < 65536):
-        raise ValueError(f"sFlow target must be IPv4:port, e.g. {SFLOW_TARGET}, not {raw!r} "
-                         f"(MLROUTE_SFLOW_TARGET)")
-    return raw
+    targets = [t.strip() for t in raw.split(",")]
+    for t in targets:
+        host, _, port = t.rpartition(":")
+        parts = host.split(".")
+        if not (len(parts) == 4 and all(p.isdigit() and int(p) < 256 for p in parts)
+                and port.isdigit() and 0 < int(port) < 65536):
+            raise ValueError(f"sFlow target must be IPv4:port, e.g. {SFLOW_TARGET}, or several "
+                             f"separated by commas, not {raw!r} (MLROUTE_SFLOW_TARGET)")
+    return ",".join(targets)
 
 
 def sflow_agent(dpid: int) -> str:
@@ -124,10 +132,11 @@ class ClosSwitch(OVSSwitch):
                 self.cmd(f"ip link set dev {intf.name} mtu {self.mtu}")
         super().start(controllers)
         if self.sflow_sampling:
+            targets = ",".join(f'\\"{t}\\"' for t in self.sflow_target.split(","))
             # queued behind add-br when Mininet starts switches in one batch, else run now
             self.vsctl(f"-- --id=@sflow_{self.name} create sflow "
                        f"agent={sflow_agent(int(self.dpid, 16))} "
-                       f'target=\\"{self.sflow_target}\\" header={SFLOW_HEADER} '
+                       f"targets={targets} header={SFLOW_HEADER} "
                        f"sampling={self.sflow_sampling} polling=0 "
                        f"-- set bridge {self.name} sflow=@sflow_{self.name}")
 
@@ -153,13 +162,13 @@ class ClosTopo(Topo):
     the node and link classes the fabric needs (so ``mn`` options cannot get them wrong)."""
 
     def build(self, spines=4, leaves=8, hosts_per_leaf=2, bw=0, fabric: Fabric | None = None,
-              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None):
+              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None, sflow_collector=None):
         f = fabric or clos_fabric(int(spines), int(leaves), int(hosts_per_leaf), float(bw))
         link = {"bw": float(bw), "cls": TCLink} if float(bw) else {}
         sampling = sflow_sampling(sflow)
         for sw in f.spines + f.leaves:
             self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu),
-                           sflow=sampling)
+                           sflow=sampling, sflow_collector=sflow_collector)
         for leaf in f.leaves:
             for spine in f.spines:
                 self.addLink(leaf, spine, port1=f.port(leaf, spine), port2=f.port(spine, leaf),
