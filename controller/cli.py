@@ -2,8 +2,8 @@
 
     python -m controller fabric --spines 4 --leaves 8 --hosts-per-leaf 2 [--failed-spines K]
     python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective jobs]
-                              [--ilp-time-limit S] [--out R]
-    python -m controller compare --fabric F --jobs J
+                              [--ilp-time-limit S] [--max-parts N] [--out R]
+    python -m controller compare --fabric F --jobs J [--objective jobs] [--max-parts N]
 
 and the commands of a running controller (REST, ``controller.client``):
 
@@ -54,13 +54,15 @@ def slowest_rate_gbps(plan) -> float:
 
 
 def compare(fabric: Fabric, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
-            ilp_time_limit: float, objective: str = "flows") -> list[dict]:
-    """One row per algorithm; ``objective`` applies to auto (the others count flows)."""
+            ilp_time_limit: float, objective: str = "flows",
+            max_parts: int | None = None) -> list[dict]:
+    """One row per algorithm; ``objective`` applies to auto and split (the others count
+    flows), ``max_parts`` to split."""
     from controller.model.fluid import predict_allreduce
     rows = []
     for alg in algorithms:
         opts = planner_options(alg, seed, salt, ilp_time_limit,
-                               objective if alg == "auto" else "flows")
+                               objective if alg in ("auto", "split") else "flows", max_parts)
         plan = make_plan(fabric, jobs, alg, **opts)
         doc = plan.to_dict()
         rows.append({"algorithm": alg, "max_link_load": doc["max_link_load"],
@@ -226,6 +228,9 @@ def main(argv=None) -> int:
         p.add_argument("--objective", default="flows",
                        help="auto's objective: flows (max-min link flow counts) or jobs "
                             "(worst job's predicted iteration slowdown)")
+        p.add_argument("--max-parts", type=int, default=None,
+                       help="split: at most N parts per flow (default 4; 0: no bound, the "
+                            "fractional optimum)")
         p.add_argument("--out")
         if name == "plan":
             p.add_argument("--algorithm", default="auto", help=", ".join(ALGORITHMS))
@@ -255,7 +260,8 @@ def main(argv=None) -> int:
             if args.cmd == "plan":
                 plan = make_plan(fabric, jobs, args.algorithm,
                                  **planner_options(args.algorithm, args.seed, args.salt,
-                                                   args.ilp_time_limit, args.objective))
+                                                   args.ilp_time_limit, args.objective,
+                                                   args.max_parts))
                 out = json.dumps(plan.to_dict(), indent=1)
             else:
                 algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
@@ -263,7 +269,7 @@ def main(argv=None) -> int:
                     if a not in ALGORITHMS:
                         raise InputError(f"unknown algorithm {a!r} (choose from {', '.join(ALGORITHMS)})")
                 rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
-                               args.objective)
+                               args.objective, args.max_parts)
                 out = (json.dumps(rows, indent=1) if args.json
                        else format_table(rows, jobs, fabric.link_bps()))
     except InputError as e:

@@ -223,3 +223,17 @@ def test_job_add_answered_202_warns(ctl):
     assert r.returncode == 0 and r.stdout.startswith("job x added")
     assert r.stderr.startswith("warning: etcd at http://e:2379 became unreachable")
     assert "c1/3/1" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_plan_split_takes_max_parts(files):
+    _, fab, jobs = files
+    for n in ("1", "0"):
+        r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs),
+                "--algorithm", "split", "--max-parts", n)
+        assert r.returncode == 0, r.stderr
+        info = json.loads(r.stdout).get("info", {})
+        if n == "1":
+            assert info.get("max_parts", 1) == 1
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm",
+            "split", "--max-parts", "-2")
+    assert r.returncode == 2 and "max_parts must be an integer >= 0" in r.stderr

@@ -86,8 +86,9 @@ def solve(problem: Problem, flows, base_up: np.ndarray | None = None,
 
 
 def _solve(problem, src, dst, spine, row, demand, base_up, base_down, target, keep, floor,
-           time_limit):
-    """The LP over variables (src leaf, dst leaf, spine, demand row): (status, alpha, x)."""
+           time_limit, weight=None):
+    """The LP over variables (src leaf, dst leaf, spine, demand row): (status, alpha, x).
+    ``weight``: per variable, what one unit of it puts on its links (default 1: flow units)."""
     nx = len(spine)
     shape = (len(problem.fabric.leaves), len(problem.fabric.spines))
     base_up = np.zeros(shape) if base_up is None else base_up
@@ -103,7 +104,7 @@ def _solve(problem, src, dst, spine, row, demand, base_up, base_down, target, ke
     n_cols = nx + (1 if with_alpha else 0)
     rows_ub = [link_row]
     cols_ub = [cols, cols]
-    vals_ub = [np.ones(2 * nx)]
+    vals_ub = [np.ones(2 * nx) if weight is None else np.tile(np.asarray(weight, float), 2)]
     if with_alpha:
         rows_ub.append(np.arange(n_links))
         cols_ub.append(np.full(n_links, nx))
@@ -194,3 +195,51 @@ def fractional_lower_bound(problem: Problem, floor: float = 1.0) -> float:
                 inside = sum(c for mm, c in counts.items() if mm & ~m == 0)
                 best = max(best, inside / bin(m).count("1"))
     return best
+
+
+def weighted_split_lp(problem: Problem, weight, floor: float = 0.0,
+                      time_limit: float | None = None) -> tuple[float, np.ndarray, np.ndarray,
+                                                                  np.ndarray]:
+    """min over splittable routings of the max directed-link *weighted* load, every flow f
+    putting ``weight[f]`` per unit share on its links (e.g. seconds of its bytes at line rate):
+    (alpha, flow, spine, share) of the vertex solution. One HiGHS solve of sum |usable|
+    variables. Flows with the same leaves, usable spines and weight are merged (exact)."""
+    weight = np.asarray(weight, dtype=float)
+    keys: dict[tuple, int] = {}
+    rep: list[int] = []
+    members: list[list[int]] = []
+    for k, (a, b, m) in enumerate(zip(problem.src_leaf, problem.dst_leaf, problem.usable)):
+        i = keys.setdefault((a, b, m, float(weight[k])), len(keys))
+        if i == len(rep):
+            rep.append(k)
+            members.append([])
+        members[i].append(k)
+    first = np.array(rep, dtype=np.int64)
+    vf, vs = variables(problem, first)
+    local = np.full(len(problem), -1, dtype=np.int64)
+    local[first] = np.arange(len(first))
+    src = np.asarray(problem.src_leaf, dtype=np.int64)
+    dst = np.asarray(problem.dst_leaf, dtype=np.int64)
+    demand = np.array([len(m) for m in members], dtype=float)
+    status, alpha, x = _solve(problem, src[vf], dst[vf], vs, local[vf], demand, None, None,
+                              None, None, floor, time_limit, weight=weight[vf])
+    if status != "optimal":
+        raise InputError(f"weighted split: the LP ended with status {status}")
+    # a commodity's shares go to its flows whole where possible (McNaughton-like fill)
+    flows, spines, shares = [], [], []
+    for i, ks in enumerate(members):
+        sel = np.flatnonzero(local[vf] == i)
+        pieces = [(int(vs[v]), float(x[v])) for v in sel if x[v] > TOL]
+        fill, pos = 0.0, 0
+        for s, amount in pieces:
+            while amount > TOL and pos < len(ks):
+                take = min(amount, 1.0 - fill)
+                flows.append(ks[pos])
+                spines.append(s)
+                shares.append(take)
+                amount -= take
+                fill += take
+                if fill >= 1.0 - TOL:
+                    pos, fill = pos + 1, 0.0
+    return alpha, np.array(flows, dtype=np.int64), np.array(spines, dtype=np.int64), \
+        np.array(shares)

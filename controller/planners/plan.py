@@ -84,16 +84,25 @@ def make_plan(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", **opti
 
 
 def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
-                    ilp_time_limit: float = 60.0, objective: str = "flows") -> dict:
+                    ilp_time_limit: float = 60.0, objective: str = "flows",
+                    max_parts: int | None = None) -> dict:
     """The options each planner takes, from a run configuration. Only ``auto`` (and the
-    churn planner) take the job objective: asking another algorithm for it is an error."""
+    churn planner) and ``split`` (byte-aware) take the job objective: asking another algorithm
+    for it is an error. ``max_parts`` (split only; None: split's default, 0: no bound)."""
     from controller.planners.auto import OBJECTIVES
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
-    if objective != "flows" and algorithm != "auto":
-        raise InputError(f"objective {objective!r} needs algorithm 'auto' (got {algorithm!r})")
+    if objective != "flows" and algorithm not in ("auto", "split"):
+        raise InputError(f"objective {objective!r} needs algorithm 'auto' or 'split' "
+                         f"(got {algorithm!r})")
+    if max_parts is not None and (isinstance(max_parts, bool) or not isinstance(max_parts, int)
+                                  or max_parts < 0):
+        raise InputError(f"max_parts must be an integer >= 0 (0: no bound), got {max_parts!r}")
+    split_opts: dict = {"objective": objective}
+    if max_parts is not None:
+        split_opts["max_parts"] = max_parts or None
     return {"annealing": {"seed": seed}, "ecmp": {"salt": salt},
-            "ilp": {"time_limit": ilp_time_limit},
+            "ilp": {"time_limit": ilp_time_limit}, "split": split_opts,
             "auto": {"ilp_time_limit": ilp_time_limit, "objective": objective}}.get(algorithm, {})
 
 

@@ -1,0 +1,77 @@
+"""Byte-aware splitting (split, objective "jobs") and its bound on parts (issue 23)."""
+import pytest
+
+from controller.errors import InputError
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow, Job
+from controller.model.problem import Problem
+from controller.planners.lp import weighted_split_lp
+from controller.planners.objective import job_slowdowns
+from controller.planners.plan import make_plan, planner_options
+from controller.planners.split import split
+from simulation.workloads import byte_mix, pipeline
+
+
+def _mean(d):
+    return sum(d.values()) / len(d)
+
+
+def test_weighted_lp_balances_bytes_not_flows():
+    """One 10 GB flow and four 100 MB flows out of l0 over 2 spines: by flow counts 2.5 flows
+    per link, by bytes the big flow is split evenly and the small ones fill in."""
+    f = Fabric.generate(2, 2, 5)
+    flows = [Flow("j", "h0_0", "h1_0", 10e9)] + [Flow("j", f"h0_{k}", f"h1_{k}", 1e8)
+                                                 for k in range(1, 5)]
+    problem = Problem.build(f, [Job("j", explicit=flows)])
+    w = [fl.bytes / f.link_bps() for fl in problem.flows]
+    alpha, flow, spine, share = weighted_split_lp(problem, w)
+    assert alpha == pytest.approx(sum(w) / 2)  # every byte counted, perfectly balanced
+    per_flow = {}
+    for k, x in zip(flow, share):
+        per_flow[int(k)] = per_flow.get(int(k), 0.0) + x
+    assert all(v == pytest.approx(1.0) for v in per_flow.values())
+    assert sorted(per_flow) == list(range(5))
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_byte_split_with_4_parts_never_behind_the_jobs_objective(seed):
+    f = Fabric.generate(4, 8, 8, 100.0, 1)
+    jobs = byte_mix(f, 4, 16, seed=seed)
+    a = make_plan(f, jobs, "split", max_parts=4, objective="jobs")
+    b = make_plan(f, jobs, "auto", objective="jobs", ilp_time_limit=0)
+    mine = job_slowdowns(a.problem, a.assignment.parts)
+    theirs = job_slowdowns(b.problem, b.assignment.parts)
+    assert max(len(p) for p in a.assignment.parts) <= 4
+    assert (round(max(mine.values()), 6), _mean(mine)) <= \
+        (round(max(theirs.values()), 6), _mean(theirs) + 1e-9)
+    info = a.assignment.info
+    assert info["chosen"] in ("bytes", "flows", "jobs-unsplit")
+    assert info["predicted_slowdown"] == pytest.approx(mine)
+    flows_only = make_plan(f, jobs, "split", max_parts=4)
+    assert _mean(mine) <= _mean(job_slowdowns(flows_only.problem,
+                                              flows_only.assignment.parts)) + 1e-9
+
+
+def test_byte_split_beats_flow_count_split_on_pipelines():
+    f = Fabric.generate(4, 8, 8, 100.0, 1)
+    jobs = pipeline(f, [8, 8, 8, 8], seed=2)
+    by_bytes = make_plan(f, jobs, "split", objective="jobs", max_parts=None)
+    by_flows = make_plan(f, jobs, "split", max_parts=None)
+    assert _mean(job_slowdowns(by_bytes.problem, by_bytes.assignment.parts)) < \
+        _mean(job_slowdowns(by_flows.problem, by_flows.assignment.parts)) - 0.05
+
+
+def test_max_parts_zero_lifts_the_bound_in_the_options():
+    f = Fabric.generate(4, 2, 5)  # 5 flows out of l0 over 4 spines: 1.25 needs 4 quarters
+    p = Problem.build(f, [Job("j", explicit=[Flow("j", f"h0_{k}", f"h1_{k}", 1)
+                                              for k in range(5)])])
+    unbounded = split(p, **planner_options("split", max_parts=0))
+    assert unbounded.info["max_parts"] == split(p, max_parts=None).info["max_parts"] == 4
+    assert split(p, **planner_options("split", max_parts=2)).info["max_parts"] <= 2
+    assert planner_options("split", max_parts=0) == {"objective": "flows", "max_parts": None}
+    assert planner_options("split", max_parts=3, objective="jobs") == {
+        "objective": "jobs", "max_parts": 3}
+    with pytest.raises(InputError, match="max_parts must be an integer >= 0"):
+        planner_options("split", max_parts=-1)
+    with pytest.raises(InputError, match="unknown objective"):
+        split(p, objective="bytes")
