@@ -41,6 +41,7 @@ class Measured:
     window_s: float
     confidence: dict = field(default_factory=dict)  # pair -> {"samples", "relative_error"}
     active_windows: int = 0
+    replans: int = 0  # times the job was (re-)planned on a measured matrix
 
     def flows_doc(self, declared: set) -> list[dict]:
         return [{"src": a, "dst": b, "bytes": round(v), "bytes_per_s": round(v / self.window_s),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from controller.errors import ConflictError, InputError
 from controller.measurement.estimate import MatrixEstimate
@@ -47,6 +47,7 @@ class MatrixLearning:
         self.judged: dict[str, frozenset] = {}  # job -> the measured pairs last judged
         self.replans: dict[str, list[float]] = {}  # job -> times of its recent re-plans
         self.deferred = 0  # re-plans put off by the per-job bound
+        self.replanned: dict[str, int] = {}  # job -> (re-)plans on measured matrices
         self.rejected = 0  # sFlow datagrams dropped: their sender is not a known agent
         self._rejected_new: list[str] = []  # senders dropped for the first time, not reported
         self._rejected_seen: set[str] = set()
@@ -87,6 +88,7 @@ class MatrixLearning:
         for jid in [j for j in self.judged if j not in jobs]:
             self.judged.pop(jid)
             self.replans.pop(jid, None)
+            self.replanned.pop(jid, None)
         windows = self.learner.closed(self._folded, now)
         if not windows:
             return
@@ -121,7 +123,7 @@ class MatrixLearning:
                 m = learning.measured_pairs(state.fabric, estimate, self.learner.window_s,
                                             settings.learn_min_rate)
                 if m.pairs:
-                    out[jid] = m
+                    out[jid] = replace(m, replans=self.replanned.get(jid, 0))
         return out
 
     def decisions(self, state: ControllerState, settings: Settings, measured: dict,
@@ -175,3 +177,4 @@ class MatrixLearning:
         refused matrix is not tried again until its pairs change."""
         if ok:
             self.replans.setdefault(decision.job, []).append(now)
+            self.replanned[decision.job] = self.replanned.get(decision.job, 0) + 1

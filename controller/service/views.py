@@ -207,5 +207,7 @@ def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict
     measured = state.measured.get(r.job.id)
     doc.update(matrix=r.matrix, learn=r.learn, members=list(r.members), mismatch=r.mismatch,
                measured_flows=measured.flows_doc(declared_pairs(state.fabric, r))
-               if measured else [], link_speed=link_speed)
+               if measured else [], link_speed=link_speed,
+               learning={"active_windows": measured.active_windows,
+                         "replans": measured.replans} if measured else None)
     return doc
