@@ -18,7 +18,7 @@ def wired(spines=2, leaves=4, hosts=2, **kw):
 def env():
     f = wired()
     sw = FakeSwitches(f.dpids.values())
-    svc = RouteService(sw, f)
+    svc = RouteService(sw, f, dead_after=0.0)  # a lost switch is dead at once
     for d in f.dpids.values():
         svc.switch_connected(d, {})
     return f, sw, svc

@@ -15,7 +15,7 @@ from tests.fake_switch import FakeSwitches
 def env():
     f = Fabric.generate(2, 2, 2, 0.01, wiring=True)
     sw = FakeSwitches(f.dpids.values())
-    svc = RouteService(sw, f)
+    svc = RouteService(sw, f, dead_after=0.0)  # a lost switch is dead at once
     for d in f.dpids.values():
         svc.switch_connected(d, {})
     return f, sw, svc
