@@ -7,7 +7,13 @@ pitfall as it was), the wrong direction corrected by learning and members only (
 after learning, with the learning time).
 
     python -m emulation.bench_collectives [--library gloo,mpi] [--runs 10] [--mib 4]
-        [--out bench/collectives.json]
+        [--relaunch-runs 3] [--relaunches-only] [--out bench/collectives.json]
+
+Relaunches (issue 22): the job posted once (by its members, or in rank order), then 3
+launches of 4 All-Reduces, 6 s apart (a checkpoint's pause); per launch after the first, its
+median over the correct declaration's median of the same invocation, and the (re-)plans made
+on measured traffic after the first launch. ``--relaunches-only`` measures the correct
+declaration and the relaunches, keeping the file's other results.
 
 Each run starts the ranks anew (new TCP connections, so ECMP hashes anew); the rounds interleave
 the scenarios so that drift hits all alike. Ratios are against the correctly declared run of the
@@ -47,12 +53,53 @@ def _record(res: dict) -> dict:
     return rec
 
 
-def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress) -> dict:
+RELAUNCHES, RELAUNCH_ITERS, PAUSE_S = 3, 4, 6.0
+
+
+def measure_relaunches(s, library: str, hosts: list[str], runs: int, mib: int, outdir: str,
+                       progress, correct_s: float) -> dict:
+    """``runs`` rounds of the relaunch scenario per declaration (module docstring)."""
+    out = {}
+    for declare in ("members", "rank_order"):
+        rounds = []
+        for k in range(runs):
+            res = co.relaunches(s, library, hosts, mib, RELAUNCH_ITERS,
+                                os.path.join(outdir, f"relaunch-{declare}-{k}"),
+                                members=declare == "members", launches=RELAUNCHES,
+                                pause_s=PAUSE_S)
+            first, *later = res["launches"]
+            if not all(x["sums_ok"] for x in res["launches"]):
+                raise RuntimeError(f"{library} relaunch {declare}: wrong sums; logs "
+                                   f"{res['logs']}")
+            rounds.append({
+                "over_correct": [round(statistics.median(x["times"]) / correct_s, 3)
+                                 for x in res["launches"]],
+                "matrix": [x["matrix"] for x in res["launches"]],
+                "planned_pairs": [x["planned_pairs"] for x in res["launches"]],
+                "imbalance": [x["imbalance"] for x in res["launches"]],
+                "replans_after_first_launch": later[-1]["replans"] - first["replans"]})
+            progress(f"{library} relaunch {declare} {k + 1}/{runs}: "
+                     f"{rounds[-1]['over_correct']} x correct, "
+                     f"{rounds[-1]['replans_after_first_launch']} re-plans after launch 1")
+        later = [r for x in rounds for r in x["over_correct"][1:]]
+        out[declare] = {"rounds": rounds, "later_launches_over_correct": _summary(later),
+                        "later_launches_within_10pct": sum(r <= 1.10 for r in later),
+                        "later_launches": len(later),
+                        "max_replans_after_first_launch": max(
+                            x["replans_after_first_launch"] for x in rounds)}
+    return {"launches": RELAUNCHES, "all_reduces_per_launch": RELAUNCH_ITERS,
+            "pause_s": PAUSE_S, "correct_median_s": round(correct_s, 3), **out}
+
+
+def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress,
+            relaunch_runs: int = RELAUNCHES, relaunches_only: bool = False) -> dict:
     with Session(*SHAPE, BW, outdir, progress=progress) as s:
         hosts = co.rank_hosts(s.fabric)
-        names = ["ecmp", "correct", "rank_order"]
+        names = ["correct"] if relaunches_only else ["ecmp", "correct", "rank_order"]
         skipped = {}
-        if co.learning_supported(s.ctl):
+        if relaunches_only:
+            pass
+        elif co.learning_supported(s.ctl):
             names += list(co.LEARNING_SCENARIOS)
         else:
             skipped = {n: "the controller does not take members-only jobs yet (issue 14)"
@@ -67,9 +114,13 @@ def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress
                 records[name].append(_record(res))
                 progress(f"{library} run {k + 1}/{runs} {name}: "
                          f"{records[name][-1]['seconds']:.2f} s, imbalance {res['imbalance']:.2f}")
+        ref = statistics.median(r["seconds"] for r in records["correct"])
+        relaunches = measure_relaunches(s, library, hosts, relaunch_runs, mib, outdir,
+                                        progress, ref) if relaunch_runs else None
+    if relaunches_only:
+        return {"relaunches": relaunches}
     out = {"ranks": hosts, "direction_measured": records["ecmp"][0]["direction"],
-           "scenarios": {}, "skipped": skipped}
-    ref = statistics.median(r["seconds"] for r in records["correct"])
+           "scenarios": {}, "skipped": skipped, "relaunches": relaunches}
     for name, recs in records.items():
         sec = [r["seconds"] for r in recs]
         entry = {"seconds": _summary(sec), "over_correct_median": round(
@@ -95,6 +146,11 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--mib", type=int, default=4, help="tensor size per rank, MiB")
     ap.add_argument("--iters", type=int, default=1, help="All-Reduces per run (median kept)")
+    ap.add_argument("--relaunch-runs", type=int, default=RELAUNCHES,
+                    help="rounds of the relaunch scenario per declaration (0: none)")
+    ap.add_argument("--relaunches-only", action="store_true",
+                    help="measure the correct declaration and the relaunches only, keeping "
+                         "the output file's other results")
     ap.add_argument("--out", default="bench/collectives.json")
     args = ap.parse_args(argv)
     libraries = args.library.split(",")
@@ -111,23 +167,32 @@ def main(argv=None) -> int:
         print(msg, file=sys.stderr, flush=True)
 
     doc = {}
-    if os.path.exists(args.out) and set(libraries) != set(co.LIBRARIES):
+    if os.path.exists(args.out) and (set(libraries) != set(co.LIBRARIES)
+                                     or args.relaunches_only):
         with open(args.out) as fh:
             doc = json.load(fh)
-    doc.update({"fabric": {"spines": SHAPE[0], "leaves": SHAPE[1], "hosts_per_leaf": SHAPE[2],
-                           "link_mbps": BW, "controller": "declared fabric, greedy, flow mode"},
-                "tensor_mib": args.mib, "runs": args.runs, "iterations_per_run": args.iters})
+    if not args.relaunches_only:
+        doc.update({"fabric": {"spines": SHAPE[0], "leaves": SHAPE[1],
+                               "hosts_per_leaf": SHAPE[2], "link_mbps": BW,
+                               "controller": "declared fabric, greedy, flow mode"},
+                    "tensor_mib": args.mib, "runs": args.runs, "iterations_per_run": args.iters})
     run_dir = os.path.join(co.LOG_ROOT, "bench-" + time.strftime("%Y%m%d-%H%M%S"))
     for lib in libraries:
         t0 = time.time()
-        res = measure(lib, args.runs, args.mib, args.iters, os.path.join(run_dir, lib), progress)
-        res["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
-        res["wall_s"] = round(time.time() - t0)
-        doc.setdefault("libraries", {})[lib] = res
+        res = measure(lib, args.runs, args.mib, args.iters, os.path.join(run_dir, lib), progress,
+                      args.relaunch_runs, args.relaunches_only)
+        if args.relaunches_only:
+            res["relaunches"]["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                             time.gmtime(t0))
+            doc.setdefault("libraries", {}).setdefault(lib, {})["relaunches"] = res["relaunches"]
+        else:
+            res["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0))
+            res["wall_s"] = round(time.time() - t0)
+            doc.setdefault("libraries", {})[lib] = res
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as fh:
             json.dump(doc, fh, indent=1)
-        for name, e in res["scenarios"].items():
+        for name, e in res.get("scenarios", {}).items():
             print(f"{lib:5} {name:14} median {e['seconds']['median']:.2f} s "
                   f"[{e['seconds']['min']:.2f}-{e['seconds']['max']:.2f}] "
                   f"{e['over_correct_median']:.2f}x correct, imbalance median "

@@ -460,6 +460,37 @@ def members_only(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
                      _job(library, mib, members=members), learn=True)
 
 
+def relaunches(session, library, hosts, mib=4, iters=3, logdir=None, members=False,
+               launches=4, pause_s=6.0) -> dict:
+    """Launches of the same job with pauses between them (a checkpoint, an evaluation): the
+    job posted once (``members``: by its members' addresses; else in rank order, the wrong
+    direction for gloo), then ``launches`` runs of ``iters`` All-Reduces, ``pause_s`` silent
+    seconds apart. Per launch: its times, the job's matrix and planned pairs after it, and
+    the (re-)plans the controller made on measured traffic so far."""
+    jid = f"{library}-allreduce"
+    job = _job(library, mib, members=[session.fabric.host_ip[h] for h in hosts]) \
+        if members else _job(library, mib, hosts)
+    time.sleep(QUIET_S)
+    _post(session.ctl, job)
+    try:
+        out = []
+        for k in range(launches):
+            if k:
+                time.sleep(pause_s)
+            r = run_allreduce(session.net, session.fabric, library, hosts, mib, iters,
+                              logdir and os.path.join(logdir, f"launch{k}"))
+            v = _view(session.ctl, jid)
+            out.append({"times": r["times"], "sums_ok": r["sums_ok"],
+                        "max_error": r["max_error"], "imbalance": r["imbalance"],
+                        "uplinks": r["uplinks"], "matrix": v.get("matrix"),
+                        "planned_pairs": len(v.get("routes", [])),
+                        "replans": (v.get("learning") or {}).get("replans", 0)})
+        return {"library": library, "declared": job, "launches": out, "pause_s": pause_s,
+                "logs": logdir}
+    finally:
+        session.ctl.rest("DELETE", f"/v1/jobs/{jid}")
+
+
 SCENARIOS = {"ecmp": ecmp, "correct": declared_correct, "rank_order": declared_rank_order,
              "wrong_static": declared_wrong_static, "wrong_learned": declared_wrong_learned,
              "members": members_only}

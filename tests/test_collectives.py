@@ -155,6 +155,34 @@ def test_members_only_after_learning_as_fast_as_declared(emu, library):
     learned(emu, library, "members")
 
 
+@pytest.mark.parametrize("library", co.LIBRARIES)
+@pytest.mark.parametrize("declare", ["members", "rank_order"])
+def test_relaunches_after_pauses_stay_learned_and_as_fast_as_declared(emu, library, declare):
+    """Issue 22's scenario: launches of 4 All-Reduces, 6 s pauses between them. After the
+    first launch every launch runs within 10% of the correct declaration, the uplinks
+    balanced, and the job is (re-)planned at most once after it was learned."""
+    if co.missing(library):
+        pytest.skip(co.missing(library))
+    if not co.learning_supported(emu.ctl):
+        pytest.skip("the controller does not take members-only jobs")
+    res = co.relaunches(emu, library, emu.hosts, MIB, 4,
+                        os.path.join(LOGS, f"{library}-relaunch-{declare}"),
+                        members=declare == "members", launches=3, pause_s=6.0)
+    first, *later = res["launches"]
+    for launch in res["launches"]:
+        assert launch["sums_ok"], launch
+    for launch in later:
+        assert launch["matrix"] in ("learned", "declared") and launch["planned_pairs"] >= 8
+        assert launch["imbalance"] < BALANCED, launch["uplinks"]
+    assert later[-1]["replans"] - first["replans"] <= 1, res["launches"]
+    times = [t for launch in later for t in launch["times"]]
+    reference = run(emu, library, "correct")["times"]
+    if statistics.median(times) > SAME_SPEED * statistics.median(reference):
+        reference = reference + remeasure(emu, library, "correct")["times"]  # back to back
+    assert statistics.median(times) <= SAME_SPEED * statistics.median(reference), (
+        times, reference)
+
+
 def test_no_rank_or_daemon_left_behind(emu):
     if not emu.runs:
         pytest.skip("no collective ran")
