@@ -69,6 +69,8 @@ test: install
 test-unit: install
 	$(PY) -m pytest -q -m "not integration"
 
+# The fast tier (about a minute on 2 cores): unit, property and doctests without the tests
+# marked slow (they run in test and test-unit) and without Mininet.
 test-fast: install
 	$(PY) -m pytest -q -m "not slow and not integration"
 

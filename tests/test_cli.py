@@ -51,6 +51,7 @@ def test_plan_prints_routes(files):
     assert doc["max_link_load"] == 1
 
 
+@pytest.mark.slow
 def test_compare_table(files):
     _, fab, jobs = files
     r = run("controller", "compare", "--fabric", str(fab), "--jobs", str(jobs))
@@ -61,6 +62,7 @@ def test_compare_table(files):
     assert names == ["greedy", "ecmp", "edge-coloring", "annealing", "ilp", "split", "auto"]
 
 
+@pytest.mark.slow
 def test_simulate_cli(files):
     _, fab, jobs = files
     r = run("simulation.simulate", "--fabric", str(fab), "--jobs", str(jobs), "--iterations", "2")
@@ -71,6 +73,7 @@ def test_simulate_cli(files):
     assert set(doc) >= {"jobs", "flows", "planner_ms"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs_text, message", [
     ("{not json", "not valid JSON"),
     ('{"jobs": [{"id": "x", "ranks": ["h0_0", "zz"], "bytes": 1}]}', "unknown host 'zz'"),
@@ -87,6 +90,7 @@ def test_bad_jobs_exit_nonzero_with_one_line(files, jobs_text, message):
         assert r.stderr.count("\n") == 1 and message in r.stderr and r.stdout == ""
 
 
+@pytest.mark.slow
 def test_all_spines_down_and_unknown_algorithm(files):
     tmp, _, jobs = files
     fab = tmp / "dead.json"
@@ -99,12 +103,14 @@ def test_all_spines_down_and_unknown_algorithm(files):
     assert r.returncode == 2 and "unknown algorithm 'magic'" in r.stderr
 
 
+@pytest.mark.slow
 def test_missing_file(files):
     tmp, fab, _ = files
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(tmp / "nope.json"))
     assert r.returncode == 2 and "cannot read" in r.stderr
 
 
+@pytest.mark.slow
 def test_plan_auto_is_the_default_and_takes_objective_and_budget(files):
     _, fab, jobs = files
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs))
@@ -119,6 +125,7 @@ def test_plan_auto_is_the_default_and_takes_objective_and_budget(files):
     assert info["objective"] == "jobs" and set(info["predicted_slowdown"]) == {"a", "b"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("--objective", "bogus"), "unknown objective 'bogus'"),
     (("--algorithm", "greedy", "--objective", "jobs"), "objective 'jobs' needs algorithm 'auto'"),
@@ -147,6 +154,7 @@ def job(ctl, *args, token=True):
     return run("controller", "job", *args, "--url", ctl.url, *(["--token", "tok"] if token else []))
 
 
+@pytest.mark.slow
 def test_job_add_members_list_show_delete(ctl, tmp_path):
     r = job(ctl, "add", "--members", "10.0.0.1, h1_0,10.0.2.1", "--id", "j", "--bytes", "4e6",
             "--no-learn", "--algorithm", "greedy", "--mode", "host")
@@ -179,6 +187,7 @@ def test_job_add_members_list_show_delete(ctl, tmp_path):
     assert ctl.jobs == {}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (("add", "--members", "a,b"), "--members needs --id"),
     (("add", "--members", "a,,b", "--id", "x"), "an empty member name"),
@@ -197,6 +206,7 @@ def test_job_bad_input_exits_2_and_sends_nothing(ctl, args, message):
     assert ctl.requests == []
 
 
+@pytest.mark.slow
 def test_job_controller_errors_exit_1_with_one_line(ctl):
     assert job(ctl, "add", "--members", "a,b", "--id", "x").returncode == 0
     r = job(ctl, "add", "--members", "a,b", "--id", "x")  # 409
@@ -213,6 +223,7 @@ def test_job_controller_errors_exit_1_with_one_line(ctl):
     assert r.stderr.startswith("error: GET http://127.0.0.1:") and "unreachable" in r.stderr
 
 
+@pytest.mark.slow
 def test_job_add_answered_202_warns(ctl):
     """Redundant controllers whose etcd died during the write answer 202 with an operation."""
     answer = ctl.answer
@@ -225,6 +236,7 @@ def test_job_add_answered_202_warns(ctl):
     assert "c1/3/1" in r.stderr and r.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_plan_split_takes_max_parts(files):
     _, fab, jobs = files
     for n in ("1", "0"):

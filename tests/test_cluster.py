@@ -166,6 +166,7 @@ def test_a_standby_takes_over_within_a_second_when_the_master_process_dies(membe
     wait(lambda: set(new.members) == {"b", "c"}, 5, "a's member key gone")
 
 
+@pytest.mark.slow
 def test_without_the_probe_the_lease_decides(members):
     a = members.start("a", probe=False)
     b = members.start("b", probe=False)
@@ -216,6 +217,7 @@ def test_only_the_master_stores_and_a_deposed_master_cannot(members, server, pre
     assert a.store.load()["next_number"] == 8
 
 
+@pytest.mark.slow
 def test_a_second_controller_with_the_same_id_is_refused(members):
     a = members.start("a")
     with pytest.raises(ClusterError, match="id 'a' is registered in etcd at .* give every "
@@ -224,6 +226,7 @@ def test_a_second_controller_with_the_same_id_is_refused(members):
     assert a.role == "master"
 
 
+@pytest.mark.slow
 def test_a_restarted_controller_replaces_its_previous_run_at_once(members):
     a = members.start("a")
     old_lease = a.lease
@@ -320,6 +323,7 @@ def test_a_forwarded_write_is_503_only_when_nothing_was_sent(members):
         b.write("POST", "/v1/jobs", b"{}", {}, lambda: pytest.fail("b is standby"))
 
 
+@pytest.mark.slow
 def test_etcd_lost_and_back_refuses_writes_meanwhile_and_loses_nothing(tmp_path):
     if not os.path.exists(ETCD):
         pytest.skip("etcd is not installed (apt-get install etcd-server)")
@@ -356,6 +360,7 @@ def test_etcd_lost_and_back_refuses_writes_meanwhile_and_loses_nothing(tmp_path)
         etcd.__exit__()
 
 
+@pytest.mark.slow
 def test_a_write_etcd_could_not_store_is_answered_202_and_stored_when_etcd_returns(private):
     a = private.start("a")
     b = private.start("b")
@@ -400,6 +405,7 @@ def hold_flush(cluster):
     return gate
 
 
+@pytest.mark.slow
 def test_a_pending_write_is_dropped_when_its_master_steps_down_before_etcd_returns(private):
     a = private.start("a", probe=False)
     b = private.start("b", probe=False)
@@ -439,6 +445,7 @@ for line in sys.stdin:
 """
 
 
+@pytest.mark.slow
 def test_a_master_frozen_past_its_lease_never_says_master_again(private):
     """SIGSTOP of the master's process until its lease ended and b was elected, then SIGCONT:
     the very first view it gives, and every later one, says standby."""
@@ -560,6 +567,7 @@ class Node:
         return api.handle(self.svc, method, path, body, {})
 
 
+@pytest.mark.slow
 def test_two_services_share_the_intent_and_a_takeover_changes_no_entry(members):
     f = wired()
     sw = FakeSwitches(f.dpids.values())
@@ -627,6 +635,7 @@ def op_state(node):
     return node.rest("GET", "/v1/cluster")[1]["operations"][0]["state"]
 
 
+@pytest.mark.slow
 def test_a_job_posted_while_etcd_dies_is_answered_202_and_lands_when_etcd_returns(private):
     f = wired()
     sw = FakeSwitches(f.dpids.values())
@@ -647,6 +656,7 @@ def test_a_job_posted_while_etcd_dies_is_answered_202_and_lands_when_etcd_return
     assert a.rest("DELETE", "/v1/jobs/j1")[0] == 200
 
 
+@pytest.mark.slow
 def test_a_job_posted_while_etcd_dies_is_undone_when_its_master_steps_down_first(private):
     f = wired()
     sw = FakeSwitches(f.dpids.values())
@@ -702,6 +712,7 @@ print(json.dumps({k: [list(map(list, x)) if x else x for x in v] for k, v in out
 """
 
 
+@pytest.mark.slow
 def test_planners_give_the_same_routes_in_processes_with_different_hash_seeds():
     algs = "auto,greedy,ecmp,edge-coloring,annealing,split"
     outs = []

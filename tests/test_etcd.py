@@ -68,6 +68,7 @@ def test_a_lease_keeps_its_keys_until_revoked(c):
     assert not c.revoke(lease)
 
 
+@pytest.mark.slow
 def test_an_expired_lease_takes_its_keys_with_it(c):
     lease, ttl = c.grant(1)
     assert ttl >= 1  # etcd raises it to its minimum (2 s with default timing)

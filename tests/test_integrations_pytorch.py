@@ -183,6 +183,7 @@ def _sent_per_peer(outs) -> dict:
     return sent
 
 
+@pytest.mark.slow
 def test_gloo_ring_declared_in_its_data_direction_and_removed_at_destroy(tmp_path):
     _torch_or_skip()
     world = 4
@@ -209,6 +210,7 @@ def test_gloo_ring_declared_in_its_data_direction_and_removed_at_destroy(tmp_pat
         assert up < 0.05 * down, (r, sent)
 
 
+@pytest.mark.slow
 def test_removed_at_exit_once_and_from_a_with_block(tmp_path):
     _torch_or_skip()
     for end in ("exit", "context"):
@@ -222,6 +224,7 @@ def test_removed_at_exit_once_and_from_a_with_block(tmp_path):
         assert declared == [True, False]
 
 
+@pytest.mark.slow
 def test_removed_on_sigterm(tmp_path):
     """torchrun stops workers with SIGTERM: the job is removed, then the rank dies of it."""
     _torch_or_skip()
@@ -251,6 +254,7 @@ def test_removed_on_sigterm(tmp_path):
                                                           ("DELETE", "/v1/jobs/t")]
 
 
+@pytest.mark.slow
 def test_unreachable_controller_warns_and_training_goes_on(tmp_path):
     _torch_or_skip()
     outs = _run_ranks(tmp_path, f"http://127.0.0.1:{free_port()}", 2, "exit")
@@ -258,6 +262,7 @@ def test_unreachable_controller_warns_and_training_goes_on(tmp_path):
     assert "mlroute" not in outs[1][2]  # only rank 0 talks to the controller
 
 
+@pytest.mark.slow
 def test_example_under_torchrun_two_nodes(tmp_path):
     """examples/torch_allreduce.py, 2 torchrun agents ("nodes", 2 ranks each) on loopback,
     each node with its own declared address: one ring over the two hosts, deleted at the end."""

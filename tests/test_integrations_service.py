@@ -103,6 +103,7 @@ def test_gloo_declaration_plans_the_data_direction(served):
     assert Client(url).job("n")["matrix"] == "learning"
 
 
+@pytest.mark.slow
 def test_cli_members_job_against_the_service(served):
     f, svc, url = served
 

@@ -126,6 +126,7 @@ def test_controller_refusals_exit_0(setup):
     assert r.returncode == 0 and "job slurm-7 was not declared" in r.stdout
 
 
+@pytest.mark.slow
 def test_unreachable_and_hanging_controllers_are_bounded(setup):
     _, env, _ = setup
     r, took = hook("prolog", dict(env, MLROUTE_URL=f"http://127.0.0.1:{free_port()}"))

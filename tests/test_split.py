@@ -81,6 +81,7 @@ def failed_instances(draw):
     return f, [Job("j", explicit=flows)]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(failed_instances())
 def test_split_equals_the_lp_optimum_under_random_failures(inst):
