@@ -47,7 +47,7 @@ def served():
 
     http = ThreadingHTTPServer(("127.0.0.1", 0), H)
     http.daemon_threads = True
-    t = threading.Thread(target=http.serve_forever, daemon=True)
+    t = threading.Thread(target=http.serve_forever, args=(0.05,), daemon=True)  # quick shutdown
     t.start()
     try:
         yield f, svc, f"http://127.0.0.1:{http.server_address[1]}"

@@ -29,6 +29,7 @@ def server():
     for d in f.dpids.values():
         svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
     rest = RestServer(svc, "127.0.0.1", 0, TOKEN)
+    rest.sock.settimeout(0.05)  # the accept loop sees stop() within 0.05 s, not 0.5 s
     thread = threading.Thread(target=rest.serve, daemon=True)
     thread.start()
     try:
