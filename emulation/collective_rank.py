@@ -2,8 +2,12 @@
 host by ``emulation.collectives``. It runs under Debian's ``/usr/bin/python3`` (where
 python3-torch and python3-mpi4py live), so it imports only the standard library at the top.
 
-    python3 collective_rank.py gloo --master IP --rank R --world N --mib M --iters K
+    python3 collective_rank.py gloo --master IP --rank R --world N --mib M --iters K [--a2a-mib A]
     mpirun ... python3 collective_rank.py mpi --mib M --iters K
+
+``--a2a-mib A`` (gloo): every iteration also runs an all-to-all of A MiB per rank before the
+All-Reduce, as a mixture-of-experts layer does (block j of rank r holds 1000 r + j: checked
+exactly on arrival).
 
 Every rank fills its tensor with known values (element i of rank r: r + 1 + i % 5) before each
 iteration, so the reduced tensor must hold n(n+1)/2 + n(i % 5) everywhere: the check is exact
@@ -79,11 +83,22 @@ def run_gloo(args) -> dict:
     n_elems = args.mib * (1 << 20) // 4
     expected = _expected("torch", n_elems, args.world)
     dist.all_reduce(torch.ones(1024))  # warm-up: every connection open
+    block = args.a2a_mib * (1 << 20) // 4 // args.world
+    if block:
+        dist.all_to_all_single(torch.empty(args.world), torch.ones(args.world))
+        send = torch.arange(args.world, dtype=torch.float32).repeat_interleave(block) + \
+            1000 * args.rank
+        want = torch.arange(args.world, dtype=torch.float32).repeat_interleave(block) * 1000 + \
+            args.rank
     times, worst, start = [], 0.0, time.time()
     for _ in range(args.iters):
         t = _values("torch", n_elems, args.rank)
         dist.barrier()
         t0 = time.perf_counter()
+        if block:
+            got = torch.empty(block * args.world)
+            dist.all_to_all_single(got, send)
+            worst = max(worst, float((got - want).abs().max()))
         dist.all_reduce(t)
         times.append(time.perf_counter() - t0)
         worst = max(worst, float((t - expected).abs().max()))
@@ -128,6 +143,8 @@ def main(argv=None) -> int:
     ap.add_argument("--world", type=int)
     ap.add_argument("--mib", type=int, default=4)
     ap.add_argument("--iters", type=int, default=3)
+    ap.add_argument("--a2a-mib", type=int, default=0,
+                    help="gloo: an all-to-all of this many MiB per rank before each All-Reduce")
     ap.add_argument("--ip", help="this host's fabric address (default: its first non-loopback "
                     "IPv4 address)")
     ap.add_argument("--timeout", type=float, default=300)

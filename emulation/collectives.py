@@ -223,18 +223,20 @@ def _mpi_ranks_started(logdir: str) -> int:
 
 def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, iters: int = 3,
                   logdir: str | None = None, timeout: float = TIMEOUT_S,
-                  attempts: int = 3) -> dict:
+                  attempts: int = 3, a2a_mib: int = 0) -> dict:
     """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that does not end
     within ``timeout``, or whose launcher gives up before every rank started
     (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
     lists those stalls (``stalled``; the benchmark measured about 7% of Open MPI launches on 2
     cores, see ``LaunchStalled``). Raises RuntimeError (with the log folder) when a rank fails,
-    TimeoutError when every attempt stalled."""
+    TimeoutError when every attempt stalled. ``a2a_mib`` (gloo): an all-to-all of that many MiB
+    per rank before each All-Reduce (a mixture-of-experts layer)."""
     stalls = []
     for k in range(attempts):
         try:
             res = _run_once(net, fabric, library, hosts, mib, iters,
-                            logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout)
+                            logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout,
+                            a2a_mib)
         except TimeoutError as e:
             stalls.append(str(e))
             if k + 1 == attempts:
@@ -246,9 +248,11 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
 
 
 def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
-              logdir: str | None, timeout: float) -> dict:
+              logdir: str | None, timeout: float, a2a_mib: int = 0) -> dict:
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}")
+    if a2a_mib and library != "gloo":
+        raise ValueError("an all-to-all phase is run with gloo only")
     tag = uuid.uuid4().hex[:12]
     logdir = logdir or os.path.join(LOG_ROOT, f"{time.strftime('%H%M%S')}-{library}-{tag}")
     os.makedirs(logdir, exist_ok=True)
@@ -266,7 +270,7 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
                 node = net.get(h)
                 _spawn(["mnexec", "-a", str(node.pid), SYSTEM_PYTHON, RANK_SCRIPT, "gloo",
                         f"--master={master}", f"--rank={r}", f"--world={world}",
-                        f"--ip={fabric.host_ip[h]}", *common],
+                        f"--ip={fabric.host_ip[h]}", f"--a2a-mib={a2a_mib}", *common],
                        os.path.join(logdir, f"rank{r}"),
                        {**env, "GLOO_SOCKET_IFNAME": f"{node.defaultIntf().name}"}, procs)
         else:
@@ -383,7 +387,7 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
             session.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
 
 
-def _learn(session, library, hosts, mib, logdir, jid, timeout) -> dict:
+def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dict:
     """Run the All-Reduce (one iteration per run) while polling the job's view, until it is
     learned; returns the seconds from the first run's first iteration to the view saying so."""
     import threading
@@ -410,7 +414,8 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout) -> dict:
                 raise TimeoutError(f"job {jid} not learned within {timeout:g} s of traffic "
                                    f"(view: {_view(session.ctl, jid)})")
             r = run_allreduce(session.net, session.fabric, library, hosts, mib, 1,
-                              logdir and os.path.join(logdir, f"learning{len(runs)}"))
+                              logdir and os.path.join(logdir, f"learning{len(runs)}"),
+                              a2a_mib=a2a_mib)
             first = first or r["start"]
             runs.append(r["times"][0])
             traffic += r["wall_s"]
@@ -491,9 +496,33 @@ def relaunches(session, library, hosts, mib=4, iters=3, logdir=None, members=Fal
         session.ctl.rest("DELETE", f"/v1/jobs/{jid}")
 
 
+def moe_members(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
+    """A mixture-of-experts-like job declared by its members: one rank per leaf (4 ranks),
+    every iteration an all-to-all of ``mib`` / 2 MiB per rank (about a fifth of the bytes),
+    then the ring All-Reduce; measured after learning. gloo only."""
+    if library != "gloo":
+        raise ValueError("the mixture-of-experts scenario runs with gloo only")
+    leaves = session.fabric.leaves
+    ranks = [next(h for h in hosts if session.fabric.hosts[h] == leaf) for leaf in leaves]
+    job = _job(library, mib, members=[session.fabric.host_ip[h] for h in ranks])
+    time.sleep(QUIET_S)
+    _post(session.ctl, job)
+    try:
+        learning = _learn(session, library, ranks, mib, logdir, job["id"], LEARN_TIMEOUT_S,
+                          a2a_mib=max(1, mib // 2))
+        res = run_allreduce(session.net, session.fabric, library, ranks, mib, iters,
+                            logdir and os.path.join(logdir, "measured"),
+                            a2a_mib=max(1, mib // 2))
+        res["job"] = {"declared": job, "view": _view(session.ctl, job["id"])}
+        res["learning"] = learning
+        return res
+    finally:
+        session.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
+
+
 SCENARIOS = {"ecmp": ecmp, "correct": declared_correct, "rank_order": declared_rank_order,
              "wrong_static": declared_wrong_static, "wrong_learned": declared_wrong_learned,
-             "members": members_only}
+             "members": members_only, "moe": moe_members}
 # need a controller that learns matrices (issue 14); without one, rank order is the pitfall
 LEARNING_SCENARIOS = ("wrong_static", "wrong_learned", "members")
 

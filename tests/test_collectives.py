@@ -183,6 +183,22 @@ def test_relaunches_after_pauses_stay_learned_and_as_fast_as_declared(emu, libra
         times, reference)
 
 
+def test_mixture_of_experts_job_by_members_learns_every_pair(emu):
+    """gloo, one rank per leaf, every iteration an all-to-all (about a fifth of the bytes,
+    each of its pairs under a tenth of a ring pair) and a ring All-Reduce: the job declared
+    by its members is learned with all 12 pairs, each checked exactly on arrival."""
+    if not co.learning_supported(emu.ctl):
+        pytest.skip("the controller does not take members-only jobs")
+    res = run(emu, "gloo", "moe")
+    view = res["job"]["view"]
+    ranks = res["ranks"]
+    assert view["matrix"] == "learned", view
+    every = {(a, b) for a in ranks for b in ranks if a != b}
+    assert {(r["src"], r["dst"]) for r in view["routes"]} == every
+    assert {(m["src"], m["dst"]) for m in view["measured_flows"]} == every
+    assert view["learning"]["replans"] == 1
+
+
 def test_no_rank_or_daemon_left_behind(emu):
     if not emu.runs:
         pytest.skip("no collective ran")
