@@ -157,6 +157,9 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=0.1, help="seconds between requests")
     ap.add_argument("--out", default="bench/connect.json")
     args = ap.parse_args(argv)
+    from emulation.session import install_interrupt_handler
+    # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
+    install_interrupt_handler()
     try:
         spines, leaves, hosts = (int(x) for x in args.shape.split(","))
     except ValueError:

@@ -155,6 +155,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/emulation.json")
     ap.add_argument("--only", choices=["fidelity"], help="run one benchmark, update its part")
     args = ap.parse_args(argv)
+    from emulation.session import install_interrupt_handler
+    # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
+    install_interrupt_handler()
     if os.geteuid() != 0:
         print("emulation benchmarks need root; skipped", file=sys.stderr)
         return 0

@@ -172,6 +172,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-real", action="store_true", help="skip the real-switch benchmark")
     ap.add_argument("--out", default="bench/hostmode.json")
     args = ap.parse_args(argv)
+    from emulation.session import install_interrupt_handler
+    # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
+    install_interrupt_handler()
     result = {"place": bench_place(args.repeats),
               "rules": [rules_per_leaf(ring=r, failed=x) for r in (2, 4) for x in (0, 8)]
               + [rules_per_leaf(ring=4, qps=q) for q in (4, 8)]}

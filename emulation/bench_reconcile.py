@@ -201,6 +201,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/reconcile.json")
     ap.add_argument("--quick", action="store_true", help="8 x 16 instead of 32 x 64")
     args = ap.parse_args(argv)
+    from emulation.session import install_interrupt_handler
+    # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
+    install_interrupt_handler()
     fabricnet.ensure_ovs()
     fabricnet.cleanup()
     with tempfile.TemporaryDirectory(prefix="mlroute-bench-") as tmp:
