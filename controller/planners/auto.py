@@ -219,12 +219,35 @@ def repair_down(problem: Problem, spines: list[int], lower: int, value: int,
 
 
 def auto(problem: Problem, ilp_time_limit: float = 10.0, objective: str = "flows",
-         job_budget: int | None = None) -> Assignment:
+         job_budget: int | None = None, layer1_only: bool = False) -> Assignment:
     """The escalating planner (module docstring). ``job_budget``: move evaluations of the
-    ``jobs`` objective's search (default ``objective.JOB_BUDGET``)."""
+    ``jobs`` objective's search (default ``objective.JOB_BUDGET``). ``layer1_only``: stages 1
+    and 2 only (construction, repair: what the request path runs), no ILP, layer 2 nor jobs
+    search; ``info["links_at_max_lower_bound"]`` is then not computed (None)."""
     check_options(ilp_time_limit, objective)
     with gc_paused():
+        if layer1_only:
+            return _layer1(problem)
         return _auto(problem, ilp_time_limit, objective, job_budget)
+
+
+def _layer1(problem: Problem) -> Assignment:
+    """Construction and repair: the max link load at its lower bound where chains reach it."""
+    t0 = time.perf_counter()
+    common = common_spines(problem)
+    lb = degree_bound(problem) if common is not None else lower_bound(problem)
+    spines, _ = construct(problem, lb)
+    value = max_load(problem, spines)
+    stage = "construction"
+    if value > lb:
+        repaired, new_value = repair_down(problem, spines, lb, value,
+                                          deadline=t0 + REPAIR_TIME_LIMIT)
+        if repaired != spines:
+            spines, value, stage = repaired, new_value, "repair"
+    return Assignment.unsplit(spines, {
+        "stage": stage, "lower_bound": lb, "max_link_load": value, "optimal": value <= lb,
+        "links_at_max": links_at(problem, spines, value), "links_at_max_lower_bound": None,
+        "ms": {"layer1": round((time.perf_counter() - t0) * 1e3, 3)}})
 
 
 def equitable_insert(problem: Problem, lb: int, deadline: float | None = None):

@@ -39,9 +39,12 @@ from controller.planners.auto import (
     REPAIR_TIME_LIMIT,
     auto,
     check_options,
+    degree_bound,
     lower_bound,
     max_load,
 )
+from controller.planners.equitable import common_spines
+from controller.planners.greedy import LoadCounters, greedy_spines, group_order
 from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at, side_bounds
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
 
@@ -106,7 +109,8 @@ def _moved(prev: list[int], spines: list[int]) -> list[int]:
 
 
 def replan(problem: Problem, previous: list, objective: str = "flows",
-           ilp_time_limit: float = 0.0) -> Assignment:
+           ilp_time_limit: float = 0.0, layer1_only: bool = False,
+           baselines: bool = False) -> Assignment:
     """Plan ``problem`` from the installed routing ``previous`` with few moved flows.
 
     ``previous``: per flow of ``problem.flows`` (the routes format's order) its installed
@@ -115,20 +119,93 @@ def replan(problem: Problem, previous: list, objective: str = "flows",
     ``moved_flows`` (installed flows whose spine changed), ``moved`` (their positions in
     ``problem.flows``), ``forced`` (of those, how many had lost their path), ``new_flows``,
     ``source`` ("installed" or "fresh": which routing the result grew from).
+
+    ``layer1_only`` (the controller's request path, ``_replan_layer1``): new flows placed the
+    greedy's way on top of the kept ones, chains down to the lower bound, a fresh layer-1
+    ``auto`` only when they miss it; no layer 2, jobs search nor ILP. ``info["deferred"]``
+    is then true when those stages may still improve the routing (off the request path:
+    ``controller.service.anytime``). ``baselines``: the jobs search may also start from the
+    greedy's and edge colouring's routings (renamed towards the installed spines), as
+    ``auto``'s does (the off-path stage; ``worth_moving`` then judges the churn).
     """
     check_options(ilp_time_limit, objective)
     with gc_paused():
-        return _replan(problem, previous, objective, ilp_time_limit)
+        if layer1_only:
+            return _replan_layer1(problem, previous, objective)
+        return _replan(problem, previous, objective, ilp_time_limit, baselines)
 
 
-def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: float):
-    t0 = time.perf_counter()
-    prev, broken = previous_spines(problem, previous)
-    kept = prev  # broken flows are NO_SPINE already
+def _installed(problem: Problem, previous: list, prev: list[int], broken: list[int]):
+    """The installed spine per inter-leaf flow (-2 for a broken flow with no single spine),
+    to count moves."""
     installed = list(prev)
     for k in broken:  # remember the old spine to count the forced move
         parts = previous[problem.inter[k]]
         installed[k] = parts[0][0] if len(parts) == 1 and parts[0][0] is not None else -2
+    return installed
+
+
+def _replan_layer1(problem: Problem, previous: list, objective: str) -> Assignment:
+    """The request path: about the greedy's cost when its placement meets the lower bound.
+
+    Kept flows stay; new and broken flows go, in the greedy's order (largest leaf group
+    first), to their least-loaded usable spine given everything placed so far (the greedy's
+    level masks). Only when the max load is then above the lower bound: chains lower it
+    (``reduce_to``), and if they miss the bound a fresh layer-1 ``auto`` (construction and
+    repair) renamed to the installed spines is taken when strictly better on the max load.
+    O(F S / word size) on the first path."""
+    t0 = time.perf_counter()
+    prev, broken = previous_spines(problem, previous)
+    installed = _installed(problem, previous, prev, broken)
+    counters = LoadCounters(len(problem.fabric.leaves), len(problem.fabric.spines))
+    src, dst, usable = problem.src_leaf, problem.dst_leaf, problem.usable
+    spines = list(prev)
+    add, best = counters.add, counters.best
+    for k, s in enumerate(prev):
+        if s != NO_SPINE:
+            add(src[k], s, dst[k])
+    for k in group_order(problem):
+        if spines[k] == NO_SPINE:
+            s = best(src[k], dst[k], usable[k])
+            add(src[k], s, dst[k])
+            spines[k] = s
+    value = max((len(le) for le in counters.up_le + counters.down_le), default=0)
+    lb = degree_bound(problem)  # <= lower_bound: equal to value proves it optimal at once
+    if value > lb and common_spines(problem) is None:
+        lb = lower_bound(problem)
+    source = "installed"
+    if value > lb:
+        r = Routing(problem, spines)
+        deadline = time.perf_counter() + REPAIR_TIME_LIMIT
+        for cap in range(value - 1, lb - 1, -1):
+            if not reduce_to(r, cap, deadline):
+                break
+        spines, value = list(r.spine), r.max_load()
+        if value > lb:
+            fresh = auto(problem, ilp_time_limit=0, layer1_only=True)
+            if fresh.info["max_link_load"] < value:
+                spines = align_spines(problem, fresh.spines(), installed)
+                value, source = fresh.info["max_link_load"], "fresh"
+    moved = _moved(installed, spines)
+    info = {"stage": "churn-layer1", "source": source, "lower_bound": lb,
+            "max_link_load": value, "optimal": value <= lb,
+            "links_at_max": None, "links_at_max_lower_bound": None,
+            "optimal_layers": {"max_link_load": value <= lb},
+            # layer 2 (links at the max) and the jobs search can only gain with 2+ flows on
+            # some link; the ILP only with a gap to the bound
+            "deferred": value >= 2, "objective": objective, "moved_flows": len(moved),
+            "moved": [problem.inter[k] for k in moved], "forced": len(broken),
+            "new_flows": sum(1 for p in prev if p == NO_SPINE) - len(broken),
+            "ms": {"churn": round((time.perf_counter() - t0) * 1e3, 3)}}
+    return Assignment.unsplit(spines, info)
+
+
+def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: float,
+            baselines: bool = False):
+    t0 = time.perf_counter()
+    prev, broken = previous_spines(problem, previous)
+    kept = prev  # broken flows are NO_SPINE already
+    installed = _installed(problem, previous, prev, broken)
     lb = lower_bound(problem)
     r = Routing(problem, kept)
     c = max(lb, r.max_load())
@@ -177,7 +254,13 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
                                 "links_at_max": value <= lb and count <= lb2})
     if objective == "jobs":
         from controller.planners.objective import improve_jobs
-        spines, job_info = improve_jobs(problem, spines)
+        candidates = None
+        if baselines:
+            from controller.planners.edge_coloring import edge_coloring
+            candidates = {"greedy": align_spines(problem, greedy_spines(problem), installed),
+                          "edge-coloring": align_spines(
+                              problem, edge_coloring(problem).spines(), installed)}
+        spines, job_info = improve_jobs(problem, spines, candidates=candidates)
         info.update(job_info)
         info["max_link_load"] = max_load(problem, spines)
         new_value = info["max_link_load"]
@@ -193,3 +276,42 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
                 forced=len(broken), new_flows=sum(1 for p in prev if p == NO_SPINE) - len(broken),
                 ms={"churn": round((time.perf_counter() - t0) * 1e3, 3)})
     return Assignment.unsplit(spines, info)
+
+
+JOB_MIN_GAIN = 0.002  # relative drop of the mean job slowdown worth moving running flows
+
+
+def plan_rank(problem: Problem, spines: list[int], objective: str = "flows",
+              predicted: dict | None = None) -> tuple:
+    """A routing's rank on ``objective``, smaller is better: (max link load, links at it);
+    with "jobs" the predicted (worst, mean) job slowdown first (``objective.job_slowdowns``,
+    or ``predicted``: job -> slowdown when the caller has it). O(F + L S), plus the
+    prediction."""
+    from controller.planners.layer2 import loads
+    v = loads(problem, spines)
+    top = max(v, default=0)
+    count = sum(1 for x in v if x == top) if top else 0
+    if objective != "jobs":
+        return top, count
+    from controller.planners.objective import job_slowdowns
+    if predicted is None:
+        predicted = job_slowdowns(problem, spines)
+    values = list(predicted.values()) or [1.0]
+    return max(values), sum(values) / len(values), top, count
+
+
+def worth_moving(before: tuple, after: tuple, objective: str = "flows") -> bool:
+    """Whether a routing ranked ``after`` (``plan_rank``) should replace the running one,
+    ranked ``before``: strictly better on the flow counts; with "jobs", a lower worst job
+    slowdown (beyond float noise), or the same worst and a mean lower by ``JOB_MIN_GAIN``
+    (relative), or both unchanged and better flow counts."""
+    if objective != "jobs":
+        return after < before
+    (w0, m0, *flows0), (w1, m1, *flows1) = before, after
+    if w1 > w0 * (1 + 1e-6):
+        return False
+    if w1 < w0 * (1 - 1e-6):
+        return True
+    if m1 < m0 * (1 - JOB_MIN_GAIN):
+        return True
+    return m1 <= m0 * (1 + 1e-9) and tuple(flows1) < tuple(flows0)

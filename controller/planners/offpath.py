@@ -1,14 +1,18 @@
-"""Slow planning off the request path: ``auto`` with its ILP stage, in a child process.
+"""Slow planning off the request path: auto's later stages, and its ILP in a child process.
 
-The controller installs the best fast plan at once (auto without ILP) and, when optimality is
-not proven, asks this module for a better routing within the ILP budget. HiGHS is C code that
-would hold the controller's only OS thread (and with it OpenFlow echo replies) for the whole
-budget, so it runs as ``python -m controller plan`` in a subprocess; under eventlet the wait
-is cooperative.
+The controller installs a layer-1 plan at once (``churn.replan(layer1_only=True)``: about the
+greedy's time) and then asks ``plan_off_path`` for a better routing: the churn planner's
+every stage from the routes in force (layer-2 chains, the jobs search, also from the greedy's
+and edge colouring's routings), in this process (bounded: the jobs search counts move
+evaluations, the chains have a deadline); then, when layer 1 is not proven and the ILP has a
+budget, ``auto`` with its ILP stage. HiGHS is C code that would hold the controller's only OS
+thread (and with it OpenFlow echo replies) for the whole budget, so it runs as ``python -m
+controller plan`` in a subprocess; under eventlet the wait is cooperative.
 """
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -18,6 +22,29 @@ from controller.errors import InputError
 from controller.model.problem import Assignment, Problem
 
 GRACE_S = 30.0  # start-up and output on top of the ILP budget
+LOG = logging.getLogger("mlroute")
+
+
+def plan_off_path(problem: Problem, previous: list, objective: str = "flows",
+                  ilp_time_limit: float = 0.0, ilp=None) -> Assignment:
+    """The best routing the off-path stages find from ``previous`` (the routes in force, per
+    flow of ``problem.flows``) on ``objective`` (``churn.plan_rank``); ``info["off_path"]``
+    says which stage found it ("planning" or "ilp"). ``ilp(problem, ilp_time_limit,
+    objective)``: the ILP runner (default ``plan_in_subprocess``)."""
+    from controller.planners.churn import plan_rank, replan
+    best = replan(problem, previous, objective, ilp_time_limit=0, baselines=True)
+    best.info["off_path"] = "planning"
+    if ilp_time_limit > 0 and not best.info.get("optimal"):
+        try:
+            found = (ilp or plan_in_subprocess)(problem, ilp_time_limit, objective)
+        except InputError as e:
+            LOG.error("mlroute: off-path ILP failed: %s", e)
+            return best
+        if plan_rank(problem, found.spines(), objective) < plan_rank(problem, best.spines(),
+                                                                     objective):
+            found.info["off_path"] = "ilp"
+            return found
+    return best
 
 
 def plan_in_subprocess(problem: Problem, ilp_time_limit: float, objective: str = "flows"
