@@ -312,18 +312,18 @@ def test_anytime_planning_installs_a_better_routing_found_off_path():
                           algorithm="ecmp", dport=1))[0] == 201
     before = api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"]
     svc.unproven.add(("ecmp", "flows"))
-    result = svc.improve(lambda p, budget, objective: auto(p, ilp_time_limit=budget))
+    result = svc.improve(lambda p, previous, objective, budget: auto(p, ilp_time_limit=budget))
     after = api.handle(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"]
     if before > 1:
         assert result["improved"] and after == 1 and result["moved_flows"] >= 1
-        assert svc.state.events[-1]["cause"].startswith("off-path ILP")
+        assert svc.state.events[-1]["cause"].startswith("off-path")
     else:
         assert result["improved"] is False and after == before
     tables_match(f, sw, svc)
     # a change while the ILP runs makes its result stale: nothing is installed
     svc.unproven.add(("ecmp", "flows"))
 
-    def slow(p, budget, objective):
+    def slow(p, previous, objective, budget):
         post(svc, ring("x", ["h0_0", "h3_1"], dport=2))
         return auto(p, ilp_time_limit=budget)
     assert svc.improve(slow)["stale"]

@@ -1,7 +1,10 @@
-"""Anytime planning: an auto group whose optimality is not proven gets auto with its ILP
-stage off the request path (``run(problem, ilp_time_limit, objective)``; the shell runs it in
-a child process, without the service lock). A better routing is decided (``decide.improved``)
-and applied like any change, unless the jobs or the fabric changed meanwhile.
+"""Anytime planning: the request path plans an auto group's layer 1 only (``churn.replan``
+with ``layer1_only``, about the greedy's time); a group it leaves improvable gets the later
+stages off the request path (``run(problem, previous, objective, ilp_time_limit)``, default
+``planners.offpath.plan_off_path``: layer-2 chains and the jobs search from the routes in
+force, then the ILP in a child process when layer 1 is not proven and it has a budget),
+called without the service lock. A routing worth its moved flows (``decide.improved``) is
+applied like any change, unless the jobs or the fabric changed meanwhile.
 """
 from __future__ import annotations
 
@@ -14,9 +17,8 @@ LOG = logging.getLogger("mlroute")
 
 
 def improve(svc, run=None) -> dict | None:
-    """Anytime planning: one auto group whose optimality is not proven gets auto with its
-    ILP stage (``run(problem, ilp_time_limit, objective)``, slow: called without the lock,
-    in a child process by the shell). A better routing is applied like any change."""
+    """One improvable auto group through the off-path stages (module docstring); what
+    happened, or None when no group waits."""
     with svc.lock:
         if not svc.unproven or svc.state.fabric is None or svc.passive:
             return None
@@ -25,40 +27,34 @@ def improve(svc, run=None) -> dict | None:
         found = decide.improvable_group(svc.state, svc.settings, key)
         if found is None:
             return None
-        group, problem, current = found
+        group, problem, current, previous = found
         version = svc.state.version
     if run is None:
-        from controller.planners.auto import auto
-
-        def run(p, budget, objective):
-            return auto(p, ilp_time_limit=budget, objective=objective)
+        from controller.planners.offpath import plan_off_path as run
     try:
-        better = run(problem, svc.settings.ilp_budget, key[1])
+        better = run(problem, previous, key[1], svc.settings.ilp_budget)
     except InputError as e:
         LOG.error("mlroute: off-path planning failed: %s", e)
         return {"group": list(key), "error": str(e)}
     with svc.lock:
         result = {"group": list(key), "max_link_load_before": current["max_link_load"],
-                  "max_link_load_after": better.info.get("max_link_load",
-                                                         current["max_link_load"]),
                   "links_at_max_before": current["links_at_max"],
-                  "links_at_max_after": better.info.get("links_at_max",
-                                                        current["links_at_max"]),
                   "optimal": bool(better.info.get("optimal"))}
         if svc.state.version != version:
             result["stale"] = True  # the jobs or the fabric changed meanwhile
             return result
-        change = decide.improved(svc.state, group, problem, better, current)
+        change = decide.improved(svc.state, group, problem, better, key[1])
         if change is None:
             result["improved"] = False
             return result
+        result.update({k: v for k, v in change.answer.items() if k != "optimal"})
         change.event.update(group=list(key), max_link_load_before=current["max_link_load"],
-                            links_at_max_before=current["links_at_max"], improved=True)
+                            links_at_max_before=current["links_at_max"], improved=True,
+                            **{k: v for k, v in change.answer.items() if k != "moved_flows"})
         try:
             outcome = svc._apply(change)
         except (ConflictError, InputError, InstallError) as e:
             result["error"] = str(e)
             return result
-        result.update(improved=True, moved_flows=change.answer["moved_flows"],
-                      rules=outcome.rules)
+        result.update(improved=True, rules=outcome.rules)
         return result

@@ -11,12 +11,12 @@ from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Job
 from controller.model.loads import load_summary
 from controller.model.problem import Assignment, Problem
-from controller.planners.churn import align_spines
+from controller.planners.churn import align_spines, plan_rank, worth_moving
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission
 from controller.service.change import Change
 from controller.service.learning import Measured, learned_job
-from controller.service.replanning import group_of, replan_groups
+from controller.service.replanning import Replanned, group_of, replan_groups
 from controller.service.settings import Settings
 from controller.service.state import ControllerState, effective_fabric
 
@@ -144,43 +144,55 @@ def extends(old: Fabric, new: Fabric) -> bool:
 
 
 def improved(state: ControllerState, group: list[JobRecord], problem: Problem, better,
-             current: dict) -> Change | None:
-    """An off-path plan of one auto group (``better``, an Assignment of ``problem``) that
-    lowers its max link load, or keeps it and puts fewer links at it (the objective's second
-    layer), renamed to keep as many flows in place as possible; None when it is no better.
-    ``current``: the group's load summary now."""
-    now = (current["max_link_load"], current["links_at_max"])
-    measured = load_summary(problem, better)  # the plan's own loads, not what it reports
-    after = (measured["max_link_load"], measured["links_at_max"])
-    if after >= now:
-        return None
-    found = after[0]
+             objective: str = "flows") -> Change | None:
+    """An off-path plan of one auto group (``better``, an Assignment of ``problem``), renamed
+    to keep as many flows in place as possible, when it is worth moving running flows for on
+    the group's objective (``churn.worth_moving``: fewer flows on the busiest links, or fewer
+    links at the max; with "jobs" a lower worst or mean predicted job slowdown); None when it
+    is not."""
     flows, before = _group_routes(group, problem)
-    spines = align_spines(problem, better.spines(), [p[0][0] for p in before])
+    old = [p[0][0] for p in before]
+    spines = align_spines(problem, better.spines(), old)
+    # renaming interchangeable spines changes no prediction: the planner's own is reused
+    rank_before, rank_after = (plan_rank(problem, old, objective),
+                               plan_rank(problem, spines, objective,
+                                         better.info.get("predicted_slowdown")))
+    if not worth_moving(rank_before, rank_after, objective):
+        return None
     records = {k: v.copy() for k, v in state.jobs.items()}
     moved = 0
     for pos, s_new in zip(problem.inter, spines):
         r, f = flows[pos]
-        old = records[r.job.id].routes.get(flow_key(f))
-        moved += old != ((s_new, 1.0),)
+        old_parts = records[r.job.id].routes.get(flow_key(f))
+        moved += old_parts != ((s_new, 1.0),)
         records[r.job.id].routes[flow_key(f)] = ((s_new, 1.0),)
-    return Change("off-path ILP found a better routing", records, event={},
-                  answer={"moved_flows": moved, "max_link_load_after": found,
-                          "links_at_max_after": after[1],
-                          "optimal": bool(better.info.get("optimal"))})
+    stage = "ILP" if better.info.get("off_path") == "ilp" else "planning"
+    answer = {"moved_flows": moved, "max_link_load_after": rank_after[-2],
+              "links_at_max_after": rank_after[-1],
+              "optimal": bool(better.info.get("optimal"))}
+    if objective == "jobs":
+        answer.update(worst_slowdown_before=round(rank_before[0], 6),
+                      worst_slowdown_after=round(rank_after[0], 6),
+                      mean_slowdown_before=round(rank_before[1], 6),
+                      mean_slowdown_after=round(rank_after[1], 6))
+    # counted as moved flows (event, counters); improvable stays empty: nothing left to do
+    replanned = Replanned(records, groups=[(group[0].algorithm, objective)], moved_flows=moved)
+    return Change(f"off-path {stage} found a better routing", records, replanned=replanned,
+                  event={}, answer=answer)
 
 
 def improvable_group(state: ControllerState, settings: Settings, key: tuple[str, str]):
-    """(group, problem, load summary now) of one auto group to improve off the request path, or
-    None when it cannot be (gone, or split)."""
+    """(group, problem, load summary now, routes in force per flow of the problem) of one auto
+    group to improve off the request path, or None when it cannot be (gone, or split)."""
     group = [r for r in state.jobs.values() if group_of(r, settings) == key]
     if not group:
         return None
     problem = Problem.build(state.fabric, [r.job for r in group], skip_unroutable=True)
-    _flows, before = _group_routes(group, problem)
+    flows, before = _group_routes(group, problem)
     if any(p is None or len(p) != 1 for p in before):
         return None
-    return group, problem, load_summary(problem, Assignment(list(before)))
+    previous = [r.routes.get(flow_key(f)) for r, f in flows]
+    return group, problem, load_summary(problem, Assignment(list(before))), previous
 
 
 def _group_routes(group: list[JobRecord], problem: Problem) -> tuple[list, list]:

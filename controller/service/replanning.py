@@ -2,7 +2,9 @@
 
 Jobs are planned together per group (algorithm, objective): a group's planner sees every flow
 of the group at once. ``auto`` starts from the routes in force and moves only what must move
-or what lowers its objective (``planners/churn.py``); the other planners plan afresh. Flows of
+or what lowers the max link load (``planners/churn.py``, its layer-1 stage: about the greedy's
+time); its later stages (links at the max, the jobs search, the ILP) run off the request path
+(``service/anytime.py``) for the groups marked ``improvable``. The other planners plan afresh. Flows of
 a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of failing the plan.
 """
 from __future__ import annotations
@@ -23,7 +25,8 @@ class Replanned:
     records: dict[str, JobRecord]  # every record, the re-planned ones with new routes
     groups: list[tuple[str, str]] = field(default_factory=list)  # (algorithm, objective)
     moved_flows: int = 0  # flows of auto groups whose spine changed
-    improvable: dict = field(default_factory=dict)  # auto group -> an ILP may improve it
+    # auto group -> the off-path stages (layer 2, jobs search, ILP) may improve it
+    improvable: dict = field(default_factory=dict)
     planner_ms: list = field(default_factory=list)
 
 
@@ -48,11 +51,13 @@ def replan_groups(fabric: Fabric, records: dict[str, JobRecord], algorithms: set
         if alg == "auto":  # from the routes in force: move only what must or helps
             previous = [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
             t0 = time.perf_counter()
-            assignment = replan(problem, previous, objective, ilp_time_limit=0)
+            assignment = replan(problem, previous, objective, ilp_time_limit=0,
+                                layer1_only=True)
             ms = (time.perf_counter() - t0) * 1e3
             out.moved_flows += assignment.info["moved_flows"]
-            out.improvable[(alg, objective)] = not (assignment.info.get("optimal")
-                                                    or assignment.is_split())
+            info = assignment.info
+            out.improvable[(alg, objective)] = not assignment.is_split() and bool(
+                info.get("deferred") or (not info.get("optimal") and settings.ilp_budget > 0))
         else:
             assignment, ms = run_planner(problem, alg,
                                          **settings.planner_opts.get(alg, planner_options(alg)))

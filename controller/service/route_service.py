@@ -38,6 +38,27 @@ from controller.service.transaction import Transaction
 LOG = logging.getLogger("mlroute")
 
 
+class _TimedLock:
+    def __init__(self):
+        self._l = threading.Lock()
+    def acquire(self, *a, **k):
+        import traceback
+        t = time.monotonic()
+        r = self._l.acquire(*a, **k)
+        self._t = time.monotonic()
+        self._w = self._t - t
+        self._who = traceback.extract_stack(limit=4)[0]
+        return r
+    def release(self):
+        held = time.monotonic() - self._t
+        if held > 0.1 or self._w > 0.5:
+            LOG.warning("LOCKDBG held %.3f waited %.3f by %s:%s %s", held, self._w, self._who.filename, self._who.lineno, self._who.name)
+        self._l.release()
+    __enter__ = acquire
+    def __exit__(self, *a):
+        self.release()
+
+
 class RouteService:
     def __init__(self, installer: Installer, fabric: Fabric | None = None,
                  settings: Settings | None = None, store=None,
@@ -50,7 +71,7 @@ class RouteService:
             raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
-        self.lock = threading.Lock()
+        self.lock = _TimedLock()
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
@@ -67,7 +88,8 @@ class RouteService:
         # learned matrices: what the members of each job send each other (sFlow samples)
         self.learning = MatrixLearning(self.settings.learn_window, self.settings.sampling_points)
         self.learning.follow(self.state.fabric)
-        self.unproven: set[tuple[str, str]] = set()  # auto groups an ILP may still improve
+        # auto groups the off-path stages (layer 2, jobs search, ILP) may still improve
+        self.unproven: set[tuple[str, str]] = set()
         self._reoptimise_at: float | None = None
         self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
         if self.state.fabric is not None:  # before REST serves: about 1 s at paper scale
@@ -111,7 +133,7 @@ class RouteService:
         outcome = self.tx.apply(change)
         if change.replanned is not None:
             for key, improvable in change.replanned.improvable.items():
-                if improvable and self.settings.ilp_budget > 0:
+                if improvable:
                     self.unproven.add(key)
                 else:
                     self.unproven.discard(key)
@@ -303,7 +325,8 @@ class RouteService:
         self._apply_or_record(change)
 
     def improve(self, run=None) -> dict | None:
-        """Anytime planning of one auto group not proven optimal (``service/anytime.py``)."""
+        """Anytime planning of one auto group the request path left improvable: its layer-2,
+        jobs and ILP stages off the request path (``service/anytime.py``)."""
         return anytime.improve(self, run)
 
     # ---- packets ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from controller.errors import InputError, InstallError
 from controller.jsonio import read_json
 from controller.measurement.sflow import SenderFilter, SflowCollector
 from controller.model.fabric import Fabric
-from controller.planners.offpath import plan_in_subprocess
+from controller.planners.offpath import plan_off_path
 from controller.planners.plan import planner_options
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
@@ -194,9 +194,10 @@ class Shell:
             self.switches.packet_out(dpid, in_port, arp.reply(req, mac))
 
     def _improve(self) -> None:
-        """Anytime planning off the request path: the ILP runs in a child process."""
+        """Anytime planning off the request path: layer 2 and the jobs search in this process,
+        the ILP (when it has a budget) in a child process."""
         try:
-            result = self.service.improve(plan_in_subprocess)
+            result = self.service.improve(plan_off_path)
             if result:
                 LOG.info("mlroute: off-path planning: %s", result)
         except Exception:  # noqa: BLE001 - logged; the installed plan stays
