@@ -23,6 +23,12 @@ the same process, since these machines are shared and noisy.
 7. Layer 2 and the jobs (``bench_layer2``, ``simulation.layer2bench``): links at the max load
    against an exact layer-2 MILP, mean and worst job slowdown per algorithm, ``split``'s gain per
    extra part per flow.
+8. The other traffic patterns (``bench_patterns``, ``simulation.anytimebench``): all-to-all,
+   pipelines, 3D-parallel models and 100x byte mixes at 64 x 32, with no failure, single links
+   and a spine down: the request path of auto and jobs (layer 1 only) as a ratio to the greedy,
+   whether it is layer-1 optimal, the off-path stage after it, the prediction's error against
+   the fluid model and the mean and worst job slowdown per planner.
+   ``--only patterns`` runs this section alone and replaces it in an existing ``--out``.
 """
 from __future__ import annotations
 
@@ -268,12 +274,51 @@ def bench_split(iterations: int) -> list[dict]:
     return out
 
 
+def bench_patterns(repeats: int) -> dict:
+    """Section 8 of the module docstring (``simulation.anytimebench.run``)."""
+    from simulation import anytimebench
+    return anytimebench.run(repeats)
+
+
+def pattern_targets(patterns: dict) -> dict:
+    s = patterns["summary"]
+    return {
+        "request_path_over_greedy<=2": {"value": s["request_path_over_greedy_max"],
+                                        "ok": s["request_path_over_greedy_max"] <= 2},
+        "request_path_layer1_optimal": {"value": f"{s['layer1_optimal']}/{s['cases']}",
+                                        "ok": s["layer1_optimal"] == s["cases"]},
+        "prediction_within_5%_of_fluid": {"value": s["max_prediction_error"],
+                                          "ok": s["max_prediction_error"] <= 0.05}}
+
+
+def _only_patterns(args) -> int:
+    t0 = time.perf_counter()
+    patterns = bench_patterns(max(3, args.repeats // 6))
+    patterns["wall_s"] = round(time.perf_counter() - t0, 1)
+    doc = {}
+    if os.path.exists(args.out):
+        with open(args.out) as fh:
+            doc = json.load(fh)
+    doc["patterns"] = patterns
+    doc.setdefault("targets", {}).update(pattern_targets(patterns))
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+    print(json.dumps(pattern_targets(patterns), indent=1))
+    print(f"written to {args.out} (patterns section only)")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m simulation.bench", description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--ilp-time-limit", type=float, default=60.0)
     ap.add_argument("--out", default="bench/planner.json")
+    ap.add_argument("--only", choices=["patterns"],
+                    help="run one section and replace it in an existing --out")
     args = ap.parse_args(argv)
+    if args.only == "patterns":
+        return _only_patterns(args)
     t0 = time.perf_counter()
     paper = bench_paper_scale(args.repeats)
     large = bench_large(max(3, args.repeats // 6))
@@ -281,6 +326,7 @@ def main(argv=None) -> int:
     split = bench_split(3)
     split_lp = bench_split_lp()
     layer2 = bench_layer2(min(args.ilp_time_limit, 30.0), max(3, args.repeats // 6))
+    patterns = bench_patterns(max(3, args.repeats // 6))
     auto = {}
     if HAS_AUTO:
         auto = {"realistic_64x32": bench_auto_realistic(args.repeats),
@@ -291,7 +337,8 @@ def main(argv=None) -> int:
     doc = {
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
         "paper_scale": paper, "large": large, "optimality": optimality, "split": split,
-        "split_lp": split_lp, "auto": auto, "layer2": layer2, "peak_rss_mib": round(rss_mib, 1),
+        "split_lp": split_lp, "auto": auto, "layer2": layer2, "patterns": patterns,
+        "peak_rss_mib": round(rss_mib, 1),
         "targets": {
             "greedy_paper_scale_median_ms<=10": {"value": worst_paper, "ok": worst_paper <= 10},
             "greedy_32768_flows_ms<1000": {"value": large["greedy_ms_median"],
@@ -327,6 +374,7 @@ def main(argv=None) -> int:
                           for r in auto["realistic_64x32"])},
         })
     doc["targets"].update({k: v for k, v in layer2["targets"].items()})
+    doc["targets"].update(pattern_targets(patterns))
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:
