@@ -38,27 +38,6 @@ from controller.service.transaction import Transaction
 LOG = logging.getLogger("mlroute")
 
 
-class _TimedLock:
-    def __init__(self):
-        self._l = threading.Lock()
-    def acquire(self, *a, **k):
-        import traceback
-        t = time.monotonic()
-        r = self._l.acquire(*a, **k)
-        self._t = time.monotonic()
-        self._w = self._t - t
-        self._who = traceback.extract_stack(limit=4)[0]
-        return r
-    def release(self):
-        held = time.monotonic() - self._t
-        if held > 0.1 or self._w > 0.5:
-            LOG.warning("LOCKDBG held %.3f waited %.3f by %s:%s %s", held, self._w, self._who.filename, self._who.lineno, self._who.name)
-        self._l.release()
-    __enter__ = acquire
-    def __exit__(self, *a):
-        self.release()
-
-
 class RouteService:
     def __init__(self, installer: Installer, fabric: Fabric | None = None,
                  settings: Settings | None = None, store=None,
@@ -71,7 +50,7 @@ class RouteService:
             raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
-        self.lock = _TimedLock()
+        self.lock = threading.Lock()
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
