@@ -122,8 +122,10 @@ def test_layer1_stage_meets_the_lower_bound_on_every_pattern(case):
 
 def test_worth_moving_asks_a_real_gain_for_the_jobs_objective():
     assert worth_moving((3, 10), (3, 9)) and not worth_moving((3, 10), (3, 10))
-    assert worth_moving((2.0, 1.5, 3, 10), (1.9, 1.6, 3, 12), "jobs")  # worst first
-    assert not worth_moving((2.0, 1.5, 3, 10), (2.0, 1.4999, 3, 10), "jobs")  # noise
-    assert worth_moving((2.0, 1.5, 3, 10), (2.0, 1.49, 3, 10), "jobs")
-    assert worth_moving((2.0, 1.5, 3, 10), (2.0, 1.5, 2, 10), "jobs")  # layer 1 then
-    assert not worth_moving((2.0, 1.5, 3, 10), (2.1, 1.0, 2, 1), "jobs")
+    # jobs: (mean, worst, max load, links at it): the mean first, the worst never worse
+    assert worth_moving((1.5, 2.0, 3, 10), (1.4, 2.0, 3, 12), "jobs")
+    assert not worth_moving((1.5, 2.0, 3, 10), (1.0, 2.1, 2, 1), "jobs")
+    assert not worth_moving((1.5, 2.0, 3, 10), (1.4999, 2.0, 3, 10), "jobs")  # noise
+    assert worth_moving((1.5, 2.0, 3, 10), (1.5, 1.9, 3, 10), "jobs")
+    assert worth_moving((1.5, 2.0, 3, 10), (1.5, 2.0, 2, 10), "jobs")  # layer 1 then
+    assert not worth_moving((1.5, 2.0, 3, 10), (1.6, 1.0, 2, 1), "jobs")

@@ -113,8 +113,8 @@ def mixed_instances(draw):
 @settings(max_examples=30, deadline=None)
 @given(mixed_instances())
 def test_job_search_never_raises_the_worst_predicted_slowdown(inst):
-    """(worst, mean) over jobs never gets lexicographically worse than where the search
-    started: the mean may rise only for a lower worst."""
+    """Without baselines the search's start bounds the worst job: neither the worst nor the
+    mean gets worse than where the search started."""
     f, jobs = inst
     start = make_plan(f, jobs, "auto")
     problem = start.problem
@@ -123,8 +123,8 @@ def test_job_search_never_raises_the_worst_predicted_slowdown(inst):
     spines, info = improve_jobs(problem, start.assignment.spines())
     slow = job_slowdowns(problem, spines)
     after = max(slow.values(), default=1.0)
-    assert after <= before + 1e-12
-    if after >= before - 1e-12 and slow:
+    assert after <= before * (1 + 1e-6)
+    if slow:
         assert sum(slow.values()) <= sum(slow0.values()) + 1e-9
     assert info["worst_slowdown"] == pytest.approx(after)
     for k, s in enumerate(spines):
@@ -171,10 +171,14 @@ def test_jobs_objective_is_never_behind_a_baseline_it_can_score(pattern):
     info = plan.assignment.info
     mine = job_slowdowns(plan.problem, plan.assignment.spines())
     assert info["predicted_slowdown"] == pytest.approx(mine)
-    key = (round(max(mine.values()), 6), sum(mine.values()) / len(mine))
-    for alg, theirs in _unsplit_baselines(f, jobs).items():
-        other = (round(max(theirs.values()), 6), sum(theirs.values()) / len(theirs))
-        assert key <= (other[0], other[1] + 1e-9), alg
+    mean, worst = sum(mine.values()) / len(mine), max(mine.values())
+    baselines = _unsplit_baselines(f, jobs)
+    # never behind a baseline on the mean; the worst job within the lowest-mean baseline's
+    for alg, theirs in baselines.items():
+        assert mean <= sum(theirs.values()) / len(theirs) + 1e-9, alg
+    best = min(baselines.values(), key=lambda v: (sum(v.values()) / len(v), max(v.values())))
+    assert worst <= max(best.values()) * (1 + 1e-6)
+    assert info["worst_bound"] >= worst * (1 - 1e-6)
     assert set(info["job_start_mean"]) == {"start", "greedy", "edge-coloring"}
     # what the objective reports is the fluid model's answer within the stated tolerance
     from controller.model.iteration import TOLERANCE

@@ -17,10 +17,12 @@ load vector).
    load lower; with ``ilp_time_limit`` > 0 (off the request path) and a gap left, the layer-2
    MILP (``ilp.ilp_layer2``) within what remains of the budget.
 
-With ``objective="jobs"`` a deterministic local search then lowers the worst job's predicted
-slowdown, then the mean over jobs (``planners.objective``, ``planners.jobmean``), starting from
-the best of this routing, the greedy's and edge colouring's by the shared prediction
-(``model.iteration``); ``stage`` is then "jobs" when it moved flows.
+With ``objective="jobs"`` a deterministic local search then lowers the mean predicted job
+slowdown, the worst job kept within that of the best start (``planners.objective``,
+``planners.jobmean``), starting from the one of this routing, the greedy's and edge
+colouring's with the lowest mean by the shared prediction (``model.iteration``); ``stage`` is
+then "jobs" when it moved flows. The controller's request path runs none of this
+(``churn.replan(layer1_only=True)``): it follows off the path (``planners.offpath``).
 
 The lower bound is the strongest of ceil(flows / spines) over every leaf side and every set of
 spines that some of its flows are confined to (failed links confine flows), which equals

@@ -5,11 +5,11 @@ starts from the installed routing: every flow whose spine is still usable stays,
 flows whose path lost a link are placed under the current capacity (by an alternating chain
 if they do not fit directly), and other flows move only along chains that lower the max link
 load towards its lower bound (``planners.repair``), then the links at the max
-(``planners.layer2``), or, with ``objective="jobs"``, by moves that lower the worst and the
-mean job's predicted slowdown. A fresh ``auto`` plan, with its spines renamed to agree with the
-installed routing as far as the fabric's symmetry allows (a maximum-weight matching per class
-of interchangeable spines), is taken instead only when it is strictly better on the max load,
-or on the links at it by more than max(2, 10%).
+(``planners.layer2``), or, with ``objective="jobs"``, by moves that lower the mean job's
+predicted slowdown without a worse worst job. A fresh ``auto`` plan, with its spines renamed
+to agree with the installed routing as far as the fabric's symmetry allows (a maximum-weight
+matching per class of interchangeable spines), is taken instead only when it is strictly
+better on the max load, or on the links at it by more than max(2, 10%).
 
     >>> from controller.model.fabric import Fabric
     >>> from controller.model.jobs import Job
@@ -283,10 +283,10 @@ JOB_MIN_GAIN = 0.002  # relative drop of the mean job slowdown worth moving runn
 
 def plan_rank(problem: Problem, spines: list[int], objective: str = "flows",
               predicted: dict | None = None) -> tuple:
-    """A routing's rank on ``objective``, smaller is better: (max link load, links at it);
-    with "jobs" the predicted (worst, mean) job slowdown first (``objective.job_slowdowns``,
-    or ``predicted``: job -> slowdown when the caller has it). O(F + L S), plus the
-    prediction."""
+    """A routing's rank on ``objective``: (max link load, links at it); with "jobs" the
+    predicted (mean, worst) job slowdown first (``objective.job_slowdowns``, or
+    ``predicted``: job -> slowdown when the caller has it). Compare ranks with
+    ``worth_moving``. O(F + L S), plus the prediction."""
     from controller.planners.layer2 import loads
     v = loads(problem, spines)
     top = max(v, default=0)
@@ -297,21 +297,22 @@ def plan_rank(problem: Problem, spines: list[int], objective: str = "flows",
     if predicted is None:
         predicted = job_slowdowns(problem, spines)
     values = list(predicted.values()) or [1.0]
-    return max(values), sum(values) / len(values), top, count
+    return sum(values) / len(values), max(values), top, count
 
 
 def worth_moving(before: tuple, after: tuple, objective: str = "flows") -> bool:
     """Whether a routing ranked ``after`` (``plan_rank``) should replace the running one,
-    ranked ``before``: strictly better on the flow counts; with "jobs", a lower worst job
-    slowdown (beyond float noise), or the same worst and a mean lower by ``JOB_MIN_GAIN``
-    (relative), or both unchanged and better flow counts."""
+    ranked ``before``: strictly better on the flow counts; with "jobs" (the objective's rule:
+    the mean under a bound on the worst), never a worse worst job (beyond float noise), and
+    a mean lower by ``JOB_MIN_GAIN`` (relative), or the same mean and a lower worst or
+    better flow counts."""
     if objective != "jobs":
         return after < before
-    (w0, m0, *flows0), (w1, m1, *flows1) = before, after
+    (m0, w0, *flows0), (m1, w1, *flows1) = before, after
     if w1 > w0 * (1 + 1e-6):
         return False
-    if w1 < w0 * (1 - 1e-6):
-        return True
     if m1 < m0 * (1 - JOB_MIN_GAIN):
         return True
-    return m1 <= m0 * (1 + 1e-9) and tuple(flows1) < tuple(flows0)
+    if m1 > m0 * (1 + 1e-9):
+        return False
+    return w1 < w0 * (1 - 1e-6) or tuple(flows1) < tuple(flows0)

@@ -31,7 +31,7 @@ def plan_off_path(problem: Problem, previous: list, objective: str = "flows",
     flow of ``problem.flows``) on ``objective`` (``churn.plan_rank``); ``info["off_path"]``
     says which stage found it ("planning" or "ilp"). ``ilp(problem, ilp_time_limit,
     objective)``: the ILP runner (default ``plan_in_subprocess``)."""
-    from controller.planners.churn import plan_rank, replan
+    from controller.planners.churn import plan_rank, replan, worth_moving
     best = replan(problem, previous, objective, ilp_time_limit=0, baselines=True)
     best.info["off_path"] = "planning"
     if ilp_time_limit > 0 and not best.info.get("optimal"):
@@ -40,8 +40,8 @@ def plan_off_path(problem: Problem, previous: list, objective: str = "flows",
         except InputError as e:
             LOG.error("mlroute: off-path ILP failed: %s", e)
             return best
-        if plan_rank(problem, found.spines(), objective) < plan_rank(problem, best.spines(),
-                                                                     objective):
+        if worth_moving(plan_rank(problem, best.spines(), objective),
+                        plan_rank(problem, found.spines(), objective), objective):
             found.info["off_path"] = "ilp"
             return found
     return best

@@ -148,8 +148,8 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
     """An off-path plan of one auto group (``better``, an Assignment of ``problem``), renamed
     to keep as many flows in place as possible, when it is worth moving running flows for on
     the group's objective (``churn.worth_moving``: fewer flows on the busiest links, or fewer
-    links at the max; with "jobs" a lower worst or mean predicted job slowdown); None when it
-    is not."""
+    links at the max; with "jobs" a lower mean predicted job slowdown, the worst job no
+    worse); None when it is not."""
     flows, before = _group_routes(group, problem)
     old = [p[0][0] for p in before]
     spines = align_spines(problem, better.spines(), old)
@@ -171,10 +171,10 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
               "links_at_max_after": rank_after[-1],
               "optimal": bool(better.info.get("optimal"))}
     if objective == "jobs":
-        answer.update(worst_slowdown_before=round(rank_before[0], 6),
-                      worst_slowdown_after=round(rank_after[0], 6),
-                      mean_slowdown_before=round(rank_before[1], 6),
-                      mean_slowdown_after=round(rank_after[1], 6))
+        answer.update(mean_slowdown_before=round(rank_before[0], 6),
+                      mean_slowdown_after=round(rank_after[0], 6),
+                      worst_slowdown_before=round(rank_before[1], 6),
+                      worst_slowdown_after=round(rank_after[1], 6))
     # counted as moved flows (event, counters); improvable stays empty: nothing left to do
     replanned = Replanned(records, groups=[(group[0].algorithm, objective)], moved_flows=moved)
     return Change(f"off-path {stage} found a better routing", records, replanned=replanned,
