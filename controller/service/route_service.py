@@ -36,6 +36,7 @@ from controller.service.state import ControllerState, SwitchSeen, from_doc
 from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
+TABLE_READERS = 2  # switches whose tables are read at once (_sync_queued)
 
 
 class RouteService:
@@ -51,6 +52,7 @@ class RouteService:
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
         self.lock = threading.Lock()
+        self._readers = threading.Semaphore(TABLE_READERS)  # switches whose tables are read
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
@@ -160,7 +162,9 @@ class RouteService:
 
     def _sync_queued(self) -> None:
         """Reconcile queued switches one at a time; each switch's tables are read without the
-        lock (a network wait), so requests are served while many switches reconnect. Nothing
+        lock (a network wait), so requests are served while many switches reconnect, and at
+        most ``TABLE_READERS`` at once (decoding a table is CPU work on the event loop: 96
+        switches read at once kept REST requests waiting for seconds at the paper's scale). Nothing
         else sends to a switch that is not synchronised, so the read cannot go stale; the
         difference is computed and sent under the lock against the newest desired tables."""
         rec = self.reconciler
@@ -173,7 +177,8 @@ class RouteService:
             if dpid is None:
                 break
             try:
-                have = rec.installer.read_tables(dpid)
+                with self._readers:
+                    have = rec.installer.read_tables(dpid)
             except InstallError as e:
                 with self.lock:
                     rec.unclaim(dpid, failed)
@@ -312,9 +317,16 @@ class RouteService:
     def packet_in(self, dpid: int, port: int, frame: bytes) -> None:
         """An LLDP probe or a host's ARP/IPv4 packet reached the controller: discovery
         (through its guard) may adopt a fabric at once (a new host: static entries only)."""
+        self.packets_in([(dpid, port, frame)])
+
+    def packets_in(self, packets: list[tuple[int, int, bytes]]) -> None:
+        """Packets that reached the controller, (dpid, port, frame) each, under one hold of
+        the lock: a switch connecting returns an LLDP probe per port, thousands at the
+        paper's scale, and one lock per packet kept REST requests waiting behind them."""
         with self.lock:
             now = self.clock()
-            self.finder.packet_in(dpid, port, frame, now)
+            for dpid, port, frame in packets:
+                self.finder.packet_in(dpid, port, frame, now)
             adopted = self._settle(now)
         if adopted:
             self._sync_queued()
@@ -341,15 +353,20 @@ class RouteService:
         """The MAC owning ``ip`` for the controller's ARP answers: the fabric's hosts, else a
         host discovery has heard. An unknown address is looked for with ARP probes (at most
         one round per second per address) and None is returned for now."""
+        return self.arp_answers([ip])[ip]
+
+    def arp_answers(self, ips: list[str]) -> dict[str, str | None]:
+        """``arp_answer`` of several addresses under one hold of the lock."""
         with self.lock:
             f = self.state.fabric
-            for host, addr in (f.host_ip.items() if f else ()):
-                if addr == ip:
-                    return f.host_mac.get(host)
-            mac = self.finder.mac_of(ip)
-            if mac is None and self.finder.declared is None:
-                self._probe(ip)
-            return mac
+            known = {addr: f.host_mac.get(host) for host, addr in f.host_ip.items()} if f else {}
+            out = {}
+            for ip in ips:
+                mac = known.get(ip) or self.finder.mac_of(ip)
+                if mac is None and self.finder.declared is None:
+                    self._probe(ip)
+                out[ip] = mac
+            return out
 
     def _probe(self, ip: str) -> None:
         now = self.clock()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from collections import deque
 
 from controller.errors import InputError, InstallError
 from controller.jsonio import read_json
@@ -31,6 +32,7 @@ from controller.shell.roles import Roles
 from controller.shell.switches import Switches
 
 LOG = logging.getLogger("mlroute")
+PACKET_BATCH = 256  # packet-ins handed to the service under one hold of its lock
 
 
 class Shell:
@@ -79,6 +81,8 @@ class Shell:
         self.lldp_interval = conf.mlroute_lldp_interval
         self.stats_interval = conf.mlroute_stats_interval
         self.improving = False
+        self._packets: deque = deque()  # packet-ins waiting for the service (_answer)
+        self._answering = False
         self._running = True
         LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
                  conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
@@ -134,9 +138,13 @@ class Shell:
                        speed)
 
     def packet_in(self, msg) -> None:
+        """Queued: one worker feeds them to the service in batches (``_answer``)."""
         dpid, in_port = msg.datapath.id, msg.match["in_port"]
         if not self.switches.probe_arrived(dpid, in_port, msg.data):
-            self.hub.spawn(self._guarded, self._answer, dpid, in_port, msg.data)
+            self._packets.append((dpid, in_port, msg.data))
+            if not self._answering:
+                self._answering = True
+                self.hub.spawn(self._guarded, self._answer)
 
     def port_stats(self, msg) -> None:
         body = self.switches.on_multipart(msg)
@@ -183,15 +191,34 @@ class Shell:
         except Exception:  # noqa: BLE001 - logged; the next event is served
             LOG.exception("mlroute: %s failed", fn.__name__)
 
-    def _answer(self, dpid: int, in_port: int, data: bytes) -> None:
-        """Feed discovery, then answer an ARP request for a known address."""
-        self.service.packet_in(dpid, in_port, data)
-        req = arp.parse_request(data)
-        if req is None:
-            return
-        mac = self.service.arp_answer(req[2])
-        if mac is not None:
-            self.switches.packet_out(dpid, in_port, arp.reply(req, mac))
+    def _answer(self) -> None:
+        """Feed the queued packets to discovery, up to ``PACKET_BATCH`` under one hold of the
+        service lock, then answer the ARP requests among them for known addresses; until the
+        queue is empty."""
+        try:
+            while True:
+                batch = []
+                while self._packets and len(batch) < PACKET_BATCH:
+                    try:
+                        batch.append(self._packets.popleft())
+                    except IndexError:  # another worker took it (native threads)
+                        break
+                if not batch:
+                    break
+                self.service.packets_in(batch)
+                asks = [(dpid, port, req) for dpid, port, data in batch
+                        if (req := arp.parse_request(data)) is not None]
+                if asks:
+                    macs = self.service.arp_answers([req[2] for _, _, req in asks])
+                    for dpid, port, req in asks:
+                        if macs[req[2]] is not None:
+                            self.switches.packet_out(dpid, port, arp.reply(req, macs[req[2]]))
+                self.hub.sleep(0)  # REST and switch events between batches
+        finally:
+            self._answering = False
+            if self._packets and self._running:  # one arrived as this worker ended
+                self._answering = True
+                self.hub.spawn(self._guarded, self._answer)
 
     def _improve(self) -> None:
         """Anytime planning off the request path: layer 2 and the jobs search in this process,
