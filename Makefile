@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 PYMINOR := $(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])' 2>/dev/null)
 FRAMEWORK ?= $(if $(filter 11,$(PYMINOR)),ryu,osken)
 
-.PHONY: install system test test-unit test-fast demo controller bench paper paper-quick clean
+.PHONY: install system test test-unit test-fast docs demo controller bench paper paper-quick clean
 
 install: $(STAMP)
 
@@ -59,11 +59,25 @@ system:
 
 # As root, the integration tests' system packages and Open vSwitch are installed first; without
 # root they skip themselves (and say so).
-test: install
+test: install docs
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory system; \
 	  else echo "make test: not root: the integration tests (Mininet, Open vSwitch) will be skipped"; fi
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+# The manual (docs/, mkdocs.yml): the pages generated from the code and bench/*.json are written
+# with the controller's venv, then MkDocs and the Material theme, pinned in requirements-docs.txt
+# and kept in a venv of their own, build it into site/ with warnings as errors. No root, no OVS.
+DOCS_VENV ?= .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed
+$(DOCS_STAMP): requirements-docs.txt
+	$(PYTHON) -m venv $(DOCS_VENV)
+	$(DOCS_VENV)/bin/pip install -q -r requirements-docs.txt
+	touch $(DOCS_STAMP)
+
+docs: install $(DOCS_STAMP)
+	$(PY) docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict --quiet
 
 # Everything that needs no root, Open vSwitch or Mininet (CI runs it on Python 3.12 and 3.13).
 test-unit: install
@@ -103,4 +117,4 @@ paper-quick: install
 	$(PY) -m simulation.paper --quick
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(DOCS_VENV) site *.egg-info .pytest_cache .hypothesis
