@@ -92,7 +92,7 @@ demo: install system
 	$(PY) -m emulation.demo
 
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
-# the README's first controller example).
+# docs/howto/run-controller.md or the first tutorial, docs/tutorials/first-route.md).
 controller: install system
 ifeq ($(FRAMEWORK),ryu)
 	$(VENV)/bin/ryu-manager --user-flags controller/shell/flags.py controller/shell/app.py
