@@ -441,7 +441,25 @@ def _learning() -> str:
               f"Per-pair OpenFlow counters for the same job would need "
               f"{pc['entries_per_leaf_for_this_job']:,} entries per leaf "
               f"({pc['times_over_budget']:g}x a {pc['typical_budget']:,}-entry budget) and "
-              f"{pc['flow_stats_mbit_s']:g} Mbit/s of flow statistics.\n\n")
+              f"{pc['flow_stats_mbit_s']:g} Mbit/s of flow statistics.\n\n"
+            + _learning_times(b))
+
+
+def _learning_times(b: dict) -> str:
+    """How long a job needs to be learned, per pattern and sampling (the job alone)."""
+    times = b.get("learning_time")
+    if not times:
+        return ""
+    rows = [[t["pattern"], f"{t['ranks']:,}", f"{t['pairs']:,}", t["sampling"], t["where"],
+             f"{t['samples_per_pair_per_window']:g}",
+             f"{t['learned_after_s']:g} s ({t['windows_to_learn']} windows)"
+             if t["learned_after_s"] is not None else "not within 30 windows"]
+            for t in times]
+    return ("### How long a job takes to be learned\n\n"
+            "Every pair of the job found, nothing else, and the estimate steady "
+            "(`controller/measurement/estimate.py`); the job starts 0.7 s into a 2 s window.\n\n"
+            + _table(["pattern", "ranks", "pairs", "sampling", "where",
+                      "samples per pair per window", "learned after"], rows))
 
 
 def _emulation() -> str:
