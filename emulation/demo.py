@@ -7,7 +7,7 @@ over four uplinks and ECMP's hash puts some of them on one link. Each routing ru
 The table shows the measured All-Reduce time, the ideal (shaped line rate), the fluid model's
 prediction for the same routes, the planned max link load and the flows whose path the switch
 counters proved. Results: results/demo/summary.json and summary.png (``results/`` is generated
-and not tracked; the README's picture is docs/demo.png, copied from a run).
+and not tracked; the manual's picture is docs/demo.png, copied from a run).
 
 ``--simulate`` prints the fluid model's comparison only (no root, no Mininet). ``--spines``,
 ``--leaves``, ``--hosts-per-leaf``, ``--bw`` and ``--bytes`` change the defaults (smaller runs

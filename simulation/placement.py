@@ -26,7 +26,7 @@ instead. This model:
 * **Seeded.** Everything comes from one ``numpy.random.Generator(PCG64(seed))``: the same seed
   gives the same cluster and jobs.
 
-Output: the fabric and jobs JSON formats of the README.
+Output: the fabric and jobs JSON formats of docs/reference/formats.md.
 
     python -m simulation.placement --spines 32 --leaves 64 --utilisation 0.9 --seed 1 \\
         --failed-links 3 [--failed-spines 1] [--nics-per-leaf 32] [--models gpt3,bloom] \\

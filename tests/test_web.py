@@ -2,7 +2,7 @@
 chromium driven by its chromium-driver through selenium (nothing downloaded). The page shows
 the switches, a job appears after a POST, measured figures appear under traffic, a link shows
 as down after a failure. A screenshot goes to the test's folder, and to the path in
-MLROUTE_WEB_SCREENSHOT when set (docs/web.png for the README)."""
+MLROUTE_WEB_SCREENSHOT when set (docs/web.png for the manual)."""
 import os
 import re
 import shutil

@@ -46,7 +46,7 @@ class Fabric:
     # ---- construction -------------------------------------------------------------------
     @classmethod
     def from_dict(cls, doc: Mapping) -> Fabric:
-        """Validate a fabric document (see README, "Formats") and build the model."""
+        """Validate a fabric document (docs/reference/formats.md) and build the model."""
         if not isinstance(doc, Mapping):
             raise InputError("fabric: expected a JSON object")
         for key in ("spines", "leaves", "hosts"):

@@ -1,6 +1,6 @@
 """Run a planner on jobs over a fabric and describe the result in the routes format.
 
-The routes JSON (README, "Formats") lists one route per flow of every job, in the order
+The routes JSON (docs/reference/formats.md) lists one route per flow of every job, in the order
 ``Job.flows()`` gives, with ``"spine": null`` for intra-leaf flows and ``"split"`` parts for
 flows a splitting planner divided.
 """
