@@ -1,8 +1,9 @@
 """The topology file alone, with Mininet's own command line, gives a fabric that carries TCP
-through the real controller in both enforcement modes: the newcomer's path of the manual (docs/howto/run-controller.md)
-(``mn --custom topologies/clos.py --topo clos,S,L,H --controller remote``, no --switch, --host
-or --link). TCP is the test because ping works where TCP does not (tx offload on, MPLS at the
-default MTU; environment.md section 4). iperf3, not Mininet's iperf (it hangs here)."""
+through the real controller in both enforcement modes: the newcomer's path of the manual
+(docs/howto/run-controller.md: ``mn --custom topologies/clos.py --topo clos,S,L,H
+--controller remote``, no --switch, --host or --link). TCP is the test because ping works
+where TCP does not (tx offload on, MPLS at the default MTU; environment.md section 4).
+iperf3, not Mininet's iperf (it hangs here)."""
 import json
 import os
 import re
