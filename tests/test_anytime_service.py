@@ -128,4 +128,5 @@ def test_worth_moving_asks_a_real_gain_for_the_jobs_objective():
     assert not worth_moving((1.5, 2.0, 3, 10), (1.4999, 2.0, 3, 10), "jobs")  # noise
     assert worth_moving((1.5, 2.0, 3, 10), (1.5, 1.9, 3, 10), "jobs")
     assert worth_moving((1.5, 2.0, 3, 10), (1.5, 2.0, 2, 10), "jobs")  # layer 1 then
+    assert not worth_moving((1.5, 2.0, 3, 10), (1.5, 2.0, 3, 8), "jobs")  # no job faster
     assert not worth_moving((1.5, 2.0, 3, 10), (1.6, 1.0, 2, 1), "jobs")

@@ -304,8 +304,8 @@ def worth_moving(before: tuple, after: tuple, objective: str = "flows") -> bool:
     """Whether a routing ranked ``after`` (``plan_rank``) should replace the running one,
     ranked ``before``: strictly better on the flow counts; with "jobs" (the objective's rule:
     the mean under a bound on the worst), never a worse worst job (beyond float noise), and
-    a mean lower by ``JOB_MIN_GAIN`` (relative), or the same mean and a lower worst or
-    better flow counts."""
+    a mean lower by ``JOB_MIN_GAIN`` (relative), or the same mean and a lower worst or max
+    link load (fewer links at the max alone, no job faster, is not worth moved flows)."""
     if objective != "jobs":
         return after < before
     (m0, w0, *flows0), (m1, w1, *flows1) = before, after
@@ -315,4 +315,4 @@ def worth_moving(before: tuple, after: tuple, objective: str = "flows") -> bool:
         return True
     if m1 > m0 * (1 + 1e-9):
         return False
-    return w1 < w0 * (1 - 1e-6) or tuple(flows1) < tuple(flows0)
+    return w1 < w0 * (1 - 1e-6) or flows1[0] < flows0[0]
