@@ -293,7 +293,7 @@ def pattern_targets(patterns: dict) -> dict:
 
 def _only_patterns(args) -> int:
     t0 = time.perf_counter()
-    patterns = bench_patterns(max(3, args.repeats // 6))
+    patterns = bench_patterns(max(5, args.repeats // 3))  # sub-ms timings: 10 repeats
     patterns["wall_s"] = round(time.perf_counter() - t0, 1)
     doc = {}
     if os.path.exists(args.out):
@@ -326,7 +326,7 @@ def main(argv=None) -> int:
     split = bench_split(3)
     split_lp = bench_split_lp()
     layer2 = bench_layer2(min(args.ilp_time_limit, 30.0), max(3, args.repeats // 6))
-    patterns = bench_patterns(max(3, args.repeats // 6))
+    patterns = bench_patterns(max(5, args.repeats // 3))  # sub-ms timings: 10 repeats
     auto = {}
     if HAS_AUTO:
         auto = {"realistic_64x32": bench_auto_realistic(args.repeats),
