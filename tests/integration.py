@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import time
 
 import pytest
 
@@ -61,3 +63,27 @@ def processes(*texts: str) -> list[tuple[int, str]]:
         if any(t in cmd for t in texts) and alive(int(d)):
             out.append((int(d), cmd))
     return out
+
+
+def iperf_ring(net, fabric, ring: list[str], seconds: float, port: int = 5301) -> None:
+    """iperf3 from every rank of ``ring`` to rank - 1 (the direction gloo's ring sends) for
+    ``seconds`` at 4 Mbit/s each; returns when done, every process stopped."""
+    servers, clients = [], []
+    try:
+        for h in ring:
+            servers.append(net.get(h).popen(["iperf3", "-s", "-1", "-p", str(port)],
+                                            stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))
+        time.sleep(0.5)
+        for i, h in enumerate(ring):
+            clients.append(net.get(h).popen(
+                ["iperf3", "-c", fabric.host_ip[ring[i - 1]], "-p", str(port), "-t",
+                 str(seconds), "-b", "4M"], stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL))
+        for c in clients:
+            c.wait(timeout=seconds + 20)
+    finally:
+        for p in clients + servers:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=5)

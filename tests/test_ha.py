@@ -17,7 +17,7 @@ from emulation.controller_proc import ControllerProcess
 from emulation.ha import ETCD, EtcdServer, HaSession, controller_roles, free_port
 from emulation.ovs import entry_ages as flows_with_age
 from emulation.run import _run_traffic, prepare_jobs
-from tests.integration import HOSTS, LEAVES, SPINES, require_root_and_ovs
+from tests.integration import HOSTS, LEAVES, SPINES, iperf_ring, require_root_and_ovs
 from tests.integration import metric as _metric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -300,30 +300,6 @@ def test_unreachable_etcd_at_start_is_a_clear_error(ha, tmp_path):
     assert "--mlroute-etcd" in proc.stdout + proc.stderr
 
 
-def iperf_ring(net, fabric, ranks, seconds):
-    """iperf3 from every rank to rank - 1 for ``seconds`` (4 Mbit/s each), as gloo's ring
-    sends; returns when done, every process stopped."""
-    servers, clients = [], []
-    try:
-        for h in ranks:
-            servers.append(net.get(h).popen(["iperf3", "-s", "-1", "-p", "5302"],
-                                            stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL))
-        time.sleep(0.5)
-        for i, h in enumerate(ranks):
-            clients.append(net.get(h).popen(
-                ["iperf3", "-c", fabric.host_ip[ranks[i - 1]], "-p", "5302", "-t",
-                 str(seconds), "-b", "4M"], stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL))
-        for c in clients:
-            c.wait(timeout=seconds + 20)
-    finally:
-        for p in clients + servers:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=5)
-
-
 def test_a_standby_learns_from_its_own_sflow_and_a_new_master_keeps_the_matrix(ha):
     """Both controllers on one host, each with its own sFlow port, every switch sending to
     both: the standby measures the job as the master does; after the master is killed, the
@@ -334,7 +310,7 @@ def test_a_standby_learns_from_its_own_sflow_and_a_new_master_keeps_the_matrix(h
     standby_id = next(c for c, ctl in ha.ctls.items() if ctl is standby)
     assert rest(master, "POST", "/v1/jobs", {"id": "m", "members": ranks})[0] == 201
     try:
-        iperf_ring(ha.net, ha.fabric, ranks, 12)
+        iperf_ring(ha.net, ha.fabric, ranks, 12, port=5302)
         learned = rest(master, "GET", "/v1/jobs/m")[1]
         assert learned["matrix"] == "learned", learned
         pairs = {(m["src"], m["dst"]) for m in learned["measured_flows"]}
@@ -346,7 +322,7 @@ def test_a_standby_learns_from_its_own_sflow_and_a_new_master_keeps_the_matrix(h
         ha.kill(master_id)
         new = ha.master()
         assert new is standby
-        iperf_ring(ha.net, ha.fabric, ranks, 8)
+        iperf_ring(ha.net, ha.fabric, ranks, 8, port=5302)
         doc = rest(new, "GET", "/v1/jobs/m")[1]
         assert doc["matrix"] == "learned"
         assert {(r["src"], r["dst"], r["spine"]) for r in doc["routes"]} == routes

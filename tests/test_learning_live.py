@@ -11,7 +11,7 @@ import time
 import pytest
 
 from emulation import ovs
-from tests.integration import default_session, require_root_and_ovs
+from tests.integration import default_session, iperf_ring, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 RING = ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h1_1", "h2_1", "h3_1"]
@@ -27,25 +27,7 @@ def emu(tmp_path_factory):
 def ring_traffic(emu, seconds: float, ring=RING):
     """iperf3 from every rank of ``ring`` to rank - 1 for ``seconds`` (4 Mbit/s each); returns
     when done."""
-    servers, clients = [], []
-    try:
-        for h in ring:
-            servers.append(emu.net.get(h).popen(["iperf3", "-s", "-1", "-p", "5301"],
-                                                stdout=subprocess.DEVNULL,
-                                                stderr=subprocess.DEVNULL))
-        time.sleep(0.5)
-        for i, h in enumerate(ring):
-            dst = emu.fabric.host_ip[ring[i - 1]]
-            clients.append(emu.net.get(h).popen(
-                ["iperf3", "-c", dst, "-p", "5301", "-t", str(seconds), "-b", "4M"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        for c in clients:
-            c.wait(timeout=seconds + 20)
-    finally:
-        for p in clients + servers:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=5)
+    iperf_ring(emu.net, emu.fabric, ring, seconds)
 
 
 def wait_matrix(emu, jid, want, timeout):
