@@ -159,7 +159,8 @@ class MatrixLearning:
                 if gain is not None:
                     before, after = gain
                     text = (f"predicted iteration {before:.3g} s -> {after:.3g} s "
-                            f"({100 * (1 - after / before):+.0f}%)" if before > 0 else "")
+                            f"({100 * (after / before - 1):+.0f}%)" if before > 0 else
+                            "no iteration time predicted")
                     if before <= 0 or after > (1 - settings.learn_min_gain) * before:
                         out.append(Decision(jid, pairs, event={
                             "time": now, "job": jid, "mismatch": mismatch,
