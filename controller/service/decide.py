@@ -128,7 +128,16 @@ def adopt(state: ControllerState, settings: Settings, fabric: Fabric, now: float
 
 
 def extends(old: Fabric, new: Fabric) -> bool:
-    """``new`` keeps every switch, port, host and address of ``old`` (links may differ)."""
+    """``new`` keeps every switch, port, host and address of ``old`` (links may differ).
+
+    >>> f = Fabric.generate(2, 2, 1, wiring=True)
+    >>> extends(f, Fabric.generate(2, 3, 1, wiring=True))  # a leaf more: kept
+    True
+    >>> extends(f, f.with_down({("l0", "s1")}))  # a link down: kept
+    True
+    >>> extends(f, Fabric.generate(3, 2, 1, wiring=True))  # a spine more moves host ports
+    False
+    """
     if old.spines != new.spines[:len(old.spines)] or old.leaves != new.leaves[:len(old.leaves)]:
         return False
     if any(new.dpids.get(k) != v for k, v in old.dpids.items()):
