@@ -514,8 +514,7 @@ class Node:
         self.cluster = Cluster(Etcd(members.url), cid, rest.url, members.prefix, **kw)
         self.cluster.rest = self
         self.svc = RouteService(switches, fabric, store=self.cluster.store)
-        self.svc.passive = True
-        self.svc.cluster = self.cluster
+        self.svc.join(self.cluster)  # a standby until elected, as the shell joins
         self.takeovers = []
         for d in fabric.dpids.values():
             self.svc.switch_connected(d, {p: True for p in fabric.ports[fabric.switch_of_dpid[d]]

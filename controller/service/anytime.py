@@ -9,41 +9,49 @@ applied like any change, unless the jobs or the fabric changed meanwhile.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from controller.errors import ConflictError, InputError, InstallError
 from controller.service import decide
+from controller.service.change import Change, Outcome
+from controller.service.settings import Settings
+from controller.service.state import ControllerState
 
 LOG = logging.getLogger("mlroute")
 
 
-def improve(svc, run=None) -> dict | None:
+def improve(lock, state: ControllerState, settings: Settings, unproven: set,
+            active: Callable[[], bool], apply: Callable[[Change], Outcome],
+            run=None) -> dict | None:
     """One improvable auto group through the off-path stages (module docstring); what
-    happened, or None when no group waits."""
-    with svc.lock:
-        if not svc.unproven or svc.state.fabric is None or svc.passive:
+    happened, or None when no group waits. ``lock`` guards ``state`` and ``unproven`` (the
+    auto groups left improvable, one taken per call); ``active()``: not a standby;
+    ``apply``: the service's way to apply a change (under ``lock``)."""
+    with lock:
+        if not unproven or state.fabric is None or not active():
             return None
-        key = sorted(svc.unproven)[0]
-        svc.unproven.discard(key)
-        found = decide.improvable_group(svc.state, svc.settings, key)
+        key = sorted(unproven)[0]
+        unproven.discard(key)
+        found = decide.improvable_group(state, settings, key)
         if found is None:
             return None
         group, problem, current, previous = found
-        version = svc.state.version
+        version = state.version
     if run is None:
         from controller.planners.offpath import plan_off_path as run
     try:
-        better = run(problem, previous, key[1], svc.settings.ilp_budget)
+        better = run(problem, previous, key[1], settings.ilp_budget)
     except InputError as e:
         LOG.error("mlroute: off-path planning failed: %s", e)
         return {"group": list(key), "error": str(e)}
-    with svc.lock:
+    with lock:
         result = {"group": list(key), "max_link_load_before": current["max_link_load"],
                   "links_at_max_before": current["links_at_max"],
                   "optimal": bool(better.info.get("optimal"))}
-        if svc.state.version != version:
+        if state.version != version:
             result["stale"] = True  # the jobs or the fabric changed meanwhile
             return result
-        change = decide.improved(svc.state, group, problem, better, key[1])
+        change = decide.improved(state, group, problem, better, key[1])
         if change is None:
             result["improved"] = False
             return result
@@ -52,7 +60,7 @@ def improve(svc, run=None) -> dict | None:
                             links_at_max_before=current["links_at_max"], improved=True,
                             **{k: v for k, v in change.answer.items() if k != "moved_flows"})
         try:
-            outcome = svc._apply(change)
+            outcome = apply(change)
         except (ConflictError, InputError, InstallError) as e:
             result["error"] = str(e)
             return result

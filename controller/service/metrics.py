@@ -80,7 +80,8 @@ class ServiceCollector:
             yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
                                     value=sum(1 for d, s in state.switches.items() if s.connected and
                                               f is not None and d in f.switch_of_dpid))
-            yield from _rule_budget(svc)
+            yield from _rule_budget(svc.reconciler.installed, svc.switch_name,
+                                    svc.settings.max_flow_rules)
             wiring = GaugeMetricFamily("mlroute_wiring_problems",
                                        "discovered cabling that differs from the fabric in use",
                                        labels=["kind"])
@@ -122,19 +123,19 @@ class ServiceCollector:
             yield broken
 
 
-def _rule_budget(svc):
-    """Flow entries per synchronised switch (static, of jobs) and the per-switch budget."""
+def _rule_budget(installed: dict, name, budget: int):
+    """Flow entries per synchronised switch (``installed``: dpid -> its shadow tables; by
+    owner: static, or of jobs; ``name(dpid)`` labels it) and the per-switch ``budget``."""
     per_switch = GaugeMetricFamily("mlroute_switch_flow_rules",
                                    "flow entries a switch holds, by owner (static or jobs)",
                                    labels=["switch", "owner"])
-    for dpid, table in sorted(svc.reconciler.installed.items()):
+    for dpid, table in sorted(installed.items()):
         jobs = sum(1 for r in table.rules.values() if r.cookie != COOKIE_STATIC)
-        per_switch.add_metric([svc._name(dpid), "static"], len(table.rules) - jobs)
-        per_switch.add_metric([svc._name(dpid), "jobs"], jobs)
+        per_switch.add_metric([name(dpid), "static"], len(table.rules) - jobs)
+        per_switch.add_metric([name(dpid), "jobs"], jobs)
     yield per_switch
     yield GaugeMetricFamily("mlroute_max_flow_rules",
-                            "flow entries a switch may hold (0: no budget)",
-                            value=svc.settings.max_flow_rules)
+                            "flow entries a switch may hold (0: no budget)", value=budget)
 
 
 def _discovery(finder):

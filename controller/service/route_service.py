@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 
 from controller.discovery.finder import FabricFinder
 from controller.enforcement.desired import installed_plan
@@ -58,10 +59,10 @@ class RouteService:
         self.state = ControllerState()
         declared, jobs, number = from_doc(store.load() if store else None, fabric)
         self.state.load(declared, jobs, number)
-        self.reconciler = Reconciler(installer, self.state.counters, self._name)
+        self.reconciler = Reconciler(installer, self.state.counters, self.switch_name)
         self.hostports = HostPortService(getattr(installer, "probe", None))
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
-                              self._name)
+                              self.switch_name)
         self.predictions = Predictions(on_progress)
         # discovery: checks a declared fabric, or finds the fabric when none is declared
         self.finder = FabricFinder(fabric, self.settings.link_gbps,
@@ -102,7 +103,8 @@ class RouteService:
         """Host mode's learned maps and chosen ports."""
         return self.hostports.ports
 
-    def _name(self, dpid: int) -> str:
+    def switch_name(self, dpid: int) -> str:
+        """A switch's name in the fabric in use, else its dpid in hex."""
         f = self.state.fabric
         return (f.switch_of_dpid.get(dpid) if f else None) or f"{dpid:#x}"
 
@@ -182,7 +184,7 @@ class RouteService:
             except InstallError as e:
                 with self.lock:
                     rec.unclaim(dpid, failed)
-                LOG.error("mlroute: switch %s could not be read: %s", self._name(dpid), e)
+                LOG.error("mlroute: switch %s could not be read: %s", self.switch_name(dpid), e)
                 continue
             with self.lock:
                 seen = self.state.switches.get(dpid)
@@ -192,7 +194,7 @@ class RouteService:
                     rec.repair(dpid, have, *self.tx.current_tables().get(dpid, ([], [])))
                 except InstallError as e:
                     failed.add(dpid)
-                    LOG.error("mlroute: switch %s could not be repaired: %s", self._name(dpid), e)
+                    LOG.error("mlroute: switch %s could not be repaired: %s", self.switch_name(dpid), e)
                     continue
                 self.tx.refresh_host_ports()
         if failed:
@@ -311,7 +313,8 @@ class RouteService:
     def improve(self, run=None) -> dict | None:
         """Anytime planning of one auto group the request path left improvable: its layer-2,
         jobs and ILP stages off the request path (``service/anytime.py``)."""
-        return anytime.improve(self, run)
+        return anytime.improve(self.lock, self.state, self.settings, self.unproven,
+                               lambda: not self.passive, self._apply, run)
 
     # ---- packets ------------------------------------------------------------------------------
     def packet_in(self, dpid: int, port: int, frame: bytes) -> None:
@@ -337,7 +340,7 @@ class RouteService:
         try:
             self.reconciler.installer.packet_out(dpid, port, frame)
         except InstallError as e:  # a switch that just left; the next round tries again
-            LOG.debug("mlroute: packet-out to %s failed: %s", self._name(dpid), e)
+            LOG.debug("mlroute: packet-out to %s failed: %s", self.switch_name(dpid), e)
 
     def _bootstrap(self, dpid: int) -> None:
         """A switch that is not part of the fabric (yet): LLDP and ARP to the controller, so
@@ -419,7 +422,7 @@ class RouteService:
         doc = self._resolve_addresses(doc)
         with self.lock:
             job = parse_job(doc, views.need_fabric(self.state))
-            change = decide.post_job(self.state, self.settings, job, self.clock(), self._name)
+            change = decide.post_job(self.state, self.settings, job, self.clock(), self.switch_name)
             outcome = self._apply(change)
             view = self._job_view(job.id)
             view.update(install_ms=round((outcome.stats["seconds"] or 0) * 1e3, 3),
@@ -474,7 +477,7 @@ class RouteService:
 
     def _fabric_view(self) -> dict:
         return views.service_fabric_view(self.state, self.reconciler, self.settings,
-                                         self.hostports.view(), self.finder, self._name)
+                                         self.hostports.view(), self.finder, self.switch_name)
 
     def job_view(self, job_id: str) -> dict:
         with self.lock:
@@ -527,14 +530,31 @@ class RouteService:
             self.state.telemetry.flow_stats(keyed, self.clock() if now is None else now)
 
     # ---- redundant controllers (controller/service/cluster.py) --------------------------------
+    def join(self, cluster) -> None:
+        """One of redundant controllers (``Cluster``): a standby until elected."""
+        self.passive, self.cluster = True, cluster
+
     def follow_intent(self, doc: dict | None) -> bool:
-        return mastership.follow_intent(self, doc)
+        """A standby takes the master's stored intent; on the master: False, ignored."""
+        with self.lock:
+            if not self.passive:
+                return False
+            mastership.load_intent(self.state, self.reconciler, self.finder, doc)
+            return True
 
     def take_over(self, doc: dict | None) -> dict:
-        return mastership.take_over(self, doc)
+        """Become the master, as a restarted controller (``mastership.take_over``)."""
+        with self.lock:
+            mastership.load_intent(self.state, self.reconciler, self.finder, doc)
+            self.passive = False
+            return mastership.take_over(self.state, self.reconciler, self.finder, self.clock(),
+                                        partial(self._topology_changed, force=True), self._drain)
 
     def stand_by(self) -> None:
-        mastership.stand_by(self)
+        """Stop acting on switches; the shadow tables are dropped."""
+        self.passive = True
+        with self.lock:
+            mastership.stand_by(self.reconciler)
 
     def cluster_view(self) -> dict:
         return self.cluster.view() if self.cluster is not None else standalone_view()

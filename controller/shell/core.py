@@ -256,8 +256,7 @@ class Shell:
     # ---- redundant controllers -------------------------------------------------------------
     def _join_cluster(self) -> None:
         """Standby until etcd elects this controller; then master of every switch."""
-        self.service.passive = True
-        self.service.cluster = self.cluster
+        self.service.join(self.cluster)
         self.cluster.start(on_role=lambda role, gen: self.hub.spawn(self.roles.apply, role, gen),
                            on_state=self._follow)
         LOG.info("mlroute: controller %s joined the controllers at etcd %s as %s",
