@@ -1,5 +1,6 @@
-"""The Ryu adapter: Ryu's OpenFlow events onto ``core.Shell``. Every Ryu import of mlroute is
-in this module (os-ken's twin: ``osken_app.py``).
+"""The Ryu adapter: Ryu's OpenFlow events onto ``core.Shell``. Every Ryu import of mlroute is in
+this module (os-ken's twin: ``osken_app.py``); the event methods both share are
+``core.adapter_events``.
 
     ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric fabric.json \
         controller/shell/app.py
@@ -16,14 +17,15 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_common, ofproto_v1_3
 
 from controller.shell import flags
-from controller.shell.core import Shell
+from controller.shell.core import adapter_events
 from controller.shell.hub import Hub
 
 flags.register(cfg.CONF)
-BOTH = [CONFIG_DISPATCHER, MAIN_DISPATCHER]
+AdapterEvents = adapter_events(set_ev_cls, ofp_event, CONFIG_DISPATCHER, MAIN_DISPATCHER,
+                               DEAD_DISPATCHER)
 
 
-class MlrouteApp(app_manager.RyuApp):
+class MlrouteApp(AdapterEvents, app_manager.RyuApp):  # the mixin's close() first
     OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
     def __init__(self, *args, **kwargs):
@@ -31,53 +33,4 @@ class MlrouteApp(app_manager.RyuApp):
         conf = cfg.CONF
         of_ports = ([conf.ofp_tcp_listen_port] if conf.ofp_tcp_listen_port
                     else [ofproto_common.OFP_TCP_PORT, ofproto_common.OFP_TCP_PORT_OLD])
-        self.shell = Shell(conf, Hub(hub.spawn, hub.sleep, hub.Event), of_ports)
-        self.service = self.shell.service
-        self.shell.start()
-
-    def close(self):
-        self.shell.stop()
-
-    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
-    def _features(self, ev):
-        self.shell.switch_features(ev.msg.datapath)
-
-    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
-    def _port_desc(self, ev):
-        self.shell.port_desc(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPStateChange, DEAD_DISPATCHER)
-    def _dead(self, ev):
-        self.shell.switch_dead(ev.datapath)
-
-    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
-    def _port_status(self, ev):
-        self.shell.port_status(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
-    def _packet_in(self, ev):
-        self.shell.packet_in(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
-    def _port_stats(self, ev):
-        self.shell.port_stats(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
-    def _flow_stats(self, ev):
-        self.shell.flow_stats(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
-    def _group_desc(self, ev):
-        self.shell.group_desc(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
-    def _barrier_reply(self, ev):
-        self.shell.barrier_reply(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPErrorMsg, BOTH)
-    def _error(self, ev):
-        self.shell.error(ev.msg)
-
-    @set_ev_cls(ofp_event.EventOFPRoleReply, BOTH)
-    def _role_reply(self, ev):
-        self.shell.role_reply(ev.msg)
+        self.start_shell(conf, Hub(hub.spawn, hub.sleep, hub.Event), of_ports)
