@@ -415,7 +415,34 @@ def _collectives() -> str:
             + _table(head, rows)
             + "![collectives](collectives.png)\n\n"
               "*Figure: made from* `bench/collectives.json` *(*`python -m "
-              "emulation.bench_collectives`*).*\n\n")
+              "emulation.bench_collectives`*).*\n\n"
+            + _relaunches(libs))
+
+
+def _relaunches(libs: dict) -> str:
+    """Launches of one job with pauses between them (learned matrices that hold)."""
+    rows, first = [], None
+    for name, lib in libs.items():
+        r = lib.get("relaunches")
+        if not r:
+            continue
+        first = first or r
+        for declare, label in (("members", "members only"), ("rank_order", "rank order")):
+            x = r[declare]
+            s = x["later_launches_over_correct"]
+            rows.append([name, label, f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]",
+                         f"{x['later_launches_within_10pct']} of {x['later_launches']}",
+                         str(x["max_replans_after_first_launch"])])
+    if not rows:
+        return ""
+    return ("### Relaunches with pauses\n\n"
+            f"The job posted once, then {first['launches']} launches of "
+            f"{first['all_reduces_per_launch']} All-Reduces, {first['pause_s']:g} s of silence "
+            f"between them, {len(first['members']['rounds'])} rounds per declaration; each "
+            "launch after the first against the correct declaration's median of the same "
+            "invocation (`python -m emulation.bench_collectives --relaunches-only`).\n\n"
+            + _table(["library", "declared", "later launches vs correct (median [min-max])",
+                      "within 10%", "most re-plans after launch 1"], rows))
 
 
 def _learning() -> str:
