@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.measurement.sflow import SflowCollector
 from emulation import fabricnet
@@ -61,15 +62,20 @@ def _iperf(client, server_ip, seconds):
 
 
 def _run_transfer(net, rec, src, dst, bridge, port, seconds=5):
-    """iperf3 src -> dst for ``seconds``; the pattern seen 3.5 s in, the samples and the real
-    frame bytes from the source's switch port over the transfer."""
+    """iperf3 src -> dst for ``seconds``; the pair's matrix estimated 3.5 s in (every closed
+    window folded, ``measurement.estimate``), the samples and the real frame bytes from the
+    source's switch port over the transfer."""
     dst.cmd("iperf3 -s -1 -D")
     time.sleep(0.5)
     before, mark = _frames(bridge, port), rec.mark()
     proc = _iperf(src, dst.IP(), seconds)
     try:
         time.sleep(3.5)
-        pattern = rec.learner.pattern({src.IP(), dst.IP()}, time.monotonic())
+        pattern = MatrixEstimate()
+        ends = {src.IP(), dst.IP()}
+        for w in rec.learner.closed(-1, time.monotonic()):
+            b = {p: v for p, v in w.bytes.items() if set(p) <= ends}
+            pattern.fold(b, {p: w.samples[p] for p in b})
         out, err = proc.communicate(timeout=seconds + 30)
     finally:
         if proc.poll() is None:
@@ -138,8 +144,8 @@ def test_clos_fabric_samples_at_every_switch_and_estimate_matches_counters(colle
     print(f"clos: {len(data)} samples, estimate {est:.0f} B, real {real} B, "
           f"ratio {est / real:.3f}, collector {c.stats()}")
     assert abs(est - real) <= TOLERANCE * real, (est, real)
-    assert pattern is not None and pattern.steady, pattern
-    assert set(pattern.pairs) == {(a, b)}  # the acknowledgements back are not
+    assert pattern.steady, pattern.pairs
+    assert set(pattern.matrix()) == {(a, b)}  # the acknowledgements back are not
 
 
 def test_mpls_between_switches_is_seen_through(collector):
@@ -194,8 +200,8 @@ def test_mpls_between_switches_is_seen_through(collector):
     print(f"mpls: samples {at}, estimate {est:.0f} B, real {real} B, ratio {est / real:.3f}")
     # at the far switch the frame is 4 bytes longer (the label); under 0.3% of a full frame
     assert abs(est - real) <= TOLERANCE * real, (est, real)
-    assert pattern is not None and pattern.steady
-    assert set(pattern.pairs) == {("10.0.0.1", "10.0.0.2")}
+    assert pattern.steady
+    assert set(pattern.matrix()) == {("10.0.0.1", "10.0.0.2")}
 
 
 def _mn_sflow_rows(tmp_path, topo, env=None):
