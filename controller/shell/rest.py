@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import socket
+import time
 import urllib.parse
 
 from controller.errors import InputError
@@ -33,6 +34,8 @@ WEB_FILES = {"index.html": "text/html; charset=utf-8",  # the live view, served 
 JSON = "application/json; charset=utf-8"
 TOKEN_ENV = "MLROUTE_TOKEN"
 IDLE_TIMEOUT = 60.0  # seconds an idle keep-alive connection is kept
+LINGER_S, LINGER_QUIET_S = 2.0, 0.25  # a closing connection drains for at most 2 s, 0.25 s quiet
+LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still sends
 
 
 def write_token(token: str | None, token_file: str | None, environ=os.environ) -> str | None:
@@ -50,6 +53,30 @@ def write_token(token: str | None, token_file: str | None, environ=os.environ) -
             raise InputError(f"--mlroute-token-file {token_file}: the file holds no token")
         return text
     return environ.get(TOKEN_ENV) or None
+
+
+def _linger_close(conn) -> None:
+    """Close a connection without losing the answer: stop sending, then read and drop what the
+    client still sends (a body refused unread, e.g. an upload over the limit) until it stops,
+    at most ``LINGER_S`` and ``LINGER_BYTES``. Closing with unread input makes the kernel reset
+    the connection, and a client still sending its body then loses the 413 before reading it
+    (a lingering close, as HTTP servers do)."""
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(LINGER_QUIET_S)
+        deadline, got = time.monotonic() + LINGER_S, 0
+        while time.monotonic() < deadline and got < LINGER_BYTES:
+            data = conn.recv(65536)
+            if not data:
+                break
+            got += len(data)
+    except OSError:  # reset, timed out (the client is quiet) or gone: nothing to wait for
+        pass
+    finally:
+        try:
+            conn.close()
+        except OSError:
+            pass
 
 
 class RestServer:
@@ -95,10 +122,7 @@ class RestServer:
         except Exception:  # noqa: BLE001 - a bug: log it, keep serving others
             LOG.exception("mlroute: REST connection from %s failed", addr)
         finally:
-            try:
-                conn.close()
-            except OSError:
-                pass
+            _linger_close(conn)
 
     def authorised(self, method: str, header: str | None) -> bool:
         if not self.token or method in ("GET", "HEAD"):
