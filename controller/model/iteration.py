@@ -30,9 +30,9 @@ from scipy.sparse import csr_matrix
 from controller.model.jobs import Job
 from controller.model.links import LinkIndex
 from controller.model.problem import Problem
+from controller.model.rates import weighted_max_min
 
 TOLERANCE = 0.05  # relative, against the fluid model's time of every job (tested)
-REL_TOL = 1e-9
 
 
 def _parts_per_flow(problem: Problem, routing) -> list:
@@ -73,31 +73,6 @@ def _entities(problem: Problem, parts: list, links: LinkIndex):
                 ents.append((j, work, weights))
         pos += len(flows)
     return ents
-
-
-def weighted_max_min(a: csr_matrix, at: csr_matrix, capacity: np.ndarray,
-                     alive: np.ndarray) -> np.ndarray:
-    """Max-min fair rate per row of ``a`` (entities x links, weights) among the ``alive`` rows:
-    every unfrozen entity rises at the same pace; a link saturates when sum(weight x rate)
-    reaches its capacity, freezing every entity on it."""
-    n = a.shape[0]
-    rates = np.zeros(n)
-    residual = np.asarray(capacity, dtype=float).copy()
-    unfrozen = alive.copy()
-    for _ in range(n):
-        if not unfrozen.any():
-            break
-        demand = at @ unfrozen.astype(float)
-        active = demand > 0
-        share = np.full(len(residual), np.inf)
-        share[active] = np.maximum(residual[active], 0.0) / demand[active]
-        x = share.min()
-        bottleneck = share <= x * (1 + REL_TOL) + 1e-300
-        newly = ((a @ bottleneck.astype(float)) > 0) & unfrozen
-        rates[newly] = x
-        unfrozen &= ~newly
-        residual -= at @ np.where(newly, x, 0.0)
-    return rates
 
 
 def predict_times(problem: Problem, routing) -> dict[str, float]:

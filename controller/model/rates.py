@@ -3,7 +3,9 @@
 Repeatedly find the link with the smallest fair share of its residual capacity among its
 unfrozen flows, freeze those flows at that share, and subtract. Shares within a relative 1e-9
 count as equal. Every round freezes at least one flow, so there are at most as many rounds as
-flows. Vectorised with a sparse flow-by-link incidence matrix.
+flows. Vectorised with a sparse flow-by-link incidence matrix; ``weighted_max_min`` is the
+same filling with a weight per (entity, link), which ``model.iteration`` uses (a ring moves
+as one entity, a split flow's part puts its share on its links).
 """
 from __future__ import annotations
 
@@ -37,20 +39,28 @@ def max_min_rates(paths: list[list[int]], capacity: np.ndarray) -> np.ndarray:
     if empty is not None:
         raise ValueError(f"flow {empty} crosses no link")
     a = incidence(paths, len(capacity))
-    at = a.T.tocsr()
+    return weighted_max_min(a, a.T.tocsr(), capacity, np.ones(n, dtype=bool))
+
+
+def weighted_max_min(a: csr_matrix, at: csr_matrix, capacity: np.ndarray,
+                     alive: np.ndarray) -> np.ndarray:
+    """Max-min fair rate per row of ``a`` (entities x links, weights) among the ``alive`` rows:
+    every unfrozen entity rises at the same pace; a link saturates when sum(weight x rate)
+    reaches its capacity, freezing every entity on it."""
+    n = a.shape[0]
+    rates = np.zeros(n)
     residual = np.asarray(capacity, dtype=float).copy()
-    unfrozen = np.ones(n, dtype=bool)
+    unfrozen = alive.copy()
     for _ in range(n):
         if not unfrozen.any():
             break
-        counts = at @ unfrozen.astype(float)
-        active = counts > 0
+        demand = at @ unfrozen.astype(float)
+        active = demand > 0
         share = np.full(len(residual), np.inf)
-        share[active] = np.maximum(residual[active], 0.0) / counts[active]
+        share[active] = np.maximum(residual[active], 0.0) / demand[active]
         x = share.min()
         bottleneck = share <= x * (1 + REL_TOL) + 1e-300
-        hit = (a @ bottleneck.astype(float)) > 0
-        newly = hit & unfrozen
+        newly = ((a @ bottleneck.astype(float)) > 0) & unfrozen
         rates[newly] = x
         unfrozen &= ~newly
         residual -= at @ np.where(newly, x, 0.0)
