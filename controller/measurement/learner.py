@@ -8,7 +8,7 @@ every switch: its source leaf, a spine and its destination leaf, 3 chances; 1 be
 one leaf). Summing every switch's estimate therefore counts each byte ``k`` times in
 expectation, where ``k`` is the number of sampling switches on the pair's path; dividing each
 sample by ``k`` makes the sum unbiased again. We use every switch's samples (k times the samples
-of counting one switch only, so a pattern is steady sooner) rather than keep only the source
+of counting one switch only, so a pair gathers its samples sooner) rather than keep only the source
 leaf's: that would need a map from sFlow agents and ifIndex values to switches and ports, which
 switches do not announce over OpenFlow. The controller passes ``samplers(src, dst) -> k`` from
 its fabric (``clos_samplers``); a wrong ``k`` scales every cross-leaf pair alike, so the pattern
