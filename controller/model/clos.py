@@ -1,0 +1,405 @@
+"""Clos fabrics as they are built: planes, bundles and a third tier.
+
+A fabric is one or more independent *planes*; every host has one port into each plane (one leaf
+per plane). A plane is two-tier (leaves and spines, every leaf linked to every spine) or
+three-tier: *pods* of leaves and aggregation switches (every leaf of a pod linked to every
+aggregation switch of the pod) and *cores* in groups, group g attached to the g-th aggregation
+switch of every pod. A two-tier plane is a plane of one pod whose aggregation switches are its
+spines and that has no cores, so both shapes share one model. Two adjacent switches may be
+joined by a *bundle* of n parallel links; links of each tier may have their own speed; links
+(one member of a bundle or all of them) and whole switches may be down.
+
+A route in a plane is fixed by one *middle* switch: the spine (aggregation switch) for leaves
+of one pod, the core for leaves of different pods, which also fixes both aggregation switches
+(as in a k-ary fat-tree: k/2 choices inside a pod, (k/2)^2 between pods). The member of a
+bundle is chosen per hop (``model.clospaths``).
+
+The document extends the two-tier one (docs/reference/formats.md); every two-tier document of
+today still means the same and loads as ``model.fabric.Fabric`` (``load_fabric``).
+
+>>> c = Clos.fat_tree(4)
+>>> len(c.planes[0].leaves), sum(len(g) for g in c.planes[0].cores), len(c.hosts)
+(8, 4, 16)
+>>> Clos.from_dict(c.to_dict()).to_dict() == c.to_dict()
+True
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.errors import InputError
+
+TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
+_KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "bundle", "bundles",
+         "down", "down_switches", "name"}
+_PLANE_KEYS = {"spines", "leaves", "pods", "cores", "name"}
+_TWO_TIER_EXTRAS = {"planes", "pods", "cores", "bundle", "bundles", "down_switches"}
+
+
+@dataclass
+class Plane:
+    """One plane: pods of leaves and aggregation switches, cores in groups (none: two tiers)."""
+    name: str
+    pods: list[str]
+    leaves: list[str]
+    pod_of_leaf: list[int]
+    aggs: list[list[str]]  # per pod, its aggregation switches in slot order
+    cores: list[list[str]] = field(default_factory=list)  # per slot g, the cores of group g
+
+    @property
+    def tiers(self) -> int:
+        return 3 if self.cores else 2
+
+    def switches(self) -> list[str]:
+        return (self.leaves + [a for pod in self.aggs for a in pod]
+                + [c for group in self.cores for c in group])
+
+
+@dataclass
+class Clos:
+    planes: list[Plane]
+    host_leaves: dict[str, tuple[str, ...]]  # host -> its leaf in each plane
+    link_gbps: dict[str, float]  # per tier in TIERS
+    bundles: dict[tuple[str, str], int] = field(default_factory=dict)  # (lower, upper) -> links
+    bundle_default: dict[str, int] = field(default_factory=lambda: {"leaf": 1, "core": 1})
+    down: set[tuple] = field(default_factory=set)  # (lower, upper) or (lower, upper, member)
+    down_switches: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.hosts = {h: ls[0] for h, ls in self.host_leaves.items()}  # first plane's leaf
+        self.plane_of: dict[str, int] = {}
+        self.tier_of: dict[str, int] = {}
+        for p, plane in enumerate(self.planes):
+            for tier, names in ((0, plane.leaves), (1, [a for pod in plane.aggs for a in pod]),
+                                (2, [c for g in plane.cores for c in g])):
+                for name in names:
+                    self.plane_of[name] = p
+                    self.tier_of[name] = tier
+
+    # ---- shape --------------------------------------------------------------------------
+    @property
+    def tiers(self) -> int:
+        return max(p.tiers for p in self.planes)
+
+    def bundle(self, lower: str, upper: str) -> int:
+        """Parallel links between two adjacent switches (lower tier first)."""
+        n = self.bundles.get((lower, upper))
+        if n is not None:
+            return n
+        return self.bundle_default["core" if self.tier_of[lower] == 1 else "leaf"]
+
+    def leaf_of(self, host: str) -> str:
+        try:
+            return self.hosts[host]
+        except KeyError:
+            raise InputError(f"unknown host {host!r}") from None
+
+    def address(self, host: str) -> str:
+        return host
+
+    def link_bps(self, tier: str = "leaf") -> float:
+        return self.link_gbps[tier] * 1e9 / 8
+
+    def summary(self) -> str:
+        """One line: planes, tiers, switch counts per tier, hosts, oversubscription."""
+        p0 = self.planes[0]
+        aggs = sum(len(a) for a in p0.aggs)
+        cores = sum(len(g) for g in p0.cores)
+        return (f"{len(self.planes)} plane(s) x {p0.tiers} tiers: {len(p0.leaves)} leaves, "
+                f"{aggs} {'aggregation' if p0.cores else 'spine'} switches"
+                + (f", {cores} cores in {len(p0.cores)} groups, {len(p0.pods)} pods" if cores
+                   else "") + f", {len(self.host_leaves)} hosts")
+
+    # ---- generators ---------------------------------------------------------------------
+    @classmethod
+    def fat_tree(cls, k: int, hosts_per_leaf: int | None = None, link_gbps: float = 100.0,
+                 planes: int = 1, cores_per_group: int | None = None) -> Clos:
+        """A k-ary fat-tree: k pods of k/2 leaves and k/2 aggregation switches, (k/2)^2 cores in
+        k/2 groups, k/2 hosts per leaf (full bisection) unless ``hosts_per_leaf`` says otherwise;
+        ``cores_per_group`` below k/2 oversubscribes the core tier. Leaves l<i> (i counts pod by
+        pod), aggregation switches a<pod>_<slot>, cores c<group>_<j>, hosts h<i>_<m>; with
+        several planes every switch name ends in _p<plane>."""
+        if not isinstance(k, int) or k < 2 or k % 2:
+            raise InputError(f"fabric: a fat-tree needs an even k >= 2, got {k!r}")
+        half = k // 2
+        hpl = half if hosts_per_leaf is None else hosts_per_leaf
+        cpg = half if cores_per_group is None else cores_per_group
+        if hpl < 1 or cpg < 1 or planes < 1:
+            raise InputError("fabric: hosts per leaf, cores per group and planes must be >= 1")
+        pods = {f"pod{p}": ([f"l{p * half + i}" for i in range(half)],
+                            [f"a{p}_{g}" for g in range(half)]) for p in range(k)}
+        cores = [[f"c{g}_{j}" for j in range(cpg)] for g in range(half)]
+        hosts = [f"h{i}_{m}" for i in range(k * half) for m in range(hpl)]
+        return cls._planes_of(pods, cores, hosts, hpl, link_gbps, planes)
+
+    @classmethod
+    def leaf_spine(cls, spines: int, leaves: int, hosts_per_leaf: int, link_gbps: float = 100.0,
+                   planes: int = 1, bundle: int = 1) -> Clos:
+        """A two-tier fabric of ``planes`` planes (names as ``Fabric.generate``, _p<plane> added
+        with several planes), every leaf-spine pair joined by ``bundle`` links."""
+        if spines < 1 or leaves < 1 or hosts_per_leaf < 1 or planes < 1 or bundle < 1:
+            raise InputError("fabric: spines, leaves, hosts per leaf, planes and bundle >= 1")
+        pods = {"pod": ([f"l{i}" for i in range(leaves)], [f"s{j}" for j in range(spines)])}
+        hosts = [f"h{i}_{m}" for i in range(leaves) for m in range(hosts_per_leaf)]
+        fabric = cls._planes_of(pods, [], hosts, hosts_per_leaf, link_gbps, planes)
+        fabric.bundle_default = {"leaf": bundle, "core": 1}
+        return fabric
+
+    @classmethod
+    def _planes_of(cls, pods: dict, cores: list, hosts: list[str], hpl: int, gbps: float,
+                   planes: int) -> Clos:
+        out = []
+        for q in range(planes):
+            sfx = (lambda n: n) if planes == 1 else (lambda n, q=q: f"{n}_p{q}")
+            leaves = [sfx(l) for ls, _ in pods.values() for l in ls]
+            pod_of = [p for p, (ls, _) in enumerate(pods.values()) for _ in ls]
+            out.append(Plane(f"plane{q}", list(pods), leaves, pod_of,
+                             [[sfx(a) for a in aggs] for _, aggs in pods.values()],
+                             [[sfx(c) for c in g] for g in cores]))
+        host_leaves = {h: tuple(p.leaves[i // hpl] for p in out) for i, h in enumerate(hosts)}
+        return cls(out, host_leaves, {t: float(gbps) for t in TIERS})
+
+    # ---- document -----------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, doc: Mapping) -> Clos:
+        """Validate a fabric document of any shape; every error names the element (InputError)."""
+        if not isinstance(doc, Mapping):
+            raise InputError("fabric: expected a JSON object")
+        unknown = set(doc) - _KEYS
+        if unknown:
+            raise InputError(f"fabric: unknown field {sorted(unknown)[0]!r}")
+        if "planes" in doc:
+            if not isinstance(doc["planes"], list) or not doc["planes"]:
+                raise InputError("fabric: 'planes' must be a non-empty list of planes")
+            clash = _PLANE_KEYS & set(doc) - {"name"}
+            if clash:
+                raise InputError(f"fabric: {sorted(clash)[0]!r} belongs inside a plane when "
+                                 "'planes' is given")
+            planes = [_plane(p, q) for q, p in enumerate(doc["planes"])]
+        else:
+            planes = [_plane(doc, None)]
+        seen: dict[str, str] = {}
+        for plane in planes:
+            for name in plane.switches() + plane.pods:
+                if name in seen and not (name in plane.pods and seen[name] == "pod"):
+                    raise InputError(f"fabric: name {name!r} is used twice")
+                seen[name] = "pod" if name in plane.pods else "switch"
+        host_leaves = _hosts(doc, planes, seen)
+        fabric = cls(planes, host_leaves, _speeds(doc.get("link_gbps", 100)))
+        fabric._read_bundles(doc)
+        fabric._read_down(doc)
+        return fabric
+
+    def to_dict(self) -> dict:
+        def plane_doc(p: Plane) -> dict:
+            if not p.cores:
+                return {"spines": list(p.aggs[0]), "leaves": list(p.leaves)}
+            return {"pods": {pod: {"leaves": [l for l, i in zip(p.leaves, p.pod_of_leaf)
+                                              if i == k], "aggs": list(p.aggs[k])}
+                             for k, pod in enumerate(p.pods)},
+                    "cores": [list(g) for g in p.cores]}
+        doc: dict = ({"planes": [{"name": p.name, **plane_doc(p)} for p in self.planes]}
+                     if len(self.planes) > 1 else plane_doc(self.planes[0]))
+        doc["hosts"] = {h: (ls[0] if len(ls) == 1 else list(ls))
+                        for h, ls in self.host_leaves.items()}
+        speeds = set(self.link_gbps.values())
+        doc["link_gbps"] = speeds.pop() if len(speeds) == 1 else dict(self.link_gbps)
+        if self.bundle_default != {"leaf": 1, "core": 1}:
+            doc["bundle"] = dict(self.bundle_default)
+        if self.bundles:
+            doc["bundles"] = [[a, b, n] for (a, b), n in sorted(self.bundles.items())]
+        doc["down"] = sorted([list(d) for d in self.down], key=str)
+        if self.down_switches:
+            doc["down_switches"] = sorted(self.down_switches)
+        return doc
+
+    def _adjacent(self, a: str, b: str, what: str) -> tuple[str, str]:
+        """(lower, upper) for two linked switches, either order; else an error naming them."""
+        for lo, up in ((a, b), (b, a)):
+            if lo in self.tier_of and up in self.tier_of and self._linked(lo, up):
+                return lo, up
+        raise InputError(f"fabric: {what} names {a!r} and {b!r}, which are not linked")
+
+    def _linked(self, lower: str, upper: str) -> bool:
+        p = self.plane_of[lower]
+        if self.plane_of[upper] != p:
+            return False
+        plane, tl, tu = self.planes[p], self.tier_of[lower], self.tier_of[upper]
+        if tl == 0 and tu == 1:
+            return upper in plane.aggs[plane.pod_of_leaf[plane.leaves.index(lower)]]
+        if tl == 1 and tu == 2:
+            slot = next(pod.index(lower) for pod in plane.aggs if lower in pod)
+            return slot < len(plane.cores) and upper in plane.cores[slot]
+        return False
+
+    def _read_bundles(self, doc: Mapping) -> None:
+        default = doc.get("bundle", {})
+        if not isinstance(default, Mapping) or set(default) - {"leaf", "core"}:
+            raise InputError("fabric: 'bundle' must map 'leaf' and/or 'core' to a link count")
+        for tier, n in default.items():
+            self.bundle_default[tier] = _count(n, f"'bundle' of tier {tier}")
+        items = doc.get("bundles", [])
+        if not isinstance(items, list):
+            raise InputError("fabric: 'bundles' must be a list of [switch, switch, links]")
+        for item in items:
+            if not (isinstance(item, list) and len(item) == 3):
+                raise InputError(f"fabric: bad bundle {item!r} (expected [switch, switch, links])")
+            lo, up = self._adjacent(str(item[0]), str(item[1]), "a bundle")
+            self.bundles[(lo, up)] = _count(item[2], f"the bundle {lo}-{up}")
+
+    def _read_down(self, doc: Mapping) -> None:
+        items = doc.get("down", [])
+        if not isinstance(items, list):
+            raise InputError("fabric: 'down' must be a list of [switch, switch(, member)]")
+        for item in items:
+            if not (isinstance(item, list) and len(item) in (2, 3)
+                    and all(isinstance(x, str) for x in item[:2])):
+                raise InputError(f"fabric: bad entry in 'down': {item!r} "
+                                 "(expected [switch, switch] or [switch, switch, member])")
+            lo, up = self._adjacent(item[0], item[1], "'down'")
+            if len(item) == 3:
+                m = item[2]
+                if isinstance(m, bool) or not isinstance(m, int) or not 0 <= m < self.bundle(lo, up):
+                    raise InputError(f"fabric: 'down' names member {m!r} of the bundle {lo}-{up}, "
+                                     f"which has {self.bundle(lo, up)} links")
+                self.down.add((lo, up, m))
+            else:
+                self.down.add((lo, up))
+        names = doc.get("down_switches", [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise InputError("fabric: 'down_switches' must be a list of switch names")
+        for name in names:
+            if name not in self.tier_of:
+                raise InputError(f"fabric: 'down_switches' names unknown switch {name!r}")
+            if self.tier_of[name] == 0:
+                raise InputError(f"fabric: leaf {name} cannot be down (its hosts would be cut "
+                                 "off: remove them instead)")
+            self.down_switches.add(name)
+
+
+def load_fabric(doc: Mapping):
+    """``Fabric`` for a two-tier single-plane document of today (the controller's model), else
+    ``Clos``."""
+    from controller.model.fabric import Fabric
+    if isinstance(doc, Mapping) and not (set(doc) & _TWO_TIER_EXTRAS) and _plain_speed(doc):
+        return Fabric.from_dict(doc)
+    return Clos.from_dict(doc)
+
+
+def _plain_speed(doc: Mapping) -> bool:
+    return not isinstance(doc.get("link_gbps"), Mapping)
+
+
+def _plane(doc, q: int | None) -> Plane:
+    where = "fabric" if q is None else f"fabric: plane {q}"
+    if not isinstance(doc, Mapping):
+        raise InputError(f"{where}: expected a JSON object")
+    if q is not None and set(doc) - _PLANE_KEYS:
+        raise InputError(f"{where}: unknown field {sorted(set(doc) - _PLANE_KEYS)[0]!r}")
+    name = doc.get("name", "plane0" if q is None else f"plane{q}")
+    if "pods" in doc:
+        if "spines" in doc or "leaves" in doc:
+            raise InputError(f"{where}: give 'pods' (three tiers) or 'spines' and 'leaves' "
+                             "(two tiers), not both")
+        pods_doc = doc["pods"]
+        if not isinstance(pods_doc, Mapping) or not pods_doc:
+            raise InputError(f"{where}: 'pods' must map pod names to {{leaves, aggs}}")
+        leaves, pod_of, aggs = [], [], []
+        for k, (pod, body) in enumerate(pods_doc.items()):
+            if not isinstance(body, Mapping) or set(body) != {"leaves", "aggs"}:
+                raise InputError(f"{where}: pod {pod} needs exactly 'leaves' and 'aggs'")
+            ls = _names(body["leaves"], f"leaves of pod {pod}", where)
+            aggs.append(_names(body["aggs"], f"aggs of pod {pod}", where))
+            leaves += ls
+            pod_of += [k] * len(ls)
+        cores = doc.get("cores", [])
+        if not isinstance(cores, list) or not all(isinstance(g, list) for g in cores):
+            raise InputError(f"{where}: 'cores' must be a list of core groups (lists of names)")
+        cores = [_names(g, f"core group {g_i}", where) for g_i, g in enumerate(cores)]
+        plane = Plane(name, list(pods_doc), leaves, pod_of, aggs, cores)
+        _check_tiers(plane, where)
+        return plane
+    for key in ("spines", "leaves"):
+        if key not in doc:
+            raise InputError(f"{where}: missing field '{key}'")
+    if "cores" in doc:
+        raise InputError(f"{where}: 'cores' needs 'pods' (a two-tier plane has no cores)")
+    spines = _names(doc["spines"], "spines", where)
+    leaves = _names(doc["leaves"], "leaves", where)
+    return Plane(name, ["pod"], leaves, [0] * len(leaves), [spines])
+
+
+def _check_tiers(plane: Plane, where: str) -> None:
+    width = {len(a) for a in plane.aggs}
+    if len(plane.pods) > 1 and not plane.cores:
+        raise InputError(f"{where}: pods {plane.pods[0]} and {plane.pods[1]} are not connected "
+                         "(no 'cores')")
+    if plane.cores:
+        if len(plane.cores) != max(width):
+            raise InputError(f"{where}: {len(plane.cores)} core groups for {max(width)} "
+                             "aggregation switches per pod (group g attaches to the g-th "
+                             "aggregation switch of every pod)")
+        for pod, aggs in zip(plane.pods, plane.aggs):
+            if len(aggs) < len(plane.cores):
+                raise InputError(f"{where}: core group {len(aggs)} does not reach pod {pod} "
+                                 f"(it has {len(aggs)} aggregation switches)")
+
+
+def _hosts(doc: Mapping, planes: list[Plane], names: dict) -> dict[str, tuple[str, ...]]:
+    hosts = doc.get("hosts")
+    if not isinstance(hosts, Mapping):
+        raise InputError("fabric: 'hosts' must map host names to a leaf (one per plane)")
+    leaf_sets = [set(p.leaves) for p in planes]
+    out = {}
+    for h, where in hosts.items():
+        if not isinstance(h, str) or not h:
+            raise InputError("fabric: host names must be non-empty strings")
+        if h in names:
+            raise InputError(f"fabric: host name {h} is also a switch name")
+        ls = [where] if isinstance(where, str) else where
+        if not isinstance(ls, list) or len(ls) != len(planes):
+            raise InputError(f"fabric: host {h} needs one leaf in each of the {len(planes)} "
+                             f"planes, got {where!r}")
+        for q, leaf in enumerate(ls):
+            if leaf not in leaf_sets[q]:
+                raise InputError(f"fabric: host {h} is on no leaf of plane {planes[q].name} "
+                                 f"({leaf!r} is not one of its leaves)")
+        out[h] = tuple(ls)
+    return out
+
+
+def _speeds(value) -> dict[str, float]:
+    if isinstance(value, Mapping):
+        if set(value) - set(TIERS):
+            raise InputError(f"fabric: link_gbps tiers are {list(TIERS)}, got "
+                             f"{sorted(set(value) - set(TIERS))[0]!r}")
+        for t, v in value.items():
+            _speed(t, v)
+        base = value.get("leaf", 100)
+        out = {t: value.get(t, base) for t in TIERS}
+    else:
+        out = {t: value for t in TIERS}
+    return {t: _speed(t, v) for t, v in out.items()}
+
+
+def _speed(tier: str, v) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        raise InputError(f"fabric: link_gbps of tier {tier} must be a positive number, got {v!r}")
+    return float(v)
+
+
+def _count(n, what: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise InputError(f"fabric: {what} must have a positive whole number of links, got {n!r}")
+    return n
+
+
+def _names(value, what: str, where: str) -> list[str]:
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v
+                                                           for v in value):
+        raise InputError(f"{where}: '{what}' must be a non-empty list of non-empty names")
+    if len(set(value)) != len(value):
+        dup = next(v for v in value if value.count(v) > 1)
+        raise InputError(f"{where}: duplicate name {dup!r} in '{what}'")
+    return list(value)

@@ -1,0 +1,223 @@
+"""Clos fabrics of every shape (model.clos, model.clospaths) and the path planners on them."""
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.errors import ConflictError, InputError
+from controller.model.clos import Clos, load_fabric
+from controller.model.clospaths import ClosProblem, flow_links, link_loads, lower_bound
+from controller.model.fabric import Fabric
+from controller.model.jobs import parse_job
+from controller.model.problem import Problem
+from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_ecmp import clos_ecmp
+from controller.planners.clos_greedy import clos_greedy
+from controller.planners.clos_tiers import tier_colouring
+from controller.planners.greedy import greedy
+
+PLANNERS = {"greedy": clos_greedy, "colouring": tier_colouring, "auto": clos_auto,
+            "ecmp": clos_ecmp, "ecmp-polarised": lambda p: clos_ecmp(p, polarised=True)}
+
+
+def flows_job(fabric, pairs, jid="j"):
+    return parse_job({"id": jid, "flows": [{"src": a, "dst": b, "bytes": 1e6}
+                                           for a, b in pairs if a != b]}, fabric)
+
+
+def permutation(fabric, seed):
+    hosts = list(fabric.host_leaves)
+    perm = hosts[:]
+    random.Random(seed).shuffle(perm)
+    return [flows_job(fabric, zip(hosts, perm))]
+
+
+# ---- the document ---------------------------------------------------------------------------
+def test_two_tier_documents_keep_their_meaning():
+    doc = Fabric.generate(4, 8, 2).to_dict()
+    assert isinstance(load_fabric(doc), Fabric)
+    clos = Clos.from_dict(doc)
+    assert clos.tiers == 2 and len(clos.planes) == 1
+    assert clos.planes[0].aggs == [["s0", "s1", "s2", "s3"]]
+
+
+@pytest.mark.parametrize("fabric", [Clos.fat_tree(4), Clos.fat_tree(6, hosts_per_leaf=2,
+                                                                     planes=2),
+                                    Clos.leaf_spine(4, 6, 2, planes=2, bundle=2)])
+def test_documents_round_trip(fabric):
+    doc = fabric.to_dict()
+    again = load_fabric(doc)
+    assert isinstance(again, Clos) and again.to_dict() == doc
+
+
+def test_fat_tree_shape():
+    f = Clos.fat_tree(8)
+    p = f.planes[0]
+    assert (len(p.pods), len(p.leaves), sum(map(len, p.aggs)), sum(map(len, p.cores)),
+            len(f.host_leaves)) == (8, 32, 32, 16, 128)
+    assert "8 pods" in f.summary()
+
+
+def _three_tier(**extra):
+    doc = {"pods": {"p0": {"leaves": ["l0", "l1"], "aggs": ["a0", "a1"]},
+                    "p1": {"leaves": ["l2", "l3"], "aggs": ["a2", "a3"]}},
+           "cores": [["c0"], ["c1"]],
+           "hosts": {"h0": "l0", "h1": "l1", "h2": "l2", "h3": "l3"}}
+    doc.update(extra)
+    return doc
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"hosts": {"h0": "l0", "h1": "nowhere"}}, ["h1", "no leaf"]),
+    ({"cores": [["c0"], ["c1"], ["c2"]]}, ["3 core groups"]),
+    ({"cores": []}, ["not connected"]),
+    ({"bundles": [["l0", "a0", 0]]}, ["l0-a0", "positive whole number"]),
+    ({"bundles": [["l0", "a2", 2]]}, ["l0", "a2", "not linked"]),
+    ({"down": [["l0", "c0"]]}, ["l0", "c0", "not linked"]),
+    ({"down": [["l0", "a0", 3]]}, ["member 3", "l0-a0"]),
+    ({"down_switches": ["zz"]}, ["zz"]),
+    ({"link_gbps": {"leaf": -1}}, ["leaf", "positive"]),
+    ({"planes": [{}]}, ["inside a plane"]),
+])
+def test_bad_documents_name_the_element(change, words):
+    with pytest.raises(InputError) as e:
+        Clos.from_dict(_three_tier(**change))
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_pods_of_unequal_width_name_the_pod():
+    doc = _three_tier()
+    doc["pods"]["p1"]["aggs"] = ["a2"]
+    with pytest.raises(InputError, match="core group 1 does not reach pod p1"):
+        Clos.from_dict(doc)
+
+
+def test_a_host_on_no_leaf_of_a_plane():
+    doc = Clos.leaf_spine(2, 2, 1, planes=2).to_dict()
+    doc["hosts"]["h0_0"] = ["l0_p0"]
+    with pytest.raises(InputError, match="h0_0 needs one leaf in each of the 2 planes"):
+        Clos.from_dict(doc)
+    doc["hosts"]["h0_0"] = ["l0_p0", "l0_p0"]
+    with pytest.raises(InputError, match="h0_0 is on no leaf of plane plane1"):
+        Clos.from_dict(doc)
+
+
+def test_a_pod_cut_off_from_the_core_is_unroutable_with_the_pair_named():
+    doc = _three_tier(down_switches=["c0", "c1"])
+    fab = Clos.from_dict(doc)
+    job = flows_job(fab, [("h0", "h2")])
+    with pytest.raises(ConflictError, match="no alive path from h0 to h2"):
+        ClosProblem.build(fab, [job])
+    p = ClosProblem.build(fab, [job, flows_job(fab, [("h0", "h1")], "k")],
+                          skip_unroutable=True)
+    assert len(p.unroutable) == 1 and len(p) == 1  # h0 -> h1 stays inside the pod
+
+
+# ---- routes ---------------------------------------------------------------------------------
+def _check_routes(problem, r):
+    """Every route is an alive up-down path from the source's leaf to the destination's leaf in
+    its plane, and the loads add up."""
+    L, fab = problem.links, problem.fabric
+    for i, path in enumerate(r.path):
+        q = r.plane[i]
+        names = [L.names[x] for x in flow_links(problem, r, i)]
+        hops = [n.split("#")[0].split("->") for n in names]
+        for (_, b), (c, _) in zip(hops, hops[1:]):
+            assert b == c, names
+        src, dst = L.hosts[problem.src[i]], L.hosts[problem.dst[i]]
+        assert hops[0][0] == src and hops[-1][1] == dst
+        assert hops[1][0] == fab.host_leaves[src][q]
+        tiers = [fab.tier_of[h[1]] for h in hops[1:-1]]
+        top = tiers.index(max(tiers))
+        assert tiers[:top + 1] == sorted(tiers[:top + 1]) and len(set(tiers[:top + 1])) == top + 1
+        assert all(L.alive[x] for x in path)
+    loads = link_loads(problem, r)
+    assert np.isclose((loads * L.units).sum(), sum(len(p) for p in r.path))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from([4, 6, 8]), st.integers(1, 2), st.integers(0, 3), st.integers(0, 10**6))
+def test_every_planner_routes_alive_up_down_paths(k, planes, failures, seed):
+    rnd = random.Random(seed)
+    fab = Clos.fat_tree(k, planes=planes)
+    doc = fab.to_dict()
+    links = [(l, a) for p in fab.planes for i, l in enumerate(p.leaves)
+             for a in p.aggs[p.pod_of_leaf[i]]]
+    links += [(p.aggs[pod][g], c) for p in fab.planes for pod in range(len(p.pods))
+              for g, grp in enumerate(p.cores) for c in grp]
+    doc["down"] = [list(x) for x in rnd.sample(links, failures)]
+    fab = Clos.from_dict(doc)
+    hosts = list(fab.host_leaves)
+    pairs = [(rnd.choice(hosts), rnd.choice(hosts)) for _ in range(3 * len(hosts))]
+    problem = ClosProblem.build(fab, [flows_job(fab, pairs)], skip_unroutable=True)
+    for name, planner in PLANNERS.items():
+        _check_routes(problem, planner(problem))
+    assert score(problem, clos_auto(problem))[0] >= lower_bound(problem) - 1e-9
+
+
+def test_bundles_spread_over_members():
+    fab = Clos.leaf_spine(2, 2, 8, bundle=2)
+    hosts = list(fab.host_leaves)
+    job = flows_job(fab, zip(hosts[:8], hosts[8:]))  # 8 flows leaf 0 -> leaf 1
+    p = ClosProblem.build(fab, [job])
+    r = clos_auto(p)
+    _check_routes(p, r)
+    assert score(p, r)[0] == lower_bound(p) == 2.0  # 8 flows over 2 spines x 2 links
+
+
+def test_faster_core_links_carry_more_flows_per_link():
+    doc = _three_tier(link_gbps={"host": 100, "leaf": 100, "core": 200})
+    doc["hosts"] = {f"h{i}_{m}": f"l{i}" for i in range(4) for m in range(2)}
+    fab = Clos.from_dict(doc)
+    pairs = [(f"h{i}_{m}", f"h{i + 2}_{m}") for i in range(2) for m in range(2)]
+    p = ClosProblem.build(fab, [flows_job(fab, pairs)])
+    r = clos_auto(p)
+    loads = link_loads(p, r)
+    core = p.links.tier == 2
+    assert (loads * p.links.units)[core].max() == 2  # 4 flows between the pods, 2 cores
+    assert loads[core].max() == 1.0 == score(p, r)[0] == lower_bound(p)  # 2 flows on 200G
+
+
+# ---- exactness and the baselines --------------------------------------------------------------
+@pytest.mark.parametrize("k", [4, 8, 16])
+def test_auto_is_optimal_on_fat_tree_permutations(k):
+    fab = Clos.fat_tree(k)
+    for seed in range(3):
+        p = ClosProblem.build(fab, permutation(fab, seed))
+        r = clos_auto(p)
+        assert r.info["optimal"] and score(p, r)[0] == lower_bound(p) == 1.0
+
+
+def test_auto_is_optimal_on_two_plane_leaf_spines():
+    fab = Clos.leaf_spine(4, 8, 4, planes=2)
+    for seed in range(3):
+        p = ClosProblem.build(fab, permutation(fab, seed))
+        r = clos_auto(p)
+        assert r.info["optimal"] and score(p, r)[0] == lower_bound(p)
+        used = np.bincount(r.plane, minlength=2)
+        assert abs(used[0] - used[1]) <= len(fab.host_leaves) // 2
+
+
+def test_polarised_ecmp_reaches_one_core_per_group_slot():
+    fab = Clos.fat_tree(8)
+    p = ClosProblem.build(fab, permutation(fab, 1))
+    polar, indep = clos_ecmp(p, polarised=True), clos_ecmp(p)
+    inter = [i for i in range(len(p)) if len(polar.path[i]) == 4]
+    per_slot = lambda r: len({r.middle[i] for i in inter})
+    assert per_slot(polar) <= 4 < per_slot(indep)  # A = 4 slots, (k/2)^2 = 16 cores
+    assert score(p, polar)[0] > score(p, indep)[0] > score(p, clos_auto(p))[0]
+
+
+def test_greedy_matches_the_two_tier_greedy():
+    for seed in range(10):
+        rnd = random.Random(seed)
+        fab = Fabric.generate(rnd.randint(2, 6), rnd.randint(2, 8), rnd.randint(1, 4),
+                              failed_spines=rnd.randint(0, 1))
+        hosts = list(fab.hosts)
+        pairs = [(rnd.choice(hosts), rnd.choice(hosts)) for _ in range(40)]
+        spines = greedy(Problem.build(fab, [flows_job(fab, pairs)])).spines()
+        clos = Clos.from_dict(fab.to_dict())
+        assert clos_greedy(ClosProblem.build(clos, [flows_job(clos, pairs)])).middle == spines
