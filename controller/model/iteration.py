@@ -1,10 +1,10 @@
 """The one prediction of a job's iteration: communication time and slowdown on a routing.
 
-Shared by the ``jobs`` objective (``planners.objective``), the planners' reports and the
-benchmarks, and checked against the fluid model (``model.fluid``, the reference) on every
-workload pattern (rings, several rings, all-to-all, pipelines, hybrid 3D-parallel, byte mixes,
-compute gaps): tests/test_iteration.py holds it within ``TOLERANCE`` of the fluid model's
-All-Reduce time on every job.
+Shared by the ``jobs`` objective (``planners.objective``), the planners' reports, the
+controller's job view (``service.predictions``) and the benchmarks, and checked against the
+fluid model (``model.fluid``, the reference) on every workload pattern (rings, several rings,
+all-to-all, pipelines, hybrid 3D-parallel, byte mixes, compute gaps): tests/test_iteration.py
+holds it within ``TOLERANCE`` of the fluid model's All-Reduce time on every job.
 
 Model: every job starts its iteration at once (as ``fluid.predict_allreduce``). Each flow runs
 on its full path, host links included (a NIC shared by several flows of one host is a link
@@ -23,6 +23,8 @@ A job's time is the end of its last entity; its slowdown
 Cost: O(events x rounds x nnz), events <= entities, rounds <= distinct rates per event.
 """
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -75,9 +77,11 @@ def _entities(problem: Problem, parts: list, links: LinkIndex):
     return ents
 
 
-def predict_times(problem: Problem, routing) -> dict[str, float]:
+def predict_times(problem: Problem, routing,
+                  on_event: Callable[[], None] | None = None) -> dict[str, float]:
     """Communication time per job (seconds) for one iteration, every job starting at once.
-    ``routing``: per inter-leaf flow (``problem.inter`` order) a spine or its parts."""
+    ``routing``: per inter-leaf flow (``problem.inter`` order) a spine or its parts;
+    ``on_event()``, if given, is called once per event (a cooperative event loop's yield)."""
     parts = _parts_per_flow(problem, routing)
     links = LinkIndex(problem.fabric)
     ents = _entities(problem, parts, links)
@@ -97,6 +101,8 @@ def predict_times(problem: Problem, routing) -> dict[str, float]:
     for _ in range(len(ents)):
         if not alive.any():
             break
+        if on_event is not None:
+            on_event()
         rates = weighted_max_min(a, at, capacity, alive)
         with np.errstate(divide="ignore", invalid="ignore"):
             ttf = np.where(alive & (rates > 0), remaining / np.where(rates > 0, rates, 1.0), np.inf)
