@@ -1,6 +1,8 @@
 """Offline planner commands: generate a fabric, plan jobs, compare every algorithm.
 
     python -m controller fabric --spines 4 --leaves 8 --hosts-per-leaf 2 [--failed-spines K]
+                                [--planes P] [--bundle N]
+    python -m controller fabric --fat-tree K [--hosts-per-leaf H] [--planes P]
     python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective jobs]
                               [--ilp-time-limit S] [--max-parts N] [--out R]
     python -m controller compare --fabric F --jobs J [--objective jobs] [--max-parts N]
@@ -24,6 +26,7 @@ import sys
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
 from controller.jsonio import read_json, write_output
+from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job, parse_jobs
 from controller.model.rates import max_min_rates
@@ -31,10 +34,35 @@ from controller.planners import ALGORITHMS
 from controller.planners.plan import make_plan, planner_options
 
 
-def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric, list[Job]]:
-    fabric = Fabric.from_dict(read_json(fabric_path, "fabric"))
+def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric | Clos, list[Job]]:
+    """The fabric (``Fabric`` for a two-tier document of today, else ``Clos``) and the jobs."""
+    fabric = load_fabric(read_json(fabric_path, "fabric"))
     jobs = parse_jobs(read_json(jobs_path, "jobs"), fabric)
     return fabric, jobs
+
+
+def make_fabric(args) -> Fabric | Clos:
+    """The fabric the ``fabric`` command's options describe."""
+    if args.fat_tree is not None:
+        if args.spines is not None or args.leaves is not None or args.failed_spines:
+            raise InputError("--fat-tree K fixes the switches: drop --spines, --leaves and "
+                             "--failed-spines")
+        return Clos.fat_tree(args.fat_tree, args.hosts_per_leaf, args.gbps, args.planes)
+    spines = 4 if args.spines is None else args.spines
+    leaves = 8 if args.leaves is None else args.leaves
+    hpl = 2 if args.hosts_per_leaf is None else args.hosts_per_leaf
+    if args.planes > 1 or args.bundle > 1:
+        if args.failed_spines:
+            raise InputError("--failed-spines applies to single-plane fabrics without bundles")
+        return Clos.leaf_spine(spines, leaves, hpl, args.gbps, args.planes, args.bundle)
+    return Fabric.generate(spines, leaves, hpl, args.gbps, args.failed_spines)
+
+
+def fabric_line(fabric: Fabric | Clos, failed: int) -> str:
+    if isinstance(fabric, Clos):
+        return fabric.summary()
+    return (f"{len(fabric.spines)} spines, {len(fabric.leaves)} leaves, {len(fabric.hosts)} hosts"
+            + (f" ({failed} spines failed)" if failed else ""))
 
 
 def slowest_rate_gbps(plan) -> float:
@@ -86,6 +114,34 @@ def format_table(rows: list[dict], jobs: list[Job], link_bps: float) -> str:
     widths = [max(len(l[i]) for l in lines) for i in range(len(heads))]
     return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
                                enumerate(zip(l, widths))) for l in lines)
+
+
+def clos_command(args, fabric: Clos, jobs: list[Job]) -> str:
+    """``plan`` or ``compare`` on a multi-plane, bundled or three-tier fabric."""
+    from controller.planners.clos_plan import CLOS_ALGORITHMS, make_clos_plan
+    if args.objective != "flows" or args.max_parts is not None:
+        raise InputError("--objective jobs and --max-parts apply to single-plane two-tier "
+                         "fabrics")
+    if args.cmd == "plan":
+        return json.dumps(make_clos_plan(fabric, jobs, args.algorithm, args.salt).to_dict(),
+                          indent=1)
+    algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    if args.algorithms == ",".join(ALGORITHMS):
+        algs = list(CLOS_ALGORITHMS)
+    rows = []
+    for alg in algs:
+        doc = make_clos_plan(fabric, jobs, alg, args.salt).to_dict()
+        rows.append({k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
+                                         "max_load_by_tier", "runtime_ms")}
+                    | {"algorithm": alg})
+    if args.json:
+        return json.dumps(rows, indent=1)
+    lines = [f"{fabric.summary()}; lower bound {rows[0]['lower_bound']:g} flows per link" if rows
+             else fabric.summary()]
+    lines += [f"{r['algorithm']:<15} max load {r['max_link_load']:<6g} at max "
+              f"{r['links_at_max']:<5} by tier {r['max_load_by_tier']}  "
+              f"{r['runtime_ms']:.1f} ms" for r in rows]
+    return "\n".join(lines)
 
 
 def add_job_commands(sub) -> None:
@@ -210,12 +266,20 @@ def main(argv=None) -> int:
                                  description="mlroute planner and controller client")
     sub = ap.add_subparsers(dest="cmd", required=True)
     add_job_commands(sub)
-    fab = sub.add_parser("fabric", help="write a regular leaf-spine fabric as JSON")
-    fab.add_argument("--spines", type=int, default=4)
-    fab.add_argument("--leaves", type=int, default=8)
-    fab.add_argument("--hosts-per-leaf", type=int, default=2)
-    fab.add_argument("--gbps", type=float, default=100.0)
+    fab = sub.add_parser("fabric", help="write a regular leaf-spine fabric or fat-tree as JSON")
+    fab.add_argument("--spines", type=int, help="spines per plane (default 4)")
+    fab.add_argument("--leaves", type=int, help="leaves per plane (default 8)")
+    fab.add_argument("--hosts-per-leaf", type=int,
+                     help="hosts per leaf (default 2; k/2 on a fat-tree)")
+    fab.add_argument("--gbps", type=float, default=100.0, help="link speed, every tier")
     fab.add_argument("--failed-spines", type=int, default=0, help="fail the K highest spine ids")
+    fab.add_argument("--fat-tree", type=int, metavar="K",
+                     help="a k-ary fat-tree: k pods of k/2 leaves and k/2 aggregation "
+                          "switches, (k/2)^2 cores")
+    fab.add_argument("--planes", type=int, default=1,
+                     help="independent planes, every host one port into each")
+    fab.add_argument("--bundle", type=int, default=1,
+                     help="links between every leaf and spine (leaf-spine only)")
     fab.add_argument("--out")
     for name in ("plan", "compare"):
         p = sub.add_parser(name)
@@ -242,14 +306,11 @@ def main(argv=None) -> int:
         return run_job_command(args)
     try:
         if args.cmd == "fabric":
-            fabric = Fabric.generate(args.spines, args.leaves, args.hosts_per_leaf, args.gbps,
-                                     args.failed_spines)
+            fabric = make_fabric(args)
             out = json.dumps(fabric.to_dict(), indent=1)
             if args.out:  # the file, and one line saying so (not the document again)
                 write_output(out, args.out, echo=False)
-                print(f"wrote {args.out}: {len(fabric.spines)} spines, {len(fabric.leaves)} "
-                      f"leaves, {len(fabric.hosts)} hosts"
-                      + (f" ({args.failed_spines} spines failed)" if args.failed_spines else ""))
+                print(f"wrote {args.out}: {fabric_line(fabric, args.failed_spines)}")
                 return 0
         else:
             from controller.planners.auto import OBJECTIVES
@@ -257,7 +318,9 @@ def main(argv=None) -> int:
                 raise InputError(f"unknown objective {args.objective!r} "
                                  f"(choose from {', '.join(OBJECTIVES)})")
             fabric, jobs = load_inputs(args.fabric, args.jobs)
-            if args.cmd == "plan":
+            if isinstance(fabric, Clos):
+                out = clos_command(args, fabric, jobs)
+            elif args.cmd == "plan":
                 plan = make_plan(fabric, jobs, args.algorithm,
                                  **planner_options(args.algorithm, args.seed, args.salt,
                                                    args.ilp_time_limit, args.objective,

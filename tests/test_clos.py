@@ -1,4 +1,5 @@
 """Clos fabrics of every shape (model.clos, model.clospaths) and the path planners on them."""
+import json
 import random
 
 import numpy as np
@@ -221,3 +222,52 @@ def test_greedy_matches_the_two_tier_greedy():
         spines = greedy(Problem.build(fab, [flows_job(fab, pairs)])).spines()
         clos = Clos.from_dict(fab.to_dict())
         assert clos_greedy(ClosProblem.build(clos, [flows_job(clos, pairs)])).middle == spines
+
+
+# ---- the commands -----------------------------------------------------------------------------
+def _run(*args):
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "controller", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_fabric_command_writes_fat_trees_and_planes(tmp_path):
+    out = tmp_path / "ft.json"
+    r = _run("fabric", "--fat-tree", "4", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "3 tiers" in r.stdout and "4 pods, 16 hosts" in r.stdout
+    assert Clos.from_dict(json.loads(out.read_text())).to_dict() == Clos.fat_tree(4).to_dict()
+    r = _run("fabric", "--spines", "2", "--leaves", "3", "--hosts-per-leaf", "1", "--planes", "2")
+    doc = json.loads(r.stdout)
+    assert [len(p["leaves"]) for p in doc["planes"]] == [3, 3]
+    assert doc["hosts"]["h0_0"] == ["l0_p0", "l0_p1"]
+    r = _run("fabric", "--fat-tree", "5")
+    assert r.returncode == 2 and "even k" in r.stderr
+
+
+def test_plan_and_compare_on_a_fat_tree(tmp_path):
+    fab = tmp_path / "ft.json"
+    _run("fabric", "--fat-tree", "4", "--out", str(fab))
+    jobs = tmp_path / "jobs.json"
+    ranks = ["h0_0", "h1_0", "h4_0", "h6_0", "h2_1", "h3_1"]
+    jobs.write_text(json.dumps({"jobs": [{"id": "r", "collective": "ring_allreduce",
+                                          "ranks": ranks, "bytes": 1e8}]}))
+    r = _run("plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm", "auto")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["max_link_load"] == plan["lower_bound"] == 1.0 and plan["gap"] == 0
+    paths = [x["path"] for x in plan["routes"]]
+    assert len(paths) == 6 and all(len(p) in (3, 5) for p in paths)
+    assert paths[0][0] == "l0" and paths[0][1].startswith("a0_") and paths[0][2] == "l1"
+    assert paths[1][0] == "l1" and paths[1][2].startswith("c") and paths[1][4] == "l4"
+    r = _run("compare", "--fabric", str(fab), "--jobs", str(jobs), "--json")
+    rows = {x["algorithm"]: x for x in json.loads(r.stdout)}
+    assert set(rows) >= {"auto", "greedy", "edge-coloring", "ecmp", "ecmp-polarised"}
+    r = _run("plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm", "annealing")
+    assert r.returncode == 2 and "does not plan" in r.stderr and "annealing" in r.stderr
+    doc = json.loads(fab.read_text())
+    doc["cores"][1] = []
+    fab.write_text(json.dumps(doc))
+    r = _run("plan", "--fabric", str(fab), "--jobs", str(jobs))
+    assert r.returncode == 2 and "core group 1" in r.stderr

@@ -1,0 +1,104 @@
+"""Run a path planner on jobs over a Clos fabric and describe the result in the routes format.
+
+A route on a two-tier plane keeps ``"spine"`` as on today's fabrics; a route over three tiers
+gives ``"path"``, the switches from the source leaf to the destination leaf (both included);
+``"plane"`` names the plane when there are several, ``"members"`` the bundle member of each hop
+when a bundle has several links. An intra-leaf flow has ``"spine": null``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from controller.errors import InputError
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem, ClosRouting, link_loads, lower_bound
+from controller.model.jobs import Job
+from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_ecmp import clos_ecmp
+from controller.planners.clos_greedy import clos_greedy
+from controller.planners.clos_tiers import tier_colouring
+
+CLOS_ALGORITHMS = {
+    "auto": clos_auto,
+    "greedy": clos_greedy,
+    "edge-coloring": tier_colouring,
+    "ecmp": clos_ecmp,
+    "ecmp-polarised": lambda problem, salt=0: clos_ecmp(problem, salt, polarised=True),
+}
+
+
+@dataclass
+class ClosPlan:
+    algorithm: str
+    problem: ClosProblem
+    routing: ClosRouting
+    runtime_ms: float
+
+    def routes(self) -> list[dict]:
+        p, r = self.problem, self.routing
+        index = {pos: i for i, pos in enumerate(p.inter)}
+        several = len(p.fabric.planes) > 1
+        out = []
+        for k, f in enumerate(p.flows):
+            doc = {"job": f.job, "src": f.src, "dst": f.dst}
+            if (f.proto, f.sport, f.dport) != (6, 0, 0):
+                doc.update(proto=f.proto, sport=f.sport, dport=f.dport)
+            i = index.get(k)
+            if i is None:
+                doc["spine"] = None
+                q = p.intra.get(k)
+                if several and q is not None:
+                    doc["plane"] = p.fabric.planes[q].name
+                out.append(doc)
+                continue
+            q, m = r.plane[i], r.middle[i]
+            switches = p.middle_name(i, q, m)
+            if len(switches) == 3 and not p.fabric.planes[q].cores:
+                doc["spine"] = switches[1]
+            else:
+                doc["path"] = switches
+            if several:
+                doc["plane"] = p.fabric.planes[q].name
+            members = [_member(p, x) for x in r.path[i]]
+            if any(members):
+                doc["members"] = members
+            out.append(doc)
+        return out
+
+    def to_dict(self) -> dict:
+        alpha, at_max = score(self.problem, self.routing)
+        loads = link_loads(self.problem, self.routing)
+        tiers = self.problem.links.tier
+        bound = lower_bound(self.problem)
+        doc = {"algorithm": self.algorithm, "routes": self.routes(),
+               "max_link_load": alpha, "links_at_max": at_max,
+               "lower_bound": round(bound, 9), "gap": round(max(alpha - bound, 0.0), 9),
+               "max_load_by_tier": {name: round(float(loads[tiers == t].max()), 9)
+                                    for t, name in ((1, "leaf"), (2, "core"))
+                                    if np.any(tiers == t)},
+               "runtime_ms": round(self.runtime_ms, 3), "flows": len(self.problem.flows),
+               "inter_leaf_flows": len(self.problem), "fabric": self.problem.fabric.summary()}
+        if self.routing.info:
+            doc["info"] = self.routing.info
+        return doc
+
+
+def _member(problem: ClosProblem, link: int) -> int:
+    _, _, m = problem.links.names[link].partition("#")
+    return int(m) if m else 0
+
+
+def make_clos_plan(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
+                   salt: int = 0) -> ClosPlan:
+    try:
+        fn = CLOS_ALGORITHMS[algorithm]
+    except KeyError:
+        raise InputError(f"algorithm {algorithm!r} does not plan multi-plane, bundled or "
+                         f"three-tier fabrics (choose from {', '.join(CLOS_ALGORITHMS)})") from None
+    problem = ClosProblem.build(fabric, jobs)
+    t0 = time.perf_counter()
+    routing = fn(problem, salt=salt) if algorithm.startswith("ecmp") else fn(problem)
+    return ClosPlan(algorithm, problem, routing, (time.perf_counter() - t0) * 1e3)
