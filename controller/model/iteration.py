@@ -47,12 +47,12 @@ def _parts_per_flow(problem: Problem, routing) -> list:
     return out
 
 
-def _entities(problem: Problem, parts: list, links: LinkIndex):
-    """(job index, work in bytes per flow unit, {link: weight}) per entity."""
-    unroutable = set(problem.unroutable)
+def _entities(jobs: list[Job], flow_paths: list):
+    """(job index, work in bytes per flow unit, {link: weight}) per entity; ``flow_paths``:
+    per flow of the jobs (``Job.flows()`` order) its (links, share) parts, None: no route."""
     ents = []
     pos = 0
-    for j, job in enumerate(problem.jobs):
+    for j, job in enumerate(jobs):
         flows = job.flows()
         if job.is_collective:
             groups, offset = [], pos
@@ -65,11 +65,8 @@ def _entities(problem: Problem, parts: list, links: LinkIndex):
         for members, work in groups:
             weights: dict[int, float] = {}
             for k in members:
-                if k in unroutable:
-                    continue
-                f = problem.flows[k]
-                for s, share in (parts[k] or ((None, 1.0),)):
-                    for y in links.path(f.src, f.dst, s):
+                for path, share in (flow_paths[k] or ()):
+                    for y in path:
                         weights[y] = weights.get(y, 0.0) + share
             if weights and work > 0:
                 ents.append((j, work, weights))
@@ -84,16 +81,46 @@ def predict_times(problem: Problem, routing,
     ``on_event()``, if given, is called once per event (a cooperative event loop's yield)."""
     parts = _parts_per_flow(problem, routing)
     links = LinkIndex(problem.fabric)
-    ents = _entities(problem, parts, links)
-    times = {job.id: 0.0 for job in problem.jobs}
+    unroutable = set(problem.unroutable)
+    flow_paths = [None if k in unroutable else
+                  [(links.path(f.src, f.dst, s), share) for s, share in (p or ((None, 1.0),))]
+                  for k, (f, p) in enumerate(zip(problem.flows, parts))]
+    return times_on_paths(problem.jobs, flow_paths,
+                          np.full(links.count, problem.fabric.link_bps()), on_event)
+
+
+def predict_clos_times(problem, routing) -> dict[str, float]:
+    """``predict_times`` on a Clos fabric (``model.clospaths``): ``routing`` a ClosRouting;
+    links have their own capacities (tiers of different speeds, bundles' members)."""
+    from controller.model.clospaths import flow_links
+    L = problem.links
+    index = {pos: i for i, pos in enumerate(problem.inter)}
+    flow_paths: list = []
+    for k, f in enumerate(problem.flows):
+        if k in index:
+            flow_paths.append([(flow_links(problem, routing, index[k]), 1.0)])
+        elif k in problem.intra:
+            q = problem.intra[k]
+            flow_paths.append([([int(L.host_up[q, L.host_id[f.src]]),
+                                 int(L.host_down[q, L.host_id[f.dst]])], 1.0)])
+        else:
+            flow_paths.append(None)
+    return times_on_paths(problem.jobs, flow_paths, L.capacity_bps())
+
+
+def times_on_paths(jobs: list[Job], flow_paths: list, capacity: np.ndarray,
+                   on_event: Callable[[], None] | None = None) -> dict[str, float]:
+    """The model itself: ``flow_paths`` per flow its (link ids, share) parts (None: no
+    route), ``capacity`` bytes per second per link id."""
+    ents = _entities(jobs, flow_paths)
+    times = {job.id: 0.0 for job in jobs}
     if not ents:
         return times
     rows = np.repeat(np.arange(len(ents)), [len(w) for _, _, w in ents])
     cols = np.fromiter((y for _, _, w in ents for y in w), dtype=np.int64, count=len(rows))
     vals = np.fromiter((v for _, _, w in ents for v in w.values()), dtype=float, count=len(rows))
-    a = csr_matrix((vals, (rows, cols)), shape=(len(ents), links.count))
+    a = csr_matrix((vals, (rows, cols)), shape=(len(ents), len(capacity)))
     at = a.T.tocsr()
-    capacity = np.full(links.count, problem.fabric.link_bps())
     remaining = np.array([w for _, w, _ in ents], dtype=float)
     alive = np.ones(len(ents), dtype=bool)
     job_of = [j for j, _, _ in ents]
@@ -113,7 +140,7 @@ def predict_times(problem: Problem, routing,
         now += dt
         remaining = np.where(alive, remaining - rates * dt, remaining)
         for e in np.flatnonzero(done):
-            jid = problem.jobs[job_of[e]].id
+            jid = jobs[job_of[e]].id
             times[jid] = max(times[jid], now)
         alive &= ~done
     return times
