@@ -128,19 +128,24 @@ def clos_command(args, fabric: Clos, jobs: list[Job]) -> str:
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if args.algorithms == ",".join(ALGORITHMS):
         algs = list(CLOS_ALGORITHMS)
+    from controller.model.iteration import predict_clos_times
     rows = []
     for alg in algs:
-        doc = make_clos_plan(fabric, jobs, alg, args.salt).to_dict()
-        rows.append({k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
-                                         "max_load_by_tier", "runtime_ms")}
-                    | {"algorithm": alg})
+        plan = make_clos_plan(fabric, jobs, alg, args.salt)
+        doc = plan.to_dict()
+        rows.append({"algorithm": alg}
+                    | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
+                                           "max_load_by_tier", "runtime_ms")}
+                    | {"allreduce_s": predict_clos_times(plan.problem, plan.routing)})
     if args.json:
         return json.dumps(rows, indent=1)
     lines = [f"{fabric.summary()}; lower bound {rows[0]['lower_bound']:g} flows per link" if rows
              else fabric.summary()]
-    lines += [f"{r['algorithm']:<15} max load {r['max_link_load']:<6g} at max "
-              f"{r['links_at_max']:<5} by tier {r['max_load_by_tier']}  "
-              f"{r['runtime_ms']:.1f} ms" for r in rows]
+    for r in rows:
+        tiers = ", ".join(f"{t} {v:g}" for t, v in r["max_load_by_tier"].items())
+        times = " ".join(f"{j} {s:.4g} s" for j, s in r["allreduce_s"].items())
+        lines.append(f"{r['algorithm']:<15} max load {r['max_link_load']:<5g} ({tiers}) at max "
+                     f"{r['links_at_max']:<4} {times}  {r['runtime_ms']:.1f} ms")
     return "\n".join(lines)
 
 
