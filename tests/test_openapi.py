@@ -145,6 +145,16 @@ REFUSED_BY_BOTH = [
     ("Job", {"id": "j", "ranks": ["h0_0", "h0_0"], "bytes": 1}),  # a host twice
     ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "objective": "jobs",
              "algorithm": "greedy"}),  # objective jobs needs auto
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "max_parts": 2,
+             "algorithm": "auto"}),  # max_parts needs split
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "max_parts": -1,
+             "algorithm": "split"}),
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "max_parts": 2.5,
+             "algorithm": "split"}),
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "max_parts": "4",
+             "algorithm": "split"}),
+    ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "max_parts": True,
+             "algorithm": "split"}),
     ("Job", {"id": "j", "ranks": ["h0_0", "h1_0"], "bytes": 1, "mode": "host",
              "proto": "udp", "dport": 53}),  # host mode steers TCP and RoCEv2 only
     ("Job", {"id": "j", "members": ["h0_0", "h1_0"], "sport": 5}),

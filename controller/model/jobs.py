@@ -19,7 +19,7 @@ PROTOCOLS = {"tcp": 6, "udp": 17}
 MAX_FLOWS_PER_JOB = 65536  # explicit flows, or ring members over all rings
 _JOB_KEYS = {"id", "flows", "collective", "ranks", "rings", "members", "bytes", "start_s",
              "compute_s", "proto", "sport", "dport", "algorithm", "mode", "objective",
-             "ring_order", "learn"}
+             "ring_order", "learn", "max_parts"}
 _FLOW_KEYS = {"src", "dst", "bytes", "proto", "sport", "dport"}
 
 
@@ -155,6 +155,12 @@ def parse_job(doc, fabric: Fabric) -> Job:
         if not isinstance(doc["learn"], bool):
             raise InputError(f"job {jid}: 'learn' must be true or false")
         options["learn"] = doc["learn"]
+    if "max_parts" in doc:  # split's bound on parts per flow; 0 lifts it (as --max-parts 0)
+        v = doc["max_parts"]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InputError(f"job {jid}: 'max_parts' must be an integer >= 0 (parts per flow; "
+                             f"0: no bound), got {v!r}")
+        options["max_parts"] = v
     if options.get("ring_order", "given") not in ("given", "advised"):
         raise InputError(f"job {jid}: ring_order must be 'given' or 'advised'")
     proto, sport, dport = _l4(doc, f"job {jid}")

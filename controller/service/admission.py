@@ -61,6 +61,9 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
                          f"(choose from {', '.join(OBJECTIVES)})")
     if "objective" in job.options and objective != "flows" and algorithm != "auto":
         raise InputError(f"job {job.id}: objective {objective!r} needs algorithm 'auto'")
+    if "max_parts" in job.options and algorithm != "split":
+        raise InputError(f"job {job.id}: max_parts needs algorithm 'split' (got {algorithm!r}): "
+                         "the other planners do not split flows")
     return algorithm, mode
 
 

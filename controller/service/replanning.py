@@ -1,11 +1,14 @@
 """New routes for running jobs, as a pure function of the fabric, the records and the settings.
 
 Jobs are planned together per group (algorithm, objective): a group's planner sees every flow
-of the group at once. ``auto`` starts from the routes in force and moves only what must move
-or what lowers the max link load (``planners/churn.py``, its layer-1 stage: about the greedy's
-time); its later stages (links at the max, the jobs search, the ILP) run off the request path
-(``service/anytime.py``) for the groups marked ``improvable``. The other planners plan afresh. Flows of
-a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of failing the plan.
+of the group at once; ``split`` jobs are planned together per bound on parts (``max_parts``,
+absent: the planner's default), since the bound is an option of the whole planner run.
+``auto`` starts from the routes in force and moves only what must move or what lowers the max
+link load (``planners/churn.py``, its layer-1 stage: about the greedy's time); its later
+stages (links at the max, the jobs search, the ILP) run off the request path
+(``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
+afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
+failing the plan.
 """
 from __future__ import annotations
 
@@ -42,11 +45,12 @@ def replan_groups(fabric: Fabric, records: dict[str, JobRecord], algorithms: set
     """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group.
     O(planner cost of each group)."""
     out = Replanned({k: v.copy() for k, v in records.items()})
-    groups: dict[tuple[str, str], list[JobRecord]] = {}
+    groups: dict[tuple[str, str, int], list[JobRecord]] = {}
     for r in out.records.values():
-        if r.algorithm in algorithms:
-            groups.setdefault(group_of(r, settings), []).append(r)
-    for (alg, objective), group in sorted(groups.items()):
+        if r.algorithm in algorithms:  # -1: split's default bound (max_parts not given)
+            bound = r.job.options.get("max_parts", -1) if r.algorithm == "split" else -1
+            groups.setdefault((*group_of(r, settings), bound), []).append(r)
+    for (alg, objective, bound), group in sorted(groups.items()):
         problem = Problem.build(fabric, [r.job for r in group], skip_unroutable=True)
         if alg == "auto":  # from the routes in force: move only what must or helps
             previous = [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
@@ -59,8 +63,10 @@ def replan_groups(fabric: Fabric, records: dict[str, JobRecord], algorithms: set
             out.improvable[(alg, objective)] = not assignment.is_split() and bool(
                 info.get("deferred") or (not info.get("optimal") and settings.ilp_budget > 0))
         else:
-            assignment, ms = run_planner(problem, alg,
-                                         **settings.planner_opts.get(alg, planner_options(alg)))
+            opts = dict(settings.planner_opts.get(alg, planner_options(alg)))
+            if bound >= 0:
+                opts["max_parts"] = bound or None  # 0: no bound
+            assignment, ms = run_planner(problem, alg, **opts)
         out.planner_ms.append(ms)
         out.groups.append((alg, objective))
         parts = Plan(alg, problem, assignment, ms).parts_by_flow()
