@@ -112,9 +112,11 @@ bench: install system
 
 paper: install
 	$(PY) -m simulation.paper
+	$(PY) -m simulation.paper_clos
 
 paper-quick: install
 	$(PY) -m simulation.paper --quick
+	$(PY) -m simulation.paper_clos --quick
 
 clean:
 	rm -rf $(VENV) $(DOCS_VENV) site *.egg-info .pytest_cache .hypothesis

@@ -264,7 +264,7 @@ def results_page() -> str:
            "each names the command that produced it. Figures come from one run on a shared "
            "2-core machine; ratios are against a baseline of the same run. History of these "
            "figures: [changelog](../changelog.md).\n\n"]
-    out += [_planner(), _paper(), _realistic(), _collectives(), _learning(), _emulation(),
+    out += [_planner(), _paper(), _realistic(), _clos(), _collectives(), _learning(), _emulation(),
             _reconcile(), _hostmode(), _failover(), _connect()]
     return "".join(out)
 
@@ -355,6 +355,25 @@ def _realistic() -> str:
                       "worst job / fractional optimum"], rows)
             + "![realistic cells](../realistic_cells.png)\n"
               "![realistic vs failures](../realistic_vs_failures.png)\n\n")
+
+
+def _clos() -> str:
+    s = _load("docs/clos_summary.json")
+    rows = [[f"`{a}`", f"{t['mean_slowdown']:.2f}", f"{t['median_slowdown']:.2f}",
+             f"{t['p95_slowdown']:.2f}", f"{t['worst_slowdown']:.2f}",
+             f"{t['cells_at_lower_bound']}/{t['cells']}", f"{t['mean_max_load_over_bound']:.2f}",
+             f"{t['median_runtime_ms']:.0f}"] for a, t in s["algorithms"].items()]
+    return ("## Three tiers and two planes\n\n"
+            + _source("python -m simulation.paper_clos (make paper)",
+                      "results/, copied to docs/clos_summary.json and docs/clos_slowdown_cdf.png")
+            + f"{s['cells']} cells: a k = 16 fat-tree, the same with its core tier 2:1 "
+              "oversubscribed, and a two-plane 32 x 16 leaf-spine; 80 and 90% of the servers "
+              "busy; no failure, or a core (spine) and 3 links down; two seeds. Slowdown is the "
+              "All-Reduce time over its ideal with every job communicating at once "
+              "(`predict_clos_times`, checked against SimGrid).\n\n"
+            + _table(["algorithm", "mean slowdown", "median", "p95", "worst",
+                      "cells at the lower bound", "max load / bound", "plan ms (median)"], rows)
+            + "![three-tier slowdown CDF](../clos_slowdown_cdf.png)\n\n")
 
 
 SCENARIOS = [("ecmp", "no job (ECMP)"), ("correct", "declared correctly"),

@@ -89,7 +89,7 @@ def _connected(fabric: Fabric) -> bool:
     return all(a & b for a in masks for b in masks)
 
 
-def place(fabric: Fabric, utilisation: float, rng: np.random.Generator, server_nics: int = 8,
+def place(fabric, utilisation: float, rng: np.random.Generator, server_nics: int = 8,
           models: list[str] | None = None, ring_sizes=RING_SIZES, rank_order: str = "sorted",
           start_range: tuple[float, float] = (1.0, 10.0)) -> list[Job]:
     """Jobs of the paper's models on random free servers until ``utilisation`` of the servers
@@ -144,11 +144,14 @@ def place(fabric: Fabric, utilisation: float, rng: np.random.Generator, server_n
     return jobs
 
 
-def _servers(fabric: Fabric, server_nics: int) -> list[list[str]]:
-    """Servers in name order: consecutive blocks of ``server_nics`` NICs of one leaf."""
+def _servers(fabric, server_nics: int) -> list[list[str]]:
+    """Servers in name order: consecutive blocks of ``server_nics`` NICs of one leaf (on a
+    multi-plane fabric, the leaf of the first plane). Any fabric with ``hosts`` (host -> leaf)."""
+    by_leaf: dict[str, list[str]] = {}
+    for host, leaf in fabric.hosts.items():
+        by_leaf.setdefault(leaf, []).append(host)
     out = []
-    for leaf in fabric.leaves:
-        hosts = fabric.hosts_of_leaf[leaf]
+    for hosts in by_leaf.values():
         for k in range(len(hosts) // server_nics):
             out.append(hosts[k * server_nics:(k + 1) * server_nics])
     return out
