@@ -31,8 +31,8 @@ import statistics
 import sys
 import time
 
-from emulation import collectives as co
-from emulation.session import Session, install_interrupt_handler
+from emulation.harness import collectives as co
+from emulation.harness.session import Session, install_interrupt_handler
 
 SHAPE = (2, 4, 2)
 BW = 20.0

@@ -23,8 +23,8 @@ import statistics
 import tempfile
 import time
 
-from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess
 
 _REPLY = re.compile(r"^\[(\d+\.\d+)\] \d+ bytes from [\d.]+: icmp_seq=(\d+)")
 _SENT = re.compile(r"(\d+) packets transmitted")
@@ -157,7 +157,7 @@ def main(argv=None) -> int:
     ap.add_argument("--interval", type=float, default=0.1, help="seconds between requests")
     ap.add_argument("--out", default="bench/connect.json")
     args = ap.parse_args(argv)
-    from emulation.session import install_interrupt_handler
+    from emulation.harness.session import install_interrupt_handler
     # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
     install_interrupt_handler()
     try:

@@ -25,10 +25,10 @@ import sys
 import tempfile
 import time
 
-from emulation import fabricnet
 from emulation.demo import BW_MBPS, HOSTS, LEAVES, SPINES, demo_jobs
-from emulation.run import SWITCH_SNDBUF, emulate
-from emulation.session import Session
+from emulation.harness import fabricnet
+from emulation.harness.run import SWITCH_SNDBUF, emulate
+from emulation.harness.session import Session
 
 
 def bench_demo(iterations: int, outdir: str) -> dict:
@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/emulation.json")
     ap.add_argument("--only", choices=["fidelity"], help="run one benchmark, update its part")
     args = ap.parse_args(argv)
-    from emulation.session import install_interrupt_handler
+    from emulation.harness.session import install_interrupt_handler
     # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
     install_interrupt_handler()
     if os.geteuid() != 0:

@@ -23,8 +23,8 @@ import sys
 import tempfile
 import time
 
-from emulation.ha import EtcdServer, HaSession
-from emulation.session import install_interrupt_handler
+from emulation.harness.ha import EtcdServer, HaSession
+from emulation.harness.session import install_interrupt_handler
 
 
 def _summary(values: list[float]) -> dict:

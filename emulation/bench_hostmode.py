@@ -13,7 +13,7 @@
    rule builders (``controller.enforcement.desired.desired_tables``) from the greedy's routes; and the
    ring-4 cell with 4 and 8 queue pairs (source ports) per ring flow.
 
-The fake-switch part imports ``tests/fake_switch.py``: run it from the repository.
+The fake-switch part imports ``emulation/harness/fake_switch.py``: run it from the repository.
 
     python -m emulation.bench_hostmode [--repeats 3] [--no-real] [--out bench/hostmode.json]
 """
@@ -52,7 +52,7 @@ def roce_flows(fabric: Fabric, n: int) -> list[dict]:
 
 
 def _fake_service(fabric, mode):
-    from tests.fake_switch import FakeSwitches  # the benchmark runs from the repository
+    from emulation.harness.fake_switch import FakeSwitches  # the benchmark runs from the repository
     sw = FakeSwitches(fabric.dpids.values(), fabric=fabric)
     svc = RouteService(sw, fabric, mode=mode, algorithm="greedy")
     for d in fabric.dpids.values():
@@ -104,7 +104,7 @@ def _job_of(flows):
 
 
 def bench_real(outdir: str, repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
-    from emulation.session import Session
+    from emulation.harness.session import Session
     out: dict = {"fabric": list(shape), "flows": n, "repeats": repeats}
     with Session(*shape, 0, outdir, mode="host") as s:
         job = {"flows": roce_flows(s.fabric, n)}
@@ -172,7 +172,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-real", action="store_true", help="skip the real-switch benchmark")
     ap.add_argument("--out", default="bench/hostmode.json")
     args = ap.parse_args(argv)
-    from emulation.session import install_interrupt_handler
+    from emulation.harness.session import install_interrupt_handler
     # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
     install_interrupt_handler()
     result = {"place": bench_place(args.repeats),

@@ -25,8 +25,8 @@ import threading
 import time
 
 from controller.model.fabric import Fabric
-from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess
 
 
 def _vsctl(args: list[str], timeout: float = 300) -> None:
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="bench/reconcile.json")
     ap.add_argument("--quick", action="store_true", help="8 x 16 instead of 32 x 64")
     args = ap.parse_args(argv)
-    from emulation.session import install_interrupt_handler
+    from emulation.harness.session import install_interrupt_handler
     # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
     install_interrupt_handler()
     fabricnet.ensure_ovs()

@@ -34,7 +34,7 @@ def demo_jobs(leaves: int = LEAVES, hosts_per_leaf: int = HOSTS, size: float = R
 def simulate_only() -> str:
     from controller.cli import compare, format_table
     from controller.model.jobs import parse_jobs
-    from emulation.run import prepare_jobs
+    from emulation.harness.run import prepare_jobs
     from topologies.clos import clos_fabric
     fabric = clos_fabric(SPINES, LEAVES, HOSTS, BW_MBPS)
     jobs = parse_jobs({"jobs": prepare_jobs(demo_jobs(), fabric)}, fabric)  # same 5-tuples
@@ -57,8 +57,8 @@ def main(argv=None) -> int:
     if args.simulate:
         print(simulate_only())
         return 0
-    from emulation.run import emulate, format_summary
-    from emulation.session import install_interrupt_handler
+    from emulation.harness.run import emulate, format_summary
+    from emulation.harness.session import install_interrupt_handler
     install_interrupt_handler()
     print(f"fabric: {args.spines} spines x {args.leaves} leaves x {args.hosts_per_leaf} hosts, "
           f"{args.bw:g} Mbit/s links; jobs: {args.hosts_per_leaf} rings of {args.leaves} ranks, "

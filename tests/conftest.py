@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from emulation.ha import ETCD, EtcdServer
+from emulation.harness.ha import ETCD, EtcdServer
 
 
 @pytest.fixture(scope="module")

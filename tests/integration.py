@@ -12,7 +12,7 @@ import time
 import pytest
 
 from controller.client import Client
-from emulation.session import Session
+from emulation.harness.session import Session
 
 SPINES, LEAVES, HOSTS = 2, 4, 2
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from emulation.controller_proc import ControllerProcess
+from emulation.harness.controller_proc import ControllerProcess
 from topologies.clos import clos_fabric
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -21,8 +21,8 @@ from controller.service.cluster import Cluster, ClusterError
 from controller.service.etcd import Etcd, EtcdError
 from controller.service.route_service import RouteService
 from controller.service.store import decode, encode
-from emulation.ha import ETCD, EtcdServer, free_port
-from tests.fake_switch import FakeSwitches
+from emulation.harness.fake_switch import FakeSwitches
+from emulation.harness.ha import ETCD, EtcdServer, free_port
 
 pytestmark = pytest.mark.timeout(120)
 _n = [0]

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from emulation import collectives as co
-from emulation.session import Session
+from emulation.harness import collectives as co
+from emulation.harness.session import Session
 from tests.integration import HOSTS, LEAVES, SPINES, processes, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]

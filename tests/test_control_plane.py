@@ -17,7 +17,7 @@ from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
-from tests.fake_switch import FakeSwitches
+from emulation.harness.fake_switch import FakeSwitches
 
 
 def wired(spines=2, leaves=4, hosts=2):

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from emulation import fabricnet, ovs
 from emulation.bench_connect import one_run
-from emulation.controller_proc import ControllerProcess
-from emulation.run import _run_traffic, _verify_paths, prepare_jobs
+from emulation.harness import fabricnet, ovs
+from emulation.harness.controller_proc import ControllerProcess
+from emulation.harness.run import _run_traffic, _verify_paths, prepare_jobs
 from tests.integration import require_root_and_ovs
 from topologies.clos import clos_fabric
 

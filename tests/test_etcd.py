@@ -9,7 +9,7 @@ import types
 import pytest
 
 from controller.service import etcd as e
-from emulation.ha import ETCD, EtcdServer, free_port
+from emulation.harness.ha import ETCD, EtcdServer, free_port
 
 pytestmark = pytest.mark.timeout(120)
 

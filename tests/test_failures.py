@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from emulation import ovs
-from emulation.run import _run_traffic, prepare_jobs
+from emulation.harness import ovs
+from emulation.harness.run import _run_traffic, prepare_jobs
 from tests.integration import default_session, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -149,7 +149,7 @@ def test_controller_predicts_the_ideal_when_no_link_is_shared(order):
     # the same jobs through RouteService in every order: greedy puts one flow per directed
     # link and the jobs share no host, so every prediction must be the job's ideal
     from controller.service.route_service import RouteService
-    from tests.fake_switch import FakeSwitches
+    from emulation.harness.fake_switch import FakeSwitches
     f = Fabric.generate(4, 2, 4, 100.0, wiring=True)
     docs = {"a": {"id": "a", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]},
             "b": {"id": "b", "collective": "ring_allreduce",

@@ -13,8 +13,8 @@ from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
-from emulation.controller_proc import REPO
-from tests.fake_switch import FakeSwitches
+from emulation.harness.controller_proc import REPO
+from emulation.harness.fake_switch import FakeSwitches
 from tests.helpers import FakeClock
 
 DASHBOARD = os.path.join(REPO, "dashboards", "grafana-mlroute.json")

@@ -1,5 +1,5 @@
 """The topology guard with real parts: ryu-manager (no fabric file, or a declared one) in front
-of a Mininet 2 x 4 x 2 leaf-spine, attacked from its hosts with scapy (emulation/attacks.py),
+of a Mininet 2 x 4 x 2 leaf-spine, attacked from its hosts with scapy (emulation/harness/attacks.py),
 with and without a running job, while h0_0 pings the victim h1_0:
 
 * link fabrication: h1_1 sends LLDP claiming to be leaf l1's port 3 (h1_0's port), 10 per
@@ -18,8 +18,8 @@ import urllib.request
 
 import pytest
 
-from emulation import fabricnet
-from emulation.controller_proc import REPO, ControllerProcess
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import REPO, ControllerProcess
 from tests.integration import require_root_and_ovs
 from topologies.clos import clos_fabric
 
@@ -82,7 +82,7 @@ class Live:
 
     def attack(self, host: str, *args: str):
         h = self.net[host]
-        return h.popen([sys.executable, "-m", "emulation.attacks", args[0], "--iface",
+        return h.popen([sys.executable, "-m", "emulation.harness.attacks", args[0], "--iface",
                         h.defaultIntf().name, *args[1:]], cwd=REPO)
 
     def ping(self, src: str, dst: str, seconds: int, interval: float = 0.1):

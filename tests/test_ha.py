@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess
-from emulation.ha import ETCD, EtcdServer, HaSession, controller_roles, free_port
-from emulation.ovs import entry_ages as flows_with_age
-from emulation.run import _run_traffic, prepare_jobs
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess
+from emulation.harness.ha import ETCD, EtcdServer, HaSession, controller_roles, free_port
+from emulation.harness.ovs import entry_ages as flows_with_age
+from emulation.harness.run import _run_traffic, prepare_jobs
 from tests.integration import HOSTS, LEAVES, SPINES, iperf_ring, require_root_and_ovs
 from tests.integration import metric as _metric
 

@@ -15,9 +15,9 @@ import pytest
 
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.enforcement.rules import host_static_rules, static_rules
-from emulation import ovs
-from emulation.run import prepare_jobs, route_parts, route_payloads, run_traffic
-from emulation.session import Session
+from emulation.harness import ovs
+from emulation.harness.run import prepare_jobs, route_parts, route_payloads, run_traffic
+from emulation.harness.session import Session
 from tests.integration import require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -29,7 +29,7 @@ from controller.model.jobs import Flow
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
-from tests.fake_switch import FakeSwitches, trace
+from emulation.harness.fake_switch import FakeSwitches, trace
 
 
 def wired(spines=4, leaves=4, hosts=2, down=()):

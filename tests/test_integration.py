@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from emulation import fabricnet, ovs
-from emulation.run import _run_traffic, _verify_paths, prepare_jobs
+from emulation.harness import fabricnet, ovs
+from emulation.harness.run import _run_traffic, _verify_paths, prepare_jobs
 from tests.integration import default_session, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -197,7 +197,7 @@ def test_twenty_concurrent_clients_end_consistent(emu):
 
 @pytest.mark.parametrize("mode", ["flow", "sr"])
 def test_roce_probes_cross_the_planned_spine(emu, mode):
-    from emulation.trace import trace_route
+    from emulation.harness.trace import trace_route
     job = {"id": f"roce-{mode}", "mode": mode, "flows": [
         {"src": "h0_0", "dst": "h2_1", "bytes": 1e6, "proto": "udp", "sport": 49152 + q,
          "dport": 4791} for q in range(2)]}

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from emulation.session import Session
+from emulation.harness.session import Session
 from tests.integration import HOSTS, LEAVES, SPINES, require_root_and_ovs
 
 pytestmark = pytest.mark.integration
@@ -69,7 +69,7 @@ def test_torch_gloo_ranks_in_mininet_declare_their_ring(tmp_path):
     import shutil
     import signal
 
-    from emulation import fabricnet
+    from emulation.harness import fabricnet
     from tests.fake_controller import free_port
     if shutil.which("socat") is None:
         pytest.skip("needs socat")

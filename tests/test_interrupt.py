@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from emulation.controller_proc import REPO, listening, signals_held
+from emulation.harness.controller_proc import REPO, listening, signals_held
 from tests.integration import alive as _alive
 from tests.integration import processes as _processes
 from tests.integration import require_root_and_ovs
@@ -33,7 +33,7 @@ def _leftovers(outdir: str) -> dict:
     veths = sorted({line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
                     if "-eth" in line})
     return {"processes": _processes(outdir, "emulation.trace send", "mininet:h0_0",
-                                    "emulation.agents", "emulation.roce"),
+                                    "emulation.harness.agents", "emulation.harness.roce"),
             "bridges": sorted(SWITCHES & set(bridges)), "veths": veths,
             "ports": [p for p in (6653, 8080) if listening(p)]}
 
@@ -114,7 +114,7 @@ except KeyboardInterrupt:
 """
 
 
-@pytest.mark.parametrize("module", ["emulation.session", "emulation.run"])
+@pytest.mark.parametrize("module", ["emulation.harness.session"])
 def test_a_runner_started_with_sigint_ignored_still_stops_on_ctrl_c(module):
     """A runner started in the background by a script (``python -m emulation.run ... &``)
     inherits SIGINT ignored; its entry point installs its own handler, so Ctrl-C on the
@@ -175,8 +175,8 @@ def test_ctrl_c_on_demo_stops_agents_controller_and_fabric(tmp_path):
     agents = []
 
     def agents_running(_text):
-        agents[:] = [p for p in _processes(out) if "emulation.agents" in p[1]
-                     or "emulation.roce" in p[1]]
+        agents[:] = [p for p in _processes(out) if "emulation.harness.agents" in p[1]
+                     or "emulation.harness.roce" in p[1]]
         return len(agents) == 2
     status, text, left = _run_and_interrupt(tmp_path, cmd, agents_running, out, budget=200)
     assert status == 130, text[-3000:]

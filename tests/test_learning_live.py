@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from emulation import ovs
+from emulation.harness import ovs
 from tests.integration import default_session, iperf_ring, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -10,7 +10,7 @@ from controller.enforcement.openflow import job_cookie
 from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.route_service import RouteService
-from tests.fake_switch import FakeSwitches, trace
+from emulation.harness.fake_switch import FakeSwitches, trace
 from tests.helpers import FakeClock
 
 

@@ -11,10 +11,10 @@ import time
 
 import pytest
 
-from emulation import fabricnet
-from emulation.ovs import entry_ages as flows_with_age
-from emulation.run import _run_traffic, prepare_jobs
-from emulation.session import Session
+from emulation.harness import fabricnet
+from emulation.harness.ovs import entry_ages as flows_with_age
+from emulation.harness.run import _run_traffic, prepare_jobs
+from emulation.harness.session import Session
 from tests.integration import HOSTS, LEAVES, SPINES, require_root_and_ovs
 from tests.integration import metric as _metric
 

@@ -12,8 +12,8 @@ import subprocess
 
 import pytest
 
-from emulation import fabricnet
-from emulation.controller_proc import REPO, ControllerProcess
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import REPO, ControllerProcess
 from tests.integration import require_root_and_ovs
 from topologies.clos import clos_fabric
 

@@ -8,7 +8,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 
 from controller.service import api
-from emulation.controller_proc import ControllerProcess
+from emulation.harness.controller_proc import ControllerProcess
 from topologies.clos import clos_fabric
 
 
@@ -82,7 +82,7 @@ import jsonschema_rs  # noqa: E402
 
 from controller.model.fabric import Fabric  # noqa: E402
 from controller.service.route_service import RouteService  # noqa: E402
-from tests.fake_switch import FakeSwitches  # noqa: E402
+from emulation.harness.fake_switch import FakeSwitches  # noqa: E402
 from tests.helpers import FakeClock  # noqa: E402
 
 

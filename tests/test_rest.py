@@ -16,7 +16,7 @@ from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.shell.rest import WEB_DIR, RestServer, write_token
-from tests.fake_switch import FakeSwitches
+from emulation.harness.fake_switch import FakeSwitches
 
 TOKEN = "s3cret-token"
 

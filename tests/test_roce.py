@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from emulation.roce import (
+from emulation.harness.roce import (
     ACKNOWLEDGE,
     PSN_MASK,
     SEND_FIRST,
@@ -279,7 +279,7 @@ def ring(jid, ranks, **kw):
 
 
 def test_prepare_jobs_picks_the_transport():
-    from emulation.run import job_transport, prepare_jobs
+    from emulation.harness.run import job_transport, prepare_jobs
     doc = {"jobs": [ring("t", ["h0_0", "h1_0"]),
                     ring("u", ["h0_1", "h1_1"], proto="udp", dport=4791),
                     {"id": "x", "flows": [{"src": "h2_0", "dst": "h3_0", "bytes": 1e5},
@@ -308,7 +308,7 @@ def test_prepare_jobs_picks_the_transport():
 ])
 def test_prepare_jobs_refuses_what_the_agents_cannot_send(doc, transport, words):
     from controller.errors import InputError
-    from emulation.run import prepare_jobs
+    from emulation.harness.run import prepare_jobs
     with pytest.raises(InputError, match=words):
         prepare_jobs(doc, fabric(), transport)
 
@@ -334,7 +334,7 @@ class _Agents:
 def _specs(agents):
     out = {}
     for host, cmd in agents.started:
-        assert cmd[1:3] == ["-m", "emulation.roce"]
+        assert cmd[1:3] == ["-m", "emulation.harness.roce"]
         with open(cmd[cmd.index("--spec") + 1]) as fh:
             out[host] = json.load(fh)
     return out
@@ -343,7 +343,7 @@ def _specs(agents):
 def test_roce_specs_pair_every_queue_pair_end_to_end(tmp_path):
     """A ring of three with one split flow: each QP number appears once as a sender and once
     as a receiver, with the part's source port and bytes on both ends."""
-    from emulation.run import _start_roce, prepare_jobs, route_payloads
+    from emulation.harness.run import _start_roce, prepare_jobs, route_payloads
     f = fabric()
     job = prepare_jobs({"jobs": [ring("r", ["h0_0", "h1_0", "h2_0"], proto="udp")]}, f)[0]
     routes = [{"src": "h0_0", "dst": "h1_0", "spine": "s0", "sport": job["sport"]},
@@ -373,7 +373,7 @@ def test_roce_specs_pair_every_queue_pair_end_to_end(tmp_path):
 
 
 def test_explicit_flow_specs(tmp_path):
-    from emulation.run import _start_roce, prepare_jobs
+    from emulation.harness.run import _start_roce, prepare_jobs
     f = fabric()
     job = prepare_jobs({"jobs": [{"id": "x", "flows": [
         {"src": "h0_0", "dst": "h1_0", "bytes": 3000}, {"src": "h0_0", "dst": "h2_0", "bytes": 5000},
@@ -401,7 +401,7 @@ def test_roce_ring_and_explicit_flows_in_emulation(tmp_path, mode):
     from both ends."""
     from tests.integration import require_root_and_ovs
     require_root_and_ovs()
-    from emulation.run import emulate
+    from emulation.harness.run import emulate
     jobs = {"jobs": [ring("r", ["h0_0", "h1_0", "h2_0", "h3_0"], bytes=800_000),
                      {"id": "x", "flows": [
                          {"src": "h0_1", "dst": "h3_1", "bytes": 300_000},
@@ -437,7 +437,7 @@ def test_packet_larger_than_the_path_mtu_is_a_clear_error():
     option to change instead of dying on an OSError."""
     import errno
 
-    from emulation.roce import Agent
+    from emulation.harness.roce import Agent
 
     class TooBig:
         def sendto(self, payload, addr):

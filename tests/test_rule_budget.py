@@ -12,7 +12,7 @@ from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
-from tests.fake_switch import FakeSwitches, trace
+from emulation.harness.fake_switch import FakeSwitches, trace
 
 
 def start(budget, over="refuse", mode="flow", spines=2, leaves=4, hosts=2):

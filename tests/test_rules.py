@@ -7,7 +7,7 @@ from controller.enforcement.openflow import COOKIE_STATIC, ETH_ARP, job_cookie
 from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.route_service import RouteService
-from tests.fake_switch import FakeSwitches, trace
+from emulation.harness.fake_switch import FakeSwitches, trace
 
 
 def wired(spines=2, leaves=4, hosts=2, **kw):

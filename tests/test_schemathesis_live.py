@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
-from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess
 from tests.integration import require_root_and_ovs
 from topologies.clos import clos_fabric
 

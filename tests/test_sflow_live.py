@@ -14,8 +14,8 @@ import pytest
 from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.measurement.sflow import SflowCollector
-from emulation import fabricnet
-from emulation.ovs import port_bytes
+from emulation.harness import fabricnet
+from emulation.harness.ovs import port_bytes
 from tests.integration import require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -8,7 +8,7 @@ from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
-from tests.fake_switch import FakeSwitches
+from emulation.harness.fake_switch import FakeSwitches
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """``Transaction.apply`` called directly with decided changes, on the fake switch tables
-(``tests/fake_switch.py``, the Installer) without a service or a lock: make before break, the
+(``emulation/harness/fake_switch.py``, the Installer) without a service or a lock: make before break, the
 commit of intent, counters, store and event on success, and nothing changed (switches, state,
 store, events) when a switch rejects a rule or is not connected. Fast tier: a 2-spine, 4-leaf
 fabric."""
@@ -17,7 +17,7 @@ from controller.service.hostports import HostPortService
 from controller.service.settings import Settings
 from controller.service.state import ControllerState, SwitchSeen, to_doc
 from controller.service.transaction import Transaction
-from tests.fake_switch import FakeSwitches
+from emulation.harness.fake_switch import FakeSwitches
 from tests.helpers import FakeClock
 
 SETTINGS = Settings(algorithm="greedy")

@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from emulation import fabricnet
+from emulation.harness import fabricnet
 from tests.integration import require_root_and_ovs
 from tests.test_docs import REPO, _blocks
 

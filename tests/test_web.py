@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from emulation.controller_proc import REPO
+from emulation.harness.controller_proc import REPO
 
 WEB = os.path.join(REPO, "controller", "service", "web")
 FILES = ("index.html", "app.js", "style.css")

@@ -28,7 +28,7 @@ hash also covers the addresses, ``scope="pair"`` learns a map per (source, desti
 protocol) with the same code: probes then grow with the host pairs.
 
 Everything here is pure: the probes go out through a function the caller passes (the Ryu shell
-sends packet-outs and collects packet-ins; ``tests/fake_switch.py`` traces them).
+sends packet-outs and collects packet-ins; ``emulation/harness/fake_switch.py`` traces them).
 """
 from __future__ import annotations
 

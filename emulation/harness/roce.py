@@ -33,7 +33,7 @@ the kernel hands each agent its own flows even when several jobs share a host; w
 the destination QP number names the queue pair, as on a NIC. Limit: two jobs' flows between the
 same two hosts in opposite directions with the same source port would share a socket key.
 
-    python -m emulation.roce --spec rank.json --out result.json
+    python -m emulation.harness.roce --spec rank.json --out result.json
 """
 from __future__ import annotations
 
@@ -570,7 +570,7 @@ class Agent:
         self.barrier.on_readable(sock)
 
     def run(self) -> dict:
-        from emulation.agents import Barrier
+        from emulation.harness.agents import Barrier
         spec = self.spec
         steps, iterations = int(spec["steps"]), int(spec.get("iterations", 1))
         deadline = time.time() + 30.0
@@ -636,7 +636,7 @@ def run_agent(spec: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.roce", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m emulation.harness.roce", description=__doc__.split("\n")[0])
     ap.add_argument("--spec", required=True, help="JSON file: this host's queue pairs and steps")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)

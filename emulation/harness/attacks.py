@@ -1,9 +1,9 @@
 """Spoofing attacks from a Mininet host, sent with scapy: the two of TopoGuard (NDSS 2015)
 against discovery. Run inside a host (``host.popen``), with the venv's Python:
 
-    python -m emulation.attacks lldp --iface h1_1-eth0 --dpid 0x20001 --port 3 --rate 10 --duration 5
-    python -m emulation.attacks lldp-replay --iface h3_1-eth0 --wait 5 --rate 10 --duration 3
-    python -m emulation.attacks garp --iface h2_1-eth0 --ip 10.0.1.1 --rate 2 --duration 5
+    python -m emulation.harness.attacks lldp --iface h1_1-eth0 --dpid 0x20001 --port 3 --rate 10 --duration 5
+    python -m emulation.harness.attacks lldp-replay --iface h3_1-eth0 --wait 5 --rate 10 --duration 3
+    python -m emulation.harness.attacks garp --iface h2_1-eth0 --ip 10.0.1.1 --rate 2 --duration 5
 
 ``lldp``: link fabrication, LLDP frames in the controller's own layout (chassis
 ``dpid:%016x``, port id the 32-bit port number) claiming that they come from switch port
@@ -70,7 +70,7 @@ def mac_of(iface: str) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.attacks", description=__doc__.split(
+    ap = argparse.ArgumentParser(prog="python -m emulation.harness.attacks", description=__doc__.split(
         "\n\n")[0])
     sub = ap.add_subparsers(dest="attack", required=True)
     for name in ("lldp", "lldp-replay", "garp"):

@@ -18,7 +18,7 @@ keep equal amounts in its FIFO queue and get equal rates, as max-min fairness as
 it, loss-free TCP flows split a FIFO by whatever windows they grew to (this kernel has no fq or
 sfq qdisc to enforce fairness in the network).
 
-    python -m emulation.agents ring --listen-port 5000 --next-ip 10.0.1.1 --dport 5000 \\
+    python -m emulation.harness.agents ring --listen-port 5000 --next-ip 10.0.1.1 --dport 5000 \\
         --parts 6000:1.0 --recv-parts 1.0 --chunk 250000 --steps 14 --iterations 3 \\
         --start-at 1700000000.0 --out rank.json
 """
@@ -231,7 +231,7 @@ def run_ring(args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.agents")
+    ap = argparse.ArgumentParser(prog="python -m emulation.harness.agents")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("ring", help="one rank of a ring All-Reduce")
     r.add_argument("--listen-port", type=int, required=True)

@@ -5,7 +5,7 @@ Started with its PID recorded and stopped by that PID (never by name), after che
 stale controller holds the OpenFlow or REST port: eventlet sets SO_REUSEPORT, so a second
 controller would bind silently and the switches would split between the two. It runs in a
 session of its own, so a Ctrl-C in the terminal does not reach it: whoever starts it stops it
-(``emulation.session`` does, also on SIGINT).
+(``emulation.harness.session`` does, also on SIGINT).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import time
 
 from controller.client import Client
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -19,8 +19,8 @@ import sys
 import tempfile
 import time
 
-from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess, signals_held
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess, signals_held
 from topologies.clos import clos_fabric
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"

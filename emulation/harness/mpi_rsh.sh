@@ -3,7 +3,7 @@
 # mpirun gives for host NAME inside that Mininet host's network namespace instead of over ssh.
 # Called as ssh would be: [options] NAME COMMAND...; NAME is looked up in the file named by
 # MLROUTE_MPI_HOSTMAP (lines "NAME PID", PID a process in the host's namespaces, as Mininet's
-# host.pid), written by emulation/collectives.py.
+# host.pid), written by emulation/harness/collectives.py.
 set -eu
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -18,8 +18,8 @@ import os
 import signal
 import sys
 
-from emulation import fabricnet
-from emulation.controller_proc import ControllerProcess, signals_held
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess, signals_held
 from topologies.clos import clos_fabric
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
