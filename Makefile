@@ -103,12 +103,12 @@ endif
 bench: install system
 	$(PY) -m simulation.bench
 	$(PY) -m simulation.bench_learning
-	$(PY) -m emulation.bench_emulation
-	$(PY) -m emulation.bench_reconcile
-	$(PY) -m emulation.bench_hostmode
-	$(PY) -m emulation.bench_failover
-	$(PY) -m emulation.bench_connect
-	$(PY) -m emulation.bench_collectives
+	$(PY) -m benchmarks.emulation
+	$(PY) -m benchmarks.reconcile
+	$(PY) -m benchmarks.hostmode
+	$(PY) -m benchmarks.failover
+	$(PY) -m benchmarks.connect
+	$(PY) -m benchmarks.collectives
 
 paper: install
 	$(PY) -m simulation.paper

@@ -419,14 +419,14 @@ def _collectives() -> str:
     ax.set_xticklabels(["ECMP", "correct", "rank order", "wrong,\nno learning",
                         "wrong,\nlearned", "members,\nlearned"], fontsize=8)
     ax.set_ylabel("All-Reduce s (median, min-max)")
-    ax.set_title("bench/collectives.json: python -m emulation.bench_collectives", fontsize=9)
+    ax.set_title("bench/collectives.json: python -m benchmarks.collectives", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(DOCS, "results", "collectives.png"), dpi=100)
     plt.close(fig)
     f = b["fabric"]
     return ("## Real collective libraries: declared, hooked or learned\n\n"
-            + _source("python -m emulation.bench_collectives", "bench/collectives.json")
+            + _source("python -m benchmarks.collectives", "bench/collectives.json")
             + f"{f['spines']} x {f['leaves']} x {f['hosts_per_leaf']} fabric at "
               f"{f['link_mbps']:g} Mbit/s, {len(next(iter(libs.values()))['ranks'])} ranks (one "
               f"per host), {b['tensor_mib']} MiB, {b['runs']} runs per scenario, interleaved; "
@@ -434,7 +434,7 @@ def _collectives() -> str:
             + _table(head, rows)
             + "![collectives](collectives.png)\n\n"
               "*Figure: made from* `bench/collectives.json` *(*`python -m "
-              "emulation.bench_collectives`*).*\n\n"
+              "benchmarks.collectives`*).*\n\n"
             + _relaunches(libs))
 
 
@@ -459,7 +459,7 @@ def _relaunches(libs: dict) -> str:
             f"{first['all_reduces_per_launch']} All-Reduces, {first['pause_s']:g} s of silence "
             f"between them, {len(first['members']['rounds'])} rounds per declaration; each "
             "launch after the first against the correct declaration's median of the same "
-            "invocation (`python -m emulation.bench_collectives --relaunches-only`).\n\n"
+            "invocation (`python -m benchmarks.collectives --relaunches-only`).\n\n"
             + _table(["library", "declared", "later launches vs correct (median [min-max])",
                       "within 10%", "most re-plans after launch 1"], rows))
 
@@ -530,7 +530,7 @@ def _emulation() -> str:
     frows = [[routing] + [_range(fid[k][routing]["measured_over_predicted"]) for k in fid
                           if "/" in k] for routing in ("ecmp", "greedy")]
     return ("## The controller in Mininet\n\n"
-            + _source("python -m emulation.bench_emulation", "bench/emulation.json")
+            + _source("python -m benchmarks.emulation", "bench/emulation.json")
             + _table(["what", "figure"], ctl)
             + f"Fidelity of the emulation ({'x'.join(map(str, fid['fabric']))}, "
               f"{fid['bw_mbps']:g} Mbit/s, two 4-rank rings of {fid['ring_bytes']:,.0f} B, "
@@ -565,7 +565,7 @@ def _reconcile() -> str:
          f"median {lat['median']:g} ms, max {lat['max']:g} ms ({lat['samples']} samples)"],
     ]
     return ("## Hitless reconnect and restart\n\n"
-            + _source("python -m emulation.bench_reconcile", "bench/reconcile.json")
+            + _source("python -m benchmarks.reconcile", "bench/reconcile.json")
             + _table(["what", "figure"], rows))
 
 
@@ -577,7 +577,7 @@ def _hostmode() -> str:
     rows.append(["host, one map per host pair (`scope=\"pair\"`)", f"{p['pair_scope']['place_ms']:g}",
                  p["pair_scope"]["probes"], p["pair_scope"]["probe_rounds"], 0])
     return ("## Host-enforced routing\n\n"
-            + _source("python -m emulation.bench_hostmode", "bench/hostmode.json")
+            + _source("python -m benchmarks.hostmode", "bench/hostmode.json")
             + f"A job of {p['flows']:,} RoCEv2 flows on a {'x'.join(map(str, p['fabric']))} "
               "fabric (controller time on the fake switch):\n\n"
             + _table(["mode", "POST ms (median)", "probes", "probe rounds", "job entries"], rows))
@@ -595,7 +595,7 @@ def _failover() -> str:
                      sum(k["messages"] for k in kills)])
     f = b["fabric"]
     return ("## Failover of redundant controllers\n\n"
-            + _source("python -m emulation.bench_failover", "bench/failover.json")
+            + _source("python -m benchmarks.failover", "bench/failover.json")
             + f"{b['controllers']} controllers on etcd, {f['spines']} x {f['leaves']} x "
               f"{f['hosts_per_leaf']}, SIGKILL of the master; detected by the standby's probe "
               "of the master's REST port, or by lease expiry alone:\n\n"
@@ -612,7 +612,7 @@ def _connect() -> str:
             ["requests lost after a pair's first answer", s["lost_after_first_total"]],
             ["a host cabled later answered after (median)", f"{s['late_host_s_median']:g} s"]]
     return ("## Zero configuration: connect at once\n\n"
-            + _source("python -m emulation.bench_connect --runs 3", "bench/connect.json")
+            + _source("python -m benchmarks.connect --runs 3", "bench/connect.json")
             + f"{'x'.join(map(str, b['shape']))} fabric, every host pinging every other from "
               "Mininet's start:\n\n" + _table(["what", "figure"], rows))
 

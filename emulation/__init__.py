@@ -3,4 +3,4 @@
 ``emulation/harness/`` is the library (fabric, controller process, session, traffic agents, the
 fake switch tables); the modules here are its command-line tools: ``python -m emulation.run``,
 ``emulation.trace``, ``emulation.collectives`` and ``emulation.demo`` (``make demo``). The
-benchmarks that use it are the ``bench_*.py`` modules."""
+benchmarks that use it are in ``benchmarks/``."""

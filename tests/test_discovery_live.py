@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from emulation.bench_connect import one_run
+from benchmarks.connect import one_run
 from emulation.harness import fabricnet, ovs
 from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.run import _run_traffic, _verify_paths, prepare_jobs

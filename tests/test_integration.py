@@ -216,7 +216,7 @@ def test_roce_probes_cross_the_planned_spine(emu, mode):
 def test_large_jobs_install_while_statistics_flow(emu):
     """Statistics replies keep arriving (every 0.2 s here) while 1,000-flow jobs install: the
     event loop must stay free to deliver barrier replies."""
-    from emulation.bench_emulation import _flows
+    from benchmarks.emulation import _flows
     for r in range(3):
         job = {"id": f"big{r}", "flows": _flows(emu.fabric, 1000, 10000)}
         status, doc = emu.ctl.rest("POST", "/v1/jobs", job)

@@ -23,7 +23,7 @@ destination, protocol) serves every flow of the leaf (``scope="leaf"``): the lea
 once with as many consecutive ports as its busiest host needs on one spine times the buckets
 (at least 4 per bucket), in one round; more ports (twice as many, another round) only if the
 switch spreads them less evenly than that. Probes per flow therefore fall as flows grow
-(``emulation/bench_hostmode.py`` measures probes and time for 1,000 flows). For a switch whose
+(``benchmarks/hostmode.py`` measures probes and time for 1,000 flows). For a switch whose
 hash also covers the addresses, ``scope="pair"`` learns a map per (source, destination,
 protocol) with the same code: probes then grow with the host pairs.
 

@@ -1,6 +1,6 @@
 """The emulation harness: a library that tests, tools and benchmarks share (as Faucet's
-``clib/`` is to its tests). Nothing here has a user-facing command; the commands are beside it
-in ``emulation/``, with the benchmarks (``bench_*.py``).
+``clib/`` is to its tests). No command a user types is here (its programs run inside Mininet
+hosts): the commands are beside it in ``emulation/``, the benchmarks in ``benchmarks/``.
 
 * the fabric and the controller: ``fabricnet`` (Mininet leaf-spine of Open vSwitch switches),
   ``controller_proc`` (the controller as a subprocess, stopped by its PID), ``session`` (both,

@@ -9,7 +9,7 @@
   is reconciled and flow/group messages sent, against the first start on empty switches; and
   REST latency (GET /v1/jobs) while the switches are being reconciled.
 
-    python -m emulation.bench_reconcile [--out bench/reconcile.json] [--quick]
+    python -m benchmarks.reconcile [--out bench/reconcile.json] [--quick]
 
 Needs root and Open vSwitch; writes logs under a temporary folder it removes.
 """
@@ -197,7 +197,7 @@ def bench_restart(tmp: str, spines: int = 32, leaves: int = 64, hosts: int = 16)
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.bench_reconcile")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.reconcile")
     ap.add_argument("--out", default="bench/reconcile.json")
     ap.add_argument("--quick", action="store_true", help="8 x 16 instead of 32 x 64")
     args = ap.parse_args(argv)

@@ -150,7 +150,7 @@ def bench_fidelity(outdir: str, rounds: int = 3, bw: float = 5.0, size: float = 
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.bench_emulation")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.emulation")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--out", default="bench/emulation.json")
     ap.add_argument("--only", choices=["fidelity"], help="run one benchmark, update its part")

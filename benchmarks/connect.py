@@ -9,7 +9,7 @@ fabric (time from its first packet to its first answer), and the frames discover
 with their bytes, at start and per second once settled. Times count from just before
 ``net.start()``.
 
-    python -m emulation.bench_connect [--runs 3] [--shape 2,4,2] [--out bench/connect.json]
+    python -m benchmarks.connect [--runs 3] [--shape 2,4,2] [--out bench/connect.json]
 
 Needs root and Open vSwitch (run it under the OVS lock where several users share one).
 """
@@ -149,7 +149,7 @@ def one_run(spines: int, leaves: int, hosts: int, tmp: str, duration: float,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.bench_connect",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.connect",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--shape", default="2,4,2", help="spines,leaves,hosts per leaf")

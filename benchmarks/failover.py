@@ -9,7 +9,7 @@ is started again as the new standby before the next kill. The baseline, in the s
 failover by the etcd lease alone (``--nomlroute-failover-probe``: a standby waits for the
 dead master's lease to expire).
 
-    python -m emulation.bench_failover [--kills 10] [--baseline-kills 5] [--out bench/failover.json]
+    python -m benchmarks.failover [--kills 10] [--baseline-kills 5] [--out bench/failover.json]
 
 Needs root, Open vSwitch and etcd (Debian's etcd-server).
 """
@@ -91,7 +91,7 @@ def measure(kind: str, kills: int, shape: tuple, workdir: str, etcd_url: str, pr
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.failover", description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=10)
     ap.add_argument("--baseline-kills", type=int, default=5,
                     help="kills with failover by lease expiry alone (0: skip)")

@@ -6,7 +6,7 @@ run), and, once the controller learns matrices, the wrong direction with ``"lear
 pitfall as it was), the wrong direction corrected by learning and members only (both measured
 after learning, with the learning time).
 
-    python -m emulation.bench_collectives [--library gloo,mpi] [--runs 10] [--mib 4]
+    python -m benchmarks.collectives [--library gloo,mpi] [--runs 10] [--mib 4]
         [--relaunch-runs 3] [--relaunches-only] [--out bench/collectives.json]
 
 Relaunches (issue 22): the job posted once (by its members, or in rank order), then 3
@@ -140,7 +140,8 @@ def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.collectives",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--library", default=",".join(co.LIBRARIES),
                     help=f"comma-separated, of {', '.join(co.LIBRARIES)}")
     ap.add_argument("--runs", type=int, default=10)

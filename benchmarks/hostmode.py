@@ -13,9 +13,9 @@
    rule builders (``controller.enforcement.desired.desired_tables``) from the greedy's routes; and the
    ring-4 cell with 4 and 8 queue pairs (source ports) per ring flow.
 
-The fake-switch part imports ``emulation/harness/fake_switch.py``: run it from the repository.
+The fake-switch part runs on the harness's OpenFlow tables (``emulation/harness/fake_switch.py``).
 
-    python -m emulation.bench_hostmode [--repeats 3] [--no-real] [--out bench/hostmode.json]
+    python -m benchmarks.hostmode [--repeats 3] [--no-real] [--out bench/hostmode.json]
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks.emulation import cross_leaf_pairs
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.hostmode import HostPorts
 from controller.enforcement.openflow import COOKIE_STATIC
@@ -37,7 +38,6 @@ from controller.model.jobs import Flow, Job
 from controller.planners.plan import make_plan
 from controller.service import api
 from controller.service.route_service import RouteService
-from emulation.bench_emulation import cross_leaf_pairs
 from simulation.workloads import generate, paper_models
 
 SHAPE = (4, 8, 2)  # spines, leaves, hosts per leaf: the controller benchmarks' fabric
@@ -52,7 +52,7 @@ def roce_flows(fabric: Fabric, n: int) -> list[dict]:
 
 
 def _fake_service(fabric, mode):
-    from emulation.harness.fake_switch import FakeSwitches  # the benchmark runs from the repository
+    from emulation.harness.fake_switch import FakeSwitches
     sw = FakeSwitches(fabric.dpids.values(), fabric=fabric)
     svc = RouteService(sw, fabric, mode=mode, algorithm="greedy")
     for d in fabric.dpids.values():
@@ -167,7 +167,7 @@ def rules_per_leaf(spines: int = 32, leaves: int = 64, hosts: int = 32, jobs: in
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.hostmode", description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-real", action="store_true", help="skip the real-switch benchmark")
     ap.add_argument("--out", default="bench/hostmode.json")
@@ -180,7 +180,7 @@ def main(argv=None) -> int:
               + [rules_per_leaf(ring=4, qps=q) for q in (4, 8)]}
     if not args.no_real:
         if os.geteuid() != 0:
-            print("bench_hostmode: not root, real-switch benchmark skipped", file=sys.stderr)
+            print("benchmarks.hostmode: not root, real-switch benchmark skipped", file=sys.stderr)
         else:
             with tempfile.TemporaryDirectory(prefix="mlroute-bench-host-") as tmp:
                 result["real"] = bench_real(tmp, args.repeats)
