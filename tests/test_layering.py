@@ -68,7 +68,8 @@ def test_only_the_framework_adapters_import_a_framework():
 
 
 def test_no_import_cycles():
-    ours = {**modules("controller"), **modules("simulation"), **modules("emulation")}
+    ours = {**modules("controller"), **modules("simulation"), **modules("emulation"),
+            **modules("benchmarks")}
     g = nx.DiGraph()
     for mod, path in ours.items():
         g.add_node(mod)
@@ -93,3 +94,38 @@ def test_modules_stay_small():
     big = {mod: n for mod, path in modules("controller").items()
            if (n := sum(1 for _ in open(path))) > 560}
     assert not big, big
+
+
+PRODUCT = ("controller", "emulation", "benchmarks", "simulation", "topologies")
+
+
+def test_nothing_outside_the_tests_imports_from_tests():
+    """The tests use the product and the harness, never the other way round (a fake that a
+    benchmark or a tool needs belongs in the harness, as ``emulation/harness/fake_switch.py``)."""
+    bad = [f"{mod} imports {imp}" for package in PRODUCT
+           for mod, path in modules(package).items() for imp in imports(path)
+           if imp.split(".")[0] == "tests"]
+    assert not bad, "\n".join(sorted(bad))
+
+
+def test_the_harness_is_a_library_under_the_tools_and_benchmarks():
+    """``emulation/harness/`` imports neither the emulation's command-line tools nor the
+    benchmarks; the tools do not import the benchmarks."""
+    bad = []
+    for mod, path in modules("emulation").items():
+        for imp in imports(path):
+            if imp.split(".")[0] == "benchmarks":
+                bad.append(f"{mod} imports {imp}")
+            elif (mod.startswith("emulation.harness") and imp.startswith("emulation.")
+                  and not imp.startswith("emulation.harness")):
+                bad.append(f"{mod} imports {imp}")
+    assert not bad, "\n".join(sorted(bad))
+    assert "emulation.harness.fake_switch" in modules("emulation")
+
+
+def test_the_layering_checks_see_the_product():
+    """The checks above walk real packages: an empty walk would pass them all."""
+    assert {"emulation.harness.session", "emulation.run", "benchmarks.connect",
+            "simulation.workloads", "controller.service.route_service"} <= {
+        mod for package in PRODUCT for mod in modules(package)}
+
