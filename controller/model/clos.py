@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from controller.errors import InputError
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
+_WIRING = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
 _KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "bundle", "bundles",
-         "down", "down_switches", "name"}
+         "down", "down_switches", "name"} | _WIRING
 _PLANE_KEYS = {"spines", "leaves", "pods", "cores", "name"}
 _TWO_TIER_EXTRAS = {"planes", "pods", "cores", "bundle", "bundles", "down_switches"}
 
@@ -65,9 +66,20 @@ class Clos:
     bundle_default: dict[str, int] = field(default_factory=lambda: {"leaf": 1, "core": 1})
     down: set[tuple] = field(default_factory=set)  # (lower, upper) or (lower, upper, member)
     down_switches: set[str] = field(default_factory=set)
+    wiring: dict = field(default_factory=dict)  # dpids, ports, host_ip, host_mac (or nothing)
 
     def __post_init__(self) -> None:
         self.hosts = {h: ls[0] for h, ls in self.host_leaves.items()}  # first plane's leaf
+        self.dpids: dict[str, int] = dict(self.wiring.get("dpids", {}))
+        self.ports: dict[str, dict[str, int]] = {k: dict(v) for k, v in
+                                                  self.wiring.get("ports", {}).items()}
+        self.host_ip: dict[str, str] = dict(self.wiring.get("host_ip", {}))
+        self.host_mac: dict[str, str] = dict(self.wiring.get("host_mac", {}))
+        self.switch_of_dpid = {d: name for name, d in self.dpids.items()}
+        self.hosts_on: dict[str, list[str]] = {}  # leaf (any plane) -> its hosts
+        for h, ls in self.host_leaves.items():
+            for leaf in ls:
+                self.hosts_on.setdefault(leaf, []).append(h)
         self.plane_of: dict[str, int] = {}
         self.tier_of: dict[str, int] = {}
         for p, plane in enumerate(self.planes):
@@ -96,7 +108,66 @@ class Clos:
             raise InputError(f"unknown host {host!r}") from None
 
     def address(self, host: str) -> str:
-        return host
+        """The host's address for hashing: its declared IP, else its name."""
+        return self.host_ip.get(host, host)
+
+    # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
+    def port(self, switch: str, peer: str) -> int:
+        return self.ports[switch][peer]
+
+    def peer(self, switch: str, port: int) -> str | None:
+        for name, p in self.ports.get(switch, {}).items():
+            if p == port:
+                return name
+        return None
+
+    def neighbours(self, switch: str) -> list[str]:
+        """Linked switches and hosts of ``switch`` (bundles not expanded)."""
+        p = self.planes[self.plane_of[switch]]
+        tier = self.tier_of[switch]
+        if tier == 0:
+            k = p.leaves.index(switch)
+            return p.aggs[p.pod_of_leaf[k]] + self.hosts_on.get(switch, [])
+        if tier == 1:
+            pod = next(i for i, a in enumerate(p.aggs) if switch in a)
+            slot = p.aggs[pod].index(switch)
+            down = [l for l, i in zip(p.leaves, p.pod_of_leaf) if i == pod]
+            return down + (list(p.cores[slot]) if p.cores else [])
+        g = next(i for i, grp in enumerate(p.cores) if switch in grp)
+        return [aggs[g] for aggs in p.aggs]
+
+    def wire(self) -> Clos:
+        """Declare what ``topologies/clos.py`` builds: datapath ids (leaves 0x20000 + i, i
+        counting leaves over all planes; aggregation switches 0x30000 + 256 pod + slot; cores
+        0x40000 + 256 group + j; plane q adds 0x100000 q), ports in ``neighbours`` order from 1,
+        host IPs 10.<i/256>.<i%256>.<m+1> and MACs 02:00:00:<i/256>:<i%256>:<m+1> (i the
+        host's leaf in the first plane, m its position there). Single links only."""
+        if self.bundles or set(self.bundle_default.values()) != {1}:
+            raise InputError("fabric: wiring of bundles is not supported (single links only)")
+        dpids: dict[str, int] = {}
+        for q, p in enumerate(self.planes):
+            base = 0x100000 * q
+            for i, leaf in enumerate(p.leaves):
+                dpids[leaf] = base + 0x20000 + i
+            for pod, aggs in enumerate(p.aggs):
+                for x, a in enumerate(aggs):
+                    dpids[a] = base + 0x30000 + 256 * pod + x
+            for g, grp in enumerate(p.cores):
+                for j, c in enumerate(grp):
+                    dpids[c] = base + 0x40000 + 256 * g + j
+        ports = {sw: {n: k + 1 for k, n in enumerate(self.neighbours(sw))} for sw in dpids}
+        ip, mac, seen = {}, {}, {}
+        first = {l: i for i, l in enumerate(self.planes[0].leaves)}
+        for h, ls in self.host_leaves.items():
+            i = first[ls[0]]
+            m = seen[i] = seen.get(i, 0) + 1
+            if m > 254:
+                raise InputError("fabric: wiring supports at most 254 hosts per leaf")
+            ip[h] = f"10.{i // 256}.{i % 256}.{m}"
+            mac[h] = f"02:00:00:{i // 256:02x}:{i % 256:02x}:{m:02x}"
+        self.wiring = {"dpids": dpids, "ports": ports, "host_ip": ip, "host_mac": mac}
+        self.__post_init__()
+        return self
 
     def link_bps(self, tier: str = "leaf") -> float:
         return self.link_gbps[tier] * 1e9 / 8
@@ -186,10 +257,51 @@ class Clos:
                     raise InputError(f"fabric: name {name!r} is used twice")
                 seen[name] = "pod" if name in plane.pods else "switch"
         host_leaves = _hosts(doc, planes, seen)
-        fabric = cls(planes, host_leaves, _speeds(doc.get("link_gbps", 100)))
+        wiring = {k: doc[k] for k in _WIRING if k in doc}
+        fabric = cls(planes, host_leaves, _speeds(doc.get("link_gbps", 100)), wiring=wiring)
         fabric._read_bundles(doc)
         fabric._read_down(doc)
+        if wiring:
+            fabric.check_wiring()
         return fabric
+
+    def check_wiring(self) -> None:
+        """Every switch a datapath id, every link a port at both ends, every host an IPv4 and
+        a MAC address, nothing twice; the first error names the element."""
+        import ipaddress
+
+        from controller.model.fabric import _integer
+        missing = _WIRING - set(self.wiring)
+        if missing:
+            raise InputError(f"fabric: wiring needs {sorted(missing)[0]!r} too")
+        switches = list(self.tier_of)
+        for sw in switches:
+            d = self.dpids.get(sw)
+            if not _integer(d) or not 0 < d < 2**64:
+                raise InputError(f"fabric: switch {sw} needs a datapath id (positive integer)")
+        if len(set(self.dpids.values())) != len(self.dpids):
+            raise InputError("fabric: two switches share a datapath id")
+        for sw in switches:
+            ports = self.ports.get(sw)
+            if not isinstance(ports, dict):
+                raise InputError(f"fabric: no port map for switch {sw}")
+            for peer in self.neighbours(sw):
+                p = ports.get(peer)
+                if not _integer(p) or not 0 < p < 0xffffff00:
+                    raise InputError(f"fabric: switch {sw} has no port number for {peer}")
+            if len(set(ports.values())) != len(ports):
+                raise InputError(f"fabric: switch {sw} uses a port number twice")
+        for table, what in ((self.host_ip, "IPv4"), (self.host_mac, "MAC")):
+            for h in self.host_leaves:
+                if not isinstance(table.get(h), str):
+                    raise InputError(f"fabric: host {h} has no {what} address")
+            if len(set(table.values())) != len(table):
+                raise InputError(f"fabric: two hosts share a {what} address")
+        for h, a in self.host_ip.items():
+            try:
+                ipaddress.IPv4Address(a)
+            except ValueError:
+                raise InputError(f"fabric: host {h} has a bad IPv4 address {a!r}") from None
 
     def to_dict(self) -> dict:
         def plane_doc(p: Plane) -> dict:
@@ -212,6 +324,7 @@ class Clos:
         doc["down"] = sorted([list(d) for d in self.down], key=str)
         if self.down_switches:
             doc["down_switches"] = sorted(self.down_switches)
+        doc.update(self.wiring)
         return doc
 
     def _adjacent(self, a: str, b: str, what: str) -> tuple[str, str]:

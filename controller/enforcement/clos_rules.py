@@ -1,0 +1,235 @@
+"""Rule builders for three-tier (and two-tier) Clos planes (``model.clos``): what every leaf,
+aggregation switch and core must hold, in the conventions of ``enforcement.rules`` (tables,
+priorities, cookies, framework-neutral ``FlowRule``/``GroupEntry``).
+
+Static entries (valley-free, destination-based; unplanned traffic takes ECMP up):
+
+* leaf: LLDP and ARP to the controller; its own label (bottom of stack) popped, then table 1;
+  IPv4 for a local host to table 1 and out of its port; anything else from an uplink dropped
+  (no valleys); other IPv4 to a select group over the alive uplinks, and destinations that
+  some alive uplink cannot reach (a link or switch down on the way) to a select group over the
+  uplinks that can.
+* aggregation switch: IPv4 for a host of its pod out of the port to that host's leaf; from a
+  leaf, IPv4 for another pod to a select group over the alive cores of its group that reach
+  that pod; anything else from a core dropped. Labels: a leaf of its pod (bottom of stack) out
+  to that leaf; a core of its group (on top) out to that core.
+* core: IPv4 for a host of pod Q out to its group's aggregation switch in Q; its own label
+  popped, then a leaf label out to that leaf's pod.
+
+Per flow (``clos_flow_rules``): ``flow`` mode matches the 5-tuple where the path branches, at
+the source leaf (out to the aggregation switch) and, between pods, at the source aggregation
+switch (out to the core); ``sr`` mode pushes at the source leaf the destination leaf's label
+and, between pods, the core's label on top (a stack of at most two labels), and nothing else
+holds per-flow state. ``host`` mode is not built for three tiers yet (refused by name).
+
+Labels: leaves 200000 + i, aggregation switches 300000 + i, cores 100000 + i, i counting the
+switches of that tier over all planes in declaration order.
+"""
+from __future__ import annotations
+
+from controller.enforcement.modes import mode_of
+from controller.enforcement.openflow import (
+    ETH_ARP,
+    ETH_IPV4,
+    ETH_MPLS,
+    FlowRule,
+    GroupEntry,
+    job_cookie,
+    rule,
+)
+from controller.enforcement.rules import (
+    DEFAULT_GROUP,
+    PRIO_ARP,
+    PRIO_DEFAULT,
+    PRIO_DEGRADED,
+    PRIO_FROM_SPINE,
+    PRIO_LOCAL,
+    PRIO_MPLS,
+    PRIO_PLANNED,
+    T_CLASSIFY,
+    T_DELIVER,
+    flow_match,
+    lldp_trap,
+)
+from controller.errors import InputError
+from controller.model.clos import Clos
+from controller.model.jobs import Flow
+
+LABEL_BASE = {0: 200000, 1: 300000, 2: 100000}  # by tier: leaves, aggregation switches, cores
+
+
+def label(fabric: Clos, switch: str) -> int:
+    tier = fabric.tier_of[switch]
+    same = [s for s in fabric.tier_of if fabric.tier_of[s] == tier]
+    return LABEL_BASE[tier] + same.index(switch)
+
+
+def alive(fabric: Clos, lower: str, upper: str) -> bool:
+    """The link (every member) and both switches are up."""
+    return ((lower, upper) not in fabric.down and lower not in fabric.down_switches
+            and upper not in fabric.down_switches)
+
+
+class _Plane:
+    """The plane of a switch, with its pods and reachability (who can reach which leaf)."""
+
+    def __init__(self, fabric: Clos, switch: str):
+        self.f = fabric
+        self.p = fabric.planes[fabric.plane_of[switch]]
+        self.pod_of = {l: self.p.pod_of_leaf[i] for i, l in enumerate(self.p.leaves)}
+        for k, aggs in enumerate(self.p.aggs):
+            for a in aggs:
+                self.pod_of[a] = k
+
+    def leaves_of(self, pod: int) -> list[str]:
+        return [l for l in self.p.leaves if self.pod_of[l] == pod]
+
+    def cores_reaching(self, agg: str, pod: int) -> list[str]:
+        """Cores of ``agg``'s group alive on both sides, towards pod ``pod``."""
+        slot = self.p.aggs[self.pod_of[agg]].index(agg)
+        if slot >= len(self.p.cores):
+            return []
+        there = self.p.aggs[pod][slot]
+        return [c for c in self.p.cores[slot] if alive(self.f, agg, c) and alive(self.f, there, c)]
+
+    def agg_reaches(self, agg: str, leaf: str) -> bool:
+        """Traffic that ``leaf``'s source sent up to ``agg`` can reach ``leaf``."""
+        src_pod, dst_pod = self.pod_of[agg], self.pod_of[leaf]
+        if src_pod == dst_pod:
+            return alive(self.f, leaf, agg)
+        slot = self.p.aggs[src_pod].index(agg)
+        return bool(self.cores_reaching(agg, dst_pod)) and alive(self.f, leaf,
+                                                                  self.p.aggs[dst_pod][slot])
+
+
+def clos_static_rules(fabric: Clos, switch: str) -> tuple[list[FlowRule], list[GroupEntry]]:
+    tier = fabric.tier_of[switch]
+    return (_leaf, _agg, _core)[tier](fabric, switch, _Plane(fabric, switch))
+
+
+def _leaf(f: Clos, leaf: str, pl: _Plane):
+    dpid, ip = f.dpids[leaf], f.host_ip
+    rules = [lldp_trap(dpid),
+             rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)]),
+             rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": label(f, leaf),
+                                                "mpls_bos": 1}, [("pop_mpls", ETH_IPV4)],
+                  goto=T_DELIVER)]
+    for h in f.hosts_on.get(leaf, []):
+        rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
+                          goto=T_DELIVER))
+        rules.append(rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
+                          [("output", f.port(leaf, h))]))
+    uplinks = pl.p.aggs[pl.pod_of[leaf]]
+    for a in uplinks:
+        rules.append(rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": f.port(leaf, a)}))
+    live = tuple(a for a in uplinks if alive(f, leaf, a))
+    groups = []
+    if live:
+        groups.append(GroupEntry(dpid, DEFAULT_GROUP, tuple((("output", f.port(leaf, a)),)
+                                                            for a in live)))
+        rules.append(rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
+                          [("group", DEFAULT_GROUP)]))
+    classes: dict[tuple, list[str]] = {}
+    for other in pl.p.leaves:
+        usable = tuple(a for a in live if pl.agg_reaches(a, other))
+        if other != leaf and usable and usable != live:
+            classes.setdefault(usable, []).append(other)
+    for c, (usable, leaves) in enumerate(classes.items()):
+        gid = DEFAULT_GROUP + 1 + c
+        groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(leaf, a)),) for a in usable)))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
+                       [("group", gid)]) for other in leaves for h in f.hosts_on.get(other, [])]
+    return rules, groups
+
+
+def _agg(f: Clos, agg: str, pl: _Plane):
+    dpid, ip = f.dpids[agg], f.host_ip
+    pod = pl.pod_of[agg]
+    rules, groups = [lldp_trap(dpid)], []
+    for leaf in pl.leaves_of(pod):
+        if not alive(f, leaf, agg):
+            continue
+        port = f.port(agg, leaf)
+        rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS,
+                                                        "mpls_label": label(f, leaf)},
+                          [("output", port)]))
+        for h in f.hosts_on.get(leaf, []):
+            rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4,
+                                                             "ipv4_dst": ip[h]}, [("output", port)]))
+    slot = pl.p.aggs[pod].index(agg)
+    cores = pl.p.cores[slot] if slot < len(pl.p.cores) else []
+    for c in cores:
+        rules.append(rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": f.port(agg, c)}))
+        if alive(f, agg, c):
+            rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
+                              {"eth_type": ETH_MPLS, "mpls_label": label(f, c), "mpls_bos": 0},
+                              [("output", f.port(agg, c))]))
+    by_cores: dict[tuple, list[int]] = {}
+    for other in range(len(pl.p.pods)):
+        usable = tuple(pl.cores_reaching(agg, other)) if other != pod else ()
+        if usable:
+            by_cores.setdefault(usable, []).append(other)
+    for c, (usable, pods) in enumerate(by_cores.items()):
+        gid = DEFAULT_GROUP + c
+        groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(agg, x)),) for x in usable)))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
+                       [("group", gid)])
+                  for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])]
+    return rules, groups
+
+
+def _core(f: Clos, core: str, pl: _Plane):
+    dpid, ip = f.dpids[core], f.host_ip
+    rules = [lldp_trap(dpid),
+             rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": label(f, core),
+                                                "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
+                  goto=T_DELIVER)]
+    g = next(i for i, grp in enumerate(pl.p.cores) if core in grp)
+    for pod, aggs in enumerate(pl.p.aggs):
+        agg = aggs[g]
+        if not alive(f, agg, core):
+            continue
+        port = f.port(core, agg)
+        for leaf in pl.leaves_of(pod):
+            rules.append(rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_MPLS,
+                                                            "mpls_label": label(f, leaf)},
+                              [("output", port)]))
+            for h in f.hosts_on.get(leaf, []):
+                rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL,
+                                  {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, [("output", port)]))
+    return rules, []
+
+
+def clos_all_static(fabric: Clos) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
+    return {fabric.dpids[sw]: clos_static_rules(fabric, sw) for sw in fabric.tier_of}
+
+
+def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,
+                    job_number: int) -> list[FlowRule]:
+    """The entries of one planned flow on its ``path`` (switches, source leaf to destination
+    leaf, as the routes document gives it; None or one switch: no entry, static delivery)."""
+    how = mode_of(mode)
+    if not how.per_flow_entries:
+        raise InputError("host mode is not available on three-tier fabrics yet (use flow or sr)")
+    if not path or len(path) == 1:
+        return []
+    if len(path) not in (3, 5):
+        raise InputError(f"flow {flow.src} -> {flow.dst}: a path of {len(path)} switches is not "
+                         "an up-down path")
+    leaf, first, dst_leaf = path[0], path[1], path[-1]
+    match = flow_match(fabric, flow, flow.sport)
+    cookie = job_cookie(job_number)
+    prio = PRIO_PLANNED + len(match)
+    if how.labels:
+        stack = [label(fabric, dst_leaf)] + ([label(fabric, path[2])] if len(path) == 5 else [])
+        actions = [a for lab in stack for a in (("push_mpls", ETH_MPLS),
+                                                ("set_field", "mpls_label", lab))]
+        return [rule(fabric.dpids[leaf], T_CLASSIFY, prio, match,
+                     actions + [("output", fabric.port(leaf, first))], cookie=cookie)]
+    out = [rule(fabric.dpids[leaf], T_CLASSIFY, prio, match,
+                [("output", fabric.port(leaf, first))], cookie=cookie)]
+    if len(path) == 5:
+        at_agg = dict(match, in_port=fabric.port(first, leaf))
+        out.append(rule(fabric.dpids[first], T_CLASSIFY, PRIO_PLANNED + len(at_agg), at_agg,
+                        [("output", fabric.port(first, path[2]))], cookie=cookie))
+    return out
