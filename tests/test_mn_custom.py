@@ -35,12 +35,19 @@ def test_custom_file_loads_as_mn_loads_it():
             "print(json.dumps([sorted(customs['topos']), sorted(customs['switches']), "
             "sorted(customs['hosts']), t.nodeInfo('s0')['cls'].__name__, "
             "t.nodeInfo('s0')['mtu'], t.nodeInfo('h0_0')['cls'].__name__, "
-            "t.linkInfo('l0', 's0')['cls'].__name__]))")
+            "t.linkInfo('l0', 's0')['cls'].__name__]))\n"
+            "ft = customs['topos']['fattree'](4, 1, 10)\n"
+            "print(json.dumps([len(ft.switches()), ft.hosts(), ft.nodeInfo('c1_1')['dpid'], "
+            "ft.linkInfo('a0_1', 'c1_0')['port1'], ft.linkInfo('a0_1', 'c1_0')['port2']]))")
     out = subprocess.run([MN_PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd="/")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == [["clos"], ["mlroute"], ["mlroute"], "ClosSwitch", 1600,
-                                      "ClosHost", "TCLink"]
+    first, second = out.stdout.splitlines()
+    assert json.loads(first) == [["clos", "fattree"], ["mlroute"], ["mlroute"], "ClosSwitch",
+                                 1600, "ClosHost", "TCLink"]
+    # k = 4 fat-tree, 1 host per leaf: 8 leaves, 8 aggregation switches, 4 cores; hosts pod by
+    # pod; core c1_1 is 0x40000 + 256 + 1; a0_1 reaches its cores after its 2 leaves
+    assert json.loads(second) == [20, [f"h{i}_0" for i in range(8)], f"{0x40101:016x}", 3, 1]
 
 
 def _mn(ctl, topo: str, *args, timeout: float = 180) -> str:

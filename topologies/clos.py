@@ -2,10 +2,16 @@
 controller reads, so names, datapath ids, ports and addresses match by construction.
 
     mn --custom topologies/clos.py --topo clos,4,8,2 --controller remote
+    mn --custom topologies/clos.py --topo fattree,4 --controller remote
     python -m topologies.clos --spines 4 --leaves 8 --hosts-per-leaf 2 --bw 10 --out fabric.json
+    python -m topologies.clos --fat-tree 4 --bw 10 --out fattree.json
 
 ``clos,S,L,H[,BW]``: S spines, L leaves, H hosts per leaf, every link shaped to BW Mbit/s with
-HTB (0 or absent: unshaped). The topology brings its own node classes, so ``mn`` needs no
+HTB (0 or absent: unshaped). ``fattree,K[,H[,BW]]``: a k-ary fat-tree (``model.clos``): k pods
+of k/2 leaves and k/2 aggregation switches, (k/2)^2 cores, H hosts per leaf (k/2 by default),
+hosts listed pod by pod, names, datapath ids and ports as ``Clos.wire`` declares.
+
+The topology brings its own node classes, so ``mn`` needs no
 ``--switch``, ``--host`` or ``--link``: switches are ``ClosSwitch`` (Open vSwitch userspace
 datapath, OpenFlow 1.3, secure fail mode, port MTU 1600 so that segment routing's two MPLS
 labels fit), hosts are ``ClosHost`` (tx checksum offload off, without which TCP gets nothing
@@ -20,7 +26,8 @@ changes the rate, 0 turns sampling off; ``MLROUTE_SFLOW_TARGET=host:port[,host:p
 collectors (redundant controllers on one host: one port each, every switch sends to all).
 
 This file runs under ``mn``'s own Python (Debian's /usr/bin/python3): it imports only the
-standard library, Mininet and the standard-library-only ``controller.model.fabric``.
+standard library, Mininet and the standard-library-only ``controller.model.fabric`` and
+``controller.model.clos``.
 """
 from __future__ import annotations
 
@@ -35,6 +42,7 @@ _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from controller.jsonio import write_output  # noqa: E402
+from controller.model.clos import Clos  # noqa: E402
 from controller.model.fabric import Fabric  # noqa: E402
 
 try:
@@ -179,8 +187,40 @@ class ClosTopo(Topo):
                 self.addLink(h, leaf, port2=f.port(leaf, h), **link)
 
 
-# what `mn --custom` reads: --topo clos,S,L,H[,BW], --switch mlroute, --host mlroute
-topos = {"clos": ClosTopo}
+def fattree_fabric(k: int, hosts_per_leaf: int | None = None, bw_mbps: float = 0) -> Clos:
+    """The wired fat-tree model; link_gbps is the shaped rate (100 if unshaped)."""
+    gbps = bw_mbps / 1000 if bw_mbps else 100.0
+    return Clos.fat_tree(int(k), None if hosts_per_leaf is None else int(hosts_per_leaf),
+                         gbps).wire()
+
+
+class FatTreeTopo(Topo):
+    """A k-ary fat-tree: leaves l<i>, aggregation switches a<pod>_<slot>, cores c<group>_<j>,
+    hosts h<i>_<m> pod by pod, with the ports and addresses of ``Clos.wire``."""
+
+    def build(self, k=4, hosts_per_leaf=None, bw=0, fabric: Clos | None = None,
+              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None, sflow_collector=None):
+        f = fabric or fattree_fabric(int(k), hosts_per_leaf, float(bw))
+        link = {"bw": float(bw), "cls": TCLink} if float(bw) else {}
+        sampling = sflow_sampling(sflow)
+        for sw in f.dpids:
+            self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu),
+                           sflow=sampling, sflow_collector=sflow_collector)
+        for h in f.host_leaves:
+            self.addHost(h, cls=ClosHost, ip=f"{f.host_ip[h]}/8", mac=f.host_mac[h],
+                         mtu=int(host_mtu))
+        for sw in f.dpids:  # every link once, from its lower end (hosts from their leaf)
+            for peer in f.neighbours(sw):
+                if peer in f.host_leaves:
+                    self.addLink(peer, sw, port2=f.port(sw, peer), **link)
+                elif f.tier_of[peer] > f.tier_of[sw]:
+                    self.addLink(sw, peer, port1=f.port(sw, peer), port2=f.port(peer, sw),
+                                 **link)
+
+
+# what `mn --custom` reads: --topo clos,S,L,H[,BW] or fattree,K[,H[,BW]], --switch mlroute,
+# --host mlroute
+topos = {"clos": ClosTopo, "fattree": FatTreeTopo}
 switches = {"mlroute": ClosSwitch}
 hosts = {"mlroute": ClosHost}
 
@@ -192,10 +232,16 @@ def main(argv=None) -> int:
     ap.add_argument("--leaves", type=int, default=8)
     ap.add_argument("--hosts-per-leaf", type=int, default=2)
     ap.add_argument("--bw", type=float, default=0, help="Mbit/s per link (0: unshaped)")
+    ap.add_argument("--fat-tree", type=int, metavar="K",
+                    help="a k-ary fat-tree instead (--hosts-per-leaf: k/2 unless given)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    write_output(json.dumps(clos_fabric(args.spines, args.leaves, args.hosts_per_leaf,
-                                        args.bw).to_dict(), indent=1), args.out, echo=False)
+    if args.fat_tree:
+        hpl = args.hosts_per_leaf if "--hosts-per-leaf" in (argv or sys.argv) else None
+        fabric = fattree_fabric(args.fat_tree, hpl, args.bw)
+    else:
+        fabric = clos_fabric(args.spines, args.leaves, args.hosts_per_leaf, args.bw)
+    write_output(json.dumps(fabric.to_dict(), indent=1), args.out, echo=False)
     return 0
 
 
