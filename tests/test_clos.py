@@ -271,3 +271,123 @@ def test_plan_and_compare_on_a_fat_tree(tmp_path):
     fab.write_text(json.dumps(doc))
     r = _run("plan", "--fabric", str(fab), "--jobs", str(jobs))
     assert r.returncode == 2 and "core group 1" in r.stderr
+
+
+# ---- the vectorised paths against flow-by-flow references -----------------------------------
+def _random_fabric(rnd, k, planes, failures, bundle):
+    fab = Clos.fat_tree(k, planes=planes) if k else Clos.leaf_spine(3, 5, 2, planes=planes)
+    doc = fab.to_dict()
+    if bundle > 1:
+        doc["bundle"] = {"leaf": bundle, "core": bundle}
+        doc["link_gbps"] = {"host": 100, "leaf": 100, "core": 250}
+    fab = Clos.from_dict(doc)
+    links = [[l, a, m] for p in fab.planes for i, l in enumerate(p.leaves)
+             for a in p.aggs[p.pod_of_leaf[i]] for m in range(bundle)]
+    links += [[p.aggs[pod][g], c] for p in fab.planes for pod in range(len(p.pods))
+              for g, grp in enumerate(p.cores) for c in grp]
+    doc["down"] = rnd.sample(links, failures)
+    switches = [a for p in fab.planes for pod in p.aggs for a in pod]
+    if rnd.random() < 0.3:
+        doc["down_switches"] = [rnd.choice(switches)]
+    return Clos.from_dict(doc)
+
+
+def _naive_usable(problem, i, q):
+    L = problem.links
+    return np.all([L.alive[L.sentinel(h)].any(axis=1) for h in problem.hops(i, q)], axis=0)
+
+
+def _naive_greedy(problem):
+    """The greedy rule flow by flow: min over members, max over hops, argmin over options."""
+    from controller.planners.clos_loads import group_order
+    L = problem.links
+    load = np.where(L.alive, 0.0, np.inf)
+    step = np.append(1.0 / L.units, 1.0)
+    P = len(problem.fabric.planes)
+    out = {}
+    for i in group_order(problem):
+        best = (np.inf, -1, -1, ())
+        for q in range(P):
+            ids = [L.sentinel(h) for h in problem.hops(i, q)]
+            cost = np.max([(load[h] + step[h]).min(axis=1) for h in ids], axis=0)
+            if P > 1:
+                up, down = problem.host_links(i, q)
+                cost = np.maximum(cost, max(load[up] + step[up], load[down] + step[down]))
+            m = int(np.argmin(cost))
+            if cost[m] < best[0]:
+                path = tuple(int(h[m][np.argmin(load[h[m]] + step[h[m]])]) for h in ids)
+                best = (cost[m], q, m, path)
+        _, q, m, path = best
+        out[i] = (q, m, path)
+        ids = list(path) + (list(problem.host_links(i, q)) if P > 1 else [])
+        load[ids] += step[ids]
+    return [out[i] for i in range(len(problem))]
+
+
+def _naive_ecmp(problem, salt, polarised):
+    from controller.planners.ecmp import flow_hash
+    L = problem.links
+    out = []
+    for i, pos in enumerate(problem.inter):
+        f = problem.flows[pos]
+        key = (f.src, f.dst, f.proto, f.sport, f.dport)
+        h = {t: flow_hash(*key, salt if polarised else f"{salt}/{t}")
+             for t in ("plane", "leaf", "aggregation", "member")}
+        planes = [q for q in range(len(problem.fabric.planes)) if _naive_usable(problem, i, q).any()]
+        q = planes[h["plane"] % len(planes)]
+        ok = _naive_usable(problem, i, q)
+        a, b, p, s = problem.ends(i, q)
+        if p == s:
+            slots = np.flatnonzero(ok)
+            m = int(slots[h["leaf"] % len(slots)])
+        else:
+            groups = L.group_of_core[q]
+            slots = np.unique(groups[ok])
+            g = slots[h["leaf"] % len(slots)]
+            cores = np.flatnonzero(ok & (groups == g))
+            m = int(cores[h["aggregation"] % len(cores)])
+        path = []
+        for hop in problem.hops(i, q):
+            alive = [int(x) for x in hop[m] if x >= 0 and L.alive[x]]
+            path.append(alive[h["member"] % len(alive)])
+        out.append((q, m, tuple(path)))
+    return out
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from([0, 4, 6]), st.integers(1, 2), st.integers(0, 6), st.sampled_from([1, 2]),
+       st.integers(0, 10**6))
+def test_batch_tables_and_planners_match_flow_by_flow(k, planes, failures, bundle, seed):
+    rnd = random.Random(seed)
+    fab = _random_fabric(rnd, k, planes, failures, bundle)
+    hosts = list(fab.host_leaves)
+    pairs = [(rnd.choice(hosts), rnd.choice(hosts)) for _ in range(2 * len(hosts))]
+    p = ClosProblem.build(fab, [flows_job(fab, pairs)], skip_unroutable=True)
+    for q in range(planes):
+        naive = [_naive_usable(p, i, q) for i in range(len(p))]
+        assert p.usable_any(q).tolist() == [bool(u.any()) for u in naive]
+        for i in range(len(p)):
+            assert (p.options(i, q)[1] == naive[i]).all()
+            m = np.arange(len(naive[i]))
+            assert (p.usable_at(q, np.full(len(m), i), m) == naive[i]).all()
+    for f in (p.flows[x] for x in p.unroutable):  # no alive path in any plane
+        one = ClosProblem.build(fab, [flows_job(fab, [(f.src, f.dst)])], skip_unroutable=True)
+        assert len(one) == 0 and len(one.unroutable) == 1
+    r = clos_greedy(p)
+    assert list(zip(r.plane, r.middle, r.path)) == _naive_greedy(p)
+    for polarised in (False, True):
+        e = clos_ecmp(p, salt=seed % 3, polarised=polarised)
+        assert list(zip(e.plane, e.middle, e.path)) == _naive_ecmp(p, seed % 3, polarised)
+
+
+def test_greedy_fast_path_makes_the_generic_choices():
+    from controller.planners.clos_greedy import place
+    from controller.planners.clos_loads import ClosLoads, empty_routing, group_order
+    for fab in (Clos.fat_tree(8), Clos.leaf_spine(4, 6, 3)):
+        p = ClosProblem.build(fab, permutation(fab, 3) + permutation(fab, 4))
+        loads, generic = ClosLoads(p), empty_routing(len(p))
+        for i in group_order(p):
+            place(loads, generic, i)
+        fast = clos_greedy(p)
+        assert (fast.plane, fast.middle, fast.path) == (generic.plane, generic.middle,
+                                                        generic.path)

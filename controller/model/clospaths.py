@@ -12,97 +12,165 @@ middle of a plane, the member link ids as arrays (-1: no such member), which is 
 planners vectorise over. Failed links and the links of failed switches are not *alive*: a
 route never uses them and a middle none of whose members is alive at some hop is not usable.
 
-Cost: building O(links); a flow's options O(middles x members) with numpy.
+Everything per flow is numpy over flows: ``ClosProblem.build`` computes every flow's ends per
+plane (source and destination leaf and pod) once, and checks routability against tables
+computed once per fabric (``ClosLinks.ok``: per leaf slot and pod core whether some member is
+alive; ``pair_slot_ok``: per pod pair and slot whether some core of the group is usable).
+
+Cost: links O(links) numpy; build O(F x planes x slots) numpy after one pass over the flows
+(``pair_slot_ok`` O(pods^2 x cores) once); ``lower_bound`` and ``link_loads`` O(F + links);
+a flow's options (``options``, for loops over single flows) O(middles x members).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
 from controller.errors import ConflictError
-from controller.model.clos import Clos
+from controller.model.clos import TIERS, Clos
 from controller.model.jobs import Flow, Job
 
 
 class ClosLinks:
+    """Link ids, capacities and liveness of a fabric, and per plane the member tables of its
+    four hop kinds: ``up1``/``down1`` (leaf, slot, member) and ``up2``/``down2`` (pod, core,
+    member), -1 where a bundle has fewer members. Built with numpy: O(links)."""
+
     def __init__(self, fabric: Clos):
         self.fabric = fabric
         self.hosts = list(fabric.host_leaves)
         self.host_id = {h: i for i, h in enumerate(self.hosts)}
-        names: list[str] = []
-        units: list[float] = []
-        tiers: list[int] = []
-        base = fabric.link_gbps["leaf"]
-
-        def new(name: str, tier: str) -> int:
-            names.append(name)
-            units.append(fabric.link_gbps[tier] / base)
-            tiers.append(("host", "leaf", "core").index(tier))
-            return len(names) - 1
-
-        P = len(fabric.planes)
-        self.host_up = np.zeros((P, len(self.hosts)), dtype=np.int64)
-        self.host_down = np.zeros((P, len(self.hosts)), dtype=np.int64)
+        P, H = len(fabric.planes), len(self.hosts)
+        self.host_up = np.zeros((P, H), dtype=np.int64)
+        self.host_down = np.zeros((P, H), dtype=np.int64)
+        self.host_leaf = np.zeros((P, H), dtype=np.int64)  # a host's leaf index per plane
         self.leaf_at: list[dict[str, int]] = []  # per plane: leaf name -> index in the plane
+        self.pod_of_leaf: list[np.ndarray] = []
         self.up1, self.down1, self.up2, self.down2 = [], [], [], []
         self.group_of_core: list[np.ndarray] = []
         self.core_names: list[list[str]] = []
+        self.agg_at: dict[str, tuple[int, int, int]] = {}  # name -> (plane, pod, slot)
+        self.core_at: dict[str, tuple[int, int]] = {}  # name -> (plane, core index)
+        speed = fabric.link_gbps
+        segments: list[tuple[int, float, int]] = []  # (links, units, tier) in id order
+        n = 0
         for q, plane in enumerate(fabric.planes):
-            self.leaf_at.append({l: i for i, l in enumerate(plane.leaves)})
-            for i, h in enumerate(self.hosts):
-                leaf = fabric.host_leaves[h][q]
-                self.host_up[q, i] = new(f"{h}->{leaf}", "host")
-                self.host_down[q, i] = new(f"{leaf}->{h}", "host")
-            A = max(len(a) for a in plane.aggs)  # equal in every pod of a three-tier plane
-            m1 = max([fabric.bundle(l, a) for k, l in enumerate(plane.leaves)
-                      for a in plane.aggs[plane.pod_of_leaf[k]]] or [1])
-            up1 = np.full((len(plane.leaves), A, m1), -1, dtype=np.int64)
-            down1 = np.full_like(up1, -1)
-            for k, leaf in enumerate(plane.leaves):
-                for x, agg in enumerate(plane.aggs[plane.pod_of_leaf[k]]):
-                    for m in range(fabric.bundle(leaf, agg)):
-                        up1[k, x, m] = new(f"{leaf}->{agg}" + (f"#{m}" if m else ""), "leaf")
-                        down1[k, x, m] = new(f"{agg}->{leaf}" + (f"#{m}" if m else ""), "leaf")
+            at = {leaf: i for i, leaf in enumerate(plane.leaves)}
+            self.leaf_at.append(at)
+            self.pod_of_leaf.append(np.array(plane.pod_of_leaf, dtype=np.int64))
+            self.host_leaf[q] = [at[fabric.host_leaves[h][q]] for h in self.hosts]
+            self.host_up[q] = n + 2 * np.arange(H)
+            self.host_down[q] = self.host_up[q] + 1
+            n += 2 * H
+            segments.append((2 * H, speed["host"] / speed["leaf"], 0))
+            for p, aggs in enumerate(plane.aggs):
+                for x, agg in enumerate(aggs):
+                    self.agg_at[agg] = (q, p, x)
             cores = [c for g in plane.cores for c in g]
-            groups = np.array([g for g, grp in enumerate(plane.cores) for _ in grp], dtype=np.int64)
-            m2 = max([fabric.bundle(plane.aggs[p][groups[c]], core) for p in range(len(plane.pods))
-                      for c, core in enumerate(cores)] or [1])
-            up2 = np.full((len(plane.pods), len(cores), m2), -1, dtype=np.int64)
-            down2 = np.full_like(up2, -1)
-            for p in range(len(plane.pods)):
-                for c, core in enumerate(cores):
-                    agg = plane.aggs[p][groups[c]]
-                    for m in range(fabric.bundle(agg, core)):
-                        up2[p, c, m] = new(f"{agg}->{core}" + (f"#{m}" if m else ""), "core")
-                        down2[p, c, m] = new(f"{core}->{agg}" + (f"#{m}" if m else ""), "core")
-            self.up1.append(up1)
-            self.down1.append(down1)
-            self.up2.append(up2)
-            self.down2.append(down2)
-            self.group_of_core.append(groups)
+            self.core_at.update({c: (q, i) for i, c in enumerate(cores)})
+            self.group_of_core.append(np.array([g for g, grp in enumerate(plane.cores)
+                                                for _ in grp], dtype=np.int64))
             self.core_names.append(cores)
-        self.names = names
-        self.count = len(names)
-        self.units = np.array(units)
-        self.tier = np.array(tiers, dtype=np.int8)
+            b1, b2 = self._bundles(q, plane, len(cores))
+            for b, tier, ups, downs in ((b1, 1, self.up1, self.down1),
+                                        (b2, 2, self.up2, self.down2)):
+                valid = np.arange(max(int(b.max(initial=1)), 1)) < b[..., None]
+                up = np.full(valid.shape, -1, dtype=np.int64)
+                count = int(valid.sum())
+                up[valid] = n + 2 * np.arange(count)  # (leaf, slot, member) order, as named
+                down = np.where(valid, up + 1, -1)
+                ups.append(up)
+                downs.append(down)
+                n += 2 * count
+                segments.append((2 * count, speed[TIERS[tier]] / speed["leaf"], tier))
+        self.count = n
+        self.units = np.repeat([u for _, u, _ in segments], [c for c, _, _ in segments])
+        self.tier = np.repeat([t for _, _, t in segments],
+                              [c for c, _, _ in segments]).astype(np.int8)
         self.alive = np.ones(self.count + 1, dtype=bool)
         self.alive[self.count] = False  # the sentinel id -1 stands for "no such member"
         self._fail()
+        self._names: list[str] | None = None
+        self._tables: dict = {}
+
+    def _bundles(self, q: int, plane, cores: int) -> tuple[np.ndarray, np.ndarray]:
+        """Links per (leaf, slot) and per (pod, core) of plane q (0: no such pair)."""
+        f = self.fabric
+        width = max(len(a) for a in plane.aggs)  # equal in every pod of a three-tier plane
+        b1 = np.zeros((len(plane.leaves), width), dtype=np.int64)
+        for p, aggs in enumerate(plane.aggs):
+            b1[self.pod_of_leaf[q] == p, :len(aggs)] = f.bundle_default["leaf"]
+        b2 = np.full((len(plane.pods), cores), f.bundle_default["core"], dtype=np.int64)
+        for (lo, up), count in f.bundles.items():
+            if f.plane_of.get(lo) != q:
+                continue
+            if f.tier_of[lo] == 0:
+                b1[self.leaf_at[q][lo], self.agg_at[up][2]] = count
+            else:
+                b2[self.agg_at[lo][1], self.core_at[up][1]] = count
+        return b1, b2
 
     def _fail(self) -> None:
         """Mark failed members, failed links (all members) and the links of failed switches."""
         f = self.fabric
-        dead_pairs = {d[:2] for d in f.down if len(d) == 2}
-        dead_members = {d for d in f.down if len(d) == 3}
-        for i, name in enumerate(self.names):
-            a, rest = name.split("->")
-            b, _, m = rest.partition("#")
-            member = int(m) if m else 0
-            lo, up = (a, b) if f.tier_of.get(a, -1) < f.tier_of.get(b, -1) else (b, a)
-            if ((lo, up) in dead_pairs or (lo, up, member) in dead_members
-                    or a in f.down_switches or b in f.down_switches):
-                self.alive[i] = False
+
+        def kill(*arrays: np.ndarray) -> None:
+            for a in arrays:
+                self.alive[a[a >= 0]] = False
+        for d in f.down:
+            lo, up = d[:2]
+            member = d[2] if len(d) == 3 else slice(None)
+            if f.tier_of[lo] == 0:
+                q, _, x = self.agg_at[up]
+                k = self.leaf_at[q][lo]
+                kill(self.up1[q][k, x, member], self.down1[q][k, x, member])
+            else:
+                q, p, _ = self.agg_at[lo]
+                c = self.core_at[up][1]
+                kill(self.up2[q][p, c, member], self.down2[q][p, c, member])
+        for name in f.down_switches:
+            if name in self.agg_at:
+                q, p, x = self.agg_at[name]
+                mine = self.pod_of_leaf[q] == p
+                group = self.group_of_core[q] == x
+                kill(self.up1[q][mine, x], self.down1[q][mine, x], self.up2[q][p, group],
+                     self.down2[q][p, group])
+            elif name in self.core_at:
+                q, c = self.core_at[name]
+                kill(self.up2[q][:, c], self.down2[q][:, c])
+            elif f.tier_of.get(name) == 0:
+                q = f.plane_of[name]
+                k = self.leaf_at[q][name]
+                on = self.host_leaf[q] == k
+                kill(self.up1[q][k], self.down1[q][k], self.host_up[q][on], self.host_down[q][on])
+
+    @property
+    def names(self) -> list[str]:
+        """Per link id ``a->b`` (``#m`` appended for member m > 0 of a bundle); built on first use."""
+        if self._names is None:
+            out = [""] * self.count
+            f = self.fabric
+            for q, plane in enumerate(f.planes):
+                for i, h in enumerate(self.hosts):
+                    leaf = f.host_leaves[h][q]
+                    out[self.host_up[q, i]], out[self.host_down[q, i]] = f"{h}->{leaf}", f"{leaf}->{h}"
+                uppers = [[plane.aggs[p] for p in plane.pod_of_leaf], None]
+                lowers = [plane.leaves, None]
+                uppers[1] = [self.core_names[q]] * len(plane.pods)
+                lowers[1] = [[plane.aggs[p][g] for g in self.group_of_core[q]]
+                             for p in range(len(plane.pods))]
+                for up, down, lo, hi in ((self.up1[q], self.down1[q], lowers[0], uppers[0]),
+                                         (self.up2[q], self.down2[q], lowers[1], uppers[1])):
+                    for (k, x, m) in zip(*np.nonzero(up >= 0)):
+                        a = lo[k] if isinstance(lo[k], str) else lo[k][x]
+                        b = hi[k][x]
+                        sfx = f"#{m}" if m else ""
+                        out[up[k, x, m]] = f"{a}->{b}{sfx}"
+                        out[down[k, x, m]] = f"{b}->{a}{sfx}"
+            self._names = out
+        return self._names
 
     def sentinel(self, ids: np.ndarray) -> np.ndarray:
         """``ids`` with -1 (no such member) replaced by the sentinel id ``count``."""
@@ -112,11 +180,75 @@ class ClosLinks:
         """Capacity per link id in bytes per second."""
         return self.units * self.fabric.link_bps("leaf")
 
+    # ---- tables per fabric, computed once -----------------------------------------------
+    def ok(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per hop kind of plane q whether the cell (leaf, slot) or (pod, core) has an alive
+        member: (up1, down1, up2, down2)."""
+        key = ("ok", q)
+        if key not in self._tables:
+            self._tables[key] = tuple(self.alive[self.sentinel(h[q])].any(axis=-1)
+                                      for h in (self.up1, self.down1, self.up2, self.down2))
+        return self._tables[key]
+
+    def pair_slot_ok(self, q: int) -> np.ndarray:
+        """(pods, pods, slots): some core of the slot's group has alive up and down members
+        from the first pod to the second. O(pods^2 x cores) once per fabric."""
+        key = ("pair", q)
+        if key not in self._tables:
+            _, _, u2, d2 = self.ok(q)
+            groups = self.group_of_core[q]
+            pods, slots = u2.shape[0], self.up1[q].shape[1]
+            out = np.zeros((pods, pods, slots), dtype=bool)
+            if len(groups):
+                starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+                both = u2[:, None, :] & d2[None, :, :]
+                out[:, :, groups[starts]] = np.logical_or.reduceat(both, starts, axis=2)
+            self._tables[key] = out
+        return self._tables[key]
+
+    def cells(self) -> Cells:
+        """The hop cells of every plane in one table (``Cells``), computed once."""
+        if "cells" not in self._tables:
+            self._tables["cells"] = Cells(self)
+        return self._tables["cells"]
+
+
+class Cells:
+    """Every hop cell (a leaf's slot or a pod's core, up or down, per plane) as one row of
+    ``members`` (link ids, the sentinel where a bundle has fewer members), so the planners
+    keep one value per cell (its least loaded member's load) and a flow's cost is a few
+    gathers. ``base[q]`` is the first row of plane q's up1, down1, up2, down2 blocks (rows in
+    (leaf, slot) and (pod, core) order); ``cell_of`` maps a link id to its row (-1: host link).
+    """
+
+    def __init__(self, links: ClosLinks):
+        blocks, self.base, self.shape = [], [], []
+        width = max([h.shape[-1] for hs in (links.up1, links.up2) for h in hs] or [1])
+        row = 0
+        for q in range(len(links.fabric.planes)):
+            bases = []
+            for h in (links.up1[q], links.down1[q], links.up2[q], links.down2[q]):
+                flat = h.reshape(-1, h.shape[-1])
+                pad = np.full((flat.shape[0], width), -1, dtype=np.int64)
+                pad[:, :flat.shape[1]] = flat
+                blocks.append(pad)
+                bases.append(row)
+                row += flat.shape[0]
+            self.base.append(tuple(bases))
+            self.shape.append((links.up1[q].shape[1], links.up2[q].shape[1]))  # (slots, cores)
+        members = np.concatenate(blocks) if blocks else np.zeros((0, width), dtype=np.int64)
+        self.members = links.sentinel(members)
+        self.width = width
+        self.cell_of = np.full(links.count + 1, -1, dtype=np.int64)
+        rows = np.repeat(np.arange(len(members)), width)
+        flat = members.ravel()
+        self.cell_of[flat[flat >= 0]] = rows[flat >= 0]
+
 
 @dataclass
 class ClosProblem:
     """The inter-leaf flows of ``jobs`` with what their options depend on, per plane:
-    source and destination leaf (plane index) and pods."""
+    source and destination leaf (plane index) and pods (``end_arrays``, numpy over flows)."""
     fabric: Clos
     links: ClosLinks
     jobs: list[Job]
@@ -126,50 +258,94 @@ class ClosProblem:
     dst: list[int] = field(default_factory=list)
     intra: dict[int, int] = field(default_factory=dict)  # position -> plane where both share a leaf
     unroutable: list[int] = field(default_factory=list)
+    _ends: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, fabric: Clos, jobs: list[Job], skip_unroutable: bool = False,
               links: ClosLinks | None = None) -> ClosProblem:
+        """O(F x planes) numpy after one pass over the flows; routability from the per-fabric
+        tables of ``ClosLinks`` (no per-flow option arrays)."""
         links = links or ClosLinks(fabric)
         flows = [f for job in jobs for f in job.flows()]
+        hid = links.host_id
+        try:
+            ends = np.array([(hid[f.src], hid[f.dst]) for f in flows], dtype=np.int64)
+        except KeyError:
+            for f in flows:
+                fabric.leaf_of(f.src), fabric.leaf_of(f.dst)  # names the first unknown host
+            raise
+        ends = ends.reshape(-1, 2)
+        same = links.host_leaf[:, ends[:, 0]] == links.host_leaf[:, ends[:, 1]]  # (P, F)
+        shared = same.any(axis=0)
         prob = cls(fabric, links, list(jobs), flows, [])
-        for k, f in enumerate(flows):
-            for h in (f.src, f.dst):
-                fabric.leaf_of(h)
-            ls, ld = fabric.host_leaves[f.src], fabric.host_leaves[f.dst]
-            same = next((q for q in range(len(ls)) if ls[q] == ld[q]), None)
-            if same is not None:
-                prob.intra[k] = same
-                continue
-            prob.inter.append(k)
-            prob.src.append(links.host_id[f.src])
-            prob.dst.append(links.host_id[f.dst])
-        bad = [i for i in range(len(prob.inter)) if not any(
-            prob.options(i, q)[1].any() for q in range(len(fabric.planes)))]
-        if bad and not skip_unroutable:
+        prob.intra = dict(zip(np.flatnonzero(shared).tolist(),
+                              same[:, shared].argmax(axis=0).tolist()))
+        keep = np.flatnonzero(~shared)
+        prob.inter, prob.src, prob.dst = (keep.tolist(), ends[keep, 0].tolist(),
+                                          ends[keep, 1].tolist())
+        routable = np.zeros(len(keep), dtype=bool)
+        for q in range(len(fabric.planes)):
+            routable |= prob.usable_any(q)
+        bad = np.flatnonzero(~routable)
+        if len(bad) and not skip_unroutable:
             f = flows[prob.inter[bad[0]]]
             raise ConflictError(f"no alive path from {f.src} to {f.dst} (job {f.job}; leaves "
                                 f"{' / '.join(fabric.host_leaves[f.src])} and "
                                 f"{' / '.join(fabric.host_leaves[f.dst])})")
-        if bad:
-            drop = set(bad)
+        if len(bad):
             prob.unroutable = [prob.inter[i] for i in bad]
-            keep = [i for i in range(len(prob.inter)) if i not in drop]
-            prob.inter = [prob.inter[i] for i in keep]
-            prob.src = [prob.src[i] for i in keep]
-            prob.dst = [prob.dst[i] for i in keep]
+            good = np.flatnonzero(routable)
+            prob.inter = keep[good].tolist()
+            prob.src, prob.dst = ends[keep[good], 0].tolist(), ends[keep[good], 1].tolist()
+            prob._ends.clear()
         return prob
 
     def __len__(self) -> int:
         return len(self.inter)
 
+    def end_arrays(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(source leaf, destination leaf, source pod, destination pod) of every flow in plane
+        q, as arrays over flows; computed once (from ``src`` and ``dst``)."""
+        if q not in self._ends:
+            L = self.links
+            a = L.host_leaf[q][np.asarray(self.src, dtype=np.int64)]
+            b = L.host_leaf[q][np.asarray(self.dst, dtype=np.int64)]
+            self._ends[q] = (a, b, L.pod_of_leaf[q][a], L.pod_of_leaf[q][b])
+        return self._ends[q]
+
+    def end_lists(self, q: int) -> list[tuple[int, int, int, int]]:
+        """``end_arrays(q)`` as one tuple per flow, for loops over flows."""
+        key = ("lists", q)
+        if key not in self._ends:
+            self._ends[key] = list(zip(*(e.tolist() for e in self.end_arrays(q))))
+        return self._ends[key]
+
     def ends(self, i: int, q: int) -> tuple[int, int, int, int]:
         """(source leaf, destination leaf, source pod, destination pod) of flow i in plane q."""
-        fab, at = self.fabric, self.links.leaf_at[q]
-        plane = fab.planes[q]
-        a = at[fab.host_leaves[self.links.hosts[self.src[i]]][q]]
-        b = at[fab.host_leaves[self.links.hosts[self.dst[i]]][q]]
-        return a, b, plane.pod_of_leaf[a], plane.pod_of_leaf[b]
+        return self.end_lists(q)[i]
+
+    def usable_any(self, q: int, idx: np.ndarray | None = None) -> np.ndarray:
+        """Per flow (all, or ``idx``) whether it has a usable middle in plane q."""
+        a, b, p, r = (e if idx is None else e[idx] for e in self.end_arrays(q))
+        u1, d1, _, _ = self.links.ok(q)
+        slot = u1[a] & d1[b]  # (F, slots)
+        inter = p != r
+        if inter.any():
+            slot[inter] &= self.links.pair_slot_ok(q)[p[inter], r[inter]]
+        return slot.any(axis=1)
+
+    def usable_at(self, q: int, idx: np.ndarray, middle: np.ndarray) -> np.ndarray:
+        """Whether middle ``middle[j]`` is usable in plane q for flow ``idx[j]``."""
+        a, b, p, r = (e[idx] for e in self.end_arrays(q))
+        u1, d1, u2, d2 = self.links.ok(q)
+        inter = p != r
+        g = np.array(middle, dtype=np.int64)
+        g[inter] = self.links.group_of_core[q][g[inter]]
+        out = u1[a, g] & d1[b, g]
+        if inter.any():
+            m = middle[inter]
+            out[inter] &= u2[p[inter], m] & d2[r[inter], m]
+        return out
 
     def hops(self, i: int, q: int) -> list[np.ndarray]:
         """Per hop of flow i in plane q an array (middles, members) of link ids (-1: none)."""
@@ -182,12 +358,14 @@ class ClosProblem:
 
     def options(self, i: int, q: int) -> tuple[list[np.ndarray], np.ndarray]:
         """(hops, usable): usable[m] when every hop of middle m has an alive member."""
-        hops = self.hops(i, q)
-        alive = self.links.alive
-        usable = np.ones(len(hops[0]), dtype=bool)
-        for h in hops:
-            usable &= alive[self.links.sentinel(h)].any(axis=1)
-        return hops, usable
+        a, b, p, r = self.ends(i, q)
+        u1, d1, u2, d2 = self.links.ok(q)
+        if p == r:
+            usable = u1[a] & d1[b]
+        else:
+            g = self.links.group_of_core[q]
+            usable = (u1[a] & d1[b])[g] & u2[p] & d2[r]
+        return self.hops(i, q), usable
 
     def host_links(self, i: int, q: int) -> tuple[int, int]:
         return int(self.links.host_up[q, self.src[i]]), int(self.links.host_down[q, self.dst[i]])
@@ -220,71 +398,51 @@ def flow_links(problem: ClosProblem, routing: ClosRouting, i: int) -> list[int]:
 
 
 def link_loads(problem: ClosProblem, routing: ClosRouting, hosts: bool = False) -> np.ndarray:
-    """Flows per unit of capacity on every link (host links only with ``hosts``)."""
-    loads = np.zeros(problem.links.count)
-    for i, path in enumerate(routing.path):
-        ids = flow_links(problem, routing, i) if hosts else path
-        np.add.at(loads, list(ids), 1.0)
-    return loads / problem.links.units
+    """Flows per unit of capacity on every link (host links only with ``hosts``, for the
+    placed flows). O(F x hops) with numpy."""
+    L = problem.links
+    ids = np.fromiter(chain.from_iterable(routing.path), dtype=np.int64)
+    counts = np.bincount(ids, minlength=L.count).astype(float)
+    if hosts:
+        plane = np.asarray(routing.plane, dtype=np.int64)
+        placed = np.flatnonzero(plane >= 0)
+        src, dst = np.asarray(problem.src)[placed], np.asarray(problem.dst)[placed]
+        counts += np.bincount(L.host_up[plane[placed], src], minlength=L.count)
+        counts += np.bincount(L.host_down[plane[placed], dst], minlength=L.count)
+    return counts / L.units
 
 
 def lower_bound(problem: ClosProblem) -> float:
     """A bound no routing beats on the fabric links: for every group of hosts that share their
     leaf (pod) in every plane, the flows that must leave that leaf (pod) in every plane over the
     alive up capacity of those leaves (pods), and the same for arriving flows; rounded up to
-    whole flows per link when the links of the cut have equal capacity.
+    whole flows per link when the links of the cut have equal capacity (always: a cut is one
+    tier, and a tier has one speed).
 
     Exact (met by ``clos_auto``) on full-bisection fat-trees and multi-plane leaf-spines with
-    permutation traffic; elsewhere ``clos_auto`` reports its gap to it.
+    permutation traffic; elsewhere ``clos_auto`` reports its gap to it. O(F + links) numpy.
     """
-    L = problem.links
+    L, f = problem.links, problem.fabric
+    if not len(problem):
+        return 0.0
+    src, dst = np.asarray(problem.src), np.asarray(problem.dst)
     best = 0.0
-    for tier, key in ((1, _leaf_key), (2, _pod_key)):
-        out: dict[tuple, int] = {}
-        inn: dict[tuple, int] = {}
-        for i in range(len(problem)):
-            ks = key(problem, problem.src[i])
-            kd = key(problem, problem.dst[i])
-            if ks is None or kd is None or any(a == b for a, b in zip(ks, kd)):
-                continue
-            out[ks] = out.get(ks, 0) + 1
-            inn[kd] = inn.get(kd, 0) + 1
-        for counts, side in ((out, "up"), (inn, "down")):
-            for group, n in counts.items():
-                ids = _cut(problem, tier, group, side)
-                ids = ids[L.alive[ids]]
-                if not len(ids):
-                    continue
-                u = L.units[ids]
-                if np.allclose(u, u[0]):
-                    best = max(best, -(-n // len(ids)) / float(u[0]))
-                else:
-                    best = max(best, n / float(u.sum()))
+    tiers = [(1, L.host_leaf)]
+    if f.tiers == 3 and all(p.cores for p in f.planes):  # a plane without cores: no pod cut
+        tiers.append((2, np.stack([L.pod_of_leaf[q][L.host_leaf[q]] for q in range(len(f.planes))])))
+    for tier, key in tiers:  # key: (planes, hosts) -> the host's leaf (pod) per plane
+        keep = ~(key[:, src] == key[:, dst]).any(axis=0)
+        groups, gid = np.unique(key.T, axis=0, return_inverse=True)
+        gid = gid.ravel()
+        for side, hosts in (("up", src[keep]), ("down", dst[keep])):
+            n = np.bincount(gid[hosts], minlength=len(groups))
+            alive = np.zeros(len(groups), dtype=np.int64)
+            for q in range(len(f.planes)):
+                arr = ((L.up1, L.down1) if tier == 1 else (L.up2, L.down2))[side == "down"][q]
+                ids = arr.reshape(arr.shape[0], -1)[groups[:, q]]
+                alive += ((ids >= 0) & L.alive[L.sentinel(ids)]).sum(axis=1)
+            use = (n > 0) & (alive > 0)
+            if use.any():  # one speed per tier: every link of a cut has these units
+                unit = f.link_gbps[TIERS[tier]] / f.link_gbps["leaf"]
+                best = max(best, float((-(-n[use] // alive[use])).max() / unit))
     return best
-
-
-def _leaf_key(problem: ClosProblem, host: int):
-    return problem.fabric.host_leaves[problem.links.hosts[host]]
-
-
-def _pod_key(problem: ClosProblem, host: int):
-    f = problem.fabric
-    if f.tiers < 3:
-        return None
-    leaves = f.host_leaves[problem.links.hosts[host]]
-    return tuple(p.pod_of_leaf[problem.links.leaf_at[q][leaf]] if p.cores else None
-                 for q, (p, leaf) in enumerate(zip(f.planes, leaves)))
-
-
-def _cut(problem: ClosProblem, tier: int, group: tuple, side: str) -> np.ndarray:
-    L = problem.links
-    ids = []
-    for q, g in enumerate(group):
-        if g is None:
-            continue
-        if tier == 1:
-            arr = (L.up1 if side == "up" else L.down1)[q][L.leaf_at[q][g]]
-        else:
-            arr = (L.up2 if side == "up" else L.down2)[q][g]
-        ids.append(arr[arr >= 0])
-    return np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)

@@ -20,42 +20,82 @@ from __future__ import annotations
 import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting
-from controller.planners.clos_loads import empty_routing
+from controller.planners.clos_loads import empty_routing, hop_rows, paths_of
 from controller.planners.ecmp import flow_hash
 
 TIER_SEEDS = ("plane", "leaf", "aggregation", "member")
 
 
 def clos_ecmp(problem: ClosProblem, salt: int = 0, polarised: bool = False) -> ClosRouting:
-    r = empty_routing(len(problem), {"salt": salt, "hash": "polarised" if polarised
-                                     else "independent per tier"})
-    address = problem.fabric.address
-    L = problem.links
-    for i, pos in enumerate(problem.inter):
-        f = problem.flows[pos]
-        key = (address(f.src), address(f.dst), f.proto, f.sport, f.dport)
-        if polarised:
-            h = flow_hash(*key, salt)
-            hashes = dict.fromkeys(TIER_SEEDS, h)
-        else:
-            hashes = {t: flow_hash(*key, f"{salt}/{t}") for t in TIER_SEEDS}
-        options = [problem.options(i, q) for q in range(len(problem.fabric.planes))]
-        planes = [q for q, (_, ok) in enumerate(options) if ok.any()]
-        q = planes[hashes["plane"] % len(planes)]
-        hops, ok = options[q]
-        a, b, p, s = problem.ends(i, q)
-        if p == s:
-            slots = np.flatnonzero(ok)
-            m = int(slots[hashes["leaf"] % len(slots)])
-        else:
+    """Cost: one SHA-256 per flow and tier that has a choice (O(F)), the choices numpy over
+    flows: O(F x middles)."""
+    n = len(problem)
+    r = empty_routing(n, {"salt": salt, "hash": "polarised" if polarised
+                          else "independent per tier"})
+    if not n:
+        return r
+    L, fab = problem.links, problem.fabric
+    address = fab.address
+    keys = [(address(f.src), address(f.dst), f.proto, f.sport, f.dport)
+            for f in (problem.flows[pos] for pos in problem.inter)]
+    memo: dict[str, np.ndarray] = {}
+
+    def hashes(tier: str, idx: np.ndarray) -> np.ndarray:
+        """The tier's hash of flows ``idx`` (uint64), computed once per flow and tier."""
+        tag = "all" if polarised else tier
+        if tag not in memo:
+            memo[tag] = np.zeros(n, dtype=np.uint64)
+            memo[tag + "?"] = np.zeros(n, dtype=bool)
+        have, out = memo[tag + "?"], memo[tag]
+        todo = idx[~have[idx]].tolist()
+        out[todo] = [flow_hash(*keys[i], salt if polarised else f"{salt}/{tier}") for i in todo]
+        have[todo] = True
+        return out[idx]
+    everyone = np.arange(n)
+    P = len(fab.planes)
+    plane = np.zeros(n, dtype=np.int64)
+    if P > 1:
+        usable = np.stack([problem.usable_any(q) for q in range(P)], axis=1)
+        plane = nth_true(usable, hashes("plane", everyone))
+    cells = L.cells()
+    for q in range(P):
+        idx = np.flatnonzero(plane == q)
+        a, b, p, s = (e[idx] for e in problem.end_arrays(q))
+        u1, d1, u2, d2 = L.ok(q)
+        slot_ok = u1[a] & d1[b]
+        middle = np.zeros(len(idx), dtype=np.int64)
+        intra = p == s
+        if intra.any():
+            middle[intra] = nth_true(slot_ok[intra], hashes("leaf", idx[intra]))
+        inter = ~intra
+        if inter.any():
             groups = L.group_of_core[q]
-            slots = np.unique(groups[ok])
-            g = slots[hashes["leaf"] % len(slots)]
-            cores = np.flatnonzero(ok & (groups == g))
-            m = int(cores[hashes["aggregation"] % len(cores)])
-        members = []
-        for hop in hops:
-            alive = [int(x) for x in hop[m] if x >= 0 and L.alive[x]]
-            members.append(alive[hashes["member"] % len(alive)])
-        r.plane[i], r.middle[i], r.path[i] = q, m, tuple(members)
+            j = idx[inter]
+            ok = slot_ok[inter][:, groups] & u2[p[inter]] & d2[s[inter]]
+            starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+            slots = np.logical_or.reduceat(ok, starts, axis=1)  # groups in ascending order
+            g = groups[starts][nth_true(slots, hashes("leaf", j))]
+            middle[inter] = nth_true(ok & (groups[None, :] == g[:, None]),
+                                     hashes("aggregation", j))
+        rows = hop_rows(problem, q, idx, middle)
+        ids = np.full(rows.shape, -1, dtype=np.int64)
+        if cells.width == 1:
+            ids[rows >= 0] = cells.members[rows[rows >= 0], 0]
+        else:
+            h = hashes("member", idx)
+            for col in range(4):
+                has = rows[:, col] >= 0
+                members = cells.members[rows[has, col]]
+                pick = nth_true(L.alive[members], h[has])
+                ids[has, col] = members[np.arange(len(members)), pick]
+        for i, m, path in zip(idx.tolist(), middle.tolist(), paths_of(ids)):
+            r.plane[i], r.middle[i], r.path[i] = q, m, path
     return r
+
+
+def nth_true(mask: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """Per row the column of its (h mod count)-th True (counting from 0), as
+    ``choices[h % len(choices)]`` on the row's True columns in ascending order."""
+    count = mask.sum(axis=1).astype(np.uint64)
+    n = (h % np.maximum(count, 1)).astype(np.int64)
+    return (np.cumsum(mask, axis=1) > n[:, None]).argmax(axis=1)

@@ -6,7 +6,8 @@ tie-breaks (tests/test_clos.py compares the max link loads). ``improve`` is the 
 ``clos_auto`` runs after any construction: a flow on a link at the maximum load moves to an
 option whose busiest link stays below that maximum, until none can.
 
-Cost: greedy O(F x P x middles x members) with numpy per flow; improve O(passes x F x ...).
+Cost: greedy O(F x P x middles) numpy, a few calls per flow and plane (``ClosLoads``);
+improve O(passes x F x P x middles).
 
 >>> from controller.model.clos import Clos
 >>> from controller.model.clospaths import ClosProblem, link_loads
@@ -20,6 +21,7 @@ Cost: greedy O(F x P x middles x members) with numpy per flow; improve O(passes 
 """
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -31,15 +33,54 @@ from controller.planners.clos_loads import ClosLoads, empty_routing, group_order
 def clos_greedy(problem: ClosProblem) -> ClosRouting:
     loads = ClosLoads(problem)
     r = empty_routing(len(problem), {"order": "groups, largest first"})
-    for i in group_order(problem):
-        place(loads, r, i)
+    order = group_order(problem)
+    if loads.planes == 1 and loads.single and (loads.views[0][4] or not len(loads.groups[0])):
+        _one_plane(loads, r, order)
+    else:
+        for i in order:
+            place(loads, r, i)
     return r
+
+
+def _one_plane(loads: ClosLoads, r: ClosRouting, order: list[int]) -> None:
+    """``place`` for every flow of ``order`` inlined, for one plane without bundles and with
+    core groups of equal size (every fat-tree, every single-plane leaf-spine): the same
+    choices, four numpy calls per flow."""
+    u1, d1, u2, d2, _ = loads.views[0]
+    (A, C), (bu1, bd1, bu2, bd2) = loads.cells.shape[0], loads.cells.base[0]
+    per_group = C // A if C else 1
+    ends, member0, cell_of = loads.ends[0], loads.member0, loads.cell_of
+    load, load_l, step, cost = loads.load, loads.load_l, loads.step_l, loads.cost
+    mx = np.maximum
+    for i in order:
+        a, b, p, s = ends[i]
+        slot = mx(u1[a], d1[b])
+        if p == s:
+            m = int(slot.argmin())
+            if slot.item(m) == math.inf:
+                continue
+            rows = (bu1 + a * A + m, bd1 + b * A + m)
+        else:
+            c = mx(u2[p], d2[s])
+            mx(c, slot, out=c)
+            m = int(c.argmin())
+            if c.item(m) == math.inf:
+                continue
+            g = m // per_group
+            rows = (bu1 + a * A + g, bu2 + p * C + m, bd2 + s * C + m, bd1 + b * A + g)
+        path = tuple([member0[x] for x in rows])
+        for x in path:
+            v = load_l[x] + step[x]
+            load_l[x] = v
+            load[x] = v
+            cost[cell_of[x]] = v + step[x]
+        r.plane[i], r.middle[i], r.path[i] = 0, m, path
 
 
 def place(loads: ClosLoads, r: ClosRouting, i: int) -> bool:
     """Put flow i on its cheapest option; False (left unplaced) when it has none."""
     cost, q, m, path = loads.best(i)
-    if not np.isfinite(cost):
+    if not math.isfinite(cost):
         return False
     r.plane[i], r.middle[i], r.path[i] = q, m, path
     loads.add(i, q, path)
@@ -50,9 +91,7 @@ def improve(problem: ClosProblem, r: ClosRouting, deadline: float | None = None,
             max_passes: int = 50) -> ClosRouting:
     """Move flows off the most loaded links while that lowers the maximum or the number of
     links at it; stops at ``deadline`` (time.perf_counter) or after ``max_passes``."""
-    loads = ClosLoads(problem)
-    for i, path in enumerate(r.path):
-        loads.add(i, r.plane[i], path)
+    loads = ClosLoads(problem, r)
     fab = np.zeros(problem.links.count + 1, dtype=bool)
     fab[:problem.links.count] = problem.links.tier > 0
     moves = 0

@@ -6,6 +6,15 @@ member) has an infinite load, so no option through it is ever cheapest. The cost
 is the load its busiest hop would have with the flow added, each hop taking its least loaded
 alive member: the greedy's rule of Cohen et al. (each flow on the path whose busiest link is
 least loaded), with bundles and capacities. Host links count when a flow can choose a plane.
+
+Every hop cell (a leaf's slot or a pod's core, up or down: ``clospaths.Cells``) keeps its
+least loaded member's load plus one flow, refreshed when a flow is added or removed, so a
+flow's costs in a plane are two or three element-wise maxima over the plane's middles and
+one argmin, with the same floating-point values as taking the minimum over the members on
+every query (the greedy's choices are unchanged).
+
+Cost: building O(links); a flow's best option O(P x middles) numpy, a few calls per plane;
+adding a flow O(hops x members).
 """
 from __future__ import annotations
 
@@ -15,53 +24,165 @@ from controller.model.clospaths import ClosProblem, ClosRouting
 
 
 class ClosLoads:
-    def __init__(self, problem: ClosProblem):
+    def __init__(self, problem: ClosProblem, routing: ClosRouting | None = None):
         self.problem = problem
         L = problem.links
         self.load = np.zeros(L.count + 1)
         self.load[~L.alive] = np.inf
         self.step = np.append(1.0 / L.units, 1.0)  # a flow's load on a link of that capacity
         self.planes = len(problem.fabric.planes)
+        cells = L.cells()
+        self.cells = cells
+        self.members = cells.members
+        self.single = cells.width == 1  # no bundles: a cell's member is its only link
+        self.member0 = cells.members[:, 0].tolist()
+        self.cell_of = cells.cell_of.tolist()
+        self.step_l = self.step.tolist()
+        self.groups = L.group_of_core
+        self.views: list[tuple] = []  # per plane u1, d1 (leaves, slots, 1), u2, d2, even
+        self.cost = np.zeros(len(cells.members))
+        for q in range(self.planes):
+            (A, C), base = cells.shape[q], cells.base[q]
+            leaves, pods = L.up1[q].shape[0], L.up2[q].shape[0]
+            g = self.groups[q]
+            even = C > 0 and C % A == 0 and np.array_equal(g, np.repeat(np.arange(A), C // A))
+            core = (pods, A, C // A) if even else (pods, C)  # cores by group when even
+            sizes = (leaves * A, leaves * A, pods * C, pods * C)
+            shapes = ((leaves, A, 1), (leaves, A, 1), core, core)
+            v = tuple(self.cost[b:b + n].reshape(s) for b, n, s in zip(base, sizes, shapes))
+            self.views.append((*v, even))
+        if routing is not None:
+            self.add_routing(routing)
+        else:
+            self._refresh(np.arange(len(cells.members)))
+        self.ends = [problem.end_lists(q) for q in range(self.planes)]
+        self.load_l = self.load.tolist()  # the same values, for scalar updates
+        if self.planes > 1:
+            self.host_up = L.host_up.tolist()
+            self.host_down = L.host_down.tolist()
+
+    def _refresh(self, rows: np.ndarray) -> None:
+        m = self.members[rows]
+        self.cost[rows] = (self.load[m] + self.step[m]).min(axis=1)
+
+    def add_routing(self, r: ClosRouting) -> None:
+        """Add every placed flow of ``r`` at once, in flow order (the same sums as adding
+        them one by one)."""
+        ids = [x for i, path in enumerate(r.path) if path
+               for x in (list(path) + (list(self.problem.host_links(i, r.plane[i]))
+                                       if self.planes > 1 else []))]
+        ids = np.asarray(ids, dtype=np.int64)
+        np.add.at(self.load, ids, self.step[ids])
+        self._refresh(np.arange(len(self.members)))
+
+    def plane_costs(self, i: int, q: int) -> np.ndarray:
+        """Cost per middle of flow i in plane q (host links included with several planes);
+        flat index = middle (shaped (slots, 1) inside a pod, (slots, cores per group)
+        between pods when groups are even)."""
+        u1, d1, u2, d2, even = self.views[q]
+        a, b, p, r = self.ends[q][i]
+        s = np.maximum(u1[a], d1[b])
+        if p == r:
+            cost = s
+        elif even:
+            cost = np.maximum(u2[p], d2[r])
+            np.maximum(cost, s, out=cost)
+        else:
+            cost = np.maximum(np.maximum(u2[p], d2[r]), s.ravel()[self.groups[q]])
+        if self.planes > 1:
+            up, down = self.host_up[q][self.problem.src[i]], self.host_down[q][self.problem.dst[i]]
+            cost = np.maximum(cost, max(self.load[up] + self.step[up],
+                                        self.load[down] + self.step[down]))
+        return cost
 
     def costs(self, i: int, q: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """(cost per middle, per hop the member ids with -1 replaced by the sentinel)."""
         hops, _ = self.problem.options(i, q)
-        ids = [self.problem.links.sentinel(h) for h in hops]
-        cost = None
-        for h in ids:
-            c = (self.load[h] + self.step[h]).min(axis=1)
-            cost = c if cost is None else np.maximum(cost, c)
-        if self.planes > 1:
-            up, down = self.problem.host_links(i, q)
-            cost = np.maximum(cost, max(self.load[up] + self.step[up],
-                                        self.load[down] + self.step[down]))
-        return cost, ids
+        return self.plane_costs(i, q).ravel(), [self.problem.links.sentinel(h) for h in hops]
 
     def best(self, i: int) -> tuple[float, int, int, tuple[int, ...]]:
         """(cost, plane, middle, members) of flow i's cheapest option: lowest plane, then
         lowest middle, on ties; cost inf when it has none."""
-        best = (np.inf, -1, -1, ())
+        best, bq, bm = np.inf, -1, -1
         for q in range(self.planes):
-            cost, ids = self.costs(i, q)
-            m = int(np.argmin(cost))
-            if cost[m] < best[0]:
-                best = (float(cost[m]), q, m, self.members(ids, m))
-        return best
+            cost = self.plane_costs(i, q)
+            m = int(cost.argmin())
+            c = cost.item(m)
+            if c < best:
+                best, bq, bm = c, q, m
+        if bq < 0:
+            return best, -1, -1, ()
+        return best, bq, bm, self.pick(i, bq, bm)
 
-    def members(self, ids: list[np.ndarray], m: int) -> tuple[int, ...]:
+    def rows(self, i: int, q: int, m: int) -> tuple[int, ...]:
+        """The cells of flow i's hops over middle m in plane q, in path order."""
+        a, b, p, r = self.ends[q][i]
+        (A, C), (bu1, bd1, bu2, bd2) = self.cells.shape[q], self.cells.base[q]
+        if p == r:
+            return bu1 + a * A + m, bd1 + b * A + m
+        g = int(self.groups[q][m])
+        return bu1 + a * A + g, bu2 + p * C + m, bd2 + r * C + m, bd1 + b * A + g
+
+    def pick(self, i: int, q: int, m: int) -> tuple[int, ...]:
         """The least loaded member of every hop of middle m (lowest member on ties)."""
+        rows = self.rows(i, q, m)
+        if self.single:
+            return tuple(self.member0[c] for c in rows)
+        ids = self.members[list(rows)]
+        return tuple(ids[np.arange(len(rows)), (self.load[ids] + self.step[ids]).argmin(axis=1)]
+                     .tolist())
+
+    def members_of(self, ids: list[np.ndarray], m: int) -> tuple[int, ...]:
+        """The least loaded member of every hop of middle m given as member-id arrays."""
         return tuple(int(h[m][np.argmin(self.load[h[m]] + self.step[h[m]])]) for h in ids)
 
     def add(self, i: int, q: int, path: tuple[int, ...], sign: float = 1.0) -> None:
         ids = list(path)
         if self.planes > 1:
             ids += self.problem.host_links(i, q)
-        self.load[ids] += sign * self.step[ids]
+        load, load_l, step, cost, cell_of = self.load, self.load_l, self.step_l, self.cost, self.cell_of
+        for x in ids:
+            v = load_l[x] + sign * step[x]
+            load_l[x] = v
+            load[x] = v
+            if self.single and cell_of[x] >= 0:
+                cost[cell_of[x]] = v + step[x]
+        if not self.single:
+            rows = [cell_of[x] for x in ids if cell_of[x] >= 0]
+            self._refresh(np.asarray(rows, dtype=np.int64))
 
     def fabric_max(self) -> float:
         L = self.problem.links
         fab = self.load[:L.count][(L.tier > 0) & L.alive[:L.count]]
         return float(fab.max()) if fab.size else 0.0
+
+
+def hop_rows(problem: ClosProblem, q: int, idx: np.ndarray, middle: np.ndarray) -> np.ndarray:
+    """The cells of flows ``idx`` over middles ``middle`` in plane q, in path order: (F, 4)
+    rows, up1, up2, down2, down1; a flow inside a pod has -1 in columns 1 and 2."""
+    cells, groups = problem.links.cells(), problem.links.group_of_core[q]
+    a, b, p, r = (e[idx] for e in problem.end_arrays(q))
+    (A, C), (bu1, bd1, bu2, bd2) = cells.shape[q], cells.base[q]
+    inter = p != r
+    g = np.array(middle, dtype=np.int64)
+    g[inter] = groups[g[inter]]
+    rows = np.full((len(idx), 4), -1, dtype=np.int64)
+    rows[:, 0], rows[:, 3] = bu1 + a * A + g, bd1 + b * A + g
+    rows[inter, 1] = bu2 + p[inter] * C + middle[inter]
+    rows[inter, 2] = bd2 + r[inter] * C + middle[inter]
+    return rows
+
+
+def paths_of(ids: np.ndarray) -> list[tuple[int, ...]]:
+    """Member ids (F, 4) as path tuples, the two missing hops of a flow inside a pod dropped."""
+    inter = ids[:, 1] >= 0
+    out: list[tuple[int, ...]] = [()] * len(ids)
+    cols = ids.T.tolist()
+    for j, i in enumerate(np.flatnonzero(inter).tolist()):
+        out[i] = (cols[0][i], cols[1][i], cols[2][i], cols[3][i])
+    for i in np.flatnonzero(~inter).tolist():
+        out[i] = (cols[0][i], cols[3][i])
+    return out
 
 
 def empty_routing(n: int, info: dict | None = None) -> ClosRouting:
@@ -71,21 +192,26 @@ def empty_routing(n: int, info: dict | None = None) -> ClosRouting:
 def group_order(problem: ClosProblem) -> list[int]:
     """Flows in the paper's greedy order (``planners.greedy.group_order``): groups of one
     source leaf (or one destination leaf), largest first, source groups before destination
-    groups, then leaf id; input order within a group."""
-    f, L = problem.fabric, problem.links
-
-    def leaves(host: int) -> tuple[int, ...]:
-        return tuple(L.leaf_at[q][leaf] for q, leaf in enumerate(f.host_leaves[L.hosts[host]]))
-    groups: dict[tuple, list[int]] = {}
-    for i in range(len(problem)):
-        groups.setdefault((0, leaves(problem.src[i])), []).append(i)
-        groups.setdefault((1, leaves(problem.dst[i])), []).append(i)
-    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    seen = bytearray(len(problem))
-    out = []
-    for _, members in ordered:
-        for i in members:
-            if not seen[i]:
-                seen[i] = 1
-                out.append(i)
-    return out
+    groups, then leaf id; input order within a group. O(F log F) numpy."""
+    n = len(problem)
+    if not n:
+        return []
+    L = problem.links
+    P = len(problem.fabric.planes)
+    sizes = [len(at) for at in L.leaf_at]
+    codes = []
+    for side in (problem.src, problem.dst):  # a leaf tuple as one mixed-radix number
+        hosts = np.asarray(side, dtype=np.int64)
+        code = np.zeros(n, dtype=np.int64)
+        for q in range(P):
+            code = code * sizes[q] + L.host_leaf[q][hosts]
+        codes.append(code)
+    span = int(np.prod(sizes, dtype=np.int64))
+    key = np.concatenate([codes[0], span + codes[1]])  # source groups before destination
+    uniq, gid, count = np.unique(key, return_inverse=True, return_counts=True)
+    rank = np.empty(len(uniq), dtype=np.int64)
+    rank[np.lexsort((uniq, -count))] = np.arange(len(uniq))
+    flow = np.concatenate([np.arange(n), np.arange(n)])
+    seq = flow[np.lexsort((flow, rank[gid.ravel()]))]
+    _, first = np.unique(seq, return_index=True)
+    return seq[np.sort(first)].tolist()

@@ -21,7 +21,8 @@ unit, the optimum; elsewhere the colouring is a construction that ``clos_auto`` 
 compares with the lower bound. A flow whose coloured option is not alive (failures) is placed
 by the greedy at the end.
 
-Cost: three colourings, O(E x alternating path length) each (``planners.equitable``).
+Cost: three colourings, O(E x alternating path length) each (``planners.equitable``); the
+rest numpy over flows (members in batch when there are no bundles, else O(F x hops)).
 """
 from __future__ import annotations
 
@@ -29,53 +30,59 @@ import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.planners.clos_greedy import place
-from controller.planners.clos_loads import ClosLoads, empty_routing
+from controller.planners.clos_loads import ClosLoads, empty_routing, hop_rows, paths_of
 from controller.planners.equitable import equitable_edge_colouring
 
 
 def tier_colouring(problem: ClosProblem) -> ClosRouting:
     L, fab = problem.links, problem.fabric
     n = len(problem)
-    planes = [0] * n
+    planes = np.zeros(n, dtype=np.int64)
     if len(fab.planes) > 1:
         group: dict[tuple, int] = {}
-        key = [group.setdefault(fab.host_leaves[L.hosts[h]], len(group)) for h in range(len(L.hosts))]
-        order = sorted(range(n), key=lambda i: (problem.src[i], problem.dst[i]))
-        colour = equitable_edge_colouring([(key[problem.src[i]], key[problem.dst[i]])
-                                           for i in order], len(fab.planes))
-        for i, c in zip(order, colour):
-            planes[i] = c
-    middle = [-1] * n
-    for q, plane in enumerate(fab.planes):
-        mine = [i for i in range(n) if planes[i] == q]
-        ends = {i: problem.ends(i, q) for i in mine}
-        A = L.up1[q].shape[1]
-        slots = equitable_edge_colouring([ends[i][:2] for i in mine], A)
-        by_slot: dict[int, list[int]] = {}
-        for i, x in zip(mine, slots):
-            a, b, p, s = ends[i]
-            if p == s:
-                middle[i] = x
-            else:
-                by_slot.setdefault(x, []).append(i)
+        key = [group.setdefault(fab.host_leaves[h], len(group)) for h in L.hosts]
+        src, dst = problem.src, problem.dst
+        order = np.lexsort((dst, src)).tolist()
+        colour = equitable_edge_colouring([(key[src[i]], key[dst[i]]) for i in order],
+                                          len(fab.planes))
+        planes[order] = colour
+    middle = np.full(n, -1, dtype=np.int64)
+    for q in range(len(fab.planes)):
+        mine = np.flatnonzero(planes == q)
+        a, b, p, r = (e[mine] for e in problem.end_arrays(q))
+        slots = np.array(equitable_edge_colouring(list(zip(a.tolist(), b.tolist())),
+                                                  L.up1[q].shape[1]), dtype=np.int64)
+        inter = p != r
+        middle[mine[~inter]] = slots[~inter]
         groups = L.group_of_core[q]
-        for x, flows in by_slot.items():
+        for x in np.unique(slots[inter]).tolist():
+            at = inter & (slots == x)
             cores = np.flatnonzero(groups == x)
-            colour = equitable_edge_colouring([ends[i][2:] for i in flows], len(cores))
-            for i, c in zip(flows, colour):
-                middle[i] = int(cores[c])
-    loads = ClosLoads(problem)
+            colour = equitable_edge_colouring(list(zip(p[at].tolist(), r[at].tolist())),
+                                              len(cores))
+            middle[mine[at]] = cores[colour]
+    ok = middle >= 0
+    for q in range(len(fab.planes)):
+        mine = np.flatnonzero(ok & (planes == q))
+        ok[mine] = problem.usable_at(q, mine, middle[mine])
     r = empty_routing(n, {"construction": "equitable colouring per tier"})
-    later = []
-    for i in range(n):
-        q, m = planes[i], middle[i]
-        hops, ok = problem.options(i, q)
-        if m < 0 or not ok[m]:
-            later.append(i)
-            continue
-        path = loads.members([L.sentinel(h) for h in hops], m)
-        r.plane[i], r.middle[i], r.path[i] = q, m, path
-        loads.add(i, q, path)
+    r.plane, r.middle = planes.tolist(), middle.tolist()
+    later = np.flatnonzero(~ok).tolist()
+    for i in later:
+        r.plane[i], r.middle[i] = -1, -1
+    if L.cells().width == 1:  # no bundles: the middle fixes every member
+        member0 = L.cells().members[:, 0]
+        for q in range(len(fab.planes)):
+            mine = np.flatnonzero(ok & (planes == q))
+            rows = hop_rows(problem, q, mine, middle[mine])
+            for i, path in zip(mine.tolist(), paths_of(np.where(rows >= 0, member0[rows], -1))):
+                r.path[i] = path
+        loads = ClosLoads(problem, r) if later else None
+    else:  # least loaded members, flow by flow
+        loads = ClosLoads(problem)
+        for i in np.flatnonzero(ok).tolist():
+            r.path[i] = loads.pick(i, r.plane[i], r.middle[i])
+            loads.add(i, r.plane[i], r.path[i])
     for i in later:
         place(loads, r, i)
     r.info["greedy_placed"] = len(later)
