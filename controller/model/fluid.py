@@ -1,4 +1,5 @@
-"""Event-driven fluid model of concurrent training jobs on a routed leaf-spine fabric.
+"""Event-driven fluid model of concurrent training jobs on a routed fabric: a leaf-spine, or
+any Clos fabric (``model.clos``) whose plan gives every flow its links.
 
 Each job runs iterations: a communication phase (every ring runs the 2(n-1) synchronous steps
 of ring All-Reduce; a step ends when its slowest flow ends) followed by the job's compute gap.
@@ -34,7 +35,8 @@ from controller.model.stats import summarize
 
 class Plan(Protocol):
     """What the model needs of a plan (``planners.plan.Plan`` is one): the routed problem and
-    the spines of each flow (kept as a protocol so the model does not import the planners)."""
+    the spines of each flow (kept as a protocol so the model does not import the planners).
+    On a Clos fabric a part is (its link ids, share) instead of (spine, share)."""
     problem: Problem
     runtime_ms: float
 
@@ -101,7 +103,7 @@ def default_max_events(fabric: Fabric, jobs: list[Job], iterations: int = 1) -> 
     iteration. Parts: at most one per spine for every transfer (flows x steps x
     iterations) and for every in-flight flow moved at a re-plan (two per job event).
     """
-    spines = max(1, len(fabric.spines))
+    spines = max(1, len(getattr(fabric, "spines", ())))  # a Clos plan does not split
     flows = sum(len(j.flows()) for j in jobs)
     transfers = iterations * sum(len(g) * steps for j in jobs for g, steps in _groups(j))
     job_events = len(jobs) * iterations
@@ -145,8 +147,13 @@ class FluidSimulator:
         if len(set(ids)) != len(ids):
             raise InputError("jobs: duplicate job id in the simulation")
         self.fabric = fabric
-        self.links = LinkIndex(fabric)
-        self.capacity = np.full(self.links.count, fabric.link_bps())
+        if isinstance(fabric, Fabric):
+            self.links = LinkIndex(fabric)
+            self.capacity = np.full(self.links.count, fabric.link_bps())
+        else:  # a Clos fabric: every route part carries its own link ids
+            from controller.model.clospaths import ClosLinks
+            self.links = ClosLinks(fabric)
+            self.capacity = self.links.capacity_bps()
         self.planner = planner
         self.iterations = iterations
         self.max_events = (default_max_events(fabric, jobs, iterations)
@@ -207,8 +214,8 @@ class FluidSimulator:
         """The flow's bytes cut by its route's shares; parts with nothing to carry are left out
         (a part with no bytes would finish at every instant and stall time)."""
         f = self.states[j].flows[k]
-        parts = [_Part(self.links.path(f.src, f.dst, s), size * share)
-                 for s, share in self._route(j, k) if size * share > 0]
+        parts = [_Part(list(s) if isinstance(s, tuple) else self.links.path(f.src, f.dst, s),
+                       size * share) for s, share in self._route(j, k) if size * share > 0]
         if size > 0 and not parts:
             raise PredictionError(f"flow {f.src} -> {f.dst} of job {f.job}: no route part "
                                   "has a positive share")
@@ -319,7 +326,8 @@ class FluidSimulator:
             self._start_iteration(j)
 
     def report(self) -> dict:
-        bps = self.fabric.link_bps()
+        bps = self.fabric.link_bps() if isinstance(self.fabric, Fabric) else \
+            self.fabric.link_bps("host")
         jobs = {}
         for st in self.states:
             jobs[st.job.id] = {"allreduce_s": st.allreduce, "ideal_s": st.job.ideal_allreduce_s(bps),

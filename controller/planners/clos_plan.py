@@ -14,7 +14,13 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.model.clos import Clos
-from controller.model.clospaths import ClosProblem, ClosRouting, link_loads, lower_bound
+from controller.model.clospaths import (
+    ClosProblem,
+    ClosRouting,
+    flow_links,
+    link_loads,
+    lower_bound,
+)
 from controller.model.jobs import Job
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_ecmp import clos_ecmp
@@ -36,6 +42,24 @@ class ClosPlan:
     problem: ClosProblem
     routing: ClosRouting
     runtime_ms: float
+
+    def parts_by_flow(self) -> list[tuple]:
+        """Per flow its ((link ids, host links included), 1.0) part: what the fluid model
+        (``model.fluid``) runs a Clos plan on."""
+        p, r = self.problem, self.routing
+        index = {pos: i for i, pos in enumerate(p.inter)}
+        L = p.links
+        out: list = []
+        for k, f in enumerate(p.flows):
+            if k in index:
+                out.append(((tuple(int(x) for x in flow_links(p, r, index[k])), 1.0),))
+            elif k in p.intra:
+                q = p.intra[k]
+                out.append((((int(L.host_up[q, L.host_id[f.src]]),
+                               int(L.host_down[q, L.host_id[f.dst]])), 1.0),))
+            else:
+                out.append(None)
+        return out
 
     def routes(self) -> list[dict]:
         p, r = self.problem, self.routing
