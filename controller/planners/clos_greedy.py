@@ -107,7 +107,7 @@ def improve(problem: ClosProblem, r: ClosRouting, deadline: float | None = None,
             if not path or not hot[list(path)].any():
                 continue
             loads.add(i, r.plane[i], path, -1.0)
-            cost, q, m, new = loads.best(i)
+            cost, q, m, new = loads.best(i, hosts=False)  # the objective: fabric links
             if cost < alpha - 1e-9 and new != path:
                 r.plane[i], r.middle[i], r.path[i] = q, m, new
                 loads.add(i, q, new)

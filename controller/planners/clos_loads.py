@@ -75,7 +75,7 @@ class ClosLoads:
         np.add.at(self.load, ids, self.step[ids])
         self._refresh(np.arange(len(self.members)))
 
-    def plane_costs(self, i: int, q: int) -> np.ndarray:
+    def plane_costs(self, i: int, q: int, hosts: bool = True) -> np.ndarray:
         """Cost per middle of flow i in plane q (host links included with several planes);
         flat index = middle (shaped (slots, 1) inside a pod, (slots, cores per group)
         between pods when groups are even)."""
@@ -89,7 +89,7 @@ class ClosLoads:
             np.maximum(cost, s, out=cost)
         else:
             cost = np.maximum(np.maximum(u2[p], d2[r]), s.ravel()[self.groups[q]])
-        if self.planes > 1:
+        if hosts and self.planes > 1:
             up, down = self.host_up[q][self.problem.src[i]], self.host_down[q][self.problem.dst[i]]
             cost = np.maximum(cost, max(self.load[up] + self.step[up],
                                         self.load[down] + self.step[down]))
@@ -100,12 +100,13 @@ class ClosLoads:
         hops, _ = self.problem.options(i, q)
         return self.plane_costs(i, q).ravel(), [self.problem.links.sentinel(h) for h in hops]
 
-    def best(self, i: int) -> tuple[float, int, int, tuple[int, ...]]:
+    def best(self, i: int, hosts: bool = True) -> tuple[float, int, int, tuple[int, ...]]:
         """(cost, plane, middle, members) of flow i's cheapest option: lowest plane, then
-        lowest middle, on ties; cost inf when it has none."""
+        lowest middle, on ties; cost inf when it has none. ``hosts=False``: fabric links
+        only (the objective), host links ignored."""
         best, bq, bm = np.inf, -1, -1
         for q in range(self.planes):
-            cost = self.plane_costs(i, q)
+            cost = self.plane_costs(i, q, hosts)
             m = int(cost.argmin())
             c = cost.item(m)
             if c < best:
