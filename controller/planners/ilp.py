@@ -28,6 +28,26 @@ from controller.planners.greedy import greedy
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible", 3: "unbounded", 4: "error"}
 
 
+def check_time_limit(time_limit) -> None:
+    """An InputError unless ``time_limit`` is a positive finite number of seconds."""
+    if (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+            or not math.isfinite(time_limit) or time_limit <= 0):
+        raise InputError(f"ILP time limit must be a positive number of seconds, got {time_limit!r}")
+
+
+def run_milp(c, a, lb, ub, integrality, lower, upper, time_limit: float, t0: float):
+    """One HiGHS run of scipy's milp with what every exact planner here reports: (result,
+    status name, dual bound or None). ``lower``/``upper`` bound the variables; the time
+    left of ``time_limit`` counts from ``t0`` (time.perf_counter)."""
+    res = milp(c, constraints=LinearConstraint(a, lb, ub), integrality=integrality,
+               bounds=Bounds(lower, upper),
+               options={"time_limit": max(1e-3, time_limit - (time.perf_counter() - t0)),
+                        "disp": False})
+    dual = getattr(res, "mip_dual_bound", None)
+    return res, _STATUS.get(res.status, "error"), (dual if dual is not None
+                                                    and np.isfinite(dual) else None)
+
+
 def _max_load(problem: Problem, spines: list[int]) -> int:
     up, down = link_loads(problem, Assignment.unsplit(spines))
     return int(max(up.max(initial=0), down.max(initial=0)))
@@ -50,9 +70,7 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
     >>> a.spines() in ([0, 1], [1, 0]), a.info["status"], a.info["incumbent_from"]
     (True, 'optimal', 'solver')
     """
-    if (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-            or not math.isfinite(time_limit) or time_limit <= 0):
-        raise InputError(f"ILP time limit must be a positive number of seconds, got {time_limit!r}")
+    check_time_limit(time_limit)
     t0 = time.perf_counter()
     source = "given" if incumbent is not None else "greedy"
     incumbent = list(incumbent) if incumbent is not None else greedy(problem).spines()
@@ -93,12 +111,9 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
     ub = np.concatenate([np.ones(n_flows), np.zeros(n_load_rows)])
     c = np.zeros(nx + 1)
     c[nx] = 1.0
-    res = milp(c, constraints=LinearConstraint(a, lb, ub), integrality=np.ones(nx + 1),
-               bounds=Bounds(np.concatenate([np.zeros(nx), [lower]]),
-                             np.concatenate([np.ones(nx), [upper - 1]])),
-               options={"time_limit": max(1e-3, time_limit - (time.perf_counter() - t0)),
-                        "disp": False})
-    status = _STATUS.get(res.status, "error")
+    res, status, dual = run_milp(c, a, lb, ub, np.ones(nx + 1),
+                                 np.concatenate([np.zeros(nx), [lower]]),
+                                 np.concatenate([np.ones(nx), [upper - 1]]), time_limit, t0)
     spines = incumbent
     proved = None
     if status == "infeasible":  # nothing below the incumbent: the incumbent is optimal
@@ -113,8 +128,7 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
             spines, source = candidate, "solver"
     value = _max_load(problem, spines)
     bound = lower
-    dual = getattr(res, "mip_dual_bound", None)
-    if dual is not None and np.isfinite(dual):
+    if dual is not None:
         bound = max(bound, min(math.ceil(dual - 1e-6), upper))  # valid below the cutoff only
     return _result(spines, info, status, value, bound, source, proved, t0)
 
@@ -143,9 +157,7 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     >>> a.info["status"], a.info["incumbent"]
     ('optimal', 1)
     """
-    if (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-            or not math.isfinite(time_limit) or time_limit <= 0):
-        raise InputError(f"ILP time limit must be a positive number of seconds, got {time_limit!r}")
+    check_time_limit(time_limit)
     t0 = time.perf_counter()
     from controller.planners.layer2 import layer2_lower_bound, links_at
     lower = max(int(lower), layer2_lower_bound(problem, alpha))
@@ -186,11 +198,8 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     c = np.concatenate([np.zeros(nx), np.ones(nz)])
     if incumbent is not None:  # tie-break: keep flows where the incumbent has them (< 1 in all)
         c[:nx] = -(np.asarray(incumbent, dtype=np.int64)[vf] == vs).astype(float) / (n_flows + 1)
-    res = milp(c, constraints=LinearConstraint(a, lb, ub), integrality=np.ones(nx + nz),
-               bounds=Bounds(np.zeros(nx + nz), np.ones(nx + nz)),
-               options={"time_limit": max(1e-3, time_limit - (time.perf_counter() - t0)),
-                        "disp": False})
-    status = _STATUS.get(res.status, "error")
+    res, status, dual = run_milp(c, a, lb, ub, np.ones(nx + nz), np.zeros(nx + nz),
+                                 np.ones(nx + nz), time_limit, t0)
     spines, source, proved = (list(incumbent) if incumbent is not None else None), "given", None
     if status == "infeasible" and upper is not None:
         status, proved = "optimal", "solver_cutoff"
@@ -207,8 +216,7 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
         return Assignment([], info)
     value = links_at(problem, spines, alpha)
     bound = lower
-    dual = getattr(res, "mip_dual_bound", None)
-    if dual is not None and np.isfinite(dual):  # the tie-break is worth less than 1 in all
+    if dual is not None:  # the tie-break is worth less than 1 in all
         bound = max(bound, min(math.ceil(dual - 1 + 1e-6), value))
     return _result(spines, info, status, value, bound, source, proved, t0)
 
