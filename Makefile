@@ -103,6 +103,7 @@ endif
 bench: install system
 	$(PY) -m simulation.bench
 	$(PY) -m simulation.bench_learning
+	$(PY) -m simulation.trace_replay --workers 2
 	$(PY) -m simulation.fabricbench
 	$(PY) -m benchmarks.emulation
 	$(PY) -m benchmarks.reconcile

@@ -358,13 +358,12 @@ def percentiles(xs) -> dict:
     return {k: round(v, 6) for k, v in {"mean": float(a.mean()), **q, "max": float(a[-1])}.items()}
 
 
-def cdf(xs, points: int = 200) -> list[list[float]]:
-    """[[value, fraction <= value], ...] at most ``points`` long, ends included."""
+def cdf(xs, points: int = 200) -> dict:
+    """{"x": values, "y": fraction of values <= x}, at most ``points`` long, ends included."""
     a = np.sort(np.asarray(xs, dtype=float))
-    if not len(a):
-        return []
     idx = np.unique(np.linspace(0, len(a) - 1, min(points, len(a))).round().astype(int))
-    return [[round(float(a[i]), 6), round((i + 1) / len(a), 6)] for i in idx]
+    return {"x": [round(float(a[i]), 6) for i in idx],
+            "y": [round((i + 1) / len(a), 6) for i in idx]}
 
 
 def summarise(run: dict) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -108,13 +109,18 @@ def run_all(args) -> int:
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
-        json.dump(doc, fh, indent=1)
-        fh.write("\n")
+        fh.write(_compact(json.dumps(doc, indent=1)) + "\n")
     print("wrote", args.out, f"({doc['wall_s']} s)")
     if args.figure:
         figure(doc, args.figure)
         print("wrote", args.figure)
     return 0
+
+
+def _compact(text: str) -> str:
+    """Lists of numbers on one line (the CDFs)."""
+    return re.sub(r"\[\s+([-+\d.eE, \n]+?)\s+\]",
+                  lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
 
 
 def _commit() -> str | None:
@@ -151,10 +157,9 @@ def figure(doc: dict, path: str) -> None:
                                (row[1], "cdf_comm_slowdown", "communication time / ideal")):
             for a, out in res["algorithms"].items():
                 pts = out[key]
-                if not pts:
+                if not pts["x"]:
                     continue
-                xs = [1.0] + [x for x, _ in pts]
-                ys = [0.0] + [y for _, y in pts]
+                xs, ys = [1.0] + pts["x"], [0.0] + pts["y"]
                 color, ls = styles.get(a, ("k", "-"))
                 ax.step(xs, ys, where="post", color=color, ls=ls, label=a)
             ax.set_xlabel(label)
@@ -195,12 +200,12 @@ def page(doc: dict, note: str = "") -> str:
         r = res.get("removed", {})
         if r:
             e5, e10 = r["slowed_over_5pct"], r["slowed_over_10pct"]
+            gone = " and ".join(_pct(e["removed"]) if e["removed"] is not None else "none (ECMP "
+                                "slows none)" for e in (e5, e10))
             lines.append(f"* **{p}**: ECMP slows {_pct(e5['ecmp'])} of the multi-host "
                          f"jobs by more than 5% and {_pct(e10['ecmp'])} by more than 10%; "
-                         f"`auto` {_pct(e5['auto'])} and {_pct(e10['auto'])}"
-                         + (f", removing {_pct(e5['removed'])} and "
-                            f"{_pct(e10['removed'])} of them" if e5["removed"] is not None
-                            else "") + ".")
+                         f"`auto` {_pct(e5['auto'])} and {_pct(e10['auto'])}: it removes "
+                         f"{gone} of them.")
         same = res["algorithms"].get("auto", {}).get("same_state_vs_ecmp")
         if same:
             lines.append(f"  Same jobs, same moment ({same['job_events']:,} job re-plans): auto's "
