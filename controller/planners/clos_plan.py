@@ -22,6 +22,7 @@ from controller.model.clospaths import (
     lower_bound,
 )
 from controller.model.jobs import Job
+from controller.planners.clos_annealing import clos_annealing
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_ecmp import clos_ecmp
 from controller.planners.clos_greedy import clos_greedy
@@ -33,6 +34,7 @@ CLOS_ALGORITHMS = {
     "edge-coloring": tier_colouring,
     "ecmp": clos_ecmp,
     "ecmp-polarised": lambda problem, salt=0: clos_ecmp(problem, salt, polarised=True),
+    "annealing": clos_annealing,
 }
 
 

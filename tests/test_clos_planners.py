@@ -1,0 +1,113 @@
+"""Annealing, split and the jobs objective on Clos fabrics (controller/planners/clos_*.py)."""
+import random
+
+import numpy as np
+import pytest
+
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem, flow_links, link_loads
+from controller.model.jobs import parse_job
+from controller.planners.clos_annealing import clos_annealing
+from controller.planners.clos_auto import score
+from controller.planners.clos_plan import make_clos_plan
+
+
+def flows_job(fabric, pairs, jid="j"):
+    return parse_job({"id": jid, "flows": [{"src": a, "dst": b, "bytes": 1e6}
+                                           for a, b in pairs if a != b]}, fabric)
+
+
+def permutation(fabric, seed):
+    hosts = list(fabric.host_leaves)
+    perm = hosts[:]
+    random.Random(seed).shuffle(perm)
+    return [flows_job(fabric, zip(hosts, perm))]
+
+
+def with_failures(fabric, seed, count):
+    """``fabric`` with ``count`` random leaf-aggregation or aggregation-core links down."""
+    rnd = random.Random(seed)
+    doc = fabric.to_dict()
+    links = [(l, a) for p in fabric.planes for i, l in enumerate(p.leaves)
+             for a in p.aggs[p.pod_of_leaf[i]]]
+    links += [(p.aggs[pod][g], c) for p in fabric.planes for pod in range(len(p.pods))
+              for g, grp in enumerate(p.cores) for c in grp]
+    doc["down"] = [list(x) for x in rnd.sample(links, count)]
+    return Clos.from_dict(doc)
+
+
+def ring_jobs(fabric, seed, sizes=(4e9, 1e8, 2e9, 5e8)):
+    """Ring jobs on disjoint random hosts, different sizes and compute times."""
+    rnd = random.Random(seed)
+    hosts = list(fabric.host_leaves)
+    rnd.shuffle(hosts)
+    per = max(2, len(hosts) // len(sizes))
+    return [parse_job({"id": f"j{n}", "collective": "ring_allreduce",
+                       "ranks": hosts[n * per:(n + 1) * per], "bytes": size,
+                       "compute_s": 0.05 * (n + 1)}, fabric)
+            for n, size in enumerate(sizes) if len(hosts[n * per:(n + 1) * per]) >= 2]
+
+
+def instances():
+    """Fat-trees k = 4..8 and two-plane leaf-spines, with and without failures."""
+    out = []
+    for k in (4, 6, 8):
+        out.append((f"fat-tree{k}", Clos.fat_tree(k)))
+        out.append((f"fat-tree{k}-down", with_failures(Clos.fat_tree(k), k, 3)))
+    ls = Clos.leaf_spine(4, 6, 2, planes=2)
+    out.append(("leaf-spine-2p", ls))
+    out.append(("leaf-spine-2p-down", with_failures(ls, 1, 4)))
+    return out
+
+
+INSTANCES = instances()
+
+
+def problem_of(fabric, seed=0, jobs=None):
+    return ClosProblem.build(fabric, jobs or permutation(fabric, seed), skip_unroutable=True)
+
+
+def check_routes(problem, r):
+    """Every route is an alive up-down path from the source's leaf to the destination's leaf
+    in its plane (tests/test_clos.py's checker), and the loads add up."""
+    L, fab = problem.links, problem.fabric
+    for i, path in enumerate(r.path):
+        q = r.plane[i]
+        names = [L.names[x] for x in flow_links(problem, r, i)]
+        hops = [n.split("#")[0].split("->") for n in names]
+        for (_, b), (c, _) in zip(hops, hops[1:]):
+            assert b == c, names
+        src, dst = L.hosts[problem.src[i]], L.hosts[problem.dst[i]]
+        assert hops[0][0] == src and hops[-1][1] == dst
+        assert hops[1][0] == fab.host_leaves[src][q]
+        tiers = [fab.tier_of[h[1]] for h in hops[1:-1]]
+        top = tiers.index(max(tiers))
+        assert tiers[:top + 1] == sorted(tiers[:top + 1]) and len(set(tiers[:top + 1])) == top + 1
+        assert tiers[top:] == sorted(tiers[top:], reverse=True)
+        assert all(L.alive[x] for x in path)
+    loads = link_loads(problem, r)
+    assert np.isclose((loads * L.units).sum(), sum(len(p) for p in r.path))
+
+
+# ---- annealing ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name, fabric", INSTANCES, ids=[n for n, _ in INSTANCES])
+def test_annealing_routes_valid_paths_never_worse_than_its_start(name, fabric):
+    p = problem_of(fabric, seed=3)
+    r = clos_annealing(p)
+    check_routes(p, r)
+    key = score(p, r)
+    assert key == (r.info["max_link_load"], r.info["links_at_max"])
+    assert key <= (r.info["start_max_link_load"], r.info["start_links_at_max"])
+
+
+def test_annealing_is_seeded_deterministic():
+    p = problem_of(with_failures(Clos.fat_tree(6), 2, 2), seed=5)
+    a, b, c = clos_annealing(p, seed=7), clos_annealing(p, seed=7), clos_annealing(p, seed=8)
+    assert (a.plane, a.middle, a.path) == (b.plane, b.middle, b.path)
+    assert a.info == b.info and c.info["seed"] == 8
+
+
+def test_annealing_is_registered_for_plan():
+    fab = Clos.fat_tree(4)
+    doc = make_clos_plan(fab, permutation(fab, 1), "annealing").to_dict()
+    assert doc["algorithm"] == "annealing" and doc["info"]["steps"] == 917
