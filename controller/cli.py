@@ -128,7 +128,7 @@ def clos_command(args, fabric: Clos, jobs: list[Job]) -> str:
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if args.algorithms == ",".join(ALGORITHMS):
         algs = list(CLOS_ALGORITHMS)
-    from controller.model.iteration import predict_clos_times
+    from controller.model.iteration import predict_clos_split_times
     rows = []
     for alg in algs:
         plan = make_clos_plan(fabric, jobs, alg, args.salt)
@@ -136,7 +136,7 @@ def clos_command(args, fabric: Clos, jobs: list[Job]) -> str:
         rows.append({"algorithm": alg}
                     | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
                                            "max_load_by_tier", "runtime_ms")}
-                    | {"allreduce_s": predict_clos_times(plan.problem, plan.routing)})
+                    | {"allreduce_s": predict_clos_split_times(plan.problem, plan.routing)})
     if args.json:
         return json.dumps(rows, indent=1)
     lines = [f"{fabric.summary()}; lower bound {rows[0]['lower_bound']:g} flows per link" if rows

@@ -5,11 +5,18 @@ import numpy as np
 import pytest
 
 from controller.model.clos import Clos
-from controller.model.clospaths import ClosProblem, flow_links, link_loads
+from controller.model.clospaths import ClosProblem, ClosRouting, flow_links, link_loads
+from controller.model.iteration import predict_clos_split_times, predict_clos_times
 from controller.model.jobs import parse_job
 from controller.planners.clos_annealing import clos_annealing
-from controller.planners.clos_auto import score
+from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_plan import make_clos_plan
+from controller.planners.clos_split import (
+    clos_split,
+    fractional_optimum,
+    split_link_loads,
+    split_score,
+)
 
 
 def flows_job(fabric, pairs, jid="j"):
@@ -54,7 +61,7 @@ def instances():
     for k in (4, 6, 8):
         out.append((f"fat-tree{k}", Clos.fat_tree(k)))
         out.append((f"fat-tree{k}-down", with_failures(Clos.fat_tree(k), k, 3)))
-    ls = Clos.leaf_spine(4, 6, 2, planes=2)
+    ls = Clos.leaf_spine(3, 6, 4, planes=2)
     out.append(("leaf-spine-2p", ls))
     out.append(("leaf-spine-2p-down", with_failures(ls, 1, 4)))
     return out
@@ -111,3 +118,66 @@ def test_annealing_is_registered_for_plan():
     fab = Clos.fat_tree(4)
     doc = make_clos_plan(fab, permutation(fab, 1), "annealing").to_dict()
     assert doc["algorithm"] == "annealing" and doc["info"]["steps"] == 917
+
+
+# ---- split ----------------------------------------------------------------------------------
+def random_pairs(fabric, seed, factor=2):
+    rnd = random.Random(seed)
+    hosts = list(fabric.host_leaves)
+    return [flows_job(fabric, [(rnd.choice(hosts), rnd.choice(hosts))
+                               for _ in range(factor * len(hosts))])]
+
+
+def check_split(problem, r):
+    """Every part an alive up-down path (the checker on each part's unsplit routing), shares
+    summing to 1, and the split loads adding up to the shares."""
+    L = problem.links
+    for n in range(max(len(p) for p in r.parts)):
+        sub = [p[n] if n < len(p) else p[0] for p in r.parts]
+        check_routes(problem, ClosRouting([t[0] for t in sub], [t[1] for t in sub],
+                                          [t[2] for t in sub]))
+    assert all(np.isclose(sum(t[3] for t in p), 1.0) for p in r.parts)
+    assert all(len({(t[0], t[1]) for t in p}) == len(p) for p in r.parts)
+    loads = split_link_loads(problem, r)
+    assert np.isclose((loads * L.units).sum(), sum(w * len(t) for p in r.parts
+                                                   for _, _, t, w in p))
+
+
+@pytest.mark.parametrize("name, fabric", INSTANCES, ids=[n for n, _ in INSTANCES])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_split_reaches_the_lp_optimum_at_or_below_auto(name, fabric, seed):
+    p = problem_of(fabric, jobs=random_pairs(fabric, seed))
+    r = clos_split(p, max_parts=None)
+    check_split(p, r)
+    opt = fractional_optimum(p)
+    assert np.isclose(r.info["fractional_optimum"], opt, atol=1e-6)
+    assert np.isclose(split_score(p, r)[0], opt, atol=1e-6) and r.info["optimal"]
+    assert split_score(p, r)[0] <= score(p, clos_auto(p))[0] + 1e-9
+    bounded = clos_split(p, max_parts=2)
+    check_split(p, bounded)
+    assert max(len(x) for x in bounded.parts) <= 2
+    assert opt - 1e-6 <= split_score(p, bounded)[0] <= score(p, clos_auto(p))[0] + 1e-9
+
+
+def test_split_splits_nothing_where_auto_is_optimal():
+    fab = Clos.fat_tree(8)
+    p = problem_of(fab, seed=4)
+    r = clos_split(p)
+    assert r.info["split_flows"] == 0 and split_score(p, r) == score(p, clos_auto(p))
+
+
+def test_split_routes_documents_and_predictions():
+    fab = Clos.leaf_spine(2, 2, 3, planes=2)  # per plane 2 spines, 3 hosts per leaf
+    jobs = [flows_job(fab, [(f"h0_{k}", f"h1_{k}") for k in range(3)] * 2)]
+    plan = make_clos_plan(fab, jobs, "split")
+    doc = plan.to_dict()
+    split = [x for x in doc["routes"] if "split" in x]
+    assert split and all("spine" not in x and "path" not in x for x in split)
+    assert all(np.isclose(sum(y["share"] for y in x["split"]), 1.0) for x in split)
+    assert all({"spine", "plane", "share"} <= set(y) for x in split for y in x["split"])
+    assert doc["max_link_load"] == pytest.approx(doc["info"]["fractional_optimum"])
+    times = predict_clos_split_times(plan.problem, plan.routing)
+    unsplit = predict_clos_times(plan.problem, clos_auto(plan.problem))
+    assert times["j"] <= unsplit["j"] * (1 + 1e-9)
+    parts = plan.parts_by_flow()
+    assert all(np.isclose(sum(w for _, w in x), 1.0) for x in parts if x)

@@ -108,6 +108,30 @@ def predict_clos_times(problem, routing) -> dict[str, float]:
     return times_on_paths(problem.jobs, flow_paths, L.capacity_bps())
 
 
+def predict_clos_split_times(problem, routing) -> dict[str, float]:
+    """``predict_clos_times`` on a routing whose flows may be split (``parts``, per
+    inter-leaf flow its (plane, middle, member links, share): ``planners.clos_split``);
+    a routing without parts goes to ``predict_clos_times``."""
+    parts = getattr(routing, "parts", None)
+    if parts is None:
+        return predict_clos_times(problem, routing)
+    L = problem.links
+    index = {pos: i for i, pos in enumerate(problem.inter)}
+    flow_paths: list = []
+    for k, f in enumerate(problem.flows):
+        i, q = index.get(k), problem.intra.get(k)
+        if i is not None:
+            ends = [problem.host_links(i, pq) for pq, _, _, _ in parts[i]]
+            flow_paths.append([([up, *path, down], share) for (up, down), (_, _, path, share)
+                               in zip(ends, parts[i])])
+        elif q is not None:
+            flow_paths.append([([int(L.host_up[q, L.host_id[f.src]]),
+                                 int(L.host_down[q, L.host_id[f.dst]])], 1.0)])
+        else:
+            flow_paths.append(None)
+    return times_on_paths(problem.jobs, flow_paths, L.capacity_bps())
+
+
 def times_on_paths(jobs: list[Job], flow_paths: list, capacity: np.ndarray,
                    on_event: Callable[[], None] | None = None) -> dict[str, float]:
     """The model itself: ``flow_paths`` per flow its (link ids, share) parts (None: no

@@ -18,14 +18,19 @@ from controller.model.clospaths import (
     ClosProblem,
     ClosRouting,
     flow_links,
-    link_loads,
     lower_bound,
 )
 from controller.model.jobs import Job
 from controller.planners.clos_annealing import clos_annealing
-from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_auto import clos_auto
 from controller.planners.clos_ecmp import clos_ecmp
 from controller.planners.clos_greedy import clos_greedy
+from controller.planners.clos_split import (
+    ClosSplitRouting,
+    clos_split,
+    split_link_loads,
+    split_score,
+)
 from controller.planners.clos_tiers import tier_colouring
 
 CLOS_ALGORITHMS = {
@@ -35,6 +40,7 @@ CLOS_ALGORITHMS = {
     "ecmp": clos_ecmp,
     "ecmp-polarised": lambda problem, salt=0: clos_ecmp(problem, salt, polarised=True),
     "annealing": clos_annealing,
+    "split": clos_split,
 }
 
 
@@ -53,7 +59,12 @@ class ClosPlan:
         L = p.links
         out: list = []
         for k, f in enumerate(p.flows):
-            if k in index:
+            if k in index and isinstance(r, ClosSplitRouting):
+                i = index[k]
+                out.append(tuple((tuple(int(x) for x in (p.host_links(i, q)[0], *path,
+                                                         p.host_links(i, q)[1])), w)
+                                 for q, _, path, w in r.parts[i]))
+            elif k in index:
                 out.append(((tuple(int(x) for x in flow_links(p, r, index[k])), 1.0),))
             elif k in p.intra:
                 q = p.intra[k]
@@ -80,23 +91,18 @@ class ClosPlan:
                     doc["plane"] = p.fabric.planes[q].name
                 out.append(doc)
                 continue
-            q, m = r.plane[i], r.middle[i]
-            switches = p.middle_name(i, q, m)
-            if len(switches) == 3 and not p.fabric.planes[q].cores:
-                doc["spine"] = switches[1]
+            parts = r.parts[i] if isinstance(r, ClosSplitRouting) else ()
+            if len(parts) > 1:  # a split flow: its parts instead of "spine" / "path"
+                doc["split"] = [_route(p, i, q, m, path, several) | {"share": round(w, 9)}
+                                for q, m, path, w in parts]
             else:
-                doc["path"] = switches
-            if several:
-                doc["plane"] = p.fabric.planes[q].name
-            members = [_member(p, x) for x in r.path[i]]
-            if any(members):
-                doc["members"] = members
+                doc.update(_route(p, i, r.plane[i], r.middle[i], r.path[i], several))
             out.append(doc)
         return out
 
     def to_dict(self) -> dict:
-        alpha, at_max = score(self.problem, self.routing)
-        loads = link_loads(self.problem, self.routing)
+        alpha, at_max = split_score(self.problem, self.routing)
+        loads = split_link_loads(self.problem, self.routing)
         tiers = self.problem.links.tier
         bound = lower_bound(self.problem)
         doc = {"algorithm": self.algorithm, "routes": self.routes(),
@@ -110,6 +116,22 @@ class ClosPlan:
         if self.routing.info:
             doc["info"] = self.routing.info
         return doc
+
+
+def _route(p: ClosProblem, i: int, q: int, m: int, path, several: bool) -> dict:
+    """The route fields of flow i over middle m of plane q with member links ``path``."""
+    doc: dict = {}
+    switches = p.middle_name(i, q, m)
+    if len(switches) == 3 and not p.fabric.planes[q].cores:
+        doc["spine"] = switches[1]
+    else:
+        doc["path"] = switches
+    if several:
+        doc["plane"] = p.fabric.planes[q].name
+    members = [_member(p, x) for x in path]
+    if any(members):
+        doc["members"] = members
+    return doc
 
 
 def _member(problem: ClosProblem, link: int) -> int:

@@ -1,0 +1,377 @@
+"""``split`` on any Clos fabric: the fractional optimum of the max link load, reached by
+splitting few flows into at most ``max_parts`` parts over (plane, middle) options.
+
+What: the linear program of ``planners.lp`` carried to paths. Variables x[c, q, m] >= 0 for
+every commodity c (flows with the same source and destination leaf in every plane, so the
+same options: merged, exact, the count as demand) and every usable option (plane q, middle
+m); every commodity's shares sum to its demand; every hop cell (a leaf's slot or a pod's core,
+up or down: ``clospaths.Cells``) carries at most alpha flows per unit of its alive capacity
+(all members of a bundle, in leaf-link units). Minimising alpha (>= ``split.FLOOR``, one flow
+per link: a part sends no faster than its NIC) gives the fractional optimum; loads count the
+fabric links, as ``clos_auto.score`` and ``clospaths.lower_bound`` do.
+
+How (as ``planners.split``'s LP method): (1) ``clos_auto``'s unsplit routing is the
+preference; (2) min alpha (HiGHS interior point with crossover: a vertex); (3) under
+alpha + 1e-9, the shares that stay on each commodity's preferred options are maximised (dual
+simplex: a vertex, so few fractional shares; no flow moves where ``auto`` is already optimal);
+(4) a commodity's shares go to its flows, each flow first whole on its preferred option if a
+share has room, the rest filled in order (McNaughton-like: at most one cut per piece);
+(5) every flow of more than ``max_parts`` parts keeps its ``max_parts`` largest options and
+those flows are re-balanced there by the min-alpha LP, the others fixed (``split.bound_parts``);
+(6) every part takes the least loaded member of every hop, largest parts first. Should the
+bounded result exceed ``auto``'s max load (it never did in the tests), ``auto``'s routing is
+returned unsplit: ``split`` is never behind ``auto`` on the max link load.
+
+Why: spraying a flow over several paths (Ethereal, SIGCOMM'22; multipath RDMA) lowers the max
+link load below any unsplit routing when degrees are not multiples of the paths; on a
+full-bisection fabric with permutation traffic ``auto`` is already at the optimum and nothing
+is split.
+
+With bundles the LP bounds each cell (all members together); the member choice of step 6 can
+leave a member above alpha (``info["optimal"]`` then says so).
+
+Cost: the options O(F x P x middles) numpy; one LP of (commodities x usable options)
+variables and (used cells + commodities) rows, a second of the same size, and one over the
+flows above ``max_parts``; the members O(parts x hops x members).
+
+References: McNaughton, Scheduling with deadlines and loss functions, Management Science 1959;
+Ethereal (Chen et al., SIGCOMM 2022); HiGHS (Huangfu and Hall, 2018).
+
+>>> from controller.model.clos import Clos
+>>> from controller.model.clospaths import ClosProblem
+>>> from controller.model.jobs import Flow, Job
+>>> fab = Clos.leaf_spine(2, 2, 3)                 # l0 sends 3 flows over 2 spines
+>>> job = Job("j", explicit=[Flow("j", f"h0_{k}", f"h1_{k}", 1e6) for k in range(3)])
+>>> r = clos_split(ClosProblem.build(fab, [job]))
+>>> r.info["fractional_optimum"], round(r.info["max_link_load"], 6), r.info["split_flows"]
+(1.5, 1.5, 1)
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import coo_matrix
+
+from controller.errors import InputError
+from controller.model.clospaths import ClosProblem, ClosRouting, link_loads
+from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_loads import hop_rows
+from controller.planners.lp import TOL
+from controller.planners.split import FLOOR, MAX_PARTS, _normalise
+
+_SLACK = 1e-9
+
+Part = tuple[int, int, tuple[int, ...], float]  # (plane, middle, member link ids, share)
+
+
+@dataclass
+class ClosSplitRouting(ClosRouting):
+    """A ``ClosRouting`` whose flows may be split: ``parts[i]`` lists flow i's (plane, middle,
+    members, share), shares summing to 1. ``plane``/``middle``/``path`` hold each flow's
+    largest part, so code that reads them sees a valid unsplit routing (not the loads)."""
+    parts: list[list[Part]] = field(default_factory=list)
+
+
+def parts_of(routing: ClosRouting) -> list[list[Part]]:
+    """Per flow its parts, one whole part for an unsplit routing."""
+    if isinstance(routing, ClosSplitRouting):
+        return routing.parts
+    return [[(q, m, tuple(p), 1.0)] if p else []
+            for q, m, p in zip(routing.plane, routing.middle, routing.path)]
+
+
+def split_link_loads(problem: ClosProblem, routing: ClosRouting,
+                     hosts: bool = False) -> np.ndarray:
+    """``clospaths.link_loads`` with shares: flows per unit on every link, a part counting
+    its share. O(parts x hops)."""
+    if not isinstance(routing, ClosSplitRouting):
+        return link_loads(problem, routing, hosts)
+    L = problem.links
+    ids, vals = [], []
+    for i, parts in enumerate(routing.parts):
+        for q, _, path, share in parts:
+            ids += path
+            vals += [share] * len(path)
+            if hosts:
+                ids += problem.host_links(i, q)
+                vals += [share, share]
+    counts = np.bincount(np.asarray(ids, dtype=np.int64), np.asarray(vals, dtype=float),
+                         minlength=L.count)
+    return counts / L.units
+
+
+def split_score(problem: ClosProblem, routing: ClosRouting) -> tuple[float, int]:
+    """``clos_auto.score`` with shares: (max fabric load, links within 1e-9 of it)."""
+    fab = split_link_loads(problem, routing)[problem.links.tier > 0]
+    alpha = float(fab.max()) if fab.size else 0.0
+    return round(alpha, 9), int(np.count_nonzero(fab >= alpha - 1e-9)) if alpha > 0 else 0
+
+
+# ---- the LP on cells ------------------------------------------------------------------------
+class _Options:
+    """Every usable (plane, middle) option of a set of flows: per variable its flow position
+    in ``idx``, plane, middle and hop cells (V, 4), -1 where a flow inside a pod has no hop."""
+
+    def __init__(self, problem: ClosProblem, idx: np.ndarray,
+                 allowed: list[set] | None = None):
+        L = problem.links
+        owner, plane, middle, rows = [], [], [], []
+        for q in range(len(problem.fabric.planes)):
+            a, b, p, r = (e[idx] for e in problem.end_arrays(q))
+            u1, d1, u2, d2 = L.ok(q)
+            slot = u1[a] & d1[b]  # (n, slots)
+            g = L.group_of_core[q]
+            ok = np.zeros((len(idx), max(slot.shape[1], len(g))), dtype=bool)
+            inter = p != r
+            ok[~inter, :slot.shape[1]] = slot[~inter]
+            if len(g):
+                ok[inter, :len(g)] = slot[inter][:, g] & u2[p[inter]] & d2[r[inter]]
+            j, m = np.nonzero(ok)
+            if allowed is not None:
+                keep = np.array([(q, mm) in allowed[jj] for jj, mm in zip(j.tolist(),
+                                                                          m.tolist())], dtype=bool)
+                j, m = j[keep], m[keep]
+            owner.append(j)
+            plane.append(np.full(len(j), q, dtype=np.int64))
+            middle.append(m)
+            rows.append(hop_rows(problem, q, idx[j], m))
+        self.owner = np.concatenate(owner)
+        self.plane = np.concatenate(plane)
+        self.middle = np.concatenate(middle)
+        self.rows = np.concatenate(rows) if rows else np.zeros((0, 4), dtype=np.int64)
+
+
+def cell_capacity(problem: ClosProblem) -> np.ndarray:
+    """Alive units per hop cell (every member of its bundle)."""
+    L = problem.links
+    units = np.append(L.units, 0.0) * L.alive
+    return units[L.cells().members].sum(axis=1)
+
+
+def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
+        target: float | None = None, prefer: np.ndarray | None = None,
+        time_limit: float | None = None) -> tuple[float, np.ndarray]:
+    """min alpha (``target`` None) or max preferred shares under ``target``: (alpha, x)."""
+    V = len(opts.owner)
+    var = np.repeat(np.arange(V), 4)
+    cell = opts.rows.ravel()
+    keep = cell >= 0
+    var, cell = var[keep], cell[keep]
+    used, link = np.unique(cell, return_inverse=True)
+    with_alpha = target is None
+    cols = V + int(with_alpha)
+    a_rows, a_cols, a_vals = [link], [var], [1.0 / cap[cell]]
+    fixed = base[used] / cap[used]
+    if with_alpha:
+        a_rows.append(np.arange(len(used)))
+        a_cols.append(np.full(len(used), V))
+        a_vals.append(-np.ones(len(used)))
+        b_ub = -fixed
+    else:
+        b_ub = target - fixed
+    a_ub = coo_matrix((np.concatenate(a_vals), (np.concatenate(a_rows), np.concatenate(a_cols))),
+                      shape=(len(used), cols)).tocsr()
+    a_eq = coo_matrix((np.ones(V), (opts.owner, np.arange(V))), shape=(len(demand), cols)).tocsr()
+    c = np.zeros(cols)
+    if with_alpha:
+        c[V] = 1.0
+    elif prefer is not None:
+        c[:V] = -prefer
+    bounds = [(0, None)] * V + ([(FLOOR, None)] if with_alpha else [])
+    options = {"presolve": True}
+    if time_limit is not None:
+        options["time_limit"] = float(time_limit)
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=demand, bounds=bounds,
+                  method="highs-ipm" if with_alpha else "highs-ds", options=options)
+    if res.status != 0:
+        raise InputError(f"split: the LP ended with status {res.status} ({res.message})")
+    x = np.clip(res.x[:V], 0.0, None)
+    return (float(res.x[V]) if with_alpha else float(target)), x
+
+
+def commodities(problem: ClosProblem) -> tuple[np.ndarray, np.ndarray]:
+    """(commodity per flow, one representative flow per commodity): flows with the same
+    source and destination leaf in every plane. O(F log F)."""
+    n = len(problem)
+    keys = np.stack([e for q in range(len(problem.fabric.planes))
+                     for e in problem.end_arrays(q)[:2]], axis=1) if n else np.zeros((0, 2))
+    _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    return inverse.ravel(), first
+
+
+def fractional_optimum(problem: ClosProblem, time_limit: float | None = None) -> float:
+    """min over splittable routings of the max fabric-link load (>= ``FLOOR``); 0 without
+    flows. One LP over commodities x usable options."""
+    if not len(problem):
+        return 0.0
+    com, first = commodities(problem)
+    opts = _Options(problem, first)
+    demand = np.bincount(com, minlength=len(first)).astype(float)
+    base = np.zeros(len(problem.links.cells().members))
+    return _lp(opts, demand, cell_capacity(problem), base, time_limit=time_limit)[0]
+
+
+# ---- the planner ----------------------------------------------------------------------------
+def clos_split(problem: ClosProblem, max_parts: int | None = MAX_PARTS,
+               time_limit: float | None = None) -> ClosSplitRouting:
+    if max_parts is not None and (isinstance(max_parts, bool) or not isinstance(max_parts, int)
+                                  or max_parts < 1):
+        raise InputError(f"split: max_parts must be a positive integer or null, got {max_parts!r}")
+    t0 = time.perf_counter()
+    n = len(problem)
+    start = clos_auto(problem)
+    auto_key = score(problem, start)
+    if not n:
+        return ClosSplitRouting([], [], [], {"method": "lp", "split_flows": 0}, [])
+    com, first = commodities(problem)
+    opts = _Options(problem, first)
+    demand = np.bincount(com, minlength=len(first)).astype(float)
+    cap = cell_capacity(problem)
+    base = np.zeros(len(cap))
+    t1 = time.perf_counter()
+    alpha, _ = _lp(opts, demand, cap, base, time_limit=time_limit)
+    var_of = {(int(c), int(q), int(m)): v for v, (c, q, m) in
+              enumerate(zip(opts.owner, opts.plane, opts.middle))}
+    pref = np.zeros(len(opts.owner))
+    for i in range(n):
+        pref[var_of[(int(com[i]), start.plane[i], start.middle[i])]] += 1.0
+    _, x = _lp(opts, demand, cap, base, target=alpha + _SLACK, prefer=(pref > 0).astype(float),
+               time_limit=time_limit)
+    lp_ms = (time.perf_counter() - t1) * 1e3
+    shares = _fill(problem, com, start, opts, var_of, x)
+    unbounded = _loads_max(problem, shares, cap)
+    over = [i for i, s in enumerate(shares) if max_parts is not None and len(s) > max_parts]
+    if over:
+        shares = _bound(problem, shares, over, max_parts, cap, time_limit)
+    r = _members(problem, shares)
+    key = split_score(problem, r)
+    info = {"method": "lp", "fractional_optimum": round(alpha, 9), "max_link_load": key[0],
+            "auto_max_link_load": auto_key[0], "lp_ms": round(lp_ms, 3),
+            "parts_bound": max_parts, "unbounded_max_link_load": round(unbounded, 9)}
+    if key[0] > auto_key[0] + 1e-9:  # never behind auto
+        r = ClosSplitRouting(start.plane, start.middle, start.path, {}, parts_of(start))
+        key = auto_key
+        info.update(chosen="auto", max_link_load=key[0])
+    sizes = [len(p) for p in r.parts if len(p) > 1]
+    info.update(split_flows=len(sizes), subflows=sum(sizes), max_parts=max(sizes, default=1),
+                optimal=key[0] <= alpha + 1e-6, wall_ms=round((time.perf_counter() - t0) * 1e3, 3))
+    r.info = info
+    return r
+
+
+def _fill(problem, com, start, opts, var_of, x) -> list[dict]:
+    """Per flow {(plane, middle): share}: a commodity's shares to its flows, each flow first
+    whole on its preferred (``start``) option where a share has room, then in order."""
+    left = {v: float(x[v]) for v in np.flatnonzero(x > TOL).tolist()}
+    out: list[dict] = [{} for _ in range(len(problem))]
+    rest: list[int] = []
+    for i in range(len(problem)):
+        v = var_of[(int(com[i]), start.plane[i], start.middle[i])]
+        if left.get(v, 0.0) >= 1.0 - 1e-7:
+            out[i] = {(start.plane[i], start.middle[i]): 1.0}
+            left[v] -= 1.0
+        else:
+            rest.append(i)
+    pieces: dict[int, list] = {}
+    for v, amount in sorted(left.items(), key=lambda va: (-va[1], va[0])):
+        if amount > TOL:
+            pieces.setdefault(int(opts.owner[v]), []).append(
+                [(int(opts.plane[v]), int(opts.middle[v])), amount])
+    for i in rest:
+        need, queue = 1.0, pieces.get(int(com[i]), [])
+        while need > TOL and queue:
+            key, amount = queue[0]
+            take = min(amount, need)
+            out[i][key] = out[i].get(key, 0.0) + take
+            need -= take
+            queue[0][1] -= take
+            if queue[0][1] <= TOL:
+                queue.pop(0)
+        out[i] = _normalise(out[i])
+    return out
+
+
+def _cell_loads(problem: ClosProblem, shares: list[dict], skip=()) -> np.ndarray:
+    """Flows per hop cell (not per unit) of ``shares``, the flows in ``skip`` left out."""
+    skip = set(skip)
+    idx, planes, middles, vals = [], [], [], []
+    for i, s in enumerate(shares):
+        if i not in skip:
+            for (q, m), w in s.items():
+                idx.append(i)
+                planes.append(q)
+                middles.append(m)
+                vals.append(w)
+    load = np.zeros(len(problem.links.cells().members))
+    idx, planes, middles = (np.asarray(a, dtype=np.int64) for a in (idx, planes, middles))
+    vals = np.asarray(vals, dtype=float)
+    for q in np.unique(planes).tolist():
+        on = planes == q
+        rows = hop_rows(problem, q, idx[on], middles[on])
+        w = np.repeat(vals[on], 4)
+        flat = rows.ravel()
+        np.add.at(load, flat[flat >= 0], w[flat >= 0])
+    return load
+
+
+def _loads_max(problem, shares, cap) -> float:
+    load = _cell_loads(problem, shares)
+    used = load > 0
+    return float((load[used] / cap[used]).max(initial=0.0))
+
+
+def _bound(problem, shares, over, max_parts, cap, time_limit) -> list[dict]:
+    """Flows in ``over`` confined to their ``max_parts`` largest options and re-balanced by
+    the min-alpha LP there, every other flow fixed; the largest shares scaled up if the LP
+    fails (``split._lp_within``)."""
+    shares = list(shares)
+    kept = []
+    for i in over:
+        top = sorted(shares[i].items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]
+        kept.append({k for k, _ in top})
+        shares[i] = _normalise(dict(top))
+    base = _cell_loads(problem, shares, skip=over)
+    idx = np.asarray(over, dtype=np.int64)
+    opts = _Options(problem, idx, kept)
+    try:
+        _, x = _lp(opts, np.ones(len(over)), cap, base, time_limit=time_limit)
+    except InputError:
+        return shares
+    new: list[dict] = [{} for _ in over]
+    for v in np.flatnonzero(x > TOL).tolist():
+        key = (int(opts.plane[v]), int(opts.middle[v]))
+        j = int(opts.owner[v])
+        new[j][key] = new[j].get(key, 0.0) + float(x[v])
+    for j, i in enumerate(over):
+        if new[j]:
+            shares[i] = _normalise(new[j])
+    return shares
+
+
+def _members(problem: ClosProblem, shares: list[dict]) -> ClosSplitRouting:
+    """Every part on the least loaded member of every hop, largest parts first."""
+    L = problem.links
+    cells = L.cells()
+    load = np.zeros(L.count + 1)
+    load[~L.alive] = np.inf
+    step = np.append(1.0 / L.units, 1.0)
+    order = sorted(((i, k, w) for i, s in enumerate(shares) for k, w in s.items()),
+                   key=lambda t: (-t[2], t[0], t[1]))
+    parts: list[list[Part]] = [[] for _ in shares]
+    for i, (q, m), w in order:
+        rows = hop_rows(problem, q, np.array([i]), np.array([m]))[0]
+        path = []
+        for c in rows[rows >= 0].tolist():
+            ids = cells.members[c]
+            x = int(ids[np.argmin(load[ids] + w * step[ids])])
+            load[x] += w * step[x]
+            path.append(x)
+        parts[i].append((q, m, tuple(path), w))
+    for p in parts:
+        p.sort(key=lambda t: (-t[3], t[0], t[1]))
+    main = [p[0] if p else (-1, -1, (), 0.0) for p in parts]
+    return ClosSplitRouting([t[0] for t in main], [t[1] for t in main], [t[2] for t in main],
+                            {}, parts)
