@@ -119,12 +119,13 @@ def format_table(rows: list[dict], jobs: list[Job], link_bps: float) -> str:
 def clos_command(args, fabric: Clos, jobs: list[Job]) -> str:
     """``plan`` or ``compare`` on a multi-plane, bundled or three-tier fabric."""
     from controller.planners.clos_plan import CLOS_ALGORITHMS, make_clos_plan
-    if args.objective != "flows" or args.max_parts is not None:
-        raise InputError("--objective jobs and --max-parts apply to single-plane two-tier "
-                         "fabrics")
+    if args.max_parts is not None or (args.objective != "flows" and (
+            args.cmd != "plan" or args.algorithm != "auto")):
+        raise InputError("on this fabric --objective jobs applies to plan with auto (it runs "
+                         "the jobs planner) and --max-parts to single-plane two-tier fabrics")
     if args.cmd == "plan":
-        return json.dumps(make_clos_plan(fabric, jobs, args.algorithm, args.salt).to_dict(),
-                          indent=1)
+        alg = "jobs" if args.objective == "jobs" else args.algorithm
+        return json.dumps(make_clos_plan(fabric, jobs, alg, args.salt).to_dict(), indent=1)
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     if args.algorithms == ",".join(ALGORITHMS):
         algs = list(CLOS_ALGORITHMS)

@@ -10,6 +10,7 @@ from controller.model.iteration import predict_clos_split_times, predict_clos_ti
 from controller.model.jobs import parse_job
 from controller.planners.clos_annealing import clos_annealing
 from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_jobs import clos_jobs, clos_slowdowns, rank
 from controller.planners.clos_plan import make_clos_plan
 from controller.planners.clos_split import (
     clos_split,
@@ -181,3 +182,59 @@ def test_split_routes_documents_and_predictions():
     assert times["j"] <= unsplit["j"] * (1 + 1e-9)
     parts = plan.parts_by_flow()
     assert all(np.isclose(sum(w for _, w in x), 1.0) for x in parts if x)
+
+
+# ---- the jobs objective ---------------------------------------------------------------------
+def mixed_jobs(fabric, seed):
+    """Rings of different sizes and a byte-heavy flow job on overlapping hosts."""
+    rnd = random.Random(seed)
+    hosts = list(fabric.host_leaves)
+    pairs = [(rnd.choice(hosts), rnd.choice(hosts)) for _ in range(len(hosts) // 2)]
+    heavy = parse_job({"id": "x", "flows": [{"src": a, "dst": b, "bytes": 3e9}
+                                            for a, b in pairs if a != b]}, fabric)
+    return ring_jobs(fabric, seed) + [heavy]
+
+
+@pytest.mark.parametrize("name, fabric", INSTANCES, ids=[n for n, _ in INSTANCES])
+@pytest.mark.parametrize("seed", [2, 5])
+def test_jobs_objective_never_raises_the_max_load_nor_the_worst_slowdown(name, fabric, seed):
+    p = problem_of(fabric, jobs=mixed_jobs(fabric, seed))
+    auto = clos_auto(p)
+    r = clos_jobs(p, budget=40)
+    check_routes(p, r)
+    info = r.info
+    assert info["max_link_load_cap"] == score(p, auto)[0]
+    assert score(p, r)[0] <= score(p, auto)[0] + 1e-9
+    got = clos_slowdowns(p, r)
+    assert rank(got) == (info["worst_slowdown"], info["mean_slowdown"])
+    assert rank(got) <= (info["start_worst_slowdown"], info["start_mean_slowdown"])
+    assert info["worst_slowdown"] <= min(w for w, _ in info["starts"].values()) + 1e-9
+    assert info["predictions"] <= 40
+    again = clos_jobs(p, budget=40)
+    assert (again.plane, again.middle, again.path) == (r.plane, r.middle, r.path)
+
+
+def test_jobs_objective_lowers_the_worst_job_somewhere():
+    gains = []
+    for seed in range(3):
+        fab = with_failures(Clos.fat_tree(6), seed, 3)
+        p = problem_of(fab, jobs=ring_jobs(fab, seed))
+        info = clos_jobs(p).info
+        gains.append(info["start_worst_slowdown"] - info["worst_slowdown"])
+    assert max(gains) > 0.01
+
+
+def test_plan_objective_jobs_on_a_fat_tree(tmp_path):
+    import json
+    import subprocess
+    import sys
+    fab = with_failures(Clos.fat_tree(4), 1, 2)
+    (tmp_path / "f.json").write_text(json.dumps(fab.to_dict()))
+    (tmp_path / "j.json").write_text(json.dumps({"jobs": [j.to_dict() for j in
+                                                          ring_jobs(fab, 1)]}))
+    r = subprocess.run([sys.executable, "-m", "controller", "plan", "--fabric",
+                        str(tmp_path / "f.json"), "--jobs", str(tmp_path / "j.json"),
+                        "--objective", "jobs"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["algorithm"] == "jobs" and doc["info"]["objective"] == "jobs"

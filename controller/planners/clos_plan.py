@@ -25,6 +25,7 @@ from controller.planners.clos_annealing import clos_annealing
 from controller.planners.clos_auto import clos_auto
 from controller.planners.clos_ecmp import clos_ecmp
 from controller.planners.clos_greedy import clos_greedy
+from controller.planners.clos_jobs import clos_jobs
 from controller.planners.clos_split import (
     ClosSplitRouting,
     clos_split,
@@ -41,6 +42,7 @@ CLOS_ALGORITHMS = {
     "ecmp-polarised": lambda problem, salt=0: clos_ecmp(problem, salt, polarised=True),
     "annealing": clos_annealing,
     "split": clos_split,
+    "jobs": clos_jobs,
 }
 
 
