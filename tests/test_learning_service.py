@@ -2,13 +2,17 @@
 by members learn their flows from steady traffic, declarations that the traffic contradicts are
 re-planned make before break, and bad input or awkward traffic changes nothing else."""
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
 
+from controller.enforcement.desired import installed_plan
 from controller.enforcement.openflow import job_cookie
 from controller.model.fabric import Fabric
-from controller.service import api
+from controller.model.fluid import predict_allreduce
+from controller.model.iteration import TOLERANCE
+from controller.service import api, decide, learning
 from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches, trace
 from tests.helpers import FakeClock
@@ -142,6 +146,43 @@ def test_wrong_direction_with_nothing_to_gain_is_kept_with_an_event_saying_why()
     kept = [e for e in svc.state.events if e.get("job") == "w"]
     assert len(kept) == 1 and "plan kept, predicted iteration" in kept[0]["cause"]
     assert "a re-plan needs 5%" in kept[0]["cause"]
+
+
+def test_replan_event_states_the_prediction_the_job_view_shows():
+    """One prediction everywhere: the re-plan's "after" figure is the job view's."""
+    f, sw, svc, clock = start()
+    ring = interleaved(f)
+    assert post(svc, {"id": "w", "ranks": ring, "bytes": 1e6})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1))
+    event = [e for e in svc.state.events if e.get("job") == "w"][-1]
+    before, after = re.search(r"predicted iteration (\S+) s -> (\S+) s \((-\d+)%\)",
+                              event["cause"]).group(1, 2)
+    assert float(after) < (1 - svc.settings.learn_min_gain) * float(before)
+    assert after == f"{get(svc, 'w')[1]['predicted_allreduce_s']:.3g}"
+
+
+def test_predicted_gain_is_the_shared_prediction_within_tolerance_of_the_fluid_model():
+    """Now (a mean over the hashed default paths) and re-planned, by ``model.iteration``,
+    within its tested tolerance of the fluid model, the reference, on the same routes."""
+    f, sw, svc, clock = start(leaves=4, hosts=4)
+    ring = interleaved(f)[:8]
+    assert post(svc, {"id": "w", "ranks": ring, "bytes": 1e6})[0] == 201
+    assert post(svc, {"id": "o", "ranks": interleaved(f)[8:], "bytes": 3e6})[0] == 201
+    m = learning.Measured({(a, b): 2e6 for i, a in enumerate(ring)
+                           if f.hosts[a] != f.hosts[b := ring[i - 1]]}, 1.0)
+    cause, mismatch = learning.verdict(f, svc.state.jobs["w"], m)
+    change = decide.learned(svc.state, svc.settings, "w", m, cause, mismatch)
+    now, new = learning.predicted_gain(f, svc.state.jobs, "w", m, change.jobs)
+
+    def fluid(recs):
+        return predict_allreduce(installed_plan(f, recs.values()))["w"]
+    ref_new = fluid(change.jobs)
+    ref_now = sum(fluid({**svc.state.jobs, "w": learning._as_planned_now(
+        f, svc.state.jobs["w"], m, salt)}) for salt in range(learning.HASH_SALTS)) / learning.HASH_SALTS
+    assert new == pytest.approx(ref_new, rel=TOLERANCE)
+    assert now == pytest.approx(ref_now, rel=TOLERANCE) and new < now
+    # a re-plan in which the job has no routes: no figure, no exception
+    assert learning.predicted_gain(f, svc.state.jobs, "w", m, {}) is None
 
 
 def test_pattern_change_replans_again():

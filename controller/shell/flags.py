@@ -71,9 +71,9 @@ OPTS = [
                  help="seconds per window of measured traffic; a job's matrix is learned once "
                       "it kept the same pairs over two windows of steady traffic"),
     cfg.FloatOpt("mlroute-learn-min-gain", default=0.05,
-                 help="a job is re-planned on its measured matrix only when the fluid model "
-                      "predicts its iteration this much shorter (0.05: 5%%; jobs with "
-                      "\"learn\": false never)"),
+                 help="a job is re-planned on its measured matrix only when the shared "
+                      "prediction (the planners' and the job view's) says its iteration is "
+                      "this much shorter (0.05: 5%%; jobs with \"learn\": false never)"),
     cfg.IntOpt("mlroute-learn-replans-per-minute", default=2,
                help="re-plans of one job on measured matrices per minute, at most"),
     cfg.StrOpt("mlroute-sflow-agents", default="",
