@@ -151,7 +151,9 @@ def max_link_load(problem: Problem, spines: list[int]) -> int:
     return max(loads(problem, spines), default=0)
 
 
-JOB_BUDGET = 600  # move evaluations in all, deterministic: 6-63 ms at 64 x 32 (bench/planner.json)
+# move evaluations in all, deterministic: the full jobs search (auto, objective jobs) takes
+# 55-209 ms at 64 x 32 (bench/planner.json, section layer2: 10 realistic clusters)
+JOB_BUDGET = 600
 
 
 def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,

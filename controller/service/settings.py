@@ -25,7 +25,9 @@ class Settings:
     algorithm: str = "auto"  # planner of jobs that do not ask for one
     mode: str = "flow"  # enforcement of jobs that do not ask for one
     # auto's objective of jobs that do not ask for one: jobs lowers the mean job slowdown by
-    # 6-7% against flows in the realistic grid and bench, at 11-81 ms instead of 3-10 ms
+    # 7% against flows (1.565 against 1.682), at 55-209 ms instead of 3.5-32 ms for the full
+    # search (bench/planner.json, section layer2: 10 realistic 64 x 32 clusters); the
+    # controller runs it off the request path
     objective: str = "jobs"
     planner_opts: dict = field(default_factory=dict)  # algorithm -> planner options
     dead_after: float = 3.0  # seconds a disconnected switch counts as still forwarding

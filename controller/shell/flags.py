@@ -24,9 +24,10 @@ OPTS = [
                     "ecmp, edge-coloring, annealing, ilp, split"),
     cfg.StrOpt("mlroute-objective", default=Settings.objective,
                help="auto's objective for jobs that do not ask for one: jobs (default: worst "
-                    "then mean job's predicted slowdown, then link flow counts; 6-63 ms at "
-                    "64x32, bench/planner.json) or flows (the paper's max-min link flow "
-                    "counts, both layers; within 10 ms at 64x32)"),
+                    "then mean job's predicted slowdown, then link flow counts; its full "
+                    "search takes 55-209 ms at 64x32, bench/planner.json section layer2, so "
+                    "it runs off the request path) or flows (the paper's max-min link flow "
+                    "counts, both layers; 3.5-32 ms there)"),
     cfg.StrOpt("mlroute-mode", default=Settings.mode,
                help="enforcement for jobs that do not ask for one: flow, sr or host (no "
                     "per-flow entry: each flow gets a source port that leads to its spine)"),
