@@ -103,7 +103,7 @@ endif
 bench: install system
 	$(PY) -m simulation.bench
 	$(PY) -m simulation.bench_learning
-	$(PY) -m simulation.trace_replay --workers 2
+	$(PY) -m simulation.trace_report --workers 2
 	$(PY) -m simulation.fabricbench
 	$(PY) -m benchmarks.emulation
 	$(PY) -m benchmarks.reconcile

@@ -26,7 +26,7 @@ Deterministic for a seed (the random placement and the ECMP hash salt); ``auto``
 local search to its local optimum, never to a deadline. Writes ``--out`` (bench/trace_replay.json)
 and ``--figure`` (docs/trace_replay_cdf.png)::
 
-    python -m simulation.trace_replay [--jobs N] [--days D] [--placement locality|random]
+    python -m simulation.trace_report [--jobs N] [--days D] [--placement locality|random]
         [--speedup F] [--algorithms ecmp,ecmp-polarised,greedy,auto] [--seed S] [--workers W]
 
 Without ``--placement``/``--speedup`` it runs ``SCENARIOS``: both policies on the trace as it
@@ -34,17 +34,14 @@ is, and locality with arrivals 4x faster (the trace fills 9% of the hosts on ave
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from controller.model import hosttable
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosLinks, ClosProblem
 from controller.model.iteration import predict_clos_times
@@ -383,36 +380,3 @@ def summarise(run: dict) -> dict:
             "jobs": slowed, "of_multi_host": round(slowed / max(1, len(net)), 6),
             "of_all": round(slowed / max(1, len(jobs)), 6)}
     return out
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.trace_replay",
-                                 description=__doc__.split("\n")[0])
-    ap.add_argument("--jobs", type=int, help="the first N jobs of the trace")
-    ap.add_argument("--days", type=float, help="the jobs that arrive in the first D days")
-    ap.add_argument("--placement", choices=PLACEMENTS,
-                    help="one placement policy (default: the scenarios of SCENARIOS)")
-    ap.add_argument("--speedup", type=float,
-                    help="arrival times divided by this (default: the scenarios of SCENARIOS)")
-    ap.add_argument("--algorithms", default=",".join(ALGORITHMS))
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--workers", type=int, default=1, help="algorithms replayed in parallel")
-    ap.add_argument("--trace", default=TRACE)
-    ap.add_argument("--topology", default=TOPO)
-    ap.add_argument("--out", default=os.path.join(REPO, "bench", "trace_replay.json"))
-    ap.add_argument("--figure", default=os.path.join(REPO, "docs", "trace_replay_cdf.png"),
-                    help="the CDF figure ('' for none)")
-    for name, default in hosttable.Shape().to_dict().items():
-        ap.add_argument("--" + name.replace("_", "-"), type=type(default), default=default,
-                        help=f"fabric: {name} (default {default})")
-    for name in ("tokens_per_host", "gpu_tflops"):
-        default = getattr(Workload(), name)
-        ap.add_argument("--" + name.replace("_", "-"), type=type(default), default=default,
-                        help=f"workload: {name} (default {default})")
-    args = ap.parse_args(argv)
-    from simulation.trace_report import run_all
-    return run_all(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,10 +8,12 @@ docs/results/trace-replay.md (``docs/gen_reference.py`` calls it).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
 import subprocess
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
@@ -21,7 +23,7 @@ import numpy as np
 from controller.model import hosttable
 from simulation import trace_replay as tr
 
-COMMAND = "python -m simulation.trace_replay --workers 2"
+COMMAND = "python -m simulation.trace_report --workers 2"
 
 
 def scenario_name(placement: str, speedup: float) -> str:
@@ -277,3 +279,35 @@ algorithm and placement (`{doc['command']}`).*
 What this does not model: jobs of one host sharing it (a job takes whole hosts), pipeline
 parallelism across hosts, failures, and traffic other than the training rings.
 """
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m simulation.trace_report",
+                                 description=tr.__doc__.split("\n")[0])
+    ap.add_argument("--jobs", type=int, help="the first N jobs of the trace")
+    ap.add_argument("--days", type=float, help="the jobs that arrive in the first D days")
+    ap.add_argument("--placement", choices=tr.PLACEMENTS,
+                    help="one placement policy (default: the scenarios of SCENARIOS)")
+    ap.add_argument("--speedup", type=float,
+                    help="arrival times divided by this (default: the scenarios of SCENARIOS)")
+    ap.add_argument("--algorithms", default=",".join(tr.ALGORITHMS))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=1, help="algorithms replayed in parallel")
+    ap.add_argument("--trace", default=tr.TRACE)
+    ap.add_argument("--topology", default=tr.TOPO)
+    ap.add_argument("--out", default=os.path.join(tr.REPO, "bench", "trace_replay.json"))
+    ap.add_argument("--figure", default=os.path.join(tr.REPO, "docs", "trace_replay_cdf.png"),
+                    help="the CDF figure ('' for none)")
+    for name, default in hosttable.Shape().to_dict().items():
+        ap.add_argument("--" + name.replace("_", "-"), type=type(default), default=default,
+                        help=f"fabric: {name} (default {default})")
+    for name in ("tokens_per_host", "gpu_tflops"):
+        default = getattr(tr.Workload(), name)
+        ap.add_argument("--" + name.replace("_", "-"), type=type(default), default=default,
+                        help=f"workload: {name} (default {default})")
+    args = ap.parse_args(argv)
+    return run_all(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -139,7 +139,7 @@ def test_auto_is_never_slower_than_ecmp_on_the_same_jobs(runs):
 
 def test_command_writes_json_figure_and_page(tmp_path):
     out, fig = tmp_path / "t.json", tmp_path / "t.png"
-    assert tr.main(["--jobs", "80", "--placement", "random", "--speedup", "4",
+    assert trace_report.main(["--jobs", "80", "--placement", "random", "--speedup", "4",
                     "--algorithms", "ecmp,auto", "--out", str(out), "--figure", str(fig)]) == 0
     doc = json.loads(out.read_text())
     (name, scen), = doc["scenarios"].items()
