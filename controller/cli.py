@@ -3,6 +3,7 @@
     python -m controller fabric --spines 4 --leaves 8 --hosts-per-leaf 2 [--failed-spines K]
                                 [--planes P] [--bundle N]
     python -m controller fabric --fat-tree K [--hosts-per-leaf H] [--planes P]
+    python -m controller fabric --host-table T [--aggs-per-pod A] [--cores-per-group C]
     python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective jobs]
                               [--ilp-time-limit S] [--max-parts N] [--out R]
     python -m controller compare --fabric F --jobs J [--objective jobs] [--max-parts N]
@@ -43,6 +44,15 @@ def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric | Clos, list[J
 
 def make_fabric(args) -> Fabric | Clos:
     """The fabric the ``fabric`` command's options describe."""
+    if args.host_table is not None:
+        from controller.model.hosttable import Shape, load
+        shape = Shape(**{k: v for k, v in (("aggs_per_pod", args.aggs_per_pod),
+                                           ("cores_per_group", args.cores_per_group))
+                         if v is not None})
+        try:
+            return load(args.host_table, shape)
+        except OSError as e:
+            raise InputError(f"host table {args.host_table}: {e.strerror}") from None
     if args.fat_tree is not None:
         if args.spines is not None or args.leaves is not None or args.failed_spines:
             raise InputError("--fat-tree K fixes the switches: drop --spines, --leaves and "
@@ -286,6 +296,14 @@ def main(argv=None) -> int:
                      help="independent planes, every host one port into each")
     fab.add_argument("--bundle", type=int, default=1,
                      help="links between every leaf and spine (leaf-spine only)")
+    fab.add_argument("--host-table", metavar="CSV",
+                     help="a three-tier fabric from a host-location table (columns ip, DSW, "
+                          "PSW, ASW: host, core group, pod, ToR), e.g. "
+                          "data/traces/lingjun-topo.csv")
+    fab.add_argument("--aggs-per-pod", type=int,
+                     help="with --host-table: aggregation switches per pod (default 8)")
+    fab.add_argument("--cores-per-group", type=int,
+                     help="with --host-table: cores per group (default 4)")
     fab.add_argument("--out")
     for name in ("plan", "compare"):
         p = sub.add_parser(name)

@@ -391,3 +391,16 @@ def test_greedy_fast_path_makes_the_generic_choices():
         fast = clos_greedy(p)
         assert (fast.plane, fast.middle, fast.path) == (generic.plane, generic.middle,
                                                         generic.path)
+
+
+def test_fabric_command_reads_a_host_table(tmp_path):
+    table = tmp_path / "hosts.csv"
+    table.write_text("ip,DSW,PSW,ASW\naa11,G,P1,S1\nbb22,G,P1,S2\ncc33,G,P2,S1\n")
+    out = tmp_path / "f.json"
+    r = _run("fabric", "--host-table", str(table), "--aggs-per-pod", "2",
+             "--cores-per-group", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "3 leaves, 4 aggregation switches, 2 cores in 2 groups, 2 pods, 3 hosts" in r.stdout
+    assert sorted(Clos.from_dict(json.loads(out.read_text())).hosts) == ["haa11", "hbb22", "hcc33"]
+    r = _run("fabric", "--host-table", str(tmp_path / "missing.csv"))
+    assert r.returncode == 2 and "missing.csv: No such file" in r.stderr
