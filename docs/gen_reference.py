@@ -275,8 +275,8 @@ def results_page() -> str:
            "figures: [changelog](../changelog.md). The trace-driven cluster evaluation (ECMP "
            "against `auto` over 15.9 days of a real cluster's jobs) has its own page: "
            "[trace replay](trace-replay.md).\n\n"]
-    out += [_planner(), _paper(), _realistic(), _clos(), _collectives(), _learning(), _emulation(),
-            _reconcile(), _hostmode(), _failover(), _connect()]
+    out += [_planner(), _paper(), _realistic(), _clos(), _fabrics(), _collectives(), _learning(),
+            _emulation(), _reconcile(), _hostmode(), _failover(), _connect()]
     return "".join(out)
 
 
@@ -366,6 +366,32 @@ def _realistic() -> str:
                       "worst job / fractional optimum"], rows)
             + "![realistic cells](../realistic_cells.png)\n"
               "![realistic vs failures](../realistic_vs_failures.png)\n\n")
+
+
+def _fabrics() -> str:
+    b = _load("bench/fabrics.json")
+    algs = list(b["instances"][0]["planners"])
+    rows = []
+    for i in b["instances"]:
+        if i["fabric"].startswith("fat-tree k=8") or i["fabric"].startswith("fat-tree k=24"):
+            continue
+        down = "no" if not i["failures"] else (f"{i['failures']['links']} links, "
+                                               f"{len(i['failures']['switches'])} switch")
+        rows.append([i["fabric"], i["pattern"], down]
+                    + [f"{i['planners'][a]['over_bound']:g} ({i['planners'][a]['ms_median']:.0f} ms)"
+                       for a in algs])
+    targets = [[f"`{k}`", str(v["value"]), "yes" if v["ok"] else "no"]
+               for k, v in b["targets"].items()]
+    a = b["auto_vs_ilp"]
+    return ("## Path planners on fat-trees and planes\n\n"
+            + _source("python -m simulation.fabricbench", "bench/fabrics.json")
+            + "Max link load over the lower bound (median planning time over "
+              f"{b['settings']['repeats']} runs) per planner; k = 8 and 24 are in the file.\n\n"
+            + _table(["fabric", "traffic", "down"] + [f"`{x}`" for x in algs], rows)
+            + f"The path ILP (HiGHS) proved {a['proved']} small instances: `auto` equals it on "
+              f"{a['equal']} and is above it on {len(a['auto_above'])} (where it reports its gap "
+              "and claims no optimality).\n\n"
+            + _table(["target", "value", "met"], targets))
 
 
 def _clos() -> str:
