@@ -9,30 +9,18 @@ from hypothesis import strategies as st
 
 from controller.errors import ConflictError, InputError
 from controller.model.clos import Clos, load_fabric
-from controller.model.clospaths import ClosProblem, flow_links, link_loads, lower_bound
+from controller.model.clospaths import ClosProblem, link_loads, lower_bound
 from controller.model.fabric import Fabric
-from controller.model.jobs import parse_job
 from controller.model.problem import Problem
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_ecmp import clos_ecmp
 from controller.planners.clos_greedy import clos_greedy
 from controller.planners.clos_tiers import tier_colouring
 from controller.planners.greedy import greedy
+from tests.clos_checks import check_routes, flows_job, permutation
 
 PLANNERS = {"greedy": clos_greedy, "colouring": tier_colouring, "auto": clos_auto,
             "ecmp": clos_ecmp, "ecmp-polarised": lambda p: clos_ecmp(p, polarised=True)}
-
-
-def flows_job(fabric, pairs, jid="j"):
-    return parse_job({"id": jid, "flows": [{"src": a, "dst": b, "bytes": 1e6}
-                                           for a, b in pairs if a != b]}, fabric)
-
-
-def permutation(fabric, seed):
-    hosts = list(fabric.host_leaves)
-    perm = hosts[:]
-    random.Random(seed).shuffle(perm)
-    return [flows_job(fabric, zip(hosts, perm))]
 
 
 # ---- the document ---------------------------------------------------------------------------
@@ -118,27 +106,6 @@ def test_a_pod_cut_off_from_the_core_is_unroutable_with_the_pair_named():
 
 
 # ---- routes ---------------------------------------------------------------------------------
-def _check_routes(problem, r):
-    """Every route is an alive up-down path from the source's leaf to the destination's leaf in
-    its plane, and the loads add up."""
-    L, fab = problem.links, problem.fabric
-    for i, path in enumerate(r.path):
-        q = r.plane[i]
-        names = [L.names[x] for x in flow_links(problem, r, i)]
-        hops = [n.split("#")[0].split("->") for n in names]
-        for (_, b), (c, _) in zip(hops, hops[1:]):
-            assert b == c, names
-        src, dst = L.hosts[problem.src[i]], L.hosts[problem.dst[i]]
-        assert hops[0][0] == src and hops[-1][1] == dst
-        assert hops[1][0] == fab.host_leaves[src][q]
-        tiers = [fab.tier_of[h[1]] for h in hops[1:-1]]
-        top = tiers.index(max(tiers))
-        assert tiers[:top + 1] == sorted(tiers[:top + 1]) and len(set(tiers[:top + 1])) == top + 1
-        assert all(L.alive[x] for x in path)
-    loads = link_loads(problem, r)
-    assert np.isclose((loads * L.units).sum(), sum(len(p) for p in r.path))
-
-
 @settings(max_examples=25, deadline=None)
 @given(st.sampled_from([4, 6, 8]), st.integers(1, 2), st.integers(0, 3), st.integers(0, 10**6))
 def test_every_planner_routes_alive_up_down_paths(k, planes, failures, seed):
@@ -155,7 +122,7 @@ def test_every_planner_routes_alive_up_down_paths(k, planes, failures, seed):
     pairs = [(rnd.choice(hosts), rnd.choice(hosts)) for _ in range(3 * len(hosts))]
     problem = ClosProblem.build(fab, [flows_job(fab, pairs)], skip_unroutable=True)
     for name, planner in PLANNERS.items():
-        _check_routes(problem, planner(problem))
+        check_routes(problem, planner(problem))
     assert score(problem, clos_auto(problem))[0] >= lower_bound(problem) - 1e-9
 
 
@@ -165,7 +132,7 @@ def test_bundles_spread_over_members():
     job = flows_job(fab, zip(hosts[:8], hosts[8:]))  # 8 flows leaf 0 -> leaf 1
     p = ClosProblem.build(fab, [job])
     r = clos_auto(p)
-    _check_routes(p, r)
+    check_routes(p, r)
     assert score(p, r)[0] == lower_bound(p) == 2.0  # 8 flows over 2 spines x 2 links
 
 

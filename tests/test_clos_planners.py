@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from controller.model.clos import Clos
-from controller.model.clospaths import ClosProblem, ClosRouting, flow_links, link_loads
+from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.model.iteration import predict_clos_split_times, predict_clos_times
 from controller.model.jobs import parse_job
 from controller.planners.clos_annealing import clos_annealing
@@ -18,18 +18,7 @@ from controller.planners.clos_split import (
     split_link_loads,
     split_score,
 )
-
-
-def flows_job(fabric, pairs, jid="j"):
-    return parse_job({"id": jid, "flows": [{"src": a, "dst": b, "bytes": 1e6}
-                                           for a, b in pairs if a != b]}, fabric)
-
-
-def permutation(fabric, seed):
-    hosts = list(fabric.host_leaves)
-    perm = hosts[:]
-    random.Random(seed).shuffle(perm)
-    return [flows_job(fabric, zip(hosts, perm))]
+from tests.clos_checks import check_routes, flows_job, permutation
 
 
 def with_failures(fabric, seed, count):
@@ -73,28 +62,6 @@ INSTANCES = instances()
 
 def problem_of(fabric, seed=0, jobs=None):
     return ClosProblem.build(fabric, jobs or permutation(fabric, seed), skip_unroutable=True)
-
-
-def check_routes(problem, r):
-    """Every route is an alive up-down path from the source's leaf to the destination's leaf
-    in its plane (tests/test_clos.py's checker), and the loads add up."""
-    L, fab = problem.links, problem.fabric
-    for i, path in enumerate(r.path):
-        q = r.plane[i]
-        names = [L.names[x] for x in flow_links(problem, r, i)]
-        hops = [n.split("#")[0].split("->") for n in names]
-        for (_, b), (c, _) in zip(hops, hops[1:]):
-            assert b == c, names
-        src, dst = L.hosts[problem.src[i]], L.hosts[problem.dst[i]]
-        assert hops[0][0] == src and hops[-1][1] == dst
-        assert hops[1][0] == fab.host_leaves[src][q]
-        tiers = [fab.tier_of[h[1]] for h in hops[1:-1]]
-        top = tiers.index(max(tiers))
-        assert tiers[:top + 1] == sorted(tiers[:top + 1]) and len(set(tiers[:top + 1])) == top + 1
-        assert tiers[top:] == sorted(tiers[top:], reverse=True)
-        assert all(L.alive[x] for x in path)
-    loads = link_loads(problem, r)
-    assert np.isclose((loads * L.units).sum(), sum(len(p) for p in r.path))
 
 
 # ---- annealing ------------------------------------------------------------------------------
