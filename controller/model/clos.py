@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from controller.errors import InputError
+from controller.model.fabric import HostLookup
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
 _WIRING = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
@@ -58,7 +59,7 @@ class Plane:
 
 
 @dataclass
-class Clos:
+class Clos(HostLookup):
     planes: list[Plane]
     host_leaves: dict[str, tuple[str, ...]]  # host -> its leaf in each plane
     link_gbps: dict[str, float]  # per tier in TIERS
@@ -100,16 +101,6 @@ class Clos:
         if n is not None:
             return n
         return self.bundle_default["core" if self.tier_of[lower] == 1 else "leaf"]
-
-    def leaf_of(self, host: str) -> str:
-        try:
-            return self.hosts[host]
-        except KeyError:
-            raise InputError(f"unknown host {host!r}") from None
-
-    def address(self, host: str) -> str:
-        """The host's address for hashing: its declared IP, else its name."""
-        return self.host_ip.get(host, host)
 
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
     def port(self, switch: str, peer: str) -> int:

@@ -16,8 +16,23 @@ _FABRIC_KEYS = {"spines", "leaves", "hosts", "link_gbps", "down"}
 _WIRING_KEYS = {"dpids", "ports", "host_ip", "host_mac"}
 
 
+class HostLookup:
+    """What every fabric model answers about a host (``Fabric`` and ``model.clos.Clos``):
+    needs ``hosts`` (host -> leaf) and ``host_ip``."""
+
+    def leaf_of(self, host: str) -> str:
+        try:
+            return self.hosts[host]
+        except KeyError:
+            raise InputError(f"unknown host {host!r}") from None
+
+    def address(self, host: str) -> str:
+        """The host's address for hashing: its declared IP, else its name."""
+        return self.host_ip.get(host, host)
+
+
 @dataclass
-class Fabric:
+class Fabric(HostLookup):
     spines: list[str]
     leaves: list[str]
     hosts: dict[str, str]  # host -> leaf
@@ -220,16 +235,6 @@ class Fabric:
         return doc
 
     # ---- queries ------------------------------------------------------------------------
-    def leaf_of(self, host: str) -> str:
-        try:
-            return self.hosts[host]
-        except KeyError:
-            raise InputError(f"unknown host {host!r}") from None
-
-    def address(self, host: str) -> str:
-        """The host's address for hashing: its declared IP, else its name."""
-        return self.host_ip.get(host, host)
-
     def usable_mask(self, leaf_a: int, leaf_b: int) -> int:
         """Spines whose links a->s and s->b are both up, as a bitmask."""
         return self.up_mask[leaf_a] & self.up_mask[leaf_b]
