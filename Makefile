@@ -105,6 +105,7 @@ bench: install system
 	$(PY) -m simulation.bench_learning
 	$(PY) -m simulation.trace_report --workers 2
 	$(PY) -m simulation.fabricbench
+	$(PY) -m simulation.patternbench --out bench/patterns.json
 	$(PY) -m benchmarks.emulation
 	$(PY) -m benchmarks.reconcile
 	$(PY) -m benchmarks.hostmode

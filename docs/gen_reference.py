@@ -275,7 +275,7 @@ def results_page() -> str:
            "figures: [changelog](../changelog.md). The trace-driven cluster evaluation (ECMP "
            "against `auto` over 15.9 days of a real cluster's jobs) has its own page: "
            "[trace replay](trace-replay.md).\n\n"]
-    out += [_planner(), _paper(), _realistic(), _clos(), _fabrics(), _collectives(), _learning(),
+    out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _collectives(), _learning(),
             _emulation(), _reconcile(), _hostmode(), _failover(), _connect()]
     return "".join(out)
 
@@ -366,6 +366,24 @@ def _realistic() -> str:
                       "worst job / fractional optimum"], rows)
             + "![realistic cells](../realistic_cells.png)\n"
               "![realistic vs failures](../realistic_vs_failures.png)\n\n")
+
+
+def _patterns() -> str:
+    b = _load("bench/patterns.json")
+    algs = list(b["rows"][0]["planners"])
+    rows = [[r["case"]] + [f"{r['planners'][a]['fluid_mean']:.3f}" for a in algs]
+            for r in b["rows"]]
+    return ("## Large-model traffic patterns\n\n"
+            + _source("python -m simulation.patternbench --out bench/patterns.json",
+                      "bench/patterns.json")
+            + "Mean job slowdown in the fluid model per workload pattern and planner (`auto-jobs`:"
+              " the jobs objective; `split-jobs-4`: byte-aware split, at most 4 parts). The "
+              f"shared prediction is within {b['max_prediction_error']:.1%} of the fluid model "
+              "on every job; the jobs objective has the lowest mean of the unsplit plans in "
+              f"every case: {'yes' if b['auto_jobs_lowest_unsplit_mean'] else 'no'}; split with 4"
+              " parts is never behind it: "
+              f"{'yes' if b['split_jobs_4_not_behind_auto_jobs'] else 'no'}.\n\n"
+            + _table(["case"] + [f"`{a}`" for a in algs], rows))
 
 
 def _fabrics() -> str:
