@@ -48,6 +48,34 @@ def run_milp(c, a, lb, ub, integrality, lower, upper, time_limit: float, t0: flo
                                                     and np.isfinite(dual) else None)
 
 
+def layer2_milp(n_flows: int, var_flow, pair_var, pair_res, base, step, z_ub, lower: float,
+                top: float, keep, time_limit: float, t0: float):
+    """The second layer's MILP, shared by the two-tier (``ilp_layer2``) and the Clos
+    (``clos_ilp.clos_ilp_layer2``) planners: binary x[v] per option (``var_flow[v]``: its
+    flow, exactly one option per flow), integer z[r] in [0, ``z_ub[r]``] per resource r (a
+    directed link, or a bundle's cell): load(r) = sum of x[v] over ``pair_var`` with
+    ``pair_res`` r <= ``base[r]`` + ``step[r]`` z[r]; minimise the sum of z (the links at
+    alpha) with the count between ``lower`` and ``top`` (the cutoff below an incumbent).
+    ``keep`` (booleans per option, or None): a tie-break worth less than 1 in all, options
+    kept where the incumbent has them. Returns ``run_milp``'s (result, status, dual bound):
+    the dual bound is a lower bound on the count (the tie-break only lowers the objective).
+    """
+    nx, nz = len(var_flow), len(base)
+    rows = np.concatenate([var_flow, n_flows + np.asarray(pair_res), n_flows + np.arange(nz),
+                           np.full(nz, n_flows + nz)])
+    cols = np.concatenate([np.arange(nx), pair_var, nx + np.arange(nz), nx + np.arange(nz)])
+    vals = np.concatenate([np.ones(nx + len(pair_var)), -np.asarray(step, dtype=float),
+                           np.ones(nz)])
+    a = coo_matrix((vals, (rows, cols)), shape=(n_flows + nz + 1, nx + nz)).tocsr()
+    lb = np.concatenate([np.ones(n_flows), np.full(nz, -np.inf), [lower]])
+    ub = np.concatenate([np.ones(n_flows), base, [top]])
+    c = np.concatenate([np.zeros(nx), np.ones(nz)])
+    if keep is not None:
+        c[:nx] = -np.asarray(keep, dtype=float) / (n_flows + 1)
+    return run_milp(c, a, lb, ub, np.ones(nx + nz), np.zeros(nx + nz),
+                    np.concatenate([np.ones(nx), z_ub]), time_limit, t0)
+
+
 def _max_load(problem: Problem, spines: list[int]) -> int:
     up, down = link_loads(problem, Assignment.unsplit(spines))
     return int(max(up.max(initial=0), down.max(initial=0)))
@@ -178,28 +206,19 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
         for s in spine_list(mask):
             var_flow.append(k)
             var_spine.append(s)
-    nx = len(var_flow)
     vf, vs = np.asarray(var_flow, dtype=np.int64), np.asarray(var_spine, dtype=np.int64)
     up_key = np.asarray(problem.src_leaf, dtype=np.int64)[vf] * n_spines + vs
     down_key = n_links + np.asarray(problem.dst_leaf, dtype=np.int64)[vf] * n_spines + vs
     links, inv = np.unique(np.concatenate([up_key, down_key]), return_inverse=True)
-    nz = len(links)
-    n_flows = len(problem)
-    cols = np.arange(nx)
-    rows = np.concatenate([vf, n_flows + inv, n_flows + np.arange(nz)])
-    colsall = np.concatenate([cols, np.concatenate([cols, cols]), nx + np.arange(nz)])
-    vals = np.concatenate([np.ones(3 * nx), -np.ones(nz)])
-    a = coo_matrix((vals, (rows, colsall)), shape=(n_flows + nz + 1, nx + nz)).tolil()
-    a[n_flows + nz, nx:] = 1  # the count, between the bound and the cutoff
-    a = a.tocsr()
-    top = (upper - 1) if upper is not None else nz
-    lb = np.concatenate([np.ones(n_flows), np.full(nz, -np.inf), [lower]])
-    ub = np.concatenate([np.ones(n_flows), np.full(nz, alpha - 1.0), [top]])
-    c = np.concatenate([np.zeros(nx), np.ones(nz)])
-    if incumbent is not None:  # tie-break: keep flows where the incumbent has them (< 1 in all)
-        c[:nx] = -(np.asarray(incumbent, dtype=np.int64)[vf] == vs).astype(float) / (n_flows + 1)
-    res, status, dual = run_milp(c, a, lb, ub, np.ones(nx + nz), np.zeros(nx + nz),
-                                 np.ones(nx + nz), time_limit, t0)
+    nz, n_flows = len(links), len(problem)
+    keep = None
+    if incumbent is not None:  # tie-break: keep flows where the incumbent has them
+        keep = np.asarray(incumbent, dtype=np.int64)[vf] == vs
+    res, status, dual = layer2_milp(n_flows, vf, np.tile(np.arange(len(vf)), 2), inv,
+                                    np.full(nz, alpha - 1.0), np.ones(nz), np.ones(nz), lower,
+                                    (upper - 1) if upper is not None else nz, keep,
+                                    time_limit, t0)
+    nx = len(vf)
     spines, source, proved = (list(incumbent) if incumbent is not None else None), "given", None
     if status == "infeasible" and upper is not None:
         status, proved = "optimal", "solver_cutoff"
