@@ -1,6 +1,7 @@
 """The exact path ILP on Clos fabrics (planners.clos_ilp) against clos_auto and the bound."""
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,13 +11,15 @@ from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, link_loads, lower_bound
 from controller.model.jobs import parse_job
 from controller.planners.clos_auto import clos_auto, score
-from controller.planners.clos_ilp import clos_ilp
+from controller.planners.clos_ilp import clos_ilp, clos_ilp_layer2, links_at
+from tests.clos_checks import check_routes
 
 
-def instance(seed, k, planes=1, bundle=1, failures=None, core_gbps=100):
-    """A k-ary fat-tree with random failed links and random traffic (1 to 3 flows per host)."""
+def instance(seed, k, planes=1, bundle=1, failures=None, core_gbps=100, fabric=None):
+    """A k-ary fat-tree (or ``fabric``) with random failed links and random traffic (1 to 3
+    flows per host)."""
     rnd = random.Random(seed)
-    doc = Clos.fat_tree(k, planes=planes).to_dict()
+    doc = (fabric or Clos.fat_tree(k, planes=planes)).to_dict()
     doc["bundle"] = {"leaf": bundle, "core": bundle}
     doc["link_gbps"] = {"host": 100, "leaf": 100, "core": core_gbps}
     fab = Clos.from_dict(doc)
@@ -95,3 +98,90 @@ def test_pooled_bundles_of_faster_links_are_a_stated_relaxation():
 def test_bad_time_limits_are_refused(bad):
     with pytest.raises(InputError, match="time limit"):
         clos_ilp(instance(0, 4), bad)
+
+
+def check_layer2(p, r, alpha, auto_count):
+    """Valid routes at max load <= alpha, the count reported is the routing's, never above
+    auto's nor below the MILP's own bound (equal to it when proved)."""
+    i = r.info
+    check_routes(p, r)
+    assert all(q >= 0 for q in r.plane) and i["exact"]
+    assert score(p, r)[0] <= alpha + 1e-9 and i["max_link_load"] == score(p, r)[0]
+    assert i["links_at_max"] == links_at(p, r, alpha) <= auto_count
+    assert i["bound"] <= i["links_at_max"]
+    assert i["proved"] == (i["status"] == "optimal")
+    if i["proved"]:
+        assert i["bound"] == i["links_at_max"]
+
+
+def leaf_cut_bound(p, alpha):
+    """Per leaf and direction (one plane, one speed): N flows over A alive links holding at most
+    alpha each put at least N - A (alpha - 1) of them at alpha; the leaves' links are disjoint."""
+    L, total = p.links, 0
+    for side, hops in ((p.src, L.up1[0]), (p.dst, L.down1[0])):
+        leaf = L.host_leaf[0][np.asarray(side, dtype=np.int64)]
+        n = np.bincount(leaf, minlength=hops.shape[0])
+        alive = (L.alive[L.sentinel(hops)] & (hops >= 0)).reshape(hops.shape[0], -1).sum(axis=1)
+        total += int(np.maximum(n - alive * (alpha - 1), 0).sum())
+    return total
+
+
+@pytest.mark.parametrize("k", [4, 6])
+@pytest.mark.parametrize("bundle", [1, 2])
+def test_layer2_milp_on_small_fat_trees(k, bundle):
+    """One plane, random traffic and failures, at auto's max load: the MILP proves its count,
+    never above auto's, and never below the leaf-cut bound; on some instances it is below."""
+    fewer = 0
+    for seed in range(6):
+        p = instance(seed, k, bundle=bundle)
+        auto = clos_auto(p)
+        alpha, count = score(p, auto)
+        r = clos_ilp_layer2(p, alpha, 30, incumbent=auto)
+        check_layer2(p, r, alpha, count)
+        assert r.info["proved"] and r.info["links_at_max"] >= leaf_cut_bound(p, alpha)
+        fewer += r.info["links_at_max"] < count
+    assert k == 6 or fewer  # auto's local search leaves links at the max on k = 4
+
+
+@pytest.mark.parametrize("bundle", [1, 2])
+def test_layer2_milp_on_two_plane_leaf_spines(bundle):
+    """Two-plane leaf-spines with random traffic and failed links, at the layer-1 ILP's
+    optimum (below auto's max on some): valid routes, proved counts, auto's never beaten."""
+    fab = Clos.leaf_spine(4, 6, 4, planes=2)
+    for seed in range(6):
+        p = instance(seed, 0, bundle=bundle, fabric=fab)
+        auto = clos_auto(p)
+        l1 = clos_ilp(p, 30, incumbent=auto)
+        alpha = l1.info["max_link_load"]
+        r = clos_ilp_layer2(p, alpha, 30, incumbent=l1)
+        count = score(p, auto)[1] if score(p, auto)[0] == alpha else len(p.links.tier)
+        check_layer2(p, r, alpha, min(count, links_at(p, l1, alpha)))
+        assert r.info["proved"]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from([4, 6]), st.integers(1, 2), st.integers(1, 2), st.sampled_from([100, 200]),
+       st.integers(0, 10**6))
+def test_layer2_milp_never_above_auto(k, planes, bundle, core, seed):
+    """Any mix, faster core links in bundles too (exact: a cell's members share a speed)."""
+    p = instance(seed, k, planes, bundle, core_gbps=core)
+    auto = clos_auto(p)
+    alpha, count = score(p, auto)
+    r = clos_ilp_layer2(p, alpha, 30)
+    check_layer2(p, r, alpha, count)
+    if r.info["incumbent_from"] == "auto":
+        assert r.info["links_at_max"] == count
+
+
+def test_layer2_milp_incumbent_and_alpha_checks():
+    p = instance(48, 4, planes=2, bundle=1)  # auto at 3, the ILP's proven optimum 2
+    auto, l1 = clos_auto(p), clos_ilp(p, 30)
+    with pytest.raises(InputError, match="exceeds alpha"):
+        clos_ilp_layer2(p, 2.0, 30, incumbent=auto)
+    r = clos_ilp_layer2(p, 2.0, 30)  # auto exceeds 2: no incumbent, the solver alone
+    check_layer2(p, r, 2.0, links_at(p, l1, 2.0))
+    assert r.info["incumbent_from"] == "solver" and r.info["proved"]
+    low = clos_ilp_layer2(p, 1.0, 30)  # below the optimum: nothing to report
+    assert low.info["status"] == "infeasible" and low.info["links_at_max"] is None
+    with pytest.raises(InputError, match="time limit"):
+        clos_ilp_layer2(p, 2.0, 0)

@@ -23,6 +23,10 @@ the solver: ``milp`` takes no starting point), so "infeasible" proves the incumb
 the result is never worse than the incumbent. ``info``: status, objective, bound (the larger of
 the lower bound and HiGHS's dual bound, capped at the incumbent), proved, gap, wall_ms.
 
+The second layer (``clos_ilp_layer2``): with the max load fixed at alpha, fewest directed
+fabric links at alpha, exact at any speeds (a member's flows are whole numbers, so the cell's
+count is pooled without loss); the MILP is the two-tier one's (``ilp.layer2_milp``).
+
 Cost: one MILP with a binary per usable option (F x middles) and a row per flow and per used
 cell; exponential at worst, for references and benchmarks (k <= 8 in seconds), never on the
 request path.
@@ -44,10 +48,11 @@ import time
 import numpy as np
 from scipy.sparse import coo_matrix
 
-from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
+from controller.errors import InputError
+from controller.model.clospaths import ClosProblem, ClosRouting, link_loads, lower_bound
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_loads import ClosLoads, empty_routing, hop_rows
-from controller.planners.ilp import check_time_limit, run_milp
+from controller.planners.ilp import check_time_limit, layer2_milp, run_milp
 
 CUTOFF = 1e-6  # the cutoff below the incumbent when loads are not whole numbers of flows
 
@@ -108,6 +113,111 @@ def clos_ilp(problem: ClosProblem, time_limit: float = 60.0,
     if status == "optimal":
         bound, proved = value, True
     return _done(problem, routing, info, status, value, bound, proved, proved_by, t0)
+
+
+def clos_ilp_layer2(problem: ClosProblem, alpha: float, time_limit: float = 60.0,
+                    incumbent: ClosRouting | None = None) -> ClosRouting:
+    """The exact second layer: among routings with max fabric-link load <= ``alpha``, fewest
+    directed fabric links at ``alpha`` (HiGHS MILP), proven within ``time_limit`` or not.
+
+    The path ILP's options x[f, q, m] and, per used hop cell c with n alive members of u
+    units, an integer z[c] in [0, n]: the flows m_c of the cell satisfy m_c <= n lo + z[c],
+    lo = hi - 1 where hi = floor(alpha u) (the most flows a member may carry), z[c] the
+    members at alpha; minimise the sum of z (``ilp.layer2_milp``, shared with the two-tier
+    ``ilp_layer2``: there z is one binary per link). When alpha u is not a whole number no
+    member can reach alpha exactly: lo = hi and z[c] = 0. Exact at any speeds, bundles or
+    not: a cell's members have one speed (a tier has one), and placing its m_c flows least
+    loaded member first (``_members``) leaves max(0, m_c - n lo) members at alpha, the fewest
+    any choice of members can (the others carry at most lo each). Without bundles z[c] is
+    the two-tier binary: load <= alpha - 1 + z.
+
+    ``incumbent`` (default: ``clos_auto``'s routing when its max load is <= alpha; an
+    InputError if a given one exceeds it), rebalanced over its members (never worse), gives
+    a cutoff (the model asks for fewer links at alpha, so "infeasible" proves it optimal and
+    the result is never worse) and the tie-break of ``ilp_layer2`` (flows stay where it has
+    them). ``info``: status, links_at_max, bound (the solver's dual bound, capped), proved,
+    alpha, objective (= links_at_max), max_link_load, gap, wall_ms; status "infeasible"
+    without an incumbent when alpha is below the optimum. Off the request path.
+
+    >>> from controller.model.clos import Clos
+    >>> from controller.model.jobs import parse_job
+    >>> fab = Clos.fat_tree(4)
+    >>> flows = [{"src": a, "dst": b, "bytes": 1, "sport": i} for i, (a, b) in  # l0 to l1
+    ...          enumerate([("h0_0", "h1_0"), ("h0_1", "h1_1"), ("h0_0", "h1_1")])]
+    >>> p = ClosProblem.build(fab, [parse_job({"id": "j", "flows": flows}, fab)])
+    >>> r = clos_ilp_layer2(p, 2.0, 10)  # 3 flows over 2 slots: one up and one down link at 2
+    >>> r.info["status"], r.info["links_at_max"], r.info["proved"]
+    ('optimal', 2, True)
+    """
+    check_time_limit(time_limit)
+    t0 = time.perf_counter()
+    source = "given"
+    if incumbent is None:
+        auto = clos_auto(problem, time_limit=min(1.0, time_limit / 4))
+        incumbent, source = (auto, "auto") if score(problem, auto)[0] <= alpha + 1e-9 else (None, None)
+    elif score(problem, incumbent)[0] > alpha + 1e-9:
+        raise InputError(f"incumbent's max link load exceeds alpha = {alpha}")
+    L = problem.links
+    cells = L.cells()
+    alive = L.alive[cells.members]
+    n_alive = alive.sum(axis=1)
+    unit = L.units[np.where(alive, cells.members, 0)].max(axis=1, initial=0)
+    hi = np.floor(alpha * unit + 1e-6)
+    lo = np.where(hi >= alpha * unit - 1e-6, hi - 1, hi)  # hi flows reach alpha: lo below
+    same = np.where(alive, L.units[cells.members], np.inf).min(axis=1, initial=np.inf) == unit
+    info = {"time_limit_s": time_limit, "alpha": alpha, "incumbent_from": source,
+            "exact": bool(np.all(same[n_alive > 0]))}  # one speed per cell: always here
+    upper = None
+    if incumbent is not None:
+        incumbent = _members(problem, *_chosen(incumbent))
+        upper = links_at(problem, incumbent, alpha)
+        if upper == 0:
+            return _layer2_done(problem, incumbent, info, "optimal", 0, 0, "lower_bound", t0)
+    flow, middle, plane, rows = _options(problem)
+    used, inv = np.unique(rows[rows >= 0], return_inverse=True)
+    var = np.repeat(np.arange(len(flow)), 4)[(rows >= 0).ravel()]
+    keep = None
+    if incumbent is not None:
+        keep = ((np.asarray(incumbent.plane)[flow] == plane)
+                & (np.asarray(incumbent.middle)[flow] == middle))
+    z_ub = np.where(hi > lo, n_alive, 0)[used]
+    res, status, dual = layer2_milp(len(problem), flow, var, inv, (n_alive * lo)[used],
+                                    (hi - lo)[used], z_ub, 0,
+                                    (upper - 1) if upper is not None else z_ub.sum(), keep,
+                                    time_limit, t0)
+    routing, proved_by = incumbent, None
+    if status == "infeasible" and upper is not None:
+        status, proved_by = "optimal", "solver_cutoff"
+    if res.x is not None:
+        chosen = np.flatnonzero(res.x[:len(flow)] > 0.5)
+        candidate = _members(problem, flow[chosen], plane[chosen], middle[chosen])
+        if score(problem, candidate)[0] <= alpha + 1e-9 and (
+                upper is None or links_at(problem, candidate, alpha) < upper):
+            routing, info["incumbent_from"] = candidate, "solver"
+    if routing is None:
+        return _layer2_done(problem, empty_routing(len(problem)), info, status, None, 0, None, t0)
+    value = links_at(problem, routing, alpha)
+    bound = 0 if dual is None else max(0, min(int(np.ceil(dual - 1e-6)), value))
+    if status == "optimal":
+        bound = value
+    return _layer2_done(problem, routing, info, status, value, bound, proved_by, t0)
+
+
+def links_at(problem: ClosProblem, r: ClosRouting, alpha: float) -> int:
+    """Directed fabric links of ``r`` whose load reaches ``alpha`` (within 1e-9)."""
+    fab = link_loads(problem, r)[problem.links.tier > 0]
+    return int(np.count_nonzero(fab >= alpha - 1e-9)) if alpha > 0 else 0
+
+
+def _layer2_done(problem, r, info, status, value, bound, proved_by, t0) -> ClosRouting:
+    if value is None:  # nothing routed: alpha below the optimum, no incumbent
+        out = ClosRouting(list(r.plane), list(r.middle), list(r.path), dict(info))
+        out.info.update(status=status, links_at_max=None, objective=None, bound=0, proved=False,
+                        wall_ms=(time.perf_counter() - t0) * 1e3)
+        return out
+    out = _done(problem, r, info, status, value, bound, status == "optimal", proved_by, t0)
+    out.info.update(links_at_max=value, bound=int(bound), gap=int(value - bound))
+    return out
 
 
 def cell_max(problem: ClosProblem, r: ClosRouting, cap: np.ndarray, whole: bool) -> float:
