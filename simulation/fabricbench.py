@@ -14,7 +14,10 @@ shared, CPU time is what the planner itself used) and as a ratio to ECMP's in th
 
 The path ILP (``planners.clos_ilp``, HiGHS) against auto where it solves within its limit: on the
 k = 8 fat-tree and the small leaf-spine above, and on random traffic (1 to 3 flows per host)
-on k = 4 and 6 fat-trees with one or two planes and failed links.
+on k = 4 and 6 fat-trees with one or two planes and failed links. On these random instances
+(and fabrics of <= 64 hosts: --quick's k = 4) the layer-2 MILP (``clos_ilp_layer2``) at the
+ILP's max load, against auto's links at the max where auto has that max
+(``auto_vs_layer2_milp``: proved, equal, ratio mean and max).
 
 Targets: auto exact (max load = lower bound, so proven) on every full-bisection instance with
 equal flows and nothing down (permutations and rings); never below the ILP's optimum nor the
@@ -37,18 +40,19 @@ import sys
 import time
 
 from controller.model.clos import Clos
-from controller.model.clospaths import ClosProblem, lower_bound
+from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.jobs import parse_job
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_ecmp import clos_ecmp
 from controller.planners.clos_greedy import clos_greedy
-from controller.planners.clos_ilp import clos_ilp
+from controller.planners.clos_ilp import clos_ilp, clos_ilp_layer2
 from controller.planners.clos_tiers import tier_colouring
 
 PLANNERS = {"ecmp": clos_ecmp, "ecmp-polarised": lambda p: clos_ecmp(p, polarised=True),
             "greedy": clos_greedy, "colouring": tier_colouring, "auto": clos_auto}
 PATTERNS = ("permutation", "rings", "all-to-all")
 EQUAL_FLOWS = ("permutation", "rings")  # every host sends and receives one flow
+LAYER2_HOSTS = 64  # the layer-2 MILP on fabrics this small (its LP bound is weak at k = 8)
 
 
 def fabrics(quick: bool) -> list[tuple[str, Clos]]:
@@ -123,22 +127,55 @@ def instance(name: str, fabric: Clos, pattern: str, failures: dict | None, seed:
                                   "ms_median": ms, "cpu_ms_median": cpu}
         if label == "auto":
             row["auto"] = {k: r.info[k] for k in ("optimal", "gap", "construction")}
+            auto = r
     base = row["planners"]["ecmp"]
     for p in row["planners"].values():
         p["ms_over_ecmp"] = round(p["ms_median"] / base["ms_median"], 3) if base["ms_median"] else None
     if ilp_limit:
-        row["ilp"] = ilp_row(problem, row["planners"]["auto"]["max_link_load"], ilp_limit)
+        row["ilp"] = ilp_row(problem, auto, ilp_limit, layer2=row["hosts"] <= LAYER2_HOSTS)
     return row
 
 
-def ilp_row(problem: ClosProblem, auto_alpha: float, limit: float) -> dict:
-    r = clos_ilp(problem, limit)
+def ilp_row(problem: ClosProblem, auto: ClosRouting, limit: float, layer2: bool = True) -> dict:
+    """The path ILP (layer 1) from auto's routing, then (``layer2``) the layer-2 MILP at the
+    ILP's max load (auto's when the ILP is not below it): auto's links at the max against
+    its optimum."""
+    auto_alpha, auto_count = score(problem, auto)
+    r = clos_ilp(problem, limit, incumbent=auto)
     i = r.info
-    return {"status": i["status"], "proved": i["proved"], "exact": i["exact"],
-            "objective": i["objective"], "bound": i["bound"],
-            "proved_by": i.get("proved_by", "solver" if i["proved"] else None),
-            "auto_over_ilp": round(auto_alpha / i["objective"], 4) if i["objective"] else None,
-            "ms": round(i["wall_ms"], 1)}
+    out = {"status": i["status"], "proved": i["proved"], "exact": i["exact"],
+           "objective": i["objective"], "bound": i["bound"],
+           "proved_by": i.get("proved_by", "solver" if i["proved"] else None),
+           "auto_over_ilp": round(auto_alpha / i["objective"], 4) if i["objective"] else None,
+           "ms": round(i["wall_ms"], 1)}
+    if not layer2:
+        return out
+    alpha = i["max_link_load"]
+    l2 = clos_ilp_layer2(problem, alpha, limit, incumbent=r).info
+    same = auto_alpha <= alpha + 1e-9  # auto's count compares only at the same max
+    out["layer2"] = {"alpha": alpha, "status": l2["status"], "proved": l2["proved"],
+                     "links_at_max": l2["links_at_max"], "bound": l2["bound"],
+                     "auto_links_at_max": auto_count if same else None,
+                     "auto_over_milp": (round(auto_count / l2["links_at_max"], 4)
+                                        if same and l2["links_at_max"] else None),
+                     "ms": round(l2["wall_ms"], 1)}
+    return out
+
+
+def layer2_summary(pairs: list[tuple[str, dict]]) -> dict:
+    """Auto's links at the max against the layer-2 MILP, where auto has the ILP's max."""
+    pairs = [(n, i) for n, i in pairs if "layer2" in i]
+    same = [(n, i["layer2"]) for n, i in pairs if i["layer2"]["auto_links_at_max"] is not None]
+    ratios = [l2["auto_over_milp"] for _, l2 in same if l2["auto_over_milp"] is not None]
+    return {"instances": len(pairs), "proved": sum(1 for _, i in pairs if i["layer2"]["proved"]),
+            "auto_at_ilp_max": len(same),
+            "auto_equal": sum(1 for _, l2 in same if l2["auto_links_at_max"] == l2["links_at_max"]),
+            "auto_over_milp_mean": round(statistics.mean(ratios), 4) if ratios else None,
+            "auto_over_milp_max": max(ratios, default=None),
+            "auto_below_bound": [n for n, l2 in same if l2["auto_links_at_max"] < l2["bound"]],
+            "auto_above": [{"instance": n, "auto": l2["auto_links_at_max"],
+                            "milp": l2["links_at_max"], "proved": l2["proved"]}
+                           for n, l2 in same if l2["auto_links_at_max"] > l2["links_at_max"]]}
 
 
 def random_small(quick: bool, limit: float) -> list[dict]:
@@ -159,7 +196,7 @@ def random_small(quick: bool, limit: float) -> list[dict]:
         out.append({"fabric": f"fat-tree k={k}, {planes} plane(s)", "seed": seed, "flows": len(p),
                     "failures": fails, "lower_bound": lower_bound(p), "auto": alpha,
                     "auto_optimal_claim": auto.info["optimal"], "auto_gap": auto.info["gap"],
-                    "ilp": ilp_row(p, alpha, limit)})
+                    "ilp": ilp_row(p, auto, limit)})
     return out
 
 
@@ -219,6 +256,10 @@ def run(quick: bool, repeats: int, ilp_limit: float, seed: int = 1) -> dict:
               r["planners"]["auto"]["max_link_load"], r["ilp"]) for r in rows if r.get("ilp")]
     pairs += [(f"{s['fabric']} random seed {s['seed']}", s["auto"], s["ilp"]) for s in small]
     proved = [(n, a, i["objective"]) for n, a, i in pairs if i["proved"]]
+    layer2 = layer2_summary([(n, i) for n, _, i in pairs])
+    goals = targets(rows, small, quick)
+    goals["auto_links_at_max_never_below_layer2_bound"] = {
+        "value": len(layer2["auto_below_bound"]), "ok": not layer2["auto_below_bound"]}
     return {"machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
             "settings": {"quick": quick, "repeats": repeats, "ilp_time_limit_s": ilp_limit,
                          "seed": seed},
@@ -228,7 +269,8 @@ def run(quick: bool, repeats: int, ilp_limit: float, seed: int = 1) -> dict:
                             "auto_above": [{"instance": n, "auto": a, "ilp": o}
                                            for n, a, o in proved if a > o + 1e-9],
                             "not_proved_within_limit": len(pairs) - len(proved)},
-            "targets": targets(rows, small, quick),
+            "auto_vs_layer2_milp": layer2,
+            "targets": goals,
             "wall_s": round(time.perf_counter() - t0, 1)}
 
 
