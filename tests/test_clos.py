@@ -199,6 +199,7 @@ def _run(*args):
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_fabric_command_writes_fat_trees_and_planes(tmp_path):
     out = tmp_path / "ft.json"
     r = _run("fabric", "--fat-tree", "4", "--out", str(out))
@@ -213,6 +214,7 @@ def test_fabric_command_writes_fat_trees_and_planes(tmp_path):
     assert r.returncode == 2 and "even k" in r.stderr
 
 
+@pytest.mark.slow
 def test_plan_and_compare_on_a_fat_tree(tmp_path):
     fab = tmp_path / "ft.json"
     _run("fabric", "--fat-tree", "4", "--out", str(fab))
@@ -360,6 +362,7 @@ def test_greedy_fast_path_makes_the_generic_choices():
                                                         generic.path)
 
 
+@pytest.mark.slow
 def test_fabric_command_reads_a_host_table(tmp_path):
     table = tmp_path / "hosts.csv"
     table.write_text("ip,DSW,PSW,ASW\naa11,G,P1,S1\nbb22,G,P1,S2\ncc33,G,P2,S1\n")

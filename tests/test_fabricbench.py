@@ -2,9 +2,12 @@
 the exactness claims it records."""
 import json
 
+import pytest
+
 from simulation import fabricbench
 
 
+@pytest.mark.slow
 def test_quick_fabric_bench_shape_and_exactness(tmp_path):
     out = tmp_path / "fabrics.json"
     assert fabricbench.main(["--quick", "--out", str(out), "--ilp-time-limit", "20"]) == 0

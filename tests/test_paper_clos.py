@@ -1,9 +1,12 @@
 """The three-tier grid of `make paper` (simulation.paper_clos), quick: files, shape, claims."""
 import json
 
+import pytest
+
 from simulation.paper_clos import ALGORITHMS, main
 
 
+@pytest.mark.slow
 def test_quick_grid_writes_its_files_and_auto_meets_the_bound(tmp_path, capsys):
     assert main(["--quick", "--out", str(tmp_path)]) == 0
     summary = json.loads((tmp_path / "clos_summary.json").read_text())
