@@ -400,7 +400,7 @@ def _fabrics() -> str:
                        for a in algs])
     targets = [[f"`{k}`", str(v["value"]), "yes" if v["ok"] else "no"]
                for k, v in b["targets"].items()]
-    a = b["auto_vs_ilp"]
+    a, l2 = b["auto_vs_ilp"], b["auto_vs_layer2_milp"]
     return ("## Path planners on fat-trees and planes\n\n"
             + _source("python -m simulation.fabricbench", "bench/fabrics.json")
             + "Max link load over the lower bound (median planning time over "
@@ -408,7 +408,12 @@ def _fabrics() -> str:
             + _table(["fabric", "traffic", "down"] + [f"`{x}`" for x in algs], rows)
             + f"The path ILP (HiGHS) proved {a['proved']} small instances: `auto` equals it on "
               f"{a['equal']} and is above it on {len(a['auto_above'])} (where it reports its gap "
-              "and claims no optimality).\n\n"
+              "and claims no optimality). "
+            + f"Layer 2 on the {l2['instances']} random small instances (k = 4, 6): the MILP "
+              f"proved {l2['proved']}; where `auto` has the ILP's max load ({l2['auto_at_ilp_max']})"
+              f" it has as few links at the max on {l2['auto_equal']}, "
+              f"{l2['auto_over_milp_mean']:.2f}x the optimum on average (at most "
+              f"{l2['auto_over_milp_max']:g}x).\n\n"
             + _table(["target", "value", "met"], targets))
 
 
