@@ -103,15 +103,6 @@ class Clos(HostLookup):
         return self.bundle_default["core" if self.tier_of[lower] == 1 else "leaf"]
 
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
-    def port(self, switch: str, peer: str) -> int:
-        return self.ports[switch][peer]
-
-    def peer(self, switch: str, port: int) -> str | None:
-        for name, p in self.ports.get(switch, {}).items():
-            if p == port:
-                return name
-        return None
-
     def neighbours(self, switch: str) -> list[str]:
         """Linked switches and hosts of ``switch`` (bundles not expanded)."""
         p = self.planes[self.plane_of[switch]]

@@ -17,8 +17,17 @@ _WIRING_KEYS = {"dpids", "ports", "host_ip", "host_mac"}
 
 
 class HostLookup:
-    """What every fabric model answers about a host (``Fabric`` and ``model.clos.Clos``):
-    needs ``hosts`` (host -> leaf) and ``host_ip``."""
+    """What every fabric model answers about hosts and ports (``Fabric`` and
+    ``model.clos.Clos``): needs ``hosts`` (host -> leaf), ``host_ip`` and ``ports``."""
+
+    def port(self, switch: str, peer: str) -> int:
+        return self.ports[switch][peer]
+
+    def peer(self, switch: str, port: int) -> str | None:
+        for name, p in self.ports.get(switch, {}).items():
+            if p == port:
+                return name
+        return None
 
     def leaf_of(self, host: str) -> str:
         try:
@@ -216,15 +225,6 @@ class Fabric(HostLookup):
             if len(parts) != 6 or not all(len(x) == 2 and all(c in hexdigits for c in x)
                                           for x in parts):
                 raise InputError(f"fabric: host {h} has a bad MAC address {mac!r}")
-
-    def port(self, switch: str, peer: str) -> int:
-        return self.ports[switch][peer]
-
-    def peer(self, switch: str, port: int) -> str | None:
-        for name, p in self.ports.get(switch, {}).items():
-            if p == port:
-                return name
-        return None
 
     def to_dict(self) -> dict:
         doc = {"spines": list(self.spines), "leaves": list(self.leaves), "hosts": dict(self.hosts),
