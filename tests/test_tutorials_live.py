@@ -1,7 +1,15 @@
-"""The redundant-controllers tutorial (docs/tutorials/redundant-controllers.md) run as written:
-its command blocks, in order, against real etcd, two ryu-managers on one host and Mininet.
+"""The tutorials run as written: their command blocks, in order, against the real controller,
+Open vSwitch and Mininet, so that a broken example fails here.
 
-Two substitutions, both said here: etcd's data directory is a temporary one (the tutorial's
+* first-route.md: the no-root blocks in a folder of links to the checkout, then ``make
+  controller``, ``mn --custom topologies/clos.py`` (its prompt fed ``pingall`` and, after the
+  third terminal's commands, ``exit``), the CLI and curl against the controller, Ctrl-C on
+  the controller, and ``make demo``.
+* redundant-controllers.md: real etcd, two ryu-managers on one host and Mininet.
+
+Every process is started in a session of its own and stopped by its process group in
+``finally`` (also on Ctrl-C); every wait has a timeout. In redundant-controllers.md two
+substitutions, both said here: etcd's data directory is a temporary one (the tutorial's
 /var/lib/mlroute-etcd would keep a cluster across runs), and a leading ``sudo`` is dropped when
 already root (CI's machines have no sudo). Mininet's command line reads the test's commands
 (``pingall``, then ``exit``) from its standard input. Before the sFlow ports were separated the
@@ -11,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import urllib.request
 
@@ -22,21 +31,13 @@ from tests.test_docs import REPO, _blocks
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 PAGE = os.path.join(REPO, "docs", "tutorials", "redundant-controllers.md")
+TUTORIALS = os.path.join(REPO, "docs", "tutorials")
+VENV_BIN = os.path.join(REPO, ".venv", "bin")
 
 
 def _get(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as r:
         return json.loads(r.read())
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
 
 
 def test_redundant_controllers_tutorial_runs_as_written(tmp_path):
@@ -101,7 +102,7 @@ def test_redundant_controllers_tutorial_runs_as_written(tmp_path):
             assert "cannot bind" not in (logs / f"{name}.log").read_text()
     finally:
         for p in reversed(procs):
-            _stop(p)
+            _stop_group(p, signal.SIGTERM)
         fabricnet.cleanup()
 
 
@@ -113,3 +114,128 @@ def _alive(url: str) -> bool:
         return False
     except ValueError:
         return True
+
+
+def _group_alive(proc: subprocess.Popen) -> bool:
+    proc.poll()  # reap the leader, or a dead leader would count as alive
+    try:
+        os.killpg(proc.pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def _stop_group(proc: subprocess.Popen, first=signal.SIGINT, grace: float = 60) -> None:
+    """Stop a process started in a session of its own and everything it started (make's
+    recipe, the shell of a block, a runner and its cleanup): Ctrl-C as a user would press it,
+    with time for the cleanup that triggers (a demo stops its controller and Mininet), then
+    SIGTERM and SIGKILL. Waits until the whole process group is gone."""
+    for sig, wait in ((first, grace), (signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        if not _group_alive(proc):
+            break
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            fabricnet.wait_until(lambda: not _group_alive(proc), wait, interval=0.2,
+                                 what=f"process group {proc.pid} gone")
+        except TimeoutError:
+            continue
+    if proc.poll() is None:
+        proc.wait(timeout=10)
+
+
+def _unsudo(cmd: str) -> str:
+    """A leading ``sudo`` is dropped when already root (CI's machines have no sudo)."""
+    return re.sub(r"^sudo\s+", "", cmd.strip()) if os.geteuid() == 0 else cmd
+
+
+def _venv_env(**extra) -> dict:
+    """The environment of a reader with the venv active (``source .venv/bin/activate``)."""
+    return dict(os.environ, VIRTUAL_ENV=os.path.dirname(VENV_BIN),
+                PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""), **extra)
+
+
+def _checkout(tmp_path) -> str:
+    """A folder of links to the checkout, so that the files a tutorial writes stay out of it."""
+    work = tmp_path / "repo"
+    work.mkdir()
+    for name in (".venv", "controller", "topologies", "emulation", "examples", "Makefile",
+                 "requirements.txt", "requirements-osken.txt", "setup.cfg", "setup.py"):
+        os.symlink(os.path.join(REPO, name), work / name)
+    return str(work)
+
+
+def _run(body: str, cwd: str, env: dict, timeout: float) -> str:
+    """A block as a reader runs it in a terminal: bash, stop at the first failure."""
+    p = subprocess.Popen(["bash", "-euo", "pipefail", "-c", _unsudo(body)], cwd=cwd, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    finally:  # a timeout or Ctrl-C: the block's processes stop and clean up first
+        if _group_alive(p):
+            _stop_group(p)
+    assert p.returncode == 0, f"{body}\n--- stdout:\n{out[-2000:]}\n--- stderr:\n{err[-3000:]}"
+    return out
+
+
+def _log_has(path, text: str):
+    return text in path.read_text() if path.exists() else False
+
+
+def test_first_route_tutorial_runs_as_written(tmp_path):
+    require_root_and_ovs()
+    blocks = _blocks(os.path.join(TUTORIALS, "first-route.md"))
+    live = [(t, b) for t, b in blocks if t.startswith("Needs")]
+    assert [b.split()[0] for _t, b in live] == ["make", "sudo", "python", "make"], live
+    controller, mininet, third, demo = (b for _t, b in live)
+    assert controller.strip() == "make controller" and demo.strip() == "make demo"
+    work = _checkout(tmp_path)
+    env = _venv_env()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for title, body in blocks:  # steps 1 and 2: the files the live steps read
+        if not title.startswith("Needs"):
+            _run(body, work, env, 300)
+    fabricnet.cleanup()
+    procs = []
+
+    def start(cmd: str, name: str, first=signal.SIGINT, **kw) -> subprocess.Popen:
+        out = open(logs / f"{name}.log", "w")
+        p = subprocess.Popen(["bash", "-c", _unsudo(cmd)], cwd=work, env=env, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True, **kw)
+        procs.append((p, first))
+        return p
+
+    try:
+        ctl = start(controller, "controller")
+        fabricnet.wait_until(lambda: _alive("http://127.0.0.1:8080/v1/jobs"), 120,
+                             what="the controller's REST port 8080 (make controller)")
+        # Mininet's prompt survives Ctrl-C: SIGTERM if the test stops early (cleanup below)
+        net = start(mininet, "mininet", first=signal.SIGTERM, stdin=subprocess.PIPE)
+        net.stdin.write(b"pingall\n")
+        net.stdin.flush()
+        fabricnet.wait_until(lambda: _log_has(logs / "mininet.log", "Results:"), 180,
+                             what="Mininet's pingall")
+        assert "Results: 0% dropped" in (logs / "mininet.log").read_text()
+        out = _run(third, work, env, 180)
+        assert "ring0" in out and '"links"' in out, out[-2000:]  # job show, then curl
+        view = _get("http://127.0.0.1:8080/v1/jobs/ring0")
+        assert len(view["routes"]) == 8 and all(r.get("spine") for r in view["routes"])
+        assert _get("http://127.0.0.1:8080/v1/links")["summary"]["max_link_load"] == 1
+        # the page: stop the controller (Ctrl-C) and leave Mininet (exit) before make demo
+        net.stdin.write(b"exit\n")
+        net.stdin.close()
+        net.wait(timeout=120)
+        _stop_group(ctl)
+        assert ctl.returncode is not None
+        fabricnet.cleanup()
+        out = _run(demo, work, env, 900)
+        assert "faster than ECMP" in out, out[-3000:]
+        assert os.path.exists(os.path.join(work, "results", "demo", "summary.json"))
+    finally:
+        for p, first in reversed(procs):  # Mininet, then the controller, then the bridges
+            _stop_group(p, first)
+        fabricnet.cleanup()
