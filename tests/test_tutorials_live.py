@@ -5,6 +5,10 @@ Open vSwitch and Mininet, so that a broken example fails here.
   controller``, ``mn --custom topologies/clos.py`` (its prompt fed ``pingall`` and, after the
   third terminal's commands, ``exit``), the CLI and curl against the controller, Ctrl-C on
   the controller, and ``make demo``.
+* pytorch-job.md: the torchrun block on two Mininet hosts (``R`` and ``CTL`` set as the page
+  says; ``CTL`` is 127.0.0.1, where a socat relay in each host's namespace reaches the
+  controller, and ``GLOO_SOCKET_IFNAME`` the host's interface, as Mininet hosts share the
+  machine's host name), the job's blocks while it runs, then ``emulation.collectives``.
 * redundant-controllers.md: real etcd, two ryu-managers on one host and Mininet.
 
 Every process is started in a session of its own and stopped by its process group in
@@ -19,6 +23,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import urllib.request
@@ -239,3 +244,64 @@ def test_first_route_tutorial_runs_as_written(tmp_path):
         for p, first in reversed(procs):  # Mininet, then the controller, then the bridges
             _stop_group(p, first)
         fabricnet.cleanup()
+
+
+def test_pytorch_job_tutorial_runs_as_written(tmp_path):
+    require_root_and_ovs()
+    if shutil.which("socat") is None or shutil.which("torchrun") is None:
+        pytest.skip("needs socat and torchrun (make system)")
+    from emulation.harness.session import Session
+    from tests.integration import HOSTS, LEAVES, SPINES
+    blocks = _blocks(os.path.join(TUTORIALS, "pytorch-job.md"))
+    live = [b for t, b in blocks if t.startswith("Needs")]
+    torchrun, show, collectives = live
+    assert torchrun.startswith("torchrun") and "emulation.collectives" in collectives
+    for title, body in blocks:
+        if not title.startswith("Needs"):
+            _run(body, str(tmp_path), _venv_env(), 120)
+    procs = []
+    # 10 Mbit/s links: 10 All-Reduces of 4 MiB take about 35 s, time to look at the job
+    with Session(SPINES, LEAVES, HOSTS, 10.0, str(tmp_path / "session")) as s:
+        try:
+            assert s.ctl.rest_port == 8080  # the page's port
+            sock = str(tmp_path / "rest.sock")
+            procs.append(subprocess.Popen(["socat", f"UNIX-LISTEN:{sock},fork,reuseaddr",
+                                           "TCP:127.0.0.1:8080"], start_new_session=True))
+            fabricnet.wait_until(lambda: os.path.exists(sock), 10, what="relay socket")
+            hosts = [s.net.get("h0_0"), s.net.get("h1_0")]
+            assert s.fabric.host_ip["h0_0"] == "10.0.0.1"  # the page's --master_addr
+            ranks = []
+            for r, h in enumerate(hosts):
+                procs.append(h.popen(["socat", "TCP-LISTEN:8080,bind=127.0.0.1,fork,reuseaddr",
+                                      f"UNIX-CONNECT:{sock}"]))
+                env = dict(os.environ, R=str(r), CTL="127.0.0.1", OMP_NUM_THREADS="1",
+                           GLOO_SOCKET_IFNAME=f"{h.name}-eth0")
+                out = open(tmp_path / f"rank{r}.log", "w")
+                ranks.append(h.popen(["bash", "-euo", "pipefail", "-c", torchrun], cwd=REPO,
+                                     env=env, stdout=out, stderr=subprocess.STDOUT))
+            procs += ranks
+            fabricnet.wait_until(lambda: _has_job(s, "allreduce"), 180, interval=0.2,
+                                 what="job allreduce declared by rank 0")
+            out = _run(show, str(tmp_path), _venv_env(CTL="127.0.0.1"), 60)
+            assert out.splitlines()[1].split()[0] == "allreduce", out
+            view = json.loads(out[out.index("{"):])
+            assert view["matrix"] == "declared" and len(view["routes"]) == 2, view
+            for p in ranks:
+                p.wait(timeout=300)
+            text = (tmp_path / "rank0.log").read_text()
+            assert all(p.returncode == 0 for p in ranks), text[-3000:]
+            result = json.loads(text.split("RESULT ", 1)[1].splitlines()[0])
+            assert result["declared"] is True and len(result["allreduce_s"]) == 10
+            assert s.ctl.client.jobs()["jobs"] == []  # removed at destroy_process_group
+        finally:
+            for p in reversed(procs):
+                _stop_group(p, signal.SIGTERM)
+    out = _run(collectives, REPO, _venv_env(), 900)
+    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    assert [l["scenario"] for l in lines] == ["ecmp", "correct", "rank_order"], out
+    assert all(l["sums_ok"] for l in lines), out
+
+
+def _has_job(s, jid) -> bool:
+    return any(j.get("id") == jid for j in s.ctl.client.jobs()["jobs"])
+
