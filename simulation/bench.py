@@ -376,12 +376,17 @@ def main(argv=None) -> int:
     doc["targets"].update({k: v for k, v in layer2["targets"].items()})
     doc["targets"].update(pattern_targets(patterns))
     doc["wall_s"] = round(time.perf_counter() - t0, 1)
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
+    write_result(doc, args.out)
+    return 0
+
+
+def write_result(doc: dict, path: str) -> None:
+    """A benchmark's JSON to ``path`` (folders made), its targets and the path on stdout."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
         json.dump(doc, fh, indent=1)
     print(json.dumps(doc["targets"], indent=1))
-    print(f"written to {args.out}")
-    return 0
+    print(f"written to {path}")
 
 
 if __name__ == "__main__":

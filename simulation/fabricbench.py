@@ -47,6 +47,7 @@ from controller.planners.clos_ecmp import clos_ecmp
 from controller.planners.clos_greedy import clos_greedy
 from controller.planners.clos_ilp import clos_ilp, clos_ilp_layer2
 from controller.planners.clos_tiers import tier_colouring
+from simulation.bench import write_result
 
 PLANNERS = {"ecmp": clos_ecmp, "ecmp-polarised": lambda p: clos_ecmp(p, polarised=True),
             "greedy": clos_greedy, "colouring": tier_colouring, "auto": clos_auto}
@@ -284,11 +285,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     repeats = args.repeats or (1 if args.quick else 5)
     doc = run(args.quick, repeats, args.ilp_time_limit)
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(doc, fh, indent=1)
-    print(json.dumps(doc["targets"], indent=1))
-    print(f"written to {args.out}")
+    write_result(doc, args.out)
     return 0
 
 
