@@ -380,6 +380,28 @@ def test_members_only_alltoall_and_ring_job_learns_every_pair():
     assert len(replans(svc, "moe")) == 1
 
 
+def test_the_job_view_shows_the_estimate_between_phases_and_nothing_is_decided_on_it():
+    """A launch's tail (only the ring's pairs, the all-to-all's gone quiet) puts the estimate
+    in doubt: the view still shows every learned pair, says it is not steady, and the plan
+    stays as it is."""
+    f, sw, svc, clock = start()
+    ranks = interleaved(f)[:4]
+    ip = f.host_ip
+    a2a = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=1500, sampling_rate=16)
+           for a in ranks for b in ranks if a != b] * 10
+    assert post(svc, {"id": "moe", "members": ranks})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ranks, step=-1) + a2a, seconds=6)
+    every = {(a, b) for a in ranks for b in ranks if a != b}
+    assert get(svc, "moe")[1]["learning"]["steady"] is True
+    rules = {d: dict(t) for d, t in sw.rules.items()}
+    run_traffic(svc, clock, ring_samples(f, ranks, step=-1, acks=0), seconds=2)
+    doc = get(svc, "moe")[1]
+    assert doc["learning"]["steady"] is False, doc["learning"]
+    assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == every
+    assert planned_pairs(svc, "moe") == every and len(replans(svc, "moe")) == 1
+    assert {d: dict(t) for d, t in sw.rules.items()} == rules
+
+
 def test_a_plan_is_never_replaced_by_a_subset_of_itself():
     """Only some of a learned ring's pairs send for a long while (an evaluation between two
     members): the planned ring stays whole."""

@@ -36,13 +36,14 @@ HASH_SALTS = 4  # default paths are hashed: the current plan's time is a mean ov
 
 @dataclass(frozen=True)
 class Measured:
-    """The cross-leaf pairs of one job's steady estimate, by host name: mean bytes per active
-    window, and each pair's samples and relative error."""
+    """The cross-leaf pairs of one job's estimate, by host name: mean bytes per active
+    window, and each pair's samples and relative error. Only a ``steady`` one is acted on."""
     pairs: dict  # (src host, dst host) -> mean bytes per active window
     window_s: float
     confidence: dict = field(default_factory=dict)  # pair -> {"samples", "relative_error"}
     active_windows: int = 0
     replans: int = 0  # times the job was (re-)planned on a measured matrix
+    steady: bool = True  # the estimate may be acted on (``MatrixEstimate.steady``)
 
     def flows_doc(self, declared: set) -> list[dict]:
         return [{"src": a, "dst": b, "bytes": round(v), "bytes_per_s": round(v / self.window_s),
@@ -63,7 +64,7 @@ def measured_pairs(fabric: Fabric, estimate: MatrixEstimate, window_s: float,
         if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor:
             pairs[(src, dst)] = v
             confidence[(src, dst)] = estimate.confidence((a, b))
-    return Measured(pairs, window_s, confidence, estimate.active)
+    return Measured(pairs, window_s, confidence, estimate.active, steady=estimate.steady)
 
 
 def declared_pairs(fabric: Fabric, r: JobRecord) -> set:

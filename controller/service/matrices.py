@@ -114,12 +114,13 @@ class MatrixLearning:
                     estimate.fold(b, n)
 
     def measured(self, state: ControllerState, settings: Settings) -> dict:
-        """Job -> ``learning.Measured`` of every steady estimate (what the job view shows)."""
+        """Job -> ``learning.Measured`` of every estimate with pairs (what the job view shows;
+        only steady ones are decided on: an estimate between phases still shows its pairs)."""
         if state.fabric is None:
             return {}
         out = {}
         for jid, (_, estimate) in self.estimates.items():
-            if jid in state.jobs and estimate.steady:
+            if jid in state.jobs:
                 m = learning.measured_pairs(state.fabric, estimate, self.learner.window_s,
                                             settings.learn_min_rate)
                 if m.pairs:
@@ -134,7 +135,7 @@ class MatrixLearning:
         for jid, m in measured.items():
             r = state.jobs.get(jid)
             pairs = frozenset(m.pairs)
-            if r is None or self.judged.get(jid) == pairs:
+            if r is None or not m.steady or self.judged.get(jid) == pairs:
                 continue
             found = learning.verdict(state.fabric, r, m)
             if found is None:

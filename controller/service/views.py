@@ -209,5 +209,6 @@ def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict
                measured_flows=measured.flows_doc(declared_pairs(state.fabric, r))
                if measured else [], link_speed=link_speed,
                learning={"active_windows": measured.active_windows,
-                         "replans": measured.replans} if measured else None)
+                         "replans": measured.replans,
+                         "steady": measured.steady} if measured else None)
     return doc
