@@ -26,7 +26,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.errors import InputError
 from controller.model.fabric import HostLookup
@@ -102,7 +102,30 @@ class Clos(HostLookup):
             return n
         return self.bundle_default["core" if self.tier_of[lower] == 1 else "leaf"]
 
+    @property
+    def leaves(self) -> list[str]:
+        """Every leaf, plane by plane."""
+        return [leaf for p in self.planes for leaf in p.leaves]
+
+    def switches(self) -> list[str]:
+        """Every switch, plane by plane, tier by tier (leaves first)."""
+        return [s for p in self.planes for s in p.switches()]
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every switch link as (lower, upper), bundles as one."""
+        return [(s, up) for s in self.switches() if self.tier_of[s] < 2
+                for up in self.neighbours(s) if self.tier_of.get(up, -1) > self.tier_of[s]]
+
+    def with_down(self, down) -> Clos:
+        """A copy with another set of failed links (the model is immutable in use)."""
+        return replace(self, down=set(down), down_switches=set(self.down_switches),
+                       wiring=dict(self.wiring))
+
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
+    @property
+    def wired(self) -> bool:
+        return bool(self.dpids)
+
     def neighbours(self, switch: str) -> list[str]:
         """Linked switches and hosts of ``switch`` (bundles not expanded)."""
         p = self.planes[self.plane_of[switch]]

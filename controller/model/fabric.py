@@ -254,6 +254,13 @@ class Fabric(HostLookup):
         """Capacity of every link in bytes per second."""
         return self.link_gbps * 1e9 / 8
 
+    def switches(self) -> list[str]:
+        return self.spines + self.leaves
+
+    def links(self) -> list[tuple[str, str]]:
+        """Every switch link as (lower, upper): (leaf, spine)."""
+        return [(leaf, spine) for leaf in self.leaves for spine in self.spines]
+
     def with_down(self, down: Iterable[tuple[str, str]]) -> Fabric:
         """A copy with another set of failed links (the model is immutable in use)."""
         return Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
