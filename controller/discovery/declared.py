@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from controller.discovery.topology import Topology, _Problems
 from controller.errors import InputError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 
 
-def check_declared(declared: Fabric, topology: Topology) -> list[dict]:
+def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
     """Where the network differs from a declared (wired) fabric, port by port.
 
     Kinds: ``wrong_port`` (a cable or a host on another port than declared; the dict also has
@@ -44,7 +45,7 @@ def check_declared(declared: Fabric, topology: Topology) -> list[dict]:
                 decl[(declared.dpids[sw], port)] = (None, other)
     up = set(topology.switches)
     leaf_dpids = {declared.dpids[l] for l in declared.leaves}
-    for sw in declared.spines + declared.leaves:
+    for sw in declared.switches():
         d = declared.dpids[sw]
         if d not in up:
             problems.add("switch_missing", d, None, f"{sw} ({d:#x}) is declared but not connected")

@@ -6,30 +6,37 @@ for link loads and predictions; flows of a leaf pair with no alive spine are lef
 """
 from __future__ import annotations
 
+from controller.enforcement.clos_rules import clos_all_static, clos_flow_rules
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import all_static, flow_rules
 from controller.errors import ConflictError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, flow_key
 from controller.model.problem import Assignment, Problem
+from controller.planners.clos_routes import installed_clos_plan
 from controller.planners.plan import Plan
 
 Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 
 
-def desired_tables(fabric: Fabric, records, host: bool | None = None) -> Tables:
+def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None) -> Tables:
     """Static entries plus every job's flow rules, per switch. Two flows with the same match
     are a conflict naming both jobs. The host-mode pipeline is static too, present while a
-    job runs in host mode (``host`` None) or when asked. O(static entries + planned parts)."""
+    job runs in host mode (``host`` None) or when asked (two-tier fabrics only).
+    O(static entries + planned parts)."""
     records = list(records)
-    if host is None:
-        host = any(mode_of(r.mode).host_ports for r in records)
-    want = {dpid: (list(rules), list(groups))
-            for dpid, (rules, groups) in all_static(fabric, host).items()}
+    if isinstance(fabric, Clos):
+        static = clos_all_static(fabric)
+    else:
+        if host is None:
+            host = any(mode_of(r.mode).host_ports for r in records)
+        static = all_static(fabric, host)
+    want = {dpid: (list(rules), list(groups)) for dpid, (rules, groups) in static.items()}
     owner: dict[tuple, str] = {}
     for r in records:
         for flow, parts in r.flows_with_parts():
-            for x in flow_rules(fabric, flow, parts, r.mode, r.number):
+            for x in job_flow_rules(fabric, flow, parts, r.mode, r.number):
                 if x.key in owner:
                     raise ConflictError(
                         f"flow {flow.src} -> {flow.dst} of job {r.job.id} has the same match "
@@ -39,12 +46,23 @@ def desired_tables(fabric: Fabric, records, host: bool | None = None) -> Tables:
     return want
 
 
-def installed_plan(fabric: Fabric, records) -> Plan | None:
-    """All running jobs with their installed routes as one Plan (None without jobs). Flows
-    with no alive spine (or no route yet) are not part of it."""
+def job_flow_rules(fabric: Fabric | Clos, flow, parts, mode: str, number: int) -> list:
+    """The entries of one planned flow (``parts`` as the intent keeps them), on either model."""
+    if isinstance(fabric, Clos):
+        return clos_flow_rules(fabric, flow, parts[0][0] if parts else None, mode, number)
+    return flow_rules(fabric, flow, parts, mode, number)
+
+
+def installed_plan(fabric: Fabric | Clos, records):
+    """All running jobs with their installed routes as one Plan (a ``ClosPlan`` on a Clos
+    fabric; None without jobs). Flows with no alive spine (or no route yet) are not part
+    of it."""
     records = list(records)
     if not records:
         return None
+    if isinstance(fabric, Clos):
+        return installed_clos_plan(fabric, [(r.job, [p for _, p in r.flows_with_parts()])
+                                            for r in records])
     problem = Problem.build(fabric, [r.job for r in records], skip_unroutable=True)
     routes = {}
     for r in records:

@@ -20,7 +20,9 @@ from typing import Optional
 from controller.model.jobs import Flow, Job
 
 FlowKey = tuple  # Flow.five_tuple(): (src, dst, proto, sport, dport)
-Parts = Optional[tuple]  # ((spine, share), ...); None: intra-leaf; (): no alive spine
+# ((spine, share), ...), on a Clos fabric ((switch names, leaf to leaf), share), ...;
+# None: intra-leaf; (): no alive spine (path)
+Parts = Optional[tuple]
 UNROUTABLE: tuple = ()
 MATRICES = ("declared", "learning", "learned")
 

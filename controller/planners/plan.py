@@ -53,12 +53,15 @@ def route_doc(flow: Flow, parts, spines: list[str], part_sport=None) -> dict:
     r = {"job": flow.job, "src": flow.src, "dst": flow.dst}
     if (flow.proto, flow.sport, flow.dport) != (6, 0, 0):
         r.update(proto=flow.proto, sport=flow.sport, dport=flow.dport)
+    def where(s) -> dict:  # a spine index, or a Clos path of switch names
+        return {"path": list(s)} if isinstance(s, tuple) else {"spine": spines[s]}
+
     if parts is None:
         r["spine"] = None
     elif len(parts) == 1:
-        r["spine"] = spines[parts[0][0]]
+        r.update(where(parts[0][0]))
     else:
-        r["split"] = [{"spine": spines[s], "share": share} for s, share in parts]
+        r["split"] = [{**where(s), "share": share} for s, share in parts]
         if part_sport is not None:
             for i, part in enumerate(r["split"]):
                 part["sport"] = part_sport(flow, i, len(parts))

@@ -12,11 +12,13 @@ from controller.enforcement.hostmode import host_protocol
 from controller.enforcement.modes import HostMode, mode_of
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.errors import ConflictError, InputError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Job
 from controller.planners import ALGORITHMS
 from controller.planners.auto import OBJECTIVES
+from controller.planners.clos_routes import ENFORCED
 from controller.service.settings import Settings
 
 MAX_JOBS = 1024
@@ -67,12 +69,25 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     return algorithm, mode
 
 
-def check_routable(fabric: Fabric, r: JobRecord) -> None:
+def check_on_fabric(fabric: Fabric | Clos, job_id: str, algorithm: str, mode: str) -> None:
+    """What a Clos fabric does not enforce yet: host mode, and split plans."""
+    if not isinstance(fabric, Clos):
+        return
+    if mode_of(mode).host_ports:
+        raise InputError(f"job {job_id}: host mode is not available on Clos fabrics yet "
+                         "(use mode flow or sr)")
+    if algorithm not in ENFORCED:
+        raise InputError(f"job {job_id}: algorithm {algorithm!r} is not enforced on Clos "
+                         f"fabrics (choose from {', '.join(ENFORCED)})")
+
+
+def check_routable(fabric: Fabric | Clos, r: JobRecord) -> None:
     """A new job must be routable as a whole (running ones may degrade)."""
     bad = r.unroutable()
     if bad:
+        way = "path" if isinstance(fabric, Clos) else "spine"
         raise ConflictError(
-            f"no alive spine between leaves {fabric.hosts[bad[0].src]} and "
+            f"no alive {way} between leaves {fabric.hosts[bad[0].src]} and "
             f"{fabric.hosts[bad[0].dst]} (flow {bad[0].src} -> {bad[0].dst} of job "
             f"{r.job.id})")
 

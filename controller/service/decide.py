@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from controller.enforcement.modes import FlowMode, mode_of
 from controller.errors import ConflictError, InputError, NotFoundError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Job
@@ -27,6 +28,7 @@ def post_job(state: ControllerState, settings: Settings, job: Job, now: float,
     budget and routable as a whole, else an error naming the problem."""
     fabric = state.fabric
     algorithm, mode = admission.check_new_job(job, state.jobs, settings)
+    admission.check_on_fabric(fabric, job.id, algorithm, mode)
     answer: dict = {}
     if job.options.get("ring_order") == "advised" and job.is_collective:
         advice = {"rings": [advise_ring(fabric, r) for r in job.rings]}
@@ -94,26 +96,41 @@ def topology(state: ControllerState, settings: Settings, now: float, cause: str,
                   replanned=planned, offline_check=False, fabric_stands=True, event=event)
 
 
-def crosses(fabric: Fabric, r: JobRecord, links: set[tuple[str, str]]) -> bool:
-    """Whether a job has a flow part on one of ``links`` ((leaf, spine) pairs)."""
+def crosses(fabric: Fabric | Clos, r: JobRecord, links: set[tuple[str, str]]) -> bool:
+    """Whether a job has a flow part on one of ``links`` ((lower, upper) pairs)."""
     for flow, parts in r.flows_with_parts():
-        a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
-        for s, _ in parts or ():
-            if (a, fabric.spines[s]) in links or (b, fabric.spines[s]) in links:
+        for where, _ in parts or ():
+            if isinstance(where, tuple):  # a Clos path, leaf to leaf: up, then down
+                top = len(where) // 2
+                hops = list(zip(where[:top], where[1:top + 1]))
+                hops += [(lo, up) for up, lo in zip(where[top:], where[top + 1:])]
+            else:
+                spine = fabric.spines[where]
+                hops = [(fabric.hosts[flow.src], spine), (fabric.hosts[flow.dst], spine)]
+            if any(h in links for h in hops):
                 return True
     return False
 
 
-def declare_fabric(state: ControllerState, fabric: Fabric, settings: Settings,
+def declare_fabric(state: ControllerState, fabric: Fabric | Clos, settings: Settings,
                    now: float) -> Change:
     """A fabric declared over REST (only while no job runs)."""
-    if not fabric.wired:
-        raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+    check_servable(fabric)
     if state.jobs:
         raise ConflictError("fabric: delete the running jobs before replacing the fabric")
     effective = effective_fabric(fabric, state.switches, now, settings.dead_after)
     return Change("fabric declared", {}, fabric=effective, declared=fabric,
                   offline_check=False)
+
+
+def check_servable(fabric: Fabric | Clos) -> None:
+    """The fabric is wired, and one plane: a host with a port on several planes needs an
+    address per plane, which the controller does not model yet."""
+    if not fabric.wired:
+        raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+    if isinstance(fabric, Clos) and len(fabric.planes) > 1:
+        raise InputError(f"fabric: {len(fabric.planes)} planes; the controller serves one "
+                         "plane (plan several with python -m controller plan)")
 
 
 def adopt(state: ControllerState, settings: Settings, fabric: Fabric, now: float,

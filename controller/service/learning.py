@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from controller.enforcement.desired import installed_plan
 from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import compare
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
-from controller.model.iteration import predict_times
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Problem
+from controller.planners.clos_routes import clos_route_parts
 from controller.planners.ecmp import ecmp
 from controller.planners.plan import Plan
+from controller.service.predictions import plan_times
 
 HASH_SALTS = 4  # default paths are hashed: the current plan's time is a mean over this many
 
@@ -100,17 +102,20 @@ def verdict(fabric: Fabric, r: JobRecord, measured: Measured):
     return f"job {r.job.id}: {description}", mismatch
 
 
-def _as_planned_now(fabric: Fabric, r: JobRecord, measured: Measured, salt: int) -> JobRecord:
+def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, salt: int) -> JobRecord:
     """The job with its measured flows where they run now: a planned pair on its route, an
     unplanned one on the path the switches' hash (salted) gives it."""
     old = {}
     for f in r.job.flows():
         old.setdefault((f.src, f.dst), r.routes.get(flow_key(f)))
     job = learned_job(r, measured)
-    problem = Problem.build(fabric, [job], skip_unroutable=True)
-    hashed = Plan("ecmp", problem, ecmp(problem, salt), 0.0).parts_by_flow()
-    for pos in problem.unroutable:
-        hashed[pos] = UNROUTABLE
+    if isinstance(fabric, Clos):
+        hashed, _ = clos_route_parts(fabric, [job], "ecmp", salt)
+    else:
+        problem = Problem.build(fabric, [job], skip_unroutable=True)
+        hashed = Plan("ecmp", problem, ecmp(problem, salt), 0.0).parts_by_flow()
+        for pos in problem.unroutable:
+            hashed[pos] = UNROUTABLE
     now = r.copy()
     now.job = job
     now.routes = {}
@@ -120,7 +125,7 @@ def _as_planned_now(fabric: Fabric, r: JobRecord, measured: Measured, salt: int)
     return now
 
 
-def predicted_gain(fabric: Fabric, records: dict, job_id: str, measured: Measured,
+def predicted_gain(fabric: Fabric | Clos, records: dict, job_id: str, measured: Measured,
                    replanned: dict) -> tuple[float, float] | None:
     """(seconds now, seconds after the re-plan) of the job's iteration on its measured matrix,
     by the shared prediction (``iteration.predict_times``) with every running job on its
@@ -135,7 +140,7 @@ def predicted_gain(fabric: Fabric, records: dict, job_id: str, measured: Measure
         plan = installed_plan(fabric, running)
         if plan is None:
             raise KeyError(job_id)
-        return predict_times(plan.problem, plan.assignment.parts)[job_id]
+        return plan_times(plan)[job_id]
     try:
         new = seconds(replanned)
         times = [seconds({**records, job_id: _as_planned_now(fabric, records[job_id], measured,

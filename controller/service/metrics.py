@@ -74,7 +74,7 @@ class ServiceCollector:
                              [ms / 1e3 for ms in state.recovery_ms])
             yield GaugeMetricFamily("mlroute_jobs", "running jobs", value=len(state.jobs))
             f = state.fabric
-            declared = len(f.spines) + len(f.leaves) if f else 0
+            declared = len(f.switches()) if f else 0
             yield GaugeMetricFamily("mlroute_switches_declared", "switches in the fabric",
                                     value=declared)
             yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
@@ -110,7 +110,7 @@ class ServiceCollector:
             imb = GaugeMetricFamily("mlroute_path_imbalance",
                                     "measured path imbalance over the last window",
                                     labels=["direction", "stat"])
-            window = state.telemetry.imbalance(f)["window"]
+            window = views.imbalance_view(state)["window"]
             for direction in ("uplinks", "downlinks"):
                 for stat in ("max", "mean"):
                     imb.add_metric([direction, stat], window[direction][stat])

@@ -21,7 +21,8 @@ import logging
 from collections.abc import Callable
 
 from controller.enforcement.desired import installed_plan
-from controller.model.iteration import predict_times
+from controller.model.iteration import predict_clos_times, predict_times
+from controller.planners.clos_plan import ClosPlan
 
 LOG = logging.getLogger("mlroute")
 
@@ -48,8 +49,9 @@ def predict_all(state, on_progress=None) -> dict:
     for r in state.jobs.values():
         bad = r.unroutable()
         if bad:
+            way = "spine" if hasattr(f, "spines") else "path"
             out[r.job.id] = {"seconds": None, "error": (
-                f"{len(bad)} flows have no alive spine (leaves {f.hosts[bad[0].src]} and "
+                f"{len(bad)} flows have no alive {way} (leaves {f.hosts[bad[0].src]} and "
                 f"{f.hosts[bad[0].dst]} first)")}
         elif not r.job.flows():
             out[r.job.id] = {"seconds": None, "error": "no flow to predict yet (learning)"}
@@ -59,7 +61,7 @@ def predict_all(state, on_progress=None) -> dict:
     if plan is None:
         return out
     try:
-        times = predict_times(plan.problem, plan.assignment.parts, on_progress)
+        times = plan_times(plan, on_progress)
     except ValueError as e:
         LOG.error("mlroute: prediction failed: %s", e)
         return {**out, **{r.job.id: {"seconds": None, "error": f"prediction failed: {e}"}
@@ -67,3 +69,10 @@ def predict_all(state, on_progress=None) -> dict:
     for r in routable:
         out[r.job.id] = {"seconds": times.get(r.job.id)}
     return out
+
+
+def plan_times(plan, on_progress=None) -> dict[str, float]:
+    """The shared prediction (``model.iteration``) of a plan on either fabric model."""
+    if isinstance(plan, ClosPlan):
+        return predict_clos_times(plan.problem, plan.routing)
+    return predict_times(plan.problem, plan.assignment.parts, on_progress)

@@ -8,17 +8,20 @@ link load (``planners/churn.py``, its layer-1 stage: about the greedy's time); i
 stages (links at the max, the jobs search, the ILP) run off the request path
 (``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
 afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
-failing the plan.
+failing the plan. On a Clos fabric (``model.clos``) every group is planned afresh by the Clos
+planner of its name (``planners/clos_routes.py``), with no off-path stages.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.problem import Problem
 from controller.planners.churn import replan
+from controller.planners.clos_routes import clos_route_parts
 from controller.planners.plan import Plan, planner_options, run_planner
 from controller.service.settings import Settings
 
@@ -40,7 +43,7 @@ def group_of(r: JobRecord, settings: Settings) -> tuple[str, str]:
     return r.algorithm, objective
 
 
-def replan_groups(fabric: Fabric, records: dict[str, JobRecord], algorithms: set[str],
+def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorithms: set[str],
                   settings: Settings) -> Replanned:
     """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group.
     O(planner cost of each group)."""
@@ -51,6 +54,12 @@ def replan_groups(fabric: Fabric, records: dict[str, JobRecord], algorithms: set
             bound = r.job.options.get("max_parts", -1) if r.algorithm == "split" else -1
             groups.setdefault((*group_of(r, settings), bound), []).append(r)
     for (alg, objective, bound), group in sorted(groups.items()):
+        if isinstance(fabric, Clos):
+            parts, ms = clos_route_parts(fabric, [r.job for r in group], alg)
+            _set_routes(group, parts, out, alg == "auto")
+            out.planner_ms.append(ms)
+            out.groups.append((alg, objective))
+            continue
         problem = Problem.build(fabric, [r.job for r in group], skip_unroutable=True)
         if alg == "auto":  # from the routes in force: move only what must or helps
             previous = [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
@@ -72,9 +81,17 @@ def replan_groups(fabric: Fabric, records: dict[str, JobRecord], algorithms: set
         parts = Plan(alg, problem, assignment, ms).parts_by_flow()
         for pos in problem.unroutable:
             parts[pos] = UNROUTABLE
-        pos = 0
-        for r in group:
-            for f in r.job.flows():
-                r.routes[flow_key(f)] = parts[pos]
-                pos += 1
+        _set_routes(group, parts, out, False)
     return out
+
+
+def _set_routes(group: list[JobRecord], parts: list, out: Replanned, count: bool) -> None:
+    """The group's flows take ``parts`` (in flow order); ``count``: moved flows counted."""
+    pos = 0
+    for r in group:
+        for f in r.job.flows():
+            key = flow_key(f)
+            if count and key in r.routes and r.routes[key] != parts[pos]:
+                out.moved_flows += 1
+            r.routes[key] = parts[pos]
+            pos += 1

@@ -20,6 +20,7 @@ from controller.enforcement.desired import installed_plan
 from controller.enforcement.reconcile import Installer, Reconciler
 from controller.enforcement.rules import bootstrap_messages
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
+from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.planners import ALGORITHMS
@@ -41,15 +42,15 @@ TABLE_READERS = 2  # switches whose tables are read at once (_sync_queued)
 
 
 class RouteService:
-    def __init__(self, installer: Installer, fabric: Fabric | None = None,
+    def __init__(self, installer: Installer, fabric: Fabric | Clos | None = None,
                  settings: Settings | None = None, store=None,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep,
                  on_progress: Callable[[], None] | None = None, **options):
         """``options`` are ``Settings`` fields, for callers that set a few of them."""
         self.settings = settings or Settings(**options)
-        if fabric is not None and not fabric.wired:
-            raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+        if fabric is not None:
+            decide.check_servable(fabric)
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
         self.lock = threading.Lock()
@@ -79,7 +80,7 @@ class RouteService:
 
     # read-only shortcuts for the shell, the metrics and tests
     @property
-    def fabric(self) -> Fabric | None:
+    def fabric(self) -> Fabric | Clos | None:
         return self.state.fabric
 
     @property
@@ -105,8 +106,7 @@ class RouteService:
 
     def switch_name(self, dpid: int) -> str:
         """A switch's name in the fabric in use, else its dpid in hex."""
-        f = self.state.fabric
-        return (f.switch_of_dpid.get(dpid) if f else None) or f"{dpid:#x}"
+        return getattr(self.state.fabric, "switch_of_dpid", {}).get(dpid) or f"{dpid:#x}"
 
     # ---- the one way to change state ----------------------------------------------------------
     def _apply(self, change: Change | None) -> Outcome | None:
@@ -226,7 +226,7 @@ class RouteService:
                 return
             sw = f.switch_of_dpid[dpid]
             peer = f.peer(sw, port)
-            if peer in f.spine_index or peer in f.leaf_index:
+            if peer in f.dpids:  # a switch link, not a host port
                 self._topology_changed(f"port {sw}:{port} to {peer} {'up' if up else 'down'}")
                 self._drain()
 
@@ -412,7 +412,7 @@ class RouteService:
     # ---- REST operations ----------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:
         with self.lock:
-            fabric = Fabric.from_dict(doc)
+            fabric = load_fabric(doc)
             change = decide.declare_fabric(self.state, fabric, self.settings, self.clock())
             self._apply(change)
             self.finder.declare(fabric)

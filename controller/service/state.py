@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.errors import InputError
+from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import parse_job
@@ -33,8 +34,8 @@ class SwitchSeen:
 
 @dataclass
 class ControllerState:
-    declared: Fabric | None = None
-    fabric: Fabric | None = None  # effective: declared, plus every link seen down
+    declared: Fabric | Clos | None = None
+    fabric: Fabric | Clos | None = None  # effective: declared, plus every link seen down
     jobs: dict = field(default_factory=dict)  # id -> JobRecord, submission order
     switches: dict = field(default_factory=dict)  # dpid -> SwitchSeen
     next_number: int = 1
@@ -49,7 +50,7 @@ class ControllerState:
     version: int = 0  # bumped on every change of intent or effective fabric
     measured: dict = field(default_factory=dict)  # job id -> learning.Measured (last steady)
 
-    def load(self, declared: Fabric | None, jobs: dict, next_number: int) -> None:
+    def load(self, declared: Fabric | Clos | None, jobs: dict, next_number: int) -> None:
         """Take a stored intent (at start, or a standby following the master's)."""
         self.declared = self.fabric = declared
         self.jobs = jobs
@@ -66,8 +67,8 @@ class ControllerState:
         del values[:-HISTORY]
 
 
-def effective_fabric(declared: Fabric | None, switches: dict, now: float = 0.0,
-                     dead_after: float = 0.0) -> Fabric | None:
+def effective_fabric(declared: Fabric | Clos | None, switches: dict, now: float = 0.0,
+                     dead_after: float = 0.0) -> Fabric | Clos | None:
     """The declared fabric with every link seen down added to ``down``."""
     if declared is None:
         return None
@@ -75,23 +76,22 @@ def effective_fabric(declared: Fabric | None, switches: dict, now: float = 0.0,
     return declared if down == declared.down else declared.with_down(down)
 
 
-def failed_links(declared: Fabric, switches: dict, now: float = 0.0,
+def failed_links(declared: Fabric | Clos, switches: dict, now: float = 0.0,
                  dead_after: float = 0.0) -> set[tuple[str, str]]:
-    """Leaf-spine links that are down: an end port reported down, or an end switch that was
+    """Switch links (lower, upper) that are down: an end port reported down, or an end switch that was
     seen and has been disconnected for ``dead_after`` seconds or more. A lost control
     connection alone is not a failure of the data plane (the switch keeps forwarding with its
     tables): within the grace time its links count as they were. Unknown state (never seen,
     never reported) counts as up."""
     out = set()
-    for leaf in declared.leaves:
-        for spine in declared.spines:
-            for sw, peer in ((leaf, spine), (spine, leaf)):
-                s = switches.get(declared.dpids.get(sw))
-                if s is None:
-                    continue
-                dead = not s.connected and now - s.since >= dead_after
-                if dead or s.ports.get(declared.port(sw, peer)) is False:
-                    out.add((leaf, spine))
+    for lower, upper in declared.links():
+        for sw, peer in ((lower, upper), (upper, lower)):
+            s = switches.get(declared.dpids.get(sw))
+            if s is None:
+                continue
+            dead = not s.connected and now - s.since >= dead_after
+            if dead or s.ports.get(declared.port(sw, peer)) is False:
+                out.add((lower, upper))
     return out
 
 
@@ -120,17 +120,20 @@ def to_doc(state: ControllerState) -> dict:
             "jobs": [{"job": r.job.to_dict(), "number": r.number, "algorithm": r.algorithm,
                       "mode": r.mode, "created": r.created, "matrix": r.matrix,
                       "learn": r.learn, "members": list(r.members),
-                      "routes": [[list(k), None if p is None else [list(x) for x in p]]
+                      "routes": [[list(k), None if p is None else
+                                  [[list(x[0]) if isinstance(x[0], tuple) else x[0], x[1]]
+                                   for x in p]]
                                  for k, p in r.routes.items()]}
                      for r in state.jobs.values()]}
 
 
-def from_doc(doc: dict | None, declared: Fabric | None) -> tuple[Fabric | None, dict, int]:
+def from_doc(doc: dict | None, declared: Fabric | Clos | None
+             ) -> tuple[Fabric | Clos | None, dict, int]:
     """(fabric, jobs, next_number) of a stored document; the fabric must be the one declared
     now, if one is. Version 1 documents (routes by list position) are read too."""
     if not doc:
         return declared, {}, 1
-    stored = Fabric.from_dict(doc["fabric"]) if doc.get("fabric") else None
+    stored = load_fabric(doc["fabric"]) if doc.get("fabric") else None
     if declared is None:
         declared = stored
     elif stored is not None and stored.to_dict() != declared.to_dict():
@@ -152,7 +155,7 @@ def from_doc(doc: dict | None, declared: Fabric | None) -> tuple[Fabric | None, 
             pairs = zip((flow_key(f) for f in flows), item["routes"])
         else:
             pairs = ((tuple(k), p) for k, p in item["routes"])
-        routes = {k: None if p is None else tuple((int(s), float(x)) for s, x in p)
+        routes = {k: None if p is None else tuple((_route_part(s), float(x)) for s, x in p)
                   for k, p in pairs}
         missing = {flow_key(f) for f in flows} - set(routes)
         if missing:
@@ -164,3 +167,8 @@ def from_doc(doc: dict | None, declared: Fabric | None) -> tuple[Fabric | None, 
                                  tuple(item.get("members") or sorted(job.hosts())))
     number = max([doc.get("next_number", 1)] + [r.number + 1 for r in jobs.values()])
     return declared, jobs, number
+
+
+def _route_part(where):
+    """A stored part's route: a spine index, or a Clos path of switch names."""
+    return tuple(str(x) for x in where) if isinstance(where, list) else int(where)

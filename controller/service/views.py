@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from controller.enforcement.desired import job_flow_rules
 from controller.enforcement.hostmode import export_lines
 from controller.enforcement.modes import mode_of
 from controller.enforcement.openflow import COOKIE_STATIC
-from controller.enforcement.rules import flow_rules, part_sport
+from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError
+from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.loads import link_loads, load_summary
 from controller.planners.plan import route_doc
+from controller.service.clos_views import DEFINITION, clos_imbalance, clos_links_view
 from controller.service.learning import declared_pairs
 from controller.service.state import ControllerState, unroutable_pairs
 
@@ -43,7 +46,7 @@ def fabric_view(state: ControllerState, installed: dict, pending: set,
             "last_sync": (last_sync or {}).get(dpid)}
     missing, port_issues = [], []
     if f:
-        for sw in f.spines + f.leaves:
+        for sw in f.switches():
             s = state.switches.get(f.dpids[sw])
             if s is None or not s.connected:
                 missing.append(sw)
@@ -53,19 +56,19 @@ def fabric_view(state: ControllerState, installed: dict, pending: set,
                     port_issues.append({"switch": sw, "port": port, "peer": peer})
     unknown = [k for k, v in seen.items() if f is None or v["dpid"] not in f.switch_of_dpid]
     return {"declared": d.to_dict() if d else None, "seen": seen,
-            "links_down": sorted(f"{l}-{s}" for l, s in (f.down - d.down)) if f else [],
+            "links_down": sorted("-".join(map(str, x)) for x in f.down - d.down) if f else [],
             "unroutable_pairs": unroutable_pairs(state) if f else [],
             "events": state.events[-10:],
             "missing_switches": missing, "ports_not_up": port_issues,
             "unknown_switches": unknown,
             "ready": f is not None and not missing and all(
-                f.dpids[sw] in installed for sw in f.spines + f.leaves)}
+                f.dpids[sw] in installed for sw in f.switches())}
 
 
 def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -> list[dict]:
     """Routes of a job; in host mode each carries the source port its host must use (per
     split part), from ``ports`` ({flow key: (port, ...)}; null while not chosen yet)."""
-    spines = state.fabric.spines
+    spines = getattr(state.fabric, "spines", [])  # a Clos route names its switches
     out = []
     for flow, parts in r.flows_with_parts():
         if parts == UNROUTABLE:
@@ -136,6 +139,10 @@ def routes_view(state: ControllerState, ports: dict | None = None) -> dict:
 def links_view(state: ControllerState, plan) -> dict:
     """Planned load per directed leaf-spine link, in flows and bytes per step."""
     f = need_fabric(state)
+    if isinstance(f, Clos):
+        doc = clos_links_view(state, plan)
+        doc["summary"]["unroutable_pairs"] = unroutable_pairs(state)
+        return doc
     if plan is None:
         flows_up = flows_down = bytes_up = bytes_down = np.zeros((len(f.leaves), len(f.spines)))
     else:
@@ -161,7 +168,10 @@ def links_view(state: ControllerState, plan) -> dict:
 
 
 def imbalance_view(state: ControllerState) -> dict:
-    doc = state.telemetry.imbalance(need_fabric(state))
+    f = need_fabric(state)
+    if isinstance(f, Clos):
+        return {**clos_imbalance(state.telemetry, f), "definition": DEFINITION}
+    doc = state.telemetry.imbalance(f)
     doc["definition"] = ("per leaf, (max - mean) / mean of the bytes on its alive uplinks "
                          "(downlinks); max over leaves and mean weighted by bytes; window = "
                          "last polling interval, total = since start")
@@ -169,14 +179,17 @@ def imbalance_view(state: ControllerState) -> dict:
 
 
 def measured_parts(state: ControllerState, r: JobRecord, flow, parts) -> list[dict]:
-    """Bytes counted by each part's ingress rule, and the spine that rule sends to."""
+    """Bytes counted by each part's ingress rule, and the spine that rule sends to (on a Clos
+    fabric: every per-flow entry, its switch and the next switch)."""
     f = state.fabric
     out = []
-    for rule_ in flow_rules(f, flow, parts, r.mode, r.number):
+    for rule_ in job_flow_rules(f, flow, parts, r.mode, r.number):
         got = state.telemetry.rules.get(rule_.key)
         port = next(a[1] for a in rule_.actions if a[0] == "output")
-        out.append({"spine": f.peer(f.hosts[flow.src], port),
-                    "bytes": got[0] if got else None})
+        at = f.switch_of_dpid[rule_.dpid]
+        where = ({"switch": at, "next": f.peer(at, port)} if isinstance(f, Clos)
+                 else {"spine": f.peer(f.hosts[flow.src], port)})
+        out.append({**where, "bytes": got[0] if got else None})
     return out
 
 

@@ -17,7 +17,7 @@ from collections import deque
 from controller.errors import InputError, InstallError
 from controller.jsonio import read_json
 from controller.measurement.sflow import SenderFilter, SflowCollector
-from controller.model.fabric import Fabric
+from controller.model.clos import load_fabric
 from controller.planners.offpath import plan_off_path
 from controller.planners.plan import planner_options
 from controller.service.cluster import Cluster
@@ -43,9 +43,7 @@ class Shell:
                    [(conf.wsapi_host, conf.wsapi_port, "REST")])
         fabric = None
         if conf.mlroute_fabric:
-            fabric = Fabric.from_dict(read_json(conf.mlroute_fabric, "fabric"))
-            if not fabric.wired:
-                raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
+            fabric = load_fabric(read_json(conf.mlroute_fabric, "fabric"))
         opts = {a: planner_options(a, conf.mlroute_seed, conf.mlroute_ecmp_salt,
                                    conf.mlroute_ilp_time_limit)
                 for a in ("annealing", "ecmp", "ilp", "auto")}

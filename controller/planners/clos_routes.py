@@ -1,0 +1,104 @@
+"""Clos plans in the controller's intent format, and back.
+
+The controller keeps a route per flow (``model.intent``): on a two-tier fabric a part names a
+spine by index; on a Clos fabric (``model.clos``) a part names its switches, source leaf to
+destination leaf, ``(("l0", "a0_1", "c1_0", "a2_1", "l5"), 1.0)``: readable in the state file
+and in the views, and stable whatever the planner's internal numbering.
+``clos_route_parts`` plans jobs and returns those parts; ``installed_clos_plan`` rebuilds a
+``ClosPlan`` from parts in force, for loads and predictions.
+
+>>> from controller.model.clos import Clos
+>>> from controller.model.jobs import Flow, Job
+>>> f = Clos.fat_tree(4, 2)
+>>> job = Job("j", explicit=[Flow("j", "h0_0", "h4_0", 1.0), Flow("j", "h0_0", "h0_1", 1.0)])
+>>> parts, _ = clos_route_parts(f, [job], "greedy")
+>>> len(parts[0][0][0]), parts[1]  # across pods: 5 switches; within a leaf: no route
+(5, None)
+>>> installed_clos_plan(f, [(job, parts)]).to_dict()["max_link_load"]
+1.0
+"""
+from __future__ import annotations
+
+import time
+
+from controller.errors import InputError
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem, ClosRouting
+from controller.model.jobs import Job
+from controller.planners.clos_plan import CLOS_ALGORITHMS, ClosPlan
+
+UNROUTABLE: tuple = ()  # as model.intent.UNROUTABLE: no alive path
+# planners whose plans the controller enforces on Clos fabrics: split needs weighted groups
+ENFORCED = tuple(a for a in CLOS_ALGORITHMS if a != "split")
+
+
+def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str,
+                     salt: int = 0) -> tuple[list, float]:
+    """(parts per flow of ``jobs`` in order, planner ms): ``((path, 1.0),)`` for a flow that
+    leaves its leaf, None for one that does not, ``()`` for one with no alive path.
+    ``salt``: the ECMP planners' hash salt."""
+    if algorithm not in ENFORCED:
+        raise InputError(f"algorithm {algorithm!r} is not enforced on Clos fabrics (choose "
+                         f"from {', '.join(ENFORCED)})")
+    problem = ClosProblem.build(fabric, jobs, skip_unroutable=True)
+    fn = CLOS_ALGORITHMS[algorithm]
+    t0 = time.perf_counter()
+    if not len(problem):
+        routing = ClosRouting([], [], [])
+    else:
+        routing = fn(problem, salt=salt) if algorithm.startswith("ecmp") else fn(problem)
+    ms = (time.perf_counter() - t0) * 1e3
+    parts: list = [None] * len(problem.flows)
+    for pos in problem.unroutable:
+        parts[pos] = UNROUTABLE
+    for i, pos in enumerate(problem.inter):
+        path = tuple(problem.middle_name(i, routing.plane[i], routing.middle[i]))
+        parts[pos] = ((path, 1.0),)
+    return parts, ms
+
+
+def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],
+                        algorithm: str = "installed") -> ClosPlan | None:
+    """The plan of ``(job, parts per flow)`` pairs as routed now; flows without a route in
+    force (none yet, or no alive path) are left out. None without flows to route."""
+    jobs = [job for job, _ in jobs_parts]
+    if not jobs:
+        return None
+    given = [p for _, parts in jobs_parts for p in parts]
+    problem = ClosProblem.build(fabric, jobs, skip_unroutable=True)
+    keep, plane, middle, path = [], [], [], []
+    for i, pos in enumerate(problem.inter):
+        parts = given[pos]
+        if not parts:
+            continue
+        q, m = _middle(problem, i, parts[0][0])
+        if m is None:
+            continue
+        hops, _ = problem.options(i, q)
+        keep.append(i)
+        plane.append(q)
+        middle.append(m)
+        path.append(tuple(int(h[m][0]) for h in hops))
+    if len(keep) != len(problem.inter):
+        dropped = [problem.inter[i] for i in range(len(problem.inter)) if i not in set(keep)]
+        problem.unroutable = sorted(set(problem.unroutable) | set(dropped))
+        problem.src = [problem.src[i] for i in keep]
+        problem.dst = [problem.dst[i] for i in keep]
+        problem.inter = [problem.inter[i] for i in keep]
+        problem._ends.clear()
+    return ClosPlan(algorithm, problem, ClosRouting(plane, middle, path), 0.0)
+
+
+def _middle(problem: ClosProblem, i: int, names) -> tuple[int, int | None]:
+    """(plane, middle) of flow i's route through ``names``; middle None when the names are
+    not a route of that flow (a fabric changed under a stored state)."""
+    f = problem.fabric
+    q = f.plane_of.get(names[0], 0)
+    plane = f.planes[q]
+    a, b, p, r = problem.ends(i, q)
+    if len(names) == 3 and names[0] == plane.leaves[a] and names[2] == plane.leaves[b]:
+        return q, plane.aggs[p].index(names[1]) if names[1] in plane.aggs[p] else None
+    if len(names) == 5 and names[2] in problem.links.core_names[q]:
+        m = problem.links.core_names[q].index(names[2])
+        return q, m if list(names) == problem.middle_name(i, q, m) else None
+    return q, None

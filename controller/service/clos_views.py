@@ -1,0 +1,72 @@
+"""The links and imbalance views on a Clos fabric (``model.clos``): every tier, in the shape of
+the two-tier views (``views.links_view``, ``Telemetry.imbalance``) so that clients read both.
+
+Planned load per directed switch link (flows and bytes per step, from the plan in force) next
+to the measured one (port counters); imbalance per switch that has links up: (max - mean) /
+mean of the bytes its alive uplinks carried (``uplinks``) and of the bytes that came down to
+it from the tier above (``downlinks``), leaves and aggregation switches alike.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from controller.model.clos import TIERS, Clos
+from controller.model.loads import imbalance, leaf_imbalance
+from controller.planners.clos_split import split_score
+
+DEFINITION = ("per leaf and aggregation switch, (max - mean) / mean of the bytes on its alive "
+              "uplinks (downlinks: from the tier above); max over switches and mean weighted "
+              "by bytes; window = last polling interval, total = since start")
+
+
+def clos_links_view(state, plan) -> dict:
+    """GET /v1/links on a Clos fabric. O(links + planned flows x hops)."""
+    f: Clos = state.fabric
+    flows, nbytes = {}, {}
+    summary = {"max_link_load": 0, "links_at_max": 0}
+    if plan is not None:
+        p, r = plan.problem, plan.routing
+        names = p.links.names
+        for i, pos in enumerate(p.inter):
+            for link in r.path[i]:
+                name = names[link].partition("#")[0]
+                flows[name] = flows.get(name, 0.0) + 1.0
+                nbytes[name] = nbytes.get(name, 0.0) + p.flows[pos].bytes
+        alpha, at_max = split_score(p, r)
+        summary = {"max_link_load": alpha, "links_at_max": at_max}
+    links = []
+    for lower, upper in f.links():
+        if (lower, upper) in f.down:
+            continue
+        tier = TIERS[f.tier_of[upper]]
+        for a, b in ((lower, upper), (upper, lower)):
+            name = f"{a}->{b}"
+            links.append({"link": name, "tier": tier, "flows": flows.get(name, 0.0),
+                          "bytes": nbytes.get(name, 0.0),
+                          "measured": state.telemetry.link(f, a, b)})
+    return {"links": links, "summary": summary}
+
+
+def clos_imbalance(telemetry, f: Clos) -> dict:
+    """``Telemetry.imbalance`` over every switch with uplinks (leaves, aggregation switches)."""
+    lower = [s for s in f.switches() if f.tier_of[s] < f.tiers - 1]
+    ups = {s: [u for u in f.neighbours(s) if f.tier_of.get(u, -1) > f.tier_of[s]]
+           for s in lower}
+    width = max((len(u) for u in ups.values()), default=0)
+    alive = np.zeros((len(lower), width), dtype=bool)
+    for i, s in enumerate(lower):
+        for j, u in enumerate(ups[s]):
+            alive[i, j] = (s, u) not in f.down
+    out = {"samples": telemetry.samples}
+    for window in ("window_bytes", "bytes"):
+        up = np.zeros(alive.shape)
+        down = np.zeros(alive.shape)
+        for i, s in enumerate(lower):
+            for j, u in enumerate(ups[s]):
+                up[i, j] = telemetry.link(f, s, u).get(window) or 0
+                down[i, j] = telemetry.link(f, u, s).get(window) or 0
+        name = "window" if window == "window_bytes" else "total"
+        out[name] = {d: {**imbalance(x, alive),
+                         "per_switch": dict(zip(lower, leaf_imbalance(x, alive)[0]))}
+                     for d, x in (("uplinks", up), ("downlinks", down))}
+    return out

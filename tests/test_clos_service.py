@@ -1,0 +1,113 @@
+"""The controller on a three-tier fabric (``model.clos``), against fake OpenFlow tables: jobs
+posted over REST are planned by the Clos planners, installed at every tier and followed by
+their packets in flow and sr modes; a link down re-plans what crossed it; a restart changes
+nothing; what is not enforced on three tiers yet is a 400 that changes nothing."""
+import json
+
+import pytest
+
+from controller.model.clos import Clos
+from controller.service import api
+from controller.service.route_service import RouteService
+from controller.service.store import StateStore
+from emulation.harness.fake_switch import FakeSwitches, trace
+from tests.helpers import FakeClock
+
+
+def start(fabric=None, store=None, **kw):
+    f = fabric or Clos.fat_tree(4, 2, link_gbps=0.02).wire()
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    clock = FakeClock(100.0)
+    svc = RouteService(sw, f, store=store, clock=clock, sleep=clock.sleep, **kw)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return f, sw, svc
+
+
+def call(svc, method, path, doc=None):
+    return api.handle(svc, method, path, None if doc is None else json.dumps(doc).encode())
+
+
+def ring(hosts, jid="r", **opts):
+    return {"id": jid, "collective": "ring_allreduce", "ranks": hosts, "bytes": 1e6, **opts}
+
+
+CROSS_PODS = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]
+
+
+def tables(sw):
+    return {d: dict(t) for d, t in sw.rules.items()}
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_a_ring_across_pods_follows_its_planned_paths(mode):
+    f, sw, svc = start()
+    code, doc = call(svc, "POST", "/v1/jobs", ring(CROSS_PODS, mode=mode))
+    assert code == 201, doc
+    view = call(svc, "GET", "/v1/jobs/r")[1]
+    assert view["predicted_allreduce_s"] > 0 and view["unroutable_flows"] == 0
+    for route in view["routes"]:
+        path, reached, labels = trace(f, sw, route["src"], route["dst"])
+        assert reached == route["dst"] and labels == []
+        assert path == route["path"], (route, path)
+    # every ring flow leaves its pod: its own core; the plan's loads say so too
+    cores = [r["path"][2] for r in view["routes"]]
+    assert len(cores) == 8 and all(c.startswith("c") for c in cores)
+    links = call(svc, "GET", "/v1/links")[1]
+    assert links["summary"]["max_link_load"] == 1.0
+    assert {x["tier"] for x in links["links"]} == {"leaf", "core"}
+    assert sum(x["flows"] for x in links["links"] if x["tier"] == "core") == 8 * 2
+
+
+def test_delete_leaves_only_the_static_tables():
+    f, sw, svc = start()
+    static = tables(sw)
+    assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS))[0] == 201
+    assert tables(sw) != static
+    assert call(svc, "DELETE", "/v1/jobs/r")[0] == 200
+    assert tables(sw) == static
+
+
+def test_a_core_link_down_replans_the_flows_that_crossed_it():
+    f, sw, svc = start()
+    assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS))[0] == 201
+    routes = call(svc, "GET", "/v1/jobs/r")[1]["routes"]
+    agg, core = routes[0]["path"][1], routes[0]["path"][2]
+    svc.port_changed(f.dpids[agg], f.port(agg, core), False)
+    view = call(svc, "GET", "/v1/jobs/r")[1]
+    assert view["unroutable_flows"] == 0
+    for route in view["routes"]:
+        assert (agg, core) not in zip(route["path"], route["path"][1:])
+        path, reached, _ = trace(f, sw, route["src"], route["dst"])
+        assert reached == route["dst"] and path == route["path"]
+    assert call(svc, "GET", "/v1/fabric")[1]["links_down"] == [f"{agg}-{core}"]
+
+
+def test_a_restart_from_the_state_file_changes_no_table(tmp_path):
+    path = str(tmp_path / "state.json")
+    f, sw, svc = start(store=StateStore(path))
+    assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS, mode="sr"))[0] == 201
+    before, routes = tables(sw), call(svc, "GET", "/v1/routes")[1]
+    sent = svc.counters["messages_sent"]
+    svc2 = RouteService(sw, f, store=StateStore(path), clock=svc.clock, sleep=svc.sleep)
+    for d in f.dpids.values():
+        svc2.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    assert call(svc2, "GET", "/v1/routes")[1] == routes
+    assert tables(sw) == before and svc2.counters["rules_installed"] == 0, sent
+
+
+@pytest.mark.parametrize("opts, text", [({"mode": "host"}, "host mode is not available"),
+                                        ({"algorithm": "split"}, "not enforced on Clos")])
+def test_what_three_tiers_do_not_enforce_is_a_400_that_changes_nothing(opts, text):
+    f, sw, svc = start()
+    assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS[:4], "a"))[0] == 201
+    before = tables(sw)
+    code, doc = call(svc, "POST", "/v1/jobs", ring(CROSS_PODS[4:], "b", **opts))
+    assert code == 400 and text in doc["error"], doc
+    assert tables(sw) == before and list(svc.jobs) == ["a"]
+
+
+def test_several_planes_are_refused_by_name():
+    f = Clos.fat_tree(4, 2, planes=2).wire()
+    with pytest.raises(Exception, match="2 planes"):
+        start(f)
