@@ -101,11 +101,11 @@ else
 endif
 
 bench: install system
-	$(PY) -m simulation.bench
-	$(PY) -m simulation.bench_learning
+	$(PY) -m benchmarks.planner
+	$(PY) -m benchmarks.learning
 	$(PY) -m simulation.trace_report --workers 2
-	$(PY) -m simulation.fabricbench
-	$(PY) -m simulation.patternbench --out bench/patterns.json
+	$(PY) -m benchmarks.fabrics
+	$(PY) -m benchmarks.patterns --out bench/patterns.json
 	$(PY) -m benchmarks.emulation
 	$(PY) -m benchmarks.reconcile
 	$(PY) -m benchmarks.hostmode

@@ -1,7 +1,9 @@
-"""The emulation's benchmarks, in one place (``make bench``): each ``python -m benchmarks.NAME``
-writes ``bench/NAME.json``, the source of the results page (``docs/results/``). They run the
-real controller in Mininet and Open vSwitch (root) through the harness (``emulation/harness/``);
-``benchmarks.hostmode``'s first part runs in the process on the fake switch tables.
+"""The benchmarks, in one place (``make bench``): each ``python -m benchmarks.NAME`` writes a
+JSON under ``bench/``, the source of the results page (``docs/results/``).
+
+The emulation's benchmarks run the real controller in Mininet and Open vSwitch (root) through
+the harness (``emulation/harness/``); ``benchmarks.hostmode``'s first part runs in the process
+on the fake switch tables. Each writes ``bench/NAME.json``.
 
 emulation
     the demo fabric and workload, ECMP against greedy, recovery from a link failure
@@ -16,6 +18,23 @@ connect
 collectives
     PyTorch gloo and Open MPI All-Reduces for each way of declaring the job
 
-The planner benchmarks need no switch and stay with the simulation (``python -m simulation.bench``,
-``simulation.bench_learning``).
+The planner benchmarks need no root and no switch: they run the planners and the fluid model
+of ``simulation/`` in the process.
+
+planner
+    planning time, optimality against the ILP, splitting, layer 2 and the other traffic
+    patterns at the paper's scale (``bench/planner.json``)
+learning
+    what learning a job's traffic from sFlow costs at the paper's scale (``bench/learning.json``)
+fabrics
+    the path planners on fat-trees and two-plane leaf-spines (``bench/fabrics.json``)
+patterns
+    per workload pattern and planner, job slowdowns and the prediction's error
+    (``--out bench/patterns.json``)
+anytime
+    the request path and the off-path stage on the new traffic patterns (``planner``'s
+    section 8; ``--out FILE`` alone)
+layer2
+    links at the max load against the exact layer-2 MILP, job slowdowns (``planner``'s
+    section 7; ``--out``, default ``bench/layer2.json``)
 """

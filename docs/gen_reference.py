@@ -327,7 +327,7 @@ def _planner() -> str:
                  else "-"] for a, s in algos]
     targets = [[f"`{k}`", f"{v['value']}", {True: "yes", False: "no", None: "(recorded)"}[v["ok"]]]
                for k, v in b["targets"].items()]
-    return ("## Planners\n\n" + _source("python -m simulation.bench", "bench/planner.json")
+    return ("## Planners\n\n" + _source("python -m benchmarks.planner", "bench/planner.json")
             + _table(["what", "figure"], rows)
             + f"Per algorithm over the {summ['auto']['cells']} realistic 64 x 32 clusters "
               "(`layer2` in the same file):\n\n"
@@ -374,7 +374,7 @@ def _patterns() -> str:
     rows = [[r["case"]] + [f"{r['planners'][a]['fluid_mean']:.3f}" for a in algs]
             for r in b["rows"]]
     return ("## Large-model traffic patterns\n\n"
-            + _source("python -m simulation.patternbench --out bench/patterns.json",
+            + _source("python -m benchmarks.patterns --out bench/patterns.json",
                       "bench/patterns.json")
             + "Mean job slowdown in the fluid model per workload pattern and planner (`auto-jobs`:"
               " the jobs objective; `split-jobs-4`: byte-aware split, at most 4 parts). The "
@@ -402,7 +402,7 @@ def _fabrics() -> str:
                for k, v in b["targets"].items()]
     a, l2 = b["auto_vs_ilp"], b["auto_vs_layer2_milp"]
     return ("## Path planners on fat-trees and planes\n\n"
-            + _source("python -m simulation.fabricbench", "bench/fabrics.json")
+            + _source("python -m benchmarks.fabrics", "bench/fabrics.json")
             + "Max link load over the lower bound (median planning time over "
               f"{b['settings']['repeats']} runs) per planner; k = 8 and 24 are in the file.\n\n"
             + _table(["fabric", "traffic", "down"] + [f"`{x}`" for x in algs], rows)
@@ -537,7 +537,7 @@ def _learning() -> str:
     pc = b["openflow_per_pair_counters"]
     fab = b["fabric"]
     return ("## Learning matrices from sFlow at the paper's scale\n\n"
-            + _source("python -m simulation.bench_learning", "bench/learning.json")
+            + _source("python -m benchmarks.learning", "bench/learning.json")
             + f"{fab['leaves']} x {fab['spines']}, {fab['hosts']:,} hosts at "
               f"{fab['link_gbps']:g} Gb/s, {b['traffic']['jobs']} rings of "
               f"{b['traffic']['ranks_per_job']:,} ranks, every host at line rate.\n\n"

@@ -272,7 +272,7 @@ def test_declared_traffic_never_mismatches_and_reversed_rings_always_do(m, data)
 # --- the paper-scale benchmark's machinery, at a small scale -------------------------------------
 
 def test_learning_benchmark_feeds_real_datagrams_and_learns_the_ring():
-    from simulation.bench_learning import run
+    from benchmarks.learning import run
     doc = run(spines=4, leaves=8, hosts_per_leaf=16, ranks=64,
               settings=[(65536, "edge"), (1 << 20, "edge")],
               learning_times=[("all-to-all", 16)])

@@ -2,7 +2,7 @@
 mix, realistic ring clusters), per planner, the mean and worst job slowdown in the fluid model
 (the reference), the shared prediction's mean (``model.iteration``) and the planning time.
 
-    python -m simulation.patternbench [--out FILE]
+    python -m benchmarks.patterns [--out FILE]
 """
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def evaluate(name, fabric, jobs) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.patternbench")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.patterns")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     rows = [evaluate(*c) for c in cases()]

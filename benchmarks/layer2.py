@@ -3,7 +3,7 @@ the links at it against an exact layer-2 reference (``planners.ilp.ilp_layer2``,
 or bounded), the mean and worst job All-Reduce slowdown in the fluid model (one iteration, every
 job starting together), and the planning time as a ratio to the greedy's in the same run.
 
-    python -m simulation.layer2bench [--seeds 11,12] [--utilisations 0.8,0.95]
+    python -m benchmarks.layer2 [--seeds 11,12] [--utilisations 0.8,0.95]
                                      [--ilp-time-limit 30] [--out bench/layer2.json]
 """
 from __future__ import annotations
@@ -187,7 +187,7 @@ def summarise(rows: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.layer2bench",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.layer2",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", default="11,12")
     ap.add_argument("--utilisations", default="0.8,0.95")

@@ -20,10 +20,10 @@ the same process, since these machines are shared and noisy.
 6. ``split`` on realistic clusters with failures and on the paper's failed-spine cells: its max
    link load minus the LP's fractional optimum (computed apart), its split flows and parts, and
    its planning time (without a bound on parts: the LP optimum).
-7. Layer 2 and the jobs (``bench_layer2``, ``simulation.layer2bench``): links at the max load
+7. Layer 2 and the jobs (``bench_layer2``, ``benchmarks.layer2``): links at the max load
    against an exact layer-2 MILP, mean and worst job slowdown per algorithm, ``split``'s gain per
    extra part per flow.
-8. The other traffic patterns (``bench_patterns``, ``simulation.anytimebench``): all-to-all,
+8. The other traffic patterns (``bench_patterns``, ``benchmarks.anytime``): all-to-all,
    pipelines, 3D-parallel models and 100x byte mixes at 64 x 32, with no failure, single links
    and a spine down: the request path of auto and jobs (layer 1 only) as a ratio to the greedy,
    whether it is layer-1 optimal, the off-path stage after it, the prediction's error against
@@ -193,11 +193,11 @@ def random_rings(fabric: Fabric, ring: int, seed: int) -> list[Job]:
 
 
 def bench_layer2(ilp_time_limit: float, repeats: int) -> dict:
-    """Issue 16's evidence (``simulation.layer2bench``): per algorithm on realistic 64 x 32
+    """Issue 16's evidence (``benchmarks.layer2``): per algorithm on realistic 64 x 32
     clusters (every failure pattern there, 80 and 95% busy, seed 1) the max load, links at it
     against the exact layer-2 MILP, mean and worst job slowdown, time as a ratio to the
     greedy; and ``split`` with 1-4 and any parts per flow on the failure cells at 95%."""
-    from simulation import layer2bench as l2
+    from benchmarks import layer2 as l2
     rows, parts = [], []
     for failures in l2.FAILURES:
         for u in (0.8, 0.95):
@@ -275,9 +275,9 @@ def bench_split(iterations: int) -> list[dict]:
 
 
 def bench_patterns(repeats: int) -> dict:
-    """Section 8 of the module docstring (``simulation.anytimebench.run``)."""
-    from simulation import anytimebench
-    return anytimebench.run(repeats)
+    """Section 8 of the module docstring (``benchmarks.anytime.run``)."""
+    from benchmarks import anytime
+    return anytime.run(repeats)
 
 
 def pattern_targets(patterns: dict) -> dict:
@@ -310,7 +310,7 @@ def _only_patterns(args) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.bench", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.planner", description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--ilp-time-limit", type=float, default=60.0)
     ap.add_argument("--out", default="bench/planner.json")

@@ -1,30 +1,30 @@
-"""The Clos fabrics benchmark (simulation.fabricbench) in its quick form: the JSON's shape and
+"""The Clos fabrics benchmark (benchmarks.fabrics) in its quick form: the JSON's shape and
 the exactness claims it records."""
 import json
 
 import pytest
 
-from simulation import fabricbench
+from benchmarks import fabrics
 
 
 @pytest.mark.slow
 def test_quick_fabric_bench_shape_and_exactness(tmp_path):
     out = tmp_path / "fabrics.json"
-    assert fabricbench.main(["--quick", "--out", str(out), "--ilp-time-limit", "20"]) == 0
+    assert fabrics.main(["--quick", "--out", str(out), "--ilp-time-limit", "20"]) == 0
     doc = json.loads(out.read_text())
     assert set(doc) >= {"machine", "settings", "instances", "ilp_random_small", "targets",
                         "wall_s"}
     assert doc["settings"]["quick"] is True
     rows = doc["instances"]
-    assert {r["pattern"] for r in rows} == set(fabricbench.PATTERNS)
+    assert {r["pattern"] for r in rows} == set(fabrics.PATTERNS)
     assert {bool(r["failures"]) for r in rows} == {False, True}
     for r in rows:
-        assert set(r["planners"]) == set(fabricbench.PLANNERS)
+        assert set(r["planners"]) == set(fabrics.PLANNERS)
         for p in r["planners"].values():
             assert p["over_bound"] >= 1.0 - 1e-9  # nothing beats the lower bound
             assert p["ms_median"] >= 0 and p["cpu_ms_median"] >= 0 and "ms_over_ecmp" in p
         assert r["planners"]["auto"]["max_link_load"] <= r["planners"]["greedy"]["max_link_load"]
-        if r["pattern"] in fabricbench.EQUAL_FLOWS and not r["failures"]:
+        if r["pattern"] in fabrics.EQUAL_FLOWS and not r["failures"]:
             assert r["planners"]["auto"]["over_bound"] == 1.0 and r["auto"]["optimal"]
         if "ilp" in r:
             assert r["ilp"]["proved"]

@@ -276,7 +276,7 @@ def run(spines=32, leaves=64, hosts_per_leaf=32, ranks=1024, gbps=100.0, setting
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.bench_learning",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.learning",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="bench/learning.json")
     ap.add_argument("--quick", action="store_true",

@@ -11,7 +11,7 @@ installed: its time, whether ``churn.worth_moving`` applies it, the flows it mov
 planner the fluid model's mean and worst job slowdown (the reference) with the shared
 prediction's largest error against it (``model.iteration``).
 
-    python -m simulation.anytimebench [--repeats N] [--small] [--out FILE]
+    python -m benchmarks.anytime [--repeats N] [--small] [--out FILE]
 """
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def run(repeats: int = 5, small: bool = False) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.anytimebench")
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.anytime")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--small", action="store_true", help="16 x 8 instead of 64 x 32")
     ap.add_argument("--out")

@@ -26,7 +26,7 @@ reported gap wherever the ILP proved one (``auto_vs_ilp`` lists where auto is ab
 (permutation, nothing down) auto <= 200 ms and the greedy and ECMP <= 100 ms (planner alone,
 median wall time; the build is reported apart).
 
-    python -m simulation.fabricbench [--quick] [--out bench/fabrics.json]
+    python -m benchmarks.fabrics [--quick] [--out bench/fabrics.json]
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 
+from benchmarks.planner import write_result
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.jobs import parse_job
@@ -47,7 +48,6 @@ from controller.planners.clos_ecmp import clos_ecmp
 from controller.planners.clos_greedy import clos_greedy
 from controller.planners.clos_ilp import clos_ilp, clos_ilp_layer2
 from controller.planners.clos_tiers import tier_colouring
-from simulation.bench import write_result
 
 PLANNERS = {"ecmp": clos_ecmp, "ecmp-polarised": lambda p: clos_ecmp(p, polarised=True),
             "greedy": clos_greedy, "colouring": tier_colouring, "auto": clos_auto}
@@ -276,7 +276,7 @@ def run(quick: bool, repeats: int, ilp_limit: float, seed: int = 1) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.fabricbench",
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.fabrics",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small fabrics, one run each (tests)")
     ap.add_argument("--repeats", type=int, default=None, help="runs per timing (default 5, 1 quick)")
