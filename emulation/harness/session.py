@@ -20,7 +20,7 @@ import sys
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess, signals_held
-from topologies.clos import clos_fabric
+from topologies.clos import clos_fabric, fattree_fabric
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -47,15 +47,17 @@ def _stderr(msg: str) -> None:
 class Session:
     def __init__(self, spines: int, leaves: int, hosts_per_leaf: int, bw: float, outdir: str,
                  mode: str = "flow", state: bool = False, extra_args: list[str] | None = None,
-                 token: str | None = None, progress=None):
+                 token: str | None = None, progress=None, clos=None):
         """``token``: the controller's --mlroute-token (sent by ``ctl.rest`` on writing
         requests); ``progress``: a function called with one line per start-up step (the
-        command-line tools print them on stderr), None for silence."""
+        command-line tools print them on stderr), None for silence. ``clos``: a wired
+        single-plane ``model.clos.Clos`` emulated instead of the leaf-spine (``fat_tree``)."""
         self.shape = (spines, leaves, hosts_per_leaf)
         self.bw = bw
         self.dir = outdir
         self.mode = mode
-        self.fabric = clos_fabric(spines, leaves, hosts_per_leaf, bw)
+        self.clos = clos
+        self.fabric = clos or clos_fabric(spines, leaves, hosts_per_leaf, bw)
         self.fabric_path = os.path.join(outdir, "fabric.json")
         self.state = os.path.join(outdir, "state.db") if state else None
         self.extra_args = list(extra_args or [])
@@ -64,6 +66,11 @@ class Session:
         self.ctl: ControllerProcess | None = None
         self.net = None
         self._building = False  # a fabric build began and self.net does not hold it yet
+
+    @classmethod
+    def fat_tree(cls, k: int, hosts_per_leaf: int, bw: float, outdir: str, **options) -> Session:
+        """The k-ary fat-tree of ``topologies.clos.FatTreeTopo`` behind the controller."""
+        return cls(0, 0, 0, bw, outdir, clos=fattree_fabric(k, hosts_per_leaf, bw), **options)
 
     def controller(self, log: str = "controller.log") -> ControllerProcess:
         extra = (["--mlroute-state", self.state] if self.state else []) + self.extra_args
@@ -81,9 +88,10 @@ class Session:
             self.progress(f"starting the controller (log {self.ctl_log})")
             self.ctl = self.controller()
             self.ctl.start()
-            self.progress(f"building the fabric: {s} spines x {l} leaves x {h} hosts")
+            self.progress("building the fabric: " + (self.clos.summary() if self.clos else
+                                                     f"{s} spines x {l} leaves x {h} hosts"))
             self._building = True
-            self.net = fabricnet.build(*self.shape, self.bw, self.ctl.of_port)
+            self.net = fabricnet.build(*self.shape, self.bw, self.ctl.of_port, clos=self.clos)
             self._building = False
             fabricnet.start(self.net, timeout=60)
             self.progress("waiting for every switch to be provisioned")

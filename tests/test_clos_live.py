@@ -1,0 +1,145 @@
+"""The controller on an emulated k = 4 fat-tree (20 Open vSwitch switches, 16 hosts, 20 Mbit/s,
+``topologies.clos.FatTreeTopo``) with real TCP traffic: a ring crossing every pod is planned
+over the three tiers, and every directed switch link carries what the plan puts on it (port
+counters, within 5% of the payload), in flow and sr modes; a core link taken down moves the
+flows that crossed it, and the traffic follows."""
+import subprocess
+import sys
+
+import pytest
+
+from emulation.harness import fabricnet, ovs
+from emulation.harness.session import Session
+from tests.integration import require_root_and_ovs
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+BW = 20  # Mbit/s
+PAYLOAD = 3_000_000  # bytes per flow
+RING = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]  # every pod, twice
+
+
+@pytest.fixture(scope="module")
+def emu(tmp_path_factory):
+    require_root_and_ovs()
+    with Session.fat_tree(4, 2, BW, str(tmp_path_factory.mktemp("fattree"))) as s:
+        yield s
+
+
+def link_bytes(f) -> dict[str, int]:
+    """tx bytes of every directed switch link a->b (a's port towards b)."""
+    out = {}
+    for sw in f.switches():
+        ports = ovs.port_bytes(sw)
+        for peer, port in f.ports[sw].items():
+            if peer in f.dpids:
+                out[f"{sw}->{peer}"] = ports.get(port, {}).get("tx", 0)
+    return out
+
+
+SINK = """import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", int(sys.argv[1]))); s.listen(1); c, _ = s.accept(); n = 0
+while (b := c.recv(1 << 20)):
+    n += len(b)
+print(n)"""
+SOURCE = """import socket, sys, time
+for _ in range(100):
+    try:
+        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30); break
+    except OSError:
+        time.sleep(0.1)
+c.sendall(bytes(int(sys.argv[3]))); c.shutdown(socket.SHUT_WR); c.recv(1)"""
+
+
+def send(net, f, routes, port=5401) -> None:
+    """Every route's source sends PAYLOAD bytes over TCP to its destination, all at once;
+    returns once every sink has counted all of them."""
+    sinks, sources = [], []
+    try:
+        for r in routes:
+            sinks.append(net.get(r["dst"]).popen([sys.executable, "-c", SINK, str(port)],
+                                                 stdout=subprocess.PIPE, text=True))
+        for r in routes:
+            sources.append(net.get(r["src"]).popen(
+                [sys.executable, "-c", SOURCE, f.host_ip[r["dst"]], str(port), str(PAYLOAD)],
+                stderr=subprocess.PIPE, text=True))
+        for p in sinks:
+            out, _ = p.communicate(timeout=120)
+            assert out.split() == [str(PAYLOAD)], out
+        for p in sources:
+            assert p.wait(timeout=30) == 0, p.stderr.read()
+    finally:
+        for p in sinks + sources:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=5)
+
+
+def planned(routes) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in routes:
+        for a, b in zip(r["path"], r["path"][1:]):
+            out[f"{a}->{b}"] = out.get(f"{a}->{b}", 0) + 1
+    return out
+
+
+def carried_as_planned(emu, routes) -> dict:
+    f = emu.fabric
+    before = link_bytes(f)
+    send(emu.net, f, routes)
+    ovs.settle_counters(f.switches())
+    after = link_bytes(f)
+    plan = planned(routes)
+    got = {k: after[k] - before[k] for k in after}
+    # data frames carry 0.7% headers; a link may also carry ACKs of flows going the other
+    # way (a few percent of a payload at most)
+    wrong = {link: (n, plan.get(link, 0) * PAYLOAD) for link, n in got.items()
+             if not plan.get(link, 0) * PAYLOAD * 0.99 <= n <= (plan.get(link, 0) + 0.05)
+             * PAYLOAD}
+    assert not wrong, (wrong, routes)
+    return got
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_a_ring_across_pods_carries_its_bytes_on_its_planned_links(emu, mode):
+    job = {"id": f"ring-{mode}", "collective": "ring_allreduce", "ranks": RING,
+           "bytes": 4e6, "mode": mode}
+    code, doc = emu.ctl.rest("POST", "/v1/jobs", job)
+    assert code == 201, doc
+    try:
+        view = emu.ctl.rest("GET", f"/v1/jobs/{job['id']}")[1]
+        routes = view["routes"]
+        assert len(routes) == 8 and all(len(r["path"]) == 5 for r in routes)
+        assert max(planned(routes).values()) == 1  # every flow on links of its own
+        carried_as_planned(emu, routes)
+        links = emu.ctl.rest("GET", "/v1/links")[1]
+        assert links["summary"]["max_link_load"] == 1.0
+    finally:
+        emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
+
+
+def test_a_core_link_down_moves_its_flows_and_traffic_follows(emu):
+    job = {"id": "fail", "collective": "ring_allreduce", "ranks": RING, "bytes": 4e6}
+    assert emu.ctl.rest("POST", "/v1/jobs", job)[0] == 201
+    f = emu.fabric
+    try:
+        first = emu.ctl.rest("GET", "/v1/jobs/fail")[1]["routes"]
+        agg, core = first[0]["path"][1], first[0]["path"][2]
+        emu.net.configLinkStatus(agg, core, "down")
+
+        def moved():
+            routes = emu.ctl.rest("GET", "/v1/jobs/fail")[1]["routes"]
+            return routes if all((agg, core) not in zip(r["path"], r["path"][1:])
+                                 for r in routes) else None
+        routes = fabricnet.wait_until(moved, 15, what="the flows to leave the link down")
+        got = carried_as_planned(emu, routes)
+        assert got[f"{agg}->{core}"] == 0
+        view = emu.ctl.rest("GET", "/v1/fabric")[1]
+        assert f"{agg}-{core}" in view["links_down"]
+    finally:
+        emu.net.configLinkStatus(agg, core, "up")
+        emu.ctl.rest("DELETE", "/v1/jobs/fail")
+    fabricnet.wait_until(lambda: not emu.ctl.rest("GET", "/v1/fabric")[1]["links_down"], 15,
+                         what="the link back up")
+    assert f.dpids  # the fabric the session built is the one the controller serves
