@@ -111,3 +111,26 @@ def test_several_planes_are_refused_by_name():
     f = Clos.fat_tree(4, 2, planes=2).wire()
     with pytest.raises(Exception, match="2 planes"):
         start(f)
+
+
+def test_a_job_declared_by_its_members_is_learned_and_planned_over_three_tiers():
+    """sFlow samples of a ring across pods (every bridge samples: five per packet between
+    pods): the members-only job is learned with the ring's pairs and routed over the cores."""
+    from types import SimpleNamespace
+    f, sw, svc = start(learn_window=1.0)
+    ip = f.host_ip
+    ring = [(a, CROSS_PODS[(i + 1) % 8]) for i, a in enumerate(CROSS_PODS)]
+    samples = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=9000, sampling_rate=16)
+               for a, b in ring] * 20
+    code, doc = call(svc, "POST", "/v1/jobs", {"id": "m", "members": CROSS_PODS})
+    assert code == 201 and doc["matrix"] == "learning", doc
+    for _ in range(12):
+        svc.traffic_samples(samples)
+        svc.clock.sleep(0.5)
+        svc.tick(probe=False)
+    view = call(svc, "GET", "/v1/jobs/m")[1]
+    assert view["matrix"] == "learned" and view["learning"]["replans"] == 1, view["learning"]
+    assert {(r["src"], r["dst"]) for r in view["routes"]} == set(ring)
+    for route in view["routes"]:
+        path, reached, _ = trace(f, sw, route["src"], route["dst"])
+        assert reached == route["dst"] and path == route["path"] and len(path) == 5

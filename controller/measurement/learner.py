@@ -30,20 +30,32 @@ Pair = tuple[str, str]
 SAMPLING_POINTS = ("all", "leaves", "edge")
 
 
-def clos_samplers(leaf_of: Mapping[str, str], where: str = "all") -> Callable[[str, str], int]:
-    """The number of times a packet between two hosts of a two-tier Clos can be sampled, by
+def clos_samplers(leaf_of: Mapping[str, str], where: str = "all",
+                  pod_of: Mapping[str, object] | None = None) -> Callable[[str, str], int]:
+    """The number of times a packet between two hosts of a Clos fabric can be sampled, by
     where sFlow is on: ``all`` switches (as Open vSwitch does, bridge-wide: source leaf, spine,
-    destination leaf), ``leaves`` only (both leaves), or the leaves' host-facing ``edge`` ports
-    only (ingress sampling where traffic enters the fabric: once). Between hosts of one leaf:
-    once. Hosts the map does not know count as on different leaves."""
+    destination leaf; across the pods of a three-tier fabric five switches, source leaf,
+    aggregation, core, aggregation, destination leaf), ``leaves`` only (both leaves), or the
+    leaves' host-facing ``edge`` ports only (ingress sampling where traffic enters the fabric:
+    once). Between hosts of one leaf: once. Hosts the map does not know count as on different
+    leaves of one pod. ``pod_of``: leaf -> pod (three tiers; None: one pod).
+
+    >>> count = clos_samplers({"a": "l0", "b": "l1", "c": "l2"}, pod_of={"l0": 0, "l1": 0,
+    ...                                                               "l2": 1})
+    >>> count("a", "a"), count("a", "b"), count("a", "c")
+    (1, 3, 5)
+    """
     if where not in SAMPLING_POINTS:
         raise ValueError(f"sampling points must be one of {', '.join(SAMPLING_POINTS)}, "
                          f"not {where!r}")
     cross = {"all": 3, "leaves": 2, "edge": 1}[where]
+    pods = pod_of or {}
 
     def samplers(src: str, dst: str) -> int:
-        a = leaf_of.get(src)
-        return 1 if a is not None and a == leaf_of.get(dst) else cross
+        a, b = leaf_of.get(src), leaf_of.get(dst)
+        if a is not None and a == b:
+            return 1
+        return cross + 2 if where == "all" and pods.get(a, 0) != pods.get(b, 0) else cross
     return samplers
 
 

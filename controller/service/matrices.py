@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from controller.errors import ConflictError, InputError
 from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.service import decide, learning
 from controller.service.change import Change
@@ -55,13 +56,15 @@ class MatrixLearning:
         self._folded = -math.inf  # index of the last window folded
         self._leaf_of: dict[str, str] = {}  # address -> leaf the samplers were counted for
 
-    def follow(self, fabric: Fabric | None) -> None:
-        """Count sampling points on ``fabric``'s leaves (hosts adopted, moved or declared):
-        the map is built once per change, not per sampled pair."""
+    def follow(self, fabric: Fabric | Clos | None) -> None:
+        """Count sampling points on ``fabric``'s leaves and pods (hosts adopted, moved or
+        declared): the map is built once per change, not per sampled pair."""
         leaf_of = {ip: fabric.hosts[h] for h, ip in fabric.host_ip.items()} if fabric else {}
         if leaf_of != self._leaf_of:
             self._leaf_of = leaf_of
-            self.learner.set_samplers(clos_samplers(leaf_of, self.points))
+            pods = ({leaf: pod for p in fabric.planes for leaf, pod in
+                     zip(p.leaves, p.pod_of_leaf)} if isinstance(fabric, Clos) else None)
+            self.learner.set_samplers(clos_samplers(leaf_of, self.points, pods))
 
     def reject(self, sender: str) -> None:
         with self._lock:
