@@ -402,6 +402,30 @@ def test_the_job_view_shows_the_estimate_between_phases_and_nothing_is_decided_o
     assert {d: dict(t) for d, t in sw.rules.items()} == rules
 
 
+def test_a_launch_rendezvous_learned_first_never_costs_the_ring_a_link():
+    """A launch starts with its rendezvous (rank 0's store answering the others: small, but
+    alone at first, so it is learned); once the ring runs, the rendezvous pairs are a tiny
+    share of the job's mean pair: the ring is planned with no two data flows of a leaf on
+    one uplink, and the negligible pairs are judged (re-planned only for a predicted gain,
+    here none: an event says so)."""
+    f, sw, svc, clock = start()
+    ring = interleaved(f)
+    ip = f.host_ip
+    store = [SimpleNamespace(src=ip[ring[0]], dst=ip[h], frame_length=1500, sampling_rate=16)
+             for h in ring[1:] if f.hosts[h] != f.hosts[ring[0]]] * 2
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clock, store, seconds=3)
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + store, seconds=70)
+    data = {(a, ring[(i - 1) % len(ring)]) for i, a in enumerate(ring)}
+    routes = [r for r in get(svc, "j")[1]["routes"] if (r["src"], r["dst"]) in data]
+    assert len(routes) == len(data)
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for r in routes]
+    assert len(set(uplinks)) == len(uplinks), uplinks
+    doc = get(svc, "j")[1]
+    assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == data
+    assert any("turned out negligible" in e.get("cause", "") for e in svc.state.events)
+
+
 def test_a_plan_is_never_replaced_by_a_subset_of_itself():
     """Only some of a learned ring's pairs send for a long while (an evaluation between two
     members): the planned ring stays whole."""

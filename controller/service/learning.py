@@ -46,6 +46,7 @@ class Measured:
     active_windows: int = 0
     replans: int = 0  # times the job was (re-)planned on a measured matrix
     steady: bool = True  # the estimate may be acted on (``MatrixEstimate.steady``)
+    negligible: frozenset = frozenset()  # pairs of the estimate under the floor, still sending
 
     def flows_doc(self, declared: set) -> list[dict]:
         return [{"src": a, "dst": b, "bytes": round(v), "bytes_per_s": round(v / self.window_s),
@@ -53,20 +54,29 @@ class Measured:
                 for (a, b), v in sorted(self.pairs.items())]
 
 
-def measured_pairs(fabric: Fabric, estimate: MatrixEstimate, window_s: float,
+def measured_pairs(fabric: Fabric | Clos, estimate: MatrixEstimate, window_s: float,
                    min_link_share: float = 0.0) -> Measured:
     """The estimate's pairs (IPv4 addresses) as host pairs across leaves, leaving out pairs
-    slower than ``min_link_share`` of a link: pings, daemons' chatter and idle phases are not
-    a training pattern, and a plan must not follow them."""
+    slower than ``min_link_share`` of a link or than the estimate's joining share of the
+    job's mean pair: pings, daemons' chatter, a launch's rendezvous and idle phases are not a
+    training pattern, and a plan must not follow them (the planners count flows: a chatter
+    pair planned as a flow can push two elephants onto one link)."""
     host_of = {ip: h for h, ip in fabric.host_ip.items()}
-    floor = min_link_share * fabric.link_bps() * window_s
-    pairs, confidence = {}, {}
-    for (a, b), v in estimate.matrix().items():
+    matrix = estimate.matrix()
+    mean = sum(matrix.values()) / len(matrix) if matrix else 0.0
+    floor = max(min_link_share * fabric.link_bps() * window_s, estimate.share * mean)
+    pairs, confidence, light = {}, {}, set()
+    for (a, b), v in matrix.items():
         src, dst = host_of.get(a), host_of.get(b)
-        if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor:
-            pairs[(src, dst)] = v
-            confidence[(src, dst)] = estimate.confidence((a, b))
-    return Measured(pairs, window_s, confidence, estimate.active, steady=estimate.steady)
+        if not (src and dst and fabric.hosts[src] != fabric.hosts[dst]):
+            continue
+        if v < floor:
+            light.add((src, dst))
+            continue
+        pairs[(src, dst)] = v
+        confidence[(src, dst)] = estimate.confidence((a, b))
+    return Measured(pairs, window_s, confidence, estimate.active, steady=estimate.steady,
+                    negligible=frozenset(light))
 
 
 def declared_pairs(fabric: Fabric, r: JobRecord) -> set:
@@ -82,18 +92,27 @@ def learned_job(r: JobRecord, measured: Measured) -> Job:
                options=options, members=list(r.members))
 
 
-def verdict(fabric: Fabric, r: JobRecord, measured: Measured):
+def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
     """(cause, mismatch) when the job is a candidate for a (re-)plan on ``measured``, else
     None: nothing measured, or every measured pair already planned (a subset of a plan is
-    never a reason to change it)."""
+    never a reason to change it, unless the plan learned pairs that still send but turned
+    out negligible, as a launch's rendezvous: the planners count flows, so such a pair can
+    cost an elephant its link; the predicted gain decides)."""
     if not measured.pairs:
         return None
     if r.matrix == "learning":
         return (f"job {r.job.id}: matrix learned from its traffic "
                 f"({len(measured.pairs)} flows across leaves)", None)
-    cmp = compare(declared_pairs(fabric, r), measured.pairs)
+    planned = declared_pairs(fabric, r)
+    cmp = compare(planned, measured.pairs)
     if not cmp.undeclared:
-        return None
+        light = planned & measured.negligible if r.matrix == "learned" else set()
+        if not light:
+            return None
+        text = f"{len(light)} learned pairs turned out negligible (a rendezvous, chatter)"
+        return f"job {r.job.id}: {text}", {"share": 0.0, "description": text,
+                                            "undeclared_pairs": 0,
+                                            "missing_pairs": len(cmp.missing)}
     description = cmp.description
     if cmp.opposite and r.job.is_collective:  # pairs within a leaf hide the ring's shape
         description = "traffic runs opposite to the declared ring"
