@@ -1,8 +1,10 @@
 // mlroute live view. Polls the controller's REST API once a second (GET only) and draws the
-// leaf-spine fabric as SVG: spines on top, leaves below, hosts under their leaf; every
-// directed leaf-spine link coloured by the flows planned on it and as wide as its measured
-// rate; links that are down dashed and red. Below: the running jobs (ideal, predicted and
-// measured All-Reduce time) and the recent events (failures, repairs, re-plans).
+// fabric as SVG: a leaf-spine with spines on top and leaves below; a three-tier Clos with cores
+// on top, aggregation switches in the middle grouped by pod and leaves below; hosts under
+// their leaf. Every directed switch link (every tier) is coloured by the flows planned on it
+// and as wide as its measured rate; links that are down dashed and red. Below: the running
+// jobs (ideal, predicted and measured All-Reduce time; whether the counted bytes followed the
+// planned spine or path) and the recent events (failures, repairs, re-plans).
 // Plain JavaScript, no library, no build step. Data: GET v1/fabric (declared fabric, switches
 // seen, links down, events), v1/links (planned and measured per directed link), v1/jobs and
 // v1/jobs/{id} (routes with their measured bytes).
@@ -19,6 +21,7 @@
     busy: false,
     signature: null, // the drawn topology; redrawn only when it changes
     linkEls: {}, // "l0->s0" -> <line>
+    linkPairs: {}, // "s0->l0" -> ["l0", "s0"] (lower tier first, as links down are named)
     switchEls: {}, // "s0" -> <g>
     samples: {}, // job number -> route index -> [[t, bytes], ...]
   };
@@ -85,67 +88,160 @@
   }
 
   // ---- fabric drawing -----------------------------------------------------------------
-  function hostsByLeaf(declared) {
-    const out = {};
-    for (const leaf of declared.leaves) out[leaf] = [];
-    for (const h of Object.keys(declared.hosts).sort()) {
-      const leaf = declared.hosts[h];
-      if (out[leaf]) out[leaf].push(h);
+  // The declared document in one shape for both kinds: tiers top to bottom (two tiers:
+  // spines, leaves; a Clos plane: cores, aggregation switches, leaves), every switch link as
+  // [lower, upper], each host's leaf. A Clos document with several planes (the controller
+  // serves one) is drawn by its first plane.
+  function topologyOf(declared) {
+    const planes = declared.planes || [declared];
+    const p = planes[0];
+    const hostLeaf = {}; // host -> its leaf (first plane's when it has one per plane)
+    for (const h of Object.keys(declared.hosts || {}).sort()) {
+      const v = declared.hosts[h];
+      hostLeaf[h] = Array.isArray(v) ? v[0] : v;
     }
-    return out;
+    const base = { planes: planes.length, hostLeaf: hostLeaf, hostIp: declared.host_ip || {},
+                   speeds: declared.link_gbps };
+    if (!p.pods) {
+      const links = [];
+      for (const leaf of p.leaves) for (const spine of p.spines) links.push([leaf, spine]);
+      return Object.assign(base, { kind: "two-tier", leaves: p.leaves, links: links,
+        tiers: [{ role: "spine", names: p.spines }, { role: "leaf", names: p.leaves }] });
+    }
+    const pods = Object.keys(p.pods).map((name) => ({
+      name: name, leaves: p.pods[name].leaves || [], aggs: p.pods[name].aggs || [] }));
+    const groups = p.cores || [];
+    const links = [];
+    for (const pod of pods) {
+      for (const leaf of pod.leaves) for (const agg of pod.aggs) links.push([leaf, agg]);
+    }
+    for (const pod of pods) {
+      pod.aggs.forEach((agg, slot) => {
+        for (const core of groups[slot] || []) links.push([agg, core]);
+      });
+    }
+    const leaves = [].concat(...pods.map((x) => x.leaves));
+    return Object.assign(base, { kind: "clos", pods: pods, groups: groups, leaves: leaves,
+      links: links, tiers: [{ role: "core", names: [].concat(...groups) },
+        { role: "agg", names: [].concat(...pods.map((x) => x.aggs)) },
+        { role: "leaf", names: leaves }] });
   }
 
-  function drawFabric(declared) {
+  const ROLE_NAMES = { spine: "spine", leaf: "leaf", agg: "aggregation", core: "core" };
+
+  function switchesOf(topo) {
+    return [].concat(...topo.tiers.map((t) => t.names));
+  }
+
+  // the link's tier in link_gbps and /v1/links: "leaf" (leaf-spine, leaf-aggregation) or
+  // "core" (aggregation-core)
+  function tierOf(topo, lower) {
+    return topo.kind === "clos" && !topo.leaves.includes(lower) ? "core" : "leaf";
+  }
+
+  function capacityOf(topo, tier) { // bit/s; link_gbps is one speed or one per tier
+    const s = topo.speeds;
+    const gbps = typeof s === "number" ? s : s ? (s[tier] !== undefined ? s[tier] : s.leaf) : 0;
+    return (gbps || 0) * 1e9;
+  }
+
+  // x and y of every switch; hosts' row and spacing; the pods' bands (Clos)
+  function layoutOf(topo) {
+    const margin = 20, boxH = 26;
+    const pos = {};
+    if (topo.kind === "two-tier") {
+      const spines = topo.tiers[0].names, leaves = topo.tiers[1].names;
+      const n = Math.max(spines.length, leaves.length, 1);
+      const gap = Math.max(28, Math.min(110, 1400 / n));
+      const width = 2 * margin + n * gap;
+      const ySpine = 30, yLeaf = 30 + Math.max(180, Math.min(320, 40 * n));
+      const xOf = (i, count) => margin + (width - 2 * margin) * (i + 0.5) / count;
+      spines.forEach((s, j) => { pos[s] = [xOf(j, spines.length), ySpine]; });
+      leaves.forEach((l, i) => { pos[l] = [xOf(i, leaves.length), yLeaf]; });
+      return { pos: pos, width: width, gap: gap, leafGap: gap, boxW: Math.min(64, gap * 0.8),
+               boxH: boxH, yLeaf: yLeaf, yHost: yLeaf + 60, bands: [] };
+    }
+    // Clos: one band per pod (its aggregation switches above its leaves), cores across the top
+    const weights = topo.pods.map((p) => Math.max(p.leaves.length, p.aggs.length, 1));
+    const total = weights.reduce((a, b) => a + b, 0) || 1;
+    const cores = topo.tiers[0].names;
+    const n = Math.max(total, cores.length, 1);
+    const gap = Math.max(28, Math.min(110, 1400 / n));
+    const width = 2 * margin + n * gap;
+    const step = Math.max(150, Math.min(260, 30 * n));
+    const yCore = 30, yAgg = yCore + (cores.length ? step : 0), yLeaf = yAgg + step;
+    const inner = width - 2 * margin;
+    cores.forEach((c, j) => { pos[c] = [margin + inner * (j + 0.5) / cores.length, yCore]; });
+    const bands = [];
+    let left = margin, leafGap = gap;
+    topo.pods.forEach((p, k) => {
+      const w = inner * weights[k] / total;
+      p.aggs.forEach((a, j) => { pos[a] = [left + w * (j + 0.5) / p.aggs.length, yAgg]; });
+      p.leaves.forEach((l, i) => { pos[l] = [left + w * (i + 0.5) / p.leaves.length, yLeaf]; });
+      if (p.leaves.length) leafGap = Math.min(leafGap, w / p.leaves.length);
+      bands.push({ name: p.name, x: left, w: w });
+      left += w;
+    });
+    return { pos: pos, width: width, gap: gap, leafGap: leafGap, boxW: Math.min(64, gap * 0.8),
+             boxH: boxH, yLeaf: yLeaf, yHost: yLeaf + 60, yBand: yAgg - boxH / 2 - 16,
+             bands: bands };
+  }
+
+  function drawFabric(topo) {
     const root = $("fabric");
     while (root.firstChild) root.removeChild(root.firstChild);
     state.linkEls = {};
+    state.linkPairs = {};
     state.switchEls = {};
-    const spines = declared.spines, leaves = declared.leaves;
-    const byLeaf = hostsByLeaf(declared);
-    const nHosts = Object.keys(declared.hosts).length;
-    const drawHosts = nHosts <= MAX_DRAWN_HOSTS;
-    const n = Math.max(spines.length, leaves.length, 1);
-    const gap = Math.max(28, Math.min(110, 1400 / n));
-    const boxW = Math.min(64, gap * 0.8), boxH = 26;
-    const margin = 20;
-    const width = 2 * margin + n * gap;
-    const ySpine = 30, yLeaf = 30 + Math.max(180, Math.min(320, 40 * n));
-    const yHost = yLeaf + 60;
+    const L = layoutOf(topo);
+    const pos = L.pos, boxW = L.boxW, boxH = L.boxH, yLeaf = L.yLeaf, yHost = L.yHost;
+    const hostNames = Object.keys(topo.hostLeaf);
+    const drawHosts = hostNames.length <= MAX_DRAWN_HOSTS;
     const height = (drawHosts ? yHost + 30 : yLeaf + 30);
-    root.setAttribute("viewBox", `0 0 ${width} ${height}`);
+    root.setAttribute("viewBox", `0 0 ${L.width} ${height}`);
     root.setAttribute("height", String(Math.min(height, 700)));
-    const xOf = (i, count) => margin + (width - 2 * margin) * (i + 0.5) / count;
-    const pos = {};
-    spines.forEach((s, j) => { pos[s] = [xOf(j, spines.length), ySpine]; });
-    leaves.forEach((l, i) => { pos[l] = [xOf(i, leaves.length), yLeaf]; });
+    root.setAttribute("aria-label", topo.kind === "clos" ? "three-tier Clos fabric"
+      : "leaf-spine fabric");
+    if (L.bands.length) { // the pods, behind everything
+      const gPods = svg("g", { class: "pods" }, root);
+      for (const b of L.bands) {
+        const g = svg("g", { class: "pod", "data-name": b.name }, gPods);
+        svg("rect", { x: b.x + 3, y: L.yBand, width: b.w - 6,
+                      height: yLeaf + boxH / 2 + 8 - L.yBand, rx: 6 }, g);
+        svg("text", { x: b.x + 9, y: L.yBand + 11 }, g).textContent = b.name;
+      }
+    }
 
     const gLinks = svg("g", { class: "links" }, root);
     state.idleLinks = svg("g", { class: "idle-links" }, gLinks); // drawn first:
     state.busyLinks = svg("g", { class: "busy-links" }, gLinks); // planned and down on top
     const gHosts = svg("g", { class: "hosts" }, root);
     const gSwitches = svg("g", { class: "switches" }, root);
-    const off = Math.max(1.5, Math.min(3.5, gap / 25));
-    for (const leaf of leaves) {
-      for (const spine of spines) {
-        const [x1, y1] = [pos[leaf][0], yLeaf - boxH / 2];
-        const [x2, y2] = [pos[spine][0], ySpine + boxH / 2];
-        const dx = x2 - x1, dy = y2 - y1, len = Math.hypot(dx, dy) || 1;
-        const nx = -dy / len * off, ny = dx / len * off; // normal: up link left, down right
-        for (const [name, sign] of [[`${leaf}->${spine}`, 1], [`${spine}->${leaf}`, -1]]) {
-          const line = svg("line", {
-            class: "link", "data-link": name, "data-state": "up",
-            x1: x1 + sign * nx, y1: y1 + sign * ny, x2: x2 + sign * nx, y2: y2 + sign * ny,
-          }, state.idleLinks);
-          svg("title", {}, line);
-          state.linkEls[name] = line;
-        }
+    const off = Math.max(1.5, Math.min(3.5, L.gap / 25));
+    for (const [lower, upper] of topo.links) {
+      if (!pos[lower] || !pos[upper]) continue;
+      const [x1, y1] = [pos[lower][0], pos[lower][1] - boxH / 2];
+      const [x2, y2] = [pos[upper][0], pos[upper][1] + boxH / 2];
+      const dx = x2 - x1, dy = y2 - y1, len = Math.hypot(dx, dy) || 1;
+      const nx = -dy / len * off, ny = dx / len * off; // normal: up link left, down right
+      for (const [name, sign] of [[`${lower}->${upper}`, 1], [`${upper}->${lower}`, -1]]) {
+        const line = svg("line", {
+          class: "link", "data-link": name, "data-state": "up",
+          x1: x1 + sign * nx, y1: y1 + sign * ny, x2: x2 + sign * nx, y2: y2 + sign * ny,
+        }, state.idleLinks);
+        svg("title", {}, line);
+        state.linkEls[name] = line;
+        state.linkPairs[name] = [lower, upper];
       }
     }
     if (drawHosts) {
-      const most = Math.max(1, ...leaves.map((l) => byLeaf[l].length));
-      const hgap = Math.min(36, gap / most);
+      const byLeaf = {};
+      for (const leaf of topo.leaves) byLeaf[leaf] = [];
+      for (const h of hostNames) if (byLeaf[topo.hostLeaf[h]]) byLeaf[topo.hostLeaf[h]].push(h);
+      const most = Math.max(1, ...topo.leaves.map((l) => byLeaf[l].length));
+      const hgap = Math.min(36, L.leafGap / most);
       const labels = hgap >= 32; // room for "h12_3" under each host
-      for (const leaf of leaves) {
+      for (const leaf of topo.leaves) {
         const hs = byLeaf[leaf];
         hs.forEach((h, k) => {
           const x = pos[leaf][0] + (k - (hs.length - 1) / 2) * hgap;
@@ -153,7 +249,7 @@
                         x2: x, y2: yHost - 5 }, gHosts);
           const g = svg("g", { class: "host", "data-name": h }, gHosts);
           svg("circle", { cx: x, cy: yHost, r: 5 }, g);
-          const ip = (declared.host_ip || {})[h];
+          const ip = topo.hostIp[h];
           svg("title", {}, g).textContent = ip ? `${h} ${ip}` : h;
           if (labels) {
             const t = svg("text", { x: x, y: yHost + 17 }, g);
@@ -162,8 +258,9 @@
         });
       }
     }
-    for (const [names, role] of [[spines, "spine"], [leaves, "leaf"]]) {
-      for (const name of names) {
+    for (const tier of topo.tiers) {
+      const role = tier.role;
+      for (const name of tier.names) {
         const [x, y] = pos[name];
         const g = svg("g", { class: `switch ${role}`, id: `switch-${name}`, "data-name": name,
                              "data-role": role }, gSwitches);
@@ -178,23 +275,26 @@
 
   function updateFabric(fab, links) {
     const declared = fab.declared;
-    const sig = JSON.stringify([declared.spines, declared.leaves, declared.hosts]);
+    const topo = topologyOf(declared);
+    const sig = JSON.stringify([topo.tiers, topo.links, topo.hostLeaf]);
     if (sig !== state.signature) {
-      drawFabric(declared);
+      drawFabric(topo);
       state.signature = sig;
     }
-    const capacity = (declared.link_gbps || 0) * 1e9;
-    const down = new Set(fab.links_down || []);
-    for (const pair of declared.down || []) down.add(`${pair[0]}-${pair[1]}`);
+    const down = new Set(fab.links_down || []); // "lower-upper"
+    for (const pair of declared.down || []) {
+      if (pair.length === 2) down.add(`${pair[0]}-${pair[1]}`); // not one member of a bundle
+    }
+    const switchesDown = new Set(declared.down_switches || []);
     const byName = {};
     for (const l of (links && links.links) || []) byName[l.link] = l;
     for (const name in state.linkEls) {
       const line = state.linkEls[name];
-      const [a, b] = name.split("->");
-      const leaf = declared.leaves.includes(a) ? a : b;
-      const spine = leaf === a ? b : a;
-      const isDown = down.has(`${leaf}-${spine}`);
+      const [lower, upper] = state.linkPairs[name];
+      const isDown = down.has(`${lower}-${upper}`) || switchesDown.has(lower) ||
+        switchesDown.has(upper);
       const l = byName[name];
+      const capacity = capacityOf(topo, l && l.tier ? l.tier : tierOf(topo, lower));
       const bps = l && l.measured ? l.measured.bps : null;
       const flows = l ? l.flows : 0;
       line.setAttribute("data-state", isDown ? "down" : "up");
@@ -222,19 +322,52 @@
       const s = seen[name];
       const online = s && s.connected;
       const role = g.getAttribute("data-role");
-      g.setAttribute("class", `switch ${role}` + (online ? "" : " offline"));
+      g.setAttribute("class", `switch ${role}` + (online ? "" : " offline") +
+        (switchesDown.has(name) ? " down" : ""));
       g.setAttribute("data-state", !s ? "unseen" : !s.connected ? "disconnected"
         : s.provisioned ? "provisioned" : "connected");
       const rules = s && s.rules !== undefined && s.rules !== null ? `, ${s.rules} rules` : "";
-      setText(g.lastChild, `${name} (${role}): ${g.getAttribute("data-state")}${rules}` +
+      setText(g.lastChild, `${name} (${ROLE_NAMES[role] || role}): ` +
+        `${g.getAttribute("data-state")}${rules}` +
+        (switchesDown.has(name) ? ", declared down" : "") +
         (s && s.ports_down && s.ports_down.length ? `, ports down ${s.ports_down.join(" ")}` : ""));
     }
+    return topo;
+  }
+
+  // "(8 spines × 16 leaves × 64 hosts, …" or "(k=4 fat-tree: 4 cores, 8 aggregation switches,
+  // 8 leaves, 16 hosts, …"
+  function describeTopology(topo) {
+    const hosts = Object.keys(topo.hostLeaf).length;
+    if (topo.kind === "two-tier") {
+      return `${topo.tiers[0].names.length} spines × ${topo.leaves.length} leaves × ` +
+        `${hosts} hosts`;
+    }
+    const pods = topo.pods, groups = topo.groups;
+    const cores = topo.tiers[0].names.length, aggs = topo.tiers[1].names.length;
+    const k = pods.length, half = k / 2;
+    const fatTree = k >= 2 && k % 2 === 0 && groups.length === half &&
+      pods.every((p) => p.leaves.length === half && p.aggs.length === half) &&
+      groups.every((g) => g.length === half);
+    const counts = `${cores} cores, ${aggs} aggregation switches, ${topo.leaves.length} ` +
+      `leaves, ${hosts} hosts`;
+    return (fatTree ? `k=${k} fat-tree: ` : `three-tier Clos, ${k} pods: `) + counts +
+      (topo.planes > 1 ? ` (first of ${topo.planes} planes drawn)` : "");
+  }
+
+  function describeSpeeds(topo) {
+    const s = topo.speeds;
+    if (typeof s === "number" || !s) return `${fmtRate(capacityOf(topo, "leaf"))} links`;
+    const leaf = capacityOf(topo, "leaf"), core = capacityOf(topo, "core");
+    if (topo.kind !== "clos" || leaf === core) return `${fmtRate(leaf)} links`;
+    return `${fmtRate(leaf)} leaf links, ${fmtRate(core)} core links`;
   }
 
   const KNOWN_FABRIC_KEYS = new Set(["declared", "seen", "links_down", "events", "ready",
     "missing_switches", "ports_not_up", "unknown_switches", "unroutable_pairs", "discovery"]);
 
-  function updateProblems(fab) {
+  function updateProblems(fab, topo) {
+    const middle = topo && topo.kind === "clos" ? "path" : "spine";
     const items = [];
     for (const s of fab.missing_switches || []) items.push(`switch ${s} is not connected`);
     for (const s of fab.unknown_switches || []) items.push(`unknown switch ${s}`);
@@ -242,7 +375,7 @@
       items.push(`${p.switch} port ${p.port} (to ${p.peer}) is not up`);
     }
     for (const p of fab.unroutable_pairs || []) {
-      items.push(p.src_leaf ? `no alive spine between ${p.src_leaf} and ${p.dst_leaf}` +
+      items.push(p.src_leaf ? `no alive ${middle} between ${p.src_leaf} and ${p.dst_leaf}` +
         (p.flows ? ` (${p.flows} flows)` : "") : `unroutable: ${JSON.stringify(p)}`);
     }
     const disc = fab.discovery || {};
@@ -278,19 +411,46 @@
     return out;
   }
 
+  // The hops a route may take: its spines (two tiers: {"spine"} or split parts), or the
+  // "a->b" steps of its path (Clos: {"path": [leaf, ..., leaf]}, or split parts).
+  function plannedHops(r) {
+    const parts = r.split ? r.split : [r];
+    const out = new Set();
+    for (const p of parts) {
+      if (!p.path) {
+        out.add(p.spine);
+        continue;
+      }
+      for (let k = 0; k + 1 < p.path.length; k++) out.add(`${p.path[k]}->${p.path[k + 1]}`);
+    }
+    return out;
+  }
+
+  // Bytes a route's rules counted and whether every counted entry sent them along the plan.
+  // Two tiers: one ingress entry per part, {"spine", "bytes"}. Clos: an entry per switch
+  // that forwards the flow, {"switch", "next", "bytes"}; the flow's bytes are those of the
+  // entries at its source leaf (the others count the same packets again).
+  function routeBytes(r) {
+    const planned = plannedHops(r);
+    const first = r.path || (r.split && r.split[0] && r.split[0].path);
+    const source = first ? first[0] : null;
+    let bytes = 0, ok = true;
+    for (const p of r.measured) {
+      const clos = p.next !== undefined;
+      if (!clos || p.switch === source) bytes += p.bytes || 0;
+      if (p.bytes > 0 && !planned.has(clos ? `${p.switch}->${p.next}` : p.spine)) ok = false;
+    }
+    return { bytes: bytes, ok: ok };
+  }
+
   function measuredFigures(view, now) {
     const perIter = bytesPerIteration(view.job || {});
     const hist = state.samples[view.number] || (state.samples[view.number] = {});
     let total = 0, onPlan = 0, interLeaf = 0, slowest = null, allActive = true;
     (view.routes || []).forEach((r, i) => {
-      if (!r.measured) return; // intra-leaf: no ingress rule to count
+      if (!r.measured || !r.measured.length) return; // intra-leaf: no ingress rule to count
       interLeaf += 1;
-      const planned = new Set(r.split ? r.split.map((p) => p.spine) : [r.spine]);
-      let bytes = 0, ok = true;
-      for (const p of r.measured) {
-        bytes += p.bytes || 0;
-        if (p.bytes > 0 && !planned.has(p.spine)) ok = false;
-      }
+      const { bytes, ok } = routeBytes(r);
       total += bytes;
       if (bytes > 0 && ok) onPlan += 1;
       const h = hist[i] || (hist[i] = []);
@@ -422,6 +582,7 @@
       }
       const fab = fabric.body;
       const declared = fab.declared;
+      let topo = null;
       const links = declared ? await getJSON("v1/links") : null;
       const jobs = await getJSON("v1/jobs");
       const list = jobs.status === 200 && jobs.body ? jobs.body.jobs : [];
@@ -434,23 +595,27 @@
       $("fabric").style.display = declared ? "" : "none";
       const speed = fab.discovery && fab.discovery.link_speed;
       if (declared) {
-        updateFabric(fab, links && links.status === 200 ? links.body : null);
-        const hosts = Object.keys(declared.hosts).length;
+        topo = updateFabric(fab, links && links.status === 200 ? links.body : null);
         const s = links && links.status === 200 ? links.body.summary : null;
-        setText($("fabric-summary"), `(${declared.spines.length} spines × ` +
-          `${declared.leaves.length} leaves × ${hosts} hosts, ` +
-          `${fmtRate(declared.link_gbps * 1e9)} links` +
+        setText($("fabric-summary"), `(${describeTopology(topo)}, ${describeSpeeds(topo)}` +
           (speed && speed.source ? ` (${speed.source})` : "") +
           (s ? `; busiest link: ${s.max_link_load} planned flows (${s.links_at_max} links)` : "") +
           (fab.discovery && fab.discovery.mode ? `; ${fab.discovery.mode}` : "") + ")");
       }
-      updateProblems(fab);
+      updateProblems(fab, topo);
+      const onPlan = $("on-plan");
+      if (onPlan) {
+        setText(onPlan, topo && topo.kind === "clos" ? "on planned path" : "on planned spine");
+        onPlan.title = topo && topo.kind === "clos"
+          ? "flows whose counted bytes went along their planned path"
+          : "flows whose counted bytes went to their planned spine";
+      }
       updateJobs(list, details, now);
       updateEvents(fab.events);
       updateSecurity(fab.discovery && fab.discovery.security);
-      const switches = declared ? declared.spines.length + declared.leaves.length : 0;
-      const provisioned = declared ? declared.spines.concat(declared.leaves)
-        .filter((sw) => fab.seen[sw] && fab.seen[sw].provisioned).length : 0;
+      const names = topo ? switchesOf(topo) : [];
+      const switches = names.length;
+      const provisioned = names.filter((sw) => fab.seen[sw] && fab.seen[sw].provisioned).length;
       if (fab.ready) setStatus("ok", `ready: ${switches} switches provisioned`);
       else if (!declared) setStatus("warn", "no fabric yet");
       else setStatus("warn", `not ready: ${provisioned}/${switches} switches provisioned`);
