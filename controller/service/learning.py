@@ -46,7 +46,6 @@ class Measured:
     active_windows: int = 0
     replans: int = 0  # times the job was (re-)planned on a measured matrix
     steady: bool = True  # the estimate may be acted on (``MatrixEstimate.steady``)
-    negligible: frozenset = frozenset()  # pairs of the estimate under the floor, still sending
 
     def flows_doc(self, declared: set) -> list[dict]:
         return [{"src": a, "dst": b, "bytes": round(v), "bytes_per_s": round(v / self.window_s),
@@ -65,18 +64,13 @@ def measured_pairs(fabric: Fabric | Clos, estimate: MatrixEstimate, window_s: fl
     matrix = estimate.matrix()
     mean = sum(matrix.values()) / len(matrix) if matrix else 0.0
     floor = max(min_link_share * fabric.link_bps() * window_s, estimate.share * mean)
-    pairs, confidence, light = {}, {}, set()
+    pairs, confidence = {}, {}
     for (a, b), v in matrix.items():
         src, dst = host_of.get(a), host_of.get(b)
-        if not (src and dst and fabric.hosts[src] != fabric.hosts[dst]):
-            continue
-        if v < floor:
-            light.add((src, dst))
-            continue
-        pairs[(src, dst)] = v
-        confidence[(src, dst)] = estimate.confidence((a, b))
-    return Measured(pairs, window_s, confidence, estimate.active, steady=estimate.steady,
-                    negligible=frozenset(light))
+        if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor:
+            pairs[(src, dst)] = v
+            confidence[(src, dst)] = estimate.confidence((a, b))
+    return Measured(pairs, window_s, confidence, estimate.active, steady=estimate.steady)
 
 
 def declared_pairs(fabric: Fabric, r: JobRecord) -> set:
@@ -94,10 +88,12 @@ def learned_job(r: JobRecord, measured: Measured) -> Job:
 
 def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
     """(cause, mismatch) when the job is a candidate for a (re-)plan on ``measured``, else
-    None: nothing measured, or every measured pair already planned (a subset of a plan is
-    never a reason to change it, unless the plan learned pairs that still send but turned
-    out negligible, as a launch's rendezvous: the planners count flows, so such a pair can
-    cost an elephant its link; the predicted gain decides)."""
+    None: nothing measured, or every measured pair already planned and the plan declared.
+    A learned plan with pairs the steady matrix no longer has (quiet, or negligible as a
+    launch's rendezvous learned before the ring ran) is a candidate too: the planners count
+    flows, so such a pair can cost an elephant its link. The predicted gain on the measured
+    pairs decides; for a plan that was right (a subset of a balanced plan is balanced) it is
+    none, so a correct plan is not replaced by a subset of itself."""
     if not measured.pairs:
         return None
     if r.matrix == "learning":
@@ -106,10 +102,10 @@ def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
     planned = declared_pairs(fabric, r)
     cmp = compare(planned, measured.pairs)
     if not cmp.undeclared:
-        light = planned & measured.negligible if r.matrix == "learned" else set()
-        if not light:
+        if r.matrix != "learned" or not cmp.missing:
             return None
-        text = f"{len(light)} learned pairs turned out negligible (a rendezvous, chatter)"
+        text = (f"{len(cmp.missing)} planned pairs are quiet or negligible now (a "
+                "rendezvous, chatter, a phase)")
         return f"job {r.job.id}: {text}", {"share": 0.0, "description": text,
                                             "undeclared_pairs": 0,
                                             "missing_pairs": len(cmp.missing)}
