@@ -107,6 +107,11 @@ class Clos(HostLookup):
         """Every leaf, plane by plane."""
         return [leaf for p in self.planes for leaf in p.leaves]
 
+    @property
+    def hosts_of_leaf(self) -> dict[str, list[str]]:
+        """Leaf (any plane) -> its hosts, as ``Fabric.hosts_of_leaf``."""
+        return self.hosts_on
+
     def switches(self) -> list[str]:
         """Every switch, plane by plane, tier by tier (leaves first)."""
         return [s for p in self.planes for s in p.switches()]

@@ -81,8 +81,16 @@ def missing(library: str) -> str | None:
 
 def rank_hosts(fabric) -> list[str]:
     """One rank per host, consecutive ranks on different leaves (rank r on leaf r mod L): every
-    ring neighbour is across the fabric, and each leaf sends as many flows as it has hosts."""
-    by_leaf = [list(fabric.hosts_of_leaf[leaf]) for leaf in fabric.leaves]
+    ring neighbour is across the fabric, and each leaf sends as many flows as it has hosts.
+    On three tiers the leaves take turns by pod (first leaf of every pod, then the second...):
+    ring neighbours are in different pods, so rings cross the cores."""
+    leaves = list(fabric.leaves)
+    if hasattr(fabric, "planes"):
+        plane = fabric.planes[0]
+        slot = {leaf: plane.pod_of_leaf[:i].count(plane.pod_of_leaf[i])
+                for i, leaf in enumerate(plane.leaves)}
+        leaves.sort(key=lambda leaf: slot[leaf])  # stable: pods stay in order
+    by_leaf = [list(fabric.hosts_of_leaf[leaf]) for leaf in leaves]
     return [by_leaf[r % len(by_leaf)][r // len(by_leaf)]
             for r in range(sum(len(h) for h in by_leaf))]
 
@@ -95,21 +103,24 @@ def ring(hosts: list[str], direction: int) -> list[str]:
 # ---- measuring the fabric ------------------------------------------------------------------
 
 def uplink_bytes(fabric) -> dict[str, int]:
-    """Bytes every leaf has sent on each uplink (``leaf->spine``), from its port counters."""
-    out = {}
-    for leaf in fabric.leaves:
-        ports = ovs.port_bytes(leaf)
-        for spine in fabric.spines:
-            out[f"{leaf}->{spine}"] = ports[fabric.port(leaf, spine)]["tx"]
+    """Bytes every switch has sent on each uplink (``leaf->spine``; on three tiers also
+    ``aggregation->core``), from its port counters."""
+    out, ports = {}, {}
+    for lower, upper in fabric.links():
+        if lower not in ports:
+            ports[lower] = ovs.port_bytes(lower)
+        out[f"{lower}->{upper}"] = ports[lower][fabric.port(lower, upper)]["tx"]
     return out
 
 
 def imbalance(fabric, sent: dict[str, int]) -> float:
-    """Worst leaf's (max - mean) / mean over its uplinks' bytes: 0 balanced, S - 1 when one
+    """Worst switch's (max - mean) / mean over its uplinks' bytes: 0 balanced, S - 1 when one
     uplink of S carried everything."""
+    ups: dict[str, list[int]] = {}
+    for lower, upper in fabric.links():
+        ups.setdefault(lower, []).append(sent[f"{lower}->{upper}"])
     worst = 0.0
-    for leaf in fabric.leaves:
-        b = [sent[f"{leaf}->{s}"] for s in fabric.spines]
+    for b in ups.values():
         mean = sum(b) / len(b)
         if mean > 0:
             worst = max(worst, (max(b) - mean) / mean)
@@ -384,9 +395,15 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
             session.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
 
 
+SETTLE_S = 10.0  # a plan holding more than the measured pairs, kept this long, is settled
+
+
 def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dict:
     """Run the All-Reduce (one iteration per run) while polling the job's view, until it is
-    learned; returns the seconds from the first run's first iteration to the view saying so."""
+    learned: its matrix ``learned``, the estimate steady and every measured pair planned (a
+    launch's rendezvous, alone at first, may be learned before the ring: that is not the
+    job's pattern yet). Returns the seconds from the first run's first iteration to the view
+    saying so."""
     import threading
     seen: dict = {}
     stop = threading.Event()
@@ -397,7 +414,13 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dic
                 v = _view(session.ctl, jid)
             except OSError:
                 v = {}
-            if v.get("matrix") == "learned" and "at" not in seen:
+            state = _planned_as_measured(v)
+            if state == "partly" and "partly" not in seen:
+                seen["partly"] = time.time()
+            elif state != "partly":
+                seen.pop("partly", None)
+            done = state == "exactly" or time.time() - seen.get("partly", 1e18) > SETTLE_S
+            if done and "at" not in seen:
                 seen.update(at=time.time(), view=v)
             stop.wait(0.25)
     poller = threading.Thread(target=poll, daemon=True)
@@ -422,6 +445,18 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dic
     # from the first timed iteration: negative if learned from start-up and warm-up traffic
     return {"seconds": round(seen["at"] - first, 2), "runs": runs,
             "measured_flows": seen["view"].get("measured_flows")}
+
+
+def _planned_as_measured(view: dict) -> str:
+    """``exactly`` when the job's steady learned matrix is what is planned, ``partly`` when
+    the plan holds more (pairs that went quiet: the controller judges them, and keeps them
+    unless a re-plan gains), else ``no``."""
+    measured = {(m["src"], m["dst"]) for m in view.get("measured_flows") or ()}
+    planned = {(r["src"], r["dst"]) for r in view.get("routes", ())}
+    if (view.get("matrix") != "learned" or not measured
+            or not (view.get("learning") or {}).get("steady", True) or not measured <= planned):
+        return "no"
+    return "exactly" if measured == planned else "partly"
 
 
 def ecmp(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
