@@ -53,17 +53,17 @@ c.sendall(bytes(int(sys.argv[3]))); c.shutdown(socket.SHUT_WR); c.recv(1)"""
 
 
 def send(net, f, routes, port=5401) -> None:
-    """Every route's source sends PAYLOAD bytes over TCP to its destination, all at once;
-    returns once every sink has counted all of them."""
+    """Every route's source sends PAYLOAD bytes over TCP to its destination (route i on port
+    ``port`` + i), all at once; returns once every sink has counted all of them."""
     sinks, sources = [], []
     try:
-        for r in routes:
-            sinks.append(net.get(r["dst"]).popen([sys.executable, "-c", SINK, str(port)],
+        for i, r in enumerate(routes):
+            sinks.append(net.get(r["dst"]).popen([sys.executable, "-c", SINK, str(port + i)],
                                                  stdout=subprocess.PIPE, text=True))
-        for r in routes:
+        for i, r in enumerate(routes):
             sources.append(net.get(r["src"]).popen(
-                [sys.executable, "-c", SOURCE, f.host_ip[r["dst"]], str(port), str(PAYLOAD)],
-                stderr=subprocess.PIPE, text=True))
+                [sys.executable, "-c", SOURCE, f.host_ip[r["dst"]], str(port + i),
+                 str(PAYLOAD)], stderr=subprocess.PIPE, text=True))
         for p in sinks:
             out, _ = p.communicate(timeout=120)
             assert out.split() == [str(PAYLOAD)], out
@@ -143,3 +143,23 @@ def test_a_core_link_down_moves_its_flows_and_traffic_follows(emu):
     fabricnet.wait_until(lambda: not emu.ctl.rest("GET", "/v1/fabric")[1]["links_down"], 15,
                          what="the link back up")
     assert f.dpids  # the fabric the session built is the one the controller serves
+
+
+def test_hashed_paths_with_no_job_are_polarised(emu):
+    """With no job, Open vSwitch's select groups hash alike on every bridge: a leaf's choice
+    of aggregation slot fixes the aggregation switch's choice of core, so pod-crossing traffic
+    reaches only k/2 of the (k/2)^2 cores. This is the emulation's ECMP baseline (the
+    planners' ``ecmp-polarised``; ``ecmp`` hashes per tier)."""
+    import random
+    f = emu.fabric
+    hosts = list(f.host_leaves)
+    pod = {leaf: p for leaf, p in zip(f.planes[0].leaves, f.planes[0].pod_of_leaf)}
+    pairs = [(a, b) for a in hosts for b in hosts if pod[f.hosts[a]] != pod[f.hosts[b]]]
+    routes = [{"src": a, "dst": b} for a, b in random.Random(1).sample(pairs, 12)]
+    before = link_bytes(f)
+    send(emu.net, f, routes, port=5501)
+    after = link_bytes(f)
+    up = [link.split("->") for link in after]
+    cores = {b for a, b in up if f.tier_of[a] == 1 and f.tier_of[b] == 2
+             and after[f"{a}->{b}"] - before[f"{a}->{b}"] > PAYLOAD / 2}
+    assert 0 < len(cores) <= 2, cores  # at most k/2 of the 4 cores

@@ -10,6 +10,8 @@ Open vSwitch and Mininet, so that a broken example fails here.
   controller, and ``GLOO_SOCKET_IFNAME`` the host's interface, as Mininet hosts share the
   machine's host name), the job's blocks while it runs, then ``emulation.collectives``.
 * redundant-controllers.md: real etcd, two ryu-managers on one host and Mininet.
+* three-tier.md: the controller with the wired fat-tree, ``mn --topo fattree`` (``pingall``
+  fed to its prompt), the CLI and curl against the controller.
 
 Every process is started in a session of its own and stopped by its process group in
 ``finally`` (also on Ctrl-C); every wait has a timeout. In redundant-controllers.md two
@@ -190,6 +192,18 @@ def _log_has(path, text: str):
     return text in path.read_text() if path.exists() else False
 
 
+def _launcher(work: str, env: dict, logs, procs: list):
+    """``start(cmd, name)``: a tutorial's command in a session of its own, logged to
+    ``logs/name.log`` and noted in ``procs`` with the signal that stops it first."""
+    def start(cmd: str, name: str, first=signal.SIGINT, **kw) -> subprocess.Popen:
+        out = open(logs / f"{name}.log", "w")
+        p = subprocess.Popen(["bash", "-c", _unsudo(cmd)], cwd=work, env=env, stdout=out,
+                             stderr=subprocess.STDOUT, start_new_session=True, **kw)
+        procs.append((p, first))
+        return p
+    return start
+
+
 def test_first_route_tutorial_runs_as_written(tmp_path):
     require_root_and_ovs()
     blocks = _blocks(os.path.join(TUTORIALS, "first-route.md"))
@@ -206,13 +220,7 @@ def test_first_route_tutorial_runs_as_written(tmp_path):
             _run(body, work, env, 300)
     fabricnet.cleanup()
     procs = []
-
-    def start(cmd: str, name: str, first=signal.SIGINT, **kw) -> subprocess.Popen:
-        out = open(logs / f"{name}.log", "w")
-        p = subprocess.Popen(["bash", "-c", _unsudo(cmd)], cwd=work, env=env, stdout=out,
-                             stderr=subprocess.STDOUT, start_new_session=True, **kw)
-        procs.append((p, first))
-        return p
+    start = _launcher(work, env, logs, procs)
 
     try:
         ctl = start(controller, "controller")
@@ -240,6 +248,47 @@ def test_first_route_tutorial_runs_as_written(tmp_path):
         out = _run(demo, work, env, 900)
         assert "faster than ECMP" in out, out[-3000:]
         assert os.path.exists(os.path.join(work, "results", "demo", "summary.json"))
+    finally:
+        for p, first in reversed(procs):  # Mininet, then the controller, then the bridges
+            _stop_group(p, first)
+        fabricnet.cleanup()
+
+
+def test_three_tier_tutorial_runs_as_written(tmp_path):
+    require_root_and_ovs()
+    blocks = _blocks(os.path.join(TUTORIALS, "three-tier.md"))
+    live = [(t, b) for t, b in blocks if t.startswith("Needs")]
+    assert [b.split()[0] for _t, b in live] == [".venv/bin/ryu-manager", "sudo", "python"], live
+    controller, mininet, third = (b for _t, b in live)
+    work = _checkout(tmp_path)
+    env = _venv_env()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for title, body in blocks:  # the files the live steps read
+        if not title.startswith("Needs"):
+            _run(body, work, env, 300)
+    fabricnet.cleanup()
+    procs = []
+    start = _launcher(work, env, logs, procs)
+
+    try:
+        start(controller, "controller")
+        fabricnet.wait_until(lambda: _alive("http://127.0.0.1:8080/v1/jobs"), 120,
+                             what="the controller's REST port 8080")
+        net = start(mininet, "mininet", first=signal.SIGTERM, stdin=subprocess.PIPE)
+        net.stdin.write(b"pingall\n")
+        net.stdin.flush()
+        fabricnet.wait_until(lambda: _log_has(logs / "mininet.log", "Results:"), 240,
+                             what="Mininet's pingall")
+        assert "Results: 0% dropped" in (logs / "mininet.log").read_text()
+        out = _run(third, work, env, 180)
+        assert "ring0" in out and '"tier": "core"' in out, out[-2000:]
+        view = _get("http://127.0.0.1:8080/v1/jobs/ring0")
+        assert len(view["routes"]) == 8 and all(len(r["path"]) == 5 for r in view["routes"])
+        assert _get("http://127.0.0.1:8080/v1/links")["summary"]["max_link_load"] == 1
+        net.stdin.write(b"exit\n")
+        net.stdin.close()
+        net.wait(timeout=120)
     finally:
         for p, first in reversed(procs):  # Mininet, then the controller, then the bridges
             _stop_group(p, first)
