@@ -112,6 +112,7 @@ bench: install system
 	$(PY) -m benchmarks.failover
 	$(PY) -m benchmarks.connect
 	$(PY) -m benchmarks.collectives
+	$(PY) -m benchmarks.fattree
 
 paper: install
 	$(PY) -m simulation.paper

@@ -17,6 +17,9 @@ connect
     a zero-configuration fabric: time to connectivity, discovery's cost
 collectives
     PyTorch gloo and Open MPI All-Reduces for each way of declaring the job
+fattree
+    the controller on a k = 4 fat-tree: two rings across pods, planned against Open vSwitch's
+    (polarised) ECMP and against the controller's own prediction, bytes per link
 
 The planner benchmarks need no root and no switch: they run the planners and the fluid model
 of ``simulation/`` in the process.

@@ -275,7 +275,8 @@ def results_page() -> str:
            "figures: [changelog](../changelog.md). The trace-driven cluster evaluation (ECMP "
            "against `auto` over 15.9 days of a real cluster's jobs) has its own page: "
            "[trace replay](trace-replay.md).\n\n"]
-    out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _collectives(), _learning(),
+    out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _fattree(), _collectives(),
+            _learning(),
             _emulation(), _reconcile(), _hostmode(), _failover(), _connect()]
     return "".join(out)
 
@@ -415,6 +416,29 @@ def _fabrics() -> str:
               f"{l2['auto_over_milp_mean']:.2f}x the optimum on average (at most "
               f"{l2['auto_over_milp_max']:g}x).\n\n"
             + _table(["target", "value", "met"], targets))
+
+
+def _fattree() -> str:
+    b = _load("bench/fattree.json")
+    t = b["targets"]
+    step = b["step_s"]
+    return ("## The controller on an emulated fat-tree\n\n"
+            + _source(b["command"], "bench/fattree.json")
+            + f"k = 4 fat-tree in Mininet (20 Open vSwitch switches, {b['bw_mbps']:g} Mbit/s "
+              f"links), two rings of 8 ranks crossing pods ({b['flows']} flows, "
+              f"{b['bytes_per_flow'] / 1e6:g} MB each per step, {b['mode']} mode), "
+              f"{b['runs']} steps each way. Planned (max link load "
+              f"{b['planned_max_link_load']:g}): {_range(step['planned'])} s against the "
+              f"controller's prediction of {b['predicted_planned_s']:g} s, "
+              f"{b['planned_over_prediction']:.3f}x. With no job, Open vSwitch's hash, the same "
+              f"on every bridge (polarised ECMP): {_range(step['ecmp'])} s, "
+              f"{b['ecmp_over_planned']:.2f}x the planned step (the planners' polarised ECMP "
+              f"predicts {b['predicted_ecmp_polarised_s']:g} s with max link load "
+              f"{b['ecmp_polarised_model_max_link_load']:g}: its hash is not Open vSwitch's). "
+              "Every directed switch link carried its planned flows' bytes within "
+              f"{100 * max(b['per_link_error_of_a_flow']):.1f}% of a flow.\n\n"
+            + _table(["target", "met"], [[f"`{k}`", "yes" if v else "no"]
+                                          for k, v in t.items()]))
 
 
 def _clos() -> str:

@@ -3,13 +3,12 @@
 over the three tiers, and every directed switch link carries what the plan puts on it (port
 counters, within 5% of the payload), in flow and sr modes; a core link taken down moves the
 flows that crossed it, and the traffic follows."""
-import subprocess
-import sys
 
 import pytest
 
 from emulation.harness import fabricnet, ovs
 from emulation.harness.session import Session
+from emulation.harness.transfers import link_bytes, send
 from tests.integration import require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -26,56 +25,6 @@ def emu(tmp_path_factory):
         yield s
 
 
-def link_bytes(f) -> dict[str, int]:
-    """tx bytes of every directed switch link a->b (a's port towards b)."""
-    out = {}
-    for sw in f.switches():
-        ports = ovs.port_bytes(sw)
-        for peer, port in f.ports[sw].items():
-            if peer in f.dpids:
-                out[f"{sw}->{peer}"] = ports.get(port, {}).get("tx", 0)
-    return out
-
-
-SINK = """import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("", int(sys.argv[1]))); s.listen(1); c, _ = s.accept(); n = 0
-while (b := c.recv(1 << 20)):
-    n += len(b)
-print(n)"""
-SOURCE = """import socket, sys, time
-for _ in range(100):
-    try:
-        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30); break
-    except OSError:
-        time.sleep(0.1)
-c.sendall(bytes(int(sys.argv[3]))); c.shutdown(socket.SHUT_WR); c.recv(1)"""
-
-
-def send(net, f, routes, port=5401) -> None:
-    """Every route's source sends PAYLOAD bytes over TCP to its destination (route i on port
-    ``port`` + i), all at once; returns once every sink has counted all of them."""
-    sinks, sources = [], []
-    try:
-        for i, r in enumerate(routes):
-            sinks.append(net.get(r["dst"]).popen([sys.executable, "-c", SINK, str(port + i)],
-                                                 stdout=subprocess.PIPE, text=True))
-        for i, r in enumerate(routes):
-            sources.append(net.get(r["src"]).popen(
-                [sys.executable, "-c", SOURCE, f.host_ip[r["dst"]], str(port + i),
-                 str(PAYLOAD)], stderr=subprocess.PIPE, text=True))
-        for p in sinks:
-            out, _ = p.communicate(timeout=120)
-            assert out.split() == [str(PAYLOAD)], out
-        for p in sources:
-            assert p.wait(timeout=30) == 0, p.stderr.read()
-    finally:
-        for p in sinks + sources:
-            if p.poll() is None:
-                p.kill()
-                p.wait(timeout=5)
-
-
 def planned(routes) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in routes:
@@ -87,7 +36,7 @@ def planned(routes) -> dict[str, int]:
 def carried_as_planned(emu, routes) -> dict:
     f = emu.fabric
     before = link_bytes(f)
-    send(emu.net, f, routes)
+    send(emu.net, f, routes, PAYLOAD)
     ovs.settle_counters(f.switches())
     after = link_bytes(f)
     plan = planned(routes)
@@ -157,7 +106,7 @@ def test_hashed_paths_with_no_job_are_polarised(emu):
     pairs = [(a, b) for a in hosts for b in hosts if pod[f.hosts[a]] != pod[f.hosts[b]]]
     routes = [{"src": a, "dst": b} for a, b in random.Random(1).sample(pairs, 12)]
     before = link_bytes(f)
-    send(emu.net, f, routes, port=5501)
+    send(emu.net, f, routes, PAYLOAD, port=5501)
     after = link_bytes(f)
     up = [link.split("->") for link in after]
     cores = {b for a, b in up if f.tier_of[a] == 1 and f.tier_of[b] == 2

@@ -1,0 +1,74 @@
+"""Bulk TCP transfers between Mininet hosts with exact byte counts, and the bytes every directed
+switch link carried (port counters): what the fat-tree's tests and benchmark measure with.
+
+A sink counts what it received until the sender closes; iperf3 is not used because ``-n`` ends
+its test once the sender has written the bytes, before those in flight arrive (measured: the
+receiver counted 2.08 of 3 MB).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from emulation.harness import ovs
+
+
+def link_bytes(f) -> dict[str, int]:
+    """tx bytes of every directed switch link a->b (a's port towards b)."""
+    out = {}
+    for sw in f.switches():
+        ports = ovs.port_bytes(sw)
+        for peer, port in f.ports[sw].items():
+            if peer in f.dpids:
+                out[f"{sw}->{peer}"] = ports.get(port, {}).get("tx", 0)
+    return out
+
+
+SINK = """import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", int(sys.argv[1]))); s.listen(1); c, _ = s.accept(); n = 0
+while (b := c.recv(1 << 20)):
+    n += len(b)
+print(n, time.time())"""
+SOURCE = """import socket, sys, time
+for _ in range(100):
+    try:
+        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30); break
+    except OSError:
+        time.sleep(0.1)
+time.sleep(max(0.0, float(sys.argv[4]) - time.time()))
+c.sendall(bytes(int(sys.argv[3]))); c.shutdown(socket.SHUT_WR); c.recv(1)"""
+
+
+def send(net, f, routes, payload: int, port: int = 5401, timeout: float = 120) -> float:
+    """Every route's source sends ``payload`` bytes over TCP to its destination (route i on
+    port ``port`` + i), all starting at one moment, connections already open (as the flows of
+    a collective step start together); returns the seconds from that moment until the last
+    byte arrived (the hosts share the machine's clock)."""
+    sinks, sources = [], []
+    start_at = time.time() + 0.5 + 0.1 * len(routes)  # every source connected by then
+    try:
+        for i, r in enumerate(routes):
+            sinks.append(net.get(r["dst"]).popen([sys.executable, "-c", SINK, str(port + i)],
+                                                 stdout=subprocess.PIPE, text=True))
+        for i, r in enumerate(routes):
+            sources.append(net.get(r["src"]).popen(
+                [sys.executable, "-c", SOURCE, f.host_ip[r["dst"]], str(port + i),
+                 str(payload), repr(start_at)], stderr=subprocess.PIPE, text=True))
+        ends = []
+        for p in sinks:
+            out, _ = p.communicate(timeout=timeout)
+            n, _, end = out.strip().partition(" ")
+            if n != str(payload):
+                raise RuntimeError(f"a sink counted {out.strip()!r} bytes, not {payload}")
+            ends.append(float(end))
+        for p in sources:
+            if p.wait(timeout=30) != 0:
+                raise RuntimeError(f"a source failed: {p.stderr.read()}")
+        return max(ends) - start_at
+    finally:
+        for p in sinks + sources:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=5)
