@@ -134,3 +134,25 @@ def test_a_job_declared_by_its_members_is_learned_and_planned_over_three_tiers()
     for route in view["routes"]:
         path, reached, _ = trace(f, sw, route["src"], route["dst"])
         assert reached == route["dst"] and path == route["path"] and len(path) == 5
+
+
+def test_metrics_and_imbalance_cover_both_tiers():
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from controller.service.metrics import exposition
+    f, sw, svc = start()
+    assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS))[0] == 201
+    agg = "a0_0"
+    ports = {p: 0 for p in f.ports[agg].values()}
+    svc.port_stats(f.dpids[agg], ports, now=1.0)
+    svc.port_stats(f.dpids[agg], {**ports, f.port(agg, "c0_0"): 4000}, now=2.0)
+    fams = {m.name: m for m in text_string_to_metric_families(exposition(svc)[0].decode())}
+    planned = {(s.labels["link"], s.labels["tier"]): s.value
+               for s in fams["mlroute_planned_link_flows"].samples}
+    assert sum(v for (_, tier), v in planned.items() if tier == "core") == 16
+    assert sum(v for (_, tier), v in planned.items() if tier == "leaf") == 16
+    measured = {s.labels["link"]: s.value for s in fams["mlroute_measured_link_bps"].samples}
+    assert measured[f"{agg}->c0_0"] == pytest.approx(32000)
+    imb = call(svc, "GET", "/v1/imbalance")[1]
+    assert imb["window"]["uplinks"]["per_switch"][agg] == pytest.approx(1.0)
+    assert "aggregation" in imb["definition"]

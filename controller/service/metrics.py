@@ -95,16 +95,18 @@ class ServiceCollector:
             if f is None:
                 return
             planned = GaugeMetricFamily("mlroute_planned_link_flows",
-                                        "planned flows per directed leaf-spine link",
-                                        labels=["link"])
+                                        "planned flows per directed switch link, by tier (leaf: "
+                                        "leaf-spine or leaf-aggregation, core: aggregation-core)",
+                                        labels=["link", "tier"])
             measured = GaugeMetricFamily("mlroute_measured_link_bps",
-                                         "measured rate per directed leaf-spine link (port counters)",
-                                         labels=["link"])
+                                         "measured rate per directed switch link (port "
+                                         "counters), by tier", labels=["link", "tier"])
             links = views.links_view(state, svc.current_plan())
             for link in links["links"]:
-                planned.add_metric([link["link"]], link["flows"])
+                labels = [link["link"], link.get("tier", "leaf")]
+                planned.add_metric(labels, link["flows"])
                 if link["measured"].get("bps") is not None:
-                    measured.add_metric([link["link"]], link["measured"]["bps"])
+                    measured.add_metric(labels, link["measured"]["bps"])
             yield planned
             yield measured
             imb = GaugeMetricFamily("mlroute_path_imbalance",
