@@ -24,10 +24,10 @@ import time
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting
+from controller.model.intent import UNROUTABLE
 from controller.model.jobs import Job
 from controller.planners.clos_plan import CLOS_ALGORITHMS, ClosPlan
 
-UNROUTABLE: tuple = ()  # as model.intent.UNROUTABLE: no alive path
 # planners whose plans the controller enforces on Clos fabrics: split needs weighted groups
 ENFORCED = tuple(a for a in CLOS_ALGORITHMS if a != "split")
 
@@ -80,7 +80,8 @@ def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],
         middle.append(m)
         path.append(tuple(int(h[m][0]) for h in hops))
     if len(keep) != len(problem.inter):
-        dropped = [problem.inter[i] for i in range(len(problem.inter)) if i not in set(keep)]
+        kept = set(keep)
+        dropped = [pos for i, pos in enumerate(problem.inter) if i not in kept]
         problem.unroutable = sorted(set(problem.unroutable) | set(dropped))
         problem.src = [problem.src[i] for i in keep]
         problem.dst = [problem.dst[i] for i in keep]
