@@ -156,3 +156,14 @@ def test_metrics_and_imbalance_cover_both_tiers():
     imb = call(svc, "GET", "/v1/imbalance")[1]
     assert imb["window"]["uplinks"]["per_switch"][agg] == pytest.approx(1.0)
     assert "aggregation" in imb["definition"]
+
+
+def test_ring_order_advice_on_three_tiers_has_its_bound_and_prediction():
+    f, sw, svc = start()
+    scattered = ["h0_0", "h4_0", "h0_1", "h4_1", "h2_0", "h6_0", "h2_1", "h6_1"]
+    code, doc = call(svc, "POST", "/v1/advise", ring(scattered, "x"))
+    assert code == 200, doc
+    job = doc["jobs"]["x"]
+    assert job["inter_leaf_flows"]["advised"] < job["inter_leaf_flows"]["given"]
+    t = job["predicted_allreduce_s"]
+    assert 0 < t["advised"] <= t["given"] and doc["lower_bound"]["advised"] >= 1
