@@ -128,8 +128,9 @@ class EtcdStore:
             return dropped
 
     def _store(self, data: bytes) -> bool:
-        """Store ``data`` (fenced); kept in ``unsaved`` if etcd cannot take it now."""
-        self.unsaved = None
+        """Store ``data`` (fenced); kept in ``unsaved`` if etcd cannot take it now. ``unsaved``
+        is cleared once etcd took the document (or it was dropped: not the master), never
+        before: a reader that sees it empty finds the document in etcd."""
         try:
             if self.fence is None:
                 self.revision = self.client.put(self.key, data)
@@ -139,6 +140,7 @@ class EtcdStore:
                     LOG.error("mlroute: not storing the state: this controller is not the "
                               "master")
                     self.fence_failures += 1
+                    self.unsaved = None
                     return True
                 r = self.client.txn([compare_create(fence[0], fence[1])],
                                     [op_put(self.key, data)])
@@ -146,6 +148,7 @@ class EtcdStore:
                     self.fence_failures += 1
                     LOG.error("mlroute: the state was not stored: this controller lost the "
                               "master role (generation %d)", fence[1])
+                    self.unsaved = None
                     self.on_fenced()
                     return True
                 self.revision = r.revision
@@ -157,5 +160,6 @@ class EtcdStore:
             LOG.error("mlroute: storing the state failed: %s", e)
             self.unsaved = data
             return False
+        self.unsaved = None
         self.on_stored(self.revision)
         return True
