@@ -31,10 +31,9 @@ from benchmarks.planner import write_result
 from controller.model.iteration import predict_clos_times
 from controller.model.jobs import parse_jobs
 from controller.planners.clos_plan import make_clos_plan
-from emulation.harness import ovs
 from emulation.harness.collectives import rank_hosts
 from emulation.harness.session import Session, install_interrupt_handler
-from emulation.harness.transfers import link_bytes, send
+from emulation.harness.transfers import planned_links, step
 
 
 def ring_jobs(fabric, nbytes: float) -> dict:
@@ -49,20 +48,9 @@ def ring_jobs(fabric, nbytes: float) -> dict:
     return {"jobs": jobs}
 
 
-def step(s: Session, routes: list[dict], nbytes: int, port: int) -> tuple[float, dict]:
-    before = link_bytes(s.fabric)
-    seconds = send(s.net, s.fabric, routes, nbytes, port=port)
-    ovs.settle_counters(s.fabric.switches())
-    after = link_bytes(s.fabric)
-    return seconds, {k: after[k] - before[k] for k in after}
-
-
 def per_link_error(carried: dict, routes: list[dict], nbytes: int) -> float:
     """Worst |carried - planned| over every directed switch link, in flows' bytes."""
-    plan: dict[str, int] = {}
-    for r in routes:
-        for a, b in zip(r["path"], r["path"][1:]):
-            plan[f"{a}->{b}"] = plan.get(f"{a}->{b}", 0) + 1
+    plan = planned_links(routes)
     return max(abs(n - plan.get(k, 0) * nbytes) / nbytes for k, n in carried.items())
 
 
@@ -80,7 +68,7 @@ def main(argv=None) -> int:
             Session.fat_tree(4, 2, args.bw, tmp, mode=args.mode) as s:
         doc = ring_jobs(s.fabric, args.bytes)
         flows = [{"src": f["src"], "dst": f["dst"]} for j in doc["jobs"] for f in j["flows"]]
-        ecmp = [step(s, flows, args.bytes, 5600 + 40 * k)[0] for k in range(args.runs)]
+        ecmp = [step(s.net, s.fabric, flows, args.bytes, 5600 + 40 * k)[0] for k in range(args.runs)]
         for job in doc["jobs"]:
             status, answer = s.ctl.rest("POST", "/v1/jobs", job)
             if status != 201:
@@ -90,7 +78,7 @@ def main(argv=None) -> int:
         predicted = max(v["predicted_allreduce_s"] for v in views)
         planned, errors = [], []
         for k in range(args.runs):
-            seconds, carried = step(s, routes, args.bytes, 5800 + 40 * k)
+            seconds, carried = step(s.net, s.fabric, routes, args.bytes, 5800 + 40 * k)
             planned.append(seconds)
             errors.append(per_link_error(carried, routes, args.bytes))
         jobs = parse_jobs(doc, s.fabric)

@@ -72,3 +72,22 @@ def send(net, f, routes, payload: int, port: int = 5401, timeout: float = 120) -
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=5)
+
+
+def step(net, f, routes, payload: int, port: int = 5401) -> tuple[float, dict[str, int]]:
+    """``send`` the routes' flows, then the bytes every directed switch link carried meanwhile
+    (flow counters settled first): (seconds, {"a->b": bytes})."""
+    before = link_bytes(f)
+    seconds = send(net, f, routes, payload, port=port)
+    ovs.settle_counters(f.switches())
+    after = link_bytes(f)
+    return seconds, {k: after[k] - before[k] for k in after}
+
+
+def planned_links(routes) -> dict[str, int]:
+    """Flows per directed switch link ("a->b") of routes that give their ``path``."""
+    out: dict[str, int] = {}
+    for r in routes:
+        for a, b in zip(r["path"], r["path"][1:]):
+            out[f"{a}->{b}"] = out.get(f"{a}->{b}", 0) + 1
+    return out
