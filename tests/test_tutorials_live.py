@@ -204,6 +204,32 @@ def _launcher(work: str, env: dict, logs, procs: list):
     return start
 
 
+def _prepared(tmp_path, blocks) -> tuple[str, dict, object]:
+    """(checkout, environment, log folder) of a tutorial run, its no-root blocks run first
+    (they write the files the live steps read), no bridges left from an earlier run."""
+    work = _checkout(tmp_path)
+    env = _venv_env()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for title, body in blocks:
+        if not title.startswith("Needs"):
+            _run(body, work, env, 300)
+    fabricnet.cleanup()
+    return work, env, logs
+
+
+def _mininet_pingall(start, cmd: str, logs, timeout: float) -> subprocess.Popen:
+    """The page's Mininet command with ``pingall`` fed to its prompt; every ping answered.
+    Mininet's prompt survives Ctrl-C: SIGTERM stops it if the test ends early."""
+    net = start(cmd, "mininet", first=signal.SIGTERM, stdin=subprocess.PIPE)
+    net.stdin.write(b"pingall\n")
+    net.stdin.flush()
+    fabricnet.wait_until(lambda: _log_has(logs / "mininet.log", "Results:"), timeout,
+                         what="Mininet's pingall")
+    assert "Results: 0% dropped" in (logs / "mininet.log").read_text()
+    return net
+
+
 def test_first_route_tutorial_runs_as_written(tmp_path):
     require_root_and_ovs()
     blocks = _blocks(os.path.join(TUTORIALS, "first-route.md"))
@@ -211,14 +237,7 @@ def test_first_route_tutorial_runs_as_written(tmp_path):
     assert [b.split()[0] for _t, b in live] == ["make", "sudo", "python", "make"], live
     controller, mininet, third, demo = (b for _t, b in live)
     assert controller.strip() == "make controller" and demo.strip() == "make demo"
-    work = _checkout(tmp_path)
-    env = _venv_env()
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for title, body in blocks:  # steps 1 and 2: the files the live steps read
-        if not title.startswith("Needs"):
-            _run(body, work, env, 300)
-    fabricnet.cleanup()
+    work, env, logs = _prepared(tmp_path, blocks)
     procs = []
     start = _launcher(work, env, logs, procs)
 
@@ -226,13 +245,7 @@ def test_first_route_tutorial_runs_as_written(tmp_path):
         ctl = start(controller, "controller")
         fabricnet.wait_until(lambda: _alive("http://127.0.0.1:8080/v1/jobs"), 120,
                              what="the controller's REST port 8080 (make controller)")
-        # Mininet's prompt survives Ctrl-C: SIGTERM if the test stops early (cleanup below)
-        net = start(mininet, "mininet", first=signal.SIGTERM, stdin=subprocess.PIPE)
-        net.stdin.write(b"pingall\n")
-        net.stdin.flush()
-        fabricnet.wait_until(lambda: _log_has(logs / "mininet.log", "Results:"), 180,
-                             what="Mininet's pingall")
-        assert "Results: 0% dropped" in (logs / "mininet.log").read_text()
+        net = _mininet_pingall(start, mininet, logs, 180)
         out = _run(third, work, env, 180)
         assert "ring0" in out and '"links"' in out, out[-2000:]  # job show, then curl
         view = _get("http://127.0.0.1:8080/v1/jobs/ring0")
@@ -260,14 +273,7 @@ def test_three_tier_tutorial_runs_as_written(tmp_path):
     live = [(t, b) for t, b in blocks if t.startswith("Needs")]
     assert [b.split()[0] for _t, b in live] == [".venv/bin/ryu-manager", "sudo", "python"], live
     controller, mininet, third = (b for _t, b in live)
-    work = _checkout(tmp_path)
-    env = _venv_env()
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for title, body in blocks:  # the files the live steps read
-        if not title.startswith("Needs"):
-            _run(body, work, env, 300)
-    fabricnet.cleanup()
+    work, env, logs = _prepared(tmp_path, blocks)
     procs = []
     start = _launcher(work, env, logs, procs)
 
@@ -275,12 +281,7 @@ def test_three_tier_tutorial_runs_as_written(tmp_path):
         start(controller, "controller")
         fabricnet.wait_until(lambda: _alive("http://127.0.0.1:8080/v1/jobs"), 120,
                              what="the controller's REST port 8080")
-        net = start(mininet, "mininet", first=signal.SIGTERM, stdin=subprocess.PIPE)
-        net.stdin.write(b"pingall\n")
-        net.stdin.flush()
-        fabricnet.wait_until(lambda: _log_has(logs / "mininet.log", "Results:"), 240,
-                             what="Mininet's pingall")
-        assert "Results: 0% dropped" in (logs / "mininet.log").read_text()
+        net = _mininet_pingall(start, mininet, logs, 240)
         out = _run(third, work, env, 180)
         assert "ring0" in out and '"tier": "core"' in out, out[-2000:]
         view = _get("http://127.0.0.1:8080/v1/jobs/ring0")
