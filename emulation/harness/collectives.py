@@ -204,7 +204,8 @@ class LaunchStalled(TimeoutError):
     """The library's launcher never got every rank running (Open MPI: a remote daemon that
     does not report back, so mpirun gives up at ``orte_startup_timeout``), or a rank said it
     could not connect to a peer and may hang (Open MPI 4.1's TCP transport: "connect() ...
-    failed: Operation now in progress (115)" on an overloaded node, open-mpi/ompi#11508)."""
+    failed: Operation now in progress (115)" on an overloaded node, open-mpi/ompi#11508; here
+    it was the switches starved of CPU, see ``fabricnet.ensure_switch_priority``)."""
 
 
 # what Open MPI prints before a run that waits forever: stop it at once instead of at the timeout
@@ -236,9 +237,10 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     within ``timeout``, or whose launcher gives up before every rank started
     (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
     lists those stalls (``stalled``; the benchmark measured about 7% of Open MPI launches on 2
-    cores, see ``LaunchStalled``). Raises RuntimeError (with the log folder) when a rank fails,
-    TimeoutError when every attempt stalled. ``a2a_mib`` (gloo): an all-to-all of that many MiB
-    per rank before each All-Reduce (a mixture-of-experts layer)."""
+    cores before the switches had their CPU, see ``LaunchStalled``). Raises RuntimeError
+    (with the log folder) when a rank fails, TimeoutError when every attempt stalled.
+    ``a2a_mib`` (gloo): an all-to-all of that many MiB per rank before each All-Reduce (a
+    mixture-of-experts layer)."""
     stalls = []
     for k in range(attempts):
         try:
