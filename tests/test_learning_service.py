@@ -405,9 +405,8 @@ def test_the_job_view_shows_the_estimate_between_phases_and_nothing_is_decided_o
 def test_a_launch_rendezvous_learned_first_never_costs_the_ring_a_link():
     """A launch starts with its rendezvous (rank 0's store answering the others: small, but
     alone at first, so it is learned); once the ring runs, the rendezvous pairs are a tiny
-    share of the job's mean pair: the ring is planned with no two data flows of a leaf on
-    one uplink, and the plan's negligible pairs are judged (re-planned only for a predicted
-    gain, here none: an event says so)."""
+    share of the job's pairs: the ring is planned, alone, with no two data flows of a leaf on
+    one uplink."""
     f, sw, svc, clock = start()
     ring = interleaved(f)
     ip = f.host_ip
@@ -423,7 +422,45 @@ def test_a_launch_rendezvous_learned_first_never_costs_the_ring_a_link():
     assert len(set(uplinks)) == len(uplinks), uplinks
     doc = get(svc, "j")[1]
     assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == data
+    assert planned_pairs(svc, "j") == {p for p in data if f.hosts[p[0]] != f.hosts[p[1]]}
+
+
+def test_a_learned_pair_gone_quiet_is_judged_by_the_gain():
+    """A learned plan holds a pair that stops (an evaluation between two members, as large
+    as a ring pair): the steady matrix no longer has it, the plan is a candidate, and since
+    dropping it gains nothing (the ring is balanced as it is) an event says so and the
+    plan stays."""
+    f, sw, svc, clock = start()
+    ring = interleaved(f)
+    ip = f.host_ip
+    extra = (ring[0], ring[3])
+    assert f.hosts[extra[0]] != f.hosts[extra[1]]
+    big = [SimpleNamespace(src=ip[extra[0]], dst=ip[extra[1]], frame_length=9000,
+                           sampling_rate=16)] * 20
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + big, seconds=6)
+    assert extra in planned_pairs(svc, "j")
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1), seconds=30)
     assert any("quiet or negligible" in e.get("cause", "") for e in svc.state.events)
+
+
+def test_a_rendezvous_learned_with_the_ring_is_not_planned():
+    """The rendezvous runs beside the ring's first iteration and is learned with it, each of
+    its pairs a tenth of a ring pair (above the estimate's joining share of the mean pair):
+    only the ring is planned, no two of a leaf's data flows on one uplink."""
+    f, sw, svc, clock = start()
+    ring = interleaved(f)
+    ip = f.host_ip
+    store = [SimpleNamespace(src=ip[ring[0]], dst=ip[h], frame_length=1500, sampling_rate=16)
+             for h in ring[1:4] if f.hosts[h] != f.hosts[ring[0]]] * 12
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + store, seconds=6)
+    data = {(a, ring[(i - 1) % len(ring)]) for i, a in enumerate(ring)}
+    doc = get(svc, "j")[1]
+    assert doc["matrix"] == "learned" and doc["learning"]["steady"] is True, doc["learning"]
+    assert planned_pairs(svc, "j") == {p for p in data if f.hosts[p[0]] != f.hosts[p[1]]}
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for r in doc["routes"]]
+    assert len(set(uplinks)) == len(uplinks), uplinks
 
 
 def test_a_plan_is_never_replaced_by_a_subset_of_itself():
