@@ -40,9 +40,9 @@ def ensure_switch_priority(path: str = AUTOGROUP) -> bool:
     of its own. When 16 Open MPI ranks started on a k = 4 fat-tree, the userspace datapath
     went up to 71 s with 21 ms of CPU ("Unreasonably long 71232ms poll interval", 261
     involuntary context switches): no packet forwarded, no ARP request answered, and Open MPI
-    4.1 hung on the connect() that failed. 4 of 10 launches stalled that way; with autogroup
-    off, 8 of 8 ran (``docs/howto/emulation.md``, "Switch CPU"). A kernel without the switch
-    (no ``path``) has no autogroups: nothing to do."""
+    4.1 hung on the connect() that failed. 3 of 10 launches stalled that way, in each of two
+    runs of 10; with autogroup off, 8 of 8 ran (``docs/howto/emulation.md``, "Switch CPU").
+    A kernel without the switch (no ``path``) has no autogroups: nothing to do."""
     try:
         with open(path) as fh:
             on = fh.read().strip() != "0"
