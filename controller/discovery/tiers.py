@@ -1,0 +1,219 @@
+"""Three tiers from what LLDP saw: leaves (the switches hosts are heard on), aggregation
+switches (the leaves' neighbours) in pods, cores (the aggregation switches' other neighbours)
+in groups. A switch graph with no core is a leaf-spine and is left to ``topology.recognise``.
+
+A pod is a connected part of the leaf-aggregation graph; a core group is the cores that reach
+the same aggregation switches, one per pod (group g on the g-th aggregation switch of every pod,
+``model.clos``). Names follow ``Clos.fat_tree``: pods in order of their lowest leaf dpid,
+leaves l<i> pod by pod and by dpid, aggregation switches a<pod>_<slot>, cores c<group>_<j>,
+groups in order of their lowest core dpid; hosts as ``topology.recognise`` names them.
+
+First step of three-tier discovery (issue 26): one plane, every leaf with a host heard; a
+cable between switches of one tier or across pods is reported and not used, a model link never
+seen is down with a placeholder port. Not yet: leaves without hosts, several planes, names
+that stick across recognitions (``previous``), a cable from a leaf to a core.
+
+>>> from controller.discovery.topology import Topology
+>>> t = Topology()
+>>> for d in (1, 2, 3, 4, 5, 6): _ = t.switch_up(d, {1: True, 2: True, 3: True}, 0)
+>>> cables_ = [((1, 1), (3, 1)), ((2, 1), (4, 1)), ((3, 2), (5, 1)), ((4, 2), (5, 2)),
+...            ((3, 3), (6, 1)), ((4, 3), (6, 2))]      # 2 pods of 1 leaf + 1 agg, 2 cores
+>>> for (a, pa), (b, pb) in cables_: _ = t.link_seen(a, pa, b, pb, 0), t.link_seen(b, pb, a, pa, 0)
+>>> _ = t.host_seen(1, 2, "02:00:00:00:00:01", "10.0.0.1", 0)
+>>> _ = t.host_seen(2, 2, "02:00:00:00:01:01", "10.0.1.1", 0)
+>>> f, problems = recognise_clos(t)
+>>> f.planes[0].leaves, f.planes[0].aggs, f.planes[0].cores, sorted(f.hosts)
+(['l0', 'l1'], [['a0_0'], ['a1_0']], [['c0_0', 'c0_1']], ['h0_0', 'h1_0'])
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from controller.discovery.roles import LEAF, SPINE
+from controller.discovery.topology import (
+    Topology,
+    _hosts,
+    _natural,
+    _placeholder,
+    _Problems,
+    cables,
+    recognise,
+)
+from controller.model.clos import TIERS, Clos, Plane
+
+
+@dataclass
+class ClosShape:
+    """Datapath ids by place: leaves per pod, aggregation switches per pod and slot, cores per
+    group (slot); the cables left out as (dpid, port, peer dpid, peer port, kind)."""
+    pods: list[list[int]]
+    aggs: list[list[int]]
+    groups: list[list[int]]
+    unused: list[tuple[int, int, int, int, str]] = field(default_factory=list)
+
+
+def clos_shape(graph: nx.Graph, heard: Mapping[int, int]) -> ClosShape | None:
+    """The three tiers of ``graph`` (switches; edges: cables): the ``heard`` switches (dpid ->
+    hosts heard) are leaves, their neighbours aggregation switches; a switch above those is a
+    core when it reaches two pods or more, else a leaf whose hosts were not heard yet. None
+    when there is no core or the graph is no single-plane Clos (each pod one aggregation
+    switch per core group). O(V + E + C^2) for C cores."""
+    # leaves are never cabled to leaves: of two cabled switches with hosts heard, the one with
+    # fewer (then with more switch links) is an upper switch with a stray host
+    rank = {d: (heard.get(d, 0), -graph.degree(d)) for d in graph}
+    leaves = {d for d in graph if heard.get(d, 0) > 0
+              and not any(heard.get(n, 0) > 0 and rank[n] > rank[d] for n in graph[d])}
+    aggs = {n for leaf in leaves for n in graph[leaf]} - leaves
+    pods = _pods(graph, leaves, aggs)
+    pod_of = {a: p for p, (_ls, ags) in enumerate(pods) for a in ags}
+    cores = set()
+    for d in graph:  # above the aggregation switches, or a leaf whose hosts are silent
+        if d in leaves or d in aggs or not any(n in aggs for n in graph[d]):
+            continue
+        if len({pod_of[n] for n in graph[d] if n in pod_of}) > 1:
+            cores.add(d)
+        else:
+            leaves.add(d)
+    if not leaves or not cores:
+        return None
+    pods = _pods(graph, leaves, aggs)
+    pod_of = {a: p for p, (_ls, ags) in enumerate(pods) for a in ags}
+    # cores share a group when most of the aggregation switches of one reach the other: a
+    # missing or miswired core link does not split or join groups
+    below = {c: {n for n in graph[c] if n in aggs} for c in cores}
+    same = nx.Graph()
+    same.add_nodes_from(cores)
+    ordered = sorted(cores)
+    same.add_edges_from((c, d) for i, c in enumerate(ordered) for d in ordered[i + 1:]
+                        if 2 * len(below[c] & below[d]) > min(len(below[c]), len(below[d])))
+    groups = sorted((sorted(g) for g in nx.connected_components(same)), key=min)
+    group_of = {c: g for g, members in enumerate(groups) for c in members}
+    slots: list[dict[int, int]] = [{} for _ in pods]
+    for a in sorted(pod_of):
+        votes = [group_of[c] for c in graph[a] if c in group_of]
+        if not votes:
+            return None  # an aggregation switch with no core: no slot to give it (yet)
+        g = max(sorted(set(votes)), key=votes.count)  # the group most of its cores are in
+        if g in slots[pod_of[a]]:
+            return None  # two aggregation switches of a pod in one group
+        slots[pod_of[a]][g] = a
+    if any(sorted(s) != list(range(len(groups))) for s in slots):
+        return None  # a pod that misses a group
+    return ClosShape([ls for ls, _a in pods], [[s[g] for g in range(len(groups))] for s in slots],
+                     groups)
+
+
+def _pods(graph: nx.Graph, leaves: set, aggs: set) -> list[tuple[list, list]]:
+    """(leaves, aggregation switches) of every connected part of the leaf-aggregation graph,
+    in order of their lowest leaf."""
+    down = nx.Graph()
+    down.add_nodes_from(leaves | aggs)
+    down.add_edges_from((a, b) for a, b in graph.edges
+                        if (a in leaves and b in aggs) or (b in leaves and a in aggs))
+    return sorted((sorted(c & leaves), sorted(c & aggs)) for c in nx.connected_components(down)
+                  if c & leaves and c & aggs)
+
+
+def recognise_clos(topology: Topology, link_gbps: float | None = None):
+    """The fabric the topology shows: a wired single-plane ``Clos`` with three tiers when
+    ``clos_shape`` finds cores, else what ``topology.recognise`` gives; and the problems
+    found. Link speed 100 Gbit/s unless ``link_gbps``."""
+    found, _odd = cables(topology)
+    graph = nx.Graph()
+    graph.add_nodes_from(sorted(topology.switches))
+    graph.add_edges_from((a, b) for a, _pa, b, _pb in found)
+    heard: dict[int, int] = {}
+    for h in topology.hosts.values():
+        heard[h.dpid] = heard.get(h.dpid, 0) + 1
+    shape = clos_shape(graph, heard)
+    if shape is None:
+        return recognise(topology, link_gbps=link_gbps)
+    names: dict[int, str] = {}
+    tier: dict[int, int] = {}
+    for i, d in enumerate(d for pod in shape.pods for d in pod):
+        names[d], tier[d] = f"l{i}", 0
+    for p, slot_aggs in enumerate(shape.aggs):
+        for g, d in enumerate(slot_aggs):
+            names[d], tier[d] = f"a{p}_{g}", 1
+    for g, group in enumerate(shape.groups):
+        for j, d in enumerate(group):
+            names[d], tier[d] = f"c{g}_{j}", 2
+    problems = _Problems(lambda d: names.get(d) or f"{d:#x}")
+    pod_of = {d: p for p, pod in enumerate(shape.pods) for d in pod}
+    pod_of.update({d: p for p, slot_aggs in enumerate(shape.aggs) for d in slot_aggs})
+    group_of = {d: g for g, group in enumerate(shape.groups) for d in group}
+    model = {(leaf, agg) for p, pod in enumerate(shape.pods) for leaf in pod
+             for agg in shape.aggs[p]}
+    model |= {(agg, core) for slot_aggs in shape.aggs for g, agg in enumerate(slot_aggs)
+              for core in shape.groups[g]}
+    used: dict[int, dict[int, object]] = {d: {} for d in names}
+    pair: dict[tuple[int, int], tuple[int, int]] = {}
+    for a, pa, b, pb in found:
+        if a not in names or b not in names:
+            continue
+        (lo, lp), (up, upp) = ((a, pa), (b, pb)) if tier[a] <= tier[b] else ((b, pb), (a, pa))
+        if (lo, up) not in model:
+            where = (f"pod{pod_of[up]}" if tier[up] == 1 else f"core group {group_of[up]}"
+                     if tier[lo] == 1 and tier[up] == 2 else None)
+            why = ("the same tier" if tier[lo] == tier[up] else f"{where}, not its own"
+                   if where else "tiers that are not adjacent")
+            problems.add("miswired_link", lo, lp, f"{names[lo]} port {lp} is cabled to "
+                         f"{names[up]} port {upp}: {why}; not used")
+            continue
+        if (lo, up) in pair:
+            problems.add("parallel_links", lo, lp, f"{names[lo]} port {lp} is a second link "
+                         f"to {names[up]}; only port {pair[(lo, up)][0]} is used")
+            continue
+        pair[(lo, up)] = (lp, upp)
+        used[lo][lp], used[up][upp] = up, lo
+    facing = topology.facing()
+    edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
+            for d, ports in topology.switches.items()}
+
+    def port_for(d: int) -> int:
+        """An aggregation switch's or core's port that is up and faces no switch is the
+        missing link's (hosts sit on leaves only), else a placeholder."""
+        free = [p for p in edge.get(d, []) if p not in used[d]] if tier[d] else []
+        return free[0] if free else _placeholder(topology, d, used[d])
+
+    down = set()
+    for lo, up in sorted(model - set(pair)):
+        lp, upp = port_for(lo), port_for(up)
+        used[lo][lp], used[up][upp] = up, lo
+        pair[(lo, up)] = (lp, upp)
+        down.add((names[lo], names[up]))
+        problems.add("missing_link", lo, None,
+                     f"no link seen between {names[lo]} and {names[up]}; marked down")
+    roles = {d: LEAF if tier[d] == 0 else SPINE for d in names}
+    # an upper switch's port that faces no switch is a link LLDP has not crossed (yet), not a
+    # host port: reported only when a host is heard there (_hosts)
+    free = {d: [p for p in ports if p not in used.get(d, {})] if tier.get(d) == 0 else []
+            for d, ports in edge.items()}
+    hosts = _hosts(topology, roles, free, used, names, problems, None)
+    ports: dict[str, dict[str, int]] = {names[d]: {} for d in names}
+    for (lo, up), (lp, upp) in pair.items():
+        ports[names[lo]][names[up]] = lp
+        ports[names[up]][names[lo]] = upp
+    host_leaf, host_ip, host_mac = {}, {}, {}
+    for hname, (mac, leaf, port, ip) in sorted(hosts.items(), key=lambda kv: _natural(kv[0])):
+        host_leaf[hname] = (names[leaf],)
+        ports[names[leaf]][hname] = port
+        host_ip[hname], host_mac[hname] = ip, mac
+    plane = Plane("plane0", [f"pod{p}" for p in range(len(shape.pods))],
+                  [names[d] for pod in shape.pods for d in pod],
+                  [pod_of[d] for pod in shape.pods for d in pod],
+                  [[names[d] for d in slot_aggs] for slot_aggs in shape.aggs],
+                  [[names[d] for d in group] for group in shape.groups])
+    gbps = 100.0 if link_gbps is None else float(link_gbps)
+    fabric = Clos([plane], host_leaf, {t: gbps for t in TIERS}, down=down,
+                  wiring={"dpids": {n: d for d, n in names.items()}, "ports": ports,
+                          "host_ip": host_ip, "host_mac": host_mac})
+    for sw in fabric.switches():  # ports in neighbours order, as Clos.wire writes them
+        order = {n: i for i, n in enumerate(fabric.neighbours(sw))}
+        fabric.ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order.get(kv[0], 1e9)))
+    fabric.wiring["ports"] = fabric.ports
+    fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
+    return fabric, problems.sorted()

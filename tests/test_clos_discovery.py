@@ -1,0 +1,101 @@
+"""Three tiers recognised from LLDP and hosts heard (``controller.discovery.tiers``)."""
+import pytest
+
+from controller.discovery.tiers import recognise_clos
+from controller.discovery.topology import Topology
+from controller.model.fabric import Fabric
+from topologies.clos import fattree_fabric
+
+
+def observe(f, missing=(), extra=(), hosts=None):
+    """What the shell feeds for the Mininet build of wired fabric ``f``: every switch with
+    its ports up, LLDP both ways on every link but ``missing`` (lower, upper) pairs, the extra
+    cables ((switch, port), (switch, port)), every host (or ``hosts``) heard once."""
+    t = Topology()
+    for sw in f.switches():
+        ports = {p: True for p in f.ports[sw].values()}
+        ports.update({p: True for (s, p), _b in extra if s == sw})
+        ports.update({p: True for _a, (s, p) in extra if s == sw})
+        t.switch_up(f.dpids[sw], ports, 0)
+    links = [((lo, f.port(lo, up)), (up, f.port(up, lo))) for lo, up in f.links()
+             if (lo, up) not in missing] + list(extra)
+    for (a, pa), (b, pb) in links:
+        t.link_seen(f.dpids[a], pa, f.dpids[b], pb, 0)
+        t.link_seen(f.dpids[b], pb, f.dpids[a], pa, 0)
+    for h in (f.hosts if hosts is None else hosts):
+        leaf = f.hosts[h]
+        t.host_seen(f.dpids[leaf], f.port(leaf, h), f.host_mac[h], f.host_ip[h], 0)
+    return t
+
+
+@pytest.mark.parametrize("k,hosts", [(4, 2), (4, 1), (6, 3)])
+def test_an_emulated_fat_tree_comes_back_with_its_own_names(k, hosts):
+    f = fattree_fabric(k, hosts)
+    got, problems = recognise_clos(observe(f))
+    assert problems == []
+    assert got.to_dict() == f.to_dict()
+
+
+def test_a_leaf_spine_is_left_to_the_two_tier_recognition():
+    f = Fabric.generate(2, 4, 2, 100, wiring=True)
+    t = Topology()
+    for sw in f.spines + f.leaves:
+        t.switch_up(f.dpids[sw], {p: True for p in f.ports[sw].values()}, 0)
+    for leaf in f.leaves:
+        for s in f.spines:
+            a, b = (f.dpids[leaf], f.port(leaf, s)), (f.dpids[s], f.port(s, leaf))
+            t.link_seen(*a, *b, 0)
+            t.link_seen(*b, *a, 0)
+    for h in f.hosts:
+        t.host_seen(f.dpids[f.hosts[h]], f.port(f.hosts[h], h), f.host_mac[h], f.host_ip[h], 0)
+    got, problems = recognise_clos(t)
+    assert isinstance(got, Fabric) and problems == []
+    assert got.to_dict() == f.to_dict()
+
+
+def test_a_core_link_never_seen_is_down_and_named():
+    f = fattree_fabric(4, 2)
+    got, problems = recognise_clos(observe(f, missing={("a1_0", "c0_1")}))
+    assert got.down == {("a1_0", "c0_1")}
+    assert [(p["kind"], p["detail"]) for p in problems] == [
+        ("missing_link", "no link seen between a1_0 and c0_1; marked down")]
+    assert got.ports == f.ports  # the ports that are up and face no switch are the link's
+
+
+def test_a_cable_between_two_pods_is_reported_and_not_used():
+    f = fattree_fabric(4, 2)
+    spare = max(f.ports["a0_0"].values()) + 1, max(f.ports["a1_1"].values()) + 1
+    got, problems = recognise_clos(observe(f, extra=[(("a0_0", spare[0]), ("a1_1", spare[1]))]))
+    assert [p["kind"] for p in problems] == ["miswired_link"]
+    assert "a0_0" in problems[0]["detail"] and "a1_1" in problems[0]["detail"]
+    assert "a1_1" not in got.ports["a0_0"] and got.down == set()
+
+
+def test_a_leaf_whose_hosts_are_silent_is_still_a_leaf():
+    f = fattree_fabric(4, 2)
+    heard = [h for h in f.hosts if f.hosts[h] != "l5"]
+    got, problems = recognise_clos(observe(f, hosts=heard))
+    assert problems == []
+    assert got.planes == f.planes and got.dpids == f.dpids
+    assert sorted(got.hosts) == sorted(heard)
+
+
+def test_a_core_that_left_shrinks_its_group():
+    f = fattree_fabric(4, 2)
+    t = observe(f)
+    t.switch_down(f.dpids["c1_1"], 0)
+    got, problems = recognise_clos(t)
+    assert problems == []
+    assert got.planes[0].cores == [["c0_0", "c0_1"], ["c1_0"]]
+
+
+def test_a_host_heard_on_an_aggregation_switch_is_reported_and_left_out():
+    f = fattree_fabric(4, 2)
+    spare = max(f.ports["a2_1"].values()) + 1
+    t = observe(f, extra=[])
+    t.switch_up(f.dpids["a2_1"], {**{p: True for p in f.ports["a2_1"].values()}, spare: True}, 0)
+    t.host_seen(f.dpids["a2_1"], spare, "02:00:00:00:99:01", "10.0.99.1", 0)
+    got, problems = recognise_clos(t)
+    assert [(p["kind"], p["switch"], p["port"]) for p in problems] == [
+        ("host_on_spine", "a2_1", spare)]
+    assert "10.0.99.1" not in got.host_ip.values()
