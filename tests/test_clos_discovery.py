@@ -1,4 +1,6 @@
 """Three tiers recognised from LLDP and hosts heard (``controller.discovery.tiers``)."""
+import json
+
 import pytest
 
 from controller.discovery.tiers import recognise_clos
@@ -99,3 +101,27 @@ def test_a_host_heard_on_an_aggregation_switch_is_reported_and_left_out():
     assert [(p["kind"], p["switch"], p["port"]) for p in problems] == [
         ("host_on_spine", "a2_1", spare)]
     assert "10.0.99.1" not in got.host_ip.values()
+
+
+def test_the_controller_finds_a_fat_tree_with_no_file_and_routes_across_pods():
+    """Zero configuration on the fake switches (as tests/test_zero_config.py on a leaf-spine):
+    LLDP and ARP give the fat-tree, every switch gets its full table, and a ring named by
+    addresses across every pod is installed along its planned paths."""
+    from controller.service import api
+    from emulation.harness.fake_switch import trace
+    from tests.test_zero_config import boot
+    f = fattree_fabric(4, 2, 10)
+    _, sw, svc = boot(f)
+    view = api.handle(svc, "GET", "/v1/fabric")[1]
+    assert view["declared"] == f.to_dict()
+    assert view["ready"] and view["discovery"]["wiring_problems"] == []
+    for dpid in f.dpids.values():
+        assert sw.rules[dpid] == svc.reconciler.installed[dpid].rules
+    hosts = ["h0_0", "h2_0", "h4_0", "h6_0"]  # one leaf per pod
+    code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "ip", "ranks": [f.host_ip[h] for h in hosts], "bytes": 1e6}).encode())
+    assert code == 201, doc
+    assert len(doc["routes"]) == 4
+    for r in doc["routes"]:
+        path, reached, _ = trace(f, sw, r["src"], r["dst"])
+        assert reached == r["dst"] and path == r["path"], (path, r["path"])

@@ -21,7 +21,8 @@ from __future__ import annotations
 from controller.discovery import lldp
 from controller.discovery.declared import check_declared
 from controller.discovery.guard import PROBE_MAC, Guard
-from controller.discovery.topology import Topology, format_problem, probe_ports, recognise
+from controller.discovery.tiers import discover
+from controller.discovery.topology import Topology, format_problem, probe_ports
 from controller.model.fabric import Fabric
 
 __all__ = ["FabricFinder", "PROBE_MAC", "QUIET_S", "SWITCH_QUIET_S"]
@@ -275,7 +276,7 @@ class FabricFinder:
         gbps = self.link_speed()["gbps"]
         key = (self.topology.version, id(self.recognised), gbps)
         if self._cache[0] != key:
-            fabric, problems = recognise(self.topology, self.recognised, gbps)
+            fabric, problems = discover(self.topology, self.recognised, gbps)
             self._cache = (key, fabric, problems)
         return self._cache[1], self._cache[2]
 
@@ -331,9 +332,9 @@ def _cause(old: Fabric | None, new: Fabric) -> str:
     (the switch graph unchanged), or the switches and links."""
     if old is None:
         return "fabric discovered"
-    if (old.spines, old.leaves, old.down, old.link_gbps) == (new.spines, new.leaves, new.down,
-                                                           new.link_gbps) \
-            and all(new.ports.get(sw, {}).get(p) == n for sw in old.spines + old.leaves
+    if (type(old), old.switches(), old.down, old.link_gbps) == (
+            type(new), new.switches(), new.down, new.link_gbps) \
+            and all(new.ports.get(sw, {}).get(p) == n for sw in old.switches()
                     for p, n in old.ports[sw].items() if p not in old.hosts):
         added = sorted(set(new.hosts) - set(old.hosts))
         gone = sorted(set(old.hosts) - set(new.hosts))

@@ -43,6 +43,7 @@ from controller.discovery.topology import (
     recognise,
 )
 from controller.model.clos import TIERS, Clos, Plane
+from controller.model.fabric import Fabric
 
 
 @dataclass
@@ -117,10 +118,18 @@ def _pods(graph: nx.Graph, leaves: set, aggs: set) -> list[tuple[list, list]]:
                   if c & leaves and c & aggs)
 
 
-def recognise_clos(topology: Topology, link_gbps: float | None = None):
+def discover(topology: Topology, previous=None, link_gbps: float | None = None):
+    """``recognise_clos`` with the last recognition: a leaf-spine ``previous`` keeps its names,
+    ports and silent hosts (``topology.recognise``); a three-tier one does not yet."""
+    return recognise_clos(topology, link_gbps, previous if isinstance(previous, Fabric) else None)
+
+
+def recognise_clos(topology: Topology, link_gbps: float | None = None,
+                   previous: Fabric | None = None):
     """The fabric the topology shows: a wired single-plane ``Clos`` with three tiers when
-    ``clos_shape`` finds cores, else what ``topology.recognise`` gives; and the problems
-    found. Link speed 100 Gbit/s unless ``link_gbps``."""
+    ``clos_shape`` finds cores, else what ``topology.recognise`` gives (with ``previous``);
+    and the problems found. Link speed 100 Gbit/s unless ``link_gbps`` (Gbit/s, or per tier
+    of ``model.clos.TIERS``; else the previous fabric's)."""
     found, _odd = cables(topology)
     graph = nx.Graph()
     graph.add_nodes_from(sorted(topology.switches))
@@ -130,7 +139,9 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None):
         heard[h.dpid] = heard.get(h.dpid, 0) + 1
     shape = clos_shape(graph, heard)
     if shape is None:
-        return recognise(topology, link_gbps=link_gbps)
+        if isinstance(link_gbps, Mapping):  # per tier: a leaf-spine has its leaf tier only
+            link_gbps = link_gbps.get("leaf")
+        return recognise(topology, previous, link_gbps)
     names: dict[int, str] = {}
     tier: dict[int, int] = {}
     for i, d in enumerate(d for pod in shape.pods for d in pod):
@@ -207,8 +218,9 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None):
                   [pod_of[d] for pod in shape.pods for d in pod],
                   [[names[d] for d in slot_aggs] for slot_aggs in shape.aggs],
                   [[names[d] for d in group] for group in shape.groups])
-    gbps = 100.0 if link_gbps is None else float(link_gbps)
-    fabric = Clos([plane], host_leaf, {t: gbps for t in TIERS}, down=down,
+    gbps = ({t: float(link_gbps.get(t, 100.0)) for t in TIERS} if isinstance(link_gbps, Mapping)
+            else {t: 100.0 if link_gbps is None else float(link_gbps) for t in TIERS})
+    fabric = Clos([plane], host_leaf, gbps, down=down,
                   wiring={"dpids": {n: d for d, n in names.items()}, "ports": ports,
                           "host_ip": host_ip, "host_mac": host_mac})
     for sw in fabric.switches():  # ports in neighbours order, as Clos.wire writes them

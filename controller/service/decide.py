@@ -133,7 +133,7 @@ def check_servable(fabric: Fabric | Clos) -> None:
                          "plane (plan several with python -m controller plan)")
 
 
-def adopt(state: ControllerState, settings: Settings, fabric: Fabric, now: float,
+def adopt(state: ControllerState, settings: Settings, fabric: Fabric | Clos, now: float,
           cause: str) -> Change:
     """A discovered fabric. With jobs running it must keep every switch, port and host they
     know (it may add hosts and switches and change which links are down), else the fabric in
@@ -144,7 +144,7 @@ def adopt(state: ControllerState, settings: Settings, fabric: Fabric, now: float
     return topology(state, settings, now, cause, declared=fabric, force=True)
 
 
-def extends(old: Fabric, new: Fabric) -> bool:
+def extends(old: Fabric | Clos, new: Fabric | Clos) -> bool:
     """``new`` keeps every switch, port, host and address of ``old`` (links may differ).
 
     >>> f = Fabric.generate(2, 2, 1, wiring=True)
@@ -155,7 +155,13 @@ def extends(old: Fabric, new: Fabric) -> bool:
     >>> extends(f, Fabric.generate(3, 2, 1, wiring=True))  # a spine more moves host ports
     False
     """
-    if old.spines != new.spines[:len(old.spines)] or old.leaves != new.leaves[:len(old.leaves)]:
+    if type(old) is not type(new):
+        return False
+    if isinstance(old, Clos):
+        if any(new.tier_of.get(s) != t or new.plane_of.get(s) != old.plane_of[s]
+               for s, t in old.tier_of.items()):
+            return False
+    elif old.spines != new.spines[:len(old.spines)] or old.leaves != new.leaves[:len(old.leaves)]:
         return False
     if any(new.dpids.get(k) != v for k, v in old.dpids.items()):
         return False
@@ -166,7 +172,7 @@ def extends(old: Fabric, new: Fabric) -> bool:
             return False
     return all(new.ports.get(sw, {}).get(peer) == port
                for sw, ports in old.ports.items() for peer, port in ports.items()
-               if peer in old.spine_index or peer in old.leaf_index)
+               if peer in old.dpids)
 
 
 def improved(state: ControllerState, group: list[JobRecord], problem: Problem, better,
