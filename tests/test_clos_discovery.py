@@ -9,11 +9,11 @@ from controller.model.fabric import Fabric
 from topologies.clos import fattree_fabric
 
 
-def observe(f, missing=(), extra=(), hosts=None):
+def observe(f, missing=(), extra=(), hosts=None, t=None):
     """What the shell feeds for the Mininet build of wired fabric ``f``: every switch with
     its ports up, LLDP both ways on every link but ``missing`` (lower, upper) pairs, the extra
     cables ((switch, port), (switch, port)), every host (or ``hosts``) heard once."""
-    t = Topology()
+    t = t or Topology()
     for sw in f.switches():
         ports = {p: True for p in f.ports[sw].values()}
         ports.update({p: True for (s, p), _b in extra if s == sw})
@@ -125,3 +125,19 @@ def test_the_controller_finds_a_fat_tree_with_no_file_and_routes_across_pods():
     for r in doc["routes"]:
         path, reached, _ = trace(f, sw, r["src"], r["dst"])
         assert reached == r["dst"] and path == r["path"], (path, r["path"])
+
+
+@pytest.mark.parametrize("gone", ["c1_0", "a2_1", "l3"])
+def test_a_switch_that_leaves_stays_in_its_place_down_and_comes_back(gone):
+    f = fattree_fabric(4, 2)
+    t = observe(f)
+    first, _ = recognise_clos(t)
+    t.switch_down(f.dpids[gone], 1)
+    got, problems = recognise_clos(t, previous=first)
+    assert [(p["kind"], p["switch"]) for p in problems] == [("switch_down", gone)]
+    assert got.planes == f.planes and got.ports == f.ports and got.host_ip == f.host_ip
+    assert got.down == {link for link in f.links() if gone in link}
+    assert got.down_switches == (set() if gone.startswith("l") else {gone})
+    back = observe(f, t=None)
+    again, problems = recognise_clos(back, previous=got)
+    assert problems == [] and again.to_dict() == f.to_dict()

@@ -212,7 +212,8 @@ class FabricFinder:
     def arp_probes(self, ip: str) -> list[tuple[int, int, bytes]]:
         """ARP requests for ``ip`` out of every host-facing leaf port."""
         frame = lldp.arp_request(PROBE_MAC, ip)
-        out = [(d, p, frame) for d, p in probe_ports(self.topology, self.recognised)]
+        fabric = self.recognised or self._recognised()[0]  # three tiers too
+        out = [(d, p, frame) for d, p in probe_ports(self.topology, fabric)]
         self.sent["arp_locate"] += len(out)
         self.sent_bytes += len(frame) * len(out)
         return out

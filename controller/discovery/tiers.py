@@ -8,10 +8,12 @@ the same aggregation switches, one per pod (group g on the g-th aggregation swit
 leaves l<i> pod by pod and by dpid, aggregation switches a<pod>_<slot>, cores c<group>_<j>,
 groups in order of their lowest core dpid; hosts as ``topology.recognise`` names them.
 
-First step of three-tier discovery (issue 26): one plane, every leaf with a host heard; a
+First step of three-tier discovery (issue 26): one plane, every pod with a host heard; a
 cable between switches of one tier or across pods is reported and not used, a model link never
-seen is down with a placeholder port. Not yet: leaves without hosts, several planes, names
-that stick across recognitions (``previous``), a cable from a leaf to a core.
+seen is down (on the port that is up, else a placeholder). With the last recognition
+(``previous``) names stay and a switch that left stays in its place, down, with its hosts, as
+long as every connected switch had a place there. Not yet: several planes, a cable from a leaf
+to a core, new switches joining a recognised fabric under their old names.
 
 >>> from controller.discovery.topology import Topology
 >>> t = Topology()
@@ -119,13 +121,25 @@ def _pods(graph: nx.Graph, leaves: set, aggs: set) -> list[tuple[list, list]]:
 
 
 def discover(topology: Topology, previous=None, link_gbps: float | None = None):
-    """``recognise_clos`` with the last recognition: a leaf-spine ``previous`` keeps its names,
-    ports and silent hosts (``topology.recognise``); a three-tier one does not yet."""
-    return recognise_clos(topology, link_gbps, previous if isinstance(previous, Fabric) else None)
+    """``recognise_clos`` with the last recognition (``previous``, either model)."""
+    return recognise_clos(topology, link_gbps, previous)
+
+
+def _previous_shape(previous: Clos, topology: Topology) -> ClosShape | None:
+    """The last three-tier recognition's places, while every connected switch has one there:
+    names stay, and a switch that left stays in its place, down."""
+    if len(previous.planes) != 1 or not previous.wired or previous.tiers != 3 \
+            or not set(topology.switches) <= set(previous.switch_of_dpid):
+        return None
+    p, d = previous.planes[0], previous.dpids
+    return ClosShape([[d[leaf] for leaf, q in zip(p.leaves, p.pod_of_leaf) if q == pod]
+                      for pod in range(len(p.pods))],
+                     [[d[a] for a in aggs] for aggs in p.aggs],
+                     [[d[c] for c in group] for group in p.cores])
 
 
 def recognise_clos(topology: Topology, link_gbps: float | None = None,
-                   previous: Fabric | None = None):
+                   previous: Fabric | Clos | None = None):
     """The fabric the topology shows: a wired single-plane ``Clos`` with three tiers when
     ``clos_shape`` finds cores, else what ``topology.recognise`` gives (with ``previous``);
     and the problems found. Link speed 100 Gbit/s unless ``link_gbps`` (Gbit/s, or per tier
@@ -137,11 +151,15 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     heard: dict[int, int] = {}
     for h in topology.hosts.values():
         heard[h.dpid] = heard.get(h.dpid, 0) + 1
-    shape = clos_shape(graph, heard)
+    kept = _previous_shape(previous, topology) if isinstance(previous, Clos) else None
+    shape = kept or clos_shape(graph, heard)
     if shape is None:
         if isinstance(link_gbps, Mapping):  # per tier: a leaf-spine has its leaf tier only
             link_gbps = link_gbps.get("leaf")
-        return recognise(topology, previous, link_gbps)
+        return recognise(topology, previous if isinstance(previous, Fabric) else None,
+                         link_gbps)
+    if link_gbps is None and kept:
+        link_gbps = previous.link_gbps
     names: dict[int, str] = {}
     tier: dict[int, int] = {}
     for i, d in enumerate(d for pod in shape.pods for d in pod):
@@ -152,7 +170,13 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     for g, group in enumerate(shape.groups):
         for j, d in enumerate(group):
             names[d], tier[d] = f"c{g}_{j}", 2
+    if kept:
+        names = {d: previous.switch_of_dpid[d] for d in names}
+    absent = {d for d in names if d not in topology.switches}
     problems = _Problems(lambda d: names.get(d) or f"{d:#x}")
+    for d in sorted(absent):
+        problems.add("switch_down", d, None, f"{names[d]} ({d:#x}) is not connected; its "
+                                             "links are down")
     pod_of = {d: p for p, pod in enumerate(shape.pods) for d in pod}
     pod_of.update({d: p for p, slot_aggs in enumerate(shape.aggs) for d in slot_aggs})
     group_of = {d: g for g, group in enumerate(shape.groups) for d in group}
@@ -191,13 +215,19 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
         return free[0] if free else _placeholder(topology, d, used[d])
 
     down = set()
+    old_port = lambda d, peer: previous.ports[names[d]].get(names[peer]) if kept else None
     for lo, up in sorted(model - set(pair)):
-        lp, upp = port_for(lo), port_for(up)
+        lp, upp = old_port(lo, up), old_port(up, lo)  # the last recognition's, if still free
+        lp = lp if lp is not None and lp not in used[lo] and (lo, lp) not in facing \
+            else port_for(lo)
+        upp = upp if upp is not None and upp not in used[up] and (up, upp) not in facing \
+            else port_for(up)
         used[lo][lp], used[up][upp] = up, lo
         pair[(lo, up)] = (lp, upp)
         down.add((names[lo], names[up]))
-        problems.add("missing_link", lo, None,
-                     f"no link seen between {names[lo]} and {names[up]}; marked down")
+        if lo not in absent and up not in absent:  # else reported as switch_down
+            problems.add("missing_link", lo, None,
+                         f"no link seen between {names[lo]} and {names[up]}; marked down")
     roles = {d: LEAF if tier[d] == 0 else SPINE for d in names}
     # an upper switch's port that faces no switch is a link LLDP has not crossed (yet), not a
     # host port: reported only when a host is heard there (_hosts)
@@ -208,6 +238,16 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     for (lo, up), (lp, upp) in pair.items():
         ports[names[lo]][names[up]] = lp
         ports[names[up]][names[lo]] = upp
+    if kept:  # hosts not heard since (a leaf that left forgot them): where they were
+        heard_now = {mac for mac, _d, _p, _ip in hosts.values()}
+        ips_now = {ip for _m, _d, _p, ip in hosts.values()}
+        for h, (leaf,) in previous.host_leaves.items():
+            mac, ip, d = previous.host_mac[h], previous.host_ip[h], previous.dpids[leaf]
+            port = previous.ports[leaf][h]
+            if h not in hosts and mac not in heard_now and ip not in ips_now \
+                    and port not in used[d]:
+                hosts[h] = (mac, d, port, ip)
+                used[d][port] = mac
     host_leaf, host_ip, host_mac = {}, {}, {}
     for hname, (mac, leaf, port, ip) in sorted(hosts.items(), key=lambda kv: _natural(kv[0])):
         host_leaf[hname] = (names[leaf],)
@@ -221,6 +261,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     gbps = ({t: float(link_gbps.get(t, 100.0)) for t in TIERS} if isinstance(link_gbps, Mapping)
             else {t: 100.0 if link_gbps is None else float(link_gbps) for t in TIERS})
     fabric = Clos([plane], host_leaf, gbps, down=down,
+                  down_switches={names[d] for d in absent if tier[d] > 0},
                   wiring={"dpids": {n: d for d, n in names.items()}, "ports": ports,
                           "host_ip": host_ip, "host_mac": host_mac})
     for sw in fabric.switches():  # ports in neighbours order, as Clos.wire writes them

@@ -362,15 +362,14 @@ def recognise(topology: Topology, previous: Fabric | None = None,
 
 def probe_ports(topology: Topology, fabric: Fabric | None = None) -> list[tuple[int, int]]:
     """(dpid, port) pairs to send an ARP probe from to find a host not heard yet: every up
-    port of a leaf that faces no switch (leaves of ``fabric``, else of ``tiers.recognise_clos``;
-    every switch when no fabric is recognised). O(ports).
+    port of a leaf that faces no switch (leaves of ``fabric``, else of ``recognise``; every
+    switch when no leaf-spine is recognised). O(ports).
 
     >>> t = Topology(); _ = t.switch_up(5, {1: True, 2: False}, 0); probe_ports(t)
     [(5, 1)]
     """
     if fabric is None:
-        from controller.discovery.tiers import recognise_clos  # it builds on this module
-        fabric, _ = recognise_clos(topology)
+        fabric, _ = recognise(topology)
     dpids = {fabric.dpids[l] for l in fabric.leaves} if fabric is not None and fabric.wired \
         else set(topology.switches)
     facing = topology.facing()
