@@ -1,12 +1,16 @@
 """The controller on an emulated k = 4 fat-tree (20 Open vSwitch switches, 16 hosts, 20 Mbit/s,
 ``topologies.clos.FatTreeTopo``) with real TCP traffic: a ring crossing every pod is planned
 over the three tiers, and every directed switch link carries what the plan puts on it (port
-counters, within 5% of the payload), in flow and sr modes; a core link taken down moves the
+counters, within 5% of the payload), in flow, sr and host modes (the senders bind the source
+ports host mode chose); a core link taken down moves the
 flows that crossed it, and the traffic follows."""
 
 import pytest
 
-from emulation.harness import fabricnet
+from controller.enforcement.clos_hostmode import clos_host_static_rules
+from controller.enforcement.clos_rules import clos_static_rules
+from controller.enforcement.openflow import COOKIE_STATIC
+from emulation.harness import fabricnet, ovs
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
 from tests.integration import require_root_and_ovs
@@ -37,7 +41,7 @@ def carried_as_planned(emu, routes) -> dict:
     return got
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr"])
+@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
 def test_a_ring_across_pods_carries_its_bytes_on_its_planned_links(emu, mode):
     job = {"id": f"ring-{mode}", "collective": "ring_allreduce", "ranks": RING,
            "bytes": 4e6, "mode": mode}
@@ -48,6 +52,14 @@ def test_a_ring_across_pods_carries_its_bytes_on_its_planned_links(emu, mode):
         routes = view["routes"]
         assert len(routes) == 8 and all(len(r["path"]) == 5 for r in routes)
         assert max(planned_links(routes).values()) == 1  # every flow on links of its own
+        if mode == "host":  # the hosts steer by source port: no switch holds a job entry
+            assert all(r["sport"] for r in routes)
+            for sw in emu.fabric.switches():
+                entries = ovs.dump_flows(sw)
+                assert entries and all(e["cookie"] == COOKIE_STATIC for e in entries), sw
+                want = (len(clos_static_rules(emu.fabric, sw)[0])
+                        + len(clos_host_static_rules(emu.fabric, sw)))
+                assert len(entries) == want, (sw, len(entries), want)
         carried_as_planned(emu, routes)
         links = emu.ctl.rest("GET", "/v1/links")[1]
         assert links["summary"]["max_link_load"] == 1.0

@@ -86,13 +86,12 @@ def test_planned_flows_follow_their_path(mode):
     assert moved >= 4 * 8
 
 
-def test_host_mode_and_bad_paths_are_refused():
+def test_host_mode_holds_no_per_flow_entry_and_bad_paths_are_refused():
     fab = wired()
     job = parse_job({"id": "r", "collective": "ring_allreduce", "ranks": ["h0_0", "h4_0"],
                      "bytes": 1e6}, fab)
     flow = job.flows()[0]
-    with pytest.raises(InputError, match="host mode"):
-        clos_flow_rules(fab, flow, ["l0", "a0_0", "c0_0", "a1_0", "l2"], "host", 1)
+    assert clos_flow_rules(fab, flow, ["l0", "a0_0", "c0_0", "a1_0", "l2"], "host", 1) == []
     with pytest.raises(InputError, match="4 switches"):
         clos_flow_rules(fab, flow, ["l0", "a0_0", "c0_0", "l2"], "flow", 1)
 

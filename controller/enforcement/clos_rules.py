@@ -20,7 +20,8 @@ Per flow (``clos_flow_rules``): ``flow`` mode matches the 5-tuple where the path
 the source leaf (out to the aggregation switch) and, between pods, at the source aggregation
 switch (out to the core); ``sr`` mode pushes at the source leaf the destination leaf's label
 and, between pods, the core's label on top (a stack of at most two labels), and nothing else
-holds per-flow state. ``host`` mode is not built for three tiers yet (refused by name).
+holds per-flow state. ``host`` mode holds no per-flow entry: its static pipeline is
+``enforcement.clos_hostmode``.
 
 Labels: leaves 200000 + i, aggregation switches 300000 + i, cores 100000 + i, i counting the
 switches of that tier over all planes in declaration order.
@@ -70,7 +71,7 @@ def alive(fabric: Clos, lower: str, upper: str) -> bool:
             and upper not in fabric.down_switches)
 
 
-class _Plane:
+class PlaneView:
     """The plane of a switch, with its pods and reachability (who can reach which leaf)."""
 
     def __init__(self, fabric: Clos, switch: str):
@@ -92,6 +93,31 @@ class _Plane:
         there = self.p.aggs[pod][slot]
         return [c for c in self.p.cores[slot] if alive(self.f, agg, c) and alive(self.f, there, c)]
 
+    def live_uplinks(self, leaf: str) -> tuple[str, ...]:
+        """The leaf's alive uplinks, in slot order."""
+        return tuple(a for a in self.p.aggs[self.pod_of[leaf]] if alive(self.f, leaf, a))
+
+    def leaf_classes(self, leaf: str) -> list[tuple[tuple, list[str]]]:
+        """Destination leaves that not every live uplink reaches, grouped by the uplinks that
+        do: [(usable aggregation switches, [leaves])], in leaf order."""
+        live = self.live_uplinks(leaf)
+        classes: dict[tuple, list[str]] = {}
+        for other in self.p.leaves:
+            usable = tuple(a for a in live if self.agg_reaches(a, other))
+            if other != leaf and usable and usable != live:
+                classes.setdefault(usable, []).append(other)
+        return list(classes.items())
+
+    def agg_classes(self, agg: str) -> list[tuple[tuple, list[int]]]:
+        """The other pods, grouped by the cores of ``agg``'s group that reach them:
+        [(usable cores, [pods])], in pod order; pods no core reaches are left out."""
+        by_cores: dict[tuple, list[int]] = {}
+        for other in range(len(self.p.pods)):
+            usable = tuple(self.cores_reaching(agg, other)) if other != self.pod_of[agg] else ()
+            if usable:
+                by_cores.setdefault(usable, []).append(other)
+        return list(by_cores.items())
+
     def agg_reaches(self, agg: str, leaf: str) -> bool:
         """Traffic that ``leaf``'s source sent up to ``agg`` can reach ``leaf``."""
         src_pod, dst_pod = self.pod_of[agg], self.pod_of[leaf]
@@ -104,10 +130,10 @@ class _Plane:
 
 def clos_static_rules(fabric: Clos, switch: str) -> tuple[list[FlowRule], list[GroupEntry]]:
     tier = fabric.tier_of[switch]
-    return (_leaf, _agg, _core)[tier](fabric, switch, _Plane(fabric, switch))
+    return (_leaf, _agg, _core)[tier](fabric, switch, PlaneView(fabric, switch))
 
 
-def _leaf(f: Clos, leaf: str, pl: _Plane):
+def _leaf(f: Clos, leaf: str, pl: PlaneView):
     dpid, ip = f.dpids[leaf], f.host_ip
     rules = [lldp_trap(dpid),
              rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)]),
@@ -122,19 +148,14 @@ def _leaf(f: Clos, leaf: str, pl: _Plane):
     uplinks = pl.p.aggs[pl.pod_of[leaf]]
     for a in uplinks:
         rules.append(rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": f.port(leaf, a)}))
-    live = tuple(a for a in uplinks if alive(f, leaf, a))
+    live = pl.live_uplinks(leaf)
     groups = []
     if live:
         groups.append(GroupEntry(dpid, DEFAULT_GROUP, tuple((("output", f.port(leaf, a)),)
                                                             for a in live)))
         rules.append(rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                           [("group", DEFAULT_GROUP)]))
-    classes: dict[tuple, list[str]] = {}
-    for other in pl.p.leaves:
-        usable = tuple(a for a in live if pl.agg_reaches(a, other))
-        if other != leaf and usable and usable != live:
-            classes.setdefault(usable, []).append(other)
-    for c, (usable, leaves) in enumerate(classes.items()):
+    for c, (usable, leaves) in enumerate(pl.leaf_classes(leaf)):
         gid = DEFAULT_GROUP + 1 + c
         groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(leaf, a)),) for a in usable)))
         rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
@@ -142,7 +163,7 @@ def _leaf(f: Clos, leaf: str, pl: _Plane):
     return rules, groups
 
 
-def _agg(f: Clos, agg: str, pl: _Plane):
+def _agg(f: Clos, agg: str, pl: PlaneView):
     dpid, ip = f.dpids[agg], f.host_ip
     pod = pl.pod_of[agg]
     rules, groups = [lldp_trap(dpid)], []
@@ -164,12 +185,7 @@ def _agg(f: Clos, agg: str, pl: _Plane):
             rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
                               {"eth_type": ETH_MPLS, "mpls_label": label(f, c), "mpls_bos": 0},
                               [("output", f.port(agg, c))]))
-    by_cores: dict[tuple, list[int]] = {}
-    for other in range(len(pl.p.pods)):
-        usable = tuple(pl.cores_reaching(agg, other)) if other != pod else ()
-        if usable:
-            by_cores.setdefault(usable, []).append(other)
-    for c, (usable, pods) in enumerate(by_cores.items()):
+    for c, (usable, pods) in enumerate(pl.agg_classes(agg)):
         gid = DEFAULT_GROUP + c
         groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(agg, x)),) for x in usable)))
         rules += [rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
@@ -178,7 +194,7 @@ def _agg(f: Clos, agg: str, pl: _Plane):
     return rules, groups
 
 
-def _core(f: Clos, core: str, pl: _Plane):
+def _core(f: Clos, core: str, pl: PlaneView):
     dpid, ip = f.dpids[core], f.host_ip
     rules = [lldp_trap(dpid),
              rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": label(f, core),
@@ -209,9 +225,7 @@ def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,
     """The entries of one planned flow on its ``path`` (switches, source leaf to destination
     leaf, as the routes document gives it; None or one switch: no entry, static delivery)."""
     how = mode_of(mode)
-    if not how.per_flow_entries:
-        raise InputError("host mode is not available on three-tier fabrics yet (use flow or sr)")
-    if not path or len(path) == 1:
+    if not how.per_flow_entries or not path or len(path) == 1:
         return []
     if len(path) not in (3, 5):
         raise InputError(f"flow {flow.src} -> {flow.dst}: a path of {len(path)} switches is not "

@@ -6,6 +6,7 @@ for link loads and predictions; flows of a leaf pair with no alive spine are lef
 """
 from __future__ import annotations
 
+from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_all_static, clos_flow_rules
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import all_static, flow_rules
@@ -23,14 +24,17 @@ Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None) -> Tables:
     """Static entries plus every job's flow rules, per switch. Two flows with the same match
     are a conflict naming both jobs. The host-mode pipeline is static too, present while a
-    job runs in host mode (``host`` None) or when asked (two-tier fabrics only).
+    job runs in host mode (``host`` None) or when asked.
     O(static entries + planned parts)."""
     records = list(records)
+    if host is None:
+        host = any(mode_of(r.mode).host_ports for r in records)
     if isinstance(fabric, Clos):
         static = clos_all_static(fabric)
+        if host:
+            for sw in fabric.switches():
+                static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))
     else:
-        if host is None:
-            host = any(mode_of(r.mode).host_ports for r in records)
         static = all_static(fabric, host)
     want = {dpid: (list(rules), list(groups)) for dpid, (rules, groups) in static.items()}
     owner: dict[tuple, str] = {}

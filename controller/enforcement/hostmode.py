@@ -32,25 +32,30 @@ sends packet-outs and collects packet-ins; ``emulation/harness/fake_switch.py`` 
 """
 from __future__ import annotations
 
-import ipaddress
-import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from controller.enforcement.rules import (
+from controller.enforcement import clos_hostmode
+from controller.enforcement.probepacket import (  # noqa: F401 - the probe packets' home
     PROBE_DSCP,
+    TCP,
+    UDP,
+    _checksum,
+    parse_probe,
+    probe_packet,
+)
+from controller.enforcement.rules import (
     ROCE_DPORT,
     live_uplinks,
     sport_buckets,
     usable_uplinks,
 )
 from controller.errors import ConflictError, InputError, InstallError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 
 PORT_MIN, PORT_MAX = 49152, 65535  # IANA dynamic ports, where RoCE takes its source ports
-UDP, TCP = 17, 6
 SCOPES = ("leaf", "pair")
-PROBE_MAGIC = b"MLRP"
 PROBE_TCP_DPORT = 9  # leaf scope, TCP: the pipeline ignores the destination port
 PROTO_NAMES = {UDP: "udp", TCP: "tcp"}
 
@@ -93,99 +98,78 @@ def host_protocol(flow) -> int:
                      f"port {flow.dport}")
 
 
-def map_key(fabric: Fabric, flow, scope: str = "leaf") -> tuple:
+def map_key(fabric: Fabric | Clos, flow, scope: str = "leaf") -> tuple:
     """The map a flow's ports are read from. Leaf scope, when the switch chooses by source
     port only: (source leaf, the spines that reach the destination leaf, protocol), since a
     leaf gives destinations that some uplinks cannot reach buckets of their own (``rules.
-    host_classes``). Pair scope, when its hash may see the addresses: (source, destination,
-    protocol)."""
+    host_classes``); on a Clos, (source leaf, the class of the destination, protocol)
+    (``clos_hostmode.dest_class``). Pair scope, when its hash may see the addresses:
+    (source, destination, protocol)."""
     proto = host_protocol(flow)
     if scope == "leaf":
         a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
+        if isinstance(fabric, Clos):
+            return (a, clos_hostmode.dest_class(fabric, a, b), proto)
         return (a, tuple(usable_uplinks(fabric, a, b)), proto)
     return (flow.src, flow.dst, proto)
 
 
-def key_leaf(fabric: Fabric, key: tuple) -> str:
-    return key[0] if key[0] in fabric.leaf_index else fabric.hosts[key[0]]
+def _leaf_key(fabric: Fabric | Clos, key: tuple) -> bool:
+    if isinstance(fabric, Clos):
+        return fabric.tier_of.get(key[0]) == 0
+    return key[0] in fabric.leaf_index
 
 
-def first_window(fabric: Fabric, scope: str = "leaf") -> int:
+def key_leaf(fabric: Fabric | Clos, key: tuple) -> str:
+    return key[0] if _leaf_key(fabric, key) else fabric.hosts[key[0]]
+
+
+def key_buckets(fabric: Fabric | Clos, key: tuple) -> int:
+    """The distinct choices the pipeline makes for a key's ports (buckets of its spines; on a
+    Clos, of its aggregation switches times those of their cores)."""
+    leaf = key_leaf(fabric, key)
+    if isinstance(fabric, Clos):
+        klass = key[1] if _leaf_key(fabric, key) else clos_hostmode.dest_class(
+            fabric, leaf, fabric.hosts[key[1]])
+        return clos_hostmode.buckets(klass)
+    spines = key[1] if _leaf_key(fabric, key) else usable_uplinks(fabric, leaf,
+                                                                   fabric.hosts[key[1]])
+    return max(1, sport_buckets(len(spines)))
+
+
+def first_window(fabric: Fabric | Clos, scope: str = "leaf", key: tuple | None = None) -> int:
     """Ports probed the first time a key is needed: 4 (leaf) or 2 (pair) ports per bucket of
-    a leaf with every spine alive, so that each spine has a few candidates."""
-    return (4 if scope == "leaf" else 2) * max(1, sport_buckets(len(fabric.spines)))
+    the key (without one, of a leaf with every spine alive), so that each choice has a few
+    candidates."""
+    n = key_buckets(fabric, key) if key is not None else max(1, sport_buckets(len(fabric.spines)))
+    return (4 if scope == "leaf" else 2) * n
 
 
-# ---- probe packets --------------------------------------------------------------------------
-def _checksum(data: bytes) -> int:
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack(f"!{len(data) // 2}H", data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
+def part_target(fabric: Fabric | Clos, part) -> str | tuple | None:
+    """What a route part's port must reach: its spine, or on a Clos its hops
+    (``clos_hostmode.part_hops``; None for a path that never leaves its leaf)."""
+    if isinstance(fabric, Clos):
+        return clos_hostmode.part_hops(part) if len(part[0]) > 1 else None
+    return fabric.spines[part[0]]
 
 
-def _mac(text: str) -> bytes:
-    return bytes(int(x, 16) for x in text.split(":"))
-
-
-def probe_packet(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, proto: int, sport: int,
-                 dport: int, token: int) -> bytes:
-    """Ethernet/IPv4 (DSCP ``PROBE_DSCP``)/UDP or TCP SYN with payload ``MLRP`` + token: the
-    5-tuple of real traffic, so the leaf treats it as such, and a mark only the spines' probe
-    trap matches.
-
-    >>> p = probe_packet("02:00:00:00:00:01", "02:00:00:00:01:01", "10.0.0.1", "10.0.1.1",
-    ...                  17, 49152, 4791, 7)
-    >>> parse_probe(p)["token"], parse_probe(p)["sport"], len(p)
-    (7, 49152, 50)
-    """
-    payload = PROBE_MAGIC + struct.pack("!I", token & 0xFFFFFFFF)
-    src, dst = ipaddress.IPv4Address(src_ip).packed, ipaddress.IPv4Address(dst_ip).packed
-    if proto == UDP:
-        l4 = struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload
-    elif proto == TCP:
-        head = struct.pack("!HHIIBBHHH", sport, dport, token & 0xFFFFFFFF, 0, 5 << 4, 0x02,
-                           0xFFFF, 0, 0)
-        pseudo = src + dst + struct.pack("!BBH", 0, TCP, len(head) + len(payload))
-        csum = _checksum(pseudo + head + payload)
-        l4 = head[:16] + struct.pack("!H", csum) + head[18:] + payload
-    else:
-        raise InputError(f"probes are UDP or TCP, not protocol {proto}")
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, PROBE_DSCP << 2, 20 + len(l4), token & 0xFFFF, 0,
-                     64, proto, 0, src, dst)
-    ip = ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
-    return _mac(dst_mac) + _mac(src_mac) + b"\x08\x00" + ip + l4
-
-
-def parse_probe(data: bytes) -> dict | None:
-    """The fields of a probe packet (token, addresses, protocol, ports, DSCP), or None for any
-    other packet."""
-    if len(data) < 14 + 20 or data[12:14] != b"\x08\x00":
-        return None
-    ihl = (data[14] & 0x0F) * 4
-    dscp, proto = data[15] >> 2, data[23]
-    if dscp != PROBE_DSCP or proto not in (UDP, TCP):
-        return None
-    l4 = data[14 + ihl:]
-    if len(l4) < 4:
-        return None
-    sport, dport = struct.unpack("!HH", l4[:4])
-    off = 8 if proto == UDP else (l4[12] >> 4) * 4 if len(l4) > 12 else len(l4)
-    payload = l4[off:]
-    if len(payload) < 8 or payload[:4] != PROBE_MAGIC:
-        return None
-    return {"token": struct.unpack("!I", payload[4:8])[0], "proto": proto, "sport": sport,
-            "dport": dport, "dscp": dscp, "ipv4_src": str(ipaddress.IPv4Address(data[26:30])),
-            "ipv4_dst": str(ipaddress.IPv4Address(data[30:34]))}
-
-
-def make_probes(fabric: Fabric, key: tuple, sports: Iterable[int], token0: int) -> list[Probe]:
+def make_probes(fabric: Fabric | Clos, key: tuple, sports: Iterable[int],
+                token0: int) -> list[Probe]:
     """Probes for ``sports`` of one map key. Leaf scope sends from the leaf's first host to
     the first host of a leaf that its key's spines reach (the pipeline treats every such
-    destination alike); pair scope uses the pair."""
-    if key[0] in fabric.leaf_index:
+    destination alike); pair scope uses the pair. On a Clos the mark says which tier traps
+    the probe (``clos_hostmode.probe_ends``)."""
+    mark = PROBE_DSCP
+    if isinstance(fabric, Clos):
+        leaf = key_leaf(fabric, key)
+        if _leaf_key(fabric, key):
+            src, dst, mark = clos_hostmode.probe_ends(fabric, leaf, key[1])
+        else:
+            src, dst = key[0], key[1]
+            klass = clos_hostmode.dest_class(fabric, leaf, fabric.hosts[dst])
+            mark = clos_hostmode.probe_mark(klass)
+        proto = key[-1]
+    elif key[0] in fabric.leaf_index:
         leaf, usable, proto = key
         src = fabric.hosts_of_leaf[leaf][0]
         dst = next((h for h in fabric.hosts if fabric.hosts[h] != leaf and
@@ -199,15 +183,27 @@ def make_probes(fabric: Fabric, key: tuple, sports: Iterable[int], token0: int) 
     dpid, in_port = fabric.dpids[leaf], fabric.port(leaf, src)
     return [Probe(token0 + i, key, sport, dpid, in_port,
                   probe_packet(fabric.host_mac[src], fabric.host_mac[dst], fabric.host_ip[src],
-                               fabric.host_ip[dst], proto, sport, dport, token0 + i))
+                               fabric.host_ip[dst], proto, sport, dport, token0 + i, mark))
             for i, sport in enumerate(sports)]
 
 
-def learn(fabric: Fabric, sent: list[Probe], arrivals: Arrivals) -> dict[tuple, dict[int, str]]:
-    """Per map key, the spine each probed source port reached, read from the packet-ins.
+def _reached(fabric: Fabric | Clos, leaf: str, dpid: int, in_port: int):
+    """Where a probe of ``leaf`` went, from its packet-in: the spine (on a Clos, the hops), or
+    None when the packet-in is not one a probe of that leaf can cause."""
+    if isinstance(fabric, Clos):
+        return clos_hostmode.reached(fabric, leaf, dpid, in_port)
+    spine = fabric.switch_of_dpid.get(dpid)
+    if spine not in fabric.spine_index or fabric.peer(spine, in_port) != leaf:
+        return None
+    return spine
 
-    A probe that reached no spine, or a spine from another leaf, is an ``InstallError`` naming
-    the leaf and the ports: the map must come from the switch, so nothing is guessed.
+
+def learn(fabric: Fabric | Clos, sent: list[Probe], arrivals: Arrivals) -> dict[tuple, dict]:
+    """Per map key, the spine (on a Clos, the hops) each probed source port reached, read from
+    the packet-ins.
+
+    A probe that reached no trap, or one that its leaf cannot reach, is an ``InstallError``
+    naming the leaf and the ports: the map must come from the switch, so nothing is guessed.
     O(probes).
     """
     out: dict[tuple, dict[int, str]] = {}
@@ -218,17 +214,19 @@ def learn(fabric: Fabric, sent: list[Probe], arrivals: Arrivals) -> dict[tuple, 
             lost.setdefault(p.key, []).append(p.sport)
             continue
         dpid, in_port = got
-        spine = fabric.switch_of_dpid.get(dpid)
         leaf = key_leaf(fabric, p.key)
-        if spine not in fabric.spine_index or fabric.peer(spine, in_port) != leaf:
+        where = _reached(fabric, leaf, dpid, in_port)
+        if where is None:
             raise InstallError(f"probe of leaf {leaf} ({PROTO_NAMES[p.key[-1]]} source port "
-                               f"{p.sport}) arrived at {spine or hex(dpid)} port {in_port}, not "
-                               f"from {leaf}")
-        out.setdefault(p.key, {})[p.sport] = spine
+                               f"{p.sport}) arrived at "
+                               f"{fabric.switch_of_dpid.get(dpid) or hex(dpid)} port {in_port}, "
+                               f"not on a way up from {leaf}")
+        out.setdefault(p.key, {})[p.sport] = where
     if lost:
         key, ports = next(iter(lost.items()))
         raise InstallError(
-            f"{sum(len(v) for v in lost.values())} of {len(sent)} probes reached no spine (leaf "
+            f"{sum(len(v) for v in lost.values())} of {len(sent)} probes reached no "
+            f"{'aggregation switch or core' if isinstance(fabric, Clos) else 'spine'} (leaf "
             f"{key_leaf(fabric, key)}, {PROTO_NAMES[key[-1]]} source ports {min(ports)}-"
             f"{max(ports)} first): is the host-mode pipeline installed?")
     return out
@@ -276,7 +274,7 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
             continue
         proto = host_protocol(flow)
         mine = used.setdefault((flow.src, proto), set())
-        spines = [None] if parts is None else [fabric.spines[s] for s, _ in parts]
+        spines = [None] if parts is None else [part_target(fabric, p) for p in parts]
         old = previous.get(name, ())
         chosen = []
         for i, spine in enumerate(spines):
@@ -346,10 +344,27 @@ class HostPorts:
         self.probe_rounds = 0
         self._token = 1
 
-    def stale(self, fabric: Fabric) -> list[tuple]:
-        """Map keys whose leaf's live uplinks changed since they were learned."""
+    def stale(self, fabric: Fabric | Clos) -> list[tuple]:
+        """Map keys whose leaf's live uplinks changed since they were learned (none on a Clos:
+        there a key says all its pipeline does, ``clos_hostmode``)."""
+        if isinstance(fabric, Clos):
+            return []
         return [k for k, m in self.maps.items()
                 if m.uplinks != tuple(live_uplinks(fabric, key_leaf(fabric, k)))]
+
+    def broken(self, fabric: Fabric | Clos, flows: list) -> bool:
+        """Whether a committed port of ``flows`` (as ``place`` takes them) no longer reaches
+        its part's target: the flow's class changed, or its map is gone."""
+        for (jid, fk), flow, parts in flows:
+            ports = self.ports.get(jid, {}).get(fk)
+            if not parts or ports is None:
+                continue
+            pm = self.maps.get(map_key(fabric, flow, self.scope))
+            for part, port in zip(parts, ports):
+                target = part_target(fabric, part)
+                if target is not None and (pm is None or pm.spine_of.get(port) != target):
+                    return True
+        return False
 
     def place(self, fabric: Fabric, flows: list, probe: ProbeFn, taken: Iterable[tuple] = (),
               max_rounds: int = 16) -> dict:
@@ -364,7 +379,8 @@ class HostPorts:
         taken = list(taken)
         want: dict[tuple, int] = {}
         for k, need in self._demand(fabric, flows).items():
-            window = min(PORT_MAX - PORT_MIN + 1, max(first_window(fabric, self.scope), need))
+            window = min(PORT_MAX - PORT_MIN + 1,
+                         max(first_window(fabric, self.scope, k), need))
             if k not in self.maps or self.maps[k].window < window:
                 want[k] = window
         for _ in range(max_rounds):
@@ -385,25 +401,28 @@ class HostPorts:
         raise ConflictError("host mode: no source ports found within the probe rounds")
 
     def _demand(self, fabric: Fabric, flows: list) -> dict[tuple, int]:
-        """Per map key, the ports worth probing at once: the most parts one host sends to one
-        spine, times the buckets of the key's spines, so that with buckets spread over the
-        uplinks (as the pipeline spreads them) one round of probes serves every host; more
-        are probed only if the switch turns out to spread them less evenly."""
-        most: dict[tuple, int] = {}
+        """Per map key, the ports worth probing at once: for every host, the most parts it
+        sends to one spine (hops) times the buckets of the key, plus its parts of other keys
+        (they take ports of the same range, spread over the buckets as these are: a host's
+        ports are unique whatever the key), so that with buckets spread as the pipeline
+        spreads them one round of probes serves every host, most of the time; more are probed
+        when the switch spreads them less evenly or other keys took more of one spine's."""
         count: dict[tuple, int] = {}
+        per_host: dict[str, int] = {}
+        per_key_host: dict[tuple, int] = {}
         for _name, flow, parts in flows:
             if not parts:
                 continue
             k = map_key(fabric, flow, self.scope)
-            for s, _share in parts:
-                c = count[(k, flow.src, s)] = count.get((k, flow.src, s), 0) + 1
-                most[k] = max(most.get(k, 0), c)
-        out = {}
-        for k, n in most.items():
-            leaf = key_leaf(fabric, k)
-            spines = (k[1] if k[0] in fabric.leaf_index
-                      else usable_uplinks(fabric, leaf, fabric.hosts[k[1]]))
-            out[k] = n * max(1, sport_buckets(len(spines)))
+            for part in parts:
+                s = part_target(fabric, part)
+                count[(k, flow.src, s)] = count.get((k, flow.src, s), 0) + 1
+                per_host[flow.src] = per_host.get(flow.src, 0) + 1
+                per_key_host[(k, flow.src)] = per_key_host.get((k, flow.src), 0) + 1
+        out: dict[tuple, int] = {}
+        for (k, src, _s), n in count.items():
+            need = n * key_buckets(fabric, k) + per_host[src] - per_key_host[(k, src)]
+            out[k] = max(out.get(k, 0), need)
         return out
 
     def _probe(self, fabric: Fabric, want: dict[tuple, int], probe: ProbeFn) -> None:
@@ -421,7 +440,8 @@ class HostPorts:
         learned = learn(fabric, sent, probe(sent))
         for k, window in want.items():
             leaf = key_leaf(fabric, k)
-            pm = self.maps.setdefault(k, PortMap(tuple(live_uplinks(fabric, leaf))))
+            pm = self.maps.setdefault(k, PortMap(() if isinstance(fabric, Clos) else
+                                                 tuple(live_uplinks(fabric, leaf))))
             pm.spine_of.update(learned.get(k, {}))
             pm.window = max(pm.window, window)
 

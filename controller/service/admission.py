@@ -70,12 +70,9 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
 
 
 def check_on_fabric(fabric: Fabric | Clos, job_id: str, algorithm: str, mode: str) -> None:
-    """What a Clos fabric does not enforce yet: host mode, and split plans."""
+    """What a Clos fabric does not enforce yet: split plans."""
     if not isinstance(fabric, Clos):
         return
-    if mode_of(mode).host_ports:
-        raise InputError(f"job {job_id}: host mode is not available on Clos fabrics yet "
-                         "(use mode flow or sr)")
     if algorithm not in ENFORCED:
         raise InputError(f"job {job_id}: algorithm {algorithm!r} is not enforced on Clos "
                          f"fabrics (choose from {', '.join(ENFORCED)})")

@@ -8,6 +8,7 @@ from controller.enforcement.hostmode import HostPorts
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError, InputError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import flow_key
 
@@ -37,7 +38,7 @@ class HostPortService:
         self.ports = HostPorts()
         self.probe = probe
 
-    def place(self, fabric: Fabric, records: dict) -> dict:
+    def place(self, fabric: Fabric | Clos, records: dict) -> dict:
         """Ports of every host-mode flow of ``records``; probes the leaves whose map is
         unknown or stale (their tables must be installed)."""
         flows, taken = host_flows(records)
@@ -47,21 +48,24 @@ class HostPortService:
             raise ConflictError("host mode: the switch connection cannot send probes")
         return self.ports.place(fabric, flows, self.probe, taken)
 
-    def commit(self, fabric: Fabric, records: dict, ports: dict) -> list[dict]:
+    def commit(self, fabric: Fabric | Clos, records: dict, ports: dict) -> list[dict]:
         """Keep the ports of committed ``records``; returns the flows whose port changed
         (the host opens the new connection before closing the old)."""
         changes = []
         for (jid, fk), part, old, new in self.ports.changes(ports):
             parts = records[jid].routes.get(fk) or ()
+            where = parts[part] if part < len(parts) else None
             changes.append({"job": jid, "src": fk[0], "dst": fk[1], "part": part,
                             "old_sport": old, "sport": new,
-                            "spine": fabric.spines[parts[part][0]] if part < len(parts) else None})
+                            **({"path": list(where[0]) if where else None}
+                               if isinstance(fabric, Clos) else
+                               {"spine": fabric.spines[where[0]] if where else None})})
         self.ports.commit(ports)
         if not any(mode_of(r.mode).host_ports for r in records.values()):
             self.ports.maps.clear()  # the pipeline goes with the last host job: learn again
         return changes
 
-    def needs_refresh(self, fabric: Fabric, records: dict) -> bool:
+    def needs_refresh(self, fabric: Fabric | Clos, records: dict) -> bool:
         """Whether some host-mode flow has no port yet or a leaf's live uplinks changed."""
         flows, _ = host_flows(records)
         if not flows:
@@ -70,9 +74,9 @@ class HostPortService:
             return False
         complete = all(fk in self.ports.ports.get(jid, {}) and None not in
                        self.ports.ports[jid][fk] for (jid, fk), _f, _p in flows)
-        return not complete or bool(self.ports.stale(fabric))
+        return not complete or bool(self.ports.stale(fabric)) or self.ports.broken(fabric, flows)
 
-    def refresh(self, fabric: Fabric, records: dict) -> dict:
+    def refresh(self, fabric: Fabric | Clos, records: dict) -> dict:
         """New ports where the buckets changed (also for jobs loaded from the state file).
         Returns the event's fields: ``port_changes`` or ``host_error``."""
         try:

@@ -135,11 +135,12 @@ class FakeSwitches:
             f["ip_dscp"] = pkt.get("dscp", 0)
         return f
 
-    # host mode: probes injected at a leaf (packet-out to the table), answered by a spine
+    # host mode: probes injected at a leaf (packet-out to the table), answered by a trap above
     def probe(self, probes) -> dict:
-        """Every probe through the leaf's tables from its host port, then through the spine it
-        left to; the spine's packet-in is (spine dpid, in_port). Lost probes are absent."""
-        from controller.enforcement.hostmode import parse_probe
+        """Every probe through the leaf's tables from its host port, then switch by switch
+        until a switch sends it to the controller; that packet-in is (dpid, in_port). Lost
+        probes are absent."""
+        from controller.enforcement.probepacket import parse_probe
         f = self.fabric
         out = {}
         for p in probes:
@@ -151,15 +152,19 @@ class FakeSwitches:
             pkt = {"in_port": p.in_port, "eth_type": ETH_IPV4, "ipv4_src": h["ipv4_src"],
                    "ipv4_dst": h["ipv4_dst"], "ip_proto": h["proto"], "sport": h["sport"],
                    "dport": h["dport"], "dscp": h["dscp"], "mpls": []}
-            leaf = f.switch_of_dpid[p.dpid]
-            for port, pk in self.process(p.dpid, pkt):
-                spine = f.peer(leaf, port)
-                if spine not in f.spine_index:
-                    continue
-                at = f.port(spine, leaf)
-                for where, _ in self.process(f.dpids[spine], dict(pk, in_port=at)):
-                    if where == "controller":
-                        out[p.token] = (f.dpids[spine], at)
+            sw = f.switch_of_dpid[p.dpid]
+            for _hop in range(6):
+                outs = self.process(f.dpids[sw], pkt)
+                if any(where == "controller" for where, _ in outs):
+                    out[p.token] = (f.dpids[sw], pkt["in_port"])
+                    break
+                nxt = [(f.peer(sw, port), pk) for port, pk in outs]
+                nxt = [(peer, pk) for peer, pk in nxt if peer in f.dpids]
+                if len(nxt) != 1:
+                    break
+                peer, pk = nxt[0]
+                pkt = dict(pk, in_port=f.port(peer, sw))
+                sw = peer
         return out
 
 

@@ -34,16 +34,19 @@ print(n, time.time())"""
 SOURCE = """import socket, sys, time
 for _ in range(100):
     try:
-        c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30); break
+        c = socket.socket(); c.settimeout(30)
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        c.bind(("", int(sys.argv[5]))); c.connect((sys.argv[1], int(sys.argv[2]))); break
     except OSError:
-        time.sleep(0.1)
+        c.close(); time.sleep(0.1)
 time.sleep(max(0.0, float(sys.argv[4]) - time.time()))
 c.sendall(bytes(int(sys.argv[3]))); c.shutdown(socket.SHUT_WR); c.recv(1)"""
 
 
 def send(net, f, routes, payload: int, port: int = 5401, timeout: float = 120) -> float:
     """Every route's source sends ``payload`` bytes over TCP to its destination (route i on
-    port ``port`` + i), all starting at one moment, connections already open (as the flows of
+    port ``port`` + i, from the route's ``sport`` when it has one, as host mode chooses it, else
+    any), all starting at one moment, connections already open (as the flows of
     a collective step start together); returns the seconds from that moment until the last
     byte arrived (the hosts share the machine's clock)."""
     sinks, sources = [], []
@@ -55,7 +58,8 @@ def send(net, f, routes, payload: int, port: int = 5401, timeout: float = 120) -
         for i, r in enumerate(routes):
             sources.append(net.get(r["src"]).popen(
                 [sys.executable, "-c", SOURCE, f.host_ip[r["dst"]], str(port + i),
-                 str(payload), repr(start_at)], stderr=subprocess.PIPE, text=True))
+                 str(payload), repr(start_at), str(r.get("sport") or 0)],
+                stderr=subprocess.PIPE, text=True))
         ends = []
         for p in sinks:
             out, _ = p.communicate(timeout=timeout)

@@ -1,0 +1,110 @@
+"""Host mode on a three-tier fabric (``enforcement.clos_hostmode``), against fake OpenFlow
+tables that forward packets as the entries say: the leaf and the aggregation switch read
+disjoint source-port bits, so one leaf reaches every core; a ring across pods gets ports
+learned by probes that its packets follow at every tier, with no per-flow entry anywhere; a
+core link down gives the flows that crossed it new ports, make before break."""
+import json
+
+import pytest
+
+from controller.enforcement.clos_hostmode import clos_host_static_rules, dest_class
+from controller.enforcement.clos_rules import clos_all_static
+from controller.enforcement.hostmode import PORT_MIN
+from controller.enforcement.openflow import COOKIE_STATIC, Message
+from controller.model.clos import Clos
+from controller.service import api
+from controller.service.route_service import RouteService
+from emulation.harness.fake_switch import FakeSwitches, trace
+from tests.helpers import FakeClock
+
+CROSS_PODS = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]
+
+
+def start(fabric=None):
+    f = fabric or Clos.fat_tree(4, 2, link_gbps=0.02).wire()
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    clock = FakeClock(100.0)
+    svc = RouteService(sw, f, clock=clock, sleep=clock.sleep)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return f, sw, svc
+
+
+def call(svc, method, path, doc=None):
+    return api.handle(svc, method, path, None if doc is None else json.dumps(doc).encode())
+
+
+def host_pipeline(f, sw):
+    """Install the static and host-mode entries of every switch into the fake tables."""
+    static = clos_all_static(f)
+    sw.install({f.dpids[name]: [Message("flow_add", rule=x) for x in
+                                static[f.dpids[name]][0] + clos_host_static_rules(f, name)] +
+                               [Message("group_add", group=g) for g in static[f.dpids[name]][1]]
+                for name in f.switches()})
+
+
+@pytest.mark.parametrize("k", [4, 6, 8])
+def test_one_leaf_reaches_every_core_through_disjoint_port_bits(k):
+    f = Clos.fat_tree(k, 1, link_gbps=0.02).wire()
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    host_pipeline(f, sw)
+    src, dst = f.hosts_on["l0"][0], f.hosts_on[f.planes[0].leaves[-1]][0]
+    half = k // 2
+    span = 1 << (2 * (half - 1).bit_length())  # every (leaf bucket, aggregation bucket) pair
+    cores = set()
+    for port in range(PORT_MIN, PORT_MIN + span):
+        path, got, _ = trace(f, sw, src, dst, proto=6, sport=port)
+        assert got == dst and len(path) == 5, (port, path)
+        cores.add(path[2])
+    assert len(cores) == half * half  # (k/2)^2, not the k/2 of one shared bit field
+
+
+def test_a_degraded_class_keeps_every_port_on_a_way_down():
+    f = Clos.fat_tree(4, 1, link_gbps=0.02).wire().with_down({("a1_0", "c0_0")})
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    host_pipeline(f, sw)
+    assert dest_class(f, "l0", "l2") == (("a0_0", ("c0_1",)), ("a0_1", ("c1_0", "c1_1")))
+    for port in range(PORT_MIN, PORT_MIN + 8):
+        path, got, _ = trace(f, sw, "h0_0", "h2_0", proto=6, sport=port)
+        assert got == "h2_0" and "c0_0" not in path
+
+
+def test_a_ring_across_pods_follows_its_ports_with_no_per_flow_entry():
+    f, sw, svc = start()
+    code, doc = call(svc, "POST", "/v1/jobs", {"id": "r", "collective": "ring_allreduce",
+                                                "ranks": CROSS_PODS, "bytes": 1e6,
+                                                "mode": "host"})
+    assert code == 201, doc
+    view = call(svc, "GET", "/v1/jobs/r")[1]
+    assert view["mode"] == "host" and view["unroutable_flows"] == 0
+    for route in view["routes"]:
+        assert route["sport"] >= PORT_MIN
+        path, reached, _ = trace(f, sw, route["src"], route["dst"], proto=route["proto"],
+                                 sport=route["sport"], dport=80)
+        assert reached == route["dst"] and path == route["path"], (route, path)
+    assert call(svc, "GET", "/v1/links")[1]["summary"]["max_link_load"] == 1.0
+    cookies = {r.cookie for rules in sw.rules.values() for r in rules.values()}
+    assert cookies == {COOKIE_STATIC}  # nothing per flow, at any tier
+    host = call(svc, "GET", "/v1/fabric")[1]["host_mode"]
+    assert 0 < host["probes_sent"] <= 2 * 4 * 16  # a window per (leaf, class) at most
+
+
+def test_a_core_link_down_gives_new_ports_that_avoid_it():
+    f, sw, svc = start()
+    assert call(svc, "POST", "/v1/jobs", {"id": "r", "collective": "ring_allreduce",
+                                           "ranks": CROSS_PODS, "bytes": 1e6,
+                                           "mode": "host"})[0] == 201
+    before = {(r["src"], r["dst"]): r for r in call(svc, "GET", "/v1/jobs/r")[1]["routes"]}
+    hit = next(iter(before.values()))
+    agg, core = hit["path"][1], hit["path"][2]
+    svc.port_changed(f.dpids[agg], f.port(agg, core), False)
+    after = call(svc, "GET", "/v1/jobs/r")[1]["routes"]
+    assert len(after) == 8
+    for route in after:
+        assert (agg, core) not in zip(route["path"], route["path"][1:])
+        path, reached, _ = trace(f, sw, route["src"], route["dst"], proto=route["proto"],
+                                 sport=route["sport"], dport=80)
+        assert reached == route["dst"] and path == route["path"], (route, path)
+    assert after != list(before.values())
+    moved = [c for e in svc.state.events for c in e.get("port_changes", [])]
+    assert moved and all(c["path"] and c["sport"] != c["old_sport"] for c in moved)
