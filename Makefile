@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 PYMINOR := $(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])' 2>/dev/null)
 FRAMEWORK ?= $(if $(filter 11,$(PYMINOR)),ryu,osken)
 
-.PHONY: install system test test-unit test-fast docs demo controller bench paper paper-quick clean
+.PHONY: install system test test-unit test-fast docs demo demo-fattree controller bench paper paper-quick clean
 
 install: $(STAMP)
 
@@ -90,6 +90,10 @@ test-fast: install
 
 demo: install system
 	$(PY) -m emulation.demo
+
+# The three-tier demo: ECMP against mlroute on an emulated k = 4 fat-tree.
+demo-fattree: install system
+	$(PY) -m emulation.demo --fat-tree
 
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
 # docs/howto/run-controller.md or the first tutorial, docs/tutorials/first-route.md).

@@ -9,6 +9,12 @@ prediction for the same routes, the planned max link load and the flows whose pa
 counters proved. Results: results/demo/summary.json and summary.png (``results/`` is generated
 and not tracked; the manual's picture is docs/demo.png, copied from a run).
 
+``--fat-tree`` (``make demo-fattree``) is the three-tier demo: a k = 4 fat-tree (20 switches,
+16 hosts, 10 Mbit/s), two rings of 8 flows whose neighbours sit in different pods, one step of
+both under Open vSwitch's ECMP and under mlroute's plan (``--mode``, host mode included), with
+the bytes of every link of both tiers against the plan (``emulation/harness/fattree_rings.py``;
+results/demo-fattree/summary.json and summary.png, the manual's picture docs/demo_fattree.png).
+
 ``--simulate`` prints the fluid model's comparison only (no root, no Mininet). ``--spines``,
 ``--leaves``, ``--hosts-per-leaf``, ``--bw`` and ``--bytes`` change the defaults (smaller runs
 for tests). Ctrl-C or SIGTERM stops the agents, the fabric and the controller; exit status 130.
@@ -23,6 +29,8 @@ from controller.errors import InputError
 
 SPINES, LEAVES, HOSTS, BW_MBPS = 4, 8, 2, 5.0
 RING_BYTES = 4e6  # 0.8 s per step at 5 Mbit/s
+FAT_TREE_MBPS, FAT_TREE_BYTES = 10.0, 4_000_000  # 3.2 s per planned step
+DEFAULT_OUT = os.path.join("results", "demo")
 
 
 def demo_jobs(leaves: int = LEAVES, hosts_per_leaf: int = HOSTS, size: float = RING_BYTES) -> dict:
@@ -42,12 +50,38 @@ def simulate_only() -> str:
     return format_table(rows, jobs, fabric.link_bps())
 
 
+def fat_tree_demo(args) -> int:
+    import json
+
+    from emulation.harness.fattree_rings import compare_rings
+    from emulation.harness.plots import fattree_plot
+    out = os.path.join("results", "demo-fattree") if args.out == DEFAULT_OUT else args.out
+    print(f"fabric: k = 4 fat-tree, 20 switches, 16 hosts, {FAT_TREE_MBPS:g} Mbit/s links; jobs: "
+          f"2 rings of 8 flows across the pods, {FAT_TREE_BYTES / 1e6:g} MB per flow and step; "
+          f"{args.iterations} steps per routing (ECMP, then mlroute in {args.mode} mode); "
+          "outputs in " + out, flush=True)
+    s = compare_rings(FAT_TREE_MBPS, FAT_TREE_BYTES, args.iterations, args.mode,
+                      progress=lambda m: print(m, flush=True))
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "summary.json"), "w") as fh:
+        json.dump(s, fh, indent=1)
+    fattree_plot(s, os.path.join(out, "summary.png"))
+    print(f"step: ECMP {s['step_s']['ecmp']} s, mlroute {s['step_s']['planned']} s "
+          f"(predicted {s['predicted_planned_s']:g} s): ECMP is {s['ecmp_over_planned']:.2f}x "
+          f"slower; planned/predicted {s['planned_over_prediction']:.3f}; every link within "
+          f"{max(s['per_link_error_of_a_flow']) * 100:.1f}% of a flow of its plan")
+    print(f"results in {out}/summary.json and summary.png")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m emulation.demo", description=__doc__.split("\n")[0])
     ap.add_argument("--simulate", action="store_true", help="fluid model only")
     ap.add_argument("--iterations", type=int, default=2)
-    ap.add_argument("--mode", default="flow", choices=["flow", "sr"])
-    ap.add_argument("--out", default=os.path.join("results", "demo"))
+    ap.add_argument("--mode", default="flow", choices=["flow", "sr", "host"])
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--fat-tree", action="store_true",
+                    help="the three-tier demo: k = 4 fat-tree, two rings across the pods")
     ap.add_argument("--spines", type=int, default=SPINES)
     ap.add_argument("--leaves", type=int, default=LEAVES)
     ap.add_argument("--hosts-per-leaf", type=int, default=HOSTS)
@@ -60,6 +94,12 @@ def main(argv=None) -> int:
     from emulation.harness.run import emulate, format_summary
     from emulation.harness.session import install_interrupt_handler
     install_interrupt_handler()
+    if args.fat_tree:
+        try:
+            return fat_tree_demo(args)
+        except KeyboardInterrupt:
+            print("interrupted: fabric and controller stopped", file=sys.stderr)
+            return 130
     print(f"fabric: {args.spines} spines x {args.leaves} leaves x {args.hosts_per_leaf} hosts, "
           f"{args.bw:g} Mbit/s links; jobs: {args.hosts_per_leaf} rings of {args.leaves} ranks, "
           f"{args.bytes / 1e6:g} MB each; {args.iterations} iterations per routing (ECMP, then "
