@@ -8,6 +8,8 @@
    root), where each probe is a packet-out into a leaf and a packet-in from a spine: POST
    milliseconds, host mode over flow mode, probes sent. Each repetition starts cold (the last
    host job's delete removes the pipeline and the learned maps).
+   ``place_fat_tree``: the same on a k = 4 fat-tree with 2 hosts per leaf (three tiers; the
+   same 16 hosts), with the largest table of each tier.
 3. ``rules``: flow entries per leaf in each mode for the paper's largest cells (64 leaves x 32
    spines x 32 hosts, 5 jobs of ring size 2 and 4; 0 and 8 failed spines), computed by the
    rule builders (``controller.enforcement.desired.desired_tables``) from the greedy's routes; and the
@@ -32,6 +34,7 @@ from controller.enforcement.desired import desired_tables
 from controller.enforcement.hostmode import HostPorts
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.enforcement.rules import ROCE_DPORT
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Flow, Job
@@ -60,10 +63,10 @@ def _fake_service(fabric, mode):
     return sw, svc
 
 
-def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
-    fabric = Fabric.generate(*shape, 100.0, wiring=True)
-    job = {"id": "big", "flows": roce_flows(fabric, n)}
-    out: dict = {"fabric": list(shape), "flows": n, "repeats": repeats}
+def _place_modes(fabric, job: dict, repeats: int, out: dict) -> dict:
+    """The job POSTed in flow then host mode on fresh fake tables, ``repeats`` times each:
+    POST milliseconds, probes, rounds, entries of jobs; into ``out``."""
+    n = len(job["flows"])
     for mode in ("flow", "host"):
         ms, probes, rounds, entries = [], [], [], []
         for _ in range(repeats):
@@ -82,6 +85,14 @@ def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
                      "job_entries": entries[0]}
     out["host_over_flow_post_ms"] = round(out["host"]["post_ms_median"]
                                           / out["flow"]["post_ms_median"], 2)
+    return out
+
+
+def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
+    fabric = Fabric.generate(*shape, 100.0, wiring=True)
+    job = {"id": "big", "flows": roce_flows(fabric, n)}
+    out = _place_modes(fabric, job, repeats, {"fabric": list(shape), "flows": n,
+                                              "repeats": repeats})
     # pair scope: the maps a switch hashing the addresses too would need, same flows
     sw, svc = _fake_service(fabric, "host")
     api.handle(svc, "POST", "/v1/jobs", json.dumps(
@@ -96,6 +107,22 @@ def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
     out["pair_scope"] = {"probes": hp.probes_sent, "probe_rounds": hp.probe_rounds,
                          "probes_per_flow": round(hp.probes_sent / n, 3),
                          "place_ms": round((time.perf_counter() - t0) * 1e3, 1)}
+    return out
+
+
+def bench_place_clos(repeats: int = 3, n: int = FLOWS, k: int = 4, hosts: int = 2) -> dict:
+    """``place`` on a k-ary fat-tree (three tiers): host mode's probes are trapped by the
+    aggregation switches and the cores, and no switch of any tier holds a job entry; the
+    largest table of each tier with the job in host mode."""
+    fabric = Clos.fat_tree(k, hosts, 100.0).wire()
+    job = {"id": "big", "flows": roce_flows(fabric, n)}
+    out = _place_modes(fabric, job, repeats, {"fabric": f"fat-tree k={k}, {hosts} hosts per "
+                                              "leaf", "flows": n, "repeats": repeats})
+    sw, svc = _fake_service(fabric, "host")
+    api.handle(svc, "POST", "/v1/jobs", json.dumps(job).encode())
+    out["host"]["switch_entries_max"] = {
+        tier: max(len(sw.rules[fabric.dpids[s]]) for s in fabric.switches()
+                  if fabric.tier_of[s] == t) for t, tier in enumerate(("leaf", "agg", "core"))}
     return out
 
 
@@ -176,6 +203,7 @@ def main(argv=None) -> int:
     # Ctrl-C or SIGTERM unwinds through the cleanup, also when started with SIGINT ignored (&)
     install_interrupt_handler()
     result = {"place": bench_place(args.repeats),
+              "place_fat_tree": bench_place_clos(args.repeats),
               "rules": [rules_per_leaf(ring=r, failed=x) for r in (2, 4) for x in (0, 8)]
               + [rules_per_leaf(ring=4, qps=q) for q in (4, 8)]}
     if not args.no_real:

@@ -664,6 +664,20 @@ def _hostmode() -> str:
             + _source("python -m benchmarks.hostmode", "bench/hostmode.json")
             + f"A job of {p['flows']:,} RoCEv2 flows on a {'x'.join(map(str, p['fabric']))} "
               "fabric (controller time on the fake switch):\n\n"
+            + _table(["mode", "POST ms (median)", "probes", "probe rounds", "job entries"], rows)
+            + _hostmode_fat_tree(b.get("place_fat_tree")))
+
+
+def _hostmode_fat_tree(p: dict | None) -> str:
+    if not p:
+        return ""
+    rows = [[m, f"{p[m]['post_ms_median']:g}", p[m]["probes"], p[m]["probe_rounds"],
+             p[m]["job_entries"]] for m in ("flow", "host")]
+    most = p["host"]["switch_entries_max"]
+    return (f"\nThe same {p['flows']:,} flows on a {p['fabric']} (three tiers; the host-mode "
+            "probes are trapped by the aggregation switches and the cores). Largest tables in "
+            f"host mode: leaf {most['leaf']}, aggregation {most['agg']}, core {most['core']} "
+            "entries, all static.\n\n"
             + _table(["mode", "POST ms (median)", "probes", "probe rounds", "job entries"], rows))
 
 
