@@ -2,8 +2,10 @@
 ``topologies.clos.FatTreeTopo``) with real TCP traffic: a ring crossing every pod is planned
 over the three tiers, and every directed switch link carries what the plan puts on it (port
 counters, within 5% of the payload), in flow, sr and host modes (the senders bind the source
-ports host mode chose); a core link taken down moves the
-flows that crossed it, and the traffic follows."""
+ports host mode chose); a restart from the state file sends nothing to any switch; a core
+link taken down moves the flows that crossed it, and the traffic follows."""
+
+import time
 
 import pytest
 
@@ -11,9 +13,10 @@ from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.openflow import COOKIE_STATIC
 from emulation.harness import fabricnet, ovs
+from emulation.harness.ovs import entry_ages
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
-from tests.integration import require_root_and_ovs
+from tests.integration import metric, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -25,7 +28,7 @@ RING = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]  # every
 @pytest.fixture(scope="module")
 def emu(tmp_path_factory):
     require_root_and_ovs()
-    with Session.fat_tree(4, 2, BW, str(tmp_path_factory.mktemp("fattree"))) as s:
+    with Session.fat_tree(4, 2, BW, str(tmp_path_factory.mktemp("fattree")), state=True) as s:
         yield s
 
 
@@ -91,6 +94,42 @@ def test_a_core_link_down_moves_its_flows_and_traffic_follows(emu):
     fabricnet.wait_until(lambda: not emu.ctl.rest("GET", "/v1/fabric")[1]["links_down"], 15,
                          what="the link back up")
     assert f.dpids  # the fabric the session built is the one the controller serves
+
+
+def test_a_restart_changes_no_entry_at_any_tier(emu):
+    """A ring in flow mode and one in host mode; the controller restarts from its state file:
+    it sends no flow or group message, every entry of the 20 switches keeps ageing, and the
+    host-mode ring keeps its paths and source ports (learned again by probes)."""
+    jobs = [{"id": "rs-flow", "collective": "ring_allreduce", "ranks": RING[:4], "bytes": 4e6},
+            {"id": "rs-host", "collective": "ring_allreduce", "ranks": RING[4:], "bytes": 4e6,
+             "mode": "host"}]
+    for job in jobs:
+        assert emu.ctl.rest("POST", "/v1/jobs", job)[0] == 201
+    switches = emu.fabric.switches()
+    try:
+        routes = {j["id"]: emu.ctl.rest("GET", f"/v1/jobs/{j['id']}")[1]["routes"] for j in jobs}
+        before = {sw: entry_ages(sw) for sw in switches}
+        t0 = time.monotonic()
+        emu.ctl.stop()
+        emu.ctl = emu.controller(log="controller-restart.log").start()
+        emu.wait_ready(timeout=60)
+        elapsed = time.monotonic() - t0
+        after = {sw: entry_ages(sw) for sw in switches}
+        for sw in switches:
+            assert set(after[sw]) == set(before[sw]), sw
+            for key, (age, _packets) in after[sw].items():
+                assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)  # never re-added
+        assert metric(emu.ctl.url, "mlroute_openflow_messages_total")[0] == 0
+        for j in jobs:
+            again = fabricnet.wait_until(
+                lambda jid=j["id"]: (lambda r: r if all(x.get("sport", 1) for x in r) else None)(
+                    emu.ctl.rest("GET", f"/v1/jobs/{jid}")[1]["routes"]), 15,
+                what="the host-mode ports placed again")
+            assert [(r["src"], r["dst"], r["path"], r.get("sport")) for r in again] == \
+                [(r["src"], r["dst"], r["path"], r.get("sport")) for r in routes[j["id"]]]
+    finally:
+        for job in jobs:
+            emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
 
 
 def test_hashed_paths_with_no_job_are_polarised(emu):
