@@ -5,6 +5,7 @@ counters, within 5% of the payload), in flow, sr and host modes (the senders bin
 ports host mode chose); a restart from the state file sends nothing to any switch; a core
 link taken down moves the flows that crossed it, and the traffic follows."""
 
+import random
 import time
 
 import pytest
@@ -110,9 +111,7 @@ def test_a_restart_changes_no_entry_at_any_tier(emu):
         routes = {j["id"]: emu.ctl.rest("GET", f"/v1/jobs/{j['id']}")[1]["routes"] for j in jobs}
         before = {sw: entry_ages(sw) for sw in switches}
         t0 = time.monotonic()
-        emu.ctl.stop()
-        emu.ctl = emu.controller(log="controller-restart.log").start()
-        emu.wait_ready(timeout=60)
+        emu.restart_controller(log="controller-restart.log")
         elapsed = time.monotonic() - t0
         after = {sw: entry_ages(sw) for sw in switches}
         for sw in switches:
@@ -132,19 +131,30 @@ def test_a_restart_changes_no_entry_at_any_tier(emu):
             emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
 
 
-def test_hashed_paths_with_no_job_are_polarised(emu):
-    """With no job, Open vSwitch's select groups hash alike on every bridge: a leaf's choice
-    of aggregation slot fixes the aggregation switch's choice of core, so pod-crossing traffic
-    reaches only k/2 of the (k/2)^2 cores. This is the emulation's ECMP baseline (the
-    planners' ``ecmp-polarised``; ``ecmp`` hashes per tier)."""
-    import random
+@pytest.mark.parametrize("ecmp", ["per-tier", "polarised"])
+def test_hashed_paths_with_no_job_use_the_cores_the_hashing_allows(emu, ecmp):
+    """With no job, unplanned traffic follows the select groups, which Open vSwitch hashes
+    alike on every bridge. ``polarised`` (one bucket per core): a leaf's choice of aggregation
+    slot fixes the aggregation switch's choice of core, so pod-crossing traffic reaches only
+    k/2 of the (k/2)^2 cores (the planners' ``ecmp-polarised``). ``per-tier`` (the default: a
+    block of buckets per core) decorrelates the two choices and every core is used (the
+    planners' ``ecmp``)."""
     f = emu.fabric
     hosts = list(f.host_leaves)
     pod = {leaf: p for leaf, p in zip(f.planes[0].leaves, f.planes[0].pod_of_leaf)}
     pairs = [(a, b) for a in hosts for b in hosts if pod[f.hosts[a]] != pod[f.hosts[b]]]
     routes = [{"src": a, "dst": b} for a, b in random.Random(1).sample(pairs, 12)]
-    _, got = step(emu.net, f, routes, PAYLOAD, port=5501)
+    if ecmp != "per-tier":
+        emu.restart_controller(["--mlroute-ecmp", ecmp])
+    try:
+        _, got = step(emu.net, f, routes, PAYLOAD, port=5501 if ecmp == "per-tier" else 5521)
+    finally:
+        if ecmp != "per-tier":
+            emu.restart_controller([])
     up = [link.split("->") for link in got]
     cores = {b for a, b in up if f.tier_of[a] == 1 and f.tier_of[b] == 2
              and got[f"{a}->{b}"] > PAYLOAD / 2}
-    assert 0 < len(cores) <= 2, cores  # at most k/2 of the 4 cores
+    if ecmp == "polarised":
+        assert 0 < len(cores) <= 2, cores  # at most k/2 of the 4 cores
+    else:
+        assert len(cores) > 2, cores

@@ -15,10 +15,10 @@ from controller.planners.clos_plan import make_clos_plan
 from emulation.harness.fake_switch import FakeSwitches, trace
 
 
-def install(fabric, extra=()):
+def install(fabric, extra=(), ecmp="per-tier"):
     sw = FakeSwitches(fabric.dpids.values(), fabric)
     batches = {}
-    for dpid, (rules, groups) in clos_all_static(fabric).items():
+    for dpid, (rules, groups) in clos_all_static(fabric, ecmp).items():
         batches[dpid] = ([Message("group_add", group=g) for g in groups]
                          + [Message("flow_add", rule=r) for r in rules])
     for r in extra:
@@ -37,6 +37,17 @@ def _up_down(fabric, path):
     tiers = [fabric.tier_of[s] for s in path]
     top = tiers.index(max(tiers))
     return tiers[:top + 1] == list(range(top + 1)) and tiers[top:] == list(range(top, -1, -1))
+
+
+@pytest.mark.parametrize("ecmp, cores", [("per-tier", 4), ("polarised", 2)])
+def test_one_flow_hash_reaches_every_core_only_per_tier(ecmp, cores):
+    """The fake switch picks bucket ``hash mod buckets`` with one hash on every switch, as
+    Open vSwitch hashes alike on every bridge: with one bucket per core the leaf's choice
+    fixes the core; with a block per core (per-tier) every core is reached."""
+    fab = wired()
+    sw = install(fab, ecmp=ecmp)
+    reached = {trace(fab, sw, "h0_0", "h4_0", bucket=b)[0][2] for b in range(16)}
+    assert len(reached) == cores, reached
 
 
 @pytest.mark.parametrize("down", [{}, {"down": [["l0", "a0_0"]]},

@@ -11,7 +11,12 @@ Static entries (valley-free, destination-based; unplanned traffic takes ECMP up)
   uplinks that can.
 * aggregation switch: IPv4 for a host of its pod out of the port to that host's leaf; from a
   leaf, IPv4 for another pod to a select group over the alive cores of its group that reach
-  that pod; anything else from a core dropped. Labels: a leaf of its pod (bottom of stack) out
+  that pod; anything else from a core dropped. ECMP hashing ``per-tier`` (the default) gives
+  each core of that group a block of m buckets (m: aggregation switches per pod): a switch
+  that picks a bucket from one flow hash (Open vSwitch hashes alike on every bridge) then
+  picks the core independently of the leaf's choice among its m buckets; ``polarised`` gives
+  one bucket per core, and a leaf's choice of aggregation switch fixes the core (k/2 of the
+  (k/2)^2 cores carry a pod's unplanned traffic). Labels: a leaf of its pod (bottom of stack) out
   to that leaf; a core of its group (on top) out to that core.
 * core: IPv4 for a host of pod Q out to its group's aggregation switch in Q; its own label
   popped, then a leaf label out to that leaf's pod.
@@ -57,6 +62,7 @@ from controller.model.clos import Clos
 from controller.model.jobs import Flow
 
 LABEL_BASE = {0: 200000, 1: 300000, 2: 100000}  # by tier: leaves, aggregation switches, cores
+ECMP_HASHES = ("per-tier", "polarised")
 
 
 def label(fabric: Clos, switch: str) -> int:
@@ -128,9 +134,16 @@ class PlaneView:
                                                                   self.p.aggs[dst_pod][slot])
 
 
-def clos_static_rules(fabric: Clos, switch: str) -> tuple[list[FlowRule], list[GroupEntry]]:
-    tier = fabric.tier_of[switch]
-    return (_leaf, _agg, _core)[tier](fabric, switch, PlaneView(fabric, switch))
+def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier"
+                      ) -> tuple[list[FlowRule], list[GroupEntry]]:
+    """The static entries and groups of one switch; ``ecmp`` (one of ``ECMP_HASHES``) says
+    whether the aggregation switches' select groups decorrelate from the leaves'."""
+    if ecmp not in ECMP_HASHES:
+        raise InputError(f"unknown ECMP hashing {ecmp!r} (choose from {', '.join(ECMP_HASHES)})")
+    tier, pl = fabric.tier_of[switch], PlaneView(fabric, switch)
+    if tier == 1:
+        return _agg(fabric, switch, pl, ecmp)
+    return (_leaf, None, _core)[tier](fabric, switch, pl)
 
 
 def _leaf(f: Clos, leaf: str, pl: PlaneView):
@@ -163,7 +176,7 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
     return rules, groups
 
 
-def _agg(f: Clos, agg: str, pl: PlaneView):
+def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
     dpid, ip = f.dpids[agg], f.host_ip
     pod = pl.pod_of[agg]
     rules, groups = [lldp_trap(dpid)], []
@@ -185,9 +198,11 @@ def _agg(f: Clos, agg: str, pl: PlaneView):
             rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
                               {"eth_type": ETH_MPLS, "mpls_label": label(f, c), "mpls_bos": 0},
                               [("output", f.port(agg, c))]))
+    block = len(pl.p.aggs[pod]) if ecmp == "per-tier" else 1
     for c, (usable, pods) in enumerate(pl.agg_classes(agg)):
         gid = DEFAULT_GROUP + c
-        groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(agg, x)),) for x in usable)))
+        groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(agg, x)),) for x in usable
+                                                  for _ in range(block))))
         rules += [rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
                        [("group", gid)])
                   for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])]
@@ -216,8 +231,9 @@ def _core(f: Clos, core: str, pl: PlaneView):
     return rules, []
 
 
-def clos_all_static(fabric: Clos) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
-    return {fabric.dpids[sw]: clos_static_rules(fabric, sw) for sw in fabric.tier_of}
+def clos_all_static(fabric: Clos, ecmp: str = "per-tier"
+                    ) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
+    return {fabric.dpids[sw]: clos_static_rules(fabric, sw, ecmp) for sw in fabric.tier_of}
 
 
 def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,

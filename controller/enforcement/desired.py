@@ -21,16 +21,17 @@ from controller.planners.plan import Plan
 Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 
 
-def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None) -> Tables:
+def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
+                   ecmp: str = "per-tier") -> Tables:
     """Static entries plus every job's flow rules, per switch. Two flows with the same match
     are a conflict naming both jobs. The host-mode pipeline is static too, present while a
-    job runs in host mode (``host`` None) or when asked.
-    O(static entries + planned parts)."""
+    job runs in host mode (``host`` None) or when asked. ``ecmp``: the aggregation switches'
+    hashing on a Clos (``clos_rules.ECMP_HASHES``). O(static entries + planned parts)."""
     records = list(records)
     if host is None:
         host = any(mode_of(r.mode).host_ports for r in records)
     if isinstance(fabric, Clos):
-        static = clos_all_static(fabric)
+        static = clos_all_static(fabric, ecmp)
         if host:
             for sw in fabric.switches():
                 static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))

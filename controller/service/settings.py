@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller.enforcement.clos_rules import ECMP_HASHES
 from controller.enforcement.modes import mode_of
 from controller.errors import InputError
 from controller.measurement.learner import SAMPLING_POINTS
@@ -41,6 +42,7 @@ class Settings:
     learn_replans_per_minute: int = 2  # re-plans of one job on measured matrices per minute
     learn_min_rate: float = 0.001  # a measured pair slower than this share of a link is noise
     sampling_points: str = "all"  # where switches sample: all, leaves or edge (host ports)
+    ecmp: str = "per-tier"  # a Clos's aggregation switches: hash apart from the leaves or alike
 
     def __post_init__(self):
         if self.algorithm not in ALGORITHMS:
@@ -56,6 +58,9 @@ class Settings:
                 self.learn_replans_per_minute < 1:
             raise InputError("learning: the window must be > 0 s, the minimum gain in [0, 1) "
                              "and re-plans per minute at least 1")
+        if self.ecmp not in ECMP_HASHES:
+            raise InputError(f"unknown ECMP hashing {self.ecmp!r} (choose from "
+                             f"{', '.join(ECMP_HASHES)})")
         if self.sampling_points not in SAMPLING_POINTS:
             raise InputError(f"sFlow sampling points must be one of "
                              f"{', '.join(SAMPLING_POINTS)}, not {self.sampling_points!r}")

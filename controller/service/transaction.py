@@ -28,8 +28,9 @@ class Transaction:
 
     def __init__(self, state: ControllerState, reconciler: Reconciler,
                  hostports: HostPortService, store, clock: Callable[[], float],
-                 name: Callable[[int], str]):
+                 name: Callable[[int], str], ecmp: str = "per-tier"):
         self.state = state
+        self.ecmp = ecmp  # the aggregation switches' hashing on a Clos (Settings.ecmp)
         self.reconciler = reconciler
         self.hostports = hostports
         self.store = store
@@ -43,7 +44,7 @@ class Transaction:
         st = self.state
         key = (st.version, id(st.fabric), id(st.jobs))
         if self._tables[0] != key:
-            self._tables = (key, desired_tables(st.fabric, st.jobs.values()))
+            self._tables = (key, desired_tables(st.fabric, st.jobs.values(), ecmp=self.ecmp))
         return self._tables[1]
 
     def apply(self, change: Change) -> Outcome:
@@ -51,7 +52,7 @@ class Transaction:
         t0 = time.perf_counter()
         st, rec = self.state, self.reconciler
         fabric = change.fabric or st.fabric
-        want = desired_tables(fabric, change.jobs.values())
+        want = desired_tables(fabric, change.jobs.values(), ecmp=self.ecmp)
         forgotten = []
         if change.declared is not None:  # switches outside the new fabric are let go
             forgotten = [d for d in rec.installed if d not in change.declared.switch_of_dpid]
@@ -102,7 +103,7 @@ class Transaction:
         """Bring the switches back to the committed state (host ports could not be placed)."""
         try:
             self.reconciler.converge(desired_tables(self.state.fabric,
-                                                    self.state.jobs.values()))
+                                                    self.state.jobs.values(), ecmp=self.ecmp))
         except InstallError as e:
             LOG.error("mlroute: undoing a change whose probes failed: %s", e)
 

@@ -66,7 +66,8 @@ class Shell:
                                     learn_min_gain=conf.mlroute_learn_min_gain,
                                     learn_replans_per_minute=(
                                         conf.mlroute_learn_replans_per_minute),
-                                    sampling_points=conf.mlroute_sflow_sampling_points)
+                                    sampling_points=conf.mlroute_sflow_sampling_points,
+                                    ecmp=conf.mlroute_ecmp)
         # sFlow has no authentication: only known agents are heard (the switches' addresses
         # unless --mlroute-sflow-agents names others)
         self.sflow_agents = SenderFilter(conf.mlroute_sflow_agents)

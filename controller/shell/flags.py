@@ -55,6 +55,10 @@ OPTS = [
     cfg.FloatOpt("mlroute-link-gbps", default=Settings.link_gbps,
                  help="link speed of a discovered fabric; wins over the current speed switches "
                       "report for their ports (OpenFlow port description), else 100"),
+    cfg.StrOpt("mlroute-ecmp", default=Settings.ecmp,
+               help="how the select groups of a three-tier fabric's aggregation switches hash "
+                    "unplanned traffic: per-tier (apart from the leaves' choice: every core "
+                    "used) or polarised (alike: a leaf's choice fixes the core)"),
     cfg.FloatOpt("mlroute-hold-down", default=Settings.hold_down,
                  help="seconds a link that came back must stay up before auto re-optimises "
                       "the running jobs onto it (0: at once)"),

@@ -102,6 +102,16 @@ class Session:
             raise
         return self
 
+    def restart_controller(self, extra_args: list[str] | None = None,
+                           log: str = "controller-again.log") -> None:
+        """Stop the controller and start it again (with ``extra_args`` instead of the current
+        ones when given); returns once it has read and repaired every switch."""
+        self.ctl.stop()
+        if extra_args is not None:
+            self.extra_args = list(extra_args)
+        self.ctl = self.controller(log=log).start()
+        self.wait_ready(timeout=60)
+
     @property
     def ctl_log(self) -> str:
         return os.path.join(self.dir, "controller.log")
