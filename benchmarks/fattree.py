@@ -3,13 +3,15 @@ shaped links): two rings crossing pods, planned by mlroute against the emulation
 
 The workload and the step are ``emulation/harness/fattree_rings.py``'s: two rings of 8 flows
 crossing the pods, every flow sending ``--bytes`` at once over TCP, measured ``--runs`` times
-with no job (Open vSwitch's select groups: the polarised ECMP) and with both jobs posted
-(``--mode`` flow, sr or host). Reported against the same command's figures:
+with no job under both hashings of the controller's select groups (``per-tier``, then
+``polarised``) and with both jobs posted (``--mode`` flow, sr or host). Reported against the
+same command's figures:
 
 * planned step / the controller's prediction for it (the job views' ``predicted_allreduce_s``,
   the shared iteration model), target <= 1.10;
-* ECMP step / planned step, beside the planners' prediction for polarised ECMP (its hash is
-  not Open vSwitch's: a model of the same kind, not of the same collisions);
+* ECMP step / planned step for each hashing, beside the planners' prediction for ECMP and
+  polarised ECMP (their hash is not Open vSwitch's: a model of the same kind, not of the same
+  collisions);
 * per directed switch link, the planned run's bytes against the plan (flows x bytes), target
   within 5% of a flow's bytes on every link.
 

@@ -21,7 +21,8 @@ def test_the_three_tier_demo_runs_and_its_links_carry_the_plan(tmp_path):
                            "--iterations", "1", "--out", out], capture_output=True, text=True,
                           timeout=360, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    assert "ECMP is" in done.stdout and os.path.getsize(os.path.join(out, "summary.png")) > 0
+    assert "ECMP (polarised)" in done.stdout
+    assert os.path.getsize(os.path.join(out, "summary.png")) > 0
     with open(os.path.join(out, "summary.json")) as fh:
         s = json.load(fh)
     assert s["mode"] == "host" and s["flows"] == 16 and s["planned_max_link_load"] == 1.0

@@ -4,15 +4,18 @@
 Two jobs of 8 explicit flows each (ring0 over host 0 of every leaf, ring1 over host 1, ring
 neighbours in different pods, so every flow crosses the cores). One *step* is every flow of
 both rings sending ``nbytes`` at once over TCP (exact counts, ``transfers.py``); its time is
-until the last byte arrived. Measured ``runs`` times with no job (Open vSwitch's select
-groups: one hash on every bridge, the polarised ECMP) and with both jobs posted in ``mode``
-(host mode: the senders bind the source ports the controller chose).
+until the last byte arrived. Measured ``runs`` times with no job, under both hashings of the
+controller's select groups (``--mlroute-ecmp``: ``per-tier``, the aggregation switches'
+choice apart from the leaves', then ``polarised``, Open vSwitch's one hash deciding both),
+and with both jobs posted in ``mode`` (host mode: the senders bind the source ports the
+controller chose).
 """
 from __future__ import annotations
 
 import statistics
 import tempfile
 
+from controller.enforcement.clos_rules import ECMP_HASHES
 from controller.model.iteration import predict_clos_times
 from controller.model.jobs import parse_jobs
 from controller.planners.clos_plan import make_clos_plan
@@ -47,10 +50,15 @@ def compare_rings(bw: float, nbytes: int, runs: int, mode: str = "flow",
             Session.fat_tree(4, 2, bw, tmp, mode=mode, progress=progress) as s:
         doc = ring_jobs(s.fabric, nbytes)
         flows = [{"src": f["src"], "dst": f["dst"]} for j in doc["jobs"] for f in j["flows"]]
-        ecmp, ecmp_carried = [], {}
-        for k in range(runs):
-            seconds, ecmp_carried = step(s.net, s.fabric, flows, nbytes, 5600 + 40 * k)
-            ecmp.append(seconds)
+        ecmp, carried_by = {}, {}
+        for n, hashing in enumerate(ECMP_HASHES):  # the controller's groups, no job
+            if n:
+                s.restart_controller(["--mlroute-ecmp", hashing])
+            ecmp[hashing] = []
+            for k in range(runs):
+                seconds, carried_by[hashing] = step(s.net, s.fabric, flows, nbytes,
+                                                    5600 + 200 * n + 40 * k)
+                ecmp[hashing].append(seconds)
         for job in doc["jobs"]:
             status, answer = s.ctl.rest("POST", "/v1/jobs", dict(job, mode=mode))
             if status != 201:
@@ -64,25 +72,29 @@ def compare_rings(bw: float, nbytes: int, runs: int, mode: str = "flow",
             planned.append(seconds)
             errors.append(per_link_error(carried, routes, nbytes))
         jobs = parse_jobs(doc, s.fabric)
-        polarised = make_clos_plan(s.fabric, jobs, "ecmp-polarised")
-        ecmp_model = max(predict_clos_times(polarised.problem, polarised.routing).values())
+        models = {h: make_clos_plan(s.fabric, jobs, name) for h, name in
+                  (("per-tier", "ecmp"), ("polarised", "ecmp-polarised"))}
+        predicted_ecmp = {h: max(predict_clos_times(m.problem, m.routing).values())
+                          for h, m in models.items()}
         max_load = s.ctl.rest("GET", "/v1/links")[1]["summary"]["max_link_load"]
         tier = {f"{a}->{b}": s.fabric.tier_of[a] if s.fabric.tier_of[a] < s.fabric.tier_of[b]
                 else s.fabric.tier_of[b] for a, b in (k.split("->") for k in carried)}
-    p_med, e_med = statistics.median(planned), statistics.median(ecmp)
+    p_med = statistics.median(planned)
     return {
         "fabric": "k=4 fat-tree, 2 hosts per leaf", "bw_mbps": bw,
         "bytes_per_flow": nbytes, "mode": mode, "runs": runs,
         "flows": len(routes), "planned_max_link_load": max_load,
-        "ecmp_polarised_model_max_link_load": polarised.to_dict()["max_link_load"],
-        "step_s": {"ecmp": [round(x, 3) for x in ecmp], "planned": [round(x, 3) for x in planned]},
+        "ecmp_model_max_link_load": {h: m.to_dict()["max_link_load"] for h, m in models.items()},
+        "step_s": {"planned": [round(x, 3) for x in planned],
+                   **{f"ecmp_{h}": [round(x, 3) for x in v] for h, v in ecmp.items()}},
         "predicted_planned_s": round(predicted, 4),
-        "predicted_ecmp_polarised_s": round(ecmp_model, 4),
+        "predicted_ecmp_s": {h: round(v, 4) for h, v in predicted_ecmp.items()},
         "planned_over_prediction": round(p_med / predicted, 4),
-        "ecmp_over_planned": round(e_med / p_med, 4),
+        "ecmp_over_planned": {h: round(statistics.median(v) / p_med, 4) for h, v in ecmp.items()},
         "per_link_error_of_a_flow": [round(x, 4) for x in errors],
-        "link_bytes": {k: {"tier": ("leaf", "core")[tier[k]], "ecmp": ecmp_carried.get(k, 0),
-                           "planned": n, "planned_flows": planned_links(routes).get(k, 0)}
+        "link_bytes": {k: {"tier": ("leaf", "core")[tier[k]], "planned": n,
+                           "planned_flows": planned_links(routes).get(k, 0),
+                           **{f"ecmp_{h}": c.get(k, 0) for h, c in carried_by.items()}}
                        for k, n in sorted(carried.items())},
         "targets": {
             "planned_over_prediction<=1.10": p_med / predicted <= 1.10,

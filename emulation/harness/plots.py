@@ -43,29 +43,31 @@ def emulation_plot(summary: dict, path: str) -> str:
 
 def fattree_plot(summary: dict, path: str) -> str:
     """The three-tier demo (``fattree_rings.compare_rings``): one step of both rings under the
-    emulation's ECMP and under the plan, against the predictions; and the bytes every directed
-    link of each tier carried in one step of each, in flows' worth (1 everywhere = balanced)."""
+    emulation's ECMP (both hashings) and under the plan, against the predictions; and the
+    bytes every directed aggregation-core link carried in one step of each, in flows' worth
+    (1 everywhere = balanced)."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    steps = summary["step_s"]
-    labels = ["ECMP (polarised)", f"mlroute ({summary['mode']})"]
-    measured = [float(np.median(steps["ecmp"])), float(np.median(steps["planned"]))]
-    predicted = [summary["predicted_ecmp_polarised_s"], summary["predicted_planned_s"]]
-    x = np.arange(2)
+    steps, hashings = summary["step_s"], list(summary["predicted_ecmp_s"])
+    labels = [f"ECMP\n({h})" for h in hashings] + [f"mlroute\n({summary['mode']} mode)"]
+    measured = [float(np.median(steps[f"ecmp_{h}"])) for h in hashings] + [
+        float(np.median(steps["planned"]))]
+    predicted = [summary["predicted_ecmp_s"][h] for h in hashings] + [
+        summary["predicted_planned_s"]]
+    x = np.arange(len(labels))
     ax1.bar(x - 0.2, measured, 0.4, label=f"measured (median of {summary['runs']})")
-    ax1.bar(x + 0.2, predicted, 0.4, label="predicted")
+    ax1.bar(x + 0.2, predicted, 0.4, label="predicted (planners' model of each)")
     ax1.set_xticks(x, labels)
     ax1.set_ylabel("seconds per step (both rings)")
+    ax1.set_ylim(top=1.3 * max(measured + predicted))
     ax1.legend(fontsize=8)
     ax1.grid(axis="y", alpha=0.3)
     links, flow = summary["link_bytes"], summary["bytes_per_flow"]
-    for key, name in (("ecmp", "ECMP"), ("planned", "mlroute")):
-        for tier, mark in (("leaf", "o"), ("core", "s")):
-            got = sorted((v[key] / flow for v in links.values() if v["tier"] == tier),
-                         reverse=True)
-            ax2.plot(got, marker=mark, ms=3, label=f"{name}, leaf-aggregation links"
-                     if tier == "leaf" else f"{name}, aggregation-core links")
+    for key, name in [(f"ecmp_{h}", f"ECMP ({h})") for h in hashings] + [("planned", "mlroute")]:
+        got = sorted((v[key] / flow for v in links.values() if v["tier"] == "core"),
+                     reverse=True)
+        ax2.plot(got, marker=".", label=name)
     ax2.set_ylim(bottom=0)
-    ax2.set_xlabel("directed switch links of one tier, sorted by bytes")
+    ax2.set_xlabel("directed aggregation-core links, sorted by bytes")
     ax2.set_ylabel("flows' worth of bytes in one step (port counters)")
     ax2.grid(alpha=0.3)
     ax2.legend(fontsize=8)
