@@ -59,8 +59,9 @@ def test_a_core_link_never_seen_is_down_and_named():
     f = fattree_fabric(4, 2)
     got, problems = recognise_clos(observe(f, missing={("a1_0", "c0_1")}))
     assert got.down == {("a1_0", "c0_1")}
-    assert [(p["kind"], p["detail"]) for p in problems] == [
-        ("missing_link", "no link seen between a1_0 and c0_1; marked down")]
+    assert [(p["kind"], p["detail"], p["tiers"]) for p in problems] == [
+        ("missing_link", "no link seen between aggregation switch a1_0 and core c0_1; marked "
+         "down", ["aggregation switch", "core"])]
     assert got.ports == f.ports  # the ports that are up and face no switch are the link's
 
 
@@ -69,7 +70,9 @@ def test_a_cable_between_two_pods_is_reported_and_not_used():
     spare = max(f.ports["a0_0"].values()) + 1, max(f.ports["a1_1"].values()) + 1
     got, problems = recognise_clos(observe(f, extra=[(("a0_0", spare[0]), ("a1_1", spare[1]))]))
     assert [p["kind"] for p in problems] == ["miswired_link"]
-    assert "a0_0" in problems[0]["detail"] and "a1_1" in problems[0]["detail"]
+    assert "aggregation switch a0_0" in problems[0]["detail"]
+    assert "aggregation switch a1_1" in problems[0]["detail"]
+    assert problems[0]["tiers"] == ["aggregation switch", "aggregation switch"]
     assert "a1_1" not in got.ports["a0_0"] and got.down == set()
 
 
@@ -141,3 +144,16 @@ def test_a_switch_that_leaves_stays_in_its_place_down_and_comes_back(gone):
     back = observe(f, t=None)
     again, problems = recognise_clos(back, previous=got)
     assert problems == [] and again.to_dict() == f.to_dict()
+
+
+def test_a_declared_three_tier_fabric_is_checked_and_the_report_names_tiers():
+    from controller.discovery.declared import check_declared
+    f = fattree_fabric(4, 2)
+    spare = max(f.ports["l0"].values()) + 1, max(f.ports["a1_0"].values()) + 1
+    seen = observe(f, missing={("a1_0", "c0_1")}, extra=[(("l0", spare[0]), ("a1_0", spare[1]))])
+    got = {p["kind"]: p["detail"] for p in check_declared(f, seen)}
+    assert got == {
+        "unexpected_link": f"leaf l0 port {spare[0]} is cabled to aggregation switch a1_0 port "
+                           f"{spare[1]}, which is not declared",
+        "missing_link": f"aggregation switch a1_0 port {f.ports['a1_0']['c0_1']} (up) should "
+                        f"reach core c0_1 port {f.ports['c0_1']['a1_0']}; no probe seen"}

@@ -2,6 +2,7 @@
 declaration, port by port (the fabric in use stays the declared one)."""
 from __future__ import annotations
 
+from controller.discovery.tiers import TIER_WORDS
 from controller.discovery.topology import Topology, _Problems
 from controller.errors import InputError
 from controller.model.clos import Clos
@@ -29,7 +30,11 @@ def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
         raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
     names = declared.switch_of_dpid
     name = lambda d: names.get(d) or f"{d:#x}"
-    at = lambda x: f"{name(x[0])} port {x[1]}"
+    tier_of = declared.tier_of if isinstance(declared, Clos) else {}
+    # on three tiers the text names each switch's tier: "aggregation switch a1_0 port 3"
+    called = lambda d: (f"{TIER_WORDS[tier_of[names[d]]]} {names[d]}"
+                        if names.get(d) in tier_of else name(d))
+    at = lambda x: f"{called(x[0])} port {x[1]}"
     problems = _Problems(name)
     seen: dict[tuple[int, int], tuple[int, int]] = {}
     for (a, pa), (b, pb, _t) in sorted(topology.links.items()):
@@ -48,7 +53,8 @@ def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
     for sw in declared.switches():
         d = declared.dpids[sw]
         if d not in up:
-            problems.add("switch_missing", d, None, f"{sw} ({d:#x}) is declared but not connected")
+            problems.add("switch_missing", d, None, f"{called(d)} ({d:#x}) is declared but not "
+                                                    "connected")
     ports = sorted({x for x in decl if x[0] in up} | {x for x in seen if x[0] in names})
     for x in ports:
         want, got = decl.get(x), seen.get(x)

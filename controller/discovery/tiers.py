@@ -47,6 +47,8 @@ from controller.discovery.topology import (
 from controller.model.clos import TIERS, Clos, Plane
 from controller.model.fabric import Fabric
 
+TIER_WORDS = ("leaf", "aggregation switch", "core")  # how problems name a switch's tier
+
 
 @dataclass
 class ClosShape:
@@ -174,9 +176,13 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
         names = {d: previous.switch_of_dpid[d] for d in names}
     absent = {d for d in names if d not in topology.switches}
     problems = _Problems(lambda d: names.get(d) or f"{d:#x}")
+
+    def called(d: int) -> str:
+        """A switch with its tier, as the problems name it."""
+        return f"{TIER_WORDS[tier[d]]} {names[d]}"
     for d in sorted(absent):
-        problems.add("switch_down", d, None, f"{names[d]} ({d:#x}) is not connected; its "
-                                             "links are down")
+        problems.add("switch_down", d, None, f"{called(d)} ({d:#x}) is not connected; its "
+                                             "links are down", tier=TIER_WORDS[tier[d]])
     pod_of = {d: p for p, pod in enumerate(shape.pods) for d in pod}
     pod_of.update({d: p for p, slot_aggs in enumerate(shape.aggs) for d in slot_aggs})
     group_of = {d: g for g, group in enumerate(shape.groups) for d in group}
@@ -195,12 +201,14 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
                      if tier[lo] == 1 and tier[up] == 2 else None)
             why = ("the same tier" if tier[lo] == tier[up] else f"{where}, not its own"
                    if where else "tiers that are not adjacent")
-            problems.add("miswired_link", lo, lp, f"{names[lo]} port {lp} is cabled to "
-                         f"{names[up]} port {upp}: {why}; not used")
+            problems.add("miswired_link", lo, lp, f"{called(lo)} port {lp} is cabled to "
+                         f"{called(up)} port {upp}: {why}; not used",
+                         tiers=[TIER_WORDS[tier[lo]], TIER_WORDS[tier[up]]])
             continue
         if (lo, up) in pair:
-            problems.add("parallel_links", lo, lp, f"{names[lo]} port {lp} is a second link "
-                         f"to {names[up]}; only port {pair[(lo, up)][0]} is used")
+            problems.add("parallel_links", lo, lp, f"{called(lo)} port {lp} is a second link "
+                         f"to {called(up)}; only port {pair[(lo, up)][0]} is used",
+                         tiers=[TIER_WORDS[tier[lo]], TIER_WORDS[tier[up]]])
             continue
         pair[(lo, up)] = (lp, upp)
         used[lo][lp], used[up][upp] = up, lo
@@ -227,7 +235,8 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
         down.add((names[lo], names[up]))
         if lo not in absent and up not in absent:  # else reported as switch_down
             problems.add("missing_link", lo, None,
-                         f"no link seen between {names[lo]} and {names[up]}; marked down")
+                         f"no link seen between {called(lo)} and {called(up)}; marked down",
+                         tiers=[TIER_WORDS[tier[lo]], TIER_WORDS[tier[up]]])
     roles = {d: LEAF if tier[d] == 0 else SPINE for d in names}
     # an upper switch's port that faces no switch is a link LLDP has not crossed (yet), not a
     # host port: reported only when a host is heard there (_hosts)
