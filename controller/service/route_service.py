@@ -38,7 +38,7 @@ from controller.service.state import ControllerState, SwitchSeen, from_doc
 from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
-TABLE_READERS = 2  # switches whose tables are read at once (_sync_queued)
+TABLE_READERS = 2  # switches whose tables are read at once (sync_queued)
 
 
 class RouteService:
@@ -143,12 +143,15 @@ class RouteService:
         self._apply_or_record(change)
 
     # ---- switch events ----------------------------------------------------------------------
-    def switch_connected(self, dpid: int, ports: dict[int, bool],
-                         speeds: dict[int, int] | None = None) -> None:
+    def switch_connected(self, dpid: int, ports: dict, speeds: dict | None = None) -> None:
+        self.note_switch(dpid, ports, speeds)  # then its tables read and repaired
+        self.sync_queued()
+
+    def note_switch(self, dpid: int, ports: dict[int, bool],
+                    speeds: dict[int, int] | None = None) -> None:
         """A switch (re)connected: note its ports, queue it for reconciliation (its tables are
         read and only the difference is sent), and handle the links that came back.
-        ``speeds``: port -> current speed in kbps as the switch reports it (OpenFlow 1.3
-        port description ``curr_speed``), if known."""
+        ``speeds``: port -> current speed in kbps (OpenFlow 1.3 ``curr_speed``), if known."""
         with self.lock:
             self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
             self.finder.switch_up(dpid, ports, self.clock(), speeds)
@@ -160,15 +163,12 @@ class RouteService:
             self.reconciler.connected(dpid)
             self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
             self._discovery_out()
-        self._sync_queued()
 
-    def _sync_queued(self) -> None:
-        """Reconcile queued switches one at a time; each switch's tables are read without the
-        lock (a network wait), so requests are served while many switches reconnect, and at
-        most ``TABLE_READERS`` at once (decoding a table is CPU work on the event loop: 96
-        switches read at once kept REST requests waiting for seconds at the paper's scale). Nothing
-        else sends to a switch that is not synchronised, so the read cannot go stale; the
-        difference is computed and sent under the lock against the newest desired tables."""
+    def sync_queued(self) -> None:
+        """Reconcile queued switches; tables are read without the lock (a network wait), at
+        most ``TABLE_READERS`` at once (decoding is CPU work on the event loop: 96 at once kept
+        REST waiting for seconds at the paper's scale). Nothing else sends to a switch not
+        synchronised, so the read cannot go stale; the difference is sent under the lock."""
         rec = self.reconciler
         failed: set[int] = set()  # stay queued: tried again at the next tick
         while True:
@@ -255,7 +255,7 @@ class RouteService:
                 self._reoptimise_at = None
                 self._apply_or_record(decide.reoptimise(self.state, self.settings))
             self._learn(now)
-        self._sync_queued()  # switches queued, or whose read failed before: tried again
+        self.sync_queued()  # switches queued, or whose read failed before: tried again
 
     # ---- learned matrices (service/matrices.py) ------------------------------------------------
     def traffic_samples(self, samples) -> None:
@@ -332,7 +332,7 @@ class RouteService:
                 self.finder.packet_in(dpid, port, frame, now)
             adopted = self._settle(now)
         if adopted:
-            self._sync_queued()
+            self.sync_queued()
 
     def _packet_out(self, dpid: int, port: int, frame: bytes) -> None:
         if self.passive:
