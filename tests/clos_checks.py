@@ -7,6 +7,9 @@ import numpy as np
 from controller.model.clospaths import flow_links, link_loads
 from controller.model.jobs import parse_job
 
+# a ring of the k = 4 fat-tree with 2 hosts per leaf whose neighbours sit in different pods
+CROSS_POD_RING = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]
+
 
 def flows_job(fabric, pairs, jid="j"):
     return parse_job({"id": jid, "flows": [{"src": a, "dst": b, "bytes": 1e6}

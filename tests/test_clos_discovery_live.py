@@ -16,6 +16,7 @@ import pytest
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import REPO, ControllerProcess
 from emulation.harness.transfers import planned_links, step
+from tests.clos_checks import CROSS_POD_RING
 from tests.integration import require_root_and_ovs
 from topologies.clos import fattree_fabric
 
@@ -23,7 +24,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 BW = 20  # Mbit/s
 PAYLOAD = 2_000_000  # bytes per flow
-RING = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]  # every pod, twice
+RING = CROSS_POD_RING
 
 
 @pytest.fixture(scope="module")

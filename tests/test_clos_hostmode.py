@@ -15,9 +15,10 @@ from controller.model.clos import Clos
 from controller.service import api
 from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches, trace
+from tests.clos_checks import CROSS_POD_RING
 from tests.helpers import FakeClock
 
-CROSS_PODS = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]
+CROSS_PODS = CROSS_POD_RING
 
 
 def start(fabric=None):

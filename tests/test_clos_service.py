@@ -12,6 +12,7 @@ from controller.service import api
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from emulation.harness.fake_switch import FakeSwitches, trace
+from tests.clos_checks import CROSS_POD_RING
 from tests.helpers import FakeClock
 
 
@@ -33,7 +34,7 @@ def ring(hosts, jid="r", **opts):
     return {"id": jid, "collective": "ring_allreduce", "ranks": hosts, "bytes": 1e6, **opts}
 
 
-CROSS_PODS = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]
+CROSS_PODS = CROSS_POD_RING
 
 
 def tables(sw):

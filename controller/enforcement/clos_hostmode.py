@@ -36,15 +36,13 @@ from controller.enforcement.openflow import ETH_IPV4, FlowRule, rule
 from controller.enforcement.probepacket import PROBE_CORE_DSCP, PROBE_DSCP
 from controller.enforcement.rules import (
     DEFAULT_GROUP,
-    HOST_PROTOCOLS,
     PRIO_DEFAULT,
-    PRIO_HOST,
     PRIO_HOST_CLASS,
     PRIO_PROBE,
     T_CLASSIFY,
     T_HOST_CLASS,
-    UDP,
     sport_buckets,
+    sport_entries,
 )
 from controller.errors import InputError
 from controller.model.clos import Clos
@@ -61,23 +59,6 @@ def agg_shift(fabric: Clos, switch: str) -> int:
     return leaf_bits(fabric, fabric.planes[fabric.plane_of[switch]].leaves[0])
 
 
-def _entries(f: Clos, switch: str, table: int, uplinks, shift: int) -> list[FlowRule]:
-    """Per protocol and source-port bucket b (bits from ``shift``): out to uplinks[b mod n]."""
-    dpid, m = f.dpids[switch], sport_buckets(len(uplinks))
-    out = []
-    for proto, dport in HOST_PROTOCOLS:
-        l4 = "udp" if proto == UDP else "tcp"
-        for b in range(m):
-            match = {"eth_type": ETH_IPV4, "ip_proto": proto}
-            if dport:
-                match[f"{l4}_dst"] = dport
-            if m > 1:
-                match[f"{l4}_src"] = (b << shift, (m - 1) << shift)
-            out.append(rule(dpid, table, PRIO_HOST, match,
-                            [("output", f.port(switch, uplinks[b % len(uplinks)]))]))
-    return out
-
-
 def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
     """The host-mode pipeline of one switch (module docstring). O(uplinks) entries, plus
     O(uplinks + hosts) per class."""
@@ -92,7 +73,7 @@ def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
         shift = agg_shift(f, switch)
         for c, (cores, pods) in enumerate(pl.agg_classes(switch)):
             table = T_HOST_CLASS + c
-            out += _entries(f, switch, table, cores, shift)
+            out += sport_entries(f, switch, table, cores, shift)
             out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                             [("group", DEFAULT_GROUP + c)]))
             out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
@@ -102,10 +83,10 @@ def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
     live = pl.live_uplinks(switch)
     if not live:
         return []
-    out = _entries(f, switch, T_CLASSIFY, live, 0)
+    out = sport_entries(f, switch, T_CLASSIFY, live, 0)
     for c, (usable, leaves) in enumerate(pl.leaf_classes(switch)):
         table = T_HOST_CLASS + c
-        out += _entries(f, switch, table, usable, 0)
+        out += sport_entries(f, switch, table, usable, 0)
         out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                         [("output", f.port(switch, usable[0]))]))
         out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,

@@ -242,8 +242,9 @@ def host_classes(fabric: Fabric, leaf: str) -> list[tuple[tuple, list[str]]]:
     return sorted(classes.items(), key=lambda kv: fabric.leaf_index[kv[1][0]])
 
 
-def _sport_entries(fabric: Fabric, leaf: str, table: int, uplinks) -> list[FlowRule]:
-    """Per protocol and per source-port bucket, the uplink: bucket b -> uplinks[b mod n]."""
+def sport_entries(fabric, leaf: str, table: int, uplinks, shift: int = 0) -> list[FlowRule]:
+    """Per protocol and per source-port bucket, the uplink: bucket b -> uplinks[b mod n], the
+    bucket read from the source port's bits ``shift`` and up (three tiers: ``clos_hostmode``)."""
     dpid, m = fabric.dpids[leaf], sport_buckets(len(uplinks))
     out = []
     for proto, dport in HOST_PROTOCOLS:
@@ -253,7 +254,7 @@ def _sport_entries(fabric: Fabric, leaf: str, table: int, uplinks) -> list[FlowR
             if dport:
                 match[f"{l4}_dst"] = dport
             if m > 1:
-                match[f"{l4}_src"] = (b, m - 1)
+                match[f"{l4}_src"] = (b << shift, (m - 1) << shift)
             out.append(rule(dpid, table, PRIO_HOST, match,
                             [("output", fabric.port(leaf, uplinks[b % len(uplinks)]))]))
     return out
@@ -282,10 +283,10 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
     ups = live_uplinks(fabric, switch)
     if not ups:
         return []
-    out = _sport_entries(fabric, switch, T_CLASSIFY, ups)
+    out = sport_entries(fabric, switch, T_CLASSIFY, ups)
     for c, (usable, leaves) in enumerate(host_classes(fabric, switch)):
         table = T_HOST_CLASS + c
-        out += _sport_entries(fabric, switch, table, usable)
+        out += sport_entries(fabric, switch, table, usable)
         out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                         [("output", fabric.port(switch, usable[0]))]))
         out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
@@ -296,4 +297,5 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
 
 __all__ = ["COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
            "all_static", "spine_label", "leaf_label", "host_static_rules", "live_uplinks",
-           "sport_buckets", "usable_uplinks", "host_classes", "PROBE_DSCP", "ROCE_DPORT"]
+           "sport_buckets", "sport_entries", "usable_uplinks", "host_classes", "PROBE_DSCP",
+           "ROCE_DPORT"]
