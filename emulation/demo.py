@@ -84,13 +84,19 @@ def main(argv=None) -> int:
     ap.add_argument("--mode", default="flow", choices=["flow", "sr", "host"])
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--fat-tree", action="store_true",
-                    help="the three-tier demo: k = 4 fat-tree, two rings across the pods")
+                    help="the three-tier demo: k = 4 fat-tree, two rings across the pods "
+                         "(takes --mode, --iterations and --out; its shape, speed and sizes "
+                         "are fixed)")
     ap.add_argument("--spines", type=int, default=SPINES)
     ap.add_argument("--leaves", type=int, default=LEAVES)
     ap.add_argument("--hosts-per-leaf", type=int, default=HOSTS)
     ap.add_argument("--bw", type=float, default=BW_MBPS, help="Mbit/s on every link")
     ap.add_argument("--bytes", type=float, default=RING_BYTES, help="bytes per ring")
     args = ap.parse_args(argv)
+    if args.simulate and args.fat_tree:
+        print("error: --simulate is the two-tier comparison; for three tiers see "
+              "docs/tutorials/three-tier.md (python -m controller compare)", file=sys.stderr)
+        return 2
     if args.simulate:
         print(simulate_only())
         return 0

@@ -157,3 +157,10 @@ def test_a_declared_three_tier_fabric_is_checked_and_the_report_names_tiers():
                            f"{spare[1]}, which is not declared",
         "missing_link": f"aggregation switch a1_0 port {f.ports['a1_0']['c0_1']} (up) should "
                         f"reach core c0_1 port {f.ports['c0_1']['a1_0']}; no probe seen"}
+
+
+def test_a_leaf_with_no_uplink_seen_is_reported_not_dropped_silently():
+    f = fattree_fabric(4, 2)
+    got, problems = recognise_clos(observe(f, missing={("l0", "a0_0"), ("l0", "a0_1")}))
+    assert len(got.leaves) == 7
+    assert [(p["kind"], p["dpid"]) for p in problems] == [("switch_not_placed", f.dpids["l0"])]

@@ -183,6 +183,9 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     for d in sorted(absent):
         problems.add("switch_down", d, None, f"{called(d)} ({d:#x}) is not connected; its "
                                              "links are down", tier=TIER_WORDS[tier[d]])
+    for d in sorted(set(topology.switches) - set(names)):
+        problems.add("switch_not_placed", d, None, f"switch {d:#x} has no place in the three "
+                     "tiers (no link to a leaf with hosts or to a pod seen); not used")
     pod_of = {d: p for p, pod in enumerate(shape.pods) for d in pod}
     pod_of.update({d: p for p, slot_aggs in enumerate(shape.aggs) for d in slot_aggs})
     group_of = {d: g for g, group in enumerate(shape.groups) for d in group}

@@ -96,6 +96,17 @@ def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
 
 
 # ---- keys, probes and what they reach -------------------------------------------------------
+def _plane_view(fabric: Clos, switch: str) -> PlaneView:
+    """The plane's view, kept on the fabric object: host mode asks for classes per flow, and
+    building the view walks every switch of the plane (it holds no link state: liveness is
+    read from the fabric at each question)."""
+    views = fabric.__dict__.setdefault("_plane_views", {})
+    p = fabric.plane_of[switch]
+    if p not in views:
+        views[p] = PlaneView(fabric, switch)
+    return views[p]
+
+
 def dest_class(fabric: Clos, leaf: str, dst_leaf: str) -> tuple:
     """What the pipeline does from ``leaf`` towards ``dst_leaf``: ((aggregation switch,
     (cores that reach the destination's pod) or () inside the pod), ...) in uplink order.
@@ -104,7 +115,7 @@ def dest_class(fabric: Clos, leaf: str, dst_leaf: str) -> tuple:
     >>> dest_class(f, "l0", "l1"), dest_class(f, "l0", "l2")[0]
     ((('a0_0', ()), ('a0_1', ())), ('a0_0', ('c0_0', 'c0_1')))
     """
-    pl = PlaneView(fabric, leaf)
+    pl = _plane_view(fabric, leaf)
     same = pl.pod_of[leaf] == pl.pod_of[dst_leaf]
     return tuple((a, () if same else tuple(pl.cores_reaching(a, pl.pod_of[dst_leaf])))
                  for a in pl.live_uplinks(leaf) if pl.agg_reaches(a, dst_leaf))

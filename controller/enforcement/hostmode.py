@@ -67,7 +67,7 @@ ProbeFn = Callable[[list], Arrivals]
 class Probe:
     """One probe packet: ``data`` goes to the leaf ``dpid`` as a packet-out from ``in_port``."""
     token: int
-    key: tuple  # the map it teaches: (leaf, usable spines, proto) or (src, dst, proto)
+    key: tuple  # the map it teaches: (leaf, usable spines or Clos class, proto) or (src, dst, proto)
     sport: int
     dpid: int
     in_port: int
@@ -77,8 +77,9 @@ class Probe:
 @dataclass
 class PortMap:
     """What one map key's candidate ports do, as learned from probes."""
-    uplinks: tuple  # the leaf's live uplinks when learned: the map is valid while they hold
-    spine_of: dict = field(default_factory=dict)  # source port -> spine it reached
+    uplinks: tuple  # the leaf's live uplinks when learned (two tiers; () on a Clos, whose key
+    # says all its pipeline does): the map is valid while they hold
+    spine_of: dict = field(default_factory=dict)  # source port -> spine (Clos: hops) it reached
     window: int = 0  # ports PORT_MIN .. PORT_MIN + window - 1 have been probed
 
 
@@ -238,9 +239,10 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
                  scope: str = "leaf") -> tuple[dict, dict[tuple, int]]:
     """A source port per part of every host-mode flow.
 
-    ``flows``: (name, flow, parts) with parts ((spine index, share), ...), None for an
-    intra-leaf flow (one port, any) or () for a flow with no alive spine (no port). A part's
-    port must be one its map sends to the part's spine, and unique among the ports of its
+    ``flows``: (name, flow, parts) with parts ((spine index, share), ...) (on a Clos ((path,
+    share),)), None for an intra-leaf flow (one port, any) or () for a flow with no alive
+    spine (no port). A part's port must be one its map sends to the part's spine (Clos: its
+    hops, ``part_target``), and unique among the ports of its
     source host and protocol (``taken`` holds (host, proto, port) already used, e.g. by
     flow-mode jobs), so connections never share a 5-tuple or a socket. A part keeps its
     ``previous`` port when that still holds, so a re-plan changes only what it must.
@@ -408,20 +410,22 @@ class HostPorts:
         spreads them one round of probes serves every host, most of the time; more are probed
         when the switch spreads them less evenly or other keys took more of one spine's."""
         count: dict[tuple, int] = {}
-        per_host: dict[str, int] = {}
+        per_host: dict[tuple, int] = {}  # (host, protocol): ports are unique per both
         per_key_host: dict[tuple, int] = {}
         for _name, flow, parts in flows:
             if not parts:
                 continue
             k = map_key(fabric, flow, self.scope)
+            mine = (flow.src, k[-1])
             for part in parts:
                 s = part_target(fabric, part)
                 count[(k, flow.src, s)] = count.get((k, flow.src, s), 0) + 1
-                per_host[flow.src] = per_host.get(flow.src, 0) + 1
+                per_host[mine] = per_host.get(mine, 0) + 1
                 per_key_host[(k, flow.src)] = per_key_host.get((k, flow.src), 0) + 1
         out: dict[tuple, int] = {}
         for (k, src, _s), n in count.items():
-            need = n * key_buckets(fabric, k) + per_host[src] - per_key_host[(k, src)]
+            need = (n * key_buckets(fabric, k) + per_host[(src, k[-1])]
+                    - per_key_host[(k, src)])
             out[k] = max(out.get(k, 0), need)
         return out
 

@@ -47,7 +47,9 @@ class Reconciler:
 
     # ---- switches coming and going --------------------------------------------------------
     def connected(self, dpid: int) -> None:
+        """Queued to be read; a read of an earlier connection in flight is dropped."""
         self.installed.pop(dpid, None)
+        self.syncing.discard(dpid)
         self.pending.add(dpid)
 
     def disconnected(self, dpid: int) -> None:

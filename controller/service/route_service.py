@@ -165,39 +165,39 @@ class RouteService:
             self._discovery_out()
 
     def sync_queued(self) -> None:
-        """Reconcile queued switches; tables are read without the lock (a network wait), at
-        most ``TABLE_READERS`` at once (decoding is CPU work on the event loop: 96 at once kept
-        REST waiting for seconds at the paper's scale). Nothing else sends to a switch not
+        """Reconcile queued switches: read without the lock, at most ``TABLE_READERS`` at once
+        (decoding is CPU work on the event loop); nothing else sends to a switch not yet
         synchronised, so the read cannot go stale; the difference is sent under the lock."""
-        rec = self.reconciler
-        failed: set[int] = set()  # stay queued: tried again at the next tick
-        while True:
-            with self.lock:
-                if self.state.fabric is None or self.passive:
-                    break
-                dpid = rec.claim()
-            if dpid is None:
-                break
-            try:
-                with self._readers:
-                    have = rec.installer.read_tables(dpid)
-            except InstallError as e:
+        rec, failed = self.reconciler, set()  # failed: queued again, tried at the next tick
+        try:
+            while True:
                 with self.lock:
-                    rec.unclaim(dpid, failed)
-                LOG.error("mlroute: switch %s could not be read: %s", self.switch_name(dpid), e)
-                continue
-            with self.lock:
-                seen = self.state.switches.get(dpid)
-                if dpid not in rec.syncing or seen is None or not seen.connected:
-                    continue  # it left (or reconnected: queued again) meanwhile
+                    if self.state.fabric is None or self.passive:
+                        break
+                    dpid = rec.claim()
+                if dpid is None:
+                    break
                 try:
-                    rec.repair(dpid, have, *self.tx.current_tables().get(dpid, ([], [])))
-                except InstallError as e:
-                    failed.add(dpid)
-                    LOG.error("mlroute: switch %s could not be repaired: %s", self.switch_name(dpid), e)
+                    with self._readers:
+                        have = rec.installer.read_tables(dpid)
+                except Exception as e:  # noqa: BLE001 - a bad reply too: queued again
+                    with self.lock:
+                        rec.unclaim(dpid, failed)
+                    LOG.error("mlroute: switch %s could not be read: %s", self.switch_name(dpid), e)
                     continue
-                self.tx.refresh_host_ports()
-        if failed:
+                with self.lock:
+                    seen = self.state.switches.get(dpid)
+                    if dpid not in rec.syncing or seen is None or not seen.connected:
+                        continue  # it left, or reconnected (queued again), meanwhile
+                    try:
+                        rec.repair(dpid, have, *self.tx.current_tables().get(dpid, ([], [])))
+                    except Exception as e:  # noqa: BLE001 - logged; tried again
+                        rec.syncing.discard(dpid)
+                        failed.add(dpid)
+                        LOG.error("mlroute: switch %s could not be repaired: %s", self.switch_name(dpid), e)
+                        continue
+                    self.tx.refresh_host_ports()
+        finally:
             with self.lock:
                 rec.requeue(failed, lambda d: self.state.switches.get(d) is not None
                             and self.state.switches[d].connected)

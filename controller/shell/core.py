@@ -126,7 +126,7 @@ class Shell:
 
     def port_desc(self, msg) -> None:
         dp = msg.datapath
-        self._connecting.append((dp.id, translate.ports_of(dp.ofproto, msg.body),
+        self._connecting.append((dp, translate.ports_of(dp.ofproto, msg.body),
                                  translate.port_speeds(dp.ofproto, msg.body)))
         if not self._provisioning:
             self._provisioning = True
@@ -185,14 +185,17 @@ class Shell:
         """Switches that connected, noted one at a time with a pause between them, their
         tables read and repaired meanwhile by up to ``TABLE_READERS`` workers. Why one worker:
         when every switch connects at once (a restart), a task per switch queued them all on
-        the service lock ahead of any REST request (up to 568 ms at the paper's scale, 96
-        switches)."""
+        the service lock ahead of any REST request (568-938 ms at the paper's scale, 96
+        switches). A switch that left while queued is skipped."""
         try:
             while True:
                 try:
-                    dpid, ports, speeds = self._connecting.popleft()
+                    dp, ports, speeds = self._connecting.popleft()
                 except IndexError:
                     break
+                dpid = dp.id
+                if not self.switches.holds(dp):  # it left (or reconnected) while queued
+                    continue
                 try:
                     self.service.note_switch(dpid, ports, speeds)
                 except InstallError as e:
@@ -214,17 +217,21 @@ class Shell:
         for _ in range(start):
             self.hub.spawn(self._sync)
 
-    def _sync(self) -> None:
-        """Read and repair queued switches until none is left."""
+    def _sync(self, counted: bool = True) -> None:
+        """Read and repair queued switches until none is left; then, no longer counted, one
+        more pass: a switch noted between the last claim and the count going down found
+        every worker busy (a switch whose read failed is tried once more, then at the next
+        tick)."""
         try:
             self.service.sync_queued()
-        except InstallError as e:
-            LOG.error("mlroute: provisioning failed: %s", e)
-        except Exception:  # noqa: BLE001 - logged; the next connection starts another
+        except Exception:  # noqa: BLE001 - logged; the switches stay queued (next tick)
             LOG.exception("mlroute: reading switch tables failed")
         finally:
-            with self._syncers_lock:
-                self._syncers -= 1
+            if counted:
+                with self._syncers_lock:
+                    self._syncers -= 1
+        if counted:
+            self._sync(counted=False)
 
     def _guarded(self, fn, *args) -> None:
         """A service call off the event loop; bad input is logged, a bug too (with its

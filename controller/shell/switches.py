@@ -54,6 +54,11 @@ class Switches:
             del self._dps[dp.id]
             return True
 
+    def holds(self, dp) -> bool:
+        """Whether ``dp`` is still its dpid's connection (not gone, not replaced)."""
+        with self.lock:
+            return self._dps.get(dp.id) is dp
+
     def datapaths(self) -> list:
         with self.lock:
             return list(self._dps.values())

@@ -57,7 +57,7 @@ def compare_rings(bw: float, nbytes: int, runs: int, mode: str = "flow",
             ecmp[hashing] = []
             for k in range(runs):
                 seconds, carried_by[hashing] = step(s.net, s.fabric, flows, nbytes,
-                                                    5600 + 200 * n + 40 * k)
+                                                    5600 + 1000 * n + 40 * k)
                 ecmp[hashing].append(seconds)
         for job in doc["jobs"]:
             status, answer = s.ctl.rest("POST", "/v1/jobs", dict(job, mode=mode))
@@ -68,7 +68,7 @@ def compare_rings(bw: float, nbytes: int, runs: int, mode: str = "flow",
         predicted = max(v["predicted_allreduce_s"] for v in views)
         planned, errors, carried = [], [], {}
         for k in range(runs):
-            seconds, carried = step(s.net, s.fabric, routes, nbytes, 5800 + 40 * k)
+            seconds, carried = step(s.net, s.fabric, routes, nbytes, 7600 + 40 * k)
             planned.append(seconds)
             errors.append(per_link_error(carried, routes, nbytes))
         jobs = parse_jobs(doc, s.fabric)
