@@ -36,11 +36,9 @@ from controller.enforcement.openflow import ETH_IPV4, FlowRule, rule
 from controller.enforcement.probepacket import PROBE_CORE_DSCP, PROBE_DSCP
 from controller.enforcement.rules import (
     DEFAULT_GROUP,
-    PRIO_DEFAULT,
-    PRIO_HOST_CLASS,
     PRIO_PROBE,
     T_CLASSIFY,
-    T_HOST_CLASS,
+    class_tables,
     sport_buckets,
     sport_entries,
 )
@@ -70,29 +68,17 @@ def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
     if tier == 1:
         out = [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4, "ip_dscp": PROBE_DSCP},
                     [("controller",)])]
-        shift = agg_shift(f, switch)
-        for c, (cores, pods) in enumerate(pl.agg_classes(switch)):
-            table = T_HOST_CLASS + c
-            out += sport_entries(f, switch, table, cores, shift)
-            out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
-                            [("group", DEFAULT_GROUP + c)]))
-            out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
-                         {"eth_type": ETH_IPV4, "ipv4_dst": f.host_ip[h]}, goto=table)
-                    for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])]
-        return out
+        return out + class_tables(f, switch, [
+            (cores, [h for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])],
+             [("group", DEFAULT_GROUP + c)])
+            for c, (cores, pods) in enumerate(pl.agg_classes(switch))], agg_shift(f, switch))
     live = pl.live_uplinks(switch)
     if not live:
         return []
-    out = sport_entries(f, switch, T_CLASSIFY, live, 0)
-    for c, (usable, leaves) in enumerate(pl.leaf_classes(switch)):
-        table = T_HOST_CLASS + c
-        out += sport_entries(f, switch, table, usable, 0)
-        out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
-                        [("output", f.port(switch, usable[0]))]))
-        out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
-                     {"eth_type": ETH_IPV4, "ipv4_dst": f.host_ip[h]}, goto=table)
-                for other in leaves for h in f.hosts_on.get(other, [])]
-    return out
+    return sport_entries(f, switch, T_CLASSIFY, live) + class_tables(f, switch, [
+        (usable, [h for other in leaves for h in f.hosts_on.get(other, [])],
+         [("output", f.port(switch, usable[0]))])
+        for usable, leaves in pl.leaf_classes(switch)])
 
 
 # ---- keys, probes and what they reach -------------------------------------------------------

@@ -283,19 +283,30 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
     ups = live_uplinks(fabric, switch)
     if not ups:
         return []
-    out = sport_entries(fabric, switch, T_CLASSIFY, ups)
-    for c, (usable, leaves) in enumerate(host_classes(fabric, switch)):
+    return sport_entries(fabric, switch, T_CLASSIFY, ups) + class_tables(fabric, switch, [
+        (usable, [h for other in leaves for h in fabric.hosts_of_leaf[other]],
+         [("output", fabric.port(switch, usable[0]))])
+        for usable, leaves in host_classes(fabric, switch)])
+
+
+def class_tables(fabric, switch: str, classes, shift: int = 0) -> list[FlowRule]:
+    """Host mode's per-class tables of one switch: class c of ``classes`` (uplinks,
+    destination hosts, actions for its other IPv4) gets table 2 + c with the source-port
+    entries over its uplinks (bits from ``shift``) and those actions below them; its hosts
+    go there from table 0, one entry each. Leaves (both models) and aggregation switches
+    (``clos_hostmode``) build theirs with it."""
+    dpid, out = fabric.dpids[switch], []
+    for c, (uplinks, hosts, otherwise) in enumerate(classes):
         table = T_HOST_CLASS + c
-        out += sport_entries(fabric, switch, table, usable)
-        out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
-                        [("output", fabric.port(switch, usable[0]))]))
+        out += sport_entries(fabric, switch, table, uplinks, shift)
+        out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4}, otherwise))
         out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
                      {"eth_type": ETH_IPV4, "ipv4_dst": fabric.host_ip[h]}, goto=table)
-                for other in leaves for h in fabric.hosts_of_leaf[other]]
+                for h in hosts]
     return out
 
 
 __all__ = ["COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
            "all_static", "spine_label", "leaf_label", "host_static_rules", "live_uplinks",
-           "sport_buckets", "sport_entries", "usable_uplinks", "host_classes", "PROBE_DSCP",
+           "sport_buckets", "sport_entries", "class_tables", "usable_uplinks", "host_classes", "PROBE_DSCP",
            "ROCE_DPORT"]
