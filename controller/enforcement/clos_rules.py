@@ -65,6 +65,12 @@ LABEL_BASE = {0: 200000, 1: 300000, 2: 100000}  # by tier: leaves, aggregation s
 ECMP_HASHES = ("per-tier", "polarised")
 
 
+def check_ecmp(ecmp: str) -> None:
+    """An ECMP hashing outside ``ECMP_HASHES`` is an InputError naming the choices."""
+    if ecmp not in ECMP_HASHES:
+        raise InputError(f"unknown ECMP hashing {ecmp!r} (choose from {', '.join(ECMP_HASHES)})")
+
+
 def label(fabric: Clos, switch: str) -> int:
     tier = fabric.tier_of[switch]
     same = [s for s in fabric.tier_of if fabric.tier_of[s] == tier]
@@ -138,8 +144,7 @@ def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier"
                       ) -> tuple[list[FlowRule], list[GroupEntry]]:
     """The static entries and groups of one switch; ``ecmp`` (one of ``ECMP_HASHES``) says
     whether the aggregation switches' select groups decorrelate from the leaves'."""
-    if ecmp not in ECMP_HASHES:
-        raise InputError(f"unknown ECMP hashing {ecmp!r} (choose from {', '.join(ECMP_HASHES)})")
+    check_ecmp(ecmp)
     tier, pl = fabric.tier_of[switch], PlaneView(fabric, switch)
     if tier == 1:
         return _agg(fabric, switch, pl, ecmp)

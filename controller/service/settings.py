@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.enforcement.clos_rules import ECMP_HASHES
+from controller.enforcement.clos_rules import check_ecmp
 from controller.enforcement.modes import mode_of
 from controller.errors import InputError
 from controller.measurement.learner import SAMPLING_POINTS
@@ -58,9 +58,7 @@ class Settings:
                 self.learn_replans_per_minute < 1:
             raise InputError("learning: the window must be > 0 s, the minimum gain in [0, 1) "
                              "and re-plans per minute at least 1")
-        if self.ecmp not in ECMP_HASHES:
-            raise InputError(f"unknown ECMP hashing {self.ecmp!r} (choose from "
-                             f"{', '.join(ECMP_HASHES)})")
+        check_ecmp(self.ecmp)
         if self.sampling_points not in SAMPLING_POINTS:
             raise InputError(f"sFlow sampling points must be one of "
                              f"{', '.join(SAMPLING_POINTS)}, not {self.sampling_points!r}")
