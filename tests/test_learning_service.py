@@ -342,6 +342,29 @@ def replans(svc, jid):
             ("re-planned" in e["cause"] or "learned" in e["cause"])]
 
 
+def test_two_jobs_learned_in_the_same_window_are_both_planned():
+    """Two jobs declared by members whose rings become steady together (two data-parallel
+    jobs launched at once): each decision is made on the state the previous one left, so
+    the second never undoes the first."""
+    f, sw, svc, clock = start()
+    jobs = {"a": [h for h in sorted(f.hosts) if h.endswith("_0")],
+            "b": [h for h in sorted(f.hosts) if h.endswith("_1")]}
+    for jid, ring in jobs.items():
+        assert post(svc, {"id": jid, "members": [f.host_ip[h] for h in ring]})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, jobs["a"]) + ring_samples(f, jobs["b"]))
+    for jid, ring in jobs.items():
+        doc = get(svc, jid)[1]
+        assert doc["matrix"] == "learned", doc
+        assert planned_pairs(svc, jid) == {(h, ring[i - 1]) for i, h in enumerate(ring)}
+        assert doc["learning"]["replans"] == 1
+    learned = [e for e in svc.state.events if "matrix learned" in e["cause"]]
+    assert sorted(e["job"] for e in learned) == ["a", "b"]
+    assert len({e["time"] for e in learned}) == 1  # decided in the same tick
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in jobs
+               for r in get(svc, jid)[1]["routes"]]
+    assert len(set(uplinks)) == len(uplinks) == 8  # planned together: no shared uplink
+
+
 @pytest.mark.parametrize("declare", ["members", "rank order"])
 def test_launches_with_pauses_are_learned_once_and_never_shrink(declare):
     """The issue's scenario: launches of a ring, 6 s pauses between them. The learned job is

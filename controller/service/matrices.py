@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from controller.errors import ConflictError, InputError
@@ -131,10 +132,11 @@ class MatrixLearning:
         return out
 
     def decisions(self, state: ControllerState, settings: Settings, measured: dict,
-                  now: float) -> list[Decision]:
+                  now: float) -> Iterator[Decision]:
         """A decision for each job whose steady matrix has not been judged in its present
-        form and calls for a (re-)plan, or is kept on its plan."""
-        out = []
+        form and calls for a (re-)plan, or is kept on its plan. Each is made on ``state`` as
+        it is when asked for: the caller applies one before asking for the next, so a job
+        learned in the same window as another is planned with it, never over it."""
         for jid, m in measured.items():
             r = state.jobs.get(jid)
             pairs = frozenset(m.pairs)
@@ -154,8 +156,8 @@ class MatrixLearning:
             try:
                 change = decide.learned(state, settings, jid, m, cause, mismatch)
             except (ConflictError, InputError) as e:  # e.g. over the rule budget
-                out.append(Decision(jid, pairs, Change(cause, state.jobs, event={
-                    "job": jid, "mismatch": mismatch}), e))
+                yield Decision(jid, pairs, Change(cause, state.jobs, event={
+                    "job": jid, "mismatch": mismatch}), e)
                 continue
             if r.matrix != "learning":
                 gain = learning.predicted_gain(state.fabric, state.jobs, jid, m,
@@ -166,16 +168,15 @@ class MatrixLearning:
                             f"({100 * (after / before - 1):+.0f}%)" if before > 0 else
                             "no iteration time predicted")
                     if before <= 0 or after > (1 - settings.learn_min_gain) * before:
-                        out.append(Decision(jid, pairs, event={
+                        yield Decision(jid, pairs, event={
                             "time": now, "job": jid, "mismatch": mismatch,
                             "cause": f"{cause}: plan kept, {text}, a re-plan needs "
-                                     f"{100 * settings.learn_min_gain:g}%"}))
+                                     f"{100 * settings.learn_min_gain:g}%"})
                         continue
                     change.cause = f"{cause}: re-planned on the measured matrix, {text}"
                 else:
                     change.cause = f"{cause}: re-planned on the measured matrix"
-            out.append(Decision(jid, pairs, change))
-        return out
+            yield Decision(jid, pairs, change)
 
     def applied(self, decision: Decision, ok: bool, now: float) -> None:
         """Note the outcome of a decided change: a re-plan counts against the bound; a
