@@ -7,13 +7,16 @@ pitfall as it was), the wrong direction corrected by learning and members only (
 after learning, with the learning time).
 
     python -m benchmarks.collectives [--library gloo,mpi] [--runs 10] [--mib 4]
-        [--relaunch-runs 3] [--relaunches-only] [--out bench/collectives.json]
+        [--relaunch-runs 10] [--relaunches-only] [--out bench/collectives.json]
 
-Relaunches (issue 22): the job posted once (by its members, or in rank order), then 3
-launches of 4 All-Reduces, 6 s apart (a checkpoint's pause); per launch after the first, its
-median over the correct declaration's median of the same invocation, and the (re-)plans made
-on measured traffic after the first launch. ``--relaunches-only`` measures the correct
-declaration and the relaunches, keeping the file's other results.
+Relaunches (issue 22, ``emulation/harness/relaunch.py``): the jobs posted once, then 3
+launches of 4 iterations, 6 s apart (a checkpoint's pause), for each variant: one ring
+declared by its members or in rank order, a mixture-of-experts job (gloo: all-to-all then the
+ring, members only), and two jobs at once by their members (gloo: DistributedDataParallel
+training; Open MPI: ring All-Reduces). Each round runs the correct declaration once first;
+per launch after the first, each job's median over its correct declaration's median, whether
+every pair was planned, and the (re-)plans made on measured traffic after the first launch.
+``--relaunches-only`` measures the relaunches only, keeping the file's other results.
 
 Each run starts the ranks anew (new TCP connections, so ECMP hashes anew); the rounds interleave
 the scenarios so that drift hits all alike. Ratios are against the correctly declared run of the
@@ -32,6 +35,7 @@ import sys
 import time
 
 from emulation.harness import collectives as co
+from emulation.harness import relaunch
 from emulation.harness.session import Session, install_interrupt_handler
 
 SHAPE = (2, 4, 2)
@@ -54,48 +58,73 @@ def _record(res: dict) -> dict:
 
 
 RELAUNCHES, RELAUNCH_ITERS, PAUSE_S = 3, 4, 6.0
+RELAUNCH_ROUNDS = 10  # issue 22: the scenario repeated 10 times
+
+
+def _relaunch_round(res: dict, ref: dict) -> dict:
+    first, *later = res["launches"]
+    return {"launches": [{"jobs": [{"median_s": round(statistics.median(j["times"]), 3),
+                                    "matrix": j["matrix"], "planned_pairs": j["planned_pairs"],
+                                    "direction": j["direction"]} for j in x["jobs"]],
+                          "imbalance": x["imbalance"]} for x in res["launches"]],
+            "reference_median_s": [round(statistics.median(t), 3) for t in ref["times"]],
+            "reference_imbalance": ref["imbalance"],
+            "replans_after_first_launch": max(b["replans"] - a["replans"] for a, b in zip(
+                first["jobs"], later[-1]["jobs"]))}
 
 
 def measure_relaunches(s, library: str, hosts: list[str], runs: int, mib: int, outdir: str,
-                       progress, correct_s: float) -> dict:
-    """``runs`` rounds of the relaunch scenario per declaration (module docstring)."""
+                       progress) -> dict:
+    """``runs`` rounds of the relaunch scenario per variant (``relaunch.VARIANTS``); each
+    round first runs the correct declaration once (the reference), so that drift hits both
+    alike. Per launch after the first, each job's median over its references' median."""
     out = {}
-    for declare in ("members", "rank_order"):
+    for name in relaunch.VARIANTS:
+        if name in relaunch.GLOO_ONLY and library != "gloo":
+            continue
+        v = relaunch.variant(s, library, name, hosts, mib)
+        refs: list[list[float]] = [[] for _ in v.groups]
         rounds = []
         for k in range(runs):
-            res = co.relaunches(s, library, hosts, mib, RELAUNCH_ITERS,
-                                os.path.join(outdir, f"relaunch-{declare}-{k}"),
-                                members=declare == "members", launches=RELAUNCHES,
-                                pause_s=PAUSE_S)
-            first, *later = res["launches"]
-            if not all(x["sums_ok"] for x in res["launches"]):
-                raise RuntimeError(f"{library} relaunch {declare}: wrong sums; logs "
-                                   f"{res['logs']}")
-            rounds.append({
-                "over_correct": [round(statistics.median(x["times"]) / correct_s, 3)
-                                 for x in res["launches"]],
-                "matrix": [x["matrix"] for x in res["launches"]],
-                "planned_pairs": [x["planned_pairs"] for x in res["launches"]],
-                "imbalance": [x["imbalance"] for x in res["launches"]],
-                "replans_after_first_launch": later[-1]["replans"] - first["replans"]})
-            progress(f"{library} relaunch {declare} {k + 1}/{runs}: "
-                     f"{rounds[-1]['over_correct']} x correct, "
+            logdir = os.path.join(outdir, f"relaunch-{name}-{k}")
+            ref = relaunch.reference(s, library, v, mib, RELAUNCH_ITERS,
+                                     os.path.join(logdir, "reference"))
+            for j, times in enumerate(ref["times"]):
+                refs[j] += times
+            res = relaunch.relaunches(s, library, v, mib, RELAUNCH_ITERS, logdir,
+                                      launches=RELAUNCHES, pause_s=PAUSE_S)
+            rounds.append(_relaunch_round(res, ref))
+            progress(f"{library} relaunch {name} {k + 1}/{runs}: launches "
+                     f"{[[j['median_s'] for j in x['jobs']] for x in rounds[-1]['launches']]} s,"
+                     f" reference {rounds[-1]['reference_median_s']} s, "
                      f"{rounds[-1]['replans_after_first_launch']} re-plans after launch 1")
-        later = [r for x in rounds for r in x["over_correct"][1:]]
-        out[declare] = {"rounds": rounds, "later_launches_over_correct": _summary(later),
-                        "later_launches_within_10pct": sum(r <= 1.10 for r in later),
-                        "later_launches": len(later),
-                        "max_replans_after_first_launch": max(
-                            x["replans_after_first_launch"] for x in rounds)}
-    return {"launches": RELAUNCHES, "all_reduces_per_launch": RELAUNCH_ITERS,
-            "pause_s": PAUSE_S, "correct_median_s": round(correct_s, 3), **out}
+        medians = [statistics.median(t) for t in refs]
+        for r in rounds:
+            r["over_correct"] = [[round(j["median_s"] / medians[i], 3)
+                                  for i, j in enumerate(x["jobs"])] for x in r["launches"]]
+        later = [o for r in rounds for x in r["over_correct"][1:] for o in x]
+        pairs = [len(doc.get("flows") or doc["ranks"]) for doc in v.correct]
+        out[name] = {
+            "jobs": len(v.groups), "ranks_per_job": [len(g) for g in v.groups],
+            "pairs_per_job": pairs, "ddp": v.ddp, "all_to_all_mib": v.a2a_mib,
+            "reference_median_s": [round(m, 3) for m in medians], "rounds": rounds,
+            "later_launches_over_correct": _summary(later),
+            "later_launches_within_10pct": sum(o <= 1.10 for o in later),
+            "later_launches": len(later),
+            "later_launches_every_pair_planned": sum(
+                j["planned_pairs"] >= pairs[i] and j["matrix"] in ("learned", "declared")
+                for r in rounds for x in r["launches"][1:] for i, j in enumerate(x["jobs"])),
+            "max_replans_after_first_launch": max(r["replans_after_first_launch"]
+                                                  for r in rounds)}
+    return {"launches": RELAUNCHES, "iterations_per_launch": RELAUNCH_ITERS,
+            "pause_s": PAUSE_S, "rounds": runs, "variants": list(out), **out}
 
 
 def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress,
-            relaunch_runs: int = RELAUNCHES, relaunches_only: bool = False) -> dict:
+            relaunch_runs: int = RELAUNCH_ROUNDS, relaunches_only: bool = False) -> dict:
     with Session(*SHAPE, BW, outdir, progress=progress) as s:
         hosts = co.rank_hosts(s.fabric)
-        names = ["correct"] if relaunches_only else ["ecmp", "correct", "rank_order"]
+        names = [] if relaunches_only else ["ecmp", "correct", "rank_order"]
         skipped = {}
         if relaunches_only:
             pass
@@ -114,11 +143,11 @@ def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress
                 records[name].append(_record(res))
                 progress(f"{library} run {k + 1}/{runs} {name}: "
                          f"{records[name][-1]['seconds']:.2f} s, imbalance {res['imbalance']:.2f}")
-        ref = statistics.median(r["seconds"] for r in records["correct"])
         relaunches = measure_relaunches(s, library, hosts, relaunch_runs, mib, outdir,
-                                        progress, ref) if relaunch_runs else None
+                                        progress) if relaunch_runs else None
     if relaunches_only:
         return {"relaunches": relaunches}
+    ref = statistics.median(r["seconds"] for r in records["correct"])
     out = {"ranks": hosts, "direction_measured": records["ecmp"][0]["direction"],
            "scenarios": {}, "skipped": skipped, "relaunches": relaunches}
     for name, recs in records.items():
@@ -147,8 +176,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--mib", type=int, default=4, help="tensor size per rank, MiB")
     ap.add_argument("--iters", type=int, default=1, help="All-Reduces per run (median kept)")
-    ap.add_argument("--relaunch-runs", type=int, default=RELAUNCHES,
-                    help="rounds of the relaunch scenario per declaration (0: none)")
+    ap.add_argument("--relaunch-runs", type=int, default=RELAUNCH_ROUNDS,
+                    help="rounds of the relaunch scenario per variant (0: none)")
     ap.add_argument("--relaunches-only", action="store_true",
                     help="measure the correct declaration and the relaunches only, keeping "
                          "the output file's other results")

@@ -525,30 +525,41 @@ def _collectives() -> str:
             + _relaunches(libs))
 
 
+RELAUNCH_LABELS = {"members": "one ring, members only", "rank_order": "one ring, rank order",
+                   "moe": "all-to-all + ring, members only",
+                   "two_jobs": "two jobs at once, members only"}
+
+
 def _relaunches(libs: dict) -> str:
-    """Launches of one job with pauses between them (learned matrices that hold)."""
+    """Launches of the same jobs with pauses between them (learned matrices that hold)."""
     rows, first = [], None
     for name, lib in libs.items():
         r = lib.get("relaunches")
-        if not r:
+        if not r or "variants" not in r:
             continue
         first = first or r
-        for declare, label in (("members", "members only"), ("rank_order", "rank order")):
-            x = r[declare]
+        for variant in r["variants"]:
+            x = r[variant]
             s = x["later_launches_over_correct"]
+            label = RELAUNCH_LABELS.get(variant, variant)
+            if x.get("ddp"):
+                label += " (DDP training)"
             rows.append([name, label, f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]",
                          f"{x['later_launches_within_10pct']} of {x['later_launches']}",
+                         f"{x['later_launches_every_pair_planned']} of {x['later_launches']}",
                          str(x["max_replans_after_first_launch"])])
     if not rows:
         return ""
     return ("### Relaunches with pauses\n\n"
-            f"The job posted once, then {first['launches']} launches of "
-            f"{first['all_reduces_per_launch']} All-Reduces, {first['pause_s']:g} s of silence "
-            f"between them, {len(first['members']['rounds'])} rounds per declaration; each "
-            "launch after the first against the correct declaration's median of the same "
-            "invocation (`python -m benchmarks.collectives --relaunches-only`).\n\n"
-            + _table(["library", "declared", "later launches vs correct (median [min-max])",
-                      "within 10%", "most re-plans after launch 1"], rows))
+            f"The jobs posted once, then {first['launches']} launches of "
+            f"{first['iterations_per_launch']} iterations, {first['pause_s']:g} s of silence "
+            f"between them, {first['rounds']} rounds per variant; each round first runs the "
+            "correct declaration once, and each job's later launches are compared with the "
+            "median of its correct runs (`python -m benchmarks.collectives --relaunches-only`)."
+            " A launch of two jobs counts once per job.\n\n"
+            + _table(["library", "jobs, declared", "later launches vs correct (median "
+                      "[min-max])", "within 10%", "every pair planned",
+                      "most re-plans after launch 1"], rows))
 
 
 def _learning() -> str:

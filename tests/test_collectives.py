@@ -16,6 +16,7 @@ import time
 import pytest
 
 from emulation.harness import collectives as co
+from emulation.harness import relaunch
 from emulation.harness.session import Session
 from tests.integration import HOSTS, LEAVES, SPINES, processes, require_root_and_ovs
 
@@ -156,31 +157,43 @@ def test_members_only_after_learning_as_fast_as_declared(emu, library):
 
 
 @pytest.mark.parametrize("library", co.LIBRARIES)
-@pytest.mark.parametrize("declare", ["members", "rank_order"])
-def test_relaunches_after_pauses_stay_learned_and_as_fast_as_declared(emu, library, declare):
-    """Issue 22's scenario: launches of 4 All-Reduces, 6 s pauses between them. After the
-    first launch every launch runs within 10% of the correct declaration, the uplinks
-    balanced, and the job is (re-)planned at most once after it was learned."""
+@pytest.mark.parametrize("name", relaunch.VARIANTS)
+def test_relaunches_after_pauses_stay_learned_and_as_fast_as_declared(emu, library, name):
+    """Issue 22's scenario: launches of 4 iterations, 6 s pauses between them; one job
+    (declared by its members or in rank order), a mixture-of-experts job (gloo), or two jobs
+    at once (gloo: DistributedDataParallel training). After the first launch every job runs
+    within 10% of its correct declaration, the uplinks balanced, every pair planned, and each
+    job is (re-)planned at most once after it was learned."""
     if co.missing(library):
         pytest.skip(co.missing(library))
+    if name in relaunch.GLOO_ONLY and library != "gloo":
+        pytest.skip(f"the {name} variant runs with gloo only")
     if not co.learning_supported(emu.ctl):
         pytest.skip("the controller does not take members-only jobs")
-    res = co.relaunches(emu, library, emu.hosts, MIB, 4,
-                        os.path.join(LOGS, f"{library}-relaunch-{declare}"),
-                        members=declare == "members", launches=3, pause_s=6.0)
+    v = relaunch.variant(emu, library, name, emu.hosts, MIB)
+    logdir = os.path.join(LOGS, f"{library}-relaunch-{name}")
+    res = relaunch.relaunches(emu, library, v, MIB, 4, logdir, launches=3, pause_s=6.0)
     first, *later = res["launches"]
-    for launch in res["launches"]:
-        assert launch["sums_ok"], launch
+    ref = relaunch.reference(emu, library, v, MIB, 4, os.path.join(logdir, "reference"))
+    # as balanced as the correct declaration: a mixture-of-experts leaf sends one ring flow
+    # and three small ones, and DDP broadcasts rank 0's model at each launch on paths no plan
+    # holds, so their uplinks differ under any plan
+    bound = max(BALANCED, ref["imbalance"] + BALANCED)
+    pairs = [len(doc.get("flows") or doc["ranks"]) for doc in v.correct]
     for launch in later:
-        assert launch["matrix"] in ("learned", "declared") and launch["planned_pairs"] >= 8
-        assert launch["imbalance"] < BALANCED, launch["uplinks"]
-    assert later[-1]["replans"] - first["replans"] <= 1, res["launches"]
-    times = [t for launch in later for t in launch["times"]]
-    reference = run(emu, library, "correct")["times"]
-    if statistics.median(times) > SAME_SPEED * statistics.median(reference):
-        reference = reference + remeasure(emu, library, "correct")["times"]  # back to back
-    assert statistics.median(times) <= SAME_SPEED * statistics.median(reference), (
-        times, reference)
+        assert launch["imbalance"] < bound, (launch["uplinks"], ref)
+        for job, want in zip(launch["jobs"], pairs):
+            assert job["matrix"] in ("learned", "declared") and job["planned_pairs"] >= want, job
+    for j in range(len(v.groups)):
+        assert later[-1]["jobs"][j]["replans"] - first["jobs"][j]["replans"] <= 1, res
+    for j in range(len(v.groups)):
+        times = [t for launch in later for t in launch["jobs"][j]["times"]]
+        reference = ref["times"][j]
+        if statistics.median(times) > SAME_SPEED * statistics.median(reference):  # again
+            reference += relaunch.reference(emu, library, v, MIB, 4,
+                                            os.path.join(logdir, "reference-again"))["times"][j]
+        assert statistics.median(times) <= SAME_SPEED * statistics.median(reference), (
+            j, times, reference)
 
 
 def test_mixture_of_experts_job_by_members_learns_every_pair(emu):

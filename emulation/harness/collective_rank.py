@@ -3,11 +3,18 @@ host by ``emulation.collectives``. It runs under Debian's ``/usr/bin/python3`` (
 python3-torch and python3-mpi4py live), so it imports only the standard library at the top.
 
     python3 collective_rank.py gloo --master IP --rank R --world N --mib M --iters K [--a2a-mib A]
+    python3 collective_rank.py ddp --master IP --rank R --world N --mib M --iters K
     mpirun ... python3 collective_rank.py mpi --mib M --iters K
 
 ``--a2a-mib A`` (gloo): every iteration also runs an all-to-all of A MiB per rank before the
 All-Reduce, as a mixture-of-experts layer does (block j of rank r holds 1000 r + j: checked
 exactly on arrival).
+
+``ddp`` trains a model of ``--mib`` MiB of parameters (square linear layers) with PyTorch's
+DistributedDataParallel over gloo, as a data-parallel job does: every iteration a forward and
+a backward pass on the rank's own data, the gradients All-Reduced in 1 MiB buckets while the
+backward pass runs, then an SGD step. Each rank's data differ, so replicas stay equal only if
+every gradient was reduced: the check is that every rank ends with bit-identical parameters.
 
 Every rank fills its tensor with known values (element i of rank r: r + 1 + i % 5) before each
 iteration, so the reduced tensor must hold n(n+1)/2 + n(i % 5) everywhere: the check is exact
@@ -110,6 +117,52 @@ def run_gloo(args) -> dict:
             "sent": sent, "start": start}
 
 
+DDP_WIDTH = 512  # a layer of 512 x 512 float32 weights is 1 MiB: one layer per MiB
+DDP_BUCKET_MIB = 1  # several buckets per backward pass, reduced while it runs
+
+
+def run_ddp(args) -> dict:
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+    dist.init_process_group("gloo", init_method=f"tcp://{args.master}:{args.port}",
+                            rank=args.rank, world_size=args.world,
+                            timeout=datetime.timedelta(seconds=args.timeout))
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(DDP_WIDTH, DDP_WIDTH, bias=False)
+                            for _ in range(max(1, args.mib))])
+    ddp = DistributedDataParallel(model, bucket_cap_mb=DDP_BUCKET_MIB)
+    opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)
+    data = torch.Generator().manual_seed(1 + args.rank)  # each rank its own batches
+
+    def step():
+        opt.zero_grad()
+        ddp(torch.randn(32, DDP_WIDTH, generator=data)).square().mean().backward()
+        opt.step()
+    step()  # warm-up: every connection open, the buckets built
+    times, start = [], time.time()
+    for _ in range(args.iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    with torch.no_grad():  # replicas must be bit-identical: compare checksums of all ranks
+        flat = torch.cat([p.flatten() for p in model.parameters()]).double()
+        mine = torch.stack([flat.sum(), flat.square().sum()])
+        every = [torch.empty(2, dtype=torch.float64) for _ in range(args.world)]
+        dist.all_gather(every, mine)
+        worst = max(float((x - mine).abs().max()) for x in every)
+    dist.barrier()
+    sent = sent_per_peer(args.ip)
+    dist.barrier()
+    dist.destroy_process_group()
+    return {"rank": args.rank, "world": args.world, "times": times, "max_error": worst,
+            "sent": sent, "start": start}
+
+
 def run_mpi(args) -> dict:
     import numpy
     from mpi4py import MPI
@@ -136,8 +189,8 @@ def run_mpi(args) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("library", choices=["gloo", "mpi"])
-    ap.add_argument("--master", help="gloo: rank 0's address")
+    ap.add_argument("library", choices=["gloo", "ddp", "mpi"])
+    ap.add_argument("--master", help="gloo and ddp: rank 0's address")
     ap.add_argument("--port", type=int, default=29500)
     ap.add_argument("--rank", type=int)
     ap.add_argument("--world", type=int)
@@ -151,9 +204,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.ip is None:
         args.ip = own_address()
-    if args.library == "gloo" and None in (args.master, args.rank, args.world):
-        ap.error("gloo needs --master, --rank and --world")
-    result = run_gloo(args) if args.library == "gloo" else run_mpi(args)
+    if args.library != "mpi" and None in (args.master, args.rank, args.world):
+        ap.error(f"{args.library} needs --master, --rank and --world")
+    result = {"gloo": run_gloo, "ddp": run_ddp, "mpi": run_mpi}[args.library](args)
     result["ip"] = args.ip
     print("RESULT " + json.dumps(result), flush=True)
     return 0

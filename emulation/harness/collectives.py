@@ -23,6 +23,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
 
@@ -232,7 +233,8 @@ def _mpi_ranks_started(logdir: str) -> int:
 
 def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, iters: int = 3,
                   logdir: str | None = None, timeout: float = TIMEOUT_S,
-                  attempts: int = 3, a2a_mib: int = 0) -> dict:
+                  attempts: int = 3, a2a_mib: int = 0, ddp: bool = False,
+                  cancel: threading.Event | None = None) -> dict:
     """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that does not end
     within ``timeout``, or whose launcher gives up before every rank started
     (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
@@ -240,13 +242,15 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     cores before the switches had their CPU, see ``LaunchStalled``). Raises RuntimeError
     (with the log folder) when a rank fails, TimeoutError when every attempt stalled.
     ``a2a_mib`` (gloo): an all-to-all of that many MiB per rank before each All-Reduce (a
-    mixture-of-experts layer)."""
+    mixture-of-experts layer). ``ddp`` (gloo): iterations of DistributedDataParallel training
+    of a model of ``mib`` MiB instead (``collective_rank.run_ddp``). ``cancel``: an event that
+    stops the run (its processes too) when set, for runs in other threads."""
     stalls = []
     for k in range(attempts):
         try:
             res = _run_once(net, fabric, library, hosts, mib, iters,
                             logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout,
-                            a2a_mib)
+                            a2a_mib, ddp, cancel)
         except TimeoutError as e:
             stalls.append(str(e))
             if k + 1 == attempts:
@@ -258,11 +262,12 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
 
 
 def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
-              logdir: str | None, timeout: float, a2a_mib: int = 0) -> dict:
+              logdir: str | None, timeout: float, a2a_mib: int = 0, ddp: bool = False,
+              cancel: threading.Event | None = None) -> dict:
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}")
-    if a2a_mib and library != "gloo":
-        raise ValueError("an all-to-all phase is run with gloo only")
+    if (a2a_mib or ddp) and library != "gloo":
+        raise ValueError("an all-to-all phase and DDP training run with gloo only")
     tag = uuid.uuid4().hex[:12]
     logdir = logdir or os.path.join(LOG_ROOT, f"{time.strftime('%H%M%S')}-{library}-{tag}")
     os.makedirs(logdir, exist_ok=True)
@@ -278,7 +283,8 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
             master = fabric.host_ip[hosts[0]]
             for r, h in enumerate(hosts):
                 node = net.get(h)
-                _spawn(["mnexec", "-a", str(node.pid), SYSTEM_PYTHON, RANK_SCRIPT, "gloo",
+                _spawn(["mnexec", "-a", str(node.pid), SYSTEM_PYTHON, RANK_SCRIPT,
+                        "ddp" if ddp else "gloo",
                         f"--master={master}", f"--rank={r}", f"--world={world}",
                         f"--ip={fabric.host_ip[h]}", f"--a2a-mib={a2a_mib}", *common],
                        os.path.join(logdir, f"rank{r}"),
@@ -305,6 +311,8 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
                                    f"logs in {logdir}")
             if any(p.returncode not in (None, 0) for p in procs):
                 break
+            if cancel is not None and cancel.is_set():
+                raise RuntimeError(f"{library}: run cancelled; logs in {logdir}")
             polls += 1
             if library == "mpi" and polls % 5 == 0 and (sign := _mpi_stall_sign(logdir)):
                 raise LaunchStalled(f"mpi: {sign!r}; logs in {logdir}")
@@ -352,7 +360,7 @@ def _job(library, mib, ranks=None, members=None):
     return job
 
 
-def _post(ctl, job) -> dict:
+def post_job(ctl, job) -> dict:
     status, doc = ctl.rest("POST", "/v1/jobs", job)
     if status != 201:
         raise RuntimeError(f"POST /v1/jobs {job['id']}: {status} {doc}")
@@ -368,7 +376,7 @@ def learning_supported(ctl) -> bool:
     return "unknown field 'members'" not in str(doc.get("error", ""))
 
 
-def _view(ctl, jid) -> dict:
+def job_view(ctl, jid) -> dict:
     return ctl.rest("GET", f"/v1/jobs/{jid}")[1]
 
 
@@ -380,7 +388,7 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
     if learn:  # traffic of an earlier run must not count: the learning time starts from quiet
         time.sleep(QUIET_S)
     if job:
-        _post(session.ctl, job)
+        post_job(session.ctl, job)
     try:
         learning = None
         if learn:
@@ -388,7 +396,7 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
         res = run_allreduce(session.net, session.fabric, library, hosts, mib, iters,
                             logdir and os.path.join(logdir, "measured"))
         if job:
-            res["job"] = {"declared": job, "view": _view(session.ctl, job["id"])}
+            res["job"] = {"declared": job, "view": job_view(session.ctl, job["id"])}
         if learning:
             res["learning"] = learning
         return res
@@ -413,7 +421,7 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dic
     def poll():
         while not stop.is_set():
             try:
-                v = _view(session.ctl, jid)
+                v = job_view(session.ctl, jid)
             except OSError:
                 v = {}
             state = _planned_as_measured(v)
@@ -434,7 +442,7 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dic
             # again (run_allreduce) does not count against the job's learning
             if traffic > timeout:
                 raise TimeoutError(f"job {jid} not learned within {timeout:g} s of traffic "
-                                   f"(view: {_view(session.ctl, jid)})")
+                                   f"(view: {job_view(session.ctl, jid)})")
             r = run_allreduce(session.net, session.fabric, library, hosts, mib, 1,
                               logdir and os.path.join(logdir, f"learning{len(runs)}"),
                               a2a_mib=a2a_mib)
@@ -499,37 +507,6 @@ def members_only(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
                      _job(library, mib, members=members), learn=True)
 
 
-def relaunches(session, library, hosts, mib=4, iters=3, logdir=None, members=False,
-               launches=4, pause_s=6.0) -> dict:
-    """Launches of the same job with pauses between them (a checkpoint, an evaluation): the
-    job posted once (``members``: by its members' addresses; else in rank order, the wrong
-    direction for gloo), then ``launches`` runs of ``iters`` All-Reduces, ``pause_s`` silent
-    seconds apart. Per launch: its times, the job's matrix and planned pairs after it, and
-    the (re-)plans the controller made on measured traffic so far."""
-    jid = f"{library}-allreduce"
-    job = _job(library, mib, members=[session.fabric.host_ip[h] for h in hosts]) \
-        if members else _job(library, mib, hosts)
-    time.sleep(QUIET_S)
-    _post(session.ctl, job)
-    try:
-        out = []
-        for k in range(launches):
-            if k:
-                time.sleep(pause_s)
-            r = run_allreduce(session.net, session.fabric, library, hosts, mib, iters,
-                              logdir and os.path.join(logdir, f"launch{k}"))
-            v = _view(session.ctl, jid)
-            out.append({"times": r["times"], "sums_ok": r["sums_ok"],
-                        "max_error": r["max_error"], "imbalance": r["imbalance"],
-                        "uplinks": r["uplinks"], "matrix": v.get("matrix"),
-                        "planned_pairs": len(v.get("routes", [])),
-                        "replans": (v.get("learning") or {}).get("replans", 0)})
-        return {"library": library, "declared": job, "launches": out, "pause_s": pause_s,
-                "logs": logdir}
-    finally:
-        session.ctl.rest("DELETE", f"/v1/jobs/{jid}")
-
-
 def moe_members(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
     """A mixture-of-experts-like job declared by its members: one rank per leaf (4 ranks),
     every iteration an all-to-all of ``mib`` / 2 MiB per rank (about a fifth of the bytes),
@@ -540,14 +517,14 @@ def moe_members(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
     ranks = [next(h for h in hosts if session.fabric.hosts[h] == leaf) for leaf in leaves]
     job = _job(library, mib, members=[session.fabric.host_ip[h] for h in ranks])
     time.sleep(QUIET_S)
-    _post(session.ctl, job)
+    post_job(session.ctl, job)
     try:
         learning = _learn(session, library, ranks, mib, logdir, job["id"], LEARN_TIMEOUT_S,
                           a2a_mib=max(1, mib // 2))
         res = run_allreduce(session.net, session.fabric, library, ranks, mib, iters,
                             logdir and os.path.join(logdir, "measured"),
                             a2a_mib=max(1, mib // 2))
-        res["job"] = {"declared": job, "view": _view(session.ctl, job["id"])}
+        res["job"] = {"declared": job, "view": job_view(session.ctl, job["id"])}
         res["learning"] = learning
         return res
     finally:
