@@ -367,3 +367,29 @@ def test_ring_order_advice_is_returned_and_used_only_when_asked():
     code, doc = api.handle(svc, "POST", "/v1/advise", json.dumps(
         {"id": "x", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1}]}).encode())
     assert code == 400 and "ring" in doc["error"]
+
+
+def test_lldp_rounds_are_sent_without_the_lock_in_slices():
+    """A round of LLDP probes (one per port each second: 5,120 at the paper's scale) is
+    sent outside the service lock, and the shell's other green threads (REST) get a turn
+    every ``PROBE_SLICE`` frames."""
+    from controller.service import route_service
+    f = wired(spines=4, leaves=8, hosts=2)
+    turns = []
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f, on_progress=lambda: turns.append(len(sw.packets_out)))
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    held = []
+    sent = sw.packet_out
+    sw.packet_out = lambda *a: (held.append(svc.lock.locked()), sent(*a))
+    route_service.PROBE_SLICE, old = 16, route_service.PROBE_SLICE
+    try:
+        del sw.packets_out[:]
+        svc.tick()
+    finally:
+        route_service.PROBE_SLICE = old
+    lldp = [p for p in sw.packets_out if p[2][12:14] == b"\x88\xcc"]
+    assert len(lldp) == sum(len(p) for p in f.ports.values())  # every port: no host heard
+    assert held and not any(held)
+    assert [t for t in turns if t] == list(range(16, len(sw.packets_out) + 1, 16))
