@@ -374,3 +374,39 @@ def test_fabric_command_reads_a_host_table(tmp_path):
     assert sorted(Clos.from_dict(json.loads(out.read_text())).hosts) == ["haa11", "hbb22", "hcc33"]
     r = _run("fabric", "--host-table", str(tmp_path / "missing.csv"))
     assert r.returncode == 2 and "missing.csv: No such file" in r.stderr
+
+
+def test_two_planes_are_wired_with_one_address_per_host_and_plane():
+    """``Clos.wire`` on two planes: each host an address and a MAC per plane, the same
+    host part in each plane's 10.<16q>.0.0/12; the document round-trips and ``owner`` finds
+    the host and plane of any address. One plane is written as before (strings)."""
+    fab = Clos.leaf_spine(2, 3, 2, planes=2).wire()
+    assert fab.host_ips["h1_0"] == ("10.0.1.1", "10.16.1.1")
+    assert fab.host_macs["h1_0"] == ("02:00:00:00:01:01", "02:00:01:00:01:01")
+    assert fab.host_ip["h1_0"] == fab.ip_of("h1_0", 0) and fab.ip_of("h1_0", 1) == "10.16.1.1"
+    assert fab.owner("10.16.2.2") == ("h2_1", 1) and fab.owner("10.32.0.1") is None
+    doc = fab.to_dict()
+    assert doc["host_ip"]["h0_1"] == ["10.0.0.2", "10.16.0.2"]
+    again = load_fabric(json.loads(json.dumps(doc)))
+    again.check_wiring()
+    assert again.host_ips == fab.host_ips and again.host_macs == fab.host_macs
+    one = Clos.fat_tree(4).wire()
+    assert all(isinstance(a, str) and a.startswith("10.0.")
+               for a in one.to_dict()["host_ip"].values())
+    assert all(one.host_ips[h] == (a,) for h, a in one.host_ip.items())
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["host_ip"].update(h0_0="10.0.0.1"), r"h0_0 needs one IPv4 address per "
+                                                     r"plane \(2\), got '10.0.0.1'"),
+    (lambda d: d["host_mac"].update(h0_0=["02:00:00:00:00:01"]), "h0_0 needs one MAC"),
+    (lambda d: d["host_ip"].update(h0_0=["10.0.0.1", "10.0.1.1"]),
+     r"two hosts share a IPv4 address \(over all planes\)"),
+    (lambda d: d["host_ip"].update(h0_0=["10.0.0.1", "10.16.0.x"]),
+     "h0_0 has a bad IPv4 address '10.16.0.x' in plane 1"),
+])
+def test_wiring_of_two_planes_names_the_host_and_the_plane(change, message):
+    doc = Clos.leaf_spine(2, 2, 1, planes=2).wire().to_dict()
+    change(doc)
+    with pytest.raises(InputError, match=message):
+        load_fabric(doc).check_wiring()

@@ -29,12 +29,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from controller.errors import InputError
+from controller.model import clos_wiring
+from controller.model.clos_wiring import WIRING, per_plane
 from controller.model.fabric import HostLookup
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
-_WIRING = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
 _KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "bundle", "bundles",
-         "down", "down_switches", "name"} | _WIRING
+         "down", "down_switches", "name"} | WIRING
 _PLANE_KEYS = {"spines", "leaves", "pods", "cores", "name"}
 _TWO_TIER_EXTRAS = {"planes", "pods", "cores", "bundle", "bundles", "down_switches"}
 
@@ -74,8 +75,13 @@ class Clos(HostLookup):
         self.dpids: dict[str, int] = dict(self.wiring.get("dpids", {}))
         self.ports: dict[str, dict[str, int]] = {k: dict(v) for k, v in
                                                   self.wiring.get("ports", {}).items()}
-        self.host_ip: dict[str, str] = dict(self.wiring.get("host_ip", {}))
-        self.host_mac: dict[str, str] = dict(self.wiring.get("host_mac", {}))
+        # each host's address in every plane (one interface per plane, the host picks the
+        # plane by the destination address); host_ip and host_mac are the first plane's
+        self.host_ips = per_plane(self.wiring.get("host_ip", {}))
+        self.host_macs = per_plane(self.wiring.get("host_mac", {}))
+        self.host_ip: dict[str, str] = {h: a[0] for h, a in self.host_ips.items() if a}
+        self.host_mac: dict[str, str] = {h: a[0] for h, a in self.host_macs.items() if a}
+        self._owners: dict[str, tuple[str, int]] | None = None
         self.switch_of_dpid = {d: name for name, d in self.dpids.items()}
         self.hosts_on: dict[str, list[str]] = {}  # leaf (any plane) -> its hosts
         for h, ls in self.host_leaves.items():
@@ -146,36 +152,24 @@ class Clos(HostLookup):
         g = next(i for i, grp in enumerate(p.cores) if switch in grp)
         return [aggs[g] for aggs in p.aggs]
 
+    # ---- addresses per plane ------------------------------------------------------------
+    def ip_of(self, host: str, plane: int = 0) -> str:
+        """The host's IPv4 address on ``plane`` (its interface to that plane's leaf)."""
+        return self.host_ips[host][plane]
+
+    def mac_of(self, host: str, plane: int = 0) -> str:
+        return self.host_macs[host][plane]
+
+    def owner(self, ip: str) -> tuple[str, int] | None:
+        """(host, plane) of an address of any plane, None if no host has it."""
+        if self._owners is None:
+            self._owners = {a: (h, q) for h, ips in self.host_ips.items()
+                            for q, a in enumerate(ips)}
+        return self._owners.get(ip)
+
     def wire(self) -> Clos:
-        """Declare what ``topologies/clos.py`` builds: datapath ids (leaves 0x20000 + i, i
-        counting leaves over all planes; aggregation switches 0x30000 + 256 pod + slot; cores
-        0x40000 + 256 group + j; plane q adds 0x100000 q), ports in ``neighbours`` order from 1,
-        host IPs 10.<i/256>.<i%256>.<m+1> and MACs 02:00:00:<i/256>:<i%256>:<m+1> (i the
-        host's leaf in the first plane, m its position there). Single links only."""
-        if self.bundles or set(self.bundle_default.values()) != {1}:
-            raise InputError("fabric: wiring of bundles is not supported (single links only)")
-        dpids: dict[str, int] = {}
-        for q, p in enumerate(self.planes):
-            base = 0x100000 * q
-            for i, leaf in enumerate(p.leaves):
-                dpids[leaf] = base + 0x20000 + i
-            for pod, aggs in enumerate(p.aggs):
-                for x, a in enumerate(aggs):
-                    dpids[a] = base + 0x30000 + 256 * pod + x
-            for g, grp in enumerate(p.cores):
-                for j, c in enumerate(grp):
-                    dpids[c] = base + 0x40000 + 256 * g + j
-        ports = {sw: {n: k + 1 for k, n in enumerate(self.neighbours(sw))} for sw in dpids}
-        ip, mac, seen = {}, {}, {}
-        first = {l: i for i, l in enumerate(self.planes[0].leaves)}
-        for h, ls in self.host_leaves.items():
-            i = first[ls[0]]
-            m = seen[i] = seen.get(i, 0) + 1
-            if m > 254:
-                raise InputError("fabric: wiring supports at most 254 hosts per leaf")
-            ip[h] = f"10.{i // 256}.{i % 256}.{m}"
-            mac[h] = f"02:00:00:{i // 256:02x}:{i % 256:02x}:{m:02x}"
-        self.wiring = {"dpids": dpids, "ports": ports, "host_ip": ip, "host_mac": mac}
+        """Declare what ``topologies/clos.py`` builds (``clos_wiring.wire``); returns self."""
+        self.wiring = clos_wiring.wire(self)
         self.__post_init__()
         return self
 
@@ -267,7 +261,7 @@ class Clos(HostLookup):
                     raise InputError(f"fabric: name {name!r} is used twice")
                 seen[name] = "pod" if name in plane.pods else "switch"
         host_leaves = _hosts(doc, planes, seen)
-        wiring = {k: doc[k] for k in _WIRING if k in doc}
+        wiring = {k: doc[k] for k in WIRING if k in doc}
         fabric = cls(planes, host_leaves, _speeds(doc.get("link_gbps", 100)), wiring=wiring)
         fabric._read_bundles(doc)
         fabric._read_down(doc)
@@ -277,41 +271,8 @@ class Clos(HostLookup):
 
     def check_wiring(self) -> None:
         """Every switch a datapath id, every link a port at both ends, every host an IPv4 and
-        a MAC address, nothing twice; the first error names the element."""
-        import ipaddress
-
-        from controller.model.fabric import _integer
-        missing = _WIRING - set(self.wiring)
-        if missing:
-            raise InputError(f"fabric: wiring needs {sorted(missing)[0]!r} too")
-        switches = list(self.tier_of)
-        for sw in switches:
-            d = self.dpids.get(sw)
-            if not _integer(d) or not 0 < d < 2**64:
-                raise InputError(f"fabric: switch {sw} needs a datapath id (positive integer)")
-        if len(set(self.dpids.values())) != len(self.dpids):
-            raise InputError("fabric: two switches share a datapath id")
-        for sw in switches:
-            ports = self.ports.get(sw)
-            if not isinstance(ports, dict):
-                raise InputError(f"fabric: no port map for switch {sw}")
-            for peer in self.neighbours(sw):
-                p = ports.get(peer)
-                if not _integer(p) or not 0 < p < 0xffffff00:
-                    raise InputError(f"fabric: switch {sw} has no port number for {peer}")
-            if len(set(ports.values())) != len(ports):
-                raise InputError(f"fabric: switch {sw} uses a port number twice")
-        for table, what in ((self.host_ip, "IPv4"), (self.host_mac, "MAC")):
-            for h in self.host_leaves:
-                if not isinstance(table.get(h), str):
-                    raise InputError(f"fabric: host {h} has no {what} address")
-            if len(set(table.values())) != len(table):
-                raise InputError(f"fabric: two hosts share a {what} address")
-        for h, a in self.host_ip.items():
-            try:
-                ipaddress.IPv4Address(a)
-            except ValueError:
-                raise InputError(f"fabric: host {h} has a bad IPv4 address {a!r}") from None
+        a MAC address per plane, nothing twice (``clos_wiring.check``)."""
+        clos_wiring.check(self)
 
     def to_dict(self) -> dict:
         def plane_doc(p: Plane) -> dict:

@@ -1,0 +1,117 @@
+"""The wiring of a Clos fabric: what the controller needs beside the shape (datapath ids,
+port numbers, each host's IPv4 and MAC address in every plane), as ``topologies/clos.py``
+builds it (``wire``) or as a fabric document declares it (``check``).
+
+Several planes: a host has one interface, one address and one MAC per plane, and picks the
+plane by the destination address (NVIDIA Spectrum-X's multi-plane hosts; HPN's dual planes);
+no switch moves a packet between planes.
+"""
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from controller.errors import InputError
+from controller.model.fabric import _integer
+
+if TYPE_CHECKING:
+    from controller.model.clos import Clos
+
+WIRING = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
+
+
+def per_plane(table) -> dict[str, tuple[str, ...]]:
+    """host -> its addresses, one per plane (a string is one plane's address)."""
+    if not isinstance(table, Mapping):
+        return {}
+    return {h: (a,) if isinstance(a, str) else tuple(a) if isinstance(a, list) else ()
+            for h, a in table.items()}
+
+
+def wire(fabric: Clos) -> dict:
+    """Declare what ``topologies/clos.py`` builds: datapath ids (leaves 0x20000 + i, i
+    counting leaves over all planes; aggregation switches 0x30000 + 256 pod + slot; cores
+    0x40000 + 256 group + j; plane q adds 0x100000 q), ports in ``neighbours`` order from 1,
+    and per plane q one address per host: 10.<16q + i/256>.<i%256>.<m> and MAC
+    02:00:<q>:<i/256>:<i%256>:<m> (i the host's leaf in the first plane, m its position
+    there from 1: the same host part in every plane, each plane its own 10.<16q>.0.0/12).
+    One plane writes strings, as before; several planes a list per host. Single links
+    only."""
+    if fabric.bundles or set(fabric.bundle_default.values()) != {1}:
+        raise InputError("fabric: wiring of bundles is not supported (single links only)")
+    dpids: dict[str, int] = {}
+    for q, p in enumerate(fabric.planes):
+        base = 0x100000 * q
+        for i, leaf in enumerate(p.leaves):
+            dpids[leaf] = base + 0x20000 + i
+        for pod, aggs in enumerate(p.aggs):
+            for x, a in enumerate(aggs):
+                dpids[a] = base + 0x30000 + 256 * pod + x
+        for g, grp in enumerate(p.cores):
+            for j, c in enumerate(grp):
+                dpids[c] = base + 0x40000 + 256 * g + j
+    ports = {sw: {n: k + 1 for k, n in enumerate(fabric.neighbours(sw))} for sw in dpids}
+    ip, mac, seen = {}, {}, {}
+    first = {l: i for i, l in enumerate(fabric.planes[0].leaves)}
+    n = len(fabric.planes)
+    if n > 16 or (n > 1 and len(first) > 4096):
+        raise InputError("fabric: wiring supports at most 16 planes of 4,096 leaves")
+    for h, ls in fabric.host_leaves.items():
+        i = first[ls[0]]
+        m = seen[i] = seen.get(i, 0) + 1
+        if m > 254:
+            raise InputError("fabric: wiring supports at most 254 hosts per leaf")
+        ips = [f"10.{16 * q + i // 256}.{i % 256}.{m}" for q in range(n)]
+        macs = [f"02:00:{q:02x}:{i // 256:02x}:{i % 256:02x}:{m:02x}" for q in range(n)]
+        ip[h], mac[h] = (ips[0], macs[0]) if n == 1 else (ips, macs)
+    return {"dpids": dpids, "ports": ports, "host_ip": ip, "host_mac": mac}
+
+
+def check(fabric: Clos) -> None:
+    """Every switch a datapath id, every link a port at both ends, every host an IPv4 and
+    a MAC address in every plane (a string with one plane, a list with several), nothing
+    twice over all planes; the first error names the element."""
+    missing = WIRING - set(fabric.wiring)
+    if missing:
+        raise InputError(f"fabric: wiring needs {sorted(missing)[0]!r} too")
+    switches = list(fabric.tier_of)
+    for sw in switches:
+        d = fabric.dpids.get(sw)
+        if not _integer(d) or not 0 < d < 2**64:
+            raise InputError(f"fabric: switch {sw} needs a datapath id (positive integer)")
+    if len(set(fabric.dpids.values())) != len(fabric.dpids):
+        raise InputError("fabric: two switches share a datapath id")
+    for sw in switches:
+        ports = fabric.ports.get(sw)
+        if not isinstance(ports, dict):
+            raise InputError(f"fabric: no port map for switch {sw}")
+        for peer in fabric.neighbours(sw):
+            p = ports.get(peer)
+            if not _integer(p) or not 0 < p < 0xffffff00:
+                raise InputError(f"fabric: switch {sw} has no port number for {peer}")
+        if len(set(ports.values())) != len(ports):
+            raise InputError(f"fabric: switch {sw} uses a port number twice")
+    n = len(fabric.planes)
+    for key, what in (("host_ip", "IPv4"), ("host_mac", "MAC")):
+        table = fabric.wiring[key]
+        for h in fabric.host_leaves:
+            a = table.get(h) if isinstance(table, dict) else None
+            if n == 1 and isinstance(a, str):
+                continue
+            if (not isinstance(a, list) or len(a) != n
+                    or not all(isinstance(x, str) for x in a)):
+                raise InputError(f"fabric: host {h} needs one {what} address per plane "
+                                 f"({n}), got {a!r}" if n > 1 else
+                                 f"fabric: host {h} has no {what} address")
+        every = [a for ips in per_plane(table).values() for a in ips]
+        if len(set(every)) != len(every):
+            raise InputError(f"fabric: two hosts share a {what} address"
+                             + (" (over all planes)" if n > 1 else ""))
+    for h, ips in fabric.host_ips.items():
+        for q, a in enumerate(ips):
+            try:
+                ipaddress.IPv4Address(a)
+            except ValueError:
+                raise InputError(f"fabric: host {h} has a bad IPv4 address {a!r}"
+                                 + (f" in plane {q}" if n > 1 else "")) from None
