@@ -38,16 +38,43 @@ def test_custom_file_loads_as_mn_loads_it():
             "t.linkInfo('l0', 's0')['cls'].__name__]))\n"
             "ft = customs['topos']['fattree'](4, 1, 10)\n"
             "print(json.dumps([len(ft.switches()), ft.hosts(), ft.nodeInfo('c1_1')['dpid'], "
-            "ft.linkInfo('a0_1', 'c1_0')['port1'], ft.linkInfo('a0_1', 'c1_0')['port2']]))")
+            "ft.linkInfo('a0_1', 'c1_0')['port1'], ft.linkInfo('a0_1', 'c1_0')['port2']]))\n"
+            "pt = customs['topos']['planes'](2, 2, 4, 1, 10)\n"
+            "up = [pt.linkInfo('h1_0', f'l1_p{q}') for q in (0, 1)]\n"
+            "print(json.dumps([len(pt.switches()), pt.hosts(), pt.nodeInfo('h1_0')['ip'], "
+            "[(i['port1'], i['port2'], i['addr1'], i['params1']['ip']) for i in up], "
+            "pt.nodeInfo('s1_p1')['dpid']]))")
     out = subprocess.run([MN_PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd="/")
     assert out.returncode == 0, out.stderr
-    first, second = out.stdout.splitlines()
-    assert json.loads(first) == [["clos", "fattree"], ["mlroute"], ["mlroute"], "ClosSwitch",
-                                 1600, "ClosHost", "TCLink"]
+    first, second, third = out.stdout.splitlines()
+    assert json.loads(first) == [["clos", "fattree", "planes"], ["mlroute"], ["mlroute"],
+                                 "ClosSwitch", 1600, "ClosHost", "TCLink"]
     # k = 4 fat-tree, 1 host per leaf: 8 leaves, 8 aggregation switches, 4 cores; hosts pod by
     # pod; core c1_1 is 0x40000 + 256 + 1; a0_1 reaches its cores after its 2 leaves
     assert json.loads(second) == [20, [f"h{i}_0" for i in range(8)], f"{0x40101:016x}", 3, 1]
+    # two planes of 2 spines x 4 leaves, 1 host per leaf: 12 switches, 4 hosts; h1_0's eth<q>
+    # reaches l1_p<q> (port 3 after the 2 spines) with plane q's MAC and address in its /12
+    assert json.loads(third) == [
+        12, [f"h{i}_0" for i in range(4)], "10.0.1.1/12",
+        [[0, 3, "02:00:00:00:01:01", "10.0.1.1/12"], [1, 3, "02:00:01:00:01:01", "10.16.1.1/12"]],
+        f"{0x130001:016x}"]  # plane 1 (0x100000) + a spine (0x30000) + 1
+
+
+def test_the_planes_fabric_file_is_what_the_topology_builds(tmp_path):
+    """``python -m topologies.clos --planes 2`` writes the fabric the ``planes`` topology
+    builds: two planes, every host an address per plane."""
+    from controller.model.clos import load_fabric
+    from topologies.clos import main, planes_fabric
+    out = tmp_path / "planes.json"
+    assert main(["--planes", "2", "--spines", "2", "--leaves", "4", "--hosts-per-leaf", "1",
+                 "--bw", "10", "--out", str(out)]) == 0
+    fab = load_fabric(json.loads(out.read_text()))
+    fab.check_wiring()
+    assert len(fab.planes) == 2 and fab.host_ips == planes_fabric(2, 2, 4, 1, 10).host_ips
+    assert fab.ip_of("h3_0", 1) == "10.16.3.1" and fab.dpids["l3_p1"] == 0x120003
+    with pytest.raises(SystemExit):
+        main(["--planes", "2", "--fat-tree", "4"])
 
 
 def _mn(ctl, topo: str, *args, timeout: float = 180) -> str:

@@ -3,6 +3,7 @@ controller reads, so names, datapath ids, ports and addresses match by construct
 
     mn --custom topologies/clos.py --topo clos,4,8,2 --controller remote
     mn --custom topologies/clos.py --topo fattree,4 --controller remote
+    mn --custom topologies/clos.py --topo planes,2,2,4,1 --controller remote
     python -m topologies.clos --spines 4 --leaves 8 --hosts-per-leaf 2 --bw 10 --out fabric.json
     python -m topologies.clos --fat-tree 4 --bw 10 --out fattree.json
 
@@ -10,12 +11,16 @@ controller reads, so names, datapath ids, ports and addresses match by construct
 HTB (0 or absent: unshaped). ``fattree,K[,H[,BW]]``: a k-ary fat-tree (``model.clos``): k pods
 of k/2 leaves and k/2 aggregation switches, (k/2)^2 cores, H hosts per leaf (k/2 by default),
 hosts listed pod by pod, names, datapath ids and ports as ``Clos.wire`` declares.
+``planes,P,S,L,H[,BW]``: a leaf-spine of P planes, every host with one interface, address and
+MAC per plane (``eth<q>`` in plane q's 10.<16q>.0.0/12). The controller does not serve several
+planes yet (issue 26): the topology is there for the model and the emulation.
 
 The topology brings its own node classes, so ``mn`` needs no
 ``--switch``, ``--host`` or ``--link``: switches are ``ClosSwitch`` (Open vSwitch userspace
 datapath, OpenFlow 1.3, secure fail mode, port MTU 1600 so that segment routing's two MPLS
 labels fit), hosts are ``ClosHost`` (tx checksum offload off, without which TCP gets nothing
-through a userspace switch; MTU 1500; IPv6 off). Both are also registered for
+through a userspace switch; MTU 1500; IPv6 off; ARP answered and sent per interface, as a host
+with one interface per plane needs). Both are also registered for
 ``--switch mlroute`` and ``--host mlroute``. The fabric file written by the second command is
 what ``ryu-manager ... --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 
@@ -152,7 +157,7 @@ class ClosSwitch(OVSSwitch):
 class ClosHost(Host):
     """A host whose TCP works through a userspace switch: tx checksum offload off (otherwise
     segments leave with unfilled checksums and ping works while TCP gets 0 bit/s), MTU
-    ``mtu``, IPv6 off (its router solicitations are noise on the fabric)."""
+    ``mtu``, IPv6 off (its router solicitations are noise on the fabric), ARP per interface."""
 
     def config(self, mtu=HOST_MTU, **params):
         r = super().config(**params)
@@ -160,8 +165,12 @@ class ClosHost(Host):
             if intf.name != "lo":
                 self.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
                 self.cmd(f"ip link set dev {intf.name} mtu {int(mtu)}")
+        # arp_ignore=1: answer ARP only on the interface that owns the address; arp_announce=2:
+        # an ARP request carries the address of the interface it leaves on (with one interface
+        # per plane, the default 0 could announce plane 0's address on plane 1's leaf)
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-                 "net.ipv6.conf.default.disable_ipv6=1")
+                 "net.ipv6.conf.default.disable_ipv6=1 "
+                 "net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2")
         return r
 
 
@@ -194,33 +203,65 @@ def fattree_fabric(k: int, hosts_per_leaf: int | None = None, bw_mbps: float = 0
                          gbps).wire()
 
 
-class FatTreeTopo(Topo):
-    """A k-ary fat-tree: leaves l<i>, aggregation switches a<pod>_<slot>, cores c<group>_<j>,
-    hosts h<i>_<m> pod by pod, with the ports and addresses of ``Clos.wire``."""
+class WiredClosTopo(Topo):
+    """Any wired ``Clos`` (``Clos.wire``): every switch with its datapath id, every link with
+    its ports, hosts in the model's order. With several planes a host has one interface per
+    plane (``eth<q>`` to its plane-q leaf, with that plane's address and MAC, each plane its
+    own /12): the host picks the plane by the destination address."""
 
-    def build(self, k=4, hosts_per_leaf=None, bw=0, fabric: Clos | None = None,
-              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None, sflow_collector=None):
-        f = fabric or fattree_fabric(int(k), hosts_per_leaf, float(bw))
+    def build(self, fabric: Clos, bw=0, host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None,
+              sflow_collector=None):
+        f = fabric
         link = {"bw": float(bw), "cls": TCLink} if float(bw) else {}
         sampling = sflow_sampling(sflow)
         for sw in f.dpids:
             self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu),
                            sflow=sampling, sflow_collector=sflow_collector)
+        prefix = 8 if len(f.planes) == 1 else 12
         for h in f.host_leaves:
-            self.addHost(h, cls=ClosHost, ip=f"{f.host_ip[h]}/8", mac=f.host_mac[h],
+            self.addHost(h, cls=ClosHost, ip=f"{f.ip_of(h)}/{prefix}", mac=f.mac_of(h),
                          mtu=int(host_mtu))
         for sw in f.dpids:  # every link once, from its lower end (hosts from their leaf)
             for peer in f.neighbours(sw):
                 if peer in f.host_leaves:
-                    self.addLink(peer, sw, port2=f.port(sw, peer), **link)
+                    q = f.plane_of[sw]
+                    self.addLink(peer, sw, port1=q, port2=f.port(sw, peer),
+                                 addr1=f.mac_of(peer, q),
+                                 params1={"ip": f"{f.ip_of(peer, q)}/{prefix}"}, **link)
                 elif f.tier_of[peer] > f.tier_of[sw]:
                     self.addLink(sw, peer, port1=f.port(sw, peer), port2=f.port(peer, sw),
                                  **link)
 
 
-# what `mn --custom` reads: --topo clos,S,L,H[,BW] or fattree,K[,H[,BW]], --switch mlroute,
-# --host mlroute
-topos = {"clos": ClosTopo, "fattree": FatTreeTopo}
+class FatTreeTopo(WiredClosTopo):
+    """A k-ary fat-tree: leaves l<i>, aggregation switches a<pod>_<slot>, cores c<group>_<j>,
+    hosts h<i>_<m> pod by pod, with the ports and addresses of ``Clos.wire``."""
+
+    def build(self, k=4, hosts_per_leaf=None, bw=0, fabric: Clos | None = None, **params):
+        super().build(fabric or fattree_fabric(int(k), hosts_per_leaf, float(bw)), bw, **params)
+
+
+def planes_fabric(planes: int, spines: int, leaves: int, hosts_per_leaf: int,
+                  bw_mbps: float = 0) -> Clos:
+    """The wired model of a leaf-spine of several planes (names end in ``_p<q>``)."""
+    gbps = bw_mbps / 1000 if bw_mbps else 100.0
+    return Clos.leaf_spine(int(spines), int(leaves), int(hosts_per_leaf), gbps,
+                           planes=int(planes)).wire()
+
+
+class PlanesTopo(WiredClosTopo):
+    """A leaf-spine of P planes: in plane q spines s<j>_p<q> and leaves l<i>_p<q>; host
+    h<i>_<m> on leaf l<i> of every plane, one interface each (``WiredClosTopo``)."""
+
+    def build(self, planes=2, spines=2, leaves=4, hosts_per_leaf=1, bw=0,
+              fabric: Clos | None = None, **params):
+        super().build(fabric or planes_fabric(planes, spines, leaves, hosts_per_leaf,
+                                              float(bw)), bw, **params)
+
+
+# what `mn --custom` reads: --topo clos,S,L,H[,BW], fattree,K[,H[,BW]] or planes,P,S,L,H[,BW],
+# --switch mlroute, --host mlroute
+topos = {"clos": ClosTopo, "fattree": FatTreeTopo, "planes": PlanesTopo}
 switches = {"mlroute": ClosSwitch}
 hosts = {"mlroute": ClosHost}
 
@@ -234,11 +275,19 @@ def main(argv=None) -> int:
     ap.add_argument("--bw", type=float, default=0, help="Mbit/s per link (0: unshaped)")
     ap.add_argument("--fat-tree", type=int, metavar="K",
                     help="a k-ary fat-tree instead (--hosts-per-leaf: k/2 unless given)")
+    ap.add_argument("--planes", type=int, default=1,
+                    help="a leaf-spine of this many planes (names end in _p<q>; hosts have "
+                         "one address per plane)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
+    if args.fat_tree and args.planes > 1:
+        ap.error("--planes is for a leaf-spine (--spines, --leaves), not --fat-tree")
     if args.fat_tree:
         hpl = args.hosts_per_leaf if "--hosts-per-leaf" in (argv or sys.argv) else None
         fabric = fattree_fabric(args.fat_tree, hpl, args.bw)
+    elif args.planes > 1:
+        fabric = planes_fabric(args.planes, args.spines, args.leaves, args.hosts_per_leaf,
+                               args.bw)
     else:
         fabric = clos_fabric(args.spines, args.leaves, args.hosts_per_leaf, args.bw)
     write_output(json.dumps(fabric.to_dict(), indent=1), args.out, echo=False)
