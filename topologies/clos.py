@@ -13,14 +13,15 @@ of k/2 leaves and k/2 aggregation switches, (k/2)^2 cores, H hosts per leaf (k/2
 hosts listed pod by pod, names, datapath ids and ports as ``Clos.wire`` declares.
 ``planes,P,S,L,H[,BW]``: a leaf-spine of P planes, every host with one interface, address and
 MAC per plane (``eth<q>`` in plane q's 10.<16q>.0.0/12). The controller does not serve several
-planes yet (issue 26): the topology is there for the model and the emulation.
+planes yet (issue 26): the topology is there for the model and the emulation. (Hosts with one
+interface per plane will also need ``arp_ignore=1`` and ``arp_announce=2``, so that ARP is
+answered and sent per interface, once the controller answers ARP per plane.)
 
 The topology brings its own node classes, so ``mn`` needs no
 ``--switch``, ``--host`` or ``--link``: switches are ``ClosSwitch`` (Open vSwitch userspace
 datapath, OpenFlow 1.3, secure fail mode, port MTU 1600 so that segment routing's two MPLS
 labels fit), hosts are ``ClosHost`` (tx checksum offload off, without which TCP gets nothing
-through a userspace switch; MTU 1500; IPv6 off; ARP answered and sent per interface, as a host
-with one interface per plane needs). Both are also registered for
+through a userspace switch; MTU 1500; IPv6 off). Both are also registered for
 ``--switch mlroute`` and ``--host mlroute``. The fabric file written by the second command is
 what ``ryu-manager ... --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 
@@ -157,7 +158,7 @@ class ClosSwitch(OVSSwitch):
 class ClosHost(Host):
     """A host whose TCP works through a userspace switch: tx checksum offload off (otherwise
     segments leave with unfilled checksums and ping works while TCP gets 0 bit/s), MTU
-    ``mtu``, IPv6 off (its router solicitations are noise on the fabric), ARP per interface."""
+    ``mtu``, IPv6 off (its router solicitations are noise on the fabric)."""
 
     def config(self, mtu=HOST_MTU, **params):
         r = super().config(**params)
@@ -165,12 +166,8 @@ class ClosHost(Host):
             if intf.name != "lo":
                 self.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
                 self.cmd(f"ip link set dev {intf.name} mtu {int(mtu)}")
-        # arp_ignore=1: answer ARP only on the interface that owns the address; arp_announce=2:
-        # an ARP request carries the address of the interface it leaves on (with one interface
-        # per plane, the default 0 could announce plane 0's address on plane 1's leaf)
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-                 "net.ipv6.conf.default.disable_ipv6=1 "
-                 "net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2")
+                 "net.ipv6.conf.default.disable_ipv6=1")
         return r
 
 
