@@ -113,3 +113,47 @@ def test_wiring_round_trips_and_errors_name_the_switch():
     del doc["ports"]["a1_1"]["c1_0"]
     with pytest.raises(InputError, match="a1_1 has no port number for c1_0"):
         Clos.from_dict(doc)
+
+
+@pytest.mark.parametrize("fab", [Clos.leaf_spine(2, 4, 2, planes=2).wire(),
+                                 Clos.fat_tree(4, 1, planes=2).wire()],
+                         ids=["leaf-spine", "fat-tree"])
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_each_plane_carries_its_own_addresses_and_planned_flows(fab, mode):
+    """Two planes, a host with one address per plane: no switch matches another plane's
+    address; a packet sent on plane q (the host's interface to it, that plane's addresses)
+    reaches its host inside plane q; a flow planned on plane 1 is matched on its plane-1 leaf
+    with plane-1 port and addresses, and follows its path."""
+    hosts = list(fab.host_leaves)
+    job = parse_job({"id": "a2a", "flows": [  # an all-to-all: more than one plane carries
+        {"src": a, "dst": b, "bytes": 1e6, "sport": 5000, "dport": 6000, "proto": "tcp"}
+        for a, b in itertools.permutations(hosts, 2)]}, fab)
+    plan = make_clos_plan(fab, [job], "auto").to_dict()
+    planes = {p.name: q for q, p in enumerate(fab.planes)}
+    rules, paths = [], {}
+    for flow, route in zip(job.flows(), plan["routes"]):
+        q = planes[route["plane"]]
+        path = route.get("path") or ([fab.host_leaves[flow.src][q], route["spine"],
+                                      fab.host_leaves[flow.dst][q]] if route["spine"] else None)
+        for r in clos_flow_rules(fab, flow, path, mode, 1):
+            assert fab.plane_of[fab.switch_of_dpid[r.dpid]] == q
+            assert r.match_dict()["ipv4_src"] == fab.ip_of(flow.src, q)
+            if r.dpid == fab.dpids[path[0]]:
+                assert r.match_dict()["in_port"] == fab.port(path[0], flow.src)
+            rules.append(r)
+        paths[(flow.src, flow.dst)] = (q, path)
+    assert {q for q, path in paths.values() if path} == {0, 1}  # the plan uses both planes
+    for dpid, (static, _groups) in clos_all_static(fab).items():
+        q = fab.plane_of[fab.switch_of_dpid[dpid]]
+        others = {a for h in hosts for r, a in enumerate(fab.host_ips[h]) if r != q}
+        assert not {r.match_dict().get("ipv4_dst") for r in static} & others
+    sw = install(fab, rules)
+    for src, dst in itertools.permutations(hosts, 2):
+        for q in range(2):
+            crossed, reached, _ = trace(fab, sw, src, dst, plane=q)
+            assert reached == dst and {fab.plane_of[s] for s in crossed} == {q}
+    for (src, dst), (q, path) in paths.items():
+        crossed, reached, labels = trace(fab, sw, src, dst, sport=5000, dport=6000, plane=q)
+        assert reached == dst and labels == []
+        if path:
+            assert crossed == path, (src, dst, crossed, path)

@@ -152,7 +152,7 @@ def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier"
 
 
 def _leaf(f: Clos, leaf: str, pl: PlaneView):
-    dpid, ip = f.dpids[leaf], f.host_ip
+    dpid, ip = f.dpids[leaf], f.addresses_at(leaf)
     rules = [lldp_trap(dpid),
              rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)]),
              rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": label(f, leaf),
@@ -182,7 +182,7 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
 
 
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
-    dpid, ip = f.dpids[agg], f.host_ip
+    dpid, ip = f.dpids[agg], f.addresses_at(agg)
     pod = pl.pod_of[agg]
     rules, groups = [lldp_trap(dpid)], []
     for leaf in pl.leaves_of(pod):
@@ -215,7 +215,7 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
 
 
 def _core(f: Clos, core: str, pl: PlaneView):
-    dpid, ip = f.dpids[core], f.host_ip
+    dpid, ip = f.dpids[core], f.addresses_at(core)
     rules = [lldp_trap(dpid),
              rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": label(f, core),
                                                 "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
@@ -241,6 +241,15 @@ def clos_all_static(fabric: Clos, ecmp: str = "per-tier"
     return {fabric.dpids[sw]: clos_static_rules(fabric, sw, ecmp) for sw in fabric.tier_of}
 
 
+def clos_flow_match(fabric: Clos, flow: Flow, sport: int, leaf: str) -> dict:
+    """``rules.flow_match`` in the plane of ``leaf`` (the path's first switch): the host's
+    port on that leaf and the two hosts' addresses in that plane (the host chose the plane by
+    the destination address)."""
+    q = fabric.plane_of[leaf]
+    return dict(flow_match(fabric, flow, sport), in_port=fabric.port(leaf, flow.src),
+                ipv4_src=fabric.ip_of(flow.src, q), ipv4_dst=fabric.ip_of(flow.dst, q))
+
+
 def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,
                     job_number: int) -> list[FlowRule]:
     """The entries of one planned flow on its ``path`` (switches, source leaf to destination
@@ -252,7 +261,7 @@ def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,
         raise InputError(f"flow {flow.src} -> {flow.dst}: a path of {len(path)} switches is not "
                          "an up-down path")
     leaf, first, dst_leaf = path[0], path[1], path[-1]
-    match = flow_match(fabric, flow, flow.sport)
+    match = clos_flow_match(fabric, flow, flow.sport, leaf)
     cookie = job_cookie(job_number)
     prio = PRIO_PLANNED + len(match)
     if how.labels:

@@ -295,13 +295,13 @@ def class_tables(fabric, switch: str, classes, shift: int = 0) -> list[FlowRule]
     entries over its uplinks (bits from ``shift``) and those actions below them; its hosts
     go there from table 0, one entry each. Leaves (both models) and aggregation switches
     (``clos_hostmode``) build theirs with it."""
-    dpid, out = fabric.dpids[switch], []
+    dpid, out, ip = fabric.dpids[switch], [], fabric.addresses_at(switch)
     for c, (uplinks, hosts, otherwise) in enumerate(classes):
         table = T_HOST_CLASS + c
         out += sport_entries(fabric, switch, table, uplinks, shift)
         out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4}, otherwise))
         out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
-                     {"eth_type": ETH_IPV4, "ipv4_dst": fabric.host_ip[h]}, goto=table)
+                     {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, goto=table)
                 for h in hosts]
     return out
 

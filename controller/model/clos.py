@@ -160,6 +160,15 @@ class Clos(HostLookup):
     def mac_of(self, host: str, plane: int = 0) -> str:
         return self.host_macs[host][plane]
 
+    def plane_ips(self, plane: int) -> dict[str, str]:
+        """host -> its address on ``plane`` (what that plane's switches match)."""
+        if plane == 0:
+            return self.host_ip
+        return {h: ips[plane] for h, ips in self.host_ips.items() if len(ips) > plane}
+
+    def addresses_at(self, switch: str) -> dict[str, str]:
+        return self.plane_ips(self.plane_of[switch])
+
     def owner(self, ip: str) -> tuple[str, int] | None:
         """(host, plane) of an address of any plane, None if no host has it."""
         if self._owners is None:

@@ -39,6 +39,11 @@ class HostLookup:
         """The host's address for hashing: its declared IP, else its name."""
         return self.host_ip.get(host, host)
 
+    def addresses_at(self, switch: str) -> dict[str, str]:
+        """host -> its address in the plane of ``switch`` (what that switch matches); one
+        plane here (``model.clos.Clos`` has several)."""
+        return self.host_ip
+
 
 @dataclass
 class Fabric(HostLookup):

@@ -177,12 +177,16 @@ def _matches(have, want) -> bool:
 
 
 def trace(fabric, switches: FakeSwitches, src: str, dst: str, proto=6, sport=1234, dport=80,
-          bucket=None):
+          bucket=None, plane: int = 0):
     """Follow an IPv4 packet from host ``src`` to ``dst``: (switches crossed, host reached or
-    None, MPLS labels still on the packet)."""
-    sw = fabric.hosts[src]
+    None, MPLS labels still on the packet). ``plane`` (a Clos of several planes): the packet
+    leaves on the host's interface to that plane, with that plane's addresses."""
+    if plane:
+        sw, ips = fabric.host_leaves[src][plane], fabric.plane_ips(plane)
+    else:
+        sw, ips = fabric.hosts[src], fabric.host_ip
     pkt = {"in_port": fabric.port(sw, src), "eth_type": ETH_IPV4,
-           "ipv4_src": fabric.host_ip[src], "ipv4_dst": fabric.host_ip[dst], "ip_proto": proto,
+           "ipv4_src": ips[src], "ipv4_dst": ips[dst], "ip_proto": proto,
            "sport": sport, "dport": dport, "mpls": []}
     path = []
     for _ in range(6):
