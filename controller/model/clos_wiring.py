@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from controller.errors import InputError
 from controller.model.fabric import _integer
-
-if TYPE_CHECKING:
-    from controller.model.clos import Clos
 
 WIRING = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
 
@@ -29,15 +25,15 @@ def per_plane(table) -> dict[str, tuple[str, ...]]:
             for h, a in table.items()}
 
 
-def wire(fabric: Clos) -> dict:
-    """Declare what ``topologies/clos.py`` builds: datapath ids (leaves 0x20000 + i, i
-    counting leaves over all planes; aggregation switches 0x30000 + 256 pod + slot; cores
-    0x40000 + 256 group + j; plane q adds 0x100000 q), ports in ``neighbours`` order from 1,
-    and per plane q one address per host: 10.<16q + i/256>.<i%256>.<m> and MAC
-    02:00:<q>:<i/256>:<i%256>:<m> (i the host's leaf in the first plane, m its position
-    there from 1: the same host part in every plane, each plane its own 10.<16q>.0.0/12).
-    One plane writes strings, as before; several planes a list per host. Single links
-    only."""
+def wire(fabric) -> dict:
+    """The wiring of ``fabric`` (a ``model.clos.Clos``) as ``topologies/clos.py`` builds
+    it: datapath ids (leaves 0x20000 + i, i counting leaves over all planes; aggregation
+    switches 0x30000 + 256 pod + slot; cores 0x40000 + 256 group + j; plane q adds
+    0x100000 q), ports in ``neighbours`` order from 1, and per plane q one address per host:
+    10.<16q + i/256>.<i%256>.<m> and MAC 02:00:<q>:<i/256>:<i%256>:<m> (i the host's leaf in
+    the first plane, m its position there from 1: the same host part in every plane, each
+    plane its own 10.<16q>.0.0/12). One plane writes strings, as before; several planes a
+    list per host. Single links only."""
     if fabric.bundles or set(fabric.bundle_default.values()) != {1}:
         raise InputError("fabric: wiring of bundles is not supported (single links only)")
     dpids: dict[str, int] = {}
@@ -68,7 +64,7 @@ def wire(fabric: Clos) -> dict:
     return {"dpids": dpids, "ports": ports, "host_ip": ip, "host_mac": mac}
 
 
-def check(fabric: Clos) -> None:
+def check(fabric) -> None:
     """Every switch a datapath id, every link a port at both ends, every host an IPv4 and
     a MAC address in every plane (a string with one plane, a list with several), nothing
     twice over all planes; the first error names the element."""
