@@ -393,3 +393,24 @@ def test_lldp_rounds_are_sent_without_the_lock_in_slices():
     assert len(lldp) == sum(len(p) for p in f.ports.values())  # every port: no host heard
     assert held and not any(held)
     assert [t for t in turns if t] == list(range(16, len(sw.packets_out) + 1, 16))
+
+
+def test_a_controller_demoted_during_an_lldp_round_sends_no_more():
+    """The round is sent without the lock: a controller made standby between two slices
+    (``passive``) stops there, and a standby sends no round at all."""
+    from controller.service import route_service
+    f = wired(spines=4, leaves=8, hosts=2)
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f, on_progress=lambda: setattr(svc, "passive", True))
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    route_service.PROBE_SLICE, old = 16, route_service.PROBE_SLICE
+    try:
+        del sw.packets_out[:]
+        svc.tick()
+        assert len(sw.packets_out) == 16  # the first slice, then demoted
+        del sw.packets_out[:]
+        svc.tick()
+        assert sw.packets_out == []
+    finally:
+        route_service.PROBE_SLICE = old

@@ -95,12 +95,12 @@ def lldp_frame(dpid: int, port: int, src_mac: str = "02:00:00:00:00:00",
 
 # A round of probes is one frame per port (5,120 a second at the paper's scale, built under
 # the service lock): what does not change between rounds is built once.
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64, typed=True)
 def _lldp_head(src_mac: str) -> bytes:
     return mac_bytes(LLDP_MULTICAST) + mac_bytes(src_mac) + struct.pack("!H", ETH_LLDP)
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=1 << 16, typed=True)
 def _lldp_ids(dpid: int, port: int, ttl: int) -> bytes:
     return (_tlv(_TLV_CHASSIS, bytes([_CHASSIS_LOCAL]) + b"dpid:%016x" % dpid)
             + _tlv(_TLV_PORT, bytes([_PORT_COMPONENT]) + struct.pack("!I", port))

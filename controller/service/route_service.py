@@ -1,12 +1,9 @@
-"""The controller's operations: REST requests and switch events in, state changes out. Free of
-any SDN framework: the shell and the REST dispatcher (``api.py``) call these methods; rules
-reach switches through the ``Installer``.
-
-A thin sequencer: under one lock, every operation asks ``decide`` for a ``Change`` (pure) and
-hands it to the ``Transaction``, which installs it make before break, commits, stores and
-records it. A switch that connects is queued; its tables are read without the lock and
-repaired under it, never by a nested call (the lock is not re-entrant).
-"""
+"""The controller's operations: REST requests and switch events in, state changes out, free
+of any SDN framework (the shell and ``api.py`` call them; rules go out through the
+``Installer``). A thin sequencer: under one lock, every operation asks ``decide`` for a
+``Change`` (pure) and hands it to the ``Transaction`` (install make before break, commit,
+store, record). A connecting switch is queued; its tables are read without the lock and
+repaired under it, never by a nested call (the lock is not re-entrant)."""
 from __future__ import annotations
 
 import logging
@@ -39,7 +36,7 @@ from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
 TABLE_READERS = 2  # switches whose tables are read at once (sync_queued)
-PROBE_SLICE = 256  # LLDP probes sent between two turns of the other green threads
+PROBE_SLICE = 256  # packet-outs sent between two turns of the other green threads
 
 
 class RouteService:
@@ -245,7 +242,6 @@ class RouteService:
             return
         with self.lock:
             now = self.clock()
-            probes = self.finder.lldp_probes(now) if probe else []
             self._settle(now)
             if self.state.declared is not None:
                 self._topology_changed("switch disconnected for longer than "
@@ -254,6 +250,7 @@ class RouteService:
                 self._reoptimise_at = None
                 self._apply_or_record(decide.reoptimise(self.state, self.settings))
             self._learn(now)
+            probes = self.finder.lldp_probes(now) if probe else []
         self._send(probes)  # without the lock: up to 5,120 a second at the paper's scale
         self.sync_queued()  # switches queued, or whose read failed before: tried again
 
@@ -333,9 +330,11 @@ class RouteService:
             self.sync_queued()
 
     def _send(self, frames) -> None:
-        """(dpid, port, frame) packet-outs, the other green threads run between slices (REST
-        requests waited up to 176 ms behind a paper-scale LLDP round sent at once)."""
-        for k, (dpid, port, frame) in enumerate(() if self.passive else frames, 1):
+        """(dpid, port, frame) packet-outs; other green threads get a turn every PROBE_SLICE,
+        REST too when the caller holds no lock (the tick's LLDP round)."""
+        for k, (dpid, port, frame) in enumerate(frames, 1):
+            if self.passive:  # a standby sends nothing (demoted between two slices too)
+                return
             try:
                 self.reconciler.installer.packet_out(dpid, port, frame)
             except InstallError as e:  # a switch that just left; the next round tries again
