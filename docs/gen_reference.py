@@ -536,6 +536,9 @@ def _relaunches(libs: dict) -> str:
     for name, lib in libs.items():
         r = lib.get("relaunches")
         if not r or "variants" not in r:
+            print(f"gen_reference: bench/collectives.json: {name}: no relaunch variants "
+                  "(measured before they existed?): left out of the results page",
+                  file=sys.stderr)
             continue
         first = first or r
         for variant in r["variants"]:

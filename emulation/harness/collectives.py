@@ -247,6 +247,8 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     stops the run (its processes too) when set, for runs in other threads."""
     stalls = []
     for k in range(attempts):
+        if cancel is not None and cancel.is_set():  # another job of a joint run failed
+            raise RuntimeError(f"{library}: run cancelled before attempt {k + 1}")
         try:
             res = _run_once(net, fabric, library, hosts, mib, iters,
                             logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout,

@@ -116,9 +116,20 @@ def run_together(net, fabric, library: str, groups: list[list[str]], mib: int = 
             t.join(timeout=co.TIMEOUT_S)
     if errors:
         raise errors[0]
+    for res in results:  # each job's counters saw the other's traffic too: only the sum holds
+        del res["uplinks"], res["imbalance"]
     uplinks = {k: v - before[k] for k, v in co.uplink_bytes(fabric).items()}
     return {"jobs": results, "uplinks": uplinks,
             "imbalance": round(co.imbalance(fabric, uplinks), 4)}
+
+
+def correct_pairs(doc: dict) -> set[tuple[str, str]]:
+    """The (source, destination) pairs a correct declaration names: its flows, or its ring's
+    consecutive ranks."""
+    if "flows" in doc:
+        return {(f["src"], f["dst"]) for f in doc["flows"]}
+    ring = doc["ranks"]
+    return {(a, ring[(i + 1) % len(ring)]) for i, a in enumerate(ring)}
 
 
 @contextlib.contextmanager
@@ -159,8 +170,9 @@ def relaunches(session, library: str, v: Variant, mib: int, iters: int,
                logdir: str | None = None, launches: int = 3, pause_s: float = 6.0) -> dict:
     """The variant's jobs posted once, then ``launches`` launches of ``iters`` iterations,
     ``pause_s`` silent seconds apart. Per launch: the fabric's uplink imbalance and, per job,
-    its times, its matrix and planned pairs after the launch, the (re-)plans the controller
-    made on measured traffic so far, and the ring direction measured in its traffic."""
+    its times, its matrix and planned pairs after the launch, the pairs of its correct
+    declaration not planned (``unplanned``), the (re-)plans the controller made on measured
+    traffic so far, and the ring direction measured in its traffic."""
     out = []
     with _posted(session, v.posted):
         for k in range(launches):
@@ -169,10 +181,12 @@ def relaunches(session, library: str, v: Variant, mib: int, iters: int,
             res = _launch(session, library, v, mib, iters,
                           logdir and os.path.join(logdir, f"launch{k}"))
             jobs = []
-            for jid, job in zip(v.ids, res["jobs"]):
+            for jid, job, correct in zip(v.ids, res["jobs"], v.correct):
                 view = co.job_view(session.ctl, jid)
+                planned = {(r["src"], r["dst"]) for r in view.get("routes", [])}
                 jobs.append({"times": job["times"], "matrix": view.get("matrix"),
-                             "planned_pairs": len(view.get("routes", [])),
+                             "planned_pairs": len(planned),
+                             "unplanned": len(correct_pairs(correct) - planned),
                              "replans": (view.get("learning") or {}).get("replans", 0),
                              "direction": job["direction"]})
             out.append({"jobs": jobs, "imbalance": res["imbalance"], "uplinks": res["uplinks"]})
