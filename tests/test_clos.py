@@ -401,12 +401,21 @@ def test_two_planes_are_wired_with_one_address_per_host_and_plane():
                                                      r"plane \(2\), got '10.0.0.1'"),
     (lambda d: d["host_mac"].update(h0_0=["02:00:00:00:00:01"]), "h0_0 needs one MAC"),
     (lambda d: d["host_ip"].update(h0_0=["10.0.0.1", "10.0.1.1"]),
-     r"two hosts share a IPv4 address \(over all planes\)"),
+     "host h0_0 plane 1 and host h1_0 plane 0 share the IPv4 address 10.0.1.1"),
     (lambda d: d["host_ip"].update(h0_0=["10.0.0.1", "10.16.0.x"]),
-     "h0_0 has a bad IPv4 address '10.16.0.x' in plane 1"),
+     "host h0_0 plane 1 has a bad IPv4 address '10.16.0.x'"),
+    (lambda d: d["host_mac"].update(h1_0=["02:00:00:00:01:01", "02-00-01-00-01-01"]),
+     "host h1_0 plane 1 has a bad MAC address '02-00-01-00-01-01'"),
 ])
 def test_wiring_of_two_planes_names_the_host_and_the_plane(change, message):
     doc = Clos.leaf_spine(2, 2, 1, planes=2).wire().to_dict()
     change(doc)
     with pytest.raises(InputError, match=message):
+        load_fabric(doc).check_wiring()
+
+
+def test_one_plane_takes_one_address_per_host_not_a_list():
+    doc = Clos.fat_tree(4).wire().to_dict()
+    doc["host_ip"]["h0_0"] = [doc["host_ip"]["h0_0"]]
+    with pytest.raises(InputError, match="host h0_0 has no IPv4 address"):
         load_fabric(doc).check_wiring()

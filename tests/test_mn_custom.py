@@ -73,8 +73,9 @@ def test_the_planes_fabric_file_is_what_the_topology_builds(tmp_path):
     fab.check_wiring()
     assert len(fab.planes) == 2 and fab.host_ips == planes_fabric(2, 2, 4, 1, 10).host_ips
     assert fab.ip_of("h3_0", 1) == "10.16.3.1" and fab.dpids["l3_p1"] == 0x120003
-    with pytest.raises(SystemExit):
-        main(["--planes", "2", "--fat-tree", "4"])
+    for bad in (["--planes", "2", "--fat-tree", "4"], ["--planes", "0"]):
+        with pytest.raises(SystemExit):
+            main(bad)
 
 
 def _mn(ctl, topo: str, *args, timeout: float = 180) -> str:

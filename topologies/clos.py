@@ -32,8 +32,8 @@ changes the rate, 0 turns sampling off; ``MLROUTE_SFLOW_TARGET=host:port[,host:p
 collectors (redundant controllers on one host: one port each, every switch sends to all).
 
 This file runs under ``mn``'s own Python (Debian's /usr/bin/python3): it imports only the
-standard library, Mininet and the standard-library-only ``controller.model.fabric`` and
-``controller.model.clos``.
+standard library, Mininet and the standard-library-only ``controller.model.fabric``,
+``controller.model.clos`` and ``controller.model.clos_wiring``.
 """
 from __future__ import annotations
 
@@ -277,6 +277,8 @@ def main(argv=None) -> int:
                          "one address per plane)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
+    if args.planes < 1:
+        ap.error("--planes must be at least 1")
     if args.fat_tree and args.planes > 1:
         ap.error("--planes is for a leaf-spine (--spines, --leaves), not --fat-tree")
     if args.fat_tree:

@@ -9,6 +9,7 @@ no switch moves a packet between planes.
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Mapping
 
 from controller.errors import InputError
@@ -93,21 +94,30 @@ def check(fabric) -> None:
         table = fabric.wiring[key]
         for h in fabric.host_leaves:
             a = table.get(h) if isinstance(table, dict) else None
-            if n == 1 and isinstance(a, str):
-                continue
-            if (not isinstance(a, list) or len(a) != n
-                    or not all(isinstance(x, str) for x in a)):
+            if n == 1 and not isinstance(a, str):
+                raise InputError(f"fabric: host {h} has no {what} address")
+            if n > 1 and (not isinstance(a, list) or len(a) != n
+                          or not all(isinstance(x, str) for x in a)):
                 raise InputError(f"fabric: host {h} needs one {what} address per plane "
-                                 f"({n}), got {a!r}" if n > 1 else
-                                 f"fabric: host {h} has no {what} address")
-        every = [a for ips in per_plane(table).values() for a in ips]
-        if len(set(every)) != len(every):
-            raise InputError(f"fabric: two hosts share a {what} address"
-                             + (" (over all planes)" if n > 1 else ""))
-    for h, ips in fabric.host_ips.items():
-        for q, a in enumerate(ips):
-            try:
-                ipaddress.IPv4Address(a)
-            except ValueError:
-                raise InputError(f"fabric: host {h} has a bad IPv4 address {a!r}"
-                                 + (f" in plane {q}" if n > 1 else "")) from None
+                                 f"({n}), got {a!r}")
+        owner: dict[str, str] = {}
+        for h, addresses in per_plane(table).items():
+            for q, a in enumerate(addresses):
+                where = f"host {h}" + (f" plane {q}" if n > 1 else "")
+                if a in owner:
+                    raise InputError(f"fabric: {owner[a]} and {where} share the {what} "
+                                     f"address {a}")
+                owner[a] = where
+                if not (_ipv4(a) if what == "IPv4" else _MAC.fullmatch(a)):
+                    raise InputError(f"fabric: {where} has a bad {what} address {a!r}")
+
+
+_MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
+
+
+def _ipv4(text: str) -> bool:
+    try:
+        ipaddress.IPv4Address(text)
+    except ValueError:
+        return False
+    return True
