@@ -1,9 +1,12 @@
-"""The controller's operations: REST requests and switch events in, state changes out, free
-of any SDN framework (the shell and ``api.py`` call them; rules go out through the
-``Installer``). A thin sequencer: under one lock, every operation asks ``decide`` for a
-``Change`` (pure) and hands it to the ``Transaction`` (install make before break, commit,
-store, record). A connecting switch is queued; its tables are read without the lock and
-repaired under it, never by a nested call (the lock is not re-entrant)."""
+"""The controller's operations: REST requests and switch events in, state changes out. Free of
+any SDN framework: the shell and the REST dispatcher (``api.py``) call these methods; rules
+reach switches through the ``Installer``.
+
+A thin sequencer: under one lock, every operation asks ``decide`` for a ``Change`` (pure) and
+hands it to the ``Transaction``, which installs it make before break, commits, stores and
+records it. A switch that connects is queued; its tables are read without the lock and
+repaired under it, never by a nested call (the lock is not re-entrant).
+"""
 from __future__ import annotations
 
 import logging
@@ -36,7 +39,6 @@ from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
 TABLE_READERS = 2  # switches whose tables are read at once (sync_queued)
-PROBE_SLICE = 256  # packet-outs sent between two turns of the other green threads
 
 
 class RouteService:
@@ -63,9 +65,10 @@ class RouteService:
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp)
         self.predictions = Predictions(on_progress)
-        self._progress = on_progress or (lambda: None)  # the shell: other green threads run
+        # discovery: checks a declared fabric, or finds the fabric when none is declared
         self.finder = FabricFinder(fabric, self.settings.link_gbps,
                                    recognised=None if fabric is not None else declared)
+        # learned matrices: what the members of each job send each other (sFlow samples)
         self.learning = MatrixLearning(self.settings.learn_window, self.settings.sampling_points)
         self.learning.follow(self.state.fabric)
         # auto groups the off-path stages (layer 2, jobs search, ILP) may still improve
@@ -242,6 +245,8 @@ class RouteService:
             return
         with self.lock:
             now = self.clock()
+            for dpid, port, frame in self.finder.lldp_probes(now) if probe else ():
+                self._packet_out(dpid, port, frame)
             self._settle(now)
             if self.state.declared is not None:
                 self._topology_changed("switch disconnected for longer than "
@@ -250,8 +255,6 @@ class RouteService:
                 self._reoptimise_at = None
                 self._apply_or_record(decide.reoptimise(self.state, self.settings))
             self._learn(now)
-            probes = self.finder.lldp_probes(now) if probe else []
-        self._send(probes)  # without the lock: up to 5,120 a second at the paper's scale
         self.sync_queued()  # switches queued, or whose read failed before: tried again
 
     # ---- learned matrices (service/matrices.py) ------------------------------------------------
@@ -260,7 +263,8 @@ class RouteService:
         self.learning.learner.observe(samples, self.clock())
 
     def traffic_rejected(self, sender: str) -> None:
-        """A datagram from an unknown sFlow agent was dropped (sFlow thread; no lock)."""
+        """A datagram from a sender that is not a known sFlow agent was dropped (the sFlow
+        thread; no service lock)."""
         self.learning.reject(sender)
 
     def _learn(self, now: float) -> None:
@@ -292,7 +296,8 @@ class RouteService:
         return found is not None
 
     def _discovery_out(self) -> None:
-        self._send(self.finder.take_frames())
+        for dpid, port, frame in self.finder.take_frames():
+            self._packet_out(dpid, port, frame)
         for event in self.finder.take_events():
             self.state.add_event(event)
 
@@ -329,18 +334,13 @@ class RouteService:
         if adopted:
             self.sync_queued()
 
-    def _send(self, frames) -> None:
-        """(dpid, port, frame) packet-outs; other green threads get a turn every PROBE_SLICE,
-        REST too when the caller holds no lock (the tick's LLDP round)."""
-        for k, (dpid, port, frame) in enumerate(frames, 1):
-            if self.passive:  # a standby sends nothing (demoted between two slices too)
-                return
-            try:
-                self.reconciler.installer.packet_out(dpid, port, frame)
-            except InstallError as e:  # a switch that just left; the next round tries again
-                LOG.debug("mlroute: packet-out to %s failed: %s", self.switch_name(dpid), e)
-            if k % PROBE_SLICE == 0:
-                self._progress()
+    def _packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        if self.passive:
+            return
+        try:
+            self.reconciler.installer.packet_out(dpid, port, frame)
+        except InstallError as e:  # a switch that just left; the next round tries again
+            LOG.debug("mlroute: packet-out to %s failed: %s", self.switch_name(dpid), e)
 
     def _bootstrap(self, dpid: int) -> None:
         """A switch that is not part of the fabric (yet): LLDP and ARP to the controller, so
@@ -378,7 +378,8 @@ class RouteService:
         self._arp_probed[ip] = now
         if len(self._arp_probed) > 4096:
             self._arp_probed = {k: v for k, v in self._arp_probed.items() if now - v < 10}
-        self._send(self.finder.arp_probes(ip))
+        for dpid, port, frame in self.finder.arp_probes(ip):
+            self._packet_out(dpid, port, frame)
 
     def _resolve_addresses(self, doc):
         """A job may name hosts by IPv4 address: each is replaced by its host's name. An
