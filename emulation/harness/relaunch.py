@@ -42,9 +42,11 @@ class Variant:
     ids: list[str] = field(default_factory=list)
 
 
-def variant(session, library: str, name: str, hosts: list[str], mib: int) -> Variant:
+def variant(session, library: str, name: str, hosts: list[str], mib: int,
+            ddp: bool | None = None) -> Variant:
     """The variant ``name`` on ranks ``hosts`` (``co.rank_hosts``: consecutive ranks on
-    different leaves)."""
+    different leaves). ``ddp`` (``two_jobs``, gloo): DistributedDataParallel training rather
+    than ring All-Reduces (the default with gloo)."""
     if name not in VARIANTS:
         raise ValueError(f"unknown variant {name!r}; one of {', '.join(VARIANTS)}")
     if name in GLOO_ONLY and library != "gloo":
@@ -78,7 +80,8 @@ def variant(session, library: str, name: str, hosts: list[str], mib: int) -> Var
     groups = [hosts[:half], hosts[half:]]
     ids = [f"{jid}-{i}" for i in range(len(groups))]
     return Variant(name, groups, [members(j, g) for j, g in zip(ids, groups)],
-                   [ring(j, g) for j, g in zip(ids, groups)], ddp=library == "gloo", ids=ids)
+                   [ring(j, g) for j, g in zip(ids, groups)],
+                   ddp=library == "gloo" if ddp is None else ddp and library == "gloo", ids=ids)
 
 
 def run_together(net, fabric, library: str, groups: list[list[str]], mib: int = 4,
@@ -160,10 +163,12 @@ def _launch(session, library: str, v: Variant, mib: int, iters: int, logdir) -> 
 
 def reference(session, library: str, v: Variant, mib: int, iters: int,
               logdir: str | None = None) -> dict:
-    """One launch of the variant's jobs, correctly declared: each job's times."""
+    """One launch of the variant's jobs, correctly declared: each job's times and the ring
+    direction measured in its traffic; the uplinks' imbalance."""
     with _posted(session, v.correct):
         res = _launch(session, library, v, mib, iters, logdir)
-    return {"times": [job["times"] for job in res["jobs"]], "imbalance": res["imbalance"]}
+    return {"times": [job["times"] for job in res["jobs"]], "imbalance": res["imbalance"],
+            "directions": [job["direction"] for job in res["jobs"]]}
 
 
 def relaunches(session, library: str, v: Variant, mib: int, iters: int,
