@@ -547,7 +547,8 @@ def _relaunches(libs: dict) -> str:
             label = RELAUNCH_LABELS.get(variant, variant)
             if x.get("ddp"):
                 label += " (DDP training)"
-            rows.append([name, label, f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]",
+            rows.append([name, label, str(r["rounds"]),
+                         f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]",
                          f"{x['later_launches_within_10pct']} of {x['later_launches']}",
                          f"{x['later_launches_every_pair_planned']} of {x['later_launches']}",
                          str(x["max_replans_after_first_launch"])])
@@ -556,11 +557,11 @@ def _relaunches(libs: dict) -> str:
     return ("### Relaunches with pauses\n\n"
             f"The jobs posted once, then {first['launches']} launches of "
             f"{first['iterations_per_launch']} iterations, {first['pause_s']:g} s of silence "
-            f"between them, {first['rounds']} rounds per variant; each round first runs the "
+            "between them, in rounds; each round first runs the "
             "correct declaration once, and each job's later launches are compared with the "
             "median of its correct runs (`python -m benchmarks.collectives --relaunches-only`)."
             " A launch of two jobs counts once per job.\n\n"
-            + _table(["library", "jobs, declared", "later launches vs correct (median "
+            + _table(["library", "jobs, declared", "rounds", "later launches vs correct (median "
                       "[min-max])", "within 10%", "every pair planned",
                       "most re-plans after launch 1"], rows))
 
