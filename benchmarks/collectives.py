@@ -107,7 +107,7 @@ def measure_relaunches(s, library: str, hosts: list[str], runs: int, mib: int, o
                 for j in x["jobs"]:
                     j["median_s"] = round(j["median_s"], 3)
         later = [o for r in rounds for x in r["over_correct"][1:] for o in x]
-        pairs = [len(doc.get("flows") or doc["ranks"]) for doc in v.correct]
+        pairs = [len(relaunch.correct_pairs(doc)) for doc in v.correct]
         out[name] = {
             "jobs": len(v.groups), "ranks_per_job": [len(g) for g in v.groups],
             "pairs_per_job": pairs, "ddp": v.ddp, "all_to_all_mib": v.a2a_mib,

@@ -96,6 +96,11 @@ def rank_hosts(fabric) -> list[str]:
             for r in range(sum(len(h) for h in by_leaf))]
 
 
+def one_per_leaf(fabric, hosts: list[str]) -> list[str]:
+    """The first of ``hosts`` on each leaf, in the fabric's leaf order."""
+    return [next(h for h in hosts if fabric.hosts[h] == leaf) for leaf in fabric.leaves]
+
+
 def ring(hosts: list[str], direction: int) -> list[str]:
     """The ring to declare for ranks ``hosts`` whose data goes to rank + ``direction``."""
     return list(hosts) if direction > 0 else list(reversed(hosts))
@@ -515,8 +520,7 @@ def moe_members(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
     then the ring All-Reduce; measured after learning. gloo only."""
     if library != "gloo":
         raise ValueError("the mixture-of-experts scenario runs with gloo only")
-    leaves = session.fabric.leaves
-    ranks = [next(h for h in hosts if session.fabric.hosts[h] == leaf) for leaf in leaves]
+    ranks = one_per_leaf(session.fabric, hosts)
     job = _job(library, mib, members=[session.fabric.host_ip[h] for h in ranks])
     time.sleep(QUIET_S)
     post_job(session.ctl, job)

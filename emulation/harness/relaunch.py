@@ -21,7 +21,7 @@ import contextlib
 import os
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from emulation.harness import collectives as co
 
@@ -39,7 +39,10 @@ class Variant:
     correct: list[dict]
     a2a_mib: int = 0
     ddp: bool = False
-    ids: list[str] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return [doc["id"] for doc in self.posted]
 
 
 def variant(session, library: str, name: str, hosts: list[str], mib: int,
@@ -62,26 +65,26 @@ def variant(session, library: str, name: str, hosts: list[str], mib: int,
 
     jid = f"{library}-{name}"
     if name == "members":
-        return Variant(name, [hosts], [members(jid, hosts)], [ring(jid, hosts)], ids=[jid])
+        return Variant(name, [hosts], [members(jid, hosts)], [ring(jid, hosts)])
     if name == "rank_order":
         return Variant(name, [hosts], [{"id": jid, "bytes": size, "ranks": list(hosts)}],
-                       [ring(jid, hosts)], ids=[jid])
+                       [ring(jid, hosts)])
     if name == "moe":
-        ranks = [next(h for h in hosts if fabric.hosts[h] == leaf) for leaf in fabric.leaves]
-        a2a, n, cycle = max(1, mib // 2), len(ranks), co.ring(ranks, way)
-        ring_pairs = {(cycle[i], cycle[(i + 1) % n]) for i in range(n)}
+        ranks = co.one_per_leaf(fabric, hosts)
+        a2a, n = max(1, mib // 2), len(ranks)
+        ring_pairs = correct_pairs({"ranks": co.ring(ranks, way)})
         flows = [{"src": a, "dst": b,
                   "bytes": (a2a << 20) // n + (2 * (n - 1) * size // n
                                                 if (a, b) in ring_pairs else 0)}
                  for a in ranks for b in ranks if a != b]
         return Variant(name, [ranks], [members(jid, ranks)], [{"id": jid, "flows": flows}],
-                       a2a_mib=a2a, ids=[jid])
+                       a2a_mib=a2a)
     half = len(hosts) // 2
     groups = [hosts[:half], hosts[half:]]
     ids = [f"{jid}-{i}" for i in range(len(groups))]
     return Variant(name, groups, [members(j, g) for j, g in zip(ids, groups)],
                    [ring(j, g) for j, g in zip(ids, groups)],
-                   ddp=library == "gloo" if ddp is None else ddp and library == "gloo", ids=ids)
+                   ddp=library == "gloo" if ddp is None else ddp and library == "gloo")
 
 
 def run_together(net, fabric, library: str, groups: list[list[str]], mib: int = 4,
