@@ -68,6 +68,33 @@ def test_phase_change_replaces_the_pairs_once_the_old_ones_are_surely_silent():
     assert states[-1] == (set(ring(8, -1)), True)
 
 
+def test_a_broadcast_between_launches_leaves_the_ring_in_the_matrix():
+    """A DistributedDataParallel launch begins with rank 0 alone sending its model to the
+    others (here 4 windows, at a third of the ring's rate: active): the ranks that wait send
+    nothing, so their ring pairs are not contradicted; rank 0's own ring pair, silent while
+    rank 0 sends elsewhere, may be in doubt but is not dropped within so short a phase."""
+    rng = np.random.default_rng(7)
+    est = MatrixEstimate()
+    pairs = set(ring(4))
+    broadcast = {("r0", "r1"): 4 / 3 * 0.5, ("r0", "r2"): 4 / 3 * 0.5}
+    seen = []
+    for _ in range(3):
+        for flows in [broadcast] * 4 + [dict.fromkeys(ring(4), 1.0)] * 6 + [{}] * 3:
+            est.fold(*window(rng, flows, 8192))
+            seen.append(set(est.matrix()))
+    assert seen[5] >= pairs and all(m >= pairs for m in seen[5:])
+
+
+def test_a_rank_that_stops_for_good_leaves_after_the_idle_windows():
+    rng = np.random.default_rng(8)
+    est = MatrixEstimate(idle_windows=4)
+    run(est, rng, [(dict.fromkeys(ring(4), 1.0), 1.0)] * 4, 8192)
+    rest = {p: 1.0 for p in ring(4) if p[0] != "r3"}
+    left = [("r3", "r0") in est.matrix() for _ in range(12)
+            if est.fold(*window(rng, rest, 8192))]
+    assert left[:4] == [True] * 4 and not left[-1]
+
+
 def test_light_alltoall_pairs_beside_a_ring_are_learned_at_1_in_65536():
     """A mixture-of-experts job of 64 ranks: a ring All-Reduce (each rank at 70% of line
     rate) and an all-to-all (30% spread over 63 peers: under 0.5% of line rate a pair,
@@ -121,7 +148,7 @@ def test_estimate_of_a_pair_converges_on_its_mean_bytes():
 @pytest.mark.parametrize("kw,text", [
     ({"half_life": 0}, "half-lives"), ({"active_share": 0}, "active share"),
     ({"share": 2}, "joining share"), ({"min_samples": 0}, "at least 1"),
-    ({"steady_windows": 0}, "at least 1")])
+    ({"steady_windows": 0}, "at least 1"), ({"idle_windows": 0}, "at least 1")])
 def test_invalid_settings_are_refused(kw, text):
     with pytest.raises(ValueError, match=text):
         MatrixEstimate(**kw)

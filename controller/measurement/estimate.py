@@ -17,9 +17,12 @@ estimate accumulates, and forgets only on evidence:
   ``learner.DATA_FRAME``, so an all-to-all among many ranks, each pair a small part of the
   job's bytes, joins as its samples accumulate);
 * **leaving**: a pair leaves only after ``silent_windows`` or more consecutive active windows
-  without a sample, while the job's other pairs sent, and only when at its own estimated rate
-  so long a silence had a probability below 1% among all the matrix's pairs (n pairs: each
-  below 1% / n, since with many light pairs some are always briefly unsampled);
+  without a sample while its source sent to other members, and only when at its own
+  estimated rate so long a silence had a probability below 1% among all the matrix's pairs
+  (n pairs: each below 1% / n, since with many light pairs some are always briefly
+  unsampled). A window in which the source sent nothing is no evidence against its pairs (a
+  rank waiting on another's broadcast, as a DistributedDataParallel launch begins) until it
+  has been idle for ``idle_windows`` active windows (a rank that left the pattern);
 * **steady**: at least ``steady_windows`` active windows, the pairs that joined in the last
   ``steady_windows`` - 1 of them carry less than ``SETTLED`` of the matrix's bytes (at a low
   sampling rate the last light pairs of an all-to-all trickle in for a while), and no pair of
@@ -58,7 +61,7 @@ class PairEstimate:
     bytes: float = 0.0  # weighted sum of the pair's bytes over active windows
     samples: float = 0.0  # weighted sum of its samples
     total_samples: int = 0  # every sample behind the estimate
-    silent: int = 0  # consecutive active windows without a sample
+    silent: int = 0  # consecutive active windows without a sample, its source sending
     joined: int = 0  # active windows folded when it joined the matrix (0: not in it)
 
 
@@ -67,14 +70,14 @@ class MatrixEstimate:
 
     def __init__(self, half_life: float = 8.0, active_share: float = 0.25,
                  peak_half_life: float = 30.0, min_samples: int = 4, share: float = 0.05,
-                 silent_windows: int = 3, steady_windows: int = 2):
+                 silent_windows: int = 3, steady_windows: int = 2, idle_windows: int = 8):
         if not (half_life > 0 and peak_half_life > 0 and 0 < active_share <= 1
                 and 0 <= share <= 1):
             raise ValueError("estimate: half-lives must be > 0, the active share in (0, 1] and "
                              "the joining share in [0, 1]")
-        if min_samples < 1 or silent_windows < 1 or steady_windows < 1:
-            raise ValueError("estimate: min_samples, silent_windows and steady_windows must be "
-                             "at least 1")
+        if min(min_samples, silent_windows, steady_windows, idle_windows) < 1:
+            raise ValueError("estimate: min_samples, silent_windows, steady_windows and "
+                             "idle_windows must be at least 1")
         self.decay = 0.5 ** (1.0 / half_life)
         self.peak_decay = 0.5 ** (1.0 / peak_half_life)
         self.active_share = active_share
@@ -82,6 +85,8 @@ class MatrixEstimate:
         self.share = share
         self.silent_windows = int(silent_windows)
         self.steady_windows = int(steady_windows)
+        self.idle_windows = int(idle_windows)
+        self.idle: dict[str, int] = {}  # source -> consecutive active windows it sent nothing
         self.pairs: dict[Pair, PairEstimate] = {}
         self.members: set[Pair] = set()  # the pairs of the matrix
         self.weight = 0.0  # weighted number of active windows
@@ -104,10 +109,14 @@ class MatrixEstimate:
         d = self.decay
         self.weight = self.weight * d + 1.0
         self.active += 1
+        senders = {a for a, _ in window_samples}
+        self.idle = {a: 0 if a in senders else self.idle.get(a, 0) + 1
+                     for a in senders | {a for a, _ in self.pairs}}
         for p, e in self.pairs.items():
             e.bytes *= d
             e.samples *= d
-            if p not in window_samples:
+            if p not in window_samples and (p[0] in senders or
+                                            self.idle[p[0]] >= self.idle_windows):
                 e.silent += 1
         for p, b in window_bytes.items():
             e = self.pairs.get(p)
