@@ -562,3 +562,71 @@ def test_datagrams_from_unknown_senders_are_an_event_and_a_metric():
     events = [e for e in svc.state.events if "192.0.2.66" in e.get("cause", "")]
     assert len(events) == 1 and "not a known agent" in events[0]["cause"]
     assert b"mlroute_sflow_rejected_datagrams_total 2.0" in exposition(svc)[0]
+
+
+def broadcast_samples(f, ranks, peers=2, data=10):
+    """Rank 0 sending its model to ``peers`` other ranks at once (a DistributedDataParallel
+    launch's broadcast), the link shared between them."""
+    root = f.host_ip[ranks[0]]
+    return [SimpleNamespace(src=root, dst=f.host_ip[h], frame_length=9000, sampling_rate=16)
+            for h in ranks[1:1 + peers] for _ in range(data)]
+
+
+@pytest.mark.parametrize("declare", ["members", "ring"])
+def test_two_ddp_jobs_whose_launch_starts_with_a_broadcast_end_on_their_rings(declare):
+    """Two DistributedDataParallel jobs launched together: each launch begins with a few
+    seconds of rank 0's broadcast alone (a steady matrix of two pairs), then the gradient
+    rings. Whatever the broadcast taught, each job ends planned on its whole ring, the two
+    rings on disjoint uplinks: a job kept on its plan is judged again once another job's
+    plan changed, and the prediction counts what the other jobs send, not what they were
+    declared or learned with."""
+    f, sw, svc, clock = start()
+    jobs = {"a": [h for h in sorted(f.hosts) if h.endswith("_0")],
+            "b": [h for h in sorted(f.hosts) if h.endswith("_1")]}
+    rings = {jid: {(h, r[i - 1]) for i, h in enumerate(r)} for jid, r in jobs.items()}
+    for jid, ring in jobs.items():
+        doc = ({"id": jid, "members": [f.host_ip[h] for h in ring]} if declare == "members"
+               else {"id": jid, "ranks": ring[::-1], "bytes": 1e6})  # data to rank - 1
+        assert post(svc, doc)[0] == 201
+    bcast = broadcast_samples(f, jobs["a"]) + broadcast_samples(f, jobs["b"])
+    ring = ring_samples(f, jobs["a"]) + ring_samples(f, jobs["b"])
+    first = None
+    for launch in range(4):  # the broadcast, the rings, a pause
+        run_traffic(svc, clock, bcast, seconds=3)
+        run_traffic(svc, clock, ring, seconds=12)
+        events = [e["cause"] for e in svc.state.events if e.get("job")]
+        for jid in jobs:
+            assert planned_pairs(svc, jid) == rings[jid], (launch, jid, events)
+        uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in jobs
+                   for r in get(svc, jid)[1]["routes"]]
+        assert len(set(uplinks)) == len(uplinks) == 8
+        run_traffic(svc, clock, [], seconds=6)
+        if first is None:
+            first = {jid: len(replans(svc, jid)) for jid in jobs}
+    for jid in jobs:  # the target: at most one re-plan per job after the first launch
+        assert len(replans(svc, jid)) - first[jid] <= 1, events
+
+
+def test_a_job_kept_on_its_plan_is_judged_again_when_another_job_is_replanned():
+    """Two DDP jobs, the second launched 3 s later: the first one's ring is judged while the
+    second still broadcasts, and kept (the broadcast's two flows leave room); once the
+    second is planned on its ring, the first is judged again on the state that changed, and
+    within the same launch both run on their rings on disjoint uplinks."""
+    f, sw, svc, clock = start()
+    jobs = {"a": [h for h in sorted(f.hosts) if h.endswith("_0")],
+            "b": [h for h in sorted(f.hosts) if h.endswith("_1")]}
+    rings = {jid: {(h, r[i - 1]) for i, h in enumerate(r)} for jid, r in jobs.items()}
+    for jid, ring in jobs.items():
+        assert post(svc, {"id": jid, "members": [f.host_ip[h] for h in ring]})[0] == 201
+    run_traffic(svc, clock, broadcast_samples(f, jobs["a"]), seconds=3)
+    run_traffic(svc, clock, ring_samples(f, jobs["a"]) + broadcast_samples(f, jobs["b"]),
+                seconds=4)
+    run_traffic(svc, clock, ring_samples(f, jobs["a"]) + ring_samples(f, jobs["b"]),
+                seconds=12)
+    events = [e["cause"] for e in svc.state.events if e.get("job")]
+    assert any(c.startswith("job a") and "plan kept" in c for c in events), events
+    for jid in jobs:
+        assert planned_pairs(svc, jid) == rings[jid], events
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in jobs
+               for r in get(svc, jid)[1]["routes"]]
+    assert len(set(uplinks)) == len(uplinks) == 8

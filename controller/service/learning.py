@@ -9,8 +9,9 @@ decisions that follow (pure; the estimate comes from ``measurement.estimate``).
   lacks and the shared prediction (``model.iteration``, what the planners rank by and the job
   view shows) says the re-plan shortens the job's iteration by at least ``learn_min_gain``
   (the unplanned pairs take the switches' hashed default paths: their time is the mean over
-  several hashes). A plan is never replaced because some of its pairs were quiet: a measured
-  matrix inside the planned one changes nothing.
+  several hashes; other jobs count with what they send, not what they were declared with).
+  A plan is never replaced because some of its pairs were quiet: a measured matrix inside
+  the planned one changes nothing.
 
 Only pairs across leaves count: a pair within a leaf never reaches a spine. A learned flow
 carries the mean bytes of an active window and matches every IPv4 packet between its two hosts
@@ -150,27 +151,42 @@ def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, sal
     return now
 
 
+def _as_running(fabric: Fabric | Clos, records: dict, others: dict, salt: int) -> dict:
+    """The records with each job of ``others`` (job id -> ``Measured``) as it runs now."""
+    return {**records, **{jid: _as_planned_now(fabric, records[jid], m, salt)
+                          for jid, m in others.items()}}
+
+
 def predicted_gain(fabric: Fabric | Clos, records: dict, job_id: str, measured: Measured,
-                   replanned: dict) -> tuple[float, float] | None:
+                   replanned: dict, others: dict | None = None) -> tuple[float, float] | None:
     """(seconds now, seconds after the re-plan) of the job's iteration on its measured matrix,
     by the shared prediction (``iteration.predict_times``) with every running job on its
-    installed routes; now: a mean over ``HASH_SALTS`` hashes of the unplanned pairs. None when
-    it cannot tell (the job's flows unroutable, or no flow can progress).
+    installed routes, except the jobs of ``others`` (job id -> ``Measured``) whose steady
+    matrix has pairs their plans lack (a job still learning, or sending what it was not
+    declared with): they count as they run, their measured pairs with the unplanned ones on
+    hashed default paths. What a job sends, not what it was declared or learned with, is what
+    another job's flows meet. Unplanned pairs make a figure a mean over ``HASH_SALTS``
+    hashes. None when it cannot tell (the job's flows unroutable, or no flow can progress).
 
-    Cost: 1 + ``HASH_SALTS`` predictions of every running job; 32 leaves x 16 spines x 16
-    hosts, eight 64-rank rings: 32 ms for a ring measured backwards, 0.4-0.5 s for an
-    all-to-all of 3,968 pairs (the fluid model took 2.4-4.2 s and 66-103 s)."""
+    Cost: 1 + ``HASH_SALTS`` predictions of every running job (2 x ``HASH_SALTS`` when other
+    jobs send unplanned pairs); 32 leaves x 16 spines x 16 hosts, eight 64-rank rings: 32 ms
+    for a ring measured backwards, 0.4-0.5 s for an all-to-all of 3,968 pairs (the fluid
+    model took 2.4-4.2 s and 66-103 s; measured before other jobs counted as they run)."""
     def seconds(recs: dict) -> float:
         running = [r for r in recs.values() if r.job.flows() and not r.unroutable()]
         plan = installed_plan(fabric, running)
         if plan is None:
             raise KeyError(job_id)
         return plan_times(plan)[job_id]
+    others = {j: m for j, m in (others or {}).items() if j != job_id and j in records and
+              m.steady and set(m.pairs) - declared_pairs(fabric, records[j])}
+    salts = range(HASH_SALTS)
     try:
-        new = seconds(replanned)
-        times = [seconds({**records, job_id: _as_planned_now(fabric, records[job_id], measured,
-                                                             salt)})
-                 for salt in range(HASH_SALTS)]
+        after = [seconds(_as_running(fabric, replanned, others, s))
+                 for s in (salts if others else salts[:1])]
+        now = [seconds({**_as_running(fabric, records, others, s),
+                        job_id: _as_planned_now(fabric, records[job_id], measured, s)})
+               for s in salts]
     except (ValueError, KeyError):
         return None
-    return sum(times) / len(times), new
+    return sum(now) / len(now), sum(after) / len(after)

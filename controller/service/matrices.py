@@ -4,8 +4,10 @@ on standbys alike, so that a standby that takes over knows what the jobs send; t
 master only, the jobs whose steady estimate calls for a (re-)plan, as decided changes.
 
 Hysteresis: a measured matrix is judged once (planned, kept or refused), and again only when
-its pairs change; a re-plan needs a predicted gain of ``learn_min_gain`` (``learning``) and at
-most ``learn_replans_per_minute`` happen per job. A job is judged on the windows that began
+its pairs change or, when it was kept, once the state changed (a job re-planned, posted or
+deleted: whether a plan is worth changing depends on the other jobs' routes); a re-plan needs
+a predicted gain of ``learn_min_gain`` (``learning``) and at most
+``learn_replans_per_minute`` happen per job. A job is judged on the windows that began
 after it was posted: what its hosts sent before (an earlier job, another library's ring)
 neither teaches nor contradicts it.
 """
@@ -47,6 +49,7 @@ class MatrixLearning:
         self.learner = TrafficLearner(window_s, samplers=clos_samplers({}, sampling_points))
         self.estimates: dict[str, tuple[float, MatrixEstimate]] = {}  # job -> (created, est.)
         self.judged: dict[str, frozenset] = {}  # job -> the measured pairs last judged
+        self.kept: dict[str, int] = {}  # job -> state version at which its plan was kept
         self.replans: dict[str, list[float]] = {}  # job -> times of its recent re-plans
         self.deferred = 0  # re-plans put off by the per-job bound
         self.replanned: dict[str, int] = {}  # job -> (re-)plans on measured matrices
@@ -91,6 +94,7 @@ class MatrixLearning:
             del self.estimates[jid]
         for jid in [j for j in self.judged if j not in jobs]:
             self.judged.pop(jid)
+            self.kept.pop(jid, None)
             self.replans.pop(jid, None)
             self.replanned.pop(jid, None)
         windows = self.learner.closed(self._folded, now)
@@ -140,11 +144,13 @@ class MatrixLearning:
         for jid, m in measured.items():
             r = state.jobs.get(jid)
             pairs = frozenset(m.pairs)
-            if r is None or not m.steady or self.judged.get(jid) == pairs:
+            if r is None or not m.steady or (self.judged.get(jid) == pairs and self.kept.get(
+                    jid, state.version) == state.version):
                 continue
             found = learning.verdict(state.fabric, r, m)
             if found is None:
                 self.judged[jid] = pairs
+                self.kept.pop(jid, None)
                 continue
             recent = [t for t in self.replans.get(jid, ()) if now - t < REPLAN_PERIOD]
             self.replans[jid] = recent
@@ -152,6 +158,7 @@ class MatrixLearning:
                 self.deferred += 1
                 continue  # judged again once the bound allows
             self.judged[jid] = pairs
+            self.kept.pop(jid, None)
             cause, mismatch = found
             try:
                 change = decide.learned(state, settings, jid, m, cause, mismatch)
@@ -161,13 +168,14 @@ class MatrixLearning:
                 continue
             if r.matrix != "learning":
                 gain = learning.predicted_gain(state.fabric, state.jobs, jid, m,
-                                               change.jobs)
+                                               change.jobs, measured)
                 if gain is not None:
                     before, after = gain
                     text = (f"predicted iteration {before:.3g} s -> {after:.3g} s "
                             f"({100 * (after / before - 1):+.0f}%)" if before > 0 else
                             "no iteration time predicted")
                     if before <= 0 or after > (1 - settings.learn_min_gain) * before:
+                        self.kept[jid] = state.version
                         yield Decision(jid, pairs, event={
                             "time": now, "job": jid, "mismatch": mismatch,
                             "cause": f"{cause}: plan kept, {text}, a re-plan needs "
