@@ -5,6 +5,7 @@ import pytest
 
 from controller.discovery.tiers import recognise_clos
 from controller.discovery.topology import Topology
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from topologies.clos import fattree_fabric
 
@@ -157,6 +158,23 @@ def test_a_declared_three_tier_fabric_is_checked_and_the_report_names_tiers():
                            f"{spare[1]}, which is not declared",
         "missing_link": f"aggregation switch a1_0 port {f.ports['a1_0']['c0_1']} (up) should "
                         f"reach core c0_1 port {f.ports['c0_1']['a1_0']}; no probe seen"}
+
+
+def test_a_declared_two_plane_fabric_is_checked_interface_by_interface():
+    """Every host heard on each plane's leaf with that plane's MAC: nothing to report; a
+    plane-1 interface heard on another port is a wrong port naming its host."""
+    from controller.discovery.declared import check_declared
+    f = Clos.leaf_spine(2, 2, 2, planes=2).wire()
+    t = observe(f, hosts=[])
+    for h, _, ip, mac, leaf in f.interfaces():
+        t.host_seen(f.dpids[leaf], f.port(leaf, h), mac, ip, 0)
+    assert check_declared(f, t) == []
+    leaf = f.host_leaves["h0_0"][1]
+    t.host_seen(f.dpids[leaf], f.port(leaf, "h0_1"), f.mac_of("h0_0", 1), f.ip_of("h0_0", 1), 1)
+    got = [(p["kind"], p["detail"]) for p in check_declared(f, t)]
+    assert got == [("wrong_port", f"host h0_0 ({f.mac_of('h0_0', 1)}) is declared on leaf "
+                                  f"{leaf} port {f.port(leaf, 'h0_0')}, seen on leaf {leaf} "
+                                  f"port {f.port(leaf, 'h0_1')}")], got
 
 
 def test_a_leaf_with_no_uplink_seen_is_reported_not_dropped_silently():

@@ -108,9 +108,59 @@ def test_what_three_tiers_do_not_enforce_is_a_400_that_changes_nothing(opts, tex
     assert tables(sw) == before and list(svc.jobs) == ["a"]
 
 
-def test_several_planes_are_refused_by_name():
-    f = Clos.fat_tree(4, 2, planes=2).wire()
-    with pytest.raises(Exception, match="2 planes"):
+@pytest.mark.parametrize("fab", [lambda: Clos.leaf_spine(2, 4, 2, planes=2, link_gbps=0.02),
+                                 lambda: Clos.fat_tree(4, 1, planes=2, link_gbps=0.02)],
+                         ids=["leaf-spine", "fat-tree"])
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_two_planes_are_served(fab, mode):
+    """A ring posted by plane-1 addresses on a two-plane fabric: every route names its plane
+    and the addresses of its ends there, and a packet sent with them (the host's interface to
+    that plane) follows the planned path; both planes carry flows; the launcher's export
+    writes each connection's plane addresses."""
+    f, sw, svc = start(fab().wire())
+    hosts = sorted(f.host_leaves, key=lambda h: (h.split("_")[1], h))  # across leaves
+    code, doc = call(svc, "POST", "/v1/jobs",
+                     ring([f.ip_of(h, 1) for h in hosts], mode=mode))
+    assert code == 201, doc
+    view = call(svc, "GET", "/v1/jobs/r")[1]
+    assert view["job"]["rings"] == [hosts]  # any plane's address names its host
+    a2a = [{"src": a, "dst": b, "bytes": 1e6, "sport": 7000} for a in hosts for b in hosts
+           if a != b]
+    assert call(svc, "POST", "/v1/jobs", {"id": "a2a", "flows": a2a, "mode": mode})[0] == 201
+    names = {p.name: q for q, p in enumerate(f.planes)}
+    used = set()
+    for jid in ("r", "a2a"):
+        routes = call(svc, "GET", f"/v1/jobs/{jid}")[1]["routes"]
+        for route in routes:
+            if f.hosts[route["src"]] == f.hosts[route["dst"]]:
+                assert "plane" not in route  # within a leaf: the host's default interface
+                continue
+            q = names[route["plane"]]
+            assert (route["src_ip"], route["dst_ip"]) == (f.ip_of(route["src"], q),
+                                                          f.ip_of(route["dst"], q))
+            path, reached, labels = trace(f, sw, route["src"], route["dst"], plane=q,
+                                          sport=route.get("sport", 1234))
+            assert reached == route["dst"] and labels == [] and path == route["path"], route
+            used.add(q)
+        lines = call(svc, "GET", f"/v1/jobs/{jid}/ports")[1].splitlines()[1:]
+        assert sorted(tuple(x.split()[:2]) for x in lines) == sorted(
+            (r.get("src_ip", f.ip_of(r["src"])), r.get("dst_ip", f.ip_of(r["dst"])))
+            for r in routes)
+    assert used == {0, 1}
+
+
+def test_arp_is_answered_in_the_address_plane_only():
+    f, sw, svc = start(Clos.leaf_spine(2, 2, 1, planes=2).wire())
+    leaf0, leaf1 = (f.dpids[f.host_leaves["h1_0"][q]] for q in (0, 1))
+    assert svc.arp_answer(f.ip_of("h0_0", 1), leaf1) == f.mac_of("h0_0", 1)
+    assert svc.arp_answer(f.ip_of("h0_0", 0), leaf0) == f.mac_of("h0_0", 0)
+    assert svc.arp_answer(f.ip_of("h0_0", 1), leaf0) is None  # a plane-1 address on plane 0
+
+
+def test_crossed_wiring_is_refused_by_name():
+    f = Clos.leaf_spine(2, 2, 2, planes=2).wire()
+    f.host_leaves["h0_1"] = (f.host_leaves["h0_1"][0], f.host_leaves["h1_0"][1])
+    with pytest.raises(Exception, match="crossed wiring"):
         start(f)
 
 
@@ -135,6 +185,31 @@ def test_a_job_declared_by_its_members_is_learned_and_planned_over_three_tiers()
     for route in view["routes"]:
         path, reached, _ = trace(f, sw, route["src"], route["dst"])
         assert reached == route["dst"] and path == route["path"] and len(path) == 5
+
+
+def test_samples_on_both_planes_add_up_to_one_matrix_per_host_pair():
+    """A members-only ring whose hosts send half their traffic on each plane (each plane's
+    addresses): one learned flow per host pair, its bytes the sum over the planes."""
+    from types import SimpleNamespace
+    f, sw, svc = start(Clos.leaf_spine(2, 4, 1, planes=2, link_gbps=0.02).wire(),
+                       learn_window=1.0)
+    hosts = sorted(f.host_leaves)
+    ring = [(a, hosts[(i + 1) % len(hosts)]) for i, a in enumerate(hosts)]
+    samples = [SimpleNamespace(src=f.ip_of(a, q), dst=f.ip_of(b, q), frame_length=9000,
+                               sampling_rate=16) for a, b in ring for q in (0, 1)] * 10
+    assert call(svc, "POST", "/v1/jobs", {"id": "m", "members": hosts})[0] == 201
+    for _ in range(12):
+        svc.traffic_samples(samples)
+        svc.clock.sleep(0.5)
+        svc.tick(probe=False)
+    view = call(svc, "GET", "/v1/jobs/m")[1]
+    assert view["matrix"] == "learned", view.get("learning")
+    measured = {(x["src"], x["dst"]): x for x in view["measured_flows"]}
+    assert set(measured) == set(ring)
+    # 20 samples a pair per half second (10 per plane), 9000 bytes x 16 each, 2 per window;
+    # every bridge samples: 3 sampling points a packet (leaf, spine, leaf)
+    want = 2 * 20 * 9000 * 16 / 3
+    assert all(abs(x["bytes"] - want) < 0.01 * want for x in measured.values()), measured
 
 
 def test_metrics_and_imbalance_cover_both_tiers():

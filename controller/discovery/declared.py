@@ -96,16 +96,16 @@ def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
         near = sorted(at(y) for x, y in seen.items() if x[0] == d and y[0] in names)
         problems.add("unknown_switch", d, None, f"switch {d:#x} is connected but not declared"
                      + (f"; cabled to {', '.join(near)}" if near else ""))
-    by_mac = {mac.lower(): h for h, mac in declared.host_mac.items()}
+    by_mac = {mac.lower(): (host, leaf)  # every plane's interface of every host
+              for host, _, _, mac, leaf in declared.interfaces() if mac}
     for mac, h in sorted(topology.hosts.items()):
-        host, where = by_mac.get(mac), (h.dpid, h.port)
+        (host, leaf), where = by_mac.get(mac, (None, None)), (h.dpid, h.port)
         if host is None:
             expected = decl.get(where, (0, None))
             problems.add("unknown_host", h.dpid, h.port, f"host {mac} ({h.ip}) seen on "
                          f"{at(where)}" + (f", declared for {expected[1]}"
                                            if expected[0] is None else ", not declared"))
             continue
-        leaf = declared.hosts[host]
         want = (declared.dpids[leaf], declared.ports[leaf][host])
         if where != want:
             problems.add("wrong_port", want[0], want[1], f"host {host} ({mac}) is declared on "

@@ -230,9 +230,8 @@ class FabricFinder:
         if fabric is None or not fabric.wired:
             return None
         if self._owners[0] is not fabric:
-            self._owners = (fabric, {fabric.host_ip[h]: (
-                fabric.host_mac[h].lower(), (fabric.dpids[leaf], fabric.ports[leaf][h]))
-                for h, leaf in fabric.hosts.items() if h in fabric.host_ip})
+            self._owners = (fabric, {ip: (mac.lower(), (fabric.dpids[leaf], fabric.ports[leaf][h]))
+                                     for h, _, ip, mac, leaf in fabric.interfaces() if ip})
         return self._owners[1].get(ip)
 
     def _owner(self, ip: str):

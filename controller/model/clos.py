@@ -169,6 +169,18 @@ class Clos(HostLookup):
     def addresses_at(self, switch: str) -> dict[str, str]:
         return self.plane_ips(self.plane_of[switch])
 
+    def interfaces(self) -> list[tuple[str, int, str | None, str | None, str]]:
+        def nth(values, q):
+            return values[q] if q < len(values) else None
+        return [(h, q, nth(self.host_ips.get(h, ()), q), nth(self.host_macs.get(h, ()), q), leaf)
+                for h, leaves in self.host_leaves.items() for q, leaf in enumerate(leaves)]
+
+    def plane_of_switch(self, switch: str | None) -> int:
+        return self.plane_of.get(switch, 0)
+
+    def part_plane(self, where) -> int:
+        return self.plane_of[where[0]] if isinstance(where, tuple) else 0
+
     def owner(self, ip: str) -> tuple[str, int] | None:
         """(host, plane) of an address of any plane, None if no host has it."""
         if self._owners is None:

@@ -44,6 +44,23 @@ class HostLookup:
         plane here (``model.clos.Clos`` has several)."""
         return self.host_ip
 
+    def interfaces(self) -> list[tuple[str, int, str | None, str | None, str]]:
+        """(host, plane, IPv4 address, MAC, leaf) of every host interface: one per host here
+        (a multi-plane ``model.clos.Clos`` host has one per plane)."""
+        return [(h, 0, self.host_ip.get(h), self.host_mac.get(h), leaf)
+                for h, leaf in self.hosts.items()]
+
+    def plane_of_switch(self, switch: str | None) -> int:
+        return 0
+
+    def ip_of(self, host: str, plane: int = 0) -> str:
+        """The host's address on ``plane``; one plane here."""
+        return self.host_ip[host]
+
+    def part_plane(self, where) -> int:
+        """The plane of a route part (a spine index here, a path of switches on a Clos)."""
+        return 0
+
 
 @dataclass
 class Fabric(HostLookup):

@@ -1,5 +1,7 @@
 """Jobs may name hosts by IPv4 address: find the addresses in a job document and rename them to
-host names, as pure functions (the service resolves unknown addresses by ARP probes).
+host names, and say which host interface owns an address, as pure functions (the service
+resolves unknown addresses by ARP probes). On a multi-plane fabric a host has an address per
+plane; a job may name it by any of them (the planner chooses the plane).
 
 >>> sorted(addresses({"id": "j", "rings": [["10.0.0.1", "h1"]], "members": ["10.0.0.2"]}))
 ['10.0.0.1', '10.0.0.2']
@@ -53,3 +55,26 @@ def renamed(doc: dict, names: dict) -> dict:
         doc["flows"] = [dict(fl, src=name(fl.get("src")), dst=name(fl.get("dst")))
                         if isinstance(fl, dict) else fl for fl in doc["flows"]]
     return doc
+
+
+def owners(fabric) -> dict[str, tuple[str, int, str | None]]:
+    """address -> (host, plane, MAC) of every host interface of ``fabric`` (None: no fabric).
+
+    >>> from controller.model.clos import Clos
+    >>> owners(Clos.leaf_spine(1, 1, 1, planes=2).wire())["10.16.0.1"]
+    ('h0_0', 1, '02:00:01:00:00:01')
+    """
+    if fabric is None:
+        return {}
+    return {ip: (h, q, mac) for h, q, ip, mac, _ in fabric.interfaces() if ip}
+
+
+def arp_mac(fabric, known: dict, dpid: int | None, ip: str) -> str | None:
+    """The MAC that answers an ARP request for ``ip`` heard at switch ``dpid`` (None: any),
+    from ``known`` (``owners``): only in the address's own plane, since a host's interface to
+    one plane cannot be reached through another."""
+    got = known.get(ip)
+    if got is None or (dpid is not None and got[1] != fabric.plane_of_switch(
+            fabric.switch_of_dpid.get(dpid))):
+        return None
+    return got[2]

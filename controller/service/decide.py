@@ -124,13 +124,29 @@ def declare_fabric(state: ControllerState, fabric: Fabric | Clos, settings: Sett
 
 
 def check_servable(fabric: Fabric | Clos) -> None:
-    """The fabric is wired, and one plane: a host with a port on several planes needs an
-    address per plane, which the controller does not model yet."""
+    """The fabric is wired and, with several planes, its hosts share a leaf in every plane or
+    in none: two hosts on one leaf in one plane only make a flow between them leaf-local
+    there and not elsewhere, and the planners do not model such crossed wiring.
+
+    >>> check_servable(Clos.leaf_spine(2, 2, 1, planes=2).wire())
+    >>> crossed = Clos.leaf_spine(2, 2, 2, planes=2).wire()
+    >>> crossed.host_leaves["h0_1"] = ("l0_p0", "l1_p1")
+    >>> check_servable(crossed)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    controller.errors.InputError: fabric: hosts h0_0 and h0_1 share leaf l0_p0 in plane 0 ...
+    """
     if not fabric.wired:
         raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
     if isinstance(fabric, Clos) and len(fabric.planes) > 1:
-        raise InputError(f"fabric: {len(fabric.planes)} planes; the controller serves one "
-                         "plane (plan several with python -m controller plan)")
+        for q in range(len(fabric.planes)):
+            first: dict[str, str] = {}
+            for h, leaves in sorted(fabric.host_leaves.items()):
+                other = first.setdefault(leaves[q], h)
+                for r, leaf in enumerate(leaves):
+                    if leaf != fabric.host_leaves[other][r]:
+                        raise InputError(
+                            f"fabric: hosts {other} and {h} share leaf {leaves[q]} in plane {q} "
+                            f"but not in plane {r} (crossed wiring is not served)")
 
 
 def adopt(state: ControllerState, settings: Settings, fabric: Fabric | Clos, now: float,
@@ -165,9 +181,9 @@ def extends(old: Fabric | Clos, new: Fabric | Clos) -> bool:
         return False
     if any(new.dpids.get(k) != v for k, v in old.dpids.items()):
         return False
-    for host, leaf in old.hosts.items():
-        if (new.hosts.get(host) != leaf or new.host_ip.get(host) != old.host_ip.get(host) or
-                new.host_mac.get(host) != old.host_mac.get(host) or
+    kept = set(new.interfaces())  # every plane's leaf, address and MAC of every host
+    for host, plane, ip, mac, leaf in old.interfaces():
+        if ((host, plane, ip, mac, leaf) not in kept or
                 new.ports.get(leaf, {}).get(host) != old.ports[leaf].get(host)):
             return False
     return all(new.ports.get(sw, {}).get(peer) == port

@@ -63,7 +63,8 @@ class MatrixLearning:
     def follow(self, fabric: Fabric | Clos | None) -> None:
         """Count sampling points on ``fabric``'s leaves and pods (hosts adopted, moved or
         declared): the map is built once per change, not per sampled pair."""
-        leaf_of = {ip: fabric.hosts[h] for h, ip in fabric.host_ip.items()} if fabric else {}
+        leaf_of = {ip: leaf for _, _, ip, _, leaf in fabric.interfaces() if ip} \
+            if fabric else {}
         if leaf_of != self._leaf_of:
             self._leaf_of = leaf_of
             pods = ({leaf: pod for p in fabric.planes for leaf, pod in
@@ -85,7 +86,9 @@ class MatrixLearning:
 
     def fold(self, state: ControllerState, now: float) -> None:
         """Fold the windows closed since the last call into the estimate of every job that
-        may learn (each job from the first window that began after it was posted)."""
+        may learn (each job from the first window that began after it was posted). On a
+        multi-plane fabric a pair's samples on every plane add up, keyed by the hosts'
+        first-plane addresses."""
         self.follow(state.fabric)
         fabric = state.fabric
         jobs = {jid: r for jid, r in state.jobs.items() if r.learn} if fabric else {}
@@ -101,6 +104,9 @@ class MatrixLearning:
         if not windows:
             return
         self._folded = windows[-1].index
+        # a host's address on any plane counts as its first plane's: one matrix per host pair
+        canon = {ip: fabric.host_ip.get(h) for h, _, ip, _, _ in fabric.interfaces()
+                 if ip} if fabric else {}
         members, jobs_of = {}, {}
         for jid, r in jobs.items():
             if jid not in self.estimates:
@@ -112,10 +118,11 @@ class MatrixLearning:
         for w in windows:
             got = {jid: ({}, {}) for jid in jobs}
             for pair, b in w.bytes.items():
-                for jid in jobs_of.get(pair[0], ()):
-                    if pair[1] in members[jid]:
-                        got[jid][0][pair] = b
-                        got[jid][1][pair] = w.samples[pair]
+                key = (canon.get(pair[0], pair[0]), canon.get(pair[1], pair[1]))
+                for jid in jobs_of.get(key[0], ()):
+                    if key[1] in members[jid]:
+                        got[jid][0][key] = got[jid][0].get(key, 0) + b
+                        got[jid][1][key] = got[jid][1].get(key, 0) + w.samples[pair]
             for jid, (b, n) in got.items():
                 created, estimate = self.estimates[jid]
                 if w.index * window_s >= created - 1e-9:

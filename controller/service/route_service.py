@@ -27,7 +27,7 @@ from controller.planners import ALGORITHMS
 from controller.planners.plan import planner_options
 from controller.planners.ringorder import advise_order
 from controller.service import anytime, decide, mastership, views
-from controller.service.addresses import addresses, renamed
+from controller.service.addresses import addresses, arp_mac, owners, renamed
 from controller.service.change import Change, Outcome
 from controller.service.cluster import standalone_view
 from controller.service.hostports import HostPortService
@@ -352,23 +352,23 @@ class RouteService:
         except InstallError as e:
             LOG.error("mlroute: switch %#x: %s", dpid, e)
 
-    def arp_answer(self, ip: str) -> str | None:
-        """The MAC owning ``ip`` for the controller's ARP answers: the fabric's hosts, else a
-        host discovery has heard. An unknown address is looked for with ARP probes (at most
-        one round per second per address) and None is returned for now."""
-        return self.arp_answers([ip])[ip]
+    def arp_answer(self, ip: str, dpid: int | None = None) -> str | None:
+        """The MAC owning ``ip`` for the controller's ARP answers (asked at switch ``dpid``:
+        only in the address's plane): the fabric's hosts, else a host discovery has heard. An
+        unknown address is looked for with ARP probes (at most one round per second per
+        address) and None is returned for now."""
+        return self.arp_answers([(dpid, ip)])[(dpid, ip)]
 
-    def arp_answers(self, ips: list[str]) -> dict[str, str | None]:
-        """``arp_answer`` of several addresses under one hold of the lock."""
+    def arp_answers(self, asks: list[tuple[int | None, str]]) -> dict:
+        """``arp_answer`` of several (switch, address) under one hold of the lock."""
         with self.lock:
             f = self.state.fabric
-            known = {addr: f.host_mac.get(host) for host, addr in f.host_ip.items()} if f else {}
-            out = {}
-            for ip in ips:
-                mac = known.get(ip) or self.finder.mac_of(ip)
-                if mac is None and self.finder.declared is None:
+            known, out = owners(f), {}
+            for dpid, ip in asks:
+                mac = arp_mac(f, known, dpid, ip) if ip in known else self.finder.mac_of(ip)
+                if mac is None and ip not in known and self.finder.declared is None:
                     self._probe(ip)
-                out[ip] = mac
+                out[(dpid, ip)] = mac
             return out
 
     def _probe(self, ip: str) -> None:
@@ -393,7 +393,7 @@ class RouteService:
         while True:
             with self.lock:
                 f = self.state.fabric
-                names = {ip: h for h, ip in (f.host_ip.items() if f else ())}
+                names = {ip: h for ip, (h, _, _) in owners(f).items()}
                 missing = sorted(wanted - set(names))
                 if not missing:
                     return renamed(doc, names)

@@ -67,7 +67,10 @@ def fabric_view(state: ControllerState, installed: dict, pending: set,
 
 def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -> list[dict]:
     """Routes of a job; in host mode each carries the source port its host must use (per
-    split part), from ``ports`` ({flow key: (port, ...)}; null while not chosen yet)."""
+    split part), from ``ports`` ({flow key: (port, ...)}; null while not chosen yet). On a
+    multi-plane fabric each route (or split part) names its ``plane`` (as a plan document
+    does) and the addresses its ends use there (``src_ip``, ``dst_ip``): the host picks the
+    plane by address."""
     spines = getattr(state.fabric, "spines", [])  # a Clos route names its switches
     out = []
     for flow, parts in r.flows_with_parts():
@@ -84,6 +87,11 @@ def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -
                         part["sport"] = chosen[i] if i < len(chosen) else None
                 else:
                     doc["sport"] = chosen[0] if chosen else None
+        if parts not in (None, UNROUTABLE) and len(getattr(state.fabric, "planes", ())) > 1:
+            for part, (where, _) in zip(doc.get("split") or [doc], parts):
+                q = state.fabric.part_plane(where)
+                part.update(plane=state.fabric.planes[q].name, src_ip=state.fabric.ip_of(flow.src, q),
+                            dst_ip=state.fabric.ip_of(flow.dst, q))
         out.append(doc)
     return out
 
@@ -96,12 +104,12 @@ def ports_export(state: ControllerState, r: JobRecord, ports: dict | None = None
     for flow, parts in r.flows_with_parts():
         if parts == UNROUTABLE:
             continue
+        planes = [state.fabric.part_plane(where) for where, _ in parts or ()] or [0]
         if mode_of(r.mode).host_ports:
             chosen = (ports or {}).get(flow_key(flow)) or ()
-            conns += [(flow, p) for p in chosen if p is not None]
+            conns += [(flow, p, q) for p, q in zip(chosen, planes) if p is not None]
         else:
-            n = len(parts) if parts else 1
-            conns += [(flow, part_sport(flow, i, n)) for i in range(n)]
+            conns += [(flow, part_sport(flow, i, len(planes)), q) for i, q in enumerate(planes)]
     return (f"# mlroute job {r.job.id} (mode {r.mode}): source_ip destination_ip protocol "
             "source_port destination_port\n" + export_lines(state.fabric, conns))
 

@@ -261,10 +261,11 @@ class Shell:
                 asks = [(dpid, port, req) for dpid, port, data in batch
                         if (req := arp.parse_request(data)) is not None]
                 if asks:
-                    macs = self.service.arp_answers([req[2] for _, _, req in asks])
+                    macs = self.service.arp_answers([(dpid, req[2]) for dpid, _, req in asks])
                     for dpid, port, req in asks:
-                        if macs[req[2]] is not None:
-                            self.switches.packet_out(dpid, port, arp.reply(req, macs[req[2]]))
+                        if macs[(dpid, req[2])] is not None:
+                            self.switches.packet_out(dpid, port,
+                                                     arp.reply(req, macs[(dpid, req[2])]))
                 self.hub.sleep(0)  # REST and switch events between batches
         finally:
             self._answering = False
