@@ -90,6 +90,34 @@ def test_a_ring_across_pods_follows_its_ports_with_no_per_flow_entry():
     assert 0 < host["probes_sent"] <= 2 * 4 * 16  # a window per (leaf, class) at most
 
 
+@pytest.mark.parametrize("fab", [lambda: Clos.leaf_spine(2, 4, 2, planes=2, link_gbps=0.02),
+                                 lambda: Clos.fat_tree(4, 1, planes=2, link_gbps=0.02)],
+                         ids=["leaf-spine", "fat-tree"])
+def test_two_planes_in_host_mode_probe_and_steer_each_plane(fab):
+    """Host mode on two planes: a plane's ports are probed from that plane's leaves with its
+    addresses, and a packet sent on the route's plane with its port follows the planned
+    path; both planes carry flows, and nothing is installed per flow."""
+    f, sw, svc = start(fab().wire())
+    hosts = sorted(f.host_leaves)
+    flows = [{"src": a, "dst": b, "bytes": 1e6, "proto": "tcp", "dport": 80}
+             for a in hosts for b in hosts if f.hosts[a] != f.hosts[b]]
+    code, doc = call(svc, "POST", "/v1/jobs", {"id": "a2a", "flows": flows, "mode": "host"})
+    assert code == 201, doc
+    names = {p.name: q for q, p in enumerate(f.planes)}
+    used = set()
+    for route in call(svc, "GET", "/v1/jobs/a2a")[1]["routes"]:
+        q = names[route["plane"]]
+        path, reached, _ = trace(f, sw, route["src"], route["dst"], proto=6,
+                                 sport=route["sport"], dport=80, plane=q)
+        assert reached == route["dst"] and path == route["path"], (route, path)
+        used.add(q)
+    assert used == {0, 1}
+    cookies = {r.cookie for rules in sw.rules.values() for r in rules.values()}
+    assert cookies == {COOKIE_STATIC}
+    lines = call(svc, "GET", "/v1/jobs/a2a/ports")[1].splitlines()[1:]
+    assert {x.split()[0] for x in lines} >= {f.ip_of(hosts[0], 1)}  # plane-1 sources
+
+
 def test_a_core_link_down_gives_new_ports_that_avoid_it():
     f, sw, svc = start()
     assert call(svc, "POST", "/v1/jobs", {"id": "r", "collective": "ring_allreduce",

@@ -99,20 +99,23 @@ def host_protocol(flow) -> int:
                      f"port {flow.dport}")
 
 
-def map_key(fabric: Fabric | Clos, flow, scope: str = "leaf") -> tuple:
-    """The map a flow's ports are read from. Leaf scope, when the switch chooses by source
-    port only: (source leaf, the spines that reach the destination leaf, protocol), since a
-    leaf gives destinations that some uplinks cannot reach buckets of their own (``rules.
-    host_classes``); on a Clos, (source leaf, the class of the destination, protocol)
-    (``clos_hostmode.dest_class``). Pair scope, when its hash may see the addresses:
-    (source, destination, protocol)."""
+def map_key(fabric: Fabric | Clos, flow, scope: str = "leaf", part=None) -> tuple:
+    """The map the ports of a flow's route ``part`` are read from. Leaf scope, when the
+    switch chooses by source port only: (source leaf, the spines that reach the destination
+    leaf, protocol), since a leaf gives destinations that some uplinks cannot reach buckets of
+    their own (``rules.host_classes``); on a Clos, (source leaf in the part's plane, the
+    class of the destination, protocol) (``clos_hostmode.dest_class``). Pair scope, when its
+    hash may see the addresses: (source, destination, protocol), and the plane when it is not
+    the first."""
     proto = host_protocol(flow)
+    q = fabric.part_plane(part[0]) if part else 0
     if scope == "leaf":
-        a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
         if isinstance(fabric, Clos):
+            a, b = fabric.host_leaves[flow.src][q], fabric.host_leaves[flow.dst][q]
             return (a, clos_hostmode.dest_class(fabric, a, b), proto)
+        a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
         return (a, tuple(usable_uplinks(fabric, a, b)), proto)
-    return (flow.src, flow.dst, proto)
+    return (flow.src, flow.dst, proto) + ((q,) if q else ())
 
 
 def _leaf_key(fabric: Fabric | Clos, key: tuple) -> bool:
@@ -122,7 +125,15 @@ def _leaf_key(fabric: Fabric | Clos, key: tuple) -> bool:
 
 
 def key_leaf(fabric: Fabric | Clos, key: tuple) -> str:
-    return key[0] if _leaf_key(fabric, key) else fabric.hosts[key[0]]
+    """The source leaf of a map key (in its plane: a pair key's fourth element, if any)."""
+    if _leaf_key(fabric, key):
+        return key[0]
+    return fabric.host_leaves[key[0]][key[3]] if len(key) > 3 else fabric.hosts[key[0]]
+
+
+def _dst_leaf(fabric: Clos, key: tuple) -> str:
+    """The destination leaf of a pair key, in its plane."""
+    return fabric.host_leaves[key[1]][key[3] if len(key) > 3 else 0]
 
 
 def key_buckets(fabric: Fabric | Clos, key: tuple) -> int:
@@ -131,7 +142,7 @@ def key_buckets(fabric: Fabric | Clos, key: tuple) -> int:
     leaf = key_leaf(fabric, key)
     if isinstance(fabric, Clos):
         klass = key[1] if _leaf_key(fabric, key) else clos_hostmode.dest_class(
-            fabric, leaf, fabric.hosts[key[1]])
+            fabric, leaf, _dst_leaf(fabric, key))
         return clos_hostmode.buckets(klass)
     spines = key[1] if _leaf_key(fabric, key) else usable_uplinks(fabric, leaf,
                                                                    fabric.hosts[key[1]])
@@ -159,17 +170,19 @@ def make_probes(fabric: Fabric | Clos, key: tuple, sports: Iterable[int],
     """Probes for ``sports`` of one map key. Leaf scope sends from the leaf's first host to
     the first host of a leaf that its key's spines reach (the pipeline treats every such
     destination alike); pair scope uses the pair. On a Clos the mark says which tier traps
-    the probe (``clos_hostmode.probe_ends``)."""
-    mark = PROBE_DSCP
+    the probe (``clos_hostmode.probe_ends``), and a probe carries the addresses of its
+    leaf's plane, as the host's interface to that plane sends."""
+    mark, q = PROBE_DSCP, 0
     if isinstance(fabric, Clos):
         leaf = key_leaf(fabric, key)
+        q = fabric.plane_of_switch(leaf)
         if _leaf_key(fabric, key):
             src, dst, mark = clos_hostmode.probe_ends(fabric, leaf, key[1])
         else:
             src, dst = key[0], key[1]
-            klass = clos_hostmode.dest_class(fabric, leaf, fabric.hosts[dst])
+            klass = clos_hostmode.dest_class(fabric, leaf, _dst_leaf(fabric, key))
             mark = clos_hostmode.probe_mark(klass)
-        proto = key[-1]
+        proto = key[2]
     elif key[0] in fabric.leaf_index:
         leaf, usable, proto = key
         src = fabric.hosts_of_leaf[leaf][0]
@@ -182,9 +195,12 @@ def make_probes(fabric: Fabric | Clos, key: tuple, sports: Iterable[int],
         leaf = fabric.hosts[src]
     dport = ROCE_DPORT if proto == UDP else PROBE_TCP_DPORT
     dpid, in_port = fabric.dpids[leaf], fabric.port(leaf, src)
+
+    def mac(h):
+        return fabric.mac_of(h, q) if q else fabric.host_mac[h]
     return [Probe(token0 + i, key, sport, dpid, in_port,
-                  probe_packet(fabric.host_mac[src], fabric.host_mac[dst], fabric.host_ip[src],
-                               fabric.host_ip[dst], proto, sport, dport, token0 + i, mark))
+                  probe_packet(mac(src), mac(dst), fabric.ip_of(src, q), fabric.ip_of(dst, q),
+                               proto, sport, dport, token0 + i, mark))
             for i, sport in enumerate(sports)]
 
 
@@ -218,7 +234,7 @@ def learn(fabric: Fabric | Clos, sent: list[Probe], arrivals: Arrivals) -> dict[
         leaf = key_leaf(fabric, p.key)
         where = _reached(fabric, leaf, dpid, in_port)
         if where is None:
-            raise InstallError(f"probe of leaf {leaf} ({PROTO_NAMES[p.key[-1]]} source port "
+            raise InstallError(f"probe of leaf {leaf} ({PROTO_NAMES[p.key[2]]} source port "
                                f"{p.sport}) arrived at "
                                f"{fabric.switch_of_dpid.get(dpid) or hex(dpid)} port {in_port}, "
                                f"not on a way up from {leaf}")
@@ -228,7 +244,7 @@ def learn(fabric: Fabric | Clos, sent: list[Probe], arrivals: Arrivals) -> dict[
         raise InstallError(
             f"{sum(len(v) for v in lost.values())} of {len(sent)} probes reached no "
             f"{'aggregation switch or core' if isinstance(fabric, Clos) else 'spine'} (leaf "
-            f"{key_leaf(fabric, key)}, {PROTO_NAMES[key[-1]]} source ports {min(ports)}-"
+            f"{key_leaf(fabric, key)}, {PROTO_NAMES[key[2]]} source ports {min(ports)}-"
             f"{max(ports)} first): is the host-mode pipeline installed?")
     return out
 
@@ -276,22 +292,23 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
             continue
         proto = host_protocol(flow)
         mine = used.setdefault((flow.src, proto), set())
-        spines = [None] if parts is None else [part_target(fabric, p) for p in parts]
+        spines = [(None, None)] if parts is None else [(part_target(fabric, p), p)
+                                                        for p in parts]
         old = previous.get(name, ())
         chosen = []
-        for i, spine in enumerate(spines):
+        for i, (spine, part) in enumerate(spines):
             port = old[i] if len(old) == len(spines) else None
             if port is not None and port not in mine and (spine is None or maps.get(
-                    map_key(fabric, flow, scope), PortMap(())).spine_of.get(port) == spine):
+                    map_key(fabric, flow, scope, part), PortMap(())).spine_of.get(port) == spine):
                 mine.add(port)
                 chosen.append(port)
             else:
                 chosen.append(None)
-                todo.append((name, i, flow, spine, proto))
+                todo.append((name, i, flow, spine, part, proto))
         out[name] = chosen
     missing: dict[tuple, int] = {}
     cursor: dict[tuple, int] = {}
-    for name, i, flow, spine, proto in todo:
+    for name, i, flow, spine, part, proto in todo:
         mine = used[(flow.src, proto)]
         if spine is None:  # intra-leaf: never crosses a spine, any free port
             port = PORT_MIN
@@ -301,7 +318,7 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
                 raise ConflictError(f"host {flow.src} has no free {PROTO_NAMES[proto]} source "
                                     "port left")
         else:
-            key = map_key(fabric, flow, scope)
+            key = map_key(fabric, flow, scope, part)
             ports = by_spine.get(key, {}).get(spine, [])
             c = cursor.get((flow.src, key, spine), 0)
             while c < len(ports) and ports[c] in mine:
@@ -361,8 +378,8 @@ class HostPorts:
             ports = self.ports.get(jid, {}).get(fk)
             if not parts or ports is None:
                 continue
-            pm = self.maps.get(map_key(fabric, flow, self.scope))
             for part, port in zip(parts, ports):
+                pm = self.maps.get(map_key(fabric, flow, self.scope, part))
                 target = part_target(fabric, part)
                 if target is not None and (pm is None or pm.spine_of.get(port) != target):
                     return True
@@ -396,7 +413,7 @@ class HostPorts:
                 span = PORT_MAX - PORT_MIN + 1
                 if self.maps[k].window >= span:
                     raise ConflictError(
-                        f"host mode: the {PROTO_NAMES[k[-1]]} source ports of leaf "
+                        f"host mode: the {PROTO_NAMES[k[2]]} source ports of leaf "
                         f"{key_leaf(fabric, k)} cannot give every flow part its own port to "
                         f"its planned spine ({missing[k]} parts left)")
                 want[k] = min(span, 2 * self.maps[k].window)
@@ -415,16 +432,16 @@ class HostPorts:
         for _name, flow, parts in flows:
             if not parts:
                 continue
-            k = map_key(fabric, flow, self.scope)
-            mine = (flow.src, k[-1])
             for part in parts:
+                k = map_key(fabric, flow, self.scope, part)
+                mine = (flow.src, k[2])
                 s = part_target(fabric, part)
                 count[(k, flow.src, s)] = count.get((k, flow.src, s), 0) + 1
                 per_host[mine] = per_host.get(mine, 0) + 1
                 per_key_host[(k, flow.src)] = per_key_host.get((k, flow.src), 0) + 1
         out: dict[tuple, int] = {}
         for (k, src, _s), n in count.items():
-            need = (n * key_buckets(fabric, k) + per_host[(src, k[-1])]
+            need = (n * key_buckets(fabric, k) + per_host[(src, k[2])]
                     - per_key_host[(k, src)])
             out[k] = max(out.get(k, 0), need)
         return out
@@ -465,13 +482,15 @@ class HostPorts:
 # ---- the export for job launchers -------------------------------------------------------------
 def export_lines(fabric: Fabric, connections: list[tuple]) -> str:
     """One line per connection: source IP, destination IP, protocol, source port, destination
-    port (in the spirit of HCCL's MultiQpSrcPort.cfg); ``connections`` holds (flow, port).
+    port (in the spirit of HCCL's MultiQpSrcPort.cfg); ``connections`` holds (flow, port) or
+    (flow, port, plane): on a multi-plane fabric the addresses say the plane.
 
     >>> from controller.model.jobs import Flow
     >>> f = Fabric.generate(1, 2, 1, wiring=True)
     >>> print(export_lines(f, [(Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), 49153)]), end="")
     10.0.0.1 10.0.1.1 udp 49153 4791
     """
-    return "".join(f"{fabric.host_ip[flow.src]} {fabric.host_ip[flow.dst]} "
-                   f"{PROTO_NAMES.get(flow.proto, flow.proto)} {port} {flow.dport}\n"
-                   for flow, port in connections)
+    def line(flow, port, plane=0):
+        return (f"{fabric.ip_of(flow.src, plane)} {fabric.ip_of(flow.dst, plane)} "
+                f"{PROTO_NAMES.get(flow.proto, flow.proto)} {port} {flow.dport}\n")
+    return "".join(line(*c) for c in connections)
