@@ -630,3 +630,30 @@ def test_a_job_kept_on_its_plan_is_judged_again_when_another_job_is_replanned():
     uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in jobs
                for r in get(svc, jid)[1]["routes"]]
     assert len(set(uplinks)) == len(uplinks) == 8
+
+
+def test_two_jobs_colliding_on_hashed_paths_are_both_planned():
+    """Both jobs learn their broadcasts; the second's ring is judged first while the first
+    still broadcasts, and kept (little to gain beside a broadcast); then the first's ring is
+    judged while the second's runs on hashed paths. Planned alone, it would still meet the
+    second's hashed flows (no predicted gain: both kept, colliding for good); the decision
+    predicts the two re-planned together, as each is judged in turn, and both end on
+    disjoint uplinks within the launch."""
+    f, sw, svc, clock = start()
+    jobs = {"a": [h for h in sorted(f.hosts) if h.endswith("_0")],
+            "b": [h for h in sorted(f.hosts) if h.endswith("_1")]}
+    rings = {jid: {(h, r[i - 1]) for i, h in enumerate(r)} for jid, r in jobs.items()}
+    for jid, ring in jobs.items():
+        assert post(svc, {"id": jid, "members": [f.host_ip[h] for h in ring]})[0] == 201
+    run_traffic(svc, clock, broadcast_samples(f, jobs["a"]) + broadcast_samples(f, jobs["b"]),
+                seconds=3)
+    run_traffic(svc, clock, broadcast_samples(f, jobs["a"]) + ring_samples(f, jobs["b"]),
+                seconds=4)
+    run_traffic(svc, clock, ring_samples(f, jobs["a"]) + ring_samples(f, jobs["b"]),
+                seconds=12)
+    events = [e["cause"] for e in svc.state.events if e.get("job")]
+    for jid in jobs:
+        assert planned_pairs(svc, jid) == rings[jid], events
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in jobs
+               for r in get(svc, jid)[1]["routes"]]
+    assert len(set(uplinks)) == len(uplinks) == 8

@@ -251,21 +251,26 @@ def _group_routes(group: list[JobRecord], problem: Problem) -> tuple[list, list]
 
 
 def learned(state: ControllerState, settings: Settings, job_id: str, measured: Measured,
-            cause: str, mismatch: dict | None) -> Change:
+            cause: str, mismatch: dict | None, also: dict | None = None) -> Change:
     """A job's matrix replaced by the flows measured between its members, planned with the
     running jobs of its algorithm. A learned job never takes host mode: the frameworks open
-    their connections from ports they choose themselves."""
-    r = state.jobs[job_id].copy()
-    r.job, r.matrix, r.mismatch = learned_job(r, measured), "learned", mismatch
-    r.routes = {}
-    answer = {}
-    if mode_of(r.mode).host_ports:
-        r.mode = FlowMode.name
-        answer["mode_reason"] = ("learned flows are matched per host pair (flow mode): the "
-                                 "framework chooses its own source ports")
+    their connections from ports they choose themselves. ``also`` (job id -> ``Measured``):
+    other jobs re-planned on their measured matrices in the same plan (what the learning
+    decision predicts when several jobs send pairs their plans lack)."""
+    changed = {**(also or {}), job_id: measured}
     records = dict(state.jobs)
-    records[job_id] = r
-    planned = replan_groups(state.fabric, records, {r.algorithm}, settings)
+    for jid, m in changed.items():
+        r = state.jobs[jid].copy()
+        r.job, r.matrix, r.routes = learned_job(r, m), "learned", {}
+        if mode_of(r.mode).host_ports:
+            r.mode = FlowMode.name
+        records[jid] = r
+    records[job_id].mismatch = mismatch
+    answer = {"mode_reason": "learned flows are matched per host pair (flow mode): the "
+                             "framework chooses its own source ports"} \
+        if mode_of(state.jobs[job_id].mode).host_ports else {}
+    planned = replan_groups(state.fabric, records, {records[j].algorithm for j in changed},
+                            settings)
     admission.admit(state.fabric, state.jobs, planned.records, job_id, settings)
     return Change(cause, planned.records, replanned=planned, answer=answer,
                   event={"job": job_id, "mismatch": mismatch, **answer})

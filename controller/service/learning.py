@@ -157,34 +157,46 @@ def _as_running(fabric: Fabric | Clos, records: dict, others: dict, salt: int) -
                           for jid, m in others.items()}}
 
 
+def sending_unplanned(fabric: Fabric | Clos, records: dict, measured: dict,
+                      but: str | None = None) -> dict:
+    """The jobs of ``measured`` (job id -> ``Measured``), ``but`` one, whose steady matrix has
+    pairs their plans in ``records`` lack: a job still learning, or one sending what it was
+    not declared with."""
+    return {j: m for j, m in measured.items() if j != but and j in records and m.steady
+            and set(m.pairs) - declared_pairs(fabric, records[j])}
+
+
 def predicted_gain(fabric: Fabric | Clos, records: dict, job_id: str, measured: Measured,
                    replanned: dict, others: dict | None = None) -> tuple[float, float] | None:
     """(seconds now, seconds after the re-plan) of the job's iteration on its measured matrix,
-    by the shared prediction (``iteration.predict_times``) with every running job on its
-    installed routes, except the jobs of ``others`` (job id -> ``Measured``) whose steady
-    matrix has pairs their plans lack (a job still learning, or sending what it was not
-    declared with): they count as they run, their measured pairs with the unplanned ones on
-    hashed default paths. What a job sends, not what it was declared or learned with, is what
-    another job's flows meet. Unplanned pairs make a figure a mean over ``HASH_SALTS``
+    by the shared prediction (``iteration.predict_times``), every running job on its routes
+    in ``records`` (now) and ``replanned`` (after), except the jobs of ``others`` (job id ->
+    ``Measured``) that send pairs their plans there lack (``sending_unplanned``): they count
+    as they run, their measured pairs with the unplanned ones on hashed default paths. What
+    a job sends, not what it was declared or learned with, is what another job's flows
+    meet; the caller may re-plan them in ``replanned`` too (``decide.learned``, ``also``),
+    since each is judged in turn. Unplanned pairs make a figure a mean over ``HASH_SALTS``
     hashes. None when it cannot tell (the job's flows unroutable, or no flow can progress).
 
     Cost: 1 + ``HASH_SALTS`` predictions of every running job (2 x ``HASH_SALTS`` when other
-    jobs send unplanned pairs); 32 leaves x 16 spines x 16 hosts, eight 64-rank rings: 32 ms
-    for a ring measured backwards, 0.4-0.5 s for an all-to-all of 3,968 pairs (the fluid
-    model took 2.4-4.2 s and 66-103 s; measured before other jobs counted as they run)."""
+    jobs send unplanned pairs after the re-plan); 32 leaves x 16 spines x 16 hosts, eight
+    64-rank rings: 32 ms for a ring measured backwards, 0.4-0.5 s for an all-to-all of 3,968
+    pairs (the fluid model took 2.4-4.2 s and 66-103 s; measured before other jobs counted as
+    they run)."""
     def seconds(recs: dict) -> float:
         running = [r for r in recs.values() if r.job.flows() and not r.unroutable()]
         plan = installed_plan(fabric, running)
         if plan is None:
             raise KeyError(job_id)
         return plan_times(plan)[job_id]
-    others = {j: m for j, m in (others or {}).items() if j != job_id and j in records and
-              m.steady and set(m.pairs) - declared_pairs(fabric, records[j])}
+    others = others or {}
+    now_others = sending_unplanned(fabric, records, others, job_id)
+    after_others = sending_unplanned(fabric, replanned, others, job_id)
     salts = range(HASH_SALTS)
     try:
-        after = [seconds(_as_running(fabric, replanned, others, s))
-                 for s in (salts if others else salts[:1])]
-        now = [seconds({**_as_running(fabric, records, others, s),
+        after = [seconds(_as_running(fabric, replanned, after_others, s))
+                 for s in (salts if after_others else salts[:1])]
+        now = [seconds({**_as_running(fabric, records, now_others, s),
                         job_id: _as_planned_now(fabric, records[job_id], measured, s)})
                for s in salts]
     except (ValueError, KeyError):

@@ -175,7 +175,8 @@ class MatrixLearning:
                 continue
             if r.matrix != "learning":
                 gain = learning.predicted_gain(state.fabric, state.jobs, jid, m,
-                                               change.jobs, measured)
+                                               self._jointly(state, settings, jid, m, change,
+                                                             measured), measured)
                 if gain is not None:
                     before, after = gain
                     text = (f"predicted iteration {before:.3g} s -> {after:.3g} s "
@@ -192,6 +193,22 @@ class MatrixLearning:
                 else:
                     change.cause = f"{cause}: re-planned on the measured matrix"
             yield Decision(jid, pairs, change)
+
+    @staticmethod
+    def _jointly(state: ControllerState, settings: Settings, jid: str, m, change: Change,
+                 measured: dict) -> dict:
+        """The records after ``change`` with the other jobs that send pairs their plans lack
+        re-planned with it on their measured matrices, as each is judged in turn: two jobs
+        colliding on hashed paths gain nothing from planning one of them alone (the other's
+        hashed flows still meet it), and would each be kept. ``change.jobs`` when there are
+        none, or the joint plan cannot be made."""
+        also = learning.sending_unplanned(state.fabric, state.jobs, measured, jid)
+        if not also:
+            return change.jobs
+        try:
+            return decide.learned(state, settings, jid, m, change.cause, None, also).jobs
+        except (ConflictError, InputError):
+            return change.jobs
 
     def applied(self, decision: Decision, ok: bool, now: float) -> None:
         """Note the outcome of a decided change: a re-plan counts against the bound; a
