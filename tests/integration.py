@@ -12,7 +12,9 @@ import time
 import pytest
 
 from controller.client import Client
+from emulation.harness.ovs import entry_ages
 from emulation.harness.session import Session
+from emulation.harness.transfers import planned_links, step
 
 SPINES, LEAVES, HOSTS = 2, 4, 2
 
@@ -38,6 +40,36 @@ def metric(url: str, name: str, timeout: float = 15.0) -> tuple[float | None, st
     page = Client(url, timeout=timeout).metrics()
     m = re.search(rf"^{re.escape(name)} ([0-9.e+]+)$", page, re.M)
     return (float(m.group(1)) if m else None), page
+
+
+def carried_as_planned(net, fabric, routes, payload: int) -> dict:
+    """Send ``payload`` bytes on every route (``transfers.step``) and check that every directed
+    switch link carried what the routes' paths put on it: data frames carry 0.7% headers,
+    and a link may also carry ACKs of flows going the other way (a few percent of a payload
+    at most). Returns the bytes per link."""
+    _, got = step(net, fabric, routes, payload)
+    plan = planned_links(routes)
+    wrong = {link: (n, plan.get(link, 0) * payload) for link, n in got.items()
+             if not plan.get(link, 0) * payload * 0.99 <= n <= (plan.get(link, 0) + 0.05)
+             * payload}
+    assert not wrong, (wrong, routes)
+    return got
+
+
+def restart_changes_nothing(emu, log: str = "controller-restart.log") -> None:
+    """Restart the session's controller from its state file: every entry of every switch is
+    the one it had and kept ageing (never re-added), and no OpenFlow message was sent."""
+    switches = emu.fabric.switches()
+    before = {sw: entry_ages(sw) for sw in switches}
+    t0 = time.monotonic()
+    emu.restart_controller(log=log)
+    elapsed = time.monotonic() - t0
+    after = {sw: entry_ages(sw) for sw in switches}
+    for sw in switches:
+        assert set(after[sw]) == set(before[sw]), sw
+        for key, (age, _packets) in after[sw].items():
+            assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)  # never re-added
+    assert metric(emu.ctl.url, "mlroute_openflow_messages_total")[0] == 0
 
 
 def alive(pid: int) -> bool:

@@ -15,9 +15,9 @@ import pytest
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import REPO, ControllerProcess
-from emulation.harness.transfers import planned_links, step
+from emulation.harness.transfers import planned_links
 from tests.clos_checks import CROSS_POD_RING
-from tests.integration import require_root_and_ovs
+from tests.integration import carried_as_planned, require_root_and_ovs
 from topologies.clos import fattree_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -75,12 +75,7 @@ def test_a_fat_tree_is_discovered_with_no_file_and_a_ring_follows_its_plan(live)
         routes = doc["routes"]
         assert len(routes) == 8 and all(len(r["path"]) == 5 for r in routes)
         assert max(planned_links(routes).values()) == 1
-        _, got = step(net, truth, routes, PAYLOAD)
-        plan = planned_links(routes)
-        wrong = {link: (n, plan.get(link, 0) * PAYLOAD) for link, n in got.items()
-                 if not plan.get(link, 0) * PAYLOAD * 0.99 <= n
-                 <= (plan.get(link, 0) + 0.05) * PAYLOAD}
-        assert not wrong, (wrong, routes)
+        carried_as_planned(net, truth, routes, PAYLOAD)
     finally:
         ctl.rest("DELETE", "/v1/jobs/ring")
 

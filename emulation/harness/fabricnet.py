@@ -81,17 +81,17 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_p
     userspace OVS, OpenFlow 1.3, secure fail mode, tx offload off) and jumbo frames. Every
     switch samples 1 in ``sflow`` packets for the controller's sFlow collector (127.0.0.1:6343;
     None: the topology's default, 16, or MLROUTE_SFLOW_SAMPLING; 0: off; ``sflow_collector``:
-    other collectors, comma-separated host:port). ``clos``: a wired single-plane
-    ``model.clos.Clos`` (a fat-tree) to build instead of the leaf-spine."""
+    other collectors, comma-separated host:port). ``clos``: a wired ``model.clos.Clos`` (a
+    fat-tree, a leaf-spine of several planes) to build instead of the leaf-spine."""
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.node import RemoteController
 
-    from topologies.clos import ClosTopo, FatTreeTopo
+    from topologies.clos import ClosTopo, WiredClosTopo
     setLogLevel(os.environ.get("MLROUTE_MININET_LOG", "error"))
     common = {"bw": bw, "host_mtu": HOST_MTU, "switch_mtu": SWITCH_MTU, "sflow": sflow,
               "sflow_collector": sflow_collector}
-    topo = (FatTreeTopo(fabric=clos, **common) if clos is not None else
+    topo = (WiredClosTopo(fabric=clos, **common) if clos is not None else
             ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, **common))
     return Mininet(topo=topo, controller=lambda name: RemoteController(
         name, ip="127.0.0.1", port=controller_port))

@@ -20,7 +20,7 @@ import sys
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess, signals_held
-from topologies.clos import clos_fabric, fattree_fabric
+from topologies.clos import clos_fabric, fattree_fabric, planes_fabric
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -51,7 +51,7 @@ class Session:
         """``token``: the controller's --mlroute-token (sent by ``ctl.rest`` on writing
         requests); ``progress``: a function called with one line per start-up step (the
         command-line tools print them on stderr), None for silence. ``clos``: a wired
-        single-plane ``model.clos.Clos`` emulated instead of the leaf-spine (``fat_tree``)."""
+        ``model.clos.Clos`` emulated instead of the leaf-spine (``fat_tree``, ``planes``)."""
         self.shape = (spines, leaves, hosts_per_leaf)
         self.bw = bw
         self.dir = outdir
@@ -71,6 +71,14 @@ class Session:
     def fat_tree(cls, k: int, hosts_per_leaf: int, bw: float, outdir: str, **options) -> Session:
         """The k-ary fat-tree of ``topologies.clos.FatTreeTopo`` behind the controller."""
         return cls(0, 0, 0, bw, outdir, clos=fattree_fabric(k, hosts_per_leaf, bw), **options)
+
+    @classmethod
+    def planes(cls, planes: int, spines: int, leaves: int, hosts_per_leaf: int, bw: float,
+               outdir: str, **options) -> Session:
+        """The leaf-spine of several planes of ``topologies.clos.PlanesTopo`` (hosts with one
+        interface per plane) behind the controller."""
+        return cls(0, 0, 0, bw, outdir, clos=planes_fabric(planes, spines, leaves,
+                                                           hosts_per_leaf, bw), **options)
 
     def controller(self, log: str = "controller.log") -> ControllerProcess:
         extra = (["--mlroute-state", self.state] if self.state else []) + self.extra_args

@@ -46,8 +46,9 @@ c.sendall(bytes(int(sys.argv[3]))); c.shutdown(socket.SHUT_WR); c.recv(1)"""
 def send(net, f, routes, payload: int, port: int = 5401, timeout: float = 120) -> float:
     """Every route's source sends ``payload`` bytes over TCP to its destination (route i on
     port ``port`` + i, from the route's ``sport`` when it has one, as host mode chooses it, else
-    any), all starting at one moment, connections already open (as the flows of
-    a collective step start together); returns the seconds from that moment until the last
+    any; to the route's ``dst_ip`` when it names one, as on a fabric of several planes, whose
+    hosts pick the plane by address), all starting at one moment, connections already open (as
+    the flows of a collective step start together); returns the seconds from that moment until the last
     byte arrived (the hosts share the machine's clock)."""
     sinks, sources = [], []
     start_at = time.time() + 0.5 + 0.1 * len(routes)  # every source connected by then
@@ -56,8 +57,9 @@ def send(net, f, routes, payload: int, port: int = 5401, timeout: float = 120) -
             sinks.append(net.get(r["dst"]).popen([sys.executable, "-c", SINK, str(port + i)],
                                                  stdout=subprocess.PIPE, text=True))
         for i, r in enumerate(routes):
+            dst = r.get("dst_ip") or f.host_ip[r["dst"]]
             sources.append(net.get(r["src"]).popen(
-                [sys.executable, "-c", SOURCE, f.host_ip[r["dst"]], str(port + i),
+                [sys.executable, "-c", SOURCE, dst, str(port + i),
                  str(payload), repr(start_at), str(r.get("sport") or 0)],
                 stderr=subprocess.PIPE, text=True))
         ends = []
