@@ -7,16 +7,19 @@ pitfall as it was), the wrong direction corrected by learning and members only (
 after learning, with the learning time).
 
     python -m benchmarks.collectives [--library gloo,mpi] [--runs 10] [--mib 4]
-        [--relaunch-runs 10] [--relaunches-only] [--out bench/collectives.json]
+        [--relaunch-runs 10] [--relaunches-only] [--variants members,...]
+        [--out bench/collectives.json]
 
 Relaunches (issue 22, ``emulation/harness/relaunch.py``): the jobs posted once, then 3
 launches of 4 iterations, 6 s apart (a checkpoint's pause), for each variant: one ring
 declared by its members or in rank order, a mixture-of-experts job (gloo: all-to-all then the
 ring, members only), and two jobs at once by their members (gloo: DistributedDataParallel
-training; Open MPI: ring All-Reduces). Each round runs the correct declaration once first;
+training; Open MPI: ring All-Reduces). Each round runs the correct declaration once first
+(with ``"learn": false``: planned as declared, whatever its launch sends first);
 per launch after the first, each job's median over its correct declaration's median, whether
 every pair was planned, and the (re-)plans made on measured traffic after the first launch.
-``--relaunches-only`` measures the relaunches only, keeping the file's other results.
+``--relaunches-only`` measures the relaunches only, keeping the file's other results;
+``--variants`` some of the variants only, keeping the others' results.
 
 Each run starts the ranks anew (new TCP connections, so ECMP hashes anew); the rounds interleave
 the scenarios so that drift hits all alike. Ratios are against the correctly declared run of the
@@ -75,15 +78,16 @@ def _relaunch_round(res: dict, ref: dict) -> dict:
 
 
 def measure_relaunches(s, library: str, hosts: list[str], runs: int, mib: int, outdir: str,
-                       progress) -> dict:
+                       progress, variants=relaunch.VARIANTS) -> dict:
     """``runs`` rounds of the relaunch scenario per variant (``relaunch.VARIANTS``); each
     round first runs the correct declaration once (the reference), so that drift hits both
     alike. Per launch after the first, each job's median over its references' median."""
     out = {}
-    for name in relaunch.VARIANTS:
+    for name in variants:
         if name in relaunch.GLOO_ONLY and library != "gloo":
             continue
         v = relaunch.variant(s, library, name, hosts, mib)
+        t0 = time.time()
         refs: list[list[float]] = [[] for _ in v.groups]
         rounds = []
         for k in range(runs):
@@ -110,6 +114,7 @@ def measure_relaunches(s, library: str, hosts: list[str], runs: int, mib: int, o
         pairs = [len(relaunch.correct_pairs(doc)) for doc in v.correct]
         out[name] = {
             "jobs": len(v.groups), "ranks_per_job": [len(g) for g in v.groups],
+            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
             "pairs_per_job": pairs, "ddp": v.ddp, "all_to_all_mib": v.a2a_mib,
             "reference_median_s": [round(m, 3) for m in medians], "rounds": rounds,
             "later_launches_over_correct": _summary(later),
@@ -125,7 +130,8 @@ def measure_relaunches(s, library: str, hosts: list[str], runs: int, mib: int, o
 
 
 def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress,
-            relaunch_runs: int = RELAUNCH_ROUNDS, relaunches_only: bool = False) -> dict:
+            relaunch_runs: int = RELAUNCH_ROUNDS, relaunches_only: bool = False,
+            variants=relaunch.VARIANTS) -> dict:
     with Session(*SHAPE, BW, outdir, progress=progress) as s:
         hosts = co.rank_hosts(s.fabric)
         names = [] if relaunches_only else ["ecmp", "correct", "rank_order"]
@@ -148,7 +154,7 @@ def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress
                 progress(f"{library} run {k + 1}/{runs} {name}: "
                          f"{records[name][-1]['seconds']:.2f} s, imbalance {res['imbalance']:.2f}")
         relaunches = measure_relaunches(s, library, hosts, relaunch_runs, mib, outdir,
-                                        progress) if relaunch_runs else None
+                                        progress, variants) if relaunch_runs else None
     if relaunches_only:
         return {"relaunches": relaunches}
     ref = statistics.median(r["seconds"] for r in records["correct"])
@@ -172,6 +178,14 @@ def measure(library: str, runs: int, mib: int, iters: int, outdir: str, progress
     return out
 
 
+def _kept_variants(new: dict, old: dict) -> dict:
+    """``new`` relaunch results with the variants it did not measure taken from ``old``."""
+    kept = [v for v in old["variants"] if v not in new["variants"]]
+    merged = {**new, **{v: old[v] for v in kept}}
+    merged["variants"] = [v for v in relaunch.VARIANTS if v in new["variants"] or v in kept]
+    return merged
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.collectives",
                                  description=__doc__.split("\n\n")[0])
@@ -185,8 +199,17 @@ def main(argv=None) -> int:
     ap.add_argument("--relaunches-only", action="store_true",
                     help="measure the relaunches only (with their correct declarations), "
                          "keeping the output file's other results")
+    ap.add_argument("--variants", default=",".join(relaunch.VARIANTS),
+                    help=f"relaunch variants, comma-separated, of {', '.join(relaunch.VARIANTS)}"
+                         " (a subset keeps the file's results of the others)")
     ap.add_argument("--out", default="bench/collectives.json")
     args = ap.parse_args(argv)
+    variants = args.variants.split(",")
+    unknown = [v for v in variants if v not in relaunch.VARIANTS]
+    if unknown:
+        print(f"error: unknown relaunch variants {', '.join(unknown)}; of "
+              f"{', '.join(relaunch.VARIANTS)}", file=sys.stderr)
+        return 2
     libraries = args.library.split(",")
     for lib in libraries:
         why = co.missing(lib)
@@ -202,7 +225,8 @@ def main(argv=None) -> int:
 
     doc = {}
     if os.path.exists(args.out) and (set(libraries) != set(co.LIBRARIES)
-                                     or args.relaunches_only):
+                                     or args.relaunches_only
+                                     or set(variants) != set(relaunch.VARIANTS)):
         with open(args.out) as fh:
             doc = json.load(fh)
     if not args.relaunches_only:
@@ -214,7 +238,10 @@ def main(argv=None) -> int:
     for lib in libraries:
         t0 = time.time()
         res = measure(lib, args.runs, args.mib, args.iters, os.path.join(run_dir, lib), progress,
-                      args.relaunch_runs, args.relaunches_only)
+                      args.relaunch_runs, args.relaunches_only, variants)
+        old = doc.get("libraries", {}).get(lib, {}).get("relaunches")
+        if res.get("relaunches") and old and "variants" in old:
+            res["relaunches"] = _kept_variants(res["relaunches"], old)
         if args.relaunches_only:
             res["relaunches"]["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
                                                              time.gmtime(t0))

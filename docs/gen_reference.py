@@ -547,7 +547,7 @@ def _relaunches(libs: dict) -> str:
             label = RELAUNCH_LABELS.get(variant, variant)
             if x.get("ddp"):
                 label += " (DDP training)"
-            rows.append([name, label, str(r["rounds"]),
+            rows.append([name, label, str(len(x["rounds"])),
                          f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]",
                          f"{x['later_launches_within_10pct']} of {x['later_launches']}",
                          f"{x['later_launches_every_pair_planned']} of {x['later_launches']}",

@@ -166,9 +166,11 @@ def _launch(session, library: str, v: Variant, mib: int, iters: int, logdir) -> 
 
 def reference(session, library: str, v: Variant, mib: int, iters: int,
               logdir: str | None = None) -> dict:
-    """One launch of the variant's jobs, correctly declared: each job's times and the ring
-    direction measured in its traffic; the uplinks' imbalance."""
-    with _posted(session, v.correct):
+    """One launch of the variant's jobs, correctly declared and planned as declared
+    (``"learn": false``: what a launch sends first, as a DDP model broadcast, must not move
+    the reference): each job's times and the ring direction measured in its traffic; the
+    uplinks' imbalance."""
+    with _posted(session, [{**doc, "learn": False} for doc in v.correct]):
         res = _launch(session, library, v, mib, iters, logdir)
     return {"times": [job["times"] for job in res["jobs"]], "imbalance": res["imbalance"],
             "directions": [job["direction"] for job in res["jobs"]]}
