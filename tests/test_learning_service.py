@@ -564,6 +564,26 @@ def test_datagrams_from_unknown_senders_are_an_event_and_a_metric():
     assert b"mlroute_sflow_rejected_datagrams_total 2.0" in exposition(svc)[0]
 
 
+def two_ring_jobs(f, svc):
+    """Jobs a and b, one rank per leaf each, posted by their members: (ranks of each, ring
+    pairs of each, data going to rank - 1)."""
+    jobs = {"a": [h for h in sorted(f.hosts) if h.endswith("_0")],
+            "b": [h for h in sorted(f.hosts) if h.endswith("_1")]}
+    for jid, ring in jobs.items():
+        assert post(svc, {"id": jid, "members": [f.host_ip[h] for h in ring]})[0] == 201
+    return jobs, {jid: {(h, r[i - 1]) for i, h in enumerate(r)} for jid, r in jobs.items()}
+
+
+def on_disjoint_rings(svc, rings, why):
+    """Each job is planned on its ring, and no two flows share a leaf's uplink."""
+    f = svc.fabric
+    for jid in rings:
+        assert planned_pairs(svc, jid) == rings[jid], why
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in rings
+               for r in get(svc, jid)[1]["routes"]]
+    assert len(set(uplinks)) == len(uplinks) == 8
+
+
 def broadcast_samples(f, ranks, peers=2, data=10):
     """Rank 0 sending its model to ``peers`` other ranks at once (a DistributedDataParallel
     launch's broadcast), the link shared between them."""
@@ -613,11 +633,7 @@ def test_a_job_kept_on_its_plan_is_judged_again_when_another_job_is_replanned():
     second is planned on its ring, the first is judged again on the state that changed, and
     within the same launch both run on their rings on disjoint uplinks."""
     f, sw, svc, clock = start()
-    jobs = {"a": [h for h in sorted(f.hosts) if h.endswith("_0")],
-            "b": [h for h in sorted(f.hosts) if h.endswith("_1")]}
-    rings = {jid: {(h, r[i - 1]) for i, h in enumerate(r)} for jid, r in jobs.items()}
-    for jid, ring in jobs.items():
-        assert post(svc, {"id": jid, "members": [f.host_ip[h] for h in ring]})[0] == 201
+    jobs, rings = two_ring_jobs(f, svc)
     run_traffic(svc, clock, broadcast_samples(f, jobs["a"]), seconds=3)
     run_traffic(svc, clock, ring_samples(f, jobs["a"]) + broadcast_samples(f, jobs["b"]),
                 seconds=4)
@@ -625,11 +641,7 @@ def test_a_job_kept_on_its_plan_is_judged_again_when_another_job_is_replanned():
                 seconds=12)
     events = [e["cause"] for e in svc.state.events if e.get("job")]
     assert any(c.startswith("job a") and "plan kept" in c for c in events), events
-    for jid in jobs:
-        assert planned_pairs(svc, jid) == rings[jid], events
-    uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in jobs
-               for r in get(svc, jid)[1]["routes"]]
-    assert len(set(uplinks)) == len(uplinks) == 8
+    on_disjoint_rings(svc, rings, events)
 
 
 def test_two_jobs_colliding_on_hashed_paths_are_both_planned():
@@ -640,11 +652,7 @@ def test_two_jobs_colliding_on_hashed_paths_are_both_planned():
     predicts the two re-planned together, as each is judged in turn, and both end on
     disjoint uplinks within the launch."""
     f, sw, svc, clock = start()
-    jobs = {"a": [h for h in sorted(f.hosts) if h.endswith("_0")],
-            "b": [h for h in sorted(f.hosts) if h.endswith("_1")]}
-    rings = {jid: {(h, r[i - 1]) for i, h in enumerate(r)} for jid, r in jobs.items()}
-    for jid, ring in jobs.items():
-        assert post(svc, {"id": jid, "members": [f.host_ip[h] for h in ring]})[0] == 201
+    jobs, rings = two_ring_jobs(f, svc)
     run_traffic(svc, clock, broadcast_samples(f, jobs["a"]) + broadcast_samples(f, jobs["b"]),
                 seconds=3)
     run_traffic(svc, clock, broadcast_samples(f, jobs["a"]) + ring_samples(f, jobs["b"]),
@@ -652,8 +660,4 @@ def test_two_jobs_colliding_on_hashed_paths_are_both_planned():
     run_traffic(svc, clock, ring_samples(f, jobs["a"]) + ring_samples(f, jobs["b"]),
                 seconds=12)
     events = [e["cause"] for e in svc.state.events if e.get("job")]
-    for jid in jobs:
-        assert planned_pairs(svc, jid) == rings[jid], events
-    uplinks = [(f.hosts[r["src"]], r["spine"]) for jid in jobs
-               for r in get(svc, jid)[1]["routes"]]
-    assert len(set(uplinks)) == len(uplinks) == 8
+    on_disjoint_rings(svc, rings, events)
