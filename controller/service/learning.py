@@ -104,13 +104,18 @@ def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
     launch's rendezvous learned before the ring ran) is a candidate too: the planners count
     flows, so such a pair can cost an elephant its link. The predicted gain on the measured
     pairs decides; for a plan that was right (a subset of a balanced plan is balanced) it is
-    none, so a correct plan is not replaced by a subset of itself."""
+    none, so a correct plan is not replaced by a subset of itself. A declaration is not
+    judged on a matrix in which fewer than half of its senders send: that is a phase of the
+    launch (rank 0 broadcasting its model while the others wait), not the job's pattern."""
     if not measured.pairs:
         return None
     if r.matrix == "learning":
         return (f"job {r.job.id}: matrix learned from its traffic "
                 f"({len(measured.pairs)} flows across leaves)", None)
     planned = declared_pairs(fabric, r)
+    if r.matrix == "declared" and 2 * len({a for a, _ in measured.pairs}) < len(
+            {a for a, _ in planned}):
+        return None
     cmp = compare(planned, measured.pairs)
     if not cmp.undeclared:
         if r.matrix != "learned" or not cmp.missing:
@@ -166,39 +171,60 @@ def sending_unplanned(fabric: Fabric | Clos, records: dict, measured: dict,
             and set(m.pairs) - declared_pairs(fabric, records[j])}
 
 
+def _seconds(fabric: Fabric | Clos, recs: dict, job_id: str) -> float:
+    running = [r for r in recs.values() if r.job.flows() and not r.unroutable()]
+    plan = installed_plan(fabric, running)
+    if plan is None:
+        raise KeyError(job_id)
+    return plan_times(plan)[job_id]
+
+
+def predicted_now(fabric: Fabric | Clos, records: dict, job_id: str, measured: Measured,
+                  others: dict | None = None) -> float | None:
+    """Seconds of the job's iteration on its measured matrix as it runs now: its planned
+    pairs on their routes, the others on hashed default paths, every running job on its
+    routes in ``records`` except the jobs of ``others`` (job id -> ``Measured``) that send
+    pairs their plans lack (``sending_unplanned``), which count as they run. A mean over
+    ``HASH_SALTS`` hashes; None when it cannot tell (unroutable, or no flow can progress)."""
+    now_others = sending_unplanned(fabric, records, others or {}, job_id)
+    try:
+        now = [_seconds(fabric, {**_as_running(fabric, records, now_others, s),
+                                 job_id: _as_planned_now(fabric, records[job_id], measured, s)},
+                        job_id) for s in range(HASH_SALTS)]
+    except (ValueError, KeyError):
+        return None
+    return sum(now) / len(now)
+
+
+def predicted_after(fabric: Fabric | Clos, replanned: dict, job_id: str,
+                    others: dict | None = None) -> float | None:
+    """Seconds of the job's iteration with every job on its routes in ``replanned``, the
+    jobs of ``others`` that still send pairs their plans there lack counted as they run (a
+    mean over ``HASH_SALTS`` hashes when there are some); None when it cannot tell."""
+    after_others = sending_unplanned(fabric, replanned, others or {}, job_id)
+    salts = range(HASH_SALTS) if after_others else range(1)
+    try:
+        after = [_seconds(fabric, _as_running(fabric, replanned, after_others, s), job_id)
+                 for s in salts]
+    except (ValueError, KeyError):
+        return None
+    return sum(after) / len(after)
+
+
 def predicted_gain(fabric: Fabric | Clos, records: dict, job_id: str, measured: Measured,
                    replanned: dict, others: dict | None = None) -> tuple[float, float] | None:
-    """(seconds now, seconds after the re-plan) of the job's iteration on its measured matrix,
-    by the shared prediction (``iteration.predict_times``), every running job on its routes
-    in ``records`` (now) and ``replanned`` (after), except the jobs of ``others`` (job id ->
-    ``Measured``) that send pairs their plans there lack (``sending_unplanned``): they count
-    as they run, their measured pairs with the unplanned ones on hashed default paths. What
-    a job sends, not what it was declared or learned with, is what another job's flows
-    meet; the caller may re-plan them in ``replanned`` too (``decide.learned``, ``also``),
-    since each is judged in turn. Unplanned pairs make a figure a mean over ``HASH_SALTS``
-    hashes. None when it cannot tell (the job's flows unroutable, or no flow can progress).
+    """(seconds now, seconds after the re-plan) of the job's iteration on its measured matrix
+    (``predicted_now``, ``predicted_after``), by the shared prediction
+    (``iteration.predict_times``). What a job sends, not what it was declared or learned
+    with, is what another job's flows meet, so other jobs sending unplanned pairs count as
+    they run; the caller may re-plan them in ``replanned`` too (``decide.learned``,
+    ``also``), since each is judged in turn. None when it cannot tell.
 
     Cost: 1 + ``HASH_SALTS`` predictions of every running job (2 x ``HASH_SALTS`` when other
     jobs send unplanned pairs after the re-plan); 32 leaves x 16 spines x 16 hosts, eight
     64-rank rings: 32 ms for a ring measured backwards, 0.4-0.5 s for an all-to-all of 3,968
     pairs (the fluid model took 2.4-4.2 s and 66-103 s; measured before other jobs counted as
     they run)."""
-    def seconds(recs: dict) -> float:
-        running = [r for r in recs.values() if r.job.flows() and not r.unroutable()]
-        plan = installed_plan(fabric, running)
-        if plan is None:
-            raise KeyError(job_id)
-        return plan_times(plan)[job_id]
-    others = others or {}
-    now_others = sending_unplanned(fabric, records, others, job_id)
-    after_others = sending_unplanned(fabric, replanned, others, job_id)
-    salts = range(HASH_SALTS)
-    try:
-        after = [seconds(_as_running(fabric, replanned, after_others, s))
-                 for s in (salts if after_others else salts[:1])]
-        now = [seconds({**_as_running(fabric, records, now_others, s),
-                        job_id: _as_planned_now(fabric, records[job_id], measured, s)})
-               for s in salts]
-    except (ValueError, KeyError):
-        return None
-    return sum(now) / len(now), sum(after) / len(after)
+    now = predicted_now(fabric, records, job_id, measured, others)
+    after = predicted_after(fabric, replanned, job_id, others)
+    return None if now is None or after is None else (now, after)

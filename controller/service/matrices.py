@@ -49,7 +49,8 @@ class MatrixLearning:
         self.learner = TrafficLearner(window_s, samplers=clos_samplers({}, sampling_points))
         self.estimates: dict[str, tuple[float, MatrixEstimate]] = {}  # job -> (created, est.)
         self.judged: dict[str, frozenset] = {}  # job -> the measured pairs last judged
-        self.kept: dict[str, int] = {}  # job -> state version at which its plan was kept
+        self.kept: dict[str, tuple] = {}  # job -> (state version, others' unplanned pairs)
+        self._kept_event: dict[str, str] = {}  # job -> the last "plan kept" event's cause
         self.replans: dict[str, list[float]] = {}  # job -> times of its recent re-plans
         self.deferred = 0  # re-plans put off by the per-job bound
         self.replanned: dict[str, int] = {}  # job -> (re-)plans on measured matrices
@@ -98,6 +99,7 @@ class MatrixLearning:
         for jid in [j for j in self.judged if j not in jobs]:
             self.judged.pop(jid)
             self.kept.pop(jid, None)
+            self._kept_event.pop(jid, None)
             self.replans.pop(jid, None)
             self.replanned.pop(jid, None)
         windows = self.learner.closed(self._folded, now)
@@ -145,14 +147,19 @@ class MatrixLearning:
     def decisions(self, state: ControllerState, settings: Settings, measured: dict,
                   now: float) -> Iterator[Decision]:
         """A decision for each job whose steady matrix has not been judged in its present
-        form and calls for a (re-)plan, or is kept on its plan. Each is made on ``state`` as
-        it is when asked for: the caller applies one before asking for the next, so a job
-        learned in the same window as another is planned with it, never over it."""
+        form and calls for a (re-)plan, or is kept on its plan; a kept plan is judged again
+        once the state or what the other jobs send beside their plans changed. Each is made
+        on ``state`` as it is when asked for: the caller applies one before asking for the
+        next, so a job learned in the same window as another is planned with it, never over
+        it."""
         for jid, m in measured.items():
             r = state.jobs.get(jid)
             pairs = frozenset(m.pairs)
-            if r is None or not m.steady or (self.judged.get(jid) == pairs and self.kept.get(
-                    jid, state.version) == state.version):
+            if r is None or not m.steady:
+                continue
+            also = learning.sending_unplanned(state.fabric, state.jobs, measured, jid)
+            context = (state.version, frozenset((j, frozenset(o.pairs)) for j, o in also.items()))
+            if self.judged.get(jid) == pairs and self.kept.get(jid, context) == context:
                 continue
             found = learning.verdict(state.fabric, r, m)
             if found is None:
@@ -174,41 +181,20 @@ class MatrixLearning:
                     "job": jid, "mismatch": mismatch}), e)
                 continue
             if r.matrix != "learning":
-                gain = learning.predicted_gain(state.fabric, state.jobs, jid, m,
-                                               self._jointly(state, settings, jid, m, change,
-                                                             measured), measured)
-                if gain is not None:
-                    before, after = gain
-                    text = (f"predicted iteration {before:.3g} s -> {after:.3g} s "
-                            f"({100 * (after / before - 1):+.0f}%)" if before > 0 else
-                            "no iteration time predicted")
-                    if before <= 0 or after > (1 - settings.learn_min_gain) * before:
-                        self.kept[jid] = state.version
+                pays, text = _pays(state, settings, jid, m, change, measured, also)
+                if not pays:
+                    self.kept[jid] = context
+                    event = (f"{cause}: plan kept, {text}, a re-plan needs "
+                             f"{100 * settings.learn_min_gain:g}%")
+                    if event != self._kept_event.get(jid):  # judged again, nothing new
+                        self._kept_event[jid] = event
                         yield Decision(jid, pairs, event={
-                            "time": now, "job": jid, "mismatch": mismatch,
-                            "cause": f"{cause}: plan kept, {text}, a re-plan needs "
-                                     f"{100 * settings.learn_min_gain:g}%"})
-                        continue
-                    change.cause = f"{cause}: re-planned on the measured matrix, {text}"
-                else:
-                    change.cause = f"{cause}: re-planned on the measured matrix"
+                            "time": now, "job": jid, "mismatch": mismatch, "cause": event})
+                    continue
+                change.cause = f"{cause}: re-planned on the measured matrix" + (
+                    f", {text}" if text else "")
+            self._kept_event.pop(jid, None)
             yield Decision(jid, pairs, change)
-
-    @staticmethod
-    def _jointly(state: ControllerState, settings: Settings, jid: str, m, change: Change,
-                 measured: dict) -> dict:
-        """The records after ``change`` with the other jobs that send pairs their plans lack
-        re-planned with it on their measured matrices, as each is judged in turn: two jobs
-        colliding on hashed paths gain nothing from planning one of them alone (the other's
-        hashed flows still meet it), and would each be kept. ``change.jobs`` when there are
-        none, or the joint plan cannot be made."""
-        also = learning.sending_unplanned(state.fabric, state.jobs, measured, jid)
-        if not also:
-            return change.jobs
-        try:
-            return decide.learned(state, settings, jid, m, change.cause, None, also).jobs
-        except (ConflictError, InputError):
-            return change.jobs
 
     def applied(self, decision: Decision, ok: bool, now: float) -> None:
         """Note the outcome of a decided change: a re-plan counts against the bound; a
@@ -216,3 +202,36 @@ class MatrixLearning:
         if ok:
             self.replans.setdefault(decision.job, []).append(now)
             self.replanned[decision.job] = self.replanned.get(decision.job, 0) + 1
+
+
+NOT_SLOWER = 0.01  # a re-plan must not make the job this much slower while others still wait
+
+
+def _pays(state: ControllerState, settings: Settings, jid: str, m, change: Change,
+          measured: dict, also: dict) -> tuple[bool, str]:
+    """Whether re-planning the job on its measured matrix (``change``) pays, and the
+    prediction that says so. With other jobs sending pairs their plans lack (``also``), the
+    gain is predicted with them re-planned too, as each is judged in turn (two jobs colliding
+    on hashed paths gain nothing from planning one of them alone: the other's hashed flows
+    still meet it, and both would be kept for good), and the job's own re-plan must not make
+    it slower meanwhile. A figure that cannot be predicted does not stop a re-plan."""
+    f = state.fabric
+    before = learning.predicted_now(f, state.jobs, jid, m, measured)
+    alone = learning.predicted_after(f, change.jobs, jid, measured)
+    after, note = alone, ""
+    if also:
+        try:
+            joint = decide.learned(state, settings, jid, m, change.cause, None, also).jobs
+            after = learning.predicted_after(f, joint, jid, measured)
+            note = f" with {', '.join(sorted(also))} re-planned too"
+        except (ConflictError, InputError):
+            pass
+    if before is None or after is None:
+        return True, ""
+    if before <= 0:
+        return False, "no iteration time predicted"
+    text = (f"predicted iteration {before:.3g} s -> {after:.3g} s "
+            f"({100 * (after / before - 1):+.0f}%){note}")
+    if note and alone is not None and alone > (1 + NOT_SLOWER) * before:
+        return False, f"{text}, but {alone:.3g} s alone"
+    return after <= (1 - settings.learn_min_gain) * before, text
