@@ -90,8 +90,8 @@
   // ---- fabric drawing -----------------------------------------------------------------
   // The declared document in one shape for both kinds: tiers top to bottom (two tiers:
   // spines, leaves; a Clos plane: cores, aggregation switches, leaves), every switch link as
-  // [lower, upper], each host's leaf. A Clos document with several planes (the controller
-  // serves one) is drawn by its first plane.
+  // [lower, upper], each host's leaf. A Clos document with several planes is drawn by its
+  // first plane (routes and links of the other planes are not drawn yet).
   function topologyOf(declared) {
     const planes = declared.planes || [declared];
     const p = planes[0];
@@ -249,8 +249,8 @@
                         x2: x, y2: yHost - 5 }, gHosts);
           const g = svg("g", { class: "host", "data-name": h }, gHosts);
           svg("circle", { cx: x, cy: yHost, r: 5 }, g);
-          const ip = topo.hostIp[h];
-          svg("title", {}, g).textContent = ip ? `${h} ${ip}` : h;
+          const ip = topo.hostIp[h]; // one address per plane: a list
+          svg("title", {}, g).textContent = ip ? `${h} ${[].concat(ip).join(" ")}` : h;
           if (labels) {
             const t = svg("text", { x: x, y: yHost + 17 }, g);
             t.textContent = h;
