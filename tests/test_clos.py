@@ -1,4 +1,5 @@
 """Clos fabrics of every shape (model.clos, model.clospaths) and the path planners on them."""
+import itertools
 import json
 import random
 
@@ -267,7 +268,8 @@ def _naive_usable(problem, i, q):
 
 
 def _naive_greedy(problem):
-    """The greedy rule flow by flow: min over members, max over hops, argmin over options."""
+    """The greedy rule flow by flow: min over members, max over hops, argmin over options
+    of (busiest link with the host links, busiest fabric link)."""
     from controller.planners.clos_loads import group_order
     L = problem.links
     load = np.where(L.alive, 0.0, np.inf)
@@ -275,17 +277,18 @@ def _naive_greedy(problem):
     P = len(problem.fabric.planes)
     out = {}
     for i in group_order(problem):
-        best = (np.inf, -1, -1, ())
+        best = ((np.inf, np.inf), -1, -1, ())
         for q in range(P):
             ids = [L.sentinel(h) for h in problem.hops(i, q)]
-            cost = np.max([(load[h] + step[h]).min(axis=1) for h in ids], axis=0)
+            fab = np.max([(load[h] + step[h]).min(axis=1) for h in ids], axis=0)
+            host = -np.inf
             if P > 1:
                 up, down = problem.host_links(i, q)
-                cost = np.maximum(cost, max(load[up] + step[up], load[down] + step[down]))
-            m = int(np.argmin(cost))
-            if cost[m] < best[0]:
-                path = tuple(int(h[m][np.argmin(load[h[m]] + step[h[m]])]) for h in ids)
-                best = (cost[m], q, m, path)
+                host = max(load[up] + step[up], load[down] + step[down])
+            for m in range(len(fab)):
+                if (max(fab[m], host), fab[m]) < best[0]:
+                    path = tuple(int(h[m][np.argmin(load[h[m]] + step[h[m]])]) for h in ids)
+                    best = ((max(fab[m], host), fab[m]), q, m, path)
         _, q, m, path = best
         out[i] = (q, m, path)
         ids = list(path) + (list(problem.host_links(i, q)) if P > 1 else [])
@@ -347,6 +350,16 @@ def test_batch_tables_and_planners_match_flow_by_flow(k, planes, failures, bundl
     for polarised in (False, True):
         e = clos_ecmp(p, salt=seed % 3, polarised=polarised)
         assert list(zip(e.plane, e.middle, e.path)) == _naive_ecmp(p, seed % 3, polarised)
+
+
+def test_greedy_on_planes_spreads_the_fabric_when_host_links_are_the_busiest():
+    """An all-to-all over two planes: every option's busiest link is a host link (3 flows a
+    host over 2 interfaces), so the fabric must break the tie; taking the first spine of
+    each plane put 2 flows on links that could each carry 1."""
+    fab = Clos.leaf_spine(2, 4, 1, planes=2).wire()
+    p = ClosProblem.build(fab, [flows_job(fab, itertools.permutations(fab.host_leaves, 2))])
+    loads = link_loads(p, clos_greedy(p))[:p.links.count]
+    assert loads[p.links.tier > 0].max() == 1.0
 
 
 def test_greedy_fast_path_makes_the_generic_choices():

@@ -90,10 +90,13 @@ class ClosLoads:
         else:
             cost = np.maximum(np.maximum(u2[p], d2[r]), s.ravel()[self.groups[q]])
         if hosts and self.planes > 1:
-            up, down = self.host_up[q][self.problem.src[i]], self.host_down[q][self.problem.dst[i]]
-            cost = np.maximum(cost, max(self.load[up] + self.step[up],
-                                        self.load[down] + self.step[down]))
+            cost = np.maximum(cost, self.host_cost(i, q))
         return cost
+
+    def host_cost(self, i: int, q: int) -> float:
+        """The busier of flow i's two host links in plane q, once the flow is on them."""
+        up, down = self.host_up[q][self.problem.src[i]], self.host_down[q][self.problem.dst[i]]
+        return max(self.load[up] + self.step[up], self.load[down] + self.step[down])
 
     def costs(self, i: int, q: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """(cost per middle, per hop the member ids with -1 replaced by the sentinel)."""
@@ -101,19 +104,22 @@ class ClosLoads:
         return self.plane_costs(i, q).ravel(), [self.problem.links.sentinel(h) for h in hops]
 
     def best(self, i: int, hosts: bool = True) -> tuple[float, int, int, tuple[int, ...]]:
-        """(cost, plane, middle, members) of flow i's cheapest option: lowest plane, then
-        lowest middle, on ties; cost inf when it has none. ``hosts=False``: fabric links
-        only (the objective), host links ignored."""
-        best, bq, bm = np.inf, -1, -1
+        """(cost, plane, middle, members) of flow i's cheapest option: with several planes
+        its busiest link host links included, then its busiest fabric link (the objective:
+        when a host link is the busiest of every option, the fabric decides, not the first
+        middle), then lowest plane and middle; cost inf when it has none. ``hosts=False``:
+        fabric links only, host links ignored."""
+        best, bq, bm = (np.inf, np.inf), -1, -1
         for q in range(self.planes):
-            cost = self.plane_costs(i, q, hosts)
-            m = int(cost.argmin())
-            c = cost.item(m)
-            if c < best:
-                best, bq, bm = c, q, m
+            fab = self.plane_costs(i, q, hosts=False)
+            m = int(fab.argmin())
+            f = fab.item(m)
+            key = (max(f, self.host_cost(i, q)) if hosts and self.planes > 1 else f, f)
+            if key < best:
+                best, bq, bm = key, q, m
         if bq < 0:
-            return best, -1, -1, ()
-        return best, bq, bm, self.pick(i, bq, bm)
+            return np.inf, -1, -1, ()
+        return best[0], bq, bm, self.pick(i, bq, bm)
 
     def rows(self, i: int, q: int, m: int) -> tuple[int, ...]:
         """The cells of flow i's hops over middle m in plane q, in path order."""
