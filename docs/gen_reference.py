@@ -547,7 +547,8 @@ def _relaunches(libs: dict) -> str:
             label = RELAUNCH_LABELS.get(variant, variant)
             if x.get("ddp"):
                 label += " (DDP training)"
-            rows.append([name, label, str(len(x["rounds"])),
+            when = (x.get("measured_at") or r.get("measured_at") or "")[:16].replace("T", " ")
+            rows.append([name, label, when, str(len(x["rounds"])),
                          f"{s['median']:.3f}x [{s['min']:.3f}-{s['max']:.3f}]",
                          f"{x['later_launches_within_10pct']} of {x['later_launches']}",
                          f"{x['later_launches_every_pair_planned']} of {x['later_launches']}",
@@ -558,10 +559,13 @@ def _relaunches(libs: dict) -> str:
             f"The jobs posted once, then {first['launches']} launches of "
             f"{first['iterations_per_launch']} iterations, {first['pause_s']:g} s of silence "
             "between them, in rounds; each round first runs the "
-            "correct declaration once, and each job's later launches are compared with the "
+            "correct declaration once (measured since 2026-11-24 05:00 UTC with "
+            "`\"learn\": false`: planned as declared, whatever its launch sends first), and "
+            "each job's later launches are compared with the "
             "median of its correct runs (`python -m benchmarks.collectives --relaunches-only`)."
             " A launch of two jobs counts once per job.\n\n"
-            + _table(["library", "jobs, declared", "rounds", "later launches vs correct (median "
+            + _table(["library", "jobs, declared", "measured (UTC)", "rounds",
+                      "later launches vs correct (median "
                       "[min-max])", "within 10%", "every pair planned",
                       "most re-plans after launch 1"], rows))
 
