@@ -4,8 +4,9 @@ on standbys alike, so that a standby that takes over knows what the jobs send; t
 master only, the jobs whose steady estimate calls for a (re-)plan, as decided changes.
 
 Hysteresis: a measured matrix is judged once (planned, kept or refused), and again only when
-its pairs change or, when it was kept, once the state changed (a job re-planned, posted or
-deleted: whether a plan is worth changing depends on the other jobs' routes); a re-plan needs
+its pairs change or, when it was kept, once the state (a job re-planned, posted or deleted)
+or the pairs other jobs send beside their plans changed: whether a plan is worth changing
+depends on them; a re-plan needs
 a predicted gain of ``learn_min_gain`` (``learning``) and at most
 ``learn_replans_per_minute`` happen per job. A job is judged on the windows that began
 after it was posted: what its hosts sent before (an earlier job, another library's ring)
