@@ -391,13 +391,14 @@ def test_fabric_command_reads_a_host_table(tmp_path):
 
 def test_two_planes_are_wired_with_one_address_per_host_and_plane():
     """``Clos.wire`` on two planes: each host an address and a MAC per plane, the same
-    host part in each plane's 10.<16q>.0.0/12; the document round-trips and ``owner`` finds
-    the host and plane of any address. One plane is written as before (strings)."""
+    host part in each plane's 10.<16q>.0.0/12; the document round-trips and ``interfaces``
+    gives the host and plane of every address. One plane is written as before (strings)."""
     fab = Clos.leaf_spine(2, 3, 2, planes=2).wire()
     assert fab.host_ips["h1_0"] == ("10.0.1.1", "10.16.1.1")
     assert fab.host_macs["h1_0"] == ("02:00:00:00:01:01", "02:00:01:00:01:01")
     assert fab.host_ip["h1_0"] == fab.ip_of("h1_0", 0) and fab.ip_of("h1_0", 1) == "10.16.1.1"
-    assert fab.owner("10.16.2.2") == ("h2_1", 1) and fab.owner("10.32.0.1") is None
+    owner = {ip: (h, q) for h, q, ip, _, _ in fab.interfaces()}
+    assert owner["10.16.2.2"] == ("h2_1", 1) and "10.32.0.1" not in owner and len(owner) == 12
     doc = fab.to_dict()
     assert doc["host_ip"]["h0_1"] == ["10.0.0.2", "10.16.0.2"]
     again = load_fabric(json.loads(json.dumps(doc)))

@@ -195,12 +195,9 @@ def make_probes(fabric: Fabric | Clos, key: tuple, sports: Iterable[int],
         leaf = fabric.hosts[src]
     dport = ROCE_DPORT if proto == UDP else PROBE_TCP_DPORT
     dpid, in_port = fabric.dpids[leaf], fabric.port(leaf, src)
-
-    def mac(h):
-        return fabric.mac_of(h, q) if q else fabric.host_mac[h]
     return [Probe(token0 + i, key, sport, dpid, in_port,
-                  probe_packet(mac(src), mac(dst), fabric.ip_of(src, q), fabric.ip_of(dst, q),
-                               proto, sport, dport, token0 + i, mark))
+                  probe_packet(fabric.mac_of(src, q), fabric.mac_of(dst, q), fabric.ip_of(src, q),
+                               fabric.ip_of(dst, q), proto, sport, dport, token0 + i, mark))
             for i, sport in enumerate(sports)]
 
 

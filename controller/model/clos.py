@@ -81,7 +81,6 @@ class Clos(HostLookup):
         self.host_macs = per_plane(self.wiring.get("host_mac", {}))
         self.host_ip: dict[str, str] = {h: a[0] for h, a in self.host_ips.items() if a}
         self.host_mac: dict[str, str] = {h: a[0] for h, a in self.host_macs.items() if a}
-        self._owners: dict[str, tuple[str, int]] | None = None
         self.switch_of_dpid = {d: name for name, d in self.dpids.items()}
         self.hosts_on: dict[str, list[str]] = {}  # leaf (any plane) -> its hosts
         for h, ls in self.host_leaves.items():
@@ -180,13 +179,6 @@ class Clos(HostLookup):
 
     def part_plane(self, where) -> int:
         return self.plane_of[where[0]] if isinstance(where, tuple) else 0
-
-    def owner(self, ip: str) -> tuple[str, int] | None:
-        """(host, plane) of an address of any plane, None if no host has it."""
-        if self._owners is None:
-            self._owners = {a: (h, q) for h, ips in self.host_ips.items()
-                            for q, a in enumerate(ips)}
-        return self._owners.get(ip)
 
     def wire(self) -> Clos:
         """Declare what ``topologies/clos.py`` builds (``clos_wiring.wire``); returns self."""

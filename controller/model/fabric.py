@@ -57,6 +57,9 @@ class HostLookup:
         """The host's address on ``plane``; one plane here."""
         return self.host_ip[host]
 
+    def mac_of(self, host: str, plane: int = 0) -> str:
+        return self.host_mac[host]
+
     def part_plane(self, where) -> int:
         """The plane of a route part (a spine index here, a path of switches on a Clos)."""
         return 0
