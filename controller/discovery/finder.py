@@ -21,7 +21,7 @@ from __future__ import annotations
 from controller.discovery import lldp
 from controller.discovery.declared import check_declared
 from controller.discovery.guard import PROBE_MAC, Guard
-from controller.discovery.tiers import discover
+from controller.discovery.planes import discover
 from controller.discovery.topology import Topology, format_problem, probe_ports
 from controller.model.fabric import Fabric
 
@@ -32,7 +32,8 @@ SWITCH_QUIET_S = 0.5  # adopt a consistent graph once no switch connected for th
 ASKED_S = 3.0  # an ARP request for an unknown address is answered if it is found this soon
 DEFAULT_GBPS = 100.0
 # problems that do not make the switch graph inconsistent
-_HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host"}
+_HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_plane"}
+MISSING_PROBE_S = 1.0  # a host's address on a plane it was not heard on: probed this often
 
 
 class FabricFinder:
@@ -55,6 +56,7 @@ class FabricFinder:
         self._frames: list[tuple[int, int, bytes]] = []
         self._asked: dict[str, list[tuple[int, int, str, str, float]]] = {}
         self._owners: tuple = (None, {})  # (fabric, {ip: (mac, (dpid, port))})
+        self._missing_at: dict[str, float] = {}  # address of a missing interface -> probed
         self.last_cause = ""  # what the last fabric ``settle`` returned changed
 
     # ---- what the service sets --------------------------------------------------------
@@ -218,6 +220,25 @@ class FabricFinder:
         self.sent_bytes += len(frame) * len(out)
         return out
 
+    def _probe_missing(self, problems: list[dict], now: float) -> None:
+        """ARP requests for the addresses a host was not heard with on other planes
+        (``host_missing_plane``), out of every host-facing port, each at most once per
+        ``MISSING_PROBE_S``: an interface that has not spoken yet answers."""
+        wanted = [ip for p in problems if p["kind"] == "host_missing_plane"
+                  for ip in p.get("probe", [])]
+        due = [ip for ip in wanted if now - self._missing_at.get(ip, -1e9) >= MISSING_PROBE_S]
+        if not due:
+            return
+        self._missing_at = {ip: t for ip, t in self._missing_at.items() if ip in wanted}
+        facing = self.topology.facing()
+        ports = sorted((d, p) for d, ps in self.topology.switches.items()
+                       for p, up in ps.items() if up and (d, p) not in facing)
+        for ip in due:
+            self._missing_at[ip] = now
+            frame = lldp.arp_request(PROBE_MAC, ip)
+            for d, p in ports:
+                self._send(d, p, frame, "arp_locate")
+
     def mac_of(self, ip: str) -> str | None:
         got = self.topology.host_by_ip(ip)
         return got[0] if got else None
@@ -306,6 +327,7 @@ class FabricFinder:
                 self.problems = check_declared(self.declared, t)
             return None
         fabric, problems = self._recognised()
+        self._probe_missing(problems, now)
         if not (force or quiet or self._consistent(fabric, problems, now)):
             return None
         self._checked = t.version

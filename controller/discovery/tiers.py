@@ -12,8 +12,9 @@ First step of three-tier discovery (issue 26): one plane, every pod with a host 
 cable between switches of one tier or across pods is reported and not used, a model link never
 seen is down (on the port that is up, else a placeholder). With the last recognition
 (``previous``) names stay and a switch that left stays in its place, down, with its hosts, as
-long as every connected switch had a place there. Not yet: several planes, a cable from a leaf
-to a core, new switches joining a recognised fabric under their old names.
+long as every connected switch had a place there. Several planes: ``planes.py`` recognises
+each alone with this. Not yet: a cable from a leaf to a core, new switches joining a
+recognised fabric under their old names.
 
 >>> from controller.discovery.topology import Topology
 >>> t = Topology()
@@ -120,11 +121,6 @@ def _pods(graph: nx.Graph, leaves: set, aggs: set) -> list[tuple[list, list]]:
                         if (a in leaves and b in aggs) or (b in leaves and a in aggs))
     return sorted((sorted(c & leaves), sorted(c & aggs)) for c in nx.connected_components(down)
                   if c & leaves and c & aggs)
-
-
-def discover(topology: Topology, previous=None, link_gbps: float | None = None):
-    """``recognise_clos`` with the last recognition (``previous``, either model)."""
-    return recognise_clos(topology, link_gbps, previous)
 
 
 def _previous_shape(previous: Clos, topology: Topology) -> ClosShape | None:

@@ -1,0 +1,282 @@
+"""Several planes from what LLDP saw: each plane is a part of the switch graph that no cable
+joins to the others, recognised alone (``tiers.recognise_clos``: two or three tiers), and a
+host is joined across planes by its address.
+
+A host has one interface per plane, each with its own MAC and address (``model.clos``), so no
+frame says which interfaces are one host. The join is by the *host part* of the address:
+the longest prefix that every plane's addresses share within the plane (``plane_prefix``)
+splits each address into the plane's network and the host part, and interfaces with equal
+host parts are one host (the layout ``topologies/clos.py`` builds, 10.<16q + i>.<m> per plane
+q, and the usual one of a plane per subnet with the same offsets). Planes are numbered by
+their networks, hosts named after the first plane's leaves, switches get ``_p<q>`` as
+``Clos.leaf_spine`` and ``Clos.fat_tree`` name them.
+
+A host heard on some planes only is not placed (``host_missing_plane``, naming the address it
+should have on the others, which the finder looks for with ARP probes). Planes whose host parts
+do not line up (``planes_not_joined``) leave the fabric at its first plane. A part of the
+graph is a new plane only when no switch of it had a place in the last recognition
+(``previous``): a plane cut in two by failures stays one plane with its links down, and a
+plane keeps its number while it has switches. Cables between planes are reported and not used.
+
+Not yet: host LLDP as an identity, planes of different shapes joined by name, one switch
+that moves between planes.
+
+>>> t = Topology()       # two planes, each a spine (1, 4) and two leaves with one host each
+>>> for d in range(1, 7): _ = t.switch_up(d, {1: True, 2: True}, 0)
+>>> for s, leaf, port in ((1, 2, 1), (1, 3, 2), (4, 5, 1), (4, 6, 2)):
+...     _ = t.link_seen(s, port, leaf, 1, 0), t.link_seen(leaf, 1, s, port, 0)
+>>> for d, m, ip in ((2, 1, "10.0.0.1"), (3, 2, "10.0.1.1"), (5, 3, "10.16.0.1"),
+...                  (6, 4, "10.16.1.1")):
+...     _ = t.host_seen(d, 2, f"02:00:00:00:00:0{m}", ip, 0)
+>>> got, problems = recognise_planes(t)
+>>> [p.leaves for p in got.planes], got.host_ips["h1_0"], problems
+([['l0_p0', 'l1_p0'], ['l0_p1', 'l1_p1']], ('10.0.1.1', '10.16.1.1'), [])
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+
+import networkx as nx
+
+from controller.discovery.tiers import recognise_clos
+from controller.discovery.topology import Topology, _natural, cables
+from controller.model.clos import TIERS, Clos, Plane
+from controller.model.fabric import Fabric
+
+
+def discover(topology: Topology, previous=None, link_gbps: float | None = None):
+    """The fabric the topology shows with the last recognition (``previous``, any model):
+    several planes when it has them, else ``tiers.recognise_clos``."""
+    return recognise_planes(topology, link_gbps, previous)
+
+
+def recognise_planes(topology: Topology, link_gbps=None, previous=None):
+    """(a wired ``Clos`` of every plane, problems) when the topology shows two planes or more
+    or ``previous`` had them; else what ``tiers.recognise_clos`` gives. O(V + E + H log H)
+    plus the recognition of each plane."""
+    groups, crossing = plane_groups(topology, previous)
+    several = isinstance(previous, Clos) and len(previous.planes) > 1
+    if len(groups) < 2 and not several:
+        return recognise_clos(topology, link_gbps, previous)
+    seen, problems = [], []
+    for q, dpids in enumerate(groups):
+        view = plane_view(previous, q) if several and q < len(previous.planes) \
+            else previous if q == 0 and not several else None
+        fabric, found = recognise_clos(_restricted(topology, dpids), link_gbps, view)
+        if fabric is None:
+            problems += found
+            continue
+        seen.append((fabric, found))
+    if not several:  # first recognition of these planes: numbered by their networks
+        seen.sort(key=lambda fp: (_network_key(fp[0]), min(fp[0].dpids.values())))
+    if len(seen) < 2:
+        return (seen[0][0] if seen else None), problems + [p for _f, ps in seen for p in ps]
+    return _joined(seen, problems, crossing)
+
+
+def plane_groups(topology: Topology, previous=None) -> tuple[list[set[int]], list[tuple]]:
+    """The datapath ids of each plane, and the cables between planes (dpid, port, dpid,
+    port). A part of the cable graph joins the plane of the last recognition its switches
+    had; a part with no such switch is a new plane when it has a cable and a host heard;
+    anything else goes to the first plane (where it is reported)."""
+    found, _odd = cables(topology)
+    graph = nx.Graph()
+    graph.add_nodes_from(topology.switches)
+    graph.add_edges_from((a, b) for a, _pa, b, _pb in found)
+    heard = {h.dpid for h in topology.hosts.values()}
+    before: dict[int, int] = {}
+    if isinstance(previous, Clos):
+        before = {d: previous.plane_of[n] for n, d in previous.dpids.items()}
+    elif previous is not None and previous.wired:
+        before = {d: 0 for d in previous.dpids.values()}
+    count = max(before.values(), default=-1) + 1
+    groups: list[set[int]] = [set() for _ in range(count)]
+    new, rest = [], set()
+    for part in sorted(nx.connected_components(graph), key=min):
+        planes = {before[d] for d in part if d in before}
+        if planes:
+            for d in part:  # a new switch joins its part's (first) plane
+                groups[before.get(d, min(planes))].add(d)
+        elif len(part) > 1 and part & heard:
+            new.append(set(part))
+        else:
+            rest |= part
+    groups += new
+    if not groups:
+        return [rest], []
+    groups[0] |= rest
+    plane_of = {d: q for q, g in enumerate(groups) for d in g}
+    crossing = [c for c in found if plane_of[c[0]] != plane_of[c[2]]]
+    return groups, crossing
+
+
+def plane_view(fabric: Clos, q: int):
+    """Plane ``q`` of a recognised ``Clos`` alone, names without ``_p<q>``, as one plane's
+    recognition gives it (a ``Fabric`` for two tiers): the ``previous`` of that plane."""
+    plane, sfx = fabric.planes[q], f"_p{q}"
+    own = set(plane.switches())
+
+    def bare(name):
+        return name[:-len(sfx)] if isinstance(name, str) and name in own \
+            and name.endswith(sfx) else name
+    hosts = {h: bare(ls[q]) for h, ls in fabric.host_leaves.items() if len(ls) > q}
+    wiring = {"dpids": {bare(s): fabric.dpids[s] for s in own if s in fabric.dpids},
+              "ports": {bare(s): {bare(n): p for n, p in fabric.ports.get(s, {}).items()}
+                        for s in own},
+              "host_ip": {h: fabric.ip_of(h, q) for h in hosts},
+              "host_mac": {h: fabric.mac_of(h, q) for h in hosts}}
+    down = {(bare(d[0]), bare(d[1])) for d in fabric.down if d[0] in own}
+    if plane.cores:
+        one = Plane("plane0", list(plane.pods), [bare(x) for x in plane.leaves],
+                    list(plane.pod_of_leaf), [[bare(x) for x in a] for a in plane.aggs],
+                    [[bare(x) for x in g] for g in plane.cores])
+        return Clos([one], {h: (leaf,) for h, leaf in hosts.items()}, dict(fabric.link_gbps),
+                    down=down, down_switches={bare(s) for s in fabric.down_switches
+                                              if s in own}, wiring=wiring)
+    return Fabric([bare(s) for s in plane.aggs[0]], [bare(x) for x in plane.leaves], hosts,
+                  fabric.link_gbps["leaf"], down, wiring)
+
+
+def plane_prefix(addresses_by_plane) -> int:
+    """The prefix length that splits every plane's addresses into network and host part:
+    the shortest of the prefixes each plane's addresses share (32 for none or one).
+
+    >>> plane_prefix([["10.0.0.1", "10.0.3.1"], ["10.16.0.1", "10.16.1.1"]])
+    22
+    """
+    out = 32
+    for ips in addresses_by_plane:
+        values = [int(ipaddress.IPv4Address(a)) for a in ips]
+        if values:  # what the lowest and highest share, every address between shares
+            out = min(out, 32 - (min(values) ^ max(values)).bit_length())
+    return out
+
+
+def _network_key(fabric) -> int:
+    ips = list(fabric.host_ip.values())
+    return min((int(ipaddress.IPv4Address(a)) for a in ips), default=1 << 32)
+
+
+def _restricted(topology: Topology, dpids: set[int]) -> Topology:
+    """The topology of some switches: their ports, the links between them, their hosts; a
+    port cabled to a switch outside is left down (reported as a cable between planes)."""
+    out = {end for (a, pa), (b, pb, _t) in topology.links.items()
+           if (a in dpids) != (b in dpids) for end in ((a, pa), (b, pb))}
+    return Topology(link_timeout=topology.link_timeout,
+                    switches={d: {p: up and (d, p) not in out for p, up in ports.items()}
+                              for d, ports in topology.switches.items() if d in dpids},
+                    links={k: v for k, v in topology.links.items()
+                           if k[0] in dpids and v[0] in dpids},
+                    hosts={m: h for m, h in topology.hosts.items() if h.dpid in dpids},
+                    version=topology.version, changed_at=topology.changed_at)
+
+
+def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
+    """One ``Clos`` of the planes recognised alone (``seen``: (fabric, problems) in plane
+    order), hosts joined by host part."""
+    count = len(seen)
+    names = [{d: f"{n}_p{q}" for n, d in f.dpids.items()} for q, (f, _p) in enumerate(seen)]
+    for q, (f, found) in enumerate(seen):
+        problems += [_in_plane(p, q, f, names[q]) for p in found]
+    name_of = {d: n for per in names for d, n in per.items()}
+    for a, pa, b, pb in crossing:
+        problems.append({"kind": "cable_between_planes", "switch": name_of[a], "port": pa,
+                         "dpid": a, "detail": f"{name_of[a]} port {pa} is cabled to "
+                         f"{name_of[b]} port {pb}, a switch of another plane; not used"})
+    prefix = plane_prefix([f.host_ip.values() for f, _p in seen])
+    mask = (1 << (32 - prefix)) - 1
+    nets = [_network_key(f) & ~mask & 0xFFFFFFFF for f, _p in seen]
+    if len(set(nets)) < count:
+        first = seen[0][0]
+        problems.append({"kind": "planes_not_joined", "switch": None, "port": None,
+                         "dpid": None, "detail": f"{count} planes seen, but their hosts' "
+                         f"addresses share one network at /{prefix}: interfaces cannot be "
+                         "joined into hosts; only the first plane is used (declare the "
+                         "fabric to use them all)"})
+        return first, _sorted(problems)
+    part = [{int(ipaddress.IPv4Address(ip)) & mask: h for h, ip in f.host_ip.items()}
+            for f, _p in seen]
+    first = seen[0][0]
+    everywhere = [h for h in sorted(first.host_ip, key=_natural)
+                  if all(int(ipaddress.IPv4Address(first.host_ip[h])) & mask in per
+                         for per in part)]
+    joined = {h: [part[q][int(ipaddress.IPv4Address(first.host_ip[h])) & mask]
+                  for q in range(count)] for h in everywhere}
+    placed = {(q, local) for locals_ in joined.values() for q, local in enumerate(locals_)}
+    for q, (f, _p) in enumerate(seen):
+        for local, ip in sorted(f.host_ip.items(), key=lambda kv: _natural(kv[0])):
+            if (q, local) in placed:
+                continue
+            host_part = int(ipaddress.IPv4Address(ip)) & mask
+            wanted = [str(ipaddress.IPv4Address(nets[r] | host_part))
+                      for r in range(count) if host_part not in part[r]]
+            leaf = f.hosts[local] if isinstance(f, Fabric) else f.host_leaves[local][0]
+            d = f.dpids[leaf]
+            problems.append({"kind": "host_missing_plane", "switch": names[q][d],
+                             "port": f.ports[leaf][local], "dpid": d, "address": ip,
+                             "probe": wanted, "detail": f"{ip} ({f.host_mac[local]}) on "
+                             f"{names[q][d]} port {f.ports[leaf][local]} has no interface "
+                             f"heard with {' or '.join(wanted)} (its address on the other "
+                             f"plane{'s' if len(wanted) > 1 else ''}); not placed until it is"})
+    planes, ports, dpids, down, down_switches = [], {}, {}, set(), set()
+    for q, (f, _p) in enumerate(seen):
+        rename = {n: names[q][d] for n, d in f.dpids.items()}
+        if isinstance(f, Fabric):
+            planes.append(Plane(f"plane{q}", ["pod"], [rename[x] for x in f.leaves],
+                                [0] * len(f.leaves), [[rename[s] for s in f.spines]], []))
+        else:
+            p = f.planes[0]
+            planes.append(Plane(f"plane{q}", list(p.pods), [rename[x] for x in p.leaves],
+                                list(p.pod_of_leaf), [[rename[x] for x in a] for a in p.aggs],
+                                [[rename[x] for x in g] for g in p.cores]))
+            down_switches |= {rename[s] for s in f.down_switches}
+        down |= {(rename[x[0]], rename[x[1]]) for x in f.down}
+        back = {local: h for h, locals_ in joined.items() for r, local in enumerate(locals_)
+                if r == q}
+        for n, d in f.dpids.items():
+            dpids[rename[n]] = d
+            ports[rename[n]] = {rename.get(x) or back[x]: port for x, port
+                                in f.ports.get(n, {}).items() if x in rename or x in back}
+    hosts_of = lambda f: f.hosts if isinstance(f, Fabric) else \
+        {h: ls[0] for h, ls in f.host_leaves.items()}
+    host_leaves = {h: tuple(names[q][seen[q][0].dpids[hosts_of(seen[q][0])[local]]]
+                            for q, local in enumerate(locals_))
+                   for h, locals_ in joined.items()}
+    first_gbps = first.link_gbps
+    gbps = dict(first_gbps) if isinstance(first_gbps, Mapping) \
+        else {t: float(first_gbps) for t in TIERS}
+    wiring = {"dpids": dpids, "ports": ports,
+              "host_ip": {h: [seen[q][0].host_ip[x] for q, x in enumerate(ls)]
+                          for h, ls in joined.items()},
+              "host_mac": {h: [seen[q][0].host_mac[x] for q, x in enumerate(ls)]
+                           for h, ls in joined.items()}}
+    fabric = Clos(planes, host_leaves, gbps, down=down, down_switches=down_switches,
+                  wiring=wiring)
+    for sw in fabric.switches():  # ports in neighbours order, as Clos.wire writes them
+        order = {n: i for i, n in enumerate(fabric.neighbours(sw))}
+        fabric.ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order.get(kv[0], 1e9)))
+    fabric.wiring["ports"] = fabric.ports
+    fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
+    return fabric, _sorted(problems)
+
+
+def _in_plane(problem: dict, q: int, fabric, names: dict[int, str]) -> dict:
+    """A plane's problem with its switch names as the joined fabric gives them."""
+    local = {n: names[d] for n, d in fabric.dpids.items()}
+    if not local:
+        return {**problem, "plane": q}
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, sorted(local, key=len,
+                                                                   reverse=True))) + r")\b")
+    out = {**problem, "plane": q, "detail": pattern.sub(lambda m: local[m.group(1)],
+                                                        problem["detail"])}
+    if problem.get("switch") in local:
+        out["switch"] = local[problem["switch"]]
+    return out
+
+
+def _sorted(problems: list[dict]) -> list[dict]:
+    """In the order ``topology._Problems`` gives them: by switch, port, kind."""
+    return sorted(problems, key=lambda p: (p["dpid"] is None, p["dpid"] or 0, p["port"] or 0,
+                                           p["kind"], p["detail"]))

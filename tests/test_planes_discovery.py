@@ -1,0 +1,162 @@
+"""Several planes recognised from LLDP and hosts heard (``controller.discovery.planes``), and
+the controller finding a two-plane fabric with no file (fake switches)."""
+import json
+
+import pytest
+
+from controller.discovery import lldp
+from controller.discovery.planes import recognise_planes
+from controller.discovery.tiers import recognise_clos
+from controller.model.clos import Clos
+from controller.service import api
+from controller.service.route_service import RouteService
+from emulation.harness.fake_switch import FakeSwitches, trace
+from tests.helpers import FakeClock
+from tests.test_clos_discovery import observe
+from tests.test_zero_config import deliver
+
+
+def observe_planes(f, missing=(), heard=None, t=None):
+    """``observe`` with every host interface of every plane heard (or those in ``heard``:
+    (host, plane) pairs)."""
+    t = observe(f, missing=missing, hosts=[], t=t)
+    for h, q, ip, mac, leaf in f.interfaces():
+        if heard is None or (h, q) in heard:
+            t.host_seen(f.dpids[leaf], f.port(leaf, h), mac, ip, 0)
+    return t
+
+
+SHAPES = {"leaf-spine": lambda: Clos.leaf_spine(2, 4, 1, planes=2),
+          "leaf-spine, 3 planes": lambda: Clos.leaf_spine(2, 3, 2, planes=3),
+          "fat-tree": lambda: Clos.fat_tree(4, 1, planes=2)}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_a_fabric_of_several_planes_comes_back_with_its_own_names(shape):
+    f = SHAPES[shape]().wire()
+    got, problems = recognise_planes(observe_planes(f))
+    assert problems == []
+    assert got.to_dict() == f.to_dict()
+
+
+def test_one_plane_is_left_to_the_recognition_of_one_plane():
+    f = Clos.fat_tree(4, 1).wire()
+    t = observe(f)
+    assert recognise_planes(t)[0].to_dict() == recognise_clos(t)[0].to_dict() == f.to_dict()
+
+
+def test_an_interface_not_heard_leaves_its_host_out_and_names_the_address_to_probe():
+    f = Clos.leaf_spine(2, 4, 1, planes=2).wire()
+    heard = {(h, q) for h in f.host_leaves for q in (0, 1)} - {("h2_0", 1)}
+    got, problems = recognise_planes(observe_planes(f, heard=heard))
+    assert sorted(got.host_leaves) == ["h0_0", "h1_0", "h3_0"]
+    assert got.planes == f.planes and got.dpids == f.dpids
+    assert [(p["kind"], p["switch"], p["probe"]) for p in problems] == [
+        ("host_missing_plane", "l2_p0", [f.ip_of("h2_0", 1)])]
+    assert f.ip_of("h2_0", 1) in problems[0]["detail"]
+
+
+def test_a_switch_that_leaves_a_plane_stays_in_its_place_down_and_comes_back():
+    f = Clos.leaf_spine(2, 4, 1, planes=2).wire()
+    t = observe_planes(f)
+    first, _ = recognise_planes(t)
+    t.switch_down(f.dpids["s1_p1"], 1)
+    got, problems = recognise_planes(t, previous=first)
+    assert [(p["kind"], p["switch"], p["plane"]) for p in problems] == [
+        ("switch_down", "s1_p1", 1)]
+    assert got.planes == f.planes and got.ports == f.ports and got.host_ips == f.host_ips
+    assert got.down == {link for link in f.links() if "s1_p1" in link}
+    again, problems = recognise_planes(observe_planes(f), previous=got)
+    assert problems == [] and again.to_dict() == f.to_dict()
+
+
+def test_a_plane_cut_in_two_stays_one_plane_with_its_links_down():
+    """A single plane whose leaves lose their uplinks to different spines is two parts of
+    the graph with hosts: still one plane (its last recognition had both), links down."""
+    f = Clos.leaf_spine(2, 4, 1).wire()
+    first, _ = recognise_clos(observe(f))
+    cut = {("l0", "s1"), ("l1", "s1"), ("l2", "s0"), ("l3", "s0")}
+    got, _problems = recognise_planes(observe(f, missing=cut), previous=first)
+    assert len(got.spines) == 2 and len(got.leaves) == 4 and got.down == cut
+
+
+def test_planes_whose_host_parts_differ_are_not_joined():
+    """The second plane's hosts in the first plane's network: no host part says which
+    interfaces are one host, so only the first plane is used, and it is said."""
+    f = Clos.leaf_spine(2, 2, 1, planes=2).wire()
+    t = observe(f, hosts=[])
+    for h, q, _ip, mac, leaf in f.interfaces():
+        t.host_seen(f.dpids[leaf], f.port(leaf, h), mac, f"10.0.0.{1 + 2 * q + int(h[1])}", 0)
+    got, problems = recognise_planes(t)
+    assert [p["kind"] for p in problems] == ["planes_not_joined"]
+    assert set(got.switch_of_dpid) == {f.dpids[s] for s in f.planes[0].switches()}
+
+
+def test_a_cable_between_planes_is_reported_and_not_used():
+    f = Clos.leaf_spine(2, 2, 1, planes=2).wire()
+    first, _ = recognise_planes(observe_planes(f))
+    spare = max(f.ports["l0_p0"].values()) + 1, max(f.ports["s0_p1"].values()) + 1
+    t = observe_planes(f)
+    t.switch_up(f.dpids["l0_p0"], {**{p: True for p in f.ports["l0_p0"].values()},
+                                    spare[0]: True}, 1)
+    t.switch_up(f.dpids["s0_p1"], {**{p: True for p in f.ports["s0_p1"].values()},
+                                    spare[1]: True}, 1)
+    a, b = (f.dpids["l0_p0"], spare[0]), (f.dpids["s0_p1"], spare[1])
+    t.link_seen(*a, *b, 1), t.link_seen(*b, *a, 1)
+    got, problems = recognise_planes(t, previous=first)
+    assert [(p["kind"], p["switch"]) for p in problems] == [("cable_between_planes", "l0_p0")]
+    assert got.to_dict() == f.to_dict()
+
+
+def test_the_controller_finds_two_planes_with_no_file_and_routes_over_both():
+    """Zero configuration on the fake switches: LLDP and ARP (every interface) give the
+    two-plane fabric with its own names; an all-to-all is planned over both planes and each
+    route's packets, sent with the route's plane addresses, follow it."""
+    f = Clos.leaf_spine(2, 4, 1, link_gbps=0.01, planes=2).wire()
+    clock = FakeClock()
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, None, clock=clock, sleep=clock.sleep, link_gbps=0.01)
+    for name, dpid in f.dpids.items():
+        svc.switch_connected(dpid, {p: True for p in f.ports[name].values()})
+    for _ in range(2):
+        svc.tick()
+        deliver(f, svc, sw)
+    for h, _q, ip, mac, leaf in f.interfaces():
+        svc.packet_in(f.dpids[leaf], f.port(leaf, h),
+                      lldp.arp_request(mac, "10.255.0.1", sender_ip=ip))
+    clock.now += 3
+    svc.tick()
+    deliver(f, svc, sw)
+    view = api.handle(svc, "GET", "/v1/fabric")[1]
+    assert view["declared"] == f.to_dict()
+    assert view["ready"] and view["discovery"]["wiring_problems"] == []
+    hosts = sorted(f.host_leaves)
+    flows = [{"src": a, "dst": b, "bytes": 1e6} for a in hosts for b in hosts if a != b]
+    code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "a2a", "flows": flows}).encode())
+    assert code == 201, doc
+    planes = {p.name: q for q, p in enumerate(f.planes)}
+    assert {r["plane"] for r in doc["routes"]} == set(planes)
+    for r in doc["routes"]:
+        path, reached, _ = trace(f, sw, r["src"], r["dst"], plane=planes[r["plane"]])
+        assert reached == r["dst"] and path == r["path"], (path, r)
+
+
+def test_the_finder_probes_the_address_a_host_misses_on_a_plane():
+    """A host heard on plane 0 only: the finder sends ARP requests for its plane-1 address
+    (the host part it has on plane 0), and once it answers it is placed on both planes."""
+    from controller.discovery.finder import PROBE_MAC, FabricFinder
+    f = Clos.leaf_spine(2, 2, 1, planes=2).wire()
+    heard = {(h, q) for h in f.host_leaves for q in (0, 1)} - {("h1_0", 1)}
+    finder = FabricFinder()
+    finder.topology = observe_planes(f, heard=heard)
+    got = finder.settle(10.0, force=True)
+    assert sorted(got.host_leaves) == ["h0_0"]
+    asked = [lldp.parse_arp(frame) for _d, _p, frame in finder.take_frames()]
+    assert asked and all(a is not None and a[3] == f.ip_of("h1_0", 1) for a in asked)
+    leaf = f.host_leaves["h1_0"][1]
+    finder.packet_in(f.dpids[leaf], f.port(leaf, "h1_0"),
+                     lldp.arp_reply(f.mac_of("h1_0", 1), f.ip_of("h1_0", 1), PROBE_MAC,
+                                    "0.0.0.0"), 11.0)
+    again = finder.settle(11.0, force=True)
+    assert again.to_dict() == f.to_dict()

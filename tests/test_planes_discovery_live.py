@@ -1,0 +1,84 @@
+"""Zero configuration on two planes with real parts: ryu-manager with no fabric file in front
+of the emulated two-plane leaf-spine (``topologies.clos.PlanesTopo``: 2 planes x 2 spines x
+4 leaves, one host per leaf with one interface per plane, 12 Open vSwitch switches) finds it
+by LLDP and ARP with the names, ports and addresses ``topologies/clos.py`` builds. The hosts
+speak on their first plane only: the controller finds their other interfaces with ARP probes
+for the addresses their host part gives there. An all-to-all then carries its bytes on its
+planned links of both planes."""
+import itertools
+import os
+
+import pytest
+
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess
+from tests.integration import carried_as_planned, require_root_and_ovs
+from topologies.clos import planes_fabric
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+BW = 20  # Mbit/s
+PAYLOAD = 2_000_000  # bytes per flow
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """The controller with no fabric file in front of the emulated planes, every host heard
+    once on its first plane (ARP): (controller, Mininet, the fabric topologies/clos.py
+    built)."""
+    require_root_and_ovs()
+    tmp = str(tmp_path_factory.mktemp("planes-discovery"))
+    truth = planes_fabric(2, 2, 4, 1, BW)
+    fabricnet.ensure_ovs()
+    fabricnet.cleanup()
+    ctl = net = None
+    try:
+        ctl = ControllerProcess(None, os.path.join(tmp, "controller.log"),
+                                extra_args=["--mlroute-link-gbps", str(BW / 1000),
+                                            "--mlroute-stats-interval", "0"]).start()
+        net = fabricnet.build(0, 0, 0, BW, ctl.of_port, clos=truth)
+        fabricnet.start(net, timeout=60)
+        hosts = sorted(truth.host_leaves)
+        for a, b in zip(hosts, hosts[1:] + hosts[:1]):  # plane 0 only
+            net.get(a).cmd(f"ping -c1 -W2 {truth.ip_of(b, 0)}")
+        yield ctl, net, truth
+    finally:
+        try:
+            if net is not None:
+                net.stop()
+        finally:
+            if ctl is not None:
+                ctl.stop()
+
+
+def discovered(ctl, truth) -> dict:
+    def found():
+        view = ctl.rest("GET", "/v1/fabric", timeout=15)[1]
+        return view if view.get("ready") and view.get("declared") == truth.to_dict() else None
+    return fabricnet.wait_until(found, 90, interval=1.0, what="the two planes discovered")
+
+
+def test_two_planes_are_discovered_with_no_file(live):
+    ctl, _net, truth = live
+    view = discovered(ctl, truth)
+    assert view["discovery"]["wiring_problems"] == []
+    assert view["discovery"]["probes"]["sent"]["arp_locate"] > 0  # the plane-1 interfaces
+
+
+def test_an_alltoall_over_discovered_planes_carries_its_bytes_as_planned(live):
+    ctl, net, truth = live
+    discovered(ctl, truth)
+    hosts = sorted(truth.host_leaves)
+    job = {"id": "a2a", "flows": [{"src": truth.ip_of(a, 1), "dst": truth.ip_of(b, 1),
+                                   "bytes": 4e6} for a, b in itertools.permutations(hosts, 2)]}
+    code, doc = ctl.rest("POST", "/v1/jobs", job)
+    assert code == 201, doc
+    try:
+        routes = ctl.rest("GET", "/v1/jobs/a2a")[1]["routes"]
+        assert len(routes) == 12 and {r["plane"] for r in routes} == {"plane0", "plane1"}
+        got = carried_as_planned(net, truth, routes, PAYLOAD)
+        for q in range(2):
+            assert any(n > PAYLOAD / 2 for link, n in got.items()
+                       if truth.plane_of[link.split("->")[0]] == q)
+    finally:
+        ctl.rest("DELETE", "/v1/jobs/a2a")
