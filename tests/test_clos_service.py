@@ -164,6 +164,17 @@ def test_crossed_wiring_is_refused_by_name():
         start(f)
 
 
+def test_a_pair_with_no_alive_path_on_any_plane_is_refused_naming_every_plane_leaf():
+    f = Clos.leaf_spine(2, 2, 1, planes=2).wire()
+    doc = f.to_dict()
+    doc["down"] = [[f"l0_p{q}", f"s{j}_p{q}"] for q in (0, 1) for j in (0, 1)]
+    f, _sw, svc = start(Clos.from_dict(doc))
+    code, answer = call(svc, "POST", "/v1/jobs", {"id": "x", "flows": [
+        {"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]})
+    assert (code, answer["error"]) == (409, "no alive path between leaves l0_p0 / l0_p1 and "
+                                             "l1_p0 / l1_p1 (flow h0_0 -> h1_0 of job x)")
+
+
 def test_a_job_declared_by_its_members_is_learned_and_planned_over_three_tiers():
     """sFlow samples of a ring across pods (every bridge samples: five per packet between
     pods): the members-only job is learned with the ring's pairs and routed over the cores."""

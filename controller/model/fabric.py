@@ -35,6 +35,11 @@ class HostLookup:
         except KeyError:
             raise InputError(f"unknown host {host!r}") from None
 
+    def leaves_named(self, host: str) -> str:
+        """The host's leaf, as messages name it (on several planes: one per plane)."""
+        return " / ".join(self.host_leaves[host]) if hasattr(self, "host_leaves") \
+            else self.hosts[host]
+
     def address(self, host: str) -> str:
         """The host's address for hashing: its declared IP, else its name."""
         return self.host_ip.get(host, host)

@@ -84,8 +84,8 @@ def check_routable(fabric: Fabric | Clos, r: JobRecord) -> None:
     if bad:
         way = "path" if isinstance(fabric, Clos) else "spine"
         raise ConflictError(
-            f"no alive {way} between leaves {fabric.hosts[bad[0].src]} and "
-            f"{fabric.hosts[bad[0].dst]} (flow {bad[0].src} -> {bad[0].dst} of job "
+            f"no alive {way} between leaves {fabric.leaves_named(bad[0].src)} and "
+            f"{fabric.leaves_named(bad[0].dst)} (flow {bad[0].src} -> {bad[0].dst} of job "
             f"{r.job.id})")
 
 

@@ -51,8 +51,8 @@ def predict_all(state, on_progress=None) -> dict:
         if bad:
             way = "spine" if hasattr(f, "spines") else "path"
             out[r.job.id] = {"seconds": None, "error": (
-                f"{len(bad)} flows have no alive {way} (leaves {f.hosts[bad[0].src]} and "
-                f"{f.hosts[bad[0].dst]} first)")}
+                f"{len(bad)} flows have no alive {way} (leaves {f.leaves_named(bad[0].src)} "
+                f"and {f.leaves_named(bad[0].dst)} first)")}
         elif not r.job.flows():
             out[r.job.id] = {"seconds": None, "error": "no flow to predict yet (learning)"}
         else:
