@@ -36,8 +36,8 @@ def _fabric_doc() -> dict:
     return doc
 
 
-def _state_with_ring(doc: dict, path: str) -> None:
-    """The controller's state file holding the ring job, planned and confirmed by the
+def _state_with_job(doc: dict, path: str, job: dict = RING) -> None:
+    """The controller's state file holding the job (the ring), planned and confirmed by the
     service against fake tables of every switch."""
     f = Clos.from_dict(doc)
     store = StateStore(path)
@@ -47,7 +47,7 @@ def _state_with_ring(doc: dict, path: str) -> None:
         svc = RouteService(sw, f, store=store, clock=clock, sleep=clock.sleep)
         for d in f.dpids.values():
             svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
-        code, answer = api.handle(svc, "POST", "/v1/jobs", json.dumps(RING).encode())
+        code, answer = api.handle(svc, "POST", "/v1/jobs", json.dumps(job).encode())
         assert code == 201, answer
     finally:
         store.close()
@@ -67,16 +67,53 @@ def _y(el) -> float:
     return el.find_element("css selector", "rect").rect["y"]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
+def _skip_if_ports_taken() -> None:
     for port in (REST_PORT, OF_PORT):
         if listening(port):
             pytest.skip(f"port {port} is in use (another controller?)")
+
+
+def _controller(fabric_path, state_path: str, log) -> ControllerProcess:
+    """A controller of the fabric with no switch, its jobs from the state file."""
+    ctl = ControllerProcess(str(fabric_path), str(log), rest_port=REST_PORT, of_port=OF_PORT,
+                            extra_args=["--mlroute-state", state_path, *QUIET])
+    if os.path.basename(ctl.args[0]) == "ryu-manager":
+        # the same entry point under the name python3: a Mininet cleanup (mn -c: killall
+        # ryu-manager) run by a live emulation beside this test does not kill it
+        ctl.args = [sys.executable, "-m", "ryu.cmd.manager", *ctl.args[1:]]
+    return ctl
+
+
+def _links_drawn(driver, served: set, down: set) -> dict:
+    """Every line of the page by its link: one per directed switch link, those /v1/links
+    lists (served) and the declared-down ones, these and only these drawn down."""
+    lines = {x.get_attribute("data-link"): x for x in _css(driver, "line.link")}
+    assert len(lines) == len(_css(driver, "line.link")) == len(served | down)
+    assert set(lines) == served | down
+    assert {n for n, x in lines.items() if x.get_attribute("data-state") == "down"} == down
+    return lines
+
+
+def _planned_coloured(driver, lines: dict, served: set, planned: set, down: set) -> None:
+    """The planned links (at least one flow) drawn in colours apart from the idle links' one
+    colour, the down links in a third."""
+    _wait(driver, lambda d: all(
+        (float(x.get_attribute("data-flows")) >= 1) == (n in planned)
+        for n, x in lines.items()), "the planned flows on every link")
+    colour = {n: x.value_of_css_property("stroke") for n, x in lines.items()}
+    idle = {colour[n] for n in served - planned}
+    assert len(idle) == 1 and not idle & {colour[n] for n in planned}, colour
+    assert not {colour[n] for n in down} & (idle | {colour[n] for n in planned})
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
+    _skip_if_ports_taken()
     doc = _fabric_doc()
     fabric_path, state_path = tmp_path / "fabric.json", str(tmp_path / "state.db")
     fabric_path.write_text(json.dumps(doc))
-    _state_with_ring(doc, state_path)
+    _state_with_job(doc, state_path)
     f = Clos.from_dict(doc)
     p = f.planes[0]
     cores, aggs = [c for g in p.cores for c in g], [a for pod in p.aggs for a in pod]
@@ -84,12 +121,7 @@ def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
                         "installed")
     driver = _browser_started()  # skips without chromium or chromedriver
     log = tmp_path / "controller.log"
-    ctl = ControllerProcess(str(fabric_path), str(log), rest_port=REST_PORT, of_port=OF_PORT,
-                            extra_args=["--mlroute-state", state_path, *QUIET])
-    if os.path.basename(ctl.args[0]) == "ryu-manager":
-        # the same entry point under the name python3: a Mininet cleanup (mn -c: killall
-        # ryu-manager) run by a live emulation beside this test does not kill it
-        ctl.args = [sys.executable, "-m", "ryu.cmd.manager", *ctl.args[1:]]
+    ctl = _controller(fabric_path, state_path, log)
     try:
         ctl.start()
         status, view = ctl.rest("GET", "/v1/jobs/r")
@@ -112,10 +144,8 @@ def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
         assert max(_y(names[x]) for x in aggs) < min(_y(names[x]) for x in p.leaves)
         assert len(_css(driver, "g.host")) == 16 and len(_css(driver, "g.pod")) == 4
         # one line per directed switch link: those /v1/links lists and the declared-down one
-        lines = {x.get_attribute("data-link"): x for x in _css(driver, "line.link")}
-        assert len(lines) == len(_css(driver, "line.link")) == 64
-        assert set(lines) == served | down
-        assert {n for n, x in lines.items() if x.get_attribute("data-state") == "down"} == down
+        lines = _links_drawn(driver, served, down)
+        assert len(lines) == 64
         summary = driver.find_element("id", "fabric-summary").text
         assert "k=4 fat-tree: 4 cores, 8 aggregation switches, 8 leaves, 16 hosts" in summary
         assert "not ready: 0/20 switches provisioned" in driver.find_element("id", "status").text
@@ -136,13 +166,7 @@ def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
         hops = {f"{a}->{b}" for r in view["routes"] for a, b in zip(r["path"], r["path"][1:])}
         assert hops == planned and {x["tier"] for x in links["links"] if x["flows"] > 0} == \
             {"leaf", "core"}
-        _wait(driver, lambda d: all(
-            (float(x.get_attribute("data-flows")) >= 1) == (n in planned)
-            for n, x in lines.items()), "the planned flows on every link")
-        colour = {n: x.value_of_css_property("stroke") for n, x in lines.items()}
-        idle = {colour[n] for n in served - planned}
-        assert len(idle) == 1 and not idle & {colour[n] for n in planned}, colour
-        assert not {colour[n] for n in down} & (idle | {colour[n] for n in planned})
+        _planned_coloured(driver, lines, served, planned, down)
 
         # a job posted over REST with no switch connected: refused today (409, nothing
         # changes, no row); were it admitted with its rules pending, its row would show
