@@ -1,9 +1,11 @@
 // mlroute live view. Polls the controller's REST API once a second (GET only) and draws the
 // fabric as SVG: a leaf-spine with spines on top and leaves below; a three-tier Clos with cores
-// on top, aggregation switches in the middle grouped by pod and leaves below; hosts under
-// their leaf. Every directed switch link (every tier) is coloured by the flows planned on it
-// and as wide as its measured rate; links that are down dashed and red. Below: the running
-// jobs (ideal, predicted and measured All-Reduce time; whether the counted bytes followed the
+// on top, aggregation switches in the middle grouped by pod and leaves below; a fabric of
+// several planes as its planes side by side, each labelled, their leaves on one row; hosts
+// once, under their leaf (several planes: between their leaves, linked to each). Every
+// directed switch link (every tier, every plane) is coloured by the flows planned on it and as
+// wide as its measured rate; links that are down dashed and red. Below: the running jobs
+// (ideal, predicted and measured All-Reduce time; whether the counted bytes followed the
 // planned spine or path) and the recent events (failures, repairs, re-plans).
 // Plain JavaScript, no library, no build step. Data: GET v1/fabric (declared fabric, switches
 // seen, links down, events), v1/links (planned and measured per directed link), v1/jobs and
@@ -88,28 +90,21 @@
   }
 
   // ---- fabric drawing -----------------------------------------------------------------
-  // The declared document in one shape for both kinds: tiers top to bottom (two tiers:
-  // spines, leaves; a Clos plane: cores, aggregation switches, leaves), every switch link as
-  // [lower, upper], each host's leaf. A Clos document with several planes is drawn by its
-  // first plane (routes and links of the other planes are not drawn yet).
-  function topologyOf(declared) {
-    const planes = declared.planes || [declared];
-    const p = planes[0];
-    const hostLeaf = {}; // host -> its leaf (first plane's when it has one per plane)
-    for (const h of Object.keys(declared.hosts || {}).sort()) {
-      const v = declared.hosts[h];
-      hostLeaf[h] = Array.isArray(v) ? v[0] : v;
-    }
-    const base = { planes: planes.length, hostLeaf: hostLeaf, hostIp: declared.host_ip || {},
-                   speeds: declared.link_gbps };
+  // The declared document as planes (a document without "planes" is one plane), each in one
+  // shape for both kinds: tiers top to bottom (two tiers: spines, leaves; three: cores,
+  // aggregation switches, leaves) and every switch link as [lower, upper]. Planes share no
+  // switch and no link; they share the hosts, each on one leaf of every plane.
+  function planeOf(p, q) {
+    const name = p.name || `plane${q}`; // as the controller names an unnamed plane
     if (!p.pods) {
       const links = [];
       for (const leaf of p.leaves) for (const spine of p.spines) links.push([leaf, spine]);
-      return Object.assign(base, { kind: "two-tier", leaves: p.leaves, links: links,
-        tiers: [{ role: "spine", names: p.spines }, { role: "leaf", names: p.leaves }] });
+      return { name: name, kind: "two-tier", leaves: p.leaves, links: links, pods: [],
+        groups: [], tiers: [{ role: "spine", names: p.spines },
+          { role: "leaf", names: p.leaves }] };
     }
-    const pods = Object.keys(p.pods).map((name) => ({
-      name: name, leaves: p.pods[name].leaves || [], aggs: p.pods[name].aggs || [] }));
+    const pods = Object.keys(p.pods).map((pod) => ({
+      name: pod, leaves: p.pods[pod].leaves || [], aggs: p.pods[pod].aggs || [] }));
     const groups = p.cores || [];
     const links = [];
     for (const pod of pods) {
@@ -121,10 +116,25 @@
       });
     }
     const leaves = [].concat(...pods.map((x) => x.leaves));
-    return Object.assign(base, { kind: "clos", pods: pods, groups: groups, leaves: leaves,
-      links: links, tiers: [{ role: "core", names: [].concat(...groups) },
+    return { name: name, kind: "clos", pods: pods, groups: groups, leaves: leaves, links: links,
+      tiers: [{ role: "core", names: [].concat(...groups) },
         { role: "agg", names: [].concat(...pods.map((x) => x.aggs)) },
-        { role: "leaf", names: leaves }] });
+        { role: "leaf", names: leaves }] };
+  }
+
+  // The fabric: its planes and, over all of them, every tier, link and leaf. Its kind says
+  // what routes give: "two-tier" (one leaf-spine plane) their spine, "clos" (three tiers or
+  // several planes) their path.
+  function topologyOf(declared) {
+    const planes = (declared.planes || [declared]).map(planeOf);
+    const hostLeaves = {}; // host -> its leaf in every plane, in plane order
+    for (const h of Object.keys(declared.hosts || {}).sort()) {
+      hostLeaves[h] = [].concat(declared.hosts[h]); // one plane: a name, not a list
+    }
+    const all = (key) => [].concat(...planes.map((p) => p[key]));
+    return { kind: planes.length === 1 ? planes[0].kind : "clos", planes: planes,
+             hostLeaves: hostLeaves, hostIp: declared.host_ip || {}, speeds: declared.link_gbps,
+             tiers: all("tiers"), links: all("links"), leaves: new Set(all("leaves")) };
   }
 
   const ROLE_NAMES = { spine: "spine", leaf: "leaf", agg: "aggregation", core: "core" };
@@ -136,7 +146,7 @@
   // the link's tier in link_gbps and /v1/links: "leaf" (leaf-spine, leaf-aggregation) or
   // "core" (aggregation-core)
   function tierOf(topo, lower) {
-    return topo.kind === "clos" && !topo.leaves.includes(lower) ? "core" : "leaf";
+    return topo.leaves.has(lower) ? "leaf" : "core";
   }
 
   function capacityOf(topo, tier) { // bit/s; link_gbps is one speed or one per tier
@@ -145,46 +155,86 @@
     return (gbps || 0) * 1e9;
   }
 
-  // x and y of every switch; hosts' row and spacing; the pods' bands (Clos)
-  function layoutOf(topo) {
-    const margin = 20, boxH = 26;
-    const pos = {};
-    if (topo.kind === "two-tier") {
-      const spines = topo.tiers[0].names, leaves = topo.tiers[1].names;
-      const n = Math.max(spines.length, leaves.length, 1);
-      const gap = Math.max(28, Math.min(110, 1400 / n));
-      const width = 2 * margin + n * gap;
-      const ySpine = 30, yLeaf = 30 + Math.max(180, Math.min(320, 40 * n));
-      const xOf = (i, count) => margin + (width - 2 * margin) * (i + 0.5) / count;
-      spines.forEach((s, j) => { pos[s] = [xOf(j, spines.length), ySpine]; });
-      leaves.forEach((l, i) => { pos[l] = [xOf(i, leaves.length), yLeaf]; });
-      return { pos: pos, width: width, gap: gap, leafGap: gap, boxW: Math.min(64, gap * 0.8),
-               boxH: boxH, yLeaf: yLeaf, yHost: yLeaf + 60, bands: [] };
-    }
-    // Clos: one band per pod (its aggregation switches above its leaves), cores across the top
-    const weights = topo.pods.map((p) => Math.max(p.leaves.length, p.aggs.length, 1));
-    const total = weights.reduce((a, b) => a + b, 0) || 1;
-    const cores = topo.tiers[0].names;
-    const n = Math.max(total, cores.length, 1);
-    const gap = Math.max(28, Math.min(110, 1400 / n));
-    const width = 2 * margin + n * gap;
+  const MARGIN = 20, BOX_H = 26;
+  const PLANE_LABEL_H = 20; // above the planes' top row when there are several
+  const HOST_DROP = 60, HOST_DROP_PLANES = 100; // leaves to hosts (several: lines fan out)
+
+  // the columns a plane needs: its widest tier (three tiers: its pods' widths added)
+  function podWeights(plane) {
+    return plane.pods.map((p) => Math.max(p.leaves.length, p.aggs.length, 1));
+  }
+
+  function columnsOf(plane) {
+    const widest = plane.kind === "two-tier" ? plane.leaves.length
+      : podWeights(plane).reduce((a, b) => a + b, 0);
+    return Math.max(widest, plane.tiers[0].names.length, 1);
+  }
+
+  // the y of a plane's rows when its top row is at y0: taller as the plane is wider
+  function rowsOf(plane, n, y0) {
+    if (plane.kind === "two-tier") return { yLeaf: y0 + Math.max(180, Math.min(320, 40 * n)) };
     const step = Math.max(150, Math.min(260, 30 * n));
-    const yCore = 30, yAgg = yCore + (cores.length ? step : 0), yLeaf = yAgg + step;
-    const inner = width - 2 * margin;
-    cores.forEach((c, j) => { pos[c] = [margin + inner * (j + 0.5) / cores.length, yCore]; });
-    const bands = [];
-    let left = margin, leafGap = gap;
-    topo.pods.forEach((p, k) => {
+    const yAgg = y0 + (plane.tiers[0].names.length ? step : 0);
+    return { yAgg: yAgg, yLeaf: yAgg + step };
+  }
+
+  // x and y of one plane's switches (into pos) from its left edge x0 and top row y0; its
+  // width, leaf row, narrowest leaf spacing and pods' bands (three tiers: one per pod, its
+  // aggregation switches above its leaves, the cores across the top)
+  function placePlane(plane, n, gap, x0, y0, pos) {
+    const width = 2 * MARGIN + n * gap, inner = width - 2 * MARGIN;
+    const rows = rowsOf(plane, n, y0);
+    const out = { name: plane.name, x: x0, w: width, yLeaf: rows.yLeaf, leafGap: gap, bands: [] };
+    const xOf = (i, count) => x0 + MARGIN + inner * (i + 0.5) / count;
+    plane.tiers[0].names.forEach((s, j, top) => { pos[s] = [xOf(j, top.length), y0]; });
+    if (plane.kind === "two-tier") {
+      plane.leaves.forEach((l, i) => { pos[l] = [xOf(i, plane.leaves.length), rows.yLeaf]; });
+      return out;
+    }
+    const weights = podWeights(plane);
+    const total = weights.reduce((a, b) => a + b, 0) || 1;
+    let left = x0 + MARGIN;
+    plane.pods.forEach((p, k) => {
       const w = inner * weights[k] / total;
-      p.aggs.forEach((a, j) => { pos[a] = [left + w * (j + 0.5) / p.aggs.length, yAgg]; });
-      p.leaves.forEach((l, i) => { pos[l] = [left + w * (i + 0.5) / p.leaves.length, yLeaf]; });
-      if (p.leaves.length) leafGap = Math.min(leafGap, w / p.leaves.length);
-      bands.push({ name: p.name, x: left, w: w });
+      p.aggs.forEach((a, j) => { pos[a] = [left + w * (j + 0.5) / p.aggs.length, rows.yAgg]; });
+      p.leaves.forEach((l, i) => {
+        pos[l] = [left + w * (i + 0.5) / p.leaves.length, rows.yLeaf];
+      });
+      if (p.leaves.length) out.leafGap = Math.min(out.leafGap, w / p.leaves.length);
+      out.bands.push({ name: p.name, plane: plane.name, x: left, w: w,
+                       y: rows.yAgg - BOX_H / 2 - 16 });
       left += w;
     });
-    return { pos: pos, width: width, gap: gap, leafGap: leafGap, boxW: Math.min(64, gap * 0.8),
-             boxH: boxH, yLeaf: yLeaf, yHost: yLeaf + 60, yBand: yAgg - boxH / 2 - 16,
-             bands: bands };
+    return out;
+  }
+
+  // x and y of every switch: the planes side by side (one spacing for all, so that the whole
+  // keeps the width of one plane of as many switches), their leaves on one row; the hosts'
+  // row and spacing; the planes' bands (several planes) and the pods' bands
+  function layoutOf(topo) {
+    const cols = topo.planes.map(columnsOf);
+    const gap = Math.max(28, Math.min(110, 1400 / cols.reduce((a, b) => a + b, 0)));
+    const several = topo.planes.length > 1;
+    const depth = topo.planes.map((p, q) => rowsOf(p, cols[q], 0).yLeaf);
+    const deepest = Math.max(...depth);
+    const pos = {};
+    let x0 = 0;
+    const planes = topo.planes.map((p, q) => {
+      const y0 = 30 + (several ? PLANE_LABEL_H : 0) + deepest - depth[q]; // shallow: lower
+      const placed = placePlane(p, cols[q], gap, x0, y0, pos);
+      x0 += placed.w;
+      return placed;
+    });
+    const yLeaf = planes[0].yLeaf; // every plane's
+    return { pos: pos, width: x0, gap: gap, leafGap: Math.min(...planes.map((x) => x.leafGap)),
+             boxW: Math.min(64, gap * 0.8), boxH: BOX_H, yLeaf: yLeaf,
+             yHost: yLeaf + (several ? HOST_DROP_PLANES : HOST_DROP),
+             planes: several ? planes : [], bands: [].concat(...planes.map((x) => x.bands)) };
+  }
+
+  function describeKind(topo) {
+    if (topo.planes.length > 1) return `Clos fabric of ${topo.planes.length} planes`;
+    return topo.kind === "clos" ? "three-tier Clos fabric" : "leaf-spine fabric";
   }
 
   function drawFabric(topo) {
@@ -194,29 +244,46 @@
     state.linkPairs = {};
     state.switchEls = {};
     const L = layoutOf(topo);
-    const pos = L.pos, boxW = L.boxW, boxH = L.boxH, yLeaf = L.yLeaf, yHost = L.yHost;
-    const hostNames = Object.keys(topo.hostLeaf);
-    const drawHosts = hostNames.length <= MAX_DRAWN_HOSTS;
-    const height = (drawHosts ? yHost + 30 : yLeaf + 30);
+    const drawHosts = Object.keys(topo.hostLeaves).length <= MAX_DRAWN_HOSTS;
+    const height = (drawHosts ? L.yHost + 30 : L.yLeaf + 30);
     root.setAttribute("viewBox", `0 0 ${L.width} ${height}`);
     root.setAttribute("height", String(Math.min(height, 700)));
-    root.setAttribute("aria-label", topo.kind === "clos" ? "three-tier Clos fabric"
-      : "leaf-spine fabric");
-    if (L.bands.length) { // the pods, behind everything
-      const gPods = svg("g", { class: "pods" }, root);
-      for (const b of L.bands) {
-        const g = svg("g", { class: "pod", "data-name": b.name }, gPods);
-        svg("rect", { x: b.x + 3, y: L.yBand, width: b.w - 6,
-                      height: yLeaf + boxH / 2 + 8 - L.yBand, rx: 6 }, g);
-        svg("text", { x: b.x + 9, y: L.yBand + 11 }, g).textContent = b.name;
-      }
-    }
-
+    root.setAttribute("aria-label", describeKind(topo));
+    drawBands(root, L);
     const gLinks = svg("g", { class: "links" }, root);
     state.idleLinks = svg("g", { class: "idle-links" }, gLinks); // drawn first:
     state.busyLinks = svg("g", { class: "busy-links" }, gLinks); // planned and down on top
     const gHosts = svg("g", { class: "hosts" }, root);
     const gSwitches = svg("g", { class: "switches" }, root);
+    drawLinks(topo, L);
+    if (drawHosts) drawHostsOf(topo, L, gHosts);
+    drawSwitches(topo, L, gSwitches);
+  }
+
+  // the planes (when several) and the pods as labelled bands, behind everything
+  function drawBands(root, L) {
+    if (L.planes.length) {
+      const gPlanes = svg("g", { class: "planes" }, root);
+      for (const p of L.planes) {
+        const g = svg("g", { class: "plane", "data-name": p.name }, gPlanes);
+        svg("rect", { x: p.x + 4, y: 6, width: p.w - 8, height: L.yLeaf + L.boxH / 2 + 8,
+                      rx: 8 }, g); // to below its pods' bands
+        svg("text", { x: p.x + 12, y: 21 }, g).textContent = p.name;
+      }
+    }
+    if (!L.bands.length) return;
+    const gPods = svg("g", { class: "pods" }, root);
+    for (const b of L.bands) {
+      const g = svg("g", { class: "pod", "data-name": b.name, "data-plane": b.plane }, gPods);
+      svg("rect", { x: b.x + 3, y: b.y, width: b.w - 6,
+                    height: L.yLeaf + L.boxH / 2 + 8 - b.y, rx: 6 }, g);
+      svg("text", { x: b.x + 9, y: b.y + 11 }, g).textContent = b.name;
+    }
+  }
+
+  // both directions of every switch link of every plane, side by side
+  function drawLinks(topo, L) {
+    const pos = L.pos, boxH = L.boxH;
     const off = Math.max(1.5, Math.min(3.5, L.gap / 25));
     for (const [lower, upper] of topo.links) {
       if (!pos[lower] || !pos[upper]) continue;
@@ -234,30 +301,54 @@
         state.linkPairs[name] = [lower, upper];
       }
     }
-    if (drawHosts) {
-      const byLeaf = {};
-      for (const leaf of topo.leaves) byLeaf[leaf] = [];
-      for (const h of hostNames) if (byLeaf[topo.hostLeaf[h]]) byLeaf[topo.hostLeaf[h]].push(h);
-      const most = Math.max(1, ...topo.leaves.map((l) => byLeaf[l].length));
-      const hgap = Math.min(36, L.leafGap / most);
-      const labels = hgap >= 32; // room for "h12_3" under each host
-      for (const leaf of topo.leaves) {
-        const hs = byLeaf[leaf];
-        hs.forEach((h, k) => {
-          const x = pos[leaf][0] + (k - (hs.length - 1) / 2) * hgap;
-          svg("line", { class: "host-link", x1: pos[leaf][0], y1: yLeaf + boxH / 2,
-                        x2: x, y2: yHost - 5 }, gHosts);
-          const g = svg("g", { class: "host", "data-name": h }, gHosts);
-          svg("circle", { cx: x, cy: yHost, r: 5 }, g);
-          const ip = topo.hostIp[h]; // one address per plane: a list
-          svg("title", {}, g).textContent = ip ? `${h} ${[].concat(ip).join(" ")}` : h;
-          if (labels) {
-            const t = svg("text", { x: x, y: yHost + 17 }, g);
-            t.textContent = h;
-          }
-        });
-      }
+  }
+
+  // The hosts in groups sharing every leaf, in the first plane's leaf order: each host is
+  // drawn once, its group centred under its leaves (one plane: under its leaf; several:
+  // between its leaf of every plane, so that no plane's hosts come first).
+  function hostGroupsOf(topo, pos) {
+    const groups = new Map(); // "l0_p0 l0_p1" -> { leaves, hosts }
+    for (const h of Object.keys(topo.hostLeaves)) {
+      const leaves = topo.hostLeaves[h].filter((l) => topo.leaves.has(l) && pos[l]);
+      if (!leaves.length) continue;
+      const key = leaves.join(" ");
+      if (!groups.has(key)) groups.set(key, { leaves: leaves, hosts: [] });
+      groups.get(key).hosts.push(h);
     }
+    const rank = new Map(topo.planes[0].leaves.map((l, i) => [l, i]));
+    const at = (g) => (rank.has(g.leaves[0]) ? rank.get(g.leaves[0]) : -1);
+    return Array.from(groups.values()).sort((a, b) => at(a) - at(b)); // stable: hosts by name
+  }
+
+  // every host, linked to its leaf in each plane
+  function drawHostsOf(topo, L, gHosts) {
+    const pos = L.pos, yHost = L.yHost;
+    const groups = hostGroupsOf(topo, pos);
+    const most = Math.max(1, ...groups.map((g) => g.hosts.length));
+    const hgap = Math.min(36, L.leafGap / most);
+    const labels = hgap >= 32; // room for "h12_3" under each host
+    for (const grp of groups) {
+      const centre = grp.leaves.reduce((a, l) => a + pos[l][0], 0) / grp.leaves.length;
+      grp.hosts.forEach((h, k) => {
+        const x = centre + (k - (grp.hosts.length - 1) / 2) * hgap;
+        for (const leaf of grp.leaves) {
+          svg("line", { class: "host-link", "data-host": h, "data-leaf": leaf, x1: pos[leaf][0],
+                        y1: L.yLeaf + L.boxH / 2, x2: x, y2: yHost - 5 }, gHosts);
+        }
+        const g = svg("g", { class: "host", "data-name": h }, gHosts);
+        svg("circle", { cx: x, cy: yHost, r: 5 }, g);
+        const ip = topo.hostIp[h]; // one address per plane: a list
+        svg("title", {}, g).textContent = ip ? `${h} ${[].concat(ip).join(" ")}` : h;
+        if (labels) {
+          const t = svg("text", { x: x, y: yHost + 17 }, g);
+          t.textContent = h;
+        }
+      });
+    }
+  }
+
+  function drawSwitches(topo, L, gSwitches) {
+    const pos = L.pos, boxW = L.boxW, boxH = L.boxH;
     for (const tier of topo.tiers) {
       const role = tier.role;
       for (const name of tier.names) {
@@ -276,7 +367,8 @@
   function updateFabric(fab, links) {
     const declared = fab.declared;
     const topo = topologyOf(declared);
-    const sig = JSON.stringify([topo.tiers, topo.links, topo.hostLeaf]);
+    const sig = JSON.stringify([topo.planes.map((p) => [p.name, p.tiers, p.pods]), topo.links,
+      topo.hostLeaves]);
     if (sig !== state.signature) {
       drawFabric(topo);
       state.signature = sig;
@@ -335,31 +427,41 @@
     return topo;
   }
 
-  // "(8 spines × 16 leaves × 64 hosts, …" or "(k=4 fat-tree: 4 cores, 8 aggregation switches,
-  // 8 leaves, 16 hosts, …"
-  function describeTopology(topo) {
-    const hosts = Object.keys(topo.hostLeaf).length;
-    if (topo.kind === "two-tier") {
-      return `${topo.tiers[0].names.length} spines × ${topo.leaves.length} leaves × ` +
-        `${hosts} hosts`;
+  // one plane: "8 spines × 16 leaves", "k=4 fat-tree: 4 cores, 8 aggregation switches,
+  // 8 leaves" or "three-tier Clos, 3 pods: …"
+  function describePlane(p) {
+    if (p.kind === "two-tier") {
+      return `${p.tiers[0].names.length} spines × ${p.leaves.length} leaves`;
     }
-    const pods = topo.pods, groups = topo.groups;
-    const cores = topo.tiers[0].names.length, aggs = topo.tiers[1].names.length;
+    const pods = p.pods, groups = p.groups;
+    const cores = p.tiers[0].names.length, aggs = p.tiers[1].names.length;
     const k = pods.length, half = k / 2;
     const fatTree = k >= 2 && k % 2 === 0 && groups.length === half &&
-      pods.every((p) => p.leaves.length === half && p.aggs.length === half) &&
+      pods.every((x) => x.leaves.length === half && x.aggs.length === half) &&
       groups.every((g) => g.length === half);
-    const counts = `${cores} cores, ${aggs} aggregation switches, ${topo.leaves.length} ` +
-      `leaves, ${hosts} hosts`;
-    return (fatTree ? `k=${k} fat-tree: ` : `three-tier Clos, ${k} pods: `) + counts +
-      (topo.planes > 1 ? ` (first of ${topo.planes} planes drawn)` : "");
+    return (fatTree ? `k=${k} fat-tree: ` : `three-tier Clos, ${k} pods: `) +
+      `${cores} cores, ${aggs} aggregation switches, ${p.leaves.length} leaves`;
+  }
+
+  // "8 spines × 16 leaves × 64 hosts", "k=4 fat-tree: 4 cores, 8 aggregation switches,
+  // 8 leaves, 16 hosts" or "2 planes, each k=4 fat-tree: …, 8 leaves; 16 hosts on every plane"
+  function describeTopology(topo) {
+    const hosts = Object.keys(topo.hostLeaves).length;
+    const shapes = topo.planes.map(describePlane);
+    if (shapes.length === 1) {
+      return shapes[0] + (topo.kind === "two-tier" ? " × " : ", ") + `${hosts} hosts`;
+    }
+    const same = shapes.every((x) => x === shapes[0]);
+    return `${shapes.length} planes, ` + (same ? `each ${shapes[0]}` : shapes.join(" + ")) +
+      `; ${hosts} hosts on every plane`;
   }
 
   function describeSpeeds(topo) {
     const s = topo.speeds;
     if (typeof s === "number" || !s) return `${fmtRate(capacityOf(topo, "leaf"))} links`;
     const leaf = capacityOf(topo, "leaf"), core = capacityOf(topo, "core");
-    if (topo.kind !== "clos" || leaf === core) return `${fmtRate(leaf)} links`;
+    const cores = topo.planes.some((p) => p.kind === "clos");
+    if (!cores || leaf === core) return `${fmtRate(leaf)} links`;
     return `${fmtRate(leaf)} leaf links, ${fmtRate(core)} core links`;
   }
 
