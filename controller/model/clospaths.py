@@ -28,7 +28,7 @@ from itertools import chain
 
 import numpy as np
 
-from controller.errors import ConflictError
+from controller.errors import ConflictError, InputError
 from controller.model.clos import TIERS, Clos
 from controller.model.jobs import Flow, Job
 
@@ -258,13 +258,20 @@ class ClosProblem:
     dst: list[int] = field(default_factory=list)
     intra: dict[int, int] = field(default_factory=dict)  # position -> plane where both share a leaf
     unroutable: list[int] = field(default_factory=list)
+    # per flow (``inter`` order) the plane it must stay in, -1: free; None: no flow pinned
+    pin: np.ndarray | None = None
+    unpinned: list[int] = field(default_factory=list)  # positions whose pin was dropped
     _ends: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def build(cls, fabric: Clos, jobs: list[Job], skip_unroutable: bool = False,
-              links: ClosLinks | None = None) -> ClosProblem:
+              links: ClosLinks | None = None, pins=None) -> ClosProblem:
         """O(F x planes) numpy after one pass over the flows; routability from the per-fabric
-        tables of ``ClosLinks`` (no per-flow option arrays)."""
+        tables of ``ClosLinks`` (no per-flow option arrays).
+
+        ``pins``: per flow (``flows`` order) the plane it must stay in, -1 free: a running
+        connection is bound to its plane's addresses. A pin to a plane where the flow has no
+        alive path is dropped (moving is the only way to keep it routed): ``unpinned``."""
         links = links or ClosLinks(fabric)
         flows = [f for job in jobs for f in job.flows()]
         hid = links.host_id
@@ -283,9 +290,14 @@ class ClosProblem:
         keep = np.flatnonzero(~shared)
         prob.inter, prob.src, prob.dst = (keep.tolist(), ends[keep, 0].tolist(),
                                           ends[keep, 1].tolist())
-        routable = np.zeros(len(keep), dtype=bool)
-        for q in range(len(fabric.planes)):
-            routable |= prob.usable_any(q)
+        usable = np.stack([prob.usable_any(q) for q in range(len(fabric.planes))])
+        routable = usable.any(axis=0)
+        if pins is not None:
+            pin = prob._pins(pins, len(flows))[keep]
+            drop = (pin >= 0) & routable & ~usable[pin.clip(0), np.arange(len(keep))]
+            prob.unpinned = keep[drop].tolist()
+            pin[drop] = -1
+            prob.pin = pin if (pin >= 0).any() else None
         bad = np.flatnonzero(~routable)
         if len(bad) and not skip_unroutable:
             f = flows[prob.inter[bad[0]]]
@@ -297,8 +309,28 @@ class ClosProblem:
             good = np.flatnonzero(routable)
             prob.inter = keep[good].tolist()
             prob.src, prob.dst = ends[keep[good], 0].tolist(), ends[keep[good], 1].tolist()
+            prob.pin = None if prob.pin is None else prob.pin[good]
             prob._ends.clear()
         return prob
+
+    def _pins(self, pins, n: int) -> np.ndarray:
+        """``pins`` as an int64 array over the flows, checked."""
+        pin = np.asarray(pins, dtype=np.int64).reshape(-1)
+        if len(pin) != n or ((pin < -1) | (pin >= len(self.fabric.planes))).any():
+            raise InputError(f"pins: expected {n} planes in -1..{len(self.fabric.planes) - 1}")
+        return pin
+
+    def open_in(self, q: int, idx: np.ndarray | None = None) -> np.ndarray:
+        """Per flow (all, or ``idx``) whether plane q is open to it: free, or pinned to q."""
+        n = len(self) if idx is None else len(idx)
+        if self.pin is None:
+            return np.ones(n, dtype=bool)
+        pin = self.pin if idx is None else self.pin[idx]
+        return (pin < 0) | (pin == q)
+
+    def pinned_elsewhere(self, i: int, q: int) -> bool:
+        """Flow i is pinned to a plane other than q (a scalar test for loops over flows)."""
+        return self.pin is not None and int(self.pin[i]) not in (-1, q)
 
     def __len__(self) -> int:
         return len(self.inter)
@@ -332,7 +364,8 @@ class ClosProblem:
         inter = p != r
         if inter.any():
             slot[inter] &= self.links.pair_slot_ok(q)[p[inter], r[inter]]
-        return slot.any(axis=1)
+        out = slot.any(axis=1)
+        return out if self.pin is None else out & self.open_in(q, idx)
 
     def usable_at(self, q: int, idx: np.ndarray, middle: np.ndarray) -> np.ndarray:
         """Whether middle ``middle[j]`` is usable in plane q for flow ``idx[j]``."""
@@ -345,7 +378,7 @@ class ClosProblem:
         if inter.any():
             m = middle[inter]
             out[inter] &= u2[p[inter], m] & d2[r[inter], m]
-        return out
+        return out if self.pin is None else out & self.open_in(q, idx)
 
     def hops(self, i: int, q: int) -> list[np.ndarray]:
         """Per hop of flow i in plane q an array (middles, members) of link ids (-1: none)."""
@@ -365,6 +398,8 @@ class ClosProblem:
         else:
             g = self.links.group_of_core[q]
             usable = (u1[a] & d1[b])[g] & u2[p] & d2[r]
+        if self.pinned_elsewhere(i, q):
+            usable = np.zeros_like(usable)
         return self.hops(i, q), usable
 
     def host_links(self, i: int, q: int) -> tuple[int, int]:

@@ -20,6 +20,7 @@ fabric links (flows per unit: ``clospaths.link_loads``). T0 = 1000, x0.99 per st
 0.1 (917 steps), Metropolis acceptance on the energy. The state kept is the best visited by
 (alpha, links at alpha), the order ``clos_auto.score`` ranks routings by, so the result is
 never behind the start (the product alone can rank a higher alpha with fewer links first).
+A pinned flow's options are in its plane only (``ClosProblem.options``).
 
 Cost: options O(F x P x middles) once; per step two removals and placements
 O(hops x members) and the energy O(links): about 917 x O(links) in all.

@@ -13,7 +13,8 @@ switch a core of its group, and every bundle a member. The way down is fixed by 
   traffic (hash polarisation).
 
 A hop's choice is among next hops that still have an alive path to the destination (routing
-withdraws the others), in ascending id order.
+withdraws the others), in ascending id order. A flow pinned to a plane (``ClosProblem.pin``, a
+running connection on that NIC port) has that plane only (``usable_any``).
 """
 from __future__ import annotations
 

@@ -13,9 +13,11 @@ most loaded in bytes first; a flow is tried on the options (plane, middle, each 
 loaded member) where no link goes above the cap, the three with the least busy links in bytes
 per unit first (the guide: each flow weighs its bytes per iteration, as
 ``planners.objective.JobModel``). A move is kept when the prediction ranks the routing better;
-the search restarts from the new worst job. It ends at a local optimum or when ``budget``
-predictions are spent: deterministic, no wall clock. So the result never raises the max link
-load above the cap and is never behind its start on the worst slowdown (nor the mean).
+the search restarts from the new worst job. Pinned flows stay in their plane: every start
+honours the pins and ``ClosLoads.plane_costs`` gives the other planes no option. It ends at a
+local optimum or when ``budget`` predictions are spent: deterministic, no wall clock. So the
+result never raises the max link load above the cap and is never behind its start on the worst
+slowdown (nor the mean).
 
 Why: flow counts treat a probe like a 4 GB All-Reduce chunk; on three tiers the paths two
 large rings share decide their iteration times (the two-tier ``objective`` says more).

@@ -6,6 +6,7 @@ member) has an infinite load, so no option through it is ever cheapest. The cost
 is the load its busiest hop would have with the flow added, each hop taking its least loaded
 alive member: the greedy's rule of Cohen et al. (each flow on the path whose busiest link is
 least loaded), with bundles and capacities. Host links count when a flow can choose a plane.
+A flow pinned to a plane (``ClosProblem.pin``) costs inf in every other plane.
 
 Every hop cell (a leaf's slot or a pod's core, up or down: ``clospaths.Cells``) keeps its
 least loaded member's load plus one flow, refreshed when a flow is added or removed, so a
@@ -56,6 +57,7 @@ class ClosLoads:
         else:
             self._refresh(np.arange(len(cells.members)))
         self.ends = [problem.end_lists(q) for q in range(self.planes)]
+        self.pin = None if problem.pin is None else problem.pin.tolist()  # -1: free
         self.load_l = self.load.tolist()  # the same values, for scalar updates
         if self.planes > 1:
             self.host_up = L.host_up.tolist()
@@ -91,6 +93,8 @@ class ClosLoads:
             cost = np.maximum(np.maximum(u2[p], d2[r]), s.ravel()[self.groups[q]])
         if hosts and self.planes > 1:
             cost = np.maximum(cost, self.host_cost(i, q))
+        if self.pin is not None and self.pin[i] not in (-1, q):
+            return np.full(cost.shape, np.inf)  # pinned to another plane: no option here
         return cost
 
     def host_cost(self, i: int, q: int) -> float:
@@ -108,9 +112,10 @@ class ClosLoads:
         its busiest link host links included, then its busiest fabric link (the objective:
         when a host link is the busiest of every option, the fabric decides, not the first
         middle), then lowest plane and middle; cost inf when it has none. ``hosts=False``:
-        fabric links only, host links ignored."""
+        fabric links only, host links ignored. A pinned flow has its plane only."""
         best, bq, bm = (np.inf, np.inf), -1, -1
-        for q in range(self.planes):
+        pin = -1 if self.pin is None else self.pin[i]
+        for q in (range(self.planes) if pin < 0 else (pin,)):
             fab = self.plane_costs(i, q, hosts=False)
             m = int(fab.argmin())
             f = fab.item(m)
