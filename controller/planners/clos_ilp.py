@@ -5,7 +5,7 @@ a pod, the core between pods) and a continuous alpha; every flow takes one optio
 *cell* (a leaf's bundle to an aggregation switch or an aggregation switch's bundle to a core,
 each direction) carries at most cap x alpha flows, cap = alive members x their capacity units;
 minimise alpha, the maximum load over the fabric links (host links are not in the objective, as
-in ``clos_auto.score``).
+in ``clos_auto.score``). A pinned flow (``ClosProblem.pin``) has options in its plane only.
 
 Bundles: the members are not in the model; they are chosen afterwards, flow by flow, least
 loaded first (``ClosLoads.pick``), so a bundle of n alive members carrying m flows has
@@ -245,10 +245,11 @@ def _options(problem: ClosProblem):
         a, b, p, r = problem.end_arrays(q)
         u1, d1, u2, d2 = L.ok(q)
         groups = L.group_of_core[q]
-        intra = np.flatnonzero(p == r)
+        here = problem.open_in(q)  # flows pinned elsewhere have no option in plane q
+        intra = np.flatnonzero((p == r) & here)
         f, m = np.nonzero(u1[a[intra]] & d1[b[intra]])
         parts = [(intra[f], m)]
-        inter = np.flatnonzero(p != r)
+        inter = np.flatnonzero((p != r) & here)
         if len(inter) and len(groups):
             ok = ((u1[a[inter]] & d1[b[inter]])[:, groups] & u2[p[inter]] & d2[r[inter]])
             f, m = np.nonzero(ok)

@@ -8,7 +8,8 @@ m); every commodity's shares sum to its demand; every hop cell (a leaf's slot or
 up or down: ``clospaths.Cells``) carries at most alpha flows per unit of its alive capacity
 (all members of a bundle, in leaf-link units). Minimising alpha (>= ``split.FLOOR``, one flow
 per link: a part sends no faster than its NIC) gives the fractional optimum; loads count the
-fabric links, as ``clos_auto.score`` and ``clospaths.lower_bound`` do.
+fabric links, as ``clos_auto.score`` and ``clospaths.lower_bound`` do. A pinned flow
+(``ClosProblem.pin``) has options in its plane only, and is merged only with flows of its pin.
 
 How (as ``planners.split``'s LP method): (1) ``clos_auto``'s unsplit routing is the
 preference; (2) min alpha (HiGHS interior point with crossover: a vertex); (3) under
@@ -129,6 +130,8 @@ class _Options:
             ok[~inter, :slot.shape[1]] = slot[~inter]
             if len(g):
                 ok[inter, :len(g)] = slot[inter][:, g] & u2[p[inter]] & d2[r[inter]]
+            if problem.pin is not None:
+                ok &= problem.open_in(q, idx)[:, None]
             j, m = np.nonzero(ok)
             if allowed is not None:
                 keep = np.array([(q, mm) in allowed[jj] for jj, mm in zip(j.tolist(),
@@ -194,10 +197,12 @@ def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
 
 def commodities(problem: ClosProblem) -> tuple[np.ndarray, np.ndarray]:
     """(commodity per flow, one representative flow per commodity): flows with the same
-    source and destination leaf in every plane. O(F log F)."""
+    source and destination leaf in every plane, and the same pin. O(F log F)."""
     n = len(problem)
     keys = np.stack([e for q in range(len(problem.fabric.planes))
                      for e in problem.end_arrays(q)[:2]], axis=1) if n else np.zeros((0, 2))
+    if problem.pin is not None:
+        keys = np.column_stack([keys, problem.pin])
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     return inverse.ravel(), first
 

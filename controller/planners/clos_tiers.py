@@ -5,6 +5,8 @@ bundles and three tiers.
    leaf in a rail-aligned fabric) coloured equitably with P colours (de Werra): every group
    spreads its flows over the P planes as evenly as possible; edges are taken host by host, so
    a host's flows mostly fall into one copy of its group and get distinct planes (NIC ports).
+   Flows pinned to a plane (``ClosProblem.pin``: running connections) stay there; only the
+   free flows are coloured, among themselves (the local search of ``clos_auto`` evens out).
 2. Leaf tier, per plane: the leaf-to-leaf multigraph of the plane's flows coloured equitably
    with A colours, A the aggregation switches per pod (spines on two tiers): colour x is the
    slot, so every leaf puts floor(d/A) or ceil(d/A) of its d flows on each of its uplinks (and
@@ -41,11 +43,14 @@ def tier_colouring(problem: ClosProblem) -> ClosRouting:
     if len(fab.planes) > 1:
         group: dict[tuple, int] = {}
         key = [group.setdefault(fab.host_leaves[h], len(group)) for h in L.hosts]
-        src, dst = problem.src, problem.dst
+        free = np.arange(n) if problem.pin is None else np.flatnonzero(problem.pin < 0)
+        src, dst = np.asarray(problem.src)[free].tolist(), np.asarray(problem.dst)[free].tolist()
         order = np.lexsort((dst, src)).tolist()
         colour = equitable_edge_colouring([(key[src[i]], key[dst[i]]) for i in order],
                                           len(fab.planes))
-        planes[order] = colour
+        planes[free[order]] = colour
+        if problem.pin is not None:  # pinned flows keep their plane; the free ones share out
+            planes[problem.pin >= 0] = problem.pin[problem.pin >= 0]
     middle = np.full(n, -1, dtype=np.int64)
     for q in range(len(fab.planes)):
         mine = np.flatnonzero(planes == q)
