@@ -20,7 +20,7 @@ def ring(f):
 def test_parts_round_trip_through_the_rebuilt_plan(algorithm):
     f = Clos.fat_tree(4, 2)
     job = ring(f)
-    parts, _ = clos_route_parts(f, [job], algorithm)
+    parts, _, _ = clos_route_parts(f, [job], algorithm)
     plan = installed_clos_plan(f, [(job, parts)])
     assert [tuple(r["path"]) for r in plan.routes()] == [p[0][0] for p in parts]
 
@@ -28,7 +28,7 @@ def test_parts_round_trip_through_the_rebuilt_plan(algorithm):
 def test_a_flow_without_a_route_is_left_out():
     f = Clos.fat_tree(4, 2)
     job = ring(f)
-    parts, _ = clos_route_parts(f, [job], "greedy")
+    parts, _, _ = clos_route_parts(f, [job], "greedy")
     parts[3] = UNROUTABLE
     parts[5] = ((("l0", "a0_0", "l1"), 1.0),)  # not a route of that flow
     plan = installed_clos_plan(f, [(job, parts)])

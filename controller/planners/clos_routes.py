@@ -11,7 +11,7 @@ and in the views, and stable whatever the planner's internal numbering.
 >>> from controller.model.jobs import Flow, Job
 >>> f = Clos.fat_tree(4, 2)
 >>> job = Job("j", explicit=[Flow("j", "h0_0", "h4_0", 1.0), Flow("j", "h0_0", "h0_1", 1.0)])
->>> parts, _ = clos_route_parts(f, [job], "greedy")
+>>> parts, _, _ = clos_route_parts(f, [job], "greedy")
 >>> len(parts[0][0][0]), parts[1]  # across pods: 5 switches; within a leaf: no route
 (5, None)
 >>> installed_clos_plan(f, [(job, parts)]).to_dict()["max_link_load"]
@@ -32,15 +32,16 @@ from controller.planners.clos_plan import CLOS_ALGORITHMS, ClosPlan
 ENFORCED = tuple(a for a in CLOS_ALGORITHMS if a != "split")
 
 
-def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str,
-                     salt: int = 0) -> tuple[list, float]:
-    """(parts per flow of ``jobs`` in order, planner ms): ``((path, 1.0),)`` for a flow that
-    leaves its leaf, None for one that does not, ``()`` for one with no alive path.
-    ``salt``: the ECMP planners' hash salt."""
+def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 0,
+                     pins=None) -> tuple[list, float, list[int]]:
+    """(parts per flow of ``jobs`` in order, planner ms, positions whose pin was dropped):
+    ``((path, 1.0),)`` for a flow that leaves its leaf, None for one that does not, ``()``
+    for one with no alive path. ``salt``: the ECMP planners' hash salt; ``pins``: per flow
+    the plane it must stay in, -1 free (``ClosProblem.build``)."""
     if algorithm not in ENFORCED:
         raise InputError(f"algorithm {algorithm!r} is not enforced on Clos fabrics (choose "
                          f"from {', '.join(ENFORCED)})")
-    problem = ClosProblem.build(fabric, jobs, skip_unroutable=True)
+    problem = ClosProblem.build(fabric, jobs, skip_unroutable=True, pins=pins)
     fn = CLOS_ALGORITHMS[algorithm]
     t0 = time.perf_counter()
     if not len(problem):
@@ -54,7 +55,7 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str,
     for i, pos in enumerate(problem.inter):
         path = tuple(problem.middle_name(i, routing.plane[i], routing.middle[i]))
         parts[pos] = ((path, 1.0),)
-    return parts, ms
+    return parts, ms, problem.unpinned
 
 
 def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],

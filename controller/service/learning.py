@@ -141,7 +141,7 @@ def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, sal
         old.setdefault((f.src, f.dst), r.routes.get(flow_key(f)))
     job = learned_job(r, measured)
     if isinstance(fabric, Clos):
-        hashed, _ = clos_route_parts(fabric, [job], "ecmp", salt)
+        hashed = clos_route_parts(fabric, [job], "ecmp", salt)[0]
     else:
         problem = Problem.build(fabric, [job], skip_unroutable=True)
         hashed = Plan("ecmp", problem, ecmp(problem, salt), 0.0).parts_by_flow()
