@@ -330,9 +330,10 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
     return {k: tuple(v) for k, v in out.items()}, missing
 
 
-def port_changes(old: dict, new: dict) -> list[tuple]:
-    """(name, part, old port, new port) of every part whose port changed; new parts (no old
-    port) are not changes."""
+def port_changes(old: dict, new: dict, moved: set) -> list[tuple]:
+    """(name, part, old port, new port) of every part whose port changed, or that is in
+    ``moved`` ((name, part): its plane changed, so the connection moves even on the same
+    port); new parts (no old port) are not changes."""
     out = []
     for name, ports in new.items():
         before = old.get(name)
@@ -340,7 +341,7 @@ def port_changes(old: dict, new: dict) -> list[tuple]:
             continue
         for i, port in enumerate(ports):
             was = before[i] if i < len(before) else None
-            if was is not None and was != port:
+            if was is not None and (was != port or (name, i) in moved):
                 out.append((name, i, was, port))
     return out
 
@@ -470,10 +471,11 @@ class HostPorts:
             by_job.setdefault(jid, {})[fk] = p
         self.ports = by_job
 
-    def changes(self, ports: dict) -> list[tuple]:
-        """Port changes of ``ports`` against the committed ones."""
+    def changes(self, ports: dict, moved: set) -> list[tuple]:
+        """Port changes of ``ports`` against the committed ones (``moved``: parts whose plane
+        changed, as ``port_changes``)."""
         previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
-        return port_changes(previous, ports)
+        return port_changes(previous, ports, moved)
 
 
 # ---- the export for job launchers -------------------------------------------------------------

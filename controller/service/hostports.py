@@ -37,6 +37,7 @@ class HostPortService:
     def __init__(self, probe=None):
         self.ports = HostPorts()
         self.probe = probe
+        self.planes: dict = {}  # (job id, flow key) -> the plane of each committed part
 
     def place(self, fabric: Fabric | Clos, records: dict) -> dict:
         """Ports of every host-mode flow of ``records``; probes the leaves whose map is
@@ -50,9 +51,16 @@ class HostPortService:
 
     def commit(self, fabric: Fabric | Clos, records: dict, ports: dict) -> list[dict]:
         """Keep the ports of committed ``records``; returns the flows whose port changed
-        (the host opens the new connection before closing the old)."""
+        (the host opens the new connection before closing the old), and those whose plane
+        changed on the same port (the connection goes to the new plane's addresses all the
+        same): with several planes each names its ``plane`` and ``old_plane``."""
+        planes = {name: tuple(fabric.part_plane(where) for where, _ in parts)
+                  for name, _flow, parts in host_flows(records)[0] if parts}
+        moved = {(name, i) for name, qs in planes.items()
+                 for i, (was, q) in enumerate(zip(self.planes.get(name, ()), qs)) if was != q}
+        names = [p.name for p in getattr(fabric, "planes", ())]
         changes = []
-        for (jid, fk), part, old, new in self.ports.changes(ports):
+        for (jid, fk), part, old, new in self.ports.changes(ports, moved):
             parts = records[jid].routes.get(fk) or ()
             where = parts[part] if part < len(parts) else None
             changes.append({"job": jid, "src": fk[0], "dst": fk[1], "part": part,
@@ -60,7 +68,12 @@ class HostPortService:
                             **({"path": list(where[0]) if where else None}
                                if isinstance(fabric, Clos) else
                                {"spine": fabric.spines[where[0]] if where else None})})
+            if len(names) > 1 and where:
+                was = self.planes.get((jid, fk), ())
+                changes[-1].update(old_plane=names[was[part]] if part < len(was) else None,
+                                   plane=names[fabric.part_plane(where[0])])
         self.ports.commit(ports)
+        self.planes = planes
         if not any(mode_of(r.mode).host_ports for r in records.values()):
             self.ports.maps.clear()  # the pipeline goes with the last host job: learn again
         return changes
@@ -71,6 +84,7 @@ class HostPortService:
         if not flows:
             self.ports.maps.clear()
             self.ports.ports = {}
+            self.planes = {}
             return False
         complete = all(fk in self.ports.ports.get(jid, {}) and None not in
                        self.ports.ports[jid][fk] for (jid, fk), _f, _p in flows)
