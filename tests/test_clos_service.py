@@ -254,3 +254,56 @@ def test_ring_order_advice_on_three_tiers_has_its_bound_and_prediction():
     assert job["inter_leaf_flows"]["advised"] < job["inter_leaf_flows"]["given"]
     t = job["predicted_allreduce_s"]
     assert 0 < t["advised"] <= t["given"] and doc["lower_bound"]["advised"] >= 1
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
+def test_running_flows_keep_their_plane_until_it_has_no_path(mode):
+    """Sticky planes: a running connection is bound to its plane's addresses. A ring and an
+    all-to-all on two planes; one plane-0 uplink of a leaf down re-plans what crossed it
+    within its plane (no flow changes plane); the leaf's last plane-0 uplink down leaves its
+    host's plane-0 flows no path: those, and only those, move to plane 1, and the event
+    lists them in ``plane_changes`` (in host mode ``port_changes`` too, port changed or
+    not)."""
+    f, sw, svc = start(Clos.leaf_spine(2, 4, 2, planes=2, link_gbps=0.02).wire())
+    hosts = sorted(f.host_leaves, key=lambda h: (h.split("_")[1], h))  # across leaves
+    extra = {"proto": "tcp", "dport": 80} if mode == "host" else {}
+    code, doc = call(svc, "POST", "/v1/jobs", ring(hosts, mode=mode, **extra))
+    assert code == 201 and doc["plane_changes"] == [], doc
+    a2a = [{"src": a, "dst": b, "bytes": 1e6, "sport": 7000, **extra} for a in hosts
+           for b in hosts if f.hosts[a] != f.hosts[b]]
+    code, doc = call(svc, "POST", "/v1/jobs", {"id": "a2a", "flows": a2a, "mode": mode})
+    assert code == 201 and doc["plane_changes"] == [], doc
+
+    def planes():
+        out = {}
+        for jid in ("r", "a2a"):
+            for route in call(svc, "GET", f"/v1/jobs/{jid}")[1]["routes"]:
+                q = next(q for q, p in enumerate(f.planes) if p.name == route["plane"])
+                path, reached, _ = trace(f, sw, route["src"], route["dst"], plane=q,
+                                         sport=route.get("sport", 1234))
+                assert reached == route["dst"] and path == route["path"], route
+                out[(jid, route["src"], route["dst"])] = route["plane"]
+        return out
+
+    before = planes()
+    assert set(before.values()) == {"plane0", "plane1"}
+    leaf = f.host_leaves[hosts[0]][0]
+    first, last = sorted(s for s in f.neighbours(leaf) if s in f.tier_of)
+    svc.port_changed(f.dpids[leaf], f.port(leaf, first), False)
+    event = svc.state.events[-1]
+    assert event["links_down"] == [f"{leaf}-{first}"] and event["replanned"], event
+    assert planes() == before and "plane_changes" not in event
+    svc.port_changed(f.dpids[leaf], f.port(leaf, last), False)
+    event, after = svc.state.events[-1], planes()
+    cut = set(f.hosts_on[leaf])  # the leaf's hosts: plane 0 no longer reaches them
+    assert after == {k: "plane1" if cut & set(k[1:]) else q for k, q in before.items()}
+    moved = {k for k in before if before[k] != after[k]}
+    assert moved and {(c["job"], c["src"], c["dst"]) for c in event["plane_changes"]} == moved
+    assert all((c["old_plane"], c["plane"]) == ("plane0", "plane1") and
+               c["path"][0] == f.host_leaves[c["src"]][1] for c in event["plane_changes"])
+    from tests.test_openapi import _validator
+    assert all(_validator("PlaneChange").is_valid(c) for c in event["plane_changes"])
+    if mode == "host":
+        ports = {(c["job"], c["src"], c["dst"]): c for c in event["port_changes"]}
+        assert moved <= set(ports) and all(ports[k]["plane"] == "plane1" for k in moved)
+    assert call(svc, "POST", "/v1/optimize")[1]["plane_changes"] == []

@@ -37,6 +37,11 @@ class Change:
         """
         return self.replanned.moved_flows if self.replanned else 0
 
+    @property
+    def plane_changes(self) -> list[dict]:
+        """Running flows the change moves to another plane (their hosts must reconnect)."""
+        return self.replanned.plane_changes if self.replanned else []
+
 
 @dataclass
 class Outcome:

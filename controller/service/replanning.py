@@ -9,7 +9,9 @@ stages (links at the max, the jobs search, the ILP) run off the request path
 (``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
 afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
 failing the plan. On a Clos fabric (``model.clos``) every group is planned afresh by the Clos
-planner of its name (``planners/clos_routes.py``), with no off-path stages.
+planner of its name (``planners/clos_routes.py``), with no off-path stages; every running flow
+is pinned to the plane of its route in force (a connection is bound to its plane's addresses)
+unless it has no alive path there: those move, and ``plane_changes`` lists them.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.problem import Problem
 from controller.planners.churn import replan
 from controller.planners.clos_routes import clos_route_parts
-from controller.planners.plan import Plan, planner_options, run_planner
+from controller.planners.plan import Plan, planner_options, route_doc, run_planner
 from controller.service.settings import Settings
 
 
@@ -34,6 +36,8 @@ class Replanned:
     # auto group -> the off-path stages (layer 2, jobs search, ILP) may improve it
     improvable: dict = field(default_factory=dict)
     planner_ms: list = field(default_factory=list)
+    # running flows moved to another plane: their route, ``old_plane`` and ``plane`` (names)
+    plane_changes: list = field(default_factory=list)
 
 
 def group_of(r: JobRecord, settings: Settings) -> tuple[str, str]:
@@ -55,14 +59,23 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             groups.setdefault((*group_of(r, settings), bound), []).append(r)
     for (alg, objective, bound), group in sorted(groups.items()):
         if isinstance(fabric, Clos):
-            parts, ms = clos_route_parts(fabric, [r.job for r in group], alg)
+            flows = [f for r in group for f in r.job.flows()]
+            # a running flow stays in the plane of its route in force (split: its first part)
+            pins = [-1 if not p else fabric.part_plane(p[0][0]) for p in _routes(group)]
+            parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
+                                                   pins=pins)
+            for pos in unpinned:  # no alive path left in its plane: it moves
+                new = fabric.part_plane(parts[pos][0][0])
+                out.plane_changes.append({**route_doc(flows[pos], parts[pos], []),
+                                          "old_plane": fabric.planes[pins[pos]].name,
+                                          "plane": fabric.planes[new].name})
             _set_routes(group, parts, out, alg == "auto")
             out.planner_ms.append(ms)
             out.groups.append((alg, objective))
             continue
         problem = Problem.build(fabric, [r.job for r in group], skip_unroutable=True)
         if alg == "auto":  # from the routes in force: move only what must or helps
-            previous = [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
+            previous = _routes(group)
             t0 = time.perf_counter()
             assignment = replan(problem, previous, objective, ilp_time_limit=0,
                                 layer1_only=True)
@@ -83,6 +96,11 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             parts[pos] = UNROUTABLE
         _set_routes(group, parts, out, False)
     return out
+
+
+def _routes(group: list[JobRecord]) -> list:
+    """The routes in force of the group's flows, in flow order (None: none yet)."""
+    return [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
 
 
 def _set_routes(group: list[JobRecord], parts: list, out: Replanned, count: bool) -> None:

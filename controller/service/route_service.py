@@ -425,8 +425,8 @@ class RouteService:
             change = decide.post_job(self.state, self.settings, job, self.clock(), self.switch_name)
             outcome = self._apply(change)
             view = self._job_view(job.id)
-            view.update(install_ms=round((outcome.stats["seconds"] or 0) * 1e3, 3),
-                        rules=outcome.rules, moved_flows=change.moved_flows, **change.answer)
+            view.update(install_ms=round((outcome.stats["seconds"] or 0) * 1e3, 3), rules=outcome.rules,
+                        moved_flows=change.moved_flows, plane_changes=change.plane_changes, **change.answer)
             if self.host.ports:
                 view["port_changes"] = outcome.port_changes
             return view
@@ -462,7 +462,7 @@ class RouteService:
             change = decide.optimize(st, self.settings)
             outcome = self._apply(change)
             return {"jobs": list(st.jobs), "rules": outcome.rules,
-                    "moved_flows": change.moved_flows,
+                    "moved_flows": change.moved_flows, "plane_changes": change.plane_changes,
                     **views.links_view(st, self.current_plan())["summary"]}
 
     # ---- views --------------------------------------------------------------------------------

@@ -133,6 +133,8 @@ class Transaction:
                  "unroutable_flows": sum(len(r.unroutable()) for r in st.jobs.values())}
         if outcome is not None and outcome.port_changes:
             event["port_changes"] = outcome.port_changes
+        if error is None and change.plane_changes:
+            event["plane_changes"] = change.plane_changes
         if ms is not None:
             event["recovery_ms"] = round(ms, 3)
         st.add_event(event)
