@@ -160,3 +160,23 @@ def test_the_finder_probes_the_address_a_host_misses_on_a_plane():
                                     "0.0.0.0"), 11.0)
     again = finder.settle(11.0, force=True)
     assert again.to_dict() == f.to_dict()
+
+
+def test_a_plane_where_no_host_spoke_is_left_out_until_one_does():
+    """Plane 1's switches are cabled, but none of its hosts spoke: the first plane alone is
+    the fabric (no switch of plane 1 in it) and plane 1 is reported; once one host speaks
+    there, both planes are recognised and the silent interfaces are asked for by address."""
+    f = Clos.leaf_spine(2, 4, 1, planes=2).wire()
+    t = observe_planes(f, heard={(h, 0) for h in f.host_leaves})
+    first, problems = recognise_planes(t)
+    plane0 = {f.dpids[s] for s in f.planes[0].switches()}
+    assert set(first.switch_of_dpid) == plane0 and first.down == set()
+    assert [p["kind"] for p in problems] == ["plane_without_hosts"]
+    h = "h1_0"
+    leaf = f.host_leaves[h][1]
+    t.host_seen(f.dpids[leaf], f.port(leaf, h), f.mac_of(h, 1), f.ip_of(h, 1), 1)
+    got, problems = recognise_planes(t, previous=first)
+    assert [p.leaves for p in got.planes] == [p.leaves for p in f.planes]
+    assert sorted(got.host_leaves) == [h]
+    assert sorted(ip for p in problems for ip in p["probe"]) == sorted(
+        f.ip_of(x, 1) for x in f.host_leaves if x != h)

@@ -2,9 +2,9 @@
 of the emulated two-plane leaf-spine (``topologies.clos.PlanesTopo``: 2 planes x 2 spines x
 4 leaves, one host per leaf with one interface per plane, 12 Open vSwitch switches) finds it
 by LLDP and ARP with the names, ports and addresses ``topologies/clos.py`` builds. The hosts
-speak on their first plane only: the controller finds their other interfaces with ARP probes
-for the addresses their host part gives there. An all-to-all then carries its bytes on its
-planned links of both planes."""
+speak on their first plane, and one of them on the second: the controller finds the other
+interfaces of the second plane with ARP probes for the addresses their host part gives there.
+An all-to-all then carries its bytes on its planned links of both planes."""
 import itertools
 import os
 
@@ -24,8 +24,8 @@ PAYLOAD = 2_000_000  # bytes per flow
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """The controller with no fabric file in front of the emulated planes, every host heard
-    once on its first plane (ARP): (controller, Mininet, the fabric topologies/clos.py
-    built)."""
+    on its first plane, two on the second (ARP): (controller, Mininet, the fabric
+    topologies/clos.py built)."""
     require_root_and_ovs()
     tmp = str(tmp_path_factory.mktemp("planes-discovery"))
     truth = planes_fabric(2, 2, 4, 1, BW)
@@ -39,8 +39,9 @@ def live(tmp_path_factory):
         net = fabricnet.build(0, 0, 0, BW, ctl.of_port, clos=truth)
         fabricnet.start(net, timeout=60)
         hosts = sorted(truth.host_leaves)
-        for a, b in zip(hosts, hosts[1:] + hosts[:1]):  # plane 0 only
+        for a, b in zip(hosts, hosts[1:] + hosts[:1]):  # plane 0
             net.get(a).cmd(f"ping -c1 -W2 {truth.ip_of(b, 0)}")
+        net.get(hosts[0]).cmd(f"ping -c1 -W2 {truth.ip_of(hosts[1], 1)}")  # two on plane 1
         yield ctl, net, truth
     finally:
         try:
@@ -62,7 +63,7 @@ def test_two_planes_are_discovered_with_no_file(live):
     ctl, _net, truth = live
     view = discovered(ctl, truth)
     assert view["discovery"]["wiring_problems"] == []
-    assert view["discovery"]["probes"]["sent"]["arp_locate"] > 0  # the plane-1 interfaces
+    assert view["discovery"]["probes"]["sent"]["arp_locate"] > 0  # the other plane-1 interfaces
 
 
 def test_an_alltoall_over_discovered_planes_carries_its_bytes_as_planned(live):

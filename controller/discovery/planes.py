@@ -11,8 +11,10 @@ q, and the usual one of a plane per subnet with the same offsets). Planes are nu
 their networks, hosts named after the first plane's leaves, switches get ``_p<q>`` as
 ``Clos.leaf_spine`` and ``Clos.fat_tree`` name them.
 
-A host heard on some planes only is not placed (``host_missing_plane``, naming the address it
-should have on the others, which the finder looks for with ARP probes). Planes whose host parts
+A part where no host was heard yet is left out (``plane_without_hosts``): its network, and so
+the addresses to look for, are unknown until one host speaks there. A host heard on some
+planes only is not placed (``host_missing_plane``, naming the address it should have on the
+others, which the finder looks for with ARP probes). Planes whose host parts
 do not line up (``planes_not_joined``) leave the fabric at its first plane. A part of the
 graph is a new plane only when no switch of it had a place in the last recognition
 (``previous``): a plane cut in two by failures stays one plane with its links down, and a
@@ -56,11 +58,14 @@ def recognise_planes(topology: Topology, link_gbps=None, previous=None):
     """(a wired ``Clos`` of every plane, problems) when the topology shows two planes or more
     or ``previous`` had them; else what ``tiers.recognise_clos`` gives. O(V + E + H log H)
     plus the recognition of each plane."""
-    groups, crossing = plane_groups(topology, previous)
+    groups, crossing, idle = plane_groups(topology, previous)
     several = isinstance(previous, Clos) and len(previous.planes) > 1
+    problems = [_idle_problem(part) for part in idle]
     if len(groups) < 2 and not several:
-        return recognise_clos(topology, link_gbps, previous)
-    seen, problems = [], []
+        fabric, found = recognise_clos(_restricted(topology, groups[0]) if idle else topology,
+                                       link_gbps, previous)
+        return fabric, _sorted(found + problems)
+    seen = []
     for q, dpids in enumerate(groups):
         view = plane_view(previous, q) if several and q < len(previous.planes) \
             else previous if q == 0 and not several else None
@@ -72,44 +77,68 @@ def recognise_planes(topology: Topology, link_gbps=None, previous=None):
     if not several:  # first recognition of these planes: numbered by their networks
         seen.sort(key=lambda fp: (_network_key(fp[0]), min(fp[0].dpids.values())))
     if len(seen) < 2:
-        return (seen[0][0] if seen else None), problems + [p for _f, ps in seen for p in ps]
+        return (seen[0][0] if seen else None), _sorted(
+            problems + [p for _f, ps in seen for p in ps])
     return _joined(seen, problems, crossing)
 
 
-def plane_groups(topology: Topology, previous=None) -> tuple[list[set[int]], list[tuple]]:
-    """The datapath ids of each plane, and the cables between planes (dpid, port, dpid,
-    port). A part of the cable graph joins the plane of the last recognition its switches
-    had; a part with no such switch is a new plane when it has a cable and a host heard;
-    anything else goes to the first plane (where it is reported)."""
+def plane_groups(topology: Topology, previous=None):
+    """The datapath ids of each plane, the cables between planes (dpid, port, dpid, port),
+    and the parts left out. A part of the cable graph joins the plane of the last recognition
+    its switches had; a part with no such switch is a new plane when a host was heard on it,
+    left out while none was (a plane whose hosts are silent, not a broken part of another);
+    a switch with no cable goes to the first plane (where it is reported)."""
     found, _odd = cables(topology)
     graph = nx.Graph()
     graph.add_nodes_from(topology.switches)
     graph.add_edges_from((a, b) for a, _pa, b, _pb in found)
     heard = {h.dpid for h in topology.hosts.values()}
-    before: dict[int, int] = {}
-    if isinstance(previous, Clos):
-        before = {d: previous.plane_of[n] for n, d in previous.dpids.items()}
-    elif previous is not None and previous.wired:
-        before = {d: 0 for d in previous.dpids.values()}
+    before = _placed(previous)
     count = max(before.values(), default=-1) + 1
     groups: list[set[int]] = [set() for _ in range(count)]
-    new, rest = [], set()
+    new, idle, rest = [], [], set()
     for part in sorted(nx.connected_components(graph), key=min):
         planes = {before[d] for d in part if d in before}
         if planes:
             for d in part:  # a new switch joins its part's (first) plane
                 groups[before.get(d, min(planes))].add(d)
-        elif len(part) > 1 and part & heard:
-            new.append(set(part))
+        elif len(part) > 1:
+            (new if part & heard else idle).append(set(part))
         else:
             rest |= part
     groups += new
     if not groups:
-        return [rest], []
+        groups = [set()]
     groups[0] |= rest
     plane_of = {d: q for q, g in enumerate(groups) for d in g}
-    crossing = [c for c in found if plane_of[c[0]] != plane_of[c[2]]]
-    return groups, crossing
+    crossing = [c for c in found if plane_of.get(c[0], -1) != plane_of.get(c[2], -1)
+                and c[0] in plane_of and c[2] in plane_of]
+    return groups, crossing, idle
+
+
+def _placed(previous) -> dict[int, int]:
+    """dpid -> plane of the last recognition. One plane: only its part that holds the most
+    hosts over links up (a part with no link up to it never was that plane)."""
+    if previous is None or not previous.wired:
+        return {}
+    if isinstance(previous, Clos) and len(previous.planes) > 1:
+        return {d: previous.plane_of[n] for n, d in previous.dpids.items()}
+    up = nx.Graph()
+    up.add_nodes_from(previous.dpids.values())
+    up.add_edges_from((previous.dpids[a], previous.dpids[b]) for a, b in previous.links()
+                      if (a, b) not in previous.down)
+    with_hosts = {previous.dpids[leaf] for leaf in previous.hosts.values()}
+    main = max(nx.connected_components(up), key=lambda p: (len(p & with_hosts), len(p)),
+               default=set())
+    return {d: 0 for d in main}
+
+
+def _idle_problem(part: set[int]) -> dict:
+    return {"kind": "plane_without_hosts", "switch": None, "port": None, "dpid": min(part),
+            "detail": f"{len(part)} switches cabled together and to no other "
+                      f"({', '.join(f'{d:#x}' for d in sorted(part)[:8])}"
+                      f"{', ...' if len(part) > 8 else ''}), no host heard on them yet: a plane "
+                      "of its own, used once a host is heard there"}
 
 
 def plane_view(fabric: Clos, q: int):
