@@ -12,10 +12,9 @@ HTB (0 or absent: unshaped). ``fattree,K[,H[,BW]]``: a k-ary fat-tree (``model.c
 of k/2 leaves and k/2 aggregation switches, (k/2)^2 cores, H hosts per leaf (k/2 by default),
 hosts listed pod by pod, names, datapath ids and ports as ``Clos.wire`` declares.
 ``planes,P,S,L,H[,BW]``: a leaf-spine of P planes, every host with one interface, address and
-MAC per plane (``eth<q>`` in plane q's 10.<16q>.0.0/12). The controller does not serve several
-planes yet (issue 26): the topology is there for the model and the emulation. (Hosts with one
-interface per plane will also need ``arp_ignore=1`` and ``arp_announce=2``, so that ARP is
-answered and sent per interface, once the controller answers ARP per plane.)
+MAC per plane (``eth<q>`` in plane q's 10.<16q>.0.0/12). Hosts answer ARP only on the
+interface that holds the address and ask with the asking interface's address
+(``arp_ignore=1``, ``arp_announce=2``): a plane sees only its own addresses.
 
 The topology brings its own node classes, so ``mn`` needs no
 ``--switch``, ``--host`` or ``--link``: switches are ``ClosSwitch`` (Open vSwitch userspace
@@ -158,7 +157,8 @@ class ClosSwitch(OVSSwitch):
 class ClosHost(Host):
     """A host whose TCP works through a userspace switch: tx checksum offload off (otherwise
     segments leave with unfilled checksums and ping works while TCP gets 0 bit/s), MTU
-    ``mtu``, IPv6 off (its router solicitations are noise on the fabric)."""
+    ``mtu``, IPv6 off (its router solicitations are noise on the fabric), ARP answered and asked
+    per interface (several planes)."""
 
     def config(self, mtu=HOST_MTU, **params):
         r = super().config(**params)
@@ -167,7 +167,8 @@ class ClosHost(Host):
                 self.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
                 self.cmd(f"ip link set dev {intf.name} mtu {int(mtu)}")
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-                 "net.ipv6.conf.default.disable_ipv6=1")
+                 "net.ipv6.conf.default.disable_ipv6=1 "  # ARP per interface (planes):
+                 "net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2")
         return r
 
 
