@@ -180,3 +180,11 @@ def test_a_plane_where_no_host_spoke_is_left_out_until_one_does():
     assert sorted(got.host_leaves) == [h]
     assert sorted(ip for p in problems for ip in p["probe"]) == sorted(
         f.ip_of(x, 1) for x in f.host_leaves if x != h)
+
+
+def test_a_fabric_before_any_host_spoke_is_recognised_as_one_plane_as_before():
+    f = Clos.leaf_spine(2, 4, 1).wire()
+    t = observe(f, hosts=[])
+    got, problems = recognise_planes(t)
+    assert got.to_dict() == recognise_clos(t)[0].to_dict()
+    assert len(got.leaves) == 4 and problems == []

@@ -58,8 +58,11 @@ def recognise_planes(topology: Topology, link_gbps=None, previous=None):
     """(a wired ``Clos`` of every plane, problems) when the topology shows two planes or more
     or ``previous`` had them; else what ``tiers.recognise_clos`` gives. O(V + E + H log H)
     plus the recognition of each plane."""
-    groups, crossing, idle = plane_groups(topology, previous)
     several = isinstance(previous, Clos) and len(previous.planes) > 1
+    placed = _placed(previous)
+    if not several and previous is not None and set(placed) != set(previous.dpids.values()):
+        previous = None  # it held switches that were never part of its plane: start afresh
+    groups, crossing, idle = plane_groups(topology, placed)
     problems = [_idle_problem(part) for part in idle]
     if len(groups) < 2 and not several:
         fabric, found = recognise_clos(_restricted(topology, groups[0]) if idle else topology,
@@ -82,18 +85,19 @@ def recognise_planes(topology: Topology, link_gbps=None, previous=None):
     return _joined(seen, problems, crossing)
 
 
-def plane_groups(topology: Topology, previous=None):
+def plane_groups(topology: Topology, placed: dict[int, int]):
     """The datapath ids of each plane, the cables between planes (dpid, port, dpid, port),
-    and the parts left out. A part of the cable graph joins the plane of the last recognition
-    its switches had; a part with no such switch is a new plane when a host was heard on it,
-    left out while none was (a plane whose hosts are silent, not a broken part of another);
-    a switch with no cable goes to the first plane (where it is reported)."""
+    and the parts left out. A part of the cable graph joins the plane its switches had in the
+    last recognition (``placed``: dpid -> plane); a part with no such switch is a new plane
+    when a host was heard on it, left out while none was (a plane whose hosts are silent, not
+    a broken part of another) unless no plane has a host yet; a switch with no cable goes to
+    the first plane (where it is reported)."""
     found, _odd = cables(topology)
     graph = nx.Graph()
     graph.add_nodes_from(topology.switches)
     graph.add_edges_from((a, b) for a, _pa, b, _pb in found)
     heard = {h.dpid for h in topology.hosts.values()}
-    before = _placed(previous)
+    before = placed
     count = max(before.values(), default=-1) + 1
     groups: list[set[int]] = [set() for _ in range(count)]
     new, idle, rest = [], [], set()
@@ -107,8 +111,9 @@ def plane_groups(topology: Topology, previous=None):
         else:
             rest |= part
     groups += new
-    if not groups:
-        groups = [set()]
+    if not any(groups):  # no plane known or heard yet: everything is one fabric, as before
+        groups, rest = [set()], rest.union(*idle)
+        idle = []
     groups[0] |= rest
     plane_of = {d: q for q, g in enumerate(groups) for d in g}
     crossing = [c for c in found if plane_of.get(c[0], -1) != plane_of.get(c[2], -1)
@@ -118,7 +123,8 @@ def plane_groups(topology: Topology, previous=None):
 
 def _placed(previous) -> dict[int, int]:
     """dpid -> plane of the last recognition. One plane: only its part that holds the most
-    hosts over links up (a part with no link up to it never was that plane)."""
+    hosts over links up (a part with no link up to it never was that plane); none without a
+    host."""
     if previous is None or not previous.wired:
         return {}
     if isinstance(previous, Clos) and len(previous.planes) > 1:
@@ -130,7 +136,7 @@ def _placed(previous) -> dict[int, int]:
     with_hosts = {previous.dpids[leaf] for leaf in previous.hosts.values()}
     main = max(nx.connected_components(up), key=lambda p: (len(p & with_hosts), len(p)),
                default=set())
-    return {d: 0 for d in main}
+    return {d: 0 for d in main} if main & with_hosts else {}
 
 
 def _idle_problem(part: set[int]) -> dict:
