@@ -153,8 +153,38 @@ def test_concurrent_senders_get_distinct_xids(ofp):
     for t in threads:
         t.join(timeout=30)
     assert not errors
+    deadline = time.monotonic() + 10  # packet-outs leave from the sender
+    while len(sw.sent) < 8 * 5 * 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
     xids = [m.xid for m in sw.sent]
     assert len(xids) == 8 * 5 * 5 and len(set(xids)) == len(xids)
+
+
+def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):
+    """A datapath whose send blocks (its queue full): packet-outs return at once, and leave
+    in order once it drains; a caller holding a lock (the service's) is not held up."""
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 5.0, f.switch_of_dpid.get)
+    sw = Switch(ofp, f.dpids["l0"], io)
+    drained = threading.Event()
+    blocking_send = sw.send_msg
+
+    def send_msg(msg):
+        assert drained.wait(10)
+        blocking_send(msg)
+    sw.send_msg = send_msg
+    io.connected(sw)
+    t0 = time.monotonic()
+    for i in range(20):
+        io.packet_out(sw.id, 1, bytes([i]) * 60)
+    assert time.monotonic() - t0 < 1.0 and sw.sent == []
+    drained.set()
+    deadline = time.monotonic() + 10
+    while len(sw.sent) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [m.data[0] for m in sw.sent] == list(range(20))
+    with pytest.raises(InstallError, match="not connected"):
+        io.packet_out(0x999, 1, b"\x00" * 60)
 
 
 def test_probe_batches_collect_arrivals_and_resend_lost_ones(ofp):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from controller.enforcement.hostmode import parse_probe
@@ -40,6 +41,8 @@ class Switches:
         self._errors: dict = {}  # dpid -> [(xid, text)] while an install collects them
         self._multipart: dict = {}  # (dpid, xid) -> parts received so far
         self._probe_wait = None  # (tokens awaited, arrivals, Event) of the current batch
+        self._out: deque = deque()  # (datapath, packet-out) for the sender, in order
+        self._sending = False  # a sender is running
 
     # ---- datapaths -------------------------------------------------------------------------
     def connected(self, dp) -> None:
@@ -141,8 +144,30 @@ class Switches:
         return translate.state_of(dp.ofproto, dpid, *bodies)
 
     def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
+        """Queue a packet-out for the sender; never waits. A datapath's send queue is short
+        (Ryu's holds 16 messages) and a full one blocks until it drains, while the caller may
+        hold the service's lock (LLDP out of every port each second: 4,096 frames at the
+        paper's scale), which REST requests wait for."""
         dp = self.get(dpid)
-        self.send(dp, translate.packet_out(dp, port, frame))
+        msg = translate.packet_out(dp, port, frame)
+        with self.lock:
+            self._out.append((dp, msg))
+            start, self._sending = not self._sending, True
+        if start:
+            self.hub.spawn(self._send_out)
+
+    def _send_out(self) -> None:
+        """Send the queued packet-outs in order until none is left."""
+        while True:
+            with self.lock:
+                if not self._out:
+                    self._sending = False
+                    return
+                dp, msg = self._out.popleft()
+            try:
+                self.send(dp, msg)
+            except Exception as e:  # noqa: BLE001 - a switch that just left: the next round
+                LOG.debug("mlroute: packet-out to %s failed: %s", self.name(dp.id), e)
 
     def probe(self, probes) -> dict:
         """Host mode: each probe as a packet-out into its leaf's tables (in_port the host's
