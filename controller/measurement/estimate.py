@@ -27,7 +27,12 @@ estimate accumulates, and forgets only on evidence:
   ``steady_windows`` - 1 of them carry less than ``SETTLED`` of the matrix's bytes (at a low
   sampling rate the last light pairs of an all-to-all trickle in for a while), and no pair of
   the matrix is in doubt: silent for so long that, among all its pairs, such a silence was
-  less likely than even (it may be leaving, as when a ring changes direction).
+  less likely than even (it may be leaving, as when a ring changes direction);
+* **plane**: on a fabric of several planes each pair's bytes are also kept per plane the
+  samples came on, weighted like its bytes (same active windows, same half-life), and
+  ``plane_shares`` gives their shares: the framework bound its connection to one plane's
+  addresses, and a plan elsewhere would not be enforced. A relaunch on another plane takes
+  over as the old plane's bytes decay (half of them gone every ``half_life`` active windows).
 
 O(pairs of the matrix + pairs sampled in the window) per folded window. Pure: windows in, no
 clock, no I/O.
@@ -46,7 +51,7 @@ clock, no I/O.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 Pair = tuple[str, str]
 
@@ -63,6 +68,7 @@ class PairEstimate:
     total_samples: int = 0  # every sample behind the estimate
     silent: int = 0  # consecutive active windows without a sample, its source sending
     joined: int = 0  # active windows folded when it joined the matrix (0: not in it)
+    planes: dict = field(default_factory=dict)  # plane -> weighted bytes (several planes)
 
 
 class MatrixEstimate:
@@ -94,10 +100,11 @@ class MatrixEstimate:
         self.active = 0  # active windows folded
         self.quiet = 0  # windows with traffic that were too quiet to count
 
-    def fold(self, window_bytes: dict, window_samples: dict) -> str:
-        """Add one closed window of the members' pairs (bytes and samples per pair).
-        Returns ``active`` (it counted), ``quiet`` (below the active share of the peak) or
-        ``empty``."""
+    def fold(self, window_bytes: dict, window_samples: dict,
+             window_planes: dict | None = None) -> str:
+        """Add one closed window of the members' pairs (bytes and samples per pair, and
+        with several planes their bytes per plane: pair -> {plane: bytes}). Returns
+        ``active`` (it counted), ``quiet`` (below the active share of the peak) or ``empty``."""
         total = sum(window_bytes.values())
         peak = self.peak
         self.peak = max(total, peak * self.peak_decay)
@@ -115,6 +122,8 @@ class MatrixEstimate:
         for p, e in self.pairs.items():
             e.bytes *= d
             e.samples *= d
+            for q in e.planes:
+                e.planes[q] *= d
             if p not in window_samples and (p[0] in senders or
                                             self.idle[p[0]] >= self.idle_windows):
                 e.silent += 1
@@ -127,6 +136,8 @@ class MatrixEstimate:
             e.samples += n
             e.total_samples += n
             e.silent = 0
+            for q, b in (window_planes or {}).get(p, {}).items():
+                e.planes[q] = e.planes.get(q, 0.0) + b
         self._update_members()
         return "active"
 
@@ -177,6 +188,12 @@ class MatrixEstimate:
     def matrix(self) -> dict[Pair, float]:
         """Mean bytes per active window of each pair of the matrix."""
         return {p: self.pairs[p].bytes / self.weight for p in sorted(self.members)}
+
+    def plane_shares(self, pair: Pair) -> dict[int, float]:
+        """Plane -> share of the pair's weighted bytes that came on it ({}: none told)."""
+        e = self.pairs.get(pair)
+        total = sum(e.planes.values()) if e else 0.0
+        return {q: b / total for q, b in sorted(e.planes.items())} if total > 0 else {}
 
     def confidence(self, pair: Pair) -> dict:
         """The samples behind a pair's estimate and its relative error (1 / sqrt of the

@@ -256,7 +256,8 @@ def learned(state: ControllerState, settings: Settings, job_id: str, measured: M
     running jobs of its algorithm. A learned job never takes host mode: the frameworks open
     their connections from ports they choose themselves. ``also`` (job id -> ``Measured``):
     other jobs re-planned on their measured matrices in the same plan (what the learning
-    decision predicts when several jobs send pairs their plans lack)."""
+    decision predicts when several jobs send pairs their plans lack). Each learned flow is
+    pinned to the plane its traffic uses (``Measured.pins``)."""
     changed = {**(also or {}), job_id: measured}
     records = dict(state.jobs)
     for jid, m in changed.items():
@@ -270,7 +271,7 @@ def learned(state: ControllerState, settings: Settings, job_id: str, measured: M
                              "framework chooses its own source ports"} \
         if mode_of(state.jobs[job_id].mode).host_ports else {}
     planned = replan_groups(state.fabric, records, {records[j].algorithm for j in changed},
-                            settings)
+                            settings, {j: m.pins(records[j].job) for j, m in changed.items()})
     admission.admit(state.fabric, state.jobs, planned.records, job_id, settings)
     return Change(cause, planned.records, replanned=planned, answer=answer,
                   event={"job": job_id, "mismatch": mismatch, **answer})

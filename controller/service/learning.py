@@ -15,7 +15,10 @@ decisions that follow (pure; the estimate comes from ``measurement.estimate``).
 
 Only pairs across leaves count: a pair within a leaf never reaches a spine. A learned flow
 carries the mean bytes of an active window and matches every IPv4 packet between its two hosts
-(no ports: frameworks open connections on ephemeral ports).
+(no ports: frameworks open connections on ephemeral ports). On a fabric of several planes it
+is pinned to the plane its samples mostly came on (``Measured.planes``): the framework bound
+its connections to that plane's addresses, and entries on another plane would match nothing.
+The predictions pin alike, so they never count on a plan that cannot be enforced.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from controller.service.predictions import plan_times
 
 PLANNED_SHARE = 0.25  # of the job's median pair, below which a measured pair is not planned
 HASH_SALTS = 4  # default paths are hashed: the current plan's time is a mean over this many
+PLANE_MARGIN = 0.2  # share of a pair's bytes by which another plane must lead to move it
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,26 @@ class Measured:
     active_windows: int = 0
     replans: int = 0  # times the job was (re-)planned on a measured matrix
     steady: bool = True  # the estimate may be acted on (``MatrixEstimate.steady``)
+    planes: dict = field(default_factory=dict)  # pair -> {plane: share of its bytes}
 
-    def flows_doc(self, declared: set) -> list[dict]:
+    def flows_doc(self, declared: set, plane_names=()) -> list[dict]:
         return [{"src": a, "dst": b, "bytes": round(v), "bytes_per_s": round(v / self.window_s),
-                 "declared": (a, b) in declared, **self.confidence.get((a, b), {})}
+                 "declared": (a, b) in declared, **self.confidence.get((a, b), {}),
+                 **({"plane": plane_names[self.plane((a, b))]}
+                    if (a, b) in self.planes and plane_names else {})}
                 for (a, b), v in sorted(self.pairs.items())]
+
+    def plane(self, pair) -> int | None:
+        """The plane most of the pair's bytes came on (the lowest on a tie): the one its
+        framework uses. A pair over two planes gets the dominant one; the rest of its
+        traffic takes the hashed default paths of the other."""
+        shares = self.planes.get(pair)
+        return min(shares, key=lambda q: (-shares[q], q)) if shares else None
+
+    def pins(self, job: Job) -> list[int]:
+        """Per flow of ``job`` the plane its traffic uses, -1 when none was sampled."""
+        return [-1 if self.plane((f.src, f.dst)) is None else self.plane((f.src, f.dst))
+                for f in job.flows()]
 
 
 def measured_pairs(fabric: Fabric | Clos, estimate: MatrixEstimate, window_s: float,
@@ -75,13 +94,16 @@ def measured_pairs(fabric: Fabric | Clos, estimate: MatrixEstimate, window_s: fl
     median = statistics.median(matrix.values()) if matrix else 0.0
     floor = max(min_link_share * fabric.link_bps() * window_s, estimate.share * mean,
                 PLANNED_SHARE * median)
-    pairs, confidence = {}, {}
+    pairs, confidence, planes = {}, {}, {}
     for (a, b), v in matrix.items():
         src, dst = host_of.get(a), host_of.get(b)
         if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor:
             pairs[(src, dst)] = v
             confidence[(src, dst)] = estimate.confidence((a, b))
-    return Measured(pairs, window_s, confidence, estimate.active, steady=estimate.steady)
+            if estimate.plane_shares((a, b)):
+                planes[(src, dst)] = estimate.plane_shares((a, b))
+    return Measured(pairs, window_s, confidence, estimate.active, steady=estimate.steady,
+                    planes=planes)
 
 
 def declared_pairs(fabric: Fabric, r: JobRecord) -> set:
@@ -97,6 +119,21 @@ def learned_job(r: JobRecord, measured: Measured) -> Job:
                options=options, members=list(r.members))
 
 
+def off_plane(fabric: Fabric | Clos, r: JobRecord, measured: Measured) -> set:
+    """The learned pairs of the job routed on another plane than their traffic uses (the
+    framework reconnected elsewhere): their entries match nothing. Hysteresis: the route's
+    plane must carry ``PLANE_MARGIN`` less of the pair's bytes than the dominant one, so a
+    pair spread evenly over planes is not moved to and fro by sampling noise."""
+    out = set()
+    for f in r.job.flows() if r.matrix == "learned" else ():
+        pair, parts = (f.src, f.dst), r.routes.get(flow_key(f))
+        shares = measured.planes.get(pair)
+        if shares and parts and shares.get(fabric.part_plane(parts[0][0]), 0.0) + \
+                PLANE_MARGIN < shares[measured.plane(pair)]:
+            out.add(pair)
+    return out
+
+
 def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
     """(cause, mismatch) when the job is a candidate for a (re-)plan on ``measured``, else
     None: nothing measured, or every measured pair already planned and the plan declared.
@@ -106,7 +143,10 @@ def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
     pairs decides; for a plan that was right (a subset of a balanced plan is balanced) it is
     none, so a correct plan is not replaced by a subset of itself. A declaration is not
     judged on a matrix in which fewer than half of its senders send: that is a phase of the
-    launch (rank 0 broadcasting its model while the others wait), not the job's pattern."""
+    launch (rank 0 broadcasting its model while the others wait), not the job's pattern.
+    A learned plan with pairs whose traffic left their route's plane is a candidate too, its
+    mismatch counting them (``off_plane_pairs``): the plan is not enforced, so no gain is
+    needed to re-plan it."""
     if not measured.pairs:
         return None
     if r.matrix == "learning":
@@ -117,31 +157,34 @@ def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
             {a for a, _ in planned}):
         return None
     cmp = compare(planned, measured.pairs)
-    if not cmp.undeclared:
-        if r.matrix != "learned" or not cmp.missing:
-            return None
-        text = (f"{len(cmp.missing)} planned pairs are quiet or negligible now (a "
-                "rendezvous, chatter, a phase)")
-        return f"job {r.job.id}: {text}", {"share": 0.0, "description": text,
-                                            "undeclared_pairs": 0,
-                                            "missing_pairs": len(cmp.missing)}
+    off = off_plane(fabric, r, measured)
     description = cmp.description
-    if cmp.opposite and r.job.is_collective:  # pairs within a leaf hide the ring's shape
+    if not cmp.undeclared:
+        if off:
+            description = f"{len(off)} learned flows' traffic runs on another plane than planned"
+        elif r.matrix != "learned" or not cmp.missing:
+            return None
+        else:
+            description = (f"{len(cmp.missing)} planned pairs are quiet or negligible now (a "
+                           "rendezvous, chatter, a phase)")
+    elif cmp.opposite and r.job.is_collective:  # pairs within a leaf hide the ring's shape
         description = "traffic runs opposite to the declared ring"
     mismatch = {"share": round(cmp.share, 4), "description": description,
-                "undeclared_pairs": len(cmp.undeclared), "missing_pairs": len(cmp.missing)}
+                "undeclared_pairs": len(cmp.undeclared), "missing_pairs": len(cmp.missing),
+                **({"off_plane_pairs": len(off)} if off else {})}
     return f"job {r.job.id}: {description}", mismatch
 
 
 def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, salt: int) -> JobRecord:
     """The job with its measured flows where they run now: a planned pair on its route, an
-    unplanned one on the path the switches' hash (salted) gives it."""
+    unplanned one (or one planned on another plane than its traffic's) on the path the
+    switches' hash (salted) gives it in its traffic's plane."""
     old = {}
     for f in r.job.flows():
         old.setdefault((f.src, f.dst), r.routes.get(flow_key(f)))
     job = learned_job(r, measured)
-    if isinstance(fabric, Clos):
-        hashed = clos_route_parts(fabric, [job], "ecmp", salt)[0]
+    if isinstance(fabric, Clos):  # hashed in the plane the traffic uses
+        hashed = clos_route_parts(fabric, [job], "ecmp", salt, pins=measured.pins(job))[0]
     else:
         problem = Problem.build(fabric, [job], skip_unroutable=True)
         hashed = Plan("ecmp", problem, ecmp(problem, salt), 0.0).parts_by_flow()
@@ -150,9 +193,11 @@ def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, sal
     now = r.copy()
     now.job = job
     now.routes = {}
+    off = off_plane(fabric, r, measured)  # planned elsewhere: hashed where it runs
     for f, parts in zip(job.flows(), hashed):
         planned = old.get((f.src, f.dst))
-        now.routes[flow_key(f)] = planned if planned not in (None, UNROUTABLE) else parts
+        now.routes[flow_key(f)] = planned if planned not in (None, UNROUTABLE) and (
+            f.src, f.dst) not in off else parts
     return now
 
 

@@ -4,10 +4,11 @@ on standbys alike, so that a standby that takes over knows what the jobs send; t
 master only, the jobs whose steady estimate calls for a (re-)plan, as decided changes.
 
 Hysteresis: a measured matrix is judged once (planned, kept or refused), and again only when
-its pairs change or, when it was kept, once the state (a job re-planned, posted or deleted)
-or the pairs other jobs send beside their plans changed: whether a plan is worth changing
-depends on them; a re-plan needs
-a predicted gain of ``learn_min_gain`` (``learning``) and at most
+its pairs change, when learned pairs leave their route's plane (``learning.off_plane``: their
+framework reconnected on another plane; re-planned without the gain test, since the plan in
+force is not enforced) or, when it was kept, once the state (a job re-planned, posted or
+deleted) or the pairs other jobs send beside their plans changed: whether a plan is worth
+changing depends on them; a re-plan needs a predicted gain of ``learn_min_gain`` and at most
 ``learn_replans_per_minute`` happen per job. A job is judged on the windows that began
 after it was posted: what its hosts sent before (an earlier job, another library's ring)
 neither teaches nor contradicts it.
@@ -37,7 +38,7 @@ class Decision:
     """What the learning loop asks of the sequencer for one job: a change to apply (or the
     error that deciding it raised), or only an event (a matrix kept on its plan)."""
     job: str
-    pairs: frozenset
+    pairs: tuple  # what was judged: the measured pairs and those off their route's plane
     change: Change | None = None
     error: Exception | None = None
     event: dict | None = None
@@ -90,7 +91,8 @@ class MatrixLearning:
         """Fold the windows closed since the last call into the estimate of every job that
         may learn (each job from the first window that began after it was posted). On a
         multi-plane fabric a pair's samples on every plane add up, keyed by the hosts'
-        first-plane addresses."""
+        first-plane addresses, and its bytes per plane (its source address's) are kept
+        beside: the plane its framework uses (``MatrixEstimate.plane``)."""
         self.follow(state.fabric)
         fabric = state.fabric
         jobs = {jid: r for jid, r in state.jobs.items() if r.learn} if fabric else {}
@@ -110,6 +112,8 @@ class MatrixLearning:
         # a host's address on any plane counts as its first plane's: one matrix per host pair
         canon = {ip: fabric.host_ip.get(h) for h, _, ip, _, _ in fabric.interfaces()
                  if ip} if fabric else {}
+        plane = {ip: q for _, q, ip, _, _ in fabric.interfaces() if ip} \
+            if fabric and len(getattr(fabric, "planes", ())) > 1 else {}
         members, jobs_of = {}, {}
         for jid, r in jobs.items():
             if jid not in self.estimates:
@@ -119,17 +123,20 @@ class MatrixLearning:
                 jobs_of.setdefault(ip, []).append(jid)
         window_s = self.learner.window_s
         for w in windows:
-            got = {jid: ({}, {}) for jid in jobs}
+            got = {jid: ({}, {}, {}) for jid in jobs}
             for pair, b in w.bytes.items():
                 key = (canon.get(pair[0], pair[0]), canon.get(pair[1], pair[1]))
                 for jid in jobs_of.get(key[0], ()):
                     if key[1] in members[jid]:
                         got[jid][0][key] = got[jid][0].get(key, 0) + b
                         got[jid][1][key] = got[jid][1].get(key, 0) + w.samples[pair]
-            for jid, (b, n) in got.items():
+                        if pair[0] in plane:
+                            by = got[jid][2].setdefault(key, {})
+                            by[plane[pair[0]]] = by.get(plane[pair[0]], 0) + b
+            for jid, (b, n, by_plane) in got.items():
                 created, estimate = self.estimates[jid]
                 if w.index * window_s >= created - 1e-9:
-                    estimate.fold(b, n)
+                    estimate.fold(b, n, by_plane)
 
     def measured(self, state: ControllerState, settings: Settings) -> dict:
         """Job -> ``learning.Measured`` of every estimate with pairs (what the job view shows;
@@ -155,9 +162,10 @@ class MatrixLearning:
         it."""
         for jid, m in measured.items():
             r = state.jobs.get(jid)
-            pairs = frozenset(m.pairs)
             if r is None or not m.steady:
                 continue
+            # judged again when pairs leave their route's plane (the framework reconnected)
+            pairs = frozenset(m.pairs), frozenset(learning.off_plane(state.fabric, r, m))
             also = learning.sending_unplanned(state.fabric, state.jobs, measured, jid)
             context = (state.version, frozenset((j, frozenset(o.pairs)) for j, o in also.items()))
             if self.judged.get(jid) == pairs and self.kept.get(jid, context) == context:
@@ -181,7 +189,7 @@ class MatrixLearning:
                 yield Decision(jid, pairs, Change(cause, state.jobs, event={
                     "job": jid, "mismatch": mismatch}), e)
                 continue
-            if r.matrix != "learning":
+            if r.matrix != "learning" and not (mismatch or {}).get("off_plane_pairs"):
                 pays, text = _pays(state, settings, jid, m, change, measured, also)
                 if not pays:
                     self.kept[jid] = context

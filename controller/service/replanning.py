@@ -11,7 +11,8 @@ afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) i
 failing the plan. On a Clos fabric (``model.clos``) every group is planned afresh by the Clos
 planner of its name (``planners/clos_routes.py``), with no off-path stages; every running flow
 is pinned to the plane of its route in force (a connection is bound to its plane's addresses)
-unless it has no alive path there: those move, and ``plane_changes`` lists them.
+unless it has no alive path there: those move, and ``plane_changes`` lists them. Flows given a
+plane in ``planes`` (learned flows: the plane their samples came on) are pinned to it instead.
 """
 from __future__ import annotations
 
@@ -48,8 +49,9 @@ def group_of(r: JobRecord, settings: Settings) -> tuple[str, str]:
 
 
 def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorithms: set[str],
-                  settings: Settings) -> Replanned:
-    """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group.
+                  settings: Settings, planes: dict | None = None) -> Replanned:
+    """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group;
+    ``planes``: job id -> per flow the plane to pin it to, -1 free (Clos only).
     O(planner cost of each group)."""
     out = Replanned({k: v.copy() for k, v in records.items()})
     groups: dict[tuple[str, str, int], list[JobRecord]] = {}
@@ -62,6 +64,9 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             flows = [f for r in group for f in r.job.flows()]
             # a running flow stays in the plane of its route in force (split: its first part)
             pins = [-1 if not p else fabric.part_plane(p[0][0]) for p in _routes(group)]
+            given = [q for r in group for q in (planes or {}).get(r.job.id, [-1] * len(
+                r.job.flows()))]
+            pins = [q if q >= 0 else p for q, p in zip(given, pins)]
             parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
                                                    pins=pins)
             for pos in unpinned:  # no alive path left in its plane: it moves

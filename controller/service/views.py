@@ -227,8 +227,10 @@ def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict
     doc = job_view(state, r, prediction, ports)
     measured = state.measured.get(r.job.id)
     doc.update(matrix=r.matrix, learn=r.learn, members=list(r.members), mismatch=r.mismatch,
-               measured_flows=measured.flows_doc(declared_pairs(state.fabric, r))
-               if measured else [], link_speed=link_speed,
+               measured_flows=measured.flows_doc(
+                   declared_pairs(state.fabric, r),
+                   [p.name for p in getattr(state.fabric, "planes", ())]) if measured else [],
+               link_speed=link_speed,
                learning={"active_windows": measured.active_windows,
                          "replans": measured.replans,
                          "steady": measured.steady} if measured else None)
