@@ -36,13 +36,14 @@ def get(svc, jid):
     return api.handle(svc, "GET", f"/v1/jobs/{jid}")
 
 
-def ring_samples(f, ring, step=-1, data=20, acks=3, rate=16):
+def ring_samples(f, ring, step=-1, data=20, acks=3, rate=16, plane=0):
     """Samples of a ring whose data goes from each rank to rank + step, with acknowledgement
-    samples (small frames) the other way, as one sFlow collector would see them."""
+    samples (small frames) the other way, as one sFlow collector would see them; the hosts'
+    addresses on ``plane`` (a fabric of several planes)."""
     out = []
     for i, h in enumerate(ring):
         peer = ring[(i + step) % len(ring)]
-        a, b = f.host_ip[h], f.host_ip[peer]
+        a, b = f.ip_of(h, plane), f.ip_of(peer, plane)
         out += [SimpleNamespace(src=a, dst=b, frame_length=9000, sampling_rate=rate)] * data
         out += [SimpleNamespace(src=b, dst=a, frame_length=66, sampling_rate=rate)] * acks
     return out
