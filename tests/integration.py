@@ -97,9 +97,11 @@ def processes(*texts: str) -> list[tuple[int, str]]:
     return out
 
 
-def iperf_ring(net, fabric, ring: list[str], seconds: float, port: int = 5301) -> None:
+def iperf_ring(net, fabric, ring: list[str], seconds: float, port: int = 5301,
+               plane: int = 0) -> None:
     """iperf3 from every rank of ``ring`` to rank - 1 (the direction gloo's ring sends) for
-    ``seconds`` at 4 Mbit/s each; returns when done, every process stopped."""
+    ``seconds`` at 4 Mbit/s each, to the ranks' addresses on ``plane``; returns when done,
+    every process stopped."""
     servers, clients = [], []
     try:
         for h in ring:
@@ -109,7 +111,7 @@ def iperf_ring(net, fabric, ring: list[str], seconds: float, port: int = 5301) -
         time.sleep(0.5)
         for i, h in enumerate(ring):
             clients.append(net.get(h).popen(
-                ["iperf3", "-c", fabric.host_ip[ring[i - 1]], "-p", str(port), "-t",
+                ["iperf3", "-c", fabric.ip_of(ring[i - 1], plane), "-p", str(port), "-t",
                  str(seconds), "-b", "4M"], stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL))
         for c in clients:

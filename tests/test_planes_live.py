@@ -4,14 +4,22 @@ switches, 20 Mbit/s) with real TCP traffic: an all-to-all that needs both planes
 over them, each route names its plane and the addresses its ends use there, the senders
 connect to those addresses, and every directed switch link carries what the plan puts on it
 (port counters, within 5% of the payload), in flow, sr and host modes; hosts reach each other
-on both planes; a restart from the state file sends nothing to any switch."""
+on both planes; a restart from the state file sends nothing to any switch; a job declared by
+its members whose ranks send on plane 1 is learned and planned on plane 1."""
 
 import itertools
 
 import pytest
 
+from emulation.harness import ovs
 from emulation.harness.session import Session
-from tests.integration import carried_as_planned, require_root_and_ovs, restart_changes_nothing
+from tests.integration import (
+    carried_as_planned,
+    iperf_ring,
+    require_root_and_ovs,
+    restart_changes_nothing,
+)
+from tests.test_learning_live import wait_matrix
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -79,3 +87,33 @@ def test_a_restart_changes_no_entry_on_either_plane(emu):
         assert paths() == routes
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/restart")
+
+
+def test_a_ring_a_framework_runs_on_plane_1_is_learned_and_planned_there(emu):
+    """A job declared by its members (by their first-plane addresses) whose ranks send to
+    each other on plane 1, as a framework bound to the hosts' second interfaces does: it is
+    learned, every learned flow is planned on plane 1 with plane-1 addresses, and the learned
+    entries of the plane-1 leaves carry the traffic."""
+    f = emu.fabric
+    ring = sorted(f.host_leaves)
+    code, doc = emu.ctl.rest("POST", "/v1/jobs", {"id": "p1", "members": [
+        f.ip_of(h, 0) for h in ring]})
+    assert code == 201 and doc["matrix"] == "learning", doc
+    try:
+        iperf_ring(emu.net, f, ring, 12, plane=1)
+        doc = wait_matrix(emu, "p1", "learned", 10)
+        assert doc["matrix"] == "learned", doc
+        routes = doc["routes"]
+        assert {(r["src"], r["dst"]) for r in routes} == {
+            (h, ring[i - 1]) for i, h in enumerate(ring)}
+        assert {r["plane"] for r in routes} == {f.planes[1].name}, routes
+        assert all((r["src_ip"], r["dst_ip"]) == (f.ip_of(r["src"], 1), f.ip_of(r["dst"], 1))
+                   for r in routes)
+        leaves = f.planes[1].leaves
+        iperf_ring(emu.net, f, ring, 3, plane=1)
+        ovs.settle_counters(leaves)
+        hits = [e for leaf in leaves for e in ovs.dump_flows(leaf, None)
+                if e.get("cookie", 0) and e.get("n_bytes", 0) > 0 and "nw_src" in e["match"]]
+        assert len(hits) >= len(ring), hits
+    finally:
+        emu.ctl.rest("DELETE", "/v1/jobs/p1")
