@@ -188,3 +188,30 @@ def test_a_fabric_before_any_host_spoke_is_recognised_as_one_plane_as_before():
     got, problems = recognise_planes(t)
     assert got.to_dict() == recognise_clos(t)[0].to_dict()
     assert len(got.leaves) == 4 and problems == []
+
+
+@pytest.mark.parametrize("fabric,gone", [(lambda: Clos.fat_tree(4, 2).wire(), "c1_0"),
+                                         (lambda: Clos.fat_tree(4, 2).wire(), "l3"),
+                                         (lambda: Clos.leaf_spine(2, 4, 1, planes=2).wire(),
+                                          "s1_p1")])
+def test_a_switch_that_left_stays_in_place_over_later_recognitions(fabric, gone):
+    """Recognised again and again while it is away, the switch keeps its place and names."""
+    f = fabric()
+    t = observe_planes(f)
+    got, _ = recognise_planes(t)
+    t.switch_down(f.dpids[gone], 1)
+    for _ in range(3):
+        got, problems = recognise_planes(t, previous=got)
+        assert [(p["kind"], p["switch"]) for p in problems] == [("switch_down", gone)]
+        assert got.planes == f.planes and got.ports == f.ports
+
+
+def test_hosts_of_other_leaves_are_not_joined_while_few_have_spoken():
+    """Two hosts of leaf 0 heard on plane 0, a host of leaf 1 on plane 1: none is the same
+    host, and each is asked for at its address on the other plane."""
+    f = Clos.leaf_spine(2, 4, 2, planes=2).wire()
+    heard = {("h0_0", 0), ("h0_1", 0), ("h1_0", 1)}
+    got, problems = recognise_planes(observe_planes(f, heard=heard))
+    assert got.host_leaves == {}
+    assert sorted(ip for p in problems for ip in p["probe"]) == sorted(
+        [f.ip_of("h0_0", 1), f.ip_of("h0_1", 1), f.ip_of("h1_0", 0)])

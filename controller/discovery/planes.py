@@ -4,10 +4,10 @@ host is joined across planes by its address.
 
 A host has one interface per plane, each with its own MAC and address (``model.clos``), so no
 frame says which interfaces are one host. The join is by the *host part* of the address:
-the longest prefix that every plane's addresses share within the plane (``plane_prefix``)
-splits each address into the plane's network and the host part, and interfaces with equal
-host parts are one host (the layout ``topologies/clos.py`` builds, 10.<16q + i>.<m> per plane
-q, and the usual one of a plane per subnet with the same offsets). Planes are numbered by
+the bits below the highest bit in which two planes' addresses differ (``host_bits``; the
+planes' networks differ there), and interfaces with equal host parts are one host (the layout
+``topologies/clos.py`` builds, 10.<16q + i/256>.<i%256>.<m> on plane q, and the usual one of a
+plane per subnet with the same offsets). Planes are numbered by
 their networks, hosts named after the first plane's leaves, switches get ``_p<q>`` as
 ``Clos.leaf_spine`` and ``Clos.fat_tree`` name them.
 
@@ -134,9 +134,12 @@ def _placed(previous) -> dict[int, int]:
     up.add_edges_from((previous.dpids[a], previous.dpids[b]) for a, b in previous.links()
                       if (a, b) not in previous.down)
     with_hosts = {previous.dpids[leaf] for leaf in previous.hosts.values()}
-    main = max(nx.connected_components(up), key=lambda p: (len(p & with_hosts), len(p)),
-               default=set())
-    return {d: 0 for d in main} if main & with_hosts else {}
+    parts = list(nx.connected_components(up))
+    main = max(parts, key=lambda p: (len(p & with_hosts), len(p)), default=set())
+    if not main & with_hosts:
+        return {}
+    alone = {d for p in parts if len(p) == 1 for d in p}  # every link down: still in place
+    return {d: 0 for d in main | alone}
 
 
 def _idle_problem(part: set[int]) -> dict:
@@ -174,19 +177,26 @@ def plane_view(fabric: Clos, q: int):
                   fabric.link_gbps["leaf"], down, wiring)
 
 
-def plane_prefix(addresses_by_plane) -> int:
-    """The prefix length that splits every plane's addresses into network and host part:
-    the shortest of the prefixes each plane's addresses share (32 for none or one).
+def host_bits(addresses_by_plane) -> int | None:
+    """How many low bits of an address are its host part: those below the highest bit in
+    which two planes' addresses differ (wherever the hosts sit, that bit is the networks').
+    None when a plane's addresses differ above it (the planes' addresses interleave) or
+    fewer than two planes have an address. O(addresses + planes^2).
 
-    >>> plane_prefix([["10.0.0.1", "10.0.3.1"], ["10.16.0.1", "10.16.1.1"]])
-    22
+    >>> host_bits([["10.0.0.1", "10.0.3.1"], ["10.16.1.1"]])
+    20
+    >>> host_bits([["10.0.0.1", "10.0.0.2"], ["10.0.0.3"]]) is None
+    True
     """
-    out = 32
-    for ips in addresses_by_plane:
-        values = [int(ipaddress.IPv4Address(a)) for a in ips]
-        if values:  # what the lowest and highest share, every address between shares
-            out = min(out, 32 - (min(values) ^ max(values)).bit_length())
-    return out
+    planes = [[int(ipaddress.IPv4Address(a)) for a in ips] for ips in addresses_by_plane]
+    planes = [p for p in planes if p]
+    if len(planes) < 2:
+        return None
+    bits = min((p[0] ^ r[0]).bit_length() - 1 for i, p in enumerate(planes)
+               for r in planes[i + 1:])
+    if bits < 0 or any(v >> bits != p[0] >> bits for p in planes for v in p):
+        return None
+    return bits
 
 
 def _network_key(fabric) -> int:
@@ -212,6 +222,14 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
     """One ``Clos`` of the planes recognised alone (``seen``: (fabric, problems) in plane
     order), hosts joined by host part."""
     count = len(seen)
+    bits = host_bits([f.host_ip.values() for f, _p in seen])
+    if bits is None:  # the first plane alone, its problems as its recognition named them
+        problems.append({"kind": "planes_not_joined", "switch": None, "port": None,
+                         "dpid": None, "detail": f"{count} planes seen, but their hosts' "
+                         "addresses interleave: no host part says which interfaces are one "
+                         "host; only the first plane is used (declare the fabric to use "
+                         "them all)"})
+        return seen[0][0], _sorted(problems + seen[0][1])
     names = [{d: f"{n}_p{q}" for n, d in f.dpids.items()} for q, (f, _p) in enumerate(seen)]
     for q, (f, found) in enumerate(seen):
         problems += [_in_plane(p, q, f, names[q]) for p in found]
@@ -220,17 +238,8 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
         problems.append({"kind": "cable_between_planes", "switch": name_of[a], "port": pa,
                          "dpid": a, "detail": f"{name_of[a]} port {pa} is cabled to "
                          f"{name_of[b]} port {pb}, a switch of another plane; not used"})
-    prefix = plane_prefix([f.host_ip.values() for f, _p in seen])
-    mask = (1 << (32 - prefix)) - 1
+    mask = (1 << bits) - 1
     nets = [_network_key(f) & ~mask & 0xFFFFFFFF for f, _p in seen]
-    if len(set(nets)) < count:
-        first = seen[0][0]
-        problems.append({"kind": "planes_not_joined", "switch": None, "port": None,
-                         "dpid": None, "detail": f"{count} planes seen, but their hosts' "
-                         f"addresses share one network at /{prefix}: interfaces cannot be "
-                         "joined into hosts; only the first plane is used (declare the "
-                         "fabric to use them all)"})
-        return first, _sorted(problems)
     part = [{int(ipaddress.IPv4Address(ip)) & mask: h for h, ip in f.host_ip.items()}
             for f, _p in seen]
     first = seen[0][0]
