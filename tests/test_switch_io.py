@@ -162,10 +162,11 @@ def test_concurrent_senders_get_distinct_xids(ofp):
 
 def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):
     """A datapath whose send blocks (its queue full): packet-outs return at once, and leave
-    in order once it drains; a caller holding a lock (the service's) is not held up."""
+    in order once it drains; a caller holding a lock (the service's) is not held up, and
+    another switch's packet-outs leave meanwhile."""
     f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
     io = Switches(THREADS, 5.0, f.switch_of_dpid.get)
-    sw = Switch(ofp, f.dpids["l0"], io)
+    sw, other = Switch(ofp, f.dpids["l0"], io), Switch(ofp, f.dpids["l1"], io)
     drained = threading.Event()
     blocking_send = sw.send_msg
 
@@ -174,10 +175,16 @@ def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):
         blocking_send(msg)
     sw.send_msg = send_msg
     io.connected(sw)
+    io.connected(other)
     t0 = time.monotonic()
     for i in range(20):
         io.packet_out(sw.id, 1, bytes([i]) * 60)
+    io.packet_out(other.id, 1, b"\x07" * 60)
     assert time.monotonic() - t0 < 1.0 and sw.sent == []
+    deadline = time.monotonic() + 10
+    while not other.sent and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(other.sent) == 1 and sw.sent == []
     drained.set()
     deadline = time.monotonic() + 10
     while len(sw.sent) < 20 and time.monotonic() < deadline:

@@ -41,8 +41,8 @@ class Switches:
         self._errors: dict = {}  # dpid -> [(xid, text)] while an install collects them
         self._multipart: dict = {}  # (dpid, xid) -> parts received so far
         self._probe_wait = None  # (tokens awaited, arrivals, Event) of the current batch
-        self._out: deque = deque()  # (datapath, packet-out) for the sender, in order
-        self._sending = False  # a sender is running
+        self._out: dict = {}  # dpid -> deque of (datapath, packet-out) for its sender
+        self._sending: set = set()  # dpids whose sender is running
 
     # ---- datapaths -------------------------------------------------------------------------
     def connected(self, dp) -> None:
@@ -143,31 +143,57 @@ class Switches:
                     self._reads.pop((dpid, xid), None)
         return translate.state_of(dp.ofproto, dpid, *bodies)
 
+    OUT_QUEUE = 8192  # packet-outs waiting per switch; older ones are dropped beyond
+
     def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
-        """Queue a packet-out for the sender; never waits. A datapath's send queue is short
-        (Ryu's holds 16 messages) and a full one blocks until it drains, while the caller may
-        hold the service's lock (LLDP out of every port each second: 4,096 frames at the
-        paper's scale), which REST requests wait for."""
+        """Queue a packet-out for the switch's sender; never waits. A datapath's send queue
+        is short (Ryu's holds 16 messages) and a full one blocks until it drains, while the
+        caller may hold the service's lock (LLDP out of every port each second: 4,096 frames
+        at the paper's scale), which REST requests wait for. One sender per switch: a stalled
+        switch holds up only its own frames (LLDP and ARP, resent anyway)."""
         dp = self.get(dpid)
         msg = translate.packet_out(dp, port, frame)
         with self.lock:
-            self._out.append((dp, msg))
-            start, self._sending = not self._sending, True
+            out = self._out.setdefault(dpid, deque(maxlen=self.OUT_QUEUE))
+            out.append((dp, msg))
+            start = dpid not in self._sending
+            self._sending.add(dpid)
         if start:
-            self.hub.spawn(self._send_out)
+            self._spawn_sender(dpid)
 
-    def _send_out(self) -> None:
-        """Send the queued packet-outs in order until none is left."""
-        while True:
+    def _spawn_sender(self, dpid: int) -> None:
+        try:
+            self.hub.spawn(self._send_out, dpid)
+        except BaseException:
             with self.lock:
-                if not self._out:
-                    self._sending = False
-                    return
-                dp, msg = self._out.popleft()
-            try:
-                self.send(dp, msg)
-            except Exception as e:  # noqa: BLE001 - a switch that just left: the next round
-                LOG.debug("mlroute: packet-out to %s failed: %s", self.name(dp.id), e)
+                self._sending.discard(dpid)
+            raise
+
+    def _send_out(self, dpid: int) -> None:
+        """Send the switch's queued packet-outs in order until none is left (those of a
+        connection that was replaced or closed are dropped)."""
+        try:
+            while True:
+                with self.lock:
+                    out = self._out.get(dpid)
+                    if not out:
+                        self._out.pop(dpid, None)
+                        return
+                    dp, msg = out.popleft()
+                    current = self._dps.get(dpid) is dp
+                if current:
+                    try:
+                        self.send(dp, msg)
+                    except Exception as e:  # noqa: BLE001 - it just left: the next round
+                        LOG.debug("mlroute: packet-out to %#x failed: %s", dpid, e)
+        finally:
+            with self.lock:
+                self._sending.discard(dpid)
+                again = bool(self._out.get(dpid))
+                if again:
+                    self._sending.add(dpid)
+            if again:  # queued as this sender ended (or it was interrupted)
+                self._spawn_sender(dpid)
 
     def probe(self, probes) -> dict:
         """Host mode: each probe as a packet-out into its leaf's tables (in_port the host's
