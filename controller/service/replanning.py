@@ -63,17 +63,18 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
         if isinstance(fabric, Clos):
             flows = [f for r in group for f in r.job.flows()]
             # a running flow stays in the plane of its route in force (split: its first part)
-            pins = [-1 if not p else fabric.part_plane(p[0][0]) for p in _routes(group)]
+            in_force = [-1 if not p else fabric.part_plane(p[0][0]) for p in _routes(group)]
             given = [q for r in group for q in (planes or {}).get(r.job.id, [-1] * len(
                 r.job.flows()))]
-            pins = [q if q >= 0 else p for q, p in zip(given, pins)]
+            pins = [q if q >= 0 else p for q, p in zip(given, in_force)]
             parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
                                                    pins=pins)
             for pos in unpinned:  # no alive path left in its plane: it moves
-                new = fabric.part_plane(parts[pos][0][0])
-                out.plane_changes.append({**route_doc(flows[pos], parts[pos], []),
-                                          "old_plane": fabric.planes[pins[pos]].name,
-                                          "plane": fabric.planes[new].name})
+                old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])
+                if old >= 0 and old != new:  # a connection in force must follow
+                    out.plane_changes.append({**route_doc(flows[pos], parts[pos], []),
+                                              "old_plane": fabric.planes[old].name,
+                                              "plane": fabric.planes[new].name})
             _set_routes(group, parts, out, alg == "auto")
             out.planner_ms.append(ms)
             out.groups.append((alg, objective))
