@@ -9,7 +9,12 @@ is started again as the new standby before the next kill. The baseline, in the s
 failover by the etcd lease alone (``--nomlroute-failover-probe``: a standby waits for the
 dead master's lease to expire).
 
-    python -m benchmarks.failover [--kills 10] [--baseline-kills 5] [--out bench/failover.json]
+    python -m benchmarks.failover [--kills 10] [--baseline-kills 5] [--fat-tree 4]
+        [--out bench/failover.json]
+
+``--fat-tree K`` also kills the master ``--kills`` times in front of an emulated k-ary fat-tree
+(three tiers, 5k^2/4 switches, a ring across its leaves) and reports its median against the
+leaf-spine's, in the same command.
 
 Needs root, Open vSwitch and etcd (Debian's etcd-server).
 """
@@ -69,15 +74,16 @@ def run_kills(s: HaSession, kills: int, progress) -> list[dict]:
     return records
 
 
-def measure(kind: str, kills: int, shape: tuple, workdir: str, etcd_url: str, progress) -> dict:
+def measure(kind: str, kills: int, shape: tuple, workdir: str, etcd_url: str, progress,
+            clos=None) -> dict:
     extra = ["--mlroute-stats-interval", "0"]
     if kind == "lease":
         extra += ["--nomlroute-failover-probe"]
     prefix = ["--mlroute-etcd-prefix", f"/bench-{kind}/"]
     with HaSession(*shape, 0.0, os.path.join(workdir, kind), etcd_url,
-                   extra_args=extra + prefix) as s:
-        job = {"id": "ring", "collective": "ring_allreduce", "bytes": 1e6,
-               "ranks": [f"h{i}_0" for i in range(shape[1])]}
+                   extra_args=extra + prefix, clos=clos) as s:
+        job = {"id": "ring", "collective": "ring_allreduce", "bytes": 1e6,  # one rank a leaf
+               "ranks": [s.fabric.hosts_of_leaf[leaf][0] for leaf in s.fabric.leaves]}
         status, doc = s.master().rest("POST", "/v1/jobs", job)
         if status != 201:
             raise RuntimeError(f"posting the job failed: {doc}")
@@ -98,6 +104,8 @@ def main(argv=None) -> int:
     ap.add_argument("--spines", type=int, default=2)
     ap.add_argument("--leaves", type=int, default=4)
     ap.add_argument("--hosts-per-leaf", type=int, default=2)
+    ap.add_argument("--fat-tree", type=int, default=0, metavar="K",
+                    help="also fail over in front of a k-ary fat-tree (0: no)")
     ap.add_argument("--out", default="bench/failover.json")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -123,6 +131,15 @@ def main(argv=None) -> int:
                 out["lease_only_over_probe_median"] = round(
                     out["lease_only"]["to_roles_confirmed_s"]["median"] /
                     out["probe"]["to_roles_confirmed_s"]["median"], 1)
+            if args.fat_tree:
+                progress(f"failover with the probe in front of a k = {args.fat_tree} fat-tree")
+                from topologies.clos import fattree_fabric
+                out["fat_tree"] = {"k": args.fat_tree, **measure(
+                    "fattree", args.kills, (0, 0, 0), tmp, etcd.url, progress,
+                    fattree_fabric(args.fat_tree, 1, 0))}
+                out["fat_tree_over_leaf_spine_median"] = round(
+                    out["fat_tree"]["to_roles_confirmed_s"]["median"] /
+                    out["probe"]["to_roles_confirmed_s"]["median"], 2)
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(out, fh, indent=1)
@@ -130,6 +147,11 @@ def main(argv=None) -> int:
     print(f"failover over {p['n']} kills: median {p['median'] * 1e3:.0f} ms, max "
           f"{p['max'] * 1e3:.0f} ms; rule messages sent by takeovers: "
           f"{out['probe']['messages_total']}")
+    if "fat_tree" in out:
+        q = out["fat_tree"]["to_roles_confirmed_s"]
+        print(f"k = {args.fat_tree} fat-tree: median {q['median'] * 1e3:.0f} ms, max "
+              f"{q['max'] * 1e3:.0f} ms ({out['fat_tree_over_leaf_spine_median']}x the "
+              f"leaf-spine's); messages {out['fat_tree']['messages_total']}")
     if "lease_only" in out:
         q = out["lease_only"]["to_roles_confirmed_s"]
         print(f"lease expiry alone: median {q['median'] * 1e3:.0f} ms, max "

@@ -706,11 +706,15 @@ def _hostmode_fat_tree(p: dict | None) -> str:
 def _failover() -> str:
     b = _load("bench/failover.json")
     rows = []
-    for name in ("probe", "lease_only"):
+    for name in ("probe", "lease_only", "fat_tree"):
+        if name not in b:
+            continue
         kills = b[name]["kills"]
         conf = sorted(k["to_roles_confirmed_s"] for k in kills)
         done = sorted(k["to_takeover_done_s"] for k in kills)
-        rows.append([name.replace("_", " "), len(kills), f"{conf[len(conf) // 2] * 1e3:.0f} ms",
+        label = f"probe, k = {b[name]['k']} fat-tree" if name == "fat_tree" else \
+            name.replace("_", " ")
+        rows.append([label, len(kills), f"{conf[len(conf) // 2] * 1e3:.0f} ms",
                      f"{done[len(done) // 2] * 1e3:.0f} ms (max {done[-1] * 1e3:.0f} ms)",
                      sum(k["messages"] for k in kills)])
     f = b["fabric"]

@@ -113,12 +113,14 @@ class HaSession:
 
     def __init__(self, spines: int, leaves: int, hosts_per_leaf: int, bw: float, outdir: str,
                  etcd_url: str, n: int = 2, of_base: int = 6663, rest_base: int = 8091,
-                 extra_args: list[str] | None = None, fabric_file: bool = True):
+                 extra_args: list[str] | None = None, fabric_file: bool = True, clos=None):
+        """``clos``: a wired ``model.clos.Clos`` emulated instead of the leaf-spine."""
         self.shape = (spines, leaves, hosts_per_leaf)
         self.bw = bw
         self.dir = outdir
         self.etcd_url = etcd_url
-        self.fabric = clos_fabric(spines, leaves, hosts_per_leaf, bw)
+        self.clos = clos
+        self.fabric = clos or clos_fabric(spines, leaves, hosts_per_leaf, bw)
         self.fabric_path = os.path.join(outdir, "fabric.json")
         self.fabric_file = fabric_file
         self.ids = [f"c{i}" for i in range(n)]
@@ -206,7 +208,7 @@ class HaSession:
             # break (UnicodeDecodeError); nothing listens yet, and switches start below
             self._building = True
             self.net = build(*self.shape, self.bw, list(self.of_ports.values()),
-                             [f"127.0.0.1:{p}" for p in self.sflow_ports.values()])
+                             [f"127.0.0.1:{p}" for p in self.sflow_ports.values()], self.clos)
             self._building = False
             for cid in self.ids:
                 self.start_controller(cid)
@@ -240,14 +242,15 @@ class HaSession:
 
 
 def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, of_ports: list[int],
-          sflow_targets: list[str] | None = None):
-    """The Mininet leaf-spine of ``fabricnet.build`` with one remote controller per port: each
+          sflow_targets: list[str] | None = None, clos=None):
+    """The Mininet fabric of ``fabricnet.build`` with one remote controller per port: each
     switch gets every controller as a target (``ovs-vsctl set-controller br tcp:...:P1
     tcp:...:P2``) and keeps its tables while any of them is connected; it sends its sFlow
     samples to every collector of ``sflow_targets`` (each controller learns)."""
     from mininet.node import RemoteController
     net = fabricnet.build(spines, leaves, hosts_per_leaf, bw, of_ports[0],
-                          sflow_collector=",".join(sflow_targets) if sflow_targets else None)
+                          sflow_collector=",".join(sflow_targets) if sflow_targets else None,
+                          clos=clos)
     for i, port in enumerate(of_ports[1:], start=1):
         net.addController(RemoteController(f"c{i}", ip="127.0.0.1", port=port))
     return net
