@@ -721,8 +721,11 @@ def _failover() -> str:
     return ("## Failover of redundant controllers\n\n"
             + _source("python -m benchmarks.failover", "bench/failover.json")
             + f"{b['controllers']} controllers on etcd, {f['spines']} x {f['leaves']} x "
-              f"{f['hosts_per_leaf']}, SIGKILL of the master; detected by the standby's probe "
-              "of the master's REST port, or by lease expiry alone:\n\n"
+              f"{f['hosts_per_leaf']}"
+              + (f" and a k = {b['fat_tree']['k']} fat-tree (`--fat-tree`)" if "fat_tree" in b
+                 else "")
+              + ", SIGKILL of the master; detected by the standby's probe of the master's "
+              "REST port, or by lease expiry alone:\n\n"
             + _table(["detected by", "kills", "roles confirmed (median)", "takeover done "
                       "(median)", "flow-mods sent"], rows))
 
