@@ -239,7 +239,7 @@ def _mpi_ranks_started(logdir: str) -> int:
 def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, iters: int = 3,
                   logdir: str | None = None, timeout: float = TIMEOUT_S,
                   attempts: int = 3, a2a_mib: int = 0, ddp: bool = False,
-                  cancel: threading.Event | None = None) -> dict:
+                  cancel: threading.Event | None = None, plane: int = 0) -> dict:
     """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that does not end
     within ``timeout``, or whose launcher gives up before every rank started
     (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
@@ -249,7 +249,9 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     ``a2a_mib`` (gloo): an all-to-all of that many MiB per rank before each All-Reduce (a
     mixture-of-experts layer). ``ddp`` (gloo): iterations of DistributedDataParallel training
     of a model of ``mib`` MiB instead (``collective_rank.run_ddp``). ``cancel``: an event that
-    stops the run (its processes too) when set, for runs in other threads."""
+    stops the run (its processes too) when set, for runs in other threads. ``plane`` (gloo,
+    a fabric of several planes): the ranks bind their interface to that plane and connect to
+    its addresses, as a framework told which NIC to use does."""
     stalls = []
     for k in range(attempts):
         if cancel is not None and cancel.is_set():  # another job of a joint run failed
@@ -257,7 +259,7 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
         try:
             res = _run_once(net, fabric, library, hosts, mib, iters,
                             logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout,
-                            a2a_mib, ddp, cancel)
+                            a2a_mib, ddp, cancel, plane)
         except TimeoutError as e:
             stalls.append(str(e))
             if k + 1 == attempts:
@@ -270,9 +272,11 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
 
 def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
               logdir: str | None, timeout: float, a2a_mib: int = 0, ddp: bool = False,
-              cancel: threading.Event | None = None) -> dict:
+              cancel: threading.Event | None = None, plane: int = 0) -> dict:
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}")
+    if plane and library != "gloo":
+        raise ValueError("a job on another plane than the first runs with gloo only")
     if (a2a_mib or ddp) and library != "gloo":
         raise ValueError("an all-to-all phase and DDP training run with gloo only")
     tag = uuid.uuid4().hex[:12]
@@ -287,15 +291,16 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
     t_start = time.monotonic()
     try:
         if library == "gloo":
-            master = fabric.host_ip[hosts[0]]
+            master = fabric.ip_of(hosts[0], plane)
             for r, h in enumerate(hosts):
                 node = net.get(h)
+                iface = f"{h}-eth{plane}" if plane else node.defaultIntf().name  # eth<q>: plane q
                 _spawn(["mnexec", "-a", str(node.pid), SYSTEM_PYTHON, RANK_SCRIPT,
                         "ddp" if ddp else "gloo",
                         f"--master={master}", f"--rank={r}", f"--world={world}",
-                        f"--ip={fabric.host_ip[h]}", f"--a2a-mib={a2a_mib}", *common],
+                        f"--ip={fabric.ip_of(h, plane)}", f"--a2a-mib={a2a_mib}", *common],
                        os.path.join(logdir, f"rank{r}"),
-                       {**env, "GLOO_SOCKET_IFNAME": f"{node.defaultIntf().name}"}, procs)
+                       {**env, "GLOO_SOCKET_IFNAME": iface}, procs)
         else:
             # Open MPI refuses "_" in node names (h0_0): nodes are named by their addresses
             hostmap = os.path.join(logdir, "hostmap")
@@ -341,7 +346,7 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
     ranks = {r["rank"]: r for r in _results(texts)}
     if sorted(ranks) != list(range(world)):
         raise RuntimeError(f"{library}: results of ranks {sorted(ranks)} only; logs in {logdir}")
-    ip_rank = {fabric.host_ip[h]: r for r, h in enumerate(hosts)}
+    ip_rank = {fabric.ip_of(h, plane): r for r, h in enumerate(hosts)}
     pairs = {(r, ip_rank[ip]): b for r, res in ranks.items() for ip, b in res["sent"].items()
              if ip in ip_rank}
     uplinks = {k: after[k] - before[k] for k in after}
@@ -388,7 +393,7 @@ def job_view(ctl, jid) -> dict:
 
 
 def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
-              learn_timeout=LEARN_TIMEOUT_S) -> dict:
+              learn_timeout=LEARN_TIMEOUT_S, plane=0) -> dict:
     """Post ``job`` (None: no job), run, delete. With ``learn``, first run the All-Reduce
     until the controller says it has learned the job's matrix (``"matrix": "learned"``),
     recording how long that took from the first iteration's start, then measure."""
@@ -399,9 +404,10 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
     try:
         learning = None
         if learn:
-            learning = _learn(session, library, hosts, mib, logdir, job["id"], learn_timeout)
+            learning = _learn(session, library, hosts, mib, logdir, job["id"], learn_timeout,
+                              plane=plane)
         res = run_allreduce(session.net, session.fabric, library, hosts, mib, iters,
-                            logdir and os.path.join(logdir, "measured"))
+                            logdir and os.path.join(logdir, "measured"), plane=plane)
         if job:
             res["job"] = {"declared": job, "view": job_view(session.ctl, job["id"])}
         if learning:
@@ -415,7 +421,7 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
 SETTLE_S = 10.0  # a plan holding more than the measured pairs, kept this long, is settled
 
 
-def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dict:
+def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0, plane=0) -> dict:
     """Run the All-Reduce (one iteration per run) while polling the job's view, until it is
     learned: its matrix ``learned``, the estimate steady and every measured pair planned (a
     launch's rendezvous, alone at first, may be learned before the ring: that is not the
@@ -452,7 +458,7 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0) -> dic
                                    f"(view: {job_view(session.ctl, jid)})")
             r = run_allreduce(session.net, session.fabric, library, hosts, mib, 1,
                               logdir and os.path.join(logdir, f"learning{len(runs)}"),
-                              a2a_mib=a2a_mib)
+                              a2a_mib=a2a_mib, plane=plane)
             first = first or r["start"]
             runs.append(r["times"][0])
             traffic += r["wall_s"]
@@ -481,10 +487,10 @@ def ecmp(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
     return _with_job(session, library, hosts, mib, iters, logdir, None)
 
 
-def declared_correct(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
+def declared_correct(session, library, hosts, mib=4, iters=3, logdir=None, plane=0) -> dict:
     """The ring declared in the direction the library really sends its data."""
     return _with_job(session, library, hosts, mib, iters, logdir,
-                     _job(library, mib, ring(hosts, DATA_DIRECTION[library])))
+                     _job(library, mib, ring(hosts, DATA_DIRECTION[library])), plane=plane)
 
 
 def declared_rank_order(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
@@ -507,11 +513,12 @@ def declared_wrong_learned(session, library, hosts, mib=4, iters=3, logdir=None)
                      _job(library, mib, ring(hosts, -DATA_DIRECTION[library])), learn=True)
 
 
-def members_only(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
-    """The job declared by its members' addresses only, measured after learning."""
+def members_only(session, library, hosts, mib=4, iters=3, logdir=None, plane=0) -> dict:
+    """The job declared by its members' addresses only (their first plane's), measured after
+    learning; its ranks run on ``plane``."""
     members = [session.fabric.host_ip[h] for h in hosts]
     return _with_job(session, library, hosts, mib, iters, logdir,
-                     _job(library, mib, members=members), learn=True)
+                     _job(library, mib, members=members), learn=True, plane=plane)
 
 
 def moe_members(session, library, hosts, mib=4, iters=3, logdir=None) -> dict:
