@@ -3,6 +3,7 @@
 hosts by default)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -12,6 +13,8 @@ import time
 import pytest
 
 from controller.client import Client
+from emulation.harness import fabricnet
+from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.ovs import entry_ages
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
@@ -33,6 +36,39 @@ def default_session(tmp, bw=0.0, mode="flow", state=False,
     so that their replies race with rule installation, as they would under load."""
     return Session(SPINES, LEAVES, HOSTS, bw, str(tmp), mode=mode, state=state,
                    extra_args=["--mlroute-stats-interval", str(stats_interval)])
+
+
+@contextlib.contextmanager
+def discovering(tmp: str, truth, bw: float):
+    """ryu-manager with no fabric file in front of the emulated ``truth`` (a wired Clos), its
+    switches connected and shaped to ``bw`` Mbit/s: (controller, Mininet), both stopped on the
+    way out."""
+    require_root_and_ovs()
+    fabricnet.ensure_ovs()
+    fabricnet.cleanup()
+    ctl = net = None
+    try:
+        ctl = ControllerProcess(None, os.path.join(tmp, "controller.log"),
+                                extra_args=["--mlroute-link-gbps", str(bw / 1000),
+                                            "--mlroute-stats-interval", "0"]).start()
+        net = fabricnet.build(0, 0, 0, bw, ctl.of_port, clos=truth)
+        fabricnet.start(net, timeout=60)
+        yield ctl, net
+    finally:
+        try:
+            if net is not None:
+                net.stop()
+        finally:
+            if ctl is not None:
+                ctl.stop()
+
+
+def discovered(ctl, truth, what: str = "the fabric discovered") -> dict:
+    """The fabric view once the controller discovered exactly ``truth`` (90 s at most)."""
+    def found():
+        view = ctl.rest("GET", "/v1/fabric", timeout=15)[1]
+        return view if view.get("ready") and view.get("declared") == truth.to_dict() else None
+    return fabricnet.wait_until(found, 90, interval=1.0, what=what)
 
 
 def metric(url: str, name: str, timeout: float = 15.0) -> tuple[float | None, str]:

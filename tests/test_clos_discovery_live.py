@@ -5,7 +5,6 @@ addresses across every pod carries its bytes on its planned links; a host claimi
 aggregation switch's port by LLDP, or another host's address by ARP, changes nothing and is
 reported (the topology guard on three tiers)."""
 import json
-import os
 import re
 import subprocess
 import sys
@@ -13,11 +12,10 @@ import time
 
 import pytest
 
-from emulation.harness import fabricnet
-from emulation.harness.controller_proc import REPO, ControllerProcess
+from emulation.harness.controller_proc import REPO
 from emulation.harness.transfers import planned_links
 from tests.clos_checks import CROSS_POD_RING
-from tests.integration import carried_as_planned, require_root_and_ovs
+from tests.integration import carried_as_planned, discovered, discovering
 from topologies.clos import fattree_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -31,41 +29,17 @@ RING = CROSS_POD_RING
 def live(tmp_path_factory):
     """The controller with no fabric file in front of the emulated fat-tree, every host heard
     once (ARP): (controller, Mininet, the fabric topologies/clos.py built)."""
-    require_root_and_ovs()
-    tmp = str(tmp_path_factory.mktemp("clos-discovery"))
     truth = fattree_fabric(4, 2, BW)
-    fabricnet.ensure_ovs()
-    fabricnet.cleanup()
-    ctl = net = None
-    try:
-        ctl = ControllerProcess(None, os.path.join(tmp, "controller.log"),
-                                extra_args=["--mlroute-link-gbps", str(BW / 1000),
-                                            "--mlroute-stats-interval", "0"]).start()
-        net = fabricnet.build(0, 0, 0, BW, ctl.of_port, clos=truth)
-        fabricnet.start(net, timeout=60)
+    with discovering(str(tmp_path_factory.mktemp("clos-discovery")), truth, BW) as (ctl, net):
         first = truth.host_ip["h0_0"]
         for h in net.hosts:  # every host speaks once (ARP): discovery hears it
             h.cmd(f"ping -c1 -W2 {first if h.name != 'h0_0' else truth.host_ip['h0_1']}")
         yield ctl, net, truth
-    finally:
-        try:
-            if net is not None:
-                net.stop()
-        finally:
-            if ctl is not None:
-                ctl.stop()
-
-
-def discovered(ctl, truth) -> dict:
-    def found():
-        view = ctl.rest("GET", "/v1/fabric", timeout=15)[1]
-        return view if view.get("ready") and view.get("declared") == truth.to_dict() else None
-    return fabricnet.wait_until(found, 90, interval=1.0, what="the fat-tree discovered")
 
 
 def test_a_fat_tree_is_discovered_with_no_file_and_a_ring_follows_its_plan(live):
     ctl, net, truth = live
-    view = discovered(ctl, truth)
+    view = discovered(ctl, truth, "the fat-tree discovered")
     assert view["discovery"]["wiring_problems"] == []
     job = {"id": "ring", "collective": "ring_allreduce", "bytes": 4e6,
            "ranks": [truth.host_ip[h] for h in RING]}
@@ -93,7 +67,7 @@ def test_a_host_claiming_an_aggregation_port_or_an_address_changes_nothing(live)
     and a ring crosses the pods. No ping is lost, the fabric and the routes stay, and each
     attack is reported at the leaf port it came in on."""
     ctl, net, truth = live
-    discovered(ctl, truth)
+    discovered(ctl, truth, "the fat-tree discovered")
     job = {"id": "guarded", "collective": "ring_allreduce", "bytes": 4e6,
            "ranks": [truth.host_ip[h] for h in RING]}
     assert ctl.rest("POST", "/v1/jobs", job)[0] == 201

@@ -6,13 +6,10 @@ speak on their first plane, and one of them on the second: the controller finds 
 interfaces of the second plane with ARP probes for the addresses their host part gives there.
 An all-to-all then carries its bytes on its planned links of both planes."""
 import itertools
-import os
 
 import pytest
 
-from emulation.harness import fabricnet
-from emulation.harness.controller_proc import ControllerProcess
-from tests.integration import carried_as_planned, require_root_and_ovs
+from tests.integration import carried_as_planned, discovered, discovering
 from topologies.clos import planes_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -26,49 +23,25 @@ def live(tmp_path_factory):
     """The controller with no fabric file in front of the emulated planes, every host heard
     on its first plane, two on the second (ARP): (controller, Mininet, the fabric
     topologies/clos.py built)."""
-    require_root_and_ovs()
-    tmp = str(tmp_path_factory.mktemp("planes-discovery"))
     truth = planes_fabric(2, 2, 4, 1, BW)
-    fabricnet.ensure_ovs()
-    fabricnet.cleanup()
-    ctl = net = None
-    try:
-        ctl = ControllerProcess(None, os.path.join(tmp, "controller.log"),
-                                extra_args=["--mlroute-link-gbps", str(BW / 1000),
-                                            "--mlroute-stats-interval", "0"]).start()
-        net = fabricnet.build(0, 0, 0, BW, ctl.of_port, clos=truth)
-        fabricnet.start(net, timeout=60)
+    with discovering(str(tmp_path_factory.mktemp("planes-discovery")), truth, BW) as (ctl, net):
         hosts = sorted(truth.host_leaves)
         for a, b in zip(hosts, hosts[1:] + hosts[:1]):  # plane 0
             net.get(a).cmd(f"ping -c1 -W2 {truth.ip_of(b, 0)}")
         net.get(hosts[0]).cmd(f"ping -c1 -W2 {truth.ip_of(hosts[1], 1)}")  # two on plane 1
         yield ctl, net, truth
-    finally:
-        try:
-            if net is not None:
-                net.stop()
-        finally:
-            if ctl is not None:
-                ctl.stop()
-
-
-def discovered(ctl, truth) -> dict:
-    def found():
-        view = ctl.rest("GET", "/v1/fabric", timeout=15)[1]
-        return view if view.get("ready") and view.get("declared") == truth.to_dict() else None
-    return fabricnet.wait_until(found, 90, interval=1.0, what="the two planes discovered")
 
 
 def test_two_planes_are_discovered_with_no_file(live):
     ctl, _net, truth = live
-    view = discovered(ctl, truth)
+    view = discovered(ctl, truth, "the two planes discovered")
     assert view["discovery"]["wiring_problems"] == []
     assert view["discovery"]["probes"]["sent"]["arp_locate"] > 0  # the other plane-1 interfaces
 
 
 def test_an_alltoall_over_discovered_planes_carries_its_bytes_as_planned(live):
     ctl, net, truth = live
-    discovered(ctl, truth)
+    discovered(ctl, truth, "the two planes discovered")
     hosts = sorted(truth.host_leaves)
     job = {"id": "a2a", "flows": [{"src": truth.ip_of(a, 1), "dst": truth.ip_of(b, 1),
                                    "bytes": 4e6} for a, b in itertools.permutations(hosts, 2)]}
