@@ -215,3 +215,21 @@ def test_hosts_of_other_leaves_are_not_joined_while_few_have_spoken():
     assert got.host_leaves == {}
     assert sorted(ip for p in problems for ip in p["probe"]) == sorted(
         [f.ip_of("h0_0", 1), f.ip_of("h0_1", 1), f.ip_of("h1_0", 0)])
+
+
+def test_the_probes_for_missing_interfaces_take_turns_within_a_budget(monkeypatch):
+    """Many hosts heard on plane 0 only: each settle sends at most the budget, and every
+    missing address is asked for within a few rounds."""
+    from controller.discovery import finder as finder_module
+    monkeypatch.setattr(finder_module, "MISSING_FRAMES", 64)
+    f = Clos.leaf_spine(2, 4, 4, planes=2).wire()
+    heard = {(h, 0) for h in f.host_leaves} | {("h0_0", 1)}
+    finder = finder_module.FabricFinder()
+    finder.topology = observe_planes(f, heard=heard)
+    asked = set()
+    for t in range(8):
+        finder.settle(10.0 + t, force=True)
+        frames = finder.take_frames()
+        assert len(frames) <= 64
+        asked |= {lldp.parse_arp(frame)[3] for _d, _p, frame in frames}
+    assert asked == {f.ip_of(h, 1) for h in f.host_leaves if h != "h0_0"}

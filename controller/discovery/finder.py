@@ -34,6 +34,7 @@ DEFAULT_GBPS = 100.0
 # problems that do not make the switch graph inconsistent
 _HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_plane"}
 MISSING_PROBE_S = 1.0  # a host's address on a plane it was not heard on: probed this often
+MISSING_FRAMES = 4096  # ARP probes for such addresses per settle at most (in turns)
 
 
 class FabricFinder:
@@ -223,7 +224,8 @@ class FabricFinder:
     def _probe_missing(self, problems: list[dict], now: float) -> None:
         """ARP requests for the addresses a host was not heard with on other planes
         (``host_missing_plane``), out of every host-facing port, each at most once per
-        ``MISSING_PROBE_S``: an interface that has not spoken yet answers."""
+        ``MISSING_PROBE_S`` and at most ``MISSING_FRAMES`` frames a call, the longest unasked
+        first: an interface that has not spoken yet answers."""
         wanted = [ip for p in problems if p["kind"] == "host_missing_plane"
                   for ip in p.get("probe", [])]
         due = [ip for ip in wanted if now - self._missing_at.get(ip, -1e9) >= MISSING_PROBE_S]
@@ -233,7 +235,8 @@ class FabricFinder:
         facing = self.topology.facing()
         ports = sorted((d, p) for d, ps in self.topology.switches.items()
                        for p, up in ps.items() if up and (d, p) not in facing)
-        for ip in due:
+        turn = max(1, MISSING_FRAMES // max(1, len(ports)))
+        for ip in sorted(due, key=lambda ip: self._missing_at.get(ip, -1e9))[:turn]:
             self._missing_at[ip] = now
             frame = lldp.arp_request(PROBE_MAC, ip)
             for d, p in ports:
@@ -318,6 +321,8 @@ class FabricFinder:
         updated, after a quiet period, and None is returned."""
         self._verify_due(now)
         t = self.topology
+        if self.declared is None:  # every call: a missing interface may stay silent
+            self._probe_missing(self._recognised()[1], now)
         if t.version == self._checked:
             return None
         quiet = now - t.changed_at >= QUIET_S
@@ -327,7 +332,6 @@ class FabricFinder:
                 self.problems = check_declared(self.declared, t)
             return None
         fabric, problems = self._recognised()
-        self._probe_missing(problems, now)
         if not (force or quiet or self._consistent(fabric, problems, now)):
             return None
         self._checked = t.version
