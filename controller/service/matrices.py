@@ -50,7 +50,7 @@ class MatrixLearning:
         # no fabric yet: every pair counts as crossing leaves until the first tick that has one
         self.learner = TrafficLearner(window_s, samplers=clos_samplers({}, sampling_points))
         self.estimates: dict[str, tuple[float, MatrixEstimate]] = {}  # job -> (created, est.)
-        self.judged: dict[str, frozenset] = {}  # job -> the measured pairs last judged
+        self.judged: dict[str, tuple] = {}  # job -> what was last judged (Decision.pairs)
         self.kept: dict[str, tuple] = {}  # job -> (state version, others' unplanned pairs)
         self._kept_event: dict[str, str] = {}  # job -> the last "plan kept" event's cause
         self.replans: dict[str, list[float]] = {}  # job -> times of its recent re-plans
