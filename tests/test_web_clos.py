@@ -8,6 +8,7 @@ ring job reaches it the way a restarted controller gets its jobs: from its state
 OpenFlow tables. The page must draw the k=4 fat-tree tier by tier (cores above aggregation
 switches above leaves), every directed switch link of /v1/links, a declared-down link dashed,
 the job's row with its prediction and the planned links coloured apart from the others."""
+import contextlib
 import json
 import os
 import sys
@@ -63,6 +64,31 @@ def _browser_started():
         return _browser()
 
 
+@contextlib.contextmanager
+def _live_page(tmp_path, doc: dict, job: dict = RING):
+    """(browser, controller) on the web view of a controller with no switch whose state file
+    holds ``job`` planned on fabric ``doc``; both stopped on the way out, and the controller's
+    log holds no traceback."""
+    fabric_path, state_path = tmp_path / "fabric.json", str(tmp_path / "state.db")
+    fabric_path.write_text(json.dumps(doc))
+    _state_with_job(doc, state_path, job)
+    pytest.importorskip("selenium", reason="selenium (pinned in requirements.txt) is not "
+                        "installed")
+    driver = _browser_started()  # skips without chromium or chromedriver
+    log = tmp_path / "controller.log"
+    ctl = _controller(fabric_path, state_path, log)
+    try:
+        ctl.start()
+        yield driver, ctl
+    finally:
+        try:
+            driver.quit()
+        finally:
+            ctl.stop()
+    text = log.read_text()
+    assert "Traceback" not in text, text[-3000:]
+
+
 def _y(el) -> float:
     return el.find_element("css selector", "rect").rect["y"]
 
@@ -111,19 +137,10 @@ def _planned_coloured(driver, lines: dict, served: set, planned: set, down: set)
 def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
     _skip_if_ports_taken()
     doc = _fabric_doc()
-    fabric_path, state_path = tmp_path / "fabric.json", str(tmp_path / "state.db")
-    fabric_path.write_text(json.dumps(doc))
-    _state_with_job(doc, state_path)
     f = Clos.from_dict(doc)
     p = f.planes[0]
     cores, aggs = [c for g in p.cores for c in g], [a for pod in p.aggs for a in pod]
-    pytest.importorskip("selenium", reason="selenium (pinned in requirements.txt) is not "
-                        "installed")
-    driver = _browser_started()  # skips without chromium or chromedriver
-    log = tmp_path / "controller.log"
-    ctl = _controller(fabric_path, state_path, log)
-    try:
-        ctl.start()
+    with _live_page(tmp_path, doc) as (driver, ctl):
         status, view = ctl.rest("GET", "/v1/jobs/r")
         assert status == 200 and view["predicted_allreduce_s"] > 0, view
         status, links = ctl.rest("GET", "/v1/links")
@@ -183,10 +200,3 @@ def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors
         assert driver.save_screenshot(str(tmp_path / "web_clos.png"))
-    finally:
-        try:
-            driver.quit()
-        finally:
-            ctl.stop()
-    text = log.read_text()
-    assert "Traceback" not in text, text[-3000:]

@@ -6,19 +6,16 @@ one row), every host once and linked to its leaf in each plane, every directed s
 /v1/links of both planes, a link declared down in plane 1 dashed, and the planned links of an
 all-to-all whose routes use both planes coloured apart from the others."""
 import itertools
-import json
 
 import pytest
 
 from controller.model.clos import Clos
 from tests.test_web import _css, _wait
 from tests.test_web_clos import (
-    _browser_started,
-    _controller,
     _links_drawn,
+    _live_page,
     _planned_coloured,
     _skip_if_ports_taken,
-    _state_with_job,
     _y,
 )
 
@@ -90,22 +87,13 @@ def test_live_view_draws_every_plane_its_links_and_an_all_to_all(tmp_path, shape
     _skip_if_ports_taken()
     doc, (lower, upper) = _fabric_doc(shape)
     hosts, caption = FABRICS[shape][1:]
-    fabric_path, state_path = tmp_path / "fabric.json", str(tmp_path / "state.db")
-    fabric_path.write_text(json.dumps(doc))
-    _state_with_job(doc, state_path, _all_to_all(hosts))
     f = Clos.from_dict(doc)
     assert len(f.planes) == 2 and f.plane_of[lower] == 1
 
     def plane_of(link: str) -> int:
         return f.plane_of[link.split("->")[0]]
 
-    pytest.importorskip("selenium", reason="selenium (pinned in requirements.txt) is not "
-                        "installed")
-    driver = _browser_started()  # skips without chromium or chromedriver
-    log = tmp_path / "controller.log"
-    ctl = _controller(fabric_path, state_path, log)
-    try:
-        ctl.start()
+    with _live_page(tmp_path, doc, _all_to_all(hosts)) as (driver, ctl):
         status, view = ctl.rest("GET", "/v1/jobs/a2a")
         assert status == 200 and len(view["routes"]) == 12, view
         assert {r["plane"] for r in view["routes"]} == {"plane0", "plane1"}  # both planes
@@ -145,10 +133,3 @@ def test_live_view_draws_every_plane_its_links_and_an_all_to_all(tmp_path, shape
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == [], errors
         assert driver.save_screenshot(str(tmp_path / f"web_planes_{shape}.png"))
-    finally:
-        try:
-            driver.quit()
-        finally:
-            ctl.stop()
-    text = log.read_text()
-    assert "Traceback" not in text, text[-3000:]
