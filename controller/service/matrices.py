@@ -61,15 +61,22 @@ class MatrixLearning:
         self._rejected_seen: set[str] = set()
         self._lock = threading.Lock()  # reject() runs in the sFlow thread
         self._folded = -math.inf  # index of the last window folded
-        self._leaf_of: dict[str, str] = {}  # address -> leaf the samplers were counted for
+        self._interfaces: list = []  # (host, plane, address, MAC, leaf) the maps are of
+        self._canon: dict[str, str] = {}  # address -> its host's first-plane address
+        self._plane_of: dict[str, int] = {}  # address -> its plane (several planes only)
 
     def follow(self, fabric: Fabric | Clos | None) -> None:
         """Count sampling points on ``fabric``'s leaves and pods (hosts adopted, moved or
-        declared): the map is built once per change, not per sampled pair."""
-        leaf_of = {ip: leaf for _, _, ip, _, leaf in fabric.interfaces() if ip} \
-            if fabric else {}
-        if leaf_of != self._leaf_of:
-            self._leaf_of = leaf_of
+        declared): the maps are built once per change, not per sampled pair. With them, per
+        address, the host's first-plane address (``_canon``: one matrix per host pair) and,
+        on several planes, the address's plane (``_plane_of``)."""
+        interfaces = [x for x in fabric.interfaces() if x[2]] if fabric else []
+        if interfaces != self._interfaces:
+            self._interfaces = interfaces
+            leaf_of = {ip: leaf for _, _, ip, _, leaf in interfaces}
+            self._canon = {ip: fabric.host_ip.get(h) for h, _, ip, _, _ in interfaces}
+            self._plane_of = {ip: q for _, q, ip, _, _ in interfaces} \
+                if len(getattr(fabric, "planes", ())) > 1 else {}
             pods = ({leaf: pod for p in fabric.planes for leaf, pod in
                      zip(p.leaves, p.pod_of_leaf)} if isinstance(fabric, Clos) else None)
             self.learner.set_samplers(clos_samplers(leaf_of, self.points, pods))
@@ -109,11 +116,7 @@ class MatrixLearning:
         if not windows:
             return
         self._folded = windows[-1].index
-        # a host's address on any plane counts as its first plane's: one matrix per host pair
-        canon = {ip: fabric.host_ip.get(h) for h, _, ip, _, _ in fabric.interfaces()
-                 if ip} if fabric else {}
-        plane = {ip: q for _, q, ip, _, _ in fabric.interfaces() if ip} \
-            if fabric and len(getattr(fabric, "planes", ())) > 1 else {}
+        canon, plane = self._canon, self._plane_of  # built by follow() above
         members, jobs_of = {}, {}
         for jid, r in jobs.items():
             if jid not in self.estimates:
