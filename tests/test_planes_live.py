@@ -6,7 +6,7 @@ connect to those addresses, and every directed switch link carries what the plan
 (port counters, within 5% of the payload), in flow, sr and host modes; hosts reach each other
 on both planes; a restart from the state file sends nothing to any switch; a job declared by
 its members whose ranks send on plane 1 is learned and planned on plane 1, with iperf3 and with
-a real PyTorch gloo ring bound to the hosts' plane-1 interfaces."""
+real PyTorch gloo and Open MPI rings bound to the hosts' plane-1 interfaces."""
 
 import itertools
 import statistics
@@ -121,17 +121,19 @@ def test_a_ring_a_framework_runs_on_plane_1_is_learned_and_planned_there(emu):
         emu.ctl.rest("DELETE", "/v1/jobs/p1")
 
 
-def test_a_gloo_ring_bound_to_plane_1_is_learned_and_runs_at_line_rate(emu):
-    """Real PyTorch gloo (GLOO_SOCKET_IFNAME: each host's plane-1 interface), 4 ranks one per
-    leaf, declared by its members: after learning, every flow of the ring is planned on
-    plane 1 (left to choose, the planner spreads 4 flows over both planes), the traffic
-    stays on plane 1, the sums are exact and the All-Reduce near the line rate."""
-    why = collectives.missing("gloo")
+@pytest.mark.parametrize("library", collectives.LIBRARIES)
+def test_a_ring_bound_to_plane_1_is_learned_and_runs_at_line_rate(emu, library):
+    """Real PyTorch gloo (GLOO_SOCKET_IFNAME: each host's plane-1 interface) and Open MPI
+    (``btl_tcp_if_include``: plane 1's network), 4 ranks one per leaf, declared by its
+    members: after learning, every flow of the ring is planned on plane 1 (left to choose,
+    the planner spreads 4 flows over both planes), the traffic stays on plane 1, the sums
+    are exact and the All-Reduce near the line rate."""
+    why = collectives.missing(library)
     if why:
         pytest.skip(why)
     f = emu.fabric
     hosts = sorted(f.host_leaves)
-    res = collectives.members_only(emu, "gloo", hosts, mib=2, iters=3, plane=1)
+    res = collectives.members_only(emu, library, hosts, mib=2, iters=3, plane=1)
     assert res["sums_ok"], res["logs"]
     routes = res["job"]["view"]["routes"]
     assert len(routes) == len(hosts) and {r["plane"] for r in routes} == {f.planes[1].name}

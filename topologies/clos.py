@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import ipaddress
 import json
 import os
 import sys
@@ -112,6 +113,19 @@ def sflow_agent(dpid: int) -> str:
     (spine j: 127.1.0.j, leaf i: 127.2.0.i), so samples say which switch took them, as a real
     switch's management address would."""
     return f"127.{(dpid >> 16) & 255}.{(dpid >> 8) & 255}.{dpid & 255}"
+
+
+def host_network(fabric, plane: int = 0) -> str:
+    """The network of the hosts' interfaces in ``plane`` as these topologies address them:
+    10.0.0.0/8 with one plane, plane q's own 10.<16q>.0.0/12 with several (what a framework
+    told which network to use binds to: Open MPI's ``btl_tcp_if_include``).
+
+    >>> host_network(Clos.leaf_spine(2, 2, 1, planes=2).wire(), 1)
+    '10.16.0.0/12'
+    """
+    prefix = 8 if len(getattr(fabric, "planes", ())) <= 1 else 12
+    some = next(iter(fabric.host_ip))
+    return f"{ipaddress.ip_network(f'{fabric.ip_of(some, plane)}/{prefix}', strict=False)}"
 
 
 def clos_fabric(spines: int, leaves: int, hosts_per_leaf: int, bw_mbps: float = 0) -> Fabric:
@@ -215,7 +229,7 @@ class WiredClosTopo(Topo):
         for sw in f.dpids:
             self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu),
                            sflow=sampling, sflow_collector=sflow_collector)
-        prefix = 8 if len(f.planes) == 1 else 12
+        prefix = host_network(f).split("/")[1]
         for h in f.host_leaves:
             self.addHost(h, cls=ClosHost, ip=f"{f.ip_of(h)}/{prefix}", mac=f.mac_of(h),
                          mtu=int(host_mtu))

@@ -29,6 +29,7 @@ import uuid
 
 from emulation.harness import ovs
 from emulation.harness.controller_proc import signals_held
+from topologies.clos import host_network
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 RANK_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "collective_rank.py")
@@ -44,8 +45,7 @@ LEARN_TIMEOUT_S = 120.0
 QUIET_S = 5.0  # > two of the controller's default learning windows (--mlroute-learn-window 2)
 MPI_ARGS = ["--allow-run-as-root", "--bind-to", "none", "--oversubscribe",
             "--mca", "plm_rsh_no_tree_spawn", "1",
-            "--mca", "btl", "tcp,self", "--mca", "btl_tcp_if_include", "10.0.0.0/8",
-            "--mca", "oob_tcp_if_include", "10.0.0.0/8",
+            "--mca", "btl", "tcp,self",  # on the job's plane only: _run_once adds its network
             "--mca", "coll_tuned_use_dynamic_rules", "1",
             "--mca", "coll_tuned_allreduce_algorithm", "4",  # ring
             "--mca", "mpi_yield_when_idle", "1",  # 8 ranks share 2 cores with the switches
@@ -249,9 +249,9 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     ``a2a_mib`` (gloo): an all-to-all of that many MiB per rank before each All-Reduce (a
     mixture-of-experts layer). ``ddp`` (gloo): iterations of DistributedDataParallel training
     of a model of ``mib`` MiB instead (``collective_rank.run_ddp``). ``cancel``: an event that
-    stops the run (its processes too) when set, for runs in other threads. ``plane`` (gloo,
-    a fabric of several planes): the ranks bind their interface to that plane and connect to
-    its addresses, as a framework told which NIC to use does."""
+    stops the run (its processes too) when set, for runs in other threads. ``plane`` (a
+    fabric of several planes): the ranks bind to that plane's interface (gloo) or network
+    (Open MPI) and connect to its addresses, as a framework told which NIC to use does."""
     stalls = []
     for k in range(attempts):
         if cancel is not None and cancel.is_set():  # another job of a joint run failed
@@ -275,8 +275,6 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
               cancel: threading.Event | None = None, plane: int = 0) -> dict:
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}")
-    if plane and library != "gloo":
-        raise ValueError("a job on another plane than the first runs with gloo only")
     if (a2a_mib or ddp) and library != "gloo":
         raise ValueError("an all-to-all phase and DDP training run with gloo only")
     tag = uuid.uuid4().hex[:12]
@@ -303,12 +301,13 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
                        {**env, "GLOO_SOCKET_IFNAME": iface}, procs)
         else:
             # Open MPI refuses "_" in node names (h0_0): nodes are named by their addresses
-            hostmap = os.path.join(logdir, "hostmap")
+            hostmap, network = os.path.join(logdir, "hostmap"), host_network(fabric, plane)
             with open(hostmap, "w") as fh:
-                fh.writelines(f"{fabric.host_ip[h]} {net.get(h).pid}\n" for h in hosts)
+                fh.writelines(f"{fabric.ip_of(h, plane)} {net.get(h).pid}\n" for h in hosts)
             with open(os.path.join(logdir, "hostfile"), "w") as fh:
-                fh.writelines(f"{fabric.host_ip[h]} slots=1\n" for h in hosts)
+                fh.writelines(f"{fabric.ip_of(h, plane)} slots=1\n" for h in hosts)
             _spawn(["mnexec", "-a", str(net.get(hosts[0]).pid), "mpirun", *MPI_ARGS,
+                    "--mca", "btl_tcp_if_include", network, "--mca", "oob_tcp_if_include", network,
                     "--mca", "plm_rsh_agent", RSH_AGENT,
                     "--hostfile", os.path.join(logdir, "hostfile"), "--map-by", "node",
                     "-np", str(world), "--output-filename", os.path.join(logdir, "ranks"),
