@@ -26,9 +26,21 @@ def observe_planes(f, missing=(), heard=None, t=None):
     return t
 
 
+def unlike_planes(link_gbps=100.0) -> Clos:
+    """Two planes of different shapes: a k = 4 fat-tree (three tiers) and a leaf-spine of 3
+    spines over the same 8 hosts, one per leaf (as a cluster grown plane by plane is)."""
+    tree = Clos.fat_tree(4, 1, planes=2, link_gbps=link_gbps).to_dict()
+    flat = {"name": "plane1", "spines": ["s0_p1", "s1_p1", "s2_p1"],
+            "leaves": [f"l{i}_p1" for i in range(8)]}
+    hosts = {h: [ls[0], ls[0].replace("_p0", "_p1")] for h, ls in tree["hosts"].items()}
+    return Clos.from_dict({"planes": [tree["planes"][0], flat], "hosts": hosts,
+                           "link_gbps": link_gbps})
+
+
 SHAPES = {"leaf-spine": lambda: Clos.leaf_spine(2, 4, 1, planes=2),
           "leaf-spine, 3 planes": lambda: Clos.leaf_spine(2, 3, 2, planes=3),
-          "fat-tree": lambda: Clos.fat_tree(4, 1, planes=2)}
+          "fat-tree": lambda: Clos.fat_tree(4, 1, planes=2),
+          "planes of different shapes": unlike_planes}
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -108,11 +120,14 @@ def test_a_cable_between_planes_is_reported_and_not_used():
     assert got.to_dict() == f.to_dict()
 
 
-def test_the_controller_finds_two_planes_with_no_file_and_routes_over_both():
+@pytest.mark.parametrize("make", [lambda: Clos.leaf_spine(2, 4, 1, link_gbps=0.01, planes=2),
+                                  lambda: unlike_planes(0.01)], ids=["alike", "unlike"])
+def test_the_controller_finds_two_planes_with_no_file_and_routes_over_both(make):
     """Zero configuration on the fake switches: LLDP and ARP (every interface) give the
-    two-plane fabric with its own names; an all-to-all is planned over both planes and each
-    route's packets, sent with the route's plane addresses, follow it."""
-    f = Clos.leaf_spine(2, 4, 1, link_gbps=0.01, planes=2).wire()
+    two-plane fabric with its own names (planes alike, or a fat-tree beside a leaf-spine);
+    an all-to-all is planned over both planes and each route's packets, sent with the
+    route's plane addresses, follow it."""
+    f = make().wire()
     clock = FakeClock()
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, None, clock=clock, sleep=clock.sleep, link_gbps=0.01)
@@ -139,6 +154,29 @@ def test_the_controller_finds_two_planes_with_no_file_and_routes_over_both():
     assert {r["plane"] for r in doc["routes"]} == set(planes)
     for r in doc["routes"]:
         path, reached, _ = trace(f, sw, r["src"], r["dst"], plane=planes[r["plane"]])
+        assert reached == r["dst"] and path == r["path"], (path, r)
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
+def test_planes_of_different_shapes_are_served_in_every_mode(mode):
+    """A fat-tree plane beside a leaf-spine plane, declared: an all-to-all uses both and
+    every route's packets follow it (host mode: with the route's source port)."""
+    f = unlike_planes(0.01).wire()
+    clock = FakeClock()
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, mode=mode)
+    for name, dpid in f.dpids.items():
+        svc.switch_connected(dpid, {p: True for p in f.ports[name].values()})
+    hosts = sorted(f.host_leaves)
+    flows = [{"src": a, "dst": b, "bytes": 1e6} for a in hosts for b in hosts if a != b]
+    code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "a2a", "flows": flows}).encode())
+    assert code == 201, doc
+    planes = {p.name: q for q, p in enumerate(f.planes)}
+    assert {r["plane"] for r in doc["routes"]} == set(planes)
+    for r in doc["routes"]:
+        path, reached, _ = trace(f, sw, r["src"], r["dst"], sport=r.get("sport") or 1234,
+                                 plane=planes[r["plane"]])
         assert reached == r["dst"] and path == r["path"], (path, r)
 
 

@@ -20,8 +20,8 @@ graph is a new plane only when no switch of it had a place in the last recogniti
 (``previous``): a plane cut in two by failures stays one plane with its links down, and a
 plane keeps its number while it has switches. Cables between planes are reported and not used.
 
-Not yet: host LLDP as an identity, planes of different shapes joined by name, one switch
-that moves between planes.
+Planes may differ in shape (a fat-tree beside a leaf-spine): each is recognised alone.
+Not yet: host LLDP as an identity, one switch that moves between planes.
 
 >>> t = Topology()       # two planes, each a spine (1, 4) and two leaves with one host each
 >>> for d in range(1, 7): _ = t.switch_up(d, {1: True, 2: True}, 0)
