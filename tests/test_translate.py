@@ -104,6 +104,10 @@ def test_tables_read_back_as_switch_state(ofproto):
         dp, Message("group_add", group=g)).buckets) for g in groups]
     state = translate.state_of(ofp, rules[0].dpid, flows, descs)
     assert state == SwitchState({r.key: r for r in rules}, {g.group_id: g for g in groups})
+    pauses = []  # a long read gives the event loop back every `every` entries, same result
+    paused = translate.state_of(ofp, rules[0].dpid, flows, descs, pause=lambda: pauses.append(1),
+                                every=2)
+    assert paused == state and len(pauses) == len(flows) // 2 > 0
 
 
 def test_requests_and_events(ofproto):

@@ -141,7 +141,7 @@ class Switches:
             with self.lock:
                 for xid, _ in waits:
                     self._reads.pop((dpid, xid), None)
-        return translate.state_of(dp.ofproto, dpid, *bodies)
+        return translate.state_of(dp.ofproto, dpid, *bodies, pause=lambda: self.hub.sleep(0))
 
     OUT_QUEUE = 8192  # packet-outs waiting per switch; older ones are dropped beyond
 
