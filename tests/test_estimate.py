@@ -139,6 +139,28 @@ def test_quiet_phases_and_low_rates_neither_teach_nor_contradict():
     assert set(est.matrix()) >= set(ring(8))
 
 
+def test_pairs_of_alternating_phases_outlast_their_gaps_and_stay_steady():
+    """A pipeline: each middle stage sends forward in one window and backward in the next,
+    and each launch ends with two windows of forward only (the schedule's drain):
+    every pair has come back from such gaps, so none leaves or is in doubt for them; a
+    reversed chain still replaces the pairs once they are silent past their gaps."""
+    rng = np.random.default_rng(9)
+    fwd = {(f"r{i}", f"r{i + 1}"): 1.0 for i in range(5)}
+    bwd = {(b, a): 1.0 for a, b in fwd}
+    est = MatrixEstimate()
+    seen = []
+    for _ in range(3):
+        for flows in [fwd, bwd] * 4 + [fwd] * 2 + [{}] * 4:
+            est.fold(*window(rng, flows, 8192))
+            seen.append((set(est.matrix()), est.steady))
+    both = set(fwd) | set(bwd)
+    assert all(m == both for m, _ in seen[2:]) and seen[-1][1]
+    assert sum(steady for _, steady in seen[2:]) >= len(seen) // 2
+    other = {(f"r{i}", f"r{i + 2}"): 1.0 for i in range(4)}  # a new pattern, sending on
+    run(est, rng, [(other, 1.0)] * 12, 8192)
+    assert set(est.matrix()) == set(other) and est.steady
+
+
 def test_estimate_of_a_pair_converges_on_its_mean_bytes():
     rng = np.random.default_rng(6)
     est = MatrixEstimate(half_life=50)

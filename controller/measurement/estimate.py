@@ -22,7 +22,11 @@ estimate accumulates, and forgets only on evidence:
   (n pairs: each below 1% / n, since with many light pairs some are always briefly
   unsampled). A window in which the source sent nothing is no evidence against its pairs (a
   rank waiting on another's broadcast, as a DistributedDataParallel launch begins) until it
-  has been idle for ``idle_windows`` active windows (a rank that left the pattern);
+  has been idle for ``idle_windows`` active windows (a rank that left the pattern). A pair
+  that came back after a silence of g active windows (a phase: a pipeline stage sends forward
+  in one window and backward in the next; a launch's warm-up sends forward only) has shown
+  that such gaps are part of its pattern: it leaves only after ``silent_windows`` + g, and is
+  in doubt only when silent longer than g (g at most ``idle_windows``);
 * **steady**: at least ``steady_windows`` active windows, the pairs that joined in the last
   ``steady_windows`` - 1 of them carry less than ``SETTLED`` of the matrix's bytes (at a low
   sampling rate the last light pairs of an all-to-all trickle in for a while), and no pair of
@@ -67,6 +71,7 @@ class PairEstimate:
     samples: float = 0.0  # weighted sum of its samples
     total_samples: int = 0  # every sample behind the estimate
     silent: int = 0  # consecutive active windows without a sample, its source sending
+    gap: int = 0  # the longest such silence it came back from (a phase of its pattern)
     joined: int = 0  # active windows folded when it joined the matrix (0: not in it)
     planes: dict = field(default_factory=dict)  # plane -> weighted bytes (several planes)
 
@@ -135,6 +140,7 @@ class MatrixEstimate:
             e.bytes += b
             e.samples += n
             e.total_samples += n
+            e.gap = max(e.gap, e.silent)
             e.silent = 0
             for q, b in (window_planes or {}).get(p, {}).items():
                 e.planes[q] = e.planes.get(q, 0.0) + b
@@ -150,8 +156,13 @@ class MatrixEstimate:
         ``chance`` among the matrix's pairs (Poisson: exp(-missed) per pair)."""
         return self._missed(e) >= math.log(max(len(self.members), 1) / chance)
 
+    def _usual_gap(self, e: PairEstimate) -> int:
+        """Silent windows the pair has come back from: no evidence that it left."""
+        return min(e.gap, self.idle_windows)
+
     def _silent_for_sure(self, e: PairEstimate) -> bool:
-        return e.silent >= self.silent_windows and self._silence_below(e, SURE_SILENT)
+        return e.silent >= self.silent_windows + self._usual_gap(e) and \
+            self._silence_below(e, SURE_SILENT)
 
     def _update_members(self) -> None:
         gone = [p for p, e in self.pairs.items() if e.silent and (
@@ -178,7 +189,7 @@ class MatrixEstimate:
         total = new = 0.0
         for p in self.members:
             e = self.pairs[p]
-            if e.silent and self._silence_below(e, IN_DOUBT):
+            if e.silent > self._usual_gap(e) and self._silence_below(e, IN_DOUBT):
                 return False
             total += e.bytes
             if e.joined > recent:
