@@ -161,6 +161,23 @@ def test_pairs_of_alternating_phases_outlast_their_gaps_and_stay_steady():
     assert set(est.matrix()) == set(other) and est.steady
 
 
+def test_pairs_still_trickling_in_keep_the_matrix_unsteady():
+    """At 1 in 65,536 the light pairs of an all-to-all beside a ring gather their first
+    samples over many windows: while sampled pairs that have too few samples to join carry
+    a real share of the bytes, the matrix is not steady, so that it is acted on once, when
+    nearly all of them are in."""
+    rng = np.random.default_rng(10)
+    flows = {p: 0.008 for p in alltoall(8)}
+    for p in ring(8):
+        flows[p] += 0.1
+    est = MatrixEstimate()
+    for _ in range(60):
+        est.fold(*window(rng, flows, 65536))
+        if est.steady:
+            break
+    assert est.steady and len(est.matrix()) >= 0.85 * len(flows), len(est.matrix())
+
+
 def test_estimate_of_a_pair_converges_on_its_mean_bytes():
     rng = np.random.default_rng(6)
     est = MatrixEstimate(half_life=50)

@@ -28,8 +28,10 @@ estimate accumulates, and forgets only on evidence:
   that such gaps are part of its pattern: it leaves only after ``silent_windows`` + g, and is
   in doubt only when silent longer than g (g at most ``idle_windows``);
 * **steady**: at least ``steady_windows`` active windows, the pairs that joined in the last
-  ``steady_windows`` - 1 of them carry less than ``SETTLED`` of the matrix's bytes (at a low
-  sampling rate the last light pairs of an all-to-all trickle in for a while), and no pair of
+  ``steady_windows`` - 1 of them and the pairs sampled but still short of ``min_samples``
+  carry less than ``SETTLED`` of the matrix's bytes (at a low sampling rate the light pairs
+  of an all-to-all trickle in over many windows, each alone a small share: acted on before
+  most are in, the matrix would be re-planned as each batch joins), and no pair of
   the matrix is in doubt: silent for so long that, among all its pairs, such a silence was
   less likely than even (it may be leaving, as when a ring changes direction);
 * **plane**: on a fabric of several planes each pair's bytes are also kept per plane the
@@ -194,6 +196,9 @@ class MatrixEstimate:
             total += e.bytes
             if e.joined > recent:
                 new += e.bytes
+        # sampled, too few samples yet to join: the light pairs still trickling in
+        new += sum(e.bytes for p, e in self.pairs.items()
+                   if p not in self.members and e.total_samples < self.min_samples)
         return new < SETTLED * total
 
     def matrix(self) -> dict[Pair, float]:
