@@ -161,6 +161,24 @@ def test_pairs_of_alternating_phases_outlast_their_gaps_and_stay_steady():
     assert set(est.matrix()) == set(other) and est.steady
 
 
+def test_pairs_of_a_permuted_pipeline_leave_though_their_sources_send_in_turns():
+    """A pipeline relaunched with its stages in another order: an old pair's source now
+    sends only every other window (forward, then backward), so its silence grows slowly
+    while its decaying mean shrinks; the old pairs still leave within a few alternations,
+    judged on the rate they had before they fell silent."""
+    rng = np.random.default_rng(11)
+
+    def phases(order):  # a few samples a window: 1% of line rate a pair
+        fwd = {(a, b): 0.01 for a, b in zip(order, order[1:])}
+        return fwd, {(b, a): 0.01 for a, b in fwd}
+    old, new = phases([f"r{i}" for i in range(6)]), phases(["r3", "r0", "r5", "r2", "r4", "r1"])
+    est = MatrixEstimate()
+    run(est, rng, [(old[0], 1.0), (old[1], 1.0)] * 6, 8192)
+    assert set(est.matrix()) == set(old[0]) | set(old[1])
+    run(est, rng, [(new[0], 1.0), (new[1], 1.0)] * 5, 8192)
+    assert set(est.matrix()) == set(new[0]) | set(new[1]) and est.steady
+
+
 def test_pairs_still_trickling_in_keep_the_matrix_unsteady():
     """At 1 in 65,536 the light pairs of an all-to-all beside a ring gather their first
     samples over many windows: while sampled pairs that have too few samples to join carry

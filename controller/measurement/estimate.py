@@ -18,7 +18,8 @@ estimate accumulates, and forgets only on evidence:
   job's bytes, joins as its samples accumulate);
 * **leaving**: a pair leaves only after ``silent_windows`` or more consecutive active windows
   without a sample while its source sent to other members, and only when at its own
-  estimated rate so long a silence had a probability below 1% among all the matrix's pairs
+  estimated rate before the silence (its mean decays while it is silent; the silence is no
+  measure of it) so long a silence had a probability below 1% among all the matrix's pairs
   (n pairs: each below 1% / n, since with many light pairs some are always briefly
   unsampled). A window in which the source sent nothing is no evidence against its pairs (a
   rank waiting on another's broadcast, as a DistributedDataParallel launch begins) until it
@@ -74,6 +75,7 @@ class PairEstimate:
     total_samples: int = 0  # every sample behind the estimate
     silent: int = 0  # consecutive active windows without a sample, its source sending
     gap: int = 0  # the longest such silence it came back from (a phase of its pattern)
+    before: tuple = (0.0, 1.0)  # (samples, weight) as of the last window it was sampled in
     joined: int = 0  # active windows folded when it joined the matrix (0: not in it)
     planes: dict = field(default_factory=dict)  # plane -> weighted bytes (several planes)
 
@@ -144,14 +146,20 @@ class MatrixEstimate:
             e.total_samples += n
             e.gap = max(e.gap, e.silent)
             e.silent = 0
+            e.before = (e.samples, self.weight)
             for q, b in (window_planes or {}).get(p, {}).items():
                 e.planes[q] = e.planes.get(q, 0.0) + b
         self._update_members()
         return "active"
 
     def _missed(self, e: PairEstimate) -> float:
-        """Samples the pair would have got, at its rate, in the active windows it was silent."""
-        return e.silent * e.samples / self.weight
+        """-log of the chance that the pair, were it still sending as it did before its
+        silence (s samples over a weight of w active windows), got no sample in the k active
+        windows it was silent: s * log(1 + k / w) (Poisson, its rate known from s samples:
+        about k * s / w for a pair of many samples, less for a light one). Its bytes and
+        samples decay while it is silent, but the silence is no measure of its rate before."""
+        s, w = e.before
+        return s * math.log1p(e.silent / w)
 
     def _silence_below(self, e: PairEstimate, chance: float) -> bool:
         """So long a silence, were the pair still sending at its rate, had a chance below
