@@ -43,9 +43,10 @@ class Watch:
     """Feeds a job's traffic to the service half a second at a time and checks the
     learning loop's promises after every tick."""
 
-    def __init__(self, svc, clock, jid):
+    def __init__(self, svc, clock, jid, also=()):
         self.svc, self.clock, self.jid = svc, clock, jid
         self.f = svc.fabric
+        self.also = list(also)  # other jobs' watches, checked after the same ticks
         self.plans = []  # every set of pairs the job was planned on, in order
         self.learned_at = None  # replans() once the job was first learned
         self.bytes = {}  # (source, destination) address -> data bytes sent in this launch
@@ -53,20 +54,31 @@ class Watch:
 
     def feed(self, samples):
         svc, learner = self.svc, self.svc.learning.learner
-        before = len(replans(svc, self.jid))
+        watches = [self, *self.also]
+        before = [len(replans(svc, w.jid)) for w in watches]
         svc.traffic_samples(samples)
         if samples:
             self.sent_in = learner.index(self.clock())
-        for s in samples:
-            if s.frame_length >= 200:
-                self.bytes[(s.src, s.dst)] = self.bytes.get((s.src, s.dst), 0) + (
-                    s.frame_length * s.sampling_rate)
+        for w in watches:
+            w.count(samples)
         self.clock.sleep(0.5)
         svc.tick(probe=False)
+        # every window closed since the last traffic is silent: a pause decides nothing
+        paused = self.sent_in is not None and learner.index(self.clock()) - 1 > self.sent_in
+        for w, b in zip(watches, before):
+            w.check(b, paused)
+
+    def count(self, samples):
+        ips = {self.f.host_ip[h] for h in self.svc.state.jobs[self.jid].members}
+        for s in samples:
+            if s.frame_length >= 200 and s.src in ips and s.dst in ips:
+                self.bytes[(s.src, s.dst)] = self.bytes.get((s.src, s.dst), 0) + (
+                    s.frame_length * s.sampling_rate)
+
+    def check(self, before, paused):
+        svc = self.svc
         now = len(replans(svc, self.jid))
-        if self.sent_in is not None and learner.index(self.clock()) - 1 > self.sent_in:
-            # every window closed since the last traffic is silent: a pause decides nothing
-            assert now == before, ("re-planned during a pause", self.events())
+        assert not paused or now == before, ("re-planned during a pause", self.events())
         doc = get(svc, self.jid)[1]
         if doc["matrix"] != "learning":
             planned = planned_pairs(svc, self.jid)
@@ -88,12 +100,14 @@ class Watch:
     def launch(self, make, seconds, ramp_s=1.0):
         """A launch: ``ramp_s`` of ramp-up (a third of the samples: some pairs only),
         ``seconds`` of traffic, a tail like the ramp; then its heavy pairs must be planned."""
-        self.bytes = {}
+        for w in [self, *self.also]:
+            w.bytes = {}
         self.run(lambda t: (lambda s: s[:len(s) // 3])(make(t)), ramp_s)
         self.run(make, seconds)
         self.run(lambda t: (lambda s: s[len(s) // 3:2 * len(s) // 3])(make(t)), ramp_s)
-        missing = self.heavy() - planned_pairs(self.svc, self.jid)
-        assert not missing, ("heavy pairs not planned", sorted(missing), self.events())
+        for w in [self, *self.also]:
+            missing = w.heavy() - planned_pairs(w.svc, w.jid)
+            assert not missing, ("heavy pairs not planned", w.jid, sorted(missing), w.events())
 
     def heavy(self):
         """The cross-leaf pairs that carried ``HEAVY`` of the launch's cross-leaf bytes."""
@@ -357,3 +371,52 @@ def test_ring_and_light_alltoall_at_1_in_65536(seed):
         w.pause(10)
     held(w, cross_leaf(f, ring_pairs(ranks, -1)), replans_after=1)
     assert len(w.plans[0]) >= 40 and len(planned_pairs(svc, "x")) >= 44, w.plans
+
+
+@pytest.mark.parametrize("pattern", ["pipeline", "halving-doubling"])
+def test_a_correct_declaration_of_a_pattern_is_never_replaced(pattern):
+    """The same patterns declared flow by flow, and run as declared (a pipeline
+    alternating every window, warm-up and drain forward only; halving-doubling): the
+    declaration stays, never re-planned, with no event against it."""
+    f, sw, svc, clock = start()
+    ranks = interleaved(f)
+    if pattern == "pipeline":
+        fwd, bwd = pipeline(ranks)
+        fs, bs = samples_of(f, fwd), samples_of(f, bwd)
+        pairs, make = {**fwd, **bwd}, (lambda t: fs if int(t) % 2 == 0 else bs)
+    else:
+        pairs = halving_doubling(ranks)
+        s = samples_of(f, pairs, per_unit=8)
+        make = (lambda t: s)  # noqa: E731
+    flows = [{"src": a, "dst": b, "bytes": 1e6 * v} for (a, b), v in sorted(pairs.items())]
+    assert post(svc, {"id": "d", "flows": flows})[0] == 201
+    w = Watch(svc, clock, "d")
+    declared = planned_pairs(svc, "d")
+    for pause in (6, 30, 6):
+        w.launch(make, 8)
+        w.pause(pause)
+    assert get(svc, "d")[1]["matrix"] == "declared" and planned_pairs(svc, "d") == declared
+    assert not replans(svc, "d") and not w.events(), w.events()
+
+
+def test_a_pipeline_and_a_halving_doubling_job_sharing_the_leaves():
+    """Two jobs of 8 ranks each on the same 4 leaves, launched together: a pipeline
+    alternating every half window and a halving-doubling All-Reduce. Each is learned once,
+    on all its pairs, and neither is re-planned again."""
+    f, sw, svc, clock = start(leaves=4, hosts=4)
+    hosts = interleaved(f)
+    ranks = {"pp": hosts[:8], "hd": hosts[8:]}
+    fwd, bwd = pipeline(ranks["pp"])
+    hd = halving_doubling(ranks["hd"])
+    fs, bs = samples_of(f, fwd), samples_of(f, bwd)
+    hs = samples_of(f, hd, per_unit=8)
+    assert post(svc, {"id": "hd", "members": ranks["hd"]})[0] == 201
+    other = Watch(svc, clock, "hd")
+    w = members_job(svc, clock, "pp", ranks["pp"])
+    w.also.append(other)
+    for _ in range(3):
+        w.launch(lambda t: (fs if int(2 * t) % 2 == 0 else bs) + hs, 8)
+        w.pause(20)
+    held(w, cross_leaf(f, {**fwd, **bwd}))
+    held(other, cross_leaf(f, hd))
+    assert len(w.plans) == len(other.plans) == 1
