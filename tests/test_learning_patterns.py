@@ -224,6 +224,25 @@ def test_pipeline_activations_forward_gradients_backward(phase_s, per_unit):
     held(w, cross_leaf(f, {**fwd, **bwd}))
 
 
+def test_a_pipeline_learned_on_its_forward_phase_gets_its_backward_pairs():
+    """The pipeline's warm-up sends every forward pair for a window and its first
+    micro-batches forward again: the matrix is steady on the forward pairs alone and
+    learned so. The backward pairs join a window later, judged on their first window's
+    mean (a quarter of the bytes, little to gain: kept); as their mean grows to half of
+    the job's bytes the plan is judged again, and the job is re-planned once, on all."""
+    f, sw, svc, clock = start()
+    stages = interleaved(f)
+    fwd, bwd = pipeline(stages)
+    fs, bs = samples_of(f, fwd), samples_of(f, bwd)
+    w = members_job(svc, clock, "pp", stages)
+    for _ in range(3):
+        w.run(lambda t: fs, 1)
+        w.run(lambda t: fs if int(t) % 2 == 0 else bs, 8)
+        w.pause(10)
+    held(w, cross_leaf(f, {**fwd, **bwd}), replans_after=1)
+    assert [len(p) for p in w.plans] == [7, 14], w.events()
+
+
 def test_recursive_halving_doubling_learns_every_partner_set():
     """Halving-doubling All-Reduce among 16 ranks on 4 leaves: 4 partner sets (rank ^ 1, 2,
     4, 8), each carrying half the bytes of the one before, placed so that every partner is

@@ -8,10 +8,12 @@ its pairs change, when learned pairs leave their route's plane (``learning.off_p
 framework reconnected on another plane; re-planned without the gain test, since the plan in
 force is not enforced) or, when it was kept, once the state (a job re-planned, posted or
 deleted) or the pairs other jobs send beside their plans changed: whether a plan is worth
-changing depends on them; a re-plan needs a predicted gain of ``learn_min_gain`` and at most
-``learn_replans_per_minute`` happen per job. A job is judged on the windows that began
-after it was posted: what its hosts sent before (an earlier job, another library's ring)
-neither teaches nor contradicts it.
+changing depends on them, or once the share of its bytes on pairs the kept plan lacks grew
+by half (``GROWN``: pairs that joined late, a phase the job had not yet run, are judged on
+their first windows' mean, which their later windows raise); a re-plan needs a predicted
+gain of ``learn_min_gain`` and at most ``learn_replans_per_minute`` happen per job. A job
+is judged on the windows that began after it was posted: what its hosts sent before (an
+earlier job, another library's ring) neither teaches nor contradicts it.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from controller.service.settings import Settings
 from controller.service.state import ControllerState
 
 REPLAN_PERIOD = 60.0  # seconds over which learn_replans_per_minute counts
+GROWN = 1.5  # growth of the share of a job's bytes its kept plan lacks that has it judged again
 
 
 @dataclass
@@ -51,7 +54,8 @@ class MatrixLearning:
         self.learner = TrafficLearner(window_s, samplers=clos_samplers({}, sampling_points))
         self.estimates: dict[str, tuple[float, MatrixEstimate]] = {}  # job -> (created, est.)
         self.judged: dict[str, tuple] = {}  # job -> what was last judged (Decision.pairs)
-        self.kept: dict[str, tuple] = {}  # job -> (state version, others' unplanned pairs)
+        # job -> ((state version, others' unplanned pairs), share of its bytes the plan lacked)
+        self.kept: dict[str, tuple] = {}
         self._kept_event: dict[str, str] = {}  # job -> the last "plan kept" event's cause
         self.replans: dict[str, list[float]] = {}  # job -> times of its recent re-plans
         self.deferred = 0  # re-plans put off by the per-job bound
@@ -171,7 +175,9 @@ class MatrixLearning:
             pairs = frozenset(m.pairs), frozenset(learning.off_plane(state.fabric, r, m))
             also = learning.sending_unplanned(state.fabric, state.jobs, measured, jid)
             context = (state.version, frozenset((j, frozenset(o.pairs)) for j, o in also.items()))
-            if self.judged.get(jid) == pairs and self.kept.get(jid, context) == context:
+            kept = self.kept.get(jid)
+            if self.judged.get(jid) == pairs and (kept is None or (
+                    kept[0] == context and not _grown(state.fabric, r, m, kept[1]))):
                 continue
             found = learning.verdict(state.fabric, r, m)
             if found is None:
@@ -195,7 +201,7 @@ class MatrixLearning:
             if r.matrix != "learning" and not (mismatch or {}).get("off_plane_pairs"):
                 pays, text = _pays(state, settings, jid, m, change, measured, also)
                 if not pays:
-                    self.kept[jid] = context
+                    self.kept[jid] = (context, (mismatch or {}).get("share", 1.0))
                     event = (f"{cause}: plan kept, {text}, a re-plan needs "
                              f"{100 * settings.learn_min_gain:g}%")
                     if event != self._kept_event.get(jid):  # judged again, nothing new
@@ -214,6 +220,15 @@ class MatrixLearning:
         if ok:
             self.replans.setdefault(decision.job, []).append(now)
             self.replanned[decision.job] = self.replanned.get(decision.job, 0) + 1
+
+
+def _grown(fabric, r, m, kept_share: float) -> bool:
+    """The share of the measured bytes on pairs the job's plan lacks grew by ``GROWN``
+    since the plan was kept with ``kept_share`` of them lacking."""
+    planned = learning.declared_pairs(fabric, r)
+    total = sum(m.pairs.values())
+    lacking = sum(v for p, v in m.pairs.items() if p not in planned)
+    return total > 0 and lacking > 0 and lacking >= GROWN * kept_share * total
 
 
 NOT_SLOWER = 0.01  # a re-plan must not make the job this much slower while others still wait
