@@ -43,9 +43,12 @@ def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
     decl: dict[tuple[int, int], tuple] = {}  # port -> (dpid, port) of a switch, or (None, host)
     for sw, peers in declared.ports.items():
         for other, port in peers.items():
-            if other in declared.dpids:
-                decl[(declared.dpids[sw], port)] = (declared.dpids[other],
-                                                    declared.ports.get(other, {}).get(sw))
+            if other in declared.dpids:  # member m of a bundle: the m-th port at both ends
+                back = declared.ports.get(other, {}).get(sw)
+                mine = declared.ports_to(sw, other)
+                backs = back if isinstance(back, list) else [back] * len(mine)
+                for p, b in zip(mine, backs):
+                    decl[(declared.dpids[sw], p)] = (declared.dpids[other], b)
             elif other in declared.hosts:
                 decl[(declared.dpids[sw], port)] = (None, other)
     up = set(topology.switches)

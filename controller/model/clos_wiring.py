@@ -5,6 +5,10 @@ builds it (``wire``) or as a fabric document declares it (``check``).
 Several planes: a host has one interface, one address and one MAC per plane, and picks the
 plane by the destination address (NVIDIA Spectrum-X's multi-plane hosts; HPN's dual planes);
 no switch moves a packet between planes.
+
+Bundles: ``ports[sw][peer]`` is a port number for a single link and a list of port numbers,
+one per member in member order, for a bundle of two links or more; member m is the same cable
+at both ends (``ports[a][b][m]`` and ``ports[b][a][m]``).
 """
 from __future__ import annotations
 
@@ -34,9 +38,7 @@ def wire(fabric) -> dict:
     10.<16q + i/256>.<i%256>.<m> and MAC 02:00:<q>:<i/256>:<i%256>:<m> (i the host's leaf in
     the first plane, m its position there from 1: the same host part in every plane, each
     plane its own 10.<16q>.0.0/12). One plane writes strings, as before; several planes a
-    list per host. Single links only."""
-    if fabric.bundles or set(fabric.bundle_default.values()) != {1}:
-        raise InputError("fabric: wiring of bundles is not supported (single links only)")
+    list per host. A bundle's members take consecutive ports (a list, member order)."""
     dpids: dict[str, int] = {}
     for q, p in enumerate(fabric.planes):
         base = 0x100000 * q
@@ -48,7 +50,7 @@ def wire(fabric) -> dict:
         for g, grp in enumerate(p.cores):
             for j, c in enumerate(grp):
                 dpids[c] = base + 0x40000 + 256 * g + j
-    ports = {sw: {n: k + 1 for k, n in enumerate(fabric.neighbours(sw))} for sw in dpids}
+    ports = {sw: _numbered(fabric, sw) for sw in dpids}
     ip, mac, seen = {}, {}, {}
     first = {l: i for i, l in enumerate(fabric.planes[0].leaves)}
     n = len(fabric.planes)
@@ -63,6 +65,24 @@ def wire(fabric) -> dict:
         macs = [f"02:00:{q:02x}:{i // 256:02x}:{i % 256:02x}:{m:02x}" for q in range(n)]
         ip[h], mac[h] = (ips[0], macs[0]) if n == 1 else (ips, macs)
     return {"dpids": dpids, "ports": ports, "host_ip": ip, "host_mac": mac}
+
+
+def _numbered(fabric, sw: str) -> dict:
+    """``sw``'s ports from 1 in ``neighbours`` order, a bundle's members consecutive."""
+    out, nxt = {}, 1
+    for n in fabric.neighbours(sw):
+        k = _links(fabric, sw, n)
+        out[n] = nxt if k == 1 else list(range(nxt, nxt + k))
+        nxt += k
+    return out
+
+
+def _links(fabric, sw: str, peer: str) -> int:
+    """Parallel links between ``sw`` and ``peer`` (1 for a host)."""
+    if peer not in fabric.tier_of:
+        return 1
+    lo, up = (sw, peer) if fabric.tier_of[sw] < fabric.tier_of[peer] else (peer, sw)
+    return fabric.bundle(lo, up)
 
 
 def check(fabric) -> None:
@@ -84,10 +104,15 @@ def check(fabric) -> None:
         if not isinstance(ports, dict):
             raise InputError(f"fabric: no port map for switch {sw}")
         for peer in fabric.neighbours(sw):
-            p = ports.get(peer)
-            if not _integer(p) or not 0 < p < 0xffffff00:
+            p, k = ports.get(peer), _links(fabric, sw, peer)
+            numbers = p if isinstance(p, list) else [p]
+            if not all(_integer(x) and 0 < x < 0xffffff00 for x in numbers):
                 raise InputError(f"fabric: switch {sw} has no port number for {peer}")
-        if len(set(ports.values())) != len(ports):
+            if len(numbers) != k or (k == 1 and isinstance(p, list)):
+                raise InputError(f"fabric: switch {sw} needs {k} port number(s) for {peer} "
+                                 f"(its bundle has {k} link(s)), got {p!r}")
+        used = [x for p in ports.values() for x in (p if isinstance(p, list) else [p])]
+        if len(set(used)) != len(used):
             raise InputError(f"fabric: switch {sw} uses a port number twice")
     n = len(fabric.planes)
     for key, what in (("host_ip", "IPv4"), ("host_mac", "MAC")):

@@ -21,13 +21,25 @@ class HostLookup:
     ``model.clos.Clos``): needs ``hosts`` (host -> leaf), ``host_ip`` and ``ports``."""
 
     def port(self, switch: str, peer: str) -> int:
-        return self.ports[switch][peer]
+        """The port of ``switch`` to ``peer`` (a bundle's first member)."""
+        p = self.ports[switch][peer]
+        return p[0] if isinstance(p, list) else p
+
+    def ports_to(self, switch: str, peer: str) -> tuple[int, ...]:
+        """Every port of ``switch`` to ``peer``, in member order (one for a single link)."""
+        p = self.ports[switch][peer]
+        return tuple(p) if isinstance(p, list) else (p,)
 
     def peer(self, switch: str, port: int) -> str | None:
         for name, p in self.ports.get(switch, {}).items():
-            if p == port:
+            if p == port or (isinstance(p, list) and port in p):
                 return name
         return None
+
+    def member(self, switch: str, port: int) -> int:
+        """The member index of ``port`` in its bundle (0 for a single link)."""
+        p = self.ports[switch][self.peer(switch, port)]
+        return p.index(port) if isinstance(p, list) else 0
 
     def leaf_of(self, host: str) -> str:
         try:

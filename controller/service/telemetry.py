@@ -49,9 +49,17 @@ class Telemetry:
         for key, nbytes, npackets in entries:
             self.rules[key] = (nbytes, npackets, now)
 
-    def link(self, fabric: Fabric, src: str, dst: str) -> dict:
-        """Measured counters of the directed link src -> dst (the tx side of src's port)."""
-        p = self.ports.get((src, fabric.port(src, dst)))
+    def link(self, fabric: Fabric, src: str, dst: str, member: int | None = None) -> dict:
+        """Measured counters of the directed link src -> dst (the tx side of src's port);
+        of a bundle: of ``member``, or the sum over its members (None)."""
+        ports = fabric.ports_to(src, dst)
+        if member is None and len(ports) > 1:
+            each = [self.link(fabric, src, dst, m) for m in range(len(ports))]
+            if any(e["bytes"] is None for e in each):
+                return {"bytes": None, "bps": None}
+            add = lambda k: None if any(e.get(k) is None for e in each) else sum(e[k] for e in each)
+            return {"bytes": add("bytes"), "window_bytes": add("window_bytes"), "bps": add("bps")}
+        p = self.ports.get((src, ports[member or 0]))
         if p is None:
             return {"bytes": None, "bps": None}
         bps = None

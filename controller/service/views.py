@@ -51,9 +51,10 @@ def fabric_view(state: ControllerState, installed: dict, pending: set,
             if s is None or not s.connected:
                 missing.append(sw)
                 continue
-            for peer, port in f.ports[sw].items():
-                if not s.ports.get(port, False):
-                    port_issues.append({"switch": sw, "port": port, "peer": peer})
+            for peer in f.ports[sw]:
+                for port in f.ports_to(sw, peer):  # every member of a bundle
+                    if not s.ports.get(port, False):
+                        port_issues.append({"switch": sw, "port": port, "peer": peer})
     unknown = [k for k, v in seen.items() if f is None or v["dpid"] not in f.switch_of_dpid]
     return {"declared": d.to_dict() if d else None, "seen": seen,
             "links_down": sorted("-".join(map(str, x)) for x in f.down - d.down) if f else [],

@@ -15,13 +15,15 @@ from emulation.harness import ovs
 
 
 def link_bytes(f) -> dict[str, int]:
-    """tx bytes of every directed switch link a->b (a's port towards b)."""
+    """tx bytes of every directed switch link a->b (a's port towards b; member m > 0 of a
+    bundle as a->b#m, as ``ClosLinks.names``)."""
     out = {}
     for sw in f.switches():
         ports = ovs.port_bytes(sw)
-        for peer, port in f.ports[sw].items():
+        for peer in f.ports[sw]:
             if peer in f.dpids:
-                out[f"{sw}->{peer}"] = ports.get(port, {}).get("tx", 0)
+                for m, port in enumerate(f.ports_to(sw, peer)):
+                    out[f"{sw}->{peer}" + (f"#{m}" if m else "")] = ports.get(port, {}).get("tx", 0)
     return out
 
 
