@@ -48,3 +48,143 @@ def test_bundle_wiring_errors_name_the_switch(edit, words):
     with pytest.raises(InputError) as e:
         Clos.from_dict(doc)
     assert all(w in str(e.value) for w in words), str(e.value)
+
+
+# ---- the controller on a fabric with bundles (fake switches) -------------------------------
+import json  # noqa: E402
+
+from controller.enforcement.desired import desired_tables  # noqa: E402
+from controller.enforcement.openflow import COOKIE_STATIC  # noqa: E402
+from controller.service import api  # noqa: E402
+from controller.service.admission import over_budget  # noqa: E402
+from controller.service.route_service import RouteService  # noqa: E402
+from controller.service.store import StateStore  # noqa: E402
+from emulation.harness.fake_switch import FakeSwitches, trace  # noqa: E402
+from tests.helpers import FakeClock  # noqa: E402
+
+
+def bundled_leaf_spine() -> Clos:
+    return Clos.leaf_spine(2, 3, 2, link_gbps=0.02, bundle=2).wire()
+
+
+FABRICS = {"leaf-spine": bundled_leaf_spine, "fat-tree": bundled_fat_tree}
+
+
+def start(f, store=None, **kw):
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    clock = FakeClock(100.0)
+    svc = RouteService(sw, f, store=store, clock=clock, sleep=clock.sleep, **kw)
+    for d in f.dpids.values():
+        name = f.switch_of_dpid[d]
+        svc.switch_connected(d, {p: True for peer in f.ports[name] for p in f.ports_to(name, peer)})
+    return sw, svc
+
+
+def call(svc, method, path, doc=None):
+    return api.handle(svc, method, path, None if doc is None else json.dumps(doc).encode())
+
+
+def all_to_all(f, jid="a", **opts):
+    hosts = sorted(f.host_leaves)
+    return {"id": jid, "flows": [{"src": a, "dst": b, "bytes": 1e6, "sport": 7000}
+                                 for a in hosts for b in hosts if a != b], **opts}
+
+
+def follow(f, sw, routes):
+    """Every route's packet crosses its planned switches and members; the members used."""
+    used = set()
+    for r in routes:
+        members = []
+        path, reached, _ = trace(f, sw, r["src"], r["dst"], sport=r["sport"], members=members)
+        assert reached == r["dst"], r
+        if f.hosts[r["src"]] == f.hosts[r["dst"]]:
+            assert "members" not in r and r["spine"] is None
+            continue
+        assert path == r["path"] and members == r["members"], (r, path, members)
+        used |= {(a, b, m) for a, b, m in zip(path, path[1:], members)}
+    return used
+
+
+@pytest.mark.parametrize("shape", sorted(FABRICS))
+def test_flow_mode_packets_follow_their_planned_members(shape):
+    f = FABRICS[shape]()
+    sw, svc = start(f)
+    code, doc = call(svc, "POST", "/v1/jobs", all_to_all(f))
+    assert code == 201, doc
+    routes = call(svc, "GET", "/v1/jobs/a")[1]["routes"]
+    used = follow(f, sw, routes)
+    # both members of a bundle carry planned flows (l0-a0_1 and a0_0-c0_1 on the fat-tree)
+    lo, up = ("l0", "s0") if shape == "leaf-spine" else ("l0", "a0_1")
+    assert {m for a, b, m in used if (a, b) == (lo, up)} == {0, 1}
+    if shape == "fat-tree":
+        assert {m for a, b, m in used if (a, b) == ("a0_0", "c0_1")} == {0, 1, 2}
+    # the links view lists members, with the planned flows on each
+    links = {x["link"]: x for x in call(svc, "GET", "/v1/links")[1]["links"]}
+    assert f"{lo}->{up}" in links and f"{lo}->{up}#1" in links
+    assert links[f"{lo}->{up}"]["flows"] > 0 and links[f"{lo}->{up}#1"]["flows"] > 0
+
+
+def test_groups_have_a_bucket_per_alive_member_and_a_member_down_is_avoided():
+    f = bundled_leaf_spine()
+    sw, svc = start(f)
+    l0, s0 = f.dpids["l0"], f.dpids["s0"]
+    buckets = lambda d, g: {b[0][1] for b in sw.groups[d][g].buckets}
+    assert buckets(l0, 1) == {1, 2, 3, 4}  # every member of both uplinks
+    assert call(svc, "POST", "/v1/jobs", all_to_all(f))[0] == 201
+    # member 1 of l0-s0 goes down at the spine's end: the link stays up with member 0
+    svc.port_changed(s0, f.ports_to("s0", "l0")[1], False)
+    fabric = call(svc, "GET", "/v1/fabric")[1]
+    assert fabric["links_down"] == ["l0-s0-1"]
+    assert buckets(l0, 1) == {1, 3, 4}
+    # the spine's bundle group towards l0 is gone: one alive member, a plain output
+    assert 0x10000 not in sw.groups[s0] and buckets(s0, 0x10001) == {3, 4}
+    routes = call(svc, "GET", "/v1/jobs/a")[1]["routes"]
+    used = follow(f, sw, routes)
+    assert ("l0", "s0", 1) not in used and ("s0", "l0", 1) not in used
+    assert ("l0", "s0", 0) in used
+    # the whole bundle down: the link is down
+    svc.port_changed(s0, f.ports_to("s0", "l0")[0], False)
+    assert call(svc, "GET", "/v1/fabric")[1]["links_down"] == ["l0-s0"]
+    used = follow(f, sw, call(svc, "GET", "/v1/jobs/a")[1]["routes"])
+    assert not {(a, b) for a, b, _ in used} & {("l0", "s0"), ("s0", "l0")}
+
+
+@pytest.mark.parametrize("mode", ["sr", "host"])
+def test_sr_and_host_modes_are_refused_with_bundles(mode):
+    f = bundled_fat_tree()
+    sw, svc = start(f)
+    before = sw.snapshot()
+    code, doc = call(svc, "POST", "/v1/jobs", all_to_all(f, mode=mode))
+    assert code == 400 and f"mode {mode}" in doc["error"] and "bundle" in doc["error"], doc
+    assert "l0-a0_1" in doc["error"] or "a0_0-c0_1" in doc["error"], doc
+    assert sw.snapshot() == before and call(svc, "GET", "/v1/jobs")[1] in ([], {"jobs": []})
+
+
+def test_the_rule_budget_counts_the_pinned_entries_at_every_tier():
+    f = bundled_leaf_spine()
+    sw, svc = start(f)
+    assert call(svc, "POST", "/v1/jobs", all_to_all(f))[0] == 201
+    records = svc.state.jobs
+    tables = desired_tables(f, records.values())
+    jobs_at = {f.switch_of_dpid[d]: sum(1 for x in rules if x.cookie != COOKIE_STATIC) for d, (rules, _) in
+               tables.items()}
+    # every inter-leaf flow: one entry at its source leaf and one at its spine (bundle of two)
+    assert sum(jobs_at[s] for s in ("s0", "s1")) == 24 and jobs_at["l0"] == 8
+    over = over_budget(f, {}, records, 10, lambda d: f.switch_of_dpid[d])
+    assert {o["switch"] for o in over} >= {"s0", "s1"}
+    _, svc2 = start(f, max_flow_rules=20)
+    code, doc = call(svc2, "POST", "/v1/jobs", all_to_all(f))
+    assert code == 409 and "over its budget" in doc["error"], doc
+
+
+def test_members_survive_a_restart(tmp_path):
+    f = bundled_leaf_spine()
+    path = str(tmp_path / "state.json")
+    sw, svc = start(f, store=StateStore(path))
+    assert call(svc, "POST", "/v1/jobs", all_to_all(f))[0] == 201
+    routes = call(svc, "GET", "/v1/jobs/a")[1]["routes"]
+    stored = StateStore(str(path)).load()
+    assert any(len(part) == 3 for _, parts in stored["jobs"][0]["routes"] if parts
+               for part in parts)
+    svc2 = RouteService(sw, f, store=StateStore(path), clock=svc.clock, sleep=svc.sleep)
+    assert call(svc2, "GET", "/v1/jobs/a")[1]["routes"] == routes

@@ -28,6 +28,16 @@ and, between pods, the core's label on top (a stack of at most two labels), and 
 holds per-flow state. ``host`` mode holds no per-flow entry: its static pipeline is
 ``enforcement.clos_hostmode``.
 
+Bundles (``Clos.bundle``): every output across a bundle is a select group over its alive
+members (group ``BUNDLE_GROUP`` + the peer's position in ``Clos.neighbours``; an output to
+a single alive member stays an output), and the ECMP groups up have one bucket per alive
+member of every usable uplink; a member down leaves its buckets, the link stays up while a
+member lives. In ``flow`` mode a planned path names its members (``model.intent.MemberPath``)
+and the entries pin them: besides the entries above, one at every switch whose next hop is a
+bundle with more than one alive member (down hops included), matching the port the flow came
+in on and output to the planned member's port. ``sr`` and ``host`` modes do not pin members:
+the controller refuses them on a fabric with bundles (``check_mode_on``).
+
 Labels: leaves 200000 + i, aggregation switches 300000 + i, cores 100000 + i, i counting the
 switches of that tier over all planes in declaration order.
 """
@@ -63,6 +73,36 @@ from controller.model.jobs import Flow
 
 LABEL_BASE = {0: 200000, 1: 300000, 2: 100000}  # by tier: leaves, aggregation switches, cores
 ECMP_HASHES = ("per-tier", "polarised")
+BUNDLE_GROUP = 0x10000  # + the peer's position among the switch's neighbours
+
+
+def check_mode_on(fabric, mode: str) -> None:
+    """Modes that cannot pin a bundle's members are refused on a fabric with bundles: an
+    InputError naming the mode and a bundle."""
+    if mode in ("sr", "host") and isinstance(fabric, Clos) and fabric.bundled:
+        lo, up = next((lo, up) for lo, up in fabric.links() if fabric.bundle(lo, up) > 1)
+        raise InputError(f"mode {mode} is not served on a fabric with bundles (the bundle "
+                         f"{lo}-{up} has {fabric.bundle(lo, up)} links): {mode} mode does not "
+                         "pin a bundle's members; use flow mode")
+
+
+def member_ports(fabric: Clos, switch: str, peer: str) -> tuple[int, ...]:
+    """``switch``'s ports to ``peer`` of the alive members, in member order."""
+    lo, up = (switch, peer) if fabric.tier_of[switch] < fabric.tier_of[peer] else (peer, switch)
+    ports = fabric.ports_to(switch, peer)
+    return tuple(ports[m] for m in fabric.alive_members(lo, up))
+
+
+def _to(fabric: Clos, switch: str, peer: str, groups: dict) -> list:
+    """The actions sending out to ``peer``: an output, or over a bundle of several alive
+    members a select group over them (added to ``groups`` once)."""
+    ports = member_ports(fabric, switch, peer)
+    if len(ports) == 1:
+        return [("output", ports[0])]
+    gid = BUNDLE_GROUP + fabric.neighbours(switch).index(peer)
+    if gid not in groups:
+        groups[gid] = GroupEntry(fabric.dpids[switch], gid, tuple((("output", p),) for p in ports))
+    return [("group", gid)]
 
 
 def check_ecmp(ecmp: str) -> None:
@@ -78,9 +118,8 @@ def label(fabric: Clos, switch: str) -> int:
 
 
 def alive(fabric: Clos, lower: str, upper: str) -> bool:
-    """The link (every member) and both switches are up."""
-    return ((lower, upper) not in fabric.down and lower not in fabric.down_switches
-            and upper not in fabric.down_switches)
+    """Some member of the link and both switches are up."""
+    return bool(fabric.alive_members(lower, upper))
 
 
 class PlaneView:
@@ -165,17 +204,19 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
                           [("output", f.port(leaf, h))]))
     uplinks = pl.p.aggs[pl.pod_of[leaf]]
     for a in uplinks:
-        rules.append(rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": f.port(leaf, a)}))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": p})
+                  for p in f.ports_to(leaf, a)]
     live = pl.live_uplinks(leaf)
     groups = []
     if live:
-        groups.append(GroupEntry(dpid, DEFAULT_GROUP, tuple((("output", f.port(leaf, a)),)
-                                                            for a in live)))
+        groups.append(GroupEntry(dpid, DEFAULT_GROUP, tuple((("output", p),) for a in live
+                                                            for p in member_ports(f, leaf, a))))
         rules.append(rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                           [("group", DEFAULT_GROUP)]))
     for c, (usable, leaves) in enumerate(pl.leaf_classes(leaf)):
         gid = DEFAULT_GROUP + 1 + c
-        groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(leaf, a)),) for a in usable)))
+        groups.append(GroupEntry(dpid, gid, tuple((("output", p),) for a in usable
+                                                  for p in member_ports(f, leaf, a))))
         rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
                        [("group", gid)]) for other in leaves for h in f.hosts_on.get(other, [])]
     return rules, groups
@@ -184,34 +225,35 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
     dpid, ip = f.dpids[agg], f.addresses_at(agg)
     pod = pl.pod_of[agg]
-    rules, groups = [lldp_trap(dpid)], []
+    rules, groups, bundles = [lldp_trap(dpid)], [], {}
     for leaf in pl.leaves_of(pod):
         if not alive(f, leaf, agg):
             continue
-        port = f.port(agg, leaf)
+        out = _to(f, agg, leaf, bundles)
         rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS,
-                                                        "mpls_label": label(f, leaf)},
-                          [("output", port)]))
+                                                        "mpls_label": label(f, leaf)}, out))
         for h in f.hosts_on.get(leaf, []):
             rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4,
-                                                             "ipv4_dst": ip[h]}, [("output", port)]))
+                                                             "ipv4_dst": ip[h]}, out))
     slot = pl.p.aggs[pod].index(agg)
     cores = pl.p.cores[slot] if slot < len(pl.p.cores) else []
     for c in cores:
-        rules.append(rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": f.port(agg, c)}))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": p})
+                  for p in f.ports_to(agg, c)]
         if alive(f, agg, c):
             rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
                               {"eth_type": ETH_MPLS, "mpls_label": label(f, c), "mpls_bos": 0},
-                              [("output", f.port(agg, c))]))
+                              _to(f, agg, c, bundles)))
     block = len(pl.p.aggs[pod]) if ecmp == "per-tier" else 1
     for c, (usable, pods) in enumerate(pl.agg_classes(agg)):
         gid = DEFAULT_GROUP + c
-        groups.append(GroupEntry(dpid, gid, tuple((("output", f.port(agg, x)),) for x in usable
+        groups.append(GroupEntry(dpid, gid, tuple((("output", p),) for x in usable
+                                                  for p in member_ports(f, agg, x)
                                                   for _ in range(block))))
         rules += [rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
                        [("group", gid)])
                   for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])]
-    return rules, groups
+    return rules, groups + list(bundles.values())
 
 
 def _core(f: Clos, core: str, pl: PlaneView):
@@ -221,19 +263,19 @@ def _core(f: Clos, core: str, pl: PlaneView):
                                                 "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
                   goto=T_DELIVER)]
     g = next(i for i, grp in enumerate(pl.p.cores) if core in grp)
+    bundles: dict = {}
     for pod, aggs in enumerate(pl.p.aggs):
         agg = aggs[g]
         if not alive(f, agg, core):
             continue
-        port = f.port(core, agg)
+        out = _to(f, core, agg, bundles)
         for leaf in pl.leaves_of(pod):
             rules.append(rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_MPLS,
-                                                            "mpls_label": label(f, leaf)},
-                              [("output", port)]))
+                                                            "mpls_label": label(f, leaf)}, out))
             for h in f.hosts_on.get(leaf, []):
                 rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL,
-                                  {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, [("output", port)]))
-    return rules, []
+                                  {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, out))
+    return rules, list(bundles.values())
 
 
 def clos_all_static(fabric: Clos, ecmp: str = "per-tier"
@@ -270,10 +312,32 @@ def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,
                                                 ("set_field", "mpls_label", lab))]
         return [rule(fabric.dpids[leaf], T_CLASSIFY, prio, match,
                      actions + [("output", fabric.port(leaf, first))], cookie=cookie)]
+    members = getattr(path, "members", None)
+    if members is not None:
+        return _pinned(fabric, path, members, match, cookie)
     out = [rule(fabric.dpids[leaf], T_CLASSIFY, prio, match,
                 [("output", fabric.port(leaf, first))], cookie=cookie)]
     if len(path) == 5:
         at_agg = dict(match, in_port=fabric.port(first, leaf))
         out.append(rule(fabric.dpids[first], T_CLASSIFY, PRIO_PLANNED + len(at_agg), at_agg,
                         [("output", fabric.port(first, path[2]))], cookie=cookie))
+    return out
+
+
+def _pinned(fabric: Clos, path, members, match: dict, cookie: int) -> list[FlowRule]:
+    """Flow mode on a fabric with bundles: the entries at the source leaf and (between pods)
+    the source aggregation switch, and at every other switch whose next hop is a bundle of
+    several alive members; each matches the port the flow came in on (the planned member of
+    the hop before) and outputs to the planned member's port."""
+    if len(members) != len(path) - 1:
+        raise InputError(f"a path of {len(path)} switches needs {len(path) - 1} members, got "
+                         f"{len(members)}")
+    out = []
+    for k, (sw, nxt) in enumerate(zip(path, path[1:])):
+        if k >= len(path) // 2 and len(member_ports(fabric, sw, nxt)) < 2:
+            continue  # a down hop the static entries take to the only alive member
+        at = match if k == 0 else dict(match, in_port=fabric.ports_to(sw, path[k - 1])[
+            members[k - 1]])
+        out.append(rule(fabric.dpids[sw], T_CLASSIFY, PRIO_PLANNED + len(at), at,
+                        [("output", fabric.ports_to(sw, nxt)[members[k]])], cookie=cookie))
     return out

@@ -108,6 +108,19 @@ class Clos(HostLookup):
         return self.bundle_default["core" if self.tier_of[lower] == 1 else "leaf"]
 
     @property
+    def bundled(self) -> bool:
+        """Some pair of switches is joined by two links or more."""
+        return any(n > 1 for n in self.bundles.values()) or any(
+            n > 1 for n in self.bundle_default.values())
+
+    def alive_members(self, lower: str, upper: str) -> tuple[int, ...]:
+        """The members of the link (lower, upper) that are up, both switches up too."""
+        if (lower, upper) in self.down or {lower, upper} & self.down_switches:
+            return ()
+        return tuple(m for m in range(self.bundle(lower, upper))
+                     if (lower, upper, m) not in self.down)
+
+    @property
     def leaves(self) -> list[str]:
         """Every leaf, plane by plane."""
         return [leaf for p in self.planes for leaf in p.leaves]

@@ -172,6 +172,18 @@ class ClosLinks:
             self._names = out
         return self._names
 
+    @property
+    def member_of(self) -> np.ndarray:
+        """Per link id its member index in its bundle (0 for host links); built on first use."""
+        if "member" not in self._tables:
+            out = np.zeros(self.count + 1, dtype=np.int64)
+            for tables in (self.up1, self.down1, self.up2, self.down2):
+                for ids in tables:
+                    m = np.broadcast_to(np.arange(ids.shape[-1]), ids.shape)
+                    out[ids[ids >= 0]] = m[ids >= 0]
+            self._tables["member"] = out
+        return self._tables["member"]
+
     def sentinel(self, ids: np.ndarray) -> np.ndarray:
         """``ids`` with -1 (no such member) replaced by the sentinel id ``count``."""
         return np.where(ids < 0, self.count, ids)

@@ -27,6 +27,43 @@ UNROUTABLE: tuple = ()
 MATRICES = ("declared", "learning", "learned")
 
 
+class MemberPath(tuple):
+    """A Clos path of switch names (a tuple, as without bundles) that also names the member
+    of the bundle every hop takes: ``members[k]`` for the hop ``path[k] -> path[k + 1]``. Kept
+    only on fabrics with bundles; equal to another path only with the same members.
+
+    >>> p = MemberPath(("l0", "s1", "l2"), (1, 0))
+    >>> list(p), p.members, p == ("l0", "s1", "l2"), p == MemberPath(list(p), (1, 0))
+    (['l0', 's1', 'l2'], (1, 0), False, True)
+    """
+
+    def __new__(cls, names, members=()):
+        self = super().__new__(cls, names)
+        self.members = tuple(int(m) for m in members)
+        return self
+
+    def __eq__(self, other):
+        return (isinstance(other, tuple) and tuple(self) == tuple(other)
+                and self.members == getattr(other, "members", None))
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash((tuple(self), self.members))
+
+    def __reduce__(self):
+        return MemberPath, (tuple(self), self.members)
+
+    def __repr__(self):
+        return f"MemberPath({tuple(self)!r}, {self.members!r})"
+
+
+def members_of(where) -> tuple[int, ...] | None:
+    """The members a route part's path names (None: no bundles, or a spine index)."""
+    return getattr(where, "members", None)
+
+
 def flow_key(flow: Flow) -> FlowKey:
     return flow.five_tuple()
 

@@ -3,7 +3,8 @@
 The controller keeps a route per flow (``model.intent``): on a two-tier fabric a part names a
 spine by index; on a Clos fabric (``model.clos``) a part names its switches, source leaf to
 destination leaf, ``(("l0", "a0_1", "c1_0", "a2_1", "l5"), 1.0)``: readable in the state file
-and in the views, and stable whatever the planner's internal numbering.
+and in the views, and stable whatever the planner's internal numbering. On a fabric with
+bundles the path is a ``model.intent.MemberPath``: it also names the member each hop takes.
 ``clos_route_parts`` plans jobs and returns those parts; ``installed_clos_plan`` rebuilds a
 ``ClosPlan`` from parts in force, for loads and predictions.
 
@@ -24,7 +25,7 @@ import time
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting
-from controller.model.intent import UNROUTABLE
+from controller.model.intent import UNROUTABLE, MemberPath, members_of
 from controller.model.jobs import Job
 from controller.planners.clos_plan import CLOS_ALGORITHMS, ClosPlan
 
@@ -52,8 +53,11 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     parts: list = [None] * len(problem.flows)
     for pos in problem.unroutable:
         parts[pos] = UNROUTABLE
+    member = problem.links.member_of if fabric.bundled else None
     for i, pos in enumerate(problem.inter):
         path = tuple(problem.middle_name(i, routing.plane[i], routing.middle[i]))
+        if member is not None:
+            path = MemberPath(path, (int(member[link]) for link in routing.path[i]))
         parts[pos] = ((path, 1.0),)
     return parts, ms, problem.unpinned
 
@@ -76,10 +80,14 @@ def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],
         if m is None:
             continue
         hops, _ = problem.options(i, q)
+        members = members_of(parts[0][0])
+        if not members or len(members) != len(hops) or any(
+                not 0 <= x < h.shape[1] or h[m][x] < 0 for h, x in zip(hops, members)):
+            members = [0] * len(hops)  # no members kept (no bundles), or not of this fabric
         keep.append(i)
         plane.append(q)
         middle.append(m)
-        path.append(tuple(int(h[m][0]) for h in hops))
+        path.append(tuple(int(h[m][x]) for h, x in zip(hops, members)))
     if len(keep) != len(problem.inter):
         kept = set(keep)
         dropped = [pos for i, pos in enumerate(problem.inter) if i not in kept]

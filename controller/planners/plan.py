@@ -53,8 +53,11 @@ def route_doc(flow: Flow, parts, spines: list[str], part_sport=None) -> dict:
     r = {"job": flow.job, "src": flow.src, "dst": flow.dst}
     if (flow.proto, flow.sport, flow.dport) != (6, 0, 0):
         r.update(proto=flow.proto, sport=flow.sport, dport=flow.dport)
-    def where(s) -> dict:  # a spine index, or a Clos path of switch names
-        return {"path": list(s)} if isinstance(s, tuple) else {"spine": spines[s]}
+    def where(s) -> dict:  # a spine index, or a Clos path of switch names (and members)
+        if not isinstance(s, tuple):
+            return {"spine": spines[s]}
+        members = getattr(s, "members", None)
+        return {"path": list(s), **({"members": list(members)} if members is not None else {})}
 
     if parts is None:
         r["spine"] = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from controller.enforcement.clos_rules import check_mode_on
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.hostmode import host_protocol
 from controller.enforcement.modes import HostMode, mode_of
@@ -70,12 +71,16 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
 
 
 def check_on_fabric(fabric: Fabric | Clos, job_id: str, algorithm: str, mode: str) -> None:
-    """What a Clos fabric does not enforce yet: split plans."""
+    """What a Clos fabric does not enforce yet: split plans; sr and host modes with bundles."""
     if not isinstance(fabric, Clos):
         return
     if algorithm not in ENFORCED:
         raise InputError(f"job {job_id}: algorithm {algorithm!r} is not enforced on Clos "
                          f"fabrics (choose from {', '.join(ENFORCED)})")
+    try:
+        check_mode_on(fabric, mode)
+    except InputError as e:
+        raise InputError(f"job {job_id}: {e}") from None
 
 
 def check_routable(fabric: Fabric | Clos, r: JobRecord) -> None:
@@ -100,7 +105,8 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
     budget = settings.max_flow_rules
     if budget:
         over = over_budget(fabric, running, planned, budget, name)
-        if over and mode_of(r.mode).per_flow_entries and settings.over_budget == "host":
+        if over and mode_of(r.mode).per_flow_entries and settings.over_budget == "host" \
+                and not (isinstance(fabric, Clos) and fabric.bundled):  # host mode: no bundles
             note = {"over_budget": over[0], "mode_reason": (
                 f"{over[0]['message']}: planned in host mode instead (--mlroute-over-budget "
                 "host)")}

@@ -4,7 +4,9 @@ the two-tier views (``views.links_view``, ``Telemetry.imbalance``) so that clien
 Planned load per directed switch link (flows and bytes per step, from the plan in force) next
 to the measured one (port counters); imbalance per switch that has links up: (max - mean) /
 mean of the bytes its alive uplinks carried (``uplinks``) and of the bytes that came down to
-it from the tier above (``downlinks``), leaves and aggregation switches alike.
+it from the tier above (``downlinks``), leaves and aggregation switches alike. On a fabric
+with bundles the links view lists every alive member (``a->b``, ``a->b#m`` for member m > 0,
+as ``ClosLinks.names``); the imbalance adds a bundle's members up.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ def clos_links_view(state, plan) -> dict:
         names = p.links.names
         for i, pos in enumerate(p.inter):
             for link in r.path[i]:
-                name = names[link].partition("#")[0]
+                name = names[link] if f.bundled else names[link].partition("#")[0]
                 flows[name] = flows.get(name, 0.0) + 1.0
                 nbytes[name] = nbytes.get(name, 0.0) + p.flows[pos].bytes
         alpha, at_max = split_score(p, r)
@@ -39,11 +41,13 @@ def clos_links_view(state, plan) -> dict:
         if (lower, upper) in f.down:
             continue
         tier = TIERS[f.tier_of[upper]]
-        for a, b in ((lower, upper), (upper, lower)):
-            name = f"{a}->{b}"
-            links.append({"link": name, "tier": tier, "flows": flows.get(name, 0.0),
-                          "bytes": nbytes.get(name, 0.0),
-                          "measured": state.telemetry.link(f, a, b)})
+        members = [m for m in range(f.bundle(lower, upper)) if (lower, upper, m) not in f.down]
+        for m in members if f.bundled else [None]:
+            for a, b in ((lower, upper), (upper, lower)):
+                name = f"{a}->{b}" + (f"#{m}" if m else "")
+                links.append({"link": name, "tier": tier, "flows": flows.get(name, 0.0),
+                              "bytes": nbytes.get(name, 0.0),
+                              "measured": state.telemetry.link(f, a, b, m)})
     return {"links": links, "summary": summary}
 
 

@@ -8,7 +8,7 @@ from controller.enforcement.modes import FlowMode, mode_of
 from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
-from controller.model.intent import JobRecord, flow_key
+from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
 from controller.model.loads import load_summary
 from controller.model.problem import Assignment, Problem
@@ -89,8 +89,8 @@ def topology(state: ControllerState, settings: Settings, now: float, cause: str,
             if (went_down and crosses(fabric, r, went_down)) or (came_up and r.unroutable())
             or (came_up and r.algorithm == "auto" and settings.hold_down <= 0)}
     planned = replan_groups(fabric, state.jobs, algs, settings)
-    event = {"links_down": sorted(f"{a}-{b}" for a, b in went_down),
-             "links_up": sorted(f"{a}-{b}" for a, b in came_up)}
+    event = {"links_down": sorted("-".join(map(str, x)) for x in went_down),
+             "links_up": sorted("-".join(map(str, x)) for x in came_up)}
     return Change(cause, planned.records, fabric=fabric,
                   declared=declared if declared is not state.declared else None,
                   replanned=planned, offline_check=False, fabric_stands=True, event=event)
@@ -104,6 +104,8 @@ def crosses(fabric: Fabric | Clos, r: JobRecord, links: set[tuple[str, str]]) ->
                 top = len(where) // 2
                 hops = list(zip(where[:top], where[1:top + 1]))
                 hops += [(lo, up) for up, lo in zip(where[top:], where[top + 1:])]
+                members = members_of(where)  # bundles: the member each hop takes
+                hops += [h + (m,) for h, m in zip(hops, members or ())]
             else:
                 spine = fabric.spines[where]
                 hops = [(fabric.hosts[flow.src], spine), (fabric.hosts[flow.dst], spine)]

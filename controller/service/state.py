@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from controller.errors import InputError
 from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
-from controller.model.intent import JobRecord, flow_key
+from controller.model.intent import JobRecord, MemberPath, flow_key, members_of
 from controller.model.jobs import parse_job
 from controller.service.telemetry import Telemetry
 
@@ -77,21 +77,28 @@ def effective_fabric(declared: Fabric | Clos | None, switches: dict, now: float 
 
 
 def failed_links(declared: Fabric | Clos, switches: dict, now: float = 0.0,
-                 dead_after: float = 0.0) -> set[tuple[str, str]]:
-    """Switch links (lower, upper) that are down: an end port reported down, or an end switch that was
+                 dead_after: float = 0.0) -> set[tuple]:
+    """Switch links (lower, upper) that are down (members of a bundle (lower, upper, m)
+    while some other member is up): an end port reported down, or an end switch that was
     seen and has been disconnected for ``dead_after`` seconds or more. A lost control
     connection alone is not a failure of the data plane (the switch keeps forwarding with its
     tables): within the grace time its links count as they were. Unknown state (never seen,
     never reported) counts as up."""
     out = set()
     for lower, upper in declared.links():
+        n = len(declared.ports_to(lower, upper))
+        failed = set()  # members of a bundle (0 for a single link)
         for sw, peer in ((lower, upper), (upper, lower)):
             s = switches.get(declared.dpids.get(sw))
             if s is None:
                 continue
             dead = not s.connected and now - s.since >= dead_after
-            if dead or s.ports.get(declared.port(sw, peer)) is False:
-                out.add((lower, upper))
+            failed |= {m for m, port in enumerate(declared.ports_to(sw, peer))
+                       if dead or s.ports.get(port) is False}
+        if len(failed) == n:
+            out.add((lower, upper))
+        else:  # some members of a bundle: (lower, upper, member), the link stays up
+            out |= {(lower, upper, m) for m in failed}
     return out
 
 
@@ -120,9 +127,7 @@ def to_doc(state: ControllerState) -> dict:
             "jobs": [{"job": r.job.to_dict(), "number": r.number, "algorithm": r.algorithm,
                       "mode": r.mode, "created": r.created, "matrix": r.matrix,
                       "learn": r.learn, "members": list(r.members),
-                      "routes": [[list(k), None if p is None else
-                                  [[list(x[0]) if isinstance(x[0], tuple) else x[0], x[1]]
-                                   for x in p]]
+                      "routes": [[list(k), None if p is None else [_part_doc(x) for x in p]]
                                  for k, p in r.routes.items()]}
                      for r in state.jobs.values()]}
 
@@ -155,7 +160,8 @@ def from_doc(doc: dict | None, declared: Fabric | Clos | None
             pairs = zip((flow_key(f) for f in flows), item["routes"])
         else:
             pairs = ((tuple(k), p) for k, p in item["routes"])
-        routes = {k: None if p is None else tuple((_route_part(s), float(x)) for s, x in p)
+        routes = {k: None if p is None else tuple((_route_part(*x[:1], *x[2:]), float(x[1]))
+                                                  for x in p)
                   for k, p in pairs}
         missing = {flow_key(f) for f in flows} - set(routes)
         if missing:
@@ -169,6 +175,19 @@ def from_doc(doc: dict | None, declared: Fabric | Clos | None
     return declared, jobs, number
 
 
-def _route_part(where):
-    """A stored part's route: a spine index, or a Clos path of switch names."""
-    return tuple(str(x) for x in where) if isinstance(where, list) else int(where)
+def _part_doc(part) -> list:
+    """A route part as stored: [spine or path, share], and the path's members third when
+    it names them (bundles)."""
+    where, share = part
+    doc = [list(where) if isinstance(where, tuple) else where, share]
+    members = members_of(where)
+    return doc + [list(members)] if members is not None else doc
+
+
+def _route_part(where, members=None):
+    """A stored part's route: a spine index, or a Clos path of switch names (with the
+    member of every hop on a fabric with bundles)."""
+    if not isinstance(where, list):
+        return int(where)
+    names = tuple(str(x) for x in where)
+    return names if members is None else MemberPath(names, members)

@@ -158,12 +158,12 @@ class FakeSwitches:
                 if any(where == "controller" for where, _ in outs):
                     out[p.token] = (f.dpids[sw], pkt["in_port"])
                     break
-                nxt = [(f.peer(sw, port), pk) for port, pk in outs]
-                nxt = [(peer, pk) for peer, pk in nxt if peer in f.dpids]
+                nxt = [(f.peer(sw, port), port, pk) for port, pk in outs]
+                nxt = [x for x in nxt if x[0] in f.dpids]
                 if len(nxt) != 1:
                     break
-                peer, pk = nxt[0]
-                pkt = dict(pk, in_port=f.port(peer, sw))
+                peer, port, pk = nxt[0]
+                pkt = dict(pk, in_port=arrival(f, sw, port))
                 sw = peer
         return out
 
@@ -176,11 +176,19 @@ def _matches(have, want) -> bool:
     return have == want
 
 
+def arrival(fabric, switch: str, port: int) -> int:
+    """The port a packet sent out of ``switch``'s ``port`` enters its peer on: the same member
+    of a bundle at the other end."""
+    peer = fabric.peer(switch, port)
+    return fabric.ports_to(peer, switch)[fabric.member(switch, port)]
+
+
 def trace(fabric, switches: FakeSwitches, src: str, dst: str, proto=6, sport=1234, dport=80,
-          bucket=None, plane: int = 0):
+          bucket=None, plane: int = 0, members: list | None = None):
     """Follow an IPv4 packet from host ``src`` to ``dst``: (switches crossed, host reached or
     None, MPLS labels still on the packet). ``plane`` (a Clos of several planes): the packet
-    leaves on the host's interface to that plane, with that plane's addresses."""
+    leaves on the host's interface to that plane, with that plane's addresses. ``members``, a
+    list: gets the member of the bundle (0: a single link) of every switch-to-switch hop."""
     if plane:
         sw, ips = fabric.host_leaves[src][plane], fabric.plane_ips(plane)
     else:
@@ -199,6 +207,8 @@ def trace(fabric, switches: FakeSwitches, src: str, dst: str, proto=6, sport=123
         peer = fabric.peer(sw, port)
         if peer in fabric.hosts:
             return path, peer, pkt["mpls"]
-        pkt = dict(pkt, in_port=fabric.port(peer, sw))
+        if members is not None:
+            members.append(fabric.member(sw, port))
+        pkt = dict(pkt, in_port=arrival(fabric, sw, port))
         sw = peer
     raise AssertionError(f"loop: {path}")
