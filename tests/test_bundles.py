@@ -188,3 +188,72 @@ def test_members_survive_a_restart(tmp_path):
                for part in parts)
     svc2 = RouteService(sw, f, store=StateStore(path), clock=svc.clock, sleep=svc.sleep)
     assert call(svc2, "GET", "/v1/jobs/a")[1]["routes"] == routes
+
+
+# ---- discovery: parallel cables are a bundle -------------------------------------------------
+from controller.discovery.planes import recognise_planes  # noqa: E402
+from controller.discovery.tiers import recognise_clos  # noqa: E402
+from controller.discovery.topology import Topology  # noqa: E402
+
+
+def observe(f, missing=(), t=None):
+    """What the shell feeds for wired fabric ``f``: every port up, LLDP both ways on every
+    member of every link but the ``missing`` (lower, upper, member) ones (their cable pulled:
+    both ports down), every host interface heard."""
+    t = t or Topology()
+    pulled = {(sw, f.ports_to(sw, n)[m]) for lo, up, m in missing for sw, n in ((lo, up), (up, lo))}
+    for sw in f.switches():
+        t.switch_up(f.dpids[sw], {p: (sw, p) not in pulled for n in f.ports[sw]
+                                  for p in f.ports_to(sw, n)}, 0)
+    for lo, up in f.links():
+        for m, (a, b) in enumerate(zip(f.ports_to(lo, up), f.ports_to(up, lo))):
+            if (lo, up, m) not in missing:
+                t.link_seen(f.dpids[lo], a, f.dpids[up], b, 0)
+                t.link_seen(f.dpids[up], b, f.dpids[lo], a, 0)
+    for h, _q, ip, mac, leaf in f.interfaces():
+        t.host_seen(f.dpids[leaf], f.port(leaf, h), mac, ip, 0)
+    return t
+
+
+DISCOVERED = {"leaf-spine": bundled_leaf_spine, "fat-tree": bundled_fat_tree,
+              "two planes": lambda: Clos.leaf_spine(2, 3, 1, planes=2, bundle=3).wire(),
+              "two fat-tree planes": lambda: _two_plane_fat_tree()}
+
+
+def _two_plane_fat_tree() -> Clos:
+    f = Clos.fat_tree(4, 1, planes=2)
+    f.bundle_default["core"] = 2
+    return f.wire()
+
+
+@pytest.mark.parametrize("shape", sorted(DISCOVERED))
+def test_discovery_gives_the_bundled_fabric_back(shape):
+    f = DISCOVERED[shape]()
+    # bundles of unequal size are used as seen and named (the fat-tree's two)
+    odd = [("unequal_bundle", "l0"), ("unequal_bundle", "a0_0")] if shape == "fat-tree" else []
+    gbps = f.link_gbps["leaf"]  # probes cannot measure it
+    got, problems = recognise_planes(observe(f), link_gbps=gbps)
+    assert [(p["kind"], p["switch"]) for p in problems] == odd
+    assert got.to_dict() == f.to_dict()
+    # again with the last recognition: nothing moves
+    again, problems = recognise_planes(observe(f), previous=got)
+    assert [(p["kind"], p["switch"]) for p in problems] == odd
+    assert again.to_dict() == f.to_dict()
+
+
+def test_a_member_lost_after_recognition_is_a_member_down():
+    f = bundled_leaf_spine()
+    first, _ = recognise_clos(observe(f))
+    got, problems = recognise_clos(observe(f, missing={("l1", "s0", 1)}), previous=first)
+    assert problems == [] and got.down == {("l1", "s0", 1)}
+    assert got.ports == f.ports and got.alive_members("l1", "s0") == (0,)
+
+
+def test_a_pair_with_fewer_cables_is_reported_and_used_as_seen():
+    f = bundled_leaf_spine()
+    got, problems = recognise_clos(observe(f, missing={("l1", "s0", 1)}))
+    assert [(p["kind"], p["switch"]) for p in problems] == [("unequal_bundle", "l1")]
+    assert "leaf l1 has 1 link(s) to spine s0 where most pairs of its tier have 2" \
+        in problems[0]["detail"]
+    assert got.bundle("l1", "s0") == 1 and got.bundle("l0", "s0") == 2
+    assert got.ports["l1"]["s0"] == 1 and got.ports["s0"]["l1"] == 3

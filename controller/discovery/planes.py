@@ -165,14 +165,16 @@ def plane_view(fabric: Clos, q: int):
                         for s in own},
               "host_ip": {h: fabric.ip_of(h, q) for h in hosts},
               "host_mac": {h: fabric.mac_of(h, q) for h in hosts}}
-    down = {(bare(d[0]), bare(d[1])) for d in fabric.down if d[0] in own}
-    if plane.cores:
+    down = {(bare(d[0]), bare(d[1]), *d[2:]) for d in fabric.down if d[0] in own}
+    if plane.cores or fabric.bundled:  # bundles: a two-tier Clos too
         one = Plane("plane0", list(plane.pods), [bare(x) for x in plane.leaves],
                     list(plane.pod_of_leaf), [[bare(x) for x in a] for a in plane.aggs],
                     [[bare(x) for x in g] for g in plane.cores])
+        bundles = {(bare(lo), bare(up)): fabric.bundle(lo, up) for lo, up in fabric.links()
+                   if lo in own}
         return Clos([one], {h: (leaf,) for h, leaf in hosts.items()}, dict(fabric.link_gbps),
-                    down=down, down_switches={bare(s) for s in fabric.down_switches
-                                              if s in own}, wiring=wiring)
+                    bundles, down=down, down_switches={bare(s) for s in fabric.down_switches
+                                                       if s in own}, wiring=wiring)
     return Fabric([bare(s) for s in plane.aggs[0]], [bare(x) for x in plane.leaves], hosts,
                   fabric.link_gbps["leaf"], down, wiring)
 
@@ -265,6 +267,7 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
                              f"heard with {' or '.join(wanted)} (its address on the other "
                              f"plane{'s' if len(wanted) > 1 else ''}); not placed until it is"})
     planes, ports, dpids, down, down_switches = [], {}, {}, set(), set()
+    bundles, default = {}, None
     for q, (f, _p) in enumerate(seen):
         rename = {n: names[q][d] for n, d in f.dpids.items()}
         if isinstance(f, Fabric):
@@ -276,7 +279,11 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
                                 list(p.pod_of_leaf), [[rename[x] for x in a] for a in p.aggs],
                                 [[rename[x] for x in g] for g in p.cores]))
             down_switches |= {rename[s] for s in f.down_switches}
-        down |= {(rename[x[0]], rename[x[1]]) for x in f.down}
+        down |= {(rename[x[0]], rename[x[1]], *x[2:]) for x in f.down}
+        if isinstance(f, Clos):  # bundles: the first plane's sizes, others listed by pair
+            default = default or dict(f.bundle_default)
+            bundles.update({(rename[lo], rename[up]): f.bundle(lo, up) for lo, up in f.links()
+                            if f.bundle(lo, up) != default["core" if f.tier_of[lo] else "leaf"]})
         back = {local: h for h, locals_ in joined.items() for r, local in enumerate(locals_)
                 if r == q}
         for n, d in f.dpids.items():
@@ -296,8 +303,8 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
                           for h, ls in joined.items()},
               "host_mac": {h: [seen[q][0].host_mac[x] for q, x in enumerate(ls)]
                            for h, ls in joined.items()}}
-    fabric = Clos(planes, host_leaves, gbps, down=down, down_switches=down_switches,
-                  wiring=wiring)
+    fabric = Clos(planes, host_leaves, gbps, bundles, default or {"leaf": 1, "core": 1},
+                  down=down, down_switches=down_switches, wiring=wiring)
     for sw in fabric.switches():  # ports in neighbours order, as Clos.wire writes them
         order = {n: i for i, n in enumerate(fabric.neighbours(sw))}
         fabric.ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order.get(kv[0], 1e9)))

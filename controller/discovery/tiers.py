@@ -154,8 +154,9 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     if shape is None:
         if isinstance(link_gbps, Mapping):  # per tier: a leaf-spine has its leaf tier only
             link_gbps = link_gbps.get("leaf")
-        return recognise(topology, previous if isinstance(previous, Fabric) else None,
-                         link_gbps)
+        two = previous if isinstance(previous, Fabric) else _first_members(previous)
+        fabric, problems = recognise(topology, two, link_gbps)
+        return _bundled(fabric, found, problems, previous)
     if link_gbps is None and kept:
         link_gbps = previous.link_gbps
     names: dict[int, str] = {}
@@ -191,6 +192,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
               for core in shape.groups[g]}
     used: dict[int, dict[int, object]] = {d: {} for d in names}
     pair: dict[tuple[int, int], tuple[int, int]] = {}
+    cabled: dict[tuple[int, int], list[tuple[int, int]]] = {}  # every cable of a pair
     for a, pa, b, pb in found:
         if a not in names or b not in names:
             continue
@@ -204,12 +206,8 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
                          f"{called(up)} port {upp}: {why}; not used",
                          tiers=[TIER_WORDS[tier[lo]], TIER_WORDS[tier[up]]])
             continue
-        if (lo, up) in pair:
-            problems.add("parallel_links", lo, lp, f"{called(lo)} port {lp} is a second link "
-                         f"to {called(up)}; only port {pair[(lo, up)][0]} is used",
-                         tiers=[TIER_WORDS[tier[lo]], TIER_WORDS[tier[up]]])
-            continue
-        pair[(lo, up)] = (lp, upp)
+        cabled.setdefault((lo, up), []).append((lp, upp))  # parallel cables: a bundle
+        pair.setdefault((lo, up), (lp, upp))
         used[lo][lp], used[up][upp] = up, lo
     facing = topology.facing()
     edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
@@ -222,7 +220,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
         return free[0] if free else _placeholder(topology, d, used[d])
 
     down = set()
-    old_port = lambda d, peer: previous.ports[names[d]].get(names[peer]) if kept else None
+    old_port = lambda d, peer: _first(previous.ports[names[d]].get(names[peer])) if kept else None
     for lo, up in sorted(model - set(pair)):
         lp, upp = old_port(lo, up), old_port(up, lo)  # the last recognition's, if still free
         lp = lp if lp is not None and lp not in used[lo] and (lo, lp) not in facing \
@@ -242,10 +240,18 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     free = {d: [p for p in ports if p not in used.get(d, {})] if tier.get(d) == 0 else []
             for d, ports in edge.items()}
     hosts = _hosts(topology, roles, free, used, names, problems, None)
-    ports: dict[str, dict[str, int]] = {names[d]: {} for d in names}
-    for (lo, up), (lp, upp) in pair.items():
-        ports[names[lo]][names[up]] = lp
-        ports[names[up]][names[lo]] = upp
+    ports: dict[str, dict] = {names[d]: {} for d in names}
+    counts: dict[tuple[str, str], int] = {}
+    for (lo, up), first in pair.items():
+        key = (names[lo], names[up])
+        old = (previous.ports[key[0]].get(key[1]), previous.ports[key[1]].get(key[0])) \
+            if kept else (None, None)
+        members, gone = _members(cabled.get((lo, up), [first]), old, used[lo], used[up])
+        down |= set() if key in down else {(*key, m) for m in gone}
+        _put(ports, key, members)
+        counts[key] = len(members)
+    default, bundles = _bundle_sizes(counts, {names[d]: t for d, t in tier.items()},
+                                     down, problems, {n: d for d, n in names.items()})
     if kept:  # hosts not heard since (a leaf that left forgot them): where they were
         heard_now = {mac for mac, _d, _p, _ip in hosts.values()}
         ips_now = {ip for _m, _d, _p, ip in hosts.values()}
@@ -268,7 +274,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
                   [[names[d] for d in group] for group in shape.groups])
     gbps = ({t: float(link_gbps.get(t, 100.0)) for t in TIERS} if isinstance(link_gbps, Mapping)
             else {t: 100.0 if link_gbps is None else float(link_gbps) for t in TIERS})
-    fabric = Clos([plane], host_leaf, gbps, down=down,
+    fabric = Clos([plane], host_leaf, gbps, bundles, default, down=down,
                   down_switches={names[d] for d in absent if tier[d] > 0},
                   wiring={"dpids": {n: d for d, n in names.items()}, "ports": ports,
                           "host_ip": host_ip, "host_mac": host_mac})
@@ -278,3 +284,120 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     fabric.wiring["ports"] = fabric.ports
     fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
     return fabric, problems.sorted()
+
+
+# ---- bundles: parallel cables between two switches ---------------------------------------
+def _first(port):
+    """The first member's port of a port map's value (an int, a list, or None)."""
+    return port[0] if isinstance(port, list) else port
+
+
+def _members(seen: list, old: tuple, used_lo: dict, used_up: dict) -> tuple[list, list]:
+    """The members of a pair, (lower port, upper port) ordered by the lower switch's port:
+    the cables ``seen``, and the last recognition's members (``old``: its port lists at both
+    ends) not seen now whose ports are still free, which are down; and the indices of those."""
+    members = sorted(seen)
+    for p, q in members:
+        used_lo.setdefault(p, "member")
+        used_up.setdefault(q, "member")
+    lo_old, up_old = old
+    gone = []
+    if isinstance(lo_old, list) and isinstance(up_old, list):
+        for p, q in zip(lo_old, up_old):
+            if (p, q) not in members and p not in used_lo and q not in used_up:
+                members.append((p, q))
+                gone.append((p, q))
+                used_lo[p], used_up[q] = "member", "member"
+    members.sort()
+    return members, [members.index(x) for x in gone]
+
+
+def _put(ports: dict, key: tuple[str, str], members: list) -> None:
+    """The port map entries of a pair at both ends: an int, or a list for a bundle."""
+    lo, up = key
+    ports[lo][up] = members[0][0] if len(members) == 1 else [p for p, _q in members]
+    ports[up][lo] = members[0][1] if len(members) == 1 else [q for _p, q in members]
+
+
+def _bundle_sizes(counts: dict, tier_of: dict, down: set, problems, dpid_of: dict,
+                  words=TIER_WORDS):
+    """(``Clos.bundle_default``, ``Clos.bundles``) from the links per (lower, upper) pair: per
+    tier the most common count is the default, the other pairs are listed; each of those is
+    reported (``unequal_bundle``, used as seen)."""
+    default, bundles = {"leaf": 1, "core": 1}, {}
+    for tier, word in ((0, "leaf"), (1, "core")):
+        mine = {k: n for k, n in counts.items() if tier_of[k[0]] == tier}
+        if not mine:
+            continue
+        sizes = [n for k, n in mine.items() if k not in down] or list(mine.values())
+        default[word] = n = max(sorted(set(sizes)), key=sizes.count)
+        for (lo, up), m in sorted(mine.items()):
+            if m == n:
+                continue
+            bundles[(lo, up)] = m
+            if (lo, up) not in down:
+                problems.add("unequal_bundle", dpid_of[lo], None,
+                             f"{words[tier]} {lo} has {m} link(s) to {words[tier + 1]} {up} "
+                             f"where most pairs of its tier have {n}; used as seen",
+                             tiers=[words[tier], words[tier + 1]])
+    return default, bundles
+
+
+def _first_members(previous) -> Fabric | None:
+    """A two-tier ``Clos`` of one plane as ``topology.recognise`` takes its ``previous``: a
+    ``Fabric`` with every bundle's first member (None for anything else)."""
+    if not isinstance(previous, Clos) or len(previous.planes) != 1 or previous.tiers != 2 \
+            or not previous.wired:
+        return None
+    p = previous.planes[0]
+    ports = {sw: {n: _first(v) for n, v in m.items()} for sw, m in previous.ports.items()}
+    return Fabric(list(p.aggs[0]), list(p.leaves), dict(previous.hosts),
+                  previous.link_gbps["leaf"], {d for d in previous.down if len(d) == 2},
+                  {"dpids": dict(previous.dpids), "ports": ports,
+                   "host_ip": dict(previous.host_ip), "host_mac": dict(previous.host_mac)})
+
+
+def _bundled(fabric: Fabric | None, found: list, problems: list, previous):
+    """A recognised leaf-spine with its parallel cables as bundles: a two-tier ``Clos`` when
+    some leaf-spine pair has several cables (or had, in ``previous``), else ``fabric`` as it
+    is. A bundle's members are ordered by the leaf's port numbers."""
+    if fabric is None:
+        return fabric, problems
+    names = fabric.switch_of_dpid
+    cabled: dict[tuple[str, str], list] = {}
+    for a, pa, b, pb in found:
+        x, y = names.get(a), names.get(b)
+        if x in fabric.leaf_index and y in fabric.spine_index:
+            cabled.setdefault((x, y), []).append((pa, pb))
+        elif y in fabric.leaf_index and x in fabric.spine_index:
+            cabled.setdefault((y, x), []).append((pb, pa))
+    old_ports = previous.ports if isinstance(previous, Clos) else {}
+    if not any(len(c) > 1 for c in cabled.values()) and not any(
+            isinstance(p, list) for m in old_ports.values() for p in m.values()):
+        return fabric, problems
+    problems = [p for p in problems if p["kind"] != "parallel_links"]
+    used = {sw: {_first(p): n for n, p in m.items()} for sw, m in fabric.ports.items()}
+    ports = {sw: dict(m) for sw, m in fabric.ports.items()}
+    down, counts = set(fabric.down), {}
+    for leaf in fabric.leaves:
+        for spine in fabric.spines:
+            key = (leaf, spine)
+            first = (fabric.ports[leaf][spine], fabric.ports[spine][leaf])
+            old = (old_ports.get(leaf, {}).get(spine), old_ports.get(spine, {}).get(leaf))
+            members, gone = _members(cabled.get(key, [first]), old, used[leaf], used[spine])
+            down |= set() if key in down else {(*key, m) for m in gone}
+            _put(ports, key, members)
+            counts[key] = len(members)
+    tier_of = {**{x: 0 for x in fabric.leaves}, **{x: 1 for x in fabric.spines}}
+    extra = _Problems(lambda d: names.get(d) or f"{d:#x}")
+    default, bundles = _bundle_sizes(counts, tier_of, down, extra, fabric.dpids,
+                                     ("leaf", "spine"))
+    plane = Plane("plane0", ["pod"], list(fabric.leaves), [0] * len(fabric.leaves),
+                  [list(fabric.spines)], [])
+    out = Clos([plane], {h: (leaf,) for h, leaf in fabric.hosts.items()},
+               {t: float(fabric.link_gbps) for t in TIERS}, bundles, default, down=down,
+               wiring={"dpids": dict(fabric.dpids), "ports": ports,
+                       "host_ip": dict(fabric.host_ip), "host_mac": dict(fabric.host_mac)})
+    out.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
+    return out, sorted(problems + extra.items, key=lambda p: (
+        p["dpid"] is None, p["dpid"] or 0, p["port"] or 0, p["kind"], p["detail"]))
