@@ -9,7 +9,7 @@ from controller.discovery import lldp
 from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.route_service import RouteService
-from emulation.harness.fake_switch import FakeSwitches, trace
+from emulation.harness.fake_switch import FakeSwitches, arrival, trace
 from tests.helpers import FakeClock
 
 
@@ -28,7 +28,7 @@ def deliver(f, svc, sw, wiring=None):
             peer = f.peer(name, port)
             if peer is None or peer in f.hosts:
                 continue
-            peer_port = f.port(peer, name)
+            peer_port = arrival(f, name, port)  # the same member of a bundle
         svc.packet_in(f.dpids[peer], peer_port, frame)
     sw.packets_out.clear()
 

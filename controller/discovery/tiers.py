@@ -16,6 +16,12 @@ long as every connected switch had a place there. Several planes: ``planes.py`` 
 each alone with this. Not yet: a cable from a leaf to a core, new switches joining a
 recognised fabric under their old names.
 
+Bundles: parallel cables between two adjacent switches are one link of several members,
+ordered by the lower switch's port numbers, on three tiers and on a leaf-spine (which is then
+returned as a two-tier ``Clos``, ``_bundled``): per tier the most common size is the
+``bundle`` default, other sizes are listed and reported (``unequal_bundle``); a member of the
+last recognition no longer seen keeps its ports and is down.
+
 >>> from controller.discovery.topology import Topology
 >>> t = Topology()
 >>> for d in (1, 2, 3, 4, 5, 6): _ = t.switch_up(d, {1: True, 2: True, 3: True}, 0)
