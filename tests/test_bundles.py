@@ -172,9 +172,10 @@ def test_the_rule_budget_counts_the_pinned_entries_at_every_tier():
     assert sum(jobs_at[s] for s in ("s0", "s1")) == 24 and jobs_at["l0"] == 8
     over = over_budget(f, {}, records, 10, lambda d: f.switch_of_dpid[d])
     assert {o["switch"] for o in over} >= {"s0", "s1"}
-    _, svc2 = start(f, max_flow_rules=20)
+    _, svc2 = start(f, max_flow_rules=20, over_budget="host")
     code, doc = call(svc2, "POST", "/v1/jobs", all_to_all(f))
     assert code == 409 and "over its budget" in doc["error"], doc
+    assert "host" not in doc["error"]  # no fallback to (nor advice of) host mode on bundles
 
 
 def test_members_survive_a_restart(tmp_path):

@@ -103,10 +103,11 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
     r = planned[job_id]
     note = {}
     budget = settings.max_flow_rules
+    bundled = isinstance(fabric, Clos) and fabric.bundled  # host mode does not pin members
     if budget:
         over = over_budget(fabric, running, planned, budget, name)
         if over and mode_of(r.mode).per_flow_entries and settings.over_budget == "host" \
-                and not (isinstance(fabric, Clos) and fabric.bundled):  # host mode: no bundles
+                and not bundled:
             note = {"over_budget": over[0], "mode_reason": (
                 f"{over[0]['message']}: planned in host mode instead (--mlroute-over-budget "
                 "host)")}
@@ -117,7 +118,7 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
                 f"job {job_id}: {over[0]['message']} (--mlroute-max-flow-rules)"
                 + (f"; {len(over) - 1} more switches over it" if len(over) > 1 else "")
                 + ("; post it with \"mode\": \"host\" (no per-flow entries) or make it smaller"
-                   if mode_of(r.mode).per_flow_entries else ""))
+                   if mode_of(r.mode).per_flow_entries and not bundled else ""))
     if mode_of(r.mode).host_ports:
         for f in r.job.flows():
             try:
