@@ -288,3 +288,26 @@ def test_the_controller_finds_bundles_with_no_file_and_pins_their_members(shape)
     code, doc = call(svc, "POST", "/v1/jobs", all_to_all(f))
     assert code == 201, doc
     follow(f, sw, call(svc, "GET", "/v1/jobs/a")[1]["routes"])
+
+
+def test_the_mininet_topology_builds_one_link_per_member_on_its_ports(monkeypatch):
+    """``topologies/clos.py``'s ``bundles`` topology (no Mininet run): the Topo's links and
+    ports are the wiring's, a bundle's members as parallel links; ``--bundle`` writes it."""
+    pytest.importorskip("mininet.topo")
+    import topologies.clos as tc
+    f = tc.planes_fabric(1, 2, 3, 2, 0, bundle=2)
+    topo = tc.BundlesTopo(2, 3, 2, 2)
+    got = sorted((a, b, info["port1"], info["port2"]) if a in f.tier_of
+                 else (b, a, info["port2"], info["port1"])
+                 for a, b, info in topo.links(withInfo=True))
+    want = sorted([(lo, up, p, q) for lo, up in f.links()
+                   for p, q in zip(f.ports_to(lo, up), f.ports_to(up, lo))]
+                  + [(leaf, h, f.port(leaf, h), 0) for h, (leaf,) in f.host_leaves.items()])
+    assert got == want and len(got) == 2 * 3 * 2 + 6
+    assert {s: topo.nodeInfo(s)["dpid"] for s in topo.switches()} == {
+        s: f"{d:016x}" for s, d in f.dpids.items()}
+    out = []
+    monkeypatch.setattr(tc, "write_output", lambda text, *a, **k: out.append(text))
+    assert tc.main(["--spines", "2", "--leaves", "3", "--hosts-per-leaf", "2",
+                    "--bundle", "2"]) == 0
+    assert Clos.from_dict(json.loads(out[0])).to_dict() == f.to_dict()

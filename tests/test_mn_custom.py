@@ -43,12 +43,15 @@ def test_custom_file_loads_as_mn_loads_it():
             "up = [pt.linkInfo('h1_0', f'l1_p{q}') for q in (0, 1)]\n"
             "print(json.dumps([len(pt.switches()), pt.hosts(), pt.nodeInfo('h1_0')['ip'], "
             "[(i['port1'], i['port2'], i['addr1'], i['params1']['ip']) for i in up], "
-            "pt.nodeInfo('s1_p1')['dpid']]))")
+            "pt.nodeInfo('s1_p1')['dpid']]))\n"
+            "bt = customs['topos']['bundles'](2, 2, 1, 2, 10)\n"
+            "print(json.dumps(sorted((i['port1'], i['port2']) if a == 'l1' else (i['port2'], "
+            "i['port1']) for a, b, i in bt.links(withInfo=True) if {a, b} == {'l1', 's0'})))")
     out = subprocess.run([MN_PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd="/")
     assert out.returncode == 0, out.stderr
-    first, second, third = out.stdout.splitlines()
-    assert json.loads(first) == [["clos", "fattree", "planes"], ["mlroute"], ["mlroute"],
+    first, second, third, fourth = out.stdout.splitlines()
+    assert json.loads(first) == [["bundles", "clos", "fattree", "planes"], ["mlroute"], ["mlroute"],
                                  "ClosSwitch", 1600, "ClosHost", "TCLink"]
     # k = 4 fat-tree, 1 host per leaf: 8 leaves, 8 aggregation switches, 4 cores; hosts pod by
     # pod; core c1_1 is 0x40000 + 256 + 1; a0_1 reaches its cores after its 2 leaves
@@ -59,6 +62,8 @@ def test_custom_file_loads_as_mn_loads_it():
         12, [f"h{i}_0" for i in range(4)], "10.0.1.1/12",
         [[0, 3, "02:00:00:00:01:01", "10.0.1.1/12"], [1, 3, "02:00:01:00:01:01", "10.16.1.1/12"]],
         f"{0x130001:016x}"]  # plane 1 (0x100000) + a spine (0x30000) + 1
+    # a bundle of 2 between l1 and s0: two links, member m on l1's port 1+m and s0's 3+m
+    assert json.loads(fourth) == [[1, 3], [2, 4]]
 
 
 def test_the_planes_fabric_file_is_what_the_topology_builds(tmp_path):

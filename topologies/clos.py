@@ -219,7 +219,8 @@ class WiredClosTopo(Topo):
     """Any wired ``Clos`` (``Clos.wire``): every switch with its datapath id, every link with
     its ports, hosts in the model's order. With several planes a host has one interface per
     plane (``eth<q>`` to its plane-q leaf, with that plane's address and MAC, each plane its
-    own /12): the host picks the plane by the destination address."""
+    own /12): the host picks the plane by the destination address. A bundle is one link per
+    member, on the member's ports at both ends."""
 
     def build(self, fabric: Clos, bw=0, host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None,
               sflow_collector=None):
@@ -241,8 +242,8 @@ class WiredClosTopo(Topo):
                                  addr1=f.mac_of(peer, q),
                                  params1={"ip": f"{f.ip_of(peer, q)}/{prefix}"}, **link)
                 elif f.tier_of[peer] > f.tier_of[sw]:
-                    self.addLink(sw, peer, port1=f.port(sw, peer), port2=f.port(peer, sw),
-                                 **link)
+                    for p1, p2 in zip(f.ports_to(sw, peer), f.ports_to(peer, sw)):
+                        self.addLink(sw, peer, port1=p1, port2=p2, **link)
 
 
 class FatTreeTopo(WiredClosTopo):
@@ -254,11 +255,12 @@ class FatTreeTopo(WiredClosTopo):
 
 
 def planes_fabric(planes: int, spines: int, leaves: int, hosts_per_leaf: int,
-                  bw_mbps: float = 0) -> Clos:
-    """The wired model of a leaf-spine of several planes (names end in ``_p<q>``)."""
+                  bw_mbps: float = 0, bundle: int = 1) -> Clos:
+    """The wired model of a leaf-spine of several planes (names end in ``_p<q>``), every
+    leaf-spine pair joined by ``bundle`` links."""
     gbps = bw_mbps / 1000 if bw_mbps else 100.0
     return Clos.leaf_spine(int(spines), int(leaves), int(hosts_per_leaf), gbps,
-                           planes=int(planes)).wire()
+                           planes=int(planes), bundle=int(bundle)).wire()
 
 
 class PlanesTopo(WiredClosTopo):
@@ -271,9 +273,19 @@ class PlanesTopo(WiredClosTopo):
                                               float(bw)), bw, **params)
 
 
-# what `mn --custom` reads: --topo clos,S,L,H[,BW], fattree,K[,H[,BW]] or planes,P,S,L,H[,BW],
-# --switch mlroute, --host mlroute
-topos = {"clos": ClosTopo, "fattree": FatTreeTopo, "planes": PlanesTopo}
+class BundlesTopo(WiredClosTopo):
+    """A leaf-spine whose every leaf-spine pair is joined by B parallel links (a bundle),
+    the ports of ``Clos.wire``: a bundle's members on consecutive ports."""
+
+    def build(self, spines=2, leaves=4, hosts_per_leaf=1, bundle=2, bw=0,
+              fabric: Clos | None = None, **params):
+        super().build(fabric or planes_fabric(1, spines, leaves, hosts_per_leaf, float(bw),
+                                              int(bundle)), bw, **params)
+
+
+# what `mn --custom` reads: --topo clos,S,L,H[,BW], fattree,K[,H[,BW]], planes,P,S,L,H[,BW]
+# or bundles,S,L,H,B[,BW], --switch mlroute, --host mlroute
+topos = {"clos": ClosTopo, "fattree": FatTreeTopo, "planes": PlanesTopo, "bundles": BundlesTopo}
 switches = {"mlroute": ClosSwitch}
 hosts = {"mlroute": ClosHost}
 
@@ -290,18 +302,22 @@ def main(argv=None) -> int:
     ap.add_argument("--planes", type=int, default=1,
                     help="a leaf-spine of this many planes (names end in _p<q>; hosts have "
                          "one address per plane)")
+    ap.add_argument("--bundle", type=int, default=1,
+                    help="links between every leaf-spine pair (a bundle; leaf-spine only)")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
-    if args.planes < 1:
-        ap.error("--planes must be at least 1")
+    if args.planes < 1 or args.bundle < 1:
+        ap.error("--planes and --bundle must be at least 1")
+    if args.fat_tree and args.bundle > 1:
+        ap.error("--bundle is for a leaf-spine (--spines, --leaves), not --fat-tree")
     if args.fat_tree and args.planes > 1:
         ap.error("--planes is for a leaf-spine (--spines, --leaves), not --fat-tree")
     if args.fat_tree:
         hpl = args.hosts_per_leaf if "--hosts-per-leaf" in (argv or sys.argv) else None
         fabric = fattree_fabric(args.fat_tree, hpl, args.bw)
-    elif args.planes > 1:
+    elif args.planes > 1 or args.bundle > 1:
         fabric = planes_fabric(args.planes, args.spines, args.leaves, args.hosts_per_leaf,
-                               args.bw)
+                               args.bw, args.bundle)
     else:
         fabric = clos_fabric(args.spines, args.leaves, args.hosts_per_leaf, args.bw)
     write_output(json.dumps(fabric.to_dict(), indent=1), args.out, echo=False)
