@@ -93,9 +93,12 @@ def step(net, f, routes, payload: int, port: int = 5401) -> tuple[float, dict[st
 
 
 def planned_links(routes) -> dict[str, int]:
-    """Flows per directed switch link ("a->b") of routes that give their ``path``."""
+    """Flows per directed switch link ("a->b"; "a->b#m" for member m > 0 of a bundle, when
+    the route names its ``members``) of routes that give their ``path``."""
     out: dict[str, int] = {}
     for r in routes:
-        for a, b in zip(r["path"], r["path"][1:]):
-            out[f"{a}->{b}"] = out.get(f"{a}->{b}", 0) + 1
+        members = r.get("members") or [0] * (len(r["path"]) - 1)
+        for (a, b), m in zip(zip(r["path"], r["path"][1:]), members):
+            link = f"{a}->{b}" + (f"#{m}" if m else "")
+            out[link] = out.get(link, 0) + 1
     return out
