@@ -264,23 +264,9 @@ def test_a_pair_with_fewer_cables_is_reported_and_used_as_seen():
 def test_the_controller_finds_bundles_with_no_file_and_pins_their_members(shape):
     """Zero configuration on the fake switches: LLDP over every member and ARP from every
     host give the bundled fabric; an all-to-all's packets follow their planned members."""
-    from controller.discovery import lldp
-    from tests.test_zero_config import deliver
+    from tests.test_zero_config import found_with_no_file
     f = FABRICS[shape]()
-    clock = FakeClock()
-    sw = FakeSwitches(f.dpids.values())
-    svc = RouteService(sw, None, clock=clock, sleep=clock.sleep, link_gbps=0.02)
-    for name, dpid in f.dpids.items():
-        svc.switch_connected(dpid, {p: True for n in f.ports[name] for p in f.ports_to(name, n)})
-    for _ in range(2):
-        svc.tick()
-        deliver(f, svc, sw)
-    for h, _q, ip, mac, leaf in f.interfaces():
-        svc.packet_in(f.dpids[leaf], f.port(leaf, h),
-                      lldp.arp_request(mac, "10.255.0.1", sender_ip=ip))
-    clock.now += 3
-    svc.tick()
-    deliver(f, svc, sw)
+    svc, sw, _clock = found_with_no_file(f, 0.02)
     view = call(svc, "GET", "/v1/fabric")[1]
     assert view["declared"] == f.to_dict() and view["ready"]
     odd = ["unequal_bundle", "unequal_bundle"] if shape == "fat-tree" else []

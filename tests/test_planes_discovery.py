@@ -13,7 +13,7 @@ from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches, trace
 from tests.helpers import FakeClock
 from tests.test_clos_discovery import observe
-from tests.test_zero_config import deliver
+from tests.test_zero_config import found_with_no_file
 
 
 def observe_planes(f, missing=(), heard=None, t=None):
@@ -128,23 +128,16 @@ def test_the_controller_finds_two_planes_with_no_file_and_routes_over_both(make)
     an all-to-all is planned over both planes and each route's packets, sent with the
     route's plane addresses, follow it."""
     f = make().wire()
-    clock = FakeClock()
-    sw = FakeSwitches(f.dpids.values())
-    svc = RouteService(sw, None, clock=clock, sleep=clock.sleep, link_gbps=0.01)
-    for name, dpid in f.dpids.items():
-        svc.switch_connected(dpid, {p: True for p in f.ports[name].values()})
-    for _ in range(2):
-        svc.tick()
-        deliver(f, svc, sw)
-    for h, _q, ip, mac, leaf in f.interfaces():
-        svc.packet_in(f.dpids[leaf], f.port(leaf, h),
-                      lldp.arp_request(mac, "10.255.0.1", sender_ip=ip))
-    clock.now += 3
-    svc.tick()
-    deliver(f, svc, sw)
+    svc, sw, _clock = found_with_no_file(f, 0.01)
     view = api.handle(svc, "GET", "/v1/fabric")[1]
     assert view["declared"] == f.to_dict()
     assert view["ready"] and view["discovery"]["wiring_problems"] == []
+    alltoall_follows_its_routes(f, svc, sw)
+
+
+def alltoall_follows_its_routes(f, svc, sw):
+    """An all-to-all posted is planned over every plane and each route's packets, sent with
+    its plane's addresses (and its source port in host mode), follow it."""
     hosts = sorted(f.host_leaves)
     flows = [{"src": a, "dst": b, "bytes": 1e6} for a in hosts for b in hosts if a != b]
     code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(
@@ -153,7 +146,8 @@ def test_the_controller_finds_two_planes_with_no_file_and_routes_over_both(make)
     planes = {p.name: q for q, p in enumerate(f.planes)}
     assert {r["plane"] for r in doc["routes"]} == set(planes)
     for r in doc["routes"]:
-        path, reached, _ = trace(f, sw, r["src"], r["dst"], plane=planes[r["plane"]])
+        path, reached, _ = trace(f, sw, r["src"], r["dst"], sport=r.get("sport") or 1234,
+                                 plane=planes[r["plane"]])
         assert reached == r["dst"] and path == r["path"], (path, r)
 
 
@@ -167,17 +161,7 @@ def test_planes_of_different_shapes_are_served_in_every_mode(mode):
     svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, mode=mode)
     for name, dpid in f.dpids.items():
         svc.switch_connected(dpid, {p: True for p in f.ports[name].values()})
-    hosts = sorted(f.host_leaves)
-    flows = [{"src": a, "dst": b, "bytes": 1e6} for a in hosts for b in hosts if a != b]
-    code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(
-        {"id": "a2a", "flows": flows}).encode())
-    assert code == 201, doc
-    planes = {p.name: q for q, p in enumerate(f.planes)}
-    assert {r["plane"] for r in doc["routes"]} == set(planes)
-    for r in doc["routes"]:
-        path, reached, _ = trace(f, sw, r["src"], r["dst"], sport=r.get("sport") or 1234,
-                                 plane=planes[r["plane"]])
-        assert reached == r["dst"] and path == r["path"], (path, r)
+    alltoall_follows_its_routes(f, svc, sw)
 
 
 def test_the_finder_probes_the_address_a_host_misses_on_a_plane():

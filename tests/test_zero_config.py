@@ -33,6 +33,27 @@ def deliver(f, svc, sw, wiring=None):
     sw.packets_out.clear()
 
 
+def found_with_no_file(f, link_gbps: float):
+    """A controller with no fabric file over fake switches wired as the Clos ``f`` (every
+    member of a bundle connected): two LLDP rounds, then an ARP from every host interface of
+    every plane; returns (service, switches, clock) once it recognised the fabric."""
+    clock = FakeClock()
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, None, clock=clock, sleep=clock.sleep, link_gbps=link_gbps)
+    for name, dpid in f.dpids.items():
+        svc.switch_connected(dpid, {p: True for n in f.ports[name] for p in f.ports_to(name, n)})
+    for _ in range(2):
+        svc.tick()
+        deliver(f, svc, sw)
+    for h, _q, ip, mac, leaf in f.interfaces():
+        svc.packet_in(f.dpids[leaf], f.port(leaf, h),
+                      lldp.arp_request(mac, "10.255.0.1", sender_ip=ip))
+    clock.now += 3
+    svc.tick()
+    deliver(f, svc, sw)
+    return svc, sw, clock
+
+
 def hosts_speak(f, svc):
     for h, leaf in f.hosts.items():
         frame = lldp.arp_request(f.host_mac[h], "10.255.0.1", sender_ip=f.host_ip[h])
