@@ -201,7 +201,7 @@ class MatrixLearning:
             if r.matrix != "learning" and not (mismatch or {}).get("off_plane_pairs"):
                 pays, text = _pays(state, settings, jid, m, change, measured, also)
                 if not pays:
-                    self.kept[jid] = (context, (mismatch or {}).get("share", 1.0))
+                    self.kept[jid] = (context, _lacking(state.fabric, r, m))
                     event = (f"{cause}: plan kept, {text}, a re-plan needs "
                              f"{100 * settings.learn_min_gain:g}%")
                     if event != self._kept_event.get(jid):  # judged again, nothing new
@@ -222,13 +222,19 @@ class MatrixLearning:
             self.replanned[decision.job] = self.replanned.get(decision.job, 0) + 1
 
 
-def _grown(fabric, r, m, kept_share: float) -> bool:
-    """The share of the measured bytes on pairs the job's plan lacks grew by ``GROWN``
-    since the plan was kept with ``kept_share`` of them lacking."""
+def _lacking(fabric, r, m) -> float:
+    """The share of the measured bytes on pairs the job's plan lacks."""
     planned = learning.declared_pairs(fabric, r)
     total = sum(m.pairs.values())
-    lacking = sum(v for p, v in m.pairs.items() if p not in planned)
-    return total > 0 and lacking > 0 and lacking >= GROWN * kept_share * total
+    return sum(v for p, v in m.pairs.items() if p not in planned) / total if total else 0.0
+
+
+def _grown(fabric, r, m, kept_share: float) -> bool:
+    """The share of the measured bytes on pairs the job's plan lacks grew by ``GROWN``
+    since the plan was kept with ``kept_share`` of them lacking (computed alike: the same
+    measurement never counts as grown)."""
+    share = _lacking(fabric, r, m)
+    return share > 0 and share >= GROWN * kept_share
 
 
 NOT_SLOWER = 0.01  # a re-plan must not make the job this much slower while others still wait
