@@ -39,7 +39,7 @@ def test_single_links_are_wired_as_before():
     (lambda d: d["ports"]["l0"].update(s1=3), ["l0", "2 port number(s) for s1", "3"]),
     (lambda d: d["ports"]["l0"].update(s1=[3, 4, 7]), ["l0", "2 port number(s) for s1"]),
     (lambda d: d["ports"]["l0"].update(s1=[3, 5]), ["l0", "port number twice"]),
-    (lambda d: d["ports"]["l0"].update(h0_0=[5]), ["l0", "1 port number(s) for h0_0"]),
+    (lambda d: d["ports"]["l0"].update(h0_0=[5]), ["l0", "single link to h0_0", "not a list"]),
     (lambda d: d["ports"]["s0"].update(l1=[3, "x"]), ["s0", "no port number for l1"]),
 ])
 def test_bundle_wiring_errors_name_the_switch(edit, words):
@@ -297,3 +297,36 @@ def test_the_mininet_topology_builds_one_link_per_member_on_its_ports(monkeypatc
     assert tc.main(["--spines", "2", "--leaves", "3", "--hosts-per-leaf", "2",
                     "--bundle", "2"]) == 0
     assert Clos.from_dict(json.loads(out[0])).to_dict() == f.to_dict()
+
+
+def _one_plane_bundled(q: int) -> Clos:
+    """Two planes of 2 spines x 4 leaves, bundles of 2 in plane ``q`` only."""
+    doc = Clos.leaf_spine(2, 4, 1, planes=2).to_dict()
+    other = doc["planes"][q]
+    doc["bundles"] = [[leaf, spine, 2] for leaf in other["leaves"] for spine in other["spines"]]
+    return Clos.from_dict(doc).wire()
+
+
+@pytest.mark.parametrize("q", [0, 1])
+def test_a_bundled_plane_beside_one_of_single_links_comes_back(q):
+    """The plane with single links is recognised alone as a two-tier fabric: its pairs count
+    with one link each when the planes are joined, whichever plane comes first."""
+    f = _one_plane_bundled(q)
+    got, problems = recognise_planes(observe(f), link_gbps=f.link_gbps["leaf"])
+    assert problems == []
+    assert {link: got.bundle(*link) for link in got.links()} == \
+        {link: f.bundle(*link) for link in f.links()}
+    assert got.ports == f.ports and got.host_ips == f.host_ips
+
+
+def test_a_core_bundle_size_on_two_tiers_bundles_nothing():
+    """A leaf-spine declared with a core tier's bundle size has no bundle: sr mode serves it
+    and its routes name no members."""
+    doc = Clos.leaf_spine(2, 4, 1).wire().to_dict()
+    doc["bundle"] = {"core": 2}
+    f = Clos.from_dict(doc)
+    assert not f.bundled
+    _sw, svc = start(f)
+    code, body = call(svc, "POST", "/v1/jobs", all_to_all(f, mode="sr"))
+    assert code == 201, body
+    assert all("members" not in r for r in body["routes"])

@@ -267,7 +267,7 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
                              f"heard with {' or '.join(wanted)} (its address on the other "
                              f"plane{'s' if len(wanted) > 1 else ''}); not placed until it is"})
     planes, ports, dpids, down, down_switches = [], {}, {}, set(), set()
-    bundles, default = {}, None
+    sizes: dict = {}
     for q, (f, _p) in enumerate(seen):
         rename = {n: names[q][d] for n, d in f.dpids.items()}
         if isinstance(f, Fabric):
@@ -280,10 +280,11 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
                                 [[rename[x] for x in g] for g in p.cores]))
             down_switches |= {rename[s] for s in f.down_switches}
         down |= {(rename[x[0]], rename[x[1]], *x[2:]) for x in f.down}
-        if isinstance(f, Clos):  # bundles: the first plane's sizes, others listed by pair
-            default = default or dict(f.bundle_default)
-            bundles.update({(rename[lo], rename[up]): f.bundle(lo, up) for lo, up in f.links()
-                            if f.bundle(lo, up) != default["core" if f.tier_of[lo] else "leaf"]})
+        if isinstance(f, Clos):  # links per pair and the lower end's tier, every plane
+            sizes.update({(rename[lo], rename[up]): (f.tier_of[lo], f.bundle(lo, up))
+                          for lo, up in f.links()})
+        else:  # a plane with single links only was recognised as a two-tier Fabric
+            sizes.update({(rename[x], rename[s]): (0, 1) for x in f.leaves for s in f.spines})
         back = {local: h for h, locals_ in joined.items() for r, local in enumerate(locals_)
                 if r == q}
         for n, d in f.dpids.items():
@@ -303,14 +304,28 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
                           for h, ls in joined.items()},
               "host_mac": {h: [seen[q][0].host_mac[x] for q, x in enumerate(ls)]
                            for h, ls in joined.items()}}
-    fabric = Clos(planes, host_leaves, gbps, bundles, default or {"leaf": 1, "core": 1},
-                  down=down, down_switches=down_switches, wiring=wiring)
+    default, bundles = _bundle_default(sizes)
+    fabric = Clos(planes, host_leaves, gbps, bundles, default, down=down,
+                  down_switches=down_switches, wiring=wiring)
     for sw in fabric.switches():  # ports in neighbours order, as Clos.wire writes them
         order = {n: i for i, n in enumerate(fabric.neighbours(sw))}
         fabric.ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order.get(kv[0], 1e9)))
     fabric.wiring["ports"] = fabric.ports
     fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
     return fabric, _sorted(problems)
+
+
+def _bundle_default(sizes: dict) -> tuple[dict, dict]:
+    """(``Clos.bundle_default``, ``Clos.bundles``) of planes joined: per tier the most common
+    number of links over every plane's pairs, the other pairs listed (planes may differ:
+    each plane reported its own odd pairs when recognised alone)."""
+    default = {"leaf": 1, "core": 1}
+    for tier, word in ((0, "leaf"), (1, "core")):
+        counts = [n for t, n in sizes.values() if t == tier]
+        if counts:
+            default[word] = max(sorted(set(counts)), key=counts.count)
+    return default, {pair: n for pair, (t, n) in sorted(sizes.items())
+                     if n != default["core" if t else "leaf"]}
 
 
 def _in_plane(problem: dict, q: int, fabric, names: dict[int, str]) -> dict:

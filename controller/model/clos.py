@@ -109,9 +109,10 @@ class Clos(HostLookup):
 
     @property
     def bundled(self) -> bool:
-        """Some pair of switches is joined by two links or more."""
-        return any(n > 1 for n in self.bundles.values()) or any(
-            n > 1 for n in self.bundle_default.values())
+        """Some pair of switches is joined by two links or more (a core tier's default
+        counts only where some plane has cores)."""
+        return (any(n > 1 for n in self.bundles.values()) or self.bundle_default["leaf"] > 1
+                or (self.bundle_default["core"] > 1 and any(p.cores for p in self.planes)))
 
     def alive_members(self, lower: str, upper: str) -> tuple[int, ...]:
         """The members of the link (lower, upper) that are up, both switches up too."""

@@ -108,7 +108,10 @@ def check(fabric) -> None:
             numbers = p if isinstance(p, list) else [p]
             if not all(_integer(x) and 0 < x < 0xffffff00 for x in numbers):
                 raise InputError(f"fabric: switch {sw} has no port number for {peer}")
-            if len(numbers) != k or (k == 1 and isinstance(p, list)):
+            if k == 1 and isinstance(p, list):
+                raise InputError(f"fabric: switch {sw} has a single link to {peer}: one port "
+                                 f"number, not a list ({p!r})")
+            if len(numbers) != k:
                 raise InputError(f"fabric: switch {sw} needs {k} port number(s) for {peer} "
                                  f"(its bundle has {k} link(s)), got {p!r}")
         used = [x for p in ports.values() for x in (p if isinstance(p, list) else [p])]
