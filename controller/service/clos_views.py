@@ -24,6 +24,7 @@ DEFINITION = ("per leaf and aggregation switch, (max - mean) / mean of the bytes
 def clos_links_view(state, plan) -> dict:
     """GET /v1/links on a Clos fabric. O(links + planned flows x hops)."""
     f: Clos = state.fabric
+    bundled = f.bundled  # members listed apart (a->b#m), else one entry per link
     flows, nbytes = {}, {}
     summary = {"max_link_load": 0, "links_at_max": 0}
     if plan is not None:
@@ -31,7 +32,7 @@ def clos_links_view(state, plan) -> dict:
         names = p.links.names
         for i, pos in enumerate(p.inter):
             for link in r.path[i]:
-                name = names[link] if f.bundled else names[link].partition("#")[0]
+                name = names[link] if bundled else names[link].partition("#")[0]
                 flows[name] = flows.get(name, 0.0) + 1.0
                 nbytes[name] = nbytes.get(name, 0.0) + p.flows[pos].bytes
         alpha, at_max = split_score(p, r)
@@ -41,8 +42,9 @@ def clos_links_view(state, plan) -> dict:
         if (lower, upper) in f.down:
             continue
         tier = TIERS[f.tier_of[upper]]
-        members = [m for m in range(f.bundle(lower, upper)) if (lower, upper, m) not in f.down]
-        for m in members if f.bundled else [None]:
+        members = [m for m in range(f.bundle(lower, upper))
+                   if (lower, upper, m) not in f.down] if bundled else [None]
+        for m in members:
             for a, b in ((lower, upper), (upper, lower)):
                 name = f"{a}->{b}" + (f"#{m}" if m else "")
                 links.append({"link": name, "tier": tier, "flows": flows.get(name, 0.0),
