@@ -330,3 +330,25 @@ def test_a_core_bundle_size_on_two_tiers_bundles_nothing():
     code, body = call(svc, "POST", "/v1/jobs", all_to_all(f, mode="sr"))
     assert code == 201, body
     assert all("members" not in r for r in body["routes"])
+
+
+def test_imbalance_counts_a_bundle_per_alive_member():
+    """A bundle of two carrying twice a single link's bytes is balanced; the same bytes over a
+    bundle with one member down are not (its one alive member carries them all)."""
+    doc = Clos.leaf_spine(2, 3, 2, link_gbps=0.02, bundle=2).to_dict()
+    f = Clos.from_dict({**doc, "bundles": [["l0", "s0", 1]]}).wire()
+    sw, svc = start(f)
+    leaf = "l0"
+    zero = {p: 0 for peer in f.ports[leaf] for p in f.ports_to(leaf, peer)}
+    sent = {f.ports_to(leaf, "s0")[0]: 1000, **{p: 1000 for p in f.ports_to(leaf, "s1")}}
+    svc.port_stats(f.dpids[leaf], zero, now=1.0)
+    svc.port_stats(f.dpids[leaf], {**zero, **sent}, now=2.0)
+    up = call(svc, "GET", "/v1/imbalance")[1]["window"]["uplinks"]["per_switch"]
+    assert up[leaf] == pytest.approx(0.0)
+    down = Clos.from_dict({**doc, "down": [["l0", "s1", 1]]}).wire()
+    sw, svc = start(down)
+    svc.port_stats(down.dpids[leaf], zero, now=1.0)
+    svc.port_stats(down.dpids[leaf], {**zero, **{p: 1000 for p in down.ports_to(leaf, "s0")},
+                                      down.ports_to(leaf, "s1")[0]: 2000}, now=2.0)
+    up = call(svc, "GET", "/v1/imbalance")[1]["window"]["uplinks"]["per_switch"]
+    assert up[leaf] == pytest.approx(1 / 3)  # per member 1000 and 2000: mean 1500, max 2000

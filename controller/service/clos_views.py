@@ -6,7 +6,8 @@ to the measured one (port counters); imbalance per switch that has links up: (ma
 mean of the bytes its alive uplinks carried (``uplinks``) and of the bytes that came down to
 it from the tier above (``downlinks``), leaves and aggregation switches alike. On a fabric
 with bundles the links view lists every alive member (``a->b``, ``a->b#m`` for member m > 0,
-as ``ClosLinks.names``); the imbalance adds a bundle's members up.
+as ``ClosLinks.names``); the imbalance counts a bundle's bytes per alive member (its
+capacity), so that a bundle of two carrying twice a single link's bytes is balanced.
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from controller.model.loads import imbalance, leaf_imbalance
 from controller.planners.clos_split import split_score
 
 DEFINITION = ("per leaf and aggregation switch, (max - mean) / mean of the bytes on its alive "
-              "uplinks (downlinks: from the tier above); max over switches and mean weighted "
-              "by bytes; window = last polling interval, total = since start")
+              "uplinks (downlinks: from the tier above), a bundle's bytes divided by its alive "
+              "members; max over switches and mean weighted by bytes; window = last polling "
+              "interval, total = since start")
 
 
 def clos_links_view(state, plan) -> dict:
@@ -60,9 +62,11 @@ def clos_imbalance(telemetry, f: Clos) -> dict:
            for s in lower}
     width = max((len(u) for u in ups.values()), default=0)
     alive = np.zeros((len(lower), width), dtype=bool)
+    capacity = np.ones((len(lower), width))
     for i, s in enumerate(lower):
         for j, u in enumerate(ups[s]):
-            alive[i, j] = (s, u) not in f.down
+            members = len(f.alive_members(s, u))
+            alive[i, j], capacity[i, j] = members > 0, max(members, 1)
     out = {"samples": telemetry.samples}
     for window in ("window_bytes", "bytes"):
         up = np.zeros(alive.shape)
@@ -71,6 +75,7 @@ def clos_imbalance(telemetry, f: Clos) -> dict:
             for j, u in enumerate(ups[s]):
                 up[i, j] = telemetry.link(f, s, u).get(window) or 0
                 down[i, j] = telemetry.link(f, u, s).get(window) or 0
+        up, down = up / capacity, down / capacity
         name = "window" if window == "window_bytes" else "total"
         out[name] = {d: {**imbalance(x, alive),
                          "per_switch": dict(zip(lower, leaf_imbalance(x, alive)[0]))}
