@@ -32,7 +32,8 @@ SWITCH_QUIET_S = 0.5  # adopt a consistent graph once no switch connected for th
 ASKED_S = 3.0  # an ARP request for an unknown address is answered if it is found this soon
 DEFAULT_GBPS = 100.0
 # problems that do not make the switch graph inconsistent
-_HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_plane"}
+_HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_plane",
+                  "chassis_conflict"}
 MISSING_PROBE_S = 1.0  # a host's address on a plane it was not heard on: probed this often
 MISSING_FRAMES = 4096  # ARP probes for such addresses per settle at most (in turns)
 
@@ -128,6 +129,12 @@ class FabricFinder:
                 # seen one way only: the way back is probed at once, not at the next round
                 self._send(dpid, port, self.guard.probe(dpid, port, now), "lldp_answer")
             return "lldp"
+        agent = lldp.parse_host_lldp(frame)
+        if agent is not None:
+            if dpid in self.topology.switches and (dpid, port) not in self.topology.facing():
+                self.topology.host_chassis(dpid, port, agent[0], agent[1], now)
+                return "host"
+            return None
         host = lldp.parse_host(frame)
         if host is None or host[0] == PROBE_MAC:
             return None

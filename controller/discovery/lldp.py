@@ -158,6 +158,36 @@ def parse_probe(frame: bytes) -> dict | None:
     return {"dpid": dpid, "port": port, "time": signed[0], "nonce": signed[1], "sig": signed[2]}
 
 
+def parse_host_lldp(frame: bytes) -> tuple[str, str] | None:
+    """(source MAC, chassis id) of an LLDP frame that a host's agent (lldpd, or a NIC's own
+    LLDP) sent: the identity it gives every interface of the host alike. The chassis id is
+    the MAC for subtype 4 (lldpd's default, the address of one of the host's interfaces),
+    else ``"<subtype>:<hex>"``. None for our probes' layout (a switch's claim: see
+    ``parse_probe``), a group source address, no or an empty chassis TLV. Never raises.
+
+    >>> f = _lldp_head("02:00:00:00:00:07") + _tlv(_TLV_CHASSIS, b"\\x04" + mac_bytes(
+    ...     "02:00:00:00:00:01")) + _tlv(_TLV_PORT, b"\\x05eth1") + _tlv(_TLV_END, b"")
+    >>> parse_host_lldp(f)
+    ('02:00:00:00:00:07', '02:00:00:00:00:01')
+    >>> parse_host_lldp(lldp_frame(0x10000, 3)) is None
+    True
+    """
+    et = _ethertype(frame)
+    if et is None or et[0] != ETH_LLDP or frame[6] & 1 or parse_probe(frame) is not None:
+        return None
+    off = et[1]
+    if off + 2 > len(frame):
+        return None
+    head = struct.unpack_from("!H", frame, off)[0]
+    kind, length = head >> 9, head & 0x1FF
+    value = frame[off + 2:off + 2 + length]
+    if kind != _TLV_CHASSIS or len(value) != length or length < 2:
+        return None  # 802.1AB: the chassis id TLV comes first
+    subtype, ident = value[0], bytes(value[1:])
+    chassis = mac_text(ident) if subtype == 4 and len(ident) == 6 else f"{subtype}:{ident.hex()}"
+    return mac_text(frame[6:12]), chassis
+
+
 def probe_signature_ok(probe: dict, key: bytes) -> bool:
     """True when ``probe`` (from ``parse_probe``) carries a signature made with ``key``."""
     if probe.get("sig") is None or not 0 < probe["dpid"] < 2**64 or not 0 <= probe["port"] < 2**32:

@@ -20,8 +20,14 @@ graph is a new plane only when no switch of it had a place in the last recogniti
 (``previous``): a plane cut in two by failures stays one plane with its links down, and a
 plane keeps its number while it has switches. Cables between planes are reported and not used.
 
+Where a host runs an LLDP agent (lldpd), its chassis id, the same on every interface
+(``Topology.chassis``), joins its interfaces instead: planes whose addresses interleave, or
+whose host parts would join the wrong interfaces (a cabling or address mistake), are joined
+as the hosts say; an id heard from two interfaces of one plane is reported
+(``chassis_conflict``) and not used. Host parts still join the interfaces no agent named.
+
 Planes may differ in shape (a fat-tree beside a leaf-spine): each is recognised alone.
-Not yet: host LLDP as an identity, one switch that moves between planes.
+Not yet: one switch that moves between planes.
 
 >>> t = Topology()       # two planes, each a spine (1, 4) and two leaves with one host each
 >>> for d in range(1, 7): _ = t.switch_up(d, {1: True, 2: True}, 0)
@@ -82,7 +88,7 @@ def recognise_planes(topology: Topology, link_gbps=None, previous=None):
     if len(seen) < 2:
         return (seen[0][0] if seen else None), _sorted(
             problems + [p for _f, ps in seen for p in ps])
-    return _joined(seen, problems, crossing)
+    return _joined(seen, problems, crossing, topology.chassis)
 
 
 def plane_groups(topology: Topology, placed: dict[int, int]):
@@ -220,17 +226,21 @@ def _restricted(topology: Topology, dpids: set[int]) -> Topology:
                     version=topology.version, changed_at=topology.changed_at)
 
 
-def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
+def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=None):
     """One ``Clos`` of the planes recognised alone (``seen``: (fabric, problems) in plane
-    order), hosts joined by host part."""
+    order), hosts joined by their LLDP chassis id (``chassis``: interface MAC -> id) where
+    heard, else by host part."""
     count = len(seen)
     bits = host_bits([f.host_ip.values() for f, _p in seen])
-    if bits is None:  # the first plane alone, its problems as its recognition named them
+    agents = _agents(seen, chassis or {}, problems)
+    joined = _join(seen, bits, agents)
+    if bits is None and not joined:  # the first plane alone, its problems as its recognition named them
         problems.append({"kind": "planes_not_joined", "switch": None, "port": None,
                          "dpid": None, "detail": f"{count} planes seen, but their hosts' "
-                         "addresses interleave: no host part says which interfaces are one "
-                         "host; only the first plane is used (declare the fabric to use "
-                         "them all)"})
+                         "addresses interleave and no host's LLDP chassis id was heard on "
+                         "every plane: nothing says which interfaces are one host; only the "
+                         "first plane is used (run an LLDP agent such as lldpd on the hosts, "
+                         "or declare the fabric, to use them all)"})
         return seen[0][0], _sorted(problems + seen[0][1])
     names = [{d: f"{n}_p{q}" for n, d in f.dpids.items()} for q, (f, _p) in enumerate(seen)]
     for q, (f, found) in enumerate(seen):
@@ -240,32 +250,12 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
         problems.append({"kind": "cable_between_planes", "switch": name_of[a], "port": pa,
                          "dpid": a, "detail": f"{name_of[a]} port {pa} is cabled to "
                          f"{name_of[b]} port {pb}, a switch of another plane; not used"})
-    mask = (1 << bits) - 1
-    nets = [_network_key(f) & ~mask & 0xFFFFFFFF for f, _p in seen]
-    part = [{int(ipaddress.IPv4Address(ip)) & mask: h for h, ip in f.host_ip.items()}
-            for f, _p in seen]
     first = seen[0][0]
-    everywhere = [h for h in sorted(first.host_ip, key=_natural)
-                  if all(int(ipaddress.IPv4Address(first.host_ip[h])) & mask in per
-                         for per in part)]
-    joined = {h: [part[q][int(ipaddress.IPv4Address(first.host_ip[h])) & mask]
-                  for q in range(count)] for h in everywhere}
     placed = {(q, local) for locals_ in joined.values() for q, local in enumerate(locals_)}
     for q, (f, _p) in enumerate(seen):
         for local, ip in sorted(f.host_ip.items(), key=lambda kv: _natural(kv[0])):
-            if (q, local) in placed:
-                continue
-            host_part = int(ipaddress.IPv4Address(ip)) & mask
-            wanted = [str(ipaddress.IPv4Address(nets[r] | host_part))
-                      for r in range(count) if host_part not in part[r]]
-            leaf = f.hosts[local] if isinstance(f, Fabric) else f.host_leaves[local][0]
-            d = f.dpids[leaf]
-            problems.append({"kind": "host_missing_plane", "switch": names[q][d],
-                             "port": f.ports[leaf][local], "dpid": d, "address": ip,
-                             "probe": wanted, "detail": f"{ip} ({f.host_mac[local]}) on "
-                             f"{names[q][d]} port {f.ports[leaf][local]} has no interface "
-                             f"heard with {' or '.join(wanted)} (its address on the other "
-                             f"plane{'s' if len(wanted) > 1 else ''}); not placed until it is"})
+            if (q, local) not in placed:
+                problems.append(_missing(seen, q, local, bits, agents, names[q]))
     planes, ports, dpids, down, down_switches = [], {}, {}, set(), set()
     sizes: dict = {}
     for q, (f, _p) in enumerate(seen):
@@ -313,6 +303,83 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple]):
     fabric.wiring["ports"] = fabric.ports
     fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
     return fabric, _sorted(problems)
+
+
+def _agents(seen: list, chassis: Mapping[str, str], problems: list[dict]) -> list[dict]:
+    """Per plane, {chassis id: local host} of the interfaces whose host's LLDP agent was
+    heard; an id heard on two interfaces of one plane is reported and not used there."""
+    out = []
+    for q, (f, _p) in enumerate(seen):
+        by: dict[str, list[str]] = {}
+        for local in sorted(f.host_ip, key=_natural):
+            c = chassis.get(f.host_mac[local])
+            if c is not None:
+                by.setdefault(c, []).append(local)
+        for c, locals_ in by.items():
+            if len(locals_) > 1:
+                problems.append({"kind": "chassis_conflict", "switch": None, "port": None,
+                                 "dpid": None, "detail": f"LLDP chassis id {c} heard from "
+                                 f"{len(locals_)} interfaces of plane {q} ("
+                                 f"{', '.join(f.host_ip[x] for x in locals_)}): not used to "
+                                 "join them"})
+        out.append({c: locals_[0] for c, locals_ in by.items() if len(locals_) == 1})
+    return out
+
+
+def _join(seen: list, bits: int | None, agents: list[dict]) -> dict[str, list[str]]:
+    """First-plane host -> its local host on every plane: the interface with its chassis id
+    there, else (``bits`` known) the one with its host part, unless that one names another
+    chassis; hosts missing a plane are left out."""
+    mask = (1 << bits) - 1 if bits is not None else 0
+    part = [{int(ipaddress.IPv4Address(ip)) & mask: h for h, ip in f.host_ip.items()}
+            for f, _p in seen] if bits is not None else []
+    ident = [{local: c for c, local in a.items()} for a in agents]
+    first = seen[0][0]
+    joined, taken = {}, set()
+    for h in sorted(first.host_ip, key=_natural):
+        c, locals_ = ident[0].get(h), [h]
+        for q in range(1, len(seen)):
+            local = agents[q].get(c) if c is not None else None
+            if local is None and bits is not None:
+                local = part[q].get(int(ipaddress.IPv4Address(first.host_ip[h])) & mask)
+                if local is not None and ident[q].get(local, c) != c:
+                    local = None  # its agent names another host
+            if local is None or (q, local) in taken:
+                break
+            locals_.append(local)
+        if len(locals_) == len(seen):
+            joined[h] = locals_
+            taken.update(enumerate(locals_))
+    return joined
+
+
+def _missing(seen: list, q: int, local: str, bits: int | None, agents: list[dict],
+             names: dict) -> dict:
+    """The problem of an interface joined to no host on every plane, with the addresses the
+    host should have on the planes it lacks when host parts say them (the finder probes)."""
+    f = seen[q][0]
+    ip, count = f.host_ip[local], len(seen)
+    wanted = []
+    if bits is not None:
+        mask = (1 << bits) - 1
+        host_part = int(ipaddress.IPv4Address(ip)) & mask
+        parts = [{int(ipaddress.IPv4Address(a)) & mask for a in g.host_ip.values()}
+                 for g, _p in seen]
+        wanted = [str(ipaddress.IPv4Address(_network_key(seen[r][0]) & ~mask & 0xFFFFFFFF
+                                            | host_part))
+                  for r in range(count) if host_part not in parts[r]]
+    leaf = f.hosts[local] if isinstance(f, Fabric) else f.host_leaves[local][0]
+    d = f.dpids[leaf]
+    c = next((c for c, x in agents[q].items() if x == local), None)
+    if wanted:
+        lacking = (f"{' or '.join(wanted)} (its address on the other "
+                   f"plane{'s' if len(wanted) > 1 else ''})")
+    else:
+        lacking = "its LLDP chassis id" + (f" {c}" if c else " (none heard)") + " on every plane"
+    return {"kind": "host_missing_plane", "switch": names[d], "port": f.ports[leaf][local],
+            "dpid": d, "address": ip, "probe": wanted,
+            "detail": f"{ip} ({f.host_mac[local]}) on {names[d]} port {f.ports[leaf][local]} "
+                      f"has no interface heard with {lacking}; not placed until it is"}
 
 
 def _bundle_default(sizes: dict) -> tuple[dict, dict]:

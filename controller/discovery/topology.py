@@ -67,6 +67,7 @@ class Topology:
     # directed: (src dpid, src port) -> (dst dpid, dst port, last seen)
     links: dict[tuple[int, int], tuple[int, int, float]] = field(default_factory=dict)
     hosts: dict[str, HostSeen] = field(default_factory=dict)  # by MAC
+    chassis: dict[str, str] = field(default_factory=dict)  # host interface MAC -> LLDP chassis id
     version: int = 0
     changed_at: float = 0.0
     _facing: set | None = field(default=None, repr=False, compare=False)
@@ -158,6 +159,20 @@ class Topology:
         self.hosts[mac] = HostSeen(dpid, port, ip, now)
         if old is not None and (old.dpid, old.port, old.ip) == (dpid, port, ip):
             return False
+        return self._changed(now)
+
+    def host_chassis(self, dpid: int, port: int, mac: str, chassis: str, now: float) -> bool:
+        """A host's LLDP frame (``lldp.parse_host_lldp``) came in on (dpid, port): the
+        interface ``mac`` belongs to the host whose agent names itself ``chassis`` (joins a
+        host's interfaces across planes, ``planes``). Ignored (False) where ``host_seen``
+        ignores a packet; at most 8,192 interfaces are remembered."""
+        if dpid not in self.switches or (dpid, port) in self.facing() or not isinstance(mac, str):
+            return False
+        mac = mac.lower()
+        if self.chassis.get(mac) == chassis or (mac not in self.chassis and len(self.chassis)
+                                                >= 8192):
+            return False
+        self.chassis[mac] = chassis
         return self._changed(now)
 
     def forget_hosts(self, which, now: float) -> bool:
