@@ -17,7 +17,8 @@ Static entries (valley-free, destination-based; unplanned traffic takes ECMP up)
   picks the core independently of the leaf's choice among its m buckets; ``polarised`` gives
   one bucket per core, and a leaf's choice of aggregation switch fixes the core (k/2 of the
   (k/2)^2 cores carry a pod's unplanned traffic). Labels: a leaf of its pod (bottom of stack) out
-  to that leaf; a core of its group (on top) out to that core.
+  to that leaf; a core of its group (on top) out to that core (each code over the member it
+  names, see Bundles).
 * core: IPv4 for a host of pod Q out to its group's aggregation switch in Q; its own label
   popped, then a leaf label out to that leaf's pod.
 
@@ -35,14 +36,27 @@ member of every usable uplink; a member down leaves its buckets, the link stays 
 member lives. In ``flow`` mode a planned path names its members (``model.intent.MemberPath``)
 and the entries pin them: besides the entries above, one at every switch whose next hop is a
 bundle with more than one alive member (down hops included), matching the port the flow came
-in on and output to the planned member's port. ``sr`` and ``host`` modes do not pin members:
-the controller refuses them on a fabric with bundles (``check_mode_on``).
+in on and output to the planned member's port. ``sr`` mode pins them with its labels, still a
+stack of at most two: the source leaf outputs over the first hop's member; the destination
+leaf's label codes the members core -> aggregation switch and aggregation switch -> leaf, the
+core's label the member aggregation switch -> core (``enforcement.clos_labels``: C codes per
+label, C = Bl x Bc for a leaf and Bc for a core, Bl and Bc the largest bundles of the leaf and
+core tiers). The static label entries serve every code: a leaf pops its C labels, an
+aggregation switch sends each of C labels per leaf of its pod and Bc per core of its group over
+the member its code names, a core pops its Bc labels and sends C labels per leaf of its plane
+over the named member to that pod; a code whose member is down (or that a smaller bundle lacks)
+takes the output above (the select group over the alive members). Label entries grow by these
+factors with bundles; without bundles C = 1 and they are as above. ``host`` mode does not pin
+members: the controller refuses it on a fabric with bundles (``check_mode_on``), and sr where
+its labels would overflow a tier's label space (no switch then holds label entries).
 
-Labels: leaves 200000 + i, aggregation switches 300000 + i, cores 100000 + i, i counting the
-switches of that tier over all planes in declaration order.
+Labels (``enforcement.clos_labels``): leaves 200000 + i x C + code, aggregation switches
+300000 + i, cores 100000 + i x Bc + code, i counting the switches of that tier over all planes
+in declaration order (without bundles: 200000 + i, 300000 + i, 100000 + i).
 """
 from __future__ import annotations
 
+from controller.enforcement.clos_labels import LabelSpace
 from controller.enforcement.modes import mode_of
 from controller.enforcement.openflow import (
     ETH_ARP,
@@ -71,19 +85,23 @@ from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import Flow
 
-LABEL_BASE = {0: 200000, 1: 300000, 2: 100000}  # by tier: leaves, aggregation switches, cores
 ECMP_HASHES = ("per-tier", "polarised")
 BUNDLE_GROUP = 0x10000  # + the peer's position among the switch's neighbours
 
 
 def check_mode_on(fabric, mode: str) -> None:
-    """Modes that cannot pin a bundle's members are refused on a fabric with bundles: an
-    InputError naming the mode and a bundle."""
-    if mode in ("sr", "host") and isinstance(fabric, Clos) and fabric.bundled:
+    """Host mode cannot pin a bundle's members: refused on a fabric with bundles, an
+    InputError naming the mode and a bundle. sr mode is refused where its labels (with the
+    members' codes) do not fit a tier's label space (``LabelSpace.check``)."""
+    if not isinstance(fabric, Clos):
+        return
+    if mode == "sr":
+        LabelSpace(fabric).check()
+    if mode == "host" and fabric.bundled:
         lo, up = next((lo, up) for lo, up in fabric.links() if fabric.bundle(lo, up) > 1)
-        raise InputError(f"mode {mode} is not served on a fabric with bundles (the bundle "
-                         f"{lo}-{up} has {fabric.bundle(lo, up)} links): {mode} mode does not "
-                         "pin a bundle's members; use flow mode")
+        raise InputError(f"mode host is not served on a fabric with bundles (the bundle "
+                         f"{lo}-{up} has {fabric.bundle(lo, up)} links): host mode does not "
+                         "pin a bundle's members; use flow or sr mode")
 
 
 def member_ports(fabric: Clos, switch: str, peer: str) -> tuple[int, ...]:
@@ -111,10 +129,12 @@ def check_ecmp(ecmp: str) -> None:
         raise InputError(f"unknown ECMP hashing {ecmp!r} (choose from {', '.join(ECMP_HASHES)})")
 
 
-def label(fabric: Clos, switch: str) -> int:
-    tier = fabric.tier_of[switch]
-    same = [s for s in fabric.tier_of if fabric.tier_of[s] == tier]
-    return LABEL_BASE[tier] + same.index(switch)
+def _member_out(fabric: Clos, switch: str, peer: str, member: int, fallback: list) -> list:
+    """Output to ``peer`` over ``member`` of the bundle, or ``fallback`` where that member
+    is down (or the bundle has fewer)."""
+    if member in _alive_of(fabric, switch, peer):
+        return [("output", fabric.ports_to(switch, peer)[member])]
+    return fallback
 
 
 def alive(fabric: Clos, lower: str, upper: str) -> bool:
@@ -191,12 +211,12 @@ def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier"
 
 
 def _leaf(f: Clos, leaf: str, pl: PlaneView):
-    dpid, ip = f.dpids[leaf], f.addresses_at(leaf)
+    dpid, ip, ls = f.dpids[leaf], f.addresses_at(leaf), LabelSpace(f)
     rules = [lldp_trap(dpid),
-             rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)]),
-             rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": label(f, leaf),
-                                                "mpls_bos": 1}, [("pop_mpls", ETH_IPV4)],
-                  goto=T_DELIVER)]
+             rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)])]
+    rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(leaf, c),
+                                                 "mpls_bos": 1}, [("pop_mpls", ETH_IPV4)],
+                   goto=T_DELIVER) for c in ls.code_range(0)]
     for h in f.hosts_on.get(leaf, []):
         rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
                           goto=T_DELIVER))
@@ -223,15 +243,17 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
 
 
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
-    dpid, ip = f.dpids[agg], f.addresses_at(agg)
+    dpid, ip, ls = f.dpids[agg], f.addresses_at(agg), LabelSpace(f)
     pod = pl.pod_of[agg]
     rules, groups, bundles = [lldp_trap(dpid)], [], {}
     for leaf in pl.leaves_of(pod):
         if not alive(f, leaf, agg):
             continue
         out = _to(f, agg, leaf, bundles)
-        rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS,
-                                                        "mpls_label": label(f, leaf)}, out))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS,
+                                                     "mpls_label": ls.of(leaf, c)},
+                       _member_out(f, agg, leaf, ls.down_members(c)[1], out))
+                  for c in ls.code_range(0)]
         for h in f.hosts_on.get(leaf, []):
             rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4,
                                                              "ipv4_dst": ip[h]}, out))
@@ -241,9 +263,10 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
         rules += [rule(dpid, T_CLASSIFY, PRIO_FROM_SPINE, {"in_port": p})
                   for p in f.ports_to(agg, c)]
         if alive(f, agg, c):
-            rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
-                              {"eth_type": ETH_MPLS, "mpls_label": label(f, c), "mpls_bos": 0},
-                              _to(f, agg, c, bundles)))
+            out = _to(f, agg, c, bundles)
+            rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS,
+                           {"eth_type": ETH_MPLS, "mpls_label": ls.of(c, m), "mpls_bos": 0},
+                           _member_out(f, agg, c, m, out)) for m in ls.code_range(2)]
     block = len(pl.p.aggs[pod]) if ecmp == "per-tier" else 1
     for c, (usable, pods) in enumerate(pl.agg_classes(agg)):
         gid = DEFAULT_GROUP + c
@@ -257,11 +280,11 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
 
 
 def _core(f: Clos, core: str, pl: PlaneView):
-    dpid, ip = f.dpids[core], f.addresses_at(core)
-    rules = [lldp_trap(dpid),
-             rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": label(f, core),
-                                                "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
-                  goto=T_DELIVER)]
+    dpid, ip, ls = f.dpids[core], f.addresses_at(core), LabelSpace(f)
+    rules = [lldp_trap(dpid)]
+    rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(core, m),
+                                                 "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
+                   goto=T_DELIVER) for m in ls.code_range(2)]
     g = next(i for i, grp in enumerate(pl.p.cores) if core in grp)
     bundles: dict = {}
     for pod, aggs in enumerate(pl.p.aggs):
@@ -270,8 +293,10 @@ def _core(f: Clos, core: str, pl: PlaneView):
             continue
         out = _to(f, core, agg, bundles)
         for leaf in pl.leaves_of(pod):
-            rules.append(rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_MPLS,
-                                                            "mpls_label": label(f, leaf)}, out))
+            rules += [rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_MPLS,
+                                                         "mpls_label": ls.of(leaf, c)},
+                           _member_out(f, core, agg, ls.down_members(c)[0], out))
+                      for c in ls.code_range(0)]
             for h in f.hosts_on.get(leaf, []):
                 rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL,
                                   {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, out))
@@ -302,17 +327,13 @@ def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,
     if len(path) not in (3, 5):
         raise InputError(f"flow {flow.src} -> {flow.dst}: a path of {len(path)} switches is not "
                          "an up-down path")
-    leaf, first, dst_leaf = path[0], path[1], path[-1]
+    leaf, first = path[0], path[1]
     match = clos_flow_match(fabric, flow, flow.sport, leaf)
     cookie = job_cookie(job_number)
     prio = PRIO_PLANNED + len(match)
-    if how.labels:
-        stack = [label(fabric, dst_leaf)] + ([label(fabric, path[2])] if len(path) == 5 else [])
-        actions = [a for lab in stack for a in (("push_mpls", ETH_MPLS),
-                                                ("set_field", "mpls_label", lab))]
-        return [rule(fabric.dpids[leaf], T_CLASSIFY, prio, match,
-                     actions + [("output", fabric.port(leaf, first))], cookie=cookie)]
     members = getattr(path, "members", None)
+    if how.labels:
+        return [_sr(fabric, path, members, match, cookie)]
     if members is not None:
         return _pinned(fabric, path, members, match, cookie)
     out = [rule(fabric.dpids[leaf], T_CLASSIFY, prio, match,
@@ -324,14 +345,43 @@ def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,
     return out
 
 
+def _sr(fabric: Clos, path, members, match: dict, cookie: int) -> FlowRule:
+    """sr mode: the source leaf pushes the destination leaf's label (coding the members core
+    -> aggregation switch and aggregation switch -> leaf) and, between pods, the core's on top
+    (coding the member aggregation switch -> core), and outputs over the first hop's member.
+    A path naming no members takes every hop's first alive member (0 without bundles)."""
+    ls = LabelSpace(fabric)
+    ls.check()
+    if members is None:
+        members = [(_alive_of(fabric, a, b) or (0,))[0] for a, b in zip(path, path[1:])]
+    _check_members(path, members)
+    m = list(members)
+    if len(path) == 3:
+        stack = [ls.of(path[-1], ls.leaf_code(0, m[1]))]
+    else:
+        stack = [ls.of(path[-1], ls.leaf_code(m[2], m[3])), ls.of(path[2], m[1])]
+    actions = [a for lab in stack for a in (("push_mpls", ETH_MPLS), ("set_field", "mpls_label", lab))]
+    return rule(fabric.dpids[path[0]], T_CLASSIFY, PRIO_PLANNED + len(match), match,
+                actions + [("output", fabric.ports_to(path[0], path[1])[m[0]])], cookie=cookie)
+
+
+def _alive_of(fabric: Clos, a: str, b: str) -> tuple[int, ...]:
+    return fabric.alive_members(a, b) if fabric.tier_of[a] < fabric.tier_of[b] \
+        else fabric.alive_members(b, a)
+
+
+def _check_members(path, members) -> None:
+    if len(members) != len(path) - 1:
+        raise InputError(f"a path of {len(path)} switches needs {len(path) - 1} members, got "
+                         f"{len(members)}")
+
+
 def _pinned(fabric: Clos, path, members, match: dict, cookie: int) -> list[FlowRule]:
     """Flow mode on a fabric with bundles: the entries at the source leaf and (between pods)
     the source aggregation switch, and at every other switch whose next hop is a bundle of
     several alive members; each matches the port the flow came in on (the planned member of
     the hop before) and outputs to the planned member's port."""
-    if len(members) != len(path) - 1:
-        raise InputError(f"a path of {len(path)} switches needs {len(path) - 1} members, got "
-                         f"{len(members)}")
+    _check_members(path, members)
     out = []
     for k, (sw, nxt) in enumerate(zip(path, path[1:])):
         if k >= len(path) // 2 and len(member_ports(fabric, sw, nxt)) < 2:
