@@ -6,10 +6,12 @@ for link loads and predictions; flows of a leaf pair with no alive spine are lef
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_all_static, clos_flow_rules
 from controller.enforcement.modes import mode_of
-from controller.enforcement.rules import all_static, flow_rules
+from controller.enforcement.rules import all_static, flow_rules, part_sport
 from controller.errors import ConflictError
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
@@ -52,9 +54,14 @@ def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
 
 
 def job_flow_rules(fabric: Fabric | Clos, flow, parts, mode: str, number: int) -> list:
-    """The entries of one planned flow (``parts`` as the intent keeps them), on either model."""
+    """The entries of one planned flow (``parts`` as the intent keeps them), on either model.
+    On a Clos, a split flow's part i is the sub-connection of source port
+    ``part_sport(flow, i, parts)``: its entries match that port on the part's path."""
     if isinstance(fabric, Clos):
-        return clos_flow_rules(fabric, flow, parts[0][0] if parts else None, mode, number)
+        if not parts or len(parts) == 1:
+            return clos_flow_rules(fabric, flow, parts[0][0] if parts else None, mode, number)
+        return [x for i, (path, _) in enumerate(parts) for x in clos_flow_rules(
+            fabric, replace(flow, sport=part_sport(flow, i, len(parts))), path, mode, number)]
     return flow_rules(fabric, flow, parts, mode, number)
 
 
