@@ -1,10 +1,11 @@
 """The links and imbalance views on a Clos fabric (``model.clos``): every tier, in the shape of
 the two-tier views (``views.links_view``, ``Telemetry.imbalance``) so that clients read both.
 
-Planned load per directed switch link (flows and bytes per step, from the plan in force) next
-to the measured one (port counters); imbalance per switch that has links up: (max - mean) /
-mean of the bytes its alive uplinks carried (``uplinks``) and of the bytes that came down to
-it from the tier above (``downlinks``), leaves and aggregation switches alike. On a fabric
+Planned load per directed switch link (flows and bytes per step, from the plan in force; a
+split flow's part counts its share) next to the measured one (port counters); imbalance per
+switch that has links up: (max - mean) / mean of the bytes its alive uplinks carried
+(``uplinks``) and of the bytes that came down to it from the tier above (``downlinks``),
+leaves and aggregation switches alike. On a fabric
 with bundles the links view lists every alive member (``a->b``, ``a->b#m`` for member m > 0,
 as ``ClosLinks.names``); the imbalance counts a bundle's bytes per alive member (its
 capacity), so that a bundle of two carrying twice a single link's bytes is balanced.
@@ -32,11 +33,13 @@ def clos_links_view(state, plan) -> dict:
     if plan is not None:
         p, r = plan.problem, plan.routing
         names = p.links.names
+        split = getattr(r, "parts", None)
         for i, pos in enumerate(p.inter):
-            for link in r.path[i]:
-                name = names[link] if bundled else names[link].partition("#")[0]
-                flows[name] = flows.get(name, 0.0) + 1.0
-                nbytes[name] = nbytes.get(name, 0.0) + p.flows[pos].bytes
+            for _q, _m, path, share in (split[i] if split else ((0, 0, r.path[i], 1.0),)):
+                for link in path:  # a split flow's part counts its share
+                    name = names[link] if bundled else names[link].partition("#")[0]
+                    flows[name] = flows.get(name, 0.0) + share
+                    nbytes[name] = nbytes.get(name, 0.0) + p.flows[pos].bytes * share
         alpha, at_max = split_score(p, r)
         summary = {"max_link_load": alpha, "links_at_max": at_max}
     links = []

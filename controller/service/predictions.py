@@ -21,7 +21,7 @@ import logging
 from collections.abc import Callable
 
 from controller.enforcement.desired import installed_plan
-from controller.model.iteration import predict_clos_times, predict_times
+from controller.model.iteration import predict_clos_split_times, predict_times
 from controller.planners.clos_plan import ClosPlan
 
 LOG = logging.getLogger("mlroute")
@@ -74,5 +74,5 @@ def predict_all(state, on_progress=None) -> dict:
 def plan_times(plan, on_progress=None) -> dict[str, float]:
     """The shared prediction (``model.iteration``) of a plan on either fabric model."""
     if isinstance(plan, ClosPlan):
-        return predict_clos_times(plan.problem, plan.routing)
+        return predict_clos_split_times(plan.problem, plan.routing)  # split: parts' shares
     return predict_times(plan.problem, plan.assignment.parts, on_progress)
