@@ -36,7 +36,23 @@ def test_a_flow_without_a_route_is_left_out():
     assert len(plan.routing.path) == 6
 
 
-def test_split_is_refused_by_name():
+def test_a_planner_of_two_tiers_only_is_refused_by_name():
     f = Clos.fat_tree(4, 2)
     with pytest.raises(InputError, match="not enforced on Clos"):
-        clos_route_parts(f, [ring(f)], "split")
+        clos_route_parts(f, [ring(f)], "ilp")
+
+
+def test_split_parts_round_trip_with_their_shares():
+    f = Clos.fat_tree(4, 2)
+    job = parse_job({"id": "s", "flows": [{"src": a, "dst": b, "bytes": 1e6, "dport": 5000 + k}
+                                          for k, (a, b) in enumerate([("h0_0", "h4_0"),
+                                                                      ("h0_1", "h4_1"),
+                                                                      ("h0_0", "h5_0")])]}, f)
+    parts, _, _ = clos_route_parts(f, [job], "split")
+    split = [p for p in parts if len(p) > 1]
+    assert len(split) == 1 and sum(w for _, w in split[0]) == pytest.approx(1.0)
+    assert len({path for path, _ in split[0]}) == 2  # two paths out of l0, one per uplink
+    plan = installed_clos_plan(f, [(job, parts)])
+    assert plan.to_dict()["max_link_load"] == pytest.approx(1.5)  # the parts' shares counted
+    assert [len(r.get("split", [r])) for r in plan.routes()] == [len(p) for p in parts]
+    assert max(len(p) for p in clos_route_parts(f, [job], "split", max_parts=1)[0]) == 1

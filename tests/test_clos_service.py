@@ -1,8 +1,9 @@
 """The controller on a three-tier fabric (``model.clos``), against fake OpenFlow tables: jobs
 posted over REST are planned by the Clos planners, installed at every tier and followed by
 their packets in flow and sr modes; a link down re-plans what crossed it; a restart changes
-nothing; what is not enforced on three tiers yet is a 400 that changes nothing. Host mode on
-three tiers: tests/test_clos_hostmode.py."""
+nothing; what is not enforced on three tiers (a two-tier planner) is a 400 that changes
+nothing. Host mode on three tiers: tests/test_clos_hostmode.py; split plans:
+tests/test_clos_split_service.py."""
 import json
 
 import pytest
@@ -98,7 +99,7 @@ def test_a_restart_from_the_state_file_changes_no_table(tmp_path):
     assert tables(sw) == before and svc2.counters["rules_installed"] == 0, sent
 
 
-@pytest.mark.parametrize("opts, text", [({"algorithm": "split"}, "not enforced on Clos")])
+@pytest.mark.parametrize("opts, text", [({"algorithm": "ilp"}, "not enforced on Clos")])
 def test_what_three_tiers_do_not_enforce_is_a_400_that_changes_nothing(opts, text):
     f, sw, svc = start()
     assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS[:4], "a"))[0] == 201

@@ -6,7 +6,10 @@ destination leaf, ``(("l0", "a0_1", "c1_0", "a2_1", "l5"), 1.0)``: readable in t
 and in the views, and stable whatever the planner's internal numbering. On a fabric with
 bundles the path is a ``model.intent.MemberPath``: it also names the member each hop takes.
 ``clos_route_parts`` plans jobs and returns those parts; ``installed_clos_plan`` rebuilds a
-``ClosPlan`` from parts in force, for loads and predictions.
+``ClosPlan`` from parts in force, for loads and predictions. A flow that ``split`` cut gets
+one part per (plane, middle) option, largest share first, ``((path, share), ...)`` as on a
+two-tier fabric: each part is a sub-connection of its own source port (``rules.part_sport``);
+parts of a share below ``MIN_SHARE`` are dropped.
 
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow, Job
@@ -28,17 +31,24 @@ from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.model.intent import UNROUTABLE, MemberPath, members_of
 from controller.model.jobs import Job
 from controller.planners.clos_plan import CLOS_ALGORITHMS, ClosPlan
+from controller.planners.clos_split import ClosSplitRouting
+from controller.planners.split import MAX_PARTS
 
-# planners whose plans the controller enforces on Clos fabrics: split needs weighted groups
-ENFORCED = tuple(a for a in CLOS_ALGORITHMS if a != "split")
+# planners whose plans the controller enforces on Clos fabrics (split: one entry per part)
+ENFORCED = tuple(CLOS_ALGORITHMS)
+# a split part below this share is not worth a sub-connection and its entries: the LP's slack
+# leaves a few near 1e-9; the flow's other parts take it, in proportion
+MIN_SHARE = 1e-6
 
 
 def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 0,
-                     pins=None) -> tuple[list, float, list[int]]:
+                     pins=None, max_parts: int | None = MAX_PARTS) -> tuple[list, float, list[int]]:
     """(parts per flow of ``jobs`` in order, planner ms, positions whose pin was dropped):
-    ``((path, 1.0),)`` for a flow that leaves its leaf, None for one that does not, ``()``
-    for one with no alive path. ``salt``: the ECMP planners' hash salt; ``pins``: per flow
-    the plane it must stay in, -1 free (``ClosProblem.build``)."""
+    ``((path, 1.0),)`` for a flow that leaves its leaf (``split``: one ``(path, share)`` per
+    part), None for one that does not, ``()`` for one with no alive path. ``salt``: the ECMP
+    planners' hash salt; ``pins``: per flow the plane it must stay in, -1 free
+    (``ClosProblem.build``; a split flow's parts all stay there); ``max_parts``: split's
+    bound on parts per flow (None: no bound)."""
     if algorithm not in ENFORCED:
         raise InputError(f"algorithm {algorithm!r} is not enforced on Clos fabrics (choose "
                          f"from {', '.join(ENFORCED)})")
@@ -48,17 +58,29 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     if not len(problem):
         routing = ClosRouting([], [], [])
     else:
-        routing = fn(problem, salt=salt) if algorithm.startswith("ecmp") else fn(problem)
+        routing = fn(problem, salt=salt) if algorithm.startswith("ecmp") else (
+            fn(problem, max_parts=max_parts) if algorithm == "split" else fn(problem))
     ms = (time.perf_counter() - t0) * 1e3
     parts: list = [None] * len(problem.flows)
     for pos in problem.unroutable:
         parts[pos] = UNROUTABLE
     member = problem.links.member_of if fabric.bundled else None
+    split = routing.parts if isinstance(routing, ClosSplitRouting) else None
+
+    def named(i: int, q: int, m: int, links) -> tuple:
+        path = tuple(problem.middle_name(i, q, m))
+        return path if member is None else MemberPath(path, (int(member[x]) for x in links))
+
     for i, pos in enumerate(problem.inter):
-        path = tuple(problem.middle_name(i, routing.plane[i], routing.middle[i]))
-        if member is not None:
-            path = MemberPath(path, (int(member[link]) for link in routing.path[i]))
-        parts[pos] = ((path, 1.0),)
+        kept = [x for x in split[i] if x[3] >= MIN_SHARE] if split is not None else []
+        if len(kept) > 1:
+            total = sum(w for *_, w in kept)
+            parts[pos] = tuple((named(i, q, m, links), float(w) / total)
+                               for q, m, links, w in kept)
+        elif kept:
+            parts[pos] = ((named(i, *kept[0][:3]), 1.0),)
+        else:
+            parts[pos] = ((named(i, routing.plane[i], routing.middle[i], routing.path[i]), 1.0),)
     return parts, ms, problem.unpinned
 
 
@@ -71,23 +93,19 @@ def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],
         return None
     given = [p for _, parts in jobs_parts for p in parts]
     problem = ClosProblem.build(fabric, jobs, skip_unroutable=True)
-    keep, plane, middle, path = [], [], [], []
+    keep, plane, middle, path, split = [], [], [], [], []
     for i, pos in enumerate(problem.inter):
         parts = given[pos]
         if not parts:
             continue
-        q, m = _middle(problem, i, parts[0][0])
-        if m is None:
-            continue
-        hops, _ = problem.options(i, q)
-        members = members_of(parts[0][0])
-        if not members or len(members) != len(hops) or any(
-                not 0 <= x < h.shape[1] or h[m][x] < 0 for h, x in zip(hops, members)):
-            members = [0] * len(hops)  # no members kept (no bundles), or not of this fabric
+        mine = [_part(problem, i, where, share) for where, share in parts]
+        if any(x is None for x in mine):
+            continue  # not a route of this flow (a fabric changed under a stored state)
         keep.append(i)
-        plane.append(q)
-        middle.append(m)
-        path.append(tuple(int(h[m][x]) for h, x in zip(hops, members)))
+        plane.append(mine[0][0])
+        middle.append(mine[0][1])
+        path.append(mine[0][2])
+        split.append(mine)
     if len(keep) != len(problem.inter):
         kept = set(keep)
         dropped = [pos for i, pos in enumerate(problem.inter) if i not in kept]
@@ -96,7 +114,23 @@ def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],
         problem.dst = [problem.dst[i] for i in keep]
         problem.inter = [problem.inter[i] for i in keep]
         problem._ends.clear()
+    if any(len(x) > 1 for x in split):  # some flow split: its parts with their shares
+        return ClosPlan(algorithm, problem, ClosSplitRouting(plane, middle, path, {}, split), 0.0)
     return ClosPlan(algorithm, problem, ClosRouting(plane, middle, path), 0.0)
+
+
+def _part(problem: ClosProblem, i: int, where, share: float) -> tuple | None:
+    """(plane, middle, member link ids, share) of flow i's part over ``where`` (switch names,
+    members kept on a fabric with bundles); None when that is not a route of the flow."""
+    q, m = _middle(problem, i, where)
+    if m is None:
+        return None
+    hops, _ = problem.options(i, q)
+    members = members_of(where)
+    if not members or len(members) != len(hops) or any(
+            not 0 <= x < h.shape[1] or h[m][x] < 0 for h, x in zip(hops, members)):
+        members = [0] * len(hops)  # no members kept (no bundles), or not of this fabric
+    return q, m, tuple(int(h[m][x]) for h, x in zip(hops, members)), float(share)
 
 
 def _middle(problem: ClosProblem, i: int, names) -> tuple[int, int | None]:

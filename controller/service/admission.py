@@ -71,8 +71,9 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
 
 
 def check_on_fabric(fabric: Fabric | Clos, job_id: str, algorithm: str, mode: str) -> None:
-    """What a Clos fabric does not enforce yet: split plans; host mode with bundles, sr mode
-    where its labels do not fit (``clos_rules.check_mode_on``)."""
+    """What a Clos fabric does not enforce: planners it has none of (``clos_routes.ENFORCED``;
+    split is enforced, one entry per part); host mode with bundles, sr mode where its labels
+    do not fit (``clos_rules.check_mode_on``)."""
     if not isinstance(fabric, Clos):
         return
     if algorithm not in ENFORCED:

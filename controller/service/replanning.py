@@ -9,8 +9,9 @@ stages (links at the max, the jobs search, the ILP) run off the request path
 (``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
 afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
 failing the plan. On a Clos fabric (``model.clos``) every group is planned afresh by the Clos
-planner of its name (``planners/clos_routes.py``), with no off-path stages; every running flow
-is pinned to the plane of its route in force (a connection is bound to its plane's addresses)
+planner of its name (``planners/clos_routes.py``; ``split`` with its group's bound), with no
+off-path stages; every running flow is pinned to the plane of its route in force (a connection
+is bound to its plane's addresses; a split flow: all its parts to its first part's plane)
 unless it has no alive path there: those move, and ``plane_changes`` lists them. Flows given a
 plane in ``planes`` (learned flows: the plane their samples came on) are pinned to it instead.
 """
@@ -26,6 +27,7 @@ from controller.model.problem import Problem
 from controller.planners.churn import replan
 from controller.planners.clos_routes import clos_route_parts
 from controller.planners.plan import Plan, planner_options, route_doc, run_planner
+from controller.planners.split import MAX_PARTS
 from controller.service.settings import Settings
 
 
@@ -67,8 +69,10 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             given = [q for r in group for q in (planes or {}).get(r.job.id, [-1] * len(
                 r.job.flows()))]
             pins = [q if q >= 0 else p for q, p in zip(given, in_force)]
+            split_opts = settings.planner_opts.get("split") or {}
+            bound = (bound or None) if bound >= 0 else split_opts.get("max_parts", MAX_PARTS)
             parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
-                                                   pins=pins)
+                                                   pins=pins, max_parts=bound)
             for pos in unpinned:  # no alive path left in its plane: it moves
                 old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])
                 if old >= 0 and old != new:  # a connection in force must follow
