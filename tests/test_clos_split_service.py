@@ -12,6 +12,7 @@ import pytest
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.model.clos import Clos
+from controller.model.jobs import parse_job
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
@@ -243,3 +244,56 @@ def test_host_mode_gives_every_part_a_port_its_packets_follow():
             assert reached == r["dst"] and path == part["path"], (r, part, path)
     assert all(len({p["sport"] for p in r["split"]}) == len(r["split"]) for r in split)
 
+
+# ---- a split over two planes: each part's connection is bound to its plane's addresses -----
+def one_spine_planes() -> Clos:
+    return Clos.leaf_spine(1, 2, 3, planes=2, link_gbps=0.02).wire()  # l0's uplinks: 1 a plane
+
+
+def three_flows(jid="s"):
+    return {"id": jid, "algorithm": "split", "flows": [
+        {"src": f"h0_{k}", "dst": f"h1_{k}", "bytes": 1e6, "dport": 5000 + k} for k in range(3)]}
+
+
+def planes_of(route) -> list[str]:
+    return [p["plane"] for p in parts_of(route)]
+
+
+def test_a_split_over_two_planes_keeps_its_parts_when_planned_again():
+    f = one_spine_planes()
+    sw, svc = start(f)
+    assert call(svc, "POST", "/v1/jobs", three_flows())[0] == 201
+    routes = call(svc, "GET", "/v1/jobs/s")[1]["routes"]
+    across = [r for r in routes if len(set(planes_of(r))) > 1]
+    assert across, routes  # 3 flows over 2 uplinks: one flow is cut over both planes
+    follow(f, sw, routes)
+    # another split job re-plans the group: the split flow stays split, its parts in place
+    code, doc = call(svc, "POST", "/v1/jobs", {**three_flows("t"), "flows": [
+        {"src": "h1_0", "dst": "h0_0", "bytes": 1e6}]})
+    assert code == 201 and doc["plane_changes"] == [], doc
+    again = call(svc, "GET", "/v1/jobs/s")[1]["routes"]
+    assert [[(p["path"], p.get("sport")) for p in parts_of(r)] for r in again] == \
+        [[(p["path"], p.get("sport")) for p in parts_of(r)] for r in routes]
+    # plane 0's uplink of l0 down: every flow of l0 goes to plane 1
+    leaf = f.planes[0].leaves[0]
+    spine = next(p["path"][1] for r in routes for p in parts_of(r) if p["path"][0] == leaf)
+    svc.port_changed(f.dpids[leaf], f.port(leaf, spine), False)
+    after = call(svc, "GET", "/v1/jobs/s")[1]["routes"]
+    assert all(planes_of(r) == [f.planes[1].name] for r in after), after
+    follow(f, sw, after)
+
+
+def test_parts_in_force_keep_their_places_and_moves_are_listed():
+    from controller.service.replanning import _keep_order, _parts_moved
+    f = one_spine_planes()
+    p0, p1 = ("l0_p0", "s0_p0", "l1_p0"), ("l0_p1", "s0_p1", "l1_p1")
+    old = ((p1, 0.5), (p0, 0.5))
+    assert _keep_order(f, old, ((p0, 0.6), (p1, 0.4))) == ((p1, 0.4), (p0, 0.6))
+    assert _keep_order(f, old, ((p0, 1.0),)) == ((p0, 1.0),)  # one part: as planned
+    flow = parse_job(three_flows(), f).flows()[2]
+    moved = _parts_moved(f, [flow], [old], [((p0, 0.5), (p1, 0.5))], [])
+    assert [(m["part"], m["old_plane"], m["plane"]) for m in moved] == [
+        (0, "plane1", "plane0"), (1, "plane0", "plane1")]
+    assert moved[0]["split"][0]["sport"] == 40000
+    assert _parts_moved(f, [flow], [old], [old], []) == []
+    assert _parts_moved(f, [flow], [old], [((p0, 0.5), (p1, 0.5))], [0]) == []  # listed whole

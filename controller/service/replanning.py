@@ -11,15 +11,19 @@ afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) i
 failing the plan. On a Clos fabric (``model.clos``) every group is planned afresh by the Clos
 planner of its name (``planners/clos_routes.py``; ``split`` with its group's bound), with no
 off-path stages; every running flow is pinned to the plane of its route in force (a connection
-is bound to its plane's addresses; a split flow: all its parts to its first part's plane)
-unless it has no alive path there: those move, and ``plane_changes`` lists them. Flows given a
-plane in ``planes`` (learned flows: the plane their samples came on) are pinned to it instead.
+is bound to its plane's addresses; a split flow with parts in several planes stays free)
+unless it has no alive path there: those move, and ``plane_changes`` lists them (and every
+part of a split flow that went to another plane, by its ``part`` index: its sub-connection
+follows; a split flow's parts keep their places where they can, ``_keep_order``). Flows given
+a plane in ``planes`` (learned flows: the plane their samples came on) are pinned to it
+instead.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
+from controller.enforcement.rules import part_sport
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
@@ -64,8 +68,10 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
     for (alg, objective, bound), group in sorted(groups.items()):
         if isinstance(fabric, Clos):
             flows = [f for r in group for f in r.job.flows()]
-            # a running flow stays in the plane of its route in force (split: its first part)
-            in_force = [-1 if not p else fabric.part_plane(p[0][0]) for p in _routes(group)]
+            # a running flow stays in the plane of its route in force (split: of its parts;
+            # one split over several planes stays free, ``_parts_moved`` lists what moves)
+            before = _routes(group)
+            in_force = [_plane_in_force(fabric, p) for p in before]
             given = [q for r in group for q in (planes or {}).get(r.job.id, [-1] * len(
                 r.job.flows()))]
             pins = [q if q >= 0 else p for q, p in zip(given, in_force)]
@@ -73,12 +79,14 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             bound = (bound or None) if bound >= 0 else split_opts.get("max_parts", MAX_PARTS)
             parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
                                                    pins=pins, max_parts=bound)
+            parts = [_keep_order(fabric, old, new) for old, new in zip(before, parts)]
             for pos in unpinned:  # no alive path left in its plane: it moves
                 old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])
                 if old >= 0 and old != new:  # a connection in force must follow
                     out.plane_changes.append({**route_doc(flows[pos], parts[pos], []),
                                               "old_plane": fabric.planes[old].name,
                                               "plane": fabric.planes[new].name})
+            out.plane_changes += _parts_moved(fabric, flows, before, parts, unpinned)
             _set_routes(group, parts, out, alg == "auto")
             out.planner_ms.append(ms)
             out.groups.append((alg, objective))
@@ -105,6 +113,45 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
         for pos in problem.unroutable:
             parts[pos] = UNROUTABLE
         _set_routes(group, parts, out, False)
+    return out
+
+
+def _plane_in_force(fabric: Clos, parts) -> int:
+    """The plane a running flow is pinned to: its route's (all its parts'); -1 (free) with
+    no route in force or parts in several planes."""
+    planes = {fabric.part_plane(where) for where, _ in parts or ()}
+    return planes.pop() if len(planes) == 1 else -1
+
+
+def _keep_order(fabric: Clos, old, new):
+    """A split flow's new parts in the order of its parts in force: part i keeps its path,
+    else its plane, where a new part has it (its sub-connection then stays as it is); the
+    others fill the free places in the planner's order."""
+    if not old or not new or len(new) < 2:
+        return new
+    left, slots = list(new), [None] * len(new)
+    for key in (tuple, fabric.part_plane):  # the same path, then the same plane
+        for i, (was, _) in enumerate(old[:len(new)]):
+            j = next((j for j, (w, _) in enumerate(left) if slots[i] is None
+                      and key(w) == key(was)), None)
+            if j is not None:
+                slots[i] = left.pop(j)
+    rest = iter(left)
+    return tuple(x if x is not None else next(rest) for x in slots)
+
+
+def _parts_moved(fabric: Clos, flows: list, before: list, after: list, unpinned) -> list:
+    """Split flows (kept in their plane) whose part i went to another plane: one entry per
+    such part, its ``part`` index, ``old_plane`` and ``plane`` (its sub-connection follows)."""
+    out, skip = [], set(unpinned)
+    for pos, (old, new) in enumerate(zip(before, after)):
+        if pos in skip or not old or not new or max(len(old), len(new)) < 2:
+            continue
+        for i, ((was, _), (now, _)) in enumerate(zip(old, new)):
+            a, b = fabric.part_plane(was), fabric.part_plane(now)
+            if a != b:
+                out.append({**route_doc(flows[pos], new, [], part_sport), "part": i,
+                            "old_plane": fabric.planes[a].name, "plane": fabric.planes[b].name})
     return out
 
 
