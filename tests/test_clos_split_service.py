@@ -292,8 +292,36 @@ def test_parts_in_force_keep_their_places_and_moves_are_listed():
     assert _keep_order(f, old, ((p0, 1.0),)) == ((p0, 1.0),)  # one part: as planned
     flow = parse_job(three_flows(), f).flows()[2]
     moved = _parts_moved(f, [flow], [old], [((p0, 0.5), (p1, 0.5))], [])
-    assert [(m["part"], m["old_plane"], m["plane"]) for m in moved] == [
-        (0, "plane1", "plane0"), (1, "plane0", "plane1")]
-    assert moved[0]["split"][0]["sport"] == 40000
+    assert [(m["part"], m["sport"], m["path"], m["old_plane"], m["plane"]) for m in moved] == [
+        (0, 40000, list(p0), "plane1", "plane0"), (1, 40001, list(p1), "plane0", "plane1")]
+    assert moved[0]["dport"] == 5002 and "split" not in moved[0]
     assert _parts_moved(f, [flow], [old], [old], []) == []
     assert _parts_moved(f, [flow], [old], [((p0, 0.5), (p1, 0.5))], [0]) == []  # listed whole
+
+
+
+def test_flows_whose_plane_fails_are_listed_part_by_part():
+    """Plane 0 lost at l0 at once (both uplinks): every flow of l0 that was there moves to
+    plane 1 and is listed, a flow that the new plan splits once per part (with its port)."""
+    from controller.service.replanning import replan_groups
+    f = two_planes()
+    _sw, svc = start(f)
+    doc = {"id": "s", "algorithm": "split", "flows": [
+        {"src": f"h0_{k % 3}", "dst": f"h1_{k % 3}", "bytes": 1e6, "dport": 5000 + k}
+        for k in range(5)]}  # 5 flows: 1.25 on each of 4 uplinks, 2.5 on plane 1's 2
+    assert call(svc, "POST", "/v1/jobs", doc)[0] == 201
+    routes = call(svc, "GET", "/v1/jobs/s")[1]["routes"]
+    was = {r["dport"] for r in routes if "plane0" in planes_of(r)}
+    assert was and any("split" in r for r in routes)
+    leaf = f.planes[0].leaves[0]
+    down = f.with_down({(leaf, s) for s in f.neighbours(leaf) if s in f.tier_of})
+    out = replan_groups(down, svc.state.jobs, {"split"}, svc.settings)
+    assert {m["dport"] for m in out.plane_changes} == was
+    assert any("part" in m for m in out.plane_changes)  # the flow split over both planes
+    for m in out.plane_changes:
+        assert m["old_plane"] == "plane0" and m["plane"] == "plane1" and m["path"][0] != leaf
+        if "part" in m:
+            assert m["sport"] == 40000 + m["part"]
+    new = [out.records["s"].routes[k] for k in out.records["s"].routes]
+    assert all(down.part_plane(w) == 1 for parts in new for w, _ in parts)
+    assert any(len(parts) > 1 for parts in new)

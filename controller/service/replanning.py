@@ -82,7 +82,12 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             parts = [_keep_order(fabric, old, new) for old, new in zip(before, parts)]
             for pos in unpinned:  # no alive path left in its plane: it moves
                 old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])
-                if old >= 0 and old != new:  # a connection in force must follow
+                if old >= 0 and len(parts[pos]) > 1:  # split: each part that left it
+                    out.plane_changes += [
+                        _part_moved(fabric, flows[pos], parts[pos], i, old)
+                        for i, (where, _) in enumerate(parts[pos])
+                        if fabric.part_plane(where) != old]
+                elif old >= 0 and old != new:  # a connection in force must follow
                     out.plane_changes.append({**route_doc(flows[pos], parts[pos], []),
                                               "old_plane": fabric.planes[old].name,
                                               "plane": fabric.planes[new].name})
@@ -148,11 +153,19 @@ def _parts_moved(fabric: Clos, flows: list, before: list, after: list, unpinned)
         if pos in skip or not old or not new or max(len(old), len(new)) < 2:
             continue
         for i, ((was, _), (now, _)) in enumerate(zip(old, new)):
-            a, b = fabric.part_plane(was), fabric.part_plane(now)
-            if a != b:
-                out.append({**route_doc(flows[pos], new, [], part_sport), "part": i,
-                            "old_plane": fabric.planes[a].name, "plane": fabric.planes[b].name})
+            if fabric.part_plane(was) != fabric.part_plane(now):
+                out.append(_part_moved(fabric, flows[pos], new, i, fabric.part_plane(was)))
     return out
+
+
+def _part_moved(fabric: Clos, flow, parts, i: int, old: int) -> dict:
+    """The ``plane_changes`` entry of part i of a split flow, out of plane ``old``: the
+    part's route (``path``, ``members``), its sub-connection's ports and ``part``."""
+    doc = route_doc(flow, (parts[i],), [])
+    doc.update(proto=flow.proto, sport=part_sport(flow, i, len(parts)), dport=flow.dport,
+               part=i, old_plane=fabric.planes[old].name,
+               plane=fabric.planes[fabric.part_plane(parts[i][0])].name)
+    return doc
 
 
 def _routes(group: list[JobRecord]) -> list:
