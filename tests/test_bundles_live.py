@@ -1,9 +1,9 @@
 """The controller on an emulated leaf-spine whose leaf-spine pairs are bundles of 2 links
 (``topologies.clos.BundlesTopo``: 2 spines x 4 leaves, one host per leaf, 20 Mbit/s) with
 real TCP traffic: declared with its bundles, each member a link of its own; an all-to-all
-in flow mode carries its bytes on its planned member of every bundle (port counters, within
-5% of the payload); a member taken down is avoided; a restart from the state file sends
-nothing."""
+in flow and sr modes carries its bytes on its planned member of every bundle (port counters,
+within 5% of the payload); a split job's parts each on theirs; a member taken down is
+avoided; a restart from the state file sends nothing."""
 
 import itertools
 
@@ -28,10 +28,10 @@ def emu(tmp_path_factory):
         yield s
 
 
-def alltoall(emu, jid):
+def alltoall(emu, jid, mode="flow"):
     hosts = sorted(emu.fabric.host_leaves)
-    return {"id": jid, "flows": [{"src": a, "dst": b, "bytes": 4e6}
-                                 for a, b in itertools.permutations(hosts, 2)]}
+    return {"id": jid, "mode": mode, "flows": [{"src": a, "dst": b, "bytes": 4e6}
+                                               for a, b in itertools.permutations(hosts, 2)]}
 
 
 def test_the_bundles_are_declared_as_wired(emu):
@@ -41,9 +41,10 @@ def test_the_bundles_are_declared_as_wired(emu):
     assert {"l0->s0", "l0->s0#1", "s1->l3#1"} <= links, sorted(links)
 
 
-def test_an_alltoall_carries_its_bytes_on_its_planned_members(emu):
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_an_alltoall_carries_its_bytes_on_its_planned_members(emu, mode):
     f = emu.fabric
-    code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "a2a"))
+    code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "a2a", mode))
     assert code == 201, doc
     try:
         routes = emu.ctl.rest("GET", "/v1/jobs/a2a")[1]["routes"]
@@ -55,6 +56,28 @@ def test_an_alltoall_carries_its_bytes_on_its_planned_members(emu):
         assert any(link.endswith("#1") and link[:-2] in used for link in used), sorted(used)
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/a2a")
+
+
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_a_split_jobs_parts_carry_their_bytes_on_their_members(emu, mode):
+    """Five flows out of h0_0 over l0's four uplink members: unsplit, some member carries 2;
+    split, 1.25. Each part is a connection of its own source port (the flow's + i) and
+    carries the payload on its own path and members."""
+    dsts = ["h1_0", "h2_0", "h3_0", "h1_0", "h2_0"]
+    job = {"id": "cut", "mode": mode, "algorithm": "split",
+           "flows": [{"src": "h0_0", "dst": d, "bytes": 4e6, "sport": 41000 + 1000 * i}
+                     for i, d in enumerate(dsts)]}
+    code, doc = emu.ctl.rest("POST", "/v1/jobs", job)
+    assert code == 201, doc
+    try:
+        routes = emu.ctl.rest("GET", "/v1/jobs/cut")[1]["routes"]
+        parts = [{"src": r["src"], "dst": r["dst"], **p} for r in routes
+                 for p in (r.get("split") or [r])]
+        assert len(parts) > len(routes), routes  # some flow is split
+        assert len({p["sport"] for p in parts}) == len(parts)
+        carried_as_planned(emu.net, emu.fabric, parts, PAYLOAD)
+    finally:
+        emu.ctl.rest("DELETE", "/v1/jobs/cut")
 
 
 def test_a_member_down_is_avoided_and_its_twin_carries_the_flows(emu):
@@ -76,8 +99,9 @@ def test_a_member_down_is_avoided_and_its_twin_carries_the_flows(emu):
         intf.ifconfig("up")
 
 
-def test_a_restart_changes_no_entry(emu):
-    code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "kept"))
+@pytest.mark.parametrize("mode", ["flow", "sr"])
+def test_a_restart_changes_no_entry(emu, mode):
+    code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "kept", mode))
     assert code == 201, doc
     try:
         restart_changes_nothing(emu)
