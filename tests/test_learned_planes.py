@@ -81,3 +81,20 @@ def test_the_prediction_counts_flows_planned_off_their_plane_as_hashed_on_it():
     now = learning._as_planned_now(f, r, on_one, 0)
     assert {f.part_plane(p[0][0]) for p in now.routes.values()} == {1}
     assert on_one.pins(r.job) == [1] * len(r.job.flows())
+
+
+def test_a_split_route_is_off_plane_only_if_none_of_its_parts_is_on_the_traffics_plane():
+    """A learned flow split over both planes (a part on each) whose traffic runs on plane 1
+    is on its plane; one whose parts are all on plane 0 is not."""
+    f, sw, svc, ring = two_planes()
+    run_traffic(svc, svc.clock, ring_samples(f, ring, plane=0), seconds=6)
+    r = svc.state.jobs["m"]
+    on_one = learning.Measured(svc.state.measured["m"].pairs, 1.0,
+                               planes={p: {1: 1.0} for p in svc.state.measured["m"].pairs})
+    other = {f"{sw}_p0": f"{sw}_p1" for sw in f.planes[0].switches()
+             for sw in [sw.removesuffix("_p0")]}
+    key, parts = next(iter(r.routes.items()))
+    (path, share), = parts
+    r.routes[key] = ((path, 0.5), (tuple(other[x] for x in path), 0.5))
+    off = learning.off_plane(f, r, on_one)
+    assert off == set(on_one.pairs) - {(key[0], key[1])}

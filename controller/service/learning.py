@@ -123,12 +123,14 @@ def off_plane(fabric: Fabric | Clos, r: JobRecord, measured: Measured) -> set:
     """The learned pairs of the job routed on another plane than their traffic uses (the
     framework reconnected elsewhere): their entries match nothing. Hysteresis: the route's
     plane must carry ``PLANE_MARGIN`` less of the pair's bytes than the dominant one, so a
-    pair spread evenly over planes is not moved to and fro by sampling noise."""
+    pair spread evenly over planes is not moved to and fro by sampling noise. A split route
+    is on every plane of its parts: the best of them counts."""
     out = set()
     for f in r.job.flows() if r.matrix == "learned" else ():
         pair, parts = (f.src, f.dst), r.routes.get(flow_key(f))
         shares = measured.planes.get(pair)
-        if shares and parts and shares.get(fabric.part_plane(parts[0][0]), 0.0) + \
+        if shares and parts and max(shares.get(fabric.part_plane(where), 0.0)
+                                    for where, _share in parts) + \
                 PLANE_MARGIN < shares[measured.plane(pair)]:
             out.add(pair)
     return out
