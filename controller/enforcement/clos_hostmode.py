@@ -28,16 +28,51 @@ so a learned map never goes stale: a failure changes the keys of the flows it to
 inside the pod is trapped by the aggregation switch it reached; between pods by the core, whose
 in_port names the aggregation switch. What a port reaches is the hops the two choices made:
 (aggregation switch,) or (aggregation switch, core).
+
+Bundles (``Clos.bundle``): the port also codes the planned member of every bundle hop, so that
+no per-flow entry is needed to pin them. Above every plane's leaf and aggregation bits (``base``
+bits: the widest plane's) come four member fields, one per hop of an up-down path: 0 leaf ->
+aggregation switch, 1 aggregation switch -> core, 2 core -> aggregation switch, 3 aggregation
+switch -> leaf (a path of three switches uses fields 0 and 3), each ceil(log2 B) bits wide with
+B the largest bundle of that hop's tier (Bl for fields 0 and 3, Bc for 1 and 2, as
+``clos_labels.LabelSpace`` counts them); without bundles every width is 0 and nothing above
+changes. The fields must end at or below bit 14 (ports 49152..65535 are 0xC000 and 14 free
+bits): host mode is refused by name otherwise (``clos_members.MemberBits.check``); the bits
+above the fields tell a host's ports apart. A code c takes member c where it is alive, else the
+(c mod n)-th of the n alive members (``member_port``): a code that a smaller bundle lacks, or a
+member down until the re-plan moves the flow (the planner never plans on a dead member).
+Entries (x 2 protocols; C_f = 2 ** width of field f; m the buckets of a switch or class):
+
+* leaf: the source-port entries (and those of its class tables) match the leaf bits and field
+  0 together, m C_0 of them instead of m, out to the uplink over the coded member;
+* aggregation switch: its class tables' entries match its bits and field 1 (m C_1 per class,
+  out to the core over the coded member), and, per host of its pod, C_3 entries matching the
+  destination and field 3, out to that host's leaf over the coded member (priority
+  ``PRIO_MEMBER``, above the destination's output among the static entries);
+* core: per host of its plane, C_2 entries matching the destination and field 2, out to the
+  aggregation switch of that host's pod over the coded member.
+
+A field of width 0 (no bundle in its tier) adds no entry and changes none. What probes verify
+and what is computed: a probe carries member fields 0 and learns the hops; its trap's in_port
+also says the member of the last hop up (the leaf's inside a pod, the aggregation switch's
+between pods), checked against code 0's member (``reached``). The other codes and the down
+hops' members are computed: the controller installed the entries that read them, and the hop
+bits and the member fields are disjoint masks, so a port's hops never depend on its members.
 """
 from __future__ import annotations
 
-from controller.enforcement.clos_rules import PlaneView
+from controller.enforcement.clos_members import MemberBits, leaf_bits
+from controller.enforcement.clos_rules import PlaneView, member_ports
 from controller.enforcement.openflow import ETH_IPV4, FlowRule, rule
 from controller.enforcement.probepacket import PROBE_CORE_DSCP, PROBE_DSCP
 from controller.enforcement.rules import (
     DEFAULT_GROUP,
+    HOST_PROTOCOLS,
+    PRIO_HOST,
+    PRIO_LOCAL,
     PRIO_PROBE,
     T_CLASSIFY,
+    UDP,
     class_tables,
     sport_buckets,
     sport_entries,
@@ -46,39 +81,100 @@ from controller.errors import InputError
 from controller.model.clos import Clos
 
 
-def leaf_bits(fabric: Clos, leaf: str) -> int:
-    """Source-port bits the leaf's plane gives its leaves (enough for every uplink of a pod)."""
-    p = fabric.planes[fabric.plane_of[leaf]]
-    return (sport_buckets(max((len(a) for a in p.aggs), default=1)) - 1).bit_length()
-
-
 def agg_shift(fabric: Clos, switch: str) -> int:
     """Where the aggregation switches' bits start: above every leaf's."""
     return leaf_bits(fabric, fabric.planes[fabric.plane_of[switch]].leaves[0])
 
 
+# ---- member fields (bundles): ``clos_members.MemberBits`` codes them -------------------------
+PRIO_MEMBER = PRIO_LOCAL + 1  # down hops over a bundle: above the destination's output
+
+
+def member_port(fabric: Clos, switch: str, peer: str, code: int) -> int:
+    """The port over member ``code`` of the bundle to ``peer`` when it is alive, else the
+    (code mod n)-th of its n alive members."""
+    alive = member_ports(fabric, switch, peer)
+    lo, up = (switch, peer) if fabric.tier_of[switch] < fabric.tier_of[peer] else (peer, switch)
+    if code in fabric.alive_members(lo, up):
+        return fabric.ports_to(switch, peer)[code]
+    return alive[code % len(alive)]
+
+
+def member_entries(fabric: Clos, switch: str, table: int, uplinks, shift: int, bits: MemberBits,
+                   field: int) -> list[FlowRule]:
+    """``rules.sport_entries`` that also read member field ``field``: per bucket b and code c,
+    out to the (b mod n)-th uplink over member c (``member_port``); without that field the
+    entries of ``sport_entries``."""
+    w = bits.widths[field]
+    if not w:
+        return sport_entries(fabric, switch, table, uplinks, shift)
+    dpid, m, out = fabric.dpids[switch], sport_buckets(len(uplinks)), []
+    for proto, dport in HOST_PROTOCOLS:
+        l4 = "udp" if proto == UDP else "tcp"
+        for b in range(m):
+            for c in range(1 << w):
+                match = {"eth_type": ETH_IPV4, "ip_proto": proto}
+                if dport:
+                    match[f"{l4}_dst"] = dport
+                match[f"{l4}_src"] = ((b << shift) | (c << bits.shifts[field]),
+                                      ((m - 1) << shift) | (((1 << w) - 1) << bits.shifts[field]))
+                out.append(rule(dpid, table, PRIO_HOST, match, [
+                    ("output", member_port(fabric, switch, uplinks[b % len(uplinks)], c))]))
+    return out
+
+
+def down_entries(fabric: Clos, switch: str, peer: str, hosts, bits: MemberBits,
+                 field: int) -> list[FlowRule]:
+    """A down hop over a bundle: per destination host, protocol and code c of member field
+    ``field``, out to ``peer`` over member c (``member_port``); none without that field or
+    when the link is down."""
+    w, dpid, ip = bits.widths[field], fabric.dpids[switch], fabric.addresses_at(switch)
+    if not w or not member_ports(fabric, switch, peer):
+        return []
+    out = []
+    for h in hosts:
+        for proto, dport in HOST_PROTOCOLS:
+            l4 = "udp" if proto == UDP else "tcp"
+            for c in range(1 << w):
+                match = {"eth_type": ETH_IPV4, "ipv4_dst": ip[h], "ip_proto": proto}
+                if dport:
+                    match[f"{l4}_dst"] = dport
+                match[f"{l4}_src"] = (c << bits.shifts[field], ((1 << w) - 1) << bits.shifts[field])
+                out.append(rule(dpid, T_CLASSIFY, PRIO_MEMBER, match,
+                                [("output", member_port(fabric, switch, peer, c))]))
+    return out
+
+
 def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
     """The host-mode pipeline of one switch (module docstring). O(uplinks) entries, plus
-    O(uplinks + hosts) per class."""
-    f, pl, dpid = fabric, PlaneView(fabric, switch), fabric.dpids[switch]
+    O(uplinks + hosts) per class; with bundles the counts of the module docstring."""
+    f, pl, dpid, bits = fabric, PlaneView(fabric, switch), fabric.dpids[switch], MemberBits(fabric)
     tier = f.tier_of[switch]
     if tier == 2:
+        g = next(i for i, grp in enumerate(pl.p.cores) if switch in grp)
         return [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4,
-                                                    "ip_dscp": PROBE_CORE_DSCP}, [("controller",)])]
+                                                    "ip_dscp": PROBE_CORE_DSCP}, [("controller",)])
+                ] + [x for q, aggs in enumerate(pl.p.aggs) for x in down_entries(
+                    f, switch, aggs[g], [h for leaf in pl.leaves_of(q)
+                                         for h in f.hosts_on.get(leaf, [])], bits, 2)]
     if tier == 1:
         out = [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4, "ip_dscp": PROBE_DSCP},
                     [("controller",)])]
+        out += [x for leaf in pl.leaves_of(pl.pod_of[switch])
+                for x in down_entries(f, switch, leaf, f.hosts_on.get(leaf, []), bits, 3)]
         return out + class_tables(f, switch, [
             (cores, [h for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])],
              [("group", DEFAULT_GROUP + c)])
-            for c, (cores, pods) in enumerate(pl.agg_classes(switch))], agg_shift(f, switch))
+            for c, (cores, pods) in enumerate(pl.agg_classes(switch))], agg_shift(f, switch),
+            entries=lambda *a: member_entries(*a, bits, 1))
     live = pl.live_uplinks(switch)
     if not live:
         return []
-    return sport_entries(f, switch, T_CLASSIFY, live) + class_tables(f, switch, [
+    return member_entries(f, switch, T_CLASSIFY, live, 0, bits, 0) + class_tables(f, switch, [
         (usable, [h for other in leaves for h in f.hosts_on.get(other, [])],
-         [("output", f.port(switch, usable[0]))])
-        for usable, leaves in pl.leaf_classes(switch)])
+         [("output", member_ports(f, switch, usable[0])[0])])
+        for usable, leaves in pl.leaf_classes(switch)], entries=lambda *a: member_entries(
+            *a, bits, 0))
 
 
 # ---- keys, probes and what they reach -------------------------------------------------------
@@ -134,17 +230,22 @@ def probe_mark(klass: tuple) -> int:
 def reached(fabric: Clos, leaf: str, dpid: int, in_port: int) -> tuple | None:
     """The hops a probe of ``leaf`` took, from its packet-in: (aggregation switch,) when an
     aggregation switch of the leaf's pod trapped it from the leaf, (aggregation switch, core)
-    when a core did; None for anywhere else."""
+    when a core did; None for anywhere else, or when it came over another member of the last
+    hop's bundle than the one its port codes (a probe's member fields are 0)."""
     sw = fabric.switch_of_dpid.get(dpid)
     came = fabric.peer(sw, in_port) if sw is not None else None
     if came is None:
         return None
     tier = fabric.tier_of.get(sw)
     if tier == 1 and came == leaf:
-        return (sw,)
-    if tier == 2 and fabric.tier_of.get(came) == 1 and leaf in fabric.ports.get(came, {}):
-        return (came, sw)
-    return None
+        hops, lo = (sw,), leaf
+    elif tier == 2 and fabric.tier_of.get(came) == 1 and leaf in fabric.ports.get(came, {}):
+        hops, lo = (came, sw), came
+    else:
+        return None
+    # a probe's member fields are 0: the last hop up took code 0's member (``member_port``)
+    alive = fabric.alive_members(lo, sw)
+    return hops if alive and fabric.member(sw, in_port) == alive[0] else None
 
 
 def part_hops(part) -> tuple:
@@ -154,5 +255,6 @@ def part_hops(part) -> tuple:
     return tuple(path[1:-1][:2])
 
 
-__all__ = ["clos_host_static_rules", "dest_class", "buckets", "probe_ends", "probe_mark", "reached",
-           "part_hops", "leaf_bits", "agg_shift"]
+__all__ = ["MemberBits", "member_port", "member_entries", "down_entries", "clos_host_static_rules",
+           "dest_class", "buckets", "probe_ends", "probe_mark", "reached", "part_hops", "leaf_bits",
+           "agg_shift"]

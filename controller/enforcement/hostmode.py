@@ -27,6 +27,12 @@ switch spreads them less evenly than that. Probes per flow therefore fall as flo
 hash also covers the addresses, ``scope="pair"`` learns a map per (source, destination,
 protocol) with the same code: probes then grow with the host pairs.
 
+Bundles (a Clos whose switches are joined by parallel links): the port also codes the planned
+member of every bundle hop, in fields above the bits that choose the hops (``clos_hostmode.
+MemberBits``). Probes carry member fields 0 and teach the hops; the controller sets a part's
+member fields from its route's members (``choose_ports``), so the port of a part whose member
+changes changes too, reported like any port change.
+
 Everything here is pure: the probes go out through a function the caller passes (the Ryu shell
 sends packet-outs and collects packet-ins; ``emulation/harness/fake_switch.py`` traces them).
 """
@@ -80,7 +86,8 @@ class PortMap:
     uplinks: tuple  # the leaf's live uplinks when learned (two tiers; () on a Clos, whose key
     # says all its pipeline does): the map is valid while they hold
     spine_of: dict = field(default_factory=dict)  # source port -> spine (Clos: hops) it reached
-    window: int = 0  # ports PORT_MIN .. PORT_MIN + window - 1 have been probed
+    window: int = 0  # the first ``window`` ports have been probed: PORT_MIN .. PORT_MIN +
+    # window - 1, on a Clos with bundles those with member fields 0 (``MemberBits.index_port``)
 
 
 # ---- flows and keys -------------------------------------------------------------------------
@@ -155,6 +162,11 @@ def first_window(fabric: Fabric | Clos, scope: str = "leaf", key: tuple | None =
     candidates."""
     n = key_buckets(fabric, key) if key is not None else max(1, sport_buckets(len(fabric.spines)))
     return (4 if scope == "leaf" else 2) * n
+
+
+def part_members(part):
+    """The members a route part's path names (``model.intent.MemberPath``), or None."""
+    return getattr(part[0], "members", None) if part else None
 
 
 def part_target(fabric: Fabric | Clos, part) -> str | tuple | None:
@@ -234,7 +246,9 @@ def learn(fabric: Fabric | Clos, sent: list[Probe], arrivals: Arrivals) -> dict[
             raise InstallError(f"probe of leaf {leaf} ({PROTO_NAMES[p.key[2]]} source port "
                                f"{p.sport}) arrived at "
                                f"{fabric.switch_of_dpid.get(dpid) or hex(dpid)} port {in_port}, "
-                               f"not on a way up from {leaf}")
+                               f"not on a way up from {leaf}" + (
+                                   " over the member its source port codes"
+                                   if isinstance(fabric, Clos) and fabric.bundled else ""))
         out.setdefault(p.key, {})[p.sport] = where
     if lost:
         key, ports = next(iter(lost.items()))
@@ -272,6 +286,7 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
     ({'a': (49153,), 'b': (49152, None)}, {('l0', ('s0', 's1'), 17): 1})
     """
     previous = previous or {}
+    bits = clos_hostmode.MemberBits(fabric)
     used: dict[tuple, set] = {}
     for host, proto, port in taken:
         used.setdefault((host, proto), set()).add(port)
@@ -295,8 +310,9 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
         chosen = []
         for i, (spine, part) in enumerate(spines):
             port = old[i] if len(old) == len(spines) else None
-            if port is not None and port not in mine and (spine is None or maps.get(
-                    map_key(fabric, flow, scope, part), PortMap(())).spine_of.get(port) == spine):
+            if port is not None and port not in mine and (spine is None or (maps.get(
+                    map_key(fabric, flow, scope, part), PortMap(())).spine_of.get(
+                    bits.hop_port(port)) == spine and port == bits.port(port, part_members(part)))):
                 mine.add(port)
                 chosen.append(port)
             else:
@@ -317,14 +333,15 @@ def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
         else:
             key = map_key(fabric, flow, scope, part)
             ports = by_spine.get(key, {}).get(spine, [])
-            c = cursor.get((flow.src, key, spine), 0)
-            while c < len(ports) and ports[c] in mine:
+            members = part_members(part)  # coded into the member fields of the probed port
+            c = cursor.get((flow.src, key, spine, members), 0)
+            while c < len(ports) and bits.port(ports[c], members) in mine:
                 c += 1
-            cursor[(flow.src, key, spine)] = c
+            cursor[(flow.src, key, spine, members)] = c
             if c == len(ports):
                 missing[key] = missing.get(key, 0) + 1
                 continue
-            port = ports[c]
+            port = bits.port(ports[c], members)
         mine.add(port)
         out[name][i] = port
     return {k: tuple(v) for k, v in out.items()}, missing
@@ -372,6 +389,7 @@ class HostPorts:
     def broken(self, fabric: Fabric | Clos, flows: list) -> bool:
         """Whether a committed port of ``flows`` (as ``place`` takes them) no longer reaches
         its part's target: the flow's class changed, or its map is gone."""
+        bits = clos_hostmode.MemberBits(fabric)
         for (jid, fk), flow, parts in flows:
             ports = self.ports.get(jid, {}).get(fk)
             if not parts or ports is None:
@@ -379,7 +397,8 @@ class HostPorts:
             for part, port in zip(parts, ports):
                 pm = self.maps.get(map_key(fabric, flow, self.scope, part))
                 target = part_target(fabric, part)
-                if target is not None and (pm is None or pm.spine_of.get(port) != target):
+                if target is not None and (pm is None or pm.spine_of.get(bits.hop_port(port)) != target
+                                           or port != bits.port(port, part_members(part))):
                     return True
         return False
 
@@ -394,9 +413,10 @@ class HostPorts:
             del self.maps[k]
         previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
         taken = list(taken)
+        span = clos_hostmode.MemberBits(fabric).span  # ports probed: member fields 0
         want: dict[tuple, int] = {}
         for k, need in self._demand(fabric, flows).items():
-            window = min(PORT_MAX - PORT_MIN + 1,
+            window = min(span,
                          max(first_window(fabric, self.scope, k), need))
             if k not in self.maps or self.maps[k].window < window:
                 want[k] = window
@@ -408,7 +428,6 @@ class HostPorts:
                 return ports
             want = {}
             for k in missing:
-                span = PORT_MAX - PORT_MIN + 1
                 if self.maps[k].window >= span:
                     raise ConflictError(
                         f"host mode: the {PROTO_NAMES[k[2]]} source ports of leaf "
@@ -445,11 +464,11 @@ class HostPorts:
         return out
 
     def _probe(self, fabric: Fabric, want: dict[tuple, int], probe: ProbeFn) -> None:
-        sent = []
+        sent, bits = [], clos_hostmode.MemberBits(fabric)
         for k, window in want.items():
             pm = self.maps.get(k)
             start = pm.window if pm else 0
-            sports = range(PORT_MIN + start, PORT_MIN + window)
+            sports = [bits.index_port(i) for i in range(start, window)]
             sent += make_probes(fabric, k, sports, self._token + len(sent))
         if not sent:
             return

@@ -289,16 +289,17 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
         for usable, leaves in host_classes(fabric, switch)])
 
 
-def class_tables(fabric, switch: str, classes, shift: int = 0) -> list[FlowRule]:
+def class_tables(fabric, switch: str, classes, shift: int = 0, entries=None) -> list[FlowRule]:
     """Host mode's per-class tables of one switch: class c of ``classes`` (uplinks,
     destination hosts, actions for its other IPv4) gets table 2 + c with the source-port
     entries over its uplinks (bits from ``shift``) and those actions below them; its hosts
     go there from table 0, one entry each. Leaves (both models) and aggregation switches
-    (``clos_hostmode``) build theirs with it."""
+    (``clos_hostmode``) build theirs with it; ``entries`` (the arguments of ``sport_entries``)
+    builds the source-port entries instead, where they also read a bundle's member."""
     dpid, out, ip = fabric.dpids[switch], [], fabric.addresses_at(switch)
     for c, (uplinks, hosts, otherwise) in enumerate(classes):
         table = T_HOST_CLASS + c
-        out += sport_entries(fabric, switch, table, uplinks, shift)
+        out += (entries or sport_entries)(fabric, switch, table, uplinks, shift)
         out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4}, otherwise))
         out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
                      {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, goto=table)

@@ -1,0 +1,139 @@
+"""Host mode on fabrics with bundles (``enforcement.clos_hostmode``: member fields), against fake
+OpenFlow tables: the source port the controller chooses codes the planned member of every bundle
+hop above the bits that choose the hops, so an all-to-all's packets follow their paths and
+members with no per-flow entry; a member down re-plans onto the alive ones and changes the
+ports; a restart installs nothing; a fabric whose fields do not fit below bit 14 is refused by
+name; without bundles the static entries are those of before."""
+import hashlib
+
+import pytest
+
+from controller.enforcement.clos_hostmode import MemberBits, clos_host_static_rules, reached
+from controller.enforcement.clos_rules import clos_all_static
+from controller.enforcement.hostmode import PortMap, choose_ports, map_key, port_changes
+from controller.enforcement.openflow import COOKIE_STATIC
+from controller.errors import InputError
+from controller.model.clos import Clos
+from controller.model.intent import MemberPath
+from controller.model.jobs import Flow
+from emulation.harness.fake_switch import trace
+from tests.test_bundles import bundled_fat_tree, bundled_leaf_spine
+
+
+def core_bundled_fat_tree() -> Clos:
+    """Every aggregation-core link a bundle of two, and one leaf link a bundle of three."""
+    f = Clos.fat_tree(4, 2, link_gbps=0.02)
+    f.bundle_default["core"] = 2
+    f.bundles[("l2", "a1_0")] = 3
+    return f.wire()
+
+
+FABRICS = {"leaf-spine": bundled_leaf_spine, "fat-tree": bundled_fat_tree,
+           "core-bundled fat-tree": core_bundled_fat_tree}
+
+
+def all_to_all(f, jid="a", proto="tcp"):
+    hosts = sorted(f.host_leaves)
+    dport = 4791 if proto == "udp" else 80
+    return {"id": jid, "mode": "host", "flows": [
+        {"src": a, "dst": b, "bytes": 1e6, "proto": proto, "dport": dport}
+        for a in hosts for b in hosts if a != b]}
+
+
+def follow(f, sw, routes) -> set:
+    """Every route's packet, sent with its source port, crosses its planned switches and
+    members; returns the (switch, next switch, member) hops used."""
+    used = set()
+    for r in routes:
+        members = []
+        path, got, _ = trace(f, sw, r["src"], r["dst"], proto=r["proto"], sport=r["sport"],
+                             dport=r["dport"], members=members)
+        assert got == r["dst"], r
+        if "path" not in r:
+            continue
+        assert path == r["path"] and members == r["members"], (r, path, members)
+        used |= {(a, b, m) for a, b, m in zip(path, path[1:], members)}
+    return used
+
+
+def per_flow_entries(sw) -> int:
+    return sum(1 for t in sw.rules.values() for x in t.values() if x.cookie != COOKIE_STATIC)
+
+
+def test_a_fabric_whose_member_fields_do_not_fit_is_refused_by_name():
+    f = Clos.leaf_spine(2, 3, 2)
+    f.bundles[("l0", "s0")] = 128  # 7 bits up and 7 down, above the leaf's bit: 15 bits
+    with pytest.raises(InputError) as e:
+        MemberBits(f).check()
+    text = str(e.value)
+    assert "mode host" in text and "15 in all" in text and "7, 0, 0, 7" in text, text
+    f.bundles[("l0", "s0")] = 64  # 6 + 6 + 1 = 13 bits: served
+    MemberBits(f).check()
+    assert MemberBits(f).span == 1 << 2
+
+
+def test_bits_layout_and_entry_counts():
+    f = bundled_fat_tree()  # l0-a0_1: 2 links, a0_0-c0_1: 3 links
+    b = MemberBits(f)
+    assert (b.base, b.widths, b.shifts) == (2, (1, 2, 2, 1), (2, 3, 5, 7))
+    count = {s: len(clos_host_static_rules(f, s)) for s in ("l0", "a0_0", "c0_1")}
+    # leaf: 2 protocols x 2 buckets x 2 codes of field 0
+    assert count["l0"] == 2 * 2 * 2
+    # aggregation switch: the probe trap, 2 protocols x 4 codes of field 3 per host of its pod
+    # (4 hosts), and a class table: 2 protocols x 2 buckets x 4 codes, other IPv4, 12 hosts
+    assert count["a0_0"] == 1 + 4 * 2 * 2 + (2 * 2 * 4 + 1 + 12)
+    # core: the probe trap, 2 protocols x 4 codes of field 2 per host of the plane (16)
+    assert count["c0_1"] == 1 + 16 * 2 * 4
+
+
+def test_a_probe_over_another_member_than_its_code_is_not_learned():
+    f = bundled_fat_tree()
+    agg = f.dpids["a0_1"]
+    assert reached(f, "l0", agg, f.ports_to("a0_1", "l0")[0]) == ("a0_1",)
+    assert reached(f, "l0", agg, f.ports_to("a0_1", "l0")[1]) is None
+    core = f.dpids["c0_1"]
+    assert reached(f, "l0", core, f.ports_to("c0_1", "a0_0")[0]) == ("a0_0", "c0_1")
+    assert reached(f, "l0", core, f.ports_to("c0_1", "a0_0")[2]) is None
+    down = f.with_down({("l0", "a0_1", 0)})  # code 0 falls back to the first alive member
+    assert reached(down, "l0", agg, f.ports_to("a0_1", "l0")[1]) == ("a0_1",)
+
+
+# sha256 of the static and host-mode entries, computed before member fields existed
+UNBUNDLED = {
+    "fat-tree": (lambda: Clos.fat_tree(4, 2).wire(), "31e23e2f33fa0b2f"),
+    "fat-tree k=6": (lambda: Clos.fat_tree(6, 1).wire(), "ff9f2258c4af5cf0"),
+    "leaf-spine": (lambda: Clos.leaf_spine(3, 4, 2).wire(), "c0a77d7867fd0b5a"),
+    "two-plane": (lambda: Clos.fat_tree(4, 1, planes=2).wire(), "868e8c676861db66"),
+    "degraded": (lambda: Clos.fat_tree(4, 2).wire().with_down({("a1_0", "c0_0"), ("l0", "a0_0")}),
+                 "dc76bb37ad1ee6b6"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(UNBUNDLED))
+def test_without_bundles_the_static_entries_are_unchanged(shape):
+    make, digest = UNBUNDLED[shape]
+    f = make()
+    assert MemberBits(f).width == 0
+    out = repr([(sw, clos_host_static_rules(f, sw)) for sw in f.switches()]) + repr(
+        clos_all_static(f))
+    assert hashlib.sha256(out.encode()).hexdigest()[:16] == digest
+
+
+def test_the_port_codes_the_members_and_a_member_change_changes_it():
+    f = bundled_leaf_spine()  # 2 spines: leaf bit 0, member fields 0 and 3 at bits 1 and 2
+    flow = Flow("j", "h0_0", "h1_0", 1.0, 6, 0, 80)
+
+    def parts(members):
+        return ((MemberPath(("l0", "s1", "l1"), members), 1.0),)
+    key = map_key(f, flow, "leaf", parts((0, 0))[0])
+    maps = {key: PortMap((), {49152: ("s0",), 49153: ("s1",), 49160: ("s0",), 49161: ("s1",)}, 4)}
+    first, missing = choose_ports(f, [("a", flow, parts((1, 0)))], maps)
+    assert first == {"a": (49153 | 2,)} and not missing
+    same, _ = choose_ports(f, [("a", flow, parts((1, 0)))], maps, previous=first)
+    assert same == first
+    moved, _ = choose_ports(f, [("a", flow, parts((1, 1)))], maps, previous=first)
+    assert moved == {"a": (49153 | 2 | 4,)}
+    assert port_changes(first, moved, set()) == [("a", 0, 49155, 49159)]
+    # the port is unique per host: a taken port moves the part to the next probed one
+    other, _ = choose_ports(f, [("a", flow, parts((1, 1)))], maps, taken=[("h0_0", 6, 49159)])
+    assert other == {"a": (49161 | 6,)}
