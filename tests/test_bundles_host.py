@@ -9,15 +9,18 @@ import hashlib
 import pytest
 
 from controller.enforcement.clos_hostmode import MemberBits, clos_host_static_rules, reached
-from controller.enforcement.clos_rules import clos_all_static
-from controller.enforcement.hostmode import PortMap, choose_ports, map_key, port_changes
+from controller.enforcement.clos_rules import check_mode_on, clos_all_static
+from controller.enforcement.hostmode import PORT_MAX, PORT_MIN, PortMap, choose_ports, map_key, port_changes
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.intent import MemberPath
 from controller.model.jobs import Flow
+from controller.service.route_service import RouteService
+from controller.service.store import StateStore
 from emulation.harness.fake_switch import trace
-from tests.test_bundles import bundled_fat_tree, bundled_leaf_spine
+from tests.helpers import FakeClock
+from tests.test_bundles import bundled_fat_tree, bundled_leaf_spine, call, start
 
 
 def core_bundled_fat_tree() -> Clos:
@@ -60,15 +63,94 @@ def per_flow_entries(sw) -> int:
     return sum(1 for t in sw.rules.values() for x in t.values() if x.cookie != COOKIE_STATIC)
 
 
+@pytest.mark.parametrize("shape", sorted(FABRICS))
+@pytest.mark.parametrize("proto", ["tcp", "udp"])
+def test_an_all_to_all_follows_its_paths_and_members_with_no_per_flow_entry(shape, proto):
+    f = FABRICS[shape]()
+    sw, svc = start(f)
+    code, doc = call(svc, "POST", "/v1/jobs", all_to_all(f, proto=proto))
+    assert code == 201, doc
+    routes = call(svc, "GET", "/v1/jobs/a")[1]["routes"]
+    assert per_flow_entries(sw) == 0
+    used = follow(f, sw, routes)
+    ports = [(r["src"], r["sport"]) for r in routes]
+    assert len(set(ports)) == len(ports) and all(PORT_MIN <= p <= PORT_MAX for _, p in ports)
+    # every member of some bundle carries planned flows, up and down
+    lo, up = {"leaf-spine": ("l0", "s0"), "fat-tree": ("a0_0", "c0_1"),
+              "core-bundled fat-tree": ("l2", "a1_0")}[shape]
+    size = f.bundle(lo, up)
+    assert {m for a, b, m in used if (a, b) == (lo, up)} == set(range(size)), used
+    assert {m for a, b, m in used if (a, b) == (up, lo)} == set(range(size)), used
+    if shape == "core-bundled fat-tree":  # the core -> aggregation switch hop too
+        assert {m for a, b, m in used if f.tier_of[a] == 2} == {0, 1}
+
+
+def test_a_member_down_is_avoided_and_the_ports_change():
+    f = bundled_leaf_spine()
+    sw, svc = start(f)
+    assert call(svc, "POST", "/v1/jobs", all_to_all(f))[0] == 201
+    before = {(r["src"], r["dst"]): r for r in call(svc, "GET", "/v1/jobs/a")[1]["routes"]}
+    assert any(r.get("members", [None])[0] == 1 and r["path"][:2] == ["l0", "s0"]
+               for r in before.values())
+    svc.port_changed(f.dpids["s0"], f.ports_to("s0", "l0")[1], False)  # member 1 of l0-s0
+    after = call(svc, "GET", "/v1/jobs/a")[1]["routes"]
+    used = follow(f, sw, after)
+    assert ("l0", "s0", 1) not in used and ("s0", "l0", 1) not in used
+    assert ("l0", "s0", 0) in used and per_flow_entries(sw) == 0
+    moved = [c for e in svc.state.events for c in e.get("port_changes", [])]
+    assert moved and all(c["sport"] != c["old_sport"] for c in moved)
+    # a flow that kept its path but changed a member got a new port
+    same_path = [c for c in moved if before[(c["src"], c["dst"])]["path"] == c["path"]]
+    assert same_path, moved
+    # the member back: the planner may use it again, the packets still follow
+    svc.port_changed(f.dpids["s0"], f.ports_to("s0", "l0")[1], True)
+    follow(f, sw, call(svc, "GET", "/v1/jobs/a")[1]["routes"])
+
+
+def test_a_restart_installs_nothing_and_keeps_the_ports(tmp_path):
+    f = bundled_fat_tree()
+    store = str(tmp_path / "state.json")
+    sw, svc = start(f, store=StateStore(store))
+    assert call(svc, "POST", "/v1/jobs", all_to_all(f))[0] == 201
+    before = {d: dict(t) for d, t in sw.rules.items()}
+    routes = call(svc, "GET", "/v1/routes")[1]
+    clock = FakeClock(200.0)
+    svc2 = RouteService(sw, f, store=StateStore(store), clock=clock, sleep=clock.sleep)
+    for d in f.dpids.values():
+        name = f.switch_of_dpid[d]
+        svc2.switch_connected(d, {p: True for peer in f.ports[name] for p in f.ports_to(name, peer)})
+    assert {d: dict(t) for d, t in sw.rules.items()} == before
+    assert svc2.counters["rules_installed"] == 0
+    again = call(svc2, "GET", "/v1/routes")[1]
+    assert again == routes
+    follow(f, sw, again["routes"])
+
+
+def test_split_parts_in_host_mode_follow_their_members():
+    from tests.test_clos_split_service import bundled, job, parts_of
+    f = bundled()
+    sw, svc = start(f)
+    code, doc = call(svc, "POST", "/v1/jobs", job("bundled leaf-spine", mode="host"))
+    assert code == 201, doc
+    routes = call(svc, "GET", "/v1/jobs/s")[1]["routes"]
+    assert any("split" in r for r in routes) and per_flow_entries(sw) == 0
+    for r in routes:
+        for part in parts_of(r):
+            members = []
+            path, got, _ = trace(f, sw, r["src"], r["dst"], sport=part["sport"], dport=r["dport"],
+                                 members=members)
+            assert got == r["dst"] and path == part["path"] and members == part["members"], part
+
+
 def test_a_fabric_whose_member_fields_do_not_fit_is_refused_by_name():
     f = Clos.leaf_spine(2, 3, 2)
     f.bundles[("l0", "s0")] = 128  # 7 bits up and 7 down, above the leaf's bit: 15 bits
     with pytest.raises(InputError) as e:
-        MemberBits(f).check()
+        check_mode_on(f, "host")
     text = str(e.value)
     assert "mode host" in text and "15 in all" in text and "7, 0, 0, 7" in text, text
     f.bundles[("l0", "s0")] = 64  # 6 + 6 + 1 = 13 bits: served
-    MemberBits(f).check()
+    check_mode_on(f, "host")
     assert MemberBits(f).span == 1 << 2
 
 

@@ -214,7 +214,6 @@ def test_max_parts_bounds_the_parts_on_a_clos(max_parts, most):
     ({"max_parts": True}, 400, "'max_parts' must be an integer >= 0"),
     ({"max_parts": 2, "algorithm": "greedy"}, 400, "max_parts needs algorithm 'split'"),
     ({"algorithm": "ilp"}, 400, "not enforced on Clos"),
-    ({"mode": "host"}, 400, "mode host is not served on a fabric with bundles"),
 ])
 def test_bad_input_is_a_4xx_that_changes_nothing(opts, status, text):
     f = bundled()

@@ -46,9 +46,11 @@ aggregation switch sends each of C labels per leaf of its pod and Bc per core of
 the member its code names, a core pops its Bc labels and sends C labels per leaf of its plane
 over the named member to that pod; a code whose member is down (or that a smaller bundle lacks)
 takes the output above (the select group over the alive members). Label entries grow by these
-factors with bundles; without bundles C = 1 and they are as above. ``host`` mode does not pin
-members: the controller refuses it on a fabric with bundles (``check_mode_on``), and sr where
-its labels would overflow a tier's label space (no switch then holds label entries).
+factors with bundles; without bundles C = 1 and they are as above. ``host`` mode pins them with
+the source port: member fields above the bits that choose the hops, read by masked static
+entries at every tier (``enforcement.clos_hostmode``). The controller refuses host mode where
+those fields do not fit the port's 14 free bits, and sr where its labels would overflow a
+tier's label space (no switch then holds label entries) (``check_mode_on``).
 
 Labels (``enforcement.clos_labels``): leaves 200000 + i x C + code, aggregation switches
 300000 + i, cores 100000 + i x Bc + code, i counting the switches of that tier over all planes
@@ -57,6 +59,7 @@ in declaration order (without bundles: 200000 + i, 300000 + i, 100000 + i).
 from __future__ import annotations
 
 from controller.enforcement.clos_labels import LabelSpace
+from controller.enforcement.clos_members import MemberBits
 from controller.enforcement.modes import mode_of
 from controller.enforcement.openflow import (
     ETH_ARP,
@@ -90,18 +93,16 @@ BUNDLE_GROUP = 0x10000  # + the peer's position among the switch's neighbours
 
 
 def check_mode_on(fabric, mode: str) -> None:
-    """Host mode cannot pin a bundle's members: refused on a fabric with bundles, an
-    InputError naming the mode and a bundle. sr mode is refused where its labels (with the
-    members' codes) do not fit a tier's label space (``LabelSpace.check``)."""
+    """sr mode is refused where its labels (with the members' codes) do not fit a tier's
+    label space (``LabelSpace.check``); host mode on a fabric with bundles where its source
+    ports cannot code every bundle hop's member above the bits that choose the hops
+    (``clos_members.MemberBits.check``): InputErrors naming the mode and the sizes."""
     if not isinstance(fabric, Clos):
         return
     if mode == "sr":
         LabelSpace(fabric).check()
     if mode == "host" and fabric.bundled:
-        lo, up = next((lo, up) for lo, up in fabric.links() if fabric.bundle(lo, up) > 1)
-        raise InputError(f"mode host is not served on a fabric with bundles (the bundle "
-                         f"{lo}-{up} has {fabric.bundle(lo, up)} links): host mode does not "
-                         "pin a bundle's members; use flow or sr mode")
+        MemberBits(fabric).check()
 
 
 def member_ports(fabric: Clos, switch: str, peer: str) -> tuple[int, ...]:

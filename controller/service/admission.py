@@ -72,8 +72,8 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
 
 def check_on_fabric(fabric: Fabric | Clos, job_id: str, algorithm: str, mode: str) -> None:
     """What a Clos fabric does not enforce: planners it has none of (``clos_routes.ENFORCED``;
-    split is enforced, one entry per part); host mode with bundles, sr mode where its labels
-    do not fit (``clos_rules.check_mode_on``)."""
+    split is enforced, one entry per part); host mode where its ports cannot code the bundles'
+    members, sr mode where its labels do not fit (``clos_rules.check_mode_on``)."""
     if not isinstance(fabric, Clos):
         return
     if algorithm not in ENFORCED:
@@ -105,11 +105,15 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
     r = planned[job_id]
     note = {}
     budget = settings.max_flow_rules
-    bundled = isinstance(fabric, Clos) and fabric.bundled  # host mode does not pin members
+    try:  # host mode's ports must code every bundle hop's member
+        check_mode_on(fabric, HostMode.name)
+        no_host = False
+    except InputError:
+        no_host = True
     if budget:
         over = over_budget(fabric, running, planned, budget, name)
         if over and mode_of(r.mode).per_flow_entries and settings.over_budget == "host" \
-                and not bundled:
+                and not no_host:
             note = {"over_budget": over[0], "mode_reason": (
                 f"{over[0]['message']}: planned in host mode instead (--mlroute-over-budget "
                 "host)")}
@@ -120,7 +124,7 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
                 f"job {job_id}: {over[0]['message']} (--mlroute-max-flow-rules)"
                 + (f"; {len(over) - 1} more switches over it" if len(over) > 1 else "")
                 + ("; post it with \"mode\": \"host\" (no per-flow entries) or make it smaller"
-                   if mode_of(r.mode).per_flow_entries and not bundled else ""))
+                   if mode_of(r.mode).per_flow_entries and not no_host else ""))
     if mode_of(r.mode).host_ports:
         for f in r.job.flows():
             try:
