@@ -51,7 +51,8 @@ class HostPortService:
 
     def commit(self, fabric: Fabric | Clos, records: dict, ports: dict) -> list[dict]:
         """Keep the ports of committed ``records``; returns the flows whose port changed
-        (the host opens the new connection before closing the old), and those whose plane
+        (the host opens the new connection before closing the old; with bundles a change of
+        member alone changes the port, and the change names the ``members``), and those whose plane
         changed on the same port (the connection goes to the new plane's addresses all the
         same): with several planes each names its ``plane`` and ``old_plane``."""
         planes = {name: tuple(fabric.part_plane(where) for where, _ in parts)
@@ -68,6 +69,8 @@ class HostPortService:
                             **({"path": list(where[0]) if where else None}
                                if isinstance(fabric, Clos) else
                                {"spine": fabric.spines[where[0]] if where else None})})
+            if where and getattr(where[0], "members", None) is not None:
+                changes[-1]["members"] = list(where[0].members)  # with bundles: coded in the port
             if len(names) > 1 and where:
                 was = self.planes.get((jid, fk), ())
                 changes[-1].update(old_plane=names[was[part]] if part < len(was) else None,
