@@ -31,8 +31,12 @@ def core_bundled_fat_tree() -> Clos:
     return f.wire()
 
 
+def two_plane_leaf_spine() -> Clos:
+    return Clos.leaf_spine(2, 3, 2, planes=2, link_gbps=0.02, bundle=2).wire()
+
+
 FABRICS = {"leaf-spine": bundled_leaf_spine, "fat-tree": bundled_fat_tree,
-           "core-bundled fat-tree": core_bundled_fat_tree}
+           "core-bundled fat-tree": core_bundled_fat_tree, "two-plane leaf-spine": two_plane_leaf_spine}
 
 
 def all_to_all(f, jid="a", proto="tcp"):
@@ -46,11 +50,12 @@ def all_to_all(f, jid="a", proto="tcp"):
 def follow(f, sw, routes) -> set:
     """Every route's packet, sent with its source port, crosses its planned switches and
     members; returns the (switch, next switch, member) hops used."""
-    used = set()
+    used, planes = set(), [p.name for p in f.planes]
     for r in routes:
         members = []
+        plane = planes.index(r["plane"]) if "plane" in r else 0
         path, got, _ = trace(f, sw, r["src"], r["dst"], proto=r["proto"], sport=r["sport"],
-                             dport=r["dport"], members=members)
+                             dport=r["dport"], plane=plane, members=members)
         assert got == r["dst"], r
         if "path" not in r:
             continue
@@ -77,7 +82,7 @@ def test_an_all_to_all_follows_its_paths_and_members_with_no_per_flow_entry(shap
     assert len(set(ports)) == len(ports) and all(PORT_MIN <= p <= PORT_MAX for _, p in ports)
     # every member of some bundle carries planned flows, up and down
     lo, up = {"leaf-spine": ("l0", "s0"), "fat-tree": ("a0_0", "c0_1"),
-              "core-bundled fat-tree": ("l2", "a1_0")}[shape]
+              "core-bundled fat-tree": ("l2", "a1_0"), "two-plane leaf-spine": ("l0_p1", "s1_p1")}[shape]
     size = f.bundle(lo, up)
     assert {m for a, b, m in used if (a, b) == (lo, up)} == set(range(size)), used
     assert {m for a, b, m in used if (a, b) == (up, lo)} == set(range(size)), used
