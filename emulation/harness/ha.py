@@ -247,12 +247,11 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, of_ports: li
     switch gets every controller as a target (``ovs-vsctl set-controller br tcp:...:P1
     tcp:...:P2``) and keeps its tables while any of them is connected; it sends its sFlow
     samples to every collector of ``sflow_targets`` (each controller learns)."""
-    from mininet.node import RemoteController
     net = fabricnet.build(spines, leaves, hosts_per_leaf, bw, of_ports[0],
                           sflow_collector=",".join(sflow_targets) if sflow_targets else None,
                           clos=clos)
     for i, port in enumerate(of_ports[1:], start=1):
-        net.addController(RemoteController(f"c{i}", ip="127.0.0.1", port=port))
+        net.addController(fabricnet.remote_controller(f"c{i}", port))
     return net
 
 
