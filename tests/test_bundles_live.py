@@ -1,9 +1,9 @@
 """The controller on an emulated leaf-spine whose leaf-spine pairs are bundles of 2 links
 (``topologies.clos.BundlesTopo``: 2 spines x 4 leaves, one host per leaf, 20 Mbit/s) with
 real TCP traffic: declared with its bundles, each member a link of its own; an all-to-all
-in flow and sr modes carries its bytes on its planned member of every bundle (port counters,
-within 5% of the payload); a split job's parts each on theirs; a member taken down is
-avoided; a restart from the state file sends nothing."""
+in flow, sr and host modes carries its bytes on its planned member of every bundle (port
+counters, within 5% of the payload); a split job's parts each on theirs; a member taken down
+is avoided; a restart from the state file sends nothing."""
 
 import itertools
 
@@ -41,7 +41,7 @@ def test_the_bundles_are_declared_as_wired(emu):
     assert {"l0->s0", "l0->s0#1", "s1->l3#1"} <= links, sorted(links)
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr"])
+@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
 def test_an_alltoall_carries_its_bytes_on_its_planned_members(emu, mode):
     f = emu.fabric
     code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "a2a", mode))
@@ -58,7 +58,7 @@ def test_an_alltoall_carries_its_bytes_on_its_planned_members(emu, mode):
         emu.ctl.rest("DELETE", "/v1/jobs/a2a")
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr"])
+@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
 def test_a_split_jobs_parts_carry_their_bytes_on_their_members(emu, mode):
     """Five flows out of h0_0 over l0's four uplink members: unsplit, some member carries 2;
     split, 1.25. Each part is a connection of its own source port (the flow's + i) and
@@ -99,7 +99,7 @@ def test_a_member_down_is_avoided_and_its_twin_carries_the_flows(emu):
         intf.ifconfig("up")
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr"])
+@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
 def test_a_restart_changes_no_entry(emu, mode):
     code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "kept", mode))
     assert code == 201, doc
