@@ -71,6 +71,21 @@ def discovered(ctl, truth, what: str = "the fabric discovered") -> dict:
     return fabricnet.wait_until(found, 90, interval=1.0, what=what)
 
 
+@contextlib.contextmanager
+def alltoall_by_address(ctl, truth, plane: int = 1, jid: str = "a2a"):
+    """An all-to-all of ``truth``'s hosts named by their addresses in ``plane`` (the planner
+    picks each flow's plane): posted (201), its routes yielded, deleted on the way out."""
+    hosts = sorted(truth.host_leaves)
+    job = {"id": jid, "flows": [{"src": truth.ip_of(a, plane), "dst": truth.ip_of(b, plane),
+                                 "bytes": 4e6} for a in hosts for b in hosts if a != b]}
+    code, doc = ctl.rest("POST", "/v1/jobs", job)
+    assert code == 201, doc
+    try:
+        yield ctl.rest("GET", f"/v1/jobs/{jid}")[1]["routes"]
+    finally:
+        ctl.rest("DELETE", f"/v1/jobs/{jid}")
+
+
 def metric(url: str, name: str, timeout: float = 15.0) -> tuple[float | None, str]:
     """The value of one sample of a controller's /metrics page (None if absent), and the page."""
     page = Client(url, timeout=timeout).metrics()

@@ -4,7 +4,6 @@ every host, and two hosts' plane-1 addresses swapped against the address plan (a
 or address mistake leaves them). Host parts of addresses would join h0_0's plane-0 interface
 with h1_0's plane-1 interface; the agents' chassis ids join each host's own interfaces."""
 import contextlib
-import itertools
 import os
 import shutil
 import signal
@@ -13,7 +12,7 @@ import tempfile
 
 import pytest
 
-from tests.integration import carried_as_planned, discovered, discovering
+from tests.integration import alltoall_by_address, carried_as_planned, discovered, discovering
 from topologies.clos import host_network, planes_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -84,18 +83,10 @@ def test_each_hosts_interfaces_are_joined_by_its_agents_chassis_id(live):
 def test_an_alltoall_by_address_reaches_the_addresses_own_hosts(live):
     ctl, net, truth = live
     discovered(ctl, truth, "the two planes joined by the hosts' agents")
-    hosts = sorted(truth.host_leaves)
-    job = {"id": "a2a", "flows": [{"src": truth.ip_of(a, 1), "dst": truth.ip_of(b, 1),
-                                   "bytes": 4e6} for a, b in itertools.permutations(hosts, 2)]}
-    code, doc = ctl.rest("POST", "/v1/jobs", job)
-    assert code == 201, doc
-    try:
-        routes = ctl.rest("GET", "/v1/jobs/a2a")[1]["routes"]
-        assert len(routes) == 12 and {r["plane"] for r in routes} == {"plane0", "plane1"}
+    with alltoall_by_address(ctl, truth) as routes:
+        assert len(routes) == 12
         for r in routes:  # each route's addresses are its hosts' own in its plane
             q = int(r["plane"].removeprefix("plane"))
             assert (r["src_ip"], r["dst_ip"]) == (truth.ip_of(r["src"], q),
                                                  truth.ip_of(r["dst"], q)), r
         carried_as_planned(net, truth, routes, PAYLOAD)
-    finally:
-        ctl.rest("DELETE", "/v1/jobs/a2a")

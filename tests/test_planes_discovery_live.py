@@ -5,11 +5,9 @@ by LLDP and ARP with the names, ports and addresses ``topologies/clos.py`` build
 speak on their first plane, and one of them on the second: the controller finds the other
 interfaces of the second plane with ARP probes for the addresses their host part gives there.
 An all-to-all then carries its bytes on its planned links of both planes."""
-import itertools
-
 import pytest
 
-from tests.integration import carried_as_planned, discovered, discovering
+from tests.integration import alltoall_by_address, carried_as_planned, discovered, discovering
 from topologies.clos import planes_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -42,17 +40,9 @@ def test_two_planes_are_discovered_with_no_file(live):
 def test_an_alltoall_over_discovered_planes_carries_its_bytes_as_planned(live):
     ctl, net, truth = live
     discovered(ctl, truth, "the two planes discovered")
-    hosts = sorted(truth.host_leaves)
-    job = {"id": "a2a", "flows": [{"src": truth.ip_of(a, 1), "dst": truth.ip_of(b, 1),
-                                   "bytes": 4e6} for a, b in itertools.permutations(hosts, 2)]}
-    code, doc = ctl.rest("POST", "/v1/jobs", job)
-    assert code == 201, doc
-    try:
-        routes = ctl.rest("GET", "/v1/jobs/a2a")[1]["routes"]
+    with alltoall_by_address(ctl, truth) as routes:
         assert len(routes) == 12 and {r["plane"] for r in routes} == {"plane0", "plane1"}
         got = carried_as_planned(net, truth, routes, PAYLOAD)
         for q in range(2):
             assert any(n > PAYLOAD / 2 for link, n in got.items()
                        if truth.plane_of[link.split("->")[0]] == q)
-    finally:
-        ctl.rest("DELETE", "/v1/jobs/a2a")
