@@ -114,7 +114,7 @@ def test_a_host_heard_by_its_agent_on_one_plane_only_is_asked_for_by_chassis():
     addresses = interleaved(f)
     finder = observed(f, addresses, chassis_of=lambda h: f.mac_of(h, 0))
     mac = f.mac_of("h1_0", 1)
-    del finder.topology.chassis[mac]
+    finder.topology.chassis = {k: v for k, v in finder.topology.chassis.items() if k[0] != mac}
     got, problems = recognise_planes(finder.topology)
     assert set(got.host_leaves) == {"h0_0"}
     missing = [p for p in problems if p["kind"] == "host_missing_plane"]
@@ -131,3 +131,54 @@ def test_an_agents_frame_on_a_switch_port_is_ignored():
     assert finder.packet_in(f.dpids[leaf], f.port(leaf, spine),
                             agent_frame("02:00:00:00:00:09", "02:00:00:00:00:09"), 0) is None
     assert finder.topology.chassis == {}
+
+
+def test_a_frame_sent_with_another_hosts_mac_names_nothing():
+    """h0_1 sends, out of its own plane-1 port, an agent frame claiming h0_0's plane-1 MAC
+    with h0_1's chassis id: nothing changes (an id counts only where its interface is seen).
+    Then it claims h0_0's chassis id for its own interface: the id is heard twice on plane 1,
+    reported and not used; h0_0 is never joined with h0_1's interface."""
+    f = Clos.leaf_spine(2, 2, 2, planes=2).wire()
+    addresses = interleaved(f)
+    finder = observed(f, addresses)
+    before, _ = recognise_planes(finder.topology)
+    leaf, port = f.host_leaves["h0_1"][1], f.port(f.host_leaves["h0_1"][1], "h0_1")
+    finder.packet_in(f.dpids[leaf], port, agent_frame(f.mac_of("h0_0", 1), f.mac_of("h0_1", 0)), 1)
+    after, problems = recognise_planes(finder.topology)
+    assert after.host_ips == before.host_ips and problems == []
+    finder.packet_in(f.dpids[leaf], port, agent_frame(f.mac_of("h0_1", 1), f.mac_of("h0_0", 0)), 2)
+    after, problems = recognise_planes(finder.topology)
+    assert "chassis_conflict" in {p["kind"] for p in problems}
+    assert addresses[("h0_1", 1)] not in after.host_ips.get("h0_0", ())
+
+
+@pytest.mark.parametrize("case", ["a NIC's id per port", "an agent heard on one plane"])
+def test_ids_that_join_nothing_leave_the_host_parts_to_join(case):
+    """A NIC's own LLDP names each port differently, and an agent heard on one plane so far
+    names no other interface: neither keeps host parts that line up from joining."""
+    f = Clos.leaf_spine(2, 2, 2, planes=2).wire()
+    finder = observed(f)
+    t = finder.topology
+    if case == "a NIC's id per port":
+        t.chassis = {key: (key[0], seen) for key, (_c, seen) in t.chassis.items()}
+    else:
+        t.chassis = {key: v for key, v in t.chassis.items()
+                     if key[0] in {f.mac_of(h, 1) for h in f.host_leaves}}
+    got, problems = recognise_planes(t)
+    assert problems == [] and got.host_ips == f.host_ips
+
+
+def test_agents_are_forgotten_with_their_host_and_the_longest_unheard_first(monkeypatch):
+    from controller.discovery import topology
+    monkeypatch.setattr(topology, "MAX_AGENTS", 4)
+    f = Clos.leaf_spine(2, 2, 2, planes=2).wire()
+    finder = observed(f, agents=False)
+    t = finder.topology
+    for i, (h, q, _ip, mac, leaf) in enumerate(f.interfaces()):
+        assert t.host_chassis(f.dpids[leaf], f.port(leaf, h), mac, f.mac_of(h, 0), float(i))
+    macs = lambda: {k[0] for k in t.chassis}
+    assert len(t.chassis) == 4 and f.interfaces()[-1][3] in macs()
+    assert f.interfaces()[0][3] not in macs()
+    last = f.interfaces()[-1][3]
+    t.forget_hosts(lambda m, _h: m == last, 99.0)
+    assert last not in macs()

@@ -88,7 +88,7 @@ def recognise_planes(topology: Topology, link_gbps=None, previous=None):
     if len(seen) < 2:
         return (seen[0][0] if seen else None), _sorted(
             problems + [p for _f, ps in seen for p in ps])
-    return _joined(seen, problems, crossing, topology.chassis)
+    return _joined(seen, problems, crossing, topology.agents())
 
 
 def plane_groups(topology: Topology, placed: dict[int, int]):
@@ -255,7 +255,7 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=Non
     for q, (f, _p) in enumerate(seen):
         for local, ip in sorted(f.host_ip.items(), key=lambda kv: _natural(kv[0])):
             if (q, local) not in placed:
-                problems.append(_missing(seen, q, local, bits, agents, names[q]))
+                problems.append(_missing(seen, q, local, bits, chassis or {}, names[q]))
     planes, ports, dpids, down, down_switches = [], {}, {}, set(), set()
     sizes: dict = {}
     for q, (f, _p) in enumerate(seen):
@@ -307,13 +307,21 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=Non
 
 def _agents(seen: list, chassis: Mapping[str, str], problems: list[dict]) -> list[dict]:
     """Per plane, {chassis id: local host} of the interfaces whose host's LLDP agent was
-    heard; an id heard on two interfaces of one plane is reported and not used there."""
+    heard; only ids heard on two planes or more name a host (a NIC's own LLDP names the
+    port, and an agent heard on one plane so far joins nothing yet); an id heard on two
+    interfaces of one plane is reported and not used there."""
+    planes: dict[str, set[int]] = {}
+    for q, (f, _p) in enumerate(seen):
+        for local in f.host_ip:
+            c = chassis.get(f.host_mac[local])
+            if c is not None:
+                planes.setdefault(c, set()).add(q)
     out = []
     for q, (f, _p) in enumerate(seen):
         by: dict[str, list[str]] = {}
         for local in sorted(f.host_ip, key=_natural):
             c = chassis.get(f.host_mac[local])
-            if c is not None:
+            if c is not None and len(planes[c]) > 1:
                 by.setdefault(c, []).append(local)
         for c, locals_ in by.items():
             if len(locals_) > 1:
@@ -353,7 +361,7 @@ def _join(seen: list, bits: int | None, agents: list[dict]) -> dict[str, list[st
     return joined
 
 
-def _missing(seen: list, q: int, local: str, bits: int | None, agents: list[dict],
+def _missing(seen: list, q: int, local: str, bits: int | None, chassis: Mapping[str, str],
              names: dict) -> dict:
     """The problem of an interface joined to no host on every plane, with the addresses the
     host should have on the planes it lacks when host parts say them (the finder probes)."""
@@ -370,7 +378,7 @@ def _missing(seen: list, q: int, local: str, bits: int | None, agents: list[dict
                   for r in range(count) if host_part not in parts[r]]
     leaf = f.hosts[local] if isinstance(f, Fabric) else f.host_leaves[local][0]
     d = f.dpids[leaf]
-    c = next((c for c, x in agents[q].items() if x == local), None)
+    c = chassis.get(f.host_mac[local])
     if wanted:
         lacking = (f"{' or '.join(wanted)} (its address on the other "
                    f"plane{'s' if len(wanted) > 1 else ''})")

@@ -44,6 +44,7 @@ from controller.errors import InputError
 from controller.model.fabric import Fabric
 
 DEFAULT_LINK_TIMEOUT = 3.5  # LLDP every second: a link is gone after three lost probes
+MAX_AGENTS = 65536  # host interfaces whose LLDP agent is remembered
 _OVS_MAX_PORT = 0xFF00  # OVS rejects OpenFlow 1.3 port numbers above its 16-bit range
 
 
@@ -67,7 +68,8 @@ class Topology:
     # directed: (src dpid, src port) -> (dst dpid, dst port, last seen)
     links: dict[tuple[int, int], tuple[int, int, float]] = field(default_factory=dict)
     hosts: dict[str, HostSeen] = field(default_factory=dict)  # by MAC
-    chassis: dict[str, str] = field(default_factory=dict)  # host interface MAC -> LLDP chassis id
+    # (host interface MAC, dpid, port) -> (LLDP chassis id, last heard): ``agents``
+    chassis: dict[tuple[str, int, int], tuple[str, float]] = field(default_factory=dict)
     version: int = 0
     changed_at: float = 0.0
     _facing: set | None = field(default=None, repr=False, compare=False)
@@ -165,21 +167,33 @@ class Topology:
         """A host's LLDP frame (``lldp.parse_host_lldp``) came in on (dpid, port): the
         interface ``mac`` belongs to the host whose agent names itself ``chassis`` (joins a
         host's interfaces across planes, ``planes``). Ignored (False) where ``host_seen``
-        ignores a packet; at most 8,192 interfaces are remembered."""
+        ignores a packet. At most ``MAX_AGENTS`` interfaces are remembered, the longest
+        unheard forgotten first."""
         if dpid not in self.switches or (dpid, port) in self.facing() or not isinstance(mac, str):
             return False
-        mac = mac.lower()
-        if self.chassis.get(mac) == chassis or (mac not in self.chassis and len(self.chassis)
-                                                >= 8192):
+        key = (mac.lower(), dpid, port)
+        old = self.chassis.pop(key, None)
+        self.chassis[key] = (chassis, now)  # last: the dict's order is the order last heard
+        if old is not None and old[0] == chassis:
             return False
-        self.chassis[mac] = chassis
+        if len(self.chassis) > MAX_AGENTS:
+            del self.chassis[next(iter(self.chassis))]
         return self._changed(now)
+
+    def agents(self) -> dict[str, str]:
+        """MAC -> chassis id of host interfaces whose agent was heard on the port where the
+        interface is seen now (a frame with another host's MAC from elsewhere names nothing)."""
+        return {mac: got[0] for mac, h in self.hosts.items()
+                if (got := self.chassis.get((mac, h.dpid, h.port))) is not None}
 
     def forget_hosts(self, which, now: float) -> bool:
         """Drop the hosts for which ``which(mac, HostSeen)`` is true (an address moved)."""
         gone = [m for m, h in self.hosts.items() if which(m, h)]
         for m in gone:
             del self.hosts[m]
+        lost = set(gone)
+        if lost:
+            self.chassis = {k: v for k, v in self.chassis.items() if k[0] not in lost}
         return self._changed(now) if gone else False
 
     # ---- queries --------------------------------------------------------------------------
