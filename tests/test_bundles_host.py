@@ -225,3 +225,20 @@ def test_the_port_codes_the_members_and_a_member_change_changes_it():
     # the port is unique per host: a taken port moves the part to the next probed one
     other, _ = choose_ports(f, [("a", flow, parts((1, 1)))], maps, taken=[("h0_0", 6, 49159)])
     assert other == {"a": (49161 | 6,)}
+
+
+def test_bundles_too_wide_for_host_mode_leave_flow_and_sr_jobs_served():
+    """Member fields past 14 bits (bundles of 16 at both tiers of a fat-tree: 4 x 4 bits
+    above 3): host mode is a 400 naming the bits, while flow and sr jobs are planned and
+    installed (the check of host mode ran on every POST and raised a 500)."""
+    f = Clos.fat_tree(4, 1, link_gbps=0.02)
+    f.bundle_default = {"leaf": 16, "core": 16}
+    f = f.wire()
+    sw, svc = start(f)
+    for mode in ("flow", "sr"):
+        code, doc = call(svc, "POST", "/v1/jobs", all_to_all(f, mode) | {"mode": mode})
+        assert code == 201 and per_flow_entries(sw) > 0, doc
+        assert call(svc, "DELETE", f"/v1/jobs/{mode}")[0] == 200
+    code, doc = call(svc, "POST", "/v1/jobs", all_to_all(f, "host") | {"mode": "host"})
+    assert code == 400 and "bits" in doc["error"] and "mode host" in doc["error"], doc
+    assert not svc.jobs and per_flow_entries(sw) == 0

@@ -49,7 +49,7 @@ class MemberBits:
         self.shifts = tuple(self.base + sum(self.widths[:k]) for k in range(4))
         self.width = sum(self.widths)
         self.mask = ((1 << self.width) - 1) << self.base
-        self.span = 1 << (PORT_BITS - self.width)  # ports that differ outside the fields
+        self.span = 1 << max(0, PORT_BITS - self.width)  # ports that differ outside the fields
 
     def check(self) -> None:
         """An InputError naming the bits needed when the fields do not fit below bit 14."""
