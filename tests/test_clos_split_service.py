@@ -325,3 +325,33 @@ def test_flows_whose_plane_fails_are_listed_part_by_part():
     new = [out.records["s"].routes[k] for k in out.records["s"].routes]
     assert all(down.part_plane(w) == 1 for parts in new for w, _ in parts)
     assert any(len(parts) > 1 for parts in new)
+
+
+def test_a_part_past_port_65535_is_a_400_naming_the_flow():
+    """Three flows out of l0 over two uplinks, the first from source port 65535: a split
+    would give its second part port 65536; refused, nothing installed."""
+    f = fat_tree()
+    sw, svc = start(f)
+    before = tables(sw)
+    doc = job("fat-tree")
+    doc["flows"] = [dict(x, sport=65535 if k == 0 else 1000 * (k + 1))
+                    for k, x in enumerate(doc["flows"])]
+    code, answer = call(svc, "POST", "/v1/jobs", doc)  # the planner cuts the first flow
+    assert code == 400 and "65535" in answer["error"] and "h0_0 -> h4_0" in answer["error"], answer
+    assert tables(sw) == before and not svc.jobs
+
+
+def test_a_part_whose_port_another_flow_takes_is_named_in_the_conflict():
+    """Job o's flow from port 7001 and a split job's flow from 7000 cut in two (its parts
+    from 7000 and 7001) between the same hosts: the 409 names the split part and its port."""
+    f = fat_tree()
+    sw, svc = start(f)
+    other = {"id": "o", "flows": [{"src": "h0_0", "dst": "h4_0", "bytes": 1e6, "sport": 7001}]}
+    assert call(svc, "POST", "/v1/jobs", other)[0] == 201
+    doc = job("fat-tree")
+    doc["flows"] = [dict(x, sport=7000 + 1000 * k) for k, x in enumerate(doc["flows"])]
+    doc["flows"][0].pop("dport")
+    code, answer = call(svc, "POST", "/v1/jobs", doc)  # the planner cuts the first flow
+    assert code == 409, answer
+    assert "split, its part from source port 7001" in answer["error"], answer
+    assert "p .. p + n - 1" in answer["error"]

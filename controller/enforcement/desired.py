@@ -44,13 +44,24 @@ def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
     for r in records:
         for flow, parts in r.flows_with_parts():
             for x in job_flow_rules(fabric, flow, parts, r.mode, r.number):
+                what = f"{_named(flow, parts, x)} of job {r.job.id}"
                 if x.key in owner:
-                    raise ConflictError(
-                        f"flow {flow.src} -> {flow.dst} of job {r.job.id} has the same match "
-                        f"as a flow of job {owner[x.key]}: give the flows distinct ports")
-                owner[x.key] = r.job.id
+                    split = " (a flow split into n parts takes source ports p .. p + n - 1)" \
+                        if "split" in what + owner[x.key] else ""
+                    raise ConflictError(f"{what} has the same match as {owner[x.key]}: give "
+                                        f"the flows distinct ports{split}")
+                owner[x.key] = what
                 want[x.dpid][0].append(x)
     return want
+
+
+def _named(flow, parts, entry) -> str:
+    """A flow as a conflict names it: a part of a split flow with its source port."""
+    out = f"flow {flow.src} -> {flow.dst}"
+    if parts and len(parts) > 1:
+        match = dict(entry.match)
+        out += f" (split, its part from source port {match.get('tcp_src', match.get('udp_src'))})"
+    return out
 
 
 def job_flow_rules(fabric: Fabric | Clos, flow, parts, mode: str, number: int) -> list:

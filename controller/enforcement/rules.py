@@ -142,10 +142,16 @@ def bootstrap_messages(dpid: int) -> list[Message]:
 
 def part_sport(flow: Flow, part: int, parts: int) -> int:
     """Source port of a sub-connection: the flow's own for an unsplit flow; for part i of a
-    split flow, (the flow's source port, or 40000) + i."""
+    split flow, (the flow's source port, or 40000) + i. A part past port 65535 is an
+    InputError naming the flow (give it a lower source port)."""
     if parts == 1:
         return flow.sport
-    return (flow.sport or SPLIT_SPORT_BASE) + part
+    first = flow.sport or SPLIT_SPORT_BASE
+    if first + parts - 1 > 65535:
+        raise InputError(f"flow {flow.src} -> {flow.dst}: split into {parts} parts, its parts' "
+                         f"source ports {first}..{first + parts - 1} pass 65535; give it a "
+                         f"source port of at most {65536 - parts}")
+    return first + part
 
 
 def flow_match(fabric: Fabric, flow: Flow, sport: int) -> dict:
