@@ -99,5 +99,16 @@ class LabelSpace:
         return range(self.codes(tier)) if self.fits else range(0)
 
 
+def label_space(fabric: Clos) -> LabelSpace:
+    """The fabric's ``LabelSpace``, kept on the fabric object while its switches and bundle
+    sizes stay (sr builds one entry per flow: rebuilding it cost O(switches) each)."""
+    key = (len(fabric.tier_of), tuple(fabric.bundle_default.items()),
+           tuple(fabric.bundles.items()))
+    kept = fabric.__dict__.get("_label_space")
+    if kept is None or kept[0] != key:
+        kept = fabric.__dict__["_label_space"] = (key, LabelSpace(fabric))
+    return kept[1]
+
+
 def label(fabric: Clos, switch: str, code: int = 0) -> int:
-    return LabelSpace(fabric).of(switch, code)
+    return label_space(fabric).of(switch, code)

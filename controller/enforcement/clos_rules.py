@@ -58,7 +58,7 @@ in declaration order (without bundles: 200000 + i, 300000 + i, 100000 + i).
 """
 from __future__ import annotations
 
-from controller.enforcement.clos_labels import LabelSpace
+from controller.enforcement.clos_labels import label_space
 from controller.enforcement.clos_members import MemberBits
 from controller.enforcement.modes import mode_of
 from controller.enforcement.openflow import (
@@ -100,7 +100,7 @@ def check_mode_on(fabric, mode: str) -> None:
     if not isinstance(fabric, Clos):
         return
     if mode == "sr":
-        LabelSpace(fabric).check()
+        label_space(fabric).check()
     if mode == "host" and fabric.bundled:
         MemberBits(fabric).check()
 
@@ -212,7 +212,7 @@ def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier"
 
 
 def _leaf(f: Clos, leaf: str, pl: PlaneView):
-    dpid, ip, ls = f.dpids[leaf], f.addresses_at(leaf), LabelSpace(f)
+    dpid, ip, ls = f.dpids[leaf], f.addresses_at(leaf), label_space(f)
     rules = [lldp_trap(dpid),
              rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)])]
     rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(leaf, c),
@@ -244,7 +244,7 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
 
 
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
-    dpid, ip, ls = f.dpids[agg], f.addresses_at(agg), LabelSpace(f)
+    dpid, ip, ls = f.dpids[agg], f.addresses_at(agg), label_space(f)
     pod = pl.pod_of[agg]
     rules, groups, bundles = [lldp_trap(dpid)], [], {}
     for leaf in pl.leaves_of(pod):
@@ -281,7 +281,7 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
 
 
 def _core(f: Clos, core: str, pl: PlaneView):
-    dpid, ip, ls = f.dpids[core], f.addresses_at(core), LabelSpace(f)
+    dpid, ip, ls = f.dpids[core], f.addresses_at(core), label_space(f)
     rules = [lldp_trap(dpid)]
     rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(core, m),
                                                  "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
@@ -351,7 +351,7 @@ def _sr(fabric: Clos, path, members, match: dict, cookie: int) -> FlowRule:
     -> aggregation switch and aggregation switch -> leaf) and, between pods, the core's on top
     (coding the member aggregation switch -> core), and outputs over the first hop's member.
     A path naming no members takes every hop's first alive member (0 without bundles)."""
-    ls = LabelSpace(fabric)
+    ls = label_space(fabric)
     ls.check()
     if members is None:
         members = [(_alive_of(fabric, a, b) or (0,))[0] for a, b in zip(path, path[1:])]
