@@ -232,8 +232,8 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=Non
     heard, else by host part."""
     count = len(seen)
     bits = host_bits([f.host_ip.values() for f, _p in seen])
-    agents = _agents(seen, chassis or {}, problems)
-    joined = _join(seen, bits, agents)
+    agents, parts = _agents(seen, chassis or {}, problems), _host_parts(seen, bits)
+    joined = _join(seen, bits, parts, agents)
     if bits is None and not joined:  # the first plane alone, its problems as its recognition named them
         problems.append({"kind": "planes_not_joined", "switch": None, "port": None,
                          "dpid": None, "detail": f"{count} planes seen, but their hosts' "
@@ -252,10 +252,13 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=Non
                          f"{name_of[b]} port {pb}, a switch of another plane; not used"})
     first = seen[0][0]
     placed = {(q, local) for locals_ in joined.values() for q, local in enumerate(locals_)}
+    nets = [_network_key(f) & ~((1 << bits) - 1) & 0xFFFFFFFF for f, _p in seen] \
+        if bits is not None else []
     for q, (f, _p) in enumerate(seen):
         for local, ip in sorted(f.host_ip.items(), key=lambda kv: _natural(kv[0])):
             if (q, local) not in placed:
-                problems.append(_missing(seen, q, local, bits, chassis or {}, names[q]))
+                problems.append(_missing(seen, q, local, bits, parts, nets, chassis or {},
+                                         names[q]))
     planes, ports, dpids, down, down_switches = [], {}, {}, set(), set()
     sizes: dict = {}
     for q, (f, _p) in enumerate(seen):
@@ -334,13 +337,21 @@ def _agents(seen: list, chassis: Mapping[str, str], problems: list[dict]) -> lis
     return out
 
 
-def _join(seen: list, bits: int | None, agents: list[dict]) -> dict[str, list[str]]:
+def _host_parts(seen: list, bits: int | None) -> list[dict[int, str]]:
+    """Per plane, host part -> local host ([] when no host part is known)."""
+    if bits is None:
+        return []
+    mask = (1 << bits) - 1
+    return [{int(ipaddress.IPv4Address(ip)) & mask: h for h, ip in f.host_ip.items()}
+            for f, _p in seen]
+
+
+def _join(seen: list, bits: int | None, part: list[dict], agents: list[dict]
+          ) -> dict[str, list[str]]:
     """First-plane host -> its local host on every plane: the interface with its chassis id
-    there, else (``bits`` known) the one with its host part, unless that one names another
-    chassis; hosts missing a plane are left out."""
+    there, else (``bits`` known: ``part`` by host part) the one with its host part, unless
+    that one names another chassis; hosts missing a plane are left out."""
     mask = (1 << bits) - 1 if bits is not None else 0
-    part = [{int(ipaddress.IPv4Address(ip)) & mask: h for h, ip in f.host_ip.items()}
-            for f, _p in seen] if bits is not None else []
     ident = [{local: c for c, local in a.items()} for a in agents]
     first = seen[0][0]
     joined, taken = {}, set()
@@ -361,21 +372,18 @@ def _join(seen: list, bits: int | None, agents: list[dict]) -> dict[str, list[st
     return joined
 
 
-def _missing(seen: list, q: int, local: str, bits: int | None, chassis: Mapping[str, str],
-             names: dict) -> dict:
+def _missing(seen: list, q: int, local: str, bits: int | None, parts: list[dict],
+             nets: list[int], chassis: Mapping[str, str], names: dict) -> dict:
     """The problem of an interface joined to no host on every plane, with the addresses the
-    host should have on the planes it lacks when host parts say them (the finder probes)."""
+    host should have on the planes it lacks when host parts say them (``parts`` and the
+    planes' networks ``nets``, as ``_joined`` has them; the finder probes)."""
     f = seen[q][0]
-    ip, count = f.host_ip[local], len(seen)
+    ip = f.host_ip[local]
     wanted = []
     if bits is not None:
-        mask = (1 << bits) - 1
-        host_part = int(ipaddress.IPv4Address(ip)) & mask
-        parts = [{int(ipaddress.IPv4Address(a)) & mask for a in g.host_ip.values()}
-                 for g, _p in seen]
-        wanted = [str(ipaddress.IPv4Address(_network_key(seen[r][0]) & ~mask & 0xFFFFFFFF
-                                            | host_part))
-                  for r in range(count) if host_part not in parts[r]]
+        host_part = int(ipaddress.IPv4Address(ip)) & ((1 << bits) - 1)
+        wanted = [str(ipaddress.IPv4Address(net | host_part))
+                  for net, part in zip(nets, parts) if host_part not in part]
     leaf = f.hosts[local] if isinstance(f, Fabric) else f.host_leaves[local][0]
     d = f.dpids[leaf]
     c = chassis.get(f.host_mac[local])
