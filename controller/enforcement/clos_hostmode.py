@@ -68,7 +68,6 @@ from controller.enforcement.probepacket import PROBE_CORE_DSCP, PROBE_DSCP
 from controller.enforcement.rules import (
     DEFAULT_GROUP,
     HOST_PROTOCOLS,
-    PRIO_HOST,
     PRIO_LOCAL,
     PRIO_PROBE,
     T_CLASSIFY,
@@ -106,21 +105,8 @@ def member_entries(fabric: Clos, switch: str, table: int, uplinks, shift: int, b
     out to the (b mod n)-th uplink over member c (``member_port``); without that field the
     entries of ``sport_entries``."""
     w = bits.widths[field]
-    if not w:
-        return sport_entries(fabric, switch, table, uplinks, shift)
-    dpid, m, out = fabric.dpids[switch], sport_buckets(len(uplinks)), []
-    for proto, dport in HOST_PROTOCOLS:
-        l4 = "udp" if proto == UDP else "tcp"
-        for b in range(m):
-            for c in range(1 << w):
-                match = {"eth_type": ETH_IPV4, "ip_proto": proto}
-                if dport:
-                    match[f"{l4}_dst"] = dport
-                match[f"{l4}_src"] = ((b << shift) | (c << bits.shifts[field]),
-                                      ((m - 1) << shift) | (((1 << w) - 1) << bits.shifts[field]))
-                out.append(rule(dpid, table, PRIO_HOST, match, [
-                    ("output", member_port(fabric, switch, uplinks[b % len(uplinks)], c))]))
-    return out
+    return sport_entries(fabric, switch, table, uplinks, shift, member=(
+        bits.shifts[field], w, lambda up, c: member_port(fabric, switch, up, c)) if w else None)
 
 
 def down_entries(fabric: Clos, switch: str, peer: str, hosts, bits: MemberBits,

@@ -248,21 +248,27 @@ def host_classes(fabric: Fabric, leaf: str) -> list[tuple[tuple, list[str]]]:
     return sorted(classes.items(), key=lambda kv: fabric.leaf_index[kv[1][0]])
 
 
-def sport_entries(fabric, leaf: str, table: int, uplinks, shift: int = 0) -> list[FlowRule]:
+def sport_entries(fabric, leaf: str, table: int, uplinks, shift: int = 0,
+                  member=None) -> list[FlowRule]:
     """Per protocol and per source-port bucket, the uplink: bucket b -> uplinks[b mod n], the
-    bucket read from the source port's bits ``shift`` and up (three tiers: ``clos_hostmode``)."""
+    bucket read from the source port's bits ``shift`` and up (three tiers: ``clos_hostmode``).
+    ``member`` = (shift, width, port of (uplink, code)): the entries also read a member field
+    of that width, one per bucket and code (bundles: ``clos_hostmode.member_entries``)."""
     dpid, m = fabric.dpids[leaf], sport_buckets(len(uplinks))
+    mshift, w, port_of = member or (0, 0, lambda up, _c: fabric.port(leaf, up))
     out = []
     for proto, dport in HOST_PROTOCOLS:
         l4 = "udp" if proto == UDP else "tcp"
         for b in range(m):
-            match = {"eth_type": ETH_IPV4, "ip_proto": proto}
-            if dport:
-                match[f"{l4}_dst"] = dport
-            if m > 1:
-                match[f"{l4}_src"] = (b << shift, (m - 1) << shift)
-            out.append(rule(dpid, table, PRIO_HOST, match,
-                            [("output", fabric.port(leaf, uplinks[b % len(uplinks)]))]))
+            for c in range(1 << w):
+                match = {"eth_type": ETH_IPV4, "ip_proto": proto}
+                if dport:
+                    match[f"{l4}_dst"] = dport
+                mask = ((m - 1) << shift) | (((1 << w) - 1) << mshift)
+                if mask:
+                    match[f"{l4}_src"] = ((b << shift) | (c << mshift), mask)
+                out.append(rule(dpid, table, PRIO_HOST, match,
+                                [("output", port_of(uplinks[b % len(uplinks)], c))]))
     return out
 
 
