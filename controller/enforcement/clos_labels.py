@@ -109,6 +109,3 @@ def label_space(fabric: Clos) -> LabelSpace:
         kept = fabric.__dict__["_label_space"] = (key, LabelSpace(fabric))
     return kept[1]
 
-
-def label(fabric: Clos, switch: str, code: int = 0) -> int:
-    return label_space(fabric).of(switch, code)

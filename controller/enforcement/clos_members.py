@@ -4,7 +4,7 @@ says the pipeline that reads them). Apart so that ``clos_rules.check_mode_on`` c
 fabric whose fields do not fit without importing the pipeline."""
 from __future__ import annotations
 
-from controller.enforcement.clos_labels import LabelSpace
+from controller.enforcement.clos_labels import label_space
 from controller.enforcement.rules import sport_buckets
 from controller.errors import InputError
 from controller.model.clos import Clos
@@ -43,7 +43,7 @@ class MemberBits:
                 (len(g) for g in p.cores), default=1)) - 1).bit_length()
                 for p in fabric.planes if p.leaves)
             if fabric.bundled:
-                ls = LabelSpace(fabric)
+                ls = label_space(fabric)
                 wl, wc = (ls.bl - 1).bit_length(), (ls.bc - 1).bit_length()
                 self.widths = (wl, wc, wc, wl)
         self.shifts = tuple(self.base + sum(self.widths[:k]) for k in range(4))
