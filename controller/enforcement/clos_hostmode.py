@@ -62,7 +62,7 @@ bits and the member fields are disjoint masks, so a port's hops never depend on 
 from __future__ import annotations
 
 from controller.enforcement.clos_members import MemberBits, leaf_bits
-from controller.enforcement.clos_rules import PlaneView, member_ports
+from controller.enforcement.clos_rules import PlaneView, alive_of, member_ports
 from controller.enforcement.openflow import ETH_IPV4, FlowRule, rule
 from controller.enforcement.probepacket import PROBE_CORE_DSCP, PROBE_DSCP
 from controller.enforcement.rules import (
@@ -92,11 +92,8 @@ PRIO_MEMBER = PRIO_LOCAL + 1  # down hops over a bundle: above the destination's
 def member_port(fabric: Clos, switch: str, peer: str, code: int) -> int:
     """The port over member ``code`` of the bundle to ``peer`` when it is alive, else the
     (code mod n)-th of its n alive members."""
-    alive = member_ports(fabric, switch, peer)
-    lo, up = (switch, peer) if fabric.tier_of[switch] < fabric.tier_of[peer] else (peer, switch)
-    if code in fabric.alive_members(lo, up):
-        return fabric.ports_to(switch, peer)[code]
-    return alive[code % len(alive)]
+    alive, ports = alive_of(fabric, switch, peer), fabric.ports_to(switch, peer)
+    return ports[code] if code in alive else ports[alive[code % len(alive)]]
 
 
 def member_entries(fabric: Clos, switch: str, table: int, uplinks, shift: int, bits: MemberBits,

@@ -105,11 +105,16 @@ def check_mode_on(fabric, mode: str) -> None:
         MemberBits(fabric).check()
 
 
+def alive_of(fabric: Clos, switch: str, peer: str) -> tuple[int, ...]:
+    """The alive members of the link between ``switch`` and ``peer``, either way round."""
+    return fabric.alive_members(switch, peer) if fabric.tier_of[switch] < fabric.tier_of[peer] \
+        else fabric.alive_members(peer, switch)
+
+
 def member_ports(fabric: Clos, switch: str, peer: str) -> tuple[int, ...]:
     """``switch``'s ports to ``peer`` of the alive members, in member order."""
-    lo, up = (switch, peer) if fabric.tier_of[switch] < fabric.tier_of[peer] else (peer, switch)
     ports = fabric.ports_to(switch, peer)
-    return tuple(ports[m] for m in fabric.alive_members(lo, up))
+    return tuple(ports[m] for m in alive_of(fabric, switch, peer))
 
 
 def _to(fabric: Clos, switch: str, peer: str, groups: dict) -> list:
@@ -133,7 +138,7 @@ def check_ecmp(ecmp: str) -> None:
 def _member_out(fabric: Clos, switch: str, peer: str, member: int, fallback: list) -> list:
     """Output to ``peer`` over ``member`` of the bundle, or ``fallback`` where that member
     is down (or the bundle has fewer)."""
-    if member in _alive_of(fabric, switch, peer):
+    if member in alive_of(fabric, switch, peer):
         return [("output", fabric.ports_to(switch, peer)[member])]
     return fallback
 
@@ -354,7 +359,7 @@ def _sr(fabric: Clos, path, members, match: dict, cookie: int) -> FlowRule:
     ls = label_space(fabric)
     ls.check()
     if members is None:
-        members = [(_alive_of(fabric, a, b) or (0,))[0] for a, b in zip(path, path[1:])]
+        members = [(alive_of(fabric, a, b) or (0,))[0] for a, b in zip(path, path[1:])]
     _check_members(path, members)
     m = list(members)
     if len(path) == 3:
@@ -364,11 +369,6 @@ def _sr(fabric: Clos, path, members, match: dict, cookie: int) -> FlowRule:
     actions = [a for lab in stack for a in (("push_mpls", ETH_MPLS), ("set_field", "mpls_label", lab))]
     return rule(fabric.dpids[path[0]], T_CLASSIFY, PRIO_PLANNED + len(match), match,
                 actions + [("output", fabric.ports_to(path[0], path[1])[m[0]])], cookie=cookie)
-
-
-def _alive_of(fabric: Clos, a: str, b: str) -> tuple[int, ...]:
-    return fabric.alive_members(a, b) if fabric.tier_of[a] < fabric.tier_of[b] \
-        else fabric.alive_members(b, a)
 
 
 def _check_members(path, members) -> None:
