@@ -5,6 +5,7 @@ a miswired cable), and every metric family the controller exposes is on the dash
 import json
 import os
 import re
+from types import SimpleNamespace
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -43,7 +44,8 @@ def _queries(dash) -> list[tuple[str, str]]:
 def _busy_service() -> RouteService:
     """A declared 2 x 4 x 2 fabric on fake switches with l2's two uplink cables swapped (a
     wiring problem discovery reports), a ring job, one second of measured traffic on every
-    port, then two failed links that leave l0 and l1 without a common spine."""
+    port, a sample between two of the job's members, then two failed links that leave l0
+    and l1 without a common spine."""
     f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
     clock = FakeClock()
     sw = FakeSwitches(f.dpids.values())
@@ -71,6 +73,10 @@ def _busy_service() -> RouteService:
         "id": "a", "collective": "ring_allreduce", "ranks": ["h0_0", "h1_0", "h2_0", "h3_0"],
         "bytes": 8e6}).encode())
     assert code == 201, doc
+    svc.traffic_samples([SimpleNamespace(src=f.host_ip["h0_0"], dst=f.host_ip["h1_0"],
+                                         frame_length=1500, sampling_rate=16)])
+    clock.now += 2.5  # its window closed: samples between the job's members
+    svc.tick(probe=False)
     for t, sent in ((clock.now, 0), (clock.now + 1, 125_000)):
         for name in f.spines + f.leaves:
             svc.port_stats(f.dpids[name], {p: sent for p in f.ports[name].values()}, now=t)

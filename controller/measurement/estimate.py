@@ -108,6 +108,7 @@ class MatrixEstimate:
         self.peak = 0.0
         self.active = 0  # active windows folded
         self.quiet = 0  # windows with traffic that were too quiet to count
+        self.empty = 0  # windows in which the members sent nothing to each other
 
     def fold(self, window_bytes: dict, window_samples: dict,
              window_planes: dict | None = None) -> str:
@@ -118,6 +119,7 @@ class MatrixEstimate:
         peak = self.peak
         self.peak = max(total, peak * self.peak_decay)
         if total <= 0:
+            self.empty += 1
             return "empty"
         if total < self.active_share * peak:
             self.quiet += 1
@@ -193,21 +195,36 @@ class MatrixEstimate:
     def steady(self) -> bool:
         """The matrix has pairs, few bytes on pairs that just joined, and none in doubt
         (module docstring)."""
-        if not self.members or self.active < self.steady_windows:
-            return False
+        return self.unsteady() is None
+
+    def unsteady(self) -> str | None:
+        """Why the matrix may not be acted on yet, in words (None: it is steady): no pair
+        with enough samples, too few active windows, a pair in doubt, or too many of its
+        bytes on pairs that just joined or are still short of samples."""
+        if not self.members:
+            short = sum(1 for e in self.pairs.values() if e.total_samples < self.min_samples)
+            return (f"pairs short of samples: {short} pairs sampled, none with "
+                    f"{self.min_samples} samples yet" if short else "no pair measured")
+        if self.active < self.steady_windows:
+            return f"not steady: {self.active} of {self.steady_windows} active windows"
         recent = self.active - self.steady_windows + 1
         total = new = 0.0
         for p in self.members:
             e = self.pairs[p]
             if e.silent > self._usual_gap(e) and self._silence_below(e, IN_DOUBT):
-                return False
+                return (f"in doubt: pair {p[0]} -> {p[1]} silent for {e.silent} active "
+                        "windows (it may be leaving)")
             total += e.bytes
             if e.joined > recent:
                 new += e.bytes
         # sampled, too few samples yet to join: the light pairs still trickling in
         new += sum(e.bytes for p, e in self.pairs.items()
                    if p not in self.members and e.total_samples < self.min_samples)
-        return new < SETTLED * total
+        if new >= SETTLED * total:
+            return (f"not steady: {100 * new / max(total, 1e-12):.0f}% of its bytes on pairs "
+                    f"that just joined or are short of samples (below {100 * SETTLED:g}% "
+                    "is steady)")
+        return None
 
     def matrix(self) -> dict[Pair, float]:
         """Mean bytes per active window of each pair of the matrix."""

@@ -75,25 +75,39 @@ class Measured:
                 for f in job.flows()]
 
 
+def rate_floor(fabric: Fabric | Clos, window_s: float, min_link_share: float) -> float:
+    """Bytes per active window below which a job's whole measured matrix is not a training
+    pattern: ``min_link_share`` of a link (``Settings.learn_min_rate``)."""
+    return min_link_share * fabric.link_bps() * window_s
+
+
 def measured_pairs(fabric: Fabric | Clos, estimate: MatrixEstimate, window_s: float,
                    min_link_share: float = 0.0) -> Measured:
     """The estimate's pairs (IPv4 addresses) as host pairs across leaves, leaving out pairs
-    slower than ``min_link_share`` of a link, than the estimate's joining share of the job's
-    mean pair or than ``PLANNED_SHARE`` of its median pair: pings, daemons' chatter, a
-    launch's rendezvous and idle phases are not a training pattern, and a plan must not
+    slower than the estimate's joining share of the job's mean pair or than
+    ``PLANNED_SHARE`` of its median pair, and every pair when the members send each other
+    less than ``min_link_share`` of a link in all (``rate_floor``): pings, daemons' chatter,
+    a launch's rendezvous and idle phases are not a training pattern, and a plan must not
     follow them. The planners count flows: a chatter pair planned as a flow can push two
     elephants onto one link (half a link each), where left on the hashed paths it adds less
     than a quarter of a flow to one. A rendezvous learned with the ring's first iteration
     weighed up to 6% of the mean pair (a CI run of tests/test_clos_collectives.py), above the
     joining share. The median, not the mean or the largest pair: the pairs of a
     mixture-of-experts all-to-all, each a tenth of a ring pair, are most of the job's pairs
-    and set the median, so they are all planned."""
+    and set the median, so they are all planned.
+
+    The link floor is the job's, not each pair's: the speed behind it is what the switches
+    report, and an emulated fabric's switches report their veths' 10 Gb/s whatever the
+    links are shaped to. Per pair, 0.1% of that was 2.5 MB a 2 s window, about what a ring
+    pair sends at half of a 20 Mbit/s link: the pairs that ECMP had collided (those that a
+    plan would help) fell below it and a job by members was never learned (issue 36)."""
     host_of = {ip: h for h, ip in fabric.host_ip.items()}
     matrix = estimate.matrix()
+    if sum(matrix.values()) < rate_floor(fabric, window_s, min_link_share):
+        matrix = {}
     mean = sum(matrix.values()) / len(matrix) if matrix else 0.0
     median = statistics.median(matrix.values()) if matrix else 0.0
-    floor = max(min_link_share * fabric.link_bps() * window_s, estimate.share * mean,
-                PLANNED_SHARE * median)
+    floor = max(estimate.share * mean, PLANNED_SHARE * median)
     pairs, confidence, planes = {}, {}, {}
     for (a, b), v in matrix.items():
         src, dst = host_of.get(a), host_of.get(b)

@@ -14,19 +14,26 @@ their first windows' mean, which their later windows raise); a re-plan needs a p
 gain of ``learn_min_gain`` and at most ``learn_replans_per_minute`` happen per job. A job
 is judged on the windows that began after it was posted: what its hosts sent before (an
 earlier job, another library's ring) neither teaches nor contradicts it.
+
+Everything kept for a job belongs to its record (``Tracked``): a job deleted and posted again,
+under a new id or its old one, starts afresh, and nothing of a deleted job outlives it. Each
+job also says why it is not acting (``explain``): the samples and bytes its members sent each
+other in the last windows, the windows counted, and the one reason.
 """
 from __future__ import annotations
 
 import math
 import threading
+from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from controller.errors import ConflictError, InputError
 from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
+from controller.model.intent import JobRecord
 from controller.service import decide, learning
 from controller.service.change import Change
 from controller.service.settings import Settings
@@ -34,6 +41,25 @@ from controller.service.state import ControllerState
 
 REPLAN_PERIOD = 60.0  # seconds over which learn_replans_per_minute counts
 GROWN = 1.5  # growth of the share of a job's bytes its kept plan lacks that has it judged again
+RECENT = 4  # closed windows of each job the view shows
+
+
+@dataclass
+class Tracked:
+    """What the learning loop keeps for one job record (``created`` tells a job posted again
+    under its old id from the one before): its estimate, what was last judged, a kept plan,
+    its re-plans, and what its members sent each other in its recent windows."""
+    created: float
+    estimate: MatrixEstimate = field(default_factory=MatrixEstimate)
+    judged: tuple | None = None  # what was last judged (Decision.pairs)
+    kept: tuple | None = None  # ((state version, others' unplanned pairs), share lacking)
+    kept_event: str | None = None  # the last "plan kept" event's cause
+    replans: list = field(default_factory=list)  # times of its recent re-plans
+    replanned: int = 0  # (re-)plans on measured matrices
+    deferred: bool = False  # its last re-plan was put off by the per-job bound
+    samples: int = 0  # samples between its members since it was posted
+    bytes: float = 0.0  # their estimated bytes
+    recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))  # window summaries
 
 
 @dataclass
@@ -52,14 +78,9 @@ class MatrixLearning:
         self.points = sampling_points  # where the switches sample (learner.clos_samplers)
         # no fabric yet: every pair counts as crossing leaves until the first tick that has one
         self.learner = TrafficLearner(window_s, samplers=clos_samplers({}, sampling_points))
-        self.estimates: dict[str, tuple[float, MatrixEstimate]] = {}  # job -> (created, est.)
-        self.judged: dict[str, tuple] = {}  # job -> what was last judged (Decision.pairs)
-        # job -> ((state version, others' unplanned pairs), share of its bytes the plan lacked)
-        self.kept: dict[str, tuple] = {}
-        self._kept_event: dict[str, str] = {}  # job -> the last "plan kept" event's cause
-        self.replans: dict[str, list[float]] = {}  # job -> times of its recent re-plans
+        self.jobs: dict[str, Tracked] = {}  # job id -> what is kept for its record
         self.deferred = 0  # re-plans put off by the per-job bound
-        self.replanned: dict[str, int] = {}  # job -> (re-)plans on measured matrices
+        self.datagrams = 0  # sFlow datagrams with samples from known agents (the sFlow thread)
         self.rejected = 0  # sFlow datagrams dropped: their sender is not a known agent
         self._rejected_new: list[str] = []  # senders dropped for the first time, not reported
         self._rejected_seen: set[str] = set()
@@ -68,6 +89,11 @@ class MatrixLearning:
         self._interfaces: list = []  # (host, plane, address, MAC, leaf) the maps are of
         self._canon: dict[str, str] = {}  # address -> its host's first-plane address
         self._plane_of: dict[str, int] = {}  # address -> its plane (several planes only)
+
+    def observe(self, samples, now: float) -> None:
+        """One datagram's packet samples (the sFlow thread)."""
+        self.datagrams += 1
+        self.learner.observe(samples, now)
 
     def follow(self, fabric: Fabric | Clos | None) -> None:
         """Count sampling points on ``fabric``'s leaves and pods (hosts adopted, moved or
@@ -107,15 +133,8 @@ class MatrixLearning:
         self.follow(state.fabric)
         fabric = state.fabric
         jobs = {jid: r for jid, r in state.jobs.items() if r.learn} if fabric else {}
-        for jid in [j for j in self.estimates if j not in jobs or
-                    self.estimates[j][0] != jobs[j].created]:
-            del self.estimates[jid]
-        for jid in [j for j in self.judged if j not in jobs]:
-            self.judged.pop(jid)
-            self.kept.pop(jid, None)
-            self._kept_event.pop(jid, None)
-            self.replans.pop(jid, None)
-            self.replanned.pop(jid, None)
+        self.jobs = {jid: t for jid, t in self.jobs.items()
+                     if jid in jobs and t.created == jobs[jid].created}
         windows = self.learner.closed(self._folded, now)
         if not windows:
             return
@@ -123,8 +142,7 @@ class MatrixLearning:
         canon, plane = self._canon, self._plane_of  # built by follow() above
         members, jobs_of = {}, {}
         for jid, r in jobs.items():
-            if jid not in self.estimates:
-                self.estimates[jid] = (r.created, MatrixEstimate())
+            self.jobs.setdefault(jid, Tracked(r.created))
             members[jid] = {fabric.host_ip[h] for h in r.members if h in fabric.host_ip}
             for ip in members[jid]:
                 jobs_of.setdefault(ip, []).append(jid)
@@ -141,9 +159,17 @@ class MatrixLearning:
                             by = got[jid][2].setdefault(key, {})
                             by[plane[pair[0]]] = by.get(plane[pair[0]], 0) + b
             for jid, (b, n, by_plane) in got.items():
-                created, estimate = self.estimates[jid]
-                if w.index * window_s >= created - 1e-9:
-                    estimate.fold(b, n, by_plane)
+                t = self.jobs[jid]
+                if w.index * window_s >= t.created - 1e-9:
+                    counted = t.estimate.fold(b, n, by_plane)
+                    t.samples += sum(n.values())
+                    t.bytes += sum(b.values())
+                    t.recent.append({"window": w.index, "samples": sum(n.values()),
+                                     "bytes": round(sum(b.values())), "counted": counted})
+
+    def samples_by_job(self) -> dict[str, int]:
+        """Job -> samples between its members since it was posted (the metrics)."""
+        return {jid: t.samples for jid, t in self.jobs.items()}
 
     def measured(self, state: ControllerState, settings: Settings) -> dict:
         """Job -> ``learning.Measured`` of every estimate with pairs (what the job view shows;
@@ -151,13 +177,75 @@ class MatrixLearning:
         if state.fabric is None:
             return {}
         out = {}
-        for jid, (_, estimate) in self.estimates.items():
+        for jid, t in self.jobs.items():
             if jid in state.jobs:
-                m = learning.measured_pairs(state.fabric, estimate, self.learner.window_s,
+                m = learning.measured_pairs(state.fabric, t.estimate, self.learner.window_s,
                                             settings.learn_min_rate)
                 if m.pairs:
-                    out[jid] = replace(m, replans=self.replanned.get(jid, 0))
+                    out[jid] = replace(m, replans=t.replanned)
         return out
+
+    def explain(self, state: ControllerState, settings: Settings, r: JobRecord) -> dict | None:
+        """What the learning loop has of a job that may learn (None: it does not): samples
+        and bytes between its members since it was posted and in its last windows, the
+        windows counted, and ``reason``, the one reason it is not acting (None: its plan
+        holds its steady measured matrix, or follows it). What a user reads to see why a
+        job is not learned."""
+        if not r.learn:
+            return None
+        t = self.jobs.get(r.job.id)
+        if t is None or t.created != r.created:
+            t = Tracked(r.created)  # posted since the last window closed
+        e, m = t.estimate, state.measured.get(r.job.id)
+        return {"samples": t.samples, "bytes": round(t.bytes),
+                "windows": {"active": e.active, "quiet": e.quiet, "empty": e.empty},
+                "recent": list(t.recent), "active_windows": e.active,
+                "replans": t.replanned, "steady": m is not None and m.steady,
+                "reason": self._reason(state, settings, r, t, m)}
+
+    def _reason(self, state, settings, r, t: Tracked, m) -> str | None:
+        """The one reason the job is not acting on its traffic (``explain``)."""
+        fabric, e = state.fabric, t.estimate
+        if fabric is None:
+            return "no fabric yet: samples cannot be told apart by host"
+        if m is not None and m.steady and t.judged is not None and \
+                t.judged[0] == frozenset(m.pairs) and t.kept is None and not t.deferred:
+            return None  # judged on this matrix: planned on it, or its plan holds it
+        unknown = [h for h in r.members if h not in fabric.host_ip]
+        if not t.samples:
+            if unknown:
+                return (f"members unknown to the fabric: {', '.join(unknown)} (no address: "
+                        "their samples cannot be attributed)")
+            return (f"no samples between its members since it was posted "
+                    f"({self.learner.observed} data samples accepted from "
+                    f"{self.datagrams} datagrams in all)")
+        heard = [w for w in t.recent if w["counted"] != "empty"]
+        if m is None or not m.steady:
+            if heard and heard[-1]["counted"] == "quiet":
+                return (f"below the quarter-of-peak floor: its last window of traffic "
+                        f"carried less than {100 * e.active_share:g}% of its peak (a pause, a "
+                        "launch's start or end): such windows neither teach nor contradict")
+        if m is None:
+            matrix = e.matrix()
+            floor = learning.rate_floor(fabric, self.learner.window_s, settings.learn_min_rate)
+            if matrix and sum(matrix.values()) < floor:
+                w = self.learner.window_s
+                return (f"below the minimum rate: its members send each other "
+                        f"{sum(matrix.values()) / w:.0f} B/s, under "
+                        f"{100 * settings.learn_min_rate:g}% of a link ({floor / w:.0f} B/s "
+                        f"of {fabric.link_bps() * 8 / 1e9:g} Gb/s; on an emulated fabric "
+                        "say the shaped speed with --mlroute-link-gbps)")
+            if matrix:
+                return "its measured pairs stay within a leaf: nothing to route"
+            return e.unsteady() or "no pair measured"
+        if not m.steady:
+            return e.unsteady()
+        if t.deferred:
+            return (f"re-plans bound: {settings.learn_replans_per_minute} re-plans a minute "
+                    "at most (--mlroute-learn-replans-per-minute)")
+        if t.kept is not None:
+            return f"gain under the threshold: {t.kept_event or 'plan kept'}"
+        return "judged at the next window"
 
     def decisions(self, state: ControllerState, settings: Settings, measured: dict,
                   now: float) -> Iterator[Decision]:
@@ -168,29 +256,27 @@ class MatrixLearning:
         next, so a job learned in the same window as another is planned with it, never over
         it."""
         for jid, m in measured.items():
-            r = state.jobs.get(jid)
-            if r is None or not m.steady:
+            r, t = state.jobs.get(jid), self.jobs.get(jid)
+            if r is None or t is None or not m.steady:
                 continue
             # judged again when pairs leave their route's plane (the framework reconnected)
             pairs = frozenset(m.pairs), frozenset(learning.off_plane(state.fabric, r, m))
             also = learning.sending_unplanned(state.fabric, state.jobs, measured, jid)
             context = (state.version, frozenset((j, frozenset(o.pairs)) for j, o in also.items()))
-            kept = self.kept.get(jid)
-            if self.judged.get(jid) == pairs and (kept is None or (
+            kept = t.kept
+            if t.judged == pairs and (kept is None or (
                     kept[0] == context and not _grown(state.fabric, r, m, kept[1]))):
                 continue
             found = learning.verdict(state.fabric, r, m)
             if found is None:
-                self.judged[jid] = pairs
-                self.kept.pop(jid, None)
+                t.judged, t.kept = pairs, None
                 continue
-            recent = [t for t in self.replans.get(jid, ()) if now - t < REPLAN_PERIOD]
-            self.replans[jid] = recent
-            if len(recent) >= settings.learn_replans_per_minute:
+            t.replans = [x for x in t.replans if now - x < REPLAN_PERIOD]
+            t.deferred = len(t.replans) >= settings.learn_replans_per_minute
+            if t.deferred:
                 self.deferred += 1
                 continue  # judged again once the bound allows
-            self.judged[jid] = pairs
-            self.kept.pop(jid, None)
+            t.judged, t.kept = pairs, None
             cause, mismatch = found
             try:
                 change = decide.learned(state, settings, jid, m, cause, mismatch)
@@ -201,25 +287,26 @@ class MatrixLearning:
             if r.matrix != "learning" and not (mismatch or {}).get("off_plane_pairs"):
                 pays, text = _pays(state, settings, jid, m, change, measured, also)
                 if not pays:
-                    self.kept[jid] = (context, _lacking(state.fabric, r, m))
+                    t.kept = (context, _lacking(state.fabric, r, m))
                     event = (f"{cause}: plan kept, {text}, a re-plan needs "
                              f"{100 * settings.learn_min_gain:g}%")
-                    if event != self._kept_event.get(jid):  # judged again, nothing new
-                        self._kept_event[jid] = event
+                    if event != t.kept_event:  # judged again, nothing new
+                        t.kept_event = event
                         yield Decision(jid, pairs, event={
                             "time": now, "job": jid, "mismatch": mismatch, "cause": event})
                     continue
                 change.cause = f"{cause}: re-planned on the measured matrix" + (
                     f", {text}" if text else "")
-            self._kept_event.pop(jid, None)
+            t.kept_event = None
             yield Decision(jid, pairs, change)
 
     def applied(self, decision: Decision, ok: bool, now: float) -> None:
         """Note the outcome of a decided change: a re-plan counts against the bound; a
         refused matrix is not tried again until its pairs change."""
-        if ok:
-            self.replans.setdefault(decision.job, []).append(now)
-            self.replanned[decision.job] = self.replanned.get(decision.job, 0) + 1
+        t = self.jobs.get(decision.job)
+        if ok and t is not None:
+            t.replans.append(now)
+            t.replanned += 1
 
 
 def _lacking(fabric, r, m) -> float:

@@ -10,7 +10,9 @@ mlroute_openflow_messages_total, mlroute_wiring_problems{kind},
 mlroute_switch_flow_rules{switch,owner}, mlroute_max_flow_rules,
 mlroute_security_events_total{kind} (refused LLDP probes and address claims, addresses moved),
 mlroute_discovery_frames_total{kind} (probes and answers discovery sent),
-mlroute_link_speed_gbps{source}.
+mlroute_link_speed_gbps{source}, mlroute_sflow_datagrams_total,
+mlroute_sflow_rejected_datagrams_total, mlroute_sflow_samples_total,
+mlroute_learning_samples_total{job} (learned matrices: what is heard and attributed).
 """
 from __future__ import annotations
 
@@ -72,6 +74,18 @@ class ServiceCollector:
         yield CounterMetricFamily("mlroute_sflow_rejected_datagrams",
                                   "sFlow datagrams dropped: the sender is not a known agent",
                                   value=svc.learning.rejected)
+        yield CounterMetricFamily("mlroute_sflow_datagrams",
+                                  "sFlow datagrams with packet samples from known agents",
+                                  value=svc.learning.datagrams)
+        yield CounterMetricFamily("mlroute_sflow_samples",
+                                  "packet samples accepted: IPv4 data frames between two hosts",
+                                  value=svc.learning.learner.observed)
+        attributed = CounterMetricFamily("mlroute_learning_samples",
+                                         "samples between a job's members since it was posted",
+                                         labels=["job"])
+        for jid, n in sorted(svc.learning.samples_by_job().items()):
+            attributed.add_metric([jid], n)
+        yield attributed
         yield _histogram("mlroute_install_seconds", "time to install and confirm a change",
                          state.install_s)
         yield _histogram("mlroute_planner_seconds", "planner runtime per call",

@@ -260,11 +260,10 @@ class RouteService:
     # ---- learned matrices (service/matrices.py) ------------------------------------------------
     def traffic_samples(self, samples) -> None:
         """Packet samples from the switches (the sFlow collector's thread; no service lock)."""
-        self.learning.learner.observe(samples, self.clock())
+        self.learning.observe(samples, self.clock())
 
     def traffic_rejected(self, sender: str) -> None:
-        """A datagram from a sender that is not a known sFlow agent was dropped (the sFlow
-        thread; no service lock)."""
+        """A datagram from an unknown sFlow agent was dropped (the sFlow thread; no lock)."""
         self.learning.reject(sender)
 
     def _learn(self, now: float) -> None:
@@ -488,7 +487,8 @@ class RouteService:
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
         return views.full_job_view(self.state, r, self.predictions.of(self.state, job_id),
-                                   self.host.ports.get(job_id), self.finder.link_speed())
+                                   self.host.ports.get(job_id), self.finder.link_speed(),
+                                   self.learning.explain(self.state, self.settings, r))
 
     def jobs_view(self) -> dict:
         with self.lock:

@@ -40,7 +40,7 @@ class Settings:
     learn_window: float = 2.0  # seconds per window of measured traffic (learned matrices)
     learn_min_gain: float = 0.05  # predicted iteration gain a re-plan on measured traffic needs
     learn_replans_per_minute: int = 2  # re-plans of one job on measured matrices per minute
-    learn_min_rate: float = 0.001  # a measured pair slower than this share of a link is noise
+    learn_min_rate: float = 0.001  # members sending each other less, as a share of a link: noise
     sampling_points: str = "all"  # where switches sample: all, leaves or edge (host ports)
     ecmp: str = "per-tier"  # a Clos's aggregation switches: hash apart from the leaves or alike
 

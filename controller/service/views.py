@@ -222,17 +222,17 @@ def service_fabric_view(state, reconciler, settings, host_mode: dict, finder, na
     return doc
 
 
-def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict) -> dict:
+def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict,
+                  learning: dict | None = None) -> dict:
     """GET /v1/jobs/{id}: routes, prediction, where the matrix came from and what was
-    measured, and the link speed that ideal_s and the prediction assume."""
+    measured, the link speed that ideal_s and the prediction assume, and ``learning``
+    (``MatrixLearning.explain``: what the learning loop has of the job, None when it does
+    not learn)."""
     doc = job_view(state, r, prediction, ports)
     measured = state.measured.get(r.job.id)
     doc.update(matrix=r.matrix, learn=r.learn, members=list(r.members), mismatch=r.mismatch,
                measured_flows=measured.flows_doc(
                    declared_pairs(state.fabric, r),
                    [p.name for p in getattr(state.fabric, "planes", ())]) if measured else [],
-               link_speed=link_speed,
-               learning={"active_windows": measured.active_windows,
-                         "replans": measured.replans,
-                         "steady": measured.steady} if measured else None)
+               link_speed=link_speed, learning=learning)
     return doc
