@@ -211,3 +211,22 @@ def test_estimate_of_a_pair_converges_on_its_mean_bytes():
 def test_invalid_settings_are_refused(kw, text):
     with pytest.raises(ValueError, match=text):
         MatrixEstimate(**kw)
+
+
+def test_a_launch_rendezvous_puts_nothing_in_doubt():
+    """A launch's first window: every rank connects to rank 0 (a rendezvous, a few samples a
+    pair, under a quarter of a ring pair's bytes) beside the ring's first bytes; then the ring
+    alone. The silent rendezvous pairs are too light to be the pattern: the matrix is steady
+    from the ring's second window, while a ring pair that falls silent puts it in doubt."""
+    ring_pairs = ring(8)
+    est = MatrixEstimate()
+    first = {p: 6e6 for p in ring_pairs}
+    first.update({(f"r{i}", "r0"): 5e5 for i in range(2, 8)})  # 1/12 of a ring pair each
+    first[("r7", "r0")] = 6e6  # a ring pair too
+    est.fold(first, {p: 40 if b >= 6e6 else 6 for p, b in first.items()})
+    est.fold({p: 6e6 for p in ring_pairs}, dict.fromkeys(ring_pairs, 40))
+    assert est.unsteady() is None and est.steady
+    assert set(est.matrix()) == set(first)  # the light pairs stay until surely silent
+    moved = {p: 6e6 for p in ring_pairs[1:]} | {("r0", "r2"): 6e6}  # r0 sends elsewhere
+    est.fold(moved, dict.fromkeys(moved, 40))
+    assert est.unsteady().startswith("in doubt: pair r0 -> r1 silent")

@@ -34,7 +34,11 @@ estimate accumulates, and forgets only on evidence:
   of an all-to-all trickle in over many windows, each alone a small share: acted on before
   most are in, the matrix would be re-planned as each batch joins), and no pair of
   the matrix is in doubt: silent for so long that, among all its pairs, such a silence was
-  less likely than even (it may be leaving, as when a ring changes direction);
+  less likely than even (it may be leaving, as when a ring changes direction). A pair
+  lighter than ``LIGHT`` of the median pair puts nothing in doubt: a launch's rendezvous
+  with rank 0, sampled a few times in the first window, is no part of the pattern and is
+  not planned either (``service.learning.measured_pairs``); on a k = 4 fat-tree the doubt
+  it cast kept a gloo ring unsteady for 10 s of its traffic;
 * **plane**: on a fabric of several planes each pair's bytes are also kept per plane the
   samples came on, weighted like its bytes (same active windows, same half-life), and
   ``plane_shares`` gives their shares: the framework bound its connection to one plane's
@@ -58,12 +62,14 @@ clock, no I/O.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
 Pair = tuple[str, str]
 
 SURE_SILENT = 0.01  # chance of so long a silence, among all pairs, before a pair is gone
 IN_DOUBT = 0.5  # chance of so long a silence, among all pairs, that puts a pair in doubt
+LIGHT = 0.25  # share of the median pair's bytes below which a pair is not the pattern
 SETTLED = 0.05  # share of the matrix's bytes on pairs that just joined, below which it is steady
 FORGOTTEN = 0.05  # weighted samples below which a silent pair outside the matrix is dropped
 
@@ -209,9 +215,11 @@ class MatrixEstimate:
             return f"not steady: {self.active} of {self.steady_windows} active windows"
         recent = self.active - self.steady_windows + 1
         total = new = 0.0
+        light = LIGHT * statistics.median(self.pairs[p].bytes for p in self.members)
         for p in self.members:
             e = self.pairs[p]
-            if e.silent > self._usual_gap(e) and self._silence_below(e, IN_DOUBT):
+            if e.silent > self._usual_gap(e) and e.bytes >= light and \
+                    self._silence_below(e, IN_DOUBT):
                 return (f"in doubt: pair {p[0]} -> {p[1]} silent for {e.silent} active "
                         "windows (it may be leaving)")
             total += e.bytes

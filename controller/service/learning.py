@@ -26,7 +26,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from controller.enforcement.desired import installed_plan
-from controller.measurement.estimate import MatrixEstimate
+from controller.measurement.estimate import LIGHT, MatrixEstimate
 from controller.measurement.learner import compare
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
@@ -38,7 +38,7 @@ from controller.planners.ecmp import ecmp
 from controller.planners.plan import Plan
 from controller.service.predictions import plan_times
 
-PLANNED_SHARE = 0.25  # of the job's median pair, below which a measured pair is not planned
+PLANNED_SHARE = LIGHT  # of the job's median pair, below which a measured pair is not planned
 HASH_SALTS = 4  # default paths are hashed: the current plan's time is a mean over this many
 PLANE_MARGIN = 0.2  # share of a pair's bytes by which another plane must lead to move it
 
