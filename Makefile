@@ -107,7 +107,7 @@ endif
 
 bench: install system
 	$(PY) -m benchmarks.planner
-	$(PY) -m benchmarks.learning
+	$(PY) -m benchmarks.learning --lifecycle
 	$(PY) -m simulation.trace_report --workers 2
 	$(PY) -m benchmarks.fabrics
 	$(PY) -m benchmarks.patterns --out bench/patterns.json

@@ -12,6 +12,18 @@ traffic (process time of decoding and aggregating, socket receive not included) 
 until the learner reports the job's 1,024 pairs, exactly and steady. Computed beside it: the
 alternative of OpenFlow counters on per-pair entries (entries per leaf, flow-statistics bytes).
 
+Lifecycle (issue 36, ``--lifecycle``; root, Open vSwitch, gloo and Open MPI): jobs learned across
+their ordinary life with real parts (``emulation/harness/lifecycle.py``): on each fabric (two
+tiers and the k = 4 fat-tree, discovered with no configuration and declared) a controller
+started cold, then every case one after the other (members only, the correct declaration, the
+ring declared the other way, post -> launch -> pause -> relaunch -> delete -> post again under
+a new id -> launch, two jobs of disjoint hosts at once), each case first on one fabric (a fresh
+controller) and after others on the rest. Per job: seconds of traffic until it acted on what it
+measured, whether by the end of its second launch, its later launches' median over the correct
+declaration's (run in the same invocation), and re-plans after it was learned.
+``--lifecycle-only`` measures that section alone and keeps the file's others; without
+``--lifecycle`` the file's lifecycle section is kept.
+
 Settings: 1 in 8,192 is a common switch default (Extreme Networks' documented default, and
 the rate the issue names); ``all`` samples on every switch (what Open vSwitch does: bridge
 wide), ``edge`` only on the leaves' host-facing ports (a packet is sampled once, where it
@@ -275,18 +287,92 @@ def run(spines=32, leaves=64, hosts_per_leaf=32, ranks=1024, gbps=100.0, setting
     }
 
 
+# shape, declared, library, link Mbit/s, tensor MiB, cases (the first meets a fresh controller)
+LIFECYCLE = [
+    ("leaf-spine", False, "gloo", 20.0, 4, ["members", "wrong", "repost", "two_jobs", "correct"]),
+    ("leaf-spine", True, "mpi", 20.0, 4, ["wrong", "correct", "members", "two_jobs", "repost"]),
+    ("fat-tree", False, "gloo", 10.0, 2, ["two_jobs", "members", "correct", "wrong", "repost"]),
+    ("fat-tree", True, "mpi", 10.0, 2, ["correct", "repost", "two_jobs", "wrong", "members"]),
+]
+
+
+def lifecycle(progress, sequences=LIFECYCLE) -> dict:
+    """The lifecycle section (module docstring): one ``lifecycle.sequence`` per fabric, and
+    per case the figures of the issue's targets over every fabric it ran on."""
+    from emulation.harness import collectives as co
+    from emulation.harness import lifecycle as lc
+    run_dir = os.path.join(co.LOG_ROOT, "bench-lifecycle-" + time.strftime("%Y%m%d-%H%M%S"))
+    out, t0 = [], time.monotonic()
+    for k, (shape, declared, library, bw, mib, cases) in enumerate(sequences):
+        why = co.missing(library)
+        if why:
+            out.append({"fabric": f"{shape}, {'declared' if declared else 'zero config'}",
+                        "library": library, "skipped": why})
+            continue
+        t = time.monotonic()
+        with lc.Emulation(shape, declared, bw, os.path.join(run_dir, f"emu{k}"),
+                          progress=progress) as emu:
+            res = lc.sequence(emu, library, cases, mib=mib, iters=3, pause_s=6.0,
+                              logdir=os.path.join(run_dir, f"seq{k}"), progress=progress)
+        res.update(link_mbps=bw, wall_s=round(time.monotonic() - t), failures=lc.failures(res))
+        out.append(res)
+    jobs = [(c["case"], j) for r in out for c in r.get("cases", ()) for j in c["jobs"]]
+    per_case = {}
+    for name in lc.CASES:
+        js = [j for c, j in jobs if c == name]
+        if js:
+            learned = [j["traffic_s_until_learned"] for j in js
+                       if j["traffic_s_until_learned"] is not None]
+            per_case[name] = {
+                "jobs": len(js), "learned_by_second_launch": sum(
+                    j["learned_by_second_launch"] for j in js),
+                "traffic_s_until_learned_max": max(learned) if learned else None,
+                "later_over_correct_max": max(j["over_correct"] for j in js),
+                "replans_after_learned_max": max(j["replans_after_learned"] or 0 for j in js)}
+    return {"targets": {"learned_by_launch": lc.LEARNED_BY, "later_over_correct":
+                        lc.SAME_SPEED, "replans_after_learned": 1},
+            "launches": lc.LAUNCHES, "cases": per_case, "sequences": out,
+            "failures": [f for r in out for f in r.get("failures", ())],
+            "wall_s": round(time.monotonic() - t0)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.learning",
                                  description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="bench/learning.json")
     ap.add_argument("--quick", action="store_true",
                     help="8 leaves x 4 spines, 2 x 64 ranks (a check, not the paper's scale)")
+    ap.add_argument("--lifecycle", action="store_true",
+                    help="also the lifecycle section: real jobs in Mininet (root, about 45 "
+                         "minutes)")
+    ap.add_argument("--lifecycle-only", action="store_true",
+                    help="the lifecycle section alone, keeping the output file's others")
     args = ap.parse_args(argv)
+
+    def progress(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    if args.lifecycle_only:
+        with open(args.out) as fh:
+            doc = json.load(fh)
+        doc["lifecycle"] = lifecycle(progress)
+        with open(args.out, "w") as fh:
+            json.dump(doc, fh, indent=1)
+        print("\n".join(doc["lifecycle"]["failures"]) or "lifecycle: every target held",
+              file=sys.stderr)
+        return 0
     kw = dict(spines=4, leaves=8, hosts_per_leaf=16, ranks=64,
               learning_times=[("ring", 64), ("all-to-all", 64)]) if args.quick else {}
     t = time.monotonic()
     doc = run(**kw)
     doc["bench_wall_s"] = round(time.monotonic() - t, 1)
+    if args.lifecycle:
+        doc["lifecycle"] = lifecycle(progress)
+    elif os.path.exists(args.out):  # measured by an earlier --lifecycle: kept
+        with open(args.out) as fh:
+            old = json.load(fh).get("lifecycle")
+        if old:
+            doc["lifecycle"] = old
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(doc, fh, indent=1)

@@ -594,7 +594,42 @@ def _learning() -> str:
               f"{pc['entries_per_leaf_for_this_job']:,} entries per leaf "
               f"({pc['times_over_budget']:g}x a {pc['typical_budget']:,}-entry budget) and "
               f"{pc['flow_stats_mbit_s']:g} Mbit/s of flow statistics.\n\n"
-            + _learning_times(b))
+            + _learning_times(b) + _lifecycle(b.get("lifecycle")))
+
+
+def _lifecycle(lc: dict | None) -> str:
+    """Jobs learned across their life with real libraries (``--lifecycle``), one row a job."""
+    if not lc:
+        return ""
+    rows = []
+    for seq in lc["sequences"]:
+        if "skipped" in seq:
+            rows.append([seq["fabric"], seq["library"], "skipped: " + seq["skipped"]] + [""] * 4)
+            continue
+        for c in seq["cases"]:
+            for j in c["jobs"]:
+                rows.append([seq["fabric"], seq["library"], c["case"] + (
+                    " (fresh controller)" if c["controller"] == "fresh" else ""),
+                    "never" if j["traffic_s_until_learned"] is None
+                    else f"{j['traffic_s_until_learned']:g} s",
+                    "yes" if j["learned_by_second_launch"] else "**no**",
+                    f"{j['over_correct']:.3f}x", j["replans_after_learned"]])
+    failures = lc.get("failures") or []
+    pauses = sorted({seq["pause_s"] for seq in lc["sequences"] if "pause_s" in seq})
+    return ("### Learning across a job's life, with real libraries\n\n"
+            + _source("python -m benchmarks.learning --lifecycle-only",
+                      "bench/learning.json, section lifecycle")
+            + f"Each job launched {lc['launches']} times, "
+              f"{'/'.join(f'{p:g}' for p in pauses)} s apart, after the cases before it "
+              "on the same controller (the first on a fresh one); its third launch against "
+              "the correct declaration run last in the same invocation. Targets: learned by "
+              f"the end of launch {lc['targets']['learned_by_launch']}, later launches within "
+              f"{lc['targets']['later_over_correct']:g}x, at most "
+              f"{lc['targets']['replans_after_learned']} re-plan after learning. "
+            + (f"Missed: {'; '.join(failures)}.\n\n" if failures else
+               "Every target held in this run.\n\n")
+            + _table(["fabric", "library", "case", "traffic until learned",
+                      "by launch 2", "launch 3 / correct", "re-plans after learned"], rows))
 
 
 def _learning_times(b: dict) -> str:
