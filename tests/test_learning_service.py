@@ -505,8 +505,11 @@ def test_replans_per_job_are_bounded_per_minute():
     f, sw, svc, clock = start(learn_replans_per_minute=1)
     ring = interleaved(f)
     assert post(svc, {"id": "j", "members": ring})[0] == 201
+    said = set()
     for step in (-1, +1) * 6:  # the direction flips every 10 s
         run_traffic(svc, clock, ring_samples(f, ring, step=step), seconds=10)
+        said.add((get(svc, "j")[1]["learning"]["reason"] or "").split(":")[0])
+    assert "re-plans bound" in said  # the view says why a flip was not followed at once
     times = [e["time"] for e in replans(svc, "j")]
     assert len(times) >= 2 and all(b - a >= 60 for a, b in zip(times, times[1:]))
     assert svc.learning.deferred > 0

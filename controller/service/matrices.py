@@ -269,7 +269,7 @@ class MatrixLearning:
                 continue
             found = learning.verdict(state.fabric, r, m)
             if found is None:
-                t.judged, t.kept = pairs, None
+                t.judged, t.kept, t.deferred = pairs, None, False
                 continue
             t.replans = [x for x in t.replans if now - x < REPLAN_PERIOD]
             t.deferred = len(t.replans) >= settings.learn_replans_per_minute
