@@ -317,13 +317,21 @@ class ClosProblem:
                                 f"{' / '.join(fabric.host_leaves[f.src])} and "
                                 f"{' / '.join(fabric.host_leaves[f.dst])})")
         if len(bad):
-            prob.unroutable = [prob.inter[i] for i in bad]
-            good = np.flatnonzero(routable)
-            prob.inter = keep[good].tolist()
-            prob.src, prob.dst = ends[keep[good], 0].tolist(), ends[keep[good], 1].tolist()
-            prob.pin = None if prob.pin is None else prob.pin[good]
-            prob._ends.clear()
+            prob.keep_only(np.flatnonzero(routable).tolist())
         return prob
+
+    def keep_only(self, keep: list[int]) -> None:
+        """Keep the inter-leaf flows at ``keep`` (ascending indices into ``inter``); the others
+        join ``unroutable``. Pins follow, and the ends cached per plane (``end_arrays``) are
+        recomputed from the flows kept."""
+        kept = set(keep)
+        dropped = [pos for i, pos in enumerate(self.inter) if i not in kept]
+        self.unroutable = sorted(set(self.unroutable) | set(dropped))
+        self.inter = [self.inter[i] for i in keep]
+        self.src = [self.src[i] for i in keep]
+        self.dst = [self.dst[i] for i in keep]
+        self.pin = None if self.pin is None else self.pin[np.asarray(keep, dtype=np.int64)]
+        self._ends.clear()
 
     def _pins(self, pins, n: int) -> np.ndarray:
         """``pins`` as an int64 array over the flows, checked."""

@@ -107,13 +107,7 @@ def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],
         path.append(mine[0][2])
         split.append(mine)
     if len(keep) != len(problem.inter):
-        kept = set(keep)
-        dropped = [pos for i, pos in enumerate(problem.inter) if i not in kept]
-        problem.unroutable = sorted(set(problem.unroutable) | set(dropped))
-        problem.src = [problem.src[i] for i in keep]
-        problem.dst = [problem.dst[i] for i in keep]
-        problem.inter = [problem.inter[i] for i in keep]
-        problem._ends.clear()
+        problem.keep_only(keep)
     if any(len(x) > 1 for x in split):  # some flow split: its parts with their shares
         return ClosPlan(algorithm, problem, ClosSplitRouting(plane, middle, path, {}, split), 0.0)
     return ClosPlan(algorithm, problem, ClosRouting(plane, middle, path), 0.0)
