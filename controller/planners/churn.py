@@ -218,7 +218,7 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
             a, b = r.src[k], r.dst[k]
             u = min(bits(r.usable[k]),
                     key=lambda s: (max(load[a * S + s], load[LS + b * S + s]), s))
-            r._add(k, u)
+            r.add_route(k, u)
     value = r.max_load()
     deadline = time.perf_counter() + REPAIR_TIME_LIMIT
     for cap in range(value - 1, lb - 1, -1):

@@ -112,8 +112,8 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
         while len(log) > n:
             h, old = log.pop()
             touched = set(r.links(h, r.spine[h])) | set(r.links(h, old))
-            r._remove(h)
-            r._add(h, old)
+            r.remove_route(h)
+            r.add_route(h, old)
             st.refresh(touched)
 
     usable = r.usable = list(r.usable)  # masked per search below, restored after
@@ -143,15 +143,15 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
                     spent += 1
                     touched = set(hl) | {y - t + u for y in hl}
                     jobs = {k for y in touched for k in st.at[y]}
-                    r._remove(h)
-                    r._add(h, u)
+                    r.remove_route(h)
+                    r.add_route(h, u)
                     st.refresh(touched)
                     jobs.update(k for y in touched for k in st.at[y])
                     if fine(jobs):
                         log.append((h, t))
                         break
-                    r._remove(h)
-                    r._add(h, t)
+                    r.remove_route(h)
+                    r.add_route(h, t)
                     st.refresh(touched)
                 if all(len(r.on[y]) == 1 or model.value(g, r.on[y]) <= 1.0 + EPS
                        for y in r.links(g, t)):
@@ -160,13 +160,13 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
 
     def by_chain(g: int, t: int, log: list) -> bool:
         """g off spine t by a chain under the held capacities (layer 2 kept)."""
-        r._remove(g)
+        r.remove_route(g)
         usable[g] &= ~(1 << t)
         moved: list = []
         ok = bool(usable[g]) and r.insert(g, CHAIN_LINKS, moved)
         usable[g] |= 1 << t
         if not ok:
-            r._add(g, t)
+            r.add_route(g, t)
             return False
         log.append((g, t))
         log.extend(moved)

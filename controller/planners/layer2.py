@@ -114,12 +114,12 @@ def fewer_at_level(r: Routing, c: int, deadline: float | None = None,
             continue  # this leaf side is at its bound: no chain can clear one of its links
         r.set_link_capacity(x, c)
         for g in sorted(r.on[x]):
-            s = r._remove(g)
+            s = r.remove_route(g)
             if r.insert(g, budget):
                 cleared += 1
                 at[x // S] -= 1
                 break
-            r._add(g, s)
+            r.add_route(g, s)
         else:
             r.set_link_capacity(x, c + 1)
     return cleared

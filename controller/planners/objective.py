@@ -235,9 +235,9 @@ def _search(problem: Problem, spines: list[int], budget: int):
                 continue
             changes, new_values = move
             for g, _ in changes:
-                r._remove(g)
+                r.remove_route(g)
             for g, u in changes:
-                r._add(g, u)
+                r.add_route(g, u)
             for y, v in new_values.items():
                 version[y // S] += 1
                 if r.on[y]:

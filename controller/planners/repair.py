@@ -96,7 +96,8 @@ class Routing:
     def links(self, k: int, s: int) -> tuple[int, int]:
         return self.src[k] * self.S + s, self.LS + self.dst[k] * self.S + s
 
-    def _add(self, k: int, s: int) -> None:
+    def add_route(self, k: int, s: int) -> None:
+        """Put flow k (unrouted) on spine s: its two links' flow sets, loads and room."""
         self.spine[k] = s
         for x in self.links(k, s):
             self.on[x].add(k)
@@ -104,7 +105,8 @@ class Routing:
             if self.load[x] == self.cap[x]:
                 self.room[x // self.S] &= ~(1 << s)
 
-    def _remove(self, k: int) -> int:
+    def remove_route(self, k: int) -> int:
+        """Take flow k off its spine (it is then unrouted) and return that spine."""
         s = self.spine[k]
         for x in self.links(k, s):
             self.on[x].discard(k)
@@ -116,8 +118,8 @@ class Routing:
 
     def move(self, k: int, s: int) -> None:
         if self.spine[k] != NO_SPINE:
-            self._remove(k)
-        self._add(k, s)
+            self.remove_route(k)
+        self.add_route(k, s)
 
     def set_capacity(self, c: int, hold: bool = False) -> None:
         """Capacity ``c`` on every link, or with ``hold`` max(c, its load): links above ``c``
@@ -173,7 +175,7 @@ class Routing:
         (flow, previous spine) for every other flow the chain moved."""
         u = self.best_direct(k)
         if u != NO_SPINE:
-            self._add(k, u)
+            self.add_route(k, u)
             return True
         chain = self._chain(k, budget)
         if chain is None:
@@ -182,9 +184,9 @@ class Routing:
             if g != k:
                 if log is not None:
                     log.append((g, self.spine[g]))
-                self._remove(g)
+                self.remove_route(g)
         for g, u in chain:
-            self._add(g, u)
+            self.add_route(g, u)
         return True
 
     def _chain(self, k: int, budget: int):
@@ -277,10 +279,10 @@ def reduce_to(r: Routing, c: int, deadline: float | None = None, budget: int = 4
             if deadline is not None and time.perf_counter() > deadline:
                 return False
             for g in sorted(r.on[x]):
-                s = r._remove(g)
+                s = r.remove_route(g)
                 if r.insert(g, budget):
                     break
-                r._add(g, s)
+                r.add_route(g, s)
             else:
                 ok = False
                 break
@@ -305,5 +307,5 @@ def insert_all(problem: Problem, c: int, order: list[int], budget: int = 4096,
     for k in left:
         a, b = r.src[k], r.dst[k]
         u = min(bits(r.usable[k]), key=lambda s: (max(load[a * S + s], load[LS + b * S + s]), s))
-        r._add(k, u)
+        r.add_route(k, u)
     return r
