@@ -6,7 +6,8 @@ neither root nor Open vSwitch):
 * ``docs/reference/rest-api.md``: every route of ``controller/service/api.py`` with its
   description in ``controller/service/openapi.json``;
 * ``docs/reference/metrics.md``: every Prometheus family ``controller/service/metrics.py``
-  exposes for a busy service (the one ``tests/test_grafana.py`` builds);
+  exposes for a busy service (``emulation/harness/busy_service.py``, the one the Grafana
+  dashboard is checked against);
 * ``docs/reference/cli.md``: the ``--help`` of every command-line entry point;
 * ``docs/results/trace-replay.md``: the trace-driven cluster evaluation from
   ``bench/trace_replay.json`` (``simulation.trace_report.page``; its figure is
@@ -26,7 +27,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)  # first: a site-packages "tests" must not shadow the repository's
+sys.path.insert(0, REPO)  # first: the repository's packages, not same-named installed ones
 DOCS = os.path.join(REPO, "docs")
 GENERATED = ("reference/options.md", "reference/rest-api.md", "reference/metrics.md",
              "reference/cli.md", "results/trace-replay.md", "results/index.md")
@@ -166,9 +167,9 @@ def _schema_name(s: dict) -> str:
 def metric_families() -> list[dict]:
     """name (as exposed), type, help and label names of every family of a busy service."""
     from controller.service.metrics import ServiceCollector
-    from tests.test_grafana import _busy_service
+    from emulation.harness.busy_service import busy_service
     families = []
-    for fam in ServiceCollector(_busy_service()).collect():
+    for fam in ServiceCollector(busy_service()).collect():
         name = fam.name + ("_total" if fam.type == "counter" else "")
         labels = sorted({k for s in fam.samples for k in s.labels} - {"le"})
         families.append({"name": name, "family": fam.name, "type": fam.type,

@@ -81,10 +81,11 @@ def test_every_rest_route_is_in_the_reference():
 
 
 def test_every_metric_family_is_in_the_reference():
-    from tests.test_grafana import SUFFIXES, _busy_service, _exposed
+    from emulation.harness.busy_service import busy_service
+    from tests.test_grafana import SUFFIXES, _exposed
     page = GEN.metrics_page()
     families = set()
-    for name in _exposed(_busy_service()):
+    for name in _exposed(busy_service()):
         families.add(next((name[:-len(s)] for s in SUFFIXES if name.endswith(s)), name))
     assert len(families) >= 20
     missing = sorted(f for f in families if f"`{f}`" not in page and f"`{f}_total`" not in page)

@@ -11,7 +11,8 @@ hosts): the commands are beside it in ``emulation/``, the benchmarks in ``benchm
   ``collective_rank`` / ``mpi_rsh.sh`` / ``collectives`` (PyTorch gloo and Open MPI ranks);
 * the runners: ``run`` (jobs, traffic, paths proved from counters), ``plots``;
 * ``fake_switch``: OpenFlow 1.3 tables in the process (no root), the service's Installer in unit
-  tests and in the host-mode benchmark.
+  tests and in the host-mode benchmark; ``busy_service``: a controller on them with every kind
+  of state, whose /metrics the metrics reference lists and the Grafana dashboard is checked on.
 
 It imports the controller (``controller``) and the fabrics (``topologies``), never ``tests``.
 """
