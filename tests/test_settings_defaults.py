@@ -25,8 +25,8 @@ def test_every_option_with_a_settings_counterpart_has_its_default():
     # the mapping cannot go empty unnoticed: these are known to have counterparts
     assert {"mlroute-algorithm", "mlroute-mode", "mlroute-objective", "mlroute-dead-after",
             "mlroute-hold-down", "mlroute-link-gbps", "mlroute-max-flow-rules",
-            "mlroute-over-budget", "mlroute-learn-window",
-            "mlroute-sflow-sampling-points"} <= set(pairs)
+            "mlroute-over-budget", "mlroute-learn-window", "mlroute-learn-min-gain",
+            "mlroute-learn-replans-per-minute", "mlroute-sflow-sampling-points"} <= set(pairs)
     differ = {name: pair for name, pair in pairs.items() if pair[0] != pair[1]}
     assert differ == {}, "option default != Settings default: " + repr(differ)
 

@@ -68,18 +68,19 @@ OPTS = [
                     "send each other (0: no measurement, declared matrices only)"),
     cfg.StrOpt("mlroute-sflow-host", default="127.0.0.1",
                help="address the sFlow collector listens on (the switches' sFlow target)"),
-    cfg.StrOpt("mlroute-sflow-sampling-points", default="all",
+    cfg.StrOpt("mlroute-sflow-sampling-points", default=Settings.sampling_points,
                help="where the switches sample: all (Open vSwitch samples whole bridges), "
                     "leaves, or edge (the leaves' host-facing ports only); the byte estimate "
                     "divides by the sampling points a packet crosses"),
-    cfg.FloatOpt("mlroute-learn-window", default=2.0,
+    cfg.FloatOpt("mlroute-learn-window", default=Settings.learn_window,
                  help="seconds per window of measured traffic; a job's matrix is learned once "
                       "it kept the same pairs over two windows of steady traffic"),
-    cfg.FloatOpt("mlroute-learn-min-gain", default=0.05,
+    cfg.FloatOpt("mlroute-learn-min-gain", default=Settings.learn_min_gain,
                  help="a job is re-planned on its measured matrix only when the shared "
                       "prediction (the planners' and the job view's) says its iteration is "
-                      "this much shorter (0.05: 5%%; jobs with \"learn\": false never)"),
-    cfg.IntOpt("mlroute-learn-replans-per-minute", default=2,
+                      f"this much shorter ({Settings.learn_min_gain}: "
+                      f"{Settings.learn_min_gain * 100:g}%%; jobs with \"learn\": false never)"),
+    cfg.IntOpt("mlroute-learn-replans-per-minute", default=Settings.learn_replans_per_minute,
                help="re-plans of one job on measured matrices per minute, at most"),
     cfg.StrOpt("mlroute-sflow-agents", default="",
                help="addresses or networks (comma-separated, e.g. 10.0.0.0/24) allowed to send "
