@@ -124,8 +124,8 @@ def max_of(problem: Problem, a: Assignment) -> float:
 
 
 def max_loads(problem: Problem, spines: list[int]):
-    from controller.planners.layer2 import loads
-    return loads(problem, spines)
+    from controller.model.loads import link_flows
+    return link_flows(problem, spines)
 
 
 BASELINES = ("ecmp", "edge-coloring", "equitable", "greedy", "annealing")

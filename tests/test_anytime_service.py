@@ -5,10 +5,10 @@ and the ILP follow off the request path (``service/anytime.py``) and are install
 import numpy as np
 import pytest
 
+from controller.model.loads import link_flows as loads
 from controller.model.problem import Problem
 from controller.planners.auto import lower_bound
 from controller.planners.churn import plan_rank, replan, worth_moving
-from controller.planners.layer2 import loads
 from controller.planners.offpath import plan_off_path
 from controller.service import api
 from simulation.placement import cluster

@@ -209,7 +209,8 @@ def test_auto_is_deterministic_and_registered():
 def test_repair_out_of_time_returns_a_valid_routing_no_worse():
     import time as _time
 
-    from controller.planners.auto import max_load, repair_down
+    from controller.model.loads import max_link_flows as max_load
+    from controller.planners.auto import repair_down
     rng = random.Random(3)
     for _ in range(20):
         f, jobs = random_rings(rng.randint(4, 8), rng.randint(2, 4), 4, rng.randrange(10**6),

@@ -11,13 +11,14 @@ from hypothesis import strategies as st
 from controller.errors import ConflictError, InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow, Job
+from controller.model.loads import link_flows as loads
 from controller.model.loads import links_at_max, load_summary
 from controller.model.problem import Problem
 from controller.planners.auto import auto
 from controller.planners.equitable import equitable, equitable_edge_colouring
 from controller.planners.greedy import greedy_spines
 from controller.planners.ilp import ilp, ilp_layer2
-from controller.planners.layer2 import fewer_at_max, layer2_lower_bound, links_at, loads, vector_key
+from controller.planners.layer2 import fewer_at_max, layer2_lower_bound, links_at, vector_key
 from controller.planners.objective import job_slowdowns
 from controller.planners.split import split
 

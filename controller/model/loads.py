@@ -1,5 +1,7 @@
 """What a plan does to the fabric: per directed leaf-spine link the flow count (in flow units,
 a split part counts its share) and the bytes, the sorted load vector, and path imbalance.
+``link_flows`` is the count of an unsplit routing (a spine per flow) that the planners' max
+load, links at it and load vectors are read from.
 
 Path imbalance (ours, in the spirit of FlowTracer; paper.md section 7): for leaf l with alive
 uplinks carrying B_u each, I_l = (max B_u - mean B_u) / mean B_u, 0 when no bytes. Reported as
@@ -9,6 +11,7 @@ for bytes and for flow counts.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,6 +19,32 @@ from controller.model.problem import Assignment, Problem
 
 TOL = 1e-9
 AT_MAX_TOL = 1e-6  # relative: LP-based split plans leave loads a few 1e-8 below their max
+
+
+def link_flows(problem: Problem, spines: Sequence[int]) -> list[int]:
+    """Flows per directed leaf-spine link of an unsplit routing (a spine per inter-leaf flow,
+    ``Problem.inter`` order): uplinks at ``leaf * S + spine``, then downlinks at ``L * S + leaf
+    * S + spine`` (``planners.repair.Routing``'s numbering). O(F + L S).
+
+    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.jobs import Job
+    >>> p = Problem.build(Fabric.generate(2, 2, 2), [Job("r", rings=[["h0_0", "h1_0", "h0_1",
+    ...                                                                "h1_1"]], ring_bytes=1)])
+    >>> link_flows(p, [0, 0, 0, 1]), max_link_flows(p, [0, 0, 0, 1])
+    ([2, 0, 1, 1, 1, 1, 2, 0], 2)
+    """
+    S = len(problem.fabric.spines)
+    LS = len(problem.fabric.leaves) * S
+    out = [0] * (2 * LS)
+    for a, b, s in zip(problem.src_leaf, problem.dst_leaf, spines):
+        out[a * S + s] += 1
+        out[LS + b * S + s] += 1
+    return out
+
+
+def max_link_flows(problem: Problem, spines: Sequence[int]) -> int:
+    """Flows on the busiest directed leaf-spine link of an unsplit routing (0: none)."""
+    return max(link_flows(problem, spines), default=0)
 
 
 def link_loads(problem: Problem, assignment: Assignment, weight: str = "flows"):

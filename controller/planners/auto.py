@@ -58,6 +58,7 @@ import time
 from collections import Counter
 
 from controller.errors import InputError
+from controller.model.loads import max_link_flows
 from controller.model.problem import Assignment, Problem
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.equitable import common_spines, equitable_spines
@@ -158,17 +159,6 @@ def construct(problem: Problem, lb: int) -> tuple[list[int], Routing | None]:
     return greedy_spines(problem), None
 
 
-def max_load(problem: Problem, spines: list[int]) -> int:
-    """Flows on the busiest directed leaf-spine link. O(F + L S)."""
-    S = len(problem.fabric.spines)
-    LS = len(problem.fabric.leaves) * S
-    load = [0] * (2 * LS)
-    for a, b, s in zip(problem.src_leaf, problem.dst_leaf, spines):
-        load[a * S + s] += 1
-        load[LS + b * S + s] += 1
-    return max(load, default=0)
-
-
 def koenig_partial(problem: Problem) -> list[int]:
     """Koenig colouring onto the alive spines, NO_SPINE for flows whose spine has a dead link
     on their path. Loads stay <= ceil(Delta / alive spines) <= the lower bound."""
@@ -240,7 +230,7 @@ def _layer1(problem: Problem) -> Assignment:
     common = common_spines(problem)
     lb = degree_bound(problem) if common is not None else lower_bound(problem)
     spines, _ = construct(problem, lb)
-    value = max_load(problem, spines)
+    value = max_link_flows(problem, spines)
     stage = "construction"
     if value > lb:
         repaired, new_value = repair_down(problem, spines, lb, value,
@@ -280,7 +270,7 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
     info: dict = {"objective": objective}
     lb = degree_bound(problem) if common is not None else lower_bound(problem)
     spines, r = construct(problem, lb)
-    value = max_load(problem, spines)
+    value = max_link_flows(problem, spines)
     stage = "construction"
     t1 = time.perf_counter()
     ms["construction"] = (t1 - t0) * 1e3
@@ -360,7 +350,7 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
         info.update(job_info)
         if job_info["job_moves"]:
             info["stage"] = "jobs"
-        new_value = max_load(problem, spines)
+        new_value = max_link_flows(problem, spines)
         info["max_link_load"] = new_value
         info["links_at_max"] = links_at(problem, spines, new_value)
         layer1 = optimal and new_value == value

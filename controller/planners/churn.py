@@ -33,6 +33,7 @@ import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from controller.errors import InputError
+from controller.model.loads import link_flows, max_link_flows
 from controller.model.problem import Assignment, Problem
 from controller.planners.auto import (
     LAYER2_LEVELS,
@@ -41,7 +42,6 @@ from controller.planners.auto import (
     check_options,
     degree_bound,
     lower_bound,
-    max_load,
 )
 from controller.planners.equitable import common_spines
 from controller.planners.greedy import LoadCounters, greedy_spines, group_order
@@ -262,7 +262,7 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
                               problem, edge_coloring(problem).spines(), installed)}
         spines, job_info = improve_jobs(problem, spines, candidates=candidates)
         info.update(job_info)
-        info["max_link_load"] = max_load(problem, spines)
+        info["max_link_load"] = max_link_flows(problem, spines)
         new_value = info["max_link_load"]
         info["links_at_max"] = links_at(problem, spines, new_value)
         layer1 = info["optimal"] and new_value == value
@@ -287,8 +287,7 @@ def plan_rank(problem: Problem, spines: list[int], objective: str = "flows",
     predicted (mean, worst) job slowdown first (``objective.job_slowdowns``, or
     ``predicted``: job -> slowdown when the caller has it). Compare ranks with
     ``worth_moving``. O(F + L S), plus the prediction."""
-    from controller.planners.layer2 import loads
-    v = loads(problem, spines)
+    v = link_flows(problem, spines)
     top = max(v, default=0)
     count = sum(1 for x in v if x == top) if top else 0
     if objective != "jobs":

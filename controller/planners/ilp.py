@@ -21,7 +21,7 @@ from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
 from controller.model.fabric import spine_list
-from controller.model.loads import link_loads
+from controller.model.loads import max_link_flows
 from controller.model.problem import Assignment, Problem
 from controller.planners.greedy import greedy
 
@@ -76,11 +76,6 @@ def layer2_milp(n_flows: int, var_flow, pair_var, pair_res, base, step, z_ub, lo
                     np.concatenate([np.ones(nx), z_ub]), time_limit, t0)
 
 
-def _max_load(problem: Problem, spines: list[int]) -> int:
-    up, down = link_loads(problem, Assignment.unsplit(spines))
-    return int(max(up.max(initial=0), down.max(initial=0)))
-
-
 def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None = None,
         lower: int = 0) -> Assignment:
     """Minimum max directed-link load, proven within ``time_limit`` seconds or reported not.
@@ -102,7 +97,7 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
     t0 = time.perf_counter()
     source = "given" if incumbent is not None else "greedy"
     incumbent = list(incumbent) if incumbent is not None else greedy(problem).spines()
-    upper = _max_load(problem, incumbent)
+    upper = max_link_flows(problem, incumbent)
     lower = max(problem.lower_bound(), int(lower))
     info = {"time_limit_s": time_limit, "bound": lower, "incumbent": upper}
     if upper <= lower:
@@ -152,9 +147,9 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
         candidate = list(incumbent)
         for k, s in zip(var_flow_a[chosen], var_spine_a[chosen]):
             candidate[int(k)] = int(s)
-        if _max_load(problem, candidate) <= upper:
+        if max_link_flows(problem, candidate) <= upper:
             spines, source = candidate, "solver"
-    value = _max_load(problem, spines)
+    value = max_link_flows(problem, spines)
     bound = lower
     if dual is not None:
         bound = max(bound, min(math.ceil(dual - 1e-6), upper))  # valid below the cutoff only
@@ -191,7 +186,7 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     lower = max(int(lower), layer2_lower_bound(problem, alpha))
     upper = None
     if incumbent is not None:
-        if _max_load(problem, incumbent) > alpha:
+        if max_link_flows(problem, incumbent) > alpha:
             raise InputError(f"incumbent's max load exceeds alpha = {alpha}")
         upper = links_at(problem, incumbent, alpha)
     info = {"time_limit_s": time_limit, "alpha": alpha, "bound": lower, "incumbent": upper}
@@ -226,7 +221,7 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
         candidate = [0] * n_flows
         for k, s in zip(vf[res.x[:nx] > 0.5], vs[res.x[:nx] > 0.5]):
             candidate[int(k)] = int(s)
-        if _max_load(problem, candidate) <= alpha and (
+        if max_link_flows(problem, candidate) <= alpha and (
                 upper is None or links_at(problem, candidate, alpha) < upper):
             spines, source = candidate, "solver"
     if spines is None:

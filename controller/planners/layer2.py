@@ -32,24 +32,14 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+from controller.model.loads import link_flows
 from controller.model.problem import Problem
 from controller.planners.repair import Routing, bits
 
 
-def loads(problem: Problem, spines: list[int]) -> list[int]:
-    """Flows per directed link, uplinks then downlinks (``Routing``'s numbering). O(F + L S)."""
-    S = len(problem.fabric.spines)
-    LS = len(problem.fabric.leaves) * S
-    out = [0] * (2 * LS)
-    for a, b, s in zip(problem.src_leaf, problem.dst_leaf, spines):
-        out[a * S + s] += 1
-        out[LS + b * S + s] += 1
-    return out
-
-
 def links_at(problem: Problem, spines: list[int], alpha: int | None = None) -> int:
     """Directed links carrying ``alpha`` flows (default: the max load). O(F + L S)."""
-    v = loads(problem, spines)
+    v = link_flows(problem, spines)
     if alpha is None:
         alpha = max(v, default=0)
     return sum(1 for x in v if x == alpha) if alpha else 0
@@ -57,7 +47,7 @@ def links_at(problem: Problem, spines: list[int], alpha: int | None = None) -> i
 
 def vector_key(problem: Problem, spines: list[int]) -> tuple:
     """(max load, links at it, sorted load vector): smaller is better on every layer."""
-    v = sorted((x for x in loads(problem, spines) if x), reverse=True)
+    v = sorted((x for x in link_flows(problem, spines) if x), reverse=True)
     top = v[0] if v else 0
     return top, sum(1 for x in v if x == top), v
 

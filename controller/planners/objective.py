@@ -54,8 +54,8 @@ from __future__ import annotations
 
 from controller.errors import InputError
 from controller.model.iteration import predict_slowdowns
+from controller.model.loads import max_link_flows
 from controller.model.problem import Problem
-from controller.planners.layer2 import loads
 from controller.planners.repair import Routing, bits
 
 EPS = 1e-9
@@ -147,10 +147,6 @@ def _values(model: JobModel, r: Routing) -> list[float]:
     return out
 
 
-def max_link_load(problem: Problem, spines: list[int]) -> int:
-    return max(loads(problem, spines), default=0)
-
-
 # move evaluations in all, deterministic: the full jobs search (auto, objective jobs) takes
 # 55-209 ms at 64 x 32 (bench/planner.json, section layer2: 10 realistic clusters)
 JOB_BUDGET = 600
@@ -201,7 +197,7 @@ def _search(problem: Problem, spines: list[int], budget: int):
     at most a quarter of ``budget`` move evaluations lower (worst value, links holding it),
     ``lower_mean`` the rest; deterministic."""
     model = JobModel(problem)
-    if max_link_load(problem, spines) <= 1:  # every flow alone on its links: nothing to gain
+    if max_link_flows(problem, spines) <= 1:  # every flow alone on its links: nothing to gain
         values = [1.0] * len(model.jobs)
         for f, j in enumerate(model.job):
             values[j] = max(values[j], model.alone[f])
