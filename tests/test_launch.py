@@ -50,10 +50,10 @@ def test_the_framework_resolves_to_the_installed_one(monkeypatch):
     installed = {"ryu"} if sys.version_info < (3, 12) else {"osken"}  # what make install puts
     if set(INSTALLED) == installed:
         assert launch.framework() == installed.pop()
-    monkeypatch.setattr(launch.importlib.util, "find_spec",
+    monkeypatch.setattr(launch, "find_spec",
                         lambda name: object() if name == "os_ken" else None)
     assert launch.framework() == "osken"
-    monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(launch, "find_spec", lambda name: object())
     assert launch.framework() == "ryu"  # both: Ryu, as the emulation's controller_proc
     monkeypatch.setenv("MLROUTE_FRAMEWORK", "osken")
     assert launch.framework() == "osken"
@@ -61,7 +61,7 @@ def test_the_framework_resolves_to_the_installed_one(monkeypatch):
     with pytest.raises(InputError, match="choose ryu or osken"):
         launch.framework()
     monkeypatch.delenv("MLROUTE_FRAMEWORK")
-    monkeypatch.setattr(launch.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(launch, "find_spec", lambda name: None)
     with pytest.raises(InputError, match="no OpenFlow framework is installed"):
         launch.framework()
 
@@ -99,7 +99,7 @@ def test_it_takes_mlroutes_options_and_starts_nothing_on_bad_input(framework):
              "--mlroute-sflow-port", "0"]
     r = controller("--mlroute-fabric", "/nonexistent/fabric.json", *ports, framework=framework)
     assert r.returncode == 2, r.stderr[-2000:]
-    assert r.stderr.splitlines()[-1] == ("mlroute-controller: fabric: cannot read "
-                                         "/nonexistent/fabric.json: No such file or directory")
+    assert ("mlroute-controller: fabric: cannot read /nonexistent/fabric.json: No such file or "
+            "directory\n") in r.stderr and "Traceback" not in r.stderr
     r = controller("--mlroute-mode", "teleport", *ports, framework=framework)
-    assert r.returncode == 2 and "unknown mode 'teleport'" in r.stderr.splitlines()[-1]
+    assert r.returncode == 2 and "mlroute-controller: unknown mode 'teleport'" in r.stderr

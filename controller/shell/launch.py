@@ -12,9 +12,9 @@ for eventlet as it loads.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
+from importlib.util import find_spec
 
 from controller.errors import InputError
 
@@ -27,11 +27,11 @@ def framework() -> str:
     if chosen:
         if chosen not in FRAMEWORKS:
             raise InputError(f"MLROUTE_FRAMEWORK={chosen!r}: choose {' or '.join(FRAMEWORKS)}")
-        if importlib.util.find_spec(FRAMEWORKS[chosen]) is None:
+        if find_spec(FRAMEWORKS[chosen]) is None:
             raise InputError(f"MLROUTE_FRAMEWORK={chosen}: {FRAMEWORKS[chosen]} is not installed")
         return chosen
     for name, package in FRAMEWORKS.items():
-        if importlib.util.find_spec(package) is not None:
+        if find_spec(package) is not None:
             return name
     raise InputError("no OpenFlow framework is installed: `make install` installs Ryu on "
                      "Python 3.11, os-ken on 3.12 and later (pip install -e '.[sdn]')")
