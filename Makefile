@@ -30,11 +30,7 @@ else
 endif
 	$(PIP) install -q -r requirements.txt
 	$(PIP) install -q --no-build-isolation --no-deps -e .
-ifeq ($(FRAMEWORK),ryu)
-	$(VENV)/bin/ryu-manager --version
-else
 	$(VENV)/bin/mlroute-controller --version
-endif
 	touch $(STAMP)
 
 # System packages and a running Open vSwitch (root; used by the emulation and its tests).
@@ -97,13 +93,12 @@ demo-fattree: install system
 	$(PY) -m emulation.demo --fat-tree
 
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
-# docs/howto/run-controller.md or the first tutorial, docs/tutorials/first-route.md).
-controller: install system
-ifeq ($(FRAMEWORK),ryu)
-	$(VENV)/bin/ryu-manager --user-flags controller/shell/flags.py controller/shell/app.py
-else
+# docs/howto/run-controller.md or the first tutorial, docs/tutorials/first-route.md). One
+# command on either framework: mlroute-controller runs Ryu where it is installed, else os-ken
+# (controller/shell/launch.py); `ryu-manager --user-flags controller/shell/flags.py
+# controller/shell/app.py` still runs the same app under Ryu.
+controller: install
 	$(VENV)/bin/mlroute-controller
-endif
 
 bench: install system
 	$(PY) -m benchmarks.planner

@@ -4,9 +4,10 @@
                                 [--planes P] [--bundle N]
     python -m controller fabric --fat-tree K [--hosts-per-leaf H] [--planes P]
     python -m controller fabric --host-table T [--aggs-per-pod A] [--cores-per-group C]
-    python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective jobs]
+    python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective flows|jobs]
                               [--ilp-time-limit S] [--max-parts N] [--out R]
-    python -m controller compare --fabric F --jobs J [--objective jobs] [--max-parts N]
+    python -m controller compare --fabric F --jobs J [--algorithms a,b] [--objective flows|jobs]
+                                 [--max-parts N] [--json] [--out R]
 
 and the commands of a running controller (REST, ``controller.client``):
 
@@ -14,6 +15,10 @@ and the commands of a running controller (REST, ``controller.client``):
                                  [--algorithm A] [--mode M] --url URL [--token T | --token-file F]
     python -m controller job delete J [J ...] | list | show J [--ports]
 
+Defaults are the controller's (``service.settings.Settings``): ``plan`` runs its algorithm, and
+without ``--objective`` each planner gets the objective the controller gives a job that names
+none (``default_objective``), so offline and live agree; every plan and comparison says which
+objective it used. With ``--out`` a command writes the file and prints one line saying so.
 Bad input exits with status 2 and one line "error: ..." on stderr; a controller that refuses a
 request or cannot be reached exits with status 1 and one line naming the problem.
 """
@@ -26,13 +31,43 @@ import sys
 
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
-from controller.jsonio import read_json, write_output
+from controller.jsonio import HelpFormatter, read_json, write_output
 from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job, parse_jobs
 from controller.model.rates import max_min_rates
 from controller.planners import ALGORITHMS
+from controller.planners.auto import OBJECTIVES
+from controller.planners.clos_plan import CLOS_ALGORITHMS
 from controller.planners.plan import make_plan, planner_options
+from controller.service.settings import Settings
+
+# what each objective ranks plans by (the names are auto.OBJECTIVES)
+OBJECTIVE_HELP = {"flows": "max-min fair link flow counts, the paper's",
+                  "jobs": "the jobs' predicted iteration slowdowns, worst then mean, then flow "
+                          "counts"}
+
+
+def default_objective(algorithm: str, clos: bool) -> str:
+    """The objective the controller plans a job of ``algorithm`` with when the job names none:
+    its default (``Settings.objective``) for auto on a two-tier fabric; flows for the other
+    planners (they count flows; the controller's split too) and on a Clos fabric, where the
+    controller's auto ranks by link loads (the jobs objective is the offline ``jobs`` planner).
+
+    >>> default_objective("auto", clos=False) == Settings.objective
+    True
+    >>> default_objective("greedy", clos=False), default_objective("auto", clos=True)
+    ('flows', 'flows')
+    """
+    return Settings.objective if algorithm == "auto" and not clos else "flows"
+
+
+def objective_for(algorithm: str, given: str | None) -> str:
+    """On a two-tier fabric, the objective ``algorithm`` plans with: ``--objective`` where it
+    applies (auto, split), else the controller's default (``default_objective``)."""
+    if given is not None and algorithm in ("auto", "split"):
+        return given
+    return default_objective(algorithm, clos=False)
 
 
 def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric | Clos, list[Job]]:
@@ -40,6 +75,11 @@ def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric | Clos, list[J
     fabric = load_fabric(read_json(fabric_path, "fabric"))
     jobs = parse_jobs(read_json(jobs_path, "jobs"), fabric)
     return fabric, jobs
+
+
+# a leaf-spine's shape when ``fabric`` is not told (None on the command line: a fat-tree or a
+# host table has its own)
+LEAF_SPINE = {"spines": 4, "leaves": 8, "hosts_per_leaf": 2}
 
 
 def make_fabric(args) -> Fabric | Clos:
@@ -58,9 +98,8 @@ def make_fabric(args) -> Fabric | Clos:
             raise InputError("--fat-tree K fixes the switches: drop --spines, --leaves and "
                              "--failed-spines")
         return Clos.fat_tree(args.fat_tree, args.hosts_per_leaf, args.gbps, args.planes)
-    spines = 4 if args.spines is None else args.spines
-    leaves = 8 if args.leaves is None else args.leaves
-    hpl = 2 if args.hosts_per_leaf is None else args.hosts_per_leaf
+    spines, leaves, hpl = (LEAF_SPINE[k] if getattr(args, k) is None else getattr(args, k)
+                           for k in LEAF_SPINE)
     if args.planes > 1 or args.bundle > 1:
         if args.failed_spines:
             raise InputError("--failed-spines applies to single-plane fabrics without bundles")
@@ -92,18 +131,19 @@ def slowest_rate_gbps(plan) -> float:
 
 
 def compare(fabric: Fabric, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
-            ilp_time_limit: float, objective: str = "flows",
+            ilp_time_limit: float, objective: str | None = None,
             max_parts: int | None = None) -> list[dict]:
-    """One row per algorithm; ``objective`` applies to auto and split (the others count
-    flows), ``max_parts`` to split."""
+    """One row per algorithm, with the objective it planned with (``objective_for``: a given
+    ``objective`` applies to auto and split, the others count flows; None: the controller's);
+    ``max_parts`` applies to split."""
     from controller.model.fluid import predict_allreduce
     rows = []
     for alg in algorithms:
-        opts = planner_options(alg, seed, salt, ilp_time_limit,
-                               objective if alg in ("auto", "split") else "flows", max_parts)
+        used = objective_for(alg, objective)
+        opts = planner_options(alg, seed, salt, ilp_time_limit, used, max_parts)
         plan = make_plan(fabric, jobs, alg, **opts)
         doc = plan.to_dict()
-        rows.append({"algorithm": alg, "max_link_load": doc["max_link_load"],
+        rows.append({"algorithm": alg, "objective": used, "max_link_load": doc["max_link_load"],
                      "links_at_max": doc["links_at_max"],
                      "slowest_gbps": slowest_rate_gbps(plan),
                      "allreduce_s": predict_allreduce(plan),
@@ -112,68 +152,120 @@ def compare(fabric: Fabric, jobs: list[Job], algorithms: list[str], seed: int, s
 
 
 def format_table(rows: list[dict], jobs: list[Job], link_bps: float) -> str:
-    heads = ["algorithm", "max load", "at max", "slowest Gb/s"]
+    heads = ["algorithm", "objective", "max load", "at max", "slowest Gb/s"]
     heads += [f"{j.id} AR s" for j in jobs] + ["runtime ms"]
-    lines = [heads, ["ideal", "", "", ""] + [f"{j.ideal_allreduce_s(link_bps):.4g}" for j in jobs]
-             + [""]]
+    lines = [heads, ["ideal", "", "", "", ""]
+             + [f"{j.ideal_allreduce_s(link_bps):.4g}" for j in jobs] + [""]]
     for r in rows:
-        lines.append([r["algorithm"], f"{r['max_link_load']:.4g}", str(r["links_at_max"]),
-                      f"{r['slowest_gbps']:.4g}"]
+        lines.append([r["algorithm"], r.get("objective", "flows"), f"{r['max_link_load']:.4g}",
+                      str(r["links_at_max"]), f"{r['slowest_gbps']:.4g}"]
                      + [f"{r['allreduce_s'][j.id]:.4g}" for j in jobs]
                      + [f"{r['runtime_ms']:.2f}"])
     widths = [max(len(l[i]) for l in lines) for i in range(len(heads))]
-    return "\n".join("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in
+    return "\n".join("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in
                                enumerate(zip(l, widths))) for l in lines)
 
 
-def clos_command(args, fabric: Clos, jobs: list[Job]) -> str:
-    """``plan`` or ``compare`` on a multi-plane, bundled or three-tier fabric."""
-    from controller.planners.clos_plan import CLOS_ALGORITHMS, make_clos_plan
-    if args.max_parts is not None or (args.objective != "flows" and (
-            args.cmd != "plan" or args.algorithm != "auto")):
-        raise InputError("on this fabric --objective jobs applies to plan with auto (it runs "
-                         "the jobs planner) and --max-parts to single-plane two-tier fabrics")
+def plan_document(doc: dict, objective: str) -> tuple[str, str]:
+    """A plan's document, saying which objective it used, and its one-line summary."""
+    doc = {"algorithm": doc["algorithm"], "objective": objective, **doc}
+    summary = (f"{doc['algorithm']} plan, objective {objective}: {len(doc['routes'])} routes, "
+               f"max link load {doc['max_link_load']:g} (lower bound {doc['lower_bound']:g})")
+    return json.dumps(doc, indent=1), summary
+
+
+def compare_summary(rows: list[dict]) -> str:
+    """One line for ``compare --out``: the algorithms, and which reached the lowest max load."""
+    if not rows:
+        return "no algorithm compared"
+    best = min(r["max_link_load"] for r in rows)
+    return (f"{len(rows)} algorithms compared ({', '.join(r['algorithm'] for r in rows)}); "
+            f"lowest max link load {best:g}: "
+            + ", ".join(r["algorithm"] for r in rows if r["max_link_load"] == best))
+
+
+def clos_command(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
+    """``plan`` or ``compare`` on a multi-plane, bundled or three-tier fabric: (output, summary
+    line). Every planner there counts flows but ``jobs``, the jobs objective (``--objective
+    jobs`` with auto runs it); the controller's auto does not take it on these fabrics."""
+    from controller.planners.clos_plan import make_clos_plan
+    if args.max_parts is not None:
+        raise InputError("--max-parts applies to single-plane two-tier fabrics")
+    if args.objective not in (None, "flows") and (args.cmd != "plan"
+                                                  or args.algorithm != "auto"):
+        raise InputError(f"on this fabric --objective {args.objective} applies to plan with "
+                         "algorithm auto (it runs the jobs planner; compare shows it as the "
+                         "row jobs)")
     if args.cmd == "plan":
         alg = "jobs" if args.objective == "jobs" else args.algorithm
-        return json.dumps(make_clos_plan(fabric, jobs, alg, args.salt).to_dict(), indent=1)
-    algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    if args.algorithms == ",".join(ALGORITHMS):
-        algs = list(CLOS_ALGORITHMS)
+        doc = make_clos_plan(fabric, jobs, alg, args.salt).to_dict()
+        return plan_document(doc, "jobs" if alg == "jobs" else "flows")
+    algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
+        else list(CLOS_ALGORITHMS)
     from controller.model.iteration import predict_clos_split_times
     rows = []
     for alg in algs:
         plan = make_clos_plan(fabric, jobs, alg, args.salt)
         doc = plan.to_dict()
-        rows.append({"algorithm": alg}
+        rows.append({"algorithm": alg, "objective": "jobs" if alg == "jobs" else "flows"}
                     | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
                                            "max_load_by_tier", "runtime_ms")}
                     | {"allreduce_s": predict_clos_split_times(plan.problem, plan.routing)})
     if args.json:
-        return json.dumps(rows, indent=1)
+        return json.dumps(rows, indent=1), compare_summary(rows)
     lines = [f"{fabric.summary()}; lower bound {rows[0]['lower_bound']:g} flows per link" if rows
              else fabric.summary()]
     for r in rows:
         tiers = ", ".join(f"{t} {v:g}" for t, v in r["max_load_by_tier"].items())
         times = " ".join(f"{j} {s:.4g} s" for j, s in r["allreduce_s"].items())
-        lines.append(f"{r['algorithm']:<15} max load {r['max_link_load']:<5g} ({tiers}) at max "
-                     f"{r['links_at_max']:<4} {times}  {r['runtime_ms']:.1f} ms")
-    return "\n".join(lines)
+        lines.append(f"{r['algorithm']:<15} objective {r['objective']:<6} max load "
+                     f"{r['max_link_load']:<5g} ({tiers}) at max {r['links_at_max']:<4} {times}  "
+                     f"{r['runtime_ms']:.1f} ms")
+    return "\n".join(lines), compare_summary(rows)
+
+
+def two_tier_command(args, fabric: Fabric, jobs: list[Job]) -> tuple[str, str]:
+    """``plan`` or ``compare`` on a single-plane two-tier fabric: (output, summary line)."""
+    if args.cmd == "plan":
+        # asked for: planner_options refuses it where it does not apply, naming where it does
+        used = args.objective or default_objective(args.algorithm, clos=False)
+        plan = make_plan(fabric, jobs, args.algorithm,
+                         **planner_options(args.algorithm, args.seed, args.salt,
+                                           args.ilp_time_limit, used, args.max_parts))
+        return plan_document(plan.to_dict(), used)
+    algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
+        else list(ALGORITHMS)
+    for a in algs:
+        if a not in ALGORITHMS:
+            raise InputError(f"unknown algorithm {a!r} (choose from {', '.join(ALGORITHMS)})")
+    rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
+                   args.objective, args.max_parts)
+    out = json.dumps(rows, indent=1) if args.json else format_table(rows, jobs,
+                                                                     fabric.link_bps())
+    return out, compare_summary(rows)
 
 
 def add_job_commands(sub) -> None:
     """``job add|delete|list|show``: the client side of the controller's /v1/jobs."""
-    job = sub.add_parser("job", help="add, delete, list or show jobs of a running controller")
-    jsub = job.add_subparsers(dest="job_cmd", required=True)
+    from controller.enforcement.modes import MODES
+    line, text = COMMANDS["job"]
+    job = sub.add_parser("job", help=line, description=text, formatter_class=HelpFormatter)
+    jsub = job.add_subparsers(dest="job_cmd", required=True, metavar="ACTION", title="actions")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=os.environ.get("MLROUTE_URL", "http://127.0.0.1:8080"),
                         help="controller REST URL, or several comma-separated (redundant "
                              "controllers); default $MLROUTE_URL or http://127.0.0.1:8080")
-    common.add_argument("--token", help="write token (default $MLROUTE_TOKEN)")
+    common.add_argument("--token", help="write token (default: $MLROUTE_TOKEN)")
     common.add_argument("--token-file", help="file whose first line is the write token "
-                                             "(default $MLROUTE_TOKEN_FILE)")
+                                             "(default: $MLROUTE_TOKEN_FILE)")
     common.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
     common.add_argument("--json", action="store_true", help="print the controller's JSON answer")
-    add = jsub.add_parser("add", parents=[common], help="declare a job (POST /v1/jobs)")
+
+    def action(name, line):
+        return jsub.add_parser(name, parents=[common], help=line, description=line[0].upper()
+                               + line[1:] + ".", formatter_class=HelpFormatter)
+
+    add = action("add", "declare a job (POST /v1/jobs), from a job file or by its members")
     add.add_argument("file", nargs="?", help="a job document (JSON), or {\"jobs\": [...]}")
     add.add_argument("--members", help="comma-separated host names or IPv4 addresses: the job "
                                        "is declared by its members, the controller learns its "
@@ -182,12 +274,16 @@ def add_job_commands(sub) -> None:
     add.add_argument("--bytes", type=float, help="bytes per rank and step, a hint")
     add.add_argument("--no-learn", action="store_true",
                      help="keep the declared matrix (\"learn\": false)")
-    add.add_argument("--algorithm", help="planner for this job (default: the controller's)")
-    add.add_argument("--mode", help="flow, sr or host (default: the controller's)")
-    delete = jsub.add_parser("delete", parents=[common], help="remove jobs (DELETE)")
+    add.add_argument("--algorithm", help=f"planner for this job: {', '.join(ALGORITHMS)} "
+                                         f"(default: the controller's, {Settings.algorithm} "
+                                         "unless --mlroute-algorithm says otherwise)")
+    add.add_argument("--mode", help=f"enforcement for this job: {', '.join(MODES)} (default: "
+                                    f"the controller's, {Settings.mode} unless --mlroute-mode "
+                                    "says otherwise)")
+    delete = action("delete", "remove jobs (DELETE /v1/jobs/ID)")
     delete.add_argument("ids", nargs="+", metavar="ID")
-    jsub.add_parser("list", parents=[common], help="running jobs, one line each")
-    show = jsub.add_parser("show", parents=[common], help="one job: routes, matrix, bytes")
+    action("list", "running jobs, one line each (GET /v1/jobs)")
+    show = action("show", "one job: routes, matrix, bytes (GET /v1/jobs/ID)")
     show.add_argument("id", metavar="ID")
     show.add_argument("--ports", action="store_true",
                       help="print the job's connections file (host mode's source ports)")
@@ -277,18 +373,44 @@ def run_job_command(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m controller",
-                                 description="mlroute planner and controller client")
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    add_job_commands(sub)
-    fab = sub.add_parser("fabric", help="write a regular leaf-spine fabric or fat-tree as JSON")
-    fab.add_argument("--spines", type=int, help="spines per plane (default 4)")
-    fab.add_argument("--leaves", type=int, help="leaves per plane (default 8)")
+COMMANDS = {  # name: (one line for the command list, its description)
+    "fabric": ("write a fabric as JSON: leaf-spine, planes, bundles, fat-tree or host table",
+               "Write a fabric document: a regular leaf-spine (--spines, --leaves, "
+               "--hosts-per-leaf, optionally failed spines, several planes or bundles), a "
+               "k-ary fat-tree (--fat-tree K) or a three-tier fabric from a host-location "
+               "table (--host-table)."),
+    "plan": ("plan routes for jobs on a fabric with one algorithm, offline",
+             "Plan one route per flow of the jobs with one algorithm and print the routes "
+             "document (or write it with --out), as the controller would plan them by "
+             "default."),
+    "compare": ("run several algorithms on the same jobs and compare their plans",
+                "Plan the jobs with several algorithms and print one row each: the objective "
+                "it used, max link load, links at the max, the slowest flow's rate (two-tier) "
+                "or the load per tier (Clos), each job's predicted All-Reduce time and the "
+                "planner's runtime."),
+    "job": ("add, delete, list or show jobs of a running controller (REST)",
+            "The client side of a running controller's /v1/jobs."),
+}
+
+
+def add_offline_commands(sub) -> None:
+    """``fabric``, ``plan`` and ``compare``: no controller, no switch."""
+    def parser(name):
+        line, text = COMMANDS[name]
+        return sub.add_parser(name, help=line, description=text, formatter_class=HelpFormatter)
+
+    fab = parser("fabric")
+    from controller.model.hosttable import Shape
+    fab.add_argument("--spines", type=int,
+                     help=f"spines per plane (default: {LEAF_SPINE['spines']})")
+    fab.add_argument("--leaves", type=int,
+                     help=f"leaves per plane (default: {LEAF_SPINE['leaves']})")
     fab.add_argument("--hosts-per-leaf", type=int,
-                     help="hosts per leaf (default 2; k/2 on a fat-tree)")
+                     help=f"hosts per leaf (default: {LEAF_SPINE['hosts_per_leaf']}; k/2 on a "
+                          "fat-tree)")
     fab.add_argument("--gbps", type=float, default=100.0, help="link speed, every tier")
-    fab.add_argument("--failed-spines", type=int, default=0, help="fail the K highest spine ids")
+    fab.add_argument("--failed-spines", type=int, default=0, metavar="K",
+                     help="fail the K highest spine ids")
     fab.add_argument("--fat-tree", type=int, metavar="K",
                      help="a k-ary fat-tree: k pods of k/2 leaves and k/2 aggregation "
                           "switches, (k/2)^2 cores")
@@ -301,66 +423,85 @@ def main(argv=None) -> int:
                           "PSW, ASW: host, core group, pod, ToR), e.g. "
                           "data/traces/lingjun-topo.csv")
     fab.add_argument("--aggs-per-pod", type=int,
-                     help="with --host-table: aggregation switches per pod (default 8)")
+                     help="with --host-table: aggregation switches per pod (default: "
+                          f"{Shape.aggs_per_pod})")
     fab.add_argument("--cores-per-group", type=int,
-                     help="with --host-table: cores per group (default 4)")
-    fab.add_argument("--out")
+                     help=f"with --host-table: cores per group (default: {Shape.cores_per_group})")
+    fab.add_argument("--out", metavar="FILE",
+                     help="write the fabric to FILE and print one line saying so (default: "
+                          "print the fabric)")
+    objectives = " or ".join(f"{o} ({OBJECTIVE_HELP.get(o, o)})" for o in OBJECTIVES)
     for name in ("plan", "compare"):
-        p = sub.add_parser(name)
-        p.add_argument("--fabric", required=True)
-        p.add_argument("--jobs", required=True)
+        p = parser(name)
+        p.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
+        p.add_argument("--jobs", required=True, metavar="FILE",
+                       help="jobs document ({\"jobs\": [...]})")
+        if name == "plan":
+            p.add_argument("--algorithm", default=Settings.algorithm,
+                           help=f"planner; two-tier fabrics: {', '.join(ALGORITHMS)}; Clos "
+                                f"fabrics (planes, bundles, three tiers): "
+                                f"{', '.join(CLOS_ALGORITHMS)} (default: {Settings.algorithm},"
+                                " the controller's)")
+        else:
+            p.add_argument("--algorithms", metavar="A,B,...",
+                           help=f"comma-separated planners (default: every one of the "
+                                f"fabric: {', '.join(ALGORITHMS)} on two-tier fabrics, "
+                                f"{', '.join(CLOS_ALGORITHMS)} on Clos fabrics)")
+        p.add_argument("--objective", metavar="|".join(OBJECTIVES),
+                       help=f"what plans are ranked by: {objectives}. Applies to auto and split "
+                            "(jobs: split by bytes) on two-tier fabrics and to plan with auto "
+                            "on Clos fabrics (it runs the jobs planner); the other planners "
+                            "count flows. The output names the objective each plan used "
+                            f"(default: the controller's: {Settings.objective} for auto on a "
+                            "two-tier fabric, flows for the other planners and on Clos "
+                            "fabrics)")
         p.add_argument("--seed", type=int, default=1234, help="annealing seed")
         p.add_argument("--salt", type=int, default=0, help="ECMP hash salt")
-        p.add_argument("--ilp-time-limit", type=float, default=60.0,
+        p.add_argument("--ilp-time-limit", type=float, default=60.0, metavar="S",
                        help="seconds for the ILP (auto: its last stage's budget, 0 skips it)")
-        p.add_argument("--objective", default="flows",
-                       help="auto's objective: flows (max-min link flow counts) or jobs "
-                            "(worst job's predicted iteration slowdown)")
-        p.add_argument("--max-parts", type=int, default=None,
-                       help="split: at most N parts per flow (default 4; 0: no bound, the "
-                            "fractional optimum)")
-        p.add_argument("--out")
-        if name == "plan":
-            p.add_argument("--algorithm", default="auto", help=", ".join(ALGORITHMS))
-        else:
-            p.add_argument("--algorithms", default=",".join(ALGORITHMS))
+        p.add_argument("--max-parts", type=int, metavar="N",
+                       help="split: at most N parts per flow (default: 4; 0: no bound, the "
+                            "fractional optimum; two-tier fabrics)")
+        if name == "compare":
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    args = ap.parse_args(argv)
+        p.add_argument("--out", metavar="FILE",
+                       help=f"write the {'routes' if name == 'plan' else 'comparison'} to FILE "
+                            "and print one line saying so (default: print it)")
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line: every command, its options and their defaults."""
+    ap = argparse.ArgumentParser(
+        prog="python -m controller", formatter_class=HelpFormatter,
+        description="mlroute's command line (also installed as mlroute): plan offline, with no "
+                    "controller and no switch (fabric, plan, compare), and manage the jobs of a "
+                    "running controller (job). The controller itself: mlroute-controller.",
+        epilog="python -m controller COMMAND --help shows a command's options and defaults.")
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                            title="commands")
+    add_offline_commands(sub)
+    add_job_commands(sub)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     if args.cmd == "job":
         return run_job_command(args)
     try:
         if args.cmd == "fabric":
             fabric = make_fabric(args)
-            out = json.dumps(fabric.to_dict(), indent=1)
-            if args.out:  # the file, and one line saying so (not the document again)
-                write_output(out, args.out, echo=False)
-                print(f"wrote {args.out}: {fabric_line(fabric, args.failed_spines)}")
-                return 0
+            out, summary = (json.dumps(fabric.to_dict(), indent=1),
+                            fabric_line(fabric, args.failed_spines))
         else:
-            from controller.planners.auto import OBJECTIVES
-            if args.objective not in OBJECTIVES:
+            if args.objective is not None and args.objective not in OBJECTIVES:
                 raise InputError(f"unknown objective {args.objective!r} "
                                  f"(choose from {', '.join(OBJECTIVES)})")
             fabric, jobs = load_inputs(args.fabric, args.jobs)
-            if isinstance(fabric, Clos):
-                out = clos_command(args, fabric, jobs)
-            elif args.cmd == "plan":
-                plan = make_plan(fabric, jobs, args.algorithm,
-                                 **planner_options(args.algorithm, args.seed, args.salt,
-                                                   args.ilp_time_limit, args.objective,
-                                                   args.max_parts))
-                out = json.dumps(plan.to_dict(), indent=1)
-            else:
-                algs = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-                for a in algs:
-                    if a not in ALGORITHMS:
-                        raise InputError(f"unknown algorithm {a!r} (choose from {', '.join(ALGORITHMS)})")
-                rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
-                               args.objective, args.max_parts)
-                out = (json.dumps(rows, indent=1) if args.json
-                       else format_table(rows, jobs, fabric.link_bps()))
+            out, summary = (clos_command if isinstance(fabric, Clos)
+                            else two_tier_command)(args, fabric, jobs)
+        write_output(out, args.out, summary)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_output(out, args.out)
     return 0

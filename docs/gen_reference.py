@@ -55,11 +55,12 @@ def options_page() -> str:
     from controller.shell.flags import OPTS, REST_OPTS
     out = [NOTE.format(src="controller/shell/flags.py (OPTS, REST_OPTS)"),
            "# Controller options\n\n",
-           "The same options for both OpenFlow frameworks: on the command line after "
-           "`ryu-manager --user-flags controller/shell/flags.py` (Ryu) or of "
-           "`mlroute-controller` (os-ken), or as `mlroute_*` keys (dashes become underscores) "
-           "in the `[DEFAULT]` section of a `--config-file`. A boolean option `--X` is turned "
-           "off with `--noX`.\n\n",
+           "The same options for both OpenFlow frameworks: on the command line of "
+           "`mlroute-controller` (Ryu or os-ken, whichever is installed: "
+           "`controller/shell/launch.py`; under Ryu also after `ryu-manager --user-flags "
+           "controller/shell/flags.py`, with `controller/shell/app.py`), or as `mlroute_*` keys "
+           "(dashes become underscores) in the `[DEFAULT]` section of a `--config-file`. A "
+           "boolean option `--X` is turned off with `--noX`.\n\n",
            "| option | type | default | what |\n|---|---|---|---|\n"]
     for opt in OPTS:
         kind = type(opt).__name__.replace("Opt", "").lower()
@@ -231,7 +232,9 @@ def cli_page() -> str:
            "Run with the venv's Python (`.venv/bin/python`, or `source .venv/bin/activate` "
            "first); the emulation commands need root (`sudo .venv/bin/python -m ...`). "
            "Bad input exits 2 with one `error:` line on stderr; the `job` commands exit 1 for "
-           "a refusal or an unreachable controller.\n\n"]
+           "a refusal or an unreachable controller. With `--out` a command writes the file and "
+           "prints one line saying what and where. The controller itself, "
+           "`mlroute-controller`, takes the [controller options](options.md).\n\n"]
     for (title, _), text in zip(CLI, helps):
         out.append(f"## `{title}`\n\n```text\n{text.rstrip()}\n```\n\n")
     return "".join(out)

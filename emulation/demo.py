@@ -27,6 +27,7 @@ import os
 import sys
 
 from controller.errors import InputError
+from controller.jsonio import first_paragraph
 
 SPINES, LEAVES, HOSTS, BW_MBPS = 4, 8, 2, 5.0
 RING_BYTES = 4e6  # 0.8 s per step at 5 Mbit/s
@@ -78,7 +79,8 @@ def fat_tree_demo(args) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.demo", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m emulation.demo",
+                                 description=first_paragraph(__doc__))
     ap.add_argument("--simulate", action="store_true", help="fluid model only")
     ap.add_argument("--iterations", type=int, default=2)
     ap.add_argument("--mode", default="flow", choices=["flow", "sr", "host"])

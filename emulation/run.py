@@ -23,14 +23,15 @@ import os
 import sys
 
 from controller.errors import InputError
-from controller.jsonio import read_json
+from controller.jsonio import first_paragraph, read_json
 from emulation.harness.fabricnet import SWITCH_SNDBUF
 from emulation.harness.run import MODES, TRANSPORTS, emulate, format_summary
 from emulation.harness.session import install_interrupt_handler
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.run", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m emulation.run",
+                                 description=first_paragraph(__doc__))
     ap.add_argument("--spines", type=int, default=4)
     ap.add_argument("--leaves", type=int, default=8)
     ap.add_argument("--hosts-per-leaf", type=int, default=2)

@@ -17,13 +17,14 @@ import sys
 import tempfile
 
 from controller.errors import InputError
-from controller.jsonio import read_json
+from controller.jsonio import first_paragraph, read_json
 from emulation.harness.session import Session, install_interrupt_handler
 from emulation.harness.trace import ROCE_PORT, trace_route
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m emulation.trace", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m emulation.trace",
+                                 description=first_paragraph(__doc__))
     ap.add_argument("--jobs", required=True)
     ap.add_argument("--spines", type=int, default=2)
     ap.add_argument("--leaves", type=int, default=4)

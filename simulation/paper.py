@@ -37,6 +37,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 
 from tqdm import tqdm
 
+from controller.jsonio import first_paragraph
 from controller.model.fabric import Fabric
 from controller.model.fluid import predict_allreduce
 from controller.model.problem import Problem
@@ -245,7 +246,8 @@ def _pool_run(pool, fn, tasks: list[tuple], desc: str) -> list:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m simulation.paper", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m simulation.paper",
+                                 description=first_paragraph(__doc__))
     ap.add_argument("--quick", action="store_true", help="a small subset of each grid (smoke test)")
     ap.add_argument("--only", choices=("paper", "realistic"), help="run one grid only")
     ap.add_argument("--iterations", type=int, default=11)

@@ -11,10 +11,11 @@ import json
 import sys
 
 from controller.errors import InputError
-from controller.jsonio import write_output
+from controller.jsonio import HelpFormatter, write_output
 from controller.model.fabric import Fabric
 from controller.model.fluid import FluidSimulator
 from controller.model.jobs import Job
+from controller.planners import ALGORITHMS
 from controller.planners.plan import Plan, make_plan, planner_options
 
 
@@ -30,24 +31,35 @@ def simulate(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", iterati
 
 def main(argv=None) -> int:
     from controller.cli import load_inputs
-    ap = argparse.ArgumentParser(prog="python -m simulation.simulate", description=__doc__.split("\n")[0])
-    ap.add_argument("--fabric", required=True)
-    ap.add_argument("--jobs", required=True)
-    ap.add_argument("--algorithm", default="greedy")
-    ap.add_argument("--iterations", type=int, default=1)
+    ap = argparse.ArgumentParser(prog="python -m simulation.simulate",
+                                 formatter_class=HelpFormatter,
+                                 description="Run the fluid simulator with one of the "
+                                             "planners: per job and iteration the All-Reduce "
+                                             "time, per flow FCT and throughput, per planner "
+                                             "call its runtime.")
+    ap.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
+    ap.add_argument("--jobs", required=True, metavar="FILE", help="jobs document")
+    ap.add_argument("--algorithm", default="greedy",
+                    help=f"planner: {', '.join(ALGORITHMS)}")
+    ap.add_argument("--iterations", type=int, default=1, help="training iterations simulated")
     ap.add_argument("--seed", type=int, default=1234, help="annealing seed")
     ap.add_argument("--salt", type=int, default=0, help="ECMP hash salt")
-    ap.add_argument("--ilp-time-limit", type=float, default=60.0)
-    ap.add_argument("--out", help="also write the JSON here")
+    ap.add_argument("--ilp-time-limit", type=float, default=60.0, metavar="S",
+                    help="seconds for the ILP")
+    ap.add_argument("--out", metavar="FILE",
+                    help="write the result to FILE and print one line saying so (default: "
+                         "print it)")
     args = ap.parse_args(argv)
     try:
         fabric, jobs = load_inputs(args.fabric, args.jobs)
         opts = planner_options(args.algorithm, args.seed, args.salt, args.ilp_time_limit)
         result = simulate(fabric, jobs, args.algorithm, args.iterations, **opts)
+        write_output(json.dumps(result, indent=2), args.out,
+                     f"{args.algorithm}, {len(result['jobs'])} jobs, {args.iterations} "
+                     f"iteration(s), {result.get('plans', 0)} plan(s)")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_output(json.dumps(result, indent=2), args.out)
     return 0
 
 

@@ -20,6 +20,7 @@ from dataclasses import asdict
 
 import numpy as np
 
+from controller.jsonio import first_paragraph
 from controller.model import hosttable
 from simulation import trace_replay as tr
 
@@ -283,7 +284,7 @@ parallelism across hosts, failures, and traffic other than the training rings.
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m simulation.trace_report",
-                                 description=tr.__doc__.split("\n")[0])
+                                 description=first_paragraph(tr.__doc__))
     ap.add_argument("--jobs", type=int, help="the first N jobs of the trace")
     ap.add_argument("--days", type=float, help="the jobs that arrive in the first D days")
     ap.add_argument("--placement", choices=tr.PLACEMENTS,

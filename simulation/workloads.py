@@ -237,15 +237,21 @@ def byte_mix(fabric: Fabric, jobs: int, flows_per_job: int, small: float = 10e6,
 
 
 def main(argv=None) -> int:
-    from controller.jsonio import read_json, write_output
+    from controller.jsonio import HelpFormatter, read_json, write_output
     ap = argparse.ArgumentParser(prog="python -m simulation.workloads",
-                                 description="generate the paper's training jobs")
-    ap.add_argument("--fabric", required=True)
-    ap.add_argument("--models", help="comma-separated, e.g. bloom,llama2-70b")
-    ap.add_argument("--jobs", type=int, help="the paper's model mix for this many jobs")
-    ap.add_argument("--ring-size", type=int, default=4)
-    ap.add_argument("--seed", type=int, default=1234)
-    ap.add_argument("--out")
+                                 formatter_class=HelpFormatter,
+                                 description="Generate the paper's training jobs (GPT-3, BLOOM, "
+                                             "LLaMA2-70B ring All-Reduce) placed on a fabric.")
+    ap.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
+    ap.add_argument("--models", help=f"comma-separated, e.g. bloom,llama2-70b (of "
+                                     f"{', '.join(MODELS)})")
+    ap.add_argument("--jobs", type=int, help="the paper's model mix for this many jobs "
+                                             "(default: 1, without --models)")
+    ap.add_argument("--ring-size", type=int, default=4, help="replicas per job")
+    ap.add_argument("--seed", type=int, default=1234, help="placement seed")
+    ap.add_argument("--out", metavar="FILE",
+                    help="write the jobs to FILE and print one line saying so (default: print "
+                         "them)")
     args = ap.parse_args(argv)
     try:
         fabric = Fabric.from_dict(read_json(args.fabric, "fabric"))
@@ -254,10 +260,12 @@ def main(argv=None) -> int:
         else:
             models = paper_models(args.jobs or 1, args.ring_size)
         jobs = generate(fabric, models, args.ring_size, args.seed)
+        write_output(json.dumps({"jobs": [j.to_dict() for j in jobs]}), args.out,
+                     f"{len(jobs)} jobs ({', '.join(j.id for j in jobs)}), "
+                     f"{sum(len(j.flows()) for j in jobs)} flows")
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    write_output(json.dumps({"jobs": [j.to_dict() for j in jobs]}), args.out, echo=False)
     return 0
 
 

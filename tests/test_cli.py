@@ -5,6 +5,9 @@ import sys
 
 import pytest
 
+from controller.planners import ALGORITHMS
+from controller.service.settings import Settings
+
 
 def run(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
@@ -43,8 +46,15 @@ def test_plan_prints_routes(files):
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm",
             "greedy", "--out", str(out))
     assert r.returncode == 0, r.stderr
+    assert r.stdout == (f"wrote {out}: greedy plan, objective flows: 9 routes, max link load 1 "
+                        "(lower bound 1)\n") and r.stderr == ""  # one line, not the routes
     doc = json.loads(out.read_text())
-    assert doc == json.loads(r.stdout)
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm",
+            "greedy")
+    assert r.returncode == 0, r.stderr
+    assert {k: v for k, v in doc.items() if k != "runtime_ms"} == {
+        k: v for k, v in json.loads(r.stdout).items() if k != "runtime_ms"}
+    assert doc["algorithm"] == "greedy" and doc["objective"] == "flows"
     assert len(doc["routes"]) == 9
     assert doc["routes"][8] == {"job": "b", "src": "h0_1", "dst": "h5_1", "proto": 17,
                                 "sport": 1000, "dport": 4791, "spine": doc["routes"][8]["spine"]}
@@ -57,9 +67,12 @@ def test_compare_table(files):
     r = run("controller", "compare", "--fabric", str(fab), "--jobs", str(jobs))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split()[:2] == ["algorithm", "max"]
-    names = [l.split()[0] for l in lines[2:]]
-    assert names == ["greedy", "ecmp", "edge-coloring", "annealing", "ilp", "split", "auto"]
+    assert lines[0].split()[:3] == ["algorithm", "objective", "max"]
+    rows = [l.split()[:2] for l in lines[2:]]
+    assert [name for name, _ in rows] == list(ALGORITHMS) == [
+        "greedy", "ecmp", "edge-coloring", "annealing", "ilp", "split", "auto"]
+    # the controller's objective where it applies (auto on this fabric), flows elsewhere
+    assert dict(rows) == {a: Settings.objective if a == "auto" else "flows" for a in ALGORITHMS}
 
 
 @pytest.mark.slow
@@ -112,17 +125,25 @@ def test_missing_file(files):
 
 @pytest.mark.slow
 def test_plan_auto_is_the_default_and_takes_objective_and_budget(files):
+    """The defaults are the controller's (Settings): auto, and its objective."""
     _, fab, jobs = files
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs))
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["algorithm"] == "auto" and doc["info"]["optimal"] is True
+    assert doc["algorithm"] == Settings.algorithm == "auto" and doc["info"]["optimal"] is True
+    assert doc["objective"] == doc["info"]["objective"] == Settings.objective
     assert doc["info"]["max_link_load"] == doc["max_link_load"] == doc["lower_bound"]
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm",
             "auto", "--objective", "jobs", "--ilp-time-limit", "0")
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout)["info"]
     assert info["objective"] == "jobs" and set(info["predicted_slowdown"]) == {"a", "b"}
+    r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--objective",
+            "flows")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["objective"] == doc["info"]["objective"] == "flows"
+    assert "predicted_slowdown" not in doc["info"]
 
 
 @pytest.mark.slow

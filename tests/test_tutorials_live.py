@@ -9,7 +9,8 @@ Open vSwitch and Mininet, so that a broken example fails here.
   says; ``CTL`` is 127.0.0.1, where a socat relay in each host's namespace reaches the
   controller, and ``GLOO_SOCKET_IFNAME`` the host's interface, as Mininet hosts share the
   machine's host name), the job's blocks while it runs, then ``emulation.collectives``.
-* redundant-controllers.md: real etcd, two ryu-managers on one host and Mininet.
+* redundant-controllers.md: real etcd, two controllers (``mlroute-controller``) on one host and
+  Mininet.
 * three-tier.md: the controller with the wired fat-tree, ``mn --topo fattree`` (``pingall``
   fed to its prompt), the CLI and curl against the controller.
 
@@ -271,7 +272,8 @@ def test_three_tier_tutorial_runs_as_written(tmp_path):
     require_root_and_ovs()
     blocks = _blocks(os.path.join(TUTORIALS, "three-tier.md"))
     live = [(t, b) for t, b in blocks if t.startswith("Needs")]
-    assert [b.split()[0] for _t, b in live] == [".venv/bin/ryu-manager", "sudo", "python"], live
+    assert [b.split()[0] for _t, b in live] == [".venv/bin/mlroute-controller", "sudo",
+                                                "python"], live
     controller, mininet, third = (b for _t, b in live)
     work, env, logs = _prepared(tmp_path, blocks)
     procs = []

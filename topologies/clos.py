@@ -22,7 +22,7 @@ datapath, OpenFlow 1.3, secure fail mode, port MTU 1600 so that segment routing'
 labels fit), hosts are ``ClosHost`` (tx checksum offload off, without which TCP gets nothing
 through a userspace switch; MTU 1500; IPv6 off). Both are also registered for
 ``--switch mlroute`` and ``--host mlroute``. The fabric file written by the second command is
-what ``ryu-manager ... --mlroute-fabric`` and ``PUT /v1/fabric`` take.
+what ``mlroute-controller --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 
 Every switch samples packets with sFlow for the controller to learn what jobs send (1 in
 ``SFLOW_SAMPLING`` packets, 128 header bytes, to 127.0.0.1:6343; no flow entry involved).
@@ -47,7 +47,8 @@ import sys
 _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
-from controller.jsonio import write_output  # noqa: E402
+from controller.errors import InputError  # noqa: E402
+from controller.jsonio import HelpFormatter, write_output  # noqa: E402
 from controller.model.clos import Clos  # noqa: E402
 from controller.model.fabric import Fabric  # noqa: E402
 
@@ -291,11 +292,13 @@ hosts = {"mlroute": ClosHost}
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m topologies.clos",
-                                 description="write the fabric file of a Clos topology")
-    ap.add_argument("--spines", type=int, default=4)
-    ap.add_argument("--leaves", type=int, default=8)
-    ap.add_argument("--hosts-per-leaf", type=int, default=2)
+    ap = argparse.ArgumentParser(prog="python -m topologies.clos", formatter_class=HelpFormatter,
+                                 description="Write the fabric file of a Clos topology with its "
+                                             "wiring (what the Mininet topology builds), for "
+                                             "--mlroute-fabric and PUT /v1/fabric.")
+    ap.add_argument("--spines", type=int, default=4, help="spines (per plane)")
+    ap.add_argument("--leaves", type=int, default=8, help="leaves (per plane)")
+    ap.add_argument("--hosts-per-leaf", type=int, default=2, help="hosts per leaf")
     ap.add_argument("--bw", type=float, default=0, help="Mbit/s per link (0: unshaped)")
     ap.add_argument("--fat-tree", type=int, metavar="K",
                     help="a k-ary fat-tree instead (--hosts-per-leaf: k/2 unless given)")
@@ -304,7 +307,9 @@ def main(argv=None) -> int:
                          "one address per plane)")
     ap.add_argument("--bundle", type=int, default=1,
                     help="links between every leaf-spine pair (a bundle; leaf-spine only)")
-    ap.add_argument("--out")
+    ap.add_argument("--out", metavar="FILE",
+                    help="write the fabric to FILE and print one line saying so (default: print "
+                         "it)")
     args = ap.parse_args(argv)
     if args.planes < 1 or args.bundle < 1:
         ap.error("--planes and --bundle must be at least 1")
@@ -320,7 +325,14 @@ def main(argv=None) -> int:
                                args.bw, args.bundle)
     else:
         fabric = clos_fabric(args.spines, args.leaves, args.hosts_per_leaf, args.bw)
-    write_output(json.dumps(fabric.to_dict(), indent=1), args.out, echo=False)
+    doc = fabric.to_dict()
+    switches = len(doc.get("dpids", {}))
+    try:
+        write_output(json.dumps(doc, indent=1), args.out,
+                     f"{switches} switches, {len(doc['host_ip'])} hosts, wired (dpids, ports, "
+                     "addresses)")
+    except InputError as e:
+        ap.error(str(e))
     return 0
 
 

@@ -2,8 +2,9 @@
 this module (os-ken's twin: ``osken_app.py``); the event methods both share are
 ``core.adapter_events``.
 
+    mlroute-controller --mlroute-fabric fabric.json      (ryu_main.py, on Python 3.11)
     ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric fabric.json \
-        controller/shell/app.py
+        controller/shell/app.py                          (the same app and options)
 
 OpenFlow 1.3 on 6653 (and 6633), REST on 8080 (``--wsapi-port``, served by ``rest.py``).
 """

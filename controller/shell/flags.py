@@ -1,11 +1,11 @@
-"""mlroute's options, through the framework's own configuration (oslo.config): the same for
-ryu-manager and for the os-ken launcher (``mlroute-controller``, ``shell/osken_main.py``).
+"""mlroute's options, through the framework's own configuration (oslo.config): the same on both
+frameworks, for ``mlroute-controller`` (``shell/launch.py``: Ryu or os-ken) and for ryu-manager.
 
-On the command line: ``ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric F
-controller/shell/app.py``; or in a config file given with ``--config-file`` (section [DEFAULT]:
-``mlroute_fabric = F``). REST port and address are Ryu's ``--wsapi-port``/``--wsapi-host``
-(mlroute makes the address default to 127.0.0.1),
-the OpenFlow port Ryu's ``--ofp-tcp-listen-port``.
+On the command line: ``mlroute-controller --mlroute-fabric F`` (under Ryu also
+``ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric F controller/shell/app.py``);
+or in a config file given with ``--config-file`` (section [DEFAULT]: ``mlroute_fabric = F``).
+REST port and address are Ryu's ``--wsapi-port``/``--wsapi-host`` (mlroute makes the address
+default to 127.0.0.1), the OpenFlow port Ryu's ``--ofp-tcp-listen-port``.
 """
 import sys
 

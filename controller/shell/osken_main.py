@@ -3,8 +3,10 @@ parses the same options as ``ryu-manager --user-flags controller/shell/flags.py`
 ``--wsapi-host``/``--wsapi-port``, ``--ofp-listen-host``/``--ofp-tcp-listen-port``, logging)
 and runs the adapter through os-ken's ``AppManager``, as Neutron's agent does.
 
-    mlroute-controller --mlroute-fabric fabric.json
+    mlroute-controller --mlroute-fabric fabric.json      (launch.py picks os-ken where it is)
     python -m controller.shell.osken_main --mlroute-mode host --wsapi-port 8081
+
+Ryu's twin is ``ryu_main.py``.
 """
 from __future__ import annotations
 

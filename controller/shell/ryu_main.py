@@ -1,0 +1,42 @@
+"""Start the controller on Ryu 4.34 (Python 3.11), in process: what ``ryu-manager --user-flags
+controller/shell/flags.py controller/shell/app.py`` runs, through Ryu's own manager
+(``ryu.cmd.manager.main``: eventlet, the OpenFlow listener, ``--pid-file``, ``--config-file``),
+with mlroute's options registered first, so that neither the flags file nor the app is named:
+
+    mlroute-controller --mlroute-fabric fabric.json      (launch.py picks Ryu where it is)
+    python -m controller.shell.ryu_main --mlroute-mode host --wsapi-port 8081
+
+os-ken's twin is ``osken_main.py``; ``launch.py`` chooses between them.
+"""
+from __future__ import annotations
+
+import sys
+
+from controller import __version__
+from controller.errors import InputError
+
+APP = "controller.shell.app"
+
+
+def main(argv: list[str] | None = None) -> int:
+    # first, as ryu-manager does: importing the manager patches the standard library for eventlet
+    from ryu.cmd import manager
+
+    from controller.shell import flags  # registers its options on Ryu's CONF, found imported
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--version" in args:  # Ryu's own would print "ryu-manager 4.34"
+        print(f"mlroute-controller {__version__} (ryu {manager.version})")
+        return 0
+    conf = manager.CONF
+    conf.register_cli_opts([o for o in flags.OPTS + flags.REST_OPTS if o.dest not in conf])
+    try:
+        manager.main(args=[*args, APP], prog="mlroute-controller")
+    except InputError as e:  # a bad option value or fabric file, before anything listens
+        print(f"mlroute-controller: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""The command line's first contact (issue 39), in process and fast: offline plans take the
+controller's defaults (``Settings``: one set of defaults) and say which objective they used;
+``--help`` lists every planner and objective of the registries, with every default; ``--out``
+writes the file and prints one line, on every command that has it."""
+import argparse
+import json
+import re
+
+import pytest
+
+from controller import cli
+from controller.jsonio import HelpFormatter
+from controller.model.clos import Clos
+from controller.model.fabric import Fabric
+from controller.model.intent import JobRecord
+from controller.model.jobs import Job
+from controller.planners import ALGORITHMS
+from controller.planners.auto import OBJECTIVES
+from controller.planners.clos_plan import CLOS_ALGORITHMS
+from controller.service.replanning import group_of
+from controller.service.settings import Settings
+
+JOBS = {"jobs": [
+    {"id": "a", "collective": "ring_allreduce", "ranks": [f"h{i}_0" for i in range(8)],
+     "bytes": 8e8},
+    {"id": "b", "flows": [{"src": "h0_1", "dst": "h5_1", "bytes": 1e8}]}]}
+FAT_TREE_JOBS = {"jobs": [{"id": "r", "collective": "ring_allreduce", "bytes": 1e8,
+                           "ranks": ["h0_0", "h1_0", "h4_0", "h6_0", "h2_1", "h3_1"]}]}
+
+
+@pytest.fixture
+def files(tmp_path):
+    fab, ft, jobs, ft_jobs = (tmp_path / n for n in ("f.json", "ft.json", "j.json", "jft.json"))
+    fab.write_text(json.dumps(Fabric.generate(4, 8, 2).to_dict()))
+    ft.write_text(json.dumps(Clos.fat_tree(4).to_dict()))
+    jobs.write_text(json.dumps(JOBS))
+    ft_jobs.write_text(json.dumps(FAT_TREE_JOBS))
+    return {"fabric": str(fab), "fat_tree": str(ft), "jobs": str(jobs), "ft_jobs": str(ft_jobs),
+            "dir": tmp_path}
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def plan(capsys, fabric, jobs, *extra) -> dict:
+    code, out, err = run(capsys, "plan", "--fabric", fabric, "--jobs", jobs,
+                         "--ilp-time-limit", "0", *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
+# ---- one set of defaults: the controller's ---------------------------------------------------
+def test_plan_defaults_are_the_controllers(files, capsys):
+    doc = plan(capsys, files["fabric"], files["jobs"])
+    assert doc["algorithm"] == Settings.algorithm
+    assert doc["objective"] == doc["info"]["objective"] == Settings.objective
+
+
+def test_the_cli_follows_settings_not_a_literal_of_its_own(files, capsys, monkeypatch):
+    """Were the CLI's objective a literal, a changed Settings default would leave it behind."""
+    for objective in OBJECTIVES:
+        monkeypatch.setattr(Settings, "objective", objective)
+        doc = plan(capsys, files["fabric"], files["jobs"])
+        assert doc["objective"] == doc["info"]["objective"] == objective
+    monkeypatch.setattr(Settings, "algorithm", "greedy")
+    assert plan(capsys, files["fabric"], files["jobs"])["algorithm"] == "greedy"
+
+
+def test_each_planners_default_objective_is_the_one_the_controller_gives_it():
+    """The controller plans a job that names no objective with ``replanning.group_of``'s."""
+    for alg in ALGORITHMS:
+        record = JobRecord(Job("j", explicit=[]), 1, alg, "flow", 0.0)
+        assert cli.default_objective(alg, clos=False) == group_of(record, Settings())[1], alg
+
+
+def test_an_objective_that_does_not_apply_is_named_not_hidden(files, capsys):
+    doc = plan(capsys, files["fabric"], files["jobs"], "--algorithm", "greedy")
+    assert doc["objective"] == "flows"  # the controller's greedy counts flows
+    doc = plan(capsys, files["fabric"], files["jobs"], "--objective", "flows")
+    assert doc["objective"] == doc["info"]["objective"] == "flows"
+    code, out, err = run(capsys, "plan", "--fabric", files["fabric"], "--jobs", files["jobs"],
+                         "--algorithm", "greedy", "--objective", "jobs")
+    assert code == 2 and out == "" and "needs algorithm 'auto' or 'split'" in err
+
+
+def test_clos_plans_say_their_objective(files, capsys):
+    """On a Clos fabric the controller's auto ranks by link loads: so does the default plan;
+    --objective jobs runs the jobs planner, and compare names each row's objective."""
+    doc = plan(capsys, files["fat_tree"], files["ft_jobs"])
+    assert (doc["algorithm"], doc["objective"]) == ("auto", "flows") and doc["gap"] == 0
+    doc = plan(capsys, files["fat_tree"], files["ft_jobs"], "--objective", "jobs")
+    assert (doc["algorithm"], doc["objective"]) == ("jobs", "jobs")
+    code, out, err = run(capsys, "compare", "--fabric", files["fat_tree"], "--jobs",
+                         files["ft_jobs"], "--algorithms", "auto,jobs", "--json")
+    assert code == 0, err
+    assert {r["algorithm"]: r["objective"] for r in json.loads(out)} == {"auto": "flows",
+                                                                         "jobs": "jobs"}
+    code, out, err = run(capsys, "compare", "--fabric", files["fat_tree"], "--jobs",
+                         files["ft_jobs"], "--objective", "jobs")
+    assert code == 2 and "compare shows it as the row jobs" in err
+
+
+def test_compare_rows_name_their_objective(files, capsys):
+    code, out, err = run(capsys, "compare", "--fabric", files["fabric"], "--jobs",
+                         files["jobs"], "--algorithms", "greedy,split,auto",
+                         "--ilp-time-limit", "0", "--json")
+    assert code == 0, err
+    rows = {r["algorithm"]: r["objective"] for r in json.loads(out)}
+    assert rows == {a: cli.default_objective(a, clos=False) for a in ("greedy", "split", "auto")}
+    code, out, err = run(capsys, "compare", "--fabric", files["fabric"], "--jobs",
+                         files["jobs"], "--algorithms", "greedy,split", "--objective", "jobs",
+                         "--ilp-time-limit", "0")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["algorithm", "objective", "max"]
+    assert [l.split()[:2] for l in lines[2:]] == [["greedy", "flows"], ["split", "jobs"]]
+
+
+# ---- help: every registry name, every command, every default ---------------------------------
+def help_text(capsys, *argv) -> str:
+    with pytest.raises(SystemExit) as e:
+        cli.main([*argv, "--help"])
+    assert e.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_plan_and_compare_help_list_every_planner_and_objective(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "60")  # narrow: a name cut at its dash would not be found
+    for cmd in ("plan", "compare"):
+        text = help_text(capsys, cmd)
+        words = set(text.replace(",", " ").replace(";", " ").replace("(", " ").split())
+        missing = [n for n in [*ALGORITHMS, *CLOS_ALGORITHMS, *OBJECTIVES] if n not in words]
+        assert missing == [], (cmd, missing)
+        assert "ecmp-polarised" in text and "(default: the controller's" in " ".join(text.split())
+    assert f"(default: {Settings.algorithm}, the controller's)" in " ".join(
+        help_text(capsys, "plan").split())
+
+
+def test_top_level_help_describes_every_command(capsys):
+    text = help_text(capsys)
+    commands = cli.parser()._subparsers._group_actions[0].choices
+    assert set(commands) == set(cli.COMMANDS) == {"fabric", "plan", "compare", "job"}
+    for name, (line, _) in cli.COMMANDS.items():
+        assert re.search(rf"\n +{name} +{line.split()[0]} ", text), name
+    assert "mlroute-controller" in text
+
+
+def _parsers(ap: argparse.ArgumentParser):
+    yield ap
+    for action in ap._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_option_shows_its_default_and_every_command_a_whole_description():
+    for p in _parsers(cli.parser()):
+        assert p.description and p.description.rstrip().endswith("."), p.prog
+        assert p.formatter_class is HelpFormatter, p.prog
+        for action in p._actions:
+            if action.option_strings and action.help != argparse.SUPPRESS and \
+                    action.default not in (None, False, argparse.SUPPRESS):
+                shown = HelpFormatter(p.prog)._get_help_string(action)
+                assert "default" in shown.lower(), (p.prog, action.option_strings)
+
+
+# ---- --out: the file, and one line --------------------------------------------------------------
+def test_out_writes_the_file_and_prints_one_line(files, capsys):
+    d = files["dir"]
+    budget = ["--ilp-time-limit", "0"]
+    for argv in (["plan", "--fabric", files["fabric"], "--jobs", files["jobs"], *budget],
+                 ["plan", "--fabric", files["fat_tree"], "--jobs", files["ft_jobs"], *budget],
+                 ["compare", "--fabric", files["fabric"], "--jobs", files["jobs"],
+                  "--algorithms", "greedy,ecmp", *budget],
+                 ["compare", "--fabric", files["fat_tree"], "--jobs", files["ft_jobs"],
+                  "--algorithms", "greedy", "--json"],
+                 ["fabric", "--fat-tree", "4"]):
+        target = d / "out.txt"
+        code, printed, err = run(capsys, *argv, "--out", target)
+        assert code == 0 and err == "", (argv, err)
+        assert printed.count("\n") == 1 and printed.startswith(f"wrote {target}: "), printed
+        code, alone, _ = run(capsys, *argv)  # the same document, printed
+        written = target.read_text()
+        # timings differ between two runs: the first line, or the documents without them
+        if argv[0] == "compare":
+            assert written.splitlines()[0] == alone.splitlines()[0]
+        else:
+            timeless = lambda text: {k: v for k, v in json.loads(text).items()
+                                     if k not in ("runtime_ms", "info")}
+            assert timeless(written) == timeless(alone)
+    code, printed, err = run(capsys, "plan", "--fabric", files["fabric"], "--jobs",
+                             files["jobs"], "--algorithm", "greedy", "--out", d / "r.json")
+    assert printed == (f"wrote {d / 'r.json'}: greedy plan, objective flows: 9 routes, max link "
+                       "load 1 (lower bound 1)\n")
+    code, printed, err = run(capsys, "fabric", "--out", d / "no" / "such" / "dir.json")
+    assert code == 2 and printed == "" and err.count("\n") == 1 and "cannot write" in err
+
+
+def test_the_other_tools_print_one_line_with_out(tmp_path, capsys):
+    from simulation import simulate, workloads
+    from topologies import clos as topology
+    fab = tmp_path / "f.json"
+    fab.write_text(json.dumps(Fabric.generate(4, 12, 8).to_dict()))  # 96 hosts: one bloom x 2
+    jobs = tmp_path / "j.json"
+    assert workloads.main(["--fabric", str(fab), "--models", "bloom", "--ring-size", "2",
+                           "--out", str(jobs)]) == 0
+    assert capsys.readouterr().out == f"wrote {jobs}: 1 jobs (bloom-0), 96 flows\n"
+    assert len(json.loads(jobs.read_text())["jobs"]) == 1
+    small = tmp_path / "small.json"
+    small.write_text(json.dumps(JOBS))
+    sim = tmp_path / "sim.json"
+    assert simulate.main(["--fabric", str(fab), "--jobs", str(small), "--out", str(sim)]) == 0
+    assert capsys.readouterr().out == (f"wrote {sim}: greedy, 2 jobs, 1 iteration(s), "
+                                       "2 plan(s)\n")
+    assert set(json.loads(sim.read_text())["jobs"]) == {"a", "b"}
+    wired = tmp_path / "w.json"
+    assert topology.main(["--spines", "2", "--leaves", "3", "--out", str(wired)]) == 0
+    assert capsys.readouterr().out == (f"wrote {wired}: 5 switches, 6 hosts, wired (dpids, "
+                                       "ports, addresses)\n")
+    assert json.loads(wired.read_text())["dpids"]

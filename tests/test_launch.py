@@ -1,0 +1,105 @@
+"""``mlroute-controller`` (``controller/shell/launch.py``): one command for the controller on
+either framework. It resolves to the installed framework, and there it takes mlroute's options
+(``--mlroute-*``) with neither a flags file nor an app path. Subprocesses with timeouts, and
+nothing listens: ``--version``, ``--help``, and a fabric file that does not exist (refused
+before any port is opened)."""
+import configparser
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from controller.errors import InputError
+from controller.shell import launch
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+INSTALLED = [name for name, package in launch.FRAMEWORKS.items()
+             if importlib.util.find_spec(package) is not None]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def controller(*args, framework=None) -> subprocess.CompletedProcess:
+    """``mlroute-controller ARGS`` as its console script runs it (the entry point's function)."""
+    env = dict(os.environ, PYTHONPATH=REPO)
+    env.pop("MLROUTE_FRAMEWORK", None)
+    if framework:
+        env["MLROUTE_FRAMEWORK"] = framework
+    code = "import sys; from controller.shell.launch import main; sys.exit(main(sys.argv[1:]))"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=90)
+
+
+def test_the_entry_point_is_the_launcher():
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(REPO, "setup.cfg"))
+    scripts = dict(line.split(" = ") for line in
+                   cfg["options.entry_points"]["console_scripts"].strip().splitlines())
+    assert scripts["mlroute-controller"] == "controller.shell.launch:main"
+
+
+def test_the_framework_resolves_to_the_installed_one(monkeypatch):
+    monkeypatch.delenv("MLROUTE_FRAMEWORK", raising=False)
+    installed = {"ryu"} if sys.version_info < (3, 12) else {"osken"}  # what make install puts
+    if set(INSTALLED) == installed:
+        assert launch.framework() == installed.pop()
+    monkeypatch.setattr(launch, "find_spec",
+                        lambda name: object() if name == "os_ken" else None)
+    assert launch.framework() == "osken"
+    monkeypatch.setattr(launch, "find_spec", lambda name: object())
+    assert launch.framework() == "ryu"  # both: Ryu, as the emulation's controller_proc
+    monkeypatch.setenv("MLROUTE_FRAMEWORK", "osken")
+    assert launch.framework() == "osken"
+    monkeypatch.setenv("MLROUTE_FRAMEWORK", "pox")
+    with pytest.raises(InputError, match="choose ryu or osken"):
+        launch.framework()
+    monkeypatch.delenv("MLROUTE_FRAMEWORK")
+    monkeypatch.setattr(launch, "find_spec", lambda name: None)
+    with pytest.raises(InputError, match="no OpenFlow framework is installed"):
+        launch.framework()
+
+
+@pytest.mark.slow
+def test_a_framework_that_is_not_installed_is_named():
+    missing = [n for n in launch.FRAMEWORKS if n not in INSTALLED]
+    if not missing:
+        pytest.skip("both frameworks are installed")
+    r = controller("--version", framework=missing[0])
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (f"mlroute-controller: MLROUTE_FRAMEWORK={missing[0]}: "
+                                f"{launch.FRAMEWORKS[missing[0]]} is not installed")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", list(launch.FRAMEWORKS))
+def test_it_takes_mlroutes_options_and_starts_nothing_on_bad_input(framework):
+    if framework not in INSTALLED:
+        pytest.skip(f"{launch.FRAMEWORKS[framework]} is not installed here")
+    r = controller("--version", framework=framework)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("mlroute-controller ") and framework.replace("osken", "os-ken") \
+        in r.stdout
+    r = controller("--help", framework=framework)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("usage: mlroute-controller")
+    for option in ("--mlroute-fabric", "--mlroute-objective", "--mlroute-mode", "--wsapi-port",
+                   "--ofp-tcp-listen-port"):
+        assert option in r.stdout, option
+    r = controller("--mlroute-no-such-option", "1", framework=framework)
+    assert r.returncode == 2 and "--mlroute-no-such-option" in r.stderr
+    # parsed and handed to the app, which refuses them before anything listens
+    ports = ["--wsapi-port", str(free_port()), "--ofp-tcp-listen-port", str(free_port()),
+             "--mlroute-sflow-port", "0"]
+    r = controller("--mlroute-fabric", "/nonexistent/fabric.json", *ports, framework=framework)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert ("mlroute-controller: fabric: cannot read /nonexistent/fabric.json: No such file or "
+            "directory\n") in r.stderr and "Traceback" not in r.stderr
+    r = controller("--mlroute-mode", "teleport", *ports, framework=framework)
+    assert r.returncode == 2 and "mlroute-controller: unknown mode 'teleport'" in r.stderr
