@@ -449,7 +449,7 @@ def _clos() -> str:
     rows = [[f"`{a}`", f"{t['mean_slowdown']:.2f}", f"{t['median_slowdown']:.2f}",
              f"{t['p95_slowdown']:.2f}", f"{t['worst_slowdown']:.2f}",
              f"{t['cells_at_lower_bound']}/{t['cells']}", f"{t['mean_max_load_over_bound']:.2f}",
-             f"{t['median_runtime_ms']:.0f}"] for a, t in s["algorithms"].items()]
+             f"{t['median_runtime_ms']:.1f}"] for a, t in s["algorithms"].items()]
     return ("## Three tiers and two planes\n\n"
             + _source("python -m simulation.paper_clos (make paper)",
                       "results/, copied to docs/clos_summary.json and docs/clos_slowdown_cdf.png")
@@ -457,9 +457,15 @@ def _clos() -> str:
               "oversubscribed, and a two-plane 32 x 16 leaf-spine; 80 and 90% of the servers "
               "busy; no failure, or a core (spine) and 3 links down; two seeds. Slowdown is the "
               "All-Reduce time over its ideal with every job communicating at once "
-              "(`predict_clos_times`, checked against SimGrid).\n\n"
+              "(`predict_clos_times`, checked against SimGrid). Planning time: one call of "
+              "`make_clos_plan` per cell and algorithm, the planner alone (not the problem's "
+              f"build), median over the {s['cells']} cells, in the same run (whole grid "
+              f"{s['wall_s']:g} s on a shared 2-core machine); "
+              "[path planners on fat-trees and planes](#path-planners-on-fat-trees-and-planes) "
+              "times the planners over repeats (`python -m benchmarks.fabrics`).\n\n"
             + _table(["algorithm", "mean slowdown", "median", "p95", "worst",
-                      "cells at the lower bound", "max load / bound", "plan ms (median)"], rows)
+                      "cells at the lower bound", "max load / bound",
+                      "`make_clos_plan` ms (median)"], rows)
             + "![three-tier slowdown CDF](../clos_slowdown_cdf.png)\n\n")
 
 
