@@ -505,6 +505,15 @@ def test_the_home_page_links_every_page_of_the_nav():
     assert missing == []
 
 
+def test_the_readme_links_files_that_exist():
+    """The README is read on a forge, outside MkDocs' link checks."""
+    with open(README) as fh:
+        links = re.findall(r"\]\((?!https?:)([^)#\s]+)", fh.read())
+    assert len(links) >= 20
+    missing = [x for x in links if not os.path.exists(os.path.join(REPO, x))]
+    assert missing == []
+
+
 def test_every_hand_written_page_is_in_the_nav():
     nav = set(_nav())
     outside = [os.path.relpath(p, DOCS) for p in _pages() if os.path.relpath(p, DOCS) not in nav]
