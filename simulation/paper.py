@@ -18,7 +18,8 @@ alone an unsplit routing's slowdown equals its max link load (paper.md section 4
 are the slowdown floors of unsplit and split routing at the busiest link; ``vs_unsplit`` and
 ``vs_fractional`` divide each slowdown by them. Files ``realistic_*``.
 
-The default run is both grids (about 2.5 + 10 minutes on 2 cores); ``--only paper|realistic``
+The default run is both grids (about 10.5 + 19 minutes on 2 cores: ``wall_s`` in
+docs/paper_summary.json and docs/realistic_summary.json); ``--only paper|realistic``
 runs one; ``--quick`` runs a small subset of each (under 2 minutes).
 
     python -m simulation.paper [--quick] [--only realistic] [--iterations 11] [--workers 2]

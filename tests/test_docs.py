@@ -1,13 +1,25 @@
-"""The manual (docs/, built by `make docs`): the generated reference lists everything the code
-has (every controller option, every REST route, every metric family), and every command block
-a reader is told runs without root runs as written and exits 0.
+"""The manual (docs/, built by `make docs`) and the README: the generated reference lists
+everything the code has (every controller option, every REST route, every metric family) and is
+committed as the code generates it; every command block a reader is told runs without root runs
+as written, and what the page says it prints or writes is what it prints or writes.
 
-Convention for command blocks in the hand-written pages: a ```bash block has a title, either
-``title="Runs without root"`` (run here, page by page, in one temporary directory per page,
-in the order they appear) or a title starting with ``Needs`` (root, Open vSwitch and Mininet,
-etcd, or a running controller: listed by ``live_blocks()`` for a live test)."""
+Convention for the fenced blocks of README.md and the hand-written pages: every block names its
+language. A ```bash block has a title, either ``title="Runs without root"`` (run here, page by
+page, in one temporary directory per page, in the order they appear, with the venv's ``python``
+first on PATH, as with the venv active) or a title starting with ``Needs`` (root, Open vSwitch
+and Mininet, etcd, a running controller, the network: listed by ``live_blocks()``; the
+tutorials' run in tests/test_tutorials_live.py). A block in another language whose lines look
+like commands (``text``, ``json``...; not ``python``) is a ``title="Synopsis"`` (placeholders,
+not meant to be pasted).
+
+Every page with blocks that run has its checks in ``CHECKS`` below, one per block, in order:
+each checks what the block wrote or printed against what the page's text states (the phrase is
+looked up in the page, so text and check change together). What ``--out`` prints is not checked
+(the files written are)."""
 import glob
 import importlib.util
+import inspect
+import json
 import os
 import re
 import subprocess
@@ -20,10 +32,14 @@ from controller.shell.flags import OPTS
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
+README = os.path.join(REPO, "README.md")
 RUNS = "Runs without root"
-BLOCK = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>\w*)(?P<attrs>[^\n]*)\n(?P<body>.*?)^(?P=indent)```",
-                   re.S | re.M)
+SYNOPSIS = "Synopsis"
+BLOCK = re.compile(r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)(?P<attrs>[^\n]*)\n(?P<body>.*?)"
+                   r"^(?P=indent)```[ \t]*$", re.S | re.M)
 TITLE = re.compile(r'title="([^"]*)"')
+COMMAND = re.compile(r"^\s*(sudo |python3? |make |curl |mn |\.venv|mlroute-|ryu-manager |etcd |"
+                     r"torchrun |ovs-|pip |apt-get )")
 
 
 def _gen():
@@ -38,30 +54,52 @@ GEN = _gen()
 
 
 def _pages() -> list[str]:
-    """The hand-written pages (the generated ones are not tracked)."""
+    """The hand-written pages (not the ones docs/gen_reference.py writes)."""
     generated = {os.path.join(DOCS, p) for p in GEN.GENERATED}
     return sorted(p for p in glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True)
                   if p not in generated)
 
 
-def _blocks(path: str) -> list[tuple[str, str]]:
-    """(title, body) of every ```bash block of a page, in order."""
+def _sources() -> list[str]:
+    """Everything a reader pastes from: the README and the hand-written pages."""
+    return [README] + _pages()
+
+
+def _fences(path: str) -> list[dict]:
+    """Every fenced block of a page, in order: lang, title, body (indent removed), line."""
     with open(path) as fh:
         text = fh.read()
     out = []
     for m in BLOCK.finditer(text):
-        if m["lang"] != "bash":
-            continue
         title = TITLE.search(m["attrs"])
         body = "\n".join(line[len(m["indent"]):] for line in m["body"].splitlines())
-        out.append((title[1] if title else "", body))
+        out.append({"lang": m["lang"], "title": title[1] if title else "", "body": body,
+                    "line": text.count("\n", 0, m.start()) + 1})
     return out
 
 
+def _blocks(path: str) -> list[tuple[str, str]]:
+    """(title, body) of every ```bash block of a page, in order."""
+    return [(f["title"], f["body"]) for f in _fences(path) if f["lang"] == "bash"]
+
+
+def _rel(path: str) -> str:
+    return os.path.relpath(path, REPO)
+
+
 def live_blocks() -> list[tuple[str, str, str]]:
-    """(page, title, commands) of every block that needs a live fabric or controller."""
-    return [(os.path.relpath(p, REPO), t, b) for p in _pages() for t, b in _blocks(p)
-            if t.startswith("Needs")]
+    """(page, title, commands) of every block that needs a live fabric, a controller, root or
+    the network."""
+    return [(_rel(p), t, b) for p in _sources() for t, b in _blocks(p) if t.startswith("Needs")]
+
+
+def _prose(path: str) -> str:
+    """A page's text without its fenced blocks, on one line (what the page *says*)."""
+    with open(path) as fh:
+        return " ".join(BLOCK.sub(" ", fh.read()).split())
+
+
+# ---------------------------------------------------------------- generated reference
 
 
 def test_every_controller_option_is_in_the_reference():
@@ -92,32 +130,477 @@ def test_every_metric_family_is_in_the_reference():
     assert missing == []
 
 
-def test_every_command_block_is_marked():
-    unmarked = [(os.path.relpath(p, REPO), b.splitlines()[0]) for p in _pages()
-                for t, b in _blocks(p) if t != RUNS and not t.startswith("Needs")]
-    assert unmarked == []
-    runnable = [p for p in _pages() if any(t == RUNS for t, _ in _blocks(p))]
-    assert any("tutorials" in p for p in runnable)
+def _committed(rel: str) -> str:
+    with open(os.path.join(DOCS, rel)) as fh:
+        return fh.read()
 
 
-def _runnable_pages():
-    return [os.path.relpath(p, DOCS) for p in _pages() if any(t == RUNS for t, _ in _blocks(p))]
+@pytest.mark.parametrize("rel", ["reference/options.md", "reference/rest-api.md",
+                                 "reference/metrics.md", "results/trace-replay.md"])
+def test_the_committed_generated_page_is_up_to_date(rel):
+    """The generated pages are committed (links to them work on a forge); regenerating them
+    changes nothing. After a change of the options, routes, metrics or bench files: run
+    ``python docs/gen_reference.py`` and commit what it wrote."""
+    assert GEN.PAGES[rel]() == _committed(rel), f"docs/{rel} is stale: python docs/gen_reference.py"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", _runnable_pages())
-def test_the_commands_that_need_no_root_run(page, tmp_path):
+def test_the_committed_results_page_is_up_to_date(tmp_path, monkeypatch):
+    monkeypatch.setattr(GEN, "DOCS", str(tmp_path))  # its figure goes there, not into docs/
+    (tmp_path / "results").mkdir()
+    assert GEN.results_page() == _committed("results/index.md"), \
+        "docs/results/index.md is stale: python docs/gen_reference.py"
+    assert os.path.exists(os.path.join(DOCS, "results", "collectives.png"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info[:2] != GEN.CLI_PYTHON,
+                    reason="argparse's help layout differs between Python versions: the "
+                           "command-line page is written on Python {}.{}".format(*GEN.CLI_PYTHON))
+def test_the_committed_command_line_page_is_up_to_date():
+    assert GEN.cli_page() == _committed("reference/cli.md"), \
+        "docs/reference/cli.md is stale: python docs/gen_reference.py"
+
+
+def test_every_generated_page_is_committed():
+    tracked = subprocess.run(["git", "ls-files", "docs"], cwd=REPO, capture_output=True,
+                             text=True, check=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    missing = [rel for rel in GEN.GENERATED + ("results/collectives.png",)
+               if f"docs/{rel}" not in tracked]
+    assert missing == []
+    with open(os.path.join(REPO, ".gitignore")) as fh:
+        ignored = fh.read()
+    assert "/docs/reference/" not in ignored and "/docs/results/" not in ignored
+
+
+# ---------------------------------------------------------------- blocks
+
+
+def test_every_block_is_marked():
+    bad = []
+    for path in _sources():
+        for f in _fences(path):
+            where = f"{_rel(path)}:{f['line']}"
+            if not f["lang"]:
+                bad.append(f"{where}: a block without a language")
+            elif f["lang"] in ("sh", "shell", "console", "bash") and f["lang"] != "bash":
+                bad.append(f"{where}: a command block is ```bash")
+            elif f["lang"] == "bash" and f["title"] != RUNS and not f["title"].startswith("Needs"):
+                bad.append(f"{where}: ```bash without a title {RUNS!r} or 'Needs ...'")
+            elif (f["lang"] not in ("bash", "python") and f["title"] != SYNOPSIS
+                  and any(COMMAND.match(line) for line in f["body"].splitlines())):
+                bad.append(f"{where}: commands in a ```{f['lang']} block (bash, or a Synopsis)")
+    assert bad == []
+    runnable = [p for p in _sources() if any(t == RUNS for t, _ in _blocks(p))]
+    assert any("tutorials" in p for p in runnable) and README in runnable
+
+
+def test_runnable_blocks_have_no_placeholders():
+    """A block that runs is pasted as written: no ``[--optional]`` parts, no one-letter file
+    names standing for the reader's."""
+    bad = [(_rel(p), line) for p in _sources() for t, b in _blocks(p) if t == RUNS
+           for line in b.splitlines()
+           if re.search(r"\s\[--|\s--\S+ [A-Z]\b(?!')", line)]
+    assert bad == []
+
+
+def _runnable() -> list[str]:
+    return [_rel(p) for p in _sources() if any(t == RUNS for t, _ in _blocks(p))]
+
+
+def test_every_page_that_runs_has_its_checks():
+    counts = {page: sum(t == RUNS for t, _ in _blocks(os.path.join(REPO, page)))
+              for page in _runnable()}
+    assert {p: len(c) for p, c in CHECKS.items()} == counts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _runnable())
+def test_the_commands_that_need_no_root_run_and_print_what_the_page_says(page, tmp_path):
+    path = os.path.join(REPO, page)
     env = dict(os.environ, PYTHONPATH=REPO,
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    for title, body in _blocks(os.path.join(DOCS, page)):
-        if title != RUNS:
-            continue
+    prose = _prose(path)
+    bodies = [b for t, b in _blocks(path) if t == RUNS]
+    for body, check in zip(bodies, CHECKS[page], strict=True):
         r = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=tmp_path, env=env,
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, f"{page}:\n{body}\n--- stderr:\n{r.stderr[-3000:]}"
+        check(Run(tmp_path, r.stdout, r.stderr, prose))
+
+
+# ---------------------------------------------------------------- what the pages say
+
+
+class Run:
+    """One block's run: the folder it ran in, what it printed, the page's text."""
+
+    def __init__(self, cwd, out: str, err: str, prose: str):
+        self.cwd, self.out, self.err, self.prose = cwd, out, err, prose
+
+    def says(self, *phrases: str) -> None:
+        """The page states each phrase (so a check and the text it checks change together)."""
+        missing = [p for p in phrases if " ".join(p.split()) not in self.prose]
+        assert missing == [], f"the page no longer says {missing}"
+
+    def json(self, name: str):
+        with open(os.path.join(self.cwd, name)) as fh:
+            return json.load(fh)
+
+
+def compare_table(out: str) -> dict[str, dict]:
+    """The table of ``compare`` on a two-tier fabric: per algorithm (and ``ideal``) its max
+    load, links at max, slowest rate and each job's All-Reduce seconds."""
+    lines = [line for line in out.splitlines() if line.strip()]
+    start = next(i for i, line in enumerate(lines) if line.startswith("algorithm "))
+    head = re.split(r"\s{2,}", lines[start].strip())
+    jobs = [h[:-len(" AR s")] for h in head if h.endswith(" AR s")]
+    rows = {}
+    for line in lines[start + 1:]:
+        words = line.split()
+        if len(words) < 1 + len(jobs) or not re.fullmatch(r"[a-z][\w-]*", words[0]):
+            break  # the table ended (what the next command printed)
+        if words[0] == "ideal":
+            rows["ideal"] = {"ar": dict(zip(jobs, map(float, words[1:])))}
+        else:
+            rows[words[0]] = {"max": float(words[1]), "at_max": int(words[2]),
+                              "slowest": float(words[3]),
+                              "ar": dict(zip(jobs, map(float, words[4:4 + len(jobs)])))}
+    return rows
+
+
+CLOS_ROW = re.compile(r"^(?P<alg>\S+)\s+max load (?P<max>[\d.]+)\s+\((?P<tiers>[^)]*)\)\s+at max "
+                      r"(?P<at>\d+)\s+(?P<jobs>.*?)\s+(?P<ms>[\d.]+) ms$")
+
+
+def clos_compare(out: str) -> dict[str, dict]:
+    """The lines of ``compare`` on a Clos fabric: per algorithm its max load, the max load of
+    each tier and each job's All-Reduce seconds."""
+    rows = {}
+    for line in out.splitlines():
+        m = CLOS_ROW.match(line.strip())
+        if m:
+            tiers = dict((k, float(v)) for k, v in (t.split() for t in m["tiers"].split(", ")))
+            rows[m["alg"]] = {"max": float(m["max"]), "tiers": tiers,
+                              "ar": {j: float(s) for j, s in
+                                     re.findall(r"(\S+) ([\d.]+) s", m["jobs"])}}
+    return rows
+
+
+def _ratios(rows: dict, alg: str) -> list[float]:
+    return [rows[alg]["ar"][j] / rows["ideal"]["ar"][j] for j in rows["ideal"]["ar"]]
+
+
+def _leaf_spine(doc: dict, spines: int, leaves: int, hosts: int) -> None:
+    assert (len(doc["spines"]), len(doc["leaves"]), len(doc["hosts"])) == (spines, leaves, hosts)
+
+
+def readme_paper_scale(run: Run):
+    run.says("`fabric.json` has 2048 hosts", "3 jobs (`bloom-0`, `llama2-70b-1`, `gpt3-2`)",
+             "ECMP puts 5 flows on its busiest link and every job takes 4-5x its ideal time",
+             "the greedy and `auto` put 1 flow on every link and every job takes its ideal time")
+    _leaf_spine(run.json("fabric.json"), 32, 64, 2048)
+    assert [j["id"] for j in run.json("jobs.json")["jobs"]] == ["bloom-0", "llama2-70b-1",
+                                                                  "gpt3-2"]
+    rows = compare_table(run.out)
+    assert rows["ecmp"]["max"] == 5
+    assert all(4 * 0.999 <= r <= 5 * 1.001 for r in _ratios(rows, "ecmp")), rows  # printed
+    assert max(_ratios(rows, "ecmp")) > 4.9  # to 3 or 4 digits
+    for alg in ("greedy", "auto"):
+        assert rows[alg]["max"] == 1 and _ratios(rows, alg) == pytest.approx([1] * 3, rel=1e-3)
+
+
+def first_route_files(run: Run):
+    run.says("the demo fabric (4 spines, 8 leaves, 2 hosts per leaf)",
+             "every leaf sources two flows (one per ring)")
+    _leaf_spine(run.json("fabric.json"), 4, 8, 16)
+    jobs = run.json("jobs.json")["jobs"]
+    assert [len(j["ranks"]) for j in jobs] == [8, 8]
+    assert sorted(h[:h.index("_")] for j in jobs for h in j["ranks"]) == sorted(
+        [f"h{i}" for i in range(8)] * 2)
+
+
+def first_route_plan(run: Run):
+    run.says("prints one route per flow with the spine it takes",
+             "ECMP's hash puts two rings' flows on one link (max load 2), so both rings take "
+             "twice their ideal time",
+             "the greedy and `auto` give every leaf's two flows different spines (max load 1)")
+    routes = run.json("routes.json")["routes"]
+    assert len(routes) == 16 and all(r["spine"] for r in routes)
+    rows = compare_table(run.out)
+    assert rows["ecmp"]["max"] == 2 and _ratios(rows, "ecmp") == pytest.approx([2, 2])
+    for alg in ("greedy", "auto"):
+        assert rows[alg]["max"] == 1 and _ratios(rows, alg) == pytest.approx([1, 1])
+
+
+def first_route_demo(run: Run):
+    run.says("The same comparison with the demo's own defaults")
+    rows = compare_table(run.out)
+    assert rows["ecmp"]["max"] == 2 and _ratios(rows, "ecmp") == pytest.approx([2, 2])
+    assert rows["greedy"]["max"] == 1 and _ratios(rows, "greedy") == pytest.approx([1, 1])
+
+
+def plan_offline_paper_scale(run: Run):
+    run.says("the max link load, links at max, the slowest flow's max-min rate",
+             "the predicted All-Reduce time per job",
+             "with the greedy every job of `sim.json` takes its ideal All-Reduce time in each of "
+             "its 3 iterations")
+    _leaf_spine(run.json("fabric.json"), 32, 64, 2048)
+    jobs = run.json("jobs.json")["jobs"]
+    plan = run.json("routes.json")
+    assert plan["algorithm"] == "auto" and len(plan["routes"]) == plan["flows"] > 0
+    rows = compare_table(run.out)
+    assert list(rows) == ["ideal", "ecmp", "greedy", "auto"]
+    assert set(rows["ideal"]["ar"]) == {j["id"] for j in jobs}
+    sim = run.json("sim.json")["jobs"]
+    assert set(sim) == {j["id"] for j in jobs}
+    for job in sim.values():
+        assert job["iterations"] == 3 and len(job["allreduce_s"]) == 3
+        assert job["allreduce_s"] == pytest.approx([job["ideal_s"]] * 3, rel=1e-6)
+
+
+def plan_offline_placement(run: Run):
+    run.says("a server is 8 consecutive NICs of one leaf (4 servers per leaf by default)",
+             "At 90% on 64 x 32, 63 of 64 leaves carry several jobs")
+    fabric, jobs = run.json("cluster/fabric.json"), run.json("cluster/jobs.json")["jobs"]
+    _leaf_spine(fabric, 32, 64, 2048)
+    assert len(fabric["down"]) == 3
+    on_leaf: dict[str, set] = {}
+    busy = set()
+    for job in jobs:
+        for ring in job.get("rings") or [job["ranks"]]:
+            for h in ring:
+                on_leaf.setdefault(fabric["hosts"][h], set()).add(job["id"])
+                busy.add((fabric["hosts"][h], int(h.rsplit("_", 1)[1]) // 8))  # a server
+    assert sum(len(v) > 1 for v in on_leaf.values()) == 63
+    assert 0.85 <= len(busy) / 256 <= 0.9
+    rows = compare_table(run.out)
+    assert list(rows) == ["ideal", "greedy", "auto"] and len(rows["ideal"]["ar"]) == len(jobs)
+
+
+def three_tier_fat_tree(run: Run):
+    run.says("k pods of k/2 leaves and k/2 aggregation switches and (k/2)^2 cores in k/2 groups",
+             "`auto`, the greedy and the colouring put one flow on every link (max load 1) and "
+             "each ring takes its ideal 11.2 s",
+             "both ECMPs put 4 flows on a core link and take 4x as long")
+    doc = run.json("fattree.json")
+    assert len(doc["pods"]) == 4 and all(len(p["leaves"]) == len(p["aggs"]) == 2
+                                         for p in doc["pods"].values())
+    assert [len(g) for g in doc["cores"]] == [2, 2] and len(doc["hosts"]) == 16
+    rows = clos_compare(run.out)
+    for alg in ("auto", "greedy", "edge-coloring"):
+        assert rows[alg]["max"] == 1 and rows[alg]["ar"] == {"ring0": 11.2, "ring1": 11.2}
+    for alg in ("ecmp", "ecmp-polarised"):
+        assert rows[alg]["max"] == 4 and rows[alg]["tiers"]["core"] == 4
+        assert rows[alg]["ar"] == {"ring0": 44.8, "ring1": 44.8}
+
+
+def three_tier_plan(run: Run):
+    run.says("`auto` reaches the lower bound (one flow per link), `gap` is 0")
+    plan = run.json("routes.json")
+    assert plan["gap"] == 0 and plan["max_link_load"] == plan["lower_bound"] == 1
+    assert all(len(r["path"]) == 5 for r in plan["routes"])  # both rings cross every pod
+    assert run.out.splitlines()[-1].split()[:2] == ["1.0", "1.0"]  # the python -c line
+
+
+def three_tier_planes(run: Run):
+    run.says("the ring takes both planes with one flow per link: "
+             "`['plane0', 'plane1'] 1.0 1.0`")
+    assert run.out.splitlines()[-1] == "['plane0', 'plane1'] 1.0 1.0"
+    assert len(run.json("planes.json")["planes"]) == 2
+
+
+def three_tier_wired(run: Run):
+    run.says("the fat-tree in Mininet (20 switches, 16 hosts)")
+    doc = run.json("fattree-wired.json")
+    assert len(doc["dpids"]) == 20 and len(doc["hosts"]) == len(doc["host_ip"]) == 16
+    assert doc["link_gbps"] == 0.02
+
+
+def pytorch_document(run: Run):
+    run.says("gloo's ring comes out reversed (rank 0, then 3, 2, 1",
+             "NCCL's job is members only")
+    gloo, nccl = (json.loads(line) for line in run.out.splitlines())
+    assert gloo["collective"] == "ring_allreduce" and gloo["ranks"] == [
+        "10.0.0.1", "10.0.3.1", "10.0.2.1", "10.0.1.1"]
+    assert "ranks" not in nccl and sorted(nccl["members"]) == sorted(gloo["ranks"])
+
+
+def redundant_fabric(run: Run):
+    run.says("the one the Mininet topology builds")
+    doc = run.json("fabric.json")
+    _leaf_spine(doc, 4, 8, 16)
+    assert len(doc["dpids"]) == 12 and len(doc["host_ip"]) == 16
+
+
+def install_version(run: Run):
+    import controller
+    run.says(f"prints `{controller.__version__}`")
+    assert run.out.strip() == controller.__version__
+
+
+def api_job_document(run: Run):
+    run.says("rank 0 first, then the ranks in gloo's data direction",
+             "`None` when every rank is on one host")
+    gloo, one_host = run.out.splitlines()
+    assert json.loads(gloo)["ranks"] == ["10.0.0.1", "10.0.2.1", "10.0.1.1"]
+    assert one_host == "None"
+
+
+def api_slurm_unreachable(run: Run):
+    run.says("exits 0 and says why on stderr")
+    assert run.out == "" and re.match(r"mlroute-slurm prolog: error: .*\(\d+\.\d+ s\)$",
+                                      run.err.strip()), run.err
+
+
+CHECKS = {
+    "README.md": [readme_paper_scale],
+    "docs/tutorials/first-route.md": [first_route_files, first_route_plan, first_route_demo],
+    "docs/howto/plan-offline.md": [plan_offline_paper_scale, plan_offline_placement],
+    "docs/tutorials/three-tier.md": [three_tier_fat_tree, three_tier_plan, three_tier_planes,
+                                     three_tier_wired],
+    "docs/tutorials/pytorch-job.md": [pytorch_document],
+    "docs/tutorials/redundant-controllers.md": [redundant_fabric],
+    "docs/howto/install.md": [install_version],
+    "docs/reference/integrations.md": [api_job_document, api_slurm_unreachable],
+}
+
+
+# ---------------------------------------------------------------- figures in the text
+
+
+def test_make_paper_takes_what_the_pages_say():
+    """``make paper`` runs the three grids; their wall times are in the committed summaries."""
+    wall = 0.0
+    for name in ("paper", "realistic", "clos"):
+        with open(os.path.join(DOCS, f"{name}_summary.json")) as fh:
+            wall += json.load(fh)["wall_s"]
+    minutes = round(wall / 60)
+    for path in (os.path.join(DOCS, "howto", "plan-offline.md"),
+                 os.path.join(DOCS, "howto", "install.md")):
+        stated = re.search(r"`make paper`[^.]*?about (\d+) minutes", _prose(path))
+        assert stated, f"{_rel(path)} no longer says how long make paper takes"
+        assert abs(int(stated[1]) - minutes) <= 0.15 * minutes, (path, stated[1], minutes)
+
+
+# ---------------------------------------------------------------- navigation and search
+
+
+def _nav() -> list[str]:
+    """The pages of mkdocs.yml's nav, in order (read without PyYAML's tags)."""
+    with open(os.path.join(REPO, "mkdocs.yml")) as fh:
+        text = fh.read()
+    nav = text[text.index("\nnav:"):]
+    return re.findall(r"^\s+- [^:]+: (\S+\.md)\s*$", nav, re.M) + re.findall(
+        r"^\s+- (\S+\.md)\s*$", nav, re.M)
+
+
+def test_the_home_page_links_every_page_of_the_nav():
+    nav = _nav()
+    assert "tutorials/three-tier.md" in nav and "explanation/clos.md" in nav
+    with open(os.path.join(DOCS, "index.md")) as fh:
+        links = set(re.findall(r"\]\(([^)#]+\.md)(?:#[^)]*)?\)", fh.read()))
+    missing = [p for p in nav if p != "index.md" and p not in links]
+    assert missing == []
+
+
+def test_the_readme_links_files_that_exist():
+    """The README is read on a forge, outside MkDocs' link checks."""
+    with open(README) as fh:
+        links = re.findall(r"\]\((?!https?:)([^)#\s]+)", fh.read())
+    assert len(links) >= 20
+    missing = [x for x in links if not os.path.exists(os.path.join(REPO, x))]
+    assert missing == []
+
+
+def test_every_hand_written_page_is_in_the_nav():
+    nav = set(_nav())
+    outside = [os.path.relpath(p, DOCS) for p in _pages() if os.path.relpath(p, DOCS) not in nav]
+    assert outside == []
+
+
+def test_search_works_from_disk_without_the_internet():
+    """Material's offline plugin inlines the search index; its Web Worker shim for file://
+    pages is vendored (the plugin would otherwise load it from unpkg.com)."""
+    with open(os.path.join(REPO, "mkdocs.yml")) as fh:
+        text = fh.read()
+    assert re.search(r"^plugins:\n  - search\n  - offline\n", text, re.M)
+    shims = re.findall(r"^\s+- (assets/\S*iframe-worker\S*\.js)\s*$", text, re.M)
+    assert len(shims) == 1 and os.path.getsize(os.path.join(DOCS, shims[0])) > 500
+    with open(os.path.join(REPO, "requirements-docs.txt")) as fh:
+        pinned = re.search(r"^mkdocs-material==(\d+)\.(\d+)", fh.read(), re.M)
+    assert (int(pinned[1]), int(pinned[2])) >= (9, 0)  # the offline plugin came with 9.0
+    with open(os.path.join(DOCS, "howto", "install.md")) as fh:
+        assert "python -m http.server -d site" in fh.read()
+
+
+# ---------------------------------------------------------------- the hooks' API page
+
+
+def _params(fn) -> list[tuple]:
+    """(kind, name, annotation, default) of a function's parameters from inspect, ``self``
+    left out; annotations as written (the modules use postponed annotations)."""
+    sig = inspect.signature(fn)
+    out = [(p.kind.name, p.name, None if p.annotation is p.empty else str(p.annotation),
+            "-" if p.default is p.empty else repr(p.default))
+           for p in sig.parameters.values() if p.name != "self"]
+    ret = None if sig.return_annotation is sig.empty else str(sig.return_annotation)
+    return out + [("return", ret)]
+
+
+def _ast_params(fn) -> list[tuple]:
+    """The same from a ``def`` of the page, parsed."""
+    import ast
+    a = fn.args
+    kinds = ([("POSITIONAL_ONLY", x) for x in a.posonlyargs]
+             + [("POSITIONAL_OR_KEYWORD", x) for x in a.args]
+             + ([("VAR_POSITIONAL", a.vararg)] if a.vararg else [])
+             + [("KEYWORD_ONLY", x) for x in a.kwonlyargs]
+             + ([("VAR_KEYWORD", a.kwarg)] if a.kwarg else []))
+    positional = a.posonlyargs + a.args
+    defaults = dict(zip([x.arg for x in positional[len(positional) - len(a.defaults):]],
+                        a.defaults))
+    defaults.update({x.arg: d for x, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None})
+    out = [(k, x.arg, ast.unparse(x.annotation) if x.annotation else None,
+            repr(ast.literal_eval(defaults[x.arg])) if x.arg in defaults else "-")
+           for k, x in kinds if x.arg != "self"]
+    return out + [("return", ast.unparse(fn.returns) if fn.returns else None)]
+
+
+def test_the_hooks_page_has_the_signatures_of_the_code():
+    """Every ``def`` and class of the page's *Signatures* blocks is the module's, parameter by
+    parameter (kind, name, annotation, default) and return annotation."""
+    import ast
+    documented = 0
+    for f in _fences(os.path.join(DOCS, "reference", "integrations.md")):
+        if not f["title"].startswith("Signatures: "):
+            continue
+        module = importlib.import_module(f["title"].split(": ", 1)[1])
+        for node in ast.parse(f["body"]).body:
+            if isinstance(node, ast.ClassDef):
+                cls = getattr(module, node.name)
+                for method in node.body:
+                    assert _ast_params(method) == _params(getattr(cls, method.name)), \
+                        f"{node.name}.{method.name}"
+                    documented += 1
+            else:
+                assert _ast_params(node) == _params(getattr(module, node.name)), node.name
+                documented += 1
+    assert documented >= 12
+    from controller.integrations import pytorch
+    assert pytorch.declare_job.__doc__ and pytorch.job_document.__doc__
+
+
+def test_the_version_is_the_changelog_s_newest():
+    import controller
+    with open(os.path.join(DOCS, "changelog.md")) as fh:
+        versions = re.findall(r"^## (\d+\.\d+\.\d+)\b", fh.read(), re.M)
+    assert versions and versions[0] == controller.__version__
 
 
 def test_the_manual_cites_nothing_outside_the_repository():
-    for path in _pages() + [os.path.join(REPO, "README.md"), os.path.join(REPO, "mkdocs.yml")]:
+    for path in _pages() + [README, os.path.join(REPO, "mkdocs.yml")]:
         with open(path) as fh:
             assert "../shared" not in fh.read(), path

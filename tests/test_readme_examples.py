@@ -1,7 +1,7 @@
-"""The README's example commands run as written: a broken example fails here."""
+"""The README's example commands run as written: a broken example fails here (all of its
+no-root blocks also run, their output checked, in tests/test_docs.py)."""
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -10,13 +10,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _readme_command(prefix: str) -> list[str]:
-    """The README line that starts with ``prefix`` (exactly one), as arguments: comments
-    dropped, optional parts ``[--out J]`` taken as given."""
+    """The README line that starts with ``prefix`` (exactly one), as arguments, comments
+    dropped."""
     with open(os.path.join(REPO, "README.md")) as f:
         lines = [line.strip() for line in f if line.strip().startswith(prefix)]
     assert len(lines) == 1, lines
     line = lines[0].split("  #", 1)[0]
-    return shlex.split(re.sub(r"\[([^\]]*)\]", r"\1", line))
+    assert "[" not in line, line  # pasted as written: no optional parts
+    return shlex.split(line)
 
 
 def _run(argv: list[str], names: dict[str, str]) -> subprocess.CompletedProcess:
@@ -26,10 +27,12 @@ def _run(argv: list[str], names: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 def test_the_workloads_example_runs_on_the_fabric_the_readme_makes(tmp_path):
-    names = {"F": str(tmp_path / "fabric.json"), "J": str(tmp_path / "jobs.json")}
+    names = {"fabric.json": str(tmp_path / "fabric.json"), "jobs.json": str(tmp_path / "jobs.json")}
     fabric = _readme_command("python -m controller fabric --spines 32")
     workloads = _readme_command("python -m simulation.workloads")
-    assert fabric[fabric.index("--out") + 1] == "F" and "F" in workloads  # one file, both
+    assert fabric[fabric.index("--out") + 1] == "fabric.json"  # one file, both
+    assert workloads[workloads.index("--fabric") + 1] == "fabric.json"
+    assert workloads[workloads.index("--out") + 1] == "jobs.json"
     r = _run(fabric, names)
     assert r.returncode == 0, r.stderr
     r = _run(workloads, names)
