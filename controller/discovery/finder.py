@@ -313,13 +313,21 @@ class FabricFinder:
 
     def _consistent(self, fabric: Fabric | None, problems: list[dict], now: float) -> bool:
         """The switch graph can be adopted without waiting: every probe seen both ways, every
-        leaf-spine pair cabled, every spine port cabled, every switch part of it, and no
-        switch connected in the last ``SWITCH_QUIET_S``."""
+        link of the model cabled, every port of a switch above the leaves (spine, aggregation
+        switch, core) cabled, every switch part of it, and no switch connected in the last
+        ``SWITCH_QUIET_S``. An upper switch's port that is up and faces no switch is a cable
+        LLDP has not crossed yet: leaves were read from the ports that face no switch, so the
+        reading waits for that probe (or for ``QUIET_S``)."""
         if fabric is None or fabric.down or now - self._switch_at < SWITCH_QUIET_S:
             return False
         if any(p["kind"] not in _HOST_PROBLEMS for p in problems):
             return False
-        return set(self.topology.switches) <= set(fabric.switch_of_dpid)
+        t, leaves = self.topology, set(fabric.leaves)
+        facing = t.facing()
+        if any(up and (d, p) not in facing for name, d in fabric.dpids.items()
+               if name not in leaves for p, up in t.switches.get(d, {}).items()):
+            return False
+        return set(t.switches) <= set(fabric.switch_of_dpid)
 
     def settle(self, now: float, force: bool = False) -> Fabric | None:
         """The fabric the topology shows if it changed (zero configuration), as soon as it is
