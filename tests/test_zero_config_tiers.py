@@ -119,6 +119,41 @@ def test_a_two_tier_reading_of_a_fat_tree_leaves_most_links_unexplained():
     assert clos_shape(graph, {}) is None  # without host ports nothing says which are leaves
 
 
+def test_a_reading_before_hosts_that_hosts_contradict_is_read_again():
+    """Cores with more unused ports up than the leaves have hosts: with no host heard the
+    grid is read the other way round (cores as leaves); once hosts speak on the real leaves
+    the graph is read afresh and the fat-tree comes back as it is."""
+    f = fattree_fabric(4, 1)
+    t = observe(f, hosts=[])
+    cores = [c for g in f.planes[0].cores for c in g]
+
+    def spare_ports():
+        for c in cores:
+            t.switch_up(f.dpids[c], {**{p: True for p in f.ports[c].values()}, 90: True,
+                                     91: True}, 0)
+    spare_ports()
+    first, _ = recognise_clos(t)
+    assert first.tiers == 3 and first.planes != f.planes
+    observe(f, t=t)
+    spare_ports()
+    again, problems = recognise_clos(t, previous=first)
+    assert problems == [] and again.planes == f.planes and again.dpids == f.dpids
+    assert again.host_ip == f.host_ip
+
+
+def test_a_stray_host_on_an_aggregation_switch_does_not_undo_a_reading_before_hosts():
+    f = fattree_fabric(4, 2)
+    t = observe(f, hosts=[])
+    first, _ = recognise_clos(t)
+    spare = max(f.ports["a2_1"].values()) + 1
+    t.switch_up(f.dpids["a2_1"], {**{p: True for p in f.ports["a2_1"].values()}, spare: True}, 1)
+    t.host_seen(f.dpids["a2_1"], spare, "02:00:00:00:99:01", "10.0.99.1", 1)
+    got, problems = recognise_clos(t, previous=first)
+    assert got.planes == f.planes and got.dpids == f.dpids and got.host_leaves == {}
+    assert [(p["kind"], p["switch"], p["port"]) for p in problems] == [
+        ("host_on_spine", "a2_1", spare)]
+
+
 @pytest.mark.parametrize("port_up", [False, True])
 def test_a_leaf_spine_with_a_missing_link_stays_two_tiers(port_up):
     f = Fabric.generate(4, 6, 2, wiring=True)

@@ -203,21 +203,25 @@ def _pods(graph: nx.Graph, leaves: set, aggs: set) -> list[tuple[list, list]]:
 
 def _previous_shape(previous: Clos, topology: Topology) -> ClosShape | None:
     """The last three-tier recognition's places, while every connected switch has one there:
-    names stay, and a switch that left stays in its place, down. Places found before any host
-    was heard hold until a host is heard on a switch they put above the leaves: then the
-    graph is read afresh, hosts first."""
+    names stay, and a switch that left stays in its place, down."""
     if len(previous.planes) != 1 or not previous.wired or previous.tiers != 3 \
             or not set(topology.switches) <= set(previous.switch_of_dpid):
-        return None
-    if not previous.host_leaves and any(
-            previous.tier_of[previous.switch_of_dpid[h.dpid]] > 0
-            for h in topology.hosts.values() if h.dpid in previous.switch_of_dpid):
         return None
     p, d = previous.planes[0], previous.dpids
     return ClosShape([[d[leaf] for leaf, q in zip(p.leaves, p.pod_of_leaf) if q == pod]
                       for pod in range(len(p.pods))],
                      [[d[a] for a in aggs] for aggs in p.aggs],
                      [[d[c] for c in group] for group in p.cores])
+
+
+def _contradicted(previous: Clos, topology: Topology) -> bool:
+    """Places read before any host spoke that a host heard since contradicts: it is on a
+    switch they put above the leaves. The graph is then read afresh, hosts first, and that
+    reading is used when it explains the links as well (a stray host on an aggregation
+    switch does not undo a fat-tree read right)."""
+    return not previous.host_leaves and any(
+        previous.tier_of[previous.switch_of_dpid[h.dpid]] > 0
+        for h in topology.hosts.values() if h.dpid in previous.switch_of_dpid)
 
 
 def recognise_clos(topology: Topology, link_gbps: float | None = None,
@@ -237,7 +241,12 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
             for d, ports in topology.switches.items()}
     kept = _previous_shape(previous, topology) if isinstance(previous, Clos) else None
-    shape = kept or clos_shape(graph, heard, {d: len(e) for d, e in edge.items()})
+    shape = kept
+    if kept is None or _contradicted(previous, topology):
+        fresh = clos_shape(graph, heard, {d: len(e) for d, e in edge.items()})
+        if kept is None or fresh is not None and \
+                _unexplained(graph, fresh) <= _unexplained(graph, kept):
+            shape, kept = fresh, None
     if shape is None:
         if isinstance(link_gbps, Mapping):  # per tier: a leaf-spine has its leaf tier only
             link_gbps = link_gbps.get("leaf")
