@@ -1,6 +1,9 @@
-"""Three tiers from what LLDP saw: leaves (the switches hosts are heard on), aggregation
-switches (the leaves' neighbours) in pods, cores (the aggregation switches' other neighbours)
-in groups. A switch graph with no core is a leaf-spine and is left to ``topology.recognise``.
+"""Three tiers from what LLDP saw: leaves (the switches hosts are heard on, and before they
+speak the switches with ports that face no switch), aggregation switches (the leaves'
+neighbours) in pods, cores (the aggregation switches' other neighbours) in groups. A switch
+graph with no core is a leaf-spine and is left to ``topology.recognise``, and so is one that
+a leaf-spine explains better (a fat-tree is no leaf-spine with missing links, nor the
+reverse: ``clos_shape``).
 
 A pod is a connected part of the leaf-aggregation graph; a core group is the cores that reach
 the same aggregation switches, one per pod (group g on the g-th aggregation switch of every pod,
@@ -8,7 +11,7 @@ the same aggregation switches, one per pod (group g on the g-th aggregation swit
 leaves l<i> pod by pod and by dpid, aggregation switches a<pod>_<slot>, cores c<group>_<j>,
 groups in order of their lowest core dpid; hosts as ``topology.recognise`` names them.
 
-First step of three-tier discovery (issue 26): one plane, every pod with a host heard; a
+First step of three-tier discovery (issue 26): one plane (issue 38: no host heard needed); a
 cable between switches of one tier or across pods is reported and not used, a model link never
 seen is down (on the port that is up, else a placeholder). With the last recognition
 (``previous``) names stay and a switch that left stays in its place, down, with its hosts, as
