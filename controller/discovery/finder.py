@@ -313,13 +313,21 @@ class FabricFinder:
 
     def _consistent(self, fabric: Fabric | None, problems: list[dict], now: float) -> bool:
         """The switch graph can be adopted without waiting: every probe seen both ways, every
-        leaf-spine pair cabled, every spine port cabled, every switch part of it, and no
-        switch connected in the last ``SWITCH_QUIET_S``."""
+        link of the model cabled, every port of a switch above the leaves (spine, aggregation
+        switch, core) cabled, every switch part of it, and no switch connected in the last
+        ``SWITCH_QUIET_S``. An upper switch's port that is up and faces no switch is a cable
+        LLDP has not crossed yet: leaves were read from the ports that face no switch, so the
+        reading waits for that probe (or for ``QUIET_S``)."""
         if fabric is None or fabric.down or now - self._switch_at < SWITCH_QUIET_S:
             return False
         if any(p["kind"] not in _HOST_PROBLEMS for p in problems):
             return False
-        return set(self.topology.switches) <= set(fabric.switch_of_dpid)
+        t, leaves = self.topology, set(fabric.leaves)
+        facing = t.facing()
+        if any(up and (d, p) not in facing for name, d in fabric.dpids.items()
+               if name not in leaves for p, up in t.switches.get(d, {}).items()):
+            return False
+        return set(t.switches) <= set(fabric.switch_of_dpid)
 
     def settle(self, now: float, force: bool = False) -> Fabric | None:
         """The fabric the topology shows if it changed (zero configuration), as soon as it is
@@ -362,9 +370,9 @@ class FabricFinder:
 
 def _cause(old: Fabric | None, new: Fabric) -> str:
     """What a newly recognised fabric changes, for the event: the first fabric, hosts heard
-    (the switch graph unchanged), or the switches and links."""
+    (the switch graph unchanged), or the switches and links, with the shape read."""
     if old is None:
-        return "fabric discovered"
+        return f"fabric discovered: {_shape(new)}"
     if (type(old), old.switches(), old.down, old.link_gbps) == (
             type(new), new.switches(), new.down, new.link_gbps) \
             and all(new.ports.get(sw, {}).get(p) == n for sw in old.switches()
@@ -374,4 +382,19 @@ def _cause(old: Fabric | None, new: Fabric) -> str:
         return "; ".join(x for x in (f"hosts heard: {', '.join(added)}" if added else "",
                                      f"hosts gone: {', '.join(gone)}" if gone else "")
                          if x) or "hosts changed"
-    return "fabric changed"
+    return f"fabric changed: {_shape(new)}"
+
+
+def _shape(f: Fabric) -> str:
+    """The shape read, in a few words: "3 tiers: 4 pods, 8 leaves, 8 aggregation switches,
+    4 cores, 0 hosts, 0 links down"."""
+    planes = getattr(f, "planes", None)
+    if planes is None:
+        words = f"2 tiers: {len(f.spines)} spines, {len(f.leaves)} leaves"
+    else:
+        p = planes[0]
+        words = (f"{len(planes)} planes, " if len(planes) > 1 else "") + (
+            f"{p.tiers} tiers: {len(p.pods)} pods, {len(p.leaves)} leaves, "
+            f"{sum(map(len, p.aggs))} aggregation switches, {sum(map(len, p.cores))} cores"
+            if p.cores else f"2 tiers: {len(p.aggs[0])} spines, {len(p.leaves)} leaves")
+    return f"{words}, {len(f.hosts)} hosts, {len(f.down)} links down"

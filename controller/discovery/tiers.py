@@ -1,6 +1,9 @@
-"""Three tiers from what LLDP saw: leaves (the switches hosts are heard on), aggregation
-switches (the leaves' neighbours) in pods, cores (the aggregation switches' other neighbours)
-in groups. A switch graph with no core is a leaf-spine and is left to ``topology.recognise``.
+"""Three tiers from what LLDP saw: leaves (the switches hosts are heard on, and before they
+speak the switches with ports that face no switch), aggregation switches (the leaves'
+neighbours) in pods, cores (the aggregation switches' other neighbours) in groups. A switch
+graph with no core is a leaf-spine and is left to ``topology.recognise``, and so is one that
+a leaf-spine explains better (a fat-tree is no leaf-spine with missing links, nor the
+reverse: ``clos_shape``).
 
 A pod is a connected part of the leaf-aggregation graph; a core group is the cores that reach
 the same aggregation switches, one per pod (group g on the g-th aggregation switch of every pod,
@@ -8,7 +11,7 @@ the same aggregation switches, one per pod (group g on the g-th aggregation swit
 leaves l<i> pod by pod and by dpid, aggregation switches a<pod>_<slot>, cores c<group>_<j>,
 groups in order of their lowest core dpid; hosts as ``topology.recognise`` names them.
 
-First step of three-tier discovery (issue 26): one plane, every pod with a host heard; a
+First step of three-tier discovery (issue 26): one plane (issue 38: no host heard needed); a
 cable between switches of one tier or across pods is reported and not used, a model link never
 seen is down (on the port that is up, else a placeholder). With the last recognition
 (``previous``) names stay and a switch that left stays in its place, down, with its hosts, as
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from controller.discovery.roles import LEAF, SPINE
+from controller.discovery.roles import LEAF, SPINE, _spine_side, assign_roles
 from controller.discovery.topology import (
     Topology,
     _hosts,
@@ -67,17 +70,18 @@ class ClosShape:
     unused: list[tuple[int, int, int, int, str]] = field(default_factory=list)
 
 
-def clos_shape(graph: nx.Graph, heard: Mapping[int, int]) -> ClosShape | None:
+def clos_shape(graph: nx.Graph, heard: Mapping[int, int],
+               free: Mapping[int, int] | None = None) -> ClosShape | None:
     """The three tiers of ``graph`` (switches; edges: cables): the ``heard`` switches (dpid ->
-    hosts heard) are leaves, their neighbours aggregation switches; a switch above those is a
-    core when it reaches two pods or more, else a leaf whose hosts were not heard yet. None
-    when there is no core or the graph is no single-plane Clos (each pod one aggregation
-    switch per core group). O(V + E + C^2) for C cores."""
-    # leaves are never cabled to leaves: of two cabled switches with hosts heard, the one with
-    # fewer (then with more switch links) is an upper switch with a stray host
-    rank = {d: (heard.get(d, 0), -graph.degree(d)) for d in graph}
-    leaves = {d for d in graph if heard.get(d, 0) > 0
-              and not any(heard.get(n, 0) > 0 and rank[n] > rank[d] for n in graph[d])}
+    hosts heard) are leaves, and with ``free`` (dpid -> up ports that face no switch) so are
+    switches with such ports where no host was heard yet (``_leaves``); the leaves' neighbours
+    are aggregation switches; a switch above those is a core when it reaches two pods or more,
+    else a leaf whose hosts were not heard yet. None when there is no core, when the graph is
+    no single-plane Clos (each pod one aggregation switch per core group), or when the three
+    tiers leave more cables unexplained than a leaf-spine would (``_unexplained``: a fat-tree
+    is no leaf-spine with missing links, and a leaf-spine no fat-tree). O(V + E + C^2) for C
+    cores."""
+    leaves = _leaves(graph, heard, free or {})
     aggs = {n for leaf in leaves for n in graph[leaf]} - leaves
     pods = _pods(graph, leaves, aggs)
     pod_of = {a: p for p, (_ls, ags) in enumerate(pods) for a in ags}
@@ -114,8 +118,79 @@ def clos_shape(graph: nx.Graph, heard: Mapping[int, int]) -> ClosShape | None:
         slots[pod_of[a]][g] = a
     if any(sorted(s) != list(range(len(groups))) for s in slots):
         return None  # a pod that misses a group
-    return ClosShape([ls for ls, _a in pods], [[s[g] for g in range(len(groups))] for s in slots],
-                     groups)
+    shape = ClosShape([ls for ls, _a in pods],
+                      [[s[g] for g in range(len(groups))] for s in slots], groups)
+    evidence = {d: (heard.get(d, 0), (free or {}).get(d, 0)) for d in graph}
+    return shape if _unexplained(graph, shape) <= _unexplained(graph, None, evidence) else None
+
+
+def _leaves(graph: nx.Graph, heard: Mapping[int, int], free: Mapping[int, int]) -> set:
+    """The switches taken as leaves. Hosts heard say it first: of two cabled switches with
+    hosts heard, the one with fewer (then with more switch links) is an upper switch with a
+    stray host. Then, with no host heard yet (zero configuration before any host spoke, or a
+    pod whose hosts are silent), a switch with up ports that face no switch (host ports, once
+    LLDP crossed every cable: the finder waits for that) on the leaf side of its part of the
+    graph (bipartite: the side where more switches have hosts heard, then such ports), most
+    such ports first, is a leaf when it is cabled to no leaf and to no leaf's neighbour: one
+    leaf per pod is enough, the pods place the others (``clos_shape``), and a core or an
+    aggregation switch whose link was not seen yet is never taken for one."""
+    rank = {d: (heard.get(d, 0), -graph.degree(d)) for d in graph}
+    leaves = {d for d in graph if heard.get(d, 0) > 0
+              and not any(heard.get(n, 0) > 0 and rank[n] > rank[d] for n in graph[d])}
+    near = leaves | {n for d in leaves for n in graph[d]}
+    evidence = {d: (heard.get(d, 0), free.get(d, 0)) for d in graph}
+    for part in sorted(nx.connected_components(graph), key=min):
+        sides, side = _sides(graph, part), part
+        if sides is not None:
+            x, y = sides
+            side = y if _spine_side(x, y, evidence, {}) is x else x
+        for d in sorted(side, key=lambda d: (-free.get(d, 0), graph.degree(d), d)):
+            if free.get(d, 0) and not heard.get(d, 0) and d not in near \
+                    and not any(n in near for n in graph[d]):
+                leaves.add(d)
+                near |= {d, *graph[d]}
+    return leaves
+
+
+def _sides(graph: nx.Graph, part: set) -> tuple[set, set] | None:
+    """The two sides of a connected part of ``graph`` with a cable, or None when it has no
+    cable or a cable within a side (not bipartite). O(part + its cables)."""
+    start = min(part)
+    colour, todo = {start: 0}, [start]
+    while todo:
+        d = todo.pop()
+        for n in graph[d]:
+            if n not in colour:
+                colour[n] = 1 - colour[d]
+                todo.append(n)
+            elif colour[n] == colour[d]:
+                return None
+    if len(part) < 2:
+        return None
+    return {d for d, c in colour.items() if c == 0}, {d for d, c in colour.items() if c}
+
+
+def _unexplained(graph: nx.Graph, shape: ClosShape | None, evidence=None) -> int:
+    """Links a reading of ``graph`` leaves unexplained: the links of its model not heard plus
+    the cables heard that are not in its model (parallel cables count once). ``shape``: three
+    tiers; None: the leaf-spine ``assign_roles`` reads with ``evidence``, every leaf to every
+    spine. O(V + E)."""
+    if shape is None:
+        roles = assign_roles(graph, evidence)
+        model = sum(r == LEAF for r in roles.values()) * sum(r == SPINE for r in roles.values())
+        fits = sum(1 for a, b in graph.edges if {roles.get(a), roles.get(b)} == {LEAF, SPINE})
+    else:
+        pod_of = {d: p for p, pod in enumerate(shape.pods) for d in pod}
+        slot = {d: (p, g) for p, aggs in enumerate(shape.aggs) for g, d in enumerate(aggs)}
+        group_of = {d: g for g, group in enumerate(shape.groups) for d in group}
+        model = sum(len(pod) * len(aggs) for pod, aggs in zip(shape.pods, shape.aggs)) \
+            + sum(len(shape.aggs) * len(group) for group in shape.groups)
+
+        def fits_(a, b) -> bool:
+            (a, b) = (a, b) if a in slot else (b, a)
+            return a in slot and (pod_of.get(b) == slot[a][0] or group_of.get(b) == slot[a][1])
+        fits = sum(1 for a, b in graph.edges if fits_(a, b))
+    return model - fits + graph.number_of_edges() - fits
 
 
 def _pods(graph: nx.Graph, leaves: set, aggs: set) -> list[tuple[list, list]]:
@@ -142,6 +217,16 @@ def _previous_shape(previous: Clos, topology: Topology) -> ClosShape | None:
                      [[d[c] for c in group] for group in p.cores])
 
 
+def _contradicted(previous: Clos, topology: Topology) -> bool:
+    """Places read before any host spoke that a host heard since contradicts: it is on a
+    switch they put above the leaves. The graph is then read afresh, hosts first, and that
+    reading is used when it explains the links as well (a stray host on an aggregation
+    switch does not undo a fat-tree read right)."""
+    return not previous.host_leaves and any(
+        previous.tier_of[previous.switch_of_dpid[h.dpid]] > 0
+        for h in topology.hosts.values() if h.dpid in previous.switch_of_dpid)
+
+
 def recognise_clos(topology: Topology, link_gbps: float | None = None,
                    previous: Fabric | Clos | None = None):
     """The fabric the topology shows: a wired single-plane ``Clos`` with three tiers when
@@ -155,8 +240,16 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     heard: dict[int, int] = {}
     for h in topology.hosts.values():
         heard[h.dpid] = heard.get(h.dpid, 0) + 1
+    facing = topology.facing()
+    edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
+            for d, ports in topology.switches.items()}
     kept = _previous_shape(previous, topology) if isinstance(previous, Clos) else None
-    shape = kept or clos_shape(graph, heard)
+    shape = kept
+    if kept is None or _contradicted(previous, topology):
+        fresh = clos_shape(graph, heard, {d: len(e) for d, e in edge.items()})
+        if kept is None or fresh is not None and \
+                _unexplained(graph, fresh) <= _unexplained(graph, kept):
+            shape, kept = fresh, None
     if shape is None:
         if isinstance(link_gbps, Mapping):  # per tier: a leaf-spine has its leaf tier only
             link_gbps = link_gbps.get("leaf")
@@ -215,9 +308,6 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
         cabled.setdefault((lo, up), []).append((lp, upp))  # parallel cables: a bundle
         pair.setdefault((lo, up), (lp, upp))
         used[lo][lp], used[up][upp] = up, lo
-    facing = topology.facing()
-    edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
-            for d, ports in topology.switches.items()}
 
     def port_for(d: int) -> int:
         """An aggregation switch's or core's port that is up and faces no switch is the
