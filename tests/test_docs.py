@@ -260,18 +260,21 @@ def compare_table(out: str) -> dict[str, dict]:
     rows = {}
     for line in lines[start + 1:]:
         words = line.split()
-        if len(words) < 1 + len(jobs) or not re.fullmatch(r"[a-z][\w-]*", words[0]):
+        row = words[0] == "ideal" or (len(words) >= 5 + len(jobs)
+                                      and re.fullmatch(r"[\d.]+", words[2]) is not None)
+        if not row or not re.fullmatch(r"[a-z][\w-]*", words[0]):
             break  # the table ended (what the next command printed)
         if words[0] == "ideal":
             rows["ideal"] = {"ar": dict(zip(jobs, map(float, words[1:])))}
-        else:
-            rows[words[0]] = {"max": float(words[1]), "at_max": int(words[2]),
-                              "slowest": float(words[3]),
-                              "ar": dict(zip(jobs, map(float, words[4:4 + len(jobs)])))}
+        else:  # algorithm, the objective it ranked by, then the figures
+            rows[words[0]] = {"objective": words[1], "max": float(words[2]),
+                              "at_max": int(words[3]), "slowest": float(words[4]),
+                              "ar": dict(zip(jobs, map(float, words[5:5 + len(jobs)])))}
     return rows
 
 
-CLOS_ROW = re.compile(r"^(?P<alg>\S+)\s+max load (?P<max>[\d.]+)\s+\((?P<tiers>[^)]*)\)\s+at max "
+CLOS_ROW = re.compile(r"^(?P<alg>\S+)\s+objective (?P<objective>\S+)\s+"
+                      r"max load (?P<max>[\d.]+)\s+\((?P<tiers>[^)]*)\)\s+at max "
                       r"(?P<at>\d+)\s+(?P<jobs>.*?)\s+(?P<ms>[\d.]+) ms$")
 
 
@@ -323,7 +326,7 @@ def first_route_files(run: Run):
 
 
 def first_route_plan(run: Run):
-    run.says("prints one route per flow with the spine it takes",
+    run.says("writes one route per flow with the spine it takes to `routes.json`",
              "ECMP's hash puts two rings' flows on one link (max load 2), so both rings take "
              "twice their ideal time",
              "the greedy and `auto` give every leaf's two flows different spines (max load 1)")
