@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 PYMINOR := $(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])' 2>/dev/null)
 FRAMEWORK ?= $(if $(filter 11,$(PYMINOR)),ryu,osken)
 
-.PHONY: install system test test-unit test-fast docs demo demo-fattree controller bench paper paper-quick clean
+.PHONY: install system test test-live test-unit test-fast docs demo demo-fattree controller bench paper paper-quick clean
 
 install: $(STAMP)
 
@@ -54,13 +54,23 @@ system:
 	  /usr/share/openvswitch/scripts/ovs-ctl --system-id=random start >/dev/null 2>&1
 	@/usr/share/openvswitch/scripts/ovs-ctl status
 
-# As root, the integration tests' system packages and Open vSwitch are installed first; without
-# root they skip themselves (and say so).
+# Unit tests run on both cores (pytest-xdist); integration tests one at a time (one Open vSwitch).
+WORKERS ?= 2
+
+# Lint, the manual, every unit test, then one live test per capability and fabric shape (about
+# 20 minutes on 2 cores). As root, the integration tests' system packages and Open vSwitch are
+# installed first; without root they skip themselves (and say so).
 test: install docs
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory system; \
 	  else echo "make test: not root: the integration tests (Mininet, Open vSwitch) will be skipped"; fi
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(WORKERS) -m "not integration"
+	$(PY) -m pytest -q -m "integration and not extended"
+
+# Every integration test: make test's, and the further cases marked `extended` (other libraries,
+# modes and sequences of what make test proves on the same shape; about 50 minutes). Root.
+test-live: install system
+	$(PY) -m pytest -q -m integration
 
 # The manual (docs/, mkdocs.yml): the pages generated from the code and bench/*.json are written
 # with the controller's venv, then MkDocs and the Material theme, pinned in requirements-docs.txt
@@ -78,12 +88,12 @@ docs: install $(DOCS_STAMP)
 
 # Everything that needs no root, Open vSwitch or Mininet (CI runs it on Python 3.12 and 3.13).
 test-unit: install
-	$(PY) -m pytest -q -m "not integration"
+	$(PY) -m pytest -q -n $(WORKERS) -m "not integration"
 
 # The fast tier (about a minute on 2 cores): unit, property and doctests without the tests
 # marked slow (they run in test and test-unit) and without Mininet.
 test-fast: install
-	$(PY) -m pytest -q -m "not slow and not integration"
+	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not integration"
 
 demo: install system
 	$(PY) -m emulation.demo

@@ -20,6 +20,19 @@ from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
 
 SPINES, LEAVES, HOSTS = 2, 4, 2
+# A further live case of a capability that a test of `make test` already proves on the same
+# shape (another library, mode, variant or sequence): `make test-live` runs it, `make test` not.
+EXTENDED = pytest.mark.extended
+
+
+def ext(*values, **kw):
+    """A ``parametrize`` value that only ``make test-live`` runs (marked ``extended``)."""
+    return pytest.param(*values, marks=EXTENDED, **kw)
+
+
+def gloo_only_in_make_test(libraries):
+    """``libraries`` for ``parametrize``: gloo in every tier, the others in ``make test-live``."""
+    return [lib if lib == "gloo" else ext(lib) for lib in libraries]
 
 
 def require_root_and_ovs():

@@ -11,7 +11,7 @@ import pytest
 
 from emulation.harness.fabricnet import wait_until
 from emulation.harness.session import Session
-from tests.integration import carried_as_planned, require_root_and_ovs, restart_changes_nothing
+from tests.integration import carried_as_planned, ext, require_root_and_ovs, restart_changes_nothing
 from topologies.clos import planes_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -41,7 +41,7 @@ def test_the_bundles_are_declared_as_wired(emu):
     assert {"l0->s0", "l0->s0#1", "s1->l3#1"} <= links, sorted(links)
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
+@pytest.mark.parametrize("mode", ["flow", ext("sr"), ext("host")])
 def test_an_alltoall_carries_its_bytes_on_its_planned_members(emu, mode):
     f = emu.fabric
     code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "a2a", mode))
@@ -58,7 +58,7 @@ def test_an_alltoall_carries_its_bytes_on_its_planned_members(emu, mode):
         emu.ctl.rest("DELETE", "/v1/jobs/a2a")
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
+@pytest.mark.parametrize("mode", ["flow", ext("sr"), ext("host")])
 def test_a_split_jobs_parts_carry_their_bytes_on_their_members(emu, mode):
     """Five flows out of h0_0 over l0's four uplink members: unsplit, some member carries 2;
     split, 1.25. Each part is a connection of its own source port (the flow's + i) and
@@ -99,7 +99,7 @@ def test_a_member_down_is_avoided_and_its_twin_carries_the_flows(emu):
         intf.ifconfig("up")
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
+@pytest.mark.parametrize("mode", ["flow", ext("sr"), ext("host")])
 def test_a_restart_changes_no_entry(emu, mode):
     code, doc = emu.ctl.rest("POST", "/v1/jobs", alltoall(emu, "kept", mode))
     assert code == 201, doc

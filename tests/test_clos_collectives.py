@@ -16,7 +16,7 @@ import pytest
 
 from emulation.harness import collectives as co
 from emulation.harness.session import Session
-from tests.integration import require_root_and_ovs
+from tests.integration import EXTENDED, gloo_only_in_make_test, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -63,7 +63,7 @@ def crosses_pods(emu, route) -> bool:
     return len(route["path"]) == 5 and route["path"][2] in emu.fabric.tier_of
 
 
-@pytest.mark.parametrize("library", co.LIBRARIES)
+@pytest.mark.parametrize("library", gloo_only_in_make_test(co.LIBRARIES))
 def test_a_declared_ring_across_pods_is_balanced_at_every_tier(emu, library):
     res = run(emu, library, "correct")
     routes = res["job"]["view"]["routes"]
@@ -75,6 +75,7 @@ def test_a_declared_ring_across_pods_is_balanced_at_every_tier(emu, library):
     assert statistics.median(res["times"]) < NEAR_LINE_RATE[library] * ideal, res["times"]
 
 
+@EXTENDED  # make test: tests/test_lifecycle_live.py (members only, k = 4 fat-tree in test-live)
 @pytest.mark.parametrize("library", co.LIBRARIES)
 def test_members_only_is_learned_and_as_fast_as_declared(emu, library):
     if not co.learning_supported(emu.ctl):

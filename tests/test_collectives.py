@@ -18,7 +18,14 @@ import pytest
 from emulation.harness import collectives as co
 from emulation.harness import relaunch
 from emulation.harness.session import Session
-from tests.integration import HOSTS, LEAVES, SPINES, processes, require_root_and_ovs
+from tests.integration import (
+    EXTENDED,
+    HOSTS,
+    LEAVES,
+    SPINES,
+    processes,
+    require_root_and_ovs,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -110,6 +117,7 @@ def test_declared_correctly_balances_uplinks_at_line_rate(emu, library):
         ranks[x["dst"]] == (ranks[x["src"]] + d) % n for x in routes)
 
 
+@EXTENDED
 @pytest.mark.parametrize("library", co.LIBRARIES)
 def test_declared_in_rank_order(emu, library):
     """Rank order is gloo's pitfall: the declared flows carry only acknowledgements."""
@@ -146,16 +154,19 @@ def learned(emu, library, scenario):
     return res
 
 
+@EXTENDED  # make test: tests/test_learning_live.py, a ring declared the other way
 @pytest.mark.parametrize("library", co.LIBRARIES)
 def test_wrong_direction_is_corrected_by_learning(emu, library):
     learned(emu, library, "wrong_learned")
 
 
+@EXTENDED  # make test: tests/test_lifecycle_live.py
 @pytest.mark.parametrize("library", co.LIBRARIES)
 def test_members_only_after_learning_as_fast_as_declared(emu, library):
     learned(emu, library, "members")
 
 
+@EXTENDED  # make test: tests/test_lifecycle_live.py relaunches after pauses
 @pytest.mark.parametrize("library", co.LIBRARIES)
 @pytest.mark.parametrize("name", relaunch.VARIANTS)
 def test_relaunches_after_pauses_stay_learned_and_as_fast_as_declared(emu, library, name):

@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration import require_root_and_ovs
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.integration, pytest.mark.extended, pytest.mark.timeout(400)]
 
 
 def test_the_three_tier_demo_runs_and_its_links_carry_the_plan(tmp_path):

@@ -15,7 +15,7 @@ from benchmarks.connect import one_run
 from emulation.harness import fabricnet, ovs
 from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.run import _run_traffic, _verify_paths, prepare_jobs
-from tests.integration import require_root_and_ovs
+from tests.integration import EXTENDED, ext, require_root_and_ovs
 from topologies.clos import clos_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -61,7 +61,7 @@ class Discovered:
         return self.ctl.rest("GET", "/v1/fabric", timeout=15)[1]
 
 
-@pytest.mark.parametrize("shape", [(2, 4, 2), (4, 8, 2)])
+@pytest.mark.parametrize("shape", [(2, 4, 2), ext((4, 8, 2))])
 def test_the_fabric_is_discovered_with_no_file(tmp_path, shape):
     require_root_and_ovs()
     spines, leaves, hosts = shape
@@ -91,6 +91,7 @@ def test_the_fabric_is_discovered_with_no_file(tmp_path, shape):
         assert d.fabric()["declared"]["hosts"] == truth.hosts
 
 
+@EXTENDED  # make test: tests/test_host_lldp_live.py
 def test_a_ring_named_by_addresses_crosses_its_planned_spines(tmp_path):
     require_root_and_ovs()
     truth = clos_fabric(2, 4, 2, BW)

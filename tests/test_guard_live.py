@@ -20,7 +20,7 @@ import pytest
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import REPO, ControllerProcess
-from tests.integration import require_root_and_ovs
+from tests.integration import ext, require_root_and_ovs
 from topologies.clos import clos_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -115,9 +115,10 @@ def _no_loss(text: str) -> bool:
     return re.search(r", 0% packet loss", text) is not None
 
 
-@pytest.mark.parametrize("declared, job", [(False, False), (False, True), (True, False),
-                                           (True, True)],
-                         ids=["discovered", "discovered-job", "declared", "declared-job"])
+@pytest.mark.parametrize("declared, job", [ext(False, False, id="discovered"),
+                                           pytest.param(False, True, id="discovered-job"),
+                                           ext(True, False, id="declared"),
+                                           ext(True, True, id="declared-job")])
 def test_spoofed_lldp_and_arp_change_nothing_and_are_reported(tmp_path, declared, job):
     require_root_and_ovs()
     with Live(tmp_path, declared) as live:

@@ -17,7 +17,7 @@ from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.ha import ETCD, EtcdServer, HaSession, controller_roles, free_port
 from emulation.harness.ovs import entry_ages as flows_with_age
 from emulation.harness.run import _run_traffic, prepare_jobs
-from tests.integration import HOSTS, LEAVES, SPINES, iperf_ring, require_root_and_ovs
+from tests.integration import EXTENDED, HOSTS, LEAVES, SPINES, iperf_ring, require_root_and_ovs
 from tests.integration import metric as _metric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -300,6 +300,7 @@ def test_unreachable_etcd_at_start_is_a_clear_error(ha, tmp_path):
     assert "--mlroute-etcd" in proc.stdout + proc.stderr
 
 
+@EXTENDED  # a standby's learning; make test: failover and etcd loss
 def test_a_standby_learns_from_its_own_sflow_and_a_new_master_keeps_the_matrix(ha):
     """Both controllers on one host, each with its own sFlow port, every switch sending to
     both: the standby measures the job as the master does; after the master is killed, the

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from emulation.harness import ovs
-from tests.integration import default_session, iperf_ring, require_root_and_ovs
+from tests.integration import EXTENDED, default_session, iperf_ring, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 RING = ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h1_1", "h2_1", "h3_1"]
@@ -45,6 +45,7 @@ def cross_leaf(emu, pairs):
     return {(a, b) for a, b in pairs if emu.fabric.hosts[a] != emu.fabric.hosts[b]}
 
 
+@EXTENDED  # make test: tests/test_lifecycle_live.py
 def test_members_only_job_learns_the_data_direction(emu):
     data = cross_leaf(emu, {(h, RING[i - 1]) for i, h in enumerate(RING)})
     status, doc = emu.ctl.rest("POST", "/v1/jobs", {

@@ -14,7 +14,7 @@ import pytest
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import REPO, ControllerProcess
-from tests.integration import require_root_and_ovs
+from tests.integration import ext, require_root_and_ovs
 from topologies.clos import clos_fabric
 
 CLOS = os.path.join(REPO, "topologies", "clos.py")
@@ -112,7 +112,7 @@ def test_mn_custom_clos_pingall(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("mode", ["flow", "sr"])
+@pytest.mark.parametrize("mode", ["flow", ext("sr")])
 def test_mn_custom_clos_carries_tcp(tmp_path, mode):
     """A job between h0_0 and h1_0 (all their IPv4 traffic), then iperf3 from h0_0 to h1_0
     inside `mn`'s own CLI: TCP gets through, and the job's ingress rule on leaf l0 (in sr mode

@@ -16,7 +16,9 @@ import pytest
 from emulation.harness import collectives, ovs
 from emulation.harness.session import Session
 from tests.integration import (
+    EXTENDED,
     carried_as_planned,
+    ext,
     iperf_ring,
     require_root_and_ovs,
     restart_changes_nothing,
@@ -52,7 +54,7 @@ def test_hosts_reach_each_other_on_both_planes(emu):
             assert " 0% packet loss" in out, (a, b, q, out)
 
 
-@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
+@pytest.mark.parametrize("mode", ["flow", ext("sr"), ext("host")])
 def test_an_alltoall_over_two_planes_carries_its_bytes_on_its_planned_links(emu, mode):
     f = emu.fabric
     job = alltoall(emu, f"a2a-{mode}", mode)
@@ -121,6 +123,7 @@ def test_a_ring_a_framework_runs_on_plane_1_is_learned_and_planned_there(emu):
         emu.ctl.rest("DELETE", "/v1/jobs/p1")
 
 
+@EXTENDED  # make test: the ring a framework runs on plane 1, above
 @pytest.mark.parametrize("library", collectives.LIBRARIES)
 def test_a_ring_bound_to_plane_1_is_learned_and_runs_at_line_rate(emu, library):
     """Real PyTorch gloo (GLOO_SOCKET_IFNAME: each host's plane-1 interface) and Open MPI

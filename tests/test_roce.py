@@ -393,7 +393,7 @@ def test_explicit_flow_specs(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("mode", ["flow", "sr"])
+@pytest.mark.parametrize("mode", ["flow", pytest.param("sr", marks=pytest.mark.extended)])
 def test_roce_ring_and_explicit_flows_in_emulation(tmp_path, mode):
     """Real ryu-manager, OVS and Mininet: a RoCE ring and an explicit UDP 4791 job (two flows
     between the same hosts on different source ports) run at once; every flow part is proved

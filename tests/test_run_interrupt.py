@@ -12,6 +12,7 @@ import pytest
 from emulation.harness.controller_proc import REPO, listening
 from emulation.harness.run import AgentGroup
 from tests.integration import alive as _alive
+from tests.integration import ext
 from tests.integration import processes as _processes_mentioning
 
 
@@ -45,7 +46,7 @@ def test_agent_group_reports_stuck_agents_and_kills_them(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("transport, agent", [("roce", "emulation.harness.roce"),
+@pytest.mark.parametrize("transport, agent", [ext("roce", "emulation.harness.roce"),
                                               ("tcp", "emulation.harness.agents")])
 def test_ctrl_c_on_the_runner_stops_agents_controller_and_fabric(tmp_path, transport, agent):
     from tests.integration import require_root_and_ovs

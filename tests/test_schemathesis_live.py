@@ -16,7 +16,7 @@ from emulation.harness.controller_proc import ControllerProcess
 from tests.integration import require_root_and_ovs
 from topologies.clos import clos_fabric
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.integration, pytest.mark.extended, pytest.mark.timeout(600)]
 SCHEMATHESIS = os.path.join(os.path.dirname(sys.executable), "schemathesis")
 
 

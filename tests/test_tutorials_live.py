@@ -34,7 +34,7 @@ import urllib.request
 import pytest
 
 from emulation.harness import fabricnet
-from tests.integration import require_root_and_ovs
+from tests.integration import EXTENDED, require_root_and_ovs
 from tests.test_docs import REPO, _blocks
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -298,6 +298,7 @@ def test_three_tier_tutorial_runs_as_written(tmp_path):
         fabricnet.cleanup()
 
 
+@EXTENDED  # make test: the hook in tests/test_integrations_live.py
 def test_pytorch_job_tutorial_runs_as_written(tmp_path):
     require_root_and_ovs()
     if shutil.which("socat") is None or shutil.which("torchrun") is None:
