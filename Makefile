@@ -121,6 +121,7 @@ bench: install system
 	$(PY) -m benchmarks.hostmode
 	$(PY) -m benchmarks.failover
 	$(PY) -m benchmarks.connect
+	$(PY) -m benchmarks.zeroconfig
 	$(PY) -m benchmarks.collectives
 	$(PY) -m benchmarks.fattree
 

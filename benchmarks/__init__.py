@@ -15,6 +15,9 @@ failover
     redundant controllers: time to a standby's takeover
 connect
     a zero-configuration fabric: time to connectivity, discovery's cost
+zeroconfig
+    zero configuration before any host speaks: when the right shape of a fat-tree (k = 4, 8)
+    is held, whether a wrong one ever was, the first pingall's loss
 collectives
     PyTorch gloo and Open MPI All-Reduces for each way of declaring the job
 fattree

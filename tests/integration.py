@@ -14,10 +14,10 @@ import pytest
 
 from controller.client import Client
 from emulation.harness import fabricnet
-from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.ovs import entry_ages
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
+from emulation.harness.zeroconfig import without_a_file
 
 SPINES, LEAVES, HOSTS = 2, 4, 2
 # A further live case of a capability that a test of `make test` already proves on the same
@@ -55,25 +55,10 @@ def default_session(tmp, bw=0.0, mode="flow", state=False,
 def discovering(tmp: str, truth, bw: float):
     """ryu-manager with no fabric file in front of the emulated ``truth`` (a wired Clos), its
     switches connected and shaped to ``bw`` Mbit/s: (controller, Mininet), both stopped on the
-    way out."""
+    way out (``emulation.harness.zeroconfig.without_a_file``); skipped without root or OVS."""
     require_root_and_ovs()
-    fabricnet.ensure_ovs()
-    fabricnet.cleanup()
-    ctl = net = None
-    try:
-        ctl = ControllerProcess(None, os.path.join(tmp, "controller.log"),
-                                extra_args=["--mlroute-link-gbps", str(bw / 1000),
-                                            "--mlroute-stats-interval", "0"]).start()
-        net = fabricnet.build(0, 0, 0, bw, ctl.of_port, clos=truth)
-        fabricnet.start(net, timeout=60)
+    with without_a_file(tmp, truth, bw) as (ctl, net):
         yield ctl, net
-    finally:
-        try:
-            if net is not None:
-                net.stop()
-        finally:
-            if ctl is not None:
-                ctl.stop()
 
 
 def discovered(ctl, truth, what: str = "the fabric discovered") -> dict:
