@@ -17,7 +17,7 @@ from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
 from tests import integration
 from tests.clos_checks import CROSS_POD_RING
-from tests.integration import ext, require_root_and_ovs, restart_changes_nothing
+from tests.integration import require_root_and_ovs, restart_changes_nothing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -113,7 +113,8 @@ def test_a_restart_changes_no_entry_at_any_tier(emu):
             emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
 
 
-@pytest.mark.parametrize("ecmp", ["per-tier", ext("polarised")])
+@pytest.mark.extended  # make bench: benchmarks.fattree measures the hashed paths
+@pytest.mark.parametrize("ecmp", ["per-tier", "polarised"])
 def test_hashed_paths_with_no_job_use_the_cores_the_hashing_allows(emu, ecmp):
     """With no job, unplanned traffic follows the select groups, which Open vSwitch hashes
     alike on every bridge. ``polarised`` (one bucket per core): a leaf's choice of aggregation

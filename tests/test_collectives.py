@@ -23,6 +23,7 @@ from tests.integration import (
     HOSTS,
     LEAVES,
     SPINES,
+    gloo_only_in_make_test,
     processes,
     require_root_and_ovs,
 )
@@ -88,7 +89,7 @@ def ideal():
     return co.ideal_s(LEAVES * HOSTS, MIB, BW)
 
 
-@pytest.mark.parametrize("library", co.LIBRARIES)
+@pytest.mark.parametrize("library", gloo_only_in_make_test(co.LIBRARIES))
 def test_sums_and_data_direction_with_no_job(emu, library):
     res = run(emu, library, "ecmp")
     assert res["direction"] == co.DATA_DIRECTION[library], res["pairs"]
@@ -222,6 +223,7 @@ def test_two_ddp_jobs_train_with_identical_replicas_and_ring_traffic(emu):
     assert res["directions"] == [co.DATA_DIRECTION["gloo"]] * 2
 
 
+@EXTENDED  # make test: the patterns learned in tests/test_learning_patterns.py
 def test_mixture_of_experts_job_by_members_learns_every_pair(emu):
     """gloo, one rank per leaf, every iteration an all-to-all (about a fifth of the bytes,
     each of its pairs under a tenth of a ring pair: 1.7% of the job's bytes) and a ring

@@ -137,6 +137,7 @@ def test_a_declared_fabric_with_swapped_ports_is_reported_precisely(tmp_path):
         assert 'mlroute_wiring_problems{kind="wrong_port"} 2.0' in page
 
 
+@EXTENDED  # make test: pingall in test_integration.py and test_mn_custom.py
 def test_every_host_reaches_every_other_within_two_seconds_of_the_start(tmp_path):
     """The issue's measurement: 9-12.5 s before, every ping lost until then."""
     require_root_and_ovs()
