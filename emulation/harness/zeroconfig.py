@@ -17,16 +17,20 @@ from emulation.harness.controller_proc import ControllerProcess
 def without_a_file(tmp: str, truth, bw: float):
     """ryu-manager with no fabric file in front of the emulated ``truth`` (a wired Clos), its
     switches connected and shaped to ``bw`` Mbit/s: (controller, Mininet), both stopped on the
-    way out, also on Ctrl-C."""
+    way out, also on Ctrl-C. ``net.started_at`` is the monotonic time just before
+    ``net.start()``, ``net.connected_at`` when Mininet saw every switch connected."""
     fabricnet.ensure_ovs()
     fabricnet.cleanup()
+    os.makedirs(tmp, exist_ok=True)
     ctl = net = None
     try:
         ctl = ControllerProcess(None, os.path.join(tmp, "controller.log"),
                                 extra_args=["--mlroute-link-gbps", str(bw / 1000),
                                             "--mlroute-stats-interval", "0"]).start()
         net = fabricnet.build(0, 0, 0, bw, ctl.of_port, clos=truth)
+        net.started_at = time.monotonic()
         fabricnet.start(net, timeout=60)
+        net.connected_at = time.monotonic()
         yield ctl, net
     finally:
         try:
@@ -55,15 +59,17 @@ def expected_shape(truth) -> str:
     return shape_of({"ready": True, "declared": truth.to_dict()})
 
 
-def watch(ctl, truth, seconds: float, interval: float = 0.1) -> dict:
+def watch(ctl, truth, seconds: float, interval: float = 0.1, since: float | None = None) -> dict:
     """Poll ``ctl``'s fabric view for ``seconds`` from now (the switches just connected):
     every shape held, in order, with the second it was first seen; the second the right shape
-    was first held with no link down (None if never); the fabric events of that time."""
-    start, want = time.monotonic(), expected_shape(truth)
+    was first held with no link down (None if never); the fabric events of that time. Seconds
+    count from ``since`` (a monotonic time, e.g. just before ``net.start()``), else from now."""
+    start, want = time.monotonic() if since is None else since, expected_shape(truth)
     shapes: list[tuple[float, str | None]] = []
     right_at = None
     view: dict = {}
-    while time.monotonic() - start < seconds:
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
         view = ctl.rest("GET", "/v1/fabric", timeout=15)[1]
         now, shape = round(time.monotonic() - start, 2), shape_of(view)
         if not shapes or shapes[-1][1] != shape:
