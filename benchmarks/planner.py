@@ -49,7 +49,7 @@ from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.model.loads import load_summary
 from controller.model.problem import Problem
-from controller.planners import ALGORITHMS
+from controller.planners import PLANNERS
 from controller.planners.lp import fractional_optimum
 from controller.planners.plan import run_planner
 from simulation.paper import FAILURES, grid
@@ -57,7 +57,7 @@ from simulation.placement import cluster, realistic
 from simulation.simulate import simulate
 from simulation.workloads import generate, paper_models
 
-HAS_AUTO = "auto" in ALGORITHMS
+HAS_AUTO = "auto" in PLANNERS
 
 
 def _median_ms(problem: Problem, algorithm: str, repeats: int, **opts) -> float:

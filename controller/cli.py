@@ -36,10 +36,10 @@ from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.jobs import Job, parse_jobs
 from controller.model.rates import max_min_rates
-from controller.planners import ALGORITHMS
+from controller.planners import PLANNERS, planner_for
 from controller.planners.auto import OBJECTIVES
-from controller.planners.clos_plan import CLOS_ALGORITHMS
 from controller.planners.plan import make_plan, planner_options
+from controller.planners.registry import CLOS, TWO_TIER, listing, names
 from controller.service.settings import Settings
 
 # what each objective ranks plans by (the names are auto.OBJECTIVES)
@@ -50,16 +50,20 @@ OBJECTIVE_HELP = {"flows": "max-min fair link flow counts, the paper's",
 
 def default_objective(algorithm: str, clos: bool) -> str:
     """The objective the controller plans a job of ``algorithm`` with when the job names none:
-    its default (``Settings.objective``) for auto on a two-tier fabric; flows for the other
-    planners (they count flows; the controller's split too) and on a Clos fabric, where the
-    controller's auto ranks by link loads (the jobs objective is the offline ``jobs`` planner).
+    the one the name fixes (``jobs``); its default (``Settings.objective``) for auto on a
+    two-tier fabric; flows for the other planners (they count flows; the controller's split
+    too) and on a Clos fabric, where the controller's auto ranks by link loads (the jobs
+    objective is the ``jobs`` planner).
 
     >>> default_objective("auto", clos=False) == Settings.objective
     True
     >>> default_objective("greedy", clos=False), default_objective("auto", clos=True)
     ('flows', 'flows')
+    >>> default_objective("jobs", clos=False), default_objective("jobs", clos=True)
+    ('jobs', 'jobs')
     """
-    return Settings.objective if algorithm == "auto" and not clos else "flows"
+    fixed = PLANNERS[algorithm].objective if algorithm in PLANNERS else None
+    return fixed or (Settings.objective if algorithm == "auto" and not clos else "flows")
 
 
 def objective_for(algorithm: str, given: str | None) -> str:
@@ -191,23 +195,30 @@ def clos_command(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
     from controller.planners.clos_plan import make_clos_plan
     if args.max_parts is not None:
         raise InputError("--max-parts applies to single-plane two-tier fabrics")
-    if args.objective not in (None, "flows") and (args.cmd != "plan"
-                                                  or args.algorithm != "auto"):
+    if args.cmd == "plan":
+        planner_for(args.algorithm, CLOS)  # unknown or refused here: named before the rest
+        if args.objective not in (None, default_objective(args.algorithm, clos=True)) and \
+                args.algorithm != "auto":
+            raise InputError(f"on this fabric --objective {args.objective} applies to plan "
+                             "with algorithm auto (jobs runs the jobs planner)")
+    elif args.objective not in (None, "flows"):
         raise InputError(f"on this fabric --objective {args.objective} applies to plan with "
                          "algorithm auto (it runs the jobs planner; compare shows it as the "
                          "row jobs)")
+    # the run options, to the planners that take them (registry.clos_options)
+    opts = {"seed": args.seed, "time_limit": args.ilp_time_limit}
     if args.cmd == "plan":
         alg = "jobs" if args.objective == "jobs" else args.algorithm
-        doc = make_clos_plan(fabric, jobs, alg, args.salt).to_dict()
-        return plan_document(doc, "jobs" if alg == "jobs" else "flows")
+        doc = make_clos_plan(fabric, jobs, alg, args.salt, **opts).to_dict()
+        return plan_document(doc, default_objective(alg, clos=True))
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
-        else list(CLOS_ALGORITHMS)
+        else names(CLOS, distinct=True)
     from controller.model.iteration import predict_clos_split_times
     rows = []
     for alg in algs:
-        plan = make_clos_plan(fabric, jobs, alg, args.salt)
+        plan = make_clos_plan(fabric, jobs, alg, args.salt, **opts)
         doc = plan.to_dict()
-        rows.append({"algorithm": alg, "objective": "jobs" if alg == "jobs" else "flows"}
+        rows.append({"algorithm": alg, "objective": default_objective(alg, clos=True)}
                     | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
                                            "max_load_by_tier", "runtime_ms")}
                     | {"allreduce_s": predict_clos_split_times(plan.problem, plan.routing)})
@@ -234,10 +245,9 @@ def two_tier_command(args, fabric: Fabric, jobs: list[Job]) -> tuple[str, str]:
                                            args.ilp_time_limit, used, args.max_parts))
         return plan_document(plan.to_dict(), used)
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
-        else list(ALGORITHMS)
+        else names(TWO_TIER, distinct=True)
     for a in algs:
-        if a not in ALGORITHMS:
-            raise InputError(f"unknown algorithm {a!r} (choose from {', '.join(ALGORITHMS)})")
+        planner_for(a, TWO_TIER)  # the registry's refusal: unknown, or not on two tiers
     rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
                    args.objective, args.max_parts)
     out = json.dumps(rows, indent=1) if args.json else format_table(rows, jobs,
@@ -274,7 +284,7 @@ def add_job_commands(sub) -> None:
     add.add_argument("--bytes", type=float, help="bytes per rank and step, a hint")
     add.add_argument("--no-learn", action="store_true",
                      help="keep the declared matrix (\"learn\": false)")
-    add.add_argument("--algorithm", help=f"planner for this job: {', '.join(ALGORITHMS)} "
+    add.add_argument("--algorithm", help=f"planner for this job: {listing()} "
                                          f"(default: the controller's, {Settings.algorithm} "
                                          "unless --mlroute-algorithm says otherwise)")
     add.add_argument("--mode", help=f"enforcement for this job: {', '.join(MODES)} (default: "
@@ -431,6 +441,9 @@ def add_offline_commands(sub) -> None:
                      help="write the fabric to FILE and print one line saying so (default: "
                           "print the fabric)")
     objectives = " or ".join(f"{o} ({OBJECTIVE_HELP.get(o, o)})" for o in OBJECTIVES)
+    aliases = " and ".join(f"{n} runs as {p.two_tier.planned_as}" + (
+        f" with objective {p.two_tier.objective}" if p.two_tier.objective else "")
+        for n, p in PLANNERS.items() if p.two_tier.planned_as)
     for name in ("plan", "compare"):
         p = parser(name)
         p.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
@@ -438,23 +451,26 @@ def add_offline_commands(sub) -> None:
                        help="jobs document ({\"jobs\": [...]})")
         if name == "plan":
             p.add_argument("--algorithm", default=Settings.algorithm,
-                           help=f"planner; two-tier fabrics: {', '.join(ALGORITHMS)}; Clos "
-                                f"fabrics (planes, bundles, three tiers): "
-                                f"{', '.join(CLOS_ALGORITHMS)} (default: {Settings.algorithm},"
-                                " the controller's)")
+                           help=f"planner: {listing()}; a single two-tier plane runs the "
+                                "two-tier planner of the name, a Clos fabric (planes, bundles, "
+                                "three tiers) its Clos planner: the planner table of the "
+                                f"controller options' reference (default: {Settings.algorithm}, "
+                                "the controller's)")
         else:
             p.add_argument("--algorithms", metavar="A,B,...",
-                           help=f"comma-separated planners (default: every one of the "
-                                f"fabric: {', '.join(ALGORITHMS)} on two-tier fabrics, "
-                                f"{', '.join(CLOS_ALGORITHMS)} on Clos fabrics)")
+                           help=f"comma-separated planners, of {listing()} (default: every "
+                                f"distinct one of the fabric: "
+                                f"{', '.join(names(TWO_TIER, distinct=True))} on two-tier "
+                                f"fabrics, where {aliases}; "
+                                f"{', '.join(names(CLOS, distinct=True))} on Clos fabrics)")
         p.add_argument("--objective", metavar="|".join(OBJECTIVES),
                        help=f"what plans are ranked by: {objectives}. Applies to auto and split "
                             "(jobs: split by bytes) on two-tier fabrics and to plan with auto "
-                            "on Clos fabrics (it runs the jobs planner); the other planners "
-                            "count flows. The output names the objective each plan used "
-                            f"(default: the controller's: {Settings.objective} for auto on a "
-                            "two-tier fabric, flows for the other planners and on Clos "
-                            "fabrics)")
+                            "on Clos fabrics (it runs the jobs planner); the jobs planner "
+                            "ranks by jobs, the other planners count flows. The output names "
+                            "the objective each plan used (default: the controller's: "
+                            f"{Settings.objective} for auto on a two-tier fabric, jobs for the "
+                            "jobs planner, flows for the other planners and on Clos fabrics)")
         p.add_argument("--seed", type=int, default=1234, help="annealing seed")
         p.add_argument("--salt", type=int, default=0, help="ECMP hash salt")
         p.add_argument("--ilp-time-limit", type=float, default=60.0, metavar="S",

@@ -2,7 +2,8 @@
 ``mkdocs build`` (``make docs`` runs it with the controller's venv; the build itself needs
 neither root nor Open vSwitch):
 
-* ``docs/reference/options.md``: every controller option of ``controller/shell/flags.py``;
+* ``docs/reference/options.md``: every controller option of ``controller/shell/flags.py``, and
+  the planners of ``controller/planners/registry.py`` by fabric shape;
 * ``docs/reference/rest-api.md``: every route of ``controller/service/api.py`` with its
   description in ``controller/service/openapi.json``;
 * ``docs/reference/metrics.md``: every Prometheus family ``controller/service/metrics.py``
@@ -57,7 +58,8 @@ def _cell(text) -> str:
 
 def options_page() -> str:
     from controller.shell.flags import OPTS, REST_OPTS
-    out = [NOTE.format(src="controller/shell/flags.py (OPTS, REST_OPTS)"),
+    out = [NOTE.format(src="controller/shell/flags.py (OPTS, REST_OPTS) and "
+                       "controller/planners/registry.py (PLANNERS)"),
            "# Controller options\n\n",
            "The same options for both OpenFlow frameworks: on the command line of "
            "`mlroute-controller` (Ryu or os-ken, whichever is installed: "
@@ -82,6 +84,34 @@ def options_page() -> str:
     out.append("\nEnvironment: `MLROUTE_TOKEN` (the write token, third way beside the two "
                "options above). The controller refuses to start (exit 1, naming the port) when "
                "another process listens on its OpenFlow, REST or sFlow port.\n")
+    out.append(planners_section())
+    return "".join(out)
+
+
+def planners_section() -> str:
+    """The planner registry (``controller/planners/registry.py``): every name
+    ``--mlroute-algorithm``, a job's ``algorithm`` and the command line accept, and how it
+    runs on each fabric shape."""
+    from controller.planners.registry import CLOS, PLANNERS, SHAPES, TWO_TIER
+
+    def way(w) -> str:
+        if w.run is None:
+            return f"refused: {w.refused}"
+        return w.how
+
+    out = ["\n## Planners\n\n",
+           "The names `--mlroute-algorithm`, a job's `\"algorithm\"` and `plan`/`compare` "
+           "accept, from one registry (`controller/planners/registry.py`). Each runs on both "
+           f"shapes of fabric, or is refused with the reason: {TWO_TIER}, "
+           f"{SHAPES[TWO_TIER]}, where the stronger two-tier algorithms are the fast paths; "
+           f"{CLOS}, {SHAPES[CLOS]}. A job whose algorithm its fabric's shape does not run "
+           "is refused (400) naming the algorithm, the shape and the reason. *Differs*: how "
+           "the two planners of a name differ on a single two-tier plane (tests/test_parity.py "
+           "pins each difference); empty where they make the same choices.\n\n",
+           f"| name | what | {TWO_TIER} | {CLOS} | differs |\n|---|---|---|---|---|\n"]
+    for name, p in PLANNERS.items():
+        out.append(f"| `{name}` | {_cell(p.what)} | {_cell(way(p.two_tier))} | "
+                   f"{_cell(way(p.clos))} | {_cell(p.differs)} |\n")
     return "".join(out)
 
 

@@ -42,7 +42,7 @@ from controller.jsonio import first_paragraph
 from controller.model.fabric import Fabric
 from controller.model.fluid import predict_allreduce
 from controller.model.problem import Problem
-from controller.planners import ALGORITHMS as REGISTERED
+from controller.planners import PLANNERS as REGISTERED
 from controller.planners.lp import fractional_optimum
 from controller.planners.plan import Plan, make_plan, planner_options, run_planner
 from simulation.placement import realistic, summary

@@ -15,8 +15,8 @@ from controller.jsonio import HelpFormatter, write_output
 from controller.model.fabric import Fabric
 from controller.model.fluid import FluidSimulator
 from controller.model.jobs import Job
-from controller.planners import ALGORITHMS
 from controller.planners.plan import Plan, make_plan, planner_options
+from controller.planners.registry import TWO_TIER, names
 
 
 def simulate(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", iterations: int = 1,
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
     ap.add_argument("--jobs", required=True, metavar="FILE", help="jobs document")
     ap.add_argument("--algorithm", default="greedy",
-                    help=f"planner: {', '.join(ALGORITHMS)}")
+                    help=f"planner (a single two-tier plane's): {', '.join(names(TWO_TIER))}")
     ap.add_argument("--iterations", type=int, default=1, help="training iterations simulated")
     ap.add_argument("--seed", type=int, default=1234, help="annealing seed")
     ap.add_argument("--salt", type=int, default=0, help="ECMP hash salt")

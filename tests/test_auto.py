@@ -10,8 +10,9 @@ from controller.model.fabric import Fabric
 from controller.model.jobs import Job
 from controller.model.loads import link_loads
 from controller.model.problem import Assignment, Problem
-from controller.planners import ALGORITHMS
 from controller.planners.auto import auto, lower_bound
+from controller.planners.greedy import greedy
+from controller.planners.ilp import ilp
 from controller.planners.plan import make_plan, planner_options
 from controller.planners.repair import Routing, reduce_to
 from tests.helpers import fabric, flows_job
@@ -59,16 +60,16 @@ def test_auto_equals_the_exact_ilp_with_failed_links(inst):
         problem = Problem.build(f, jobs)
     except ConflictError:
         assume(False)
-    exact = ALGORITHMS["ilp"](problem, time_limit=30)
+    exact = ilp(problem, time_limit=30)
     assert exact.info["status"] == "optimal"
     optimum = exact.info["incumbent"]
     result = auto(problem, ilp_time_limit=30)
     check_honest(problem, result, optimum)
     assert result.info["max_link_load"] == optimum and result.info["optimal"]
-    assert result.info["max_link_load"] <= alpha(problem, ALGORITHMS["greedy"](problem))
+    assert result.info["max_link_load"] <= alpha(problem, greedy(problem))
     fast = auto(problem, ilp_time_limit=0)  # without the ILP: honest, never worse than greedy
     check_honest(problem, fast, optimum)
-    assert fast.info["max_link_load"] <= alpha(problem, ALGORITHMS["greedy"](problem))
+    assert fast.info["max_link_load"] <= alpha(problem, greedy(problem))
     assert "ilp" not in fast.info and "ilp" not in fast.info["ms"]
 
 
@@ -95,7 +96,7 @@ def test_full_load_rings_reach_the_bound_without_the_ilp(leaves, spines):
         check_honest(problem, result)
         assert result.info["max_link_load"] == problem.lower_bound() == 1
         assert result.info["optimal"] and result.info["stage"] == "construction"
-        greedy_above += alpha(problem, ALGORITHMS["greedy"](problem)) > 1
+        greedy_above += alpha(problem, greedy(problem)) > 1
     assert greedy_above >= 1  # the case auto exists for: the greedy is not enough here
 
 
@@ -113,7 +114,7 @@ def test_repair_stage_fixes_greedy_with_failed_links():
             problem = Problem.build(f, jobs)
         except ConflictError:
             continue
-        g = alpha(problem, ALGORITHMS["greedy"](problem))
+        g = alpha(problem, greedy(problem))
         result = auto(problem, ilp_time_limit=0)
         check_honest(problem, result)
         assert result.info["max_link_load"] <= g
@@ -186,7 +187,7 @@ def test_ilp_budget_zero_means_no_ilp_stage_and_zero_is_an_error_for_ilp():
     result = auto(confined_case(), ilp_time_limit=0)
     assert "ilp" not in result.info and not result.info["optimal"]
     with pytest.raises(InputError, match="time limit must be a positive number"):
-        ALGORITHMS["ilp"](confined_case(), time_limit=0)
+        ilp(confined_case(), time_limit=0)
 
 
 def test_planner_options_route_the_objective_to_auto_only():
@@ -219,7 +220,7 @@ def test_repair_out_of_time_returns_a_valid_routing_no_worse():
             problem = Problem.build(f, jobs)
         except ConflictError:
             continue
-        start = ALGORITHMS["greedy"](problem).spines()
+        start = greedy(problem).spines()
         value = max_load(problem, start)
         spines, new = repair_down(problem, start, lower_bound(problem), value,
                                   deadline=_time.perf_counter() - 1)

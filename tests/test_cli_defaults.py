@@ -14,9 +14,8 @@ from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord
 from controller.model.jobs import Job
-from controller.planners import ALGORITHMS
+from controller.planners import PLANNERS
 from controller.planners.auto import OBJECTIVES
-from controller.planners.clos_plan import CLOS_ALGORITHMS
 from controller.service.replanning import group_of
 from controller.service.settings import Settings
 
@@ -71,7 +70,7 @@ def test_the_cli_follows_settings_not_a_literal_of_its_own(files, capsys, monkey
 
 def test_each_planners_default_objective_is_the_one_the_controller_gives_it():
     """The controller plans a job that names no objective with ``replanning.group_of``'s."""
-    for alg in ALGORITHMS:
+    for alg in PLANNERS:
         record = JobRecord(Job("j", explicit=[]), 1, alg, "flow", 0.0)
         assert cli.default_objective(alg, clos=False) == group_of(record, Settings())[1], alg
 
@@ -132,7 +131,7 @@ def test_plan_and_compare_help_list_every_planner_and_objective(capsys, monkeypa
     for cmd in ("plan", "compare"):
         text = help_text(capsys, cmd)
         words = set(text.replace(",", " ").replace(";", " ").replace("(", " ").split())
-        missing = [n for n in [*ALGORITHMS, *CLOS_ALGORITHMS, *OBJECTIVES] if n not in words]
+        missing = [n for n in [*PLANNERS, *OBJECTIVES] if n not in words]
         assert missing == [], (cmd, missing)
         assert "ecmp-polarised" in text and "(default: the controller's" in " ".join(text.split())
     assert f"(default: {Settings.algorithm}, the controller's)" in " ".join(

@@ -8,13 +8,14 @@ from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem
 from controller.planners.clos_ilp import clos_ilp
-from controller.planners.clos_plan import CLOS_ALGORITHMS
-from controller.planners.clos_routes import ENFORCED, clos_route_parts
+from controller.planners.clos_routes import clos_route_parts
+from controller.planners.registry import CLOS, names, planner_for
 from tests.clos_checks import check_routes, flows_job
 
 FABRICS = {"leaf-spine": lambda: Clos.leaf_spine(2, 4, 1, planes=2).wire(),
            "fat-tree": lambda: Clos.fat_tree(4, 1, planes=2)}
-PLANNERS = {**CLOS_ALGORITHMS, "ilp": lambda p: clos_ilp(p, 10)}
+PLANNERS = {n: planner_for(n, CLOS) for n in names(CLOS)} | {"ilp": lambda p: clos_ilp(p, 10)}
+ENFORCED = names(CLOS)  # the controller enforces every Clos planner's routes
 
 
 def all_to_all(fabric):
@@ -25,7 +26,7 @@ def all_to_all(fabric):
 def contrary_pins(fabric, jobs, algorithm):
     """Every other flow pinned to the plane the unpinned planner does not give it, the
     others free: without pins most pinned flows would end elsewhere."""
-    parts, _, _ = clos_route_parts(fabric, jobs, algorithm if algorithm in ENFORCED else "greedy")
+    parts, _, _ = clos_route_parts(fabric, jobs, algorithm)
     pins = [-1] * len(parts)
     for pos, p in enumerate(parts):
         if p and pos % 2 == 0:

@@ -213,7 +213,7 @@ def test_max_parts_bounds_the_parts_on_a_clos(max_parts, most):
     ({"max_parts": 2.5}, 400, "'max_parts' must be an integer >= 0"),
     ({"max_parts": True}, 400, "'max_parts' must be an integer >= 0"),
     ({"max_parts": 2, "algorithm": "greedy"}, 400, "max_parts needs algorithm 'split'"),
-    ({"algorithm": "ilp"}, 400, "not enforced on Clos"),
+    ({"algorithm": "magic"}, 400, "unknown algorithm 'magic'"),
 ])
 def test_bad_input_is_a_4xx_that_changes_nothing(opts, status, text):
     f = bundled()

@@ -20,8 +20,8 @@ from controller.model.fluid import (
 from controller.model.jobs import Flow, Job
 from controller.model.links import LinkIndex
 from controller.model.problem import Assignment, Problem
-from controller.planners import ALGORITHMS
 from controller.planners.plan import Plan, make_plan, planner_options
+from controller.planners.registry import TWO_TIER, names
 from tests.helpers import fabric
 
 
@@ -224,7 +224,7 @@ def test_on_event_is_called_once_per_event():
 
 
 # ---- properties -----------------------------------------------------------------------------
-FAST = [a for a in ALGORITHMS if a != "ilp"] + ["random-split"]
+FAST = [a for a in names(TWO_TIER, distinct=True) if a != "ilp"] + ["random-split"]
 
 
 def random_split_plan(f: Fabric, jobs: list[Job], rng: random.Random) -> dict:

@@ -7,14 +7,16 @@ from controller.errors import InputError
 from controller.model.fabric import spine_list
 from controller.model.loads import link_loads, sorted_load_vector
 from controller.model.problem import Problem
-from controller.planners import ALGORITHMS
+from controller.planners.auto import auto
 from controller.planners.ecmp import flow_hash
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.greedy import group_order
+from controller.planners.ilp import ilp
 from controller.planners.plan import make_plan
+from controller.planners.registry import TWO_TIER, names
 from tests.helpers import fabric, flows_job, ring_job
 
-ALL = list(ALGORITHMS)
+ALL = names(TWO_TIER)  # every name of the registry a single two-tier plane runs
 
 
 def permutation_job(f, shift=1, jid="p"):
@@ -215,11 +217,11 @@ def test_load_vector_sorted_and_routes_shape():
 def test_ilp_cutoff_proves_a_given_incumbent_optimal():
     from tests.test_auto import confined_case
     problem = confined_case()  # optimum 2, every cheap bound 1
-    best = ALGORITHMS["auto"](problem, ilp_time_limit=0)
-    result = ALGORITHMS["ilp"](problem, time_limit=10, incumbent=best.spines())
+    best = auto(problem, ilp_time_limit=0)
+    result = ilp(problem, time_limit=10, incumbent=best.spines())
     info = result.info
     assert info["status"] == "optimal" and info["proved_by"] == "solver_cutoff"
     assert info["incumbent_from"] == "given" and info["bound"] == info["incumbent"] == 2
     assert result.spines() == best.spines()
     with pytest.raises(InputError, match="positive number of seconds"):
-        ALGORITHMS["ilp"](problem, time_limit=-1)
+        ilp(problem, time_limit=-1)

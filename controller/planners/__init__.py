@@ -1,20 +1,7 @@
-"""Planners: pure functions ``Problem -> Assignment``. Registry by the names the CLI and REST use."""
-from controller.planners.annealing import annealing
-from controller.planners.auto import auto
-from controller.planners.ecmp import ecmp
-from controller.planners.edge_coloring import edge_coloring
-from controller.planners.greedy import greedy
-from controller.planners.ilp import ilp
-from controller.planners.split import split
+"""Planners: pure functions of a problem (``Problem -> Assignment`` on a single two-tier plane,
+``ClosProblem -> ClosRouting`` on any Clos). ``PLANNERS``: every name the CLI and REST use, with
+how it runs on each fabric shape (``registry.py``; ``planner_for`` refuses what a shape cannot
+run)."""
+from controller.planners.registry import PLANNERS, planned_as, planner_for
 
-ALGORITHMS = {
-    "greedy": greedy,
-    "ecmp": ecmp,
-    "edge-coloring": edge_coloring,
-    "annealing": annealing,
-    "ilp": ilp,
-    "split": split,
-    "auto": auto,
-}
-
-__all__ = ["ALGORITHMS", "annealing", "auto", "ecmp", "edge_coloring", "greedy", "ilp", "split"]
+__all__ = ["PLANNERS", "planned_as", "planner_for"]

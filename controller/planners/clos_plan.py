@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.clospaths import (
     ClosProblem,
@@ -21,29 +20,12 @@ from controller.model.clospaths import (
     lower_bound,
 )
 from controller.model.jobs import Job
-from controller.planners.clos_annealing import clos_annealing
-from controller.planners.clos_auto import clos_auto
-from controller.planners.clos_ecmp import clos_ecmp
-from controller.planners.clos_greedy import clos_greedy
-from controller.planners.clos_jobs import clos_jobs
 from controller.planners.clos_split import (
     ClosSplitRouting,
-    clos_split,
     split_link_loads,
     split_score,
 )
-from controller.planners.clos_tiers import tier_colouring
-
-CLOS_ALGORITHMS = {
-    "auto": clos_auto,
-    "greedy": clos_greedy,
-    "edge-coloring": tier_colouring,
-    "ecmp": clos_ecmp,
-    "ecmp-polarised": lambda problem, salt=0: clos_ecmp(problem, salt, polarised=True),
-    "annealing": clos_annealing,
-    "split": clos_split,
-    "jobs": clos_jobs,
-}
+from controller.planners.registry import CLOS, clos_options, planner_for
 
 
 @dataclass
@@ -142,13 +124,12 @@ def _member(problem: ClosProblem, link: int) -> int:
 
 
 def make_clos_plan(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
-                   salt: int = 0) -> ClosPlan:
-    try:
-        fn = CLOS_ALGORITHMS[algorithm]
-    except KeyError:
-        raise InputError(f"algorithm {algorithm!r} does not plan multi-plane, bundled or "
-                         f"three-tier fabrics (choose from {', '.join(CLOS_ALGORITHMS)})") from None
+                   salt: int = 0, **options) -> ClosPlan:
+    """The plan of ``jobs`` by the Clos planner of ``algorithm`` (``registry.planner_for``: an
+    InputError names what it refuses); ``salt`` and ``options`` (seed, max_parts, time_limit)
+    go to the planners that take them."""
+    fn = planner_for(algorithm, CLOS)
     problem = ClosProblem.build(fabric, jobs)
     t0 = time.perf_counter()
-    routing = fn(problem, salt=salt) if algorithm.startswith("ecmp") else fn(problem)
+    routing = fn(problem, **clos_options(algorithm, salt=salt, **options))
     return ClosPlan(algorithm, problem, routing, (time.perf_counter() - t0) * 1e3)

@@ -25,41 +25,39 @@ from __future__ import annotations
 
 import time
 
-from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.model.intent import UNROUTABLE, MemberPath, members_of
 from controller.model.jobs import Job
-from controller.planners.clos_plan import CLOS_ALGORITHMS, ClosPlan
+from controller.planners.clos_plan import ClosPlan
 from controller.planners.clos_split import ClosSplitRouting
+from controller.planners.registry import CLOS, clos_options, planner_for
 from controller.planners.split import MAX_PARTS
 
-# planners whose plans the controller enforces on Clos fabrics (split: one entry per part)
-ENFORCED = tuple(CLOS_ALGORITHMS)
 # a split part below this share is not worth a sub-connection and its entries: the LP's slack
 # leaves a few near 1e-9; the flow's other parts take it, in proportion
 MIN_SHARE = 1e-6
 
 
 def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 0,
-                     pins=None, max_parts: int | None = MAX_PARTS) -> tuple[list, float, list[int]]:
+                     pins=None, max_parts: int | None = MAX_PARTS,
+                     **options) -> tuple[list, float, list[int]]:
     """(parts per flow of ``jobs`` in order, planner ms, positions whose pin was dropped):
     ``((path, 1.0),)`` for a flow that leaves its leaf (``split``: one ``(path, share)`` per
     part), None for one that does not, ``()`` for one with no alive path. ``salt``: the ECMP
     planners' hash salt; ``pins``: per flow the plane it must stay in, -1 free
     (``ClosProblem.build``; a split flow's parts all stay there); ``max_parts``: split's
-    bound on parts per flow (None: no bound)."""
-    if algorithm not in ENFORCED:
-        raise InputError(f"algorithm {algorithm!r} is not enforced on Clos fabrics (choose "
-                         f"from {', '.join(ENFORCED)})")
+    bound on parts per flow (None: no bound); ``options`` (seed, time_limit): to the planners
+    that take them. The planner is the registry's (``registry.planner_for``: an InputError
+    names what it refuses)."""
+    fn = planner_for(algorithm, CLOS)
     problem = ClosProblem.build(fabric, jobs, skip_unroutable=True, pins=pins)
-    fn = CLOS_ALGORITHMS[algorithm]
     t0 = time.perf_counter()
     if not len(problem):
         routing = ClosRouting([], [], [])
     else:
-        routing = fn(problem, salt=salt) if algorithm.startswith("ecmp") else (
-            fn(problem, max_parts=max_parts) if algorithm == "split" else fn(problem))
+        routing = fn(problem, **clos_options(algorithm, salt=salt, max_parts=max_parts,
+                                             **options))
     ms = (time.perf_counter() - t0) * 1e3
     parts: list = [None] * len(problem.flows)
     for pos in problem.unroutable:

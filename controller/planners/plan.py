@@ -14,7 +14,7 @@ from controller.model.fabric import Fabric
 from controller.model.jobs import Flow, Job
 from controller.model.loads import load_summary, plan_imbalance
 from controller.model.problem import Assignment, Problem
-from controller.planners import ALGORITHMS
+from controller.planners.registry import TWO_TIER, planned_as, planner_for
 
 
 @dataclass
@@ -72,12 +72,9 @@ def route_doc(flow: Flow, parts, spines: list[str], part_sport=None) -> dict:
 
 
 def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment, float]:
-    """The assignment and the planner's wall time in ms."""
-    try:
-        fn = ALGORITHMS[algorithm]
-    except KeyError:
-        raise InputError(f"unknown algorithm {algorithm!r} (choose from "
-                         f"{', '.join(ALGORITHMS)})") from None
+    """The assignment and the planner's wall time in ms (``registry.planner_for`` on a single
+    two-tier plane: an unknown name is an InputError)."""
+    fn = planner_for(algorithm, TWO_TIER)
     t0 = time.perf_counter()
     assignment = fn(problem, **options)
     return assignment, (time.perf_counter() - t0) * 1e3
@@ -90,15 +87,23 @@ def make_plan(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", **opti
 
 
 def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
-                    ilp_time_limit: float = 60.0, objective: str = "flows",
+                    ilp_time_limit: float = 60.0, objective: str | None = None,
                     max_parts: int | None = None) -> dict:
-    """The options each planner takes, from a run configuration. Only ``auto`` (and the
-    churn planner) and ``split`` (byte-aware) take the job objective: asking another algorithm
-    for it is an error. ``max_parts`` (split only; None: split's default, 0: no bound)."""
+    """The options each two-tier planner takes, from a run configuration. Only ``auto`` (and
+    the churn planner) and ``split`` (byte-aware) take the job objective (None: flows): asking
+    another algorithm for it is an error; ``jobs`` is auto with the jobs objective, which it
+    fixes. ``max_parts`` (split only; None: split's default, 0: no bound)."""
     from controller.planners.auto import OBJECTIVES
-    if objective not in OBJECTIVES:
+    if objective is not None and objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
-    if objective != "flows" and algorithm not in ("auto", "split"):
+    base, fixed = planned_as(algorithm, TWO_TIER)
+    if fixed is not None:
+        if objective not in (None, fixed):
+            raise InputError(f"algorithm {algorithm!r} plans with objective {fixed!r}, not "
+                             f"{objective!r} (algorithm 'auto' takes either)")
+        objective = fixed
+    objective = objective or "flows"
+    if objective != "flows" and base not in ("auto", "split"):
         raise InputError(f"objective {objective!r} needs algorithm 'auto' or 'split' "
                          f"(got {algorithm!r})")
     if max_parts is not None and (isinstance(max_parts, bool) or not isinstance(max_parts, int)
@@ -109,7 +114,7 @@ def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
         split_opts["max_parts"] = max_parts or None
     return {"annealing": {"seed": seed}, "ecmp": {"salt": salt},
             "ilp": {"time_limit": ilp_time_limit}, "split": split_opts,
-            "auto": {"ilp_time_limit": ilp_time_limit, "objective": objective}}.get(algorithm, {})
+            "auto": {"ilp_time_limit": ilp_time_limit, "objective": objective}}.get(base, {})
 
 
 def make_replan(fabric: Fabric, jobs: list[Job], previous: list, objective: str = "flows",

@@ -116,7 +116,7 @@ def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
               "inter_leaf_flows": {k: sum(d["inter_leaf_flows"][k] for d in out.values())
                                    for k in ("given", "advised")}}
     if hasattr(fabric, "planes"):  # a Clos fabric (model.clos): its bound and planners
-        return _clos_figures(fabric, jobs, advised_jobs, result, algorithm, predict)
+        return _clos_figures(fabric, jobs, advised_jobs, result, algorithm, predict, options)
     from controller.model.problem import Problem
     for name, js in (("given", jobs), ("advised", advised_jobs)):
         problem = Problem.build(fabric, js)
@@ -137,19 +137,18 @@ def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
 
 
 def _clos_figures(fabric, jobs: list[Job], advised_jobs: list[Job], result: dict,
-                  algorithm: str, predict: bool) -> dict:
+                  algorithm: str, predict: bool, options: dict) -> dict:
     """``advise_order``'s bound and predictions on a Clos fabric: the path lower bound, and
-    the shared prediction of the Clos planner of the same name (``auto`` for a planner that
-    has none)."""
+    the shared prediction of the Clos planner of the same name (``registry.planner_for``;
+    ``options`` those it takes: ``make_clos_plan``)."""
     from controller.model.clospaths import ClosProblem, lower_bound
     from controller.model.iteration import predict_clos_times
-    from controller.planners.clos_plan import CLOS_ALGORITHMS, make_clos_plan
+    from controller.planners.clos_plan import make_clos_plan
     out = result["jobs"]
     for name, js in (("given", jobs), ("advised", advised_jobs)):
         result.setdefault("lower_bound", {})[name] = lower_bound(ClosProblem.build(fabric, js))
         if predict and out:
-            plan = make_clos_plan(fabric, js, algorithm if algorithm in CLOS_ALGORITHMS
-                                  else "auto")
+            plan = make_clos_plan(fabric, js, algorithm, **options)
             times = predict_clos_times(plan.problem, plan.routing)
             for jid, doc in out.items():
                 doc.setdefault("predicted_allreduce_s", {})[name] = times[jid]

@@ -17,9 +17,9 @@ from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Job
-from controller.planners import ALGORITHMS
+from controller.planners import PLANNERS, planner_for
 from controller.planners.auto import OBJECTIVES
-from controller.planners.clos_routes import ENFORCED
+from controller.planners.registry import names
 from controller.service.settings import Settings
 
 MAX_JOBS = 1024
@@ -51,9 +51,9 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
         seen.add(flow_key(f))
     algorithm = job.options.get("algorithm", settings.algorithm)
     mode = job.options.get("mode", settings.mode)
-    if algorithm not in ALGORITHMS:
+    if algorithm not in PLANNERS:  # the fabric's shape may refuse it still: check_on_fabric
         raise InputError(f"job {job.id}: unknown algorithm {algorithm!r} "
-                         f"(choose from {', '.join(ALGORITHMS)})")
+                         f"(choose from {', '.join(names())})")
     try:
         mode_of(mode)
     except InputError as e:
@@ -62,7 +62,11 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     if objective not in OBJECTIVES:
         raise InputError(f"job {job.id}: unknown objective {objective!r} "
                          f"(choose from {', '.join(OBJECTIVES)})")
-    if "objective" in job.options and objective != "flows" and algorithm != "auto":
+    fixed = PLANNERS[algorithm].objective  # jobs: the jobs objective, which it fixes
+    if "objective" in job.options and fixed is not None and objective != fixed:
+        raise InputError(f"job {job.id}: algorithm {algorithm!r} plans with objective "
+                         f"{fixed!r}, not {objective!r}")
+    if "objective" in job.options and objective != "flows" and algorithm not in ("auto", fixed):
         raise InputError(f"job {job.id}: objective {objective!r} needs algorithm 'auto'")
     if "max_parts" in job.options and algorithm != "split":
         raise InputError(f"job {job.id}: max_parts needs algorithm 'split' (got {algorithm!r}): "
@@ -71,16 +75,24 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
 
 
 def check_on_fabric(fabric: Fabric | Clos, job_id: str, algorithm: str, mode: str) -> None:
-    """What a Clos fabric does not enforce: planners it has none of (``clos_routes.ENFORCED``;
-    split is enforced, one entry per part); host mode where its ports cannot code the bundles'
-    members, sr mode where its labels do not fit (``clos_rules.check_mode_on``)."""
+    """What the fabric cannot run: an algorithm its shape refuses (``registry.planner_for``,
+    the one place that refuses a planner for a shape, with the reason); on a Clos fabric host
+    mode where its ports cannot code the bundles' members, sr mode where its labels do not
+    fit (``clos_rules.check_mode_on``)."""
+    check_algorithm(fabric, job_id, algorithm)
     if not isinstance(fabric, Clos):
         return
-    if algorithm not in ENFORCED:
-        raise InputError(f"job {job_id}: algorithm {algorithm!r} is not enforced on Clos "
-                         f"fabrics (choose from {', '.join(ENFORCED)})")
     try:
         check_mode_on(fabric, mode)
+    except InputError as e:
+        raise InputError(f"job {job_id}: {e}") from None
+
+
+def check_algorithm(fabric: Fabric | Clos, job_id: str, algorithm: str) -> None:
+    """The registry's refusal of ``algorithm`` (unknown, or not run on the fabric's shape, with
+    the reason: ``registry.planner_for``), naming the job."""
+    try:
+        planner_for(algorithm, fabric)
     except InputError as e:
         raise InputError(f"job {job_id}: {e}") from None
 

@@ -13,6 +13,7 @@ from controller.model.jobs import Job
 from controller.model.loads import load_summary
 from controller.model.problem import Assignment, Problem
 from controller.planners.churn import align_spines, plan_rank, worth_moving
+from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission
 from controller.service.change import Change
@@ -65,7 +66,7 @@ def optimize(state: ControllerState, settings: Settings) -> Change:
 def reoptimise(state: ControllerState, settings: Settings) -> Change | None:
     """Links came back and stayed up for the hold-down time: the auto groups re-planned from
     their routes in force (flows move only where that lowers the objective)."""
-    if not any(r.algorithm == "auto" for r in state.jobs.values()):
+    if not any(group_of(r, settings, state.fabric)[0] == "auto" for r in state.jobs.values()):
         return None
     planned = replan_groups(state.fabric, state.jobs, {"auto"}, settings)
     return Change(f"links up for {settings.hold_down:g} s: re-optimised", planned.records,
@@ -87,7 +88,8 @@ def topology(state: ControllerState, settings: Settings, now: float, cause: str,
     went_down, came_up = fabric.down - before, before - fabric.down
     algs = {r.algorithm for r in state.jobs.values()
             if (went_down and crosses(fabric, r, went_down)) or (came_up and r.unroutable())
-            or (came_up and r.algorithm == "auto" and settings.hold_down <= 0)}
+            or (came_up and group_of(r, settings, fabric)[0] == "auto"
+                and settings.hold_down <= 0)}
     planned = replan_groups(fabric, state.jobs, algs, settings)
     event = {"links_down": sorted("-".join(map(str, x)) for x in went_down),
              "links_up": sorted("-".join(map(str, x)) for x in came_up)}
@@ -226,7 +228,8 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
                       worst_slowdown_before=round(rank_before[1], 6),
                       worst_slowdown_after=round(rank_after[1], 6))
     # counted as moved flows (event, counters); improvable stays empty: nothing left to do
-    replanned = Replanned(records, groups=[(group[0].algorithm, objective)], moved_flows=moved)
+    replanned = Replanned(records, groups=[(planned_as(group[0].algorithm, state.fabric)[0],
+                                            objective)], moved_flows=moved)
     return Change(f"off-path {stage} found a better routing", records, replanned=replanned,
                   event={}, answer=answer)
 
@@ -234,7 +237,7 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
 def improvable_group(state: ControllerState, settings: Settings, key: tuple[str, str]):
     """(group, problem, load summary now, routes in force per flow of the problem) of one auto
     group to improve off the request path, or None when it cannot be (gone, or split)."""
-    group = [r for r in state.jobs.values() if group_of(r, settings) == key]
+    group = [r for r in state.jobs.values() if group_of(r, settings, state.fabric) == key]
     if not group:
         return None
     problem = Problem.build(state.fabric, [r.job for r in group], skip_unroutable=True)

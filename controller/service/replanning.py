@@ -1,15 +1,19 @@
 """New routes for running jobs, as a pure function of the fabric, the records and the settings.
 
 Jobs are planned together per group (algorithm, objective): a group's planner sees every flow
-of the group at once; ``split`` jobs are planned together per bound on parts (``max_parts``,
-absent: the planner's default), since the bound is an option of the whole planner run.
+of the group at once; the algorithm is the planner a job's name runs as on the fabric's shape
+(``registry.planned_as``: on two tiers ``jobs`` joins auto's group of objective jobs,
+``ecmp-polarised`` the ecmp group); ``split`` jobs are planned together per bound on parts
+(``max_parts``, absent: the planner's default), since the bound is an option of the whole
+planner run.
 ``auto`` starts from the routes in force and moves only what must move or what lowers the max
 link load (``planners/churn.py``, its layer-1 stage: about the greedy's time); its later
 stages (links at the max, the jobs search, the ILP) run off the request path
 (``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
 afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
 failing the plan. On a Clos fabric (``model.clos``) every group is planned afresh by the Clos
-planner of its name (``planners/clos_routes.py``; ``split`` with its group's bound), with no
+planner of its name (``planners/clos_routes.py``; ``split`` with its group's bound, the others
+with the options they take of ``Settings.planner_opts``: salt, seed, ILP time limit), with no
 off-path stages; every running flow is pinned to the plane of its route in force (a connection
 is bound to its plane's addresses; a split flow with parts in several planes stays free)
 unless it has no alive path there: those move, and ``plane_changes`` lists them (and every
@@ -31,6 +35,7 @@ from controller.model.problem import Problem
 from controller.planners.churn import replan
 from controller.planners.clos_routes import clos_route_parts
 from controller.planners.plan import Plan, planner_options, route_doc, run_planner
+from controller.planners.registry import planned_as
 from controller.planners.split import MAX_PARTS
 from controller.service.settings import Settings
 
@@ -47,24 +52,31 @@ class Replanned:
     plane_changes: list = field(default_factory=list)
 
 
-def group_of(r: JobRecord, settings: Settings) -> tuple[str, str]:
-    """The planner group of a job: its algorithm and (auto only) its objective."""
+def group_of(r: JobRecord, settings: Settings, fabric=None) -> tuple[str, str]:
+    """The planner group of a job on ``fabric`` (its shape; None: two tiers): the planner its
+    algorithm runs as there (``registry.planned_as``: on two tiers ``jobs`` is auto's group of
+    objective jobs) and (auto only) its objective."""
+    alg, fixed = planned_as(r.algorithm, fabric)
+    if fixed is not None:
+        return alg, fixed
     objective = (r.job.options.get("objective", settings.objective)
-                 if r.algorithm == "auto" else "flows")
-    return r.algorithm, objective
+                 if alg == "auto" else "flows")
+    return alg, objective
 
 
 def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorithms: set[str],
                   settings: Settings, planes: dict | None = None) -> Replanned:
-    """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group;
-    ``planes``: job id -> per flow the plane to pin it to, -1 free (Clos only).
-    O(planner cost of each group)."""
+    """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group (a
+    group is a planner: ``group_of``); ``planes``: job id -> per flow the plane to pin it to,
+    -1 free (Clos only). O(planner cost of each group)."""
     out = Replanned({k: v.copy() for k, v in records.items()})
+    wanted = {planned_as(a, fabric)[0] for a in algorithms}
     groups: dict[tuple[str, str, int], list[JobRecord]] = {}
     for r in out.records.values():
-        if r.algorithm in algorithms:  # -1: split's default bound (max_parts not given)
-            bound = r.job.options.get("max_parts", -1) if r.algorithm == "split" else -1
-            groups.setdefault((*group_of(r, settings), bound), []).append(r)
+        key = group_of(r, settings, fabric)
+        if key[0] in wanted:  # -1: split's default bound (max_parts not given)
+            bound = r.job.options.get("max_parts", -1) if key[0] == "split" else -1
+            groups.setdefault((*key, bound), []).append(r)
     for (alg, objective, bound), group in sorted(groups.items()):
         if isinstance(fabric, Clos):
             flows = [f for r in group for f in r.job.flows()]
@@ -75,10 +87,12 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             given = [q for r in group for q in (planes or {}).get(r.job.id, [-1] * len(
                 r.job.flows()))]
             pins = [q if q >= 0 else p for q, p in zip(given, in_force)]
+            opts = dict(settings.planner_opts.get(alg) or {})  # those the planner takes
             split_opts = settings.planner_opts.get("split") or {}
-            bound = (bound or None) if bound >= 0 else split_opts.get("max_parts", MAX_PARTS)
+            opts["max_parts"] = ((bound or None) if bound >= 0
+                                 else split_opts.get("max_parts", MAX_PARTS))
             parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
-                                                   pins=pins, max_parts=bound)
+                                                   pins=pins, **opts)
             parts = [_keep_order(fabric, old, new) for old, new in zip(before, parts)]
             for pos in unpinned:  # no alive path left in its plane: it moves
                 old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])

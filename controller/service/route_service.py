@@ -23,10 +23,10 @@ from controller.errors import ConflictError, InputError, InstallError, NotFoundE
 from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
-from controller.planners import ALGORITHMS
 from controller.planners.plan import planner_options
+from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
-from controller.service import anytime, decide, mastership, views
+from controller.service import admission, anytime, decide, mastership, views
 from controller.service.addresses import addresses, arp_mac, owners, renamed
 from controller.service.change import Change, Outcome
 from controller.service.cluster import standalone_view
@@ -441,10 +441,9 @@ class RouteService:
             if not job.is_collective:
                 raise InputError(f"job {job.id}: ring order advice needs a ring All-Reduce")
             algorithm = job.options.get("algorithm", self.settings.algorithm)
-            if algorithm not in ALGORITHMS:
-                raise InputError(f"job {job.id}: unknown algorithm {algorithm!r}")
+            admission.check_algorithm(fabric, job.id, algorithm)
             opts = dict(self.settings.planner_opts.get(algorithm, planner_options(algorithm)))
-            if algorithm == "auto":
+            if planned_as(algorithm, fabric)[0] == "auto":
                 opts["ilp_time_limit"] = 0  # advice answers at once
         return advise_order(fabric, [job], algorithm, predict=True, **opts)
 

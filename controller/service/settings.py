@@ -15,15 +15,17 @@ from controller.enforcement.clos_rules import check_ecmp
 from controller.enforcement.modes import mode_of
 from controller.errors import InputError
 from controller.measurement.learner import SAMPLING_POINTS
-from controller.planners import ALGORITHMS
 from controller.planners.auto import OBJECTIVES
+from controller.planners.registry import names
 
 OVER_BUDGET = ("refuse", "host")
 
 
 @dataclass(frozen=True)
 class Settings:
-    algorithm: str = "auto"  # planner of jobs that do not ask for one
+    # planner of jobs that do not ask for one: any name of the registry (``planners.PLANNERS``);
+    # a fabric whose shape cannot run it refuses such a job, naming why (admission)
+    algorithm: str = "auto"
     mode: str = "flow"  # enforcement of jobs that do not ask for one
     # auto's objective of jobs that do not ask for one: jobs lowers the mean job slowdown by
     # 7% against flows (1.565 against 1.682), at 55-209 ms instead of 3.5-32 ms for the full
@@ -45,8 +47,9 @@ class Settings:
     ecmp: str = "per-tier"  # a Clos's aggregation switches: hash apart from the leaves or alike
 
     def __post_init__(self):
-        if self.algorithm not in ALGORITHMS:
-            raise InputError(f"unknown algorithm {self.algorithm!r}")
+        if self.algorithm not in names():
+            raise InputError(f"unknown algorithm {self.algorithm!r} (choose from "
+                             f"{', '.join(names())})")
         if self.objective not in OBJECTIVES:
             raise InputError(f"unknown objective {self.objective!r} (choose from "
                              f"{', '.join(OBJECTIVES)})")

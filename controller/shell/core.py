@@ -20,6 +20,7 @@ from controller.errors import InputError, InstallError
 from controller.jsonio import read_json
 from controller.measurement.sflow import SenderFilter, SflowCollector
 from controller.model.clos import load_fabric
+from controller.planners import PLANNERS
 from controller.planners.offpath import plan_off_path
 from controller.planners.plan import planner_options
 from controller.service.cluster import Cluster
@@ -48,7 +49,7 @@ class Shell:
             fabric = load_fabric(read_json(conf.mlroute_fabric, "fabric"))
         opts = {a: planner_options(a, conf.mlroute_seed, conf.mlroute_ecmp_salt,
                                    conf.mlroute_ilp_time_limit)
-                for a in ("annealing", "ecmp", "ilp", "auto")}
+                for a in PLANNERS}  # each name's options (registry: those it takes)
         token = write_token(conf.mlroute_token, conf.mlroute_token_file)
         self.hub = hub
         self.switches = Switches(hub, conf.mlroute_barrier_timeout, self.name)

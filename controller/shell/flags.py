@@ -11,6 +11,7 @@ import sys
 
 from oslo_config import cfg
 
+from controller.planners.registry import listing
 from controller.service.settings import Settings
 
 # an option that Settings also has takes its default from there: one set of defaults
@@ -20,8 +21,10 @@ OPTS = [
                help="fabric JSON with wiring (dpids, ports, host_ip, host_mac); without it the "
                     "fabric is discovered (LLDP, ARP), or declared by PUT /v1/fabric"),
     cfg.StrOpt("mlroute-algorithm", default=Settings.algorithm,
-               help="planner for jobs that do not ask for one: auto (recommended), greedy, "
-                    "ecmp, edge-coloring, annealing, ilp, split"),
+               help=f"planner for jobs that do not ask for one: {listing()}; auto "
+                    "recommended. How each runs on a single two-tier plane and on Clos fabrics: "
+                    "the planner table of docs/reference/options.md; a job whose algorithm "
+                    "its fabric's shape does not run is refused (400) with the reason"),
     cfg.StrOpt("mlroute-objective", default=Settings.objective,
                help="auto's objective for jobs that do not ask for one: jobs (default: worst "
                     "then mean job's predicted slowdown, then link flow counts; its full "

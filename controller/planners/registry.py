@@ -1,0 +1,224 @@
+"""One planner registry (issue 37): every planner name the command line and REST accept, what
+it is, and how it runs on each shape of fabric.
+
+Two shapes, by the model a fabric document loads as (``model.clos.load_fabric``):
+
+* ``two-tier``: a single two-tier plane without bundles (``model.fabric.Fabric``; problems of
+  ``model.problem``, a spine per flow). The stronger two-tier algorithms are its fast paths:
+  the bitmask greedy and edge colouring, the ILP, the churn planner and layer 2 (``auto``),
+  the byte-aware split.
+* ``Clos``: planes, bundles, three tiers (``model.clos.Clos``; paths of ``model.clospaths``):
+  the ``clos_*`` planners.
+
+``planner_for(name, fabric)`` is the one place that refuses a name for a shape: an
+``InputError`` naming the algorithm, the shape and the reason (``Way.refused``). Every name
+runs on both shapes today. A name means one thing on both; where the two implementations do
+not make the same plans on a single two-tier plane, ``Planner.differs`` says how
+(tests/test_parity.py pins each difference). On two tiers ``jobs`` is ``auto`` with the jobs
+objective and ``ecmp-polarised`` the ``ecmp`` planner (``Way.planned_as``): the controller
+plans them in those planners' groups.
+
+>>> planner_for("ilp", "Clos").__name__
+'clos_ilp'
+>>> planned_as("jobs", "two-tier"), planned_as("jobs", "Clos")
+(('auto', 'jobs'), ('jobs', None))
+>>> planner_for("magic", "Clos")  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+controller.errors.InputError: unknown algorithm 'magic' (choose from greedy, ecmp, ...)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from controller.errors import InputError
+from controller.model.clos import Clos
+from controller.planners.annealing import annealing
+from controller.planners.auto import auto
+from controller.planners.clos_annealing import clos_annealing
+from controller.planners.clos_auto import clos_auto
+from controller.planners.clos_ecmp import clos_ecmp
+from controller.planners.clos_greedy import clos_greedy
+from controller.planners.clos_ilp import clos_ilp
+from controller.planners.clos_jobs import clos_jobs
+from controller.planners.clos_split import clos_split
+from controller.planners.clos_tiers import tier_colouring
+from controller.planners.ecmp import ecmp
+from controller.planners.edge_coloring import edge_coloring
+from controller.planners.greedy import greedy
+from controller.planners.ilp import ilp
+from controller.planners.split import split
+
+TWO_TIER = "two-tier"
+CLOS = "Clos"
+SHAPES = {TWO_TIER: "a single two-tier plane (model.fabric.Fabric)",
+          CLOS: "planes, bundles or three tiers (model.clos.Clos)"}
+
+
+@dataclass(frozen=True)
+class Way:
+    """How a planner name runs on one shape. ``run``: two-tier ``Problem -> Assignment``
+    (options from ``plan.planner_options``), Clos ``ClosProblem -> ClosRouting`` (the run
+    options named in ``takes``: salt, seed, max_parts, time_limit); None: refused, and
+    ``refused`` says why. ``planned_as``: the name runs as that planner (and the controller
+    plans it in that planner's group), with the objective ``objective``."""
+    how: str
+    run: Callable | None = None
+    takes: tuple[str, ...] = ()
+    planned_as: str | None = None
+    objective: str | None = None
+    refused: str = ""
+
+
+@dataclass(frozen=True)
+class Planner:
+    name: str
+    what: str
+    two_tier: Way
+    clos: Way
+    differs: str = ""  # how the two ways' plans differ on a single two-tier plane ("": alike)
+    objective: str | None = None  # the objective the name fixes (a job may not ask another)
+
+    def on(self, shape: str) -> Way:
+        return self.two_tier if shape == TWO_TIER else self.clos
+
+
+def _polarised(problem, salt: int = 0):
+    """Clos ECMP with one hash value at every tier."""
+    return clos_ecmp(problem, salt, polarised=True)
+
+
+_polarised.__name__ = "clos_ecmp_polarised"
+_auto_jobs = partial(auto, objective="jobs")
+
+PLANNERS: dict[str, Planner] = {p.name: p for p in (
+    Planner("greedy", "the paper's greedy: flows by leaf group, largest first, each on the "
+            "option whose busiest link is least loaded",
+            Way("planners.greedy (level bitmasks)", greedy),
+            Way("planners.clos_greedy", clos_greedy)),
+    Planner("ecmp", "the baseline: a salted hash of each flow's 5-tuple picks its next hops",
+            Way("planners.ecmp: one hash with the salt, at the leaf", ecmp),
+            Way("planners.clos_ecmp: every tier hashes with its own seed", clos_ecmp,
+                ("salt",)),
+            differs="the two-tier ecmp hashes with the salt alone (Clos ecmp-polarised), Clos "
+                    "ecmp with a seed per tier (salt and leaf): other spines; both are the "
+                    "benchmarked baselines of their shape"),
+    Planner("ecmp-polarised", "ECMP with the same hash value at every tier (Open vSwitch's "
+            "default select groups): hash polarisation",
+            Way("planners.ecmp: on one tier of hashing, the polarised hash", ecmp,
+                planned_as="ecmp"),
+            Way("planners.clos_ecmp, polarised", _polarised, ("salt",))),
+    Planner("edge-coloring", "edge colouring of the leaf multigraph: each leaf's links differ "
+            "by at most one flow",
+            Way("planners.edge_coloring: Koenig colouring by alternating paths, colour c on "
+                "alive spine c mod S'", edge_coloring),
+            Way("planners.clos_tiers: equitable colouring tier by tier", tier_colouring),
+            differs="two colourings: with single links down they place the flows of dead "
+                    "links differently, and they leave different numbers of links at the max"),
+    Planner("annealing", "the paper simulator's simulated annealing, seeded, the best state "
+            "kept",
+            Way("planners.annealing: index swaps, energy max load x links at it", annealing),
+            Way("planners.clos_annealing: swaps and redraws of (plane, middle)",
+                clos_annealing, ("seed",)),
+            differs="two searches: the two-tier one ends well above the Clos one"),
+    Planner("ilp", "the exact minimum max link load (HiGHS MILP) within a time limit, "
+            "status, bound and gap reported",
+            Way("planners.ilp: spine per flow, the greedy's routing the incumbent", ilp),
+            Way("planners.clos_ilp: (plane, middle) per flow, clos_auto's routing the "
+                "incumbent; exact unless bundles of faster links (info exact)", clos_ilp,
+                ("time_limit",)),
+            differs="the same optimum of the max link load; each keeps its own routing at it "
+                    "(neither minimises the links at the max)"),
+    Planner("split", "split few flows into at most max_parts parts to reach the fractional "
+            "optimum of the max link load",
+            Way("planners.split: McNaughton or the LP, by bytes with objective jobs", split),
+            Way("planners.clos_split: the path LP, flow counts", clos_split, ("max_parts",)),
+            differs="two LPs: the same max load spread over different numbers of links; the "
+                    "byte-aware split (objective jobs) is two-tier only"),
+    Planner("auto", "the default: the best proven unsplit routing, fast, with its lower bound",
+            Way("planners.auto: construction, repair, the ILP, layer 2, the jobs search "
+                "(objective jobs); the controller runs churn's layer 1 on the request path, "
+                "the rest off it", auto),
+            Way("planners.clos_auto: the tier colouring and the greedy, each improved by the "
+                "local search, the better kept", clos_auto),
+            differs="Clos auto has no layer-2 search, no ILP and no jobs objective (the "
+                    "controller plans a Clos job's auto by link loads whatever its objective)"),
+    Planner("jobs", "the job objective: routes by the jobs' predicted iteration slowdowns "
+            "(bytes), not by flow counts",
+            Way("planners.auto with objective jobs (the controller: the auto group of "
+                "objective jobs)", _auto_jobs, planned_as="auto", objective="jobs"),
+            Way("planners.clos_jobs: the slowdown search from the best of clos_auto, the "
+                "greedy and the colouring", clos_jobs),
+            differs="two searches: on two tiers auto's (objective.py: the mean slowdown under "
+                    "a bound on the worst job, from the best of auto's routing and the "
+                    "baselines), on Clos clos_jobs (the worst, then the mean, never above "
+                    "clos_auto's max link load)",
+            objective="jobs"),
+)}
+
+
+def shape_of(fabric) -> str:
+    """``two-tier`` for a ``Fabric``, ``Clos`` for a ``Clos``; a shape's name as it is."""
+    if isinstance(fabric, str):
+        if fabric not in SHAPES:
+            raise ValueError(f"unknown shape {fabric!r}")
+        return fabric
+    return CLOS if isinstance(fabric, Clos) else TWO_TIER
+
+
+def names(shape=None, distinct: bool = False) -> list[str]:
+    """The names that run on ``shape`` (a shape or a fabric; None: on some shape), in registry
+    order; ``distinct``: without those planned as another name there (``compare``'s rows)."""
+    if shape is None:
+        return [n for n, p in PLANNERS.items() if p.two_tier.run or p.clos.run]
+    s = shape_of(shape)
+    return [n for n, p in PLANNERS.items() if p.on(s).run is not None
+            and not (distinct and p.on(s).planned_as)]
+
+
+def way(name: str, fabric) -> Way:
+    """How ``name`` runs on the shape of ``fabric`` (a fabric or a shape), or the InputError
+    that refuses it: unknown, or not run on that shape (the reason given)."""
+    p = PLANNERS.get(name)
+    if p is None:
+        raise InputError(f"unknown algorithm {name!r} (choose from {', '.join(names())})")
+    s = shape_of(fabric)
+    w = p.on(s)
+    if w.run is None:
+        raise InputError(f"algorithm {name!r} does not run on {s} fabrics ({SHAPES[s]}): "
+                         f"{w.refused} (choose from {', '.join(names(s))})")
+    return w
+
+
+def planner_for(name: str, fabric) -> Callable:
+    """The planner function of ``name`` on the shape of ``fabric`` (``way``'s refusals)."""
+    return way(name, fabric).run
+
+
+def planned_as(name: str, fabric) -> tuple[str, str | None]:
+    """(planner group, objective it fixes or None) of ``name`` on the shape of ``fabric``:
+    ``("auto", "jobs")`` for ``jobs`` on two tiers; the name itself otherwise (unknown names
+    too: what refuses them is ``way``)."""
+    p = PLANNERS.get(name)
+    w = p.on(shape_of(fabric)) if p is not None else None
+    if w is None or w.planned_as is None:
+        return name, None
+    return w.planned_as, w.objective
+
+
+def clos_options(name: str, **given) -> dict:
+    """The run options (salt, seed, max_parts, time_limit) the Clos planner of ``name`` takes,
+    of those ``given`` (the others are dropped: a planner without a seed ignores it)."""
+    return {k: v for k, v in given.items() if k in way(name, CLOS).takes}
+
+
+def listing() -> str:
+    """The names for a help text: comma-separated, then per shape the names it refuses."""
+    out = ", ".join(names())
+    for s in SHAPES:
+        refused = [n for n in names() if PLANNERS[n].on(s).run is None]
+        if refused:
+            out += f" (not on {s} fabrics: {', '.join(refused)})"
+    return out
