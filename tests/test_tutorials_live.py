@@ -20,7 +20,9 @@ substitutions, both said here: etcd's data directory is a temporary one (the tut
 /var/lib/mlroute-etcd would keep a cluster across runs), and a leading ``sudo`` is dropped when
 already root (CI's machines have no sudo). Mininet's command line reads the test's commands
 (``pingall``, then ``exit``) from its standard input. Before the sFlow ports were separated the
-second controller died at start ("sFlow collector cannot bind udp 127.0.0.1:6343").
+second controller died at start ("sFlow collector cannot bind udp 127.0.0.1:6343"). The
+helpers that run a page's blocks are tests/pages_live.py's, shared with the how-to pages'
+tests/test_howto_live.py.
 """
 import json
 import os
@@ -29,23 +31,27 @@ import shlex
 import shutil
 import signal
 import subprocess
-import urllib.request
 
 import pytest
 
 from emulation.harness import fabricnet
 from tests.integration import EXTENDED, require_root_and_ovs
+from tests.pages_live import (
+    answering,
+    get_json,
+    launcher,
+    leave_mininet,
+    mininet_pingall,
+    prepared,
+    run_block,
+    stop_group,
+    venv_env,
+)
 from tests.test_docs import REPO, _blocks
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 PAGE = os.path.join(REPO, "docs", "tutorials", "redundant-controllers.md")
 TUTORIALS = os.path.join(REPO, "docs", "tutorials")
-VENV_BIN = os.path.join(REPO, ".venv", "bin")
-
-
-def _get(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.loads(r.read())
 
 
 def test_redundant_controllers_tutorial_runs_as_written(tmp_path):
@@ -81,16 +87,16 @@ def test_redundant_controllers_tutorial_runs_as_written(tmp_path):
                        cwd=work, check=True, timeout=60, capture_output=True)
         start(etcd.replace("/var/lib/mlroute-etcd", shlex.quote(str(tmp_path / "etcd"))),
               "etcd")
-        fabricnet.wait_until(lambda: _alive("http://127.0.0.1:2379/version"), 30,
+        fabricnet.wait_until(lambda: answering("http://127.0.0.1:2379/version"), 30,
                              what="etcd answering")
         ctl = [start(c0, "c0"), start(c1, "c1")]
         for port in (8080, 8081):
-            fabricnet.wait_until(lambda port=port: _alive(f"http://127.0.0.1:{port}/v1/cluster"),
+            fabricnet.wait_until(lambda port=port: answering(f"http://127.0.0.1:{port}/v1/cluster"),
                                  60, what=f"the controller on REST port {port}")
         net = start(mininet, "mininet", stdin=subprocess.PIPE)
 
         def connected():
-            docs = [_get(f"http://127.0.0.1:{p}/v1/cluster") for p in (8080, 8081)]
+            docs = [get_json(f"http://127.0.0.1:{p}/v1/cluster") for p in (8080, 8081)]
             roles = sorted(d["self"]["role"] for d in docs)
             return roles == ["master", "standby"] and all(
                 sum(d["self"].get("switches", {}).values()) == 12 for d in docs)
@@ -110,125 +116,8 @@ def test_redundant_controllers_tutorial_runs_as_written(tmp_path):
             assert "cannot bind" not in (logs / f"{name}.log").read_text()
     finally:
         for p in reversed(procs):
-            _stop_group(p, signal.SIGTERM)
+            stop_group(p, signal.SIGTERM)
         fabricnet.cleanup()
-
-
-def _alive(url: str) -> bool:
-    try:
-        _get(url)
-        return True
-    except OSError:
-        return False
-    except ValueError:
-        return True
-
-
-def _group_alive(proc: subprocess.Popen) -> bool:
-    proc.poll()  # reap the leader, or a dead leader would count as alive
-    try:
-        os.killpg(proc.pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-
-
-def _stop_group(proc: subprocess.Popen, first=signal.SIGINT, grace: float = 60) -> None:
-    """Stop a process started in a session of its own and everything it started (make's
-    recipe, the shell of a block, a runner and its cleanup): Ctrl-C as a user would press it,
-    with time for the cleanup that triggers (a demo stops its controller and Mininet), then
-    SIGTERM and SIGKILL. Waits until the whole process group is gone."""
-    for sig, wait in ((first, grace), (signal.SIGTERM, 15), (signal.SIGKILL, 10)):
-        if not _group_alive(proc):
-            break
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            fabricnet.wait_until(lambda: not _group_alive(proc), wait, interval=0.2,
-                                 what=f"process group {proc.pid} gone")
-        except TimeoutError:
-            continue
-    if proc.poll() is None:
-        proc.wait(timeout=10)
-
-
-def _unsudo(cmd: str) -> str:
-    """A leading ``sudo`` is dropped when already root (CI's machines have no sudo)."""
-    return re.sub(r"^sudo\s+", "", cmd.strip()) if os.geteuid() == 0 else cmd
-
-
-def _venv_env(**extra) -> dict:
-    """The environment of a reader with the venv active (``source .venv/bin/activate``)."""
-    return dict(os.environ, VIRTUAL_ENV=os.path.dirname(VENV_BIN),
-                PATH=VENV_BIN + os.pathsep + os.environ.get("PATH", ""), **extra)
-
-
-def _checkout(tmp_path) -> str:
-    """A folder of links to the checkout, so that the files a tutorial writes stay out of it."""
-    work = tmp_path / "repo"
-    work.mkdir()
-    for name in (".venv", "controller", "topologies", "emulation", "examples", "Makefile",
-                 "requirements.txt", "requirements-osken.txt", "setup.cfg", "setup.py"):
-        os.symlink(os.path.join(REPO, name), work / name)
-    return str(work)
-
-
-def _run(body: str, cwd: str, env: dict, timeout: float) -> str:
-    """A block as a reader runs it in a terminal: bash, stop at the first failure."""
-    p = subprocess.Popen(["bash", "-euo", "pipefail", "-c", _unsudo(body)], cwd=cwd, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    finally:  # a timeout or Ctrl-C: the block's processes stop and clean up first
-        if _group_alive(p):
-            _stop_group(p)
-    assert p.returncode == 0, f"{body}\n--- stdout:\n{out[-2000:]}\n--- stderr:\n{err[-3000:]}"
-    return out
-
-
-def _log_has(path, text: str):
-    return text in path.read_text() if path.exists() else False
-
-
-def _launcher(work: str, env: dict, logs, procs: list):
-    """``start(cmd, name)``: a tutorial's command in a session of its own, logged to
-    ``logs/name.log`` and noted in ``procs`` with the signal that stops it first."""
-    def start(cmd: str, name: str, first=signal.SIGINT, **kw) -> subprocess.Popen:
-        out = open(logs / f"{name}.log", "w")
-        p = subprocess.Popen(["bash", "-c", _unsudo(cmd)], cwd=work, env=env, stdout=out,
-                             stderr=subprocess.STDOUT, start_new_session=True, **kw)
-        procs.append((p, first))
-        return p
-    return start
-
-
-def _prepared(tmp_path, blocks) -> tuple[str, dict, object]:
-    """(checkout, environment, log folder) of a tutorial run, its no-root blocks run first
-    (they write the files the live steps read), no bridges left from an earlier run."""
-    work = _checkout(tmp_path)
-    env = _venv_env()
-    logs = tmp_path / "logs"
-    logs.mkdir()
-    for title, body in blocks:
-        if not title.startswith("Needs"):
-            _run(body, work, env, 300)
-    fabricnet.cleanup()
-    return work, env, logs
-
-
-def _mininet_pingall(start, cmd: str, logs, timeout: float) -> subprocess.Popen:
-    """The page's Mininet command with ``pingall`` fed to its prompt; every ping answered.
-    Mininet's prompt survives Ctrl-C: SIGTERM stops it if the test ends early."""
-    net = start(cmd, "mininet", first=signal.SIGTERM, stdin=subprocess.PIPE)
-    net.stdin.write(b"pingall\n")
-    net.stdin.flush()
-    fabricnet.wait_until(lambda: _log_has(logs / "mininet.log", "Results:"), timeout,
-                         what="Mininet's pingall")
-    assert "Results: 0% dropped" in (logs / "mininet.log").read_text()
-    return net
 
 
 def test_first_route_tutorial_runs_as_written(tmp_path):
@@ -238,33 +127,31 @@ def test_first_route_tutorial_runs_as_written(tmp_path):
     assert [b.split()[0] for _t, b in live] == ["make", "sudo", "python", "make"], live
     controller, mininet, third, demo = (b for _t, b in live)
     assert controller.strip() == "make controller" and demo.strip() == "make demo"
-    work, env, logs = _prepared(tmp_path, blocks)
+    work, env, logs = prepared(tmp_path, blocks)
     procs = []
-    start = _launcher(work, env, logs, procs)
+    start = launcher(work, env, logs, procs)
 
     try:
         ctl = start(controller, "controller")
-        fabricnet.wait_until(lambda: _alive("http://127.0.0.1:8080/v1/jobs"), 120,
+        fabricnet.wait_until(lambda: answering("http://127.0.0.1:8080/v1/jobs"), 120,
                              what="the controller's REST port 8080 (make controller)")
-        net = _mininet_pingall(start, mininet, logs, 180)
-        out = _run(third, work, env, 180)
+        net = mininet_pingall(start, mininet, logs, 180)
+        out = run_block(third, work, env, 180)
         assert "ring0" in out and '"links"' in out, out[-2000:]  # job show, then curl
-        view = _get("http://127.0.0.1:8080/v1/jobs/ring0")
+        view = get_json("http://127.0.0.1:8080/v1/jobs/ring0")
         assert len(view["routes"]) == 8 and all(r.get("spine") for r in view["routes"])
-        assert _get("http://127.0.0.1:8080/v1/links")["summary"]["max_link_load"] == 1
+        assert get_json("http://127.0.0.1:8080/v1/links")["summary"]["max_link_load"] == 1
         # the page: stop the controller (Ctrl-C) and leave Mininet (exit) before make demo
-        net.stdin.write(b"exit\n")
-        net.stdin.close()
-        net.wait(timeout=120)
-        _stop_group(ctl)
+        leave_mininet(net)
+        stop_group(ctl)
         assert ctl.returncode is not None
         fabricnet.cleanup()
-        out = _run(demo, work, env, 900)
+        out = run_block(demo, work, env, 900)
         assert "faster than ECMP" in out, out[-3000:]
         assert os.path.exists(os.path.join(work, "results", "demo", "summary.json"))
     finally:
         for p, first in reversed(procs):  # Mininet, then the controller, then the bridges
-            _stop_group(p, first)
+            stop_group(p, first)
         fabricnet.cleanup()
 
 
@@ -275,26 +162,24 @@ def test_three_tier_tutorial_runs_as_written(tmp_path):
     assert [b.split()[0] for _t, b in live] == [".venv/bin/mlroute-controller", "sudo",
                                                 "python"], live
     controller, mininet, third = (b for _t, b in live)
-    work, env, logs = _prepared(tmp_path, blocks)
+    work, env, logs = prepared(tmp_path, blocks)
     procs = []
-    start = _launcher(work, env, logs, procs)
+    start = launcher(work, env, logs, procs)
 
     try:
         start(controller, "controller")
-        fabricnet.wait_until(lambda: _alive("http://127.0.0.1:8080/v1/jobs"), 120,
+        fabricnet.wait_until(lambda: answering("http://127.0.0.1:8080/v1/jobs"), 120,
                              what="the controller's REST port 8080")
-        net = _mininet_pingall(start, mininet, logs, 240)
-        out = _run(third, work, env, 180)
+        net = mininet_pingall(start, mininet, logs, 240)
+        out = run_block(third, work, env, 180)
         assert "ring0" in out and '"tier": "core"' in out, out[-2000:]
-        view = _get("http://127.0.0.1:8080/v1/jobs/ring0")
+        view = get_json("http://127.0.0.1:8080/v1/jobs/ring0")
         assert len(view["routes"]) == 8 and all(len(r["path"]) == 5 for r in view["routes"])
-        assert _get("http://127.0.0.1:8080/v1/links")["summary"]["max_link_load"] == 1
-        net.stdin.write(b"exit\n")
-        net.stdin.close()
-        net.wait(timeout=120)
+        assert get_json("http://127.0.0.1:8080/v1/links")["summary"]["max_link_load"] == 1
+        leave_mininet(net)
     finally:
         for p, first in reversed(procs):  # Mininet, then the controller, then the bridges
-            _stop_group(p, first)
+            stop_group(p, first)
         fabricnet.cleanup()
 
 
@@ -311,7 +196,7 @@ def test_pytorch_job_tutorial_runs_as_written(tmp_path):
     assert torchrun.startswith("torchrun") and "emulation.collectives" in collectives
     for title, body in blocks:
         if not title.startswith("Needs"):
-            _run(body, str(tmp_path), _venv_env(), 120)
+            run_block(body, str(tmp_path), venv_env(), 120)
     procs = []
     # 10 Mbit/s links: 10 All-Reduces of 4 MiB take about 35 s, time to look at the job
     with Session(SPINES, LEAVES, HOSTS, 10.0, str(tmp_path / "session")) as s:
@@ -335,7 +220,7 @@ def test_pytorch_job_tutorial_runs_as_written(tmp_path):
             procs += ranks
             fabricnet.wait_until(lambda: _has_job(s, "allreduce"), 180, interval=0.2,
                                  what="job allreduce declared by rank 0")
-            out = _run(show, str(tmp_path), _venv_env(CTL="127.0.0.1"), 60)
+            out = run_block(show, str(tmp_path), venv_env(CTL="127.0.0.1"), 60)
             assert out.splitlines()[1].split()[0] == "allreduce", out
             view = json.loads(out[out.index("{"):])
             assert view["matrix"] == "declared" and len(view["routes"]) == 2, view
@@ -348,8 +233,8 @@ def test_pytorch_job_tutorial_runs_as_written(tmp_path):
             assert s.ctl.client.jobs()["jobs"] == []  # removed at destroy_process_group
         finally:
             for p in reversed(procs):
-                _stop_group(p, signal.SIGTERM)
-    out = _run(collectives, REPO, _venv_env(), 900)
+                stop_group(p, signal.SIGTERM)
+    out = run_block(collectives, REPO, venv_env(), 900)
     lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     assert [l["scenario"] for l in lines] == ["ecmp", "correct", "rank_order"], out
     assert all(l["sums_ok"] for l in lines), out
