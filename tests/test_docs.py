@@ -438,6 +438,23 @@ def redundant_fabric(run: Run):
     assert len(doc["dpids"]) == 12 and len(doc["host_ip"]) == 16
 
 
+def declare_jobs_document(run: Run):
+    run.says("`job.json` here holds flows: two RoCEv2 queue pairs from `h0_1` to `h1_1` (UDP to "
+             "port 4791, one source port each)")
+    from controller.model.jobs import parse_job
+    from topologies.clos import clos_fabric
+    flows = parse_job(run.json("job.json"), clos_fabric(4, 8, 2)).flows()
+    assert [(f.src, f.dst, f.proto, f.dport) for f in flows] == [("h0_1", "h1_1", 17, 4791)] * 2
+    assert len({f.sport for f in flows}) == 2
+
+
+def emulation_rings(run: Run):
+    run.says("the two rings of `make demo` (host 0 of every leaf, host 1 of every leaf, 4 MB "
+             "each)")
+    from emulation.demo import demo_jobs
+    assert run.json("rings.json") == demo_jobs()
+
+
 def install_version(run: Run):
     import controller
     run.says(f"prints `{controller.__version__}`")
@@ -467,6 +484,8 @@ CHECKS = {
     "docs/tutorials/pytorch-job.md": [pytorch_document],
     "docs/tutorials/redundant-controllers.md": [redundant_fabric],
     "docs/howto/install.md": [install_version],
+    "docs/howto/declare-jobs.md": [declare_jobs_document],
+    "docs/howto/emulation.md": [emulation_rings],
     "docs/reference/integrations.md": [api_job_document, api_slurm_unreachable],
 }
 
