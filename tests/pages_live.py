@@ -1,7 +1,7 @@
 """Shared by the tests that run the manual's pages as written against a live controller
 (tests/test_tutorials_live.py, tests/test_howto_live.py): a page's blocks run as a reader runs
-them in a terminal, in a folder of links to the checkout, with the venv active; a leading
-``sudo`` is dropped when already root (CI's machines have no sudo). Every process is started in
+them in a terminal, in a folder of links to the checkout, with the venv active; a ``sudo`` that
+begins a line is dropped when already root (CI's machines have no sudo). Every process is started in
 a session of its own and stopped by its process group; every wait has a timeout."""
 import json
 import os
@@ -63,8 +63,10 @@ def stop_group(proc: subprocess.Popen, first=signal.SIGINT, grace: float = 60) -
 
 
 def unsudo(cmd: str) -> str:
-    """A leading ``sudo`` is dropped when already root (CI's machines have no sudo)."""
-    return re.sub(r"^sudo\s+", "", cmd.strip()) if os.geteuid() == 0 else cmd
+    """A ``sudo`` that begins a line is dropped when already root (CI's machines have no
+    sudo); a block may start with a comment (``# in a second terminal``)."""
+    return re.sub(r"^([ \t]*)sudo[ \t]+", r"\1", cmd.strip(), flags=re.M) \
+        if os.geteuid() == 0 else cmd
 
 
 def venv_env(**extra) -> dict:
