@@ -7,10 +7,11 @@ Convention for the fenced blocks of README.md and the hand-written pages: every 
 language. A ```bash block has a title, either ``title="Runs without root"`` (run here, page by
 page, in one temporary directory per page, in the order they appear, with the venv's ``python``
 first on PATH, as with the venv active) or a title starting with ``Needs`` (root, Open vSwitch
-and Mininet, etcd, a running controller, the network: listed by ``live_blocks()``; the
-tutorials' run in tests/test_tutorials_live.py). A block in another language whose lines look
-like commands (``text``, ``json``...; not ``python``) is a ``title="Synopsis"`` (placeholders,
-not meant to be pasted).
+and Mininet, etcd, a running controller, the network: listed by ``live_blocks()``), which the
+live test ``RUN_BY`` names runs as written (tests/test_tutorials_live.py,
+tests/test_howto_live.py) unless ``NOT_RUN`` says why no test can. A block in another language
+whose lines look like commands (``text``, ``json``...; not ``python``) is a
+``title="Synopsis"`` (placeholders, not meant to be pasted).
 
 Every page with blocks that run has its checks in ``CHECKS`` below, one per block, in order:
 each checks what the block wrote or printed against what the page's text states (the phrase is
@@ -488,6 +489,143 @@ CHECKS = {
     "docs/howto/emulation.md": [emulation_rings],
     "docs/reference/integrations.md": [api_job_document, api_slurm_unreachable],
 }
+
+
+# ---------------------------------------------------------------- blocks that need root
+
+TUTORIALS_LIVE = "tests/test_tutorials_live.py::"
+HOWTO_LIVE = "tests/test_howto_live.py::"
+FIRST_ROUTE = TUTORIALS_LIVE + "test_first_route_tutorial_runs_as_written"
+THREE_TIER = TUTORIALS_LIVE + "test_three_tier_tutorial_runs_as_written"
+PYTORCH = TUTORIALS_LIVE + "test_pytorch_job_tutorial_runs_as_written"
+REDUNDANT = TUTORIALS_LIVE + "test_redundant_controllers_tutorial_runs_as_written"
+RUN_CONTROLLER = HOWTO_LIVE + "test_run_controller_page_runs_as_written"
+DECLARE_JOBS = HOWTO_LIVE + "test_declare_jobs_page_runs_as_written"
+EMULATION = HOWTO_LIVE + "test_emulation_page_runs_as_written"
+
+# (page, first command line of a "Needs" block): the live test that runs it as written and
+# checks what the page says it prints
+RUN_BY = {
+    ("docs/tutorials/first-route.md", "make controller"): FIRST_ROUTE,
+    ("docs/tutorials/first-route.md", "sudo mn --custom topologies/clos.py --topo clos,4,8,2"):
+        FIRST_ROUTE,
+    ("docs/tutorials/first-route.md",
+     "python -m controller job add jobs.json --url http://127.0.0.1:8080"): FIRST_ROUTE,
+    ("docs/tutorials/first-route.md", "make demo"): FIRST_ROUTE,
+    ("docs/tutorials/three-tier.md", ".venv/bin/mlroute-controller --mlroute-fabric "
+                                     "fattree-wired.json"): THREE_TIER,
+    ("docs/tutorials/three-tier.md", "sudo mn --custom topologies/clos.py --topo fattree,4,2,20"):
+        THREE_TIER,
+    ("docs/tutorials/three-tier.md",
+     "python -m controller job add jobs.json --url http://127.0.0.1:8080"): THREE_TIER,
+    ("docs/tutorials/pytorch-job.md", "torchrun --nnodes 2 --nproc_per_node 1 --node_rank \"$R\" "
+                                      "--master_addr 10.0.0.1"): PYTORCH,
+    ("docs/tutorials/pytorch-job.md", 'python -m controller job list --url "http://$CTL:8080"'):
+        PYTORCH,
+    ("docs/tutorials/pytorch-job.md", "sudo .venv/bin/python -m emulation.collectives --library "
+                                      "gloo --scenario ecmp,correct,rank_order"): PYTORCH,
+    ("docs/tutorials/redundant-controllers.md", "etcd --name e0 --data-dir /var/lib/mlroute-etcd"):
+        REDUNDANT,
+    # two blocks, c0 and c1
+    ("docs/tutorials/redundant-controllers.md", ".venv/bin/mlroute-controller --mlroute-fabric "
+                                                "fabric.json"): REDUNDANT,
+    ("docs/tutorials/redundant-controllers.md", "sudo MLROUTE_SFLOW_TARGET=127.0.0.1:6343,"
+                                                "127.0.0.1:6344 mn --custom topologies/clos.py"):
+        REDUNDANT,
+    ("docs/tutorials/redundant-controllers.md", "curl -s 127.0.0.1:8081/v1/cluster"): REDUNDANT,
+    ("docs/howto/run-controller.md", "make controller"): RUN_CONTROLLER,
+    ("docs/howto/run-controller.md", "sudo mn --custom topologies/clos.py --topo clos,4,8,2"):
+        RUN_CONTROLLER,
+    ("docs/howto/run-controller.md", "curl -s -XPOST 127.0.0.1:8080/v1/jobs -d '{\"id\": \"r\", "
+                                     "\"collective\": \"ring_allreduce\","): RUN_CONTROLLER,
+    ("docs/howto/troubleshooting.md", "ss -ltnup | grep -E ':(6633|6653|8080|6343)\\b'"):
+        RUN_CONTROLLER,
+    ("docs/howto/declare-jobs.md", "curl -s -XPOST 127.0.0.1:8080/v1/jobs -d '{\"id\": \"r\", "
+                                   "\"collective\": \"ring_allreduce\","): DECLARE_JOBS,
+    ("docs/howto/declare-jobs.md", "python -m controller job add --members 10.0.0.1,10.0.1.1,h2_0 "
+                                   "--id j --bytes 4e6"): DECLARE_JOBS,
+    ("docs/howto/troubleshooting.md", "python -m controller job show j --url "
+                                      "http://127.0.0.1:8080 --json"): DECLARE_JOBS,
+    ("README.md", "curl -s -XPOST 127.0.0.1:8080/v1/jobs -d '{\"id\": \"r\", \"collective\": "
+                  "\"ring_allreduce\","): DECLARE_JOBS,
+    ("docs/howto/emulation.md", "sudo .venv/bin/python -m emulation.run --jobs rings.json "
+                                "--compare ecmp --mode sr --iterations 1 --out emu"): EMULATION,
+}
+
+# (page, first command line of a "Needs" block): why no test runs it
+SUITE = "the test suite itself (its lint, the manual and every test): a test cannot run it"
+NOT_RUN = {
+    ("README.md", "make demo"):
+        "the `make demo` of docs/tutorials/first-route.md, which " + FIRST_ROUTE + " runs",
+    ("README.md", "make test"): SUITE,
+    ("docs/contributing.md", "make test-fast"): SUITE,
+    ("docs/howto/install.md", "make install"):
+        "builds the venv from PyPI (the network, minutes): the tests run from the venv it built",
+    ("docs/howto/install.md", "sudo make system"):
+        "installs the machine's packages with apt-get and starts Open vSwitch: as root, make test "
+        "and make test-live run it before the live tests",
+    ("docs/howto/install.md", "make demo"):
+        "`make demo` as in docs/tutorials/first-route.md (" + FIRST_ROUTE + "), then `make "
+        "test`, " + SUITE,
+    ("docs/howto/install.md", "python -m http.server -d site 8000 --bind 127.0.0.1"):
+        "serves site/, which `make docs` builds with MkDocs from its own venv, until Ctrl-C",
+    ("docs/howto/troubleshooting.md",
+     "sudo /usr/share/openvswitch/scripts/ovs-ctl --system-id=random start"):
+        "a fix: (re)starts the machine's Open vSwitch, under the bridges of whatever runs; "
+        "fabricnet.ensure_ovs starts it that way when it is down",
+    ("docs/howto/troubleshooting.md", "sudo mn -c"):
+        "a fix: kills every process named like a controller and deletes /tmp/*.log and "
+        "/tmp/*.out of the whole machine; the live tests clean up with Mininet's own cleanup "
+        "(fabricnet.cleanup) before and after they run",
+    ("docs/environment.md", "export DEBIAN_FRONTEND=noninteractive"):
+        "the machine's setup (apt-get, Open vSwitch started), what `make system` does before "
+        "the live tests",
+    ("docs/environment.md", "python3 -m venv .venv"):
+        "builds the venv from PyPI by hand, what `make install` does: the tests run from it",
+    ("docs/explanation/architecture.md", ".venv/bin/mlroute-controller"):
+        "three ways to start one controller, not a sequence: `make controller` runs the first ("
+        + RUN_CONTROLLER + "); tests/test_adapters.py starts each framework's adapter as a "
+        "process (ryu-manager with controller/shell/app.py, os-ken's where it is installed)",
+}
+
+
+def _first_line(body: str) -> str:
+    """A block's first command line: comment lines skipped, a trailing comment and a line
+    continuation removed, spaces collapsed."""
+    for line in body.splitlines():
+        line = re.sub(r"(^|\s)#.*$", "", line).rstrip().removesuffix("\\")
+        if line.strip():
+            return " ".join(line.split())
+    return ""
+
+
+def test_every_block_that_needs_root_is_run_by_a_live_test_or_says_why_not():
+    """Every "Needs ..." block is run as written by the live test ``RUN_BY`` names, or
+    ``NOT_RUN`` says why no test can run it: a new block fails here until it is one or the
+    other."""
+    keys = [(page, _first_line(body)) for page, _title, body in live_blocks()]
+    assert len(keys) >= 30
+    unaccounted = [k for k in keys if k not in RUN_BY and k not in NOT_RUN]
+    assert unaccounted == []
+    assert set(RUN_BY) & set(NOT_RUN) == set()
+    assert [k for k in list(RUN_BY) + list(NOT_RUN) if k not in keys] == []  # none stale
+    assert all(why.strip() for why in NOT_RUN.values())
+    for test in sorted(set(RUN_BY.values())):
+        path, name = test.split("::")
+        module = importlib.import_module(path.removesuffix(".py").replace("/", "."))
+        assert callable(getattr(module, name, None)), f"{test} is no test"
+        assert any(m.name == "integration" for m in getattr(module, "pytestmark", [])), test
+        source = inspect.getsource(module)
+        pages = {os.path.basename(page).removesuffix(".md") for (page, _), t in RUN_BY.items()
+                 if t == test}
+        assert [p for p in pages if p not in source] == [], f"{test} does not read {pages}"
+
+
+def test_first_command_lines():
+    assert _first_line("# in a second terminal\nsudo mn --topo clos,4,8,2 \\\n  --x") == \
+        "sudo mn --topo clos,4,8,2"
+    assert _first_line("make demo        # ECMP vs the greedy\nmake test  # x") == "make demo"
+    assert _first_line("grep -E ':(6653)\\b' # x") == "grep -E ':(6653)\\b'"
 
 
 # ---------------------------------------------------------------- figures in the text
