@@ -95,11 +95,12 @@ def test_it_takes_mlroutes_options_and_starts_nothing_on_bad_input(framework):
     r = controller("--mlroute-no-such-option", "1", framework=framework)
     assert r.returncode == 2 and "--mlroute-no-such-option" in r.stderr
     # parsed and handed to the app, which refuses them before anything listens
-    ports = ["--wsapi-port", str(free_port()), "--ofp-tcp-listen-port", str(free_port()),
-             "--mlroute-sflow-port", "0"]
-    r = controller("--mlroute-fabric", "/nonexistent/fabric.json", *ports, framework=framework)
+    def ports():  # fresh for each start: a port free a moment ago may be taken since
+        return ["--wsapi-port", str(free_port()), "--ofp-tcp-listen-port", str(free_port()),
+                "--mlroute-sflow-port", "0"]
+    r = controller("--mlroute-fabric", "/nonexistent/fabric.json", *ports(), framework=framework)
     assert r.returncode == 2, r.stderr[-2000:]
     assert ("mlroute-controller: fabric: cannot read /nonexistent/fabric.json: No such file or "
             "directory\n") in r.stderr and "Traceback" not in r.stderr
-    r = controller("--mlroute-mode", "teleport", *ports, framework=framework)
+    r = controller("--mlroute-mode", "teleport", *ports(), framework=framework)
     assert r.returncode == 2 and "mlroute-controller: unknown mode 'teleport'" in r.stderr
