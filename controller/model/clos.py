@@ -32,6 +32,7 @@ from controller.errors import InputError
 from controller.model import clos_wiring
 from controller.model.clos_wiring import WIRING, per_plane
 from controller.model.fabric import HostLookup
+from controller.model.prefixes import CACHE as PREFIX_CACHE
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
 _KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "bundle", "bundles",
@@ -71,6 +72,7 @@ class Clos(HostLookup):
     wiring: dict = field(default_factory=dict)  # dpids, ports, host_ip, host_mac (or nothing)
 
     def __post_init__(self) -> None:
+        self.__dict__.pop(PREFIX_CACHE, None)  # derived from the hosts: recomputed
         self.hosts = {h: ls[0] for h, ls in self.host_leaves.items()}  # first plane's leaf
         self.dpids: dict[str, int] = dict(self.wiring.get("dpids", {}))
         self.ports: dict[str, dict[str, int]] = {k: dict(v) for k, v in

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.errors import InputError
+from controller.model.prefixes import CACHE as PREFIX_CACHE
 
 _FABRIC_KEYS = {"spines", "leaves", "hosts", "link_gbps", "down"}
 # Wiring, needed by the controller (not by the planner): datapath ids, port numbers, addresses.
@@ -92,6 +93,7 @@ class Fabric(HostLookup):
     extra: dict = field(default_factory=dict)  # unknown top-level keys, kept for extensions
 
     def __post_init__(self) -> None:
+        self.__dict__.pop(PREFIX_CACHE, None)  # derived from the hosts: recomputed
         self.spine_index = {s: j for j, s in enumerate(self.spines)}
         self.leaf_index = {l: i for i, l in enumerate(self.leaves)}
         all_spines = (1 << len(self.spines)) - 1

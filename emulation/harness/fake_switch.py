@@ -5,6 +5,7 @@ builders and the service are checked without a switch. It also acts as the servi
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 
 from controller.enforcement.openflow import ETH_IPV4, ETH_MPLS, FlowRule, SwitchState
 from controller.errors import InstallError
@@ -169,10 +170,15 @@ class FakeSwitches:
 
 
 def _matches(have, want) -> bool:
-    """An OpenFlow match value: exact, or (value, mask) for a masked field."""
+    """An OpenFlow match value: exact, or (value, mask) for a masked field (integers, or an
+    IPv4 address and netmask as dotted strings, as Ryu reports a masked ``ipv4_dst``)."""
     if isinstance(want, tuple):
         value, mask = want
-        return have is not None and have & mask == value & mask
+        if have is None:
+            return False
+        if isinstance(value, str):
+            have, value, mask = (int(ipaddress.IPv4Address(x)) for x in (have, value, mask))
+        return have & mask == value & mask
     return have == want
 
 

@@ -1,0 +1,152 @@
+"""Destination prefixes: the ``ipv4_dst`` matches that stand for a leaf's hosts, or a pod's.
+
+A switch above the leaves forwards by the destination's leaf (or pod), not by the host, so it
+needs one entry per leaf (or pod) when that leaf's addresses share a prefix no other host's
+address falls in, rather than one per host of the fabric. The rule, per plane (a switch sees
+its own plane's addresses only):
+
+* a leaf is matched by the longest prefix common to its hosts' addresses if that prefix holds
+  no address of a host of another leaf; otherwise by its addresses one by one (as before);
+* a pod likewise by the longest prefix common to all its hosts' addresses if that holds no
+  address of a host outside the pod; otherwise by its leaves' matches.
+
+``topologies/clos.py`` (``Clos.wire``, ``Fabric.generate``) gives leaf i the hosts
+10.x.i.1, 10.x.i.2, ...: every leaf a prefix of its own, every pod (contiguous leaves) one too.
+Addresses a fabric document declares get prefixes wherever they are contiguous in this sense,
+and fall back per host, leaf by leaf, where they are not.
+
+Matches of different groups never overlap, so their priorities need not order them: two
+prefixes are nested or disjoint, and a used prefix holds its group's hosts and no other, so a
+group's prefix inside another's would put its hosts in the other's, and the other's inside it
+the other's hosts in it. A per-host entry of a leaf that fell back lies in no used prefix for
+the same reason. A planned flow's exact ``ipv4_dst`` at a higher priority always wins.
+
+Pure function of the addresses: with zero configuration hosts appear as they speak, and a new
+host of leaf B inside leaf A's prefix turns A back to per-host entries in the next desired
+tables (and B's prefix, if it holds A's hosts, too). An address outside every used prefix and
+every host's address (a host not yet learned) is matched by no static entry above the leaves,
+as before: dropped at the aggregation switch or spine; inside a prefix it is sent down to that
+leaf, which drops it (nothing comes back up from a leaf).
+
+Match values are in the form Ryu (and os-ken) report a flow stats entry's match, so the
+reconciler finds the entries equal: a /32 as the address string, a shorter prefix as
+(network, netmask) strings with the host bits zero (what Open vSwitch returns). A /0 (addresses
+that share no leading bit) is never used: a switch drops an all-zero mask from the match.
+
+Complexity: O(n log n) per plane for its n addresses (one sort, then per group two bisections
+and a pass over its own addresses); ``dst_prefixes`` keeps the result on the fabric object (a
+model is immutable in use; ``__post_init__`` drops it).
+
+>>> cover({"l0": ["10.0.0.1", "10.0.0.2"], "l1": ["10.0.1.1", "10.0.1.2"]})
+{'l0': [('10.0.0.0', '255.255.255.252')], 'l1': [('10.0.1.0', '255.255.255.252')]}
+>>> cover({"l0": ["10.0.0.1", "10.0.0.3"], "l1": ["10.0.0.2"]})  # l0's /30 holds l1's host
+{'l0': ['10.0.0.1', '10.0.0.3'], 'l1': ['10.0.0.2']}
+>>> cover({"l0": ["10.0.0.1"]}, others=["10.0.0.2"])
+{'l0': ['10.0.0.1']}
+"""
+from __future__ import annotations
+
+import ipaddress
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+CACHE = "_dst_prefixes"  # the fabric object's attribute holding ``DstPrefixes`` per plane
+
+
+def _int(address: str) -> int:
+    return int(ipaddress.IPv4Address(address))
+
+
+def match_of(network: int, length: int) -> str | tuple[str, str]:
+    """The ``ipv4_dst`` match value of a prefix, as a switch reports it back.
+
+    >>> match_of(0x0A000100, 24), match_of(0x0A000105, 32)
+    (('10.0.1.0', '255.255.255.0'), '10.0.1.5')
+    """
+    if length == 32:
+        return str(ipaddress.IPv4Address(network))
+    mask = (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
+    return (str(ipaddress.IPv4Address(network & mask)), str(ipaddress.IPv4Address(mask)))
+
+
+def common_prefix(addresses: Iterable[int]) -> tuple[int, int]:
+    """(network, length) of the longest prefix common to some addresses (integers).
+
+    >>> common_prefix([0x0A000001, 0x0A000008])
+    (167772160, 28)
+    """
+    values = list(addresses)
+    lo, hi = min(values), max(values)
+    length = 32 - (lo ^ hi).bit_length()
+    return lo >> (32 - length) << (32 - length) if length else 0, length
+
+
+def cover(groups: Mapping, others: Iterable[str] = ()) -> dict:
+    """Per group (key -> its addresses), its ``ipv4_dst`` match values: [its common prefix]
+    when that prefix holds no address of another group nor of ``others``, else its addresses
+    in group order; a group without addresses gets []. O(n log n) for n addresses."""
+    values = {k: [_int(a) for a in addrs] for k, addrs in groups.items()}
+    universe = sorted([v for vs in values.values() for v in vs] + [_int(a) for a in others])
+    out = {}
+    for k, vs in values.items():
+        if not vs:
+            out[k] = []
+            continue
+        net, length = common_prefix(vs)
+        top = net | ((1 << (32 - length)) - 1)
+        inside = bisect_right(universe, top) - bisect_left(universe, net)
+        out[k] = [match_of(net, length)] if length and inside == len(vs) else list(groups[k])
+    return out
+
+
+@dataclass(frozen=True)
+class DstPrefixes:
+    """The matches of one plane's leaves and pods (``cover``'s rule)."""
+    leaf: dict  # leaf -> its matches
+    pod: dict  # pod index -> its prefix, or its leaves' matches
+
+    def of_leaves(self, leaves: Iterable[str]) -> list:
+        return leaf_matches(self.leaf, leaves)
+
+    def of_pods(self, pods: Iterable[int]) -> list:
+        return [m for q in pods for m in self.pod.get(q, [])]
+
+
+def plane_prefixes(addresses: Mapping[str, str], hosts_of: Mapping[str, list],
+                   pod_of: Mapping[str, int]) -> DstPrefixes:
+    """``DstPrefixes`` from one plane's addresses (host -> address), its leaves' hosts
+    (leaf -> hosts, in that order) and their pods (leaf -> pod index)."""
+    leaf_addrs = {leaf: [addresses[h] for h in hosts_of.get(leaf, []) if h in addresses]
+                  for leaf in pod_of}
+    placed = {h for leaf in pod_of for h in hosts_of.get(leaf, [])}
+    stray = [a for h, a in addresses.items() if h not in placed]
+    leaf = cover(leaf_addrs, stray)
+    members: dict[int, list[str]] = {}
+    for name, q in pod_of.items():
+        members.setdefault(q, []).append(name)
+    pods = cover({q: [a for name in ls for a in leaf_addrs[name]] for q, ls in members.items()},
+                 stray)
+    # one match: the pod's prefix (or its only address); several: it fell back, to its leaves'
+    return DstPrefixes(leaf, {q: pods[q] if len(pods[q]) <= 1 else leaf_matches(leaf, names)
+                              for q, names in members.items()})
+
+
+def leaf_matches(leaf: Mapping, names: Iterable[str]) -> list:
+    return [m for name in names for m in leaf.get(name, [])]
+
+
+def dst_prefixes(fabric, switch: str) -> DstPrefixes:
+    """The prefixes of ``switch``'s plane, computed once per fabric object: a
+    ``model.clos.Clos`` (its planes' pods) or a two-tier ``model.fabric.Fabric`` (one pod)."""
+    cache = fabric.__dict__.setdefault(CACHE, {})
+    q = fabric.plane_of_switch(switch)
+    if q not in cache:
+        if hasattr(fabric, "planes"):
+            p = fabric.planes[q]
+            pod_of = dict(zip(p.leaves, p.pod_of_leaf))
+            hosts_of = fabric.hosts_on
+        else:
+            pod_of, hosts_of = dict.fromkeys(fabric.leaves, 0), fabric.hosts_of_leaf
+        cache[q] = plane_prefixes(fabric.addresses_at(switch), hosts_of, pod_of)
+    return cache[q]
