@@ -21,6 +21,7 @@ from controller.service.store import StateStore
 from emulation.harness.fake_switch import trace
 from tests.helpers import FakeClock
 from tests.test_bundles import bundled_fat_tree, bundled_leaf_spine, call, start
+from tests.test_prefixes import per_host
 
 
 def core_bundled_fat_tree() -> Clos:
@@ -167,11 +168,12 @@ def test_bits_layout_and_entry_counts():
     count = {s: len(clos_host_static_rules(f, s)) for s in ("l0", "a0_0", "c0_1")}
     # leaf: 2 protocols x 2 buckets x 2 codes of field 0
     assert count["l0"] == 2 * 2 * 2
-    # aggregation switch: the probe trap, 2 protocols x 4 codes of field 3 per host of its pod
-    # (4 hosts), and a class table: 2 protocols x 2 buckets x 4 codes, other IPv4, 12 hosts
-    assert count["a0_0"] == 1 + 4 * 2 * 2 + (2 * 2 * 4 + 1 + 12)
-    # core: the probe trap, 2 protocols x 4 codes of field 2 per host of the plane (16)
-    assert count["c0_1"] == 1 + 16 * 2 * 4
+    # aggregation switch: the probe trap, 2 protocols x 2 codes of field 3 per leaf of its pod
+    # (2 leaves: a prefix each, model.prefixes), and a class table: 2 protocols x 2 buckets x 4
+    # codes, other IPv4, a prefix per other pod (3)
+    assert count["a0_0"] == 1 + 2 * 2 * 2 + (2 * 2 * 4 + 1 + 3)
+    # core: the probe trap, 2 protocols x 4 codes of field 2 per pod of the plane (4 prefixes)
+    assert count["c0_1"] == 1 + 4 * 2 * 4
 
 
 def test_a_probe_over_another_member_than_its_code_is_not_learned():
@@ -186,14 +188,16 @@ def test_a_probe_over_another_member_than_its_code_is_not_learned():
     assert reached(down, "l0", agg, f.ports_to("a0_1", "l0")[1]) == ("a0_1",)
 
 
-# sha256 of the static and host-mode entries, computed before member fields existed
+# sha256 of the static and host-mode entries as the builders wrote them before member fields
+# (and leaf and pod prefixes) existed: per switch, sorted, a prefix entry counted as the
+# per-host entries it stands for (tests/test_prefixes.py)
 UNBUNDLED = {
-    "fat-tree": (lambda: Clos.fat_tree(4, 2).wire(), "31e23e2f33fa0b2f"),
-    "fat-tree k=6": (lambda: Clos.fat_tree(6, 1).wire(), "ff9f2258c4af5cf0"),
-    "leaf-spine": (lambda: Clos.leaf_spine(3, 4, 2).wire(), "c0a77d7867fd0b5a"),
-    "two-plane": (lambda: Clos.fat_tree(4, 1, planes=2).wire(), "868e8c676861db66"),
+    "fat-tree": (lambda: Clos.fat_tree(4, 2).wire(), "4af8f5f6bfcb1a8b"),
+    "fat-tree k=6": (lambda: Clos.fat_tree(6, 1).wire(), "51a870fdad28b70e"),
+    "leaf-spine": (lambda: Clos.leaf_spine(3, 4, 2).wire(), "584641a6fbc09371"),
+    "two-plane": (lambda: Clos.fat_tree(4, 1, planes=2).wire(), "dfe0e50c4f0322de"),
     "degraded": (lambda: Clos.fat_tree(4, 2).wire().with_down({("a1_0", "c0_0"), ("l0", "a0_0")}),
-                 "dc76bb37ad1ee6b6"),
+                 "74e90f462b8e3dac"),
 }
 
 
@@ -202,8 +206,10 @@ def test_without_bundles_the_static_entries_are_unchanged(shape):
     make, digest = UNBUNDLED[shape]
     f = make()
     assert MemberBits(f).width == 0
-    out = repr([(sw, clos_host_static_rules(f, sw)) for sw in f.switches()]) + repr(
-        clos_all_static(f))
+    static = clos_all_static(f)
+    out = repr([(sw, sorted(map(repr, per_host(f, sw, clos_host_static_rules(f, sw)
+                                               + static[f.dpids[sw]][0]))),
+                 static[f.dpids[sw]][1]) for sw in f.switches()])
     assert hashlib.sha256(out.encode()).hexdigest()[:16] == digest
 
 

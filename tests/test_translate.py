@@ -6,8 +6,10 @@ import importlib
 
 import pytest
 
+from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
 from controller.enforcement.rules import all_static, flow_rules
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.shell import translate
@@ -47,6 +49,8 @@ def every_rule():
     for mode in ("flow", "sr"):
         for fl in flows:
             rules += flow_rules(f, fl, ((0, 0.5), (1, 0.5)), mode, 7)
+    core = Clos.fat_tree(4, 2).wire()  # a core's pod prefixes (/23), its leaves' labels
+    rules += clos_static_rules(core, "c0_0")[0]
     return rules, groups
 
 
@@ -87,6 +91,10 @@ def test_every_message_kind_serialises_and_reads_back(ofproto):
     assert kinds == {"flow_add", "flow_delete", "group_add", "group_modify", "group_delete"}
     actions = {a[0] for r in rules for a in r.actions}
     assert actions == {"output", "controller", "group", "push_mpls", "pop_mpls", "set_field"}
+    # leaf and pod prefixes (model.prefixes) read back as written: (network, netmask)
+    assert {r.match_dict()["ipv4_dst"] for r in rules if isinstance(
+        r.match_dict().get("ipv4_dst"), tuple)} >= {("10.0.1.0", "255.255.255.252"),
+                                                    ("10.0.2.0", "255.255.254.0")}
 
 
 def test_tables_read_back_as_switch_state(ofproto):

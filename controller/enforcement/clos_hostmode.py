@@ -7,17 +7,17 @@ its core choice too, and a leaf would reach only k/2 of a fat-tree's (k/2)^2 cor
 reads the low ``leaf_bits`` bits of the source port and the aggregation switch the bits above
 them (``agg_shift``): every (aggregation switch, core) pair has ports of its own.
 
-Pipeline (static: it grows with switches and, while links are down, with hosts; never with
+Pipeline (static: it grows with switches and, while links are down, with leaves; never with
 flows), per protocol (RoCEv2 = UDP to 4791, and TCP):
 
 * leaf: m = ``sport_buckets(live uplinks)`` entries, source port bits (b, m - 1) out to the
-  (b mod n)-th live uplink; a destination leaf that not every live uplink reaches goes, host by
-  host, to a table of its class (table 2 + class) with the same entries over the uplinks that
-  reach it, and its other IPv4 to the first of them (as on two tiers, ``rules.
-  host_static_rules``);
+  (b mod n)-th live uplink; a destination leaf that not every live uplink reaches goes, by its
+  prefix (``model.prefixes``), to a table of its class (table 2 + class) with the same entries
+  over the uplinks that reach it, and its other IPv4 to the first of them (as on two tiers,
+  ``rules.host_static_rules``);
 * aggregation switch: per class of other pods (the cores of its group that reach them, as its
   select groups have them), a table with the entries (b << shift, (m - 1) << shift) out to the
-  (b mod n)-th core, other IPv4 to the class's select group; the pods' hosts go there from
+  (b mod n)-th core, other IPv4 to the class's select group; the pods' prefixes go there from
   table 0 (packets from cores never do: they are dropped above). It also traps ``PROBE_DSCP``;
 * core: traps ``PROBE_CORE_DSCP``.
 
@@ -46,11 +46,12 @@ Entries (x 2 protocols; C_f = 2 ** width of field f; m the buckets of a switch o
 * leaf: the source-port entries (and those of its class tables) match the leaf bits and field
   0 together, m C_0 of them instead of m, out to the uplink over the coded member;
 * aggregation switch: its class tables' entries match its bits and field 1 (m C_1 per class,
-  out to the core over the coded member), and, per host of its pod, C_3 entries matching the
-  destination and field 3, out to that host's leaf over the coded member (priority
+  out to the core over the coded member), and, per leaf of its pod (its prefix, or its hosts
+  where their addresses allow none), C_3 entries matching the destination and field 3, out to
+  that leaf over the coded member (priority
   ``PRIO_MEMBER``, above the destination's output among the static entries);
-* core: per host of its plane, C_2 entries matching the destination and field 2, out to the
-  aggregation switch of that host's pod over the coded member.
+* core: per pod of its plane (its prefix, or its leaves'), C_2 entries matching the destination
+  and field 2, out to the aggregation switch of that pod over the coded member.
 
 A field of width 0 (no bundle in its tier) adds no entry and changes none. What probes verify
 and what is computed: a probe carries member fields 0 and learns the hops; its trap's in_port
@@ -78,6 +79,7 @@ from controller.enforcement.rules import (
 )
 from controller.errors import InputError
 from controller.model.clos import Clos
+from controller.model.prefixes import dst_prefixes
 
 
 def agg_shift(fabric: Clos, switch: str) -> int:
@@ -106,20 +108,21 @@ def member_entries(fabric: Clos, switch: str, table: int, uplinks, shift: int, b
         bits.shifts[field], w, lambda up, c: member_port(fabric, switch, up, c)) if w else None)
 
 
-def down_entries(fabric: Clos, switch: str, peer: str, hosts, bits: MemberBits,
+def down_entries(fabric: Clos, switch: str, peer: str, dsts, bits: MemberBits,
                  field: int) -> list[FlowRule]:
-    """A down hop over a bundle: per destination host, protocol and code c of member field
-    ``field``, out to ``peer`` over member c (``member_port``); none without that field or
-    when the link is down."""
-    w, dpid, ip = bits.widths[field], fabric.dpids[switch], fabric.addresses_at(switch)
+    """A down hop over a bundle: per destination (an ``ipv4_dst`` match: a leaf's or pod's
+    prefix, or a host, ``model.prefixes``), protocol and code c of member field ``field``, out
+    to ``peer`` over member c (``member_port``); none without that field or when the link is
+    down."""
+    w, dpid = bits.widths[field], fabric.dpids[switch]
     if not w or not member_ports(fabric, switch, peer):
         return []
     out = []
-    for h in hosts:
+    for d in dsts:
         for proto, dport in HOST_PROTOCOLS:
             l4 = "udp" if proto == UDP else "tcp"
             for c in range(1 << w):
-                match = {"eth_type": ETH_IPV4, "ipv4_dst": ip[h], "ip_proto": proto}
+                match = {"eth_type": ETH_IPV4, "ipv4_dst": d, "ip_proto": proto}
                 if dport:
                     match[f"{l4}_dst"] = dport
                 match[f"{l4}_src"] = (c << bits.shifts[field], ((1 << w) - 1) << bits.shifts[field])
@@ -130,32 +133,30 @@ def down_entries(fabric: Clos, switch: str, peer: str, hosts, bits: MemberBits,
 
 def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
     """The host-mode pipeline of one switch (module docstring). O(uplinks) entries, plus
-    O(uplinks + hosts) per class; with bundles the counts of the module docstring."""
+    O(uplinks + destination leaves or pods) per class; with bundles the counts of the module
+    docstring."""
     f, pl, dpid, bits = fabric, PlaneView(fabric, switch), fabric.dpids[switch], MemberBits(fabric)
-    tier = f.tier_of[switch]
+    tier, dst = f.tier_of[switch], dst_prefixes(fabric, switch)
     if tier == 2:
         g = next(i for i, grp in enumerate(pl.p.cores) if switch in grp)
         return [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4,
                                                     "ip_dscp": PROBE_CORE_DSCP}, [("controller",)])
-                ] + [x for q, aggs in enumerate(pl.p.aggs) for x in down_entries(
-                    f, switch, aggs[g], [h for leaf in pl.leaves_of(q)
-                                         for h in f.hosts_on.get(leaf, [])], bits, 2)]
+                ] + [x for q, aggs in enumerate(pl.p.aggs)
+                     for x in down_entries(f, switch, aggs[g], dst.pod[q], bits, 2)]
     if tier == 1:
         out = [rule(dpid, T_CLASSIFY, PRIO_PROBE, {"eth_type": ETH_IPV4, "ip_dscp": PROBE_DSCP},
                     [("controller",)])]
         out += [x for leaf in pl.leaves_of(pl.pod_of[switch])
-                for x in down_entries(f, switch, leaf, f.hosts_on.get(leaf, []), bits, 3)]
+                for x in down_entries(f, switch, leaf, dst.leaf[leaf], bits, 3)]
         return out + class_tables(f, switch, [
-            (cores, [h for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])],
-             [("group", DEFAULT_GROUP + c)])
+            (cores, dst.of_pods(pods), [("group", DEFAULT_GROUP + c)])
             for c, (cores, pods) in enumerate(pl.agg_classes(switch))], agg_shift(f, switch),
             entries=lambda *a: member_entries(*a, bits, 1))
     live = pl.live_uplinks(switch)
     if not live:
         return []
     return member_entries(f, switch, T_CLASSIFY, live, 0, bits, 0) + class_tables(f, switch, [
-        (usable, [h for other in leaves for h in f.hosts_on.get(other, [])],
-         [("output", member_ports(f, switch, usable[0])[0])])
+        (usable, dst.of_leaves(leaves), [("output", member_ports(f, switch, usable[0])[0])])
         for usable, leaves in pl.leaf_classes(switch)], entries=lambda *a: member_entries(
             *a, bits, 0))
 

@@ -6,12 +6,12 @@ Static entries (valley-free, destination-based; unplanned traffic takes ECMP up)
 
 * leaf: LLDP and ARP to the controller; its own label (bottom of stack) popped, then table 1;
   IPv4 for a local host to table 1 and out of its port; anything else from an uplink dropped
-  (no valleys); other IPv4 to a select group over the alive uplinks, and destinations that
-  some alive uplink cannot reach (a link or switch down on the way) to a select group over the
-  uplinks that can.
-* aggregation switch: IPv4 for a host of its pod out of the port to that host's leaf; from a
-  leaf, IPv4 for another pod to a select group over the alive cores of its group that reach
-  that pod; anything else from a core dropped. ECMP hashing ``per-tier`` (the default) gives
+  (no valleys); other IPv4 to a select group over the alive uplinks, and destination leaves
+  that some alive uplink cannot reach (a link or switch down on the way) to a select group
+  over the uplinks that can.
+* aggregation switch: IPv4 for a leaf of its pod out of the port to that leaf; from a leaf,
+  IPv4 for another pod to a select group over the alive cores of its group that reach that
+  pod; anything else from a core dropped. ECMP hashing ``per-tier`` (the default) gives
   each core of that group a block of m buckets (m: aggregation switches per pod): a switch
   that picks a bucket from one flow hash (Open vSwitch hashes alike on every bridge) then
   picks the core independently of the leaf's choice among its m buckets; ``polarised`` gives
@@ -19,8 +19,14 @@ Static entries (valley-free, destination-based; unplanned traffic takes ECMP up)
   (k/2)^2 cores carry a pod's unplanned traffic). Labels: a leaf of its pod (bottom of stack) out
   to that leaf; a core of its group (on top) out to that core (each code over the member it
   names, see Bundles).
-* core: IPv4 for a host of pod Q out to its group's aggregation switch in Q; its own label
-  popped, then a leaf label out to that leaf's pod.
+* core: IPv4 for pod Q out to its group's aggregation switch in Q; its own label popped, then
+  a leaf label out to that leaf's pod.
+
+Above the leaves IPv4 is matched by destination leaf or pod, not host (``model.prefixes``): one
+entry per leaf (its hosts' common prefix) or per pod where the addresses allow it, the leaf's
+hosts one by one where they do not. A leaf holds an entry per host of its own. On a k = 16
+fat-tree (``Clos.wire``'s addresses) a leaf holds 28 static entries, an aggregation switch 48
+and a core 146 (1,049 and 1,154 per host; ``benchmarks/entries.py``).
 
 Per flow (``clos_flow_rules``): ``flow`` mode matches the 5-tuple where the path branches, at
 the source leaf (out to the aggregation switch) and, between pods, at the source aggregation
@@ -87,6 +93,7 @@ from controller.enforcement.rules import (
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import Flow
+from controller.model.prefixes import dst_prefixes
 
 ECMP_HASHES = ("per-tier", "polarised")
 BUNDLE_GROUP = 0x10000  # + the peer's position among the switch's neighbours
@@ -243,13 +250,13 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
         gid = DEFAULT_GROUP + 1 + c
         groups.append(GroupEntry(dpid, gid, tuple((("output", p),) for a in usable
                                                   for p in member_ports(f, leaf, a))))
-        rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
-                       [("group", gid)]) for other in leaves for h in f.hosts_on.get(other, [])]
+        rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED, {"eth_type": ETH_IPV4, "ipv4_dst": d},
+                       [("group", gid)]) for d in dst_prefixes(f, leaf).of_leaves(leaves)]
     return rules, groups
 
 
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
-    dpid, ip, ls = f.dpids[agg], f.addresses_at(agg), label_space(f)
+    dpid, ls, dst = f.dpids[agg], label_space(f), dst_prefixes(f, agg)
     pod = pl.pod_of[agg]
     rules, groups, bundles = [lldp_trap(dpid)], [], {}
     for leaf in pl.leaves_of(pod):
@@ -260,9 +267,8 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
                                                      "mpls_label": ls.of(leaf, c)},
                        _member_out(f, agg, leaf, ls.down_members(c)[1], out))
                   for c in ls.code_range(0)]
-        for h in f.hosts_on.get(leaf, []):
-            rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4,
-                                                             "ipv4_dst": ip[h]}, out))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": d}, out)
+                  for d in dst.leaf[leaf]]
     slot = pl.p.aggs[pod].index(agg)
     cores = pl.p.cores[slot] if slot < len(pl.p.cores) else []
     for c in cores:
@@ -279,14 +285,13 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
         groups.append(GroupEntry(dpid, gid, tuple((("output", p),) for x in usable
                                                   for p in member_ports(f, agg, x)
                                                   for _ in range(block))))
-        rules += [rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
-                       [("group", gid)])
-                  for q in pods for leaf in pl.leaves_of(q) for h in f.hosts_on.get(leaf, [])]
+        rules += [rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4, "ipv4_dst": d},
+                       [("group", gid)]) for d in dst.of_pods(pods)]
     return rules, groups + list(bundles.values())
 
 
 def _core(f: Clos, core: str, pl: PlaneView):
-    dpid, ip, ls = f.dpids[core], f.addresses_at(core), label_space(f)
+    dpid, ls, dst = f.dpids[core], label_space(f), dst_prefixes(f, core)
     rules = [lldp_trap(dpid)]
     rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(core, m),
                                                  "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
@@ -303,9 +308,8 @@ def _core(f: Clos, core: str, pl: PlaneView):
                                                          "mpls_label": ls.of(leaf, c)},
                            _member_out(f, core, agg, ls.down_members(c)[0], out))
                       for c in ls.code_range(0)]
-            for h in f.hosts_on.get(leaf, []):
-                rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL,
-                                  {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, out))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": d}, out)
+                  for d in dst.pod[pod]]
     return rules, list(bundles.values())
 
 

@@ -5,12 +5,16 @@ Static rules (once per fabric, ``static_rules``):
 * leaf, table 0: ARP to the controller (it answers from the declared addresses); MPLS with
   this leaf's label (bottom of stack) popped and sent to table 1; IPv4 for a local host to
   table 1; anything else arriving from a spine dropped (no loops); other IPv4 to the default
-  select group, one bucket per alive uplink (ECMP for unplanned traffic); IPv4 for a host of a
-  leaf that some alive uplink cannot reach (a spine lost its link to it) to a select group over
-  the uplinks that can.
+  select group, one bucket per alive uplink (ECMP for unplanned traffic); IPv4 for a leaf that
+  some alive uplink cannot reach (a spine lost its link to it) to a select group over the
+  uplinks that can.
 * leaf, table 1: IPv4 for a local host out of its port.
 * spine, table 0: its own label on top of the stack popped, then table 1; IPv4 by destination
-  host out of the port to that host's leaf. Table 1: leaf labels out of the port to that leaf.
+  leaf out of the port to that leaf. Table 1: leaf labels out of the port to that leaf.
+
+A destination leaf is one entry, its hosts' common prefix, where no other host's address falls
+in it, else its hosts one by one (``model.prefixes``): a spine holds O(leaves) entries (130 on
+64 leaves of 32 hosts, 2,114 per host).
 
 Per-flow state lives only at ingress leaves (``job_rules``): a planned flow matches its
 5-tuple from its host's port and, in ``flow`` mode, goes out to its spine; in ``sr`` mode it is
@@ -41,6 +45,7 @@ from controller.enforcement.openflow import (
 from controller.errors import InputError
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
+from controller.model.prefixes import dst_prefixes
 
 SPINE_LABEL_BASE = 100000
 LEAF_LABEL_BASE = 200000
@@ -106,9 +111,8 @@ def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[Grou
             gid = DEFAULT_GROUP + 1 + c
             groups.append(GroupEntry(dpid, gid, tuple((("output", fabric.port(switch, u)),)
                                                       for u in usable)))
-            rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED,
-                           {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, [("group", gid)])
-                      for other in leaves for h in fabric.hosts_of_leaf[other]]
+            rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED, {"eth_type": ETH_IPV4, "ipv4_dst": d},
+                           [("group", gid)]) for d in dst_prefixes(fabric, switch).of_leaves(leaves)]
         return rules, groups
     rules.append(rule(dpid, T_CLASSIFY, PRIO_MPLS,
                       {"eth_type": ETH_MPLS, "mpls_label": spine_label(fabric, switch),
@@ -120,9 +124,8 @@ def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[Grou
         rules.append(rule(dpid, T_DELIVER, PRIO_LOCAL,
                           {"eth_type": ETH_MPLS, "mpls_label": leaf_label(fabric, leaf)},
                           [("output", port)]))
-        for h in fabric.hosts_of_leaf[leaf]:
-            rules.append(rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]},
-                              [("output", port)]))
+        rules += [rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": d},
+                       [("output", port)]) for d in dst_prefixes(fabric, switch).leaf[leaf]]
     return rules, []
 
 
@@ -281,12 +284,12 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
     (value b, mask m - 1) that outputs to the (b mod n)-th live uplink: 2 m entries. Only
     packets from host ports reach them (packets from spines are dropped above them); other
     IPv4 keeps the default select group. A destination leaf that some live uplink cannot
-    reach (``host_classes``) is sent, host by host, to a table of its own class (table 2 +
-    class) holding the same buckets over the uplinks that reach it, and its other IPv4 to the
-    first of them, so that no source port leads to a spine without a way on (acknowledgements
-    of planned flows included). Spine: one entry sending IPv4 packets with DSCP
+    reach (``host_classes``) is sent, by its prefix (``model.prefixes``), to a table of its own
+    class (table 2 + class) holding the same buckets over the uplinks that reach it, and its
+    other IPv4 to the first of them, so that no source port leads to a spine without a way on
+    (acknowledgements of planned flows included). Spine: one entry sending IPv4 packets with DSCP
     ``PROBE_DSCP`` to the controller (the probes of ``controller.enforcement.hostmode``).
-    O(uplinks) entries per switch, plus O(uplinks + hosts) per class.
+    O(uplinks) entries per switch, plus O(uplinks + destination leaves) per class.
     """
     dpid = fabric.dpids[switch]
     if switch not in fabric.leaf_index:
@@ -295,27 +298,27 @@ def host_static_rules(fabric: Fabric, switch: str) -> list[FlowRule]:
     ups = live_uplinks(fabric, switch)
     if not ups:
         return []
+    dst = dst_prefixes(fabric, switch)
     return sport_entries(fabric, switch, T_CLASSIFY, ups) + class_tables(fabric, switch, [
-        (usable, [h for other in leaves for h in fabric.hosts_of_leaf[other]],
-         [("output", fabric.port(switch, usable[0]))])
+        (usable, dst.of_leaves(leaves), [("output", fabric.port(switch, usable[0]))])
         for usable, leaves in host_classes(fabric, switch)])
 
 
 def class_tables(fabric, switch: str, classes, shift: int = 0, entries=None) -> list[FlowRule]:
     """Host mode's per-class tables of one switch: class c of ``classes`` (uplinks,
-    destination hosts, actions for its other IPv4) gets table 2 + c with the source-port
-    entries over its uplinks (bits from ``shift``) and those actions below them; its hosts
-    go there from table 0, one entry each. Leaves (both models) and aggregation switches
+    destinations as ``ipv4_dst`` matches, actions for its other IPv4) gets table 2 + c with the
+    source-port entries over its uplinks (bits from ``shift``) and those actions below them;
+    its destinations go there from table 0, one entry each (a leaf's or pod's prefix, or a
+    host: ``model.prefixes``). Leaves (both models) and aggregation switches
     (``clos_hostmode``) build theirs with it; ``entries`` (the arguments of ``sport_entries``)
     builds the source-port entries instead, where they also read a bundle's member."""
-    dpid, out, ip = fabric.dpids[switch], [], fabric.addresses_at(switch)
-    for c, (uplinks, hosts, otherwise) in enumerate(classes):
+    dpid, out = fabric.dpids[switch], []
+    for c, (uplinks, dsts, otherwise) in enumerate(classes):
         table = T_HOST_CLASS + c
         out += (entries or sport_entries)(fabric, switch, table, uplinks, shift)
         out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4}, otherwise))
-        out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS,
-                     {"eth_type": ETH_IPV4, "ipv4_dst": ip[h]}, goto=table)
-                for h in hosts]
+        out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS, {"eth_type": ETH_IPV4, "ipv4_dst": d},
+                     goto=table) for d in dsts]
     return out
 
 

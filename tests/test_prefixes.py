@@ -1,0 +1,269 @@
+"""Static forwarding by prefix (``model.prefixes``): aggregation switches, spines and cores match
+a leaf's (or a pod's) prefix instead of every host's address, so they hold O(leaves) or O(pods)
+static entries; leaves keep per-host entries for their own hosts. Checked: the entry counts per
+tier of k = 4, 8, 16 fat-trees against the per-host entries of before (addresses striped across
+the leaves: every leaf falls back per host); a prefix entry stands for exactly the per-host
+entries it replaces (every fabric shape, degraded classes, host mode, bundles); addresses that
+are not contiguous fall back per host, leaf by leaf and pod by pod; a host that appears inside
+another leaf's prefix turns that leaf back per host and every pair is still delivered; planned
+jobs in flow, sr and host modes follow their paths."""
+import collections
+import ipaddress
+import itertools
+import json
+from dataclasses import replace
+
+import pytest
+
+from controller.enforcement.clos_hostmode import clos_host_static_rules
+from controller.enforcement.clos_rules import clos_all_static
+from controller.enforcement.desired import desired_tables
+from controller.enforcement.reconcile import Reconciler
+from controller.enforcement.rules import all_static
+from controller.model.clos import Clos
+from controller.model.fabric import Fabric
+from controller.model.prefixes import CACHE, DstPrefixes, dst_prefixes
+from controller.service import api
+from controller.service.route_service import RouteService
+from emulation.harness.fake_switch import FakeSwitches, trace
+from tests.helpers import FakeClock
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+def per_host(fabric, switch, rules):
+    """``rules`` with every prefix entry replaced by one entry per host address it holds."""
+    ips = fabric.addresses_at(switch)
+    out = []
+    for r in rules:
+        d = r.match_dict().get("ipv4_dst")
+        if not isinstance(d, tuple):
+            out.append(r)
+            continue
+        net = ipaddress.ip_network("/".join(d))
+        out += [replace(r, match=tuple(sorted({**r.match_dict(), "ipv4_dst": a}.items())))
+                for a in ips.values() if ipaddress.ip_address(a) in net]
+    return out
+
+
+def without_prefixes(fabric):
+    """The fabric's prefixes replaced by its hosts one by one (the rule builders of before)."""
+    planes = fabric.planes if hasattr(fabric, "planes") else [None]
+    cache = fabric.__dict__.setdefault(CACHE, {})
+    for q, p in enumerate(planes):
+        sw = p.leaves[0] if p else fabric.leaves[0]
+        ips = fabric.addresses_at(sw)
+        hosts = fabric.hosts_on if p else fabric.hosts_of_leaf
+        leaves = p.leaves if p else fabric.leaves
+        pods = p.pod_of_leaf if p else [0] * len(leaves)
+        leaf = {l: [ips[h] for h in hosts.get(l, [])] for l in leaves}
+        pod = collections.defaultdict(list)
+        for l, k in zip(leaves, pods):
+            pod[k] += leaf[l]
+        cache[q] = DstPrefixes(leaf, dict(pod))
+    return fabric
+
+
+def static_of(fabric, host=True):
+    """switch -> (its static entries, host-mode pipeline included, as a set; its groups)."""
+    if isinstance(fabric, Clos):
+        out = clos_all_static(fabric)
+        return {sw: (set(out[fabric.dpids[sw]][0]) | (set(clos_host_static_rules(fabric, sw))
+                                                      if host else set()),
+                     out[fabric.dpids[sw]][1]) for sw in fabric.switches()}
+    out = all_static(fabric, host)
+    return {sw: (set(out[fabric.dpids[sw]][0]), out[fabric.dpids[sw]][1])
+            for sw in fabric.switches()}
+
+
+def striped(fabric):
+    """The same fabric with host m of leaf i at 10.0.0.0 + m x leaves + i (+1): no leaf's or
+    pod's addresses share a prefix free of other hosts, so every switch falls back per host."""
+    doc = fabric.to_dict()
+    leaves = fabric.leaves
+    order = {h: (leaves.index(fabric.hosts[h]), fabric.hosts_on[fabric.hosts[h]].index(h))
+             for h in fabric.host_leaves}
+    doc["host_ip"] = {h: str(ipaddress.IPv4Address(0x0A000001 + m * len(leaves) + i))
+                      for h, (i, m) in order.items()}
+    return Clos.from_dict(doc)
+
+
+def per_tier(fabric):
+    """(tier -> entries per switch, every switch of a tier holding the same number) and the
+    total, static entries only (flow and sr modes)."""
+    counts = collections.defaultdict(set)
+    total = 0
+    for dpid, (rules, _g) in clos_all_static(fabric).items():
+        counts[fabric.tier_of[fabric.switch_of_dpid[dpid]]].add(len(rules))
+        total += len(rules)
+    assert all(len(c) == 1 for c in counts.values()), counts
+    return {t: c.pop() for t, c in counts.items()}, total
+
+
+def install(fabric, tables):
+    sw = FakeSwitches(fabric.dpids.values(), fabric)
+    rec = Reconciler(sw, collections.defaultdict(int))
+    for d in fabric.dpids.values():
+        rec.connected(d)
+    assert rec.drain(tables) == []
+    return sw, rec
+
+
+def every_pair_delivered(fabric, sw, buckets=4):
+    for src, dst in itertools.permutations(fabric.host_leaves, 2):
+        for q in range(len(fabric.planes)):
+            for b in range(buckets):
+                path, reached, labels = trace(fabric, sw, src, dst, bucket=b, plane=q)
+                assert reached == dst and labels == [], (src, dst, q, b, path)
+
+
+# ---- counts -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("k", [4, 8, 16])
+def test_entries_per_tier_grow_with_leaves_and_pods_not_hosts(k):
+    half = k // 2
+    f = Clos.fat_tree(k).wire()
+    after, total = per_tier(f)
+    # leaf: LLDP, ARP, its label, 2 per own host, a drop per uplink, the default group
+    assert after[0] == 3 + 2 * half + half + 1
+    # aggregation switch: LLDP, per leaf of its pod its label and prefix, per core of its group
+    # a drop and a label, per other pod its prefix
+    assert after[1] == 1 + 2 * half + 2 * half + (k - 1)
+    # core: LLDP, its label, a label per leaf of the plane, a prefix per pod
+    assert after[2] == 2 + k * half + k
+    before, total_before = per_tier(striped(f))
+    hosts_per_pod = half * half
+    assert before[0] == after[0]  # leaves kept their per-host entries
+    assert before[1] == 1 + half * (1 + half) + 2 * half + (k - 1) * hosts_per_pod
+    assert before[2] == 2 + k * half + k * hosts_per_pod
+    if k == 16:  # the issue's fabric: 320 switches, 1,024 hosts
+        assert (after, total) == ({0: 28, 1: 48, 2: 146}, 19072)
+        assert (before, total_before) == ({0: 28, 1: 1049, 2: 1154}, 211712)
+
+
+def test_spines_of_a_leaf_spine_hold_a_prefix_per_leaf():
+    f = Fabric.generate(4, 8, 4, wiring=True)
+    rules, _ = all_static(f)[f.dpids["s0"]]
+    dsts = [r.match_dict()["ipv4_dst"] for r in rules if "ipv4_dst" in r.match_dict()]
+    assert dsts == [(f"10.0.{i}.0", "255.255.255.248") for i in range(8)]  # .1 .. .4: a /29
+    assert len(rules) == 2 + 2 * 8  # LLDP, its label; per leaf its label and prefix
+    leaf, _ = all_static(f)[f.dpids["l0"]]
+    assert sum("ipv4_dst" in r.match_dict() for r in leaf) == 2 * 4  # its own hosts, as before
+
+
+# ---- a prefix stands for the per-host entries it replaces -------------------------------------
+def _bundled():
+    f = Clos.fat_tree(4, 2)
+    f.bundles[("l0", "a0_1")] = 2
+    f.bundle_default["core"] = 2
+    return f.wire()
+
+
+SHAPES = {
+    "fat-tree k=4": lambda: Clos.fat_tree(4, 2).wire(),
+    "fat-tree k=8, links down": lambda: Clos.fat_tree(8).wire().with_down(
+        {("a1_0", "c0_0"), ("l0", "a0_0"), ("a3_2", "c2_1"), ("l9", "a2_3")}),
+    "two planes": lambda: Clos.fat_tree(4, 1, planes=2).wire(),
+    "bundles": _bundled,
+    "leaf-spine, links down": lambda: Fabric.generate(4, 4, 2, wiring=True).with_down(
+        {("l0", "s1"), ("l2", "s0"), ("l2", "s3")}),
+    "Clos leaf-spine": lambda: Clos.leaf_spine(3, 4, 2).wire(),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_prefix_entry_is_the_per_host_entries_it_replaces(shape):
+    with_prefixes, before = SHAPES[shape](), without_prefixes(SHAPES[shape]())
+    now, then = static_of(with_prefixes), static_of(before)
+    assert sum(len(r) for r, _ in now.values()) < sum(len(r) for r, _ in then.values())
+    for sw in now:
+        assert set(per_host(with_prefixes, sw, now[sw][0])) == then[sw][0], sw
+        assert now[sw][1] == then[sw][1]  # the same groups
+
+
+def test_degraded_classes_match_the_leaves_prefixes():
+    f = Clos.fat_tree(8).wire().with_down({("l9", "a2_3")})
+    rules, _ = clos_all_static(f)[f.dpids["l0"]]
+    degraded = [r.match_dict()["ipv4_dst"] for r in rules if r.priority == 12]
+    assert degraded == [("10.0.9.0", "255.255.255.248")]  # l9's hosts .1 .. .4, not 4 entries
+    host = [r.match_dict()["ipv4_dst"] for r in clos_host_static_rules(f, "l0")
+            if "ipv4_dst" in r.match_dict()]
+    assert host == degraded  # host mode's goto to the class table too
+
+
+# ---- addresses that are not contiguous -------------------------------------------------------
+def _mixed():
+    """k = 4 fat-tree, 2 hosts per leaf: h0_1 and h4_1 (pods 0 and 2) swap addresses."""
+    doc = Clos.fat_tree(4, 2, link_gbps=0.02).wire().to_dict()
+    ip = doc["host_ip"]
+    ip["h0_1"], ip["h4_1"] = ip["h4_1"], ip["h0_1"]
+    return Clos.from_dict(doc)
+
+
+def test_non_contiguous_addresses_fall_back_per_host_leaf_by_leaf():
+    f = _mixed()
+    d = dst_prefixes(f, "c0_0")
+    # l0 holds 10.0.0.1 and 10.0.4.2: their /21 holds other leaves' hosts
+    assert d.leaf["l0"] == ["10.0.0.1", "10.0.4.2"] and d.leaf["l4"] == ["10.0.4.1", "10.0.0.2"]
+    assert d.leaf["l1"] == [("10.0.1.0", "255.255.255.252")]
+    assert d.pod[1] == [("10.0.2.0", "255.255.254.0")] and d.pod[3] == [("10.0.6.0",
+                                                                         "255.255.254.0")]
+    assert d.pod[0] == ["10.0.0.1", "10.0.4.2", ("10.0.1.0", "255.255.255.252")]
+    sw, _ = install(f, desired_tables(f, []))
+    every_pair_delivered(f, sw)
+
+
+def test_a_host_learned_inside_another_leafs_prefix_turns_it_back_per_host():
+    f = Clos.fat_tree(4, 2, link_gbps=0.02).wire()
+    sw, rec = install(f, desired_tables(f, []))
+    before = sum(len(t) for t in sw.rules.values())
+    doc = f.to_dict()
+    doc["hosts"]["hx"] = "l2"  # pod 1, but its address is inside l0's 10.0.0.0/30
+    doc["host_ip"]["hx"], doc["host_mac"]["hx"] = "10.0.0.3", "02:00:00:00:00:99"
+    doc["ports"]["l2"]["hx"] = 9
+    g = Clos.from_dict(doc)
+    d = dst_prefixes(g, "c0_0")
+    assert d.leaf["l0"] == ["10.0.0.1", "10.0.0.2"] and d.leaf["l2"] == [
+        "10.0.2.1", "10.0.2.2", "10.0.0.3"]
+    assert d.leaf["l1"] == [("10.0.1.0", "255.255.255.252")]
+    assert d.pod[0] == ["10.0.0.1", "10.0.0.2", ("10.0.1.0", "255.255.255.252")]
+    rec.converge(desired_tables(g, []))
+    assert sum(len(t) for t in sw.rules.values()) > before
+    every_pair_delivered(g, sw)
+    assert dst_prefixes(f, "c0_0").leaf["l0"] == [("10.0.0.0", "255.255.255.252")]  # f's own
+
+
+# ---- planned jobs -----------------------------------------------------------------------------
+def start(f, **kw):
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    clock = FakeClock(100.0)
+    svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, **kw)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return sw, svc
+
+
+def call(svc, method, path, doc=None):
+    return api.handle(svc, method, path, None if doc is None else json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("fabric", ["fat-tree", "mixed addresses"])
+@pytest.mark.parametrize("mode", ["flow", "sr", "host"])
+def test_an_all_to_all_follows_its_planned_paths(fabric, mode):
+    f = Clos.fat_tree(4, 2, link_gbps=0.02).wire() if fabric == "fat-tree" else _mixed()
+    sw, svc = start(f)
+    hosts = sorted(f.host_leaves)
+    job = {"id": "a", "mode": mode, "flows": [
+        {"src": a, "dst": b, "bytes": 1e6, "proto": "udp", "dport": 4791,
+         **({} if mode == "host" else {"sport": 7000})} for a in hosts for b in hosts if a != b]}
+    code, doc = call(svc, "POST", "/v1/jobs", job)
+    assert code == 201, doc
+    routes = call(svc, "GET", "/v1/jobs/a")[1]["routes"]
+    assert len(routes) == len(hosts) * (len(hosts) - 1)
+    for r in routes:
+        path, reached, labels = trace(f, sw, r["src"], r["dst"], proto=17, sport=r["sport"],
+                                      dport=4791)
+        assert reached == r["dst"] and labels == [], (r, path)
+        if f.hosts[r["src"]] != f.hosts[r["dst"]]:
+            assert path == r["path"], (r, path)
+    # the aggregation switches and cores hold prefixes (and the mixed hosts one by one)
+    core = {r.match_dict().get("ipv4_dst") for r in sw.rules[f.dpids["c0_0"]].values()}
+    assert ("10.0.2.0", "255.255.254.0") in core
