@@ -184,10 +184,10 @@ class PlaneView:
     def leaf_classes(self, leaf: str) -> list[tuple[tuple, list[str]]]:
         """Destination leaves that not every live uplink reaches, grouped by the uplinks that
         do: [(usable aggregation switches, [leaves])], in leaf order."""
-        live = self.live_uplinks(leaf)
+        live, memo = self.live_uplinks(leaf), {}
         classes: dict[tuple, list[str]] = {}
         for other in self.p.leaves:
-            usable = tuple(a for a in live if self.agg_reaches(a, other))
+            usable = tuple(a for a in live if self.agg_reaches(a, other, memo))
             if other != leaf and usable and usable != live:
                 classes.setdefault(usable, []).append(other)
         return list(classes.items())
@@ -202,14 +202,20 @@ class PlaneView:
                 by_cores.setdefault(usable, []).append(other)
         return list(by_cores.items())
 
-    def agg_reaches(self, agg: str, leaf: str) -> bool:
-        """Traffic that ``leaf``'s source sent up to ``agg`` can reach ``leaf``."""
+    def agg_reaches(self, agg: str, leaf: str, memo: dict | None = None) -> bool:
+        """Traffic that ``leaf``'s source sent up to ``agg`` can reach ``leaf``. ``memo``
+        (a dict the caller keeps for one question about the same link state) remembers which
+        pods ``agg``'s cores reach: a leaf's classes ask it for every leaf of the plane."""
         src_pod, dst_pod = self.pod_of[agg], self.pod_of[leaf]
         if src_pod == dst_pod:
             return alive(self.f, leaf, agg)
+        up = None if memo is None else memo.get((agg, dst_pod))
+        if up is None:
+            up = bool(self.cores_reaching(agg, dst_pod))
+            if memo is not None:
+                memo[(agg, dst_pod)] = up
         slot = self.p.aggs[src_pod].index(agg)
-        return bool(self.cores_reaching(agg, dst_pod)) and alive(self.f, leaf,
-                                                                  self.p.aggs[dst_pod][slot])
+        return up and alive(self.f, leaf, self.p.aggs[dst_pod][slot])
 
 
 def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier"
