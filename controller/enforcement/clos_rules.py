@@ -183,7 +183,11 @@ class PlaneView:
 
     def leaf_classes(self, leaf: str) -> list[tuple[tuple, list[str]]]:
         """Destination leaves that not every live uplink reaches, grouped by the uplinks that
-        do: [(usable aggregation switches, [leaves])], in leaf order."""
+        do: [(usable aggregation switches, [leaves])], in leaf order. None while nothing is
+        down and every aggregation slot has a core group (or there is one pod)."""
+        if not self.f.down and not self.f.down_switches and (
+                len(self.p.aggs) == 1 or all(len(a) <= len(self.p.cores) for a in self.p.aggs)):
+            return []
         live, memo = self.live_uplinks(leaf), {}
         classes: dict[tuple, list[str]] = {}
         for other in self.p.leaves:
