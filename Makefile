@@ -116,6 +116,7 @@ bench: install system
 	$(PY) -m simulation.trace_report --workers 2
 	$(PY) -m benchmarks.fabrics
 	$(PY) -m benchmarks.patterns --out bench/patterns.json
+	$(PY) -m benchmarks.entries
 	$(PY) -m benchmarks.emulation
 	$(PY) -m benchmarks.reconcile
 	$(PY) -m benchmarks.hostmode

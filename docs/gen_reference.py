@@ -315,7 +315,7 @@ def results_page() -> str:
            "[trace replay](trace-replay.md).\n\n"]
     out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _fattree(), _collectives(),
             _learning(),
-            _emulation(), _reconcile(), _hostmode(), _failover(), _connect()]
+            _emulation(), _reconcile(), _entries(), _hostmode(), _failover(), _connect()]
     return "".join(out)
 
 
@@ -752,6 +752,34 @@ def _reconcile() -> str:
     return ("## Hitless reconnect and restart\n\n"
             + _source("python -m benchmarks.reconcile", "bench/reconcile.json")
             + _table(["what", "figure"], rows))
+
+
+def _entries() -> str:
+    b = _load("bench/entries.json")
+    rows = []
+    for f in b["fabrics"]:
+        now, then = f["prefix"], f["per_host"]
+        tiers = now["flow"]["tiers"]
+        cells = []
+        for t in ("leaf", "agg", "spine", "core"):
+            if t not in tiers:
+                continue
+            a, h = tiers[t]["per_switch_max"], then["flow"]["tiers"][t]["per_switch_max"]
+            cells.append(f"{t} {a:,}" + ("" if a == h else f" ({h:,})"))
+        rows.append([f"{f['fabric']} ({f['switches']:,} switches, {f['hosts']:,} hosts)",
+                     ", ".join(cells),
+                     f"{now['flow']['total']:,} ({then['flow']['total']:,})",
+                     f"{now['host']['total']:,} ({then['host']['total']:,})",
+                     f"{now['flow']['seconds']:g} ({then['flow']['seconds']:g})"])
+    return ("## Static entries by prefix\n\n"
+            + _source(b["command"], "bench/entries.json")
+            + "Static entries per switch, largest of each tier, and of all switches, nothing "
+              "down, computed by the rule builders; in brackets the same fabric with its "
+              "addresses striped across the leaves, so that every switch matches every host "
+              "(what every fabric got before [prefixes](../explanation/enforcement.md#prefixes))."
+              "\n\n"
+            + _table(["fabric", "per switch (flow, sr)", "all switches (flow, sr)",
+                      "with host mode's pipeline", "seconds to compute (flow, sr)"], rows))
 
 
 def _hostmode() -> str:

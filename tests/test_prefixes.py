@@ -15,6 +15,8 @@ from dataclasses import replace
 
 import pytest
 
+from benchmarks import entries
+from benchmarks.entries import striped
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_all_static
 from controller.enforcement.desired import desired_tables
@@ -73,18 +75,6 @@ def static_of(fabric, host=True):
     out = all_static(fabric, host)
     return {sw: (set(out[fabric.dpids[sw]][0]), out[fabric.dpids[sw]][1])
             for sw in fabric.switches()}
-
-
-def striped(fabric):
-    """The same fabric with host m of leaf i at 10.0.0.0 + m x leaves + i (+1): no leaf's or
-    pod's addresses share a prefix free of other hosts, so every switch falls back per host."""
-    doc = fabric.to_dict()
-    leaves = fabric.leaves
-    order = {h: (leaves.index(fabric.hosts[h]), fabric.hosts_on[fabric.hosts[h]].index(h))
-             for h in fabric.host_leaves}
-    doc["host_ip"] = {h: str(ipaddress.IPv4Address(0x0A000001 + m * len(leaves) + i))
-                      for h, (i, m) in order.items()}
-    return Clos.from_dict(doc)
 
 
 def per_tier(fabric):
@@ -267,3 +257,19 @@ def test_an_all_to_all_follows_its_planned_paths(fabric, mode):
     # the aggregation switches and cores hold prefixes (and the mixed hosts one by one)
     core = {r.match_dict().get("ipv4_dst") for r in sw.rules[f.dpids["c0_0"]].values()}
     assert ("10.0.2.0", "255.255.254.0") in core
+
+
+def test_the_benchmark_writes_entries_per_tier(tmp_path):
+    out = tmp_path / "entries.json"
+    assert entries.main(["--k", "4", "--out", str(out)]) == 0
+    b = json.loads(out.read_text())
+    tree, two = b["fabrics"]
+    assert tree["fabric"] == "fat-tree k=4" and (tree["switches"], tree["hosts"]) == (20, 16)
+    assert {t: v["per_switch_max"] for t, v in tree["prefix"]["flow"]["tiers"].items()} == {
+        "leaf": 10, "agg": 12, "core": 14}
+    assert {t: v["per_switch_max"] for t, v in tree["per_host"]["flow"]["tiers"].items()} == {
+        "leaf": 10, "agg": 23, "core": 26}
+    assert tree["prefix"]["host"]["total"] > tree["prefix"]["flow"]["total"] == 232
+    assert two["fabric"] == "leaf-spine 32 x 64 x 32"
+    assert two["prefix"]["flow"]["tiers"]["spine"]["per_switch_max"] == 2 + 2 * 64
+    assert two["per_host"]["flow"]["tiers"]["spine"]["per_switch_max"] == 2 + 64 * 33

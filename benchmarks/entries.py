@@ -1,0 +1,114 @@
+"""Static flow entries per switch, tier by tier (pure computation, no switch): JSON in
+bench/entries.json.
+
+For k-ary fat-trees (k = 8, 16, 32, ``Clos.wire``'s addresses as ``topologies/clos.py`` builds
+them: leaf i's hosts 10.x.i.1, 10.x.i.2, ...) and the paper's two-tier fabric (32 spines x 64
+leaves x 32 hosts), the static entries every switch holds in flow and sr modes
+(``clos_rules.clos_static_rules``, ``rules.static_rules``) and with host mode's pipeline
+(``clos_hostmode``, ``rules.host_static_rules``), nothing down: per tier the switches, entries
+per switch (min, max) and the tier's total; and the seconds the controller took to compute them.
+Two addressings: ``prefix``, the fabric as built (aggregation switches, spines and cores match
+a leaf's or pod's prefix, ``model.prefixes``), and ``per_host``, the same fabric with its
+addresses striped across the leaves (host m of leaf i at 10.0.0.1 + m x leaves + i), so that
+no leaf or pod has a prefix of its own and every switch falls back per host: the entries every
+fabric got before prefixes.
+
+    python -m benchmarks.entries [--k 8 16 32] [--out bench/entries.json]
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import sys
+import time
+
+from controller.enforcement.clos_hostmode import clos_host_static_rules
+from controller.enforcement.clos_rules import clos_static_rules
+from controller.enforcement.rules import host_static_rules, static_rules
+from controller.model.clos import Clos
+from controller.model.fabric import Fabric
+
+PAPER = (32, 64, 32)  # spines, leaves, hosts per leaf: the paper's largest two-tier cells
+TIERS = {3: ("leaf", "agg", "core"), 2: ("leaf", "spine")}
+
+
+def striped(fabric):
+    """``fabric`` (a ``Clos`` or a ``Fabric``) with host m of leaf i at 10.0.0.1 + m x leaves
+    + i: every leaf's and pod's common prefix holds other leaves' hosts (one plane)."""
+    leaves = fabric.leaves
+    on = fabric.hosts_on if isinstance(fabric, Clos) else fabric.hosts_of_leaf
+    ips = {h: str(ipaddress.IPv4Address(0x0A000001 + m * len(leaves) + i))
+           for i, leaf in enumerate(leaves) for m, h in enumerate(on.get(leaf, []))}
+    doc = fabric.to_dict()
+    doc["host_ip"] = ips
+    return type(fabric).from_dict(doc)
+
+
+def _tier(fabric, sw: str) -> str:
+    if isinstance(fabric, Clos):
+        return TIERS[3][fabric.tier_of[sw]]
+    return "leaf" if sw in fabric.leaf_index else "spine"
+
+
+def count(fabric) -> dict:
+    """Per mode (``flow``: flow and sr, ``host``: with host mode's pipeline), per tier: the
+    switches, entries per switch (min, max) and the tier's total; the fabric's total and
+    mean per switch, and the seconds computing them took (one switch at a time, as the
+    controller's desired tables do, without keeping them)."""
+    clos = isinstance(fabric, Clos)
+    out = {}
+    for mode in ("flow", "host"):
+        per: dict[str, list[int]] = {}
+        t0 = time.perf_counter()
+        for sw in fabric.switches():
+            n = len((clos_static_rules if clos else static_rules)(fabric, sw)[0])
+            if mode == "host":
+                n += len((clos_host_static_rules if clos else host_static_rules)(fabric, sw))
+            per.setdefault(_tier(fabric, sw), []).append(n)
+        seconds = time.perf_counter() - t0
+        total = sum(sum(v) for v in per.values())
+        out[mode] = {"tiers": {t: {"switches": len(v), "per_switch_min": min(v),
+                                   "per_switch_max": max(v), "total": sum(v)}
+                               for t, v in per.items()},
+                     "total": total, "per_switch_mean": round(total / len(fabric.switches()), 1),
+                     "seconds": round(seconds, 3)}
+    return out
+
+
+def bench_fabric(name: str, fabric) -> dict:
+    clos = isinstance(fabric, Clos)
+    hosts = fabric.host_leaves if clos else fabric.hosts
+    out = {"fabric": name, "switches": len(fabric.switches()), "leaves": len(fabric.leaves),
+           "hosts": len(hosts),
+           "pods": len(fabric.planes[0].pods) if clos else 1,
+           "prefix": count(fabric), "per_host": count(striped(fabric))}
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.entries",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--k", type=int, nargs="+", default=[8, 16, 32],
+                    help="fat-tree sizes (even k)")
+    ap.add_argument("--out", default="bench/entries.json")
+    args = ap.parse_args(argv)
+    fabrics = [(f"fat-tree k={k}", Clos.fat_tree(k).wire()) for k in args.k]
+    fabrics.append(("leaf-spine {} x {} x {}".format(*PAPER),
+                    Fabric.generate(*PAPER, 100.0, wiring=True)))
+    result = {"command": "python -m benchmarks.entries", "fabrics": []}
+    for name, fabric in fabrics:
+        result["fabrics"].append(bench_fabric(name, fabric))
+        r = result["fabrics"][-1]
+        print(f"{name}: {r['prefix']['flow']['total']:,} static entries by prefix, "
+              f"{r['per_host']['flow']['total']:,} per host", file=sys.stderr)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(result, fh, indent=2)
+    print(f"benchmarks.entries: wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
