@@ -2,12 +2,13 @@
 (userspace) and Mininet, RoCE agents sending with the source ports the controller chose.
 
 Every flow of a ring job and of an explicit UDP job is proved on its planned spine by the
-spines' per-destination entries (each destination host receives exactly one flow, so a
-spine's entry for it counts that flow's bytes, and the other spines' entries only its
-acknowledgements), while every switch holds only static entries. A failed link gives new
+spines' static entries for its destination's leaf (a spine forwards by the leaf's prefix,
+``model.prefixes``: its entry for a leaf counts the bytes of exactly the flows planned through
+it to that leaf, plus acknowledgements), while every switch holds only static entries. A failed link gives new
 ports and the traffic follows them; a job over the rule budget gets 409 and changes nothing.
 
 Run under ``flock /work/ovs.lock`` (one emulation at a time on a machine)."""
+import ipaddress
 import time
 import urllib.request
 
@@ -57,37 +58,45 @@ def only_static_entries(emu, down=()):
 
 
 def destination_bytes(emu) -> dict:
-    """Bytes each spine's per-destination-host entry forwarded: {(spine, host): bytes}."""
+    """Bytes each spine's entries for a destination leaf forwarded: {(spine, leaf): bytes}.
+    An entry's ``nw_dst`` is a leaf's prefix or one of its hosts (``model.prefixes``)."""
     f = emu.fabric
-    ip_host = {ip: h for h, ip in f.host_ip.items()}
+    leaf_of_ip = {ipaddress.IPv4Address(ip): f.leaf_of(h) for h, ip in f.host_ip.items()}
     out = {}
     for s in f.spines:
         for e in ovs.dump_flows(s):
-            host = ip_host.get(e["match"].get("nw_dst"))
-            if host is not None:
-                out[(s, host)] = e["n_bytes"]
+            dst = e["match"].get("nw_dst")
+            if dst is None or e["match"].get("nw_dscp") or e["match"].get("ip_dscp"):
+                continue
+            net = ipaddress.IPv4Network(dst, strict=False)
+            leaves = {leaf for ip, leaf in leaf_of_ip.items() if ip in net}
+            assert len(leaves) == 1, (s, dst, leaves)  # a prefix never spans two leaves
+            key = (s, leaves.pop())
+            out[key] = out.get(key, 0) + e["n_bytes"]
     return out
 
 
 def prove_spines(emu, jobs, views, before, after):
-    """Each flow (one per destination host) on its planned spine: that spine's entry for the
-    destination counted at least the payload, every other spine's at most 5% of it (the
-    acknowledgements of the destination's own outgoing flow)."""
+    """Each flow on its planned spine: a spine's entries for a destination leaf counted at
+    least the payloads of the flows planned through it to that leaf, and at most 5% of the
+    leaf's received payload more (acknowledgements); a flow on a wrong spine would add its
+    whole payload there. Returns the number of flows proved."""
     f = emu.fabric
-    proved = 0
+    planned, into = {}, {}
     for job in jobs:
         for route, payload in zip(views[job["id"]]["routes"], route_payloads(job, 1)):
             ((spine, _share, sport),) = route_parts(route)
             assert spine is not None and sport is not None
-            for s in f.spines:
-                # (a spine cut from the destination's leaf has no entry for it: nothing)
-                got = after.get((s, route["dst"]), 0) - before.get((s, route["dst"]), 0)
-                if s == spine:
-                    assert got >= payload, (route, s, got, payload)
-                else:
-                    assert got <= 0.05 * payload, (route, s, got, payload)
-            proved += 1
-    return proved
+            leaf = f.leaf_of(route["dst"])
+            planned[(spine, leaf)] = planned.get((spine, leaf), 0) + payload
+            into[leaf] = into.get(leaf, 0) + payload
+    for leaf, total in into.items():
+        for s in f.spines:
+            # (a spine cut from the destination's leaf has no entry for it: nothing)
+            got = after.get((s, leaf), 0) - before.get((s, leaf), 0)
+            want = planned.get((s, leaf), 0)
+            assert want <= got <= want + 0.05 * total, (s, leaf, got, want, total)
+    return sum(len(views[job["id"]]["routes"]) for job in jobs)
 
 
 def post_all(emu, jobs, mode="host"):
