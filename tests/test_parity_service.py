@@ -194,40 +194,21 @@ def views(fabric, mode: str, fail=DOWN) -> dict:
     return out
 
 
-def normal(doc, model: str):
-    """A view with the documented differences mapped to Fabric's naming: a two-tier Clos route
-    names its ``path`` (leaf, spine, leaf) where Fabric names the ``spine``, a measured part its
-    ``switch`` and ``next`` where Fabric names the ``spine``; Clos adds each link's ``tier`` and
-    the per-tier speeds, and calls the imbalance ``per_switch`` (leaves and aggregation
-    switches); wall times (``*_ms``, ``seconds``) and the two texts that explain a view are
-    dropped. So are the fabric view's switch table and rule budget, which count the static
-    entries (``test_same_static_tables``), and its host-mode counters
-    (``test_host_mode_keeps_the_same_port_maps``)."""
+def normal(doc):
+    """A view without what may differ: wall times (``*_ms``, ``seconds``), the fabric view's
+    switch table and rule budget, which count the static entries
+    (``test_same_static_tables``), and its host-mode counters
+    (``test_host_mode_keeps_the_same_port_maps``). Names, fields and texts must agree."""
     if isinstance(doc, list):
-        return [normal(x, model) for x in doc]
+        return [normal(x) for x in doc]
     if not isinstance(doc, dict):
         return doc
-    out = {}
-    for k, v in doc.items():
-        if k.endswith("_ms") or k in ("seconds", "definition", "seen", "rule_budget",
-                                      "host_mode"):
-            continue
-        if model == "Clos":
-            if k == "path" and len(v) == 3 and "spine" not in doc:
-                k, v = "spine", v[1]
-            elif k in ("switch", "next") and set(doc) == {"switch", "next", "bytes"}:
-                k, v = ("spine", v) if k == "next" else (None, None)
-            elif k == "tier" or (k == "tiers" and "gbps" in doc):
-                continue
-            elif k == "per_switch":
-                k = "per_leaf"
-        if k is not None:
-            out[k] = normal(v, model)
-    return out
+    return {k: normal(v) for k, v in doc.items()
+            if not (k.endswith("_ms") or k in ("seconds", "seen", "rule_budget", "host_mode"))}
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_views_say_the_same_up_to_naming(mode):
+def test_views_say_the_same(mode):
     fab, clos = twins()
     a, b = views(fab, mode), views(clos, mode)
     # what could hide a difference: measured counters and loads are there
@@ -238,7 +219,7 @@ def test_views_say_the_same_up_to_naming(mode):
         assert all(p["bytes"] for r in a["/v1/jobs/a"]["routes"] for p in r["measured"])
     assert a["/v1/fabric"]["links_down"] == ["l1-s0", "l6-s3"]  # seen, the jobs re-planned
     for key in a:
-        assert normal(a[key], "Fabric") == normal(b[key], "Clos"), key
+        assert normal(a[key]) == normal(b[key]), key
 
 
 def _raw(pick):
@@ -247,37 +228,26 @@ def _raw(pick):
     return pick(a), pick(b)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: a controller route on a two-tier Clos names "
-                   "'path' [leaf, spine, leaf], on Fabric 'spine' (formats.md promises 'spine' "
-                   "on a two-tier plane, as Clos plan documents do)")
 def test_routes_name_the_spine_alike():
     a, b = _raw(lambda v: v["/v1/routes"]["routes"])
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: a job view's measured part names 'switch' and "
-                   "'next' on Clos, 'spine' on Fabric")
 def test_measured_parts_have_the_same_fields():
     a, b = _raw(lambda v: [set(p) for r in v["/v1/jobs/a"]["routes"] for p in r["measured"]])
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: only the Clos links view gives each link its "
-                   "'tier'")
 def test_links_have_the_same_fields():
     a, b = _raw(lambda v: {k for x in v["/v1/links"]["links"] for k in x})
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: only Clos's link_speed (job views, POST "
-                   "answers, discovery) gives the per-tier 'tiers'")
 def test_link_speed_has_the_same_fields():
     a, b = _raw(lambda v: set(v["/v1/jobs/r"]["link_speed"]))
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: the imbalance per switch is 'per_leaf' on "
-                   "Fabric, 'per_switch' on Clos, with another 'definition' text")
 def test_imbalance_has_the_same_fields():
     a, b = _raw(lambda v: (set(v["/v1/imbalance"]["window"]["uplinks"]),
                            v["/v1/imbalance"]["definition"]))

@@ -54,7 +54,9 @@ def test_flow_counters_show_the_spine_crossed(env):
     rule = next(r for r in sw.rules[f.dpids["l0"]].values() if r.cookie >> 56 == 2)
     svc.flow_stats(f.dpids["l0"], [(rule.table, rule.priority, dict(rule.match), 12345, 10)])
     route = api.handle(svc, "GET", "/v1/jobs/a")[1]["routes"][0]
-    assert route["measured"] == [{"spine": route["spine"], "bytes": 12345}]
+    assert route["path"] == ["l0", route["spine"], "l1"]
+    assert route["measured"] == [{"switch": "l0", "next": route["spine"], "spine": route["spine"],
+                                  "bytes": 12345}]
 
 
 def test_metrics_page(env):

@@ -285,12 +285,13 @@ class FabricFinder:
         """The link speed a discovered fabric assumes and where it comes from: the option
         (``--mlroute-link-gbps``), else the slowest current speed switches report for ports
         that carry a link or a host (``port_desc``), else 100 Gb/s (``default``). A declared
-        fabric says its own (``declared``; a Clos fabric its leaf tier's, and every tier's)."""
+        fabric says its own (``declared``: its leaf tier's, and in ``tiers`` every tier's it has)."""
         if self.declared is not None:
             gbps = self.declared.link_gbps
-            if isinstance(gbps, dict):
-                return {"gbps": gbps["leaf"], "source": "declared", "tiers": dict(gbps)}
-            return {"gbps": gbps, "source": "declared"}
+            if not isinstance(gbps, dict):  # a two-tier Fabric: one speed
+                gbps = dict.fromkeys(("host", "leaf"), gbps)
+            tiers = {t: v for t, v in gbps.items() if t != "core" or self.declared.tiers > 2}
+            return {"gbps": gbps["leaf"], "source": "declared", "tiers": tiers}
         used = self.topology.facing() | self.guard.host_ports
         used |= {(h.dpid, h.port) for h in self.topology.hosts.values()}
         kbps = [v for k, v in self.speeds.items() if k in used] or list(self.speeds.values())

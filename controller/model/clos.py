@@ -196,6 +196,14 @@ class Clos(HostLookup):
     def part_plane(self, where) -> int:
         return self.plane_of[where[0]] if isinstance(where, tuple) else 0
 
+    def part_path(self, src: str, dst: str, where) -> tuple[str, ...]:
+        """A route part's switches, source leaf to destination leaf (``Fabric.part_path``)."""
+        return tuple(where)
+
+    def two_tier_spine(self, switch: str) -> bool:
+        """Whether ``switch`` is the spine of a two-tier plane (``Fabric.two_tier_spine``)."""
+        return self.tier_of.get(switch) == 1 and not self.planes[self.plane_of[switch]].cores
+
     def wire(self) -> Clos:
         """Declare what ``topologies/clos.py`` builds (``clos_wiring.wire``); returns self."""
         self.wiring = clos_wiring.wire(self)

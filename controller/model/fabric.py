@@ -298,12 +298,26 @@ class Fabric(HostLookup):
         """Capacity of every link in bytes per second."""
         return self.link_gbps * 1e9 / 8
 
+    @property
+    def tiers(self) -> int:
+        """Switch tiers: two (``Clos.tiers`` is 2 or 3)."""
+        return 2
+
     def switches(self) -> list[str]:
         return self.spines + self.leaves
 
     def links(self) -> list[tuple[str, str]]:
         """Every switch link as (lower, upper): (leaf, spine)."""
         return [(leaf, spine) for leaf in self.leaves for spine in self.spines]
+
+    def part_path(self, src: str, dst: str, where) -> tuple[str, ...]:
+        """A route part's switches, the source host's leaf to the destination's: a spine
+        index here (a ``Clos`` part is its path already)."""
+        return (self.hosts[src], self.spines[where], self.hosts[dst])
+
+    def two_tier_spine(self, switch: str) -> bool:
+        """Whether ``switch`` is the spine of a two-tier plane (a route names it ``spine``)."""
+        return switch in self.spine_index
 
     def with_down(self, down: Iterable[tuple[str, str]]) -> Fabric:
         """A copy with another set of failed links (the model is immutable in use)."""

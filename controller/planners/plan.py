@@ -33,7 +33,7 @@ class Plan:
 
     def routes(self) -> list[dict]:
         spines = self.problem.fabric.spines
-        return [route_doc(f, parts, spines) for f, parts in
+        return [route_doc(f, parts, lambda j: {"spine": spines[j]}) for f, parts in
                 zip(self.problem.flows, self.parts_by_flow())]
 
     def to_dict(self) -> dict:
@@ -47,18 +47,31 @@ class Plan:
         return doc
 
 
-def route_doc(flow: Flow, parts, spines: list[str], part_sport=None) -> dict:
-    """One route of the routes format; ``part_sport(flow, i, n)`` adds each split part's
-    source port (the controller's sub-connections)."""
+def path_doc(path) -> dict:
+    """A route part's fields for a Clos path of switch names (and its bundle members)."""
+    members = getattr(path, "members", None)
+    return {"path": list(path), **({"members": list(members)} if members is not None else {})}
+
+
+def part_fields(fabric, src: str, dst: str, where) -> dict:
+    """A routed part's fields in the controller's views, alike on both models: its ``path``
+    (switch names, source leaf to destination leaf), ``members`` on bundles, and ``spine`` on
+    a two-tier plane (as plan documents name it there)."""
+    path = fabric.part_path(src, dst, where)
+    doc = path_doc(where if isinstance(where, tuple) else path)
+    if len(path) == 3 and fabric.two_tier_spine(path[1]):
+        doc["spine"] = path[1]
+    return doc
+
+
+def route_doc(flow: Flow, parts, where=path_doc, part_sport=None) -> dict:
+    """One route of the routes format; ``where(part)`` gives a part's fields (a plan's
+    ``{"spine": name}`` of a spine index, ``path_doc`` of a path, the controller's
+    ``views.part_fields``); ``part_sport(flow, i, n)`` adds each split part's source port
+    (the controller's sub-connections)."""
     r = {"job": flow.job, "src": flow.src, "dst": flow.dst}
     if (flow.proto, flow.sport, flow.dport) != (6, 0, 0):
         r.update(proto=flow.proto, sport=flow.sport, dport=flow.dport)
-    def where(s) -> dict:  # a spine index, or a Clos path of switch names (and members)
-        if not isinstance(s, tuple):
-            return {"spine": spines[s]}
-        members = getattr(s, "members", None)
-        return {"path": list(s), **({"members": list(members)} if members is not None else {})}
-
     if parts is None:
         r["spine"] = None
     elif len(parts) == 1:

@@ -18,10 +18,11 @@ from controller.model.clos import TIERS, Clos
 from controller.model.loads import imbalance, leaf_imbalance
 from controller.planners.clos_split import split_score
 
-DEFINITION = ("per leaf and aggregation switch, (max - mean) / mean of the bytes on its alive "
-              "uplinks (downlinks: from the tier above), a bundle's bytes divided by its alive "
-              "members; max over switches and mean weighted by bytes; window = last polling "
-              "interval, total = since start")
+DEFINITION = ("per switch with uplinks (leaves; on three tiers aggregation switches too: "
+              "per_switch, the leaves alone: per_leaf), (max - mean) / mean of the bytes on its "
+              "alive uplinks (downlinks: from the tier above), a bundle's bytes divided by its "
+              "alive members; max over switches and mean weighted by bytes; window = last "
+              "polling interval, total = since start")
 
 
 def clos_links_view(state, plan) -> dict:
@@ -80,7 +81,10 @@ def clos_imbalance(telemetry, f: Clos) -> dict:
                 down[i, j] = telemetry.link(f, u, s).get(window) or 0
         up, down = up / capacity, down / capacity
         name = "window" if window == "window_bytes" else "total"
-        out[name] = {d: {**imbalance(x, alive),
-                         "per_switch": dict(zip(lower, leaf_imbalance(x, alive)[0]))}
-                     for d, x in (("uplinks", up), ("downlinks", down))}
+        out[name] = {}
+        for d, x in (("uplinks", up), ("downlinks", down)):
+            per_switch = dict(zip(lower, leaf_imbalance(x, alive)[0]))
+            out[name][d] = {**imbalance(x, alive), "per_switch": per_switch,
+                            "per_leaf": {s: v for s, v in per_switch.items()
+                                         if f.tier_of[s] == 0}}
     return out

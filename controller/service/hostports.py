@@ -11,6 +11,7 @@ from controller.errors import ConflictError, InputError
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import flow_key
+from controller.planners.plan import part_fields
 
 
 def host_flows(records: dict) -> tuple[list, list]:
@@ -65,12 +66,9 @@ class HostPortService:
             parts = records[jid].routes.get(fk) or ()
             where = parts[part] if part < len(parts) else None
             changes.append({"job": jid, "src": fk[0], "dst": fk[1], "part": part,
-                            "old_sport": old, "sport": new,
-                            **({"path": list(where[0]) if where else None}
-                               if isinstance(fabric, Clos) else
-                               {"spine": fabric.spines[where[0]] if where else None})})
-            if where and getattr(where[0], "members", None) is not None:
-                changes[-1]["members"] = list(where[0].members)  # with bundles: coded in the port
+                            "old_sport": old, "sport": new,  # bundles: members coded in it
+                            **(part_fields(fabric, fk[0], fk[1], where[0]) if where
+                               else {"spine": None})})
             if len(names) > 1 and where:
                 was = self.planes.get((jid, fk), ())
                 changes[-1].update(old_plane=names[was[part]] if part < len(was) else None,

@@ -102,7 +102,7 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
                         for i, (where, _) in enumerate(parts[pos])
                         if fabric.part_plane(where) != old]
                 elif old >= 0 and old != new:  # a connection in force must follow
-                    out.plane_changes.append({**route_doc(flows[pos], parts[pos], []),
+                    out.plane_changes.append({**route_doc(flows[pos], parts[pos]),
                                               "old_plane": fabric.planes[old].name,
                                               "plane": fabric.planes[new].name})
             out.plane_changes += _parts_moved(fabric, flows, before, parts, unpinned)
@@ -175,7 +175,7 @@ def _parts_moved(fabric: Clos, flows: list, before: list, after: list, unpinned)
 def _part_moved(fabric: Clos, flow, parts, i: int, old: int) -> dict:
     """The ``plane_changes`` entry of part i of a split flow, out of plane ``old``: the
     part's route (``path``, ``members``), its sub-connection's ports and ``part``."""
-    doc = route_doc(flow, (parts[i],), [])
+    doc = route_doc(flow, (parts[i],))
     doc.update(proto=flow.proto, sport=part_sport(flow, i, len(parts)), dport=flow.dport,
                part=i, old_plane=fabric.planes[old].name,
                plane=fabric.planes[fabric.part_plane(parts[i][0])].name)

@@ -85,5 +85,5 @@ class Telemetry:
 
 
 def _with_leaves(summary: dict, per_link: np.ndarray, alive: np.ndarray, fabric: Fabric) -> dict:
-    values, _ = leaf_imbalance(per_link, alive)
-    return {**summary, "per_leaf": dict(zip(fabric.leaves, values))}
+    per_leaf = dict(zip(fabric.leaves, leaf_imbalance(per_link, alive)[0]))
+    return {**summary, "per_leaf": per_leaf, "per_switch": dict(per_leaf)}

@@ -16,7 +16,7 @@ from controller.errors import ConflictError
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.loads import link_loads, load_summary
-from controller.planners.plan import route_doc
+from controller.planners.plan import part_fields, route_doc
 from controller.service.clos_views import DEFINITION, clos_imbalance, clos_links_view
 from controller.service.learning import declared_pairs
 from controller.service.state import ControllerState, unroutable_pairs
@@ -72,14 +72,15 @@ def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -
     multi-plane fabric each route (or split part) names its ``plane`` (as a plan document
     does) and the addresses its ends use there (``src_ip``, ``dst_ip``): the host picks the
     plane by address."""
-    spines = getattr(state.fabric, "spines", [])  # a Clos route names its switches
+    f = state.fabric
     out = []
     for flow, parts in r.flows_with_parts():
         if parts == UNROUTABLE:
-            doc = route_doc(flow, None, spines)
+            doc = route_doc(flow, None)
             doc["unroutable"] = True
         else:
-            doc = route_doc(flow, parts, spines, part_sport)
+            doc = route_doc(flow, parts, lambda w, flow=flow: part_fields(f, flow.src, flow.dst, w),
+                            part_sport)
             if mode_of(r.mode).host_ports:
                 chosen = (ports or {}).get(flow_key(flow)) or ()
                 doc.update(proto=flow.proto, dport=flow.dport)
@@ -162,10 +163,10 @@ def links_view(state: ControllerState, plan) -> dict:
         for j, spine in enumerate(f.spines):
             if (leaf, spine) in f.down:
                 continue
-            links.append({"link": f"{leaf}->{spine}", "flows": float(flows_up[i, j]),
+            links.append({"link": f"{leaf}->{spine}", "tier": "leaf", "flows": float(flows_up[i, j]),
                           "bytes": float(bytes_up[i, j]),
                           "measured": state.telemetry.link(f, leaf, spine)})
-            links.append({"link": f"{spine}->{leaf}", "flows": float(flows_down[i, j]),
+            links.append({"link": f"{spine}->{leaf}", "tier": "leaf", "flows": float(flows_down[i, j]),
                           "bytes": float(bytes_down[i, j]),
                           "measured": state.telemetry.link(f, spine, leaf)})
     summary = {"max_link_load": 0, "links_at_max": 0}
@@ -180,25 +181,21 @@ def imbalance_view(state: ControllerState) -> dict:
     f = need_fabric(state)
     if isinstance(f, Clos):
         return {**clos_imbalance(state.telemetry, f), "definition": DEFINITION}
-    doc = state.telemetry.imbalance(f)
-    doc["definition"] = ("per leaf, (max - mean) / mean of the bytes on its alive uplinks "
-                         "(downlinks); max over leaves and mean weighted by bytes; window = "
-                         "last polling interval, total = since start")
-    return doc
+    return {**state.telemetry.imbalance(f), "definition": DEFINITION}
 
 
 def measured_parts(state: ControllerState, r: JobRecord, flow, parts) -> list[dict]:
-    """Bytes counted by each part's ingress rule, and the spine that rule sends to (on a Clos
-    fabric: every per-flow entry, its switch and the next switch)."""
+    """Bytes counted by each per-flow entry of the parts, its switch and the next switch it
+    sends to (``spine`` too where that is the spine of a two-tier plane)."""
     f = state.fabric
     out = []
     for rule_ in job_flow_rules(f, flow, parts, r.mode, r.number):
         got = state.telemetry.rules.get(rule_.key)
         port = next(a[1] for a in rule_.actions if a[0] == "output")
         at = f.switch_of_dpid[rule_.dpid]
-        where = ({"switch": at, "next": f.peer(at, port)} if isinstance(f, Clos)
-                 else {"spine": f.peer(f.hosts[flow.src], port)})
-        out.append({**where, "bytes": got[0] if got else None})
+        nxt = f.peer(at, port)
+        out.append({"switch": at, "next": nxt, **({"spine": nxt} if f.two_tier_spine(nxt) else {}),
+                    "bytes": got[0] if got else None})
     return out
 
 

@@ -513,8 +513,8 @@
     return out;
   }
 
-  // The hops a route may take: its spines (two tiers: {"spine"} or split parts), or the
-  // "a->b" steps of its path (Clos: {"path": [leaf, ..., leaf]}, or split parts).
+  // The hops a route may take: the "a->b" steps of its path ({"path": [leaf, ..., leaf]}, or
+  // split parts; every fabric), or its spine where a route names no path (before 0.3).
   function plannedHops(r) {
     const parts = r.split ? r.split : [r];
     const out = new Set();
@@ -528,9 +528,9 @@
     return out;
   }
 
-  // Bytes a route's rules counted and whether every counted entry sent them along the plan.
-  // Two tiers: one ingress entry per part, {"spine", "bytes"}. Clos: an entry per switch
-  // that forwards the flow, {"switch", "next", "bytes"}; the flow's bytes are those of the
+  // Bytes a route's rules counted and whether every counted entry sent them along the plan:
+  // an entry per switch that forwards the flow, {"switch", "next", "bytes"} (two tiers: one,
+  // at the source leaf; {"spine", "bytes"} before 0.3); the flow's bytes are those of the
   // entries at its source leaf (the others count the same packets again).
   function routeBytes(r) {
     const planned = plannedHops(r);
