@@ -3,4 +3,4 @@
 The core (model, planners, enforcement, discovery, measurement, service) imports no SDN
 framework; each framework (Ryu, os-ken) has one adapter module in ``controller/shell``.
 """
-__version__ = "0.2.0"
+__version__ = "0.3.0"
