@@ -167,7 +167,8 @@ def test_declare_jobs_page_runs_as_written(tmp_path):
         page.says("`curl` prints the controller's answer (201): the job as planned, one route per "
                   "flow with the spine it takes",
                   "`job add` prints a line per job (`job qp added: 2 flows, matrix declared`), "
-                  "`job list` a row per job with its mode and flows, and `job delete` `job r "
+                  "`job list` a row per job with its mode, flows and where its matrix comes from, "
+                  "and `job delete` `job r "
                   "deleted`")
         answer, rest = _answer(out)
         _planned_ring(answer, fabric)
@@ -175,8 +176,9 @@ def test_declare_jobs_page_runs_as_written(tmp_path):
         added, head, *rows, deleted = rest.strip().splitlines()
         assert added == "job qp added: 2 flows, matrix declared", rest
         assert head.split()[:4] == ["id", "algorithm", "mode", "flows"], rest
-        assert [(w[0], w[2], w[3]) for w in map(str.split, rows)] == [("r", "sr", "4"),
-                                                                       ("qp", "flow", "2")], rest
+        assert head.split()[-1] == "matrix", rest
+        assert [(w[0], w[2], w[3], w[-1]) for w in map(str.split, rows)] == [
+            ("r", "sr", "4", "declared"), ("qp", "flow", "2", "declared")], rest
         assert deleted == "job r deleted", rest
         page.says("so two flows between the same hosts can take different spines (`qp`'s two "
                   "queue pairs do)")

@@ -80,9 +80,11 @@ def test_members_only_learns_the_ring_direction_from_traffic():
     code, doc = post(svc, {"id": "j", "members": [f.host_ip[h] for h in ring]})
     assert code == 201 and doc["matrix"] == "learning" and doc["flows"] == 0
     assert get(svc, "j")[1]["predicted_allreduce_s"] is None  # nothing planned yet
+    listed = lambda: [(j["id"], j["matrix"]) for j in api.handle(svc, "GET", "/v1/jobs")[1]["jobs"]]
+    assert listed() == [("j", "learning")]  # the job list says it too (`job list`)
     run_traffic(svc, clock, ring_samples(f, ring, step=-1))
     code, doc = get(svc, "j")
-    assert doc["matrix"] == "learned"
+    assert doc["matrix"] == "learned" and listed() == [("j", "learned")]
     want = {(h, ring[i - 1]) for i, h in enumerate(ring)
             if f.hosts[h] != f.hosts[ring[i - 1]]}
     assert planned_pairs(svc, "j") == want  # data direction, never the acknowledgements

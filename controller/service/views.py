@@ -135,7 +135,7 @@ def job_view(state: ControllerState, r: JobRecord, prediction: dict,
 def jobs_view(state: ControllerState) -> dict:
     return {"jobs": [{"id": r.job.id, "algorithm": r.algorithm, "mode": r.mode,
                       "flows": len(r.routes), "number": r.number, "created": r.created,
-                      "unroutable_flows": len(r.unroutable())}
+                      "unroutable_flows": len(r.unroutable()), "matrix": r.matrix}
                      for r in state.jobs.values()]}
 
 
