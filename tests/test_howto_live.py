@@ -79,9 +79,10 @@ def _troubleshooting_blocks() -> tuple[str, str]:
 
 
 def _answer(out: str) -> tuple[dict, str]:
-    """What ``curl -s`` printed (a JSON document, no newline after it) and what came next."""
+    """What ``curl -s`` printed (a JSON document and its newline) and what came next."""
     doc, end = json.JSONDecoder().raw_decode(out)
-    return doc, out[end:]
+    assert out[end:end + 1] == "\n", out  # the shell's prompt starts on a line of its own
+    return doc, out[end + 1:]
 
 
 def _fabric() -> dict:

@@ -160,7 +160,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif isinstance(doc, str):  # a text document (GET /v1/jobs/{id}/ports)
             body, kind = doc.encode(), "text/plain; charset=utf-8"
         else:
-            body, kind = json.dumps(doc).encode(), JSON
+            body, kind = (json.dumps(doc) + "\n").encode(), JSON  # a shell prompt after curl
         self.send_response(status)
         self.send_header("Content-Type", kind)
         self.send_header("Content-Length", str(len(body)))
