@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from controller.errors import InputError
 from controller.model import clos_wiring
 from controller.model.clos_wiring import WIRING, per_plane
-from controller.model.fabric import HostLookup
+from controller.model.fabric import Fabric, HostLookup
 from controller.model.prefixes import CACHE as PREFIX_CACHE
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
@@ -73,6 +73,7 @@ class Clos(HostLookup):
 
     def __post_init__(self) -> None:
         self.__dict__.pop(PREFIX_CACHE, None)  # derived from the hosts: recomputed
+        self.__dict__.pop("_leaf_spine", None)  # likewise (``as_leaf_spine``)
         self.hosts = {h: ls[0] for h, ls in self.host_leaves.items()}  # first plane's leaf
         self.dpids: dict[str, int] = dict(self.wiring.get("dpids", {}))
         self.ports: dict[str, dict[str, int]] = {k: dict(v) for k, v in
@@ -195,6 +196,20 @@ class Clos(HostLookup):
 
     def part_plane(self, where) -> int:
         return self.plane_of[where[0]] if isinstance(where, tuple) else 0
+
+    def as_leaf_spine(self) -> Fabric | None:
+        """This fabric as the two-tier model (``model.fabric.Fabric``: same names, wiring and
+        failed links) when it is one two-tier plane without bundles, failed switches or a host
+        link speed of its own; else None. The two-tier planners plan it there
+        (``planners.leaf_spine``). Computed once per object (the model is immutable in use)."""
+        if "_leaf_spine" not in self.__dict__:
+            p, g = self.planes[0], self.link_gbps
+            single = (len(self.planes) == 1 and not p.cores and not self.bundled
+                      and not self.down_switches and g.get("host", g["leaf"]) == g["leaf"])
+            doc = {k: v for k, v in self.to_dict().items() if k not in ("bundle", "bundles")}
+            self.__dict__["_leaf_spine"] = (Fabric.from_dict({**doc, "link_gbps": g["leaf"]})
+                                            if single else None)
+        return self.__dict__["_leaf_spine"]
 
     def part_path(self, src: str, dst: str, where) -> tuple[str, ...]:
         """A route part's switches, source leaf to destination leaf (``Fabric.part_path``)."""

@@ -6,7 +6,8 @@ Two shapes, by the model a fabric document loads as (``model.clos.load_fabric``)
 * ``two-tier``: a single two-tier plane without bundles (``model.fabric.Fabric``; problems of
   ``model.problem``, a spine per flow). The stronger two-tier algorithms are its fast paths:
   the bitmask greedy and edge colouring, the ILP, the churn planner and layer 2 (``auto``),
-  the byte-aware split.
+  the byte-aware split. The controller plans a ``Clos`` of one such plane with them too
+  (``shape_of``, ``planners.leaf_spine``).
 * ``Clos``: planes, bundles, three tiers (``model.clos.Clos``; paths of ``model.clospaths``):
   the ``clos_*`` planners.
 
@@ -160,12 +161,14 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
 
 
 def shape_of(fabric) -> str:
-    """``two-tier`` for a ``Fabric``, ``Clos`` for a ``Clos``; a shape's name as it is."""
+    """``two-tier`` for a ``Fabric`` and for a ``Clos`` of one two-tier plane that the
+    two-tier planners plan (``Clos.as_leaf_spine``, ``planners.leaf_spine``), ``Clos`` for
+    other Clos fabrics; a shape's name as it is."""
     if isinstance(fabric, str):
         if fabric not in SHAPES:
             raise ValueError(f"unknown shape {fabric!r}")
         return fabric
-    return CLOS if isinstance(fabric, Clos) else TWO_TIER
+    return CLOS if isinstance(fabric, Clos) and fabric.as_leaf_spine() is None else TWO_TIER
 
 
 def names(shape=None, distinct: bool = False) -> list[str]:

@@ -13,6 +13,7 @@ from controller.model.jobs import Job
 from controller.model.loads import load_summary
 from controller.model.problem import Assignment, Problem
 from controller.planners.churn import align_spines, plan_rank, worth_moving
+from controller.planners.leaf_spine import path_parts, spine_parts, two_tier
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission
@@ -213,11 +214,13 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
         return None
     records = {k: v.copy() for k, v in state.jobs.items()}
     moved = 0
+    clos = problem.fabric is not state.fabric  # a Clos planned as a leaf-spine: paths
     for pos, s_new in zip(problem.inter, spines):
         r, f = flows[pos]
         old_parts = records[r.job.id].routes.get(flow_key(f))
-        moved += old_parts != ((s_new, 1.0),)
-        records[r.job.id].routes[flow_key(f)] = ((s_new, 1.0),)
+        new = path_parts(problem.fabric, f, ((s_new, 1.0),)) if clos else ((s_new, 1.0),)
+        moved += old_parts != new
+        records[r.job.id].routes[flow_key(f)] = new
     stage = "ILP" if better.info.get("off_path") == "ilp" else "planning"
     answer = {"moved_flows": moved, "max_link_load_after": rank_after[-2],
               "links_at_max_after": rank_after[-1],
@@ -240,11 +243,14 @@ def improvable_group(state: ControllerState, settings: Settings, key: tuple[str,
     group = [r for r in state.jobs.values() if group_of(r, settings, state.fabric) == key]
     if not group:
         return None
-    problem = Problem.build(state.fabric, [r.job for r in group], skip_unroutable=True)
+    two = two_tier(state.fabric)
+    if two is None:
+        return None  # the Clos planners leave nothing to improve off the path
+    problem = Problem.build(two, [r.job for r in group], skip_unroutable=True)
     flows, before = _group_routes(group, problem)
     if any(p is None or len(p) != 1 for p in before):
         return None
-    previous = [r.routes.get(flow_key(f)) for r, f in flows]
+    previous = [spine_parts(two, r.routes.get(flow_key(f))) for r, f in flows]
     return group, problem, load_summary(problem, Assignment(list(before))), previous
 
 
@@ -252,7 +258,8 @@ def _group_routes(group: list[JobRecord], problem: Problem) -> tuple[list, list]
     """The group's (record, flow) in problem order, and the routes in force of its
     inter-leaf flows (``problem.inter`` positions)."""
     flows = [(r, f) for r in group for f in r.job.flows()]
-    return flows, [flows[pos][0].routes.get(flow_key(flows[pos][1])) for pos in problem.inter]
+    return flows, [spine_parts(problem.fabric, flows[pos][0].routes.get(flow_key(flows[pos][1])))
+                   for pos in problem.inter]
 
 
 def learned(state: ControllerState, settings: Settings, job_id: str, measured: Measured,

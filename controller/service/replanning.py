@@ -11,7 +11,9 @@ link load (``planners/churn.py``, its layer-1 stage: about the greedy's time); i
 stages (links at the max, the jobs search, the ILP) run off the request path
 (``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
 afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
-failing the plan. On a Clos fabric (``model.clos``) every group is planned afresh by the Clos
+failing the plan. A Clos of one two-tier plane is planned so too, as a leaf-spine
+(``planners.leaf_spine``: its routes stay paths). On other Clos fabrics (``model.clos``) every
+group is planned afresh by the Clos
 planner of its name (``planners/clos_routes.py``; ``split`` with its group's bound, the others
 with the options they take of ``Settings.planner_opts``: salt, seed, ILP time limit), with no
 off-path stages; every running flow is pinned to the plane of its route in force (a connection
@@ -34,6 +36,7 @@ from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.problem import Problem
 from controller.planners.churn import replan
 from controller.planners.clos_routes import clos_route_parts
+from controller.planners.leaf_spine import path_parts, spine_parts, two_tier
 from controller.planners.plan import Plan, planner_options, route_doc, run_planner
 from controller.planners.registry import planned_as
 from controller.planners.split import MAX_PARTS
@@ -77,8 +80,9 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
         if key[0] in wanted:  # -1: split's default bound (max_parts not given)
             bound = r.job.options.get("max_parts", -1) if key[0] == "split" else -1
             groups.setdefault((*key, bound), []).append(r)
+    two = two_tier(fabric)  # None: the Clos planners (else a leaf-spine, either model)
     for (alg, objective, bound), group in sorted(groups.items()):
-        if isinstance(fabric, Clos):
+        if two is None:
             flows = [f for r in group for f in r.job.flows()]
             # a running flow stays in the plane of its route in force (split: of its parts;
             # one split over several planes stays free, ``_parts_moved`` lists what moves)
@@ -110,9 +114,9 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             out.planner_ms.append(ms)
             out.groups.append((alg, objective))
             continue
-        problem = Problem.build(fabric, [r.job for r in group], skip_unroutable=True)
+        problem = Problem.build(two, [r.job for r in group], skip_unroutable=True)
         if alg == "auto":  # from the routes in force: move only what must or helps
-            previous = _routes(group)
+            previous = [spine_parts(two, p) for p in _routes(group)]
             t0 = time.perf_counter()
             assignment = replan(problem, previous, objective, ilp_time_limit=0,
                                 layer1_only=True)
@@ -131,6 +135,8 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
         parts = Plan(alg, problem, assignment, ms).parts_by_flow()
         for pos in problem.unroutable:
             parts[pos] = UNROUTABLE
+        if two is not fabric:  # a Clos keeps its routes as paths
+            parts = [path_parts(two, f, p) for f, p in zip(problem.flows, parts)]
         _set_routes(group, parts, out, False)
     return out
 

@@ -1,0 +1,64 @@
+"""The two-tier fast path on a Clos fabric (issue 37): where the two models meet.
+
+A ``model.clos.Clos`` of one two-tier plane, without bundles, failed switches or a host link
+speed of its own, is also a ``model.fabric.Fabric`` (``Clos.as_leaf_spine``), and there the
+two-tier algorithms are the stronger ones: the bitmask greedy and edge colouring, the ILP,
+churn's re-plans that move few flows and layer 2 (``auto``), the byte-aware split, the jobs
+search. The controller plans such a fabric with them (``service.replanning``, the off-path
+stages of ``service.decide``), so that a leaf-spine declared in either form is planned alike.
+
+A route part is kept in the form of the fabric in use: a path of switch names on a ``Clos``
+(source leaf, spine, destination leaf), a spine index on a ``Fabric``. ``spine_parts`` and
+``path_parts`` turn one into the other at the planner's boundary. O(parts) each.
+
+>>> from controller.model.clos import Clos
+>>> from controller.model.jobs import Flow
+>>> c = Clos.leaf_spine(2, 2, 1).wire()
+>>> two = two_tier(c)
+>>> two.spines, two_tier(Clos.fat_tree(4)) is None, two_tier(two) is two
+(['s0', 's1'], True, True)
+>>> f = Flow("j", "h0_0", "h1_0", 1.0)
+>>> spine_parts(two, ((("l0", "s1", "l1"), 1.0),))
+((1, 1.0),)
+>>> path_parts(two, f, ((1, 1.0),))
+((('l0', 's1', 'l1'), 1.0),)
+>>> spine_parts(two, None), spine_parts(two, ()), path_parts(two, f, None)
+(None, (), None)
+"""
+from __future__ import annotations
+
+from controller.model.clos import Clos
+from controller.model.fabric import Fabric
+from controller.model.jobs import Flow
+
+
+def two_tier(fabric: Fabric | Clos) -> Fabric | None:
+    """``fabric`` as the two-tier model: itself for a ``Fabric``, ``Clos.as_leaf_spine`` for a
+    ``Clos`` (None: not a single two-tier plane, the Clos planners plan it)."""
+    return fabric.as_leaf_spine() if isinstance(fabric, Clos) else fabric
+
+
+def spine_parts(two: Fabric, parts):
+    """A route in force as two-tier parts: a path's spine by its index in ``two``; spine
+    indices, None (within a leaf) and () (no alive spine) as they are. A path that is not
+    leaf, spine, leaf of ``two`` (a fabric changed under a stored state) gives None: no route
+    in force, the flow is planned afresh."""
+    if not parts:
+        return parts
+    out = []
+    for where, share in parts:
+        if isinstance(where, tuple):
+            if len(where) != 3 or where[1] not in two.spine_index:
+                return None
+            where = two.spine_index[where[1]]
+        out.append((where, share))
+    return tuple(out)
+
+
+def path_parts(two: Fabric, flow: Flow, parts):
+    """Two-tier parts as Clos paths of ``flow``: (its source leaf, the spine, its destination
+    leaf); None and () as they are."""
+    if not parts:
+        return parts
+    a, b = two.hosts[flow.src], two.hosts[flow.dst]
+    return tuple(((a, two.spines[j], b), share) for j, share in parts)
