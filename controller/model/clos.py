@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from controller.errors import InputError
 from controller.model import clos_wiring
 from controller.model.clos_wiring import WIRING, per_plane
-from controller.model.fabric import HostLookup
+from controller.model.fabric import DERIVED, HostLookup
 from controller.model.prefixes import CACHE as PREFIX_CACHE
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
@@ -73,6 +73,7 @@ class Clos(HostLookup):
 
     def __post_init__(self) -> None:
         self.__dict__.pop(PREFIX_CACHE, None)  # derived from the hosts: recomputed
+        self.__dict__.pop(DERIVED, None)
         self.hosts = {h: ls[0] for h, ls in self.host_leaves.items()}  # first plane's leaf
         self.dpids: dict[str, int] = dict(self.wiring.get("dpids", {}))
         self.ports: dict[str, dict[str, int]] = {k: dict(v) for k, v in
