@@ -1,12 +1,14 @@
 """What the controller computes incrementally or keeps between operations equals what a
 computation from scratch gives: the links seen down (``state.failed_links``, an index of link
-ends kept per fabric) against the definition, link by link."""
+ends kept per fabric) against the definition, link by link; a fabric's static entries
+computed together (link-state answers kept per plane) against each switch alone."""
 from __future__ import annotations
 
 import random
 
 import pytest
 
+from controller.enforcement.clos_rules import clos_all_static, clos_static_rules
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.service.state import SwitchSeen, failed_links
@@ -60,3 +62,18 @@ def test_failed_links_equal_the_definition_link_by_link(fabric):
 def ports_up(fabric, name) -> dict:
     return {p: True for ps in fabric.ports[name].values()
             for p in (ps if isinstance(ps, list) else [ps])}
+
+
+@pytest.mark.parametrize("down, switches", [
+    (set(), set()), ({("a0_0", "c0_0")}, set()), ({("l0", "a0_1"), ("a2_1", "c1_1")}, set()),
+    ({("a0_0", "c0_1", 1)}, set()), (set(), {"c1_0"}), ({("l5", "a2_0")}, {"a1_1"}),
+], ids=["healthy", "core-link", "two-links", "member", "core-switch", "link-and-agg"])
+def test_static_entries_of_one_computation_equal_each_switch_alone(down, switches):
+    """``clos_all_static`` keeps its planes' link-state answers (``PlaneView(keep=True)``)
+    across the switches; each switch computed alone, as before, gives the same."""
+    f = bundled_fat_tree().with_down(down)
+    f.down_switches = set(switches)
+    for ecmp in ("per-tier", "polarised"):
+        together = clos_all_static(f, ecmp)
+        for sw in f.switches():
+            assert together[f.dpids[sw]] == clos_static_rules(f, sw, ecmp), (sw, ecmp)

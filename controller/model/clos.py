@@ -38,6 +38,7 @@ TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregatio
 _KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "bundle", "bundles",
          "down", "down_switches", "name"} | WIRING
 _PLANE_KEYS = {"spines", "leaves", "pods", "cores", "name"}
+_MEMBERS = tuple(tuple(range(n)) for n in range(9))  # the members of a bundle of n, all up
 _TWO_TIER_EXTRAS = {"planes", "pods", "cores", "bundle", "bundles", "down_switches"}
 
 
@@ -119,7 +120,11 @@ class Clos(HostLookup):
 
     def alive_members(self, lower: str, upper: str) -> tuple[int, ...]:
         """The members of the link (lower, upper) that are up, both switches up too."""
-        if (lower, upper) in self.down or {lower, upper} & self.down_switches:
+        if not self.down and not self.down_switches:  # the static entries ask for every link
+            n = self.bundle(lower, upper)
+            return _MEMBERS[n] if 0 <= n < len(_MEMBERS) else tuple(range(n))
+        if (lower, upper) in self.down or lower in self.down_switches \
+                or upper in self.down_switches:
             return ()
         return tuple(m for m in range(self.bundle(lower, upper))
                      if (lower, upper, m) not in self.down)
