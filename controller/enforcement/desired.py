@@ -1,7 +1,8 @@
 """What the fabric should look like, computed from the state alone (pure functions).
 
 ``desired_tables``: every switch's flow and group entries (static entries plus the ingress rules
-of every planned flow). ``installed_plan``: the running jobs and their routes as one ``Plan``,
+of every planned flow); ``DesiredTables``: the same, kept between changes and recomputed only
+where something changed. ``installed_plan``: the running jobs and their routes as one ``Plan``,
 for link loads and predictions; flows of a leaf pair with no alive spine are left out of it.
 """
 from __future__ import annotations
@@ -28,17 +29,12 @@ def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
     """Static entries plus every job's flow rules, per switch. Two flows with the same match
     are a conflict naming both jobs. The host-mode pipeline is static too, present while a
     job runs in host mode (``host`` None) or when asked. ``ecmp``: the aggregation switches'
-    hashing on a Clos (``clos_rules.ECMP_HASHES``). O(static entries + planned parts)."""
+    hashing on a Clos (``clos_rules.ECMP_HASHES``). O(static entries + planned parts).
+    Computed from scratch: ``DesiredTables`` gives the same, kept between changes."""
     records = list(records)
     if host is None:
         host = any(mode_of(r.mode).host_ports for r in records)
-    if isinstance(fabric, Clos):
-        static = clos_all_static(fabric, ecmp)
-        if host:
-            for sw in fabric.switches():
-                static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))
-    else:
-        static = all_static(fabric, host)
+    static = static_tables(fabric, host, ecmp)
     want = {dpid: (list(rules), list(groups)) for dpid, (rules, groups) in static.items()}
     owner: dict[tuple, str] = {}
     for r in records:
@@ -46,13 +42,109 @@ def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
             for x in job_flow_rules(fabric, flow, parts, r.mode, r.number):
                 what = f"{_named(flow, parts, x)} of job {r.job.id}"
                 if x.key in owner:
-                    split = " (a flow split into n parts takes source ports p .. p + n - 1)" \
-                        if "split" in what + owner[x.key] else ""
-                    raise ConflictError(f"{what} has the same match as {owner[x.key]}: give "
-                                        f"the flows distinct ports{split}")
+                    raise _conflict(what, owner[x.key])
                 owner[x.key] = what
                 want[x.dpid][0].append(x)
     return want
+
+
+def static_tables(fabric: Fabric | Clos, host: bool, ecmp: str = "per-tier") -> Tables:
+    """Every switch's static entries and groups (with host mode's pipeline if ``host``)."""
+    if isinstance(fabric, Clos):
+        static = clos_all_static(fabric, ecmp)
+        if host:
+            for sw in fabric.switches():
+                static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))
+        return static
+    return all_static(fabric, host)
+
+
+def _conflict(what: str, other: str) -> ConflictError:
+    split = " (a flow split into n parts takes source ports p .. p + n - 1)" \
+        if "split" in what + other else ""
+    return ConflictError(f"{what} has the same match as {other}: give the flows distinct "
+                         f"ports{split}")
+
+
+class DesiredTables:
+    """``desired_tables`` kept between changes (one per controller, the transaction's): the
+    same entries in the same order, computed from what changed since the last call.
+
+    * Static entries once per fabric object and host pipeline (the last two are kept: a
+      change and the state it replaces); on a new fabric, a switch whose static entries
+      are equal keeps the previous lists.
+    * A flow's entries once per fabric object and (job number, mode, flow, parts).
+    * A switch's (rules, groups) is the previous tuple itself when neither its static
+      entries nor its job entries changed, so the reconciler skips its diff
+      (``Reconciler.converge``).
+
+    O(planned flows + switches) per call while the fabric stays, instead of O(static entries
+    + planned flows): a POST on a k = 16 fat-tree rebuilt 19,000 static entries. The lists
+    returned are shared between calls: read them, never change them."""
+
+    def __init__(self, ecmp: str = "per-tier"):
+        self.ecmp = ecmp
+        self._static: list[tuple] = []  # (fabric, host, static tables), newest last
+        self._fabric = None  # the fabric object ``_flows`` holds entries for
+        self._flows: dict[tuple, list] = {}  # (number, mode, flow, parts) -> its entries
+        self._last: dict[int, tuple] = {}  # dpid -> (static entry, job entries, output)
+
+    def tables(self, fabric: Fabric | Clos, records, host: bool | None = None) -> Tables:
+        records = list(records)
+        if host is None:
+            host = any(mode_of(r.mode).host_ports for r in records)
+        static = self._static_of(fabric, host)
+        if self._fabric is not fabric:
+            self._fabric, self._flows = fabric, {}
+        kept, used = self._flows, {}
+        owner: dict[tuple, tuple] = {}
+        jobs: dict[int, list] = {}
+        for r in records:
+            for flow, parts in r.flows_with_parts():
+                key = (r.number, r.mode, flow, parts)
+                entries = used.get(key)
+                if entries is None:
+                    entries = kept.get(key)
+                if entries is None:
+                    entries = job_flow_rules(fabric, flow, parts, r.mode, r.number)
+                used[key] = entries
+                for x in entries:
+                    if x.key in owner:
+                        o = owner[x.key]
+                        raise _conflict(f"{_named(flow, parts, x)} of job {r.job.id}",
+                                        f"{_named(o[1], o[2], o[3])} of job {o[0].job.id}")
+                    owner[x.key] = (r, flow, parts, x)
+                    if x.dpid not in static:
+                        raise KeyError(x.dpid)
+                    jobs.setdefault(x.dpid, []).append(x)
+        self._flows = used
+        out, last = {}, {}
+        for dpid, entry in static.items():
+            extra = jobs.get(dpid, ())
+            before = self._last.get(dpid)
+            if before is not None and before[0] is entry and len(before[1]) == len(extra) \
+                    and all(a is b for a, b in zip(before[1], extra)):
+                last[dpid] = before
+            else:
+                last[dpid] = (entry, extra, (entry[0] + extra, entry[1]) if extra else entry)
+            out[dpid] = last[dpid][2]
+        self._last = last
+        return out
+
+    def _static_of(self, fabric: Fabric | Clos, host: bool) -> Tables:
+        for f, h, tables in self._static:
+            if f is fabric and h == host:
+                return tables
+        tables = static_tables(fabric, host, self.ecmp)
+        for dpid, entry in tables.items():
+            tables[dpid] = entry = (entry[0], entry[1])
+            for _f, _h, before in reversed(self._static):
+                old = before.get(dpid)
+                if old is not None and old == entry:
+                    tables[dpid] = old
+                    break
+        self._static = (self._static + [(fabric, host, tables)])[-2:]
+        return tables
 
 
 def _named(flow, parts, entry) -> str:

@@ -44,16 +44,21 @@ class Reconciler:
         self.pending: set[int] = set()  # connected switches to read and repair
         self.syncing: set[int] = set()  # claimed: being read outside the service lock
         self.last_sync: dict[int, dict] = {}  # dpid -> what its last read-and-repair sent
+        # dpid -> (shadow, rules, groups): the wanted lists its shadow was last brought to;
+        # while the shadow object and both lists are the same, a converge has nothing to send
+        self.basis: dict[int, tuple] = {}
 
     # ---- switches coming and going --------------------------------------------------------
     def connected(self, dpid: int) -> None:
         """Queued to be read; a read of an earlier connection in flight is dropped."""
         self.installed.pop(dpid, None)
+        self.basis.pop(dpid, None)
         self.syncing.discard(dpid)
         self.pending.add(dpid)
 
     def disconnected(self, dpid: int) -> None:
         self.installed.pop(dpid, None)
+        self.basis.pop(dpid, None)
         self.pending.discard(dpid)
         self.syncing.discard(dpid)
 
@@ -61,6 +66,7 @@ class Reconciler:
         """Stop managing switches that ``keep`` rejects (not part of the fabric any more)."""
         for dpid in [d for d in self.installed if not keep(d)]:
             del self.installed[dpid]
+            self.basis.pop(dpid, None)
         self.pending = {d for d in self.pending if keep(d)}
 
     def drain(self, want: dict) -> list[tuple[int, str]]:
@@ -111,6 +117,7 @@ class Reconciler:
             self._send({dpid: brk})
             apply(have, brk)
         self.installed[dpid] = have
+        self.basis[dpid] = (have, rules, groups)
         self.pending.discard(dpid)
         self.counters["reconnects"] += 1
         stats = self._count(make, brk)
@@ -136,11 +143,19 @@ class Reconciler:
                                     "cannot install its rules")
 
     def converge(self, want: dict) -> dict:
-        """Bring every synchronised switch to ``want``: additions first, then deletions."""
+        """Bring every synchronised switch to ``want``: additions first, then deletions. A
+        switch whose wanted lists are the very ones its shadow was brought to last is not
+        diffed (``desired.DesiredTables`` hands unchanged switches the same lists)."""
         t0 = time.perf_counter()
-        makes, breaks = {}, {}
+        makes, breaks, reached = {}, {}, {}
         for dpid, state in self.installed.items():
-            make, brk = diff(dpid, state, *want.get(dpid, ([], [])))
+            rules, groups = want.get(dpid, ([], []))
+            basis = self.basis.get(dpid)
+            if basis is not None and basis[0] is state and basis[1] is rules \
+                    and basis[2] is groups:
+                continue
+            reached[dpid] = (state, rules, groups)
+            make, brk = diff(dpid, state, rules, groups)
             if make:
                 makes[dpid] = make
             if brk:
@@ -165,6 +180,9 @@ class Reconciler:
             breaks = {}
         for dpid, msgs in breaks.items():
             apply(self.installed[dpid], msgs)
+        for dpid, basis in reached.items():
+            if self.installed.get(dpid) is basis[0]:
+                self.basis[dpid] = basis
         stats = self._count([m for ms in makes.values() for m in ms],
                             [m for ms in breaks.values() for m in ms])
         self.counters["installs"] += 1
