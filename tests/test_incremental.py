@@ -71,6 +71,21 @@ def test_failed_links_equal_the_definition_link_by_link(fabric):
         assert got == failed_by_definition(fabric, switches, 10.0, 3.0)
 
 
+def test_alive_members_kept_on_a_degraded_fabric_equal_the_definition():
+    rng = random.Random(3)
+    base = bundled_fat_tree()
+    links = base.links()
+    for _ in range(20):
+        down = set(rng.sample(links, 3)) | {("a0_0", "c0_1", rng.randrange(3))}
+        f = base.with_down(down)
+        f.down_switches = set(rng.sample(f.switches(), rng.randint(0, 2)))
+        for _twice in range(2):  # computed, then kept
+            for lower, upper in links:
+                want = () if (lower, upper) in down or {lower, upper} & f.down_switches else \
+                    tuple(m for m in range(f.bundle(lower, upper)) if (lower, upper, m) not in down)
+                assert f.alive_members(lower, upper) == want, (lower, upper)
+
+
 @pytest.mark.parametrize("down, switches", [
     (set(), set()), ({("a0_0", "c0_0")}, set()), ({("l0", "a0_1"), ("a2_1", "c1_1")}, set()),
     ({("a0_0", "c0_1", 1)}, set()), (set(), {"c1_0"}), ({("l5", "a2_0")}, {"a1_1"}),

@@ -119,15 +119,23 @@ class Clos(HostLookup):
                 or (self.bundle_default["core"] > 1 and any(p.cores for p in self.planes)))
 
     def alive_members(self, lower: str, upper: str) -> tuple[int, ...]:
-        """The members of the link (lower, upper) that are up, both switches up too."""
-        if not self.down and not self.down_switches:  # the static entries ask for every link
+        """The members of the link (lower, upper) that are up, both switches up too. The
+        static entries ask for every link again and again: with something down the answers
+        are kept on the fabric object (immutable in use)."""
+        if not self.down and not self.down_switches:
             n = self.bundle(lower, upper)
             return _MEMBERS[n] if 0 <= n < len(_MEMBERS) else tuple(range(n))
-        if (lower, upper) in self.down or lower in self.down_switches \
-                or upper in self.down_switches:
-            return ()
-        return tuple(m for m in range(self.bundle(lower, upper))
-                     if (lower, upper, m) not in self.down)
+        kept = self.derived("alive_members", lambda _: {})
+        got = kept.get((lower, upper))
+        if got is None:
+            if (lower, upper) in self.down or lower in self.down_switches \
+                    or upper in self.down_switches:
+                got = ()
+            else:
+                got = tuple(m for m in range(self.bundle(lower, upper))
+                            if (lower, upper, m) not in self.down)
+            kept[(lower, upper)] = got
+        return got
 
     @property
     def leaves(self) -> list[str]:
