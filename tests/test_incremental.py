@@ -4,7 +4,8 @@ ends kept per fabric) against the definition, link by link; a fabric's static en
 computed together (link-state answers kept per plane) against each switch alone; the
 desired tables kept between changes (``desired.DesiredTables``) against ``desired_tables``
 after every operation of a sequence (posts in every mode, a conflict, deletes, a link down
-and up, a switch away and back, a re-plan), with the switches holding exactly them."""
+and up, a switch away and back, a re-plan), with the switches holding exactly them, and the
+plan kept per state version against one built now."""
 from __future__ import annotations
 
 import json
@@ -13,13 +14,13 @@ import random
 import pytest
 
 from controller.enforcement.clos_rules import clos_all_static, clos_static_rules
-from controller.enforcement.desired import DesiredTables, desired_tables
+from controller.enforcement.desired import DesiredTables, desired_tables, installed_plan
 from controller.errors import ConflictError
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import parse_job
-from controller.service import api
+from controller.service import api, views
 from controller.service.route_service import RouteService
 from controller.service.state import SwitchSeen, failed_links
 from emulation.harness.fake_switch import FakeSwitches
@@ -122,8 +123,11 @@ def call(svc, method, path, doc=None):
 
 def same_as_from_scratch(svc, sw) -> None:
     """The kept tables equal a computation from scratch entry for entry and in order, and
-    every synchronised switch (and its shadow) holds exactly them."""
+    every synchronised switch (and its shadow) holds exactly them; the plan kept per state
+    version gives the links view a plan built now gives."""
     st = svc.state
+    assert views.links_view(st, svc.current_plan()) == views.links_view(
+        st, installed_plan(st.fabric, st.jobs.values()))
     fresh = desired_tables(st.fabric, st.jobs.values(), ecmp=svc.settings.ecmp)
     kept = svc.tx.current_tables()
     assert set(kept) == set(fresh)

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from controller.enforcement.desired import DesiredTables
+from controller.enforcement.desired import DesiredTables, installed_plan
 from controller.enforcement.reconcile import Reconciler
 from controller.errors import ConflictError, InputError, InstallError
 from controller.service.change import Change, Outcome
@@ -38,6 +38,7 @@ class Transaction:
         self.name = name
         self.desired = DesiredTables(ecmp)  # desired tables, recomputed where changes touch
         self._tables: tuple = (None, {})
+        self._plan: tuple = (None, None)
 
     def current_tables(self) -> dict:
         """Desired tables of the committed state, asked for once per change (``DesiredTables``
@@ -47,6 +48,17 @@ class Transaction:
         if self._tables[0] != key:
             self._tables = (key, self.desired.tables(st.fabric, st.jobs.values()))
         return self._tables[1]
+
+    def current_plan(self):
+        """The running jobs and their installed routes as one Plan (``installed_plan``; None
+        without a fabric or jobs), computed once per state version: the links view and the
+        metrics ask for it on every request (40 ms for 1,120 flows on a k = 16 fat-tree)."""
+        st = self.state
+        key = (st.version, id(st.fabric), id(st.jobs))
+        if self._plan[0] != key:
+            plan = installed_plan(st.fabric, st.jobs.values()) if st.fabric else None
+            self._plan = (key, plan)
+        return self._plan[1]
 
     def apply(self, change: Change) -> Outcome:
         """Install and commit ``change``; on error nothing changed and the error is raised."""
