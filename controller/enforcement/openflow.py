@@ -12,6 +12,7 @@ Match fields use the OXM names that Ryu's ``OFPMatch`` takes as keywords (``in_p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
@@ -39,9 +40,11 @@ class FlowRule:
     goto: int | None = None
     cookie: int = 0
 
-    @property
+    @cached_property
     def key(self) -> tuple:
-        """What identifies an entry on the switch (OpenFlow's strict match)."""
+        """What identifies an entry on the switch (OpenFlow's strict match); kept on the
+        entry (diffs and shadows ask for it several times per entry, hundreds of thousands
+        of times for a fabric's static entries)."""
         return (self.dpid, self.table, self.priority, self.match)
 
     def match_dict(self) -> dict:
