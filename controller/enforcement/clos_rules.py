@@ -344,14 +344,48 @@ def _core(f: Clos, core: str, pl: PlaneView):
 
 def clos_all_static(fabric: Clos, ecmp: str = "per-tier"
                     ) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
+    return clos_static_update(fabric, ecmp)[0]
+
+
+def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | None = None
+                       ) -> tuple[dict, dict]:
+    """(static entries per dpid, link-state inputs per dpid, ``static_inputs``). ``before``:
+    that pair of a fabric with the same switches, ports, hosts and bundles in another link
+    state; a switch whose inputs are equal there keeps its entries (the very lists), so a
+    link down recomputes the few switches it changes. One ``PlaneView`` per plane keeps its
+    answers across the switches."""
     views: dict[int, PlaneView] = {}  # per plane, its answers kept for this computation
-    out = {}
+    tables, inputs = {}, {}
+    old_tables, old_inputs = before or ({}, {})
     for sw in fabric.tier_of:
         q = fabric.plane_of[sw]
         if q not in views:
             views[q] = PlaneView(fabric, sw, keep=True)
-        out[fabric.dpids[sw]] = clos_static_rules(fabric, sw, ecmp, views[q])
-    return out
+        dpid = fabric.dpids[sw]
+        inputs[dpid] = static_inputs(fabric, sw, views[q])
+        if dpid in old_tables and old_inputs.get(dpid) == inputs[dpid]:
+            tables[dpid] = old_tables[dpid]
+        else:
+            tables[dpid] = clos_static_rules(fabric, sw, ecmp, views[q])
+    return tables, inputs
+
+
+def static_inputs(fabric: Clos, switch: str, pl: PlaneView) -> tuple:
+    """Everything of the link state that ``clos_static_rules`` reads for ``switch``: the
+    alive members of its links, and a leaf's or an aggregation switch's classes. Equal
+    inputs on two fabrics of the same wiring give equal static entries."""
+    tier, pod = fabric.tier_of[switch], pl.pod_of.get(switch)
+    if tier == 0:
+        return (tuple(alive_of(fabric, switch, a) for a in pl.p.aggs[pod]),
+                tuple((u, tuple(ls)) for u, ls in pl.leaf_classes(switch)))
+    if tier == 1:
+        slot = pl.p.aggs[pod].index(switch)
+        cores = pl.p.cores[slot] if slot < len(pl.p.cores) else []
+        return (tuple(alive_of(fabric, switch, l) for l in pl.leaves_of(pod)),
+                tuple(alive_of(fabric, switch, c) for c in cores),
+                tuple((u, tuple(ps)) for u, ps in pl.agg_classes(switch)))
+    g = next(i for i, grp in enumerate(pl.p.cores) if switch in grp)
+    return tuple(alive_of(fabric, switch, aggs[g]) for aggs in pl.p.aggs)
 
 
 def clos_flow_match(fabric: Clos, flow: Flow, sport: int, leaf: str) -> dict:
