@@ -35,7 +35,11 @@ work, applying messages to dicts, is included and small. ``ratio`` is the fat-tr
 over the two-tier one. ``--profile DIR`` also writes a cProfile of every phase there and
 prints its top entries by cumulative and own time.
 
-    python -m benchmarks.controlplane --fat-tree 16 [--out bench/controlplane.json]
+``--per-host`` stripes the hosts' addresses across the leaves (``benchmarks.entries.striped``):
+no leaf or pod has a prefix of its own, so aggregation switches, spines and cores hold an
+entry per host (about 1,100 each at k = 16), as every fabric did before prefixes.
+
+    python -m benchmarks.controlplane --fat-tree 16 [--per-host] [--out bench/controlplane.json]
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ import sys
 import tempfile
 import time
 
+from benchmarks.entries import striped
 from controller.model.clos import Clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.service import api
@@ -131,7 +136,8 @@ class Bench:
         print(f"{self.name}: {phase}: {seconds * 1e3:,.1f} ms ({doc['cpu_s'] * 1e3:,.1f} ms "
               f"CPU), {doc['messages']:,} messages", file=sys.stderr, flush=True)
         if prof:
-            path = os.path.join(self.profile, f"{self.name.split()[0]}-{phase}.prof")
+            tag = self.name.split()[0] + ("-per-host" if "per host" in self.name else "")
+            path = os.path.join(self.profile, f"{tag}-{phase}.prof")
             prof.dump_stats(path)
             doc["profile"] = path
         return result
@@ -195,14 +201,14 @@ class Bench:
         return {"ms": out}
 
     def core_link(self) -> tuple[str, str]:
-        """(lower, upper) of a link the ring's first routed flow crosses at the top."""
+        """(lower, upper) of the top link of the first ring flow that crosses the core (two
+        tiers: the uplink of the first routed flow)."""
         view = api.handle(self.svc, "GET", "/v1/jobs/ring")[1]
-        for r in view["routes"]:
-            path = r.get("path")
+        paths = [r.get("path") for r in view["routes"]]
+        for path in paths:
             if path and len(path) == 5:
                 return path[1], path[2]
-            if path and len(path) == 3:
-                return path[0], path[1]
+        for r in view["routes"]:
             if r.get("spine") is not None:  # a leaf-spine route names its spine
                 return self.fabric.hosts[r["src"]], r["spine"]
         raise RuntimeError("no routed ring flow")
@@ -266,6 +272,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=None, help="JSON results (bench/controlplane.json)")
     ap.add_argument("--profile", default=None, metavar="DIR",
                     help="write a cProfile of every phase to DIR and print its top entries")
+    ap.add_argument("--per-host", action="store_true",
+                    help="stripe the hosts' addresses across the leaves (benchmarks/entries.py's "
+                         "per_host): no leaf or pod has a prefix of its own, every switch "
+                         "above the leaves holds an entry per host, as before prefixes")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="run every fabric N times and keep each phase's fastest run (a "
                          "shared machine's noise only ever adds time)")
@@ -279,9 +289,15 @@ def main(argv=None) -> int:
         fabrics.append((f"fat-tree k={args.fat_tree}", lambda: fat_tree(args.fat_tree)))
     if args.only != "fat-tree":
         fabrics.append(("leaf-spine {} x {} x {}".format(*PAPER), leaf_spine))
-    result = {"command": "python -m benchmarks.controlplane --fat-tree "
-                         f"{args.fat_tree}" + (f" --repeat {args.repeat}" if args.repeat > 1 else ""),
-              "python": sys.version.split()[0], "repeat": args.repeat, "fabrics": []}
+    if args.per_host:
+        fabrics = [(f"{name}, per host", lambda build=build: striped(build()))
+                   for name, build in fabrics]
+    command = " ".join(["python -m benchmarks.controlplane", f"--fat-tree {args.fat_tree}"]
+                       + (["--per-host"] if args.per_host else [])
+                       + ([f"--repeat {args.repeat}"] if args.repeat > 1 else [])
+                       + ([f"--only {args.only}"] if args.only else []))
+    result = {"command": command, "python": sys.version.split()[0], "repeat": args.repeat,
+              "per_host": args.per_host, "fabrics": []}
     with tempfile.TemporaryDirectory() as tmp:
         for k, (name, build) in enumerate(fabrics):
             runs = []
