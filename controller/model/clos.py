@@ -157,9 +157,13 @@ class Clos(HostLookup):
                 for up in self.neighbours(s) if self.tier_of.get(up, -1) > self.tier_of[s]]
 
     def with_down(self, down) -> Clos:
-        """A copy with another set of failed links (the model is immutable in use)."""
-        return replace(self, down=set(down), down_switches=set(self.down_switches),
-                       wiring=dict(self.wiring))
+        """A copy with another set of failed links (the model is immutable in use); it keeps
+        the destination prefixes, which depend on the hosts only."""
+        out = replace(self, down=set(down), down_switches=set(self.down_switches),
+                      wiring=dict(self.wiring))
+        if PREFIX_CACHE in self.__dict__:
+            out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
+        return out
 
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
     @property

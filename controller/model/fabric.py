@@ -318,9 +318,13 @@ class Fabric(HostLookup):
         return [(leaf, spine) for leaf in self.leaves for spine in self.spines]
 
     def with_down(self, down: Iterable[tuple[str, str]]) -> Fabric:
-        """A copy with another set of failed links (the model is immutable in use)."""
-        return Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
-                      set(down), dict(self.extra))
+        """A copy with another set of failed links (the model is immutable in use); it keeps
+        the destination prefixes, which depend on the hosts only."""
+        out = Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
+                     set(down), dict(self.extra))
+        if PREFIX_CACHE in self.__dict__:
+            out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
+        return out
 
 
 def spine_list(mask: int) -> list[int]:
