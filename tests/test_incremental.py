@@ -247,22 +247,30 @@ def test_kept_static_entries_follow_the_fabric_object():
 
 
 @pytest.mark.parametrize("fabric", [bundled_fat_tree(), Clos.fat_tree(4, 2, planes=2).wire(),
-                                    Clos.leaf_spine(3, 4, 1, bundle=2).wire()],
-                         ids=["bundled", "two-planes", "leaf-spine"])
-def test_static_entries_follow_a_walk_of_link_states(fabric):
-    """Links, members and switches going down and up at random: every state's kept tables
-    (only the switches whose link-state inputs changed recomputed) equal a rebuild."""
+                                    Clos.leaf_spine(3, 4, 1, bundle=2).wire(),
+                                    Fabric.generate(3, 4, 2, wiring=True)],
+                         ids=["bundled", "two-planes", "leaf-spine", "two-tier"])
+def test_tables_follow_a_walk_of_link_states(fabric):
+    """Links, members and switches going down and up at random under jobs in flow and sr
+    mode: every state's kept tables (only the switches whose link-state inputs changed
+    recomputed, flow entries that read only the wiring kept) equal a rebuild."""
     rng = random.Random(11)
     links = fabric.links()
     kept = DesiredTables()
+    _, svc, _ = start(fabric)
+    hosts = sorted(fabric.hosts)
+    assert call(svc, "POST", "/v1/jobs", ring(hosts[::2], "r"))[0] == 201
+    assert call(svc, "POST", "/v1/jobs", flows(hosts[1::2], "s", mode="sr"))[0] == 201
+    records = list(svc.state.jobs.values())
     down: set = set()
     for _ in range(25):
         lower, upper = rng.choice(links)
-        n = fabric.bundle(lower, upper)
+        n = fabric.bundle(lower, upper) if isinstance(fabric, Clos) else 1
         item = (lower, upper) if n == 1 or rng.random() < 0.5 else (lower, upper, rng.randrange(n))
         down ^= {item}
         state = fabric.with_down(down) if down else fabric
-        if rng.random() < 0.2:
+        if isinstance(fabric, Clos) and rng.random() < 0.2:
             state = fabric.with_down(down)
             state.down_switches = {rng.choice(state.switches())}
-        assert kept.tables(state, []) == desired_tables(state, []), sorted(down)
+        jobs = records if rng.random() < 0.7 else records[:1]
+        assert kept.tables(state, jobs) == desired_tables(state, jobs), sorted(down)

@@ -204,10 +204,22 @@ class PlaneView:
         key = ("classes", self.pod_of[leaf], live)
         if self.kept is not None and key in self.kept:
             return list(self.kept[key])
-        memo: dict = {}
+        f, pod, aggs = self.f, self.pod_of[leaf], self.p.aggs
+        slots = [(a, aggs[pod].index(a)) for a in live]
+        up: dict = {}  # (uplink, pod) -> some core of the uplink's group reaches that pod
         classes: dict[tuple, list[str]] = {}
-        for other in self.p.leaves:
-            usable = tuple(a for a in live if self.agg_reaches(a, other, memo))
+        for other in self.p.leaves:  # agg_reaches(a, other) for every live uplink a
+            there = self.pod_of[other]
+            if there == pod:
+                usable = tuple(a for a in live if alive(f, other, a))
+            else:
+                usable = []
+                for a, slot in slots:
+                    if (a, there) not in up:
+                        up[(a, there)] = bool(self.cores_reaching(a, there))
+                    if up[(a, there)] and alive(f, other, aggs[there][slot]):
+                        usable.append(a)
+                usable = tuple(usable)
             if other != leaf and usable and usable != live:
                 classes.setdefault(usable, []).append(other)
         if self.kept is not None:
@@ -395,6 +407,14 @@ def clos_flow_match(fabric: Clos, flow: Flow, sport: int, leaf: str) -> dict:
     q = fabric.plane_of[leaf]
     return dict(flow_match(fabric, flow, sport), in_port=fabric.port(leaf, flow.src),
                 ipv4_src=fabric.ip_of(flow.src, q), ipv4_dst=fabric.ip_of(flow.dst, q))
+
+
+def flow_rules_read_links(mode: str, parts) -> bool:
+    """Whether ``clos_flow_rules`` reads the link state for a flow's ``parts`` in ``mode``:
+    sr's labels and pinned bundle members do (the alive members); a flow entry on a path
+    without members reads only the wiring, so it stays the same in any link state."""
+    return bool(mode_of(mode).labels) or any(
+        getattr(where, "members", None) is not None for where, _ in parts or ())
 
 
 def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,

@@ -10,7 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
-from controller.enforcement.clos_rules import clos_all_static, clos_flow_rules, clos_static_update
+from controller.enforcement.clos_rules import (
+    clos_all_static,
+    clos_flow_rules,
+    clos_static_update,
+    flow_rules_read_links,
+)
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import all_static, flow_rules, part_sport
 from controller.errors import ConflictError
@@ -77,7 +82,8 @@ class DesiredTables:
       (``clos_rules.clos_static_update``: a core link down recomputes 18 of a k = 16
       fat-tree's 320 switches); a switch whose recomputed entries are equal keeps the
       previous lists.
-    * A flow's entries once per fabric object and (job number, mode, flow, parts).
+    * A flow's entries once per (job number, mode, flow, parts), and again on another link
+      state only where they read it (sr's labels, pinned bundle members).
     * A switch's (rules, groups) is the previous tuple itself when neither its static
       entries nor its job entries changed, so the reconciler skips its diff
       (``Reconciler.converge``).
@@ -98,8 +104,11 @@ class DesiredTables:
         if host is None:
             host = any(mode_of(r.mode).host_ports for r in records)
         static = self._static_of(fabric, host)
-        if self._fabric is not fabric:
-            self._fabric, self._flows = fabric, {}
+        if self._fabric is not fabric:  # on a link change, entries of the wiring alone stay
+            same = self._fabric is not None and same_wiring(self._fabric, fabric)
+            self._flows = {k: v for k, v in self._flows.items()
+                           if same and not _reads_links(fabric, k[1], k[3])}
+            self._fabric = fabric
         kept, used = self._flows, {}
         owner: dict[tuple, tuple] = {}
         jobs: dict[int, list] = {}
@@ -160,12 +169,23 @@ class DesiredTables:
         return tables
 
 
-def same_wiring(a: Clos, b: Clos) -> bool:
+def same_wiring(a: Fabric | Clos, b: Fabric | Clos) -> bool:
     """Two fabric objects of one declared fabric (``with_down`` copies): the same switches,
-    ports, hosts, addresses and bundles, shared by identity; only the link state differs."""
-    return (a.planes is b.planes and a.host_leaves is b.host_leaves and a.bundles is b.bundles
-            and a.bundle_default is b.bundle_default
-            and all(a.wiring.get(k) is b.wiring.get(k) for k in WIRING))
+    ports, hosts, addresses (and bundles); only the link state differs. A Clos copy shares
+    its structure by identity; a two-tier copy has equal lists and the same wiring."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Clos):
+        return (a.planes is b.planes and a.host_leaves is b.host_leaves
+                and a.bundles is b.bundles and a.bundle_default is b.bundle_default
+                and all(a.wiring.get(k) is b.wiring.get(k) for k in WIRING))
+    return (a.spines == b.spines and a.leaves == b.leaves and a.hosts == b.hosts
+            and all(a.extra.get(k) is b.extra.get(k) for k in WIRING))
+
+
+def _reads_links(fabric: Fabric | Clos, mode: str, parts) -> bool:
+    """Whether a flow's entries depend on the link state (two tiers: never)."""
+    return isinstance(fabric, Clos) and flow_rules_read_links(mode, parts)
 
 
 def _named(flow, parts, entry) -> str:
