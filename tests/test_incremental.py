@@ -5,7 +5,7 @@ computed together (link-state answers kept per plane) against each switch alone;
 desired tables kept between changes (``desired.DesiredTables``) against ``desired_tables``
 after every operation of a sequence (posts in every mode, a conflict, deletes, a link down
 and up, a switch away and back, a re-plan), with the switches holding exactly them, and the
-plan kept per state version against one built now."""
+plan kept per state version against one built now (links view, predictions)."""
 from __future__ import annotations
 
 import json
@@ -21,6 +21,7 @@ from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import parse_job
 from controller.service import api, views
+from controller.service.predictions import predict_all
 from controller.service.route_service import RouteService
 from controller.service.state import SwitchSeen, failed_links
 from emulation.harness.fake_switch import FakeSwitches
@@ -128,6 +129,7 @@ def same_as_from_scratch(svc, sw) -> None:
     st = svc.state
     assert views.links_view(st, svc.current_plan()) == views.links_view(
         st, installed_plan(st.fabric, st.jobs.values()))
+    assert predict_all(st, None, svc.current_plan) == predict_all(st)
     fresh = desired_tables(st.fabric, st.jobs.values(), ecmp=svc.settings.ecmp)
     kept = svc.tx.current_tables()
     assert set(kept) == set(fresh)

@@ -483,7 +483,8 @@ class RouteService:
         r = self.state.jobs.get(job_id)
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
-        return views.full_job_view(self.state, r, self.predictions.of(self.state, job_id),
+        prediction = self.predictions.of(self.state, job_id, self.current_plan)
+        return views.full_job_view(self.state, r, prediction,
                                    self.host.ports.get(job_id), self.finder.link_speed(),
                                    self.learning.explain(self.state, self.settings, r))
 
