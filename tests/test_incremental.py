@@ -5,16 +5,20 @@ computed together (link-state answers kept per plane) against each switch alone;
 desired tables kept between changes (``desired.DesiredTables``) against ``desired_tables``
 after every operation of a sequence (posts in every mode, a conflict, deletes, a link down
 and up, a switch away and back, a re-plan), with the switches holding exactly them, and the
-plan kept per state version against one built now (links view, predictions)."""
+plan kept per state version against one built now (links view, predictions); a diff of a
+switch's job entries alone against a whole diff."""
 from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 
 import pytest
 
 from controller.enforcement.clos_rules import clos_all_static, clos_static_rules
 from controller.enforcement.desired import DesiredTables, desired_tables, installed_plan
+from controller.enforcement.openflow import GroupEntry, SwitchState, diff, diff_jobs, job_cookie, rule
+from controller.enforcement.openflow import apply as apply_messages
 from controller.errors import ConflictError
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
@@ -216,6 +220,8 @@ def test_a_post_gives_new_lists_only_to_the_switches_it_touches():
     assert touched and {d for d in after if after[d] is not before[d]} == touched
     # the switches not touched were not diffed either: their shadow's basis is unchanged
     assert all(svc.reconciler.basis[d][1] is before[d][0] for d in after if d not in touched)
+    # the touched ones name their static entries: their job entries alone were diffed
+    assert all(after[d][0].static is before[d][0] for d in touched)
 
 
 def test_kept_tables_refuse_a_conflict_as_a_rebuild_does():
@@ -276,3 +282,20 @@ def test_tables_follow_a_walk_of_link_states(fabric):
             state.down_switches = {rng.choice(state.switches())}
         jobs = records if rng.random() < 0.7 else records[:1]
         assert kept.tables(state, jobs) == desired_tables(state, jobs), sorted(down)
+
+
+def test_a_diff_of_the_job_entries_alone_equals_a_whole_diff():
+    """``diff_jobs`` gives the messages ``diff`` gives, in the same order, for a shadow that
+    holds the same static entries and other job entries (added, kept, changed, removed)."""
+    rng = random.Random(5)
+    static = [rule(1, 0, 100 + i, {"in_port": i}) for i in range(40)]
+    groups = [GroupEntry(1, 7, ((("output", 1),), (("output", 2),)))]
+    job = [rule(1, 0, 500, {"in_port": i, "ip_proto": 6}, [("output", i % 3 + 1)],
+                cookie=job_cookie(1)) for i in range(30)]
+    for _ in range(50):
+        had = rng.sample(job, rng.randint(0, 30))
+        want = rng.sample(job, rng.randint(0, 30))
+        want = [replace(x, actions=(("output", 9),)) if rng.random() < 0.2 else x for x in want]
+        have = SwitchState()
+        apply_messages(have, diff(1, have, static + had, groups)[0])
+        assert diff_jobs(have, want, had) == diff(1, have, static + want, groups)

@@ -18,7 +18,14 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from controller.enforcement.openflow import COOKIE_STATIC, Message, SwitchState, apply, diff
+from controller.enforcement.openflow import (
+    COOKIE_STATIC,
+    Message,
+    SwitchState,
+    apply,
+    diff,
+    diff_jobs,
+)
 from controller.errors import ConflictError, InstallError
 
 
@@ -33,6 +40,13 @@ class Installer(Protocol):
 
     def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
         """Send a frame out of a switch port (LLDP and ARP probes of discovery)."""
+
+
+def _parts(rules: list) -> tuple[list, list]:
+    """(static entries, job entries) of a switch's wanted rules: a ``desired.Entries`` says
+    them; any other list counts as static entries alone."""
+    static = getattr(rules, "static", None)
+    return (rules, ()) if static is None else (static, rules.jobs)
 
 
 class Reconciler:
@@ -145,17 +159,23 @@ class Reconciler:
     def converge(self, want: dict) -> dict:
         """Bring every synchronised switch to ``want``: additions first, then deletions. A
         switch whose wanted lists are the very ones its shadow was brought to last is not
-        diffed (``desired.DesiredTables`` hands unchanged switches the same lists)."""
+        diffed (``desired.DesiredTables`` hands unchanged switches the same lists); one whose
+        static entries are the same list is diffed by its jobs' entries only
+        (``desired.Entries``, ``openflow.diff_jobs``)."""
         t0 = time.perf_counter()
         makes, breaks, reached = {}, {}, {}
         for dpid, state in self.installed.items():
             rules, groups = want.get(dpid, ([], []))
             basis = self.basis.get(dpid)
-            if basis is not None and basis[0] is state and basis[1] is rules \
-                    and basis[2] is groups:
+            if basis is None or basis[0] is not state or basis[2] is not groups:
+                make, brk = diff(dpid, state, rules, groups)
+            elif basis[1] is rules:
                 continue
+            elif _parts(basis[1])[0] is _parts(rules)[0]:  # the same static entries
+                make, brk = diff_jobs(state, _parts(rules)[1], _parts(basis[1])[1])
+            else:
+                make, brk = diff(dpid, state, rules, groups)
             reached[dpid] = (state, rules, groups)
-            make, brk = diff(dpid, state, rules, groups)
             if make:
                 makes[dpid] = make
             if brk:
