@@ -17,7 +17,7 @@ from controller.enforcement.clos_rules import (
     flow_rules_read_links,
 )
 from controller.enforcement.modes import mode_of
-from controller.enforcement.rules import all_static, flow_rules, part_sport
+from controller.enforcement.rules import all_static, flow_rules, part_sport, static_update
 from controller.errors import ConflictError
 from controller.model.clos import Clos
 from controller.model.clos_wiring import WIRING
@@ -85,11 +85,11 @@ class DesiredTables:
     same entries in the same order, computed from what changed since the last call.
 
     * Static entries once per fabric object and host pipeline (the last two are kept: a
-      change and the state it replaces). On a Clos in another link state of the same
-      wiring only the switches whose link-state inputs changed are recomputed
-      (``clos_rules.clos_static_update``: a core link down recomputes 18 of a k = 16
-      fat-tree's 320 switches); a switch whose recomputed entries are equal keeps the
-      previous lists.
+      change and the state it replaces). In another link state of the same wiring only
+      the switches whose link-state inputs changed are recomputed
+      (``clos_rules.clos_static_update``, ``rules.static_update``: a core link down
+      recomputes 17 of a k = 16 fat-tree's 320 switches); a switch whose recomputed
+      entries are equal keeps the previous lists.
     * A flow's entries once per (job number, mode, flow, parts), and again on another link
       state only where they read it (sr's labels, pinned bundle members).
     * A switch's (rules, groups) is the previous tuple itself when neither its static
@@ -172,10 +172,11 @@ class DesiredTables:
             if f is fabric and h == host:
                 return tables
         inputs = None
-        if isinstance(fabric, Clos) and not host:  # a switch whose inputs stay keeps its lists
+        if not host:  # a switch whose link-state inputs stay keeps its lists
             before = next(((t, i) for f, h, t, i in reversed(self._static)
                            if i is not None and same_wiring(f, fabric)), None)
-            tables, inputs = clos_static_update(fabric, self.ecmp, before)
+            tables, inputs = clos_static_update(fabric, self.ecmp, before) \
+                if isinstance(fabric, Clos) else static_update(fabric, before)
         else:
             tables = static_tables(fabric, host, self.ecmp)
         kept = [t for _, _, t, _ in reversed(self._static)]
