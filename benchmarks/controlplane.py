@@ -15,7 +15,8 @@ timed with ``time.perf_counter``:
   them over), the declared fabric checked;
 * ``restart``: a new service on the same state file and the same switches, every switch
   connected again: tables read, diffed and nothing sent (``messages`` must be 0);
-* ``post_ring``: ``POST /v1/jobs`` of a 128-host ring All-Reduce across every leaf (pods)
+* ``post_ring``: ``POST /v1/jobs`` of a 128-host ring All-Reduce across every leaf, on a
+  fat-tree each rank's neighbour in another pod
   through the REST dispatcher (``api.handle``: parse, plan, desired tables, make before
   break, persistence, the answer's view);
 * ``post_all_to_all``: ``POST /v1/jobs`` of an all-to-all among 32 hosts (992 explicit flows)
@@ -82,7 +83,17 @@ def leaf_spine() -> Fabric:
 
 
 def _leaves(fabric) -> list[str]:
-    return list(fabric.leaves)
+    """The leaves, pods interleaved (on a fat-tree the first leaf of every pod, then the
+    second ...), so that neighbours in this order sit in different pods."""
+    if not isinstance(fabric, Clos):
+        return list(fabric.leaves)
+    p = fabric.planes[0]
+    rank: dict[int, int] = {}
+    order = []
+    for leaf, pod in zip(p.leaves, p.pod_of_leaf):
+        order.append((rank.get(pod, 0), pod, leaf))
+        rank[pod] = rank.get(pod, 0) + 1
+    return [leaf for _, _, leaf in sorted(order)]
 
 
 def _hosts_on(fabric, leaf) -> list[str]:
@@ -90,9 +101,10 @@ def _hosts_on(fabric, leaf) -> list[str]:
 
 
 def ring_hosts(fabric, n: int = RING_HOSTS) -> list[str]:
-    """``n`` hosts, consecutive ranks on different leaves (and, on a fat-tree, mostly on
-    different pods): the m-th host of every leaf, m = 0, 1, ..."""
+    """``n`` hosts, consecutive ranks on different leaves and, on a fat-tree, in different
+    pods (every ring flow crosses the core): the m-th host of every leaf, m = 0, 1, ..."""
     leaves = _leaves(fabric)
+    n = min(n, sum(len(_hosts_on(fabric, l)) - 1 for l in leaves))  # the last: all-to-all's
     out = []
     m = 0
     while len(out) < n:
@@ -102,9 +114,10 @@ def ring_hosts(fabric, n: int = RING_HOSTS) -> list[str]:
 
 
 def a2a_hosts(fabric, n: int = A2A_HOSTS) -> list[str]:
-    """``n`` hosts on ``n`` leaves spread over the fabric, the last host of each (not the
-    ring's)."""
-    leaves = _leaves(fabric)
+    """``n`` hosts on ``n`` leaves spread over the fabric (every pod of a k = 16 fat-tree),
+    the last host of each (not the ring's)."""
+    leaves = list(fabric.leaves)  # in declaration order: on a fat-tree, pod by pod
+    n = min(n, len(leaves))
     step = max(1, len(leaves) // n)
     return [_hosts_on(fabric, leaves[i * step])[-1] for i in range(n)]
 
@@ -305,6 +318,7 @@ def main(argv=None) -> int:
                 b = Bench(name, build(), os.path.join(tmp, f"state{k}-{r}.db"), args.profile)
                 runs.append(b.run())
             result["fabrics"].append(fastest(runs))
+    gc.unfreeze()  # the heaps frozen by each service built (a caller's process goes on)
     if len(result["fabrics"]) == 2:
         a, b = (x["phases"] for x in result["fabrics"])
         result["ratio"] = {p: round(a[p]["seconds"] / b[p]["seconds"], 2)
