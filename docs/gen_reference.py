@@ -787,7 +787,7 @@ CONTROLPLANE_PHASES = {
     "first_start": "first start: every switch connected, static entries computed and sent",
     "lldp_round": "one LLDP round: a probe out of every switch port, back as packet-ins",
     "restart": "restart on the state file, same switches (nothing sent)",
-    "post_ring": "POST of a 128-host ring across every leaf",
+    "post_ring": "POST of a 128-host ring across every leaf (fat-tree: every flow between pods)",
     "post_all_to_all": "POST of a 32-host all-to-all (992 flows), the ring running",
     "views": "GET /v1/jobs, /v1/jobs/ring, /v1/links, /v1/fabric, /v1/routes, /metrics",
     "link_down": "a core link down (two tiers: a leaf-spine link): re-plan and install",
