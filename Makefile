@@ -117,6 +117,7 @@ bench: install system
 	$(PY) -m benchmarks.fabrics
 	$(PY) -m benchmarks.patterns --out bench/patterns.json
 	$(PY) -m benchmarks.entries
+	$(PY) -m benchmarks.controlplane --fat-tree 16 --repeat 5 --out bench/controlplane.json
 	$(PY) -m benchmarks.emulation
 	$(PY) -m benchmarks.reconcile
 	$(PY) -m benchmarks.hostmode

@@ -156,26 +156,35 @@ def alive(fabric: Clos, lower: str, upper: str) -> bool:
 
 
 class PlaneView:
-    """The plane of a switch, with its pods and reachability (who can reach which leaf)."""
+    """The plane of a switch, with its pods and reachability (who can reach which leaf).
+    ``keep``: remember the answers about link state (cores reaching a pod, a pod's leaf
+    classes) for as long as the view lives: one computation of the fabric's static entries
+    (``clos_all_static``), which asks them for every switch of the plane."""
 
-    def __init__(self, fabric: Clos, switch: str):
+    def __init__(self, fabric: Clos, switch: str, keep: bool = False):
         self.f = fabric
         self.p = fabric.planes[fabric.plane_of[switch]]
         self.pod_of = {l: self.p.pod_of_leaf[i] for i, l in enumerate(self.p.leaves)}
         for k, aggs in enumerate(self.p.aggs):
             for a in aggs:
                 self.pod_of[a] = k
+        self.kept: dict | None = {} if keep else None
 
     def leaves_of(self, pod: int) -> list[str]:
         return [l for l in self.p.leaves if self.pod_of[l] == pod]
 
     def cores_reaching(self, agg: str, pod: int) -> list[str]:
         """Cores of ``agg``'s group alive on both sides, towards pod ``pod``."""
+        if self.kept is not None and (agg, pod) in self.kept:
+            return list(self.kept[(agg, pod)])
         slot = self.p.aggs[self.pod_of[agg]].index(agg)
         if slot >= len(self.p.cores):
             return []
         there = self.p.aggs[pod][slot]
-        return [c for c in self.p.cores[slot] if alive(self.f, agg, c) and alive(self.f, there, c)]
+        out = [c for c in self.p.cores[slot] if alive(self.f, agg, c) and alive(self.f, there, c)]
+        if self.kept is not None:
+            self.kept[(agg, pod)] = tuple(out)
+        return out
 
     def live_uplinks(self, leaf: str) -> tuple[str, ...]:
         """The leaf's alive uplinks, in slot order."""
@@ -184,16 +193,37 @@ class PlaneView:
     def leaf_classes(self, leaf: str) -> list[tuple[tuple, list[str]]]:
         """Destination leaves that not every live uplink reaches, grouped by the uplinks that
         do: [(usable aggregation switches, [leaves])], in leaf order. None while nothing is
-        down and every aggregation slot has a core group (or there is one pod)."""
+        down and every aggregation slot has a core group (or there is one pod). They depend
+        on the leaf's pod and live uplinks only (the leaf itself, and every leaf of its pod
+        with those uplinks, is reached by all of them), so a kept view computes them once
+        per pod and uplinks."""
         if not self.f.down and not self.f.down_switches and (
                 len(self.p.aggs) == 1 or all(len(a) <= len(self.p.cores) for a in self.p.aggs)):
             return []
-        live, memo = self.live_uplinks(leaf), {}
+        live = self.live_uplinks(leaf)
+        key = ("classes", self.pod_of[leaf], live)
+        if self.kept is not None and key in self.kept:
+            return list(self.kept[key])
+        f, pod, aggs = self.f, self.pod_of[leaf], self.p.aggs
+        slots = [(a, aggs[pod].index(a)) for a in live]
+        up: dict = {}  # (uplink, pod) -> some core of the uplink's group reaches that pod
         classes: dict[tuple, list[str]] = {}
-        for other in self.p.leaves:
-            usable = tuple(a for a in live if self.agg_reaches(a, other, memo))
+        for other in self.p.leaves:  # agg_reaches(a, other) for every live uplink a
+            there = self.pod_of[other]
+            if there == pod:
+                usable = tuple(a for a in live if alive(f, other, a))
+            else:
+                usable = []
+                for a, slot in slots:
+                    if (a, there) not in up:
+                        up[(a, there)] = bool(self.cores_reaching(a, there))
+                    if up[(a, there)] and alive(f, other, aggs[there][slot]):
+                        usable.append(a)
+                usable = tuple(usable)
             if other != leaf and usable and usable != live:
                 classes.setdefault(usable, []).append(other)
+        if self.kept is not None:
+            self.kept[key] = tuple(classes.items())
         return list(classes.items())
 
     def agg_classes(self, agg: str) -> list[tuple[tuple, list[int]]]:
@@ -222,12 +252,13 @@ class PlaneView:
         return up and alive(self.f, leaf, self.p.aggs[dst_pod][slot])
 
 
-def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier"
-                      ) -> tuple[list[FlowRule], list[GroupEntry]]:
+def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier",
+                      view: PlaneView | None = None) -> tuple[list[FlowRule], list[GroupEntry]]:
     """The static entries and groups of one switch; ``ecmp`` (one of ``ECMP_HASHES``) says
-    whether the aggregation switches' select groups decorrelate from the leaves'."""
+    whether the aggregation switches' select groups decorrelate from the leaves'. ``view``:
+    the switch's plane, kept across the switches of one computation."""
     check_ecmp(ecmp)
-    tier, pl = fabric.tier_of[switch], PlaneView(fabric, switch)
+    tier, pl = fabric.tier_of[switch], view or PlaneView(fabric, switch)
     if tier == 1:
         return _agg(fabric, switch, pl, ecmp)
     return (_leaf, None, _core)[tier](fabric, switch, pl)
@@ -325,7 +356,48 @@ def _core(f: Clos, core: str, pl: PlaneView):
 
 def clos_all_static(fabric: Clos, ecmp: str = "per-tier"
                     ) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
-    return {fabric.dpids[sw]: clos_static_rules(fabric, sw, ecmp) for sw in fabric.tier_of}
+    return clos_static_update(fabric, ecmp)[0]
+
+
+def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | None = None
+                       ) -> tuple[dict, dict]:
+    """(static entries per dpid, link-state inputs per dpid, ``static_inputs``). ``before``:
+    that pair of a fabric with the same switches, ports, hosts and bundles in another link
+    state; a switch whose inputs are equal there keeps its entries (the very lists), so a
+    link down recomputes the few switches it changes. One ``PlaneView`` per plane keeps its
+    answers across the switches."""
+    views: dict[int, PlaneView] = {}  # per plane, its answers kept for this computation
+    tables, inputs = {}, {}
+    old_tables, old_inputs = before or ({}, {})
+    for sw in fabric.tier_of:
+        q = fabric.plane_of[sw]
+        if q not in views:
+            views[q] = PlaneView(fabric, sw, keep=True)
+        dpid = fabric.dpids[sw]
+        inputs[dpid] = static_inputs(fabric, sw, views[q])
+        if dpid in old_tables and old_inputs.get(dpid) == inputs[dpid]:
+            tables[dpid] = old_tables[dpid]
+        else:
+            tables[dpid] = clos_static_rules(fabric, sw, ecmp, views[q])
+    return tables, inputs
+
+
+def static_inputs(fabric: Clos, switch: str, pl: PlaneView) -> tuple:
+    """Everything of the link state that ``clos_static_rules`` reads for ``switch``: the
+    alive members of its links, and a leaf's or an aggregation switch's classes. Equal
+    inputs on two fabrics of the same wiring give equal static entries."""
+    tier, pod = fabric.tier_of[switch], pl.pod_of.get(switch)
+    if tier == 0:
+        return (tuple(alive_of(fabric, switch, a) for a in pl.p.aggs[pod]),
+                tuple((u, tuple(ls)) for u, ls in pl.leaf_classes(switch)))
+    if tier == 1:
+        slot = pl.p.aggs[pod].index(switch)
+        cores = pl.p.cores[slot] if slot < len(pl.p.cores) else []
+        return (tuple(alive_of(fabric, switch, l) for l in pl.leaves_of(pod)),
+                tuple(alive_of(fabric, switch, c) for c in cores),
+                tuple((u, tuple(ps)) for u, ps in pl.agg_classes(switch)))
+    g = next(i for i, grp in enumerate(pl.p.cores) if switch in grp)
+    return tuple(alive_of(fabric, switch, aggs[g]) for aggs in pl.p.aggs)
 
 
 def clos_flow_match(fabric: Clos, flow: Flow, sport: int, leaf: str) -> dict:
@@ -335,6 +407,14 @@ def clos_flow_match(fabric: Clos, flow: Flow, sport: int, leaf: str) -> dict:
     q = fabric.plane_of[leaf]
     return dict(flow_match(fabric, flow, sport), in_port=fabric.port(leaf, flow.src),
                 ipv4_src=fabric.ip_of(flow.src, q), ipv4_dst=fabric.ip_of(flow.dst, q))
+
+
+def flow_rules_read_links(mode: str, parts) -> bool:
+    """Whether ``clos_flow_rules`` reads the link state for a flow's ``parts`` in ``mode``:
+    sr's labels and pinned bundle members do (the alive members); a flow entry on a path
+    without members reads only the wiring, so it stays the same in any link state."""
+    return bool(mode_of(mode).labels) or any(
+        getattr(where, "members", None) is not None for where, _ in parts or ())
 
 
 def clos_flow_rules(fabric: Clos, flow: Flow, path: list[str] | None, mode: str,

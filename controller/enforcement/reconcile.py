@@ -18,7 +18,14 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from controller.enforcement.openflow import COOKIE_STATIC, Message, SwitchState, apply, diff
+from controller.enforcement.openflow import (
+    COOKIE_STATIC,
+    Message,
+    SwitchState,
+    apply,
+    diff,
+    diff_jobs,
+)
 from controller.errors import ConflictError, InstallError
 
 
@@ -35,6 +42,13 @@ class Installer(Protocol):
         """Send a frame out of a switch port (LLDP and ARP probes of discovery)."""
 
 
+def _parts(rules: list) -> tuple[list, list]:
+    """(static entries, job entries) of a switch's wanted rules: a ``desired.Entries`` says
+    them; any other list counts as static entries alone."""
+    static = getattr(rules, "static", None)
+    return (rules, ()) if static is None else (static, rules.jobs)
+
+
 class Reconciler:
     def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex):
         self.installer = installer
@@ -44,16 +58,21 @@ class Reconciler:
         self.pending: set[int] = set()  # connected switches to read and repair
         self.syncing: set[int] = set()  # claimed: being read outside the service lock
         self.last_sync: dict[int, dict] = {}  # dpid -> what its last read-and-repair sent
+        # dpid -> (shadow, rules, groups): the wanted lists its shadow was last brought to;
+        # while the shadow object and both lists are the same, a converge has nothing to send
+        self.basis: dict[int, tuple] = {}
 
     # ---- switches coming and going --------------------------------------------------------
     def connected(self, dpid: int) -> None:
         """Queued to be read; a read of an earlier connection in flight is dropped."""
         self.installed.pop(dpid, None)
+        self.basis.pop(dpid, None)
         self.syncing.discard(dpid)
         self.pending.add(dpid)
 
     def disconnected(self, dpid: int) -> None:
         self.installed.pop(dpid, None)
+        self.basis.pop(dpid, None)
         self.pending.discard(dpid)
         self.syncing.discard(dpid)
 
@@ -61,6 +80,7 @@ class Reconciler:
         """Stop managing switches that ``keep`` rejects (not part of the fabric any more)."""
         for dpid in [d for d in self.installed if not keep(d)]:
             del self.installed[dpid]
+            self.basis.pop(dpid, None)
         self.pending = {d for d in self.pending if keep(d)}
 
     def drain(self, want: dict) -> list[tuple[int, str]]:
@@ -111,6 +131,7 @@ class Reconciler:
             self._send({dpid: brk})
             apply(have, brk)
         self.installed[dpid] = have
+        self.basis[dpid] = (have, rules, groups)
         self.pending.discard(dpid)
         self.counters["reconnects"] += 1
         stats = self._count(make, brk)
@@ -136,11 +157,25 @@ class Reconciler:
                                     "cannot install its rules")
 
     def converge(self, want: dict) -> dict:
-        """Bring every synchronised switch to ``want``: additions first, then deletions."""
+        """Bring every synchronised switch to ``want``: additions first, then deletions. A
+        switch whose wanted lists are the very ones its shadow was brought to last is not
+        diffed (``desired.DesiredTables`` hands unchanged switches the same lists); one whose
+        static entries are the same list is diffed by its jobs' entries only
+        (``desired.Entries``, ``openflow.diff_jobs``)."""
         t0 = time.perf_counter()
-        makes, breaks = {}, {}
+        makes, breaks, reached = {}, {}, {}
         for dpid, state in self.installed.items():
-            make, brk = diff(dpid, state, *want.get(dpid, ([], [])))
+            rules, groups = want.get(dpid, ([], []))
+            basis = self.basis.get(dpid)
+            if basis is None or basis[0] is not state or basis[2] is not groups:
+                make, brk = diff(dpid, state, rules, groups)
+            elif basis[1] is rules:
+                continue
+            elif _parts(basis[1])[0] is _parts(rules)[0]:  # the same static entries
+                make, brk = diff_jobs(state, _parts(rules)[1], _parts(basis[1])[1])
+            else:
+                make, brk = diff(dpid, state, rules, groups)
+            reached[dpid] = (state, rules, groups)
             if make:
                 makes[dpid] = make
             if brk:
@@ -165,6 +200,9 @@ class Reconciler:
             breaks = {}
         for dpid, msgs in breaks.items():
             apply(self.installed[dpid], msgs)
+        for dpid, basis in reached.items():
+            if self.installed.get(dpid) is basis[0]:
+                self.basis[dpid] = basis
         stats = self._count([m for ms in makes.values() for m in ms],
                             [m for ms in breaks.values() for m in ms])
         self.counters["installs"] += 1

@@ -79,7 +79,9 @@ def link_up(fabric: Fabric, leaf: str, spine: str) -> bool:
     return (leaf, spine) not in fabric.down
 
 
-def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[GroupEntry]]:
+def static_rules(fabric: Fabric, switch: str, classes: list | None = None
+                 ) -> tuple[list[FlowRule], list[GroupEntry]]:
+    """``classes``: a leaf's ``host_classes``, if the caller has them."""
     dpid = fabric.dpids[switch]
     ip = fabric.host_ip
     rules: list[FlowRule] = [lldp_trap(dpid)]
@@ -107,7 +109,8 @@ def static_rules(fabric: Fabric, switch: str) -> tuple[list[FlowRule], list[Grou
         # a destination leaf that some live uplink cannot reach (a spine lost its link to it)
         # gets a select group over the uplinks that do, host by host: unplanned traffic
         # (acknowledgements of planned flows too) never goes to a spine without a way on
-        for c, (usable, leaves) in enumerate(host_classes(fabric, switch)):
+        classes = host_classes(fabric, switch) if classes is None else classes
+        for c, (usable, leaves) in enumerate(classes):
             gid = DEFAULT_GROUP + 1 + c
             groups.append(GroupEntry(dpid, gid, tuple((("output", fabric.port(switch, u)),)
                                                       for u in usable)))
@@ -199,6 +202,32 @@ def flow_rules(fabric: Fabric, flow: Flow, parts, mode: str, job_number: int) ->
         out.append(rule(dpid, T_CLASSIFY, PRIO_PLANNED + len(match), match, actions,
                         cookie=job_cookie(job_number)))
     return out
+
+
+def static_update(fabric: Fabric, before: tuple | None = None) -> tuple[dict, dict]:
+    """(static entries per dpid, link-state inputs per dpid) of every switch, without host
+    mode's pipeline. ``before``: that pair of a fabric of the same wiring in another link
+    state; a switch whose inputs (a leaf's live uplinks and classes, which leaves a spine
+    reaches) are equal there keeps its entries, the very lists. A leaf's classes depend on
+    its live uplinks only, so they are computed once per set of them."""
+    old_tables, old_inputs = before or ({}, {})
+    classes: dict[tuple, list] = {}
+    tables, inputs = {}, {}
+    for sw in fabric.spines + fabric.leaves:
+        dpid, these = fabric.dpids[sw], None
+        if sw in fabric.leaf_index:
+            live = tuple(live_uplinks(fabric, sw))
+            if live not in classes:
+                classes[live] = host_classes(fabric, sw)
+            these = classes[live]
+            inputs[dpid] = (live, tuple((u, tuple(ls)) for u, ls in these))
+        else:
+            inputs[dpid] = tuple(link_up(fabric, leaf, sw) for leaf in fabric.leaves)
+        if dpid in old_tables and old_inputs.get(dpid) == inputs[dpid]:
+            tables[dpid] = old_tables[dpid]
+        else:
+            tables[dpid] = static_rules(fabric, sw, these)
+    return tables, inputs
 
 
 def all_static(fabric: Fabric, host: bool = False
@@ -323,6 +352,6 @@ def class_tables(fabric, switch: str, classes, shift: int = 0, entries=None) -> 
 
 
 __all__ = ["COOKIE_STATIC", "static_rules", "flow_rules", "flow_match", "part_sport",
-           "all_static", "spine_label", "leaf_label", "host_static_rules", "live_uplinks",
+           "all_static", "static_update", "spine_label", "leaf_label", "host_static_rules", "live_uplinks",
            "sport_buckets", "sport_entries", "class_tables", "usable_uplinks", "host_classes", "PROBE_DSCP",
            "ROCE_DPORT"]

@@ -31,13 +31,14 @@ from dataclasses import dataclass, field, replace
 from controller.errors import InputError
 from controller.model import clos_wiring
 from controller.model.clos_wiring import WIRING, per_plane
-from controller.model.fabric import Fabric, HostLookup
+from controller.model.fabric import DERIVED, Fabric, HostLookup
 from controller.model.prefixes import CACHE as PREFIX_CACHE
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
 _KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "bundle", "bundles",
          "down", "down_switches", "name"} | WIRING
 _PLANE_KEYS = {"spines", "leaves", "pods", "cores", "name"}
+_MEMBERS = tuple(tuple(range(n)) for n in range(9))  # the members of a bundle of n, all up
 _TWO_TIER_EXTRAS = {"planes", "pods", "cores", "bundle", "bundles", "down_switches"}
 
 
@@ -73,6 +74,7 @@ class Clos(HostLookup):
 
     def __post_init__(self) -> None:
         self.__dict__.pop(PREFIX_CACHE, None)  # derived from the hosts: recomputed
+        self.__dict__.pop(DERIVED, None)
         self.__dict__.pop("_leaf_spine", None)  # likewise (``as_leaf_spine``)
         self.hosts = {h: ls[0] for h, ls in self.host_leaves.items()}  # first plane's leaf
         self.dpids: dict[str, int] = dict(self.wiring.get("dpids", {}))
@@ -118,11 +120,23 @@ class Clos(HostLookup):
                 or (self.bundle_default["core"] > 1 and any(p.cores for p in self.planes)))
 
     def alive_members(self, lower: str, upper: str) -> tuple[int, ...]:
-        """The members of the link (lower, upper) that are up, both switches up too."""
-        if (lower, upper) in self.down or {lower, upper} & self.down_switches:
-            return ()
-        return tuple(m for m in range(self.bundle(lower, upper))
-                     if (lower, upper, m) not in self.down)
+        """The members of the link (lower, upper) that are up, both switches up too. The
+        static entries ask for every link again and again: with something down the answers
+        are kept on the fabric object (immutable in use)."""
+        if not self.down and not self.down_switches:
+            n = self.bundle(lower, upper)
+            return _MEMBERS[n] if 0 <= n < len(_MEMBERS) else tuple(range(n))
+        kept = self.derived("alive_members", lambda _: {})
+        got = kept.get((lower, upper))
+        if got is None:
+            if (lower, upper) in self.down or lower in self.down_switches \
+                    or upper in self.down_switches:
+                got = ()
+            else:
+                got = tuple(m for m in range(self.bundle(lower, upper))
+                            if (lower, upper, m) not in self.down)
+            kept[(lower, upper)] = got
+        return got
 
     @property
     def leaves(self) -> list[str]:
@@ -144,9 +158,13 @@ class Clos(HostLookup):
                 for up in self.neighbours(s) if self.tier_of.get(up, -1) > self.tier_of[s]]
 
     def with_down(self, down) -> Clos:
-        """A copy with another set of failed links (the model is immutable in use)."""
-        return replace(self, down=set(down), down_switches=set(self.down_switches),
-                       wiring=dict(self.wiring))
+        """A copy with another set of failed links (the model is immutable in use); it keeps
+        the destination prefixes, which depend on the hosts only."""
+        out = replace(self, down=set(down), down_switches=set(self.down_switches),
+                      wiring=dict(self.wiring))
+        if PREFIX_CACHE in self.__dict__:
+            out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
+        return out
 
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
     @property

@@ -17,9 +17,20 @@ _FABRIC_KEYS = {"spines", "leaves", "hosts", "link_gbps", "down"}
 _WIRING_KEYS = {"dpids", "ports", "host_ip", "host_mac"}
 
 
+DERIVED = "_derived"  # the fabric object's attribute holding values computed from it once
+
+
 class HostLookup:
     """What every fabric model answers about hosts and ports (``Fabric`` and
     ``model.clos.Clos``): needs ``hosts`` (host -> leaf), ``host_ip`` and ``ports``."""
+
+    def derived(self, name: str, build):
+        """``build(self)``, computed once per fabric object and kept on it (a model is
+        immutable in use; ``__post_init__`` drops what was kept)."""
+        cache = self.__dict__.setdefault(DERIVED, {})
+        if name not in cache:
+            cache[name] = build(self)
+        return cache[name]
 
     def port(self, switch: str, peer: str) -> int:
         """The port of ``switch`` to ``peer`` (a bundle's first member)."""
@@ -94,6 +105,7 @@ class Fabric(HostLookup):
 
     def __post_init__(self) -> None:
         self.__dict__.pop(PREFIX_CACHE, None)  # derived from the hosts: recomputed
+        self.__dict__.pop(DERIVED, None)
         self.spine_index = {s: j for j, s in enumerate(self.spines)}
         self.leaf_index = {l: i for i, l in enumerate(self.leaves)}
         all_spines = (1 << len(self.spines)) - 1
@@ -320,9 +332,13 @@ class Fabric(HostLookup):
         return switch in self.spine_index
 
     def with_down(self, down: Iterable[tuple[str, str]]) -> Fabric:
-        """A copy with another set of failed links (the model is immutable in use)."""
-        return Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
-                      set(down), dict(self.extra))
+        """A copy with another set of failed links (the model is immutable in use); it keeps
+        the destination prefixes, which depend on the hosts only."""
+        out = Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
+                     set(down), dict(self.extra))
+        if PREFIX_CACHE in self.__dict__:
+            out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
+        return out
 
 
 def spine_list(mask: int) -> list[int]:

@@ -32,18 +32,21 @@ class Predictions:
         self.on_progress = on_progress  # cooperative yield during the model
         self._cache: tuple[int, dict] = (-1, {})
 
-    def of(self, state, job_id: str) -> dict:
-        """{"seconds": s} or {"seconds": None, "error": why} for one job."""
+    def of(self, state, job_id: str, current: Callable[[], object] | None = None) -> dict:
+        """{"seconds": s} or {"seconds": None, "error": why} for one job. ``current``: the
+        installed plan of every running job, as the caller keeps it (else built here)."""
         version, cached = self._cache
         if version != state.version:
-            cached = predict_all(state, self.on_progress)
+            cached = predict_all(state, self.on_progress, current)
             self._cache = (state.version, cached)
         return cached.get(job_id, {"seconds": None, "error": "not predicted"})
 
 
-def predict_all(state, on_progress=None) -> dict:
+def predict_all(state, on_progress=None, current: Callable[[], object] | None = None) -> dict:
     """Predictions of every job. A job with unroutable flows, or a model that cannot finish
-    (no entity can progress), gets no figure and the reason."""
+    (no entity can progress), gets no figure and the reason. ``current()``: the installed
+    plan of all running jobs, used when every job is predicted (1,120 flows at k = 16: 30 ms
+    to build again)."""
     out, routable = {}, []
     f = state.fabric
     for r in state.jobs.values():
@@ -57,7 +60,10 @@ def predict_all(state, on_progress=None) -> dict:
             out[r.job.id] = {"seconds": None, "error": "no flow to predict yet (learning)"}
         else:
             routable.append(r)
-    plan = installed_plan(f, routable) if routable else None
+    if routable and current is not None and len(routable) == len(state.jobs):
+        plan = current()
+    else:
+        plan = installed_plan(f, routable) if routable else None
     if plan is None:
         return out
     try:

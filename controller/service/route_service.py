@@ -16,7 +16,6 @@ from collections.abc import Callable
 from functools import partial
 
 from controller.discovery.finder import FabricFinder
-from controller.enforcement.desired import installed_plan
 from controller.enforcement.reconcile import Installer, Reconciler
 from controller.enforcement.rules import bootstrap_messages
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
@@ -466,8 +465,7 @@ class RouteService:
     # ---- views --------------------------------------------------------------------------------
     def current_plan(self):
         """The running jobs and their installed routes as one Plan (call under the lock)."""
-        st = self.state
-        return installed_plan(st.fabric, st.jobs.values()) if st.fabric else None
+        return self.tx.current_plan()
 
     def fabric_view(self) -> dict:
         with self.lock:
@@ -485,7 +483,8 @@ class RouteService:
         r = self.state.jobs.get(job_id)
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
-        return views.full_job_view(self.state, r, self.predictions.of(self.state, job_id),
+        prediction = self.predictions.of(self.state, job_id, self.current_plan)
+        return views.full_job_view(self.state, r, prediction,
                                    self.host.ports.get(job_id), self.finder.link_speed(),
                                    self.learning.explain(self.state, self.settings, r))
 

@@ -83,23 +83,40 @@ def failed_links(declared: Fabric | Clos, switches: dict, now: float = 0.0,
     seen and has been disconnected for ``dead_after`` seconds or more. A lost control
     connection alone is not a failure of the data plane (the switch keeps forwarding with its
     tables): within the grace time its links count as they were. Unknown state (never seen,
-    never reported) counts as up."""
+    never reported) counts as up. O(switches seen + link ends of the switches with a port
+    down or dead): called on every switch and port event."""
+    ends, members = declared.derived("link_ends", _link_ends)
+    failed: dict[tuple, set] = {}  # link -> members down (0 for a single link)
+    for dpid, s in switches.items():
+        at = ends.get(dpid)
+        if not at:
+            continue
+        dead = not s.connected and now - s.since >= dead_after
+        if not dead and False not in s.ports.values():
+            continue
+        for link, m, port in at:
+            if dead or s.ports.get(port) is False:
+                failed.setdefault(link, set()).add(m)
     out = set()
-    for lower, upper in declared.links():
-        n = len(declared.ports_to(lower, upper))
-        failed = set()  # members of a bundle (0 for a single link)
-        for sw, peer in ((lower, upper), (upper, lower)):
-            s = switches.get(declared.dpids.get(sw))
-            if s is None:
-                continue
-            dead = not s.connected and now - s.since >= dead_after
-            failed |= {m for m, port in enumerate(declared.ports_to(sw, peer))
-                       if dead or s.ports.get(port) is False}
-        if len(failed) == n:
-            out.add((lower, upper))
+    for link, down in failed.items():
+        if len(down) == members[link]:
+            out.add(link)
         else:  # some members of a bundle: (lower, upper, member), the link stays up
-            out |= {(lower, upper, m) for m in failed}
+            out |= {link + (m,) for m in down}
     return out
+
+
+def _link_ends(declared: Fabric | Clos) -> tuple[dict, dict]:
+    """(dpid -> [((lower, upper), member, port) of every link end at that switch],
+    (lower, upper) -> its members), for ``failed_links``."""
+    ends: dict[int | None, list] = {}
+    members = {}
+    for lower, upper in declared.links():
+        members[(lower, upper)] = len(declared.ports_to(lower, upper))
+        for sw, peer in ((lower, upper), (upper, lower)):
+            ends.setdefault(declared.dpids.get(sw), []).extend(
+                ((lower, upper), m, port) for m, port in enumerate(declared.ports_to(sw, peer)))
+    return ends, members
 
 
 def unroutable_pairs(state: ControllerState) -> list[dict]:

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from controller.enforcement.desired import desired_tables
+from controller.enforcement.desired import DesiredTables, installed_plan
 from controller.enforcement.reconcile import Reconciler
 from controller.errors import ConflictError, InputError, InstallError
 from controller.service.change import Change, Outcome
@@ -36,23 +36,36 @@ class Transaction:
         self.store = store
         self.clock = clock
         self.name = name
+        self.desired = DesiredTables(ecmp)  # desired tables, recomputed where changes touch
         self._tables: tuple = (None, {})
+        self._plan: tuple = (None, None)
 
     def current_tables(self) -> dict:
-        """Desired tables of the committed state, computed once per change (a paper-scale
-        fabric has about 40,000 static entries)."""
+        """Desired tables of the committed state, asked for once per change (``DesiredTables``
+        recomputes only what the change touched)."""
         st = self.state
         key = (st.version, id(st.fabric), id(st.jobs))
         if self._tables[0] != key:
-            self._tables = (key, desired_tables(st.fabric, st.jobs.values(), ecmp=self.ecmp))
+            self._tables = (key, self.desired.tables(st.fabric, st.jobs.values()))
         return self._tables[1]
+
+    def current_plan(self):
+        """The running jobs and their installed routes as one Plan (``installed_plan``; None
+        without a fabric or jobs), computed once per state version: the links view and the
+        metrics ask for it on every request (40 ms for 1,120 flows on a k = 16 fat-tree)."""
+        st = self.state
+        key = (st.version, id(st.fabric), id(st.jobs))
+        if self._plan[0] != key:
+            plan = installed_plan(st.fabric, st.jobs.values()) if st.fabric else None
+            self._plan = (key, plan)
+        return self._plan[1]
 
     def apply(self, change: Change) -> Outcome:
         """Install and commit ``change``; on error nothing changed and the error is raised."""
         t0 = time.perf_counter()
         st, rec = self.state, self.reconciler
         fabric = change.fabric or st.fabric
-        want = desired_tables(fabric, change.jobs.values(), ecmp=self.ecmp)
+        want = self.desired.tables(fabric, change.jobs.values())
         forgotten = []
         if change.declared is not None:  # switches outside the new fabric are let go
             forgotten = [d for d in rec.installed if d not in change.declared.switch_of_dpid]
@@ -102,8 +115,8 @@ class Transaction:
     def _undo(self) -> None:
         """Bring the switches back to the committed state (host ports could not be placed)."""
         try:
-            self.reconciler.converge(desired_tables(self.state.fabric,
-                                                    self.state.jobs.values(), ecmp=self.ecmp))
+            self.reconciler.converge(self.desired.tables(self.state.fabric,
+                                                         self.state.jobs.values()))
         except InstallError as e:
             LOG.error("mlroute: undoing a change whose probes failed: %s", e)
 
