@@ -215,12 +215,13 @@ class RestPoller:
 
 
 def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, then=None,
-                      raw: bool = False, after_first=None) -> dict:
+                      raw: bool = False, after_first=None, on_start=None) -> dict:
     """``fabric`` (any ``build_bridges`` fabric) as bridges; the controller's first start on
     the empty switches and a restart from its state file, each timed from the controller's
     start until every switch is reconciled, with the OpenFlow messages each sent and REST
-    latency (``RestPoller``) during the restart. ``after_first(ctl, out)``: more readings
-    once the first start is ready; ``then(ctl, out)``: more measurements on the restarted
+    latency (``RestPoller``) during the restart. ``on_start(which)``: called just before
+    each start ("first", "restart"); ``after_first(ctl, out)``: more readings once the
+    first start is ready; ``then(ctl, out)``: more measurements on the restarted
     controller before the teardown (controller stopped, bridges removed, also on an
     exception or Ctrl-C). ``raw``: every REST latency sample too."""
     path = os.path.join(tmp, f"{name}.json")
@@ -236,6 +237,8 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
         build_bridges(fabric)
         out = {"bridges": len(fabric.switches()), "build_s": round(time.monotonic() - t0, 1)}
         point(fabric, fabric.switches(), 6653)  # the port _controller uses
+        if on_start is not None:
+            on_start("first")
         t0 = time.monotonic()  # both starts timed from the controller's own start
         ctl = _controller(tmp, path, f"{name}-first.log", state, dead_after)
         _wait_ready(ctl, 600)
@@ -246,6 +249,8 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
         if after_first is not None:
             after_first(ctl, out)
         ctl.stop()
+        if on_start is not None:
+            on_start("restart")
         t0 = time.monotonic()
         ctl = _controller(tmp, path, f"{name}-restart.log", state, dead_after)
         with RestPoller(ctl) as poller:

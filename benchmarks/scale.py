@@ -184,6 +184,31 @@ def routes_over(fabric, routes: list[dict], link=None, switch=None) -> int:
                if any(x == link or switch in x for x in hops(fabric, r)))
 
 
+def _key(route: dict) -> tuple:
+    return tuple(route.get(k) for k in ("job", "src", "dst", "proto", "sport", "dport"))
+
+
+def _where(route: dict):
+    parts = route.get("split") or [route]
+    return tuple((tuple(p.get("path") or ()), p.get("spine"), p.get("share")) for p in parts)
+
+
+def moved(before: list[dict], after: list[dict]) -> dict[str, int]:
+    """Per job, its routes (GET /v1/routes) that take another way in ``after``.
+
+    >>> a = [{"job": "j", "src": "h0", "dst": "h1", "spine": "s0"},
+    ...      {"job": "j", "src": "h1", "dst": "h0", "spine": "s1"}]
+    >>> moved(a, [a[0], dict(a[1], spine="s2")])
+    {'j': 1}
+    """
+    was = {_key(r): _where(r) for r in before}
+    out: dict[str, int] = {}
+    for r in after:
+        if _key(r) in was and was[_key(r)] != _where(r):
+            out[r["job"]] = out.get(r["job"], 0) + 1
+    return out
+
+
 def by_tier(fabric, values: dict[str, int | None]) -> dict:
     """Per tier (leaf, agg, core; leaf, spine): switches, per switch min and max, total, of
     ``values`` (switch -> count; None counted as 0), in ``benchmarks.entries``' shape."""
@@ -254,6 +279,49 @@ def _fabric(ctl) -> dict:
     return ctl.rest("GET", "/v1/fabric", timeout=60)[1]
 
 
+def _all_routes(ctl) -> list[dict]:
+    return ctl.rest("GET", "/v1/routes", timeout=60)[1]["routes"]
+
+
+OVS_PID = "/var/run/openvswitch/ovs-vswitchd.pid"
+
+
+def cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user + system) process ``pid`` has used, None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def ovs_pid() -> int | None:
+    try:
+        with open(OVS_PID) as fh:
+            return int(fh.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+class Cpu:
+    """Wall time and the CPU the controller and ovs-vswitchd used since it was made (two
+    cores: where a phase's time goes, and whether something else took the machine)."""
+
+    def __init__(self, ctl=None):
+        self.pid = ctl.proc.pid if ctl is not None else None
+        self.wall, self.ctl0, self.ovs0 = time.monotonic(), cpu_s(self.pid), cpu_s(ovs_pid())
+
+    def since(self, ctl=None, from_process_start: bool = False) -> dict:
+        pid = ctl.proc.pid if ctl is not None else self.pid
+        c, o = cpu_s(pid), cpu_s(ovs_pid())
+        c0 = 0.0 if from_process_start else self.ctl0
+        return {"wall_s": round(time.monotonic() - self.wall, 2),
+                "controller_cpu_s": round(c - c0, 2) if None not in (c, c0) else None,
+                "ovs_cpu_s": round(o - self.ovs0, 2) if None not in (o, self.ovs0) else None,
+                "loadavg_1min": round(os.getloadavg()[0], 2)}
+
+
 def on_switches(fabric) -> dict:
     """Flow entries and groups each bridge holds (``ovs-ofctl``), per tier."""
     flows, groups = {}, {}
@@ -277,14 +345,14 @@ def builders(fabric) -> dict:
 
 def post(ctl, job: dict) -> dict:
     """POST ``job``: seconds until answered, messages, REST latency meanwhile."""
-    m0 = _metric(ctl, MESSAGES)
+    m0, cpu = _metric(ctl, MESSAGES), Cpu(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         code, doc = ctl.rest("POST", "/v1/jobs", job, timeout=WAIT)
         answered = time.monotonic() - t0
     assert code == 201, doc
     return {"id": job["id"], "hosts": len(job.get("ranks") or {f["src"] for f in job["flows"]}),
-            "flows": len(doc["routes"]), "answered_s": round(answered, 3),
+            "flows": len(doc["routes"]), "answered_s": round(answered, 3), "cpu": cpu.since(),
             "messages": _metric(ctl, MESSAGES) - m0,
             "answer": {k: v for k, v in doc.items()
                        if isinstance(v, (int, float, str)) and k not in ("id", "created")},
@@ -300,7 +368,7 @@ def link_failure(ctl, fabric, job: str = "ring") -> dict:
     members = [x for x in switch_links(fabric) if x[:2] == link]
     name = "-".join(link)
     out = {"link": name, "routes_over_it": routes_over(fabric, routes, link=link)}
-    m0 = _metric(ctl, MESSAGES)
+    m0, cpu, was = _metric(ctl, MESSAGES), Cpu(ctl), _all_routes(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         _transactions([c for x in members for c in (["del-port", x[0], x[4]],
@@ -309,16 +377,19 @@ def link_failure(ctl, fabric, job: str = "ring") -> dict:
         out["replanned_s"] = _until(
             lambda: routes_over(fabric, _routes(ctl, job), link=link) == 0, t0,
             what=f"{job}'s routes off {name}")
+    out["cpu"] = cpu.since()
     out["messages"] = _metric(ctl, MESSAGES) - m0
+    out["moved_routes"] = moved(was, _all_routes(ctl))
     out["rest_ms"] = poller.summary(raw=True)
     out["reported_down"] = any(d.startswith(name) for d in _fabric(ctl)["links_down"])
-    m0 = _metric(ctl, MESSAGES)
+    m0, cpu = _metric(ctl, MESSAGES), Cpu(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         _transactions([c for x in members for c in patch_commands(x)], 64)
         back = _until(lambda: not any(d.startswith(name) for d in _fabric(ctl)["links_down"]),
                       t0, what=f"{name} reported back")
-    out["restored"] = {"reported_s": back, "messages": _metric(ctl, MESSAGES) - m0,
+    out["restored"] = {"reported_s": back, "cpu": cpu.since(),
+                       "messages": _metric(ctl, MESSAGES) - m0,
                        "rest_ms": poller.summary(raw=True)}
     return out
 
@@ -333,16 +404,18 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
     assert sw is not None, f"no route of {job} crosses an aggregation switch"
     out = {"switch": sw, "routes_through_it": routes_over(fabric, routes, switch=sw),
            "dead_after_s": DEAD_AFTER}
-    m0 = _metric(ctl, MESSAGES)
+    m0, cpu, was = _metric(ctl, MESSAGES), Cpu(ctl), _all_routes(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         point(fabric, [sw], UNUSED_PORT)
         out["replanned_s"] = _until(
             lambda: routes_over(fabric, _routes(ctl, job), switch=sw) == 0, t0,
             what=f"{job}'s routes off {sw}")
+    out["cpu"] = cpu.since()
     out["messages"] = _metric(ctl, MESSAGES) - m0
+    out["moved_routes"] = moved(was, _all_routes(ctl))
     out["rest_ms"] = poller.summary(raw=True)
-    m0 = _metric(ctl, MESSAGES)
+    m0, cpu = _metric(ctl, MESSAGES), Cpu(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         point(fabric, [sw], OF_PORT)
@@ -351,7 +424,8 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
             view = _fabric(ctl)
             return view["ready"] and sw not in view["missing_switches"]
         ready = _until(back, t0, what=f"{sw} reconciled again")
-    out["restored"] = {"ready_s": ready, "messages": _metric(ctl, MESSAGES) - m0,
+    out["restored"] = {"ready_s": ready, "cpu": cpu.since(),
+                       "messages": _metric(ctl, MESSAGES) - m0,
                        "rest_ms": poller.summary(raw=True)}
     return out
 
@@ -359,12 +433,19 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
 def measure(fabric, name: str, workdir: str) -> dict:
     """Every figure of one fabric (the module's docstring), in one controller's life."""
     clos = isinstance(fabric, Clos)
-    result = {"fabric": name, "switches": len(fabric.switches()),
+    result = {"fabric": name, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+              "switches": len(fabric.switches()),
               "links": len(switch_links(fabric)),
               "hosts": len(fabric.host_leaves if clos else fabric.hosts),
               "pods": len(fabric.planes[0].pods) if clos else 1}
 
+    meter: dict[str, Cpu] = {}
+
+    def on_start(which: str) -> None:
+        meter[which] = Cpu()
+
     def after_first(ctl, out: dict) -> None:
+        out["first_start_cpu"] = meter["first"].since(ctl, from_process_start=True)
         _say(f"{name}: ready after the first start ({out['first_start_ready_s']} s)")
         seen = _fabric(ctl)["seen"]
         out["first_start_sync"] = sync_by_tier(fabric, seen)
@@ -373,6 +454,7 @@ def measure(fabric, name: str, workdir: str) -> dict:
             "switches": on_switches(fabric), "builders": builders(fabric)}
 
     def then(ctl, out: dict) -> None:
+        out["restart_cpu"] = meter["restart"].since(ctl, from_process_start=True)
         _say(f"{name}: ready after the restart ({out['restart_ready_s']} s)")
         out["restart_sync"] = sync_by_tier(fabric, _fabric(ctl)["seen"])
         steps = [("post.ring", lambda: post(ctl, ring_job(fabric))),
@@ -398,7 +480,7 @@ def measure(fabric, name: str, workdir: str) -> dict:
 
     result.update(start_and_restart(workdir, fabric, name.replace(" ", "_").replace("=", ""),
                                     dead_after=DEAD_AFTER, then=then, raw=True,
-                                    after_first=after_first))
+                                    after_first=after_first, on_start=on_start))
     return result
 
 
@@ -468,6 +550,7 @@ def main(argv=None) -> int:
                 r = {"fabric": name, "error": f"{type(e).__name__}: {e}"}
                 _say(f"{name}: {r['error']}\n{traceback.format_exc()}")
             r["wall_s"] = round(time.monotonic() - t0, 1)
+            r["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
             if i == 0:
                 result["baseline"] = r
             else:
