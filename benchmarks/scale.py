@@ -19,14 +19,21 @@ emulated). The controller runs with ``--mlroute-fabric`` (flow mode, ``auto``,
 * POST of a ring All-Reduce of 128 hosts (fewer if the fabric has fewer), consecutive ranks in
   different pods, then of an all-to-all of 32 hosts (992 flows): time until answered (the
   answer comes once every switch confirmed its entries), its messages, REST latency meanwhile;
+  then until the controller has sent nothing for 3 s (``auto``'s off-path stage);
 * a link failure re-planned: the aggregation-core link (leaf-spine on two tiers) that most of
   the ring's routes cross, its patch ports deleted at both ends in one transaction: time until
   GET /v1/jobs/ring routes nothing over it (polled every 20 ms), messages, REST latency; the
-  ports added back: time until GET /v1/fabric no longer lists it down;
+  ports added back: time until GET /v1/fabric no longer lists it down; then the hold-down
+  (5 s) and until the controller has sent nothing for 3 s (the re-optimisation it brings);
 * a switch failure re-planned: the aggregation switch (spine) most of the ring's routes cross,
   its controller target moved to an unused port (its tables stay): time until the ring's
   routes leave it (includes the 3 s a disconnected switch counts as still forwarding); pointed
   back: time until it is reconciled and the fabric ready again.
+
+Every phase also records (``meter``) its wall time, the CPU seconds the controller and
+ovs-vswitchd used, the load average and the controller's own counters (/metrics: messages,
+planner and install seconds, recoveries, moved flows); failures also the routes each job moved
+and the controller's last events.
 
 The same is measured first on the paper's two-tier fabric (32 spines x 64 leaves, 16 hosts per
 leaf, 96 bridges; ``--quick``: 8 x 16 x 4) in the same run, and each fat-tree's figures are
@@ -54,7 +61,6 @@ import traceback
 from benchmarks import entries
 from benchmarks.reconcile import (
     RestPoller,
-    _metric,
     _transactions,
     _wait_ready,
     patch_commands,
@@ -76,6 +82,7 @@ KS = (4, 8, 16)
 RING = 128  # ranks of the ring (at most the fabric's hosts)
 ALL_TO_ALL = 32  # hosts of the all-to-all: 32 x 31 = 992 flows
 DEAD_AFTER = 3.0  # the controller's default --mlroute-dead-after
+HOLD_DOWN = 5.0  # the controller's default --mlroute-hold-down: auto re-optimises after it
 ROUTE_POLL = 0.02  # seconds between GETs while waiting for a re-plan
 UNUSED_PORT = 6999  # where a "failed" switch looks for its controller
 OF_PORT = 6653  # reconcile._controller's OpenFlow port
@@ -83,8 +90,10 @@ WAIT = 600.0  # seconds any one wait may take
 MESSAGES = "mlroute_openflow_messages_total"
 
 # the figures compared with the two-tier baseline (paths into a fabric's result)
-FIGURES = ("entries", "first_start_ready_s", "first_start_messages", "restart_ready_s",
-           "restart_messages", "rest_latency_ms_during_reconcile.median",
+FIGURES = ("entries", "first_start_ready_s", "first_start_messages",
+           "first_start_meter.controller_cpu_s", "first_start_meter.ovs_cpu_s",
+           "restart_ready_s", "restart_messages", "restart_meter.controller_cpu_s",
+           "restart_meter.ovs_cpu_s", "rest_latency_ms_during_reconcile.median",
            "rest_latency_ms_during_reconcile.max",
            *(f"post.{job}.{x}" for job in ("ring", "all_to_all")
              for x in ("answered_s", "messages", "rest_ms.median", "rest_ms.max")),
@@ -304,22 +313,70 @@ def ovs_pid() -> int | None:
         return None
 
 
-class Cpu:
-    """Wall time and the CPU the controller and ovs-vswitchd used since it was made (two
-    cores: where a phase's time goes, and whether something else took the machine)."""
+# the controller's own account of a phase: /metrics counters and histograms (sum, count)
+COUNTERS = {"messages": MESSAGES, "planner_s": "mlroute_planner_seconds_sum",
+            "planner_runs": "mlroute_planner_seconds_count",
+            "install_s": "mlroute_install_seconds_sum",
+            "installs": "mlroute_install_seconds_count",
+            "recovery_s": "mlroute_recovery_seconds_sum",
+            "recoveries": "mlroute_recovery_seconds_count",
+            "moved_flows": "mlroute_moved_flows_total",
+            "switch_syncs": "mlroute_switch_syncs_total"}
+
+
+def scrape(ctl) -> dict[str, float]:
+    """The controller's unlabelled metrics (GET /metrics)."""
+    out = {}
+    for line in ctl.client.metrics(timeout=60).splitlines():
+        if line.startswith("mlroute_") and "{" not in line:
+            name, value = line.split()[:2]
+            out[name] = float(value)
+    return out
+
+
+class Meter:
+    """What a phase cost since the meter was made: wall time, the CPU the controller and
+    ovs-vswitchd used (two cores: where the time went, and whether something else took the
+    machine), the 1-minute load average, and the controller's own counters (``COUNTERS``:
+    messages, planner and install seconds, recoveries, moved flows)."""
 
     def __init__(self, ctl=None):
         self.pid = ctl.proc.pid if ctl is not None else None
         self.wall, self.ctl0, self.ovs0 = time.monotonic(), cpu_s(self.pid), cpu_s(ovs_pid())
+        self.metrics0 = scrape(ctl) if ctl is not None else {}
 
-    def since(self, ctl=None, from_process_start: bool = False) -> dict:
-        pid = ctl.proc.pid if ctl is not None else self.pid
-        c, o = cpu_s(pid), cpu_s(ovs_pid())
+    def since(self, ctl, from_process_start: bool = False) -> dict:
+        """``from_process_start``: the controller's CPU and counters since its start."""
+        c, o = cpu_s(ctl.proc.pid), cpu_s(ovs_pid())
         c0 = 0.0 if from_process_start else self.ctl0
-        return {"wall_s": round(time.monotonic() - self.wall, 2),
-                "controller_cpu_s": round(c - c0, 2) if None not in (c, c0) else None,
-                "ovs_cpu_s": round(o - self.ovs0, 2) if None not in (o, self.ovs0) else None,
-                "loadavg_1min": round(os.getloadavg()[0], 2)}
+        now = scrape(ctl)
+        out = {"wall_s": round(time.monotonic() - self.wall, 2),
+               "controller_cpu_s": round(c - c0, 2) if None not in (c, c0) else None,
+               "ovs_cpu_s": round(o - self.ovs0, 2) if None not in (o, self.ovs0) else None,
+               "loadavg_1min": round(os.getloadavg()[0], 2)}
+        for key, name in COUNTERS.items():
+            x = now.get(name, 0.0) - self.metrics0.get(name, 0.0)
+            out[key] = round(x, 3) if key.endswith("_s") else int(x)
+        return out
+
+
+def quiesce(ctl, wait: float = 0.0, quiet: float = 3.0) -> dict:
+    """After ``wait`` s, until the controller sent no OpenFlow message for ``quiet`` s (an
+    auto group's off-path stage after a POST; the re-optimisation a returned link brings
+    after the hold-down, 5 s): what it cost meanwhile."""
+    meter = Meter(ctl)
+    time.sleep(wait)
+    last, since = scrape(ctl).get(MESSAGES), time.monotonic()
+    deadline = since + WAIT
+    while time.monotonic() - since < quiet:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the controller still sends messages after {WAIT:g} s")
+        time.sleep(0.25)
+        now = scrape(ctl).get(MESSAGES)
+        if now != last:
+            last, since = now, time.monotonic()
+    _wait_ready(ctl, WAIT)
+    return meter.since(ctl)
 
 
 def on_switches(fabric) -> dict:
@@ -345,18 +402,23 @@ def builders(fabric) -> dict:
 
 def post(ctl, job: dict) -> dict:
     """POST ``job``: seconds until answered, messages, REST latency meanwhile."""
-    m0, cpu = _metric(ctl, MESSAGES), Cpu(ctl)
+    meter = Meter(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         code, doc = ctl.rest("POST", "/v1/jobs", job, timeout=WAIT)
         answered = time.monotonic() - t0
     assert code == 201, doc
+    spent = meter.since(ctl)
     return {"id": job["id"], "hosts": len(job.get("ranks") or {f["src"] for f in job["flows"]}),
-            "flows": len(doc["routes"]), "answered_s": round(answered, 3), "cpu": cpu.since(),
-            "messages": _metric(ctl, MESSAGES) - m0,
+            "flows": len(doc["routes"]), "answered_s": round(answered, 3),
+            "messages": spent["messages"], "meter": spent,
             "answer": {k: v for k, v in doc.items()
                        if isinstance(v, (int, float, str)) and k not in ("id", "created")},
             "rest_ms": poller.summary(raw=True)}
+
+
+def _events(ctl, n: int = 4) -> list[dict]:
+    return _fabric(ctl)["events"][-n:]
 
 
 def link_failure(ctl, fabric, job: str = "ring") -> dict:
@@ -368,7 +430,7 @@ def link_failure(ctl, fabric, job: str = "ring") -> dict:
     members = [x for x in switch_links(fabric) if x[:2] == link]
     name = "-".join(link)
     out = {"link": name, "routes_over_it": routes_over(fabric, routes, link=link)}
-    m0, cpu, was = _metric(ctl, MESSAGES), Cpu(ctl), _all_routes(ctl)
+    was, meter = _all_routes(ctl), Meter(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         _transactions([c for x in members for c in (["del-port", x[0], x[4]],
@@ -377,19 +439,20 @@ def link_failure(ctl, fabric, job: str = "ring") -> dict:
         out["replanned_s"] = _until(
             lambda: routes_over(fabric, _routes(ctl, job), link=link) == 0, t0,
             what=f"{job}'s routes off {name}")
-    out["cpu"] = cpu.since()
-    out["messages"] = _metric(ctl, MESSAGES) - m0
+    out["meter"] = meter.since(ctl)
+    out["messages"] = out["meter"]["messages"]
     out["moved_routes"] = moved(was, _all_routes(ctl))
     out["rest_ms"] = poller.summary(raw=True)
     out["reported_down"] = any(d.startswith(name) for d in _fabric(ctl)["links_down"])
-    m0, cpu = _metric(ctl, MESSAGES), Cpu(ctl)
+    out["events"] = _events(ctl)
+    meter = Meter(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         _transactions([c for x in members for c in patch_commands(x)], 64)
         back = _until(lambda: not any(d.startswith(name) for d in _fabric(ctl)["links_down"]),
                       t0, what=f"{name} reported back")
-    out["restored"] = {"reported_s": back, "cpu": cpu.since(),
-                       "messages": _metric(ctl, MESSAGES) - m0,
+    spent = meter.since(ctl)
+    out["restored"] = {"reported_s": back, "messages": spent["messages"], "meter": spent,
                        "rest_ms": poller.summary(raw=True)}
     return out
 
@@ -404,18 +467,19 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
     assert sw is not None, f"no route of {job} crosses an aggregation switch"
     out = {"switch": sw, "routes_through_it": routes_over(fabric, routes, switch=sw),
            "dead_after_s": DEAD_AFTER}
-    m0, cpu, was = _metric(ctl, MESSAGES), Cpu(ctl), _all_routes(ctl)
+    was, meter = _all_routes(ctl), Meter(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         point(fabric, [sw], UNUSED_PORT)
         out["replanned_s"] = _until(
             lambda: routes_over(fabric, _routes(ctl, job), switch=sw) == 0, t0,
             what=f"{job}'s routes off {sw}")
-    out["cpu"] = cpu.since()
-    out["messages"] = _metric(ctl, MESSAGES) - m0
+    out["meter"] = meter.since(ctl)
+    out["messages"] = out["meter"]["messages"]
     out["moved_routes"] = moved(was, _all_routes(ctl))
     out["rest_ms"] = poller.summary(raw=True)
-    m0, cpu = _metric(ctl, MESSAGES), Cpu(ctl)
+    out["events"] = _events(ctl)
+    meter = Meter(ctl)
     with RestPoller(ctl) as poller:
         t0 = time.monotonic()
         point(fabric, [sw], OF_PORT)
@@ -424,8 +488,8 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
             view = _fabric(ctl)
             return view["ready"] and sw not in view["missing_switches"]
         ready = _until(back, t0, what=f"{sw} reconciled again")
-    out["restored"] = {"ready_s": ready, "cpu": cpu.since(),
-                       "messages": _metric(ctl, MESSAGES) - m0,
+    spent = meter.since(ctl)
+    out["restored"] = {"ready_s": ready, "messages": spent["messages"], "meter": spent,
                        "rest_ms": poller.summary(raw=True)}
     return out
 
@@ -439,13 +503,13 @@ def measure(fabric, name: str, workdir: str) -> dict:
               "hosts": len(fabric.host_leaves if clos else fabric.hosts),
               "pods": len(fabric.planes[0].pods) if clos else 1}
 
-    meter: dict[str, Cpu] = {}
+    meter: dict[str, Meter] = {}
 
     def on_start(which: str) -> None:
-        meter[which] = Cpu()
+        meter[which] = Meter()
 
     def after_first(ctl, out: dict) -> None:
-        out["first_start_cpu"] = meter["first"].since(ctl, from_process_start=True)
+        out["first_start_meter"] = meter["first"].since(ctl, from_process_start=True)
         _say(f"{name}: ready after the first start ({out['first_start_ready_s']} s)")
         seen = _fabric(ctl)["seen"]
         out["first_start_sync"] = sync_by_tier(fabric, seen)
@@ -454,15 +518,16 @@ def measure(fabric, name: str, workdir: str) -> dict:
             "switches": on_switches(fabric), "builders": builders(fabric)}
 
     def then(ctl, out: dict) -> None:
-        out["restart_cpu"] = meter["restart"].since(ctl, from_process_start=True)
+        out["restart_meter"] = meter["restart"].since(ctl, from_process_start=True)
         _say(f"{name}: ready after the restart ({out['restart_ready_s']} s)")
         out["restart_sync"] = sync_by_tier(fabric, _fabric(ctl)["seen"])
         steps = [("post.ring", lambda: post(ctl, ring_job(fabric))),
                  ("post.all_to_all", lambda: post(ctl, all_to_all_job(fabric))),
+                 ("quiet.after_posts", lambda: quiesce(ctl)),
                  ("job_entries_by_tier", lambda: by_tier(
                      fabric, {sw: s["job_rules"] for sw, s in _fabric(ctl)["seen"].items()})),
                  ("link_failure", lambda: link_failure(ctl, fabric)),
-                 ("settle", lambda: _settle(ctl)),
+                 ("quiet.after_link", lambda: quiesce(ctl, wait=HOLD_DOWN + 1)),
                  ("switch_failure", lambda: switch_failure(ctl, fabric))]
         for key, step in steps:
             _say(f"{name}: {key}")
@@ -472,9 +537,6 @@ def measure(fabric, name: str, workdir: str) -> dict:
                 out["error"] = f"{key}: {type(e).__name__}: {e}"
                 _say(f"{name}: {out['error']}\n{traceback.format_exc()}")
                 return
-            if key == "settle":
-                out["settle_s"] = value
-                continue
             where, _, leaf = key.rpartition(".")
             (out.setdefault(where, {}) if where else out)[leaf] = value
 
@@ -482,15 +544,6 @@ def measure(fabric, name: str, workdir: str) -> dict:
                                     dead_after=DEAD_AFTER, then=then, raw=True,
                                     after_first=after_first, on_start=on_start))
     return result
-
-
-def _settle(ctl) -> float:
-    """After a link came back, ``auto`` re-optimises once it held for the hold-down (5 s):
-    wait it out so that the next step starts from a quiet controller."""
-    t0 = time.monotonic()
-    time.sleep(6.0)
-    _wait_ready(ctl, WAIT)
-    return round(time.monotonic() - t0, 1)
 
 
 def _machine() -> dict:
