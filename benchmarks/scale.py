@@ -25,6 +25,8 @@ emulated). The controller runs with ``--mlroute-fabric`` (flow mode, ``auto``,
   GET /v1/jobs/ring routes nothing over it (polled every 20 ms), messages, REST latency; the
   ports added back: time until GET /v1/fabric no longer lists it down; then the hold-down
   (5 s) and until the controller has sent nothing for 3 s (the re-optimisation it brings);
+  after each failure's re-plan, too, until nothing was sent for 3 s (``quiet_after``:
+  ``auto``'s off-path stage may move more routes then);
 * a switch failure re-planned: the aggregation switch (spine) most of the ring's routes cross,
   its controller target moved to an unused port (its tables stay): time until the ring's
   routes leave it (includes the 3 s a disconnected switch counts as still forwarding); pointed
@@ -360,10 +362,11 @@ class Meter:
         return out
 
 
-def quiesce(ctl, wait: float = 0.0, quiet: float = 3.0) -> dict:
+def quiesce(ctl, wait: float = 0.0, quiet: float = 3.0, ready: bool = True) -> dict:
     """After ``wait`` s, until the controller sent no OpenFlow message for ``quiet`` s (an
-    auto group's off-path stage after a POST; the re-optimisation a returned link brings
-    after the hold-down, 5 s): what it cost meanwhile."""
+    auto group's off-path stage after a POST or a re-plan; the re-optimisation a returned
+    link brings after the hold-down, 5 s), and (``ready``) every switch is reconciled: what
+    it cost meanwhile."""
     meter = Meter(ctl)
     time.sleep(wait)
     last, since = scrape(ctl).get(MESSAGES), time.monotonic()
@@ -375,8 +378,16 @@ def quiesce(ctl, wait: float = 0.0, quiet: float = 3.0) -> dict:
         now = scrape(ctl).get(MESSAGES)
         if now != last:
             last, since = now, time.monotonic()
-    _wait_ready(ctl, WAIT)
+    if ready:
+        _wait_ready(ctl, WAIT)
     return meter.since(ctl)
+
+
+def _quiet_after(ctl, routes: list[dict], ready: bool = True) -> dict:
+    """``quiesce``, and the routes of each job that moved meanwhile (from ``routes``)."""
+    spent = quiesce(ctl, ready=ready)
+    spent["moved_routes"] = moved(routes, _all_routes(ctl))
+    return spent
 
 
 def on_switches(fabric) -> dict:
@@ -417,7 +428,7 @@ def post(ctl, job: dict) -> dict:
             "rest_ms": poller.summary(raw=True)}
 
 
-def _events(ctl, n: int = 4) -> list[dict]:
+def _events(ctl, n: int = 6) -> list[dict]:
     return _fabric(ctl)["events"][-n:]
 
 
@@ -441,9 +452,10 @@ def link_failure(ctl, fabric, job: str = "ring") -> dict:
             what=f"{job}'s routes off {name}")
     out["meter"] = meter.since(ctl)
     out["messages"] = out["meter"]["messages"]
-    out["moved_routes"] = moved(was, _all_routes(ctl))
+    out["moved_routes"] = moved(was, now := _all_routes(ctl))
     out["rest_ms"] = poller.summary(raw=True)
     out["reported_down"] = any(d.startswith(name) for d in _fabric(ctl)["links_down"])
+    out["quiet_after"] = _quiet_after(ctl, now)
     out["events"] = _events(ctl)
     meter = Meter(ctl)
     with RestPoller(ctl) as poller:
@@ -476,8 +488,9 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
             what=f"{job}'s routes off {sw}")
     out["meter"] = meter.since(ctl)
     out["messages"] = out["meter"]["messages"]
-    out["moved_routes"] = moved(was, _all_routes(ctl))
+    out["moved_routes"] = moved(was, now := _all_routes(ctl))
     out["rest_ms"] = poller.summary(raw=True)
+    out["quiet_after"] = _quiet_after(ctl, now, ready=False)  # the switch is away
     out["events"] = _events(ctl)
     meter = Meter(ctl)
     with RestPoller(ctl) as poller:
