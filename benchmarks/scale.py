@@ -374,7 +374,7 @@ def quiesce(ctl, wait: float = 0.0, quiet: float = 3.0, ready: bool = True) -> d
     while time.monotonic() - since < quiet:
         if time.monotonic() > deadline:
             raise TimeoutError(f"the controller still sends messages after {WAIT:g} s")
-        time.sleep(0.25)
+        time.sleep(1.0)  # a scrape is not free: about 0.1 s of the controller at k = 16
         now = scrape(ctl).get(MESSAGES)
         if now != last:
             last, since = now, time.monotonic()
