@@ -126,6 +126,7 @@ bench: install system
 	$(PY) -m benchmarks.zeroconfig
 	$(PY) -m benchmarks.collectives
 	$(PY) -m benchmarks.fattree
+	$(PY) -m benchmarks.scale
 
 paper: install
 	$(PY) -m simulation.paper

@@ -23,6 +23,10 @@ collectives
 fattree
     the controller on a k = 4 fat-tree: two rings across pods, planned against Open vSwitch's
     (polarised) ECMP and against the controller's own prediction, bytes per link
+scale
+    the control plane on fat-trees of bridges (k = 4, 8, 16; ``--quick``: k = 4): entries per
+    tier, first start, hitless restart, POST of 128- and 992-flow jobs, a link and an
+    aggregation switch failed and back, against the paper's two-tier fabric of the same run
 
 The planner benchmarks need no root and no switch: they run the planners and the fluid model
 of ``simulation/`` in the process.

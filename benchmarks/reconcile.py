@@ -34,38 +34,71 @@ def _vsctl(args: list[str], timeout: float = 300) -> None:
                    capture_output=True)
 
 
-def build_bridges(fabric: Fabric) -> None:
-    """Every switch of ``fabric`` as a netdev bridge with its declared datapath id, and every
-    leaf-spine link as a pair of patch ports with the declared port numbers."""
-    for sw in fabric.spines + fabric.leaves:
-        _vsctl(["--may-exist", "add-br", sw, "--", "set", "bridge", sw, "datapath_type=netdev",
-                "fail_mode=secure", "protocols=OpenFlow13",
-                f"other-config:datapath-id={fabric.dpids[sw]:016x}"])
-    for leaf in fabric.leaves:
-        cmd = []
-        for spine in fabric.spines:
-            a, b = f"{leaf}-{spine}", f"{spine}-{leaf}"
-            cmd += ["--", "--may-exist", "add-port", leaf, a, "--", "set", "interface", a,
-                    "type=patch", f"options:peer={b}", f"ofport_request={fabric.port(leaf, spine)}",
-                    "--", "--may-exist", "add-port", spine, b, "--", "set", "interface", b,
-                    "type=patch", f"options:peer={a}", f"ofport_request={fabric.port(spine, leaf)}"]
-        _vsctl(cmd[1:])
+def _transactions(commands: list[list[str]], per: int) -> None:
+    """ovs-vsctl commands (each a list of words) joined ``per`` to a transaction: every
+    transaction makes ovs-vswitchd walk all its bridges again, so few large ones are quicker."""
+    for i in range(0, len(commands), per):
+        args: list[str] = []
+        for c in commands[i:i + per]:
+            args += ["--", *c]
+        _vsctl(args[1:])
 
 
-def remove_bridges(fabric: Fabric) -> None:
-    for sw in fabric.spines + fabric.leaves:
-        subprocess.run(["ovs-vsctl", "--timeout=60", "--if-exists", "del-br", sw],
-                       capture_output=True, timeout=120)
+def switch_links(fabric) -> list[tuple[str, str, int, int, str, str]]:
+    """Every switch link of ``fabric`` (a leaf-spine ``Fabric`` or any ``Clos``: every tier,
+    every plane, every member of a bundle): (lower switch, upper switch, port on each, patch
+    port name on each), with the declared port numbers.
+
+    >>> f = Fabric.generate(2, 2, 1, 1.0, wiring=True)
+    >>> switch_links(f)[0]
+    ('l0', 's0', 1, 1, 'l0-s0', 's0-l0')
+    """
+    out = []
+    for a, b in fabric.links():
+        members = list(zip(fabric.ports_to(a, b), fabric.ports_to(b, a)))
+        for m, (pa, pb) in enumerate(members):
+            tag = f".{m}" if len(members) > 1 else ""
+            out.append((a, b, pa, pb, f"{a}-{b}{tag}", f"{b}-{a}{tag}"))
+    return out
 
 
-def point(fabric: Fabric, switches: list[str], port: int, addr: str = "127.0.0.1") -> None:
+def patch_commands(link: tuple) -> list[list[str]]:
+    """The ovs-vsctl commands that add one ``switch_links`` entry's pair of patch ports."""
+    a, b, pa, pb, na, nb = link
+    return [["--may-exist", "add-port", a, na, "--", "set", "interface", na, "type=patch",
+             f"options:peer={nb}", f"ofport_request={pa}"],
+            ["--may-exist", "add-port", b, nb, "--", "set", "interface", nb, "type=patch",
+             f"options:peer={na}", f"ofport_request={pb}"]]
+
+
+def build_bridges(fabric, per: int = 512) -> None:
+    """Every switch of ``fabric`` (``switch_links``' fabrics) as a netdev bridge with its
+    declared datapath id, and every switch link as a pair of patch ports with the declared
+    port numbers; in transactions of ``per`` commands."""
+    _transactions([["--may-exist", "add-br", sw, "--", "set", "bridge", sw,
+                    "datapath_type=netdev", "fail_mode=secure", "protocols=OpenFlow13",
+                    f"other-config:datapath-id={fabric.dpids[sw]:016x}"]
+                   for sw in fabric.switches()], per // 4)
+    _transactions([c for link in switch_links(fabric) for c in patch_commands(link)], per)
+
+
+def remove_bridges(fabric) -> None:
+    """Delete every bridge of ``fabric`` that exists (a few transactions; errors ignored: it
+    runs in cleanups)."""
+    names = fabric.switches()
+    for i in range(0, len(names), 64):
+        args: list[str] = []
+        for sw in names[i:i + 64]:
+            args += ["--", "--if-exists", "del-br", sw]
+        subprocess.run(["ovs-vsctl", "--timeout=120", *args[1:]], capture_output=True,
+                       timeout=300)
+
+
+def point(fabric, switches: list[str], port: int, addr: str = "127.0.0.1") -> None:
     """Point switches at a controller; retries at most 1 s apart (OVS backs off up to 8 s by
     default, which would hide the controller's own time)."""
-    cmd = []
-    for sw in switches:
-        cmd += ["--", "set-controller", sw, f"tcp:{addr}:{port}",
-                "--", "set", "controller", sw, "max_backoff=1000"]
-    _vsctl(cmd[1:])
+    _transactions([["set-controller", sw, f"tcp:{addr}:{port}", "--", "set", "controller", sw,
+                    "max_backoff=1000"] for sw in switches], 256)
 
 
 def _metric(ctl: ControllerProcess, name: str) -> float:
@@ -75,11 +108,13 @@ def _metric(ctl: ControllerProcess, name: str) -> float:
     return 0.0
 
 
-def _controller(tmp: str, fabric_path: str, log: str, state: str) -> ControllerProcess:
+def _controller(tmp: str, fabric_path: str, log: str, state: str,
+                dead_after: float = 60.0) -> ControllerProcess:
     return ControllerProcess(fabric_path, os.path.join(tmp, log), algorithm="auto",
                              extra_args=["--mlroute-state", state, "--mlroute-stats-interval", "0",
                                          "--mlroute-lldp-interval", "0",
-                                         "--mlroute-dead-after", "60"]).start(timeout=120)
+                                         "--mlroute-dead-after", str(dead_after)]
+                             ).start(timeout=120)
 
 
 def _wait_ready(ctl: ControllerProcess, timeout: float) -> float:
@@ -140,60 +175,103 @@ def bench_reconnect(tmp: str, repeats: int = 5, entries: int = 1000) -> dict:
         remove_bridges(fabric)
 
 
-def bench_restart(tmp: str, spines: int = 32, leaves: int = 64, hosts: int = 16) -> dict:
-    fabric = Fabric.generate(spines, leaves, hosts, 100.0, wiring=True)
-    path = os.path.join(tmp, "paper.json")
+class RestPoller:
+    """While its block runs, a thread sends ``GET path`` every ``interval`` seconds (after
+    each answer) and keeps each answer's latency; a request that fails is not counted."""
+
+    def __init__(self, ctl: ControllerProcess, path: str = "/v1/jobs", interval: float = 0.05):
+        self.ctl, self.path, self.interval = ctl, path, interval
+        self.latencies: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            t = time.monotonic()
+            try:
+                self.ctl.rest("GET", self.path, timeout=30)
+                self.latencies.append(time.monotonic() - t)
+            except OSError:
+                pass
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> RestPoller:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def summary(self, raw: bool = False) -> dict:
+        """Samples, median and max in ms; ``raw``: every latency too (ms, in order)."""
+        ms = [x * 1e3 for x in self.latencies]
+        out = {"samples": len(ms),
+               "median": round(statistics.median(ms), 1) if ms else None,
+               "max": round(max(ms), 1) if ms else None}
+        if raw:
+            out["raw"] = [round(x, 1) for x in ms]
+        return out
+
+
+def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, then=None,
+                      raw: bool = False, after_first=None, on_start=None) -> dict:
+    """``fabric`` (any ``build_bridges`` fabric) as bridges; the controller's first start on
+    the empty switches and a restart from its state file, each timed from the controller's
+    start until every switch is reconciled, with the OpenFlow messages each sent and REST
+    latency (``RestPoller``) during the restart. ``on_start(which)``: called just before
+    each start ("first", "restart"); ``after_first(ctl, out)``: more readings once the
+    first start is ready; ``then(ctl, out)``: more measurements on the restarted
+    controller before the teardown (controller stopped, bridges removed, also on an
+    exception or Ctrl-C). ``raw``: every REST latency sample too."""
+    path = os.path.join(tmp, f"{name}.json")
     with open(path, "w") as fh:
         json.dump(fabric.to_dict(), fh)
-    state = os.path.join(tmp, "paper.db")
-    t0 = time.monotonic()
-    build_bridges(fabric)
-    out = {"shape": [spines, leaves, hosts], "bridges": spines + leaves,
-           "build_s": round(time.monotonic() - t0, 1)}
+    state = os.path.join(tmp, f"{name}.db")
+    for stale in (state, state + "-wal", state + "-shm", state + "-journal"):
+        if os.path.exists(stale):
+            os.remove(stale)
     ctl = None
     try:
-        point(fabric, fabric.spines + fabric.leaves, 6653)  # the port _controller uses
+        t0 = time.monotonic()
+        build_bridges(fabric)
+        out = {"bridges": len(fabric.switches()), "build_s": round(time.monotonic() - t0, 1)}
+        point(fabric, fabric.switches(), 6653)  # the port _controller uses
+        if on_start is not None:
+            on_start("first")
         t0 = time.monotonic()  # both starts timed from the controller's own start
-        ctl = _controller(tmp, path, "first.log", state)
+        ctl = _controller(tmp, path, f"{name}-first.log", state, dead_after)
         _wait_ready(ctl, 600)
         out["first_start_ready_s"] = round(time.monotonic() - t0, 2)
         out["first_start_messages"] = _metric(ctl, "mlroute_openflow_messages_total")
         out["entries"] = sum(s["rules"] or 0 for s in
                              ctl.rest("GET", "/v1/fabric")[1]["seen"].values())
+        if after_first is not None:
+            after_first(ctl, out)
         ctl.stop()
+        if on_start is not None:
+            on_start("restart")
         t0 = time.monotonic()
-        ctl = _controller(tmp, path, "restart.log", state)
-        latencies, stop = [], threading.Event()
-
-        def poll():
-            while not stop.is_set():
-                t = time.monotonic()
-                try:
-                    ctl.rest("GET", "/v1/jobs", timeout=30)
-                    latencies.append(time.monotonic() - t)
-                except OSError:
-                    pass
-                time.sleep(0.05)
-        poller = threading.Thread(target=poll, daemon=True)
-        poller.start()
-        try:
+        ctl = _controller(tmp, path, f"{name}-restart.log", state, dead_after)
+        with RestPoller(ctl) as poller:
             _wait_ready(ctl, 600)
-        finally:
-            stop.set()
-            poller.join(timeout=60)
         out["restart_ready_s"] = round(time.monotonic() - t0, 2)
         out["restart_messages"] = _metric(ctl, "mlroute_openflow_messages_total")
-        out["rest_latency_ms_during_reconcile"] = {
-            "samples": len(latencies),
-            "median": round(statistics.median(latencies) * 1e3, 1) if latencies else None,
-            "max": round(max(latencies) * 1e3, 1) if latencies else None}
+        out["rest_latency_ms_during_reconcile"] = poller.summary(raw)
         out["ratio_restart_to_first_start"] = round(out["restart_ready_s"] /
                                                     out["first_start_ready_s"], 3)
+        if then is not None:
+            then(ctl, out)
         return out
     finally:
         if ctl is not None:
             ctl.stop()
         remove_bridges(fabric)
+
+
+def bench_restart(tmp: str, spines: int = 32, leaves: int = 64, hosts: int = 16) -> dict:
+    fabric = Fabric.generate(spines, leaves, hosts, 100.0, wiring=True)
+    return {"shape": [spines, leaves, hosts], **start_and_restart(tmp, fabric, "paper")}
 
 
 def main(argv=None) -> int:

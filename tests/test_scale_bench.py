@@ -1,0 +1,78 @@
+"""The pure helpers of the scale benchmark (benchmarks.scale, benchmarks.reconcile): which
+hosts its jobs take, which link and switch it fails, how it counts per tier and compares with
+the two-tier baseline. No switch, no controller."""
+from benchmarks import scale
+from benchmarks.reconcile import patch_commands, switch_links
+from controller.model.fabric import Fabric
+from topologies.clos import fattree_fabric
+
+
+def _pod(fabric, host):
+    plane = fabric.planes[0]
+    return plane.pod_of_leaf[plane.leaves.index(fabric.hosts[host])]
+
+
+def test_every_link_of_every_tier_is_a_patch_pair_on_its_declared_ports():
+    f = fattree_fabric(4)
+    links = switch_links(f)
+    assert len(links) == 32  # 8 leaves x 2 aggregation switches + 8 x 2 cores
+    assert {(a, b) for a, b, *_ in links} == set(f.links())
+    for a, b, pa, pb, na, nb in links:
+        assert (pa, pb) == (f.port(a, b), f.port(b, a))
+        assert f.tier_of[a] + 1 == f.tier_of[b]
+        add_a, add_b = patch_commands((a, b, pa, pb, na, nb))
+        assert add_a[2:4] == [a, na] and f"options:peer={nb}" in add_a
+        assert f"ofport_request={pb}" in add_b
+    names = [n for *_, na, nb in links for n in (na, nb)]
+    assert len(set(names)) == len(names)
+
+
+def test_jobs_cross_pods_and_have_the_stated_sizes():
+    f = fattree_fabric(16)
+    ring = scale.ring_job(f)["ranks"]
+    assert len(ring) == 128 and len(set(ring)) == 128
+    pods = [_pod(f, h) for h in ring]
+    assert all(p != q for p, q in zip(pods, pods[1:] + pods[:1]))
+    assert len({f.hosts[h] for h in ring}) == 128  # every rank on a leaf of its own
+    assert len(scale.all_to_all_job(f)["flows"]) == 992
+    small = fattree_fabric(4)
+    assert len(scale.ring_job(small)["ranks"]) == 16  # no more than the fabric has
+    two = Fabric.generate(4, 8, 2, 100.0, wiring=True)
+    ranks = scale.ring_job(two)["ranks"]
+    assert len(ranks) == 16 and all(two.hosts[a] != two.hosts[b]
+                                    for a, b in zip(ranks, ranks[1:]))
+
+
+def test_the_failed_link_and_switch_are_the_busiest_of_the_routes():
+    f = fattree_fabric(4)
+    routes = [{"src": "h0_0", "dst": "h4_0", "path": ["l0", "a0_1", "c1_0", "a2_1", "l4"]},
+              {"src": "h1_0", "dst": "h6_0", "path": ["l1", "a0_1", "c1_0", "a3_1", "l6"]},
+              {"src": "h0_0", "dst": "h2_0", "path": ["l0", "a0_0", "l1"]}]
+    assert scale.hops(f, routes[0]) == [("l0", "a0_1"), ("a0_1", "c1_0"), ("a2_1", "c1_0"),
+                                        ("l4", "a2_1")]
+    assert scale.busiest_link(f, routes) == ("a0_1", "c1_0")
+    assert scale.busiest_middle(f, routes) == "a0_1"
+    assert scale.routes_over(f, routes, link=("a0_1", "c1_0")) == 2
+    assert scale.routes_over(f, routes, switch="a0_0") == 1
+    split = {"src": "h0_0", "dst": "h4_0", "split": [
+        {"path": ["l0", "a0_0", "c0_1", "a2_0", "l4"], "share": 0.5},
+        {"path": ["l0", "a0_1", "c1_1", "a2_1", "l4"], "share": 0.5}]}
+    assert scale.routes_over(f, [split], switch="c1_1") == 1
+    two = Fabric.generate(2, 2, 1, 100.0, wiring=True)
+    r = [{"src": "h0_0", "dst": "h1_0", "spine": "s1"}]
+    assert scale.busiest_link(two, r) == ("l0", "s1")
+    assert scale.busiest_middle(two, r) == "s1"
+    assert scale.busiest_link(two, []) is None
+
+
+def test_counts_per_tier_and_ratios_to_the_baseline():
+    f = fattree_fabric(4)
+    t = scale.by_tier(f, {sw: 10 if sw.startswith("c") else 1 for sw in f.switches()})
+    assert t["core"] == {"switches": 4, "per_switch_min": 10, "per_switch_max": 10,
+                         "total": 40}
+    assert t["leaf"]["total"] == 8 and t["agg"]["total"] == 8
+    assert scale.by_tier(f, {})["leaf"]["total"] == 0  # a switch not reported counts 0
+    r = scale.ratios({"restart_ready_s": 2.0, "post": {"ring": {"answered_s": 0.3}}},
+                     {"restart_ready_s": 4.0, "post": {"ring": {"answered_s": 0.1}}})
+    assert r["restart_ready_s"] == 0.5 and r["post.ring.answered_s"] == 3.0
+    assert r["restart_messages"] is None and set(r) == set(scale.FIGURES)
