@@ -315,7 +315,7 @@ def results_page() -> str:
            "[trace replay](trace-replay.md).\n\n"]
     out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _fattree(), _collectives(),
             _learning(),
-            _emulation(), _reconcile(), _entries(), _controlplane(), _hostmode(), _failover(),
+            _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _hostmode(), _failover(),
             _connect()]
     return "".join(out)
 
@@ -815,6 +815,37 @@ def _controlplane() -> str:
               "#the-control-plane-a-pure-decision-one-apply-step).\n\n"
             + _table(["operation", "fat-tree ms", "messages", "leaf-spine ms", "messages",
                       "ratio"], rows))
+
+
+def _scale() -> str:
+    b = _load("bench/scale.json")
+    runs = [b["baseline"]] + b["fabrics"]
+
+    def row(f: dict) -> list:
+        post, lf, sf = f["post"], f["link_failure"], f["switch_failure"]
+        return [f["fabric"], f["switches"], f"{f['entries']:,}", f"{f['first_start_ready_s']:g}",
+                f"{f['restart_ready_s']:g} ({f['restart_messages']:g})",
+                f"{f['rest_latency_ms_during_reconcile']['max']:g}",
+                f"{post['ring']['answered_s']:g}",
+                f"{post['all_to_all']['answered_s']:g} ({post['all_to_all']['flows']:,})",
+                f"{lf['replanned_s']:g}", f"{sf['replanned_s']:g}"]
+    k16 = b["fabrics"][-1]
+    r = k16["ratios_to_baseline"]
+    return ("## Three tiers at scale: start, restart, POST, failures\n\n"
+            + _source("python -m benchmarks.scale", "bench/scale.json")
+            + "Real `ryu-manager` and Open vSwitch: every switch a netdev bridge, every link a "
+              "pair of patch ports, no hosts, the fabric declared (`--mlroute-fabric`), flow "
+              "mode, `auto`; each fat-tree in the same run as the paper-scale leaf-spine (the "
+              f"first row). Seconds unless said; a switch counts as failed after "
+              f"{b['settings']['dead_after_s']:g} s silent (`--mlroute-dead-after`), which the "
+              "switch failure's time includes. Restart: from the state file, (OpenFlow "
+              "messages sent). REST: the slowest `GET /v1/jobs` during the restart, ms. "
+              f"{k16['fabric']} over the leaf-spine: first start {r['first_start_ready_s']:g}x, "
+              f"restart {r['restart_ready_s']:g}x, the all-to-all {r['post.all_to_all.answered_s']:g}x, "
+              f"a link failure {r['link_failure.replanned_s']:g}x.\n\n"
+            + _table(["fabric", "switches", "static entries", "first start", "restart",
+                      "REST max", "POST ring", "POST all-to-all (flows)", "link failure",
+                      "switch failure"], [row(f) for f in runs]))
 
 
 def _hostmode() -> str:
