@@ -230,8 +230,9 @@ class Clos(HostLookup):
         return self.__dict__["_leaf_spine"]
 
     def part_path(self, src: str, dst: str, where) -> tuple[str, ...]:
-        """A route part's switches, source leaf to destination leaf (``Fabric.part_path``)."""
-        return tuple(where)
+        """A route part's switches, source leaf to destination leaf (``Fabric.part_path``):
+        the part itself (a ``MemberPath`` on bundles keeps its members)."""
+        return where
 
     def two_tier_spine(self, switch: str) -> bool:
         """Whether ``switch`` is the spine of a two-tier plane (``Fabric.two_tier_spine``)."""

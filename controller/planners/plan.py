@@ -58,7 +58,7 @@ def part_fields(fabric, src: str, dst: str, where) -> dict:
     (switch names, source leaf to destination leaf), ``members`` on bundles, and ``spine`` on
     a two-tier plane (as plan documents name it there)."""
     path = fabric.part_path(src, dst, where)
-    doc = path_doc(where if isinstance(where, tuple) else path)
+    doc = path_doc(path)
     if len(path) == 3 and fabric.two_tier_spine(path[1]):
         doc["spine"] = path[1]
     return doc
