@@ -432,6 +432,35 @@ def _events(ctl, n: int = 6) -> list[dict]:
     return _fabric(ctl)["events"][-n:]
 
 
+def _phase(ctl, act, done, what: str) -> tuple[dict, float, dict]:
+    """``act()`` (its own figures, a dict), then the seconds from just before it until
+    ``done()`` held; with the controller's counters and the REST latency meanwhile:
+    (figures of the act, seconds, {"messages", "meter", "rest_ms"})."""
+    meter = Meter(ctl)
+    with RestPoller(ctl) as poller:
+        t0 = time.monotonic()
+        acted = act() or {}
+        seconds = _until(done, t0, what=what)
+    spent = meter.since(ctl)
+    return acted, seconds, {"messages": spent["messages"], "meter": spent,
+                            "rest_ms": poller.summary(raw=True)}
+
+
+def _failed(ctl, out: dict, key: str, act, done, what: str, was: list[dict],
+            ready: bool = True, seen=None) -> None:
+    """A failure's figures into ``out``: ``key`` (seconds until ``done``), counters, routes
+    moved (against ``was``), REST latency, what ``seen()`` reads right then, the quiet period
+    after and the last events."""
+    acted, out[key], spent = _phase(ctl, act, done, what)
+    out.update(acted)
+    out["meter"], out["messages"] = spent["meter"], spent["messages"]
+    out["moved_routes"] = moved(was, now := _all_routes(ctl))
+    out["rest_ms"] = spent["rest_ms"]
+    out.update(seen() if seen else {})
+    out["quiet_after"] = _quiet_after(ctl, now, ready=ready)
+    out["events"] = _events(ctl)
+
+
 def link_failure(ctl, fabric, job: str = "ring") -> dict:
     """The top-tier link most of ``job``'s routes cross fails (both patch ports deleted) and
     comes back (added again)."""
@@ -441,31 +470,23 @@ def link_failure(ctl, fabric, job: str = "ring") -> dict:
     members = [x for x in switch_links(fabric) if x[:2] == link]
     name = "-".join(link)
     out = {"link": name, "routes_over_it": routes_over(fabric, routes, link=link)}
-    was, meter = _all_routes(ctl), Meter(ctl)
-    with RestPoller(ctl) as poller:
+
+    def down() -> bool:
+        return any(d.startswith(name) for d in _fabric(ctl)["links_down"])
+
+    def delete() -> dict:
         t0 = time.monotonic()
         _transactions([c for x in members for c in (["del-port", x[0], x[4]],
                                                     ["del-port", x[1], x[5]])], 64)
-        out["del_port_s"] = round(time.monotonic() - t0, 3)
-        out["replanned_s"] = _until(
-            lambda: routes_over(fabric, _routes(ctl, job), link=link) == 0, t0,
-            what=f"{job}'s routes off {name}")
-    out["meter"] = meter.since(ctl)
-    out["messages"] = out["meter"]["messages"]
-    out["moved_routes"] = moved(was, now := _all_routes(ctl))
-    out["rest_ms"] = poller.summary(raw=True)
-    out["reported_down"] = any(d.startswith(name) for d in _fabric(ctl)["links_down"])
-    out["quiet_after"] = _quiet_after(ctl, now)
-    out["events"] = _events(ctl)
-    meter = Meter(ctl)
-    with RestPoller(ctl) as poller:
-        t0 = time.monotonic()
-        _transactions([c for x in members for c in patch_commands(x)], 64)
-        back = _until(lambda: not any(d.startswith(name) for d in _fabric(ctl)["links_down"]),
-                      t0, what=f"{name} reported back")
-    spent = meter.since(ctl)
-    out["restored"] = {"reported_s": back, "messages": spent["messages"], "meter": spent,
-                       "rest_ms": poller.summary(raw=True)}
+        return {"del_port_s": round(time.monotonic() - t0, 3)}
+    _failed(ctl, out, "replanned_s", delete,
+            lambda: routes_over(fabric, _routes(ctl, job), link=link) == 0,
+            f"{job}'s routes off {name}", _all_routes(ctl),
+            seen=lambda: {"reported_down": down()})
+    _, back, spent = _phase(
+        ctl, lambda: _transactions([c for x in members for c in patch_commands(x)], 64),
+        lambda: not down(), f"{name} reported back")
+    out["restored"] = {"reported_s": back, **spent}
     return out
 
 
@@ -479,31 +500,16 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
     assert sw is not None, f"no route of {job} crosses an aggregation switch"
     out = {"switch": sw, "routes_through_it": routes_over(fabric, routes, switch=sw),
            "dead_after_s": DEAD_AFTER}
-    was, meter = _all_routes(ctl), Meter(ctl)
-    with RestPoller(ctl) as poller:
-        t0 = time.monotonic()
-        point(fabric, [sw], UNUSED_PORT)
-        out["replanned_s"] = _until(
-            lambda: routes_over(fabric, _routes(ctl, job), switch=sw) == 0, t0,
-            what=f"{job}'s routes off {sw}")
-    out["meter"] = meter.since(ctl)
-    out["messages"] = out["meter"]["messages"]
-    out["moved_routes"] = moved(was, now := _all_routes(ctl))
-    out["rest_ms"] = poller.summary(raw=True)
-    out["quiet_after"] = _quiet_after(ctl, now, ready=False)  # the switch is away
-    out["events"] = _events(ctl)
-    meter = Meter(ctl)
-    with RestPoller(ctl) as poller:
-        t0 = time.monotonic()
-        point(fabric, [sw], OF_PORT)
+    _failed(ctl, out, "replanned_s", lambda: point(fabric, [sw], UNUSED_PORT),
+            lambda: routes_over(fabric, _routes(ctl, job), switch=sw) == 0,
+            f"{job}'s routes off {sw}", _all_routes(ctl), ready=False)  # the switch is away
 
-        def back() -> bool:
-            view = _fabric(ctl)
-            return view["ready"] and sw not in view["missing_switches"]
-        ready = _until(back, t0, what=f"{sw} reconciled again")
-    spent = meter.since(ctl)
-    out["restored"] = {"ready_s": ready, "messages": spent["messages"], "meter": spent,
-                       "rest_ms": poller.summary(raw=True)}
+    def back() -> bool:
+        view = _fabric(ctl)
+        return view["ready"] and sw not in view["missing_switches"]
+    _, ready, spent = _phase(ctl, lambda: point(fabric, [sw], OF_PORT), back,
+                             f"{sw} reconciled again")
+    out["restored"] = {"ready_s": ready, **spent}
     return out
 
 
