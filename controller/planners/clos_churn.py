@@ -14,14 +14,19 @@ middle and member links):
    group order;
 3. while the max link load (fabric links, as ``clos_auto`` scores) is above the lower bound,
    flows on links at the max move one at a time to an option whose busiest link stays below
-   it (the flows just placed first: moving them costs nothing), bounded by passes and the time
-   limit; the moves of a level are undone unless the max drops (fewer links at the max alone
-   is not worth moving running flows);
+   it, or by a chain of two moves (the flows just placed first: moving them costs nothing),
+   bounded by passes and ``SEARCH_LIMIT``; the moves of a level are undone unless the max
+   drops (fewer links at the max alone is not worth moving running flows);
 4. only when the result still misses the lower bound, a fresh ``clos_auto`` plan is taken
    instead when it is strictly lower on the max link load (churn.py's rule on the request
    path: the fresh plan must win on the objective, never on a tie); then every flow whose
    route in force is alive goes back to it where that keeps the fresh plan's max (``home``):
    the fresh plan decides the max, the routes in force most of the rest.
+
+When most flows are new (a job larger than those running is added), steps 2 to 4 give way to
+the fresh plan with every running flow sent back home where that keeps its max: the greedy on
+top of the running flows rarely meets the bound then, and the request path stays at about
+``clos_auto``'s time.
 
     >>> from controller.model.clos import Clos
     >>> from controller.model.clospaths import ClosProblem
@@ -58,6 +63,8 @@ from controller.planners.clos_loads import (
 )
 
 MAX_PASSES = 20  # per level of the search: passes over the flows on links at the max
+# the search's time on the request path: the fresh plan is the fallback (at k = 16 a few ms)
+SEARCH_LIMIT = 0.01
 
 
 def clos_replan(problem: ClosProblem, previous: ClosRouting,
@@ -84,21 +91,26 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
         else:
             todo.append(i)
             forced += q >= 0
-    loads = ClosLoads(problem, r)
-    if todo:
-        wanted = set(todo)
-        place_all(loads, r, [i for i in group_order(problem) if i in wanted])
     bound = lower_bound(problem)
     source, search_moves, homed = "installed", 0, 0
-    if loads.fabric_max() > bound + 1e-9:
-        search_moves = lower_max(problem, loads, r, todo, bound, deadline)
-        value = score(problem, r)[0]
-        if value > bound + 1e-9:
-            fresh = clos_auto(problem, time_limit=max(deadline - time.perf_counter(), 0.0))
-            f_value = score(problem, fresh)[0]
-            if f_value < value - 1e-9:  # strictly lower max: worth moving, as few as can
-                r, source = fresh, "fresh"
-                homed = home(problem, r, previous, f_value)
+    if 2 * len(todo) > n:  # mostly new flows (a job larger than those running): fresh
+        r, source = clos_auto(problem, time_limit=time_limit), "fresh"
+        homed = home(problem, r, previous, score(problem, r)[0])
+    else:
+        loads = ClosLoads(problem, r)
+        if todo:
+            wanted = set(todo)
+            place_all(loads, r, [i for i in group_order(problem) if i in wanted])
+        if loads.fabric_max() > bound + 1e-9:
+            search_moves = lower_max(problem, loads, r, todo, bound,
+                                     min(deadline, time.perf_counter() + SEARCH_LIMIT))
+            value = score(problem, r)[0]
+            if value > bound + 1e-9:
+                fresh = clos_auto(problem, time_limit=max(deadline - time.perf_counter(), 0.0))
+                f_value = score(problem, fresh)[0]
+                if f_value < value - 1e-9:  # strictly lower max: worth moving, few as can
+                    r, source = fresh, "fresh"
+                    homed = home(problem, r, previous, f_value)
     value = score(problem, r)[0]
     moved = [i for i in range(n) if previous.plane[i] >= 0  # member ids name the plane too
              and tuple(r.path[i]) != tuple(previous.path[i])]
