@@ -4,7 +4,8 @@ the option (plane, middle, members) whose busiest link is least loaded.
 On a single-plane two-tier fabric it makes the choices of ``planners.greedy`` up to its
 tie-breaks (tests/test_clos.py compares the max link loads). ``improve`` is the local search
 ``clos_auto`` runs after any construction: a flow on a link at the maximum load moves to an
-option whose busiest link stays below that maximum, until none can.
+option whose busiest link stays below that maximum, until none can. ``place_all`` is the
+greedy's rule on top of loads already there (``planners.clos_churn``: the flows kept).
 
 Cost: greedy O(F x P x middles) numpy, a few calls per flow and plane (``ClosLoads``);
 improve O(passes x F x P x middles).
@@ -33,13 +34,18 @@ from controller.planners.clos_loads import ClosLoads, empty_routing, group_order
 def clos_greedy(problem: ClosProblem) -> ClosRouting:
     loads = ClosLoads(problem)
     r = empty_routing(len(problem), {"order": "groups, largest first"})
-    order = group_order(problem)
+    place_all(loads, r, group_order(problem))
+    return r
+
+
+def place_all(loads: ClosLoads, r: ClosRouting, order: list[int]) -> None:
+    """``place`` every flow of ``order`` in turn on top of what ``loads`` holds (empty for
+    the greedy; the flows kept for ``clos_churn``)."""
     if loads.planes == 1 and loads.single and (loads.views[0][4] or not len(loads.groups[0])):
         _one_plane(loads, r, order)
     else:
         for i in order:
             place(loads, r, i)
-    return r
 
 
 def _one_plane(loads: ClosLoads, r: ClosRouting, order: list[int]) -> None:

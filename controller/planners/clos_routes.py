@@ -29,18 +29,20 @@ from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.model.intent import UNROUTABLE, MemberPath, members_of
 from controller.model.jobs import Job
+from controller.planners.clos_churn import clos_replan, previous_routes
 from controller.planners.clos_plan import ClosPlan
 from controller.planners.clos_split import ClosSplitRouting
 from controller.planners.registry import CLOS, clos_options, planner_for
 from controller.planners.split import MAX_PARTS
 
+CHURN = ("auto",)  # the planners that re-plan from the routes in force (``previous``)
 # a split part below this share is not worth a sub-connection and its entries: the LP's slack
 # leaves a few near 1e-9; the flow's other parts take it, in proportion
 MIN_SHARE = 1e-6
 
 
 def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 0,
-                     pins=None, max_parts: int | None = MAX_PARTS,
+                     pins=None, max_parts: int | None = MAX_PARTS, previous=None,
                      **options) -> tuple[list, float, list[int]]:
     """(parts per flow of ``jobs`` in order, planner ms, positions whose pin was dropped):
     ``((path, 1.0),)`` for a flow that leaves its leaf (``split``: one ``(path, share)`` per
@@ -49,12 +51,16 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     (``ClosProblem.build``; a split flow's parts all stay there); ``max_parts``: split's
     bound on parts per flow (None: no bound); ``options`` (seed, time_limit): to the planners
     that take them. The planner is the registry's (``registry.planner_for``: an InputError
-    names what it refuses)."""
+    names what it refuses). ``previous``: per flow its parts in force (or None); ``auto``
+    then re-plans from them (``planners.clos_churn``: few moved flows), the others ignore it.
+    """
     fn = planner_for(algorithm, CLOS)
     problem = ClosProblem.build(fabric, jobs, skip_unroutable=True, pins=pins)
     t0 = time.perf_counter()
     if not len(problem):
         routing = ClosRouting([], [], [])
+    elif previous is not None and algorithm in CHURN:
+        routing = clos_replan(problem, previous_routes(problem, previous))
     else:
         routing = fn(problem, **clos_options(algorithm, salt=salt, max_parts=max_parts,
                                              **options))

@@ -12,17 +12,19 @@ stages (links at the max, the jobs search, the ILP) run off the request path
 (``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
 afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
 failing the plan. A Clos of one two-tier plane is planned so too, as a leaf-spine
-(``planners.leaf_spine``: its routes stay paths). On other Clos fabrics (``model.clos``) every
-group is planned afresh by the Clos
-planner of its name (``planners/clos_routes.py``; ``split`` with its group's bound, the others
-with the options they take of ``Settings.planner_opts``: salt, seed, ILP time limit), with no
-off-path stages; every running flow is pinned to the plane of its route in force (a connection
-is bound to its plane's addresses; a split flow with parts in several planes stays free)
-unless it has no alive path there: those move, and ``plane_changes`` lists them (and every
-part of a split flow that went to another plane, by its ``part`` index: its sub-connection
-follows; a split flow's parts keep their places where they can, ``_keep_order``). Flows given
-a plane in ``planes`` (learned flows: the plane their samples came on) are pinned to it
-instead.
+(``planners.leaf_spine``: its routes stay paths). On other Clos fabrics (``model.clos``)
+``auto`` groups start from the routes in force too (``planners/clos_churn.py``: alive routes
+stay, new and broken flows go the greedy's way, others move only when that lowers the max link
+load, a fresh ``clos_auto`` plan only when strictly lower on it); every other group is planned
+afresh by the Clos planner of its name (``planners/clos_routes.py``; ``split`` with its
+group's bound, the others with the options they take of ``Settings.planner_opts``: salt,
+seed, ILP time limit); no off-path stages. Every running flow is pinned to the plane of
+its route in force (a connection is bound to its plane's addresses; a split flow with parts in
+several planes stays free) unless it has no alive path there: those move, and
+``plane_changes`` lists them (and every part of a split flow that went to another plane, by
+its ``part`` index: its sub-connection follows; a split flow's parts keep their places where
+they can, ``_keep_order``). Flows given a plane in ``planes`` (learned flows: the plane their
+samples came on) are pinned to it instead.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ from controller.service.settings import Settings
 class Replanned:
     records: dict[str, JobRecord]  # every record, the re-planned ones with new routes
     groups: list[tuple[str, str]] = field(default_factory=list)  # (algorithm, objective)
-    moved_flows: int = 0  # flows of auto groups whose spine changed
+    moved_flows: int = 0  # flows of auto groups whose route (spine, Clos path) changed
     # auto group -> the off-path stages (layer 2, jobs search, ILP) may improve it
     improvable: dict = field(default_factory=dict)
     planner_ms: list = field(default_factory=list)
@@ -96,7 +98,7 @@ def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorith
             opts["max_parts"] = ((bound or None) if bound >= 0
                                  else split_opts.get("max_parts", MAX_PARTS))
             parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
-                                                   pins=pins, **opts)
+                                                   pins=pins, previous=before, **opts)
             parts = [_keep_order(fabric, old, new) for old, new in zip(before, parts)]
             for pos in unpinned:  # no alive path left in its plane: it moves
                 old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])

@@ -1,0 +1,323 @@
+"""Re-planning running flows on a Clos fabric with few moved flows.
+
+Moving a running flow costs packets reordered or paused (for RDMA, a go-back-N) and OpenFlow
+messages, yet a fresh ``clos_auto`` plan after a change (a link down or up, a job added) may
+move most flows of the group: on a k = 8 fat-tree a core link failure moved 996 of 1,120
+routes where only the 8 over that link had to move. So, as ``planners.churn`` does on two
+tiers, a re-plan starts from the routes in force (``previous_routes``: per flow its plane,
+middle and member links):
+
+1. every flow whose route is still alive (every member link up, its plane still open to it)
+   stays;
+2. new flows and flows whose route died are placed by the greedy's rule (``clos_greedy``:
+   the option whose busiest link is least loaded) on top of the flows kept, in the greedy's
+   group order;
+3. while the max link load (fabric links, as ``clos_auto`` scores) is above the lower bound,
+   flows on links at the max move one at a time to an option whose busiest link stays below
+   it, or by a chain of two moves (the flows just placed first: moving them costs nothing),
+   bounded by passes and ``SEARCH_LIMIT``; the moves of a level are undone unless the max
+   drops (fewer links at the max alone is not worth moving running flows);
+4. only when the result still misses the lower bound, a fresh ``clos_auto`` plan is taken
+   instead when it is strictly lower on the max link load (churn.py's rule on the request
+   path: the fresh plan must win on the objective, never on a tie); then every flow whose
+   route in force is alive goes back to it where that keeps the fresh plan's max (``home``):
+   the fresh plan decides the max, the routes in force most of the rest.
+
+When most flows are new (a job larger than those running is added), steps 2 to 4 give way to
+the fresh plan with every running flow sent back home where that keeps its max: the greedy on
+top of the running flows rarely meets the bound then, and the request path stays at about
+``clos_auto``'s time.
+
+    >>> from controller.model.clos import Clos
+    >>> from controller.model.clospaths import ClosProblem
+    >>> from controller.model.jobs import Job
+    >>> f = Clos.fat_tree(4)
+    >>> ring = Job("r", rings=[["h0_0", "h2_0", "h4_0", "h6_0"]], ring_bytes=1)  # 4 pods
+    >>> p = ClosProblem.build(f, [ring])
+    >>> before = clos_replan(p, empty_routing(len(p)))  # nothing in force: the greedy's
+    >>> dead = tuple(p.middle_name(0, 0, before.middle[0])[1:3])  # flow 0's agg -> core
+    >>> after = clos_replan(ClosProblem.build(f.with_down([dead]), [ring]), before)
+    >>> after.info["moved"], after.info["forced"], after.info["source"]  # both ways over it
+    ([0, 3], 2, 'installed')
+
+Cost: O(F) to read the routes in force and rebuild the loads; the greedy's O(P x middles)
+per flow placed; per level of the search O(passes x F x P x middles) at worst; one
+``clos_auto`` run only when the result misses the lower bound.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
+from controller.model.intent import members_of
+from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_greedy import place_all
+from controller.planners.clos_loads import (
+    ClosLoads,
+    empty_routing,
+    group_order,
+    hop_rows,
+    paths_of,
+)
+
+MAX_PASSES = 20  # per level of the search: passes over the flows on links at the max
+# the search's time on the request path: the fresh plan is the fallback (at k = 16 a few ms)
+SEARCH_LIMIT = 0.01
+
+
+def clos_replan(problem: ClosProblem, previous: ClosRouting,
+                time_limit: float = 1.0) -> ClosRouting:
+    """Plan ``problem`` from the routes in force ``previous`` (``ClosProblem.inter`` order,
+    plane -1 for a flow without one: ``previous_routes``) with few moved flows.
+
+    ``info`` adds to clos_auto's (``lower_bound``, ``gap``, ``optimal``): ``moved_flows``
+    (flows with a route in force that changed), ``moved`` (their positions in
+    ``problem.flows``), ``forced`` (of those, how many had lost their route), ``new_flows``,
+    ``search_moves`` (moves the search kept), ``source`` ("installed" or "fresh") and
+    ``homed`` (flows of a fresh plan sent back to their routes in force, ``home``)."""
+    t0 = time.perf_counter()
+    deadline = t0 + time_limit
+    n = len(problem)
+    dead = set(np.flatnonzero(~problem.links.alive).tolist())  # few: a set test per flow
+    r = empty_routing(n)
+    todo, forced = [], 0
+    for i in range(n):
+        q, path = previous.plane[i], previous.path[i]
+        if q >= 0 and path and dead.isdisjoint(path) \
+                and not problem.pinned_elsewhere(i, q):
+            r.plane[i], r.middle[i], r.path[i] = q, previous.middle[i], tuple(path)
+        else:
+            todo.append(i)
+            forced += q >= 0
+    bound = lower_bound(problem)
+    source, search_moves, homed = "installed", 0, 0
+    if 2 * len(todo) > n:  # mostly new flows (a job larger than those running): fresh
+        r, source = clos_auto(problem, time_limit=time_limit), "fresh"
+        homed = home(problem, r, previous, score(problem, r)[0])
+    else:
+        loads = ClosLoads(problem, r)
+        if todo:
+            wanted = set(todo)
+            place_all(loads, r, [i for i in group_order(problem) if i in wanted])
+        if loads.fabric_max() > bound + 1e-9:
+            search_moves = lower_max(problem, loads, r, todo, bound,
+                                     min(deadline, time.perf_counter() + SEARCH_LIMIT))
+            value = score(problem, r)[0]
+            if value > bound + 1e-9:
+                fresh = clos_auto(problem, time_limit=max(deadline - time.perf_counter(), 0.0))
+                f_value = score(problem, fresh)[0]
+                if f_value < value - 1e-9:  # strictly lower max: worth moving, few as can
+                    r, source = fresh, "fresh"
+                    homed = home(problem, r, previous, f_value)
+    value = score(problem, r)[0]
+    moved = [i for i in range(n) if previous.plane[i] >= 0  # member ids name the plane too
+             and tuple(r.path[i]) != tuple(previous.path[i])]
+    r.info.update(stage="churn", source=source, lower_bound=round(bound, 9),
+                  gap=round(max(value - bound, 0.0), 9), optimal=value <= bound + 1e-9,
+                  max_link_load=value, moved_flows=len(moved),
+                  moved=[problem.inter[i] for i in moved], forced=forced,
+                  new_flows=len(todo) - forced, search_moves=search_moves, homed=homed,
+                  ms={"churn": round((time.perf_counter() - t0) * 1e3, 3)})
+    return r
+
+
+def lower_max(problem: ClosProblem, loads: ClosLoads, r: ClosRouting, first: list[int],
+              bound: float, deadline: float, max_passes: int = MAX_PASSES) -> int:
+    """Lower the max fabric link load of ``r`` (``loads`` kept in step) level by level: a flow
+    on a link at the max (those of ``first`` before the others) moves to its best option when
+    that option's busiest fabric link stays below the max, or else (a chain of two) to an
+    option blocked by one link only, once another flow on that link moved below the max; a
+    level whose moves leave some link at the max is undone and ends the search, as do
+    ``bound``, ``deadline`` (time.perf_counter) and ``max_passes`` passes. The moves kept."""
+    L = problem.links
+    fab = np.zeros(L.count + 1, dtype=bool)
+    fab[:L.count] = (L.tier > 0) & L.alive[:L.count]
+    seen = set(first)
+    order = list(first) + [i for i in range(len(problem)) if i not in seen]
+    on: dict[int, set[int]] = {}  # fabric link -> the flows over it
+    for i, path in enumerate(r.path):
+        for x in path:
+            on.setdefault(x, set()).add(i)
+    undo: list[tuple[int, int, int, tuple]] = []
+
+    def move(i: int, q: int, m: int, path: tuple, log: bool = True) -> None:
+        old = r.path[i]
+        if log:
+            undo.append((i, r.plane[i], r.middle[i], old))
+        loads.add(i, r.plane[i], old, -1.0)
+        for x in old:
+            on[x].discard(i)
+        r.plane[i], r.middle[i], r.path[i] = q, m, path
+        loads.add(i, q, path)
+        for x in path:
+            on.setdefault(x, set()).add(i)
+
+    kept = 0
+    while True:
+        alpha = loads.fabric_max()
+        if alpha <= bound + 1e-9:
+            return kept
+        undo.clear()
+        hot = _at(loads.load, fab, alpha)
+        for _ in range(max_passes):
+            before = len(undo)
+            for i in order:
+                if not r.path[i] or hot.isdisjoint(r.path[i]):
+                    continue
+                if time.perf_counter() > deadline:
+                    hot = {-1}  # out of time: this level is undone
+                    break
+                if _single(loads, r, i, alpha, move) or _chain(loads, r, i, alpha, on, move):
+                    hot = _at(loads.load, fab, alpha)
+                    if not hot:
+                        break
+            if not hot or hot == {-1} or len(undo) == before:
+                break
+        if hot:  # the max did not drop: every move of this level back
+            for i, q, m, path in reversed(undo):
+                move(i, q, m, path, log=False)
+            return kept
+        kept += len(undo)
+
+
+def _single(loads: ClosLoads, r: ClosRouting, i: int, alpha: float, move) -> bool:
+    """Flow i to its best option if that stays below ``alpha`` on the fabric links."""
+    q, path = r.plane[i], r.path[i]
+    loads.add(i, q, path, -1.0)
+    cost, q2, m2, new = loads.best(i, hosts=False)  # the objective: fabric links
+    loads.add(i, q, path)
+    if cost < alpha - 1e-9 and new != path:
+        move(i, q2, m2, new)
+        return True
+    return False
+
+
+def _chain(loads: ClosLoads, r: ClosRouting, i: int, alpha: float, on: dict, move,
+           options: int = 8) -> bool:
+    """Flow i to one of its ``options`` cheapest options that reach ``alpha`` on one fabric
+    link only, after a flow over that link moved to an option below ``alpha``."""
+    q0, path = r.plane[i], r.path[i]
+    load, step = loads.load_l, loads.step_l
+    loads.add(i, q0, path, -1.0)
+    tried = []
+    for q in range(loads.planes):
+        c = loads.plane_costs(i, q, hosts=False).ravel()
+        tried += [(float(c[m]), q, int(m)) for m in np.argsort(c, kind="stable")[:options]
+                  if c[m] <= alpha + 1e-9]
+    for _, q, m in sorted(tried)[:options]:
+        new = loads.pick(i, q, m)
+        block = [x for x in new if load[x] + step[x] >= alpha - 1e-9]
+        if len(block) != 1 or new == path:
+            continue
+        for j in sorted(on.get(block[0], ())):
+            if j == i:
+                continue
+            qj, pj = r.plane[j], r.path[j]
+            loads.add(j, qj, pj, -1.0)
+            cost, q2, m2, nj = loads.best(j, hosts=False)
+            loads.add(j, qj, pj)
+            if cost >= alpha - 1e-9 or block[0] in nj:
+                continue
+            loads.add(j, qj, pj, -1.0)  # j moved for a look: is i's option below alpha then?
+            loads.add(j, q2, nj)
+            ok = max(load[x] + step[x] for x in new) < alpha - 1e-9
+            loads.add(j, q2, nj, -1.0)
+            loads.add(j, qj, pj)
+            if ok:
+                loads.add(i, q0, path)
+                move(j, q2, m2, nj)
+                move(i, q, m, new)
+                return True
+    loads.add(i, q0, path)
+    return False
+
+
+def home(problem: ClosProblem, r: ClosRouting, previous: ClosRouting, value: float,
+         passes: int = 2) -> int:
+    """Move the flows of ``r`` (a fresh plan) back to their alive routes in force wherever
+    that keeps every fabric link at or below ``value`` (``r``'s max link load), in flow
+    order, ``passes`` times; the flows sent back. O(passes x F x hops) in Python."""
+    loads = ClosLoads(problem, r)
+    L = problem.links
+    fab = ((L.tier > 0) & L.alive[:L.count]).tolist() + [False]
+    alive = L.alive.tolist()
+    load, step = loads.load_l, loads.step_l
+    back = 0
+    for _ in range(passes):
+        sent = 0
+        for i in range(len(problem)):
+            q, old, now = previous.plane[i], tuple(previous.path[i]), r.path[i]
+            if q < 0 or not old or old == now or not all(alive[x] for x in old) \
+                    or problem.pinned_elsewhere(i, q):
+                continue
+            loads.add(i, r.plane[i], now, -1.0)
+            if all(load[x] + step[x] <= value + 1e-9 for x in old if fab[x]):
+                r.plane[i], r.middle[i], r.path[i] = q, previous.middle[i], old
+                loads.add(i, q, old)
+                sent += 1
+            else:
+                loads.add(i, r.plane[i], now)
+        back += sent
+        if not sent:
+            break
+    return back
+
+
+def _at(load: np.ndarray, fab: np.ndarray, alpha: float) -> set[int]:
+    """The alive fabric links at load ``alpha``."""
+    return set(np.flatnonzero(fab & (load >= alpha - 1e-9)).tolist())
+
+
+def previous_routes(problem: ClosProblem, previous: list) -> ClosRouting:
+    """The routes in force of the problem's flows: per flow of ``problem.flows`` its parts
+    (``clos_routes``: switch names, members kept on a fabric with bundles) or None, as a
+    routing in ``inter`` order; plane -1 for a flow without one (None or no parts), a split
+    flow (several parts) and parts that are not a route of this flow (a fabric changed under
+    a stored state). O(F) dict look-ups in Python, then numpy per plane (``hop_rows``)."""
+    f, L = problem.fabric, problem.links
+    r = empty_routing(len(problem))
+    found: dict[int, tuple[list, list, list]] = {}  # plane -> flows, middles, members
+    for i, pos in enumerate(problem.inter):
+        parts = previous[pos]
+        if not parts or len(parts) != 1:
+            continue
+        names = parts[0][0]
+        q = f.plane_of.get(names[0], -1)
+        if q < 0:
+            continue
+        a, b, p, s = problem.ends(i, q)
+        leaves = f.planes[q].leaves
+        if names[0] != leaves[a] or names[-1] != leaves[b]:
+            continue
+        if len(names) == 3 and p == s:
+            at = L.agg_at.get(names[1])
+            m = at[2] if at is not None and at[:2] == (q, p) else -1
+        elif len(names) == 5 and p != s:
+            at = L.core_at.get(names[2])
+            m = at[1] if at is not None and at[0] == q else -1
+            g = int(L.group_of_core[q][m]) if m >= 0 else -1
+            if L.agg_at.get(names[1]) != (q, p, g) or L.agg_at.get(names[3]) != (q, s, g):
+                m = -1
+        else:
+            m = -1
+        if m >= 0:
+            flows, middles, members = found.setdefault(q, ([], [], []))
+            flows.append(i)
+            middles.append(m)
+            given = members_of(names)
+            members.append(given if given and len(given) == len(names) - 1 else None)
+    cells = L.cells()
+    for q, (flows, middles, members) in found.items():
+        rows = hop_rows(problem, q, np.asarray(flows), np.asarray(middles))
+        pick = np.zeros(rows.shape, dtype=np.int64)
+        for j, given in enumerate(members):
+            if given is not None:  # a fabric with bundles: the members named
+                cols = (0, 3) if len(given) == 2 else range(4)
+                pick[j, list(cols)] = given
+        pick[(pick < 0) | (pick >= cells.width)] = 0
+        ids = np.where(rows >= 0, cells.members[rows.clip(0), pick], -1)
+        for i, m, path in zip(flows, middles, paths_of(ids)):
+            r.plane[i], r.middle[i], r.path[i] = q, m, path
+    return r

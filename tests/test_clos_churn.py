@@ -1,0 +1,135 @@
+"""Churn-aware re-planning on Clos fabrics (planners/clos_churn.py): after a core link fails
+only the flows over it move (or a few more, each lowering the max link load), the max is never
+above a fresh clos_auto plan's, and on restore nothing moves unless that lowers the max."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem, flow_links
+from controller.model.jobs import Flow, Job
+from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_churn import clos_replan, previous_routes
+from controller.planners.clos_loads import empty_routing
+from controller.planners.clos_routes import clos_route_parts
+
+
+def jobs_on(f: Clos) -> list[Job]:
+    """A ring over one host of every leaf (neighbours in other pods) and an all-to-all
+    among the last host of every other leaf."""
+    leaves = f.leaves
+    pods = len(f.planes[0].pods)
+    per_pod = len(leaves) // pods
+    order = [leaves[p * per_pod + j] for j in range(per_pod) for p in range(pods)]
+    ring = Job("ring", rings=[[f.hosts_of_leaf[leaf][0] for leaf in order]], ring_bytes=1)
+    a2a_hosts = [f.hosts_of_leaf[leaf][-1] for leaf in leaves[::2]]
+    a2a = Job("a2a", explicit=[Flow("a2a", s, d, 1) for s in a2a_hosts for d in a2a_hosts
+                               if s != d])
+    return [ring, a2a]
+
+
+def plan(f: Clos, jobs, previous=None):
+    p = ClosProblem.build(f, jobs, skip_unroutable=True)
+    prev = empty_routing(len(p)) if previous is None else previous_routes(p, previous)
+    return p, clos_replan(p, prev)
+
+
+def names(p: ClosProblem, r) -> list:
+    """The routing as the controller keeps it: per flow ((switch names, 1.0),)."""
+    out: list = [None] * len(p.flows)
+    for i, pos in enumerate(p.inter):
+        out[pos] = ((tuple(p.middle_name(i, r.plane[i], r.middle[i])), 1.0),)
+    return out
+
+
+def crossing(parts: list, link: tuple[str, str]) -> int:
+    """Flows whose path uses ``link`` either way."""
+    lo, up = link
+    return sum(1 for x in parts if x and any(
+        {a, b} == {lo, up} for a, b in zip(x[0][0], x[0][0][1:])))
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_a_core_link_failure_moves_the_flows_over_it_and_restore_moves_none(k):
+    f = Clos.fat_tree(k)
+    jobs = jobs_on(f)
+    p0, r0 = plan(f, jobs)
+    before = names(p0, r0)
+    for path in [x[0][0] for x in before if x and len(x[0][0]) == 5][::7]:
+        link = (path[1], path[2])
+        down = f.with_down([link])
+        p1, r1 = plan(down, jobs, before)
+        info = r1.info
+        over = crossing(before, link)
+        assert info["forced"] == over
+        fresh = score(p1, clos_auto(p1))[0]
+        assert info["max_link_load"] <= fresh + 1e-9  # never worse than a fresh plan
+        if info["source"] == "installed":  # only the flows over it, or moves that lowered it
+            assert over <= info["moved_flows"] <= over + info["search_moves"]
+        after = names(p1, r1)
+        for x in after:  # nothing over the dead link
+            assert not x or all({a, b} != set(link) for a, b in zip(x[0][0], x[0][0][1:]))
+        p2, r2 = plan(f, jobs, after)  # restored: nothing moves unless the max drops
+        if r2.info["moved_flows"]:
+            assert r2.info["max_link_load"] < info["max_link_load"] - 1e-9
+        else:
+            assert names(p2, r2) == after
+
+
+def test_fewer_moves_than_a_fresh_plan_on_k8():
+    f = Clos.fat_tree(8)
+    jobs = jobs_on(f)
+    p0, r0 = plan(f, jobs)
+    before = names(p0, r0)
+    moved = forced = 0
+    for path in [x[0][0] for x in before if x and len(x[0][0]) == 5][::40]:
+        p1, r1 = plan(f.with_down([(path[1], path[2])]), jobs, before)
+        moved += r1.info["moved_flows"]
+        forced += r1.info["forced"]
+    assert forced <= moved <= 2 * forced
+
+
+def test_nothing_changed_nothing_moves():
+    f = Clos.fat_tree(4, 2)
+    jobs = jobs_on(f)
+    parts, _, _ = clos_route_parts(f, jobs, "auto")
+    again, _, _ = clos_route_parts(f, jobs, "auto", previous=parts)
+    assert again == parts
+
+
+def test_a_new_job_leaves_the_running_routes_in_place_when_the_bound_holds():
+    f = Clos.fat_tree(4)
+    ring, a2a = jobs_on(f)
+    parts, _, _ = clos_route_parts(f, [ring], "auto")
+    small = Job("b", explicit=[Flow("b", "h0_1", "h7_1", 1)])
+    both, _, _ = clos_route_parts(f, [ring, small], "auto", previous=parts + [None])
+    assert both[:len(parts)] == parts and both[-1]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.data())
+def test_random_failures_keep_alive_routes_and_stay_valid(data):
+    f = Clos.fat_tree(4)
+    jobs = jobs_on(f)
+    p0, r0 = plan(f, jobs)
+    before = names(p0, r0)
+    links = f.links()
+    down = data.draw(st.sets(st.sampled_from(links), max_size=4))
+    fab = f.with_down(down)
+    p1 = ClosProblem.build(fab, jobs, skip_unroutable=True)
+    prev = previous_routes(p1, before)
+    r1 = clos_replan(p1, prev)
+    alive = p1.links.alive
+    left = 0  # flows that left an alive route in force
+    for i in range(len(p1)):
+        assert r1.path[i], "every routable flow placed"
+        assert alive[flow_links(p1, r1, i)].all()
+        if prev.plane[i] >= 0 and alive[list(prev.path[i])].all():
+            left += r1.path[i] != prev.path[i]
+    if r1.info["source"] == "installed":  # each by a move of the search that lowered the max
+        assert left <= r1.info["search_moves"]
+    # valid: every path is the route of its flow over its (plane, middle)
+    assert previous_routes(p1, names(p1, r1)).path == r1.path
+    assert r1.info["max_link_load"] <= score(p1, clos_auto(p1))[0] + 1e-9
