@@ -12,16 +12,19 @@ from __future__ import annotations
 
 from ryu import cfg
 from ryu.base import app_manager
+from ryu.controller import controller as of_controller
 from ryu.controller import ofp_event
 from ryu.controller.handler import CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
 from ryu.lib import hub
 from ryu.ofproto import ofproto_common, ofproto_v1_3
 
 from controller.shell import flags
+from controller.shell.backlog import widen_backlog
 from controller.shell.core import adapter_events
 from controller.shell.hub import Hub
 
 flags.register(cfg.CONF)
+widen_backlog(of_controller)  # before ofp_handler opens the OpenFlow listener
 AdapterEvents = adapter_events(set_ev_cls, ofp_event, CONFIG_DISPATCHER, MAIN_DISPATCHER,
                                DEAD_DISPATCHER)
 

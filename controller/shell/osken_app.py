@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from os_ken import cfg
 from os_ken.base import app_manager
+from os_ken.controller import controller as of_controller
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import (
     CONFIG_DISPATCHER,
@@ -21,10 +22,12 @@ from os_ken.controller.handler import (
 from os_ken.ofproto import ofproto_common, ofproto_v1_3
 
 from controller.shell import flags
+from controller.shell.backlog import widen_backlog
 from controller.shell.core import adapter_events
 from controller.shell.hub import THREADS
 
 flags.register(cfg.CONF)
+widen_backlog(of_controller)  # before ofp_handler opens the OpenFlow listener
 AdapterEvents = adapter_events(set_ev_cls, ofp_event, CONFIG_DISPATCHER, MAIN_DISPATCHER,
                                DEAD_DISPATCHER)
 
