@@ -3,8 +3,9 @@ bench/entries.json.
 
 For k-ary fat-trees (k = 8, 16, 32, ``Clos.wire``'s addresses as ``topologies/clos.py`` builds
 them: leaf i's hosts 10.x.i.1, 10.x.i.2, ...) and the paper's two-tier fabric (32 spines x 64
-leaves x 32 hosts), the static entries every switch holds in flow and sr modes
-(``clos_rules.clos_static_rules``, ``rules.static_rules``) and with host mode's pipeline
+leaves x 32 hosts), the static entries every switch holds in flow mode (``clos_rules.clos_static_rules``,
+``rules.static_rules``), in sr mode (on a Clos with the label entries, which it holds only
+while a job runs in sr mode or sr is the default mode) and with host mode's pipeline
 (``clos_hostmode``, ``rules.host_static_rules``), nothing down: per tier the switches, entries
 per switch (min, max) and the tier's total; and the seconds the controller took to compute them.
 Two addressings: ``prefix``, the fabric as built (aggregation switches, spines and cores match
@@ -53,17 +54,19 @@ def _tier(fabric, sw: str) -> str:
 
 
 def count(fabric) -> dict:
-    """Per mode (``flow``: flow and sr, ``host``: with host mode's pipeline), per tier: the
+    """Per mode (``flow``; ``sr``: with sr's label entries; ``host``: with host mode's
+    pipeline; a two-tier ``Fabric`` holds its label entries in every mode), per tier: the
     switches, entries per switch (min, max) and the tier's total; the fabric's total and
     mean per switch, and the seconds computing them took (one switch at a time, as the
     controller's desired tables do, without keeping them)."""
     clos = isinstance(fabric, Clos)
     out = {}
-    for mode in ("flow", "host"):
+    for mode in ("flow", "sr", "host"):
         per: dict[str, list[int]] = {}
         t0 = time.perf_counter()
         for sw in fabric.switches():
-            n = len((clos_static_rules if clos else static_rules)(fabric, sw)[0])
+            n = len(clos_static_rules(fabric, sw, labels=mode == "sr")[0] if clos
+                    else static_rules(fabric, sw)[0])
             if mode == "host":
                 n += len((clos_host_static_rules if clos else host_static_rules)(fabric, sw))
             per.setdefault(_tier(fabric, sw), []).append(n)

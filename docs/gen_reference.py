@@ -770,6 +770,7 @@ def _entries() -> str:
         rows.append([f"{f['fabric']} ({f['switches']:,} switches, {f['hosts']:,} hosts)",
                      ", ".join(cells),
                      f"{now['flow']['total']:,} ({then['flow']['total']:,})",
+                     f"{now['sr']['total']:,} ({then['sr']['total']:,})",
                      f"{now['host']['total']:,} ({then['host']['total']:,})",
                      f"{now['flow']['seconds']:g} ({then['flow']['seconds']:g})"])
     return ("## Static entries by prefix\n\n"
@@ -778,9 +779,10 @@ def _entries() -> str:
               "down, computed by the rule builders; in brackets the same fabric with its "
               "addresses striped across the leaves, so that every switch matches every host "
               "(what every fabric got before [prefixes](../explanation/enforcement.md#prefixes))."
-              "\n\n"
-            + _table(["fabric", "per switch (flow, sr)", "all switches (flow, sr)",
-                      "with host mode's pipeline", "seconds to compute (flow, sr)"], rows))
+              " A three-tier switch holds sr's label entries only while a job runs in sr mode "
+              "or sr is the default mode; a two-tier leaf-spine holds them in every mode.\n\n"
+            + _table(["fabric", "per switch (flow)", "all switches (flow)", "with sr's labels",
+                      "with host mode's pipeline", "seconds to compute (flow)"], rows))
 
 
 CONTROLPLANE_PHASES = {

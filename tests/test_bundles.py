@@ -183,11 +183,12 @@ def test_the_rule_budget_counts_the_pinned_entries_at_every_tier():
     over = over_budget(f, {}, records, 10, lambda d: f.switch_of_dpid[d])
     assert {o["switch"] for o in over} >= {"s0", "s1"}
     # a job whose per-flow entries take a spine over the budget falls back to host mode,
-    # which pins members with static entries only (38 at a spine: 2 protocols x 2 member
-    # codes per host below it, the probe trap and the static entries)
+    # which pins members with static entries only (32 at a spine: 2 protocols x 2 member
+    # codes per host below it, the probe trap and the static entries; in flow mode 40: the
+    # job's 36 and 4 static)
     many = {"id": "m", "flows": [dict(x, dport=d, proto="tcp") for x in all_to_all(f)["flows"]
                                  for d in (80, 81, 82)]}
-    sw2, svc2 = start(f, max_flow_rules=40, over_budget="host")
+    sw2, svc2 = start(f, max_flow_rules=36, over_budget="host")
     code, doc = call(svc2, "POST", "/v1/jobs", many)
     assert code == 201 and doc["mode"] == "host" and "over_budget" in doc, doc
     assert all(x.cookie == COOKIE_STATIC for t in sw2.rules.values() for x in t.values())
@@ -198,7 +199,7 @@ def test_the_rule_budget_counts_the_pinned_entries_at_every_tier():
         assert reached == r["dst"] and (path, members) == (r.get("path", path),
                                                            r.get("members", members)), r
     # without the fallback, the refusal advises host mode
-    _, svc3 = start(f, max_flow_rules=40)
+    _, svc3 = start(f, max_flow_rules=36)
     code, doc = call(svc3, "POST", "/v1/jobs", many)
     assert code == 409 and "over its budget" in doc["error"] and '"mode": "host"' in doc["error"]
 

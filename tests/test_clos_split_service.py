@@ -152,10 +152,14 @@ def test_the_rule_budget_counts_every_part(shape, mode):
     assert all(jobs_at[leaf] == n for leaf, n in firsts.items()), (firsts, jobs_at)
     assert sum(jobs_at.values()) == parts * per_part[mode]
     # a budget one below the fullest switch that the job adds to refuses it, naming the
-    # switch's job entries (a switch over it with static entries alone is not refused)
+    # switch's job entries (a switch over it with static entries alone is not refused; an sr
+    # job adds sr's label entries too, static ones, the cores' most of all)
     sizes = {f.switch_of_dpid[d]: len(rules) for d, (rules, _) in want.items()}
-    most = max(n for name, n in sizes.items() if jobs_at[name])
-    fullest = min(name for name, n in sizes.items() if jobs_at[name] and n == most)
+    before = {f.switch_of_dpid[d]: len(rules) for d, (rules, _) in desired_tables(f, []).items()}
+    grows = {name: n for name, n in sizes.items() if n > before[name]}
+    assert (mode == "sr") == any(not jobs_at[name] for name in grows), grows  # the labels
+    most = max(grows.values())
+    fullest = min(name for name, n in grows.items() if n == most)
     _, tight = start(f, max_flow_rules=most - 1)
     code, doc = call(tight, "POST", "/v1/jobs", job(shape, mode=mode))
     assert code == 409, doc

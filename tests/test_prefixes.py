@@ -265,11 +265,17 @@ def test_the_benchmark_writes_entries_per_tier(tmp_path):
     b = json.loads(out.read_text())
     tree, two = b["fabrics"]
     assert tree["fabric"] == "fat-tree k=4" and (tree["switches"], tree["hosts"]) == (20, 16)
+    # flow mode, k = 4 (2 hosts and 2 uplinks a leaf, 2 leaves and 2 cores an aggregation
+    # switch, 4 pods): a leaf 2 + 2 h + u + 1, an aggregation switch 1 + l + c + (p - 1), a
+    # core 1 + p; sr's labels add 1, l + c and 1 + L (L = 8 leaves)
     assert {t: v["per_switch_max"] for t, v in tree["prefix"]["flow"]["tiers"].items()} == {
+        "leaf": 9, "agg": 8, "core": 5}
+    assert {t: v["per_switch_max"] for t, v in tree["prefix"]["sr"]["tiers"].items()} == {
         "leaf": 10, "agg": 12, "core": 14}
-    assert {t: v["per_switch_max"] for t, v in tree["per_host"]["flow"]["tiers"].items()} == {
+    assert {t: v["per_switch_max"] for t, v in tree["per_host"]["sr"]["tiers"].items()} == {
         "leaf": 10, "agg": 23, "core": 26}
-    assert tree["prefix"]["host"]["total"] > tree["prefix"]["flow"]["total"] == 232
+    assert tree["prefix"]["flow"]["total"] == 156 and tree["prefix"]["sr"]["total"] == 232
+    assert tree["prefix"]["host"]["total"] > tree["prefix"]["flow"]["total"]
     assert two["fabric"] == "leaf-spine 32 x 64 x 32"
     assert two["prefix"]["flow"]["tiers"]["spine"]["per_switch_max"] == 2 + 2 * 64
     assert two["per_host"]["flow"]["tiers"]["spine"]["per_switch_max"] == 2 + 64 * 33

@@ -25,8 +25,10 @@ Static entries (valley-free, destination-based; unplanned traffic takes ECMP up)
 Above the leaves IPv4 is matched by destination leaf or pod, not host (``model.prefixes``): one
 entry per leaf (its hosts' common prefix) or per pod where the addresses allow it, the leaf's
 hosts one by one where they do not. A leaf holds an entry per host of its own. On a k = 16
-fat-tree (``Clos.wire``'s addresses) a leaf holds 28 static entries, an aggregation switch 48
-and a core 146 (1,049 and 1,154 per host; ``benchmarks/entries.py``).
+fat-tree (``Clos.wire``'s addresses) a leaf holds 27 static entries, an aggregation switch 32
+and a core 17 (1,033 and 1,025 per host; ``benchmarks/entries.py``); sr's label entries
+(``labels``), held only while a job runs in sr mode or sr is the default mode, add 1, 16 and
+129 (the cores switch every leaf's label).
 
 Per flow (``clos_flow_rules``): ``flow`` mode matches the 5-tuple where the path branches, at
 the source leaf (out to the aggregation switch) and, between pods, at the source aggregation
@@ -253,19 +255,33 @@ class PlaneView:
 
 
 def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier",
-                      view: PlaneView | None = None) -> tuple[list[FlowRule], list[GroupEntry]]:
+                      view: PlaneView | None = None, labels: bool = True
+                      ) -> tuple[list[FlowRule], list[GroupEntry]]:
     """The static entries and groups of one switch; ``ecmp`` (one of ``ECMP_HASHES``) says
     whether the aggregation switches' select groups decorrelate from the leaves'. ``view``:
-    the switch's plane, kept across the switches of one computation."""
+    the switch's plane, kept across the switches of one computation. ``labels``: with sr's
+    label entries (``desired``: while a job runs in sr mode, or sr is the default mode)."""
     check_ecmp(ecmp)
     tier, pl = fabric.tier_of[switch], view or PlaneView(fabric, switch)
+    ls = label_space(fabric) if labels else NO_LABELS
     if tier == 1:
-        return _agg(fabric, switch, pl, ecmp)
-    return (_leaf, None, _core)[tier](fabric, switch, pl)
+        return _agg(fabric, switch, pl, ecmp, ls)
+    return (_leaf, None, _core)[tier](fabric, switch, pl, ls)
 
 
-def _leaf(f: Clos, leaf: str, pl: PlaneView):
-    dpid, ip, ls = f.dpids[leaf], f.addresses_at(leaf), label_space(f)
+class _NoLabels:
+    """A label space with no codes: the builders make no label entry."""
+
+    @staticmethod
+    def code_range(_tier: int) -> range:
+        return range(0)
+
+
+NO_LABELS = _NoLabels()
+
+
+def _leaf(f: Clos, leaf: str, pl: PlaneView, ls):
+    dpid, ip = f.dpids[leaf], f.addresses_at(leaf)
     rules = [lldp_trap(dpid),
              rule(dpid, T_CLASSIFY, PRIO_ARP, {"eth_type": ETH_ARP}, [("controller",)])]
     rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(leaf, c),
@@ -296,8 +312,8 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
     return rules, groups
 
 
-def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
-    dpid, ls, dst = f.dpids[agg], label_space(f), dst_prefixes(f, agg)
+def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str, ls):
+    dpid, dst = f.dpids[agg], dst_prefixes(f, agg)
     pod = pl.pod_of[agg]
     rules, groups, bundles = [lldp_trap(dpid)], [], {}
     for leaf in pl.leaves_of(pod):
@@ -331,8 +347,8 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
     return rules, groups + list(bundles.values())
 
 
-def _core(f: Clos, core: str, pl: PlaneView):
-    dpid, ls, dst = f.dpids[core], label_space(f), dst_prefixes(f, core)
+def _core(f: Clos, core: str, pl: PlaneView, ls):
+    dpid, dst = f.dpids[core], dst_prefixes(f, core)
     rules = [lldp_trap(dpid)]
     rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(core, m),
                                                  "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
@@ -354,16 +370,16 @@ def _core(f: Clos, core: str, pl: PlaneView):
     return rules, list(bundles.values())
 
 
-def clos_all_static(fabric: Clos, ecmp: str = "per-tier"
+def clos_all_static(fabric: Clos, ecmp: str = "per-tier", labels: bool = True
                     ) -> dict[int, tuple[list[FlowRule], list[GroupEntry]]]:
-    return clos_static_update(fabric, ecmp)[0]
+    return clos_static_update(fabric, ecmp, labels=labels)[0]
 
 
-def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | None = None
-                       ) -> tuple[dict, dict]:
+def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | None = None,
+                       labels: bool = True) -> tuple[dict, dict]:
     """(static entries per dpid, link-state inputs per dpid, ``static_inputs``). ``before``:
     that pair of a fabric with the same switches, ports, hosts and bundles in another link
-    state; a switch whose inputs are equal there keeps its entries (the very lists), so a
+    state (and the same ``labels``); a switch whose inputs are equal there keeps its entries (the very lists), so a
     link down recomputes the few switches it changes. One ``PlaneView`` per plane keeps its
     answers across the switches."""
     views: dict[int, PlaneView] = {}  # per plane, its answers kept for this computation
@@ -378,7 +394,7 @@ def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | Non
         if dpid in old_tables and old_inputs.get(dpid) == inputs[dpid]:
             tables[dpid] = old_tables[dpid]
         else:
-            tables[dpid] = clos_static_rules(fabric, sw, ecmp, views[q])
+            tables[dpid] = clos_static_rules(fabric, sw, ecmp, views[q], labels)
     return tables, inputs
 
 

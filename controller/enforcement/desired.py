@@ -31,16 +31,19 @@ Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 
 
 def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
-                   ecmp: str = "per-tier") -> Tables:
+                   ecmp: str = "per-tier", labels: bool | None = None) -> Tables:
     """Static entries plus every job's flow rules, per switch. Two flows with the same match
     are a conflict naming both jobs. The host-mode pipeline is static too, present while a
-    job runs in host mode (``host`` None) or when asked. ``ecmp``: the aggregation switches'
-    hashing on a Clos (``clos_rules.ECMP_HASHES``). O(static entries + planned parts).
-    Computed from scratch: ``DesiredTables`` gives the same, kept between changes."""
+    job runs in host mode (``host`` None) or when asked; so are sr's label entries on a
+    Clos (``labels``; None: while a job runs in sr mode). ``ecmp``: the aggregation
+    switches' hashing on a Clos (``clos_rules.ECMP_HASHES``). O(static entries + planned
+    parts). Computed from scratch: ``DesiredTables`` gives the same, kept between changes."""
     records = list(records)
     if host is None:
         host = any(mode_of(r.mode).host_ports for r in records)
-    static = static_tables(fabric, host, ecmp)
+    if labels is None:
+        labels = any(mode_of(r.mode).labels for r in records)
+    static = static_tables(fabric, host, ecmp, labels)
     want = {dpid: (list(rules), list(groups)) for dpid, (rules, groups) in static.items()}
     owner: dict[tuple, str] = {}
     for r in records:
@@ -54,10 +57,12 @@ def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
     return want
 
 
-def static_tables(fabric: Fabric | Clos, host: bool, ecmp: str = "per-tier") -> Tables:
-    """Every switch's static entries and groups (with host mode's pipeline if ``host``)."""
+def static_tables(fabric: Fabric | Clos, host: bool, ecmp: str = "per-tier",
+                  labels: bool = True) -> Tables:
+    """Every switch's static entries and groups (with host mode's pipeline if ``host``; on a
+    Clos with sr's label entries if ``labels``, a two-tier ``Fabric`` always has them)."""
     if isinstance(fabric, Clos):
-        static = clos_all_static(fabric, ecmp)
+        static = clos_all_static(fabric, ecmp, labels)
         if host:
             for sw in fabric.switches():
                 static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))
@@ -101,9 +106,10 @@ class DesiredTables:
     + planned flows): a POST on a k = 16 fat-tree rebuilt 19,000 static entries. The lists
     returned are shared between calls: read them, never change them."""
 
-    def __init__(self, ecmp: str = "per-tier"):
+    def __init__(self, ecmp: str = "per-tier", labels: bool = False):
         self.ecmp = ecmp
-        self._static: list[tuple] = []  # (fabric, host, static tables, inputs), newest last
+        self.labels = labels  # sr's label entries even while no job runs in sr mode
+        self._static: list[tuple] = []  # (fabric, host, labels, tables, inputs), newest last
         self._fabric = None  # the fabric object ``_flows`` holds entries for
         self._flows: dict[tuple, list] = {}  # (number, mode, flow, parts) -> its entries
         self._last: dict[int, tuple] = {}  # dpid -> (static entry, job entries, output)
@@ -113,7 +119,8 @@ class DesiredTables:
         records = list(records)
         if host is None:
             host = any(mode_of(r.mode).host_ports for r in records)
-        static = self._static_of(fabric, host)
+        labels = self.labels or any(mode_of(r.mode).labels for r in records)
+        static = self._static_of(fabric, host, labels)
         if self._fabric is not fabric:  # on a link change, entries of the wiring alone stay
             same = self._fabric is not None and same_wiring(self._fabric, fabric)
             self._flows = {k: v for k, v in self._flows.items()
@@ -167,19 +174,20 @@ class DesiredTables:
             out.static, out.jobs = static, jobs
         return out
 
-    def _static_of(self, fabric: Fabric | Clos, host: bool) -> Tables:
-        for f, h, tables, _ in self._static:
-            if f is fabric and h == host:
+    def _static_of(self, fabric: Fabric | Clos, host: bool, labels: bool) -> Tables:
+        for f, h, lab, tables, _ in self._static:
+            if f is fabric and h == host and lab == labels:
                 return tables
         inputs = None
         if not host:  # a switch whose link-state inputs stay keeps its lists
-            before = next(((t, i) for f, h, t, i in reversed(self._static)
-                           if i is not None and same_wiring(f, fabric)), None)
-            tables, inputs = clos_static_update(fabric, self.ecmp, before) \
+            before = next(((t, i) for f, h, lab, t, i in reversed(self._static)
+                           if i is not None and lab == labels and same_wiring(f, fabric)),
+                          None)
+            tables, inputs = clos_static_update(fabric, self.ecmp, before, labels) \
                 if isinstance(fabric, Clos) else static_update(fabric, before)
         else:
-            tables = static_tables(fabric, host, self.ecmp)
-        kept = [t for _, _, t, _ in reversed(self._static)]
+            tables = static_tables(fabric, host, self.ecmp, labels)
+        kept = [t for _, _, _, t, _ in reversed(self._static)]
         for dpid, entry in tables.items():
             if any(t.get(dpid) is entry for t in kept):
                 continue
@@ -189,7 +197,7 @@ class DesiredTables:
                 if old is not None and old == entry:
                     tables[dpid] = old
                     break
-        self._static = (self._static + [(fabric, host, tables, inputs)])[-2:]
+        self._static = (self._static + [(fabric, host, labels, tables, inputs)])[-2:]
         return tables
 
 

@@ -123,14 +123,15 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
     except InputError:
         no_host = True
     if budget:
-        over = over_budget(fabric, running, planned, budget, name)
+        labels = settings.mode == "sr" or None  # sr's label entries (``DesiredTables``)
+        over = over_budget(fabric, running, planned, budget, name, labels)
         if over and mode_of(r.mode).per_flow_entries and settings.over_budget == "host" \
                 and not no_host:
             note = {"over_budget": over[0], "mode_reason": (
                 f"{over[0]['message']}: planned in host mode instead (--mlroute-over-budget "
                 "host)")}
             r.mode = HostMode.name
-            over = over_budget(fabric, running, planned, budget, name)
+            over = over_budget(fabric, running, planned, budget, name, labels)
         if over:
             raise ConflictError(
                 f"job {job_id}: {over[0]['message']} (--mlroute-max-flow-rules)"
@@ -147,11 +148,12 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
 
 
 def over_budget(fabric: Fabric, running: dict, planned: dict, budget: int,
-                name: Callable[[int], str]) -> list[dict]:
+                name: Callable[[int], str], labels: bool | None = None) -> list[dict]:
     """Switches that would hold more flow entries than the budget and more than now,
-    fullest first."""
-    new = desired_tables(fabric, planned.values())
-    now = desired_tables(fabric, running.values())
+    fullest first (sr's label entries count: the first sr job brings them; ``labels``:
+    ``desired_tables``')."""
+    new = desired_tables(fabric, planned.values(), labels=labels)
+    now = desired_tables(fabric, running.values(), labels=labels)
     over = []
     for dpid, (rules, _) in new.items():
         n = len(rules)

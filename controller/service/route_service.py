@@ -62,7 +62,8 @@ class RouteService:
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name)
         self.hostports = HostPortService(getattr(installer, "probe", None))
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
-                              self.switch_name, self.settings.ecmp)
+                              self.switch_name, self.settings.ecmp,
+                              labels=self.settings.mode == "sr")
         self.predictions = Predictions(on_progress)
         # discovery: checks a declared fabric, or finds the fabric when none is declared
         self.finder = FabricFinder(fabric, self.settings.link_gbps,

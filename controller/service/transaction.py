@@ -28,7 +28,7 @@ class Transaction:
 
     def __init__(self, state: ControllerState, reconciler: Reconciler,
                  hostports: HostPortService, store, clock: Callable[[], float],
-                 name: Callable[[int], str], ecmp: str = "per-tier"):
+                 name: Callable[[int], str], ecmp: str = "per-tier", labels: bool = False):
         self.state = state
         self.ecmp = ecmp  # the aggregation switches' hashing on a Clos (Settings.ecmp)
         self.reconciler = reconciler
@@ -36,7 +36,9 @@ class Transaction:
         self.store = store
         self.clock = clock
         self.name = name
-        self.desired = DesiredTables(ecmp)  # desired tables, recomputed where changes touch
+        # desired tables, recomputed where changes touch; ``labels``: sr's label entries even
+        # with no job in sr mode (sr is the default mode: its first job installs no more)
+        self.desired = DesiredTables(ecmp, labels)
         self._tables: tuple = (None, {})
         self._plan: tuple = (None, None)
 
