@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.hostmode import (
     PORT_MIN,
@@ -22,8 +23,8 @@ from controller.enforcement.rules import (
     host_static_rules,
     live_uplinks,
     sport_buckets,
-    static_rules,
 )
+from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.service import api
@@ -131,11 +132,13 @@ def test_switch_state_does_not_grow_with_flows():
     assert status == 201, doc
     assert {d: len(r) for d, r in sw.rules.items()} == sizes  # 48 more flows, same tables
     assert job_entries(sw) == 0
-    # flow mode keeps its static tables exactly as before (no host pipeline)
+    # flow mode keeps its static tables exactly as before (no host pipeline): those of the
+    # Clos of one plane the controller serves the leaf-spine as
     g = wired()
     sw2, svc2 = start(g, mode="flow")
     for name in g.leaves + g.spines:
-        assert set(sw2.rules[g.dpids[name]].values()) == set(static_rules(g, name)[0])
+        assert set(sw2.rules[g.dpids[name]].values()) == set(
+            clos_static_rules(as_clos(g), name)[0])
 
 
 # ---- probes and the learned map -----------------------------------------------------------------

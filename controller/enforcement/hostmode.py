@@ -254,7 +254,7 @@ def learn(fabric: Fabric | Clos, sent: list[Probe], arrivals: Arrivals) -> dict[
         key, ports = next(iter(lost.items()))
         raise InstallError(
             f"{sum(len(v) for v in lost.values())} of {len(sent)} probes reached no "
-            f"{'aggregation switch or core' if isinstance(fabric, Clos) else 'spine'} (leaf "
+            f"{'spine' if fabric.tiers == 2 else 'aggregation switch or core'} (leaf "
             f"{key_leaf(fabric, key)}, {PROTO_NAMES[key[2]]} source ports {min(ports)}-"
             f"{max(ports)} first): is the host-mode pipeline installed?")
     return out

@@ -15,7 +15,7 @@ of one pod, the core for leaves of different pods, which also fixes both aggrega
 bundle is chosen per hop (``model.clospaths``).
 
 The document extends the two-tier one (docs/reference/formats.md); every two-tier document of
-today still means the same and loads as ``model.fabric.Fabric`` (``load_fabric``).
+today still means the same. The controller serves every fabric as a ``Clos`` (``as_clos``).
 
 >>> c = Clos.fat_tree(4)
 >>> len(c.planes[0].leaves), sum(len(g) for g in c.planes[0].cores), len(c.hosts)
@@ -434,16 +434,16 @@ class Clos(HostLookup):
 
 
 def load_fabric(doc: Mapping):
-    """``Fabric`` for a two-tier single-plane document of today (the controller's model), else
-    ``Clos``."""
-    from controller.model.fabric import Fabric
-    if isinstance(doc, Mapping) and not (set(doc) & _TWO_TIER_EXTRAS) and _plain_speed(doc):
+    """``Fabric`` for a two-tier single-plane document (the offline tools), else ``Clos``."""
+    if isinstance(doc, Mapping) and not (set(doc) & _TWO_TIER_EXTRAS) \
+            and not isinstance(doc.get("link_gbps"), Mapping):
         return Fabric.from_dict(doc)
     return Clos.from_dict(doc)
 
 
-def _plain_speed(doc: Mapping) -> bool:
-    return not isinstance(doc.get("link_gbps"), Mapping)
+def as_clos(fabric: Fabric | Clos | None) -> Clos | None:
+    """The fabric as the controller serves it: a ``Fabric`` as the Clos of one plane."""
+    return Clos.from_dict(fabric.to_dict()) if isinstance(fabric, Fabric) else fabric
 
 
 def _plane(doc, q: int | None) -> Plane:

@@ -101,9 +101,8 @@ def check_routable(fabric: Fabric | Clos, r: JobRecord) -> None:
     """A new job must be routable as a whole (running ones may degrade)."""
     bad = r.unroutable()
     if bad:
-        way = "path" if isinstance(fabric, Clos) else "spine"
         raise ConflictError(
-            f"no alive {way} between leaves {fabric.leaves_named(bad[0].src)} and "
+            f"no alive path between leaves {fabric.leaves_named(bad[0].src)} and "
             f"{fabric.leaves_named(bad[0].dst)} (flow {bad[0].src} -> {bad[0].dst} of job "
             f"{r.job.id})")
 

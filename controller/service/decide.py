@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from controller.enforcement.modes import FlowMode, mode_of
 from controller.errors import ConflictError, InputError, NotFoundError
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
@@ -119,7 +119,8 @@ def crosses(fabric: Fabric | Clos, r: JobRecord, links: set[tuple[str, str]]) ->
 
 def declare_fabric(state: ControllerState, fabric: Fabric | Clos, settings: Settings,
                    now: float) -> Change:
-    """A fabric declared over REST (only while no job runs)."""
+    """A fabric declared over REST (only while no job runs), served as a ``Clos``."""
+    fabric = as_clos(fabric)
     check_servable(fabric)
     if state.jobs:
         raise ConflictError("fabric: delete the running jobs before replacing the fabric")
@@ -158,7 +159,8 @@ def adopt(state: ControllerState, settings: Settings, fabric: Fabric | Clos, now
           cause: str) -> Change:
     """A discovered fabric. With jobs running it must keep every switch, port and host they
     know (it may add hosts and switches and change which links are down), else the fabric in
-    use stays and the change is an error event only."""
+    use stays and the change is an error event only. It is served as a ``Clos``."""
+    fabric = as_clos(fabric)
     if state.declared is not None and state.jobs and not extends(state.declared, fabric):
         raise ConflictError("the discovered wiring changes switches or hosts that running "
                             "jobs use: kept the fabric in use; delete the jobs to adopt it")
