@@ -225,11 +225,12 @@ def test_a_post_gives_new_lists_only_to_the_switches_it_touches():
 
 
 def test_kept_tables_refuse_a_conflict_as_a_rebuild_does():
-    f = Fabric.generate(2, 2, 1, wiring=True)
+    f = as_clos(Fabric.generate(2, 2, 1, wiring=True))
     a = parse_job(flows(["h0_0", "h1_0"], "a"), f)
     b = parse_job(flows(["h0_0", "h1_0"], "b"), f)
     records = [JobRecord(job, n, "greedy", "flow", 0.0,
-                         {flow_key(x): ((0, 1.0),) for x in job.flows()})
+                         {flow_key(x): (((f.hosts[x.src], "s0", f.hosts[x.dst]), 1.0),)
+                          for x in job.flows()})
                for n, job in ((1, a), (2, b))]
     kept = DesiredTables()
     kept.tables(f, records[:1])

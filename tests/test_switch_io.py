@@ -15,6 +15,7 @@ from controller.enforcement.hostmode import PORT_MIN, make_probes
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
 from controller.enforcement.rules import all_static
 from controller.errors import InstallError
+from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
 from controller.shell.hub import THREADS
 from controller.shell.roles import Roles
@@ -195,7 +196,7 @@ def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):
 
 
 def test_probe_batches_collect_arrivals_and_resend_lost_ones(ofp):
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = as_clos(Fabric.generate(2, 4, 2, 0.01, wiring=True))  # as the controller serves it
     io = Switches(THREADS, 0.3, f.switch_of_dpid.get)
     sw = Switch(ofp, f.dpids["l0"], io)
     io.connected(sw)

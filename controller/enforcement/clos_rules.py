@@ -104,8 +104,6 @@ def check_mode_on(fabric, mode: str) -> None:
     label space (``LabelSpace.check``); host mode on a fabric with bundles where its source
     ports cannot code every bundle hop's member above the bits that choose the hops
     (``clos_members.MemberBits.check``): InputErrors naming the mode and the sizes."""
-    if not isinstance(fabric, Clos):
-        return
     if mode == "sr":
         label_space(fabric).check()
     if mode == "host" and fabric.bundled:

@@ -80,7 +80,7 @@ class RouteService:
 
     # read-only shortcuts for the shell, the metrics and tests
     @property
-    def fabric(self) -> Fabric | Clos | None:
+    def fabric(self) -> Clos | None:
         return self.state.fabric
 
     @property

@@ -34,8 +34,8 @@ class SwitchSeen:
 
 @dataclass
 class ControllerState:
-    declared: Fabric | Clos | None = None
-    fabric: Fabric | Clos | None = None  # effective: declared, plus every link seen down
+    declared: Clos | None = None
+    fabric: Clos | None = None  # effective: declared, plus every link seen down
     jobs: dict = field(default_factory=dict)  # id -> JobRecord, submission order
     switches: dict = field(default_factory=dict)  # dpid -> SwitchSeen
     next_number: int = 1
@@ -68,8 +68,8 @@ class ControllerState:
         del values[:-HISTORY]
 
 
-def effective_fabric(declared: Fabric | Clos | None, switches: dict, now: float = 0.0,
-                     dead_after: float = 0.0) -> Fabric | Clos | None:
+def effective_fabric(declared: Clos | None, switches: dict, now: float = 0.0,
+                     dead_after: float = 0.0) -> Clos | None:
     """The declared fabric with every link seen down added to ``down``."""
     if declared is None:
         return None
@@ -77,7 +77,7 @@ def effective_fabric(declared: Fabric | Clos | None, switches: dict, now: float 
     return declared if down == declared.down else declared.with_down(down)
 
 
-def failed_links(declared: Fabric | Clos, switches: dict, now: float = 0.0,
+def failed_links(declared: Clos, switches: dict, now: float = 0.0,
                  dead_after: float = 0.0) -> set[tuple]:
     """Switch links (lower, upper) that are down (members of a bundle (lower, upper, m)
     while some other member is up): an end port reported down, or an end switch that was
@@ -107,7 +107,7 @@ def failed_links(declared: Fabric | Clos, switches: dict, now: float = 0.0,
     return out
 
 
-def _link_ends(declared: Fabric | Clos) -> tuple[dict, dict]:
+def _link_ends(declared: Clos) -> tuple[dict, dict]:
     """(dpid -> [((lower, upper), member, port) of every link end at that switch],
     (lower, upper) -> its members), for ``failed_links``."""
     ends: dict[int | None, list] = {}
@@ -151,7 +151,7 @@ def to_doc(state: ControllerState) -> dict:
 
 
 def from_doc(doc: dict | None, declared: Fabric | Clos | None
-             ) -> tuple[Fabric | Clos | None, dict, int]:
+             ) -> tuple[Clos | None, dict, int]:
     """(fabric, jobs, next_number) of a stored document; the fabric must be the one declared
     now, if one is. Version 1 documents (routes by list position) are read too."""
     declared = as_clos(declared)  # the controller serves every fabric as a Clos
