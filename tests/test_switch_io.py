@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from controller.enforcement.clos_rules import clos_all_static
 from controller.enforcement.hostmode import PORT_MIN, make_probes
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
-from controller.enforcement.rules import all_static
 from controller.errors import InstallError
 from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
@@ -84,6 +84,11 @@ class Switch:
                                                     code=0))
                 else:
                     self.roles.on_reply(self._reply(xid=xid, role=msg.role))
+
+
+def all_static(f):
+    """Every switch's static entries, as the controller serves a leaf-spine: a Clos."""
+    return clos_all_static(as_clos(f))
 
 
 def static(f, name):
