@@ -185,8 +185,14 @@ class PlaneView:
         return out
 
     def live_uplinks(self, leaf: str) -> tuple[str, ...]:
-        """The leaf's alive uplinks, in slot order."""
-        return tuple(a for a in self.p.aggs[self.pod_of[leaf]] if alive(self.f, leaf, a))
+        """The leaf's alive uplinks, in slot order (kept: asked for every leaf's inputs,
+        classes and entries)."""
+        if self.kept is not None and leaf in self.kept:
+            return self.kept[leaf]
+        out = tuple(a for a in self.p.aggs[self.pod_of[leaf]] if alive(self.f, leaf, a))
+        if self.kept is not None:
+            self.kept[leaf] = out
+        return out
 
     def leaf_classes(self, leaf: str) -> list[tuple[tuple, list[str]]]:
         """Destination leaves that not every live uplink reaches, grouped by the uplinks that
