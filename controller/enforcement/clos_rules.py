@@ -302,7 +302,7 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView):
 
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
     dpid, ls, dst = f.dpids[agg], label_space(f), dst_prefixes(f, agg)
-    pod = pl.pod_of[agg]
+    pod, one = pl.pod_of[agg], not f.bundled  # one: every link one port, no member to pin
     rules, groups, bundles = [lldp_trap(dpid)], [], {}
     for leaf in pl.leaves_of(pod):
         if not alive(f, leaf, agg):
@@ -310,7 +310,7 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str):
         out = _to(f, agg, leaf, bundles)
         rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS,
                                                      "mpls_label": ls.of(leaf, c)},
-                       _member_out(f, agg, leaf, ls.down_members(c)[1], out))
+                       out if one else _member_out(f, agg, leaf, ls.down_members(c)[1], out))
                   for c in ls.code_range(0)]
         rules += [rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": d}, out)
                   for d in dst.leaf[leaf]]
@@ -341,7 +341,7 @@ def _core(f: Clos, core: str, pl: PlaneView):
     rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(core, m),
                                                  "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
                    goto=T_DELIVER) for m in ls.code_range(2)]
-    g = next(i for i, grp in enumerate(pl.p.cores) if core in grp)
+    g, one = next(i for i, grp in enumerate(pl.p.cores) if core in grp), not f.bundled
     bundles: dict = {}
     for pod, aggs in enumerate(pl.p.aggs):
         agg = aggs[g]
@@ -351,8 +351,8 @@ def _core(f: Clos, core: str, pl: PlaneView):
         for leaf in pl.leaves_of(pod):
             rules += [rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_MPLS,
                                                          "mpls_label": ls.of(leaf, c)},
-                           _member_out(f, core, agg, ls.down_members(c)[0], out))
-                      for c in ls.code_range(0)]
+                           out if one else _member_out(f, core, agg, ls.down_members(c)[0],
+                                                       out)) for c in ls.code_range(0)]
         rules += [rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": d}, out)
                   for d in dst.pod[pod]]
     return rules, list(bundles.values())
