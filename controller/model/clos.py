@@ -193,9 +193,8 @@ class Clos(HostLookup):
 
     def plane_ips(self, plane: int) -> dict[str, str]:
         """host -> its address on ``plane`` (what that plane's switches match)."""
-        if plane == 0:
-            return self.host_ip
-        return {h: ips[plane] for h, ips in self.host_ips.items() if len(ips) > plane}
+        return self.host_ip if plane == 0 else {h: ips[plane] for h, ips in self.host_ips.items()
+                                                if len(ips) > plane}
 
     def addresses_at(self, switch: str) -> dict[str, str]:
         return self.plane_ips(self.plane_of[switch])
@@ -431,19 +430,20 @@ class Clos(HostLookup):
 
 def load_fabric(doc: Mapping):
     """``Fabric`` for a two-tier single-plane document (the offline tools), else ``Clos``."""
-    if isinstance(doc, Mapping) and not (set(doc) & _TWO_TIER_EXTRAS) \
-            and not isinstance(doc.get("link_gbps"), Mapping):
-        return Fabric.from_dict(doc)
-    return Clos.from_dict(doc)
+    two = isinstance(doc, Mapping) and not set(doc) & _TWO_TIER_EXTRAS
+    return Fabric.from_dict(doc) if two and not isinstance(doc.get("link_gbps"), Mapping) \
+        else Clos.from_dict(doc)
 
 
 def as_clos(fabric: Fabric | Clos | None) -> Clos | None:
-    """The fabric as the controller serves it: a ``Fabric`` as its Clos of one plane (as is)."""
-    if not isinstance(fabric, Fabric):
-        return fabric
-    doc = fabric.to_dict()
-    return Clos.from_dict({k: v for k, v in doc.items() if k not in WIRING}).wire(
-        {k: v for k, v in doc.items() if k in WIRING}) if fabric.extra else Clos.from_dict(doc)
+    """The fabric as the controller serves it: a ``Fabric`` as its Clos of one plane, wiring
+    as is (kept on the Fabric object: both are immutable in use)."""
+    return fabric.derived("as_clos", _clos_of) if isinstance(fabric, Fabric) else fabric
+
+
+def _clos_of(f: Fabric) -> Clos:
+    c = Clos.from_dict({k: v for k, v in f.to_dict().items() if k not in WIRING})
+    return c.wire(dict(f.extra)) if f.extra else c
 
 
 def _plane(doc, q: int | None) -> Plane:
