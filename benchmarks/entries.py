@@ -3,11 +3,11 @@ bench/entries.json.
 
 For k-ary fat-trees (k = 8, 16, 32, ``Clos.wire``'s addresses as ``topologies/clos.py`` builds
 them: leaf i's hosts 10.x.i.1, 10.x.i.2, ...) and the paper's two-tier fabric (32 spines x 64
-leaves x 32 hosts), the static entries every switch holds in flow mode (``clos_rules.clos_static_rules``,
-``rules.static_rules``), in sr mode (on a Clos with the label entries, which it holds only
-while a job runs in sr mode or sr is the default mode) and with host mode's pipeline
-(``clos_hostmode``, ``rules.host_static_rules``), nothing down: per tier the switches, entries
-per switch (min, max) and the tier's total; and the seconds the controller took to compute them.
+leaves x 32 hosts, served as the Clos of one plane, as the controller serves it), the static
+entries every switch holds in flow mode (``clos_rules.clos_static_rules``), in sr mode (with
+the label entries, which a switch holds only while a job runs in sr mode or sr is the default
+mode) and with host mode's pipeline (``clos_hostmode``), nothing down: per tier the switches,
+entries per switch (min, max) and the tier's total; and the seconds the controller took to compute them.
 Two addressings: ``prefix``, the fabric as built (aggregation switches, spines and cores match
 a leaf's or pod's prefix, ``model.prefixes``), and ``per_host``, the same fabric with its
 addresses striped across the leaves (host m of leaf i at 10.0.0.1 + m x leaves + i), so that
@@ -27,8 +27,7 @@ import time
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_static_rules
-from controller.enforcement.rules import host_static_rules, static_rules
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 
 PAPER = (32, 64, 32)  # spines, leaves, hosts per leaf: the paper's largest two-tier cells
@@ -36,10 +35,10 @@ TIERS = {3: ("leaf", "agg", "core"), 2: ("leaf", "spine")}
 
 
 def striped(fabric):
-    """``fabric`` (a ``Clos`` or a ``Fabric``) with host m of leaf i at 10.0.0.1 + m x leaves
-    + i: every leaf's and pod's common prefix holds other leaves' hosts (one plane)."""
+    """``fabric`` (a ``Clos``) with host m of leaf i at 10.0.0.1 + m x leaves + i: every
+    leaf's and pod's common prefix holds other leaves' hosts (one plane)."""
     leaves = fabric.leaves
-    on = fabric.hosts_on if isinstance(fabric, Clos) else fabric.hosts_of_leaf
+    on = fabric.hosts_on
     ips = {h: str(ipaddress.IPv4Address(0x0A000001 + m * len(leaves) + i))
            for i, leaf in enumerate(leaves) for m, h in enumerate(on.get(leaf, []))}
     doc = fabric.to_dict()
@@ -48,27 +47,23 @@ def striped(fabric):
 
 
 def _tier(fabric, sw: str) -> str:
-    if isinstance(fabric, Clos):
-        return TIERS[3][fabric.tier_of[sw]]
-    return "leaf" if sw in fabric.leaf_index else "spine"
+    return TIERS[fabric.tiers][fabric.tier_of[sw]]
 
 
 def count(fabric) -> dict:
     """Per mode (``flow``; ``sr``: with sr's label entries; ``host``: with host mode's
-    pipeline; a two-tier ``Fabric`` holds its label entries in every mode), per tier: the
+    pipeline), per tier: the
     switches, entries per switch (min, max) and the tier's total; the fabric's total and
     mean per switch, and the seconds computing them took (one switch at a time, as the
     controller's desired tables do, without keeping them)."""
-    clos = isinstance(fabric, Clos)
     out = {}
     for mode in ("flow", "sr", "host"):
         per: dict[str, list[int]] = {}
         t0 = time.perf_counter()
         for sw in fabric.switches():
-            n = len(clos_static_rules(fabric, sw, labels=mode == "sr")[0] if clos
-                    else static_rules(fabric, sw)[0])
+            n = len(clos_static_rules(fabric, sw, labels=mode == "sr")[0])
             if mode == "host":
-                n += len((clos_host_static_rules if clos else host_static_rules)(fabric, sw))
+                n += len(clos_host_static_rules(fabric, sw))
             per.setdefault(_tier(fabric, sw), []).append(n)
         seconds = time.perf_counter() - t0
         total = sum(sum(v) for v in per.values())
@@ -81,11 +76,9 @@ def count(fabric) -> dict:
 
 
 def bench_fabric(name: str, fabric) -> dict:
-    clos = isinstance(fabric, Clos)
-    hosts = fabric.host_leaves if clos else fabric.hosts
     out = {"fabric": name, "switches": len(fabric.switches()), "leaves": len(fabric.leaves),
-           "hosts": len(hosts),
-           "pods": len(fabric.planes[0].pods) if clos else 1,
+           "hosts": len(fabric.host_leaves),
+           "pods": len(fabric.planes[0].pods),
            "prefix": count(fabric), "per_host": count(striped(fabric))}
     return out
 
@@ -99,7 +92,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     fabrics = [(f"fat-tree k={k}", Clos.fat_tree(k).wire()) for k in args.k]
     fabrics.append(("leaf-spine {} x {} x {}".format(*PAPER),
-                    Fabric.generate(*PAPER, 100.0, wiring=True)))
+                    as_clos(Fabric.generate(*PAPER, 100.0, wiring=True))))
     result = {"command": "python -m benchmarks.entries", "fabrics": []}
     for name, fabric in fabrics:
         result["fabrics"].append(bench_fabric(name, fabric))

@@ -38,6 +38,7 @@ from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Flow, Job
+from controller.planners.leaf_spine import path_parts
 from controller.planners.plan import make_plan
 from controller.service import api
 from controller.service.route_service import RouteService
@@ -100,10 +101,12 @@ def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
     parsed = [Flow("big", f["src"], f["dst"], 1.0, 17, f["sport"], ROCE_DPORT)
               for f in job["flows"]]
     plan = make_plan(fabric, [_job_of(parsed)], "greedy")
-    flows = [(("big", flow_key(f)), f, p) for f, p in zip(parsed, plan.parts_by_flow())]
+    # the controller serves the leaf-spine as a Clos of one plane: parts are paths
+    flows = [(("big", flow_key(f)), f, path_parts(fabric, f, p))
+             for f, p in zip(parsed, plan.parts_by_flow())]
     hp = HostPorts(scope="pair")
     t0 = time.perf_counter()
-    hp.place(fabric, flows, sw.probe)
+    hp.place(svc.fabric, flows, sw.probe)
     out["pair_scope"] = {"probes": hp.probes_sent, "probe_rounds": hp.probe_rounds,
                          "probes_per_flow": round(hp.probes_sent / n, 3),
                          "place_ms": round((time.perf_counter() - t0) * 1e3, 1)}

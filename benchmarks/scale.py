@@ -71,8 +71,7 @@ from benchmarks.reconcile import (
     switch_links,
 )
 from controller.enforcement.clos_rules import clos_static_rules
-from controller.enforcement.rules import static_rules
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import framework, listening
@@ -223,6 +222,7 @@ def moved(before: list[dict], after: list[dict]) -> dict[str, int]:
 def by_tier(fabric, values: dict[str, int | None]) -> dict:
     """Per tier (leaf, agg, core; leaf, spine): switches, per switch min and max, total, of
     ``values`` (switch -> count; None counted as 0), in ``benchmarks.entries``' shape."""
+    fabric = as_clos(fabric)  # a leaf-spine as the controller serves it
     per: dict[str, list[int]] = {}
     for sw in fabric.switches():
         per.setdefault(entries._tier(fabric, sw), []).append(values.get(sw) or 0)
@@ -233,6 +233,7 @@ def by_tier(fabric, values: dict[str, int | None]) -> dict:
 def sync_by_tier(fabric, seen: dict) -> dict:
     """Per tier, what the last read-and-repair of each switch cost (GET /v1/fabric's
     ``last_sync``): switches, messages sent, the sum and the max of its seconds."""
+    fabric = as_clos(fabric)
     per: dict[str, list[dict]] = {}
     for sw in fabric.switches():
         sync = (seen.get(sw) or {}).get("last_sync") or {}
@@ -404,10 +405,11 @@ def on_switches(fabric) -> dict:
 
 
 def builders(fabric) -> dict:
-    """Static entries per tier from the rule builders, no switch (flow mode), and groups."""
-    rules = clos_static_rules if isinstance(fabric, Clos) else static_rules
+    """Static entries per tier from the rule builders, no switch (flow mode), and groups (a
+    leaf-spine's as the controller serves it: the Clos of one plane)."""
+    fabric = as_clos(fabric)
     return {"flows": entries.count(fabric)["flow"]["tiers"],
-            "groups": by_tier(fabric, {sw: len(rules(fabric, sw)[1])
+            "groups": by_tier(fabric, {sw: len(clos_static_rules(fabric, sw)[1])
                                        for sw in fabric.switches()})}
 
 

@@ -1,6 +1,10 @@
 """Small builders shared by the unit tests."""
 from controller.model.fabric import Fabric
+from controller.model.intent import UNROUTABLE, flow_key
 from controller.model.jobs import Flow, Job
+from controller.model.problem import Assignment, Problem
+from controller.planners.leaf_spine import spine_parts, two_tier
+from controller.planners.plan import Plan
 
 
 def fabric(spines=4, leaves=8, hosts=2, failed_spines=0, down=()):
@@ -28,3 +32,27 @@ class FakeClock:
 
     def sleep(self, s):
         self.now += s
+
+
+def leaf_spine_plan(fabric, records) -> Plan | None:
+    """The installed routes of ``records`` on a leaf-spine served as a Clos (paths leaf,
+    spine, leaf) as a two-tier ``Plan`` (spine indices of ``Clos.as_leaf_spine``), as the
+    two-tier planners see them; flows without a route are left out."""
+    records = list(records)
+    if not records:
+        return None
+    two = two_tier(fabric)
+    problem = Problem.build(two, [r.job for r in records], skip_unroutable=True)
+    routes = {(r.job.id, flow_key(f)): spine_parts(two, p)
+              for r in records for f, p in r.flows_with_parts()}
+    keep = [k for k, pos in enumerate(problem.inter) if routes.get(
+        (problem.flows[pos].job, flow_key(problem.flows[pos]))) not in (None, UNROUTABLE)]
+    if len(keep) != len(problem.inter):
+        problem = Problem(two, problem.jobs, problem.flows, [problem.inter[k] for k in keep],
+                          [problem.src_leaf[k] for k in keep], [problem.dst_leaf[k] for k in keep],
+                          [problem.usable[k] for k in keep],
+                          sorted(set(problem.unroutable) |
+                                 (set(problem.inter) - {problem.inter[k] for k in keep})))
+    parts = [routes[(problem.flows[pos].job, flow_key(problem.flows[pos]))]
+             for pos in problem.inter]
+    return Plan("installed", problem, Assignment(parts), 0.0)

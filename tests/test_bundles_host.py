@@ -220,7 +220,7 @@ def test_the_port_codes_the_members_and_a_member_change_changes_it():
     def parts(members):
         return ((MemberPath(("l0", "s1", "l1"), members), 1.0),)
     key = map_key(f, flow, "leaf", parts((0, 0))[0])
-    maps = {key: PortMap((), {49152: ("s0",), 49153: ("s1",), 49160: ("s0",), 49161: ("s1",)}, 4)}
+    maps = {key: PortMap({49152: ("s0",), 49153: ("s1",), 49160: ("s0",), 49161: ("s1",)}, 4)}
     first, missing = choose_ports(f, [("a", flow, parts((1, 0)))], maps)
     assert first == {"a": (49153 | 2,)} and not missing
     same, _ = choose_ports(f, [("a", flow, parts((1, 0)))], maps, previous=first)

@@ -19,7 +19,7 @@ def test_new_job_moves_nothing_link_down_moves_crossing_flows_link_up_reoptimise
     assert status == 201 and view["moved_flows"] == 0
     assert all(spines_of(svc)[k] == p for k, p in before.items())
     # take down a link that a flow of job a uses
-    (leaf, spine) = next((f.hosts[fl.src], f.spines[p[0][0]])
+    (leaf, spine) = next(p[0][0][:2]  # a part is its path: leaf, spine, leaf
                          for r in svc.state.jobs.values() for fl, p in r.flows_with_parts() if p)
     before = spines_of(svc)
     port = f.port(leaf, spine)

@@ -145,7 +145,7 @@ def test_a_cut_leaf_pair_degrades_only_its_own_flows():
         {"src_leaf": "l0", "dst_leaf": "l1", "flows": 1, "jobs": ["cut"]},
         {"src_leaf": "l1", "dst_leaf": "l0", "flows": 1, "jobs": ["cut"]}]
     code, job = api.handle(svc, "GET", "/v1/jobs/cut")
-    assert code == 200 and job["predicted_allreduce_s"] is None and "no alive spine" in \
+    assert code == 200 and job["predicted_allreduce_s"] is None and "no alive path" in \
         job["prediction_error"] and all(r.get("unroutable") for r in job["routes"])
     code, other = api.handle(svc, "GET", "/v1/jobs/other")
     assert code == 200 and other["predicted_allreduce_s"] == pytest.approx(other["ideal_s"])
@@ -154,7 +154,7 @@ def test_a_cut_leaf_pair_degrades_only_its_own_flows():
     assert api.handle(svc, "POST", "/v1/optimize")[0] == 200
     assert post(svc, ring("new", ["h2_1", "h3_1"]))[0] == 201
     code, doc = post(svc, ring("bad", ["h0_1", "h1_1"]))
-    assert code == 409 and "no alive spine between leaves l0 and l1" in doc["error"]
+    assert code == 409 and "no alive path between leaves l0 and l1" in doc["error"]
     page = exposition(svc)[0].decode()
     assert 'mlroute_unroutable_flows{dst_leaf="l1",src_leaf="l0"} 1.0' in page
     tables_match(f, sw, svc)
@@ -203,6 +203,27 @@ def test_state_file_of_version_1_is_read(tmp_path):
     routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
     assert [r["spine"] for r in routes] == ["s0", "s1", "s0"]
     assert post(svc, ring("new", ["h0_1", "h1_1"]))[1]["number"] == 5
+
+
+def test_state_file_of_spine_indices_is_read_and_written_as_paths(tmp_path):
+    """A record of a leaf-spine written before the controller served it as a Clos (a route
+    part a spine index) is read as the path leaf, spine, leaf, and written back as paths."""
+    f = wired()
+    store = StateStore(str(tmp_path / "s.db"))
+    job = ring("old", ["h0_0", "h1_0", "h2_0"])
+    keys = [["h0_0", "h1_0", 6, 0, 0], ["h1_0", "h2_0", 6, 0, 0], ["h2_0", "h0_0", 6, 0, 0]]
+    store.save({"version": 2, "next_number": 5, "fabric": f.to_dict(),
+                "jobs": [{"job": job, "number": 4, "algorithm": "greedy", "mode": "flow",
+                          "created": 1.0, "routes": [[k, [[s, 1.0]]] for k, s in
+                                                     zip(keys, (0, 1, 0))]}]})
+    _, svc = start(f, store=store)
+    routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+    assert [r["spine"] for r in routes] == ["s0", "s1", "s0"]
+    assert post(svc, ring("new", ["h0_1", "h1_1"]))[0] == 201  # the intent is stored again
+    old = next(x for x in store.load()["jobs"] if x["job"]["id"] == "old")
+    assert [p for _, p in old["routes"]] == [[[["l0", "s0", "l1"], 1.0]],
+                                             [[["l1", "s1", "l2"], 1.0]],
+                                             [[["l2", "s0", "l0"], 1.0]]]
 
 
 # ---- state machine --------------------------------------------------------------------------
@@ -283,10 +304,11 @@ class ControlPlane(RuleBasedStateMachine):
         tables_match(self.f, self.sw, self.svc)
         connected = {d for d, s in self.svc.state.switches.items() if s.connected}
         assert connected <= set(self.svc.reconciler.installed)
+        f = self.svc.state.fabric  # served as a Clos: a part is its path, leaf-spine-leaf
         for r in self.svc.jobs.values():
             for _, parts in r.flows_with_parts():
-                for s, _share in parts or ():
-                    assert s in self.svc.state.fabric.alive_spines()
+                for path, _share in parts or ():
+                    assert any((leaf, path[1]) not in f.down for leaf in f.leaves)
 
     @invariant()
     def views_answer(self):

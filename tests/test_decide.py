@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from controller.errors import ConflictError, InputError, NotFoundError
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, flow_key
 from controller.model.jobs import parse_job
@@ -51,8 +52,9 @@ def frozen(st: ControllerState):
             {d: (s.connected, dict(s.ports)) for d, s in st.switches.items()})
 
 
-def spines_of(record) -> set[int]:
-    return {s for _, parts in record.flows_with_parts() if parts for s, _ in parts}
+def spines_of(record) -> set[str]:
+    """The spines a job's parts cross (a part is its path: leaf, spine, leaf)."""
+    return {path[1] for _, parts in record.flows_with_parts() if parts for path, _ in parts}
 
 
 # ---- jobs -----------------------------------------------------------------------------------
@@ -151,8 +153,7 @@ def test_a_link_seen_down_replans_the_jobs_crossing_it():
     f = st.fabric
     # a link the greedy job's first flow crosses
     flow, parts = st.jobs["a"].flows_with_parts()[0]
-    leaf, s = f.hosts[flow.src], parts[0][0]
-    spine = f.spines[s]
+    leaf, spine = parts[0][0][0], parts[0][0][1]
     link_down(st, leaf, spine)
     before = frozen(st)
     change = decide.topology(st, GREEDY, NOW, f"port {leaf} to {spine} down")
@@ -167,7 +168,7 @@ def test_a_link_seen_down_replans_the_jobs_crossing_it():
     for flow, parts in change.jobs["a"].flows_with_parts():
         ends = {f.hosts[flow.src], f.hosts[flow.dst]}
         if leaf in ends and len(ends) == 2:
-            assert s not in {x for x, _ in parts}, (flow, parts)
+            assert spine not in {x[1] for x, _ in parts}, (flow, parts)
 
 
 def test_a_link_back_replans_unroutable_flows_at_once():
@@ -193,7 +194,7 @@ def test_a_disconnected_switch_counts_as_failed_only_after_dead_after():
     assert decide.topology(st, settings, NOW + 2.9, "tick") is None
     change = decide.topology(st, settings, NOW + 3.0, "tick")
     assert change.fabric.down == {(leaf, "s0") for leaf in st.fabric.leaves}
-    assert all(spines_of(r) <= {1} for r in change.jobs.values())
+    assert all(spines_of(r) <= {"s1"} for r in change.jobs.values())
 
 
 def test_reoptimise_needs_an_auto_job_and_replans_only_auto():
@@ -213,7 +214,8 @@ def test_declare_fabric_needs_wiring_and_no_running_job():
     st = ControllerState()
     f = wired()
     change = decide.declare_fabric(st, f, GREEDY, NOW)
-    assert change.declared is f and change.fabric is f and change.jobs == {}
+    assert change.declared.to_dict() == as_clos(f).to_dict() and change.jobs == {}
+    assert isinstance(change.declared, Clos) and change.fabric is change.declared
     assert not change.offline_check
     assert st.declared is None and st.fabric is None
     with pytest.raises(InputError, match="dpids"):
@@ -229,7 +231,8 @@ def test_adopt_takes_a_fabric_that_extends_the_one_in_use():
     bigger = wired(leaves=5)  # one more leaf: every switch, port and host kept
     change = decide.adopt(st, GREEDY, bigger, NOW, "fabric discovered")
     assert frozen(st) == before
-    assert change.declared is bigger and change.fabric is bigger
+    assert change.declared.to_dict() == as_clos(bigger).to_dict()
+    assert isinstance(change.declared, Clos) and change.fabric is change.declared
     assert change.event == {"links_down": [], "links_up": []}
     with pytest.raises(ConflictError, match="discovered wiring"):
         decide.adopt(st, GREEDY, wired(spines=3), NOW, "fabric discovered")
@@ -243,7 +246,7 @@ def test_improved_moves_flows_only_for_a_better_plan():
                                                       "bytes": 1e6}]})
     # both flows squeezed onto spine 0 (as a stale plan would be): one move halves the max
     for flow, _ in st.jobs["a"].flows_with_parts():
-        st.jobs["a"].routes[flow_key(flow)] = ((0, 1.0),)
+        st.jobs["a"].routes[flow_key(flow)] = ((("l0", "s0", "l1"), 1.0),)
     group, problem, current, previous = decide.improvable_group(st, AUTO, ("auto", "flows"))
     assert [r.job.id for r in group] == ["a"] and previous == [((0, 1.0),)] * 2
     before = frozen(st)
@@ -251,7 +254,7 @@ def test_improved_moves_flows_only_for_a_better_plan():
     change = decide.improved(st, group, problem, better, "flows")
     assert frozen(st) == before
     assert change.answer["moved_flows"] == 1 == change.moved_flows
-    assert sorted(spines_of(change.jobs["a"])) == [0, 1]
+    assert sorted(spines_of(change.jobs["a"])) == ["s0", "s1"]
     assert change.event == {} and change.replanned.groups == [("auto", "flows")]
     assert decide.improved(st, group, problem, Assignment(list(previous)), "flows") is None
 

@@ -14,8 +14,10 @@ import urllib.request
 
 import pytest
 
+from controller.enforcement.clos_hostmode import clos_host_static_rules
+from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.openflow import COOKIE_STATIC
-from controller.enforcement.rules import host_static_rules, static_rules
+from controller.model.clos import as_clos
 from emulation.harness import ovs
 from emulation.harness.run import prepare_jobs, route_parts, route_payloads, run_traffic
 from emulation.harness.session import Session
@@ -28,7 +30,10 @@ EXTRA_JOB_RULES = 4  # the budget: the host-mode leaf's static entries and 4 mor
 
 
 def static_count(fabric, leaf="l0"):
-    return len(static_rules(fabric, leaf)[0]) + len(host_static_rules(fabric, leaf))
+    """The leaf's static entries with host mode's pipeline, as the controller serves the
+    leaf-spine: the Clos of one plane."""
+    c = as_clos(fabric)
+    return len(clos_static_rules(c, leaf)[0]) + len(clos_host_static_rules(c, leaf))
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +53,13 @@ def tables(emu):
 def only_static_entries(emu, down=()):
     """Every entry on every switch is static, and every switch holds exactly what the rule
     builders give for host mode (with the links ``down``): nothing grows with the flows."""
-    f = emu.fabric.with_down(set(down)) if down else emu.fabric
-    for sw in f.spines + f.leaves:
+    served = as_clos(emu.fabric)  # the controller serves the leaf-spine as a Clos
+    f = served.with_down(set(down)) if down else served
+    for sw in f.switches():
         entries = ovs.dump_flows(sw)
         assert entries and all(e["cookie"] == COOKIE_STATIC for e in entries), sw
         assert not any("nw_src" in e["match"] for e in entries), sw  # no 5-tuple match
-        want = len(static_rules(f, sw)[0]) + len(host_static_rules(f, sw))
+        want = len(clos_static_rules(f, sw)[0]) + len(clos_host_static_rules(f, sw))
         assert len(entries) == want, (sw, len(entries), want)
 
 

@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from controller.enforcement.clos_hostmode import clos_host_static_rules as host_static_rules
+from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.hostmode import (
     PORT_MIN,
@@ -14,16 +16,13 @@ from controller.enforcement.hostmode import (
     choose_ports,
     first_window,
     make_probes,
+    map_key,
     parse_probe,
     probe_packet,
 )
 from controller.enforcement.openflow import COOKIE_STATIC, Message
-from controller.enforcement.rules import (
-    host_static_rules,
-    live_uplinks,
-    sport_buckets,
-    static_rules,
-)
+from controller.enforcement.rules import sport_buckets
+from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.service import api
@@ -33,8 +32,24 @@ from emulation.harness.fake_switch import FakeSwitches, trace
 
 
 def wired(spines=4, leaves=4, hosts=2, down=()):
-    f = Fabric.generate(spines, leaves, hosts, 0.01, wiring=True)
+    """A wired leaf-spine as the controller serves it: the Clos of one plane."""
+    f = as_clos(Fabric.generate(spines, leaves, hosts, 0.01, wiring=True))
     return f.with_down(set(down)) if down else f
+
+
+def live_uplinks(f, leaf):
+    return [s for s in f.planes[0].aggs[0] if (leaf, s) not in f.down]
+
+
+def key_of(f, src="h0_0", dst="h1_0", proto=17):
+    """The leaf-scope map key of a flow: (leaf, the spines that reach the destination, as the
+    pipeline's class, proto)."""
+    return map_key(f, Flow("j", src, dst, 1.0, proto, 0, 4791 if proto == 17 else 80))
+
+
+def via(f, src, dst, spine, share=1.0):
+    """A route part over ``spine``: its path leaf, spine, leaf."""
+    return ((f.hosts[src], spine, f.hosts[dst]), share)
 
 
 def start(f, mode="host", store=None, **kw):
@@ -131,11 +146,13 @@ def test_switch_state_does_not_grow_with_flows():
     assert status == 201, doc
     assert {d: len(r) for d, r in sw.rules.items()} == sizes  # 48 more flows, same tables
     assert job_entries(sw) == 0
-    # flow mode keeps its static tables exactly as before (no host pipeline)
+    # flow mode keeps its static tables exactly as before (no host pipeline): those of the
+    # Clos of one plane the controller serves the leaf-spine as
     g = wired()
     sw2, svc2 = start(g, mode="flow")
-    for name in g.leaves + g.spines:
-        assert set(sw2.rules[g.dpids[name]].values()) == set(static_rules(g, name)[0])
+    for name in g.switches():
+        assert set(sw2.rules[g.dpids[name]].values()) == set(
+            clos_static_rules(as_clos(g), name, labels=False)[0])
 
 
 # ---- probes and the learned map -----------------------------------------------------------------
@@ -297,8 +314,8 @@ def test_link_failure_gives_new_ports_and_traffic_follows():
     # probed again: l0 (its buckets changed) and the other leaves' new class towards l0
     # (every spine but the dead one), one window each
     new = set(svc.host.maps) - keys
-    assert new and all(k[0] == "l0" or victim["spine"] not in k[1] for k in new)
-    assert sw.probes - probes == first_window(f) * len(new)
+    assert new and all(k[0] == "l0" or victim["spine"] not in dict(k[1]) for k in new)
+    assert sw.probes - probes == sum(first_window(svc.fabric, "leaf", k) for k in new)
     host = svc.fabric_view()["host_mode"]
     assert host["probes_sent"] == sw.probes and host["flows_with_ports"] == 6
     # the old port still goes somewhere alive (no blackhole while the host switches ports)
@@ -354,19 +371,21 @@ def test_ports_export_for_job_launchers():
 # ---- the pure part -------------------------------------------------------------------------------
 def test_choose_ports_keeps_valid_ports_and_reports_shortage():
     f = wired(2, 2, 1)
-    key = ("l0", ("s0", "s1"), 17)
-    m = {key: PortMap(("s0", "s1"), {PORT_MIN + i: f"s{i % 2}" for i in range(4)}, 4)}
-    fl = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((k % 2, 1.0),))
+    key = key_of(f)
+    m = {key: PortMap({PORT_MIN + i: (f"s{i % 2}",) for i in range(4)}, 4)}
+    fl = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), (via(f, "h0_0", "h1_0",
+                                                                       f"s{k % 2}"),))
           for k in range(3)]
     ports, missing = choose_ports(f, fl, m)
     assert ports == {("j", 0): (PORT_MIN,), ("j", 1): (PORT_MIN + 1,),
                      ("j", 2): (PORT_MIN + 2,)} and not missing
     # flow 0 moves to s1: it keeps nothing, the others keep theirs
-    moved = [(fl[0][0], fl[0][1], ((1, 1.0),))] + fl[1:]
+    moved = [(fl[0][0], fl[0][1], (via(f, "h0_0", "h1_0", "s1"),))] + fl[1:]
     again, missing = choose_ports(f, moved, m, previous=ports)
     assert again[("j", 1)] == ports[("j", 1)] and again[("j", 2)] == ports[("j", 2)]
     assert again[("j", 0)] == (PORT_MIN + 3,) and not missing
-    four = moved + [(("j", 9), Flow("j", "h0_0", "h1_0", 1.0, 17, 9, 4791), ((1, 1.0),))]
+    four = moved + [(("j", 9), Flow("j", "h0_0", "h1_0", 1.0, 17, 9, 4791),
+                     (via(f, "h0_0", "h1_0", "s1"),))]
     _, missing = choose_ports(f, four, m, previous=again)
     assert missing == {key: 1}
 
@@ -376,10 +395,11 @@ def test_place_probes_once_for_the_busiest_host_and_widens_for_an_uneven_switch(
     sw = FakeSwitches(f.dpids.values(), fabric=f)
     for dpid, (rules, _groups) in desired_tables(f, [], host=True).items():
         sw.install({dpid: [Message("flow_add", rule=r) for r in rules]})
-    key = ("l0", ("s0", "s1"), 17)
+    key = key_of(f)
     hp = HostPorts()
-    n = 2 * first_window(f)
-    flows = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((0, 1.0),))
+    n = 2 * first_window(f, "leaf", key)
+    flows = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), (via(f, "h0_0", "h1_0",
+                                                                          "s0"),))
              for k in range(n)]  # every flow of one host on s0
     ports = hp.place(f, flows, sw.probe)
     assert len({p for v in ports.values() for p in v}) == n
@@ -391,7 +411,8 @@ def test_place_probes_once_for_the_busiest_host_and_widens_for_an_uneven_switch(
         return {p.token: (f.dpids["s1" if p.sport % 4 == 3 else "s0"], f.port("s0", "l0"))
                 for p in probes}
     hp = HostPorts()
-    flows = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), ((1, 1.0),))
+    flows = [(("j", k), Flow("j", "h0_0", "h1_0", 1.0, 17, k, 4791), (via(f, "h0_0", "h1_0",
+                                                                          "s1"),))
              for k in range(8)]
     ports = hp.place(f, flows, uneven)
     assert hp.probe_rounds == 2 and hp.maps[key].window == 32  # 16 gave s1 only 4 ports
@@ -403,11 +424,13 @@ def test_pair_scope_learns_per_host_pair():
     sw, svc = start(f)
     assert post(svc, ring("w", ["h0_0", "h1_0"]))[0] == 201  # the pipeline in place
     hp = HostPorts(scope="pair")
-    flows = [(("j", 0), Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), ((1, 1.0),)),
-             (("j", 1), Flow("j", "h0_1", "h1_1", 1.0, 17, 0, 4791), ((0, 1.0),))]
+    flows = [(("j", 0), Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791),
+              (via(f, "h0_0", "h1_0", "s1"),)),
+             (("j", 1), Flow("j", "h0_1", "h1_1", 1.0, 17, 0, 4791),
+              (via(f, "h0_1", "h1_1", "s0"),))]
     ports = hp.place(f, flows, sw.probe)
     assert set(hp.maps) == {("h0_0", "h1_0", 17), ("h0_1", "h1_1", 17)}
-    assert hp.probes_sent == 2 * first_window(f, "pair")
+    assert hp.probes_sent == sum(first_window(f, "pair", k) for k in hp.maps)
     assert trace(f, sw, "h0_0", "h1_0", 17, ports[("j", 0)][0], 4791)[0][1] == "s1"
     assert trace(f, sw, "h0_1", "h1_1", 17, ports[("j", 1)][0], 4791)[0][1] == "s0"
     assert make_probes(f, ("h0_1", "h1_1", 17), [PORT_MIN], 1)[0].in_port == f.port("l0", "h0_1")

@@ -20,7 +20,7 @@ from controller.enforcement.desired import DesiredTables, desired_tables, instal
 from controller.enforcement.openflow import GroupEntry, SwitchState, diff, diff_jobs, job_cookie, rule
 from controller.enforcement.openflow import apply as apply_messages
 from controller.errors import ConflictError
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import parse_job
@@ -225,11 +225,12 @@ def test_a_post_gives_new_lists_only_to_the_switches_it_touches():
 
 
 def test_kept_tables_refuse_a_conflict_as_a_rebuild_does():
-    f = Fabric.generate(2, 2, 1, wiring=True)
+    f = as_clos(Fabric.generate(2, 2, 1, wiring=True))
     a = parse_job(flows(["h0_0", "h1_0"], "a"), f)
     b = parse_job(flows(["h0_0", "h1_0"], "b"), f)
     records = [JobRecord(job, n, "greedy", "flow", 0.0,
-                         {flow_key(x): ((0, 1.0),) for x in job.flows()})
+                         {flow_key(x): (((f.hosts[x.src], "s0", f.hosts[x.dst]), 1.0),)
+                          for x in job.flows()})
                for n, job in ((1, a), (2, b))]
     kept = DesiredTables()
     kept.tables(f, records[:1])
@@ -256,7 +257,7 @@ def test_kept_static_entries_follow_the_fabric_object():
 
 @pytest.mark.parametrize("fabric", [bundled_fat_tree(), Clos.fat_tree(4, 2, planes=2).wire(),
                                     Clos.leaf_spine(3, 4, 1, bundle=2).wire(),
-                                    Fabric.generate(3, 4, 2, wiring=True)],
+                                    as_clos(Fabric.generate(3, 4, 2, wiring=True))],
                          ids=["bundled", "two-planes", "leaf-spine", "two-tier"])
 def test_tables_follow_a_walk_of_link_states(fabric):
     """Links, members and switches going down and up at random under jobs in flow and sr

@@ -173,19 +173,20 @@ def test_predicted_gain_is_the_shared_prediction_within_tolerance_of_the_fluid_m
     assert post(svc, {"id": "o", "ranks": interleaved(f)[8:], "bytes": 3e6})[0] == 201
     m = learning.Measured({(a, b): 2e6 for i, a in enumerate(ring)
                            if f.hosts[a] != f.hosts[b := ring[i - 1]]}, 1.0)
-    cause, mismatch = learning.verdict(f, svc.state.jobs["w"], m)
+    served = svc.state.fabric  # the Clos of one plane: routes are paths
+    cause, mismatch = learning.verdict(served, svc.state.jobs["w"], m)
     change = decide.learned(svc.state, svc.settings, "w", m, cause, mismatch)
-    now, new = learning.predicted_gain(f, svc.state.jobs, "w", m, change.jobs)
+    now, new = learning.predicted_gain(served, svc.state.jobs, "w", m, change.jobs)
 
     def fluid(recs):
-        return predict_allreduce(installed_plan(f, recs.values()))["w"]
+        return predict_allreduce(installed_plan(served, recs.values()))["w"]
     ref_new = fluid(change.jobs)
     ref_now = sum(fluid({**svc.state.jobs, "w": learning._as_planned_now(
-        f, svc.state.jobs["w"], m, salt)}) for salt in range(learning.HASH_SALTS)) / learning.HASH_SALTS
+        served, svc.state.jobs["w"], m, salt)}) for salt in range(learning.HASH_SALTS)) / learning.HASH_SALTS
     assert new == pytest.approx(ref_new, rel=TOLERANCE)
     assert now == pytest.approx(ref_now, rel=TOLERANCE) and new < now
     # a re-plan in which the job has no routes: no figure, no exception
-    assert learning.predicted_gain(f, svc.state.jobs, "w", m, {}) is None
+    assert learning.predicted_gain(served, svc.state.jobs, "w", m, {}) is None
 
 
 def test_pattern_change_replans_again():

@@ -1,15 +1,17 @@
 """Parity of the two fabric models in the controller (issue 37): the same wired leaf-spine
-served as ``Fabric`` and as ``Clos`` (one document), the same jobs posted over REST, the tables
-on fake OpenFlow switches (``emulation/harness/fake_switch.py``).
+declared as ``Fabric`` and as ``Clos`` (one document), the same jobs posted over REST, the tables
+on fake OpenFlow switches (``emulation/harness/fake_switch.py``). The controller serves both as
+the Clos of one plane (``model.clos.as_clos``): one enforcement, so every table, port and view
+must be the same.
 
 What must hold: in every enforcement mode (flow, sr, host) every flow of the plan, traced with
 its own 5-tuple (in host mode the source port the controller chose; a split part its own),
 reaches its destination over the planned switches, and over the same switches in both models
 for the jobs the greedy plans (it makes the same choices on both); the per-flow entries are
 the same; the views (jobs, routes, links, imbalance, the port export, the fabric) say the same
-once the documented naming differences are mapped (``normal``). Every difference known today
-is a test marked ``xfail(strict=True)`` whose reason names the gap. Planner parity:
-tests/test_parity.py.
+without wall times (``normal``). The gaps of the two enforcements that these tests once
+marked ``xfail`` (sr's spine label, the spines' static tables, host mode's port maps after a
+link goes down) closed when the Fabric enforcement went. Planner parity: tests/test_parity.py.
 """
 import json
 import random
@@ -153,13 +155,7 @@ def per_flow_entries(fabric, sw) -> set:
             for d, rules in sw.rules.items() for r in rules.values() if r.cookie != COOKIE_STATIC}
 
 
-SR_GAP = ("issue 37: sr on two tiers: Fabric's ingress entry pushes the destination leaf's "
-          "label and the spine's (which the spine pops), a two-tier Clos plane's only the "
-          "destination leaf's (the output port picks the spine)")
-
-
-@pytest.mark.parametrize("mode", [m if m != "sr" else pytest.param(
-    m, marks=pytest.mark.xfail(strict=True, reason=SR_GAP)) for m in MODES])
+@pytest.mark.parametrize("mode", MODES)
 def test_same_per_flow_entries(mode):
     fab, clos = twins()
     a = per_flow_entries(fab, serve(fab, mode, jobs())[0])
@@ -171,9 +167,6 @@ def test_same_per_flow_entries(mode):
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: static tables differ at the spines in every "
-                   "mode: Fabric's pop the spine label (table 0) and switch the leaf labels in "
-                   "table 1, Clos's switch the leaf labels in table 0 (one entry fewer)")
 def test_same_static_tables():
     fab, clos = twins()
     for mode in MODES:
@@ -214,17 +207,14 @@ def views(fabric, mode: str, fail=DOWN) -> dict:
 
 
 def normal(doc):
-    """A view without what may differ: wall times (``*_ms``, ``seconds``), the fabric view's
-    switch table, rule budget and the entries an event changed, which count the static
-    entries (``test_same_static_tables``), and its host-mode counters
-    (``test_host_mode_keeps_the_same_port_maps``). Names, fields and texts must agree."""
+    """A view without what may differ: wall times (``*_ms``, ``seconds``, ``seen``). Names,
+    fields, counts and texts must agree."""
     if isinstance(doc, list):
         return [normal(x) for x in doc]
     if not isinstance(doc, dict):
         return doc
     return {k: normal(v) for k, v in doc.items()
-            if not (k.endswith("_ms") or k in ("seconds", "seen", "rule_budget", "host_mode")
-                    or (k == "rules" and "cause" in doc))}
+            if not (k.endswith("_ms") or k in ("seconds", "seen"))}
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -274,9 +264,6 @@ def test_imbalance_has_the_same_fields():
     assert a == b
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: host mode after a link goes down: Fabric drops "
-                   "the port maps of the leaves whose live uplinks changed and probes them "
-                   "again, Clos keeps its maps (their keys say the whole pipeline)")
 def test_host_mode_keeps_the_same_port_maps():
     fab, clos = twins()
     a, b = (api.handle(serve(f, "host", jobs(), DOWN)[1], "GET", "/v1/fabric")[1]["host_mode"]

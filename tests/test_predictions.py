@@ -5,9 +5,9 @@ import pytest
 
 from controller.enforcement.desired import installed_plan
 from controller.model.fluid import predict_allreduce
-from controller.model.iteration import TOLERANCE, predict_times
+from controller.model.iteration import TOLERANCE
 from controller.service import api
-from controller.service.predictions import predict_all
+from controller.service.predictions import plan_times, predict_all
 from tests.test_control_plane import post, ring, start, wired
 
 JOBS = [ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"], 8e6, compute_s=0.5),
@@ -26,8 +26,8 @@ def running(**kw):
 
 def test_the_job_view_shows_the_shared_prediction_of_the_installed_routes():
     svc = running()
-    plan = installed_plan(svc.state.fabric, svc.state.jobs.values())
-    shared = predict_times(plan.problem, plan.assignment.parts)
+    plan = installed_plan(svc.state.fabric, svc.state.jobs.values())  # a ClosPlan: paths
+    shared = plan_times(plan)
     fluid = predict_allreduce(plan)
     for jid in ("a", "b", "c"):
         view = api.handle(svc, "GET", f"/v1/jobs/{jid}")[1]
@@ -57,6 +57,6 @@ def test_a_model_that_cannot_progress_reports_why(monkeypatch):
 
     def stuck(*_args, **_kw):
         raise ValueError("an entity cannot progress")
-    monkeypatch.setattr("controller.service.predictions.predict_times", stuck)
+    monkeypatch.setattr("controller.service.predictions.predict_clos_split_times", stuck)
     out = predict_all(svc.state)
     assert out["a"] == {"seconds": None, "error": "prediction failed: an entity cannot progress"}

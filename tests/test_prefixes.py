@@ -21,8 +21,7 @@ from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_all_static
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.reconcile import Reconciler
-from controller.enforcement.rules import all_static
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 from controller.model.prefixes import CACHE, DstPrefixes, dst_prefixes
 from controller.service import api
@@ -67,14 +66,10 @@ def without_prefixes(fabric):
 
 def static_of(fabric, host=True):
     """switch -> (its static entries, host-mode pipeline included, as a set; its groups)."""
-    if isinstance(fabric, Clos):
-        out = clos_all_static(fabric)
-        return {sw: (set(out[fabric.dpids[sw]][0]) | (set(clos_host_static_rules(fabric, sw))
-                                                      if host else set()),
-                     out[fabric.dpids[sw]][1]) for sw in fabric.switches()}
-    out = all_static(fabric, host)
-    return {sw: (set(out[fabric.dpids[sw]][0]), out[fabric.dpids[sw]][1])
-            for sw in fabric.switches()}
+    out = clos_all_static(fabric)
+    return {sw: (set(out[fabric.dpids[sw]][0]) | (set(clos_host_static_rules(fabric, sw))
+                                                  if host else set()),
+                 out[fabric.dpids[sw]][1]) for sw in fabric.switches()}
 
 
 def per_tier(fabric):
@@ -130,12 +125,12 @@ def test_entries_per_tier_grow_with_leaves_and_pods_not_hosts(k):
 
 
 def test_spines_of_a_leaf_spine_hold_a_prefix_per_leaf():
-    f = Fabric.generate(4, 8, 4, wiring=True)
-    rules, _ = all_static(f)[f.dpids["s0"]]
+    f = as_clos(Fabric.generate(4, 8, 4, wiring=True))  # as the controller serves it
+    rules, _ = clos_all_static(f)[f.dpids["s0"]]
     dsts = [r.match_dict()["ipv4_dst"] for r in rules if "ipv4_dst" in r.match_dict()]
     assert dsts == [(f"10.0.{i}.0", "255.255.255.248") for i in range(8)]  # .1 .. .4: a /29
-    assert len(rules) == 2 + 2 * 8  # LLDP, its label; per leaf its label and prefix
-    leaf, _ = all_static(f)[f.dpids["l0"]]
+    assert len(rules) == 1 + 2 * 8  # LLDP; per leaf its label and prefix
+    leaf, _ = clos_all_static(f)[f.dpids["l0"]]
     assert sum("ipv4_dst" in r.match_dict() for r in leaf) == 2 * 4  # its own hosts, as before
 
 
@@ -153,7 +148,7 @@ SHAPES = {
         {("a1_0", "c0_0"), ("l0", "a0_0"), ("a3_2", "c2_1"), ("l9", "a2_3")}),
     "two planes": lambda: Clos.fat_tree(4, 1, planes=2).wire(),
     "bundles": _bundled,
-    "leaf-spine, links down": lambda: Fabric.generate(4, 4, 2, wiring=True).with_down(
+    "leaf-spine, links down": lambda: as_clos(Fabric.generate(4, 4, 2, wiring=True)).with_down(
         {("l0", "s1"), ("l2", "s0"), ("l2", "s3")}),
     "Clos leaf-spine": lambda: Clos.leaf_spine(3, 4, 2).wire(),
 }
@@ -277,5 +272,9 @@ def test_the_benchmark_writes_entries_per_tier(tmp_path):
     assert tree["prefix"]["flow"]["total"] == 156 and tree["prefix"]["sr"]["total"] == 232
     assert tree["prefix"]["host"]["total"] > tree["prefix"]["flow"]["total"]
     assert two["fabric"] == "leaf-spine 32 x 64 x 32"
-    assert two["prefix"]["flow"]["tiers"]["spine"]["per_switch_max"] == 2 + 2 * 64
-    assert two["per_host"]["flow"]["tiers"]["spine"]["per_switch_max"] == 2 + 64 * 33
+    # a spine of the leaf-spine served as a Clos: LLDP and per leaf its prefix (its hosts one
+    # by one per host); with sr's labels per leaf its label too (no label of its own to pop)
+    assert two["prefix"]["flow"]["tiers"]["spine"]["per_switch_max"] == 1 + 64
+    assert two["prefix"]["sr"]["tiers"]["spine"]["per_switch_max"] == 1 + 2 * 64
+    assert two["per_host"]["flow"]["tiers"]["spine"]["per_switch_max"] == 1 + 64 * 32
+    assert two["per_host"]["sr"]["tiers"]["spine"]["per_switch_max"] == 1 + 64 * 33

@@ -187,7 +187,7 @@ def test_disconnected_leaf_makes_its_pairs_unroutable(env):
     before = sw.snapshot()
     code, doc = api.handle(svc, "POST", "/v1/jobs",
                            b'{"id": "a", "flows": [{"src": "h3_0", "dst": "h1_0", "bytes": 5}]}')
-    assert code == 409 and "no alive spine between leaves l3 and l1" in doc["error"]
+    assert code == 409 and "no alive path between leaves l3 and l1" in doc["error"]
     assert sw.snapshot() == before
     code, _ = api.handle(svc, "POST", "/v1/jobs",
                          b'{"id": "b", "flows": [{"src": "h0_0", "dst": "h2_0", "bytes": 5}]}')

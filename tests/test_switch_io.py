@@ -11,10 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from controller.enforcement.clos_rules import clos_all_static
 from controller.enforcement.hostmode import PORT_MIN, make_probes
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
-from controller.enforcement.rules import all_static
 from controller.errors import InstallError
+from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
 from controller.shell.hub import THREADS
 from controller.shell.roles import Roles
@@ -83,6 +84,11 @@ class Switch:
                                                     code=0))
                 else:
                     self.roles.on_reply(self._reply(xid=xid, role=msg.role))
+
+
+def all_static(f):
+    """Every switch's static entries, as the controller serves a leaf-spine: a Clos."""
+    return clos_all_static(as_clos(f))
 
 
 def static(f, name):
@@ -195,7 +201,7 @@ def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):
 
 
 def test_probe_batches_collect_arrivals_and_resend_lost_ones(ofp):
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = as_clos(Fabric.generate(2, 4, 2, 0.01, wiring=True))  # as the controller serves it
     io = Switches(THREADS, 0.3, f.switch_of_dpid.get)
     sw = Switch(ofp, f.dpids["l0"], io)
     io.connected(sw)

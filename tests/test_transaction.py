@@ -61,9 +61,9 @@ def post(tx, doc):
 
 
 def used_link(f, record) -> tuple[str, str]:
-    """(leaf, spine) of a link the first flow of a job crosses."""
+    """(leaf, spine) of a link the first flow of a job crosses (its path leaf, spine, leaf)."""
     flow, parts = record.flows_with_parts()[0]
-    return f.hosts[flow.src], f.spines[parts[0][0]]
+    return parts[0][0][0], parts[0][0][1]
 
 
 def take_down(tx, leaf, spine) -> None:

@@ -6,10 +6,10 @@ import importlib
 
 import pytest
 
-from controller.enforcement.clos_rules import clos_static_rules
+from controller.enforcement.clos_rules import clos_all_static, clos_static_rules
+from controller.enforcement.desired import job_flow_rules
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
-from controller.enforcement.rules import all_static, flow_rules
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.shell import translate
@@ -39,18 +39,22 @@ def datapath(ofproto):
 
 
 def every_rule():
-    f = Fabric.generate(2, 2, 2, 0.01, wiring=True)
+    f = as_clos(Fabric.generate(2, 2, 2, 0.01, wiring=True))  # a leaf-spine, as served
     rules, groups = [], []
-    for r, g in all_static(f).values():
+    for r, g in clos_all_static(f).values():
         rules += r
         groups += g
     flows = [Flow("j", "h0_0", "h1_0", 1.0), Flow("j", "h0_1", "h1_1", 1.0, 17, 50000, 4791),
              Flow("j", "h1_0", "h0_1", 1.0, 6, 0, 5001)]
     for mode in ("flow", "sr"):
         for fl in flows:
-            rules += flow_rules(f, fl, ((0, 0.5), (1, 0.5)), mode, 7)
+            a, b = f.hosts[fl.src], f.hosts[fl.dst]
+            rules += job_flow_rules(f, fl, (((a, "s0", b), 0.5), ((a, "s1", b), 0.5)), mode, 7)
     core = Clos.fat_tree(4, 2).wire()  # a core's pod prefixes (/23), its leaves' labels
     rules += clos_static_rules(core, "c0_0")[0]
+    # sr between pods: two labels pushed (the destination leaf's, the core's on top)
+    rules += job_flow_rules(core, Flow("j", "h0_0", "h2_0", 1.0, 6, 0, 5001),
+                            ((("l0", "a0_0", "c0_0", "a1_0", "l2"), 1.0),), "sr", 7)
     return rules, groups
 
 

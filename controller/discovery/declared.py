@@ -30,8 +30,10 @@ def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
         raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
     names = declared.switch_of_dpid
     name = lambda d: names.get(d) or f"{d:#x}"
-    tier_of = declared.tier_of if isinstance(declared, Clos) else {}
-    # on three tiers the text names each switch's tier: "aggregation switch a1_0 port 3"
+    # beyond one leaf-spine plane the text names each switch's tier: "aggregation switch a1_0
+    # port 3"; a plain leaf-spine's switches go by their names ("s0 port 1"), as declared
+    tier_of = declared.tier_of if isinstance(declared, Clos) and \
+        declared.as_leaf_spine() is None else {}
     called = lambda d: (f"{TIER_WORDS[tier_of[names[d]]]} {names[d]}"
                         if names.get(d) in tier_of else name(d))
     at = lambda x: f"{called(x[0])} port {x[1]}"

@@ -23,6 +23,7 @@ from controller.discovery.declared import check_declared
 from controller.discovery.guard import PROBE_MAC, Guard
 from controller.discovery.planes import discover
 from controller.discovery.topology import Topology, format_problem, probe_ports
+from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
 
 __all__ = ["FabricFinder", "PROBE_MAC", "QUIET_S", "SWITCH_QUIET_S"]
@@ -353,7 +354,7 @@ class FabricFinder:
         self._checked = t.version
         self.problems = problems
         if fabric is None or (self.recognised is not None and
-                              fabric.to_dict() == self.recognised.to_dict()):
+                              _same(fabric, self.recognised)):
             return None
         self.last_cause = _cause(self.recognised, fabric)
         self.recognised = fabric
@@ -367,6 +368,13 @@ class FabricFinder:
                 "security": self.guard.view(), "link_speed": self.link_speed(),
                 "probes": {"sent": dict(self.sent), "sent_bytes": self.sent_bytes,
                            "received": self.probes_received}}
+
+
+def _same(a, b) -> bool:
+    """The same fabric, in either model (a stored one is a ``Clos``, the controller's)."""
+    if type(a) is not type(b):
+        a, b = as_clos(a), as_clos(b)
+    return a.to_dict() == b.to_dict()
 
 
 def _cause(old: Fabric | None, new: Fabric) -> str:

@@ -1,5 +1,5 @@
-"""Host mode on three-tier Clos fabrics: the static pipeline that steers TCP and RoCEv2 by
-source port at two tiers, and what a probe through it teaches.
+"""Host mode on Clos fabrics (a leaf-spine is one plane of one pod): the static pipeline that
+steers TCP and RoCEv2 by source port at two tiers, and what a probe through it teaches.
 
 Why two bit fields: the leaf chooses the aggregation switch and, between pods, the aggregation
 switch chooses the core. If both chose from the same low bits, a port's leaf choice would fix
@@ -13,8 +13,8 @@ flows), per protocol (RoCEv2 = UDP to 4791, and TCP):
 * leaf: m = ``sport_buckets(live uplinks)`` entries, source port bits (b, m - 1) out to the
   (b mod n)-th live uplink; a destination leaf that not every live uplink reaches goes, by its
   prefix (``model.prefixes``), to a table of its class (table 2 + class) with the same entries
-  over the uplinks that reach it, and its other IPv4 to the first of them (as on two tiers,
-  ``rules.host_static_rules``);
+  over the uplinks that reach it, and its other IPv4 to the first of them (``rules.
+  class_tables``); on a leaf-spine the leaf's pipeline is all there is below the spines;
 * aggregation switch: per class of other pods (the cores of its group that reach them, as its
   select groups have them), a table with the entries (b << shift, (m - 1) << shift) out to the
   (b mod n)-th core, other IPv4 to the class's select group; the pods' prefixes go there from

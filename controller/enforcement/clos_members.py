@@ -38,14 +38,13 @@ class MemberBits:
 
     def __init__(self, fabric):
         self.base, self.widths = 0, (0, 0, 0, 0)
-        if isinstance(fabric, Clos):
-            self.base = max(leaf_bits(fabric, p.leaves[0]) + (sport_buckets(max(
-                (len(g) for g in p.cores), default=1)) - 1).bit_length()
-                for p in fabric.planes if p.leaves)
-            if fabric.bundled:
-                ls = label_space(fabric)
-                wl, wc = (ls.bl - 1).bit_length(), (ls.bc - 1).bit_length()
-                self.widths = (wl, wc, wc, wl)
+        self.base = max(leaf_bits(fabric, p.leaves[0]) + (sport_buckets(max(
+            (len(g) for g in p.cores), default=1)) - 1).bit_length()
+            for p in fabric.planes if p.leaves)
+        if fabric.bundled:
+            ls = label_space(fabric)
+            wl, wc = (ls.bl - 1).bit_length(), (ls.bc - 1).bit_length()
+            self.widths = (wl, wc, wc, wl)
         self.shifts = tuple(self.base + sum(self.widths[:k]) for k in range(4))
         self.width = sum(self.widths)
         self.mask = ((1 << self.width) - 1) << self.base

@@ -106,8 +106,6 @@ def check_mode_on(fabric, mode: str) -> None:
     label space (``LabelSpace.check``); host mode on a fabric with bundles where its source
     ports cannot code every bundle hop's member above the bits that choose the hops
     (``clos_members.MemberBits.check``): InputErrors naming the mode and the sizes."""
-    if not isinstance(fabric, Clos):
-        return
     if mode == "sr":
         label_space(fabric).check()
     if mode == "host" and fabric.bundled:
@@ -189,8 +187,14 @@ class PlaneView:
         return out
 
     def live_uplinks(self, leaf: str) -> tuple[str, ...]:
-        """The leaf's alive uplinks, in slot order."""
-        return tuple(a for a in self.p.aggs[self.pod_of[leaf]] if alive(self.f, leaf, a))
+        """The leaf's alive uplinks, in slot order (kept: asked for every leaf's inputs,
+        classes and entries)."""
+        if self.kept is not None and leaf in self.kept:
+            return self.kept[leaf]
+        out = tuple(a for a in self.p.aggs[self.pod_of[leaf]] if alive(self.f, leaf, a))
+        if self.kept is not None:
+            self.kept[leaf] = out
+        return out
 
     def leaf_classes(self, leaf: str) -> list[tuple[tuple, list[str]]]:
         """Destination leaves that not every live uplink reaches, grouped by the uplinks that
@@ -314,7 +318,7 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView, ls):
 
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str, ls):
     dpid, dst = f.dpids[agg], dst_prefixes(f, agg)
-    pod = pl.pod_of[agg]
+    pod, one = pl.pod_of[agg], not f.bundled  # one: every link one port, no member to pin
     rules, groups, bundles = [lldp_trap(dpid)], [], {}
     for leaf in pl.leaves_of(pod):
         if not alive(f, leaf, agg):
@@ -322,7 +326,7 @@ def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str, ls):
         out = _to(f, agg, leaf, bundles)
         rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS,
                                                      "mpls_label": ls.of(leaf, c)},
-                       _member_out(f, agg, leaf, ls.down_members(c)[1], out))
+                       out if one else _member_out(f, agg, leaf, ls.down_members(c)[1], out))
                   for c in ls.code_range(0)]
         rules += [rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": d}, out)
                   for d in dst.leaf[leaf]]
@@ -353,7 +357,7 @@ def _core(f: Clos, core: str, pl: PlaneView, ls):
     rules += [rule(dpid, T_CLASSIFY, PRIO_MPLS, {"eth_type": ETH_MPLS, "mpls_label": ls.of(core, m),
                                                  "mpls_bos": 0}, [("pop_mpls", ETH_MPLS)],
                    goto=T_DELIVER) for m in ls.code_range(2)]
-    g = next(i for i, grp in enumerate(pl.p.cores) if core in grp)
+    g, one = next(i for i, grp in enumerate(pl.p.cores) if core in grp), not f.bundled
     bundles: dict = {}
     for pod, aggs in enumerate(pl.p.aggs):
         agg = aggs[g]
@@ -363,8 +367,8 @@ def _core(f: Clos, core: str, pl: PlaneView, ls):
         for leaf in pl.leaves_of(pod):
             rules += [rule(dpid, T_DELIVER, PRIO_LOCAL, {"eth_type": ETH_MPLS,
                                                          "mpls_label": ls.of(leaf, c)},
-                           _member_out(f, core, agg, ls.down_members(c)[0], out))
-                      for c in ls.code_range(0)]
+                           out if one else _member_out(f, core, agg, ls.down_members(c)[0],
+                                                       out)) for c in ls.code_range(0)]
         rules += [rule(dpid, T_CLASSIFY, PRIO_LOCAL, {"eth_type": ETH_IPV4, "ipv4_dst": d}, out)
                   for d in dst.pod[pod]]
     return rules, list(bundles.values())
@@ -379,9 +383,9 @@ def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | Non
                        labels: bool = True) -> tuple[dict, dict]:
     """(static entries per dpid, link-state inputs per dpid, ``static_inputs``). ``before``:
     that pair of a fabric with the same switches, ports, hosts and bundles in another link
-    state (and the same ``labels``); a switch whose inputs are equal there keeps its entries (the very lists), so a
-    link down recomputes the few switches it changes. One ``PlaneView`` per plane keeps its
-    answers across the switches."""
+    state (and the same ``labels``); a switch whose inputs are equal there keeps its entries
+    (the very lists), so a link down recomputes the few switches it changes. One
+    ``PlaneView`` per plane keeps its answers across the switches."""
     views: dict[int, PlaneView] = {}  # per plane, its answers kept for this computation
     tables, inputs = {}, {}
     old_tables, old_inputs = before or ({}, {})

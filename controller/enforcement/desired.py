@@ -3,7 +3,9 @@
 ``desired_tables``: every switch's flow and group entries (static entries plus the ingress rules
 of every planned flow); ``DesiredTables``: the same, kept between changes and recomputed only
 where something changed. ``installed_plan``: the running jobs and their routes as one ``Plan``,
-for link loads and predictions; flows of a leaf pair with no alive spine are left out of it.
+for link loads and predictions; flows of a leaf pair with no alive path are left out of it.
+Every fabric is a ``model.clos.Clos`` here (a leaf-spine is one plane of one pod): its rule
+builders are ``clos_rules``, ``clos_labels`` and ``clos_hostmode``.
 """
 from __future__ import annotations
 
@@ -17,27 +19,23 @@ from controller.enforcement.clos_rules import (
     flow_rules_read_links,
 )
 from controller.enforcement.modes import mode_of
-from controller.enforcement.rules import all_static, flow_rules, part_sport, static_update
+from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError
 from controller.model.clos import Clos
 from controller.model.clos_wiring import WIRING
-from controller.model.fabric import Fabric
-from controller.model.intent import UNROUTABLE, flow_key
-from controller.model.problem import Assignment, Problem
 from controller.planners.clos_routes import installed_clos_plan
-from controller.planners.plan import Plan
 
 Tables = dict  # dpid -> (list[FlowRule], list[GroupEntry])
 
 
-def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
+def desired_tables(fabric: Clos, records, host: bool | None = None,
                    ecmp: str = "per-tier", labels: bool | None = None) -> Tables:
     """Static entries plus every job's flow rules, per switch. Two flows with the same match
     are a conflict naming both jobs. The host-mode pipeline is static too, present while a
-    job runs in host mode (``host`` None) or when asked; so are sr's label entries on a
-    Clos (``labels``; None: while a job runs in sr mode). ``ecmp``: the aggregation
-    switches' hashing on a Clos (``clos_rules.ECMP_HASHES``). O(static entries + planned
-    parts). Computed from scratch: ``DesiredTables`` gives the same, kept between changes."""
+    job runs in host mode (``host`` None) or when asked; so are sr's label entries
+    (``labels``; None: while a job runs in sr mode). ``ecmp``: the aggregation switches'
+    hashing (``clos_rules.ECMP_HASHES``). O(static entries + planned parts). Computed from
+    scratch: ``DesiredTables`` gives the same, kept between changes."""
     records = list(records)
     if host is None:
         host = any(mode_of(r.mode).host_ports for r in records)
@@ -57,17 +55,15 @@ def desired_tables(fabric: Fabric | Clos, records, host: bool | None = None,
     return want
 
 
-def static_tables(fabric: Fabric | Clos, host: bool, ecmp: str = "per-tier",
+def static_tables(fabric: Clos, host: bool, ecmp: str = "per-tier",
                   labels: bool = True) -> Tables:
-    """Every switch's static entries and groups (with host mode's pipeline if ``host``; on a
-    Clos with sr's label entries if ``labels``, a two-tier ``Fabric`` always has them)."""
-    if isinstance(fabric, Clos):
-        static = clos_all_static(fabric, ecmp, labels)
-        if host:
-            for sw in fabric.switches():
-                static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))
-        return static
-    return all_static(fabric, host)
+    """Every switch's static entries and groups (with host mode's pipeline if ``host``, with
+    sr's label entries if ``labels``)."""
+    static = clos_all_static(fabric, ecmp, labels)
+    if host:
+        for sw in fabric.switches():
+            static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))
+    return static
 
 
 def _conflict(what: str, other: str) -> ConflictError:
@@ -92,7 +88,7 @@ class DesiredTables:
     * Static entries once per fabric object and host pipeline (the last two are kept: a
       change and the state it replaces). In another link state of the same wiring only
       the switches whose link-state inputs changed are recomputed
-      (``clos_rules.clos_static_update``, ``rules.static_update``: a core link down
+      (``clos_rules.clos_static_update``: a core link down
       recomputes 17 of a k = 16 fat-tree's 320 switches); a switch whose recomputed
       entries are equal keeps the previous lists.
     * A flow's entries once per (job number, mode, flow, parts), and again on another link
@@ -115,7 +111,7 @@ class DesiredTables:
         self._last: dict[int, tuple] = {}  # dpid -> (static entry, job entries, output)
         self._keys: dict[int, tuple] = {}  # dpid -> (static rules, their keys)
 
-    def tables(self, fabric: Fabric | Clos, records, host: bool | None = None) -> Tables:
+    def tables(self, fabric: Clos, records, host: bool | None = None) -> Tables:
         records = list(records)
         if host is None:
             host = any(mode_of(r.mode).host_ports for r in records)
@@ -124,7 +120,7 @@ class DesiredTables:
         if self._fabric is not fabric:  # on a link change, entries of the wiring alone stay
             same = self._fabric is not None and same_wiring(self._fabric, fabric)
             self._flows = {k: v for k, v in self._flows.items()
-                           if same and not _reads_links(fabric, k[1], k[3])}
+                           if same and not flow_rules_read_links(k[1], k[3])}
             self._fabric = fabric
         kept, used = self._flows, {}
         owner: dict[tuple, tuple] = {}
@@ -174,7 +170,7 @@ class DesiredTables:
             out.static, out.jobs = static, jobs
         return out
 
-    def _static_of(self, fabric: Fabric | Clos, host: bool, labels: bool) -> Tables:
+    def _static_of(self, fabric: Clos, host: bool, labels: bool) -> Tables:
         for f, h, lab, tables, _ in self._static:
             if f is fabric and h == host and lab == labels:
                 return tables
@@ -183,8 +179,7 @@ class DesiredTables:
             before = next(((t, i) for f, h, lab, t, i in reversed(self._static)
                            if i is not None and lab == labels and same_wiring(f, fabric)),
                           None)
-            tables, inputs = clos_static_update(fabric, self.ecmp, before, labels) \
-                if isinstance(fabric, Clos) else static_update(fabric, before)
+            tables, inputs = clos_static_update(fabric, self.ecmp, before, labels)
         else:
             tables = static_tables(fabric, host, self.ecmp, labels)
         kept = [t for _, _, _, t, _ in reversed(self._static)]
@@ -201,23 +196,12 @@ class DesiredTables:
         return tables
 
 
-def same_wiring(a: Fabric | Clos, b: Fabric | Clos) -> bool:
+def same_wiring(a: Clos, b: Clos) -> bool:
     """Two fabric objects of one declared fabric (``with_down`` copies): the same switches,
-    ports, hosts, addresses (and bundles); only the link state differs. A Clos copy shares
-    its structure by identity; a two-tier copy has equal lists and the same wiring."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, Clos):
-        return (a.planes is b.planes and a.host_leaves is b.host_leaves
-                and a.bundles is b.bundles and a.bundle_default is b.bundle_default
-                and all(a.wiring.get(k) is b.wiring.get(k) for k in WIRING))
-    return (a.spines == b.spines and a.leaves == b.leaves and a.hosts == b.hosts
-            and all(a.extra.get(k) is b.extra.get(k) for k in WIRING))
-
-
-def _reads_links(fabric: Fabric | Clos, mode: str, parts) -> bool:
-    """Whether a flow's entries depend on the link state (two tiers: never)."""
-    return isinstance(fabric, Clos) and flow_rules_read_links(mode, parts)
+    ports, hosts, addresses and bundles, shared by identity; only the link state differs."""
+    return (a.planes is b.planes and a.host_leaves is b.host_leaves
+            and a.bundles is b.bundles and a.bundle_default is b.bundle_default
+            and all(a.wiring.get(k) is b.wiring.get(k) for k in WIRING))
 
 
 def _named(flow, parts, entry) -> str:
@@ -229,45 +213,21 @@ def _named(flow, parts, entry) -> str:
     return out
 
 
-def job_flow_rules(fabric: Fabric | Clos, flow, parts, mode: str, number: int) -> list:
-    """The entries of one planned flow (``parts`` as the intent keeps them), on either model.
-    On a Clos, a split flow's part i is the sub-connection of source port
-    ``part_sport(flow, i, parts)``: its entries match that port on the part's path."""
-    if isinstance(fabric, Clos):
-        if not parts or len(parts) == 1:
-            return clos_flow_rules(fabric, flow, parts[0][0] if parts else None, mode, number)
-        return [x for i, (path, _) in enumerate(parts) for x in clos_flow_rules(
-            fabric, replace(flow, sport=part_sport(flow, i, len(parts))), path, mode, number)]
-    return flow_rules(fabric, flow, parts, mode, number)
+def job_flow_rules(fabric: Clos, flow, parts, mode: str, number: int) -> list:
+    """The entries of one planned flow (``parts`` as the intent keeps them: paths). A split
+    flow's part i is the sub-connection of source port ``part_sport(flow, i, parts)``: its
+    entries match that port on the part's path."""
+    if not parts or len(parts) == 1:
+        return clos_flow_rules(fabric, flow, parts[0][0] if parts else None, mode, number)
+    return [x for i, (path, _) in enumerate(parts) for x in clos_flow_rules(
+        fabric, replace(flow, sport=part_sport(flow, i, len(parts))), path, mode, number)]
 
 
-def installed_plan(fabric: Fabric | Clos, records):
-    """All running jobs with their installed routes as one Plan (a ``ClosPlan`` on a Clos
-    fabric; None without jobs). Flows with no alive spine (or no route yet) are not part
-    of it."""
+def installed_plan(fabric: Clos, records):
+    """All running jobs with their installed routes as one ``ClosPlan`` (None without jobs).
+    Flows with no alive path (or no route yet) are not part of it."""
     records = list(records)
     if not records:
         return None
-    if isinstance(fabric, Clos):
-        return installed_clos_plan(fabric, [(r.job, [p for _, p in r.flows_with_parts()])
-                                            for r in records])
-    problem = Problem.build(fabric, [r.job for r in records], skip_unroutable=True)
-    routes = {}
-    for r in records:
-        for f in r.job.flows():
-            routes[(r.job.id, flow_key(f))] = r.routes.get(flow_key(f))
-    keep, parts = [], []
-    for k, pos in enumerate(problem.inter):
-        f = problem.flows[pos]
-        p = routes.get((f.job, flow_key(f)))
-        if p is None or p == UNROUTABLE:
-            continue
-        keep.append(k)
-        parts.append(p)
-    if len(keep) != len(problem.inter):
-        problem = Problem(problem.fabric, problem.jobs, problem.flows,
-                          [problem.inter[k] for k in keep], [problem.src_leaf[k] for k in keep],
-                          [problem.dst_leaf[k] for k in keep], [problem.usable[k] for k in keep],
-                          sorted(set(problem.unroutable) |
-                                 (set(problem.inter) - {problem.inter[k] for k in keep})))
-    return Plan("installed", problem, Assignment(parts), 0.0)
+    return installed_clos_plan(fabric, [(r.job, [p for _, p in r.flows_with_parts()])
+                                        for r in records])

@@ -7,19 +7,21 @@ queue pair (HCCL reads them from a file). So the controller plans spines as in t
 and instead of one entry per flow it tells the host which source port to use.
 
 The mapping port -> spine comes from the switch, never from a guessed hash. The leaves choose the
-uplink of TCP and RoCEv2 packets from the low bits of the source port (``rules.
-host_static_rules``); the controller learns what each candidate port does by *probing*: it
+uplink of TCP and RoCEv2 packets from the low bits of the source port (``clos_hostmode.
+clos_host_static_rules``); the controller learns what each candidate port does by *probing*: it
 injects a packet carrying the probe mark (IP DSCP 59) into the leaf with a packet-out whose
 in_port is a host port (the packet goes through the leaf's own tables), and every spine sends
 packets with that mark to the controller (a static entry). The spine whose packet-in carries
-the probe's token is the spine that port takes. A learned map is valid while the leaf's set of
-live uplinks is the one it was learned with; when it changes (a failure changes the buckets)
-the leaf is probed again and the flows whose port no longer leads to their planned spine get a
-new one, reported so that the host can open the new connection before closing the old (make
-before break).
+the probe's token is the spine that port takes. A map's key says all the leaf's pipeline does
+for it (the uplinks that reach the destination, in order: ``clos_hostmode.dest_class``), so a
+learned map never goes stale: a failure changes the keys of the flows it touches, their new
+keys are probed, and the flows whose port no longer leads to their planned spine get a new
+one, reported so that the host can open the new connection before closing the old (make
+before break). Every fabric is served as a ``model.clos.Clos`` (a leaf-spine is one plane of
+one pod, its spines the aggregation switches).
 
 Cost: the pipeline maps by source port only, so one map per (leaf, spines that reach the
-destination, protocol) serves every flow of the leaf (``scope="leaf"``): the leaf is probed
+destination in order, protocol) serves every flow of the leaf (``scope="leaf"``): the leaf is probed
 once with as many consecutive ports as its busiest host needs on one spine times the buckets
 (at least 4 per bucket), in one round; more ports (twice as many, another round) only if the
 switch spreads them less evenly than that. Probes per flow therefore fall as flows grow
@@ -50,15 +52,9 @@ from controller.enforcement.probepacket import (  # noqa: F401 - the probe packe
     parse_probe,
     probe_packet,
 )
-from controller.enforcement.rules import (
-    ROCE_DPORT,
-    live_uplinks,
-    sport_buckets,
-    usable_uplinks,
-)
+from controller.enforcement.rules import ROCE_DPORT
 from controller.errors import ConflictError, InputError, InstallError
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 
 PORT_MIN, PORT_MAX = 49152, 65535  # IANA dynamic ports, where RoCE takes its source ports
 SCOPES = ("leaf", "pair")
@@ -73,7 +69,7 @@ ProbeFn = Callable[[list], Arrivals]
 class Probe:
     """One probe packet: ``data`` goes to the leaf ``dpid`` as a packet-out from ``in_port``."""
     token: int
-    key: tuple  # the map it teaches: (leaf, usable spines or Clos class, proto) or (src, dst, proto)
+    key: tuple  # the map it teaches: (leaf, class, proto) or (src, dst, proto(, plane))
     sport: int
     dpid: int
     in_port: int
@@ -82,12 +78,11 @@ class Probe:
 
 @dataclass
 class PortMap:
-    """What one map key's candidate ports do, as learned from probes."""
-    uplinks: tuple  # the leaf's live uplinks when learned (two tiers; () on a Clos, whose key
-    # says all its pipeline does): the map is valid while they hold
-    spine_of: dict = field(default_factory=dict)  # source port -> spine (Clos: hops) it reached
+    """What one map key's candidate ports do, as learned from probes (the key says all its
+    pipeline does: a map holds as long as its key)."""
+    spine_of: dict = field(default_factory=dict)  # source port -> the hops it reached
     window: int = 0  # the first ``window`` ports have been probed: PORT_MIN .. PORT_MIN +
-    # window - 1, on a Clos with bundles those with member fields 0 (``MemberBits.index_port``)
+    # window - 1, with bundles those with member fields 0 (``MemberBits.index_port``)
 
 
 # ---- flows and keys -------------------------------------------------------------------------
@@ -106,32 +101,26 @@ def host_protocol(flow) -> int:
                      f"port {flow.dport}")
 
 
-def map_key(fabric: Fabric | Clos, flow, scope: str = "leaf", part=None) -> tuple:
+def map_key(fabric: Clos, flow, scope: str = "leaf", part=None) -> tuple:
     """The map the ports of a flow's route ``part`` are read from. Leaf scope, when the
-    switch chooses by source port only: (source leaf, the spines that reach the destination
-    leaf, protocol), since a leaf gives destinations that some uplinks cannot reach buckets of
-    their own (``rules.host_classes``); on a Clos, (source leaf in the part's plane, the
-    class of the destination, protocol) (``clos_hostmode.dest_class``). Pair scope, when its
-    hash may see the addresses: (source, destination, protocol), and the plane when it is not
-    the first."""
+    switch chooses by source port only: (source leaf in the part's plane, the class of the
+    destination, protocol) (``clos_hostmode.dest_class``: on two tiers the spines that reach
+    the destination leaf, since a leaf gives destinations that some uplinks cannot reach
+    buckets of their own). Pair scope, when its hash may see the addresses: (source,
+    destination, protocol), and the plane when it is not the first."""
     proto = host_protocol(flow)
     q = fabric.part_plane(part[0]) if part else 0
     if scope == "leaf":
-        if isinstance(fabric, Clos):
-            a, b = fabric.host_leaves[flow.src][q], fabric.host_leaves[flow.dst][q]
-            return (a, clos_hostmode.dest_class(fabric, a, b), proto)
-        a, b = fabric.hosts[flow.src], fabric.hosts[flow.dst]
-        return (a, tuple(usable_uplinks(fabric, a, b)), proto)
+        a, b = fabric.host_leaves[flow.src][q], fabric.host_leaves[flow.dst][q]
+        return (a, clos_hostmode.dest_class(fabric, a, b), proto)
     return (flow.src, flow.dst, proto) + ((q,) if q else ())
 
 
-def _leaf_key(fabric: Fabric | Clos, key: tuple) -> bool:
-    if isinstance(fabric, Clos):
-        return fabric.tier_of.get(key[0]) == 0
-    return key[0] in fabric.leaf_index
+def _leaf_key(fabric: Clos, key: tuple) -> bool:
+    return fabric.tier_of.get(key[0]) == 0
 
 
-def key_leaf(fabric: Fabric | Clos, key: tuple) -> str:
+def key_leaf(fabric: Clos, key: tuple) -> str:
     """The source leaf of a map key (in its plane: a pair key's fourth element, if any)."""
     if _leaf_key(fabric, key):
         return key[0]
@@ -143,25 +132,19 @@ def _dst_leaf(fabric: Clos, key: tuple) -> str:
     return fabric.host_leaves[key[1]][key[3] if len(key) > 3 else 0]
 
 
-def key_buckets(fabric: Fabric | Clos, key: tuple) -> int:
-    """The distinct choices the pipeline makes for a key's ports (buckets of its spines; on a
-    Clos, of its aggregation switches times those of their cores)."""
+def key_buckets(fabric: Clos, key: tuple) -> int:
+    """The distinct choices the pipeline makes for a key's ports: the buckets of its
+    aggregation switches (spines) times those of their cores."""
     leaf = key_leaf(fabric, key)
-    if isinstance(fabric, Clos):
-        klass = key[1] if _leaf_key(fabric, key) else clos_hostmode.dest_class(
-            fabric, leaf, _dst_leaf(fabric, key))
-        return clos_hostmode.buckets(klass)
-    spines = key[1] if _leaf_key(fabric, key) else usable_uplinks(fabric, leaf,
-                                                                   fabric.hosts[key[1]])
-    return max(1, sport_buckets(len(spines)))
+    klass = key[1] if _leaf_key(fabric, key) else clos_hostmode.dest_class(
+        fabric, leaf, _dst_leaf(fabric, key))
+    return clos_hostmode.buckets(klass)
 
 
-def first_window(fabric: Fabric | Clos, scope: str = "leaf", key: tuple | None = None) -> int:
+def first_window(fabric: Clos, scope: str = "leaf", key: tuple | None = None) -> int:
     """Ports probed the first time a key is needed: 4 (leaf) or 2 (pair) ports per bucket of
-    the key (without one, of a leaf with every spine alive), so that each choice has a few
-    candidates."""
-    n = key_buckets(fabric, key) if key is not None else max(1, sport_buckets(len(fabric.spines)))
-    return (4 if scope == "leaf" else 2) * n
+    the key, so that each choice has a few candidates."""
+    return (4 if scope == "leaf" else 2) * key_buckets(fabric, key)
 
 
 def part_members(part):
@@ -169,42 +152,27 @@ def part_members(part):
     return getattr(part[0], "members", None) if part else None
 
 
-def part_target(fabric: Fabric | Clos, part) -> str | tuple | None:
-    """What a route part's port must reach: its spine, or on a Clos its hops
-    (``clos_hostmode.part_hops``; None for a path that never leaves its leaf)."""
-    if isinstance(fabric, Clos):
-        return clos_hostmode.part_hops(part) if len(part[0]) > 1 else None
-    return fabric.spines[part[0]]
+def part_target(fabric: Clos, part) -> tuple | None:
+    """What a route part's port must reach: its hops (``clos_hostmode.part_hops``: on two
+    tiers its spine; None for a path that never leaves its leaf)."""
+    return clos_hostmode.part_hops(part) if len(part[0]) > 1 else None
 
 
-def make_probes(fabric: Fabric | Clos, key: tuple, sports: Iterable[int],
-                token0: int) -> list[Probe]:
+def make_probes(fabric: Clos, key: tuple, sports: Iterable[int], token0: int) -> list[Probe]:
     """Probes for ``sports`` of one map key. Leaf scope sends from the leaf's first host to
-    the first host of a leaf that its key's spines reach (the pipeline treats every such
-    destination alike); pair scope uses the pair. On a Clos the mark says which tier traps
-    the probe (``clos_hostmode.probe_ends``), and a probe carries the addresses of its
-    leaf's plane, as the host's interface to that plane sends."""
-    mark, q = PROBE_DSCP, 0
-    if isinstance(fabric, Clos):
-        leaf = key_leaf(fabric, key)
-        q = fabric.plane_of_switch(leaf)
-        if _leaf_key(fabric, key):
-            src, dst, mark = clos_hostmode.probe_ends(fabric, leaf, key[1])
-        else:
-            src, dst = key[0], key[1]
-            klass = clos_hostmode.dest_class(fabric, leaf, _dst_leaf(fabric, key))
-            mark = clos_hostmode.probe_mark(klass)
-        proto = key[2]
-    elif key[0] in fabric.leaf_index:
-        leaf, usable, proto = key
-        src = fabric.hosts_of_leaf[leaf][0]
-        dst = next((h for h in fabric.hosts if fabric.hosts[h] != leaf and
-                    tuple(usable_uplinks(fabric, leaf, fabric.hosts[h])) == usable), None)
-        if dst is None:
-            raise InputError(f"no destination of leaf {leaf} is reached by {', '.join(usable)}")
+    the first host of the first leaf of that class (``clos_hostmode.probe_ends``: the
+    pipeline treats every such destination alike); pair scope uses the pair. The mark says
+    which tier traps the probe (a spine inside a pod, a core between pods), and a probe
+    carries the addresses of its leaf's plane, as the host's interface to that plane sends."""
+    leaf = key_leaf(fabric, key)
+    q = fabric.plane_of_switch(leaf)
+    if _leaf_key(fabric, key):
+        src, dst, mark = clos_hostmode.probe_ends(fabric, leaf, key[1])
     else:
-        src, dst, proto = key
-        leaf = fabric.hosts[src]
+        src, dst = key[0], key[1]
+        mark = clos_hostmode.probe_mark(clos_hostmode.dest_class(fabric, leaf,
+                                                                 _dst_leaf(fabric, key)))
+    proto = key[2]
     dport = ROCE_DPORT if proto == UDP else PROBE_TCP_DPORT
     dpid, in_port = fabric.dpids[leaf], fabric.port(leaf, src)
     return [Probe(token0 + i, key, sport, dpid, in_port,
@@ -213,20 +181,9 @@ def make_probes(fabric: Fabric | Clos, key: tuple, sports: Iterable[int],
             for i, sport in enumerate(sports)]
 
 
-def _reached(fabric: Fabric | Clos, leaf: str, dpid: int, in_port: int):
-    """Where a probe of ``leaf`` went, from its packet-in: the spine (on a Clos, the hops), or
-    None when the packet-in is not one a probe of that leaf can cause."""
-    if isinstance(fabric, Clos):
-        return clos_hostmode.reached(fabric, leaf, dpid, in_port)
-    spine = fabric.switch_of_dpid.get(dpid)
-    if spine not in fabric.spine_index or fabric.peer(spine, in_port) != leaf:
-        return None
-    return spine
-
-
-def learn(fabric: Fabric | Clos, sent: list[Probe], arrivals: Arrivals) -> dict[tuple, dict]:
-    """Per map key, the spine (on a Clos, the hops) each probed source port reached, read from
-    the packet-ins.
+def learn(fabric: Clos, sent: list[Probe], arrivals: Arrivals) -> dict[tuple, dict]:
+    """Per map key, the hops (on two tiers: the spine) each probed source port reached, read
+    from the packet-ins (``clos_hostmode.reached``).
 
     A probe that reached no trap, or one that its leaf cannot reach, is an ``InstallError``
     naming the leaf and the ports: the map must come from the switch, so nothing is guessed.
@@ -241,49 +198,51 @@ def learn(fabric: Fabric | Clos, sent: list[Probe], arrivals: Arrivals) -> dict[
             continue
         dpid, in_port = got
         leaf = key_leaf(fabric, p.key)
-        where = _reached(fabric, leaf, dpid, in_port)
+        where = clos_hostmode.reached(fabric, leaf, dpid, in_port)
         if where is None:
             raise InstallError(f"probe of leaf {leaf} ({PROTO_NAMES[p.key[2]]} source port "
                                f"{p.sport}) arrived at "
                                f"{fabric.switch_of_dpid.get(dpid) or hex(dpid)} port {in_port}, "
                                f"not on a way up from {leaf}" + (
                                    " over the member its source port codes"
-                                   if isinstance(fabric, Clos) and fabric.bundled else ""))
+                                   if fabric.bundled else ""))
         out.setdefault(p.key, {})[p.sport] = where
     if lost:
         key, ports = next(iter(lost.items()))
         raise InstallError(
             f"{sum(len(v) for v in lost.values())} of {len(sent)} probes reached no "
-            f"{'aggregation switch or core' if isinstance(fabric, Clos) else 'spine'} (leaf "
+            f"{'spine' if fabric.tiers == 2 else 'aggregation switch or core'} (leaf "
             f"{key_leaf(fabric, key)}, {PROTO_NAMES[key[2]]} source ports {min(ports)}-"
             f"{max(ports)} first): is the host-mode pipeline installed?")
     return out
 
 
 # ---- choosing ports -------------------------------------------------------------------------
-def choose_ports(fabric: Fabric, flows: list, maps: dict[tuple, PortMap],
+def choose_ports(fabric: Clos, flows: list, maps: dict[tuple, PortMap],
                  previous: dict | None = None, taken: Iterable[tuple] = (),
                  scope: str = "leaf") -> tuple[dict, dict[tuple, int]]:
     """A source port per part of every host-mode flow.
 
-    ``flows``: (name, flow, parts) with parts ((spine index, share), ...) (on a Clos ((path,
-    share),)), None for an intra-leaf flow (one port, any) or () for a flow with no alive
-    spine (no port). A part's port must be one its map sends to the part's spine (Clos: its
-    hops, ``part_target``), and unique among the ports of its
-    source host and protocol (``taken`` holds (host, proto, port) already used, e.g. by
-    flow-mode jobs), so connections never share a 5-tuple or a socket. A part keeps its
-    ``previous`` port when that still holds, so a re-plan changes only what it must.
+    ``flows``: (name, flow, parts) with parts ((path, share), ...), None for an intra-leaf
+    flow (one port, any) or () for a flow with no alive path (no port). A part's port must be
+    one its map sends to the part's hops (``part_target``: on two tiers its spine), and
+    unique among the ports of its source host and protocol (``taken`` holds (host, proto,
+    port) already used, e.g. by flow-mode jobs), so connections never share a 5-tuple or a
+    socket. A part keeps its ``previous`` port when that still holds, so a re-plan changes
+    only what it must.
     Returns ({name: (port or None, ...)}, {map key: parts left without a port}).
     O(parts + probed ports).
 
     >>> from controller.model.jobs import Flow
-    >>> f = Fabric.generate(2, 2, 1, wiring=True)
-    >>> m = {("l0", ("s0", "s1"), 17): PortMap(("s0", "s1"),
-    ...                                         {49152: "s0", 49153: "s1", 49154: "s0"}, 3)}
-    >>> flows = [("a", Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), ((1, 1.0),)),
-    ...          ("b", Flow("j", "h0_0", "h1_0", 1.0, 17, 1, 4791), ((0, 0.5), (1, 0.5)))]
+    >>> f = Clos.leaf_spine(2, 2, 1).wire()
+    >>> key = map_key(f, Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791))
+    >>> m = {key: PortMap({49152: ("s0",), 49153: ("s1",), 49154: ("s0",)}, 3)}
+    >>> via = lambda s: ("l0", s, "l1")
+    >>> flows = [("a", Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), ((via("s1"), 1.0),)),
+    ...          ("b", Flow("j", "h0_0", "h1_0", 1.0, 17, 1, 4791), ((via("s0"), 0.5),
+    ...                                                              (via("s1"), 0.5)))]
     >>> choose_ports(f, flows, m)
-    ({'a': (49153,), 'b': (49152, None)}, {('l0', ('s0', 's1'), 17): 1})
+    ({'a': (49153,), 'b': (49152, None)}, {('l0', (('s0', ()), ('s1', ())), 17): 1})
     """
     previous = previous or {}
     bits = clos_hostmode.MemberBits(fabric)
@@ -378,15 +337,7 @@ class HostPorts:
         self.probe_rounds = 0
         self._token = 1
 
-    def stale(self, fabric: Fabric | Clos) -> list[tuple]:
-        """Map keys whose leaf's live uplinks changed since they were learned (none on a Clos:
-        there a key says all its pipeline does, ``clos_hostmode``)."""
-        if isinstance(fabric, Clos):
-            return []
-        return [k for k, m in self.maps.items()
-                if m.uplinks != tuple(live_uplinks(fabric, key_leaf(fabric, k)))]
-
-    def broken(self, fabric: Fabric | Clos, flows: list) -> bool:
+    def broken(self, fabric: Clos, flows: list) -> bool:
         """Whether a committed port of ``flows`` (as ``place`` takes them) no longer reaches
         its part's target: the flow's class changed, or its map is gone."""
         bits = clos_hostmode.MemberBits(fabric)
@@ -402,15 +353,13 @@ class HostPorts:
                     return True
         return False
 
-    def place(self, fabric: Fabric, flows: list, probe: ProbeFn, taken: Iterable[tuple] = (),
+    def place(self, fabric: Clos, flows: list, probe: ProbeFn, taken: Iterable[tuple] = (),
               max_rounds: int = 16) -> dict:
         """Ports for ``flows`` ((job id, flow key), flow, parts) as ``choose_ports``, keeping
-        the committed ports that still hold. Stale maps are dropped and probed again; keys
-        with no map get ``first_window`` ports probed; a key whose spines ran short gets its
-        window doubled. Raises ConflictError when the port range cannot serve a spine,
-        InstallError when probes are lost. Returns {(job id, flow key): ports}."""
-        for k in self.stale(fabric):
-            del self.maps[k]
+        the committed ports that still hold. Keys with no map get ``first_window`` ports
+        probed; a key whose spines ran short gets its window doubled. Raises ConflictError
+        when the port range cannot serve a spine, InstallError when probes are lost. Returns
+        {(job id, flow key): ports}."""
         previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
         taken = list(taken)
         span = clos_hostmode.MemberBits(fabric).span  # ports probed: member fields 0
@@ -436,7 +385,7 @@ class HostPorts:
                 want[k] = min(span, 2 * self.maps[k].window)
         raise ConflictError("host mode: no source ports found within the probe rounds")
 
-    def _demand(self, fabric: Fabric, flows: list) -> dict[tuple, int]:
+    def _demand(self, fabric: Clos, flows: list) -> dict[tuple, int]:
         """Per map key, the ports worth probing at once: for every host, the most parts it
         sends to one spine (hops) times the buckets of the key, plus its parts of other keys
         (they take ports of the same range, spread over the buckets as these are: a host's
@@ -463,7 +412,7 @@ class HostPorts:
             out[k] = max(out.get(k, 0), need)
         return out
 
-    def _probe(self, fabric: Fabric, want: dict[tuple, int], probe: ProbeFn) -> None:
+    def _probe(self, fabric: Clos, want: dict[tuple, int], probe: ProbeFn) -> None:
         sent, bits = [], clos_hostmode.MemberBits(fabric)
         for k, window in want.items():
             pm = self.maps.get(k)
@@ -477,9 +426,7 @@ class HostPorts:
         self.probe_rounds += 1
         learned = learn(fabric, sent, probe(sent))
         for k, window in want.items():
-            leaf = key_leaf(fabric, k)
-            pm = self.maps.setdefault(k, PortMap(() if isinstance(fabric, Clos) else
-                                                 tuple(live_uplinks(fabric, leaf))))
+            pm = self.maps.setdefault(k, PortMap())
             pm.spine_of.update(learned.get(k, {}))
             pm.window = max(pm.window, window)
 
@@ -498,13 +445,13 @@ class HostPorts:
 
 
 # ---- the export for job launchers -------------------------------------------------------------
-def export_lines(fabric: Fabric, connections: list[tuple]) -> str:
+def export_lines(fabric: Clos, connections: list[tuple]) -> str:
     """One line per connection: source IP, destination IP, protocol, source port, destination
     port (in the spirit of HCCL's MultiQpSrcPort.cfg); ``connections`` holds (flow, port) or
     (flow, port, plane): on a multi-plane fabric the addresses say the plane.
 
     >>> from controller.model.jobs import Flow
-    >>> f = Fabric.generate(1, 2, 1, wiring=True)
+    >>> f = Clos.leaf_spine(1, 2, 1).wire()
     >>> print(export_lines(f, [(Flow("j", "h0_0", "h1_0", 1.0, 17, 0, 4791), 49153)]), end="")
     10.0.0.1 10.0.1.1 udp 49153 4791
     """

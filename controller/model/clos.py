@@ -10,12 +10,9 @@ joined by a *bundle* of n parallel links; links of each tier may have their own 
 (one member of a bundle or all of them) and whole switches may be down.
 
 A route in a plane is fixed by one *middle* switch: the spine (aggregation switch) for leaves
-of one pod, the core for leaves of different pods, which also fixes both aggregation switches
-(as in a k-ary fat-tree: k/2 choices inside a pod, (k/2)^2 between pods). The member of a
-bundle is chosen per hop (``model.clospaths``).
-
-The document extends the two-tier one (docs/reference/formats.md); every two-tier document of
-today still means the same and loads as ``model.fabric.Fabric`` (``load_fabric``).
+of one pod, the core for leaves of different pods (which fixes both aggregation switches); the
+member of a bundle is chosen per hop (``model.clospaths``). The document extends the two-tier
+one (docs/reference/formats.md); the controller serves every fabric as a ``Clos`` (``as_clos``).
 
 >>> c = Clos.fat_tree(4)
 >>> len(c.planes[0].leaves), sum(len(g) for g in c.planes[0].cores), len(c.hosts)
@@ -143,10 +140,7 @@ class Clos(HostLookup):
         """Every leaf, plane by plane."""
         return [leaf for p in self.planes for leaf in p.leaves]
 
-    @property
-    def hosts_of_leaf(self) -> dict[str, list[str]]:
-        """Leaf (any plane) -> its hosts, as ``Fabric.hosts_of_leaf``."""
-        return self.hosts_on
+    hosts_of_leaf = property(lambda self: self.hosts_on)  # leaf (any plane) -> its hosts
 
     def switches(self) -> list[str]:
         """Every switch, plane by plane, tier by tier (leaves first)."""
@@ -159,11 +153,14 @@ class Clos(HostLookup):
 
     def with_down(self, down) -> Clos:
         """A copy with another set of failed links (the model is immutable in use); it keeps
-        the destination prefixes, which depend on the hosts only."""
+        the destination prefixes (they depend on the hosts only) and ``as_leaf_spine``'s model."""
         out = replace(self, down=set(down), down_switches=set(self.down_switches),
                       wiring=dict(self.wiring))
         if PREFIX_CACHE in self.__dict__:
             out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
+        if "_leaf_spine" in self.__dict__:  # two tiers: the same model, other links down
+            two = self.__dict__["_leaf_spine"]
+            out.__dict__["_leaf_spine"] = two and two.with_down(out.down)
         return out
 
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
@@ -196,9 +193,8 @@ class Clos(HostLookup):
 
     def plane_ips(self, plane: int) -> dict[str, str]:
         """host -> its address on ``plane`` (what that plane's switches match)."""
-        if plane == 0:
-            return self.host_ip
-        return {h: ips[plane] for h, ips in self.host_ips.items() if len(ips) > plane}
+        return self.host_ip if plane == 0 else {h: ips[plane] for h, ips in self.host_ips.items()
+                                                if len(ips) > plane}
 
     def addresses_at(self, switch: str) -> dict[str, str]:
         return self.plane_ips(self.plane_of[switch])
@@ -218,15 +214,15 @@ class Clos(HostLookup):
     def as_leaf_spine(self) -> Fabric | None:
         """This fabric as the two-tier model (``model.fabric.Fabric``: same names, wiring and
         failed links) when it is one two-tier plane without bundles, failed switches or a host
-        link speed of its own; else None. The two-tier planners plan it there
-        (``planners.leaf_spine``). Computed once per object (the model is immutable in use)."""
+        link speed of its own, else None, for the two-tier planners (``planners.leaf_spine``)."""
         if "_leaf_spine" not in self.__dict__:
             p, g = self.planes[0], self.link_gbps
             single = (len(self.planes) == 1 and not p.cores and not self.bundled
                       and not self.down_switches and g.get("host", g["leaf"]) == g["leaf"])
-            doc = {k: v for k, v in self.to_dict().items() if k not in ("bundle", "bundles")}
-            self.__dict__["_leaf_spine"] = (Fabric.from_dict({**doc, "link_gbps": g["leaf"]})
-                                            if single else None)
+            wiring = {k: getattr(self, k) for k in ("dpids", "ports", "host_ip", "host_mac")
+                      if k in self.wiring}  # checked as this fabric's: not again
+            self.__dict__["_leaf_spine"] = Fabric(list(p.aggs[0]), list(p.leaves), dict(
+                self.hosts), g["leaf"], set(self.down), wiring) if single else None
         return self.__dict__["_leaf_spine"]
 
     def part_path(self, src: str, dst: str, where) -> tuple[str, ...]:
@@ -238,9 +234,9 @@ class Clos(HostLookup):
         """Whether ``switch`` is the spine of a two-tier plane (``Fabric.two_tier_spine``)."""
         return self.tier_of.get(switch) == 1 and not self.planes[self.plane_of[switch]].cores
 
-    def wire(self) -> Clos:
-        """Declare what ``topologies/clos.py`` builds (``clos_wiring.wire``); returns self."""
-        self.wiring = clos_wiring.wire(self)
+    def wire(self, wiring: dict | None = None) -> Clos:
+        """Declare ``wiring``, else what ``topologies/clos.py`` builds (``clos_wiring.wire``)."""
+        self.wiring = clos_wiring.wire(self) if wiring is None else wiring
         self.__post_init__()
         return self
 
@@ -249,9 +245,8 @@ class Clos(HostLookup):
 
     def summary(self) -> str:
         """One line: planes, tiers, switch counts per tier, hosts, oversubscription."""
-        p0 = self.planes[0]
-        aggs = sum(len(a) for a in p0.aggs)
-        cores = sum(len(g) for g in p0.cores)
+        p0, aggs, cores = self.planes[0], sum(map(len, self.planes[0].aggs)), sum(
+            map(len, self.planes[0].cores))
         return (f"{len(self.planes)} plane(s) x {p0.tiers} tiers: {len(p0.leaves)} leaves, "
                 f"{aggs} {'aggregation' if p0.cores else 'spine'} switches"
                 + (f", {cores} cores in {len(p0.cores)} groups, {len(p0.pods)} pods" if cores
@@ -434,16 +429,21 @@ class Clos(HostLookup):
 
 
 def load_fabric(doc: Mapping):
-    """``Fabric`` for a two-tier single-plane document of today (the controller's model), else
-    ``Clos``."""
-    from controller.model.fabric import Fabric
-    if isinstance(doc, Mapping) and not (set(doc) & _TWO_TIER_EXTRAS) and _plain_speed(doc):
-        return Fabric.from_dict(doc)
-    return Clos.from_dict(doc)
+    """``Fabric`` for a two-tier single-plane document (the offline tools), else ``Clos``."""
+    two = isinstance(doc, Mapping) and not set(doc) & _TWO_TIER_EXTRAS
+    return Fabric.from_dict(doc) if two and not isinstance(doc.get("link_gbps"), Mapping) \
+        else Clos.from_dict(doc)
 
 
-def _plain_speed(doc: Mapping) -> bool:
-    return not isinstance(doc.get("link_gbps"), Mapping)
+def as_clos(fabric: Fabric | Clos | None) -> Clos | None:
+    """The fabric as the controller serves it: a ``Fabric`` as its Clos of one plane, wiring
+    as is (kept on the Fabric object: both are immutable in use)."""
+    return fabric.derived("as_clos", _clos_of) if isinstance(fabric, Fabric) else fabric
+
+
+def _clos_of(f: Fabric) -> Clos:
+    c = Clos.from_dict({k: v for k, v in f.to_dict().items() if k not in WIRING})
+    return c.wire(dict(f.extra)) if f.extra else c
 
 
 def _plane(doc, q: int | None) -> Plane:

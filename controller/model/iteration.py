@@ -89,7 +89,8 @@ def predict_times(problem: Problem, routing,
                           np.full(links.count, problem.fabric.link_bps()), on_event)
 
 
-def predict_clos_times(problem, routing) -> dict[str, float]:
+def predict_clos_times(problem, routing, on_event: Callable[[], None] | None = None
+                       ) -> dict[str, float]:
     """``predict_times`` on a Clos fabric (``model.clospaths``): ``routing`` a ClosRouting;
     links have their own capacities (tiers of different speeds, bundles' members)."""
     from controller.model.clospaths import flow_links
@@ -105,16 +106,17 @@ def predict_clos_times(problem, routing) -> dict[str, float]:
                                  int(L.host_down[q, L.host_id[f.dst]])], 1.0)])
         else:
             flow_paths.append(None)
-    return times_on_paths(problem.jobs, flow_paths, L.capacity_bps())
+    return times_on_paths(problem.jobs, flow_paths, L.capacity_bps(), on_event)
 
 
-def predict_clos_split_times(problem, routing) -> dict[str, float]:
+def predict_clos_split_times(problem, routing, on_event: Callable[[], None] | None = None
+                             ) -> dict[str, float]:
     """``predict_clos_times`` on a routing whose flows may be split (``parts``, per
     inter-leaf flow its (plane, middle, member links, share): ``planners.clos_split``);
     a routing without parts goes to ``predict_clos_times``."""
     parts = getattr(routing, "parts", None)
     if parts is None:
-        return predict_clos_times(problem, routing)
+        return predict_clos_times(problem, routing, on_event)
     L = problem.links
     index = {pos: i for i, pos in enumerate(problem.inter)}
     flow_paths: list = []
@@ -129,7 +131,7 @@ def predict_clos_split_times(problem, routing) -> dict[str, float]:
                                  int(L.host_down[q, L.host_id[f.dst]])], 1.0)])
         else:
             flow_paths.append(None)
-    return times_on_paths(problem.jobs, flow_paths, L.capacity_bps())
+    return times_on_paths(problem.jobs, flow_paths, L.capacity_bps(), on_event)
 
 
 def times_on_paths(jobs: list[Job], flow_paths: list, capacity: np.ndarray,

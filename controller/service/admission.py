@@ -14,7 +14,6 @@ from controller.enforcement.modes import HostMode, mode_of
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.errors import ConflictError, InputError
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Job
 from controller.planners import PLANNERS, planner_for
@@ -74,21 +73,19 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     return algorithm, mode
 
 
-def check_on_fabric(fabric: Fabric | Clos, job_id: str, algorithm: str, mode: str) -> None:
+def check_on_fabric(fabric: Clos, job_id: str, algorithm: str, mode: str) -> None:
     """What the fabric cannot run: an algorithm its shape refuses (``registry.planner_for``,
-    the one place that refuses a planner for a shape, with the reason); on a Clos fabric host
-    mode where its ports cannot code the bundles' members, sr mode where its labels do not
-    fit (``clos_rules.check_mode_on``)."""
+    the one place that refuses a planner for a shape, with the reason); host mode where its
+    ports cannot code the bundles' members, sr mode where its labels do not fit
+    (``clos_rules.check_mode_on``)."""
     check_algorithm(fabric, job_id, algorithm)
-    if not isinstance(fabric, Clos):
-        return
     try:
         check_mode_on(fabric, mode)
     except InputError as e:
         raise InputError(f"job {job_id}: {e}") from None
 
 
-def check_algorithm(fabric: Fabric | Clos, job_id: str, algorithm: str) -> None:
+def check_algorithm(fabric: Clos, job_id: str, algorithm: str) -> None:
     """The registry's refusal of ``algorithm`` (unknown, or not run on the fabric's shape, with
     the reason: ``registry.planner_for``), naming the job."""
     try:
@@ -97,18 +94,17 @@ def check_algorithm(fabric: Fabric | Clos, job_id: str, algorithm: str) -> None:
         raise InputError(f"job {job_id}: {e}") from None
 
 
-def check_routable(fabric: Fabric | Clos, r: JobRecord) -> None:
+def check_routable(fabric: Clos, r: JobRecord) -> None:
     """A new job must be routable as a whole (running ones may degrade)."""
     bad = r.unroutable()
     if bad:
-        way = "path" if isinstance(fabric, Clos) else "spine"
         raise ConflictError(
-            f"no alive {way} between leaves {fabric.leaves_named(bad[0].src)} and "
+            f"no alive path between leaves {fabric.leaves_named(bad[0].src)} and "
             f"{fabric.leaves_named(bad[0].dst)} (flow {bad[0].src} -> {bad[0].dst} of job "
             f"{r.job.id})")
 
 
-def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: Settings,
+def admit(fabric: Clos, running: dict, planned: dict, job_id: str, settings: Settings,
           name: Callable[[int], str] = hex) -> dict:
     """A changed job within every switch's flow-entry budget: over it, a flow or sr job is
     refused naming the switch and the counts, or (``over_budget`` host) planned in host mode,
@@ -147,7 +143,7 @@ def admit(fabric: Fabric, running: dict, planned: dict, job_id: str, settings: S
     return note
 
 
-def over_budget(fabric: Fabric, running: dict, planned: dict, budget: int,
+def over_budget(fabric: Clos, running: dict, planned: dict, budget: int,
                 name: Callable[[int], str], labels: bool | None = None) -> list[dict]:
     """Switches that would hold more flow entries than the budget and more than now,
     fullest first (sr's label entries count: the first sr job brings them; ``labels``:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service.replanning import Replanned
 
 
@@ -17,8 +17,8 @@ from controller.service.replanning import Replanned
 class Change:
     cause: str  # what happened, for events and logs
     jobs: dict  # job id -> JobRecord: the intent after the change
-    fabric: Fabric | None = None  # the effective fabric after it (None: unchanged)
-    declared: Fabric | None = None  # the declared fabric after it (None: unchanged)
+    fabric: Clos | None = None  # the effective fabric after it (None: unchanged)
+    declared: Clos | None = None  # the declared fabric after it (None: unchanged)
     replanned: Replanned | None = None  # the planners' run, if any
     new_job: str | None = None  # the job this change adds (it takes the next number)
     offline_check: bool = True  # refuse job rules for switches that are not synchronised

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from controller.enforcement.modes import FlowMode, mode_of
 from controller.errors import ConflictError, InputError, NotFoundError
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
@@ -75,7 +75,7 @@ def reoptimise(state: ControllerState, settings: Settings) -> Change | None:
 
 
 def topology(state: ControllerState, settings: Settings, now: float, cause: str,
-             declared: Fabric | None = None, force: bool = False) -> Change | None:
+             declared: Clos | None = None, force: bool = False) -> Change | None:
     """The effective fabric recomputed from the switches seen (and ``declared``, when a
     fabric is declared or discovered). Jobs crossing links that went down are re-planned (per
     planner group); flows that had no alive spine are planned as soon as one returns; auto
@@ -99,19 +99,15 @@ def topology(state: ControllerState, settings: Settings, now: float, cause: str,
                   replanned=planned, offline_check=False, fabric_stands=True, event=event)
 
 
-def crosses(fabric: Fabric | Clos, r: JobRecord, links: set[tuple[str, str]]) -> bool:
+def crosses(fabric: Clos, r: JobRecord, links: set[tuple[str, str]]) -> bool:
     """Whether a job has a flow part on one of ``links`` ((lower, upper) pairs)."""
     for flow, parts in r.flows_with_parts():
-        for where, _ in parts or ():
-            if isinstance(where, tuple):  # a Clos path, leaf to leaf: up, then down
-                top = len(where) // 2
-                hops = list(zip(where[:top], where[1:top + 1]))
-                hops += [(lo, up) for up, lo in zip(where[top:], where[top + 1:])]
-                members = members_of(where)  # bundles: the member each hop takes
-                hops += [h + (m,) for h, m in zip(hops, members or ())]
-            else:
-                spine = fabric.spines[where]
-                hops = [(fabric.hosts[flow.src], spine), (fabric.hosts[flow.dst], spine)]
+        for where, _ in parts or ():  # a path, leaf to leaf: up, then down
+            top = len(where) // 2
+            hops = list(zip(where[:top], where[1:top + 1]))
+            hops += [(lo, up) for up, lo in zip(where[top:], where[top + 1:])]
+            members = members_of(where)  # bundles: the member each hop takes
+            hops += [h + (m,) for h, m in zip(hops, members or ())]
             if any(h in links for h in hops):
                 return True
     return False
@@ -119,7 +115,8 @@ def crosses(fabric: Fabric | Clos, r: JobRecord, links: set[tuple[str, str]]) ->
 
 def declare_fabric(state: ControllerState, fabric: Fabric | Clos, settings: Settings,
                    now: float) -> Change:
-    """A fabric declared over REST (only while no job runs)."""
+    """A fabric declared over REST (only while no job runs), served as a ``Clos``."""
+    fabric = as_clos(fabric)
     check_servable(fabric)
     if state.jobs:
         raise ConflictError("fabric: delete the running jobs before replacing the fabric")
@@ -128,7 +125,7 @@ def declare_fabric(state: ControllerState, fabric: Fabric | Clos, settings: Sett
                   offline_check=False)
 
 
-def check_servable(fabric: Fabric | Clos) -> None:
+def check_servable(fabric: Clos) -> None:
     """The fabric is wired and, with several planes, its hosts share a leaf in every plane or
     in none: two hosts on one leaf in one plane only make a flow between them leaf-local
     there and not elsewhere, and the planners do not model such crossed wiring.
@@ -142,7 +139,7 @@ def check_servable(fabric: Fabric | Clos) -> None:
     """
     if not fabric.wired:
         raise InputError("fabric: the controller needs dpids, ports, host_ip and host_mac")
-    if isinstance(fabric, Clos) and len(fabric.planes) > 1:
+    if len(fabric.planes) > 1:
         for q in range(len(fabric.planes)):
             first: dict[str, str] = {}
             for h, leaves in sorted(fabric.host_leaves.items()):
@@ -158,31 +155,27 @@ def adopt(state: ControllerState, settings: Settings, fabric: Fabric | Clos, now
           cause: str) -> Change:
     """A discovered fabric. With jobs running it must keep every switch, port and host they
     know (it may add hosts and switches and change which links are down), else the fabric in
-    use stays and the change is an error event only."""
+    use stays and the change is an error event only. It is served as a ``Clos``."""
+    fabric = as_clos(fabric)
     if state.declared is not None and state.jobs and not extends(state.declared, fabric):
         raise ConflictError("the discovered wiring changes switches or hosts that running "
                             "jobs use: kept the fabric in use; delete the jobs to adopt it")
     return topology(state, settings, now, cause, declared=fabric, force=True)
 
 
-def extends(old: Fabric | Clos, new: Fabric | Clos) -> bool:
+def extends(old: Clos, new: Clos) -> bool:
     """``new`` keeps every switch, port, host and address of ``old`` (links may differ).
 
-    >>> f = Fabric.generate(2, 2, 1, wiring=True)
-    >>> extends(f, Fabric.generate(2, 3, 1, wiring=True))  # a leaf more: kept
+    >>> f = as_clos(Fabric.generate(2, 2, 1, wiring=True))
+    >>> extends(f, as_clos(Fabric.generate(2, 3, 1, wiring=True)))  # a leaf more: kept
     True
     >>> extends(f, f.with_down({("l0", "s1")}))  # a link down: kept
     True
-    >>> extends(f, Fabric.generate(3, 2, 1, wiring=True))  # a spine more moves host ports
+    >>> extends(f, as_clos(Fabric.generate(3, 2, 1, wiring=True)))  # a spine more moves ports
     False
     """
-    if type(old) is not type(new):
-        return False
-    if isinstance(old, Clos):
-        if any(new.tier_of.get(s) != t or new.plane_of.get(s) != old.plane_of[s]
-               for s, t in old.tier_of.items()):
-            return False
-    elif old.spines != new.spines[:len(old.spines)] or old.leaves != new.leaves[:len(old.leaves)]:
+    if any(new.tier_of.get(s) != t or new.plane_of.get(s) != old.plane_of[s]
+           for s, t in old.tier_of.items()):
         return False
     if any(new.dpids.get(k) != v for k, v in old.dpids.items()):
         return False

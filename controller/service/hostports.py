@@ -9,7 +9,6 @@ from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError, InputError
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.intent import flow_key
 from controller.planners.plan import part_fields
 
@@ -40,7 +39,7 @@ class HostPortService:
         self.probe = probe
         self.planes: dict = {}  # (job id, flow key) -> the plane of each committed part
 
-    def place(self, fabric: Fabric | Clos, records: dict) -> dict:
+    def place(self, fabric: Clos, records: dict) -> dict:
         """Ports of every host-mode flow of ``records``; probes the leaves whose map is
         unknown or stale (their tables must be installed)."""
         flows, taken = host_flows(records)
@@ -50,7 +49,7 @@ class HostPortService:
             raise ConflictError("host mode: the switch connection cannot send probes")
         return self.ports.place(fabric, flows, self.probe, taken)
 
-    def commit(self, fabric: Fabric | Clos, records: dict, ports: dict) -> list[dict]:
+    def commit(self, fabric: Clos, records: dict, ports: dict) -> list[dict]:
         """Keep the ports of committed ``records``; returns the flows whose port changed
         (the host opens the new connection before closing the old; with bundles a change of
         member alone changes the port, and the change names the ``members``), and those whose plane
@@ -79,8 +78,9 @@ class HostPortService:
             self.ports.maps.clear()  # the pipeline goes with the last host job: learn again
         return changes
 
-    def needs_refresh(self, fabric: Fabric | Clos, records: dict) -> bool:
-        """Whether some host-mode flow has no port yet or a leaf's live uplinks changed."""
+    def needs_refresh(self, fabric: Clos, records: dict) -> bool:
+        """Whether some host-mode flow has no port yet or one no longer reaches its hops (its
+        key changed: a failure changed what its leaf's pipeline does for it)."""
         flows, _ = host_flows(records)
         if not flows:
             self.ports.maps.clear()
@@ -89,9 +89,9 @@ class HostPortService:
             return False
         complete = all(fk in self.ports.ports.get(jid, {}) and None not in
                        self.ports.ports[jid][fk] for (jid, fk), _f, _p in flows)
-        return not complete or bool(self.ports.stale(fabric)) or self.ports.broken(fabric, flows)
+        return not complete or self.ports.broken(fabric, flows)
 
-    def refresh(self, fabric: Fabric | Clos, records: dict) -> dict:
+    def refresh(self, fabric: Clos, records: dict) -> dict:
         """New ports where the buckets changed (also for jobs loaded from the state file).
         Returns the event's fields: ``port_changes`` or ``host_error``."""
         try:

@@ -29,13 +29,9 @@ from controller.enforcement.desired import installed_plan
 from controller.measurement.estimate import LIGHT, MatrixEstimate
 from controller.measurement.learner import compare
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.jobs import Flow, Job
-from controller.model.problem import Problem
 from controller.planners.clos_routes import clos_route_parts
-from controller.planners.ecmp import ecmp
-from controller.planners.plan import Plan
 from controller.service.predictions import plan_times
 
 PLANNED_SHARE = LIGHT  # of the job's median pair, below which a measured pair is not planned
@@ -75,13 +71,13 @@ class Measured:
                 for f in job.flows()]
 
 
-def rate_floor(fabric: Fabric | Clos, window_s: float, min_link_share: float) -> float:
+def rate_floor(fabric: Clos, window_s: float, min_link_share: float) -> float:
     """Bytes per active window below which a job's whole measured matrix is not a training
     pattern: ``min_link_share`` of a link (``Settings.learn_min_rate``)."""
     return min_link_share * fabric.link_bps() * window_s
 
 
-def measured_pairs(fabric: Fabric | Clos, estimate: MatrixEstimate, window_s: float,
+def measured_pairs(fabric: Clos, estimate: MatrixEstimate, window_s: float,
                    min_link_share: float = 0.0) -> Measured:
     """The estimate's pairs (IPv4 addresses) as host pairs across leaves, leaving out pairs
     slower than the estimate's joining share of the job's mean pair or than
@@ -120,7 +116,7 @@ def measured_pairs(fabric: Fabric | Clos, estimate: MatrixEstimate, window_s: fl
                     planes=planes)
 
 
-def declared_pairs(fabric: Fabric, r: JobRecord) -> set:
+def declared_pairs(fabric: Clos, r: JobRecord) -> set:
     """The job's planned (source, destination) host pairs across leaves."""
     return {(f.src, f.dst) for f in r.job.flows() if fabric.hosts[f.src] != fabric.hosts[f.dst]}
 
@@ -133,7 +129,7 @@ def learned_job(r: JobRecord, measured: Measured) -> Job:
                options=options, members=list(r.members))
 
 
-def off_plane(fabric: Fabric | Clos, r: JobRecord, measured: Measured) -> set:
+def off_plane(fabric: Clos, r: JobRecord, measured: Measured) -> set:
     """The learned pairs of the job routed on another plane than their traffic uses (the
     framework reconnected elsewhere): their entries match nothing. Hysteresis: the route's
     plane must carry ``PLANE_MARGIN`` less of the pair's bytes than the dominant one, so a
@@ -150,7 +146,7 @@ def off_plane(fabric: Fabric | Clos, r: JobRecord, measured: Measured) -> set:
     return out
 
 
-def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
+def verdict(fabric: Clos, r: JobRecord, measured: Measured):
     """(cause, mismatch) when the job is a candidate for a (re-)plan on ``measured``, else
     None: nothing measured, or every measured pair already planned and the plan declared.
     A learned plan with pairs the steady matrix no longer has (quiet, or negligible as a
@@ -191,7 +187,7 @@ def verdict(fabric: Fabric | Clos, r: JobRecord, measured: Measured):
     return f"job {r.job.id}: {description}", mismatch
 
 
-def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, salt: int) -> JobRecord:
+def _as_planned_now(fabric: Clos, r: JobRecord, measured: Measured, salt: int) -> JobRecord:
     """The job with its measured flows where they run now: a planned pair on its route, an
     unplanned one (or one planned on another plane than its traffic's) on the path the
     switches' hash (salted) gives it in its traffic's plane."""
@@ -199,13 +195,8 @@ def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, sal
     for f in r.job.flows():
         old.setdefault((f.src, f.dst), r.routes.get(flow_key(f)))
     job = learned_job(r, measured)
-    if isinstance(fabric, Clos):  # hashed in the plane the traffic uses
-        hashed = clos_route_parts(fabric, [job], "ecmp", salt, pins=measured.pins(job))[0]
-    else:
-        problem = Problem.build(fabric, [job], skip_unroutable=True)
-        hashed = Plan("ecmp", problem, ecmp(problem, salt), 0.0).parts_by_flow()
-        for pos in problem.unroutable:
-            hashed[pos] = UNROUTABLE
+    # hashed in the plane the traffic uses
+    hashed = clos_route_parts(fabric, [job], "ecmp", salt, pins=measured.pins(job))[0]
     now = r.copy()
     now.job = job
     now.routes = {}
@@ -217,13 +208,13 @@ def _as_planned_now(fabric: Fabric | Clos, r: JobRecord, measured: Measured, sal
     return now
 
 
-def _as_running(fabric: Fabric | Clos, records: dict, others: dict, salt: int) -> dict:
+def _as_running(fabric: Clos, records: dict, others: dict, salt: int) -> dict:
     """The records with each job of ``others`` (job id -> ``Measured``) as it runs now."""
     return {**records, **{jid: _as_planned_now(fabric, records[jid], m, salt)
                           for jid, m in others.items()}}
 
 
-def sending_unplanned(fabric: Fabric | Clos, records: dict, measured: dict,
+def sending_unplanned(fabric: Clos, records: dict, measured: dict,
                       but: str | None = None) -> dict:
     """The jobs of ``measured`` (job id -> ``Measured``), ``but`` one, whose steady matrix has
     pairs their plans in ``records`` lack: a job still learning, or one sending what it was
@@ -232,7 +223,7 @@ def sending_unplanned(fabric: Fabric | Clos, records: dict, measured: dict,
             and set(m.pairs) - declared_pairs(fabric, records[j])}
 
 
-def _seconds(fabric: Fabric | Clos, recs: dict, job_id: str) -> float:
+def _seconds(fabric: Clos, recs: dict, job_id: str) -> float:
     running = [r for r in recs.values() if r.job.flows() and not r.unroutable()]
     plan = installed_plan(fabric, running)
     if plan is None:
@@ -240,7 +231,7 @@ def _seconds(fabric: Fabric | Clos, recs: dict, job_id: str) -> float:
     return plan_times(plan)[job_id]
 
 
-def predicted_now(fabric: Fabric | Clos, records: dict, job_id: str, measured: Measured,
+def predicted_now(fabric: Clos, records: dict, job_id: str, measured: Measured,
                   others: dict | None = None) -> float | None:
     """Seconds of the job's iteration on its measured matrix as it runs now: its planned
     pairs on their routes, the others on hashed default paths, every running job on its
@@ -257,7 +248,7 @@ def predicted_now(fabric: Fabric | Clos, records: dict, job_id: str, measured: M
     return sum(now) / len(now)
 
 
-def predicted_after(fabric: Fabric | Clos, replanned: dict, job_id: str,
+def predicted_after(fabric: Clos, replanned: dict, job_id: str,
                     others: dict | None = None) -> float | None:
     """Seconds of the job's iteration with every job on its routes in ``replanned``, the
     jobs of ``others`` that still send pairs their plans there lack counted as they run (a
@@ -272,7 +263,7 @@ def predicted_after(fabric: Fabric | Clos, replanned: dict, job_id: str,
     return sum(after) / len(after)
 
 
-def predicted_gain(fabric: Fabric | Clos, records: dict, job_id: str, measured: Measured,
+def predicted_gain(fabric: Clos, records: dict, job_id: str, measured: Measured,
                    replanned: dict, others: dict | None = None) -> tuple[float, float] | None:
     """(seconds now, seconds after the re-plan) of the job's iteration on its measured matrix
     (``predicted_now``, ``predicted_after``), by the shared prediction

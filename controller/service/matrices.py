@@ -32,7 +32,6 @@ from controller.errors import ConflictError, InputError
 from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord
 from controller.service import decide, learning
 from controller.service.change import Change
@@ -95,7 +94,7 @@ class MatrixLearning:
         self.datagrams += 1
         self.learner.observe(samples, now)
 
-    def follow(self, fabric: Fabric | Clos | None) -> None:
+    def follow(self, fabric: Clos | None) -> None:
         """Count sampling points on ``fabric``'s leaves and pods (hosts adopted, moved or
         declared): the maps are built once per change, not per sampled pair. With them, per
         address, the host's first-plane address (``_canon``: one matrix per host pair) and,
@@ -106,9 +105,9 @@ class MatrixLearning:
             leaf_of = {ip: leaf for _, _, ip, _, leaf in interfaces}
             self._canon = {ip: fabric.host_ip.get(h) for h, _, ip, _, _ in interfaces}
             self._plane_of = {ip: q for _, q, ip, _, _ in interfaces} \
-                if len(getattr(fabric, "planes", ())) > 1 else {}
+                if fabric and len(fabric.planes) > 1 else {}
             pods = ({leaf: pod for p in fabric.planes for leaf, pod in
-                     zip(p.leaves, p.pod_of_leaf)} if isinstance(fabric, Clos) else None)
+                     zip(p.leaves, p.pod_of_leaf)} if fabric else None)
             self.learner.set_samplers(clos_samplers(leaf_of, self.points, pods))
 
     def reject(self, sender: str) -> None:

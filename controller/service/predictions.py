@@ -52,9 +52,8 @@ def predict_all(state, on_progress=None, current: Callable[[], object] | None = 
     for r in state.jobs.values():
         bad = r.unroutable()
         if bad:
-            way = "spine" if hasattr(f, "spines") else "path"
             out[r.job.id] = {"seconds": None, "error": (
-                f"{len(bad)} flows have no alive {way} (leaves {f.leaves_named(bad[0].src)} "
+                f"{len(bad)} flows have no alive path (leaves {f.leaves_named(bad[0].src)} "
                 f"and {f.leaves_named(bad[0].dst)} first)")}
         elif not r.job.flows():
             out[r.job.id] = {"seconds": None, "error": "no flow to predict yet (learning)"}
@@ -80,5 +79,5 @@ def predict_all(state, on_progress=None, current: Callable[[], object] | None = 
 def plan_times(plan, on_progress=None) -> dict[str, float]:
     """The shared prediction (``model.iteration``) of a plan on either fabric model."""
     if isinstance(plan, ClosPlan):
-        return predict_clos_split_times(plan.problem, plan.routing)  # split: parts' shares
+        return predict_clos_split_times(plan.problem, plan.routing, on_progress)  # split: shares
     return predict_times(plan.problem, plan.assignment.parts, on_progress)

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 
 from controller.enforcement.rules import part_sport
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.problem import Problem
 from controller.planners.churn import replan
@@ -69,7 +68,7 @@ def group_of(r: JobRecord, settings: Settings, fabric=None) -> tuple[str, str]:
     return alg, objective
 
 
-def replan_groups(fabric: Fabric | Clos, records: dict[str, JobRecord], algorithms: set[str],
+def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[str],
                   settings: Settings, planes: dict | None = None) -> Replanned:
     """Copies of ``records`` with the jobs of ``algorithms`` re-planned, group by group (a
     group is a planner: ``group_of``); ``planes``: job id -> per flow the plane to pin it to,

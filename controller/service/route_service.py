@@ -19,7 +19,7 @@ from controller.discovery.finder import FabricFinder
 from controller.enforcement.reconcile import Installer, Reconciler
 from controller.enforcement.rules import bootstrap_messages
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
-from controller.model.clos import Clos, load_fabric
+from controller.model.clos import Clos, as_clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
@@ -48,6 +48,7 @@ class RouteService:
                  on_progress: Callable[[], None] | None = None, **options):
         """``options`` are ``Settings`` fields, for callers that set a few of them."""
         self.settings = settings or Settings(**options)
+        fabric = as_clos(fabric)  # every fabric is served as a Clos (a leaf-spine: one plane)
         if fabric is not None:
             decide.check_servable(fabric)
         self.clock = clock
@@ -80,7 +81,7 @@ class RouteService:
 
     # read-only shortcuts for the shell, the metrics and tests
     @property
-    def fabric(self) -> Fabric | Clos | None:
+    def fabric(self) -> Clos | None:
         return self.state.fabric
 
     @property
@@ -411,7 +412,7 @@ class RouteService:
     # ---- REST operations ----------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:
         with self.lock:
-            fabric = load_fabric(doc)
+            fabric = as_clos(load_fabric(doc))
             change = decide.declare_fabric(self.state, fabric, self.settings, self.clock())
             self._apply(change)
             self.finder.declare(fabric)

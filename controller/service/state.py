@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.errors import InputError
-from controller.model.clos import Clos, load_fabric
+from controller.model.clos import Clos, as_clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, MemberPath, flow_key, members_of
 from controller.model.jobs import parse_job
@@ -34,8 +34,8 @@ class SwitchSeen:
 
 @dataclass
 class ControllerState:
-    declared: Fabric | Clos | None = None
-    fabric: Fabric | Clos | None = None  # effective: declared, plus every link seen down
+    declared: Clos | None = None
+    fabric: Clos | None = None  # effective: declared, plus every link seen down
     jobs: dict = field(default_factory=dict)  # id -> JobRecord, submission order
     switches: dict = field(default_factory=dict)  # dpid -> SwitchSeen
     next_number: int = 1
@@ -51,8 +51,9 @@ class ControllerState:
     measured: dict = field(default_factory=dict)  # job id -> learning.Measured (last steady)
 
     def load(self, declared: Fabric | Clos | None, jobs: dict, next_number: int) -> None:
-        """Take a stored intent (at start, or a standby following the master's)."""
-        self.declared = self.fabric = declared
+        """Take a stored intent (at start, or a standby following the master's); a fabric is
+        held as a ``Clos`` (``as_clos``)."""
+        self.declared = self.fabric = as_clos(declared)
         self.jobs = jobs
         self.next_number = next_number
         self.version += 1
@@ -67,8 +68,8 @@ class ControllerState:
         del values[:-HISTORY]
 
 
-def effective_fabric(declared: Fabric | Clos | None, switches: dict, now: float = 0.0,
-                     dead_after: float = 0.0) -> Fabric | Clos | None:
+def effective_fabric(declared: Clos | None, switches: dict, now: float = 0.0,
+                     dead_after: float = 0.0) -> Clos | None:
     """The declared fabric with every link seen down added to ``down``."""
     if declared is None:
         return None
@@ -76,7 +77,7 @@ def effective_fabric(declared: Fabric | Clos | None, switches: dict, now: float 
     return declared if down == declared.down else declared.with_down(down)
 
 
-def failed_links(declared: Fabric | Clos, switches: dict, now: float = 0.0,
+def failed_links(declared: Clos, switches: dict, now: float = 0.0,
                  dead_after: float = 0.0) -> set[tuple]:
     """Switch links (lower, upper) that are down (members of a bundle (lower, upper, m)
     while some other member is up): an end port reported down, or an end switch that was
@@ -106,7 +107,7 @@ def failed_links(declared: Fabric | Clos, switches: dict, now: float = 0.0,
     return out
 
 
-def _link_ends(declared: Fabric | Clos) -> tuple[dict, dict]:
+def _link_ends(declared: Clos) -> tuple[dict, dict]:
     """(dpid -> [((lower, upper), member, port) of every link end at that switch],
     (lower, upper) -> its members), for ``failed_links``."""
     ends: dict[int | None, list] = {}
@@ -150,12 +151,13 @@ def to_doc(state: ControllerState) -> dict:
 
 
 def from_doc(doc: dict | None, declared: Fabric | Clos | None
-             ) -> tuple[Fabric | Clos | None, dict, int]:
+             ) -> tuple[Clos | None, dict, int]:
     """(fabric, jobs, next_number) of a stored document; the fabric must be the one declared
     now, if one is. Version 1 documents (routes by list position) are read too."""
+    declared = as_clos(declared)  # the controller serves every fabric as a Clos
     if not doc:
         return declared, {}, 1
-    stored = load_fabric(doc["fabric"]) if doc.get("fabric") else None
+    stored = as_clos(load_fabric(doc["fabric"])) if doc.get("fabric") else None
     if declared is None:
         declared = stored
     elif stored is not None and stored.to_dict() != declared.to_dict():
@@ -177,8 +179,9 @@ def from_doc(doc: dict | None, declared: Fabric | Clos | None
             pairs = zip((flow_key(f) for f in flows), item["routes"])
         else:
             pairs = ((tuple(k), p) for k, p in item["routes"])
-        routes = {k: None if p is None else tuple((_route_part(*x[:1], *x[2:]), float(x[1]))
-                                                  for x in p)
+        spines = declared.planes[0].aggs[0]  # an old record's spine index names one of them
+        routes = {k: None if p is None else tuple(
+            (_route_part(k, spines, declared.hosts, *x[:1], *x[2:]), float(x[1])) for x in p)
                   for k, p in pairs}
         missing = {flow_key(f) for f in flows} - set(routes)
         if missing:
@@ -193,18 +196,19 @@ def from_doc(doc: dict | None, declared: Fabric | Clos | None
 
 
 def _part_doc(part) -> list:
-    """A route part as stored: [spine or path, share], and the path's members third when
-    it names them (bundles)."""
+    """A route part as stored: [path, share], and the path's members third when it names
+    them (bundles)."""
     where, share = part
-    doc = [list(where) if isinstance(where, tuple) else where, share]
+    doc = [list(where), share]
     members = members_of(where)
     return doc + [list(members)] if members is not None else doc
 
 
-def _route_part(where, members=None):
-    """A stored part's route: a spine index, or a Clos path of switch names (with the
-    member of every hop on a fabric with bundles)."""
+def _route_part(key, spines, leaf_of, where, members=None):
+    """A stored part's route, a Clos path of switch names (with the member of every hop on a
+    fabric with bundles); a record written before (a spine index of a two-tier fabric) is
+    read as the path source leaf, that spine, destination leaf (flow ``key``)."""
     if not isinstance(where, list):
-        return int(where)
+        return (leaf_of[key[0]], spines[int(where)], leaf_of[key[1]])
     names = tuple(str(x) for x in where)
     return names if members is None else MemberPath(names, members)

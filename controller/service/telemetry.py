@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from controller.model.fabric import Fabric
-from controller.model.loads import alive_links, imbalance, leaf_imbalance
+from controller.model.clos import Clos
 
 
 @dataclass
@@ -31,7 +28,7 @@ class Telemetry:
     rules: dict = field(default_factory=dict)  # rule key -> (bytes, packets, time)
     samples: int = 0
 
-    def port_stats(self, fabric: Fabric, dpid: int, counters: dict[int, int], now: float) -> None:
+    def port_stats(self, fabric: Clos, dpid: int, counters: dict[int, int], now: float) -> None:
         """tx byte counters per port of one switch."""
         sw = fabric.switch_of_dpid.get(dpid)
         if sw is None:
@@ -49,7 +46,7 @@ class Telemetry:
         for key, nbytes, npackets in entries:
             self.rules[key] = (nbytes, npackets, now)
 
-    def link(self, fabric: Fabric, src: str, dst: str, member: int | None = None) -> dict:
+    def link(self, fabric: Clos, src: str, dst: str, member: int | None = None) -> dict:
         """Measured counters of the directed link src -> dst (the tx side of src's port);
         of a bundle: of ``member``, or the sum over its members (None)."""
         ports = fabric.ports_to(src, dst)
@@ -67,23 +64,3 @@ class Telemetry:
             bps = (p.tx - p.prev_tx) * 8 / (p.time - p.prev_time)
         return {"bytes": p.tx - p.first_tx, "window_bytes": (p.tx - p.prev_tx)
                 if p.prev_tx is not None else None, "bps": bps}
-
-    def imbalance(self, fabric: Fabric) -> dict:
-        alive = alive_links(fabric)
-        out = {"samples": self.samples}
-        for window in ("window_bytes", "bytes"):
-            up = np.zeros(alive.shape)
-            down = np.zeros(alive.shape)
-            for i, leaf in enumerate(fabric.leaves):
-                for j, spine in enumerate(fabric.spines):
-                    up[i, j] = self.link(fabric, leaf, spine).get(window) or 0
-                    down[i, j] = self.link(fabric, spine, leaf).get(window) or 0
-            name = "window" if window == "window_bytes" else "total"
-            out[name] = {"uplinks": _with_leaves(imbalance(up, alive), up, alive, fabric),
-                         "downlinks": _with_leaves(imbalance(down, alive), down, alive, fabric)}
-        return out
-
-
-def _with_leaves(summary: dict, per_link: np.ndarray, alive: np.ndarray, fabric: Fabric) -> dict:
-    per_leaf = dict(zip(fabric.leaves, leaf_imbalance(per_link, alive)[0]))
-    return {**summary, "per_leaf": per_leaf, "per_switch": dict(per_leaf)}

@@ -5,17 +5,13 @@ prediction as null with the reason; every other view keeps working and lists the
 """
 from __future__ import annotations
 
-import numpy as np
-
 from controller.enforcement.desired import job_flow_rules
 from controller.enforcement.hostmode import export_lines
 from controller.enforcement.modes import mode_of
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError
-from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
-from controller.model.loads import link_loads, load_summary
 from controller.planners.plan import part_fields, route_doc
 from controller.service.clos_views import DEFINITION, clos_imbalance, clos_links_view
 from controller.service.learning import declared_pairs
@@ -147,41 +143,15 @@ def routes_view(state: ControllerState, ports: dict | None = None) -> dict:
 
 
 def links_view(state: ControllerState, plan) -> dict:
-    """Planned load per directed leaf-spine link, in flows and bytes per step."""
-    f = need_fabric(state)
-    if isinstance(f, Clos):
-        doc = clos_links_view(state, plan)
-        doc["summary"]["unroutable_pairs"] = unroutable_pairs(state)
-        return doc
-    if plan is None:
-        flows_up = flows_down = bytes_up = bytes_down = np.zeros((len(f.leaves), len(f.spines)))
-    else:
-        flows_up, flows_down = link_loads(plan.problem, plan.assignment, "flows")
-        bytes_up, bytes_down = link_loads(plan.problem, plan.assignment, "bytes")
-    links = []
-    for i, leaf in enumerate(f.leaves):
-        for j, spine in enumerate(f.spines):
-            if (leaf, spine) in f.down:
-                continue
-            links.append({"link": f"{leaf}->{spine}", "tier": "leaf", "flows": float(flows_up[i, j]),
-                          "bytes": float(bytes_up[i, j]),
-                          "measured": state.telemetry.link(f, leaf, spine)})
-            links.append({"link": f"{spine}->{leaf}", "tier": "leaf", "flows": float(flows_down[i, j]),
-                          "bytes": float(bytes_down[i, j]),
-                          "measured": state.telemetry.link(f, spine, leaf)})
-    summary = {"max_link_load": 0, "links_at_max": 0}
-    if plan is not None:
-        s = load_summary(plan.problem, plan.assignment)
-        summary = {"max_link_load": s["max_link_load"], "links_at_max": s["links_at_max"]}
-    summary["unroutable_pairs"] = unroutable_pairs(state)
-    return {"links": links, "summary": summary}
+    """Planned load per directed switch link, in flows and bytes per step (``clos_views``)."""
+    need_fabric(state)
+    doc = clos_links_view(state, plan)
+    doc["summary"]["unroutable_pairs"] = unroutable_pairs(state)
+    return doc
 
 
 def imbalance_view(state: ControllerState) -> dict:
-    f = need_fabric(state)
-    if isinstance(f, Clos):
-        return {**clos_imbalance(state.telemetry, f), "definition": DEFINITION}
-    return {**state.telemetry.imbalance(f), "definition": DEFINITION}
+    return {**clos_imbalance(state.telemetry, need_fabric(state)), "definition": DEFINITION}
 
 
 def measured_parts(state: ControllerState, r: JobRecord, flow, parts) -> list[dict]:
