@@ -33,7 +33,7 @@ def static_count(fabric, leaf="l0"):
     """The leaf's static entries with host mode's pipeline, as the controller serves the
     leaf-spine: the Clos of one plane."""
     c = as_clos(fabric)
-    return len(clos_static_rules(c, leaf)[0]) + len(clos_host_static_rules(c, leaf))
+    return len(clos_static_rules(c, leaf, labels=False)[0]) + len(clos_host_static_rules(c, leaf))
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,8 @@ def only_static_entries(emu, down=()):
         entries = ovs.dump_flows(sw)
         assert entries and all(e["cookie"] == COOKIE_STATIC for e in entries), sw
         assert not any("nw_src" in e["match"] for e in entries), sw  # no 5-tuple match
-        want = len(clos_static_rules(f, sw)[0]) + len(clos_host_static_rules(f, sw))
+        want = (len(clos_static_rules(f, sw, labels=False)[0])  # no sr job: no label entry
+                + len(clos_host_static_rules(f, sw)))
         assert len(entries) == want, (sw, len(entries), want)
 
 
