@@ -225,13 +225,8 @@ class Clos(HostLookup):
                 self.hosts), g["leaf"], set(self.down), wiring) if single else None
         return self.__dict__["_leaf_spine"]
 
-    def part_path(self, src: str, dst: str, where) -> tuple[str, ...]:
-        """A route part's switches, source leaf to destination leaf (``Fabric.part_path``):
-        the part itself (a ``MemberPath`` on bundles keeps its members)."""
-        return where
-
     def two_tier_spine(self, switch: str) -> bool:
-        """Whether ``switch`` is the spine of a two-tier plane (``Fabric.two_tier_spine``)."""
+        """Whether ``switch`` is the spine of a two-tier plane (a route names it ``spine``)."""
         return self.tier_of.get(switch) == 1 and not self.planes[self.plane_of[switch]].cores
 
     def wire(self, wiring: dict | None = None) -> Clos:

@@ -322,15 +322,6 @@ class Fabric(HostLookup):
         """Every switch link as (lower, upper): (leaf, spine)."""
         return [(leaf, spine) for leaf in self.leaves for spine in self.spines]
 
-    def part_path(self, src: str, dst: str, where) -> tuple[str, ...]:
-        """A route part's switches, the source host's leaf to the destination's: a spine
-        index here (a ``Clos`` part is its path already)."""
-        return (self.hosts[src], self.spines[where], self.hosts[dst])
-
-    def two_tier_spine(self, switch: str) -> bool:
-        """Whether ``switch`` is the spine of a two-tier plane (a route names it ``spine``)."""
-        return switch in self.spine_index
-
     def with_down(self, down: Iterable[tuple[str, str]]) -> Fabric:
         """A copy with another set of failed links (the model is immutable in use); it keeps
         the destination prefixes, which depend on the hosts only."""

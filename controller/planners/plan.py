@@ -53,11 +53,11 @@ def path_doc(path) -> dict:
     return {"path": list(path), **({"members": list(members)} if members is not None else {})}
 
 
-def part_fields(fabric, src: str, dst: str, where) -> dict:
-    """A routed part's fields in the controller's views, alike on both models: its ``path``
-    (switch names, source leaf to destination leaf), ``members`` on bundles, and ``spine`` on
-    a two-tier plane (as plan documents name it there)."""
-    path = fabric.part_path(src, dst, where)
+def part_fields(fabric, path) -> dict:
+    """A routed part's fields in the controller's views (``fabric``: a ``Clos``, as the
+    controller serves every fabric): its ``path`` (switch names, source leaf to destination
+    leaf), ``members`` on bundles, and ``spine`` on a two-tier plane (as plan documents name
+    it there)."""
     doc = path_doc(path)
     if len(path) == 3 and fabric.two_tier_spine(path[1]):
         doc["spine"] = path[1]

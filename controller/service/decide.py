@@ -207,11 +207,10 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
         return None
     records = {k: v.copy() for k, v in state.jobs.items()}
     moved = 0
-    clos = problem.fabric is not state.fabric  # a Clos planned as a leaf-spine: paths
-    for pos, s_new in zip(problem.inter, spines):
+    for pos, s_new in zip(problem.inter, spines):  # the served Clos keeps routes as paths
         r, f = flows[pos]
         old_parts = records[r.job.id].routes.get(flow_key(f))
-        new = path_parts(problem.fabric, f, ((s_new, 1.0),)) if clos else ((s_new, 1.0),)
+        new = path_parts(problem.fabric, f, ((s_new, 1.0),))
         moved += old_parts != new
         records[r.job.id].routes[flow_key(f)] = new
     stage = "ILP" if better.info.get("off_path") == "ilp" else "planning"

@@ -66,8 +66,7 @@ class HostPortService:
             where = parts[part] if part < len(parts) else None
             changes.append({"job": jid, "src": fk[0], "dst": fk[1], "part": part,
                             "old_sport": old, "sport": new,  # bundles: members coded in it
-                            **(part_fields(fabric, fk[0], fk[1], where[0]) if where
-                               else {"spine": None})})
+                            **(part_fields(fabric, where[0]) if where else {"spine": None})})
             if len(names) > 1 and where:
                 was = self.planes.get((jid, fk), ())
                 changes[-1].update(old_plane=names[was[part]] if part < len(was) else None,

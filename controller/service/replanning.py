@@ -81,7 +81,7 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
         if key[0] in wanted:  # -1: split's default bound (max_parts not given)
             bound = r.job.options.get("max_parts", -1) if key[0] == "split" else -1
             groups.setdefault((*key, bound), []).append(r)
-    two = two_tier(fabric)  # None: the Clos planners (else a leaf-spine, either model)
+    two = two_tier(fabric)  # None: the Clos planners (else its leaf-spine, ``Fabric``)
     for (alg, objective, bound), group in sorted(groups.items()):
         if two is None:
             flows = [f for r in group for f in r.job.flows()]
@@ -136,8 +136,7 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
         parts = Plan(alg, problem, assignment, ms).parts_by_flow()
         for pos in problem.unroutable:
             parts[pos] = UNROUTABLE
-        if two is not fabric:  # a Clos keeps its routes as paths
-            parts = [path_parts(two, f, p) for f, p in zip(problem.flows, parts)]
+        parts = [path_parts(two, f, p) for f, p in zip(problem.flows, parts)]  # Clos: paths
         _set_routes(group, parts, out, False)
     return out
 

@@ -75,8 +75,7 @@ def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -
             doc = route_doc(flow, None)
             doc["unroutable"] = True
         else:
-            doc = route_doc(flow, parts, lambda w, flow=flow: part_fields(f, flow.src, flow.dst, w),
-                            part_sport)
+            doc = route_doc(flow, parts, lambda w: part_fields(f, w), part_sport)
             if mode_of(r.mode).host_ports:
                 chosen = (ports or {}).get(flow_key(flow)) or ()
                 doc.update(proto=flow.proto, dport=flow.dport)
