@@ -130,3 +130,15 @@ def test_the_layering_checks_see_the_product():
             "simulation.workloads", "controller.service.route_service"} <= {
         mod for package in PRODUCT for mod in modules(package)}
 
+
+
+def test_the_controller_starts_without_the_solvers():
+    """scipy.optimize (HiGHS) takes about 0.3 s to import, a fifth of the controller's start and
+    so of every restart: the planners that call it import it when they run."""
+    import subprocess
+    import sys
+    code = ("import sys, controller.service.route_service, controller.shell.flags; "
+            "print('scipy.optimize' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
