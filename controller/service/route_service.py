@@ -5,7 +5,7 @@ reach switches through the ``Installer``.
 A thin sequencer: under one lock, every operation asks ``decide`` for a ``Change`` (pure) and
 hands it to the ``Transaction``, which installs it make before break, commits, stores and
 records it. A switch that connects is queued; its tables are read without the lock and
-repaired under it, never by a nested call (the lock is not re-entrant).
+repaired under it (``tablesync.py``), never by a nested call (the lock is not re-entrant).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
-from controller.service import admission, anytime, decide, mastership, views
+from controller.service import admission, anytime, decide, mastership, tablesync, views
 from controller.service.addresses import addresses, arp_mac, owners, renamed
 from controller.service.change import Change, Outcome
 from controller.service.cluster import standalone_view
@@ -37,7 +37,6 @@ from controller.service.state import ControllerState, SwitchSeen, from_doc
 from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
-TABLE_READERS = 2  # switches whose tables are read at once (sync_queued)
 
 
 class RouteService:
@@ -54,7 +53,7 @@ class RouteService:
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
         self.lock = threading.Lock()
-        self._readers = threading.Semaphore(TABLE_READERS)  # switches whose tables are read
+        self._readers = threading.Semaphore(tablesync.TABLE_READERS)  # tables read at once
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
@@ -166,42 +165,9 @@ class RouteService:
             self._discovery_out()
 
     def sync_queued(self) -> None:
-        """Reconcile queued switches: read without the lock, at most ``TABLE_READERS`` at once
-        (decoding is CPU work on the event loop); nothing else sends to a switch not yet
-        synchronised, so the read cannot go stale; the difference is sent under the lock."""
-        rec, failed = self.reconciler, set()  # failed: queued again, tried at the next tick
-        try:
-            while True:
-                with self.lock:
-                    if self.state.fabric is None or self.passive:
-                        break
-                    dpid = rec.claim()
-                if dpid is None:
-                    break
-                try:
-                    with self._readers:
-                        have = rec.installer.read_tables(dpid)
-                except Exception as e:  # noqa: BLE001 - a bad reply too: queued again
-                    with self.lock:
-                        rec.unclaim(dpid, failed)
-                    LOG.error("mlroute: switch %s could not be read: %s", self.switch_name(dpid), e)
-                    continue
-                with self.lock:
-                    seen = self.state.switches.get(dpid)
-                    if dpid not in rec.syncing or seen is None or not seen.connected:
-                        continue  # it left, or reconnected (queued again), meanwhile
-                    try:
-                        rec.repair(dpid, have, *self.tx.current_tables().get(dpid, ([], [])))
-                    except Exception as e:  # noqa: BLE001 - logged; tried again
-                        rec.syncing.discard(dpid)
-                        failed.add(dpid)
-                        LOG.error("mlroute: switch %s could not be repaired: %s", self.switch_name(dpid), e)
-                        continue
-                    self.tx.refresh_host_ports()
-        finally:
-            with self.lock:
-                rec.requeue(failed, lambda d: self.state.switches.get(d) is not None
-                            and self.state.switches[d].connected)
+        """Read and repair the queued switches (``tablesync.sync_queued``: off the lock)."""
+        tablesync.sync_queued(self.lock, self._readers, self.state, self.reconciler, self.tx,
+                              lambda: not self.passive, self.switch_name)
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:

@@ -26,8 +26,9 @@ from controller.planners.plan import planner_options
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
 from controller.service.listen import check_free
-from controller.service.route_service import TABLE_READERS, RouteService
+from controller.service.route_service import RouteService
 from controller.service.store import StateStore
+from controller.service.tablesync import TABLE_READERS
 from controller.shell import arp, translate
 from controller.shell.hub import Hub
 from controller.shell.rest import RestServer, write_token
