@@ -234,23 +234,9 @@ class RouteService:
         self.learning.reject(sender)
 
     def _learn(self, now: float) -> None:
-        """Fold the closed windows into the jobs' estimates (master and standby alike); on the
-        master, jobs whose measured matrix calls for a (re-)plan get it, as any change."""
-        for sender in self.learning.new_rejected():
-            self.state.add_event({"time": now, "cause": f"sFlow datagrams from {sender} "
-                                  "dropped: not a known agent (--mlroute-sflow-agents)"})
-        self.learning.fold(self.state, now)
-        self.state.measured = self.learning.measured(self.state, self.settings)
-        if self.passive:
-            return
-        for d in self.learning.decisions(self.state, self.settings, self.state.measured, now):
-            if d.change is None:
-                self.state.add_event(d.event)
-                continue
-            if d.error is not None:
-                self.tx.fail(d.change, d.error)
-            self.learning.applied(d, d.error is None and
-                                  self._apply_or_record(d.change) is not None, now)
+        """Learned matrices folded; on the master, applied (``MatrixLearning.step``)."""
+        self.learning.step(self.state, self.settings, now, not self.passive,
+                           self._apply_or_record, self.tx.fail)
 
     def _settle(self, now: float, force: bool = False) -> bool:
         """Adopt what discovery found, if it changed; then send the frames it asks for and
