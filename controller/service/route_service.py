@@ -26,12 +26,12 @@ from controller.planners.plan import planner_options
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
 from controller.service import admission, anytime, decide, mastership, tablesync, views
-from controller.service.addresses import addresses, arp_mac, owners, renamed
 from controller.service.change import Change, Outcome
 from controller.service.cluster import standalone_view
 from controller.service.hostports import HostPortService
 from controller.service.matrices import MatrixLearning
 from controller.service.predictions import Predictions
+from controller.service.resolver import Resolver
 from controller.service.settings import Settings
 from controller.service.state import ControllerState, SwitchSeen, from_doc
 from controller.service.transaction import Transaction
@@ -71,10 +71,10 @@ class RouteService:
         # learned matrices: what the members of each job send each other (sFlow samples)
         self.learning = MatrixLearning(self.settings.learn_window, self.settings.sampling_points)
         self.learning.follow(self.state.fabric)
+        self.resolver = Resolver(self.finder, self._packet_out)  # ARP answers and probes
         # auto groups the off-path stages (layer 2, jobs search, ILP) may still improve
         self.unproven: set[tuple[str, str]] = set()
         self._reoptimise_at: float | None = None
-        self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
         if self.state.fabric is not None:  # before REST serves: about 1 s at paper scale
             self.tx.current_tables()
 
@@ -314,52 +314,13 @@ class RouteService:
     def arp_answers(self, asks: list[tuple[int | None, str]]) -> dict:
         """``arp_answer`` of several (switch, address) under one hold of the lock."""
         with self.lock:
-            f = self.state.fabric
-            known, out = owners(f), {}
-            for dpid, ip in asks:
-                mac = arp_mac(f, known, dpid, ip) if ip in known else self.finder.mac_of(ip)
-                if mac is None and ip not in known and self.finder.declared is None:
-                    self._probe(ip)
-                out[(dpid, ip)] = mac
-            return out
-
-    def _probe(self, ip: str) -> None:
-        now = self.clock()
-        if now - self._arp_probed.get(ip, -1e9) < 1.0:
-            return
-        self._arp_probed[ip] = now
-        if len(self._arp_probed) > 4096:
-            self._arp_probed = {k: v for k, v in self._arp_probed.items() if now - v < 10}
-        for dpid, port, frame in self.finder.arp_probes(ip):
-            self._packet_out(dpid, port, frame)
+            return self.resolver.answers(self.state.fabric, asks, self.clock())
 
     def _resolve_addresses(self, doc):
         """A job may name hosts by IPv4 address: each is replaced by its host's name. An
-        address no host of the fabric has is looked for with ARP probes (discovery) for at
-        most ``resolve_timeout`` seconds, then it is a 400 naming it."""
-        wanted = addresses(doc)
-        if not wanted:
-            return doc
-        timeout = self.settings.resolve_timeout
-        deadline = self.clock() + timeout
-        while True:
-            with self.lock:
-                f = self.state.fabric
-                names = {ip: h for ip, (h, _, _) in owners(f).items()}
-                missing = sorted(wanted - set(names))
-                if not missing:
-                    return renamed(doc, names)
-                if self.finder.declared is not None or self.clock() >= deadline:
-                    raise InputError(
-                        f"no host has address {missing[0]}" + (
-                            " in the declared fabric" if self.finder.declared is not None else
-                            f" (ARP probes for {timeout:g} s got no answer)"))
-                for ip in missing:
-                    if self.finder.mac_of(ip) is None:
-                        self._probe(ip)
-                self._settle(self.clock(), force=all(
-                    self.finder.mac_of(ip) for ip in missing))
-            self.sleep(0.1)
+        address no host has is probed for ``resolve_timeout`` s, then is a 400 naming it."""
+        return self.resolver.resolve(doc, self.lock, lambda: self.state.fabric, self.clock,
+                                     self.sleep, self.settings.resolve_timeout, self._settle)
 
     # ---- REST operations ----------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:
