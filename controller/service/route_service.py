@@ -33,7 +33,7 @@ from controller.service.matrices import MatrixLearning
 from controller.service.predictions import Predictions
 from controller.service.resolver import Resolver
 from controller.service.settings import Settings
-from controller.service.state import ControllerState, SwitchSeen, from_doc
+from controller.service.state import ControllerState, SwitchSeen, from_doc, next_failure
 from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
@@ -204,8 +204,9 @@ class RouteService:
     def tick(self, probe: bool = True) -> None:
         """Called periodically (each second): LLDP probes out of every port (``probe``), the
         fabric adopted once discovery settled, a switch silent for longer than ``dead_after``
-        counts as failed, and auto re-optimises once returned links held for the hold-down. A
-        standby only measures (learned matrices survive a failover)."""
+        counts as failed (``expire`` acts on it at the moment; this is the backstop), and auto
+        re-optimises once returned links held for the hold-down. A standby only measures
+        (learned matrices survive a failover)."""
         if self.passive:
             with self.lock:
                 self._learn(self.clock())
@@ -215,14 +216,31 @@ class RouteService:
             for dpid, port, frame in self.finder.lldp_probes(now) if probe else ():
                 self._packet_out(dpid, port, frame)
             self._settle(now)
-            if self.state.declared is not None:
-                self._topology_changed("switch disconnected for longer than "
-                                       f"{self.settings.dead_after:g} s")
+            self._expire()
             if self._reoptimise_at is not None and now >= self._reoptimise_at:
                 self._reoptimise_at = None
                 self._apply_or_record(decide.reoptimise(self.state, self.settings))
             self._learn(now)
         self.sync_queued()  # switches queued, or whose read failed before: tried again
+
+    def next_deadline(self) -> float | None:
+        """When a disconnected switch's grace time next ends, by ``clock`` (None: none runs):
+        the shell calls ``expire`` then rather than at its next tick (``state.next_failure``)."""
+        with self.lock:
+            if self.passive or self.state.declared is None:
+                return None
+            return next_failure(self.state.declared, self.state.switches, self.clock(),
+                                self.settings.dead_after)
+
+    def expire(self) -> None:
+        """Switches whose grace time ended count as failed: the jobs crossing their links are
+        re-planned. Nothing is sent when none ended (a switch that reconnected meanwhile)."""
+        with self.lock:
+            self._expire()
+
+    def _expire(self) -> None:
+        self._topology_changed("switch disconnected for longer than "
+                               f"{self.settings.dead_after:g} s")
 
     # ---- learned matrices (service/matrices.py) ------------------------------------------------
     def traffic_samples(self, samples) -> None:
