@@ -18,6 +18,7 @@ from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from emulation.harness.fake_switch import FakeSwitches
+from tests.helpers import FakeClock
 
 
 def wired(spines=2, leaves=4, hosts=2):
@@ -81,6 +82,57 @@ def test_a_flapping_control_connection_moves_nothing_until_the_grace_time_ends()
     svc.tick()
     assert {r["spine"] for r in api.handle(svc, "GET", "/v1/routes")[1]["routes"]} == {"s1"}
     assert svc.fabric_view()["links_down"] == ["l0-s0", "l1-s0", "l2-s0", "l3-s0"]
+
+
+def test_a_lost_switch_fails_at_the_end_of_its_grace_time_not_at_a_tick():
+    """``next_deadline`` says when the grace time of a lost switch ends; ``expire`` at that
+    moment re-plans (the shell wakes for it), and just before it changes nothing."""
+    f = wired()
+    clock = FakeClock(100.0)
+    sw, svc = start(f, clock=clock, dead_after=3.0)
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    assert svc.next_deadline() is None  # every switch connected
+    routes, sent, events = api.handle(svc, "GET", "/v1/routes")[1], len(sw.sent), len(svc.state.events)
+    clock.now = 100.4
+    svc.switch_disconnected(f.dpids["s0"])
+    assert svc.next_deadline() == 103.4
+    clock.now = 103.4 - 1e-6
+    svc.expire()
+    assert api.handle(svc, "GET", "/v1/routes")[1] == routes and len(sw.sent) == sent
+    assert len(svc.state.events) == events and svc.fabric_view()["links_down"] == []
+    assert svc.next_deadline() == 103.4
+    clock.now = 103.4
+    svc.expire()
+    assert {r["spine"] for r in api.handle(svc, "GET", "/v1/routes")[1]["routes"]} == {"s1"}
+    assert svc.fabric_view()["links_down"] == ["l0-s0", "l1-s0", "l2-s0", "l3-s0"]
+    assert len(sw.sent) > sent and svc.state.events[-1]["time"] == 103.4
+    assert svc.state.events[-1]["cause"] == "switch disconnected for longer than 3 s"
+    assert svc.next_deadline() is None  # counted failed: nothing left to wake for
+    sent, events = len(sw.sent), len(svc.state.events)
+    svc.tick(probe=False)  # the periodic backstop finds it done
+    assert len(sw.sent) == sent and len(svc.state.events) == events
+
+
+def test_a_switch_back_before_its_deadline_makes_the_deadline_a_no_op():
+    f = wired()
+    clock = FakeClock(100.0)
+    sw, svc = start(f, clock=clock, dead_after=3.0)
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    s0, l1 = f.dpids["s0"], f.dpids["l1"]
+    svc.switch_disconnected(s0)
+    clock.now = 101.0
+    svc.switch_disconnected(l1)
+    assert svc.next_deadline() == 103.0  # the earliest of the two
+    clock.now = 102.0
+    svc.switch_connected(s0, {p: True for p in f.ports["s0"].values()})
+    assert svc.next_deadline() == 104.0  # only l1's is left
+    sent, before, events = len(sw.sent), sw.snapshot(), len(svc.state.events)
+    clock.now = 103.0  # s0's old deadline: a wake-up then finds nothing to do
+    svc.expire()
+    assert len(sw.sent) == sent and sw.snapshot() == before
+    assert len(svc.state.events) == events
+    svc.join(object())  # a standby waits for no deadline: it does not act
+    assert svc.next_deadline() is None
 
 
 def test_restart_with_state_file_sends_nothing_to_matching_switches(tmp_path):

@@ -27,7 +27,7 @@ from controller.model.jobs import parse_job
 from controller.service import api, views
 from controller.service.predictions import predict_all
 from controller.service.route_service import RouteService
-from controller.service.state import SwitchSeen, failed_links
+from controller.service.state import SwitchSeen, failed_links, next_failure
 from emulation.harness.fake_switch import FakeSwitches
 from tests.helpers import FakeClock
 
@@ -50,7 +50,7 @@ def failed_by_definition(declared, switches, now, dead_after) -> set:
             s = switches.get(declared.dpids.get(sw))
             if s is None:
                 continue
-            dead = not s.connected and now - s.since >= dead_after
+            dead = not s.connected and now >= s.since + dead_after
             failed |= {m for m, port in enumerate(declared.ports_to(sw, peer))
                        if dead or s.ports.get(port) is False}
         if len(failed) == n:
@@ -75,6 +75,36 @@ def test_failed_links_equal_the_definition_link_by_link(fabric):
             switches[fabric.dpids[name]] = SwitchSeen(connected, ports, rng.choice([0.0, 9.0]))
         got = failed_links(fabric, switches, now=10.0, dead_after=3.0)
         assert got == failed_by_definition(fabric, switches, 10.0, 3.0)
+
+
+@pytest.mark.parametrize("fabric", [Clos.fat_tree(4, 2).wire(), bundled_fat_tree()],
+                         ids=["fat-tree", "bundled"])
+def test_next_failure_is_when_the_failed_links_next_change_by_the_clock(fabric):
+    """``next_failure``: the failed links stay as they are until then, and change then (a
+    grace time ends there); None when none runs, so nothing changes however long one waits."""
+    rng = random.Random(11)
+    names = list(fabric.dpids)
+    for _ in range(60):
+        switches = {}
+        for name in rng.sample(names, rng.randint(0, len(names))):
+            ports = {p: rng.random() > 0.1 for p in ports_up(fabric, name)}
+            switches[fabric.dpids[name]] = SwitchSeen(rng.random() > 0.3, ports,
+                                                      rng.uniform(5.0, 10.0))
+        switches[0xdead] = SwitchSeen(False, {}, 9.0)  # not in the fabric: never waited for
+        now = 10.0
+        at = next_failure(fabric, switches, now, 3.0)
+        failed_now = failed_links(fabric, switches, now, 3.0)
+        if at is None:
+            assert failed_links(fabric, switches, 1e9, 3.0) == failed_now
+            continue
+        assert at > now
+        assert failed_links(fabric, switches, at - 1e-9, 3.0) == failed_now
+        # then the switches whose grace time ends count as failed: as if every port were down
+        ending = {d: SwitchSeen(True, {p: False for p in ports_up(fabric, fabric.switch_of_dpid[d])})
+                  for d, s in switches.items() if not s.connected and s.since + 3.0 == at}
+        assert ending
+        assert failed_links(fabric, switches, at, 3.0) == failed_links(
+            fabric, {**switches, **ending}, now, 3.0)
 
 
 def test_alive_members_kept_on_a_degraded_fabric_equal_the_definition():

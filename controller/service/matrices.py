@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
 from controller.errors import ConflictError, InputError
@@ -298,6 +298,29 @@ class MatrixLearning:
                     f", {text}" if text else "")
             t.kept_event = None
             yield Decision(jid, pairs, change)
+
+    def step(self, state: ControllerState, settings: Settings, now: float, active: bool,
+             apply: Callable[[Change], object], fail: Callable[[Change, Exception], None]
+             ) -> None:
+        """A tick of learning (under the service lock): senders dropped for the first time
+        become events, the closed windows are folded into the jobs' estimates (master and
+        standby alike: learned matrices survive a failover); on the master (``active``) each
+        decision is applied as any change: ``apply`` returns None when it was refused,
+        ``fail`` records a matrix refused before it was applied."""
+        for sender in self.new_rejected():
+            state.add_event({"time": now, "cause": f"sFlow datagrams from {sender} "
+                             "dropped: not a known agent (--mlroute-sflow-agents)"})
+        self.fold(state, now)
+        state.measured = self.measured(state, settings)
+        if not active:
+            return
+        for d in self.decisions(state, settings, state.measured, now):
+            if d.change is None:
+                state.add_event(d.event)
+                continue
+            if d.error is not None:
+                fail(d.change, d.error)
+            self.applied(d, d.error is None and apply(d.change) is not None, now)
 
     def applied(self, decision: Decision, ok: bool, now: float) -> None:
         """Note the outcome of a decided change: a re-plan counts against the bound; a

@@ -5,7 +5,7 @@ reach switches through the ``Installer``.
 A thin sequencer: under one lock, every operation asks ``decide`` for a ``Change`` (pure) and
 hands it to the ``Transaction``, which installs it make before break, commits, stores and
 records it. A switch that connects is queued; its tables are read without the lock and
-repaired under it, never by a nested call (the lock is not re-entrant).
+repaired under it (``tablesync.py``), never by a nested call (the lock is not re-entrant).
 """
 from __future__ import annotations
 
@@ -25,19 +25,18 @@ from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
-from controller.service import admission, anytime, decide, mastership, views
-from controller.service.addresses import addresses, arp_mac, owners, renamed
+from controller.service import admission, anytime, decide, mastership, tablesync, views
 from controller.service.change import Change, Outcome
 from controller.service.cluster import standalone_view
 from controller.service.hostports import HostPortService
 from controller.service.matrices import MatrixLearning
 from controller.service.predictions import Predictions
+from controller.service.resolver import Resolver
 from controller.service.settings import Settings
-from controller.service.state import ControllerState, SwitchSeen, from_doc
+from controller.service.state import ControllerState, SwitchSeen, from_doc, next_failure
 from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
-TABLE_READERS = 2  # switches whose tables are read at once (sync_queued)
 
 
 class RouteService:
@@ -54,7 +53,7 @@ class RouteService:
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
         self.lock = threading.Lock()
-        self._readers = threading.Semaphore(TABLE_READERS)  # switches whose tables are read
+        self._readers = threading.Semaphore(tablesync.TABLE_READERS)  # tables read at once
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
@@ -72,10 +71,10 @@ class RouteService:
         # learned matrices: what the members of each job send each other (sFlow samples)
         self.learning = MatrixLearning(self.settings.learn_window, self.settings.sampling_points)
         self.learning.follow(self.state.fabric)
+        self.resolver = Resolver(self.finder, self._packet_out)  # ARP answers and probes
         # auto groups the off-path stages (layer 2, jobs search, ILP) may still improve
         self.unproven: set[tuple[str, str]] = set()
         self._reoptimise_at: float | None = None
-        self._arp_probed: dict[str, float] = {}  # address -> time of the last probe round
         if self.state.fabric is not None:  # before REST serves: about 1 s at paper scale
             self.tx.current_tables()
 
@@ -166,42 +165,9 @@ class RouteService:
             self._discovery_out()
 
     def sync_queued(self) -> None:
-        """Reconcile queued switches: read without the lock, at most ``TABLE_READERS`` at once
-        (decoding is CPU work on the event loop); nothing else sends to a switch not yet
-        synchronised, so the read cannot go stale; the difference is sent under the lock."""
-        rec, failed = self.reconciler, set()  # failed: queued again, tried at the next tick
-        try:
-            while True:
-                with self.lock:
-                    if self.state.fabric is None or self.passive:
-                        break
-                    dpid = rec.claim()
-                if dpid is None:
-                    break
-                try:
-                    with self._readers:
-                        have = rec.installer.read_tables(dpid)
-                except Exception as e:  # noqa: BLE001 - a bad reply too: queued again
-                    with self.lock:
-                        rec.unclaim(dpid, failed)
-                    LOG.error("mlroute: switch %s could not be read: %s", self.switch_name(dpid), e)
-                    continue
-                with self.lock:
-                    seen = self.state.switches.get(dpid)
-                    if dpid not in rec.syncing or seen is None or not seen.connected:
-                        continue  # it left, or reconnected (queued again), meanwhile
-                    try:
-                        rec.repair(dpid, have, *self.tx.current_tables().get(dpid, ([], [])))
-                    except Exception as e:  # noqa: BLE001 - logged; tried again
-                        rec.syncing.discard(dpid)
-                        failed.add(dpid)
-                        LOG.error("mlroute: switch %s could not be repaired: %s", self.switch_name(dpid), e)
-                        continue
-                    self.tx.refresh_host_ports()
-        finally:
-            with self.lock:
-                rec.requeue(failed, lambda d: self.state.switches.get(d) is not None
-                            and self.state.switches[d].connected)
+        """Read and repair the queued switches (``tablesync.sync_queued``: off the lock)."""
+        tablesync.sync_queued(self.lock, self._readers, self.state, self.reconciler, self.tx,
+                              lambda: not self.passive, self.switch_name)
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
@@ -238,8 +204,9 @@ class RouteService:
     def tick(self, probe: bool = True) -> None:
         """Called periodically (each second): LLDP probes out of every port (``probe``), the
         fabric adopted once discovery settled, a switch silent for longer than ``dead_after``
-        counts as failed, and auto re-optimises once returned links held for the hold-down. A
-        standby only measures (learned matrices survive a failover)."""
+        counts as failed (``expire`` acts on it at the moment; this is the backstop), and auto
+        re-optimises once returned links held for the hold-down. A standby only measures
+        (learned matrices survive a failover)."""
         if self.passive:
             with self.lock:
                 self._learn(self.clock())
@@ -249,14 +216,31 @@ class RouteService:
             for dpid, port, frame in self.finder.lldp_probes(now) if probe else ():
                 self._packet_out(dpid, port, frame)
             self._settle(now)
-            if self.state.declared is not None:
-                self._topology_changed("switch disconnected for longer than "
-                                       f"{self.settings.dead_after:g} s")
+            self._expire()
             if self._reoptimise_at is not None and now >= self._reoptimise_at:
                 self._reoptimise_at = None
                 self._apply_or_record(decide.reoptimise(self.state, self.settings))
             self._learn(now)
         self.sync_queued()  # switches queued, or whose read failed before: tried again
+
+    def next_deadline(self) -> float | None:
+        """When a disconnected switch's grace time next ends, by ``clock`` (None: none runs):
+        the shell calls ``expire`` then rather than at its next tick (``state.next_failure``)."""
+        with self.lock:
+            if self.passive or self.state.declared is None:
+                return None
+            return next_failure(self.state.declared, self.state.switches, self.clock(),
+                                self.settings.dead_after)
+
+    def expire(self) -> None:
+        """Switches whose grace time ended count as failed: the jobs crossing their links are
+        re-planned. Nothing is sent when none ended (a switch that reconnected meanwhile)."""
+        with self.lock:
+            self._expire()
+
+    def _expire(self) -> None:
+        self._topology_changed("switch disconnected for longer than "
+                               f"{self.settings.dead_after:g} s")
 
     # ---- learned matrices (service/matrices.py) ------------------------------------------------
     def traffic_samples(self, samples) -> None:
@@ -268,23 +252,9 @@ class RouteService:
         self.learning.reject(sender)
 
     def _learn(self, now: float) -> None:
-        """Fold the closed windows into the jobs' estimates (master and standby alike); on the
-        master, jobs whose measured matrix calls for a (re-)plan get it, as any change."""
-        for sender in self.learning.new_rejected():
-            self.state.add_event({"time": now, "cause": f"sFlow datagrams from {sender} "
-                                  "dropped: not a known agent (--mlroute-sflow-agents)"})
-        self.learning.fold(self.state, now)
-        self.state.measured = self.learning.measured(self.state, self.settings)
-        if self.passive:
-            return
-        for d in self.learning.decisions(self.state, self.settings, self.state.measured, now):
-            if d.change is None:
-                self.state.add_event(d.event)
-                continue
-            if d.error is not None:
-                self.tx.fail(d.change, d.error)
-            self.learning.applied(d, d.error is None and
-                                  self._apply_or_record(d.change) is not None, now)
+        """Learned matrices folded; on the master, applied (``MatrixLearning.step``)."""
+        self.learning.step(self.state, self.settings, now, not self.passive,
+                           self._apply_or_record, self.tx.fail)
 
     def _settle(self, now: float, force: bool = False) -> bool:
         """Adopt what discovery found, if it changed; then send the frames it asks for and
@@ -362,52 +332,13 @@ class RouteService:
     def arp_answers(self, asks: list[tuple[int | None, str]]) -> dict:
         """``arp_answer`` of several (switch, address) under one hold of the lock."""
         with self.lock:
-            f = self.state.fabric
-            known, out = owners(f), {}
-            for dpid, ip in asks:
-                mac = arp_mac(f, known, dpid, ip) if ip in known else self.finder.mac_of(ip)
-                if mac is None and ip not in known and self.finder.declared is None:
-                    self._probe(ip)
-                out[(dpid, ip)] = mac
-            return out
-
-    def _probe(self, ip: str) -> None:
-        now = self.clock()
-        if now - self._arp_probed.get(ip, -1e9) < 1.0:
-            return
-        self._arp_probed[ip] = now
-        if len(self._arp_probed) > 4096:
-            self._arp_probed = {k: v for k, v in self._arp_probed.items() if now - v < 10}
-        for dpid, port, frame in self.finder.arp_probes(ip):
-            self._packet_out(dpid, port, frame)
+            return self.resolver.answers(self.state.fabric, asks, self.clock())
 
     def _resolve_addresses(self, doc):
         """A job may name hosts by IPv4 address: each is replaced by its host's name. An
-        address no host of the fabric has is looked for with ARP probes (discovery) for at
-        most ``resolve_timeout`` seconds, then it is a 400 naming it."""
-        wanted = addresses(doc)
-        if not wanted:
-            return doc
-        timeout = self.settings.resolve_timeout
-        deadline = self.clock() + timeout
-        while True:
-            with self.lock:
-                f = self.state.fabric
-                names = {ip: h for ip, (h, _, _) in owners(f).items()}
-                missing = sorted(wanted - set(names))
-                if not missing:
-                    return renamed(doc, names)
-                if self.finder.declared is not None or self.clock() >= deadline:
-                    raise InputError(
-                        f"no host has address {missing[0]}" + (
-                            " in the declared fabric" if self.finder.declared is not None else
-                            f" (ARP probes for {timeout:g} s got no answer)"))
-                for ip in missing:
-                    if self.finder.mac_of(ip) is None:
-                        self._probe(ip)
-                self._settle(self.clock(), force=all(
-                    self.finder.mac_of(ip) for ip in missing))
-            self.sleep(0.1)
+        address no host has is probed for ``resolve_timeout`` s, then is a 400 naming it."""
+        return self.resolver.resolve(doc, self.lock, lambda: self.state.fabric, self.clock,
+                                     self.sleep, self.settings.resolve_timeout, self._settle)
 
     # ---- REST operations ----------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:

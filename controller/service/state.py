@@ -92,7 +92,7 @@ def failed_links(declared: Clos, switches: dict, now: float = 0.0,
         at = ends.get(dpid)
         if not at:
             continue
-        dead = not s.connected and now - s.since >= dead_after
+        dead = not s.connected and now >= s.since + dead_after  # next_failure's sum
         if not dead and False not in s.ports.values():
             continue
         for link, m, port in at:
@@ -105,6 +105,20 @@ def failed_links(declared: Clos, switches: dict, now: float = 0.0,
         else:  # some members of a bundle: (lower, upper, member), the link stays up
             out |= {link + (m,) for m in down}
     return out
+
+
+def next_failure(declared: Clos, switches: dict, now: float,
+                 dead_after: float) -> float | None:
+    """When ``failed_links`` next changes with the clock alone: the earliest end of a grace
+    time (``since + dead_after``, the very sum ``failed_links`` compares ``now`` with, so the
+    switch counts as failed at exactly that time) among the switches with links in
+    ``declared`` that are disconnected and not yet past it at ``now``; None when none runs.
+    The service acts on a lost switch then, not at its next periodic tick; a switch that
+    reconnected drops out (a re-check at its old deadline finds nothing to do)."""
+    ends, _ = declared.derived("link_ends", _link_ends)
+    return min((s.since + dead_after for dpid, s in switches.items()
+                if not s.connected and ends.get(dpid) and now < s.since + dead_after),
+               default=None)
 
 
 def _link_ends(declared: Clos) -> tuple[dict, dict]:

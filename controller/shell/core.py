@@ -26,8 +26,9 @@ from controller.planners.plan import planner_options
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
 from controller.service.listen import check_free
-from controller.service.route_service import TABLE_READERS, RouteService
+from controller.service.route_service import RouteService
 from controller.service.store import StateStore
+from controller.service.tablesync import TABLE_READERS
 from controller.shell import arp, translate
 from controller.shell.hub import Hub
 from controller.shell.rest import RestServer, write_token
@@ -36,6 +37,13 @@ from controller.shell.switches import Switches
 
 LOG = logging.getLogger("mlroute")
 PACKET_BATCH = 256  # packet-ins handed to the service under one hold of its lock
+TICK = 1.0  # seconds between the periodic rounds of _tick
+
+
+def tick_wait(to_tick: float, to_deadline: float | None) -> float:
+    """Seconds the tick loop waits: until its next round, or until a disconnected switch's
+    grace time ends (``RouteService.next_deadline``) when that comes first; never negative."""
+    return max(0.0, to_tick if to_deadline is None else min(to_tick, to_deadline))
 
 
 class Shell:
@@ -90,6 +98,7 @@ class Shell:
         self._syncers = 0  # _sync workers running (at most TABLE_READERS)
         self._syncers_lock = threading.Lock()
         self._running = True
+        self._wake = hub.Event()  # set when a switch is lost: _tick waits for its grace time
         LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
                  conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
 
@@ -136,7 +145,7 @@ class Shell:
 
     def switch_dead(self, dp) -> None:
         if self.switches.disconnected(dp):
-            self.hub.spawn(self._guarded, self.service.switch_disconnected, dp.id)
+            self.hub.spawn(self._disconnected, dp.id)
         if self.roles is not None:
             self.roles.on_disconnected(dp.id)
 
@@ -235,6 +244,12 @@ class Shell:
         if counted:
             self._sync(counted=False)
 
+    def _disconnected(self, dpid: int) -> None:
+        """The service notes the lost switch, then the tick loop is woken to wait for the end
+        of its grace time, which may come before the loop's next round."""
+        self._guarded(self.service.switch_disconnected, dpid)
+        self._wake.set()
+
     def _guarded(self, fn, *args) -> None:
         """A service call off the event loop; bad input is logged, a bug too (with its
         traceback, in the log only), and the controller keeps running."""
@@ -288,11 +303,26 @@ class Shell:
             self.improving = False
 
     def _tick(self) -> None:
-        """Time for the service: switches silent past the grace time count as failed; LLDP
-        probe rounds; off-path planning of groups not proven optimal."""
+        """Time for the service: every ``TICK`` its periodic round (LLDP probe rounds,
+        off-path planning of groups not proven optimal, ``RouteService.tick``); between
+        rounds, a disconnected switch counts as failed at the moment its grace time ends
+        (``next_deadline``, ``expire``), not at the next round: the loop waits for whichever
+        comes first, and a switch lost meanwhile wakes it (``_disconnected``)."""
         last_probe = 0.0
+        due = time.monotonic() + TICK
         while self._running:
-            self.hub.sleep(1.0)
+            try:
+                deadline = self.service.next_deadline()
+            except Exception:  # noqa: BLE001 - the rounds go on; the error is logged
+                LOG.exception("mlroute: grace times could not be read")
+                deadline = None
+            self._wake.wait(tick_wait(due - time.monotonic(), None if deadline is None
+                                      else deadline - self.service.clock()))
+            self._wake.clear()
+            if deadline is not None and self.service.clock() >= deadline:
+                self._guarded(self.service.expire)
+            if time.monotonic() < due:
+                continue  # woken for a deadline, or to wait for a new one
             probe = self.lldp_interval > 0 and time.monotonic() - last_probe >= self.lldp_interval
             last_probe = time.monotonic() if probe else last_probe
             if self.service.unproven and not self.improving:
@@ -302,6 +332,7 @@ class Shell:
                 self.service.tick(probe=probe)
             except Exception:  # noqa: BLE001 - keep ticking; the error is logged
                 LOG.exception("mlroute: periodic check failed")
+            due = time.monotonic() + TICK
 
     def _poll_stats(self) -> None:
         while self._running:

@@ -18,7 +18,7 @@ from typing import NamedTuple
 class Hub(NamedTuple):
     spawn: Callable  # spawn(fn, *args): run fn(*args) concurrently
     sleep: Callable[[float], None]
-    Event: Callable  # Event() with set(), is_set() and wait(timeout) -> bool
+    Event: Callable  # Event() with set(), clear(), is_set() and wait(timeout) -> bool
 
 
 def _spawn_thread(fn, *args, **kwargs) -> threading.Thread:
