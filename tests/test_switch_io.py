@@ -135,6 +135,34 @@ def test_rejected_silent_and_missing_switches_name_themselves(ofp):
     assert not io._barriers and not io._errors
 
 
+def test_a_switch_gone_mid_install_or_read_ends_the_wait_at_once(ofp):
+    """A switch lost with its connection (powered off) while the service waits for its barrier
+    or its tables: the wait ends when the connection does, not at the timeout, and says so."""
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 30.0, f.switch_of_dpid.get)
+    mute = Switch(ofp, f.dpids["l1"], io, silent=True)
+    ok = Switch(ofp, f.dpids["l0"], io)
+    io.connected(mute)
+    io.connected(ok)
+    io.install({ok.id: static(f, "l0")})  # answered before: stands after a disconnection
+    threading.Timer(0.2, io.disconnected, (mute,)).start()
+    start = time.monotonic()
+    with pytest.raises(InstallError, match="switch l1 disconnected before it confirmed its "
+                                           "rules; nothing was changed"):
+        io.install({ok.id: static(f, "l0"), mute.id: static(f, "l1")})
+    assert time.monotonic() - start < 5.0  # not the 30 s timeout
+    assert not io._barriers and not io._cut and not io._errors
+
+    io.connected(mute)  # back: its table read waits for a reply that never comes (silent
+    mute.events = queue.Queue()  # to reads too: its loop no longer sees the requests)
+    threading.Timer(0.2, io.disconnected, (mute,)).start()
+    start = time.monotonic()
+    with pytest.raises(InstallError, match="switch l1 disconnected while its tables were read"):
+        io.read_tables(mute.id)
+    assert time.monotonic() - start < 5.0
+    assert not io._reads and not io._cut
+
+
 def test_concurrent_senders_get_distinct_xids(ofp):
     """Installs, statistics requests and packet-outs from many threads: every message of a
     datapath gets its own xid, so no reply is taken for another's."""

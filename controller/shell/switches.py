@@ -38,6 +38,7 @@ class Switches:
         self._dps: dict = {}  # dpid -> datapath
         self._barriers: dict = {}  # (dpid, xid) -> Event
         self._reads: dict = {}  # (dpid, xid) of a table read -> (Event, entries so far)
+        self._cut: set = set()  # (dpid, xid) of barriers and reads ended by a disconnection
         self._errors: dict = {}  # dpid -> [(xid, text)] while an install collects them
         self._multipart: dict = {}  # (dpid, xid) -> parts received so far
         self._probe_wait = None  # (tokens awaited, arrivals, Event) of the current batch
@@ -50,12 +51,21 @@ class Switches:
             self._dps[dp.id] = dp
 
     def disconnected(self, dp) -> bool:
-        """Forget ``dp`` if it is still the connection of its dpid (True then)."""
+        """Forget ``dp`` if it is still the connection of its dpid (True then). Its pending
+        barriers and table reads end at once, as failed (``_cut``): an install that waited
+        for a switch gone with its connection would hold the service for the whole timeout,
+        and the disconnection with it (a switch lost with its links: every re-plan stalled)."""
         with self.lock:
             if dp.id is None or self._dps.get(dp.id) is not dp:
                 return False
             del self._dps[dp.id]
-            return True
+            waits = [(k, e) for k, e in self._barriers.items() if k[0] == dp.id]
+            waits += [(k, r[0]) for k, r in self._reads.items() if k[0] == dp.id]
+            waits = [(k, e) for k, e in waits if not e.is_set()]  # answered ones stand
+            self._cut.update(k for k, _ in waits)
+        for _, event in waits:
+            event.set()
+        return True
 
     def holds(self, dp) -> bool:
         """Whether ``dp`` is still its dpid's connection (not gone, not replaced)."""
@@ -101,11 +111,15 @@ class Switches:
                                                       event), event))
             problems = []  # wait for every switch, so no barrier is left registered
             deadline = time.monotonic() + self.timeout
-            for dpid, xids, _xid, event in pending:
+            for dpid, xids, xid, event in pending:
                 ok = event.wait(max(0.0, deadline - time.monotonic()))
                 with self.lock:
                     failed = [t for x, t in self._errors.get(dpid, []) if x in xids]
-                if not ok:
+                    cut = (dpid, xid) in self._cut
+                if cut:
+                    problems.append(f"switch {self.name(dpid)} disconnected before it confirmed "
+                                    "its rules; nothing was changed")
+                elif not ok:
                     problems.append(f"switch {self.name(dpid)} did not confirm its rules within "
                                     f"{self.timeout:g} s; nothing was changed")
                 elif failed:
@@ -115,6 +129,7 @@ class Switches:
             with self.lock:
                 for dpid, _xids, xid, _event in pending:
                     self._barriers.pop((dpid, xid), None)
+                    self._cut.discard((dpid, xid))
                 for dpid in batches:
                     self._errors.pop(dpid, None)
         if problems:
@@ -136,11 +151,15 @@ class Switches:
                     raise InstallError(f"switch {self.name(dpid)} did not send its tables "
                                        f"within {self.timeout:g} s")
                 with self.lock:
+                    if (dpid, xid) in self._cut:
+                        raise InstallError(f"switch {self.name(dpid)} disconnected while its "
+                                           "tables were read")
                     bodies.append(list(self._reads[(dpid, xid)][1]))
         finally:
             with self.lock:
                 for xid, _ in waits:
                     self._reads.pop((dpid, xid), None)
+                    self._cut.discard((dpid, xid))
         return translate.state_of(dp.ofproto, dpid, *bodies, pause=lambda: self.hub.sleep(0))
 
     OUT_QUEUE = 8192  # packet-outs waiting per switch; older ones are dropped beyond
