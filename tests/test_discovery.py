@@ -7,9 +7,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.discovery.declared import check_declared
+from controller.discovery.finder import FabricFinder
 from controller.discovery.lldp import arp_request, lldp_frame, parse_host, parse_lldp
+from controller.discovery.planes import discover
 from controller.discovery.topology import Topology, assign_roles, format_problem, probe_ports, recognise
 from controller.errors import InputError
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 
 
@@ -54,6 +57,31 @@ def test_generated_fabric_is_recognised(size):
     got, problems = recognise(observe(want))
     assert problems == []
     assert got.to_dict() == want.to_dict()
+
+
+@pytest.mark.parametrize("size", [(2, 4, 2), (4, 3, 1), (3, 5, 2)])
+def test_a_discovered_leaf_spine_is_a_clos_as_as_clos_makes_it(size):
+    """Discovery returns every fabric as a ``Clos`` (issue 37): a leaf-spine is one plane of
+    one pod, exactly ``as_clos`` of what the two-tier recognition (``recognise``) reads, with
+    the same problems, names and ports; so is each later reading with the last one as
+    ``previous`` (a link lost, a host not heard again, the link back), and what the finder
+    adopts."""
+    f = Fabric.generate(*size, wiring=True)
+    gone = {(f.leaves[0], f.spines[-1])}
+    old = new = None
+    for t in (observe(f), observe(f, missing=gone, hosts=list(f.hosts)[1:]), observe(f)):
+        old, want = recognise(t, previous=old)
+        new, got = discover(t, previous=new)
+        assert isinstance(new, Clos) and new.tiers == 2 and len(new.planes) == 1
+        assert new.to_dict() == as_clos(old).to_dict() and got == want
+        assert (new.dpids, new.ports, new.hosts, new.down) == (old.dpids, old.ports, old.hosts,
+                                                               old.down)
+    finder = FabricFinder()
+    observe(f, t=finder.topology)
+    adopted = finder.settle(10.0, force=True)
+    assert isinstance(adopted, Clos)
+    assert adopted.to_dict() == as_clos(recognise(finder.topology)[0]).to_dict()
+    assert adopted.to_dict() == as_clos(f).to_dict()
 
 
 def test_names_follow_dpids_not_event_order():

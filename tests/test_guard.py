@@ -8,6 +8,7 @@ import pytest
 from controller.discovery import lldp
 from controller.discovery.finder import QUIET_S, SWITCH_QUIET_S, FabricFinder
 from controller.discovery.guard import ALARM_EVERY_S, FRESH_S, VERIFY_S
+from controller.model.clos import TIERS, as_clos
 from controller.model.fabric import Fabric
 
 ATTACKER_MAC = "02:00:00:00:99:01"
@@ -274,7 +275,7 @@ def test_the_switch_graph_is_adopted_once_consistent_without_a_quiet_period():
     assert n.finder.settle(n.now) is None  # switches connected just now
     n.now += SWITCH_QUIET_S
     fabric = n.finder.settle(n.now)
-    assert fabric is not None and fabric.spines == n.f.spines and fabric.leaves == n.f.leaves
+    assert fabric is not None and fabric.planes == as_clos(n.f).planes  # spines and leaves
     assert fabric.dpids == n.f.dpids and fabric.down == set() and fabric.hosts == {}
     assert n.now - 100.0 < QUIET_S
 
@@ -342,7 +343,7 @@ def test_link_speed_and_where_it_came_from(option, reported, gbps, source):
     fabric = n.settled()
     speed = n.finder.link_speed()
     assert (speed["gbps"], speed["source"]) == (gbps, source)
-    assert fabric.link_gbps == gbps
+    assert fabric.link_gbps == dict.fromkeys(TIERS, gbps)
     assert n.finder.view()["link_speed"]["source"] == source
 
 
@@ -355,5 +356,5 @@ def test_the_slowest_port_in_use_sets_the_speed():
     while n.deliver():
         pass
     n.now += SWITCH_QUIET_S
-    assert n.finder.settle(n.now).link_gbps == 10.0
+    assert n.finder.settle(n.now).link_gbps == dict.fromkeys(TIERS, 10.0)
     assert n.finder.link_speed()["reported_gbps"] == [10.0, 25.0]

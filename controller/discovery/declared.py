@@ -5,11 +5,11 @@ from __future__ import annotations
 from controller.discovery.tiers import TIER_WORDS
 from controller.discovery.topology import Topology, _Problems
 from controller.errors import InputError
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 
 
-def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
+def check_declared(declared: Clos | Fabric, topology: Topology) -> list[dict]:
     """Where the network differs from a declared (wired) fabric, port by port.
 
     Kinds: ``wrong_port`` (a cable or a host on another port than declared; the dict also has
@@ -18,7 +18,8 @@ def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
     not connected), ``unknown_switch`` (connected, not declared), ``unexpected_link`` (a cable
     between ports declared for nothing), ``unknown_host`` (a MAC not declared). A misplaced
     cable is reported once, at the port that is wrong: two swapped leaf ports give two
-    ``wrong_port`` on that leaf, a cable moved to a free port one. O(ports + links + hosts).
+    ``wrong_port`` on that leaf, a cable moved to a free port one. A two-tier ``Fabric`` is
+    checked as its ``as_clos`` (the service declares a ``Clos``). O(ports + links + hosts).
 
     >>> f = Fabric.generate(1, 1, 0, wiring=True); t = Topology()   # l0:1 - s0:1 declared
     >>> _ = t.switch_up(0x10000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 2: True}, 0)
@@ -26,14 +27,14 @@ def check_declared(declared: Fabric | Clos, topology: Topology) -> list[dict]:
     >>> [(p["kind"], p["switch"], p["port"], p["seen"]) for p in check_declared(f, t)]
     [('wrong_port', 'l0', 2, 's0 port 1')]
     """
+    declared = as_clos(declared)
     if not declared.wired:
         raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
     names = declared.switch_of_dpid
     name = lambda d: names.get(d) or f"{d:#x}"
     # beyond one leaf-spine plane the text names each switch's tier: "aggregation switch a1_0
     # port 3"; a plain leaf-spine's switches go by their names ("s0 port 1"), as declared
-    tier_of = declared.tier_of if isinstance(declared, Clos) and \
-        declared.as_leaf_spine() is None else {}
+    tier_of = declared.tier_of if declared.as_leaf_spine() is None else {}
     called = lambda d: (f"{TIER_WORDS[tier_of[names[d]]]} {names[d]}"
                         if names.get(d) in tier_of else name(d))
     at = lambda x: f"{called(x[0])} port {x[1]}"

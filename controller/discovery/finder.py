@@ -23,7 +23,7 @@ from controller.discovery.declared import check_declared
 from controller.discovery.guard import PROBE_MAC, Guard
 from controller.discovery.planes import discover
 from controller.discovery.topology import Topology, format_problem, probe_ports
-from controller.model.clos import as_clos
+from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 
 __all__ = ["FabricFinder", "PROBE_MAC", "QUIET_S", "SWITCH_QUIET_S"]
@@ -40,12 +40,14 @@ MISSING_FRAMES = 4096  # ARP probes for such addresses per settle at most (in tu
 
 
 class FabricFinder:
-    def __init__(self, declared: Fabric | None = None, link_gbps: float | None = None,
-                 recognised: Fabric | None = None, secret: bytes | None = None):
+    def __init__(self, declared: Clos | Fabric | None = None, link_gbps: float | None = None,
+                 recognised: Clos | Fabric | None = None, secret: bytes | None = None):
+        """Fabrics are held as the service serves them, ``Clos`` (``as_clos``), and
+        discovery returns a ``Clos`` for every fabric it recognises."""
         self.topology = Topology()
-        self.declared = declared  # a declared fabric is checked, not replaced
+        self.declared = as_clos(declared)  # a declared fabric is checked, not replaced
         self.link_gbps = link_gbps  # --mlroute-link-gbps: wins over what switches report
-        self.recognised = recognised if declared is None else None
+        self.recognised = as_clos(recognised) if declared is None else None
         self.problems: list[dict] = []
         self.guard = Guard(secret, self._name)
         self.speeds: dict[tuple[int, int], int] = {}  # (dpid, port) -> kbps reported
@@ -63,14 +65,14 @@ class FabricFinder:
         self.last_cause = ""  # what the last fabric ``settle`` returned changed
 
     # ---- what the service sets --------------------------------------------------------
-    def declare(self, fabric: Fabric) -> None:
+    def declare(self, fabric: Clos | Fabric) -> None:
         """A fabric was declared (PUT /v1/fabric): checked from now on, never replaced."""
-        self.declared, self.recognised, self._checked = fabric, None, -1
+        self.declared, self.recognised, self._checked = as_clos(fabric), None, -1
 
-    def recognise(self, fabric: Fabric | None) -> None:
+    def recognise(self, fabric: Clos | Fabric | None) -> None:
         """The fabric in use (a stored or followed intent) when none is declared."""
         if self.declared is None:
-            self.recognised, self._checked = fabric, -1
+            self.recognised, self._checked = as_clos(fabric), -1
 
     def restart_quiet_period(self, now: float) -> None:
         """Check the fabric again only after probes had time to show it (a new master saw no
@@ -181,7 +183,7 @@ class FabricFinder:
         if len(self._asked) > 4096:
             self._asked = {k: v for k, v in self._asked.items() if now - v[-1][4] < ASKED_S}
 
-    def _answer_asked(self, fabric: Fabric, now: float) -> None:
+    def _answer_asked(self, fabric: Clos, now: float) -> None:
         for target in list(self._asked):
             owner = self._owner_in(fabric, target)
             if owner is None:
@@ -258,7 +260,7 @@ class FabricFinder:
     def _alive(self, at) -> bool:
         return self.topology.switches.get(at[0], {}).get(at[1]) is True
 
-    def _owner_in(self, fabric: Fabric | None, ip: str):
+    def _owner_in(self, fabric: Clos | None, ip: str):
         if fabric is None or not fabric.wired:
             return None
         if self._owners[0] is not fabric:
@@ -289,8 +291,6 @@ class FabricFinder:
         fabric says its own (``declared``: its leaf tier's, and in ``tiers`` every tier's it has)."""
         if self.declared is not None:
             gbps = self.declared.link_gbps
-            if not isinstance(gbps, dict):  # a two-tier Fabric: one speed
-                gbps = dict.fromkeys(("host", "leaf"), gbps)
             tiers = {t: v for t, v in gbps.items() if t != "core" or self.declared.tiers > 2}
             return {"gbps": gbps["leaf"], "source": "declared", "tiers": tiers}
         used = self.topology.facing() | self.guard.host_ports
@@ -313,7 +313,7 @@ class FabricFinder:
             self._cache = (key, fabric, problems)
         return self._cache[1], self._cache[2]
 
-    def _consistent(self, fabric: Fabric | None, problems: list[dict], now: float) -> bool:
+    def _consistent(self, fabric: Clos | None, problems: list[dict], now: float) -> bool:
         """The switch graph can be adopted without waiting: every probe seen both ways, every
         link of the model cabled, every port of a switch above the leaves (spine, aggregation
         switch, core) cabled, every switch part of it, and no switch connected in the last
@@ -331,7 +331,7 @@ class FabricFinder:
             return False
         return set(t.switches) <= set(fabric.switch_of_dpid)
 
-    def settle(self, now: float, force: bool = False) -> Fabric | None:
+    def settle(self, now: float, force: bool = False) -> Clos | None:
         """The fabric the topology shows if it changed (zero configuration), as soon as it is
         consistent, after a quiet period otherwise, or at once when forced; else None. With a
         declared fabric, only the problems (wiring checked against the declaration) are
@@ -370,20 +370,17 @@ class FabricFinder:
                            "received": self.probes_received}}
 
 
-def _same(a, b) -> bool:
-    """The same fabric, in either model (a stored one is a ``Clos``, the controller's)."""
-    if type(a) is not type(b):
-        a, b = as_clos(a), as_clos(b)
+def _same(a: Clos, b: Clos) -> bool:
+    """The same fabric (discovery's and the one in use, both ``Clos``)."""
     return a.to_dict() == b.to_dict()
 
 
-def _cause(old: Fabric | None, new: Fabric) -> str:
+def _cause(old: Clos | None, new: Clos) -> str:
     """What a newly recognised fabric changes, for the event: the first fabric, hosts heard
     (the switch graph unchanged), or the switches and links, with the shape read."""
     if old is None:
         return f"fabric discovered: {_shape(new)}"
-    if (type(old), old.switches(), old.down, old.link_gbps) == (
-            type(new), new.switches(), new.down, new.link_gbps) \
+    if (old.switches(), old.down, old.link_gbps) == (new.switches(), new.down, new.link_gbps) \
             and all(new.ports.get(sw, {}).get(p) == n for sw in old.switches()
                     for p, n in old.ports[sw].items() if p not in old.hosts):
         added = sorted(set(new.hosts) - set(old.hosts))
@@ -394,16 +391,13 @@ def _cause(old: Fabric | None, new: Fabric) -> str:
     return f"fabric changed: {_shape(new)}"
 
 
-def _shape(f: Fabric) -> str:
+def _shape(f: Clos) -> str:
     """The shape read, in a few words: "3 tiers: 4 pods, 8 leaves, 8 aggregation switches,
     4 cores, 0 hosts, 0 links down"."""
-    planes = getattr(f, "planes", None)
-    if planes is None:
-        words = f"2 tiers: {len(f.spines)} spines, {len(f.leaves)} leaves"
-    else:
-        p = planes[0]
-        words = (f"{len(planes)} planes, " if len(planes) > 1 else "") + (
-            f"{p.tiers} tiers: {len(p.pods)} pods, {len(p.leaves)} leaves, "
-            f"{sum(map(len, p.aggs))} aggregation switches, {sum(map(len, p.cores))} cores"
-            if p.cores else f"2 tiers: {len(p.aggs[0])} spines, {len(p.leaves)} leaves")
+    planes = f.planes
+    p = planes[0]
+    words = (f"{len(planes)} planes, " if len(planes) > 1 else "") + (
+        f"{p.tiers} tiers: {len(p.pods)} pods, {len(p.leaves)} leaves, "
+        f"{sum(map(len, p.aggs))} aggregation switches, {sum(map(len, p.cores))} cores"
+        if p.cores else f"2 tiers: {len(p.aggs[0])} spines, {len(p.leaves)} leaves")
     return f"{words}, {len(f.hosts)} hosts, {len(f.down)} links down"

@@ -50,8 +50,7 @@ import networkx as nx
 
 from controller.discovery.tiers import recognise_clos
 from controller.discovery.topology import Topology, _natural, cables
-from controller.model.clos import TIERS, Clos, Plane
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos, Plane, as_clos
 
 
 def discover(topology: Topology, previous=None, link_gbps: float | None = None):
@@ -62,9 +61,11 @@ def discover(topology: Topology, previous=None, link_gbps: float | None = None):
 
 def recognise_planes(topology: Topology, link_gbps=None, previous=None):
     """(a wired ``Clos`` of every plane, problems) when the topology shows two planes or more
-    or ``previous`` had them; else what ``tiers.recognise_clos`` gives. O(V + E + H log H)
-    plus the recognition of each plane."""
-    several = isinstance(previous, Clos) and len(previous.planes) > 1
+    or ``previous`` had them; else what ``tiers.recognise_clos`` gives (a ``Clos`` too, or
+    None). ``previous``: a ``Clos`` (a two-tier ``Fabric`` is taken as its ``as_clos``).
+    O(V + E + H log H) plus the recognition of each plane."""
+    previous = as_clos(previous)
+    several = previous is not None and len(previous.planes) > 1
     placed = _placed(previous)
     if not several and previous is not None and set(placed) != set(previous.dpids.values()):
         previous = None  # it held switches that were never part of its plane: start afresh
@@ -133,7 +134,7 @@ def _placed(previous) -> dict[int, int]:
     host."""
     if previous is None or not previous.wired:
         return {}
-    if isinstance(previous, Clos) and len(previous.planes) > 1:
+    if len(previous.planes) > 1:
         return {d: previous.plane_of[n] for n, d in previous.dpids.items()}
     up = nx.Graph()
     up.add_nodes_from(previous.dpids.values())
@@ -156,9 +157,9 @@ def _idle_problem(part: set[int]) -> dict:
                       "of its own, used once a host is heard there"}
 
 
-def plane_view(fabric: Clos, q: int):
+def plane_view(fabric: Clos, q: int) -> Clos:
     """Plane ``q`` of a recognised ``Clos`` alone, names without ``_p<q>``, as one plane's
-    recognition gives it (a ``Fabric`` for two tiers): the ``previous`` of that plane."""
+    recognition gives it: the ``previous`` of that plane."""
     plane, sfx = fabric.planes[q], f"_p{q}"
     own = set(plane.switches())
 
@@ -172,17 +173,14 @@ def plane_view(fabric: Clos, q: int):
               "host_ip": {h: fabric.ip_of(h, q) for h in hosts},
               "host_mac": {h: fabric.mac_of(h, q) for h in hosts}}
     down = {(bare(d[0]), bare(d[1]), *d[2:]) for d in fabric.down if d[0] in own}
-    if plane.cores or fabric.bundled:  # bundles: a two-tier Clos too
-        one = Plane("plane0", list(plane.pods), [bare(x) for x in plane.leaves],
-                    list(plane.pod_of_leaf), [[bare(x) for x in a] for a in plane.aggs],
-                    [[bare(x) for x in g] for g in plane.cores])
-        bundles = {(bare(lo), bare(up)): fabric.bundle(lo, up) for lo, up in fabric.links()
-                   if lo in own}
-        return Clos([one], {h: (leaf,) for h, leaf in hosts.items()}, dict(fabric.link_gbps),
-                    bundles, down=down, down_switches={bare(s) for s in fabric.down_switches
-                                                       if s in own}, wiring=wiring)
-    return Fabric([bare(s) for s in plane.aggs[0]], [bare(x) for x in plane.leaves], hosts,
-                  fabric.link_gbps["leaf"], down, wiring)
+    one = Plane("plane0", list(plane.pods), [bare(x) for x in plane.leaves],
+                list(plane.pod_of_leaf), [[bare(x) for x in a] for a in plane.aggs],
+                [[bare(x) for x in g] for g in plane.cores])
+    bundles = {(bare(lo), bare(up)): fabric.bundle(lo, up) for lo, up in fabric.links()
+               if lo in own}
+    return Clos([one], {h: (leaf,) for h, leaf in hosts.items()}, dict(fabric.link_gbps),
+                bundles, down=down, down_switches={bare(s) for s in fabric.down_switches
+                                                   if s in own}, wiring=wiring)
 
 
 def host_bits(addresses_by_plane) -> int | None:
@@ -261,37 +259,27 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=Non
                                          names[q]))
     planes, ports, dpids, down, down_switches = [], {}, {}, set(), set()
     sizes: dict = {}
-    for q, (f, _p) in enumerate(seen):
+    for q, (f, _p) in enumerate(seen):  # each plane's recognition: a Clos of one plane
         rename = {n: names[q][d] for n, d in f.dpids.items()}
-        if isinstance(f, Fabric):
-            planes.append(Plane(f"plane{q}", ["pod"], [rename[x] for x in f.leaves],
-                                [0] * len(f.leaves), [[rename[s] for s in f.spines]], []))
-        else:
-            p = f.planes[0]
-            planes.append(Plane(f"plane{q}", list(p.pods), [rename[x] for x in p.leaves],
-                                list(p.pod_of_leaf), [[rename[x] for x in a] for a in p.aggs],
-                                [[rename[x] for x in g] for g in p.cores]))
-            down_switches |= {rename[s] for s in f.down_switches}
+        p = f.planes[0]
+        planes.append(Plane(f"plane{q}", list(p.pods), [rename[x] for x in p.leaves],
+                            list(p.pod_of_leaf), [[rename[x] for x in a] for a in p.aggs],
+                            [[rename[x] for x in g] for g in p.cores]))
+        down_switches |= {rename[s] for s in f.down_switches}
         down |= {(rename[x[0]], rename[x[1]], *x[2:]) for x in f.down}
-        if isinstance(f, Clos):  # links per pair and the lower end's tier, every plane
-            sizes.update({(rename[lo], rename[up]): (f.tier_of[lo], f.bundle(lo, up))
-                          for lo, up in f.links()})
-        else:  # a plane with single links only was recognised as a two-tier Fabric
-            sizes.update({(rename[x], rename[s]): (0, 1) for x in f.leaves for s in f.spines})
+        # links per pair and the lower end's tier, every plane
+        sizes.update({(rename[lo], rename[up]): (f.tier_of[lo], f.bundle(lo, up))
+                      for lo, up in f.links()})
         back = {local: h for h, locals_ in joined.items() for r, local in enumerate(locals_)
                 if r == q}
         for n, d in f.dpids.items():
             dpids[rename[n]] = d
             ports[rename[n]] = {rename.get(x) or back[x]: port for x, port
                                 in f.ports.get(n, {}).items() if x in rename or x in back}
-    hosts_of = lambda f: f.hosts if isinstance(f, Fabric) else \
-        {h: ls[0] for h, ls in f.host_leaves.items()}
-    host_leaves = {h: tuple(names[q][seen[q][0].dpids[hosts_of(seen[q][0])[local]]]
+    host_leaves = {h: tuple(names[q][seen[q][0].dpids[seen[q][0].hosts[local]]]
                             for q, local in enumerate(locals_))
                    for h, locals_ in joined.items()}
-    first_gbps = first.link_gbps
-    gbps = dict(first_gbps) if isinstance(first_gbps, Mapping) \
-        else {t: float(first_gbps) for t in TIERS}
+    gbps = dict(first.link_gbps)
     wiring = {"dpids": dpids, "ports": ports,
               "host_ip": {h: [seen[q][0].host_ip[x] for q, x in enumerate(ls)]
                           for h, ls in joined.items()},
@@ -384,7 +372,7 @@ def _missing(seen: list, q: int, local: str, bits: int | None, parts: list[dict]
         host_part = int(ipaddress.IPv4Address(ip)) & ((1 << bits) - 1)
         wanted = [str(ipaddress.IPv4Address(net | host_part))
                   for net, part in zip(nets, parts) if host_part not in part]
-    leaf = f.hosts[local] if isinstance(f, Fabric) else f.host_leaves[local][0]
+    leaf = f.hosts[local]
     d = f.dpids[leaf]
     c = chassis.get(f.host_mac[local])
     if wanted:

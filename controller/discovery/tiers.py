@@ -1,9 +1,10 @@
 """Three tiers from what LLDP saw: leaves (the switches hosts are heard on, and before they
 speak the switches with ports that face no switch), aggregation switches (the leaves'
 neighbours) in pods, cores (the aggregation switches' other neighbours) in groups. A switch
-graph with no core is a leaf-spine and is left to ``topology.recognise``, and so is one that
+graph with no core is a leaf-spine and is read by ``topology.recognise``, and so is one that
 a leaf-spine explains better (a fat-tree is no leaf-spine with missing links, nor the
-reverse: ``clos_shape``).
+reverse: ``clos_shape``); either way the fabric comes back as a ``Clos`` (a leaf-spine: one
+plane of one pod, as ``model.clos.as_clos`` makes it, ``_bundled``).
 
 A pod is a connected part of the leaf-aggregation graph; a core group is the cores that reach
 the same aggregation switches, one per pod (group g on the g-th aggregation switch of every pod,
@@ -20,10 +21,10 @@ each alone with this. Not yet: a cable from a leaf to a core, new switches joini
 recognised fabric under their old names.
 
 Bundles: parallel cables between two adjacent switches are one link of several members,
-ordered by the lower switch's port numbers, on three tiers and on a leaf-spine (which is then
-returned as a two-tier ``Clos``, ``_bundled``): per tier the most common size is the
-``bundle`` default, other sizes are listed and reported (``unequal_bundle``); a member of the
-last recognition no longer seen keeps its ports and is down.
+ordered by the lower switch's port numbers, on three tiers and on a leaf-spine (``_bundled``):
+per tier the most common size is the ``bundle`` default, other sizes are listed and reported
+(``unequal_bundle``); a member of the last recognition no longer seen keeps its ports and is
+down.
 
 >>> from controller.discovery.topology import Topology
 >>> t = Topology()
@@ -54,7 +55,7 @@ from controller.discovery.topology import (
     cables,
     recognise,
 )
-from controller.model.clos import TIERS, Clos, Plane
+from controller.model.clos import TIERS, Clos, Plane, as_clos
 from controller.model.fabric import Fabric
 
 TIER_WORDS = ("leaf", "aggregation switch", "core")  # how problems name a switch's tier
@@ -228,11 +229,14 @@ def _contradicted(previous: Clos, topology: Topology) -> bool:
 
 
 def recognise_clos(topology: Topology, link_gbps: float | None = None,
-                   previous: Fabric | Clos | None = None):
-    """The fabric the topology shows: a wired single-plane ``Clos`` with three tiers when
-    ``clos_shape`` finds cores, else what ``topology.recognise`` gives (with ``previous``);
-    and the problems found. Link speed 100 Gbit/s unless ``link_gbps`` (Gbit/s, or per tier
-    of ``model.clos.TIERS``; else the previous fabric's)."""
+                   previous: Clos | None = None):
+    """The fabric the topology shows, a wired single-plane ``Clos``: three tiers when
+    ``clos_shape`` finds cores, else the leaf-spine ``topology.recognise`` reads (with
+    ``previous``) as a Clos of one pod (``_bundled``); and the problems found. Link speed 100
+    Gbit/s unless ``link_gbps`` (Gbit/s, or per tier of ``model.clos.TIERS``; else the
+    previous fabric's). ``previous``: the last recognition (a two-tier ``Fabric`` is taken
+    as its ``as_clos``)."""
+    previous = as_clos(previous)
     found, _odd = cables(topology)
     graph = nx.Graph()
     graph.add_nodes_from(sorted(topology.switches))
@@ -243,7 +247,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     facing = topology.facing()
     edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
             for d, ports in topology.switches.items()}
-    kept = _previous_shape(previous, topology) if isinstance(previous, Clos) else None
+    kept = _previous_shape(previous, topology) if previous is not None else None
     shape = kept
     if kept is None or _contradicted(previous, topology):
         fresh = clos_shape(graph, heard, {d: len(e) for d, e in edge.items()})
@@ -253,8 +257,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     if shape is None:
         if isinstance(link_gbps, Mapping):  # per tier: a leaf-spine has its leaf tier only
             link_gbps = link_gbps.get("leaf")
-        two = previous if isinstance(previous, Fabric) else _first_members(previous)
-        fabric, problems = recognise(topology, two, link_gbps)
+        fabric, problems = recognise(topology, _first_members(previous), link_gbps)
         return _bundled(fabric, found, problems, previous)
     if link_gbps is None and kept:
         link_gbps = previous.link_gbps
@@ -439,10 +442,10 @@ def _bundle_sizes(counts: dict, tier_of: dict, down: set, problems, dpid_of: dic
     return default, bundles
 
 
-def _first_members(previous) -> Fabric | None:
+def _first_members(previous: Clos | None) -> Fabric | None:
     """A two-tier ``Clos`` of one plane as ``topology.recognise`` takes its ``previous``: a
     ``Fabric`` with every bundle's first member (None for anything else)."""
-    if not isinstance(previous, Clos) or len(previous.planes) != 1 or previous.tiers != 2 \
+    if previous is None or len(previous.planes) != 1 or previous.tiers != 2 \
             or not previous.wired:
         return None
     p = previous.planes[0]
@@ -453,10 +456,11 @@ def _first_members(previous) -> Fabric | None:
                    "host_ip": dict(previous.host_ip), "host_mac": dict(previous.host_mac)})
 
 
-def _bundled(fabric: Fabric | None, found: list, problems: list, previous):
-    """A recognised leaf-spine with its parallel cables as bundles: a two-tier ``Clos`` when
-    some leaf-spine pair has several cables (or had, in ``previous``), else ``fabric`` as it
-    is. A bundle's members are ordered by the leaf's port numbers."""
+def _bundled(fabric: Fabric | None, found: list, problems: list, previous: Clos | None):
+    """A leaf-spine ``topology.recognise`` read, as a two-tier ``Clos`` of one pod: with its
+    parallel cables as bundles when some leaf-spine pair has several cables (or had, in
+    ``previous``), else ``as_clos(fabric)`` (the Clos the service makes of it). A bundle's
+    members are ordered by the leaf's port numbers."""
     if fabric is None:
         return fabric, problems
     names = fabric.switch_of_dpid
@@ -467,10 +471,10 @@ def _bundled(fabric: Fabric | None, found: list, problems: list, previous):
             cabled.setdefault((x, y), []).append((pa, pb))
         elif y in fabric.leaf_index and x in fabric.spine_index:
             cabled.setdefault((y, x), []).append((pb, pa))
-    old_ports = previous.ports if isinstance(previous, Clos) else {}
+    old_ports = previous.ports if previous is not None else {}
     if not any(len(c) > 1 for c in cabled.values()) and not any(
             isinstance(p, list) for m in old_ports.values() for p in m.values()):
-        return fabric, problems
+        return as_clos(fabric), problems
     problems = [p for p in problems if p["kind"] != "parallel_links"]
     used = {sw: {_first(p): n for n, p in m.items()} for sw, m in fabric.ports.items()}
     ports = {sw: dict(m) for sw, m in fabric.ports.items()}

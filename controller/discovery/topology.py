@@ -5,14 +5,14 @@ The shell feeds a ``Topology`` with events, passing the time in: switches and th
 probe sent from (dpid, port) came in on (dpid2, port2)), ``expire`` every probe round, and
 hosts (``host_seen``) from ARP and IPv4 packet-ins on ports that face no switch.
 
-``recognise`` turns that into a wired ``Fabric``: the switch graph (networkx) should be
-bipartite; the side without host ports are the spines; every leaf should reach every spine
-and a pair without a link is put in ``Fabric.down``. What is not leaf-spine (a leaf-leaf
-cable, a host on a spine, a switch with no link, parallel links) is reported and left out,
-so routing stays on what is valid (roles: ``roles.assign_roles``). ``declared.check_declared``
-compares a declared fabric with what is seen (wrong port, missing link, unknown switch).
-``probe_ports`` says where ARP probes can
-find a host not heard yet. Problems are dicts ``{"kind", "switch", "port", "detail", "dpid"}``
+``recognise`` turns that into a wired ``Fabric`` (``tiers.recognise_clos`` returns it as a
+``Clos`` of one pod): the switch graph (networkx) should be bipartite; the side without host
+ports are the spines; every leaf should reach every spine and a pair without a link is put in
+``Fabric.down``. What is not leaf-spine (a leaf-leaf cable, a host on a spine, a switch with no
+link, parallel links) is reported and left out, so routing stays on what is valid (roles:
+``roles.assign_roles``). ``declared.check_declared`` compares a declared fabric with what is
+seen (wrong port, missing link, unknown switch). ``probe_ports`` says where ARP probes can find
+a host not heard yet. Problems are dicts ``{"kind", "switch", "port", "detail", "dpid"}``
 (``switch`` is a name, or the dpid in hex for a switch that has none; ``port`` may be None).
 
     >>> t = Topology()

@@ -306,8 +306,9 @@ class Fabric(HostLookup):
         """True when every leaf sees the same spines: no single link down, only whole spines."""
         return len(set(self.up_mask)) <= 1
 
-    def link_bps(self) -> float:
-        """Capacity of every link in bytes per second."""
+    def link_bps(self, tier: str = "leaf") -> float:
+        """Capacity of every link in bytes per second (one speed: any ``tier``, as
+        ``Clos.link_bps`` takes it)."""
         return self.link_gbps * 1e9 / 8
 
     @property

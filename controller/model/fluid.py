@@ -326,8 +326,7 @@ class FluidSimulator:
             self._start_iteration(j)
 
     def report(self) -> dict:
-        bps = self.fabric.link_bps() if isinstance(self.fabric, Fabric) else \
-            self.fabric.link_bps("host")
+        bps = self.fabric.link_bps("host")  # a host's own link
         jobs = {}
         for st in self.states:
             jobs[st.job.id] = {"allreduce_s": st.allreduce, "ideal_s": st.job.ideal_allreduce_s(bps),
