@@ -30,7 +30,12 @@ emulated). The controller runs with ``--mlroute-fabric`` (flow mode, ``auto``,
 * a switch failure re-planned: the aggregation switch (spine) most of the ring's routes cross,
   its controller target moved to an unused port (its tables stay): time until the ring's
   routes leave it (includes the 3 s a disconnected switch counts as still forwarding); pointed
-  back: time until it is reconciled and the fabric ready again.
+  back: time until it is reconciled and the fabric ready again;
+* a switch lost, as one that powers off: the same aggregation switch's links all deleted at
+  once (both ends, one transaction: its neighbours report their ports down) and its controller
+  target moved away: time until the ring's routes leave it (no grace time: the links are
+  down); its links and controller back: time until it is reconciled, no link of it is down
+  and the fabric is ready again.
 
 Every phase also records (``meter``) its wall time, the CPU seconds the controller and
 ovs-vswitchd used, the load average and the controller's own counters (/metrics: messages,
@@ -102,7 +107,9 @@ FIGURES = ("entries", "first_start_ready_s", "first_start_messages",
            "link_failure.rest_ms.max", "link_failure.restored.reported_s",
            "switch_failure.replanned_s", "switch_failure.messages",
            "switch_failure.rest_ms.median", "switch_failure.rest_ms.max",
-           "switch_failure.restored.ready_s")
+           "switch_failure.restored.ready_s", "switch_loss.replanned_s", "switch_loss.messages",
+           "switch_loss.rest_ms.median", "switch_loss.rest_ms.max",
+           "switch_loss.restored.ready_s")
 
 
 # ---- pure helpers (tests/test_scale_bench.py) ------------------------------------------------
@@ -515,6 +522,43 @@ def switch_failure(ctl, fabric, job: str = "ring") -> dict:
     return out
 
 
+def switch_loss(ctl, fabric, job: str = "ring") -> dict:
+    """The aggregation switch (spine) most of ``job``'s routes cross is lost, as one that
+    powers off: every link of it goes down at once (its patch ports deleted at both ends in one
+    transaction: its neighbours report their ports down) and its controller connection with
+    them; then it comes back (links added again, controller pointed back)."""
+    if listening(UNUSED_PORT):
+        raise RuntimeError(f"port {UNUSED_PORT} is in use: it must stay unanswered")
+    routes = _routes(ctl, job)
+    sw = busiest_middle(fabric, routes)
+    assert sw is not None, f"no route of {job} crosses an aggregation switch"
+    members = [x for x in switch_links(fabric) if sw in x[:2]]
+    out = {"switch": sw, "links": len(members),
+           "routes_through_it": routes_over(fabric, routes, switch=sw)}
+
+    def lose() -> dict:
+        t0 = time.monotonic()
+        _transactions([c for x in members for c in (["del-port", x[0], x[4]],
+                                                    ["del-port", x[1], x[5]])]
+                      + [["set-controller", sw, f"tcp:127.0.0.1:{UNUSED_PORT}"]], 1024)
+        return {"del_port_s": round(time.monotonic() - t0, 3)}
+    _failed(ctl, out, "replanned_s", lose,
+            lambda: routes_over(fabric, _routes(ctl, job), switch=sw) == 0,
+            f"{job}'s routes off {sw}", _all_routes(ctl), ready=False)
+
+    def back() -> bool:
+        view = _fabric(ctl)
+        return (view["ready"] and sw not in view["missing_switches"]
+                and not any(sw in d.split("-") for d in view["links_down"]))
+
+    def restore() -> None:
+        _transactions([c for x in members for c in patch_commands(x)], 1024)
+        point(fabric, [sw], OF_PORT)
+    _, ready, spent = _phase(ctl, restore, back, f"{sw} and its links back")
+    out["restored"] = {"ready_s": ready, **spent}
+    return out
+
+
 def measure(fabric, name: str, workdir: str) -> dict:
     """Every figure of one fabric (the module's docstring), in one controller's life."""
     clos = isinstance(fabric, Clos)
@@ -549,7 +593,9 @@ def measure(fabric, name: str, workdir: str) -> dict:
                      fabric, {sw: s["job_rules"] for sw, s in _fabric(ctl)["seen"].items()})),
                  ("link_failure", lambda: link_failure(ctl, fabric)),
                  ("quiet.after_link", lambda: quiesce(ctl, wait=HOLD_DOWN + 1)),
-                 ("switch_failure", lambda: switch_failure(ctl, fabric))]
+                 ("switch_failure", lambda: switch_failure(ctl, fabric)),
+                 ("quiet.after_switch", lambda: quiesce(ctl, wait=HOLD_DOWN + 1)),
+                 ("switch_loss", lambda: switch_loss(ctl, fabric))]
         for key, step in steps:
             _say(f"{name}: {key}")
             try:
@@ -646,7 +692,8 @@ def summary(result: dict) -> dict:
             "rest_latency_ms_during_reconcile.max", "entries", "post.ring.answered_s",
             "post.all_to_all.answered_s", "link_failure.replanned_s",
             "link_failure.restored.reported_s", "switch_failure.replanned_s",
-            "switch_failure.restored.ready_s", "error")
+            "switch_failure.restored.ready_s", "switch_loss.replanned_s",
+            "switch_loss.restored.ready_s", "error")
     rows = [result["baseline"] or {}] + result["fabrics"]
     return {r.get("fabric", "?"): {k: lookup(r, k) for k in keys if lookup(r, k) is not None}
             for r in rows}

@@ -825,12 +825,16 @@ def _scale() -> str:
 
     def row(f: dict) -> list:
         post, lf, sf = f["post"], f["link_failure"], f["switch_failure"]
+        lost = f.get("switch_loss")  # measured since 0.3.0
+        failures = [x for x in (lf, sf, lost) if x]
         return [f["fabric"], f["switches"], f"{f['entries']:,}", f"{f['first_start_ready_s']:g}",
                 f"{f['restart_ready_s']:g} ({f['restart_messages']:g})",
                 f"{f['rest_latency_ms_during_reconcile']['max']:g}",
                 f"{post['ring']['answered_s']:g}",
                 f"{post['all_to_all']['answered_s']:g} ({post['all_to_all']['flows']:,})",
-                f"{lf['replanned_s']:g}", f"{sf['replanned_s']:g}"]
+                f"{lf['replanned_s']:g}", f"{sf['replanned_s']:g}",
+                f"{lost['replanned_s']:g}" if lost else "-",
+                f"{max(x['rest_ms']['max'] for x in failures):g}"]
     k16 = b["fabrics"][-1]
     r = k16["ratios_to_baseline"]
     return ("## Three tiers at scale: start, restart, POST, failures\n\n"
@@ -840,14 +844,17 @@ def _scale() -> str:
               "mode, `auto`; each fat-tree in the same run as the paper-scale leaf-spine (the "
               f"first row). Seconds unless said; a switch counts as failed after "
               f"{b['settings']['dead_after_s']:g} s silent (`--mlroute-dead-after`), which the "
-              "switch failure's time includes. Restart: from the state file, (OpenFlow "
-              "messages sent). REST: the slowest `GET /v1/jobs` during the restart, ms. "
+              "time of a switch that loses its controller includes (it keeps forwarding); a "
+              "switch lost takes its links down with it (its neighbours report them). Restart: "
+              "from the state file, (OpenFlow messages sent). REST: the slowest `GET /v1/jobs` "
+              "during the restart, and during the three failures, ms. "
               f"{k16['fabric']} over the leaf-spine: first start {r['first_start_ready_s']:g}x, "
               f"restart {r['restart_ready_s']:g}x, the all-to-all {r['post.all_to_all.answered_s']:g}x, "
               f"a link failure {r['link_failure.replanned_s']:g}x.\n\n"
             + _table(["fabric", "switches", "static entries", "first start", "restart",
                       "REST max", "POST ring", "POST all-to-all (flows)", "link failure",
-                      "switch failure"], [row(f) for f in runs]))
+                      "controller lost", "switch lost", "REST max, failures"],
+                     [row(f) for f in runs]))
 
 
 def _hostmode() -> str:
