@@ -119,6 +119,28 @@ def test_a_core_link_down_replans_the_flows_that_crossed_it():
     assert call(svc, "GET", "/v1/fabric")[1]["links_down"] == [f"{agg}-{core}"]
 
 
+def test_a_switch_lost_with_its_links_is_replanned_once_for_all_of_them():
+    """Every link of an aggregation switch down together (a switch that powers off): one
+    re-plan whose event names them, routes and packets off the switch."""
+    f, sw, svc = start()
+    assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS))[0] == 201
+    agg = call(svc, "GET", "/v1/jobs/r")[1]["routes"][0]["path"][1]
+    ends = [(f.dpids[agg], f.port(agg, peer)) for peer in f.neighbours(agg)]
+    ends += [(f.dpids[peer], f.port(peer, agg)) for peer in f.neighbours(agg)]
+    events = len(call(svc, "GET", "/v1/fabric")[1]["events"])
+    svc.ports_changed([(dpid, port, False, None) for dpid, port in ends])
+    fabric = call(svc, "GET", "/v1/fabric")[1]
+    new = fabric["events"][events:]
+    assert len(new) == 1 and new[0]["cause"].startswith("ports ") and new[0]["cause"].endswith(
+        f"and {len(ends) - 3} more"), new
+    assert sorted(fabric["links_down"]) == sorted(
+        "-".join(sorted((agg, peer), key=lambda x: f.tier_of[x])) for peer in f.neighbours(agg))
+    for route in call(svc, "GET", "/v1/jobs/r")[1]["routes"]:
+        assert agg not in route["path"]
+        path, reached, _ = trace(f, sw, route["src"], route["dst"])
+        assert reached == route["dst"] and path == route["path"]
+
+
 def test_a_restart_from_the_state_file_changes_no_table(tmp_path):
     path = str(tmp_path / "state.json")
     f, sw, svc = start(store=StateStore(path))

@@ -182,19 +182,29 @@ class RouteService:
                 self._drain()
 
     def port_changed(self, dpid: int, port: int, up: bool, speed: int | None = None) -> None:
-        """A port went up or down; a leaf-spine link that went down re-plans the jobs using it.
-        ``speed``: its current speed in kbps, if the switch reports one."""
+        """A port went up or down (``ports_changed`` of one). ``speed``: its current speed in
+        kbps, if the switch reports one."""
+        self.ports_changed([(dpid, port, up, speed)])
+
+    def ports_changed(self, changes: list[tuple[int, int, bool, int | None]]) -> None:
+        """Ports that went up or down, as (dpid, port, up, speed in kbps or None), noted
+        together: the switch links among them re-plan the jobs using them once for all. A
+        switch lost takes all its links down at once; one re-plan per port was 16 re-plans
+        in a row at k = 16 (3 s, the REST API waiting behind them)."""
         with self.lock:
-            self.state.switches.setdefault(dpid, SwitchSeen(True)).ports[port] = up
-            self.finder.port_changed(dpid, port, up, self.clock(), speed)
+            for dpid, port, up, speed in changes:
+                self.state.switches.setdefault(dpid, SwitchSeen(True)).ports[port] = up
+                self.finder.port_changed(dpid, port, up, self.clock(), speed)
             self._discovery_out()
             f = self.state.declared
-            if f is None or dpid not in f.switch_of_dpid:
-                return
-            sw = f.switch_of_dpid[dpid]
-            peer = f.peer(sw, port)
-            if peer in f.dpids:  # a switch link, not a host port
-                self._topology_changed(f"port {sw}:{port} to {peer} {'up' if up else 'down'}")
+            links = [f"{f.switch_of_dpid[dpid]}:{port} to {peer} {'up' if up else 'down'}"
+                     for dpid, port, up, _ in changes if f is not None
+                     and dpid in f.switch_of_dpid
+                     and (peer := f.peer(f.switch_of_dpid[dpid], port)) in f.dpids]
+            if links:  # switch links, not host ports
+                more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+                self._topology_changed(f"port{'s' if len(links) > 1 else ''} "
+                                       + ", ".join(links[:3]) + more)
                 self._drain()
 
     def _drain(self) -> None:

@@ -92,6 +92,8 @@ class Shell:
         self.stats_interval = conf.mlroute_stats_interval
         self.improving = False
         self._packets: deque = deque()  # packet-ins waiting for the service (_answer)
+        self._ports: deque = deque()  # port changes waiting for the service (_report_ports)
+        self._reporting = False  # a _report_ports worker runs
         self._answering = False
         self._connecting: deque = deque()  # switches that connected, for _provision_queued
         self._provisioning = False
@@ -150,10 +152,14 @@ class Shell:
             self.roles.on_disconnected(dp.id)
 
     def port_status(self, msg) -> None:
+        """Queued: one worker hands every port change waiting to the service at once
+        (``_report_ports``), so the links a lost switch takes down are re-planned together."""
         port, up = translate.port_status(msg.datapath.ofproto, msg)
         speed = int(getattr(msg.desc, "curr_speed", 0) or 0)  # kbps, 0: not reported
-        self.hub.spawn(self._guarded, self.service.port_changed, msg.datapath.id, port, up,
-                       speed)
+        self._ports.append((msg.datapath.id, port, up, speed))
+        if not self._reporting:
+            self._reporting = True
+            self.hub.spawn(self._guarded, self._report_ports)
 
     def packet_in(self, msg) -> None:
         """Queued: one worker feeds them to the service in batches (``_answer``)."""
@@ -289,6 +295,27 @@ class Shell:
             if self._packets and self._running:  # one arrived as this worker ended
                 self._answering = True
                 self.hub.spawn(self._guarded, self._answer)
+
+    def _report_ports(self) -> None:
+        """Hand the service every queued port change at once, until the queue is empty: those
+        that arrive while it re-plans for the last ones make the next batch."""
+        try:
+            while True:
+                batch = []
+                while True:
+                    try:
+                        batch.append(self._ports.popleft())
+                    except IndexError:  # empty, or another worker took it (native threads)
+                        break
+                if not batch:
+                    break
+                self._guarded(self.service.ports_changed, batch)
+                self.hub.sleep(0)  # REST and switch events between batches
+        finally:
+            self._reporting = False
+            if self._ports and self._running:  # one arrived as this worker ended
+                self._reporting = True
+                self.hub.spawn(self._guarded, self._report_ports)
 
     def _improve(self) -> None:
         """Anytime planning off the request path: layer 2 and the jobs search in this process,

@@ -1,0 +1,63 @@
+"""The shell's port changes (``core.Shell.port_status``, ``_report_ports``): one worker hands
+the service every change waiting at once, so the links a lost switch takes down together are
+re-planned together (``RouteService.ports_changed``), and changes that arrive while the service
+works make the next batch; none is lost."""
+from __future__ import annotations
+
+from collections import deque
+from types import SimpleNamespace
+
+from controller.shell.core import Shell
+from controller.shell.hub import Hub
+
+
+class Service:
+    def __init__(self, shell, arrive: list):
+        self.shell, self.arrive, self.batches = shell, arrive, []
+
+    def ports_changed(self, batch):
+        self.batches.append(list(batch))
+        for msg in self.arrive:  # arrive while the service works on this batch
+            self.shell.port_status(msg)
+        self.arrive = []
+
+
+def status(dpid: int, port: int, up: bool):
+    ofproto = SimpleNamespace(OFPPR_DELETE=1, OFPPR_MODIFY=2, OFPPC_PORT_DOWN=1,
+                              OFPPS_LINK_DOWN=1)
+    desc = SimpleNamespace(port_no=port, config=0, state=0 if up else 1, curr_speed=10_000)
+    return SimpleNamespace(datapath=SimpleNamespace(id=dpid, ofproto=ofproto), reason=2,
+                           desc=desc)
+
+
+def shell_with(arrive: list) -> tuple[Shell, Service, list]:
+    spawned = []  # run by hand: the framework's loop would run them after the handler
+    shell = Shell.__new__(Shell)  # only what the port path uses: no sockets, no framework
+    shell.hub = Hub(spawn=lambda fn, *a: spawned.append((fn, a)), sleep=lambda s: None,
+                    Event=None)
+    shell._running, shell._reporting = True, False
+    shell._ports = deque()
+    shell.service = Service(shell, arrive)
+    return shell, shell.service, spawned
+
+
+def run(spawned: list) -> None:
+    while spawned:
+        fn, args = spawned.pop(0)
+        fn(*args)
+
+
+def test_port_changes_waiting_together_reach_the_service_as_one_batch():
+    later = [status(9, p, False) for p in (1, 2)]
+    shell, service, spawned = shell_with(later)
+    for port in range(1, 17):  # a switch lost: its 16 neighbours' ports, back to back
+        shell.port_status(status(port, 1, False))
+    assert len(spawned) == 1  # one worker, however many arrive
+    run(spawned)
+    assert [len(b) for b in service.batches] == [16, 2]  # those that came meanwhile: next
+    assert service.batches[0][0] == (1, 1, False, 10_000)
+    assert service.batches[1] == [(9, 1, False, 10_000), (9, 2, False, 10_000)]
+    assert not shell._reporting and not shell._ports
+    shell.port_status(status(3, 4, True))  # a later change starts a worker again
+    run(spawned)
+    assert service.batches[-1] == [(3, 4, True, 10_000)]
