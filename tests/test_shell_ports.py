@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from types import SimpleNamespace
 
-from controller.shell.core import Shell
+from controller.shell.core import PORT_GATHER, Shell
 from controller.shell.hub import Hub
 
 
@@ -30,10 +30,13 @@ def status(dpid: int, port: int, up: bool):
                            desc=desc)
 
 
+shell_sleeps: list[float] = []
+
+
 def shell_with(arrive: list) -> tuple[Shell, Service, list]:
     spawned = []  # run by hand: the framework's loop would run them after the handler
     shell = Shell.__new__(Shell)  # only what the port path uses: no sockets, no framework
-    shell.hub = Hub(spawn=lambda fn, *a: spawned.append((fn, a)), sleep=lambda s: None,
+    shell.hub = Hub(spawn=lambda fn, *a: spawned.append((fn, a)), sleep=shell_sleeps.append,
                     Event=None)
     shell._running, shell._reporting = True, False
     shell._ports = deque()
@@ -53,7 +56,9 @@ def test_port_changes_waiting_together_reach_the_service_as_one_batch():
     for port in range(1, 17):  # a switch lost: its 16 neighbours' ports, back to back
         shell.port_status(status(port, 1, False))
     assert len(spawned) == 1  # one worker, however many arrive
+    shell_sleeps.clear()
     run(spawned)
+    assert shell_sleeps[0] == PORT_GATHER  # the first waits for those that come with it
     assert [len(b) for b in service.batches] == [16, 2]  # those that came meanwhile: next
     assert service.batches[0][0] == (1, 1, False, 10_000)
     assert service.batches[1] == [(9, 1, False, 10_000), (9, 2, False, 10_000)]
