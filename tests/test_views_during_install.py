@@ -50,6 +50,12 @@ class SlowBarriers(FakeSwitches):
             assert self._go.wait(WAIT), "never released"
         super().install(batches)
 
+    def read_tables(self, dpid):
+        if self._holding:  # a table read's replies come late too
+            self.held.set()
+            assert self._go.wait(WAIT), "never released"
+        return super().read_tables(dpid)
+
 
 def wired():
     return Fabric.generate(2, 4, 2, 0.01, wiring=True)
@@ -195,6 +201,31 @@ def test_a_port_change_during_the_wait_is_applied_after_the_change_committed():
     for jid in ("a", "b"):
         for r in get(svc, f"/v1/jobs/{jid}")["routes"]:
             assert not (r.get("spine") == "s0" and f.hosts[r["src"]] == "l0"), r
+
+
+def test_a_view_answers_while_a_queued_switch_is_read_under_the_lock():
+    """``drain`` (after a change, or a takeover) reads queued switches under the lock: the
+    read lets views in too, which see the switch still queued, not provisioned."""
+    f = wired()
+    sw, svc = start(f)
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    l1 = f.dpids["l1"]
+    with svc.lock:
+        svc.reconciler.connected(l1)  # as a reconnect queues it
+
+    def drain():
+        with svc.lock:
+            svc.tx.drain()
+    sw.hold()
+    writer, box = in_thread(drain)
+    assert sw.held.wait(WAIT)
+    seen = answered(get, svc, "/v1/fabric")["seen"]["l1"]
+    assert seen["pending"] is True and seen["provisioned"] is False  # queued, being read
+    sw.release()
+    writer.join(WAIT)
+    assert not writer.is_alive() and "error" not in box
+    seen = get(svc, "/v1/fabric")["seen"]["l1"]
+    assert seen["provisioned"] is True and not seen["pending"]
 
 
 def test_a_failed_install_leaves_the_lock_free_and_the_state_unchanged():

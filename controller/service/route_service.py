@@ -332,7 +332,8 @@ class RouteService:
         if self.passive:
             return
         try:
-            self.reconciler.installer.install({dpid: bootstrap_messages(dpid)})
+            with self.lock.waiting():  # views answer meanwhile (the switch is noted already)
+                self.reconciler.installer.install({dpid: bootstrap_messages(dpid)})
         except InstallError as e:
             LOG.error("mlroute: switch %#x: %s", dpid, e)
 
