@@ -9,9 +9,15 @@ re-plan returned; each GET's wall time is recorded. Run on both branches to comp
 
     python -m benchmarks.views_wait --fat-tree 16 --barrier-ms 100  (from the repo root)
 
-On main (before), 100 ms per barrier: one GET, 288 ms (it waited for the whole re-plan,
-281 ms); on this branch: 12 GETs, median 16.5 ms, the slowest 120 ms (the one that came
-during the re-plan's own CPU, which still holds the view lock), re-plan 334 ms.
+Measured on an idle machine (k = 16, ring and all-to-all running, a core link down: 3 flows
+moved, 213 entries added on 17 switches, two installs waited on):
+
+    barrier   main (before)                    views-during-install (after)
+    100 ms    1 GET, 272 ms (re-plan 267 ms)   18-20 GETs, median 9-10 ms, max 61 ms (272 ms)
+    300 ms    1 GET, 675 ms (re-plan 669 ms)   53 GETs, median 9.9 ms, max 60 ms (678 ms)
+
+The slowest GET is the one that came during the re-plan's own CPU (planning, desired
+tables, diffs, commit, drain, save: about 60-70 ms), which still holds the view lock.
 """
 from __future__ import annotations
 
