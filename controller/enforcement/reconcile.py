@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol
 
 from controller.enforcement.openflow import (
@@ -50,8 +51,13 @@ def _parts(rules: list) -> tuple[list, list]:
 
 
 class Reconciler:
-    def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex):
+    def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex,
+                 waiting: Callable[[], AbstractContextManager] = nullcontext):
         self.installer = installer
+        # around every wait for the switches (an install, a table read): the service lets
+        # views read its state meanwhile (``servicelock.ServiceLock.waiting``); nothing here
+        # is mutated inside it, only before or after
+        self.waiting = waiting
         self.counters = counters  # shared with the state, for views and metrics
         self.describe = describe  # dpid -> switch name, for messages
         self.installed: dict[int, SwitchState] = {}  # synchronised switches
@@ -97,7 +103,9 @@ class Reconciler:
     def sync(self, dpid: int, rules: list, groups: list) -> dict:
         """Read one switch and send it only the difference, make before break."""
         t0 = time.perf_counter()
-        return self.repair(dpid, self.installer.read_tables(dpid), rules, groups, t0)
+        with self.waiting():
+            have = self.installer.read_tables(dpid)
+        return self.repair(dpid, have, rules, groups, t0)
 
     def claim(self) -> int | None:
         """Take a queued switch to read outside the caller's lock (``repair`` afterwards)."""
@@ -213,7 +221,8 @@ class Reconciler:
     def _send(self, batches: dict) -> None:
         if batches:
             self.counters["messages_sent"] += sum(len(m) for m in batches.values())
-            self.installer.install(batches)
+            with self.waiting():
+                self.installer.install(batches)
 
     def _count(self, make: list, brk: list) -> dict:
         added = sum(m.kind == "flow_add" for m in make)

@@ -6,6 +6,8 @@ A thin sequencer: under one lock, every operation asks ``decide`` for a ``Change
 hands it to the ``Transaction``, which installs it make before break, commits, stores and
 records it. A switch that connects is queued; its tables are read without the lock and
 repaired under it (``tablesync.py``), never by a nested call (the lock is not re-entrant).
+The lock has two levels (``servicelock.py``): a change holds it whole, views take its state
+level alone (``self.lock.views``), which a change lets go of while it waits for the switches.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from controller.service.hostports import HostPortService
 from controller.service.matrices import MatrixLearning
 from controller.service.predictions import Predictions
 from controller.service.resolver import Resolver
+from controller.service.servicelock import ServiceLock
 from controller.service.settings import Settings
 from controller.service.state import ControllerState, SwitchSeen, from_doc, next_failure
 from controller.service.transaction import Transaction
@@ -52,14 +55,15 @@ class RouteService:
             decide.check_servable(fabric)
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
-        self.lock = threading.Lock()
+        self.lock = ServiceLock()  # ``with self.lock``: a change; ``self.lock.views``: a view
         self._readers = threading.Semaphore(tablesync.TABLE_READERS)  # tables read at once
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
         declared, jobs, number = from_doc(store.load() if store else None, fabric)
         self.state.load(declared, jobs, number)
-        self.reconciler = Reconciler(installer, self.state.counters, self.switch_name)
+        self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
+                                     self.lock.waiting)
         self.hostports = HostPortService(getattr(installer, "probe", None))
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp,
@@ -236,7 +240,7 @@ class RouteService:
     def next_deadline(self) -> float | None:
         """When a disconnected switch's grace time next ends, by ``clock`` (None: none runs):
         the shell calls ``expire`` then rather than at its next tick (``state.next_failure``)."""
-        with self.lock:
+        with self.lock.views:
             if self.passive or self.state.declared is None:
                 return None
             return next_failure(self.state.declared, self.state.switches, self.clock(),
@@ -328,7 +332,8 @@ class RouteService:
         if self.passive:
             return
         try:
-            self.reconciler.installer.install({dpid: bootstrap_messages(dpid)})
+            with self.lock.waiting():  # views answer meanwhile (the switch is noted already)
+                self.reconciler.installer.install({dpid: bootstrap_messages(dpid)})
         except InstallError as e:
             LOG.error("mlroute: switch %#x: %s", dpid, e)
 
@@ -411,7 +416,7 @@ class RouteService:
         return self.tx.current_plan()
 
     def fabric_view(self) -> dict:
-        with self.lock:
+        with self.lock.views:
             return self._fabric_view()
 
     def _fabric_view(self) -> dict:
@@ -419,7 +424,7 @@ class RouteService:
                                          self.hostports.view(), self.finder, self.switch_name)
 
     def job_view(self, job_id: str) -> dict:
-        with self.lock:
+        with self.lock.views:
             return self._job_view(job_id)
 
     def _job_view(self, job_id: str) -> dict:
@@ -432,25 +437,25 @@ class RouteService:
                                    self.learning.explain(self.state, self.settings, r))
 
     def jobs_view(self) -> dict:
-        with self.lock:
+        with self.lock.views:
             return views.jobs_view(self.state)
 
     def routes_view(self) -> dict:
-        with self.lock:
+        with self.lock.views:
             return views.routes_view(self.state, self.host.ports)
 
     def links_view(self) -> dict:
-        with self.lock:
+        with self.lock.views:
             return views.links_view(self.state, self.current_plan())
 
     def imbalance_view(self) -> dict:
-        with self.lock:
+        with self.lock.views:
             return views.imbalance_view(self.state)
 
     def job_ports(self, job_id: str) -> str:
         """The source port of every connection of a job as text, one line per connection
         (what a job launcher reads: host mode's chosen ports, or the flows' own)."""
-        with self.lock:
+        with self.lock.views:
             r = self.state.jobs.get(job_id)
             if r is None:
                 raise NotFoundError(f"no job {job_id!r}")
