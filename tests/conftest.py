@@ -4,6 +4,15 @@ import os
 import pytest
 
 from emulation.harness.ha import ETCD, EtcdServer
+from emulation.harness.session import install_interrupt_handler
+
+
+def pytest_configure(config):
+    """SIGTERM (``timeout``, a CI job cancelled, a script's kill) stops a run as Ctrl-C does, in
+    every process of it (xdist's workers load this file too), so fixtures' teardowns run: the
+    etcd servers, controllers and emulations they started are not left behind (they run in
+    sessions of their own, which the signal does not reach)."""
+    install_interrupt_handler()
 
 
 @pytest.fixture(scope="module")

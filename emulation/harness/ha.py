@@ -63,18 +63,22 @@ class EtcdServer:
         from controller.service.etcd import Etcd, EtcdError
         client = Etcd(self.url, timeout=0.5)
         deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self.proc.returncode}; see {self.log_path}")
-            try:
-                client.status()
-                return self
-            except EtcdError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise TimeoutError(f"etcd did not answer within {timeout:g} s; "
-                                       f"see {self.log_path}") from None
-                time.sleep(0.1)
+        try:
+            while True:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"etcd exited with {self.proc.returncode}; "
+                                       f"see {self.log_path}")
+                try:
+                    client.status()
+                    return self
+                except EtcdError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"etcd did not answer within {timeout:g} s; "
+                                           f"see {self.log_path}") from None
+                    time.sleep(0.1)
+        except BaseException:  # a timeout, or Ctrl-C / SIGTERM while it starts: not left running
+            self.stop()
+            raise
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is not None and self.proc.poll() is None:
