@@ -3,6 +3,7 @@ repair of drifted tables, a cut leaf pair that degrades only its own flows, ids 
 address, and a state machine that checks every connected switch against the desired tables
 after any sequence of requests and events."""
 import json
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -131,7 +132,7 @@ def test_a_switch_back_before_its_deadline_makes_the_deadline_a_no_op():
     svc.expire()
     assert len(sw.sent) == sent and sw.snapshot() == before
     assert len(svc.state.events) == events
-    svc.join(object())  # a standby waits for no deadline: it does not act
+    svc.join(SimpleNamespace(shares=None))  # a standby waits for no deadline: it does not act
     assert svc.next_deadline() is None
 
 

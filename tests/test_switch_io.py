@@ -249,6 +249,7 @@ class Cluster:
     def __init__(self):
         self.role, self.generation, self.switch_roles, self.took = "master", 3, {}, []
         self.store = SimpleNamespace(load=lambda: {"jobs": []})
+        self.shares = None  # one master of every switch
 
     def switch_role(self, dpid, role):
         self.switch_roles[dpid] = role

@@ -67,14 +67,20 @@ class Reconciler:
         # dpid -> (shadow, rules, groups): the wanted lists its shadow was last brought to;
         # while the shadow object and both lists are the same, a converge has nothing to send
         self.basis: dict[int, tuple] = {}
+        # the switches this controller writes: all, or its share when redundant controllers
+        # share mastership out (``service/ownership.py``); the others' owners write theirs
+        self.manages: Callable[[int], bool] = lambda dpid: True
+        self.elsewhere: Callable[[int], bool] = lambda dpid: False  # connected, another's
 
     # ---- switches coming and going --------------------------------------------------------
     def connected(self, dpid: int) -> None:
-        """Queued to be read; a read of an earlier connection in flight is dropped."""
+        """Queued to be read (if this controller writes it); a read of an earlier connection
+        in flight is dropped."""
         self.installed.pop(dpid, None)
         self.basis.pop(dpid, None)
         self.syncing.discard(dpid)
-        self.pending.add(dpid)
+        if self.manages(dpid):
+            self.pending.add(dpid)
 
     def disconnected(self, dpid: int) -> None:
         self.installed.pop(dpid, None)
@@ -155,8 +161,10 @@ class Reconciler:
         confirmed: refuse it, naming the switch (static entries follow when it connects)."""
         now = None
         for dpid, (rules, _) in want.items():
-            if dpid in self.installed or dpid in self.pending or dpid in self.syncing:
-                continue  # synchronised, or about to be read and repaired with the newest state
+            if (dpid in self.installed or dpid in self.pending or dpid in self.syncing
+                    or self.elsewhere(dpid)):
+                continue  # synchronised, or about to be read and repaired with the newest
+                # state (here, or by the controller that masters it)
             now = current() if now is None else now
             new = {x for x in rules if x.cookie != COOKIE_STATIC}
             old = {x for x in now.get(dpid, ([], []))[0] if x.cookie != COOKIE_STATIC}

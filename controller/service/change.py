@@ -52,6 +52,8 @@ class Outcome:
     """
     stats: dict  # rule counts and time of the make-before-break installation
     port_changes: list = field(default_factory=list)  # host mode: connections to move
+    # shared switch mastership: members that did not confirm their share of it in time
+    members_pending: list = field(default_factory=list)
 
     @property
     def rules(self) -> dict:

@@ -12,7 +12,9 @@ Keys under a prefix (``/mlroute/`` by default; several fabrics can share one etc
   attached to the master's lease. Its ``create_revision`` is the master's **generation id**:
   etcd revisions only grow, so every takeover gets a larger one, which the switches check
   (OpenFlow role requests): a deposed master's messages are refused by the switches;
-* ``members/<id>``: ``{"id", "rest", "started"}`` of each running controller, on its lease.
+* ``members/<id>``: ``{"id", "rest", "started"}`` of each running controller, on its lease;
+* ``applied/<id>``: with shared switch mastership (``share``, ``ownership.py``), the newest
+  state revision that controller enforced on its share of the switches, on its lease.
 
 Only the master writes ``state`` and only while it holds ``master`` at its generation (a fenced
 transaction); every controller watches the prefix and a standby adopts each new document as is,
@@ -25,13 +27,8 @@ a second a standby also probes the master's REST port (``controller/service/prob
 ends the lease of a master whose process is gone. Whichever controller wins, the switches only
 accept the highest generation.
 
-REST writes go to any controller: a standby forwards them to the master (which plans, installs,
-confirms by barriers and stores), so the API keeps its contract (201 once the switches confirmed
-and etcd stored, 409 on a conflict) whichever controller is asked. When etcd is unreachable
-writes get 503 and change nothing; the switches keep their tables, and a change the master made
-meanwhile (a link failure) is stored when etcd returns. A write whose change the switches took
-while etcd died is answered 202 with an operation that ``GET /v1/cluster`` follows until it is
-stored (etcd back) or dropped (the master stepped down first): never 503 and a later install.
+REST writes go to any controller: a standby forwards them to the master, which answers once
+the switches confirmed and etcd stored (``writes.py`` says how each case is answered).
 
 A master says so in ``GET /v1/cluster`` only while its lease is confirmed: refreshed within its
 TTL, or checked in etcd at the question (a master frozen by SIGSTOP past its lease steps down
@@ -56,6 +53,7 @@ from controller.service.etcd import (
     op_range,
     prefix_end,
 )
+from controller.service.ownership import Shares
 from controller.service.probe import probe_loop, process_gone
 from controller.service.store import EtcdStore, decode
 from controller.service.writes import Writes
@@ -82,7 +80,7 @@ class Cluster:
 
     def __init__(self, client: Etcd, member_id: str, rest_url: str,
                  prefix: str = DEFAULT_PREFIX, ttl: int = 2, probe: bool = True,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, share: bool = False):
         if not member_id or "/" in member_id:
             raise ClusterError(f"controller id {member_id!r}: give a non-empty name without '/'")
         self.client = client
@@ -97,6 +95,10 @@ class Cluster:
                                on_fenced=self.fence_lost)
         self.master_key = (prefix + "master").encode()
         self.members_key = (prefix + "members/").encode()
+        self.applied_key = (prefix + "applied/").encode()
+        # shared switch mastership: each member masters its share (None: the master all)
+        self.shares = Shares(member_id) if share else None
+        self.on_members: Callable[[int], None] = lambda revision: None
         self.on_role: Callable[[str, int], None] = lambda role, gen: None
         self.on_state: Callable[[dict | None, int], None] = lambda doc, rev: None
         self.lease = 0
@@ -121,13 +123,12 @@ class Cluster:
         self._threads: list[threading.Thread] = []
 
     # ---- joining ---------------------------------------------------------------------------
-    def start(self, on_role=None, on_state=None) -> Cluster:
+    def start(self, on_role=None, on_state=None, on_members=None) -> Cluster:
         """Join and elect; raises ClusterError naming the etcd URL if etcd does not answer or
         another live controller has this id."""
-        if on_role:
-            self.on_role = on_role
-        if on_state:
-            self.on_state = on_state
+        self.on_role = on_role or self.on_role
+        self.on_state = on_state or self.on_state
+        self.on_members = on_members or self.on_members
         self.check()
         try:
             self._join()
@@ -209,8 +210,12 @@ class Cluster:
             elif kv.key.startswith(self.members_key):
                 info = json.loads(kv.value)
                 members[info["id"]] = info
+            elif kv.key.startswith(self.applied_key) and self.shares is not None:
+                self.shares.acknowledged(kv.key[len(self.applied_key):].decode(),
+                                         int(kv.value))
         with self._lock:
             self.members = members
+        self._members_seen(revision)
         if state is not None and state.mod_revision != self.state_revision:
             self._state_seen(state)
         self._master_seen(master)
@@ -439,6 +444,28 @@ class Cluster:
                     self.members[mid] = json.loads(kv.value)
                 else:
                     self.members.pop(mid, None)
+            self._members_seen(kv.mod_revision)
+        elif kv.key.startswith(self.applied_key) and self.shares and ev.kind == "put":
+            self.shares.acknowledged(kv.key[len(self.applied_key):].decode(), int(kv.value))
+
+    # ---- shared switch mastership (ownership.py) ---------------------------------------------
+    def _members_seen(self, revision: int) -> None:
+        """The member set as of ``revision``: with shared mastership a new set moves switches
+        (``on_members``: the shell sends the new roles, the service takes its new share)."""
+        with self._lock:
+            ids = set(self.members)
+        if self.shares is not None and self.shares.set_members(ids, revision):
+            LOG.info("mlroute: %d controllers share the switches (revision %d)", len(ids),
+                     revision)
+            self.on_members(revision)
+
+    def acknowledge(self, revision: int) -> None:
+        """This member enforced the stored intent of ``revision`` on its share."""
+        try:
+            self.client.put(self.applied_key + self.id.encode(), str(revision).encode(),
+                            self.lease)
+        except EtcdError as e:
+            LOG.error("mlroute: acknowledging revision %d: %s", revision, e)
 
     def _state_seen(self, kv: KeyValue, again: bool = False) -> None:
         if kv.mod_revision <= self.state_revision and not again:
@@ -514,6 +541,10 @@ class Cluster:
                                "failed": sum(r not in ("master", "slave") for r in roles)}}
             if unconfirmed:
                 me["unconfirmed_master"] = True
+            if self.shares is not None:  # switches each member masters, of those seen here
+                owned = self.shares.count(self.switch_roles)
+                for m in members:
+                    m["switches"] = owned.get(m["id"], 0)
             return {
                 "self": me, "members": members, "etcd": self.client.url, "master": master_id,
                 "generation": self.generation, "healthy": self.healthy,

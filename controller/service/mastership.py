@@ -4,14 +4,24 @@ restarted one would (read every switch, send only the difference); one that lose
 stands by. Functions of the state, the reconciler and discovery's finder; the service calls
 them under its lock and keeps the passive flag (``RouteService.follow_intent``, ``take_over``,
 ``stand_by``).
+
+With shared switch mastership (``ownership.py``) every member writes its share of the switches:
+the planner installs its own share and waits for the others' acknowledgements (``confirm``);
+the others enforce each stored intent on their share (``enforce``) and take a new share when
+the member set changes (``reshare``).
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from controller.discovery.finder import FabricFinder
 from controller.enforcement.reconcile import Reconciler
+from controller.errors import InstallError
+from controller.service.ownership import ACK_TIMEOUT, Shares
 from controller.service.state import ControllerState, from_doc
+
+LOG = logging.getLogger("mlroute")
 
 
 def load_intent(state: ControllerState, reconciler: Reconciler, finder: FabricFinder,
@@ -57,3 +67,67 @@ def stand_by(reconciler: Reconciler) -> None:
     later takeover reads every switch again."""
     for dpid in list(reconciler.installed):
         reconciler.connected(dpid)
+
+
+# ---- shared switch mastership ----------------------------------------------------------------
+def share_out(shares: Shares, state: ControllerState, reconciler: Reconciler) -> None:
+    """This controller writes only its share; a connected switch of another member's share
+    counts as synchronised (its owner installs and acknowledges)."""
+    reconciler.manages = shares.owns
+    reconciler.elsewhere = lambda dpid: (not shares.owns(dpid)
+                                         and dpid in state.switches
+                                         and state.switches[dpid].connected)
+
+
+def fabric_switches(state: ControllerState) -> list[int]:
+    """The connected switches of the declared fabric."""
+    f = state.declared
+    return [d for d, s in state.switches.items()
+            if s.connected and f is not None and d in f.switch_of_dpid]
+
+
+def reshare(state: ControllerState, reconciler: Reconciler, owns: Callable[[int], bool]) -> int:
+    """The member set changed: switches now another's are let go; those now this member's are
+    queued to be read and repaired. Returns how many were queued."""
+    reconciler.forget(owns)
+    queued = 0
+    for dpid in fabric_switches(state):
+        if owns(dpid) and dpid not in reconciler.installed and dpid not in reconciler.syncing \
+                and dpid not in reconciler.pending:
+            reconciler.connected(dpid)
+            queued += 1
+    return queued
+
+
+def enforce(state: ControllerState, reconciler: Reconciler, converge: Callable[[], dict],
+            drain: Callable[[], None]) -> bool:
+    """A member that does not plan brings its share to the followed intent: its synchronised
+    switches converge (make before break), its queued ones are read and repaired. True when
+    every switch of its share is synchronised (the member then acknowledges the revision)."""
+    if state.fabric is None:
+        return True
+    try:
+        converge()
+    except InstallError as e:
+        LOG.error("mlroute: enforcing the stored intent on this controller's switches: %s", e)
+        return False
+    drain()
+    if reconciler.pending:
+        LOG.warning("mlroute: switches %s of this controller's share are not synchronised yet",
+                    ", ".join(f"{d:#x}" for d in sorted(reconciler.pending)))
+    return not reconciler.pending
+
+
+def confirm(shares: Shares, store, state: ControllerState, waiting) -> list[str]:
+    """The planner, after storing a change: wait (the state lock let go) until every member
+    owning connected switches acknowledged the stored revision. Returns the members that did
+    not within ``ACK_TIMEOUT`` (nothing is waited for when etcd did not take the document)."""
+    if store.unsaved is not None or not store.revision:
+        return []
+    dpids = fabric_switches(state)
+    with waiting():
+        left = shares.wait(store.revision, dpids, ACK_TIMEOUT)
+    if left:
+        LOG.error("mlroute: controllers %s did not confirm revision %d within %g s",
+                  ", ".join(left), store.revision, ACK_TIMEOUT)
+    return left

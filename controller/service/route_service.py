@@ -171,7 +171,7 @@ class RouteService:
     def sync_queued(self) -> None:
         """Read and repair the queued switches (``tablesync.sync_queued``: off the lock)."""
         tablesync.sync_queued(self.lock, self._readers, self.state, self.reconciler, self.tx,
-                              lambda: not self.passive, self.switch_name)
+                              lambda: self.sends, self.switch_name)
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
@@ -212,7 +212,7 @@ class RouteService:
                 self._drain()
 
     def _drain(self) -> None:
-        if not self.passive:
+        if self.sends:
             self.tx.drain()
 
     def tick(self, probe: bool = True) -> None:
@@ -224,6 +224,8 @@ class RouteService:
         if self.passive:
             with self.lock:
                 self._learn(self.clock())
+            if self.sends:  # a member writing its share: reads that failed are tried again
+                self.sync_queued()
             return
         with self.lock:
             now = self.clock()
@@ -319,7 +321,7 @@ class RouteService:
             self.sync_queued()
 
     def _packet_out(self, dpid: int, port: int, frame: bytes) -> None:
-        if self.passive:
+        if not self.sends or not self.reconciler.manages(dpid):
             return
         try:
             self.reconciler.installer.packet_out(dpid, port, frame)
@@ -375,6 +377,8 @@ class RouteService:
                         moved_flows=change.moved_flows, plane_changes=change.plane_changes, **change.answer)
             if self.host.ports:
                 view["port_changes"] = outcome.port_changes
+            if outcome.members_pending:
+                view["members_pending"] = outcome.members_pending
             return view
 
     def advise(self, doc) -> dict:
@@ -476,12 +480,43 @@ class RouteService:
             self.state.telemetry.flow_stats(keyed, self.clock() if now is None else now)
 
     # ---- redundant controllers (controller/service/cluster.py) --------------------------------
+    @property
+    def sends(self) -> bool:
+        """Writes switches: the master, or any member when mastership is shared out."""
+        return not self.passive or (self.cluster is not None and self.cluster.shares is not None)
+
     def join(self, cluster) -> None:
-        """One of redundant controllers (``Cluster``): a standby until elected."""
+        """One of redundant controllers (``Cluster``): a standby until elected; with shared
+        switch mastership, the writer of its share (``mastership.share_out``)."""
         self.passive, self.cluster = True, cluster
+        if cluster.shares is not None:
+            mastership.share_out(cluster.shares, self.state, self.reconciler)
+            self.tx.confirm = lambda: mastership.confirm(cluster.shares, cluster.store,
+                                                         self.state, self.lock.waiting)
+
+    def enforce_share(self) -> bool:
+        """Shared mastership, a member that does not plan: the followed intent on its share
+        (``mastership.enforce``); True when it may acknowledge the intent's revision."""
+        with self.lock:
+            if not self.passive:
+                return True  # the planner installed its share with the change
+            return mastership.enforce(self.state, self.reconciler,
+                                      lambda: self.reconciler.converge(self.tx.current_tables()),
+                                      self.tx.drain)
+
+    def reshare(self) -> None:
+        """Shared mastership: the member set changed; this member's new share is read and
+        repaired, switches now another's are let go (``mastership.reshare``)."""
+        with self.lock:
+            mastership.reshare(self.state, self.reconciler, self.cluster.shares.owns)
+        self.sync_queued()
 
     def follow_intent(self, doc: dict | None) -> bool:
-        """A standby takes the master's stored intent; on the master: False, ignored."""
+        """A standby takes the master's stored intent; on the master: False, ignored (at
+        once: a change of the master may be waiting for the members' acknowledgements, which
+        the same watch loop brings)."""
+        if not self.passive:
+            return False
         with self.lock:
             if not self.passive:
                 return False

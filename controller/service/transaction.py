@@ -41,6 +41,9 @@ class Transaction:
         self.desired = DesiredTables(ecmp, labels)
         self._tables: tuple = (None, {})
         self._plan: tuple = (None, None)
+        # shared switch mastership: after a change is stored, waits for the members that
+        # write the other switches; returns those that did not confirm (``ownership.py``)
+        self.confirm: Callable[[], list[str]] | None = None
 
     def current_tables(self) -> dict:
         """Desired tables of the committed state, asked for once per change (``DesiredTables``
@@ -89,6 +92,8 @@ class Transaction:
         outcome = Outcome(stats, self.hostports.commit(fabric, change.jobs, ports))
         self.drain()
         self.save()
+        if self.confirm is not None:
+            outcome.members_pending = self.confirm()
         if change.event is not None:
             self.record_event(change, outcome=outcome, ms=(time.perf_counter() - t0) * 1e3)
         return outcome
@@ -148,6 +153,8 @@ class Transaction:
                  "unroutable_flows": sum(len(r.unroutable()) for r in st.jobs.values())}
         if outcome is not None and outcome.port_changes:
             event["port_changes"] = outcome.port_changes
+        if outcome is not None and outcome.members_pending:
+            event["members_pending"] = outcome.members_pending
         if error is None and change.plane_changes:
             event["plane_changes"] = change.plane_changes
         if ms is not None:

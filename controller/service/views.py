@@ -25,7 +25,9 @@ def need_fabric(state: ControllerState):
 
 
 def fabric_view(state: ControllerState, installed: dict, pending: set,
-                last_sync: dict | None = None) -> dict:
+                last_sync: dict | None = None, elsewhere=lambda dpid: False) -> dict:
+    """``ready``: every switch of the fabric synchronised, or (``elsewhere``, shared switch
+    mastership) connected and written by the controller that masters it."""
     f, d = state.fabric, state.declared
     seen = {}
     for dpid, s in sorted(state.switches.items()):
@@ -59,7 +61,7 @@ def fabric_view(state: ControllerState, installed: dict, pending: set,
             "missing_switches": missing, "ports_not_up": port_issues,
             "unknown_switches": unknown,
             "ready": f is not None and not missing and all(
-                f.dpids[sw] in installed for sw in f.switches())}
+                f.dpids[sw] in installed or elsewhere(f.dpids[sw]) for sw in f.switches())}
 
 
 def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -> list[dict]:
@@ -181,7 +183,7 @@ def budget_view(installed: dict, settings, name) -> dict:
 def service_fabric_view(state, reconciler, settings, host_mode: dict, finder, name) -> dict:
     """GET /v1/fabric: the fabric view with the rule budget, host mode and discovery."""
     rec = reconciler
-    doc = fabric_view(state, rec.installed, rec.pending, rec.last_sync)
+    doc = fabric_view(state, rec.installed, rec.pending, rec.last_sync, rec.elsewhere)
     doc["rule_budget"] = budget_view(rec.installed, settings, name)
     doc["host_mode"] = host_mode
     doc["discovery"] = {**finder.view(), "wiring_problems": finder.problems}

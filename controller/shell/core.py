@@ -98,6 +98,8 @@ class Shell:
         self._answering = False
         self._connecting: deque = deque()  # switches that connected, for _provision_queued
         self._provisioning = False
+        self._intents: deque = deque()  # shared mastership: followed revisions to enforce
+        self._enforcing = False
         self._syncers = 0  # _sync workers running (at most TABLE_READERS)
         self._syncers_lock = threading.Lock()
         self._running = True
@@ -376,16 +378,42 @@ class Shell:
         """Standby until etcd elects this controller; then master of every switch."""
         self.service.join(self.cluster)
         self.cluster.start(on_role=lambda role, gen: self.hub.spawn(self.roles.apply, role, gen),
-                           on_state=self._follow)
+                           on_state=self._follow,
+                           on_members=lambda rev: self.hub.spawn(self.roles.reshare))
         LOG.info("mlroute: controller %s joined the controllers at etcd %s as %s",
                  self.cluster.id, self.cluster.client.url, self.cluster.role)
 
     def _follow(self, doc, revision: int) -> None:
         try:
-            if self.service.follow_intent(doc):
-                LOG.info("mlroute: standby follows the intent of revision %d", revision)
+            followed = self.service.follow_intent(doc)
         except InputError as e:
             LOG.error("mlroute: stored intent of revision %d: %s", revision, e)
+            return
+        if followed:
+            LOG.info("mlroute: standby follows the intent of revision %d", revision)
+        if followed and self.cluster.shares is not None:  # its share written, acknowledged
+            self._intents.append(revision)
+            if not self._enforcing:
+                self._enforcing = True
+                self.hub.spawn(self._guarded, self._enforce)
+
+    def _enforce(self) -> None:
+        """Shared mastership: the newest followed intent enforced on this member's share,
+        then its revision acknowledged (the planner's answer waits for it). Off the watch
+        loop: the installs wait for barriers."""
+        try:
+            while self._intents:
+                revision = self._intents.popleft()
+                while self._intents:  # older revisions: the newest includes them
+                    revision = self._intents.popleft()
+                if self.service.enforce_share():
+                    self.cluster.acknowledge(revision)
+
+        finally:
+            self._enforcing = False
+            if self._intents and self._running:  # one arrived as this worker ended
+                self._enforcing = True
+                self.hub.spawn(self._guarded, self._enforce)
 
 
 def _cluster(conf) -> Cluster | None:
@@ -402,9 +430,17 @@ def _cluster(conf) -> Cluster | None:
     host = conf.wsapi_host
     if host in ("", "0.0.0.0", "::"):
         host = socket.gethostname()
+    if conf.mlroute_share_switches and not conf.mlroute_fabric:
+        raise InputError("--mlroute-share-switches needs a declared fabric (--mlroute-fabric): "
+                         "discovery's LLDP probes reach the controllers only through each "
+                         "switch's master")
+    if conf.mlroute_share_switches and conf.mlroute_mode == "host":
+        raise InputError("--mlroute-share-switches works with --mlroute-mode flow or sr: host "
+                         "mode's probes cross switches that other controllers master")
     cluster = Cluster(client, conf.mlroute_id or f"{socket.gethostname()}:{conf.wsapi_port}",
                       f"http://{host}:{conf.wsapi_port}", conf.mlroute_etcd_prefix,
-                      conf.mlroute_lease_ttl, conf.mlroute_failover_probe)
+                      conf.mlroute_lease_ttl, conf.mlroute_failover_probe,
+                      share=conf.mlroute_share_switches)
     cluster.check()
     return cluster
 

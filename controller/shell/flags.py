@@ -109,6 +109,10 @@ OPTS = [
     cfg.BoolOpt("mlroute-failover-probe", default=True,
                 help="standbys watch the master's REST connection and end its lease as soon "
                      "as its process is gone (else failover waits for the lease to expire)"),
+    cfg.BoolOpt("mlroute-share-switches", default=False,
+                help="controllers sharing etcd share the switches out: each is OpenFlow master "
+                     "of its share (rendezvous hashing) and writes it; the elected one plans "
+                     "and answers writes once every share is confirmed"),
 ]
 
 # REST listens on the loopback unless told otherwise (--wsapi-host 0.0.0.0); Ryu registers

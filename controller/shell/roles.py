@@ -2,8 +2,10 @@
 id (``controller/service/cluster.py`` elects; this tells the switches and takes over).
 
 A switch refuses a generation smaller than one it saw, so a deposed master cannot change
-tables. Framework-neutral like ``switches``: role replies and errors arrive on the event loop
-(``on_*``, never blocking); ``apply`` runs off it and waits for them.
+tables. With shared switch mastership (``controller/service/ownership.py``) each member is
+MASTER of its share and SLAVE of the rest, at the membership's generation; a new member set
+moves switches (``reshare``). Framework-neutral like ``switches``: role replies and errors
+arrive on the event loop (``on_*``, never blocking); ``apply`` runs off it and waits for them.
 """
 from __future__ import annotations
 
@@ -37,14 +39,10 @@ class Roles:
             master = role == "master"
             if not master:
                 self.service.stand_by()
-            waits = [self.send(dp, master, generation) for dp in self.switches.datapaths()]
-            deadline = time.monotonic() + self.switches.timeout
-            for dpid, xid, event in waits:
-                if not event.wait(max(0.0, deadline - time.monotonic())):
-                    LOG.error("mlroute: switch %s did not answer the role request",
-                              self.switches.name(dpid))
-                with self.switches.lock:
-                    self._waits.pop((dpid, xid), None)
+            self._wait([self.send(dp, self._masters(dp.id, master), self._generation())
+                        for dp in self.switches.datapaths()])
+            if c.shares is not None and not master:
+                self.service.reshare()  # a member that does not plan: its share read again
             if not master or (c.role, c.generation) != (role, generation):
                 return
             roles_at = time.time()
@@ -55,9 +53,41 @@ class Roles:
                 doc = None
             stats = self.service.take_over(doc)
             c.took_over(generation, {"roles_confirmed": roles_at, "synced": time.time(),
-                                     "role_requests": len(waits), **stats})
+                                     "role_requests": len(self.switches.datapaths()),
+                                     **stats})
             LOG.info("mlroute: master (generation %d): %d switches read, %d messages sent",
                      generation, stats["switches"], stats["messages"])
+
+    def reshare(self) -> None:
+        """Shared mastership: the member set changed. The new roles at the membership's
+        generation first, then the service reads and repairs its new share."""
+        c = self.cluster
+        with self._apply_lock:
+            self._wait([self.send(dp, self._masters(dp.id, c.role == "master"),
+                                  self._generation()) for dp in self.switches.datapaths()])
+            self.service.reshare()
+
+    def _generation(self) -> int:
+        """The generation id of the role requests: the master's election, or with shared
+        mastership the later of it and the membership's revision."""
+        shares = self.cluster.shares
+        return max(self.cluster.generation, shares.revision if shares is not None else 0)
+
+    def _masters(self, dpid: int, master: bool) -> bool:
+        """This controller asks to be the switch's master: as the elected master, or with
+        shared mastership as the switch's owner."""
+        shares = self.cluster.shares
+        return shares.owns(dpid) if shares is not None else master
+
+    def _wait(self, waits: list) -> None:
+        """Wait for the role replies (or refusals) of ``waits`` (``send``'s results)."""
+        deadline = time.monotonic() + self.switches.timeout
+        for dpid, xid, event in waits:
+            if not event.wait(max(0.0, deadline - time.monotonic())):
+                LOG.error("mlroute: switch %s did not answer the role request",
+                          self.switches.name(dpid))
+            with self.switches.lock:
+                self._waits.pop((dpid, xid), None)
 
     def send(self, dp, master: bool, generation: int):
         """One role request; returns (dpid, xid, Event set by the reply or the refusal)."""
@@ -68,7 +98,8 @@ class Roles:
 
     def on_connected(self, dp) -> None:
         """A switch connected: its role first (before any table change is sent)."""
-        self.send(dp, self.cluster.role == "master", self.cluster.generation)
+        c = self.cluster
+        self.send(dp, self._masters(dp.id, c.role == "master"), self._generation())
 
     def on_reply(self, msg) -> None:
         with self.switches.lock:

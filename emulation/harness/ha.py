@@ -117,8 +117,10 @@ class HaSession:
 
     def __init__(self, spines: int, leaves: int, hosts_per_leaf: int, bw: float, outdir: str,
                  etcd_url: str, n: int = 2, of_base: int = 6663, rest_base: int = 8091,
-                 extra_args: list[str] | None = None, fabric_file: bool = True, clos=None):
-        """``clos``: a wired ``model.clos.Clos`` emulated instead of the leaf-spine."""
+                 extra_args: list[str] | None = None, fabric_file: bool = True, clos=None,
+                 shared: bool = False):
+        """``clos``: a wired ``model.clos.Clos`` emulated instead of the leaf-spine;
+        ``shared``: the controllers share the switches out (``--mlroute-share-switches``)."""
         self.shape = (spines, leaves, hosts_per_leaf)
         self.bw = bw
         self.dir = outdir
@@ -131,7 +133,9 @@ class HaSession:
         self.of_ports = {cid: of_base + i for i, cid in enumerate(self.ids)}
         self.rest_ports = {cid: rest_base + i for i, cid in enumerate(self.ids)}
         self.sflow_ports = {cid: SFLOW_BASE + i for i, cid in enumerate(self.ids)}
-        self.extra_args = list(extra_args or [])
+        self.shared = shared
+        self.extra_args = list(extra_args or []) + (["--mlroute-share-switches"] if shared
+                                                    else [])
         self.ctls: dict[str, ControllerProcess | None] = {cid: None for cid in self.ids}
         self.starts: dict[str, int] = {cid: 0 for cid in self.ids}
         self.net = None
@@ -189,19 +193,25 @@ class HaSession:
 
     def wait_ready(self, timeout: float = 60) -> None:
         """A master that provisioned every switch, and every other controller's switches all
-        connected in the slave role."""
+        connected in the slave role; with shared mastership, every switch connected to every
+        controller and mastered by exactly one."""
         def ready():
             m = self.master_id()
             if m is None or not self.ctls[m].rest("GET", "/v1/fabric")[1].get("ready"):
                 return False
+            n, masters = len(self.fabric.dpids), 0
             for cid, ctl in self.ctls.items():
                 if ctl is None:
                     continue
                 sw = self.cluster(cid)["self"].get("switches", {})
-                want = "master" if cid == m else "slave"
-                if sw.get(want, 0) != len(self.fabric.dpids):
+                masters += sw.get("master", 0)
+                if self.shared:  # each writes its share
+                    if sw.get("master", 0) + sw.get("slave", 0) != n or \
+                            not ctl.rest("GET", "/v1/fabric")[1].get("ready"):
+                        return False
+                elif sw.get("master" if cid == m else "slave", 0) != n:
                     return False
-            return True
+            return masters == n if self.shared else True
         fabricnet.wait_until(ready, timeout, 0.1, "a master with every switch, standbys slave")
 
     def __enter__(self) -> HaSession:

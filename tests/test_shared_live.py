@@ -1,0 +1,135 @@
+"""Switch mastership shared out among three controllers (``--mlroute-share-switches``) against
+real parts: a private etcd, three ryu-managers and a Mininet k = 4 fat-tree (20 switches, one
+host per leaf, 20 Mbit/s) whose switches connect to all three. Open vSwitch reports exactly one
+master per switch and every controller masters some; a job posted to a controller that does
+not plan is answered 201 once every share confirmed, and its bytes cross the links its routes
+name; a member killed hands its switches to the others without changing an entry, and the
+next job is installed on them; the member back takes its share again, sending nothing."""
+import os
+import time
+
+import pytest
+
+from emulation.harness.fabricnet import wait_until
+from emulation.harness.ha import ETCD, EtcdServer, HaSession, controller_roles
+from emulation.harness.ovs import entry_ages
+from tests.integration import carried_as_planned, require_root_and_ovs
+from topologies.clos import fattree_fabric
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+BW = 20  # Mbit/s
+PAYLOAD = 1_000_000  # bytes per flow
+DEADLINE = 15.0
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    require_root_and_ovs()
+    if not os.path.exists(ETCD):
+        pytest.skip("etcd is not installed (apt-get install etcd-server)")
+    tmp = str(tmp_path_factory.mktemp("shared"))
+    with EtcdServer(tmp) as etcd, HaSession(0, 0, 0, BW, tmp, etcd.url, n=3, shared=True,
+                                            clos=fattree_fabric(4, 1, BW),
+                                            extra_args=["--mlroute-mode", "flow",
+                                                        "--mlroute-dead-after", "30"]) as s:
+        yield s
+
+
+def masters(s) -> dict[str, str]:
+    """bridge -> the controller Open vSwitch reports as its master (None: none or several)."""
+    port_of = {f"tcp:127.0.0.1:{p}": cid for cid, p in s.of_ports.items()}
+    out = {}
+    for sw in s.fabric.switches():
+        roles = controller_roles(sw)
+        m = [port_of[t] for t, r in roles.items() if r == "master"]
+        out[sw] = m[0] if len(m) == 1 else None
+    return out
+
+
+def settled(s, without=None) -> dict | None:
+    """``masters`` once every switch has one (none of them ``without``), else None."""
+    m = masters(s)
+    return m if None not in m.values() and without not in m.values() else None
+
+
+def tables(s) -> dict:
+    return {sw: entry_ages(sw) for sw in s.fabric.switches()}
+
+
+def across_pods(s, jid, offsets=(2, 4)):
+    """Every host sends to the hosts ``offsets`` leaves on: another pod (two leaves a pod)."""
+    hosts = sorted(s.fabric.host_leaves)
+    n = len(hosts)
+    return {"id": jid, "flows": [{"src": h, "dst": hosts[(i + d) % n], "bytes": 4e6}
+                                 for i, h in enumerate(hosts) for d in offsets]}
+
+
+def post_to_a_member(s, jid):
+    m = s.master_id()
+    member = next(cid for cid, c in s.ctls.items() if c is not None and cid != m)
+    code, doc = s.ctls[member].rest("POST", "/v1/jobs", across_pods(s, jid), timeout=DEADLINE)
+    assert code == 201, doc
+    assert not doc.get("members_pending"), doc
+    routes = s.master().rest("GET", f"/v1/jobs/{jid}", timeout=DEADLINE)[1]["routes"]
+    return routes
+
+
+def test_every_switch_has_one_master_and_every_controller_a_share(shared):
+    got = wait_until(lambda: settled(shared), 15, 0.5,
+                     "one master per switch in Open vSwitch's status")
+    counts = {cid: list(got.values()).count(cid) for cid in shared.ids}
+    assert all(n >= 1 for n in counts.values()), counts
+    views = {cid: shared.cluster(cid) for cid in shared.ids}
+    for cid, v in views.items():
+        assert v["self"]["switches"]["master"] == counts[cid], (cid, v["self"], counts)
+        assert {m["id"]: m["switches"] for m in v["members"]} == counts, v["members"]
+
+
+def test_a_job_posted_to_a_member_is_installed_on_every_share(shared):
+    routes = post_to_a_member(shared, "a2a")
+    try:
+        carried_as_planned(shared.net, shared.fabric, routes, PAYLOAD)
+    finally:
+        shared.master().rest("DELETE", "/v1/jobs/a2a", timeout=DEADLINE)
+
+
+def test_a_member_killed_hands_its_switches_over_and_back_unchanged(shared):
+    routes = post_to_a_member(shared, "kept")
+    planner = shared.master_id()
+    victim = next(cid for cid in shared.ids if cid != planner)
+    before_masters = masters(shared)
+    before = tables(shared)
+    t0 = time.monotonic()
+    shared.kill(victim)
+    moved = wait_until(lambda: settled(shared, without=victim), 20, 0.5,
+                       f"the switches of {victim} mastered by the others")
+    # only the victim's switches moved (rendezvous hashing)
+    assert all(moved[sw] == c for sw, c in before_masters.items() if c != victim)
+    after = tables(shared)
+    elapsed = time.monotonic() - t0
+    for sw, entries in after.items():
+        assert set(entries) == set(before[sw]), sw
+        for key, (age, _packets) in entries.items():
+            assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)  # never re-added
+    carried_as_planned(shared.net, shared.fabric, routes, PAYLOAD)
+    # a job posted while two members share everything
+    code, doc = shared.master().rest("POST", "/v1/jobs", across_pods(shared, "two", (6,)), timeout=DEADLINE)
+    assert code == 201 and not doc.get("members_pending"), doc
+    two = shared.master().rest("GET", "/v1/jobs/two", timeout=DEADLINE)[1]["routes"]
+    shared.master().rest("DELETE", "/v1/jobs/two", timeout=DEADLINE)
+    # the member back: its share again, read and found as the others left it
+    before = tables(shared)
+    t0 = time.monotonic()
+    shared.start_controller(victim)
+    wait_until(lambda: masters(shared) == before_masters, 30, 0.5,
+               f"{victim} master of its share again")
+    shared.wait_ready()
+    after = tables(shared)
+    elapsed = time.monotonic() - t0
+    for sw, entries in after.items():
+        assert set(entries) == set(before[sw]), sw
+        for key, (age, _packets) in entries.items():
+            assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)
+    carried_as_planned(shared.net, shared.fabric, routes, PAYLOAD)
+    assert two
+    shared.master().rest("DELETE", "/v1/jobs/kept", timeout=DEADLINE)
