@@ -111,13 +111,6 @@ def make_fabric(args) -> Fabric | Clos:
     return Fabric.generate(spines, leaves, hpl, args.gbps, args.failed_spines)
 
 
-def fabric_line(fabric: Fabric | Clos, failed: int) -> str:
-    if isinstance(fabric, Clos):
-        return fabric.summary()
-    return (f"{len(fabric.spines)} spines, {len(fabric.leaves)} leaves, {len(fabric.hosts)} hosts"
-            + (f" ({failed} spines failed)" if failed else ""))
-
-
 def slowest_rate_gbps(plan) -> float:
     """Smallest max-min rate when the first step of every job starts at once, in Gb/s."""
     import numpy as np
@@ -507,14 +500,15 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "fabric":
             fabric = make_fabric(args)
-            out, summary = (json.dumps(fabric.to_dict(), indent=1),
-                            fabric_line(fabric, args.failed_spines))
+            # a generated Fabric counts its failed spines (--failed-spines) in its summary
+            out, summary = json.dumps(fabric.to_dict(), indent=1), fabric.summary()
         else:
             if args.objective is not None and args.objective not in OBJECTIVES:
                 raise InputError(f"unknown objective {args.objective!r} "
                                  f"(choose from {', '.join(OBJECTIVES)})")
             fabric, jobs = load_inputs(args.fabric, args.jobs)
-            out, summary = (clos_command if isinstance(fabric, Clos)
+            # a two-tier document of today is the two-tier model: its planners and output
+            out, summary = (clos_command if fabric.is_clos
                             else two_tier_command)(args, fabric, jobs)
         write_output(out, args.out, summary)
     except InputError as e:

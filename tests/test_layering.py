@@ -142,3 +142,70 @@ def test_the_controller_starts_without_the_solvers():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          timeout=120, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+# The shape of a fabric (which model, whether it has planes, one two-tier plane) is the model's
+# to answer (issue 37): a caller asks the fabric (``as_leaf_spine``, ``summary``, ``is_clos``)
+# instead of probing its type or attributes.
+SHAPE_TYPES = {"Clos", "Fabric", "ClosPlan"}
+SHAPE_ATTRS = {"planes", "spines", "pods", "switch_of_dpid", "host_leaves"}
+
+
+def _dotted(node) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return ""
+
+
+def _fabric_like(node) -> bool:
+    name = _dotted(node)
+    return name in ("f", "self") or name == "fabric" or name.endswith(".fabric")
+
+
+def shape_probes(path: str) -> list[str]:
+    """``isinstance(x, Clos|Fabric|ClosPlan)``, ``hasattr/getattr(fabric, "planes"...)`` and,
+    in the model, reads of ``is_clos``: one line each."""
+    tree = ast.parse(open(path).read(), path)
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            args = node.args
+            if node.func.id == "isinstance" and len(args) == 2:
+                kinds = args[1].elts if isinstance(args[1], ast.Tuple) else [args[1]]
+                if any(_dotted(k).split(".")[-1] in SHAPE_TYPES for k in kinds):
+                    out.append(f"{path}:{node.lineno} isinstance")
+            elif (node.func.id in ("hasattr", "getattr") and len(args) >= 2
+                  and isinstance(args[1], ast.Constant) and args[1].value in SHAPE_ATTRS
+                  and _fabric_like(args[0])):
+                out.append(f"{path}:{node.lineno} {node.func.id} {args[1].value}")
+        elif (isinstance(node, ast.Attribute) and node.attr == "is_clos"
+              and isinstance(node.ctx, ast.Load)):
+            out.append(f"{path}:{node.lineno} is_clos")
+    return out
+
+
+def test_only_the_model_asks_what_shape_a_fabric_has():
+    """No isinstance or attribute probe on a fabric outside ``controller/model/`` (outside, a
+    caller reads the model's answer: ``is_clos``, ``as_leaf_spine()``); at most 5 places in
+    the model ask."""
+    outside, inside = [], []
+    for mod, path in modules("controller").items():
+        found = shape_probes(path)
+        if mod.startswith("controller.model."):
+            inside += found
+        else:
+            outside += [p for p in found if not p.endswith(" is_clos")]
+    assert not outside, "\n".join(outside)
+    assert len(inside) <= 5, "\n".join(inside)
+
+
+def test_the_shape_probe_count_sees_the_probes(tmp_path):
+    """The count above finds each kind of probe (an empty count would pass it)."""
+    src = tmp_path / "probe.py"
+    src.write_text("isinstance(fabric, Clos)\nisinstance(p, (int, ClosPlan))\n"
+                   "getattr(state.fabric, 'planes', ())\nhasattr(f, 'spines')\n"
+                   "x = fabric.is_clos\nisinstance(x, list)\ngetattr(job, 'planes', 0)\n")
+    assert [p.split(" ", 1)[1] for p in shape_probes(str(src))] == [
+        "isinstance", "isinstance", "getattr planes", "hasattr spines", "is_clos"]

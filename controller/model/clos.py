@@ -98,6 +98,8 @@ class Clos(HostLookup):
                     self.tier_of[name] = tier
 
     # ---- shape --------------------------------------------------------------------------
+    is_clos = True  # the Clos model: paths of switches as route parts (``Fabric.is_clos``)
+
     @property
     def tiers(self) -> int:
         return max(p.tiers for p in self.planes)
@@ -433,7 +435,7 @@ def load_fabric(doc: Mapping):
 def as_clos(fabric: Fabric | Clos | None) -> Clos | None:
     """The fabric as the controller serves it: a ``Fabric`` as its Clos of one plane, wiring
     as is (kept on the Fabric object: both are immutable in use)."""
-    return fabric.derived("as_clos", _clos_of) if isinstance(fabric, Fabric) else fabric
+    return fabric if fabric is None or fabric.is_clos else fabric.derived("as_clos", _clos_of)
 
 
 def _clos_of(f: Fabric) -> Clos:

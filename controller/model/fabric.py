@@ -22,7 +22,8 @@ DERIVED = "_derived"  # the fabric object's attribute holding values computed fr
 
 class HostLookup:
     """What every fabric model answers about hosts and ports (``Fabric`` and
-    ``model.clos.Clos``): needs ``hosts`` (host -> leaf), ``host_ip`` and ``ports``."""
+    ``model.clos.Clos``): needs ``hosts`` (host -> leaf), ``host_leaves`` (host -> its leaf
+    in each plane), ``host_ip`` and ``ports``."""
 
     def derived(self, name: str, build):
         """``build(self)``, computed once per fabric object and kept on it (a model is
@@ -61,8 +62,7 @@ class HostLookup:
 
     def leaves_named(self, host: str) -> str:
         """The host's leaf, as messages name it (on several planes: one per plane)."""
-        return " / ".join(self.host_leaves[host]) if hasattr(self, "host_leaves") \
-            else self.hosts[host]
+        return " / ".join(self.host_leaves[host])
 
     def address(self, host: str) -> str:
         """The host's address for hashing: its declared IP, else its name."""
@@ -96,6 +96,9 @@ class HostLookup:
 
 @dataclass
 class Fabric(HostLookup):
+    """The two-tier model of one plane (the offline tools' leaf-spine document); a route part
+    is a spine index. The controller serves it as a ``model.clos.Clos`` (``as_clos``)."""
+    is_clos = False  # the model's one answer to "which model is this" (``Clos.is_clos``)
     spines: list[str]
     leaves: list[str]
     hosts: dict[str, str]  # host -> leaf
@@ -289,6 +292,23 @@ class Fabric(HostLookup):
                               key=lambda p: (self.leaf_index[p[0]], self.spine_index[p[1]]))}
         doc.update(self.extra)
         return doc
+
+    # ---- shape (what ``model.clos.Clos`` answers too) ------------------------------------
+    def as_leaf_spine(self) -> Fabric:
+        """This fabric as the two-tier model: itself (``Clos.as_leaf_spine``: its plane's, or
+        None when the two-tier planners do not plan it)."""
+        return self
+
+    @property
+    def host_leaves(self) -> dict[str, tuple[str, ...]]:
+        """host -> its leaf in each plane: one plane here (``Clos.host_leaves``)."""
+        return self.derived("host_leaves", lambda f: {h: (l,) for h, l in f.hosts.items()})
+
+    def summary(self) -> str:
+        """One line: spines, leaves, hosts and the spines with no link up (``Clos.summary``)."""
+        failed = len(self.spines) - len(self.alive_spines())
+        return (f"{len(self.spines)} spines, {len(self.leaves)} leaves, {len(self.hosts)} hosts"
+                + (f" ({failed} spines failed)" if failed else ""))
 
     # ---- queries ------------------------------------------------------------------------
     def usable_mask(self, leaf_a: int, leaf_b: int) -> int:

@@ -103,7 +103,7 @@ def default_max_events(fabric: Fabric, jobs: list[Job], iterations: int = 1) -> 
     iteration. Parts: at most one per spine for every transfer (flows x steps x
     iterations) and for every in-flight flow moved at a re-plan (two per job event).
     """
-    spines = max(1, len(getattr(fabric, "spines", ())))  # a Clos plan does not split
+    spines = 1 if fabric.is_clos else max(1, len(fabric.spines))  # a Clos plan: no split
     flows = sum(len(j.flows()) for j in jobs)
     transfers = iterations * sum(len(g) * steps for j in jobs for g, steps in _groups(j))
     job_events = len(jobs) * iterations
@@ -147,13 +147,13 @@ class FluidSimulator:
         if len(set(ids)) != len(ids):
             raise InputError("jobs: duplicate job id in the simulation")
         self.fabric = fabric
-        if isinstance(fabric, Fabric):
-            self.links = LinkIndex(fabric)
-            self.capacity = np.full(self.links.count, fabric.link_bps())
-        else:  # a Clos fabric: every route part carries its own link ids
+        if fabric.is_clos:  # every route part carries its own link ids
             from controller.model.clospaths import ClosLinks
             self.links = ClosLinks(fabric)
             self.capacity = self.links.capacity_bps()
+        else:
+            self.links = LinkIndex(fabric)
+            self.capacity = np.full(self.links.count, fabric.link_bps())
         self.planner = planner
         self.iterations = iterations
         self.max_events = (default_max_events(fabric, jobs, iterations)

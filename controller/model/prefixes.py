@@ -142,7 +142,7 @@ def dst_prefixes(fabric, switch: str) -> DstPrefixes:
     cache = fabric.__dict__.setdefault(CACHE, {})
     q = fabric.plane_of_switch(switch)
     if q not in cache:
-        if hasattr(fabric, "planes"):
+        if fabric.is_clos:
             p = fabric.planes[q]
             pod_of = dict(zip(p.leaves, p.pod_of_leaf))
             hosts_of = fabric.hosts_on

@@ -19,6 +19,7 @@ from controller.model.clospaths import (
     flow_links,
     lower_bound,
 )
+from controller.model.iteration import predict_clos_split_times
 from controller.model.jobs import Job
 from controller.planners.clos_split import (
     ClosSplitRouting,
@@ -83,6 +84,11 @@ class ClosPlan:
                 doc.update(_route(p, i, r.plane[i], r.middle[i], r.path[i], several))
             out.append(doc)
         return out
+
+    def predicted_times(self, on_event=None) -> dict[str, float]:
+        """The shared prediction per job on split routes
+        (``model.iteration.predict_clos_split_times``), as ``Plan.predicted_times``."""
+        return predict_clos_split_times(self.problem, self.routing, on_event)
 
     def to_dict(self) -> dict:
         alpha, at_max = split_score(self.problem, self.routing)

@@ -33,9 +33,9 @@ from controller.model.jobs import Flow
 
 
 def two_tier(fabric: Fabric | Clos) -> Fabric | None:
-    """``fabric`` as the two-tier model: itself for a ``Fabric``, ``Clos.as_leaf_spine`` for a
-    ``Clos`` (None: not a single two-tier plane, the Clos planners plan it)."""
-    return fabric.as_leaf_spine() if isinstance(fabric, Clos) else fabric
+    """``fabric`` as the two-tier model (``as_leaf_spine``): itself for a ``Fabric``, its plane's
+    for a ``Clos`` of one two-tier plane (None: not one, the Clos planners plan it)."""
+    return fabric.as_leaf_spine()
 
 
 def spine_parts(two: Fabric, parts):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from controller.errors import InputError
 from controller.model.fabric import Fabric
+from controller.model.iteration import predict_times
 from controller.model.jobs import Flow, Job
 from controller.model.loads import load_summary, plan_imbalance
 from controller.model.problem import Assignment, Problem
@@ -35,6 +36,11 @@ class Plan:
         spines = self.problem.fabric.spines
         return [route_doc(f, parts, lambda j: {"spine": spines[j]}) for f, parts in
                 zip(self.problem.flows, self.parts_by_flow())]
+
+    def predicted_times(self, on_event=None) -> dict[str, float]:
+        """The shared prediction per job (``model.iteration.predict_times``), as
+        ``ClosPlan.predicted_times`` gives it on a Clos."""
+        return predict_times(self.problem, self.assignment.parts, on_event)
 
     def to_dict(self) -> dict:
         doc = {"algorithm": self.algorithm, "routes": self.routes()}

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 from functools import partial
 
 from controller.errors import InputError
-from controller.model.clos import Clos
 from controller.planners.annealing import annealing
 from controller.planners.auto import auto
 from controller.planners.clos_annealing import clos_annealing
@@ -162,13 +161,13 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
 
 def shape_of(fabric) -> str:
     """``two-tier`` for a ``Fabric`` and for a ``Clos`` of one two-tier plane that the
-    two-tier planners plan (``Clos.as_leaf_spine``, ``planners.leaf_spine``), ``Clos`` for
-    other Clos fabrics; a shape's name as it is."""
+    two-tier planners plan (the model's ``as_leaf_spine``, ``planners.leaf_spine``), ``Clos``
+    for other Clos fabrics, ``two-tier`` without one (None); a shape's name as it is."""
     if isinstance(fabric, str):
         if fabric not in SHAPES:
             raise ValueError(f"unknown shape {fabric!r}")
         return fabric
-    return CLOS if isinstance(fabric, Clos) and fabric.as_leaf_spine() is None else TWO_TIER
+    return CLOS if fabric is not None and fabric.as_leaf_spine() is None else TWO_TIER
 
 
 def names(shape=None, distinct: bool = False) -> list[str]:

@@ -115,7 +115,7 @@ def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
     result = {"algorithm": algorithm, "jobs": out,
               "inter_leaf_flows": {k: sum(d["inter_leaf_flows"][k] for d in out.values())
                                    for k in ("given", "advised")}}
-    if hasattr(fabric, "planes"):  # a Clos fabric (model.clos): its bound and planners
+    if fabric.is_clos:  # a Clos fabric (model.clos): its bound and planners
         return _clos_figures(fabric, jobs, advised_jobs, result, algorithm, predict, options)
     from controller.model.problem import Problem
     for name, js in (("given", jobs), ("advised", advised_jobs)):

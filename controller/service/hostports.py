@@ -59,7 +59,7 @@ class HostPortService:
                   for name, _flow, parts in host_flows(records)[0] if parts}
         moved = {(name, i) for name, qs in planes.items()
                  for i, (was, q) in enumerate(zip(self.planes.get(name, ()), qs)) if was != q}
-        names = [p.name for p in getattr(fabric, "planes", ())]
+        names = [p.name for p in fabric.planes] if fabric is not None else []
         changes = []
         for (jid, fk), part, old, new in self.ports.changes(ports, moved):
             parts = records[jid].routes.get(fk) or ()

@@ -21,8 +21,6 @@ import logging
 from collections.abc import Callable
 
 from controller.enforcement.desired import installed_plan
-from controller.model.iteration import predict_clos_split_times, predict_times
-from controller.planners.clos_plan import ClosPlan
 
 LOG = logging.getLogger("mlroute")
 
@@ -77,7 +75,6 @@ def predict_all(state, on_progress=None, current: Callable[[], object] | None = 
 
 
 def plan_times(plan, on_progress=None) -> dict[str, float]:
-    """The shared prediction (``model.iteration``) of a plan on either fabric model."""
-    if isinstance(plan, ClosPlan):
-        return predict_clos_split_times(plan.problem, plan.routing, on_progress)  # split: shares
-    return predict_times(plan.problem, plan.assignment.parts, on_progress)
+    """The shared prediction (``model.iteration``) of a plan on either fabric model: on a
+    Clos the split routes' (by share), on two tiers the spines' (``predicted_times``)."""
+    return plan.predicted_times(on_progress)

@@ -110,7 +110,8 @@ class RouteService:
 
     def switch_name(self, dpid: int) -> str:
         """A switch's name in the fabric in use, else its dpid in hex."""
-        return getattr(self.state.fabric, "switch_of_dpid", {}).get(dpid) or f"{dpid:#x}"
+        f = self.state.fabric
+        return (f.switch_of_dpid.get(dpid) if f is not None else None) or f"{dpid:#x}"
 
     # ---- the one way to change state ----------------------------------------------------------
     def _apply(self, change: Change | None) -> Outcome | None:

@@ -86,7 +86,7 @@ def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -
                         part["sport"] = chosen[i] if i < len(chosen) else None
                 else:
                     doc["sport"] = chosen[0] if chosen else None
-        if parts not in (None, UNROUTABLE) and len(getattr(state.fabric, "planes", ())) > 1:
+        if parts not in (None, UNROUTABLE) and f is not None and len(f.planes) > 1:
             for part, (where, _) in zip(doc.get("split") or [doc], parts):
                 q = state.fabric.part_plane(where)
                 part.update(plane=state.fabric.planes[q].name, src_ip=state.fabric.ip_of(flow.src, q),
@@ -201,6 +201,6 @@ def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict
     doc.update(matrix=r.matrix, learn=r.learn, members=list(r.members), mismatch=r.mismatch,
                measured_flows=measured.flows_doc(
                    declared_pairs(state.fabric, r),
-                   [p.name for p in getattr(state.fabric, "planes", ())]) if measured else [],
+                   [p.name for p in state.fabric.planes]) if measured else [],
                link_speed=link_speed, learning=learning)
     return doc
