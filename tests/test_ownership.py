@@ -80,3 +80,17 @@ def test_wait_ends_when_an_owner_leaves_and_names_the_silent_at_its_timeout():
     # only owners of the switches asked about are waited for
     mine = [d for d in DPIDS if s.owner(d) == "c0"]
     assert s.wait(51, mine, timeout=0.2) == []
+
+
+def test_the_reconciler_writes_only_its_share_and_drops_reads_of_switches_it_gave_away():
+    from controller.enforcement.reconcile import Reconciler
+    rec = Reconciler(installer=None, counters={})
+    rec.connected(1)
+    rec.connected(2)
+    assert rec.claim() == 1 and rec.syncing == {1}  # switch 1 is being read
+    rec.forget(lambda d: d != 1)  # then given to another member
+    assert rec.syncing == set() and rec.pending == {2}  # its read is dropped when it ends
+    rec.manages = lambda d: d % 2 == 0
+    rec.connected(3)
+    rec.requeue({5}, connected=lambda d: True)
+    assert rec.pending == {2}  # 3 and 5 are another's: never queued

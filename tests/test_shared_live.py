@@ -3,8 +3,9 @@ real parts: a private etcd, three ryu-managers and a Mininet k = 4 fat-tree (20 
 host per leaf, 20 Mbit/s) whose switches connect to all three. Open vSwitch reports exactly one
 master per switch and every controller masters some; a job posted to a controller that does
 not plan is answered 201 once every share confirmed, and its bytes cross the links its routes
-name; a member killed hands its switches to the others without changing an entry, and the
-next job is installed on them; the member back takes its share again, sending nothing."""
+name; a member killed, or the planner, hands its switches to the others without changing an
+entry, and the next job is installed on them; the controller back takes its share again, and
+finds every entry as the others left it."""
 import os
 import time
 
@@ -93,10 +94,19 @@ def test_a_job_posted_to_a_member_is_installed_on_every_share(shared):
         shared.master().rest("DELETE", "/v1/jobs/a2a", timeout=DEADLINE)
 
 
-def test_a_member_killed_hands_its_switches_over_and_back_unchanged(shared):
-    routes = post_to_a_member(shared, "kept")
+def unchanged(before: dict, after: dict, elapsed: float) -> None:
+    """Every entry is still there and kept ageing: none was re-added."""
+    for sw, entries in after.items():
+        assert set(entries) == set(before[sw]), sw
+        for key, (age, _packets) in entries.items():
+            assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)
+
+
+@pytest.mark.parametrize("who", ["member", "planner"])
+def test_a_controller_killed_hands_its_switches_over_and_back_unchanged(shared, who):
+    routes = post_to_a_member(shared, f"kept-{who}")
     planner = shared.master_id()
-    victim = next(cid for cid in shared.ids if cid != planner)
+    victim = planner if who == "planner" else next(c for c in shared.ids if c != planner)
     before_masters = masters(shared)
     before = tables(shared)
     t0 = time.monotonic()
@@ -105,31 +115,23 @@ def test_a_member_killed_hands_its_switches_over_and_back_unchanged(shared):
                        f"the switches of {victim} mastered by the others")
     # only the victim's switches moved (rendezvous hashing)
     assert all(moved[sw] == c for sw, c in before_masters.items() if c != victim)
-    after = tables(shared)
-    elapsed = time.monotonic() - t0
-    for sw, entries in after.items():
-        assert set(entries) == set(before[sw]), sw
-        for key, (age, _packets) in entries.items():
-            assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)  # never re-added
+    shared.master()  # a planner (a new one when the planner was killed)
+    unchanged(before, tables(shared), time.monotonic() - t0)
     carried_as_planned(shared.net, shared.fabric, routes, PAYLOAD)
-    # a job posted while two members share everything
-    code, doc = shared.master().rest("POST", "/v1/jobs", across_pods(shared, "two", (6,)), timeout=DEADLINE)
+    # a job posted while two controllers share every switch
+    code, doc = shared.master().rest("POST", "/v1/jobs", across_pods(shared, "two", (6,)),
+                                     timeout=DEADLINE)
     assert code == 201 and not doc.get("members_pending"), doc
     two = shared.master().rest("GET", "/v1/jobs/two", timeout=DEADLINE)[1]["routes"]
-    shared.master().rest("DELETE", "/v1/jobs/two", timeout=DEADLINE)
-    # the member back: its share again, read and found as the others left it
+    carried_as_planned(shared.net, shared.fabric, two, PAYLOAD)
+    assert shared.master().rest("DELETE", "/v1/jobs/two", timeout=DEADLINE)[0] == 200
+    # the controller back: its share again, read and found as the others left it
     before = tables(shared)
     t0 = time.monotonic()
     shared.start_controller(victim)
     wait_until(lambda: masters(shared) == before_masters, 30, 0.5,
                f"{victim} master of its share again")
     shared.wait_ready()
-    after = tables(shared)
-    elapsed = time.monotonic() - t0
-    for sw, entries in after.items():
-        assert set(entries) == set(before[sw]), sw
-        for key, (age, _packets) in entries.items():
-            assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)
+    unchanged(before, tables(shared), time.monotonic() - t0)
     carried_as_planned(shared.net, shared.fabric, routes, PAYLOAD)
-    assert two
-    shared.master().rest("DELETE", "/v1/jobs/kept", timeout=DEADLINE)
+    assert shared.master().rest("DELETE", f"/v1/jobs/kept-{who}", timeout=DEADLINE)[0] == 200

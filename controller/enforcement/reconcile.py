@@ -89,11 +89,13 @@ class Reconciler:
         self.syncing.discard(dpid)
 
     def forget(self, keep: Callable[[int], bool]) -> None:
-        """Stop managing switches that ``keep`` rejects (not part of the fabric any more)."""
+        """Stop managing switches that ``keep`` rejects (not part of the fabric any more, or
+        another controller's share); a read of one in flight is dropped."""
         for dpid in [d for d in self.installed if not keep(d)]:
             del self.installed[dpid]
             self.basis.pop(dpid, None)
         self.pending = {d for d in self.pending if keep(d)}
+        self.syncing = {d for d in self.syncing if keep(d)}
 
     def drain(self, want: dict) -> list[tuple[int, str]]:
         """Read and repair every queued switch against ``want`` (dpid -> (rules, groups)).
@@ -130,7 +132,8 @@ class Reconciler:
 
     def requeue(self, failed: set, connected: Callable[[int], bool]) -> None:
         """Switches whose read or repair failed, still connected: tried again later."""
-        self.pending |= {d for d in failed if d not in self.installed and connected(d)}
+        self.pending |= {d for d in failed
+                         if d not in self.installed and connected(d) and self.manages(d)}
 
     def repair(self, dpid: int, have: SwitchState, rules: list, groups: list,
                t0: float | None = None) -> dict:

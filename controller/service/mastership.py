@@ -70,12 +70,13 @@ def stand_by(reconciler: Reconciler) -> None:
 
 
 # ---- shared switch mastership ----------------------------------------------------------------
-def share_out(shares: Shares, state: ControllerState, reconciler: Reconciler) -> None:
-    """This controller writes only its share; a connected switch of another member's share
-    counts as synchronised (its owner installs and acknowledges)."""
-    reconciler.manages = shares.owns
-    reconciler.elsewhere = lambda dpid: (not shares.owns(dpid)
-                                         and dpid in state.switches
+def share_out(owns: Callable[[int], bool], state: ControllerState,
+              reconciler: Reconciler) -> None:
+    """This controller writes only the switches ``owns`` accepts (a ``Shares.snapshot``); a
+    connected switch of another member's share counts as synchronised (its owner installs it
+    and acknowledges)."""
+    reconciler.manages = owns
+    reconciler.elsewhere = lambda dpid: (not owns(dpid) and dpid in state.switches
                                          and state.switches[dpid].connected)
 
 
@@ -87,8 +88,10 @@ def fabric_switches(state: ControllerState) -> list[int]:
 
 
 def reshare(state: ControllerState, reconciler: Reconciler, owns: Callable[[int], bool]) -> int:
-    """The member set changed: switches now another's are let go; those now this member's are
-    queued to be read and repaired. Returns how many were queued."""
+    """The member set changed and the switches confirmed the new roles: this controller now
+    writes the switches ``owns`` accepts. Switches now another's are let go; those now this
+    member's are queued to be read and repaired. Returns how many were queued."""
+    share_out(owns, state, reconciler)
     reconciler.forget(owns)
     queued = 0
     for dpid in fabric_switches(state):

@@ -100,6 +100,20 @@ class Shares:
         (a lone controller)."""
         return not self.members or self.owner(dpid) == self.me
 
+    def snapshot(self) -> tuple[Callable[[int], bool], int]:
+        """``owns`` of the current member set, frozen, and the set's revision: the roles a
+        member sends and the switches it writes follow one member set at a time, changed
+        together once the switches confirmed the new roles (``Roles.reshare``)."""
+        with self._cond:
+            members, revision = self.members, self.revision
+        mine: dict[int, bool] = {}
+
+        def owns(dpid: int) -> bool:
+            if dpid not in mine:
+                mine[dpid] = not members or owner_of(dpid, members) == self.me
+            return mine[dpid]
+        return owns, revision
+
     def count(self, dpids: Iterable[int]) -> dict[str, int]:
         """Switches per member among ``dpids``."""
         out = dict.fromkeys(sorted(self.members), 0)

@@ -490,8 +490,8 @@ class RouteService:
         """One of redundant controllers (``Cluster``): a standby until elected; with shared
         switch mastership, the writer of its share (``mastership.share_out``)."""
         self.passive, self.cluster = True, cluster
-        if cluster.shares is not None:
-            mastership.share_out(cluster.shares, self.state, self.reconciler)
+        if cluster.shares is not None:  # no switch of its own until its first share
+            mastership.share_out(lambda dpid: False, self.state, self.reconciler)
             self.tx.confirm = lambda: mastership.confirm(cluster.shares, cluster.store,
                                                          self.state, self.lock.waiting)
 
@@ -505,11 +505,11 @@ class RouteService:
                                       lambda: self.reconciler.converge(self.tx.current_tables()),
                                       self.tx.drain)
 
-    def reshare(self) -> None:
-        """Shared mastership: the member set changed; this member's new share is read and
-        repaired, switches now another's are let go (``mastership.reshare``)."""
+    def reshare(self, owns) -> None:
+        """Shared mastership: the switches confirmed the roles of a new member set; this
+        member now writes the switches ``owns`` accepts (``mastership.reshare``)."""
         with self.lock:
-            mastership.reshare(self.state, self.reconciler, self.cluster.shares.owns)
+            mastership.reshare(self.state, self.reconciler, owns)
         self.sync_queued()
 
     def follow_intent(self, doc: dict | None) -> bool:

@@ -406,14 +406,21 @@ class Shell:
                 revision = self._intents.popleft()
                 while self._intents:  # older revisions: the newest includes them
                     revision = self._intents.popleft()
-                if self.service.enforce_share():
-                    self.cluster.acknowledge(revision)
-
+                for _ in range(ENFORCE_TRIES):  # a share moving meanwhile: tried again
+                    if self.service.enforce_share():
+                        self.cluster.acknowledge(revision)
+                        break
+                    if self._intents or not self._running:
+                        break  # a newer intent is enforced instead
+                    self.hub.sleep(ENFORCE_RETRY)
         finally:
             self._enforcing = False
             if self._intents and self._running:  # one arrived as this worker ended
                 self._enforcing = True
                 self.hub.spawn(self._guarded, self._enforce)
+
+
+ENFORCE_RETRY, ENFORCE_TRIES = 0.25, 30  # s between tries of a member's share; at most
 
 
 def _cluster(conf) -> Cluster | None:

@@ -39,10 +39,10 @@ class Roles:
             master = role == "master"
             if not master:
                 self.service.stand_by()
-            self._wait([self.send(dp, self._masters(dp.id, master), self._generation())
-                        for dp in self.switches.datapaths()])
-            if c.shares is not None and not master:
-                self.service.reshare()  # a member that does not plan: its share read again
+            owns, gen = self._roles(master)
+            self._wait([self.send(dp, owns(dp.id), gen) for dp in self.switches.datapaths()])
+            if c.shares is not None:  # the share it writes, as the switches now see it
+                self.service.reshare(owns)
             if not master or (c.role, c.generation) != (role, generation):
                 return
             roles_at = time.time()
@@ -61,23 +61,21 @@ class Roles:
     def reshare(self) -> None:
         """Shared mastership: the member set changed. The new roles at the membership's
         generation first, then the service reads and repairs its new share."""
-        c = self.cluster
         with self._apply_lock:
-            self._wait([self.send(dp, self._masters(dp.id, c.role == "master"),
-                                  self._generation()) for dp in self.switches.datapaths()])
-            self.service.reshare()
+            owns, gen = self._roles(self.cluster.role == "master")
+            self._wait([self.send(dp, owns(dp.id), gen) for dp in self.switches.datapaths()])
+            self.service.reshare(owns)
 
-    def _generation(self) -> int:
-        """The generation id of the role requests: the master's election, or with shared
-        mastership the later of it and the membership's revision."""
+    def _roles(self, master: bool):
+        """(dpid -> this controller asks to be its master, generation id): every switch as
+        the elected master, or with shared mastership the switches of its share of the
+        current member set (``Shares.snapshot``), at the later of the election's and the
+        member set's revisions."""
         shares = self.cluster.shares
-        return max(self.cluster.generation, shares.revision if shares is not None else 0)
-
-    def _masters(self, dpid: int, master: bool) -> bool:
-        """This controller asks to be the switch's master: as the elected master, or with
-        shared mastership as the switch's owner."""
-        shares = self.cluster.shares
-        return shares.owns(dpid) if shares is not None else master
+        if shares is None:
+            return (lambda dpid: master), self.cluster.generation
+        owns, revision = shares.snapshot()
+        return owns, max(self.cluster.generation, revision)
 
     def _wait(self, waits: list) -> None:
         """Wait for the role replies (or refusals) of ``waits`` (``send``'s results)."""
@@ -98,8 +96,8 @@ class Roles:
 
     def on_connected(self, dp) -> None:
         """A switch connected: its role first (before any table change is sent)."""
-        c = self.cluster
-        self.send(dp, self._masters(dp.id, c.role == "master"), self._generation())
+        owns, gen = self._roles(self.cluster.role == "master")
+        self.send(dp, owns(dp.id), gen)
 
     def on_reply(self, msg) -> None:
         with self.switches.lock:
