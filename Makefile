@@ -122,6 +122,7 @@ bench: install system
 	$(PY) -m benchmarks.reconcile
 	$(PY) -m benchmarks.hostmode
 	$(PY) -m benchmarks.failover
+	$(PY) -m benchmarks.shared
 	$(PY) -m benchmarks.connect
 	$(PY) -m benchmarks.zeroconfig
 	$(PY) -m benchmarks.collectives

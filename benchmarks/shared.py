@@ -191,7 +191,9 @@ def main(argv=None) -> int:
     install_interrupt_handler()
     fabricnet.ensure_ovs()
     fabric = fattree_fabric(args.fat_tree)
-    result = {"command": "python -m benchmarks.shared " + " ".join(argv or sys.argv[1:]),
+    command = (f"python -m benchmarks.shared --fat-tree {args.fat_tree} --controllers "
+               + " ".join(map(str, args.controllers)))
+    result = {"command": command,
               "machine": _machine(), "fabric": f"fat-tree k={args.fat_tree}",
               "runs": [], "complete": False}
 

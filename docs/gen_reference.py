@@ -315,8 +315,8 @@ def results_page() -> str:
            "[trace replay](trace-replay.md).\n\n"]
     out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _fattree(), _collectives(),
             _learning(),
-            _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _hostmode(), _failover(),
-            _connect()]
+            _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
+            _failover(), _connect()]
     return "".join(out)
 
 
@@ -855,6 +855,41 @@ def _scale() -> str:
                       "REST max", "POST ring", "POST all-to-all (flows)", "link failure",
                       "controller lost", "switch lost", "REST max, failures"],
                      [row(f) for f in runs]))
+
+
+def _shared() -> str:
+    b = _load("bench/shared.json")
+
+    def row(r: dict) -> list:
+        if "error" in r:
+            return [r["controllers"], "error: " + r["error"]] + ["-"] * 7
+        post, lf = r["post"], r["link_failure"]
+        return [r["controllers"], " / ".join(str(n) for n in r["shares"].values()),
+                f"{r['first_start_ready_s']:g} ({r['first_start_messages']:g})",
+                f"{r['restart_ready_s']:g} ({r['restart_messages']:g})",
+                f"{r['rest_latency_ms_during_restart']['max']:g}",
+                f"{post['ring']['answered_s']:g}",
+                f"{post['all_to_all']['answered_s']:g} ({post['all_to_all']['flows']:,})",
+                f"{lf['replanned_s']:g}", f"{lf['rest_ms']['max']:g}"]
+    last = b["runs"][-1]
+    r = last.get("ratios_to_first", {})
+    ratio = (f"{last['controllers']} controllers over {b['runs'][0]['controllers']}: first "
+             f"start {r['first_start_ready_s']:g}x, restart {r['restart_ready_s']:g}x, the "
+             f"all-to-all {r['post.all_to_all.answered_s']:g}x, a link failure "
+             f"{r['link_failure.replanned_s']:g}x. " if r else "")
+    return ("## Shared switch mastership: one controller against three\n\n"
+            + _source(b["command"], "bench/shared.json")
+            + f"A {b['fabric']} of Open vSwitch bridges (as in the table above), the controllers "
+              "sharing a private etcd with `--mlroute-share-switches`: each is OpenFlow master "
+              "of its share of the switches and writes it; the elected one plans and answers "
+              "once every share is confirmed ([how](../explanation/redundancy.md"
+              "#shared-switch-mastership)). Seconds unless said; (OpenFlow messages of all the "
+              "controllers); REST: the slowest `GET /v1/jobs` on the planner, ms. " + ratio
+            + "All the controllers and Open vSwitch share the machine's "
+              f"{b['machine']['cpus']} cores.\n\n"
+            + _table(["controllers", "switches each", "first start", "restart", "REST max",
+                      "POST ring", "POST all-to-all (flows)", "link failure",
+                      "REST max, failure"], [row(x) for x in b["runs"]]))
 
 
 def _hostmode() -> str:
