@@ -100,7 +100,9 @@ class DesiredTables:
 
     O(planned flows + switches) per call while the fabric stays, instead of O(static entries
     + planned flows): a POST on a k = 16 fat-tree rebuilt 19,000 static entries. The lists
-    returned are shared between calls: read them, never change them."""
+    returned are shared between calls: read them, never change them. One caller at a time
+    (the service's writer, which holds its change lock; views never call it), so it may
+    run with the state lock let go; its caches are each replaced in one assignment."""
 
     def __init__(self, ecmp: str = "per-tier", labels: bool = False):
         self.ecmp = ecmp
@@ -117,12 +119,12 @@ class DesiredTables:
             host = any(mode_of(r.mode).host_ports for r in records)
         labels = self.labels or any(mode_of(r.mode).labels for r in records)
         static = self._static_of(fabric, host, labels)
+        kept = self._flows
         if self._fabric is not fabric:  # on a link change, entries of the wiring alone stay
             same = self._fabric is not None and same_wiring(self._fabric, fabric)
-            self._flows = {k: v for k, v in self._flows.items()
-                           if same and not flow_rules_read_links(k[1], k[3])}
-            self._fabric = fabric
-        kept, used = self._flows, {}
+            kept = {k: v for k, v in kept.items()
+                    if same and not flow_rules_read_links(k[1], k[3])}
+        used: dict[tuple, list] = {}
         owner: dict[tuple, tuple] = {}
         jobs: dict[int, list] = {}
         for r in records:
@@ -143,7 +145,6 @@ class DesiredTables:
                     if x.dpid not in static:
                         raise KeyError(x.dpid)
                     jobs.setdefault(x.dpid, []).append(x)
-        self._flows = used
         out, last = {}, {}
         for dpid, entry in static.items():
             extra = jobs.get(dpid, ())
@@ -155,7 +156,8 @@ class DesiredTables:
                 last[dpid] = (entry, extra, (self._joined(dpid, entry[0], extra), entry[1])
                               if extra else entry)
             out[dpid] = last[dpid][2]
-        self._last = last
+        # kept at once, once computed (a conflict raised above leaves the caches as they were)
+        self._fabric, self._flows, self._last = fabric, used, last
         return out
 
     def _joined(self, dpid: int, static: list, jobs: list) -> list:

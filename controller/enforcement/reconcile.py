@@ -54,9 +54,9 @@ class Reconciler:
     def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex,
                  waiting: Callable[[], AbstractContextManager] = nullcontext):
         self.installer = installer
-        # around every wait for the switches (an install, a table read): the service lets
-        # views read its state meanwhile (``servicelock.ServiceLock.waiting``); nothing here
-        # is mutated inside it, only before or after
+        # around every wait for the switches (an install, a table read) and the diffs: the
+        # service lets views read its state meanwhile (``servicelock.ServiceLock.waiting``);
+        # nothing here is mutated inside it, only before or after
         self.waiting = waiting
         self.counters = counters  # shared with the state, for views and metrics
         self.describe = describe  # dpid -> switch name, for messages
@@ -182,23 +182,8 @@ class Reconciler:
         static entries are the same list is diffed by its jobs' entries only
         (``desired.Entries``, ``openflow.diff_jobs``)."""
         t0 = time.perf_counter()
-        makes, breaks, reached = {}, {}, {}
-        for dpid, state in self.installed.items():
-            rules, groups = want.get(dpid, ([], []))
-            basis = self.basis.get(dpid)
-            if basis is None or basis[0] is not state or basis[2] is not groups:
-                make, brk = diff(dpid, state, rules, groups)
-            elif basis[1] is rules:
-                continue
-            elif _parts(basis[1])[0] is _parts(rules)[0]:  # the same static entries
-                make, brk = diff_jobs(state, _parts(rules)[1], _parts(basis[1])[1])
-            else:
-                make, brk = diff(dpid, state, rules, groups)
-            reached[dpid] = (state, rules, groups)
-            if make:
-                makes[dpid] = make
-            if brk:
-                breaks[dpid] = brk
+        with self.waiting():  # the diffs only read the shadows: views may read them too
+            makes, breaks, reached = self._diffs(want)
         try:
             self._send(makes)
         except InstallError:
@@ -228,6 +213,28 @@ class Reconciler:
         stats["switches"] = len(set(makes) | set(breaks))
         stats["seconds"] = time.perf_counter() - t0 if (makes or breaks) else None
         return stats
+
+    def _diffs(self, want: dict) -> tuple[dict, dict, dict]:
+        """(additions, deletions, wanted lists reached) per synchronised switch (``converge``);
+        mutates nothing."""
+        makes, breaks, reached = {}, {}, {}
+        for dpid, state in self.installed.items():
+            rules, groups = want.get(dpid, ([], []))
+            basis = self.basis.get(dpid)
+            if basis is None or basis[0] is not state or basis[2] is not groups:
+                make, brk = diff(dpid, state, rules, groups)
+            elif basis[1] is rules:
+                continue
+            elif _parts(basis[1])[0] is _parts(rules)[0]:  # the same static entries
+                make, brk = diff_jobs(state, _parts(rules)[1], _parts(basis[1])[1])
+            else:
+                make, brk = diff(dpid, state, rules, groups)
+            reached[dpid] = (state, rules, groups)
+            if make:
+                makes[dpid] = make
+            if brk:
+                breaks[dpid] = brk
+        return makes, breaks, reached
 
     def _send(self, batches: dict) -> None:
         if batches:

@@ -4,6 +4,9 @@ installed and before the change is committed.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
 from controller.enforcement.hostmode import HostPorts
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import part_sport
@@ -39,15 +42,23 @@ class HostPortService:
         self.probe = probe
         self.planes: dict = {}  # (job id, flow key) -> the plane of each committed part
 
-    def place(self, fabric: Clos, records: dict) -> dict:
+    def place(self, fabric: Clos, records: dict,
+              waiting: Callable[[], AbstractContextManager] = nullcontext) -> dict:
         """Ports of every host-mode flow of ``records``; probes the leaves whose map is
-        unknown or stale (their tables must be installed)."""
+        unknown or stale (their tables must be installed). Each round of probes is sent and
+        waited for inside ``waiting()`` (the service lets views in: what the maps and
+        counters learn is kept before and after, never during it)."""
         flows, taken = host_flows(records)
         if not flows:
             return {}
         if self.probe is None:
             raise ConflictError("host mode: the switch connection cannot send probes")
-        return self.ports.place(fabric, flows, self.probe, taken)
+        probe = self.probe
+
+        def waited(probes):
+            with waiting():
+                return probe(probes)
+        return self.ports.place(fabric, flows, waited, taken)
 
     def commit(self, fabric: Clos, records: dict, ports: dict) -> list[dict]:
         """Keep the ports of committed ``records``; returns the flows whose port changed
@@ -90,11 +101,12 @@ class HostPortService:
                        self.ports.ports[jid][fk] for (jid, fk), _f, _p in flows)
         return not complete or self.ports.broken(fabric, flows)
 
-    def refresh(self, fabric: Clos, records: dict) -> dict:
+    def refresh(self, fabric: Clos, records: dict,
+                waiting: Callable[[], AbstractContextManager] = nullcontext) -> dict:
         """New ports where the buckets changed (also for jobs loaded from the state file).
         Returns the event's fields: ``port_changes`` or ``host_error``."""
         try:
-            ports = self.place(fabric, records)
+            ports = self.place(fabric, records, waiting)
         except (ConflictError, InputError) as e:
             return {"host_error": str(e)}
         return {"port_changes": self.commit(fabric, records, ports)}

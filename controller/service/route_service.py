@@ -55,7 +55,7 @@ class RouteService:
             decide.check_servable(fabric)
         self.clock = clock
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
-        self.lock = ServiceLock()  # ``with self.lock``: a change; ``self.lock.views``: a view
+        self.lock = ServiceLock(on_progress)  # ``with self.lock``: a change; ``.views``: a view
         self._readers = threading.Semaphore(tablesync.TABLE_READERS)  # tables read at once
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
@@ -142,7 +142,8 @@ class RouteService:
         if self.passive or self.state.declared is None:  # a standby follows the master
             return
         st = self.state
-        change = decide.topology(st, self.settings, self.clock(), cause, force=force)
+        change = self.lock.read_only(decide.topology, st, self.settings, self.clock(), cause,
+                                     force=force)
         if change is not None and change.event.get("links_up") and self.settings.hold_down > 0:
             self._reoptimise_at = self.clock() + self.settings.hold_down
         self._apply_or_record(change)
@@ -236,7 +237,8 @@ class RouteService:
             self._expire()
             if self._reoptimise_at is not None and now >= self._reoptimise_at:
                 self._reoptimise_at = None
-                self._apply_or_record(decide.reoptimise(self.state, self.settings))
+                self._apply_or_record(self.lock.read_only(decide.reoptimise, self.state,
+                                                          self.settings))
             self._learn(now)
         self.sync_queued()  # switches queued, or whose read failed before: tried again
 
@@ -291,7 +293,8 @@ class RouteService:
     def _adopt(self, fabric: Fabric, cause: str) -> None:
         """Use a discovered fabric (kept out when it conflicts with running jobs)."""
         try:
-            change = decide.adopt(self.state, self.settings, fabric, self.clock(), cause)
+            change = self.lock.read_only(decide.adopt, self.state, self.settings, fabric,
+                                         self.clock(), cause)
         except ConflictError as e:
             self.state.add_event({"time": self.clock(), "cause": cause, "error": str(e)})
             return
@@ -371,9 +374,10 @@ class RouteService:
         doc = self._resolve_addresses(doc)
         with self.lock:
             job = parse_job(doc, views.need_fabric(self.state))
-            change = decide.post_job(self.state, self.settings, job, self.clock(), self.switch_name)
+            change = self.lock.read_only(decide.post_job, self.state, self.settings, job,
+                                         self.clock(), self.switch_name)
             outcome = self._apply(change)
-            view = self._job_view(job.id)
+            view = self.lock.read_only(self._job_view, job.id)
             view.update(install_ms=round((outcome.stats["seconds"] or 0) * 1e3, 3), rules=outcome.rules,
                         moved_flows=change.moved_flows, plane_changes=change.plane_changes, **change.answer)
             if self.host.ports:
@@ -409,11 +413,12 @@ class RouteService:
         with self.lock:
             st = self.state
             views.need_fabric(st)
-            change = decide.optimize(st, self.settings)
+            change = self.lock.read_only(decide.optimize, st, self.settings)
             outcome = self._apply(change)
             return {"jobs": list(st.jobs), "rules": outcome.rules,
                     "moved_flows": change.moved_flows, "plane_changes": change.plane_changes,
-                    **views.links_view(st, self.current_plan())["summary"]}
+                    **self.lock.read_only(lambda: views.links_view(st, self.current_plan()))[
+                        "summary"]}
 
     # ---- views --------------------------------------------------------------------------------
     def current_plan(self):

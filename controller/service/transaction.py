@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from controller.enforcement.desired import DesiredTables, installed_plan
 from controller.enforcement.reconcile import Reconciler
@@ -28,7 +29,8 @@ class Transaction:
 
     def __init__(self, state: ControllerState, reconciler: Reconciler,
                  hostports: HostPortService, store, clock: Callable[[], float],
-                 name: Callable[[int], str], ecmp: str = "per-tier", labels: bool = False):
+                 name: Callable[[int], str], ecmp: str = "per-tier", labels: bool = False,
+                 released: Callable[[], AbstractContextManager] | None = None):
         self.state = state
         self.ecmp = ecmp  # the aggregation switches' hashing on a Clos (Settings.ecmp)
         self.reconciler = reconciler
@@ -36,6 +38,9 @@ class Transaction:
         self.store = store
         self.clock = clock
         self.name = name
+        # around the parts of a change that mutate nothing views read: the writer lets go of
+        # the state lock (``servicelock.ServiceLock.released``; by default the reconciler's)
+        self.released = released or reconciler.waiting
         # desired tables, recomputed where changes touch; ``labels``: sr's label entries even
         # with no job in sr mode (sr is the default mode: its first job installs no more)
         self.desired = DesiredTables(ecmp, labels)
@@ -47,17 +52,22 @@ class Transaction:
 
     def current_tables(self) -> dict:
         """Desired tables of the committed state, asked for once per change (``DesiredTables``
-        recomputes only what the change touched)."""
+        recomputes only what the change touched). Computed with the state lock let go (only
+        a writer calls it; views never read ``desired``), kept in one assignment."""
         st = self.state
         key = (st.version, id(st.fabric), id(st.jobs))
         if self._tables[0] != key:
-            self._tables = (key, self.desired.tables(st.fabric, st.jobs.values()))
+            with self.released():
+                tables = self.desired.tables(st.fabric, st.jobs.values())
+            self._tables = (key, tables)
         return self._tables[1]
 
     def current_plan(self):
         """The running jobs and their installed routes as one Plan (``installed_plan``; None
         without a fabric or jobs), computed once per state version: the links view and the
-        metrics ask for it on every request (40 ms for 1,120 flows on a k = 16 fat-tree)."""
+        metrics ask for it on every request (40 ms for 1,120 flows on a k = 16 fat-tree).
+        Views fill it under the state lock alone, maybe while a change plans: built into a
+        local, kept in one assignment (two computing it at once keep equal plans)."""
         st = self.state
         key = (st.version, id(st.fabric), id(st.jobs))
         if self._plan[0] != key:
@@ -66,21 +76,27 @@ class Transaction:
         return self._plan[1]
 
     def apply(self, change: Change) -> Outcome:
-        """Install and commit ``change``; on error nothing changed and the error is raised."""
+        """Install and commit ``change``; on error nothing changed and the error is raised.
+        The desired tables, the offline check, the diffs, host mode's probes and the store
+        write run with the state lock let go (``released``: they mutate nothing views read);
+        what changes the state (forgetting switches, the shadows, the commit, the event)
+        runs under it."""
         t0 = time.perf_counter()
         st, rec = self.state, self.reconciler
         fabric = change.fabric or st.fabric
-        want = self.desired.tables(fabric, change.jobs.values())
+        with self.released():
+            want = self.desired.tables(fabric, change.jobs.values())
         forgotten = []
         if change.declared is not None:  # switches outside the new fabric are let go
             forgotten = [d for d in rec.installed if d not in change.declared.switch_of_dpid]
             rec.forget(lambda d: d in change.declared.switch_of_dpid)
         try:
             if change.offline_check:
-                rec.check_offline(want, self.current_tables, self.name)
+                with self.released():
+                    rec.check_offline(want, self.current_tables, self.name)
             stats = rec.converge(want)
             try:
-                ports = self.hostports.place(fabric, change.jobs)
+                ports = self.hostports.place(fabric, change.jobs, self.released)
             except (ConflictError, InputError, InstallError):  # probes lost or no ports
                 self._undo()
                 raise
@@ -89,6 +105,7 @@ class Transaction:
                 rec.connected(dpid)  # read back and repaired against the state in force
             raise
         self._commit(change, fabric, stats)
+        self._tables = ((st.version, id(st.fabric), id(st.jobs)), want)  # committed: in force
         outcome = Outcome(stats, self.hostports.commit(fabric, change.jobs, ports))
         self.drain()
         self.save()
@@ -122,8 +139,7 @@ class Transaction:
     def _undo(self) -> None:
         """Bring the switches back to the committed state (host ports could not be placed)."""
         try:
-            self.reconciler.converge(self.desired.tables(self.state.fabric,
-                                                         self.state.jobs.values()))
+            self.reconciler.converge(self.current_tables())
         except InstallError as e:
             LOG.error("mlroute: undoing a change whose probes failed: %s", e)
 
@@ -182,7 +198,7 @@ class Transaction:
         if (st.fabric is None or self.reconciler.pending
                 or not self.hostports.needs_refresh(st.fabric, st.jobs)):
             return {}
-        fields = self.hostports.refresh(st.fabric, st.jobs)
+        fields = self.hostports.refresh(st.fabric, st.jobs, self.released)
         if "host_error" in fields:
             LOG.error("mlroute: host mode: %s", fields["host_error"])
         else:
@@ -190,5 +206,10 @@ class Transaction:
         return fields
 
     def save(self) -> None:
+        """Persist the committed intent: the document is built under the state lock, the
+        write (a sqlite transaction, an etcd round trip) runs with it let go. The change lock
+        stays held, so saves keep the order of the changes."""
         if self.store is not None:
-            self.store.save(to_doc(self.state))
+            doc = to_doc(self.state)
+            with self.released():
+                self.store.save(doc)
