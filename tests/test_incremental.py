@@ -330,3 +330,25 @@ def test_a_diff_of_the_job_entries_alone_equals_a_whole_diff():
         have = SwitchState()
         apply_messages(have, diff(1, have, static + had, groups)[0])
         assert diff_jobs(have, want, had) == diff(1, have, static + want, groups)
+
+
+def test_long_table_computations_yield_and_compute_the_same():
+    """Under eventlet a view answers only where the writer yields: the desired tables (a
+    link state's static entries, a large job's entries) call ``pause`` as they go."""
+    f = Clos.fat_tree(8, 2, link_gbps=0.02).wire()
+    pauses = []
+    kept = DesiredTables(pause=lambda: pauses.append(1))
+    kept.tables(f, [])
+    down = f.with_down({("a0_0", "c0_0")})
+    pauses.clear()
+    assert kept.tables(down, []) == desired_tables(down, [])
+    assert len(pauses) >= len(f.switches()) // 32  # every 32 switches of the new state
+    hosts = sorted(f.host_leaves)[:24]
+    sw, svc, _ = start(f)
+    assert call(svc, "POST", "/v1/jobs", {"id": "a2a", "flows": [
+        {"src": a, "dst": b, "bytes": 1e6} for a in hosts for b in hosts if a != b]})[0] == 201
+    records = list(svc.state.jobs.values())
+    pauses.clear()
+    assert DesiredTables(pause=lambda: pauses.append(1)).tables(f, records) == \
+        desired_tables(f, records)
+    assert len(pauses) >= 552 // 256  # 552 flows: a yield every 256

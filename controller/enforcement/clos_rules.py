@@ -169,6 +169,18 @@ class PlaneView:
             for a in aggs:
                 self.pod_of[a] = k
         self.kept: dict | None = {} if keep else None
+        self._alive: dict[tuple[str, str], bool] = {}  # kept answers of ``alive``
+
+    def alive(self, lower: str, upper: str) -> bool:
+        """``alive`` of the link, kept by a kept view: a leaf's classes ask it of every leaf
+        of the plane for every live uplink (48,000 questions about 2,000 links on a k = 16
+        fat-tree with a switch down)."""
+        if self.kept is None:
+            return alive(self.f, lower, upper)
+        got = self._alive.get((lower, upper))
+        if got is None:
+            got = self._alive[(lower, upper)] = alive(self.f, lower, upper)
+        return got
 
     def leaves_of(self, pod: int) -> list[str]:
         return [l for l in self.p.leaves if self.pod_of[l] == pod]
@@ -181,7 +193,7 @@ class PlaneView:
         if slot >= len(self.p.cores):
             return []
         there = self.p.aggs[pod][slot]
-        out = [c for c in self.p.cores[slot] if alive(self.f, agg, c) and alive(self.f, there, c)]
+        out = [c for c in self.p.cores[slot] if self.alive(agg, c) and self.alive(there, c)]
         if self.kept is not None:
             self.kept[(agg, pod)] = tuple(out)
         return out
@@ -191,7 +203,7 @@ class PlaneView:
         classes and entries)."""
         if self.kept is not None and leaf in self.kept:
             return self.kept[leaf]
-        out = tuple(a for a in self.p.aggs[self.pod_of[leaf]] if alive(self.f, leaf, a))
+        out = tuple(a for a in self.p.aggs[self.pod_of[leaf]] if self.alive(leaf, a))
         if self.kept is not None:
             self.kept[leaf] = out
         return out
@@ -210,20 +222,20 @@ class PlaneView:
         key = ("classes", self.pod_of[leaf], live)
         if self.kept is not None and key in self.kept:
             return list(self.kept[key])
-        f, pod, aggs = self.f, self.pod_of[leaf], self.p.aggs
+        pod, aggs = self.pod_of[leaf], self.p.aggs
         slots = [(a, aggs[pod].index(a)) for a in live]
         up: dict = {}  # (uplink, pod) -> some core of the uplink's group reaches that pod
         classes: dict[tuple, list[str]] = {}
         for other in self.p.leaves:  # agg_reaches(a, other) for every live uplink a
             there = self.pod_of[other]
             if there == pod:
-                usable = tuple(a for a in live if alive(f, other, a))
+                usable = tuple(a for a in live if self.alive(other, a))
             else:
                 usable = []
                 for a, slot in slots:
                     if (a, there) not in up:
                         up[(a, there)] = bool(self.cores_reaching(a, there))
-                    if up[(a, there)] and alive(f, other, aggs[there][slot]):
+                    if up[(a, there)] and self.alive(other, aggs[there][slot]):
                         usable.append(a)
                 usable = tuple(usable)
             if other != leaf and usable and usable != live:
@@ -248,14 +260,14 @@ class PlaneView:
         pods ``agg``'s cores reach: a leaf's classes ask it for every leaf of the plane."""
         src_pod, dst_pod = self.pod_of[agg], self.pod_of[leaf]
         if src_pod == dst_pod:
-            return alive(self.f, leaf, agg)
+            return self.alive(leaf, agg)
         up = None if memo is None else memo.get((agg, dst_pod))
         if up is None:
             up = bool(self.cores_reaching(agg, dst_pod))
             if memo is not None:
                 memo[(agg, dst_pod)] = up
         slot = self.p.aggs[src_pod].index(agg)
-        return up and alive(self.f, leaf, self.p.aggs[dst_pod][slot])
+        return up and self.alive(leaf, self.p.aggs[dst_pod][slot])
 
 
 def clos_static_rules(fabric: Clos, switch: str, ecmp: str = "per-tier",
@@ -379,17 +391,23 @@ def clos_all_static(fabric: Clos, ecmp: str = "per-tier", labels: bool = True
     return clos_static_update(fabric, ecmp, labels=labels)[0]
 
 
+PAUSE_EVERY = 32  # switches between two yields of a long static computation
+
+
 def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | None = None,
-                       labels: bool = True) -> tuple[dict, dict]:
+                       labels: bool = True, pause=None) -> tuple[dict, dict]:
     """(static entries per dpid, link-state inputs per dpid, ``static_inputs``). ``before``:
     that pair of a fabric with the same switches, ports, hosts and bundles in another link
     state (and the same ``labels``); a switch whose inputs are equal there keeps its entries
     (the very lists), so a link down recomputes the few switches it changes. One
-    ``PlaneView`` per plane keeps its answers across the switches."""
+    ``PlaneView`` per plane keeps its answers across the switches. ``pause()``, if given, is
+    called every ``PAUSE_EVERY`` switches (the shell's yield: REST answers meanwhile)."""
     views: dict[int, PlaneView] = {}  # per plane, its answers kept for this computation
     tables, inputs = {}, {}
     old_tables, old_inputs = before or ({}, {})
-    for sw in fabric.tier_of:
+    for i, sw in enumerate(fabric.tier_of):
+        if pause is not None and i % PAUSE_EVERY == PAUSE_EVERY - 1:
+            pause()
         q = fabric.plane_of[sw]
         if q not in views:
             views[q] = PlaneView(fabric, sw, keep=True)

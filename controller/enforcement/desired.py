@@ -9,6 +9,7 @@ builders are ``clos_rules``, ``clos_labels`` and ``clos_hostmode``.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
@@ -81,6 +82,9 @@ class Entries(list):
     jobs: list | tuple = ()
 
 
+PAUSE_FLOWS = 256  # flows between two yields of ``DesiredTables.tables``
+
+
 class DesiredTables:
     """``desired_tables`` kept between changes (one per controller, the transaction's): the
     same entries in the same order, computed from what changed since the last call.
@@ -102,9 +106,13 @@ class DesiredTables:
     + planned flows): a POST on a k = 16 fat-tree rebuilt 19,000 static entries. The lists
     returned are shared between calls: read them, never change them. One caller at a time
     (the service's writer, which holds its change lock; views never call it), so it may
-    run with the state lock let go; its caches are each replaced in one assignment."""
+    run with the state lock let go; its caches are each replaced in one assignment.
+    ``pause()``, if given, is called every few hundred flows and every few dozen switches
+    recomputed (the shell's yield: under eventlet REST answers only where the writer
+    yields)."""
 
-    def __init__(self, ecmp: str = "per-tier", labels: bool = False):
+    def __init__(self, ecmp: str = "per-tier", labels: bool = False,
+                 pause: Callable[[], None] | None = None):
         self.ecmp = ecmp
         self.labels = labels  # sr's label entries even while no job runs in sr mode
         self._static: list[tuple] = []  # (fabric, host, labels, tables, inputs), newest last
@@ -112,6 +120,7 @@ class DesiredTables:
         self._flows: dict[tuple, list] = {}  # (number, mode, flow, parts) -> its entries
         self._last: dict[int, tuple] = {}  # dpid -> (static entry, job entries, output)
         self._keys: dict[int, tuple] = {}  # dpid -> (static rules, their keys)
+        self.pause = pause
 
     def tables(self, fabric: Clos, records, host: bool | None = None) -> Tables:
         records = list(records)
@@ -127,8 +136,12 @@ class DesiredTables:
         used: dict[tuple, list] = {}
         owner: dict[tuple, tuple] = {}
         jobs: dict[int, list] = {}
+        n = 0
         for r in records:
             for flow, parts in r.flows_with_parts():
+                n += 1
+                if self.pause is not None and n % PAUSE_FLOWS == 0:
+                    self.pause()
                 key = (r.number, r.mode, flow, parts)
                 entries = used.get(key)
                 if entries is None:
@@ -181,7 +194,7 @@ class DesiredTables:
             before = next(((t, i) for f, h, lab, t, i in reversed(self._static)
                            if i is not None and lab == labels and same_wiring(f, fabric)),
                           None)
-            tables, inputs = clos_static_update(fabric, self.ecmp, before, labels)
+            tables, inputs = clos_static_update(fabric, self.ecmp, before, labels, self.pause)
         else:
             tables = static_tables(fabric, host, self.ecmp, labels)
         kept = [t for _, _, _, t, _ in reversed(self._static)]

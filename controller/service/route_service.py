@@ -68,6 +68,7 @@ class RouteService:
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp,
                               labels=self.settings.mode == "sr")
+        self.tx.desired.pause = on_progress  # long table computations yield (eventlet)
         self.predictions = Predictions(on_progress)
         # discovery: checks a declared fabric, or finds the fabric when none is declared
         self.finder = FabricFinder(fabric, self.settings.link_gbps,
