@@ -4,6 +4,7 @@ acknowledged, when an owner leaves, or at its timeout with the members that did 
 import subprocess
 import sys
 import threading
+import time
 
 from controller.service.ownership import Shares, owner_of, weight
 
@@ -56,20 +57,25 @@ def test_wait_returns_when_every_owner_acknowledged():
     s.set_members({"c0", "c1", "c2"}, 3)
     others = sorted(set(s.count(DPIDS)) - {"c0"})
     assert s.pending(40, DPIDS) == others
-    s.acknowledged("c1", 40)
-    t = threading.Timer(0.2, s.acknowledged, ("c2", 41))
+    s.acknowledged("c1", 40, 3)
+    t = threading.Timer(0.2, s.acknowledged, ("c2", 41, 3))
     t.start()
     try:
         assert s.wait(40, DPIDS, timeout=10) == []
     finally:
         t.cancel()
     assert s.pending(42, DPIDS) == ["c1", "c2"]  # an older acknowledgement is not enough
+    s.set_members({"c0", "c1", "c2", "c3"}, 9)
+    s.acknowledged("c1", 50, 3)  # enforced on its share of the member set before: not enough
+    assert "c1" in s.pending(50, DPIDS)
+    s.acknowledged("c1", 50, 9)
+    assert "c1" not in s.pending(50, DPIDS)
 
 
 def test_wait_ends_when_an_owner_leaves_and_names_the_silent_at_its_timeout():
     s = Shares("c0")
     s.set_members({"c0", "c1", "c2"}, 3)
-    s.acknowledged("c2", 50)
+    s.acknowledged("c2", 50, 60)
     t = threading.Timer(0.2, s.set_members, ({"c0", "c2"}, 60))
     t.start()
     try:
@@ -80,6 +86,16 @@ def test_wait_ends_when_an_owner_leaves_and_names_the_silent_at_its_timeout():
     # only owners of the switches asked about are waited for
     mine = [d for d in DPIDS if s.owner(d) == "c0"]
     assert s.wait(51, mine, timeout=0.2) == []
+    # a planner that steps down stops waiting (``until``), woken by its role change
+    planner = [True]
+    t = threading.Timer(0.2, lambda: (planner.clear(), s.wake()))
+    t.start()
+    try:
+        t0 = time.monotonic()
+        assert s.wait(51, DPIDS, timeout=10, until=lambda: bool(planner)) == ["c2"]
+        assert time.monotonic() - t0 < 5  # not the timeout
+    finally:
+        t.cancel()
 
 
 def test_the_reconciler_writes_only_its_share_and_drops_reads_of_switches_it_gave_away():

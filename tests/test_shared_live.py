@@ -14,7 +14,7 @@ import pytest
 from emulation.harness.fabricnet import wait_until
 from emulation.harness.ha import ETCD, EtcdServer, HaSession, controller_roles
 from emulation.harness.ovs import entry_ages
-from tests.integration import carried_as_planned, ext, require_root_and_ovs
+from tests.integration import EXTENDED, carried_as_planned, ext, require_root_and_ovs
 from topologies.clos import fattree_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -75,6 +75,7 @@ def post_to_a_member(s, jid):
     return routes
 
 
+@EXTENDED  # make test-live (Open vSwitch refreshes its status every few seconds)
 def test_every_switch_has_one_master_and_every_controller_a_share(shared):
     got = wait_until(lambda: settled(shared), 15, 0.5,
                      "one master per switch in Open vSwitch's status")

@@ -1,38 +1,24 @@
 """Redundant controllers sharing their intent through etcd: membership, election of the one
-OpenFlow master, and REST writes routed to the master (the intent store is
-``controller/service/store.py``'s ``EtcdStore``).
+OpenFlow master, and REST writes routed to the master (the intent store is ``store.py``'s
+``EtcdStore``; docs/explanation/redundancy.md explains the design).
 
 Keys under a prefix (``/mlroute/`` by default; several fabrics can share one etcd):
 
-* ``state``: the intent document of ``controller/service/state.py`` (``to_doc``: fabric, jobs
-  and their routes by flow), zlib-compressed JSON. One key, so every change, even a re-plan
-  that moves the routes of many jobs, is one atomic write, and a standby never sees half of
-  one;
-* ``master``: ``{"id", "rest"}`` of the master, created by a transaction only while absent and
-  attached to the master's lease. Its ``create_revision`` is the master's **generation id**:
-  etcd revisions only grow, so every takeover gets a larger one, which the switches check
-  (OpenFlow role requests): a deposed master's messages are refused by the switches;
+* ``state``: the intent document (``state.to_doc``), zlib-compressed JSON: one key, so every
+  change is one atomic write and a standby never sees half of one;
+* ``master``: ``{"id", "rest"}`` of the master, created by a transaction only while absent, on
+  the master's lease. Its ``create_revision`` is the master's **generation id**, which the
+  switches check (OpenFlow role requests): a deposed master's messages are refused;
 * ``members/<id>``: ``{"id", "rest", "started"}`` of each running controller, on its lease;
 * ``applied/<id>``: with shared switch mastership (``share``, ``ownership.py``), the newest
-  state revision that controller enforced on its share of the switches, on its lease.
+  state revision that controller enforced on its share (``ownership.ack_value``), on its lease.
 
-Only the master writes ``state`` and only while it holds ``master`` at its generation (a fenced
-transaction); every controller watches the prefix and a standby adopts each new document as is,
-routes included: it never re-plans (``auto`` and ``ilp`` stop at time limits, so two planners
-may differ on a busy machine; the stored routes cannot).
-
-Failover. A master that crashes stops renewing its lease, which etcd ends after the TTL (2 s at
-the least with etcd's default timing, plus up to 0.5 s until etcd notices). To take over within
-a second a standby also probes the master's REST port (``controller/service/probe.py``) and
-ends the lease of a master whose process is gone. Whichever controller wins, the switches only
-accept the highest generation.
-
-REST writes go to any controller: a standby forwards them to the master, which answers once
-the switches confirmed and etcd stored (``writes.py`` says how each case is answered).
-
-A master says so in ``GET /v1/cluster`` only while its lease is confirmed: refreshed within its
-TTL, or checked in etcd at the question (a master frozen by SIGSTOP past its lease steps down
-when it runs again, without ever claiming the role it lost).
+Only the master writes ``state``, fenced on its generation; a standby adopts each document as
+is, routes included, and never re-plans. Failover: etcd ends a crashed master's lease after
+its TTL; a standby also probes the master's REST port (``probe.py``) and ends the lease of a
+master whose process is gone. REST writes go to any controller (``writes.py``). A master says
+so in ``GET /v1/cluster`` only while its lease is confirmed (a master frozen past its lease
+steps down when it runs again, without ever claiming the role it lost).
 """
 from __future__ import annotations
 
@@ -53,7 +39,7 @@ from controller.service.etcd import (
     op_range,
     prefix_end,
 )
-from controller.service.ownership import Shares
+from controller.service.ownership import Shares, ack_value, parse_ack
 from controller.service.probe import probe_loop, process_gone
 from controller.service.store import EtcdStore, decode
 from controller.service.writes import Writes
@@ -201,7 +187,7 @@ class Cluster:
         """Read the whole prefix (members, master, state) and act on it; returns the revision
         of the read, from which the watch continues."""
         kvs, revision = self.client.prefix(self.prefix.encode())
-        members, master, state = {}, None, None
+        members, master, state, acks = {}, None, None, []
         for kv in kvs:
             if kv.key == self.master_key:
                 master = kv
@@ -210,12 +196,13 @@ class Cluster:
             elif kv.key.startswith(self.members_key):
                 info = json.loads(kv.value)
                 members[info["id"]] = info
-            elif kv.key.startswith(self.applied_key) and self.shares is not None:
-                self.shares.acknowledged(kv.key[len(self.applied_key):].decode(),
-                                         int(kv.value))
+            elif kv.key.startswith(self.applied_key):
+                acks.append(kv)
         with self._lock:
             self.members = members
         self._members_seen(revision)
+        for kv in acks:  # after the members: a new member set drops departed members' acks
+            self._ack_seen(kv)
         if state is not None and state.mod_revision != self.state_revision:
             self._state_seen(state)
         self._master_seen(master)
@@ -276,6 +263,8 @@ class Cluster:
                 self.switch_roles.clear()
             self.role, self.generation = role, generation
         LOG.info("mlroute: controller %s is %s (generation %d)", self.id, role, generation)
+        if self.shares is not None:
+            self.shares.wake()  # a planner's wait for acknowledgements ends if it stepped down
         if stepped_down:
             self._step_down()
         self.on_role(role, generation)
@@ -445,8 +434,8 @@ class Cluster:
                 else:
                     self.members.pop(mid, None)
             self._members_seen(kv.mod_revision)
-        elif kv.key.startswith(self.applied_key) and self.shares and ev.kind == "put":
-            self.shares.acknowledged(kv.key[len(self.applied_key):].decode(), int(kv.value))
+        elif kv.key.startswith(self.applied_key) and ev.kind == "put":
+            self._ack_seen(kv)
 
     # ---- shared switch mastership (ownership.py) ---------------------------------------------
     def _members_seen(self, revision: int) -> None:
@@ -459,13 +448,24 @@ class Cluster:
                      revision)
             self.on_members(revision)
 
-    def acknowledge(self, revision: int) -> None:
-        """This member enforced the stored intent of ``revision`` on its share."""
+    def _ack_seen(self, kv: KeyValue) -> None:
+        ack = parse_ack(kv.value)
+        if self.shares is not None and ack is not None:
+            self.shares.acknowledged(kv.key[len(self.applied_key):].decode(), *ack)
+
+    def acknowledge(self, revision: int, members_revision: int) -> bool:
+        """This member enforced the stored intent of ``revision`` on its share of the member
+        set of ``members_revision``; False if etcd did not take it (tried again)."""
+        lease = self.lease
+        if not lease:
+            return False  # joining again: a key without a lease would outlive this member
         try:
-            self.client.put(self.applied_key + self.id.encode(), str(revision).encode(),
-                            self.lease)
+            self.client.put(self.applied_key + self.id.encode(),
+                            ack_value(revision, members_revision), lease)
+            return True
         except EtcdError as e:
             LOG.error("mlroute: acknowledging revision %d: %s", revision, e)
+            return False
 
     def _state_seen(self, kv: KeyValue, again: bool = False) -> None:
         if kv.mod_revision <= self.state_revision and not again:

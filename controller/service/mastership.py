@@ -115,21 +115,24 @@ def enforce(state: ControllerState, reconciler: Reconciler, converge: Callable[[
         LOG.error("mlroute: enforcing the stored intent on this controller's switches: %s", e)
         return False
     drain()
-    if reconciler.pending:
+    left = reconciler.pending | reconciler.syncing  # queued, or being read right now
+    if left:
         LOG.warning("mlroute: switches %s of this controller's share are not synchronised yet",
-                    ", ".join(f"{d:#x}" for d in sorted(reconciler.pending)))
-    return not reconciler.pending
+                    ", ".join(f"{d:#x}" for d in sorted(left)))
+    return not left
 
 
-def confirm(shares: Shares, store, state: ControllerState, waiting) -> list[str]:
+def confirm(shares: Shares, store, state: ControllerState, waiting,
+            planner: Callable[[], bool]) -> list[str]:
     """The planner, after storing a change: wait (the state lock let go) until every member
     owning connected switches acknowledged the stored revision. Returns the members that did
-    not within ``ACK_TIMEOUT`` (nothing is waited for when etcd did not take the document)."""
+    not within ``ACK_TIMEOUT`` (nothing is waited for when etcd did not take the document), or
+    before ``planner()`` turned False (this controller stepped down)."""
     if store.unsaved is not None or not store.revision:
         return []
     dpids = fabric_switches(state)
     with waiting():
-        left = shares.wait(store.revision, dpids, ACK_TIMEOUT)
+        left = shares.wait(store.revision, dpids, ACK_TIMEOUT, planner)
     if left:
         LOG.error("mlroute: controllers %s did not confirm revision %d within %g s",
                   ", ".join(left), store.revision, ACK_TIMEOUT)

@@ -59,6 +59,25 @@ def owner_of(dpid: int, members: Iterable[str]) -> str | None:
     return best[1] if best else None
 
 
+def ack_value(revision: int, members_revision: int) -> bytes:
+    """An ``applied/<id>`` value: the state revision enforced, on the share of the member set
+    of ``members_revision``.
+
+    >>> parse_ack(ack_value(41, 7)), parse_ack(b"41"), parse_ack(b"junk")
+    ((41, 7), (41, 0), None)
+    """
+    return f"{revision}:{members_revision}".encode()
+
+
+def parse_ack(value: bytes) -> tuple[int, int] | None:
+    """``ack_value`` read back (None: not one; a bare revision: of no member set)."""
+    try:
+        parts = [int(x) for x in value.decode().split(":")]
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return (parts[0], parts[1] if len(parts) > 1 else 0) if 1 <= len(parts) <= 2 else None
+
+
 def _neg(name: str) -> tuple:
     return tuple(-b for b in name.encode())
 
@@ -73,7 +92,9 @@ class Shares:
         self.clock = clock
         self.members: frozenset[str] = frozenset()
         self.revision = 0  # etcd revision of the membership the owners are computed from
-        self.applied: dict[str, int] = {}  # member -> newest state revision it enforced
+        # member -> (newest state revision it enforced, revision of the member set whose
+        # share it enforced it on)
+        self.applied: dict[str, tuple[int, int]] = {}
         self._owners: dict[int, str | None] = {}
         self._cond = threading.Condition()
 
@@ -123,31 +144,40 @@ class Shares:
                 out[o] = out.get(o, 0) + 1
         return out
 
-    def acknowledged(self, member: str, revision: int) -> None:
-        """``member`` enforced the stored intent up to ``revision`` (its ``applied`` key)."""
+    def acknowledged(self, member: str, revision: int, members_revision: int = 0) -> None:
+        """``member`` enforced the stored intent up to ``revision`` on its share of the member
+        set of ``members_revision`` (its ``applied`` key, ``ack_value``)."""
         with self._cond:
-            if member in self.members or not self.members:
-                self.applied[member] = max(revision, self.applied.get(member, 0))
+            self.applied[member] = max((revision, members_revision),
+                                       self.applied.get(member, (0, 0)))
             self._cond.notify_all()
 
     def pending(self, revision: int, dpids: Iterable[int]) -> list[str]:
         """Members other than this one that own some of ``dpids`` and have not acknowledged
-        ``revision`` yet."""
+        ``revision`` on their share of the current member set."""
         owners = {self.owner(d) for d in dpids}
         with self._cond:
             return sorted(m for m in owners if m is not None and m != self.me
-                          and self.applied.get(m, 0) < revision)
+                          and not (self.applied.get(m, (0, 0))[0] >= revision
+                                   and self.applied[m][1] >= self.revision))
 
-    def wait(self, revision: int, dpids: Iterable[int], timeout: float) -> list[str]:
+    def wake(self) -> None:
+        """Wake a ``wait`` to check its ``until`` (this controller's role changed)."""
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait(self, revision: int, dpids: Iterable[int], timeout: float,
+             until: Callable[[], bool] | None = None) -> list[str]:
         """Wait until every other member owning some of ``dpids`` acknowledged ``revision``
         (a member that leaves meanwhile is not waited for: its switches' new owner reads and
-        repairs them). Returns the members still pending at ``timeout`` (empty: all did)."""
+        repairs them), or ``until()`` turns False (no longer the planner). Returns the members
+        still pending then, or at ``timeout`` (empty: all did)."""
         dpids = list(dpids)
         deadline = self.clock() + timeout
         with self._cond:
             while True:
                 left = self.pending(revision, dpids)
                 remaining = deadline - self.clock()
-                if not left or remaining <= 0:
+                if not left or remaining <= 0 or (until is not None and not until()):
                     return left
                 self._cond.wait(min(remaining, 0.5))

@@ -496,26 +496,33 @@ class RouteService:
         """One of redundant controllers (``Cluster``): a standby until elected; with shared
         switch mastership, the writer of its share (``mastership.share_out``)."""
         self.passive, self.cluster = True, cluster
+        self.share_revision = -1  # the member set whose share this member writes
         if cluster.shares is not None:  # no switch of its own until its first share
             mastership.share_out(lambda dpid: False, self.state, self.reconciler)
-            self.tx.confirm = lambda: mastership.confirm(cluster.shares, cluster.store,
-                                                         self.state, self.lock.waiting)
+            self.tx.confirm = lambda: mastership.confirm(
+                cluster.shares, cluster.store, self.state, self.lock.waiting,
+                lambda: cluster.role == "master")
 
-    def enforce_share(self) -> bool:
+    def enforce_share(self) -> int | None:
         """Shared mastership, a member that does not plan: the followed intent on its share
-        (``mastership.enforce``); True when it may acknowledge the intent's revision."""
+        (``mastership.enforce``). Returns the revision of the member set whose share is then
+        synchronised (the member acknowledges the intent with it), or None: not yet (its
+        share of the newest member set not taken yet, or a switch not synchronised)."""
         with self.lock:
-            if not self.passive:
-                return True  # the planner installed its share with the change
-            return mastership.enforce(self.state, self.reconciler,
-                                      lambda: self.reconciler.converge(self.tx.current_tables()),
-                                      self.tx.drain)
+            if self.share_revision != self.cluster.shares.revision:
+                return None  # the roles of the newest member set are not confirmed yet
+            if not self.passive or mastership.enforce(
+                    self.state, self.reconciler,
+                    lambda: self.reconciler.converge(self.tx.current_tables()), self.tx.drain):
+                return self.share_revision
+            return None
 
-    def reshare(self, owns) -> None:
-        """Shared mastership: the switches confirmed the roles of a new member set; this
-        member now writes the switches ``owns`` accepts (``mastership.reshare``)."""
+    def reshare(self, owns, revision: int) -> None:
+        """Shared mastership: the switches confirmed the roles of the member set of
+        ``revision``; this member now writes the switches ``owns`` accepts."""
         with self.lock:
             mastership.reshare(self.state, self.reconciler, owns)
+            self.share_revision = revision
         self.sync_queued()
 
     def follow_intent(self, doc: dict | None) -> bool:

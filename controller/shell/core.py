@@ -377,9 +377,11 @@ class Shell:
     def _join_cluster(self) -> None:
         """Standby until etcd elects this controller; then master of every switch."""
         self.service.join(self.cluster)
-        self.cluster.start(on_role=lambda role, gen: self.hub.spawn(self.roles.apply, role, gen),
+        self.cluster.start(on_role=lambda role, gen: self.hub.spawn(self._roles, self.roles.apply,
+                                                                    role, gen),
                            on_state=self._follow,
-                           on_members=lambda rev: self.hub.spawn(self.roles.reshare))
+                           on_members=lambda rev: self.hub.spawn(self._roles,
+                                                                 self.roles.reshare))
         LOG.info("mlroute: controller %s joined the controllers at etcd %s as %s",
                  self.cluster.id, self.cluster.client.url, self.cluster.role)
 
@@ -391,7 +393,18 @@ class Shell:
             return
         if followed:
             LOG.info("mlroute: standby follows the intent of revision %d", revision)
-        if followed and self.cluster.shares is not None:  # its share written, acknowledged
+        if followed:
+            self._enforce_queued(revision)
+
+    def _roles(self, change, *args) -> None:
+        """A role change (``Roles.apply``, ``Roles.reshare``); with shared mastership the
+        newest intent is then enforced on the new share and acknowledged with it."""
+        change(*args)
+        if self.cluster.state_revision:
+            self._enforce_queued(self.cluster.state_revision)
+
+    def _enforce_queued(self, revision: int) -> None:
+        if self.cluster.shares is not None:  # its share written, then acknowledged
             self._intents.append(revision)
             if not self._enforcing:
                 self._enforcing = True
@@ -407,12 +420,16 @@ class Shell:
                 while self._intents:  # older revisions: the newest includes them
                     revision = self._intents.popleft()
                 for _ in range(ENFORCE_TRIES):  # a share moving meanwhile: tried again
-                    if self.service.enforce_share():
-                        self.cluster.acknowledge(revision)
+                    members = self.service.enforce_share()
+                    if members is not None and self.cluster.acknowledge(revision, members):
                         break
                     if self._intents or not self._running:
                         break  # a newer intent is enforced instead
                     self.hub.sleep(ENFORCE_RETRY)
+                else:
+                    LOG.error("mlroute: revision %d not acknowledged: this controller's share "
+                              "was not synchronised within %g s", revision,
+                              ENFORCE_TRIES * ENFORCE_RETRY)
         finally:
             self._enforcing = False
             if self._intents and self._running:  # one arrived as this worker ended
@@ -425,6 +442,9 @@ ENFORCE_RETRY, ENFORCE_TRIES = 0.25, 30  # s between tries of a member's share; 
 
 def _cluster(conf) -> Cluster | None:
     """Redundant controllers sharing etcd (--mlroute-etcd), checked before anything starts."""
+    if conf.mlroute_share_switches and not conf.mlroute_etcd:
+        raise InputError("--mlroute-share-switches shares the switches among controllers "
+                         "sharing etcd: give --mlroute-etcd too")
     if not conf.mlroute_etcd:
         return None
     if conf.mlroute_state:

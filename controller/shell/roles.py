@@ -39,10 +39,10 @@ class Roles:
             master = role == "master"
             if not master:
                 self.service.stand_by()
-            owns, gen = self._roles(master)
+            owns, gen, members = self._roles(master)
             self._wait([self.send(dp, owns(dp.id), gen) for dp in self.switches.datapaths()])
             if c.shares is not None:  # the share it writes, as the switches now see it
-                self.service.reshare(owns)
+                self.service.reshare(owns, members)
             if not master or (c.role, c.generation) != (role, generation):
                 return
             roles_at = time.time()
@@ -62,20 +62,20 @@ class Roles:
         """Shared mastership: the member set changed. The new roles at the membership's
         generation first, then the service reads and repairs its new share."""
         with self._apply_lock:
-            owns, gen = self._roles(self.cluster.role == "master")
+            owns, gen, members = self._roles(self.cluster.role == "master")
             self._wait([self.send(dp, owns(dp.id), gen) for dp in self.switches.datapaths()])
-            self.service.reshare(owns)
+            self.service.reshare(owns, members)
 
     def _roles(self, master: bool):
-        """(dpid -> this controller asks to be its master, generation id): every switch as
-        the elected master, or with shared mastership the switches of its share of the
-        current member set (``Shares.snapshot``), at the later of the election's and the
-        member set's revisions."""
+        """(dpid -> this controller asks to be its master, generation id, member set's
+        revision): every switch as the elected master, or with shared mastership the
+        switches of its share of the current member set (``Shares.snapshot``), at the later
+        of the election's and the member set's revisions."""
         shares = self.cluster.shares
         if shares is None:
-            return (lambda dpid: master), self.cluster.generation
+            return (lambda dpid: master), self.cluster.generation, 0
         owns, revision = shares.snapshot()
-        return owns, max(self.cluster.generation, revision)
+        return owns, max(self.cluster.generation, revision), revision
 
     def _wait(self, waits: list) -> None:
         """Wait for the role replies (or refusals) of ``waits`` (``send``'s results)."""
@@ -96,7 +96,7 @@ class Roles:
 
     def on_connected(self, dp) -> None:
         """A switch connected: its role first (before any table change is sent)."""
-        owns, gen = self._roles(self.cluster.role == "master")
+        owns, gen, _ = self._roles(self.cluster.role == "master")
         self.send(dp, owns(dp.id), gen)
 
     def on_reply(self, msg) -> None:
