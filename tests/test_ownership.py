@@ -110,3 +110,24 @@ def test_the_reconciler_writes_only_its_share_and_drops_reads_of_switches_it_gav
     rec.connected(3)
     rec.requeue({5}, connected=lambda d: True)
     assert rec.pending == {2}  # 3 and 5 are another's: never queued
+
+
+def test_shared_mastership_refuses_what_it_cannot_serve_with_a_clear_error():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from controller.errors import InputError
+    from controller.shell.core import _cluster
+    conf = SimpleNamespace(mlroute_share_switches=True, mlroute_etcd=None, mlroute_state=None,
+                           mlroute_fabric="fabric.json", mlroute_mode="flow",
+                           wsapi_host="127.0.0.1", wsapi_port=8080, mlroute_id="c0",
+                           mlroute_etcd_prefix="/mlroute/", mlroute_lease_ttl=2,
+                           mlroute_failover_probe=True)
+    with pytest.raises(InputError, match="--mlroute-etcd"):
+        _cluster(conf)
+    conf.mlroute_etcd = "http://127.0.0.1:9"  # nothing is asked of it before these checks
+    with pytest.raises(InputError, match="declared fabric"):
+        _cluster(SimpleNamespace(**{**vars(conf), "mlroute_fabric": None}))
+    with pytest.raises(InputError, match="host"):
+        _cluster(SimpleNamespace(**{**vars(conf), "mlroute_mode": "host"}))

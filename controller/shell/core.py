@@ -393,7 +393,6 @@ class Shell:
             return
         if followed:
             LOG.info("mlroute: standby follows the intent of revision %d", revision)
-        if followed:
             self._enforce_queued(revision)
 
     def _roles(self, change, *args) -> None:
