@@ -35,9 +35,16 @@ import tempfile
 import time
 import traceback
 
-from benchmarks.reconcile import RestPoller, _transactions, build_bridges, remove_bridges
+from benchmarks.reconcile import (
+    RestPoller,
+    _metric,
+    _transactions,
+    build_bridges,
+    remove_bridges,
+)
 from benchmarks.scale import (
     DEAD_AFTER,
+    MESSAGES,
     WAIT,
     _machine,
     _say,
@@ -45,6 +52,7 @@ from benchmarks.scale import (
     link_failure,
     lookup,
     post,
+    ratios,
     ring_job,
 )
 from emulation.harness import fabricnet
@@ -53,7 +61,6 @@ from emulation.harness.ha import EtcdServer, max_backoff
 from topologies.clos import fattree_fabric
 
 OF_BASE, REST_BASE = 6663, 8091
-MESSAGES = "mlroute_openflow_messages_total"
 FIGURES = ("first_start_ready_s", "first_start_messages", "restart_ready_s", "restart_messages",
            "rest_latency_ms_during_restart.median", "rest_latency_ms_during_restart.max",
            "post.ring.answered_s", "post.all_to_all.answered_s", "link_failure.replanned_s",
@@ -98,12 +105,8 @@ def _planner(ctls: list[ControllerProcess]) -> ControllerProcess:
 
 
 def _messages(ctls: list[ControllerProcess]) -> float:
-    total = 0.0
-    for ctl in ctls:
-        for line in ctl.client.metrics(timeout=30).splitlines():
-            if line.startswith(MESSAGES + " "):
-                total += float(line.split()[1])
-    return total
+    """OpenFlow messages all the controllers sent."""
+    return sum(_metric(ctl, MESSAGES) for ctl in ctls)
 
 
 def measure(fabric, n: int, etcd_url: str, workdir: str) -> dict:
@@ -166,15 +169,6 @@ def _try_planner(ctls):
         return None
 
 
-def ratios(result: dict, base: dict) -> dict:
-    out = {}
-    for path in FIGURES:
-        a, b = lookup(result, path), lookup(base, path)
-        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b:
-            out[path] = round(a / b, 3)
-    return out
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.shared",
                                  description=__doc__.split("\n")[0])
@@ -214,7 +208,7 @@ def main(argv=None) -> int:
                     r = {"controllers": n, "error": f"{type(e).__name__}: {e}"}
                     _say(f"{r['error']}\n{traceback.format_exc()}")
                 if result["runs"] and "error" not in result["runs"][0]:
-                    r["ratios_to_first"] = ratios(r, result["runs"][0])
+                    r["ratios_to_first"] = ratios(r, result["runs"][0], FIGURES)
                 result["runs"].append(r)
                 write()
     result["complete"] = True
