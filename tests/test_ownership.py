@@ -38,8 +38,8 @@ def test_weights_are_the_same_in_another_process():
 
 
 def test_no_members_means_this_controller_writes_every_switch():
-    s = Shares("c0")
-    assert s.owns(1) and s.owns(99)
+    owns, revision = Shares("c0").snapshot()
+    assert owns(1) and owns(99) and revision == 0
     assert owner_of(1, []) is None
 
 
@@ -49,7 +49,8 @@ def test_a_new_member_set_is_noted_once_with_its_revision():
     assert not s.set_members(["c1", "c0"], 12)  # the same set: no change, revision kept
     assert s.revision == 10
     assert s.set_members(["c0"], 15) and s.revision == 15
-    assert all(s.owns(d) for d in DPIDS)
+    owns, revision = s.snapshot()
+    assert revision == 15 and all(owns(d) for d in DPIDS)
 
 
 def test_wait_returns_when_every_owner_acknowledged():

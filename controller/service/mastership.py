@@ -39,11 +39,14 @@ def load_intent(state: ControllerState, reconciler: Reconciler, finder: FabricFi
 
 
 def take_over(state: ControllerState, reconciler: Reconciler, finder: FabricFinder,
-              now: float, replan: Callable[[str], None], drain: Callable[[], None]) -> dict:
+              now: float, replan: Callable[[str], None], drain: Callable[[], None],
+              trusted: bool = False) -> dict:
     """Become the master (the intent loaded, the service no longer passive): every connected
-    switch is queued to be read and repaired, so a switch whose tables match gets no message;
-    ``replan(cause)`` then re-plans only the jobs crossing links seen down and ``drain()``
-    synchronises the queued switches. Returns what the synchronisation sent."""
+    switch it writes is queued to be read and repaired, so a switch whose tables match gets
+    no message; ``replan(cause)`` then re-plans only the jobs crossing links seen down and
+    ``drain()`` synchronises the queued switches. ``trusted``: with shared mastership this
+    controller wrote its synchronised switches itself (no other could), so only the others
+    of its share are read. Returns what the synchronisation sent."""
     # discovery: as a standby it saw no LLDP (slaves get no packet-ins), so the fabric is
     # checked again only after a quiet period of probes, as after a restart
     finder.restart_quiet_period(now)
@@ -52,8 +55,8 @@ def take_over(state: ControllerState, reconciler: Reconciler, finder: FabricFind
     synced = 0
     if f is not None:
         state.fabric = f  # as after a restart: links seen down are found again below
-        for dpid, seen in state.switches.items():
-            if seen.connected and dpid in f.switch_of_dpid:
+        for dpid in fabric_switches(state):
+            if reconciler.manages(dpid) and not (trusted and dpid in reconciler.installed):
                 reconciler.connected(dpid)
                 synced += 1
         replan("became the master controller")
@@ -87,19 +90,16 @@ def fabric_switches(state: ControllerState) -> list[int]:
             if s.connected and f is not None and d in f.switch_of_dpid]
 
 
-def reshare(state: ControllerState, reconciler: Reconciler, owns: Callable[[int], bool]) -> int:
+def reshare(state: ControllerState, reconciler: Reconciler, owns: Callable[[int], bool]) -> None:
     """The member set changed and the switches confirmed the new roles: this controller now
     writes the switches ``owns`` accepts. Switches now another's are let go; those now this
-    member's are queued to be read and repaired. Returns how many were queued."""
+    member's are queued to be read and repaired (``Reconciler.connected`` queues only what
+    this controller writes)."""
     share_out(owns, state, reconciler)
     reconciler.forget(owns)
-    queued = 0
     for dpid in fabric_switches(state):
-        if owns(dpid) and dpid not in reconciler.installed and dpid not in reconciler.syncing \
-                and dpid not in reconciler.pending:
+        if dpid not in reconciler.installed and dpid not in reconciler.syncing:
             reconciler.connected(dpid)
-            queued += 1
-    return queued
 
 
 def enforce(state: ControllerState, reconciler: Reconciler, converge: Callable[[], dict],

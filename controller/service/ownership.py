@@ -116,15 +116,11 @@ class Shares:
                 self._owners[dpid] = owner_of(dpid, self.members)
             return self._owners[dpid]
 
-    def owns(self, dpid: int) -> bool:
-        """This member masters ``dpid``. Before the first membership is known: every switch
-        (a lone controller)."""
-        return not self.members or self.owner(dpid) == self.me
-
     def snapshot(self) -> tuple[Callable[[int], bool], int]:
         """``owns`` of the current member set, frozen, and the set's revision: the roles a
         member sends and the switches it writes follow one member set at a time, changed
-        together once the switches confirmed the new roles (``Roles.reshare``)."""
+        together once the switches confirmed the new roles (``Roles.reshare``). Before the
+        first member set is known: every switch (a lone controller)."""
         with self._cond:
             members, revision = self.members, self.revision
         mine: dict[int, bool] = {}

@@ -488,9 +488,13 @@ class RouteService:
 
     # ---- redundant controllers (controller/service/cluster.py) --------------------------------
     @property
+    def _shared(self) -> bool:  # one of controllers sharing the switches out (ownership.py)
+        return self.cluster is not None and self.cluster.shares is not None
+
+    @property
     def sends(self) -> bool:
         """Writes switches: the master, or any member when mastership is shared out."""
-        return not self.passive or (self.cluster is not None and self.cluster.shares is not None)
+        return not self.passive or self._shared
 
     def join(self, cluster) -> None:
         """One of redundant controllers (``Cluster``): a standby until elected; with shared
@@ -506,8 +510,7 @@ class RouteService:
     def enforce_share(self) -> int | None:
         """Shared mastership, a member that does not plan: the followed intent on its share
         (``mastership.enforce``). Returns the revision of the member set whose share is then
-        synchronised (the member acknowledges the intent with it), or None: not yet (its
-        share of the newest member set not taken yet, or a switch not synchronised)."""
+        synchronised (acknowledged with it), or None: not yet."""
         with self.lock:
             if self.share_revision != self.cluster.shares.revision:
                 return None  # the roles of the newest member set are not confirmed yet
@@ -543,13 +546,15 @@ class RouteService:
             mastership.load_intent(self.state, self.reconciler, self.finder, doc)
             self.passive = False
             return mastership.take_over(self.state, self.reconciler, self.finder, self.clock(),
-                                        partial(self._topology_changed, force=True), self._drain)
+                                        partial(self._topology_changed, force=True), self._drain,
+                                        trusted=self._shared)
 
     def stand_by(self) -> None:
-        """Stop acting on switches; the shadow tables are dropped."""
+        """Stop acting on switches; the shadows are dropped unless it writes its share."""
         self.passive = True
-        with self.lock:
-            mastership.stand_by(self.reconciler)
+        if not self._shared:
+            with self.lock:
+                mastership.stand_by(self.reconciler)
 
     def cluster_view(self) -> dict:
         return self.cluster.view() if self.cluster is not None else standalone_view()
