@@ -43,6 +43,21 @@ def require_root_and_ovs():
             pytest.skip(f"integration tests need {tool} (make system)")
 
 
+@contextlib.contextmanager
+def ha_session(tmp_path_factory, name: str, shape: tuple, bw: float, **kw):
+    """A private etcd and redundant controllers on an emulation (``ha.HaSession(*shape, bw,
+    ..., **kw)``) in a temporary folder ``name``; skipped without root, Open vSwitch or etcd.
+    The session's ``etcd`` is the server (tests stop and freeze it)."""
+    from emulation.harness.ha import ETCD, EtcdServer, HaSession
+    require_root_and_ovs()
+    if not os.path.exists(ETCD):
+        pytest.skip("etcd is not installed (apt-get install etcd-server)")
+    tmp = str(tmp_path_factory.mktemp(name))
+    with EtcdServer(tmp) as etcd, HaSession(*shape, bw, tmp, etcd.url, **kw) as s:
+        s.etcd = etcd
+        yield s
+
+
 def default_session(tmp, bw=0.0, mode="flow", state=False,
                     stats_interval=0.2) -> Session:
     """The default emulation of the integration tests, in ``tmp``. Statistics are polled often

@@ -5,7 +5,6 @@ killed under a running ring All-Reduce is replaced within a second with no rule 
 byte lost; etcd lost while running refuses writes and changes nothing; a frozen master is
 deposed by the generation id and steps down; etcd unreachable at start is a clear error."""
 import json
-import os
 import subprocess
 import threading
 import time
@@ -14,10 +13,10 @@ import pytest
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess
-from emulation.harness.ha import ETCD, EtcdServer, HaSession, controller_roles, free_port
+from emulation.harness.ha import controller_roles, free_port
 from emulation.harness.ovs import entry_ages as flows_with_age
 from emulation.harness.run import _run_traffic, prepare_jobs
-from tests.integration import EXTENDED, HOSTS, LEAVES, SPINES, iperf_ring, require_root_and_ovs
+from tests.integration import EXTENDED, HOSTS, LEAVES, SPINES, ha_session, iperf_ring
 from tests.integration import metric as _metric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
@@ -26,14 +25,9 @@ DEADLINE = 15.0
 
 @pytest.fixture(scope="module")
 def ha(tmp_path_factory):
-    require_root_and_ovs()
-    if not os.path.exists(ETCD):
-        pytest.skip("etcd is not installed (apt-get install etcd-server)")
-    tmp = str(tmp_path_factory.mktemp("ha"))
-    with EtcdServer(tmp) as etcd, HaSession(
-            SPINES, LEAVES, HOSTS, 5.0, tmp, etcd.url,
-            extra_args=["--mlroute-stats-interval", "0.5", "--mlroute-dead-after", "30"]) as s:
-        s.etcd = etcd
+    with ha_session(tmp_path_factory, "ha", (SPINES, LEAVES, HOSTS), 5.0,
+                    extra_args=["--mlroute-stats-interval", "0.5",
+                                "--mlroute-dead-after", "30"]) as s:
         yield s
 
 

@@ -6,15 +6,14 @@ not plan is answered 201 once every share confirmed, and its bytes cross the lin
 name; a member killed, or the planner, hands its switches to the others without changing an
 entry, and the next job is installed on them; the controller back takes its share again, and
 finds every entry as the others left it."""
-import os
 import time
 
 import pytest
 
 from emulation.harness.fabricnet import wait_until
-from emulation.harness.ha import ETCD, EtcdServer, HaSession, controller_roles
+from emulation.harness.ha import controller_roles
 from emulation.harness.ovs import entry_ages
-from tests.integration import EXTENDED, carried_as_planned, ext, require_root_and_ovs
+from tests.integration import EXTENDED, carried_as_planned, ext, ha_session
 from topologies.clos import fattree_fabric
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -25,14 +24,9 @@ DEADLINE = 15.0
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    require_root_and_ovs()
-    if not os.path.exists(ETCD):
-        pytest.skip("etcd is not installed (apt-get install etcd-server)")
-    tmp = str(tmp_path_factory.mktemp("shared"))
-    with EtcdServer(tmp) as etcd, HaSession(0, 0, 0, BW, tmp, etcd.url, n=3, shared=True,
-                                            clos=fattree_fabric(4, 1, BW),
-                                            extra_args=["--mlroute-mode", "flow",
-                                                        "--mlroute-dead-after", "30"]) as s:
+    with ha_session(tmp_path_factory, "shared", (0, 0, 0), BW, n=3, shared=True,
+                    clos=fattree_fabric(4, 1, BW),
+                    extra_args=["--mlroute-mode", "flow", "--mlroute-dead-after", "30"]) as s:
         yield s
 
 
