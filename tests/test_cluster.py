@@ -226,6 +226,35 @@ def test_a_second_controller_with_the_same_id_is_refused(members):
     assert a.role == "master"
 
 
+def test_sharing_members_name_each_member_set_by_the_same_revision(members, server, prefix):
+    """The member set's revision is the generation id of every role request: a member that
+    read the set at a later revision than the set's last change (other keys written since),
+    or missed a departure, must still agree with the others, or the switches refuse the
+    smaller generation as stale and its share never gets a master."""
+    a = members.start("a", share=True)
+    b = members.start("b", share=True)
+    client = Etcd(server.url)
+    client.put((prefix + "applied/x").encode(), b"1:1")  # the store moves on, no member
+    c = members.start("c", share=True)  # reads the set at a later revision than its join
+    every = (a, b, c)
+    wait(lambda: all(m.shares.members == {"a", "b", "c"} for m in every), what="three members")
+    assert len({m.shares.revision for m in every}) == 1
+    c.stop()  # a and b see c leave at the deletion's revision
+    wait(lambda: all(m.shares.members == {"a", "b"} for m in (a, b)), what="c gone")
+    wait(lambda: a.shares.revision == b.shares.revision, what="one revision for the departure")
+    left = client.get((prefix + "left").encode())
+    assert a.shares.revision == left.mod_revision  # the first to see it wrote it, once
+    assert left.version == 1
+    d = members.start("d", share=True)  # reads the set (a departure, after the joins)
+    every = (a, b, d)
+    wait(lambda: all(m.shares.members == {"a", "b", "d"} for m in every), what="d joined")
+    assert len({m.shares.revision for m in every}) == 1
+    d.stop()
+    wait(lambda: all(m.shares.members == {"a", "b"} for m in (a, b)), what="d gone")
+    a._resync()  # as after a broken watch: the read must name the set as the watch did
+    assert a.shares.revision == b.shares.revision
+
+
 @pytest.mark.slow
 def test_a_restarted_controller_replaces_its_previous_run_at_once(members):
     a = members.start("a")

@@ -46,8 +46,9 @@ def test_no_members_means_this_controller_writes_every_switch():
 def test_a_new_member_set_is_noted_once_with_its_revision():
     s = Shares("c0")
     assert s.set_members(["c0", "c1"], 10)
-    assert not s.set_members(["c1", "c0"], 12)  # the same set: no change, revision kept
+    assert not s.set_members(["c1", "c0"], 10)  # the same set seen again
     assert s.revision == 10
+    assert s.set_members(["c1", "c0"], 12) and s.revision == 12  # written again later
     assert s.set_members(["c0"], 15) and s.revision == 15
     owns, revision = s.snapshot()
     assert revision == 15 and all(owns(d) for d in DPIDS)

@@ -11,7 +11,9 @@ Keys under a prefix (``/mlroute/`` by default; several fabrics can share one etc
   switches check (OpenFlow role requests): a deposed master's messages are refused;
 * ``members/<id>``: ``{"id", "rest", "started"}`` of each running controller, on its lease;
 * ``applied/<id>``: with shared switch mastership (``share``, ``ownership.py``), the newest
-  state revision that controller enforced on its share (``ownership.ack_value``), on its lease.
+  state revision that controller enforced on its share (``ownership.ack_value``), on its lease;
+* ``left``: with shared mastership, written when a member left: its revision names the new
+  member set (``Cluster._departed``).
 
 Only the master writes ``state``, fenced on its generation; a standby adopts each document as
 is, routes included, and never re-plans. Failover: etcd ends a crashed master's lease after
@@ -29,12 +31,14 @@ import time
 import zlib
 from collections.abc import Callable
 
+from controller.service.clusterview import cluster_view
 from controller.service.etcd import (
     Etcd,
     EtcdError,
     EtcdUnavailable,
     KeyValue,
     compare_create,
+    compare_older,
     op_put,
     op_range,
     prefix_end,
@@ -82,6 +86,7 @@ class Cluster:
         self.master_key = (prefix + "master").encode()
         self.members_key = (prefix + "members/").encode()
         self.applied_key = (prefix + "applied/").encode()
+        self.left_key = (prefix + "left").encode()
         # shared switch mastership: each member masters its share (None: the master all)
         self.shares = Shares(member_id) if share else None
         self.on_members: Callable[[int], None] = lambda revision: None
@@ -187,7 +192,7 @@ class Cluster:
         """Read the whole prefix (members, master, state) and act on it; returns the revision
         of the read, from which the watch continues."""
         kvs, revision = self.client.prefix(self.prefix.encode())
-        members, master, state, acks = {}, None, None, []
+        members, master, state, acks, changed = {}, None, None, [], 0
         for kv in kvs:
             if kv.key == self.master_key:
                 master = kv
@@ -196,11 +201,14 @@ class Cluster:
             elif kv.key.startswith(self.members_key):
                 info = json.loads(kv.value)
                 members[info["id"]] = info
+                changed = max(changed, kv.mod_revision)
+            elif kv.key == self.left_key:
+                changed = max(changed, kv.mod_revision)
             elif kv.key.startswith(self.applied_key):
                 acks.append(kv)
         with self._lock:
             self.members = members
-        self._members_seen(revision)
+        self._members_seen(changed or revision)  # the last join or departure (``_departed``)
         for kv in acks:  # after the members: a new member set drops departed members' acks
             self._ack_seen(kv)
         if state is not None and state.mod_revision != self.state_revision:
@@ -433,6 +441,11 @@ class Cluster:
                     self.members[mid] = json.loads(kv.value)
                 else:
                     self.members.pop(mid, None)
+            if ev.kind == "put":
+                self._members_seen(kv.mod_revision)
+            else:
+                self._departed(kv.mod_revision)
+        elif kv.key == self.left_key and ev.kind == "put":
             self._members_seen(kv.mod_revision)
         elif kv.key.startswith(self.applied_key) and ev.kind == "put":
             self._ack_seen(kv)
@@ -447,6 +460,21 @@ class Cluster:
             LOG.info("mlroute: %d controllers share the switches (revision %d)", len(ids),
                      revision)
             self.on_members(revision)
+
+    def _departed(self, revision: int) -> None:
+        """A member left at ``revision``. With shared mastership the member set's revision is
+        the generation id of every role request, so every member must name a set by the same
+        revision, also one that reads the set later (a read shows joins, not departures):
+        the first member to see a departure writes ``left`` (the others' transactions find it
+        newer), and its revision names the set (``_event``, ``_resync``)."""
+        if self.shares is None:
+            return
+        try:
+            self.client.txn([compare_older(self.left_key, revision)],
+                            [op_put(self.left_key, str(revision).encode())])
+        except EtcdError as e:  # the departure's own revision, as every member saw it
+            LOG.error("mlroute: noting a departure at revision %d: %s", revision, e)
+            self._members_seen(revision)
 
     def _ack_seen(self, kv: KeyValue) -> None:
         ack = parse_ack(kv.value)
@@ -523,37 +551,5 @@ class Cluster:
         return True
 
     def view(self) -> dict:
-        """The document of ``GET /v1/cluster``. This controller says "master" only while etcd
-        confirms it (``confirmed_master``): a master frozen past its lease, or cut off from
-        etcd, says "standby" with ``unconfirmed_master`` until it knows."""
-        confirmed = self.confirmed_master()
-        with self._lock:
-            roles = list(self.switch_roles.values())
-            unconfirmed = self.role == "master" and not confirmed
-            master_id = self.master["id"] if self.master and not unconfirmed else None
-            members = [{"id": mid, "rest": m.get("rest"),
-                        "role": "master" if mid == master_id else "standby"}
-                       for mid, m in sorted(self.members.items())]
-            me = {"id": self.id, "role": "master" if confirmed else "standby",
-                  "rest": self.rest_url, "serving": self.serving and not unconfirmed,
-                  "since": self.role_since,
-                  "switches": {"master": roles.count("master"), "slave": roles.count("slave"),
-                               "failed": sum(r not in ("master", "slave") for r in roles)}}
-            if unconfirmed:
-                me["unconfirmed_master"] = True
-            if self.shares is not None:  # switches each member masters, of those seen here
-                owned = self.shares.count(self.switch_roles)
-                for m in members:
-                    m["switches"] = owned.get(m["id"], 0)
-            return {
-                "self": me, "members": members, "etcd": self.client.url, "master": master_id,
-                "generation": self.generation, "healthy": self.healthy,
-                "unsaved": self.store.unsaved is not None, "state_revision": self.state_revision,
-                "operations": self.writes.view(),
-                "takeover": dict(self.takeover)}
-
-
-def standalone_view(member_id: str | None = None) -> dict:
-    """``GET /v1/cluster`` of a controller without etcd: it is the only member and the master."""
-    me = {"id": member_id or "standalone", "role": "master"}
-    return {"self": dict(me), "members": [me], "etcd": None}
+        """The document of ``GET /v1/cluster`` (``clusterview.py``)."""
+        return cluster_view(self)

@@ -94,6 +94,11 @@ def compare_create(key: bytes, revision: int) -> dict:
             "create_revision": str(revision)}
 
 
+def compare_older(key: bytes, revision: int) -> dict:
+    """Compare: the key was last written before ``revision`` (or does not exist)."""
+    return {"target": "MOD", "key": _b64(key), "result": "LESS", "mod_revision": str(revision)}
+
+
 def op_put(key: bytes, value: bytes, lease: int = 0) -> dict:
     body = {"key": _b64(key), "value": _b64(value)}
     if lease:
@@ -101,10 +106,14 @@ def op_put(key: bytes, value: bytes, lease: int = 0) -> dict:
     return {"request_put": body}
 
 
-def op_range(key: bytes, range_end: bytes | None = None) -> dict:
+def op_range(key: bytes, range_end: bytes | None = None, revision: int = 0) -> dict:
+    """Read one key or [key, range_end), as of ``revision`` (0: now; a compacted revision is
+    an error)."""
     body = {"key": _b64(key)}
     if range_end is not None:
         body["range_end"] = _b64(range_end)
+    if revision:
+        body["revision"] = str(revision)
     return {"request_range": body}
 
 
@@ -174,13 +183,15 @@ class Etcd:
         """Store ``value`` under ``key``; returns the new revision."""
         return self.txn([], [op_put(key, value, lease)]).revision
 
-    def range(self, key: bytes, range_end: bytes | None = None) -> tuple[list[KeyValue], int]:
-        """(key-values, revision of the store) of one key or of [key, range_end)."""
-        r = self.txn([], [op_range(key, range_end)])
+    def range(self, key: bytes, range_end: bytes | None = None, revision: int = 0
+              ) -> tuple[list[KeyValue], int]:
+        """(key-values, revision of the store) of one key or of [key, range_end), as of
+        ``revision`` (0: now)."""
+        r = self.txn([], [op_range(key, range_end, revision)])
         return r.responses[0], r.revision
 
-    def prefix(self, prefix: bytes) -> tuple[list[KeyValue], int]:
-        return self.range(prefix, prefix_end(prefix))
+    def prefix(self, prefix: bytes, revision: int = 0) -> tuple[list[KeyValue], int]:
+        return self.range(prefix, prefix_end(prefix), revision)
 
     def txn(self, compare: list[dict], success: list[dict], failure: list[dict] = ()
             ) -> TxnResult:

@@ -99,10 +99,12 @@ class Shares:
         self._cond = threading.Condition()
 
     def set_members(self, members: Iterable[str], revision: int) -> bool:
-        """A membership seen at ``revision``; True when the set changed (owners recomputed)."""
+        """A membership seen at ``revision``; True when it changed: another set (owners
+        recomputed), or the same set written again later (a member rejoined, or wrote its key
+        to give every member the same revision: ``Cluster._left_unseen``)."""
         members = frozenset(members)
         with self._cond:
-            if members == self.members:
+            if members == self.members and revision <= self.revision:
                 return False
             self.members, self.revision = members, revision
             self._owners = {}

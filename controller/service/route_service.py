@@ -29,7 +29,7 @@ from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
 from controller.service import admission, anytime, decide, mastership, tablesync, views
 from controller.service.change import Change, Outcome
-from controller.service.cluster import standalone_view
+from controller.service.clusterview import standalone_view
 from controller.service.hostports import HostPortService
 from controller.service.matrices import MatrixLearning
 from controller.service.predictions import Predictions
