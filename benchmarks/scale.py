@@ -40,7 +40,10 @@ emulated). The controller runs with ``--mlroute-fabric`` (flow mode, ``auto``,
 Every phase also records (``meter``) its wall time, the CPU seconds the controller and
 ovs-vswitchd used, the load average and the controller's own counters (/metrics: messages,
 planner and install seconds, recoveries, moved flows); failures also the routes each job moved
-and the controller's last events.
+and the controller's last events, and for port failures when the controller received the first
+port change (``detected_s``, from the command; Open vSwitch applies a transaction of many
+del-ports over up to a second at k = 16) and the seconds from then until the routes left
+(``replanned_s_after_detected``).
 
 The same is measured first on the paper's two-tier fabric (32 spines x 64 leaves, 16 hosts per
 leaf, 96 bridges; ``--quick``: 8 x 16 x 4) in the same run, and each fat-tree's figures are
@@ -460,8 +463,13 @@ def _failed(ctl, out: dict, key: str, act, done, what: str, was: list[dict],
     """A failure's figures into ``out``: ``key`` (seconds until ``done``), counters, routes
     moved (against ``was``), REST latency, what ``seen()`` reads right then, the quiet period
     after and the last events."""
+    wall0 = time.time()
     acted, out[key], spent = _phase(ctl, act, done, what)
     out.update(acted)
+    detected = [e["detected"] for e in _events(ctl, 12) if e.get("detected", 0) >= wall0]
+    if detected:  # the emulation's own delay, then the controller's part
+        out["detected_s"] = round(min(detected) - wall0, 3)
+        out[f"{key}_after_detected"] = round(out[key] - out["detected_s"], 3)
     out["meter"], out["messages"] = spent["meter"], spent["messages"]
     out["moved_routes"] = moved(was, now := _all_routes(ctl))
     out["rest_ms"] = spent["rest_ms"]

@@ -7,16 +7,22 @@ from __future__ import annotations
 from collections import deque
 from types import SimpleNamespace
 
-from controller.shell.core import PORT_GATHER, Shell
+from controller.shell.core import PORT_GATHER, PORT_GATHER_MAX, Shell
 from controller.shell.hub import Hub
 
 
 class Service:
     def __init__(self, shell, arrive: list):
-        self.shell, self.arrive, self.batches = shell, arrive, []
+        self.shell, self.arrive, self.batches, self.detected = shell, arrive, [], []
+        self.now = 100.0
 
-    def ports_changed(self, batch):
+    def clock(self) -> float:
+        self.now += 1.0
+        return self.now
+
+    def ports_changed(self, batch, detected):
         self.batches.append(list(batch))
+        self.detected.append(detected)
         for msg in self.arrive:  # arrive while the service works on this batch
             self.shell.port_status(msg)
         self.arrive = []
@@ -33,11 +39,10 @@ def status(dpid: int, port: int, up: bool):
 shell_sleeps: list[float] = []
 
 
-def shell_with(arrive: list) -> tuple[Shell, Service, list]:
+def shell_with(arrive: list, sleep=shell_sleeps.append) -> tuple[Shell, Service, list]:
     spawned = []  # run by hand: the framework's loop would run them after the handler
     shell = Shell.__new__(Shell)  # only what the port path uses: no sockets, no framework
-    shell.hub = Hub(spawn=lambda fn, *a: spawned.append((fn, a)), sleep=shell_sleeps.append,
-                    Event=None)
+    shell.hub = Hub(spawn=lambda fn, *a: spawned.append((fn, a)), sleep=sleep, Event=None)
     shell._running, shell._reporting = True, False
     shell._ports = deque()
     shell.service = Service(shell, arrive)
@@ -60,9 +65,34 @@ def test_port_changes_waiting_together_reach_the_service_as_one_batch():
     run(spawned)
     assert shell_sleeps[0] == PORT_GATHER  # the first waits for those that come with it
     assert [len(b) for b in service.batches] == [16, 2]  # those that came meanwhile: next
+    assert service.detected[0] == 101.0  # when the first of the batch arrived
     assert service.batches[0][0] == (1, 1, False, 10_000)
     assert service.batches[1] == [(9, 1, False, 10_000), (9, 2, False, 10_000)]
     assert not shell._reporting and not shell._ports
     shell.port_status(status(3, 4, True))  # a later change starts a worker again
     run(spawned)
     assert service.batches[-1] == [(3, 4, True, 10_000)]
+
+
+def test_the_first_change_waits_until_none_came_for_a_while_and_no_longer_than_a_bound():
+    """A lost switch's neighbours report over a few hundred ms where Open vSwitch applies the
+    deletions one by one: a batch gathers until ``PORT_GATHER`` passed without a new one."""
+    sleeps, due = [], [[status(2, 1, False)], [status(3, 1, False), status(4, 1, False)]]
+
+    def sleep(seconds):  # more arrive during the first two waits, none during the third
+        sleeps.append(seconds)
+        for msg in due.pop(0) if due else []:
+            shell.port_status(msg)
+    shell, service, spawned = shell_with([], sleep)
+    shell.port_status(status(1, 1, False))
+    run(spawned)
+    assert sleeps[:3] == [PORT_GATHER] * 3 and [len(b) for b in service.batches] == [4]
+    assert service.detected == [101.0]
+
+    sleeps.clear()  # a steady stream: the batch goes at PORT_GATHER_MAX
+    due.extend([status(5, n, False)] for n in range(100))
+    shell.port_status(status(1, 2, False))
+    run(spawned)
+    waits = round(PORT_GATHER_MAX / PORT_GATHER)
+    assert sleeps[:waits + 1] == [PORT_GATHER] * waits + [0]  # then the batch went
+    assert len(service.batches[1]) == waits + 1

@@ -74,13 +74,34 @@ def reoptimise(state: ControllerState, settings: Settings) -> Change | None:
                   replanned=planned, event={})
 
 
+def ports_cause(declared: Clos | None, changes: list[tuple]) -> str | None:
+    """The cause of a topology change that port changes (dpid, port, up, ...) make: the
+    switch links among them, named; None if none is a switch link (host ports).
+
+    >>> f = Clos.leaf_spine(1, 2, 1).wire()
+    >>> ports_cause(f, [(f.dpids["l0"], 1, False), (f.dpids["l1"], 1, False)])
+    'ports l0:1 to s0 down, l1:1 to s0 down'
+    >>> ports_cause(f, [(f.dpids["l0"], 2, False)]) is None  # its host's port
+    True
+    """
+    f = declared
+    links = [f"{f.switch_of_dpid[dpid]}:{port} to {peer} {'up' if up else 'down'}"
+             for dpid, port, up, *_ in changes if f is not None and dpid in f.switch_of_dpid
+             and (peer := f.peer(f.switch_of_dpid[dpid], port)) in f.dpids]
+    if not links:
+        return None
+    more = f" and {len(links) - 3} more" if len(links) > 3 else ""
+    return f"port{'s' if len(links) > 1 else ''} " + ", ".join(links[:3]) + more
+
+
 def topology(state: ControllerState, settings: Settings, now: float, cause: str,
-             declared: Clos | None = None, force: bool = False) -> Change | None:
+             declared: Clos | None = None, force: bool = False,
+             detected: float | None = None) -> Change | None:
     """The effective fabric recomputed from the switches seen (and ``declared``, when a
     fabric is declared or discovered). Jobs crossing links that went down are re-planned (per
     planner group); flows that had no alive spine are planned as soon as one returns; auto
     groups move back onto returned links at once when there is no hold-down. None: nothing
-    changed."""
+    changed. ``detected``: when the change reached the controller (in the event)."""
     declared = declared or state.declared
     fabric = effective_fabric(declared, state.switches, now, settings.dead_after)
     before = state.fabric.down if state.fabric is not None else fabric.down
@@ -94,6 +115,8 @@ def topology(state: ControllerState, settings: Settings, now: float, cause: str,
     planned = replan_groups(fabric, state.jobs, algs, settings)
     event = {"links_down": sorted("-".join(map(str, x)) for x in went_down),
              "links_up": sorted("-".join(map(str, x)) for x in came_up)}
+    if detected is not None:
+        event["detected"] = detected
     return Change(cause, planned.records, fabric=fabric,
                   declared=declared if declared is not state.declared else None,
                   replanned=planned, offline_check=False, fabric_stands=True, event=event)

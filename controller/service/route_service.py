@@ -139,12 +139,13 @@ class RouteService:
             self.tx.fail(change, e)
             return None
 
-    def _topology_changed(self, cause: str, force: bool = False) -> None:
+    def _topology_changed(self, cause: str, force: bool = False,
+                          detected: float | None = None) -> None:
         if self.passive or self.state.declared is None:  # a standby follows the master
             return
         st = self.state
         change = self.lock.read_only(decide.topology, st, self.settings, self.clock(), cause,
-                                     force=force)
+                                     force=force, detected=detected)
         if change is not None and change.event.get("links_up") and self.settings.hold_down > 0:
             self._reoptimise_at = self.clock() + self.settings.hold_down
         self._apply_or_record(change)
@@ -193,25 +194,21 @@ class RouteService:
         kbps, if the switch reports one."""
         self.ports_changed([(dpid, port, up, speed)])
 
-    def ports_changed(self, changes: list[tuple[int, int, bool, int | None]]) -> None:
+    def ports_changed(self, changes: list[tuple[int, int, bool, int | None]],
+                      detected: float | None = None) -> None:
         """Ports that went up or down, as (dpid, port, up, speed in kbps or None), noted
         together: the switch links among them re-plan the jobs using them once for all. A
         switch lost takes all its links down at once; one re-plan per port was 16 re-plans
-        in a row at k = 16 (3 s, the REST API waiting behind them)."""
+        in a row at k = 16 (3 s, the REST API waiting behind them). ``detected``: when the
+        first of them reached the controller (the event records it)."""
         with self.lock:
             for dpid, port, up, speed in changes:
                 self.state.switches.setdefault(dpid, SwitchSeen(True)).ports[port] = up
                 self.finder.port_changed(dpid, port, up, self.clock(), speed)
             self._discovery_out()
-            f = self.state.declared
-            links = [f"{f.switch_of_dpid[dpid]}:{port} to {peer} {'up' if up else 'down'}"
-                     for dpid, port, up, _ in changes if f is not None
-                     and dpid in f.switch_of_dpid
-                     and (peer := f.peer(f.switch_of_dpid[dpid], port)) in f.dpids]
-            if links:  # switch links, not host ports
-                more = f" and {len(links) - 3} more" if len(links) > 3 else ""
-                self._topology_changed(f"port{'s' if len(links) > 1 else ''} "
-                                       + ", ".join(links[:3]) + more)
+            cause = decide.ports_cause(self.state.declared, changes)
+            if cause is not None:  # switch links, not host ports
+                self._topology_changed(cause, detected=detected)
                 self._drain()
 
     def _drain(self) -> None:

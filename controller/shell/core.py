@@ -37,7 +37,8 @@ from controller.shell.switches import Switches
 
 LOG = logging.getLogger("mlroute")
 PACKET_BATCH = 256  # packet-ins handed to the service under one hold of its lock
-PORT_GATHER = 0.02  # seconds the first port change waits for those that come with it
+PORT_GATHER = 0.02  # seconds without a port change that end a batch of them
+PORT_GATHER_MAX = 0.1  # seconds the first port change of a batch waits at most
 TICK = 1.0  # seconds between the periodic rounds of _tick
 
 
@@ -159,7 +160,7 @@ class Shell:
         (``_report_ports``), so the links a lost switch takes down are re-planned together."""
         port, up = translate.port_status(msg.datapath.ofproto, msg)
         speed = int(getattr(msg.desc, "curr_speed", 0) or 0)  # kbps, 0: not reported
-        self._ports.append((msg.datapath.id, port, up, speed))
+        self._ports.append((msg.datapath.id, port, up, speed, self.service.clock()))
         if not self._reporting:
             self._reporting = True
             self.hub.spawn(self._guarded, self._report_ports)
@@ -302,11 +303,17 @@ class Shell:
     def _report_ports(self) -> None:
         """Hand the service every queued port change at once, until the queue is empty: those
         that arrive while it re-plans for the last ones make the next batch. The first waits
-        ``PORT_GATHER`` for the others a lost switch's neighbours send (over their own
-        connections, a few ms apart): without it, the first port alone made a re-plan of
-        its own (0.36 s at k = 16) before the other 15 made the next."""
+        for the others a lost switch's neighbours send (over their own connections, a few ms
+        apart) until none came for ``PORT_GATHER``, at most ``PORT_GATHER_MAX``: without it,
+        the first port alone made a re-plan of its own (0.36 s at k = 16) before the other 15
+        made the next. The service learns when the first of a batch arrived (``detected``)."""
         try:
-            self.hub.sleep(PORT_GATHER)
+            seen = -1
+            for _ in range(round(PORT_GATHER_MAX / PORT_GATHER)):  # until quiet, or the bound
+                if len(self._ports) == seen:
+                    break
+                seen = len(self._ports)
+                self.hub.sleep(PORT_GATHER)
             while True:
                 batch = []
                 while True:
@@ -316,7 +323,8 @@ class Shell:
                         break
                 if not batch:
                     break
-                self._guarded(self.service.ports_changed, batch)
+                self._guarded(self.service.ports_changed, [c[:4] for c in batch],
+                              min(c[4] for c in batch))
                 self.hub.sleep(0)  # REST and switch events between batches
         finally:
             self._reporting = False
