@@ -7,6 +7,10 @@ Path imbalance (ours, in the spirit of FlowTracer; paper.md section 7): for leaf
 uplinks carrying B_u each, I_l = (max B_u - mean B_u) / mean B_u, 0 when no bytes. Reported as
 the maximum over leaves and the mean weighted by each leaf's bytes, over uplinks and downlinks,
 for bytes and for flow counts.
+
+Both plan documents (``planners.plan.Plan``, two-tier; ``planners.clos_plan.ClosPlan``, any
+Clos) take their load fields past the max load from ``load_fields`` (gap, max load per link
+tier, load histogram), over the directed switch links of their model.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from controller.model.clos import TIERS
 from controller.model.problem import Assignment, Problem
 
 TOL = 1e-9
@@ -81,17 +86,49 @@ def links_at_max(loads: np.ndarray, tol: float = AT_MAX_TOL) -> int:
     return int(np.count_nonzero(loads >= alpha - tol * max(alpha, 1.0)))
 
 
+def load_histogram(loads: np.ndarray) -> dict[str, int]:
+    """Links per load (rounded to 1e-6, as a string key), highest first; unloaded links left out.
+
+    >>> load_histogram(np.array([2.0, 1.0, 0.0, 2.0, 1 / 3]))
+    {'2.0': 2, '1.0': 1, '0.333333': 1}
+    """
+    rounded = Counter(round(float(v), 6) for v in loads[loads > TOL])
+    return {str(k): v for k, v in sorted(rounded.items(), reverse=True)}
+
+
+def load_fields(alpha: float, bound: float, loads: np.ndarray, tiers: np.ndarray) -> dict:
+    """A plan document's fields past its max link load ``alpha``, links at it and lower bound
+    ``bound``, alike on every model: ``gap`` (alpha minus the bound, 0 at or below it: a split
+    plan may go below a bound on unsplit routings), ``max_load_by_tier`` (the max load on the
+    links of each switch tier present, named as ``clos.TIERS``: ``leaf`` the links between
+    leaves and the tier above, spines or aggregation switches; ``core`` those between
+    aggregation switches and cores) and ``load_histogram``. ``loads`` per directed switch link
+    (flows per unit of leaf-link capacity), ``tiers`` their ``clos.TIERS`` index (host links,
+    0, left out).
+
+    >>> doc = load_fields(2.0, 1, np.array([2.0, 1.0, 0.5, 0.0]), np.array([1, 1, 2, 2]))
+    >>> doc["gap"], doc["max_load_by_tier"], doc["load_histogram"]
+    (1.0, {'leaf': 2.0, 'core': 0.5}, {'2.0': 1, '1.0': 1, '0.5': 1})
+    """
+    fabric = tiers > 0
+    return {"gap": round(max(alpha - bound, 0.0), 9),
+            "max_load_by_tier": {TIERS[t]: round(float(loads[tiers == t].max()), 9)
+                                 for t in (1, 2) if np.any(tiers == t)},
+            "load_histogram": load_histogram(loads[fabric])}
+
+
 def load_summary(problem: Problem, assignment: Assignment, tol: float = AT_MAX_TOL) -> dict:
+    """The load fields of a two-tier plan document: every directed leaf-spine link is of the
+    ``leaf`` tier."""
     up, down = link_loads(problem, assignment)
     loads = np.concatenate([up.ravel(), down.ravel()])
-    alpha = float(loads.max()) if loads.size else 0.0
-    at_max = links_at_max(loads, tol)
-    rounded = Counter(round(float(v), 6) for v in loads[loads > TOL])
+    alpha = round(float(loads.max()) if loads.size else 0.0, 9)
+    bound = problem.lower_bound()
     return {
-        "max_link_load": round(alpha, 9),
-        "links_at_max": at_max,
-        "lower_bound": problem.lower_bound(),
-        "load_histogram": {str(k): v for k, v in sorted(rounded.items(), reverse=True)},
+        "max_link_load": alpha,
+        "links_at_max": links_at_max(loads, tol),
+        "lower_bound": bound,
+        **load_fields(alpha, bound, loads, np.ones(loads.size, dtype=np.int8)),
     }
 
 
