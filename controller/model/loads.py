@@ -9,8 +9,11 @@ the maximum over leaves and the mean weighted by each leaf's bytes, over uplinks
 for bytes and for flow counts.
 
 Both plan documents (``planners.plan.Plan``, two-tier; ``planners.clos_plan.ClosPlan``, any
-Clos) take their load fields past the max load from ``load_fields`` (gap, max load per link
-tier, load histogram), over the directed switch links of their model.
+Clos) take their load fields from the helpers here, over the directed switch links of their
+model: ``load_fields`` (gap, max load per link tier, load histogram) and ``imbalance_doc``
+(the imbalance above). On a Clos a switch with uplinks is a leaf or, on three tiers, an
+aggregation switch, and a bundle's load is divided by its alive members (``clos_plan_imbalance``),
+as ``GET /v1/imbalance`` measures it; on a leaf-spine that is the leaves' imbalance above.
 """
 from __future__ import annotations
 
@@ -162,11 +165,32 @@ def imbalance(per_link: np.ndarray, alive: np.ndarray) -> dict:
             "mean": float((v * w).sum() / w.sum()) if w.sum() > 0 else 0.0}
 
 
+def imbalance_doc(per_weight: dict[str, tuple[np.ndarray, np.ndarray]],
+                  alive: np.ndarray) -> dict:
+    """A plan document's ``imbalance``: per weight (``bytes``, ``flows``) ``imbalance`` of its
+    (up, down) arrays, (switches with uplinks, uplinks) each, over the ``alive`` links."""
+    return {weight: {"uplinks": imbalance(up, alive), "downlinks": imbalance(down, alive)}
+            for weight, (up, down) in per_weight.items()}
+
+
 def plan_imbalance(problem: Problem, assignment: Assignment) -> dict:
     """Predicted imbalance of a plan (the controller measures the same from port counters)."""
-    alive = alive_links(problem.fabric)
-    out = {}
-    for weight in ("bytes", "flows"):
-        up, down = link_loads(problem, assignment, weight)
-        out[weight] = {"uplinks": imbalance(up, alive), "downlinks": imbalance(down, alive)}
-    return out
+    return imbalance_doc({w: link_loads(problem, assignment, w) for w in ("bytes", "flows")},
+                         alive_links(problem.fabric))
+
+
+def clos_plan_imbalance(links, per_link: dict[str, np.ndarray]) -> dict:
+    """``imbalance_doc`` of a Clos plan, ``per_link`` giving per weight the flows (bytes) on
+    every link id: per switch with uplinks (``ClosLinks.uplink_members``) each uplink's (and
+    downlink's) total over its members divided by its alive members, over the uplinks with a
+    member alive."""
+    up, down = links.uplink_members()
+    alive_member = (up >= 0) & links.alive[links.sentinel(up)]
+    members = alive_member.sum(axis=-1)
+    alive = members > 0
+    per_weight = {}
+    for weight, values in per_link.items():
+        v = np.append(np.asarray(values, dtype=float), 0.0)  # the sentinel id carries nothing
+        per_weight[weight] = tuple(v[links.sentinel(ids)].sum(axis=-1) / np.maximum(members, 1)
+                                   for ids in (up, down))
+    return imbalance_doc(per_weight, alive)

@@ -19,10 +19,11 @@ from controller.model.clospaths import (
 )
 from controller.model.iteration import predict_clos_split_times
 from controller.model.jobs import Job
-from controller.model.loads import load_fields
+from controller.model.loads import clos_plan_imbalance, load_fields
 from controller.planners.clos_split import (
     ClosSplitRouting,
     split_link_loads,
+    split_link_totals,
     split_score,
 )
 from controller.planners.registry import CLOS, clos_options, planner_for
@@ -90,15 +91,19 @@ class ClosPlan:
         return predict_clos_split_times(self.problem, self.routing, on_event)
 
     def to_dict(self) -> dict:
-        """The plan document: its loads over the fabric links (``loads.load_fields``)."""
+        """The plan document, with the fields of ``Plan.to_dict``: the loads over the fabric
+        links (``loads.load_fields``), the imbalance over the uplinks of every leaf and
+        aggregation switch (``loads.clos_plan_imbalance``)."""
         p, r = self.problem, self.routing
         alpha, at_max = split_score(p, r)
         bound = lower_bound(p)
+        totals = {w: split_link_totals(p, r, w) for w in ("bytes", "flows")}
         doc = {"algorithm": self.algorithm, "routes": self.routes(),
                "max_link_load": alpha, "links_at_max": at_max, "lower_bound": round(bound, 9),
                **load_fields(alpha, bound, split_link_loads(p, r), p.links.tier),
                "runtime_ms": round(self.runtime_ms, 3), "flows": len(p.flows),
-               "inter_leaf_flows": len(p), "fabric": p.fabric.summary()}
+               "inter_leaf_flows": len(p), "imbalance": clos_plan_imbalance(p.links, totals),
+               "fabric": p.fabric.summary()}
         if r.info:
             doc["info"] = r.info
         return doc
