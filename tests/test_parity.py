@@ -229,8 +229,9 @@ def test_ecmp_by_name_makes_the_same_choices():
 
 
 # ---- the plan documents -------------------------------------------------------------------
-SHARED_FIELDS = ("algorithm", "routes", "max_link_load", "links_at_max", "lower_bound", "flows",
-                 "inter_leaf_flows")
+# every field but runtime_ms, fabric (each model's own summary line) and info (each planner's)
+SHARED_FIELDS = ("algorithm", "routes", "max_link_load", "links_at_max", "lower_bound", "gap",
+                 "max_load_by_tier", "load_histogram", "flows", "inter_leaf_flows", "imbalance")
 
 
 @pytest.mark.parametrize("name", ["intact", "links-down"])
@@ -241,11 +242,11 @@ def test_plan_documents_agree_on_their_shared_fields(name):
     assert {k: a[k] for k in SHARED_FIELDS} == {k: b[k] for k in SHARED_FIELDS}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 37: plan documents differ in fields: two-tier "
-                   "only load_histogram, imbalance; Clos only gap, max_load_by_tier, fabric")
 def test_plan_documents_have_the_same_fields():
     plan, cplan = plans(dict(fabrics())["intact"], "rings", 0, "greedy")
-    assert set(plan.to_dict()) - {"info"} == set(cplan.to_dict()) - {"info"}
+    a, b = plan.to_dict(), cplan.to_dict()
+    assert set(a) - {"info"} == set(b) - {"info"} >= set(SHARED_FIELDS)
+    assert [k for k in a if k != "info"] == [k for k in b if k != "info"]  # in one order too
 
 
 @pytest.mark.parametrize("name", ["intact", "links-down"])

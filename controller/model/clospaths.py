@@ -218,6 +218,32 @@ class ClosLinks:
             self._tables[key] = out
         return self._tables[key]
 
+    def uplink_members(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per switch with uplinks (plane by plane its leaves, then its aggregation switches
+        pod by pod, slot by slot) the link ids of its uplinks' members, in ``Clos.neighbours``
+        order, and of the members of the links back down to it: two (switches, uplinks,
+        members) arrays, -1 where a switch has fewer uplinks or a bundle fewer members. What
+        imbalance is over (``loads.clos_plan_imbalance``); computed once."""
+        if "uplinks" not in self._tables:
+            ups, downs = [], []
+            for q, plane in enumerate(self.fabric.planes):
+                ups += list(self.up1[q])
+                downs += list(self.down1[q])
+                g = self.group_of_core[q]
+                for p in range(len(plane.pods) if plane.cores else 0):
+                    for x in range(len(plane.cores)):
+                        ups.append(self.up2[q][p, g == x])
+                        downs.append(self.down2[q][p, g == x])
+            shape = (len(ups), max(a.shape[0] for a in ups), max(a.shape[1] for a in ups))
+            out = []
+            for arrays in (ups, downs):
+                ids = np.full(shape, -1, dtype=np.int64)
+                for i, a in enumerate(arrays):
+                    ids[i, :a.shape[0], :a.shape[1]] = a
+                out.append(ids)
+            self._tables["uplinks"] = tuple(out)
+        return self._tables["uplinks"]
+
     def cells(self) -> Cells:
         """The hop cells of every plane in one table (``Cells``), computed once."""
         if "cells" not in self._tables:

@@ -7,6 +7,13 @@ Path imbalance (ours, in the spirit of FlowTracer; paper.md section 7): for leaf
 uplinks carrying B_u each, I_l = (max B_u - mean B_u) / mean B_u, 0 when no bytes. Reported as
 the maximum over leaves and the mean weighted by each leaf's bytes, over uplinks and downlinks,
 for bytes and for flow counts.
+
+Both plan documents (``planners.plan.Plan``, two-tier; ``planners.clos_plan.ClosPlan``, any
+Clos) take their load fields from the helpers here, over the directed switch links of their
+model: ``load_fields`` (gap, max load per link tier, load histogram) and ``imbalance_doc``
+(the imbalance above). On a Clos a switch with uplinks is a leaf or, on three tiers, an
+aggregation switch, and a bundle's load is divided by its alive members (``clos_plan_imbalance``),
+as ``GET /v1/imbalance`` measures it; on a leaf-spine that is the leaves' imbalance above.
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from controller.model.clos import TIERS
 from controller.model.problem import Assignment, Problem
 
 TOL = 1e-9
@@ -81,17 +89,49 @@ def links_at_max(loads: np.ndarray, tol: float = AT_MAX_TOL) -> int:
     return int(np.count_nonzero(loads >= alpha - tol * max(alpha, 1.0)))
 
 
+def load_histogram(loads: np.ndarray) -> dict[str, int]:
+    """Links per load (rounded to 1e-6, as a string key), highest first; unloaded links left out.
+
+    >>> load_histogram(np.array([2.0, 1.0, 0.0, 2.0, 1 / 3]))
+    {'2.0': 2, '1.0': 1, '0.333333': 1}
+    """
+    rounded = Counter(round(float(v), 6) for v in loads[loads > TOL])
+    return {str(k): v for k, v in sorted(rounded.items(), reverse=True)}
+
+
+def load_fields(alpha: float, bound: float, loads: np.ndarray, tiers: np.ndarray) -> dict:
+    """A plan document's fields past its max link load ``alpha``, links at it and lower bound
+    ``bound``, alike on every model: ``gap`` (alpha minus the bound, 0 at or below it: a split
+    plan may go below a bound on unsplit routings), ``max_load_by_tier`` (the max load on the
+    links of each switch tier present, named as ``clos.TIERS``: ``leaf`` the links between
+    leaves and the tier above, spines or aggregation switches; ``core`` those between
+    aggregation switches and cores) and ``load_histogram``. ``loads`` per directed switch link
+    (flows per unit of leaf-link capacity), ``tiers`` their ``clos.TIERS`` index (host links,
+    0, left out).
+
+    >>> doc = load_fields(2.0, 1, np.array([2.0, 1.0, 0.5, 0.0]), np.array([1, 1, 2, 2]))
+    >>> doc["gap"], doc["max_load_by_tier"], doc["load_histogram"]
+    (1.0, {'leaf': 2.0, 'core': 0.5}, {'2.0': 1, '1.0': 1, '0.5': 1})
+    """
+    fabric = tiers > 0
+    return {"gap": round(max(alpha - bound, 0.0), 9),
+            "max_load_by_tier": {TIERS[t]: round(float(loads[tiers == t].max()), 9)
+                                 for t in (1, 2) if np.any(tiers == t)},
+            "load_histogram": load_histogram(loads[fabric])}
+
+
 def load_summary(problem: Problem, assignment: Assignment, tol: float = AT_MAX_TOL) -> dict:
+    """The load fields of a two-tier plan document: every directed leaf-spine link is of the
+    ``leaf`` tier."""
     up, down = link_loads(problem, assignment)
     loads = np.concatenate([up.ravel(), down.ravel()])
-    alpha = float(loads.max()) if loads.size else 0.0
-    at_max = links_at_max(loads, tol)
-    rounded = Counter(round(float(v), 6) for v in loads[loads > TOL])
+    alpha = round(float(loads.max()) if loads.size else 0.0, 9)
+    bound = problem.lower_bound()
     return {
-        "max_link_load": round(alpha, 9),
-        "links_at_max": at_max,
-        "lower_bound": problem.lower_bound(),
-        "load_histogram": {str(k): v for k, v in sorted(rounded.items(), reverse=True)},
+        "max_link_load": alpha,
+        "links_at_max": links_at_max(loads, tol),
+        "lower_bound": bound,
+        **load_fields(alpha, bound, loads, np.ones(loads.size, dtype=np.int8)),
     }
 
 
@@ -125,11 +165,32 @@ def imbalance(per_link: np.ndarray, alive: np.ndarray) -> dict:
             "mean": float((v * w).sum() / w.sum()) if w.sum() > 0 else 0.0}
 
 
+def imbalance_doc(per_weight: dict[str, tuple[np.ndarray, np.ndarray]],
+                  alive: np.ndarray) -> dict:
+    """A plan document's ``imbalance``: per weight (``bytes``, ``flows``) ``imbalance`` of its
+    (up, down) arrays, (switches with uplinks, uplinks) each, over the ``alive`` links."""
+    return {weight: {"uplinks": imbalance(up, alive), "downlinks": imbalance(down, alive)}
+            for weight, (up, down) in per_weight.items()}
+
+
 def plan_imbalance(problem: Problem, assignment: Assignment) -> dict:
     """Predicted imbalance of a plan (the controller measures the same from port counters)."""
-    alive = alive_links(problem.fabric)
-    out = {}
-    for weight in ("bytes", "flows"):
-        up, down = link_loads(problem, assignment, weight)
-        out[weight] = {"uplinks": imbalance(up, alive), "downlinks": imbalance(down, alive)}
-    return out
+    return imbalance_doc({w: link_loads(problem, assignment, w) for w in ("bytes", "flows")},
+                         alive_links(problem.fabric))
+
+
+def clos_plan_imbalance(links, per_link: dict[str, np.ndarray]) -> dict:
+    """``imbalance_doc`` of a Clos plan, ``per_link`` giving per weight the flows (bytes) on
+    every link id: per switch with uplinks (``ClosLinks.uplink_members``) each uplink's (and
+    downlink's) total over its members divided by its alive members, over the uplinks with a
+    member alive."""
+    up, down = links.uplink_members()
+    alive_member = (up >= 0) & links.alive[links.sentinel(up)]
+    members = alive_member.sum(axis=-1)
+    alive = members > 0
+    per_weight = {}
+    for weight, values in per_link.items():
+        v = np.append(np.asarray(values, dtype=float), 0.0)  # the sentinel id carries nothing
+        per_weight[weight] = tuple(v[links.sentinel(ids)].sum(axis=-1) / np.maximum(members, 1)
+                                   for ids in (up, down))
+    return imbalance_doc(per_weight, alive)

@@ -10,8 +10,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
-
 from controller.model.clos import Clos
 from controller.model.clospaths import (
     ClosProblem,
@@ -21,9 +19,11 @@ from controller.model.clospaths import (
 )
 from controller.model.iteration import predict_clos_split_times
 from controller.model.jobs import Job
+from controller.model.loads import clos_plan_imbalance, load_fields
 from controller.planners.clos_split import (
     ClosSplitRouting,
     split_link_loads,
+    split_link_totals,
     split_score,
 )
 from controller.planners.registry import CLOS, clos_options, planner_for
@@ -91,20 +91,21 @@ class ClosPlan:
         return predict_clos_split_times(self.problem, self.routing, on_event)
 
     def to_dict(self) -> dict:
-        alpha, at_max = split_score(self.problem, self.routing)
-        loads = split_link_loads(self.problem, self.routing)
-        tiers = self.problem.links.tier
-        bound = lower_bound(self.problem)
+        """The plan document, with the fields of ``Plan.to_dict``: the loads over the fabric
+        links (``loads.load_fields``), the imbalance over the uplinks of every leaf and
+        aggregation switch (``loads.clos_plan_imbalance``)."""
+        p, r = self.problem, self.routing
+        alpha, at_max = split_score(p, r)
+        bound = lower_bound(p)
+        totals = {w: split_link_totals(p, r, w) for w in ("bytes", "flows")}
         doc = {"algorithm": self.algorithm, "routes": self.routes(),
-               "max_link_load": alpha, "links_at_max": at_max,
-               "lower_bound": round(bound, 9), "gap": round(max(alpha - bound, 0.0), 9),
-               "max_load_by_tier": {name: round(float(loads[tiers == t].max()), 9)
-                                    for t, name in ((1, "leaf"), (2, "core"))
-                                    if np.any(tiers == t)},
-               "runtime_ms": round(self.runtime_ms, 3), "flows": len(self.problem.flows),
-               "inter_leaf_flows": len(self.problem), "fabric": self.problem.fabric.summary()}
-        if self.routing.info:
-            doc["info"] = self.routing.info
+               "max_link_load": alpha, "links_at_max": at_max, "lower_bound": round(bound, 9),
+               **load_fields(alpha, bound, split_link_loads(p, r), p.links.tier),
+               "runtime_ms": round(self.runtime_ms, 3), "flows": len(p.flows),
+               "inter_leaf_flows": len(p), "imbalance": clos_plan_imbalance(p.links, totals),
+               "fabric": p.fabric.summary()}
+        if r.info:
+            doc["info"] = r.info
         return doc
 
 

@@ -103,6 +103,21 @@ def split_link_loads(problem: ClosProblem, routing: ClosRouting,
     return counts / L.units
 
 
+def split_link_totals(problem: ClosProblem, routing: ClosRouting,
+                      weight: str = "flows") -> np.ndarray:
+    """Flows (``weight`` "bytes": bytes) on every fabric link id, a part counting its share,
+    not per unit: what a plan's imbalance compares (``loads.clos_plan_imbalance``), as
+    ``loads.link_loads`` on two tiers. O(parts x hops)."""
+    ids, vals = [], []
+    for pos, parts in zip(problem.inter, parts_of(routing)):
+        size = problem.flows[pos].bytes if weight == "bytes" else 1.0
+        for _, _, path, share in parts:
+            ids += path
+            vals += [share * size] * len(path)
+    return np.bincount(np.asarray(ids, dtype=np.int64), np.asarray(vals, dtype=float),
+                       minlength=problem.links.count)
+
+
 def split_score(problem: ClosProblem, routing: ClosRouting) -> tuple[float, int]:
     """``clos_auto.score`` with shares: (max fabric load, links within 1e-9 of it)."""
     fab = split_link_loads(problem, routing)[problem.links.tier > 0]

@@ -43,11 +43,15 @@ class Plan:
         return predict_times(self.problem, self.assignment.parts, on_event)
 
     def to_dict(self) -> dict:
+        """The plan document; ``ClosPlan.to_dict`` gives the same fields on a Clos (a
+        leaf-spine's links are all of the ``leaf`` tier, its switches with uplinks its
+        leaves)."""
         doc = {"algorithm": self.algorithm, "routes": self.routes()}
         doc.update(load_summary(self.problem, self.assignment))
         doc.update(runtime_ms=round(self.runtime_ms, 3), flows=len(self.problem.flows),
                    inter_leaf_flows=len(self.problem),
-                   imbalance=plan_imbalance(self.problem, self.assignment))
+                   imbalance=plan_imbalance(self.problem, self.assignment),
+                   fabric=self.problem.fabric.summary())
         if self.assignment.info:
             doc["info"] = self.assignment.info
         return doc
