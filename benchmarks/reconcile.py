@@ -109,10 +109,10 @@ def _metric(ctl: ControllerProcess, name: str) -> float:
 
 
 def _controller(tmp: str, fabric_path: str, log: str, state: str,
-                dead_after: float = 60.0) -> ControllerProcess:
+                dead_after: float = 60.0, lldp_interval: float = 0.0) -> ControllerProcess:
     return ControllerProcess(fabric_path, os.path.join(tmp, log), algorithm="auto",
                              extra_args=["--mlroute-state", state, "--mlroute-stats-interval", "0",
-                                         "--mlroute-lldp-interval", "0",
+                                         "--mlroute-lldp-interval", str(lldp_interval),
                                          "--mlroute-dead-after", str(dead_after)]
                              ).start(timeout=120)
 
@@ -215,7 +215,8 @@ class RestPoller:
 
 
 def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, then=None,
-                      raw: bool = False, after_first=None, on_start=None) -> dict:
+                      raw: bool = False, after_first=None, on_start=None,
+                      lldp_interval: float = 0.0) -> dict:
     """``fabric`` (any ``build_bridges`` fabric) as bridges; the controller's first start on
     the empty switches and a restart from its state file, each timed from the controller's
     start until every switch is reconciled, with the OpenFlow messages each sent and REST
@@ -240,7 +241,7 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
         if on_start is not None:
             on_start("first")
         t0 = time.monotonic()  # both starts timed from the controller's own start
-        ctl = _controller(tmp, path, f"{name}-first.log", state, dead_after)
+        ctl = _controller(tmp, path, f"{name}-first.log", state, dead_after, lldp_interval)
         _wait_ready(ctl, 600)
         out["first_start_ready_s"] = round(time.monotonic() - t0, 2)
         out["first_start_messages"] = _metric(ctl, "mlroute_openflow_messages_total")
@@ -252,7 +253,7 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
         if on_start is not None:
             on_start("restart")
         t0 = time.monotonic()
-        ctl = _controller(tmp, path, f"{name}-restart.log", state, dead_after)
+        ctl = _controller(tmp, path, f"{name}-restart.log", state, dead_after, lldp_interval)
         with RestPoller(ctl) as poller:
             _wait_ready(ctl, 600)
         out["restart_ready_s"] = round(time.monotonic() - t0, 2)

@@ -7,7 +7,8 @@ switch of every tier an Open vSwitch netdev bridge with its declared datapath id
 (leaf-aggregation, aggregation-core) a pair of patch ports on its declared port numbers
 (``reconcile.build_bridges``; k = 16: 320 bridges, 2,048 links, 1,024 hosts declared, none
 emulated). The controller runs with ``--mlroute-fabric`` (flow mode, ``auto``,
-``--mlroute-dead-after`` 3 s, the default). Measured, in order:
+``--mlroute-dead-after`` 3 s, the default) and without LLDP probe rounds unless
+``--lldp-interval`` says how often (the controller's default is 1 s). Measured, in order:
 
 * static entries per tier: what the controller reports per switch once ready (GET /v1/fabric,
   ``rules`` grouped by the switch's tier), what the switches hold (``ovs-ofctl``: flows and
@@ -567,7 +568,7 @@ def switch_loss(ctl, fabric, job: str = "ring") -> dict:
     return out
 
 
-def measure(fabric, name: str, workdir: str) -> dict:
+def measure(fabric, name: str, workdir: str, lldp_interval: float = 0.0) -> dict:
     """Every figure of one fabric (the module's docstring), in one controller's life."""
     clos = isinstance(fabric, Clos)
     result = {"fabric": name, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
@@ -617,7 +618,8 @@ def measure(fabric, name: str, workdir: str) -> dict:
 
     result.update(start_and_restart(workdir, fabric, name.replace(" ", "_").replace("=", ""),
                                     dead_after=DEAD_AFTER, then=then, raw=True,
-                                    after_first=after_first, on_start=on_start))
+                                    after_first=after_first, on_start=on_start,
+                                    lldp_interval=lldp_interval))
     return result
 
 
@@ -639,6 +641,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("bench", "scale.json"))
     ap.add_argument("--logs", metavar="DIR",
                     help="keep the controller logs, fabric and state files here")
+    ap.add_argument("--lldp-interval", type=float, default=0.0, metavar="S",
+                    help="the controller's --mlroute-lldp-interval (default 0: no probe rounds)")
     args = ap.parse_args(argv)
     ks = [4] if args.quick else (args.fat_tree or list(KS))
     if any(k < 2 or k % 2 for k in ks):
@@ -655,7 +659,7 @@ def main(argv=None) -> int:
               "settings": {"fat_trees": ks, "baseline": list(shape), "algorithm": "auto",
                            "mode": "flow", "dead_after_s": DEAD_AFTER, "ring_hosts": RING,
                            "all_to_all_hosts": ALL_TO_ALL, "rest_poll_s": 0.05,
-                           "route_poll_s": ROUTE_POLL},
+                           "route_poll_s": ROUTE_POLL, "lldp_interval_s": args.lldp_interval},
               "baseline": None, "fabrics": [], "complete": False}
 
     def write() -> None:
@@ -673,7 +677,7 @@ def main(argv=None) -> int:
             _say(f"{name}: {len(fabric.switches())} bridges")
             t0 = time.monotonic()
             try:
-                r = measure(fabric, name, workdir)
+                r = measure(fabric, name, workdir, args.lldp_interval)
             except Exception as e:  # noqa: BLE001 - recorded; the next fabric still runs
                 r = {"fabric": name, "error": f"{type(e).__name__}: {e}"}
                 _say(f"{name}: {r['error']}\n{traceback.format_exc()}")
