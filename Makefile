@@ -65,7 +65,7 @@ test: install docs
 	  else echo "make test: not root: the integration tests (Mininet, Open vSwitch) will be skipped"; fi
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n $(WORKERS) -m "not integration"
-	$(PY) -m pytest -q -m "integration and not extended"
+	$(PY) -m pytest -q -m "integration and not extended" --durations=25
 
 # Every integration test: make test's, and the further cases marked `extended` (other libraries,
 # modes and sequences of what make test proves on the same shape; about 50 minutes). Root.
