@@ -84,20 +84,14 @@ def leaf_spine() -> Fabric:
 
 def _leaves(fabric) -> list[str]:
     """The leaves, pods interleaved (on a fat-tree the first leaf of every pod, then the
-    second ...), so that neighbours in this order sit in different pods."""
-    if not isinstance(fabric, Clos):
-        return list(fabric.leaves)
-    p = fabric.planes[0]
-    rank: dict[int, int] = {}
-    order = []
-    for leaf, pod in zip(p.leaves, p.pod_of_leaf):
-        order.append((rank.get(pod, 0), pod, leaf))
-        rank[pod] = rank.get(pod, 0) + 1
-    return [leaf for _, _, leaf in sorted(order)]
+    second ...), so that neighbours in this order sit in different pods (one pod on two tiers:
+    the leaves in order)."""
+    pods = fabric.leaves_by_pod()
+    return [pod[i] for i in range(max(map(len, pods))) for pod in pods if i < len(pod)]
 
 
 def _hosts_on(fabric, leaf) -> list[str]:
-    return (fabric.hosts_on if isinstance(fabric, Clos) else fabric.hosts_of_leaf)[leaf]
+    return fabric.hosts_of_leaf[leaf]
 
 
 def ring_hosts(fabric, n: int = RING_HOSTS) -> list[str]:
@@ -163,7 +157,7 @@ class Bench:
 
     def connect_all(self) -> dict:
         f, svc = self.fabric, self.svc
-        for name in f.switches() if isinstance(f, Clos) else f.spines + f.leaves:
+        for name in f.switches():
             svc.switch_connected(f.dpids[name], {p: True for p in f.ports[name].values()})
         ready = not svc.reconciler.pending and len(svc.installed) == len(f.dpids)
         return {"ready": ready, "entries": sum(len(s.rules) for s in svc.installed.values())}

@@ -80,7 +80,7 @@ from benchmarks.reconcile import (
     switch_links,
 )
 from controller.enforcement.clos_rules import clos_static_rules
-from controller.model.clos import Clos, as_clos
+from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import framework, listening
@@ -119,9 +119,7 @@ FIGURES = ("entries", "first_start_ready_s", "first_start_messages",
 # ---- pure helpers (tests/test_scale_bench.py) ------------------------------------------------
 def level(fabric, sw: str) -> int:
     """0 for a leaf, 1 for an aggregation switch or a spine, 2 for a core."""
-    if isinstance(fabric, Clos):
-        return fabric.tier_of[sw]
-    return 0 if sw in fabric.leaf_index else 1
+    return fabric.tier_of[sw]
 
 
 def interleave(lists: list[list[str]]) -> list[str]:
@@ -140,14 +138,8 @@ def interleave(lists: list[list[str]]) -> list[str]:
 def spread(fabric, n: int) -> list[str]:
     """``n`` hosts (at most all), consecutive ones in different pods (leaves on two tiers)
     while there are several, each pod's hosts taken over its leaves in turn."""
-    if isinstance(fabric, Clos):
-        plane = fabric.planes[0]
-        pods: dict[int, list[list[str]]] = {}
-        for leaf, pod in zip(plane.leaves, plane.pod_of_leaf):
-            pods.setdefault(pod, []).append(fabric.hosts_on.get(leaf, []))
-        groups = [interleave(leaves) for _, leaves in sorted(pods.items())]
-    else:
-        groups = [list(fabric.hosts_of_leaf[leaf]) for leaf in fabric.leaves]
+    groups = [interleave([fabric.hosts_of_leaf.get(leaf, []) for leaf in pod])
+              for pod in fabric.leaves_by_pod()]
     return interleave(groups)[:n]
 
 
@@ -570,12 +562,11 @@ def switch_loss(ctl, fabric, job: str = "ring") -> dict:
 
 def measure(fabric, name: str, workdir: str, lldp_interval: float = 0.0) -> dict:
     """Every figure of one fabric (the module's docstring), in one controller's life."""
-    clos = isinstance(fabric, Clos)
     result = {"fabric": name, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
               "switches": len(fabric.switches()),
               "links": len(switch_links(fabric)),
-              "hosts": len(fabric.host_leaves if clos else fabric.hosts),
-              "pods": len(fabric.planes[0].pods) if clos else 1}
+              "hosts": len(fabric.host_leaves),
+              "pods": len(fabric.leaves_by_pod())}
 
     meter: dict[str, Meter] = {}
 

@@ -33,6 +33,25 @@ def test_two_tier_documents_keep_their_meaning():
     assert clos.planes[0].aggs == [["s0", "s1", "s2", "s3"]]
 
 
+def test_both_models_answer_the_shape_questions_alike():
+    """Planes, tiers of switches, leaves by pod, switches and hosts on a leaf: the same
+    answer from a leaf-spine's ``Fabric`` and its ``Clos``; a fat-tree's by pod and plane."""
+    f = Fabric.generate(3, 4, 2, wiring=True)
+    c = Clos.from_dict(f.to_dict())
+    for m in (f, c):
+        assert m.plane_count == 1 and m.leaves_by_pod() == [["l0", "l1", "l2", "l3"]]
+        assert m.tier_of == {**dict.fromkeys(f.leaves, 0), **dict.fromkeys(f.spines, 1)}
+        assert sorted(m.switches()) == sorted(f.spines + f.leaves)
+        assert m.hosts_of_leaf["l2"] == ["h2_0", "h2_1"] and list(m.host_leaves) == list(f.hosts)
+    with pytest.raises(IndexError):
+        f.leaves_by_pod(1)
+    t = Clos.fat_tree(4, 1, planes=2)
+    assert t.plane_count == 2 and t.leaves_by_pod() == [
+        [f"l{i}_p0", f"l{i + 1}_p0"] for i in range(0, 8, 2)]
+    assert t.leaves_by_pod(1)[3] == ["l6_p1", "l7_p1"] and t.leaves == [
+        leaf for q in (0, 1) for pod in t.leaves_by_pod(q) for leaf in pod]
+
+
 @pytest.mark.parametrize("fabric", [Clos.fat_tree(4), Clos.fat_tree(6, hosts_per_leaf=2,
                                                                      planes=2),
                                     Clos.leaf_spine(4, 6, 2, planes=2, bundle=2)])

@@ -127,7 +127,7 @@ def test_the_harness_is_a_library_under_the_tools_and_benchmarks():
 def test_the_layering_checks_see_the_product():
     """The checks above walk real packages: an empty walk would pass them all."""
     assert {"emulation.harness.session", "emulation.run", "benchmarks.connect",
-            "simulation.workloads", "controller.service.route_service"} <= {
+            "simulation.workloads", "controller.service.route_service", "topologies.clos"} <= {
         mod for package in PRODUCT for mod in modules(package)}
 
 
@@ -199,6 +199,16 @@ def test_only_the_model_asks_what_shape_a_fabric_has():
             outside += [p for p in found if not p.endswith(" is_clos")]
     assert not outside, "\n".join(outside)
     assert len(inside) <= 5, "\n".join(inside)
+
+
+def test_no_benchmark_tool_or_topology_asks_what_shape_a_fabric_has():
+    """Nor outside the controller: the benchmarks, the emulation (harness and tools), the
+    simulation and the topologies ask the model (``leaves_by_pod()``, ``tier_of``,
+    ``plane_count``, ``switches()``) and probe no fabric's type or attributes."""
+    found = [p for package in PRODUCT if package != "controller"
+             for path in modules(package).values() for p in shape_probes(path)
+             if not p.endswith(" is_clos")]
+    assert not found, "\n".join(found)
 
 
 def test_the_shape_probe_count_sees_the_probes(tmp_path):

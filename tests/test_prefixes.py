@@ -48,18 +48,15 @@ def per_host(fabric, switch, rules):
 
 def without_prefixes(fabric):
     """The fabric's prefixes replaced by its hosts one by one (the rule builders of before)."""
-    planes = fabric.planes if hasattr(fabric, "planes") else [None]
     cache = fabric.__dict__.setdefault(CACHE, {})
-    for q, p in enumerate(planes):
-        sw = p.leaves[0] if p else fabric.leaves[0]
-        ips = fabric.addresses_at(sw)
-        hosts = fabric.hosts_on if p else fabric.hosts_of_leaf
-        leaves = p.leaves if p else fabric.leaves
-        pods = p.pod_of_leaf if p else [0] * len(leaves)
-        leaf = {l: [ips[h] for h in hosts.get(l, [])] for l in leaves}
+    for q in range(fabric.plane_count):
+        leaves = [l for l in fabric.leaves if fabric.plane_of_switch(l) == q]
+        ips = fabric.addresses_at(leaves[0])
+        leaf = {l: [ips[h] for h in fabric.hosts_of_leaf.get(l, [])] for l in leaves}
+        pod_of = {l: k for k, pod in enumerate(fabric.leaves_by_pod(q)) for l in pod}
         pod = collections.defaultdict(list)
-        for l, k in zip(leaves, pods):
-            pod[k] += leaf[l]
+        for l in leaves:
+            pod[pod_of[l]] += leaf[l]
         cache[q] = DstPrefixes(leaf, dict(pod))
     return fabric
 

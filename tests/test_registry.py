@@ -78,7 +78,7 @@ def test_the_two_tier_aliases_are_those_planners():
 
 
 def small_jobs(fabric) -> list:
-    hosts = sorted(fabric.host_leaves if isinstance(fabric, Clos) else fabric.hosts)
+    hosts = sorted(fabric.host_leaves)
     ring = {"id": "r", "collective": "ring_allreduce", "ranks": hosts[::2], "bytes": 1e6}
     pairs = {"id": "a", "flows": [{"src": a, "dst": b, "bytes": 2e6, "dport": 5000 + k}
                                   for k, (a, b) in enumerate(zip(hosts[1::2], hosts[3::2]))]}
@@ -139,7 +139,7 @@ def post(svc, doc):
 
 
 def job_doc(fabric, jid: str, **opts) -> dict:
-    hosts = sorted(fabric.host_leaves if isinstance(fabric, Clos) else fabric.hosts)
+    hosts = sorted(fabric.host_leaves)
     return {"id": jid, "collective": "ring_allreduce", "ranks": hosts[:: 3 if jid == "b" else 2],
             "bytes": 1e6, "proto": "udp", "dport": 4791 if jid == "a" else 5001, **opts}
 

@@ -124,7 +124,7 @@ def host_network(fabric, plane: int = 0) -> str:
     >>> host_network(Clos.leaf_spine(2, 2, 1, planes=2).wire(), 1)
     '10.16.0.0/12'
     """
-    prefix = 8 if len(getattr(fabric, "planes", ())) <= 1 else 12
+    prefix = 8 if fabric.plane_count <= 1 else 12
     some = next(iter(fabric.host_ip))
     return f"{ipaddress.ip_network(f'{fabric.ip_of(some, plane)}/{prefix}', strict=False)}"
 

@@ -54,8 +54,7 @@ class Plane:
         return 3 if self.cores else 2
 
     def switches(self) -> list[str]:
-        return (self.leaves + [a for pod in self.aggs for a in pod]
-                + [c for group in self.cores for c in group])
+        return self.leaves + [a for pod in self.aggs for a in pod] + [c for g in self.cores for c in g]
 
 
 @dataclass
@@ -137,10 +136,13 @@ class Clos(HostLookup):
             kept[(lower, upper)] = got
         return got
 
-    @property
-    def leaves(self) -> list[str]:
-        """Every leaf, plane by plane."""
-        return [leaf for p in self.planes for leaf in p.leaves]
+    leaves = property(lambda self: [l for p in self.planes for l in p.leaves])  # plane by plane
+    plane_count = property(lambda self: len(self.planes))  # ``Fabric.plane_count`` is 1
+
+    def leaves_by_pod(self, plane: int = 0) -> list[list[str]]:
+        """The leaves of ``plane``, pod by pod, in plane order (``Fabric``: one pod)."""
+        p = self.planes[plane]
+        return [[l for l, i in zip(p.leaves, p.pod_of_leaf) if i == k] for k in range(len(p.pods))]
 
     hosts_of_leaf = property(lambda self: self.hosts_on)  # leaf (any plane) -> its hosts
 

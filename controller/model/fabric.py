@@ -310,6 +310,20 @@ class Fabric(HostLookup):
         return (f"{len(self.spines)} spines, {len(self.leaves)} leaves, {len(self.hosts)} hosts"
                 + (f" ({failed} spines failed)" if failed else ""))
 
+    plane_count = 1  # planes: one (``Clos.plane_count``)
+
+    @property
+    def tier_of(self) -> dict[str, int]:
+        """switch -> its tier: 0 a leaf, 1 a spine (``Clos.tier_of``, where 2 is a core)."""
+        return self.derived("tier_of", lambda f: {**dict.fromkeys(f.leaves, 0),
+                                                  **dict.fromkeys(f.spines, 1)})
+
+    def leaves_by_pod(self, plane: int = 0) -> list[list[str]]:
+        """The leaves of ``plane`` (only 0 here), pod by pod: one pod (``Clos.leaves_by_pod``)."""
+        if plane != 0:
+            raise IndexError(f"plane {plane} of a fabric of one plane")
+        return [list(self.leaves)]
+
     # ---- queries ------------------------------------------------------------------------
     def usable_mask(self, leaf_a: int, leaf_b: int) -> int:
         """Spines whose links a->s and s->b are both up, as a bitmask."""

@@ -85,12 +85,8 @@ def rank_hosts(fabric) -> list[str]:
     ring neighbour is across the fabric, and each leaf sends as many flows as it has hosts.
     On three tiers the leaves take turns by pod (first leaf of every pod, then the second...):
     ring neighbours are in different pods, so rings cross the cores."""
-    leaves = list(fabric.leaves)
-    if hasattr(fabric, "planes"):
-        plane = fabric.planes[0]
-        slot = {leaf: plane.pod_of_leaf[:i].count(plane.pod_of_leaf[i])
-                for i, leaf in enumerate(plane.leaves)}
-        leaves.sort(key=lambda leaf: slot[leaf])  # stable: pods stay in order
+    slot = {leaf: i for pod in fabric.leaves_by_pod() for i, leaf in enumerate(pod)}
+    leaves = sorted(fabric.leaves, key=lambda leaf: slot[leaf])  # stable: pods stay in order
     by_leaf = [list(fabric.hosts_of_leaf[leaf]) for leaf in leaves]
     return [by_leaf[r % len(by_leaf)][r // len(by_leaf)]
             for r in range(sum(len(h) for h in by_leaf))]
