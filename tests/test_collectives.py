@@ -23,7 +23,6 @@ from tests.integration import (
     HOSTS,
     LEAVES,
     SPINES,
-    gloo_only_in_make_test,
     processes,
     require_root_and_ovs,
 )
@@ -89,7 +88,8 @@ def ideal():
     return co.ideal_s(LEAVES * HOSTS, MIB, BW)
 
 
-@pytest.mark.parametrize("library", gloo_only_in_make_test(co.LIBRARIES))
+@pytest.mark.extended  # every run checks the sums exactly; make test runs the ones below
+@pytest.mark.parametrize("library", co.LIBRARIES)
 def test_sums_and_data_direction_with_no_job(emu, library):
     res = run(emu, library, "ecmp")
     assert res["direction"] == co.DATA_DIRECTION[library], res["pairs"]

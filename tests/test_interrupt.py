@@ -142,7 +142,8 @@ def test_a_runner_started_with_sigint_ignored_still_stops_on_ctrl_c(module):
 
 
 # one moment of each start-up step, and one while a probe sender runs
-MOMENTS = ["starting the controller", "building the fabric", "waiting for every switch",
+MOMENTS = ["starting the controller", "building the fabric",
+           pytest.param("waiting for every switch", marks=pytest.mark.extended),
            "probing flow 1/"]
 
 

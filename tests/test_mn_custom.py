@@ -99,6 +99,7 @@ def _controller(tmp_path, mode: str) -> ControllerProcess:
 
 
 @pytest.mark.integration
+@pytest.mark.extended  # make test: `mn --custom` carries TCP below; pingall in test_integration
 @pytest.mark.timeout(300)
 def test_mn_custom_clos_pingall(tmp_path):
     require_root_and_ovs()

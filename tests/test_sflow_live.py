@@ -217,6 +217,7 @@ def _mn_sflow_rows(tmp_path, topo, env=None):
     return sorted(rows["data"], key=str)
 
 
+@pytest.mark.extended  # make test: sampling at every switch of a Clos, above
 def test_mn_custom_turns_sflow_on_per_topology_argument_and_environment(tmp_path):
     require_root_and_ovs()
     fabricnet.ensure_ovs()

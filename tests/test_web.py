@@ -3,6 +3,7 @@ chromium driven by its chromium-driver through selenium (nothing downloaded). Th
 the switches, a job appears after a POST, measured figures appear under traffic, a link shows
 as down after a failure. A screenshot goes to the test's folder, and to the path in
 MLROUTE_WEB_SCREENSHOT when set (docs/web.png for the manual)."""
+import json
 import os
 import re
 import shutil
@@ -71,12 +72,16 @@ def _css(driver, selector):
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_served_files_and_content_types(tmp_path):
-    from tests.integration import default_session, require_root_and_ovs
-    require_root_and_ovs()
-    with default_session(tmp_path) as s:
+    """The real controller's web server (no switches needed: the page's files only)."""
+    from controller.model.fabric import Fabric
+    from emulation.harness.controller_proc import ControllerProcess
+    fabric = tmp_path / "fabric.json"
+    fabric.write_text(json.dumps(Fabric.generate(2, 2, 1, 10.0, wiring=True).to_dict()))
+    ctl = ControllerProcess(str(fabric), str(tmp_path / "controller.log")).start()
+    try:
         for path, kind in (("/", "text/html"), ("/web/app.js", "application/javascript"),
                            ("/web/style.css", "text/css")):
-            with urllib.request.urlopen(s.ctl.url + path, timeout=10) as resp:
+            with urllib.request.urlopen(ctl.url + path, timeout=10) as resp:
                 assert resp.status == 200
                 assert resp.headers.get_content_type() == kind, (path, resp.headers)
                 name = "index.html" if path == "/" else path.rsplit("/", 1)[1]
@@ -84,8 +89,10 @@ def test_served_files_and_content_types(tmp_path):
                     assert resp.read() == fh.read()
         for path in ("/web/../app.py", "/web/nothing.js"):
             with pytest.raises(urllib.error.HTTPError) as e:
-                urllib.request.urlopen(s.ctl.url + path, timeout=10)
+                urllib.request.urlopen(ctl.url + path, timeout=10)
             assert e.value.code == 404, path
+    finally:
+        ctl.stop()
 
 
 def _ring_traffic(net, fabric, ranks, seconds: int) -> None:
