@@ -7,8 +7,9 @@ switch of every tier an Open vSwitch netdev bridge with its declared datapath id
 (leaf-aggregation, aggregation-core) a pair of patch ports on its declared port numbers
 (``reconcile.build_bridges``; k = 16: 320 bridges, 2,048 links, 1,024 hosts declared, none
 emulated). The controller runs with ``--mlroute-fabric`` (flow mode, ``auto``,
-``--mlroute-dead-after`` 3 s, the default) and without LLDP probe rounds unless
-``--lldp-interval`` says how often (the controller's default is 1 s). Measured, in order:
+``--mlroute-dead-after`` 3 s, and LLDP probe rounds every second paced to 1,000 probes a
+second, the defaults; ``--lldp-interval 0``: no rounds, as runs before 0.3.0 measured).
+Measured, in order:
 
 * static entries per tier: what the controller reports per switch once ready (GET /v1/fabric,
   ``rules`` grouped by the switch's tier), what the switches hold (``ovs-ofctl``: flows and
@@ -79,6 +80,7 @@ from benchmarks.reconcile import (
     start_and_restart,
     switch_links,
 )
+from controller.discovery.finder import LLDP_INTERVAL
 from controller.enforcement.clos_rules import clos_static_rules
 from controller.model.clos import as_clos
 from controller.model.fabric import Fabric
@@ -632,8 +634,9 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("bench", "scale.json"))
     ap.add_argument("--logs", metavar="DIR",
                     help="keep the controller logs, fabric and state files here")
-    ap.add_argument("--lldp-interval", type=float, default=0.0, metavar="S",
-                    help="the controller's --mlroute-lldp-interval (default 0: no probe rounds)")
+    ap.add_argument("--lldp-interval", type=float, default=LLDP_INTERVAL, metavar="S",
+                    help="the controller's --mlroute-lldp-interval (default: the controller's "
+                         f"{LLDP_INTERVAL:g} s; 0: no probe rounds)")
     args = ap.parse_args(argv)
     ks = [4] if args.quick else (args.fat_tree or list(KS))
     if any(k < 2 or k % 2 for k in ks):

@@ -22,7 +22,12 @@ from controller.discovery import lldp
 from controller.discovery.declared import check_declared
 from controller.discovery.guard import PROBE_MAC, Guard
 from controller.discovery.planes import discover
-from controller.discovery.topology import Topology, format_problem, probe_ports
+from controller.discovery.topology import (
+    DEFAULT_LINK_TIMEOUT,
+    Topology,
+    format_problem,
+    probe_ports,
+)
 from controller.model.clos import Clos, as_clos
 from controller.model.fabric import Fabric
 
@@ -37,6 +42,9 @@ _HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_p
                   "chassis_conflict"}
 MISSING_PROBE_S = 1.0  # a host's address on a plane it was not heard on: probed this often
 MISSING_FRAMES = 4096  # ARP probes for such addresses per settle at most (in turns)
+LLDP_INTERVAL = 1.0  # seconds between LLDP probe rounds, by default
+LLDP_BUDGET = 1000  # LLDP probes a second at most, by default: larger fabrics probe in turns
+LOST_ROUNDS = 3.5  # a link is gone once this many whole cycles of probes missed it
 
 
 class FabricFinder:
@@ -63,6 +71,15 @@ class FabricFinder:
         self._owners: tuple = (None, {})  # (fabric, {ip: (mac, (dpid, port))})
         self._missing_at: dict[str, float] = {}  # address of a missing interface -> probed
         self.last_cause = ""  # what the last fabric ``settle`` returned changed
+        self._per_round, self._cycle_s, self._next = 0, 0.0, 0  # ``pace``: 0 every port
+
+    def pace(self, interval: float, budget: int = LLDP_BUDGET) -> None:
+        """Probe rounds every ``interval`` seconds of at most ``budget`` probes a second
+        (0: every port each round). On a fabric with more ports a round probes the next ones
+        in turn, and a link expires once ``LOST_ROUNDS`` whole cycles missed it: at k = 16
+        4,096 probes a second took half a core and delayed failures' re-plans."""
+        self._per_round = max(1, int(budget * interval)) if budget and interval > 0 else 0
+        self._cycle_s = interval
 
     # ---- what the service sets --------------------------------------------------------
     def declare(self, fabric: Clos | Fabric) -> None:
@@ -215,9 +232,18 @@ class FabricFinder:
         self.topology.expire(now)
         self.guard.forget_old(now)
         self._verify_due(now)
-        out = [(d, p, self.guard.probe(d, p, now))
-               for d, ports in sorted(self.topology.switches.items())
-               for p, up in sorted(ports.items()) if up and (d, p) not in self.guard.host_ports]
+        ports = [(d, p) for d, ports in sorted(self.topology.switches.items())
+                 for p, up in sorted(ports.items()) if up and (d, p) not in self.guard.host_ports]
+        rounds = 1
+        if self._per_round and len(ports) > self._per_round:  # the next ones, in turn
+            rounds = -(-len(ports) // self._per_round)
+            start = self._next % len(ports)
+            ports = (ports[start:] + ports[:start])[:self._per_round]
+            self._next = start + self._per_round
+        if self._cycle_s:
+            self.topology.link_timeout = max(DEFAULT_LINK_TIMEOUT,
+                                              LOST_ROUNDS * rounds * self._cycle_s)
+        out = [(d, p, self.guard.probe(d, p, now)) for d, p in ports]
         self.sent["lldp_round"] += len(out)
         self.sent_bytes += sum(len(f) for _d, _p, f in out)
         return out
@@ -367,7 +393,9 @@ class FabricFinder:
                 "problem_lines": [format_problem(p) for p in self.problems],
                 "security": self.guard.view(), "link_speed": self.link_speed(),
                 "probes": {"sent": dict(self.sent), "sent_bytes": self.sent_bytes,
-                           "received": self.probes_received}}
+                           "received": self.probes_received,
+                           "per_round": self._per_round or None,
+                           "link_timeout_s": self.topology.link_timeout}}
 
 
 def _same(a: Clos, b: Clos) -> bool:

@@ -91,6 +91,9 @@ class Shell:
         self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub)
         self.lldp_interval = conf.mlroute_lldp_interval
+        if conf.mlroute_lldp_budget < 0:
+            raise InputError("--mlroute-lldp-budget: probes a second, 0 or more")
+        self.service.finder.pace(self.lldp_interval, conf.mlroute_lldp_budget)
         self.stats_interval = conf.mlroute_stats_interval
         self.improving = False
         self._packets: deque = deque()  # packet-ins waiting for the service (_answer)

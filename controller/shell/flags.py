@@ -11,6 +11,7 @@ import sys
 
 from oslo_config import cfg
 
+from controller.discovery.finder import LLDP_BUDGET, LLDP_INTERVAL
 from controller.planners.registry import listing
 from controller.service.settings import Settings
 
@@ -53,8 +54,12 @@ OPTS = [
     cfg.FloatOpt("mlroute-dead-after", default=Settings.dead_after,
                  help="seconds a switch may stay disconnected before its links count as "
                       "failed (a lost control connection alone does not stop forwarding)"),
-    cfg.FloatOpt("mlroute-lldp-interval", default=1.0,
+    cfg.FloatOpt("mlroute-lldp-interval", default=LLDP_INTERVAL,
                  help="seconds between LLDP probe rounds of discovery (0: no probes)"),
+    cfg.IntOpt("mlroute-lldp-budget", default=LLDP_BUDGET,
+               help="LLDP probes a second at most: a fabric with more switch ports probes "
+                    "them in turns, and a link expires after 3.5 whole cycles unheard "
+                    "(0: every port each round)"),
     cfg.FloatOpt("mlroute-link-gbps", default=Settings.link_gbps,
                  help="link speed of a discovered fabric; wins over the current speed switches "
                       "report for their ports (OpenFlow port description), else 100"),
