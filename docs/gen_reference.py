@@ -819,6 +819,21 @@ def _controlplane() -> str:
                       "ratio"], rows))
 
 
+def _lldp(settings: dict) -> str:
+    """The LLDP probe rounds a scale run had (none before 0.3.0's paced rounds)."""
+    interval = settings.get("lldp_interval_s", 0)
+    return (f"LLDP rounds every {interval:g} s (`--mlroute-lldp-interval`; at most 1,000 "
+            "probes a second)" if interval else "no LLDP rounds")
+
+
+def _lost(lost: dict | None) -> str:
+    """A switch lost: seconds from the emulation's command, (from the first port report)."""
+    if not lost:
+        return "-"
+    after = lost.get("replanned_s_after_detected")  # measured since 0.3.0
+    return f"{lost['replanned_s']:g}" + (f" ({after:g})" if after is not None else "")
+
+
 def _scale() -> str:
     b = _load("bench/scale.json")
     runs = [b["baseline"]] + b["fabrics"]
@@ -833,7 +848,7 @@ def _scale() -> str:
                 f"{post['ring']['answered_s']:g}",
                 f"{post['all_to_all']['answered_s']:g} ({post['all_to_all']['flows']:,})",
                 f"{lf['replanned_s']:g}", f"{sf['replanned_s']:g}",
-                f"{lost['replanned_s']:g}" if lost else "-",
+                _lost(lost),
                 f"{max(x['rest_ms']['max'] for x in failures):g}"]
     k16 = b["fabrics"][-1]
     r = k16["ratios_to_baseline"]
@@ -841,11 +856,14 @@ def _scale() -> str:
             + _source("python -m benchmarks.scale", "bench/scale.json")
             + "Real `ryu-manager` and Open vSwitch: every switch a netdev bridge, every link a "
               "pair of patch ports, no hosts, the fabric declared (`--mlroute-fabric`), flow "
-              "mode, `auto`; each fat-tree in the same run as the paper-scale leaf-spine (the "
+              f"mode, `auto`, {_lldp(b['settings'])}; each fat-tree in the same run as the "
+              "paper-scale leaf-spine (the "
               f"first row). Seconds unless said; a switch counts as failed after "
               f"{b['settings']['dead_after_s']:g} s silent (`--mlroute-dead-after`), which the "
               "time of a switch that loses its controller includes (it keeps forwarding); a "
-              "switch lost takes its links down with it (its neighbours report them). Restart: "
+              "switch lost takes its links down with it (its neighbours report them; "
+              "(in brackets) from the first report the controller received: Open vSwitch "
+              "applies the emulation's deletions over most of a second). Restart: "
               "from the state file, (OpenFlow messages sent). REST: the slowest `GET /v1/jobs` "
               "during the restart, and during the three failures, ms. "
               f"{k16['fabric']} over the leaf-spine: first start {r['first_start_ready_s']:g}x, "
