@@ -48,8 +48,9 @@ from collections.abc import Mapping
 
 import networkx as nx
 
+from controller.discovery.hosts import _natural
 from controller.discovery.tiers import recognise_clos
-from controller.discovery.topology import Topology, _natural, cables
+from controller.discovery.topology import Topology, cables
 from controller.model.clos import Clos, Plane, as_clos
 
 

@@ -45,11 +45,10 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from controller.discovery.hosts import _hosts, _natural
 from controller.discovery.roles import LEAF, SPINE, _spine_side, assign_roles
 from controller.discovery.topology import (
     Topology,
-    _hosts,
-    _natural,
     _placeholder,
     _Problems,
     cables,

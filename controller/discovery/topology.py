@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from controller.discovery.hosts import _hosts, _natural
 from controller.discovery.roles import LEAF, SPINE, assign_roles
 from controller.errors import InputError
 from controller.model.fabric import Fabric
@@ -425,10 +426,6 @@ class _Problems:
                                                  p["port"] or 0, p["kind"], p["detail"]))
 
 
-def _natural(name: str) -> tuple:
-    return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name))
-
-
 def _ordered(roles: Mapping[int, str], role: str, previous: Fabric | None) -> list[int]:
     """Switches of a role: the previous fabric's order first, then new ones by dpid."""
     members = {d for d, r in roles.items() if r == role}
@@ -466,93 +463,3 @@ def _placeholder(topology: Topology, dpid: int, used: Mapping[int, object]) -> i
         port = next(p for p in range(1, _OVS_MAX_PORT)
                     if p not in used and p not in topology.switches.get(dpid, {}))
     return port
-
-
-def _hosts(topology: Topology, roles, edge, used, names, problems,
-           previous: Fabric | None) -> dict:
-    """Hosts on leaf ports that face no switch, named; the rest reported. Mutates ``used``."""
-    at: dict[tuple[int, int], list[tuple[float, str, HostSeen]]] = {}
-    for mac, h in sorted(topology.hosts.items()):
-        role = roles.get(h.dpid)
-        if role is None:
-            continue  # on an isolated switch: reported with it
-        at.setdefault((h.dpid, h.port), []).append((h.seen, mac, h))
-    # a spine port that faces no switch and that no spine uses for a leaf (so not a missing
-    # link) holds a host even before it talks
-    downlinks = {p for d, r in roles.items() if r == SPINE for p, peer in used[d].items()
-                 if roles.get(peer) == LEAF}
-    if previous is not None:
-        downlinks |= {p for s in previous.spines for l, p in previous.ports[s].items()
-                      if l in previous.leaf_index}
-    for d in sorted(d for d, r in roles.items() if r == SPINE):
-        for p in sorted(set(edge.get(d, [])) - downlinks | {x[1] for x in at if x[0] == d}):
-            seen = at.get((d, p), [])
-            heard = ", ".join(f"{m} ({h.ip})" for _t, m, h in seen) or "not heard yet"
-            problems.add("host_on_spine", d, p, f"{names[d]} port {p} faces no switch (host: "
-                         f"{heard}): hosts belong on leaves; not used")
-    at = {x: seen for x, seen in at.items() if roles[x[0]] == LEAF}
-    chosen: dict[str, tuple[float, str, HostSeen]] = {}  # ip -> latest
-    for (d, p), seen in sorted(at.items()):
-        seen.sort(reverse=True)
-        best = seen[0]
-        if len(seen) > 1:
-            problems.add("shared_port", d, p,
-                         f"{names[d]} port {p} has hosts "
-                         f"{', '.join(f'{m} ({h.ip})' for _t, m, h in seen)}; only the last "
-                         f"seen, {best[1]}, is used")
-        other = chosen.get(best[2].ip)
-        if other is not None:
-            old, new = sorted([other, best])
-            problems.add("duplicate_ip", new[2].dpid, new[2].port,
-                         f"{best[2].ip} is used by {old[1]} on {names[old[2].dpid]} port "
-                         f"{old[2].port} and {new[1]} on {names[new[2].dpid]} port "
-                         f"{new[2].port}; only the last seen, {new[1]}, is used")
-            best = new
-        chosen[best[2].ip] = best
-    by_leaf: dict[int, list[tuple[int, str, str]]] = {}
-    for _t, mac, h in chosen.values():
-        by_leaf.setdefault(h.dpid, []).append((h.port, mac, h.ip))
-        used[h.dpid][h.port] = mac
-    old_name: dict[str, str] = {}
-    if previous is not None:  # hosts not heard since: kept where they were, if still free
-        ips = set(chosen)
-        facing = topology.facing()
-        for host, leaf in previous.hosts.items():
-            mac, ip = previous.host_mac[host].lower(), previous.host_ip[host]
-            old_name[mac] = host
-            d, port = previous.dpids[leaf], previous.ports[leaf][host]
-            if mac in topology.hosts or ip in ips or roles.get(d) != LEAF \
-                    or port in used[d] or (d, port) in facing:
-                continue
-            by_leaf.setdefault(d, []).append((port, mac, ip))
-            used[d][port] = mac
-            ips.add(ip)
-    # host ranks skip port numbers any leaf uses for a spine: a leaf whose uplink is missing
-    # (port up, no probe) still names its hosts as its neighbours do
-    uplinks = {p for d, r in roles.items() if r == LEAF for p, peer in used[d].items()
-               if roles.get(peer) == SPINE}
-    if previous is not None:
-        uplinks |= {p for l in previous.leaves for s, p in previous.ports[l].items()
-                    if s in previous.spine_index}
-    taken = set(names.values())
-    out: dict[str, tuple[str, int, int, str]] = {}
-    fresh = []
-    for d in sorted(by_leaf, key=lambda d: _natural(names[d])):
-        for port, mac, ip in sorted(by_leaf[d]):
-            hname = old_name.get(mac)
-            if hname is None or hname in taken:
-                fresh.append((d, port, mac, ip))
-                continue
-            taken.add(hname)
-            out[hname] = (mac, d, port, ip)
-    for d, port, mac, ip in fresh:
-        slots = sorted(set(edge.get(d, [])) - uplinks | {p for p, _m, _ip in by_leaf[d]})
-        m = re.fullmatch(r"l(\d+)", names[d])
-        tag = m.group(1) if m else names[d]
-        k = slots.index(port)
-        while f"h{tag}_{k}" in taken:
-            k += 1
-        hname = f"h{tag}_{k}"
-        taken.add(hname)
-        out[hname] = (mac, d, port, ip)
-    return out
