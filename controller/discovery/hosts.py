@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from controller.discovery.roles import LEAF, SPINE
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 
 
 def _natural(name: str) -> tuple:
@@ -19,8 +19,10 @@ def _natural(name: str) -> tuple:
 
 
 def _hosts(topology, roles, edge, used, names, problems,
-           previous: Fabric | None) -> dict:
-    """Hosts on leaf ports that face no switch, named; the rest reported. Mutates ``used``."""
+           previous: Clos | None) -> dict:
+    """Hosts on leaf ports that face no switch, named; the rest reported. Mutates ``used``.
+    ``previous``: the last recognition, a ``Clos`` of one two-tier plane (a bundle's first
+    member is its port)."""
     at: dict[tuple[int, int], list[tuple]] = {}
     for mac, h in sorted(topology.hosts.items()):
         role = roles.get(h.dpid)
@@ -32,8 +34,8 @@ def _hosts(topology, roles, edge, used, names, problems,
     downlinks = {p for d, r in roles.items() if r == SPINE for p, peer in used[d].items()
                  if roles.get(peer) == LEAF}
     if previous is not None:
-        downlinks |= {p for s in previous.spines for l, p in previous.ports[s].items()
-                      if l in previous.leaf_index}
+        downlinks |= {previous.port(s, l) for s in previous.planes[0].aggs[0]
+                      for l in previous.ports[s] if previous.tier_of.get(l) == 0}
     for d in sorted(d for d, r in roles.items() if r == SPINE):
         for p in sorted(set(edge.get(d, [])) - downlinks | {x[1] for x in at if x[0] == d}):
             seen = at.get((d, p), [])
@@ -82,8 +84,8 @@ def _hosts(topology, roles, edge, used, names, problems,
     uplinks = {p for d, r in roles.items() if r == LEAF for p, peer in used[d].items()
                if roles.get(peer) == SPINE}
     if previous is not None:
-        uplinks |= {p for l in previous.leaves for s, p in previous.ports[l].items()
-                    if s in previous.spine_index}
+        uplinks |= {previous.port(l, s) for l in previous.leaves for s in previous.ports[l]
+                    if previous.tier_of.get(s) == 1}
     taken = set(names.values())
     out: dict[str, tuple[str, int, int, str]] = {}
     fresh = []

@@ -51,21 +51,21 @@ import networkx as nx
 from controller.discovery.hosts import _natural
 from controller.discovery.tiers import recognise_clos
 from controller.discovery.topology import Topology, cables
-from controller.model.clos import Clos, Plane, as_clos
+from controller.model.clos import Clos, Plane
 
 
-def discover(topology: Topology, previous=None, link_gbps: float | None = None):
-    """The fabric the topology shows with the last recognition (``previous``, any model):
+def discover(topology: Topology, previous: Clos | None = None,
+             link_gbps: float | None = None):
+    """The fabric the topology shows with the last recognition (``previous``, a ``Clos``):
     several planes when it has them, else ``tiers.recognise_clos``."""
     return recognise_planes(topology, link_gbps, previous)
 
 
-def recognise_planes(topology: Topology, link_gbps=None, previous=None):
+def recognise_planes(topology: Topology, link_gbps=None, previous: Clos | None = None):
     """(a wired ``Clos`` of every plane, problems) when the topology shows two planes or more
     or ``previous`` had them; else what ``tiers.recognise_clos`` gives (a ``Clos`` too, or
-    None). ``previous``: a ``Clos`` (a two-tier ``Fabric`` is taken as its ``as_clos``).
-    O(V + E + H log H) plus the recognition of each plane."""
-    previous = as_clos(previous)
+    None). ``previous``: the last recognition, a ``Clos``. O(V + E + H log H) plus the
+    recognition of each plane."""
     several = previous is not None and len(previous.planes) > 1
     placed = _placed(previous)
     if not several and previous is not None and set(placed) != set(previous.dpids.values()):
