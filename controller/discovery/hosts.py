@@ -14,11 +14,11 @@ from controller.discovery.roles import LEAF, SPINE
 from controller.model.clos import Clos
 
 
-def _natural(name: str) -> tuple:
+def natural_key(name: str) -> tuple:
     return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name))
 
 
-def _hosts(topology, roles, edge, used, names, problems,
+def place_hosts(topology, roles, edge, used, names, problems,
            previous: Clos | None) -> dict:
     """Hosts on leaf ports that face no switch, named; the rest reported. Mutates ``used``.
     ``previous``: the last recognition, a ``Clos`` of one two-tier plane (a bundle's first
@@ -89,7 +89,7 @@ def _hosts(topology, roles, edge, used, names, problems,
     taken = set(names.values())
     out: dict[str, tuple[str, int, int, str]] = {}
     fresh = []
-    for d in sorted(by_leaf, key=lambda d: _natural(names[d])):
+    for d in sorted(by_leaf, key=lambda d: natural_key(names[d])):
         for port, mac, ip in sorted(by_leaf[d]):
             hname = old_name.get(mac)
             if hname is None or hname in taken:

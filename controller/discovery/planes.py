@@ -48,7 +48,7 @@ from collections.abc import Mapping
 
 import networkx as nx
 
-from controller.discovery.hosts import _natural
+from controller.discovery.hosts import natural_key
 from controller.discovery.tiers import recognise_clos
 from controller.discovery.topology import Topology, cables
 from controller.model.clos import Clos, Plane
@@ -254,7 +254,7 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=Non
     nets = [_network_key(f) & ~((1 << bits) - 1) & 0xFFFFFFFF for f, _p in seen] \
         if bits is not None else []
     for q, (f, _p) in enumerate(seen):
-        for local, ip in sorted(f.host_ip.items(), key=lambda kv: _natural(kv[0])):
+        for local, ip in sorted(f.host_ip.items(), key=lambda kv: natural_key(kv[0])):
             if (q, local) not in placed:
                 problems.append(_missing(seen, q, local, bits, parts, nets, chassis or {},
                                          names[q]))
@@ -311,7 +311,7 @@ def _agents(seen: list, chassis: Mapping[str, str], problems: list[dict]) -> lis
     out = []
     for q, (f, _p) in enumerate(seen):
         by: dict[str, list[str]] = {}
-        for local in sorted(f.host_ip, key=_natural):
+        for local in sorted(f.host_ip, key=natural_key):
             c = chassis.get(f.host_mac[local])
             if c is not None and len(planes[c]) > 1:
                 by.setdefault(c, []).append(local)
@@ -344,7 +344,7 @@ def _join(seen: list, bits: int | None, part: list[dict], agents: list[dict]
     ident = [{local: c for c, local in a.items()} for a in agents]
     first = seen[0][0]
     joined, taken = {}, set()
-    for h in sorted(first.host_ip, key=_natural):
+    for h in sorted(first.host_ip, key=natural_key):
         c, locals_ = ident[0].get(h), [h]
         for q in range(1, len(seen)):
             local = agents[q].get(c) if c is not None else None

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
-from controller.discovery.hosts import _hosts, _natural
+from controller.discovery.hosts import natural_key, place_hosts
 from controller.discovery.roles import LEAF, SPINE, _spine_side, assign_roles
 from controller.discovery.topology import (
     Topology,
@@ -331,10 +331,10 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
                          tiers=[TIER_WORDS[tier[lo]], TIER_WORDS[tier[up]]])
     roles = {d: LEAF if tier[d] == 0 else SPINE for d in names}
     # an upper switch's port that faces no switch is a link LLDP has not crossed (yet), not a
-    # host port: reported only when a host is heard there (_hosts)
+    # host port: reported only when a host is heard there (place_hosts)
     free = {d: [p for p in ports if p not in used.get(d, {})] if tier.get(d) == 0 else []
             for d, ports in edge.items()}
-    hosts = _hosts(topology, roles, free, used, names, problems, None)
+    hosts = place_hosts(topology, roles, free, used, names, problems, None)
     ports: dict[str, dict] = {names[d]: {} for d in names}
     counts: dict[tuple[str, str], int] = {}
     for (lo, up), first in pair.items():
@@ -358,7 +358,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
                 hosts[h] = (mac, d, port, ip)
                 used[d][port] = mac
     host_leaf, host_ip, host_mac = {}, {}, {}
-    for hname, (mac, leaf, port, ip) in sorted(hosts.items(), key=lambda kv: _natural(kv[0])):
+    for hname, (mac, leaf, port, ip) in sorted(hosts.items(), key=lambda kv: natural_key(kv[0])):
         host_leaf[hname] = (names[leaf],)
         ports[names[leaf]][hname] = port
         host_ip[hname], host_mac[hname] = ip, mac

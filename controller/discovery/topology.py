@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from controller.discovery.hosts import _hosts, _natural
+from controller.discovery.hosts import natural_key, place_hosts
 from controller.discovery.roles import LEAF, SPINE, assign_roles
 from controller.errors import InputError
 from controller.model.clos import TIERS, Clos, Plane
@@ -337,7 +337,7 @@ def recognise(topology: Topology, previous: Clos | None = None,
         pair[(l, s)] = (lp, sp)
         used[l][lp], used[s][sp] = s, l
 
-    hosts = _hosts(topology, roles, edge, used, names, problems, previous)
+    hosts = place_hosts(topology, roles, edge, used, names, problems, previous)
     down: set[tuple[str, str]] = set()
     cabled = {(a, pa) for a, pa, _b, _pb in found} | {(b, pb) for _a, _pa, b, pb in found}
     for l in leaves:
@@ -379,7 +379,7 @@ def recognise(topology: Topology, previous: Clos | None = None,
         ports[names[l]][hname] = port
         host_ip[hname], host_mac[hname] = ip, mac
     order = {n: i for i, n in enumerate(  # neighbours as generate writes them
-        [names[d] for d in spines + leaves] + sorted(hosts, key=_natural))}
+        [names[d] for d in spines + leaves] + sorted(hosts, key=natural_key))}
     for sw in ports:
         ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order[kv[0]]))
     wiring = {"dpids": {names[d]: d for d in spines + leaves}, "ports": ports,
@@ -388,7 +388,7 @@ def recognise(topology: Topology, previous: Clos | None = None,
         else 100.0
     plane = Plane("plane0", ["pod"], [names[d] for d in leaves], [0] * len(leaves),
                   [[names[d] for d in spines]])
-    fabric = Clos([plane], {h: (host_leaf[h],) for h in sorted(host_leaf, key=_natural)},
+    fabric = Clos([plane], {h: (host_leaf[h],) for h in sorted(host_leaf, key=natural_key)},
                   {t: float(gbps) for t in TIERS}, down=down, wiring=wiring)
     fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
     return fabric, problems.sorted()
