@@ -6,10 +6,9 @@ from controller.discovery.tiers import TIER_WORDS
 from controller.discovery.topology import Topology, _Problems
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 
 
-def check_declared(declared: Clos | Fabric, topology: Topology) -> list[dict]:
+def check_declared(declared: Clos, topology: Topology) -> list[dict]:
     """Where the network differs from a declared (wired) fabric, port by port.
 
     Kinds: ``wrong_port`` (a cable or a host on another port than declared; the dict also has
@@ -18,14 +17,15 @@ def check_declared(declared: Clos | Fabric, topology: Topology) -> list[dict]:
     not connected), ``unknown_switch`` (connected, not declared), ``unexpected_link`` (a cable
     between ports declared for nothing), ``unknown_host`` (a MAC not declared). A misplaced
     cable is reported once, at the port that is wrong: two swapped leaf ports give two
-    ``wrong_port`` on that leaf, a cable moved to a free port one. A two-tier ``Fabric`` is
-    checked as its ``as_clos`` (the service declares a ``Clos``). O(ports + links + hosts).
+    ``wrong_port`` on that leaf, a cable moved to a free port one. A two-tier
+    ``model.fabric.Fabric`` is checked as its ``as_clos`` (the service declares a ``Clos``).
+    O(ports + links + hosts).
 
-    >>> f = Fabric.generate(1, 1, 0, wiring=True); t = Topology()   # l0:1 - s0:1 declared
-    >>> _ = t.switch_up(0x10000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 2: True}, 0)
-    >>> _ = t.link_seen(0x20000, 2, 0x10000, 1, 0); _ = t.link_seen(0x10000, 1, 0x20000, 2, 0)
+    >>> f = Clos.leaf_spine(1, 1, 1).wire(); t = Topology()   # l0:1 - s0:1, h0_0 on l0:2
+    >>> _ = t.switch_up(0x30000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 3: True}, 0)
+    >>> _ = t.link_seen(0x20000, 3, 0x30000, 1, 0); _ = t.link_seen(0x30000, 1, 0x20000, 3, 0)
     >>> [(p["kind"], p["switch"], p["port"], p["seen"]) for p in check_declared(f, t)]
-    [('wrong_port', 'l0', 2, 's0 port 1')]
+    [('wrong_port', 'l0', 3, 's0 port 1')]
     """
     declared = as_clos(declared)
     if not declared.wired:

@@ -29,7 +29,6 @@ from controller.discovery.topology import (
     probe_ports,
 )
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 
 __all__ = ["FabricFinder", "PROBE_MAC", "QUIET_S", "SWITCH_QUIET_S"]
 
@@ -48,10 +47,11 @@ LOST_ROUNDS = 3.5  # a link is gone once this many whole cycles of probes missed
 
 
 class FabricFinder:
-    def __init__(self, declared: Clos | Fabric | None = None, link_gbps: float | None = None,
-                 recognised: Clos | Fabric | None = None, secret: bytes | None = None):
-        """Fabrics are held as the service serves them, ``Clos`` (``as_clos``), and
-        discovery returns a ``Clos`` for every fabric it recognises."""
+    def __init__(self, declared: Clos | None = None, link_gbps: float | None = None,
+                 recognised: Clos | None = None, secret: bytes | None = None):
+        """Fabrics are held as the service serves them, ``Clos`` (a two-tier
+        ``model.fabric.Fabric`` given here is taken as its ``as_clos``), and discovery
+        returns a ``Clos`` for every fabric it recognises."""
         self.topology = Topology()
         self.declared = as_clos(declared)  # a declared fabric is checked, not replaced
         self.link_gbps = link_gbps  # --mlroute-link-gbps: wins over what switches report
@@ -82,11 +82,11 @@ class FabricFinder:
         self._cycle_s = interval
 
     # ---- what the service sets --------------------------------------------------------
-    def declare(self, fabric: Clos | Fabric) -> None:
+    def declare(self, fabric: Clos) -> None:
         """A fabric was declared (PUT /v1/fabric): checked from now on, never replaced."""
         self.declared, self.recognised, self._checked = as_clos(fabric), None, -1
 
-    def recognise(self, fabric: Clos | Fabric | None) -> None:
+    def recognise(self, fabric: Clos | None) -> None:
         """The fabric in use (a stored or followed intent) when none is declared."""
         if self.declared is None:
             self.recognised, self._checked = as_clos(fabric), -1

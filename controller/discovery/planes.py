@@ -48,23 +48,24 @@ from collections.abc import Mapping
 
 import networkx as nx
 
+from controller.discovery.hosts import natural_key
 from controller.discovery.tiers import recognise_clos
-from controller.discovery.topology import Topology, _natural, cables
-from controller.model.clos import Clos, Plane, as_clos
+from controller.discovery.topology import Topology, cables
+from controller.model.clos import Clos, Plane
 
 
-def discover(topology: Topology, previous=None, link_gbps: float | None = None):
-    """The fabric the topology shows with the last recognition (``previous``, any model):
+def discover(topology: Topology, previous: Clos | None = None,
+             link_gbps: float | None = None):
+    """The fabric the topology shows with the last recognition (``previous``, a ``Clos``):
     several planes when it has them, else ``tiers.recognise_clos``."""
     return recognise_planes(topology, link_gbps, previous)
 
 
-def recognise_planes(topology: Topology, link_gbps=None, previous=None):
+def recognise_planes(topology: Topology, link_gbps=None, previous: Clos | None = None):
     """(a wired ``Clos`` of every plane, problems) when the topology shows two planes or more
     or ``previous`` had them; else what ``tiers.recognise_clos`` gives (a ``Clos`` too, or
-    None). ``previous``: a ``Clos`` (a two-tier ``Fabric`` is taken as its ``as_clos``).
-    O(V + E + H log H) plus the recognition of each plane."""
-    previous = as_clos(previous)
+    None). ``previous``: the last recognition, a ``Clos``. O(V + E + H log H) plus the
+    recognition of each plane."""
     several = previous is not None and len(previous.planes) > 1
     placed = _placed(previous)
     if not several and previous is not None and set(placed) != set(previous.dpids.values()):
@@ -253,7 +254,7 @@ def _joined(seen: list, problems: list[dict], crossing: list[tuple], chassis=Non
     nets = [_network_key(f) & ~((1 << bits) - 1) & 0xFFFFFFFF for f, _p in seen] \
         if bits is not None else []
     for q, (f, _p) in enumerate(seen):
-        for local, ip in sorted(f.host_ip.items(), key=lambda kv: _natural(kv[0])):
+        for local, ip in sorted(f.host_ip.items(), key=lambda kv: natural_key(kv[0])):
             if (q, local) not in placed:
                 problems.append(_missing(seen, q, local, bits, parts, nets, chassis or {},
                                          names[q]))
@@ -310,7 +311,7 @@ def _agents(seen: list, chassis: Mapping[str, str], problems: list[dict]) -> lis
     out = []
     for q, (f, _p) in enumerate(seen):
         by: dict[str, list[str]] = {}
-        for local in sorted(f.host_ip, key=_natural):
+        for local in sorted(f.host_ip, key=natural_key):
             c = chassis.get(f.host_mac[local])
             if c is not None and len(planes[c]) > 1:
                 by.setdefault(c, []).append(local)
@@ -343,7 +344,7 @@ def _join(seen: list, bits: int | None, part: list[dict], agents: list[dict]
     ident = [{local: c for c, local in a.items()} for a in agents]
     first = seen[0][0]
     joined, taken = {}, set()
-    for h in sorted(first.host_ip, key=_natural):
+    for h in sorted(first.host_ip, key=natural_key):
         c, locals_ = ident[0].get(h), [h]
         for q in range(1, len(seen)):
             local = agents[q].get(c) if c is not None else None

@@ -4,7 +4,7 @@ neighbours) in pods, cores (the aggregation switches' other neighbours) in group
 graph with no core is a leaf-spine and is read by ``topology.recognise``, and so is one that
 a leaf-spine explains better (a fat-tree is no leaf-spine with missing links, nor the
 reverse: ``clos_shape``); either way the fabric comes back as a ``Clos`` (a leaf-spine: one
-plane of one pod, as ``model.clos.as_clos`` makes it, ``_bundled``).
+plane of one pod, its bundles added by ``_bundled``).
 
 A pod is a connected part of the leaf-aggregation graph; a core group is the cores that reach
 the same aggregation switches, one per pod (group g on the g-th aggregation switch of every pod,
@@ -41,22 +41,20 @@ down.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import networkx as nx
 
+from controller.discovery.hosts import natural_key, place_hosts
 from controller.discovery.roles import LEAF, SPINE, _spine_side, assign_roles
 from controller.discovery.topology import (
     Topology,
-    _hosts,
-    _natural,
     _placeholder,
     _Problems,
     cables,
     recognise,
 )
-from controller.model.clos import TIERS, Clos, Plane, as_clos
-from controller.model.fabric import Fabric
+from controller.model.clos import TIERS, Clos, Plane
 
 TIER_WORDS = ("leaf", "aggregation switch", "core")  # how problems name a switch's tier
 
@@ -234,9 +232,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     ``clos_shape`` finds cores, else the leaf-spine ``topology.recognise`` reads (with
     ``previous``) as a Clos of one pod (``_bundled``); and the problems found. Link speed 100
     Gbit/s unless ``link_gbps`` (Gbit/s, or per tier of ``model.clos.TIERS``; else the
-    previous fabric's). ``previous``: the last recognition (a two-tier ``Fabric`` is taken
-    as its ``as_clos``)."""
-    previous = as_clos(previous)
+    previous fabric's). ``previous``: the last recognition, a ``Clos``."""
     found, _odd = cables(topology)
     graph = nx.Graph()
     graph.add_nodes_from(sorted(topology.switches))
@@ -257,7 +253,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     if shape is None:
         if isinstance(link_gbps, Mapping):  # per tier: a leaf-spine has its leaf tier only
             link_gbps = link_gbps.get("leaf")
-        fabric, problems = recognise(topology, _first_members(previous), link_gbps)
+        fabric, problems = recognise(topology, _leaf_spine(previous), link_gbps)
         return _bundled(fabric, found, problems, previous)
     if link_gbps is None and kept:
         link_gbps = previous.link_gbps
@@ -335,10 +331,10 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
                          tiers=[TIER_WORDS[tier[lo]], TIER_WORDS[tier[up]]])
     roles = {d: LEAF if tier[d] == 0 else SPINE for d in names}
     # an upper switch's port that faces no switch is a link LLDP has not crossed (yet), not a
-    # host port: reported only when a host is heard there (_hosts)
+    # host port: reported only when a host is heard there (place_hosts)
     free = {d: [p for p in ports if p not in used.get(d, {})] if tier.get(d) == 0 else []
             for d, ports in edge.items()}
-    hosts = _hosts(topology, roles, free, used, names, problems, None)
+    hosts = place_hosts(topology, roles, free, used, names, problems, None)
     ports: dict[str, dict] = {names[d]: {} for d in names}
     counts: dict[tuple[str, str], int] = {}
     for (lo, up), first in pair.items():
@@ -362,7 +358,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
                 hosts[h] = (mac, d, port, ip)
                 used[d][port] = mac
     host_leaf, host_ip, host_mac = {}, {}, {}
-    for hname, (mac, leaf, port, ip) in sorted(hosts.items(), key=lambda kv: _natural(kv[0])):
+    for hname, (mac, leaf, port, ip) in sorted(hosts.items(), key=lambda kv: natural_key(kv[0])):
         host_leaf[hname] = (names[leaf],)
         ports[names[leaf]][hname] = port
         host_ip[hname], host_mac[hname] = ip, mac
@@ -442,45 +438,39 @@ def _bundle_sizes(counts: dict, tier_of: dict, down: set, problems, dpid_of: dic
     return default, bundles
 
 
-def _first_members(previous: Clos | None) -> Fabric | None:
-    """A two-tier ``Clos`` of one plane as ``topology.recognise`` takes its ``previous``: a
-    ``Fabric`` with every bundle's first member (None for anything else)."""
+def _leaf_spine(previous: Clos | None) -> Clos | None:
+    """The last recognition as ``topology.recognise`` takes its ``previous``: a wired ``Clos``
+    of one two-tier plane (None for anything else)."""
     if previous is None or len(previous.planes) != 1 or previous.tiers != 2 \
             or not previous.wired:
         return None
-    p = previous.planes[0]
-    ports = {sw: {n: _first(v) for n, v in m.items()} for sw, m in previous.ports.items()}
-    return Fabric(list(p.aggs[0]), list(p.leaves), dict(previous.hosts),
-                  previous.link_gbps["leaf"], {d for d in previous.down if len(d) == 2},
-                  {"dpids": dict(previous.dpids), "ports": ports,
-                   "host_ip": dict(previous.host_ip), "host_mac": dict(previous.host_mac)})
+    return previous
 
 
-def _bundled(fabric: Fabric | None, found: list, problems: list, previous: Clos | None):
-    """A leaf-spine ``topology.recognise`` read, as a two-tier ``Clos`` of one pod: with its
+def _bundled(fabric: Clos | None, found: list, problems: list, previous: Clos | None):
+    """A leaf-spine ``topology.recognise`` read (a two-tier ``Clos`` of one pod) with its
     parallel cables as bundles when some leaf-spine pair has several cables (or had, in
-    ``previous``), else ``as_clos(fabric)`` (the Clos the service makes of it). A bundle's
-    members are ordered by the leaf's port numbers."""
+    ``previous``), else as read. A bundle's members are ordered by the leaf's port numbers."""
     if fabric is None:
         return fabric, problems
-    names = fabric.switch_of_dpid
+    names, tier_of = fabric.switch_of_dpid, fabric.tier_of  # tier 0: a leaf, 1: a spine
     cabled: dict[tuple[str, str], list] = {}
     for a, pa, b, pb in found:
         x, y = names.get(a), names.get(b)
-        if x in fabric.leaf_index and y in fabric.spine_index:
+        if (tier_of.get(x), tier_of.get(y)) == (0, 1):
             cabled.setdefault((x, y), []).append((pa, pb))
-        elif y in fabric.leaf_index and x in fabric.spine_index:
+        elif (tier_of.get(y), tier_of.get(x)) == (0, 1):
             cabled.setdefault((y, x), []).append((pb, pa))
     old_ports = previous.ports if previous is not None else {}
     if not any(len(c) > 1 for c in cabled.values()) and not any(
             isinstance(p, list) for m in old_ports.values() for p in m.values()):
-        return as_clos(fabric), problems
+        return fabric, problems
     problems = [p for p in problems if p["kind"] != "parallel_links"]
     used = {sw: {_first(p): n for n, p in m.items()} for sw, m in fabric.ports.items()}
     ports = {sw: dict(m) for sw, m in fabric.ports.items()}
     down, counts = set(fabric.down), {}
     for leaf in fabric.leaves:
-        for spine in fabric.spines:
+        for spine in fabric.planes[0].aggs[0]:
             key = (leaf, spine)
             first = (fabric.ports[leaf][spine], fabric.ports[spine][leaf])
             old = (old_ports.get(leaf, {}).get(spine), old_ports.get(spine, {}).get(leaf))
@@ -488,16 +478,11 @@ def _bundled(fabric: Fabric | None, found: list, problems: list, previous: Clos 
             down |= set() if key in down else {(*key, m) for m in gone}
             _put(ports, key, members)
             counts[key] = len(members)
-    tier_of = {**{x: 0 for x in fabric.leaves}, **{x: 1 for x in fabric.spines}}
     extra = _Problems(lambda d: names.get(d) or f"{d:#x}")
     default, bundles = _bundle_sizes(counts, tier_of, down, extra, fabric.dpids,
                                      ("leaf", "spine"))
-    plane = Plane("plane0", ["pod"], list(fabric.leaves), [0] * len(fabric.leaves),
-                  [list(fabric.spines)], [])
-    out = Clos([plane], {h: (leaf,) for h, leaf in fabric.hosts.items()},
-               {t: float(fabric.link_gbps) for t in TIERS}, bundles, default, down=down,
-               wiring={"dpids": dict(fabric.dpids), "ports": ports,
-                       "host_ip": dict(fabric.host_ip), "host_mac": dict(fabric.host_mac)})
+    out = replace(fabric, bundles=bundles, bundle_default=default, down=down,
+                  wiring={**fabric.wiring, "ports": ports})
     out.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
     return out, sorted(problems + extra.items, key=lambda p: (
         p["dpid"] is None, p["dpid"] or 0, p["port"] or 0, p["kind"], p["detail"]))

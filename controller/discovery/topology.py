@@ -5,15 +5,16 @@ The shell feeds a ``Topology`` with events, passing the time in: switches and th
 probe sent from (dpid, port) came in on (dpid2, port2)), ``expire`` every probe round, and
 hosts (``host_seen``) from ARP and IPv4 packet-ins on ports that face no switch.
 
-``recognise`` turns that into a wired ``Fabric`` (``tiers.recognise_clos`` returns it as a
-``Clos`` of one pod): the switch graph (networkx) should be bipartite; the side without host
-ports are the spines; every leaf should reach every spine and a pair without a link is put in
-``Fabric.down``. What is not leaf-spine (a leaf-leaf cable, a host on a spine, a switch with no
-link, parallel links) is reported and left out, so routing stays on what is valid (roles:
-``roles.assign_roles``). ``declared.check_declared`` compares a declared fabric with what is
-seen (wrong port, missing link, unknown switch). ``probe_ports`` says where ARP probes can find
-a host not heard yet. Problems are dicts ``{"kind", "switch", "port", "detail", "dpid"}``
-(``switch`` is a name, or the dpid in hex for a switch that has none; ``port`` may be None).
+``recognise`` turns that into a wired ``Clos`` of one two-tier plane (one pod, its spines the
+aggregation switches; ``tiers.recognise_clos`` adds bundles and three tiers): the switch graph
+(networkx) should be bipartite; the side without host ports are the spines; every leaf should
+reach every spine and a pair without a link is put in ``Clos.down``. What is not leaf-spine
+(a leaf-leaf cable, a host on a spine, a switch with no link, parallel links) is reported and
+left out, so routing stays on what is valid (roles: ``roles.assign_roles``).
+``declared.check_declared`` compares a declared fabric with what is seen (wrong port, missing
+link, unknown switch). ``probe_ports`` says where ARP probes can find a host not heard yet.
+Problems are dicts ``{"kind", "switch", "port", "detail", "dpid"}`` (``switch`` is a name, or
+the dpid in hex for a switch that has none; ``port`` may be None).
 
     >>> t = Topology()
     >>> t.switch_up(1, {1: True}, now=0.0)                # a spine
@@ -25,8 +26,8 @@ a host not heard yet. Problems are dicts ``{"kind", "switch", "port", "detail", 
     >>> t.host_seen(2, 3, "02:00:00:00:00:01", "10.0.0.1", now=0.0)
     True
     >>> fabric, problems = recognise(t)
-    >>> fabric.spines, fabric.leaves, fabric.hosts, fabric.ports["l0"]
-    (['s0'], ['l0'], {'h0_0': 'l0'}, {'s0': 1, 'h0_0': 3})
+    >>> fabric.planes[0].aggs, fabric.leaves, fabric.hosts, fabric.ports["l0"]
+    ([['s0']], ['l0'], {'h0_0': 'l0'}, {'s0': 1, 'h0_0': 3})
     >>> problems
     []
 """
@@ -39,9 +40,10 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
+from controller.discovery.hosts import natural_key, place_hosts
 from controller.discovery.roles import LEAF, SPINE, assign_roles
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import TIERS, Clos, Plane
 
 DEFAULT_LINK_TIMEOUT = 3.5  # LLDP every second: a link is gone after three lost probes
 MAX_AGENTS = 65536  # host interfaces whose LLDP agent is remembered
@@ -245,26 +247,28 @@ def cables(topology: Topology) -> tuple[list[tuple[int, int, int, int]], list[tu
     return out, odd
 
 
-def recognise(topology: Topology, previous: Fabric | None = None,
-              link_gbps: float | None = None) -> tuple[Fabric | None, list[dict]]:
-    """The leaf-spine the topology shows, as a wired ``Fabric``, and the problems found.
+def recognise(topology: Topology, previous: Clos | None = None,
+              link_gbps: float | None = None) -> tuple[Clos | None, list[dict]]:
+    """The leaf-spine the topology shows, as a wired ``Clos`` of one two-tier plane, and the
+    problems found.
 
     Names are deterministic: spines s0.., leaves l0.. by datapath id, hosts h<leaf>_<k> with
     k the rank of the host's port among the leaf's ports that face no switch (so a generated
     Mininet fabric comes back with its own names). With ``previous`` (the last recognition)
     names, roles and port numbers stick: switches and hosts keep their names, a switch that
-    left stays with its links down, a link that went away keeps its ports in ``down``. A
+    left stays with its links down, a link that went away keeps its ports in ``down`` (a
+    ``Clos`` of one two-tier plane; of a bundle, its first member's ports). A
     leaf-spine pair without any port ever seen gets an unused placeholder port number (above
     the switch's ports) so the fabric stays wired; it is in ``down``. Returns (None, problems)
     when there is no spine or no leaf. ``link_gbps`` (probes cannot measure it) defaults to
-    the previous fabric's, else 100. O(V + E + H) plus ``assign_roles``.
+    the previous fabric's (its leaf tier's), else 100. O(V + E + H) plus ``assign_roles``.
 
     >>> t = Topology()
     >>> for d in (1, 2, 3): _ = t.switch_up(d, {1: True, 2: True}, 0)
     >>> for a, pa, b in ((1, 1, 2), (1, 2, 3)):      # spine 1, leaves 2 and 3 (port 2 idle)
     ...     _ = t.link_seen(a, pa, b, 1, 0), t.link_seen(b, 1, a, pa, 0)
-    >>> f, _ = recognise(t); f.spines, f.leaves, f.down
-    (['s0'], ['l0', 'l1'], set())
+    >>> f, _ = recognise(t); f.planes[0].aggs, f.leaves, f.down
+    ([['s0']], ['l0', 'l1'], set())
     """
     if previous is not None and not previous.wired:
         raise InputError("discovery: the previous fabric has no wiring (dpids, ports)")
@@ -273,7 +277,7 @@ def recognise(topology: Topology, previous: Fabric | None = None,
     edge = {d: sorted(p for p, up in ports.items() if up and (d, p) not in facing)
             for d, ports in topology.switches.items()}
     prev_name = dict(previous.switch_of_dpid) if previous else {}
-    prev_role = {d: SPINE if n in previous.spine_index else LEAF
+    prev_role = {d: SPINE if previous.tier_of.get(n) == 1 else LEAF
                  for d, n in prev_name.items()} if previous else {}
 
     graph = nx.Graph()
@@ -333,9 +337,8 @@ def recognise(topology: Topology, previous: Fabric | None = None,
         pair[(l, s)] = (lp, sp)
         used[l][lp], used[s][sp] = s, l
 
-    hosts = _hosts(topology, roles, edge, used, names, problems, previous)
+    hosts = place_hosts(topology, roles, edge, used, names, problems, previous)
     down: set[tuple[str, str]] = set()
-    prev_ports = previous.ports if previous else {}
     cabled = {(a, pa) for a, pa, _b, _pb in found} | {(b, pb) for _a, _pa, b, pb in found}
     for l in leaves:
         for s in spines:
@@ -344,8 +347,8 @@ def recognise(topology: Topology, previous: Fabric | None = None,
             lp = sp = None
             if l in prev_name and s in prev_name and prev_role.get(l) == LEAF \
                     and prev_role.get(s) == SPINE:
-                lp = prev_ports.get(prev_name[l], {}).get(prev_name[s])
-                sp = prev_ports.get(prev_name[s], {}).get(prev_name[l])
+                lp = previous.port(prev_name[l], prev_name[s])  # a bundle's first member
+                sp = previous.port(prev_name[s], prev_name[l])
                 lp = lp if lp is not None and lp not in used[l] and (l, lp) not in cabled else None
                 sp = sp if sp is not None and sp not in used[s] and (s, sp) not in cabled else None
             known_port = lp
@@ -376,20 +379,22 @@ def recognise(topology: Topology, previous: Fabric | None = None,
         ports[names[l]][hname] = port
         host_ip[hname], host_mac[hname] = ip, mac
     order = {n: i for i, n in enumerate(  # neighbours as generate writes them
-        [names[d] for d in spines + leaves] + sorted(hosts, key=_natural))}
+        [names[d] for d in spines + leaves] + sorted(hosts, key=natural_key))}
     for sw in ports:
         ports[sw] = dict(sorted(ports[sw].items(), key=lambda kv: order[kv[0]]))
-    extra = {"dpids": {names[d]: d for d in spines + leaves}, "ports": ports,
-             "host_ip": host_ip, "host_mac": host_mac}
-    gbps = link_gbps if link_gbps is not None else previous.link_gbps if previous else 100.0
-    fabric = Fabric([names[d] for d in spines], [names[d] for d in leaves],
-                    dict(sorted(host_leaf.items(), key=lambda kv: _natural(kv[0]))),
-                    gbps, down, extra)
+    wiring = {"dpids": {names[d]: d for d in spines + leaves}, "ports": ports,
+              "host_ip": host_ip, "host_mac": host_mac}
+    gbps = link_gbps if link_gbps is not None else previous.link_gbps["leaf"] if previous \
+        else 100.0
+    plane = Plane("plane0", ["pod"], [names[d] for d in leaves], [0] * len(leaves),
+                  [[names[d] for d in spines]])
+    fabric = Clos([plane], {h: (host_leaf[h],) for h in sorted(host_leaf, key=natural_key)},
+                  {t: float(gbps) for t in TIERS}, down=down, wiring=wiring)
     fabric.check_wiring()  # a bug here, not bad input: the fabric is built to pass it
     return fabric, problems.sorted()
 
 
-def probe_ports(topology: Topology, fabric: Fabric | None = None) -> list[tuple[int, int]]:
+def probe_ports(topology: Topology, fabric: Clos | None = None) -> list[tuple[int, int]]:
     """(dpid, port) pairs to send an ARP probe from to find a host not heard yet: every up
     port of a leaf that faces no switch (leaves of ``fabric``, else of ``recognise``; every
     switch when no leaf-spine is recognised). O(ports).
@@ -425,25 +430,21 @@ class _Problems:
                                                  p["port"] or 0, p["kind"], p["detail"]))
 
 
-def _natural(name: str) -> tuple:
-    return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", name))
-
-
-def _ordered(roles: Mapping[int, str], role: str, previous: Fabric | None) -> list[int]:
+def _ordered(roles: Mapping[int, str], role: str, previous: Clos | None) -> list[int]:
     """Switches of a role: the previous fabric's order first, then new ones by dpid."""
     members = {d for d, r in roles.items() if r == role}
     old = []
     if previous is not None:
-        names = previous.spines if role == SPINE else previous.leaves
+        names = previous.planes[0].aggs[0] if role == SPINE else previous.leaves
         old = [previous.dpids[n] for n in names if previous.dpids[n] in members]
     return old + sorted(members - set(old))
 
 
 def _switch_names(roles: Mapping[int, str], prev_name: Mapping[int, str],
-                  previous: Fabric | None) -> dict[int, str]:
+                  previous: Clos | None) -> dict[int, str]:
     names: dict[int, str] = {}
     for d, r in roles.items():
-        if d in prev_name and (prev_name[d] in previous.spine_index) == (r == SPINE):
+        if d in prev_name and (previous.tier_of.get(prev_name[d]) == 1) == (r == SPINE):
             names[d] = prev_name[d]
     taken = set(names.values()) | (set(previous.hosts) if previous else set())
     for role, prefix in ((SPINE, "s"), (LEAF, "l")):
@@ -467,92 +468,3 @@ def _placeholder(topology: Topology, dpid: int, used: Mapping[int, object]) -> i
                     if p not in used and p not in topology.switches.get(dpid, {}))
     return port
 
-
-def _hosts(topology: Topology, roles, edge, used, names, problems,
-           previous: Fabric | None) -> dict:
-    """Hosts on leaf ports that face no switch, named; the rest reported. Mutates ``used``."""
-    at: dict[tuple[int, int], list[tuple[float, str, HostSeen]]] = {}
-    for mac, h in sorted(topology.hosts.items()):
-        role = roles.get(h.dpid)
-        if role is None:
-            continue  # on an isolated switch: reported with it
-        at.setdefault((h.dpid, h.port), []).append((h.seen, mac, h))
-    # a spine port that faces no switch and that no spine uses for a leaf (so not a missing
-    # link) holds a host even before it talks
-    downlinks = {p for d, r in roles.items() if r == SPINE for p, peer in used[d].items()
-                 if roles.get(peer) == LEAF}
-    if previous is not None:
-        downlinks |= {p for s in previous.spines for l, p in previous.ports[s].items()
-                      if l in previous.leaf_index}
-    for d in sorted(d for d, r in roles.items() if r == SPINE):
-        for p in sorted(set(edge.get(d, [])) - downlinks | {x[1] for x in at if x[0] == d}):
-            seen = at.get((d, p), [])
-            heard = ", ".join(f"{m} ({h.ip})" for _t, m, h in seen) or "not heard yet"
-            problems.add("host_on_spine", d, p, f"{names[d]} port {p} faces no switch (host: "
-                         f"{heard}): hosts belong on leaves; not used")
-    at = {x: seen for x, seen in at.items() if roles[x[0]] == LEAF}
-    chosen: dict[str, tuple[float, str, HostSeen]] = {}  # ip -> latest
-    for (d, p), seen in sorted(at.items()):
-        seen.sort(reverse=True)
-        best = seen[0]
-        if len(seen) > 1:
-            problems.add("shared_port", d, p,
-                         f"{names[d]} port {p} has hosts "
-                         f"{', '.join(f'{m} ({h.ip})' for _t, m, h in seen)}; only the last "
-                         f"seen, {best[1]}, is used")
-        other = chosen.get(best[2].ip)
-        if other is not None:
-            old, new = sorted([other, best])
-            problems.add("duplicate_ip", new[2].dpid, new[2].port,
-                         f"{best[2].ip} is used by {old[1]} on {names[old[2].dpid]} port "
-                         f"{old[2].port} and {new[1]} on {names[new[2].dpid]} port "
-                         f"{new[2].port}; only the last seen, {new[1]}, is used")
-            best = new
-        chosen[best[2].ip] = best
-    by_leaf: dict[int, list[tuple[int, str, str]]] = {}
-    for _t, mac, h in chosen.values():
-        by_leaf.setdefault(h.dpid, []).append((h.port, mac, h.ip))
-        used[h.dpid][h.port] = mac
-    old_name: dict[str, str] = {}
-    if previous is not None:  # hosts not heard since: kept where they were, if still free
-        ips = set(chosen)
-        facing = topology.facing()
-        for host, leaf in previous.hosts.items():
-            mac, ip = previous.host_mac[host].lower(), previous.host_ip[host]
-            old_name[mac] = host
-            d, port = previous.dpids[leaf], previous.ports[leaf][host]
-            if mac in topology.hosts or ip in ips or roles.get(d) != LEAF \
-                    or port in used[d] or (d, port) in facing:
-                continue
-            by_leaf.setdefault(d, []).append((port, mac, ip))
-            used[d][port] = mac
-            ips.add(ip)
-    # host ranks skip port numbers any leaf uses for a spine: a leaf whose uplink is missing
-    # (port up, no probe) still names its hosts as its neighbours do
-    uplinks = {p for d, r in roles.items() if r == LEAF for p, peer in used[d].items()
-               if roles.get(peer) == SPINE}
-    if previous is not None:
-        uplinks |= {p for l in previous.leaves for s, p in previous.ports[l].items()
-                    if s in previous.spine_index}
-    taken = set(names.values())
-    out: dict[str, tuple[str, int, int, str]] = {}
-    fresh = []
-    for d in sorted(by_leaf, key=lambda d: _natural(names[d])):
-        for port, mac, ip in sorted(by_leaf[d]):
-            hname = old_name.get(mac)
-            if hname is None or hname in taken:
-                fresh.append((d, port, mac, ip))
-                continue
-            taken.add(hname)
-            out[hname] = (mac, d, port, ip)
-    for d, port, mac, ip in fresh:
-        slots = sorted(set(edge.get(d, [])) - uplinks | {p for p, _m, _ip in by_leaf[d]})
-        m = re.fullmatch(r"l(\d+)", names[d])
-        tag = m.group(1) if m else names[d]
-        k = slots.index(port)
-        while f"h{tag}_{k}" in taken:
-            k += 1
-        hname = f"h{tag}_{k}"
-        taken.add(hname)
-        out[hname] = (mac, d, port, ip)
-    return out
