@@ -46,11 +46,17 @@ def test_custom_file_loads_as_mn_loads_it():
             "pt.nodeInfo('s1_p1')['dpid']]))\n"
             "bt = customs['topos']['bundles'](2, 2, 1, 2, 10)\n"
             "print(json.dumps(sorted((i['port1'], i['port2']) if a == 'l1' else (i['port2'], "
-            "i['port1']) for a, b, i in bt.links(withInfo=True) if {a, b} == {'l1', 's0'})))")
+            "i['port1']) for a, b, i in bt.links(withInfo=True) if {a, b} == {'l1', 's0'})))\n"
+            # --controller remote: Mininet's, without the telnet check that decoded a HELLO
+            "from mininet.node import RemoteController\n"
+            "c = customs['controllers']['remote']\n"
+            "print(json.dumps([issubclass(c, RemoteController), "
+            "c.checkListening is not RemoteController.checkListening]))")
     out = subprocess.run([MN_PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
                          cwd="/")
     assert out.returncode == 0, out.stderr
-    first, second, third, fourth = out.stdout.splitlines()
+    first, second, third, fourth, fifth = out.stdout.splitlines()
+    assert json.loads(fifth) == [True, True]
     assert json.loads(first) == [["bundles", "clos", "fattree", "planes"], ["mlroute"], ["mlroute"],
                                  "ClosSwitch", 1600, "ClosHost", "TCLink"]
     # k = 4 fat-tree, 1 host per leaf: 8 leaves, 8 aggregation switches, 4 cores; hosts pod by

@@ -96,18 +96,10 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_p
 
 
 def remote_controller(name: str, port: int, ip: str = "127.0.0.1"):
-    """Mininet's ``RemoteController`` without its start-up check: that check reads the
-    controller's answer through telnet and decodes it as UTF-8, and the OpenFlow HELLO it
-    may get first (a random transaction id) raised UnicodeDecodeError out of ``Mininet()``
-    (seen on a loaded machine). The check only warns; a controller that is not listening
-    shows as switches that never connect (``start`` waits for them with a timeout)."""
-    from mininet.node import RemoteController
-
-    class Unchecked(RemoteController):
-        def checkListening(self) -> None:
-            pass
-
-    return Unchecked(name, ip=ip, port=port)
+    """Mininet's ``RemoteController`` without its start-up check
+    (``topologies.clos.UncheckedRemoteController``: the check can raise UnicodeDecodeError)."""
+    from topologies.clos import UncheckedRemoteController
+    return UncheckedRemoteController(name, ip=ip, port=port)
 
 
 # Jumbo frames, as training fabrics use: headers then cost 0.7% of a link, not 4.6%. Switch
