@@ -97,6 +97,10 @@ def test_a_member_down_is_avoided_and_its_twin_carries_the_flows(emu):
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/a2a-down")
         intf.ifconfig("up")
+        # the member back, its static entries installed, before the next test reads tables
+        wait_until(lambda: not emu.ctl.rest("GET", "/v1/fabric")[1]["links_down"]
+                   and emu.ctl.rest("GET", "/v1/fabric")[1]["ready"], 20,
+                   what="member 1 of l0-s0 seen up again")
 
 
 @pytest.mark.parametrize("mode", ["flow", ext("sr"), ext("host")])
