@@ -106,14 +106,10 @@ def op_put(key: bytes, value: bytes, lease: int = 0) -> dict:
     return {"request_put": body}
 
 
-def op_range(key: bytes, range_end: bytes | None = None, revision: int = 0) -> dict:
-    """Read one key or [key, range_end), as of ``revision`` (0: now; a compacted revision is
-    an error)."""
+def op_range(key: bytes, range_end: bytes | None = None) -> dict:
     body = {"key": _b64(key)}
     if range_end is not None:
         body["range_end"] = _b64(range_end)
-    if revision:
-        body["revision"] = str(revision)
     return {"request_range": body}
 
 
@@ -183,15 +179,13 @@ class Etcd:
         """Store ``value`` under ``key``; returns the new revision."""
         return self.txn([], [op_put(key, value, lease)]).revision
 
-    def range(self, key: bytes, range_end: bytes | None = None, revision: int = 0
-              ) -> tuple[list[KeyValue], int]:
-        """(key-values, revision of the store) of one key or of [key, range_end), as of
-        ``revision`` (0: now)."""
-        r = self.txn([], [op_range(key, range_end, revision)])
+    def range(self, key: bytes, range_end: bytes | None = None) -> tuple[list[KeyValue], int]:
+        """(key-values, revision of the store) of one key or of [key, range_end)."""
+        r = self.txn([], [op_range(key, range_end)])
         return r.responses[0], r.revision
 
-    def prefix(self, prefix: bytes, revision: int = 0) -> tuple[list[KeyValue], int]:
-        return self.range(prefix, prefix_end(prefix), revision)
+    def prefix(self, prefix: bytes) -> tuple[list[KeyValue], int]:
+        return self.range(prefix, prefix_end(prefix))
 
     def txn(self, compare: list[dict], success: list[dict], failure: list[dict] = ()
             ) -> TxnResult:

@@ -100,8 +100,8 @@ class Shares:
 
     def set_members(self, members: Iterable[str], revision: int) -> bool:
         """A membership seen at ``revision``; True when it changed: another set (owners
-        recomputed), or the same set written again later (a member rejoined, or wrote its key
-        to give every member the same revision: ``Cluster._left_unseen``)."""
+        recomputed), or the same set named by a later revision (a member rejoined, or the
+        ``left`` key named a departure after it: ``Cluster._departed``)."""
         members = frozenset(members)
         with self._cond:
             if members == self.members and revision <= self.revision:
