@@ -89,31 +89,23 @@ def split_link_loads(problem: ClosProblem, routing: ClosRouting,
     its share. O(parts x hops)."""
     if not isinstance(routing, ClosSplitRouting):
         return link_loads(problem, routing, hosts)
-    L = problem.links
+    return split_link_totals(problem, routing, hosts=hosts) / problem.links.units
+
+
+def split_link_totals(problem: ClosProblem, routing: ClosRouting, weight: str = "flows",
+                      hosts: bool = False) -> np.ndarray:
+    """Flows (``weight`` "bytes": bytes) on every link id (``hosts``: host links too), a part
+    counting its share, not per unit: what a plan's imbalance compares
+    (``loads.clos_plan_imbalance``), as ``loads.link_loads`` on two tiers. O(parts x hops)."""
     ids, vals = [], []
-    for i, parts in enumerate(routing.parts):
+    for i, (pos, parts) in enumerate(zip(problem.inter, parts_of(routing))):
+        size = problem.flows[pos].bytes if weight == "bytes" else 1.0
         for q, _, path, share in parts:
             ids += path
-            vals += [share] * len(path)
+            vals += [share * size] * len(path)
             if hosts:
                 ids += problem.host_links(i, q)
-                vals += [share, share]
-    counts = np.bincount(np.asarray(ids, dtype=np.int64), np.asarray(vals, dtype=float),
-                         minlength=L.count)
-    return counts / L.units
-
-
-def split_link_totals(problem: ClosProblem, routing: ClosRouting,
-                      weight: str = "flows") -> np.ndarray:
-    """Flows (``weight`` "bytes": bytes) on every fabric link id, a part counting its share,
-    not per unit: what a plan's imbalance compares (``loads.clos_plan_imbalance``), as
-    ``loads.link_loads`` on two tiers. O(parts x hops)."""
-    ids, vals = [], []
-    for pos, parts in zip(problem.inter, parts_of(routing)):
-        size = problem.flows[pos].bytes if weight == "bytes" else 1.0
-        for _, _, path, share in parts:
-            ids += path
-            vals += [share * size] * len(path)
+                vals += [share * size] * 2
     return np.bincount(np.asarray(ids, dtype=np.int64), np.asarray(vals, dtype=float),
                        minlength=problem.links.count)
 
