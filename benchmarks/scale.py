@@ -562,7 +562,7 @@ def switch_loss(ctl, fabric, job: str = "ring") -> dict:
     return out
 
 
-def measure(fabric, name: str, workdir: str, lldp_interval: float = 0.0) -> dict:
+def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVAL) -> dict:
     """Every figure of one fabric (the module's docstring), in one controller's life."""
     result = {"fabric": name, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
               "switches": len(fabric.switches()),

@@ -71,7 +71,7 @@ class FabricFinder:
         self._owners: tuple = (None, {})  # (fabric, {ip: (mac, (dpid, port))})
         self._missing_at: dict[str, float] = {}  # address of a missing interface -> probed
         self.last_cause = ""  # what the last fabric ``settle`` returned changed
-        self._per_round, self._cycle_s, self._next = 0, 0.0, 0  # ``pace``: 0 every port
+        self._per_round, self._interval, self._next = 0, 0.0, 0  # ``pace``: 0 every port
 
     def pace(self, interval: float, budget: int = LLDP_BUDGET) -> None:
         """Probe rounds every ``interval`` seconds of at most ``budget`` probes a second
@@ -79,7 +79,7 @@ class FabricFinder:
         in turn, and a link expires once ``LOST_ROUNDS`` whole cycles missed it: at k = 16
         4,096 probes a second took half a core and delayed failures' re-plans."""
         self._per_round = max(1, int(budget * interval)) if budget and interval > 0 else 0
-        self._cycle_s = interval
+        self._interval = interval
 
     # ---- what the service sets --------------------------------------------------------
     def declare(self, fabric: Clos) -> None:
@@ -232,18 +232,18 @@ class FabricFinder:
         self.topology.expire(now)
         self.guard.forget_old(now)
         self._verify_due(now)
-        ports = [(d, p) for d, ports in sorted(self.topology.switches.items())
-                 for p, up in sorted(ports.items()) if up and (d, p) not in self.guard.host_ports]
+        due = [(d, p) for d, ports in sorted(self.topology.switches.items())
+               for p, up in sorted(ports.items()) if up and (d, p) not in self.guard.host_ports]
         rounds = 1
-        if self._per_round and len(ports) > self._per_round:  # the next ones, in turn
-            rounds = -(-len(ports) // self._per_round)
-            start = self._next % len(ports)
-            ports = (ports[start:] + ports[:start])[:self._per_round]
+        if self._per_round and len(due) > self._per_round:  # the next ones, in turn
+            rounds = -(-len(due) // self._per_round)
+            start = self._next % len(due)
+            due = (due[start:] + due[:start])[:self._per_round]
             self._next = start + self._per_round
-        if self._cycle_s:
+        if self._interval:
             self.topology.link_timeout = max(DEFAULT_LINK_TIMEOUT,
-                                              LOST_ROUNDS * rounds * self._cycle_s)
-        out = [(d, p, self.guard.probe(d, p, now)) for d, p in ports]
+                                              LOST_ROUNDS * rounds * self._interval)
+        out = [(d, p, self.guard.probe(d, p, now)) for d, p in due]
         self.sent["lldp_round"] += len(out)
         self.sent_bytes += sum(len(f) for _d, _p, f in out)
         return out
