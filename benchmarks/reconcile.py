@@ -119,7 +119,7 @@ def _controller(tmp: str, fabric_path: str, log: str, state: str,
 
 def _wait_ready(ctl: ControllerProcess, timeout: float) -> float:
     t0 = time.monotonic()
-    fabricnet.wait_until(lambda: ctl.rest("GET", "/v1/fabric", timeout=60)[1].get("ready"),
+    fabricnet.wait_until(lambda: ctl.rest("GET", "/v1/ready", timeout=60)[0] == 200,
                          timeout, interval=0.05, what="every switch reconciled")
     return time.monotonic() - t0
 

@@ -88,7 +88,7 @@ def _ready(ctls: list[ControllerProcess], switches: int) -> bool:
     """Every controller's share synchronised, every switch with one master."""
     masters = 0
     for ctl in ctls:
-        if not ctl.rest("GET", "/v1/fabric", timeout=60)[1].get("ready"):
+        if ctl.rest("GET", "/v1/ready", timeout=60)[0] != 200:
             return False
         mine = ctl.rest("GET", "/v1/cluster", timeout=60)[1]["self"]["switches"]
         if mine["master"] + mine["slave"] != switches:

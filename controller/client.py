@@ -212,6 +212,13 @@ class Client:
     def cluster(self, timeout=None) -> dict:
         return self.call("GET", "/v1/cluster", timeout=timeout)
 
+    def ready(self, timeout=None) -> dict:
+        """Readiness (``GET /v1/ready``): its document whether ready (200) or not yet (503)."""
+        status, answer = self.request("GET", "/v1/ready", timeout=timeout)
+        if status not in (200, 503) or not isinstance(answer, dict):
+            raise ControllerError(str(answer), status, "GET", self.url + "/v1/ready", answer)
+        return answer
+
     def openapi(self, timeout=None) -> dict:
         return self.call("GET", "/v1/openapi.json", timeout=timeout)
 

@@ -69,6 +69,8 @@ class FakeController:
         if path in ("/v1/fabric", "/v1/routes", "/v1/links", "/v1/imbalance", "/v1/cluster",
                     "/v1/openapi.json") and method == "GET":
             return 200, {"path": path}
+        if path == "/v1/ready" and method == "GET":  # not ready: a readiness probe's 503
+            return 503, {"ready": False, "switches": 2, "connected": 1, "synchronised": 0}
         if path == "/v1/fabric" and method == "PUT":
             return 200, {"declared": body}
         if path in ("/v1/optimize", "/v1/advise") and method == "POST":

@@ -201,3 +201,36 @@ def test_write_token_sources(tmp_path):
     (tmp_path / "empty").write_text("\n")
     with pytest.raises(InputError, match="holds no token"):
         write_token(None, str(tmp_path / "empty"), env)
+
+
+def test_ready_answers_a_readiness_probe_as_the_fabric_view_says():
+    """GET /v1/ready: 503 until every switch is connected and synchronised, then 200; the
+    counts say how far it is, and ``ready`` is the fabric view's own."""
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    svc = RouteService(FakeSwitches(f.dpids.values()), f)
+    n = len(f.dpids)
+
+    def probe():
+        code, doc = api.handle(svc, "GET", "/v1/ready")
+        assert doc["ready"] is svc.fabric_view()["ready"] is (code == 200)
+        return code, doc
+
+    assert probe() == (503, {"ready": False, "switches": n, "connected": 0, "synchronised": 0})
+    dpids = sorted(f.dpids.values())
+    for d in dpids[:-1]:
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    assert probe() == (503, {"ready": False, "switches": n, "connected": n - 1,
+                             "synchronised": n - 1})
+    svc.switch_connected(dpids[-1], {p: True for p in f.ports[f.switch_of_dpid[dpids[-1]]].values()})
+    assert probe() == (200, {"ready": True, "switches": n, "connected": n, "synchronised": n})
+    svc.switch_disconnected(dpids[0])
+    code, doc = probe()
+    assert code == 503 and doc["connected"] == n - 1 and doc["synchronised"] == n - 1
+
+
+def test_ready_without_a_fabric_is_503(server):
+    svc = RouteService(FakeSwitches([]), None)
+    assert api.handle(svc, "GET", "/v1/ready") == (
+        503, {"ready": False, "switches": 0, "connected": 0, "synchronised": 0})
+    status, _, data = call(server, "GET", "/v1/ready")  # the served one: synchronised
+    assert status == 200 and json.loads(data)["ready"] is True

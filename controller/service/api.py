@@ -48,6 +48,7 @@ _ROUTES = [
     ("/v1/imbalance", {"GET": "get_imbalance"}),
     ("/v1/openapi.json", {"GET": "get_openapi"}),
     ("/v1/cluster", {"GET": "get_cluster"}),
+    ("/v1/ready", {"GET": "get_ready"}),
 ]
 _COMPILED = [(re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", p) + "/?$"), m)
              for p, m in _ROUTES]
@@ -150,6 +151,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, openapi()
         if name == "get_cluster":
             return 200, service.cluster_view()
+        if name == "get_ready":
+            return service.ready_view()
     except _TooLarge:
         return 413, {"error": f"request body larger than {MAX_BODY} bytes"}
     raise AssertionError(name)

@@ -129,8 +129,7 @@ class RouteService:
         return outcome
 
     def _apply_or_record(self, change: Change | None) -> Outcome | None:
-        """Apply a change that no client waits for (switch and link events, timers, learned
-        matrices): an error is recorded as the change's event instead of raised."""
+        """Apply a change no client waits for (events, timers): errors become its event."""
         if change is None or self.passive:
             return None
         try:
@@ -157,9 +156,8 @@ class RouteService:
 
     def note_switch(self, dpid: int, ports: dict[int, bool],
                     speeds: dict[int, int] | None = None) -> None:
-        """A switch (re)connected: note its ports, queue it for reconciliation (its tables are
-        read and only the difference is sent), and handle the links that came back.
-        ``speeds``: port -> current speed in kbps (OpenFlow 1.3 ``curr_speed``), if known."""
+        """A switch (re)connected: note its ports (``speeds``: port -> kbps, if known), queue it
+        for reconciliation (tables read, only the difference sent), handle links back up."""
         with self.lock:
             self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
             self.finder.switch_up(dpid, ports, self.clock(), speeds)
@@ -190,9 +188,11 @@ class RouteService:
                 self._drain()
 
     def port_changed(self, dpid: int, port: int, up: bool, speed: int | None = None) -> None:
-        """A port went up or down (``ports_changed`` of one). ``speed``: its current speed in
-        kbps, if the switch reports one."""
+        """A port went up or down (``ports_changed`` of one); ``speed`` in kbps, if reported."""
         self.ports_changed([(dpid, port, up, speed)])
+
+    def more_ports_coming(self, changes: list[tuple]) -> bool:  # the shell's port gather
+        return decide.switch_going(self.state.fabric, changes)
 
     def ports_changed(self, changes: list[tuple[int, int, bool, int | None]],
                       detected: float | None = None) -> None:
@@ -250,8 +250,7 @@ class RouteService:
                                 self.settings.dead_after)
 
     def expire(self) -> None:
-        """Switches whose grace time ended count as failed: the jobs crossing their links are
-        re-planned. Nothing is sent when none ended (a switch that reconnected meanwhile)."""
+        """Switches whose grace time ended count as failed: jobs crossing them re-planned."""
         with self.lock:
             self._expire()
 
@@ -426,6 +425,10 @@ class RouteService:
     def fabric_view(self) -> dict:
         with self.lock.views:
             return self._fabric_view()
+
+    def ready_view(self) -> tuple[int, dict]:
+        with self.lock.views:  # GET /v1/ready, a readiness probe: 200 ready, else 503
+            return views.ready_view(self.state, self.reconciler)
 
     def _fabric_view(self) -> dict:
         return views.service_fabric_view(self.state, self.reconciler, self.settings,

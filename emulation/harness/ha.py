@@ -197,7 +197,7 @@ class HaSession:
         controller and mastered by exactly one."""
         def ready():
             m = self.master_id()
-            if m is None or not self.ctls[m].rest("GET", "/v1/fabric")[1].get("ready"):
+            if m is None or self.ctls[m].rest("GET", "/v1/ready")[0] != 200:
                 return False
             n, masters = len(self.fabric.dpids), 0
             for cid, ctl in self.ctls.items():
@@ -207,7 +207,7 @@ class HaSession:
                 masters += sw.get("master", 0)
                 if self.shared:  # each writes its share
                     if sw.get("master", 0) + sw.get("slave", 0) != n or \
-                            not ctl.rest("GET", "/v1/fabric")[1].get("ready"):
+                            ctl.rest("GET", "/v1/ready")[0] != 200:
                         return False
                 elif sw.get("master" if cid == m else "slave", 0) != n:
                     return False

@@ -86,7 +86,7 @@ class Session:
                                  extra_args=extra, token=self.token)
 
     def wait_ready(self, timeout: float = 60) -> None:
-        fabricnet.wait_until(lambda: self.ctl.rest("GET", "/v1/fabric")[1].get("ready"), timeout,
+        fabricnet.wait_until(lambda: self.ctl.rest("GET", "/v1/ready")[0] == 200, timeout,
                              what="every switch provisioned")
 
     def __enter__(self) -> Session:
