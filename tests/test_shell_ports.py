@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import deque
 from types import SimpleNamespace
 
-from controller.shell.core import PORT_GATHER, PORT_GATHER_MAX, Shell
+from controller.shell.core import PORT_GATHER, PORT_GATHER_MAX, PORT_LOSS_MAX, Shell
 from controller.shell.hub import Hub
 
 
@@ -15,6 +15,12 @@ class Service:
     def __init__(self, shell, arrive: list):
         self.shell, self.arrive, self.batches, self.detected = shell, arrive, [], []
         self.now = 100.0
+        self.going = lambda changes: False  # decide.switch_going's answer
+        self.asked: list[int] = []
+
+    def more_ports_coming(self, changes) -> bool:
+        self.asked.append(len(changes))
+        return self.going(changes)
 
     def clock(self) -> float:
         self.now += 1.0
@@ -96,3 +102,35 @@ def test_the_first_change_waits_until_none_came_for_a_while_and_no_longer_than_a
     waits = round(PORT_GATHER_MAX / PORT_GATHER)
     assert sleeps[:waits + 1] == [PORT_GATHER] * waits + [0]  # then the batch went
     assert len(service.batches[1]) == waits + 1
+
+
+def test_a_lost_switchs_first_reports_wait_for_the_others_up_to_a_bound():
+    """Reports that look like a lost switch's (the service says more are coming) keep the
+    batch open through a quiet spell, until they stop looking so, or ``PORT_LOSS_MAX``."""
+    sleeps, due = [], [[status(2, 1, False)], [], [], [], [status(3, 1, False)]]
+
+    def sleep(seconds):  # a burst, 80 ms of quiet, the rest
+        sleeps.append(seconds)
+        for msg in due.pop(0) if due else []:
+            shell.port_status(msg)
+    shell, service, spawned = shell_with([], sleep)
+    service.going = lambda changes: len(changes) < 3  # the switch has three links
+    shell.port_status(status(1, 1, False))
+    run(spawned)
+    assert [len(b) for b in service.batches] == [3]  # one batch: one re-plan
+    assert sleeps == [PORT_GATHER] * 5 + [0]  # the third came: went at once
+
+    sleeps.clear()  # the others never come: the batch goes at the bound
+    service.going = lambda changes: True
+    shell.port_status(status(1, 2, False))
+    run(spawned)
+    assert sleeps == [PORT_GATHER] * round(PORT_LOSS_MAX / PORT_GATHER) + [0]
+    assert [len(b) for b in service.batches] == [3, 1]
+
+
+def test_a_single_link_failure_is_not_kept_waiting():
+    shell, service, spawned = shell_with([], shell_sleeps.append)
+    shell_sleeps.clear()
+    shell.port_status(status(1, 1, False))
+    run(spawned)
+    assert shell_sleeps == [PORT_GATHER, 0] and service.asked == [1]
