@@ -47,6 +47,10 @@ port change (``detected_s``, from the command; Open vSwitch applies a transactio
 del-ports over up to a second at k = 16) and the seconds from then until the routes left
 (``replanned_s_after_detected``).
 
+At the end, ``model`` (``benchmarks.scale_model``): per-switch fits of the fat-trees' start
+and restart figures, and what they predict for k = 32 with its static entries counted (this
+machine cannot build k = 32's 32,768 patch ports in reasonable time: see that module).
+
 The same is measured first on the paper's two-tier fabric (32 spines x 64 leaves, 16 hosts per
 leaf, 96 bridges; ``--quick``: 8 x 16 x 4) in the same run, and each fat-tree's figures are
 also given as ratios to it (``ratios_to_baseline``). The JSON is rewritten after every fabric.
@@ -70,7 +74,7 @@ import tempfile
 import time
 import traceback
 
-from benchmarks import entries
+from benchmarks import entries, scale_model
 from benchmarks.reconcile import (
     RestPoller,
     _transactions,
@@ -685,6 +689,7 @@ def main(argv=None) -> int:
             write()
     result["complete"] = True
     result["wall_s"] = round(time.monotonic() - started, 1)
+    result["model"] = scale_model.predict(result)  # k = 32: the fits' prediction
     write()
     print(json.dumps(summary(result), indent=1))
     print(f"written to {args.out}")

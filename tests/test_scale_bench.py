@@ -76,3 +76,25 @@ def test_counts_per_tier_and_ratios_to_the_baseline():
                      {"restart_ready_s": 4.0, "post": {"ring": {"answered_s": 0.1}}})
     assert r["restart_ready_s"] == 0.5 and r["post.ring.answered_s"] == 3.0
     assert r["restart_messages"] is None and set(r) == set(scale.FIGURES)
+
+
+def test_the_model_fits_measured_fat_trees_and_counts_the_entries_it_predicts():
+    """``scale_model.predict``: a line through the measured figures per switch, evaluated at
+    the predicted fabric's switches; its static entries counted by the rule builders."""
+    from benchmarks import entries, scale_model
+    measured = {"fabrics": [
+        {"fabric": "fat-tree k=4", "switches": 20, "restart_ready_s": 1.0,
+         "restart_meter": {"controller_cpu_s": 0.5}},
+        {"fabric": "fat-tree k=6", "switches": 45, "restart_ready_s": 1.5,
+         "restart_meter": {"controller_cpu_s": 0.75}},
+        {"fabric": "fat-tree k=8", "error": "RuntimeError: bridges"}]}  # not fitted
+    model = scale_model.predict(measured, ks=(8,))
+    assert model["measured"] == ["fat-tree k=4", "fat-tree k=6"]
+    assert model["fits"]["restart_ready_s"] == {"a": 0.6, "per_switch_ms": 20.0, "points": 2}
+    assert model["fits"]["first_start_ready_s"] is None  # not measured: not predicted
+    k8 = model["fabrics"]["fat-tree k=8"]
+    assert k8["switches"] == 80 and k8["restart_ready_s"] == round(0.6 + 0.02 * 80, 2)
+    assert k8["restart_meter.controller_cpu_s"] == round(0.3 + 0.01 * 80, 2)
+    assert "first_start_ready_s" not in k8
+    assert k8["static_entries"] == entries.count(fattree_fabric(8))["flow"]["total"]
+    assert sum(t["total"] for t in k8["static_entries_by_tier"].values()) == k8["static_entries"]
