@@ -17,7 +17,9 @@ Measured, in order:
   flow mode, and their groups);
 * the first start on empty switches until ready (every switch reconciled) and its OpenFlow
   messages; a restart from the state file until ready, its messages (0: hitless) and REST
-  latency meanwhile (GET /v1/jobs every 50 ms): ``reconcile.start_and_restart``;
+  latency meanwhile (GET /v1/jobs every 50 ms): ``reconcile.start_and_restart``; for both,
+  when the first and the last switch connected (``*_connected``, GET /v1/ready polled every
+  50 ms: a restarted controller waits for Open vSwitch's reconnect backoff);
 * POST of a ring All-Reduce of 128 hosts (fewer if the fabric has fewer), consecutive ranks in
   different pods, then of an all-to-all of 32 hosts (992 flows): time until answered (the
   answer comes once every switch confirmed its entries), its messages, REST latency meanwhile;

@@ -843,7 +843,9 @@ def _scale() -> str:
         lost = f.get("switch_loss")  # measured since 0.3.0
         failures = [x for x in (lf, sf, lost) if x]
         return [f["fabric"], f["switches"], f"{f['entries']:,}", f"{f['first_start_ready_s']:g}",
-                f"{f['restart_ready_s']:g} ({f['restart_messages']:g})",
+                f"{f['restart_ready_s']:g} ({f['restart_messages']:g}"
+                + (f"; {c['all_connected_s']:g}" if (c := f.get("restart_connected"))
+                   and "all_connected_s" in c else "") + ")",
                 f"{f['rest_latency_ms_during_reconcile']['max']:g}",
                 f"{post['ring']['answered_s']:g}",
                 f"{post['all_to_all']['answered_s']:g} ({post['all_to_all']['flows']:,})",
@@ -864,7 +866,10 @@ def _scale() -> str:
               "switch lost takes its links down with it (its neighbours report them; "
               "(in brackets) from the first report the controller received: Open vSwitch "
               "applies the emulation's deletions over most of a second). Restart: "
-              "from the state file, (OpenFlow messages sent). REST: the slowest `GET /v1/jobs` "
+              "from the state file, (OpenFlow messages sent; when every switch had "
+              "reconnected: Open vSwitch retries 1 s after the old controller closed, then 2 s "
+              "later, so a controller that listens later than 1 s is reached at 3 s). REST: "
+              "the slowest `GET /v1/jobs` "
               "during the restart, and during the three failures, ms. "
               f"{k16['fabric']} over the leaf-spine: first start {r['first_start_ready_s']:g}x, "
               f"restart {r['restart_ready_s']:g}x, the all-to-all {r['post.all_to_all.answered_s']:g}x, "
