@@ -428,11 +428,11 @@ class Clos(HostLookup):
             self.down_switches.add(name)
 
 
-def load_fabric(doc: Mapping):
-    """``Fabric`` for a two-tier single-plane document (the offline tools), else ``Clos``."""
+def load_fabric(doc: Mapping) -> Clos:
+    """Any fabric document as a ``Clos``; a two-tier one is checked as ``Fabric.from_dict`` does."""
     two = isinstance(doc, Mapping) and not set(doc) & _TWO_TIER_EXTRAS
-    return Fabric.from_dict(doc) if two and not isinstance(doc.get("link_gbps"), Mapping) \
-        else Clos.from_dict(doc)
+    two = two and not isinstance(doc.get("link_gbps"), Mapping)
+    return as_clos(Fabric.from_dict(doc)) if two else Clos.from_dict(doc)
 
 
 def as_clos(fabric: Fabric | Clos | None) -> Clos | None:
