@@ -33,12 +33,11 @@ from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
 from controller.jsonio import HelpFormatter, read_json, write_output
 from controller.model.clos import Clos, load_fabric
-from controller.model.fabric import Fabric
 from controller.model.jobs import Job, parse_jobs
 from controller.model.rates import max_min_rates
 from controller.planners import PLANNERS, planner_for
 from controller.planners.auto import OBJECTIVES
-from controller.planners.plan import make_plan, planner_options
+from controller.planners.plan import make_plan, run_options, run_shape
 from controller.planners.registry import CLOS, TWO_TIER, listing, names
 from controller.service.settings import Settings
 
@@ -66,16 +65,17 @@ def default_objective(algorithm: str, clos: bool) -> str:
     return fixed or (Settings.objective if algorithm == "auto" and not clos else "flows")
 
 
-def objective_for(algorithm: str, given: str | None) -> str:
-    """On a two-tier fabric, the objective ``algorithm`` plans with: ``--objective`` where it
-    applies (auto, split), else the controller's default (``default_objective``)."""
-    if given is not None and algorithm in ("auto", "split"):
+def objective_for(algorithm: str, given: str | None, clos: bool = False) -> str:
+    """The objective ``algorithm`` plans with in ``compare``: on a two-tier fabric
+    ``--objective`` where it applies (auto, split), else (and on a Clos fabric, where compare
+    takes flows only) the controller's default (``default_objective``)."""
+    if given is not None and algorithm in ("auto", "split") and not clos:
         return given
-    return default_objective(algorithm, clos=False)
+    return default_objective(algorithm, clos)
 
 
-def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric | Clos, list[Job]]:
-    """The fabric (``Fabric`` for a two-tier document of today, else ``Clos``) and the jobs."""
+def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Clos, list[Job]]:
+    """The fabric (a ``Clos``, whatever its shape: ``load_fabric``) and the jobs."""
     fabric = load_fabric(read_json(fabric_path, "fabric"))
     jobs = parse_jobs(read_json(jobs_path, "jobs"), fabric)
     return fabric, jobs
@@ -86,7 +86,7 @@ def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Fabric | Clos, list[J
 LEAF_SPINE = {"spines": 4, "leaves": 8, "hosts_per_leaf": 2}
 
 
-def make_fabric(args) -> Fabric | Clos:
+def make_fabric(args) -> Clos:
     """The fabric the ``fabric`` command's options describe."""
     if args.host_table is not None:
         from controller.model.hosttable import Shape, load
@@ -108,7 +108,7 @@ def make_fabric(args) -> Fabric | Clos:
         if args.failed_spines:
             raise InputError("--failed-spines applies to single-plane fabrics without bundles")
         return Clos.leaf_spine(spines, leaves, hpl, args.gbps, args.planes, args.bundle)
-    return Fabric.generate(spines, leaves, hpl, args.gbps, args.failed_spines)
+    return Clos.generate(spines, leaves, hpl, args.gbps, args.failed_spines)
 
 
 def slowest_rate_gbps(plan) -> float:
@@ -127,25 +127,52 @@ def slowest_rate_gbps(plan) -> float:
     return float(rates.min()) * 8 / 1e9
 
 
-def compare(fabric: Fabric, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
-            ilp_time_limit: float, objective: str | None = None,
-            max_parts: int | None = None) -> list[dict]:
-    """One row per algorithm, with the objective it planned with (``objective_for``: a given
-    ``objective`` applies to auto and split, the others count flows; None: the controller's);
-    ``max_parts`` applies to split."""
-    from controller.model.fluid import predict_allreduce
+def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
+            ilp_time_limit: float, objective: str | None = None, max_parts: int | None = None,
+            shape: str | None = None) -> list[dict]:
+    """One row per algorithm (``ROWS`` of the fabric's shape, ``shape`` if known), with the
+    objective it planned with (``objective_for``: on two tiers a given ``objective`` applies
+    to auto and split; None: the controller's); ``max_parts`` applies to split on two tiers.
+    What the shape does not take is refused first (``run_shape``), then an unknown name."""
+    shape = shape or run_shape(fabric, max_parts)
+    clos = shape == CLOS
+    if clos and objective not in (None, "flows"):
+        raise InputError(f"on this fabric --objective {objective} applies to plan with "
+                         "algorithm auto (it runs the jobs planner; compare shows it as the "
+                         "row jobs)")
+    for alg in algorithms:
+        planner_for(alg, shape)  # the registry's refusal: unknown, or not on this shape
     rows = []
     for alg in algorithms:
-        used = objective_for(alg, objective)
-        opts = planner_options(alg, seed, salt, ilp_time_limit, used, max_parts)
-        plan = make_plan(fabric, jobs, alg, **opts)
-        doc = plan.to_dict()
-        rows.append({"algorithm": alg, "objective": used, "max_link_load": doc["max_link_load"],
-                     "links_at_max": doc["links_at_max"],
-                     "slowest_gbps": slowest_rate_gbps(plan),
-                     "allreduce_s": predict_allreduce(plan),
-                     "runtime_ms": plan.runtime_ms, "info": doc.get("info", {})})
+        run = run_options(shape, alg, seed, salt, ilp_time_limit,
+                          objective_for(alg, objective, clos), max_parts)
+        rows.append(ROWS[shape](make_plan(fabric, jobs, run.algorithm, **run.options),
+                                run.objective))
     return rows
+
+
+def two_tier_row(plan, objective: str) -> dict:
+    """A row of ``compare`` on a single two-tier plane: the slowest flow's max-min rate and
+    the fluid model's All-Reduce times (``model.fluid.predict_allreduce``)."""
+    from controller.model.fluid import predict_allreduce
+    doc = plan.to_dict()
+    return {"algorithm": plan.algorithm, "objective": objective,
+            "max_link_load": doc["max_link_load"], "links_at_max": doc["links_at_max"],
+            "slowest_gbps": slowest_rate_gbps(plan), "allreduce_s": predict_allreduce(plan),
+            "runtime_ms": plan.runtime_ms, "info": doc.get("info", {})}
+
+
+def clos_row(plan, objective: str) -> dict:
+    """A row of ``compare`` on a Clos fabric: the load per tier and the shared prediction on
+    the plan's routes (``ClosPlan.predicted_times``)."""
+    doc = plan.to_dict()
+    return ({"algorithm": plan.algorithm, "objective": objective}
+            | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
+                                   "max_load_by_tier", "runtime_ms")}
+            | {"allreduce_s": plan.predicted_times()})
+
+
+ROWS = {TWO_TIER: two_tier_row, CLOS: clos_row}
 
 
 def format_table(rows: list[dict], jobs: list[Job], link_bps: float) -> str:
@@ -161,6 +188,25 @@ def format_table(rows: list[dict], jobs: list[Job], link_bps: float) -> str:
     widths = [max(len(l[i]) for l in lines) for i in range(len(heads))]
     return "\n".join("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in
                                enumerate(zip(l, widths))) for l in lines)
+
+
+def clos_table(rows: list[dict], fabric: Clos) -> str:
+    """``compare``'s lines on a Clos fabric: the fabric and the lower bound, then per row the
+    load per tier and each job's predicted time."""
+    lines = [f"{fabric.summary()}; lower bound {rows[0]['lower_bound']:g} flows per link" if rows
+             else fabric.summary()]
+    for r in rows:
+        tiers = ", ".join(f"{t} {v:g}" for t, v in r["max_load_by_tier"].items())
+        times = " ".join(f"{j} {s:.4g} s" for j, s in r["allreduce_s"].items())
+        lines.append(f"{r['algorithm']:<15} objective {r['objective']:<6} max load "
+                     f"{r['max_link_load']:<5g} ({tiers}) at max {r['links_at_max']:<4} {times}  "
+                     f"{r['runtime_ms']:.1f} ms")
+    return "\n".join(lines)
+
+
+# compare's output per shape: the two-tier table (the demo's), the Clos lines
+TABLES = {TWO_TIER: lambda rows, fabric, jobs: format_table(rows, jobs, fabric.link_bps()),
+          CLOS: lambda rows, fabric, jobs: clos_table(rows, fabric)}
 
 
 def plan_document(doc: dict, objective: str) -> tuple[str, str]:
@@ -181,70 +227,27 @@ def compare_summary(rows: list[dict]) -> str:
             + ", ".join(r["algorithm"] for r in rows if r["max_link_load"] == best))
 
 
-def clos_command(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
-    """``plan`` or ``compare`` on a multi-plane, bundled or three-tier fabric: (output, summary
-    line). Every planner there counts flows but ``jobs``, the jobs objective (``--objective
-    jobs`` with auto runs it); the controller's auto does not take it on these fabrics."""
-    from controller.planners.clos_plan import make_clos_plan
-    if args.max_parts is not None:
-        raise InputError("--max-parts applies to single-plane two-tier fabrics")
+def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
+    """``plan`` or ``compare`` on any fabric: (output, summary line). The fabric's shape, asked
+    once (``run_shape``, which refuses ``--max-parts`` on a Clos fabric), gives the planners
+    (``make_plan``: a single two-tier plane runs the two-tier ones), the objective each plans
+    with and the form of the output. On a Clos fabric every planner counts flows but ``jobs``,
+    the jobs objective (``--objective jobs`` with auto runs it); the controller's auto does
+    not take it there."""
+    shape = run_shape(fabric, args.max_parts)
+    clos = shape == CLOS
     if args.cmd == "plan":
-        planner_for(args.algorithm, CLOS)  # unknown or refused here: named before the rest
-        if args.objective not in (None, default_objective(args.algorithm, clos=True)) and \
-                args.algorithm != "auto":
-            raise InputError(f"on this fabric --objective {args.objective} applies to plan "
-                             "with algorithm auto (jobs runs the jobs planner)")
-    elif args.objective not in (None, "flows"):
-        raise InputError(f"on this fabric --objective {args.objective} applies to plan with "
-                         "algorithm auto (it runs the jobs planner; compare shows it as the "
-                         "row jobs)")
-    # the run options, to the planners that take them (registry.clos_options)
-    opts = {"seed": args.seed, "time_limit": args.ilp_time_limit}
-    if args.cmd == "plan":
-        alg = "jobs" if args.objective == "jobs" else args.algorithm
-        doc = make_clos_plan(fabric, jobs, alg, args.salt, **opts).to_dict()
-        return plan_document(doc, default_objective(alg, clos=True))
+        # asked for: run_options refuses it where it does not apply, naming where it does
+        used = args.objective or default_objective(args.algorithm, clos)
+        run = run_options(shape, args.algorithm, args.seed, args.salt, args.ilp_time_limit, used,
+                          args.max_parts)
+        plan = make_plan(fabric, jobs, run.algorithm, **run.options)
+        return plan_document(plan.to_dict(), run.objective)
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
-        else names(CLOS, distinct=True)
-    from controller.model.iteration import predict_clos_split_times
-    rows = []
-    for alg in algs:
-        plan = make_clos_plan(fabric, jobs, alg, args.salt, **opts)
-        doc = plan.to_dict()
-        rows.append({"algorithm": alg, "objective": default_objective(alg, clos=True)}
-                    | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
-                                           "max_load_by_tier", "runtime_ms")}
-                    | {"allreduce_s": predict_clos_split_times(plan.problem, plan.routing)})
-    if args.json:
-        return json.dumps(rows, indent=1), compare_summary(rows)
-    lines = [f"{fabric.summary()}; lower bound {rows[0]['lower_bound']:g} flows per link" if rows
-             else fabric.summary()]
-    for r in rows:
-        tiers = ", ".join(f"{t} {v:g}" for t, v in r["max_load_by_tier"].items())
-        times = " ".join(f"{j} {s:.4g} s" for j, s in r["allreduce_s"].items())
-        lines.append(f"{r['algorithm']:<15} objective {r['objective']:<6} max load "
-                     f"{r['max_link_load']:<5g} ({tiers}) at max {r['links_at_max']:<4} {times}  "
-                     f"{r['runtime_ms']:.1f} ms")
-    return "\n".join(lines), compare_summary(rows)
-
-
-def two_tier_command(args, fabric: Fabric, jobs: list[Job]) -> tuple[str, str]:
-    """``plan`` or ``compare`` on a single-plane two-tier fabric: (output, summary line)."""
-    if args.cmd == "plan":
-        # asked for: planner_options refuses it where it does not apply, naming where it does
-        used = args.objective or default_objective(args.algorithm, clos=False)
-        plan = make_plan(fabric, jobs, args.algorithm,
-                         **planner_options(args.algorithm, args.seed, args.salt,
-                                           args.ilp_time_limit, used, args.max_parts))
-        return plan_document(plan.to_dict(), used)
-    algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
-        else names(TWO_TIER, distinct=True)
-    for a in algs:
-        planner_for(a, TWO_TIER)  # the registry's refusal: unknown, or not on two tiers
+        else names(shape, distinct=True)
     rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
-                   args.objective, args.max_parts)
-    out = json.dumps(rows, indent=1) if args.json else format_table(rows, jobs,
-                                                                     fabric.link_bps())
+                   args.objective, args.max_parts, shape)
+    out = json.dumps(rows, indent=1) if args.json else TABLES[shape](rows, fabric, jobs)
     return out, compare_summary(rows)
 
 
@@ -500,16 +503,16 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "fabric":
             fabric = make_fabric(args)
-            # a generated Fabric counts its failed spines (--failed-spines) in its summary
-            out, summary = json.dumps(fabric.to_dict(), indent=1), fabric.summary()
+            # a single two-tier plane is written and summed up as the two-tier model's document
+            # (a leaf-spine's, its failed spines counted: --failed-spines)
+            shown = fabric.as_leaf_spine() or fabric
+            out, summary = json.dumps(shown.to_dict(), indent=1), shown.summary()
         else:
             if args.objective is not None and args.objective not in OBJECTIVES:
                 raise InputError(f"unknown objective {args.objective!r} "
                                  f"(choose from {', '.join(OBJECTIVES)})")
             fabric, jobs = load_inputs(args.fabric, args.jobs)
-            # a two-tier document of today is the two-tier model: its planners and output
-            out, summary = (clos_command if fabric.is_clos
-                            else two_tier_command)(args, fabric, jobs)
+            out, summary = plan_or_compare(args, fabric, jobs)
         write_output(out, args.out, summary)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -21,8 +21,7 @@ from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.planners import PLANNERS, planned_as, planner_for
-from controller.planners.clos_plan import make_clos_plan
-from controller.planners.plan import make_plan, planner_options
+from controller.planners.plan import make_plan, planner_options, run_options
 from controller.planners.registry import CLOS, TWO_TIER, Way, listing, names, way
 from controller.service import api
 from controller.service.route_service import RouteService
@@ -94,11 +93,8 @@ def test_every_name_plans_on_the_shapes_that_run_it(name, shape):
         with pytest.raises(InputError, match=f"'{name}' does not run on {shape} fabrics"):
             planner_for(name, fabric)
         return
-    if shape == TWO_TIER:
-        plan = make_plan(fabric, jobs, name, **planner_options(name, ilp_time_limit=5.0))
-    else:
-        plan = make_clos_plan(fabric, jobs, name, time_limit=5.0)
-    doc = plan.to_dict()
+    run = run_options(fabric, name, ilp_time_limit=5.0)  # each shape's options: the one entry
+    doc = make_plan(fabric, jobs, run.algorithm, **run.options).to_dict()
     assert doc["algorithm"] == name and len(doc["routes"]) == sum(len(j.flows()) for j in jobs)
     assert doc["max_link_load"] >= doc["lower_bound"] > 0
 

@@ -106,9 +106,7 @@ class Clos(HostLookup):
     def bundle(self, lower: str, upper: str) -> int:
         """Parallel links between two adjacent switches (lower tier first)."""
         n = self.bundles.get((lower, upper))
-        if n is not None:
-            return n
-        return self.bundle_default["core" if self.tier_of[lower] == 1 else "leaf"]
+        return n if n is not None else self.bundle_default["core" if self.tier_of[lower] == 1 else "leaf"]
 
     @property
     def bundled(self) -> bool:
@@ -287,6 +285,11 @@ class Clos(HostLookup):
         return fabric
 
     @classmethod
+    def generate(cls, *args, **options) -> Clos:
+        """``Fabric.generate``'s leaf-spine (names, checks, failed spines, wiring) as a ``Clos``."""
+        return as_clos(Fabric.generate(*args, **options))
+
+    @classmethod
     def _planes_of(cls, pods: dict, cores: list, hosts: list[str], hpl: int, gbps: float,
                    planes: int) -> Clos:
         out = []
@@ -306,14 +309,12 @@ class Clos(HostLookup):
         """Validate a fabric document of any shape; every error names the element (InputError)."""
         if not isinstance(doc, Mapping):
             raise InputError("fabric: expected a JSON object")
-        unknown = set(doc) - _KEYS
-        if unknown:
+        if unknown := set(doc) - _KEYS:
             raise InputError(f"fabric: unknown field {sorted(unknown)[0]!r}")
         if "planes" in doc:
             if not isinstance(doc["planes"], list) or not doc["planes"]:
                 raise InputError("fabric: 'planes' must be a non-empty list of planes")
-            clash = _PLANE_KEYS & set(doc) - {"name"}
-            if clash:
+            if clash := _PLANE_KEYS & set(doc) - {"name"}:
                 raise InputError(f"fabric: {sorted(clash)[0]!r} belongs inside a plane when "
                                  "'planes' is given")
             planes = [_plane(p, q) for q, p in enumerate(doc["planes"])]
@@ -427,11 +428,11 @@ class Clos(HostLookup):
             self.down_switches.add(name)
 
 
-def load_fabric(doc: Mapping):
-    """``Fabric`` for a two-tier single-plane document (the offline tools), else ``Clos``."""
+def load_fabric(doc: Mapping) -> Clos:
+    """Any fabric document as a ``Clos``; a two-tier one is checked as ``Fabric.from_dict`` does."""
     two = isinstance(doc, Mapping) and not set(doc) & _TWO_TIER_EXTRAS
-    return Fabric.from_dict(doc) if two and not isinstance(doc.get("link_gbps"), Mapping) \
-        else Clos.from_dict(doc)
+    two = two and not isinstance(doc.get("link_gbps"), Mapping)
+    return as_clos(Fabric.from_dict(doc)) if two else Clos.from_dict(doc)
 
 
 def as_clos(fabric: Fabric | Clos | None) -> Clos | None:

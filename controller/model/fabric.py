@@ -96,8 +96,10 @@ class HostLookup:
 
 @dataclass
 class Fabric(HostLookup):
-    """The two-tier model of one plane (the offline tools' leaf-spine document); a route part
-    is a spine index. The controller serves it as a ``model.clos.Clos`` (``as_clos``)."""
+    """The two-tier model of one plane, the two-tier planners' (a leaf-spine ``Clos``'s
+    ``as_leaf_spine``); a route part is a spine index. Every fabric document loads as a
+    ``model.clos.Clos`` (``load_fabric``), and the controller serves this model as one
+    (``as_clos``)."""
     is_clos = False  # the model's one answer to "which model is this" (``Clos.is_clos``)
     spines: list[str]
     leaves: list[str]

@@ -25,7 +25,7 @@ from typing import Protocol
 import numpy as np
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Job
 from controller.model.links import LinkIndex
 from controller.model.problem import Problem
@@ -96,14 +96,15 @@ def _groups(job: Job) -> list[tuple[list[int], int]]:
     return out
 
 
-def default_max_events(fabric: Fabric, jobs: list[Job], iterations: int = 1) -> int:
+def default_max_events(fabric: Clos, jobs: list[Job], iterations: int = 1) -> int:
     """An upper bound on the events of a correct run, so a run past it is a bug, not work.
 
     Every event pops a job event or finishes at least one part. Job events: one per job and
     iteration. Parts: at most one per spine for every transfer (flows x steps x
     iterations) and for every in-flight flow moved at a re-plan (two per job event).
     """
-    spines = 1 if fabric.is_clos else max(1, len(fabric.spines))  # a Clos plan: no split
+    two = fabric.as_leaf_spine()  # a single two-tier plane: its planners may split
+    spines = 1 if two is None else max(1, len(two.spines))  # a Clos plan: no split
     flows = sum(len(j.flows()) for j in jobs)
     transfers = iterations * sum(len(g) * steps for j in jobs for g, steps in _groups(j))
     job_events = len(jobs) * iterations
@@ -115,7 +116,7 @@ def plan_max_events(plan: Plan) -> int:
     and one per route part of every step (routes never change, so no flow moves).
 
     >>> from controller.planners.plan import make_plan
-    >>> f = Fabric.generate(2, 4, 1)
+    >>> f = Clos.leaf_spine(2, 4, 1)
     >>> ring = Job("r", rings=[["h0_0", "h1_0", "h2_0", "h3_0"]], ring_bytes=4e6)
     >>> plan_max_events(make_plan(f, [ring], "greedy"))  # 1 start + 6 steps x 4 flows
     25
@@ -138,22 +139,16 @@ class FluidSimulator:
     (a caller on a cooperative event loop passes its yield).
     """
 
-    def __init__(self, fabric: Fabric, jobs: list[Job], planner: Callable[[list[Job]], Plan],
-                 iterations: int = 1, max_events: int | None = None,
-                 on_event: Callable[[], None] | None = None):
+    def __init__(self, fabric: Clos, jobs: list[Job],
+                 planner: Callable[[list[Job]], Plan], iterations: int = 1,
+                 max_events: int | None = None, on_event: Callable[[], None] | None = None):
         if iterations < 1:
             raise InputError("iterations must be at least 1")
         ids = [j.id for j in jobs]
         if len(set(ids)) != len(ids):
             raise InputError("jobs: duplicate job id in the simulation")
         self.fabric = fabric
-        if fabric.is_clos:  # every route part carries its own link ids
-            from controller.model.clospaths import ClosLinks
-            self.links = ClosLinks(fabric)
-            self.capacity = self.links.capacity_bps()
-        else:
-            self.links = LinkIndex(fabric)
-            self.capacity = np.full(self.links.count, fabric.link_bps())
+        self._index(fabric)
         self.planner = planner
         self.iterations = iterations
         self.max_events = (default_max_events(fabric, jobs, iterations)
@@ -172,11 +167,27 @@ class FluidSimulator:
         self.events = 0
 
     # ---- routing ----------------------------------------------------------------------------
+    def _index(self, fabric) -> None:
+        """The links route parts name, in the model the plans route on: a Clos plan's parts
+        are link ids of its fabric (``ClosLinks``); a two-tier plan's are spines
+        (``LinkIndex``), on a Clos of one two-tier plane too when its planner took the
+        two-tier fast path (``planners.plan.make_plan``: its problem's fabric says so)."""
+        self.on_clos = fabric.is_clos
+        if self.on_clos:  # every route part carries its own link ids
+            from controller.model.clospaths import ClosLinks
+            self.links = ClosLinks(fabric)
+            self.capacity = self.links.capacity_bps()
+        else:
+            self.links = LinkIndex(fabric)
+            self.capacity = np.full(self.links.count, fabric.link_bps())
+
     def _replan(self) -> None:
         key = tuple(self.active)
         plan = self.plan_cache.get(key)
         if plan is None:
             plan = self.planner([self.states[j].job for j in self.active])
+            if plan.problem.fabric.is_clos != self.on_clos:
+                self._index(plan.problem.fabric)
             self.plan_cache[key] = plan
             self.planner_ms.append(plan.runtime_ms)
             self.plans_made += 1
@@ -352,7 +363,7 @@ def predict_allreduce(plan: Plan, max_events: int | None = None,
     O(events x max-min cost), events <= ``plan_max_events(plan)``.
 
     >>> from controller.planners.plan import make_plan
-    >>> f = Fabric.generate(2, 4, 1)  # 100 Gb/s links: 12.5 GB/s
+    >>> f = Clos.leaf_spine(2, 4, 1)  # 100 Gb/s links: 12.5 GB/s
     >>> ring = Job("r", rings=[["h0_0", "h1_0", "h2_0", "h3_0"]], ring_bytes=4e6)
     >>> predict_allreduce(make_plan(f, [ring], "greedy"))  # 6 steps x 1 MB at line rate
     {'r': 0.00048}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 
 PROTOCOLS = {"tcp": 6, "udp": 17}
 MAX_FLOWS_PER_JOB = 65536  # explicit flows, or ring members over all rings
@@ -119,7 +119,7 @@ def _flow_to_dict(f: Flow) -> dict:
     return d
 
 
-def parse_jobs(doc, fabric: Fabric) -> list[Job]:
+def parse_jobs(doc, fabric: Clos) -> list[Job]:
     """Validate a ``{"jobs": [JOB, ...]}`` document against the fabric."""
     if not isinstance(doc, Mapping) or not isinstance(doc.get("jobs"), list):
         raise InputError('jobs: expected {"jobs": [ ... ]}')
@@ -135,7 +135,7 @@ def parse_jobs(doc, fabric: Fabric) -> list[Job]:
     return jobs
 
 
-def parse_job(doc, fabric: Fabric) -> Job:
+def parse_job(doc, fabric: Clos) -> Job:
     """Validate one JOB object (explicit flows or a ring All-Reduce collective)."""
     if not isinstance(doc, Mapping):
         raise InputError("job: expected a JSON object")
@@ -210,7 +210,7 @@ def parse_job(doc, fabric: Fabric) -> Job:
                proto=proto, sport=sport, dport=dport, options=options)
 
 
-def _parse_members(doc, jid: str, fabric: Fabric, start_s: float, compute_s: float,
+def _parse_members(doc, jid: str, fabric: Clos, start_s: float, compute_s: float,
                    options: dict) -> Job:
     """A job declared by its members only: its flows are learned from measured traffic."""
     members = doc["members"]
@@ -236,7 +236,7 @@ def _parse_members(doc, jid: str, fabric: Fabric, start_s: float, compute_s: flo
                compute_s=compute_s, options=options)
 
 
-def _parse_flow(doc, jid: str, k: int, fabric: Fabric) -> Flow:
+def _parse_flow(doc, jid: str, k: int, fabric: Clos) -> Flow:
     where = f"job {jid}: flow {k}"
     if not isinstance(doc, Mapping):
         raise InputError(f"{where}: expected a JSON object")

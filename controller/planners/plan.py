@@ -1,5 +1,11 @@
 """Run a planner on jobs over a fabric and describe the result in the routes format.
 
+``make_plan`` is the one entry point for every fabric (issue 37): on a single two-tier plane
+(``Clos.as_leaf_spine()``) it runs the two-tier planner, the fast path, and gives a ``Plan``;
+on other Clos fabrics the Clos planner, a ``ClosPlan`` (``clos_plan``). ``run_options`` gives
+each shape the options of one run configuration (seed, salt, ILP time limit, objective,
+max_parts) that it takes, and refuses those it does not.
+
 The routes JSON (docs/reference/formats.md) lists one route per flow of every job, in the order
 ``Job.flows()`` gives, with ``"spine": null`` for intra-leaf flows and ``"split"`` parts for
 flows a splitting planner divided.
@@ -8,14 +14,25 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from controller.errors import InputError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.iteration import predict_times
 from controller.model.jobs import Flow, Job
 from controller.model.loads import load_summary, plan_imbalance
 from controller.model.problem import Assignment, Problem
-from controller.planners.registry import TWO_TIER, planned_as, planner_for
+from controller.planners.clos_plan import ClosPlan, make_clos_plan
+from controller.planners.registry import (
+    CLOS,
+    PLANNERS,
+    TWO_TIER,
+    planned_as,
+    planner_for,
+    shape_of,
+    way,
+)
 
 
 @dataclass
@@ -103,10 +120,73 @@ def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment
     return assignment, (time.perf_counter() - t0) * 1e3
 
 
-def make_plan(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", **options) -> Plan:
-    problem = Problem.build(fabric, jobs)
+def make_plan(fabric: Clos | Fabric, jobs: list[Job], algorithm: str = "greedy",
+              **options) -> Plan | ClosPlan:
+    """The plan of ``jobs`` on any fabric by the planner ``algorithm`` with its ``options``
+    (``run_options`` makes them from a run configuration). On a single two-tier plane (a
+    ``Clos`` whose ``as_leaf_spine()`` is one, or that ``Fabric``) the two-tier planner: a
+    ``Plan`` of spine indices on the two-tier model; on other Clos fabrics the Clos planner
+    (``clos_plan.make_clos_plan``: ``salt`` and the options it takes): a ``ClosPlan``. A name
+    unknown, or refused on the shape, is an InputError (``registry.planner_for``).
+
+    >>> c = Clos.leaf_spine(2, 2, 1)
+    >>> ring = Job("r", rings=[["h0_0", "h1_0"]], ring_bytes=1e6)
+    >>> type(make_plan(c, [ring], "greedy")).__name__, make_plan(c, [ring]).routes()[0]
+    ('Plan', {'job': 'r', 'src': 'h0_0', 'dst': 'h1_0', 'spine': 's0'})
+    >>> type(make_plan(Clos.leaf_spine(2, 2, 1, planes=2), [ring], "greedy")).__name__
+    'ClosPlan'
+    """
+    two = fabric.as_leaf_spine()
+    if two is None:
+        return make_clos_plan(fabric, jobs, algorithm, **options)
+    problem = Problem.build(two, jobs)
     assignment, ms = run_planner(problem, algorithm, **options)
     return Plan(algorithm, problem, assignment, ms)
+
+
+class Run(NamedTuple):
+    """What ``make_plan`` runs for a run configuration (``run_options``): the planner, the
+    objective it plans with and its options."""
+    algorithm: str
+    objective: str
+    options: dict
+
+
+def run_shape(fabric, max_parts: int | None = None) -> str:
+    """The shape of ``fabric`` (``registry.shape_of``; a shape's name as it is), refusing a run
+    option the shape cannot take: ``max_parts``, the two-tier split's bound, on a Clos."""
+    shape = shape_of(fabric)
+    if shape == CLOS and max_parts is not None:
+        raise InputError("--max-parts applies to single-plane two-tier fabrics")
+    return shape
+
+
+def run_options(fabric, algorithm: str, seed: int = 1234, salt: int = 0,
+                ilp_time_limit: float = 60.0, objective: str | None = None,
+                max_parts: int | None = None) -> Run:
+    """``algorithm`` with one run configuration on the shape of ``fabric`` (a fabric or a
+    shape), each option where the shape takes it (``run_shape`` refuses the others first):
+
+    * two tiers: ``planner_options`` (the objective to auto and split, ``max_parts`` to
+      split; its refusals);
+    * Clos: the salt, the seed and the ILP's time limit (``make_clos_plan`` gives a planner
+      those it takes). The objective ``jobs`` is the jobs planner's (asked of auto, it runs
+      that planner); every other planner plans with its own, another is refused. An unknown
+      name is refused before the objective.
+
+    >>> run_options("Clos", "auto", objective="jobs")[:2], run_options("two-tier", "jobs")[:2]
+    (('jobs', 'jobs'), ('jobs', 'jobs'))
+    """
+    if run_shape(fabric, max_parts) == TWO_TIER:
+        return Run(algorithm, objective or planned_as(algorithm, TWO_TIER)[1] or "flows",
+                   planner_options(algorithm, seed, salt, ilp_time_limit, objective, max_parts))
+    way(algorithm, CLOS)
+    run = "jobs" if algorithm == "auto" and objective == "jobs" else algorithm
+    own = PLANNERS[run].objective or "flows"
+    if objective not in (None, own):
+        raise InputError(f"on this fabric --objective {objective} applies to plan with "
+                         "algorithm auto (jobs runs the jobs planner)")
+    return Run(run, own, {"salt": salt, "seed": seed, "time_limit": ilp_time_limit})
 
 
 def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,

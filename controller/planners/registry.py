@@ -1,13 +1,14 @@
 """One planner registry (issue 37): every planner name the command line and REST accept, what
 it is, and how it runs on each shape of fabric.
 
-Two shapes, by the model a fabric document loads as (``model.clos.load_fabric``):
+Two shapes of a fabric (every document loads as a ``Clos``, ``model.clos.load_fabric``; its
+shape is ``shape_of``, the model's ``as_leaf_spine``):
 
 * ``two-tier``: a single two-tier plane without bundles (``model.fabric.Fabric``; problems of
   ``model.problem``, a spine per flow). The stronger two-tier algorithms are its fast paths:
   the bitmask greedy and edge colouring, the ILP, the churn planner and layer 2 (``auto``),
-  the byte-aware split. The controller plans a ``Clos`` of one such plane with them too
-  (``shape_of``, ``planners.leaf_spine``).
+  the byte-aware split. The controller and the offline commands plan a ``Clos`` of one such
+  plane with them (``shape_of``, ``planners.leaf_spine``, ``planners.plan.make_plan``).
 * ``Clos``: planes, bundles, three tiers (``model.clos.Clos``; paths of ``model.clospaths``):
   the ``clos_*`` planners.
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 from math import gcd
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Job
 
 
-def inter_leaf_flows(fabric: Fabric, ranks: list[str]) -> int:
+def inter_leaf_flows(fabric: Clos, ranks: list[str]) -> int:
     """Flows of the ring ``ranks`` (rank i -> i+1 mod n) whose ends are on different leaves."""
     leaf = [fabric.leaf_of(h) for h in ranks]
     n = len(leaf)
@@ -41,7 +41,7 @@ def stride_order(ranks: list[str], p: int) -> list[str]:
     return [ranks[(i * p) % n] for i in range(n)]
 
 
-def grouped_order(fabric: Fabric, ranks: list[str]) -> list[str]:
+def grouped_order(fabric: Clos, ranks: list[str]) -> list[str]:
     """Ranks of one leaf adjacent, leaves in order of first appearance, ranks in given order."""
     first: dict[str, int] = {}
     for h in ranks:
@@ -49,14 +49,14 @@ def grouped_order(fabric: Fabric, ranks: list[str]) -> list[str]:
     return sorted(ranks, key=lambda h: first[fabric.leaf_of(h)])  # stable
 
 
-def advise_ring(fabric: Fabric, ranks: list[str]) -> dict:
+def advise_ring(fabric: Clos, ranks: list[str]) -> dict:
     """The best order of one ring: ``{"order", "method", "stride", "inter_leaf_flows":
     {"given", "advised"}}``. O(n^2) for a ring of n ranks (phi(n) strides of n flows).
 
     Ranks on leaves [l0, l1, l0, l1] cross 4 times; no stride does better (3 is 1 reversed)
     and grouping gives [l0, l0, l1, l1], 2 crossings:
 
-    >>> f = Fabric.generate(2, 2, 2)
+    >>> f = Clos.leaf_spine(2, 2, 2)
     >>> a = advise_ring(f, ["h0_0", "h1_0", "h0_1", "h1_1"])
     >>> a["method"], a["order"], a["inter_leaf_flows"]
     ('leaf-grouped', ['h0_0', 'h0_1', 'h1_0', 'h1_1'], {'given': 4, 'advised': 2})
@@ -87,7 +87,7 @@ def apply_advice(job: Job, advice: dict) -> Job:
                dport=job.dport, options=dict(job.options))
 
 
-def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
+def advise_order(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
                  predict: bool = True, **options) -> dict:
     """Ring order advice for every ring of every collective job (explicit-flow jobs are left as
     they are), with the saving in inter-leaf flows and, with ``predict``, in predicted time.
@@ -95,8 +95,11 @@ def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
     Returns ``{"jobs": {id: {"rings": [advise_ring(...), ...], "inter_leaf_flows": {"given",
     "advised"}, "predicted_allreduce_s": {"given", "advised"}}}, "inter_leaf_flows": {...},
     "max_leaf_degree": {...}, "lower_bound": {...}, "algorithm": ...}``; the predictions plan
-    all jobs together with ``algorithm`` (``options`` go to the planner).
-    Cost: O(sum n^2) for the orders, plus two plans and two fluid-model runs with ``predict``.
+    all jobs together with ``algorithm`` (``options`` go to the planner) by the one entry point
+    (``plan.make_plan``). On a single two-tier plane (``as_leaf_spine``, a ``Fabric`` too) the
+    bound is the spine bound and the predictions the fluid model's on the two-tier plan; on
+    other Clos fabrics (no ``max_leaf_degree``) the path bound and the shared prediction.
+    Cost: O(sum n^2) for the orders, plus two plans and two predictions with ``predict``.
 
     Example: two 4-rank rings over leaves l0, l1 given as [l0, l1, l0, l1] cross 8 times;
     grouped they cross 4 times and each leaf sends 2 flows instead of 4.
@@ -115,19 +118,20 @@ def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
     result = {"algorithm": algorithm, "jobs": out,
               "inter_leaf_flows": {k: sum(d["inter_leaf_flows"][k] for d in out.values())
                                    for k in ("given", "advised")}}
-    if fabric.is_clos:  # a Clos fabric (model.clos): its bound and planners
-        return _clos_figures(fabric, jobs, advised_jobs, result, algorithm, predict, options)
-    from controller.model.problem import Problem
+    # the bound and the planners of the fabric's shape: the two-tier ones on a single two-tier
+    # plane (``as_leaf_spine``, as the controller plans it), else the Clos ones (``make_plan``)
+    two = fabric.as_leaf_spine()
     for name, js in (("given", jobs), ("advised", advised_jobs)):
-        problem = Problem.build(fabric, js)
-        out_deg, in_deg = problem.degrees()
-        result.setdefault("max_leaf_degree", {})[name] = max(out_deg + in_deg, default=0)
-        result.setdefault("lower_bound", {})[name] = problem.lower_bound()
+        for key, value in _bounds(fabric, two, js).items():
+            result.setdefault(key, {})[name] = value
     if predict and out:
         from controller.model.fluid import predict_allreduce
+        from controller.model.iteration import predict_clos_times
         from controller.planners.plan import make_plan
         for name, js in (("given", jobs), ("advised", advised_jobs)):
-            times = predict_allreduce(make_plan(fabric, js, algorithm, **options))
+            plan = make_plan(fabric, js, algorithm, **options)
+            times = predict_allreduce(plan) if two is not None else \
+                predict_clos_times(plan.problem, plan.routing)
             for jid, doc in out.items():
                 doc.setdefault("predicted_allreduce_s", {})[name] = times[jid]
         for doc in out.values():
@@ -136,24 +140,14 @@ def advise_order(fabric: Fabric, jobs: list[Job], algorithm: str = "auto",
     return result
 
 
-def _clos_figures(fabric, jobs: list[Job], advised_jobs: list[Job], result: dict,
-                  algorithm: str, predict: bool, options: dict) -> dict:
-    """``advise_order``'s bound and predictions on a Clos fabric: the path lower bound, and
-    the shared prediction of the Clos planner of the same name (``registry.planner_for``;
-    ``options`` those it takes: ``make_clos_plan``)."""
-    from controller.model.clospaths import ClosProblem, lower_bound
-    from controller.model.iteration import predict_clos_times
-    from controller.planners.clos_plan import make_clos_plan
-    out = result["jobs"]
-    for name, js in (("given", jobs), ("advised", advised_jobs)):
-        result.setdefault("lower_bound", {})[name] = lower_bound(ClosProblem.build(fabric, js))
-        if predict and out:
-            plan = make_clos_plan(fabric, js, algorithm, **options)
-            times = predict_clos_times(plan.problem, plan.routing)
-            for jid, doc in out.items():
-                doc.setdefault("predicted_allreduce_s", {})[name] = times[jid]
-    for doc in out.values():
-        if "predicted_allreduce_s" in doc:
-            t = doc["predicted_allreduce_s"]
-            t["saving_s"] = t["given"] - t["advised"]
-    return result
+def _bounds(fabric, two, jobs: list[Job]) -> dict:
+    """``advise_order``'s figures of ``jobs``: on a single two-tier plane ``two`` the largest
+    leaf degree and the spine bound, else the Clos path lower bound."""
+    if two is None:
+        from controller.model.clospaths import ClosProblem, lower_bound
+        return {"lower_bound": lower_bound(ClosProblem.build(fabric, jobs))}
+    from controller.model.problem import Problem
+    problem = Problem.build(two, jobs)
+    out_deg, in_deg = problem.degrees()
+    return {"max_leaf_degree": max(out_deg + in_deg, default=0),
+            "lower_bound": problem.lower_bound()}

@@ -7,7 +7,6 @@ from __future__ import annotations
 from controller.enforcement.modes import FlowMode, mode_of
 from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
 from controller.model.loads import load_summary
@@ -169,7 +168,7 @@ def crosses(fabric: Clos, r: JobRecord, links: set[tuple[str, str]]) -> bool:
     return False
 
 
-def declare_fabric(state: ControllerState, fabric: Fabric | Clos, settings: Settings,
+def declare_fabric(state: ControllerState, fabric: Clos, settings: Settings,
                    now: float) -> Change:
     """A fabric declared over REST (only while no job runs), served as a ``Clos``."""
     fabric = as_clos(fabric)
@@ -207,7 +206,7 @@ def check_servable(fabric: Clos) -> None:
                             f"but not in plane {r} (crossed wiring is not served)")
 
 
-def adopt(state: ControllerState, settings: Settings, fabric: Fabric | Clos, now: float,
+def adopt(state: ControllerState, settings: Settings, fabric: Clos, now: float,
           cause: str) -> Change:
     """A discovered fabric. With jobs running it must keep every switch, port and host they
     know (it may add hosts and switches and change which links are down), else the fabric in
@@ -222,12 +221,12 @@ def adopt(state: ControllerState, settings: Settings, fabric: Fabric | Clos, now
 def extends(old: Clos, new: Clos) -> bool:
     """``new`` keeps every switch, port, host and address of ``old`` (links may differ).
 
-    >>> f = as_clos(Fabric.generate(2, 2, 1, wiring=True))
-    >>> extends(f, as_clos(Fabric.generate(2, 3, 1, wiring=True)))  # a leaf more: kept
+    >>> f = Clos.generate(2, 2, 1, wiring=True)
+    >>> extends(f, Clos.generate(2, 3, 1, wiring=True))  # a leaf more: kept
     True
     >>> extends(f, f.with_down({("l0", "s1")}))  # a link down: kept
     True
-    >>> extends(f, as_clos(Fabric.generate(3, 2, 1, wiring=True)))  # a spine more moves ports
+    >>> extends(f, Clos.generate(3, 2, 1, wiring=True))  # a spine more moves ports
     False
     """
     if any(new.tier_of.get(s) != t or new.plane_of.get(s) != old.plane_of[s]

@@ -22,7 +22,6 @@ from controller.enforcement.reconcile import Installer, Reconciler
 from controller.enforcement.rules import bootstrap_messages
 from controller.errors import ConflictError, InputError, InstallError, NotFoundError
 from controller.model.clos import Clos, as_clos, load_fabric
-from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
 from controller.planners.registry import planned_as
@@ -43,7 +42,7 @@ LOG = logging.getLogger("mlroute")
 
 
 class RouteService:
-    def __init__(self, installer: Installer, fabric: Fabric | Clos | None = None,
+    def __init__(self, installer: Installer, fabric: Clos | None = None,
                  settings: Settings | None = None, store=None,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep,
@@ -287,7 +286,7 @@ class RouteService:
         for event in self.finder.take_events():
             self.state.add_event(event)
 
-    def _adopt(self, fabric: Fabric, cause: str) -> None:
+    def _adopt(self, fabric: Clos, cause: str) -> None:
         """Use a discovered fabric (kept out when it conflicts with running jobs)."""
         try:
             change = self.lock.read_only(decide.adopt, self.state, self.settings, fabric,
@@ -361,7 +360,7 @@ class RouteService:
     # ---- REST operations ----------------------------------------------------------------------
     def put_fabric(self, doc) -> dict:
         with self.lock:
-            fabric = as_clos(load_fabric(doc))
+            fabric = load_fabric(doc)
             change = decide.declare_fabric(self.state, fabric, self.settings, self.clock())
             self._apply(change)
             self.finder.declare(fabric)

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos, load_fabric
-from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, MemberPath, flow_key, members_of
 from controller.model.jobs import parse_job
 from controller.service.telemetry import Telemetry
@@ -50,7 +49,7 @@ class ControllerState:
     version: int = 0  # bumped on every change of intent or effective fabric
     measured: dict = field(default_factory=dict)  # job id -> learning.Measured (last steady)
 
-    def load(self, declared: Fabric | Clos | None, jobs: dict, next_number: int) -> None:
+    def load(self, declared: Clos | None, jobs: dict, next_number: int) -> None:
         """Take a stored intent (at start, or a standby following the master's); a fabric is
         held as a ``Clos`` (``as_clos``)."""
         self.declared = self.fabric = as_clos(declared)
@@ -164,14 +163,14 @@ def to_doc(state: ControllerState) -> dict:
                      for r in state.jobs.values()]}
 
 
-def from_doc(doc: dict | None, declared: Fabric | Clos | None
+def from_doc(doc: dict | None, declared: Clos | None
              ) -> tuple[Clos | None, dict, int]:
     """(fabric, jobs, next_number) of a stored document; the fabric must be the one declared
     now, if one is. Version 1 documents (routes by list position) are read too."""
     declared = as_clos(declared)  # the controller serves every fabric as a Clos
     if not doc:
         return declared, {}, 1
-    stored = as_clos(load_fabric(doc["fabric"])) if doc.get("fabric") else None
+    stored = load_fabric(doc["fabric"]) if doc.get("fabric") else None
     if declared is None:
         declared = stored
     elif stored is not None and stored.to_dict() != declared.to_dict():

@@ -1,0 +1,136 @@
+"""One fabric model offline too (issue 37): every fabric document loads as a ``Clos``, a
+generated leaf-spine is one, and ``make_plan`` is the one entry point, the two-tier planners its
+fast path on a single two-tier plane (``as_leaf_spine``), with the same plans, documents and
+refusals as when the offline tools held the two-tier model.
+
+What must hold: a two-tier document loads as the Clos of the ``Fabric`` it reads as (that
+model's checks and messages); ``Clos.generate`` is ``Fabric.generate``'s fabric (failed
+spines, wiring); a plan on the Clos equals the plan on its ``Fabric``, and on other Clos
+fabrics the Clos planner's; ``run_options`` routes each run option where the shape takes it
+and refuses the others; the fluid model runs a Clos with either kind of plan.
+"""
+import json
+
+import pytest
+
+from controller import cli
+from controller.errors import InputError
+from controller.model.clos import Clos, as_clos, load_fabric
+from controller.model.fabric import Fabric
+from controller.model.fluid import FluidSimulator, predict_allreduce
+from controller.planners.clos_plan import make_clos_plan
+from controller.planners.plan import make_plan, planner_options, run_options, run_shape
+from controller.planners.registry import CLOS, TWO_TIER
+from simulation.simulate import simulate
+from tests.helpers import ring_job
+
+RINGS = [ring_job([f"h{i}_0" for i in range(6)], size=4e6, jid="a"),
+         ring_job(["h0_1", "h3_1", "h1_1", "h4_1", "h2_1", "h5_1"], size=1e6, jid="b")]
+
+
+def without_runtime(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in ("runtime_ms", "info")}
+
+
+# ---- loading and generating -----------------------------------------------------------------
+def test_every_document_loads_as_a_clos_and_a_two_tier_one_is_its_fabric():
+    doc = json.loads(json.dumps(Fabric.generate(3, 6, 2, failed_spines=1, wiring=True).to_dict()))
+    got = load_fabric(doc)
+    assert got.is_clos and got.as_leaf_spine() == Fabric.from_dict(doc)
+    assert got.to_dict() == as_clos(Fabric.from_dict(doc)).to_dict()
+    for clos in (Clos.fat_tree(4), Clos.leaf_spine(2, 3, 1, planes=2)):
+        assert load_fabric(clos.to_dict()).to_dict() == clos.to_dict()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"spines": []}, "fabric: 'spines' is empty"),
+    ({"hosts": {"h0_0": "lx"}}, "fabric: host h0_0 is attached to unknown leaf 'lx'"),
+    ({"down": [["l0", "l1"]]}, "fabric: 'down' names an unknown link ['l0', 'l1']"),
+    ({"link_gbps": 0}, "fabric: link_gbps must be a positive number, got 0"),
+])
+def test_a_two_tier_document_is_refused_as_the_two_tier_model_refuses_it(change, message):
+    doc = {**Fabric.generate(2, 2, 1).to_dict(), **change}
+    with pytest.raises(InputError) as e:
+        load_fabric(doc)
+    assert str(e.value) == message
+
+
+def test_generate_is_the_leaf_spine_of_fabric_generate():
+    for args, opts in (((4, 12, 2), {"failed_spines": 2}), ((2, 3, 1), {"wiring": True}),
+                       ((2, 2, 0), {})):
+        c, f = Clos.generate(*args, **opts), Fabric.generate(*args, **opts)
+        assert c.is_clos and c.as_leaf_spine() == f
+        # the document and the line the fabric command writes: the two-tier model's (its
+        # failed spines counted, its down links in leaf then spine order)
+        assert c.as_leaf_spine().to_dict() == f.to_dict()
+        assert c.as_leaf_spine().summary() == f.summary()
+    with pytest.raises(InputError, match="cannot fail 5 of 4 spines"):
+        Clos.generate(4, 2, 1, failed_spines=5)
+
+
+def test_the_fabric_command_writes_a_leaf_spine_as_before(capsys):
+    assert cli.main(["fabric", "--spines", "3", "--leaves", "11", "--failed-spines", "1"]) == 0
+    assert capsys.readouterr().out == json.dumps(Fabric.generate(3, 11, 2, 100.0, 1).to_dict(),
+                                                 indent=1) + "\n"
+
+
+# ---- the one entry point --------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["greedy", "ecmp", "edge-coloring", "annealing", "ilp",
+                                  "split", "auto", "jobs"])
+def test_a_plan_on_a_two_tier_clos_is_the_plan_on_its_fabric(name):
+    f = Fabric.generate(3, 6, 2, failed_spines=1)
+    c = as_clos(f)
+    opts = planner_options(name, ilp_time_limit=5.0)
+    on_clos, on_fabric = make_plan(c, RINGS, name, **opts), make_plan(f, RINGS, name, **opts)
+    assert on_clos.problem.fabric == f  # the fast path: the two-tier model
+    assert without_runtime(on_clos.to_dict()) == without_runtime(on_fabric.to_dict())
+    assert predict_allreduce(on_clos) == predict_allreduce(on_fabric)
+
+
+def test_a_plan_on_another_clos_is_the_clos_planners():
+    c = Clos.leaf_spine(3, 6, 2, bundle=2)
+    assert c.as_leaf_spine() is None
+    got = make_plan(c, RINGS, "annealing", seed=7, salt=3)
+    want = make_clos_plan(c, RINGS, "annealing", 3, seed=7)
+    assert without_runtime(got.to_dict()) == without_runtime(want.to_dict())
+
+
+def test_run_options_go_where_the_shape_takes_them():
+    f = Clos.generate(2, 4, 1)
+    t = Clos.fat_tree(4)
+    assert run_shape(f) == TWO_TIER and run_shape(t) == CLOS
+    run = run_options(f, "split", seed=3, objective="jobs", max_parts=2)
+    assert run == ("split", "jobs", planner_options("split", 3, 0, 60.0, "jobs", 2))
+    assert run_options(f, "auto", ilp_time_limit=0)[:2] == ("auto", "flows")
+    assert run_options(t, "annealing", seed=3, salt=2, ilp_time_limit=7) == (
+        "annealing", "flows", {"salt": 2, "seed": 3, "time_limit": 7})
+    assert run_options(t, "auto", objective="jobs")[:2] == ("jobs", "jobs")
+    assert run_options(CLOS, "jobs")[:2] == ("jobs", "jobs")
+
+
+@pytest.mark.parametrize("shape, args, message", [
+    (CLOS, ("split",), "--max-parts applies to single-plane two-tier fabrics"),
+    (CLOS, ("magic",), "--max-parts applies to single-plane two-tier fabrics"),
+    (CLOS, ("greedy", None), "on this fabric --objective jobs applies to plan with algorithm "
+                             "auto (jobs runs the jobs planner)"),
+    (CLOS, ("magic", None), "unknown algorithm 'magic'"),
+    (TWO_TIER, ("greedy", None), "objective 'jobs' needs algorithm 'auto' or 'split'"),
+    (TWO_TIER, ("split",), "max_parts must be an integer >= 0"),
+])
+def test_an_option_the_shape_cannot_take_is_refused(shape, args, message):
+    name, max_parts = args[0], (args[1] if len(args) > 1 else -1 if shape == TWO_TIER else 2)
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        run_options(shape, name, objective="jobs" if len(args) > 1 else None,
+                    max_parts=max_parts)
+
+
+# ---- the fluid model on a Clos --------------------------------------------------------------
+def test_the_fluid_model_runs_a_two_tier_clos_on_its_fast_path_plans():
+    f = Fabric.generate(3, 6, 2, failed_spines=1)
+    c = as_clos(f)
+    for name in ("greedy", "split"):
+        got, want = simulate(c, RINGS, name, iterations=2), simulate(f, RINGS, name, iterations=2)
+        assert got["jobs"] == want["jobs"] and got["events"] == want["events"]
+    plan = make_clos_plan(c, RINGS, "greedy")  # a Clos plan on the same fabric: its link ids
+    sim = FluidSimulator(c, RINGS, lambda _: plan)
+    assert sim.run()["jobs"]["a"]["allreduce_s"][0] > 0 and sim.on_clos
