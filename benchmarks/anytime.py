@@ -85,14 +85,15 @@ def _slowdowns(problem: Problem, a: Assignment) -> dict:
 
 
 def evaluate(pattern: str, failures: str, fabric, jobs, repeats: int) -> dict:
-    problem = Problem.build(fabric, jobs)
+    two = fabric.as_leaf_spine()  # the leaf-spine as the two-tier planners take it
+    problem = Problem.build(two, jobs)
     new = [None] * len(problem.flows)
     greedy_ms = _ms(lambda: run_planner(problem, "greedy"), repeats)
     layer1 = {o: replan(problem, new, o, layer1_only=True) for o in ("flows", "jobs")}
     all_ms = {o: _ms(lambda o=o: replan(problem, new, o, layer1_only=True), repeats)
               for o in ("flows", "jobs")}
     # the last job posted on top of the others' routes (the request path's first plan)
-    head = Problem.build(fabric, jobs[:-1])
+    head = Problem.build(two, jobs[:-1])
     installed = _parts(head, replan(head, [None] * len(head.flows), "jobs", layer1_only=True))
     previous = installed + [None] * (len(problem.flows) - len(installed))
     last_ms = _ms(lambda: replan(problem, previous, "jobs", layer1_only=True), repeats)

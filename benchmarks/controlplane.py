@@ -3,7 +3,7 @@ bench/controlplane.json.
 
 On a k-ary fat-tree as ``topologies/clos.py --fat-tree K --bw 0`` declares it (k = 16: 320
 switches, 1,024 hosts) and on the paper's two-tier leaf-spine (32 spines x 64 leaves x 16
-hosts, ``Fabric.generate`` as ``benchmarks/reconcile.py`` builds it), both in the same run, a
+hosts, ``Clos.generate`` as ``benchmarks/reconcile.py`` builds it), both in the same run, a
 ``RouteService`` on ``emulation/harness/fake_switch.FakeSwitches`` (an OpenFlow table
 interpreter that confirms every batch at once) with a manual clock and a sqlite state file,
 timed with ``time.perf_counter``:
@@ -57,7 +57,6 @@ import time
 
 from benchmarks.entries import striped
 from controller.model.clos import Clos, load_fabric
-from controller.model.fabric import Fabric
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
@@ -77,9 +76,9 @@ def fat_tree(k: int) -> Clos:
     return load_fabric(json.loads(json.dumps(fattree_fabric(k, None, 0).to_dict())))
 
 
-def leaf_spine() -> Fabric:
+def leaf_spine() -> Clos:
     return load_fabric(json.loads(json.dumps(
-        Fabric.generate(*PAPER, 100.0, wiring=True).to_dict())))
+        Clos.generate(*PAPER, 100.0, wiring=True).to_dict())))
 
 
 def _leaves(fabric) -> list[str]:

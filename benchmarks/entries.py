@@ -27,8 +27,7 @@ import time
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_static_rules
-from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 
 PAPER = (32, 64, 32)  # spines, leaves, hosts per leaf: the paper's largest two-tier cells
 TIERS = {3: ("leaf", "agg", "core"), 2: ("leaf", "spine")}
@@ -92,7 +91,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     fabrics = [(f"fat-tree k={k}", Clos.fat_tree(k).wire()) for k in args.k]
     fabrics.append(("leaf-spine {} x {} x {}".format(*PAPER),
-                    as_clos(Fabric.generate(*PAPER, 100.0, wiring=True))))
+                    Clos.generate(*PAPER, 100.0, wiring=True)))
     result = {"command": "python -m benchmarks.entries", "fabrics": []}
     for name, fabric in fabrics:
         result["fabrics"].append(bench_fabric(name, fabric))

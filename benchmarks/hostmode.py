@@ -35,7 +35,6 @@ from controller.enforcement.hostmode import HostPorts
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.enforcement.rules import ROCE_DPORT
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Flow, Job
 from controller.planners.leaf_spine import path_parts
@@ -48,7 +47,7 @@ SHAPE = (4, 8, 2)  # spines, leaves, hosts per leaf: the controller benchmarks' 
 FLOWS = 1000
 
 
-def roce_flows(fabric: Fabric, n: int) -> list[dict]:
+def roce_flows(fabric: Clos, n: int) -> list[dict]:
     """n RoCEv2 flows between hosts of different leaves, every (src, dst) pair in turn, each
     flow its own queue pair (distinct source port in the request)."""
     return [{"src": a, "dst": b, "bytes": 1e6, "proto": "udp", "dport": ROCE_DPORT,
@@ -90,7 +89,7 @@ def _place_modes(fabric, job: dict, repeats: int, out: dict) -> dict:
 
 
 def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
-    fabric = Fabric.generate(*shape, 100.0, wiring=True)
+    fabric = Clos.generate(*shape, 100.0, wiring=True)
     job = {"id": "big", "flows": roce_flows(fabric, n)}
     out = _place_modes(fabric, job, repeats, {"fabric": list(shape), "flows": n,
                                               "repeats": repeats})
@@ -100,9 +99,10 @@ def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
         {"id": "w", "flows": job["flows"][:1]}).encode())  # the pipeline in place
     parsed = [Flow("big", f["src"], f["dst"], 1.0, 17, f["sport"], ROCE_DPORT)
               for f in job["flows"]]
-    plan = make_plan(fabric, [_job_of(parsed)], "greedy")
+    plan = make_plan(fabric, [_job_of(parsed)], "greedy")  # the two-tier planner's spines
     # the controller serves the leaf-spine as a Clos of one plane: parts are paths
-    flows = [(("big", flow_key(f)), f, path_parts(fabric, f, p))
+    two = fabric.as_leaf_spine()
+    flows = [(("big", flow_key(f)), f, path_parts(two, f, p))
              for f, p in zip(parsed, plan.parts_by_flow())]
     hp = HostPorts(scope="pair")
     t0 = time.perf_counter()
@@ -165,7 +165,8 @@ def rules_per_leaf(spines: int = 32, leaves: int = 64, hosts: int = 32, jobs: in
     """Flow entries per leaf in each mode for one paper cell, from the greedy's routes;
     ``qps`` > 1 opens that many connections (queue pairs, distinct source ports) per ring
     flow, as collective libraries do to spread a connection over paths."""
-    fabric = Fabric.generate(spines, leaves, hosts, 100.0, failed, wiring=True)
+    fabric = Clos.generate(spines, leaves, hosts, 100.0, failed, wiring=True)
+    two = fabric.as_leaf_spine()  # the plan's spines (the two-tier planner's) become paths
     job_list = generate(fabric, paper_models(jobs, ring), ring, seed=1234)
     if qps > 1:
         job_list = [Job(j.id, explicit=[Flow(j.id, f.src, f.dst, f.bytes / qps, 17, 1 + q,
@@ -180,14 +181,14 @@ def rules_per_leaf(spines: int = 32, leaves: int = 64, hosts: int = 32, jobs: in
         for k, job in enumerate(job_list):
             rec = JobRecord(job, k + 1, "greedy", mode, 0.0)
             for f in job.flows():
-                rec.routes[flow_key(f)] = parts[pos]
+                rec.routes[flow_key(f)] = path_parts(two, f, parts[pos])
                 pos += 1
             records.append(rec)
         tables = desired_tables(fabric, records)
         per_leaf = [tables[fabric.dpids[l]][0] for l in fabric.leaves]
         totals = [len(r) for r in per_leaf]
         jobs_only = [sum(1 for x in r if x.cookie != COOKIE_STATIC) for r in per_leaf]
-        spine_totals = [len(tables[fabric.dpids[s]][0]) for s in fabric.spines]
+        spine_totals = [len(tables[fabric.dpids[s]][0]) for s in fabric.planes[0].aggs[0]]
         out[mode] = {"leaf_entries_max": max(totals), "leaf_entries_mean": round(
                          statistics.mean(totals), 1),
                      "leaf_job_entries_max": max(jobs_only),

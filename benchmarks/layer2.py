@@ -56,7 +56,7 @@ def instance(failures: str, utilisation: float, seed: int, scale=(32, 64, 32)) -
     links, dead = FAILURES[failures]
     fabric, jobs = realistic(spines, leaves, utilisation, seed, links, dead, nics)
     return {"failures": failures, "utilisation": utilisation, "seed": seed,
-            "problem": Problem.build(fabric, jobs)}
+            "problem": Problem.build(fabric.as_leaf_spine(), jobs)}
 
 
 def evaluate(inst: dict, ilp_time_limit: float, repeats: int, algorithms=ALGORITHMS) -> dict:

@@ -48,7 +48,7 @@ import numpy as np
 from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers, compare
 from controller.measurement.sflow import SflowCollector
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 
 FRAME = 4158  # 4,096 payload + Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 + FCS 4
 HEADER_BYTES = 128
@@ -72,7 +72,7 @@ MULTIPART_MAX = 65535 - 16
 TYPICAL_BUDGET = 4096  # "a few thousand" flow entries: the order of a switch's TCAM
 
 
-def placement(fabric: Fabric, ranks: int, offset: int = 0) -> list[str]:
+def placement(fabric: Clos, ranks: int, offset: int = 0) -> list[str]:
     """Rank r on leaf r mod L, host slot offset + r // L: every ring hop crosses leaves."""
     leaves = fabric.leaves
     return [fabric.hosts_of_leaf[leaves[r % len(leaves)]][offset + r // len(leaves)]
@@ -106,7 +106,7 @@ def alltoall_pairs(job: list[str]) -> list[tuple[str, str, float]]:
     return [(a, b, 1.0 / (len(job) - 1)) for a in job for b in job if a != b]
 
 
-def run_setting(fabric: Fabric, jobs: list[list[tuple[str, str, float]]], rate: int,
+def run_setting(fabric: Clos, jobs: list[list[tuple[str, str, float]]], rate: int,
                 where: str, gbps: float, windows: int = WINDOWS, window_s: float = WINDOW_S,
                 seed: int = 1) -> dict:
     """Feed up to ``windows`` windows of the busy fabric's samples through the decoder, the
@@ -117,17 +117,18 @@ def run_setting(fabric: Fabric, jobs: list[list[tuple[str, str, float]]], rate: 
     leaf_of = {fabric.address(h): fabric.leaf_of(h) for h in fabric.hosts}
     pps = gbps * 1e9 / 8 / FRAME
     points = {"all": 3, "edge": 1}[where]
+    spines = fabric.planes[0].aggs[0]  # the leaf-spine's
     pairs = []  # (src ip, dst ip, sampling switches, packets per second)
     for job in jobs:
         for h, nxt, share in job:
             a, b = fabric.leaf_of(h), fabric.leaf_of(nxt)
-            spine = fabric.spines[(len(pairs) * 7919) % len(fabric.spines)]  # ECMP pick
+            spine = spines[(len(pairs) * 7919) % len(spines)]  # ECMP pick
             switches = [a, spine, b][:points] if a != b else [a]
             pairs.append((fabric.address(h), fabric.address(nxt), switches, pps * share))
     blobs = [[_sample_blob(s, d, 49152 + i % 16384, rate, k + 1) for k in range(len(sw))]
              for i, (s, d, sw, _) in enumerate(pairs)]
     agents = {sw: socket.inet_aton(f"10.255.{i // 256}.{i % 256}")
-              for i, sw in enumerate(fabric.spines + fabric.leaves)}
+              for i, sw in enumerate(spines + fabric.leaves)}
     clock = _Clock()
     learner = TrafficLearner(window_s=window_s, samplers=clos_samplers(leaf_of, where))
     collector = SflowCollector(on_samples=lambda s: learner.observe(s, clock.now))
@@ -225,7 +226,7 @@ def recommend(results: list[dict], pairs: int, share: float = 0.25) -> dict | No
                    f"{share:.0%} of line rate"}
 
 
-def per_pair_entries(fabric: Fabric, job: list[str], window_s: float) -> dict:
+def per_pair_entries(fabric: Clos, job: list[str], window_s: float) -> dict:
     """The alternative: an OpenFlow counting entry per (member on this leaf, member on another
     leaf) pair at every leaf, polled once a window."""
     on_leaf = defaultdict(int)
@@ -251,7 +252,7 @@ def per_pair_entries(fabric: Fabric, job: list[str], window_s: float) -> dict:
 
 def run(spines=32, leaves=64, hosts_per_leaf=32, ranks=1024, gbps=100.0, settings=None,
         windows=WINDOWS, window_s=WINDOW_S, learning_times=LEARNING_TIMES) -> dict:
-    fabric = Fabric.generate(spines, leaves, hosts_per_leaf, gbps, wiring=True)
+    fabric = Clos.generate(spines, leaves, hosts_per_leaf, gbps, wiring=True)
     if 2 * ranks > len(fabric.hosts) or ranks % leaves:
         raise ValueError(f"two jobs of {ranks} ranks need {2 * ranks} hosts, a multiple of "
                          f"{leaves} ranks each; the fabric has {len(fabric.hosts)}")

@@ -11,7 +11,7 @@ import json
 import sys
 import time
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.fluid import predict_allreduce
 from controller.model.iteration import predict_slowdowns, slowdown
 from controller.planners.plan import make_plan
@@ -28,14 +28,14 @@ UNSPLIT = ("ecmp", "greedy", "edge-coloring", "auto", "auto-jobs")
 
 
 def cases():
-    f = Fabric.generate(4, 8, 8, 100.0, 1)  # 4 spines, one down; 8 leaves of 8 NICs
+    f = Clos.generate(4, 8, 8, 100.0, 1)  # 4 spines, one down; 8 leaves of 8 NICs
     used: set = set()
     yield "all-to-all 16x3", f, all_to_all(f, [16, 16, 16], seed=1)
     yield "pipeline 4x8", f, pipeline(f, [8, 8, 8, 8], seed=2)
     yield "hybrid 3D", f, (hybrid(f, 4, 2, 4, seed=3, used=used)
                            + hybrid(f, 2, 3, 4, seed=4, name="b", used=used))
-    yield "byte mix (no failure)", Fabric.generate(4, 8, 8), byte_mix(Fabric.generate(4, 8, 8),
-                                                                      4, 16, seed=5)
+    yield "byte mix (no failure)", Clos.generate(4, 8, 8), byte_mix(Clos.generate(4, 8, 8),
+                                                                    4, 16, seed=5)
     yield "byte mix", f, byte_mix(f, 4, 16, seed=6)
     for seed, (links, dead) in ((1, (0, 0)), (2, (3, 1)), (3, (0, 1))):
         fab, jobs = realistic(8, 16, 0.9, seed, links, dead, 16, models=["bloom"],

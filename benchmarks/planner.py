@@ -45,7 +45,7 @@ import tracemalloc
 
 import numpy as np
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Job
 from controller.model.loads import load_summary
 from controller.model.problem import Problem
@@ -58,6 +58,12 @@ from simulation.simulate import simulate
 from simulation.workloads import generate, paper_models
 
 HAS_AUTO = "auto" in PLANNERS
+
+
+def problem_of(fabric: Clos, jobs: list[Job]) -> Problem:
+    """The two-tier planners' instance of ``jobs`` on the leaf-spine ``fabric`` (its two-tier
+    view, ``as_leaf_spine``)."""
+    return Problem.build(fabric.as_leaf_spine(), jobs)
 
 
 def _median_ms(problem: Problem, algorithm: str, repeats: int, **opts) -> float:
@@ -73,8 +79,8 @@ def _alpha(problem: Problem, algorithm: str, **opts) -> tuple[float, dict]:
 def bench_paper_scale(repeats: int) -> list[dict]:
     out = []
     for failed, ring, jobs in ((0, 4, 5), (8, 4, 5), (0, 8, 3), (8, 8, 3)):
-        fabric = Fabric.generate(32, 64, 32, 100.0, failed)
-        problem = Problem.build(fabric, generate(fabric, paper_models(jobs, ring), ring))
+        fabric = Clos.generate(32, 64, 32, 100.0, failed)
+        problem = problem_of(fabric, generate(fabric, paper_models(jobs, ring), ring))
         greedy = _median_ms(problem, "greedy", repeats)
         ecmp = _median_ms(problem, "ecmp", repeats)
         row = {"cell": {"failed": failed, "ring": ring, "jobs": jobs}, "flows": len(problem),
@@ -103,7 +109,7 @@ def realistic_instances(spines: int = 32, leaves: int = 64, seeds=(1, 2, 3)) -> 
     for name, (links, dead) in FAILURES.items():
         for seed in seeds:
             fabric, jobs = realistic(spines, leaves, 0.9, seed, links, dead)
-            out.append({"failures": name, "seed": seed, "problem": Problem.build(fabric, jobs)})
+            out.append({"failures": name, "seed": seed, "problem": problem_of(fabric, jobs)})
     return out
 
 
@@ -123,7 +129,7 @@ def bench_auto_realistic(repeats: int) -> list[dict]:
 
 def bench_auto_large(repeats: int) -> dict:
     fabric, jobs = realistic(128, 256, 0.98, 1, nics_per_leaf=128)
-    problem = Problem.build(fabric, jobs)
+    problem = problem_of(fabric, jobs)
     greedy = _median_ms(problem, "greedy", repeats)
     fast = _median_ms(problem, "auto", repeats, ilp_time_limit=0)
     a, _ = run_planner(problem, "auto", ilp_time_limit=0)
@@ -148,18 +154,18 @@ def bench_auto_proofs() -> dict:
         return {"instances": len(problems), "proved_optimal": proved, "stages": stages}
     paper = []
     for cell in grid(True):
-        fabric = Fabric.generate(32, 64, 32, 100.0, cell["failed"])
-        paper.append(Problem.build(fabric, generate(fabric, paper_models(cell["jobs"], cell["ring"]),
-                                                    cell["ring"])))
+        fabric = Clos.generate(32, 64, 32, 100.0, cell["failed"])
+        paper.append(problem_of(fabric, generate(fabric, paper_models(cell["jobs"], cell["ring"]),
+                                                 cell["ring"])))
     real = [inst["problem"] for inst in realistic_instances(seeds=range(1, 6))]
     small, sparse = [], []
     for seed in range(20):
-        fabric = Fabric.generate(8, 16, 8, 100.0, failed_spines=seed % 3)
-        small.append(Problem.build(fabric, random_rings(fabric, 4, seed)))
+        fabric = Clos.generate(8, 16, 8, 100.0, failed_spines=seed % 3)
+        small.append(problem_of(fabric, random_rings(fabric, 4, seed)))
         # 6 NICs per leaf over 8 spines and 6 single links down: the bound is 1 and the
         # construction often misses it, so repair (or the ILP) has work to do
         fabric = cluster(8, 16, 6, np.random.default_rng(seed), failed_links=6)
-        sparse.append(Problem.build(fabric, random_rings(fabric, 4, seed)))
+        sparse.append(problem_of(fabric, random_rings(fabric, 4, seed)))
     return {"paper_grid": tally(paper), "realistic_64x32": tally(real),
             "random_rings_16x8": tally(small), "random_rings_16x8_6nics_6_links_down": tally(sparse)}
 
@@ -169,9 +175,9 @@ def bench_split_lp() -> list[dict]:
     cases = [(f"realistic {i['failures']} seed {i['seed']}", i["problem"])
              for i in realistic_instances(seeds=(1, 2)) if i["failures"] != "none"]
     for failed, ring, jobs in ((1, 4, 5), (8, 4, 5)):
-        fabric = Fabric.generate(32, 64, 32, 100.0, failed)
+        fabric = Clos.generate(32, 64, 32, 100.0, failed)
         cases.append((f"paper failed {failed} ring {ring} jobs {jobs}",
-                      Problem.build(fabric, generate(fabric, paper_models(jobs, ring), ring))))
+                      problem_of(fabric, generate(fabric, paper_models(jobs, ring), ring))))
     rows = []
     for name, problem in cases:
         a, ms = run_planner(problem, "split", max_parts=None)  # the LP optimum needs any parts
@@ -185,7 +191,7 @@ def bench_split_lp() -> list[dict]:
     return rows
 
 
-def random_rings(fabric: Fabric, ring: int, seed: int) -> list[Job]:
+def random_rings(fabric: Clos, ring: int, seed: int) -> list[Job]:
     hosts = list(fabric.hosts)
     random.Random(seed).shuffle(hosts)
     rings = [hosts[i:i + ring] for i in range(0, len(hosts) - ring + 1, ring)]
@@ -210,9 +216,10 @@ def bench_layer2(ilp_time_limit: float, repeats: int) -> dict:
 
 
 def bench_large(repeats: int) -> dict:
-    fabric = Fabric.generate(128, 256, 128)
+    fabric = Clos.generate(128, 256, 128)
+    two = fabric.as_leaf_spine()  # the two-tier view built before the trace: planning only
     tracemalloc.start()
-    problem = Problem.build(fabric, random_rings(fabric, 8, 1))
+    problem = Problem.build(two, random_rings(fabric, 8, 1))
     run_planner(problem, "greedy")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -228,9 +235,9 @@ def bench_large(repeats: int) -> dict:
 def bench_optimality(ilp_time_limit: float) -> dict:
     cells, differ = [], []
     for cell in grid(True):
-        fabric = Fabric.generate(32, 64, 32, 100.0, cell["failed"])
-        problem = Problem.build(fabric, generate(fabric, paper_models(cell["jobs"], cell["ring"]),
-                                                 cell["ring"]))
+        fabric = Clos.generate(32, 64, 32, 100.0, cell["failed"])
+        problem = problem_of(fabric, generate(fabric, paper_models(cell["jobs"], cell["ring"]),
+                                              cell["ring"]))
         g, _ = _alpha(problem, "greedy")
         i, info = _alpha(problem, "ilp", time_limit=ilp_time_limit)
         row = {**cell, "greedy": g, "ilp": i, "status": info["status"], "gap": info["gap"]}
@@ -239,8 +246,8 @@ def bench_optimality(ilp_time_limit: float) -> dict:
             differ.append(row)
     random_cells, random_differ = [], []
     for seed in range(10):
-        fabric = Fabric.generate(8, 16, 8, 100.0, failed_spines=seed % 3)
-        problem = Problem.build(fabric, random_rings(fabric, 4, seed))
+        fabric = Clos.generate(8, 16, 8, 100.0, failed_spines=seed % 3)
+        problem = problem_of(fabric, random_rings(fabric, 4, seed))
         g, _ = _alpha(problem, "greedy")
         i, info = _alpha(problem, "ilp", time_limit=ilp_time_limit)
         row = {"seed": seed, "failed": seed % 3, "flows": len(problem), "greedy": g, "ilp": i,
@@ -260,7 +267,7 @@ def bench_optimality(ilp_time_limit: float) -> dict:
 def bench_split(iterations: int) -> list[dict]:
     out = []
     for ring, jobs in ((2, 1), (4, 1), (4, 3), (8, 2)):
-        fabric = Fabric.generate(32, 64, 32, 100.0, 8)
+        fabric = Clos.generate(32, 64, 32, 100.0, 8)
         workload = generate(fabric, paper_models(jobs, ring), ring)
         means = {}
         for alg in ("greedy", "edge-coloring", "split"):

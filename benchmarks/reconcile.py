@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess
 
@@ -45,11 +45,11 @@ def _transactions(commands: list[list[str]], per: int) -> None:
 
 
 def switch_links(fabric) -> list[tuple[str, str, int, int, str, str]]:
-    """Every switch link of ``fabric`` (a leaf-spine ``Fabric`` or any ``Clos``: every tier,
-    every plane, every member of a bundle): (lower switch, upper switch, port on each, patch
-    port name on each), with the declared port numbers.
+    """Every switch link of ``fabric`` (any wired ``Clos``: every tier, every plane, every
+    member of a bundle): (lower switch, upper switch, port on each, patch port name on each),
+    with the declared port numbers.
 
-    >>> f = Fabric.generate(2, 2, 1, 1.0, wiring=True)
+    >>> f = Clos.generate(2, 2, 1, 1.0, wiring=True)
     >>> switch_links(f)[0]
     ('l0', 's0', 1, 1, 'l0-s0', 's0-l0')
     """
@@ -141,7 +141,7 @@ def _wait_ready(ctl: ControllerProcess, timeout: float, t0: float | None = None)
 
 
 def bench_reconnect(tmp: str, repeats: int = 5, entries: int = 1000) -> dict:
-    fabric = Fabric.generate(2, 2, 1, 1.0, wiring=True)
+    fabric = Clos.generate(2, 2, 1, 1.0, wiring=True)
     path = os.path.join(tmp, "small.json")
     with open(path, "w") as fh:
         json.dump(fabric.to_dict(), fh)
@@ -149,7 +149,7 @@ def bench_reconnect(tmp: str, repeats: int = 5, entries: int = 1000) -> dict:
     ctl = None
     try:
         ctl = _controller(tmp, path, "reconnect.log", os.path.join(tmp, "small.db"))
-        point(fabric, fabric.spines + fabric.leaves, ctl.of_port)
+        point(fabric, fabric.planes[0].aggs[0] + fabric.leaves, ctl.of_port)  # spines, leaves
         _wait_ready(ctl, 60)
         flows = [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6, "proto": "udp", "sport": 20000 + k,
                   "dport": 4791} for k in range(entries)]
@@ -287,7 +287,7 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
 
 
 def bench_restart(tmp: str, spines: int = 32, leaves: int = 64, hosts: int = 16) -> dict:
-    fabric = Fabric.generate(spines, leaves, hosts, 100.0, wiring=True)
+    fabric = Clos.generate(spines, leaves, hosts, 100.0, wiring=True)
     return {"shape": [spines, leaves, hosts], **start_and_restart(tmp, fabric, "paper")}
 
 

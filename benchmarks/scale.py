@@ -88,8 +88,7 @@ from benchmarks.reconcile import (
 )
 from controller.discovery.finder import LLDP_INTERVAL
 from controller.enforcement.clos_rules import clos_static_rules
-from controller.model.clos import as_clos
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import framework, listening
 from topologies.clos import fattree_fabric
@@ -233,7 +232,6 @@ def moved(before: list[dict], after: list[dict]) -> dict[str, int]:
 def by_tier(fabric, values: dict[str, int | None]) -> dict:
     """Per tier (leaf, agg, core; leaf, spine): switches, per switch min and max, total, of
     ``values`` (switch -> count; None counted as 0), in ``benchmarks.entries``' shape."""
-    fabric = as_clos(fabric)  # a leaf-spine as the controller serves it
     per: dict[str, list[int]] = {}
     for sw in fabric.switches():
         per.setdefault(entries._tier(fabric, sw), []).append(values.get(sw) or 0)
@@ -244,7 +242,6 @@ def by_tier(fabric, values: dict[str, int | None]) -> dict:
 def sync_by_tier(fabric, seen: dict) -> dict:
     """Per tier, what the last read-and-repair of each switch cost (GET /v1/fabric's
     ``last_sync``): switches, messages sent, the sum and the max of its seconds."""
-    fabric = as_clos(fabric)
     per: dict[str, list[dict]] = {}
     for sw in fabric.switches():
         sync = (seen.get(sw) or {}).get("last_sync") or {}
@@ -416,9 +413,7 @@ def on_switches(fabric) -> dict:
 
 
 def builders(fabric) -> dict:
-    """Static entries per tier from the rule builders, no switch (flow mode), and groups (a
-    leaf-spine's as the controller serves it: the Clos of one plane)."""
-    fabric = as_clos(fabric)
+    """Static entries per tier from the rule builders, no switch (flow mode), and groups."""
     return {"flows": entries.count(fabric)["flow"]["tiers"],
             "groups": by_tier(fabric, {sw: len(clos_static_rules(fabric, sw)[1])
                                        for sw in fabric.switches()})}
@@ -668,7 +663,7 @@ def main(argv=None) -> int:
             json.dump(result, fh, indent=1)
 
     fabrics = [("leaf-spine {} x {} x {}".format(*shape),
-                Fabric.generate(*shape, 100.0, wiring=True))]
+                Clos.generate(*shape, 100.0, wiring=True))]
     fabrics += [(f"fat-tree k={k}", fattree_fabric(k)) for k in ks]
     with tempfile.TemporaryDirectory(prefix="mlroute-scale-") as tmp:
         workdir = args.logs or tmp

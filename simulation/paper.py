@@ -39,7 +39,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from tqdm import tqdm
 
 from controller.jsonio import first_paragraph
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.fluid import predict_allreduce
 from controller.model.problem import Problem
 from controller.planners import PLANNERS as REGISTERED
@@ -77,7 +77,7 @@ def grid(full: bool = True) -> list[dict]:
 def run_cell(cell: dict, algorithm: str, iterations: int, ilp_time_limit: float,
              scale: tuple[int, int, int]) -> dict:
     spines, leaves, nics = scale
-    fabric = Fabric.generate(spines, leaves, nics, 100.0, cell["failed"])
+    fabric = Clos.generate(spines, leaves, nics, 100.0, cell["failed"])
     jobs = generate(fabric, paper_models(cell["jobs"], cell["ring"]), cell["ring"], seed=1234)
     opts = planner_options(algorithm, 1234, 0, ilp_time_limit)
     first = make_plan(fabric, jobs, algorithm, **opts)  # all jobs at once: loads, ILP status
@@ -133,7 +133,7 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
     spines, leaves, nics = scale
     links, dead = FAILURES[cell["failures"]]
     fabric, jobs = realistic(spines, leaves, cell["utilisation"], cell["seed"], links, dead, nics)
-    problem = Problem.build(fabric, jobs)
+    problem = Problem.build(fabric.as_leaf_spine(), jobs)  # the two-tier planners' instance
     ilp, ilp_ms = run_planner(problem, "ilp", time_limit=ilp_time_limit)
     t0 = time.perf_counter()
     lp = fractional_optimum(problem)

@@ -45,7 +45,7 @@ import sys
 import numpy as np
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Job
 from simulation.workloads import MODELS
 
@@ -55,8 +55,9 @@ RANK_ORDERS = ("sorted", "random")
 
 def cluster(spines: int, leaves: int, nics_per_leaf: int = 32, rng: np.random.Generator | None = None,
             failed_links: int = 0, failed_spines: int = 0, gbps: float = 100.0,
-            wiring: bool = False) -> Fabric:
-    """A fabric with ``failed_spines`` random spines and ``failed_links`` random single links down.
+            wiring: bool = False) -> Clos:
+    """A leaf-spine with ``failed_spines`` random spines and ``failed_links`` random single links
+    down.
 
     O(leaves * spines) per draw. Example: ``cluster(8, 16, 32, np.random.default_rng(1), 2)``
     has 2 of its 128 leaf-spine links down.
@@ -67,25 +68,26 @@ def cluster(spines: int, leaves: int, nics_per_leaf: int = 32, rng: np.random.Ge
     if failed_links < 0:
         raise InputError("placement: failed_links must not be negative")
     rng = rng if rng is not None else np.random.default_rng(0)
-    base = Fabric.generate(spines, leaves, nics_per_leaf, gbps, 0, wiring=wiring)
+    base = Clos.generate(spines, leaves, nics_per_leaf, gbps, 0, wiring=wiring)
+    spine_names, leaf_names = base.planes[0].aggs[0], base.leaves
     alive_links = leaves * (spines - failed_spines)
     if failed_links > alive_links:
         raise InputError(f"placement: cannot fail {failed_links} links, only {alive_links} are up")
     for _ in range(100):
         dead = sorted(int(j) for j in rng.choice(spines, failed_spines, replace=False))
-        down = {(leaf, base.spines[j]) for j in dead for leaf in base.leaves}
+        down = {(leaf, spine_names[j]) for j in dead for leaf in leaf_names}
         alive = [(i, j) for i in range(leaves) for j in range(spines) if j not in dead]
         for k in rng.choice(len(alive), failed_links, replace=False):
             i, j = alive[int(k)]
-            down.add((base.leaves[i], base.spines[j]))
+            down.add((leaf_names[i], spine_names[j]))
         fabric = base.with_down(down)
         if _connected(fabric):
             return fabric
     raise InputError("placement: too many failures, some leaf pair has no common spine")
 
 
-def _connected(fabric: Fabric) -> bool:
-    masks = set(fabric.up_mask)
+def _connected(fabric: Clos) -> bool:
+    masks = set(fabric.as_leaf_spine().up_mask)
     return all(a & b for a in masks for b in masks)
 
 
@@ -160,14 +162,14 @@ def _servers(fabric, server_nics: int) -> list[list[str]]:
 def realistic(spines: int, leaves: int, utilisation: float, seed: int, failed_links: int = 0,
               failed_spines: int = 0, nics_per_leaf: int = 32, server_nics: int = 8,
               models: list[str] | None = None, ring_sizes=RING_SIZES, rank_order: str = "sorted",
-              gbps: float = 100.0, wiring: bool = False) -> tuple[Fabric, list[Job]]:
+              gbps: float = 100.0, wiring: bool = False) -> tuple[Clos, list[Job]]:
     """Cluster and jobs from one seed (the failures are drawn first, then the jobs)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     fabric = cluster(spines, leaves, nics_per_leaf, rng, failed_links, failed_spines, gbps, wiring)
     return fabric, place(fabric, utilisation, rng, server_nics, models, ring_sizes, rank_order)
 
 
-def summary(fabric: Fabric, jobs: list[Job], server_nics: int = 8) -> dict:
+def summary(fabric: Clos, jobs: list[Job], server_nics: int = 8) -> dict:
     """Utilisation reached, flows, and how fragmented the placement is."""
     servers = len(_servers(fabric, server_nics))
     busy = sum(len(j.hosts()) for j in jobs) // server_nics
@@ -222,7 +224,8 @@ def main(argv=None) -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "fabric.json"), "w") as fh:
-        json.dump(fabric.to_dict(), fh)
+        # the two-tier document: links down leaf by leaf, spine by spine
+        json.dump(fabric.as_leaf_spine().to_dict(), fh)
     with open(os.path.join(args.out, "jobs.json"), "w") as fh:
         json.dump({"jobs": [j.to_dict() for j in jobs]}, fh)
     print(json.dumps(summary(fabric, jobs, args.server_nics)))

@@ -12,14 +12,14 @@ import sys
 
 from controller.errors import InputError
 from controller.jsonio import HelpFormatter, write_output
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.fluid import FluidSimulator
 from controller.model.jobs import Job
 from controller.planners.plan import Plan, make_plan, planner_options
 from controller.planners.registry import TWO_TIER, names
 
 
-def simulate(fabric: Fabric, jobs: list[Job], algorithm: str = "greedy", iterations: int = 1,
+def simulate(fabric: Clos, jobs: list[Job], algorithm: str = "greedy", iterations: int = 1,
              **options) -> dict:
     """Simulate with one of the registered planners; options go to the planner."""
     def planner(active: list[Job]) -> Plan:

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos, load_fabric
 from controller.model.jobs import Flow, Job
 
 
@@ -77,7 +77,7 @@ def _need_text(models: list[str], ring_size: int) -> str:
     return f"the jobs need {nics_needed(models, ring_size)} hosts ({parts})"
 
 
-def generate(fabric: Fabric, models: list[str], ring_size: int, seed: int = 1234,
+def generate(fabric: Clos, models: list[str], ring_size: int, seed: int = 1234,
              start_range: tuple[float, float] = (1.0, 10.0)) -> list[Job]:
     if ring_size < 2:
         raise InputError("ring size must be at least 2")
@@ -86,7 +86,7 @@ def generate(fabric: Fabric, models: list[str], ring_size: int, seed: int = 1234
             raise InputError(f"unknown model {name!r} (choose from {', '.join(MODELS)})")
     need = nics_needed(models, ring_size)
     rng = random.Random(seed)
-    free = {leaf: list(hosts) for leaf, hosts in fabric.hosts_of_leaf.items()}
+    free = hosts_by_leaf(fabric)
     per_leaf = max((len(h) for h in free.values()), default=0)
     if per_leaf == 0:
         raise InputError("the fabric has no hosts")
@@ -130,8 +130,21 @@ def _place_replica(gpus: int, free: dict[str, list[str]], per_leaf: int, rng: ra
     return nics
 
 
+def hosts_by_leaf(fabric: Clos) -> dict[str, list[str]]:
+    """leaf -> its hosts, every leaf in declaration order (a host counted once: on its leaf of
+    the first plane), as placements draw from them.
+
+    >>> hosts_by_leaf(Clos.generate(2, 2, 1))
+    {'l0': ['h0_0'], 'l1': ['h1_0']}
+    """
+    out: dict[str, list[str]] = {leaf: [] for leaf in fabric.leaves}
+    for host, leaf in fabric.hosts.items():
+        out[leaf].append(host)
+    return out
+
+
 # ---- other parallelism patterns (issue 23): explicit flows, seeded ------------------------
-def _free_hosts(fabric: Fabric, count: int, rng: random.Random, used: set) -> list[str]:
+def _free_hosts(fabric: Clos, count: int, rng: random.Random, used: set) -> list[str]:
     hosts = [h for h in sorted(fabric.hosts) if h not in used]
     if len(hosts) < count:
         raise InputError(f"not enough free hosts: {count} wanted, {len(hosts)} free")
@@ -140,7 +153,7 @@ def _free_hosts(fabric: Fabric, count: int, rng: random.Random, used: set) -> li
     return picked
 
 
-def all_to_all(fabric: Fabric, sizes: list[int], flow_bytes: float = 64e6, seed: int = 1,
+def all_to_all(fabric: Clos, sizes: list[int], flow_bytes: float = 64e6, seed: int = 1,
                compute_s: float = 0.0, used: set | None = None) -> list[Job]:
     """Mixture-of-experts all-to-all: one job per group of ``sizes[k]`` members (16-64 in
     practice) on random free hosts; every member sends ``flow_bytes`` to every other member
@@ -157,7 +170,7 @@ def all_to_all(fabric: Fabric, sizes: list[int], flow_bytes: float = 64e6, seed:
     return jobs
 
 
-def pipeline(fabric: Fabric, stages: list[int], activation_bytes: float = 256e6,
+def pipeline(fabric: Clos, stages: list[int], activation_bytes: float = 256e6,
              gradient_ratio: float = 0.5, seed: int = 1, compute_s: float = 0.0,
              used: set | None = None) -> list[Job]:
     """Pipeline-parallel jobs, one per entry of ``stages`` (its stage count), stages on random
@@ -177,7 +190,7 @@ def pipeline(fabric: Fabric, stages: list[int], activation_bytes: float = 256e6,
     return jobs
 
 
-def hybrid(fabric: Fabric, dp: int, pp: int, tp: int, grad_bytes: float = 2e9,
+def hybrid(fabric: Clos, dp: int, pp: int, tp: int, grad_bytes: float = 2e9,
            activation_bytes: float = 256e6, tensor_bytes: float = 64e6, seed: int = 1,
            compute_s: float = 1.0, name: str = "3d", used: set | None = None) -> list[Job]:
     """A 3D-parallel model as two jobs: ``<name>-dp``, one data-parallel ring per (stage,
@@ -188,7 +201,7 @@ def hybrid(fabric: Fabric, dp: int, pp: int, tp: int, grad_bytes: float = 2e9,
     leaf."""
     rng, used = random.Random(seed), set() if used is None else used
     free = {leaf: [h for h in hosts if h not in used]
-            for leaf, hosts in sorted(fabric.hosts_of_leaf.items())}
+            for leaf, hosts in sorted(hosts_by_leaf(fabric).items())}
     gpu = {}  # (replica, stage) -> tp hosts on one leaf
     for r in range(dp):
         for s in range(pp):
@@ -218,7 +231,7 @@ def hybrid(fabric: Fabric, dp: int, pp: int, tp: int, grad_bytes: float = 2e9,
     return jobs
 
 
-def byte_mix(fabric: Fabric, jobs: int, flows_per_job: int, small: float = 10e6,
+def byte_mix(fabric: Clos, jobs: int, flows_per_job: int, small: float = 10e6,
              ratio: float = 100.0, seed: int = 1, compute_s: float = 0.0) -> list[Job]:
     """Jobs of explicit flows between random host pairs whose sizes differ ``ratio`` times:
     every flow is ``small`` or ``small * ratio`` bytes at random (a byte mix flow counts
@@ -254,7 +267,7 @@ def main(argv=None) -> int:
                          "them)")
     args = ap.parse_args(argv)
     try:
-        fabric = Fabric.from_dict(read_json(args.fabric, "fabric"))
+        fabric = load_fabric(read_json(args.fabric, "fabric"))
         if args.models:
             models = [m.strip() for m in args.models.split(",") if m.strip()]
         else:

@@ -111,7 +111,7 @@ def patterns():
 @pytest.mark.parametrize("case", range(16))
 def test_layer1_stage_meets_the_lower_bound_on_every_pattern(case):
     f, jobs = list(patterns())[case]
-    problem = Problem.build(f, jobs)
+    problem = Problem.build(f.as_leaf_spine(), jobs)  # the cluster's two-tier view
     # all new, then the last job new on top of the others' routes
     for cut in (0, sum(len(j.flows()) for j in jobs[:-1])):
         full = replan(problem, [None] * len(problem.flows), "jobs", layer1_only=False)

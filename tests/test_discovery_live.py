@@ -72,11 +72,11 @@ def test_the_fabric_is_discovered_with_no_file(tmp_path, shape):
                              what="leaf-spine discovered")
         view = d.fabric()
         declared = view["declared"]
-        assert declared["spines"] == truth.spines and declared["down"] == []
+        assert declared["spines"] == truth.planes[0].aggs[0] and declared["down"] == []
         assert declared["dpids"] == truth.dpids
-        assert {sw: {p: n for p, n in ports.items() if p in truth.spines + truth.leaves}
+        assert {sw: {p: n for p, n in ports.items() if p in truth.switches()}
                 for sw, ports in declared["ports"].items()} == \
-               {sw: {p: n for p, n in ports.items() if p in truth.spines + truth.leaves}
+               {sw: {p: n for p, n in ports.items() if p in truth.switches()}
                 for sw, ports in truth.ports.items()}
         assert view["discovery"]["wiring_problems"] == []
         assert view["discovery"]["link_speed"]["source"] == "option"

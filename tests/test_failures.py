@@ -20,7 +20,7 @@ def emu(tmp_path_factory):
 
 
 def tables(emu):
-    return {sw: ovs.flow_table(sw) for sw in emu.fabric.spines + emu.fabric.leaves}
+    return {sw: ovs.flow_table(sw) for sw in emu.fabric.switches()}
 
 
 def test_link_down_under_allreduce_delivers_every_byte(emu, tmp_path):

@@ -52,7 +52,7 @@ def metric(ctl, name):
 
 
 def all_tables(ha):
-    return {sw: flows_with_age(sw) for sw in ha.fabric.spines + ha.fabric.leaves}
+    return {sw: flows_with_age(sw) for sw in ha.fabric.switches()}
 
 
 def assert_untouched(before, after, elapsed):
@@ -68,7 +68,7 @@ def ovs_masters(ha, of_port):
     """Bridges on which Open vSwitch reports the controller at ``of_port`` as master (its
     status column is refreshed every few seconds)."""
     target = f"tcp:127.0.0.1:{of_port}"
-    return {sw for sw in ha.fabric.spines + ha.fabric.leaves
+    return {sw for sw in ha.fabric.switches()
             if controller_roles(sw).get(target) == "master"}
 
 
@@ -151,7 +151,7 @@ def test_killing_the_master_under_traffic_fails_over_within_a_second(ha, tmp_pat
         assert rest(standby, "GET", "/v1/jobs/live")[0] == 200
         # the switches report it too (Open vSwitch refreshes its status every few seconds)
         fabricnet.wait_until(lambda: ovs_masters(ha, ha.of_ports[standby_id]) ==
-                             set(ha.fabric.spines + ha.fabric.leaves), 15,
+                             set(ha.fabric.switches()), 15,
                              what="Open vSwitch listing the new master")
     finally:
         if ha.ctls[master_id] is None:
@@ -227,7 +227,7 @@ def test_a_frozen_master_is_deposed_by_the_generation_and_steps_down(ha):
     assert views[-1]["master"] == new_id, views[-1]
     fabricnet.wait_until(lambda: ha.cluster(old_id)["self"]["switches"]["slave"] == 6, 10,
                          what="the old master's switches in the slave role")
-    every = set(ha.fabric.spines + ha.fabric.leaves)
+    every = set(ha.fabric.switches())
     fabricnet.wait_until(lambda: ovs_masters(ha, ha.of_ports[new_id]) == every and
                          not ovs_masters(ha, ha.of_ports[old_id]), 15,
                          what="Open vSwitch: one master per switch, the new one")

@@ -47,7 +47,7 @@ def emu(tmp_path_factory):
 
 
 def tables(emu):
-    return {sw: ovs.flow_table(sw) for sw in emu.fabric.spines + emu.fabric.leaves}
+    return {sw: ovs.flow_table(sw) for sw in emu.fabric.switches()}
 
 
 def only_static_entries(emu, down=()):
@@ -70,7 +70,7 @@ def destination_bytes(emu) -> dict:
     f = emu.fabric
     leaf_of_ip = {ipaddress.IPv4Address(ip): f.leaf_of(h) for h, ip in f.host_ip.items()}
     out = {}
-    for s in f.spines:
+    for s in f.planes[0].aggs[0]:
         for e in ovs.dump_flows(s):
             dst = e["match"].get("nw_dst")
             if dst is None or e["match"].get("nw_dscp") or e["match"].get("ip_dscp"):
@@ -98,7 +98,7 @@ def prove_spines(emu, jobs, views, before, after):
             planned[(spine, leaf)] = planned.get((spine, leaf), 0) + payload
             into[leaf] = into.get(leaf, 0) + payload
     for leaf, total in into.items():
-        for s in f.spines:
+        for s in f.planes[0].aggs[0]:
             # (a spine cut from the destination's leaf has no entry for it: nothing)
             got = after.get((s, leaf), 0) - before.get((s, leaf), 0)
             want = planned.get((s, leaf), 0)
@@ -143,7 +143,7 @@ def test_ring_and_udp_job_on_planned_spines_with_only_static_entries(emu, tmp_pa
         assert all(t[0] > 0 for t in times.values()) and len(flows) == 8
         assert {(q["src"], q["dst"], q["sport"]) for q in flows} == {
             (r["src"], r["dst"], r["sport"]) for v in views.values() for r in v["routes"]}
-        ovs.settle_counters(f.spines)
+        ovs.settle_counters(f.planes[0].aggs[0])
         assert prove_spines(emu, jobs, views, before, destination_bytes(emu)) == 8
         assert tables(emu) == static  # traffic added no entry
     finally:
@@ -184,7 +184,7 @@ def test_link_failure_gives_new_ports_and_traffic_follows(emu, tmp_path):
         only_static_entries(emu, down=[link])
         before = destination_bytes(emu)
         run_traffic(emu.net, f, jobs, {"fail": view}, 1, str(tmp_path), "fail")
-        ovs.settle_counters(f.spines)
+        ovs.settle_counters(f.planes[0].aggs[0])
         assert prove_spines(emu, jobs, {"fail": view}, before, destination_bytes(emu)) == 6
     finally:
         delete_all(emu, jobs)

@@ -18,7 +18,7 @@ def emu(tmp_path_factory):
 
 
 def tables(emu):
-    return {sw: ovs.flow_table(sw) for sw in emu.fabric.spines + emu.fabric.leaves}
+    return {sw: ovs.flow_table(sw) for sw in emu.fabric.switches()}
 
 
 def ring_doc(jid, ranks, size=4_000_000):
@@ -48,14 +48,14 @@ def test_job_traffic_crosses_planned_spines(emu, mode, tmp_path):
             for r in v["routes"]:
                 by_leaf.setdefault(emu.fabric.hosts[r["src"]], set()).add(r["spine"])
         assert all(len(s) == 2 for s in by_leaf.values())
-        spine_before = {s: ovs.port_bytes(s) for s in emu.fabric.spines}
+        spine_before = {s: ovs.port_bytes(s) for s in emu.fabric.planes[0].aggs[0]}
         times = _run_traffic(emu.net, emu.fabric, jobs, views, 1, str(tmp_path), mode)
         assert set(times) == {"a", "b"} and all(t[0] > 0 for t in times.values())
         ovs.settle_counters(emu.fabric.leaves)
         verified, total, checks = _verify_paths(emu.fabric, jobs, views, 1)
         assert total == 8 and verified == total, checks
         # the spines saw it too: every planned spine forwarded the bytes of its flows
-        spine_after = {s: ovs.port_bytes(s) for s in emu.fabric.spines}
+        spine_after = {s: ovs.port_bytes(s) for s in emu.fabric.planes[0].aggs[0]}
         for v in views.values():
             for r in v["routes"]:
                 port = emu.fabric.port(r["spine"], emu.fabric.hosts[r["dst"]])
@@ -144,7 +144,7 @@ def test_telemetry_measures_what_was_planned(emu, tmp_path):
         links = {l["link"]: l for l in emu.ctl.rest("GET", "/v1/links")[1]["links"]}
         for r in view["routes"]:
             leaf = emu.fabric.hosts[r["src"]]
-            for spine in emu.fabric.spines:
+            for spine in emu.fabric.planes[0].aggs[0]:
                 name = f"{leaf}->{spine}"
                 sent = links[name]["measured"]["bytes"] - before[name]
                 if spine == r["spine"]:  # the planned uplink carried the elephant...
@@ -153,7 +153,7 @@ def test_telemetry_measures_what_was_planned(emu, tmp_path):
                     assert sent < 0.05 * payload
         imb = emu.ctl.rest("GET", "/v1/imbalance")[1]
         for leaf in emu.fabric.leaves:  # the endpoint reads the same port counters
-            b = [links[f"{leaf}->{s}"]["measured"]["bytes"] for s in emu.fabric.spines]
+            b = [links[f"{leaf}->{s}"]["measured"]["bytes"] for s in emu.fabric.planes[0].aggs[0]]
             mean = sum(b) / len(b)
             assert imb["total"]["uplinks"]["per_leaf"][leaf] == pytest.approx((max(b) - mean) / mean,
                                                                              rel=0.05)
@@ -186,7 +186,7 @@ def test_twenty_concurrent_clients_end_consistent(emu):
         assert all(codes == [201] or codes == [201, 200] for codes in results), results
         listed = {j["id"]: j for j in emu.ctl.rest("GET", "/v1/jobs")[1]["jobs"]}
         assert set(listed) == {f"c{k}" for k in range(0, 20, 2)}
-        rules = [e for sw in emu.fabric.leaves + emu.fabric.spines
+        rules = [e for sw in emu.fabric.switches()
                  for e in ovs.dump_flows(sw) if e["cookie"] & COOKIE_OWNER_MASK == COOKIE_JOB]
         numbers = sorted(e["cookie"] & 0xFFFFFFFF for e in rules)
         assert numbers == sorted(j["number"] for j in listed.values())  # one rule per job

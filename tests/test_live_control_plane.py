@@ -134,7 +134,7 @@ def test_restart_under_a_running_ring_changes_no_entry(emu, tmp_path):
     job = prepare_jobs({"jobs": [ring("live", ["h0_0", "h1_0", "h2_0", "h3_0"], 2_000_000)]},
                        emu.fabric)[0]
     assert rest(emu, "POST", "/v1/jobs", job)[0] == 201
-    switches = emu.fabric.spines + emu.fabric.leaves
+    switches = emu.fabric.switches()
     try:
         view = rest(emu, "GET", "/v1/jobs/live")[1]
         quiet = _run_traffic(emu.net, emu.fabric, [job], {"live": view}, 1, str(tmp_path), "q")

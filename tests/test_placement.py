@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos, load_fabric
 from controller.model.jobs import parse_jobs
 from controller.model.problem import Problem
 from simulation.placement import cluster, place, realistic, summary
@@ -34,7 +34,7 @@ def test_jobs_fill_servers_up_to_the_target(seed, utilisation):
         # whole servers: every server of the job gives all its 8 NICs
         servers = {(fabric.hosts[h], int(h.split("_")[1]) // 8) for h in j.hosts()}
         assert len(servers) * 8 == len(j.hosts())
-    Problem.build(fabric, jobs)  # every flow routable
+    Problem.build(fabric.as_leaf_spine(), jobs)  # every flow routable
 
 
 def test_same_seed_same_cluster_other_seed_other():
@@ -56,11 +56,12 @@ def test_placement_is_fragmented_at_high_utilisation():
 def test_failures_links_and_spines():
     rng = np.random.default_rng(5)
     f = cluster(8, 16, 32, rng, failed_links=5, failed_spines=2)
-    dead = [s for s in f.spines if all((l, s) in f.down for l in f.leaves)]
+    dead = [s for s in f.planes[0].aggs[0] if all((l, s) in f.down for l in f.leaves)]
     assert len(dead) == 2
     assert len(f.down) == 2 * 16 + 5
-    assert not f.uniform()
-    masks = set(f.up_mask)
+    two = f.as_leaf_spine()  # the two-tier view: each leaf's usable spines
+    assert not two.uniform()
+    masks = set(two.up_mask)
     assert all(a & b for a in masks for b in masks)
 
 
@@ -82,7 +83,7 @@ def test_ranks_sorted_by_server_name_or_random():
     ({"utilisation": 0.9, "server_nics": 7}, "whole 7-NIC servers"),
 ])
 def test_bad_placement_input(kwargs, match):
-    f = Fabric.generate(4, 4, 32)
+    f = Clos.generate(4, 4, 32)
     with pytest.raises(InputError, match=match):
         place(f, rng=np.random.default_rng(1), **kwargs)
 
@@ -100,7 +101,7 @@ def test_cli_writes_readme_formats(tmp_path):
                         "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
-    fabric = Fabric.from_dict(json.loads((tmp_path / "fabric.json").read_text()))
+    fabric = load_fabric(json.loads((tmp_path / "fabric.json").read_text()))
     jobs = parse_jobs(json.loads((tmp_path / "jobs.json").read_text()), fabric)
     assert len(jobs) == s["jobs"] and len(fabric.down) == 3 == s["links_down"]
     bad = subprocess.run([sys.executable, "-m", "simulation.placement", "--utilisation", "2",

@@ -440,6 +440,6 @@ def test_topology_sflow_settings_checked_and_agent_names_the_switch(monkeypatch)
         with pytest.raises(ValueError, match="IPv4:port"):
             clos.sflow_target(bad)
     f = clos.clos_fabric(2, 4, 1)
-    agents = {sw: clos.sflow_agent(f.dpids[sw]) for sw in f.spines + f.leaves}
+    agents = {sw: clos.sflow_agent(f.dpids[sw]) for sw in f.switches()}
     assert agents["s1"] == "127.1.0.1" and agents["l3"] == "127.2.0.3"
     assert len(set(agents.values())) == len(agents)

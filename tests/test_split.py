@@ -176,7 +176,7 @@ def test_bad_time_limit():
 def test_realistic_cluster_with_failed_links():
     from simulation.placement import realistic
     fab, jobs = realistic(8, 16, 0.9, 2, failed_links=3)
-    problem = Problem.build(fab, jobs)
+    problem = Problem.build(fab.as_leaf_spine(), jobs)
     a = split(problem)
     check_split(problem, a)
     assert max_load(problem, a) == pytest.approx(fractional_optimum(problem), abs=1e-6)

@@ -31,8 +31,8 @@ changes the rate, 0 turns sampling off; ``MLROUTE_SFLOW_TARGET=host:port[,host:p
 collectors (redundant controllers on one host: one port each, every switch sends to all).
 
 This file runs under ``mn``'s own Python (Debian's /usr/bin/python3): it imports only the
-standard library, Mininet and the standard-library-only ``controller.model.fabric``,
-``controller.model.clos`` and ``controller.model.clos_wiring``.
+standard library, Mininet and the standard-library-only ``controller.model.clos`` (with the
+``controller.model`` modules it imports).
 """
 from __future__ import annotations
 
@@ -50,7 +50,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 from controller.errors import InputError  # noqa: E402
 from controller.jsonio import HelpFormatter, write_output  # noqa: E402
 from controller.model.clos import Clos  # noqa: E402
-from controller.model.fabric import Fabric  # noqa: E402
 
 try:
     from mininet.link import TCLink
@@ -129,10 +128,11 @@ def host_network(fabric, plane: int = 0) -> str:
     return f"{ipaddress.ip_network(f'{fabric.ip_of(some, plane)}/{prefix}', strict=False)}"
 
 
-def clos_fabric(spines: int, leaves: int, hosts_per_leaf: int, bw_mbps: float = 0) -> Fabric:
-    """The fabric model of a Clos topology; link_gbps is the shaped rate (100 if unshaped)."""
+def clos_fabric(spines: int, leaves: int, hosts_per_leaf: int, bw_mbps: float = 0) -> Clos:
+    """The wired model of a leaf-spine topology (``Clos.generate``); link_gbps is the shaped
+    rate (100 if unshaped)."""
     gbps = bw_mbps / 1000 if bw_mbps else 100.0
-    return Fabric.generate(spines, leaves, hosts_per_leaf, gbps, wiring=True)
+    return Clos.generate(spines, leaves, hosts_per_leaf, gbps, wiring=True)
 
 
 class ClosSwitch(OVSSwitch):
@@ -191,19 +191,20 @@ class ClosTopo(Topo):
     """Spines s<j>, leaves l<i>, hosts h<i>_<k>, with explicit port numbers and addresses, and
     the node and link classes the fabric needs (so ``mn`` options cannot get them wrong)."""
 
-    def build(self, spines=4, leaves=8, hosts_per_leaf=2, bw=0, fabric: Fabric | None = None,
+    def build(self, spines=4, leaves=8, hosts_per_leaf=2, bw=0, fabric: Clos | None = None,
               host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None, sflow_collector=None):
         f = fabric or clos_fabric(int(spines), int(leaves), int(hosts_per_leaf), float(bw))
         link = {"bw": float(bw), "cls": TCLink} if float(bw) else {}
         sampling = sflow_sampling(sflow)
-        for sw in f.spines + f.leaves:
+        spine_names = f.planes[0].aggs[0]  # the spines of its one two-tier plane
+        for sw in spine_names + f.leaves:
             self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu),
                            sflow=sampling, sflow_collector=sflow_collector)
         for leaf in f.leaves:
-            for spine in f.spines:
+            for spine in spine_names:
                 self.addLink(leaf, spine, port1=f.port(leaf, spine), port2=f.port(spine, leaf),
                              **link)
-            for h in f.hosts_of_leaf[leaf]:
+            for h in f.hosts_of_leaf.get(leaf, []):
                 self.addHost(h, cls=ClosHost, ip=f"{f.host_ip[h]}/8", mac=f.host_mac[h],
                              mtu=int(host_mtu))
                 self.addLink(h, leaf, port2=f.port(leaf, h), **link)

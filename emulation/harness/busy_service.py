@@ -12,7 +12,7 @@ import json
 from types import SimpleNamespace
 
 from controller.discovery import lldp
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches
@@ -36,7 +36,7 @@ def busy_service() -> RouteService:
     wiring problem discovery reports), a ring job, one second of measured traffic on every
     port, a sample between two of the job's members, then two failed links that leave l0
     and l1 without a common spine."""
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     clock = ManualClock()
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, f, clock=clock, sleep=clock.sleep)
@@ -69,7 +69,7 @@ def busy_service() -> RouteService:
     clock.now += 2.5  # its window closed: samples between the job's members
     svc.tick(probe=False)
     for t, sent in ((clock.now, 0), (clock.now + 1, 125_000)):
-        for name in f.spines + f.leaves:
+        for name in f.planes[0].aggs[0] + f.leaves:  # spines, then leaves
             svc.port_stats(f.dpids[name], {p: sent for p in f.ports[name].values()}, now=t)
     svc.port_changed(f.dpids["l0"], f.port("l0", "s0"), False)
     svc.port_changed(f.dpids["l1"], f.port("l1", "s1"), False)

@@ -28,7 +28,7 @@ import time
 from controller.enforcement.modes import MODES as ENFORCEMENT_MODES
 from controller.enforcement.openflow import job_cookie
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import parse_jobs
 from emulation.harness import ovs
 from emulation.harness.agents import _split_bytes
@@ -49,7 +49,7 @@ def _is_roce(proto, dport) -> bool:
     return proto in ("udp", 17) and dport == ROCE_PORT
 
 
-def prepare_jobs(doc: dict, fabric: Fabric, transport: str = "auto", mode: str = "flow"
+def prepare_jobs(doc: dict, fabric: Clos, transport: str = "auto", mode: str = "flow"
                  ) -> list[dict]:
     """Jobs with a fixed 5-tuple per flow, as the agents will send them.
 
@@ -139,7 +139,7 @@ def route_payloads(job: dict, iterations: int) -> list[float]:
             for ring in _rings(job) for _ in ring]
 
 
-def run_round(net, ctl, fabric: Fabric, jobs: list[dict], algorithm: str,
+def run_round(net, ctl, fabric: Clos, jobs: list[dict], algorithm: str,
               mode: str, iterations: int, workdir: str, roce_opts: dict | None = None) -> dict:
     posted = []
     try:
@@ -152,11 +152,11 @@ def run_round(net, ctl, fabric: Fabric, jobs: list[dict], algorithm: str,
         install_s = time.perf_counter() - t0
         views = {j["id"]: ctl.rest("GET", f"/v1/jobs/{j['id']}")[1] for j in jobs}
         links = ctl.rest("GET", "/v1/links")[1]
-        before = {sw: ovs.port_bytes(sw) for sw in fabric.leaves + fabric.spines}
+        before = {sw: ovs.port_bytes(sw) for sw in fabric.switches()}
         results, flows = run_traffic(net, fabric, jobs, views, iterations, workdir, algorithm,
                                      roce_opts)
         ovs.settle_counters(fabric.leaves)
-        after = {sw: ovs.port_bytes(sw) for sw in fabric.leaves + fabric.spines}
+        after = {sw: ovs.port_bytes(sw) for sw in fabric.switches()}
         link_bytes = _link_bytes(fabric, before, after)
         job_rules = _job_rules(fabric, views)
         if job_rules:
@@ -389,7 +389,7 @@ def _packet_totals(flows: list[dict]) -> dict:
 def _job_rules(fabric, views) -> int:
     """Flow entries the jobs own on all switches (cookie: top byte 2, the job's number)."""
     return sum(len(ovs.dump_flows(sw, job_cookie(v["number"])))
-               for v in views.values() for sw in fabric.leaves + fabric.spines)
+               for v in views.values() for sw in fabric.switches())
 
 
 def _verify_paths(fabric, jobs, views, iterations) -> tuple[int, int, list]:
@@ -460,7 +460,7 @@ def _link_bytes(fabric, before, after) -> dict[str, int]:
     """Bytes sent on every directed leaf-spine link during the round (port tx counters)."""
     out = {}
     for leaf in fabric.leaves:
-        for spine in fabric.spines:
+        for spine in fabric.planes[0].aggs[0]:  # the leaf-spine's spines
             p = fabric.port(leaf, spine)
             out[f"{leaf}->{spine}"] = after[leaf][p]["tx"] - before[leaf][p]["tx"]
             q = fabric.port(spine, leaf)

@@ -44,7 +44,8 @@ def trace_route(net, fabric, route: dict, count: int = 20, settle: float = 1.0) 
                          "RoCEv2 probes are UDP")
     sport = route.get("sport") or 49152
     dport = route.get("dport") or ROCE_PORT
-    before = {s: ovs.port_bytes(s)[fabric.port(s, leaf)]["rx_pkts"] for s in fabric.spines}
+    spines = fabric.planes[0].aggs[0]  # a leaf-spine's (a Clos of one two-tier plane)
+    before = {s: ovs.port_bytes(s)[fabric.port(s, leaf)]["rx_pkts"] for s in spines}
     host = net.get(src)
     cmd = [sys.executable, "-m", "emulation.harness.trace", "send", "--iface", host.intfList()[0].name,
            "--src-mac", fabric.host_mac[src], "--dst-mac", fabric.host_mac[dst],
@@ -60,8 +61,8 @@ def trace_route(net, fabric, route: dict, count: int = 20, settle: float = 1.0) 
     if p.returncode != 0:
         raise RuntimeError(f"probe sender failed: {err.decode(errors='replace')[-500:]}")
     time.sleep(settle)
-    after = {s: ovs.port_bytes(s)[fabric.port(s, leaf)]["rx_pkts"] for s in fabric.spines}
-    seen = {s: after[s] - before[s] for s in fabric.spines}
+    after = {s: ovs.port_bytes(s)[fabric.port(s, leaf)]["rx_pkts"] for s in spines}
+    seen = {s: after[s] - before[s] for s in spines}
     crossed = [s for s, n in seen.items() if n >= count]
     return {"src": src, "dst": dst, "sport": sport, "dport": dport,
             "planned": route.get("spine"), "spine": crossed[0] if len(crossed) == 1 else None,
