@@ -213,14 +213,16 @@ def test_ready_answers_a_readiness_probe_as_the_fabric_view_says():
     def probe():
         code, doc = api.handle(svc, "GET", "/v1/ready")
         assert doc["ready"] is svc.fabric_view()["ready"] is (code == 200)
+        assert ("error" in doc) is (code == 503)  # as every error answer of the API
         return code, doc
 
-    assert probe() == (503, {"ready": False, "switches": n, "connected": 0, "synchronised": 0})
+    assert probe() == (503, {"ready": False, "switches": n, "connected": 0, "synchronised": 0,
+                             "error": f"not ready: 0 of {n} switches connected, 0 synchronised"})
     dpids = sorted(f.dpids.values())
     for d in dpids[:-1]:
         svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
-    assert probe() == (503, {"ready": False, "switches": n, "connected": n - 1,
-                             "synchronised": n - 1})
+    code, doc = probe()
+    assert (code, doc["connected"], doc["synchronised"]) == (503, n - 1, n - 1)
     svc.switch_connected(dpids[-1], {p: True for p in f.ports[f.switch_of_dpid[dpids[-1]]].values()})
     assert probe() == (200, {"ready": True, "switches": n, "connected": n, "synchronised": n})
     svc.switch_disconnected(dpids[0])
@@ -231,6 +233,7 @@ def test_ready_answers_a_readiness_probe_as_the_fabric_view_says():
 def test_ready_without_a_fabric_is_503(server):
     svc = RouteService(FakeSwitches([]), None)
     assert api.handle(svc, "GET", "/v1/ready") == (
-        503, {"ready": False, "switches": 0, "connected": 0, "synchronised": 0})
+        503, {"ready": False, "switches": 0, "connected": 0, "synchronised": 0,
+              "error": "not ready: no fabric yet"})
     status, _, data = call(server, "GET", "/v1/ready")  # the served one: synchronised
     assert status == 200 and json.loads(data)["ready"] is True

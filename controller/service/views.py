@@ -79,9 +79,15 @@ def readiness(state: ControllerState, installed: dict, elsewhere=lambda dpid: Fa
 
 
 def ready_view(state: ControllerState, rec) -> tuple[int, dict]:
-    """GET /v1/ready: ``readiness`` with 200 when ready, else 503 (what probes expect)."""
+    """GET /v1/ready: ``readiness`` with 200 when ready, else 503 (what probes expect) and an
+    ``error`` saying how far it is, as every error answer of the API has."""
     doc = readiness(state, rec.installed, rec.elsewhere)
-    return (200 if doc["ready"] else 503), doc
+    if doc["ready"]:
+        return 200, doc
+    doc["error"] = ("not ready: no fabric yet" if not doc["switches"] else
+                    f"not ready: {doc['connected']} of {doc['switches']} switches connected, "
+                    f"{doc['synchronised']} synchronised")
+    return 503, doc
 
 
 def routes_of(state: ControllerState, r: JobRecord, ports: dict | None = None) -> list[dict]:
