@@ -3,7 +3,8 @@
 Default fabric: 4 spines, 8 leaves, 2 hosts per leaf, every link shaped to 5 Mbit/s, Open vSwitch
 in Mininet, the mlroute controller in ryu-manager. Workload: two ring All-Reduce jobs of 8 ranks
 (host 0 of every leaf, host 1 of every leaf), 4 MB per ring, so every leaf sends two elephants
-over four uplinks and ECMP's hash puts some of them on one link. Each routing runs 2 iterations.
+over four uplinks and ECMP's hash puts some of them on one link. Each routing runs one iteration
+(``--iterations`` for more).
 The table shows the measured All-Reduce time, the ideal (shaped line rate), the fluid model's
 prediction for the same routes, the planned max link load and the flows whose path the switch
 counters proved. Results: results/demo/summary.json and summary.png (``results/`` is generated
@@ -82,7 +83,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m emulation.demo",
                                  description=first_paragraph(__doc__))
     ap.add_argument("--simulate", action="store_true", help="fluid model only")
-    ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--iterations", type=int, default=None,
+                    help="iterations per routing (1; with --fat-tree, 2 steps)")
     ap.add_argument("--mode", default="flow", choices=["flow", "sr", "host"])
     ap.add_argument("--out", default=DEFAULT_OUT)
     ap.add_argument("--fat-tree", action="store_true",
@@ -95,6 +97,8 @@ def main(argv=None) -> int:
     ap.add_argument("--bw", type=float, default=BW_MBPS, help="Mbit/s on every link")
     ap.add_argument("--bytes", type=float, default=RING_BYTES, help="bytes per ring")
     args = ap.parse_args(argv)
+    if args.iterations is None:
+        args.iterations = 2 if args.fat_tree else 1
     if args.simulate and args.fat_tree:
         print("error: --simulate is the two-tier comparison; for three tiers see "
               "docs/tutorials/three-tier.md (python -m controller compare)", file=sys.stderr)
@@ -113,7 +117,7 @@ def main(argv=None) -> int:
             return 130
     print(f"fabric: {args.spines} spines x {args.leaves} leaves x {args.hosts_per_leaf} hosts, "
           f"{args.bw:g} Mbit/s links; jobs: {args.hosts_per_leaf} rings of {args.leaves} ranks, "
-          f"{args.bytes / 1e6:g} MB each; {args.iterations} iterations per routing (ECMP, then "
+          f"{args.bytes / 1e6:g} MB each; {args.iterations} iteration(s) per routing (ECMP, then "
           "greedy); outputs in " + args.out, flush=True)
     try:
         summary = emulate(args.spines, args.leaves, args.hosts_per_leaf, args.bw,

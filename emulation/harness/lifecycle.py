@@ -13,8 +13,9 @@ first meets a freshly started controller, the others one that learned and delete
 - ``members``: one ring, its members' addresses only;
 - ``correct``: the ring declared in the library's data direction (learning checks it);
 - ``wrong``: the ring declared the other way (learning re-plans it);
-- ``repost``: by its members, launched twice, paused, relaunched, deleted, posted again under
-  a new id and launched again: the second job is the one measured;
+- ``repost``: by its members, launched twice (paused between: learned by then), deleted,
+  posted again under a new id and launched ``LAUNCHES`` times: the second job is the one
+  measured;
 - ``two_jobs``: the ranks in two disjoint halves, two jobs at once by their members (gloo:
   DistributedDataParallel training; Open MPI: ring All-Reduces).
 
@@ -205,12 +206,14 @@ def _traffic_until(spans: list[tuple[float, float]], t: float | None) -> float |
     return round(sum(max(0.0, min(b, t) - a) for a, b in spans), 2)
 
 
-def _launches(emu, library, c: Case, ids: list[str], mib, iters, pause_s, logdir) -> dict:
-    """The case's jobs launched ``LAUNCHES`` times, ``pause_s`` apart, watched."""
+def _launches(emu, library, c: Case, ids: list[str], mib, iters, pause_s, logdir,
+              count: int = LAUNCHES) -> dict:
+    """The case's jobs launched ``count`` times, ``pause_s`` apart, watched; fewer than
+    ``LAUNCHES`` (a job only learned, not measured) skips the grace after the last."""
     spans, launches, learned_after = [], [], {}
     t_watch = time.time()
     with _Watch(emu.ctl, ids) as watch:
-        for k in range(LAUNCHES):
+        for k in range(count):
             if k:
                 time.sleep(pause_s)
             t0 = time.time()
@@ -224,7 +227,8 @@ def _launches(emu, library, c: Case, ids: list[str], mib, iters, pause_s, logdir
                 while time.time() < end and len(watch.since) < len(ids):
                     time.sleep(0.25)
                 learned_after = {j: j in watch.since for j in ids}
-        time.sleep(GRACE_S)  # re-plans after the last launch count too
+        if count > LEARNED_BY:
+            time.sleep(GRACE_S)  # re-plans after the last launch count too
     jobs = []
     for j, jid in enumerate(ids):
         view = watch.views.get(jid, {})
@@ -235,8 +239,8 @@ def _launches(emu, library, c: Case, ids: list[str], mib, iters, pause_s, logdir
                      if jid in watch.replans else None,
                      "matrix": view.get("matrix"),
                      "reason": (view.get("learning") or {}).get("reason"),
-                     "later_median_s": round(statistics.median(
-                         t for x in launches[LEARNED_BY:] for t in x["times"][j]), 3)})
+                     "later_median_s": round(statistics.median(later), 3) if (later := [
+                         t for x in launches[LEARNED_BY:] for t in x["times"][j]]) else None})
     return {"jobs": jobs, "launches": launches, "story": watch.story,
             "spans": [(round(a - t_watch, 2), round(b - t_watch, 2)) for a, b in spans]}
 
@@ -252,7 +256,8 @@ def run_case(emu, library: str, c: Case, mib: int, iters: int, pause_s: float,
     for k, docs in enumerate(posts):
         with relaunch._posted(emu, docs):
             rounds.append(_launches(emu, library, c, [d["id"] for d in docs], mib, iters,
-                                    pause_s, logdir and os.path.join(logdir, f"post{k}")))
+                                    pause_s, logdir and os.path.join(logdir, f"post{k}"),
+                                    LAUNCHES if k == len(posts) - 1 else LEARNED_BY))
     return {"case": c.name, "library": library, "posted": c.posted, **rounds[-1],
             **({"first_post": rounds[0]} if len(rounds) > 1 else {})}
 
