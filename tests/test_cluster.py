@@ -507,7 +507,7 @@ def test_a_master_frozen_past_its_lease_never_says_master_again(private):
         assert views[-1]["master"] == "b" and views[-1]["generation"] == b.generation, views[-1]
         assert "unconfirmed_master" not in views[-1]["self"]
         assert all(m["role"] == "standby" for v in views for m in v["members"]
-                   if m["id"] == "frozen")
+                   if m["id"] == "frozen"), views
     finally:
         proc.send_signal(18)
         proc.kill()
@@ -794,3 +794,25 @@ def test_a_discovering_standby_takes_over_without_finding_links_down():
     assert len(sw.packets_out) > n  # it did probe
     assert len(sw.sent) == sent and sw.snapshot() == before
     assert standby.fabric_view()["links_down"] == []
+
+
+def test_a_view_between_losing_the_role_and_learning_the_new_master_says_no_master():
+    """The window the frozen master's test once caught: its role already standby, its record
+    of the master still itself, etcd not confirming it: no member is said to be master."""
+    import threading
+    from types import SimpleNamespace
+
+    from controller.service.clusterview import cluster_view
+    c = SimpleNamespace(
+        id="frozen", role="standby", master={"id": "frozen"}, _lock=threading.Lock(),
+        members={"frozen": {"rest": "http://a"}, "b": {"rest": "http://b"}},
+        switch_roles={}, rest_url="http://a", serving=False, role_since=0.0, shares=None,
+        client=SimpleNamespace(url="http://etcd"), generation=3, healthy=True,
+        store=SimpleNamespace(unsaved=None), state_revision=1,
+        writes=SimpleNamespace(view=lambda: []), takeover={},
+        confirmed_master=lambda: False)
+    view = cluster_view(c)
+    assert view["master"] is None and view["self"]["role"] == "standby"
+    assert [m["role"] for m in view["members"]] == ["standby", "standby"]
+    c.master = {"id": "b"}  # then it learns the new master: said as it is
+    assert cluster_view(c)["master"] == "b"

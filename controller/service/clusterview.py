@@ -12,7 +12,9 @@ def cluster_view(c) -> dict:
     with c._lock:
         roles = list(c.switch_roles.values())
         unconfirmed = c.role == "master" and not confirmed
-        master_id = c.master["id"] if c.master and not unconfirmed else None
+        master_id = c.master["id"] if c.master else None
+        if master_id == c.id and not confirmed:  # also once its role went, before its master
+            master_id = None
         members = [{"id": mid, "rest": m.get("rest"),
                     "role": "master" if mid == master_id else "standby"}
                    for mid, m in sorted(c.members.items())]
