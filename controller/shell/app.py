@@ -1,6 +1,6 @@
 """The Ryu adapter: Ryu's OpenFlow events onto ``core.Shell``. Every Ryu import of mlroute is in
 this module (os-ken's twin: ``osken_app.py``); the event methods both share are
-``core.adapter_events``.
+``events.adapter_events``.
 
     mlroute-controller --mlroute-fabric fabric.json      (ryu_main.py, on Python 3.11)
     ryu-manager --user-flags controller/shell/flags.py --mlroute-fabric fabric.json \
@@ -19,12 +19,12 @@ from ryu.lib import hub
 from ryu.ofproto import ofproto_common, ofproto_v1_3
 
 from controller.shell import flags
-from controller.shell.backlog import widen_backlog
-from controller.shell.core import adapter_events
+from controller.shell.events import adapter_events
 from controller.shell.hub import Hub
+from controller.shell.listener import adopt_listeners
 
 flags.register(cfg.CONF)
-widen_backlog(of_controller)  # before ofp_handler opens the OpenFlow listener
+adopt_listeners(of_controller)  # before ofp_handler opens the OpenFlow listener
 AdapterEvents = adapter_events(set_ev_cls, ofp_event, CONFIG_DISPATCHER, MAIN_DISPATCHER,
                                DEAD_DISPATCHER)
 

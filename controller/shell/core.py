@@ -1,6 +1,6 @@
 """What both framework adapters share: the controller built from its options (fabric, store or
 redundant controllers, ``RouteService``, switch I/O, REST server) and one method per OpenFlow
-event, so an adapter only maps its framework's events onto these methods.
+event (the adapters' mixin that calls them: ``events.adapter_events``).
 
 Event methods run on the framework's event loop and never block: anything that may wait for the
 service lock or for switch replies is spawned (the loop must stay free to deliver those
@@ -9,7 +9,6 @@ of its own.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import socket
 import threading
@@ -25,7 +24,6 @@ from controller.planners.offpath import plan_off_path
 from controller.planners.plan import planner_options
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
-from controller.service.listen import check_free
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from controller.service.tablesync import TABLE_READERS
@@ -50,11 +48,9 @@ def tick_wait(to_tick: float, to_deadline: float | None) -> float:
 
 
 class Shell:
-    def __init__(self, conf, hub: Hub, of_ports: list[int]):
-        """``conf``: the parsed options (``flags``); ``of_ports``: where the framework listens
-        for switches (checked free, with the REST port, before anything starts)."""
-        check_free([(conf.ofp_listen_host, p, "OpenFlow") for p in of_ports] +
-                   [(conf.wsapi_host, conf.wsapi_port, "REST")])
+    def __init__(self, conf, hub: Hub):
+        """``conf``: the parsed options (``flags``); its ports were checked free and the
+        OpenFlow ones opened by the adapter first (``events``)."""
         fabric = None
         if conf.mlroute_fabric:
             fabric = load_fabric(read_json(conf.mlroute_fabric, "fabric"))
@@ -486,72 +482,3 @@ def _cluster(conf) -> Cluster | None:
                       share=conf.mlroute_share_switches)
     cluster.check()
     return cluster
-
-
-def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> type:
-    """The part both framework adapters share, as a mixin class: the shell started from the
-    parsed options, ``close``, and one method per OpenFlow event onto ``Shell``, registered
-    with the framework's own ``set_ev_cls`` (Ryu and os-ken name their events and dispatchers
-    alike). An adapter passes its framework's decorator, ``ofp_event`` module and dispatcher
-    names, and lists the mixin before its framework's app class (whose ``close`` it replaces);
-    this module imports no framework."""
-    both = [config, main]
-
-    class AdapterEvents:
-        def start_shell(self, conf, hub: Hub, of_ports: list[int]) -> None:
-            self.shell = Shell(conf, hub, of_ports)
-            self.service = self.shell.service
-            # The heap built so far (framework, fabric, the desired tables: about 1.4e5
-            # objects at the paper's scale) lives as long as the process; a full collection
-            # scanned it in about 40 ms, stalling every green thread, REST included.
-            gc.freeze()
-            self.shell.start()
-
-        def close(self):
-            self.shell.stop()
-
-        @set_ev_cls(ofp_event.EventOFPSwitchFeatures, config)
-        def _features(self, ev):
-            self.shell.switch_features(ev.msg.datapath)
-
-        @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, main)
-        def _port_desc(self, ev):
-            self.shell.port_desc(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPStateChange, dead)
-        def _dead(self, ev):
-            self.shell.switch_dead(ev.datapath)
-
-        @set_ev_cls(ofp_event.EventOFPPortStatus, main)
-        def _port_status(self, ev):
-            self.shell.port_status(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPPacketIn, main)
-        def _packet_in(self, ev):
-            self.shell.packet_in(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPPortStatsReply, main)
-        def _port_stats(self, ev):
-            self.shell.port_stats(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPFlowStatsReply, main)
-        def _flow_stats(self, ev):
-            self.shell.flow_stats(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, main)
-        def _group_desc(self, ev):
-            self.shell.group_desc(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPBarrierReply, main)
-        def _barrier_reply(self, ev):
-            self.shell.barrier_reply(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPErrorMsg, both)
-        def _error(self, ev):
-            self.shell.error(ev.msg)
-
-        @set_ev_cls(ofp_event.EventOFPRoleReply, both)
-        def _role_reply(self, ev):
-            self.shell.role_reply(ev.msg)
-
-    return AdapterEvents

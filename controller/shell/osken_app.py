@@ -1,6 +1,6 @@
 """The os-ken 4 adapter: os-ken's OpenFlow events onto ``core.Shell`` (Ryu's twin: ``app.py``).
 Every os-ken import of mlroute is in this module and in ``osken_main.py``, which starts it; the
-event methods both adapters share are ``core.adapter_events``:
+event methods both adapters share are ``events.adapter_events``:
 
     mlroute-controller --mlroute-fabric fabric.json      (python -m controller.shell.osken_main)
 
@@ -22,12 +22,12 @@ from os_ken.controller.handler import (
 from os_ken.ofproto import ofproto_common, ofproto_v1_3
 
 from controller.shell import flags
-from controller.shell.backlog import widen_backlog
-from controller.shell.core import adapter_events
+from controller.shell.events import adapter_events
 from controller.shell.hub import THREADS
+from controller.shell.listener import adopt_listeners
 
 flags.register(cfg.CONF)
-widen_backlog(of_controller)  # before ofp_handler opens the OpenFlow listener
+adopt_listeners(of_controller)  # before ofp_handler opens the OpenFlow listener
 AdapterEvents = adapter_events(set_ev_cls, ofp_event, CONFIG_DISPATCHER, MAIN_DISPATCHER,
                                DEAD_DISPATCHER)
 

@@ -1,0 +1,88 @@
+"""What both framework adapters share, as a mixin: the shell started from the parsed options
+and one method per OpenFlow event onto ``core.Shell``. Light on purpose: an adapter imports it
+at load time, and the rest of mlroute (``core`` and everything it imports, about 0.5 s) only
+once the OpenFlow ports listen (``listener.open_early``).
+"""
+from __future__ import annotations
+
+import gc
+
+from controller.service.listen import check_free
+from controller.shell.hub import Hub
+from controller.shell.listener import open_early
+
+
+def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> type:
+    """The part both framework adapters share, as a mixin class: the shell started from the
+    parsed options, ``close``, and one method per OpenFlow event onto ``Shell``, registered
+    with the framework's own ``set_ev_cls`` (Ryu and os-ken name their events and dispatchers
+    alike). An adapter passes its framework's decorator, ``ofp_event`` module and dispatcher
+    names, and lists the mixin before its framework's app class (whose ``close`` it replaces);
+    this module imports no framework."""
+    both = [config, main]
+
+    class AdapterEvents:
+        def start_shell(self, conf, hub: Hub, of_ports: list[int]) -> None:
+            """``of_ports``: where the framework listens for switches; they and the REST
+            port are checked free, and the OpenFlow ports opened, before the rest of
+            mlroute is imported (``listener``)."""
+            check_free([(conf.ofp_listen_host, p, "OpenFlow") for p in of_ports] +
+                       [(conf.wsapi_host, conf.wsapi_port, "REST")])
+            open_early(conf.ofp_listen_host, of_ports)
+            from controller.shell.core import Shell  # the service, planners, numpy, scipy
+            self.shell = Shell(conf, hub)
+            self.service = self.shell.service
+            # The heap built so far (framework, fabric, the desired tables: about 1.4e5
+            # objects at the paper's scale) lives as long as the process; a full collection
+            # scanned it in about 40 ms, stalling every green thread, REST included.
+            gc.freeze()
+            self.shell.start()
+
+        def close(self):
+            self.shell.stop()
+
+        @set_ev_cls(ofp_event.EventOFPSwitchFeatures, config)
+        def _features(self, ev):
+            self.shell.switch_features(ev.msg.datapath)
+
+        @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, main)
+        def _port_desc(self, ev):
+            self.shell.port_desc(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPStateChange, dead)
+        def _dead(self, ev):
+            self.shell.switch_dead(ev.datapath)
+
+        @set_ev_cls(ofp_event.EventOFPPortStatus, main)
+        def _port_status(self, ev):
+            self.shell.port_status(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPPacketIn, main)
+        def _packet_in(self, ev):
+            self.shell.packet_in(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPPortStatsReply, main)
+        def _port_stats(self, ev):
+            self.shell.port_stats(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPFlowStatsReply, main)
+        def _flow_stats(self, ev):
+            self.shell.flow_stats(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, main)
+        def _group_desc(self, ev):
+            self.shell.group_desc(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPBarrierReply, main)
+        def _barrier_reply(self, ev):
+            self.shell.barrier_reply(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPErrorMsg, both)
+        def _error(self, ev):
+            self.shell.error(ev.msg)
+
+        @set_ev_cls(ofp_event.EventOFPRoleReply, both)
+        def _role_reply(self, ev):
+            self.shell.role_reply(ev.msg)
+
+    return AdapterEvents
