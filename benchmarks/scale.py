@@ -86,7 +86,7 @@ from benchmarks.reconcile import (
     start_and_restart,
     switch_links,
 )
-from controller.discovery.finder import LLDP_INTERVAL
+from controller.discovery.lldp import LLDP_INTERVAL
 from controller.enforcement.clos_rules import clos_static_rules
 from controller.model.clos import Clos
 from emulation.harness import fabricnet

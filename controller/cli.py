@@ -36,12 +36,11 @@ from controller.model.clos import Clos, load_fabric
 from controller.model.jobs import Job, parse_jobs
 from controller.model.rates import max_min_rates
 from controller.planners import PLANNERS, planner_for
-from controller.planners.auto import OBJECTIVES
 from controller.planners.plan import make_plan, run_options, run_shape
-from controller.planners.registry import CLOS, TWO_TIER, listing, names
+from controller.planners.registry import CLOS, OBJECTIVES, TWO_TIER, listing, names
 from controller.service.settings import Settings
 
-# what each objective ranks plans by (the names are auto.OBJECTIVES)
+# what each objective ranks plans by (the names are registry.OBJECTIVES)
 OBJECTIVE_HELP = {"flows": "max-min fair link flow counts, the paper's",
                   "jobs": "the jobs' predicted iteration slowdowns, worst then mean, then flow "
                           "counts"}

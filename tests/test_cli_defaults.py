@@ -15,7 +15,7 @@ from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord
 from controller.model.jobs import Job
 from controller.planners import PLANNERS
-from controller.planners.auto import OBJECTIVES
+from controller.planners.registry import OBJECTIVES
 from controller.service.replanning import group_of
 from controller.service.settings import Settings
 

@@ -60,3 +60,17 @@ def test_a_port_another_process_listens_on_is_refused_by_name():
         port = other.getsockname()[1]
         with pytest.raises(SystemExit, match=f"OpenFlow port 127.0.0.1:{port} is in use"):
             listener.open_early("127.0.0.1", [port])
+
+
+@pytest.mark.parametrize("framework,adapter,module", ADAPTERS, ids=[a[0] for a in ADAPTERS])
+def test_the_adapter_loads_without_the_planners(framework, adapter, module):
+    """What the framework imports before the OpenFlow ports open (the options, the adapter)
+    imports no planner and none of numpy, scipy, networkx: they come after (``events``)."""
+    pytest.importorskip(framework, reason=f"{framework} is not installed in this venv")
+    code = (f"import sys, {adapter}; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('numpy', 'scipy', 'networkx') or m.startswith('controller.planners.') and "
+            "m != 'controller.planners.registry' or m == 'controller.shell.core'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

@@ -21,6 +21,7 @@ from __future__ import annotations
 from controller.discovery import lldp
 from controller.discovery.declared import check_declared
 from controller.discovery.guard import PROBE_MAC, Guard
+from controller.discovery.lldp import LLDP_BUDGET
 from controller.discovery.planes import discover
 from controller.discovery.topology import (
     DEFAULT_LINK_TIMEOUT,
@@ -41,8 +42,6 @@ _HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_p
                   "chassis_conflict"}
 MISSING_PROBE_S = 1.0  # a host's address on a plane it was not heard on: probed this often
 MISSING_FRAMES = 4096  # ARP probes for such addresses per settle at most (in turns)
-LLDP_INTERVAL = 1.0  # seconds between LLDP probe rounds, by default
-LLDP_BUDGET = 1000  # LLDP probes a second at most, by default: larger fabrics probe in turns
 LOST_ROUNDS = 3.5  # a link is gone once this many whole cycles of probes missed it
 
 

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from controller.enforcement.clos_labels import label_space
 from controller.enforcement.clos_members import MemberBits
-from controller.enforcement.modes import mode_of
+from controller.enforcement.modes import check_ecmp, mode_of
 from controller.enforcement.openflow import (
     ETH_ARP,
     ETH_IPV4,
@@ -97,7 +97,6 @@ from controller.model.clos import Clos
 from controller.model.jobs import Flow
 from controller.model.prefixes import dst_prefixes
 
-ECMP_HASHES = ("per-tier", "polarised")
 BUNDLE_GROUP = 0x10000  # + the peer's position among the switch's neighbours
 
 
@@ -134,12 +133,6 @@ def _to(fabric: Clos, switch: str, peer: str, groups: dict) -> list:
     if gid not in groups:
         groups[gid] = GroupEntry(fabric.dpids[switch], gid, tuple((("output", p),) for p in ports))
     return [("group", gid)]
-
-
-def check_ecmp(ecmp: str) -> None:
-    """An ECMP hashing outside ``ECMP_HASHES`` is an InputError naming the choices."""
-    if ecmp not in ECMP_HASHES:
-        raise InputError(f"unknown ECMP hashing {ecmp!r} (choose from {', '.join(ECMP_HASHES)})")
 
 
 def _member_out(fabric: Clos, switch: str, peer: str, member: int, fallback: list) -> list:

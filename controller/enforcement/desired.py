@@ -35,7 +35,7 @@ def desired_tables(fabric: Clos, records, host: bool | None = None,
     are a conflict naming both jobs. The host-mode pipeline is static too, present while a
     job runs in host mode (``host`` None) or when asked; so are sr's label entries
     (``labels``; None: while a job runs in sr mode). ``ecmp``: the aggregation switches'
-    hashing (``clos_rules.ECMP_HASHES``). O(static entries + planned parts). Computed from
+    hashing (``modes.ECMP_HASHES``). O(static entries + planned parts). Computed from
     scratch: ``DesiredTables`` gives the same, kept between changes."""
     records = list(records)
     if host is None:

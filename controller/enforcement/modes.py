@@ -54,3 +54,12 @@ def mode_of(name: str) -> Mode:
     if mode is None:
         raise InputError(f"unknown mode {name!r} (choose from {', '.join(MODES)})")
     return mode
+
+
+ECMP_HASHES = ("per-tier", "polarised")  # the static select groups' hashing (clos_rules)
+
+
+def check_ecmp(ecmp: str) -> None:
+    """An ECMP hashing outside ``ECMP_HASHES`` is an InputError naming the choices."""
+    if ecmp not in ECMP_HASHES:
+        raise InputError(f"unknown ECMP hashing {ecmp!r} (choose from {', '.join(ECMP_HASHES)})")

@@ -64,9 +64,9 @@ from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.equitable import common_spines, equitable_spines
 from controller.planners.greedy import greedy_spines
 from controller.planners.layer2 import fewer_at_level, links_at, side_bounds
+from controller.planners.registry import OBJECTIVES
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, insert_all, reduce_to
 
-OBJECTIVES = ("flows", "jobs")
 ILP_MAX_VARIABLES = 400_000  # beyond this the model alone takes seconds and GBs: not tried
 REPAIR_TIME_LIMIT = 2.0  # seconds; repair keeps its best routing so far when time is up
 LAYER2_LEVELS = 2  # layer-2 chain moves at the max load and the load below it

@@ -26,6 +26,7 @@ from controller.model.problem import Assignment, Problem
 from controller.planners.clos_plan import ClosPlan, make_clos_plan
 from controller.planners.registry import (
     CLOS,
+    OBJECTIVES,
     PLANNERS,
     TWO_TIER,
     planned_as,
@@ -196,7 +197,6 @@ def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
     the churn planner) and ``split`` (byte-aware) take the job objective (None: flows): asking
     another algorithm for it is an error; ``jobs`` is auto with the jobs objective, which it
     fixes. ``max_parts`` (split only; None: split's default, 0: no bound)."""
-    from controller.planners.auto import OBJECTIVES
     if objective is not None and objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
     base, fixed = planned_as(algorithm, TWO_TIER)

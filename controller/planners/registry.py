@@ -34,39 +34,46 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from importlib import import_module
+from typing import NamedTuple
 
 from controller.errors import InputError
-from controller.planners.annealing import annealing
-from controller.planners.auto import auto
-from controller.planners.clos_annealing import clos_annealing
-from controller.planners.clos_auto import clos_auto
-from controller.planners.clos_ecmp import clos_ecmp
-from controller.planners.clos_greedy import clos_greedy
-from controller.planners.clos_ilp import clos_ilp
-from controller.planners.clos_jobs import clos_jobs
-from controller.planners.clos_split import clos_split
-from controller.planners.clos_tiers import tier_colouring
-from controller.planners.ecmp import ecmp
-from controller.planners.edge_coloring import edge_coloring
-from controller.planners.greedy import greedy
-from controller.planners.ilp import ilp
-from controller.planners.split import split
 
 TWO_TIER = "two-tier"
 CLOS = "Clos"
+OBJECTIVES = ("flows", "jobs")  # what auto ranks plans by: link flow counts, or the jobs
 SHAPES = {TWO_TIER: "a single two-tier plane (model.fabric.Fabric)",
           CLOS: "planes, bundles or three tiers (model.clos.Clos)"}
 
 
+
+class Ref(NamedTuple):
+    """A planner function named by its module, imported when first asked for
+    (``planner_for``): the registry, and the options' help texts built from it when the
+    controller starts, import no planner (numpy, scipy, networkx: about 0.2 s)."""
+    module: str
+    name: str
+    keywords: tuple[tuple[str, object], ...] = ()
+
+    def load(self) -> Callable:
+        fn = getattr(import_module(f"controller.planners.{self.module}"), self.name)
+        return partial(fn, **dict(self.keywords)) if self.keywords else fn
+
+
+def _ref(module: str, name: str | None = None, **keywords) -> Ref:
+    return Ref(module, name or module, tuple(sorted(keywords.items())))
+
+
 @dataclass(frozen=True)
 class Way:
-    """How a planner name runs on one shape. ``run``: two-tier ``Problem -> Assignment``
+    """How a planner name runs on one shape. ``run`` (a function or its ``Ref``): two-tier
+    ``Problem -> Assignment``
     (options from ``plan.planner_options``), Clos ``ClosProblem -> ClosRouting`` (the run
     options named in ``takes``: salt, seed, max_parts, time_limit); None: refused, and
     ``refused`` says why. ``planned_as``: the name runs as that planner (and the controller
     plans it in that planner's group), with the objective ``objective``."""
     how: str
-    run: Callable | None = None
+    run: Callable | Ref | None = None
     takes: tuple[str, ...] = ()
     planned_as: str | None = None
     objective: str | None = None
@@ -86,72 +93,66 @@ class Planner:
         return self.two_tier if shape == TWO_TIER else self.clos
 
 
-def _polarised(problem, salt: int = 0):
-    """Clos ECMP with one hash value at every tier."""
-    return clos_ecmp(problem, salt, polarised=True)
-
-
-_polarised.__name__ = "clos_ecmp_polarised"
-_auto_jobs = partial(auto, objective="jobs")
 
 PLANNERS: dict[str, Planner] = {p.name: p for p in (
     Planner("greedy", "the paper's greedy: flows by leaf group, largest first, each on the "
             "option whose busiest link is least loaded",
-            Way("planners.greedy (level bitmasks)", greedy),
-            Way("planners.clos_greedy", clos_greedy)),
+            Way("planners.greedy (level bitmasks)", _ref("greedy")),
+            Way("planners.clos_greedy", _ref("clos_greedy"))),
     Planner("ecmp", "the baseline: a salted hash of each flow's 5-tuple picks its next hops",
-            Way("planners.ecmp: one hash with the salt, at the leaf", ecmp),
-            Way("planners.clos_ecmp: every tier hashes with its own seed", clos_ecmp,
+            Way("planners.ecmp: one hash with the salt, at the leaf", _ref("ecmp")),
+            Way("planners.clos_ecmp: every tier hashes with its own seed", _ref("clos_ecmp"),
                 ("salt",)),
             differs="the two-tier ecmp hashes with the salt alone (Clos ecmp-polarised), Clos "
                     "ecmp with a seed per tier (salt and leaf): other spines; both are the "
                     "benchmarked baselines of their shape"),
     Planner("ecmp-polarised", "ECMP with the same hash value at every tier (Open vSwitch's "
             "default select groups): hash polarisation",
-            Way("planners.ecmp: on one tier of hashing, the polarised hash", ecmp,
+            Way("planners.ecmp: on one tier of hashing, the polarised hash", _ref("ecmp"),
                 planned_as="ecmp"),
-            Way("planners.clos_ecmp, polarised", _polarised, ("salt",))),
+            Way("planners.clos_ecmp, polarised", _ref("clos_ecmp", polarised=True), ("salt",))),
     Planner("edge-coloring", "edge colouring of the leaf multigraph: each leaf's links differ "
             "by at most one flow",
             Way("planners.edge_coloring: Koenig colouring by alternating paths, colour c on "
-                "alive spine c mod S'", edge_coloring),
-            Way("planners.clos_tiers: equitable colouring tier by tier", tier_colouring),
+                "alive spine c mod S'", _ref("edge_coloring")),
+            Way("planners.clos_tiers: equitable colouring tier by tier",
+                _ref("clos_tiers", "tier_colouring")),
             differs="two colourings: with single links down they place the flows of dead "
                     "links differently, and they leave different numbers of links at the max"),
     Planner("annealing", "the paper simulator's simulated annealing, seeded, the best state "
             "kept",
-            Way("planners.annealing: index swaps, energy max load x links at it", annealing),
+            Way("planners.annealing: index swaps, energy max load x links at it", _ref("annealing")),
             Way("planners.clos_annealing: swaps and redraws of (plane, middle)",
-                clos_annealing, ("seed",)),
+                _ref("clos_annealing"), ("seed",)),
             differs="two searches: the two-tier one ends well above the Clos one"),
     Planner("ilp", "the exact minimum max link load (HiGHS MILP) within a time limit, "
             "status, bound and gap reported",
-            Way("planners.ilp: spine per flow, the greedy's routing the incumbent", ilp),
+            Way("planners.ilp: spine per flow, the greedy's routing the incumbent", _ref("ilp")),
             Way("planners.clos_ilp: (plane, middle) per flow, clos_auto's routing the "
-                "incumbent; exact unless bundles of faster links (info exact)", clos_ilp,
+                "incumbent; exact unless bundles of faster links (info exact)", _ref("clos_ilp"),
                 ("time_limit",)),
             differs="the same optimum of the max link load; each keeps its own routing at it "
                     "(neither minimises the links at the max)"),
     Planner("split", "split few flows into at most max_parts parts to reach the fractional "
             "optimum of the max link load",
-            Way("planners.split: McNaughton or the LP, by bytes with objective jobs", split),
-            Way("planners.clos_split: the path LP, flow counts", clos_split, ("max_parts",)),
+            Way("planners.split: McNaughton or the LP, by bytes with objective jobs", _ref("split")),
+            Way("planners.clos_split: the path LP, flow counts", _ref("clos_split"), ("max_parts",)),
             differs="two LPs: the same max load spread over different numbers of links; the "
                     "byte-aware split (objective jobs) is two-tier only"),
     Planner("auto", "the default: the best proven unsplit routing, fast, with its lower bound",
             Way("planners.auto: construction, repair, the ILP, layer 2, the jobs search "
                 "(objective jobs); the controller runs churn's layer 1 on the request path, "
-                "the rest off it", auto),
+                "the rest off it", _ref("auto")),
             Way("planners.clos_auto: the tier colouring and the greedy, each improved by the "
-                "local search, the better kept", clos_auto),
+                "local search, the better kept", _ref("clos_auto")),
             differs="Clos auto has no layer-2 search, no ILP and no jobs objective (the "
                     "controller plans a Clos job's auto by link loads whatever its objective)"),
     Planner("jobs", "the job objective: routes by the jobs' predicted iteration slowdowns "
             "(bytes), not by flow counts",
             Way("planners.auto with objective jobs (the controller: the auto group of "
-                "objective jobs)", _auto_jobs, planned_as="auto", objective="jobs"),
+                "objective jobs)", _ref("auto", objective="jobs"), planned_as="auto", objective="jobs"),
             Way("planners.clos_jobs: the slowdown search from the best of clos_auto, the "
-                "greedy and the colouring", clos_jobs),
+                "greedy and the colouring", _ref("clos_jobs")),
             differs="two searches: on two tiers auto's (objective.py: the mean slowdown under "
                     "a bound on the worst job, from the best of auto's routing and the "
                     "baselines), on Clos clos_jobs (the worst, then the mean, never above "
@@ -196,8 +197,10 @@ def way(name: str, fabric) -> Way:
 
 
 def planner_for(name: str, fabric) -> Callable:
-    """The planner function of ``name`` on the shape of ``fabric`` (``way``'s refusals)."""
-    return way(name, fabric).run
+    """The planner function of ``name`` on the shape of ``fabric`` (``way``'s refusals),
+    imported the first time it is asked for."""
+    run = way(name, fabric).run
+    return run.load() if isinstance(run, Ref) else run
 
 
 def planned_as(name: str, fabric) -> tuple[str, str | None]:

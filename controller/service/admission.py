@@ -17,8 +17,7 @@ from controller.model.clos import Clos
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Job
 from controller.planners import PLANNERS, planner_for
-from controller.planners.auto import OBJECTIVES
-from controller.planners.registry import names
+from controller.planners.registry import OBJECTIVES, names
 from controller.service.settings import Settings
 
 MAX_JOBS = 1024

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.enforcement.clos_rules import check_ecmp
-from controller.enforcement.modes import mode_of
+from controller.enforcement.modes import check_ecmp, mode_of
 from controller.errors import InputError
 from controller.measurement.learner import SAMPLING_POINTS
-from controller.planners.auto import OBJECTIVES
-from controller.planners.registry import names
+from controller.planners.registry import OBJECTIVES, names
 
 OVER_BUDGET = ("refuse", "host")
 

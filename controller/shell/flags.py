@@ -11,7 +11,7 @@ import sys
 
 from oslo_config import cfg
 
-from controller.discovery.finder import LLDP_BUDGET, LLDP_INTERVAL
+from controller.discovery.lldp import LLDP_BUDGET, LLDP_INTERVAL
 from controller.planners.registry import listing
 from controller.service.settings import Settings
 

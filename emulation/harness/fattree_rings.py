@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import tempfile
 
-from controller.enforcement.clos_rules import ECMP_HASHES
+from controller.enforcement.modes import ECMP_HASHES
 from controller.model.iteration import predict_clos_times
 from controller.model.jobs import parse_jobs
 from controller.planners.clos_plan import make_clos_plan
