@@ -1,0 +1,68 @@
+"""Long computations of the controller yield as they go (issue 38): under eventlet a REST
+request is answered only where the green thread doing the work yields (the service's
+``on_progress``, the shell's ``hub.sleep(0)``), so a long stretch without one delays every
+request arriving meanwhile. Each test records where the service yields and checks the work
+is cut where it was one piece; ``benchmarks/controlplane.py`` measures the stretches at
+k = 16 (``emulation/harness/stretches.py``)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from controller.model.clos import Clos
+from controller.service import api
+from controller.service.metrics import exposition
+from controller.service.route_service import RouteService
+from emulation.harness.fake_switch import FakeSwitches
+from tests.helpers import FakeClock
+
+
+class Yields:
+    """An ``on_progress`` that records, at each call, the function that called it (the
+    service lock's ``released`` skipped: the code around it) and whether the state lock was
+    held then."""
+
+    def __init__(self):
+        self.svc: RouteService | None = None
+        self.log: list[tuple[str, bool]] = []
+
+    def __call__(self) -> None:
+        frame = sys._getframe(1)
+        while frame.f_code.co_filename.endswith(("servicelock.py", "contextlib.py")):
+            frame = frame.f_back
+        self.log.append((frame.f_code.co_name, self.svc.lock.views.locked()))
+
+    def where(self) -> list[str]:
+        return [w for w, _ in self.log]
+
+
+def service(f, **kw) -> tuple[FakeSwitches, RouteService, Yields]:
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    yields = Yields()
+    clock = FakeClock()
+    svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, on_progress=yields, **kw)
+    yields.svc = svc
+    for name in f.switches():
+        svc.switch_connected(f.dpids[name], {p: True for p in f.ports[name].values()})
+    return sw, svc, yields
+
+
+def post(svc, doc) -> dict:
+    code, view = api.handle(svc, "POST", "/v1/jobs", json.dumps(doc).encode())
+    assert code == 201, view
+    return view
+
+
+def test_the_metrics_page_reads_the_state_in_parts_and_yields_between_them():
+    """The page was one stretch (47 ms at k = 16): now three holds of the state lock, a
+    yield with the lock let go after each and after each family formatted."""
+    f = Clos.fat_tree(4).wire()
+    _, svc, yields = service(f)
+    post(svc, {"id": "r", "collective": "ring_allreduce", "ranks": sorted(f.host_leaves)[:8],
+               "bytes": 1e6})
+    yields.log.clear()
+    page = exposition(svc)[0].decode()
+    at = [held for w, held in yields.log if w == "collect"]
+    assert len(at) >= 3 + 20 and not any(at)  # every part and family; the lock let go
+    assert "mlroute_planned_link_flows" in page and "mlroute_unroutable_flows" in page
+    assert "mlroute_path_imbalance" in page and "mlroute_rules_installed " in page
