@@ -62,7 +62,7 @@ class RouteService:
         declared, jobs, number = from_doc(store.load() if store else None, fabric)
         self.state.load(declared, jobs, number)
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
-                                     self.lock.waiting)
+                                     self.lock.waiting, on_progress)
         self.hostports = HostPortService(getattr(installer, "probe", None))
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp,
