@@ -26,6 +26,11 @@ timed with ``time.perf_counter``:
 * ``link_down``: a core link (two tiers: a leaf-spine link) carrying ring flows reported down
   by its switch: the effective fabric, the re-plan, the new tables installed;
 * ``link_up``: the link back up (nothing is re-planned before the hold-down);
+* ``switch_lost``: the aggregation switch (two tiers: the spine) most ring routes cross lost
+  as one that powers off (``benchmarks/scale.py``'s switch loss): its control connection
+  drops, then its neighbours' reports of their ports to it, down, come in one batch (the
+  shell gathers a lost switch's reports: ``decide.switch_going``); the re-plan and the new
+  tables installed. Then (not timed) its links come back up and it reconnects;
 * ``delete``: both jobs deleted.
 
 The service is built as the shell builds it and the heap frozen after (``gc.freeze``, as both
@@ -35,6 +40,20 @@ processes on a shared machine; ``--repeat N``: the fastest of N runs); the fake 
 work, applying messages to dicts, is included and small. ``ratio`` is the fat-tree's figure
 over the two-tier one. ``--profile DIR`` also writes a cProfile of every phase there and
 prints its top entries by cumulative and own time.
+
+Every phase also gives the longest stretch of the controller's work between two yields
+(``emulation/harness/stretches.py``): under eventlet (Ryu) a REST request waits for the one
+running when it arrives. Yield points are the service's ``on_progress`` (the shell's
+``hub.sleep(0)``: the service lock's ``released``, the desired tables, the predictions ...),
+every install and table read of the switches (waits for their replies; the fake switches'
+own work is not counted), and where the shell yields between its units of work: between
+switches connecting, batches of packet-ins, REST requests (the answer's JSON encoding
+included, as the REST server encodes it; not in ``seconds``). For the first start and the
+restart they count from the service built (REST serves from then on).
+``longest_stretch_cpu_ms`` is the longest by CPU time, ``longest_stretch_ms`` its wall time,
+``longest_stretch_at`` the yield points before and after it (the service's named by the code
+that called ``on_progress``), ``yields`` the yield points passed; with ``--repeat`` the run
+whose longest stretch was shortest, every run's in ``stretch_runs_ms``.
 
 ``--per-host`` stripes the hosts' addresses across the leaves (``benchmarks.entries.striped``):
 no leaf or pod has a prefix of its own, so aggregation switches, spines and cores hold an
@@ -56,13 +75,14 @@ import tempfile
 import time
 
 from benchmarks.entries import striped
+from benchmarks.scale import busiest_middle
 from controller.model.clos import Clos, load_fabric
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from emulation.harness.busy_service import ManualClock
-from emulation.harness.fake_switch import FakeSwitches
+from emulation.harness.stretches import Stretches, YieldingSwitches
 
 PAPER = (32, 64, 16)  # spines, leaves, hosts per leaf: the paper-scale restart's fabric
 RING_HOSTS = 128
@@ -118,7 +138,9 @@ def a2a_hosts(fabric, n: int = A2A_HOSTS) -> list[str]:
 class Bench:
     def __init__(self, name: str, fabric, state_path: str, profile: str | None):
         self.name, self.fabric, self.state_path, self.profile = name, fabric, state_path, profile
-        self.switches = FakeSwitches(fabric.dpids.values(), fabric=fabric)
+        self.stretches = Stretches()  # the longest stretch between yields, per phase
+        self.switches = YieldingSwitches(fabric.dpids.values(), fabric=fabric,
+                                         stretches=self.stretches)
         self.clock = ManualClock(1000.0)
         self.out: dict = {"fabric": name, "switches": len(fabric.dpids),
                           "hosts": len(fabric.hosts), "phases": {}}
@@ -127,20 +149,29 @@ class Bench:
     def timed(self, phase: str, fn, **extra):
         prof = cProfile.Profile() if self.profile else None
         sent = len(self.switches.sent)
+        self.tail = None
+        self.stretches.start()
         t0, c0 = time.perf_counter(), time.process_time()
         if prof:
             prof.enable()
         result = fn()
         if prof:
             prof.disable()
-        seconds = time.perf_counter() - t0
-        doc = {"seconds": round(seconds, 4), "cpu_s": round(time.process_time() - c0, 4),
-               "messages": len(self.switches.sent) - sent, **extra}
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        if self.tail is not None:  # the shell's part before it yields, not in ``seconds``
+            self.tail()
+        stretch = self.stretches.stop()
+        doc = {"seconds": round(seconds, 4), "cpu_s": round(cpu, 4),
+               "messages": len(self.switches.sent) - sent,
+               "longest_stretch_ms": stretch["wall_ms"],
+               "longest_stretch_cpu_ms": stretch["cpu_ms"],
+               "longest_stretch_at": stretch["at"], "yields": stretch["yields"], **extra}
         if isinstance(result, dict):
             doc.update(result)
         self.out["phases"][phase] = doc
         print(f"{self.name}: {phase}: {seconds * 1e3:,.1f} ms ({doc['cpu_s'] * 1e3:,.1f} ms "
-              f"CPU), {doc['messages']:,} messages", file=sys.stderr, flush=True)
+              f"CPU), {doc['messages']:,} messages; longest stretch "
+              f"{stretch['cpu_ms']:,.1f} ms CPU ({stretch['at']})", file=sys.stderr, flush=True)
         if prof:
             tag = self.name.split()[0] + ("-per-host" if "per host" in self.name else "")
             path = os.path.join(self.profile, f"{tag}-{phase}.prof")
@@ -149,15 +180,22 @@ class Bench:
         return result
 
     def service(self) -> RouteService:
+        st = self.stretches
+
+        def sleep(s: float) -> None:  # the shell's hub.sleep: a yield
+            st.mark("sleep")
+            self.clock.sleep(s)
         svc = RouteService(self.switches, self.fabric, store=StateStore(self.state_path),
-                           clock=self.clock, sleep=self.clock.sleep)
+                           clock=self.clock, sleep=sleep, on_progress=st.pause)
         gc.freeze()  # as both adapters do once the shell is built (controller/shell/core.py)
+        st.start("service built")  # REST serves from here on (the shell starts it after)
         return svc
 
     def connect_all(self) -> dict:
         f, svc = self.fabric, self.svc
         for name in f.switches():
             svc.switch_connected(f.dpids[name], {p: True for p in f.ports[name].values()})
+            self.stretches.mark("switch connected")  # the shell yields between switches
         ready = not svc.reconciler.pending and len(svc.installed) == len(f.dpids)
         return {"ready": ready, "entries": sum(len(s.rules) for s in svc.installed.values())}
 
@@ -170,12 +208,14 @@ class Bench:
         sw.packets_out.clear()
         self.clock.sleep(1.0)
         svc.tick()
+        self.stretches.mark("tick")
         frames = [(f.dpids[f.peer(f.switch_of_dpid[d], port)],
                    f.port(f.peer(f.switch_of_dpid[d], port), f.switch_of_dpid[d]), frame)
                   for d, port, frame in sw.packets_out
                   if f.peer(f.switch_of_dpid[d], port) in f.dpids]
         for k in range(0, len(frames), BATCH):
             svc.packets_in(frames[k:k + BATCH])
+            self.stretches.mark("packet batch")  # the shell yields between batches
         sent = len(sw.packets_out)
         sw.packets_out.clear()
         return {"probes": sent, "delivered": len(frames)}
@@ -189,6 +229,7 @@ class Bench:
         code, view = api.handle(self.svc, "POST", "/v1/jobs", json.dumps(doc).encode())
         if code != 201:
             raise RuntimeError(f"{self.name}: POST {doc['id']}: {code} {view}")
+        self.tail = lambda: json.dumps(view)  # the REST server encodes the answer
         return {"flows": len(view["routes"]), "rules": view["rules"],
                 "install_ms": view["install_ms"]}
 
@@ -199,6 +240,7 @@ class Bench:
             code, doc = api.handle(self.svc, "GET", path)
             json.dumps(doc)
             out[path] = round((time.perf_counter() - t0) * 1e3, 2)
+            self.stretches.mark(f"GET {path}")  # one request each
             if code != 200:
                 raise RuntimeError(f"{self.name}: GET {path}: {code}")
         t0 = time.perf_counter()
@@ -226,6 +268,27 @@ class Bench:
         return {"link": f"{lower}-{upper}", "moved_flows": ev.get("moved_flows"),
                 "rules": ev.get("rules"), "error": ev.get("error")}
 
+    def lose(self, sw: str) -> dict:
+        """``sw`` lost, as one that powers off: its control connection drops, then its
+        neighbours' reports of their ports to it, down, reach the service in one batch (the
+        shell's ``_report_ports`` gathers a lost switch's reports, ``decide.switch_going``)."""
+        f, svc = self.fabric, self.svc
+        ports = [(f.dpids[n], f.port(n, sw), False, None) for n in f.neighbours(sw)
+                 if n in f.dpids]
+        svc.switch_disconnected(f.dpids[sw])
+        self.stretches.mark("switch disconnected")  # a change of its own, then the ports
+        svc.ports_changed(ports, self.clock())
+        ev = svc.state.events[-1]
+        return {"switch": sw, "links": len(ports), "moved_flows": ev.get("moved_flows"),
+                "rules": ev.get("rules"), "error": ev.get("error")}
+
+    def come_back(self, sw: str) -> None:
+        """``sw``'s links up again and the switch reconnected (not timed)."""
+        f, svc = self.fabric, self.svc
+        svc.ports_changed([(f.dpids[n], f.port(n, sw), True, None) for n in f.neighbours(sw)
+                           if n in f.dpids], self.clock())
+        svc.switch_connected(f.dpids[sw], {p: True for p in f.ports[sw].values()})
+
     def delete(self) -> dict:
         for jid in ("a2a", "ring"):
             code, doc = api.handle(self.svc, "DELETE", f"/v1/jobs/{jid}")
@@ -249,17 +312,29 @@ class Bench:
         self.timed("link_down", lambda: self.port(link, False))
         self.clock.sleep(1.0)
         self.timed("link_up", lambda: self.port(link, True))
+        lost = busiest_middle(f, api.handle(self.svc, "GET", "/v1/jobs/ring")[1]["routes"])
+        self.clock.sleep(1.0)
+        self.timed("switch_lost", lambda: self.lose(lost))
+        self.come_back(lost)
         self.timed("delete", self.delete)
         return self.out
 
 
+STRETCH = ("longest_stretch_ms", "longest_stretch_cpu_ms", "longest_stretch_at")
+
+
 def fastest(runs: list[dict]) -> dict:
-    """One fabric's runs as one: per phase the fastest run, with every run's seconds."""
+    """One fabric's runs as one: per phase the fastest run, with every run's seconds; the
+    longest stretch is the run's whose longest stretch was shortest (by CPU), with every
+    run's (``stretch_runs_ms``, CPU)."""
     out = dict(runs[0], phases={})
     for phase in runs[0]["phases"]:
         docs = [r["phases"][phase] for r in runs]
+        calm = min(docs, key=lambda d: d["longest_stretch_cpu_ms"])
         out["phases"][phase] = dict(min(docs, key=lambda d: d["seconds"]),
-                                    runs_s=[d["seconds"] for d in docs])
+                                    runs_s=[d["seconds"] for d in docs],
+                                    **{k: calm[k] for k in STRETCH},
+                                    stretch_runs_ms=[d["longest_stretch_cpu_ms"] for d in docs])
     return out
 
 

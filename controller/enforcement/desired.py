@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import (
+    PAUSE_ENTRIES,
     clos_all_static,
     clos_flow_rules,
     clos_static_update,
@@ -107,9 +108,9 @@ class DesiredTables:
     returned are shared between calls: read them, never change them. One caller at a time
     (the service's writer, which holds its change lock; views never call it), so it may
     run with the state lock let go; its caches are each replaced in one assignment.
-    ``pause()``, if given, is called every few hundred flows and every few dozen switches
-    recomputed (the shell's yield: under eventlet REST answers only where the writer
-    yields)."""
+    ``pause()``, if given, is called every few hundred flows, every few dozen switches
+    recomputed and every few thousand entries built, compared or joined (the shell's yield:
+    under eventlet REST answers only where the writer yields)."""
 
     def __init__(self, ecmp: str = "per-tier", labels: bool = False,
                  pause: Callable[[], None] | None = None):
@@ -159,16 +160,22 @@ class DesiredTables:
                         raise KeyError(x.dpid)
                     jobs.setdefault(x.dpid, []).append(x)
         out, last = {}, {}
+        work = 0  # entries looked at since the last pause
         for dpid, entry in static.items():
             extra = jobs.get(dpid, ())
             before = self._last.get(dpid)
+            work += 1 + len(extra)
             if before is not None and before[0] is entry and len(before[1]) == len(extra) \
                     and all(a is b for a, b in zip(before[1], extra)):
                 last[dpid] = before
             else:
                 last[dpid] = (entry, extra, (self._joined(dpid, entry[0], extra), entry[1])
                               if extra else entry)
+                work += len(entry[0]) if extra else 0
             out[dpid] = last[dpid][2]
+            if self.pause is not None and work >= PAUSE_ENTRIES:
+                self.pause()
+                work = 0
         # kept at once, once computed (a conflict raised above leaves the caches as they were)
         self._fabric, self._flows, self._last = fabric, used, last
         return out
@@ -198,9 +205,14 @@ class DesiredTables:
         else:
             tables = static_tables(fabric, host, self.ecmp, labels)
         kept = [t for _, _, _, t, _ in reversed(self._static)]
+        work = 0  # entries compared since the last pause
         for dpid, entry in tables.items():
             if any(t.get(dpid) is entry for t in kept):
                 continue
+            if self.pause is not None and work >= PAUSE_ENTRIES:
+                self.pause()
+                work = 0
+            work += len(entry[0]) * len(kept)
             tables[dpid] = entry = (entry[0], entry[1])
             for before in kept:  # recomputed, yet equal: the previous lists
                 old = before.get(dpid)

@@ -62,7 +62,7 @@ class RouteService:
         declared, jobs, number = from_doc(store.load() if store else None, fabric)
         self.state.load(declared, jobs, number)
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
-                                     self.lock.waiting)
+                                     self.lock.waiting, on_progress)
         self.hostports = HostPortService(getattr(installer, "probe", None))
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp,
@@ -373,7 +373,7 @@ class RouteService:
             change = self.lock.read_only(decide.post_job, self.state, self.settings, job,
                                          self.clock(), self.switch_name)
             outcome = self._apply(change)
-            view = self.lock.read_only(self._job_view, job.id)
+            view = self.lock.read_only(self._job_view, job.id, self.lock.pause)
             view.update(install_ms=round((outcome.stats["seconds"] or 0) * 1e3, 3), rules=outcome.rules,
                         moved_flows=change.moved_flows, plane_changes=change.plane_changes, **change.answer)
             if self.host.ports:
@@ -437,14 +437,14 @@ class RouteService:
         with self.lock.views:
             return self._job_view(job_id)
 
-    def _job_view(self, job_id: str) -> dict:
+    def _job_view(self, job_id: str, pause=None) -> dict:  # pause: with the lock let go
         r = self.state.jobs.get(job_id)
         if r is None:
             raise NotFoundError(f"no job {job_id!r}")
         prediction = self.predictions.of(self.state, job_id, self.current_plan)
         return views.full_job_view(self.state, r, prediction,
                                    self.host.ports.get(job_id), self.finder.link_speed(),
-                                   self.learning.explain(self.state, self.settings, r))
+                                   self.learning.explain(self.state, self.settings, r), pause)
 
     def jobs_view(self) -> dict:
         with self.lock.views:

@@ -78,9 +78,13 @@ Ryu, where ``threading`` is monkey-patched (``threading.Lock`` and ``get_ident``
 so the same code holds. A green thread runs only when another yields: while the writer waits
 (its barrier ``Event``), and at ``pause`` (the shell's ``hub.sleep(0)``), which ``released``
 calls once it let go, so views waiting for the state lock run before the part's CPU work.
-A view that arrives during a CPU part (a switch failure's desired tables: 70 ms on a
-k = 16 fat-tree with fake switches) still waits for that part's end under eventlet, though no
-longer for the whole change; under native threads it runs at once.
+A view that arrives during a CPU part waits under eventlet for the part's next yield: the
+long parts call the same ``pause`` as they go, with the lock let go (the desired tables and
+the diffs every few thousand entries, a POST's answer every few hundred routes; a switch
+failure's desired tables were one stretch of 70 ms on a k = 16 fat-tree with fake switches,
+85 ms with an entry per host: ``benchmarks/controlplane.py`` gives each phase's longest
+stretch between yields). A writer's yield lets no other writer in: the change lock stays
+held. Under native threads a view runs at once.
 """
 from __future__ import annotations
 
