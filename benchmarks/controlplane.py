@@ -11,8 +11,8 @@ timed with ``time.perf_counter``:
 * ``first_start``: the service built on the declared fabric and every switch connected
   (ports up) and reconciled against empty tables: static entries computed and sent;
 * ``lldp_round``: one LLDP round of discovery, every probe out of every switch port
-  delivered back to the controller as a packet-in (in batches of 256, as the shell hands
-  them over), the declared fabric checked;
+  delivered back to the controller as a packet-in (in the shell's batches of
+  ``core.PACKET_BATCH``), the declared fabric checked;
 * ``restart``: a new service on the same state file and the same switches, every switch
   connected again: tables read, diffed and nothing sent (``messages`` must be 0);
 * ``post_ring``: ``POST /v1/jobs`` of a 128-host ring All-Reduce across every leaf, on a
@@ -81,13 +81,13 @@ from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
+from controller.shell.core import PACKET_BATCH
 from emulation.harness.busy_service import ManualClock
 from emulation.harness.stretches import Stretches, YieldingSwitches
 
 PAPER = (32, 64, 16)  # spines, leaves, hosts per leaf: the paper-scale restart's fabric
 RING_HOSTS = 128
 A2A_HOSTS = 32
-BATCH = 256  # packet-ins handed to the service at once (the shell's batches)
 
 
 def fat_tree(k: int) -> Clos:
@@ -213,8 +213,8 @@ class Bench:
                    f.port(f.peer(f.switch_of_dpid[d], port), f.switch_of_dpid[d]), frame)
                   for d, port, frame in sw.packets_out
                   if f.peer(f.switch_of_dpid[d], port) in f.dpids]
-        for k in range(0, len(frames), BATCH):
-            svc.packets_in(frames[k:k + BATCH])
+        for k in range(0, len(frames), PACKET_BATCH):
+            svc.packets_in(frames[k:k + PACKET_BATCH])
             self.stretches.mark("packet batch")  # the shell yields between batches
         sent = len(sw.packets_out)
         sw.packets_out.clear()

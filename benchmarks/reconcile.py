@@ -198,6 +198,8 @@ class RestPoller:
     def __init__(self, ctl: ControllerProcess, path: str = "/v1/jobs", interval: float = 0.05):
         self.ctl, self.path, self.interval = ctl, path, interval
         self.latencies: list[float] = []
+        self.sent: list[float] = []  # when each counted request was sent (monotonic)
+        self._started = time.monotonic()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -207,6 +209,7 @@ class RestPoller:
             try:
                 self.ctl.rest("GET", self.path, timeout=30)
                 self.latencies.append(time.monotonic() - t)
+                self.sent.append(t)
             except OSError:
                 pass
             self._stop.wait(self.interval)
@@ -220,13 +223,15 @@ class RestPoller:
         self._thread.join(timeout=60)
 
     def summary(self, raw: bool = False) -> dict:
-        """Samples, median and max in ms; ``raw``: every latency too (ms, in order)."""
+        """Samples, median and max in ms; ``raw``: every latency too (ms, in order), and
+        ``raw_at``: when each was sent, seconds after the poller was made."""
         ms = [x * 1e3 for x in self.latencies]
         out = {"samples": len(ms),
                "median": round(statistics.median(ms), 1) if ms else None,
                "max": round(max(ms), 1) if ms else None}
         if raw:
             out["raw"] = [round(x, 1) for x in ms]
+            out["raw_at"] = [round(t - self._started, 3) for t in self.sent]
         return out
 
 

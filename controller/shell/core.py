@@ -34,7 +34,8 @@ from controller.shell.roles import Roles
 from controller.shell.switches import Switches
 
 LOG = logging.getLogger("mlroute")
-PACKET_BATCH = 256  # packet-ins handed to the service under one hold of its lock
+PACKET_BATCH = 64  # packet-ins handed to the service under one hold of its lock (24 ms of
+# CPU at k = 16 for a connect-time LLDP burst; 256 took 35 ms: benchmarks.controlplane)
 PORT_GATHER = 0.02  # seconds without a port change that end a batch of them
 PORT_GATHER_MAX = 0.1  # seconds the first port change of a batch waits at most
 PORT_LOSS_MAX = 0.6  # seconds the first report of a lost switch's links waits for the others
