@@ -9,7 +9,7 @@ import gc
 
 from controller.service.listen import check_free
 from controller.shell.hub import Hub
-from controller.shell.listener import open_early
+from controller.shell.listener import open_early, plain_ports
 
 
 def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> type:
@@ -28,7 +28,7 @@ def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> 
             mlroute is imported (``listener``)."""
             check_free([(conf.ofp_listen_host, p, "OpenFlow") for p in of_ports] +
                        [(conf.wsapi_host, conf.wsapi_port, "REST")])
-            open_early(conf.ofp_listen_host, of_ports)
+            open_early(conf.ofp_listen_host, plain_ports(conf, of_ports))
             from controller.shell.core import Shell  # the service, planners, numpy, scipy
             self.shell = Shell(conf, hub)
             self.service = self.shell.service

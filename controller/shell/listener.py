@@ -60,6 +60,21 @@ def open_early(host: str, ports: list[int], backlog: int = BACKLOG) -> None:
         _EARLY[(host, port)] = s
 
 
+def plain_ports(conf, ports: list[int]) -> list[int]:
+    """The OpenFlow ports to open early: none when the framework serves TLS (``ctl_privkey``
+    and ``ctl_cert``: it then listens on its TLS port alone, and nothing would adopt a plain
+    one).
+
+    >>> from types import SimpleNamespace as Conf
+    >>> plain_ports(Conf(ctl_privkey=None, ctl_cert=None), [6653, 6633])
+    [6653, 6633]
+    >>> plain_ports(Conf(ctl_privkey="k.pem", ctl_cert="c.pem"), [6653])
+    []
+    """
+    tls = getattr(conf, "ctl_privkey", None) and getattr(conf, "ctl_cert", None)
+    return [] if tls else list(ports)
+
+
 def _adopt(server, early: socket.socket) -> None:
     """Make ``server`` (the framework's listening socket object, green or native) use
     ``early``'s socket: its file status flags (non-blocking for a green socket) copied onto
