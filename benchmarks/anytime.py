@@ -27,8 +27,9 @@ from controller.model.fluid import predict_allreduce
 from controller.model.iteration import predict_slowdowns, slowdown
 from controller.model.problem import Assignment, Problem
 from controller.planners.churn import align_spines, plan_rank, replan, worth_moving
+from controller.planners.leaf_spine import flow_spine_parts
 from controller.planners.offpath import plan_off_path
-from controller.planners.plan import Plan, run_planner
+from controller.planners.plan import run_planner, two_tier_plan
 from simulation.placement import cluster
 from simulation.workloads import all_to_all, byte_mix, hybrid, pipeline
 
@@ -70,11 +71,11 @@ def _ms(fn, repeats: int) -> float:
 
 
 def _parts(problem: Problem, a: Assignment) -> list:
-    return Plan("auto", problem, a, 0.0).parts_by_flow()
+    return flow_spine_parts(problem, a)
 
 
 def _slowdowns(problem: Problem, a: Assignment) -> dict:
-    plan = Plan("x", problem, a, 0.0)
+    plan = two_tier_plan("x", problem, a)
     ar = predict_allreduce(plan)
     bps = problem.fabric.link_bps()
     fluid = {j.id: slowdown(j, ar[j.id], bps) for j in problem.jobs}

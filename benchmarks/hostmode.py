@@ -37,7 +37,6 @@ from controller.enforcement.rules import ROCE_DPORT
 from controller.model.clos import Clos
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Flow, Job
-from controller.planners.leaf_spine import path_parts
 from controller.planners.plan import make_plan
 from controller.service import api
 from controller.service.route_service import RouteService
@@ -101,9 +100,7 @@ def bench_place(repeats: int = 3, n: int = FLOWS, shape=SHAPE) -> dict:
               for f in job["flows"]]
     plan = make_plan(fabric, [_job_of(parsed)], "greedy")  # the two-tier planner's spines
     # the controller serves the leaf-spine as a Clos of one plane: parts are paths
-    two = fabric.as_leaf_spine()
-    flows = [(("big", flow_key(f)), f, path_parts(two, f, p))
-             for f, p in zip(parsed, plan.parts_by_flow())]
+    flows = [(("big", flow_key(f)), f, p) for f, p in zip(parsed, plan.path_parts())]
     hp = HostPorts(scope="pair")
     t0 = time.perf_counter()
     hp.place(svc.fabric, flows, sw.probe)
@@ -166,13 +163,12 @@ def rules_per_leaf(spines: int = 32, leaves: int = 64, hosts: int = 32, jobs: in
     ``qps`` > 1 opens that many connections (queue pairs, distinct source ports) per ring
     flow, as collective libraries do to spread a connection over paths."""
     fabric = Clos.generate(spines, leaves, hosts, 100.0, failed, wiring=True)
-    two = fabric.as_leaf_spine()  # the plan's spines (the two-tier planner's) become paths
     job_list = generate(fabric, paper_models(jobs, ring), ring, seed=1234)
     if qps > 1:
         job_list = [Job(j.id, explicit=[Flow(j.id, f.src, f.dst, f.bytes / qps, 17, 1 + q,
                                              ROCE_DPORT) for f in j.flows() for q in range(qps)])
                     for j in job_list]
-    parts = make_plan(fabric, job_list, "greedy").parts_by_flow()
+    parts = make_plan(fabric, job_list, "greedy").path_parts()  # the controller's paths
     out = {"cell": {"spines": spines, "leaves": leaves, "hosts": hosts, "jobs": jobs,
                     "ring": ring, "failed_spines": failed, "qps_per_flow": qps},
            "flows": len(parts), "inter_leaf_flows": sum(1 for p in parts if p)}
@@ -181,7 +177,7 @@ def rules_per_leaf(spines: int = 32, leaves: int = 64, hosts: int = 32, jobs: in
         for k, job in enumerate(job_list):
             rec = JobRecord(job, k + 1, "greedy", mode, 0.0)
             for f in job.flows():
-                rec.routes[flow_key(f)] = path_parts(two, f, parts[pos])
+                rec.routes[flow_key(f)] = parts[pos]
                 pos += 1
             records.append(rec)
         tables = desired_tables(fabric, records)

@@ -19,7 +19,7 @@ from controller.model.problem import Assignment, Problem
 from controller.planners.equitable import equitable
 from controller.planners.ilp import ilp, ilp_layer2
 from controller.planners.layer2 import layer2_lower_bound, links_at
-from controller.planners.plan import Plan, run_planner
+from controller.planners.plan import run_planner, two_tier_plan
 from simulation.placement import realistic
 
 FAILURES = {"none": (0, 0), "3 links": (3, 0), "1 spine": (0, 1), "1 spine + 3 links": (3, 1),
@@ -83,7 +83,7 @@ def evaluate(inst: dict, ilp_time_limit: float, repeats: int, algorithms=ALGORIT
             ms, ratio = _ratio(problem, alg, repeats)
         spines = a.spines()
         value = max(max_loads(problem, spines))
-        times = predict_allreduce(Plan(alg, problem, a, ms))
+        times = predict_allreduce(two_tier_plan(alg, problem, a, ms))
         slow = [t / ideal[j] for j, t in times.items()]
         row["algorithms"][alg] = {
             "max_link_load": value, "links_at_max": links_at(problem, spines, value),
@@ -104,7 +104,7 @@ def split_parts(inst: dict, bounds=(1, 2, 3, 4, None)) -> dict:
         t0 = time.perf_counter()
         a = split(problem, max_parts=p)
         ms = (time.perf_counter() - t0) * 1e3
-        times = predict_allreduce(Plan("split", problem, a, ms))
+        times = predict_allreduce(two_tier_plan("split", problem, a, ms))
         slow = [t / ideal[j] for j, t in times.items()]
         rows.append({"max_parts": p, "max_link_load": round(max_of(problem, a), 6),
                      "split_flows": a.info.get("split_flows", 0),

@@ -13,7 +13,7 @@ import time
 
 from controller.model.clos import Clos
 from controller.model.fluid import predict_allreduce
-from controller.model.iteration import predict_slowdowns, slowdown
+from controller.model.iteration import slowdown
 from controller.planners.plan import make_plan
 from simulation.placement import realistic
 from simulation.workloads import all_to_all, byte_mix, hybrid, pipeline
@@ -52,7 +52,8 @@ def evaluate(name, fabric, jobs) -> dict:
         ar = predict_allreduce(plan)
         bps = fabric.link_bps()
         fluid = {j.id: slowdown(j, ar[j.id], bps) for j in plan.problem.jobs}
-        pred = predict_slowdowns(plan.problem, plan.assignment.parts)
+        times = plan.predicted_times()  # the shared prediction on the plan's routes
+        pred = {j.id: slowdown(j, times[j.id], bps) for j in plan.problem.jobs}
         row["planners"][label] = {
             "fluid_mean": round(sum(fluid.values()) / len(fluid), 4),
             "fluid_worst": round(max(fluid.values()), 4),

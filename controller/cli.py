@@ -111,18 +111,12 @@ def make_fabric(args) -> Clos:
 
 
 def slowest_rate_gbps(plan) -> float:
-    """Smallest max-min rate when the first step of every job starts at once, in Gb/s."""
-    import numpy as np
-
-    from controller.model.links import LinkIndex
-    links = LinkIndex(plan.problem.fabric)
-    paths = []
-    for f, parts in zip(plan.problem.flows, plan.parts_by_flow()):
-        for s, _ in (parts or ((None, 1.0),)):
-            paths.append(links.path(f.src, f.dst, s))
+    """Smallest max-min rate when the first step of every job starts at once, in Gb/s: every
+    part of every flow on its links (``Plan.parts_by_flow``, host links included)."""
+    paths = [list(links) for parts in plan.parts_by_flow() for links, _ in parts or ()]
     if not paths:
         return 0.0
-    rates = max_min_rates(paths, np.full(links.count, plan.problem.fabric.link_bps()))
+    rates = max_min_rates(paths, plan.problem.links.capacity_bps())
     return float(rates.min()) * 8 / 1e9
 
 
@@ -163,7 +157,7 @@ def two_tier_row(plan, objective: str) -> dict:
 
 def clos_row(plan, objective: str) -> dict:
     """A row of ``compare`` on a Clos fabric: the load per tier and the shared prediction on
-    the plan's routes (``ClosPlan.predicted_times``)."""
+    the plan's routes (``Plan.predicted_times``)."""
     doc = plan.to_dict()
     return ({"algorithm": plan.algorithm, "objective": objective}
             | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",

@@ -44,7 +44,7 @@ from controller.model.fluid import predict_allreduce
 from controller.model.problem import Problem
 from controller.planners import PLANNERS as REGISTERED
 from controller.planners.lp import fractional_optimum
-from controller.planners.plan import Plan, make_plan, planner_options, run_planner
+from controller.planners.plan import make_plan, planner_options, run_planner, two_tier_plan
 from simulation.placement import realistic, summary
 from simulation.plots import unsplit_floor
 from simulation.simulate import simulate
@@ -158,7 +158,7 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
         else:
             assignment, ms = run_planner(problem, alg, **planner_options(alg, 1234, 0,
                                                                           ilp_time_limit))
-        plan = Plan(alg, problem, assignment, ms)
+        plan = two_tier_plan(alg, problem, assignment, ms, fabric)
         doc = plan.to_dict()
         times = predict_allreduce(plan)
         out[alg] = {"max_link_load": doc["max_link_load"], "links_at_max": doc["links_at_max"],

@@ -35,7 +35,7 @@ import numpy as np
 
 from controller.model.clos import Clos
 from controller.model.iteration import predict_clos_times
-from controller.planners.clos_plan import make_clos_plan
+from controller.planners.plan import make_clos_plan
 from simulation.placement import place
 
 ALGORITHMS = ("ecmp", "ecmp-polarised", "greedy", "edge-coloring", "auto")

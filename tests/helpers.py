@@ -4,7 +4,6 @@ from controller.model.intent import UNROUTABLE, flow_key
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Assignment, Problem
 from controller.planners.leaf_spine import spine_parts, two_tier
-from controller.planners.plan import Plan
 
 
 def fabric(spines=4, leaves=8, hosts=2, failed_spines=0, down=()):
@@ -34,10 +33,10 @@ class FakeClock:
         self.now += s
 
 
-def leaf_spine_plan(fabric, records) -> Plan | None:
+def leaf_spine_routing(fabric, records) -> tuple[Problem, Assignment] | None:
     """The installed routes of ``records`` on a leaf-spine served as a Clos (paths leaf,
-    spine, leaf) as a two-tier ``Plan`` (spine indices of ``Clos.as_leaf_spine``), as the
-    two-tier planners see them; flows without a route are left out."""
+    spine, leaf) as the two-tier planners see them: their ``Problem`` and ``Assignment``
+    (spine indices of ``Clos.as_leaf_spine``); flows without a route are left out."""
     records = list(records)
     if not records:
         return None
@@ -55,4 +54,14 @@ def leaf_spine_plan(fabric, records) -> Plan | None:
                                  (set(problem.inter) - {problem.inter[k] for k in keep})))
     parts = [routes[(problem.flows[pos].job, flow_key(problem.flows[pos]))]
              for pos in problem.inter]
-    return Plan("installed", problem, Assignment(parts), 0.0)
+    return problem, Assignment(parts)
+
+
+def two_tier_view(plan) -> tuple[Problem, Assignment]:
+    """A ``Plan`` on a single two-tier plane as the two-tier planners see it: their
+    ``Problem`` of its jobs and its routes as spine indices (``leaf_spine.spine_parts``), the
+    planner's ``info`` kept."""
+    two = plan.problem.fabric.as_leaf_spine()
+    problem = Problem.build(two, plan.problem.jobs, skip_unroutable=True)
+    parts = [spine_parts(two, p) for p in plan.path_parts()]
+    return problem, Assignment([parts[pos] for pos in problem.inter], plan.routing.info)

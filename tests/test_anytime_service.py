@@ -13,7 +13,7 @@ from controller.planners.offpath import plan_off_path
 from controller.service import api
 from simulation.placement import cluster
 from simulation.workloads import all_to_all, byte_mix, hybrid, pipeline
-from tests.helpers import leaf_spine_plan
+from tests.helpers import leaf_spine_routing
 from tests.test_control_plane import post, ring, start, tables_match, wired
 
 
@@ -23,7 +23,7 @@ def routes_of(svc):
 
 def current(svc):
     """The installed routes as the two-tier planners see them (the service keeps paths)."""
-    return leaf_spine_plan(svc.state.fabric, svc.state.jobs.values())
+    return leaf_spine_routing(svc.state.fabric, svc.state.jobs.values())
 
 
 def max_link_load(svc):
@@ -42,13 +42,13 @@ def test_post_answers_layer1_optimal_and_the_jobs_search_follows_off_path():
                                       compute_s=compute))
         assert status == 201 and view["moved_flows"] == 0
         # the answer is layer-1 optimal: the max link load at the lower bound
-        plan = current(svc)
-        assert max_link_load(svc) == lower_bound(plan.problem)
+        problem, _ = current(svc)
+        assert max_link_load(svc) == lower_bound(problem)
     assert svc.unproven == {("auto", "jobs")}  # the later stages wait off the request path
     assert not any(e["cause"].startswith("off-path") for e in svc.state.events)
     before = routes_of(svc)
-    plan = current(svc)
-    rank_before = plan_rank(plan.problem, plan.assignment.spines(), "jobs")
+    problem, assignment = current(svc)
+    rank_before = plan_rank(problem, assignment.spines(), "jobs")
 
     result = svc.improve()  # what the shell's tick runs within a second, without the lock
     assert result["improved"] and result["moved_flows"] >= 1
@@ -59,8 +59,8 @@ def test_post_answers_layer1_optimal_and_the_jobs_search_follows_off_path():
     assert event["cause"] == "off-path planning found a better routing"
     assert event["moved_flows"] == result["moved_flows"] == sum(
         1 for k, p in routes_of(svc).items() if before[k] != p)
-    plan = current(svc)
-    assert plan_rank(plan.problem, plan.assignment.spines(), "jobs") < rank_before
+    problem, assignment = current(svc)
+    assert plan_rank(problem, assignment.spines(), "jobs") < rank_before
     tables_match(f, sw, svc)
     assert svc.unproven == set() and svc.improve() is None
 
@@ -75,11 +75,11 @@ def test_flows_objective_leaves_layer2_off_the_request_path():
     sw, svc = start(f, objective="flows")
     status, _ = post(svc, ring("a", [f"h{leaf}_{i}" for i in range(4) for leaf in range(4)]))
     assert status == 201 and max_link_load(svc) >= 2
-    assert max_link_load(svc) == lower_bound(current(svc).problem)
+    assert max_link_load(svc) == lower_bound(current(svc)[0])
     assert svc.unproven == {("auto", "flows")}
     svc.improve()  # improved or not, never worse on (max load, links at it)
-    plan = current(svc)
-    assert max_link_load(svc) == lower_bound(plan.problem)
+    problem, _ = current(svc)
+    assert max_link_load(svc) == lower_bound(problem)
     tables_match(f, sw, svc)
 
 

@@ -8,8 +8,9 @@ from controller.model.jobs import Job
 from controller.model.problem import Problem
 from controller.planners.auto import auto
 from controller.planners.churn import align_spines, replan
-from controller.planners.plan import Plan, make_plan, make_replan
-from tests.helpers import fabric, flows_job
+from controller.planners.leaf_spine import spine_parts
+from controller.planners.plan import make_plan, make_replan, two_tier_plan
+from tests.helpers import fabric, flows_job, two_tier_view
 
 
 def spread_rings(f, n_jobs, ring, seed, used=0.5):
@@ -23,7 +24,9 @@ def spread_rings(f, n_jobs, ring, seed, used=0.5):
 
 
 def installed(plan):
-    return plan.parts_by_flow()
+    """Per flow its routes in force as the two-tier planners take them (spine indices)."""
+    two = plan.problem.fabric.as_leaf_spine()
+    return [spine_parts(two, p) for p in plan.path_parts()]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -32,11 +35,11 @@ def test_a_new_job_that_fits_moves_no_flow_of_other_jobs(seed):
     jobs = spread_rings(f, 6, 8, seed, used=0.5)
     before = make_plan(f, jobs[:-1], "auto")
     new = make_replan(f, jobs, installed(before) + [None] * len(jobs[-1].flows()))
-    info = new.assignment.info
+    info = new.routing.info
     assert info["moved_flows"] == 0 and info["moved"] == []
     assert info["new_flows"] == len(new.problem) - len(before.problem)
-    old = before.parts_by_flow()
-    assert new.parts_by_flow()[:len(old)] == old
+    old = before.path_parts()
+    assert new.path_parts()[:len(old)] == old
     assert info["max_link_load"] == new.to_dict()["max_link_load"] == info["lower_bound"]
 
 
@@ -53,30 +56,32 @@ def test_a_new_flow_that_does_not_fit_moves_one_flow_by_a_chain():
     assert result.info["moved_flows"] == 1 and result.info["moved"] in ([0], [1])
     assert sum(a != b for a, b in zip(spines[:2], [0, 1])) == 1
     assert result.info["max_link_load"] == 1 and result.info["optimal"]
-    assert Plan("auto", problem, result, 0).to_dict()["max_link_load"] == 1
+    assert two_tier_plan("auto", problem, result).to_dict()["max_link_load"] == 1
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_a_failed_link_moves_only_the_flows_that_crossed_it(seed):
     f = fabric(8, 16, 8)
     jobs = spread_rings(f, 12, 8, seed, used=0.9)
-    before = make_plan(f, jobs, "auto")
+    plan = make_plan(f, jobs, "auto")
+    problem, before = two_tier_view(plan)
     rng = random.Random(seed)
-    used_links = sorted({(f.leaves[before.problem.src_leaf[k]], f.spines[s])
-                         for k, s in enumerate(before.assignment.spines())})
+    used_links = sorted({(f.leaves[problem.src_leaf[k]], f.spines[s])
+                         for k, s in enumerate(before.spines())})
     failed = rng.choice(used_links)
     g = f.with_down({failed})
-    after = make_replan(g, jobs, installed(before))
-    crossed = [pos for k, pos in enumerate(after.problem.inter)
-               if not after.problem.usable[k] >> before.assignment.spines()[k] & 1]
-    info = after.assignment.info
+    replanned = make_replan(g, jobs, installed(plan))
+    after_problem, after = two_tier_view(replanned)
+    crossed = [pos for k, pos in enumerate(after_problem.inter)
+               if not after_problem.usable[k] >> before.spines()[k] & 1]
+    info = after.info
     assert crossed and set(crossed) <= set(info["moved"])
     assert info["forced"] == len(crossed)
     # a chain may add a few (layer-2 moves included)
     assert info["moved_flows"] <= len(crossed) + 8
-    assert info["max_link_load"] <= auto(after.problem).info["max_link_load"]
-    for k, s in enumerate(after.assignment.spines()):
-        assert after.problem.usable[k] >> s & 1
+    assert info["max_link_load"] <= auto(after_problem).info["max_link_load"]
+    for k, s in enumerate(after.spines()):
+        assert after_problem.usable[k] >> s & 1
 
 
 def test_a_link_coming_back_lowers_the_objective():
@@ -86,7 +91,7 @@ def test_a_link_coming_back_lowers_the_objective():
     before = make_plan(degraded, jobs, "auto")
     assert before.to_dict()["max_link_load"] == 2
     healed = make_replan(f, jobs, installed(before))
-    info = healed.assignment.info
+    info = healed.routing.info
     assert info["max_link_load"] == 1 == healed.to_dict()["max_link_load"] and info["optimal"]
     assert 0 < info["moved_flows"] < len(healed.problem)
     assert info["forced"] == 0
@@ -97,8 +102,8 @@ def test_nothing_changed_moves_nothing():
     jobs = [Job("r", rings=[[f"h{i}_{k}" for k in range(4) for i in range(6)]], ring_bytes=1e6)]
     plan = make_plan(f, jobs, "auto")
     again = make_replan(f, jobs, installed(plan))
-    assert again.assignment.info["moved_flows"] == 0
-    assert again.assignment.parts == plan.assignment.parts
+    assert again.routing.info["moved_flows"] == 0
+    assert again.path_parts() == plan.path_parts()
 
 
 def test_split_or_missing_previous_parts_and_bad_length():
@@ -131,5 +136,5 @@ def test_jobs_objective_in_a_replan_only_improves():
     f, jobs = mixed_case()
     plan = make_plan(f, jobs, "auto")  # pairs the two BLOOM rings
     again = make_replan(f, jobs, installed(plan), objective="jobs")
-    info = again.assignment.info
+    info = again.routing.info
     assert info["worst_slowdown"] < 1.1 and 0 < info["moved_flows"] <= 4

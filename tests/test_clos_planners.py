@@ -11,13 +11,13 @@ from controller.model.jobs import parse_job
 from controller.planners.clos_annealing import clos_annealing
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_jobs import clos_jobs, clos_slowdowns, rank
-from controller.planners.clos_plan import make_clos_plan
 from controller.planners.clos_split import (
     clos_split,
     fractional_optimum,
     split_link_loads,
     split_score,
 )
+from controller.planners.plan import make_clos_plan
 from tests.clos_checks import check_routes, flows_job, permutation
 
 

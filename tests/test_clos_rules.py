@@ -11,7 +11,7 @@ from controller.enforcement.openflow import Message
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import parse_job
-from controller.planners.clos_plan import make_clos_plan
+from controller.planners.plan import make_clos_plan
 from emulation.harness.fake_switch import FakeSwitches, trace
 
 

@@ -112,10 +112,10 @@ def test_the_fluid_model_on_clos_paths_matches_simgrid_step_by_step(seed):
     """The event-driven fluid model (model.fluid), which runs every ring step as SimGrid does,
     on a Clos plan: every job's All-Reduce time within 1e-6."""
     from controller.model.fluid import predict_allreduce
-    from controller.planners.clos_plan import ClosPlan
+    from controller.planners.plan import Plan
     problem, routing = _instance(seed, rings=seed % 2 == 0)
     doc, ids = _oracle_doc(problem, routing)
     finish = oracle(doc)["finish"]
-    fluid = predict_allreduce(ClosPlan("x", problem, routing, 0.0))
+    fluid = predict_allreduce(Plan("x", problem, routing, 0.0))
     for jid, flows in ids.items():
         assert fluid[jid] == pytest.approx(max(finish[i] for i in flows), rel=1e-6)

@@ -723,7 +723,8 @@ import json, sys
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.model.problem import Problem
-from controller.planners.plan import run_planner, Plan
+from controller.planners.leaf_spine import flow_spine_parts
+from controller.planners.plan import run_planner
 from controller.planners.churn import replan
 f = Fabric.generate(4, 8, 2, 100)
 jobs = [parse_job({"id": f"r{i}", "collective": "ring_allreduce", "bytes": 1e9,
@@ -737,7 +738,7 @@ for alg in sys.argv[1].split(","):
         ms = 0
     else:
         a, ms = run_planner(p, alg)
-    out[alg] = Plan(alg, p, a, ms).parts_by_flow()
+    out[alg] = flow_spine_parts(p, a)
 print(json.dumps({k: [list(map(list, x)) if x else x for x in v] for k, v in out.items()}))
 """
 

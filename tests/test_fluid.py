@@ -18,11 +18,11 @@ from controller.model.fluid import (
     predict_allreduce,
 )
 from controller.model.jobs import Flow, Job
-from controller.model.links import LinkIndex
 from controller.model.problem import Assignment, Problem
-from controller.planners.plan import Plan, make_plan, planner_options
+from controller.planners.leaf_spine import flow_spine_parts
+from controller.planners.plan import Plan, make_plan, planner_options, two_tier_plan
 from controller.planners.registry import TWO_TIER, names
-from tests.helpers import fabric
+from tests.helpers import fabric, two_tier_view
 
 
 def fixed_plan(f: Fabric, jobs: list[Job], routes: dict[str, list]) -> Plan:
@@ -32,7 +32,7 @@ def fixed_plan(f: Fabric, jobs: list[Job], routes: dict[str, list]) -> Plan:
         for r in routes[j.id]:
             flat.append(r if r is None or isinstance(r, tuple) else ((r, 1.0),))
     problem = Problem.build(f, jobs)
-    return Plan("fixed", problem, Assignment([flat[i] for i in problem.inter]), 0.0)
+    return two_tier_plan("fixed", problem, Assignment([flat[i] for i in problem.inter]))
 
 
 def service_plan(f: Fabric, jobs: list[Job], algorithms: dict[str, str]) -> Plan:
@@ -41,7 +41,7 @@ def service_plan(f: Fabric, jobs: list[Job], algorithms: dict[str, str]) -> Plan
     routes = {}
     for alg in sorted({algorithms[j.id] for j in jobs}):
         group = [j for j in jobs if algorithms[j.id] == alg]
-        parts = make_plan(f, group, alg, **planner_options(alg)).parts_by_flow()
+        parts = flow_spine_parts(*two_tier_view(make_plan(f, group, alg, **planner_options(alg))))
         offset = 0
         for j in group:
             n = len(j.flows())
@@ -53,12 +53,11 @@ def service_plan(f: Fabric, jobs: list[Job], algorithms: dict[str, str]) -> Plan
 def isolated_jobs(plan: Plan) -> set[str]:
     """Jobs none of whose flows shares a directed link (host links included) with another
     flow; the parts of one split flow may share their host links with each other."""
-    links = LinkIndex(plan.problem.fabric)
     users: dict[int, set] = {}
-    for k, (flow, parts) in enumerate(zip(plan.problem.flows, plan.parts_by_flow())):
-        for spine, share in (((None, 1.0),) if parts is None else parts):
+    for k, parts in enumerate(plan.parts_by_flow()):
+        for links, share in parts or ():
             if share > 0:
-                for link in links.path(flow.src, flow.dst, spine):
+                for link in links:
                     users.setdefault(link, set()).add(k)
     shared = {k for ks in users.values() if len(ks) > 1 for k in ks}
     out, k = set(), 0
@@ -184,7 +183,7 @@ def test_an_inter_leaf_flow_without_a_spine_is_reported():
     problem = Problem.build(f, [job])
     hole = Problem(f, [job], problem.flows, problem.inter[:1], problem.src_leaf[:1],
                    problem.dst_leaf[:1], problem.usable[:1])
-    plan = Plan("hole", hole, Assignment([((0, 1.0),)]), 0.0)
+    plan = two_tier_plan("hole", hole, Assignment([((0, 1.0),)]))
     with pytest.raises(PredictionError, match="h1_0 -> h0_0 of job r crosses leaves"):
         predict_allreduce(plan)
 
@@ -204,7 +203,7 @@ def test_a_flow_that_cannot_progress_is_reported_not_looped():
     f = fabric(2, 2, 1)
     job = Job("r", rings=[["h0_0", "h1_0"]], ring_bytes=1e6)
     plan = make_plan(f, [job], "greedy")
-    sim = FluidSimulator(f, [job], lambda _: plan)
+    sim = FluidSimulator(plan.problem.fabric, [job], lambda _: plan)  # the plan's links
     sim.capacity = np.zeros_like(sim.capacity)
     with pytest.raises(PredictionError, match="no flow can progress"):
         sim.run()
@@ -291,7 +290,7 @@ def mixed_plan(f, jobs, algorithms, rng):
     planned = service_plan(f, rest, algorithms) if rest else None
     routes = random_split_plan(f, rand, rng)
     if planned is not None:
-        parts, k = planned.parts_by_flow(), 0
+        parts, k = flow_spine_parts(*two_tier_view(planned)), 0
         for j in planned.problem.jobs:
             routes[j.id] = parts[k:k + len(j.flows())]
             k += len(j.flows())

@@ -12,6 +12,7 @@ from controller.model.problem import Problem
 from controller.planners.plan import make_plan
 from simulation.placement import realistic
 from simulation.workloads import all_to_all, byte_mix, hybrid, pipeline
+from tests.helpers import two_tier_view
 
 ALGORITHMS = ("greedy", "edge-coloring", "auto", "ecmp", "split")
 
@@ -23,7 +24,7 @@ def assert_agrees(fabric, jobs, algorithms=ALGORITHMS):
     for alg in algorithms:
         plan = make_plan(fabric, jobs, alg)
         fluid = predict_allreduce(plan)
-        pred = predict_times(plan.problem, plan.assignment.parts)
+        pred = predict_times(two_tier_view(plan)[0], two_tier_view(plan)[1].parts)
         assert set(pred) == set(fluid)
         for jid, t in fluid.items():
             assert t > 0
@@ -90,11 +91,11 @@ def test_host_links_count():
     f = Fabric.generate(4, 5, 1)
     job = Job("j", explicit=[Flow("j", "h0_0", f"h{k}_0", 1e9) for k in range(1, 5)])
     plan = make_plan(f, [job], "auto")
-    t = predict_times(plan.problem, plan.assignment.parts)["j"]
+    t = predict_times(two_tier_view(plan)[0], two_tier_view(plan)[1].parts)["j"]
     assert t == pytest.approx(4e9 / f.link_bps())
     assert t == pytest.approx(predict_allreduce(plan)["j"])
     # the job's ideal counts its NIC too: it is not slowed
-    assert predict_slowdowns(plan.problem, plan.assignment.parts)["j"] == pytest.approx(1.0)
+    assert predict_slowdowns(two_tier_view(plan)[0], two_tier_view(plan)[1].parts)["j"] == pytest.approx(1.0)
 
 
 def test_compute_gap_enters_the_slowdown():
@@ -113,5 +114,5 @@ def test_split_parts_and_spine_lists_give_the_same_answer_when_unsplit():
     f = Fabric.generate(2, 4, 2)
     jobs = byte_mix(f, 2, 6, seed=9)
     plan = make_plan(f, jobs, "greedy")
-    assert predict_times(plan.problem, plan.assignment.spines()) == \
-        predict_times(plan.problem, plan.assignment.parts)
+    assert predict_times(two_tier_view(plan)[0], two_tier_view(plan)[1].spines()) == \
+        predict_times(two_tier_view(plan)[0], two_tier_view(plan)[1].parts)

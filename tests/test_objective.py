@@ -16,7 +16,7 @@ from controller.model.jobs import Flow, Job
 from controller.model.problem import Problem
 from controller.planners.objective import improve_jobs, job_slowdowns
 from controller.planners.plan import make_plan
-from tests.helpers import fabric
+from tests.helpers import fabric, two_tier_view
 
 BLOOM = (14.67e9, 1.239)  # shard bytes per GPU, compute gap (paper.md section 3.1)
 LLAMA = (2.19e9, 2.692)
@@ -54,7 +54,7 @@ def test_jobs_objective_beats_flow_counts_on_a_mixed_size_case():
     assert max(jobs_slow.values()) < max(flows_slow.values())
     # same max link load: the job objective did not give up flow counts here
     assert by_jobs.to_dict()["max_link_load"] == by_flows.to_dict()["max_link_load"] == 2
-    info = by_jobs.assignment.info
+    info = by_jobs.routing.info
     assert info["objective"] == "jobs" and info["stage"] == "jobs" and info["job_moves"] > 0
     # the bytes-based prediction matches the fluid model on this case
     for jid, v in fluid_slowdowns(by_jobs).items():
@@ -68,7 +68,7 @@ def test_prediction_of_a_job_alone_is_its_flow_count():
     f = fabric(2, 3, 4)
     job = Job("j", explicit=[Flow("j", f"h0_{i}", f"h1_{i}", 1e9) for i in range(4)])
     plan = make_plan(f, [job], "greedy")  # 2 flows per uplink of l0
-    assert job_slowdowns(plan.problem, plan.assignment.spines()) == {"j": pytest.approx(2.0)}
+    assert job_slowdowns(two_tier_view(plan)[0], two_tier_view(plan)[1].spines()) == {"j": pytest.approx(2.0)}
     assert fluid_slowdowns(plan)["j"] == pytest.approx(2.0)
 
 
@@ -117,10 +117,10 @@ def test_job_search_never_raises_the_worst_predicted_slowdown(inst):
     mean gets worse than where the search started."""
     f, jobs = inst
     start = make_plan(f, jobs, "auto")
-    problem = start.problem
-    slow0 = job_slowdowns(problem, start.assignment.spines())
+    problem, assignment = two_tier_view(start)
+    slow0 = job_slowdowns(problem, assignment.spines())
     before = max(slow0.values(), default=1.0)
-    spines, info = improve_jobs(problem, start.assignment.spines())
+    spines, info = improve_jobs(problem, assignment.spines())
     slow = job_slowdowns(problem, spines)
     after = max(slow.values(), default=1.0)
     assert after <= before * (1 + 1e-6)
@@ -155,7 +155,7 @@ def _unsplit_baselines(f, jobs):
     out = {}
     for alg, opts in (("greedy", {}), ("edge-coloring", {}), ("auto", {"ilp_time_limit": 0})):
         plan = make_plan(f, jobs, alg, **opts)
-        out[alg] = predict_slowdowns(plan.problem, plan.assignment.spines())
+        out[alg] = predict_slowdowns(two_tier_view(plan)[0], two_tier_view(plan)[1].spines())
     return out
 
 
@@ -168,8 +168,8 @@ def test_jobs_objective_is_never_behind_a_baseline_it_can_score(pattern):
             "byte_mix": lambda: w.byte_mix(f, 4, 16, seed=6),
             "hybrid": lambda: w.hybrid(f, 4, 2, 4, seed=3)}[pattern]()
     plan = make_plan(f, jobs, "auto", objective="jobs", ilp_time_limit=0)
-    info = plan.assignment.info
-    mine = job_slowdowns(plan.problem, plan.assignment.spines())
+    info = plan.routing.info
+    mine = job_slowdowns(two_tier_view(plan)[0], two_tier_view(plan)[1].spines())
     assert info["predicted_slowdown"] == pytest.approx(mine)
     mean, worst = sum(mine.values()) / len(mine), max(mine.values())
     baselines = _unsplit_baselines(f, jobs)
@@ -198,7 +198,7 @@ def test_prediction_separates_plans_the_fluid_model_separates():
         plan = make_plan(f, jobs, alg, ilp_time_limit=0) if alg == "auto" else \
             make_plan(f, jobs, alg)
         fl = fluid_slowdowns(plan)
-        pr = job_slowdowns(plan.problem, plan.assignment.spines())
+        pr = job_slowdowns(two_tier_view(plan)[0], two_tier_view(plan)[1].spines())
         means[alg] = (sum(fl.values()) / len(fl), sum(pr.values()) / len(pr))
     assert abs(means["greedy"][0] - means["auto"][0]) > 0.1
     assert (means["greedy"][0] > means["auto"][0]) == (means["greedy"][1] > means["auto"][1])

@@ -18,8 +18,7 @@ from controller.errors import InputError
 from controller.model.clos import Clos, as_clos, load_fabric
 from controller.model.fabric import Fabric
 from controller.model.fluid import FluidSimulator, predict_allreduce
-from controller.planners.clos_plan import make_clos_plan
-from controller.planners.plan import make_plan, planner_options, run_options, run_shape
+from controller.planners.plan import make_clos_plan, make_plan, planner_options, run_options, run_shape
 from controller.planners.registry import CLOS, TWO_TIER
 from simulation.simulate import simulate
 from tests.helpers import ring_job
@@ -82,7 +81,8 @@ def test_a_plan_on_a_two_tier_clos_is_the_plan_on_its_fabric(name):
     c = as_clos(f)
     opts = planner_options(name, ilp_time_limit=5.0)
     on_clos, on_fabric = make_plan(c, RINGS, name, **opts), make_plan(f, RINGS, name, **opts)
-    assert on_clos.problem.fabric == f  # the fast path: the two-tier model
+    assert on_clos.problem.fabric is c and on_fabric.problem.fabric is c  # as_clos(f): cached
+    assert on_clos.two_tier and on_fabric.two_tier  # the fast path: the two-tier planners
     assert without_runtime(on_clos.to_dict()) == without_runtime(on_fabric.to_dict())
     assert predict_allreduce(on_clos) == predict_allreduce(on_fabric)
 

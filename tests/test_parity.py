@@ -25,10 +25,10 @@ from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.model.loads import AT_MAX_TOL, links_at_max, sorted_load_vector
 from controller.planners import PLANNERS
-from controller.planners.clos_plan import make_clos_plan
 from controller.planners.clos_split import split_link_loads
-from controller.planners.plan import make_plan, planner_options
+from controller.planners.plan import make_clos_plan, make_plan, planner_options
 from controller.planners.registry import CLOS, TWO_TIER, names
+from tests.helpers import two_tier_view
 
 COMMON = sorted(set(names(TWO_TIER)) & set(names(CLOS)))
 ILP_SECONDS = 30.0  # the ILPs' time limit: these instances solve in well under a second
@@ -130,7 +130,7 @@ def loads(name: str, kind: str, seed: int, algorithm: str) -> tuple[np.ndarray, 
     """Flows on every directed leaf-spine link, sorted descending, of each plan (computed once
     for the three layers)."""
     plan, cplan = plans(dict(fabrics())[name], kind, seed, algorithm)
-    two = np.array(sorted_load_vector(plan.problem, plan.assignment))
+    two = np.array(sorted_load_vector(*two_tier_view(plan)))
     p = cplan.problem
     clos = split_link_loads(p, cplan.routing)[p.links.tier > 0]  # the fabric links only
     return two, np.sort(clos)[::-1]
@@ -191,8 +191,7 @@ def test_same_sorted_load_vector(algorithm):
 # ---- the same choices where the code claims them ------------------------------------------
 def spine_per_flow(plan, cplan) -> tuple[list, list]:
     """Per flow (job order) the spine name it crosses, None within a leaf, in both plans."""
-    two = [None if parts is None else plan.problem.fabric.spines[parts[0][0]]
-           for parts in plan.parts_by_flow()]
+    two = [None if parts is None else parts[0][0][1] for parts in plan.path_parts()]
     p, r = cplan.problem, cplan.routing
     clos: list = [None] * len(p.flows)
     for i, pos in enumerate(p.inter):

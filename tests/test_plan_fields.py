@@ -12,9 +12,8 @@ import pytest
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
-from controller.planners.clos_plan import make_clos_plan
 from controller.planners.clos_split import parts_of, split_link_loads
-from controller.planners.plan import make_plan
+from controller.planners.plan import make_clos_plan, make_plan
 from tests.clos_checks import permutation
 
 

@@ -14,7 +14,7 @@ from controller.planners.greedy import group_order
 from controller.planners.ilp import ilp
 from controller.planners.plan import make_plan
 from controller.planners.registry import TWO_TIER, names
-from tests.helpers import fabric, flows_job, ring_job
+from tests.helpers import fabric, flows_job, ring_job, two_tier_view
 
 ALL = names(TWO_TIER)  # every name of the registry a single two-tier plane runs
 
@@ -43,8 +43,8 @@ def test_valid_and_deterministic(algorithm):
     jobs = [permutation_job(f, 1, "a"), permutation_job(f, 2, "b")]
     p1 = make_plan(f, jobs, algorithm)
     p2 = make_plan(f, jobs, algorithm)
-    check_valid(p1.problem, p1.assignment)
-    assert p1.assignment.parts == p2.assignment.parts
+    check_valid(*two_tier_view(p1))
+    assert two_tier_view(p1)[1].parts == two_tier_view(p2)[1].parts
 
 
 @pytest.mark.parametrize("algorithm", ALL)
@@ -52,8 +52,8 @@ def test_failed_links_and_spines_respected(algorithm):
     f = fabric(4, 6, 4, failed_spines=1, down=[("l0", "s0"), ("l3", "s1")])
     jobs = [permutation_job(f, 1, "a"), permutation_job(f, 3, "b")]
     plan = make_plan(f, jobs, algorithm)
-    check_valid(plan.problem, plan.assignment)
-    used = {s for parts in plan.assignment.parts for s, _ in parts}
+    check_valid(*two_tier_view(plan))
+    used = {s for parts in two_tier_view(plan)[1].parts for s, _ in parts}
     assert 3 not in used
 
 
@@ -87,14 +87,14 @@ def test_greedy_group_order_and_tie_break():
     assert group_order(problem) == [1, 2, 3, 0]
     plan = make_plan(f, [job], "greedy")
     # U_l0 first: s0, s1, s2 in turn; then h1_0 -> h2_0 meets down[s0][l2] = 1 -> s1 is free
-    assert plan.assignment.spines() == [1, 0, 1, 2]
+    assert two_tier_view(plan)[1].spines() == [1, 0, 1, 2]
 
 
 def test_greedy_hand_case_loads():
     f = fabric(2, 3, 4)
     job = flows_job([(f"h0_{k}", f"h1_{k}") for k in range(4)])
     plan = make_plan(f, [job], "greedy")
-    up, down = link_loads(plan.problem, plan.assignment)
+    up, down = link_loads(*two_tier_view(plan))
     assert up[0].tolist() == [2, 2] and down[1].tolist() == [2, 2]
     assert plan.to_dict()["max_link_load"] == 2
 
@@ -110,8 +110,8 @@ def test_ecmp_hash_is_stable_across_processes():
 def test_ecmp_salt_and_ports_change_the_draw():
     f = fabric(8, 8, 4)
     job = permutation_job(f)
-    a = make_plan(f, [job], "ecmp", salt=0).assignment.spines()
-    b = make_plan(f, [job], "ecmp", salt=1).assignment.spines()
+    a = two_tier_view(make_plan(f, [job], "ecmp", salt=0))[1].spines()
+    b = two_tier_view(make_plan(f, [job], "ecmp", salt=1))[1].spines()
     assert a != b
     assert set(a) <= set(range(8))
 
@@ -132,7 +132,7 @@ def test_edge_coloring_reaches_lower_bound_with_failed_spines():
     f = fabric(4, 4, 7, failed_spines=1)
     jobs = [permutation_job(f, 1, "a")]
     plan = make_plan(f, jobs, "edge-coloring")
-    assert plan.to_dict()["max_link_load"] == plan.problem.lower_bound() == 3
+    assert plan.to_dict()["max_link_load"] == two_tier_view(plan)[0].lower_bound() == 3
 
 
 def test_ilp_reports_status_and_beats_or_ties_greedy():
@@ -140,7 +140,7 @@ def test_ilp_reports_status_and_beats_or_ties_greedy():
     jobs = [permutation_job(f, 1, "a"), permutation_job(f, 2, "b")]
     greedy = make_plan(f, jobs, "greedy").to_dict()["max_link_load"]
     plan = make_plan(f, jobs, "ilp", time_limit=30)
-    info = plan.assignment.info
+    info = plan.routing.info
     assert info["status"] in {"optimal", "time_limit"}
     assert info["incumbent"] == plan.to_dict()["max_link_load"] <= greedy
     assert info["bound"] <= info["incumbent"]
@@ -156,22 +156,22 @@ def test_ilp_solver_path_finds_optimum_below_greedy():
     job = flows_job(pairs)
     assert make_plan(f, [job], "greedy").to_dict()["max_link_load"] == 2
     plan = make_plan(f, [job], "ilp", time_limit=30)
-    info = plan.assignment.info
+    info = plan.routing.info
     assert info["status"] == "optimal" and info["incumbent_from"] == "solver"
-    assert plan.to_dict()["max_link_load"] == 1 == plan.problem.lower_bound()
+    assert plan.to_dict()["max_link_load"] == 1 == two_tier_view(plan)[0].lower_bound()
 
 
 def test_split_reaches_fractional_optimum_and_splits_few():
     f = fabric(4, 4, 5)  # Delta = 5, S' = 4: unsplit optimum 2, fractional 1.25
     job = permutation_job(f)
     plan = make_plan(f, [job], "split")
-    check_valid(plan.problem, plan.assignment)
+    check_valid(*two_tier_view(plan))
     assert plan.to_dict()["max_link_load"] == pytest.approx(1.25)
     assert make_plan(f, [job], "edge-coloring").to_dict()["max_link_load"] == 2
-    info = plan.assignment.info
+    info = plan.routing.info
     # only the one leftover matching (one flow per leaf, 4 leaves) is split, in 4 parts of 1/4
     assert info["split_flows"] == 4
-    assert all(len(p) == 4 for p in plan.assignment.parts if len(p) > 1)
+    assert all(len(p) == 4 for p in two_tier_view(plan)[1].parts if len(p) > 1)
     route = next(r for r in plan.routes() if "split" in r)
     assert [x["share"] for x in route["split"]] == pytest.approx([0.25] * 4)
 
@@ -179,15 +179,15 @@ def test_split_reaches_fractional_optimum_and_splits_few():
 def test_split_does_not_split_when_unsplit_is_one_per_link():
     f = fabric(4, 4, 3)
     plan = make_plan(f, [permutation_job(f)], "split")
-    assert not plan.assignment.is_split()
+    assert not two_tier_view(plan)[1].is_split()
     assert plan.to_dict()["max_link_load"] == 1
 
 
 def test_split_with_a_single_link_down_beats_the_unsplit_optimum():
     f = fabric(4, 4, 5, down=[("l0", "s0")])
     plan = make_plan(f, [permutation_job(f)], "split")
-    check_valid(plan.problem, plan.assignment)
-    unsplit = make_plan(f, [permutation_job(f)], "auto").assignment.info
+    check_valid(*two_tier_view(plan))
+    unsplit = make_plan(f, [permutation_job(f)], "auto").routing.info
     assert unsplit["optimal"] and unsplit["max_link_load"] == 2
     # l0 sends 5 flows over its 3 remaining up links: no routing goes below 5/3
     assert 5 / 3 - 1e-6 <= plan.to_dict()["max_link_load"] < 2
@@ -198,15 +198,16 @@ def test_annealing_seed_matters_and_never_worse_than_start():
     job = ring_job([f"h{i}_{k}" for k in range(4) for i in range(8)])
     a = make_plan(f, [job], "annealing", seed=1)
     b = make_plan(f, [job], "annealing", seed=2)
-    assert a.assignment.info["steps"] == 917
-    assert a.assignment.info["energy"] <= 64 * 8  # bounded by the state space
-    assert a.assignment.parts != b.assignment.parts or a.assignment.info == b.assignment.info
+    (_, ta), (_, tb) = two_tier_view(a), two_tier_view(b)
+    assert ta.info["steps"] == 917
+    assert ta.info["energy"] <= 64 * 8  # bounded by the state space
+    assert ta.parts != tb.parts or ta.info == tb.info
 
 
 def test_load_vector_sorted_and_routes_shape():
     f = fabric()
     plan = make_plan(f, [ring_job([f"h{i}_0" for i in range(8)])], "greedy")
-    vec = sorted_load_vector(plan.problem, plan.assignment)
+    vec = sorted_load_vector(*two_tier_view(plan))
     assert vec == sorted(vec, reverse=True) and len(vec) == 2 * 8 * 4
     doc = plan.to_dict()
     assert [(r["src"], r["dst"]) for r in doc["routes"]][:2] == [("h0_0", "h1_0"), ("h1_0", "h2_0")]

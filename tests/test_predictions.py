@@ -57,6 +57,6 @@ def test_a_model_that_cannot_progress_reports_why(monkeypatch):
 
     def stuck(*_args, **_kw):
         raise ValueError("an entity cannot progress")
-    monkeypatch.setattr("controller.planners.clos_plan.predict_clos_split_times", stuck)
+    monkeypatch.setattr("controller.planners.plan.predict_clos_split_times", stuck)
     out = predict_all(svc.state)
     assert out["a"] == {"seconds": None, "error": "prediction failed: an entity cannot progress"}

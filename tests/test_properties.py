@@ -7,6 +7,7 @@ from controller.model.jobs import Flow, Job
 from controller.model.loads import link_loads
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.plan import make_plan
+from tests.helpers import two_tier_view
 
 
 @st.composite
@@ -25,7 +26,7 @@ def instances(draw):
 
 
 def _alpha(plan):
-    up, down = link_loads(plan.problem, plan.assignment)
+    up, down = link_loads(*two_tier_view(plan))
     return max(up.max(initial=0), down.max(initial=0))
 
 
@@ -34,10 +35,10 @@ def _alpha(plan):
 def test_greedy_within_twice_the_lower_bound(inst):
     fabric, jobs = inst
     plan = make_plan(fabric, jobs, "greedy")
-    lb = plan.problem.lower_bound()
+    lb = two_tier_view(plan)[0].lower_bound()
     assert _alpha(plan) <= 2 * lb
     # the sharper bound of paper.md 5.1: floor((2 Delta - 2) / S') + 1
-    out, inn = plan.problem.degrees()
+    out, inn = two_tier_view(plan)[0].degrees()
     delta, alive = max(out + inn), len(fabric.alive_spines())
     if delta:
         assert _alpha(plan) <= (2 * delta - 2) // alive + 1
@@ -48,7 +49,7 @@ def test_greedy_within_twice_the_lower_bound(inst):
 def test_edge_coloring_reaches_the_lower_bound(inst):
     fabric, jobs = inst
     plan = make_plan(fabric, jobs, "edge-coloring")
-    assert _alpha(plan) == plan.problem.lower_bound()
+    assert _alpha(plan) == two_tier_view(plan)[0].lower_bound()
 
 
 @settings(max_examples=100, deadline=None)
@@ -56,7 +57,7 @@ def test_edge_coloring_reaches_the_lower_bound(inst):
 def test_split_reaches_the_fractional_bound(inst):
     fabric, jobs = inst
     plan = make_plan(fabric, jobs, "split", max_parts=None)  # the bound needs any number of parts
-    out, inn = plan.problem.degrees()
+    out, inn = two_tier_view(plan)[0].degrees()
     delta, alive = max(out + inn), len(fabric.alive_spines())
     if delta:
         assert _alpha(plan) <= max(delta / alive, 1) + 1e-9

@@ -17,7 +17,9 @@ from controller.model.fluid import FluidSimulator, _groups
 from controller.model.jobs import Flow, Job
 from controller.model.links import LinkIndex
 from controller.model.problem import Assignment, Problem
-from controller.planners.plan import Plan
+from controller.planners.leaf_spine import flow_spine_parts
+from controller.planners.plan import Plan, two_tier_plan
+from tests.helpers import two_tier_view
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 ORACLE = os.path.join(os.path.dirname(__file__), "simgrid_oracle.py")
@@ -91,7 +93,7 @@ def random_instance(seed: int):
             eighths = [b - a for a, b in zip([0] + cuts, cuts + [8])]
             routes.append(tuple((s, e / 8) for s, e in zip(spines, eighths)))
     problem = Problem.build(f, jobs)
-    plan = Plan("random", problem, Assignment([routes[i] for i in problem.inter]), 0.0)
+    plan = two_tier_plan("random", problem, Assignment([routes[i] for i in problem.inter]))
     return f, jobs, plan
 
 
@@ -100,7 +102,7 @@ def oracle_instance(f: Fabric, jobs: list[Job], plan: Plan):
     all parts of the previous step of the same ring. Returns the doc and, per (job, flow),
     the oracle flow ids of each step."""
     links = LinkIndex(f)
-    parts = plan.parts_by_flow()
+    parts = flow_spine_parts(*two_tier_view(plan))  # spines, as the oracle's links
     doc = {"links": [f.link_bps()] * links.count, "flows": []}
     steps_of: dict[tuple[int, int], list[list[int]]] = {}
     offset = 0

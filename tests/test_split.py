@@ -13,7 +13,7 @@ from controller.model.problem import Problem
 from controller.planners.lp import fractional_lower_bound, fractional_optimum
 from controller.planners.plan import make_plan
 from controller.planners.split import split
-from tests.helpers import fabric, flows_job
+from tests.helpers import fabric, flows_job, two_tier_view
 
 
 def reference_lp(problem: Problem) -> float:
@@ -110,9 +110,9 @@ def test_single_link_down_reaches_the_fractional_optimum():
     plan = make_plan(f, [job], "split")
     assert plan.to_dict()["max_link_load"] == pytest.approx(4 / 3)
     assert make_plan(f, [job], "edge-coloring").to_dict()["max_link_load"] == 2
-    info = plan.assignment.info
+    info = plan.routing.info
     assert info["method"] == "lp" and info["optimal"]
-    check_split(plan.problem, plan.assignment)
+    check_split(*two_tier_view(plan))
     # l0's three links need a fractional part each: one flow in 3 parts of 1/3 is the least
     assert info["split_flows"] == 1 and info["subflows"] == 3
 

@@ -10,6 +10,7 @@ from controller.planners.objective import job_slowdowns
 from controller.planners.plan import make_plan, planner_options
 from controller.planners.split import split
 from simulation.workloads import byte_mix, pipeline
+from tests.helpers import two_tier_view
 
 
 def _mean(d):
@@ -39,17 +40,17 @@ def test_byte_split_with_4_parts_never_behind_the_jobs_objective(seed):
     jobs = byte_mix(f, 4, 16, seed=seed)
     a = make_plan(f, jobs, "split", max_parts=4, objective="jobs")
     b = make_plan(f, jobs, "auto", objective="jobs", ilp_time_limit=0)
-    mine = job_slowdowns(a.problem, a.assignment.parts)
-    theirs = job_slowdowns(b.problem, b.assignment.parts)
-    assert max(len(p) for p in a.assignment.parts) <= 4
+    mine = job_slowdowns(two_tier_view(a)[0], two_tier_view(a)[1].parts)
+    theirs = job_slowdowns(two_tier_view(b)[0], two_tier_view(b)[1].parts)
+    assert max(len(p) for p in two_tier_view(a)[1].parts) <= 4
     assert (round(max(mine.values()), 6), _mean(mine)) <= \
         (round(max(theirs.values()), 6), _mean(theirs) + 1e-9)
-    info = a.assignment.info
+    info = a.routing.info
     assert info["chosen"] in ("bytes", "flows", "jobs-unsplit")
     assert info["predicted_slowdown"] == pytest.approx(mine)
     flows_only = make_plan(f, jobs, "split", max_parts=4)
-    assert _mean(mine) <= _mean(job_slowdowns(flows_only.problem,
-                                              flows_only.assignment.parts)) + 1e-9
+    assert _mean(mine) <= _mean(job_slowdowns(two_tier_view(flows_only)[0],
+                                              two_tier_view(flows_only)[1].parts)) + 1e-9
 
 
 def test_byte_split_beats_flow_count_split_on_pipelines():
@@ -57,8 +58,8 @@ def test_byte_split_beats_flow_count_split_on_pipelines():
     jobs = pipeline(f, [8, 8, 8, 8], seed=2)
     by_bytes = make_plan(f, jobs, "split", objective="jobs", max_parts=None)
     by_flows = make_plan(f, jobs, "split", max_parts=None)
-    assert _mean(job_slowdowns(by_bytes.problem, by_bytes.assignment.parts)) < \
-        _mean(job_slowdowns(by_flows.problem, by_flows.assignment.parts)) - 0.05
+    assert _mean(job_slowdowns(two_tier_view(by_bytes)[0], two_tier_view(by_bytes)[1].parts)) < \
+        _mean(job_slowdowns(two_tier_view(by_flows)[0], two_tier_view(by_flows)[1].parts)) - 0.05
 
 
 def test_max_parts_zero_lifts_the_bound_in_the_options():

@@ -251,7 +251,7 @@ def job_flow_rules(fabric: Clos, flow, parts, mode: str, number: int) -> list:
 
 
 def installed_plan(fabric: Clos, records):
-    """All running jobs with their installed routes as one ``ClosPlan`` (None without jobs).
+    """All running jobs with their installed routes as one ``Plan`` (None without jobs).
     Flows with no alive path (or no route yet) are not part of it."""
     records = list(records)
     if not records:

@@ -35,8 +35,9 @@ from controller.model.stats import summarize
 
 class Plan(Protocol):
     """What the model needs of a plan (``planners.plan.Plan`` is one): the routed problem and
-    the spines of each flow (kept as a protocol so the model does not import the planners).
-    On a Clos fabric a part is (its link ids, share) instead of (spine, share)."""
+    each flow's parts (kept as a protocol so the model does not import the planners): a
+    part is (its link ids, share) on the Clos of ``problem.fabric``, (spine, share) on a
+    two-tier ``Fabric``."""
     problem: Problem
     runtime_ms: float
 
@@ -168,10 +169,10 @@ class FluidSimulator:
 
     # ---- routing ----------------------------------------------------------------------------
     def _index(self, fabric) -> None:
-        """The links route parts name, in the model the plans route on: a Clos plan's parts
-        are link ids of its fabric (``ClosLinks``); a two-tier plan's are spines
-        (``LinkIndex``), on a Clos of one two-tier plane too when its planner took the
-        two-tier fast path (``planners.plan.make_plan``: its problem's fabric says so)."""
+        """The links route parts name, in the model the plans route on: a plan on a Clos
+        (``planners.plan.Plan``, whatever planner made it) gives link ids of its fabric
+        (``ClosLinks``); a plan on a two-tier ``Fabric`` spines (``LinkIndex``): its
+        problem's fabric says which."""
         self.on_clos = fabric.is_clos
         if self.on_clos:  # every route part carries its own link ids
             from controller.model.clospaths import ClosLinks

@@ -8,12 +8,13 @@ uplinks carrying B_u each, I_l = (max B_u - mean B_u) / mean B_u, 0 when no byte
 the maximum over leaves and the mean weighted by each leaf's bytes, over uplinks and downlinks,
 for bytes and for flow counts.
 
-Both plan documents (``planners.plan.Plan``, two-tier; ``planners.clos_plan.ClosPlan``, any
-Clos) take their load fields from the helpers here, over the directed switch links of their
-model: ``load_fields`` (gap, max load per link tier, load histogram) and ``imbalance_doc``
-(the imbalance above). On a Clos a switch with uplinks is a leaf or, on three tiers, an
-aggregation switch, and a bundle's load is divided by its alive members (``clos_plan_imbalance``),
-as ``GET /v1/imbalance`` measures it; on a leaf-spine that is the leaves' imbalance above.
+The plan document (``planners.plan.Plan``, any Clos) takes its load fields from the helpers
+here, over the directed switch links: ``load_fields`` (gap, max load per link tier, load
+histogram) and ``imbalance_doc`` (the imbalance above); ``load_summary`` and
+``plan_imbalance`` give the same on the two-tier model (``Problem``, ``Assignment``). On a
+Clos a switch with uplinks is a leaf or, on three tiers, an aggregation switch, and a bundle's
+load is divided by its alive members (``clos_plan_imbalance``), as ``GET /v1/imbalance``
+measures it; on a leaf-spine that is the leaves' imbalance above.
 """
 from __future__ import annotations
 

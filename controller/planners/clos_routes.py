@@ -6,7 +6,7 @@ destination leaf, ``(("l0", "a0_1", "c1_0", "a2_1", "l5"), 1.0)``: readable in t
 and in the views, and stable whatever the planner's internal numbering. On a fabric with
 bundles the path is a ``model.intent.MemberPath``: it also names the member each hop takes.
 ``clos_route_parts`` plans jobs and returns those parts; ``installed_clos_plan`` rebuilds a
-``ClosPlan`` from parts in force, for loads and predictions. A flow that ``split`` cut gets
+``Plan`` from parts in force (``plan.routing_of``), for loads and predictions. A flow that ``split`` cut gets
 one part per (plane, middle) option, largest share first, ``((path, share), ...)`` as on a
 two-tier fabric: each part is a sub-connection of its own source port (``rules.part_sport``);
 parts of a share below ``MIN_SHARE`` are dropped.
@@ -27,11 +27,11 @@ import time
 
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting
-from controller.model.intent import UNROUTABLE, MemberPath, members_of
+from controller.model.intent import UNROUTABLE, MemberPath
 from controller.model.jobs import Job
 from controller.planners.clos_churn import clos_replan, previous_routes
-from controller.planners.clos_plan import ClosPlan
 from controller.planners.clos_split import ClosSplitRouting
+from controller.planners.plan import Plan, routing_of
 from controller.planners.registry import CLOS, clos_options, planner_for
 from controller.planners.split import MAX_PARTS
 
@@ -89,58 +89,13 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
 
 
 def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],
-                        algorithm: str = "installed") -> ClosPlan | None:
+                        algorithm: str = "installed") -> Plan | None:
     """The plan of ``(job, parts per flow)`` pairs as routed now; flows without a route in
-    force (none yet, or no alive path) are left out. None without flows to route."""
+    force (none yet, or no alive path) are left out (``plan.routing_of``). None without flows
+    to route."""
     jobs = [job for job, _ in jobs_parts]
     if not jobs:
         return None
-    given = [p for _, parts in jobs_parts for p in parts]
     problem = ClosProblem.build(fabric, jobs, skip_unroutable=True)
-    keep, plane, middle, path, split = [], [], [], [], []
-    for i, pos in enumerate(problem.inter):
-        parts = given[pos]
-        if not parts:
-            continue
-        mine = [_part(problem, i, where, share) for where, share in parts]
-        if any(x is None for x in mine):
-            continue  # not a route of this flow (a fabric changed under a stored state)
-        keep.append(i)
-        plane.append(mine[0][0])
-        middle.append(mine[0][1])
-        path.append(mine[0][2])
-        split.append(mine)
-    if len(keep) != len(problem.inter):
-        problem.keep_only(keep)
-    if any(len(x) > 1 for x in split):  # some flow split: its parts with their shares
-        return ClosPlan(algorithm, problem, ClosSplitRouting(plane, middle, path, {}, split), 0.0)
-    return ClosPlan(algorithm, problem, ClosRouting(plane, middle, path), 0.0)
-
-
-def _part(problem: ClosProblem, i: int, where, share: float) -> tuple | None:
-    """(plane, middle, member link ids, share) of flow i's part over ``where`` (switch names,
-    members kept on a fabric with bundles); None when that is not a route of the flow."""
-    q, m = _middle(problem, i, where)
-    if m is None:
-        return None
-    hops, _ = problem.options(i, q)
-    members = members_of(where)
-    if not members or len(members) != len(hops) or any(
-            not 0 <= x < h.shape[1] or h[m][x] < 0 for h, x in zip(hops, members)):
-        members = [0] * len(hops)  # no members kept (no bundles), or not of this fabric
-    return q, m, tuple(int(h[m][x]) for h, x in zip(hops, members)), float(share)
-
-
-def _middle(problem: ClosProblem, i: int, names) -> tuple[int, int | None]:
-    """(plane, middle) of flow i's route through ``names``; middle None when the names are
-    not a route of that flow (a fabric changed under a stored state)."""
-    f = problem.fabric
-    q = f.plane_of.get(names[0], 0)
-    plane = f.planes[q]
-    a, b, p, r = problem.ends(i, q)
-    if len(names) == 3 and names[0] == plane.leaves[a] and names[2] == plane.leaves[b]:
-        return q, plane.aggs[p].index(names[1]) if names[1] in plane.aggs[p] else None
-    if len(names) == 5 and names[2] in problem.links.core_names[q]:
-        m = problem.links.core_names[q].index(names[2])
-        return q, m if list(names) == problem.middle_name(i, q, m) else None
-    return q, None
+    routing = routing_of(problem, [p for _, parts in jobs_parts for p in parts])
+    return Plan(algorithm, problem, routing, 0.0)

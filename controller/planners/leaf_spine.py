@@ -9,7 +9,8 @@ stages of ``service.decide``), so that a leaf-spine declared in either form is p
 
 A route part is kept in the form of the fabric in use: a path of switch names on a ``Clos``
 (source leaf, spine, destination leaf), a spine index on a ``Fabric``. ``spine_parts`` and
-``path_parts`` turn one into the other at the planner's boundary. O(parts) each.
+``path_parts`` turn one into the other at the planner's boundary, ``flow_spine_parts`` gives a
+two-tier assignment's parts per flow. O(parts) each.
 
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow
@@ -30,6 +31,7 @@ from __future__ import annotations
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
+from controller.model.problem import Assignment, Problem
 
 
 def two_tier(fabric: Fabric | Clos) -> Fabric | None:
@@ -62,3 +64,12 @@ def path_parts(two: Fabric, flow: Flow, parts):
         return parts
     a, b = two.hosts[flow.src], two.hosts[flow.dst]
     return tuple(((a, two.spines[j], b), share) for j, share in parts)
+
+
+def flow_spine_parts(problem: Problem, assignment: Assignment) -> list:
+    """Per flow of ``problem.flows`` its (spine, share) parts in ``assignment`` (aligned with
+    ``problem.inter``); None within a leaf and for unroutable flows."""
+    out: list = [None] * len(problem.flows)
+    for k, pos in enumerate(problem.inter):
+        out[pos] = assignment.parts[k]
+    return out

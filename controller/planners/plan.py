@@ -1,14 +1,20 @@
-"""Run a planner on jobs over a fabric and describe the result in the routes format.
+"""The one plan of jobs on any fabric (issue 37), and the routes format it is described in.
 
-``make_plan`` is the one entry point for every fabric (issue 37): on a single two-tier plane
-(``Clos.as_leaf_spine()``) it runs the two-tier planner, the fast path, and gives a ``Plan``;
-on other Clos fabrics the Clos planner, a ``ClosPlan`` (``clos_plan``). ``run_options`` gives
-each shape the options of one run configuration (seed, salt, ILP time limit, objective,
-max_parts) that it takes, and refuses those it does not.
+``make_plan`` is the one entry point: every fabric is a ``model.clos.Clos``. On a single
+two-tier plane (``Clos.as_leaf_spine()``) it runs the two-tier planner, the fast path, on the
+two-tier ``Problem`` and expresses its result as the Clos routing of the same flows
+(``two_tier_plan``: the controller's conversion, ``leaf_spine.path_parts`` then
+``routing_of``); on other Clos fabrics the Clos planner (``make_clos_plan``). Either way the
+result is a ``Plan``: a ``ClosProblem`` and its ``ClosRouting`` (``ClosSplitRouting`` when
+flows are split). ``run_options`` gives each shape the options of one run configuration (seed,
+salt, ILP time limit, objective, max_parts) that it takes, and refuses those it does not.
 
 The routes JSON (docs/reference/formats.md) lists one route per flow of every job, in the order
 ``Job.flows()`` gives, with ``"spine": null`` for intra-leaf flows and ``"split"`` parts for
-flows a splitting planner divided.
+flows a splitting planner divided. A route on a two-tier plane names its ``"spine"``; over
+three tiers ``"path"``, the switches from the source leaf to the destination leaf (both
+included); ``"plane"`` names the plane when there are several, ``"members"`` the bundle
+member of each hop when a bundle has several links.
 """
 from __future__ import annotations
 
@@ -17,18 +23,28 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from controller.errors import InputError
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
+from controller.model.clospaths import ClosProblem, ClosRouting, flow_links, lower_bound
 from controller.model.fabric import Fabric
-from controller.model.iteration import predict_times
+from controller.model.intent import MemberPath, members_of
+from controller.model.iteration import predict_clos_split_times
 from controller.model.jobs import Flow, Job
-from controller.model.loads import load_summary, plan_imbalance
+from controller.model.loads import clos_plan_imbalance, links_at_max, load_fields
 from controller.model.problem import Assignment, Problem
-from controller.planners.clos_plan import ClosPlan, make_clos_plan
+from controller.planners.clos_split import (
+    ClosSplitRouting,
+    parts_of,
+    split_link_loads,
+    split_link_totals,
+    split_score,
+)
+from controller.planners.leaf_spine import flow_spine_parts, path_parts
 from controller.planners.registry import (
     CLOS,
     OBJECTIVES,
     PLANNERS,
     TWO_TIER,
+    clos_options,
     planned_as,
     planner_for,
     shape_of,
@@ -38,41 +54,132 @@ from controller.planners.registry import (
 
 @dataclass
 class Plan:
+    """A plan of jobs on a Clos fabric of any shape: ``problem`` the jobs' flows on
+    ``problem.fabric``, ``routing`` per flow that leaves its leaf its plane, middle and member
+    links (a ``ClosSplitRouting`` when flows are split, ``routing.info`` what the planner
+    reports). ``two_tier``: the two-tier planners made it (``two_tier_plan``, the fast path);
+    its document then keeps their forms: the lower bound in whole flows (an integer), links at
+    the max within ``loads.AT_MAX_TOL`` (relative), each split share as planned and the
+    two-tier fabric's summary."""
     algorithm: str
-    problem: Problem
-    assignment: Assignment
+    problem: ClosProblem
+    routing: ClosRouting
     runtime_ms: float  # the planner alone, not building the problem
+    two_tier: bool = False
 
-    def parts_by_flow(self) -> list[tuple[tuple[int, float], ...] | None]:
-        """Per flow of ``problem.flows``: its (spine, share) parts, None for intra-leaf flows."""
-        out: list = [None] * len(self.problem.flows)
-        for k, pos in enumerate(self.problem.inter):
-            out[pos] = self.assignment.parts[k]
+    def parts_by_flow(self) -> list[tuple | None]:
+        """Per flow of ``problem.flows`` its ((link ids, host links included), share) parts,
+        None for a flow without a route (unroutable): what the fluid model (``model.fluid``)
+        runs a plan on."""
+        p, r = self.problem, self.routing
+        index = {pos: i for i, pos in enumerate(p.inter)}
+        L = p.links
+        out: list = []
+        for k, f in enumerate(p.flows):
+            if k in index and isinstance(r, ClosSplitRouting):
+                i = index[k]
+                out.append(tuple((tuple(int(x) for x in (p.host_links(i, q)[0], *path,
+                                                         p.host_links(i, q)[1])), w)
+                                 for q, _, path, w in r.parts[i]))
+            elif k in index:
+                out.append(((tuple(int(x) for x in flow_links(p, r, index[k])), 1.0),))
+            elif k in p.intra:
+                q = p.intra[k]
+                out.append((((int(L.host_up[q, L.host_id[f.src]]),
+                               int(L.host_down[q, L.host_id[f.dst]])), 1.0),))
+            else:
+                out.append(None)
+        return out
+
+    def path_parts(self) -> list[tuple | None]:
+        """Per flow of ``problem.flows`` its parts in the controller's form (``model.intent``):
+        ((switch names, source leaf to destination leaf), share), a ``MemberPath`` on a fabric
+        with bundles; None within a leaf and for a flow without a route."""
+        p = self.problem
+        member = p.links.member_of if p.fabric.bundled else None
+        out: list = [None] * len(p.flows)
+        for i, (pos, parts) in enumerate(zip(p.inter, parts_of(self.routing))):
+            named = [(tuple(p.middle_name(i, q, m)), links, w) for q, m, links, w in parts]
+            out[pos] = tuple((path if member is None else
+                              MemberPath(path, (int(member[x]) for x in links)), w)
+                             for path, links, w in named)
         return out
 
     def routes(self) -> list[dict]:
-        spines = self.problem.fabric.spines
-        return [route_doc(f, parts, lambda j: {"spine": spines[j]}) for f, parts in
-                zip(self.problem.flows, self.parts_by_flow())]
+        p, r = self.problem, self.routing
+        index = {pos: i for i, pos in enumerate(p.inter)}
+        several = len(p.fabric.planes) > 1
+        share = (lambda w: w) if self.two_tier else (lambda w: round(w, 9))
+        out = []
+        for k, f in enumerate(p.flows):
+            i = index.get(k)
+            if i is None:
+                doc = route_doc(f, None)
+                q = p.intra.get(k)
+                if several and q is not None:
+                    doc["plane"] = p.fabric.planes[q].name
+                out.append(doc)
+                continue
+            parts = r.parts[i] if isinstance(r, ClosSplitRouting) else ()
+            if len(parts) > 1:  # a split flow: its parts instead of "spine" / "path"
+                out.append(route_doc(f, [((q, m, path), share(w)) for q, m, path, w in parts],
+                                     lambda x, i=i: _route(p, i, *x, several)))
+            else:
+                out.append(route_doc(f, (((r.plane[i], r.middle[i], r.path[i]), 1.0),),
+                                     lambda x, i=i: _route(p, i, *x, several)))
+        return out
 
     def predicted_times(self, on_event=None) -> dict[str, float]:
-        """The shared prediction per job (``model.iteration.predict_times``), as
-        ``ClosPlan.predicted_times`` gives it on a Clos."""
-        return predict_times(self.problem, self.assignment.parts, on_event)
+        """The shared prediction per job on the plan's routes, split ones by share
+        (``model.iteration.predict_clos_split_times``)."""
+        return predict_clos_split_times(self.problem, self.routing, on_event)
 
     def to_dict(self) -> dict:
-        """The plan document; ``ClosPlan.to_dict`` gives the same fields on a Clos (a
-        leaf-spine's links are all of the ``leaf`` tier, its switches with uplinks its
-        leaves)."""
-        doc = {"algorithm": self.algorithm, "routes": self.routes()}
-        doc.update(load_summary(self.problem, self.assignment))
-        doc.update(runtime_ms=round(self.runtime_ms, 3), flows=len(self.problem.flows),
-                   inter_leaf_flows=len(self.problem),
-                   imbalance=plan_imbalance(self.problem, self.assignment),
-                   fabric=self.problem.fabric.summary())
-        if self.assignment.info:
-            doc["info"] = self.assignment.info
+        """The plan document: the loads over the fabric links (``loads.load_fields``), the
+        imbalance over the uplinks of every leaf and aggregation switch
+        (``loads.clos_plan_imbalance``); on a single two-tier plane these are the leaves'
+        uplinks, every link of the ``leaf`` tier."""
+        p, r = self.problem, self.routing
+        alpha, at_max = split_score(p, r)
+        bound = lower_bound(p)
+        loads = split_link_loads(p, r)
+        fabric = p.fabric.summary()
+        shown = round(bound, 9)
+        if self.two_tier:  # the two-tier planners' forms (see the class)
+            at_max = links_at_max(loads[p.links.tier > 0])
+            bound = shown = int(bound)
+            fabric = p.fabric.as_leaf_spine().summary()
+        totals = {w: split_link_totals(p, r, w) for w in ("bytes", "flows")}
+        doc = {"algorithm": self.algorithm, "routes": self.routes(),
+               "max_link_load": alpha, "links_at_max": at_max, "lower_bound": shown,
+               **load_fields(alpha, bound, loads, p.links.tier),
+               "runtime_ms": round(self.runtime_ms, 3), "flows": len(p.flows),
+               "inter_leaf_flows": len(p), "imbalance": clos_plan_imbalance(p.links, totals),
+               "fabric": fabric}
+        if r.info:
+            doc["info"] = r.info
         return doc
+
+
+def _route(p: ClosProblem, i: int, q: int, m: int, path, several: bool) -> dict:
+    """The route fields of flow i over middle m of plane q with member links ``path``."""
+    doc: dict = {}
+    switches = p.middle_name(i, q, m)
+    if len(switches) == 3 and not p.fabric.planes[q].cores:
+        doc["spine"] = switches[1]
+    else:
+        doc["path"] = switches
+    if several:
+        doc["plane"] = p.fabric.planes[q].name
+    members = [_member(p, x) for x in path]
+    if any(members):
+        doc["members"] = members
+    return doc
+
+
+def _member(problem: ClosProblem, link: int) -> int:
+    _, _, m = problem.links.names[link].partition("#")
+    return int(m) if m else 0
 
 
 def path_doc(path) -> dict:
@@ -93,10 +200,10 @@ def part_fields(fabric, path) -> dict:
 
 
 def route_doc(flow: Flow, parts, where=path_doc, part_sport=None) -> dict:
-    """One route of the routes format; ``where(part)`` gives a part's fields (a plan's
-    ``{"spine": name}`` of a spine index, ``path_doc`` of a path, the controller's
-    ``views.part_fields``); ``part_sport(flow, i, n)`` adds each split part's source port
-    (the controller's sub-connections)."""
+    """One route of the routes format; ``where(part)`` gives a part's fields (a plan's route
+    fields, ``path_doc`` of a path, the controller's ``views.part_fields``);
+    ``part_sport(flow, i, n)`` adds each split part's source port (the controller's
+    sub-connections)."""
     r = {"job": flow.job, "src": flow.src, "dst": flow.dst}
     if (flow.proto, flow.sport, flow.dport) != (6, 0, 0):
         r.update(proto=flow.proto, sport=flow.sport, dport=flow.dport)
@@ -112,6 +219,77 @@ def route_doc(flow: Flow, parts, where=path_doc, part_sport=None) -> dict:
     return r
 
 
+def routing_of(problem: ClosProblem, given: list) -> ClosRouting:
+    """The routing of parts in the controller's form (``Plan.path_parts``), per flow of
+    ``problem.flows``: flows without a route (none, or no alive path) or whose parts are not
+    routes of theirs (a fabric changed under a stored state) leave ``problem.inter``
+    (``keep_only``); a ``ClosSplitRouting`` when some flow has several parts. O(parts x hops).
+    """
+    keep, plane, middle, path, split = [], [], [], [], []
+    for i, pos in enumerate(problem.inter):
+        parts = given[pos]
+        if not parts:
+            continue
+        mine = [_part(problem, i, where, share) for where, share in parts]
+        if any(x is None for x in mine):
+            continue
+        keep.append(i)
+        plane.append(mine[0][0])
+        middle.append(mine[0][1])
+        path.append(mine[0][2])
+        split.append(mine)
+    if len(keep) != len(problem.inter):
+        problem.keep_only(keep)
+    if any(len(x) > 1 for x in split):  # some flow split: its parts with their shares
+        return ClosSplitRouting(plane, middle, path, {}, split)
+    return ClosRouting(plane, middle, path)
+
+
+def _part(problem: ClosProblem, i: int, where, share: float) -> tuple | None:
+    """(plane, middle, member link ids, share) of flow i's part over ``where`` (switch names,
+    members kept on a fabric with bundles); None when that is not a route of the flow."""
+    q, m = _middle(problem, i, where)
+    if m is None:
+        return None
+    hops, _ = problem.options(i, q)
+    members = members_of(where)
+    if not members or len(members) != len(hops) or any(
+            not 0 <= x < h.shape[1] or h[m][x] < 0 for h, x in zip(hops, members)):
+        members = [0] * len(hops)  # no members kept (no bundles), or not of this fabric
+    return q, m, tuple(int(h[m][x]) for h, x in zip(hops, members)), float(share)
+
+
+def _middle(problem: ClosProblem, i: int, names) -> tuple[int, int | None]:
+    """(plane, middle) of flow i's route through ``names``; middle None when the names are
+    not a route of that flow (a fabric changed under a stored state)."""
+    f = problem.fabric
+    q = f.plane_of.get(names[0], 0)
+    plane = f.planes[q]
+    a, b, p, r = problem.ends(i, q)
+    if len(names) == 3 and names[0] == plane.leaves[a] and names[2] == plane.leaves[b]:
+        return q, plane.aggs[p].index(names[1]) if names[1] in plane.aggs[p] else None
+    if len(names) == 5 and names[2] in problem.links.core_names[q]:
+        m = problem.links.core_names[q].index(names[2])
+        return q, m if list(names) == problem.middle_name(i, q, m) else None
+    return q, None
+
+
+def two_tier_plan(algorithm: str, problem: Problem, assignment: Assignment,
+                  runtime_ms: float = 0.0, fabric: Clos | None = None) -> Plan:
+    """A two-tier planner's ``assignment`` of ``problem`` as the one ``Plan``: its parts as
+    Clos paths (``leaf_spine.path_parts``, as the controller enforces them) routed on
+    ``fabric`` (the Clos of ``problem.fabric``: ``as_clos`` unless given); ``info`` kept.
+    O(parts x hops) after the Clos problem's build."""
+    clos = fabric if fabric is not None else as_clos(problem.fabric)
+    two = problem.fabric
+    paths = [path_parts(two, f, x) for f, x in zip(problem.flows,
+                                                    flow_spine_parts(problem, assignment))]
+    cp = ClosProblem.build(clos, problem.jobs, skip_unroutable=True)
+    routing = routing_of(cp, paths)
+    routing.info = assignment.info
+    return Plan(algorithm, cp, routing, runtime_ms, two_tier=True)
+
+
 def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment, float]:
     """The assignment and the planner's wall time in ms (``registry.planner_for`` on a single
     two-tier plane: an unknown name is an InputError)."""
@@ -122,27 +300,39 @@ def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment
 
 
 def make_plan(fabric: Clos | Fabric, jobs: list[Job], algorithm: str = "greedy",
-              **options) -> Plan | ClosPlan:
+              **options) -> Plan:
     """The plan of ``jobs`` on any fabric by the planner ``algorithm`` with its ``options``
     (``run_options`` makes them from a run configuration). On a single two-tier plane (a
-    ``Clos`` whose ``as_leaf_spine()`` is one, or that ``Fabric``) the two-tier planner: a
-    ``Plan`` of spine indices on the two-tier model; on other Clos fabrics the Clos planner
-    (``clos_plan.make_clos_plan``: ``salt`` and the options it takes): a ``ClosPlan``. A name
-    unknown, or refused on the shape, is an InputError (``registry.planner_for``).
+    ``Clos`` whose ``as_leaf_spine()`` is one, or that ``Fabric``) the two-tier planner on the
+    two-tier model, its result routed on the Clos (``two_tier_plan``); on other Clos fabrics
+    the Clos planner (``make_clos_plan``: ``salt`` and the options it takes). A name unknown,
+    or refused on the shape, is an InputError (``registry.planner_for``).
 
     >>> c = Clos.leaf_spine(2, 2, 1)
     >>> ring = Job("r", rings=[["h0_0", "h1_0"]], ring_bytes=1e6)
-    >>> type(make_plan(c, [ring], "greedy")).__name__, make_plan(c, [ring]).routes()[0]
-    ('Plan', {'job': 'r', 'src': 'h0_0', 'dst': 'h1_0', 'spine': 's0'})
-    >>> type(make_plan(Clos.leaf_spine(2, 2, 1, planes=2), [ring], "greedy")).__name__
-    'ClosPlan'
+    >>> make_plan(c, [ring], "greedy").routes()[0]
+    {'job': 'r', 'src': 'h0_0', 'dst': 'h1_0', 'spine': 's0'}
+    >>> make_plan(Clos.leaf_spine(2, 2, 1, planes=2), [ring], "greedy").routes()[0]["plane"]
+    'plane0'
     """
     two = fabric.as_leaf_spine()
     if two is None:
         return make_clos_plan(fabric, jobs, algorithm, **options)
     problem = Problem.build(two, jobs)
     assignment, ms = run_planner(problem, algorithm, **options)
-    return Plan(algorithm, problem, assignment, ms)
+    return two_tier_plan(algorithm, problem, assignment, ms, as_clos(fabric))
+
+
+def make_clos_plan(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
+                   salt: int = 0, **options) -> Plan:
+    """The plan of ``jobs`` by the Clos planner of ``algorithm`` (``registry.planner_for``: an
+    InputError names what it refuses); ``salt`` and ``options`` (seed, max_parts, time_limit)
+    go to the planners that take them."""
+    fn = planner_for(algorithm, CLOS)
+    problem = ClosProblem.build(fabric, jobs)
+    t0 = time.perf_counter()
+    routing = fn(problem, **clos_options(algorithm, salt=salt, **options))
+    return Plan(algorithm, problem, routing, (time.perf_counter() - t0) * 1e3)
 
 
 class Run(NamedTuple):
@@ -222,11 +412,12 @@ def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
 
 def make_replan(fabric: Fabric, jobs: list[Job], previous: list, objective: str = "flows",
                 ilp_time_limit: float = 0.0) -> Plan:
-    """A plan grown from the installed routing (``controller.planners.churn.replan``): ``previous`` holds,
-    per flow of ``jobs`` (routes order), its installed parts or None for a new flow. The plan's
-    ``assignment.info`` reports ``moved_flows`` and ``moved`` (flow positions)."""
+    """A plan grown from the installed routing (``controller.planners.churn.replan``) on a
+    single two-tier plane (``fabric``: its two-tier model): ``previous`` holds, per flow of
+    ``jobs`` (routes order), its installed spine parts or None for a new flow. The plan's
+    ``routing.info`` reports ``moved_flows`` and ``moved`` (flow positions)."""
     from controller.planners.churn import replan
     problem = Problem.build(fabric, jobs)
     t0 = time.perf_counter()
     assignment = replan(problem, previous, objective, ilp_time_limit)
-    return Plan("auto", problem, assignment, (time.perf_counter() - t0) * 1e3)
+    return two_tier_plan("auto", problem, assignment, (time.perf_counter() - t0) * 1e3)

@@ -37,8 +37,13 @@ from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.model.problem import Problem
 from controller.planners.churn import replan
 from controller.planners.clos_routes import clos_route_parts
-from controller.planners.leaf_spine import path_parts, spine_parts, two_tier
-from controller.planners.plan import Plan, planner_options, route_doc, run_planner
+from controller.planners.leaf_spine import (
+    flow_spine_parts,
+    path_parts,
+    spine_parts,
+    two_tier,
+)
+from controller.planners.plan import planner_options, route_doc, run_planner
 from controller.planners.registry import planned_as
 from controller.planners.split import MAX_PARTS
 from controller.service.settings import Settings
@@ -133,7 +138,7 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
             assignment, ms = run_planner(problem, alg, **opts)
         out.planner_ms.append(ms)
         out.groups.append((alg, objective))
-        parts = Plan(alg, problem, assignment, ms).parts_by_flow()
+        parts = flow_spine_parts(problem, assignment)
         for pos in problem.unroutable:
             parts[pos] = UNROUTABLE
         parts = [path_parts(two, f, p) for f, p in zip(problem.flows, parts)]  # Clos: paths

@@ -18,7 +18,7 @@ import tempfile
 from controller.enforcement.modes import ECMP_HASHES
 from controller.model.iteration import predict_clos_times
 from controller.model.jobs import parse_jobs
-from controller.planners.clos_plan import make_clos_plan
+from controller.planners.plan import make_clos_plan
 from emulation.harness.collectives import rank_hosts
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
