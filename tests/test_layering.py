@@ -147,7 +147,7 @@ def test_the_controller_starts_without_the_solvers():
 # The shape of a fabric (which model, whether it has planes, one two-tier plane) is the model's
 # to answer (issue 37): a caller asks the fabric (``as_leaf_spine``, ``summary``, ``is_clos``)
 # instead of probing its type or attributes.
-SHAPE_TYPES = {"Clos", "Fabric", "ClosPlan"}
+SHAPE_TYPES = {"Clos", "Fabric"}  # one Plan type since issue 37: no plan to tell apart
 SHAPE_ATTRS = {"planes", "spines", "pods", "switch_of_dpid", "host_leaves"}
 
 
@@ -165,7 +165,7 @@ def _fabric_like(node) -> bool:
 
 
 def shape_probes(path: str) -> list[str]:
-    """``isinstance(x, Clos|Fabric|ClosPlan)``, ``hasattr/getattr(fabric, "planes"...)`` and,
+    """``isinstance(x, Clos|Fabric)``, ``hasattr/getattr(fabric, "planes"...)`` and,
     in the model, reads of ``is_clos``: one line each."""
     tree = ast.parse(open(path).read(), path)
     out = []
@@ -214,7 +214,7 @@ def test_no_benchmark_tool_or_topology_asks_what_shape_a_fabric_has():
 def test_the_shape_probe_count_sees_the_probes(tmp_path):
     """The count above finds each kind of probe (an empty count would pass it)."""
     src = tmp_path / "probe.py"
-    src.write_text("isinstance(fabric, Clos)\nisinstance(p, (int, ClosPlan))\n"
+    src.write_text("isinstance(fabric, Clos)\nisinstance(p, (int, Fabric))\n"
                    "getattr(state.fabric, 'planes', ())\nhasattr(f, 'spines')\n"
                    "x = fabric.is_clos\nisinstance(x, list)\ngetattr(job, 'planes', 0)\n")
     assert [p.split(" ", 1)[1] for p in shape_probes(str(src))] == [

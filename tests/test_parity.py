@@ -113,7 +113,8 @@ def twins(fabric: Fabric):
 
 
 def plans(fabric: Fabric, kind: str, seed: int, two_tier_alg: str, clos_alg: str | None = None):
-    """(two-tier Plan, ClosPlan) of the same jobs, each parsed against its own model."""
+    """(plan of the two-tier planner, plan of the Clos planner) of the same jobs, each parsed
+    against its own model."""
     fab, clos = twins(fabric)
     docs = job_docs(list(fab.hosts), kind, seed)
     # no ILP stage (auto's runs only within a time budget): plans that do not depend on time

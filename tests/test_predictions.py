@@ -26,7 +26,7 @@ def running(**kw):
 
 def test_the_job_view_shows_the_shared_prediction_of_the_installed_routes():
     svc = running()
-    plan = installed_plan(svc.state.fabric, svc.state.jobs.values())  # a ClosPlan: paths
+    plan = installed_plan(svc.state.fabric, svc.state.jobs.values())  # a Plan: paths
     shared = plan_times(plan)
     fluid = predict_allreduce(plan)
     for jid in ("a", "b", "c"):
