@@ -794,6 +794,7 @@ CONTROLPLANE_PHASES = {
     "views": "GET /v1/jobs, /v1/jobs/ring, /v1/links, /v1/fabric, /v1/routes, /metrics",
     "link_down": "a core link down (two tiers: a leaf-spine link): re-plan and install",
     "link_up": "the link back up",
+    "switch_lost": "a switch lost: its neighbours' port reports in one batch, re-plan, install",
     "delete": "both jobs deleted"}
 
 
@@ -801,7 +802,9 @@ def _controlplane() -> str:
     b = _load("bench/controlplane.json")
     tree, two = b["fabrics"]
     rows = [[what, f"{tree['phases'][p]['seconds'] * 1e3:,.0f}",
-             f"{tree['phases'][p]['messages']:,}", f"{two['phases'][p]['seconds'] * 1e3:,.0f}",
+             f"{tree['phases'][p]['messages']:,}",
+             f"{tree['phases'][p]['longest_stretch_cpu_ms']:g}",
+             f"{two['phases'][p]['seconds'] * 1e3:,.0f}",
              f"{two['phases'][p]['messages']:,}", f"{b['ratio'][p]:g}"]
             for p, what in CONTROLPLANE_PHASES.items()]
     views = ", ".join(f"{k} {v:g}" for k, v in tree["phases"]["views"]["ms"].items())
@@ -814,9 +817,12 @@ def _controlplane() -> str:
               f"{two['fabric']} ({two['switches']} switches) in the same run, ratio the first "
               f"over the second. The views one by one at k = 16, ms: {views}. "
               "[Only what a change touches is recomputed](../explanation/architecture.md"
-              "#the-control-plane-a-pure-decision-one-apply-step).\n\n"
-            + _table(["operation", "fat-tree ms", "messages", "leaf-spine ms", "messages",
-                      "ratio"], rows))
+              "#the-control-plane-a-pure-decision-one-apply-step). Longest stretch: the "
+              "most CPU the fat-tree's phase spent between two yields of the event loop "
+              "(`emulation/harness/stretches.py`), what a REST request arriving then may "
+              "wait for under Ryu's green threads.\n\n"
+            + _table(["operation", "fat-tree ms", "messages", "longest stretch ms",
+                      "leaf-spine ms", "messages", "ratio"], rows))
 
 
 def _lldp(settings: dict) -> str:
