@@ -545,3 +545,37 @@ def test_any_swapped_pair_of_leaf_ports_is_two_reports(s, l, h, data):
          f"{b} port {f.port(b, leaf)}"),
         ("wrong_port", leaf, f.port(leaf, b), f"{b} port {f.port(b, leaf)}",
          f"{a} port {f.port(a, leaf)}")])
+
+
+def test_links_dropped_by_switch_events_are_those_a_full_scan_drops():
+    """``Topology._drop_links`` looks only at the links of the switch (an index rebuilt when
+    links come or go): random switch, port and probe events give the links a scan of every
+    link gives (the rule before the index)."""
+    def scan(links, touches):
+        return {k: v for k, v in links.items() if not (touches(*k) or touches(*v[:2]))}
+
+    rng = random.Random(7)
+    for _ in range(30):
+        t, want, now = Topology(), {}, 0.0
+        for _ in range(200):
+            now += 0.01
+            d, p = rng.randrange(6), rng.randrange(1, 5)
+            kind = rng.random()
+            if kind < 0.5:
+                for x in (d, e := rng.randrange(6)):
+                    if x not in t.switches:
+                        t.switch_up(x, {q: True for q in range(1, 5)}, now)
+                q = rng.randrange(1, 5)
+                if t.link_seen(d, p, e, q, now) or (d, p) in want:
+                    want[(d, p)] = (e, q)
+            elif kind < 0.7:
+                ports = {q: rng.random() < 0.7 for q in range(1, rng.randrange(2, 6))}
+                if t.switches.get(d) != ports:
+                    want = scan(want, lambda x, y: x == d and not ports.get(y, False))
+                t.switch_up(d, ports, now)
+            elif kind < 0.85:
+                if t.port_changed(d, p, False, now):
+                    want = scan(want, lambda x, y: (x, y) == (d, p))
+            elif t.switch_down(d, now):
+                want = scan(want, lambda x, y: x == d)
+            assert {k: v[:2] for k, v in t.links.items()} == want

@@ -75,6 +75,8 @@ class Topology:
     version: int = 0
     changed_at: float = 0.0
     _facing: set | None = field(default=None, repr=False, compare=False)
+    # dpid -> keys of the links with an end on it; None: to rebuild (links added or removed)
+    _touching: dict | None = field(default=None, repr=False, compare=False)
 
     def _changed(self, now: float) -> bool:
         self.version += 1
@@ -88,7 +90,7 @@ class Topology:
         if self.switches.get(dpid) == ports:
             return False
         self.switches[dpid] = ports
-        self._drop_links(lambda d, p: d == dpid and not ports.get(p, False))
+        self._drop_links(dpid, lambda d, p: d == dpid and not ports.get(p, False))
         return self._changed(now)
 
     def switch_down(self, dpid: int, now: float) -> bool:
@@ -96,7 +98,7 @@ class Topology:
         if dpid not in self.switches:
             return False
         del self.switches[dpid]
-        self._drop_links(lambda d, p: d == dpid)
+        self._drop_links(dpid, lambda d, p: d == dpid)
         for mac in [m for m, h in self.hosts.items() if h.dpid == dpid]:
             del self.hosts[mac]
         return self._changed(now)
@@ -109,7 +111,7 @@ class Topology:
             return False
         ports[port] = up
         if not up:
-            self._drop_links(lambda d, p: (d, p) == (dpid, port))
+            self._drop_links(dpid, lambda d, p: (d, p) == (dpid, port))
         return self._changed(now)
 
     def link_seen(self, src_dpid: int, src_port: int, dst_dpid: int, dst_port: int,
@@ -122,7 +124,7 @@ class Topology:
         key, old = (src_dpid, src_port), self.links.get((src_dpid, src_port))
         self.links[key] = (dst_dpid, dst_port, now)
         if old is None or old[:2] != (dst_dpid, dst_port):
-            self._facing = None
+            self._facing = self._touching = None
         for d, p in (key, (dst_dpid, dst_port)):
             self.switches[d][p] = True  # a probe crossed it
         for mac in [m for m, h in self.hosts.items()
@@ -139,7 +141,7 @@ class Topology:
                 if now - t > self.link_timeout]
         for s, sp, _d, _dp in gone:
             del self.links[(s, sp)]
-            self._facing = None
+            self._facing = self._touching = None
         if gone:
             self._changed(now)
         return sorted(gone)
@@ -214,11 +216,23 @@ class Topology:
                 best = (mac, h)
         return best
 
-    def _drop_links(self, touches) -> None:
-        for (s, sp), (d, dp, _t) in list(self.links.items()):
-            if touches(s, sp) or touches(d, dp):
-                del self.links[(s, sp)]
-                self._facing = None
+    def _drop_links(self, dpid: int, touches) -> None:
+        """Drop the links with an end on ``dpid`` that ``touches(dpid, port)`` of an end.
+        O(links of the switch), once the index of links by switch is built (O(links), kept
+        until links are added or removed): a fabric's switches reconnecting one by one
+        scanned every link each (4,096 at k = 16, 0.25 s in a restart)."""
+        if self._touching is None:
+            index: dict[int, list] = {}
+            for key, (d, _dp, _t) in self.links.items():
+                index.setdefault(key[0], []).append(key)
+                if d != key[0]:
+                    index.setdefault(d, []).append(key)
+            self._touching = index
+        for key in [k for k in self._touching.get(dpid, ()) if k in self.links]:
+            d, dp, _t = self.links[key]
+            if touches(*key) or touches(d, dp):
+                del self.links[key]
+                self._facing = self._touching = None
 
 
 # ---- algorithms --------------------------------------------------------------------------------
