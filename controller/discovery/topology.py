@@ -75,7 +75,8 @@ class Topology:
     version: int = 0
     changed_at: float = 0.0
     _facing: set | None = field(default=None, repr=False, compare=False)
-    # dpid -> keys of the links with an end on it; None: to rebuild (links added or removed)
+    # dpid -> keys of the links with an end on it (``_drop_links``), kept as links come and
+    # go once built; None: not built yet
     _touching: dict | None = field(default=None, repr=False, compare=False)
 
     def _changed(self, now: float) -> bool:
@@ -124,7 +125,10 @@ class Topology:
         key, old = (src_dpid, src_port), self.links.get((src_dpid, src_port))
         self.links[key] = (dst_dpid, dst_port, now)
         if old is None or old[:2] != (dst_dpid, dst_port):
-            self._facing = self._touching = None
+            self._facing = None
+            if old is not None:
+                self._unindex(key, old[0])
+            self._index(key, dst_dpid)
         for d, p in (key, (dst_dpid, dst_port)):
             self.switches[d][p] = True  # a probe crossed it
         for mac in [m for m, h in self.hosts.items()
@@ -139,9 +143,10 @@ class Topology:
         (src dpid, src port, dst dpid, dst port). Call it once per probe round."""
         gone = [(s, sp, d, dp) for (s, sp), (d, dp, t) in self.links.items()
                 if now - t > self.link_timeout]
-        for s, sp, _d, _dp in gone:
+        for s, sp, d, _dp in gone:
             del self.links[(s, sp)]
-            self._facing = self._touching = None
+            self._unindex((s, sp), d)
+            self._facing = None
         if gone:
             self._changed(now)
         return sorted(gone)
@@ -218,21 +223,29 @@ class Topology:
 
     def _drop_links(self, dpid: int, touches) -> None:
         """Drop the links with an end on ``dpid`` that ``touches(dpid, port)`` of an end.
-        O(links of the switch), once the index of links by switch is built (O(links), kept
-        until links are added or removed): a fabric's switches reconnecting one by one
-        scanned every link each (4,096 at k = 16, 0.25 s in a restart)."""
+        O(links of the switch), once the index of links by switch is built (O(links), once;
+        then kept as links come and go): a fabric's switches reconnecting one by one scanned
+        every link each (4,096 at k = 16, 0.25 s in a restart)."""
         if self._touching is None:
-            index: dict[int, list] = {}
+            self._touching = {}
             for key, (d, _dp, _t) in self.links.items():
-                index.setdefault(key[0], []).append(key)
-                if d != key[0]:
-                    index.setdefault(d, []).append(key)
-            self._touching = index
-        for key in [k for k in self._touching.get(dpid, ()) if k in self.links]:
+                self._index(key, d)
+        for key in list(self._touching.get(dpid, ())):
             d, dp, _t = self.links[key]
             if touches(*key) or touches(d, dp):
                 del self.links[key]
-                self._facing = self._touching = None
+                self._unindex(key, d)
+                self._facing = None
+
+    def _index(self, key: tuple[int, int], dst: int) -> None:
+        if self._touching is not None:
+            for end in {key[0], dst}:
+                self._touching.setdefault(end, set()).add(key)
+
+    def _unindex(self, key: tuple[int, int], dst: int) -> None:
+        if self._touching is not None:
+            for end in {key[0], dst}:
+                self._touching.get(end, set()).discard(key)
 
 
 # ---- algorithms --------------------------------------------------------------------------------
