@@ -46,7 +46,6 @@ SHAPES = {TWO_TIER: "a single two-tier plane (model.fabric.Fabric)",
           CLOS: "planes, bundles or three tiers (model.clos.Clos)"}
 
 
-
 class Ref(NamedTuple):
     """A planner function named by its module, imported when first asked for
     (``planner_for``): the registry, and the options' help texts built from it when the
@@ -67,11 +66,11 @@ def _ref(module: str, name: str | None = None, **keywords) -> Ref:
 @dataclass(frozen=True)
 class Way:
     """How a planner name runs on one shape. ``run`` (a function or its ``Ref``): two-tier
-    ``Problem -> Assignment``
-    (options from ``plan.planner_options``), Clos ``ClosProblem -> ClosRouting`` (the run
-    options named in ``takes``: salt, seed, max_parts, time_limit); None: refused, and
-    ``refused`` says why. ``planned_as``: the name runs as that planner (and the controller
-    plans it in that planner's group), with the objective ``objective``."""
+    ``Problem -> Assignment`` (options from ``plan.planner_options``), Clos
+    ``ClosProblem -> ClosRouting`` (the run options named in ``takes``: salt, seed,
+    max_parts, time_limit); None: refused, and ``refused`` says why. ``planned_as``: the
+    name runs as that planner (and the controller plans it in that planner's group), with
+    the objective ``objective``."""
     how: str
     run: Callable | Ref | None = None
     takes: tuple[str, ...] = ()
@@ -91,7 +90,6 @@ class Planner:
 
     def on(self, shape: str) -> Way:
         return self.two_tier if shape == TWO_TIER else self.clos
-
 
 
 PLANNERS: dict[str, Planner] = {p.name: p for p in (
