@@ -28,7 +28,7 @@ class Yields:
 
     def __call__(self) -> None:
         frame = sys._getframe(1)
-        while frame.f_code.co_filename.endswith(("servicelock.py", "contextlib.py")):
+        while frame.f_code.co_filename.endswith(("servicelock.py", "contextlib.py", "pacing.py")):
             frame = frame.f_back
         held = self.svc is not None and self.svc.lock.views.locked()  # None: being built
         self.log.append((frame.f_code.co_name, held))
@@ -83,10 +83,9 @@ def test_a_switch_loss_re_plan_yields_between_switches_tables_and_diffs(monkeypa
     between switches while it computes their static entries, joins them with the jobs'
     entries and diffs them against the shadows: at k = 16 with an entry per host each of
     these was one stretch of 35-85 ms. The thresholds are lowered to one entry here."""
-    from controller.enforcement import clos_rules, desired, reconcile
-    for module in (clos_rules, desired):
+    from controller.enforcement import clos_rules, pacing
+    for module in (clos_rules, pacing):
         monkeypatch.setattr(module, "PAUSE_ENTRIES", 1)
-    monkeypatch.setattr(reconcile, "PAUSE_DIFF", 1)
     f = Clos.fat_tree(4).wire()
     sw, svc, yields = service(f)
     hosts = sorted(f.host_leaves)

@@ -78,6 +78,7 @@ from controller.enforcement.openflow import (
     job_cookie,
     rule,
 )
+from controller.enforcement.pacing import PAUSE_ENTRIES
 from controller.enforcement.rules import (
     DEFAULT_GROUP,
     PRIO_ARP,
@@ -385,9 +386,6 @@ def clos_all_static(fabric: Clos, ecmp: str = "per-tier", labels: bool = True
 
 
 PAUSE_EVERY = 32  # switches between two yields of a long static computation
-# entries built, joined or diffed between two yields: at most about 10 ms of CPU (an entry
-# per host at k = 16: 32 switches' entries took 40-50 ms)
-PAUSE_ENTRIES = 4096
 
 
 def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | None = None,

@@ -14,13 +14,13 @@ from dataclasses import replace
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import (
-    PAUSE_ENTRIES,
     clos_all_static,
     clos_flow_rules,
     clos_static_update,
     flow_rules_read_links,
 )
 from controller.enforcement.modes import mode_of
+from controller.enforcement.pacing import Pacer
 from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError
 from controller.model.clos import Clos
@@ -160,11 +160,11 @@ class DesiredTables:
                         raise KeyError(x.dpid)
                     jobs.setdefault(x.dpid, []).append(x)
         out, last = {}, {}
-        work = 0  # entries looked at since the last pause
+        pacer = Pacer(self.pause)  # every few thousand entries looked at
         for dpid, entry in static.items():
             extra = jobs.get(dpid, ())
             before = self._last.get(dpid)
-            work += 1 + len(extra)
+            work = 1 + len(extra)
             if before is not None and before[0] is entry and len(before[1]) == len(extra) \
                     and all(a is b for a, b in zip(before[1], extra)):
                 last[dpid] = before
@@ -173,9 +173,7 @@ class DesiredTables:
                               if extra else entry)
                 work += len(entry[0]) if extra else 0
             out[dpid] = last[dpid][2]
-            if self.pause is not None and work >= PAUSE_ENTRIES:
-                self.pause()
-                work = 0
+            pacer.add(work)
         # kept at once, once computed (a conflict raised above leaves the caches as they were)
         self._fabric, self._flows, self._last = fabric, used, last
         return out
@@ -205,14 +203,11 @@ class DesiredTables:
         else:
             tables = static_tables(fabric, host, self.ecmp, labels)
         kept = [t for _, _, _, t, _ in reversed(self._static)]
-        work = 0  # entries compared since the last pause
+        pacer = Pacer(self.pause)  # every few thousand entries compared
         for dpid, entry in tables.items():
             if any(t.get(dpid) is entry for t in kept):
                 continue
-            if self.pause is not None and work >= PAUSE_ENTRIES:
-                self.pause()
-                work = 0
-            work += len(entry[0]) * len(kept)
+            pacer.add(len(entry[0]) * len(kept))
             tables[dpid] = entry = (entry[0], entry[1])
             for before in kept:  # recomputed, yet equal: the previous lists
                 old = before.get(dpid)

@@ -27,6 +27,7 @@ from controller.enforcement.openflow import (
     diff,
     diff_jobs,
 )
+from controller.enforcement.pacing import Pacer
 from controller.errors import ConflictError, InstallError
 
 
@@ -50,9 +51,6 @@ def _parts(rules: list) -> tuple[list, list]:
     return (rules, ()) if static is None else (static, rules.jobs)
 
 
-PAUSE_DIFF = 4096  # entries diffed between two yields of ``converge`` (about 10 ms of CPU)
-
-
 class Reconciler:
     def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex,
                  waiting: Callable[[], AbstractContextManager] = nullcontext,
@@ -62,8 +60,8 @@ class Reconciler:
         # service lets views read its state meanwhile (``servicelock.ServiceLock.waiting``);
         # nothing here is mutated inside it, only before or after
         self.waiting = waiting
-        # called every ``PAUSE_DIFF`` entries diffed, inside ``waiting`` (the shell's yield:
-        # under eventlet views answer only where the writer yields)
+        # called every ``pacing.PAUSE_ENTRIES`` entries diffed, inside ``waiting`` (the
+        # shell's yield: under eventlet views answer only where the writer yields)
         self.pause = pause
         self.counters = counters  # shared with the state, for views and metrics
         self.describe = describe  # dpid -> switch name, for messages
@@ -223,27 +221,24 @@ class Reconciler:
 
     def _diffs(self, want: dict) -> tuple[dict, dict, dict]:
         """(additions, deletions, wanted lists reached) per synchronised switch (``converge``);
-        mutates nothing. ``pause()`` every ``PAUSE_DIFF`` entries diffed (an entry per host:
-        a link's 17 switches took 35 ms at k = 16)."""
+        mutates nothing. ``pause()`` every ``pacing.PAUSE_ENTRIES`` entries diffed (an entry
+        per host: a link's 17 switches took 35 ms at k = 16)."""
         makes, breaks, reached = {}, {}, {}
-        work = 0  # entries diffed since the last pause
+        pacer = Pacer(self.pause)
         for dpid, state in self.installed.items():
-            if self.pause is not None and work >= PAUSE_DIFF:
-                self.pause()
-                work = 0
             rules, groups = want.get(dpid, ([], []))
             basis = self.basis.get(dpid)
             if basis is None or basis[0] is not state or basis[2] is not groups:
                 make, brk = diff(dpid, state, rules, groups)
-                work += len(rules) + len(state.rules)
+                pacer.add(len(rules) + len(state.rules))
             elif basis[1] is rules:
                 continue
             elif _parts(basis[1])[0] is _parts(rules)[0]:  # the same static entries
                 make, brk = diff_jobs(state, _parts(rules)[1], _parts(basis[1])[1])
-                work += len(_parts(rules)[1]) + len(_parts(basis[1])[1])
+                pacer.add(len(_parts(rules)[1]) + len(_parts(basis[1])[1]))
             else:
                 make, brk = diff(dpid, state, rules, groups)
-                work += len(rules) + len(state.rules)
+                pacer.add(len(rules) + len(state.rules))
             reached[dpid] = (state, rules, groups)
             if make:
                 makes[dpid] = make

@@ -27,7 +27,7 @@ CONTROLLER = os.sep + "controller" + os.sep
 
 def _where(depth: int = 2):
     """The innermost caller in the controller's own code (the service lock's ``released``
-    left out: the code around it is named), else the innermost outside this module, as
+    and ``pacing.Pacer`` left out: the code around them is named), else the innermost outside this module, as
     (code, line): ``_name`` writes it."""
     frame = sys._getframe(depth)
     first = None
@@ -37,7 +37,7 @@ def _where(depth: int = 2):
         if path != HERE:
             if first is None:
                 first = (code, frame.f_lineno)
-            if CONTROLLER in path and not path.endswith("servicelock.py"):
+            if CONTROLLER in path and not path.endswith(("servicelock.py", "pacing.py")):
                 return code, frame.f_lineno
         frame = frame.f_back
     return first or "?"
