@@ -24,14 +24,15 @@ parts of a share below ``MIN_SHARE`` are dropped.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting
-from controller.model.intent import UNROUTABLE, MemberPath
+from controller.model.intent import UNROUTABLE
 from controller.model.jobs import Job
 from controller.planners.clos_churn import clos_replan, previous_routes
 from controller.planners.clos_split import ClosSplitRouting
-from controller.planners.plan import Plan, routing_of
+from controller.planners.plan import Plan, part_path, routing_of
 from controller.planners.registry import CLOS, clos_options, planner_for
 from controller.planners.split import MAX_PARTS
 
@@ -68,13 +69,8 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     parts: list = [None] * len(problem.flows)
     for pos in problem.unroutable:
         parts[pos] = UNROUTABLE
-    member = problem.links.member_of if fabric.bundled else None
     split = routing.parts if isinstance(routing, ClosSplitRouting) else None
-
-    def named(i: int, q: int, m: int, links) -> tuple:
-        path = tuple(problem.middle_name(i, q, m))
-        return path if member is None else MemberPath(path, (int(member[x]) for x in links))
-
+    named = partial(part_path, problem)
     for i, pos in enumerate(problem.inter):
         kept = [x for x in split[i] if x[3] >= MIN_SHARE] if split is not None else []
         if len(kept) > 1:

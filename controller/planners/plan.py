@@ -96,13 +96,9 @@ class Plan:
         ((switch names, source leaf to destination leaf), share), a ``MemberPath`` on a fabric
         with bundles; None within a leaf and for a flow without a route."""
         p = self.problem
-        member = p.links.member_of if p.fabric.bundled else None
         out: list = [None] * len(p.flows)
         for i, (pos, parts) in enumerate(zip(p.inter, parts_of(self.routing))):
-            named = [(tuple(p.middle_name(i, q, m)), links, w) for q, m, links, w in parts]
-            out[pos] = tuple((path if member is None else
-                              MemberPath(path, (int(member[x]) for x in links)), w)
-                             for path, links, w in named)
+            out[pos] = tuple((part_path(p, i, q, m, links), w) for q, m, links, w in parts)
         return out
 
     def routes(self) -> list[dict]:
@@ -159,6 +155,16 @@ class Plan:
         if r.info:
             doc["info"] = r.info
         return doc
+
+
+def part_path(problem: ClosProblem, i: int, q: int, m: int, links) -> tuple:
+    """Flow i's part over middle m of plane q with member ``links``, as the controller keeps
+    it (``model.intent``): its switch names, source leaf to destination leaf, a
+    ``MemberPath`` naming each hop's member on a fabric with bundles."""
+    path = tuple(problem.middle_name(i, q, m))
+    if not problem.fabric.bundled:
+        return path
+    return MemberPath(path, (int(problem.links.member_of[x]) for x in links))
 
 
 def _route(p: ClosProblem, i: int, q: int, m: int, path, several: bool) -> dict:
