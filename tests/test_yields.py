@@ -78,14 +78,12 @@ def lose(f, svc, sw: str) -> None:
 
 
 def test_a_switch_loss_re_plan_yields_between_switches_tables_and_diffs(monkeypatch):
-    """On a k = 4 fat-tree (20 switches: fewer than the 32 between two yields of the static
-    entries before) a lost aggregation switch's re-plan yields, with the state lock let go,
-    between switches while it computes their static entries, joins them with the jobs'
+    """On a k = 4 fat-tree (20 switches) a lost aggregation switch's re-plan yields, with the
+    state lock let go, between switches while it computes their static entries, joins them with the jobs'
     entries and diffs them against the shadows: at k = 16 with an entry per host each of
-    these was one stretch of 35-85 ms. The thresholds are lowered to one entry here."""
-    from controller.enforcement import clos_rules, pacing
-    for module in (clos_rules, pacing):
-        monkeypatch.setattr(module, "PAUSE_ENTRIES", 1)
+    these was one stretch of 35-85 ms. The threshold is lowered to one entry here."""
+    from controller.enforcement import pacing
+    monkeypatch.setattr(pacing, "PAUSE_ENTRIES", 1)
     f = Clos.fat_tree(4).wire()
     sw, svc, yields = service(f)
     hosts = sorted(f.host_leaves)
@@ -120,3 +118,19 @@ def test_a_posted_job_answer_yields_every_few_hundred_routes_a_view_does_not(mon
     yields.log.clear()
     assert api.handle(svc, "GET", "/v1/jobs/a2a")[1]["routes"] == view["routes"]
     assert "job_view" not in yields.where()
+
+
+def test_the_static_entries_pause_by_time_as_well_as_by_entries(monkeypatch):
+    """Switches do not weigh the same (an aggregation switch's static entries at k = 16 took
+    ten times a leaf's: 32 of them between two pauses were one stretch of 110 ms): the pacer
+    also pauses once ``PAUSE_S`` went by. With no time allowed it pauses after every switch;
+    with a minute and no entry threshold, never."""
+    from controller.enforcement import pacing
+    from controller.enforcement.clos_rules import clos_static_update
+    f = Clos.fat_tree(4).wire()
+    for budget, entries, expected in ((0.0, 10 ** 9, len(f.tier_of)), (60.0, 10 ** 9, 0)):
+        monkeypatch.setattr(pacing, "PAUSE_S", budget)
+        monkeypatch.setattr(pacing, "PAUSE_ENTRIES", entries)
+        calls = []
+        clos_static_update(f, pause=lambda: calls.append(1))
+        assert len(calls) == expected

@@ -78,7 +78,7 @@ from controller.enforcement.openflow import (
     job_cookie,
     rule,
 )
-from controller.enforcement.pacing import PAUSE_ENTRIES
+from controller.enforcement.pacing import Pacer
 from controller.enforcement.rules import (
     DEFAULT_GROUP,
     PRIO_ARP,
@@ -385,9 +385,6 @@ def clos_all_static(fabric: Clos, ecmp: str = "per-tier", labels: bool = True
     return clos_static_update(fabric, ecmp, labels=labels)[0]
 
 
-PAUSE_EVERY = 32  # switches between two yields of a long static computation
-
-
 def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | None = None,
                        labels: bool = True, pause=None) -> tuple[dict, dict]:
     """(static entries per dpid, link-state inputs per dpid, ``static_inputs``). ``before``:
@@ -395,17 +392,13 @@ def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | Non
     state (and the same ``labels``); a switch whose inputs are equal there keeps its entries
     (the very lists), so a link down recomputes the few switches it changes. One
     ``PlaneView`` per plane keeps its answers across the switches. ``pause()``, if given, is
-    called every ``PAUSE_EVERY`` switches and every ``PAUSE_ENTRIES`` entries built (the
-    shell's yield: REST answers meanwhile)."""
+    called between switches by a ``pacing.Pacer`` (every ``PAUSE_ENTRIES`` entries built or
+    ``PAUSE_S`` seconds: the shell's yield, REST answers meanwhile)."""
     views: dict[int, PlaneView] = {}  # per plane, its answers kept for this computation
     tables, inputs = {}, {}
     old_tables, old_inputs = before or ({}, {})
-    switches = built = 0  # since the last pause
+    pacer = Pacer(pause)
     for sw in fabric.tier_of:
-        if pause is not None and (switches >= PAUSE_EVERY or built >= PAUSE_ENTRIES):
-            pause()
-            switches = built = 0
-        switches += 1
         q = fabric.plane_of[sw]
         if q not in views:
             views[q] = PlaneView(fabric, sw, keep=True)
@@ -413,9 +406,10 @@ def clos_static_update(fabric: Clos, ecmp: str = "per-tier", before: tuple | Non
         inputs[dpid] = static_inputs(fabric, sw, views[q])
         if dpid in old_tables and old_inputs.get(dpid) == inputs[dpid]:
             tables[dpid] = old_tables[dpid]
+            pacer.add(1)
         else:
             tables[dpid] = clos_static_rules(fabric, sw, ecmp, views[q], labels)
-            built += len(tables[dpid][0])
+            pacer.add(1 + len(tables[dpid][0]))
     return tables, inputs
 
 
