@@ -139,8 +139,15 @@ def _bundled():
     return f.wire()
 
 
+def _agg_lost():
+    f = Clos.fat_tree(8).wire()
+    f.down_switches.add("a2_0")  # before any answer about its links was kept
+    return f
+
+
 SHAPES = {
     "fat-tree k=4": lambda: Clos.fat_tree(4, 2).wire(),
+    "fat-tree k=8, an aggregation switch lost": _agg_lost,
     "fat-tree k=8, links down": lambda: Clos.fat_tree(8).wire().with_down(
         {("a1_0", "c0_0"), ("l0", "a0_0"), ("a3_2", "c2_1"), ("l9", "a2_3")}),
     "two planes": lambda: Clos.fat_tree(4, 1, planes=2).wire(),
@@ -169,6 +176,19 @@ def test_degraded_classes_match_the_leaves_prefixes():
     host = [r.match_dict()["ipv4_dst"] for r in clos_host_static_rules(f, "l0")
             if "ipv4_dst" in r.match_dict()]
     assert host == degraded  # host mode's goto to the class table too
+
+
+def test_a_lost_aggregation_switch_costs_other_pods_leaves_one_entry_for_its_pod():
+    """a2_0 lost: no leaf of another pod may send pod 2's traffic up its slot 0 (that
+    aggregation switch's cores reach pod 2 through a2_0 only). Every leaf of pod 2 is in
+    the degraded class: one entry for the pod's prefix, not one per leaf of it (at k = 16,
+    960 entries on 120 leaves were added where 120 do)."""
+    f = _agg_lost()
+    for leaf in ("l0", "l13"):  # pods 0 and 3
+        rules, groups = clos_all_static(f)[f.dpids[leaf]]
+        degraded = [r.match_dict()["ipv4_dst"] for r in rules if r.priority == 12]
+        assert degraded == [("10.0.8.0", "255.255.252.0")]  # l8 .. l11's hosts
+        assert len(groups) == 2  # the default group and the class's
 
 
 # ---- addresses that are not contiguous -------------------------------------------------------

@@ -48,8 +48,9 @@ from __future__ import annotations
 
 import ipaddress
 from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 CACHE = "_dst_prefixes"  # the fabric object's attribute holding ``DstPrefixes`` per plane
 
@@ -105,9 +106,33 @@ class DstPrefixes:
     """The matches of one plane's leaves and pods (``cover``'s rule)."""
     leaf: dict  # leaf -> its matches
     pod: dict  # pod index -> its prefix, or its leaves' matches
+    pod_of: dict = field(default_factory=dict)  # leaf -> its pod index
+    pod_size: dict = field(default_factory=dict)  # pod index -> how many leaves it has
 
     def of_leaves(self, leaves: Iterable[str]) -> list:
-        return leaf_matches(self.leaf, leaves)
+        """The matches of ``leaves`` (in their order): a pod all of whose leaves are among
+        them by the pod's matches (its one prefix where it has one), the other leaves by
+        their own. A leaf's degraded class after an aggregation switch is lost holds every
+        leaf of that pod: one entry for the pod, not one per leaf of it.
+
+        >>> d = plane_prefixes({"h0": "10.0.0.1", "h1": "10.0.1.1", "h2": "10.0.2.1"},
+        ...                    {"l0": ["h0"], "l1": ["h1"], "l2": ["h2"]},
+        ...                    {"l0": 0, "l1": 0, "l2": 1})
+        >>> d.of_leaves(["l0", "l1", "l2"]), d.of_leaves(["l1"])
+        ([('10.0.0.0', '255.255.254.0'), '10.0.2.1'], ['10.0.1.1'])
+        """
+        names = list(dict.fromkeys(leaves))
+        count = Counter(self.pod_of.get(n) for n in names)
+        out, done = [], set()
+        for n in names:
+            q = self.pod_of.get(n)
+            if q is not None and count[q] == self.pod_size.get(q):
+                if q not in done:
+                    done.add(q)
+                    out += self.pod.get(q, [])
+            else:
+                out += self.leaf.get(n, [])
+        return out
 
     def of_pods(self, pods: Iterable[int]) -> list:
         return [m for q in pods for m in self.pod.get(q, [])]
@@ -129,7 +154,8 @@ def plane_prefixes(addresses: Mapping[str, str], hosts_of: Mapping[str, list],
                  stray)
     # one match: the pod's prefix (or its only address); several: it fell back, to its leaves'
     return DstPrefixes(leaf, {q: pods[q] if len(pods[q]) <= 1 else leaf_matches(leaf, names)
-                              for q, names in members.items()})
+                              for q, names in members.items()},
+                       dict(pod_of), {q: len(names) for q, names in members.items()})
 
 
 def leaf_matches(leaf: Mapping, names: Iterable[str]) -> list:
