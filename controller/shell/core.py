@@ -28,6 +28,7 @@ from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from controller.service.tablesync import TABLE_READERS
 from controller.shell import arp, translate
+from controller.shell.heap import Heap
 from controller.shell.hub import Hub
 from controller.shell.rest import RestServer, write_token
 from controller.shell.roles import Roles
@@ -88,6 +89,7 @@ class Shell:
                       if conf.mlroute_sflow_port else None)
         self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub)
+        self.heap = Heap()  # started once the shell is built (the adapters' start_shell)
         self.lldp_interval = conf.mlroute_lldp_interval
         if conf.mlroute_lldp_budget < 0:
             raise InputError("--mlroute-lldp-budget: probes a second, 0 or more")
@@ -126,6 +128,7 @@ class Shell:
     def stop(self) -> None:
         """End the loops (each at its next round), the sFlow collector and the REST server."""
         self._running = False
+        self.heap.stop()
         if self.sflow is not None:
             self.sflow.stop()
         self.rest.stop()
@@ -380,6 +383,11 @@ class Shell:
                 self.service.tick(probe=probe)
             except Exception:  # noqa: BLE001 - keep ticking; the error is logged
                 LOG.exception("mlroute: periodic check failed")
+            kept = self.heap.tick()
+            if kept:
+                LOG.log(logging.INFO if kept == "thawed" else logging.DEBUG,
+                        "mlroute: heap %s after a slow full collection (%d objects frozen)",
+                        kept, self.heap.frozen)
             due = time.monotonic() + TICK
 
     def _poll_stats(self) -> None:

@@ -30,12 +30,16 @@ def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> 
                        [(conf.wsapi_host, conf.wsapi_port, "REST")])
             open_early(conf.ofp_listen_host, plain_ports(conf, of_ports))
             from controller.shell.core import Shell  # the service, planners, numpy, scipy
+            # the modules just imported live as long as the process: out of the full
+            # collections that building the service brings (two of 40-60 ms at k = 16)
+            gc.freeze()
             self.shell = Shell(conf, hub)
             self.service = self.shell.service
             # The heap built so far (framework, fabric, the desired tables: about 1.4e5
             # objects at the paper's scale) lives as long as the process; a full collection
-            # scanned it in about 40 ms, stalling every green thread, REST included.
-            gc.freeze()
+            # scanned it in about 40 ms, stalling every green thread, REST included: frozen
+            # (and what later survives a slow full collection: ``heap.Heap``).
+            self.shell.heap.start()
             self.shell.start()
 
         def close(self):
