@@ -103,6 +103,12 @@ def point(fabric, switches: list[str], port: int, addr: str = "127.0.0.1") -> No
                     "max_backoff=1000"] for sw in switches], 256)
 
 
+# Open vSwitch's longest wait between two tries to reach a controller (rconn.c); a connection
+# that lived less than the wait in force when it was made doubles it for the next try, so the
+# restart waits until every switch was connected this long (what a running controller sees)
+OVS_MAX_BACKOFF_S = 8.0
+
+
 def _metric(ctl: ControllerProcess, name: str) -> float:
     for line in ctl.client.metrics(timeout=30).splitlines():
         if line.startswith(name + " "):
@@ -241,11 +247,12 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
     """``fabric`` (any ``build_bridges`` fabric) as bridges; the controller's first start on
     the empty switches and a restart from its state file, each timed from the controller's
     start until every switch is reconciled, with the OpenFlow messages each sent and REST
-    latency (``RestPoller``) during the restart. ``on_start(which)``: called just before
-    each start ("first", "restart"); ``after_first(ctl, out)``: more readings once the
-    first start is ready; ``then(ctl, out)``: more measurements on the restarted
-    controller before the teardown (controller stopped, bridges removed, also on an
-    exception or Ctrl-C). ``raw``: every REST latency sample too."""
+    latency (``RestPoller``) during the restart. The restart comes once every switch was
+    connected ``OVS_MAX_BACKOFF_S`` (``connected_before_restart_s``). ``on_start(which)``:
+    called just before each start ("first", "restart"); ``after_first(ctl, out)``: more
+    readings once the first start is ready; ``then(ctl, out)``: more measurements on the
+    restarted controller before the teardown (controller stopped, bridges removed, also on
+    an exception or Ctrl-C). ``raw``: every REST latency sample too."""
     path = os.path.join(tmp, f"{name}.json")
     with open(path, "w") as fh:
         json.dump(fabric.to_dict(), fh)
@@ -270,6 +277,10 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
                              ctl.rest("GET", "/v1/fabric")[1]["seen"].values())
         if after_first is not None:
             after_first(ctl, out)
+        connected = t0 + out["first_start_connected"].get("all_connected_s",
+                                                          out["first_start_ready_s"])
+        time.sleep(max(0.0, OVS_MAX_BACKOFF_S - (time.monotonic() - connected)))
+        out["connected_before_restart_s"] = round(time.monotonic() - connected, 1)
         ctl.stop()
         if on_start is not None:
             on_start("restart")

@@ -17,7 +17,9 @@ Measured, in order:
   flow mode, and their groups);
 * the first start on empty switches until ready (every switch reconciled) and its OpenFlow
   messages; a restart from the state file until ready, its messages (0: hitless) and REST
-  latency meanwhile (GET /v1/jobs every 50 ms): ``reconcile.start_and_restart``; for both,
+  latency meanwhile (GET /v1/jobs every 50 ms), once every switch was connected 8 s (Open
+  vSwitch's longest back-off: a shorter connection doubles it, and the restart would wait
+  for that): ``reconcile.start_and_restart``; for both,
   when the first and the last switch connected (``*_connected``, GET /v1/ready polled every
   50 ms: a restarted controller waits for Open vSwitch's reconnect backoff);
 * POST of a ring All-Reduce of 128 hosts (fewer if the fabric has fewer), consecutive ranks in
@@ -316,6 +318,21 @@ def cpu_s(pid: int | None) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def waited_s(pid: int | None) -> float | None:
+    """Seconds the threads of process ``pid`` waited for a CPU while runnable (the run
+    queue delay of ``/proc/<pid>/task/*/schedstat``), None if it is gone: on two cores a
+    controller that waits while Open vSwitch works answers REST late for that reason."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+        total = 0
+        for t in tasks:
+            with open(f"/proc/{pid}/task/{t}/schedstat") as fh:
+                total += int(fh.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return total / 1e9
+
+
 def ovs_pid() -> int | None:
     try:
         with open(OVS_PID) as fh:
@@ -345,15 +362,21 @@ def scrape(ctl) -> dict[str, float]:
     return out
 
 
+def _less(now: float | None, then: float | None) -> float | None:
+    return round(now - then, 2) if None not in (now, then) else None
+
+
 class Meter:
     """What a phase cost since the meter was made: wall time, the CPU the controller and
     ovs-vswitchd used (two cores: where the time went, and whether something else took the
-    machine), the 1-minute load average, and the controller's own counters (``COUNTERS``:
-    messages, planner and install seconds, recoveries, moved flows)."""
+    machine), how long the controller waited for a CPU, the 1-minute load average, and the
+    controller's own counters (``COUNTERS``: messages, planner and install seconds,
+    recoveries, moved flows)."""
 
     def __init__(self, ctl=None):
         self.pid = ctl.proc.pid if ctl is not None else None
         self.wall, self.ctl0, self.ovs0 = time.monotonic(), cpu_s(self.pid), cpu_s(ovs_pid())
+        self.waited0 = waited_s(self.pid)
         self.metrics0 = scrape(ctl) if ctl is not None else {}
 
     def since(self, ctl, from_process_start: bool = False) -> dict:
@@ -363,6 +386,8 @@ class Meter:
         now = scrape(ctl)
         out = {"wall_s": round(time.monotonic() - self.wall, 2),
                "controller_cpu_s": round(c - c0, 2) if None not in (c, c0) else None,
+               "controller_waited_s": _less(waited_s(ctl.proc.pid),
+                                            0.0 if from_process_start else self.waited0),
                "ovs_cpu_s": round(o - self.ovs0, 2) if None not in (o, self.ovs0) else None,
                "loadavg_1min": round(os.getloadavg()[0], 2)}
         for key, name in COUNTERS.items():
