@@ -14,6 +14,7 @@ from controller.service import api
 from controller.service.route_service import RouteService
 from controller.shell import core
 from controller.shell.core import Shell, tick_wait
+from controller.shell.heap import Heap
 from controller.shell.hub import Hub
 from emulation.harness.fake_switch import FakeSwitches
 from tests.helpers import FakeClock
@@ -89,6 +90,7 @@ def loop(dead_after: float, actions: list, end: float):
     shell = Shell.__new__(Shell)  # only what the loop uses: no sockets, no framework
     shell.service, shell.lldp_interval, shell.improving, shell._running = svc, 0, False, True
     shell.hub = Hub(spawn=lambda fn, *a: fn(*a), sleep=clock.sleep, Event=None)
+    shell.heap = Heap()  # not started: its rounds do nothing
 
     def act(what, name=None):
         if callable(what):
