@@ -103,10 +103,11 @@ def point(fabric, switches: list[str], port: int, addr: str = "127.0.0.1") -> No
                     "max_backoff=1000"] for sw in switches], 256)
 
 
-# Open vSwitch's longest wait between two tries to reach a controller (rconn.c); a connection
-# that lived less than the wait in force when it was made doubles it for the next try, so the
-# restart waits until every switch was connected this long (what a running controller sees)
-OVS_MAX_BACKOFF_S = 8.0
+# Open vSwitch's longest wait between two tries to reach a controller is 8 s (rconn.c); a
+# connection that lived less than the wait in force when it was made doubles it for the next
+# try, counted in whole seconds: the restart waits until every switch was connected 8 s and
+# a margin (what a running controller sees; 8.0 s exactly left some switches waiting 8 s more)
+OVS_MAX_BACKOFF_S = 10.0
 
 
 def _metric(ctl: ControllerProcess, name: str) -> float:
