@@ -207,6 +207,7 @@ class RestPoller:
         self.latencies: list[float] = []
         self.sent: list[float] = []  # when each counted request was sent (monotonic)
         self._started = time.monotonic()
+        self.started_at = time.time()  # the same instant by the wall clock (events' times)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)
 
@@ -231,7 +232,8 @@ class RestPoller:
 
     def summary(self, raw: bool = False) -> dict:
         """Samples, median and max in ms; ``raw``: every latency too (ms, in order), and
-        ``raw_at``: when each was sent, seconds after the poller was made."""
+        ``raw_at``: when each was sent, seconds after the poller was made (``started_at``,
+        by the wall clock)."""
         ms = [x * 1e3 for x in self.latencies]
         out = {"samples": len(ms),
                "median": round(statistics.median(ms), 1) if ms else None,
@@ -239,6 +241,7 @@ class RestPoller:
         if raw:
             out["raw"] = [round(x, 1) for x in ms]
             out["raw_at"] = [round(t - self._started, 3) for t in self.sent]
+            out["started_at"] = round(self.started_at, 3)
         return out
 
 

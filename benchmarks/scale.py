@@ -494,6 +494,13 @@ def _failed(ctl, out: dict, key: str, act, done, what: str, was: list[dict],
     out["meter"], out["messages"] = spent["meter"], spent["messages"]
     out["moved_routes"] = moved(was, now := _all_routes(ctl))
     out["rest_ms"] = spent["rest_ms"]
+    if detected:  # the samples sent while the controller handled it: first report to done
+        since = min(detected) - out["rest_ms"]["started_at"]
+        until = since + out[f"{key}_after_detected"]
+        handling = [ms for at, ms in zip(out["rest_ms"]["raw_at"], out["rest_ms"]["raw"])
+                    if since <= at <= until]
+        out["rest_ms_handling"] = {"samples": len(handling),
+                                   "max": max(handling) if handling else None}
     out.update(seen() if seen else {})
     out["quiet_after"] = _quiet_after(ctl, now, ready=ready)
     out["events"] = _events(ctl)
