@@ -74,4 +74,3 @@ class Heap:
         self.base = self.frozen = max(self.gc.get_freeze_count(), 1)
         self.thaws += 1
         return "thawed"
-
