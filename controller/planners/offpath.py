@@ -25,6 +25,43 @@ GRACE_S = 30.0  # start-up and output on top of the ILP budget
 LOG = logging.getLogger("mlroute")
 
 
+def group_instance(two, jobs: list, routes: list) -> tuple | None:
+    """The two-tier instance of one auto group to improve off the path: (problem, its load
+    summary now, the routes in force per flow as spine parts: ``plan_off_path``'s
+    ``previous``). ``two``: the fabric's leaf-spine (``planners.leaf_spine.two_tier``);
+    ``routes``: the routes in force per flow of ``jobs`` (Clos paths). None when a flow has
+    none or a split one: nothing to start from."""
+    from controller.model.loads import load_summary
+    from controller.planners.leaf_spine import spine_parts
+    problem = Problem.build(two, jobs, skip_unroutable=True)
+    before = [spine_parts(two, routes[pos]) for pos in problem.inter]
+    if any(p is None or len(p) != 1 for p in before):
+        return None
+    previous = [spine_parts(two, r) for r in routes]
+    return problem, load_summary(problem, Assignment(list(before))), previous
+
+
+def better_paths(problem: Problem, better: Assignment, routes: list, objective: str = "flows"
+                 ) -> tuple[dict, tuple, tuple] | None:
+    """``better`` (an off-path routing of ``problem``) renamed to keep as many flows in
+    place as possible (``churn.align_spines``), as (flow position -> its new parts as Clos
+    paths, the rank before, the rank after: ``churn.plan_rank``) when it is worth moving
+    running flows for on ``objective`` (``churn.worth_moving``); None when it is not.
+    ``routes``: the routes in force per flow of ``problem.flows`` (Clos paths)."""
+    from controller.planners.churn import align_spines, plan_rank, worth_moving
+    from controller.planners.leaf_spine import path_parts, spine_parts
+    two = problem.fabric
+    old = [spine_parts(two, routes[pos])[0][0] for pos in problem.inter]
+    spines = align_spines(problem, better.spines(), old)
+    # renaming interchangeable spines changes no prediction: the planner's own is reused
+    rank_before = plan_rank(problem, old, objective)
+    rank_after = plan_rank(problem, spines, objective, better.info.get("predicted_slowdown"))
+    if not worth_moving(rank_before, rank_after, objective):
+        return None
+    return ({pos: path_parts(two, problem.flows[pos], ((s, 1.0),))
+             for pos, s in zip(problem.inter, spines)}, rank_before, rank_after)
+
+
 def plan_off_path(problem: Problem, previous: list, objective: str = "flows",
                   ilp_time_limit: float = 0.0, ilp=None) -> Assignment:
     """The best routing the off-path stages find from ``previous`` (the routes in force, per

@@ -9,10 +9,8 @@ from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
-from controller.model.loads import load_summary
-from controller.model.problem import Assignment, Problem
-from controller.planners.churn import align_spines, plan_rank, worth_moving
-from controller.planners.leaf_spine import path_parts, spine_parts, two_tier
+from controller.planners.leaf_spine import two_tier
+from controller.planners.offpath import better_paths, group_instance
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission
@@ -253,29 +251,24 @@ def extends(old: Clos, new: Clos) -> bool:
                if peer in old.dpids)
 
 
-def improved(state: ControllerState, group: list[JobRecord], problem: Problem, better,
+def improved(state: ControllerState, group: list[JobRecord], problem, better,
              objective: str = "flows") -> Change | None:
-    """An off-path plan of one auto group (``better``, an Assignment of ``problem``), renamed
-    to keep as many flows in place as possible, when it is worth moving running flows for on
-    the group's objective (``churn.worth_moving``: fewer flows on the busiest links, or fewer
-    links at the max; with "jobs" a lower mean predicted job slowdown, the worst job no
-    worse); None when it is not."""
-    flows, before = _group_routes(group, problem)
-    old = [p[0][0] for p in before]
-    spines = align_spines(problem, better.spines(), old)
-    # renaming interchangeable spines changes no prediction: the planner's own is reused
-    rank_before, rank_after = (plan_rank(problem, old, objective),
-                               plan_rank(problem, spines, objective,
-                                         better.info.get("predicted_slowdown")))
-    if not worth_moving(rank_before, rank_after, objective):
+    """An off-path plan of one auto group (``better``, a routing of ``problem``, the group's
+    instance from ``improvable_group``) as a change, when it is worth moving running flows
+    for on the group's objective (``offpath.better_paths``: fewer flows on the busiest links,
+    or fewer links at the max; with "jobs" a lower mean predicted job slowdown, the worst job
+    no worse); None when it is not."""
+    flows = _group_flows(group)
+    found = better_paths(problem, better, [r.routes.get(flow_key(f)) for r, f in flows],
+                         objective)
+    if found is None:
         return None
+    paths, rank_before, rank_after = found
     records = {k: v.copy() for k, v in state.jobs.items()}
     moved = 0
-    for pos, s_new in zip(problem.inter, spines):  # the served Clos keeps routes as paths
+    for pos, new in paths.items():  # the served Clos keeps routes as paths
         r, f = flows[pos]
-        old_parts = records[r.job.id].routes.get(flow_key(f))
-        new = path_parts(problem.fabric, f, ((s_new, 1.0),))
-        moved += old_parts != new
+        moved += records[r.job.id].routes.get(flow_key(f)) != new
         records[r.job.id].routes[flow_key(f)] = new
     stage = "ILP" if better.info.get("off_path") == "ilp" else "planning"
     answer = {"moved_flows": moved, "max_link_load_after": rank_after[-2],
@@ -295,27 +288,21 @@ def improved(state: ControllerState, group: list[JobRecord], problem: Problem, b
 
 def improvable_group(state: ControllerState, settings: Settings, key: tuple[str, str]):
     """(group, problem, load summary now, routes in force per flow of the problem) of one auto
-    group to improve off the request path, or None when it cannot be (gone, or split)."""
+    group to improve off the request path (``offpath.group_instance``: the two-tier fast
+    path's instance), or None when it cannot be (gone, split, or a Clos planned by the Clos
+    planners, which leave nothing to improve off the path)."""
     group = [r for r in state.jobs.values() if group_of(r, settings, state.fabric) == key]
-    if not group:
-        return None
-    two = two_tier(state.fabric)
+    two = two_tier(state.fabric) if group else None
     if two is None:
-        return None  # the Clos planners leave nothing to improve off the path
-    problem = Problem.build(two, [r.job for r in group], skip_unroutable=True)
-    flows, before = _group_routes(group, problem)
-    if any(p is None or len(p) != 1 for p in before):
         return None
-    previous = [spine_parts(two, r.routes.get(flow_key(f))) for r, f in flows]
-    return group, problem, load_summary(problem, Assignment(list(before))), previous
+    found = group_instance(two, [r.job for r in group],
+                           [r.routes.get(flow_key(f)) for r, f in _group_flows(group)])
+    return None if found is None else (group, *found)
 
 
-def _group_routes(group: list[JobRecord], problem: Problem) -> tuple[list, list]:
-    """The group's (record, flow) in problem order, and the routes in force of its
-    inter-leaf flows (``problem.inter`` positions)."""
-    flows = [(r, f) for r in group for f in r.job.flows()]
-    return flows, [spine_parts(problem.fabric, flows[pos][0].routes.get(flow_key(flows[pos][1])))
-                   for pos in problem.inter]
+def _group_flows(group: list[JobRecord]) -> list:
+    """The group's (record, flow) pairs, in the order its instance numbers its flows."""
+    return [(r, f) for r in group for f in r.job.flows()]
 
 
 def learned(state: ControllerState, settings: Settings, job_id: str, measured: Measured,

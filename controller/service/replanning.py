@@ -12,7 +12,7 @@ stages (links at the max, the jobs search, the ILP) run off the request path
 (``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
 afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
 failing the plan. A Clos of one two-tier plane is planned so too, as a leaf-spine
-(``planners.leaf_spine``: its routes stay paths). On other Clos fabrics (``model.clos``)
+(``planners/leaf_spine_routes.py``: its routes stay paths). On other Clos fabrics (``model.clos``)
 ``auto`` groups start from the routes in force too (``planners/clos_churn.py``: alive routes
 stay, new and broken flows go the greedy's way, others move only when that lowers the max link
 load, a fresh ``clos_auto`` plan only when strictly lower on it); every other group is planned
@@ -28,22 +28,15 @@ samples came on) are pinned to it instead.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 from controller.enforcement.rules import part_sport
 from controller.model.clos import Clos
-from controller.model.intent import UNROUTABLE, JobRecord, flow_key
-from controller.model.problem import Problem
-from controller.planners.churn import replan
+from controller.model.intent import JobRecord, flow_key
 from controller.planners.clos_routes import clos_route_parts
-from controller.planners.leaf_spine import (
-    flow_spine_parts,
-    path_parts,
-    spine_parts,
-    two_tier,
-)
-from controller.planners.plan import planner_options, route_doc, run_planner
+from controller.planners.leaf_spine import two_tier
+from controller.planners.leaf_spine_routes import leaf_spine_route_parts
+from controller.planners.plan import planner_options, route_doc
 from controller.planners.registry import planned_as
 from controller.planners.split import MAX_PARTS
 from controller.service.settings import Settings
@@ -120,28 +113,17 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
             out.planner_ms.append(ms)
             out.groups.append((alg, objective))
             continue
-        problem = Problem.build(two, [r.job for r in group], skip_unroutable=True)
-        if alg == "auto":  # from the routes in force: move only what must or helps
-            previous = [spine_parts(two, p) for p in _routes(group)]
-            t0 = time.perf_counter()
-            assignment = replan(problem, previous, objective, ilp_time_limit=0,
-                                layer1_only=True)
-            ms = (time.perf_counter() - t0) * 1e3
-            out.moved_flows += assignment.info["moved_flows"]
-            info = assignment.info
-            out.improvable[(alg, objective)] = not assignment.is_split() and bool(
+        opts = dict(settings.planner_opts.get(alg, planner_options(alg)))
+        if bound >= 0:
+            opts["max_parts"] = bound or None  # 0: no bound
+        parts, ms, info = leaf_spine_route_parts(two, [r.job for r in group], alg, objective,
+                                                 _routes(group), opts)
+        if alg == "auto":  # churn's layer 1 moved only what must or helps
+            out.moved_flows += info["moved_flows"]
+            out.improvable[(alg, objective)] = not info["split"] and bool(
                 info.get("deferred") or (not info.get("optimal") and settings.ilp_budget > 0))
-        else:
-            opts = dict(settings.planner_opts.get(alg, planner_options(alg)))
-            if bound >= 0:
-                opts["max_parts"] = bound or None  # 0: no bound
-            assignment, ms = run_planner(problem, alg, **opts)
         out.planner_ms.append(ms)
         out.groups.append((alg, objective))
-        parts = flow_spine_parts(problem, assignment)
-        for pos in problem.unroutable:
-            parts[pos] = UNROUTABLE
-        parts = [path_parts(two, f, p) for f, p in zip(problem.flows, parts)]  # Clos: paths
         _set_routes(group, parts, out, False)
     return out
 
