@@ -110,6 +110,13 @@ def point(fabric, switches: list[str], port: int, addr: str = "127.0.0.1") -> No
 OVS_MAX_BACKOFF_S = 10.0
 
 
+def settle_connections(connected: float) -> float:
+    """Wait until every switch, all connected at ``connected`` (monotonic), was connected
+    ``OVS_MAX_BACKOFF_S``; the seconds they were (``connected_before_restart_s``)."""
+    time.sleep(max(0.0, OVS_MAX_BACKOFF_S - (time.monotonic() - connected)))
+    return round(time.monotonic() - connected, 1)
+
+
 def _metric(ctl: ControllerProcess, name: str) -> float:
     for line in ctl.client.metrics(timeout=30).splitlines():
         if line.startswith(name + " "):
@@ -281,10 +288,8 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
                              ctl.rest("GET", "/v1/fabric")[1]["seen"].values())
         if after_first is not None:
             after_first(ctl, out)
-        connected = t0 + out["first_start_connected"].get("all_connected_s",
-                                                          out["first_start_ready_s"])
-        time.sleep(max(0.0, OVS_MAX_BACKOFF_S - (time.monotonic() - connected)))
-        out["connected_before_restart_s"] = round(time.monotonic() - connected, 1)
+        out["connected_before_restart_s"] = settle_connections(
+            t0 + out["first_start_connected"].get("all_connected_s", out["first_start_ready_s"]))
         ctl.stop()
         if on_start is not None:
             on_start("restart")

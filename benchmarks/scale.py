@@ -385,10 +385,10 @@ class Meter:
         c0 = 0.0 if from_process_start else self.ctl0
         now = scrape(ctl)
         out = {"wall_s": round(time.monotonic() - self.wall, 2),
-               "controller_cpu_s": round(c - c0, 2) if None not in (c, c0) else None,
+               "controller_cpu_s": _less(c, c0),
                "controller_waited_s": _less(waited_s(ctl.proc.pid),
                                             0.0 if from_process_start else self.waited0),
-               "ovs_cpu_s": round(o - self.ovs0, 2) if None not in (o, self.ovs0) else None,
+               "ovs_cpu_s": _less(o, self.ovs0),
                "loadavg_1min": round(os.getloadavg()[0], 2)}
         for key, name in COUNTERS.items():
             x = now.get(name, 0.0) - self.metrics0.get(name, 0.0)

@@ -36,12 +36,12 @@ import time
 import traceback
 
 from benchmarks.reconcile import (
-    OVS_MAX_BACKOFF_S,
     RestPoller,
     _metric,
     _transactions,
     build_bridges,
     remove_bridges,
+    settle_connections,
 )
 from benchmarks.scale import (
     DEAD_AFTER,
@@ -134,9 +134,8 @@ def measure(fabric, n: int, etcd_url: str, workdir: str) -> dict:
         out["shares"] = {c.rest("GET", "/v1/cluster")[1]["self"]["id"]:
                          c.rest("GET", "/v1/cluster")[1]["self"]["switches"]["master"]
                          for c in ctls}
-        ready = t0 + out["first_start_ready_s"]  # every switch connected for OVS's longest
-        time.sleep(max(0.0, OVS_MAX_BACKOFF_S - (time.monotonic() - ready)))  # back-off
-        out["connected_before_restart_s"] = round(time.monotonic() - ready, 1)
+        # every switch connected by then: connected long enough for OVS's back-off to reset
+        out["connected_before_restart_s"] = settle_connections(t0 + out["first_start_ready_s"])
         for ctl in ctls:
             ctl.stop()
         ctls = []

@@ -34,11 +34,11 @@ def group_instance(two, jobs: list, routes: list) -> tuple | None:
     from controller.model.loads import load_summary
     from controller.planners.leaf_spine import spine_parts
     problem = Problem.build(two, jobs, skip_unroutable=True)
-    before = [spine_parts(two, routes[pos]) for pos in problem.inter]
+    previous = [spine_parts(two, r) for r in routes]
+    before = [previous[pos] for pos in problem.inter]
     if any(p is None or len(p) != 1 for p in before):
         return None
-    previous = [spine_parts(two, r) for r in routes]
-    return problem, load_summary(problem, Assignment(list(before))), previous
+    return problem, load_summary(problem, Assignment(before)), previous
 
 
 def better_paths(problem: Problem, better: Assignment, routes: list, objective: str = "flows"
