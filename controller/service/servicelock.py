@@ -85,9 +85,17 @@ failure's desired tables were one stretch of 70 ms on a k = 16 fat-tree with fak
 85 ms with an entry per host: ``benchmarks/controlplane.py`` gives each phase's longest
 stretch between yields). A writer's yield lets no other writer in: the change lock stays
 held. Under native threads a view runs at once.
+
+Published views (``publish``, off unless set; ``published.py``): a reader that must not take
+the lock at all (a native OS thread under eventlet: the lock is green) reads documents the
+writer builds, with the state lock held, each time it lets go of it (``__exit__``, the start of
+``released``), and replaces in one assignment. Those points are exactly where a view under the
+lock can get in, so a published document shows one of the states such a view could see. The
+hook must only read (it runs inside the change) and be cheap: it runs at every letting-go.
 """
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -105,6 +113,10 @@ class ServiceLock:
         # a cooperative yield (the shell's ``hub.sleep(0)``) once the writer let go: under
         # eventlet a view runs only when the writer's green thread yields
         self.pause = pause
+        # called by the writer, state lock held, just before it lets go of it (the end of a
+        # change, each ``released`` part): publishes views for lock-free readers (a native
+        # REST thread under eventlet, ``published.py``). None: nothing is published
+        self.publish: Callable[[], None] | None = None
 
     def __enter__(self) -> ServiceLock:
         self.change.acquire()
@@ -117,8 +129,11 @@ class ServiceLock:
         return self
 
     def __exit__(self, *exc) -> None:
-        self._writer = None
-        self.views.release()
+        try:
+            self._publish()
+        finally:
+            self._writer = None
+            self.views.release()
         self.change.release()
 
     def held(self) -> bool:
@@ -135,6 +150,7 @@ class ServiceLock:
         if not self.held() or self._released:
             yield
             return
+        self._publish()
         self._released = True
         self.views.release()
         try:
@@ -144,6 +160,15 @@ class ServiceLock:
         finally:
             self.views.acquire()
             self._released = False
+
+    def _publish(self) -> None:
+        """The ``publish`` hook, when set; a failure there is logged, never the change's."""
+        if self.publish is None:
+            return
+        try:
+            self.publish()
+        except Exception:  # noqa: BLE001 - a bug in a view must not undo a committed change
+            logging.getLogger("mlroute").exception("mlroute: publishing the views failed")
 
     waiting = released  # a wait for the switches (``Reconciler``, a bootstrap install)
 

@@ -1,0 +1,70 @@
+"""Views published for readers that cannot take the service lock (a native OS thread under
+eventlet, whose green lock it must not wait for): preserialised answers, replaced whole.
+
+The writer publishes at each point where it lets go of the state lock (``ServiceLock``'s
+``publish`` hook: at the end of every change and before each ``released`` part), with the state
+lock held, so a published document is always one of the states a view under the lock could
+see (never a change half done). A reader takes ``Published.current`` (one attribute read,
+atomic under the GIL) and serves its bytes: it never touches the live state.
+
+What is published (the cheap, frequent GETs): ``GET /v1/ready`` (status and body, O(switches):
+rebuilt at every publication) and ``GET /v1/jobs`` (O(jobs): rebuilt when the committed state
+changed, keyed as ``Transaction.current_plan`` is, by the state version and the identity of the
+fabric and job map, which every commit replaces). Everything else is still answered on the hub.
+
+Staleness: a published document lags the live state by at most the writer's stretch between
+two lettings-go, and never for a committed change: its commit is published before the change's
+answer goes out (``__exit__``), so a client sees its own POST in the next GET.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import NamedTuple
+
+from controller.service import views
+
+
+class Snapshot(NamedTuple):
+    """What a reader gets: ``{path: (status, body bytes)}`` and when it was published."""
+    answers: dict
+    at: float  # time.monotonic() of the publication
+    version: int  # the state version it shows
+
+
+def _encode(doc) -> bytes:
+    return (json.dumps(doc) + "\n").encode()  # as the REST server encodes its answers
+
+
+class Published:
+    PATHS = ("/v1/ready", "/v1/jobs")
+
+    def __init__(self):
+        self.current: Snapshot | None = None
+        self._jobs_key = None
+        self._jobs_answer: tuple[int, bytes] | None = None
+        self.count = 0  # publications, and seconds spent building them (for the notes)
+        self.seconds = 0.0
+
+    def publish(self, state, reconciler) -> None:
+        """Build the documents from the state (the caller holds the state lock) and replace
+        the snapshot in one assignment."""
+        t0 = time.perf_counter()
+        key = (state.version, id(state.fabric), id(state.jobs))
+        if key != self._jobs_key or self._jobs_answer is None:
+            self._jobs_answer = (200, _encode(views.jobs_view(state)))
+            self._jobs_key = key
+        status, doc = views.ready_view(state, reconciler)
+        self.current = Snapshot({"/v1/ready": (status, _encode(doc)),
+                                 "/v1/jobs": self._jobs_answer},
+                                time.monotonic(), state.version)
+        self.count += 1
+        self.seconds += time.perf_counter() - t0
+
+    def answer(self, path: str) -> tuple[int, bytes] | None:
+        """The published answer to ``GET path`` (a trailing slash allowed), None when the
+        path is not published or nothing was published yet."""
+        snap = self.current
+        if snap is None:
+            return None
+        return snap.answers.get(path.rstrip("/") if path != "/" else path)
