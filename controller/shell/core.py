@@ -88,7 +88,8 @@ class Shell:
                                      on_rejected=self.service.traffic_rejected)
                       if conf.mlroute_sflow_port else None)
         self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
-        self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub)
+        self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub,
+                               native=getattr(conf, "mlroute_rest_native_reads", False))
         self.heap = Heap()  # started once the shell is built (the adapters' start_shell)
         self.lldp_interval = conf.mlroute_lldp_interval
         if conf.mlroute_lldp_budget < 0:
@@ -117,7 +118,7 @@ class Shell:
         if self.stats_interval > 0:
             self.hub.spawn(self._poll_stats)
         self.hub.spawn(self._tick)
-        self.hub.spawn(self.rest.serve)
+        self.rest.start()
         if self.sflow is not None:
             try:
                 self.sflow.start()

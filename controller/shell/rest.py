@@ -4,10 +4,17 @@ the live view's files.
 
 One connection per thread of the given ``Hub`` (green threads under ryu-manager, native threads
 under os-ken and in tests); the accept loop polls a stop flag, so it ends without killing
-anything. Every answer is JSON or a known file: malformed requests get a 4xx with
-``{"error": ...}``, an internal error a 500 with its class name, never a traceback. Writing
-requests need ``Authorization: Bearer <token>`` when a token is set (compared as bytes in
-constant time, so a non-ASCII header is a plain 401).
+anything.
+
+``native``: the server runs in native OS threads even under eventlet (``bridge.py``): GET
+/v1/ready and GET /v1/jobs are answered from the views the service publishes
+(``RouteService.publish_views``) without waiting for the hub; every other request is handed
+to the hub (``HubBridge``) and answered as before.
+
+Every answer is JSON or a known file: malformed requests get a 4xx with ``{"error": ...}``,
+an internal error a 500 with its class name, never a traceback. Writing requests need
+``Authorization: Bearer <token>`` when a token is set (compared as bytes in constant time, so
+a non-ASCII header is a plain 401).
 """
 from __future__ import annotations
 
@@ -23,6 +30,7 @@ import urllib.parse
 from controller.errors import InputError
 from controller.service import api
 from controller.service.metrics import exposition
+from controller.shell.bridge import HubBridge, native_thread, original
 from controller.shell.hub import THREADS, Hub
 
 LOG = logging.getLogger("mlroute")
@@ -81,14 +89,19 @@ def _linger_close(conn) -> None:
 
 class RestServer:
     def __init__(self, service, host: str, port: int, token: str | None = None,
-                 hub: Hub = THREADS):
+                 hub: Hub = THREADS, native: bool = False):
         self.service = service
         self.token = token
         self.hub = hub
         self._stop = False
-        family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        self.sock = socket.socket(family, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.native = native
+        # native: connections in OS threads, the hub's work through the bridge
+        self.bridge = HubBridge(hub.spawn) if native else None
+        self.published = service.publish_views() if native else None
+        sock = original("socket") if native else socket
+        family = sock.AF_INET6 if ":" in host else sock.AF_INET
+        self.sock = sock.socket(family, sock.SOCK_STREAM)
+        self.sock.setsockopt(sock.SOL_SOCKET, sock.SO_REUSEADDR, 1)
         self.sock.bind((host, port))
         self.sock.listen(128)
         self.sock.settimeout(0.5)  # the accept loop looks at the stop flag twice a second
@@ -107,12 +120,46 @@ class RestServer:
                         break
                     raise
                 conn.settimeout(IDLE_TIMEOUT)
-                self.hub.spawn(self._connection, conn, addr)
+                if self.native:
+                    native_thread(self._connection, conn, addr)
+                else:
+                    self.hub.spawn(self._connection, conn, addr)
         finally:
             self.sock.close()
 
+    def start(self) -> None:
+        """Serve: in a green thread of the hub, or (``native``) in an OS thread, with the
+        bridge's hub side in a green thread."""
+        if self.native:
+            self.hub.spawn(self.bridge.run)
+            native_thread(self.serve)
+        else:
+            self.hub.spawn(self.serve)
+
     def stop(self) -> None:
         self._stop = True
+        if self.bridge is not None:
+            self.bridge.stop()
+
+    def on_hub(self, fn, *args):
+        """``fn(*args)`` where the service may be used: here, or on the hub (``native``)."""
+        return fn(*args) if self.bridge is None else self.bridge.call(fn, *args)
+
+    def fast(self, method: str, path: str) -> tuple[int, bytes] | None:
+        """A published answer (``native`` only), None when the request needs the service."""
+        if self.published is None or method not in ("GET", "HEAD"):
+            return None
+        return self.published.answer(path)
+
+    def log_exception(self, fmt: str, *args) -> None:
+        """LOG.exception, from a native thread through the hub (logging's locks are green
+        under eventlet: a native thread must not wait for one)."""
+        if self.bridge is None:
+            LOG.exception(fmt, *args)
+            return
+        import traceback
+        text = traceback.format_exc()
+        self.bridge.post(lambda: LOG.error(fmt + "\n%s", *args, text))
 
     def _connection(self, conn, addr) -> None:
         try:
@@ -120,7 +167,7 @@ class RestServer:
         except OSError:  # the client went away
             pass
         except Exception:  # noqa: BLE001 - a bug: log it, keep serving others
-            LOG.exception("mlroute: REST connection from %s failed", addr)
+            self.log_exception("mlroute: REST connection from %s failed", addr)
         finally:
             _linger_close(conn)
 
@@ -142,6 +189,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         super().__init__(conn, addr, rest)
 
     def log_message(self, fmt, *args) -> None:
+        if self.rest.native:  # no logging from a native thread (bridge.py): not worth a hop
+            return
         LOG.debug("mlroute: REST %s: " + fmt, self.address_string(), *args)
 
     def send_error(self, code, message=None, explain=None) -> None:
@@ -189,7 +238,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     self._send(405, {"error": f"method {self.command} not allowed on {path} "
                                               "(allowed: GET, HEAD)"}, {"Allow": "GET, HEAD"})
                 elif path == "/metrics":
-                    body, kind = exposition(self.rest.service)
+                    body, kind = self.rest.on_hub(exposition, self.rest.service)
                     self._send(200, body, {"Content-Type": kind})
                 else:
                     self._web(path[len("/web/"):] if path != "/" else "index.html")
@@ -202,7 +251,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             raise
         except Exception as e:  # noqa: BLE001 - a bug: say so without a traceback, log it
-            LOG.exception("mlroute: REST %s %s failed", self.command, self.path)
+            self.rest.log_exception("mlroute: REST %s %s failed", self.command, self.path)
             self.close_connection = True
             self._send(500, {"error": f"internal error: {type(e).__name__}"})
 
@@ -229,8 +278,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if body is None:
             self._send(413, {"error": f"request body larger than {api.MAX_BODY} bytes"})
             return
+        fast = self.rest.fast(self.command, path)
+        if fast is not None:  # published by the service (``native``): bytes as they are
+            self._send(fast[0], fast[1], {"Content-Type": JSON})
+            return
         headers = {k.title(): v for k, v in self.headers.items()}
-        status, doc = api.handle(self.rest.service, self.command, path, body, headers)
+        status, doc = self.rest.on_hub(api.handle, self.rest.service, self.command, path, body,
+                                       headers)
         self._send(status, doc)
 
     def _read_body(self) -> bytes | None:

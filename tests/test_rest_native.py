@@ -1,0 +1,207 @@
+"""Native REST reads (``--mlroute-rest-native-reads``): the views the service publishes when a
+writer lets go of the state lock (``published.py``, ``ServiceLock.publish``), the REST server in
+native threads answering GET /v1/ready and /v1/jobs from them and handing the rest to the hub
+(``bridge.py``); under eventlet (a child process, monkey-patched as ryu-manager does) a GET is
+answered while a green thread holds the hub for seconds."""
+import http.client
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from controller.model.fabric import Fabric
+from controller.service import api
+from controller.service.route_service import RouteService
+from controller.service.servicelock import ServiceLock
+from controller.shell.rest import RestServer
+from emulation.harness.fake_switch import FakeSwitches
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def service(connect=True):
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    svc = RouteService(FakeSwitches(f.dpids.values()), f)
+    if connect:
+        for d in f.dpids.values():
+            svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return svc, f
+
+
+def job(jid="j1", ranks=("h0_0", "h1_0")):
+    return {"id": jid, "collective": "ring_allreduce", "ranks": list(ranks), "bytes": 1e6}
+
+
+def published(svc, path):
+    status, body = svc.published.answer(path)
+    return status, json.loads(body)
+
+
+def test_publish_hook_runs_with_the_state_lock_held_where_the_writer_lets_go():
+    lock = ServiceLock()
+    seen = []
+    lock.publish = lambda: seen.append(lock.views.locked())
+    with lock:
+        with lock.released():
+            assert seen == [True]
+            with lock.released():  # nested: a no-op, nothing published
+                pass
+        assert seen == [True]
+    assert seen == [True, True]
+    with lock.views:  # a view publishes nothing
+        pass
+    assert seen == [True, True]
+
+
+def test_a_failing_publication_does_not_fail_the_change(caplog):
+    lock = ServiceLock()
+    lock.publish = lambda: 1 / 0
+    with lock:
+        pass
+    assert not lock.views.locked() and not lock.change.locked()
+    assert "publishing the views failed" in caplog.text
+
+
+def test_published_views_equal_the_locked_views_after_every_change():
+    svc, f = service(connect=False)
+    pub = svc.publish_views()
+    assert published(svc, "/v1/ready") == svc.ready_view()  # 503: nothing connected
+    assert published(svc, "/v1/ready")[0] == 503
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+        assert published(svc, "/v1/ready") == svc.ready_view()
+    assert published(svc, "/v1/ready")[0] == 200
+    # a client sees its own POST in the next GET: published before the answer goes out
+    status, _ = api.handle(svc, "POST", "/v1/jobs", json.dumps(job()).encode())
+    assert status == 201
+    assert published(svc, "/v1/jobs") == (200, svc.jobs_view())
+    assert [j["id"] for j in published(svc, "/v1/jobs/")[1]["jobs"]] == ["j1"]
+    api.handle(svc, "DELETE", "/v1/jobs/j1")
+    assert published(svc, "/v1/jobs") == (200, {"jobs": []})
+    assert pub.answer("/v1/fabric") is None and pub.count > 0
+
+
+def test_views_published_mid_change_show_the_committed_jobs():
+    """At each letting-go inside a change (planning, the tables, the answer), the published
+    jobs are the committed ones, as a view under the lock sees them: the previous change's
+    before the commit, the new job's after it."""
+    svc, _ = service()
+    svc.publish_views()
+    api.handle(svc, "POST", "/v1/jobs", json.dumps(job("a")).encode())
+    seen, publish = [], svc.lock.publish
+
+    def spy():
+        publish()
+        seen.append([j["id"] for j in published(svc, "/v1/jobs")[1]["jobs"]])
+    svc.lock.publish = spy
+    status, _ = api.handle(svc, "POST", "/v1/jobs",
+                           json.dumps(job("b", ("h0_1", "h1_1"))).encode())
+    assert status == 201
+    assert seen[0] == ["a"] and seen[-1] == ["a", "b"], seen  # planning let go, then commit
+    assert seen == sorted(seen, key=len)  # never back, never a half-committed document
+
+
+@pytest.fixture
+def native():
+    svc, _ = service()
+    rest = RestServer(svc, "127.0.0.1", 0, native=True)
+    rest.sock.settimeout(0.05)
+    rest.start()
+    try:
+        yield rest
+    finally:
+        rest.stop()
+
+
+def call(port, method, path, body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request(method, path, body=body)
+        resp = conn.getresponse()
+        return resp.status, resp.getheader("Content-Type"), resp.read()
+    finally:
+        conn.close()
+
+
+def test_native_server_answers_published_and_other_requests(native):
+    port, svc = native.port, native.service
+    status, kind, body = call(port, "GET", "/v1/ready")
+    assert (status, json.loads(body)) == svc.ready_view() and kind.startswith("application/json")
+    status, _, body = call(port, "POST", "/v1/jobs", json.dumps(job()).encode())
+    assert status == 201 and json.loads(body)["id"] == "j1"
+    status, _, body = call(port, "GET", "/v1/jobs")
+    assert (status, json.loads(body)) == (200, svc.jobs_view())
+    status, _, body = call(port, "GET", "/v1/jobs/j1")  # not published: the service answers
+    assert status == 200 and json.loads(body)["id"] == "j1"
+    assert call(port, "HEAD", "/v1/ready")[2] == b""
+    assert call(port, "GET", "/metrics")[0] == 200
+    assert call(port, "PUT", "/v1/ready")[0] == 405
+
+
+EVENTLET_CHILD = textwrap.dedent(r"""
+    import eventlet
+    eventlet.monkey_patch()
+    import http.client, json, sys, threading, time
+    from eventlet.patcher import original
+    from controller.model.fabric import Fabric
+    from controller.service.route_service import RouteService
+    from controller.shell.hub import Hub
+    from controller.shell.rest import RestServer
+    from emulation.harness.fake_switch import FakeSwitches
+
+    hub = Hub(spawn=eventlet.spawn, sleep=eventlet.sleep, Event=threading.Event)
+    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    svc = RouteService(FakeSwitches(f.dpids.values()), f, on_progress=lambda: eventlet.sleep(0))
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    rest = RestServer(svc, "127.0.0.1", 0, hub=hub, native=sys.argv[1] == "native")
+    rest.start()
+    eventlet.sleep(0.2)
+    out = {}
+    clock = original("time").perf_counter
+
+    def client():  # a native thread: it does not wait for the hub to send and time requests
+        conn = http.client.HTTPConnection("127.0.0.1", rest.port, timeout=20)
+        conn.sock = original("socket").create_connection(("127.0.0.1", rest.port))
+        body = json.dumps({"id": "j1", "collective": "ring_allreduce",
+                           "ranks": ["h0_0", "h1_0"], "bytes": 1e6})
+        conn.request("POST", "/v1/jobs", body=body)
+        resp = conn.getresponse()
+        resp.read()  # keep-alive: the same connection for the GET
+        out["post"] = resp.status
+        original("time").sleep(0.3)  # the hog below has the hub by now
+        t0 = clock()
+        conn.request("GET", "/v1/jobs")
+        resp = conn.getresponse()
+        out["get"] = (resp.status, json.loads(resp.read()), clock() - t0)
+    t = original("threading").Thread(target=client)
+    t.start()
+    while "post" not in out:
+        eventlet.sleep(0.01)
+    end = clock() + 2.0  # a green thread that holds the hub for 2 s without yielding
+    while clock() < end:
+        pass
+    while "get" not in out:  # a green wait: the hub keeps serving (green mode answers now)
+        eventlet.sleep(0.01)
+    status, doc, seconds = out["get"]
+    print(json.dumps({"post": out["post"], "status": status,
+                      "jobs": [j["id"] for j in doc["jobs"]], "seconds": seconds}))
+""")
+
+
+@pytest.mark.parametrize("mode", ["native", "green"])
+def test_under_eventlet_a_native_get_does_not_wait_for_the_hub(mode):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    run = subprocess.run([sys.executable, "-c", EVENTLET_CHILD, mode], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert (got["post"], got["status"], got["jobs"]) == (201, 200, ["j1"])
+    if mode == "native":
+        assert got["seconds"] < 1.0, got  # the hub is held for 2 s meanwhile
+    else:
+        assert got["seconds"] > 1.0, got  # on the hub: after the hog yields
+
