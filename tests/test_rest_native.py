@@ -9,11 +9,13 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
 from controller.model.fabric import Fabric
 from controller.service import api
+from controller.service.published import Published
 from controller.service.route_service import RouteService
 from controller.service.servicelock import ServiceLock
 from controller.shell.rest import RestServer
@@ -35,8 +37,8 @@ def job(jid="j1", ranks=("h0_0", "h1_0")):
     return {"id": jid, "collective": "ring_allreduce", "ranks": list(ranks), "bytes": 1e6}
 
 
-def published(svc, path):
-    status, body = svc.published.answer(path)
+def published(pub, path):
+    status, body = pub.answer(path)
     return status, json.loads(body)
 
 
@@ -67,20 +69,20 @@ def test_a_failing_publication_does_not_fail_the_change(caplog):
 
 def test_published_views_equal_the_locked_views_after_every_change():
     svc, f = service(connect=False)
-    pub = svc.publish_views()
-    assert published(svc, "/v1/ready") == svc.ready_view()  # 503: nothing connected
-    assert published(svc, "/v1/ready")[0] == 503
+    pub = Published.attach(svc)
+    assert published(pub, "/v1/ready") == svc.ready_view()  # 503: nothing connected
+    assert published(pub, "/v1/ready")[0] == 503
     for d in f.dpids.values():
         svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
-        assert published(svc, "/v1/ready") == svc.ready_view()
-    assert published(svc, "/v1/ready")[0] == 200
+        assert published(pub, "/v1/ready") == svc.ready_view()
+    assert published(pub, "/v1/ready")[0] == 200
     # a client sees its own POST in the next GET: published before the answer goes out
     status, _ = api.handle(svc, "POST", "/v1/jobs", json.dumps(job()).encode())
     assert status == 201
-    assert published(svc, "/v1/jobs") == (200, svc.jobs_view())
-    assert [j["id"] for j in published(svc, "/v1/jobs/")[1]["jobs"]] == ["j1"]
+    assert published(pub, "/v1/jobs") == (200, svc.jobs_view())
+    assert [j["id"] for j in published(pub, "/v1/jobs/")[1]["jobs"]] == ["j1"]
     api.handle(svc, "DELETE", "/v1/jobs/j1")
-    assert published(svc, "/v1/jobs") == (200, {"jobs": []})
+    assert published(pub, "/v1/jobs") == (200, {"jobs": []})
     assert pub.answer("/v1/fabric") is None and pub.count > 0
 
 
@@ -89,13 +91,13 @@ def test_views_published_mid_change_show_the_committed_jobs():
     jobs are the committed ones, as a view under the lock sees them: the previous change's
     before the commit, the new job's after it."""
     svc, _ = service()
-    svc.publish_views()
+    pub = Published.attach(svc)
     api.handle(svc, "POST", "/v1/jobs", json.dumps(job("a")).encode())
     seen, publish = [], svc.lock.publish
 
     def spy():
         publish()
-        seen.append([j["id"] for j in published(svc, "/v1/jobs")[1]["jobs"]])
+        seen.append([j["id"] for j in published(pub, "/v1/jobs")[1]["jobs"]])
     svc.lock.publish = spy
     status, _ = api.handle(svc, "POST", "/v1/jobs",
                            json.dumps(job("b", ("h0_1", "h1_1"))).encode())
@@ -205,3 +207,28 @@ def test_under_eventlet_a_native_get_does_not_wait_for_the_hub(mode):
     else:
         assert got["seconds"] > 1.0, got  # on the hub: after the hog yields
 
+
+
+def test_native_connections_are_capped(monkeypatch):
+    """One OS thread per connection, at most NATIVE_CONNECTIONS: the next waits for a slot."""
+    import socket
+
+    from controller.shell import rest as rest_mod
+    monkeypatch.setattr(rest_mod, "NATIVE_CONNECTIONS", 1)
+    svc, _ = service()
+    rest = RestServer(svc, "127.0.0.1", 0, native=True)
+    rest.sock.settimeout(0.05)
+    rest.start()
+    try:
+        idle = socket.create_connection(("127.0.0.1", rest.port))  # holds the one slot
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("r", call(rest.port, "GET",
+                                                                     "/v1/ready")))
+        t.start()
+        t.join(0.5)
+        assert "r" not in got  # waiting for the slot
+        idle.close()
+        t.join(10)
+        assert got["r"][0] == 200
+    finally:
+        rest.stop()

@@ -46,6 +46,16 @@ class Published:
         self.count = 0  # publications, and seconds spent building them (for the notes)
         self.seconds = 0.0
 
+    @classmethod
+    def attach(cls, service) -> Published:
+        """Publish ``service``'s views from now on: once here (under the state lock, as a
+        view), then at each letting-go of a writer (``ServiceLock.publish``)."""
+        pub = cls()
+        with service.lock.views:
+            pub.publish(service.state, service.reconciler)
+        service.lock.publish = lambda: pub.publish(service.state, service.reconciler)
+        return pub
+
     def publish(self, state, reconciler) -> None:
         """Build the documents from the state (the caller holds the state lock) and replace
         the snapshot in one assignment."""

@@ -32,7 +32,6 @@ from controller.service.clusterview import standalone_view
 from controller.service.hostports import HostPortService
 from controller.service.matrices import MatrixLearning
 from controller.service.predictions import Predictions
-from controller.service.published import Published
 from controller.service.resolver import Resolver
 from controller.service.servicelock import ServiceLock
 from controller.service.settings import Settings
@@ -59,7 +58,6 @@ class RouteService:
         self._readers = threading.Semaphore(tablesync.TABLE_READERS)  # tables read at once
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
-        self.published: Published | None = None  # views for lock-free readers (publish_views)
         self.state = ControllerState()
         declared, jobs, number = from_doc(store.load() if store else None, fabric)
         self.state.load(declared, jobs, number)
@@ -419,17 +417,6 @@ class RouteService:
                         "summary"]}
 
     # ---- views --------------------------------------------------------------------------------
-    def publish_views(self) -> Published:
-        """From now on, publish the cheap views (GET /v1/ready, /v1/jobs) for lock-free
-        readers each time a writer lets go of the state lock (``published.py``); the first
-        publication is made here, under the lock as a view."""
-        if self.published is None:
-            self.published = Published()
-            with self.lock.views:
-                self.published.publish(self.state, self.reconciler)
-            self.lock.publish = lambda: self.published.publish(self.state, self.reconciler)
-        return self.published
-
     def current_plan(self):
         """The running jobs and their installed routes as one Plan (call under the lock)."""
         return self.tx.current_plan()

@@ -8,7 +8,7 @@ anything.
 
 ``native``: the server runs in native OS threads even under eventlet (``bridge.py``): GET
 /v1/ready and GET /v1/jobs are answered from the views the service publishes
-(``RouteService.publish_views``) without waiting for the hub; every other request is handed
+(``Published.attach``) without waiting for the hub; every other request is handed
 to the hub (``HubBridge``) and answered as before.
 
 Every answer is JSON or a known file: malformed requests get a 4xx with ``{"error": ...}``,
@@ -30,6 +30,7 @@ import urllib.parse
 from controller.errors import InputError
 from controller.service import api
 from controller.service.metrics import exposition
+from controller.service.published import Published
 from controller.shell.bridge import HubBridge, native_thread, original
 from controller.shell.hub import THREADS, Hub
 
@@ -44,6 +45,7 @@ TOKEN_ENV = "MLROUTE_TOKEN"
 IDLE_TIMEOUT = 60.0  # seconds an idle keep-alive connection is kept
 LINGER_S, LINGER_QUIET_S = 2.0, 0.25  # a closing connection drains for at most 2 s, 0.25 s quiet
 LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still sends
+NATIVE_CONNECTIONS = 64  # ``native``: connections served at once (one OS thread each)
 
 
 def write_token(token: str | None, token_file: str | None, environ=os.environ) -> str | None:
@@ -97,7 +99,9 @@ class RestServer:
         self.native = native
         # native: connections in OS threads, the hub's work through the bridge
         self.bridge = HubBridge(hub.spawn) if native else None
-        self.published = service.publish_views() if native else None
+        self.published = Published.attach(service) if native else None
+        self._slots = original("threading").BoundedSemaphore(NATIVE_CONNECTIONS) if native \
+            else None
         sock = original("socket") if native else socket
         family = sock.AF_INET6 if ":" in host else sock.AF_INET
         self.sock = sock.socket(family, sock.SOCK_STREAM)
@@ -120,7 +124,11 @@ class RestServer:
                         break
                     raise
                 conn.settimeout(IDLE_TIMEOUT)
-                if self.native:
+                if self.native:  # at most NATIVE_CONNECTIONS threads: the next waits here
+                    while not self._slots.acquire(timeout=0.5):
+                        if self._stop:
+                            conn.close()
+                            return
                     native_thread(self._connection, conn, addr)
                 else:
                     self.hub.spawn(self._connection, conn, addr)
@@ -170,6 +178,8 @@ class RestServer:
             self.log_exception("mlroute: REST connection from %s failed", addr)
         finally:
             _linger_close(conn)
+            if self._slots is not None:
+                self._slots.release()
 
     def authorised(self, method: str, header: str | None) -> bool:
         if not self.token or method in ("GET", "HEAD"):
