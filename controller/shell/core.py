@@ -89,7 +89,7 @@ class Shell:
                       if conf.mlroute_sflow_port else None)
         self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub,
-                               native=getattr(conf, "mlroute_rest_native_reads", False))
+                               native=getattr(conf, "mlroute_rest_native_reads", True))
         self.heap = Heap()  # started once the shell is built (the adapters' start_shell)
         self.lldp_interval = conf.mlroute_lldp_interval
         if conf.mlroute_lldp_budget < 0:

@@ -114,10 +114,11 @@ OPTS = [
     cfg.BoolOpt("mlroute-failover-probe", default=True,
                 help="standbys watch the master's REST connection and end its lease as soon "
                      "as its process is gone (else failover waits for the lease to expire)"),
-    cfg.BoolOpt("mlroute-rest-native-reads", default=False,
+    cfg.BoolOpt("mlroute-rest-native-reads", default=True,
                 help="serve REST in native OS threads: GET /v1/ready and /v1/jobs from views "
                      "published at each change, without waiting for the event loop (eventlet); "
-                     "other requests are handed to it (experimental)"),
+                     "other requests are handed to it (--nomlroute-rest-native-reads: every "
+                     "request in a green thread of the event loop)"),
     cfg.BoolOpt("mlroute-share-switches", default=False,
                 help="controllers sharing etcd share the switches out: each is OpenFlow master "
                      "of its share (rendezvous hashing) and writes it; the elected one plans "
