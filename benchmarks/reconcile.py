@@ -125,11 +125,12 @@ def _metric(ctl: ControllerProcess, name: str) -> float:
 
 
 def _controller(tmp: str, fabric_path: str, log: str, state: str,
-                dead_after: float = 60.0, lldp_interval: float = 0.0) -> ControllerProcess:
+                dead_after: float = 60.0, lldp_interval: float = 0.0,
+                more: tuple[str, ...] = ()) -> ControllerProcess:
     return ControllerProcess(fabric_path, os.path.join(tmp, log), algorithm="auto",
                              extra_args=["--mlroute-state", state, "--mlroute-stats-interval", "0",
                                          "--mlroute-lldp-interval", str(lldp_interval),
-                                         "--mlroute-dead-after", str(dead_after)]
+                                         "--mlroute-dead-after", str(dead_after), *more]
                              ).start(timeout=120)
 
 
@@ -254,7 +255,7 @@ class RestPoller:
 
 def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, then=None,
                       raw: bool = False, after_first=None, on_start=None,
-                      lldp_interval: float = 0.0) -> dict:
+                      lldp_interval: float = 0.0, controller_args: tuple[str, ...] = ()) -> dict:
     """``fabric`` (any ``build_bridges`` fabric) as bridges; the controller's first start on
     the empty switches and a restart from its state file, each timed from the controller's
     start until every switch is reconciled, with the OpenFlow messages each sent and REST
@@ -263,7 +264,8 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
     called just before each start ("first", "restart"); ``after_first(ctl, out)``: more
     readings once the first start is ready; ``then(ctl, out)``: more measurements on the
     restarted controller before the teardown (controller stopped, bridges removed, also on
-    an exception or Ctrl-C). ``raw``: every REST latency sample too."""
+    an exception or Ctrl-C). ``raw``: every REST latency sample too. ``controller_args``:
+    more options for both controllers."""
     path = os.path.join(tmp, f"{name}.json")
     with open(path, "w") as fh:
         json.dump(fabric.to_dict(), fh)
@@ -280,7 +282,8 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
         if on_start is not None:
             on_start("first")
         t0 = time.monotonic()  # both starts timed from the controller's own start
-        ctl = _controller(tmp, path, f"{name}-first.log", state, dead_after, lldp_interval)
+        ctl = _controller(tmp, path, f"{name}-first.log", state, dead_after, lldp_interval,
+                          controller_args)
         out["first_start_connected"] = _wait_ready(ctl, 600, t0)
         out["first_start_ready_s"] = round(time.monotonic() - t0, 2)
         out["first_start_messages"] = _metric(ctl, "mlroute_openflow_messages_total")
@@ -294,7 +297,8 @@ def start_and_restart(tmp: str, fabric, name: str, dead_after: float = 60.0, the
         if on_start is not None:
             on_start("restart")
         t0 = time.monotonic()
-        ctl = _controller(tmp, path, f"{name}-restart.log", state, dead_after, lldp_interval)
+        ctl = _controller(tmp, path, f"{name}-restart.log", state, dead_after, lldp_interval,
+                          controller_args)
         with RestPoller(ctl) as poller:
             out["restart_connected"] = _wait_ready(ctl, 600, t0)
         out["restart_ready_s"] = round(time.monotonic() - t0, 2)

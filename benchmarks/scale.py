@@ -51,6 +51,11 @@ port change (``detected_s``, from the command; Open vSwitch applies a transactio
 del-ports over up to a second at k = 16) and the seconds from then until the routes left
 (``replanned_s_after_detected``).
 
+REST latency is sampled with ``GET /v1/jobs`` every 50 ms, which the controller answers by
+default from native threads (``--mlroute-rest-native-reads``); ``--rest green`` starts the
+controllers with ``--nomlroute-rest-native-reads`` (every request on the event loop), the
+comparison: ``settings.rest_native_reads`` says which.
+
 At the end, ``model`` (``benchmarks.scale_model``): per-switch fits of the fat-trees' start
 and restart figures, and what they predict for k = 32 with its static entries counted (this
 machine cannot build k = 32's 32,768 patch ports in reasonable time: see that module).
@@ -595,7 +600,8 @@ def switch_loss(ctl, fabric, job: str = "ring") -> dict:
     return out
 
 
-def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVAL) -> dict:
+def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVAL,
+            controller_args: tuple[str, ...] = ()) -> dict:
     """Every figure of one fabric (the module's docstring), in one controller's life."""
     result = {"fabric": name, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
               "switches": len(fabric.switches()),
@@ -645,7 +651,8 @@ def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVA
     result.update(start_and_restart(workdir, fabric, name.replace(" ", "_").replace("=", ""),
                                     dead_after=DEAD_AFTER, then=then, raw=True,
                                     after_first=after_first, on_start=on_start,
-                                    lldp_interval=lldp_interval))
+                                    lldp_interval=lldp_interval,
+                                    controller_args=controller_args))
     return result
 
 
@@ -670,7 +677,12 @@ def main(argv=None) -> int:
     ap.add_argument("--lldp-interval", type=float, default=LLDP_INTERVAL, metavar="S",
                     help="the controller's --mlroute-lldp-interval (default: the controller's "
                          f"{LLDP_INTERVAL:g} s; 0: no probe rounds)")
+    ap.add_argument("--rest", choices=("native", "green"), default="native",
+                    help="native: the controller's default (GET /v1/ready and /v1/jobs from "
+                         "native threads); green: --nomlroute-rest-native-reads, every request "
+                         "in a green thread of the event loop")
     args = ap.parse_args(argv)
+    more = ("--nomlroute-rest-native-reads",) if args.rest == "green" else ()
     ks = [4] if args.quick else (args.fat_tree or list(KS))
     if any(k < 2 or k % 2 for k in ks):
         ap.error("--fat-tree takes even k >= 2")
@@ -686,7 +698,8 @@ def main(argv=None) -> int:
               "settings": {"fat_trees": ks, "baseline": list(shape), "algorithm": "auto",
                            "mode": "flow", "dead_after_s": DEAD_AFTER, "ring_hosts": RING,
                            "all_to_all_hosts": ALL_TO_ALL, "rest_poll_s": 0.05,
-                           "route_poll_s": ROUTE_POLL, "lldp_interval_s": args.lldp_interval},
+                           "route_poll_s": ROUTE_POLL, "lldp_interval_s": args.lldp_interval,
+                           "rest_native_reads": args.rest == "native"},
               "baseline": None, "fabrics": [], "complete": False}
 
     def write() -> None:
@@ -704,7 +717,7 @@ def main(argv=None) -> int:
             _say(f"{name}: {len(fabric.switches())} bridges")
             t0 = time.monotonic()
             try:
-                r = measure(fabric, name, workdir, args.lldp_interval)
+                r = measure(fabric, name, workdir, args.lldp_interval, more)
             except Exception as e:  # noqa: BLE001 - recorded; the next fabric still runs
                 r = {"fabric": name, "error": f"{type(e).__name__}: {e}"}
                 _say(f"{name}: {r['error']}\n{traceback.format_exc()}")

@@ -827,6 +827,15 @@ def _controlplane() -> str:
                       "leaf-spine ms", "messages", "ratio"], rows))
 
 
+def _rest_threads(settings: dict) -> str:
+    """How the benchmark's controllers served its REST samples (``rest_native_reads``, recorded
+    since native reads became the default; runs before it served every request on the hub)."""
+    if settings.get("rest_native_reads"):
+        return ("(answered from the published views by native threads, the controller's "
+                "default: `--mlroute-rest-native-reads`), ")
+    return "(every request in a green thread of the event loop: `--nomlroute-rest-native-reads`), "
+
+
 def _lldp(settings: dict) -> str:
     """The LLDP probe rounds a scale run had (none before 0.3.0's paced rounds)."""
     interval = settings.get("lldp_interval_s", 0)
@@ -890,7 +899,7 @@ def _scale() -> str:
               "later; the controller's OpenFlow ports open about 0.35 s after it starts, "
               "before the rest of it loads, so the first retry reaches it unless the old "
               "one took long to stop, `controller/shell/listener.py`). REST: "
-              "the slowest `GET /v1/jobs` "
+              "the slowest `GET /v1/jobs` " + _rest_threads(b["settings"]) +
               "during the restart, and during the three failures, ms ((in brackets) of "
               "the requests sent while the controller handled them, from the first report "
               "until the routes had left: before any report Open vSwitch spends most of a "
@@ -949,7 +958,8 @@ def _shared() -> str:
               "of its share of the switches and writes it; the elected one plans and answers "
               "once every share is confirmed ([how](../explanation/redundancy.md"
               "#shared-switch-mastership)). Seconds unless said; (OpenFlow messages of all the "
-              "controllers); REST: the slowest `GET /v1/jobs` on the planner, ms. " + ratio
+              "controllers); REST: the slowest `GET /v1/jobs` on the planner "
+            + _rest_threads(b.get("settings", {})) + "ms. " + ratio
             + "All the controllers and Open vSwitch share the machine's "
               f"{b['machine']['cpus']} cores.\n\n"
             + _table(["controllers", "switches each", "first start", "restart", "REST max",
