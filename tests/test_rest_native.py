@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
+import time
 
 import pytest
 
@@ -138,7 +138,9 @@ def test_native_server_answers_published_and_other_requests(native):
     assert (status, json.loads(body)) == (200, svc.jobs_view())
     status, _, body = call(port, "GET", "/v1/jobs/j1")  # not published: the service answers
     assert status == 200 and json.loads(body)["id"] == "j1"
-    assert call(port, "HEAD", "/v1/ready")[2] == b""
+    assert call(port, "HEAD", "/v1/ready")[0] == 405  # as the API answers it (GET only)
+    assert call(port, "GET", "/v1/jobs/")[0] == 200  # one trailing slash, as the routes allow
+    assert call(port, "GET", "/v1/jobs//")[0] == call(port, "GET", "/v1/ready//")[0] == 404
     assert call(port, "GET", "/metrics")[0] == 200
     assert call(port, "PUT", "/v1/ready")[0] == 405
 
@@ -209,8 +211,24 @@ def test_under_eventlet_a_native_get_does_not_wait_for_the_hub(mode):
 
 
 
+def test_a_publication_that_fails_sends_readers_to_the_service(monkeypatch):
+    svc, _ = service()
+    pub = Published.attach(svc)
+    assert pub.answer("/v1/ready") is not None
+    monkeypatch.setattr("controller.service.views.ready_view",
+                        lambda *a: (_ for _ in ()).throw(RuntimeError("a bug")))
+    with svc.lock:
+        pass  # the change commits; its publication fails (logged by the lock)
+    assert pub.current is None and pub.answer("/v1/ready") is None
+    monkeypatch.undo()
+    with svc.lock:
+        pass
+    assert published(pub, "/v1/ready") == svc.ready_view()
+
+
 def test_native_connections_are_capped(monkeypatch):
-    """One OS thread per connection, at most NATIVE_CONNECTIONS: the next waits for a slot."""
+    """One OS thread per connection, at most NATIVE_CONNECTIONS: one more is answered 503 at
+    once (accept never waits for a slot), and served again once a slot is free."""
     import socket
 
     from controller.shell import rest as rest_mod
@@ -221,14 +239,61 @@ def test_native_connections_are_capped(monkeypatch):
     rest.start()
     try:
         idle = socket.create_connection(("127.0.0.1", rest.port))  # holds the one slot
-        got = {}
-        t = threading.Thread(target=lambda: got.setdefault("r", call(rest.port, "GET",
-                                                                     "/v1/ready")))
-        t.start()
-        t.join(0.5)
-        assert "r" not in got  # waiting for the slot
+        status, _, body = call(rest.port, "GET", "/v1/ready")
+        assert status == 503 and "REST connections open" in json.loads(body)["error"]
         idle.close()
-        t.join(10)
-        assert got["r"][0] == 200
+        deadline = time.monotonic() + 10
+        while call(rest.port, "GET", "/v1/ready")[0] != 200:  # the slot comes back
+            assert time.monotonic() < deadline, "the slot was never given back"
+            time.sleep(0.05)
     finally:
         rest.stop()
+
+
+
+BRIDGE_CHILD = textwrap.dedent(r"""
+    import eventlet
+    eventlet.monkey_patch()
+    import json
+    from eventlet.patcher import original
+    from controller.shell.bridge import HubBridge, Stopping
+    bridge = HubBridge(eventlet.spawn)
+    eventlet.spawn(bridge.run)
+    out = {"calls": 0}
+    def native():  # an OS thread calling the hub until the bridge stops under it
+        out["first"] = bridge.call(lambda x: x + 1, 1)
+        while True:
+            try:
+                bridge.call(eventlet.sleep, 0.001)
+            except Stopping as e:
+                out["stopped"] = str(e)
+                break
+            out["calls"] += 1
+        t0 = original("time").monotonic()
+        try:
+            bridge.call(lambda: 1)
+        except Stopping:
+            out["after_s"] = original("time").monotonic() - t0
+    t = original("threading").Thread(target=native, daemon=True)
+    t.start()
+    eventlet.sleep(0.3)
+    bridge.stop()
+    end = original("time").monotonic() + 10
+    while t.is_alive() and original("time").monotonic() < end:
+        eventlet.sleep(0.05)
+    out["thread_ended"] = not t.is_alive()
+    print(json.dumps(out))
+""")
+
+
+def test_a_stopped_bridge_answers_its_callers_instead_of_leaving_them_waiting():
+    """Under eventlet: calls handed to the hub from an OS thread run there until ``stop``;
+    the call in flight or queued when it comes, and every later one, raise ``Stopping``
+    instead of waiting for a hub side that has ended."""
+    env = dict(os.environ, PYTHONPATH=REPO)
+    run = subprocess.run([sys.executable, "-c", BRIDGE_CHILD], env=env, cwd=REPO,
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    assert got["first"] == 2 and got["calls"] > 0 and got["thread_ended"], got
+    assert "stopping" in got["stopped"] and got["after_s"] < 0.1, got

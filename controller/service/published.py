@@ -26,9 +26,8 @@ from controller.service import views
 
 
 class Snapshot(NamedTuple):
-    """What a reader gets: ``{path: (status, body bytes)}`` and when it was published."""
+    """What a reader gets: ``{path: (status, body bytes)}``."""
     answers: dict
-    at: float  # time.monotonic() of the publication
     version: int  # the state version it shows
 
 
@@ -58,23 +57,27 @@ class Published:
 
     def publish(self, state, reconciler) -> None:
         """Build the documents from the state (the caller holds the state lock) and replace
-        the snapshot in one assignment."""
+        the snapshot in one assignment. When building fails nothing is published until the
+        next success (readers go to the service instead: never an old answer served as new)."""
         t0 = time.perf_counter()
-        key = (state.version, id(state.fabric), id(state.jobs))
-        if key != self._jobs_key or self._jobs_answer is None:
-            self._jobs_answer = (200, _encode(views.jobs_view(state)))
-            self._jobs_key = key
-        status, doc = views.ready_view(state, reconciler)
+        try:
+            key = (state.version, id(state.fabric), id(state.jobs))
+            if key != self._jobs_key or self._jobs_answer is None:
+                self._jobs_answer = (200, _encode(views.jobs_view(state)))
+                self._jobs_key = key
+            status, doc = views.ready_view(state, reconciler)
+        except Exception:
+            self.current = None
+            raise
         self.current = Snapshot({"/v1/ready": (status, _encode(doc)),
-                                 "/v1/jobs": self._jobs_answer},
-                                time.monotonic(), state.version)
+                                 "/v1/jobs": self._jobs_answer}, state.version)
         self.count += 1
         self.seconds += time.perf_counter() - t0
 
     def answer(self, path: str) -> tuple[int, bytes] | None:
-        """The published answer to ``GET path`` (a trailing slash allowed), None when the
-        path is not published or nothing was published yet."""
+        """The published answer to ``GET path`` (one trailing slash allowed, as the API's
+        routes allow it), None when the path is not published or nothing is published now."""
         snap = self.current
         if snap is None:
             return None
-        return snap.answers.get(path.rstrip("/") if path != "/" else path)
+        return snap.answers.get(path[:-1] if path.endswith("/") and path != "/" else path)

@@ -17,16 +17,25 @@ import sys
 from collections import deque
 
 
-def _patched() -> bool:
+def _patched(name: str | None = None) -> bool:
+    """Whether eventlet patched module ``name`` (any of ``thread`` and ``socket`` when None:
+    ``ryu-manager`` patches both, ``--enable-debugger`` the socket alone, and either way the
+    service runs on eventlet's hub)."""
     ev = sys.modules.get("eventlet.patcher")
-    return ev is not None and ev.is_monkey_patched("thread")
+    if ev is None:
+        return False
+    return any(ev.is_monkey_patched(n) for n in ((name,) if name else ("thread", "socket")))
 
 
 def original(name: str):
     """The unpatched module ``name`` (``socket``, ``threading``, ``time``)."""
-    if _patched():
+    if _patched("thread" if name == "threading" else name):
         return sys.modules["eventlet.patcher"].original(name)
     return __import__(name)
+
+
+class Stopping(RuntimeError):
+    """A call handed to the hub after (or while) the bridge stopped: it will not run."""
 
 
 def native_thread(fn, *args) -> None:
@@ -44,22 +53,29 @@ class HubBridge:
 
     def __init__(self, spawn=None):
         self.spawn = spawn
-        self.eventlet = _patched() and spawn is not None
+        self.eventlet = _patched() and spawn is not None  # else calls run where they are made
         self._queue: deque = deque()  # append and popleft are atomic under the GIL
         self._stop = False
+        self._ran_out = False  # ``run`` ended: what is queued now never runs
         if self.eventlet:
             sock = original("socket")
             self._r, self._w = sock.socketpair()
             self._r.setblocking(False)
 
     def call(self, fn, *args):
+        """``fn(*args)`` on the hub, waited for (a change waits for the switches as long as
+        its own timeouts say); ``Stopping`` once the bridge stopped before it ran."""
         if not self.eventlet:
             return fn(*args)
+        if self._stop:
+            raise Stopping("the controller is stopping")
         done = original("threading").Event()
         item = [fn, args, done, None, None]
         self._queue.append(item)
         self._wake()
-        done.wait()
+        while not done.wait(0.5):
+            if self._stop and self._ran_out:  # the hub side ended: nothing will run it
+                self._fail_queued()
         if item[4] is not None:
             raise item[4]
         return item[3]
@@ -68,8 +84,9 @@ class HubBridge:
         if not self.eventlet:
             fn(*args)
             return
-        self._queue.append([fn, args, None, None, None])
-        self._wake()
+        if not self._stop:
+            self._queue.append([fn, args, None, None, None])
+            self._wake()
 
     def _wake(self) -> None:
         try:
@@ -93,10 +110,23 @@ class HubBridge:
                 self._r.recv(4096)
             except (BlockingIOError, InterruptedError):
                 pass
-            while self._queue:
+            while self._queue and not self._stop:
                 self.spawn(self._run, self._queue.popleft())
+        self._ran_out = True
+        self._fail_queued()
         self._r.close()
         self._w.close()
+
+    def _fail_queued(self) -> None:
+        """Every call still queued raises ``Stopping`` in its caller."""
+        while True:
+            try:
+                item = self._queue.popleft()
+            except IndexError:
+                return
+            item[4] = Stopping("the controller is stopping")
+            if item[2] is not None:
+                item[2].set()
 
     @staticmethod
     def _run(item) -> None:

@@ -31,7 +31,7 @@ from controller.errors import InputError
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.published import Published
-from controller.shell.bridge import HubBridge, native_thread, original
+from controller.shell.bridge import HubBridge, Stopping, native_thread, original
 from controller.shell.hub import THREADS, Hub
 
 LOG = logging.getLogger("mlroute")
@@ -45,7 +45,10 @@ TOKEN_ENV = "MLROUTE_TOKEN"
 IDLE_TIMEOUT = 60.0  # seconds an idle keep-alive connection is kept
 LINGER_S, LINGER_QUIET_S = 2.0, 0.25  # a closing connection drains for at most 2 s, 0.25 s quiet
 LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still sends
-NATIVE_CONNECTIONS = 64  # ``native``: connections served at once (one OS thread each)
+NATIVE_CONNECTIONS = 256  # ``native``: connections served at once (one OS thread each); one
+# more is answered 503 at once and closed (accept never waits: a probe is answered or refused)
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")
 
 
 def write_token(token: str | None, token_file: str | None, environ=os.environ) -> str | None:
@@ -89,6 +92,25 @@ def _linger_close(conn) -> None:
             pass
 
 
+def _refuse(conn, why: str) -> None:
+    """Answer 503 with ``why`` and close, from the accept loop: the request is not read, only
+    drained for up to 50 ms (closing with it unread would reset the connection and could lose
+    the answer), so accept waits at most about a second for a client that does not read."""
+    body = (json.dumps({"error": why}) + "\n").encode()
+    try:
+        conn.settimeout(1.0)
+        conn.sendall(BUSY % (len(body), body))
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(0.05)
+        for _ in range(16):  # at most 1 MB, 50 ms quiet each
+            if not conn.recv(65536):
+                break
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
 class RestServer:
     def __init__(self, service, host: str, port: int, token: str | None = None,
                  hub: Hub = THREADS, native: bool = False):
@@ -102,6 +124,7 @@ class RestServer:
         self.published = Published.attach(service) if native else None
         self._slots = original("threading").BoundedSemaphore(NATIVE_CONNECTIONS) if native \
             else None
+        self._open: set = set()  # ``native``: connections being served (shut down by ``stop``)
         sock = original("socket") if native else socket
         family = sock.AF_INET6 if ":" in host else sock.AF_INET
         self.sock = sock.socket(family, sock.SOCK_STREAM)
@@ -112,7 +135,8 @@ class RestServer:
         self.port = self.sock.getsockname()[1]
 
     def serve(self) -> None:
-        """Accept connections until ``stop``; each is served by a thread of its own."""
+        """Accept connections until ``stop``; each is served by a thread of its own. An
+        accept that fails (out of file descriptors) is logged and tried again 0.1 s later."""
         try:
             while not self._stop:
                 try:
@@ -122,16 +146,23 @@ class RestServer:
                 except OSError:
                     if self._stop:
                         break
-                    raise
+                    self.log_exception("mlroute: REST accept failed")
+                    (original("time").sleep if self.native else self.hub.sleep)(0.1)
+                    continue
                 conn.settimeout(IDLE_TIMEOUT)
-                if self.native:  # at most NATIVE_CONNECTIONS threads: the next waits here
-                    while not self._slots.acquire(timeout=0.5):
-                        if self._stop:
-                            conn.close()
-                            return
-                    native_thread(self._connection, conn, addr)
-                else:
+                if not self.native:
                     self.hub.spawn(self._connection, conn, addr)
+                elif not self._slots.acquire(blocking=False):
+                    _refuse(conn, f"{NATIVE_CONNECTIONS} REST connections open: try again")
+                else:
+                    self._open.add(conn)
+                    try:
+                        native_thread(self._connection, conn, addr)
+                    except RuntimeError:  # no thread to be had
+                        self._open.discard(conn)
+                        self._slots.release()
+                        _refuse(conn, "no thread to serve this connection: try again")
+                        self.log_exception("mlroute: REST connection from %s refused", addr)
         finally:
             self.sock.close()
 
@@ -145,9 +176,16 @@ class RestServer:
             self.hub.spawn(self.serve)
 
     def stop(self) -> None:
+        """Stop accepting; with ``native``, end the connections being served (their
+        requests handed to the hub get a 503) and the bridge."""
         self._stop = True
         if self.bridge is not None:
             self.bridge.stop()
+        for conn in list(self._open):
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def on_hub(self, fn, *args):
         """``fn(*args)`` where the service may be used: here, or on the hub (``native``)."""
@@ -155,7 +193,7 @@ class RestServer:
 
     def fast(self, method: str, path: str) -> tuple[int, bytes] | None:
         """A published answer (``native`` only), None when the request needs the service."""
-        if self.published is None or method not in ("GET", "HEAD"):
+        if self.published is None or method != "GET":
             return None
         return self.published.answer(path)
 
@@ -179,6 +217,7 @@ class RestServer:
         finally:
             _linger_close(conn)
             if self._slots is not None:
+                self._open.discard(conn)
                 self._slots.release()
 
     def authorised(self, method: str, header: str | None) -> bool:
@@ -199,8 +238,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         super().__init__(conn, addr, rest)
 
     def log_message(self, fmt, *args) -> None:
-        if self.rest.native:  # no logging from a native thread (bridge.py): not worth a hop
-            return
+        if self.rest.bridge is not None and self.rest.bridge.eventlet:
+            return  # no logging from a native thread under eventlet (bridge.py): not worth a hop
         LOG.debug("mlroute: REST %s: " + fmt, self.address_string(), *args)
 
     def send_error(self, code, message=None, explain=None) -> None:
@@ -260,6 +299,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(400, {"error": str(e)})
         except OSError:
             raise
+        except Stopping as e:
+            self.close_connection = True
+            self._send(503, {"error": str(e)})
         except Exception as e:  # noqa: BLE001 - a bug: say so without a traceback, log it
             self.rest.log_exception("mlroute: REST %s %s failed", self.command, self.path)
             self.close_connection = True
