@@ -19,12 +19,12 @@ from controller.model.clos import Clos
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
-from emulation.harness.controller_proc import ControllerProcess, listening
+from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.fake_switch import FakeSwitches
+from emulation.harness.ha import free_port
 from tests.helpers import FakeClock
 from tests.test_web import _browser, _css, _wait
 
-REST_PORT, OF_PORT = 18080, 16653  # not 8080/6653: another controller may run beside
 QUIET = ["--mlroute-sflow-port", "0"]  # no fixed UDP port either
 RANKS = ["h0_0", "h2_0", "h4_0", "h6_0", "h1_1", "h3_1", "h5_1", "h7_1"]  # across the pods
 RING = {"id": "r", "collective": "ring_allreduce", "ranks": RANKS, "bytes": 4e6}
@@ -93,15 +93,11 @@ def _y(el) -> float:
     return el.find_element("css selector", "rect").rect["y"]
 
 
-def _skip_if_ports_taken() -> None:
-    for port in (REST_PORT, OF_PORT):
-        if listening(port):
-            pytest.skip(f"port {port} is in use (another controller?)")
-
-
 def _controller(fabric_path, state_path: str, log) -> ControllerProcess:
-    """A controller of the fabric with no switch, its jobs from the state file."""
-    ctl = ControllerProcess(str(fabric_path), str(log), rest_port=REST_PORT, of_port=OF_PORT,
+    """A controller of the fabric with no switch, its jobs from the state file, on free ports
+    (the web tests run beside each other and beside a controller on 8080/6653)."""
+    ctl = ControllerProcess(str(fabric_path), str(log), rest_port=free_port(),
+                            of_port=free_port(),
                             extra_args=["--mlroute-state", state_path, *QUIET])
     if os.path.basename(ctl.args[0]) == "ryu-manager":
         # the same entry point under the name python3: a Mininet cleanup (mn -c: killall
@@ -135,7 +131,6 @@ def _planned_coloured(driver, lines: dict, served: set, planned: set, down: set)
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_live_view_draws_a_fat_tree_its_links_and_a_ring_job(tmp_path):
-    _skip_if_ports_taken()
     doc = _fabric_doc()
     f = Clos.from_dict(doc)
     p = f.planes[0]

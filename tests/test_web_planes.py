@@ -15,7 +15,6 @@ from tests.test_web_clos import (
     _links_drawn,
     _live_page,
     _planned_coloured,
-    _skip_if_ports_taken,
     _y,
 )
 
@@ -84,7 +83,6 @@ def _check_switches(driver, f: Clos) -> None:
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("shape", list(FABRICS))
 def test_live_view_draws_every_plane_its_links_and_an_all_to_all(tmp_path, shape):
-    _skip_if_ports_taken()
     doc, (lower, upper) = _fabric_doc(shape)
     hosts, caption = FABRICS[shape][1:]
     f = Clos.from_dict(doc)
