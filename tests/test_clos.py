@@ -70,6 +70,22 @@ def test_fat_tree_shape():
     assert "8 pods" in f.summary()
 
 
+def test_a_single_two_tier_plane_sums_up_as_its_leaf_spine():
+    """One line for a leaf-spine on both models (plan documents' ``fabric``): spines, leaves,
+    hosts and the spines with no link up; also where no two-tier model exists (bundles, a
+    switch down), where a spine with a bundle member alive is up."""
+    for f in (Fabric.generate(4, 8, 2), Fabric.generate(4, 8, 2, failed_spines=2),
+              Fabric.from_dict({**Fabric.generate(2, 3, 1).to_dict(),
+                                "down": [["l0", "s1"], ["l1", "s1"], ["l2", "s1"]]})):
+        c = Clos.from_dict(f.to_dict())
+        assert c.summary() == c.as_leaf_spine().summary() == f.summary()
+    doc = {**Clos.leaf_spine(3, 2, 1, bundle=2).to_dict(), "down_switches": ["s2"],
+           "down": [["l0", "s0", 0], ["l0", "s1", 0], ["l0", "s1", 1], ["l1", "s1"]]}
+    c = Clos.from_dict(doc)
+    assert c.as_leaf_spine() is None and c.summary() == "3 spines, 2 leaves, 2 hosts (2 spines failed)"
+    assert Clos.leaf_spine(3, 2, 1, planes=2).summary().startswith("2 plane(s) x 2 tiers")
+
+
 def _three_tier(**extra):
     doc = {"pods": {"p0": {"leaves": ["l0", "l1"], "aggs": ["a0", "a1"]},
                     "p1": {"leaves": ["l2", "l3"], "aggs": ["a2", "a3"]}},

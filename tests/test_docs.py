@@ -406,13 +406,13 @@ def three_tier_plan(run: Run):
     plan = run.json("routes.json")
     assert plan["gap"] == 0 and plan["max_link_load"] == plan["lower_bound"] == 1
     assert all(len(r["path"]) == 5 for r in plan["routes"])  # both rings cross every pod
-    assert run.out.splitlines()[-1].split()[:2] == ["1.0", "1.0"]  # the python -c line
+    assert run.out.splitlines()[-1].split()[:2] == ["1.0", "1"]  # the python -c line
 
 
 def three_tier_planes(run: Run):
     run.says("the ring takes both planes with one flow per link: "
-             "`['plane0', 'plane1'] 1.0 1.0`")
-    assert run.out.splitlines()[-1] == "['plane0', 'plane1'] 1.0 1.0"
+             "`['plane0', 'plane1'] 1.0 1`")
+    assert run.out.splitlines()[-1] == "['plane0', 'plane1'] 1.0 1"
     assert len(run.json("planes.json")["planes"]) == 2
 
 

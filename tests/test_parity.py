@@ -15,6 +15,7 @@ gap: it fails (so the suite goes red) the day the gap closes, and the mark must 
 Controller parity (enforcement modes, views): tests/test_parity_service.py.
 """
 import functools
+import json
 import random
 
 import numpy as np
@@ -229,9 +230,11 @@ def test_ecmp_by_name_makes_the_same_choices():
 
 
 # ---- the plan documents -------------------------------------------------------------------
-# every field but runtime_ms, fabric (each model's own summary line) and info (each planner's)
+# every field but runtime_ms and info (each planner's): one document form for every plan, the
+# fabric's summary line too (a single two-tier plane reads as its leaf-spine on both models)
 SHARED_FIELDS = ("algorithm", "routes", "max_link_load", "links_at_max", "lower_bound", "gap",
-                 "max_load_by_tier", "load_histogram", "flows", "inter_leaf_flows", "imbalance")
+                 "max_load_by_tier", "load_histogram", "flows", "inter_leaf_flows", "imbalance",
+                 "fabric")
 
 
 @pytest.mark.parametrize("name", ["intact", "links-down"])
@@ -240,6 +243,7 @@ def test_plan_documents_agree_on_their_shared_fields(name):
     a, b = plan.to_dict(), cplan.to_dict()
     assert a["inter_leaf_flows"] < a["flows"]  # the intra-leaf flows are in both
     assert {k: a[k] for k in SHARED_FIELDS} == {k: b[k] for k in SHARED_FIELDS}
+    assert json.dumps(a["lower_bound"]) == json.dumps(b["lower_bound"])  # 2, not 2 and 2.0
 
 
 def test_plan_documents_have_the_same_fields():

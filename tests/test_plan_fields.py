@@ -4,15 +4,19 @@ computation of their own over link names and ``Clos.neighbours`` (as ``GET /v1/i
 groups the measured bytes), on fat-trees, planes, bundles and failures; the same fields of a
 two-tier plan by their definition on a leaf-spine. The two models agreeing on a leaf-spine:
 tests/test_parity.py."""
+import json
 import random
 from collections import Counter, defaultdict
 
+import numpy as np
 import pytest
 
 from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
-from controller.planners.clos_split import parts_of, split_link_loads
+from controller.model.loads import AT_MAX_TOL, links_at_max
+from controller.planners.clos_routes import installed_clos_plan
+from controller.planners.clos_split import parts_of, split_link_loads, split_score
 from controller.planners.plan import make_clos_plan, make_plan
 from tests.clos_checks import permutation
 
@@ -103,9 +107,9 @@ def test_clos_plan_fields_by_their_definition(name, algorithm):
     assert doc["load_histogram"] == want["load_histogram"]
     assert max(map(float, doc["load_histogram"])) == pytest.approx(doc["max_link_load"])
     top = doc["load_histogram"][max(doc["load_histogram"], key=float)]
-    # split: the histogram's 1e-6 rounding joins loads a few 1e-9 apart that links_at_max
-    # (within 1e-9 of the max on a Clos) tells apart
-    assert top == doc["links_at_max"] if algorithm != "split" else top >= doc["links_at_max"]
+    # split too: links_at_max (within loads.AT_MAX_TOL, relative) counts the loads a few 1e-9
+    # apart that the LP leaves at its max, as the histogram's 1e-6 rounding joins them
+    assert top == doc["links_at_max"]
     for w in ("bytes", "flows"):
         for d in ("uplinks", "downlinks"):
             assert doc["imbalance"][w][d] == pytest.approx(want["imbalance"][w][d]), (w, d)
@@ -155,3 +159,53 @@ def test_two_tier_fields_by_their_definition(failed):
     assert doc["max_load_by_tier"] == {"leaf": doc["max_link_load"]}
     assert doc["fabric"] == fabric.summary()
     assert set(doc["imbalance"]) == {"bytes", "flows"}
+
+
+def test_links_at_max_counts_the_links_an_lp_leaves_at_the_max_up_to_rounding():
+    """One definition of links at the max in every plan document (``loads.links_at_max``,
+    within ``AT_MAX_TOL`` x max(alpha, 1)), not the planners' score (``split_score``, within
+    1e-9 absolute): Clos split's LP, asked for its optimum plus 1e-9, leaves loads of 1.5 and
+    1.500000001 on a fat-tree, which the score tells apart and the document counts as one max,
+    as its histogram (rounded to 1e-6) and the two-tier document do."""
+    fabric = fabrics()["fat-tree"]
+    plan = make_clos_plan(fabric, jobs(fabric, 0), "split")
+    p, r = plan.problem, plan.routing
+    fab = split_link_loads(p, r)[p.links.tier > 0]
+    doc = plan.to_dict()
+    near = (fab < fab.max() - 1e-9) & (fab >= fab.max() - 1e-6)  # at the max up to the LP
+    assert doc["max_link_load"] == 1.500000001 and np.any(near)
+    assert doc["links_at_max"] == links_at_max(fab, AT_MAX_TOL) == doc["load_histogram"]["1.5"]
+    assert split_score(p, r)[1] < doc["links_at_max"]  # 20 against 36 links
+
+
+def test_a_document_has_one_form_whichever_planners_made_it():
+    """A fast-path plan (the two-tier planners, ``two_tier_plan``) and the Clos plan of the
+    same routing (as the controller rebuilds it: ``installed_clos_plan``) give one document,
+    split shares as planned; the Clos split's plan of the same leaf-spine (another LP) the
+    same lower bound (an integer: whole flows per link), fabric line (the leaf-spine's) and
+    links at the max, though its loads are 1e-9 apart there (``split_score``'s count: 12)."""
+    fabric = Fabric.generate(4, 8, 2, failed_spines=1)
+    clos = Clos.from_dict(fabric.to_dict())
+    hosts = sorted(fabric.hosts)
+    docs = [{"id": "r", "collective": "ring_allreduce", "ranks": hosts[6:12], "bytes": 1e8},
+            {"id": "a", "flows": [{"src": x, "dst": y, "bytes": 1e7} for x in hosts[:6]
+                                  for y in hosts[:6] if x != y]}]  # intra-leaf flows too
+    fast = make_plan(fabric, [parse_job(d, fabric) for d in docs], "split")
+    assert sum(len(x) > 1 for x in parts_of(fast.routing)) > 1  # some flows split
+    on_clos = [parse_job(d, clos) for d in docs]
+    parts, pairs = fast.path_parts(), []
+    for job in on_clos:
+        pairs.append((job, parts[:len(job.flows())]))
+        parts = parts[len(job.flows()):]
+    a, b = (without_timing(x.to_dict()) for x in (fast, installed_clos_plan(clos, pairs)))
+    assert a == b and 1 / 3 in [x["share"] for r in a["routes"] for x in r.get("split", ())]
+    other = make_clos_plan(clos, on_clos, "split")
+    c = other.to_dict()
+    fields = ("lower_bound", "links_at_max", "fabric")
+    assert json.dumps([a[k] for k in fields]) == json.dumps([c[k] for k in fields]) == \
+        '[3, 18, "4 spines, 8 leaves, 16 hosts (1 spines failed)"]'
+    assert split_score(other.problem, other.routing)[1] == 12
+
+
+def without_timing(doc: dict) -> dict:
+    return {k: v for k, v in doc.items() if k not in ("algorithm", "runtime_ms", "info")}

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from controller.errors import InputError
 from controller.model import clos_wiring
 from controller.model.clos_wiring import WIRING, per_plane
-from controller.model.fabric import DERIVED, Fabric, HostLookup
+from controller.model.fabric import DERIVED, Fabric, HostLookup, leaf_spine_line
 from controller.model.prefixes import CACHE as PREFIX_CACHE
 
 TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
@@ -241,13 +241,13 @@ class Clos(HostLookup):
         return self.link_gbps[tier] * 1e9 / 8
 
     def summary(self) -> str:
-        """One line: planes, tiers, switch counts per tier, hosts, oversubscription."""
-        p0, aggs, cores = self.planes[0], sum(map(len, self.planes[0].aggs)), sum(
-            map(len, self.planes[0].cores))
-        return (f"{len(self.planes)} plane(s) x {p0.tiers} tiers: {len(p0.leaves)} leaves, "
-                f"{aggs} {'aggregation' if p0.cores else 'spine'} switches"
-                + (f", {cores} cores in {len(p0.cores)} groups, {len(p0.pods)} pods" if cores
-                   else "") + f", {len(self.host_leaves)} hosts")
+        """One line: planes, tiers, switches per tier, hosts; one two-tier plane as ``leaf_spine_line``."""
+        if not (p0 := self.planes[0]).cores and len(self.planes) == 1:  # one pod: its spines
+            return leaf_spine_line(p0.aggs[0], p0.leaves, len(self.host_leaves), self.alive_members)
+        aggs, cores = sum(map(len, p0.aggs)), sum(map(len, p0.cores))
+        pods = f", {cores} cores in {len(p0.cores)} groups, {len(p0.pods)} pods" if cores else ""
+        return (f"{len(self.planes)} plane(s) x {p0.tiers} tiers: {len(p0.leaves)} leaves, {aggs} "
+                f"{'aggregation' if cores else 'spine'} switches{pods}, {len(self.host_leaves)} hosts")
 
     # ---- generators ---------------------------------------------------------------------
     @classmethod

@@ -307,10 +307,10 @@ class Fabric(HostLookup):
         return self.derived("host_leaves", lambda f: {h: (l,) for h, l in f.hosts.items()})
 
     def summary(self) -> str:
-        """One line: spines, leaves, hosts and the spines with no link up (``Clos.summary``)."""
-        failed = len(self.spines) - len(self.alive_spines())
-        return (f"{len(self.spines)} spines, {len(self.leaves)} leaves, {len(self.hosts)} hosts"
-                + (f" ({failed} spines failed)" if failed else ""))
+        """One line: spines, leaves, hosts and the spines with no link up (``leaf_spine_line``,
+        as ``Clos.summary`` for a single two-tier plane)."""
+        return leaf_spine_line(self.spines, self.leaves, len(self.hosts),
+                               lambda leaf, spine: (leaf, spine) not in self.down)
 
     plane_count = 1  # planes: one (``Clos.plane_count``)
 
@@ -367,6 +367,19 @@ class Fabric(HostLookup):
         if PREFIX_CACHE in self.__dict__:
             out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
         return out
+
+
+def leaf_spine_line(spines: list[str], leaves: list[str], hosts: int, up) -> str:
+    """A leaf-spine in one line, on both models (``Fabric.summary``, ``Clos.summary`` of a
+    single two-tier plane): spines, leaves, hosts and the spines failed, those without a link
+    up to any leaf (``up(leaf, spine)``: some member of that link is up). O(leaves x spines).
+
+    >>> leaf_spine_line(["s0", "s1"], ["l0", "l1"], 4, lambda leaf, spine: spine == "s0")
+    '2 spines, 2 leaves, 4 hosts (1 spines failed)'
+    """
+    failed = sum(not any(up(leaf, s) for leaf in leaves) for s in spines)
+    return (f"{len(spines)} spines, {len(leaves)} leaves, {hosts} hosts"
+            + (f" ({failed} spines failed)" if failed else ""))
 
 
 def spine_list(mask: int) -> list[int]:

@@ -9,8 +9,9 @@ the maximum over leaves and the mean weighted by each leaf's bytes, over uplinks
 for bytes and for flow counts.
 
 The plan document (``planners.plan.Plan``, any Clos) takes its load fields from the helpers
-here, over the directed switch links: ``load_fields`` (gap, max load per link tier, load
-histogram) and ``imbalance_doc`` (the imbalance above); ``load_summary`` and
+here, over the directed switch links: ``links_at_max`` (within ``AT_MAX_TOL``, relative),
+``bound_doc`` (the lower bound, an integer when whole), ``load_fields`` (gap, max load per link
+tier, load histogram) and ``imbalance_doc`` (the imbalance above); ``load_summary`` and
 ``plan_imbalance`` give the same on the two-tier model (``Problem``, ``Assignment``). On a
 Clos a switch with uplinks is a leaf or, on three tiers, an aggregation switch, and a bundle's
 load is divided by its alive members (``clos_plan_imbalance``), as ``GET /v1/imbalance``
@@ -98,6 +99,17 @@ def load_histogram(loads: np.ndarray) -> dict[str, int]:
     """
     rounded = Counter(round(float(v), 6) for v in loads[loads > TOL])
     return {str(k): v for k, v in sorted(rounded.items(), reverse=True)}
+
+
+def bound_doc(bound: float) -> int | float:
+    """A lower bound as plan documents give it, alike on every model: an integer when it is a
+    whole number of flows per link (always on a cut of links of the leaf tier's speed), else
+    rounded to 1e-9 like the loads. Nothing is lost: a whole bound is exact as an integer.
+
+    >>> bound_doc(3.0), bound_doc(4 / 3), bound_doc(0.0)
+    (3, 1.333333333, 0)
+    """
+    return int(bound) if bound == int(bound) else round(bound, 9)
 
 
 def load_fields(alpha: float, bound: float, loads: np.ndarray, tiers: np.ndarray) -> dict:

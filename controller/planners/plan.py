@@ -6,8 +6,11 @@ two-tier ``Problem`` and expresses its result as the Clos routing of the same fl
 (``two_tier_plan``: the controller's conversion, ``leaf_spine.path_parts`` then
 ``routing_of``); on other Clos fabrics the Clos planner (``make_clos_plan``). Either way the
 result is a ``Plan``: a ``ClosProblem`` and its ``ClosRouting`` (``ClosSplitRouting`` when
-flows are split). ``run_options`` gives each shape the options of one run configuration (seed,
-salt, ILP time limit, objective, max_parts) that it takes, and refuses those it does not.
+flows are split), whose document (``Plan.to_dict``) has one form whichever path made it: a plan
+of the fast path and one of the Clos planners with the same routing give the same document
+(``runtime_ms`` and ``info`` aside). ``run_options`` gives each shape the options of one run
+configuration (seed, salt, ILP time limit, objective, max_parts) that it takes, and refuses
+those it does not.
 
 The routes JSON (docs/reference/formats.md) lists one route per flow of every job, in the order
 ``Job.flows()`` gives, with ``"spine": null`` for intra-leaf flows and ``"split"`` parts for
@@ -29,14 +32,13 @@ from controller.model.fabric import Fabric
 from controller.model.intent import MemberPath, members_of
 from controller.model.iteration import predict_clos_split_times
 from controller.model.jobs import Flow, Job
-from controller.model.loads import clos_plan_imbalance, links_at_max, load_fields
+from controller.model.loads import bound_doc, clos_plan_imbalance, links_at_max, load_fields
 from controller.model.problem import Assignment, Problem
 from controller.planners.clos_split import (
     ClosSplitRouting,
     parts_of,
     split_link_loads,
     split_link_totals,
-    split_score,
 )
 from controller.planners.leaf_spine import flow_spine_parts, path_parts
 from controller.planners.registry import (
@@ -57,15 +59,12 @@ class Plan:
     """A plan of jobs on a Clos fabric of any shape: ``problem`` the jobs' flows on
     ``problem.fabric``, ``routing`` per flow that leaves its leaf its plane, middle and member
     links (a ``ClosSplitRouting`` when flows are split, ``routing.info`` what the planner
-    reports). ``two_tier``: the two-tier planners made it (``two_tier_plan``, the fast path);
-    its document then keeps their forms: the lower bound in whole flows (an integer), links at
-    the max within ``loads.AT_MAX_TOL`` (relative), each split share as planned and the
-    two-tier fabric's summary."""
+    reports). Its document has one form whichever planners made it (the two-tier fast path,
+    ``two_tier_plan``, or the Clos planners): see ``to_dict``."""
     algorithm: str
     problem: ClosProblem
     routing: ClosRouting
     runtime_ms: float  # the planner alone, not building the problem
-    two_tier: bool = False
 
     def parts_by_flow(self) -> list[tuple | None]:
         """Per flow of ``problem.flows`` its ((link ids, host links included), share) parts,
@@ -102,10 +101,12 @@ class Plan:
         return out
 
     def routes(self) -> list[dict]:
+        """The routes format (module docstring), one route per flow; a split flow's parts
+        with their shares as planned (unrounded: they sum to 1, as the controller installs
+        and serves them)."""
         p, r = self.problem, self.routing
         index = {pos: i for i, pos in enumerate(p.inter)}
         several = len(p.fabric.planes) > 1
-        share = (lambda w: w) if self.two_tier else (lambda w: round(w, 9))
         out = []
         for k, f in enumerate(p.flows):
             i = index.get(k)
@@ -118,7 +119,7 @@ class Plan:
                 continue
             parts = r.parts[i] if isinstance(r, ClosSplitRouting) else ()
             if len(parts) > 1:  # a split flow: its parts instead of "spine" / "path"
-                out.append(route_doc(f, [((q, m, path), share(w)) for q, m, path, w in parts],
+                out.append(route_doc(f, [((q, m, path), w) for q, m, path, w in parts],
                                      lambda x, i=i: _route(p, i, *x, several)))
             else:
                 out.append(route_doc(f, (((r.plane[i], r.middle[i], r.path[i]), 1.0),),
@@ -131,27 +132,26 @@ class Plan:
         return predict_clos_split_times(self.problem, self.routing, on_event)
 
     def to_dict(self) -> dict:
-        """The plan document: the loads over the fabric links (``loads.load_fields``), the
+        """The plan document, in one form on every fabric and from every planner: the loads
+        over the fabric links (``loads.load_fields``), ``max_link_load`` rounded to 1e-9 and
+        ``links_at_max`` within ``loads.AT_MAX_TOL`` of it (``loads.links_at_max``), the lower
+        bound (``clospaths.lower_bound``) an integer when whole (``loads.bound_doc``), the
         imbalance over the uplinks of every leaf and aggregation switch
-        (``loads.clos_plan_imbalance``); on a single two-tier plane these are the leaves'
-        uplinks, every link of the ``leaf`` tier."""
+        (``loads.clos_plan_imbalance``; on a single two-tier plane the leaves' uplinks, every
+        link of the ``leaf`` tier) and the fabric's ``Clos.summary`` (a single two-tier plane
+        reads as its leaf-spine)."""
         p, r = self.problem, self.routing
-        alpha, at_max = split_score(p, r)
         bound = lower_bound(p)
         loads = split_link_loads(p, r)
-        fabric = p.fabric.summary()
-        shown = round(bound, 9)
-        if self.two_tier:  # the two-tier planners' forms (see the class)
-            at_max = links_at_max(loads[p.links.tier > 0])
-            bound = shown = int(bound)
-            fabric = p.fabric.as_leaf_spine().summary()
+        fab = loads[p.links.tier > 0]
+        alpha = round(float(fab.max()), 9) if fab.size else 0.0
         totals = {w: split_link_totals(p, r, w) for w in ("bytes", "flows")}
         doc = {"algorithm": self.algorithm, "routes": self.routes(),
-               "max_link_load": alpha, "links_at_max": at_max, "lower_bound": shown,
-               **load_fields(alpha, bound, loads, p.links.tier),
+               "max_link_load": alpha, "links_at_max": links_at_max(fab),
+               "lower_bound": bound_doc(bound), **load_fields(alpha, bound, loads, p.links.tier),
                "runtime_ms": round(self.runtime_ms, 3), "flows": len(p.flows),
                "inter_leaf_flows": len(p), "imbalance": clos_plan_imbalance(p.links, totals),
-               "fabric": fabric}
+               "fabric": p.fabric.summary()}
         if r.info:
             doc["info"] = r.info
         return doc
@@ -293,7 +293,7 @@ def two_tier_plan(algorithm: str, problem: Problem, assignment: Assignment,
     cp = ClosProblem.build(clos, problem.jobs, skip_unroutable=True)
     routing = routing_of(cp, paths)
     routing.info = assignment.info
-    return Plan(algorithm, cp, routing, runtime_ms, two_tier=True)
+    return Plan(algorithm, cp, routing, runtime_ms)
 
 
 def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment, float]:
