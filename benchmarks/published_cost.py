@@ -29,9 +29,9 @@ def main(argv=None) -> int:
     phase = ["connect"]
     publish = svc.lock.publish
 
-    def timed():
+    def timed(end):
         t0 = time.perf_counter()
-        publish()
+        publish(end)
         times.setdefault(phase[0], []).append((time.perf_counter() - t0) * 1e3)
     svc.lock.publish = timed
     for name in f.switches():

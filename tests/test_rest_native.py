@@ -45,22 +45,36 @@ def published(pub, path):
 def test_publish_hook_runs_with_the_state_lock_held_where_the_writer_lets_go():
     lock = ServiceLock()
     seen = []
-    lock.publish = lambda: seen.append(lock.views.locked())
+    lock.publish = lambda end: seen.append((end, lock.views.locked()))
     with lock:
         with lock.released():
-            assert seen == [True]
+            assert seen == [(False, True)]
             with lock.released():  # nested: a no-op, nothing published
                 pass
-        assert seen == [True]
-    assert seen == [True, True]
+        assert seen == [(False, True)]
+    assert seen == [(False, True), (True, True)]
     with lock.views:  # a view publishes nothing
         pass
-    assert seen == [True, True]
+    assert len(seen) == 2
+
+
+def test_a_changes_parts_publish_at_most_every_part_gap_its_end_always():
+    from controller.service.published import PART_GAP_S
+    svc, _ = service()
+    clock = [100.0]
+    pub = Published(clock=lambda: clock[0])
+    pub.publish(svc.state, svc.reconciler, end=False)  # the first: nothing published yet
+    pub.publish(svc.state, svc.reconciler, end=False)  # within PART_GAP_S: skipped
+    assert pub.count == 1
+    clock[0] += PART_GAP_S
+    pub.publish(svc.state, svc.reconciler, end=False)
+    pub.publish(svc.state, svc.reconciler, end=True)  # a change's end: always
+    assert pub.count == 3 and pub.answer("/v1/ready") is not None
 
 
 def test_a_failing_publication_does_not_fail_the_change(caplog):
     lock = ServiceLock()
-    lock.publish = lambda: 1 / 0
+    lock.publish = lambda end: 1 / 0
     with lock:
         pass
     assert not lock.views.locked() and not lock.change.locked()
@@ -95,8 +109,8 @@ def test_views_published_mid_change_show_the_committed_jobs():
     api.handle(svc, "POST", "/v1/jobs", json.dumps(job("a")).encode())
     seen, publish = [], svc.lock.publish
 
-    def spy():
-        publish()
+    def spy(end):
+        publish(True)  # every letting-go, not only one per PART_GAP_S: what each could show
         seen.append([j["id"] for j in published(pub, "/v1/jobs")[1]["jobs"]])
     svc.lock.publish = spy
     status, _ = api.handle(svc, "POST", "/v1/jobs",

@@ -88,10 +88,11 @@ held. Under native threads a view runs at once.
 
 Published views (``publish``, off unless set; ``published.py``): a reader that must not take
 the lock at all (a native OS thread under eventlet: the lock is green) reads documents the
-writer builds, with the state lock held, each time it lets go of it (``__exit__``, the start of
-``released``), and replaces in one assignment. Those points are exactly where a view under the
-lock can get in, so a published document shows one of the states such a view could see. The
-hook must only read (it runs inside the change) and be cheap: it runs at every letting-go.
+writer builds, with the state lock held, when it lets go of it (always at ``__exit__``; at the
+start of ``released`` at most every ``published.PART_GAP_S``), and replaces in one assignment.
+Those points are exactly where a view under the lock can get in, so a published document shows
+one of the states such a view could see. The hook must only read (it runs inside the change)
+and be cheap.
 """
 from __future__ import annotations
 
@@ -113,10 +114,11 @@ class ServiceLock:
         # a cooperative yield (the shell's ``hub.sleep(0)``) once the writer let go: under
         # eventlet a view runs only when the writer's green thread yields
         self.pause = pause
-        # called by the writer, state lock held, just before it lets go of it (the end of a
-        # change, each ``released`` part): publishes views for lock-free readers (a native
-        # REST thread under eventlet, ``published.py``). None: nothing is published
-        self.publish: Callable[[], None] | None = None
+        # called by the writer, state lock held, just before it lets go of it: at the end of a
+        # change ``publish(True)``, before each ``released`` part ``publish(False)`` (which may
+        # skip: ``published.py``); publishes views for lock-free readers (a native REST
+        # thread under eventlet). None: nothing is published
+        self.publish: Callable[[bool], None] | None = None
 
     def __enter__(self) -> ServiceLock:
         self.change.acquire()
@@ -130,7 +132,7 @@ class ServiceLock:
 
     def __exit__(self, *exc) -> None:
         try:
-            self._publish()
+            self._publish(True)
         finally:
             self._writer = None
             self.views.release()
@@ -150,7 +152,7 @@ class ServiceLock:
         if not self.held() or self._released:
             yield
             return
-        self._publish()
+        self._publish(False)
         self._released = True
         self.views.release()
         try:
@@ -161,12 +163,12 @@ class ServiceLock:
             self.views.acquire()
             self._released = False
 
-    def _publish(self) -> None:
+    def _publish(self, end: bool) -> None:
         """The ``publish`` hook, when set; a failure there is logged, never the change's."""
         if self.publish is None:
             return
         try:
-            self.publish()
+            self.publish(end)
         except Exception:  # noqa: BLE001 - a bug in a view must not undo a committed change
             logging.getLogger("mlroute").exception("mlroute: publishing the views failed")
 

@@ -61,6 +61,7 @@ class HubBridge:
             sock = original("socket")
             self._r, self._w = sock.socketpair()
             self._r.setblocking(False)
+            self._w.setblocking(False)  # a full buffer already wakes the hub: never wait
 
     def call(self, fn, *args):
         """``fn(*args)`` on the hub, waited for (a change waits for the switches as long as
