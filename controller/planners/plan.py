@@ -143,11 +143,10 @@ class Plan:
         p, r = self.problem, self.routing
         bound = lower_bound(p)
         loads = split_link_loads(p, r)
-        fab = loads[p.links.tier > 0]
-        alpha = round(float(fab.max()), 9) if fab.size else 0.0
+        alpha, at_max = max_load(loads[p.links.tier > 0])
         totals = {w: split_link_totals(p, r, w) for w in ("bytes", "flows")}
         doc = {"algorithm": self.algorithm, "routes": self.routes(),
-               "max_link_load": alpha, "links_at_max": links_at_max(fab),
+               "max_link_load": alpha, "links_at_max": at_max,
                "lower_bound": bound_doc(bound), **load_fields(alpha, bound, loads, p.links.tier),
                "runtime_ms": round(self.runtime_ms, 3), "flows": len(p.flows),
                "inter_leaf_flows": len(p), "imbalance": clos_plan_imbalance(p.links, totals),
@@ -155,6 +154,19 @@ class Plan:
         if r.info:
             doc["info"] = r.info
         return doc
+
+
+def max_load(fabric_loads) -> tuple[float, int]:
+    """The max load over the fabric links (rounded to 1e-9) and the links at it (within
+    ``loads.AT_MAX_TOL``): the plan document's ``max_link_load`` and ``links_at_max``, and
+    ``GET /v1/links``'s summary.
+
+    >>> import numpy as np
+    >>> max_load(np.array([1.5, 1.4999999999, 0.5]))
+    (1.5, 2)
+    """
+    alpha = round(float(fabric_loads.max()), 9) if fabric_loads.size else 0.0
+    return alpha, links_at_max(fabric_loads)
 
 
 def part_path(problem: ClosProblem, i: int, q: int, m: int, links) -> tuple:

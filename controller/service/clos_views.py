@@ -16,7 +16,8 @@ import numpy as np
 
 from controller.model.clos import TIERS, Clos
 from controller.model.loads import imbalance, leaf_imbalance
-from controller.planners.clos_split import split_score
+from controller.planners.clos_split import split_link_loads
+from controller.planners.plan import max_load
 
 DEFINITION = ("per switch with uplinks (leaves; on three tiers aggregation switches too: "
               "per_switch, the leaves alone: per_leaf), (max - mean) / mean of the bytes on its "
@@ -41,8 +42,8 @@ def clos_links_view(state, plan) -> dict:
                     name = names[link] if bundled else names[link].partition("#")[0]
                     flows[name] = flows.get(name, 0.0) + share
                     nbytes[name] = nbytes.get(name, 0.0) + p.flows[pos].bytes * share
-        alpha, at_max = split_score(p, r)
-        summary = {"max_link_load": alpha, "links_at_max": at_max}
+        alpha, at_max = max_load(split_link_loads(p, r)[p.links.tier > 0])
+        summary = {"max_link_load": alpha, "links_at_max": at_max}  # as the plan document
     links = []
     for lower, upper in f.links():
         if (lower, upper) in f.down:
