@@ -73,9 +73,13 @@ def readiness(state: ControllerState, installed: dict, elsewhere=lambda dpid: Fa
     f = state.fabric
     if f is None:
         return {"ready": False, "switches": 0, "connected": 0, "synchronised": 0}
-    dpids = [f.dpids[sw] for sw in f.switches()]
-    connected = sum(1 for d in dpids if d in state.switches and state.switches[d].connected)
-    synced = sum(1 for d in dpids if d in installed or elsewhere(d))
+    dpids = f.derived("switch_dpids", lambda f: [f.dpids[sw] for sw in f.switches()])
+    seen = state.switches
+    connected = synced = 0
+    for d in dpids:  # one pass, no call for a switch synchronised here (published often)
+        s = seen.get(d)
+        connected += s is not None and s.connected
+        synced += d in installed or elsewhere(d)
     return {"ready": connected == synced == len(dpids), "switches": len(dpids),
             "connected": connected, "synchronised": synced}
 
