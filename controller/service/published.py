@@ -40,15 +40,13 @@ def _encode(doc) -> bytes:
 
 
 class Published:
-    PATHS = ("/v1/ready", "/v1/jobs")
-
     def __init__(self, clock=time.monotonic):
         self.current: Snapshot | None = None
         self.clock = clock
         self._last: float | None = None  # ``clock()`` at the last publication
         self._jobs_key = None
         self._jobs_answer: tuple[int, bytes] | None = None
-        self.count = 0  # publications, and seconds spent building them (for the notes)
+        self.count = 0  # publications, and seconds spent building them (published_cost)
         self.seconds = 0.0
 
     @classmethod
