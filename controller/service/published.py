@@ -1,10 +1,10 @@
 """Views published for readers that cannot take the service lock (a native OS thread under
 eventlet, whose green lock it must not wait for): preserialised answers, replaced whole.
 
-The writer publishes at each point where it lets go of the state lock (``ServiceLock``'s
-``publish`` hook: at the end of every change and before each ``released`` part), with the state
-lock held, so a published document is always one of the states a view under the lock could
-see (never a change half done). A reader takes ``Published.current`` (one attribute read,
+The writer publishes where it lets go of the state lock (``ServiceLock``'s ``publish`` hook: at
+the end of every change, and before a ``released`` part at most every ``PART_GAP_S``), with the
+state lock held, so a published document is always one of the states a view under the lock
+could see (never a change half done). A reader takes ``Published.current`` (one attribute read,
 atomic under the GIL) and serves its bytes: it never touches the live state.
 
 What is published (the cheap, frequent GETs): ``GET /v1/ready`` (status and body, O(switches):
@@ -22,17 +22,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import NamedTuple
 
 from controller.service import views
 
 PART_GAP_S = 0.01  # a writer's parts publish at most this often (its end always publishes)
-
-
-class Snapshot(NamedTuple):
-    """What a reader gets: ``{path: (status, body bytes)}``."""
-    answers: dict
-    version: int  # the state version it shows
 
 
 def _encode(doc) -> bytes:
@@ -41,7 +34,7 @@ def _encode(doc) -> bytes:
 
 class Published:
     def __init__(self, clock=time.monotonic):
-        self.current: Snapshot | None = None
+        self.current: dict | None = None  # what a reader gets: {path: (status, body bytes)}
         self.clock = clock
         self._last: float | None = None  # ``clock()`` at the last publication
         self._jobs_key = None
@@ -79,15 +72,14 @@ class Published:
         except Exception:
             self.current = None
             raise
-        self.current = Snapshot({"/v1/ready": (status, _encode(doc)),
-                                 "/v1/jobs": self._jobs_answer}, state.version)
+        self.current = {"/v1/ready": (status, _encode(doc)), "/v1/jobs": self._jobs_answer}
         self.count += 1
         self.seconds += time.perf_counter() - t0
 
     def answer(self, path: str) -> tuple[int, bytes] | None:
         """The published answer to ``GET path`` (one trailing slash allowed, as the API's
         routes allow it), None when the path is not published or nothing is published now."""
-        snap = self.current
-        if snap is None:
+        answers = self.current
+        if answers is None:
             return None
-        return snap.answers.get(path[:-1] if path.endswith("/") and path != "/" else path)
+        return answers.get(path[:-1] if path.endswith("/") and path != "/" else path)

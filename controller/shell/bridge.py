@@ -75,7 +75,7 @@ class HubBridge:
         self._queue.append(item)
         self._wake()
         while not done.wait(0.5):
-            if self._stop and self._ran_out:  # the hub side ended: nothing will run it
+            if self._ran_out:  # the hub side ended (stopped): nothing will run it
                 self._fail_queued()
         if item[4] is not None:
             raise item[4]
