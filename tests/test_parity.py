@@ -43,8 +43,6 @@ ONE_SIDED: dict[str, str] = {}
 ECMP_GAP = ("issue 37: Clos 'ecmp' hashes every tier with its own seed (salt/leaf), the "
             "two-tier 'ecmp' with the salt alone: other spines, other loads (the two-tier "
             "ecmp is Clos 'ecmp-polarised')")
-ANNEALING_GAP = ("issue 37: two annealings: the two-tier one (energy alpha x links at alpha, "
-                 "index swaps) ends well above the Clos one (swaps plus redraws)")
 COLOURING_GAP = ("issue 37: with single links down the two edge colourings place the flows "
                  "the colouring puts on dead links differently: the max load differs, either "
                  "one lower by instance")
@@ -53,10 +51,9 @@ JOBS_GAP = ("issue 37: two job searches: on two tiers auto's (the mean slowdown 
             "(the worst then the mean, capped at clos_auto's max load): other routings, with "
             "links down another max load")
 LAYER_GAPS = {
-    "max_link_load": {"ecmp": ECMP_GAP, "annealing": ANNEALING_GAP,
-                      "edge-coloring": COLOURING_GAP, "jobs": JOBS_GAP},
+    "max_link_load": {"ecmp": ECMP_GAP, "edge-coloring": COLOURING_GAP, "jobs": JOBS_GAP},
     "links_at_max": {
-        "ecmp": ECMP_GAP, "annealing": ANNEALING_GAP,
+        "ecmp": ECMP_GAP,
         "edge-coloring": "issue 37: the two edge colourings leave different numbers of links "
                          "at the max, intact fabrics too (either fewer, by instance)",
         "auto": "issue 37: Clos auto has no layer-2 search (docs/explanation/clos.md): with a "

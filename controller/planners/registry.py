@@ -8,7 +8,9 @@ shape is ``shape_of``, the model's ``as_leaf_spine``):
   ``model.problem``, a spine per flow). The stronger two-tier algorithms are its fast paths:
   the bitmask greedy and edge colouring, the ILP, the churn planner and layer 2 (``auto``),
   the byte-aware split. The controller and the offline commands plan a ``Clos`` of one such
-  plane with them (``shape_of``, ``planners.leaf_spine``, ``planners.plan.make_plan``).
+  plane with them (``shape_of``, ``planners.leaf_spine``, ``planners.plan.make_plan``). A
+  name without a stronger two-tier algorithm runs its Clos planner there too, on the Clos of
+  the plane (``leaf_spine.clos_planner``: ``annealing``).
 * ``Clos``: planes, bundles, three tiers (``model.clos.Clos``; paths of ``model.clospaths``):
   the ``clos_*`` planners.
 
@@ -119,10 +121,10 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
                     "links differently, and they leave different numbers of links at the max"),
     Planner("annealing", "the paper simulator's simulated annealing, seeded, the best state "
             "kept",
-            Way("planners.annealing: index swaps, energy max load x links at it", _ref("annealing")),
+            Way("planners.clos_annealing on the plane's Clos (leaf_spine.clos_planner)",
+                _ref("leaf_spine", "clos_planner", algorithm="annealing")),
             Way("planners.clos_annealing: swaps and redraws of (plane, middle)",
-                _ref("clos_annealing"), ("seed",)),
-            differs="two searches: the two-tier one ends well above the Clos one"),
+                _ref("clos_annealing"), ("seed",))),
     Planner("ilp", "the exact minimum max link load (HiGHS MILP) within a time limit, "
             "status, bound and gap reported",
             Way("planners.ilp: spine per flow, the greedy's routing the incumbent", _ref("ilp")),
