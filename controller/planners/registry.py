@@ -19,8 +19,7 @@ shape is ``shape_of``, the model's ``as_leaf_spine``):
 runs on both shapes today. A name means one thing on both; where the two implementations do
 not make the same plans on a single two-tier plane, ``Planner.differs`` says how
 (tests/test_parity.py pins each difference). On two tiers ``jobs`` is ``auto`` with the jobs
-objective and ``ecmp-polarised`` the ``ecmp`` planner (``Way.planned_as``): the controller
-plans them in those planners' groups.
+objective (``Way.planned_as``): the controller plans it in that planner's group.
 
 >>> planner_for("ilp", "Clos").__name__
 'clos_ilp'
@@ -100,16 +99,14 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
             Way("planners.greedy (level bitmasks)", _ref("greedy")),
             Way("planners.clos_greedy", _ref("clos_greedy"))),
     Planner("ecmp", "the baseline: a salted hash of each flow's 5-tuple picks its next hops",
-            Way("planners.ecmp: one hash with the salt, at the leaf", _ref("ecmp")),
+            Way("planners.ecmp: the leaf's hash, with the leaf tier's seed (salt/leaf)",
+                _ref("ecmp")),
             Way("planners.clos_ecmp: every tier hashes with its own seed", _ref("clos_ecmp"),
-                ("salt",)),
-            differs="the two-tier ecmp hashes with the salt alone (Clos ecmp-polarised), Clos "
-                    "ecmp with a seed per tier (salt and leaf): other spines; both are the "
-                    "benchmarked baselines of their shape"),
+                ("salt",))),
     Planner("ecmp-polarised", "ECMP with the same hash value at every tier (Open vSwitch's "
             "default select groups): hash polarisation",
-            Way("planners.ecmp: on one tier of hashing, the polarised hash", _ref("ecmp"),
-                planned_as="ecmp"),
+            Way("planners.ecmp, polarised: the leaf's hash, with the salt alone",
+                _ref("ecmp", polarised=True)),
             Way("planners.clos_ecmp, polarised", _ref("clos_ecmp", polarised=True), ("salt",))),
     Planner("edge-coloring", "edge colouring of the leaf multigraph: each leaf's links differ "
             "by at most one flow",
