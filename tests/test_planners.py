@@ -1,3 +1,4 @@
+import random
 import subprocess
 import sys
 
@@ -195,13 +196,16 @@ def test_split_with_a_single_link_down_beats_the_unsplit_optimum():
 
 def test_annealing_seed_matters_and_never_worse_than_start():
     f = fabric(4, 8, 4)
-    job = ring_job([f"h{i}_{k}" for k in range(4) for i in range(8)])
+    hosts = [f"h{i}_{k}" for k in range(4) for i in range(8)]
+    rnd = random.Random(0)  # 156 random pairs: the rail-like start is not the best state
+    job = flows_job([(x, y) for x in hosts for y in hosts if x != y and rnd.random() < 0.15])
     a = make_plan(f, [job], "annealing", seed=1)
     b = make_plan(f, [job], "annealing", seed=2)
     (_, ta), (_, tb) = two_tier_view(a), two_tier_view(b)
-    assert ta.info["steps"] == 917
-    assert ta.info["energy"] <= 64 * 8  # bounded by the state space
-    assert ta.parts != tb.parts or ta.info == tb.info
+    assert ta.info["steps"] == 917  # the Clos annealing (issue 37), on the plane's Clos
+    assert (ta.info["max_link_load"], ta.info["links_at_max"]) < (
+        ta.info["start_max_link_load"], ta.info["start_links_at_max"])
+    assert ta.parts != tb.parts
 
 
 def test_load_vector_sorted_and_routes_shape():

@@ -58,16 +58,18 @@ def test_the_shape_matrix_is_the_decided_one():
             assert w.how and (w.run is not None or w.refused)  # a refusal says why
 
 
-def test_the_two_tier_aliases_are_those_planners():
-    """On two tiers jobs is auto with the jobs objective, ecmp-polarised the ecmp planner: the
-    same functions and options, and the controller's groups of those planners."""
+def test_the_two_tier_alias_is_that_planner():
+    """On two tiers jobs is auto with the jobs objective: the same function and options, and
+    the controller's group of that planner. ecmp-polarised is its own name there too: the
+    two-tier ecmp with the salt alone (the leaf tier's hash of the Clos planner)."""
     from controller.planners.auto import auto
     from controller.planners.ecmp import ecmp
-    assert planner_for("ecmp-polarised", TWO_TIER) is ecmp
+    assert planner_for("ecmp-polarised", TWO_TIER).func is ecmp
+    assert planner_for("ecmp-polarised", TWO_TIER).keywords == {"polarised": True}
     assert planner_for("jobs", TWO_TIER).func is auto
     assert planner_for("jobs", TWO_TIER).keywords == {"objective": "jobs"}
     assert planned_as("jobs", TWO_TIER) == ("auto", "jobs")
-    assert planned_as("ecmp-polarised", TWO_TIER) == ("ecmp", None)
+    assert planned_as("ecmp-polarised", TWO_TIER) == ("ecmp-polarised", None)
     assert planner_options("jobs", ilp_time_limit=3) == {"ilp_time_limit": 3, "objective": "jobs"}
     assert planner_options("ecmp-polarised", salt=5) == planner_options("ecmp", salt=5)
     with pytest.raises(InputError, match="'jobs' plans with objective 'jobs', not 'flows'"):

@@ -3,10 +3,13 @@
 
 Why: the paper's simulator (paper.md section 6.3) compares the greedy with annealing; this is
 the same search on planes, bundles and three tiers, so ``compare`` on a Clos fabric lists it
-beside the greedy and the colouring.
+beside the greedy and the colouring. It is the name's only implementation (issue 37): on a
+single two-tier plane it runs on the plane's Clos (``leaf_spine.clos_planner``), where the
+two-tier annealing of index swaps alone ended one flow per link above it on the benchmark's
+realistic 64 x 32 cells (max load 4-5 against 3-4).
 
 State: an index per inter-leaf flow, initially the destination host's position under its
-(first-plane) leaf, a rail-like mapping as in ``planners.annealing``; between pods plus
+(first-plane) leaf, a rail-like mapping as in the paper's simulator; between pods plus
 (hosts per leaf) x the destination leaf's rank in its pod, so that with the options' order
 below the hosts of a pod start on distinct cores and their leaf's distinct slots. A flow's option is its
 index modulo the number of its usable options (plane, middle), taken in (plane, middle)
@@ -22,7 +25,7 @@ fabric links (flows per unit: ``clospaths.link_loads``). T0 = 1000, x0.99 per st
 never behind the start (the product alone can rank a higher alpha with fewer links first).
 A pinned flow's options are in its plane only (``ClosProblem.options``).
 
-Cost: options O(F x P x middles) once; per step two removals and placements
+Cost: options O(F x P x middles) numpy once; per step two removals and placements
 O(hops x members) and the energy O(links): about 917 x O(links) in all.
 
 Reference: Cohen et al., the paper's simulator (annealing baseline); Kirkpatrick, Gelatt and
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import NamedTuple
 
 import numpy as np
 
@@ -49,23 +53,53 @@ from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.planners.clos_loads import ClosLoads, empty_routing
 
 
-def usable_options(problem: ClosProblem, i: int) -> list[tuple[int, int]]:
-    """Flow i's usable (plane, middle) options: by plane, then inside a pod by slot, between
-    pods by the core's rank in its group, then its group (so consecutive indices change the
-    aggregation slot first). O(P x middles)."""
-    out = []
+class Options(NamedTuple):
+    """Every flow's usable (plane, middle) options in one flat list: flow k's are
+    ``plane[start[k]:start[k] + count[k]]`` and ``middle[...]``, in ``ClosProblem.options``
+    order by plane, then inside a pod by slot, between pods by the core's rank in its group,
+    then its group (consecutive indices change the aggregation slot first)."""
+    start: list[int]
+    count: list[int]
+    plane: list[int]
+    middle: list[int]
+
+    def of(self, k: int) -> list[tuple[int, int]]:
+        s = self.start[k]
+        return list(zip(self.plane[s:s + self.count[k]], self.middle[s:s + self.count[k]]))
+
+
+def usable_options(problem: ClosProblem) -> Options:
+    """The options of every flow, each plane's flows inside a pod and between pods at once:
+    O(F x P x middles) numpy."""
     L = problem.links
+    ks, qs, ms = [], [], []
     for q in range(len(problem.fabric.planes)):
-        _, usable = problem.options(i, q)
-        ms = np.flatnonzero(usable)
-        a, b, p, r = problem.ends(i, q)
-        if p != r and len(ms):
-            g = L.group_of_core[q]
-            first = np.searchsorted(g, g)  # the first core of each core's group
-            rank = np.arange(len(g)) - first
-            ms = ms[np.lexsort((g[ms], rank[ms]))]
-        out += [(q, int(m)) for m in ms]
-    return out
+        a, b, p, r = problem.end_arrays(q)
+        u1, d1, u2, d2 = L.ok(q)
+        g = L.group_of_core[q]
+        rank = np.arange(len(g)) - np.searchsorted(g, g)  # a core's rank in its group
+        order = np.lexsort((g, rank))  # the cores in the options' order
+        between = p != r
+        for idx in (np.flatnonzero(~between), np.flatnonzero(between)):
+            if not len(idx):
+                continue
+            usable = u1[a[idx]] & d1[b[idx]]  # (flows, slots)
+            cols = np.arange(usable.shape[1])
+            if between[idx[0]]:
+                usable = usable[:, g[order]] & u2[p[idx]][:, order] & d2[r[idx]][:, order]
+                cols = order
+            if problem.pin is not None:
+                usable &= problem.open_in(q, idx)[:, None]
+            rows, at = np.nonzero(usable)
+            ks.append(idx[rows])
+            qs.append(np.full(len(rows), q))
+            ms.append(cols[at])
+    k = np.concatenate(ks) if ks else np.zeros(0, dtype=np.int64)
+    by_flow = np.argsort(k, kind="stable")  # a flow's options in the order found
+    count = np.bincount(k, minlength=len(problem))
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    return Options(start.tolist(), count.tolist(), np.concatenate(qs)[by_flow].tolist() if ks
+                   else [], np.concatenate(ms)[by_flow].tolist() if ks else [])
 
 
 def clos_annealing(problem: ClosProblem, seed: int = 1234, t0: float = 1000.0,
@@ -75,7 +109,7 @@ def clos_annealing(problem: ClosProblem, seed: int = 1234, t0: float = 1000.0,
     if n == 0:
         return r
     L = problem.links
-    options = [usable_options(problem, i) for i in range(n)]
+    first, size, planes, middles = usable_options(problem)
     position: dict[int, int] = {}
     seen: dict[int, int] = {}
     for h, leaf in enumerate(L.host_leaf[0].tolist()):
@@ -94,11 +128,11 @@ def clos_annealing(problem: ClosProblem, seed: int = 1234, t0: float = 1000.0,
     for k, b in enumerate(dst_leaf):
         by_dst_leaf.setdefault(b, []).append(k)
     loads = ClosLoads(problem)
-    fab = np.zeros(L.count + 1, dtype=bool)
-    fab[:L.count] = (L.tier > 0) & L.alive[:L.count]
+    fab = np.flatnonzero((L.tier > 0) & L.alive[:L.count])  # the alive fabric links
 
     def place(k: int) -> None:
-        q, m = options[k][index[k] % len(options[k])]
+        x = first[k] + index[k] % size[k]
+        q, m = planes[x], middles[x]
         path = loads.pick(k, q, m)
         r.plane[k], r.middle[k], r.path[k] = q, m, path
         loads.add(k, q, path)
@@ -107,7 +141,7 @@ def clos_annealing(problem: ClosProblem, seed: int = 1234, t0: float = 1000.0,
         loads.add(k, r.plane[k], r.path[k], -1.0)
 
     def energy() -> tuple[float, int, float]:
-        v = loads.load[fab]
+        v = loads.load.take(fab)
         if not v.size:
             return 0.0, 0, 0.0
         alpha = round(float(v.max()), 9)
@@ -130,7 +164,7 @@ def clos_annealing(problem: ClosProblem, seed: int = 1234, t0: float = 1000.0,
             group = by_dst_leaf[dst_leaf[i]]
             j, redraw = group[rng.randrange(len(group))], None
         else:
-            j, redraw = i, rng.randrange(len(options[i]))
+            j, redraw = i, rng.randrange(size[i])
         if redraw is not None or (i != j and index[i] != index[j]):
             moved = (i,) if redraw is not None else (i, j)
             old = [(k, r.plane[k], r.middle[k], r.path[k], index[k]) for k in moved]

@@ -12,6 +12,12 @@ A route part is kept in the form of the fabric in use: a path of switch names on
 ``path_parts`` turn one into the other at the planner's boundary, ``flow_spine_parts`` gives a
 two-tier assignment's parts per flow. O(parts) each.
 
+Where the Clos planner of a name is as strong on a single two-tier plane as a two-tier one
+could be, the name has one implementation: ``clos_planner`` runs it on the two-tier problem
+(the problem's jobs on the plane's Clos) and gives back its routing as spine indices, so that
+every caller of a two-tier planner (``plan.run_planner``, the controller's routes, the
+benchmarks) runs it unchanged (the registry's two-tier ``Way`` of ``annealing``).
+
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow
 >>> c = Clos.leaf_spine(2, 2, 1).wire()
@@ -28,7 +34,9 @@ two-tier assignment's parts per flow. O(parts) each.
 """
 from __future__ import annotations
 
-from controller.model.clos import Clos
+from controller.errors import ConflictError
+from controller.model.clos import Clos, as_clos
+from controller.model.clospaths import ClosProblem
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.model.problem import Assignment, Problem
@@ -73,3 +81,27 @@ def flow_spine_parts(problem: Problem, assignment: Assignment) -> list:
     for k, pos in enumerate(problem.inter):
         out[pos] = assignment.parts[k]
     return out
+
+
+def clos_planner(problem: Problem, algorithm: str, **options) -> Assignment:
+    """The Clos planner of ``algorithm`` (``registry.planner_for`` on ``Clos``, the run options
+    it takes of ``options``) on a two-tier ``problem``: run on the same flows on the Clos of
+    the plane (``as_clos``), its routing as the spine per flow (aligned with
+    ``problem.inter``), its info kept. O(the Clos problem's build + the planner).
+
+    >>> from controller.model.jobs import Job
+    >>> two = two_tier(Clos.leaf_spine(2, 2, 1).wire())
+    >>> ring = Job("r", rings=[["h0_0", "h1_0"]], ring_bytes=1e6)
+    >>> a = clos_planner(Problem.build(two, [ring]), "annealing", seed=3)
+    >>> a.spines(), a.info["seed"], a.info["steps"]
+    ([0, 0], 3, 917)
+    """
+    from controller.planners.registry import CLOS, clos_options, planner_for
+    fabric = problem.fabric
+    cp = ClosProblem.build(as_clos(fabric), problem.jobs, skip_unroutable=True)
+    if cp.inter != problem.inter:  # the two models' routability differ: a bug, not an input
+        raise ConflictError(f"{algorithm}: the Clos of the plane routes other flows")
+    routing = planner_for(algorithm, CLOS)(cp, **clos_options(algorithm, **options))
+    spines = [fabric.spine_index[cp.middle_name(i, q, m)[1]]
+              for i, (q, m) in enumerate(zip(routing.plane, routing.middle))]
+    return Assignment.unsplit(spines, routing.info)

@@ -424,7 +424,8 @@ def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
     if max_parts is not None:
         split_opts["max_parts"] = max_parts or None
     return {"annealing": {"seed": seed}, "ecmp": {"salt": salt},
-            "ilp": {"time_limit": ilp_time_limit}, "split": split_opts,
+            "ecmp-polarised": {"salt": salt}, "ilp": {"time_limit": ilp_time_limit},
+            "split": split_opts,
             "auto": {"ilp_time_limit": ilp_time_limit, "objective": objective}}.get(base, {})
 
 

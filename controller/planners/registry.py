@@ -8,7 +8,9 @@ shape is ``shape_of``, the model's ``as_leaf_spine``):
   ``model.problem``, a spine per flow). The stronger two-tier algorithms are its fast paths:
   the bitmask greedy and edge colouring, the ILP, the churn planner and layer 2 (``auto``),
   the byte-aware split. The controller and the offline commands plan a ``Clos`` of one such
-  plane with them (``shape_of``, ``planners.leaf_spine``, ``planners.plan.make_plan``).
+  plane with them (``shape_of``, ``planners.leaf_spine``, ``planners.plan.make_plan``). A
+  name without a stronger two-tier algorithm runs its Clos planner there too, on the Clos of
+  the plane (``leaf_spine.clos_planner``: ``annealing``).
 * ``Clos``: planes, bundles, three tiers (``model.clos.Clos``; paths of ``model.clospaths``):
   the ``clos_*`` planners.
 
@@ -17,8 +19,7 @@ shape is ``shape_of``, the model's ``as_leaf_spine``):
 runs on both shapes today. A name means one thing on both; where the two implementations do
 not make the same plans on a single two-tier plane, ``Planner.differs`` says how
 (tests/test_parity.py pins each difference). On two tiers ``jobs`` is ``auto`` with the jobs
-objective and ``ecmp-polarised`` the ``ecmp`` planner (``Way.planned_as``): the controller
-plans them in those planners' groups.
+objective (``Way.planned_as``): the controller plans it in that planner's group.
 
 >>> planner_for("ilp", "Clos").__name__
 'clos_ilp'
@@ -98,16 +99,14 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
             Way("planners.greedy (level bitmasks)", _ref("greedy")),
             Way("planners.clos_greedy", _ref("clos_greedy"))),
     Planner("ecmp", "the baseline: a salted hash of each flow's 5-tuple picks its next hops",
-            Way("planners.ecmp: one hash with the salt, at the leaf", _ref("ecmp")),
+            Way("planners.ecmp: the leaf's hash, with the leaf tier's seed (salt/leaf)",
+                _ref("ecmp")),
             Way("planners.clos_ecmp: every tier hashes with its own seed", _ref("clos_ecmp"),
-                ("salt",)),
-            differs="the two-tier ecmp hashes with the salt alone (Clos ecmp-polarised), Clos "
-                    "ecmp with a seed per tier (salt and leaf): other spines; both are the "
-                    "benchmarked baselines of their shape"),
+                ("salt",))),
     Planner("ecmp-polarised", "ECMP with the same hash value at every tier (Open vSwitch's "
             "default select groups): hash polarisation",
-            Way("planners.ecmp: on one tier of hashing, the polarised hash", _ref("ecmp"),
-                planned_as="ecmp"),
+            Way("planners.ecmp, polarised: the leaf's hash, with the salt alone",
+                _ref("ecmp", polarised=True)),
             Way("planners.clos_ecmp, polarised", _ref("clos_ecmp", polarised=True), ("salt",))),
     Planner("edge-coloring", "edge colouring of the leaf multigraph: each leaf's links differ "
             "by at most one flow",
@@ -119,10 +118,10 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
                     "links differently, and they leave different numbers of links at the max"),
     Planner("annealing", "the paper simulator's simulated annealing, seeded, the best state "
             "kept",
-            Way("planners.annealing: index swaps, energy max load x links at it", _ref("annealing")),
+            Way("planners.clos_annealing on the plane's Clos (leaf_spine.clos_planner)",
+                _ref("leaf_spine", "clos_planner", algorithm="annealing")),
             Way("planners.clos_annealing: swaps and redraws of (plane, middle)",
-                _ref("clos_annealing"), ("seed",)),
-            differs="two searches: the two-tier one ends well above the Clos one"),
+                _ref("clos_annealing"), ("seed",))),
     Planner("ilp", "the exact minimum max link load (HiGHS MILP) within a time limit, "
             "status, bound and gap reported",
             Way("planners.ilp: spine per flow, the greedy's routing the incumbent", _ref("ilp")),

@@ -2,8 +2,8 @@
 
 Jobs are planned together per group (algorithm, objective): a group's planner sees every flow
 of the group at once; the algorithm is the planner a job's name runs as on the fabric's shape
-(``registry.planned_as``: on two tiers ``jobs`` joins auto's group of objective jobs,
-``ecmp-polarised`` the ecmp group); ``split`` jobs are planned together per bound on parts
+(``registry.planned_as``: on two tiers ``jobs`` joins auto's group of objective jobs);
+``split`` jobs are planned together per bound on parts
 (``max_parts``, absent: the planner's default), since the bound is an option of the whole
 planner run.
 ``auto`` starts from the routes in force and moves only what must move or what lowers the max
