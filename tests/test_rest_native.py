@@ -311,3 +311,91 @@ def test_a_stopped_bridge_answers_its_callers_instead_of_leaving_them_waiting():
     got = json.loads(run.stdout.strip().splitlines()[-1])
     assert got["first"] == 2 and got["calls"] > 0 and got["thread_ended"], got
     assert "stopping" in got["stopped"] and got["after_s"] < 0.1, got
+
+
+# ---- the front (front.py): one thread answers the published GETs itself -------------------
+def raw(port, data: bytes, answers: int = 1, pieces: int = 1) -> list[bytes]:
+    """Send ``data`` (in ``pieces``) on one connection; read ``answers`` whole answers."""
+    import socket
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    try:
+        step = -(-len(data) // pieces)
+        for i in range(0, len(data), step):
+            sock.sendall(data[i:i + step])
+            time.sleep(0.01 if pieces > 1 else 0)
+        got, out = b"", []
+        while len(out) < answers:
+            head, sep, rest = got.partition(b"\r\n\r\n")
+            if sep:
+                length = int(next(line.split(b":")[1] for line in head.split(b"\r\n")
+                                  if line.lower().startswith(b"content-length")))
+                if len(rest) >= length:
+                    out.append(head + sep + rest[:length])
+                    got = rest[length:]
+                    continue
+            chunk = sock.recv(65536)
+            assert chunk, f"closed after {len(out)} answers: {got!r}"
+            got += chunk
+        return out
+    finally:
+        sock.close()
+
+
+def no_date(answer: bytes) -> bytes:
+    return b"\r\n".join(x for x in answer.split(b"\r\n") if not x.startswith(b"Date: "))
+
+
+@pytest.mark.parametrize("head", [
+    b"GET /v1/ready HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"GET /v1/jobs?verbose=1 HTTP/1.1\r\nConnection: close\r\n\r\n",
+    b"GET /v1/jobs/ HTTP/1.0\r\n\r\n",
+    b"GET /v1/ready HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+])
+def test_the_front_answers_byte_for_byte_as_the_full_handler(native, head):
+    """The same request to the front (native) and to the full handler (the hub's server, on
+    the same service): the same status line, headers and body, the date aside."""
+    api.handle(native.service, "POST", "/v1/jobs", json.dumps(job()).encode())
+    green = RestServer(native.service, "127.0.0.1", 0)
+    green.sock.settimeout(0.05)
+    green.start()
+    try:
+        front, full = raw(native.port, head)[0], raw(green.port, head)[0]
+    finally:
+        green.stop()
+    assert no_date(front) == no_date(full)
+    assert b"Date: " in front and front.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_the_front_keeps_connections_alive_pipelined_and_hands_the_rest_on(native):
+    port = native.port
+    get = b"GET /v1/ready HTTP/1.1\r\nHost: x\r\n\r\n"
+    # a head in pieces, then two requests in one packet: three answers on one connection
+    answers = raw(port, get + get + get, answers=3, pieces=7)
+    assert [a.split(b"\r\n")[0] for a in answers] == [b"HTTP/1.1 200 OK"] * 3
+    # published GETs, then a POST on the same connection: the POST (with its body, read by
+    # the front in part) goes to a thread, which answers it and the GET after it
+    body = json.dumps(job("k")).encode()
+    post = (b"POST /v1/jobs HTTP/1.1\r\nContent-Length: %d\r\n\r\n" % len(body)) + body
+    answers = raw(port, get + post + b"GET /v1/jobs/k HTTP/1.1\r\n\r\n", answers=3)
+    assert [a.split(b"\r\n")[0] for a in answers] == [b"HTTP/1.1 200 OK", b"HTTP/1.1 201 Created",
+                                                      b"HTTP/1.1 200 OK"]
+    assert json.loads(answers[2].split(b"\r\n\r\n", 1)[1])["id"] == "k"
+
+
+def test_the_front_hands_a_head_it_cannot_read_to_the_full_handler(native):
+    """Malformed or oversized heads get the full handler's JSON 4xx."""
+    bad = raw(native.port, b"GET /v1/ready HTTP/1.1 x\r\n\r\n")[0]
+    assert bad.startswith(b"HTTP/1.1 400") and b"Bad request" in bad
+    long = raw(native.port, b"GET /v1/ready HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n")[0]
+    assert long.split(b" ")[1].startswith(b"4") and b'"error"' in long
+
+
+def test_the_front_closes_idle_connections(native):
+    import socket
+    native.front.idle_s = 0.2
+    sock = socket.create_connection(("127.0.0.1", native.port), timeout=10)
+    try:
+        assert sock.recv(1) == b""  # closed by the front's sweep (about a second)
+    finally:
+        sock.close()
+    assert not native.front.conns

@@ -6,10 +6,11 @@ One connection per thread of the given ``Hub`` (green threads under ryu-manager,
 under os-ken and in tests); the accept loop polls a stop flag, so it ends without killing
 anything.
 
-``native``: the server runs in native OS threads even under eventlet (``bridge.py``): GET
-/v1/ready and GET /v1/jobs are answered from the views the service publishes
-(``Published.attach``) without waiting for the hub; every other request is handed
-to the hub (``HubBridge``) and answered as before.
+``native``: the server runs in native OS threads even under eventlet (``bridge.py``): one
+thread, the front (``front.py``), accepts every connection and answers GET /v1/ready and GET
+/v1/jobs from the views the service publishes (``Published.attach``) without waiting for the
+hub; a connection with any other request goes to a thread of its own, whose calls into the
+service are handed to the hub (``HubBridge``) and answered as before.
 
 Every answer is JSON or a known file: malformed requests get a 4xx with ``{"error": ...}``,
 an internal error a 500 with its class name, never a traceback. Writing requests need
@@ -20,18 +21,19 @@ from __future__ import annotations
 
 import hmac
 import http.server
+import io
 import json
 import logging
 import os
 import socket
 import time
-import urllib.parse
 
 from controller.errors import InputError
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.published import Published
 from controller.shell.bridge import HubBridge, Stopping, native_thread, original
+from controller.shell.front import JSON, Front, request_path
 from controller.shell.hub import THREADS, Hub
 
 LOG = logging.getLogger("mlroute")
@@ -40,15 +42,12 @@ WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 WEB_FILES = {"index.html": "text/html; charset=utf-8",  # the live view, served as it is
              "app.js": "application/javascript; charset=utf-8",
              "style.css": "text/css; charset=utf-8"}
-JSON = "application/json; charset=utf-8"
 TOKEN_ENV = "MLROUTE_TOKEN"
 IDLE_TIMEOUT = 60.0  # seconds an idle keep-alive connection is kept
 LINGER_S, LINGER_QUIET_S = 2.0, 0.25  # a closing connection drains for at most 2 s, 0.25 s quiet
 LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still sends
-NATIVE_CONNECTIONS = 256  # ``native``: connections served at once (one OS thread each); one
-# more is answered 503 at once and closed (accept never waits: a probe is answered or refused)
-BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")
+NATIVE_CONNECTIONS = 256  # ``native``: connections open at once (held by the front or served
+# by a thread); one more is answered 503 at once and closed (a probe is answered or refused)
 
 
 def write_token(token: str | None, token_file: str | None, environ=os.environ) -> str | None:
@@ -92,25 +91,6 @@ def _linger_close(conn) -> None:
             pass
 
 
-def _refuse(conn, why: str) -> None:
-    """Answer 503 with ``why`` and close, from the accept loop: the request is not read, only
-    drained for up to 50 ms (closing with it unread would reset the connection and could lose
-    the answer), so accept waits at most about a second for a client that does not read."""
-    body = (json.dumps({"error": why}) + "\n").encode()
-    try:
-        conn.settimeout(1.0)
-        conn.sendall(BUSY % (len(body), body))
-        conn.shutdown(socket.SHUT_WR)
-        conn.settimeout(0.05)
-        for _ in range(16):  # at most 1 MB, 50 ms quiet each
-            if not conn.recv(65536):
-                break
-    except OSError:
-        pass
-    finally:
-        conn.close()
-
-
 class RestServer:
     def __init__(self, service, host: str, port: int, token: str | None = None,
                  hub: Hub = THREADS, native: bool = False):
@@ -122,9 +102,7 @@ class RestServer:
         # native: connections in OS threads, the hub's work through the bridge
         self.bridge = HubBridge(hub.spawn) if native else None
         self.published = Published.attach(service) if native else None
-        self._slots = original("threading").BoundedSemaphore(NATIVE_CONNECTIONS) if native \
-            else None
-        self._open: set = set()  # ``native``: connections being served (shut down by ``stop``)
+        self._open: set = set()  # ``native``: connections served by a thread (shut by ``stop``)
         sock = original("socket") if native else socket
         family = sock.AF_INET6 if ":" in host else sock.AF_INET
         self.sock = sock.socket(family, sock.SOCK_STREAM)
@@ -133,10 +111,13 @@ class RestServer:
         self.sock.listen(128)
         self.sock.settimeout(0.5)  # the accept loop looks at the stop flag twice a second
         self.port = self.sock.getsockname()[1]
+        self.front = Front(self.sock, self.fast, self._handoff, self._capacity, IDLE_TIMEOUT,
+                           self.log_exception) if native else None
 
     def serve(self) -> None:
-        """Accept connections until ``stop``; each is served by a thread of its own. An
-        accept that fails (out of file descriptors) is logged and tried again 0.1 s later."""
+        """Accept connections until ``stop``, each served by a thread of the hub (``native``:
+        the front's ``run`` instead). An accept that fails (out of file descriptors) is
+        logged and tried again 0.1 s later."""
         try:
             while not self._stop:
                 try:
@@ -147,22 +128,10 @@ class RestServer:
                     if self._stop:
                         break
                     self.log_exception("mlroute: REST accept failed")
-                    (original("time").sleep if self.native else self.hub.sleep)(0.1)
+                    self.hub.sleep(0.1)
                     continue
                 conn.settimeout(IDLE_TIMEOUT)
-                if not self.native:
-                    self.hub.spawn(self._connection, conn, addr)
-                elif not self._slots.acquire(blocking=False):
-                    _refuse(conn, f"{NATIVE_CONNECTIONS} REST connections open: try again")
-                else:
-                    self._open.add(conn)
-                    try:
-                        native_thread(self._connection, conn, addr)
-                    except RuntimeError:  # no thread to be had
-                        self._open.discard(conn)
-                        self._slots.release()
-                        _refuse(conn, "no thread to serve this connection: try again")
-                        self.log_exception("mlroute: REST connection from %s refused", addr)
+                self.hub.spawn(self._connection, conn, addr)
         finally:
             self.sock.close()
 
@@ -171,7 +140,7 @@ class RestServer:
         bridge's hub side in a green thread."""
         if self.native:
             self.hub.spawn(self.bridge.run)
-            native_thread(self.serve)
+            native_thread(self.front.run)
         else:
             self.hub.spawn(self.serve)
 
@@ -179,6 +148,8 @@ class RestServer:
         """Stop accepting; with ``native``, end the connections being served (their
         requests handed to the hub get a 503) and the bridge."""
         self._stop = True
+        if self.front is not None:
+            self.front.stop()
         if self.bridge is not None:
             self.bridge.stop()
         for conn in list(self._open):
@@ -207,18 +178,37 @@ class RestServer:
         text = traceback.format_exc()
         self.bridge.post(lambda: LOG.error(fmt + "\n%s", *args, text))
 
-    def _connection(self, conn, addr) -> None:
+    def _capacity(self) -> bool:
+        """Whether the front may hold one more connection (``NATIVE_CONNECTIONS`` open)."""
+        return len(self.front.conns) + len(self._open) < NATIVE_CONNECTIONS
+
+    def _handoff(self, conn, addr, buffered: bytes, pending: bytes, close: bool) -> None:
+        """The front's way out: serve ``conn`` in a thread of its own (``RuntimeError``: no
+        thread to be had)."""
+        self._open.add(conn)
         try:
-            _Handler(conn, addr, self)
+            native_thread(self._connection, conn, addr, buffered, pending, close)
+        except RuntimeError:
+            self._open.discard(conn)
+            raise
+
+    def _connection(self, conn, addr, buffered: bytes = b"", pending: bytes = b"",
+                    close: bool = False) -> None:
+        """Serve ``conn`` to its end: send what the front left ``pending`` of an answer, then
+        (unless ``close``) read requests, ``buffered`` first."""
+        try:
+            conn.settimeout(IDLE_TIMEOUT)
+            if pending:
+                conn.sendall(pending)
+            if not close:
+                _Handler(conn, addr, self, buffered)
         except OSError:  # the client went away
             pass
         except Exception:  # noqa: BLE001 - a bug: log it, keep serving others
             self.log_exception("mlroute: REST connection from %s failed", addr)
         finally:
             _linger_close(conn)
-            if self._slots is not None:
-                self._open.discard(conn)
-                self._slots.release()
+            self._open.discard(conn)
 
     def authorised(self, method: str, header: str | None) -> bool:
         if not self.token or method in ("GET", "HEAD"):
@@ -233,9 +223,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server_version = "mlroute"
     sys_version = ""
 
-    def __init__(self, conn, addr, rest: RestServer):
+    def __init__(self, conn, addr, rest: RestServer, buffered: bytes = b""):
         self.rest = rest
+        self.buffered = buffered  # what the front read of the connection (``front.py``)
         super().__init__(conn, addr, rest)
+
+    def setup(self) -> None:
+        super().setup()
+        if self.buffered:  # read what the front read first, then the socket
+            self.rfile.close()
+            self.rfile = io.BufferedReader(_Prefixed(self.buffered,
+                                                     self.connection.makefile("rb", 0)))
 
     def log_message(self, fmt, *args) -> None:
         if self.rest.bridge is not None and self.rest.bridge.eventlet:
@@ -271,10 +269,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _path(self) -> str:
-        """The request path without its query, percent-decoded as UTF-8 (job ids are)."""
-        raw = urllib.parse.urlsplit(self.path).path if "://" in self.path else \
-            self.path.split("?", 1)[0].split("#", 1)[0]
-        return urllib.parse.unquote_to_bytes(raw).decode("utf-8", "replace")
+        return request_path(self.path)
 
     def _route(self) -> None:
         try:
@@ -398,3 +393,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 class _BadRequest(Exception):
     pass
+
+
+class _Prefixed(io.RawIOBase):
+    """A connection's input: ``prefix`` (bytes already read), then ``raw`` (its socket)."""
+
+    def __init__(self, prefix: bytes, raw):
+        self._prefix, self._raw = memoryview(prefix), raw
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int | None:
+        if self._prefix.nbytes:
+            n = min(len(b), self._prefix.nbytes)
+            b[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        return self._raw.readinto(b)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
