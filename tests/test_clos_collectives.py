@@ -75,7 +75,7 @@ def test_a_declared_ring_across_pods_is_balanced_at_every_tier(emu, library):
     assert statistics.median(res["times"]) < NEAR_LINE_RATE[library] * ideal, res["times"]
 
 
-@EXTENDED  # make test: tests/test_lifecycle_live.py (members only, k = 4 fat-tree in test-live)
+@EXTENDED  # make test: members only on two tiers (test_collectives.py, test_learning_live.py)
 @pytest.mark.parametrize("library", co.LIBRARIES)
 def test_members_only_is_learned_and_as_fast_as_declared(emu, library):
     if not co.learning_supported(emu.ctl):

@@ -23,6 +23,7 @@ from tests.integration import (
     HOSTS,
     LEAVES,
     SPINES,
+    gloo_only_in_make_test,
     processes,
     require_root_and_ovs,
 )
@@ -161,8 +162,9 @@ def test_wrong_direction_is_corrected_by_learning(emu, library):
     learned(emu, library, "wrong_learned")
 
 
-@EXTENDED  # make test: tests/test_lifecycle_live.py
-@pytest.mark.parametrize("library", co.LIBRARIES)
+# make test: gloo (the lifecycle, cold and posted again: tests/test_learning_live.py; with gloo
+# and Open MPI across a job's whole life: tests/test_lifecycle_live.py in make test-live)
+@pytest.mark.parametrize("library", gloo_only_in_make_test(co.LIBRARIES))
 def test_members_only_after_learning_as_fast_as_declared(emu, library):
     learned(emu, library, "members")
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from emulation.harness import ovs
-from tests.integration import EXTENDED, default_session, iperf_ring, require_root_and_ovs
+from tests.integration import default_session, iperf_ring, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 RING = ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h1_1", "h2_1", "h3_1"]
@@ -45,11 +45,15 @@ def cross_leaf(emu, pairs):
     return {(a, b) for a, b in pairs if emu.fabric.hosts[a] != emu.fabric.hosts[b]}
 
 
-@EXTENDED  # make test: tests/test_lifecycle_live.py
-def test_members_only_job_learns_the_data_direction(emu):
+def test_members_only_job_learns_the_data_direction_from_cold_and_when_posted_again(emu):
+    """The module's first job meets a cold controller (issue 36: a members-only job was
+    sometimes never learned from a cold controller, or after another learning job was
+    deleted): learned, its entries carry the traffic; deleted and posted again under a new id,
+    learned again. Real gloo and Open MPI jobs across their whole life, on a discovered
+    leaf-spine and a fat-tree: tests/test_lifecycle_live.py (``make test-live``)."""
     data = cross_leaf(emu, {(h, RING[i - 1]) for i, h in enumerate(RING)})
-    status, doc = emu.ctl.rest("POST", "/v1/jobs", {
-        "id": "m", "members": [emu.fabric.host_ip[h] for h in RING]})
+    members = [emu.fabric.host_ip[h] for h in RING]
+    status, doc = emu.ctl.rest("POST", "/v1/jobs", {"id": "m", "members": members})
     assert status == 201 and doc["matrix"] == "learning", doc
     try:
         ring_traffic(emu, 12)
@@ -67,6 +71,15 @@ def test_members_only_job_learns_the_data_direction(emu):
         assert len(hits) >= len(data), hits
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/m")
+    status, doc = emu.ctl.rest("POST", "/v1/jobs", {"id": "m2", "members": members})
+    assert status == 201 and doc["matrix"] == "learning", doc
+    try:
+        ring_traffic(emu, 12)
+        doc = wait_matrix(emu, "m2", "learned", 5)
+        assert doc["matrix"] == "learned", doc
+        assert {(r["src"], r["dst"]) for r in doc["routes"]} == data
+    finally:
+        emu.ctl.rest("DELETE", "/v1/jobs/m2")
 
 
 def test_ring_declared_opposite_is_replanned_on_the_measured_pairs(emu):

@@ -19,11 +19,12 @@ from tests.integration import ext, require_root_and_ovs
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
 
 LOGS = os.path.join(co.LOG_ROOT, "tests-lifecycle-" + time.strftime("%Y%m%d-%H%M%S"))
-# shape, declared, library, cases (the first meets a fresh controller), link Mbit/s. `make test`
-# runs the first: a members-only job from a cold controller, learned, deleted, posted again
-# under a new id and learned again; `make test-live` the others too.
+# shape, declared, library, cases (the first meets a fresh controller), link Mbit/s: all in
+# `make test-live` (2-6 minutes each). `make test` proves the same lifecycle (a members-only job
+# from a cold controller, learned, deleted, posted again under a new id, learned again) with
+# iperf3 rings: tests/test_learning_live.py.
 SEQUENCES = [
-    ("leaf-spine", False, "gloo", ["repost"], 20.0),
+    ext("leaf-spine", False, "gloo", ["repost"], 20.0),
     ext("leaf-spine", False, "gloo", ["members", "wrong"], 20.0),
     ext("fat-tree", True, "mpi", ["members", "two_jobs"], 10.0),
 ]
