@@ -159,8 +159,9 @@ class Front:
                 sock, addr = self.listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError:  # out of file descriptors: logged, tried at the next poll
+            except OSError:  # out of file descriptors: the listener stays readable, so
                 self.on_error("mlroute: REST accept failed")
+                original("time").sleep(0.1)  # logged and tried again 0.1 s later
                 return
             if not self.capacity():
                 refuse(sock, "too many REST connections open: try again")
