@@ -45,6 +45,19 @@ def cross_leaf(emu, pairs):
     return {(a, b) for a, b in pairs if emu.fabric.hosts[a] != emu.fabric.hosts[b]}
 
 
+def learned_members_job(emu, jid: str, members: list[str], data: set) -> dict:
+    """Post job ``jid`` by its ``members``, run the ring's traffic, and return the job's view
+    once learned, its routes exactly the measured cross-leaf pairs ``data`` (the caller
+    deletes the job)."""
+    status, doc = emu.ctl.rest("POST", "/v1/jobs", {"id": jid, "members": members})
+    assert status == 201 and doc["matrix"] == "learning", doc
+    ring_traffic(emu, 12)
+    doc = wait_matrix(emu, jid, "learned", 5)
+    assert doc["matrix"] == "learned", doc
+    assert {(r["src"], r["dst"]) for r in doc["routes"]} == data
+    return doc
+
+
 def test_members_only_job_learns_the_data_direction_from_cold_and_when_posted_again(emu):
     """The module's first job meets a cold controller (issue 36: a members-only job was
     sometimes never learned from a cold controller, or after another learning job was
@@ -53,13 +66,8 @@ def test_members_only_job_learns_the_data_direction_from_cold_and_when_posted_ag
     leaf-spine and a fat-tree: tests/test_lifecycle_live.py (``make test-live``)."""
     data = cross_leaf(emu, {(h, RING[i - 1]) for i, h in enumerate(RING)})
     members = [emu.fabric.host_ip[h] for h in RING]
-    status, doc = emu.ctl.rest("POST", "/v1/jobs", {"id": "m", "members": members})
-    assert status == 201 and doc["matrix"] == "learning", doc
     try:
-        ring_traffic(emu, 12)
-        doc = wait_matrix(emu, "m", "learned", 5)
-        assert doc["matrix"] == "learned", doc
-        assert {(r["src"], r["dst"]) for r in doc["routes"]} == data
+        doc = learned_members_job(emu, "m", members, data)
         assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == data
         # the learned entries are in the ingress leaves and counted the traffic after it
         before = {leaf: ovs.flow_table(leaf) for leaf in emu.fabric.leaves}
@@ -71,13 +79,8 @@ def test_members_only_job_learns_the_data_direction_from_cold_and_when_posted_ag
         assert len(hits) >= len(data), hits
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/m")
-    status, doc = emu.ctl.rest("POST", "/v1/jobs", {"id": "m2", "members": members})
-    assert status == 201 and doc["matrix"] == "learning", doc
     try:
-        ring_traffic(emu, 12)
-        doc = wait_matrix(emu, "m2", "learned", 5)
-        assert doc["matrix"] == "learned", doc
-        assert {(r["src"], r["dst"]) for r in doc["routes"]} == data
+        learned_members_job(emu, "m2", members, data)
     finally:
         emu.ctl.rest("DELETE", "/v1/jobs/m2")
 
