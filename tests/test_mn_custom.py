@@ -58,7 +58,7 @@ def test_custom_file_loads_as_mn_loads_it():
     first, second, third, fourth, fifth = out.stdout.splitlines()
     assert json.loads(fifth) == [True, True]
     assert json.loads(first) == [["bundles", "clos", "fattree", "planes"], ["mlroute"], ["mlroute"],
-                                 "ClosSwitch", 1600, "ClosHost", "TCLink"]
+                                 "ClosSwitch", 1600, "ClosHost", "ShapedLink"]
     # k = 4 fat-tree, 1 host per leaf: 8 leaves, 8 aggregation switches, 4 cores; hosts pod by
     # pod; core c1_1 is 0x40000 + 256 + 1; a0_1 reaches its cores after its 2 leaves
     assert json.loads(second) == [20, [f"h{i}_0" for i in range(8)], f"{0x40101:016x}", 3, 1]
@@ -102,6 +102,41 @@ def _controller(tmp_path, mode: str) -> ControllerProcess:
     fabricnet.ensure_ovs()
     fabricnet.cleanup()
     return ControllerProcess(str(path), str(tmp_path / "controller.log"), mode=mode).start()
+
+
+class _Node:
+    """Enough of a Mininet node for an interface to configure itself: the commands it runs."""
+
+    def __init__(self):
+        self.cmds = []
+
+    def addIntf(self, intf, port=None):  # noqa: N802 - Mininet's name
+        pass
+
+    def cmd(self, *args):
+        self.cmds.append(" ".join(str(a) for a in args))
+        return ""
+
+
+def test_a_shaped_interface_runs_tcintfs_commands_in_one_shell_line():
+    """``ShapedIntf``: Mininet's own HTB commands (``TCIntf.bwCmds``) and the byte FIFO in one
+    command after the ``up``; options it does not handle (a delay) take TCIntf's way."""
+    pytest.importorskip("mininet")
+    from mininet.link import TCIntf
+
+    from topologies.clos import ShapedIntf
+    node = _Node()
+    ShapedIntf("h0-eth0", node=node, bw=10.0, queue_bytes=4000)
+    up, line = node.cmds
+    assert up == "ifconfig h0-eth0 up"
+    tc, parent = TCIntf.bwCmds(TCIntf.__new__(TCIntf), bw=10.0)
+    parts = line.split("; ")
+    assert parts[0].startswith("ethtool -K h0-eth0 gro off tx on rx on")
+    assert parts[2:] == [c % ("tc", "h0-eth0") for c in tc] + [
+        f"tc qdisc replace dev h0-eth0{parent}handle 10: bfifo limit 4000"]
+    node = _Node()
+    ShapedIntf("h0-eth0", node=node, bw=10.0, delay="1ms")
+    assert any(c.startswith("tc qdisc show") for c in node.cmds) and len(node.cmds) > 3
 
 
 @pytest.mark.integration

@@ -20,7 +20,8 @@ The topology brings its own node classes, so ``mn`` needs no
 ``--switch``, ``--host`` or ``--link``: switches are ``ClosSwitch`` (Open vSwitch userspace
 datapath, OpenFlow 1.3, secure fail mode, port MTU 1600 so that segment routing's two MPLS
 labels fit), hosts are ``ClosHost`` (tx checksum offload off, without which TCP gets nothing
-through a userspace switch; MTU 1500; IPv6 off). Both are also registered for
+through a userspace switch; MTU 1500; IPv6 off), shaped links are ``ShapedLink`` (Mininet's
+HTB, each interface configured in one command). The node classes are also registered for
 ``--switch mlroute`` and ``--host mlroute``. The fabric file written by the second command is
 what ``mlroute-controller --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 
@@ -52,12 +53,12 @@ from controller.jsonio import HelpFormatter, write_output  # noqa: E402
 from controller.model.clos import Clos  # noqa: E402
 
 try:
-    from mininet.link import TCLink
+    from mininet.link import Intf, TCIntf, TCLink
+    from mininet.log import error, info
     from mininet.node import Host, OVSSwitch, RemoteController
     from mininet.topo import Topo
 except ImportError:  # writing fabric files does not need Mininet
-    Topo = Host = OVSSwitch = RemoteController = object
-    TCLink = None
+    Topo = Host = OVSSwitch = RemoteController = TCIntf = TCLink = object
 
 HOST_MTU = 1500
 SWITCH_MTU = 1600  # >= host MTU + 8: two MPLS labels (segment routing) must still fit
@@ -155,9 +156,8 @@ class ClosSwitch(OVSSwitch):
         return (opts or f" -- set Interface {intf}") + f" mtu_request={self.mtu}"
 
     def start(self, controllers):
-        for intf in self.intfList():
-            if intf.name != "lo":
-                self.cmd(f"ip link set dev {intf.name} mtu {self.mtu}")
+        self.cmd("; ".join(f"ip link set dev {intf.name} mtu {self.mtu}"
+                           for intf in self.intfList() if intf.name != "lo") or "true")
         super().start(controllers)
         if self.sflow_sampling:
             targets = ",".join(f'\\"{t}\\"' for t in self.sflow_target.split(","))
@@ -177,14 +177,71 @@ class ClosHost(Host):
 
     def config(self, mtu=HOST_MTU, **params):
         r = super().config(**params)
-        for intf in self.intfList():
-            if intf.name != "lo":
-                self.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
-                self.cmd(f"ip link set dev {intf.name} mtu {int(mtu)}")
-        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-                 "net.ipv6.conf.default.disable_ipv6=1 "  # ARP per interface (planes):
-                 "net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2")
+        cmds = [f"ethtool -K {intf.name} tx off >/dev/null 2>&1; "
+                f"ip link set dev {intf.name} mtu {int(mtu)}"
+                for intf in self.intfList() if intf.name != "lo"]
+        self.cmd("; ".join(cmds + [  # one shell round trip (ShapedIntf)
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
+            "net.ipv6.conf.default.disable_ipv6=1 "  # ARP per interface (planes):
+            "net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2"]))
         return r
+
+
+class ShapedIntf(TCIntf):
+    """Mininet's ``TCIntf`` with its default shaping (a root HTB, class 5:1 at ``bw``
+    Mbit/s; ``TCIntf.bwCmds``'s own commands) and, given ``queue_bytes``, a byte FIFO of that
+    size under the class (the default queue is txqueuelen packets: 9 MB of jumbo frames,
+    14 s at 5 Mbit/s), configured in one command line: ``TCIntf`` runs each tc command (and
+    asks for the qdisc first) as a command of its own, and every command is a round trip to
+    the node's shell (half the commands of a fabric's build). Other ``TCIntf`` options (delay,
+    loss, the other schedulers) take ``TCIntf``'s way."""
+
+    def config(self, bw=None, queue_bytes=None, gro=False, txo=True, rxo=True, **params):
+        if any(params.get(k) for k in TC_ONLY):
+            return super().config(bw=bw, gro=gro, txo=txo, rxo=rxo, **params)
+        r = Intf.config(self, **{k: v for k, v in params.items() if k not in TC_ONLY})
+
+        def on(flag):
+            return "on" if flag else "off"
+        n = self.name
+        quiet = ">/dev/null 2>&1"
+        cmds = [f"ethtool -K {n} gro {on(gro)} tx {on(txo)} rx {on(rxo)} {quiet}"]
+        if bw is not None:
+            tc, parent = self.bwCmds(bw=bw)
+            if tc:
+                info(f"({bw:.2f}Mbit) ")
+                cmds += [f"tc qdisc del dev {n} root {quiet}"] + [c % ("tc", n) for c in tc]
+                if queue_bytes:
+                    cmds.append(f"tc qdisc replace dev {n}{parent}handle 10: bfifo "
+                                f"limit {int(queue_bytes)}")
+            r["parent"] = parent
+        out = self.cmd("; ".join(cmds))
+        if out.strip():
+            error(f"*** Error: {out}")
+        return r
+
+
+# TCIntf options ShapedIntf leaves to TCIntf
+TC_ONLY = ("delay", "jitter", "loss", "max_queue_size", "speedup", "use_hfsc", "use_tbf",
+           "latency_ms", "enable_ecn", "enable_red")
+
+
+class ShapedLink(TCLink):
+    """A link of two ``ShapedIntf``: what the topologies use for shaped links."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("cls1", ShapedIntf)
+        kwargs.setdefault("cls2", ShapedIntf)
+        super().__init__(*args, **kwargs)
+
+
+def shaped(bw, queue_bytes=None) -> dict:
+    """The link options of a topology: ``ShapedLink`` at ``bw`` Mbit/s (with a byte FIFO of
+    ``queue_bytes``), nothing when ``bw`` is 0 (unshaped)."""
+    if not float(bw):
+        return {}
+    return {"bw": float(bw), "cls": ShapedLink, **({"queue_bytes": int(queue_bytes)}
+                                                    if queue_bytes else {})}
 
 
 class ClosTopo(Topo):
@@ -192,9 +249,10 @@ class ClosTopo(Topo):
     the node and link classes the fabric needs (so ``mn`` options cannot get them wrong)."""
 
     def build(self, spines=4, leaves=8, hosts_per_leaf=2, bw=0, fabric: Clos | None = None,
-              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None, sflow_collector=None):
+              host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None, sflow_collector=None,
+              queue_bytes=None):
         f = fabric or clos_fabric(int(spines), int(leaves), int(hosts_per_leaf), float(bw))
-        link = {"bw": float(bw), "cls": TCLink} if float(bw) else {}
+        link = shaped(bw, queue_bytes)
         sampling = sflow_sampling(sflow)
         spine_names = f.planes[0].aggs[0]  # the spines of its one two-tier plane
         for sw in spine_names + f.leaves:
@@ -225,9 +283,9 @@ class WiredClosTopo(Topo):
     member, on the member's ports at both ends."""
 
     def build(self, fabric: Clos, bw=0, host_mtu=HOST_MTU, switch_mtu=SWITCH_MTU, sflow=None,
-              sflow_collector=None):
+              sflow_collector=None, queue_bytes=None):
         f = fabric
-        link = {"bw": float(bw), "cls": TCLink} if float(bw) else {}
+        link = shaped(bw, queue_bytes)
         sampling = sflow_sampling(sflow)
         for sw in f.dpids:
             self.addSwitch(sw, cls=ClosSwitch, dpid=f"{f.dpids[sw]:016x}", mtu=int(switch_mtu),

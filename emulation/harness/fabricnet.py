@@ -119,7 +119,7 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_p
     from topologies.clos import ClosTopo, WiredClosTopo
     setLogLevel(os.environ.get("MLROUTE_MININET_LOG", "error"))
     common = {"bw": bw, "host_mtu": HOST_MTU, "switch_mtu": SWITCH_MTU, "sflow": sflow,
-              "sflow_collector": sflow_collector}
+              "sflow_collector": sflow_collector, "queue_bytes": QUEUE_BYTES}
     topo = (WiredClosTopo(fabric=clos, **common) if clos is not None else
             ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, **common))
     return Mininet(topo=topo, controller=lambda name: remote_controller(name, controller_port))
@@ -137,21 +137,12 @@ def remote_controller(name: str, port: int, ip: str = "127.0.0.1"):
 # MTUs, ping works but TCP inside MPLS gets nothing through).
 HOST_MTU = 9000
 SWITCH_MTU = HOST_MTU + 100  # room for the two MPLS labels of segment routing
+# A byte FIFO under every shaped interface's HTB class (topologies.clos.ShapedIntf): 1 MB,
+# 1.6 s at 5 Mbit/s. The default is txqueuelen (1000) packets, which with 9000-byte frames is
+# 9 MB (14 s at 5 Mbit/s). Flows with clamped receive windows (agents.py) keep far less than
+# 1 MB queued, so it drops nothing. netem's ``max_queue_size`` would do this but there is no
+# netem here.
 QUEUE_BYTES = 1_000_000
-
-
-def limit_queues(net, limit: int = QUEUE_BYTES) -> None:
-    """Give every shaped interface a bounded byte FIFO under its HTB class (5:1, as TCLink
-    sets it up): 1 MB, 1.6 s at 5 Mbit/s. The default is txqueuelen (1000) packets, which with
-    9000-byte frames is 9 MB (14 s at 5 Mbit/s). Flows with clamped receive windows (agents.py)
-    keep far less than 1 MB queued, so it drops nothing. netem's ``max_queue_size`` would do
-    this but there is no netem here.
-    """
-    for node in net.hosts + net.switches:
-        for intf in node.intfList():
-            if intf.name == "lo" or not intf.params.get("bw"):
-                continue
-            node.cmd(f"tc qdisc replace dev {intf.name} parent 5:1 handle 10: bfifo limit {limit}")
 
 
 def start(net, timeout: float = 60.0) -> None:
@@ -159,7 +150,6 @@ def start(net, timeout: float = 60.0) -> None:
     start after an idle period (ring steps idle between). The hosts' tx offload, MTU and IPv6
     are set by their class (ClosHost) when Mininet builds them."""
     net.start()
-    limit_queues(net)
     if not net.waitConnected(timeout=timeout):
         raise TimeoutError(f"switches did not connect to the controller within {timeout:g} s")
     for h in net.hosts:
