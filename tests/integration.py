@@ -162,10 +162,11 @@ def processes(*texts: str) -> list[tuple[int, str]]:
 
 
 def iperf_ring(net, fabric, ring: list[str], seconds: float, port: int = 5301,
-               plane: int = 0) -> None:
+               plane: int = 0, until=None) -> None:
     """iperf3 from every rank of ``ring`` to rank - 1 (the direction gloo's ring sends) for
     ``seconds`` at 4 Mbit/s each, to the ranks' addresses on ``plane``; returns when done,
-    every process stopped."""
+    every process stopped. ``until``: a condition polled every 0.25 s meanwhile; the traffic
+    stops as soon as it holds (the shortest traffic that proves the point)."""
     servers, clients = [], []
     try:
         for h in ring:
@@ -178,8 +179,14 @@ def iperf_ring(net, fabric, ring: list[str], seconds: float, port: int = 5301,
                 ["iperf3", "-c", fabric.ip_of(ring[i - 1], plane), "-p", str(port), "-t",
                  str(seconds), "-b", "4M"], stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL))
-        for c in clients:
-            c.wait(timeout=seconds + 20)
+        deadline = time.monotonic() + seconds + 20
+        while any(c.poll() is None for c in clients):
+            if until is not None and until():
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"iperf3 clients of the ring still running after "
+                                   f"{seconds + 20:g} s")
+            time.sleep(0.25)
     finally:
         for p in clients + servers:
             if p.poll() is None:

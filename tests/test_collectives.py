@@ -212,6 +212,8 @@ def test_relaunches_after_pauses_stay_learned_and_as_fast_as_declared(emu, libra
             j, times, reference)
 
 
+@EXTENDED  # make test: gloo rings declared and learned above, and gloo ranks under the
+# PyTorch hook (tests/test_integrations_live.py); DistributedDataParallel: make test-live
 def test_two_ddp_jobs_train_with_identical_replicas_and_ring_traffic(emu):
     """Two DistributedDataParallel trainings at once (gloo, 1 MiB gradient buckets): every
     rank ends with bit-identical parameters (SHA-256 on every rank, checked in the rank) and

@@ -10,11 +10,12 @@ import time
 
 import pytest
 
-from emulation.harness import ovs
+from emulation.harness import fabricnet, ovs
 from tests.integration import default_session, iperf_ring, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 RING = ["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h1_1", "h2_1", "h3_1"]
+UDP_S = 15  # the other job's UDP streams: the re-planned ring is learned within them
 
 
 @pytest.fixture(scope="module")
@@ -24,10 +25,29 @@ def emu(tmp_path_factory):
         yield s
 
 
-def ring_traffic(emu, seconds: float, ring=RING):
+def test_every_link_end_is_shaped_with_a_bounded_queue(emu):
+    """topologies.clos.ShapedIntf, configured in one shell command per interface: every end
+    of every link, host or switch, has the HTB class at the session's rate and the harness's
+    byte FIFO under it, at its MTU."""
+    rate = f"rate {emu.bw:g}Mbit"
+    for node in emu.net.hosts + emu.net.switches:
+        for intf in node.intfList():
+            if intf.name == "lo":
+                continue
+            out = node.cmd(f"tc qdisc show dev {intf.name}; tc class show dev {intf.name}; "
+                           f"ip link show dev {intf.name}")
+            assert "qdisc htb 5: root" in out and rate in out, (intf.name, out)
+            assert f"bfifo 10: parent 5:1 limit {fabricnet.QUEUE_BYTES}b" in out, out
+            mtu = fabricnet.HOST_MTU if node in emu.net.hosts else fabricnet.SWITCH_MTU
+            assert f"mtu {mtu} " in out, (intf.name, out)
+
+
+def ring_traffic(emu, seconds: float, ring=RING, learned: str | None = None):
     """iperf3 from every rank of ``ring`` to rank - 1 for ``seconds`` (4 Mbit/s each); returns
-    when done."""
-    iperf_ring(emu.net, emu.fabric, ring, seconds)
+    when done, or as soon as job ``learned`` is learned."""
+    until = None if learned is None else (
+        lambda: emu.ctl.rest("GET", f"/v1/jobs/{learned}")[1].get("matrix") == "learned")
+    iperf_ring(emu.net, emu.fabric, ring, seconds, until=until)
 
 
 def wait_matrix(emu, jid, want, timeout):
@@ -51,7 +71,7 @@ def learned_members_job(emu, jid: str, members: list[str], data: set) -> dict:
     deletes the job)."""
     status, doc = emu.ctl.rest("POST", "/v1/jobs", {"id": jid, "members": members})
     assert status == 201 and doc["matrix"] == "learning", doc
-    ring_traffic(emu, 12)
+    ring_traffic(emu, 12, learned=jid)
     doc = wait_matrix(emu, jid, "learned", 5)
     assert doc["matrix"] == "learned", doc
     assert {(r["src"], r["dst"]) for r in doc["routes"]} == data
@@ -85,28 +105,13 @@ def test_members_only_job_learns_the_data_direction_from_cold_and_when_posted_ag
         emu.ctl.rest("DELETE", "/v1/jobs/m2")
 
 
-def test_ring_declared_opposite_is_replanned_on_the_measured_pairs(emu):
-    status, doc = emu.ctl.rest("POST", "/v1/jobs", {
-        "id": "w", "collective": "ring_allreduce", "ranks": RING, "bytes": 4e6})
-    assert status == 201 and doc["matrix"] == "declared", doc
-    declared = cross_leaf(emu, {(r["src"], r["dst"]) for r in doc["routes"]})
-    try:
-        ring_traffic(emu, 12)
-        doc = wait_matrix(emu, "w", "learned", 5)
-        assert doc["matrix"] == "learned", doc
-        assert {(r["src"], r["dst"]) for r in doc["routes"]} == {(b, a) for a, b in declared}
-        assert "opposite to the declared ring" in doc["mismatch"]["description"]
-        events = emu.ctl.rest("GET", "/v1/fabric")[1]["events"]
-        assert any("opposite to the declared ring" in e.get("cause", "") for e in events)
-    finally:
-        emu.ctl.rest("DELETE", "/v1/jobs/w")
-
-
 def test_replan_on_learned_traffic_drops_no_packet_of_another_job(emu):
-    """Half the hosts run a ring declared the wrong way and re-planned on its traffic; the other
-    half run a correctly declared ring of constant-rate UDP streams the whole time (3 flows of
-    4 Mbit/s at most per 20 Mbit/s link: no congestion loss). Every UDP datagram arrives and
-    the other job's routes never move."""
+    """Half the hosts run a ring declared the wrong way (opposite to its data) and re-planned
+    on its traffic: its routes become the measured pairs, and the mismatch is described on the
+    job and in the fabric's events. The other half run a correctly declared ring of
+    constant-rate UDP streams the whole time (3 flows of 4 Mbit/s at most per 20 Mbit/s link:
+    no congestion loss), the re-plan inside their run: every UDP datagram arrives and the other
+    job's routes never move."""
     half, other = RING[:4], RING[4:]
     ip = emu.fabric.host_ip
     status, doc = emu.ctl.rest("POST", "/v1/jobs", {
@@ -116,7 +121,8 @@ def test_replan_on_learned_traffic_drops_no_packet_of_another_job(emu):
     kept = {(r["src"], r["dst"], r["spine"]) for r in doc["routes"]}
     status, doc = emu.ctl.rest("POST", "/v1/jobs", {
         "id": "w2", "collective": "ring_allreduce", "ranks": half, "bytes": 4e6})
-    assert status == 201, doc
+    assert status == 201 and doc["matrix"] == "declared", doc
+    declared = cross_leaf(emu, {(r["src"], r["dst"]) for r in doc["routes"]})
     servers, clients = [], []
     try:
         for h in other:
@@ -127,13 +133,20 @@ def test_replan_on_learned_traffic_drops_no_packet_of_another_job(emu):
         for i, h in enumerate(other):
             clients.append(emu.net.get(h).popen(
                 ["iperf3", "-c", ip[other[i - 1]], "-p", "5401", "-u", "-b", "4M", "-l", "1200",
-                 "-t", "20", "-J"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                text=True))
+                 "-t", str(UDP_S), "-J"], stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True))
+        began = time.monotonic()
         time.sleep(1.0)
-        ring_traffic(emu, 12, half)  # data rank -> rank - 1: opposite to the declaration
-        doc = wait_matrix(emu, "w2", "learned", 5)
+        # data rank -> rank - 1: opposite to the declaration
+        ring_traffic(emu, UDP_S - 3, half, learned="w2")
+        doc = wait_matrix(emu, "w2", "learned", 1)
         assert doc["matrix"] == "learned", doc
-        reports = [json.loads(c.communicate(timeout=40)[0]) for c in clients]
+        assert time.monotonic() - began < UDP_S - 1, "re-planned after the UDP streams ended"
+        assert {(r["src"], r["dst"]) for r in doc["routes"]} == {(b, a) for a, b in declared}
+        assert "opposite to the declared ring" in doc["mismatch"]["description"]
+        events = emu.ctl.rest("GET", "/v1/fabric")[1]["events"]
+        assert any("opposite to the declared ring" in e.get("cause", "") for e in events)
+        reports = [json.loads(c.communicate(timeout=UDP_S + 20)[0]) for c in clients]
     finally:
         for p in clients + servers:
             if p.poll() is None:
