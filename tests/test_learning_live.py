@@ -45,9 +45,12 @@ def test_every_link_end_is_shaped_with_a_bounded_queue(emu):
 def ring_traffic(emu, seconds: float, ring=RING, learned: str | None = None):
     """iperf3 from every rank of ``ring`` to rank - 1 for ``seconds`` (4 Mbit/s each); returns
     when done, or as soon as job ``learned`` is learned."""
-    until = None if learned is None else (
-        lambda: emu.ctl.rest("GET", f"/v1/jobs/{learned}")[1].get("matrix") == "learned")
+    until = None if learned is None else (lambda: is_learned(emu, learned))
     iperf_ring(emu.net, emu.fabric, ring, seconds, until=until)
+
+
+def is_learned(emu, jid) -> bool:
+    return emu.ctl.rest("GET", f"/v1/jobs/{jid}")[1].get("matrix") == "learned"
 
 
 def wait_matrix(emu, jid, want, timeout):

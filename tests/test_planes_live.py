@@ -23,7 +23,7 @@ from tests.integration import (
     require_root_and_ovs,
     restart_changes_nothing,
 )
-from tests.test_learning_live import wait_matrix
+from tests.test_learning_live import is_learned, wait_matrix
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -104,8 +104,7 @@ def test_a_ring_a_framework_runs_on_plane_1_is_learned_and_planned_there(emu):
         f.ip_of(h, 0) for h in ring]})
     assert code == 201 and doc["matrix"] == "learning", doc
     try:
-        iperf_ring(emu.net, f, ring, 12, plane=1, until=lambda: emu.ctl.rest(
-            "GET", "/v1/jobs/p1")[1].get("matrix") == "learned")
+        iperf_ring(emu.net, f, ring, 12, plane=1, until=lambda: is_learned(emu, "p1"))
         doc = wait_matrix(emu, "p1", "learned", 10)
         assert doc["matrix"] == "learned", doc
         routes = doc["routes"]

@@ -180,7 +180,7 @@ class ClosHost(Host):
         cmds = [f"ethtool -K {intf.name} tx off >/dev/null 2>&1; "
                 f"ip link set dev {intf.name} mtu {int(mtu)}"
                 for intf in self.intfList() if intf.name != "lo"]
-        self.cmd("; ".join(cmds + [  # one shell round trip (ShapedIntf)
+        self.cmd("; ".join(cmds + [  # one command for the node
             "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
             "net.ipv6.conf.default.disable_ipv6=1 "  # ARP per interface (planes):
             "net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2"]))
