@@ -52,7 +52,7 @@ class Discovered:
     def __exit__(self, *exc):
         try:
             if self.net is not None:
-                self.net.stop()
+                fabricnet.stop(self.net)
         finally:
             if self.ctl is not None:
                 self.ctl.stop()
@@ -172,7 +172,7 @@ def test_without_the_option_the_link_speed_is_what_switches_report(tmp_path):
                                                   "ranks": ["h0_0", "h1_0"], "bytes": 1e6})
     finally:
         if net is not None:
-            net.stop()
+            fabricnet.stop(net)
         ctl.stop()
     speed = view["discovery"]["link_speed"]
     assert (speed["source"], speed["gbps"]) == ("port_desc", 10.0), speed

@@ -44,8 +44,9 @@ class Live:
         try:
             self.ctl = ControllerProcess(path, os.path.join(self.tmp, "controller.log"),
                                          algorithm="auto", rest_port=8095, of_port=6695,
-                                         extra_args=["--mlroute-stats-interval", "0"]).start()
+                                         extra_args=["--mlroute-stats-interval", "0"]).launch()
             self.net = fabricnet.build(2, 4, 2, 0, self.ctl.of_port)
+            self.ctl.wait_answering()
             fabricnet.start(self.net, timeout=60)
         except BaseException:
             self.__exit__()
@@ -55,7 +56,7 @@ class Live:
     def __exit__(self, *exc):
         try:
             if self.net is not None:
-                self.net.stop()
+                fabricnet.stop(self.net)
         finally:
             if self.ctl is not None:
                 self.ctl.stop()

@@ -49,7 +49,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(tmp_path):
         assert ctl.proc.poll() is None, "the controller died"
     finally:
         if net is not None:
-            net.stop()
+            fabricnet.stop(net)
         ctl.stop()
     summary = text[text.rfind("SUMMARY"):]
     assert out.returncode == 0, text[-6000:]

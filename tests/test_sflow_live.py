@@ -135,7 +135,7 @@ def test_clos_fabric_samples_at_every_switch_and_estimate_matches_counters(colle
         pattern, samples, real = _run_transfer(net, rec, h0, h1, "l0",
                                                fabric.port("l0", "h0_0"))
     finally:
-        net.stop()
+        fabricnet.stop(net)
     a, b = fabric.address("h0_0"), fabric.address("h1_0")
     data = [s for s in samples if (s.src, s.dst) == (a, b)]
     assert {s.agent for s in data} == {"127.1.0.0", "127.2.0.0", "127.2.0.1"}
@@ -187,7 +187,7 @@ def test_mpls_between_switches_is_seen_through(collector):
         h1, h2 = net.get("h1", "h2")
         pattern, samples, real = _run_transfer(net, rec, h1, h2, "s1", 1)
     finally:
-        net.stop()
+        fabricnet.stop(net)
     at = {}
     for s in samples:
         if (s.src, s.dst) == ("10.0.0.1", "10.0.0.2"):

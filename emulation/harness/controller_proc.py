@@ -96,6 +96,12 @@ class ControllerProcess:
         return f"http://127.0.0.1:{self.rest_port}"
 
     def start(self, timeout: float = 30.0) -> ControllerProcess:
+        """Launch the controller and return once its REST API answers."""
+        return self.launch().wait_answering(timeout)
+
+    def launch(self) -> ControllerProcess:
+        """Start the process without waiting for it: a caller can build its fabric meanwhile
+        (the controller's imports take 1-2 s), then call ``wait_answering``."""
         for port in (self.of_port, self.rest_port):
             if listening(port):
                 raise RuntimeError(f"port {port} is already in use (a stale controller?); "
@@ -104,9 +110,15 @@ class ControllerProcess:
         with signals_held() as got:  # no Ctrl-C between the fork and knowing the PID
             self.proc = subprocess.Popen(self.args, stdout=self._log, stderr=subprocess.STDOUT,
                                          cwd=REPO, start_new_session=True, env=controller_env())
+        if got:
+            with signals_held():
+                self.stop()
+            raise KeyboardInterrupt
+        return self
+
+    def wait_answering(self, timeout: float = 30.0) -> ControllerProcess:
+        """Wait (bounded) until the launched controller answers REST; stop it on failure."""
         try:
-            if got:
-                raise KeyboardInterrupt
             deadline = time.monotonic() + timeout
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:

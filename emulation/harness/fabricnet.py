@@ -156,6 +156,24 @@ def start(net, timeout: float = 60.0) -> None:
         h.cmd("sysctl -qw net.ipv4.tcp_slow_start_after_idle=0")
 
 
+def stop(net) -> None:
+    """Stop a fabric as ``net.stop()`` does, with its links' interfaces deleted in one
+    ``ip -batch`` run first: Mininet deletes them one command at a time (two a link, 1.3 s for
+    a 4 x 8 x 2 fabric). Deleting the end of a veth pair in the root namespace removes both
+    ends; host ends go with their namespace anyway."""
+    ends = []
+    for link in net.links:
+        end = next((i for i in (link.intf1, link.intf2) if not i.node.inNamespace), None)
+        if end is not None:
+            ends.append(end.name)
+    if ends:
+        subprocess.run(["ip", "-force", "-batch", "-"], input="".join(
+            f"link delete {name}\n" for name in ends), capture_output=True, text=True,
+            timeout=60)
+        net.links = []  # gone: nothing left for Mininet's one-by-one deletion
+    net.stop()
+
+
 def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
     """Poll ``predicate`` until it returns a true value; raise TimeoutError after ``timeout``."""
     deadline = time.monotonic() + timeout

@@ -241,7 +241,7 @@ class HaSession:
                 if self.net is not None:
                     net, self.net = self.net, None
                     try:
-                        net.stop()
+                        fabricnet.stop(net)
                     except Exception as e:  # noqa: BLE001 - half-started fabric: clean up below
                         print(f"warning: stopping the fabric: {e}", file=sys.stderr)
                         dirty = True

@@ -103,7 +103,7 @@ class Emulation:
             return
         try:
             if self.net is not None:
-                self.net.stop()
+                fabricnet.stop(self.net)
         finally:
             self.net = None
             if self.ctl is not None:

@@ -95,12 +95,13 @@ class Session:
             s, l, h = self.shape
             self.progress(f"starting the controller (log {self.ctl_log})")
             self.ctl = self.controller()
-            self.ctl.start()
+            self.ctl.launch()  # its start-up overlaps the fabric's build
             self.progress("building the fabric: " + (self.clos.summary() if self.clos else
                                                      f"{s} spines x {l} leaves x {h} hosts"))
             self._building = True
             self.net = fabricnet.build(*self.shape, self.bw, self.ctl.of_port, clos=self.clos)
             self._building = False
+            self.ctl.wait_answering()
             fabricnet.start(self.net, timeout=60)
             self.progress("waiting for every switch to be provisioned")
             self.wait_ready()
@@ -148,7 +149,7 @@ class Session:
             if self.net is not None:
                 net, self.net = self.net, None
                 try:
-                    net.stop()
+                    fabricnet.stop(net)
                 except Exception as e:  # noqa: BLE001 - half-started fabric: clean up below
                     _stderr(f"warning: stopping the fabric: {e}; cleaning up instead")
                     dirty = True

@@ -26,8 +26,9 @@ def without_a_file(tmp: str, truth, bw: float):
     try:
         ctl = ControllerProcess(None, os.path.join(tmp, "controller.log"),
                                 extra_args=["--mlroute-link-gbps", str(bw / 1000),
-                                            "--mlroute-stats-interval", "0"]).start()
-        net = fabricnet.build(0, 0, 0, bw, ctl.of_port, clos=truth)
+                                            "--mlroute-stats-interval", "0"]).launch()
+        net = fabricnet.build(0, 0, 0, bw, ctl.of_port, clos=truth)  # while it starts
+        ctl.wait_answering()
         net.started_at = time.monotonic()
         fabricnet.start(net, timeout=60)
         net.connected_at = time.monotonic()
@@ -35,7 +36,7 @@ def without_a_file(tmp: str, truth, bw: float):
     finally:
         try:
             if net is not None:
-                net.stop()
+                fabricnet.stop(net)
         finally:
             if ctl is not None:
                 ctl.stop()
