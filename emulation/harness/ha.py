@@ -224,8 +224,10 @@ class HaSession:
             self.net = build(*self.shape, self.bw, list(self.of_ports.values()),
                              [f"127.0.0.1:{p}" for p in self.sflow_ports.values()], self.clos)
             self._building = False
+            for cid in self.ids:  # launched together: their start-ups overlap
+                self.ctls[cid] = self.controller(cid).launch()
             for cid in self.ids:
-                self.start_controller(cid)
+                self.ctls[cid].wait_answering()
             fabricnet.start(self.net, timeout=60)
             max_backoff(1000)
             self.wait_ready()
