@@ -46,8 +46,10 @@ def test_agent_group_reports_stuck_agents_and_kills_them(tmp_path):
 
 @pytest.mark.integration
 @pytest.mark.timeout(240)
+# make test: Ctrl-C on make demo's runner while its agents run (tests/test_interrupt.py), the
+# same emulate() and agent group as emulation.run's
 @pytest.mark.parametrize("transport, agent", [ext("roce", "emulation.harness.roce"),
-                                              ("tcp", "emulation.harness.agents")])
+                                              ext("tcp", "emulation.harness.agents")])
 def test_ctrl_c_on_the_runner_stops_agents_controller_and_fabric(tmp_path, transport, agent):
     from tests.integration import require_root_and_ovs
     require_root_and_ovs()
