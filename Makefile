@@ -17,9 +17,7 @@ install: $(STAMP)
 
 # Ryu 4.34 on Python 3.11 needs the old setuptools, no build isolation and a one-line patch of
 # ryu/app/wsgi.py (eventlet >= 0.30.3 has no ALREADY_HANDLED); see docs/environment.md.
-# os-ken installs from its pins (requirements-osken.txt). --no-compile: pip would byte-compile
-# every file of every package (about 20 of the 56 s the pins take here); Python compiles what
-# is imported, once, when it is imported.
+# os-ken installs from its pins (requirements-osken.txt).
 $(STAMP): requirements.txt requirements-osken.txt setup.cfg setup.py
 	$(PYTHON) -m venv $(VENV)
 ifeq ($(FRAMEWORK),ryu)
@@ -28,9 +26,9 @@ ifeq ($(FRAMEWORK),ryu)
 	W=$$($(PY) -c 'import os,ryu; print(os.path.join(os.path.dirname(ryu.__file__),"app","wsgi.py"))'); \
 	  sed -i 's/^\( *\)from eventlet\.wsgi import ALREADY_HANDLED$$/\1ALREADY_HANDLED = getattr(__import__("eventlet.wsgi", fromlist=["wsgi"]), "ALREADY_HANDLED", [])/' "$$W"
 else
-	$(PIP) install -q --no-compile -r requirements-osken.txt
+	$(PIP) install -q -r requirements-osken.txt
 endif
-	$(PIP) install -q --no-compile -r requirements.txt
+	$(PIP) install -q -r requirements.txt
 	$(PIP) install -q --no-build-isolation --no-deps -e .
 	$(VENV)/bin/mlroute-controller --version
 	touch $(STAMP)
@@ -81,7 +79,7 @@ DOCS_VENV ?= .venv-docs
 DOCS_STAMP := $(DOCS_VENV)/.installed
 $(DOCS_STAMP): requirements-docs.txt
 	$(PYTHON) -m venv $(DOCS_VENV)
-	$(DOCS_VENV)/bin/pip install -q --no-compile -r requirements-docs.txt
+	$(DOCS_VENV)/bin/pip install -q -r requirements-docs.txt
 	touch $(DOCS_STAMP)
 
 docs: install $(DOCS_STAMP)
