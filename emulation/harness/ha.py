@@ -152,11 +152,13 @@ class HaSession:
                         "--mlroute-sflow-port", str(self.sflow_ports[cid])]
             + self.extra_args)
 
-    def start_controller(self, cid: str) -> ControllerProcess:
-        ctl = self.controller(cid)
-        self.ctls[cid] = ctl
-        ctl.start()
+    def launch_controller(self, cid: str) -> ControllerProcess:
+        """Controller ``cid`` started, not yet answering (``wait_answering``)."""
+        ctl = self.ctls[cid] = self.controller(cid).launch()
         return ctl
+
+    def start_controller(self, cid: str) -> ControllerProcess:
+        return self.launch_controller(cid).wait_answering()
 
     def kill(self, cid: str) -> float:
         """SIGKILL controller ``cid`` (a crash: nothing of it runs any more); returns the
@@ -225,7 +227,7 @@ class HaSession:
                              [f"127.0.0.1:{p}" for p in self.sflow_ports.values()], self.clos)
             self._building = False
             for cid in self.ids:  # launched together: their start-ups overlap
-                self.ctls[cid] = self.controller(cid).launch()
+                self.launch_controller(cid)
             for cid in self.ids:
                 self.ctls[cid].wait_answering()
             fabricnet.start(self.net, timeout=60)
