@@ -14,3 +14,44 @@ def test_autogroup_scheduling_is_turned_off(tmp_path):
 def test_a_kernel_without_autogroups_is_left_alone(tmp_path):
     assert ensure_switch_priority(str(tmp_path / "absent")) is False
     assert not (tmp_path / "absent").exists()
+
+
+class _Host:
+    """A Mininet host's two calls that ``pingall`` uses, run by bash on this machine with a
+    ``ping`` on PATH that answers every address but those in ``down``."""
+
+    def __init__(self, ip: str, path: str):
+        self.ip, self.path, self.proc = ip, path, None
+
+    def IP(self) -> str:
+        return self.ip
+
+    def sendCmd(self, cmd: str) -> None:
+        import subprocess
+        self.proc = subprocess.Popen(["bash", "-c", cmd], stdout=subprocess.PIPE, text=True,
+                                     env={"PATH": self.path})
+
+    def waitOutput(self) -> str:
+        # Mininet's shell is interactive: job lines and a prompt come before the answers
+        return "[1] 4242\r\nmininet> \r\n" + self.proc.communicate(timeout=30)[0]
+
+
+def test_pingall_counts_each_answered_pair_once(tmp_path):
+    import os
+    import shutil
+    from types import SimpleNamespace
+
+    from emulation.harness.fabricnet import pingall
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for tool in ("bash", "echo"):
+        if shutil.which(tool):
+            os.symlink(shutil.which(tool), bin_ / tool)
+    (bin_ / "ping").write_text('#!/bin/bash\necho "64 bytes from ${@: -1}: ok"\n'
+                               '[ "${@: -1}" != 10.0.0.3 ]\n')
+    (bin_ / "ping").chmod(0o755)
+    net = SimpleNamespace(hosts=[_Host(f"10.0.0.{i}", str(bin_)) for i in (1, 2, 3)])
+    # 6 ordered pairs; the two towards 10.0.0.3 go unanswered
+    assert pingall(net) == 100.0 * 2 / 6
+    assert pingall(SimpleNamespace(hosts=net.hosts[:2])) == 0.0
+    assert pingall(SimpleNamespace(hosts=[])) == 0.0

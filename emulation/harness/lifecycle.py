@@ -91,7 +91,7 @@ class Emulation:
         return self
 
     def _discovered(self) -> bool:
-        self.net.pingAll(timeout=1)
+        fabricnet.pingall(self.net)
         view = self.ctl.rest("GET", "/v1/fabric", timeout=15)[1]
         doc = view.get("declared") or {}
         return bool(view.get("ready")) and set(doc.get("hosts", ())) == set(
