@@ -352,7 +352,7 @@ def test_roce_specs_pair_every_queue_pair_end_to_end(tmp_path):
                          {"spine": "s1", "share": 0.5, "sport": 40001}]},
               {"src": "h2_0", "dst": "h0_0", "spine": "s1", "sport": job["sport"]}]
     agents, groups, qps = _Agents(), [], {}
-    _start_roce(agents, _Net(), f, job, routes, 2, str(tmp_path), "t", 0.0, groups, qps,
+    _start_roce(agents, _Net(), f, job, routes, 2, str(tmp_path), "t", "gate", groups, qps,
                 {"window": 8})
     specs = _specs(agents)
     assert set(specs) == {"h0_0", "h1_0", "h2_0"} and len(groups) == 3 and len(qps) == 4
@@ -381,7 +381,7 @@ def test_explicit_flow_specs(tmp_path):
     routes = [{"src": fl["src"], "dst": fl["dst"], "spine": "s0", "sport": fl["sport"]}
               for fl in job["flows"]]
     agents, groups, qps = _Agents(), [], {}
-    _start_roce(agents, _Net(), f, job, routes, 1, str(tmp_path), "t", 0.0, groups, qps, {})
+    _start_roce(agents, _Net(), f, job, routes, 1, str(tmp_path), "t", "gate", groups, qps, {})
     specs = _specs(agents)
     assert sorted(specs) == ["h0_0", "h1_0", "h2_0"]
     assert sorted(q["bytes"] for q in specs["h0_0"]["send"]) == [3000, 5000]

@@ -5,8 +5,9 @@ source port; a split flow has one sub-connection per part, each with its own sou
 accepts its predecessor's connections. An iteration is 2(n-1) steps; in each step the rank
 sends a fixed-size chunk to its successor (split across its parts by their shares) and receives
 one from its predecessor, then moves on, as ring All-Reduce does. Every step is timed. All
-ranks start the first iteration at the same wall-clock time (one kernel clock for all hosts);
-later iterations start after the rank's compute gap. TCP makes delivery reliable.
+ranks start the first iteration at the same wall-clock time (one kernel clock for all hosts):
+``--start-at``, or the time the runner sends over ``--start-gate`` once every rank of the round
+is connected; later iterations start after the rank's compute gap. TCP makes delivery reliable.
 
 With ``--barrier`` (what the runner uses) the ranks of a ring also agree, over a Unix socket
 outside the emulated network, that every rank has finished a step before any starts the next:
@@ -76,6 +77,37 @@ def _recv_exact(sock: socket.socket, n: int, buf: memoryview) -> None:
         if not got:
             raise ConnectionError("peer closed the connection mid-step")
         n -= got
+
+
+def await_start(gate: str | None, start_at: float, deadline: float) -> None:
+    """Sleep until the first iteration: until ``start_at``, or, with a ``gate`` (a Unix socket
+    the runner serves), until the start time the runner sends once every agent of the round
+    reported connected. The gate spares a fixed lead that slow starts would outrun and fast
+    ones wait through."""
+    if gate:
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(gate)
+                break
+            except OSError:
+                s.close()
+                if time.time() > deadline:
+                    raise TimeoutError("start gate: the runner is not there") from None
+                time.sleep(0.05)
+        with s:
+            s.sendall(b"r")
+            s.settimeout(max(0.1, deadline - time.time()))
+            data = b""
+            while len(data) < 8:
+                got = s.recv(8 - len(data))
+                if not got:
+                    raise ConnectionError("start gate: the runner left")
+                data += got
+        (start_at,) = struct.unpack("!d", data)
+    wait = start_at - time.time()
+    if wait > 0:
+        time.sleep(wait)
 
 
 class Barrier:
@@ -194,9 +226,7 @@ def run_ring(args) -> dict:
     bufs = [memoryview(bytearray(1 << 16)) for _ in recv_sizes]
     iterations = []
     received = [0]
-    now = time.time()
-    if args.start_at > now:
-        time.sleep(args.start_at - now)
+    await_start(args.start_gate, args.start_at, deadline)
     for it in range(args.iterations):
         start = time.time()
         steps = []
@@ -244,6 +274,8 @@ def main(argv=None) -> int:
     r.add_argument("--iterations", type=int, default=1)
     r.add_argument("--compute-s", type=float, default=0.0)
     r.add_argument("--start-at", type=float, default=0.0, help="epoch seconds")
+    r.add_argument("--start-gate", help="Unix socket of the runner: report connected there "
+                                        "and start at the time it sends (instead of --start-at)")
     r.add_argument("--barrier", help="Unix socket path shared by the ring's ranks: "
                                       "synchronous steps")
     r.add_argument("--rank", type=int, default=0)

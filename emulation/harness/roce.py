@@ -400,7 +400,8 @@ class Agent:
 
     ``ip`` (this host), ``send`` and ``recv``: lists of queue pairs {"qpn", "peer" (IP),
     "sport" (the flow's source port), "bytes" (per step)}; ``steps``, ``iterations``,
-    ``compute_s``, ``start_at`` (epoch seconds), ``barrier`` (Unix socket path or null),
+    ``compute_s``, ``start_at`` (epoch seconds) or ``start_gate`` (the runner's Unix socket,
+    ``agents.await_start``), ``barrier`` (Unix socket path or null),
     ``rank``, ``size``; optional ``mtu`` (payload bytes per packet, 4096), ``window``
     (packets, 32), ``ack_every`` (4), ``min_rto`` (s, 0.5), ``stall_s`` (no progress for this long
     is an error, 60), ``drop`` (probability that a received packet is discarded, to test
@@ -570,7 +571,7 @@ class Agent:
         self.barrier.on_readable(sock)
 
     def run(self) -> dict:
-        from emulation.harness.agents import Barrier
+        from emulation.harness.agents import Barrier, await_start
         spec = self.spec
         steps, iterations = int(spec["steps"]), int(spec.get("iterations", 1))
         deadline = time.time() + 30.0
@@ -578,9 +579,7 @@ class Agent:
             self.barrier = Barrier(spec["barrier"], int(spec.get("rank", 0)),
                                    int(spec.get("size", 1)), deadline)
         self.neighbours_resolved = self.resolve_neighbours()
-        wait = float(spec.get("start_at", 0)) - time.time()
-        if wait > 0:
-            time.sleep(wait)
+        await_start(spec.get("start_gate"), float(spec.get("start_at", 0)), deadline)
         if self.barrier:
             self.barrier.wait()  # every rank's sockets exist: nothing is sent into the void
             for s in self.barrier.peers:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -30,7 +32,7 @@ from controller.enforcement.openflow import job_cookie
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import parse_jobs
-from emulation.harness import ovs
+from emulation.harness import fabricnet, ovs
 from emulation.harness.agents import _split_bytes
 from emulation.harness.controller_proc import REPO
 from emulation.harness.fabricnet import SWITCH_SNDBUF, ensure_switch_send_buffer, switch_send_buffer
@@ -216,6 +218,11 @@ class AgentGroup:
         if stuck:
             raise TimeoutError(f"{len(stuck)} agents did not finish within {timeout:.0f} s")
 
+    def exited(self) -> list[str]:
+        """Names of the agents that have already exited."""
+        return [os.path.basename(log.name)[:-4] for p, log in zip(self.procs, self._logs)
+                if p.poll() is not None]
+
     def stop(self) -> None:
         for p in self.procs:
             if p.poll() is None:
@@ -236,6 +243,69 @@ class AgentGroup:
         self.stop()
 
 
+def _agent_error(workdir: str, name: str) -> str:
+    """What an agent that stopped wrote: the error of its result file, else where its log is."""
+    try:
+        with open(os.path.join(workdir, name + ".json")) as fh:
+            return json.load(fh)["error"]
+    except (OSError, ValueError, KeyError):
+        return f"see {os.path.join(workdir, name + '.log')}"
+
+
+class StartGate:
+    """The Unix socket where a round's agents report that they are connected
+    (``agents.await_start``); once all have, each gets the same start time, ``lead`` s ahead.
+    The agents run in the hosts' network namespaces but share the file system."""
+
+    def __init__(self, path: str, lead: float = 0.1):
+        self.path, self.lead = path, lead
+        if os.path.exists(path):
+            os.unlink(path)
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(path)
+        self.server.listen(128)
+        self.server.settimeout(0.2)
+        self.ready: list[socket.socket] = []
+
+    def open(self, agents: AgentGroup, timeout: float) -> float:
+        """Wait (bounded) for every agent of ``agents`` to report, then send them the start
+        time and return it. An agent that exits first, or a timeout, raises: the round
+        cannot start."""
+        deadline = time.monotonic() + timeout
+        while len(self.ready) < len(agents.procs):
+            try:
+                conn, _ = self.server.accept()
+            except TimeoutError:
+                gone = agents.exited()
+                if gone:
+                    raise RuntimeError(f"agent {gone[0]} exited before the start: "
+                                       f"{_agent_error(os.path.dirname(self.path), gone[0])}"
+                                       ) from None
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{len(agents.procs) - len(self.ready)} agents did not "
+                                       f"connect within {timeout:.0f} s") from None
+                continue
+            conn.settimeout(5.0)
+            if conn.recv(1) == b"r":
+                self.ready.append(conn)
+            else:
+                conn.close()
+        start = time.time() + self.lead
+        for conn in self.ready:
+            conn.sendall(struct.pack("!d", start))
+        return start
+
+    def __enter__(self) -> StartGate:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for conn in self.ready:
+            conn.close()
+        self.server.close()
+        if os.path.exists(self.path):
+            os.unlink(self.path)
+
+
 def _run_traffic(net, fabric, jobs, views, iterations, workdir, tag) -> dict[str, list[float]]:
     """All-Reduce (or flow set) time per iteration for every job."""
     return run_traffic(net, fabric, jobs, views, iterations, workdir, tag)[0]
@@ -246,19 +316,20 @@ def run_traffic(net, fabric, jobs, views, iterations, workdir, tag, roce_opts=No
     """Run every job's agents at once; returns per job the time of each iteration (last end
     minus first start over the agents of a ring, slowest ring of the job) and, for RoCE
     jobs, per-flow-part packet counters."""
-    start_at = time.time() + 3.0
     longest = max(views[j["id"]]["predicted_allreduce_s"] for j in jobs)
     groups: list[tuple] = []  # (job id, group, result file)
     qps: dict[int, dict] = {}
-    with AgentGroup(workdir) as agents:
+    with AgentGroup(workdir) as agents, StartGate(os.path.join(workdir, f"{tag}-start.sock")
+                                                  ) as gate:
         for job in jobs:
             if job_transport(job) == "roce":
                 _start_roce(agents, net, fabric, job, views[job["id"]]["routes"], iterations,
-                            workdir, tag, start_at, groups, qps, roce_opts or {})
+                            workdir, tag, gate.path, groups, qps, roce_opts or {})
             else:
                 _start_tcp(agents, net, fabric, job, views[job["id"]]["routes"], iterations,
-                           workdir, tag, start_at, groups)
-        agents.wait(3.0 + 60.0 + 4 * iterations * longest)
+                           workdir, tag, gate.path, groups)
+        gate.open(agents, timeout=60.0)
+        agents.wait(60.0 + 4 * iterations * longest)
     per_group: dict[tuple, list] = {}
     sends, recvs = {}, {}
     for jid, g, out in groups:
@@ -280,7 +351,7 @@ def run_traffic(net, fabric, jobs, views, iterations, workdir, tag, roce_opts=No
                    for q, meta in sorted(qps.items())]
 
 
-def _start_tcp(agents, net, fabric, job, routes, iterations, workdir, tag, start_at, groups):
+def _start_tcp(agents, net, fabric, job, routes, iterations, workdir, tag, gate, groups):
     offset = 0
     for r, ranks in enumerate(_rings(job)):
         n = len(ranks)
@@ -302,14 +373,14 @@ def _start_tcp(agents, net, fabric, job, routes, iterations, workdir, tag, start
                    "--chunk", str(chunk), "--steps", str(2 * (n - 1)),
                    "--iterations", str(iterations),
                    "--compute-s", str(job.get("compute_s", 0)),
-                   "--start-at", repr(start_at), "--out", out,
+                   "--start-gate", gate, "--out", out,
                    "--barrier", os.path.join(workdir, f"{tag}-{job['id']}-r{r}.sock"),
                    "--rank", str(i), "--size", str(n)]
             agents.start(net.get(host), cmd, name)
             groups.append((job["id"], r, out))
 
 
-def _start_roce(agents, net, fabric, job, routes, iterations, workdir, tag, start_at, groups,
+def _start_roce(agents, net, fabric, job, routes, iterations, workdir, tag, gate, groups,
                 qps, opts):
     """One RoCE agent per host of the job (per ring rank, or per host of its explicit flows),
     every flow part a queue pair with a QP number unique in the round."""
@@ -323,7 +394,7 @@ def _start_roce(agents, net, fabric, job, routes, iterations, workdir, tag, star
             plist.append((qpn, sport, share))
         parts_of.append(plist)
     common = {"iterations": iterations, "compute_s": job.get("compute_s", 0),
-              "start_at": start_at, **opts}
+              "start_gate": gate, **opts}
 
     def qp_list(route_index, size, peer):
         shares = [share for _, _, share in parts_of[route_index]]
@@ -480,7 +551,7 @@ def emulate(spines, leaves, hosts_per_leaf, bw, jobs_doc, algorithms, mode, iter
     else:
         sndbuf = {"before": switch_send_buffer(), "after": None}
     with Session(spines, leaves, hosts_per_leaf, bw, outdir, mode) as s:
-        loss = s.net.pingAll(timeout=1) if ping else None
+        loss = fabricnet.pingall(s.net) if ping else None
         rounds = [run_round(s.net, s.ctl, s.fabric, jobs, alg, mode, iterations, workdir,
                             roce_opts)
                   for alg in algorithms]
