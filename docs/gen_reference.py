@@ -722,13 +722,14 @@ def _emulation() -> str:
               f"{fid['bw_mbps']:g} Mbit/s, two 4-rank rings of {fid['ring_bytes']:,.0f} B, "
               f"{fid['rounds']} rounds; a deeper switch socket buffer is the runner's fix, "
               "see the emulation guide):\n\n" + _table(fhead, frows)
-            + "The demo's rings (4 x 8 x 2, TCP), ECMP then greedy:\n\n"
+            + "The demo's rings (4 x 8 x 2, TCP) at 4 MB per ring (`make demo` runs 2 MB), "
+              "ECMP then greedy:\n\n"
             + _table(["routing", "job", "measured s (mean)", "ideal s", "predicted s",
                       "measured / predicted"], rows)
             + "![demo](../demo.png)\n\n"
-              "*Figure: made by* `make demo` *(*`python -m emulation.demo`*): measured "
-              "All-Reduce time against the fluid model and the ideal, and the bytes each "
-              "leaf-to-spine link carried.*\n\n")
+              "*Figure: made by* `make demo` *(*`python -m emulation.demo`*, 2 MB per ring): "
+              "measured All-Reduce time against the fluid model and the ideal, and the bytes "
+              "each leaf-to-spine link carried.*\n\n")
 
 
 def _reconcile() -> str:

@@ -2,7 +2,7 @@
 
 Default fabric: 4 spines, 8 leaves, 2 hosts per leaf, every link shaped to 5 Mbit/s, Open vSwitch
 in Mininet, the mlroute controller in ryu-manager. Workload: two ring All-Reduce jobs of 8 ranks
-(host 0 of every leaf, host 1 of every leaf), 4 MB per ring, so every leaf sends two elephants
+(host 0 of every leaf, host 1 of every leaf), 2 MB per ring, so every leaf sends two elephants
 over four uplinks and ECMP's hash puts some of them on one link. Each routing runs one iteration
 (``--iterations`` for more).
 The table shows the measured All-Reduce time, the ideal (shaped line rate), the fluid model's
@@ -31,7 +31,7 @@ from controller.errors import InputError
 from controller.jsonio import first_paragraph
 
 SPINES, LEAVES, HOSTS, BW_MBPS = 4, 8, 2, 5.0
-RING_BYTES = 4e6  # 0.8 s per step at 5 Mbit/s
+RING_BYTES = 2e6  # 0.4 s per step at 5 Mbit/s
 FAT_TREE_MBPS, FAT_TREE_BYTES = 10.0, 4_000_000  # 3.2 s per planned step
 DEFAULT_OUT = os.path.join("results", "demo")
 

@@ -451,9 +451,9 @@ def declare_jobs_document(run: Run):
 
 def emulation_rings(run: Run):
     run.says("the two rings of `make demo` (host 0 of every leaf, host 1 of every leaf, 4 MB "
-             "each)")
-    from emulation.demo import demo_jobs
-    assert run.json("rings.json") == demo_jobs()
+             "each, twice `make demo`'s)")
+    from emulation.demo import RING_BYTES, demo_jobs
+    assert run.json("rings.json") == demo_jobs(size=2 * RING_BYTES)
 
 
 def install_version(run: Run):
