@@ -7,6 +7,7 @@ import itertools
 
 import pytest
 
+from emulation.harness import fabricnet
 from tests.integration import carried_as_planned, discovered, discovering
 from topologies.clos import planes_fabric
 
@@ -20,8 +21,8 @@ def test_a_bundled_leaf_spine_is_discovered_with_no_file_and_its_members_used(tm
     truth = planes_fabric(1, 2, 4, 1, BW, bundle=2)
     with discovering(str(tmp_path), truth, BW) as (ctl, net):
         hosts = sorted(truth.host_leaves)
-        for a, b in zip(hosts, hosts[1:] + hosts[:1]):  # every host speaks once (ARP)
-            net[a].cmd(f"ping -c1 -W2 {truth.host_ip[b]}")
+        fabricnet.ping_pairs(net, [(a, truth.host_ip[b]) for a, b in  # every host speaks once
+                                   zip(hosts, hosts[1:] + hosts[:1])], 2)
         view = discovered(ctl, truth, "the bundled leaf-spine discovered")
         assert view["discovery"]["wiring_problems"] == [] and view["declared"]["bundle"]["leaf"] == 2
         job = {"id": "a2a", "flows": [{"src": truth.host_ip[a], "dst": truth.host_ip[b],

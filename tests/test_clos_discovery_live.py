@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from emulation.harness import fabricnet
 from emulation.harness.controller_proc import REPO
 from emulation.harness.transfers import planned_links
 from tests.clos_checks import CROSS_POD_RING
@@ -32,8 +33,8 @@ def live(tmp_path_factory):
     truth = fattree_fabric(4, 2, BW)
     with discovering(str(tmp_path_factory.mktemp("clos-discovery")), truth, BW) as (ctl, net):
         first = truth.host_ip["h0_0"]
-        for h in net.hosts:  # every host speaks once (ARP): discovery hears it
-            h.cmd(f"ping -c1 -W2 {first if h.name != 'h0_0' else truth.host_ip['h0_1']}")
+        fabricnet.ping_pairs(net, [(h.name, first if h.name != "h0_0" else truth.host_ip["h0_1"])
+                                   for h in net.hosts], 2)  # every host speaks once (ARP)
         yield ctl, net, truth
 
 

@@ -21,7 +21,7 @@ class _Host:
     ``ping`` on PATH that answers every address but those in ``down``."""
 
     def __init__(self, ip: str, path: str):
-        self.ip, self.path, self.proc = ip, path, None
+        self.name, self.ip, self.path, self.proc = f"h{ip}", ip, path, None
 
     def IP(self) -> str:
         return self.ip
@@ -36,22 +36,27 @@ class _Host:
         return "[1] 4242\r\nmininet> \r\n" + self.proc.communicate(timeout=30)[0]
 
 
-def test_pingall_counts_each_answered_pair_once(tmp_path):
+def test_pings_are_counted_once_per_answered_pair(tmp_path):
     import os
     import shutil
     from types import SimpleNamespace
 
-    from emulation.harness.fabricnet import pingall
+    from emulation.harness.fabricnet import ping_pairs, pingall
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     for tool in ("bash", "echo"):
         if shutil.which(tool):
             os.symlink(shutil.which(tool), bin_ / tool)
-    (bin_ / "ping").write_text('#!/bin/bash\necho "64 bytes from ${@: -1}: ok"\n'
+    (bin_ / "ping").write_text('#!/bin/bash\necho "answered ${@: -1}"\n'
                                '[ "${@: -1}" != 10.0.0.3 ]\n')
     (bin_ / "ping").chmod(0o755)
-    net = SimpleNamespace(hosts=[_Host(f"10.0.0.{i}", str(bin_)) for i in (1, 2, 3)])
+    def net(hosts):
+        return SimpleNamespace(hosts=hosts, get={h.name: h for h in hosts}.get)
+    hosts = [_Host(f"10.0.0.{i}", str(bin_)) for i in (1, 2, 3)]
     # 6 ordered pairs; the two towards 10.0.0.3 go unanswered
-    assert pingall(net) == 100.0 * 2 / 6
-    assert pingall(SimpleNamespace(hosts=net.hosts[:2])) == 0.0
-    assert pingall(SimpleNamespace(hosts=[])) == 0.0
+    assert pingall(net(hosts)) == 100.0 * 2 / 6
+    assert pingall(net(hosts[:2])) == 0.0
+    assert pingall(net([])) == 0.0
+    # a host's pings to any addresses (the second plane's, say), all at once
+    assert ping_pairs(net(hosts), [(hosts[0].name, "10.1.0.2"), (hosts[0].name, "10.0.0.3"),
+                                   (hosts[1].name, "10.1.0.1")]) == [("h10.0.0.1", "10.0.0.3")]

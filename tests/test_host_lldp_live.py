@@ -12,6 +12,7 @@ import tempfile
 
 import pytest
 
+from emulation.harness import fabricnet
 from tests.integration import alltoall_by_address, carried_as_planned, discovered, discovering
 from topologies.clos import host_network, planes_fabric
 
@@ -65,9 +66,8 @@ def live(tmp_path_factory):
                            f"{truth.ip_of(h, 1)}/{prefix} dev {intf}")
         hosts = sorted(truth.host_leaves)
         with lldp_agents(net, hosts, tmp):
-            for q in (0, 1):
-                for x, y in zip(hosts, hosts[1:] + hosts[:1]):
-                    net.get(x).cmd(f"ping -c1 -W2 {truth.ip_of(y, q)}")
+            fabricnet.ping_pairs(net, [(x, truth.ip_of(y, q)) for q in (0, 1)
+                                       for x, y in zip(hosts, hosts[1:] + hosts[:1])], 2)
             yield ctl, net, truth
 
 

@@ -7,6 +7,7 @@ interfaces of the second plane with ARP probes for the addresses their host part
 An all-to-all then carries its bytes on its planned links of both planes."""
 import pytest
 
+from emulation.harness import fabricnet
 from tests.integration import alltoall_by_address, carried_as_planned, discovered, discovering
 from topologies.clos import planes_fabric
 
@@ -24,9 +25,9 @@ def live(tmp_path_factory):
     truth = planes_fabric(2, 2, 4, 1, BW)
     with discovering(str(tmp_path_factory.mktemp("planes-discovery")), truth, BW) as (ctl, net):
         hosts = sorted(truth.host_leaves)
-        for a, b in zip(hosts, hosts[1:] + hosts[:1]):  # plane 0
-            net.get(a).cmd(f"ping -c1 -W2 {truth.ip_of(b, 0)}")
-        net.get(hosts[0]).cmd(f"ping -c1 -W2 {truth.ip_of(hosts[1], 1)}")  # two on plane 1
+        fabricnet.ping_pairs(net, [(a, truth.ip_of(b, 0)) for a, b in  # plane 0
+                                   zip(hosts, hosts[1:] + hosts[:1])]
+                             + [(hosts[0], truth.ip_of(hosts[1], 1))], 2)  # two on plane 1
         yield ctl, net, truth
 
 

@@ -174,20 +174,29 @@ def stop(net) -> None:
     net.stop()
 
 
+def ping_pairs(net, pairs, timeout: int = 1) -> list[tuple[str, str]]:
+    """One ping for each (host name, address) pair, every one sent at once, each waiting
+    ``timeout`` s for its answer: the pairs not answered. Each host's pings run in a subshell,
+    so its shell prints no job-control lines; a line ``answered <address>`` says one came."""
+    targets: dict[str, list[str]] = {}
+    for name, address in pairs:
+        targets.setdefault(name, []).append(address)
+    hosts = [net.get(name) for name in targets]
+    for h in hosts:
+        h.sendCmd(f"( for ip in {' '.join(targets[h.name])}; do {{ ping -c1 -W{int(timeout)} "
+                  "-n -q $ip >/dev/null 2>&1 && echo answered $ip; } & done; wait )")
+    answered = {(h.name, line.split()[1]) for h in hosts for line in h.waitOutput().splitlines()
+                if len(line.split()) == 2 and line.split()[0] == "answered"}
+    return [p for p in pairs if tuple(p) not in answered]
+
+
 def pingall(net, timeout: int = 1) -> float:
     """Mininet's pingall, every host to every other once with ``timeout`` s for the answer,
-    with every ping sent at once: percentage lost. Mininet sends one ping at a time (9.7 s
-    for the 16 hosts of a 4 x 8 x 2 fabric); this takes about one round trip and one second
-    at most. Each host's pings run in a subshell, so its shell prints no job-control lines,
-    and only lines that are exactly ``ok`` count."""
-    hosts = net.hosts
-    for h in hosts:
-        targets = " ".join(o.IP() for o in hosts if o is not h)
-        h.sendCmd(f"( for ip in {targets}; do ping -c1 -W{int(timeout)} -n -q $ip "
-                  ">/dev/null 2>&1 && echo ok & done; wait )")
-    answered = sum(line.strip() == "ok" for h in hosts for line in h.waitOutput().splitlines())
-    pairs = len(hosts) * (len(hosts) - 1)
-    return 100.0 * (pairs - answered) / pairs if pairs else 0.0
+    with every ping sent at once (``ping_pairs``): percentage lost. Mininet sends one ping at
+    a time (9.7 s for the 16 hosts of a 4 x 8 x 2 fabric); this takes about one round trip,
+    and ``timeout`` at most."""
+    pairs = [(h.name, o.IP()) for h in net.hosts for o in net.hosts if o is not h]
+    return 100.0 * len(ping_pairs(net, pairs, timeout)) / len(pairs) if pairs else 0.0
 
 
 def wait_until(predicate, timeout: float, interval: float = 0.2, what: str = "condition"):
