@@ -60,7 +60,11 @@ WORKERS ?= 2
 # Lint, the manual, every unit test, then one live test per capability and fabric shape (about
 # 20 minutes on 2 cores). As root, the integration tests' system packages and Open vSwitch are
 # installed first; without root they skip themselves (and say so).
-test: install docs
+# The two venvs install side by side (pip waits on the network and the disk as much as on a
+# core), then the manual builds.
+test:
+	@$(MAKE) --no-print-directory -j2 install $(DOCS_STAMP)
+	@$(MAKE) --no-print-directory docs
 	@if [ "$$(id -u)" = 0 ]; then $(MAKE) --no-print-directory system; \
 	  else echo "make test: not root: the integration tests (Mininet, Open vSwitch) will be skipped"; fi
 	$(VENV)/bin/ruff check .
