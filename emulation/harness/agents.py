@@ -79,23 +79,39 @@ def _recv_exact(sock: socket.socket, n: int, buf: memoryview) -> None:
         n -= got
 
 
+def unix_listener(path: str, backlog: int) -> socket.socket:
+    """A Unix socket served at ``path`` (a stale one from an earlier run replaced)."""
+    import os
+    if os.path.exists(path):
+        os.unlink(path)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(backlog)
+    return server
+
+
+def unix_connect(path: str, deadline: float, absent: str) -> socket.socket:
+    """Connect to the Unix socket at ``path``, retrying until its server is there; after
+    ``deadline`` (epoch seconds) a TimeoutError that says ``absent``."""
+    while True:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(path)
+            return s
+        except OSError:
+            s.close()
+            if time.time() > deadline:
+                raise TimeoutError(absent) from None
+            time.sleep(0.05)
+
+
 def await_start(gate: str | None, start_at: float, deadline: float) -> None:
     """Sleep until the first iteration: until ``start_at``, or, with a ``gate`` (a Unix socket
     the runner serves), until the start time the runner sends once every agent of the round
     reported connected. The gate spares a fixed lead that slow starts would outrun and fast
     ones wait through."""
     if gate:
-        while True:
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                s.connect(gate)
-                break
-            except OSError:
-                s.close()
-                if time.time() > deadline:
-                    raise TimeoutError("start gate: the runner is not there") from None
-                time.sleep(0.05)
-        with s:
+        with unix_connect(gate, deadline, "start gate: the runner is not there") as s:
             s.sendall(b"r")
             s.settimeout(max(0.1, deadline - time.time()))
             data = b""
@@ -125,12 +141,7 @@ class Barrier:
         self.generation = 0  # arrivals of this rank
         self.released = 0  # generations every rank has reached
         if rank == 0:
-            import os
-            if os.path.exists(path):
-                os.unlink(path)
-            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            server.bind(path)
-            server.listen(size)
+            server = unix_listener(path, size)
             server.settimeout(max(0.1, deadline - time.time()))
             while len(self.peers) < size - 1:
                 self.peers.append(server.accept()[0])
@@ -138,17 +149,7 @@ class Barrier:
             for p in self.peers:
                 p.settimeout(None)
         else:
-            while True:
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    s.connect(path)
-                    self.peers.append(s)
-                    break
-                except OSError:
-                    s.close()
-                    if time.time() > deadline:
-                        raise TimeoutError("ring barrier: rank 0 is not there") from None
-                    time.sleep(0.05)
+            self.peers.append(unix_connect(path, deadline, "ring barrier: rank 0 is not there"))
         self._counts = [0] * len(self.peers)  # rank 0: arrivals per peer
 
     def arrive(self) -> int:

@@ -185,8 +185,9 @@ def ping_pairs(net, pairs, timeout: int = 1) -> list[tuple[str, str]]:
     for h in hosts:
         h.sendCmd(f"( for ip in {' '.join(targets[h.name])}; do {{ ping -c1 -W{int(timeout)} "
                   "-n -q $ip >/dev/null 2>&1 && echo answered $ip; } & done; wait )")
-    answered = {(h.name, line.split()[1]) for h in hosts for line in h.waitOutput().splitlines()
-                if len(line.split()) == 2 and line.split()[0] == "answered"}
+    answered = {(h.name, words[1]) for h in hosts
+                for words in map(str.split, h.waitOutput().splitlines())
+                if len(words) == 2 and words[0] == "answered"}
     return [p for p in pairs if tuple(p) not in answered]
 
 

@@ -33,7 +33,7 @@ from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import parse_jobs
 from emulation.harness import fabricnet, ovs
-from emulation.harness.agents import _split_bytes
+from emulation.harness.agents import _split_bytes, unix_listener
 from emulation.harness.controller_proc import REPO
 from emulation.harness.fabricnet import SWITCH_SNDBUF, ensure_switch_send_buffer, switch_send_buffer
 from emulation.harness.roce import ROCE_PORT
@@ -259,11 +259,7 @@ class StartGate:
 
     def __init__(self, path: str, lead: float = 0.1):
         self.path, self.lead = path, lead
-        if os.path.exists(path):
-            os.unlink(path)
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.server.bind(path)
-        self.server.listen(128)
+        self.server = unix_listener(path, 128)
         self.server.settimeout(0.2)
         self.ready: list[socket.socket] = []
 
