@@ -8,6 +8,8 @@ entries every switch holds in flow mode (``clos_rules.clos_static_rules``), in s
 the label entries, which a switch holds only while a job runs in sr mode or sr is the default
 mode) and with host mode's pipeline (``clos_hostmode``), nothing down: per tier the switches,
 entries per switch (min, max) and the tier's total; and the seconds the controller took to compute them.
+On the fat-trees also the static entries that the loss of an aggregation switch changes when
+Open vSwitch reports it in two batches, and in one (``batched_loss``).
 Two addressings: ``prefix``, the fabric as built (aggregation switches, spines and cores match
 a leaf's or pod's prefix, ``model.prefixes``), and ``per_host``, the same fabric with its
 addresses striped across the leaves (host m of leaf i at 10.0.0.1 + m x leaves + i), so that
@@ -26,7 +28,7 @@ import sys
 import time
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
-from controller.enforcement.clos_rules import clos_static_rules
+from controller.enforcement.clos_rules import clos_all_static, clos_static_rules
 from controller.model.clos import Clos
 
 PAPER = (32, 64, 32)  # spines, leaves, hosts per leaf: the paper's largest two-tier cells
@@ -74,11 +76,45 @@ def count(fabric) -> dict:
     return out
 
 
+def _changes(before: dict, after: dict) -> dict:
+    """Static entries added and removed, and groups changed, from one set of desired tables
+    (``clos_all_static``) to another: the OpenFlow messages a step costs."""
+    added = removed = groups = 0
+    for dpid, (rules, grps) in after.items():
+        was, was_groups = set(before[dpid][0]), set(before[dpid][1])
+        now = set(rules)
+        added, removed = added + len(now - was), removed + len(was - now)
+        groups += len(set(grps) ^ was_groups)
+    return {"added": added, "removed": removed, "groups_changed": groups,
+            "messages": added + removed + groups}
+
+
+def batched_loss(fabric) -> dict:
+    """The last pod's first aggregation switch lost, as Open vSwitch reports the ports of a
+    switch going away: in two batches (every link but one core's and two leaves', then those
+    three), and in one (the baseline): the static entries each step changes (flow mode)."""
+    plane = fabric.planes[0]
+    agg = plane.aggs[-1][0]
+    links = sorted(link for link in fabric.links() if agg in link)
+    cores = [link for link in links if fabric.tier_of[link[0] if link[1] == agg else link[1]] == 2]
+    leaves = [link for link in links if link not in cores]
+    last = {cores[len(cores) // 2], *leaves[-2:]}
+    states = [fabric, fabric.with_down(set(links) - last), fabric.with_down(set(links))]
+    tables = [clos_all_static(f) for f in states]
+    reports = [{"links": len(states[i + 1].down) - len(states[i].down),
+                **_changes(tables[i], tables[i + 1])} for i in (0, 1)]
+    return {"switch": agg, "links": len(links), "two_reports": reports,
+            "two_reports_messages": sum(r["messages"] for r in reports),
+            "one_report": {"links": len(links), **_changes(tables[0], tables[2])}}
+
+
 def bench_fabric(name: str, fabric) -> dict:
     out = {"fabric": name, "switches": len(fabric.switches()), "leaves": len(fabric.leaves),
            "hosts": len(fabric.host_leaves),
            "pods": len(fabric.planes[0].pods),
            "prefix": count(fabric), "per_host": count(striped(fabric))}
+    if fabric.tiers == 3:
+        out["batched_loss"] = batched_loss(fabric)
     return out
 
 

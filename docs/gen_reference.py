@@ -785,7 +785,29 @@ def _entries() -> str:
               " A three-tier switch holds sr's label entries only while a job runs in sr mode "
               "or sr is the default mode; a two-tier leaf-spine holds them in every mode.\n\n"
             + _table(["fabric", "per switch (flow)", "all switches (flow)", "with sr's labels",
-                      "with host mode's pipeline", "seconds to compute (flow)"], rows))
+                      "with host mode's pipeline", "seconds to compute (flow)"], rows)
+            + _batched_loss(b))
+
+
+def _batched_loss(b: dict) -> str:
+    rows = []
+    for f in b["fabrics"]:
+        loss = f.get("batched_loss")
+        if loss:
+            steps = loss["two_reports"]
+            rows.append([f["fabric"], f"{loss['switch']} ({loss['links']} links)",
+                         " then ".join(f"{r['links']} links: {r['messages']:,}" for r in steps),
+                         f"{loss['two_reports_messages']:,}",
+                         f"{loss['one_report']['messages']:,}"])
+    if not rows:
+        return ""
+    return ("An aggregation switch of the last pod lost, as Open vSwitch may report the "
+            "ports of a switch going away: in two batches (every link but one core's and two "
+            "leaves', then those three), and in one. Static entries added and removed plus "
+            "groups changed, no job (the OpenFlow messages each step costs; "
+            "[prefixes](../explanation/enforcement.md#prefixes)).\n\n"
+            + _table(["fabric", "switch lost", "two reports: messages per step", "in all",
+                      "one report"], rows))
 
 
 CONTROLPLANE_PHASES = {

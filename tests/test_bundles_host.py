@@ -21,7 +21,7 @@ from controller.service.store import StateStore
 from emulation.harness.fake_switch import trace
 from tests.helpers import FakeClock
 from tests.test_bundles import bundled_fat_tree, bundled_leaf_spine, call, start
-from tests.test_prefixes import per_host
+from tests.test_prefixes import forwarding
 
 
 def core_bundled_fat_tree() -> Clos:
@@ -188,16 +188,17 @@ def test_a_probe_over_another_member_than_its_code_is_not_learned():
     assert reached(down, "l0", agg, f.ports_to("a0_1", "l0")[1]) == ("a0_1",)
 
 
-# sha256 of the static and host-mode entries as the builders wrote them before member fields
-# (and leaf and pod prefixes) existed: per switch, sorted, a prefix entry counted as the
-# per-host entries it stands for (tests/test_prefixes.py)
+# sha256 of what the static and host-mode entries did as the builders wrote them before member
+# fields (and leaf and pod prefixes) existed: per switch, each apart, the entries matching on
+# more than the destination (a prefix counted as the per-host entries it stands for), and per
+# table and host address the entry that takes it (``tests.test_prefixes.forwarding``)
 UNBUNDLED = {
-    "fat-tree": (lambda: Clos.fat_tree(4, 2).wire(), "4af8f5f6bfcb1a8b"),
-    "fat-tree k=6": (lambda: Clos.fat_tree(6, 1).wire(), "51a870fdad28b70e"),
-    "leaf-spine": (lambda: Clos.leaf_spine(3, 4, 2).wire(), "584641a6fbc09371"),
-    "two-plane": (lambda: Clos.fat_tree(4, 1, planes=2).wire(), "dfe0e50c4f0322de"),
+    "fat-tree": (lambda: Clos.fat_tree(4, 2).wire(), "008e1bdc8e46ab50"),
+    "fat-tree k=6": (lambda: Clos.fat_tree(6, 1).wire(), "016b29235e36f688"),
+    "leaf-spine": (lambda: Clos.leaf_spine(3, 4, 2).wire(), "b04d84cc7dd64054"),
+    "two-plane": (lambda: Clos.fat_tree(4, 1, planes=2).wire(), "7e0f6ad96cde3a20"),
     "degraded": (lambda: Clos.fat_tree(4, 2).wire().with_down({("a1_0", "c0_0"), ("l0", "a0_0")}),
-                 "74e90f462b8e3dac"),
+                 "eaa7f9511c13c8d3"),
 }
 
 
@@ -207,8 +208,11 @@ def test_without_bundles_the_static_entries_are_unchanged(shape):
     f = make()
     assert MemberBits(f).width == 0
     static = clos_all_static(f)
-    out = repr([(sw, sorted(map(repr, per_host(f, sw, clos_host_static_rules(f, sw)
-                                               + static[f.dpids[sw]][0]))),
+
+    def what(sw, rules):
+        other, by_address = forwarding(f, sw, rules)
+        return sorted(map(repr, other)), sorted(by_address.items())
+    out = repr([(sw, what(sw, static[f.dpids[sw]][0]), what(sw, clos_host_static_rules(f, sw)),
                  static[f.dpids[sw]][1]) for sw in f.switches()])
     assert hashlib.sha256(out.encode()).hexdigest()[:16] == digest
 

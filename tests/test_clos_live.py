@@ -3,8 +3,10 @@
 over the three tiers, and every directed switch link carries what the plan puts on it (port
 counters, within 5% of the payload), in flow, sr and host modes (the senders bind the source
 ports host mode chose); a restart from the state file sends nothing to any switch; a core
-link taken down moves the flows that crossed it, and the traffic follows."""
+link taken down moves the flows that crossed it, and the traffic follows; a leaf link taken
+down leaves every pair of hosts answering through its degraded class."""
 
+import ipaddress
 import random
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.openflow import COOKIE_STATIC
+from controller.model.prefixes import dst_prefixes
 from emulation.harness import fabricnet, ovs
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
@@ -87,6 +90,30 @@ def test_a_core_link_down_moves_its_flows_and_traffic_follows(emu):
     fabricnet.wait_until(lambda: not emu.ctl.rest("GET", "/v1/fabric")[1]["links_down"], 15,
                          what="the link back up")
     assert f.dpids  # the fabric the session built is the one the controller serves
+
+
+def test_a_leaf_link_down_keeps_every_pair_answering_through_its_class(emu):
+    """l0-a0_0 down: l1, in l0's pod, may no longer send l0's traffic up a0_0. It matches its
+    pod's prefix to the class's group, one priority below the per-leaf classes
+    (``DstPrefixes.of_classes``: its own hosts are matched above anyway); the leaves of other
+    pods match l0's own prefix. Unplanned traffic between every pair still answers."""
+    f, link = emu.fabric, ("l0", "a0_0")
+    pod = str(ipaddress.ip_network("/".join(dst_prefixes(f, "l1").pod[0][0])))
+
+    def down():
+        return {tuple(x.split("-")) for x in emu.ctl.rest("GET", "/v1/fabric")[1]["links_down"]}
+    emu.net.configLinkStatus(*link, "down")
+    try:
+        fabricnet.wait_until(lambda: link in down(), 15, what="the link down")
+
+        def installed():
+            return {(e["priority"], e["match"].get("nw_dst")) for e in ovs.dump_flows("l1")
+                    if e["table"] == 0 and e["priority"] in (11, 12)} or None
+        assert fabricnet.wait_until(installed, 15, what="l1's class") == {(11, pod)}
+        assert fabricnet.pingall(emu.net, timeout=2) == 0.0
+    finally:
+        emu.net.configLinkStatus(*link, "up")
+    fabricnet.wait_until(lambda: not down(), 15, what="the link back up")
 
 
 def test_a_restart_changes_no_entry_at_any_tier(emu):

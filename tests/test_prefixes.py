@@ -46,6 +46,34 @@ def per_host(fabric, switch, rules):
     return out
 
 
+def forwarding(fabric, switch, rules):
+    """What ``rules`` do: entries that match on more than the destination address, with
+    prefixes written per host (``per_host``), and per table and host address the actions of
+    the highest-priority entry matching on the destination alone (a pod's prefix below some
+    of its leaves' is thus the per-leaf entries it stands for). Two such entries of one
+    priority that both hold an address would be undefined in OpenFlow: refused."""
+    ips = {a: int(ipaddress.ip_address(a)) for a in fabric.addresses_at(switch).values()}
+    other, by_dst = [], collections.defaultdict(list)
+    for r in rules:
+        m = r.match_dict()
+        if set(m) <= {"eth_type", "ipv4_dst"} and m.get("eth_type") == 0x0800:
+            d = m.get("ipv4_dst", ("0.0.0.0", "0.0.0.0"))
+            net = ipaddress.ip_network("/".join(d) if isinstance(d, tuple) else d)
+            by_dst[r.table].append((r.priority, int(net.network_address), int(net.netmask),
+                                    r.actions, r.goto))
+        else:
+            other.append(r)
+    out = {}
+    for table, found in by_dst.items():
+        found.sort(key=lambda e: -e[0])
+        for a, n in ips.items():
+            hits = [e for e in found if n & e[2] == e[1]]
+            if hits:
+                assert len(hits) == 1 or hits[0][0] > hits[1][0], (switch, a, hits[:2])
+                out[(table, a)] = hits[0][3:]
+    return set(per_host(fabric, switch, other)), out
+
+
 def without_prefixes(fabric):
     """The fabric's prefixes replaced by its hosts one by one (the rule builders of before)."""
     cache = fabric.__dict__.setdefault(CACHE, {})
@@ -61,11 +89,11 @@ def without_prefixes(fabric):
     return fabric
 
 
-def static_of(fabric, host=True):
-    """switch -> (its static entries, host-mode pipeline included, as a set; its groups)."""
+def pipelines_of(fabric):
+    """switch -> (its static entries, its host-mode pipeline, its groups): what each does
+    is compared apart (host mode's class entries sit above the static ones)."""
     out = clos_all_static(fabric)
-    return {sw: (set(out[fabric.dpids[sw]][0]) | (set(clos_host_static_rules(fabric, sw))
-                                                  if host else set()),
+    return {sw: (out[fabric.dpids[sw]][0], clos_host_static_rules(fabric, sw),
                  out[fabric.dpids[sw]][1]) for sw in fabric.switches()}
 
 
@@ -90,8 +118,8 @@ def install(fabric, tables):
     return sw, rec
 
 
-def every_pair_delivered(fabric, sw, buckets=4):
-    for src, dst in itertools.permutations(fabric.host_leaves, 2):
+def every_pair_delivered(fabric, sw, buckets=4, pairs=None):
+    for src, dst in pairs or itertools.permutations(fabric.host_leaves, 2):
         for q in range(len(fabric.planes)):
             for b in range(buckets):
                 path, reached, labels = trace(fabric, sw, src, dst, bucket=b, plane=q)
@@ -145,9 +173,17 @@ def _agg_lost():
     return f
 
 
+def _agg_half_lost(keep_leaf=True):
+    """a2_0 of a k = 8 fat-tree loses three of its cores and l8 .. l10 (and l11 unless not
+    ``keep_leaf``): Open vSwitch reports the ports of a switch going away in batches."""
+    links = {("a2_0", f"c0_{j}") for j in range(3)} | {(f"l{i}", "a2_0") for i in (8, 9, 10)}
+    return Clos.fat_tree(8).wire().with_down(links | (set() if keep_leaf else {("l11", "a2_0")}))
+
+
 SHAPES = {
     "fat-tree k=4": lambda: Clos.fat_tree(4, 2).wire(),
     "fat-tree k=8, an aggregation switch lost": _agg_lost,
+    "fat-tree k=8, an aggregation switch half lost": _agg_half_lost,
     "fat-tree k=8, links down": lambda: Clos.fat_tree(8).wire().with_down(
         {("a1_0", "c0_0"), ("l0", "a0_0"), ("a3_2", "c2_1"), ("l9", "a2_3")}),
     "two planes": lambda: Clos.fat_tree(4, 1, planes=2).wire(),
@@ -161,11 +197,14 @@ SHAPES = {
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_prefix_entry_is_the_per_host_entries_it_replaces(shape):
     with_prefixes, before = SHAPES[shape](), without_prefixes(SHAPES[shape]())
-    now, then = static_of(with_prefixes), static_of(before)
-    assert sum(len(r) for r, _ in now.values()) < sum(len(r) for r, _ in then.values())
+    now, then = pipelines_of(with_prefixes), pipelines_of(before)
+    assert sum(len(s) + len(h) for s, h, _ in now.values()) < sum(
+        len(s) + len(h) for s, h, _ in then.values())
     for sw in now:
-        assert set(per_host(with_prefixes, sw, now[sw][0])) == then[sw][0], sw
-        assert now[sw][1] == then[sw][1]  # the same groups
+        for part in (0, 1):  # the static entries, host mode's pipeline
+            assert forwarding(with_prefixes, sw, now[sw][part]) == forwarding(
+                before, sw, then[sw][part]), (sw, part)
+        assert now[sw][2] == then[sw][2]  # the same groups
 
 
 def test_degraded_classes_match_the_leaves_prefixes():
@@ -186,9 +225,31 @@ def test_a_lost_aggregation_switch_costs_other_pods_leaves_one_entry_for_its_pod
     f = _agg_lost()
     for leaf in ("l0", "l13"):  # pods 0 and 3
         rules, groups = clos_all_static(f)[f.dpids[leaf]]
-        degraded = [r.match_dict()["ipv4_dst"] for r in rules if r.priority == 12]
-        assert degraded == [("10.0.8.0", "255.255.252.0")]  # l8 .. l11's hosts
+        degraded = [(r.priority, r.match_dict()["ipv4_dst"]) for r in rules
+                    if r.priority in (11, 12)]
+        assert degraded == [(11, ("10.0.8.0", "255.255.252.0"))]  # l8 .. l11's hosts
         assert len(groups) == 2  # the default group and the class's
+
+
+def test_a_pod_mostly_cut_off_costs_its_prefix_and_its_other_leaves():
+    """Three of pod 2's four leaves cut off from a2_0: a leaf of another pod matches pod 2's
+    prefix to the class, below l11's own prefix to the default group (2 entries, not 3);
+    when l11 is cut off too only l11's entry goes."""
+    f, whole = _agg_half_lost(), _agg_half_lost(keep_leaf=False)
+    rules, groups = clos_all_static(f)[f.dpids["l0"]]
+    degraded = sorted((r.priority, r.match_dict()["ipv4_dst"], r.actions) for r in rules
+                      if r.priority in (11, 12))
+    assert degraded == [(11, ("10.0.8.0", "255.255.252.0"), (("group", 2),)),
+                        (12, ("10.0.11.0", "255.255.255.248"), (("group", 1),))]
+    then, _ = clos_all_static(whole)[whole.dpids["l0"]]
+    assert set(rules) - set(then) == {r for r in rules if r.priority == 12}
+    assert set(then) - set(rules) == set()
+    for fabric in (f, whole):  # from leaves of three pods to every host of pod 2 and back
+        sw, _ = install(fabric, desired_tables(fabric, []))
+        ends = [h for leaf in ("l0", "l8", "l11", "l13") for h in fabric.hosts_on[leaf]]
+        pod2 = [h for i in range(8, 12) for h in fabric.hosts_on[f"l{i}"]]
+        every_pair_delivered(fabric, sw, pairs=[(a, b) for a in ends for b in pod2 if a != b]
+                             + [(b, a) for a in ends for b in pod2 if a != b])
 
 
 # ---- addresses that are not contiguous -------------------------------------------------------

@@ -84,6 +84,7 @@ from controller.enforcement.rules import (
     PRIO_ARP,
     PRIO_DEFAULT,
     PRIO_DEGRADED,
+    PRIO_DEGRADED_POD,
     PRIO_FROM_SPINE,
     PRIO_LOCAL,
     PRIO_MPLS,
@@ -313,12 +314,15 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView, ls):
                                                             for p in member_ports(f, leaf, a))))
         rules.append(rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                           [("group", DEFAULT_GROUP)]))
-    for c, (usable, leaves) in enumerate(pl.leaf_classes(leaf)):
-        gid = DEFAULT_GROUP + 1 + c
-        groups.append(GroupEntry(dpid, gid, tuple((("output", p),) for a in usable
-                                                  for p in member_ports(f, leaf, a))))
-        rules += [rule(dpid, T_CLASSIFY, PRIO_DEGRADED, {"eth_type": ETH_IPV4, "ipv4_dst": d},
-                       [("group", gid)]) for d in dst_prefixes(f, leaf).of_leaves(leaves)]
+    classes = pl.leaf_classes(leaf)
+    for c, (usable, _leaves) in enumerate(classes):
+        groups.append(GroupEntry(dpid, DEFAULT_GROUP + 1 + c, tuple(
+            (("output", p),) for a in usable for p in member_ports(f, leaf, a))))
+    wide, narrow = dst_prefixes(f, leaf).of_classes([ls for _u, ls in classes], own=leaf)
+    for prio, matches in ((PRIO_DEGRADED_POD, wide), (PRIO_DEGRADED, narrow)):
+        rules += [rule(dpid, T_CLASSIFY, prio, {"eth_type": ETH_IPV4, "ipv4_dst": d}, [(
+            "group", DEFAULT_GROUP if c is None else DEFAULT_GROUP + 1 + c)])
+            for d, c in matches]
     return rules, groups
 
 

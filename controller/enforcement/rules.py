@@ -44,6 +44,7 @@ PRIO_ARP, PRIO_MPLS, PRIO_PLANNED, PRIO_LOCAL, PRIO_FROM_SPINE, PRIO_DEFAULT = (
 # the default group (10); the probe trap on spines above everything
 PRIO_HOST, PRIO_HOST_CLASS, PRIO_PROBE = 15, 16, 1000
 PRIO_DEGRADED = 12  # unplanned traffic to a leaf some spines cannot reach
+PRIO_DEGRADED_POD = 11  # ... to a pod most of whose leaves are in one class, below its others
 T_HOST_CLASS = 2  # host mode: first table of the per-destination classes
 PROBE_DSCP = 59  # RFC 2474 pool 2 (xxxx11): experimental or local use, never set by RoCE or TCP
 ROCE_DPORT = 4791

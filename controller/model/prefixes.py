@@ -19,7 +19,9 @@ Matches of different groups never overlap, so their priorities need not order th
 prefixes are nested or disjoint, and a used prefix holds its group's hosts and no other, so a
 group's prefix inside another's would put its hosts in the other's, and the other's inside it
 the other's hosts in it. A per-host entry of a leaf that fell back lies in no used prefix for
-the same reason. A planned flow's exact ``ipv4_dst`` at a higher priority always wins.
+the same reason. A planned flow's exact ``ipv4_dst`` at a higher priority always wins. The
+one nesting used on purpose is a pod's prefix under some of its own leaves' (``of_classes``):
+a leaf switch puts the pod's below them, at a priority of its own.
 
 Pure function of the addresses: with zero configuration hosts appear as they speak, and a new
 host of leaf B inside leaf A's prefix turns A back to per-host entries in the next desired
@@ -108,6 +110,7 @@ class DstPrefixes:
     pod: dict  # pod index -> its prefix, or its leaves' matches
     pod_of: dict = field(default_factory=dict)  # leaf -> its pod index
     pod_size: dict = field(default_factory=dict)  # pod index -> how many leaves it has
+    members: dict = field(default_factory=dict)  # pod index -> its leaves, in order
 
     def of_leaves(self, leaves: Iterable[str]) -> list:
         """The matches of ``leaves`` (in their order): a pod all of whose leaves are among
@@ -134,6 +137,46 @@ class DstPrefixes:
                 out += self.leaf.get(n, [])
         return out
 
+    def of_classes(self, classes: list[list[str]], own: str | None = None) -> tuple[list, list]:
+        """The matches of several classes of leaves (class c: ``classes[c]``, disjoint) as
+        (pod-wide [(match, c)], per leaf [(match, c, or None for a leaf in no class)]), for a
+        switch that puts the pod-wide matches below the per-leaf ones. A pod with a prefix
+        of its own is matched by it, to the class holding most of its leaves, when that takes
+        fewer entries than those leaves' matches: its other leaves are then matched on their
+        own above it, each to its class (None: to what the switch does with a leaf in no
+        class). A whole pod in one class is its prefix alone. ``own``: a leaf whose hosts the
+        switch matches above both anyway (its own): never matched here.
+
+        A lost aggregation switch reported in two steps (6 of a pod's 8 leaves cut off, then
+        all 8) costs a leaf of another pod 3 entries, then 1, instead of 6, then 1.
+
+        >>> d = plane_prefixes({f"h{i}": f"10.0.{i}.1" for i in range(4)},
+        ...                    {f"l{i}": [f"h{i}"] for i in range(4)},
+        ...                    {f"l{i}": 0 for i in range(4)})
+        >>> d.of_classes([["l0", "l1", "l2"]])  # l3 in no class: above the pod's prefix
+        ([(('10.0.0.0', '255.255.252.0'), 0)], [('10.0.3.1', None)])
+        >>> d.of_classes([["l0", "l1"], ["l2"]], own="l3")  # l3's hosts: matched above
+        ([(('10.0.0.0', '255.255.252.0'), 0)], [('10.0.2.1', 1)])
+        >>> d.of_classes([["l0"], ["l2"]], own="l3")  # the prefix and l1: not fewer
+        ([], [('10.0.0.1', 0), ('10.0.2.1', 1)])
+        """
+        class_of = {n: c for c, names in enumerate(classes) for n in names}
+        wide, narrow = [], []
+        for q in dict.fromkeys(self.pod_of.get(n) for n in class_of):
+            names = self.members.get(q, [n for n in class_of if self.pod_of.get(n) == q])
+            counts = Counter(class_of[n] for n in names if n in class_of)
+            best = max(counts, key=lambda c: (counts[c], -c))  # most leaves; lowest class
+            rest = [n for n in names if n != own and class_of.get(n) != best]
+            cost = sum(len(self.leaf.get(n, [])) for n in names if class_of.get(n) == best)
+            extra = sum(len(self.leaf.get(n, [])) for n in rest if n not in class_of)
+            if q is not None and len(self.pod.get(q, [])) == 1 and (1 + extra < cost or not rest):
+                wide.append((self.pod[q][0], best))
+                kept = rest
+            else:
+                kept = [n for n in names if n in class_of]
+            narrow += [(m, class_of.get(n)) for n in kept for m in self.leaf.get(n, [])]
+        return wide, narrow
+
     def of_pods(self, pods: Iterable[int]) -> list:
         return [m for q in pods for m in self.pod.get(q, [])]
 
@@ -155,7 +198,7 @@ def plane_prefixes(addresses: Mapping[str, str], hosts_of: Mapping[str, list],
     # one match: the pod's prefix (or its only address); several: it fell back, to its leaves'
     return DstPrefixes(leaf, {q: pods[q] if len(pods[q]) <= 1 else leaf_matches(leaf, names)
                               for q, names in members.items()},
-                       dict(pod_of), {q: len(names) for q, names in members.items()})
+                       dict(pod_of), {q: len(names) for q, names in members.items()}, members)
 
 
 def leaf_matches(leaf: Mapping, names: Iterable[str]) -> list:
