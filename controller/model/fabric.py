@@ -10,7 +10,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from controller.errors import InputError
-from controller.model.prefixes import CACHE as PREFIX_CACHE
 
 _FABRIC_KEYS = {"spines", "leaves", "hosts", "link_gbps", "down"}
 # Wiring, needed by the controller (not by the planner): datapath ids, port numbers, addresses.
@@ -109,7 +108,6 @@ class Fabric(HostLookup):
     extra: dict = field(default_factory=dict)  # unknown top-level keys, kept for extensions
 
     def __post_init__(self) -> None:
-        self.__dict__.pop(PREFIX_CACHE, None)  # derived from the hosts: recomputed
         self.__dict__.pop(DERIVED, None)
         self.spine_index = {s: j for j, s in enumerate(self.spines)}
         self.leaf_index = {l: i for i, l in enumerate(self.leaves)}
@@ -360,13 +358,9 @@ class Fabric(HostLookup):
         return [(leaf, spine) for leaf in self.leaves for spine in self.spines]
 
     def with_down(self, down: Iterable[tuple[str, str]]) -> Fabric:
-        """A copy with another set of failed links (the model is immutable in use); it keeps
-        the destination prefixes, which depend on the hosts only."""
-        out = Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
-                     set(down), dict(self.extra))
-        if PREFIX_CACHE in self.__dict__:
-            out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
-        return out
+        """A copy with another set of failed links (the model is immutable in use)."""
+        return Fabric(list(self.spines), list(self.leaves), dict(self.hosts), self.link_gbps,
+                      set(down), dict(self.extra))
 
 
 def leaf_spine_line(spines: list[str], leaves: list[str], hosts: int, up) -> str:

@@ -206,16 +206,12 @@ def leaf_matches(leaf: Mapping, names: Iterable[str]) -> list:
 
 
 def dst_prefixes(fabric, switch: str) -> DstPrefixes:
-    """The prefixes of ``switch``'s plane, computed once per fabric object: a
-    ``model.clos.Clos`` (its planes' pods) or a two-tier ``model.fabric.Fabric`` (one pod)."""
+    """The prefixes of ``switch``'s plane of a ``model.clos.Clos`` (a leaf-spine is a plane
+    of one pod), computed once per fabric object."""
     cache = fabric.__dict__.setdefault(CACHE, {})
     q = fabric.plane_of_switch(switch)
     if q not in cache:
-        if fabric.is_clos:
-            p = fabric.planes[q]
-            pod_of = dict(zip(p.leaves, p.pod_of_leaf))
-            hosts_of = fabric.hosts_on
-        else:
-            pod_of, hosts_of = dict.fromkeys(fabric.leaves, 0), fabric.hosts_of_leaf
-        cache[q] = plane_prefixes(fabric.addresses_at(switch), hosts_of, pod_of)
+        p = fabric.planes[q]
+        cache[q] = plane_prefixes(fabric.addresses_at(switch), fabric.hosts_on,
+                                  dict(zip(p.leaves, p.pod_of_leaf)))
     return cache[q]
