@@ -467,5 +467,5 @@ def test_wiring_of_two_planes_names_the_host_and_the_plane(change, message):
 def test_one_plane_takes_one_address_per_host_not_a_list():
     doc = Clos.fat_tree(4).wire().to_dict()
     doc["host_ip"]["h0_0"] = [doc["host_ip"]["h0_0"]]
-    with pytest.raises(InputError, match="host h0_0 has no IPv4 address"):
+    with pytest.raises(InputError, match=r"host h0_0 needs one IPv4 address \(a string\), got \["):
         load_fabric(doc).check_wiring()

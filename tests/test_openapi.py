@@ -82,6 +82,7 @@ def test_odd_paths_get_json_errors(controller):
 # ---- schema and code accept the same documents -----------------------------------------------
 import jsonschema_rs  # noqa: E402
 
+from controller.model.clos import Clos  # noqa: E402
 from controller.model.fabric import Fabric  # noqa: E402
 from controller.service.route_service import RouteService  # noqa: E402
 from emulation.harness.fake_switch import FakeSwitches  # noqa: E402
@@ -184,6 +185,34 @@ def test_a_null_list_is_a_400_not_a_500(field):
     assert status == 400 and isinstance(doc["error"], str), doc
     assert "Traceback" not in doc["error"] and "internal error" not in doc["error"]
     assert not _validator("Job").is_valid(body)
+
+
+def _set(doc, path, value):
+    *where, last = path
+    for k in where:
+        doc = doc[k]
+    doc[last] = value
+
+
+@pytest.mark.parametrize("path, value, key", [
+    (("host_mac", "x"), {}, "host_mac"),  # a host the fabric does not have
+    (("host_ip", "h0_0"), ["10.0.0.1"], "IPv4"),  # one plane: one address, not a list
+    (("dpids", "l1"), {"a": 1}, "dpids"),
+    (("dpids",), [1, 2], "dpids"),
+    (("ports", "a0_0"), 3, "ports"),
+    (("ports", "a0_0", "l1"), "2", "ports"),
+    (("host_mac", "h0_0"), 5, "host_mac")])
+def test_a_three_tier_fabric_with_values_of_the_wrong_type_is_a_400_not_a_500(path, value, key):
+    """Regression: the Clos loader read the wiring tables before it checked them: a list as
+    'dpids' or a dict as a datapath id got a 500, the MAC address of an unknown host was
+    kept. Each is a 400 naming the table, and the fabric served before is kept."""
+    doc = json.loads(json.dumps(Clos.fat_tree(4, 1).wire().to_dict()))
+    _set(doc, path, value)
+    svc = _service()
+    before = api.handle(svc, "GET", "/v1/fabric")
+    status, answer = api.handle(svc, "PUT", "/v1/fabric", json.dumps(doc).encode())
+    assert status == 400 and key in answer["error"], answer
+    assert api.handle(svc, "GET", "/v1/fabric") == before
 
 
 @pytest.mark.parametrize("key, value", [

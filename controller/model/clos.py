@@ -156,8 +156,7 @@ class Clos(HostLookup):
     def with_down(self, down) -> Clos:
         """A copy with another set of failed links (the model is immutable in use); it keeps
         the destination prefixes (they depend on the hosts only) and ``as_leaf_spine``'s model."""
-        out = replace(self, down=set(down), down_switches=set(self.down_switches),
-                      wiring=dict(self.wiring))
+        out = replace(self, down=set(down), down_switches=set(self.down_switches), wiring=dict(self.wiring))
         if PREFIX_CACHE in self.__dict__:
             out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
         if "_leaf_spine" in self.__dict__:  # two tiers: the same model, other links down
@@ -328,6 +327,7 @@ class Clos(HostLookup):
                 seen[name] = "pod" if name in plane.pods else "switch"
         host_leaves = _hosts(doc, planes, seen)
         wiring = {k: doc[k] for k in WIRING if k in doc}
+        clos_wiring.check_tables(wiring, {n for n, k in seen.items() if k == "switch"}, host_leaves)
         fabric = cls(planes, host_leaves, _speeds(doc.get("link_gbps", 100)), wiring=wiring)
         fabric._read_bundles(doc)
         fabric._read_down(doc)

@@ -85,6 +85,35 @@ def _links(fabric, sw: str, peer: str) -> int:
     return fabric.bundle(lo, up)
 
 
+def check_tables(wiring: Mapping, switches, hosts) -> None:
+    """The wiring tables of a document, before the model reads them: each maps names it
+    knows (``switches``, ``hosts``) to values of the right type, else an ``InputError``
+    naming the table (a wrong type used to surface as a TypeError, an HTTP 500)."""
+    for key, table in wiring.items():
+        if not isinstance(table, Mapping) or not all(isinstance(k, str) for k in table):
+            raise InputError(f"fabric: '{key}' must map names to values")
+        kind, names = ("switch", switches) if key in ("dpids", "ports") else ("host", hosts)
+        unknown = [k for k in table if k not in names]
+        if unknown:
+            raise InputError(f"fabric: '{key}' names an unknown {kind} {unknown[0]!r}")
+    for sw, d in wiring.get("dpids", {}).items():
+        if not _integer(d):
+            raise InputError(f"fabric: 'dpids' must map switch names to integers ({sw}: {d!r})")
+    for sw, peers in wiring.get("ports", {}).items():
+        if not isinstance(peers, Mapping) or not all(isinstance(n, str) for n in peers):
+            raise InputError("fabric: 'ports' must map each switch to {neighbour: port}")
+        for peer, p in peers.items():
+            if not (_integer(p) or isinstance(p, list) and all(_integer(x) for x in p)):
+                raise InputError(f"fabric: switch {sw} has no port number for {peer} "
+                                 f"('ports': {p!r}; a list of them for a bundle)")
+    for key in ("host_ip", "host_mac"):
+        for h, a in wiring.get(key, {}).items():
+            if not (isinstance(a, str) or isinstance(a, list)
+                    and all(isinstance(x, str) for x in a)):
+                raise InputError(f"fabric: '{key}' must map host names to address strings "
+                                 f"(a list of them, one per plane), got {a!r} for {h}")
+
+
 def check(fabric) -> None:
     """Every switch a datapath id, every link a port at both ends, every host an IPv4 and
     a MAC address in every plane (a string with one plane, a list with several), nothing
@@ -122,8 +151,11 @@ def check(fabric) -> None:
         table = fabric.wiring[key]
         for h in fabric.host_leaves:
             a = table.get(h) if isinstance(table, dict) else None
-            if n == 1 and not isinstance(a, str):
+            if n == 1 and a is None:
                 raise InputError(f"fabric: host {h} has no {what} address")
+            if n == 1 and not isinstance(a, str):
+                raise InputError(f"fabric: host {h} needs one {what} address (a string), "
+                                 f"got {a!r}")
             if n > 1 and (not isinstance(a, list) or len(a) != n
                           or not all(isinstance(x, str) for x in a)):
                 raise InputError(f"fabric: host {h} needs one {what} address per plane "
