@@ -102,7 +102,7 @@ def test_roles_come_from_hosts_not_from_dpid_order():
     doc = f.to_dict()
     doc["dpids"] = {**{s: 0x900 + j for j, s in enumerate(f.spines)},
                     **{l: 0x100 + i for i, l in enumerate(f.leaves)}}
-    want = Fabric.from_dict(doc)
+    want = load_fabric(doc).as_leaf_spine()
     got, problems = recognise(observe(want))
     assert problems == []
     assert spines(got) == ["s0", "s1"] and got.dpids["s0"] == 0x900

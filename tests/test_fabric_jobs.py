@@ -1,6 +1,7 @@
 import pytest
 
 from controller.errors import InputError
+from controller.model.clos import load_fabric
 from controller.model.fabric import Fabric, spine_list
 from controller.model.jobs import parse_job, parse_jobs
 from tests.helpers import fabric
@@ -16,26 +17,26 @@ def test_generate_names_and_failed_spines():
 
 
 def test_round_trip_and_single_link_down():
-    f = Fabric.from_dict({"spines": ["a", "b"], "leaves": ["x", "y"],
-                          "hosts": {"h1": "x", "h2": "y"}, "down": [["b", "x"]]})
+    f = load_fabric({"spines": ["a", "b"], "leaves": ["x", "y"],
+                     "hosts": {"h1": "x", "h2": "y"}, "down": [["b", "x"]]}).as_leaf_spine()
     assert f.down == {("x", "b")}  # either order accepted
     assert not f.uniform()
     assert spine_list(f.usable_mask(0, 1)) == [0]
-    assert Fabric.from_dict(f.to_dict()).down == f.down
+    assert load_fabric(f.to_dict()).as_leaf_spine().down == f.down
 
 
 @pytest.mark.parametrize("doc, message", [
     ({"leaves": ["l0"], "hosts": {}}, "missing field 'spines'"),
-    ({"spines": [], "leaves": ["l0"], "hosts": {}}, "'spines' is empty"),
+    ({"spines": [], "leaves": ["l0"], "hosts": {}}, "'spines' must be a non-empty list"),
     ({"spines": ["s0"], "leaves": ["l0"], "hosts": {"h": "l9"}}, "unknown leaf"),
-    ({"spines": ["s0", "s0"], "leaves": ["l0"], "hosts": {}}, "duplicate name"),
+    ({"spines": ["s0", "s0"], "leaves": ["l0"], "hosts": {}}, "duplicate name 's0' in 'spines'"),
     ({"spines": ["s0"], "leaves": ["l0"], "hosts": {}, "link_gbps": -1}, "positive"),
-    ({"spines": ["s0"], "leaves": ["l0"], "hosts": {}, "down": [["l0", "s5"]]}, "unknown link"),
+    ({"spines": ["s0"], "leaves": ["l0"], "hosts": {}, "down": [["l0", "s5"]]}, "not linked"),
     ([], "expected a JSON object"),
 ])
 def test_bad_fabric(doc, message):
     with pytest.raises(InputError, match=message):
-        Fabric.from_dict(doc)
+        load_fabric(doc)
 
 
 def test_ring_job_flows_and_ideal():

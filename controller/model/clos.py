@@ -36,7 +36,6 @@ _KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "b
          "down", "down_switches", "name"} | WIRING
 _PLANE_KEYS = {"spines", "leaves", "pods", "cores", "name"}
 _MEMBERS = tuple(tuple(range(n)) for n in range(9))  # the members of a bundle of n, all up
-_TWO_TIER_EXTRAS = {"planes", "pods", "cores", "bundle", "bundles", "down_switches"}
 
 
 @dataclass
@@ -429,10 +428,8 @@ class Clos(HostLookup):
 
 
 def load_fabric(doc: Mapping) -> Clos:
-    """Any fabric document as a ``Clos``; a two-tier one is checked as ``Fabric.from_dict`` does."""
-    two = isinstance(doc, Mapping) and not set(doc) & _TWO_TIER_EXTRAS
-    two = two and not isinstance(doc.get("link_gbps"), Mapping)
-    return as_clos(Fabric.from_dict(doc)) if two else Clos.from_dict(doc)
+    """Any fabric document (two tiers or three, planes, bundles) as a ``Clos``."""
+    return Clos.from_dict(doc)
 
 
 def as_clos(fabric: Fabric | Clos | None) -> Clos | None:
@@ -518,8 +515,8 @@ def _hosts(doc: Mapping, planes: list[Plane], names: dict) -> dict[str, tuple[st
                              f"planes, got {where!r}")
         for q, leaf in enumerate(ls):
             if leaf not in leaf_sets[q]:
-                raise InputError(f"fabric: host {h} is on no leaf of plane {planes[q].name} "
-                                 f"({leaf!r} is not one of its leaves)")
+                on = f" of plane {planes[q].name}" if len(planes) > 1 else ""
+                raise InputError(f"fabric: host {h} is attached to unknown leaf {leaf!r}{on}")
         out[h] = tuple(ls)
     return out
 
@@ -534,13 +531,14 @@ def _speeds(value) -> dict[str, float]:
         base = value.get("leaf", 100)
         out = {t: value.get(t, base) for t in TIERS}
     else:
-        out = {t: value for t in TIERS}
+        out = {t: _speed(None, value) for t in TIERS}
     return {t: _speed(t, v) for t, v in out.items()}
 
 
-def _speed(tier: str, v) -> float:
+def _speed(tier: str | None, v) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-        raise InputError(f"fabric: link_gbps of tier {tier} must be a positive number, got {v!r}")
+        of = f" of tier {tier}" if tier else ""
+        raise InputError(f"fabric: link_gbps{of} must be a positive number, got {v!r}")
     return float(v)
 
 

@@ -17,9 +17,12 @@ import re
 from collections.abc import Mapping
 
 from controller.errors import InputError
-from controller.model.fabric import _integer
 
 WIRING = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def per_plane(table) -> dict[str, tuple[str, ...]]:
@@ -139,7 +142,7 @@ def check(fabric) -> None:
                 raise InputError(f"fabric: switch {sw} has no port number for {peer}")
             if k == 1 and isinstance(p, list):
                 raise InputError(f"fabric: switch {sw} has a single link to {peer}: one port "
-                                 f"number, not a list ({p!r})")
+                                 f"number in 'ports', not a list ({p!r})")
             if len(numbers) != k:
                 raise InputError(f"fabric: switch {sw} needs {k} port number(s) for {peer} "
                                  f"(its bundle has {k} link(s)), got {p!r}")
@@ -154,8 +157,8 @@ def check(fabric) -> None:
             if n == 1 and a is None:
                 raise InputError(f"fabric: host {h} has no {what} address")
             if n == 1 and not isinstance(a, str):
-                raise InputError(f"fabric: host {h} needs one {what} address (a string), "
-                                 f"got {a!r}")
+                raise InputError(f"fabric: host {h} needs one {what} address (a string) in "
+                                 f"'{key}', got {a!r}")
             if n > 1 and (not isinstance(a, list) or len(a) != n
                           or not all(isinstance(x, str) for x in a)):
                 raise InputError(f"fabric: host {h} needs one {what} address per plane "

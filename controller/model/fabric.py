@@ -1,20 +1,19 @@
-"""The leaf-spine fabric: who is connected to whom, which leaf-spine links are down.
+"""The two-tier planners' view of one leaf-spine plane: who is connected to whom, which
+leaf-spine links are down, as spine indices and bitmasks.
 
-Spines and leaves are kept in declaration order; a spine's position in ``spines`` is its id for
-every tie-break ("lowest spine id"). Usable spines of a leaf pair are kept as bitmasks (bit j =
-spine j) so planners can intersect them cheaply.
+Not a document model: every fabric document loads as a ``model.clos.Clos``
+(``load_fabric``), and a Clos of one two-tier plane without bundles hands its planners this
+view (``Clos.as_leaf_spine``). ``Fabric.generate`` builds one directly for tests and
+benchmarks. Spines and leaves are kept in declaration order; a spine's position in ``spines``
+is its id for every tie-break ("lowest spine id"). Usable spines of a leaf pair are kept as
+bitmasks (bit j = spine j) so planners can intersect them cheaply.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from controller.errors import InputError
-
-_FABRIC_KEYS = {"spines", "leaves", "hosts", "link_gbps", "down"}
-# Wiring, needed by the controller (not by the planner): datapath ids, port numbers, addresses.
-_WIRING_KEYS = {"dpids", "ports", "host_ip", "host_mac"}
-
 
 DERIVED = "_derived"  # the fabric object's attribute holding values computed from it once
 
@@ -128,78 +127,6 @@ class Fabric(HostLookup):
 
     # ---- construction -------------------------------------------------------------------
     @classmethod
-    def from_dict(cls, doc: Mapping) -> Fabric:
-        """Validate a fabric document (docs/reference/formats.md) and build the model."""
-        if not isinstance(doc, Mapping):
-            raise InputError("fabric: expected a JSON object")
-        for key in ("spines", "leaves", "hosts"):
-            if key not in doc:
-                raise InputError(f"fabric: missing field '{key}'")
-        spines = _names(doc["spines"], "spines")
-        leaves = _names(doc["leaves"], "leaves")
-        if not spines:
-            raise InputError("fabric: 'spines' is empty")
-        if not leaves:
-            raise InputError("fabric: 'leaves' is empty")
-        clash = set(spines) & set(leaves)
-        if clash:
-            raise InputError(f"fabric: name used for a spine and a leaf: {sorted(clash)[0]}")
-        hosts_doc = doc["hosts"]
-        if not isinstance(hosts_doc, Mapping):
-            raise InputError("fabric: 'hosts' must map host names to leaf names")
-        leaf_set = set(leaves)
-        hosts: dict[str, str] = {}
-        for host, leaf in hosts_doc.items():
-            if not isinstance(host, str) or not host:
-                raise InputError("fabric: host names must be non-empty strings")
-            if not isinstance(leaf, str) or leaf not in leaf_set:
-                raise InputError(f"fabric: host {host} is attached to unknown leaf {leaf!r}")
-            if host in leaf_set or host in spines:
-                raise InputError(f"fabric: host name {host} is also a switch name")
-            hosts[host] = leaf
-        gbps = doc.get("link_gbps", 100)
-        if isinstance(gbps, bool) or not isinstance(gbps, (int, float)) or not gbps > 0:
-            raise InputError(f"fabric: link_gbps must be a positive number, got {gbps!r}")
-        down = set()
-        down_doc = doc.get("down", [])
-        if not isinstance(down_doc, list):
-            raise InputError("fabric: 'down' must be a list of [leaf, spine] pairs")
-        spine_set = set(spines)
-        for item in down_doc:
-            if not (isinstance(item, (list, tuple)) and len(item) == 2):
-                raise InputError(f"fabric: bad entry in 'down': {item!r} (expected [leaf, spine])")
-            a, b = item
-            if not isinstance(a, str) or not isinstance(b, str):
-                raise InputError(f"fabric: bad entry in 'down': {item!r} (expected [leaf, spine])")
-            if a in spine_set and b in leaf_set:  # accept either order
-                a, b = b, a
-            if a not in leaf_set or b not in spine_set:
-                raise InputError(f"fabric: 'down' names an unknown link {item!r}")
-            down.add((a, b))
-        unknown = set(doc) - _FABRIC_KEYS - _WIRING_KEYS
-        if unknown:
-            raise InputError(f"fabric: unknown field {sorted(unknown)[0]!r}")
-        extra = {k: v for k, v in doc.items() if k in _WIRING_KEYS}
-        for key, value in extra.items():
-            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-                raise InputError(f"fabric: '{key}' must map names to values")
-            if key == "ports" and not all(isinstance(v, Mapping) for v in value.values()):
-                raise InputError("fabric: 'ports' must map each switch to {neighbour: port}")
-            # values of the wrong type are refused here, before sets and lookups use them
-            if key in ("host_ip", "host_mac") and not all(isinstance(v, str)
-                                                          for v in value.values()):
-                raise InputError(f"fabric: '{key}' must map host names to address strings")
-            if key == "dpids" and not all(_integer(v) for v in value.values()):
-                raise InputError("fabric: 'dpids' must map switch names to integers")
-            if key == "ports" and not all(isinstance(n, str) and _integer(p)
-                                          for m in value.values() for n, p in m.items()):
-                raise InputError("fabric: 'ports' must map neighbour names to port numbers")
-        fabric = cls(spines, leaves, hosts, float(gbps), down, extra)
-        if extra:
-            fabric.check_wiring()
-        return fabric
-
-    @classmethod
     def generate(cls, spines: int, leaves: int, hosts_per_leaf: int, link_gbps: float = 100.0,
                  failed_spines: int = 0, wiring: bool = False) -> Fabric:
         """A regular fabric named as the Mininet topology names it (s<j>, l<i>, h<i>_<k>).
@@ -242,48 +169,6 @@ class Fabric(HostLookup):
     @property
     def wired(self) -> bool:
         return bool(self.dpids)
-
-    def check_wiring(self) -> None:
-        """Every switch has a dpid, every leaf a port to every spine and to each of its hosts,
-        every spine a port to every leaf, every host an IPv4 and a MAC address; no duplicates."""
-        switches = self.spines + self.leaves
-        for sw in switches:
-            d = self.dpids.get(sw)
-            if isinstance(d, bool) or not isinstance(d, int) or not 0 < d < 2**64:
-                raise InputError(f"fabric: switch {sw} needs a datapath id (positive integer)")
-        if len(set(self.dpids.values())) != len(self.dpids):
-            raise InputError("fabric: two switches share a datapath id")
-        if set(self.dpids) - set(switches):
-            raise InputError(f"fabric: dpid for unknown switch {sorted(set(self.dpids) - set(switches))[0]}")
-        for sw in switches:
-            ports = self.ports.get(sw)
-            if not isinstance(ports, dict):
-                raise InputError(f"fabric: no port map for switch {sw}")
-            want = self.spines + self.hosts_of_leaf[sw] if sw in self.leaf_index else self.leaves
-            for peer in want:
-                p = ports.get(peer)
-                if isinstance(p, bool) or not isinstance(p, int) or not 0 < p < 0xffffff00:
-                    raise InputError(f"fabric: switch {sw} has no port number for {peer}")
-            if len(set(ports.values())) != len(ports):
-                raise InputError(f"fabric: switch {sw} uses a port number twice")
-        import ipaddress
-        for table, what in ((self.host_ip, "IPv4"), (self.host_mac, "MAC")):
-            for h in self.hosts:
-                if h not in table:
-                    raise InputError(f"fabric: host {h} has no {what} address")
-            if len(set(table.values())) != len(table):
-                raise InputError(f"fabric: two hosts share a {what} address")
-        for h, ip in self.host_ip.items():
-            try:
-                ipaddress.IPv4Address(ip)
-            except (ValueError, TypeError):
-                raise InputError(f"fabric: host {h} has a bad IPv4 address {ip!r}") from None
-        for h, mac in self.host_mac.items():
-            parts = mac.split(":") if isinstance(mac, str) else []
-            hexdigits = "0123456789abcdefABCDEF"
-            if len(parts) != 6 or not all(len(x) == 2 and all(c in hexdigits for c in x)
-                                          for x in parts):
-                raise InputError(f"fabric: host {h} has a bad MAC address {mac!r}")
 
     def to_dict(self) -> dict:
         doc = {"spines": list(self.spines), "leaves": list(self.leaves), "hosts": dict(self.hosts),
@@ -384,16 +269,3 @@ def spine_list(mask: int) -> list[int]:
         out.append(low.bit_length() - 1)
         mask ^= low
     return out
-
-
-def _names(value, what: str) -> list[str]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise InputError(f"fabric: '{what}' must be a list of non-empty names")
-    if len(set(value)) != len(value):
-        dup = next(v for v in value if value.count(v) > 1)
-        raise InputError(f"fabric: duplicate name {dup!r} in '{what}'")
-    return list(value)
-
-
-def _integer(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
