@@ -1,6 +1,7 @@
 """The runner's start gate (``emulation.harness.run.StartGate``, ``agents.await_start``): real
 ring agents on loopback start their first iteration together at the time the gate sends, once
 all of them are connected; an agent that dies first stops the round with its error."""
+import socket
 import subprocess
 import sys
 import time
@@ -17,21 +18,33 @@ def _host():
     return SimpleNamespace(popen=lambda cmd, **kw: subprocess.Popen(cmd, **kw))
 
 
-def _ring_agent(i: int, n: int, gate: str, workdir: str) -> list[str]:
-    port = 47100 + i
+def _free_ports(n: int) -> list[int]:
+    """``n`` ports no socket holds now, as the system hands them out: fixed ports inside the
+    ephemeral range were taken at times by another process's outgoing connection."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _ring_agent(i: int, n: int, gate: str, workdir: str, ports: list[int]) -> list[str]:
     return [sys.executable, "-m", "emulation.harness.agents", "ring",
-            "--listen-port", str(port), "--next-ip", f"127.0.0.{(i + 1) % n + 1}",
-            "--dport", str(47100 + (i + 1) % n), "--parts", "0:1.0", "--recv-parts", "1.0",
+            "--listen-port", str(ports[i]), "--next-ip", f"127.0.0.{(i + 1) % n + 1}",
+            "--dport", str(ports[(i + 1) % n]), "--parts", "0:1.0", "--recv-parts", "1.0",
             "--chunk", "20000", "--steps", str(2 * (n - 1)), "--start-gate", gate,
             "--out", f"{workdir}/r{i}.json"]
 
 
 def test_agents_start_together_at_the_time_the_gate_sends(tmp_path):
     import json
-    n = 3
+    n, ports = 3, _free_ports(3)
     with AgentGroup(str(tmp_path)) as agents, StartGate(str(tmp_path / "start.sock")) as gate:
         for i in range(n):
-            agents.start(_host(), _ring_agent(i, n, gate.path, str(tmp_path)), f"r{i}")
+            agents.start(_host(), _ring_agent(i, n, gate.path, str(tmp_path), ports), f"r{i}")
         start = gate.open(agents, timeout=30)
         agents.wait(30)
     assert len(gate.ready) == n
@@ -46,7 +59,7 @@ def test_agents_start_together_at_the_time_the_gate_sends(tmp_path):
 def test_an_agent_that_exits_before_the_start_stops_the_round_with_its_error(tmp_path):
     t0 = time.monotonic()
     with AgentGroup(str(tmp_path)) as agents, StartGate(str(tmp_path / "start.sock")) as gate:
-        agents.start(_host(), _ring_agent(0, 2, gate.path, str(tmp_path)), "r0")
+        agents.start(_host(), _ring_agent(0, 2, gate.path, str(tmp_path), _free_ports(2)), "r0")
         # a second rank that fails at once, as one whose port is taken does, and says why
         agents.start(_host(), [sys.executable, "-c", (
             "import json, sys; json.dump({'error': 'OSError: address in use'}, "
