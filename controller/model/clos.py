@@ -531,7 +531,7 @@ def _speeds(value) -> dict[str, float]:
         base = value.get("leaf", 100)
         out = {t: value.get(t, base) for t in TIERS}
     else:
-        out = {t: _speed(None, value) for t in TIERS}
+        out = dict.fromkeys(TIERS, _speed(None, value))
     return {t: _speed(t, v) for t, v in out.items()}
 
 

@@ -109,7 +109,6 @@ class DstPrefixes:
     leaf: dict  # leaf -> its matches
     pod: dict  # pod index -> its prefix, or its leaves' matches
     pod_of: dict = field(default_factory=dict)  # leaf -> its pod index
-    pod_size: dict = field(default_factory=dict)  # pod index -> how many leaves it has
     members: dict = field(default_factory=dict)  # pod index -> its leaves, in order
 
     def of_leaves(self, leaves: Iterable[str]) -> list:
@@ -129,7 +128,7 @@ class DstPrefixes:
         out, done = [], set()
         for n in names:
             q = self.pod_of.get(n)
-            if q is not None and count[q] == self.pod_size.get(q):
+            if q is not None and count[q] == len(self.members.get(q, ())):
                 if q not in done:
                     done.add(q)
                     out += self.pod.get(q, [])
@@ -163,7 +162,7 @@ class DstPrefixes:
         class_of = {n: c for c, names in enumerate(classes) for n in names}
         wide, narrow = [], []
         for q in dict.fromkeys(self.pod_of.get(n) for n in class_of):
-            names = self.members.get(q, [n for n in class_of if self.pod_of.get(n) == q])
+            names = self.members.get(q) or [n for n in class_of if self.pod_of.get(n) == q]
             counts = Counter(class_of[n] for n in names if n in class_of)
             best = max(counts, key=lambda c: (counts[c], -c))  # most leaves; lowest class
             rest = [n for n in names if n != own and class_of.get(n) != best]
@@ -198,7 +197,7 @@ def plane_prefixes(addresses: Mapping[str, str], hosts_of: Mapping[str, list],
     # one match: the pod's prefix (or its only address); several: it fell back, to its leaves'
     return DstPrefixes(leaf, {q: pods[q] if len(pods[q]) <= 1 else leaf_matches(leaf, names)
                               for q, names in members.items()},
-                       dict(pod_of), {q: len(names) for q, names in members.items()}, members)
+                       dict(pod_of), members)
 
 
 def leaf_matches(leaf: Mapping, names: Iterable[str]) -> list:
