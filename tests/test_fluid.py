@@ -16,6 +16,7 @@ from controller.model.fluid import (
     default_max_events,
     plan_max_events,
     predict_allreduce,
+    route_options,
 )
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Assignment, Problem
@@ -332,3 +333,27 @@ def test_docstring_examples():
     for module in (controller.model.fluid, controller.model.rates):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+
+def test_default_event_bound_holds_split_plans_on_three_tiers():
+    """A Clos plan may split a flow into a part per route option (``fluid.route_options``, what
+    ``clos_split`` may use with no bound): the default bound counts them. 12 flows of a k = 4
+    fat-tree, each in 4 parts that end at their own times, ran past the bound before (one part
+    per flow on a Clos) and raised."""
+    from types import SimpleNamespace
+
+    from controller.model.clos import Clos
+    fab = Clos.fat_tree(4)
+    hosts = sorted(fab.hosts)
+    job = Job("j", explicit=[Flow("j", hosts[k], hosts[(k + 4) % 16], 1e6 * (1 + 0.137 * k))
+                             for k in range(12)])
+    plan = make_plan(fab, [job], "greedy")
+    m = route_options(fab)  # parts of unequal shares: each ends at its own time, an event each
+    split = SimpleNamespace(problem=plan.problem, runtime_ms=0.0, parts_by_flow=lambda: [
+        tuple((links, (i + 1) / (m * (m + 1) / 2)) for links, _ in p for i in range(m))
+        for p in plan.parts_by_flow()])
+    sim = FluidSimulator(fab, [job], lambda _: split, iterations=2)
+    result = sim.run()
+    assert sim.events > 3 * 2 * 12 + 2 + 16  # past the bound of one part per flow
+    assert len(result["jobs"]["j"]["allreduce_s"]) == 2

@@ -146,4 +146,4 @@ def test_the_fluid_model_runs_a_two_tier_clos_on_its_fast_path_plans():
         assert got["jobs"] == want["jobs"] and got["events"] == want["events"]
     plan = make_clos_plan(c, RINGS, "greedy")  # a Clos plan on the same fabric: its link ids
     sim = FluidSimulator(c, RINGS, lambda _: plan)
-    assert sim.run()["jobs"]["a"]["allreduce_s"][0] > 0 and sim.on_clos
+    assert sim.run()["jobs"]["a"]["allreduce_s"][0] > 0 and sim.indexed is c

@@ -25,10 +25,9 @@ from typing import Protocol
 import numpy as np
 
 from controller.errors import InputError
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
+from controller.model.clospaths import ClosLinks
 from controller.model.jobs import Job
-from controller.model.links import LinkIndex
-from controller.model.problem import Problem
 from controller.model.rates import max_min_rates
 from controller.model.stats import summarize
 
@@ -36,9 +35,8 @@ from controller.model.stats import summarize
 class Plan(Protocol):
     """What the model needs of a plan (``planners.plan.Plan`` is one): the routed problem and
     each flow's parts (kept as a protocol so the model does not import the planners): a
-    part is (its link ids, share) on the Clos of ``problem.fabric``, (spine, share) on a
-    two-tier ``Fabric``."""
-    problem: Problem
+    part is (its link ids, share) on the Clos of ``problem.fabric``."""
+    problem: object
     runtime_ms: float
 
     def parts_by_flow(self) -> list: ...
@@ -97,15 +95,25 @@ def _groups(job: Job) -> list[tuple[list[int], int]]:
     return out
 
 
+def route_options(fabric: Clos) -> int:
+    """The most route options a flow has: per plane its middles (``model.clospaths``: the
+    aggregation slots of a pod, or the cores), a bound on the parts of a split flow.
+
+    >>> route_options(Clos.fat_tree(4, planes=2)), route_options(Clos.leaf_spine(3, 4, 1))
+    (8, 3)
+    """
+    return sum(max(max(map(len, p.aggs)), sum(map(len, p.cores))) for p in fabric.planes)
+
+
 def default_max_events(fabric: Clos, jobs: list[Job], iterations: int = 1) -> int:
     """An upper bound on the events of a correct run, so a run past it is a bug, not work.
 
     Every event pops a job event or finishes at least one part. Job events: one per job and
-    iteration. Parts: at most one per spine for every transfer (flows x steps x
-    iterations) and for every in-flight flow moved at a re-plan (two per job event).
+    iteration. Parts: at most one per route option of a flow (``route_options``: a split
+    flow has a part per option it uses) for every transfer (flows x steps x iterations) and for
+    every in-flight flow moved at a re-plan (two per job event).
     """
-    two = fabric.as_leaf_spine()  # a single two-tier plane: its planners may split
-    spines = 1 if two is None else max(1, len(two.spines))  # a Clos plan: no split
+    spines = max(1, route_options(as_clos(fabric)))
     flows = sum(len(j.flows()) for j in jobs)
     transfers = iterations * sum(len(g) * steps for j in jobs for g, steps in _groups(j))
     job_events = len(jobs) * iterations
@@ -169,25 +177,19 @@ class FluidSimulator:
 
     # ---- routing ----------------------------------------------------------------------------
     def _index(self, fabric) -> None:
-        """The links route parts name, in the model the plans route on: a plan on a Clos
-        (``planners.plan.Plan``, whatever planner made it) gives link ids of its fabric
-        (``ClosLinks``); a plan on a two-tier ``Fabric`` spines (``LinkIndex``): its
-        problem's fabric says which."""
-        self.on_clos = fabric.is_clos
-        if self.on_clos:  # every route part carries its own link ids
-            from controller.model.clospaths import ClosLinks
-            self.links = ClosLinks(fabric)
-            self.capacity = self.links.capacity_bps()
-        else:
-            self.links = LinkIndex(fabric)
-            self.capacity = np.full(self.links.count, fabric.link_bps())
+        """The links route parts name: link ids of the plan's fabric (``ClosLinks``), whatever
+        planner made the plan (``planners.plan.Plan``); a fabric of the two-tier planners'
+        view is indexed as its Clos (``as_clos``), the links its plans give."""
+        self.indexed = as_clos(fabric)
+        self.links = ClosLinks(self.indexed)
+        self.capacity = self.links.capacity_bps()
 
     def _replan(self) -> None:
         key = tuple(self.active)
         plan = self.plan_cache.get(key)
         if plan is None:
             plan = self.planner([self.states[j].job for j in self.active])
-            if plan.problem.fabric.is_clos != self.on_clos:
+            if plan.problem.fabric is not self.indexed:
                 self._index(plan.problem.fabric)
             self.plan_cache[key] = plan
             self.planner_ms.append(plan.runtime_ms)
@@ -220,14 +222,16 @@ class FluidSimulator:
         if self.fabric.hosts[f.src] != self.fabric.hosts[f.dst]:
             raise PredictionError(f"flow {f.src} -> {f.dst} of job {st.job.id} crosses leaves "
                                   "but the plan gives it no spine")
-        return ((None, 1.0),)
+        L = self.links  # within its leaf: its two host links
+        return (((int(L.host_up[0, L.host_id[f.src]]), int(L.host_down[0, L.host_id[f.dst]])),
+                 1.0),)
 
     def _parts(self, j: int, k: int, size: float) -> list[_Part]:
         """The flow's bytes cut by its route's shares; parts with nothing to carry are left out
         (a part with no bytes would finish at every instant and stall time)."""
         f = self.states[j].flows[k]
-        parts = [_Part(list(s) if isinstance(s, tuple) else self.links.path(f.src, f.dst, s),
-                       size * share) for s, share in self._route(j, k) if size * share > 0]
+        parts = [_Part(list(s), size * share) for s, share in self._route(j, k)
+                 if size * share > 0]
         if size > 0 and not parts:
             raise PredictionError(f"flow {f.src} -> {f.dst} of job {f.job}: no route part "
                                   "has a positive share")
