@@ -294,9 +294,9 @@ def test_swapped_leaf_ports_are_reported_precisely():
     f = Fabric.generate(2, 4, 2, wiring=True)
     problems = check_declared(f, swapped(f, "l2", "s0", "s1"))
     assert [(p["kind"], p["switch"], p["port"], p["expected"], p["seen"]) for p in problems] == [
-        ("wrong_port", "l2", 1, "s0 port 3", "s1 port 3"),
-        ("wrong_port", "l2", 2, "s1 port 3", "s0 port 3")]
-    assert problems[0]["detail"] == "l2 port 1: expected s0 port 3, seen s1 port 3"
+        ("wrong_port", "l2", 1, "spine s0 port 3", "spine s1 port 3"),
+        ("wrong_port", "l2", 2, "spine s1 port 3", "spine s0 port 3")]
+    assert problems[0]["detail"] == "leaf l2 port 1: expected spine s0 port 3, seen spine s1 port 3"
     # recognition still routes over what is there
     got, rp = recognise(swapped(f, "l2", "s0", "s1"))
     assert rp == [] and got.ports["l2"]["s0"] == 2 and got.ports["l2"]["s1"] == 1
@@ -308,7 +308,8 @@ def test_cable_moved_to_a_free_port_is_one_report():
     cable(t, (f.dpids["l1"], 7), (f.dpids["s1"], f.port("s1", "l1")))
     problems = check_declared(f, t)
     assert kinds(problems) == [("wrong_port", "l1", 7)]
-    assert problems[0]["detail"] == "l1 port 7: cabled to s1 port 2, which is declared on l1 port 2"
+    assert problems[0]["detail"] == (
+        "leaf l1 port 7: cabled to spine s1 port 2, which is declared on leaf l1 port 2")
 
 
 def test_missing_link_unknown_and_missing_switches():
@@ -321,8 +322,8 @@ def test_missing_link_unknown_and_missing_switches():
     problems = check_declared(f, t)
     assert kinds(problems) == [("missing_link", "l0", 2), ("switch_missing", "l2", None),
                                ("unknown_switch", "0x30000", None)]
-    assert "s0 port 9" in problems[2]["detail"]
-    assert problems[0]["detail"] == "l0 port 2 (up) should reach s1 port 1; no probe seen"
+    assert "spine s0 port 9" in problems[2]["detail"]
+    assert problems[0]["detail"] == "leaf l0 port 2 (up) should reach spine s1 port 1; no probe seen"
 
 
 def test_declared_down_links_are_not_reported():
@@ -338,7 +339,7 @@ def test_hosts_against_the_declaration():
     problems = check_declared(f, t)
     assert kinds(problems) == [("wrong_port", "l0", 2), ("unknown_host", "l0", 3)]
     assert "declared for h0_1" in problems[1]["detail"]
-    assert problems[0]["seen"] == "host h0_0 on l1 port 3"
+    assert problems[0]["seen"] == "host h0_0 on leaf l1 port 3"
 
 
 def test_leaf_leaf_cable_on_undeclared_ports_is_one_report():
@@ -541,10 +542,10 @@ def test_any_swapped_pair_of_leaf_ports_is_two_reports(s, l, h, data):
     problems = check_declared(f, swapped(f, leaf, a, b))
     assert sorted((p["kind"], p["switch"], p["port"], p["expected"], p["seen"])
                   for p in problems) == sorted([
-        ("wrong_port", leaf, f.port(leaf, a), f"{a} port {f.port(a, leaf)}",
-         f"{b} port {f.port(b, leaf)}"),
-        ("wrong_port", leaf, f.port(leaf, b), f"{b} port {f.port(b, leaf)}",
-         f"{a} port {f.port(a, leaf)}")])
+        ("wrong_port", leaf, f.port(leaf, a), f"spine {a} port {f.port(a, leaf)}",
+         f"spine {b} port {f.port(b, leaf)}"),
+        ("wrong_port", leaf, f.port(leaf, b), f"spine {b} port {f.port(b, leaf)}",
+         f"spine {a} port {f.port(a, leaf)}")])
 
 
 def test_links_dropped_by_switch_events_are_those_a_full_scan_drops():

@@ -8,6 +8,12 @@ from controller.errors import InputError
 from controller.model.clos import Clos, as_clos
 
 
+def tier_word(fabric: Clos, switch: str) -> str:
+    """How a problem names ``switch``'s tier: the upper switches of a two-tier plane are its
+    spines, else ``TIER_WORDS``."""
+    return "spine" if fabric.two_tier_spine(switch) else TIER_WORDS[fabric.tier_of[switch]]
+
+
 def check_declared(declared: Clos, topology: Topology) -> list[dict]:
     """Where the network differs from a declared (wired) fabric, port by port.
 
@@ -25,18 +31,15 @@ def check_declared(declared: Clos, topology: Topology) -> list[dict]:
     >>> _ = t.switch_up(0x30000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 3: True}, 0)
     >>> _ = t.link_seen(0x20000, 3, 0x30000, 1, 0); _ = t.link_seen(0x30000, 1, 0x20000, 3, 0)
     >>> [(p["kind"], p["switch"], p["port"], p["seen"]) for p in check_declared(f, t)]
-    [('wrong_port', 'l0', 3, 's0 port 1')]
+    [('wrong_port', 'l0', 3, 'spine s0 port 1')]
     """
     declared = as_clos(declared)
     if not declared.wired:
         raise InputError("discovery: the declared fabric has no wiring (dpids, ports)")
     names = declared.switch_of_dpid
     name = lambda d: names.get(d) or f"{d:#x}"
-    # beyond one leaf-spine plane the text names each switch's tier: "aggregation switch a1_0
-    # port 3"; a plain leaf-spine's switches go by their names ("s0 port 1"), as declared
-    tier_of = declared.tier_of if declared.as_leaf_spine() is None else {}
-    called = lambda d: (f"{TIER_WORDS[tier_of[names[d]]]} {names[d]}"
-                        if names.get(d) in tier_of else name(d))
+    # the text names each switch's tier: "aggregation switch a1_0 port 3", "spine s0 port 1"
+    called = lambda d: f"{tier_word(declared, names[d])} {names[d]}" if d in names else name(d)
     at = lambda x: f"{called(x[0])} port {x[1]}"
     problems = _Problems(name)
     seen: dict[tuple[int, int], tuple[int, int]] = {}
