@@ -496,10 +496,7 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "fabric":
             fabric = make_fabric(args)
-            # a single two-tier plane is written and summed up as the two-tier model's document
-            # (a leaf-spine's, its failed spines counted: --failed-spines)
-            shown = fabric.as_leaf_spine() or fabric
-            out, summary = json.dumps(shown.to_dict(), indent=1), shown.summary()
+            out, summary = json.dumps(fabric.to_dict(), indent=1), fabric.summary()
         else:
             if args.objective is not None and args.objective not in OBJECTIVES:
                 raise InputError(f"unknown objective {args.objective!r} "

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from math import gcd
 
+import numpy as np
+
 from controller.errors import InputError
-from controller.model.clos import Clos
+from controller.model.clos import Clos, as_clos
 from controller.model.jobs import Job
 
 
@@ -96,9 +98,8 @@ def advise_order(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
     "advised"}, "predicted_allreduce_s": {"given", "advised"}}}, "inter_leaf_flows": {...},
     "max_leaf_degree": {...}, "lower_bound": {...}, "algorithm": ...}``; the predictions plan
     all jobs together with ``algorithm`` (``options`` go to the planner) by the one entry point
-    (``plan.make_plan``). On a single two-tier plane (``as_leaf_spine``, a ``Fabric`` too) the
-    bound is the spine bound and the predictions the fluid model's on the two-tier plan; on
-    other Clos fabrics (no ``max_leaf_degree``) the path bound and the shared prediction.
+    (``plan.make_plan``) and are the fluid model's (``fluid.predict_allreduce``), on every
+    shape; the bound is the path lower bound of the max link load (``clospaths.lower_bound``).
     Cost: O(sum n^2) for the orders, plus two plans and two predictions with ``predict``.
 
     Example: two 4-rank rings over leaves l0, l1 given as [l0, l1, l0, l1] cross 8 times;
@@ -118,20 +119,14 @@ def advise_order(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
     result = {"algorithm": algorithm, "jobs": out,
               "inter_leaf_flows": {k: sum(d["inter_leaf_flows"][k] for d in out.values())
                                    for k in ("given", "advised")}}
-    # the bound and the planners of the fabric's shape: the two-tier ones on a single two-tier
-    # plane (``as_leaf_spine``, as the controller plans it), else the Clos ones (``make_plan``)
-    two = fabric.as_leaf_spine()
     for name, js in (("given", jobs), ("advised", advised_jobs)):
-        for key, value in _bounds(fabric, two, js).items():
+        for key, value in _bounds(fabric, js).items():
             result.setdefault(key, {})[name] = value
     if predict and out:
         from controller.model.fluid import predict_allreduce
-        from controller.model.iteration import predict_clos_times
         from controller.planners.plan import make_plan
         for name, js in (("given", jobs), ("advised", advised_jobs)):
-            plan = make_plan(fabric, js, algorithm, **options)
-            times = predict_allreduce(plan) if two is not None else \
-                predict_clos_times(plan.problem, plan.routing)
+            times = predict_allreduce(make_plan(fabric, js, algorithm, **options))
             for jid, doc in out.items():
                 doc.setdefault("predicted_allreduce_s", {})[name] = times[jid]
         for doc in out.values():
@@ -140,14 +135,13 @@ def advise_order(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
     return result
 
 
-def _bounds(fabric, two, jobs: list[Job]) -> dict:
-    """``advise_order``'s figures of ``jobs``: on a single two-tier plane ``two`` the largest
-    leaf degree and the spine bound, else the Clos path lower bound."""
-    if two is None:
-        from controller.model.clospaths import ClosProblem, lower_bound
-        return {"lower_bound": lower_bound(ClosProblem.build(fabric, jobs))}
-    from controller.model.problem import Problem
-    problem = Problem.build(two, jobs)
-    out_deg, in_deg = problem.degrees()
-    return {"max_leaf_degree": max(out_deg + in_deg, default=0),
-            "lower_bound": problem.lower_bound()}
+def _bounds(fabric, jobs: list[Job]) -> dict:
+    """``advise_order``'s figures of ``jobs``: the most inter-leaf flows that leave (or enter)
+    one leaf of a plane, and the path lower bound of the max link load (``clospaths``)."""
+    from controller.model.clospaths import ClosProblem, lower_bound
+    problem = ClosProblem.build(as_clos(fabric), jobs)
+    leaf, ends = problem.links.host_leaf, (problem.src, problem.dst)
+    degree = max((int(np.bincount(leaf[q][e]).max()) for q in range(len(leaf)) for e in ends
+                  if len(e)), default=0)
+    bound = lower_bound(problem)  # whole flows per link where the cut has one speed
+    return {"max_leaf_degree": degree, "lower_bound": int(bound) if bound.is_integer() else bound}
