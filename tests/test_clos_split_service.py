@@ -288,7 +288,8 @@ def test_a_split_over_two_planes_keeps_its_parts_when_planned_again():
 
 
 def test_parts_in_force_keep_their_places_and_moves_are_listed():
-    from controller.service.replanning import _keep_order, _parts_moved
+    from controller.planners.group_routes import keep_order as _keep_order
+    from controller.service.replanning import _parts_moved
     f = one_spine_planes()
     p0, p1 = ("l0_p0", "s0_p0", "l1_p0"), ("l0_p1", "s0_p1", "l1_p1")
     old = ((p1, 0.5), (p0, 0.5))

@@ -357,7 +357,8 @@ class Clos(HostLookup):
             doc["bundle"] = dict(self.bundle_default)
         if self.bundles:
             doc["bundles"] = [[a, b, n] for (a, b), n in sorted(self.bundles.items())]
-        doc["down"] = sorted([list(d) for d in self.down], key=str)
+        at = {s: i for i, s in enumerate(self.switches())}  # in the fabric's order
+        doc["down"] = sorted([list(d) for d in self.down], key=lambda d: (at[d[0]], at[d[1]], *d[2:]))
         if self.down_switches:
             doc["down_switches"] = sorted(self.down_switches)
         doc.update(self.wiring)

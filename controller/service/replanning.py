@@ -7,24 +7,21 @@ of the group at once; the algorithm is the planner a job's name runs as on the f
 (``max_parts``, absent: the planner's default), since the bound is an option of the whole
 planner run.
 ``auto`` starts from the routes in force and moves only what must move or what lowers the max
-link load (``planners/churn.py``, its layer-1 stage: about the greedy's time); its later
-stages (links at the max, the jobs search, the ILP) run off the request path
-(``service/anytime.py``) for the groups marked ``improvable``. The other planners plan
-afresh. Flows of a leaf pair with no alive spine get no route (``UNROUTABLE``) instead of
-failing the plan. A Clos of one two-tier plane is planned so too, as a leaf-spine
-(``planners/leaf_spine_routes.py``: its routes stay paths). On other Clos fabrics (``model.clos``)
-``auto`` groups start from the routes in force too (``planners/clos_churn.py``: alive routes
-stay, new and broken flows go the greedy's way, others move only when that lowers the max link
-load, a fresh ``clos_auto`` plan only when strictly lower on it); every other group is planned
-afresh by the Clos planner of its name (``planners/clos_routes.py``; ``split`` with its
-group's bound, the others with the options they take of ``Settings.planner_opts``: salt,
-seed, ILP time limit); no off-path stages. Every running flow is pinned to the plane of
-its route in force (a connection is bound to its plane's addresses; a split flow with parts in
-several planes stays free) unless it has no alive path there: those move, and
-``plane_changes`` lists them (and every part of a split flow that went to another plane, by
-its ``part`` index: its sub-connection follows; a split flow's parts keep their places where
-they can, ``_keep_order``). Flows given a plane in ``planes`` (learned flows: the plane their
-samples came on) are pinned to it instead.
+link load; the other planners plan afresh. One call plans a group on any shape
+(``planners/group_routes.py``): on a single two-tier plane the two-tier planners (churn's
+layer 1 for ``auto``, about the greedy's time; its later stages, links at the max, the jobs
+search and the ILP, run off the request path, ``service/anytime.py``, for the groups marked
+``improvable``), elsewhere the Clos planners (``clos_churn`` for ``auto``: alive routes stay,
+new and broken flows go the greedy's way; no off-path stages), ``split`` with its group's
+bound and the others with the options they take of ``Settings.planner_opts``. Flows of a
+leaf pair with no alive path get no route (``UNROUTABLE``) instead of failing the plan.
+Every running flow is pinned to the plane of its route in force (a connection is bound to
+its plane's addresses; a split flow with parts in several planes stays free) unless it has no
+alive path there: those move, and ``plane_changes`` lists them (and every part of a split
+flow that went to another plane, by its ``part`` index: its sub-connection follows; a split
+flow's parts keep their places where they can, ``group_routes.keep_order``). Flows given a
+plane in ``planes`` (learned flows: the plane their samples came on) are pinned to it
+instead.
 """
 from __future__ import annotations
 
@@ -33,12 +30,9 @@ from dataclasses import dataclass, field
 from controller.enforcement.rules import part_sport
 from controller.model.clos import Clos
 from controller.model.intent import JobRecord, flow_key
-from controller.planners.clos_routes import clos_route_parts
-from controller.planners.leaf_spine import two_tier
-from controller.planners.leaf_spine_routes import leaf_spine_route_parts
-from controller.planners.plan import planner_options, route_doc
+from controller.planners.group_routes import group_routes
+from controller.planners.plan import route_doc
 from controller.planners.registry import planned_as
-from controller.planners.split import MAX_PARTS
 from controller.service.settings import Settings
 
 
@@ -79,52 +73,37 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
         if key[0] in wanted:  # -1: split's default bound (max_parts not given)
             bound = r.job.options.get("max_parts", -1) if key[0] == "split" else -1
             groups.setdefault((*key, bound), []).append(r)
-    two = two_tier(fabric)  # None: the Clos planners (else its leaf-spine, ``Fabric``)
     for (alg, objective, bound), group in sorted(groups.items()):
-        if two is None:
-            flows = [f for r in group for f in r.job.flows()]
-            # a running flow stays in the plane of its route in force (split: of its parts;
-            # one split over several planes stays free, ``_parts_moved`` lists what moves)
-            before = _routes(group)
-            in_force = [_plane_in_force(fabric, p) for p in before]
-            given = [q for r in group for q in (planes or {}).get(r.job.id, [-1] * len(
-                r.job.flows()))]
-            pins = [q if q >= 0 else p for q, p in zip(given, in_force)]
-            opts = dict(settings.planner_opts.get(alg) or {})  # those the planner takes
-            split_opts = settings.planner_opts.get("split") or {}
-            opts["max_parts"] = ((bound or None) if bound >= 0
-                                 else split_opts.get("max_parts", MAX_PARTS))
-            parts, ms, unpinned = clos_route_parts(fabric, [r.job for r in group], alg,
-                                                   pins=pins, previous=before, **opts)
-            parts = [_keep_order(fabric, old, new) for old, new in zip(before, parts)]
-            for pos in unpinned:  # no alive path left in its plane: it moves
-                old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])
-                if old >= 0 and len(parts[pos]) > 1:  # split: each part that left it
-                    out.plane_changes += [
-                        _part_moved(fabric, flows[pos], parts[pos], i, old)
-                        for i, (where, _) in enumerate(parts[pos])
-                        if fabric.part_plane(where) != old]
-                elif old >= 0 and old != new:  # a connection in force must follow
-                    out.plane_changes.append({**route_doc(flows[pos], parts[pos]),
-                                              "old_plane": fabric.planes[old].name,
-                                              "plane": fabric.planes[new].name})
-            out.plane_changes += _parts_moved(fabric, flows, before, parts, unpinned)
-            _set_routes(group, parts, out, alg == "auto")
-            out.planner_ms.append(ms)
-            out.groups.append((alg, objective))
-            continue
-        opts = dict(settings.planner_opts.get(alg, planner_options(alg)))
-        if bound >= 0:
-            opts["max_parts"] = bound or None  # 0: no bound
-        parts, ms, info = leaf_spine_route_parts(two, [r.job for r in group], alg, objective,
-                                                 _routes(group), opts)
-        if alg == "auto":  # churn's layer 1 moved only what must or helps
-            out.moved_flows += info["moved_flows"]
-            out.improvable[(alg, objective)] = not info["split"] and bool(
-                info.get("deferred") or (not info.get("optimal") and settings.ilp_budget > 0))
-        out.planner_ms.append(ms)
+        flows = [f for r in group for f in r.job.flows()]
+        # a running flow stays in the plane of its route in force (split: of its parts;
+        # one split over several planes stays free, ``_parts_moved`` lists what moves)
+        before = _routes(group)
+        in_force = [_plane_in_force(fabric, p) for p in before]
+        given = [q for r in group for q in (planes or {}).get(r.job.id, [-1] * len(
+            r.job.flows()))]
+        pins = [q if q >= 0 else p for q, p in zip(given, in_force)]
+        got = group_routes(fabric, [r.job for r in group], alg, objective, before, pins=pins,
+                           bound=bound, planner_opts=settings.planner_opts,
+                           ilp_budget=settings.ilp_budget)
+        parts = got.parts
+        for pos in got.unpinned:  # no alive path left in its plane: it moves
+            old, new = in_force[pos], fabric.part_plane(parts[pos][0][0])
+            if old >= 0 and len(parts[pos]) > 1:  # split: each part that left it
+                out.plane_changes += [
+                    _part_moved(fabric, flows[pos], parts[pos], i, old)
+                    for i, (where, _) in enumerate(parts[pos])
+                    if fabric.part_plane(where) != old]
+            elif old >= 0 and old != new:  # a connection in force must follow
+                out.plane_changes.append({**route_doc(flows[pos], parts[pos]),
+                                          "old_plane": fabric.planes[old].name,
+                                          "plane": fabric.planes[new].name})
+        out.plane_changes += _parts_moved(fabric, flows, before, parts, got.unpinned)
+        _set_routes(group, parts)
+        out.moved_flows += got.moved_flows
+        if alg == "auto":
+            out.improvable[(alg, objective)] = got.improvable
+        out.planner_ms.append(got.ms)
         out.groups.append((alg, objective))
-        _set_routes(group, parts, out, False)
     return out
 
 
@@ -133,23 +112,6 @@ def _plane_in_force(fabric: Clos, parts) -> int:
     no route in force or parts in several planes."""
     planes = {fabric.part_plane(where) for where, _ in parts or ()}
     return planes.pop() if len(planes) == 1 else -1
-
-
-def _keep_order(fabric: Clos, old, new):
-    """A split flow's new parts in the order of its parts in force: part i keeps its path,
-    else its plane, where a new part has it (its sub-connection then stays as it is); the
-    others fill the free places in the planner's order."""
-    if not old or not new or len(new) < 2:
-        return new
-    left, slots = list(new), [None] * len(new)
-    for key in (tuple, fabric.part_plane):  # the same path, then the same plane
-        for i, (was, _) in enumerate(old[:len(new)]):
-            j = next((j for j, (w, _) in enumerate(left) if slots[i] is None
-                      and key(w) == key(was)), None)
-            if j is not None:
-                slots[i] = left.pop(j)
-    rest = iter(left)
-    return tuple(x if x is not None else next(rest) for x in slots)
 
 
 def _parts_moved(fabric: Clos, flows: list, before: list, after: list, unpinned) -> list:
@@ -180,13 +142,10 @@ def _routes(group: list[JobRecord]) -> list:
     return [r.routes.get(flow_key(f)) for r in group for f in r.job.flows()]
 
 
-def _set_routes(group: list[JobRecord], parts: list, out: Replanned, count: bool) -> None:
-    """The group's flows take ``parts`` (in flow order); ``count``: moved flows counted."""
+def _set_routes(group: list[JobRecord], parts: list) -> None:
+    """The group's flows take ``parts`` (in flow order)."""
     pos = 0
     for r in group:
         for f in r.job.flows():
-            key = flow_key(f)
-            if count and key in r.routes and r.routes[key] != parts[pos]:
-                out.moved_flows += 1
-            r.routes[key] = parts[pos]
+            r.routes[flow_key(f)] = parts[pos]
             pos += 1
