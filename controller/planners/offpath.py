@@ -25,14 +25,18 @@ GRACE_S = 30.0  # start-up and output on top of the ILP budget
 LOG = logging.getLogger("mlroute")
 
 
-def group_instance(two, jobs: list, routes: list) -> tuple | None:
+def group_instance(fabric, jobs: list, routes: list) -> tuple | None:
     """The two-tier instance of one auto group to improve off the path: (problem, its load
     summary now, the routes in force per flow as spine parts: ``plan_off_path``'s
-    ``previous``). ``two``: the fabric's leaf-spine (``planners.leaf_spine.two_tier``);
-    ``routes``: the routes in force per flow of ``jobs`` (Clos paths). None when a flow has
-    none or a split one: nothing to start from."""
+    ``previous``). ``fabric``: the fabric served; ``routes``: the routes in force per flow of
+    ``jobs`` (Clos paths). None when the fabric is not a single two-tier plane (the Clos
+    planners leave nothing to improve off the path: ``planners.leaf_spine.two_tier``), or a
+    flow has no route or a split one: nothing to start from."""
     from controller.model.loads import load_summary
-    from controller.planners.leaf_spine import spine_parts
+    from controller.planners.leaf_spine import spine_parts, two_tier
+    two = two_tier(fabric)
+    if two is None:
+        return None
     problem = Problem.build(two, jobs, skip_unroutable=True)
     previous = [spine_parts(two, r) for r in routes]
     before = [previous[pos] for pos in problem.inter]

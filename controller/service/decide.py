@@ -9,7 +9,6 @@ from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
-from controller.planners.leaf_spine import two_tier
 from controller.planners.offpath import better_paths, group_instance
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_ring, apply_advice
@@ -292,10 +291,9 @@ def improvable_group(state: ControllerState, settings: Settings, key: tuple[str,
     path's instance), or None when it cannot be (gone, split, or a Clos planned by the Clos
     planners, which leave nothing to improve off the path)."""
     group = [r for r in state.jobs.values() if group_of(r, settings, state.fabric) == key]
-    two = two_tier(state.fabric) if group else None
-    if two is None:
+    if not group:
         return None
-    found = group_instance(two, [r.job for r in group],
+    found = group_instance(state.fabric, [r.job for r in group],
                            [r.routes.get(flow_key(f)) for r, f in _group_flows(group)])
     return None if found is None else (group, *found)
 
