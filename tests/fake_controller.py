@@ -112,10 +112,3 @@ class FakeController:
         return Handler
 
 
-def free_port() -> int:
-    """A port nobody listens on (bound then released): a controller that is not there."""
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-

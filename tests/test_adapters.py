@@ -5,7 +5,6 @@ visible in ``ps``), refuses bad options with a clear message, and stops on SIGTE
 free ephemeral ports, no Open vSwitch, no root."""
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,12 @@ import time
 import pytest
 
 from emulation.harness.controller_proc import ControllerProcess
+from emulation.harness.ports import free_ports
 from topologies.clos import clos_fabric
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = "file-token-0123"
 QUIET = ["--mlroute-sflow-port", "0"]  # no fixed UDP port: runs beside another controller
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(params=["ryu", "osken"])
@@ -52,7 +46,7 @@ def job(jid="a"):
 def test_adapter_serves_rest_with_a_token_file(framework, tmp_path):
     (tmp_path / "token").write_text(TOKEN + "\n")
     ctl = ControllerProcess(fabric_file(tmp_path), str(tmp_path / "ctl.log"),
-                            rest_port=free_port(), of_port=free_port(),
+                            **_ports(),
                             extra_args=["--mlroute-token-file", str(tmp_path / "token"),
                                         *QUIET])
     ctl.start()
@@ -78,7 +72,7 @@ def test_adapter_serves_rest_with_a_token_file(framework, tmp_path):
 def test_adapter_takes_the_token_from_the_environment(framework, tmp_path, monkeypatch):
     monkeypatch.setenv("MLROUTE_TOKEN", TOKEN)
     ctl = ControllerProcess(fabric_file(tmp_path), str(tmp_path / "ctl.log"),
-                            rest_port=free_port(), of_port=free_port(), extra_args=QUIET)
+                            **_ports(), extra_args=QUIET)
     ctl.start()
     try:
         assert ctl.rest("POST", "/v1/jobs", job())[0] == 401
@@ -94,9 +88,14 @@ def test_adapter_refuses_bad_options(framework, tmp_path):
     for extra, words in ((["--mlroute-mode", "teleport"], "teleport"),
                          (["--mlroute-token-file", str(tmp_path / "missing")], "missing")):
         ctl = ControllerProcess(fabric_file(tmp_path), str(tmp_path / "bad.log"),
-                                rest_port=free_port(), of_port=free_port(),
+                                **_ports(),
                                 extra_args=extra + QUIET)
         start = time.monotonic()
         proc = subprocess.run(ctl.args, cwd=REPO, capture_output=True, text=True, timeout=60)
         assert proc.returncode != 0 and words in proc.stdout + proc.stderr, proc.stderr[-2000:]
         assert time.monotonic() - start < 60
+
+
+def _ports() -> dict:
+    rest, of = free_ports(2)
+    return {"rest_port": rest, "of_port": of}

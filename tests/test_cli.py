@@ -163,7 +163,8 @@ def test_plan_bad_objective_and_budget(files, args, message):
 
 
 # ---- job add|delete|list|show against a recording stand-in of the REST API -----------------
-from tests.fake_controller import FakeController, free_port  # noqa: E402
+from emulation.harness.ports import free_port  # noqa: E402
+from tests.fake_controller import FakeController  # noqa: E402
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ from controller.client import (
     members_job,
     read_token,
 )
-from tests.fake_controller import FakeController, free_port
+from emulation.harness.ports import free_port
+from tests.fake_controller import FakeController
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ from controller.service.etcd import Etcd, EtcdError
 from controller.service.route_service import RouteService
 from controller.service.store import decode, encode
 from emulation.harness.fake_switch import FakeSwitches
-from emulation.harness.ha import ETCD, EtcdServer, free_port
+from emulation.harness.ha import ETCD, EtcdServer
+from emulation.harness.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 _n = [0]

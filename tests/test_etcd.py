@@ -9,7 +9,8 @@ import types
 import pytest
 
 from controller.service import etcd as e
-from emulation.harness.ha import ETCD, EtcdServer, free_port
+from emulation.harness.ha import ETCD, EtcdServer
+from emulation.harness.ports import free_port
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -13,8 +13,9 @@ import pytest
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess
-from emulation.harness.ha import controller_roles, free_port
+from emulation.harness.ha import controller_roles
 from emulation.harness.ovs import entry_ages as flows_with_age
+from emulation.harness.ports import free_port
 from emulation.harness.run import _run_traffic, prepare_jobs
 from tests.integration import EXTENDED, HOSTS, LEAVES, SPINES, ha_session, iperf_ring
 from tests.integration import metric as _metric

@@ -85,7 +85,7 @@ def test_torch_gloo_ranks_in_mininet_declare_their_ring(s, tmp_path):
     import signal
 
     from emulation.harness import fabricnet
-    from tests.fake_controller import free_port
+    from emulation.harness.ports import free_port
     if shutil.which("socat") is None:
         pytest.skip("needs socat")
     r = subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"], capture_output=True)

@@ -19,7 +19,8 @@ from controller.integrations.pytorch import (
     pick_interface,
     rank_address,
 )
-from tests.fake_controller import FakeController, free_port
+from emulation.harness.ports import free_port
+from tests.fake_controller import FakeController
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSTEM_PY = "/usr/bin/python3"

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from controller.integrations.slurm import SlurmHookError, expand_nodelist, read_host_map
-from tests.fake_controller import FakeController, free_port
+from emulation.harness.ports import free_port
+from tests.fake_controller import FakeController
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NODES = ["gpu01", "gpu02", "gpu03", "gpu07"]

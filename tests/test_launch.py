@@ -6,7 +6,6 @@ before any port is opened)."""
 import configparser
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 
@@ -14,16 +13,11 @@ import pytest
 
 from controller.errors import InputError
 from controller.shell import launch
+from emulation.harness.ports import free_ports
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSTALLED = [name for name, package in launch.FRAMEWORKS.items()
              if importlib.util.find_spec(package) is not None]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def controller(*args, framework=None) -> subprocess.CompletedProcess:
@@ -96,7 +90,8 @@ def test_it_takes_mlroutes_options_and_starts_nothing_on_bad_input(framework):
     assert r.returncode == 2 and "--mlroute-no-such-option" in r.stderr
     # parsed and handed to the app, which refuses them before anything listens
     def ports():  # fresh for each start: a port free a moment ago may be taken since
-        return ["--wsapi-port", str(free_port()), "--ofp-tcp-listen-port", str(free_port()),
+        rest, of = free_ports(2)
+        return ["--wsapi-port", str(rest), "--ofp-tcp-listen-port", str(of),
                 "--mlroute-sflow-port", "0"]
     r = controller("--mlroute-fabric", "/nonexistent/fabric.json", *ports(), framework=framework)
     assert r.returncode == 2, r.stderr[-2000:]

@@ -1,7 +1,6 @@
 """The runner's start gate (``emulation.harness.run.StartGate``, ``agents.await_start``): real
 ring agents on loopback start their first iteration together at the time the gate sends, once
 all of them are connected; an agent that dies first stops the round with its error."""
-import socket
 import subprocess
 import sys
 import time
@@ -9,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from emulation.harness.ports import free_ports
 from emulation.harness.run import AgentGroup, StartGate
 
 pytestmark = pytest.mark.timeout(60)
@@ -16,19 +16,6 @@ pytestmark = pytest.mark.timeout(60)
 
 def _host():
     return SimpleNamespace(popen=lambda cmd, **kw: subprocess.Popen(cmd, **kw))
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` ports no socket holds now, as the system hands them out: fixed ports inside the
-    ephemeral range were taken at times by another process's outgoing connection."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _ring_agent(i: int, n: int, gate: str, workdir: str, ports: list[int]) -> list[str]:
@@ -41,7 +28,7 @@ def _ring_agent(i: int, n: int, gate: str, workdir: str, ports: list[int]) -> li
 
 def test_agents_start_together_at_the_time_the_gate_sends(tmp_path):
     import json
-    n, ports = 3, _free_ports(3)
+    n, ports = 3, free_ports(3)
     with AgentGroup(str(tmp_path)) as agents, StartGate(str(tmp_path / "start.sock")) as gate:
         for i in range(n):
             agents.start(_host(), _ring_agent(i, n, gate.path, str(tmp_path), ports), f"r{i}")
@@ -59,7 +46,7 @@ def test_agents_start_together_at_the_time_the_gate_sends(tmp_path):
 def test_an_agent_that_exits_before_the_start_stops_the_round_with_its_error(tmp_path):
     t0 = time.monotonic()
     with AgentGroup(str(tmp_path)) as agents, StartGate(str(tmp_path / "start.sock")) as gate:
-        agents.start(_host(), _ring_agent(0, 2, gate.path, str(tmp_path), _free_ports(2)), "r0")
+        agents.start(_host(), _ring_agent(0, 2, gate.path, str(tmp_path), free_ports(2)), "r0")
         # a second rank that fails at once, as one whose port is taken does, and says why
         agents.start(_host(), [sys.executable, "-c", (
             "import json, sys; json.dump({'error': 'OSError: address in use'}, "

@@ -21,7 +21,7 @@ from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.fake_switch import FakeSwitches
-from emulation.harness.ha import free_port
+from emulation.harness.ports import free_port
 from tests.helpers import FakeClock
 from tests.test_web import _browser, _css, _wait
 

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,17 +20,11 @@ import time
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess, signals_held
+from emulation.harness.ports import free_port, free_ports
 from topologies.clos import clos_fabric
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 SFLOW_BASE = 16343  # controller i of a session collects sFlow on SFLOW_BASE + i
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (the kernel's choice)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class EtcdServer:
@@ -40,8 +33,8 @@ class EtcdServer:
 
     def __init__(self, workdir: str, client_port: int | None = None):
         self.dir = tempfile.mkdtemp(prefix="etcd-", dir=workdir)
-        self.client_port = client_port or free_port()
-        self.peer_port = free_port()
+        self.client_port, self.peer_port = ((client_port, free_port()) if client_port
+                                            else free_ports(2))
         self.log_path = os.path.join(workdir, f"etcd-{self.client_port}.log")
         self.proc: subprocess.Popen | None = None
 
