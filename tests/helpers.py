@@ -1,5 +1,5 @@
 """Small builders shared by the unit tests."""
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, flow_key
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Assignment, Problem
@@ -7,7 +7,7 @@ from controller.planners.leaf_spine import spine_parts, two_tier
 
 
 def fabric(spines=4, leaves=8, hosts=2, failed_spines=0, down=()):
-    f = Fabric.generate(spines, leaves, hosts, 100.0, failed_spines)
+    f = Clos.generate(spines, leaves, hosts, 100.0, failed_spines).as_leaf_spine()
     return f.with_down(f.down | set(down)) if down else f
 
 

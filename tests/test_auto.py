@@ -6,7 +6,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from controller.errors import ConflictError, InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Job
 from controller.model.loads import link_loads
 from controller.model.problem import Assignment, Problem
@@ -42,7 +42,7 @@ def failed_link_instances(draw):
     spines = draw(st.integers(1, 4))
     leaves = draw(st.integers(2, 5))
     hosts = draw(st.integers(1, 3))
-    f = Fabric.generate(spines, leaves, hosts, 100.0, draw(st.integers(0, spines - 1)))
+    f = Clos.generate(spines, leaves, hosts, 100.0, draw(st.integers(0, spines - 1))).as_leaf_spine()
     links = sorted((l, s) for l in f.leaves for s in f.spines)
     down = draw(st.sets(st.sampled_from(links), max_size=len(links) // 3))
     f = f.with_down(f.down | down)
@@ -76,7 +76,7 @@ def test_auto_equals_the_exact_ilp_with_failed_links(inst):
 def random_rings(leaves, spines, ring, seed, down_links=0):
     """Every NIC in one ring of random members: the placements where the greedy stops at 2x."""
     rng = random.Random(seed)
-    f = Fabric.generate(spines, leaves, spines)
+    f = Clos.generate(spines, leaves, spines).as_leaf_spine()
     hosts = sorted(f.hosts)
     rng.shuffle(hosts)
     rings = [hosts[i:i + ring] for i in range(0, len(hosts) - ring + 1, ring)]

@@ -11,7 +11,6 @@ import pytest
 from controller import cli
 from controller.jsonio import HelpFormatter
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord
 from controller.model.jobs import Job
 from controller.planners import PLANNERS
@@ -30,7 +29,7 @@ FAT_TREE_JOBS = {"jobs": [{"id": "r", "collective": "ring_allreduce", "bytes": 1
 @pytest.fixture
 def files(tmp_path):
     fab, ft, jobs, ft_jobs = (tmp_path / n for n in ("f.json", "ft.json", "j.json", "jft.json"))
-    fab.write_text(json.dumps(Fabric.generate(4, 8, 2).to_dict()))
+    fab.write_text(json.dumps(Clos.generate(4, 8, 2).to_dict()))
     ft.write_text(json.dumps(Clos.fat_tree(4).to_dict()))
     jobs.write_text(json.dumps(JOBS))
     ft_jobs.write_text(json.dumps(FAT_TREE_JOBS))
@@ -202,7 +201,7 @@ def test_the_other_tools_print_one_line_with_out(tmp_path, capsys):
     from simulation import simulate, workloads
     from topologies import clos as topology
     fab = tmp_path / "f.json"
-    fab.write_text(json.dumps(Fabric.generate(4, 12, 8).to_dict()))  # 96 hosts: one bloom x 2
+    fab.write_text(json.dumps(Clos.generate(4, 12, 8).to_dict()))  # 96 hosts: one bloom x 2
     jobs = tmp_path / "j.json"
     assert workloads.main(["--fabric", str(fab), "--models", "bloom", "--ring-size", "2",
                            "--out", str(jobs)]) == 0

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from controller.errors import ConflictError, InputError
 from controller.model.clos import Clos, load_fabric
 from controller.model.clospaths import ClosProblem, link_loads, lower_bound
-from controller.model.fabric import Fabric
 from controller.model.problem import Problem
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_ecmp import clos_ecmp
@@ -26,9 +25,9 @@ PLANNERS = {"greedy": clos_greedy, "colouring": tier_colouring, "auto": clos_aut
 
 # ---- the document ---------------------------------------------------------------------------
 def test_two_tier_documents_keep_their_meaning():
-    doc = Fabric.generate(4, 8, 2).to_dict()
+    doc = Clos.generate(4, 8, 2).as_leaf_spine().to_dict()
     loaded = load_fabric(doc)  # a Clos (one model, issue 37) whose two-tier model it reads as
-    assert isinstance(loaded, Clos) and loaded.as_leaf_spine() == Fabric.generate(4, 8, 2)
+    assert isinstance(loaded, Clos) and loaded.as_leaf_spine() == Clos.generate(4, 8, 2).as_leaf_spine()
     clos = Clos.from_dict(doc)
     assert clos.tiers == 2 and len(clos.planes) == 1
     assert clos.planes[0].aggs == [["s0", "s1", "s2", "s3"]]
@@ -37,7 +36,7 @@ def test_two_tier_documents_keep_their_meaning():
 def test_both_models_answer_the_shape_questions_alike():
     """Planes, tiers of switches, leaves by pod, switches and hosts on a leaf: the same
     answer from a leaf-spine's ``Fabric`` and its ``Clos``; a fat-tree's by pod and plane."""
-    f = Fabric.generate(3, 4, 2, wiring=True)
+    f = Clos.generate(3, 4, 2, wiring=True).as_leaf_spine()
     c = Clos.from_dict(f.to_dict())
     for m in (f, c):
         assert m.plane_count == 1 and m.leaves_by_pod() == [["l0", "l1", "l2", "l3"]]
@@ -74,8 +73,8 @@ def test_a_single_two_tier_plane_sums_up_as_its_leaf_spine():
     """One line for a leaf-spine on both models (plan documents' ``fabric``): spines, leaves,
     hosts and the spines with no link up; also where no two-tier model exists (bundles, a
     switch down), where a spine with a bundle member alive is up."""
-    for f in (Fabric.generate(4, 8, 2), Fabric.generate(4, 8, 2, failed_spines=2),
-              Fabric.generate(2, 3, 1).with_down({("l0", "s1"), ("l1", "s1"), ("l2", "s1")})):
+    for f in (Clos.generate(4, 8, 2).as_leaf_spine(), Clos.generate(4, 8, 2, failed_spines=2).as_leaf_spine(),
+              Clos.generate(2, 3, 1).as_leaf_spine().with_down({("l0", "s1"), ("l1", "s1"), ("l2", "s1")})):
         c = Clos.from_dict(f.to_dict())
         assert c.summary() == c.as_leaf_spine().summary() == f.summary()
     doc = {**Clos.leaf_spine(3, 2, 1, bundle=2).to_dict(), "down_switches": ["s2"],
@@ -218,8 +217,8 @@ def test_polarised_ecmp_reaches_one_core_per_group_slot():
 def test_greedy_matches_the_two_tier_greedy():
     for seed in range(10):
         rnd = random.Random(seed)
-        fab = Fabric.generate(rnd.randint(2, 6), rnd.randint(2, 8), rnd.randint(1, 4),
-                              failed_spines=rnd.randint(0, 1))
+        fab = Clos.generate(rnd.randint(2, 6), rnd.randint(2, 8), rnd.randint(1, 4),
+                              failed_spines=rnd.randint(0, 1)).as_leaf_spine()
         hosts = list(fab.hosts)
         pairs = [(rnd.choice(hosts), rnd.choice(hosts)) for _ in range(40)]
         spines = greedy(Problem.build(fab, [flows_job(fab, pairs)])).spines()

@@ -6,8 +6,12 @@ import pytest
 from controller.discovery.tiers import recognise_clos
 from controller.discovery.topology import Topology
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 from topologies.clos import fattree_fabric
+
+
+def spines(fabric: Clos) -> list[str]:
+    """The spines of a leaf-spine's one plane (its one pod's aggregation switches)."""
+    return fabric.planes[0].aggs[0]
 
 
 def observe(f, missing=(), extra=(), hosts=None, t=None):
@@ -40,12 +44,12 @@ def test_an_emulated_fat_tree_comes_back_with_its_own_names(k, hosts):
 
 
 def test_a_leaf_spine_is_left_to_the_two_tier_recognition():
-    f = Fabric.generate(2, 4, 2, 100, wiring=True)
+    f = Clos.generate(2, 4, 2, 100, wiring=True)
     t = Topology()
-    for sw in f.spines + f.leaves:
+    for sw in spines(f) + f.leaves:
         t.switch_up(f.dpids[sw], {p: True for p in f.ports[sw].values()}, 0)
     for leaf in f.leaves:
-        for s in f.spines:
+        for s in spines(f):
             a, b = (f.dpids[leaf], f.port(leaf, s)), (f.dpids[s], f.port(s, leaf))
             t.link_seen(*a, *b, 0)
             t.link_seen(*b, *a, 0)

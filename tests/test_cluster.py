@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from controller.errors import ServiceUnavailable
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.cluster import Cluster, ClusterError
 from controller.service.etcd import Etcd, EtcdError
@@ -523,7 +523,7 @@ def test_documents_are_compressed_and_plain_json_is_read():
 
 # ---- two services on one set of switches -----------------------------------------------------
 def wired():
-    return Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    return Clos.generate(2, 4, 2, 0.01, wiring=True)
 
 
 def ring(jid, ranks, size=8e6, **extra):
@@ -721,13 +721,13 @@ def test_a_job_posted_while_etcd_dies_is_undone_when_its_master_steps_down_first
 
 PLAN = """
 import json, sys
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import parse_job
 from controller.model.problem import Problem
 from controller.planners.leaf_spine import flow_spine_parts
 from controller.planners.plan import run_planner
 from controller.planners.churn import replan
-f = Fabric.generate(4, 8, 2, 100)
+f = Clos.generate(4, 8, 2, 100).as_leaf_spine()
 jobs = [parse_job({"id": f"r{i}", "collective": "ring_allreduce", "bytes": 1e9,
                    "ranks": [f"h{(i * 3 + 5 * k) % 8}_{k % 2}" for k in range(5)]}, f)
         for i in range(4)]
@@ -782,7 +782,7 @@ def test_a_discovering_standby_takes_over_without_finding_links_down():
         standby.switch_connected(d, p)
     assert standby.follow_intent(doc) and set(standby.jobs) == {"j"}
     far = {(f.dpids[a], f.port(a, b)): (f.dpids[b], f.port(b, a))
-           for a in f.spines + f.leaves for b in f.spines + f.leaves if b in f.ports[a]}
+           for a in f.switches() for b in f.switches() if b in f.ports[a]}
     now[0] += 30.0
     sent, before = len(sw.sent), sw.snapshot()
     assert standby.take_over(doc)["messages"] == 0

@@ -7,7 +7,6 @@ import pytest
 
 from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 from controller.model.intent import UNROUTABLE, flow_key
 from controller.model.jobs import parse_job
 from controller.model.problem import Assignment
@@ -22,11 +21,11 @@ GREEDY = Settings(algorithm="greedy")
 AUTO = Settings(algorithm="auto", objective="flows", hold_down=5.0)
 
 
-def wired(spines=2, leaves=4, hosts=2) -> Fabric:
-    return Fabric.generate(spines, leaves, hosts, 100.0, wiring=True)
+def wired(spines=2, leaves=4, hosts=2) -> Clos:
+    return Clos.generate(spines, leaves, hosts, 100.0, wiring=True)
 
 
-def state_of(fabric: Fabric | None = None) -> ControllerState:
+def state_of(fabric: Clos | None = None) -> ControllerState:
     st = ControllerState()
     st.load(fabric or wired(), {}, 1)
     return st
@@ -219,7 +218,7 @@ def test_declare_fabric_needs_wiring_and_no_running_job():
     assert not change.offline_check
     assert st.declared is None and st.fabric is None
     with pytest.raises(InputError, match="dpids"):
-        decide.declare_fabric(st, Fabric.generate(2, 4, 2), GREEDY, NOW)
+        decide.declare_fabric(st, Clos.generate(2, 4, 2), GREEDY, NOW)
     busy = posted(state_of(), GREEDY, ring("a", ["h0_0", "h1_0"]))
     with pytest.raises(ConflictError, match="delete the running jobs"):
         decide.declare_fabric(busy, f, GREEDY, NOW)

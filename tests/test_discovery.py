@@ -13,7 +13,6 @@ from controller.discovery.planes import discover
 from controller.discovery.topology import Topology, assign_roles, format_problem, probe_ports, recognise
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos, load_fabric
-from controller.model.fabric import Fabric
 
 
 def cable(t, a, b, now=0.0):
@@ -28,12 +27,12 @@ def observe(f, now=0.0, missing=(), hosts=None, extra_ports=None, order_seed=Non
     (leaf, spine) pairs, the ``hosts`` named (all by default) heard once."""
     t = t or Topology()
     events = []
-    for sw in f.spines + f.leaves:
+    for sw in spines(f) + f.leaves:
         ports = {p: True for p in f.ports[sw].values()}
         ports.update({p: True for p in (extra_ports or {}).get(sw, ())})
         t.switch_up(f.dpids[sw], ports, now)
     for l in f.leaves:
-        for s in f.spines:
+        for s in spines(f):
             if (l, s) not in missing:
                 a, b = (f.dpids[l], f.port(l, s)), (f.dpids[s], f.port(s, l))
                 events += [("link", a + b), ("link", b + a)]
@@ -58,7 +57,7 @@ def spines(fabric: Clos) -> list[str]:
 
 @pytest.mark.parametrize("size", [(2, 4, 2), (4, 8, 2)])
 def test_generated_fabric_is_recognised(size):
-    want = Fabric.generate(*size, wiring=True)
+    want = Clos.generate(*size, wiring=True)
     got, problems = recognise(observe(want))
     assert problems == []
     assert isinstance(got, Clos) and got.tiers == 2 and len(got.planes) == 1
@@ -72,8 +71,8 @@ def test_a_discovered_leaf_spine_is_the_clos_recognise_reads(size):
     the same problems, names and ports; so is each later reading with the last one as
     ``previous`` (a link lost, a host not heard again, the link back), and what the finder
     adopts: ``as_clos`` of the generated fabric."""
-    f = Fabric.generate(*size, wiring=True)
-    gone = {(f.leaves[0], f.spines[-1])}
+    f = Clos.generate(*size, wiring=True)
+    gone = {(f.leaves[0], spines(f)[-1])}
     old = new = None
     for t in (observe(f), observe(f, missing=gone, hosts=list(f.hosts)[1:]), observe(f)):
         old, want = recognise(t, previous=old)
@@ -91,26 +90,26 @@ def test_a_discovered_leaf_spine_is_the_clos_recognise_reads(size):
 
 
 def test_names_follow_dpids_not_event_order():
-    want = Fabric.generate(3, 5, 2, wiring=True)
+    want = Clos.generate(3, 5, 2, wiring=True)
     docs = {str(recognise(observe(want, order_seed=seed))[0].to_dict()) for seed in range(5)}
     assert len(docs) == 1
 
 
 def test_roles_come_from_hosts_not_from_dpid_order():
     """Leaves with lower dpids than the spines are still leaves; names follow dpid order."""
-    f = Fabric.generate(2, 3, 1, wiring=True)
+    f = Clos.generate(2, 3, 1, wiring=True)
     doc = f.to_dict()
-    doc["dpids"] = {**{s: 0x900 + j for j, s in enumerate(f.spines)},
+    doc["dpids"] = {**{s: 0x900 + j for j, s in enumerate(spines(f))},
                     **{l: 0x100 + i for i, l in enumerate(f.leaves)}}
-    want = load_fabric(doc).as_leaf_spine()
+    want = load_fabric(doc)
     got, problems = recognise(observe(want))
     assert problems == []
     assert spines(got) == ["s0", "s1"] and got.dpids["s0"] == 0x900
-    assert got.to_dict() == as_clos(want).to_dict()
+    assert got.to_dict() == want.to_dict()
 
 
 def test_no_hosts_heard_yet_still_names_by_port():
-    want = Fabric.generate(2, 4, 3, wiring=True)
+    want = Clos.generate(2, 4, 3, wiring=True)
     got, _ = recognise(observe(want, hosts=["h2_1", "h0_2"]))
     assert got.hosts == {"h0_2": "l0", "h2_1": "l2"}
     assert got.ports["l0"]["h0_2"] == want.ports["l0"]["h0_2"]
@@ -118,13 +117,13 @@ def test_no_hosts_heard_yet_still_names_by_port():
 
 
 def test_fabric_without_hosts_takes_the_smaller_side_as_spines():
-    want = Fabric.generate(2, 4, 0, wiring=True)
+    want = Clos.generate(2, 4, 0, wiring=True)
     got, problems = recognise(observe(want))
     assert problems == [] and got.to_dict() == as_clos(want).to_dict()
 
 
 def test_missing_link_is_down_with_a_placeholder_port():
-    want = Fabric.generate(2, 4, 2, wiring=True)
+    want = Clos.generate(2, 4, 2, wiring=True)
     got, problems = recognise(observe(want, missing={("l1", "s0")}))
     assert got.down == {("l1", "s0")}
     assert kinds(problems) == [("missing_link", "l1", None)]
@@ -136,7 +135,7 @@ def test_missing_link_is_down_with_a_placeholder_port():
 
 
 def test_link_expiry_marks_links_down_and_keeps_ports_with_previous():
-    want = Fabric.generate(2, 4, 2, wiring=True)
+    want = Clos.generate(2, 4, 2, wiring=True)
     t = Topology(link_timeout=3.5)
     observe(want, now=0.0, t=t)
     first, _ = recognise(t)
@@ -153,7 +152,7 @@ def test_link_expiry_marks_links_down_and_keeps_ports_with_previous():
 
 
 def test_spine_that_lost_every_link():
-    want = Fabric.generate(2, 3, 1, wiring=True)
+    want = Clos.generate(2, 3, 1, wiring=True)
     t = observe(want)
     first, _ = recognise(t)
     observe(want, now=5.0, missing={(l, "s1") for l in want.leaves}, hosts=[], t=t)
@@ -168,7 +167,7 @@ def test_spine_that_lost_every_link():
 
 
 def test_previous_keeps_a_departed_spine_and_silent_hosts():
-    want = Fabric.generate(2, 3, 1, wiring=True)
+    want = Clos.generate(2, 3, 1, wiring=True)
     first, _ = recognise(observe(want))
     t = observe(want)
     t.switch_down(want.dpids["s0"], 1.0)
@@ -183,7 +182,7 @@ def test_previous_keeps_a_departed_spine_and_silent_hosts():
 
 
 def test_leaf_leaf_cable_is_reported_and_left_out():
-    want = Fabric.generate(2, 4, 2, wiring=True)
+    want = Clos.generate(2, 4, 2, wiring=True)
     t = observe(want, extra_ports={"l0": [9], "l1": [9]})
     cable(t, (want.dpids["l0"], 9), (want.dpids["l1"], 9))
     got, problems = recognise(t)
@@ -194,7 +193,7 @@ def test_leaf_leaf_cable_is_reported_and_left_out():
 
 
 def test_leaf_leaf_cable_with_one_spine():
-    want = Fabric.generate(1, 3, 1, wiring=True)
+    want = Clos.generate(1, 3, 1, wiring=True)
     t = observe(want, extra_ports={"l0": [7], "l2": [7]})
     cable(t, (want.dpids["l0"], 7), (want.dpids["l2"], 7))
     got, problems = recognise(t)
@@ -203,7 +202,7 @@ def test_leaf_leaf_cable_with_one_spine():
 
 
 def test_spine_spine_cable_is_reported():
-    want = Fabric.generate(2, 3, 1, wiring=True)
+    want = Clos.generate(2, 3, 1, wiring=True)
     t = observe(want, extra_ports={"s0": [8], "s1": [8]})
     cable(t, (want.dpids["s0"], 8), (want.dpids["s1"], 8))
     got, problems = recognise(t)
@@ -212,7 +211,7 @@ def test_spine_spine_cable_is_reported():
 
 
 def test_host_on_a_spine_is_reported_and_left_out():
-    want = Fabric.generate(2, 4, 2, wiring=True)
+    want = Clos.generate(2, 4, 2, wiring=True)
     t = observe(want, extra_ports={"s1": [9]})
     assert t.host_seen(want.dpids["s1"], 9, "02:00:00:00:99:01", "10.9.9.1", 0.0)
     got, problems = recognise(t)
@@ -225,7 +224,7 @@ def test_host_on_a_spine_is_reported_and_left_out():
 
 
 def test_switch_with_no_links_is_reported():
-    want = Fabric.generate(2, 2, 1, wiring=True)
+    want = Clos.generate(2, 2, 1, wiring=True)
     t = observe(want)
     t.switch_up(0x30000, {1: True}, 0.0)
     t.host_seen(0x30000, 1, "02:00:00:00:77:01", "10.7.7.1", 0.0)
@@ -236,7 +235,7 @@ def test_switch_with_no_links_is_reported():
 
 
 def test_parallel_links_use_the_lowest_port():
-    want = Fabric.generate(2, 2, 1, wiring=True)
+    want = Clos.generate(2, 2, 1, wiring=True)
     t = observe(want, extra_ports={"l0": [9], "s1": [9]})
     cable(t, (want.dpids["l0"], 9), (want.dpids["s1"], 9))
     got, problems = recognise(t)
@@ -245,7 +244,7 @@ def test_parallel_links_use_the_lowest_port():
 
 
 def test_one_way_link_is_not_used():
-    want = Fabric.generate(2, 2, 1, wiring=True)
+    want = Clos.generate(2, 2, 1, wiring=True)
     t = observe(want, missing={("l0", "s1")})
     t.link_seen(want.dpids["l0"], want.port("l0", "s1"), want.dpids["s1"],
                 want.port("s1", "l0"), 0.0)
@@ -265,7 +264,7 @@ def test_not_a_leaf_spine():
 
 
 def test_duplicate_ip_and_shared_port_keep_the_last_seen():
-    want = Fabric.generate(1, 2, 2, wiring=True)
+    want = Clos.generate(1, 2, 2, wiring=True)
     t = observe(want)
     t.host_seen(want.dpids["l1"], want.port("l1", "h1_0"), "02:00:00:00:00:aa", "10.0.0.1", 5.0)
     got, problems = recognise(t)
@@ -286,12 +285,12 @@ def swapped(f, leaf, s_a, s_b):
 
 
 def test_declared_fabric_as_built_has_no_problem():
-    f = Fabric.generate(4, 8, 2, wiring=True)
+    f = Clos.generate(4, 8, 2, wiring=True)
     assert check_declared(f, observe(f)) == []
 
 
 def test_swapped_leaf_ports_are_reported_precisely():
-    f = Fabric.generate(2, 4, 2, wiring=True)
+    f = Clos.generate(2, 4, 2, wiring=True)
     problems = check_declared(f, swapped(f, "l2", "s0", "s1"))
     assert [(p["kind"], p["switch"], p["port"], p["expected"], p["seen"]) for p in problems] == [
         ("wrong_port", "l2", 1, "spine s0 port 3", "spine s1 port 3"),
@@ -303,7 +302,7 @@ def test_swapped_leaf_ports_are_reported_precisely():
 
 
 def test_cable_moved_to_a_free_port_is_one_report():
-    f = Fabric.generate(2, 2, 1, wiring=True)
+    f = Clos.generate(2, 2, 1, wiring=True)
     t = observe(f, missing={("l1", "s1")}, extra_ports={"l1": [7]})
     cable(t, (f.dpids["l1"], 7), (f.dpids["s1"], f.port("s1", "l1")))
     problems = check_declared(f, t)
@@ -313,7 +312,7 @@ def test_cable_moved_to_a_free_port_is_one_report():
 
 
 def test_missing_link_unknown_and_missing_switches():
-    f = Fabric.generate(2, 3, 1, wiring=True)
+    f = Clos.generate(2, 3, 1, wiring=True)
     t = observe(f, missing={("l0", "s1")})
     t.switch_down(f.dpids["l2"], 0.0)
     t.switch_up(0x30000, {1: True}, 0.0)
@@ -327,12 +326,12 @@ def test_missing_link_unknown_and_missing_switches():
 
 
 def test_declared_down_links_are_not_reported():
-    f = Fabric.generate(2, 2, 1, failed_spines=1, wiring=True)
+    f = Clos.generate(2, 2, 1, failed_spines=1, wiring=True)
     assert check_declared(f, observe(f, missing=f.down)) == []
 
 
 def test_hosts_against_the_declaration():
-    f = Fabric.generate(1, 2, 2, wiring=True)
+    f = Clos.generate(1, 2, 2, wiring=True)
     t = observe(f, hosts=[])
     t.host_seen(f.dpids["l1"], f.port("l1", "h1_1"), f.host_mac["h0_0"], f.host_ip["h0_0"], 0)
     t.host_seen(f.dpids["l0"], f.port("l0", "h0_1"), "02:00:00:00:00:ee", "10.0.0.99", 0)
@@ -343,7 +342,7 @@ def test_hosts_against_the_declaration():
 
 
 def test_leaf_leaf_cable_on_undeclared_ports_is_one_report():
-    f = Fabric.generate(2, 2, 1, wiring=True)
+    f = Clos.generate(2, 2, 1, wiring=True)
     t = observe(f, extra_ports={"l0": [8], "l1": [8]})
     cable(t, (f.dpids["l0"], 8), (f.dpids["l1"], 8))
     assert kinds(check_declared(f, t)) == [("unexpected_link", "l0", 8)]
@@ -351,7 +350,7 @@ def test_leaf_leaf_cable_on_undeclared_ports_is_one_report():
 
 def test_unwired_fabrics_are_refused():
     with pytest.raises(InputError, match="no wiring"):
-        check_declared(Fabric.generate(1, 1, 1), Topology())
+        check_declared(Clos.generate(1, 1, 1), Topology())
     with pytest.raises(InputError, match="no wiring"):
         recognise(Topology(), previous=Clos.leaf_spine(1, 1, 1))
 
@@ -387,7 +386,7 @@ def test_port_down_and_switch_down_drop_links():
 
 
 def test_probe_ports_are_the_leaf_host_ports():
-    f = Fabric.generate(2, 4, 2, wiring=True)
+    f = Clos.generate(2, 4, 2, wiring=True)
     t = observe(f, hosts=["h0_0"])
     want = sorted((f.dpids[f.hosts[h]], f.port(f.hosts[h], h)) for h in f.hosts)
     assert probe_ports(t) == want
@@ -433,14 +432,14 @@ def test_shell_pipeline_from_frames_to_fabric():
     of each at the far end parsed into link_seen; ARP probes on the probe ports, the hosts'
     replies parsed into host_seen; then recognise."""
     from scapy.layers.l2 import ARP, Ether
-    want = Fabric.generate(2, 4, 2, wiring=True)
+    want = Clos.generate(2, 4, 2, wiring=True)
     far = {}  # (dpid, port) -> what is cabled there: (dpid, port) of a switch, or a host
-    for sw in want.spines + want.leaves:
+    for sw in spines(want) + want.leaves:
         for peer, port in want.ports[sw].items():
             far[(want.dpids[sw], port)] = (want.dpids[peer], want.port(peer, sw)) \
                 if peer in want.dpids else peer
     t = Topology()
-    for sw in want.spines + want.leaves:
+    for sw in spines(want) + want.leaves:
         t.switch_up(want.dpids[sw], {p: True for p in want.ports[sw].values()}, 0.0)
     for (d, p), there in sorted(far.items()):
         if isinstance(there, tuple):  # a host ignores LLDP
@@ -494,14 +493,14 @@ def test_arp_probe_and_host_addresses():
 @st.composite
 def fabrics_with_gaps(draw):
     s, l, h = draw(st.integers(1, 4)), draw(st.integers(1, 6)), draw(st.integers(1, 3))
-    f = Fabric.generate(s, l, h, wiring=True)
-    pairs = [(a, b) for a in f.leaves for b in f.spines]
+    f = Clos.generate(s, l, h, wiring=True)
+    pairs = [(a, b) for a in f.leaves for b in spines(f)]
     missing = set(draw(st.lists(st.sampled_from(pairs), unique=True, max_size=len(pairs))))
     # every switch keeps a link (a switch with none is left out, see the isolated test)
     for leaf in f.leaves:
-        if all((leaf, sp) in missing for sp in f.spines):
-            missing.discard((leaf, f.spines[0]))
-    for sp in f.spines:
+        if all((leaf, sp) in missing for sp in spines(f)):
+            missing.discard((leaf, spines(f)[0]))
+    for sp in spines(f):
         if all((leaf, sp) in missing for leaf in f.leaves):
             missing.discard((f.leaves[-1], sp))
     # hosts heard (as after a pingall): at least one per leaf, so that every part of a fabric
@@ -516,7 +515,7 @@ def fabrics_with_gaps(draw):
 def test_recognise_property(case):
     f, missing, heard, seed = case
     got, problems = recognise(observe(f, missing=missing, hosts=heard, order_seed=seed))
-    assert spines(got) == f.spines and got.leaves == f.leaves
+    assert spines(got) == spines(f) and got.leaves == f.leaves
     assert got.dpids == f.dpids
     assert got.down == missing
     assert as_clos(load_fabric(got.to_dict())).to_dict() == got.to_dict()  # PUT /v1/fabric
@@ -524,7 +523,7 @@ def test_recognise_property(case):
         (leaf, "missing_link") for leaf, _s in missing)
     assert got.hosts == {h: f.hosts[h] for h in heard}
     for leaf in f.leaves:
-        for sp in f.spines:
+        for sp in spines(f):
             if (leaf, sp) not in missing:
                 assert got.port(leaf, sp) == f.port(leaf, sp)
                 assert got.port(sp, leaf) == f.port(sp, leaf)
@@ -536,9 +535,9 @@ def test_recognise_property(case):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(2, 4), st.integers(1, 5), st.integers(0, 2), st.data())
 def test_any_swapped_pair_of_leaf_ports_is_two_reports(s, l, h, data):
-    f = Fabric.generate(s, l, h, wiring=True)
+    f = Clos.generate(s, l, h, wiring=True)
     leaf = data.draw(st.sampled_from(f.leaves))
-    a, b = data.draw(st.lists(st.sampled_from(f.spines), min_size=2, max_size=2, unique=True))
+    a, b = data.draw(st.lists(st.sampled_from(spines(f)), min_size=2, max_size=2, unique=True))
     problems = check_declared(f, swapped(f, leaf, a, b))
     assert sorted((p["kind"], p["switch"], p["port"], p["expected"], p["seen"])
                   for p in problems) == sorted([

@@ -1,14 +1,14 @@
 import pytest
 
 from controller.errors import InputError
-from controller.model.clos import load_fabric
-from controller.model.fabric import Fabric, spine_list
+from controller.model.clos import Clos, load_fabric
+from controller.model.fabric import spine_list
 from controller.model.jobs import parse_job, parse_jobs
 from tests.helpers import fabric
 
 
 def test_generate_names_and_failed_spines():
-    f = Fabric.generate(4, 3, 2, failed_spines=1)
+    f = Clos.generate(4, 3, 2, failed_spines=1).as_leaf_spine()
     assert f.spines == ["s0", "s1", "s2", "s3"]
     assert f.hosts["h2_1"] == "l2"
     assert f.alive_spines() == [0, 1, 2]

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controller.errors import InputError
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.fluid import (
     FluidSimulator,
@@ -150,7 +151,7 @@ def test_controller_predicts_the_ideal_when_no_link_is_shared(order):
     # link and the jobs share no host, so every prediction must be the job's ideal
     from controller.service.route_service import RouteService
     from emulation.harness.fake_switch import FakeSwitches
-    f = Fabric.generate(4, 2, 4, 100.0, wiring=True)
+    f = Clos.generate(4, 2, 4, 100.0, wiring=True).as_leaf_spine()
     docs = {"a": {"id": "a", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]},
             "b": {"id": "b", "collective": "ring_allreduce",
                   "ranks": ["h0_1", "h1_1", "h0_2", "h1_2"], "bytes": 8e9},
@@ -253,7 +254,7 @@ def mixes(draw):
     """A small fabric with some leaf-spine links down (spine 0 stays up, so every leaf pair
     is routable), ring and explicit jobs on shared or disjoint hosts, an algorithm per job."""
     spines = draw(st.sampled_from([2, 3, 4, 1]))
-    f = Fabric.generate(spines, draw(st.integers(2, 4)), draw(st.integers(1, 3)), 100.0)
+    f = Clos.generate(spines, draw(st.integers(2, 4)), draw(st.integers(1, 3)), 100.0).as_leaf_spine()
     if spines > 1:
         f = f.with_down(draw(st.sets(st.tuples(st.sampled_from(f.leaves),
                                                st.sampled_from(f.spines[1:])), max_size=3)))

@@ -8,8 +8,12 @@ import pytest
 from controller.discovery import lldp
 from controller.discovery.finder import QUIET_S, SWITCH_QUIET_S, FabricFinder
 from controller.discovery.guard import ALARM_EVERY_S, FRESH_S, VERIFY_S
-from controller.model.clos import TIERS, as_clos
-from controller.model.fabric import Fabric
+from controller.model.clos import TIERS, Clos, as_clos
+
+
+def spines(fabric: Clos) -> list[str]:
+    """The spines of a leaf-spine's one plane (its one pod's aggregation switches)."""
+    return fabric.planes[0].aggs[0]
 
 ATTACKER_MAC = "02:00:00:00:99:01"
 
@@ -19,13 +23,13 @@ class Net:
 
     def __init__(self, spines=2, leaves=3, hosts=2, declared=False, link_gbps=None,
                  speeds=None):
-        self.f = Fabric.generate(spines, leaves, hosts, 0.02, wiring=True)
+        self.f = Clos.generate(spines, leaves, hosts, 0.02, wiring=True)
         self.finder = FabricFinder(self.f if declared else None, link_gbps, secret=b"s" * 32)
         self.now = 100.0
         self.speeds = speeds
 
     def connect(self, names=None):
-        for name in names or self.f.spines + self.f.leaves:
+        for name in names or spines(self.f) + self.f.leaves:
             ports = {p: True for p in self.f.ports[name].values()}
             speeds = {p: self.speeds for p in ports} if self.speeds else None
             self.finder.switch_up(self.f.dpids[name], ports, self.now, speeds)

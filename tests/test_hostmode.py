@@ -22,8 +22,7 @@ from controller.enforcement.hostmode import (
 )
 from controller.enforcement.openflow import COOKIE_STATIC, Message
 from controller.enforcement.rules import sport_buckets
-from controller.model.clos import as_clos
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos, as_clos
 from controller.model.jobs import Flow
 from controller.service import api
 from controller.service.route_service import RouteService
@@ -33,7 +32,7 @@ from emulation.harness.fake_switch import FakeSwitches, trace
 
 def wired(spines=4, leaves=4, hosts=2, down=()):
     """A wired leaf-spine as the controller serves it: the Clos of one plane."""
-    f = as_clos(Fabric.generate(spines, leaves, hosts, 0.01, wiring=True))
+    f = as_clos(Clos.generate(spines, leaves, hosts, 0.01, wiring=True))
     return f.with_down(set(down)) if down else f
 
 

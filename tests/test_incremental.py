@@ -21,7 +21,6 @@ from controller.enforcement.openflow import GroupEntry, SwitchState, diff, diff_
 from controller.enforcement.openflow import apply as apply_messages
 from controller.errors import ConflictError
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import parse_job
 from controller.service import api, views
@@ -61,7 +60,7 @@ def failed_by_definition(declared, switches, now, dead_after) -> set:
 
 
 @pytest.mark.parametrize("fabric", [
-    Fabric.generate(3, 4, 2, wiring=True), Clos.fat_tree(4, 2).wire(), bundled_fat_tree(),
+    Clos.generate(3, 4, 2, wiring=True), Clos.fat_tree(4, 2).wire(), bundled_fat_tree(),
     Clos.leaf_spine(2, 3, 1, bundle=2).wire()], ids=["leaf-spine", "fat-tree", "bundled",
                                                       "leaf-spine-bundled"])
 def test_failed_links_equal_the_definition_link_by_link(fabric):
@@ -220,7 +219,7 @@ def steps(fabric, upper_link):
     (Clos.fat_tree(4, 2, link_gbps=0.02).wire(), ("a0_0", "c0_0"), "per-tier"),
     (Clos.fat_tree(4, 2, link_gbps=0.02).wire(), ("a1_1", "c1_0"), "polarised"),
     (bundled_fat_tree(), ("a0_0", "c0_1"), "per-tier"),
-    (Fabric.generate(4, 8, 2, 0.02, wiring=True), ("l0", "s1"), "per-tier"),
+    (Clos.generate(4, 8, 2, 0.02, wiring=True), ("l0", "s1"), "per-tier"),
 ], ids=["fat-tree", "polarised", "bundled", "leaf-spine"])
 def test_kept_tables_equal_a_rebuild_after_every_operation(fabric, link, ecmp):
     sw, svc, clock = start(fabric, ecmp=ecmp)
@@ -255,7 +254,7 @@ def test_a_post_gives_new_lists_only_to_the_switches_it_touches():
 
 
 def test_kept_tables_refuse_a_conflict_as_a_rebuild_does():
-    f = as_clos(Fabric.generate(2, 2, 1, wiring=True))
+    f = as_clos(Clos.generate(2, 2, 1, wiring=True))
     a = parse_job(flows(["h0_0", "h1_0"], "a"), f)
     b = parse_job(flows(["h0_0", "h1_0"], "b"), f)
     records = [JobRecord(job, n, "greedy", "flow", 0.0,
@@ -287,7 +286,7 @@ def test_kept_static_entries_follow_the_fabric_object():
 
 @pytest.mark.parametrize("fabric", [bundled_fat_tree(), Clos.fat_tree(4, 2, planes=2).wire(),
                                     Clos.leaf_spine(3, 4, 1, bundle=2).wire(),
-                                    as_clos(Fabric.generate(3, 4, 2, wiring=True))],
+                                    as_clos(Clos.generate(3, 4, 2, wiring=True))],
                          ids=["bundled", "two-planes", "leaf-spine", "two-tier"])
 def test_tables_follow_a_walk_of_link_states(fabric):
     """Links, members and switches going down and up at random under jobs in flow and sr

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.fluid import predict_allreduce
 from controller.model.iteration import TOLERANCE, predict_slowdowns, predict_times
 from controller.model.jobs import Flow, Job
@@ -38,12 +38,12 @@ def assert_agrees(fabric, jobs, algorithms=ALGORITHMS):
 
 
 def test_all_to_all_groups_agree_with_the_fluid_model():
-    f = Fabric.generate(4, 8, 8)
+    f = Clos.generate(4, 8, 8).as_leaf_spine()
     assert_agrees(f, all_to_all(f, [16, 16], seed=1))
 
 
 def test_pipelines_with_unequal_directions_agree():
-    f = Fabric.generate(4, 8, 8, 100.0, 1)
+    f = Clos.generate(4, 8, 8, 100.0, 1).as_leaf_spine()
     jobs = pipeline(f, [8, 8, 6], seed=2)
     fwd, back = jobs[0].explicit[0].bytes, jobs[0].explicit[-1].bytes
     assert fwd != back
@@ -51,7 +51,7 @@ def test_pipelines_with_unequal_directions_agree():
 
 
 def test_hybrid_3d_parallel_agrees():
-    f = Fabric.generate(4, 8, 8)
+    f = Clos.generate(4, 8, 8).as_leaf_spine()
     used: set = set()
     jobs = hybrid(f, 4, 2, 4, seed=3, used=used) + hybrid(f, 2, 2, 4, seed=4, name="b", used=used)
     assert {j.id for j in jobs} == {"3d-dp", "3d-mp", "b-dp", "b-mp"}
@@ -62,7 +62,7 @@ def test_hybrid_3d_parallel_agrees():
 
 
 def test_byte_mix_agrees():
-    f = Fabric.generate(4, 8, 8)
+    f = Clos.generate(4, 8, 8).as_leaf_spine()
     jobs = byte_mix(f, 3, 12, seed=5)
     sizes = {x.bytes for j in jobs for x in j.explicit}
     assert max(sizes) / min(sizes) == pytest.approx(100.0)
@@ -70,7 +70,7 @@ def test_byte_mix_agrees():
 
 
 def test_several_rings_beside_an_all_to_all_agree():
-    f = Fabric.generate(4, 8, 8, 100.0, 1)
+    f = Clos.generate(4, 8, 8, 100.0, 1).as_leaf_spine()
     used: set = set()
     jobs = all_to_all(f, [16], seed=7, used=used)
     hosts = [h for h in sorted(f.hosts) if h not in used]
@@ -91,7 +91,7 @@ def test_realistic_ring_clusters_agree(seed):
 def test_host_links_count():
     """Four flows out of one NIC over four spines: every spine link holds one flow, the NIC
     holds four, so the flows run at a quarter of line rate (a spine-only model says 1)."""
-    f = Fabric.generate(4, 5, 1)
+    f = Clos.generate(4, 5, 1).as_leaf_spine()
     job = Job("j", explicit=[Flow("j", "h0_0", f"h{k}_0", 1e9) for k in range(1, 5)])
     plan = make_plan(f, [job], "auto")
     t = predict_times(two_tier_view(plan)[0], two_tier_view(plan)[1].parts)["j"]
@@ -102,7 +102,7 @@ def test_host_links_count():
 
 
 def test_compute_gap_enters_the_slowdown():
-    f = Fabric.generate(1, 2, 2)
+    f = Clos.generate(1, 2, 2).as_leaf_spine()
     jobs = [Job(j, explicit=[Flow(j, f"h0_{i}", f"h1_{i}", 1e9)], compute_s=c)
             for i, (j, c) in enumerate((("a", 0.0), ("b", 0.08)))]
     problem = Problem.build(f, jobs)
@@ -114,7 +114,7 @@ def test_compute_gap_enters_the_slowdown():
 
 
 def test_split_parts_and_spine_lists_give_the_same_answer_when_unsplit():
-    f = Fabric.generate(2, 4, 2)
+    f = Clos.generate(2, 4, 2).as_leaf_spine()
     jobs = byte_mix(f, 2, 6, seed=9)
     plan = make_plan(f, jobs, "greedy")
     assert predict_times(two_tier_view(plan)[0], two_tier_view(plan)[1].spines()) == \

@@ -9,7 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from controller.errors import ConflictError, InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Flow, Job
 from controller.model.loads import link_flows as loads
 from controller.model.loads import links_at_max, load_summary
@@ -51,7 +51,7 @@ def spine_failure_instances(draw):
     spines = draw(st.integers(2, 6))
     leaves = draw(st.integers(2, 6))
     hosts = draw(st.integers(1, 8))
-    f = Fabric.generate(spines, leaves, hosts, 100.0, draw(st.integers(0, spines - 1)))
+    f = Clos.generate(spines, leaves, hosts, 100.0, draw(st.integers(0, spines - 1))).as_leaf_spine()
     names = sorted(f.hosts)
     pairs = draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(names))
                           .filter(lambda p: p[0] != p[1]), min_size=1, max_size=60))
@@ -82,7 +82,7 @@ def test_auto_equals_the_equitable_colouring_with_whole_spines_down(inst):
 
 def test_auto_meets_the_layer_2_bound_by_hand():
     # l0 sends 5 flows over 4 spines (one link at 2), l1 receives 8 (all four at 2)
-    f = Fabric.generate(4, 3, 8)
+    f = Clos.generate(4, 3, 8).as_leaf_spine()
     pairs = [(f"h0_{i}", f"h1_{i}") for i in range(5)] + [(f"h2_{i}", f"h1_{5 + i % 3}")
                                                           for i in range(3)]
     problem = Problem.build(f, [Job("j", explicit=[Flow("j", s, d, 1) for s, d in pairs])])
@@ -94,7 +94,7 @@ def test_auto_meets_the_layer_2_bound_by_hand():
 
 # ---- layer-2 bound and chain moves against the exact MILP ----------------------------------
 def random_instance(rng, spines, leaves, hosts, down_links):
-    f = Fabric.generate(spines, leaves, hosts)
+    f = Clos.generate(spines, leaves, hosts).as_leaf_spine()
     links = [(l, s) for l in f.leaves for s in f.spines]
     f = f.with_down(set(rng.sample(links, down_links)))
     names = sorted(f.hosts)
@@ -147,7 +147,7 @@ def test_chain_moves_never_worsen_the_vector_and_honour_usable_spines():
 
 
 def test_layer2_milp_finds_the_optimum_from_a_bad_incumbent():
-    f = Fabric.generate(2, 3, 4)
+    f = Clos.generate(2, 3, 4).as_leaf_spine()
     job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h1_1", 1),
                              Flow("j", "h0_2", "h2_0", 1)])
     p = Problem.build(f, [job])
@@ -181,7 +181,7 @@ def test_links_at_max_counts_floating_point_ties():
 
 
 def test_split_plan_reports_every_link_at_its_max():
-    f = Fabric.generate(4, 5, 4).with_down({("l0", "s0")})
+    f = Clos.generate(4, 5, 4).as_leaf_spine().with_down({("l0", "s0")})
     job = Job("j", explicit=[Flow("j", f"h0_{k}", f"h{k + 1}_0", 1e6) for k in range(4)])
     problem = Problem.build(f, [job])
     a = split(problem, max_parts=None)
@@ -191,7 +191,7 @@ def test_split_plan_reports_every_link_at_its_max():
 # ---- split with a bound on parts -------------------------------------------------------------
 @pytest.mark.parametrize("failed", [0, 1])
 def test_split_with_a_parts_bound(failed):
-    f = Fabric.generate(8, 6, 9, 100.0, failed)  # 9 NICs per leaf in two rings each
+    f = Clos.generate(8, 6, 9, 100.0, failed).as_leaf_spine()  # 9 NICs per leaf in two rings each
     rng = random.Random(failed)
     rings = []
     for _ in range(2):
@@ -216,7 +216,7 @@ def test_split_with_a_parts_bound(failed):
 # ---- the jobs objective ------------------------------------------------------------------------
 def mixed_jobs(seed):
     """A 16 x 8 fabric, one spine down, four ring jobs of different sizes on random hosts."""
-    f = Fabric.generate(8, 16, 8, 100.0, 1)
+    f = Clos.generate(8, 16, 8, 100.0, 1).as_leaf_spine()
     names = sorted(f.hosts)
     random.Random(seed).shuffle(names)
     jobs, start = [], 0

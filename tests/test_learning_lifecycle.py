@@ -6,7 +6,7 @@ acting, for each reason."""
 import re
 from types import SimpleNamespace
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
@@ -16,7 +16,7 @@ from tests.test_learning_service import get, interleaved, post, ring_samples, ru
 
 
 def start(gbps=0.02, **kw):
-    f = Fabric.generate(2, 4, 2, gbps, wiring=True)
+    f = Clos.generate(2, 4, 2, gbps, wiring=True)
     sw = FakeSwitches(f.dpids.values(), fabric=f)
     clock = FakeClock(100.0)
     svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, learn_window=1.0, **kw)

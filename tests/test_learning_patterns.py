@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches
 from tests.helpers import FakeClock
@@ -174,7 +174,7 @@ def poisson(rng, lam):
 
 def start_at(gbps, window_s, spines=2, leaves=4, hosts=2):
     """``start`` on links of ``gbps`` with windows of ``window_s`` (the service's default 2 s)."""
-    f = Fabric.generate(spines, leaves, hosts, gbps, wiring=True)
+    f = Clos.generate(spines, leaves, hosts, gbps, wiring=True)
     sw = FakeSwitches(f.dpids.values(), fabric=f)
     clock = FakeClock(100.0)
     svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, learn_window=window_s)

@@ -9,7 +9,7 @@ import pytest
 
 from controller.enforcement.desired import installed_plan
 from controller.enforcement.openflow import job_cookie
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.fluid import predict_allreduce
 from controller.model.iteration import TOLERANCE
 from controller.service import api, decide, learning
@@ -19,7 +19,7 @@ from tests.helpers import FakeClock
 
 
 def start(spines=2, leaves=4, hosts=2, **kw):
-    f = Fabric.generate(spines, leaves, hosts, 0.02, wiring=True)
+    f = Clos.generate(spines, leaves, hosts, 0.02, wiring=True)
     sw = FakeSwitches(f.dpids.values(), fabric=f)
     clock = FakeClock(100.0)
     svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, learn_window=1.0, **kw)
@@ -523,7 +523,7 @@ def test_a_standby_learns_and_a_new_master_keeps_the_learned_matrix(tmp_path):
     master learns the job and stores it; the standby, master after a failover, has the same
     estimate and re-plans nothing."""
     from controller.service.store import StateStore
-    f = Fabric.generate(2, 4, 2, 0.02, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.02, wiring=True)
     clock = FakeClock(100.0)
     path = str(tmp_path / "state.db")
     services = []

@@ -67,7 +67,7 @@ def test_custom_file_loads_as_mn_loads_it():
     assert json.loads(third) == [
         12, [f"h{i}_0" for i in range(4)], "10.0.1.1/12",
         [[0, 3, "02:00:00:00:01:01", "10.0.1.1/12"], [1, 3, "02:00:01:00:01:01", "10.16.1.1/12"]],
-        f"{0x130001:016x}"]  # plane 1 (0x100000) + a spine (0x30000) + 1
+        f"{0x110001:016x}"]  # plane 1 (0x100000) + a spine (0x10000) + 1
     # a bundle of 2 between l1 and s0: two links, member m on l1's port 1+m and s0's 3+m
     assert json.loads(fourth) == [[1, 3], [2, 4]]
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.fluid import predict_allreduce
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Problem
@@ -98,7 +98,7 @@ def test_unknown_objective_is_a_clear_error():
 @st.composite
 def mixed_instances(draw):
     spines, leaves, hosts = draw(st.integers(1, 3)), draw(st.integers(2, 4)), draw(st.integers(1, 3))
-    f = Fabric.generate(spines, leaves, hosts)
+    f = Clos.generate(spines, leaves, hosts).as_leaf_spine()
     names = sorted(f.hosts)
     jobs = []
     for j in range(draw(st.integers(1, 3))):

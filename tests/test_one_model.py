@@ -4,7 +4,7 @@ fast path on a single two-tier plane (``as_leaf_spine``), with the same plans, d
 refusals as when the offline tools held the two-tier model.
 
 What must hold: a two-tier document loads as the Clos of the ``Fabric`` it reads as (that
-model's checks and messages); ``Clos.generate`` is ``Fabric.generate``'s fabric (failed
+model's checks and messages); ``Clos.generate`` builds the paper's leaf-spine itself (failed
 spines, wiring); a plan on the Clos equals the plan on its ``Fabric``, and on other Clos
 fabrics the Clos planner's; ``run_options`` routes each run option where the shape takes it
 and refuses the others; the fluid model runs a Clos with either kind of plan.
@@ -16,7 +16,6 @@ import pytest
 from controller import cli
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos, load_fabric
-from controller.model.fabric import Fabric
 from controller.model.fluid import FluidSimulator, predict_allreduce
 from controller.planners import plan as plan_module
 from controller.planners.plan import (
@@ -41,7 +40,7 @@ def without_runtime(doc: dict) -> dict:
 
 # ---- loading and generating -----------------------------------------------------------------
 def test_every_document_loads_as_a_clos_and_a_two_tier_one_is_its_fabric():
-    made = Fabric.generate(3, 6, 2, failed_spines=1, wiring=True)
+    made = Clos.generate(3, 6, 2, failed_spines=1, wiring=True).as_leaf_spine()
     got = load_fabric(json.loads(json.dumps(made.to_dict())))
     assert got.is_clos and got.as_leaf_spine() == made
     assert got.to_dict() == as_clos(made).to_dict()
@@ -58,28 +57,37 @@ def test_every_document_loads_as_a_clos_and_a_two_tier_one_is_its_fabric():
 def test_a_two_tier_document_is_refused_with_what_is_wrong(change, message):
     """One loader (``Clos.from_dict``) for every document: a two-tier one's errors name the
     problem as a three-tier one's do."""
-    doc = {**Fabric.generate(2, 2, 1).to_dict(), **change}
+    doc = {**Clos.generate(2, 2, 1).as_leaf_spine().to_dict(), **change}
     with pytest.raises(InputError) as e:
         load_fabric(doc)
     assert str(e.value) == message
 
 
-def test_generate_is_the_leaf_spine_of_fabric_generate():
-    for args, opts in (((4, 12, 2), {"failed_spines": 2}), ((2, 3, 1), {"wiring": True}),
-                       ((2, 2, 0), {})):
-        c, f = Clos.generate(*args, **opts), Fabric.generate(*args, **opts)
-        assert c.is_clos and c.as_leaf_spine() == f
-        # the document and the line the fabric command writes: the two-tier model's (its
-        # failed spines counted, its down links in leaf then spine order)
-        assert c.as_leaf_spine().to_dict() == f.to_dict()
-        assert c.as_leaf_spine().summary() == f.summary()
+def test_generate_builds_the_papers_leaf_spine_as_documented():
+    """Names, failed spines (every link of the last ones) and the wiring docs/reference/
+    formats.md documents: spines 0x10000 + j, leaves 0x20000 + i, leaf i reaches spine j on
+    port j + 1 and host k on port S + k + 1, spine j leaf i on port i + 1, host k of leaf i
+    10.<i/256>.<i%256>.<k+1> and 02:00:00:<i/256>:<i%256>:<k+1>; its two-tier view gives it
+    back (``as_clos``)."""
+    c = Clos.generate(3, 300, 2, failed_spines=1, wiring=True)
+    p = c.planes[0]
+    assert p.aggs == [["s0", "s1", "s2"]] and p.leaves == [f"l{i}" for i in range(300)]
+    assert c.down == {(f"l{i}", "s2") for i in range(300)}
+    assert c.host_leaves["h299_1"] == ("l299",)
+    assert (c.dpids["s2"], c.dpids["l299"]) == (0x10002, 0x20000 + 299)
+    assert (c.port("l5", "s1"), c.port("l5", "h5_1"), c.port("s1", "l5")) == (2, 5, 6)
+    assert (c.host_ip["h299_1"], c.host_mac["h299_1"]) == ("10.1.43.2", "02:00:00:01:2b:02")
+    two = c.as_leaf_spine()
+    assert two.spines == ["s0", "s1", "s2"] and as_clos(two) is c
+    assert as_clos(c.with_down(set()).as_leaf_spine()).down == set()
+    assert Clos.generate(2, 2, 0).host_leaves == {}
     with pytest.raises(InputError, match="cannot fail 5 of 4 spines"):
         Clos.generate(4, 2, 1, failed_spines=5)
 
 
 def test_the_fabric_command_writes_a_leaf_spine_as_before(capsys):
     assert cli.main(["fabric", "--spines", "3", "--leaves", "11", "--failed-spines", "1"]) == 0
-    assert capsys.readouterr().out == json.dumps(Fabric.generate(3, 11, 2, 100.0, 1).to_dict(),
+    assert capsys.readouterr().out == json.dumps(Clos.generate(3, 11, 2, 100.0, 1).as_leaf_spine().to_dict(),
                                                  indent=1) + "\n"
 
 
@@ -87,7 +95,7 @@ def test_the_fabric_command_writes_a_leaf_spine_as_before(capsys):
 @pytest.mark.parametrize("name", ["greedy", "ecmp", "edge-coloring", "annealing", "ilp",
                                   "split", "auto", "jobs"])
 def test_a_plan_on_a_two_tier_clos_is_the_plan_on_its_fabric(name, monkeypatch):
-    f = Fabric.generate(3, 6, 2, failed_spines=1)
+    f = Clos.generate(3, 6, 2, failed_spines=1).as_leaf_spine()
     c = as_clos(f)
     opts = planner_options(name, ilp_time_limit=5.0)
     ran = []  # the fast path: the two-tier planners, on the two-tier problem
@@ -139,7 +147,7 @@ def test_an_option_the_shape_cannot_take_is_refused(shape, args, message):
 
 # ---- the fluid model on a Clos --------------------------------------------------------------
 def test_the_fluid_model_runs_a_two_tier_clos_on_its_fast_path_plans():
-    f = Fabric.generate(3, 6, 2, failed_spines=1)
+    f = Clos.generate(3, 6, 2, failed_spines=1).as_leaf_spine()
     c = as_clos(f)
     for name in ("greedy", "split"):
         got, want = simulate(c, RINGS, name, iterations=2), simulate(f, RINGS, name, iterations=2)

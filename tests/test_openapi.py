@@ -83,7 +83,6 @@ def test_odd_paths_get_json_errors(controller):
 import jsonschema_rs  # noqa: E402
 
 from controller.model.clos import Clos  # noqa: E402
-from controller.model.fabric import Fabric  # noqa: E402
 from controller.service.route_service import RouteService  # noqa: E402
 from emulation.harness.fake_switch import FakeSwitches  # noqa: E402
 from tests.helpers import FakeClock  # noqa: E402
@@ -96,7 +95,7 @@ def _validator(name: str):
 
 
 def _service(declared=True):
-    f = Fabric.generate(2, 4, 2, 10.0, wiring=True)
+    f = Clos.generate(2, 4, 2, 10.0, wiring=True)
     clock = FakeClock()
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, f if declared else None, clock=clock, sleep=clock.sleep)

@@ -68,10 +68,10 @@ LAYER_GAPS["sorted_loads"] = LAYER_GAPS["links_at_max"]
 # ---- instances ----------------------------------------------------------------------------
 def fabrics() -> list[tuple[str, Fabric]]:
     """A 4 x 8 leaf-spine of 2 hosts per leaf: intact, a whole spine down, five links down."""
-    intact = Fabric.generate(4, 8, 2)
+    intact = Clos.generate(4, 8, 2).as_leaf_spine()
     links = intact.with_down({("l0", "s1"), ("l2", "s1"), ("l3", "s0"), ("l5", "s2"),
                               ("l5", "s3")})
-    return [("intact", intact), ("spine-down", Fabric.generate(4, 8, 2, failed_spines=1)),
+    return [("intact", intact), ("spine-down", Clos.generate(4, 8, 2, failed_spines=1).as_leaf_spine()),
             ("links-down", links)]
 
 

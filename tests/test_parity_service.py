@@ -32,7 +32,7 @@ DOWN = (("l1", "s0"), ("l6", "s3"))  # two leaf-spine links, of the leaves the j
 
 
 def twins(down=()) -> tuple[Fabric, Clos]:
-    fab = Fabric.generate(4, 8, 2, 0.01, wiring=True)
+    fab = Clos.generate(4, 8, 2, 0.01, wiring=True).as_leaf_spine()
     fab = fab.with_down(set(down)) if down else fab
     clos = Clos.from_dict(fab.to_dict())
     assert clos.tiers == 2 and len(clos.planes) == 1 and clos.dpids == fab.dpids

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.model.loads import AT_MAX_TOL, links_at_max
 from controller.planners.clos_routes import installed_clos_plan
@@ -150,7 +149,7 @@ def test_a_bundle_counts_per_alive_member():
 
 @pytest.mark.parametrize("failed", [0, 1])
 def test_two_tier_fields_by_their_definition(failed):
-    fabric = Fabric.generate(3, 4, 2, failed_spines=failed)
+    fabric = Clos.generate(3, 4, 2, failed_spines=failed)
     hosts = list(fabric.hosts)
     job = parse_job({"id": "r", "collective": "ring_allreduce", "ranks": hosts, "bytes": 1e8},
                     fabric)
@@ -184,7 +183,7 @@ def test_a_document_has_one_form_whichever_planners_made_it():
     split shares as planned; the Clos split's plan of the same leaf-spine (another LP) the
     same lower bound (an integer: whole flows per link), fabric line (the leaf-spine's) and
     links at the max, though its loads are 1e-9 apart there (``split_score``'s count: 12)."""
-    fabric = Fabric.generate(4, 8, 2, failed_spines=1)
+    fabric = Clos.generate(4, 8, 2, failed_spines=1)
     clos = Clos.from_dict(fabric.to_dict())
     hosts = sorted(fabric.hosts)
     docs = [{"id": "r", "collective": "ring_allreduce", "ranks": hosts[6:12], "bytes": 1e8},

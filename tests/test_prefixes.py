@@ -22,7 +22,6 @@ from controller.enforcement.clos_rules import clos_all_static
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.reconcile import Reconciler
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 from controller.model.prefixes import CACHE, DstPrefixes, dst_prefixes
 from controller.service import api
 from controller.service.route_service import RouteService
@@ -150,7 +149,7 @@ def test_entries_per_tier_grow_with_leaves_and_pods_not_hosts(k):
 
 
 def test_spines_of_a_leaf_spine_hold_a_prefix_per_leaf():
-    f = as_clos(Fabric.generate(4, 8, 4, wiring=True))  # as the controller serves it
+    f = as_clos(Clos.generate(4, 8, 4, wiring=True))  # as the controller serves it
     rules, _ = clos_all_static(f)[f.dpids["s0"]]
     dsts = [r.match_dict()["ipv4_dst"] for r in rules if "ipv4_dst" in r.match_dict()]
     assert dsts == [(f"10.0.{i}.0", "255.255.255.248") for i in range(8)]  # .1 .. .4: a /29
@@ -188,7 +187,7 @@ SHAPES = {
         {("a1_0", "c0_0"), ("l0", "a0_0"), ("a3_2", "c2_1"), ("l9", "a2_3")}),
     "two planes": lambda: Clos.fat_tree(4, 1, planes=2).wire(),
     "bundles": _bundled,
-    "leaf-spine, links down": lambda: as_clos(Fabric.generate(4, 4, 2, wiring=True)).with_down(
+    "leaf-spine, links down": lambda: as_clos(Clos.generate(4, 4, 2, wiring=True)).with_down(
         {("l0", "s1"), ("l2", "s0"), ("l2", "s3")}),
     "Clos leaf-spine": lambda: Clos.leaf_spine(3, 4, 2).wire(),
 }

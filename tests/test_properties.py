@@ -2,7 +2,7 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Flow, Job
 from controller.model.loads import link_loads
 from controller.planners.edge_coloring import bipartite_edge_colouring
@@ -16,7 +16,7 @@ def instances(draw):
     failed = draw(st.integers(0, spines - 1))
     leaves = draw(st.integers(2, 7))
     hosts = draw(st.integers(1, 4))
-    fabric = Fabric.generate(spines, leaves, hosts, 100.0, failed)
+    fabric = Clos.generate(spines, leaves, hosts, 100.0, failed).as_leaf_spine()
     names = list(fabric.hosts)
     n = draw(st.integers(1, 40))
     pairs = draw(st.lists(st.tuples(st.sampled_from(names), st.sampled_from(names))

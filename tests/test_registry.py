@@ -18,7 +18,6 @@ import pytest
 from controller import cli
 from controller.errors import InputError
 from controller.model.clos import Clos
-from controller.model.fabric import Fabric
 from controller.model.jobs import parse_job
 from controller.planners import PLANNERS, planned_as, planner_for
 from controller.planners.plan import make_plan, planner_options, run_options
@@ -35,7 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MATRIX = {"greedy": (True, True), "ecmp": (True, True), "ecmp-polarised": (True, True),
           "edge-coloring": (True, True), "annealing": (True, True), "ilp": (True, True),
           "split": (True, True), "auto": (True, True), "jobs": (True, True)}
-SHAPES = {TWO_TIER: lambda: Fabric.generate(4, 4, 2, 0.01, wiring=True),
+SHAPES = {TWO_TIER: lambda: Clos.generate(4, 4, 2, 0.01, wiring=True),
           CLOS: lambda: Clos.fat_tree(4, 2, link_gbps=0.02).wire()}
 
 

@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.shell.rest import WEB_DIR, RestServer, write_token
@@ -23,7 +23,7 @@ TOKEN = "s3cret-token"
 
 @pytest.fixture
 def server():
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, f)
     for d in f.dpids.values():
@@ -206,7 +206,7 @@ def test_write_token_sources(tmp_path):
 def test_ready_answers_a_readiness_probe_as_the_fabric_view_says():
     """GET /v1/ready: 503 until every switch is connected and synchronised, then 200; the
     counts say how far it is, and ``ready`` is the fabric view's own."""
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     svc = RouteService(FakeSwitches(f.dpids.values()), f)
     n = len(f.dpids)
 

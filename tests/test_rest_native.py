@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.published import Published
 from controller.service.route_service import RouteService
@@ -25,7 +25,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def service(connect=True):
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     svc = RouteService(FakeSwitches(f.dpids.values()), f)
     if connect:
         for d in f.dpids.values():
@@ -164,14 +164,14 @@ EVENTLET_CHILD = textwrap.dedent(r"""
     eventlet.monkey_patch()
     import http.client, json, sys, threading, time
     from eventlet.patcher import original
-    from controller.model.fabric import Fabric
+    from controller.model.clos import Clos
     from controller.service.route_service import RouteService
     from controller.shell.hub import Hub
     from controller.shell.rest import RestServer
     from emulation.harness.fake_switch import FakeSwitches
 
     hub = Hub(spawn=eventlet.spawn, sleep=eventlet.sleep, Event=threading.Event)
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     svc = RouteService(FakeSwitches(f.dpids.values()), f, on_progress=lambda: eventlet.sleep(0))
     for d in f.dpids.values():
         svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})

@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.problem import Problem
 from controller.planners.ringorder import (
     advise_order,
@@ -50,7 +50,7 @@ def test_stride_must_be_coprime():
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 5), st.integers(2, 4), st.randoms(use_true_random=False), st.data())
 def test_advice_is_a_permutation_reaching_one_crossing_per_leaf(leaves, hosts, rnd, data):
-    f = Fabric.generate(2, leaves, hosts)
+    f = Clos.generate(2, leaves, hosts)
     names = list(f.hosts)
     n = data.draw(st.integers(2, len(names))) if len(names) >= 2 else 2
     ranks = rnd.sample(names, n)

@@ -8,7 +8,7 @@ import pytest
 
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
@@ -16,7 +16,7 @@ from emulation.harness.fake_switch import FakeSwitches, trace
 
 
 def start(budget, over="refuse", mode="flow", spines=2, leaves=4, hosts=2):
-    f = Fabric.generate(spines, leaves, hosts, 0.01, wiring=True)
+    f = Clos.generate(spines, leaves, hosts, 0.01, wiring=True)
     sw = FakeSwitches(f.dpids.values(), fabric=f)
     svc = RouteService(sw, f, mode=mode, algorithm="greedy", max_flow_rules=budget,
                        over_budget=over)

@@ -4,14 +4,19 @@ import json
 import pytest
 
 from controller.enforcement.openflow import COOKIE_STATIC, ETH_ARP, job_cookie
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches, trace
 
 
+def spines(fabric: Clos) -> list[str]:
+    """The spines of a leaf-spine's one plane (its one pod's aggregation switches)."""
+    return fabric.planes[0].aggs[0]
+
+
 def wired(spines=2, leaves=4, hosts=2, **kw):
-    return Fabric.generate(spines, leaves, hosts, 0.01, wiring=True, **kw)
+    return Clos.generate(spines, leaves, hosts, 0.01, wiring=True, **kw)
 
 
 @pytest.fixture
@@ -34,12 +39,12 @@ def test_unplanned_traffic_reaches_every_host_over_every_bucket(env):
         for dst in f.hosts:
             if src == dst:
                 continue
-            for bucket in range(len(f.spines)):
+            for bucket in range(len(spines(f))):
                 path, reached, labels = trace(f, sw, src, dst, bucket=bucket)
                 assert reached == dst and labels == []
                 if f.hosts[src] != f.hosts[dst]:
-                    assert len(path) == 3 and path[1] in f.spines
-                    assert path[1] == f.spines[bucket]  # ECMP group: one bucket per uplink
+                    assert len(path) == 3 and path[1] in spines(f)
+                    assert path[1] == spines(f)[bucket]  # ECMP group: one bucket per uplink
 
 
 def test_arp_goes_to_controller_and_spine_traffic_never_bounces(env):
@@ -84,7 +89,7 @@ def test_planned_flows_cross_their_planned_spine(env, mode):
     if mode == "sr":
         assert all(any(a[0] == "push_mpls" for a in x.actions) for x in rules)
     # per-flow state only at ingress leaves
-    for s in f.spines:
+    for s in spines(f):
         assert all(x.cookie == COOKIE_STATIC for x in sw.rules[f.dpids[s]].values())
 
 

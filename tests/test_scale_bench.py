@@ -3,7 +3,7 @@ hosts its jobs take, which link and switch it fails, how it counts per tier and 
 the two-tier baseline. No switch, no controller."""
 from benchmarks import scale
 from benchmarks.reconcile import patch_commands, switch_links
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from topologies.clos import fattree_fabric
 
 
@@ -37,7 +37,7 @@ def test_jobs_cross_pods_and_have_the_stated_sizes():
     assert len(scale.all_to_all_job(f)["flows"]) == 992
     small = fattree_fabric(4)
     assert len(scale.ring_job(small)["ranks"]) == 16  # no more than the fabric has
-    two = Fabric.generate(4, 8, 2, 100.0, wiring=True)
+    two = Clos.generate(4, 8, 2, 100.0, wiring=True)
     ranks = scale.ring_job(two)["ranks"]
     assert len(ranks) == 16 and all(two.hosts[a] != two.hosts[b]
                                     for a, b in zip(ranks, ranks[1:]))
@@ -58,7 +58,7 @@ def test_the_failed_link_and_switch_are_the_busiest_of_the_routes():
         {"path": ["l0", "a0_0", "c0_1", "a2_0", "l4"], "share": 0.5},
         {"path": ["l0", "a0_1", "c1_1", "a2_1", "l4"], "share": 0.5}]}
     assert scale.routes_over(f, [split], switch="c1_1") == 1
-    two = Fabric.generate(2, 2, 1, 100.0, wiring=True)
+    two = Clos.generate(2, 2, 1, 100.0, wiring=True)
     r = [{"src": "h0_0", "dst": "h1_0", "spine": "s1"}]
     assert scale.busiest_link(two, r) == ("l0", "s1")
     assert scale.busiest_middle(two, r) == "s1"

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.shell import core
@@ -72,7 +72,7 @@ def loop(dead_after: float, actions: list, end: float):
     on the fake clock from 100 s until ``end``. ``actions``: (time, "down" | "up", switch),
     or (time, fn) to call with (service, switches). Returns the service, the times the
     periodic round (``tick``) ran and those ``expire`` ran, and the loop's waits."""
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     clock = FakeClock(100.0)
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, f, clock=clock, sleep=clock.sleep, dead_after=dead_after,

@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from controller.model.clos import Clos
 from controller.model.fabric import Fabric
 from controller.model.fluid import FluidSimulator, _groups
 from controller.model.jobs import Flow, Job
@@ -57,7 +58,7 @@ def random_instance(seed: int):
     split at random into eighths over usable spines."""
     rng = random.Random(seed)
     spines, leaves, per_leaf = rng.choice([1, 2, 3, 3]), rng.randint(2, 3), rng.randint(1, 3)
-    f = Fabric.generate(spines, leaves, per_leaf, 8e-3)  # 1 MB/s links
+    f = Clos.generate(spines, leaves, per_leaf, 8e-3).as_leaf_spine()  # 1 MB/s links
     down = {(leaf, s) for leaf in f.leaves for s in f.spines[1:] if rng.random() < 0.2}
     f = f.with_down(down)
     hosts = list(f.hosts)

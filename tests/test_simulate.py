@@ -1,6 +1,6 @@
 import pytest
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.fluid import predict_allreduce
 from controller.model.jobs import Job
 from controller.planners.plan import make_plan
@@ -51,7 +51,7 @@ def test_max_min_unequal_flows_finish_and_release_bandwidth():
 
 
 def test_split_beats_unsplit_with_failed_spines():
-    f = Fabric.generate(8, 4, 8, 100.0, failed_spines=2)  # Delta 8 over 6 spines
+    f = Clos.generate(8, 4, 8, 100.0, failed_spines=2)  # Delta 8 over 6 spines
     # 8 rings, ring k joins host k of every leaf: each leaf sends 8 flows to the next one
     jobs = [Job("d", rings=[[f"h{i}_{k}" for i in range(4)] for k in range(8)], ring_bytes=1e9)]
     ar = {}
@@ -82,7 +82,7 @@ def test_predict_allreduce_matches_simulation():
 
 
 def test_workload_generator_places_paper_jobs():
-    f = Fabric.generate(32, 64, 32)
+    f = Clos.generate(32, 64, 32)
     jobs = generate(f, paper_models(5, 4), 4, seed=1234)
     assert [j.id for j in jobs] == ["bloom-0", "llama2-70b-1", "gpt3-2", "bloom-3", "gpt3-4"]
     used = [h for j in jobs for r in j.rings for h in r]
@@ -100,11 +100,11 @@ def test_workload_generator_places_paper_jobs():
 def test_workload_too_big_is_an_error():
     from controller.errors import InputError
     with pytest.raises(InputError, match="the jobs need 512 hosts .* the fabric has 32 hosts"):
-        generate(Fabric.generate(4, 4, 8), ["llama2-70b"], 4)
+        generate(Clos.generate(4, 4, 8), ["llama2-70b"], 4)
     # enough hosts in all (144 for 144) but not in the shape a replica takes
     with pytest.raises(InputError, match="not enough free NICs to place a bloom replica "
                                          r"\(48 NICs on one leaf\); the jobs need 144 hosts"):
-        generate(Fabric.generate(2, 2, 72), ["bloom"], 3)
+        generate(Clos.generate(2, 2, 72), ["bloom"], 3)
 
 
 @pytest.mark.timeout(30)
@@ -116,7 +116,7 @@ def test_replanning_with_moves_in_flight_ends_within_the_event_bound(alg):
 
     from controller.model.fluid import default_max_events
     rng = random.Random(5)
-    f = Fabric.generate(2, 3, 4, 100.0)  # leaves send more flows than spines: split splits
+    f = Clos.generate(2, 3, 4, 100.0)  # leaves send more flows than spines: split splits
     hosts = list(f.hosts)
     jobs = [Job(f"j{k}", rings=[rng.sample(hosts, rng.randint(3, 6))], ring_bytes=4e6 * (k + 1),
                 start_s=1e-4 * k, compute_s=2e-4) for k in range(5)]

@@ -6,7 +6,8 @@ from hypothesis import strategies as st
 from scipy.optimize import linprog
 
 from controller.errors import ConflictError, InputError
-from controller.model.fabric import Fabric, spine_list
+from controller.model.clos import Clos
+from controller.model.fabric import spine_list
 from controller.model.jobs import Flow, Job
 from controller.model.loads import link_loads
 from controller.model.problem import Problem
@@ -65,7 +66,7 @@ def failed_instances(draw):
     spines = draw(st.integers(2, 5))
     leaves = draw(st.integers(2, 6))
     hosts = draw(st.integers(2, spines + 3))
-    f = Fabric.generate(spines, leaves, hosts, 100.0, draw(st.integers(0, spines - 1)))
+    f = Clos.generate(spines, leaves, hosts, 100.0, draw(st.integers(0, spines - 1))).as_leaf_spine()
     links = [(l, s) for l in f.leaves for s in f.spines]
     down = draw(st.lists(st.sampled_from(links), min_size=1, max_size=max(1, len(links) // 3),
                          unique=True))

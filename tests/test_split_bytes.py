@@ -2,7 +2,7 @@
 import pytest
 
 from controller.errors import InputError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Problem
 from controller.planners.lp import weighted_split_lp
@@ -20,7 +20,7 @@ def _mean(d):
 def test_weighted_lp_balances_bytes_not_flows():
     """One 10 GB flow and four 100 MB flows out of l0 over 2 spines: by flow counts 2.5 flows
     per link, by bytes the big flow is split evenly and the small ones fill in."""
-    f = Fabric.generate(2, 2, 5)
+    f = Clos.generate(2, 2, 5).as_leaf_spine()
     flows = [Flow("j", "h0_0", "h1_0", 10e9)] + [Flow("j", f"h0_{k}", f"h1_{k}", 1e8)
                                                  for k in range(1, 5)]
     problem = Problem.build(f, [Job("j", explicit=flows)])
@@ -36,7 +36,7 @@ def test_weighted_lp_balances_bytes_not_flows():
 
 @pytest.mark.parametrize("seed", [5, 6])
 def test_byte_split_with_4_parts_never_behind_the_jobs_objective(seed):
-    f = Fabric.generate(4, 8, 8, 100.0, 1)
+    f = Clos.generate(4, 8, 8, 100.0, 1).as_leaf_spine()
     jobs = byte_mix(f, 4, 16, seed=seed)
     a = make_plan(f, jobs, "split", max_parts=4, objective="jobs")
     b = make_plan(f, jobs, "auto", objective="jobs", ilp_time_limit=0)
@@ -54,7 +54,7 @@ def test_byte_split_with_4_parts_never_behind_the_jobs_objective(seed):
 
 
 def test_byte_split_beats_flow_count_split_on_pipelines():
-    f = Fabric.generate(4, 8, 8, 100.0, 1)
+    f = Clos.generate(4, 8, 8, 100.0, 1).as_leaf_spine()
     jobs = pipeline(f, [8, 8, 8, 8], seed=2)
     by_bytes = make_plan(f, jobs, "split", objective="jobs", max_parts=None)
     by_flows = make_plan(f, jobs, "split", max_parts=None)
@@ -63,7 +63,7 @@ def test_byte_split_beats_flow_count_split_on_pipelines():
 
 
 def test_max_parts_zero_lifts_the_bound_in_the_options():
-    f = Fabric.generate(4, 2, 5)  # 5 flows out of l0 over 4 spines: 1.25 needs 4 quarters
+    f = Clos.generate(4, 2, 5).as_leaf_spine()  # 5 flows out of l0 over 4 spines: 1.25 needs 4 quarters
     p = Problem.build(f, [Job("j", explicit=[Flow("j", f"h0_{k}", f"h1_{k}", 1)
                                               for k in range(5)])])
     unbounded = split(p, **planner_options("split", max_parts=0))

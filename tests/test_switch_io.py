@@ -15,8 +15,7 @@ from controller.enforcement.clos_rules import clos_all_static
 from controller.enforcement.hostmode import PORT_MIN, make_probes
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
 from controller.errors import InstallError
-from controller.model.clos import as_clos
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos, as_clos
 from controller.shell.hub import THREADS
 from controller.shell.roles import Roles
 from controller.shell.switches import Switches
@@ -98,7 +97,7 @@ def static(f, name):
 
 
 def test_install_confirms_and_tables_read_back(ofp):
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     io = Switches(THREADS, 2.0, f.switch_of_dpid.get)
     sws = {name: Switch(ofp, f.dpids[name], io) for name in ("l0", "s0")}
     for sw in sws.values():
@@ -115,7 +114,7 @@ def test_install_confirms_and_tables_read_back(ofp):
 
 
 def test_rejected_silent_and_missing_switches_name_themselves(ofp):
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     io = Switches(THREADS, 0.3, f.switch_of_dpid.get)
     bad = Switch(ofp, f.dpids["l0"], io, reject=True)
     mute = Switch(ofp, f.dpids["l1"], io, silent=True)
@@ -138,7 +137,7 @@ def test_rejected_silent_and_missing_switches_name_themselves(ofp):
 def test_a_switch_gone_mid_install_or_read_ends_the_wait_at_once(ofp):
     """A switch lost with its connection (powered off) while the service waits for its barrier
     or its tables: the wait ends when the connection does, not at the timeout, and says so."""
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     io = Switches(THREADS, 30.0, f.switch_of_dpid.get)
     mute = Switch(ofp, f.dpids["l1"], io, silent=True)
     ok = Switch(ofp, f.dpids["l0"], io)
@@ -166,7 +165,7 @@ def test_a_switch_gone_mid_install_or_read_ends_the_wait_at_once(ofp):
 def test_concurrent_senders_get_distinct_xids(ofp):
     """Installs, statistics requests and packet-outs from many threads: every message of a
     datapath gets its own xid, so no reply is taken for another's."""
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     io = Switches(THREADS, 5.0, f.switch_of_dpid.get)
     sw = Switch(ofp, f.dpids["l0"], io)
     io.connected(sw)
@@ -198,7 +197,7 @@ def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):
     """A datapath whose send blocks (its queue full): packet-outs return at once, and leave
     in order once it drains; a caller holding a lock (the service's) is not held up, and
     another switch's packet-outs leave meanwhile."""
-    f = Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     io = Switches(THREADS, 5.0, f.switch_of_dpid.get)
     sw, other = Switch(ofp, f.dpids["l0"], io), Switch(ofp, f.dpids["l1"], io)
     drained = threading.Event()
@@ -229,7 +228,7 @@ def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):
 
 
 def test_probe_batches_collect_arrivals_and_resend_lost_ones(ofp):
-    f = as_clos(Fabric.generate(2, 4, 2, 0.01, wiring=True))  # as the controller serves it
+    f = as_clos(Clos.generate(2, 4, 2, 0.01, wiring=True))  # as the controller serves it
     io = Switches(THREADS, 0.3, f.switch_of_dpid.get)
     sw = Switch(ofp, f.dpids["l0"], io)
     io.connected(sw)

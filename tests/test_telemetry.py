@@ -4,7 +4,7 @@ import json
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
@@ -13,7 +13,7 @@ from emulation.harness.fake_switch import FakeSwitches
 
 @pytest.fixture
 def env():
-    f = Fabric.generate(2, 2, 2, 0.01, wiring=True)
+    f = Clos.generate(2, 2, 2, 0.01, wiring=True)
     sw = FakeSwitches(f.dpids.values())
     svc = RouteService(sw, f, dead_after=0.0)  # a lost switch is dead at once
     for d in f.dpids.values():

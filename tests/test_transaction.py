@@ -10,7 +10,7 @@ import pytest
 from controller.enforcement.desired import desired_tables
 from controller.enforcement.reconcile import Reconciler
 from controller.errors import ConflictError, InstallError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.model.jobs import parse_job
 from controller.service import decide
 from controller.service.hostports import HostPortService
@@ -36,7 +36,7 @@ class Store:
 def setup(spines=2, leaves=4, hosts=2, connect=None):
     """(fabric, fake switches, transaction) with the ``connect`` switches (all by default)
     synchronised against the empty intent."""
-    f = Fabric.generate(spines, leaves, hosts, 100.0, wiring=True)
+    f = Clos.generate(spines, leaves, hosts, 100.0, wiring=True)
     sw = FakeSwitches(f.dpids.values(), f)
     st = ControllerState()
     st.load(f, {}, 1)

@@ -10,7 +10,6 @@ from controller.enforcement.clos_rules import clos_all_static, clos_static_rules
 from controller.enforcement.desired import job_flow_rules
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.shell import translate
 
@@ -39,7 +38,7 @@ def datapath(ofproto):
 
 
 def every_rule():
-    f = as_clos(Fabric.generate(2, 2, 2, 0.01, wiring=True))  # a leaf-spine, as served
+    f = as_clos(Clos.generate(2, 2, 2, 0.01, wiring=True))  # a leaf-spine, as served
     rules, groups = [], []
     for r, g in clos_all_static(f).values():
         rules += r

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from controller.errors import InstallError
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.metrics import exposition
 from controller.service.route_service import RouteService
@@ -58,7 +58,7 @@ class SlowBarriers(FakeSwitches):
 
 
 def wired():
-    return Fabric.generate(2, 4, 2, 0.01, wiring=True)
+    return Clos.generate(2, 4, 2, 0.01, wiring=True)
 
 
 def start(f):

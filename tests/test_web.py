@@ -73,10 +73,10 @@ def _css(driver, selector):
 @pytest.mark.timeout(300)
 def test_served_files_and_content_types(tmp_path):
     """The real controller's web server (no switches needed: the page's files only)."""
-    from controller.model.fabric import Fabric
+    from controller.model.clos import Clos
     from emulation.harness.controller_proc import ControllerProcess
     fabric = tmp_path / "fabric.json"
-    fabric.write_text(json.dumps(Fabric.generate(2, 2, 1, 10.0, wiring=True).to_dict()))
+    fabric.write_text(json.dumps(Clos.generate(2, 2, 1, 10.0, wiring=True).to_dict()))
     ctl = ControllerProcess(str(fabric), str(tmp_path / "controller.log")).start()
     try:
         for path, kind in (("/", "text/html"), ("/web/app.js", "application/javascript"),

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from controller.discovery import lldp
-from controller.model.fabric import Fabric
+from controller.model.clos import Clos
 from controller.service import api
 from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches, arrival, trace
@@ -14,7 +14,7 @@ from tests.helpers import FakeClock
 
 
 def truth(spines=2, leaves=4, hosts=2):
-    return Fabric.generate(spines, leaves, hosts, 0.01, wiring=True)
+    return Clos.generate(spines, leaves, hosts, 0.01, wiring=True)
 
 
 def deliver(f, svc, sw, wiring=None):
@@ -63,7 +63,7 @@ def hosts_speak(f, svc):
 def boot(f, declared=None, wiring=None):
     clock = FakeClock()
     sw = FakeSwitches(f.dpids.values())
-    svc = RouteService(sw, declared, clock=clock, sleep=clock.sleep, link_gbps=f.link_gbps)
+    svc = RouteService(sw, declared, clock=clock, sleep=clock.sleep, link_gbps=f.link_gbps["leaf"])
     for name, dpid in f.dpids.items():
         svc.switch_connected(dpid, {p: True for p in f.ports[name].values()})
     for _ in range(2):
@@ -117,7 +117,7 @@ def test_an_address_nobody_answers_is_a_400_after_bounded_probing():
 def test_a_host_heard_later_is_added_while_jobs_run():
     f = truth()
     clock, sw, svc = boot(f)
-    late = Fabric.generate(2, 4, 3, 0.01, wiring=True)  # a third host per leaf, same wiring
+    late = Clos.generate(2, 4, 3, 0.01, wiring=True)  # a third host per leaf, same wiring
     assert api.handle(svc, "POST", "/v1/jobs", json.dumps(
         {"id": "a", "collective": "ring_allreduce", "ranks": ["h0_0", "h1_0"],
          "bytes": 1e6}).encode())[0] == 201
@@ -152,7 +152,7 @@ def test_a_host_is_added_at_its_first_packet_without_replanning_running_jobs():
          "bytes": 1e6}).encode())
     assert code == 201, doc
     routes = api.handle(svc, "GET", "/v1/routes")[1]
-    late = Fabric.generate(2, 4, 3, 0.01, wiring=True)
+    late = Clos.generate(2, 4, 3, 0.01, wiring=True)
     h = "h3_2"
     svc.port_changed(f.dpids["l3"], late.port("l3", h), True)
     deliver(f, svc, sw)
@@ -171,7 +171,7 @@ def test_an_arp_request_for_a_host_not_heard_yet_is_answered_when_it_answers_the
     f = truth()
     clock, sw, svc = boot(f)
     sw.packets_out.clear()
-    late = Fabric.generate(2, 4, 3, 0.01, wiring=True)
+    late = Clos.generate(2, 4, 3, 0.01, wiring=True)
     asker, target = "h0_0", "h2_2"
     svc.port_changed(f.dpids["l2"], late.port("l2", target), True)
     req = lldp.arp_request(f.host_mac[asker], late.host_ip[target], sender_ip=f.host_ip[asker])

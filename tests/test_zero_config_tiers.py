@@ -12,9 +12,13 @@ from controller.discovery.planes import discover
 from controller.discovery.tiers import _unexplained, clos_shape, recognise_clos
 from controller.discovery.topology import Topology
 from controller.model.clos import Clos, as_clos
-from controller.model.fabric import Fabric
 from tests.test_clos_discovery import observe
 from topologies.clos import fattree_fabric
+
+
+def spines(fabric: Clos) -> list[str]:
+    """The spines of a leaf-spine's one plane (its one pod's aggregation switches)."""
+    return fabric.planes[0].aggs[0]
 
 
 def switch_ports(f):
@@ -156,14 +160,14 @@ def test_a_stray_host_on_an_aggregation_switch_does_not_undo_a_reading_before_ho
 
 @pytest.mark.parametrize("port_up", [False, True])
 def test_a_leaf_spine_with_a_missing_link_stays_two_tiers(port_up):
-    f = Fabric.generate(4, 6, 2, wiring=True)
+    f = Clos.generate(4, 6, 2, wiring=True)
     t = Topology()
     gone = ("l1", "s2")
-    for sw in f.spines + f.leaves:
+    for sw in spines(f) + f.leaves:
         t.switch_up(f.dpids[sw], {p: port_up or (sw, n) not in (gone, gone[::-1])
                                   for n, p in f.ports[sw].items()}, 0)
     for leaf in f.leaves:
-        for s in f.spines:
+        for s in spines(f):
             if (leaf, s) != gone:
                 a, b = (f.dpids[leaf], f.port(leaf, s)), (f.dpids[s], f.port(s, leaf))
                 t.link_seen(*a, *b, 0)
@@ -176,13 +180,13 @@ def test_a_leaf_spine_with_a_missing_link_stays_two_tiers(port_up):
 
 def test_a_leaf_spine_missing_a_spine_link_per_leaf_stays_two_tiers():
     """Every leaf lost its link to a different spine (ports up): still a leaf-spine."""
-    f = Fabric.generate(4, 4, 1, wiring=True)
-    missing = {(leaf, f.spines[i]) for i, leaf in enumerate(f.leaves)}
+    f = Clos.generate(4, 4, 1, wiring=True)
+    missing = {(leaf, spines(f)[i]) for i, leaf in enumerate(f.leaves)}
     t = Topology()
-    for sw in f.spines + f.leaves:
+    for sw in spines(f) + f.leaves:
         t.switch_up(f.dpids[sw], {p: True for p in f.ports[sw].values()}, 0)
     for leaf in f.leaves:
-        for s in f.spines:
+        for s in spines(f):
             if (leaf, s) not in missing:
                 a, b = (f.dpids[leaf], f.port(leaf, s)), (f.dpids[s], f.port(s, leaf))
                 t.link_seen(*a, *b, 0)
@@ -219,7 +223,7 @@ def test_the_finder_adopts_three_tiers_at_once_with_no_host_traffic(k):
 
 
 def test_the_finder_adopts_a_leaf_spine_at_once_as_two_tiers():
-    f = Fabric.generate(4, 6, 2, wiring=True)
+    f = Clos.generate(4, 6, 2, wiring=True)
     w = Wired(f)
     w.connect()
     w.exchange()

@@ -28,8 +28,8 @@ def check_declared(declared: Clos, topology: Topology) -> list[dict]:
     O(ports + links + hosts).
 
     >>> f = Clos.leaf_spine(1, 1, 1).wire(); t = Topology()   # l0:1 - s0:1, h0_0 on l0:2
-    >>> _ = t.switch_up(0x30000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 3: True}, 0)
-    >>> _ = t.link_seen(0x20000, 3, 0x30000, 1, 0); _ = t.link_seen(0x30000, 1, 0x20000, 3, 0)
+    >>> _ = t.switch_up(0x10000, {1: True}, 0); _ = t.switch_up(0x20000, {1: True, 3: True}, 0)
+    >>> _ = t.link_seen(0x20000, 3, 0x10000, 1, 0); _ = t.link_seen(0x10000, 1, 0x20000, 3, 0)
     >>> [(p["kind"], p["switch"], p["port"], p["seen"]) for p in check_declared(f, t)]
     [('wrong_port', 'l0', 3, 'spine s0 port 1')]
     """

@@ -29,9 +29,9 @@ from controller.errors import InputError
 from controller.model import clos_wiring
 from controller.model.clos_wiring import WIRING, per_plane
 from controller.model.fabric import DERIVED, Fabric, HostLookup, leaf_spine_line
+from controller.model.fabric_doc import TIERS, link_count, name_list, speeds
 from controller.model.prefixes import CACHE as PREFIX_CACHE
 
-TIERS = ("host", "leaf", "core")  # link tiers: host-leaf, leaf-spine/aggregation, aggregation-core
 _KEYS = {"spines", "leaves", "pods", "cores", "planes", "hosts", "link_gbps", "bundle", "bundles",
          "down", "down_switches", "name"} | WIRING
 _PLANE_KEYS = {"spines", "leaves", "pods", "cores", "name"}
@@ -159,8 +159,10 @@ class Clos(HostLookup):
         if PREFIX_CACHE in self.__dict__:
             out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
         if "_leaf_spine" in self.__dict__:  # two tiers: the same model, other links down
-            two = self.__dict__["_leaf_spine"]
-            out.__dict__["_leaf_spine"] = two and two.with_down(out.down)
+            two = self.__dict__["_leaf_spine"] and self.__dict__["_leaf_spine"].with_down(out.down)
+            if two is not None:
+                two.__dict__.setdefault(DERIVED, {})["as_clos"] = out
+            out.__dict__["_leaf_spine"] = two
         return out
 
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
@@ -221,8 +223,11 @@ class Clos(HostLookup):
                       and not self.down_switches and g.get("host", g["leaf"]) == g["leaf"])
             wiring = {k: getattr(self, k) for k in ("dpids", "ports", "host_ip", "host_mac")
                       if k in self.wiring}  # checked as this fabric's: not again
-            self.__dict__["_leaf_spine"] = Fabric(list(p.aggs[0]), list(p.leaves), dict(
-                self.hosts), g["leaf"], set(self.down), wiring) if single else None
+            two = Fabric(list(p.aggs[0]), list(p.leaves), dict(self.hosts), g["leaf"],
+                         set(self.down), wiring) if single else None
+            if two is not None:  # its Clos is this one (``as_clos``)
+                two.__dict__.setdefault(DERIVED, {})["as_clos"] = self
+            self.__dict__["_leaf_spine"] = two
         return self.__dict__["_leaf_spine"]
 
     def two_tier_spine(self, switch: str) -> bool:
@@ -272,10 +277,12 @@ class Clos(HostLookup):
     @classmethod
     def leaf_spine(cls, spines: int, leaves: int, hosts_per_leaf: int, link_gbps: float = 100.0,
                    planes: int = 1, bundle: int = 1) -> Clos:
-        """A two-tier fabric of ``planes`` planes (names as ``Fabric.generate``, _p<plane> added
-        with several planes), every leaf-spine pair joined by ``bundle`` links."""
-        if spines < 1 or leaves < 1 or hosts_per_leaf < 1 or planes < 1 or bundle < 1:
-            raise InputError("fabric: spines, leaves, hosts per leaf, planes and bundle >= 1")
+        """A two-tier fabric of ``planes`` planes (spines s<j>, leaves l<i>, hosts h<i>_<m>,
+        _p<plane> added with several planes), every leaf-spine pair joined by ``bundle`` links."""
+        if spines < 1 or leaves < 1:
+            raise InputError("fabric: need at least one spine and one leaf")
+        if hosts_per_leaf < 0 or planes < 1 or bundle < 1:
+            raise InputError("fabric: hosts per leaf >= 0, planes and bundle >= 1")
         pods = {"pod": ([f"l{i}" for i in range(leaves)], [f"s{j}" for j in range(spines)])}
         hosts = [f"h{i}_{m}" for i in range(leaves) for m in range(hosts_per_leaf)]
         fabric = cls._planes_of(pods, [], hosts, hosts_per_leaf, link_gbps, planes)
@@ -283,9 +290,16 @@ class Clos(HostLookup):
         return fabric
 
     @classmethod
-    def generate(cls, *args, **options) -> Clos:
-        """``Fabric.generate``'s leaf-spine (names, checks, failed spines, wiring) as a ``Clos``."""
-        return as_clos(Fabric.generate(*args, **options))
+    def generate(cls, spines: int, leaves: int, hosts_per_leaf: int, link_gbps: float = 100.0,
+                 failed_spines: int = 0, wiring: bool = False) -> Clos:
+        """The paper's leaf-spine: ``leaf_spine`` with every link of its last ``failed_spines``
+        spines down, and with ``wiring`` what ``topologies/clos.py`` builds (``wire``)."""
+        if not 0 <= failed_spines <= spines:
+            raise InputError(f"fabric: cannot fail {failed_spines} of {spines} spines")
+        f = cls.leaf_spine(spines, leaves, hosts_per_leaf, link_gbps)
+        p = f.planes[0]
+        f.down = {(leaf, s) for s in p.aggs[0][spines - failed_spines:] for leaf in p.leaves}
+        return f.wire() if wiring else f
 
     @classmethod
     def _planes_of(cls, pods: dict, cores: list, hosts: list[str], hpl: int, gbps: float,
@@ -327,7 +341,7 @@ class Clos(HostLookup):
         host_leaves = _hosts(doc, planes, seen)
         wiring = {k: doc[k] for k in WIRING if k in doc}
         clos_wiring.check_tables(wiring, {n for n, k in seen.items() if k == "switch"}, host_leaves)
-        fabric = cls(planes, host_leaves, _speeds(doc.get("link_gbps", 100)), wiring=wiring)
+        fabric = cls(planes, host_leaves, speeds(doc.get("link_gbps", 100)), wiring=wiring)
         fabric._read_bundles(doc)
         fabric._read_down(doc)
         if wiring:
@@ -388,7 +402,7 @@ class Clos(HostLookup):
         if not isinstance(default, Mapping) or set(default) - {"leaf", "core"}:
             raise InputError("fabric: 'bundle' must map 'leaf' and/or 'core' to a link count")
         for tier, n in default.items():
-            self.bundle_default[tier] = _count(n, f"'bundle' of tier {tier}")
+            self.bundle_default[tier] = link_count(n, f"'bundle' of tier {tier}")
         items = doc.get("bundles", [])
         if not isinstance(items, list):
             raise InputError("fabric: 'bundles' must be a list of [switch, switch, links]")
@@ -396,7 +410,7 @@ class Clos(HostLookup):
             if not (isinstance(item, list) and len(item) == 3):
                 raise InputError(f"fabric: bad bundle {item!r} (expected [switch, switch, links])")
             lo, up = self._adjacent(str(item[0]), str(item[1]), "a bundle")
-            self.bundles[(lo, up)] = _count(item[2], f"the bundle {lo}-{up}")
+            self.bundles[(lo, up)] = link_count(item[2], f"the bundle {lo}-{up}")
 
     def _read_down(self, doc: Mapping) -> None:
         items = doc.get("down", [])
@@ -462,14 +476,14 @@ def _plane(doc, q: int | None) -> Plane:
         for k, (pod, body) in enumerate(pods_doc.items()):
             if not isinstance(body, Mapping) or set(body) != {"leaves", "aggs"}:
                 raise InputError(f"{where}: pod {pod} needs exactly 'leaves' and 'aggs'")
-            ls = _names(body["leaves"], f"leaves of pod {pod}", where)
-            aggs.append(_names(body["aggs"], f"aggs of pod {pod}", where))
+            ls = name_list(body["leaves"], f"leaves of pod {pod}", where)
+            aggs.append(name_list(body["aggs"], f"aggs of pod {pod}", where))
             leaves += ls
             pod_of += [k] * len(ls)
         cores = doc.get("cores", [])
         if not isinstance(cores, list) or not all(isinstance(g, list) for g in cores):
             raise InputError(f"{where}: 'cores' must be a list of core groups (lists of names)")
-        cores = [_names(g, f"core group {g_i}", where) for g_i, g in enumerate(cores)]
+        cores = [name_list(g, f"core group {g_i}", where) for g_i, g in enumerate(cores)]
         plane = Plane(name, list(pods_doc), leaves, pod_of, aggs, cores)
         _check_tiers(plane, where)
         return plane
@@ -478,8 +492,8 @@ def _plane(doc, q: int | None) -> Plane:
             raise InputError(f"{where}: missing field '{key}'")
     if "cores" in doc:
         raise InputError(f"{where}: 'cores' needs 'pods' (a two-tier plane has no cores)")
-    spines = _names(doc["spines"], "spines", where)
-    leaves = _names(doc["leaves"], "leaves", where)
+    spines = name_list(doc["spines"], "spines", where)
+    leaves = name_list(doc["leaves"], "leaves", where)
     return Plane(name, ["pod"], leaves, [0] * len(leaves), [spines])
 
 
@@ -521,39 +535,3 @@ def _hosts(doc: Mapping, planes: list[Plane], names: dict) -> dict[str, tuple[st
         out[h] = tuple(ls)
     return out
 
-
-def _speeds(value) -> dict[str, float]:
-    if isinstance(value, Mapping):
-        if set(value) - set(TIERS):
-            raise InputError(f"fabric: link_gbps tiers are {list(TIERS)}, got "
-                             f"{sorted(set(value) - set(TIERS))[0]!r}")
-        for t, v in value.items():
-            _speed(t, v)
-        base = value.get("leaf", 100)
-        out = {t: value.get(t, base) for t in TIERS}
-    else:
-        out = dict.fromkeys(TIERS, _speed(None, value))
-    return {t: _speed(t, v) for t, v in out.items()}
-
-
-def _speed(tier: str | None, v) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-        of = f" of tier {tier}" if tier else ""
-        raise InputError(f"fabric: link_gbps{of} must be a positive number, got {v!r}")
-    return float(v)
-
-
-def _count(n, what: str) -> int:
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InputError(f"fabric: {what} must have a positive whole number of links, got {n!r}")
-    return n
-
-
-def _names(value, what: str, where: str) -> list[str]:
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v
-                                                           for v in value):
-        raise InputError(f"{where}: '{what}' must be a non-empty list of non-empty names")
-    if len(set(value)) != len(value):
-        dup = next(v for v in value if value.count(v) > 1)
-        raise InputError(f"{where}: duplicate name {dup!r} in '{what}'")
-    return list(value)

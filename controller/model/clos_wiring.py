@@ -35,21 +35,23 @@ def per_plane(table) -> dict[str, tuple[str, ...]]:
 
 def wire(fabric) -> dict:
     """The wiring of ``fabric`` (a ``model.clos.Clos``) as ``topologies/clos.py`` builds
-    it: datapath ids (leaves 0x20000 + i, i counting leaves over all planes; aggregation
-    switches 0x30000 + 256 pod + slot; cores 0x40000 + 256 group + j; plane q adds
-    0x100000 q), ports in ``neighbours`` order from 1, and per plane q one address per host:
-    10.<16q + i/256>.<i%256>.<m> and MAC 02:00:<q>:<i/256>:<i%256>:<m> (i the host's leaf in
-    the first plane, m its position there from 1: the same host part in every plane, each
-    plane its own 10.<16q>.0.0/12). One plane writes strings, as before; several planes a
-    list per host. A bundle's members take consecutive ports (a list, member order)."""
+    it: datapath ids (leaves 0x20000 + i, i counting leaves over all planes; the spines of a
+    two-tier plane 0x10000 + j; aggregation switches 0x30000 + 256 pod + slot; cores 0x40000
+    + 256 group + j; plane q adds 0x100000 q), ports in ``neighbours`` order from 1, and per
+    plane q one address per host: 10.<16q + i/256>.<i%256>.<m> and MAC
+    02:00:<q>:<i/256>:<i%256>:<m> (i the host's leaf in the first plane, m its position there
+    from 1: the same host part in every plane, each plane its own 10.<16q>.0.0/12). One plane
+    writes strings, as before; several planes a list per host. A bundle's members take
+    consecutive ports (a list, member order)."""
     dpids: dict[str, int] = {}
     for q, p in enumerate(fabric.planes):
         base = 0x100000 * q
         for i, leaf in enumerate(p.leaves):
             dpids[leaf] = base + 0x20000 + i
+        first = 0x30000 if p.cores else 0x10000  # a two-tier plane's spines
         for pod, aggs in enumerate(p.aggs):
             for x, a in enumerate(aggs):
-                dpids[a] = base + 0x30000 + 256 * pod + x
+                dpids[a] = base + first + 256 * pod + x
         for g, grp in enumerate(p.cores):
             for j, c in enumerate(grp):
                 dpids[c] = base + 0x40000 + 256 * g + j

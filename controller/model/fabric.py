@@ -3,10 +3,11 @@ leaf-spine links are down, as spine indices and bitmasks.
 
 Not a document model: every fabric document loads as a ``model.clos.Clos``
 (``load_fabric``), and a Clos of one two-tier plane without bundles hands its planners this
-view (``Clos.as_leaf_spine``). ``Fabric.generate`` builds one directly for tests and
-benchmarks. Spines and leaves are kept in declaration order; a spine's position in ``spines``
-is its id for every tie-break ("lowest spine id"). Usable spines of a leaf pair are kept as
-bitmasks (bit j = spine j) so planners can intersect them cheaply.
+view (``Clos.as_leaf_spine``, its only maker: ``Clos.generate(...).as_leaf_spine()`` in
+the two-tier planners' tests and benchmarks). Spines and leaves are kept in declaration
+order; a spine's position in ``spines`` is its id for every tie-break ("lowest spine id").
+Usable spines of a leaf pair are kept as bitmasks (bit j = spine j) so planners
+can intersect them cheaply.
 """
 from __future__ import annotations
 
@@ -124,46 +125,6 @@ class Fabric(HostLookup):
         self.hosts_of_leaf: dict[str, list[str]] = {l: [] for l in self.leaves}
         for host, leaf in self.hosts.items():
             self.hosts_of_leaf[leaf].append(host)
-
-    # ---- construction -------------------------------------------------------------------
-    @classmethod
-    def generate(cls, spines: int, leaves: int, hosts_per_leaf: int, link_gbps: float = 100.0,
-                 failed_spines: int = 0, wiring: bool = False) -> Fabric:
-        """A regular fabric named as the Mininet topology names it (s<j>, l<i>, h<i>_<k>).
-
-        ``failed_spines`` fails the highest spine ids, as the paper's evaluation does. With
-        ``wiring`` it also declares what ``topologies/clos.py`` builds: datapath ids (spines
-        0x10000 + j, leaves 0x20000 + i), ports (leaf i: spine j on port j+1, host k on port
-        S+k+1; spine j: leaf i on port i+1), host IPs 10.<i/256>.<i%256>.<k+1> and MACs
-        02:00:00:<i/256>:<i%256>:<k+1>.
-        """
-        if spines < 1 or leaves < 1 or hosts_per_leaf < 0:
-            raise InputError("fabric: need at least one spine and one leaf")
-        if not 0 <= failed_spines <= spines:
-            raise InputError(f"fabric: cannot fail {failed_spines} of {spines} spines")
-        sp = [f"s{j}" for j in range(spines)]
-        lv = [f"l{i}" for i in range(leaves)]
-        hosts = {f"h{i}_{k}": f"l{i}" for i in range(leaves) for k in range(hosts_per_leaf)}
-        down = {(l, s) for s in sp[spines - failed_spines:] for l in lv}
-        extra = {}
-        if wiring:
-            if hosts_per_leaf > 254 or leaves > 65536:
-                raise InputError("fabric: wiring supports at most 254 hosts per leaf")
-            extra["dpids"] = {**{s: 0x10000 + j for j, s in enumerate(sp)},
-                              **{l: 0x20000 + i for i, l in enumerate(lv)}}
-            ports: dict[str, dict[str, int]] = {s: {} for s in sp}
-            for i, l in enumerate(lv):
-                ports[l] = {s: j + 1 for j, s in enumerate(sp)}
-                for k in range(hosts_per_leaf):
-                    ports[l][f"h{i}_{k}"] = spines + k + 1
-                for s in sp:
-                    ports[s][l] = i + 1
-            extra["ports"] = ports
-            extra["host_ip"] = {f"h{i}_{k}": f"10.{i // 256}.{i % 256}.{k + 1}"
-                                for i in range(leaves) for k in range(hosts_per_leaf)}
-            extra["host_mac"] = {f"h{i}_{k}": f"02:00:00:{i // 256:02x}:{i % 256:02x}:{k + 1:02x}"
-                                 for i in range(leaves) for k in range(hosts_per_leaf)}
-        return cls(sp, lv, hosts, float(link_gbps), down, extra)
 
     # ---- wiring -------------------------------------------------------------------------
     @property

@@ -36,9 +36,9 @@ def link_flows(problem: Problem, spines: Sequence[int]) -> list[int]:
     ``Problem.inter`` order): uplinks at ``leaf * S + spine``, then downlinks at ``L * S + leaf
     * S + spine`` (``planners.repair.Routing``'s numbering). O(F + L S).
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
-    >>> p = Problem.build(Fabric.generate(2, 2, 2), [Job("r", rings=[["h0_0", "h1_0", "h0_1",
+    >>> p = Problem.build(Clos.generate(2, 2, 2).as_leaf_spine(), [Job("r", rings=[["h0_0", "h1_0", "h0_1",
     ...                                                                "h1_1"]], ring_bytes=1)])
     >>> link_flows(p, [0, 0, 0, 1]), max_link_flows(p, [0, 0, 0, 1])
     ([2, 0, 1, 1, 1, 1, 2, 0], 2)

@@ -10,7 +10,7 @@ its own plane's addresses only):
 * a pod likewise by the longest prefix common to all its hosts' addresses if that holds no
   address of a host outside the pod; otherwise by its leaves' matches.
 
-``topologies/clos.py`` (``Clos.wire``, ``Fabric.generate``) gives leaf i the hosts
+``topologies/clos.py`` (``Clos.wire``) gives leaf i the hosts
 10.x.i.1, 10.x.i.2, ...: every leaf a prefix of its own, every pod (contiguous leaves) one too.
 Addresses a fabric document declares get prefixes wherever they are contiguous in this sense,
 and fall back per host, leaf by leaf, where they are not.

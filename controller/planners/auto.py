@@ -36,10 +36,10 @@ equals the lower bound, or the ILP proved it), ``links_at_max`` and
 ``optimal_layers`` (per layer: max_link_load, links_at_max, and with the jobs objective
 worst_slowdown), ``ms`` per stage, the ILPs' reports under ``ilp`` and ``layer2_ilp``.
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
     >>> from controller.model.problem import Problem
-    >>> f = Fabric.generate(2, 4, 2)
+    >>> f = Clos.generate(2, 4, 2).as_leaf_spine()
     >>> job = Job("r", rings=[["h0_0", "h1_0", "h2_0", "h3_0", "h0_1", "h2_1"]], ring_bytes=1)
     >>> a = auto(Problem.build(f, [job]))
     >>> a.info["stage"], a.info["max_link_load"], a.info["optimal"]
@@ -113,9 +113,9 @@ def lower_bound(problem: Problem) -> int:
     side whose usable spines all lie in M; M ranges over each side's distinct usable masks and
     their union. O(F + sum of (distinct masks per side)^2).
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
-    >>> f = Fabric.generate(3, 3, 2).with_down({("l1", "s0"), ("l1", "s1"), ("l2", "s0"),
+    >>> f = Clos.generate(3, 3, 2).as_leaf_spine().with_down({("l1", "s0"), ("l1", "s1"), ("l2", "s0"),
     ...                                         ("l2", "s1")})
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h2_0", 1)])
     >>> p = Problem.build(f, [job])    # both flows from l0 can use only s2

@@ -11,10 +11,10 @@ to agree with the installed routing as far as the fabric's symmetry allows (a ma
 matching per class of interchangeable spines), is taken instead only when it is strictly
 better on the max load, or on the links at it by more than max(2, 10%).
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
     >>> from controller.model.problem import Problem
-    >>> f = Fabric.generate(4, 4, 2)
+    >>> f = Clos.generate(4, 4, 2).as_leaf_spine()
     >>> a = Job("a", rings=[["h0_0", "h1_0", "h2_0", "h3_0"]], ring_bytes=1)
     >>> b = Job("b", rings=[["h0_1", "h2_1"]], ring_bytes=1)
     >>> old = [((0, 1.0),)] * 4                    # job a, all four flows on s0
@@ -74,9 +74,9 @@ def align_spines(problem: Problem, spines: list[int], prev: list[int]) -> list[i
     """Rename spines within classes of interchangeable spines (same links up at every leaf) so
     that as many flows as possible keep their previous spine; loads and feasibility unchanged.
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
-    >>> f = Fabric.generate(3, 2, 2)
+    >>> f = Clos.generate(3, 2, 2).as_leaf_spine()
     >>> p = Problem.build(f, [Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1),
     ...                                          Flow("j", "h0_1", "h1_1", 1)])])
     >>> align_spines(p, [0, 1], [2, 0])

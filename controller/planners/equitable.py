@@ -63,9 +63,9 @@ def equitable_spines(problem: Problem, spines: list[int] | None = None) -> list[
     """Per flow its spine: the equitable colouring onto ``spines`` (default: the alive spines);
     NO_SPINE for a flow whose colour's spine is not usable for it (a failed link on its path).
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
-    >>> f = Fabric.generate(2, 3, 3)
+    >>> f = Clos.generate(2, 3, 3).as_leaf_spine()
     >>> job = Job("j", explicit=[Flow("j", f"h0_{i}", f"h{1 + i % 2}_{i}", 1) for i in range(3)])
     >>> equitable_spines(Problem.build(f, [job]))    # leaf l0: 3 flows, 2 and 1 per spine
     [0, 1, 1]

@@ -86,9 +86,9 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
     usable spine); exponential at worst, instant when the LP relaxation already exceeds
     incumbent - 1 (typical with failed spines).
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
-    >>> f = Fabric.generate(2, 2, 2)
+    >>> f = Clos.generate(2, 2, 2).as_leaf_spine()
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h1_1", 1)])
     >>> a = ilp(Problem.build(f, [job]), 5, incumbent=[0, 0])
     >>> a.spines() in ([0, 1], [1, 0]), a.info["status"], a.info["incumbent_from"]
@@ -172,9 +172,9 @@ def ilp_layer2(problem: Problem, alpha: int, time_limit: float = 60.0,
     bound, gap, wall_ms, incumbent_from. The reference for tests and benchmarks, off the
     request path: exponential at worst, seconds at 64 x 32.
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
-    >>> f = Fabric.generate(2, 3, 4)
+    >>> f = Clos.generate(2, 3, 4).as_leaf_spine()
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h1_1", 1),
     ...                          Flow("j", "h0_2", "h2_0", 1)])
     >>> a = ilp_layer2(Problem.build(f, [job]), 2, 5)

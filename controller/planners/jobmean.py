@@ -22,13 +22,13 @@ slowed; the whole job's move is kept when the sum of slowdowns (on ``objective.J
 prediction) drops, else undone. Jobs are visited fewest slowed flows first (cheapest to free),
 in rounds, until a round frees nothing or ``budget`` steps are spent: deterministic.
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
     >>> from controller.model.problem import Problem
     >>> from controller.planners.objective import JobModel, job_slowdowns
     >>> from controller.planners.repair import Routing
     >>> from controller.model.jobs import Flow
-    >>> f = Fabric.generate(2, 2, 3)     # leaf l0 sends 3 flows over 2 spines: one link holds 2
+    >>> f = Clos.generate(2, 2, 3).as_leaf_spine()     # leaf l0 sends 3 flows over 2 spines: one link holds 2
     >>> a = Job("A", explicit=[Flow("A", "h0_0", "h1_0", 1e9), Flow("A", "h0_1", "h1_1", 1e9)])
     >>> b = Job("B", explicit=[Flow("B", "h0_2", "h1_2", 1e9)])
     >>> p = Problem.build(f, [a, b])

@@ -13,10 +13,10 @@ alpha, fewest directed links at alpha, then the lexicographically smallest sorte
   sorted load vector never gets worse.
 * ``vector_key``: the order on routings (max, links at max, sorted vector).
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
     >>> from controller.model.problem import Problem
-    >>> f = Fabric.generate(2, 3, 4)
+    >>> f = Clos.generate(2, 3, 4).as_leaf_spine()
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h1_1", 1),
     ...                          Flow("j", "h0_2", "h2_0", 1)])
     >>> p = Problem.build(f, [job])      # 3 flows out of l0 over 2 spines: alpha = 2

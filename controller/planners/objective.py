@@ -34,10 +34,10 @@ evaluated in O(flows on them ^ 2). Phase 2 (mean): ``jobmean.lower_mean`` frees 
 from their shared links. Both stop at a local optimum or when the budget of move evaluations
 is spent (a quarter for phase 1): deterministic, no wall clock.
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
     >>> from controller.model.problem import Problem
-    >>> f = Fabric.generate(2, 2, 4)       # 2 spines: leaf l0 sends 4 flows, 2 per link
+    >>> f = Clos.generate(2, 2, 4).as_leaf_spine()       # 2 spines: leaf l0 sends 4 flows, 2 per link
     >>> def ring(j, i, size, compute):
     ...     return Job(j, rings=[[f"h0_{i}", f"h1_{i}"]], ring_bytes=size, compute_s=compute)
     >>> jobs = [ring("A", 0, 8e9, 1.2), ring("B", 1, 1e8, 1.0), ring("C", 2, 8e9, 1.2),

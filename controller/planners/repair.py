@@ -12,10 +12,10 @@ checked against the loads the earlier steps of the same chain leave, so an appli
 puts more than c flows on a link. In a bipartite multigraph with every spine usable and c = 1
 this finds the classic alternating path of Koenig's theorem.
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
     >>> from controller.model.problem import Problem
-    >>> f = Fabric.generate(2, 3, 2)
+    >>> f = Clos.generate(2, 3, 2).as_leaf_spine()
     >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1), Flow("j", "h0_1", "h2_0", 1),
     ...                          Flow("j", "h2_1", "h1_1", 1)])
     >>> r = Routing(Problem.build(f, [job]), [0, 0, 0])   # two flows on l0->s0 and on s0->l1

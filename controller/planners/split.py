@@ -68,9 +68,9 @@ def split(problem: Problem, granularity: int | None = None, time_limit: float = 
     and one to three LP solves over the freed flows (0.02-0.5 s at 64 x 32 with a few links
     down), plus an ILP within ``time_limit`` seconds when a granularity needs it.
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
-    >>> f = Fabric.generate(4, 5, 4).with_down({("l0", "s0")})  # l0 keeps 3 up links
+    >>> f = Clos.generate(4, 5, 4).as_leaf_spine().with_down({("l0", "s0")})  # l0 keeps 3 up links
     >>> job = Job("j", explicit=[Flow("j", f"h0_{k}", f"h{k + 1}_0", 1e6) for k in range(4)])
     >>> a = split(Problem.build(f, [job]))
     >>> round(a.info["fractional_optimum"], 6), a.info["split_flows"], a.info["subflows"]
@@ -171,9 +171,9 @@ def bound_parts(problem: Problem, a: Assignment, max_parts: int) -> Assignment:
     load becomes q + ceil(r * max_parts / S') / max_parts); other plans keep each flow's
     ``max_parts`` largest shares, scaled up to 1. O(F S').
 
-    >>> from controller.model.fabric import Fabric
+    >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Flow, Job
-    >>> f = Fabric.generate(4, 2, 5)          # l0 sends 5 flows over 4 spines
+    >>> f = Clos.generate(4, 2, 5).as_leaf_spine()          # l0 sends 5 flows over 4 spines
     >>> p = Problem.build(f, [Job("j", explicit=[Flow("j", f"h0_{k}", f"h1_{k}", 1)
     ...                                          for k in range(5)])])
     >>> [_max_of(p, split(p, max_parts=k)) for k in (1, 2, 4, None)]
