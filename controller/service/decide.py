@@ -141,7 +141,8 @@ def topology(state: ControllerState, settings: Settings, now: float, cause: str,
     groups move back onto returned links at once when there is no hold-down. None: nothing
     changed. ``detected``: when the change reached the controller (in the event)."""
     declared = declared or state.declared
-    fabric = effective_fabric(declared, state.switches, now, settings.dead_after)
+    fabric = effective_fabric(declared, state.switches, now, settings.dead_after,
+                              state.presumed_down if declared is state.declared else frozenset())
     before = state.fabric.down if state.fabric is not None else fabric.down
     if fabric.down == before and not force:
         return None

@@ -31,8 +31,8 @@ def load_intent(state: ControllerState, reconciler: Reconciler, finder: FabricFi
     Switches outside its fabric are let go."""
     if doc is None:
         return
-    declared, jobs, number = from_doc(doc, None)
-    state.load(declared, jobs, number)
+    declared, jobs, number, down = from_doc(doc, None)
+    state.load(declared, jobs, number, down)
     if declared is not None:
         reconciler.forget(lambda d: d in declared.switch_of_dpid)
         finder.recognise(declared)

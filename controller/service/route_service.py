@@ -59,8 +59,8 @@ class RouteService:
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
-        declared, jobs, number = from_doc(store.load() if store else None, fabric)
-        self.state.load(declared, jobs, number)
+        declared, jobs, number, down = from_doc(store.load() if store else None, fabric)
+        self.state.load(declared, jobs, number, down)
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
                                      self.lock.waiting, on_progress)
         self.hostports = HostPortService(getattr(installer, "probe", None))

@@ -48,11 +48,16 @@ class ControllerState:
     recovery_ms: list = field(default_factory=list)
     version: int = 0  # bumped on every change of intent or effective fabric
     measured: dict = field(default_factory=dict)  # job id -> learning.Measured (last steady)
+    presumed_down: frozenset = frozenset()  # links down when stored (``effective_fabric``)
 
-    def load(self, declared: Clos | None, jobs: dict, next_number: int) -> None:
+    def load(self, declared: Clos | None, jobs: dict, next_number: int,
+             presumed_down: frozenset = frozenset()) -> None:
         """Take a stored intent (at start, or a standby following the master's); a fabric is
-        held as a ``Clos`` (``as_clos``)."""
+        held as a ``Clos`` (``as_clos``), with the links the stored state had seen down."""
         self.declared = self.fabric = as_clos(declared)
+        self.presumed_down = presumed_down
+        if declared is not None and presumed_down:
+            self.fabric = self.declared.with_down(self.declared.down | presumed_down)
         self.jobs = jobs
         self.next_number = next_number
         self.version += 1
@@ -68,11 +73,16 @@ class ControllerState:
 
 
 def effective_fabric(declared: Clos | None, switches: dict, now: float = 0.0,
-                     dead_after: float = 0.0) -> Clos | None:
-    """The declared fabric with every link seen down added to ``down``."""
+                     dead_after: float = 0.0, presumed: frozenset = frozenset()) -> Clos | None:
+    """The declared fabric with every link seen down added to ``down``, and every link of
+    ``presumed`` (down when the state was stored: ``ControllerState.presumed_down``) while an
+    end switch of it has not been seen since: after a restart a leaf that reconnects before
+    the far end of its failed link keeps its tables for that link down, not a moment of
+    tables for it up."""
     if declared is None:
         return None
     down = declared.down | failed_links(declared, switches, now, dead_after)
+    down |= {x for x in presumed if not all(declared.dpids.get(s) in switches for s in x[:2])}
     return declared if down == declared.down else declared.with_down(down)
 
 
@@ -152,8 +162,11 @@ DOC_VERSION = 2
 
 
 def to_doc(state: ControllerState) -> dict:
-    """The intent as a JSON document: fabric, jobs and their routes by flow."""
+    """The intent as a JSON document: fabric, jobs and their routes by flow, and the links
+    seen down beyond the declared ones (``links_down``, when some are)."""
+    seen = state.fabric.down - state.declared.down if state.declared and state.fabric else ()
     return {"version": DOC_VERSION, "next_number": state.next_number,
+            **({"links_down": sorted(map(list, seen), key=str)} if seen else {}),
             "fabric": state.declared.to_dict() if state.declared else None,
             "jobs": [{"job": r.job.to_dict(), "number": r.number, "algorithm": r.algorithm,
                       "mode": r.mode, "created": r.created, "matrix": r.matrix,
@@ -164,12 +177,13 @@ def to_doc(state: ControllerState) -> dict:
 
 
 def from_doc(doc: dict | None, declared: Clos | None
-             ) -> tuple[Clos | None, dict, int]:
-    """(fabric, jobs, next_number) of a stored document; the fabric must be the one declared
-    now, if one is. Version 1 documents (routes by list position) are read too."""
+             ) -> tuple[Clos | None, dict, int, frozenset]:
+    """(fabric, jobs, next_number, links seen down) of a stored document; the fabric must be
+    the one declared now, if one is. Version 1 documents (routes by list position) are read
+    too; a link down that the fabric does not have is left out."""
     declared = as_clos(declared)  # the controller serves every fabric as a Clos
     if not doc:
-        return declared, {}, 1
+        return declared, {}, 1, frozenset()
     stored = load_fabric(doc["fabric"]) if doc.get("fabric") else None
     if declared is None:
         declared = stored
@@ -178,7 +192,7 @@ def from_doc(doc: dict | None, declared: Clos | None
                          "fabric, or move the state file away to start afresh")
     jobs: dict[str, JobRecord] = {}
     if declared is None:
-        return None, jobs, 1
+        return None, jobs, 1, frozenset()
     for item in doc.get("jobs", []):
         try:
             job = parse_job(item["job"], declared)
@@ -205,7 +219,11 @@ def from_doc(doc: dict | None, declared: Clos | None
                                  item.get("learn", True),
                                  tuple(item.get("members") or sorted(job.hosts())))
     number = max([doc.get("next_number", 1)] + [r.number + 1 for r in jobs.values()])
-    return declared, jobs, number
+    links = set(declared.links())
+    down = frozenset(tuple(x) for x in doc.get("links_down", [])
+                     if isinstance(x, list) and tuple(x[:2]) in links and (
+                         len(x) == 2 or len(x) == 3 and x[2] in declared.alive_members(*x[:2])))
+    return declared, jobs, number, down
 
 
 def _part_doc(part) -> list:
