@@ -225,7 +225,7 @@ def main(argv=None) -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "fabric.json"), "w") as fh:
         # the two-tier document: links down leaf by leaf, spine by spine
-        json.dump(fabric.as_leaf_spine().to_dict(), fh)
+        json.dump(fabric.to_dict(), fh)
     with open(os.path.join(args.out, "jobs.json"), "w") as fh:
         json.dump({"jobs": [j.to_dict() for j in jobs]}, fh)
     print(json.dumps(summary(fabric, jobs, args.server_nics)))

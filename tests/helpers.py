@@ -3,7 +3,7 @@ from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, flow_key
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Assignment, Problem
-from controller.planners.leaf_spine import spine_parts, two_tier
+from controller.planners.leaf_spine import spine_parts
 
 
 def fabric(spines=4, leaves=8, hosts=2, failed_spines=0, down=()):
@@ -40,7 +40,7 @@ def leaf_spine_routing(fabric, records) -> tuple[Problem, Assignment] | None:
     records = list(records)
     if not records:
         return None
-    two = two_tier(fabric)
+    two = fabric.as_leaf_spine()
     problem = Problem.build(two, [r.job for r in records], skip_unroutable=True)
     routes = {(r.job.id, flow_key(f)): spine_parts(two, p)
               for r in records for f, p in r.flows_with_parts()}

@@ -25,9 +25,9 @@ from typing import NamedTuple
 from controller.model.clos import Clos
 from controller.model.jobs import Job
 from controller.planners.clos_routes import clos_route_parts
-from controller.planners.leaf_spine import two_tier
 from controller.planners.leaf_spine_routes import leaf_spine_route_parts
 from controller.planners.plan import planner_options
+from controller.planners.registry import fast_path
 from controller.planners.split import MAX_PARTS
 
 
@@ -49,7 +49,7 @@ def group_routes(fabric: Clos, jobs: list[Job], algorithm: str, objective: str, 
     (``Settings.planner_opts``); ``ilp_budget`` > 0: a group auto's layer 1 left short of
     its optimum is improvable off the path. O(the planner's cost)."""
     planner_opts = planner_opts or {}
-    two = two_tier(fabric)
+    two = fast_path(fabric)
     if two is None:
         opts = dict(planner_opts.get(algorithm) or {})
         split = planner_opts.get("split") or {}

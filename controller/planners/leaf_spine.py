@@ -21,8 +21,8 @@ benchmarks) runs it unchanged (the registry's two-tier ``Way`` of ``annealing``)
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow
 >>> c = Clos.leaf_spine(2, 2, 1).wire()
->>> two = two_tier(c)
->>> two.spines, two_tier(Clos.fat_tree(4)) is None, two_tier(two) is two
+>>> two = c.as_leaf_spine()
+>>> two.spines, Clos.fat_tree(4).as_leaf_spine() is None, two.as_leaf_spine() is two
 (['s0', 's1'], True, True)
 >>> f = Flow("j", "h0_0", "h1_0", 1.0)
 >>> spine_parts(two, ((("l0", "s1", "l1"), 1.0),))
@@ -35,17 +35,11 @@ benchmarks) runs it unchanged (the registry's two-tier ``Way`` of ``annealing``)
 from __future__ import annotations
 
 from controller.errors import ConflictError
-from controller.model.clos import Clos, as_clos
+from controller.model.clos import as_clos
 from controller.model.clospaths import ClosProblem
 from controller.model.fabric import Fabric
 from controller.model.jobs import Flow
 from controller.model.problem import Assignment, Problem
-
-
-def two_tier(fabric: Fabric | Clos) -> Fabric | None:
-    """``fabric`` as the two-tier model (``as_leaf_spine``): itself for a ``Fabric``, its plane's
-    for a ``Clos`` of one two-tier plane (None: not one, the Clos planners plan it)."""
-    return fabric.as_leaf_spine()
 
 
 def spine_parts(two: Fabric, parts):
@@ -90,7 +84,8 @@ def clos_planner(problem: Problem, algorithm: str, **options) -> Assignment:
     ``problem.inter``), its info kept. O(the Clos problem's build + the planner).
 
     >>> from controller.model.jobs import Job
-    >>> two = two_tier(Clos.leaf_spine(2, 2, 1).wire())
+    >>> from controller.model.clos import Clos
+    >>> two = Clos.leaf_spine(2, 2, 1).wire().as_leaf_spine()
     >>> ring = Job("r", rings=[["h0_0", "h1_0"]], ring_bytes=1e6)
     >>> a = clos_planner(Problem.build(two, [ring]), "annealing", seed=3)
     >>> a.spines(), a.info["seed"], a.info["steps"]

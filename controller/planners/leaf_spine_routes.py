@@ -11,8 +11,7 @@ O(the planner's cost).
 
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow, Job
->>> from controller.planners.leaf_spine import two_tier
->>> two = two_tier(Clos.leaf_spine(2, 2, 2).wire())
+>>> two = Clos.leaf_spine(2, 2, 2).wire().as_leaf_spine()
 >>> job = Job("j", explicit=[Flow("j", "h0_0", "h1_0", 1.0), Flow("j", "h0_0", "h0_1", 1.0)])
 >>> parts, ms, info = leaf_spine_route_parts(two, [job], "auto", "flows", [None, None])
 >>> parts[0][0][0][::2], parts[1], info["moved_flows"]

@@ -47,6 +47,7 @@ from controller.planners.registry import (
     PLANNERS,
     TWO_TIER,
     clos_options,
+    fast_path,
     planned_as,
     planner_for,
     shape_of,
@@ -333,7 +334,7 @@ def make_plan(fabric: Clos | Fabric, jobs: list[Job], algorithm: str = "greedy",
     >>> make_plan(Clos.leaf_spine(2, 2, 1, planes=2), [ring], "greedy").routes()[0]["plane"]
     'plane0'
     """
-    two = fabric.as_leaf_spine()
+    two = fast_path(fabric)
     if two is None:
         return make_clos_plan(fabric, jobs, algorithm, **options)
     problem = Problem.build(two, jobs)

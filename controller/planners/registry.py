@@ -2,7 +2,7 @@
 it is, and how it runs on each shape of fabric.
 
 Two shapes of a fabric (every document loads as a ``Clos``, ``model.clos.load_fabric``; its
-shape is ``shape_of``, the model's ``as_leaf_spine``):
+shape is the model's answer, asked here only: ``fast_path``, named by ``shape_of``):
 
 * ``two-tier``: a single two-tier plane without bundles (``model.fabric.Fabric``; problems of
   ``model.problem``, a spine per flow). The stronger two-tier algorithms are its fast paths:
@@ -158,15 +158,23 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
 )}
 
 
+def fast_path(fabric):
+    """The two-tier view the fast path plans ``fabric`` on (the model's answer,
+    ``Clos.as_leaf_spine``: a single two-tier plane without bundles), None for other fabrics
+    and without one: the one question the planners ask of a fabric's shape (``make_plan``,
+    ``group_routes``, ``offpath.group_instance``; ``shape_of`` names the answer)."""
+    return None if fabric is None else fabric.as_leaf_spine()
+
+
 def shape_of(fabric) -> str:
-    """``two-tier`` for a ``Fabric`` and for a ``Clos`` of one two-tier plane that the
-    two-tier planners plan (the model's ``as_leaf_spine``, ``planners.leaf_spine``), ``Clos``
-    for other Clos fabrics, ``two-tier`` without one (None); a shape's name as it is."""
+    """``two-tier`` for a fabric the fast path plans (``fast_path``: one two-tier plane, a
+    ``Fabric`` too), ``Clos`` for other Clos fabrics, ``two-tier`` without one (None); a
+    shape's name as it is."""
     if isinstance(fabric, str):
         if fabric not in SHAPES:
             raise ValueError(f"unknown shape {fabric!r}")
         return fabric
-    return CLOS if fabric is not None and fabric.as_leaf_spine() is None else TWO_TIER
+    return CLOS if fabric is not None and fast_path(fabric) is None else TWO_TIER
 
 
 def names(shape=None, distinct: bool = False) -> list[str]:
