@@ -182,6 +182,23 @@ def test_a_restart_with_a_link_down_keeps_it_down_until_both_ends_report(tmp_pat
     tables_match(f, sw, svc2)
 
 
+def test_links_held_down_from_the_state_file_do_not_follow_a_new_fabric(tmp_path):
+    """A fabric declared over REST has links of its own: the links the state file held
+    down (here l1-s0, with neither end reconnected) are not carried over to it."""
+    f = wired(3, 4, 2)
+    path = str(tmp_path / "state.db")
+    sw, svc = start(f, store=StateStore(path))
+    for a, b in (("l1", "s0"), ("s0", "l1")):
+        svc.port_changed(f.dpids[a], f.port(a, b), False)
+    fat = Clos.fat_tree(4).wire()
+    svc2 = RouteService(FakeSwitches(fat.dpids.values()), f, store=StateStore(path))
+    assert svc2.state.fabric.down == {("l1", "s0")}
+    code, doc = api.handle(svc2, "PUT", "/v1/fabric", json.dumps(fat.to_dict()).encode())
+    assert code == 200, doc
+    svc2.switch_connected(fat.dpids["l0"], {p: True for p in fat.ports["l0"].values()})
+    assert svc2.state.fabric.down == set() and api.handle(svc2, "GET", "/v1/fabric")[0] == 200
+
+
 def test_drifted_table_is_repaired_with_exactly_the_difference():
     f = wired()
     sw, svc = start(f)

@@ -118,7 +118,7 @@ class Transaction:
     def _commit(self, change: Change, fabric, stats: dict) -> None:
         st, rec = self.state, self.reconciler
         if change.declared is not None:
-            st.declared = change.declared
+            st.declared, st.presumed_down = change.declared, frozenset()  # its own links
         st.fabric = fabric
         st.jobs = change.jobs
         if change.new_job is not None:
@@ -150,7 +150,7 @@ class Transaction:
         st = self.state
         if change.fabric_stands and not isinstance(error, InstallError):
             if change.declared is not None:
-                st.declared = change.declared
+                st.declared, st.presumed_down = change.declared, frozenset()  # its own links
             st.fabric = change.fabric or st.fabric
             st.version += 1
         LOG.error("mlroute: %s: %s", change.cause, error)
