@@ -159,11 +159,15 @@ class Clos(HostLookup):
         if PREFIX_CACHE in self.__dict__:
             out.__dict__[PREFIX_CACHE] = self.__dict__[PREFIX_CACHE]
         if "_leaf_spine" in self.__dict__:  # two tiers: the same model, other links down
-            two = self.__dict__["_leaf_spine"] and self.__dict__["_leaf_spine"].with_down(out.down)
-            if two is not None:
-                two.__dict__.setdefault(DERIVED, {})["as_clos"] = out
-            out.__dict__["_leaf_spine"] = two
+            two = self.__dict__["_leaf_spine"]
+            out._keep_view(two and two.with_down(out.down))
         return out
+
+    def _keep_view(self, two: Fabric | None) -> None:
+        """``two`` is this fabric's two-tier view (``as_leaf_spine``) and knows it (``as_clos``)."""
+        if two is not None:
+            two.__dict__.setdefault(DERIVED, {})["as_clos"] = self
+        self.__dict__["_leaf_spine"] = two
 
     # ---- wiring (what topologies/clos.py builds; the controller needs it) ---------------
     @property
@@ -223,11 +227,8 @@ class Clos(HostLookup):
                       and not self.down_switches and g.get("host", g["leaf"]) == g["leaf"])
             wiring = {k: getattr(self, k) for k in ("dpids", "ports", "host_ip", "host_mac")
                       if k in self.wiring}  # checked as this fabric's: not again
-            two = Fabric(list(p.aggs[0]), list(p.leaves), dict(self.hosts), g["leaf"],
-                         set(self.down), wiring) if single else None
-            if two is not None:  # its Clos is this one (``as_clos``)
-                two.__dict__.setdefault(DERIVED, {})["as_clos"] = self
-            self.__dict__["_leaf_spine"] = two
+            self._keep_view(Fabric(list(p.aggs[0]), list(p.leaves), dict(self.hosts), g["leaf"],
+                                   set(self.down), wiring) if single else None)
         return self.__dict__["_leaf_spine"]
 
     def two_tier_spine(self, switch: str) -> bool:
