@@ -20,7 +20,15 @@ class NotFoundError(InputError):
 
 
 class InstallError(ConflictError):
-    """A switch rejected rules or did not confirm them in time; nothing was changed."""
+    """A switch rejected rules or did not confirm them in time; nothing was changed.
+
+    ``failed``: switch (dpid) -> what went wrong there, for an install to many switches at
+    once (the message names the first); empty when the raiser does not say (then every
+    switch of the install counts as failed)."""
+
+    def __init__(self, message: str, failed: dict[int, str] | None = None):
+        super().__init__(message)
+        self.failed = dict(failed or {})
 
 
 class ServiceUnavailable(RuntimeError):

@@ -134,6 +134,28 @@ def test_rejected_silent_and_missing_switches_name_themselves(ofp):
     assert not io._barriers and not io._errors
 
 
+def test_many_switches_at_once_fail_each_on_its_own(ofp):
+    """An install to several switches names every one that failed (``failed``) and confirms
+    the others; tables of several switches are read at once, one gone named alone."""
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 0.3, f.switch_of_dpid.get)
+    good = Switch(ofp, f.dpids["l0"], io)
+    bad = Switch(ofp, f.dpids["l1"], io, reject=True)
+    mute = Switch(ofp, f.dpids["l2"], io, silent=True)
+    for sw in (good, bad, mute):
+        io.connected(sw)
+    with pytest.raises(InstallError) as e:
+        io.install({sw.id: static(f, n) for sw, n in ((good, "l0"), (bad, "l1"), (mute, "l2"))})
+    assert set(e.value.failed) == {bad.id, mute.id}
+    assert "rejected" in e.value.failed[bad.id] and "0.3 s" in e.value.failed[mute.id]
+    assert io.disconnected(bad)
+    got = io.read_many([good.id, bad.id, mute.id])
+    rules, groups = all_static(f)[good.id]
+    assert got[good.id] == SwitchState({r.key: r for r in rules}, {g.group_id: g for g in groups})
+    assert "l1 is not connected" in str(got[bad.id]) and isinstance(got[mute.id], SwitchState)
+    assert not io._barriers and not io._reads and not io._errors
+
+
 def test_a_switch_gone_mid_install_or_read_ends_the_wait_at_once(ofp):
     """A switch lost with its connection (powered off) while the service waits for its barrier
     or its tables: the wait ends when the connection does, not at the timeout, and says so."""

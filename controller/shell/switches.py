@@ -115,7 +115,7 @@ class Switches:
                 event = self.hub.Event()
                 pending.append((dpid, xids, self.send(dp, translate.barrier(dp), self._barriers,
                                                       event), event))
-            problems = []  # wait for every switch, so no barrier is left registered
+            problems = {}  # wait for every switch, so no barrier is left registered
             deadline = time.monotonic() + self.timeout
             for dpid, xids, xid, event in pending:
                 ok = event.wait(max(0.0, deadline - time.monotonic()))
@@ -123,14 +123,14 @@ class Switches:
                     failed = [t for x, t in self._errors.get(dpid, []) if x in xids]
                     cut = (dpid, xid) in self._cut
                 if cut:
-                    problems.append(f"switch {self.name(dpid)} disconnected before it confirmed "
-                                    "its rules; nothing was changed")
+                    problems[dpid] = (f"switch {self.name(dpid)} disconnected before it "
+                                      "confirmed its rules; nothing was changed")
                 elif not ok:
-                    problems.append(f"switch {self.name(dpid)} did not confirm its rules within "
-                                    f"{self.timeout:g} s; nothing was changed")
+                    problems[dpid] = (f"switch {self.name(dpid)} did not confirm its rules "
+                                      f"within {self.timeout:g} s; nothing was changed")
                 elif failed:
-                    problems.append(f"switch {self.name(dpid)} rejected a rule ({failed[0]}); "
-                                    "nothing was changed")
+                    problems[dpid] = (f"switch {self.name(dpid)} rejected a rule ({failed[0]}); "
+                                      "nothing was changed")
         finally:
             with self.lock:
                 for dpid, _xids, xid, _event in pending:
@@ -139,34 +139,68 @@ class Switches:
                 for dpid in batches:
                     self._errors.pop(dpid, None)
         if problems:
-            raise InstallError(problems[0])
+            raise InstallError(next(iter(problems.values())), problems)
 
     def read_tables(self, dpid: int) -> SwitchState:
         """The switch's flow entries and groups as neutral entries, so the reconciler can send
         only the difference."""
-        dp = self.get(dpid)
-        waits = []
+        got = self.read_many([dpid])[dpid]
+        if isinstance(got, InstallError):
+            raise got
+        return got
+
+    def read_many(self, dpids: list[int]) -> dict[int, SwitchState | InstallError]:
+        """``read_tables`` of several switches at once: every request is sent before any
+        reply is waited for, so no switch waits for another's round trip (a fat-tree's 320
+        switches read one after another took seconds). Per switch its state, or the
+        InstallError that says why it could not be read."""
+        out: dict = {}
+        waits: dict = {}  # dpid -> (datapath, [(xid, Event)])
         try:
-            for req in translate.table_requests(dp):
-                event = self.hub.Event()
-                waits.append((self.send(dp, req, self._reads, (event, [])), event))
+            for dpid in dpids:
+                try:
+                    dp = self.get(dpid)
+                except InstallError as e:
+                    out[dpid] = e
+                    continue
+                waits[dpid] = (dp, [])
+                for req in translate.table_requests(dp):
+                    event = self.hub.Event()
+                    waits[dpid][1].append((self.send(dp, req, self._reads, (event, [])), event))
             deadline = time.monotonic() + self.timeout
-            bodies = []
-            for xid, event in waits:
-                if not event.wait(max(0.0, deadline - time.monotonic())):
-                    raise InstallError(f"switch {self.name(dpid)} did not send its tables "
-                                       f"within {self.timeout:g} s")
-                with self.lock:
-                    if (dpid, xid) in self._cut:
-                        raise InstallError(f"switch {self.name(dpid)} disconnected while its "
-                                           "tables were read")
-                    bodies.append(list(self._reads[(dpid, xid)][1]))
+            for dpid, (dp, pairs) in waits.items():
+                try:
+                    bodies = self._bodies(dpid, pairs, deadline)
+                except InstallError as e:
+                    out[dpid] = e
+                    continue
+                try:
+                    out[dpid] = translate.state_of(dp.ofproto, dpid, *bodies,
+                                                   pause=lambda: self.hub.sleep(0))
+                except Exception as e:  # noqa: BLE001 - a reply not understood: named
+                    out[dpid] = InstallError(f"switch {self.name(dpid)} sent tables that "
+                                             f"could not be read: {e}")
         finally:
             with self.lock:
-                for xid, _ in waits:
-                    self._reads.pop((dpid, xid), None)
-                    self._cut.discard((dpid, xid))
-        return translate.state_of(dp.ofproto, dpid, *bodies, pause=lambda: self.hub.sleep(0))
+                for dpid, (_dp, pairs) in waits.items():
+                    for xid, _ in pairs:
+                        self._reads.pop((dpid, xid), None)
+                        self._cut.discard((dpid, xid))
+        return out
+
+    def _bodies(self, dpid: int, pairs: list, deadline: float) -> list:
+        """The replies to one switch's table requests (``pairs``: xid, Event), in order."""
+        bodies = []
+        for xid, event in pairs:
+            if not event.wait(max(0.0, deadline - time.monotonic())):
+                raise InstallError(f"switch {self.name(dpid)} did not send its tables "
+                                   f"within {self.timeout:g} s")
+            with self.lock:
+                if (dpid, xid) in self._cut:
+                    raise InstallError(f"switch {self.name(dpid)} disconnected while its "
+                                       "tables were read")
+                bodies.append(list(self._reads[(dpid, xid)][1]))
+        return bodies
 
     OUT_QUEUE = 8192  # packet-outs waiting per switch; older ones are dropped beyond
 

@@ -31,14 +31,18 @@ class FakeSwitches:
 
     # Installer
     def install(self, batches):
+        """Every switch applies its batch, as real ones do; one in ``fail`` applies the first
+        message only (a half-applied batch) and is named in the error."""
+        failed = {}
         for dpid, msgs in batches.items():
             if dpid in self.fail:
-                # the switch applied the first message, then failed: a half-applied batch
                 self._apply(dpid, msgs[:1])
                 self.fail.discard(dpid)
-                raise InstallError(f"switch {dpid:#x} rejected a rule")
-        for dpid, msgs in batches.items():
-            self._apply(dpid, msgs)
+                failed[dpid] = f"switch {dpid:#x} rejected a rule"
+            else:
+                self._apply(dpid, msgs)
+        if failed:
+            raise InstallError(next(iter(failed.values())), failed)
 
     def packet_out(self, dpid, port, frame):
         self.packets_out.append((dpid, port, frame))
@@ -47,6 +51,15 @@ class FakeSwitches:
         if dpid in self.offline:
             raise InstallError(f"switch {dpid:#x} did not answer")
         return SwitchState(dict(self.rules[dpid]), dict(self.groups[dpid]))
+
+    def read_many(self, dpids):
+        out = {}
+        for dpid in dpids:
+            try:
+                out[dpid] = self.read_tables(dpid)
+            except InstallError as e:
+                out[dpid] = e
+        return out
 
     def _apply(self, dpid, msgs):
         for m in msgs:
