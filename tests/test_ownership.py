@@ -105,7 +105,7 @@ def test_the_reconciler_writes_only_its_share_and_drops_reads_of_switches_it_gav
     rec = Reconciler(installer=None, counters={})
     rec.connected(1)
     rec.connected(2)
-    assert rec.claim() == 1 and rec.syncing == {1}  # switch 1 is being read
+    assert rec.claim() == [1] and rec.syncing == {1}  # switch 1 is being read
     rec.forget(lambda d: d != 1)  # then given to another member
     assert rec.syncing == set() and rec.pending == {2}  # its read is dropped when it ends
     rec.manages = lambda d: d % 2 == 0

@@ -127,6 +127,25 @@ def test_apply_is_make_before_break():
     tables_match(sw, tx)
 
 
+def test_a_switch_that_rejects_its_repair_leaves_the_others_synchronised():
+    """Queued switches are read and repaired together (one install): one that rejects a
+    rule stays queued and unsynchronised, the others are synchronised with their entries;
+    the next drain repairs it from what it read back (its half-applied batch)."""
+    f, sw, tx = setup(connect=[])
+    rec, bad = tx.reconciler, f.dpids["l1"]
+    for name, d in f.dpids.items():
+        tx.state.switches[d] = SwitchSeen(True, {p: True for p in f.ports[name].values()}, 0.0)
+        rec.connected(d)
+    sw.fail.add(bad)
+    tx.drain()
+    assert set(rec.installed) == set(f.dpids.values()) - {bad} and rec.pending == {bad}
+    assert len(sw.rules[bad]) + len(sw.groups[bad]) == 1  # the first message only
+    assert rec.last_sync[f.dpids["l0"]]["switches"] == len(f.dpids)  # one batch for all
+    tx.drain()
+    assert set(rec.installed) == set(f.dpids.values()) and not rec.pending
+    tables_match(sw, tx)
+
+
 def test_an_install_error_changes_nothing():
     f, sw, tx = setup()
     st = tx.state

@@ -40,6 +40,10 @@ class Installer(Protocol):
         """The flow and group entries a switch holds now (flow stats, group description);
         raise InstallError if it does not answer in time."""
 
+    def read_many(self, dpids: list[int]) -> dict[int, SwitchState | InstallError]:
+        """``read_tables`` of several switches, all at once: per switch its state or why it
+        could not be read."""
+
     def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
         """Send a frame out of a switch port (LLDP and ARP probes of discovery)."""
 
@@ -103,31 +107,24 @@ class Reconciler:
         self.syncing = {d for d in self.syncing if keep(d)}
 
     def drain(self, want: dict) -> list[tuple[int, str]]:
-        """Read and repair every queued switch against ``want`` (dpid -> (rules, groups)).
-        Returns (dpid, error) for switches that could not be synchronised; they stay queued."""
-        failed = []
-        for dpid in sorted(self.pending):
-            try:
-                self.sync(dpid, *want.get(dpid, ([], [])))
-            except InstallError as e:
-                failed.append((dpid, str(e)))
-        return failed
-
-    def sync(self, dpid: int, rules: list, groups: list) -> dict:
-        """Read one switch and send it only the difference, make before break."""
+        """Read and repair every queued switch against ``want`` (dpid -> (rules, groups)),
+        all read at once and repaired at once (``repair_many``). Returns (dpid, error) for
+        switches that could not be synchronised; they stay queued."""
         t0 = time.perf_counter()
         with self.waiting():
-            have = self.installer.read_tables(dpid)
-        return self.repair(dpid, have, rules, groups, t0)
+            reads = self.installer.read_many(sorted(self.pending)) if self.pending else {}
+        failed = {d: str(r) for d, r in reads.items() if isinstance(r, Exception)}
+        haves = {d: r for d, r in reads.items() if not isinstance(r, Exception)}
+        failed.update(self.repair_many(haves, lambda d: want.get(d, ([], [])), t0))
+        return sorted(failed.items())
 
-    def claim(self) -> int | None:
-        """Take a queued switch to read outside the caller's lock (``repair`` afterwards)."""
-        if not self.pending:
-            return None
-        dpid = min(self.pending)
-        self.pending.discard(dpid)
-        self.syncing.add(dpid)
-        return dpid
+    def claim(self, limit: int = 1) -> list[int]:
+        """Take up to ``limit`` queued switches to read outside the caller's lock
+        (``repair_many`` afterwards), lowest dpid first."""
+        dpids = sorted(self.pending)[:limit]
+        self.pending.difference_update(dpids)
+        self.syncing.update(dpids)
+        return dpids
 
     def unclaim(self, dpid: int, failed: set) -> None:
         """A claimed switch whose read failed: noted in ``failed`` unless it left meanwhile."""
@@ -140,28 +137,46 @@ class Reconciler:
         self.pending |= {d for d in failed
                          if d not in self.installed and connected(d) and self.manages(d)}
 
-    def repair(self, dpid: int, have: SwitchState, rules: list, groups: list,
-               t0: float | None = None) -> dict:
-        """Send a switch whose tables were read (``have``) only the difference."""
+    def repair_many(self, haves: dict[int, SwitchState], want: Callable[[int], tuple],
+                    t0: float | None = None) -> dict[int, str]:
+        """Send switches whose tables were read (``haves``) only the difference to ``want(dpid)``
+        (rules, groups): the additions of all of them in one install, then their deletions
+        (make before break on each; no switch waits for another's barrier). Returns dpid ->
+        error for those that failed: not synchronised, and left queued or not as they were
+        (the caller queues them again)."""
         t0 = time.perf_counter() if t0 is None else t0
-        self.syncing.discard(dpid)
-        make, brk = diff(dpid, have, rules, groups)
-        if make:
-            self._send({dpid: make})
+        plans = {}
+        for dpid, have in haves.items():
+            self.syncing.discard(dpid)
+            rules, groups = want(dpid)
+            plans[dpid] = (*diff(dpid, have, rules, groups), rules, groups)
+        failed = self._send_each({d: p[0] for d, p in plans.items() if p[0]})
+        failed.update(self._send_each({d: p[1] for d, p in plans.items()
+                                       if p[1] and d not in failed}))
+        for dpid, (make, brk, rules, groups) in plans.items():
+            if dpid in failed:
+                continue
+            have = haves[dpid]
             apply(have, make)
-        if brk:
-            self._send({dpid: brk})
             apply(have, brk)
-        self.installed[dpid] = have
-        self.basis[dpid] = (have, rules, groups)
-        self.pending.discard(dpid)
-        self.counters["reconnects"] += 1
-        stats = self._count(make, brk)
-        stats["messages"] = len(make) + len(brk)
-        stats["entries"] = len(have.rules)
-        stats["seconds"] = round(time.perf_counter() - t0, 6)
-        self.last_sync[dpid] = stats
-        return stats
+            self.installed[dpid] = have
+            self.basis[dpid] = (have, rules, groups)
+            self.pending.discard(dpid)
+            self.counters["reconnects"] += 1
+            stats = self._count(make, brk)
+            stats.update(messages=len(make) + len(brk), entries=len(have.rules),
+                         switches=len(plans), seconds=round(time.perf_counter() - t0, 6))
+            self.last_sync[dpid] = stats
+        return failed
+
+    def _send_each(self, batches: dict) -> dict[int, str]:
+        """``_send``, its failures per switch (every switch of ``batches`` where the installer
+        does not say which failed)."""
+        try:
+            self._send(batches)
+        except InstallError as e:
+            return dict(e.failed) or {d: str(e) for d in batches}
+        return {}
 
     # ---- changes --------------------------------------------------------------------------
     def check_offline(self, want: dict, current: Callable[[], dict], name: Callable[[int], str]):

@@ -16,44 +16,55 @@ from controller.service.state import ControllerState
 from controller.service.transaction import Transaction
 
 LOG = logging.getLogger("mlroute")
-TABLE_READERS = 2  # switches whose tables are read at once (a semaphore of this many)
+TABLE_READERS = 2  # workers reading tables at once (a semaphore of this many)
+SYNC_BATCH = 64  # switches a worker claims, reads and repairs at once
 
 
 def sync_queued(lock: threading.Lock, readers: threading.Semaphore, state: ControllerState,
                 rec: Reconciler, tx: Transaction, active: Callable[[], bool],
                 name: Callable[[int], str]) -> None:
-    """Read and repair queued switches until none is left: each claimed and read without
-    ``lock`` (at most ``readers`` at once), repaired under it unless it left or reconnected
-    meanwhile. A switch whose read or repair failed is queued again for the next tick.
-    ``active()``: not a standby (a standby sends nothing); ``tx`` gives the desired tables."""
+    """Read and repair queued switches until none is left, up to ``SYNC_BATCH`` at a time:
+    claimed together, read together without ``lock`` (at most ``readers`` workers reading
+    at once), repaired together under it (``Reconciler.repair_many``: one install, so no
+    switch waits for another's barrier; at a fat-tree's first start one switch after
+    another took most of its time), but for those that left or reconnected meanwhile. A
+    switch whose read or repair failed is queued again for the next tick. ``active()``: not
+    a standby (a standby sends nothing); ``tx`` gives the desired tables."""
     failed: set[int] = set()
     try:
         while True:
             with lock:
                 if state.fabric is None or not active():
                     break
-                dpid = rec.claim()
-            if dpid is None:
+                dpids = rec.claim(SYNC_BATCH)
+            if not dpids:
                 break
             try:
                 with readers:
-                    have = rec.installer.read_tables(dpid)
+                    reads = rec.installer.read_many(dpids)
             except Exception as e:  # noqa: BLE001 - a bad reply too: queued again
-                with lock:
-                    rec.unclaim(dpid, failed)
-                LOG.error("mlroute: switch %s could not be read: %s", name(dpid), e)
-                continue
+                reads = {d: e for d in dpids}
             with lock:
-                seen = state.switches.get(dpid)
-                if dpid not in rec.syncing or seen is None or not seen.connected:
-                    continue  # it left, or reconnected (queued again), meanwhile
-                try:
-                    rec.repair(dpid, have, *tx.current_tables().get(dpid, ([], [])))
-                except Exception as e:  # noqa: BLE001 - logged; tried again
-                    rec.syncing.discard(dpid)
-                    failed.add(dpid)
-                    LOG.error("mlroute: switch %s could not be repaired: %s", name(dpid), e)
+                haves = {}
+                for dpid, got in reads.items():
+                    if isinstance(got, Exception):
+                        rec.unclaim(dpid, failed)
+                        LOG.error("mlroute: switch %s could not be read: %s", name(dpid), got)
+                        continue
+                    seen = state.switches.get(dpid)
+                    if dpid in rec.syncing and seen is not None and seen.connected:
+                        haves[dpid] = got  # else it left, or reconnected (queued again)
+                if not haves:
                     continue
+                tables = tx.current_tables()
+                try:
+                    errors = rec.repair_many(haves, lambda d: tables.get(d, ([], [])))
+                except Exception as e:  # noqa: BLE001 - logged; tried again
+                    rec.syncing.difference_update(haves)
+                    errors = {d: str(e) for d in haves if d not in rec.installed}
+                for dpid, error in errors.items():
+                    failed.add(dpid)
+                    LOG.error("mlroute: switch %s could not be repaired: %s", name(dpid), error)
                 tx.refresh_host_ports()
     finally:
         with lock:
