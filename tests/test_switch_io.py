@@ -144,10 +144,16 @@ def test_many_switches_at_once_fail_each_on_its_own(ofp):
     mute = Switch(ofp, f.dpids["l2"], io, silent=True)
     for sw in (good, bad, mute):
         io.connected(sw)
+    gone = f.dpids["l3"]  # never connected (or left between its read and its repair)
     with pytest.raises(InstallError) as e:
-        io.install({sw.id: static(f, n) for sw, n in ((good, "l0"), (bad, "l1"), (mute, "l2"))})
-    assert set(e.value.failed) == {bad.id, mute.id}
+        io.install({gone: static(f, "l3"),
+                    **{sw.id: static(f, n) for sw, n in ((good, "l0"), (bad, "l1"),
+                                                          (mute, "l2"))}})
+    assert set(e.value.failed) == {bad.id, mute.id, gone}
     assert "rejected" in e.value.failed[bad.id] and "0.3 s" in e.value.failed[mute.id]
+    assert "l3 is not connected" in e.value.failed[gone]
+    assert str(e.value) == e.value.failed[gone]  # the first in the batches' order
+    assert len(good.sent) > len(static(f, "l0"))  # the others were still sent theirs
     assert io.disconnected(bad)
     got = io.read_many([good.id, bad.id, mute.id])
     rules, groups = all_static(f)[good.id]

@@ -165,6 +165,33 @@ def test_an_install_error_changes_nothing():
     tables_match(sw, tx)
 
 
+def test_only_a_switch_whose_undo_failed_is_read_back():
+    """A rejected change is undone on every switch it reached; one that does not confirm its
+    undo is queued to be read back and repaired, the others keep their shadows."""
+    f, sw, tx = setup()
+    rec = tx.reconciler
+    tx.apply(post(tx, ring("a", ["h0_0", "h1_0"])))
+    change = post(tx, ring("b", ["h2_0", "h3_0", "h0_1"]))
+    l2, l3 = f.dpids["l2"], f.dpids["l3"]
+    sw.fail.add(l2)  # rejects the change
+    calls, install = [], sw.install
+
+    def undo_fails_on_l3(batches):
+        calls.append(set(batches))
+        if len(calls) == 2:
+            sw.fail.add(l3)  # the undo: l3 rejects its own
+        install(batches)
+    sw.install = undo_fails_on_l3
+    with pytest.raises(InstallError, match="rejected"):
+        tx.apply(change)
+    assert l3 in calls[1] and l2 in calls[1] and len(calls[1]) > 2  # undone everywhere
+    assert rec.pending == {l3} and l3 not in rec.installed
+    assert set(rec.installed) == set(f.dpids.values()) - {l3}
+    tx.drain()  # l3 read back (its half-applied undo) and repaired
+    assert not rec.pending and list(tx.state.jobs) == ["a"]
+    tables_match(sw, tx)
+
+
 def test_job_rules_for_a_switch_not_connected_are_refused_before_sending():
     f, sw, tx = setup(connect=["s0", "s1", "l0", "l1", "l2"])  # l3 has not connected
     st = tx.state

@@ -276,7 +276,8 @@ class Reconciler:
 
     def _rollback(self, makes: dict) -> None:
         """Undo additions that may have reached switches: restore overwritten entries, delete
-        new ones. Switches whose undo is not confirmed are read back and repaired later."""
+        new ones. Switches whose undo is not confirmed are read back and repaired later (all
+        of them where the installer does not say which)."""
         undo = {}
         for dpid, msgs in makes.items():
             state = self.installed[dpid]
@@ -293,7 +294,7 @@ class Reconciler:
             undo[dpid] = back
         try:
             self._send(undo)
-        except InstallError:
-            for dpid in makes:
+        except InstallError as e:
+            for dpid in e.failed or makes:
                 self.installed.pop(dpid, None)
                 self.pending.add(dpid)

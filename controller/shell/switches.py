@@ -97,15 +97,21 @@ class Switches:
     # ---- Installer ---------------------------------------------------------------------------
     def install(self, batches: dict[int, list[Message]]) -> None:
         """Send every batch, then one barrier per switch; raise InstallError naming the first
-        switch that did not confirm in time or rejected a message. Yields while it encodes
-        (``pacing.Pacer``): REST answers meanwhile."""
+        switch that is not connected, did not confirm in time or rejected a message, and
+        every such switch in its ``failed`` (the others were sent theirs and confirmed them).
+        Yields while it encodes (``pacing.Pacer``): REST answers meanwhile."""
         pending = []
+        problems: dict[int, str] = {}  # dpid -> what went wrong there
         pacer = Pacer(lambda: self.hub.sleep(0))  # encoding 1,000 flow mods took 60 ms
         try:
             for dpid, msgs in batches.items():
                 if not msgs:
                     continue
-                dp = self.get(dpid)
+                try:
+                    dp = self.get(dpid)
+                except InstallError as e:  # it left: the others are still sent theirs
+                    problems[dpid] = str(e)
+                    continue
                 with self.lock:
                     self._errors[dpid] = []
                 xids = set()
@@ -115,7 +121,7 @@ class Switches:
                 event = self.hub.Event()
                 pending.append((dpid, xids, self.send(dp, translate.barrier(dp), self._barriers,
                                                       event), event))
-            problems = {}  # wait for every switch, so no barrier is left registered
+            # wait for every switch, so no barrier is left registered
             deadline = time.monotonic() + self.timeout
             for dpid, xids, xid, event in pending:
                 ok = event.wait(max(0.0, deadline - time.monotonic()))
