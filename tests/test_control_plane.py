@@ -136,6 +136,43 @@ def test_a_switch_back_before_its_deadline_makes_the_deadline_a_no_op():
     assert svc.next_deadline() is None
 
 
+def test_switches_connecting_together_are_noted_at_once_and_one_that_fails_alone(tmp_path):
+    """The shell notes every switch queued at a time in one call (``note_switches``): one
+    whose notes raise is returned with its error, the others are noted, queued and then
+    synchronised; it is noted when it connects again. A restart noted the same way sends
+    nothing."""
+    f = wired()
+    path = str(tmp_path / "state.db")
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f, store=StateStore(path))
+    bad = f.dpids["l2"]
+    up, fails = svc.finder.switch_up, [bad]
+
+    def switch_up(dpid, *args):
+        if dpid in fails:
+            fails.remove(dpid)
+            raise RuntimeError("boom")
+        up(dpid, *args)
+    svc.finder.switch_up = switch_up
+    ports = {d: {p: True for p in f.ports[f.switch_of_dpid[d]].values()}
+             for d in f.dpids.values()}
+    failed = svc.note_switches([(d, ports[d], None) for d in f.dpids.values()])
+    assert set(failed) == {bad} and str(failed[bad]) == "boom"
+    assert svc.reconciler.pending == set(f.dpids.values()) - {bad}
+    svc.sync_queued()
+    assert set(svc.installed) == set(f.dpids.values()) - {bad}
+    assert svc.note_switches([(bad, ports[bad], None)]) == {}  # connects again
+    svc.sync_queued()
+    assert svc.fabric_view()["ready"]
+    tables_match(f, sw, svc)
+    assert post(svc, ring("a", ["h0_0", "h1_0", "h2_0", "h3_0"]))[0] == 201
+    sent, before = len(sw.sent), sw.snapshot()
+    svc2 = RouteService(sw, f, store=StateStore(path))  # a restart: all noted at once
+    assert svc2.note_switches([(d, ports[d], None) for d in f.dpids.values()]) == {}
+    svc2.sync_queued()
+    assert svc2.fabric_view()["ready"] and len(sw.sent) == sent and sw.snapshot() == before
+
+
 def test_restart_with_state_file_sends_nothing_to_matching_switches(tmp_path):
     f = wired()
     path = str(tmp_path / "state.db")

@@ -234,3 +234,26 @@ def test_port_speeds_reported_by_switches_set_the_link_speed():
     assert view["declared"]["link_gbps"] == 25.0
     assert view["discovery"]["link_speed"] == {"gbps": 25.0, "source": "port_desc",
                                                "ports_reporting": 24, "reported_gbps": [25.0]}
+
+
+def test_switches_outside_any_fabric_are_bootstrapped_in_one_install(caplog):
+    """With no fabric, switches noted together get their LLDP and ARP entries in one
+    install; one that rejects them is named in the log, the others hold theirs."""
+    f = truth()
+    sw = FakeSwitches(f.dpids.values())
+    installs, install = [], sw.install
+
+    def counted(batches):
+        installs.append(set(batches))
+        install(batches)
+    sw.install = counted
+    svc = RouteService(sw, None, clock=FakeClock())
+    bad = f.dpids["l1"]
+    sw.fail.add(bad)
+    failed = svc.note_switches([(d, {p: True for p in f.ports[n].values()}, None)
+                                for n, d in f.dpids.items()])
+    assert failed == {} and installs == [set(f.dpids.values())]
+    assert f"switch {bad:#x} rejected a rule" in caplog.text
+    assert all(sw.rules[d] for d in f.dpids.values() if d != bad)
+    assert len(sw.rules[bad]) + len(sw.groups[bad]) == 1  # its first message only
+    assert sw.packets_out  # LLDP probes out of the switches' ports

@@ -83,30 +83,12 @@ class RouteService:
             self.tx.current_tables()
 
     # read-only shortcuts for the shell, the metrics and tests
-    @property
-    def fabric(self) -> Clos | None:
-        return self.state.fabric
-
-    @property
-    def jobs(self) -> dict:
-        return self.state.jobs
-
-    @property
-    def installed(self) -> dict:
-        return self.reconciler.installed
-
-    @property
-    def counters(self) -> dict:
-        return self.state.counters
-
-    @property
-    def telemetry(self):
-        return self.state.telemetry
-
-    @property
-    def host(self):
-        """Host mode's learned maps and chosen ports."""
-        return self.hostports.ports
+    fabric = property(lambda self: self.state.fabric)
+    jobs = property(lambda self: self.state.jobs)
+    installed = property(lambda self: self.reconciler.installed)
+    counters = property(lambda self: self.state.counters)
+    telemetry = property(lambda self: self.state.telemetry)
+    host = property(lambda self: self.hostports.ports)  # host mode's learned maps and ports
 
     def switch_name(self, dpid: int) -> str:
         """A switch's name in the fabric in use, else its dpid in hex."""
@@ -150,24 +132,33 @@ class RouteService:
 
     # ---- switch events ----------------------------------------------------------------------
     def switch_connected(self, dpid: int, ports: dict, speeds: dict | None = None) -> None:
-        self.note_switch(dpid, ports, speeds)  # then its tables read and repaired
-        self.sync_queued()
+        for error in self.note_switches([(dpid, ports, speeds)]).values():
+            raise error
+        self.sync_queued()  # its tables read and repaired
 
-    def note_switch(self, dpid: int, ports: dict[int, bool],
-                    speeds: dict[int, int] | None = None) -> None:
-        """A switch (re)connected: note its ports (``speeds``: port -> kbps, if known), queue it
-        for reconciliation (tables read, only the difference sent), handle links back up."""
+    def note_switches(self, connected: list[tuple[int, dict, dict | None]]) -> dict:
+        """Switches that (re)connected, (dpid, ports, speeds: port -> kbps or None) each: note
+        their ports, queue them for reconciliation (tables read, only the difference sent),
+        handle links back up, bootstrap those outside the fabric (one install); all in one
+        hold of the lock, not each behind the repairs that hold it (k = 16's first start).
+        Returns dpid -> the exception of those that failed; the others are noted."""
+        failed, strangers = {}, []
         with self.lock:
-            self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
-            self.finder.switch_up(dpid, ports, self.clock(), speeds)
-            f = self.state.declared
-            if f is None or dpid not in f.switch_of_dpid:
-                self._bootstrap(dpid)
-                self._discovery_out()  # probes out of its ports once it traps LLDP
-                return
-            self.reconciler.connected(dpid)
-            self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
-            self._discovery_out()
+            for dpid, ports, speeds in connected:
+                try:
+                    self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
+                    self.finder.switch_up(dpid, ports, self.clock(), speeds)
+                    f = self.state.declared
+                    if f is None or dpid not in f.switch_of_dpid:
+                        strangers.append(dpid)
+                    else:
+                        self.reconciler.connected(dpid)
+                        self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
+                except Exception as e:  # noqa: BLE001 - the caller says; the others are noted
+                    failed[dpid] = e
+            self._bootstrap(strangers)
+            self._discovery_out()  # probes out of their ports (a stranger's: it traps LLDP)
+        return failed
 
     def sync_queued(self) -> None:
         """Read and repair the queued switches (``tablesync.sync_queued``: off the lock)."""
@@ -328,16 +319,17 @@ class RouteService:
         except InstallError as e:  # a switch that just left; the next round tries again
             LOG.debug("mlroute: packet-out to %s failed: %s", self.switch_name(dpid), e)
 
-    def _bootstrap(self, dpid: int) -> None:
-        """A switch that is not part of the fabric (yet): LLDP and ARP to the controller, so
-        that discovery can see its links and hosts. Reconciled like any entry once known."""
-        if self.passive:
+    def _bootstrap(self, dpids: list[int]) -> None:
+        """Switches that are not part of the fabric (yet): LLDP and ARP to the controller, so
+        that discovery can see their links and hosts. Reconciled like any entry once known."""
+        if self.passive or not dpids:
             return
         try:
-            with self.lock.waiting():  # views answer meanwhile (the switch is noted already)
-                self.reconciler.installer.install({dpid: bootstrap_messages(dpid)})
+            with self.lock.waiting():  # views answer meanwhile (the switches are noted already)
+                self.reconciler.installer.install({d: bootstrap_messages(d) for d in dpids})
         except InstallError as e:
-            LOG.error("mlroute: switch %#x: %s", dpid, e)
+            for dpid, why in (e.failed or dict.fromkeys(dpids, str(e))).items():
+                LOG.error("mlroute: switch %#x: %s", dpid, why)
 
     def arp_answer(self, ip: str, dpid: int | None = None) -> str | None:
         """The MAC owning ``ip`` for the controller's ARP answers (asked at switch ``dpid``:
