@@ -268,6 +268,24 @@ def test_a_restarted_controller_replaces_its_previous_run_at_once(members):
     assert again.client.keepalive(old_lease) == 0
 
 
+def test_the_lease_is_refreshed_as_soon_as_the_keepalive_loop_runs():
+    """Under Ryu the loop first runs when the controller's start yields, well into the
+    lease's TTL: its first refresh must not wait another quarter TTL."""
+    c = Cluster(Etcd("http://127.0.0.1:1", timeout=1), "a", "http://127.0.0.1:1", ttl=60)
+    c.granted_ttl = 60  # a quarter: 15 s
+    refreshed = []
+
+    def keepalive(timeout):
+        refreshed.append(timeout)
+        c._stop.set()
+        return 1, 60
+    c._keepalive = keepalive
+    thread = threading.Thread(target=c._keepalive_loop, daemon=True)
+    thread.start()
+    thread.join(timeout=5)
+    assert refreshed and not thread.is_alive()
+
+
 def test_unreachable_etcd_at_start_names_the_url():
     url = f"http://127.0.0.1:{free_port()}"
     c = Cluster(Etcd(url, timeout=1), "a", "http://127.0.0.1:1")
