@@ -30,6 +30,10 @@ class InstallError(ConflictError):
         super().__init__(message)
         self.failed = dict(failed or {})
 
+    def per_switch(self, dpids) -> dict[int, str]:
+        """``failed``, or every one of ``dpids`` when the raiser did not say which."""
+        return dict(self.failed) or dict.fromkeys(dpids, str(self))
+
 
 class ServiceUnavailable(RuntimeError):
     """The request cannot be served now but may succeed later (HTTP 503): etcd, which stores

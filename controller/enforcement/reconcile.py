@@ -175,7 +175,7 @@ class Reconciler:
         try:
             self._send(batches)
         except InstallError as e:
-            return dict(e.failed) or {d: str(e) for d in batches}
+            return e.per_switch(batches)
         return {}
 
     # ---- changes --------------------------------------------------------------------------
@@ -295,6 +295,6 @@ class Reconciler:
         try:
             self._send(undo)
         except InstallError as e:
-            for dpid in e.failed or makes:
+            for dpid in e.per_switch(makes):
                 self.installed.pop(dpid, None)
                 self.pending.add(dpid)

@@ -328,7 +328,7 @@ class RouteService:
             with self.lock.waiting():  # views answer meanwhile (the switches are noted already)
                 self.reconciler.installer.install({d: bootstrap_messages(d) for d in dpids})
         except InstallError as e:
-            for dpid, why in (e.failed or dict.fromkeys(dpids, str(e))).items():
+            for dpid, why in e.per_switch(dpids).items():
                 LOG.error("mlroute: switch %#x: %s", dpid, why)
 
     def arp_answer(self, ip: str, dpid: int | None = None) -> str | None:
