@@ -139,31 +139,6 @@ def test_a_shaped_interface_runs_tcintfs_commands_in_one_shell_line():
     assert any(c.startswith("tc qdisc show") for c in node.cmds) and len(node.cmds) > 3
 
 
-def test_switches_ask_once_per_vswitchd_for_exact_match_flows(tmp_path, monkeypatch):
-    """``ClosSwitch.start`` asks ``ovs-vswitchd`` for exact-match datapath flows: once per
-    ``ovs-vswitchd`` process (its pid), again after it restarted, and not cached when it
-    refused (the next switch asks again)."""
-    pytest.importorskip("mininet")
-    from topologies import clos
-    calls, refuse = [], []
-
-    def run(cmd, **kw):
-        calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, 1 if refuse else 0, "", "refused")
-    monkeypatch.setattr(clos.subprocess, "run", run)
-    monkeypatch.setattr(clos, "_EXACT_FLOWS", set())
-    pidfile = tmp_path / "ovs-vswitchd.pid"
-    pidfile.write_text("100\n")
-    assert clos.exact_datapath_flows(str(pidfile)) and clos.exact_datapath_flows(str(pidfile))
-    assert calls == [["ovs-appctl", "upcall/disable-megaflows"]]
-    pidfile.write_text("200\n")  # restarted
-    refuse.append(True)
-    assert not clos.exact_datapath_flows(str(pidfile))
-    refuse.clear()
-    assert clos.exact_datapath_flows(str(pidfile)) and clos.exact_datapath_flows(str(pidfile))
-    assert len(calls) == 3
-
-
 @pytest.mark.integration
 @pytest.mark.extended  # make test: `mn --custom` carries TCP below; pingall in test_integration
 @pytest.mark.timeout(300)

@@ -70,3 +70,18 @@ def test_a_daemon_that_cannot_flush_is_polled(monkeypatch):
     monkeypatch.setattr(ovs, "dump_flows", dump)
     ovs.settle_counters(["l0"], timeout=60.0)
     assert len(appctl.calls) == 1 and len(reads) == 3
+
+
+def test_purging_the_datapath_asks_ovs_vswitchd_and_says_when_it_refused(monkeypatch):
+    import subprocess
+    calls, code = [], [0]
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, code[0], "", "no such command")
+    monkeypatch.setattr(ovs.subprocess, "run", run)
+    ovs.purge_datapath_flows()
+    assert calls == [["ovs-appctl", "revalidator/purge"]]
+    code[0] = 2
+    with pytest.raises(RuntimeError, match="revalidator/purge: no such command"):
+        ovs.purge_datapath_flows()

@@ -18,13 +18,12 @@ interface that holds the address and ask with the asking interface's address
 
 The topology brings its own node classes, so ``mn`` needs no
 ``--switch``, ``--host`` or ``--link``: switches are ``ClosSwitch`` (Open vSwitch userspace
-datapath caching exact-match flows, OpenFlow 1.3, secure fail mode, port MTU 1600 so that
-segment routing's two MPLS labels fit), hosts are ``ClosHost`` (tx checksum offload off,
-without which TCP gets nothing through a userspace switch; MTU 1500; IPv6 off), shaped links
-are ``ShapedLink`` (Mininet's HTB, each interface configured in one command). The node
-classes are also registered for ``--switch mlroute`` and ``--host mlroute``. The fabric file
-written by the second command is what ``mlroute-controller --mlroute-fabric`` and ``PUT
-/v1/fabric`` take.
+datapath, OpenFlow 1.3, secure fail mode, port MTU 1600 so that segment routing's two MPLS
+labels fit), hosts are ``ClosHost`` (tx checksum offload off, without which TCP gets nothing
+through a userspace switch; MTU 1500; IPv6 off), shaped links are ``ShapedLink`` (Mininet's
+HTB, each interface configured in one command). The node classes are also registered for
+``--switch mlroute`` and ``--host mlroute``. The fabric file written by the second command is
+what ``mlroute-controller --mlroute-fabric`` and ``PUT /v1/fabric`` take.
 
 Every switch samples packets with sFlow for the controller to learn what jobs send (1 in
 ``SFLOW_SAMPLING`` packets, 128 header bytes, to 127.0.0.1:6343; no flow entry involved).
@@ -43,7 +42,6 @@ import inspect
 import ipaddress
 import json
 import os
-import subprocess
 import sys
 
 # `mn --custom` runs this file with exec() and no __file__; the code object still knows its path
@@ -72,44 +70,6 @@ SWITCH_MTU = 1600  # >= host MTU + 8: two MPLS labels (segment routing) must sti
 SFLOW_SAMPLING = 16
 SFLOW_TARGET = "127.0.0.1:6343"
 SFLOW_HEADER = 128  # bytes of each sampled packet: Ethernet, two MPLS labels, IPv4, ports
-
-
-OVS_PIDFILE = "/var/run/openvswitch/ovs-vswitchd.pid"
-_EXACT_FLOWS: set = set()  # ovs-vswitchd processes (pids) this process told to cache exactly
-
-
-def exact_datapath_flows(pidfile: str = OVS_PIDFILE) -> bool:
-    """Have ``ovs-vswitchd`` cache exact-match datapath flows, not megaflows (``ovs-appctl
-    upcall/disable-megaflows``), once per ``ovs-vswitchd`` process; False when it refused.
-
-    Why: in the userspace datapath, the only one these machines have, a megaflow cached
-    before a rule change could keep its old actions for as long as packets kept it alive.
-    A ring pair that gloo sent on the ECMP group before mlroute planned it kept its hashed
-    uplink through the next launch (its new connections matched the old megaflow, which
-    wildcards the ports), though the planned entry was on the leaf and counted the packets:
-    two ring flows on one uplink in 7 of 15 runs of ``tests/test_collectives.py``'s
-    members-only case (docs/explanation/environment-notes.md). Exact-match flows are
-    translated per connection on the table in force, at the cost of an upcall per new
-    microflow."""
-    try:
-        with open(pidfile) as fh:
-            pid = fh.read().strip()
-    except OSError:
-        pid = ""
-    if pid and pid in _EXACT_FLOWS:
-        return True
-    try:
-        done = subprocess.run(["ovs-appctl", "upcall/disable-megaflows"], capture_output=True,
-                              text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        error(f"*** ovs-appctl upcall/disable-megaflows: {e}\n")
-        return False
-    if done.returncode != 0:
-        error(f"*** ovs-appctl upcall/disable-megaflows: {done.stderr.strip()}\n")
-        return False
-    if pid:
-        _EXACT_FLOWS.add(pid)
-    return True
 
 
 def _sflow_setting(value, env: str, default):
@@ -178,11 +138,10 @@ def clos_fabric(spines: int, leaves: int, hosts_per_leaf: int, bw_mbps: float = 
 
 class ClosSwitch(OVSSwitch):
     """Open vSwitch as these machines need it (environment.md section 4): the userspace
-    datapath (there is no kernel module) caching exact-match flows (``exact_datapath_flows``),
-    OpenFlow 1.3 only, secure fail mode (no flooding, so the Clos loops do no harm), every
-    port at ``mtu`` bytes, set on the veth before OVS opens it and requested from OVS in the
-    same transaction that adds the port, and sFlow sampling 1 in ``sflow`` packets toward
-    ``sflow_collector`` (module docstring)."""
+    datapath (there is no kernel module), OpenFlow 1.3 only, secure fail mode (no flooding, so
+    the Clos loops do no harm), every port at ``mtu`` bytes, set on the veth before OVS
+    opens it and requested from OVS in the same transaction that adds the port, and sFlow
+    sampling 1 in ``sflow`` packets toward ``sflow_collector`` (module docstring)."""
 
     def __init__(self, name, datapath="user", protocols="OpenFlow13", failMode="secure",
                  mtu=SWITCH_MTU, sflow=None, sflow_collector=None, **params):
@@ -197,7 +156,6 @@ class ClosSwitch(OVSSwitch):
         return (opts or f" -- set Interface {intf}") + f" mtu_request={self.mtu}"
 
     def start(self, controllers):
-        exact_datapath_flows()
         self.cmd("; ".join(f"ip link set dev {intf.name} mtu {self.mtu}"
                            for intf in self.intfList() if intf.name != "lo") or "true")
         super().start(controllers)

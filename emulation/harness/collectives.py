@@ -439,7 +439,8 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0, plane=
     learned: its matrix ``learned``, the estimate steady and every measured pair planned (a
     launch's rendezvous, alone at first, may be learned before the ring: that is not the
     job's pattern yet). Returns the seconds from the first run's first iteration to the view
-    saying so."""
+    saying so. Then drops the flows the datapath cached before the plan
+    (``ovs.purge_datapath_flows``): the learning runs sent the job's pairs on hashed paths."""
     import threading
     seen: dict = {}
     stop = threading.Event()
@@ -478,6 +479,7 @@ def _learn(session, library, hosts, mib, logdir, jid, timeout, a2a_mib=0, plane=
     finally:
         stop.set()
         poller.join(timeout=5)
+    ovs.purge_datapath_flows()  # what follows runs on the plan, not on flows cached before it
     # from the first timed iteration: negative if learned from start-up and warm-up traffic
     return {"seconds": round(seen["at"] - first, 2), "runs": runs,
             "measured_flows": seen["view"].get("measured_flows")}

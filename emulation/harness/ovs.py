@@ -81,6 +81,20 @@ def flush_datapath_stats(cycles: int = 2) -> bool:
     return True
 
 
+def purge_datapath_flows() -> None:
+    """Drop every flow the datapath has cached (``ovs-appctl revalidator/purge``): the next
+    packets are translated on the flow tables in force. Open vSwitch's userspace datapath can
+    keep forwarding on a flow cached before a rule change (docs/explanation/
+    environment-notes.md): a pair sent on the ECMP group while its job was learned went on
+    doing so, past the entries its plan installed. A hardware switch forwards on its table;
+    the learning tests purge before they measure a plan. Raises RuntimeError when ovs-appctl
+    fails."""
+    done = subprocess.run(["ovs-appctl", "revalidator/purge"], capture_output=True, text=True,
+                          timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"ovs-appctl revalidator/purge: {done.stderr.strip()}")
+
+
 def settle_counters(bridges: list[str], timeout: float = 6.0, interval: float = 0.7) -> None:
     """Make the flow counters final for traffic that has been received: OVS credits datapath
     packets to OpenFlow rules lazily (its revalidators run about every half second), so a read
