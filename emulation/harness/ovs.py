@@ -86,8 +86,8 @@ def purge_datapath_flows() -> None:
     packets are translated on the flow tables in force. Open vSwitch's userspace datapath can
     keep forwarding on a flow cached before a rule change (docs/explanation/
     environment-notes.md): a pair sent on the ECMP group while its job was learned went on
-    doing so, past the entries its plan installed. A hardware switch forwards on its table;
-    the learning tests purge before they measure a plan. Raises RuntimeError when ovs-appctl
+    doing so, past the entries its plan installed. The learning tests purge before they
+    measure a plan, so that they measure the plan. Raises RuntimeError when ovs-appctl
     fails."""
     done = subprocess.run(["ovs-appctl", "revalidator/purge"], capture_output=True, text=True,
                           timeout=30)
