@@ -15,7 +15,7 @@ from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.ha import controller_roles
 from emulation.harness.ovs import entry_ages as flows_with_age
-from emulation.harness.ports import free_port
+from emulation.harness.ports import free_ports
 from emulation.harness.run import _run_traffic, prepare_jobs
 from tests.integration import EXTENDED, HOSTS, LEAVES, SPINES, ha_session, iperf_ring
 from tests.integration import metric as _metric
@@ -286,9 +286,10 @@ def test_etcd_killed_during_a_post_gets_an_exact_answer(ha):
 
 
 def test_unreachable_etcd_at_start_is_a_clear_error(ha, tmp_path):
-    url = f"http://127.0.0.1:{free_port()}"
-    ctl = ControllerProcess(ha.fabric_path, str(tmp_path / "c.log"), rest_port=free_port(),
-                            of_port=free_port(), extra_args=["--mlroute-etcd", url])
+    etcd, rest, of = free_ports(3)  # distinct: free_port twice may give the same port
+    url = f"http://127.0.0.1:{etcd}"
+    ctl = ControllerProcess(ha.fabric_path, str(tmp_path / "c.log"), rest_port=rest,
+                            of_port=of, extra_args=["--mlroute-etcd", url])
     proc = subprocess.run(ctl.args, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert f"etcd at {url} is unreachable" in proc.stdout + proc.stderr

@@ -21,7 +21,7 @@ from controller.service.route_service import RouteService
 from controller.service.store import StateStore
 from emulation.harness.controller_proc import ControllerProcess
 from emulation.harness.fake_switch import FakeSwitches
-from emulation.harness.ports import free_port
+from emulation.harness.ports import free_ports
 from tests.helpers import FakeClock
 from tests.test_web import _browser, _css, _wait
 
@@ -96,8 +96,8 @@ def _y(el) -> float:
 def _controller(fabric_path, state_path: str, log) -> ControllerProcess:
     """A controller of the fabric with no switch, its jobs from the state file, on free ports
     (the web tests run beside each other and beside a controller on 8080/6653)."""
-    ctl = ControllerProcess(str(fabric_path), str(log), rest_port=free_port(),
-                            of_port=free_port(),
+    rest, of = free_ports(2)  # two calls of free_port may hand out the same port
+    ctl = ControllerProcess(str(fabric_path), str(log), rest_port=rest, of_port=of,
                             extra_args=["--mlroute-state", state_path, *QUIET])
     if os.path.basename(ctl.args[0]) == "ryu-manager":
         # the same entry point under the name python3: a Mininet cleanup (mn -c: killall

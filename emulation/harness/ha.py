@@ -20,7 +20,7 @@ import time
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess, signals_held
-from emulation.harness.ports import free_port, free_ports
+from emulation.harness.ports import free_ports
 from topologies.clos import clos_fabric
 
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
@@ -33,8 +33,9 @@ class EtcdServer:
 
     def __init__(self, workdir: str, client_port: int | None = None):
         self.dir = tempfile.mkdtemp(prefix="etcd-", dir=workdir)
-        self.client_port, self.peer_port = ((client_port, free_port()) if client_port
-                                            else free_ports(2))
+        self.client_port, self.peer_port = (
+            (client_port, next(p for p in free_ports(2) if p != client_port)) if client_port
+            else free_ports(2))
         self.log_path = os.path.join(workdir, f"etcd-{self.client_port}.log")
         self.proc: subprocess.Popen | None = None
 
