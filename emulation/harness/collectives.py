@@ -407,28 +407,13 @@ def _with_job(session, library, hosts, mib, iters, logdir, job, learn=False,
             res["job"] = {"declared": job, "view": job_view(session.ctl, job["id"]),
                           "events": session.ctl.rest("GET", "/v1/fabric")[1].get("events")}
             if logdir:
-                _save_switch_state(session.fabric, logdir)
+                ovs.save_state(session.fabric.leaves, logdir)
         if learning:
             res["learning"] = learning
         return res
     finally:
         if job:
             session.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
-
-
-def _save_switch_state(fabric, logdir: str) -> None:
-    """The leaves' flow tables with their counters and the datapath's cached flows, as the
-    run ended: why a run was unbalanced (a planned entry that counted no packet, a cached
-    flow that kept an old action)."""
-    with open(os.path.join(logdir, "leaf-tables.txt"), "w") as fh:
-        for leaf in fabric.leaves:
-            fh.write(f"== {leaf}\n" + _run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", leaf]))
-    with open(os.path.join(logdir, "datapath-flows.txt"), "w") as fh:
-        fh.write(_run(["ovs-appctl", "dpctl/dump-flows", "-m"]))
-
-
-def _run(cmd: list[str]) -> str:
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
 
 
 SETTLE_S = 10.0  # a plan holding more than the measured pairs, kept this long, is settled

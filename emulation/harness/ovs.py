@@ -5,6 +5,7 @@ its spine, bytes per directed link) and to compare flow tables across runs.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -93,6 +94,19 @@ def purge_datapath_flows() -> None:
                           timeout=30)
     if done.returncode != 0:
         raise RuntimeError(f"ovs-appctl revalidator/purge: {done.stderr.strip()}")
+
+
+def save_state(bridges: list[str], logdir: str) -> None:
+    """``bridges``' flow tables with their counters (``tables.txt``) and the datapath's cached
+    flows (``datapath-flows.txt``) into ``logdir``: why a run went where it did (a planned
+    entry that counted no packet, a cached flow that kept an old action)."""
+    def text(cmd: list[str]) -> str:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    with open(os.path.join(logdir, "tables.txt"), "w") as fh:
+        for b in bridges:
+            fh.write(f"== {b}\n" + text(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", b]))
+    with open(os.path.join(logdir, "datapath-flows.txt"), "w") as fh:
+        fh.write(text(["ovs-appctl", "dpctl/dump-flows", "-m"]))
 
 
 def settle_counters(bridges: list[str], timeout: float = 6.0, interval: float = 0.7) -> None:
