@@ -760,6 +760,22 @@ def test_the_version_is_the_changelog_s_newest():
     assert versions and versions[0] == controller.__version__
 
 
+def test_the_project_has_its_license_notice_and_citation():
+    import controller
+    with open(os.path.join(REPO, "LICENSE")) as fh:
+        text = fh.read()
+    assert "Apache License\n                           Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+    with open(os.path.join(REPO, "NOTICE")) as fh:
+        assert fh.readline().strip() == "mlroute"
+    with open(os.path.join(REPO, "CITATION.cff")) as fh:
+        cff = fh.read()
+    assert re.search(r"^cff-version: 1\.2\.0$", cff, re.M)
+    assert re.search(r"^title: mlroute$", cff, re.M)
+    assert re.search(r"^license: Apache-2\.0$", cff, re.M)
+    assert re.findall(r"^version: (\S+)$", cff, re.M) == [controller.__version__]
+
+
 def test_the_manual_cites_nothing_outside_the_repository():
     for path in _pages() + [README, os.path.join(REPO, "mkdocs.yml")]:
         with open(path) as fh:
