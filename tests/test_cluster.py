@@ -286,6 +286,53 @@ def test_the_lease_is_refreshed_as_soon_as_the_keepalive_loop_runs():
     assert refreshed and not thread.is_alive()
 
 
+class FlakyEtcd:
+    """A fake etcd of one member: lease 1 has ended, and the next ``fail`` grants are refused
+    (etcd's space is exhausted, as after the NOSPACE alarm)."""
+
+    url = "http://fake-etcd"
+
+    def __init__(self, fail=1):
+        self.fail, self.grants, self.next_lease, self.master = fail, 0, 2, None
+
+    def keepalive(self, lease, timeout=None):
+        return 0 if lease == 1 else 2
+
+    def grant(self, ttl):
+        self.grants += 1
+        if self.fail:
+            self.fail -= 1
+            raise EtcdError("etcdserver: mvcc: database space exceeded")
+        self.next_lease += 1
+        return self.next_lease - 1, ttl
+
+    def txn(self, compare, success, failure=()):
+        from controller.service.etcd import TxnResult
+        return TxnResult(True, 7, [])
+
+    def get(self, key):
+        return None
+
+    def revoke(self, lease):
+        return True
+
+
+def test_a_rejoin_that_fails_once_is_tried_again_until_it_succeeds():
+    """Issue 59, item 1: a lost lease whose re-join's grant fails once; the keep-alive loop
+    tries again after a back-off, and the controller is elected again."""
+    etcd = FlakyEtcd(fail=1)
+    c = Cluster(etcd, "a", "http://127.0.0.1:1", ttl=2, probe=False)
+    c.lease, c.granted_ttl = 1, 2  # joined once; etcd then ended the lease
+    thread = threading.Thread(target=c._keepalive_loop, daemon=True)
+    thread.start()
+    try:
+        wait(lambda: c.role == "master", 5, "the controller joined again and elected")
+        assert etcd.grants == 2 and c.lease == 2 and not c._rejoining
+    finally:
+        c._stop.set()
+        thread.join(timeout=5)
+
+
 def test_unreachable_etcd_at_start_names_the_url():
     url = f"http://127.0.0.1:{free_port()}"
     c = Cluster(Etcd(url, timeout=1), "a", "http://127.0.0.1:1")

@@ -31,6 +31,7 @@ import time
 import zlib
 from collections.abc import Callable
 
+from controller.service.backoff import Backoff
 from controller.service.clusterview import cluster_view
 from controller.service.etcd import (
     Etcd,
@@ -44,7 +45,7 @@ from controller.service.etcd import (
     prefix_end,
 )
 from controller.service.ownership import Shares, ack_value, parse_ack
-from controller.service.probe import probe_loop, process_gone
+from controller.service.probe import process_gone, watch_master
 from controller.service.store import EtcdStore, decode
 from controller.service.writes import Writes
 
@@ -102,6 +103,8 @@ class Cluster:
         self.confirmed_until = 0.0  # monotonic time until which the lease surely lives
         self._checked_at = -CHECK_INTERVAL  # last synchronous check of the master role
         self._reload = 0.0  # when this controller stepped down (to follow the intent again)
+        self._rejoining = False  # a join after a lost lease failed: the keep-alive loop retries
+        self._rejoin_backoff = Backoff(first=0.25, cap=4.0)
         self.serving = False  # master and done taking over (the service installs)
         self.role_since = clock()
         self.switch_roles: dict[int, str] = {}  # dpid -> role the switch confirmed, or error
@@ -129,9 +132,7 @@ class Cluster:
         self.healthy = True
         for name, target, args in (("keepalive", self._keepalive_loop, ()),
                                    ("watch", self._watch_loop, (revision,)),
-                                   ("probe", probe_loop, (self._probe_target, self._stop,
-                                                          self._master_changed,
-                                                          self._master_gone))):
+                                   ("probe", watch_master, (self,))):
             t = threading.Thread(target=target, args=args, name=f"mlroute-{name}", daemon=True)
             t.start()
             self._threads.append(t)
@@ -344,6 +345,8 @@ class Cluster:
                 self._lease_lost(lease)
             elif self.store.unsaved is not None:
                 self.store.flush()
+            if self._rejoining and self._rejoin_backoff.due(time.monotonic()):
+                self._rejoin()
             if self._reload and time.monotonic() - self._reload >= interval and \
                     self.role != "master":
                 self._reload = 0.0 if self.refresh(again=True) else self._reload
@@ -403,11 +406,23 @@ class Cluster:
             self.confirmed_until = 0.0
         LOG.error("mlroute: controller %s lost its etcd lease; joining again", self.id)
         self._set_role("standby", gen)
+        self._rejoin()
+
+    def _rejoin(self) -> None:
+        """Join again (a new lease) and act on the master key. A failure (etcd unreachable,
+        or refusing leases while its space is exhausted) is tried again by the keep-alive
+        loop after a back-off (0.25 s, doubling up to 4 s), until it succeeds."""
         try:
-            self._join()
+            if not self.lease:
+                self._join()
             self._master_seen(self.client.get(self.master_key))
         except (EtcdError, ClusterError) as e:
-            LOG.error("mlroute: %s", e)
+            self._rejoining = True
+            wait = self._rejoin_backoff.failed(time.monotonic())
+            LOG.error("mlroute: joining again: %s; next try in %.2f s", e, wait)
+            return
+        self._rejoining = False
+        self._rejoin_backoff.ok()
 
     def _watch_loop(self, revision: int) -> None:
         """Follow every change under the prefix; after a broken stream read everything again
@@ -510,30 +525,6 @@ class Cluster:
                       kv.mod_revision, e)
             return
         self.on_state(doc, kv.mod_revision)
-
-    def _probe_target(self) -> dict | None:
-        """The master the failover probe watches (``controller/service/probe.py``)."""
-        with self._lock:
-            m = dict(self.master) if self.master else None
-            standby = self.role != "master"
-        if not self.probe or not standby or m is None or m["id"] == self.id or not m["rest"]:
-            return None
-        return m
-
-    def _master_gone(self, m: dict) -> None:
-        t = self.clock()
-        with self._lock:
-            if not self.master or self.master["lease"] != m["lease"]:
-                return
-            self.takeover = {"master_lost": t, "previous": m["id"], "detected_by": "probe",
-                             "lease": m["lease"]}
-        LOG.warning("mlroute: master %s at %s is gone; ending its lease", m["id"], m["rest"])
-        try:
-            self.client.revoke(m["lease"])
-            self._campaign()
-        except EtcdError as e:
-            LOG.error("mlroute: %s", e)
-            self._stop.wait(0.2)
 
     # ---- REST ------------------------------------------------------------------------------
     def write(self, method: str, path: str, body: bytes, headers: dict,

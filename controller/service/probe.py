@@ -6,10 +6,15 @@ nothing: a master that is alive but cut off is left to its lease.
 """
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import urllib.parse
 from collections.abc import Callable
+
+from controller.service.etcd import EtcdError
+
+LOG = logging.getLogger("mlroute")
 
 
 def rest_address(url: str) -> tuple[str, int]:
@@ -67,3 +72,37 @@ def probe_loop(target: Callable[[], dict | None], stop: threading.Event,
             sock.close()
         if not changed.is_set() and process_gone(m["rest"], timeout=1.0):
             gone(m)
+
+
+def watch_master(cluster) -> None:
+    """The failover probe of a ``Cluster`` (``cluster.py``), until it stops."""
+    probe_loop(lambda: _target(cluster), cluster._stop, cluster._master_changed,
+               lambda m: _master_gone(cluster, m))
+
+
+def _target(cluster) -> dict | None:
+    """The master the failover probe watches: None unless ``cluster`` is a standby with
+    the probe on and another master with a REST address."""
+    with cluster._lock:
+        m = dict(cluster.master) if cluster.master else None
+        standby = cluster.role != "master"
+    if not cluster.probe or not standby or m is None or m["id"] == cluster.id or not m["rest"]:
+        return None
+    return m
+
+
+def _master_gone(cluster, m: dict) -> None:
+    """The probed master's process is gone: end its lease and campaign."""
+    t = cluster.clock()
+    with cluster._lock:
+        if not cluster.master or cluster.master["lease"] != m["lease"]:
+            return
+        cluster.takeover = {"master_lost": t, "previous": m["id"], "detected_by": "probe",
+                            "lease": m["lease"]}
+    LOG.warning("mlroute: master %s at %s is gone; ending its lease", m["id"], m["rest"])
+    try:
+        cluster.client.revoke(m["lease"])
+        cluster._campaign()
+    except EtcdError as e:
+        LOG.error("mlroute: %s", e)
+        cluster._stop.wait(0.2)
