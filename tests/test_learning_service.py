@@ -229,6 +229,25 @@ def test_silent_members_stay_learning_and_delete_while_learning_leaves_nothing()
     assert sw.rules == before and not svc.jobs and not svc.state.measured
 
 
+def test_a_job_posted_again_under_its_id_shows_none_of_the_old_records_measurements():
+    """Issue 59, item 9: deleted and posted again (at the same instant: no tick between), the
+    new record shows no measured flow and is not steady; the old record's went with it."""
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1))
+    old = get(svc, "j")[1]
+    assert old["matrix"] == "learned" and old["measured_flows"] and old["learning"]["steady"]
+    assert api.handle(svc, "DELETE", "/v1/jobs/j")[0] == 200
+    assert "j" not in svc.state.measured
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    doc = get(svc, "j")[1]
+    assert doc["matrix"] == "learning" and doc["measured_flows"] == []
+    assert doc["learning"]["steady"] is False and doc["learning"]["samples"] == 0
+    svc.tick(probe=False)  # the old record's estimate does not come back at the next tick
+    assert get(svc, "j")[1]["measured_flows"] == []
+
+
 def test_learned_matrix_over_the_rule_budget_is_an_event_and_changes_nothing():
     f, sw, svc, clock = start(max_flow_rules=1)
     ring = sorted(f.hosts)

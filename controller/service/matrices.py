@@ -49,6 +49,7 @@ class Tracked:
     under its old id from the one before): its estimate, what was last judged, a kept plan,
     its re-plans, and what its members sent each other in its recent windows."""
     created: float
+    number: int = 0  # the record's number: with ``created``, tells records apart
     estimate: MatrixEstimate = field(default_factory=MatrixEstimate)
     judged: tuple | None = None  # what was last judged (Decision.pairs)
     kept: tuple | None = None  # ((state version, others' unplanned pairs), share lacking)
@@ -59,6 +60,8 @@ class Tracked:
     samples: int = 0  # samples between its members since it was posted
     bytes: float = 0.0  # their estimated bytes
     recent: deque = field(default_factory=lambda: deque(maxlen=RECENT))  # window summaries
+
+    record = property(lambda self: (self.created, self.number))
 
 
 @dataclass
@@ -133,7 +136,7 @@ class MatrixLearning:
         fabric = state.fabric
         jobs = {jid: r for jid, r in state.jobs.items() if r.learn} if fabric else {}
         self.jobs = {jid: t for jid, t in self.jobs.items()
-                     if jid in jobs and t.created == jobs[jid].created}
+                     if jid in jobs and t.record == (jobs[jid].created, jobs[jid].number)}
         windows = self.learner.closed(self._folded, now)
         if not windows:
             return
@@ -141,7 +144,7 @@ class MatrixLearning:
         canon, plane = self._canon, self._plane_of  # built by follow() above
         members, jobs_of = {}, {}
         for jid, r in jobs.items():
-            self.jobs.setdefault(jid, Tracked(r.created))
+            self.jobs.setdefault(jid, Tracked(r.created, r.number))
             members[jid] = {fabric.host_ip[h] for h in r.members if h in fabric.host_ip}
             for ip in members[jid]:
                 jobs_of.setdefault(ip, []).append(jid)
@@ -193,8 +196,8 @@ class MatrixLearning:
         if not r.learn:
             return None
         t = self.jobs.get(r.job.id)
-        if t is None or t.created != r.created:
-            t = Tracked(r.created)  # posted since the last window closed
+        if t is None or t.record != (r.created, r.number):
+            t = Tracked(r.created, r.number)  # posted since the last window closed
         e, m = t.estimate, state.measured.get(r.job.id)
         return {"samples": t.samples, "bytes": round(t.bytes),
                 "windows": {"active": e.active, "quiet": e.quiet, "empty": e.empty},

@@ -58,9 +58,18 @@ class ControllerState:
         self.presumed_down = presumed_down
         if declared is not None and presumed_down:
             self.fabric = self.declared.with_down(self.declared.down | presumed_down)
-        self.jobs = jobs
+        self.set_jobs(jobs)
         self.next_number = next_number
         self.version += 1
+
+    def set_jobs(self, jobs: dict) -> None:
+        """The running jobs from now on. A record's measurements go with it: a job deleted, or
+        posted again under its id (a new record: another number), shows none of the old
+        record's measured flows."""
+        self.measured = {j: m for j, m in self.measured.items() if j in jobs and j in self.jobs
+                         and jobs[j].number == self.jobs[j].number
+                         and jobs[j].created == self.jobs[j].created}
+        self.jobs = jobs
 
     def add_event(self, event: dict) -> None:
         self.events.append(event)

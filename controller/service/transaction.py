@@ -120,7 +120,7 @@ class Transaction:
         if change.declared is not None:
             st.declared, st.presumed_down = change.declared, frozenset()  # its own links
         st.fabric = fabric
-        st.jobs = change.jobs
+        st.set_jobs(change.jobs)  # measurements of deleted records dropped with them
         if change.new_job is not None:
             st.next_number += 1
         st.version += 1
