@@ -66,7 +66,9 @@ def options_page() -> str:
            "`controller/shell/launch.py`; under Ryu also after `ryu-manager --user-flags "
            "controller/shell/flags.py`, with `controller/shell/app.py`), or as `mlroute_*` keys "
            "(dashes become underscores) in the `[DEFAULT]` section of a `--config-file`. A "
-           "boolean option `--X` is turned off with `--noX`.\n\n",
+           "boolean option `--X` is turned off with `--noX`. `mlroute-controller --help` lists "
+           "them by group, one line each with its default; `--help-all` lists the framework's "
+           "own options too.\n\n",
            "| option | type | default | what |\n|---|---|---|---|\n"]
     for opt in OPTS:
         kind = type(opt).__name__.replace("Opt", "").lower()
@@ -76,8 +78,7 @@ def options_page() -> str:
     out.append("\n## The framework's own options that mlroute sets or relies on\n\n"
                "| option | default | what |\n|---|---|---|\n")
     for opt in REST_OPTS:
-        out.append(f"| `--{opt.name}` | `{opt.default}` | {_cell(opt.help)} (mlroute's default "
-                   "host is the loopback) |\n")
+        out.append(f"| `--{opt.name}` | `{opt.default}` | {_cell(opt.help)} |\n")
     out.append("| `--ofp-tcp-listen-port` | `6653` (and 6633 when not given) | OpenFlow "
                "listen port (Ryu's and os-ken's option) |\n")
     out.append("| `--config-file` | | an oslo.config file with `mlroute_*` keys |\n")

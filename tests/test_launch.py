@@ -6,6 +6,7 @@ before any port is opened)."""
 import configparser
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 
@@ -60,6 +61,26 @@ def test_the_framework_resolves_to_the_installed_one(monkeypatch):
         launch.framework()
 
 
+def test_a_mistyped_option_is_named_with_its_value_and_the_nearest_one():
+    """Checked before the framework parses (``shell/usage.py``): argparse would have taken the
+    value for an app module and named ``controller.shell.app`` in its error."""
+    from oslo_config import cfg
+
+    from controller.shell import flags, usage
+    conf = cfg.ConfigOpts()
+    conf.register_cli_opts(flags.OPTS + flags.REST_OPTS + [cfg.BoolOpt("verbose")])
+    assert usage.check_args(["--mlroute-algoritm", "greedy"], conf) == (
+        "unknown option --mlroute-algoritm greedy: did you mean --mlroute-algorithm greedy?")
+    assert usage.check_args(["--mlroute-mode", "host", "--wsapi-prot=8081"], conf) == (
+        "unknown option --wsapi-prot=8081: did you mean --wsapi-port=8081?")
+    assert usage.check_args(["--zzz"], conf) == (
+        "unknown option --zzz (mlroute-controller --help lists the options)")
+    # options, their negations, unambiguous prefixes (as argparse) and values pass
+    for args in (["--mlroute-algorithm", "greedy", "--verb"], ["--nomlroute-failover-probe"],
+                 ["--mlroute-seed", "-1", "--config-file", "c.conf"], ["--help-all"], []):
+        assert usage.check_args(args, conf) is None, args
+
+
 @pytest.mark.slow
 def test_a_framework_that_is_not_installed_is_named():
     missing = [n for n in launch.FRAMEWORKS if n not in INSTALLED]
@@ -83,9 +104,19 @@ def test_it_takes_mlroutes_options_and_starts_nothing_on_bad_input(framework):
     r = controller("--help", framework=framework)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage: mlroute-controller")
-    for option in ("--mlroute-fabric", "--mlroute-objective", "--mlroute-mode", "--wsapi-port",
-                   "--ofp-tcp-listen-port"):
-        assert option in r.stdout, option
+    first = "\n".join(r.stdout.splitlines()[:60])  # mlroute's options first, with defaults
+    for option in ("--mlroute-fabric FILE ", "--mlroute-objective NAME ", "--mlroute-mode MODE ",
+                   "--wsapi-port PORT ", "--ofp-tcp-listen-port PORT "):
+        assert option in first, option
+    assert re.search(r"--wsapi-host ADDRESS +127\.0\.0\.1 ", first)
+    assert "--zapi" not in r.stdout and "--help-all" in r.stdout
+    r = controller("--help-all", framework=framework)  # the framework's, its options too
+    assert r.returncode == 0 and "--ofp-tcp-listen-port" in r.stdout
+    assert "0.0.0.0" not in r.stdout.split("--wsapi-host WSAPI_HOST", 1)[1].split("--", 1)[0]
+    r = controller("--mlroute-algoritm", "greedy", framework=framework)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("mlroute-controller: error: unknown option --mlroute-algoritm greedy: "
+                        "did you mean --mlroute-algorithm greedy?\n")
     r = controller("--mlroute-no-such-option", "1", framework=framework)
     assert r.returncode == 2 and "--mlroute-no-such-option" in r.stderr
     # parsed and handed to the app, which refuses them before anything listens

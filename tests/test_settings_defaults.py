@@ -2,6 +2,7 @@
 default from Settings, so the controller run from the command line and a RouteService built
 in code (tests, embedders) behave alike unless told otherwise."""
 import dataclasses
+import re
 
 from controller.service.settings import Settings
 from controller.shell import flags
@@ -34,3 +35,36 @@ def test_every_option_with_a_settings_counterpart_has_its_default():
 def test_the_defaults_users_run_with():
     s = Settings()
     assert (s.dead_after, s.hold_down) == (3.0, 5.0)
+
+
+def _shown(value) -> str:
+    """A default as ``mlroute-controller --help`` shows it."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return "none" if value in (None, "") else str(value)
+
+
+def test_the_help_shows_each_option_with_its_settings_default():
+    """``mlroute-controller --help`` (``shell/usage.py``): every mlroute option within the first
+    60 lines, with the default it runs with, which is Settings' where Settings has one."""
+    from oslo_config import cfg
+
+    from controller.shell import usage
+    conf = cfg.ConfigOpts()
+    conf.register_cli_opts(flags.OPTS + flags.REST_OPTS)
+    lines = usage.render(conf, "a framework").splitlines()
+    assert lines[0].startswith("usage: mlroute-controller")
+    shown = {}
+    for line in lines[:60]:
+        m = re.match(r"  --(\S+)(?: [A-Z_]+)? +(\S+) ", line)
+        if m:
+            shown[m[1]] = m[2]
+    settings = {name: pair[1] for name, pair in _counterparts().items()}
+    assert len(settings) >= 12
+    for opt in flags.OPTS + flags.REST_OPTS:
+        assert opt.name in shown, f"--{opt.name} is not in the help's first 60 lines"
+        expected = settings[opt.name] if opt.name in settings else opt.default
+        assert shown[opt.name] == _shown(expected), opt.name
+    assert shown["wsapi-host"] == "127.0.0.1" == flags.REST_HOST  # where REST really listens
+    assert (shown["mlroute-algorithm"], shown["mlroute-dead-after"]) == \
+        (Settings.algorithm, str(Settings.dead_after))

@@ -129,9 +129,20 @@ OPTS = [
 # these two itself (ryu/app/wsgi.py), os-ken 4 has no WSGI module: registered here then
 REST_HOST = "127.0.0.1"
 REST_OPTS = [
-    cfg.StrOpt("wsapi-host", default=REST_HOST, help="REST API and web view listen host"),
+    cfg.StrOpt("wsapi-host", default=REST_HOST,
+               help=f"REST API and web view listen host (default {REST_HOST}, the loopback: "
+                    "0.0.0.0 listens on every address)"),
     cfg.IntOpt("wsapi-port", default=8080, help="REST API and web view listen port"),
 ]
+
+
+def own_rest_opts(conf) -> None:
+    """Register REST_OPTS on the framework's conf before it parses, in place of Ryu's (whose
+    help says "default 0.0.0.0" where mlroute listens on 127.0.0.1)."""
+    for opt in REST_OPTS:
+        if opt.dest in conf:
+            conf.unregister_opt(opt)
+    conf.register_cli_opts(REST_OPTS)
 
 
 def register(conf) -> None:
@@ -156,6 +167,7 @@ def _framework_conf():
 _conf = _framework_conf()
 if _conf is not None:  # loaded by ryu-manager --user-flags, before the command line is parsed
     try:
-        _conf.register_cli_opts(OPTS + [o for o in REST_OPTS if o.dest not in _conf])
+        _conf.register_cli_opts(OPTS)
+        own_rest_opts(_conf)
     except cfg.ArgsAlreadyParsedError:
         pass

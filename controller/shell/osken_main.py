@@ -14,7 +14,7 @@ import sys
 
 from controller import __version__
 from controller.errors import InputError
-from controller.shell import flags
+from controller.shell import flags, usage
 
 APP = "controller.shell.osken_app"
 
@@ -25,8 +25,18 @@ def main(argv: list[str] | None = None) -> int:
     from os_ken.controller import controller  # noqa: F401 - registers the OpenFlow options
 
     conf = cfg.CONF
-    conf.register_cli_opts([o for o in flags.OPTS + flags.REST_OPTS if o.dest not in conf])
-    conf(args=sys.argv[1:] if argv is None else argv, prog="mlroute-controller",
+    flags.own_rest_opts(conf)
+    conf.register_cli_opts([o for o in flags.OPTS if o.dest not in conf])
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "-h" in args or "--help" in args:  # mlroute's options first, with their defaults
+        print(usage.render(conf, "os-ken", {"ofp-tcp-listen-port": "6653"}), end="")
+        return 0
+    if "--help-all" in args:  # the framework's help: every option, os-ken's too
+        args = ["--help" if a == "--help-all" else a for a in args]
+    elif error := usage.check_args(args, conf):
+        print(f"mlroute-controller: error: {error}", file=sys.stderr)
+        return 2
+    conf(args=args, prog="mlroute-controller",
          project="mlroute", version=f"mlroute-controller {__version__} (os-ken)")
     log.init_log()
     try:

@@ -22,14 +22,24 @@ def main(argv: list[str] | None = None) -> int:
     # first, as ryu-manager does: importing the manager patches the standard library for eventlet
     from ryu.cmd import manager
 
-    from controller.shell import flags  # registers its options on Ryu's CONF, found imported
+    from controller.shell import flags, usage  # flags registers on Ryu's CONF, found imported
 
     args = list(sys.argv[1:] if argv is None else argv)
     if "--version" in args:  # Ryu's own would print "ryu-manager 4.34"
         print(f"mlroute-controller {__version__} (ryu {manager.version})")
         return 0
     conf = manager.CONF
-    conf.register_cli_opts([o for o in flags.OPTS + flags.REST_OPTS if o.dest not in conf])
+    flags.own_rest_opts(conf)
+    conf.register_cli_opts([o for o in flags.OPTS if o.dest not in conf])
+    if "-h" in args or "--help" in args:  # mlroute's options first, with their defaults
+        print(usage.render(conf, f"Ryu {manager.version}",
+                           {"ofp-tcp-listen-port": "6653,6633"}), end="")
+        return 0
+    if "--help-all" in args:  # the framework's help: every option, Ryu's too
+        args = ["--help" if a == "--help-all" else a for a in args]
+    elif error := usage.check_args(args, conf):
+        print(f"mlroute-controller: error: {error}", file=sys.stderr)
+        return 2
     try:
         manager.main(args=[*args, APP], prog="mlroute-controller")
     except InputError as e:  # a bad option value or fabric file, before anything listens
