@@ -248,6 +248,59 @@ def test_a_job_posted_again_under_its_id_shows_none_of_the_old_records_measureme
     assert get(svc, "j")[1]["measured_flows"] == []
 
 
+class SteppedClocks:
+    """The wall clock and the monotonic one move together, but the wall clock may be stepped
+    (NTP correcting it): ``sleep`` advances both."""
+
+    def __init__(self):
+        self.wall, self.mono = FakeClock(100.0), FakeClock(5000.0)
+
+    def sleep(self, s):
+        self.wall.sleep(s)
+        self.mono.sleep(s)
+
+
+def stepped_service(**kw):
+    f = Clos.generate(2, 4, 2, 0.02, wiring=True)
+    sw = FakeSwitches(f.dpids.values(), fabric=f)
+    clocks = SteppedClocks()
+    svc = RouteService(sw, f, clock=clocks.wall, sleep=clocks.sleep, learn_window=1.0, **kw)
+    svc.monotonic = clocks.mono  # what the service measures windows and bounds with
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return f, svc, clocks
+
+
+def test_a_wall_clock_step_back_neither_stalls_learning_nor_misleads():
+    """Issue 59, item 5: the wall clock stepped back 60 s just after a job by members was
+    posted; its ring is learned as without the step (windows on the monotonic clock), and
+    the events still carry wall-clock times."""
+    f, svc, clocks = stepped_service()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    clocks.wall.now -= 60.0
+    run_traffic(svc, clocks, ring_samples(f, ring, step=-1))
+    doc = get(svc, "j")[1]
+    assert doc["matrix"] == "learned", doc["learning"]["reason"]
+    assert doc["learning"]["samples"] > 0 and doc["learning"]["reason"] is None
+    learned = [e for e in svc.state.events if "matrix learned" in e.get("cause", "")]
+    assert learned and all(40.0 <= e["time"] < 50.0 for e in learned)
+
+
+def test_a_wall_clock_step_forward_does_not_lift_the_replan_bound():
+    """Issue 59, item 5: with one re-plan a minute, a wall clock stepped 60 s forward after a
+    re-plan lets no second one through before a minute has passed."""
+    f, svc, clocks = stepped_service(learn_replans_per_minute=1)
+    ring = interleaved(f)
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clocks, ring_samples(f, ring, step=-1), seconds=5)
+    assert len(replans(svc, "j")) == 1
+    clocks.wall.now += 60.0
+    run_traffic(svc, clocks, ring_samples(f, ring, step=+1), seconds=10)
+    assert len(replans(svc, "j")) == 1
+    assert get(svc, "j")[1]["learning"]["reason"].startswith("re-plans bound")
+
+
 def test_learned_matrix_over_the_rule_budget_is_an_event_and_changes_nothing():
     f, sw, svc, clock = start(max_flow_rules=1)
     ring = sorted(f.hosts)

@@ -50,6 +50,7 @@ class Tracked:
     its re-plans, and what its members sent each other in its recent windows."""
     created: float
     number: int = 0  # the record's number: with ``created``, tells records apart
+    since: float = -math.inf  # monotonic time it was first tracked: its windows begin after
     estimate: MatrixEstimate = field(default_factory=MatrixEstimate)
     judged: tuple | None = None  # what was last judged (Decision.pairs)
     kept: tuple | None = None  # ((state version, others' unplanned pairs), share lacking)
@@ -126,17 +127,29 @@ class MatrixLearning:
             out, self._rejected_new = self._rejected_new, []
         return out
 
-    def fold(self, state: ControllerState, now: float) -> None:
-        """Fold the windows closed since the last call into the estimate of every job that
-        may learn (each job from the first window that began after it was posted). On a
-        multi-plane fabric a pair's samples on every plane add up, keyed by the hosts'
-        first-plane addresses, and its bytes per plane (its source address's) are kept
-        beside: the plane its framework uses (``MatrixEstimate.plane``)."""
-        self.follow(state.fabric)
-        fabric = state.fabric
-        jobs = {jid: r for jid, r in state.jobs.items() if r.learn} if fabric else {}
+    def track(self, state: ControllerState, now: float) -> dict:
+        """Track every job that may learn from ``now`` (monotonic seconds) on, if it is not
+        yet (the service calls it as soon as a change is applied, so a job's first window is
+        the first that began after it was posted), and forget the records that are gone.
+        Returns the jobs that may learn. The record's ``created`` is a wall-clock time (of
+        this controller or of another): windows are never compared with it."""
+        jobs = {jid: r for jid, r in state.jobs.items() if r.learn} if state.fabric else {}
         self.jobs = {jid: t for jid, t in self.jobs.items()
                      if jid in jobs and t.record == (jobs[jid].created, jobs[jid].number)}
+        for jid, r in jobs.items():
+            self.jobs.setdefault(jid, Tracked(r.created, r.number, since=now))
+        return jobs
+
+    def fold(self, state: ControllerState, now: float) -> None:
+        """Fold the windows closed since the last call (``now``: monotonic seconds, as every
+        time of the learning loop) into the estimate of every job that may learn (each job
+        from the first window that began after it was tracked). On a multi-plane fabric a
+        pair's samples on every plane add up, keyed by the hosts' first-plane addresses, and
+        its bytes per plane (its source address's) are kept beside: the plane its framework
+        uses (``MatrixEstimate.plane``)."""
+        self.follow(state.fabric)
+        fabric = state.fabric
+        jobs = self.track(state, now)
         windows = self.learner.closed(self._folded, now)
         if not windows:
             return
@@ -144,7 +157,6 @@ class MatrixLearning:
         canon, plane = self._canon, self._plane_of  # built by follow() above
         members, jobs_of = {}, {}
         for jid, r in jobs.items():
-            self.jobs.setdefault(jid, Tracked(r.created, r.number))
             members[jid] = {fabric.host_ip[h] for h in r.members if h in fabric.host_ip}
             for ip in members[jid]:
                 jobs_of.setdefault(ip, []).append(jid)
@@ -162,7 +174,7 @@ class MatrixLearning:
                             by[plane[pair[0]]] = by.get(plane[pair[0]], 0) + b
             for jid, (b, n, by_plane) in got.items():
                 t = self.jobs[jid]
-                if w.index * window_s >= t.created - 1e-9:
+                if w.index * window_s >= t.since - 1e-9:
                     counted = t.estimate.fold(b, n, by_plane)
                     t.samples += sum(n.values())
                     t.bytes += sum(b.values())
@@ -250,7 +262,7 @@ class MatrixLearning:
         return "judged at the next window"
 
     def decisions(self, state: ControllerState, settings: Settings, measured: dict,
-                  now: float) -> Iterator[Decision]:
+                  now: float, wall: float | None = None) -> Iterator[Decision]:
         """A decision for each job whose steady matrix has not been judged in its present
         form and calls for a (re-)plan, or is kept on its plan; a kept plan is judged again
         once the state or what the other jobs send beside their plans changed. Each is made
@@ -295,7 +307,8 @@ class MatrixLearning:
                     if event != t.kept_event:  # judged again, nothing new
                         t.kept_event = event
                         yield Decision(jid, pairs, event={
-                            "time": now, "job": jid, "mismatch": mismatch, "cause": event})
+                            "time": now if wall is None else wall, "job": jid,
+                            "mismatch": mismatch, "cause": event})
                     continue
                 change.cause = f"{cause}: re-planned on the measured matrix" + (
                     f", {text}" if text else "")
@@ -303,21 +316,23 @@ class MatrixLearning:
             yield Decision(jid, pairs, change)
 
     def step(self, state: ControllerState, settings: Settings, now: float, active: bool,
-             apply: Callable[[Change], object], fail: Callable[[Change, Exception], None]
-             ) -> None:
-        """A tick of learning (under the service lock): senders dropped for the first time
-        become events, the closed windows are folded into the jobs' estimates (master and
-        standby alike: learned matrices survive a failover); on the master (``active``) each
-        decision is applied as any change: ``apply`` returns None when it was refused,
-        ``fail`` records a matrix refused before it was applied."""
+             apply: Callable[[Change], object], fail: Callable[[Change, Exception], None],
+             wall: float | None = None) -> None:
+        """A tick of learning (under the service lock) at ``now``, monotonic seconds (windows,
+        the re-plan bound), ``wall`` the events' time (default ``now``): senders dropped for
+        the first time become events, the closed windows are folded into the jobs'
+        estimates (master and standby alike: learned matrices survive a failover); on the
+        master (``active``) each decision is applied as any change: ``apply`` returns None
+        when it was refused, ``fail`` records a matrix refused before it was applied."""
         for sender in self.new_rejected():
-            state.add_event({"time": now, "cause": f"sFlow datagrams from {sender} "
+            state.add_event({"time": now if wall is None else wall,
+                             "cause": f"sFlow datagrams from {sender} "
                              "dropped: not a known agent (--mlroute-sflow-agents)"})
         self.fold(state, now)
         state.measured = self.measured(state, settings)
         if not active:
             return
-        for d in self.decisions(state, settings, state.measured, now):
+        for d in self.decisions(state, settings, state.measured, now, wall):
             if d.change is None:
                 state.add_event(d.event)
                 continue

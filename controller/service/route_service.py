@@ -46,13 +46,18 @@ class RouteService:
                  settings: Settings | None = None, store=None,
                  clock: Callable[[], float] = time.time,
                  sleep: Callable[[float], None] = time.sleep,
-                 on_progress: Callable[[], None] | None = None, **options):
-        """``options`` are ``Settings`` fields, for callers that set a few of them."""
+                 on_progress: Callable[[], None] | None = None,
+                 monotonic: Callable[[], float] | None = None, **options):
+        """``options`` are ``Settings`` fields, for callers that set a few of them. ``clock``
+        stamps events and records; ``monotonic`` (``time.monotonic``; a test's own ``clock``
+        when it gives one) measures learning windows and re-plan bounds, which a step of the
+        wall clock must neither stall nor hurry."""
         self.settings = settings or Settings(**options)
         fabric = as_clos(fabric)  # every fabric is served as a Clos (a leaf-spine: one plane)
         if fabric is not None:
             decide.check_servable(fabric)
         self.clock = clock
+        self.monotonic = monotonic or (time.monotonic if clock is time.time else clock)
         self.sleep = sleep  # waits without holding the lock (the shell's sleep)
         self.lock = ServiceLock(on_progress)  # ``with self.lock``: a change; ``.views``: a view
         self._readers = threading.Semaphore(tablesync.TABLE_READERS)  # tables read at once
@@ -101,6 +106,7 @@ class RouteService:
         if change is None:
             return None
         outcome = self.tx.apply(change)
+        self.learning.track(self.state, self.monotonic())  # a new job's windows start now
         if change.replanned is not None:
             for key, improvable in change.replanned.improvable.items():
                 if improvable:
@@ -127,7 +133,7 @@ class RouteService:
         change = self.lock.read_only(decide.topology, st, self.settings, self.clock(), cause,
                                      force=force, detected=detected)
         if change is not None and change.event.get("links_up") and self.settings.hold_down > 0:
-            self._reoptimise_at = self.clock() + self.settings.hold_down
+            self._reoptimise_at = self.monotonic() + self.settings.hold_down
         self._apply_or_record(change)
 
     # ---- switch events ----------------------------------------------------------------------
@@ -213,7 +219,7 @@ class RouteService:
         (learned matrices survive a failover)."""
         if self.passive:
             with self.lock:
-                self._learn(self.clock())
+                self._learn()
             if self.sends:  # a member writing its share: reads that failed are tried again
                 self.sync_queued()
             return
@@ -223,11 +229,11 @@ class RouteService:
                 self._packet_out(dpid, port, frame)
             self._settle(now)
             self._expire()
-            if self._reoptimise_at is not None and now >= self._reoptimise_at:
+            if self._reoptimise_at is not None and self.monotonic() >= self._reoptimise_at:
                 self._reoptimise_at = None
                 self._apply_or_record(self.lock.read_only(decide.reoptimise, self.state,
                                                           self.settings))
-            self._learn(now)
+            self._learn()
         self.sync_queued()  # switches queued, or whose read failed before: tried again
 
     def next_deadline(self) -> float | None:
@@ -251,16 +257,16 @@ class RouteService:
     # ---- learned matrices (service/matrices.py) ------------------------------------------------
     def traffic_samples(self, samples) -> None:
         """Packet samples from the switches (the sFlow collector's thread; no service lock)."""
-        self.learning.observe(samples, self.clock())
+        self.learning.observe(samples, self.monotonic())
 
     def traffic_rejected(self, sender: str) -> None:
         """A datagram from an unknown sFlow agent was dropped (the sFlow thread; no lock)."""
         self.learning.reject(sender)
 
-    def _learn(self, now: float) -> None:
+    def _learn(self) -> None:
         """Learned matrices folded; on the master, applied (``MatrixLearning.step``)."""
-        self.learning.step(self.state, self.settings, now, not self.passive,
-                           self._apply_or_record, self.tx.fail)
+        self.learning.step(self.state, self.settings, self.monotonic(), not self.passive,
+                           self._apply_or_record, self.tx.fail, wall=self.clock())
 
     def _settle(self, now: float, force: bool = False) -> bool:
         """Adopt what discovery found, if it changed; then send the frames it asks for and
