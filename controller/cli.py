@@ -29,8 +29,10 @@ import json
 import os
 import sys
 
+from controller import __version__
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
+from controller.jobtext import job_text
 from controller.jsonio import HelpFormatter, read_json, write_output
 from controller.model.clos import Clos, load_fabric
 from controller.model.jobs import Job, parse_jobs
@@ -282,7 +284,8 @@ def add_job_commands(sub) -> None:
     delete = action("delete", "remove jobs (DELETE /v1/jobs/ID)")
     delete.add_argument("ids", nargs="+", metavar="ID")
     action("list", "running jobs, one line each (GET /v1/jobs)")
-    show = action("show", "one job: routes, matrix, bytes (GET /v1/jobs/ID)")
+    show = action("show", "one job in short: matrix, prediction, learning, routes "
+                          "(GET /v1/jobs/ID; --json: the whole answer)")
     show.add_argument("id", metavar="ID")
     show.add_argument("--ports", action="store_true",
                       help="print the job's connections file (host mode's source ports)")
@@ -361,8 +364,9 @@ def run_job_command(args) -> int:
             jobs = client.jobs().get("jobs", [])
             print(json.dumps(jobs, indent=1) if args.json else job_table(jobs))
         else:
+            view = None if args.ports else client.job(args.id)
             print(client.job_ports(args.id).rstrip("\n") if args.ports
-                  else json.dumps(client.job(args.id), indent=1))
+                  else json.dumps(view, indent=1) if args.json else job_text(view))
     except (InputError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -477,11 +481,13 @@ def add_offline_commands(sub) -> None:
 def parser() -> argparse.ArgumentParser:
     """The command line: every command, its options and their defaults."""
     ap = argparse.ArgumentParser(
-        prog="python -m controller", formatter_class=HelpFormatter,
-        description="mlroute's command line (also installed as mlroute): plan offline, with no "
-                    "controller and no switch (fabric, plan, compare), and manage the jobs of a "
-                    "running controller (job). The controller itself: mlroute-controller.",
-        epilog="python -m controller COMMAND --help shows a command's options and defaults.")
+        prog="mlroute", formatter_class=HelpFormatter,
+        description="mlroute's command line (also run as python -m controller): plan "
+                    "offline, with no controller and no switch (fabric, plan, compare), and "
+                    "manage the jobs of a running controller (job). The controller itself: "
+                    "mlroute-controller.",
+        epilog="mlroute COMMAND --help shows a command's options and defaults.")
+    ap.add_argument("--version", action="version", version=f"mlroute {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
                             title="commands")
     add_offline_commands(sub)

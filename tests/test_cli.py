@@ -62,6 +62,45 @@ def test_plan_prints_routes(files):
 
 
 @pytest.mark.slow
+def test_the_command_is_mlroute_with_its_version():
+    import controller
+    r = run("controller", "--help")
+    assert r.returncode == 0 and r.stdout.startswith("usage: mlroute ")
+    assert "python -m controller" in r.stdout  # the alias, named
+    r = run("controller", "--version")
+    assert r.returncode == 0 and r.stdout == f"mlroute {controller.__version__}\n"
+
+
+def test_job_show_is_short_for_people_and_whole_with_json():
+    """``job show``'s view of a real answer (``GET /v1/jobs/ID``): a line per fact, routes
+    cut after ``ROUTES_SHOWN``; ``--json`` prints the answer itself (``run_job_command``)."""
+    from controller.jobtext import job_text
+    from controller.model.clos import Clos
+    from controller.service.route_service import RouteService
+    from emulation.harness.fake_switch import FakeSwitches
+    f = Clos.generate(2, 4, 2, 100.0, wiring=True)
+    svc = RouteService(FakeSwitches(f.dpids.values()), f)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    svc.post_job({"id": "r", "collective": "ring_allreduce", "bytes": 4e6,
+                  "ranks": ["h0_0", "h1_0", "h2_0", "h3_0"]})
+    svc.post_job({"id": "m", "members": ["h0_1", "h1_1"], "learn": True})
+    lines = job_text(svc.job_view("r")).splitlines()
+    assert lines[:3] == ["job r: auto, flow mode, 4 flows, matrix declared",
+                         "members: h0_0 h1_0 h2_0 h3_0",
+                         "All-Reduce: predicted 0.48 ms, ideal 0.48 ms (1.00x), links of "
+                         "100 Gbit/s"]
+    assert lines[3].startswith("learning: 0 samples; not acting: no samples")
+    assert lines[4] == "routes (src -> dst: path):"
+    assert [l.split()[:3] for l in lines[5:]] == [
+        ["h0_0", "->", "h1_0"], ["h1_0", "->", "h2_0"], ["h2_0", "->", "h3_0"],
+        ["h3_0", "->", "h0_0"]]
+    assert len(job_text(svc.job_view("r"), routes_shown=2).splitlines()) == 5 + 2 + 1
+    lines = job_text(svc.job_view("m")).splitlines()
+    assert lines[0] == "job m: auto, flow mode, 0 flows, matrix learning"
+    assert lines[2].startswith("All-Reduce: no prediction: no flow to predict yet")
+
+
 def test_compare_table(files):
     _, fab, jobs = files
     r = run("controller", "compare", "--fabric", str(fab), "--jobs", str(jobs))
@@ -202,7 +241,11 @@ def test_job_add_members_list_show_delete(ctl, tmp_path):
     lines = r.stdout.splitlines()
     assert lines[0].split()[:3] == ["id", "algorithm", "mode"]
     assert [l.split()[0] for l in lines[1:]] == ["j", "r"]
-    r = job(ctl, "show", "j", token=False)
+    r = job(ctl, "show", "j", token=False)  # for people: a few lines
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:2] == ["job j: 0 flows, matrix learning",
+                                         "members: 10.0.0.1 h1_0 10.0.2.1"]
+    r = job(ctl, "show", "j", "--json", token=False)
     assert r.returncode == 0 and json.loads(r.stdout)["job"]["members"][1] == "h1_0"
     r = job(ctl, "show", "j", "--ports", token=False)
     assert r.returncode == 0 and r.stdout.startswith("# source_ip")

@@ -51,7 +51,7 @@ def test_cli_and_slurm_hooks_on_the_real_controller(s, tmp_path):
     assert r.stdout.startswith("job m added")
     r = cli("list", auth=False)
     assert r.returncode == 0 and [l.split()[0] for l in r.stdout.splitlines()[1:]] == ["m"]
-    view = json.loads(cli("show", "m", auth=False).stdout)
+    view = json.loads(cli("show", "m", "--json", auth=False).stdout)
     assert view["matrix"] in ("learning", "learned")
     r = cli("add", "--members", ",".join(ips), "--id", "m")
     assert r.returncode == 1 and "HTTP 409" in r.stderr and r.stderr.count("\n") == 1

@@ -113,8 +113,11 @@ def test_cli_members_job_against_the_service(served):
     r = cli("add", "--members", "10.0.0.1,10.0.1.1,h2_0", "--id", "m", "--bytes", "1e6")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("job m added")
-    r = cli("show", "m")
+    r = cli("show", "m", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["matrix"] == "learning"
+    r = cli("show", "m")  # for people
+    assert r.returncode == 0 and r.stdout.startswith("job m: ")
+    assert "matrix learning" in r.stdout.splitlines()[0]
     r = cli("list")
     assert r.returncode == 0 and r.stdout.splitlines()[1].split()[0] == "m"
     r = cli("add", "--members", "10.0.0.1,10.0.0.2", "--id", "one-leaf")
