@@ -82,6 +82,46 @@ def test_a_mistyped_option_is_named_with_its_value_and_the_nearest_one():
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_it_says_where_it_listens_and_exits_0_on_sigterm(tmp_path):
+    """No switch, no root: the controller alone on free ports, stopped as a service manager
+    stops it (SIGTERM), as Ctrl-C does: exit code 0, not 143."""
+    import signal
+    import time
+    import urllib.error
+    import urllib.request
+    rest, of = free_ports(2)
+    env = dict(os.environ, PYTHONPATH=REPO)
+    code = "import sys; from controller.shell.launch import main; sys.exit(main(sys.argv[1:]))"
+    log = open(tmp_path / "ctl.log", "w")
+    proc = subprocess.Popen([sys.executable, "-c", code, "--wsapi-port", str(rest),
+                             "--ofp-tcp-listen-port", str(of), "--mlroute-sflow-port", "0"],
+                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{rest}/v1/ready", timeout=2)
+                break
+            except urllib.error.HTTPError:  # 503: no fabric yet, but it answers
+                break
+            except OSError:
+                assert proc.poll() is None, open(tmp_path / "ctl.log").read()
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, open(tmp_path / "ctl.log").read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    text = open(tmp_path / "ctl.log").read()
+    assert (f"mlroute: REST API and web view on http://127.0.0.1:{rest}/, OpenFlow on port "
+            f"{of} of every address") in text, text
+    assert "Traceback" not in text, text
+
+
+@pytest.mark.slow
 def test_a_framework_that_is_not_installed_is_named():
     missing = [n for n in launch.FRAMEWORKS if n not in INSTALLED]
     if not missing:

@@ -6,10 +6,24 @@ once the OpenFlow ports listen (``listener.open_early``).
 from __future__ import annotations
 
 import gc
+import logging
 
 from controller.service.listen import check_free
 from controller.shell.hub import Hub
 from controller.shell.listener import open_early, plain_ports
+
+LOG = logging.getLogger("mlroute")
+
+
+def listening_line(rest_host: str, rest_port: int, of_host: str, of_ports: list[int]) -> str:
+    """The log line that says where the controller listens, once it does.
+
+    >>> listening_line("127.0.0.1", 8080, "", [6653, 6633])
+    'mlroute: REST API and web view on http://127.0.0.1:8080/, OpenFlow on port 6653, 6633 of every address'
+    """
+    where = f"of {of_host}" if of_host not in ("", "0.0.0.0", "::") else "of every address"
+    return (f"mlroute: REST API and web view on http://{rest_host}:{rest_port}/, OpenFlow on "
+            f"port {', '.join(map(str, of_ports))} {where}")
 
 
 def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> type:
@@ -41,6 +55,8 @@ def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> 
             # (and what later survives a slow full collection: ``heap.Heap``).
             self.shell.heap.start()
             self.shell.start()
+            LOG.info(listening_line(conf.wsapi_host, conf.wsapi_port, conf.ofp_listen_host,
+                                    of_ports))
 
         def close(self):
             self.shell.stop()

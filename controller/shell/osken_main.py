@@ -10,6 +10,7 @@ Ryu's twin is ``ryu_main.py``.
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 from controller import __version__
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     conf(args=args, prog="mlroute-controller",
          project="mlroute", version=f"mlroute-controller {__version__} (os-ken)")
     log.init_log()
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: exit code 0
     try:
         AppManager.run_apps([APP])
     except InputError as e:

@@ -10,6 +10,7 @@ os-ken's twin is ``osken_main.py``; ``launch.py`` chooses between them.
 """
 from __future__ import annotations
 
+import signal
 import sys
 
 from controller import __version__
@@ -40,11 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     elif error := usage.check_args(args, conf):
         print(f"mlroute-controller: error: {error}", file=sys.stderr)
         return 2
+    # SIGTERM stops it as Ctrl-C does: Ryu's manager closes the apps, and the exit code is 0
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         manager.main(args=[*args, APP], prog="mlroute-controller")
     except InputError as e:  # a bad option value or fabric file, before anything listens
         print(f"mlroute-controller: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # before the manager's loop runs
+        pass
     return 0
 
 
