@@ -248,6 +248,23 @@ def test_a_job_posted_again_under_its_id_shows_none_of_the_old_records_measureme
     assert get(svc, "j")[1]["measured_flows"] == []
 
 
+def test_a_sample_with_an_absurd_sampling_rate_is_ignored():
+    """Issue 59, item 7: one sample a datagram at a sampling rate of 2^32 - 1 (an allowed
+    agent address) made its pair the whole matrix; it is ignored and counted, and the ring
+    is learned as it runs."""
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    forged = SimpleNamespace(src=f.host_ip["h0_0"], dst=f.host_ip["h2_1"], frame_length=1500,
+                             sampling_rate=2 ** 32 - 1)
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + [forged])
+    doc = get(svc, "j")[1]
+    want = {(h, ring[i - 1]) for i, h in enumerate(ring) if f.hosts[h] != f.hosts[ring[i - 1]]}
+    assert doc["matrix"] == "learned" and planned_pairs(svc, "j") == want
+    assert {(m["src"], m["dst"]) for m in doc["measured_flows"]} == want
+    assert svc.learning.learner.ignored == 8  # one per datagram
+
+
 class SteppedClocks:
     """The wall clock and the monotonic one move together, but the wall clock may be stepped
     (NTP correcting it): ``sleep`` advances both."""

@@ -108,6 +108,28 @@ def test_writes_need_the_token_and_jobs_round_trip(server):
     assert call(server, "GET", "/v1/jobs/j1")[0] == 404
 
 
+@pytest.mark.parametrize("field, doc", [
+    ("bytes", {"ranks": ["h0_0", "h1_0", "h2_0"], "bytes": 1e308}),
+    ("bytes", {"ranks": ["h0_0", "h1_0", "h2_0"], "bytes": 2e15}),
+    ("bytes", {"flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e300}]}),
+    ("bytes", {"members": ["h0_0", "h1_0"], "bytes": 1e308}),
+    ("compute_s", {"ranks": ["h0_0", "h1_0"], "bytes": 1e6, "compute_s": 1e300}),
+    ("start_s", {"ranks": ["h0_0", "h1_0"], "bytes": 1e6, "start_s": 2e9}),
+])
+def test_numbers_past_their_bound_are_a_400_naming_the_field_and_change_nothing(server, field,
+                                                                              doc):
+    """Issue 59, item 7: a job with bytes 1e308 was accepted and every other job's prediction
+    became None. Bounds of docs/reference/limits.md: a 400 naming the field; nothing changes."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    assert call(server, "POST", "/v1/jobs", job("ok"), auth)[0] == 201
+    before = (call(server, "GET", "/v1/jobs")[2], dict(server.service.installed))
+    status, _, body = call(server, "POST", "/v1/jobs", json.dumps({"id": "big", **doc}).encode(),
+                           auth)
+    assert status == 400 and f"{field} must be at most" in json.loads(body)["error"], body
+    assert (call(server, "GET", "/v1/jobs")[2], dict(server.service.installed)) == before
+    assert json.loads(call(server, "GET", "/v1/jobs/ok")[2])["predicted_allreduce_s"] > 0
+
+
 def test_non_ascii_or_malformed_authorization_is_401_not_500(server):
     for value in ("Bearer \u20ac".encode(), b"\xff\xfe\x00garbage", b"Bearer " + TOKEN.encode()
                   + b"\xc3"):

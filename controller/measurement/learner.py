@@ -14,6 +14,11 @@ switches do not announce over OpenFlow. The controller passes ``samplers(src, ds
 its fabric (``clos_samplers``); a wrong ``k`` scales every cross-leaf pair alike, so the pattern
 (which pairs carry the traffic, in what shares) does not depend on it.
 
+Absurd fields are ignored (counted in ``ignored``): a sampling rate of 0 or above
+``MAX_SAMPLING_RATE`` (one sample at 2^32 - 1, from an allowed agent address, once made its
+pair the whole of a job's matrix) and a frame longer than ``MAX_FRAME``
+(docs/reference/limits.md).
+
 Pure: no clock, no I/O (the caller passes ``now``); ``observe`` may be called from the sFlow
 thread while the service reads closed windows (one lock).
 """
@@ -25,6 +30,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 Pair = tuple[str, str]
+MAX_SAMPLING_RATE = 1 << 20  # 1 in 1,048,576: 16x sparser than the sparsest advised (65,536)
+MAX_FRAME = 1 << 17  # bytes: a 64 KiB offloaded super-frame and its headers fit twice
 
 
 SAMPLING_POINTS = ("all", "leaves", "edge")
@@ -100,6 +107,7 @@ class TrafficLearner:
         self._windows: dict[int, _Window] = {}
         self._lock = threading.Lock()
         self.observed = 0  # samples accepted (IPv4 data frames between two different hosts)
+        self.ignored = 0  # samples with an absurd sampling rate or frame length
 
     def set_samplers(self, samplers: Callable[[str, str], int] | None) -> None:
         """Count sampling points with ``samplers`` from now on (the fabric changed: hosts
@@ -127,10 +135,13 @@ class TrafficLearner:
                 for old in [i for i in self._windows if i <= idx - self.keep]:
                     del self._windows[old]
             wb, ws = w.bytes, w.samples
-            n = 0
+            n = bad = 0
             for s in samples:
                 src, dst = s.src, s.dst
                 if src is None or dst is None or src == dst or s.frame_length < min_frame:
+                    continue
+                if not 1 <= s.sampling_rate <= MAX_SAMPLING_RATE or s.frame_length > MAX_FRAME:
+                    bad += 1
                     continue
                 pair = (src, dst)
                 k = ks.get(pair)
@@ -140,6 +151,7 @@ class TrafficLearner:
                 ws[pair] = ws.get(pair, 0) + 1
                 n += 1
             self.observed += n
+            self.ignored += bad
 
     def window_pairs(self, now: float, ago: int = 1) -> dict[Pair, float]:
         """Estimated bytes per pair in the closed window ``ago`` windows back (1: the last)."""

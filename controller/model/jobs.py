@@ -17,6 +17,8 @@ from controller.model.clos import Clos
 
 PROTOCOLS = {"tcp": 6, "udp": 17}
 MAX_FLOWS_PER_JOB = 65536  # explicit flows, or ring members over all rings
+MAX_BYTES = 1e15  # a flow's or a ring member's bytes per step (1 PB; openapi.json says so)
+MAX_SECONDS = 1e9  # start_s and compute_s (about 32 years)
 _JOB_KEYS = {"id", "flows", "collective", "ranks", "rings", "members", "bytes", "start_s",
              "compute_s", "proto", "sport", "dport", "algorithm", "mode", "objective",
              "ring_order", "learn", "max_parts"}
@@ -145,8 +147,8 @@ def parse_job(doc, fabric: Clos) -> Job:
     unknown = set(doc) - _JOB_KEYS
     if unknown:
         raise InputError(f"job {jid}: unknown field {sorted(unknown)[0]!r}")
-    start_s = _nonneg(doc.get("start_s", 0), f"job {jid}: start_s")
-    compute_s = _nonneg(doc.get("compute_s", 0), f"job {jid}: compute_s")
+    start_s = _nonneg(doc.get("start_s", 0), f"job {jid}: start_s", MAX_SECONDS)
+    compute_s = _nonneg(doc.get("compute_s", 0), f"job {jid}: compute_s", MAX_SECONDS)
     options = {k: doc[k] for k in ("algorithm", "mode", "objective", "ring_order") if k in doc}
     for k, v in options.items():
         if not isinstance(v, str):
@@ -279,17 +281,23 @@ def _number(value, what: str) -> float:
     return float(value)
 
 
-def _positive(value, what: str) -> float:
+def _positive(value, what: str, most: float = MAX_BYTES) -> float:
+    """A positive number of at most ``most`` (docs/reference/limits.md): a byte count of
+    1e308 made every other job's prediction overflow."""
     if value is None:
         raise InputError(f"{what} is missing")
     v = _number(value, what)
     if v <= 0:
         raise InputError(f"{what} must be positive, got {value!r}")
+    if v > most:
+        raise InputError(f"{what} must be at most {most:g}, got {value!r}")
     return v
 
 
-def _nonneg(value, what: str) -> float:
+def _nonneg(value, what: str, most: float) -> float:
     v = _number(value, what)
     if v < 0:
         raise InputError(f"{what} must not be negative, got {value!r}")
+    if v > most:
+        raise InputError(f"{what} must be at most {most:g}, got {value!r}")
     return v
