@@ -190,6 +190,34 @@ def test_a_switch_gone_mid_install_or_read_ends_the_wait_at_once(ofp):
     assert not io._reads and not io._cut
 
 
+def test_a_switch_that_reconnects_ends_the_waits_of_its_replaced_connection_at_once(ofp):
+    """Issue 59, item 3: the switch reconnects before its old connection is declared dead
+    (no disconnection event yet): the install and the table read waiting on the old one end
+    as the new one arrives, not at the timeout; the old connection's later end is ignored."""
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 30.0, f.switch_of_dpid.get)
+    old = Switch(ofp, f.dpids["l1"], io, silent=True)
+    io.connected(old)
+    threading.Timer(0.2, io.connected, (Switch(ofp, old.id, io),)).start()
+    start = time.monotonic()
+    with pytest.raises(InstallError, match="switch l1 disconnected before it confirmed"):
+        io.install({old.id: static(f, "l1")})
+    assert time.monotonic() - start < 5.0  # not the 30 s timeout
+    assert not io._barriers and not io._cut and not io._errors
+
+    old = io.get(old.id)
+    old.events = queue.Queue()  # silent to reads too
+    new = Switch(ofp, old.id, io)
+    threading.Timer(0.2, io.connected, (new,)).start()
+    start = time.monotonic()
+    with pytest.raises(InstallError, match="switch l1 disconnected while its tables were read"):
+        io.read_tables(old.id)
+    assert time.monotonic() - start < 5.0
+    assert not io._reads and not io._cut
+    assert not io.disconnected(old) and io.holds(new)  # the old one's end changes nothing
+    io.install({new.id: static(f, "l1")})  # the new connection confirms its own
+
+
 def test_concurrent_senders_get_distinct_xids(ofp):
     """Installs, statistics requests and packet-outs from many threads: every message of a
     datapath gets its own xid, so no reply is taken for another's."""

@@ -48,8 +48,16 @@ class Switches:
 
     # ---- datapaths -------------------------------------------------------------------------
     def connected(self, dp) -> None:
+        """``dp`` is its dpid's connection from now on. One that replaces another (the switch
+        reconnected before its old connection was declared dead) ends the old one's pending
+        barriers and table reads at once, as failed: nothing answers them any more, and an
+        install waiting for them held the change lock for the whole timeout."""
         with self.lock:
+            old = self._dps.get(dp.id)
             self._dps[dp.id] = dp
+            waits = self._cut_waits(dp.id) if old is not None and old is not dp else []
+        for _, event in waits:
+            event.set()
 
     def disconnected(self, dp) -> bool:
         """Forget ``dp`` if it is still the connection of its dpid (True then). Its pending
@@ -60,13 +68,19 @@ class Switches:
             if dp.id is None or self._dps.get(dp.id) is not dp:
                 return False
             del self._dps[dp.id]
-            waits = [(k, e) for k, e in self._barriers.items() if k[0] == dp.id]
-            waits += [(k, r[0]) for k, r in self._reads.items() if k[0] == dp.id]
-            waits = [(k, e) for k, e in waits if not e.is_set()]  # answered ones stand
-            self._cut.update(k for k, _ in waits)
+            waits = self._cut_waits(dp.id)
         for _, event in waits:
             event.set()
         return True
+
+    def _cut_waits(self, dpid: int) -> list:
+        """Mark the switch's unanswered barriers and table reads as cut (call with the lock
+        held); returns their (key, Event) for the caller to set once it let go of it."""
+        waits = [(k, e) for k, e in self._barriers.items() if k[0] == dpid]
+        waits += [(k, r[0]) for k, r in self._reads.items() if k[0] == dpid]
+        waits = [(k, e) for k, e in waits if not e.is_set()]  # answered ones stand
+        self._cut.update(k for k, _ in waits)
+        return waits
 
     def holds(self, dp) -> bool:
         """Whether ``dp`` is still its dpid's connection (not gone, not replaced)."""
