@@ -6,13 +6,16 @@ lives in its class, so a new mode is one class here plus its rule builder.
   routing); spines and leaves forward on labels.
 * ``host``: no per-flow entry; leaves pick the uplink from source-port bits and the host opens
   each connection from the source port the controller chose (``hostmode.py``).
+* ``srv6``: no per-flow entry and no OpenFlow needed: each source host pushes the part's
+  segment list (``srv6.py``) through switches that hold static SIDs (``srv6_config.py``);
+  ``mlroute-agent`` installs them.
 
 >>> mode_of("sr").per_flow_entries, mode_of("host").per_flow_entries
 (True, False)
 >>> mode_of("tunnel")
 Traceback (most recent call last):
 ...
-controller.errors.InputError: unknown mode 'tunnel' (choose from flow, sr, host)
+controller.errors.InputError: unknown mode 'tunnel' (choose from flow, sr, host, srv6)
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ class Mode:
     per_flow_entries = True  # one ingress entry per flow part (counted by the rule budget)
     host_ports = False  # the controller chooses each connection's source port
     labels = False  # the ingress entry pushes MPLS labels
+    segments = False  # the source host pushes an SRv6 segment list (mlroute-agent)
 
     def __repr__(self) -> str:
         return f"Mode({self.name!r})"
@@ -45,7 +49,14 @@ class HostMode(Mode):
     host_ports = True
 
 
-MODES: dict[str, Mode] = {m.name: m for m in (FlowMode(), SegmentRoutingMode(), HostMode())}
+class Srv6Mode(Mode):
+    name = "srv6"
+    per_flow_entries = False
+    segments = True
+
+
+MODES: dict[str, Mode] = {m.name: m for m in (FlowMode(), SegmentRoutingMode(), HostMode(),
+                                                Srv6Mode())}
 
 
 def mode_of(name: str) -> Mode:
