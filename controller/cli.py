@@ -29,7 +29,7 @@ import json
 import os
 import sys
 
-from controller import __version__
+from controller import __version__, srv6cli
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
 from controller.jobtext import job_text
@@ -393,6 +393,7 @@ COMMANDS = {  # name: (one line for the command list, its description)
                 "planner's runtime."),
     "job": ("add, delete, list or show jobs of a running controller (REST)",
             "The client side of a running controller's /v1/jobs."),
+    "srv6-config": (srv6cli.LINE, srv6cli.DESCRIPTION),
 }
 
 
@@ -483,15 +484,17 @@ def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="mlroute", formatter_class=HelpFormatter,
         description="mlroute's command line (also run as python -m controller): plan "
-                    "offline, with no controller and no switch (fabric, plan, compare), and "
-                    "manage the jobs of a running controller (job). The controller itself: "
-                    "mlroute-controller.",
+                    "offline, with no controller and no switch (fabric, plan, compare), "
+                    "manage the jobs of a running controller (job) and write routers' static "
+                    "SRv6 configuration (srv6-config). The controller itself: "
+                    "mlroute-controller; a host's agent in srv6 mode: mlroute-agent.",
         epilog="mlroute COMMAND --help shows a command's options and defaults.")
     ap.add_argument("--version", action="version", version=f"mlroute {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
                             title="commands")
     add_offline_commands(sub)
     add_job_commands(sub)
+    srv6cli.add_command(sub, *COMMANDS["srv6-config"])
     return ap
 
 
@@ -500,6 +503,9 @@ def main(argv=None) -> int:
     if args.cmd == "job":
         return run_job_command(args)
     try:
+        if args.cmd == "srv6-config":
+            print(srv6cli.run(args))
+            return 0
         if args.cmd == "fabric":
             fabric = make_fabric(args)
             out, summary = json.dumps(fabric.to_dict(), indent=1), fabric.summary()

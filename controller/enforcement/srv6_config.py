@@ -1,0 +1,269 @@
+"""Static switch and host configuration of SRv6 mode, computed once from the fabric model.
+
+Every switch gets link addresses, its SIDs (``srv6.SidPlan``: uN, uA per link member, the
+classic End.X, a decapsulation SID per host at the leaves) and its underlay routes: every
+other locator and every host's IPv4 address over all shortest paths (ECMP), with IPv6 next
+hops for IPv4 too (RFC 5549), so the fabric needs no IPv4 link addresses. Nothing depends on
+the jobs: the tables are set once, at install.
+
+Two forms of one configuration (``SwitchConfig``):
+
+* ``iproute2``: lines for ``ip -batch`` (Linux routers; the emulation applies them);
+* ``sonic``: CONFIG_DB tables for ``config load``: ``SRV6_MY_LOCATORS``, ``SRV6_MY_SIDS``
+  (uN, uA with interface and adjacency, uDT46 at the leaves), ``INTERFACE`` addresses and
+  ``STATIC_ROUTE`` for the locators (docs/reference/srv6-config.md).
+
+Link member k (``fabric.links()`` order, members in order) is ``fdff:<k>::/64`` (lower switch
+::1, upper ::2); host link j (hosts sorted, plane by plane) is ``fdfe:<j>::/64`` (host ::1,
+leaf ::2).
+
+>>> from controller.model.clos import Clos
+>>> from controller.model.clos_wiring import wire
+>>> c = Clos.leaf_spine(2, 2, 1)
+>>> c = c.wire(wire(c))
+>>> cfg = switch_config(SidPlan.of(c), "s0")
+>>> [line for line in cfg.iproute2() if "End " in line]  # doctest: +NORMALIZE_WHITESPACE
+['route replace fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid lblen 32
+  nflen 16 count dev s0-eth1']
+"""
+from __future__ import annotations
+
+import ipaddress
+from collections import deque
+from dataclasses import dataclass, field
+
+from controller.enforcement.srv6 import SidPlan
+from controller.errors import InputError
+from controller.model.clos import Clos
+
+LINK_NET = 0xFDFF << 112
+HOST_NET = 0xFDFE << 112
+ARP_SOURCE = "169.254.0.1"
+NEXT_CSID = "flavors next-csid lblen 32 nflen 16"
+SYSCTLS = ("net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
+           "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1",
+           "net.ipv6.conf.all.ignore_routes_with_linkdown=1",
+           "net.ipv4.conf.all.ignore_routes_with_linkdown=1")
+
+
+def mininet_ifname(switch: str, port: int) -> str:
+    return f"{switch}-eth{port}"
+
+
+def sonic_ifname(switch: str, port: int) -> str:
+    """SONiC's front-panel names, 4 lanes a port (rename to the platform's port map)."""
+    return f"Ethernet{4 * (port - 1)}"
+
+
+def _net(base: int, k: int) -> ipaddress.IPv6Network:
+    if k >= 1 << 32:
+        raise InputError("SRv6: over 2^32 links")
+    return ipaddress.IPv6Network((base | (k << 80), 64))
+
+
+def _host(net: ipaddress.IPv6Network, n: int) -> str:
+    return str(net.network_address + n)
+
+
+@dataclass
+class Addressing:
+    """Every link member's and host link's /64, and who holds ::1 and ::2."""
+    links: dict = field(default_factory=dict)  # (a, b, member) -> (my address, peer's)
+    hosts: dict = field(default_factory=dict)  # (host, plane) -> (host addr, leaf addr)
+
+    @classmethod
+    def of(cls, fabric: Clos) -> Addressing:
+        out = cls()
+        k = 0
+        for lower, upper in fabric.links():
+            for m in range(fabric.bundle(lower, upper)):
+                net = _net(LINK_NET, k)
+                lo, up = _host(net, 1), _host(net, 2)
+                out.links[(lower, upper, m)] = (lo, up)
+                out.links[(upper, lower, m)] = (up, lo)
+                k += 1
+        j = 0
+        for h in sorted(fabric.host_leaves):
+            for q, _leaf in enumerate(fabric.host_leaves[h]):
+                net = _net(HOST_NET, j)
+                out.hosts[(h, q)] = (_host(net, 1), _host(net, 2))
+                j += 1
+        return out
+
+
+@dataclass
+class SwitchConfig:
+    """One switch's static configuration (see the module text)."""
+    switch: str
+    addresses: list = field(default_factory=list)  # (ifname, address/64)
+    sids: list = field(default_factory=list)  # (prefix, action, attrs dict, ifname)
+    routes: list = field(default_factory=list)  # (prefix, [(next hop, ifname)])
+    locator: str = ""
+    # a leaf's IPv4 source for ARP towards its hosts (End.DX4 resolves them; never routed)
+    arp_source: str = ""
+
+    def iproute2(self) -> list[str]:
+        """Lines for ``ip -batch -`` (addresses, SIDs, routes; idempotent)."""
+        out = [f"addr replace {a}/64 dev {i} nodad" for i, a in self.addresses]
+        if self.arp_source:
+            out.append(f"addr replace {self.arp_source}/32 dev lo")
+        for prefix, action, attrs, ifname in self.sids:
+            if action == "uN":
+                how = f"End {NEXT_CSID}"
+            elif action == "uA":
+                how = f"End.X nh6 {attrs['adj']} {NEXT_CSID}"
+            elif action == "End.X":
+                how = f"End.X nh6 {attrs['adj']}"
+            elif action == "uDX4":
+                how = f"End.DX4 nh4 {attrs['nh4']}"
+            else:
+                raise AssertionError(action)
+            out.append(f"route replace {prefix} encap seg6local action {how} count dev {ifname}")
+        for prefix, hops in self.routes:
+            via = "via inet6 " if "." in prefix else "via "  # IPv4 over IPv6 next hops
+            if len(hops) == 1:
+                out.append(f"route replace {prefix} {via}{hops[0][0]} dev {hops[0][1]}")
+            else:
+                nh = " ".join(f"nexthop {via}{a} dev {i}" for a, i in hops)
+                out.append(f"route replace {prefix} {nh}")
+        return out
+
+    def sonic(self) -> dict:
+        """CONFIG_DB tables (``config load``); IPv4 host routes are left to the underlay the
+        operator runs (BGP): SONiC's SIDs need only the locators routed."""
+        loc = f"loc_{self.switch}"
+        sids = {}
+        for prefix, action, attrs, ifname in self.sids:
+            if action == "End.X":
+                continue  # the classic form: SONiC's static SIDs are the uSID behaviours
+            entry = {"action": "uDT46" if action == "uDX4" else action,
+                     "decap_dscp_mode": "pipe"}
+            if action == "uA":
+                entry.update(interface=ifname, adj=attrs["adj"])
+            sids[f"{loc}|{prefix}"] = entry
+        interfaces = {}
+        for ifname, addr in self.addresses:
+            interfaces[ifname] = {}
+            interfaces[f"{ifname}|{addr}/64"] = {}
+        static = {p: {"nexthop": ",".join(a for a, _ in hops),
+                      "ifname": ",".join(i for _, i in hops)}
+                  for p, hops in self.routes if ":" in p}
+        return {"SRV6_MY_LOCATORS": {loc: {"prefix": self.locator.split("/")[0],
+                                           "block_len": "32", "node_len": "16",
+                                           "func_len": "16", "arg_len": "0"}},
+                "SRV6_MY_SIDS": sids, "INTERFACE": interfaces, "STATIC_ROUTE": static}
+
+
+def _distances(fabric: Clos, alive) -> dict[str, dict[str, int]]:
+    """Hops between switches over links with a member up (BFS from every switch)."""
+    out = {}
+    for src in fabric.switches():
+        dist = {src: 0}
+        todo = deque([src])
+        while todo:
+            s = todo.popleft()
+            for n in alive.get(s, ()):
+                if n not in dist:
+                    dist[n] = dist[s] + 1
+                    todo.append(n)
+        out[src] = dist
+    return out
+
+
+def _alive(fabric: Clos) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for lower, upper in fabric.links():
+        if fabric.alive_members(lower, upper):
+            out.setdefault(lower, []).append(upper)
+            out.setdefault(upper, []).append(lower)
+    return out
+
+
+def _lower_upper(fabric: Clos, a: str, b: str) -> tuple[str, str]:
+    return (a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)
+
+
+def configs(plan: SidPlan, ifname=mininet_ifname) -> dict[str, SwitchConfig]:
+    """Every switch's configuration (one BFS per switch: O(switches x links))."""
+    fabric = plan.fabric
+    if not fabric.wired:
+        raise InputError("SRv6 configuration: the fabric needs its wiring (ports, host_ip): "
+                         "write it with python -m topologies.clos")
+    addr = Addressing.of(fabric)
+    alive = _alive(fabric)
+    dist = _distances(fabric, alive)
+    return {s: _config(plan, fabric, s, addr, alive, dist, ifname) for s in fabric.switches()}
+
+
+def switch_config(plan: SidPlan, switch: str, ifname=mininet_ifname) -> SwitchConfig:
+    return configs(plan, ifname)[switch]
+
+
+def _config(plan, fabric, s, addr, alive, dist, ifname) -> SwitchConfig:
+    cfg = SwitchConfig(s, locator=plan.locator(s))
+
+    def members(n):
+        lower, upper = _lower_upper(fabric, s, n)
+        ports = fabric.ports_to(s, n)
+        return [(m, ports[m]) for m in fabric.alive_members(lower, upper)]
+
+    for n in [x for x in fabric.neighbours(s) if x in plan.node]:
+        for m, port in enumerate(fabric.ports_to(s, n)):
+            cfg.addresses.append((ifname(s, port), addr.links[(s, n, m)][0]))
+    first_if = cfg.addresses[0][0] if cfg.addresses else ifname(s, 1)
+    cfg.sids.append((cfg.locator, "uN", {}, first_if))
+    for i, (n, m) in enumerate(plan.adjacency[s]):
+        port = fabric.ports_to(s, n)[m]
+        adj = addr.links[(s, n, m)][1]
+        cfg.sids.append((f"{plan.address(0xE000 + i)}/48", "uA", {"adj": adj}, ifname(s, port)))
+        cfg.sids.append((f"{plan.address(plan.node[s], 0xE000 + i)}/64", "End.X", {"adj": adj},
+                         ifname(s, port)))
+    for h in fabric.hosts_on.get(s, []):
+        cfg.arp_source = ARP_SOURCE
+        q = fabric.plane_of[s]
+        leaf, function = plan.decap_of(h, q)
+        port = fabric.ports[s][h]
+        host_addr, leaf_addr = addr.hosts[(h, q)]
+        cfg.addresses.append((ifname(s, port), leaf_addr))
+        cfg.sids.append((f"{plan.address(plan.node[s], function)}/64", "uDX4",
+                         {"nh4": fabric.ip_of(h, q)}, ifname(s, port)))
+        cfg.routes.append((f"{fabric.ip_of(h, q)}/32", [(host_addr, ifname(s, port))]))
+
+    def hops_to(target):
+        d = dist[target].get(s)
+        if d is None or d == 0:
+            return []
+        return [(addr.links[(s, n, m)][1], ifname(s, port))
+                for n in alive.get(s, ()) if dist[target].get(n) == d - 1
+                for m, port in members(n)]
+
+    for t in fabric.switches():
+        hops = hops_to(t) if t != s else []
+        if hops:
+            cfg.routes.append((plan.locator(t), hops))
+    for leaf, hosts in sorted(fabric.hosts_on.items()):
+        if leaf == s or fabric.plane_of[leaf] != fabric.plane_of[s]:
+            continue
+        hops = hops_to(leaf)
+        for h in sorted(hosts):
+            if hops:
+                cfg.routes.append((f"{fabric.ip_of(h, fabric.plane_of[leaf])}/32", hops))
+    return cfg
+
+
+def host_config(plan: SidPlan, host: str, ifname=None) -> list[str]:
+    """``ip -batch`` lines of a host: its IPv6 link address, the uSID block and its IPv4
+    fabric through its leaf (RFC 5549 next hop), one interface per plane."""
+    fabric = plan.fabric
+    addr = Addressing.of(fabric)
+    out = []
+    for q, leaf in enumerate(fabric.host_leaves[host]):
+        dev = ifname(host, q) if ifname else f"{host}-eth{q}"
+        mine, gw = addr.hosts[(host, q)]
+        out.append(f"addr replace {mine}/64 dev {dev} nodad")
+        if q == 0:
+            out.append(f"route replace {plan.block} via {gw} dev {dev}")
+        net = ipaddress.IPv4Network(f"{fabric.ip_of(host, q)}/{8 if len(fabric.planes) == 1 else 12}",
+                                    strict=False)  # the emulation's (clos_wiring.wire)
+        out.append(f"route replace {net} via inet6 {gw} dev {dev}")
+    return out
