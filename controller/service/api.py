@@ -14,6 +14,7 @@ writing requests to the master (``controller/service/cluster.py``).
 | GET  /v1/jobs/{id}     | one job: routes, ideal and predicted All-Reduce time |
 | GET  /v1/jobs/{id}/ports | the job's connections as text: source IP, destination IP, protocol, ports |
 | DELETE /v1/jobs/{id}   | remove exactly that job's rules |
+| GET  /v1/hosts/{host}/segments | srv6 mode: the host's segment lists (a watch: ``Prefer: wait=N``) |
 | GET  /v1/routes        | every planned route |
 | GET  /v1/links         | planned load per directed leaf-spine link |
 | POST /v1/optimize      | re-plan all running jobs together |
@@ -30,9 +31,11 @@ import functools
 import json
 import os
 import re
+import time
 
 from controller.errors import ConflictError, InputError, NotFoundError, ServiceUnavailable
 from controller.service.route_service import RouteService
+from controller.service.segments import EPOCH, segments_view
 
 MAX_BODY = 4 * 2**20
 
@@ -41,6 +44,7 @@ _ROUTES = [
     ("/v1/jobs", {"GET": "list_jobs", "POST": "post_job"}),
     ("/v1/jobs/{id}", {"GET": "get_job", "DELETE": "delete_job"}),
     ("/v1/jobs/{id}/ports", {"GET": "get_job_ports"}),
+    ("/v1/hosts/{host}/segments", {"GET": "get_segments"}),
     ("/v1/routes", {"GET": "get_routes"}),
     ("/v1/links", {"GET": "get_links"}),
     ("/v1/optimize", {"POST": "optimize"}),
@@ -88,6 +92,8 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"",
             if cluster is not None and method != "GET":
                 return cluster.write(method, path, body, headers or {}, lambda: _call(
                     service, methods[method], m.groupdict(), method, body))
+            if methods[method] == "get_segments":
+                _watch(service, headers or {})
             return _call(service, methods[method], m.groupdict(), method, body)
         except ServiceUnavailable as e:
             return 503, {"error": str(e)}
@@ -102,6 +108,22 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"",
             logging.getLogger("mlroute").exception("internal error on %s %s", method, path)
             return 500, {"error": f"internal error: {type(e).__name__}: {e}"}
     return 404, {"error": f"no such resource: {path}"}
+
+
+WATCH_MAX_S = 30.0  # the longest wait a watch may ask for
+
+
+def _watch(service, headers: dict) -> None:
+    """A watch (RFC 7240 ``Prefer: wait=N`` with ``If-None-Match: <version>``): returns when
+    the state's version differs from the one the client holds or after N seconds (at most
+    ``WATCH_MAX_S``), sleeping with the shell's sleep, never holding the service lock."""
+    held = headers.get("If-None-Match", "").strip().strip('"')
+    m = re.search(r"wait=([0-9.]+)", headers.get("Prefer", ""))
+    if not held or not m:
+        return
+    deadline = time.monotonic() + min(float(m.group(1)), WATCH_MAX_S)
+    while held == f"{EPOCH}:{service.state.version}" and time.monotonic() < deadline:
+        service.sleep(0.05)
 
 
 def _json_body(body: bytes):
@@ -137,6 +159,9 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, service.job_ports(params["id"])
         if name == "delete_job":
             return 200, service.delete_job(params["id"])
+        if name == "get_segments":
+            with service.lock.views:  # srv6 mode's per-host document (segments.py)
+                return 200, segments_view(service.state, params["host"])
         if name == "get_routes":
             return 200, service.routes_view()
         if name == "get_links":

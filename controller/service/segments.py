@@ -1,0 +1,121 @@
+"""What each host's agent pushes in srv6 mode: per flow part its match, its segment list and a
+backup list over another path, as ``GET /v1/hosts/{host}/segments`` serves it.
+
+Why a backup in the document: a host that finds its path dead (its probes fail) moves the
+flow at once, without a round trip to the controller; the controller re-plans when it hears.
+
+A flow part is matched by what the job fixes: the destination address, protocol and ports
+(a part of a split flow by its source port, ``rules.part_sport``); a flow with no ports
+(gloo, Open MPI) by its pair of hosts, so frameworks that pick ephemeral ports need no change.
+"""
+from __future__ import annotations
+
+import os
+
+from controller.enforcement.modes import mode_of
+from controller.enforcement.rules import part_sport
+from controller.enforcement.srv6 import SidPlan, segments
+from controller.errors import InputError, NotFoundError
+from controller.model.clos import Clos
+from controller.model.intent import UNROUTABLE
+
+
+def shortest_paths(fabric: Clos, src: str, dst: str, limit: int = 64) -> list[list[str]]:
+    """Up to ``limit`` shortest switch paths between two leaves over links with a member up."""
+    if src == dst:
+        return [[src]]
+    up = {}
+    for lower, upper in fabric.links():
+        if fabric.alive_members(lower, upper):
+            up.setdefault(lower, []).append(upper)
+            up.setdefault(upper, []).append(lower)
+    dist, frontier = {dst: 0}, [dst]
+    while frontier and src not in dist:
+        nxt = []
+        for s in frontier:
+            for n in up.get(s, ()):
+                if n not in dist:
+                    dist[n] = dist[s] + 1
+                    nxt.append(n)
+        frontier = nxt
+    if src not in dist:
+        return []
+    out, stack = [], [[src]]
+    while stack and len(out) < limit:
+        path = stack.pop()
+        here = path[-1]
+        if here == dst:
+            out.append(path)
+            continue
+        for n in reversed(up.get(here, ())):
+            if dist.get(n) == dist[here] - 1:
+                stack.append(path + [n])
+    return out
+
+
+def backup_path(fabric: Clos, path: list[str]) -> list[str] | None:
+    """Another shortest path between the same leaves, sharing the fewest switches with
+    ``path`` (the next one in order among equals, so backups spread); None if there is none."""
+    others = [p for p in shortest_paths(fabric, path[0], path[-1]) if p != list(path)]
+    if not others:
+        return None
+    inner = set(path[1:-1])
+    return min(others, key=lambda p: len(inner & set(p[1:-1])))
+
+
+def _members(fabric: Clos, path: list[str]) -> list[int]:
+    out = []
+    for a, b in zip(path, path[1:]):
+        lower, upper = (a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)
+        alive = fabric.alive_members(lower, upper)
+        out.append(alive[0] if alive else 0)
+    return out
+
+
+EPOCH = os.urandom(4).hex()  # this process's tag of state versions: a restart changes it
+_PLANS: dict = {}  # the SID plan of the last fabric structure seen (SidPlan.of is O(links))
+
+
+def segments_view(state, host: str) -> dict:
+    """``host_segments`` with the SID plan of the state's fabric; SIDs depend on its shape
+    only, so a fabric with other links down keeps the plan."""
+    fabric = state.fabric
+    if fabric is None:
+        raise InputError("no fabric yet: srv6 segments need a declared fabric")
+    key = (tuple(fabric.switches()), tuple(sorted(fabric.host_leaves)))
+    plan = _PLANS.get(key)
+    if plan is None:
+        _PLANS.clear()
+        plan = _PLANS[key] = SidPlan.of(fabric)
+    return host_segments(state, host, plan, EPOCH)
+
+
+def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
+    """The document of ``host``'s srv6 flow parts (see the module text)."""
+    fabric = state.fabric
+    if fabric is None:
+        raise InputError("no fabric yet: srv6 segments need a declared fabric")
+    if host not in fabric.host_leaves:
+        raise NotFoundError(f"no host {host!r} in the fabric")
+    flows = []
+    for r in state.jobs.values():
+        if not mode_of(r.mode).segments:
+            continue
+        for flow, parts in r.flows_with_parts():
+            if flow.src != host or parts in (None, UNROUTABLE):
+                continue
+            for i, (where, share) in enumerate(parts):
+                path = list(where)
+                q = fabric.part_plane(where)
+                members = getattr(where, "members", None)
+                doc = {"job": r.job.id, "dst": flow.dst, "dst_ip": fabric.ip_of(flow.dst, q),
+                       "proto": flow.proto, "sport": part_sport(flow, i, len(parts)),
+                       "dport": flow.dport, "share": share, "path": path,
+                       **segments(plan, path, members, flow.dst).to_doc()}
+                other = backup_path(fabric, path) if len(path) > 1 else None
+                if other is not None:
+                    doc["backup"] = {"path": other, **segments(
+                        plan, other, _members(fabric, other), flow.dst).to_doc()}
+                flows.append(doc)
+    return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
+            "flows": flows}
