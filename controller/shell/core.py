@@ -32,6 +32,7 @@ from controller.shell.heap import Heap
 from controller.shell.hub import Hub
 from controller.shell.rest import RestServer, write_token
 from controller.shell.roles import Roles
+from controller.shell.static import StaticSwitches
 from controller.shell.switches import Switches
 
 LOG = logging.getLogger("mlroute")
@@ -61,12 +62,17 @@ class Shell:
                 for a in PLANNERS}  # each name's options (registry: those it takes)
         token = write_token(conf.mlroute_token, conf.mlroute_token_file)
         self.hub = hub
-        self.switches = Switches(hub, conf.mlroute_barrier_timeout, self.name)
+        southbound = getattr(conf, "mlroute_southbound", "openflow")
+        if southbound not in ("openflow", "none"):
+            raise InputError(f"--mlroute-southbound: {southbound!r}: openflow or none")
+        self.static = StaticSwitches(fabric) if southbound == "none" else None
+        self.switches = self.static or Switches(hub, conf.mlroute_barrier_timeout, self.name)
         self.cluster = _cluster(conf)
         store = self.cluster.store if self.cluster else (
             StateStore(conf.mlroute_state) if conf.mlroute_state else None)
         self.service = RouteService(self.switches, fabric, algorithm=conf.mlroute_algorithm,
-                                    mode=conf.mlroute_mode, planner_opts=opts, store=store,
+                                    mode="srv6" if self.static else conf.mlroute_mode,
+                                    planner_opts=opts, store=store,
                                     objective=conf.mlroute_objective,
                                     on_progress=lambda: hub.sleep(0),
                                     dead_after=conf.mlroute_dead_after, sleep=hub.sleep,
@@ -91,7 +97,7 @@ class Shell:
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub,
                                native=getattr(conf, "mlroute_rest_native_reads", True))
         self.heap = Heap()  # started once the shell is built (the adapters' start_shell)
-        self.lldp_interval = conf.mlroute_lldp_interval
+        self.lldp_interval = 0.0 if self.static else conf.mlroute_lldp_interval
         if conf.mlroute_lldp_budget < 0:
             raise InputError("--mlroute-lldp-budget: probes a second, 0 or more")
         self.service.finder.pace(self.lldp_interval, conf.mlroute_lldp_budget)
@@ -109,8 +115,9 @@ class Shell:
         self._syncers_lock = threading.Lock()
         self._running = True
         self._wake = hub.Event()  # set when a switch is lost: _tick waits for its grace time
-        LOG.info("mlroute: algorithm %s, mode %s, fabric %s", conf.mlroute_algorithm,
-                 conf.mlroute_mode, conf.mlroute_fabric or "(none yet)")
+        LOG.info("mlroute: algorithm %s, mode %s, fabric %s%s", conf.mlroute_algorithm,
+                 self.service.settings.mode, conf.mlroute_fabric or "(none yet)",
+                 ", no OpenFlow (hosts push SRv6 paths)" if self.static else "")
 
     def start(self) -> None:
         if self.cluster is not None:
@@ -118,6 +125,12 @@ class Shell:
         if self.stats_interval > 0:
             self.hub.spawn(self._poll_stats)
         self.hub.spawn(self._tick)
+        if self.static is not None:  # no OpenFlow: every declared switch is there from now
+            self.service.note_switches(self.static.connected_now())
+            with self.service.lock:
+                for link in self.static.links():
+                    self.service.finder.topology.link_seen(*link, self.service.clock())
+            self._start_syncers()
         self.rest.start()
         if self.sflow is not None:
             try:

@@ -33,8 +33,14 @@ OPTS = [
                     "it runs off the request path) or flows (the paper's max-min link flow "
                     "counts, both layers; 3.5-32 ms there)"),
     cfg.StrOpt("mlroute-mode", default=Settings.mode,
-               help="enforcement for jobs that do not ask for one: flow, sr or host (no "
-                    "per-flow entry: each flow gets a source port that leads to its spine)"),
+               help="enforcement for jobs that do not ask for one: flow, sr, host (no "
+                    "per-flow entry: each flow gets a source port that leads to its spine) or "
+                    "srv6 (each host's mlroute-agent pushes the path as a segment list)"),
+    cfg.StrOpt("mlroute-southbound", default="openflow",
+               help="how the switches are reached: openflow, or none (plain IP routers "
+                    "configured once by `mlroute srv6-config`: no OpenFlow channel, every "
+                    "declared switch counts as synchronised, jobs run in srv6 mode through "
+                    "the hosts' agents; needs --mlroute-fabric)"),
     cfg.IntOpt("mlroute-max-flow-rules", default=Settings.max_flow_rules,
                help="flow entries a switch may hold (0: no budget); a flow or sr job that "
                     "would exceed it is refused with 409, or see --mlroute-over-budget"),

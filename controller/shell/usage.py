@@ -46,7 +46,8 @@ GROUPS = [
         ("mlroute-ecmp-salt", "N", "salt of the ECMP hash"),
     ]),
     ("Enforcement on the switches", [
-        ("mlroute-mode", "MODE", "of jobs that name none: flow, sr or host"),
+        ("mlroute-mode", "MODE", "of jobs that name none: flow, sr, host or srv6"),
+        ("mlroute-southbound", "HOW", "openflow, or none: IP routers, hosts push SRv6"),
         ("mlroute-max-flow-rules", "N", "flow entries a switch may hold (0: no budget)"),
         ("mlroute-over-budget", "WHAT", "a job over the budget: refuse (409) or host"),
         ("mlroute-barrier-timeout", "SECONDS", "a switch has to confirm its rules"),
