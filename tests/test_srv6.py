@@ -1,0 +1,186 @@
+"""srv6 mode's pure parts: SIDs and segment lists, the switches' static configuration, the
+agent's rules, the per-host document and its watch, the southbound without OpenFlow."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from controller.agent import steering
+from controller.agent.main import Agent
+from controller.cli import main as cli_main
+from controller.enforcement.srv6 import SidPlan, segments
+from controller.enforcement.srv6_config import configs, host_config
+from controller.errors import InputError
+from controller.model.clos import Clos
+from controller.model.clos_wiring import wire
+from controller.service import api
+from controller.service.route_service import RouteService
+from controller.shell.static import StaticSwitches
+
+
+def wired(c: Clos) -> Clos:
+    return c.wire(wire(c))
+
+
+def test_a_leaf_spine_path_is_one_container_spine_leaf_and_host():
+    plan = SidPlan.of(wired(Clos.leaf_spine(2, 2, 2)))
+    s = segments(plan, ["l0", "s1", "l1"], None, "h1_1")
+    spine, leaf = plan.node["s1"], plan.node["l1"]
+    assert s.form == "usid" and s.overhead == 40
+    assert s.sids == [f"fcbb:bbbb:{spine:x}:{leaf:x}:f002::"]
+
+
+def test_a_bundle_hop_takes_the_planned_members_ua():
+    c = wired(Clos.from_dict({**Clos.leaf_spine(2, 2, 1).to_dict(), "bundle": {"leaf": 2}}))
+    plan = SidPlan.of(c)
+    s = segments(plan, ["l0", "s0", "l1"], [1, 0], "h1_0")
+    ua_up, ua_down = plan.ua("l0", "s0", 1), plan.ua("s0", "l1", 0)
+    assert ua_up != plan.ua("l0", "s0", 0) and ua_up >= 0xE000
+    assert s.sids == [f"fcbb:bbbb:{ua_up:x}:{ua_down:x}:{plan.node['l1']:x}:f001::"]
+
+
+def test_classic_form_is_an_srh_of_full_sids_ending_at_the_decapsulation():
+    c = wired(Clos.fat_tree(4))
+    plan = SidPlan.of(c)
+    path = ["l0", "a0_0", "c0_0", "a1_0", "l2"]
+    s = segments(plan, path, None, "h2_1", classic=True)
+    assert s.form == "classic" and s.overhead == 40 + 8 + 16 * 4  # 3 switches, then l2:f002
+    assert s.sids[-1] == f"fcbb:bbbb:{plan.node['l2']:x}:f002::"
+    assert s.sids[:3] == [plan.address(plan.node[x]) for x in path[1:4]]
+    assert segments(plan, path, None, "h2_1").form == "usid"  # 5 uSIDs fit in one container
+
+
+def test_impossible_paths_are_refused_by_name():
+    plan = SidPlan.of(wired(Clos.fat_tree(4)))
+    with pytest.raises(InputError, match="h2_0 is on l2"):
+        segments(plan, ["l0", "a0_0", "l1"], None, "h2_0")
+    with pytest.raises(InputError, match="not a link"):
+        segments(plan, ["l0", "c0_0", "l2"], None, "h2_0")
+
+
+def test_every_router_gets_sids_and_ecmp_routes_and_a_down_link_leaves_them():
+    c = wired(Clos.leaf_spine(2, 2, 1))
+    cfg = configs(SidPlan.of(c))
+    l0 = cfg["l0"].iproute2()
+    assert any("action End flavors next-csid" in x for x in l0)
+    assert any("End.DX4 nh4 10.0.0.1" in x for x in l0)
+    to_l1 = [x for x in l0 if x.startswith(f"route replace {SidPlan.of(c).locator('l1')}")]
+    assert len(to_l1) == 1 and to_l1[0].count("nexthop") == 2  # ECMP over both spines
+    down = configs(SidPlan.of(c.with_down({("l0", "s1")})))["l0"].iproute2()
+    to_l1 = [x for x in down if x.startswith(f"route replace {SidPlan.of(c).locator('l1')}")]
+    assert to_l1 and "nexthop" not in to_l1[0] and "l0-eth1" in to_l1[0]
+    sonic = cfg["l0"].sonic()
+    actions = sorted({v["action"] for v in sonic["SRV6_MY_SIDS"].values()})
+    assert actions == ["uA", "uDT46", "uN"] and "loc_l0" in sonic["SRV6_MY_LOCATORS"]
+    assert host_config(SidPlan.of(c), "h0_0")[-1].startswith("route replace 10.0.0.0/8 via inet6")
+
+
+def test_srv6_config_command_writes_both_forms(tmp_path, capsys):
+    c = wired(Clos.leaf_spine(2, 2, 1))
+    (tmp_path / "f.json").write_text(json.dumps(c.to_dict()))
+    assert cli_main(["srv6-config", "--fabric", str(tmp_path / "f.json"),
+                     "--out", str(tmp_path / "out")]) == 0
+    assert "wrote 8 files for 4 switches" in capsys.readouterr().out
+    doc = json.loads((tmp_path / "out" / "s0.json").read_text())
+    assert doc["SRV6_MY_SIDS"] and (tmp_path / "out" / "s0.batch").read_text().count("\n") > 4
+    assert cli_main(["srv6-config", "--fabric", str(tmp_path / "nope.json"),
+                     "--out", str(tmp_path / "o2")]) == 2
+
+
+FLOW = {"dst_ip": "10.0.1.1", "proto": 6, "sport": 0, "dport": 0, "form": "usid",
+        "sids": ["fcbb:bbbb:3:2:f001::"], "backup": {"form": "usid",
+                                                   "sids": ["fcbb:bbbb:4:2:f001::"]}}
+
+
+@pytest.mark.parametrize("bad, why", [
+    ({"sids": ["not-an-address"]}, "not an IPv6 address"),
+    ({"sids": ["fcbb::1", "fcbb::2"]}, "one container"),
+    ({"form": "mpls"}, "form must be"),
+    ({"sport": 70000}, "not a port"),
+    ({"dst_ip": "h1_0"}, "not an IPv4 address"),
+])
+def test_a_list_the_agent_cannot_apply_is_refused_naming_the_flow(bad, why):
+    with pytest.raises(InputError, match=why):
+        steering.parse({"flows": [FLOW, {**FLOW, **bad}]})
+
+
+def test_changing_a_path_is_one_atomic_route_swap_and_removal_cleans_up():
+    first = steering.wanted(steering.parse({"flows": [FLOW]}), {}, "eth0")
+    moved = {**FLOW, "sids": ["fcbb:bbbb:4:2:f001::"]}
+    second = steering.wanted(steering.parse({"flows": [moved]}), first, "eth0")
+    lines = steering.batch(first, second)
+    assert len(lines) == 1 and lines[0].startswith("route replace") and "table 20000" in lines[0]
+    split = {**FLOW, "sport": 40001}
+    third = steering.wanted(steering.parse({"flows": [moved, split]}), second, "eth0")
+    new = steering.batch(second, third)
+    assert new[0].startswith("route replace") and new[1].startswith("rule add pref 10001")
+    gone = steering.batch(third, {})
+    assert {x.split()[0] for x in gone} == {"rule", "route"} and len(gone) == 4
+    backup = steering.wanted(steering.parse({"flows": [FLOW]}), {}, "eth0",
+                             failed=frozenset({tuple(FLOW["sids"])}))
+    assert "fcbb:bbbb:4:2:f001::" in next(iter(backup.values())).route
+
+
+class FakeClient:
+    url = "http://fake"
+
+    def __init__(self, docs):
+        self.docs, self.asked = list(docs), []
+
+    def request(self, method, path, headers=None, timeout=None):
+        self.asked.append(dict(headers or {}))
+        return 200, self.docs.pop(0)
+
+
+def test_the_agent_keeps_its_rules_when_a_document_is_refused():
+    applied = []
+    good = {"version": "e:1", "flows": [FLOW]}
+    bad = {"version": "e:2", "flows": [{**FLOW, "sids": []}]}
+    agent = Agent(FakeClient([good, good, bad]), "h0_0", "eth0", apply=applied.append,
+                  read=lambda: {})
+    assert agent.step() and len(applied) == 1
+    assert not agent.step()  # the same version: nothing installed
+    assert agent.client.asked[1]["If-None-Match"] == '"e:1"'
+    kept = dict(agent.have)
+    with pytest.raises(InputError):
+        agent.step()
+    assert agent.have == kept and len(applied) == 1
+
+
+def service_on(fabric) -> RouteService:
+    switches = StaticSwitches(fabric)
+    svc = RouteService(switches, fabric, mode="srv6", algorithm="greedy")
+    svc.note_switches(switches.connected_now())
+    svc.sync_queued()
+    return svc
+
+
+def test_the_hosts_document_and_its_watch():
+    fabric = wired(Clos.leaf_spine(2, 2, 2))
+    svc = service_on(fabric)
+    assert api.handle(svc, "GET", "/v1/ready")[0] == 200  # no OpenFlow: ready at once
+    status, view = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "p", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6},
+                              {"src": "h0_1", "dst": "h1_1", "bytes": 1e6}]}).encode())
+    assert status == 201 and view["mode"] == "srv6"
+    status, doc = api.handle(svc, "GET", "/v1/hosts/h0_0/segments")
+    assert status == 200 and len(doc["flows"]) == 1
+    f = doc["flows"][0]
+    assert f["dst_ip"] == "10.0.1.1" and f["backup"]["path"][1] != f["path"][1]
+    assert steering.parse(doc)  # what the controller serves, the agent takes
+    t = time.monotonic()
+    headers = {"If-None-Match": f'"{doc["version"]}"', "Prefer": "wait=0.3"}
+    assert api.handle(svc, "GET", "/v1/hosts/h0_0/segments", headers=headers)[1] == doc
+    assert time.monotonic() - t >= 0.25  # held while nothing changed
+    api.handle(svc, "DELETE", "/v1/jobs/p")
+    t = time.monotonic()
+    _, after = api.handle(svc, "GET", "/v1/hosts/h0_0/segments", headers=headers)
+    assert after["flows"] == [] and time.monotonic() - t < 0.2  # a change answers at once
+    assert api.handle(svc, "GET", "/v1/hosts/nobody/segments")[0] == 404
+
+
+def test_no_openflow_needs_a_declared_fabric():
+    with pytest.raises(InputError, match="needs a declared fabric"):
+        StaticSwitches(None)

@@ -1,0 +1,104 @@
+"""A Clos of Linux routers in Mininet, for srv6 mode: no OpenFlow, no switch daemon. Built from
+the same fabric model as ``topologies/clos.py``: names, ports and host addresses match the
+fabric document the controller declares (``--mlroute-southbound none``).
+
+    mn --custom topologies/routers.py --topo routers,2,2,2 --controller none
+    mn --custom topologies/routers.py --topo fattree-routers,4 --controller none
+
+Every router applies its static configuration (``controller.enforcement.srv6_config``: link
+addresses, uN / uA / End.X / End.DX4 SIDs with counters, every locator and host over all
+shortest paths) in one ``ip -batch``; unsteered traffic spreads by the kernel's L4 ECMP hash
+(``fib_multipath_hash_policy=1``). Hosts keep their IPv4 address; their IPv4 fabric and the
+uSID block go through their leaf (``srv6_config.host_config``), IPv6 on. A host's
+``mlroute-agent`` steers its flows.
+
+Runs under ``mn``'s Python: the standard library, Mininet and ``controller.model`` /
+``controller.enforcement.srv6*`` (standard library only).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+
+_HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
+sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
+
+from controller.enforcement.srv6 import SidPlan  # noqa: E402
+from controller.enforcement.srv6_config import SYSCTLS, configs, host_config  # noqa: E402
+from controller.model.clos import Clos  # noqa: E402
+from controller.model.clos_wiring import wire  # noqa: E402
+
+try:
+    from mininet.node import Node
+    from mininet.topo import Topo
+except ImportError:  # the module's configuration helpers do not need Mininet
+    Node = Topo = object
+
+
+def _batch(node, lines: list[str], what: str) -> None:
+    path = f"/tmp/mlroute-{node.name}-{what}.batch"
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    out = node.cmd(f"ip -batch {path} 2>&1; echo rc=$?")
+    os.unlink(path)
+    if not out.strip().endswith("rc=0"):
+        raise RuntimeError(f"{node.name}: {what} configuration failed: {out.strip()[-400:]}")
+
+
+class SrRouter(Node):
+    """A Linux router holding static SIDs only (``srv6_config.SwitchConfig``)."""
+
+    def config(self, lines=(), **params):
+        r = super().config(**params)
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 " + " ".join(SYSCTLS))
+        _batch(self, list(lines), "router")
+        return r
+
+
+class SrHost(Node):
+    """A host with IPv6 on, its IPv4 fabric and the uSID block through its leaf."""
+
+    def config(self, lines=(), **params):
+        r = super().config(**params)
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0")
+        _batch(self, list(lines), "host")
+        return r
+
+
+class RoutersTopo(Topo):
+    """Any wired ``Clos`` as routers and hosts (one plane; bundles: one link per member)."""
+
+    def build(self, fabric: Clos):
+        f = fabric
+        if len(f.planes) > 1:
+            raise ValueError("the router emulation builds one plane")
+        plan = SidPlan.of(f)
+        cfg = configs(plan)
+        for sw in f.dpids:
+            self.addHost(sw, cls=SrRouter, ip=None, lines=cfg[sw].iproute2())
+        for h in f.host_leaves:
+            self.addHost(h, cls=SrHost, ip=f"{f.ip_of(h)}/8", mac=f.mac_of(h),
+                         lines=host_config(plan, h))
+        for sw in f.dpids:
+            for peer in f.neighbours(sw):
+                if peer in f.host_leaves:
+                    self.addLink(peer, sw, port1=0, port2=f.port(sw, peer),
+                                 addr1=f.mac_of(peer))
+                elif f.tier_of[peer] > f.tier_of[sw]:
+                    for p1, p2 in zip(f.ports_to(sw, peer), f.ports_to(peer, sw)):
+                        self.addLink(sw, peer, port1=p1, port2=p2)
+
+
+def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int) -> Clos:
+    c = Clos.leaf_spine(int(spines), int(leaves), int(hosts_per_leaf))
+    return c.wire(wire(c))
+
+
+def fat_tree(k: int) -> Clos:
+    c = Clos.fat_tree(int(k))
+    return c.wire(wire(c))
+
+
+topos = {"routers": lambda s=2, l=2, h=2: RoutersTopo(fabric=leaf_spine(s, l, h)),
+         "fattree-routers": lambda k=4: RoutersTopo(fabric=fat_tree(k))}
