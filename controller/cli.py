@@ -125,10 +125,10 @@ def slowest_rate_gbps(plan) -> float:
 def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
             ilp_time_limit: float, objective: str | None = None, max_parts: int | None = None,
             shape: str | None = None) -> list[dict]:
-    """One row per algorithm (``ROWS`` of the fabric's shape, ``shape`` if known), with the
-    objective it planned with (``objective_for``: on two tiers a given ``objective`` applies
-    to auto and split; None: the controller's); ``max_parts`` applies to split on two tiers.
-    What the shape does not take is refused first (``run_shape``), then an unknown name."""
+    """One row per algorithm (``compare_row``), with the objective it planned with
+    (``objective_for``: on two tiers a given ``objective`` applies to auto and split; None: the
+    controller's); ``max_parts`` applies to split on two tiers. What the shape (``shape`` if
+    known) does not take is refused first (``run_shape``), then an unknown name."""
     shape = shape or run_shape(fabric, max_parts)
     clos = shape == CLOS
     if clos and objective not in (None, "flows"):
@@ -141,67 +141,62 @@ def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, sal
     for alg in algorithms:
         run = run_options(shape, alg, seed, salt, ilp_time_limit,
                           objective_for(alg, objective, clos), max_parts)
-        rows.append(ROWS[shape](make_plan(fabric, jobs, run.algorithm, **run.options),
-                                run.objective))
+        rows.append(compare_row(make_plan(fabric, jobs, run.algorithm, **run.options),
+                                run.objective, shape))
     return rows
 
 
-def two_tier_row(plan, objective: str) -> dict:
-    """A row of ``compare`` on a single two-tier plane: the slowest flow's max-min rate and
-    the fluid model's All-Reduce times (``model.fluid.predict_allreduce``)."""
-    from controller.model.fluid import predict_allreduce
+def compare_row(plan, objective: str, shape: str) -> dict:
+    """A row of ``compare``, the same fields on every shape: the loads (max, links at the max,
+    the lower bound, the max per tier), the slowest flow's max-min rate and each job's
+    predicted All-Reduce time: on a single two-tier plane by the fluid model
+    (``model.fluid.predict_allreduce``), elsewhere by the shared prediction on the plan's
+    routes (``Plan.predicted_times``)."""
     doc = plan.to_dict()
-    return {"algorithm": plan.algorithm, "objective": objective,
-            "max_link_load": doc["max_link_load"], "links_at_max": doc["links_at_max"],
-            "slowest_gbps": slowest_rate_gbps(plan), "allreduce_s": predict_allreduce(plan),
-            "runtime_ms": plan.runtime_ms, "info": doc.get("info", {})}
-
-
-def clos_row(plan, objective: str) -> dict:
-    """A row of ``compare`` on a Clos fabric: the load per tier and the shared prediction on
-    the plan's routes (``Plan.predicted_times``)."""
-    doc = plan.to_dict()
+    if shape == TWO_TIER:
+        from controller.model.fluid import predict_allreduce
+        times = predict_allreduce(plan)
+    else:
+        times = plan.predicted_times()
     return ({"algorithm": plan.algorithm, "objective": objective}
             | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
-                                   "max_load_by_tier", "runtime_ms")}
-            | {"allreduce_s": plan.predicted_times()})
+                                   "max_load_by_tier")}
+            | {"slowest_gbps": slowest_rate_gbps(plan), "allreduce_s": times,
+               "runtime_ms": plan.runtime_ms, "info": doc.get("info", {})})
 
 
-ROWS = {TWO_TIER: two_tier_row, CLOS: clos_row}
+# compare's heads of a tier's max load: the links above the leaves, above the aggregation
+TIER_HEADS = {"leaf": "leaf-agg", "core": "agg-core"}
 
 
-def format_table(rows: list[dict], jobs: list[Job], link_bps: float) -> str:
-    heads = ["algorithm", "objective", "max load", "at max", "slowest Gb/s"]
-    heads += [f"{j.id} AR s" for j in jobs] + ["runtime ms"]
-    lines = [heads, ["ideal", "", "", "", ""]
+def format_table(rows: list[dict], jobs: list[Job], fabric: Clos) -> str:
+    """``compare``'s table, one form on every shape: a line naming the fabric, the head, the
+    row ``ideal`` (the lower bound of the max link load, each job's time alone at line rate),
+    one row per algorithm (its max link load, the max of each tier on fabrics of several
+    tiers, links at the max, the slowest flow's rate, each job's predicted All-Reduce time and
+    the planner's runtime), then what the objectives rank by."""
+    tiers = list(rows[0]["max_load_by_tier"]) if rows else []
+    tiers = tiers if len(tiers) > 1 else []
+    heads = (["algorithm", "objective", "max load"] + [TIER_HEADS.get(t, t) for t in tiers]
+             + ["at max", "slowest Gb/s"] + [f"{j.id} AR s" for j in jobs] + ["runtime ms"])
+    bound = f"{rows[0]['lower_bound']:g}" if rows else ""
+    link_bps = fabric.link_bps()
+    lines = [heads, ["ideal", "", bound] + [""] * (len(tiers) + 2)
              + [f"{j.ideal_allreduce_s(link_bps):.4g}" for j in jobs] + [""]]
     for r in rows:
-        lines.append([r["algorithm"], r.get("objective", "flows"), f"{r['max_link_load']:.4g}",
-                      str(r["links_at_max"]), f"{r['slowest_gbps']:.4g}"]
+        lines.append([r["algorithm"], r["objective"], f"{r['max_link_load']:.4g}"]
+                     + [f"{r['max_load_by_tier'].get(t, 0):.4g}" for t in tiers]
+                     + [str(r["links_at_max"]), f"{r['slowest_gbps']:.4g}"]
                      + [f"{r['allreduce_s'][j.id]:.4g}" for j in jobs]
                      + [f"{r['runtime_ms']:.2f}"])
     widths = [max(len(l[i]) for l in lines) for i in range(len(heads))]
-    return "\n".join("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in
-                               enumerate(zip(l, widths))) for l in lines)
-
-
-def clos_table(rows: list[dict], fabric: Clos) -> str:
-    """``compare``'s lines on a Clos fabric: the fabric and the lower bound, then per row the
-    load per tier and each job's predicted time."""
-    lines = [f"{fabric.summary()}; lower bound {rows[0]['lower_bound']:g} flows per link" if rows
-             else fabric.summary()]
-    for r in rows:
-        tiers = ", ".join(f"{t} {v:g}" for t, v in r["max_load_by_tier"].items())
-        times = " ".join(f"{j} {s:.4g} s" for j, s in r["allreduce_s"].items())
-        lines.append(f"{r['algorithm']:<15} objective {r['objective']:<6} max load "
-                     f"{r['max_link_load']:<5g} ({tiers}) at max {r['links_at_max']:<4} {times}  "
-                     f"{r['runtime_ms']:.1f} ms")
-    return "\n".join(lines)
-
-
-# compare's output per shape: the two-tier table (the demo's), the Clos lines
-TABLES = {TWO_TIER: lambda rows, fabric, jobs: format_table(rows, jobs, fabric.link_bps()),
-          CLOS: lambda rows, fabric, jobs: clos_table(rows, fabric)}
+    table = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w)
+                       for i, (c, w) in enumerate(zip(l, widths))).rstrip() for l in lines]
+    used = sorted({r["objective"] for r in rows}, key=list(OBJECTIVE_HELP).index)
+    notes = [f"objective {o}: {OBJECTIVE_HELP[o]}" for o in used]
+    notes.append("ideal: the max link load's lower bound; each job alone at line rate"
+                 + ("; leaf-agg, agg-core: the max load of each tier" if tiers else ""))
+    return "\n".join([f"fabric: {fabric.summary()}"] + table + [""] + notes)
 
 
 def plan_document(doc: dict, objective: str) -> tuple[str, str]:
@@ -242,7 +237,7 @@ def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
         else names(shape, distinct=True)
     rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
                    args.objective, args.max_parts, shape)
-    out = json.dumps(rows, indent=1) if args.json else TABLES[shape](rows, fabric, jobs)
+    out = json.dumps(rows, indent=1) if args.json else format_table(rows, jobs, fabric)
     return out, compare_summary(rows)
 
 
@@ -387,10 +382,11 @@ COMMANDS = {  # name: (one line for the command list, its description)
              "document (or write it with --out), as the controller would plan them by "
              "default."),
     "compare": ("run several algorithms on the same jobs and compare their plans",
-                "Plan the jobs with several algorithms and print one row each: the objective "
-                "it used, max link load, links at the max, the slowest flow's rate (two-tier) "
-                "or the load per tier (Clos), each job's predicted All-Reduce time and the "
-                "planner's runtime."),
+                "Plan the jobs with several algorithms and print one table, the same on every "
+                "fabric: a row per algorithm with the objective it used, max link load (on "
+                "three tiers also per tier), links at the max, the slowest flow's rate, each "
+                "job's predicted All-Reduce time and the planner's runtime; a row ideal (the "
+                "lower bound, each job alone) and what each objective ranks by."),
     "job": ("add, delete, list or show jobs of a running controller (REST)",
             "The client side of a running controller's /v1/jobs."),
     "srv6-config": (srv6cli.LINE, srv6cli.DESCRIPTION),

@@ -50,7 +50,7 @@ def simulate_only() -> str:
     fabric = clos_fabric(SPINES, LEAVES, HOSTS, BW_MBPS)
     jobs = parse_jobs({"jobs": prepare_jobs(demo_jobs(), fabric)}, fabric)  # same 5-tuples
     rows = compare(fabric, jobs, ["ecmp", "greedy"], 1234, 0, 60)
-    return format_table(rows, jobs, fabric.link_bps())
+    return format_table(rows, jobs, fabric)
 
 
 def fat_tree_demo(args) -> int:

@@ -1,5 +1,6 @@
 """The offline commands, run as a user runs them (subprocesses), including their error paths."""
 import json
+import re
 import subprocess
 import sys
 
@@ -101,19 +102,96 @@ def test_job_show_is_short_for_people_and_whole_with_json():
     assert lines[2].startswith("All-Reduce: no prediction: no flow to predict yet")
 
 
+TIER_HEADS = ("leaf-agg", "agg-core")
+
+
+def compare_table(out: str) -> dict[str, dict]:
+    """``compare``'s table, read by its head (one form on every shape): per algorithm, and
+    ``ideal``, its objective, max load, the max of each tier (``tiers``, on three tiers),
+    links at max, slowest rate and each job's All-Reduce seconds (``ar``). The table ends at
+    the first empty line."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("algorithm "))
+    spans = list(re.finditer(r"\S+(?: \S+)*", lines[start]))
+    heads = [m[0] for m in spans]
+    rows = {}
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        # the first two columns are left-aligned, the figures right-aligned under their head
+        cells = {"algorithm": line[:spans[1].start()].strip(),
+                 "objective": line[spans[1].start():spans[1].end()].strip()}
+        cells |= {h: line[spans[i - 1].end():spans[i].end()].strip()
+                  for i, h in enumerate(heads) if i > 1}
+        number = (lambda h: float(cells[h]) if cells[h] else None)
+        rows[cells["algorithm"]] = {
+            "objective": cells["objective"], "max": number("max load"),
+            "at_max": int(cells["at max"]) if cells["at max"] else None,
+            "slowest": number("slowest Gb/s"),
+            "tiers": {h: number(h) for h in heads if h in TIER_HEADS},
+            "ar": {h[:-len(" AR s")]: number(h) for h in heads if h.endswith(" AR s")}}
+    return rows
+
+
 def test_compare_table(files):
     _, fab, jobs = files
     r = run("controller", "compare", "--fabric", str(fab), "--jobs", str(jobs))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
-    assert lines[0].split()[:3] == ["algorithm", "objective", "max"]
-    rows = [l.split()[:2] for l in lines[2:]]
-    # every distinct planner of two tiers (jobs runs as auto there)
-    assert [name for name, _ in rows] == names(TWO_TIER, distinct=True) == [
+    assert lines[0] == "fabric: 4 spines, 8 leaves, 16 hosts"
+    assert re.split(r"\s{2,}", lines[1])[:3] == ["algorithm", "objective", "max load"]
+    rows = compare_table(r.stdout)
+    # every distinct planner of two tiers (jobs runs as auto there), after the ideal
+    assert list(rows) == ["ideal"] + names(TWO_TIER, distinct=True) == ["ideal",
         "greedy", "ecmp", "ecmp-polarised", "edge-coloring", "annealing", "ilp", "split", "auto"]
     # the controller's objective where it applies (auto on this fabric), flows elsewhere
-    assert dict(rows) == {a: Settings.objective if a == "auto" else "flows"
-                          for a in names(TWO_TIER, distinct=True)}
+    assert {a: row["objective"] for a, row in rows.items()} == {"ideal": ""} | {
+        a: Settings.objective if a == "auto" else "flows" for a in names(TWO_TIER, distinct=True)}
+    assert rows["ideal"]["max"] == 1 and rows["ideal"]["ar"] == {"a": 0.112, "b": 0.008}
+    assert rows["greedy"] | {"objective": ""} == rows["ideal"] | {
+        "at_max": 18, "slowest": 100.0}  # the greedy reaches the ideal
+    assert all(row["tiers"] == {} for row in rows.values())  # one tier: no column per tier
+    # what each objective ranks by, after the table
+    assert lines[-3:] == ["objective flows: max-min fair link flow counts, the paper's",
+                          "objective jobs: the jobs' predicted iteration slowdowns, worst then "
+                          "mean, then flow counts",
+                          "ideal: the max link load's lower bound; each job alone at line rate"]
+
+
+def test_compare_has_the_same_table_on_a_fat_tree(tmp_path):
+    """The same table on three tiers, with a column per tier; --json has the same fields."""
+    fab = tmp_path / "fattree.json"
+    assert run("controller", "fabric", "--fat-tree", "4", "--gbps", "0.005",
+               "--out", str(fab)).returncode == 0
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps({"jobs": [
+        {"id": f"ring{k}", "collective": "ring_allreduce", "bytes": 4e6,
+         "ranks": [f"h{i}_{k}" for i in (0, 2, 4, 6, 1, 3, 5, 7)]} for k in (0, 1)]}))
+    args = ("controller", "compare", "--fabric", str(fab), "--jobs", str(jobs), "--algorithms",
+            "ecmp,auto,jobs")
+    r = run(*args)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("fabric: 1 plane(s) x 3 tiers: 8 leaves")
+    assert lines[1].split() == ["algorithm", "objective", "max", "load", "leaf-agg", "agg-core",
+                                "at", "max", "slowest", "Gb/s", "ring0", "AR", "s", "ring1",
+                                "AR", "s", "runtime", "ms"]
+    rows = compare_table(r.stdout)
+    assert list(rows) == ["ideal", "ecmp", "auto", "jobs"]
+    assert rows["ideal"]["max"] == 1 and rows["ideal"]["ar"] == {"ring0": 11.2, "ring1": 11.2}
+    # flows on a Clos fabric, auto's too; the jobs planner ranks by the jobs
+    assert [rows[a]["objective"] for a in ("ecmp", "auto", "jobs")] == ["flows", "flows", "jobs"]
+    assert rows["ecmp"]["max"] == 4 and rows["ecmp"]["tiers"] == {"leaf-agg": 2, "agg-core": 4}
+    assert rows["ecmp"]["ar"] == {"ring0": 44.8, "ring1": 44.8}
+    assert rows["auto"]["max"] == 1 and rows["auto"]["at_max"] == 64
+    assert rows["auto"]["slowest"] == 0.005 and rows["auto"]["ar"]["ring0"] == 11.2
+    assert lines[-1].endswith("; leaf-agg, agg-core: the max load of each tier")
+    assert "objective jobs: " in r.stdout
+    r = run(*args, "--json")
+    doc = json.loads(r.stdout)
+    assert [set(x) for x in doc] == [{"algorithm", "objective", "max_link_load", "links_at_max",
+                                      "lower_bound", "max_load_by_tier", "slowest_gbps",
+                                      "allreduce_s", "runtime_ms", "info"}] * 3
 
 
 @pytest.mark.slow

@@ -30,6 +30,7 @@ import pytest
 
 from controller.service import api
 from controller.shell.flags import OPTS
+from tests.test_cli import compare_table
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(REPO, "docs")
@@ -251,48 +252,6 @@ class Run:
             return json.load(fh)
 
 
-def compare_table(out: str) -> dict[str, dict]:
-    """The table of ``compare`` on a two-tier fabric: per algorithm (and ``ideal``) its max
-    load, links at max, slowest rate and each job's All-Reduce seconds."""
-    lines = [line for line in out.splitlines() if line.strip()]
-    start = next(i for i, line in enumerate(lines) if line.startswith("algorithm "))
-    head = re.split(r"\s{2,}", lines[start].strip())
-    jobs = [h[:-len(" AR s")] for h in head if h.endswith(" AR s")]
-    rows = {}
-    for line in lines[start + 1:]:
-        words = line.split()
-        row = words[0] == "ideal" or (len(words) >= 5 + len(jobs)
-                                      and re.fullmatch(r"[\d.]+", words[2]) is not None)
-        if not row or not re.fullmatch(r"[a-z][\w-]*", words[0]):
-            break  # the table ended (what the next command printed)
-        if words[0] == "ideal":
-            rows["ideal"] = {"ar": dict(zip(jobs, map(float, words[1:])))}
-        else:  # algorithm, the objective it ranked by, then the figures
-            rows[words[0]] = {"objective": words[1], "max": float(words[2]),
-                              "at_max": int(words[3]), "slowest": float(words[4]),
-                              "ar": dict(zip(jobs, map(float, words[5:5 + len(jobs)])))}
-    return rows
-
-
-CLOS_ROW = re.compile(r"^(?P<alg>\S+)\s+objective (?P<objective>\S+)\s+"
-                      r"max load (?P<max>[\d.]+)\s+\((?P<tiers>[^)]*)\)\s+at max "
-                      r"(?P<at>\d+)\s+(?P<jobs>.*?)\s+(?P<ms>[\d.]+) ms$")
-
-
-def clos_compare(out: str) -> dict[str, dict]:
-    """The lines of ``compare`` on a Clos fabric: per algorithm its max load, the max load of
-    each tier and each job's All-Reduce seconds."""
-    rows = {}
-    for line in out.splitlines():
-        m = CLOS_ROW.match(line.strip())
-        if m:
-            tiers = dict((k, float(v)) for k, v in (t.split() for t in m["tiers"].split(", ")))
-            rows[m["alg"]] = {"max": float(m["max"]), "tiers": tiers,
-                              "ar": {j: float(s) for j, s in
-                                     re.findall(r"(\S+) ([\d.]+) s", m["jobs"])}}
-    return rows
-
-
 def _ratios(rows: dict, alg: str) -> list[float]:
     return [rows[alg]["ar"][j] / rows["ideal"]["ar"][j] for j in rows["ideal"]["ar"]]
 
@@ -347,7 +306,8 @@ def first_route_demo(run: Run):
 
 
 def plan_offline_paper_scale(run: Run):
-    run.says("the max link load, links at max, the slowest flow's max-min rate",
+    run.says("the max link load (on three tiers also the max of each tier, `leaf-agg` and "
+             "`agg-core`), links at max, the slowest flow's max-min rate",
              "the predicted All-Reduce time per job",
              "with the greedy every job of `sim.json` takes its ideal All-Reduce time in each of "
              "its 3 iterations")
@@ -393,11 +353,12 @@ def three_tier_fat_tree(run: Run):
     assert len(doc["pods"]) == 4 and all(len(p["leaves"]) == len(p["aggs"]) == 2
                                          for p in doc["pods"].values())
     assert [len(g) for g in doc["cores"]] == [2, 2] and len(doc["hosts"]) == 16
-    rows = clos_compare(run.out)
+    rows = compare_table(run.out)
+    assert rows["ideal"]["ar"] == {"ring0": 11.2, "ring1": 11.2}
     for alg in ("auto", "greedy", "edge-coloring"):
         assert rows[alg]["max"] == 1 and rows[alg]["ar"] == {"ring0": 11.2, "ring1": 11.2}
     for alg in ("ecmp", "ecmp-polarised"):
-        assert rows[alg]["max"] == 4 and rows[alg]["tiers"]["core"] == 4
+        assert rows[alg]["max"] == 4 and rows[alg]["tiers"]["agg-core"] == 4
         assert rows[alg]["ar"] == {"ring0": 44.8, "ring1": 44.8}
 
 
