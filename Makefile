@@ -99,20 +99,28 @@ test-unit: install
 test-fast: install
 	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not integration"
 
+# The controller's ports in the demos (`make demo REST_PORT=8081 OF_PORT=6654 SFLOW_PORT=6344`:
+# beside a controller that holds the defaults, 8080, 6653 and 6343); ARGS: more options of
+# emulation/demo.py (`make demo ARGS="--mode sr"`).
+DEMO_PORTS = $(if $(REST_PORT),--rest-port $(REST_PORT)) $(if $(OF_PORT),--of-port $(OF_PORT)) \
+	$(if $(SFLOW_PORT),--sflow-port $(SFLOW_PORT))
+
 demo: install system
-	$(PY) -m emulation.demo
+	$(PY) -m emulation.demo $(DEMO_PORTS) $(ARGS)
 
 # The three-tier demo: ECMP against mlroute on an emulated k = 4 fat-tree.
 demo-fattree: install system
-	$(PY) -m emulation.demo --fat-tree
+	$(PY) -m emulation.demo --fat-tree $(DEMO_PORTS) $(ARGS)
 
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
 # docs/howto/run-controller.md or the first tutorial, docs/tutorials/first-route.md). One
 # command on either framework: mlroute-controller runs Ryu where it is installed, else os-ken
 # (controller/shell/launch.py); `ryu-manager --user-flags controller/shell/flags.py
-# controller/shell/app.py` still runs the same app under Ryu.
+# controller/shell/app.py` still runs the same app under Ryu. ARGS: its options
+# (`make controller ARGS="--wsapi-port 8081 --mlroute-fabric fabric.json"`; all of them:
+# `mlroute-controller --help`).
 controller: install
-	$(VENV)/bin/mlroute-controller
+	$(VENV)/bin/mlroute-controller $(ARGS)
 
 bench: install system
 	$(PY) -m benchmarks.planner

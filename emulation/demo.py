@@ -19,7 +19,9 @@ the manual's picture docs/demo_fattree.png).
 
 ``--simulate`` prints the fluid model's comparison only (no root, no Mininet). ``--spines``,
 ``--leaves``, ``--hosts-per-leaf``, ``--bw`` and ``--bytes`` change the defaults (smaller runs
-for tests). Ctrl-C or SIGTERM stops the agents, the fabric and the controller; exit status 130.
+for tests); ``--rest-port``, ``--of-port`` and ``--sflow-port`` the controller's ports (8080,
+6653, 6343: beside a controller that holds them; ``make demo REST_PORT=... OF_PORT=...
+SFLOW_PORT=...``). Ctrl-C or SIGTERM stops the agents, the fabric and the controller; exit status 130.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import sys
 
 from controller.errors import InputError
 from controller.jsonio import first_paragraph
+from emulation.harness.session import Ports
 
 SPINES, LEAVES, HOSTS, BW_MBPS = 4, 8, 2, 5.0
 RING_BYTES = 2e6  # 0.4 s per step at 5 Mbit/s
@@ -53,7 +56,7 @@ def simulate_only() -> str:
     return format_table(rows, jobs, fabric)
 
 
-def fat_tree_demo(args) -> int:
+def fat_tree_demo(args, ports: Ports) -> int:
     import json
 
     from emulation.harness.fattree_rings import compare_rings
@@ -65,7 +68,7 @@ def fat_tree_demo(args) -> int:
           f"{args.mode} mode); "
           "outputs in " + out, flush=True)
     s = compare_rings(FAT_TREE_MBPS, FAT_TREE_BYTES, args.iterations, args.mode,
-                      progress=lambda m: print(m, flush=True))
+                      progress=lambda m: print(m, flush=True), ports=ports)
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "summary.json"), "w") as fh:
         json.dump(s, fh, indent=1)
@@ -96,7 +99,15 @@ def main(argv=None) -> int:
     ap.add_argument("--hosts-per-leaf", type=int, default=HOSTS)
     ap.add_argument("--bw", type=float, default=BW_MBPS, help="Mbit/s on every link")
     ap.add_argument("--bytes", type=float, default=RING_BYTES, help="bytes per ring")
+    ap.add_argument("--rest-port", type=int, default=Ports.rest,
+                    help="the controller's REST port (default: %(default)s)")
+    ap.add_argument("--of-port", type=int, default=Ports.openflow,
+                    help="the controller's OpenFlow port, the switches' (default: %(default)s)")
+    ap.add_argument("--sflow-port", type=int, default=Ports.sflow,
+                    help="the controller's sFlow port, the switches' target "
+                         "(default: %(default)s)")
     args = ap.parse_args(argv)
+    ports = Ports(args.rest_port, args.of_port, args.sflow_port)
     if args.iterations is None:
         args.iterations = 2 if args.fat_tree else 1
     if args.simulate and args.fat_tree:
@@ -111,7 +122,7 @@ def main(argv=None) -> int:
     install_interrupt_handler()
     if args.fat_tree:
         try:
-            return fat_tree_demo(args)
+            return fat_tree_demo(args, ports)
         except KeyboardInterrupt:
             print("interrupted: fabric and controller stopped", file=sys.stderr)
             return 130
@@ -122,7 +133,8 @@ def main(argv=None) -> int:
     try:
         summary = emulate(args.spines, args.leaves, args.hosts_per_leaf, args.bw,
                           demo_jobs(args.leaves, args.hosts_per_leaf, args.bytes),
-                          ["ecmp", "greedy"], args.mode, args.iterations, args.out)
+                          ["ecmp", "greedy"], args.mode, args.iterations, args.out,
+                          ports=ports)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -43,11 +43,12 @@ def per_link_error(carried: dict, routes: list[dict], nbytes: int) -> float:
 
 
 def compare_rings(bw: float, nbytes: int, runs: int, mode: str = "flow",
-                  progress=None) -> dict:
+                  progress=None, ports=None) -> dict:
     """ECMP steps, then planned steps, on a fresh fat-tree; the figures with their targets, and
-    the bytes every directed switch link carried in the last step of each."""
+    the bytes every directed switch link carried in the last step of each. ``ports``: the
+    controller's (``session.Ports``; None: 8080, 6653, 6343)."""
     with tempfile.TemporaryDirectory(prefix="mlroute-fattree-") as tmp, \
-            Session.fat_tree(4, 2, bw, tmp, mode=mode, progress=progress) as s:
+            Session.fat_tree(4, 2, bw, tmp, mode=mode, progress=progress, ports=ports) as s:
         doc = ring_jobs(s.fabric, nbytes)
         flows = [{"src": f["src"], "dst": f["dst"]} for j in doc["jobs"] for f in j["flows"]]
         ecmp, carried_by = {}, {}

@@ -537,7 +537,8 @@ def _link_bytes(fabric, before, after) -> dict[str, int]:
 
 def emulate(spines, leaves, hosts_per_leaf, bw, jobs_doc, algorithms, mode, iterations,
             outdir, ping=True, transport="auto", roce_opts=None, switch_sndbuf=SWITCH_SNDBUF,
-            exact_sndbuf=False) -> dict:
+            exact_sndbuf=False, ports=None) -> dict:
+    """``ports``: the controller's (``session.Ports``; None: 8080, 6653, 6343)."""
     fabric = clos_fabric(spines, leaves, hosts_per_leaf, bw)
     jobs = prepare_jobs(jobs_doc, fabric, transport, mode)
     os.makedirs(outdir, exist_ok=True)
@@ -546,7 +547,7 @@ def emulate(spines, leaves, hosts_per_leaf, bw, jobs_doc, algorithms, mode, iter
         sndbuf = ensure_switch_send_buffer(switch_sndbuf, exact=exact_sndbuf)
     else:
         sndbuf = {"before": switch_send_buffer(), "after": None}
-    with Session(spines, leaves, hosts_per_leaf, bw, outdir, mode) as s:
+    with Session(spines, leaves, hosts_per_leaf, bw, outdir, mode, ports=ports) as s:
         loss = fabricnet.pingall(s.net) if ping else None
         rounds = [run_round(s.net, s.ctl, s.fabric, jobs, alg, mode, iterations, workdir,
                             roce_opts)

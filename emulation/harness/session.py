@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from dataclasses import dataclass
 
 from emulation.harness import fabricnet
 from emulation.harness.controller_proc import ControllerProcess, signals_held
@@ -44,14 +45,30 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+@dataclass(frozen=True)
+class Ports:
+    """The controller's ports in a session: REST (and the web view), OpenFlow, sFlow."""
+    rest: int = 8080
+    openflow: int = 6653
+    sflow: int = 6343
+
+    def sflow_collector(self) -> str | None:
+        """Where the switches send samples: None for the topology's default (127.0.0.1:6343
+        or MLROUTE_SFLOW_TARGET), else this session's sFlow port."""
+        return None if self.sflow == Ports.sflow else f"127.0.0.1:{self.sflow}"
+
+
 class Session:
     def __init__(self, spines: int, leaves: int, hosts_per_leaf: int, bw: float, outdir: str,
                  mode: str = "flow", state: bool = False, extra_args: list[str] | None = None,
-                 token: str | None = None, progress=None, clos=None):
+                 token: str | None = None, progress=None, clos=None,
+                 ports: Ports | None = None):
         """``token``: the controller's --mlroute-token (sent by ``ctl.rest`` on writing
         requests); ``progress``: a function called with one line per start-up step (the
         command-line tools print them on stderr), None for silence. ``clos``: a wired
-        ``model.clos.Clos`` emulated instead of the leaf-spine (``fat_tree``, ``planes``)."""
+        ``model.clos.Clos`` emulated instead of the leaf-spine (``fat_tree``, ``planes``).
+        ``ports``: the controller's REST, OpenFlow and sFlow ports (``Ports``: 8080, 6653,
+        6343), the switches pointed at the last two."""
         self.shape = (spines, leaves, hosts_per_leaf)
         self.bw = bw
         self.dir = outdir
@@ -62,6 +79,7 @@ class Session:
         self.state = os.path.join(outdir, "state.db") if state else None
         self.extra_args = list(extra_args or [])
         self.token = token
+        self.ports = ports or Ports()
         self.progress = progress or (lambda _msg: None)
         self.ctl: ControllerProcess | None = None
         self.net = None
@@ -82,7 +100,10 @@ class Session:
 
     def controller(self, log: str = "controller.log") -> ControllerProcess:
         extra = (["--mlroute-state", self.state] if self.state else []) + self.extra_args
+        if self.ports.sflow != Ports.sflow:
+            extra = ["--mlroute-sflow-port", str(self.ports.sflow)] + extra
         return ControllerProcess(self.fabric_path, os.path.join(self.dir, log), mode=self.mode,
+                                 rest_port=self.ports.rest, of_port=self.ports.openflow,
                                  extra_args=extra, token=self.token)
 
     def wait_ready(self, timeout: float = 60) -> None:
@@ -99,7 +120,8 @@ class Session:
             self.progress("building the fabric: " + (self.clos.summary() if self.clos else
                                                      f"{s} spines x {l} leaves x {h} hosts"))
             self._building = True
-            self.net = fabricnet.build(*self.shape, self.bw, self.ctl.of_port, clos=self.clos)
+            self.net = fabricnet.build(*self.shape, self.bw, self.ctl.of_port, clos=self.clos,
+                                       sflow_collector=self.ports.sflow_collector())
             self._building = False
             self.ctl.wait_answering()
             fabricnet.start(self.net, timeout=60)
