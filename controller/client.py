@@ -194,6 +194,22 @@ class Client:
     def job_ports(self, job_id: str, timeout=None) -> str:
         return self.call("GET", _job_path(job_id) + "/ports", timeout=timeout)
 
+    def segments(self, host: str, held: str = "", wait: float = 0.0, timeout=None) -> dict:
+        """srv6 mode: ``host``'s segments document; with ``held`` (the version the caller
+        has) and ``wait`` seconds, a watch: the answer comes once the version changes."""
+        headers = {"If-None-Match": f'"{held}"', "Prefer": f"wait={wait:g}"} if held else {}
+        status, answer = self.request("GET", f"/v1/hosts/{_quote(host)}/segments",
+                                      headers=headers, timeout=timeout or self.timeout + wait)
+        if status >= 400:
+            raise ControllerError(str(answer.get("error") if isinstance(answer, dict)
+                                      else answer), status, "GET", self.url, answer)
+        return answer
+
+    def report_probes(self, host: str, paths: list[dict], timeout=None) -> dict:
+        """srv6 mode: which probed paths answered (``[{"path": [...], "ok": bool}]``)."""
+        return self.call("POST", f"/v1/hosts/{_quote(host)}/probes", doc={"paths": paths},
+                         timeout=timeout)
+
     def routes(self, timeout=None) -> dict:
         return self.call("GET", "/v1/routes", timeout=timeout)
 
@@ -225,6 +241,10 @@ class Client:
     def metrics(self, timeout=None) -> str:
         """The Prometheus text page (``/metrics``, outside /v1)."""
         return self.call("GET", "/metrics", timeout=timeout)
+
+
+def _quote(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
 
 
 def _job_path(job_id: str) -> str:

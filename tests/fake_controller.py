@@ -73,6 +73,10 @@ class FakeController:
             return 503, {"ready": False, "switches": 2, "connected": 1, "synchronised": 0}
         if path == "/v1/fabric" and method == "PUT":
             return 200, {"declared": body}
+        if path.startswith("/v1/hosts/") and path.endswith("/segments") and method == "GET":
+            return 200, {"host": path.split("/")[3], "version": "e:1", "flows": []}
+        if path.startswith("/v1/hosts/") and path.endswith("/probes") and method == "POST":
+            return 200, {"host": path.split("/")[3], "links_down": []}
         if path in ("/v1/optimize", "/v1/advise") and method == "POST":
             return 200, {"path": path, "body": body}
         return 404, {"error": f"no such resource: {path}"}

@@ -36,6 +36,8 @@ def test_every_endpoint_method_and_path(fake):
     assert c.job_ports("j/1 x").startswith("# source_ip")
     c.fabric(), c.put_fabric({"spines": 1}), c.routes(), c.links(), c.imbalance()
     c.cluster(), c.openapi(), c.optimize(), c.advise({"id": "a"})
+    assert c.segments("h0_0")["version"] == "e:1"
+    assert c.report_probes("h0_0", [{"path": ["l0", "s0"], "ok": True}])["links_down"] == []
     assert c.ready() == {"ready": False, "switches": 2, "connected": 1, "synchronised": 0}
     assert c.metrics() == "mlroute_jobs 1\n"
     assert c.delete_job("j/1 x") == {"deleted": "j/1 x"}
@@ -45,11 +47,12 @@ def test_every_endpoint_method_and_path(fake):
                     ("PUT", "/v1/fabric"), ("GET", "/v1/routes"), ("GET", "/v1/links"),
                     ("GET", "/v1/imbalance"), ("GET", "/v1/cluster"),
                     ("GET", "/v1/openapi.json"), ("POST", "/v1/optimize"),
-                    ("POST", "/v1/advise"), ("GET", "/v1/ready"), ("GET", "/metrics"),
+                    ("POST", "/v1/advise"), ("GET", "/v1/hosts/h0_0/segments"),
+                    ("POST", "/v1/hosts/h0_0/probes"), ("GET", "/v1/ready"), ("GET", "/metrics"),
                     ("DELETE", "/v1/jobs/j%2F1%20x")]
     # one method per route the controller serves (a new route needs a client method)
     from controller.service import api
-    templated = {(m, p.replace("j%2F1%20x", "{id}")) for m, p in seen}
+    templated = {(m, p.replace("j%2F1%20x", "{id}").replace("h0_0", "{host}")) for m, p in seen}
     assert set(api.routes()) <= templated
     for r in fake.requests:  # the token goes with writes only
         assert (r["headers"].get("Authorization") == "Bearer tok") == (r["method"] != "GET")

@@ -129,9 +129,9 @@ class FakeClient:
     def __init__(self, docs):
         self.docs, self.asked = list(docs), []
 
-    def request(self, method, path, headers=None, timeout=None):
-        self.asked.append(dict(headers or {}))
-        return 200, self.docs.pop(0)
+    def segments(self, host, held="", wait=0.0, timeout=None):
+        self.asked.append({"If-None-Match": f'"{held}"'} if held else {})
+        return self.docs.pop(0)
 
 
 def test_the_agent_keeps_its_rules_when_a_document_is_refused():
@@ -184,3 +184,27 @@ def test_the_hosts_document_and_its_watch():
 def test_no_openflow_needs_a_declared_fabric():
     with pytest.raises(InputError, match="needs a declared fabric"):
         StaticSwitches(None)
+
+
+def test_probe_reports_take_a_link_down_and_bring_it_back():
+    fabric = wired(Clos.leaf_spine(2, 2, 2))
+    svc = service_on(fabric)
+    api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "p", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6},
+                              {"src": "h0_1", "dst": "h1_1", "bytes": 1e6}]}).encode())
+    first = {r["src"]: r["path"] for r in api.handle(svc, "GET", "/v1/routes")[1]["routes"]}
+    spine = first["h0_0"][1]
+    other = "s1" if spine == "s0" else "s0"
+    report = {"paths": [{"path": ["l0", spine, "l1"], "ok": False},
+                        {"path": ["l0", other, "l1"], "ok": True}]}
+    status, doc = api.handle(svc, "POST", "/v1/hosts/h0_0/probes", json.dumps(report).encode())
+    assert status == 200 and doc["links_down"] == [["l0", spine], [spine, "l1"]]
+    routes = api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+    assert all(r["path"][1] == other for r in routes)  # re-planned around the failed path
+    assert svc.state.fabric.down  # the controller shows the links down
+    report["paths"][0]["ok"] = True
+    api.handle(svc, "POST", "/v1/hosts/h0_0/probes", json.dumps(report).encode())
+    assert not svc.state.fabric.down  # back up once a probe through it answers
+    bad = json.dumps({"paths": [{"path": ["l0", "nowhere"], "ok": False}]}).encode()
+    status, doc = api.handle(svc, "POST", "/v1/hosts/h0_0/probes", bad)
+    assert status == 400 and "nowhere" in doc["error"]

@@ -1,26 +1,21 @@
-"""srv6 mode live: a leaf-spine of Linux routers (no OpenFlow, no switch daemon) configured
-by ``srv6_config``, the controller with ``--mlroute-southbound none``, one ``mlroute-agent``
-per sending host (reaching the controller through a socat relay: Mininet hosts have no route to
-the root namespace), and real TCP: the routers' per-SID counters prove the planned spines."""
+"""srv6 mode live: Linux routers with static SIDs (no OpenFlow, no switch daemon), the
+controller with ``--mlroute-southbound none``, one ``mlroute-agent`` per host
+(``emulation/harness/routers.py``) and real TCP: the routers' per-SID counters prove the
+planned spines; a link set down under a running flow moves it within a second."""
 from __future__ import annotations
 
-import json
-import os
+import re
 import shutil
-import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from emulation.harness import fabricnet
-from emulation.harness.controller_proc import ControllerProcess
-from emulation.harness.ports import free_ports
-from tests.integration import require_root_and_ovs
+from emulation.harness.fabricnet import wait_until
+from emulation.harness.routers import PY, RouterSession
+from tests.integration import EXTENDED, require_root_and_ovs
 
 pytestmark = pytest.mark.integration
-AGENT = os.path.join(os.path.dirname(sys.executable), "mlroute-agent")
 SERVER = """import socket, sys
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen()
@@ -32,88 +27,92 @@ while True:
 print(n, flush=True)
 """
 CLIENT = """import socket, sys
-c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=20)
+c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=30)
 c.sendall(b"x" * int(sys.argv[3])); c.close()
 """
 
 
-def _uN_bytes(router, locator: str) -> int:
-    out = router.cmd(f"ip -s -6 route show {locator}")
-    words = out.split()
-    return int(words[words.index("bytes") + 1]) if "bytes" in words else 0
-
-
-def test_two_flows_of_a_leaf_take_their_planned_spines_through_the_hosts(tmp_path):
+@pytest.fixture
+def scripts(tmp_path):
     require_root_and_ovs()
     if shutil.which("socat") is None:
         pytest.skip("needs socat")
-    from mininet.net import Mininet
-
-    from controller.enforcement.srv6 import SidPlan
-    from topologies.routers import RoutersTopo, leaf_spine
-    fabric = leaf_spine(2, 2, 2)
-    path = tmp_path / "fabric.json"
-    path.write_text(json.dumps(fabric.to_dict()))
     (tmp_path / "server.py").write_text(SERVER)
     (tmp_path / "client.py").write_text(CLIENT)
-    rest, of = free_ports(2)
-    ctl = ControllerProcess(str(path), str(tmp_path / "controller.log"), "auto", "srv6", rest, of,
-                            ["--mlroute-southbound", "none", "--mlroute-sflow-port", "0"])
-    net, procs = None, []
-    try:
-        ctl.start()
-        net = Mininet(topo=RoutersTopo(fabric=fabric), controller=None)
-        net.start()
-        sock = str(tmp_path / "rest.sock")
-        procs.append(subprocess.Popen(["socat", f"UNIX-LISTEN:{sock},fork,reuseaddr",
-                                       f"TCP:127.0.0.1:{rest}"], start_new_session=True))
-        fabricnet.wait_until(lambda: os.path.exists(sock), 10, what="relay socket")
-        senders = ["h0_0", "h0_1"]
-        for h in senders:
-            procs.append(net[h].popen(["socat", f"TCP-LISTEN:{rest},bind=127.0.0.1,fork,reuseaddr",
-                                       f"UNIX-CONNECT:{sock}"]))
-            procs.append(net[h].popen([AGENT, "--url", f"http://127.0.0.1:{rest}", "--host", h,
-                                       "--lock", str(tmp_path / f"{h}.lock")],
-                                      stdout=open(tmp_path / f"agent-{h}.log", "w"),
-                                      stderr=subprocess.STDOUT))
-        pairs = {"h0_0": "h1_0", "h0_1": "h1_1"}
-        view = ctl.client.add_job({"id": "pairs", "flows": [
-            {"src": s, "dst": d, "bytes": 2e6} for s, d in pairs.items()]})
+    return tmp_path
+
+
+def _leaf_spine():
+    from topologies.routers import leaf_spine
+    return leaf_spine(2, 2, 2)
+
+
+def _serve(s, host, port, folder):
+    p = s.net[host].popen([PY, str(folder / "server.py"), str(port)], stdout=subprocess.PIPE,
+                          text=True)
+    s.procs.append(p)
+    return p
+
+
+def test_two_flows_of_a_leaf_take_their_planned_spines_through_the_hosts(scripts):
+    pairs = {"h0_0": "h1_0", "h0_1": "h1_1"}
+    with RouterSession(_leaf_spine(), str(scripts), agents=pairs) as s:
+        view = s.ctl.client.add_job({"id": "pairs", "flows": [
+            {"src": a, "dst": b, "bytes": 2e6} for a, b in pairs.items()]})
         spines = {r["src"]: r["path"][1] for r in view["routes"]}
         assert sorted(spines.values()) == ["s0", "s1"], view["routes"]  # one spine each
-
-        def steered(h):
-            return "lookup 200" in net[h].cmd("ip rule")
-        fabricnet.wait_until(lambda: all(steered(h) for h in senders), 10, interval=0.1,
-                             what="agents' rules")
-        plan = SidPlan.of(fabric)
-        before = {s: _uN_bytes(net[s], plan.locator(s)) for s in ("s0", "s1")}
-        servers = [net[d].popen(["/usr/bin/python3", str(tmp_path / "server.py"), "5001"],
-                                stdout=subprocess.PIPE, text=True) for d in pairs.values()]
-        procs += servers
+        wait_until(lambda: all(s.steered(h) for h in pairs), 10, interval=0.1,
+                   what="agents' rules")
+        before = {x: s.sid_bytes(x) for x in ("s0", "s1")}
+        servers = [_serve(s, b, 5001, scripts) for b in pairs.values()]
         time.sleep(0.5)
         size = 2_000_000
-        for s, d in pairs.items():
-            out = net[s].cmd(f"/usr/bin/python3 {tmp_path / 'client.py'} "
-                             f"{fabric.host_ip[d]} 5001 {size}; echo rc=$?")
+        for a, b in pairs.items():
+            out = s.net[a].cmd(f"{PY} {scripts / 'client.py'} {s.fabric.host_ip[b]} 5001 "
+                               f"{size}; echo rc=$?")
             assert out.strip().endswith("rc=0"), out
-        got = [int(p.communicate(timeout=30)[0].strip()) for p in servers]
-        assert got == [size, size]  # every byte delivered
-        moved = {s: _uN_bytes(net[s], plan.locator(s)) - before[s] for s in ("s0", "s1")}
+        assert [int(p.communicate(timeout=30)[0]) for p in servers] == [size, size]
+        moved = {x: s.sid_bytes(x) - before[x] for x in ("s0", "s1")}
         for spine in ("s0", "s1"):  # each spine's uN carried one flow, encapsulated
             assert size <= moved[spine] < 1.2 * size, (moved, spines)
-        ctl.client.delete_job("pairs")  # the agents' watches see it and remove their rules
-        fabricnet.wait_until(lambda: not any(steered(h) for h in senders), 10, interval=0.1,
-                             what="rules removed after the job's delete")
-    finally:
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(10)
-        if net is not None:
-            net.stop()
-        ctl.stop()
+        s.ctl.client.delete_job("pairs")  # the agents' watches see it and remove their rules
+        wait_until(lambda: not any(s.steered(h) for h in pairs), 10, interval=0.1,
+                   what="rules removed after the job's delete")
+
+
+def _segs(s, host) -> list[str]:
+    return re.findall(r"segs \d+ \[ ([0-9a-f:]+) \]", s.net[host].cmd("ip route show table all"))
+
+
+@pytest.mark.parametrize("shape", ["leaf-spine", pytest.param("fat-tree", marks=EXTENDED)])
+def test_a_link_down_under_a_running_flow_moves_it_within_a_second(scripts, shape):
+    from topologies.routers import fat_tree
+    fabric = _leaf_spine() if shape == "leaf-spine" else fat_tree(4)
+    src, dst = ("h0_0", "h1_0") if shape == "leaf-spine" else ("h0_0", "h2_0")
+    with RouterSession(fabric, str(scripts), agents=[src], link={"bw": 20}) as s:
+        view = s.ctl.client.add_job({"id": "one", "flows": [
+            {"src": src, "dst": dst, "bytes": 8e6}]})
+        path = view["routes"][0]["path"]
+        wait_until(lambda: s.steered(src), 10, interval=0.1, what="the agent's rule")
+        primary = _segs(s, src)
+        server = _serve(s, dst, 5002, scripts)
+        time.sleep(0.5)
+        size = 8_000_000  # about 3.5 s at 20 Mbit/s
+        client = s.net[src].popen([PY, str(scripts / "client.py"), s.fabric.host_ip[dst],
+                                   "5002", str(size)], stderr=subprocess.PIPE, text=True)
+        s.procs.append(client)
+        time.sleep(1.0)
+        s.net.configLinkStatus(path[-2], path[-1], "down")  # the last hop, under the flow
+        down_at = time.monotonic()
+        wait_until(lambda: _segs(s, src) and _segs(s, src) != primary, 5, interval=0.02,
+                   what="the agent's move to the backup list")
+        moved_after = time.monotonic() - down_at
+        assert client.wait(60) == 0, client.stderr.read()  # no reset
+        assert int(server.communicate(timeout=30)[0]) == size  # every byte
+        assert moved_after < 1.0, moved_after
+        links = wait_until(lambda: s.ctl.client.fabric().get("links_down"), 10,
+                           what="the controller's links down")
+        assert any({path[-2], path[-1]} <= set(re.split(r"[^\w]+", str(x))) for x in links), links
+        after = wait_until(lambda: [r for r in s.ctl.client.routes()["routes"]
+                                    if r["path"] != path], 10, what="the re-plan")
+        assert path[-2] not in after[0]["path"]  # re-planned around the failed link

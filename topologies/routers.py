@@ -69,8 +69,8 @@ class SrHost(Node):
 class RoutersTopo(Topo):
     """Any wired ``Clos`` as routers and hosts (one plane; bundles: one link per member)."""
 
-    def build(self, fabric: Clos):
-        f = fabric
+    def build(self, fabric: Clos, link=None):
+        f, link = fabric, link or {}  # link: Mininet link options (bw with TCLink)
         if len(f.planes) > 1:
             raise ValueError("the router emulation builds one plane")
         plan = SidPlan.of(f)
@@ -84,10 +84,10 @@ class RoutersTopo(Topo):
             for peer in f.neighbours(sw):
                 if peer in f.host_leaves:
                     self.addLink(peer, sw, port1=0, port2=f.port(sw, peer),
-                                 addr1=f.mac_of(peer))
+                                 addr1=f.mac_of(peer), **link)
                 elif f.tier_of[peer] > f.tier_of[sw]:
                     for p1, p2 in zip(f.ports_to(sw, peer), f.ports_to(peer, sw)):
-                        self.addLink(sw, peer, port1=p1, port2=p2)
+                        self.addLink(sw, peer, port1=p1, port2=p2, **link)
 
 
 def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int) -> Clos:

@@ -11,6 +11,11 @@ installs their SRv6 segment lists as policy rules and encapsulation routes (srv6
 * a document it cannot apply is refused with a message naming the flow, and its rules stay;
 * the controller unreachable: the rules stay, retried with back-off (0.5 s doubling to 10 s);
 * a second agent on the host refuses to start (a lock file per host);
+* it probes every path it may use (``probe.py``): its parts' paths every 0.1 s, every
+  path to their destinations every second; a part whose path misses ``FAIL_AFTER`` probes
+  in a row moves at once to the backup list the controller gave (one atomic route replace)
+  and back once it answers again; the results go to the controller
+  (``POST /v1/hosts/{host}/probes``: its link state on fabrics without OpenFlow);
 * SIGTERM or Ctrl-C removes every rule and table it owns, then it exits 0.
 """
 from __future__ import annotations
@@ -24,14 +29,21 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 from controller.agent import steering
+from controller.agent.probe import Prober
 from controller.client import Client, ControllerError
 from controller.errors import InputError
 
 LOG = logging.getLogger("mlroute-agent")
 WAIT_S = 25.0  # each watch asks the controller to hold the answer this long
 BACKOFF = (0.5, 10.0)
+PROBE_S = 0.1  # between probes of the paths in use (and their timeout)
+ALL_PATHS_EVERY = 10  # every other path is probed once in this many rounds
+FAIL_AFTER = 3  # missed probes in a row that fail a path (0.3-0.4 s)
+BACK_AFTER = 3  # answers in a row that bring a failed path back
+REPORT_S = 2.0  # probe results go to the controller at least this often
 
 
 def ip_batch(lines: list[str]) -> None:
@@ -92,34 +104,110 @@ class Agent:
         self.have: dict = {}
         self.version = ""
         self.stopping = threading.Event()
+        self.lock = threading.Lock()  # the watch and the probes both install
+        self.steers: list = []
+        self.probes: list[dict] = []  # every path to the parts' destinations (the document's)
+        self.src_ip = ""
+        self.failed: set[tuple] = set()  # primary lists that do not answer: backups in use
 
     def step(self, wait: float = WAIT_S) -> bool:
         """One watch and, if the document changed, one install. True if it installed."""
-        headers = {"Prefer": f"wait={wait:g}"} if self.version else {}
-        if self.version:
-            headers["If-None-Match"] = f'"{self.version}"'
-        status, doc = self.client.request("GET", f"/v1/hosts/{self.host}/segments",
-                                          headers=headers, timeout=wait + 10)
-        if status >= 400:
-            raise ControllerError(str(doc.get("error") if isinstance(doc, dict) else doc),
-                                  status, "GET", self.client.url)
+        doc = self.client.segments(self.host, self.version, wait, timeout=wait + 10)
+        if not isinstance(doc, dict):
+            raise InputError("segments document: expected a JSON object")
         if doc.get("version") == self.version:
             return False
-        want = steering.wanted(steering.parse(doc), self.have, self.dev)
-        lines = steering.batch(self.have, want)
-        try:
-            self.apply(lines)
-        except InputError:
-            self.have = self.read()  # the kernel took part of it: start again from there
-            raise
-        self.have, self.version = want, doc.get("version", "")
+        steers = steering.parse(doc)
+        with self.lock:
+            self.steers, self.version = steers, doc.get("version", "")
+            self.probes = [p for p in doc.get("probes") or [] if p.get("form") == "usid"]
+            self.src_ip = doc.get("src_ip", self.src_ip)
+            want, lines = self._install()
         if lines:
             LOG.info("mlroute-agent: %d flow parts steered (%d commands, version %s)",
                      len(want), len(lines), self.version)
         return True
 
-    def run(self) -> None:
+    def _install(self) -> tuple[dict, list[str]]:
+        """The steers as wanted now (failed primaries on their backups), installed; under
+        ``lock``."""
+        want = steering.wanted(self.steers, self.have, self.dev, frozenset(self.failed))
+        lines = steering.batch(self.have, want)
+        try:
+            self.apply(lines)
+        except InputError:
+            self.have = self.read()  # the kernel took part of it: start again from there
+            self.version = ""
+            raise
+        self.have = want
+        return want, lines
+
+    def probe_loop(self, prober) -> None:
+        """Probe, fail over, report (see the module text); until ``stopping``."""
+        misses: dict[tuple, int] = {}
+        answers: dict[tuple, int] = {}
+        answered: set[tuple] = set()  # lists that answered once: only they can fail
+        last_report, last_state, rounds = 0.0, None, 0
+        while not self.stopping.is_set():
+            start = time.monotonic()
+            with self.lock:
+                steers, probes, src = list(self.steers), list(self.probes), self.src_ip
+            lists = {}
+            for s in steers:
+                if s.encap == "encap.red":
+                    lists[s.sids] = s.match[1]
+                if s.backup and s.backup_encap == "encap.red":
+                    lists[s.backup] = s.match[1]
+            if rounds % ALL_PATHS_EVERY == 0:
+                for p in probes:
+                    lists.setdefault(tuple(p["sids"]), p["dst_ip"])
+            rounds += 1
+            if src and lists and prober is not None:
+                prober.src = src
+                targets = list(lists.items())
+                for (sids, _), ok in zip(targets, prober.round(
+                        [(sids[0], dst) for sids, dst in targets], PROBE_S)):
+                    misses[sids] = 0 if ok else misses.get(sids, 0) + 1
+                    answers[sids] = answers.get(sids, 0) + 1 if ok else 0
+                    if ok:
+                        answered.add(sids)
+                self._fail_over(steers, misses, answers, answered)
+                # a path never answered is not reported (neighbours still resolving at
+                # start, or a path the agent cannot judge): a link goes down only when a
+                # path that worked stops
+                state = [{"path": p["path"], "ok": misses.get(tuple(p["sids"]), 0) < FAIL_AFTER}
+                         for p in probes if tuple(p["sids"]) in answered]
+                if state and (state != last_state or start - last_report >= REPORT_S):
+                    self._report(state)
+                    last_report, last_state = start, state
+            self.stopping.wait(max(0.0, PROBE_S - (time.monotonic() - start)))
+
+    def _fail_over(self, steers, misses: dict, answers: dict, answered: set) -> None:
+        failed = {s.sids for s in steers if s.backup and s.sids in answered
+                  and misses.get(s.sids, 0) >= FAIL_AFTER and s.backup in answered
+                  and misses.get(s.backup, 0) < FAIL_AFTER}
+        kept = {sids for sids in self.failed if answers.get(sids, 0) < BACK_AFTER}
+        if failed | kept != self.failed:
+            with self.lock:
+                moved = (failed | kept) - self.failed
+                self.failed = failed | kept
+                try:
+                    self._install()
+                except InputError as e:
+                    LOG.error("mlroute-agent: failing over: %s", e)
+            LOG.info("mlroute-agent: %d paths failed, on their backups (%d just moved)",
+                     len(self.failed), len(moved))
+
+    def _report(self, state: list[dict]) -> None:
+        try:
+            self.client.report_probes(self.host, state, timeout=1.0)
+        except (ControllerError, OSError) as e:
+            LOG.debug("mlroute-agent: probe report not sent: %s", e)
+
+    def run(self, prober=None) -> None:
         self.have = self.read()
+        if prober is not None:
+            threading.Thread(target=self.probe_loop, args=(prober,), daemon=True).start()
         delay = BACKOFF[0]
         while not self.stopping.is_set():
             try:
@@ -163,6 +251,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lock", help="lock file (default: /run/mlroute-agent.HOST.lock)")
     ap.add_argument("--token", default=os.environ.get("MLROUTE_TOKEN"))
     ap.add_argument("--once", action="store_true", help="install once and exit (no watch)")
+    ap.add_argument("--no-probes", action="store_true",
+                    help="no path probes: no fail-over and no link state for the controller")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
@@ -182,7 +272,13 @@ def main(argv=None) -> int:
             agent.have = agent.read()
             agent.step(wait=0)
         else:
-            agent.run()
+            try:
+                prober = None if args.no_probes else Prober("")
+            except PermissionError:
+                print("mlroute-agent: probes need raw sockets (root or CAP_NET_RAW); "
+                      "running without (--no-probes)", file=sys.stderr)
+                prober = None
+            agent.run(prober)
     except KeyboardInterrupt:
         pass
     except (InputError, ControllerError, OSError) as e:

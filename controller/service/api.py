@@ -15,6 +15,7 @@ writing requests to the master (``controller/service/cluster.py``).
 | GET  /v1/jobs/{id}/ports | the job's connections as text: source IP, destination IP, protocol, ports |
 | DELETE /v1/jobs/{id}   | remove exactly that job's rules |
 | GET  /v1/hosts/{host}/segments | srv6 mode: the host's segment lists (a watch: ``Prefer: wait=N``) |
+| POST /v1/hosts/{host}/probes | srv6 mode: which probed paths answer (the links' state) |
 | GET  /v1/routes        | every planned route |
 | GET  /v1/links         | planned load per directed leaf-spine link |
 | POST /v1/optimize      | re-plan all running jobs together |
@@ -34,6 +35,8 @@ import re
 import time
 
 from controller.errors import ConflictError, InputError, NotFoundError, ServiceUnavailable
+from controller.service import oplog
+from controller.service.pathstate import reported
 from controller.service.route_service import RouteService
 from controller.service.segments import EPOCH, segments_view
 
@@ -45,6 +48,7 @@ _ROUTES = [
     ("/v1/jobs/{id}", {"GET": "get_job", "DELETE": "delete_job"}),
     ("/v1/jobs/{id}/ports", {"GET": "get_job_ports"}),
     ("/v1/hosts/{host}/segments", {"GET": "get_segments"}),
+    ("/v1/hosts/{host}/probes", {"POST": "post_probes"}),
     ("/v1/routes", {"GET": "get_routes"}),
     ("/v1/links", {"GET": "get_links"}),
     ("/v1/optimize", {"POST": "optimize"}),
@@ -152,7 +156,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
         if name == "list_jobs":
             return 200, service.jobs_view()
         if name == "post_job":
-            return 201, service.post_job(_json_body(body))
+            with oplog.refusals(body):  # a refused job is said in the log
+                return 201, service.post_job(_json_body(body))
         if name == "get_job":
             return 200, service.job_view(params["id"])
         if name == "get_job_ports":  # text, not JSON: a file for job launchers
@@ -162,6 +167,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
         if name == "get_segments":
             with service.lock.views:  # srv6 mode's per-host document (segments.py)
                 return 200, segments_view(service.state, params["host"])
+        if name == "post_probes":  # srv6 mode: link state from the hosts' probes
+            return 200, reported(service, params["host"], _json_body(body), time.monotonic())
         if name == "get_routes":
             return 200, service.routes_view()
         if name == "get_links":

@@ -26,11 +26,12 @@ from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
-from controller.service import admission, anytime, decide, mastership, tablesync, views
+from controller.service import admission, anytime, decide, mastership, oplog, tablesync, views
 from controller.service.change import Change, Outcome
 from controller.service.clusterview import standalone_view
 from controller.service.hostports import HostPortService
 from controller.service.matrices import MatrixLearning
+from controller.service.pathstate import PathEvidence
 from controller.service.predictions import Predictions
 from controller.service.resolver import Resolver
 from controller.service.servicelock import ServiceLock
@@ -64,6 +65,7 @@ class RouteService:
         self.passive = False  # a standby of redundant controllers: observes, never sends
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
+        self.paths = PathEvidence()  # hosts' probe reports (no OpenFlow: pathstate.py)
         declared, jobs, number, down = from_doc(store.load() if store else None, fabric)
         self.state.load(declared, jobs, number, down)
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
@@ -280,8 +282,7 @@ class RouteService:
     def _discovery_out(self) -> None:
         for dpid, port, frame in self.finder.take_frames():
             self._packet_out(dpid, port, frame)
-        for event in self.finder.take_events():
-            self.state.add_event(event)
+        oplog.discovered(self.state, self.finder, self.clock())  # events; problems once
 
     def _adopt(self, fabric: Clos, cause: str) -> None:
         """Use a discovered fabric (kept out when it conflicts with running jobs)."""

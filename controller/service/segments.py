@@ -118,4 +118,22 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
                         plan, other, _members(fabric, other), flow.dst).to_doc()}
                 flows.append(doc)
     return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
-            "flows": flows}
+            "src_ip": fabric.ip_of(host), "flows": flows,
+            "probes": probe_paths(fabric, plan, flows)}
+
+
+def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], limit: int = 16) -> list[dict]:
+    """Every shortest path of the whole fabric (links down included: probes tell when they
+    are back) from the host's leaf to each destination of its flows, up to ``limit`` each:
+    the agent probes them, and its reports tell the controller which links work."""
+    whole = fabric.with_down(())
+    out, seen = [], set()
+    for f in flows:
+        dst_leaf = f["path"][-1]
+        if (f["path"][0], dst_leaf) in seen:
+            continue
+        seen.add((f["path"][0], dst_leaf))
+        for path in shortest_paths(whole, f["path"][0], dst_leaf, limit):
+            out.append({"path": path, "dst_ip": f["dst_ip"],
+                        **segments(plan, path, _members(whole, path), f["dst"]).to_doc()})
+    return out

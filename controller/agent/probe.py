@@ -1,0 +1,80 @@
+"""The agent's path probes: an ICMP echo to a destination host, carried inside IPv6 to a uSID
+container (what ``encap.red`` with one segment sends), so each probe crosses exactly the path
+of its list; the reply returns by plain IPv4 (the fabric's ECMP). No rule or table is needed:
+the probe names its path itself.
+
+Why ICMP to the host and not to a SID: a router's SIDs do not answer pings, and the host's
+answer proves the whole path including the decapsulation at its leaf.
+
+>>> len(echo("10.0.0.1", "10.0.1.1", 7, 1))
+36
+>>> checksum(echo("10.0.0.1", "10.0.1.1", 7, 1)[:20])  # a valid IPv4 header sums to 0
+0
+"""
+from __future__ import annotations
+
+import os
+import select
+import socket
+import struct
+import time
+
+IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
+ICMP_ECHO, ICMP_REPLY = 8, 0
+
+
+def checksum(data: bytes) -> int:
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def echo(src: str, dst: str, ident: int, seq: int) -> bytes:
+    """An IPv4 packet holding an ICMP echo request with 8 bytes of data."""
+    icmp = struct.pack("!BBHHH", ICMP_ECHO, 0, 0, ident, seq) + b"mlroute!"
+    icmp = icmp[:2] + struct.pack("!H", checksum(icmp)) + icmp[4:]
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), seq, 0, 64, 1, 0,
+                         socket.inet_aton(src), socket.inet_aton(dst))
+    header = header[:10] + struct.pack("!H", checksum(header)) + header[12:]
+    return header + icmp
+
+
+class Prober:
+    """Raw sockets of one host: sends probes down uSID containers, hears the echo replies."""
+
+    def __init__(self, src_ip: str):
+        self.src = src_ip
+        self.ident = os.getpid() & 0xFFFF
+        self.seq = 0
+        self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, IPPROTO_IPIP)
+        self.rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+
+    def close(self) -> None:
+        self.tx.close()
+        self.rx.close()
+
+    def round(self, probes: list[tuple[str, str]], timeout: float = 0.1) -> list[bool]:
+        """Send one probe per (uSID container, destination IPv4) and wait up to ``timeout``
+        for their replies; whether each answered."""
+        first = self.seq
+        for container, dst in probes:
+            self.seq = (self.seq + 1) & 0xFFFF
+            try:
+                self.tx.sendto(echo(self.src, dst, self.ident, self.seq), (container, 0))
+            except OSError:
+                pass  # no route: counted as not answered
+        wanted = {(first + i + 1) & 0xFFFF: i for i in range(len(probes))}
+        got = [False] * len(probes)
+        deadline = time.monotonic() + timeout
+        while wanted and (left := deadline - time.monotonic()) > 0:
+            if not select.select([self.rx], [], [], left)[0]:
+                break
+            data = self.rx.recv(2048)
+            ihl = (data[0] & 0x0F) * 4
+            kind, _code, _sum, ident, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
+            if kind == ICMP_REPLY and ident == self.ident and seq in wanted:
+                got[wanted.pop(seq)] = True
+        return got

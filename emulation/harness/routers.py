@@ -1,0 +1,119 @@
+"""A fabric without OpenFlow in Mininet: Linux routers with static SIDs
+(``topologies/routers.py``), the controller with ``--mlroute-southbound none`` and one
+``mlroute-agent`` per host, reaching the controller through a socat relay (a Unix socket:
+Mininet hosts have no route to the root namespace). Everything it starts is stopped in
+``close``, also on Ctrl-C; it touches no other emulation on the machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+
+from controller.enforcement.srv6 import SidPlan
+from controller.model.clos import Clos
+from emulation.harness.controller_proc import ControllerProcess, signals_held
+from emulation.harness.fabricnet import wait_until
+from emulation.harness.ports import free_ports
+
+AGENT = os.path.join(os.path.dirname(sys.executable), "mlroute-agent")
+PY = "/usr/bin/python3"  # the hosts' Python (Debian's, with Mininet's)
+
+
+class RouterSession:
+    """Controller, routers and agents: ``with RouterSession(fabric, folder) as s:``."""
+
+    def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
+                 link=None):
+        self.fabric, self.folder = fabric, folder
+        self.algorithm = algorithm
+        self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
+        self.link = link or {}  # Mininet link options (bw: shaped with HTB)
+        self.plan = SidPlan.of(fabric)
+        self.net = self.ctl = None
+        self.procs: list[subprocess.Popen] = []
+
+    def __enter__(self) -> RouterSession:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        with signals_held():
+            self.close()
+
+    def start(self) -> None:
+        from mininet.link import Link, TCLink
+        from mininet.net import Mininet
+
+        from topologies.routers import RoutersTopo
+        path = os.path.join(self.folder, "fabric.json")
+        with open(path, "w") as fh:
+            json.dump(self.fabric.to_dict(), fh)
+        rest, of = free_ports(2)
+        self.ctl = ControllerProcess(path, os.path.join(self.folder, "controller.log"),
+                                     self.algorithm, "srv6", rest, of,
+                                     ["--mlroute-southbound", "none",
+                                      "--mlroute-sflow-port", "0"])
+        self.ctl.launch()
+        self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=self.link),
+                           controller=None, link=TCLink if self.link else Link)
+        self.net.start()
+        self.ctl.wait_answering()
+        sock = tempfile.mktemp(prefix="mlroute-relay-", suffix=".sock", dir=self.folder)
+        self._popen(["socat", f"UNIX-LISTEN:{sock},fork,reuseaddr",
+                     f"TCP:127.0.0.1:{rest}"], start_new_session=True)
+        wait_until(lambda: os.path.exists(sock), 10, what="relay socket")
+        for h in self.agent_hosts:
+            node = self.net[h]
+            self.procs.append(node.popen(["socat", f"TCP-LISTEN:{rest},bind=127.0.0.1,fork,"
+                                          "reuseaddr", f"UNIX-CONNECT:{sock}"]))
+            self.start_agent(h)
+
+    def start_agent(self, host: str) -> subprocess.Popen:
+        log = open(os.path.join(self.folder, f"agent-{host}.log"), "a")
+        p = self.net[host].popen([AGENT, "--url", f"http://127.0.0.1:{self.ctl.rest_port}",
+                                  "--host", host, "--lock",
+                                  os.path.join(self.folder, f"agent-{host}.lock")],
+                                 stdout=log, stderr=subprocess.STDOUT)
+        self.procs.append(p)
+        return p
+
+    def _popen(self, args, **kw) -> subprocess.Popen:
+        p = subprocess.Popen(args, **kw)
+        self.procs.append(p)
+        return p
+
+    def steered(self, host: str) -> int:
+        """Rules the host's agent holds now."""
+        return sum(1 for line in self.net[host].cmd("ip rule").splitlines()
+                   if "lookup 2" in line and line.split(":")[0].strip().isdigit()
+                   and 10000 <= int(line.split(":")[0]) < 30000)
+
+    def sid_bytes(self, switch: str, prefix: str | None = None) -> int:
+        """Bytes counted by a SID of ``switch`` (its uN by default)."""
+        out = self.net[switch].cmd(f"ip -s -6 route show {prefix or self.plan.locator(switch)}")
+        words = out.split()
+        return int(words[words.index("bytes") + 1]) if "bytes" in words else 0
+
+    def close(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(10)
+        self.procs = []
+        if self.net is not None:
+            self.net.stop()
+            self.net = None
+        if self.ctl is not None:
+            self.ctl.stop()
