@@ -468,14 +468,14 @@ EMULATION = HOWTO_LIVE + "test_emulation_page_runs_as_written"
 # checks what the page says it prints
 RUN_BY = {
     ("docs/tutorials/first-route.md", "make controller"): FIRST_ROUTE,
-    ("docs/tutorials/first-route.md", "sudo mn --custom topologies/clos.py --topo clos,4,8,2"):
+    ("docs/tutorials/first-route.md", "mn --custom topologies/clos.py --topo clos,4,8,2"):
         FIRST_ROUTE,
     ("docs/tutorials/first-route.md",
      "python -m controller job add jobs.json --url http://127.0.0.1:8080"): FIRST_ROUTE,
     ("docs/tutorials/first-route.md", "make demo"): FIRST_ROUTE,
     ("docs/tutorials/three-tier.md", ".venv/bin/mlroute-controller --mlroute-fabric "
                                      "fattree-wired.json"): THREE_TIER,
-    ("docs/tutorials/three-tier.md", "sudo mn --custom topologies/clos.py --topo fattree,4,2,20"):
+    ("docs/tutorials/three-tier.md", "mn --custom topologies/clos.py --topo fattree,4,2,20"):
         THREE_TIER,
     ("docs/tutorials/three-tier.md",
      "python -m controller job add jobs.json --url http://127.0.0.1:8080"): THREE_TIER,
@@ -483,19 +483,19 @@ RUN_BY = {
                                       "--master_addr 10.0.0.1"): PYTORCH,
     ("docs/tutorials/pytorch-job.md", 'python -m controller job list --url "http://$CTL:8080"'):
         PYTORCH,
-    ("docs/tutorials/pytorch-job.md", "sudo .venv/bin/python -m emulation.collectives --library "
+    ("docs/tutorials/pytorch-job.md", ".venv/bin/python -m emulation.collectives --library "
                                       "gloo --scenario ecmp,correct,rank_order"): PYTORCH,
     ("docs/tutorials/redundant-controllers.md", "etcd --name e0 --data-dir /var/lib/mlroute-etcd"):
         REDUNDANT,
     # two blocks, c0 and c1
     ("docs/tutorials/redundant-controllers.md", ".venv/bin/mlroute-controller --mlroute-fabric "
                                                 "fabric.json"): REDUNDANT,
-    ("docs/tutorials/redundant-controllers.md", "sudo MLROUTE_SFLOW_TARGET=127.0.0.1:6343,"
+    ("docs/tutorials/redundant-controllers.md", "MLROUTE_SFLOW_TARGET=127.0.0.1:6343,"
                                                 "127.0.0.1:6344 mn --custom topologies/clos.py"):
         REDUNDANT,
     ("docs/tutorials/redundant-controllers.md", "curl -s 127.0.0.1:8081/v1/cluster"): REDUNDANT,
     ("docs/howto/run-controller.md", "make controller"): RUN_CONTROLLER,
-    ("docs/howto/run-controller.md", "sudo mn --custom topologies/clos.py --topo clos,4,8,2"):
+    ("docs/howto/run-controller.md", "mn --custom topologies/clos.py --topo clos,4,8,2"):
         RUN_CONTROLLER,
     ("docs/howto/run-controller.md", "curl -s -XPOST 127.0.0.1:8080/v1/jobs -d '{\"id\": \"r\", "
                                      "\"collective\": \"ring_allreduce\","): RUN_CONTROLLER,
@@ -509,7 +509,7 @@ RUN_BY = {
                                       "http://127.0.0.1:8080 --json"): DECLARE_JOBS,
     ("README.md", "curl -s -XPOST 127.0.0.1:8080/v1/jobs -d '{\"id\": \"r\", \"collective\": "
                   "\"ring_allreduce\","): DECLARE_JOBS,
-    ("docs/howto/emulation.md", "sudo .venv/bin/python -m emulation.run --jobs rings.json "
+    ("docs/howto/emulation.md", ".venv/bin/python -m emulation.run --jobs rings.json "
                                 "--compare ecmp --mode sr --iterations 1 --out emu"): EMULATION,
 }
 
@@ -519,10 +519,12 @@ NOT_RUN = {
     ("README.md", "make demo"):
         "the `make demo` of docs/tutorials/first-route.md, which " + FIRST_ROUTE + " runs",
     ("README.md", "make test"): SUITE,
+    ("README.md", "make install"):
+        "builds the venv from PyPI (the network, minutes): the tests run from the venv it built",
     ("docs/contributing.md", "make test-fast"): SUITE,
     ("docs/howto/install.md", "make install"):
         "builds the venv from PyPI (the network, minutes): the tests run from the venv it built",
-    ("docs/howto/install.md", "sudo make system"):
+    ("docs/howto/install.md", "make system"):
         "installs the machine's packages with apt-get and starts Open vSwitch: as root, make test "
         "and make test-live run it before the live tests",
     ("docs/howto/install.md", "make demo"):
@@ -531,10 +533,10 @@ NOT_RUN = {
     ("docs/howto/install.md", "python -m http.server -d site 8000 --bind 127.0.0.1"):
         "serves site/, which `make docs` builds with MkDocs from its own venv, until Ctrl-C",
     ("docs/howto/troubleshooting.md",
-     "sudo /usr/share/openvswitch/scripts/ovs-ctl --system-id=random start"):
+     "/usr/share/openvswitch/scripts/ovs-ctl --system-id=random start"):
         "a fix: (re)starts the machine's Open vSwitch, under the bridges of whatever runs; "
         "fabricnet.ensure_ovs starts it that way when it is down",
-    ("docs/howto/troubleshooting.md", "sudo mn -c"):
+    ("docs/howto/troubleshooting.md", "mn -c"):
         "a fix: kills every process named like a controller and deletes /tmp/*.log and "
         "/tmp/*.out of the whole machine; the live tests clean up with Mininet's own cleanup "
         "(fabricnet.cleanup) before and after they run",
@@ -580,6 +582,15 @@ def test_every_block_that_needs_root_is_run_by_a_live_test_or_says_why_not():
         pages = {os.path.basename(page).removesuffix(".md") for (page, _), t in RUN_BY.items()
                  if t == test}
         assert [p for p in pages if p not in source] == [], f"{test} does not read {pages}"
+
+
+def test_no_block_uses_sudo():
+    """Blocks run as root as written (machines without sudo, CI's among them): a block that
+    needs root says so in its title ("as root"), not with ``sudo``."""
+    bad = [f"{_rel(p)}:{f['line']}" for p in _sources() for f in _fences(p)
+           for line in f["body"].splitlines() if re.match(r"\s*sudo\s", line)]
+    bad += [f"{_rel(p)}: `sudo ...`" for p in _sources() if re.search(r"`sudo [^`-]", _prose(p))]
+    assert bad == []
 
 
 def test_first_command_lines():
