@@ -116,3 +116,29 @@ def test_a_link_down_under_a_running_flow_moves_it_within_a_second(scripts, shap
         after = wait_until(lambda: [r for r in s.ctl.client.routes()["routes"]
                                     if r["path"] != path], 10, what="the re-plan")
         assert path[-2] not in after[0]["path"]  # re-planned around the failed link
+
+
+@pytest.mark.parametrize("library", ["gloo", pytest.param("mpi", marks=EXTENDED)])
+def test_a_real_ring_runs_on_its_planned_uplinks(scripts, library):
+    """A ring All-Reduce of a real library (PyTorch gloo, Open MPI) with one rank per host of a
+    2 x 2 leaf-spine of routers, declared in its data direction (gloo: rank r sends to r - 1,
+    Open MPI to r + 1): the sums are right and each leaf's two flows across leaves leave on
+    different spines."""
+    from emulation.harness import collectives
+    from topologies.routers import leaf_spine
+    why = collectives.missing(library)
+    if why:
+        pytest.skip(why)
+    fabric = leaf_spine(2, 2, 2)
+    hosts = ["h0_0", "h1_0", "h0_1", "h1_1"]  # ranks alternate leaves: every flow crosses
+    direction = collectives.DATA_DIRECTION[library]
+    with RouterSession(fabric, str(scripts), link={"bw": 50}) as s:
+        s.ctl.client.add_job({"id": "ring", "collective": "ring_allreduce",
+                              "ranks": collectives.ring(hosts, direction), "bytes": 4e6})
+        wait_until(lambda: all(s.steered(h) for h in hosts), 10, interval=0.1,
+                   what="agents' rules")
+        res = collectives.run_allreduce(s.net, fabric, library, hosts, mib=4, iters=3,
+                                        logdir=str(scripts / library), counters=s.uplink_bytes)
+        assert res["sums_ok"], res
+        assert res["direction"] == direction, res["pairs"]  # as declared
+        assert res["imbalance"] < 0.15, res["uplinks"]  # each leaf: one flow per spine

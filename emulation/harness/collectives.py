@@ -235,7 +235,8 @@ def _mpi_ranks_started(logdir: str) -> int:
 def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, iters: int = 3,
                   logdir: str | None = None, timeout: float = TIMEOUT_S,
                   attempts: int = 3, a2a_mib: int = 0, ddp: bool = False,
-                  cancel: threading.Event | None = None, plane: int = 0) -> dict:
+                  cancel: threading.Event | None = None, plane: int = 0,
+                  counters=None) -> dict:
     """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that does not end
     within ``timeout``, or whose launcher gives up before every rank started
     (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
@@ -247,7 +248,9 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     of a model of ``mib`` MiB instead (``collective_rank.run_ddp``). ``cancel``: an event that
     stops the run (its processes too) when set, for runs in other threads. ``plane`` (a
     fabric of several planes): the ranks bind to that plane's interface (gloo) or network
-    (Open MPI) and connect to its addresses, as a framework told which NIC to use does."""
+    (Open MPI) and connect to its addresses, as a framework told which NIC to use does.
+    ``counters(fabric)``: the uplinks' sent bytes (default: Open vSwitch's port counters,
+    ``uplink_bytes``; a fabric of routers reads its interfaces)."""
     stalls = []
     for k in range(attempts):
         if cancel is not None and cancel.is_set():  # another job of a joint run failed
@@ -255,7 +258,7 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
         try:
             res = _run_once(net, fabric, library, hosts, mib, iters,
                             logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout,
-                            a2a_mib, ddp, cancel, plane)
+                            a2a_mib, ddp, cancel, plane, counters or uplink_bytes)
         except TimeoutError as e:
             stalls.append(str(e))
             if k + 1 == attempts:
@@ -268,7 +271,8 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
 
 def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
               logdir: str | None, timeout: float, a2a_mib: int = 0, ddp: bool = False,
-              cancel: threading.Event | None = None, plane: int = 0) -> dict:
+              cancel: threading.Event | None = None, plane: int = 0,
+              counters=uplink_bytes) -> dict:
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}")
     if (a2a_mib or ddp) and library != "gloo":
@@ -281,7 +285,7 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
     world = len(hosts)
     common = [f"--mib={mib}", f"--iters={iters}", f"--timeout={timeout:g}"]
     procs: list[subprocess.Popen] = []
-    before = uplink_bytes(fabric)
+    before = counters(fabric)
     t_start = time.monotonic()
     try:
         if library == "gloo":
@@ -333,7 +337,7 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
     finally:
         _stop(procs, tag)
     elapsed = time.monotonic() - t_start
-    after = uplink_bytes(fabric)
+    after = counters(fabric)
     texts = []
     for root, _dirs, files in os.walk(logdir):
         texts += [open(os.path.join(root, f)).read() for f in files  # mpirun.out interleaves

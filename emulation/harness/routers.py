@@ -102,6 +102,20 @@ class RouterSession:
         words = out.split()
         return int(words[words.index("bytes") + 1]) if "bytes" in words else 0
 
+    def uplink_bytes(self, fabric=None) -> dict[str, int]:
+        """Bytes every router has sent on each uplink (``lower->upper``), from its
+        interfaces' counters: what ``collectives.uplink_bytes`` reads from Open vSwitch."""
+        f = fabric or self.fabric
+        out, seen = {}, {}
+        for lower, upper in f.links():
+            if lower not in seen:
+                stats = json.loads(self.net[lower].cmd("ip -j -s link show") or "[]")
+                seen[lower] = {i["ifname"]: i["stats64"]["tx"]["bytes"] for i in stats
+                               if "stats64" in i}
+            out[f"{lower}->{upper}"] = sum(seen[lower].get(f"{lower}-eth{p}", 0)
+                                           for p in f.ports_to(lower, upper))
+        return out
+
     def close(self) -> None:
         for p in reversed(self.procs):
             if p.poll() is None:
