@@ -386,6 +386,12 @@ class FabricFinder:
         self._answer_asked(fabric, now)
         return fabric
 
+    @property
+    def checked(self) -> bool:
+        """Whether ``problems`` were computed for the fabric held now (not since it was
+        declared or recognised, or a new master restarted the quiet period)."""
+        return self._checked >= 0
+
     def view(self) -> dict:
         return {"mode": "checking the declared fabric" if self.declared is not None
                 else "discovering", "problems": self.problems,

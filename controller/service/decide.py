@@ -12,7 +12,7 @@ from controller.model.jobs import Job
 from controller.planners.offpath import better_paths, group_instance
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_ring, apply_advice
-from controller.service import admission
+from controller.service import admission, wiring
 from controller.service.change import Change
 from controller.service.learning import Measured, learned_job
 from controller.service.replanning import Replanned, group_of, replan_groups
@@ -42,6 +42,7 @@ def post_job(state: ControllerState, settings: Settings, job: Job, now: float,
     planned = replan_groups(fabric, records, {algorithm}, settings)
     answer.update(admission.admit(fabric, state.jobs, planned.records, job.id, settings, name))
     admission.check_routable(fabric, planned.records[job.id])
+    wiring.check_job(fabric, state.wiring, planned.records[job.id])  # 409: it disagrees
     return Change(f"job {job.id} added", planned.records, replanned=planned, new_job=job.id,
                   answer=answer)
 

@@ -33,7 +33,7 @@ from controller.measurement.estimate import MatrixEstimate
 from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.model.clos import Clos
 from controller.model.intent import JobRecord
-from controller.service import decide, learning
+from controller.service import decide, learning, oplog
 from controller.service.change import Change
 from controller.service.settings import Settings
 from controller.service.state import ControllerState
@@ -335,6 +335,7 @@ class MatrixLearning:
         for d in self.decisions(state, settings, state.measured, now, wall):
             if d.change is None:
                 state.add_event(d.event)
+                oplog.event(d.event)  # a learning decision: the plan kept
                 continue
             if d.error is not None:
                 fail(d.change, d.error)

@@ -49,6 +49,7 @@ class ControllerState:
     version: int = 0  # bumped on every change of intent or effective fabric
     measured: dict = field(default_factory=dict)  # job id -> learning.Measured (last steady)
     presumed_down: frozenset = frozenset()  # links down when stored (``effective_fabric``)
+    wiring: object = None  # ``wiring.Wiring``: discovery's problems, kept when they change
 
     def load(self, declared: Clos | None, jobs: dict, next_number: int,
              presumed_down: frozenset = frozenset()) -> None:

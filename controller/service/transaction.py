@@ -17,6 +17,7 @@ from contextlib import AbstractContextManager
 from controller.enforcement.desired import DesiredTables, installed_plan
 from controller.enforcement.reconcile import Reconciler
 from controller.errors import ConflictError, InputError, InstallError
+from controller.service import oplog
 from controller.service.change import Change, Outcome
 from controller.service.hostports import HostPortService
 from controller.service.state import ControllerState, to_doc
@@ -113,6 +114,7 @@ class Transaction:
             outcome.members_pending = self.confirm()
         if change.event is not None:
             self.record_event(change, outcome=outcome, ms=(time.perf_counter() - t0) * 1e3)
+        oplog.applied(change, outcome, fabric)  # the operator's line (``oplog.py``)
         return outcome
 
     def _commit(self, change: Change, fabric, stats: dict) -> None:
@@ -153,7 +155,7 @@ class Transaction:
                 st.declared, st.presumed_down = change.declared, frozenset()  # its own links
             st.fabric = change.fabric or st.fabric
             st.version += 1
-        LOG.error("mlroute: %s: %s", change.cause, error)
+        oplog.failed(change, error)
         self.save()
         if change.event is not None:
             self.record_event(change, error=str(error))

@@ -15,6 +15,7 @@ from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.planners.plan import part_fields, route_doc
+from controller.service import wiring
 from controller.service.clos_views import DEFINITION, clos_imbalance, clos_links_view
 from controller.service.learning import declared_pairs
 from controller.service.state import ControllerState, unroutable_pairs
@@ -80,8 +81,9 @@ def readiness(state: ControllerState, installed: dict, elsewhere=lambda dpid: Fa
         s = seen.get(d)
         connected += s is not None and s.connected
         synced += d in installed or elsewhere(d)
-    return {"ready": connected == synced == len(dpids), "switches": len(dpids),
-            "connected": connected, "synchronised": synced}
+    wired = wiring.ready_fields(state.wiring)  # a declared fabric that disagrees says so
+    return {"ready": connected == synced == len(dpids) and not wired.get("wiring_blocks"),
+            "switches": len(dpids), "connected": connected, "synchronised": synced, **wired}
 
 
 def ready_view(state: ControllerState, rec) -> tuple[int, dict]:
@@ -93,6 +95,8 @@ def ready_view(state: ControllerState, rec) -> tuple[int, dict]:
     doc["error"] = ("not ready: no fabric yet" if not doc["switches"] else
                     f"not ready: {doc['connected']} of {doc['switches']} switches connected, "
                     f"{doc['synchronised']} synchronised")
+    if wiring.reason(doc):
+        doc["error"] += f"; {wiring.reason(doc)}"
     return 503, doc
 
 

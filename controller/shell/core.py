@@ -22,6 +22,7 @@ from controller.model.clos import load_fabric
 from controller.planners import PLANNERS
 from controller.planners.offpath import plan_off_path
 from controller.planners.plan import planner_options
+from controller.service import oplog
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
 from controller.service.route_service import RouteService
@@ -34,6 +35,7 @@ from controller.shell.rest import RestServer, write_token
 from controller.shell.roles import Roles
 from controller.shell.static import StaticSwitches
 from controller.shell.switches import Switches
+from controller.shell.switchlog import SwitchLog
 
 LOG = logging.getLogger("mlroute")
 PACKET_BATCH = 64  # packet-ins handed to the service under one hold of its lock (24 ms of
@@ -42,6 +44,15 @@ PORT_GATHER = 0.02  # seconds without a port change that end a batch of them
 PORT_GATHER_MAX = 0.1  # seconds the first port change of a batch waits at most
 PORT_LOSS_MAX = 0.6  # seconds the first report of a lost switch's links waits for the others
 TICK = 1.0  # seconds between the periodic rounds of _tick
+
+
+def quiet(conf) -> bool:
+    """``--mlroute-quiet``: warnings and errors only, mlroute's and the framework's."""
+    on = bool(getattr(conf, "mlroute_quiet", False))
+    if on:
+        for logger in (logging.getLogger(), LOG):
+            logger.setLevel(logging.WARNING)
+    return on
 
 
 def tick_wait(to_tick: float, to_deadline: float | None) -> float:
@@ -54,6 +65,7 @@ class Shell:
     def __init__(self, conf, hub: Hub):
         """``conf``: the parsed options (``flags``); its ports were checked free and the
         OpenFlow ones opened by the adapter first (``events``)."""
+        quiet(conf)
         fabric = None
         if conf.mlroute_fabric:
             fabric = load_fabric(read_json(conf.mlroute_fabric, "fabric"))
@@ -97,6 +109,7 @@ class Shell:
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub,
                                native=getattr(conf, "mlroute_rest_native_reads", True))
         self.heap = Heap()  # started once the shell is built (the adapters' start_shell)
+        self.switchlog = SwitchLog(hub, self.name)  # connected and lost, a line per batch
         self.lldp_interval = 0.0 if self.static else conf.mlroute_lldp_interval
         if conf.mlroute_lldp_budget < 0:
             raise InputError("--mlroute-lldp-budget: probes a second, 0 or more")
@@ -127,6 +140,7 @@ class Shell:
         self.hub.spawn(self._tick)
         if self.static is not None:  # no OpenFlow: every declared switch is there from now
             self.service.note_switches(self.static.connected_now())
+            oplog.switches("counted as connected (no OpenFlow)", list(self.static.fabric.dpids))
             with self.service.lock:
                 for link in self.static.links():
                     self.service.finder.topology.link_seen(*link, self.service.clock())
@@ -169,6 +183,7 @@ class Shell:
 
     def switch_dead(self, dp) -> None:
         if self.switches.disconnected(dp):
+            self.switchlog.lost(dp.id)
             self.hub.spawn(self._disconnected, dp.id)
         if self.roles is not None:
             self.roles.on_disconnected(dp.id)
@@ -244,6 +259,7 @@ class Shell:
                 for dpid, e in failed.items():
                     LOG.error("mlroute: noting switch %s failed: %s", self.name(dpid), e,
                               exc_info=None if isinstance(e, InstallError) else e)
+                self.switchlog.connected(d for d, _, _ in batch if d not in failed)
                 self._start_syncers()
                 self.hub.sleep(0)  # REST and switch events before the next batch
         finally:

@@ -125,6 +125,11 @@ OPTS = [
                      "published at each change, without waiting for the event loop (eventlet); "
                      "other requests are handed to it (--nomlroute-rest-native-reads: every "
                      "request in a green thread of the event loop)"),
+    cfg.BoolOpt("mlroute-quiet", default=False,
+                help="log warnings and errors only (a wiring problem, a change that failed); "
+                     "without it one INFO line each for switches connected or lost, the "
+                     "fabric found or checked, a job added, re-planned, refused or removed, "
+                     "and learning decisions"),
     cfg.BoolOpt("mlroute-share-switches", default=False,
                 help="controllers sharing etcd share the switches out: each is OpenFlow master "
                      "of its share (rendezvous hashing) and writes it; the elected one plans "

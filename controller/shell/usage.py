@@ -62,13 +62,14 @@ GROUPS = [
         ("mlroute-learn-min-gain", "SHARE", "predicted gain a re-plan on measured data needs"),
         ("mlroute-learn-replans-per-minute", "N", "re-plans of one job on measured traffic"),
     ]),
-    ("REST API, web view and state", [
+    ("REST API, web view, state and log", [
         ("wsapi-host", "ADDRESS", "REST and web view listen address (0.0.0.0: all)"),
         ("wsapi-port", "PORT", "REST and web view listen port"),
         ("mlroute-rest-native-reads", "", "serve REST reads in native threads"),
         ("mlroute-token", "TOKEN", "writes need it as a Bearer token (ps shows it)"),
         ("mlroute-token-file", "FILE", "the write token's file (or MLROUTE_TOKEN)"),
         ("mlroute-state", "FILE", "sqlite file: fabric and jobs across restarts"),
+        ("mlroute-quiet", "", "log warnings and errors only"),
     ]),
     ("Redundant controllers", [
         ("mlroute-etcd", "URL", "etcd the controllers share (or --mlroute-state)"),

@@ -481,8 +481,9 @@
         (p.flows ? ` (${p.flows} flows)` : "") : `unroutable: ${JSON.stringify(p)}`);
     }
     const disc = fab.discovery || {};
+    const what = disc.mode === "checking the declared fabric" ? "disagrees" : "wiring";
     for (const p of disc.wiring_problems || []) { // cabling that differs from the fabric
-      items.push(`wiring: ${p.detail || JSON.stringify(p)}`);
+      items.push(`${what}: ${p.kind ? p.kind + ": " : ""}${p.detail || JSON.stringify(p)}`);
     }
     for (const k of Object.keys(fab)) { // reports this page does not know yet (e.g. wiring)
       const v = fab[k];
@@ -718,9 +719,16 @@
       const names = topo ? switchesOf(topo) : [];
       const switches = names.length;
       const provisioned = names.filter((sw) => fab.seen[sw] && fab.seen[sw].provisioned).length;
-      if (fab.ready) setStatus("ok", `ready: ${switches} switches provisioned`);
+      // a declared fabric that disagrees with what is seen says so in the status line
+      const disc = fab.discovery || {};
+      const wrong = disc.mode === "checking the declared fabric"
+        ? (disc.wiring_problems || []).length : 0;
+      const disagrees = wrong ? `; the declared fabric disagrees with what is seen: ${wrong} ` +
+        `problem${wrong > 1 ? "s" : ""} (listed below)` : "";
+      if (fab.ready && !wrong) setStatus("ok", `ready: ${switches} switches provisioned`);
+      else if (fab.ready) setStatus("warn", `ready: ${switches} switches provisioned${disagrees}`);
       else if (!declared) setStatus("warn", "no fabric yet");
-      else setStatus("warn", `not ready: ${provisioned}/${switches} switches provisioned`);
+      else setStatus("warn", `not ready: ${provisioned}/${switches} switches provisioned${disagrees}`);
       setText($("updated"), "updated " + new Date().toTimeString().slice(0, 8));
       document.body.setAttribute("data-polls", String(
         Number(document.body.getAttribute("data-polls") || 0) + 1));
