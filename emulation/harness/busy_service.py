@@ -33,9 +33,9 @@ class ManualClock:
 
 def busy_service() -> RouteService:
     """A declared 2 x 4 x 2 fabric on fake switches with l2's two uplink cables swapped (a
-    wiring problem discovery reports), a ring job, one second of measured traffic on every
-    port, a sample between two of the job's members, then two failed links that leave l0
-    and l1 without a common spine."""
+    wiring problem discovery reports), a ring job (posted before the check), one second of
+    measured traffic on every port, a sample between two of the job's members, then two
+    failed links that leave l0 and l1 without a common spine."""
     f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     clock = ManualClock()
     sw = FakeSwitches(f.dpids.values())
@@ -54,16 +54,18 @@ def busy_service() -> RouteService:
                 continue
             svc.packet_in(f.dpids[peer], peer_port or f.port(peer, name), frame)
         sw.packets_out.clear()
-    for h, leaf in f.hosts.items():
-        svc.packet_in(f.dpids[leaf], f.port(leaf, h),
-                      lldp.arp_request(f.host_mac[h], "10.255.0.1", sender_ip=f.host_ip[h]))
-    clock.now += 3  # discovery checks the declared fabric once the topology is quiet
-    svc.tick(probe=False)
+    # posted before discovery checks the wiring: a job crossing l2's swapped cables is
+    # refused once the check has seen them (409, ``service/wiring.py``)
     code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps({
         "id": "a", "collective": "ring_allreduce", "ranks": ["h0_0", "h1_0", "h2_0", "h3_0"],
         "bytes": 8e6}).encode())
     if code != 201:
         raise RuntimeError(f"busy service: the ring job was refused ({code}): {doc}")
+    for h, leaf in f.hosts.items():
+        svc.packet_in(f.dpids[leaf], f.port(leaf, h),
+                      lldp.arp_request(f.host_mac[h], "10.255.0.1", sender_ip=f.host_ip[h]))
+    clock.now += 3  # discovery checks the declared fabric once the topology is quiet
+    svc.tick(probe=False)
     svc.traffic_samples([SimpleNamespace(src=f.host_ip["h0_0"], dst=f.host_ip["h1_0"],
                                          frame_length=1500, sampling_rate=16)])
     clock.now += 2.5  # its window closed: samples between the job's members
