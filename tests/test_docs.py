@@ -638,6 +638,43 @@ def test_the_home_page_links_every_page_of_the_nav():
     assert missing == []
 
 
+def test_the_system_diagram_is_on_the_home_page_and_in_the_architecture():
+    """One picture of the system, the same on both pages, naming every part a newcomer meets."""
+    diagrams = []
+    for rel in ("index.md", "explanation/architecture.md"):
+        found = [f for f in _fences(os.path.join(DOCS, rel)) if f["title"].startswith("The system")]
+        assert len(found) == 1, rel
+        diagrams.append(found[0]["body"])
+    assert diagrams[0] == diagrams[1]
+    for part in ("hosts", "leaf", "spine", "mlroute-controller", "REST", "PyTorch hook", "Slurm",
+                 "mlroute job add", "sFlow", "OpenFlow 1.3", "etcd", "mlroute-agent", "srv6",
+                 "aggregation", "cores", "planes", "--mlroute-southbound none"):
+        assert part in diagrams[0], part
+
+
+def test_the_first_pages_answer_what_newcomers_ask():
+    """The FAQ's questions, the glossary's words and the "what you need" page (issue 61)."""
+    with open(os.path.join(DOCS, "explanation", "faq.md")) as fh:
+        questions = re.findall(r"^## (.+)$", fh.read(), re.M)
+    assert questions[:4] == ["Do I change my training code?",
+                             "What happens to traffic no job declared?",
+                             "Can it run beside my routing?", "Does it need OpenFlow?"]
+    with open(os.path.join(DOCS, "reference", "glossary.md")) as fh:
+        terms = re.findall(r"^\* \*\*(.+?)\*\*:", fh.read(), re.M)
+    for term in ("Max-min fair", "Make before break", "flow mode", "sr mode", "host mode",
+                 "srv6 mode", "Plane", "Bundle", "Leaf", "Spine", "Aggregation switch", "Core",
+                 "uSID (micro-SID)", "Segment list", "SID (segment identifier)",
+                 "Learning window"):
+        assert term in terms, term
+    with open(README) as fh:
+        readme = fh.read()
+    for rel in ("what-you-need.md", "explanation/faq.md", "reference/glossary.md"):
+        assert f"](docs/{rel})" in readme, rel
+    # the venv exists before the README's first block that runs
+    assert readme.index("make install") < readme.index(f'title="{RUNS}"')
+    assert readme.index("source .venv/bin/activate") < readme.index(f'title="{RUNS}"')
+
+
 def test_the_readme_links_files_that_exist():
     """The README is read on a forge, outside MkDocs' link checks."""
     with open(README) as fh:
