@@ -77,8 +77,8 @@ def test_a_larger_declared_fabric_than_the_one_running_speaks_up(caplog):
         svc.tick()
         deliver(truth, svc, sw)
     assert len(disagreements(caplog)) == 1
-    fabric = api.handle(svc, "GET", "/v1/fabric")[1]
-    assert fabric["events"][-1]["cause"] == logged[0].removeprefix("mlroute: ")
+    listed = api.handle(svc, "GET", "/v1/fabric")[1]["discovery"]["wiring_problems"]
+    assert len(listed) == 14 and {p["kind"] for p in listed} == {"switch_missing", "wrong_port"}
 
 
 def test_swapped_cables_refuse_only_the_jobs_that_cross_them(caplog):

@@ -42,9 +42,11 @@ class Wiring:
 
 
 def note(state, declared: bool, problems: list[dict], now: float) -> dict | None:
-    """Keep discovery's ``problems`` on ``state`` when they changed since the last call; the
-    event of the change (also what the log says, ``oplog.event``), else None. A declared
-    fabric's first check is an event even when nothing disagrees ("matches")."""
+    """Keep discovery's ``problems`` on ``state`` when they changed since the last call; what
+    the log says of the change (``oplog.event``), else None. A declared fabric's first check
+    is said even when nothing disagrees ("matches"). Not one of the state's events: readers
+    of ``GET /v1/fabric``'s events take them for changes (``links_down``...); the problems
+    are its ``discovery.wiring_problems``."""
     new = Wiring(declared, tuple(problems))
     old = state.wiring
     if old is not None and old.key() == new.key():
@@ -52,9 +54,7 @@ def note(state, declared: bool, problems: list[dict], now: float) -> dict | None
     state.wiring = new
     if not problems and (old is None or not old.problems) and not (declared and old is None):
         return None
-    event = {"time": now, "cause": cause(new, old), "wiring_problems": len(problems)}
-    state.add_event(event)
-    return event
+    return {"time": now, "cause": cause(new, old), "wiring_problems": len(problems)}
 
 
 def cause(new: Wiring, old: Wiring | None) -> str:
