@@ -121,7 +121,7 @@ def test_a_found_fabric_and_a_replan_with_its_cause_are_in_the_log(caplog):
     spine = view["routes"][0]["spine"]
     caplog.clear()
     svc.ports_changed([(f.dpids["l0"], f.port("l0", spine), False, None)])
-    replans = [x for x in lines(caplog) if "re-planned jobs a" in x]
+    replans = [x for x in lines(caplog) if "re-planned the auto group (jobs a)" in x]
     assert len(replans) == 1 and replans[0].startswith(f"mlroute: port l0:{f.port('l0', spine)}"
                                                        f" to {spine} down: "), lines(caplog)
 

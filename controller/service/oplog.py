@@ -52,8 +52,9 @@ def applied_line(change: Change, outcome: Outcome | None, fabric=None) -> tuple[
     moved = f"; {change.moved_flows} running flows moved" if change.moved_flows else ""
     if change.new_job is not None:
         r = change.jobs[change.new_job]
-        return logging.INFO, (f"job {change.new_job} added: {len(r.routes)} flows, algorithm "
-                              f"{r.algorithm}, mode {r.mode}{_rules(outcome)}{moved}")
+        learn = " (its matrix to be learned from its traffic)" if r.matrix == "learning" else ""
+        return logging.INFO, (f"job {change.new_job} added: {len(r.routes)} flows{learn}, "
+                              f"algorithm {r.algorithm}, mode {r.mode}{_rules(outcome)}{moved}")
     if change.cause.startswith("job ") and change.cause.endswith(" deleted"):
         return logging.INFO, f"job {change.cause[4:-8]} removed{_rules(outcome)}"
     if change.declared is not None:
@@ -64,8 +65,10 @@ def applied_line(change: Change, outcome: Outcome | None, fabric=None) -> tuple[
         return level, f"{change.cause}{shape}{_rules(outcome)}{moved}"
     jobs = _replanned_jobs(change, change.fabric or fabric)
     if jobs or change.moved_flows:
-        return logging.INFO, (f"{change.cause}: re-planned {'jobs ' + names(jobs) if jobs else ''}"
-                              f"{moved}{_rules(outcome)}")
+        groups = sorted({g[0] for g in change.replanned.groups}) if change.replanned else []
+        what = (f"the {'/'.join(groups)} group{'s' if len(groups) > 1 else ''} " if groups
+                else "") + (f"(jobs {names(jobs)})" if jobs else "")
+        return logging.INFO, f"{change.cause}: re-planned {what}{moved}{_rules(outcome)}"
     event = change.event or {}
     links = [f"{x} down" for x in event.get("links_down", ())] + \
             [f"{x} up" for x in event.get("links_up", ())]
