@@ -380,7 +380,7 @@ class Shell:
         try:
             result = self.service.improve(plan_off_path)
             if result:
-                LOG.info("mlroute: off-path planning: %s", result)
+                LOG.debug("mlroute: off-path planning: %s", result)  # oplog says it
         except Exception:  # noqa: BLE001 - logged; the installed plan stays
             LOG.exception("mlroute: off-path planning failed")
         finally:
