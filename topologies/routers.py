@@ -25,7 +25,12 @@ _HERE = os.path.abspath(inspect.currentframe().f_code.co_filename)
 sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from controller.enforcement.srv6 import SidPlan  # noqa: E402
-from controller.enforcement.srv6_config import SYSCTLS, configs, host_config  # noqa: E402
+from controller.enforcement.srv6_config import (  # noqa: E402
+    SYSCTLS,
+    Addressing,
+    configs,
+    host_config,
+)
 from controller.model.clos import Clos  # noqa: E402
 from controller.model.clos_wiring import wire  # noqa: E402
 
@@ -61,7 +66,14 @@ class SrHost(Node):
 
     def config(self, lines=(), **params):
         r = super().config(**params)
-        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0")
+        # TCP small queues: at most 32 kB of a socket in the qdisc, as at line rate, so that a
+        # shaped link's short FIFO (emulation/harness/routers.QUEUE_S) is not overrun by the
+        # host's own flow (its default, 1 MB, is 1.6 s at 5 Mbit/s)
+        # and no segmentation offload: a 64 kB GSO packet would not fit that FIFO at all
+        self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 "
+                 "net.ipv4.tcp_limit_output_bytes=32768; " + "; ".join(
+                     f"ethtool -K {i.name} tso off gso off >/dev/null 2>&1"
+                     for i in self.intfList() if i.name != "lo"))
         _batch(self, list(lines), "host")
         return r
 
@@ -88,6 +100,26 @@ class RoutersTopo(Topo):
                 elif f.tier_of[peer] > f.tier_of[sw]:
                     for p1, p2 in zip(f.ports_to(sw, peer), f.ports_to(peer, sw)):
                         self.addLink(sw, peer, port1=p1, port2=p2, **link)
+
+
+def warm(net, fabric: Clos) -> None:
+    """Resolve every neighbour once (each node pings its link peers, leaves their hosts'
+    IPv4 too), all nodes at once: a cold fabric drops a flow's first packets while IPv6
+    neighbours resolve, and a TCP SYN lost there costs seconds of back-off."""
+    addr = Addressing.of(fabric)
+    peers: dict[str, list[str]] = {}
+    for (a, _b, _m), (_mine, theirs) in addr.links.items():
+        peers.setdefault(a, []).append(theirs)
+    for (h, _q), (host_addr, leaf_addr) in addr.hosts.items():
+        peers.setdefault(h, []).append(leaf_addr)
+        leaf = fabric.host_leaves[h][_q]
+        peers.setdefault(leaf, []).extend([host_addr, fabric.ip_of(h, _q)])
+    nodes = [(net[n], targets) for n, targets in peers.items()]
+    for node, targets in nodes:
+        node.sendCmd("for a in " + " ".join(targets) + "; do ping -c1 -W1 $a >/dev/null 2>&1 & "
+                     "done; wait")
+    for node, _ in nodes:
+        node.waitOutput()
 
 
 def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int) -> Clos:

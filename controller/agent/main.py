@@ -39,10 +39,11 @@ from controller.errors import InputError
 LOG = logging.getLogger("mlroute-agent")
 WAIT_S = 25.0  # each watch asks the controller to hold the answer this long
 BACKOFF = (0.5, 10.0)
-PROBE_S = 0.1  # between probes of the paths in use (and their timeout)
+PROBE_S = 0.1  # between probes of the paths in use
 ALL_PATHS_EVERY = 10  # every other path is probed once in this many rounds
-FAIL_AFTER = 3  # missed probes in a row that fail a path (0.3-0.4 s)
-BACK_AFTER = 3  # answers in a row that bring a failed path back
+FAIL_S = 0.5  # a path that worked fails when its probes of this long ago still have no
+FAIL_PROBES = 3  # answer, this many of them (a reply delayed by a queue still counts)
+BACK_S = 1.0  # a failed path answering again for this long is used again
 REPORT_S = 2.0  # probe results go to the controller at least this often
 
 
@@ -144,9 +145,8 @@ class Agent:
 
     def probe_loop(self, prober) -> None:
         """Probe, fail over, report (see the module text); until ``stopping``."""
-        misses: dict[tuple, int] = {}
-        answers: dict[tuple, int] = {}
-        answered: set[tuple] = set()  # lists that answered once: only they can fail
+        paths = PathHealth()
+        sent: dict[int, tuple] = {}  # sequence number -> the list it probed
         last_report, last_state, rounds = 0.0, None, 0
         while not self.stopping.is_set():
             start = time.monotonic()
@@ -164,29 +164,30 @@ class Agent:
             rounds += 1
             if src and lists and prober is not None:
                 prober.src = src
-                targets = list(lists.items())
-                for (sids, _), ok in zip(targets, prober.round(
-                        [(sids[0], dst) for sids, dst in targets], PROBE_S)):
-                    misses[sids] = 0 if ok else misses.get(sids, 0) + 1
-                    answers[sids] = answers.get(sids, 0) + 1 if ok else 0
-                    if ok:
-                        answered.add(sids)
-                self._fail_over(steers, misses, answers, answered)
-                # a path never answered is not reported (neighbours still resolving at
-                # start, or a path the agent cannot judge): a link goes down only when a
-                # path that worked stops
-                state = [{"path": p["path"], "ok": misses.get(tuple(p["sids"]), 0) < FAIL_AFTER}
-                         for p in probes if tuple(p["sids"]) in answered]
+                targets = list(lists)
+                for seq, sids in zip(prober.send([(x[0], lists[x]) for x in targets]), targets):
+                    sent[seq] = (sids, start)
+                    paths.sent(sids, start)
+                for seq in prober.receive(start + PROBE_S):
+                    if seq in sent:
+                        sids, at = sent.pop(seq)
+                        now = time.monotonic()
+                        paths.answered(sids, now, now - at)
+                if len(sent) > 4096:  # replies that never came
+                    sent = dict(list(sent.items())[-1024:])
+                now = time.monotonic()
+                self._fail_over(steers, paths, now)
+                state = [{"path": p["path"], "ok": paths.ok(tuple(p["sids"]), now)}
+                         for p in probes if paths.known(tuple(p["sids"]))]
                 if state and (state != last_state or start - last_report >= REPORT_S):
                     self._report(state)
                     last_report, last_state = start, state
             self.stopping.wait(max(0.0, PROBE_S - (time.monotonic() - start)))
 
-    def _fail_over(self, steers, misses: dict, answers: dict, answered: set) -> None:
-        failed = {s.sids for s in steers if s.backup and s.sids in answered
-                  and misses.get(s.sids, 0) >= FAIL_AFTER and s.backup in answered
-                  and misses.get(s.backup, 0) < FAIL_AFTER}
-        kept = {sids for sids in self.failed if answers.get(sids, 0) < BACK_AFTER}
+    def _fail_over(self, steers, paths: PathHealth, now: float) -> None:
+        failed = {s.sids for s in steers if s.backup and paths.known(s.sids)
+                  and not paths.ok(s.sids, now) and paths.ok(s.backup, now)}
+        kept = {sids for sids in self.failed if not paths.back(sids, now)}
         if failed | kept != self.failed:
             with self.lock:
                 moved = (failed | kept) - self.failed
@@ -229,6 +230,52 @@ class Agent:
         installed = self.read()
         self.apply(steering.batch(installed, {}))
         self.have = {}
+
+
+class PathHealth:
+    """Per segment list: when it last answered, the probes sent since, and since when it
+    answers again. A list fails when ``FAIL_PROBES`` probes went unanswered and the oldest
+    of them left ``FAIL_S`` ago (a late reply still counts: a queue under load delays it);
+    a list probed seldom fails as slowly as it is probed. A list that never answered is
+    unknown (neighbours still resolving at start): only a list that worked can fail.
+
+    >>> h = PathHealth(); h.sent(("a",), 0.0); h.known(("a",))
+    False
+    >>> h.answered(("a",), 0.1)
+    >>> for t in (0.2, 0.3, 0.4): h.sent(("a",), t)
+    >>> h.ok(("a",), 0.6), h.ok(("a",), 0.8)
+    (True, False)
+    """
+
+    def __init__(self):
+        self.last_ok: dict[tuple, float] = {}
+        self.pending: dict[tuple, list[float]] = {}  # send times since the last answer
+        self.ok_since: dict[tuple, float] = {}
+        self.srtt = 0.0  # smoothed round trip of every answer: queues stretch the wait
+
+    def sent(self, sids: tuple, now: float) -> None:
+        self.pending.setdefault(sids, []).append(now)
+        if not self.ok(sids, now):
+            self.ok_since.pop(sids, None)
+
+    def answered(self, sids: tuple, now: float, rtt: float = 0.0) -> None:
+        self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
+        if sids not in self.ok_since:
+            self.ok_since[sids] = now
+        self.last_ok[sids] = now
+        self.pending[sids] = []
+
+    def known(self, sids: tuple) -> bool:
+        return sids in self.last_ok
+
+    def ok(self, sids: tuple, now: float) -> bool:
+        waiting = self.pending.get(sids, [])
+        wait = max(FAIL_S, 4 * self.srtt)  # a loaded queue answers late, not never
+        return sids in self.last_ok and not (len(waiting) >= FAIL_PROBES
+                                             and now - waiting[0] > wait)
+
+    def back(self, sids: tuple, now: float) -> bool:
+        return self.ok(sids, now) and now - self.ok_since.get(sids, now) >= BACK_S
 
 
 def _lock(path: str):

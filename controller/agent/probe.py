@@ -43,7 +43,8 @@ def echo(src: str, dst: str, ident: int, seq: int) -> bytes:
 
 
 class Prober:
-    """Raw sockets of one host: sends probes down uSID containers, hears the echo replies."""
+    """Raw sockets of one host: sends probes down uSID containers, hears the echo replies
+    whenever they come (a queue under load delays them: late answers count)."""
 
     def __init__(self, src_ip: str):
         self.src = src_ip
@@ -56,25 +57,33 @@ class Prober:
         self.tx.close()
         self.rx.close()
 
-    def round(self, probes: list[tuple[str, str]], timeout: float = 0.1) -> list[bool]:
-        """Send one probe per (uSID container, destination IPv4) and wait up to ``timeout``
-        for their replies; whether each answered."""
-        first = self.seq
+    def send(self, probes: list[tuple[str, str]]) -> list[int]:
+        """One probe per (uSID container, destination IPv4); their sequence numbers."""
+        seqs = []
         for container, dst in probes:
             self.seq = (self.seq + 1) & 0xFFFF
+            seqs.append(self.seq)
             try:
                 self.tx.sendto(echo(self.src, dst, self.ident, self.seq), (container, 0))
             except OSError:
-                pass  # no route: counted as not answered
-        wanted = {(first + i + 1) & 0xFFFF: i for i in range(len(probes))}
-        got = [False] * len(probes)
-        deadline = time.monotonic() + timeout
-        while wanted and (left := deadline - time.monotonic()) > 0:
+                pass  # no route: never answered
+        return seqs
+
+    def receive(self, until: float) -> list[int]:
+        """Sequence numbers of the replies heard until ``until`` (monotonic)."""
+        got = []
+        while (left := until - time.monotonic()) > 0:
             if not select.select([self.rx], [], [], left)[0]:
                 break
             data = self.rx.recv(2048)
             ihl = (data[0] & 0x0F) * 4
             kind, _code, _sum, ident, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
-            if kind == ICMP_REPLY and ident == self.ident and seq in wanted:
-                got[wanted.pop(seq)] = True
+            if kind == ICMP_REPLY and ident == self.ident:
+                got.append(seq)
         return got
+
+    def round(self, probes: list[tuple[str, str]], timeout: float = 0.1) -> list[bool]:
+        """Send and wait up to ``timeout``: whether each probe answered by then."""
+        seqs = self.send(probes)
+        heard = set(self.receive(time.monotonic() + timeout))
+        return [s in heard for s in seqs]

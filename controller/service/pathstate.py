@@ -4,12 +4,16 @@ answer; a link is down when a path through it fails and no path through it works
 
 Why both: a failed path names several links, and only the working paths around it tell which
 one failed; a link that no working path clears stays down until a probe through it answers.
+A host that reaches a leaf by no path at all takes nothing down (``PathEvidence.down``).
 
 >>> ev = PathEvidence()
 >>> ev.report("h0", [(["l0", "s0", "l1"], False), (["l0", "s1", "l1"], True),
 ...                  (["l0", "s0", "l2"], True)], now=0.0)
 >>> sorted(ev.down(now=1.0))
 [('s0', 'l1')]
+>>> ev.report("h0", [(["l0", "s0", "l1"], False), (["l0", "s1", "l1"], False)], now=2.0)
+>>> ev.down(now=2.0)  # every path to l1 fails: congestion or l1 itself, no link named
+set()
 """
 from __future__ import annotations
 
@@ -33,11 +37,18 @@ class PathEvidence:
         self.reports[host] = (now, [(tuple(p), bool(ok)) for p, ok in paths])
 
     def down(self, now: float, window: float = WINDOW_S) -> set[tuple[str, str]]:
-        """Directed links on a failed path and on no working one, over the recent reports."""
+        """Directed links on a failed path and on no working one, over the recent reports. A
+        failed path counts only where the same host reaches the same leaf by a working path:
+        a host whose every path to a leaf fails names a problem of that leaf, of the host or
+        of a queue, not of one link, and takes nothing down."""
         fresh = [paths for t, paths in self.reports.values() if now - t <= window]
         working = {link for paths in fresh for p, ok in paths if ok for link in links_of(p)}
-        return {link for paths in fresh for p, ok in paths if not ok
-                for link in links_of(p) if link not in working}
+        out = set()
+        for paths in fresh:
+            reached = {(p[0], p[-1]) for p, ok in paths if ok}
+            out |= {link for p, ok in paths if not ok and (p[0], p[-1]) in reached
+                    for link in links_of(p) if link not in working}
+        return out
 
 
 def parse_report(doc, switches) -> list[tuple[list[str], bool]]:

@@ -21,18 +21,21 @@ from emulation.harness.ports import free_ports
 
 AGENT = os.path.join(os.path.dirname(sys.executable), "mlroute-agent")
 PY = "/usr/bin/python3"  # the hosts' Python (Debian's, with Mininet's)
+QUEUE_S = 0.2  # a shaped link's FIFO holds this long of its line rate (Mininet's default
+# txqueuelen of 1,000 packets is 2.4 s at 5 Mbit/s: probes and ACKs would wait behind it)
 
 
 class RouterSession:
     """Controller, routers and agents: ``with RouterSession(fabric, folder) as s:``."""
 
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
-                 link=None):
+                 bw: float = 0.0, probes: bool = True):
         self.fabric, self.folder = fabric, folder
         self.algorithm = algorithm
         self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
-        self.link = link or {}  # Mininet link options (bw: shaped with HTB)
+        self.bw = bw  # Mbit/s of every link (0: unshaped), queues of 100 ms (QUEUE_S)
         self.plan = SidPlan.of(fabric)
+        self.probes = probes  # the agents probe their paths (--no-probes when False)
         self.net = self.ctl = None
         self.procs: list[subprocess.Popen] = []
 
@@ -49,10 +52,11 @@ class RouterSession:
             self.close()
 
     def start(self) -> None:
-        from mininet.link import Link, TCLink
+        from mininet.link import Link
         from mininet.net import Mininet
 
-        from topologies.routers import RoutersTopo
+        from topologies.clos import shaped
+        from topologies.routers import RoutersTopo, warm
         path = os.path.join(self.folder, "fabric.json")
         with open(path, "w") as fh:
             json.dump(self.fabric.to_dict(), fh)
@@ -62,9 +66,11 @@ class RouterSession:
                                      ["--mlroute-southbound", "none",
                                       "--mlroute-sflow-port", "0"])
         self.ctl.launch()
-        self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=self.link),
-                           controller=None, link=TCLink if self.link else Link)
+        link = shaped(self.bw, max(30_000, int(self.bw * 1e6 / 8 * QUEUE_S)))
+        self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link), controller=None,
+                           link=Link)
         self.net.start()
+        warm(self.net, self.fabric)
         self.ctl.wait_answering()
         sock = tempfile.mktemp(prefix="mlroute-relay-", suffix=".sock", dir=self.folder)
         self._popen(["socat", f"UNIX-LISTEN:{sock},fork,reuseaddr",
@@ -80,7 +86,8 @@ class RouterSession:
         log = open(os.path.join(self.folder, f"agent-{host}.log"), "a")
         p = self.net[host].popen([AGENT, "--url", f"http://127.0.0.1:{self.ctl.rest_port}",
                                   "--host", host, "--lock",
-                                  os.path.join(self.folder, f"agent-{host}.lock")],
+                                  os.path.join(self.folder, f"agent-{host}.lock"),
+                                  *([] if self.probes else ["--no-probes"])],
                                  stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
