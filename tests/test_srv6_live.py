@@ -89,7 +89,7 @@ def test_a_link_down_under_a_running_flow_moves_it_within_a_second(scripts, shap
     from topologies.routers import fat_tree
     fabric = _leaf_spine() if shape == "leaf-spine" else fat_tree(4)
     src, dst = ("h0_0", "h1_0") if shape == "leaf-spine" else ("h0_0", "h2_0")
-    with RouterSession(fabric, str(scripts), agents=[src], link={"bw": 20}) as s:
+    with RouterSession(fabric, str(scripts), agents=[src], bw=20) as s:
         view = s.ctl.client.add_job({"id": "one", "flows": [
             {"src": src, "dst": dst, "bytes": 8e6}]})
         path = view["routes"][0]["path"]
@@ -132,7 +132,7 @@ def test_a_real_ring_runs_on_its_planned_uplinks(scripts, library):
     fabric = leaf_spine(2, 2, 2)
     hosts = ["h0_0", "h1_0", "h0_1", "h1_1"]  # ranks alternate leaves: every flow crosses
     direction = collectives.DATA_DIRECTION[library]
-    with RouterSession(fabric, str(scripts), link={"bw": 50}) as s:
+    with RouterSession(fabric, str(scripts), bw=50) as s:
         s.ctl.client.add_job({"id": "ring", "collective": "ring_allreduce",
                               "ranks": collectives.ring(hosts, direction), "bytes": 4e6})
         wait_until(lambda: all(s.steered(h) for h in hosts), 10, interval=0.1,

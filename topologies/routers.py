@@ -5,6 +5,11 @@ fabric document the controller declares (``--mlroute-southbound none``).
     mn --custom topologies/routers.py --topo routers,2,2,2 --controller none
     mn --custom topologies/routers.py --topo fattree-routers,4 --controller none
 
+Each host also has a management link (``<host>-eth9``) to the root namespace, where the
+controller answers at ``CONTROLLER_IP`` (172.30.255.254: ``mlroute-controller --wsapi-host
+172.30.255.254``), so each host's ``mlroute-agent --url http://172.30.255.254:8080`` reaches
+it as a cluster's management network would.
+
 Every router applies its static configuration (``controller.enforcement.srv6_config``: link
 addresses, uN / uA / End.X / End.DX4 SIDs with counters, every locator and host over all
 shortest paths) in one ``ip -batch``; unsteered traffic spreads by the kernel's L4 ECMP hash
@@ -78,10 +83,34 @@ class SrHost(Node):
         return r
 
 
-class RoutersTopo(Topo):
-    """Any wired ``Clos`` as routers and hosts (one plane; bundles: one link per member)."""
+CONTROLLER_IP = "172.30.255.254"  # the management network's side of the root namespace
+MGMT = "mgmt"  # the management node: the root namespace, where the controller runs
 
-    def build(self, fabric: Clos, link=None):
+
+class MgmtNode(Node):
+    """The root namespace's end of every host's management link: one veth per host, each
+    holding ``CONTROLLER_IP`` and a route to its host's management address, as an out-of-band
+    management network reaches a cluster's hosts. Its veths go with the network."""
+
+    def config(self, hosts=(), **params):
+        r = super().config(**params)
+        self.cmd("; ".join(f"ip addr replace {CONTROLLER_IP}/32 dev {i.name}; ip route replace "
+                           f"{mgmt_ip(j)}/32 dev {i.name} src {CONTROLLER_IP}"
+                           for j, i in enumerate(self.intfList()) if i.name != "lo"))
+        return r
+
+
+def mgmt_ip(j: int) -> str:
+    """Host j's management address (hosts in the fabric's order)."""
+    return f"172.30.{j // 250}.{1 + j % 250}"
+
+
+class RoutersTopo(Topo):
+    """Any wired ``Clos`` as routers and hosts (one plane; bundles: one link per member), and
+    with ``mgmt`` a management network: each host's ``<host>-eth9`` to the root namespace,
+    where the controller answers at ``CONTROLLER_IP`` (its ``--wsapi-host``)."""
+
+    def build(self, fabric: Clos, link=None, mgmt=True):
         f, link = fabric, link or {}  # link: Mininet link options (bw with TCLink)
         if len(f.planes) > 1:
             raise ValueError("the router emulation builds one plane")
@@ -89,9 +118,15 @@ class RoutersTopo(Topo):
         cfg = configs(plan)
         for sw in f.dpids:
             self.addHost(sw, cls=SrRouter, ip=None, lines=cfg[sw].iproute2())
-        for h in f.host_leaves:
+        for j, h in enumerate(f.host_leaves):
             self.addHost(h, cls=SrHost, ip=f"{f.ip_of(h)}/8", mac=f.mac_of(h),
-                         lines=host_config(plan, h))
+                         lines=host_config(plan, h) + ([
+                             f"addr replace {mgmt_ip(j)}/32 dev {h}-eth9",
+                             f"route replace {CONTROLLER_IP}/32 dev {h}-eth9"] if mgmt else []))
+        if mgmt:
+            self.addHost(MGMT, cls=MgmtNode, ip=None, inNamespace=False)
+            for j, h in enumerate(f.host_leaves):
+                self.addLink(h, MGMT, port1=9, port2=j + 1)
         for sw in f.dpids:
             for peer in f.neighbours(sw):
                 if peer in f.host_leaves:

@@ -71,12 +71,14 @@ def controller_env() -> dict[str, str]:
 class ControllerProcess:
     def __init__(self, fabric_path: str, log_path: str, algorithm: str = "greedy",
                  mode: str = "flow", rest_port: int = 8080, of_port: int = 6653,
-                 extra_args: list[str] | None = None, token: str | None = None):
+                 extra_args: list[str] | None = None, token: str | None = None,
+                 rest_host: str = "127.0.0.1"):
         """``fabric_path`` None: no declared fabric (the controller discovers it). ``token``:
         the controller's --mlroute-token, sent by ``rest`` on writing requests."""
         fabric = ["--mlroute-fabric", fabric_path] if fabric_path else []
         options = [*fabric, "--mlroute-algorithm", algorithm,
                    "--mlroute-mode", mode, "--wsapi-port", str(rest_port),
+                   *(["--wsapi-host", rest_host] if rest_host != "127.0.0.1" else []),
                    "--ofp-tcp-listen-port", str(of_port),
                    *(["--mlroute-token", token] if token else []), *(extra_args or [])]
         if framework() == "ryu":
@@ -87,13 +89,13 @@ class ControllerProcess:
             self.args = [sys.executable, "-m", "controller.shell.osken_main", *options]
         self.token = token
         self.log_path = log_path
-        self.rest_port, self.of_port = rest_port, of_port
+        self.rest_port, self.of_port, self.rest_host = rest_port, of_port, rest_host
         self.proc: subprocess.Popen | None = None
         self._log = None
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.rest_port}"
+        return f"http://{self.rest_host}:{self.rest_port}"
 
     def start(self, timeout: float = 30.0) -> ControllerProcess:
         """Launch the controller and return once its REST API answers."""

@@ -1,8 +1,8 @@
 """A fabric without OpenFlow in Mininet: Linux routers with static SIDs
-(``topologies/routers.py``), the controller with ``--mlroute-southbound none`` and one
-``mlroute-agent`` per host, reaching the controller through a socat relay (a Unix socket:
-Mininet hosts have no route to the root namespace). Everything it starts is stopped in
-``close``, also on Ctrl-C; it touches no other emulation on the machine.
+(``topologies/routers.py``), the controller with ``--mlroute-southbound none`` on the
+management network's address, and one ``mlroute-agent`` per host reaching it over its
+management link. Everything it starts is stopped in ``close``, also on Ctrl-C; it touches no
+other emulation on the machine.
 """
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 
 from controller.enforcement.srv6 import SidPlan
 from controller.model.clos import Clos
 from emulation.harness.controller_proc import ControllerProcess, signals_held
-from emulation.harness.fabricnet import wait_until
 from emulation.harness.ports import free_ports
 
 AGENT = os.path.join(os.path.dirname(sys.executable), "mlroute-agent")
@@ -29,14 +27,18 @@ class RouterSession:
     """Controller, routers and agents: ``with RouterSession(fabric, folder) as s:``."""
 
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
-                 bw: float = 0.0, probes: bool = True):
+                 bw: float = 0.0, probes: bool = True, controller: int | None = None):
+        """``controller``: the REST port of a controller started elsewhere (on the management
+        address, ``--wsapi-host 172.30.255.254``); None starts one here."""
         self.fabric, self.folder = fabric, folder
         self.algorithm = algorithm
         self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
         self.bw = bw  # Mbit/s of every link (0: unshaped), queues of 100 ms (QUEUE_S)
         self.plan = SidPlan.of(fabric)
         self.probes = probes  # the agents probe their paths (--no-probes when False)
+        self.external = controller
         self.net = self.ctl = None
+        self.url = ""
         self.procs: list[subprocess.Popen] = []
 
     def __enter__(self) -> RouterSession:
@@ -56,35 +58,31 @@ class RouterSession:
         from mininet.net import Mininet
 
         from topologies.clos import shaped
-        from topologies.routers import RoutersTopo, warm
+        from topologies.routers import CONTROLLER_IP, RoutersTopo, warm
         path = os.path.join(self.folder, "fabric.json")
         with open(path, "w") as fh:
             json.dump(self.fabric.to_dict(), fh)
-        rest, of = free_ports(2)
-        self.ctl = ControllerProcess(path, os.path.join(self.folder, "controller.log"),
-                                     self.algorithm, "srv6", rest, of,
-                                     ["--mlroute-southbound", "none",
-                                      "--mlroute-sflow-port", "0"])
-        self.ctl.launch()
         link = shaped(self.bw, max(30_000, int(self.bw * 1e6 / 8 * QUEUE_S)))
         self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link), controller=None,
                            link=Link)
         self.net.start()
         warm(self.net, self.fabric)
-        self.ctl.wait_answering()
-        sock = tempfile.mktemp(prefix="mlroute-relay-", suffix=".sock", dir=self.folder)
-        self._popen(["socat", f"UNIX-LISTEN:{sock},fork,reuseaddr",
-                     f"TCP:127.0.0.1:{rest}"], start_new_session=True)
-        wait_until(lambda: os.path.exists(sock), 10, what="relay socket")
+        if self.external is not None:
+            self.url = f"http://{CONTROLLER_IP}:{self.external}"
+        else:  # the REST API on the management network (topologies/routers.py), where the
+            rest, of = free_ports(2)  # hosts' agents reach it
+            self.ctl = ControllerProcess(path, os.path.join(self.folder, "controller.log"),
+                                         self.algorithm, "srv6", rest, of,
+                                         ["--mlroute-southbound", "none",
+                                          "--mlroute-sflow-port", "0"], rest_host=CONTROLLER_IP)
+            self.ctl.start()
+            self.url = self.ctl.url
         for h in self.agent_hosts:
-            node = self.net[h]
-            self.procs.append(node.popen(["socat", f"TCP-LISTEN:{rest},bind=127.0.0.1,fork,"
-                                          "reuseaddr", f"UNIX-CONNECT:{sock}"]))
             self.start_agent(h)
 
     def start_agent(self, host: str) -> subprocess.Popen:
         log = open(os.path.join(self.folder, f"agent-{host}.log"), "a")
-        p = self.net[host].popen([AGENT, "--url", f"http://127.0.0.1:{self.ctl.rest_port}",
+        p = self.net[host].popen([AGENT, "--url", self.url,
                                   "--host", host, "--lock",
                                   os.path.join(self.folder, f"agent-{host}.lock"),
                                   *([] if self.probes else ["--no-probes"])],
