@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 PYMINOR := $(shell $(PYTHON) -c 'import sys; print(sys.version_info[1])' 2>/dev/null)
 FRAMEWORK ?= $(if $(filter 11,$(PYMINOR)),ryu,osken)
 
-.PHONY: install system test test-live test-unit test-fast docs demo demo-fattree controller bench paper paper-quick clean
+.PHONY: install system test test-live test-unit test-fast docs demo demo-fattree demo-srv6 controller bench paper paper-quick clean
 
 install: $(STAMP)
 
@@ -112,6 +112,12 @@ demo: install system
 demo-fattree: install system
 	$(PY) -m emulation.demo --fat-tree $(DEMO_PORTS) $(ARGS)
 
+# The demo's two rings on a fabric without OpenFlow: Linux routers with static SRv6 SIDs, the
+# controller with --mlroute-southbound none and one mlroute-agent per host (ECMP against the
+# plan the hosts push).
+demo-srv6: install system
+	$(PY) -m emulation.demo_srv6 $(ARGS)
+
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
 # docs/howto/run-controller.md or the first tutorial, docs/tutorials/first-route.md). One
 # command on either framework: mlroute-controller runs Ryu where it is installed, else os-ken
@@ -140,6 +146,7 @@ bench: install system
 	$(PY) -m benchmarks.collectives
 	$(PY) -m benchmarks.fattree
 	$(PY) -m benchmarks.scale
+	$(PY) -m benchmarks.srv6
 
 paper: install
 	$(PY) -m simulation.paper

@@ -317,8 +317,39 @@ def results_page() -> str:
     out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _fattree(), _collectives(),
             _learning(),
             _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
-            _failover(), _connect()]
+            _failover(), _connect(), _srv6()]
     return "".join(out)
+
+
+def _srv6() -> str:
+    b = _load("bench/srv6.json")
+    r, i, o, g = b["rings"], b["install"], b["outage"], b["goodput"]
+    f = r["fabric"]
+    rows = [
+        [f"the demo's two rings, {f['spines']} spines x {f['leaves']} leaves x "
+         f"{f['hosts_per_leaf']} hosts, {f['link_mbps']:g} Mbit/s, {r['steps']} steps each",
+         f"ECMP (the kernel's L4 hash) {r['ecmp_median_s']:g} s, the plan pushed by the agents "
+         f"{r['plan_median_s']:g} s (ideal {r['ideal_s']:g} s): **{r['ecmp_over_plan']:g}x**"],
+        [f"an agent installs {i['flow_parts']:,} flow parts (routes and rules, one ip -batch)",
+         f"{i['install_ms']:g} ms; all re-steered {i['resteer_ms']:g} ms; removed "
+         f"{i['remove_ms']:g} ms; one ip process per command: {i['per_process_ms_per_command']:g}"
+         f" ms each ({i['per_process_install_ms_estimate']:,.0f} ms for the same install)"],
+        [f"a link set down under a running flow ({o['fabric']})",
+         f"moved to its backup list after {o['moved_to_backup_s']:g} s; longest gap at the "
+         f"receiver {o['outage_s']:g} s (before the failure {o['normal_max_gap_s']:g} s); every "
+         f"byte delivered: {o['delivered']}"],
+        [f"goodput of one flow at {g['link_mbps']} Mbit/s",
+         f"plain IPv4 {g['plain_goodput_share']:.1%} of the line rate, inside its uSID container "
+         f"{g['usid_goodput_share']:.1%}: {g['usid_overhead']:.1%} slower"],
+    ]
+    return ("## SRv6 from the hosts, on Linux routers\n\n"
+            + _source(b["command"], "bench/srv6.json")
+            + "Routers with static SIDs and no OpenFlow, the controller with "
+              "`--mlroute-southbound none`, one `mlroute-agent` per host "
+              "([tutorial](../tutorials/srv6.md)). In the rings' plan every link carries one "
+              "flow, yet a step lasts longer than one flow alone: 32 transfer processes share "
+              "the machine's 2 cores, and a step ends with its last flow.\n\n"
+            + _table(["what", "figure"], rows))
 
 
 def _planner() -> str:

@@ -1,0 +1,193 @@
+"""Benchmark of srv6 mode on Linux routers (no OpenFlow): what the hosts' agents cost and buy.
+
+Four measurements, each against a baseline run in the same command:
+
+* ``rings``: the demo's two rings (``emulation/demo_srv6.py``: 4 spines x 8 leaves x 2 hosts,
+  5 Mbit/s links): median step under the kernel's ECMP against the plan pushed by the agents;
+* ``install``: the agent's install of 1,000 flow parts (one ``ip -batch``: 1,000 routes and
+  1,000 rules), then re-steering all of them (1,000 atomic route swaps), in a network
+  namespace of its own; the baseline is one ``ip`` process per command;
+* ``outage``: a 2 x 2 leaf-spine at 20 Mbit/s, one flow, its path's last link set down under
+  it: the longest gap at the receiver against the longest gap before the failure, and when
+  the agent moved the flow to its backup list;
+* ``goodput``: one flow at a shaped line rate (20 Mbit/s), plain IPv4 against the same flow
+  inside its uSID encapsulation (40 bytes a packet).
+
+    python -m benchmarks.srv6 [--steps 3] [--out bench/srv6.json]
+
+Needs root, Mininet, iproute2 and socat.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from controller.agent import steering
+
+SINK_GAPS = """import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("", int(sys.argv[1]))); s.listen(1); c, _ = s.accept(); n = 0; times = []
+while (b := c.recv(65536)):
+    n += len(b); times.append(time.time())
+print(n, " ".join(f"{t:.4f}" for t in times))"""
+
+
+def _median(xs):
+    return round(statistics.median(xs), 4)
+
+
+def rings(steps: int) -> dict:
+    from emulation import demo_srv6
+    doc = demo_srv6.run(steps=steps)
+    return {k: doc[k] for k in ("fabric", "bytes", "steps", "ideal_s", "ecmp_s", "plan_s",
+                                "ecmp_median_s", "plan_median_s", "ecmp_over_plan")}
+
+
+def _doc(n: int, spine: int) -> dict:
+    return {"version": f"bench:{spine}", "flows": [
+        {"dst_ip": f"10.{1 + i // 65536}.{i // 256 % 256}.{i % 256}", "proto": 6, "sport": 0,
+         "dport": 0, "form": "usid", "sids": [f"fcbb:bbbb:{spine:x}:2:f001::"]}
+        for i in range(n)]}
+
+
+def install(n: int = 1000, repeats: int = 5) -> dict:
+    """The agent's batches against one ``ip`` process per command, in a namespace made and
+    removed here."""
+    ns = f"mlroute-bench-{os.getpid()}"
+    run = ["ip", "netns", "exec", ns]
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        for cmd in (["ip", "link", "add", "b0", "type", "veth", "peer", "name", "b1"],
+                    ["ip", "link", "set", "b0", "up"], ["ip", "link", "set", "b1", "up"],
+                    ["ip", "-6", "addr", "add", "fd00::1/64", "dev", "b0", "nodad"],
+                    ["ip", "-6", "route", "add", "fcbb:bbbb::/32", "via", "fd00::2",
+                     "dev", "b0"]):
+            subprocess.run(run + cmd, check=True)
+
+        def batch(lines):
+            t = time.perf_counter()
+            subprocess.run(run + ["ip", "-batch", "-"], input="\n".join(lines) + "\n",
+                           text=True, check=True)
+            return time.perf_counter() - t
+        first, moved, removed = [], [], []
+        for _ in range(repeats):
+            a = steering.wanted(steering.parse(_doc(n, 3)), {}, "b0")
+            first.append(batch(steering.batch({}, a)))
+            b = steering.wanted(steering.parse(_doc(n, 4)), a, "b0")
+            moved.append(batch(steering.batch(a, b)))
+            removed.append(batch(steering.batch(b, {})))
+        lines = steering.batch({}, steering.wanted(steering.parse(_doc(100, 3)), {}, "b0"))
+        t = time.perf_counter()
+        for line in lines:  # the baseline: a process per command
+            subprocess.run(run + ["ip", *line.split()], check=True)
+        per_process = (time.perf_counter() - t) / len(lines)
+        batch(steering.batch(steering.wanted(steering.parse(_doc(100, 3)), {}, "b0"), {}))
+        return {"flow_parts": n, "repeats": repeats, "install_ms": _median([x * 1e3 for x in first]),
+                "resteer_ms": _median([x * 1e3 for x in moved]),
+                "remove_ms": _median([x * 1e3 for x in removed]),
+                "per_process_ms_per_command": round(per_process * 1e3, 3),
+                "per_process_install_ms_estimate": round(per_process * 2 * n * 1e3, 1),
+                "batch_over_per_process": round(statistics.median(first) / (per_process * 2 * n),
+                                                3)}
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], check=False)
+
+
+def _flow(s, src, dst, size, port, folder):
+    sink = s.net[dst].popen([sys.executable, "-c", SINK_GAPS, str(port)],
+                            stdout=subprocess.PIPE, text=True)
+    s.procs.append(sink)
+    time.sleep(0.3)
+    client = s.net[src].popen([sys.executable, "-c",
+                               "import socket,sys; c=socket.create_connection((sys.argv[1], "
+                               "int(sys.argv[2])), timeout=30); c.sendall(bytes(int(sys.argv[3])))",
+                               s.fabric.host_ip[dst], str(port), str(size)])
+    s.procs.append(client)
+    return sink, client
+
+
+def outage(folder: str) -> dict:
+    from emulation.harness.fabricnet import wait_until
+    from emulation.harness.routers import RouterSession
+    from topologies.routers import leaf_spine
+    size = 10_000_000  # 4 s at 20 Mbit/s
+    with RouterSession(leaf_spine(2, 2, 1), folder, agents=["h0_0"], bw=20) as s:
+        path = s.ctl.client.add_job({"id": "one", "flows": [
+            {"src": "h0_0", "dst": "h1_0", "bytes": size}]})["routes"][0]["path"]
+        wait_until(lambda: s.steered("h0_0"), 10, interval=0.1, what="the agent's rule")
+        primary = s.net["h0_0"].cmd("ip route show table all | grep seg6")
+        time.sleep(1.5)  # probes learn the paths
+        sink, client = _flow(s, "h0_0", "h1_0", size, 5601, folder)
+        time.sleep(1.5)
+        down_at = time.time()
+        s.net.configLinkStatus(path[-2], path[-1], "down")
+        t0 = time.monotonic()
+        wait_until(lambda: s.net["h0_0"].cmd("ip route show table all | grep seg6") != primary,
+                   5, interval=0.01, what="the move")
+        moved = time.monotonic() - t0
+        n, _, stamps = sink.communicate(timeout=60)[0].partition(" ")
+        times = [float(x) for x in stamps.split()]
+        before = [b - a for a, b in zip(times, times[1:]) if b < down_at]
+        after = [b - a for a, b in zip(times, times[1:]) if b >= down_at]
+        return {"fabric": "2 x 2 leaf-spine, 20 Mbit/s", "bytes": size,
+                "delivered": int(n) == size, "moved_to_backup_s": round(moved, 3),
+                "outage_s": round(max(after), 3), "normal_max_gap_s": round(max(before), 3),
+                "outage_over_normal_gap": round(max(after) / max(before), 1)}
+
+
+def goodput(folder: str, repeats: int = 3) -> dict:
+    from emulation.harness.fabricnet import wait_until
+    from emulation.harness.routers import RouterSession
+    from emulation.harness.transfers import send
+    from topologies.routers import leaf_spine
+    f, size = leaf_spine(2, 2, 1), 5_000_000
+    route = [{"src": "h0_0", "dst": "h1_0"}]
+    with RouterSession(f, folder, agents=["h0_0"], bw=20, probes=False) as s:
+        plain = [send(s.net, f, route, size, port=5701 + k) for k in range(repeats)]
+        s.ctl.client.add_job({"id": "one", "flows": [{"src": "h0_0", "dst": "h1_0",
+                                                      "bytes": size}]})
+        wait_until(lambda: s.steered("h0_0"), 10, interval=0.1, what="the agent's rule")
+        encap = [send(s.net, f, route, size, port=5801 + k) for k in range(repeats)]
+    line = size * 8 / 20e6
+    p, e = statistics.median(plain), statistics.median(encap)
+    return {"link_mbps": 20, "bytes": size, "repeats": repeats,
+            "plain_s": [round(x, 3) for x in plain], "usid_s": [round(x, 3) for x in encap],
+            "plain_goodput_share": round(line / p, 3), "usid_goodput_share": round(line / e, 3),
+            "usid_overhead": round(e / p - 1, 4)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.srv6",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=3, help="ring steps of each routing")
+    ap.add_argument("--out", default=os.path.join("bench", "srv6.json"))
+    args = ap.parse_args(argv)
+    if os.geteuid() != 0:
+        print("benchmarks.srv6: needs root (Mininet, network namespaces)", file=sys.stderr)
+        return 2
+    folder = tempfile.mkdtemp(prefix="mlroute-bench-srv6-")
+    doc = {"command": "python -m benchmarks.srv6", "install": install()}
+    print("install", doc["install"], flush=True)
+    for name in ("goodput", "outage"):
+        os.makedirs(os.path.join(folder, name))
+    doc["goodput"] = goodput(os.path.join(folder, "goodput"))
+    print("goodput", doc["goodput"], flush=True)
+    doc["outage"] = outage(os.path.join(folder, "outage"))
+    print("outage", doc["outage"], flush=True)
+    doc["rings"] = rings(args.steps)
+    print("rings", doc["rings"], flush=True)
+    with open(args.out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
