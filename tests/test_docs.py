@@ -437,6 +437,13 @@ def api_slurm_unreachable(run: Run):
                                       run.err.strip()), run.err
 
 
+def srv6_config(run: Run):
+    run.says("writes 8 files for 4 switches", "its locator `fcbb:bbbb:3::/48`")
+    assert "wrote 8 files for 4 switches into srv6" in run.out
+    assert "fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid" in run.out
+    assert json.loads((run.cwd / "srv6" / "s0.json").read_text())["SRV6_MY_SIDS"]
+
+
 CHECKS = {
     "README.md": [readme_paper_scale],
     "docs/tutorials/first-route.md": [first_route_files, first_route_plan, first_route_demo],
@@ -449,6 +456,7 @@ CHECKS = {
     "docs/howto/declare-jobs.md": [declare_jobs_document],
     "docs/howto/emulation.md": [emulation_rings],
     "docs/reference/integrations.md": [api_job_document, api_slurm_unreachable],
+    "docs/tutorials/srv6.md": [srv6_config],
 }
 
 
@@ -463,6 +471,7 @@ REDUNDANT = TUTORIALS_LIVE + "test_redundant_controllers_tutorial_runs_as_writte
 RUN_CONTROLLER = HOWTO_LIVE + "test_run_controller_page_runs_as_written"
 DECLARE_JOBS = HOWTO_LIVE + "test_declare_jobs_page_runs_as_written"
 EMULATION = HOWTO_LIVE + "test_emulation_page_runs_as_written"
+SRV6 = TUTORIALS_LIVE + "test_srv6_tutorial_runs_as_written"
 
 # (page, first command line of a "Needs" block): the live test that runs it as written and
 # checks what the page says it prints
@@ -511,6 +520,11 @@ RUN_BY = {
                   "\"ring_allreduce\","): DECLARE_JOBS,
     ("docs/howto/emulation.md", ".venv/bin/python -m emulation.run --jobs rings.json "
                                 "--compare ecmp --mode sr --iterations 1 --out emu"): EMULATION,
+    ("docs/tutorials/srv6.md", "python -m emulation.routers --fabric fabric.json"): SRV6,
+    ("docs/tutorials/srv6.md", "mlroute-controller --mlroute-fabric fabric.json "
+                               "--mlroute-southbound none --wsapi-host 172.30.255.254"): SRV6,
+    ("docs/tutorials/srv6.md", "curl -s -XPOST 172.30.255.254:8080/v1/jobs -d '{\"id\": "
+                               "\"ring\", \"collective\": \"ring_allreduce\","): SRV6,
 }
 
 # (page, first command line of a "Needs" block): why no test runs it

@@ -243,3 +243,47 @@ def test_pytorch_job_tutorial_runs_as_written(tmp_path):
 def _has_job(s, jid) -> bool:
     return any(j.get("id") == jid for j in s.ctl.client.jobs()["jobs"])
 
+
+
+def test_srv6_tutorial_runs_as_written(tmp_path):
+    """srv6.md: the routers with an agent on every host, the controller with no OpenFlow on
+    the management address, the ring posted: its routes, each leaf's two flows on different
+    spines, and host h0_0's segment lists as the page describes them."""
+    require_root_and_ovs()
+    blocks = _blocks(os.path.join(TUTORIALS, "srv6.md"))
+    live = [b for t, b in blocks if t.startswith("Needs")]
+    routers, controller, third = live
+    assert routers.startswith("python -m emulation.routers") and "--mlroute-southbound none" \
+        in controller and third.startswith("curl")
+    work, env, logs = prepared(tmp_path, blocks)
+    procs = []
+    start = launcher(work, env, logs, procs)
+    try:
+        start(routers, "routers")
+        fabricnet.wait_until(lambda: "fabric up: 4 routers, 4 hosts, an agent on each" in
+                             (logs / "routers.log").read_text(), 120, what="the routers")
+        start(controller, "controller")
+        url = "http://172.30.255.254:8080"
+        fabricnet.wait_until(lambda: answering(url + "/v1/jobs"), 60, what="the controller")
+        out = run_block(third, work, env, 60)
+        decoder, docs, at = json.JSONDecoder(), [], 0
+        while at < len(out.strip()):  # curl prints the two answers back to back
+            doc, at = decoder.raw_decode(out.strip(), at)
+            docs.append(doc)
+            while at < len(out.strip()) and out.strip()[at].isspace():
+                at += 1
+        first, second = docs
+        spines = {}
+        for r in first["routes"]:
+            spines.setdefault(r["path"][0], []).append(r["path"][1])
+        assert all(sorted(s) == ["s0", "s1"] for s in spines.values()), first["routes"]
+        flow = second["flows"][0]
+        assert flow["form"] == "usid" and flow["sids"][0].startswith("fcbb:bbbb:")
+        assert flow["backup"]["path"][1] != flow["path"][1] and second["probes"]
+        log = (logs / "controller.log")
+        fabricnet.wait_until(lambda: "no OpenFlow (hosts push SRv6 paths)" in log.read_text(),
+                             10, what="the controller's log line")
+    finally:
+        for p, first_signal in reversed(procs):  # the controller, then the routers
+            stop_group(p, first_signal)
+    assert "stopped" in (logs / "routers.log").read_text()
