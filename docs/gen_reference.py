@@ -239,6 +239,7 @@ CLI = [  # (title, module argv); every one runs without root for --help
     ("mlroute job delete", ["controller", "job", "delete"]),
     ("mlroute job list", ["controller", "job", "list"]),
     ("mlroute job show", ["controller", "job", "show"]),
+    ("mlroute srv6-config", ["controller", "srv6-config"]),
     ("python -m simulation.simulate (mlroute-simulate)", ["simulation.simulate"]),
     ("python -m simulation.workloads (mlroute-workloads)", ["simulation.workloads"]),
     ("python -m simulation.placement", ["simulation.placement"]),
@@ -248,6 +249,7 @@ CLI = [  # (title, module argv); every one runs without root for --help
     ("python -m emulation.demo (root, except --simulate)", ["emulation.demo"]),
     ("python -m emulation.trace (root)", ["emulation.trace"]),
     ("mlroute-slurm-prolog / mlroute-slurm-epilog", ["controller.integrations.slurm"]),
+    ("mlroute-agent (root, srv6 mode)", ["controller.agent.main"]),
 ]
 
 
@@ -264,8 +266,11 @@ def cli_page() -> str:
     with ThreadPoolExecutor(max_workers=4) as pool:
         helps = list(pool.map(_help, [argv for _, argv in CLI]))
     out = [NOTE.format(src="each command's --help"), "# Command line\n\n",
-           "Run with the venv's Python (`.venv/bin/python`, or `source .venv/bin/activate` "
-           "first); the emulation commands need root (`sudo .venv/bin/python -m ...`). "
+           "Run from the venv (`source .venv/bin/activate` first, or `.venv/bin/mlroute`, "
+           "`.venv/bin/python -m ...`); `mlroute` is also `python -m controller`. The "
+           "emulation commands and `mlroute-agent` need root: run them as root (`.venv/bin/"
+           "python -m ...`). `mlroute`, `mlroute-controller` and `mlroute-agent` print their "
+           "version with `--version`. "
            "Bad input exits 2 with one `error:` line on stderr; the `job` commands exit 1 for "
            "a refusal or an unreachable controller. With `--out` a command writes the file and "
            "prints one line saying what and where. The controller itself, "

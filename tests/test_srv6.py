@@ -9,6 +9,7 @@ import pytest
 
 from controller.agent import steering
 from controller.agent.main import Agent
+from controller.agent.main import main as agent_main
 from controller.cli import main as cli_main
 from controller.enforcement.srv6 import SidPlan, segments
 from controller.enforcement.srv6_config import configs, host_config
@@ -147,6 +148,14 @@ def test_the_agent_keeps_its_rules_when_a_document_is_refused():
     with pytest.raises(InputError):
         agent.step()
     assert agent.have == kept and len(applied) == 1
+
+
+def test_the_agent_prints_its_version(capsys):
+    import controller
+    with pytest.raises(SystemExit) as e:
+        agent_main(["--version"])  # before --url and --host, which it does not need
+    assert e.value.code == 0
+    assert capsys.readouterr().out == f"mlroute-agent {controller.__version__}\n"
 
 
 def service_on(fabric) -> RouteService:

@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 
+from controller import __version__
 from controller.agent import steering
 from controller.agent.probe import Prober
 from controller.client import Client, ControllerError
@@ -291,6 +292,7 @@ def _lock(path: str):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="mlroute-agent", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--version", action="version", version=f"mlroute-agent {__version__}")
     ap.add_argument("--url", required=True, help="the controller's REST URL (comma-separated "
                                                  "for redundant controllers)")
     ap.add_argument("--host", required=True, help="this host's name in the fabric")
