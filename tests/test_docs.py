@@ -419,8 +419,12 @@ def emulation_rings(run: Run):
 
 def install_version(run: Run):
     import controller
-    run.says(f"prints `{controller.__version__}`")
-    assert run.out.strip() == controller.__version__
+    v = controller.__version__
+    run.says(f"Each prints its name and the version installed, `{v}`",
+             "`python -m controller` is the same command")
+    cli, ctl, agent = run.out.splitlines()
+    assert (cli, agent) == (f"mlroute {v}", f"mlroute-agent {v}")
+    assert re.fullmatch(rf"mlroute-controller {re.escape(v)} \((ryu [\d.]+|os-ken)\)", ctl), ctl
 
 
 def api_job_document(run: Run):
@@ -480,17 +484,17 @@ RUN_BY = {
     ("docs/tutorials/first-route.md", "mn --custom topologies/clos.py --topo clos,4,8,2"):
         FIRST_ROUTE,
     ("docs/tutorials/first-route.md",
-     "python -m controller job add jobs.json --url http://127.0.0.1:8080"): FIRST_ROUTE,
+     "mlroute job add jobs.json --url http://127.0.0.1:8080"): FIRST_ROUTE,
     ("docs/tutorials/first-route.md", "make demo"): FIRST_ROUTE,
     ("docs/tutorials/three-tier.md", ".venv/bin/mlroute-controller --mlroute-fabric "
                                      "fattree-wired.json"): THREE_TIER,
     ("docs/tutorials/three-tier.md", "mn --custom topologies/clos.py --topo fattree,4,2,20"):
         THREE_TIER,
     ("docs/tutorials/three-tier.md",
-     "python -m controller job add jobs.json --url http://127.0.0.1:8080"): THREE_TIER,
+     "mlroute job add jobs.json --url http://127.0.0.1:8080"): THREE_TIER,
     ("docs/tutorials/pytorch-job.md", "torchrun --nnodes 2 --nproc_per_node 1 --node_rank \"$R\" "
                                       "--master_addr 10.0.0.1"): PYTORCH,
-    ("docs/tutorials/pytorch-job.md", 'python -m controller job list --url "http://$CTL:8080"'):
+    ("docs/tutorials/pytorch-job.md", 'mlroute job list --url "http://$CTL:8080"'):
         PYTORCH,
     ("docs/tutorials/pytorch-job.md", ".venv/bin/python -m emulation.collectives --library "
                                       "gloo --scenario ecmp,correct,rank_order"): PYTORCH,
@@ -512,9 +516,9 @@ RUN_BY = {
         RUN_CONTROLLER,
     ("docs/howto/declare-jobs.md", "curl -s -XPOST 127.0.0.1:8080/v1/jobs -d '{\"id\": \"r\", "
                                    "\"collective\": \"ring_allreduce\","): DECLARE_JOBS,
-    ("docs/howto/declare-jobs.md", "python -m controller job add --members 10.0.0.1,10.0.1.1,h2_0 "
+    ("docs/howto/declare-jobs.md", "mlroute job add --members 10.0.0.1,10.0.1.1,h2_0 "
                                    "--id j --bytes 4e6"): DECLARE_JOBS,
-    ("docs/howto/troubleshooting.md", "python -m controller job show j --url "
+    ("docs/howto/troubleshooting.md", "mlroute job show j --url "
                                       "http://127.0.0.1:8080 --json"): DECLARE_JOBS,
     ("README.md", "curl -s -XPOST 127.0.0.1:8080/v1/jobs -d '{\"id\": \"r\", \"collective\": "
                   "\"ring_allreduce\","): DECLARE_JOBS,

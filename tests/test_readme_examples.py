@@ -21,6 +21,8 @@ def _readme_command(prefix: str) -> list[str]:
 
 
 def _run(argv: list[str], names: dict[str, str]) -> subprocess.CompletedProcess:
+    if argv[0] == "mlroute":  # the console script; python -m controller is the same command
+        argv = ["python", "-m", "controller", *argv[1:]]
     assert argv[:2] == ["python", "-m"], argv
     args = [sys.executable, "-m", *(names.get(a, a) for a in argv[2:])]
     return subprocess.run(args, cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -28,7 +30,7 @@ def _run(argv: list[str], names: dict[str, str]) -> subprocess.CompletedProcess:
 
 def test_the_workloads_example_runs_on_the_fabric_the_readme_makes(tmp_path):
     names = {"fabric.json": str(tmp_path / "fabric.json"), "jobs.json": str(tmp_path / "jobs.json")}
-    fabric = _readme_command("python -m controller fabric --spines 32")
+    fabric = _readme_command("mlroute fabric --spines 32")
     workloads = _readme_command("python -m simulation.workloads")
     assert fabric[fabric.index("--out") + 1] == "fabric.json"  # one file, both
     assert workloads[workloads.index("--fabric") + 1] == "fabric.json"

@@ -124,7 +124,7 @@ def test_first_route_tutorial_runs_as_written(tmp_path):
     require_root_and_ovs()
     blocks = _blocks(os.path.join(TUTORIALS, "first-route.md"))
     live = [(t, b) for t, b in blocks if t.startswith("Needs")]
-    assert [b.split()[0] for _t, b in live] == ["make", "mn", "python", "make"], live
+    assert [b.split()[0] for _t, b in live] == ["make", "mn", "mlroute", "make"], live
     controller, mininet, third, demo = (b for _t, b in live)
     assert controller.strip() == "make controller" and demo.strip() == "make demo"
     work, env, logs = prepared(tmp_path, blocks)
@@ -160,7 +160,7 @@ def test_three_tier_tutorial_runs_as_written(tmp_path):
     blocks = _blocks(os.path.join(TUTORIALS, "three-tier.md"))
     live = [(t, b) for t, b in blocks if t.startswith("Needs")]
     assert [b.split()[0] for _t, b in live] == [".venv/bin/mlroute-controller", "mn",
-                                                "python"], live
+                                                "mlroute"], live
     controller, mininet, third = (b for _t, b in live)
     work, env, logs = prepared(tmp_path, blocks)
     procs = []
