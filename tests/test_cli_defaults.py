@@ -112,9 +112,11 @@ def test_compare_rows_name_their_objective(files, capsys):
                          files["jobs"], "--algorithms", "greedy,split", "--objective", "jobs",
                          "--ilp-time-limit", "0")
     assert code == 0, err
-    lines = out.splitlines()
-    assert lines[0].split()[:3] == ["algorithm", "objective", "max"]
-    assert [l.split()[:2] for l in lines[2:]] == [["greedy", "flows"], ["split", "jobs"]]
+    lines = out.splitlines()  # a fabric line, the head, the ideal row, one row each
+    assert lines[0].startswith("fabric:")
+    assert lines[1].split()[:3] == ["algorithm", "objective", "max"]
+    assert lines[2].split()[0] == "ideal"
+    assert [l.split()[:2] for l in lines[3:5]] == [["greedy", "flows"], ["split", "jobs"]]
 
 
 # ---- help: every registry name, every command, every default ---------------------------------

@@ -127,8 +127,14 @@ def crossed(fabric, wiring: Wiring | None, r: JobRecord) -> list[dict]:
     if fabric is None or wiring is None or not wiring.declared or not wiring.problems:
         return []
     used = used_ports(fabric, r)
-    return [p for p in wiring.problems if p["switch"] in used
+    return [p for p in wiring.problems if p["kind"] not in NOT_REFUSED and p["switch"] in used
             and (p["port"] is None or p["port"] in used[p["switch"]])]
+
+
+# A declared link that no probe crossed yet sends nothing astray (a port that is down takes
+# the link down, and the planners route around it): said in /v1/ready and the log, not a
+# reason to refuse a job (a fabric whose probes are off, or not yet round, would refuse all).
+NOT_REFUSED = {"missing_link"}
 
 
 def check_job(fabric, wiring: Wiring | None, r: JobRecord) -> None:
