@@ -1,7 +1,9 @@
 """srv6 mode live: Linux routers with static SIDs (no OpenFlow, no switch daemon), the
 controller with ``--mlroute-southbound none``, one ``mlroute-agent`` per host
 (``emulation/harness/routers.py``) and real TCP: the routers' per-SID counters prove the
-planned spines; a link set down under a running flow moves it within a second."""
+planned spines; a link set down under a running flow moves it within a second. ``make
+test`` runs the link-down case on the leaf-spine (the plan, the agents, their probes and
+fail-over, the controller's link state and re-plan); the others are in the extended tier."""
 from __future__ import annotations
 
 import re
@@ -12,7 +14,7 @@ import time
 import pytest
 
 from emulation.harness.fabricnet import wait_until
-from emulation.harness.routers import PY, RouterSession
+from emulation.harness.routers import AGENT, PY, RouterSession
 from tests.integration import EXTENDED, require_root_and_ovs
 
 pytestmark = pytest.mark.integration
@@ -54,6 +56,7 @@ def _serve(s, host, port, folder):
     return p
 
 
+@EXTENDED  # make test: the link-down case below proves the mode end to end
 def test_two_flows_of_a_leaf_take_their_planned_spines_through_the_hosts(scripts):
     pairs = {"h0_0": "h1_0", "h0_1": "h1_1"}
     with RouterSession(_leaf_spine(), str(scripts), agents=pairs) as s:
@@ -118,7 +121,8 @@ def test_a_link_down_under_a_running_flow_moves_it_within_a_second(scripts, shap
         assert path[-2] not in after[0]["path"]  # re-planned around the failed link
 
 
-@pytest.mark.parametrize("library", ["gloo", pytest.param("mpi", marks=EXTENDED)])
+@EXTENDED
+@pytest.mark.parametrize("library", ["gloo", "mpi"])
 def test_a_real_ring_runs_on_its_planned_uplinks(scripts, library):
     """A ring All-Reduce of a real library (PyTorch gloo, Open MPI) with one rank per host of a
     2 x 2 leaf-spine of routers, declared in its data direction (gloo: rank r sends to r - 1,
@@ -142,3 +146,31 @@ def test_a_real_ring_runs_on_its_planned_uplinks(scripts, library):
         assert res["sums_ok"], res
         assert res["direction"] == direction, res["pairs"]  # as declared
         assert res["imbalance"] < 0.15, res["uplinks"]  # each leaf: one flow per spine
+
+
+@EXTENDED
+def test_agent_faults_keep_the_hosts_rules(scripts):
+    """An agent killed and started again reconciles with what it installed (nothing
+    duplicated); a second agent on the host refuses to start; with the controller gone the
+    agent keeps its rules and retries."""
+    with RouterSession(_leaf_spine(), str(scripts), agents=["h0_0"]) as s:
+        s.ctl.client.add_job({"id": "one", "flows": [{"src": "h0_0", "dst": "h1_0",
+                                                      "bytes": 1e6}]})
+        wait_until(lambda: s.steered("h0_0"), 10, interval=0.1, what="the agent's rule")
+        routes = _segs(s, "h0_0")
+        second = s.net["h0_0"].popen([AGENT, "--url", s.url, "--host", "h0_0", "--lock",
+                                      str(scripts / "agent-h0_0.lock")],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        out = second.communicate(timeout=20)[0]
+        assert second.returncode == 2 and "another mlroute-agent runs" in out, out
+        first = next(p for p in s.procs if AGENT in p.args)
+        first.kill()  # no clean-up: its rules stay in the kernel
+        first.wait(10)
+        assert s.steered("h0_0") == 1
+        s.start_agent("h0_0")
+        time.sleep(3)  # the new agent read its rules back and took the document
+        assert s.steered("h0_0") == 1 and _segs(s, "h0_0") == routes  # nothing duplicated
+        s.ctl.stop()
+        time.sleep(3)
+        assert s.steered("h0_0") == 1 and _segs(s, "h0_0") == routes  # kept without it
+        assert "retrying" in (scripts / "agent-h0_0.log").read_text()

@@ -245,6 +245,7 @@ def _has_job(s, jid) -> bool:
 
 
 
+@EXTENDED  # make test: tests/test_srv6_live.py's link-down case
 def test_srv6_tutorial_runs_as_written(tmp_path):
     """srv6.md: the routers with an agent on every host, the controller with no OpenFlow on
     the management address, the ring posted: its routes, each leaf's two flows on different
