@@ -40,7 +40,7 @@ from controller.model.rates import max_min_rates
 from controller.planners import PLANNERS, planner_for
 from controller.planners.plan import make_plan, run_options, run_shape
 from controller.planners.registry import CLOS, OBJECTIVES, TWO_TIER, listing, names
-from controller.service.settings import Settings
+from controller.service.settings import ILP_TIME_LIMIT_S, Settings
 
 # what each objective ranks plans by (the names are registry.OBJECTIVES)
 OBJECTIVE_HELP = {"flows": "max-min fair link flow counts, the paper's",
@@ -463,8 +463,12 @@ def add_offline_commands(sub) -> None:
                             "jobs planner, flows for the other planners and on Clos fabrics)")
         p.add_argument("--seed", type=int, default=1234, help="annealing seed")
         p.add_argument("--salt", type=int, default=0, help="ECMP hash salt")
-        p.add_argument("--ilp-time-limit", type=float, default=60.0, metavar="S",
-                       help="seconds for the ILP (auto: its last stage's budget, 0 skips it)")
+        limit = ILP_TIME_LIMIT_S if name == "plan" else 60.0
+        p.add_argument("--ilp-time-limit", type=float, default=limit, metavar="S",
+                       help="seconds for the ILP (auto: its last stage's budget, 0 skips it; "
+                            + ("the controller's default" if name == "plan" else
+                               f"more than the controller's {ILP_TIME_LIMIT_S:g} s: compare "
+                               "looks for each planner's best") + ")")
         p.add_argument("--max-parts", type=int, metavar="N",
                        help="split: at most N parts per flow (default: 4; 0: no bound, the "
                             "fractional optimum; two-tier fabrics)")

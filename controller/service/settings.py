@@ -17,6 +17,7 @@ from controller.measurement.learner import SAMPLING_POINTS
 from controller.planners.registry import OBJECTIVES, names
 
 OVER_BUDGET = ("refuse", "host")
+ILP_TIME_LIMIT_S = 10.0  # the ilp planner's and auto's ILP stage's budget (controller, plan)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from oslo_config import cfg
 
 from controller.discovery.lldp import LLDP_BUDGET, LLDP_INTERVAL
 from controller.planners.registry import listing
-from controller.service.settings import Settings
+from controller.service.settings import ILP_TIME_LIMIT_S, Settings
 
 # an option that Settings also has takes its default from there: one set of defaults
 
@@ -52,7 +52,7 @@ OPTS = [
                  help="seconds between port and flow statistics requests (0: off)"),
     cfg.FloatOpt("mlroute-barrier-timeout", default=5.0,
                  help="seconds a switch has to confirm rules (barrier reply)"),
-    cfg.FloatOpt("mlroute-ilp-time-limit", default=10.0,
+    cfg.FloatOpt("mlroute-ilp-time-limit", default=ILP_TIME_LIMIT_S,
                  help="ILP time limit in seconds (the ilp planner; auto's ILP stage, run off "
                       "the request path; 0 turns auto's ILP stage off)"),
     cfg.IntOpt("mlroute-seed", default=1234, help="simulated annealing seed"),
