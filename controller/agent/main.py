@@ -12,28 +12,28 @@ installs their SRv6 segment lists as policy rules and encapsulation routes (srv6
 * the controller unreachable: the rules stay, retried with back-off (0.5 s doubling to 10 s);
 * a second agent on the host refuses to start (a lock file per host);
 * it probes every path it may use (``probe.py``): its parts' paths every 0.1 s, every
-  path to their destinations every second; a part whose path misses ``FAIL_AFTER`` probes
-  in a row moves at once to the backup list the controller gave (one atomic route replace)
-  and back once it answers again; the results go to the controller
-  (``POST /v1/hosts/{host}/probes``: its link state on fabrics without OpenFlow);
+  path to their destinations every second; a part whose path fails (``probe.PathHealth``:
+  three probes unanswered for max(0.5 s, 4 round trips)) moves at once to the backup list
+  the controller gave (one atomic route replace), and back once it answers again for a
+  second; the results go to the controller (``POST /v1/hosts/{host}/probes``: its link
+  state on fabrics without OpenFlow);
 * SIGTERM or Ctrl-C removes every rule and table it owns, then it exits 0.
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
-import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 
 from controller import __version__
 from controller.agent import steering
-from controller.agent.probe import Prober
+from controller.agent.kernel import ip_batch, read_installed
+from controller.agent.probe import PathHealth, Prober
 from controller.client import Client, ControllerError
 from controller.errors import InputError
 
@@ -42,61 +42,7 @@ WAIT_S = 25.0  # each watch asks the controller to hold the answer this long
 BACKOFF = (0.5, 10.0)
 PROBE_S = 0.1  # between probes of the paths in use
 ALL_PATHS_EVERY = 10  # every other path is probed once in this many rounds
-FAIL_S = 0.5  # a path that worked fails when its probes of this long ago still have no
-FAIL_PROBES = 3  # answer, this many of them (a reply delayed by a queue still counts)
-BACK_S = 1.0  # a failed path answering again for this long is used again
 REPORT_S = 2.0  # probe results go to the controller at least this often
-
-
-def ip_batch(lines: list[str]) -> None:
-    """Run ``lines`` through one ``ip -batch -`` (one process per change, not per rule)."""
-    if not lines:
-        return
-    p = subprocess.run(["ip", "-batch", "-"], input="\n".join(lines) + "\n", text=True,
-                       capture_output=True, timeout=30)
-    if p.returncode:
-        raise InputError(f"ip -batch refused: {p.stderr.strip() or p.stdout.strip()}")
-
-
-def read_installed() -> dict:
-    """The rules and encapsulation routes this agent owns, read back from the kernel."""
-    rules = json.loads(subprocess.run(["ip", "-j", "-4", "rule", "show"], capture_output=True,
-                                      text=True, timeout=10, check=True).stdout or "[]")
-    out = {}
-    for r in rules:
-        pref, table = r.get("priority"), r.get("table")
-        try:
-            table = int(table)
-        except (TypeError, ValueError):
-            continue
-        if not steering.owned(pref=pref) or not steering.owned(table=table):
-            continue
-        routes = json.loads(subprocess.run(["ip", "-j", "-d", "-4", "route", "show", "table",
-                                            str(table)], capture_output=True, text=True,
-                                           timeout=10).stdout or "[]")
-        if not routes:
-            continue
-        rt = routes[0]  # iproute2 6.1: "encap": "seg6", then "mode" and "segs" beside it
-        dst = r.get("dst")
-        match = (None, dst, _proto(r.get("ipproto")), _port(r.get("sport")),
-                 _port(r.get("dport")))
-        route = steering.route_text(dst, rt.get("mode", "?"), rt.get("segs", []),
-                                    rt.get("dev", "?"))
-        out[match] = steering.Installed(table, pref, route, steering.rule_text(match, table, pref))
-    return out
-
-
-def _proto(name) -> int:
-    return {"tcp": 6, "udp": 17}.get(name, name if isinstance(name, int) else 0)
-
-
-def _port(value) -> int:
-    if isinstance(value, dict):
-        value = value.get("start", 0)
-    try:
-        return int(value or 0)
-    except (TypeError, ValueError):
-        return 0
 
 
 class Agent:
@@ -231,52 +177,6 @@ class Agent:
         installed = self.read()
         self.apply(steering.batch(installed, {}))
         self.have = {}
-
-
-class PathHealth:
-    """Per segment list: when it last answered, the probes sent since, and since when it
-    answers again. A list fails when ``FAIL_PROBES`` probes went unanswered and the oldest
-    of them left ``FAIL_S`` ago (a late reply still counts: a queue under load delays it);
-    a list probed seldom fails as slowly as it is probed. A list that never answered is
-    unknown (neighbours still resolving at start): only a list that worked can fail.
-
-    >>> h = PathHealth(); h.sent(("a",), 0.0); h.known(("a",))
-    False
-    >>> h.answered(("a",), 0.1)
-    >>> for t in (0.2, 0.3, 0.4): h.sent(("a",), t)
-    >>> h.ok(("a",), 0.6), h.ok(("a",), 0.8)
-    (True, False)
-    """
-
-    def __init__(self):
-        self.last_ok: dict[tuple, float] = {}
-        self.pending: dict[tuple, list[float]] = {}  # send times since the last answer
-        self.ok_since: dict[tuple, float] = {}
-        self.srtt = 0.0  # smoothed round trip of every answer: queues stretch the wait
-
-    def sent(self, sids: tuple, now: float) -> None:
-        self.pending.setdefault(sids, []).append(now)
-        if not self.ok(sids, now):
-            self.ok_since.pop(sids, None)
-
-    def answered(self, sids: tuple, now: float, rtt: float = 0.0) -> None:
-        self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
-        if sids not in self.ok_since:
-            self.ok_since[sids] = now
-        self.last_ok[sids] = now
-        self.pending[sids] = []
-
-    def known(self, sids: tuple) -> bool:
-        return sids in self.last_ok
-
-    def ok(self, sids: tuple, now: float) -> bool:
-        waiting = self.pending.get(sids, [])
-        wait = max(FAIL_S, 4 * self.srtt)  # a loaded queue answers late, not never
-        return sids in self.last_ok and not (len(waiting) >= FAIL_PROBES
-                                             and now - waiting[0] > wait)
-
-    def back(self, sids: tuple, now: float) -> bool:
-        return self.ok(sids, now) and now - self.ok_since.get(sids, now) >= BACK_S
 
 
 def _lock(path: str):

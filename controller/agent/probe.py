@@ -20,6 +20,9 @@ import struct
 import time
 
 IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
+FAIL_S = 0.5  # a path that worked fails when its probes of this long ago still have no
+FAIL_PROBES = 3  # answer, this many of them (a reply delayed by a queue still counts)
+BACK_S = 1.0  # a failed path answering again for this long is used again
 ICMP_ECHO, ICMP_REPLY = 8, 0
 
 
@@ -87,3 +90,49 @@ class Prober:
         seqs = self.send(probes)
         heard = set(self.receive(time.monotonic() + timeout))
         return [s in heard for s in seqs]
+
+
+class PathHealth:
+    """Per segment list: when it last answered, the probes sent since, and since when it
+    answers again. A list fails when ``FAIL_PROBES`` probes went unanswered and the oldest
+    of them left ``FAIL_S`` ago (a late reply still counts: a queue under load delays it);
+    a list probed seldom fails as slowly as it is probed. A list that never answered is
+    unknown (neighbours still resolving at start): only a list that worked can fail.
+
+    >>> h = PathHealth(); h.sent(("a",), 0.0); h.known(("a",))
+    False
+    >>> h.answered(("a",), 0.1)
+    >>> for t in (0.2, 0.3, 0.4): h.sent(("a",), t)
+    >>> h.ok(("a",), 0.6), h.ok(("a",), 0.8)
+    (True, False)
+    """
+
+    def __init__(self):
+        self.last_ok: dict[tuple, float] = {}
+        self.pending: dict[tuple, list[float]] = {}  # send times since the last answer
+        self.ok_since: dict[tuple, float] = {}
+        self.srtt = 0.0  # smoothed round trip of every answer: queues stretch the wait
+
+    def sent(self, sids: tuple, now: float) -> None:
+        self.pending.setdefault(sids, []).append(now)
+        if not self.ok(sids, now):
+            self.ok_since.pop(sids, None)
+
+    def answered(self, sids: tuple, now: float, rtt: float = 0.0) -> None:
+        self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
+        if sids not in self.ok_since:
+            self.ok_since[sids] = now
+        self.last_ok[sids] = now
+        self.pending[sids] = []
+
+    def known(self, sids: tuple) -> bool:
+        return sids in self.last_ok
+
+    def ok(self, sids: tuple, now: float) -> bool:
+        waiting = self.pending.get(sids, [])
+        wait = max(FAIL_S, 4 * self.srtt)  # a loaded queue answers late, not never
+        return sids in self.last_ok and not (len(waiting) >= FAIL_PROBES
+                                             and now - waiting[0] > wait)
+
+    def back(self, sids: tuple, now: float) -> bool:
+        return self.ok(sids, now) and now - self.ok_since.get(sids, now) >= BACK_S

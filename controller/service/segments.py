@@ -73,21 +73,15 @@ def _members(fabric: Clos, path: list[str]) -> list[int]:
 
 
 EPOCH = os.urandom(4).hex()  # this process's tag of state versions: a restart changes it
-_PLANS: dict = {}  # the SID plan of the last fabric structure seen (SidPlan.of is O(links))
 
 
 def segments_view(state, host: str) -> dict:
-    """``host_segments`` with the SID plan of the state's fabric; SIDs depend on its shape
-    only, so a fabric with other links down keeps the plan."""
+    """``host_segments`` with the SID plan of the state's fabric, computed once per fabric
+    object (``derived``: O(links); SIDs depend on the fabric's shape only)."""
     fabric = state.fabric
     if fabric is None:
         raise InputError("no fabric yet: srv6 segments need a declared fabric")
-    key = (tuple(fabric.switches()), tuple(sorted(fabric.host_leaves)))
-    plan = _PLANS.get(key)
-    if plan is None:
-        _PLANS.clear()
-        plan = _PLANS[key] = SidPlan.of(fabric)
-    return host_segments(state, host, plan, EPOCH)
+    return host_segments(state, host, fabric.derived("srv6_sid_plan", SidPlan.of), EPOCH)
 
 
 def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
