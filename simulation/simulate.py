@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from controller import __version__
 from controller.errors import InputError
 from controller.jsonio import HelpFormatter, write_output
 from controller.model.clos import Clos
@@ -37,6 +38,7 @@ def main(argv=None) -> int:
                                              "planners: per job and iteration the All-Reduce "
                                              "time, per flow FCT and throughput, per planner "
                                              "call its runtime.")
+    ap.add_argument("--version", action="version", version=f"mlroute-simulate {__version__}")
     ap.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
     ap.add_argument("--jobs", required=True, metavar="FILE", help="jobs document")
     ap.add_argument("--algorithm", default="greedy",

@@ -17,6 +17,7 @@ import random
 import sys
 from dataclasses import dataclass
 
+from controller import __version__
 from controller.errors import InputError
 from controller.model.clos import Clos, load_fabric
 from controller.model.jobs import Flow, Job
@@ -255,6 +256,7 @@ def main(argv=None) -> int:
                                  formatter_class=HelpFormatter,
                                  description="Generate the paper's training jobs (GPT-3, BLOOM, "
                                              "LLaMA2-70B ring All-Reduce) placed on a fabric.")
+    ap.add_argument("--version", action="version", version=f"mlroute-workloads {__version__}")
     ap.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
     ap.add_argument("--models", help=f"comma-separated, e.g. bloom,llama2-70b (of "
                                      f"{', '.join(MODELS)})")

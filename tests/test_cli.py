@@ -394,3 +394,19 @@ def test_plan_split_takes_max_parts(files):
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs), "--algorithm",
             "split", "--max-parts", "-2")
     assert r.returncode == 2 and "max_parts must be an integer >= 0" in r.stderr
+
+
+@pytest.mark.parametrize("main, name", [
+    ("simulation.simulate", "mlroute-simulate"), ("simulation.workloads", "mlroute-workloads"),
+    ("controller.integrations.slurm", "mlroute-slurm"), ("controller.agent.main", "mlroute-agent"),
+    ("controller.cli", "mlroute")])
+def test_every_console_script_prints_its_version(main, name, capsys):
+    import importlib
+
+    from controller import __version__
+    try:  # the Slurm hooks return 0 whatever happens (Slurm must not drain for mlroute)
+        code = importlib.import_module(main).main(["--version"])
+    except SystemExit as e:
+        code = e.code
+    assert code == 0
+    assert capsys.readouterr().out.strip() == f"{name} {__version__}"

@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 
+from controller import __version__
 from controller.client import Client, ControllerError, members_job, read_token
 
 
@@ -156,6 +157,7 @@ class _Deadline(Exception):
 
 def _parser(env) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mlroute-slurm", description="mlroute's Slurm hooks")
+    ap.add_argument("--version", action="version", version=f"mlroute-slurm {__version__}")
     ap.add_argument("hook", choices=["prolog", "epilog"])
     ap.add_argument("--url", default=env.get("MLROUTE_URL"))
     ap.add_argument("--token")
