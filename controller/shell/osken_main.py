@@ -10,6 +10,8 @@ Ryu's twin is ``ryu_main.py``.
 """
 from __future__ import annotations
 
+import logging
+import os
 import signal
 import sys
 
@@ -18,6 +20,11 @@ from controller.errors import InputError
 from controller.shell import flags, usage
 
 APP = "controller.shell.osken_app"
+
+
+def _exit_cleanly(_signum, _frame) -> None:
+    logging.shutdown()  # the log's last lines written
+    os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
     conf(args=args, prog="mlroute-controller",
          project="mlroute", version=f"mlroute-controller {__version__} (os-ken)")
     log.init_log()
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: exit code 0
+    # SIGTERM ends the process with exit code 0 at once. Routed through KeyboardInterrupt as
+    # under Ryu, os-ken 4's run_apps calls HubThread.kill, which its native threads lack
+    # (AttributeError, a traceback and exit 1); nothing of the controller's needs a clean-up
+    # that a restart does not do (the state file is written on every change).
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     try:
         AppManager.run_apps([APP])
     except InputError as e:
