@@ -110,3 +110,21 @@ def test_a_matching_declared_fabric_is_ready_and_says_so_once(caplog):
     assert code == 200 and "wiring_problems" not in ready
     said = [r.getMessage() for r in caplog.records if "declared fabric" in r.getMessage()]
     assert said == ["mlroute: the declared fabric matches what is seen"]
+
+
+def test_a_switch_connected_since_the_last_check_is_not_held_against_a_job():
+    """Discovery checks the declared fabric once the topology is quiet: a switch it last saw
+    missing that is connected now does not refuse a job (a POST right after the switches
+    connected was answered 409)."""
+    from controller.model.clos import Clos
+    from controller.model.intent import JobRecord
+    from controller.model.jobs import parse_job
+    from controller.service import wiring
+    f = Clos.generate(2, 2, 1, 10.0, wiring=True)
+    job = parse_job({"id": "j", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]}, f)
+    record = JobRecord(job, 1, "greedy", "flow", 0.0)
+    problem = {"kind": "switch_missing", "switch": "l0", "port": None,
+               "detail": "leaf l0 (0x20000) is declared but not connected", "dpid": f.dpids["l0"]}
+    seen = wiring.Wiring(True, (problem,))
+    assert wiring.crossed(f, seen, record) == [problem]
+    assert wiring.crossed(f, seen, record, frozenset({f.dpids["l0"]})) == []

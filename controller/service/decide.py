@@ -42,7 +42,8 @@ def post_job(state: ControllerState, settings: Settings, job: Job, now: float,
     planned = replan_groups(fabric, records, {algorithm}, settings)
     answer.update(admission.admit(fabric, state.jobs, planned.records, job.id, settings, name))
     admission.check_routable(fabric, planned.records[job.id])
-    wiring.check_job(fabric, state.wiring, planned.records[job.id])  # 409: it disagrees
+    wiring.check_job(fabric, state.wiring, planned.records[job.id],  # 409: it disagrees
+                     frozenset(d for d, seen in state.switches.items() if seen.connected))
     return Change(f"job {job.id} added", planned.records, replanned=planned, new_job=job.id,
                   answer=answer)
 

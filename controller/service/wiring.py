@@ -121,14 +121,18 @@ def used_ports(fabric, r: JobRecord) -> dict[str, set]:
     return used
 
 
-def crossed(fabric, wiring: Wiring | None, r: JobRecord) -> list[dict]:
+def crossed(fabric, wiring: Wiring | None, r: JobRecord,
+            connected: frozenset = frozenset()) -> list[dict]:
     """The declared fabric's problems on the switches and ports the job uses (a problem of a
-    whole switch, port None: any use of the switch)."""
+    whole switch, port None: any use of the switch). The problems are those of discovery's
+    last check, which waits for the topology to be quiet: a switch they call missing that is
+    ``connected`` (datapath ids) now is not held against the job."""
     if fabric is None or wiring is None or not wiring.declared or not wiring.problems:
         return []
     used = used_ports(fabric, r)
     return [p for p in wiring.problems if p["kind"] not in NOT_REFUSED and p["switch"] in used
-            and (p["port"] is None or p["port"] in used[p["switch"]])]
+            and (p["port"] is None or p["port"] in used[p["switch"]])
+            and not (p["kind"] == "switch_missing" and p.get("dpid") in connected)]
 
 
 # A declared link that no probe crossed yet sends nothing astray (a port that is down takes
@@ -137,10 +141,11 @@ def crossed(fabric, wiring: Wiring | None, r: JobRecord) -> list[dict]:
 NOT_REFUSED = {"missing_link"}
 
 
-def check_job(fabric, wiring: Wiring | None, r: JobRecord) -> None:
+def check_job(fabric, wiring: Wiring | None, r: JobRecord,
+              connected: frozenset = frozenset()) -> None:
     """Refuse (409) a new job whose flows cross a switch or port where the declared fabric
     disagrees with what is seen, naming them."""
-    bad = crossed(fabric, wiring, r)
+    bad = crossed(fabric, wiring, r, connected)
     if bad:
         more = f"; {len(bad) - SHOWN} more: GET /v1/fabric" if len(bad) > SHOWN else ""
         raise ConflictError(
