@@ -170,7 +170,8 @@ def _distances(fabric: Clos, alive) -> dict[str, dict[str, int]]:
     return out
 
 
-def _alive(fabric: Clos) -> dict[str, list[str]]:
+def alive_neighbours(fabric: Clos) -> dict[str, list[str]]:
+    """Switch -> the switches it reaches over a link with a member up."""
     out: dict[str, list[str]] = {}
     for lower, upper in fabric.links():
         if fabric.alive_members(lower, upper):
@@ -190,7 +191,7 @@ def configs(plan: SidPlan, ifname=mininet_ifname) -> dict[str, SwitchConfig]:
         raise InputError("SRv6 configuration: the fabric needs its wiring (ports, host_ip): "
                          "write it with python -m topologies.clos")
     addr = Addressing.of(fabric)
-    alive = _alive(fabric)
+    alive = alive_neighbours(fabric)
     dist = _distances(fabric, alive)
     return {s: _config(plan, fabric, s, addr, alive, dist, ifname) for s in fabric.switches()}
 

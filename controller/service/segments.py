@@ -15,6 +15,7 @@ import os
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import part_sport
 from controller.enforcement.srv6 import SidPlan, segments
+from controller.enforcement.srv6_config import alive_neighbours
 from controller.errors import InputError, NotFoundError
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE
@@ -24,11 +25,7 @@ def shortest_paths(fabric: Clos, src: str, dst: str, limit: int = 64) -> list[li
     """Up to ``limit`` shortest switch paths between two leaves over links with a member up."""
     if src == dst:
         return [[src]]
-    up = {}
-    for lower, upper in fabric.links():
-        if fabric.alive_members(lower, upper):
-            up.setdefault(lower, []).append(upper)
-            up.setdefault(upper, []).append(lower)
+    up = alive_neighbours(fabric)
     dist, frontier = {dst: 0}, [dst]
     while frontier and src not in dist:
         nxt = []
@@ -120,7 +117,7 @@ def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], limit: int = 16)
     """Every shortest path of the whole fabric (links down included: probes tell when they
     are back) from the host's leaf to each destination of its flows, up to ``limit`` each:
     the agent probes them, and its reports tell the controller which links work."""
-    whole = fabric.with_down(())
+    whole = fabric.derived("srv6_whole", lambda f: f.with_down(()))  # once per fabric
     out, seen = [], set()
     for f in flows:
         dst_leaf = f["path"][-1]

@@ -9,7 +9,7 @@ planned. Paths reach the hosts through ``GET /v1/hosts/{host}/segments`` (``mlro
 """
 from __future__ import annotations
 
-from controller.enforcement.openflow import SwitchState
+from controller.enforcement.openflow import SwitchState, apply
 from controller.errors import InputError
 from controller.model.clos import Clos
 
@@ -39,16 +39,7 @@ class StaticSwitches:
 
     def install(self, batches) -> None:
         for dpid, msgs in batches.items():
-            state = self.tables.setdefault(dpid, SwitchState())
-            for m in msgs:
-                if m.kind == "flow_add":
-                    state.rules[m.rule.key] = m.rule
-                elif m.kind == "flow_delete":
-                    state.rules.pop(m.rule.key, None)
-                elif m.kind in ("group_add", "group_modify"):
-                    state.groups[m.group.group_id] = m.group
-                elif m.kind == "group_delete":
-                    state.groups.pop(m.group.group_id, None)
+            apply(self.tables.setdefault(dpid, SwitchState()), msgs)
 
     def read_tables(self, dpid: int) -> SwitchState:
         state = self.tables.get(dpid, SwitchState())
