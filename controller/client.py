@@ -210,6 +210,11 @@ class Client:
         return self.call("POST", f"/v1/hosts/{_quote(host)}/probes", doc={"paths": paths},
                          timeout=timeout)
 
+    def report_traffic(self, host: str, report: dict, timeout=None) -> dict:
+        """What the host sent per destination (``agent.traffic.report``'s document)."""
+        return self.call("POST", f"/v1/hosts/{_quote(host)}/traffic", doc=report,
+                         timeout=timeout)
+
     def routes(self, timeout=None) -> dict:
         return self.call("GET", "/v1/routes", timeout=timeout)
 

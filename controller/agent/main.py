@@ -17,6 +17,9 @@ installs their SRv6 segment lists as policy rules and encapsulation routes (srv6
   the controller gave (one atomic route replace), and back once it answers again for a
   second; the results go to the controller (``POST /v1/hosts/{host}/probes``: its link
   state on fabrics without OpenFlow);
+* every second it reports what its host sent per destination (``traffic.py``: its TCP
+  connections' acknowledged bytes; ``POST /v1/hosts/{host}/traffic``): the controller
+  learns members-only jobs from it where the routers export no sFlow;
 * SIGTERM or Ctrl-C removes every rule and table it owns, then it exits 0.
 """
 from __future__ import annotations
@@ -34,6 +37,7 @@ from controller import __version__
 from controller.agent import steering
 from controller.agent.kernel import ip_batch, read_installed
 from controller.agent.probe import PathHealth, Prober
+from controller.agent.traffic import SentBytes, read_tcp, report
 from controller.client import Client, ControllerError
 from controller.errors import InputError
 
@@ -43,12 +47,14 @@ BACKOFF = (0.5, 10.0)
 PROBE_S = 0.1  # between probes of the paths in use
 ALL_PATHS_EVERY = 10  # every other path is probed once in this many rounds
 REPORT_S = 2.0  # probe results go to the controller at least this often
+TRAFFIC_S = 1.0  # what the host sent goes to the controller this often
 
 
 class Agent:
-    def __init__(self, client: Client, host: str, dev: str, apply=ip_batch, read=read_installed):
+    def __init__(self, client: Client, host: str, dev: str, apply=ip_batch, read=read_installed,
+                 sockets=read_tcp):
         self.client, self.host, self.dev = client, host, dev
-        self.apply, self.read = apply, read
+        self.apply, self.read, self.sockets = apply, read, sockets
         self.have: dict = {}
         self.version = ""
         self.stopping = threading.Event()
@@ -152,10 +158,30 @@ class Agent:
         except (ControllerError, OSError) as e:
             LOG.debug("mlroute-agent: probe report not sent: %s", e)
 
-    def run(self, prober=None) -> None:
+    def traffic_loop(self, every: float = TRAFFIC_S) -> None:
+        """Report what the host sent per destination every ``every`` seconds; until
+        ``stopping``. Its fabric addresses only, once the controller named one."""
+        sent, last = SentBytes(), time.monotonic()
+        while not self.stopping.wait(every):
+            try:
+                pairs = sent.delta(self.sockets())
+            except OSError as e:
+                LOG.warning("mlroute-agent: cannot read the host's connections: %s", e)
+                continue
+            now = time.monotonic()
+            doc, last = report(pairs, now - last, {self.src_ip}), now
+            if doc["pairs"]:
+                try:
+                    self.client.report_traffic(self.host, doc, timeout=1.0)
+                except (ControllerError, OSError) as e:
+                    LOG.debug("mlroute-agent: traffic report not sent: %s", e)
+
+    def run(self, prober=None, traffic: bool = True) -> None:
         self.have = self.read()
         if prober is not None:
             threading.Thread(target=self.probe_loop, args=(prober,), daemon=True).start()
+        if traffic:
+            threading.Thread(target=self.traffic_loop, daemon=True).start()
         delay = BACKOFF[0]
         while not self.stopping.is_set():
             try:
@@ -202,6 +228,8 @@ def main(argv=None) -> int:
     ap.add_argument("--once", action="store_true", help="install once and exit (no watch)")
     ap.add_argument("--no-probes", action="store_true",
                     help="no path probes: no fail-over and no link state for the controller")
+    ap.add_argument("--no-traffic", action="store_true",
+                    help="no traffic reports: the controller learns from sFlow only")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
@@ -227,7 +255,7 @@ def main(argv=None) -> int:
                 print("mlroute-agent: probes need raw sockets (root or CAP_NET_RAW); "
                       "running without (--no-probes)", file=sys.stderr)
                 prober = None
-            agent.run(prober)
+            agent.run(prober, traffic=not args.no_traffic)
     except KeyboardInterrupt:
         pass
     except (InputError, ControllerError, OSError) as e:

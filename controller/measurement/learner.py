@@ -19,6 +19,10 @@ Absurd fields are ignored (counted in ``ignored``): a sampling rate of 0 or abov
 pair the whole of a job's matrix) and a frame longer than ``MAX_FRAME``
 (docs/reference/limits.md).
 
+Hosts' agents may count instead (``count``): exact bytes per pair from the source host's
+sockets, counted once. A host that counts is then no longer sampled (its sFlow samples are
+dropped for ``keep_windows`` windows): the same bytes would count twice.
+
 Pure: no clock, no I/O (the caller passes ``now``); ``observe`` may be called from the sFlow
 thread while the service reads closed windows (one lock).
 """
@@ -107,6 +111,8 @@ class TrafficLearner:
         self._windows: dict[int, _Window] = {}
         self._lock = threading.Lock()
         self.observed = 0  # samples accepted (IPv4 data frames between two different hosts)
+        self.counted = 0  # pairs' counts from the hosts' agents accepted
+        self._counting: dict[str, int] = {}  # source address -> window of its last count
         self.ignored = 0  # samples with an absurd sampling rate or frame length
 
     def set_samplers(self, samplers: Callable[[str, str], int] | None) -> None:
@@ -120,25 +126,31 @@ class TrafficLearner:
         """The index of the window open at ``now``."""
         return math.floor(now / self.window_s)
 
+    def _window(self, idx: int) -> _Window:
+        w = self._windows.get(idx)
+        if w is None:
+            w = self._windows[idx] = _Window()
+            for old in [i for i in self._windows if i <= idx - self.keep]:
+                del self._windows[old]
+        return w
+
     def observe(self, samples: Iterable, now: float) -> None:
         """Add packet samples (anything with src, dst, frame_length, sampling_rate) received
         at time ``now``; samples that are not IPv4 data frames between two hosts are
-        ignored."""
+        ignored, and so are those of a source whose agent counts."""
         idx = self.index(now)
         ks = self._k
         samplers = self._samplers
         min_frame = self.min_frame
         with self._lock:
-            w = self._windows.get(idx)
-            if w is None:
-                w = self._windows[idx] = _Window()
-                for old in [i for i in self._windows if i <= idx - self.keep]:
-                    del self._windows[old]
+            w = self._window(idx)
             wb, ws = w.bytes, w.samples
+            counting = {a for a, i in self._counting.items() if idx - i < self.keep}
             n = bad = 0
             for s in samples:
                 src, dst = s.src, s.dst
-                if src is None or dst is None or src == dst or s.frame_length < min_frame:
+                if src is None or dst is None or src == dst or s.frame_length < min_frame \
+                        or src in counting:
                     continue
                 if not 1 <= s.sampling_rate <= MAX_SAMPLING_RATE or s.frame_length > MAX_FRAME:
                     bad += 1
@@ -152,6 +164,22 @@ class TrafficLearner:
                 n += 1
             self.observed += n
             self.ignored += bad
+
+    def count(self, counts: Iterable, now: float) -> None:
+        """Add exact counts (source, destination, bytes, packets) that a host's agent read
+        at ``now``: its bytes as they are (counted once, at the source), each packet a sample
+        at a sampling rate of 1."""
+        idx = self.index(now)
+        with self._lock:
+            w = self._window(idx)
+            for src, dst, nbytes, packets in counts:
+                if src == dst:
+                    continue
+                pair = (src, dst)
+                w.bytes[pair] = w.bytes.get(pair, 0.0) + float(nbytes)
+                w.samples[pair] = w.samples.get(pair, 0) + max(int(packets), 1)
+                self._counting[src] = idx
+                self.counted += 1
 
     def window_pairs(self, now: float, ago: int = 1) -> dict[Pair, float]:
         """Estimated bytes per pair in the closed window ``ago`` windows back (1: the last)."""
@@ -177,6 +205,7 @@ class TrafficLearner:
         with self._lock:
             self._windows.clear()
             self._k.clear()
+            self._counting.clear()
 
 
 @dataclass(frozen=True)

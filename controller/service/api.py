@@ -16,6 +16,7 @@ writing requests to the master (``controller/service/cluster.py``).
 | DELETE /v1/jobs/{id}   | remove exactly that job's rules |
 | GET  /v1/hosts/{host}/segments | srv6 mode: the host's segment lists (a watch: ``Prefer: wait=N``) |
 | POST /v1/hosts/{host}/probes | srv6 mode: which probed paths answer (the links' state) |
+| POST /v1/hosts/{host}/traffic | bytes the host sent per destination (learned matrices) |
 | GET  /v1/routes        | every planned route |
 | GET  /v1/links         | planned load per directed leaf-spine link |
 | POST /v1/optimize      | re-plan all running jobs together |
@@ -36,6 +37,7 @@ import time
 
 from controller.errors import ConflictError, InputError, NotFoundError, ServiceUnavailable
 from controller.service import oplog
+from controller.service.hostcounts import counted
 from controller.service.pathstate import reported
 from controller.service.route_service import RouteService
 from controller.service.segments import EPOCH, segments_view
@@ -49,6 +51,7 @@ _ROUTES = [
     ("/v1/jobs/{id}/ports", {"GET": "get_job_ports"}),
     ("/v1/hosts/{host}/segments", {"GET": "get_segments"}),
     ("/v1/hosts/{host}/probes", {"POST": "post_probes"}),
+    ("/v1/hosts/{host}/traffic", {"POST": "post_traffic"}),
     ("/v1/routes", {"GET": "get_routes"}),
     ("/v1/links", {"GET": "get_links"}),
     ("/v1/optimize", {"POST": "optimize"}),
@@ -169,6 +172,8 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
                 return 200, segments_view(service.state, params["host"])
         if name == "post_probes":  # srv6 mode: link state from the hosts' probes
             return 200, reported(service, params["host"], _json_body(body), time.monotonic())
+        if name == "post_traffic":  # what the host sent: a matrix source beside sFlow
+            return 200, counted(service, params["host"], _json_body(body), service.monotonic())
         if name == "get_routes":
             return 200, service.routes_view()
         if name == "get_links":
