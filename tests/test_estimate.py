@@ -230,3 +230,27 @@ def test_a_launch_rendezvous_puts_nothing_in_doubt():
     moved = {p: 6e6 for p in ring_pairs[1:]} | {("r0", "r2"): 6e6}  # r0 sends elsewhere
     est.fold(moved, dict.fromkeys(moved, 40))
     assert est.unsteady().startswith("in doubt: pair r0 -> r1 silent")
+
+
+def test_a_rendezvous_star_that_outnumbers_the_ring_puts_nothing_in_doubt():
+    """Issue 59, item 6: rank 0's rendezvous with every other rank, both ways (14 pairs at
+    2.5% of a ring pair), beside the ring's first two windows. Its pairs set the median pair,
+    but carry 4% of the bytes together: below ``pattern_floor``, their silence once the ring
+    runs alone puts nothing in doubt, and an all-to-all of a fifth of the bytes stays
+    above it."""
+    ring_pairs = ring(8)
+    star = [p for i in range(1, 8) for p in (("r0", f"r{i}"), (f"r{i}", "r0"))]
+    first = {p: 6e6 for p in ring_pairs}
+    for p in star:
+        first[p] = first.get(p, 0.0) + 1.5e5
+    est = MatrixEstimate()
+    for _ in range(2):
+        est.fold(first, {p: 40 if b >= 6e6 else 6 for p, b in first.items()})
+    assert est.steady
+    for _ in range(2):
+        est.fold({p: 6e6 for p in ring_pairs}, dict.fromkeys(ring_pairs, 40))
+        assert est.unsteady() is None
+    from controller.measurement.estimate import pattern_floor
+    assert pattern_floor(first.values()) > 1.5e5
+    moe = {p: 6e6 for p in ring_pairs} | {p: 2.5e5 for p in alltoall(8) if p not in ring_pairs}
+    assert pattern_floor(moe.values()) < 2.5e5

@@ -579,6 +579,31 @@ def test_a_rendezvous_learned_with_the_ring_is_not_planned():
     assert len(set(uplinks)) == len(uplinks), uplinks
 
 
+def test_a_rendezvous_star_that_outnumbers_the_ring_is_not_planned():
+    """Issue 59, item 6: the launch's first windows carry rank 0's rendezvous with every
+    other rank, both ways (14 pairs, each 2.5% of a ring pair, 4% of the job's
+    bytes in all) beside the ring's 8 pairs. The star's pairs are most of the job's pairs, so
+    the median pair is one of them; still, the job is learned in its first launch as the ring
+    alone, no two data flows of a leaf on one uplink, and never re-planned."""
+    f, sw, svc, clock = start()
+    ring = interleaved(f)
+    ip = f.host_ip
+    star = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=1500, sampling_rate=16)
+            for h in ring[1:] for a, b in ((ring[0], h), (h, ring[0]))] * 3
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + star, seconds=2)
+    data = {(a, ring[(i - 1) % len(ring)]) for i, a in enumerate(ring)}
+    cross = {p for p in data if f.hosts[p[0]] != f.hosts[p[1]]}
+    doc = get(svc, "j")[1]
+    assert doc["matrix"] == "learned", doc["learning"]
+    assert planned_pairs(svc, "j") == cross
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for r in doc["routes"]]
+    assert len(set(uplinks)) == len(uplinks), uplinks
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1), seconds=30)
+    assert planned_pairs(svc, "j") == cross and len(replans(svc, "j")) == 1, \
+        [e["cause"] for e in svc.state.events if e.get("job") == "j"]
+
+
 def test_a_plan_is_never_replaced_by_a_subset_of_itself():
     """Only some of a learned ring's pairs send for a long while (an evaluation between two
     members): the planned ring stays whole."""

@@ -35,10 +35,11 @@ estimate accumulates, and forgets only on evidence:
   most are in, the matrix would be re-planned as each batch joins), and no pair of
   the matrix is in doubt: silent for so long that, among all its pairs, such a silence was
   less likely than even (it may be leaving, as when a ring changes direction). A pair
-  lighter than ``LIGHT`` of the median pair puts nothing in doubt: a launch's rendezvous
-  with rank 0, sampled a few times in the first window, is no part of the pattern and is
-  not planned either (``service.learning.measured_pairs``); on a k = 4 fat-tree the doubt
-  it cast kept a gloo ring unsteady for 10 s of its traffic;
+  below ``pattern_floor`` (``LIGHT`` of the median pair, or of the median byte's pair when
+  the pairs under it carry less than ``SETTLED`` of the bytes) puts nothing in doubt: a
+  launch's rendezvous with rank 0, sampled a few times in the first windows, is no part of
+  the pattern and is not planned either (``service.learning.measured_pairs``); on a k = 4
+  fat-tree the doubt it cast kept a gloo ring unsteady for 10 s of its traffic;
 * **plane**: on a fabric of several planes each pair's bytes are also kept per plane the
   samples came on, weighted like its bytes (same active windows, same half-life), and
   ``plane_shares`` gives their shares: the framework bound its connection to one plane's
@@ -71,6 +72,38 @@ SURE_SILENT = 0.01  # chance of so long a silence, among all pairs, before a pai
 IN_DOUBT = 0.5  # chance of so long a silence, among all pairs, that puts a pair in doubt
 LIGHT = 0.25  # share of the median pair's bytes below which a pair is not the pattern
 SETTLED = 0.05  # share of the matrix's bytes on pairs that just joined, below which it is steady
+
+
+def pattern_floor(values) -> float:
+    """Bytes below which a pair is no part of the job's pattern: ``LIGHT`` of the median
+    pair, or of the median byte's pair (the pair size at which the heavier pairs carry half
+    the bytes) when the pairs below that carry less than ``SETTLED`` of the bytes together.
+
+    The median pair keeps a mixture-of-experts all-to-all, whose many light pairs carry a
+    fifth or more of the bytes. A launch's rendezvous star (rank 0 with every other rank,
+    both ways: 2(N-1) pairs beside a ring's N) outnumbers the ring, so its pairs set the
+    median; they are still a few percent of the bytes, as a pair that just joined is when
+    the matrix is steady (issue 59). A rule on windows (a pair counts once seen in two)
+    would also hold back a ring learned in its first launch, and a rendezvous that spans
+    two windows passes it.
+
+    >>> ring, star = [100.0] * 8, [2.0] * 14
+    >>> pattern_floor(ring + star), pattern_floor(ring + [10.0] * 56)
+    (25.0, 2.5)
+    """
+    values = sorted(values, reverse=True)
+    if not values:
+        return 0.0
+    floor = LIGHT * statistics.median(values)
+    total, acc = sum(values), 0.0
+    for v in values:
+        acc += v
+        if acc >= total / 2:
+            heavy = LIGHT * v
+            break
+    if sum(v for v in values if v < heavy) < SETTLED * total:
+        floor = max(floor, heavy)
+    return floor
 FORGOTTEN = 0.05  # weighted samples below which a silent pair outside the matrix is dropped
 
 
@@ -215,7 +248,7 @@ class MatrixEstimate:
             return f"not steady: {self.active} of {self.steady_windows} active windows"
         recent = self.active - self.steady_windows + 1
         total = new = 0.0
-        light = LIGHT * statistics.median(self.pairs[p].bytes for p in self.members)
+        light = pattern_floor(self.pairs[p].bytes for p in self.members)
         for p in self.members:
             e = self.pairs[p]
             if e.silent > self._usual_gap(e) and e.bytes >= light and \

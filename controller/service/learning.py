@@ -22,11 +22,10 @@ The predictions pin alike, so they never count on a plan that cannot be enforced
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 
 from controller.enforcement.desired import installed_plan
-from controller.measurement.estimate import LIGHT, MatrixEstimate
+from controller.measurement.estimate import MatrixEstimate, pattern_floor
 from controller.measurement.learner import compare
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
@@ -34,7 +33,6 @@ from controller.model.jobs import Flow, Job
 from controller.planners.clos_routes import clos_route_parts
 from controller.service.predictions import plan_times
 
-PLANNED_SHARE = LIGHT  # of the job's median pair, below which a measured pair is not planned
 HASH_SALTS = 4  # default paths are hashed: the current plan's time is a mean over this many
 PLANE_MARGIN = 0.2  # share of a pair's bytes by which another plane must lead to move it
 
@@ -80,9 +78,11 @@ def rate_floor(fabric: Clos, window_s: float, min_link_share: float) -> float:
 def measured_pairs(fabric: Clos, estimate: MatrixEstimate, window_s: float,
                    min_link_share: float = 0.0) -> Measured:
     """The estimate's pairs (IPv4 addresses) as host pairs across leaves, leaving out pairs
-    slower than the estimate's joining share of the job's mean pair or than
-    ``PLANNED_SHARE`` of its median pair, and every pair when the members send each other
-    less than ``min_link_share`` of a link in all (``rate_floor``): pings, daemons' chatter,
+    slower than the estimate's joining share of the job's mean pair or than its
+    ``pattern_floor`` (a quarter of its median pair, or of its median byte's pair when the
+    pairs under that carry under 5% of its bytes: a rendezvous star that outnumbers the
+    ring, issue 59), and every pair when the members send each other less than
+    ``min_link_share`` of a link in all (``rate_floor``): pings, daemons' chatter,
     a launch's rendezvous and idle phases are not a training pattern, and a plan must not
     follow them. The planners count flows: a chatter pair planned as a flow can push two
     elephants onto one link (half a link each), where left on the hashed paths it adds less
@@ -102,8 +102,7 @@ def measured_pairs(fabric: Clos, estimate: MatrixEstimate, window_s: float,
     if sum(matrix.values()) < rate_floor(fabric, window_s, min_link_share):
         matrix = {}
     mean = sum(matrix.values()) / len(matrix) if matrix else 0.0
-    median = statistics.median(matrix.values()) if matrix else 0.0
-    floor = max(estimate.share * mean, PLANNED_SHARE * median)
+    floor = max(estimate.share * mean, pattern_floor(matrix.values()))
     pairs, confidence, planes = {}, {}, {}
     for (a, b), v in matrix.items():
         src, dst = host_of.get(a), host_of.get(b)
