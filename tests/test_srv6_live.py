@@ -122,19 +122,20 @@ def test_a_link_down_under_a_running_flow_moves_it_within_a_second(scripts, shap
 
 
 @EXTENDED
+@pytest.mark.parametrize("shape", ["leaf-spine", "fat-tree"])
 @pytest.mark.parametrize("library", ["gloo", "mpi"])
-def test_a_real_ring_runs_on_its_planned_uplinks(scripts, library):
-    """A ring All-Reduce of a real library (PyTorch gloo, Open MPI) with one rank per host of a
-    2 x 2 leaf-spine of routers, declared in its data direction (gloo: rank r sends to r - 1,
-    Open MPI to r + 1): the sums are right and each leaf's two flows across leaves leave on
-    different spines."""
+def test_a_real_ring_runs_on_its_planned_uplinks(scripts, library, shape):
+    """A ring All-Reduce of a real library (PyTorch gloo, Open MPI) with one rank per host of
+    a 2 x 2 leaf-spine or a k = 4 fat-tree of routers, ring neighbours on other leaves (other
+    pods), declared in its data direction (gloo: rank r sends to r - 1, Open MPI to r + 1):
+    the sums are right and every router's flows leave on different uplinks."""
     from emulation.harness import collectives
-    from topologies.routers import leaf_spine
+    from topologies.routers import fat_tree, leaf_spine
     why = collectives.missing(library)
     if why:
         pytest.skip(why)
-    fabric = leaf_spine(2, 2, 2)
-    hosts = ["h0_0", "h1_0", "h0_1", "h1_1"]  # ranks alternate leaves: every flow crosses
+    fabric = leaf_spine(2, 2, 2) if shape == "leaf-spine" else fat_tree(4)
+    hosts = collectives.rank_hosts(fabric)
     direction = collectives.DATA_DIRECTION[library]
     with RouterSession(fabric, str(scripts), bw=50) as s:
         s.ctl.client.add_job({"id": "ring", "collective": "ring_allreduce",
@@ -145,7 +146,7 @@ def test_a_real_ring_runs_on_its_planned_uplinks(scripts, library):
                                         logdir=str(scripts / library), counters=s.uplink_bytes)
         assert res["sums_ok"], res
         assert res["direction"] == direction, res["pairs"]  # as declared
-        assert res["imbalance"] < 0.15, res["uplinks"]  # each leaf: one flow per spine
+        assert res["imbalance"] < 0.15, res["uplinks"]  # each router: one flow per uplink
 
 
 @EXTENDED
@@ -174,3 +175,39 @@ def test_agent_faults_keep_the_hosts_rules(scripts):
         time.sleep(3)
         assert s.steered("h0_0") == 1 and _segs(s, "h0_0") == routes  # kept without it
         assert "retrying" in (scripts / "agent-h0_0.log").read_text()
+
+
+@EXTENDED
+@pytest.mark.parametrize("shape", ["leaf-spine", "fat-tree"])
+@pytest.mark.parametrize("library", ["gloo", "mpi"])
+def test_a_members_only_ring_is_learned_from_the_agents_and_runs_balanced(scripts, library,
+                                                                          shape):
+    """A job posted by its members only, on routers that export no sFlow: the agents' traffic
+    reports (their TCP connections' bytes) teach the controller the ring in the first launch;
+    the next launch runs on the plan: right sums, each leaf's two flows on two uplinks."""
+    from emulation.harness import collectives
+    from topologies.routers import fat_tree, leaf_spine
+    why = collectives.missing(library)
+    if why:
+        pytest.skip(why)
+    fabric = leaf_spine(2, 2, 2) if shape == "leaf-spine" else fat_tree(4)
+    hosts = collectives.rank_hosts(fabric)  # ring neighbours on other leaves (pods)
+    direction = collectives.DATA_DIRECTION[library]
+    with RouterSession(fabric, str(scripts), bw=50) as s:
+        s.ctl.client.add_job({"id": "ring", "members": hosts})
+        first = collectives.run_allreduce(s.net, fabric, library, hosts, mib=4, iters=6,
+                                          logdir=str(scripts / f"{library}-first"),
+                                          counters=s.uplink_bytes)
+        assert first["sums_ok"], first
+        view = wait_until(lambda: (v := s.ctl.client.job("ring"))["matrix"] == "learned"
+                          and v, 20, interval=0.5, what="the ring learned from the agents")
+        n = len(hosts)
+        ring = {(h, hosts[(r + direction) % n]) for r, h in enumerate(hosts)}
+        assert ring <= {(r["src"], r["dst"]) for r in view["routes"]}, view["routes"]
+        wait_until(lambda: all(s.steered(h) for h in hosts), 10, interval=0.1,
+                   what="agents' rules for the learned flows")
+        res = collectives.run_allreduce(s.net, fabric, library, hosts, mib=4, iters=3,
+                                        logdir=str(scripts / library), counters=s.uplink_bytes)
+        assert res["sums_ok"], res
+        assert res["direction"] == direction, res["pairs"]
+        assert res["imbalance"] < 0.15, res["uplinks"]  # each leaf: one flow per uplink

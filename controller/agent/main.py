@@ -161,7 +161,7 @@ class Agent:
     def traffic_loop(self, every: float = TRAFFIC_S) -> None:
         """Report what the host sent per destination every ``every`` seconds; until
         ``stopping``. Its fabric addresses only, once the controller named one."""
-        sent, last = SentBytes(), time.monotonic()
+        sent, last, said = SentBytes(), time.monotonic(), None
         while not self.stopping.wait(every):
             try:
                 pairs = sent.delta(self.sockets())
@@ -173,8 +173,14 @@ class Agent:
             if doc["pairs"]:
                 try:
                     self.client.report_traffic(self.host, doc, timeout=1.0)
+                    if said != "":
+                        LOG.info("mlroute-agent: reporting what the host sends (%d pairs)",
+                                 len(doc["pairs"]))
+                    said = ""
                 except (ControllerError, OSError) as e:
-                    LOG.debug("mlroute-agent: traffic report not sent: %s", e)
+                    if str(e) != said:  # once per cause, not every second
+                        LOG.warning("mlroute-agent: traffic report not sent: %s", e)
+                    said = str(e)
 
     def run(self, prober=None, traffic: bool = True) -> None:
         self.have = self.read()

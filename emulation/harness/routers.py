@@ -60,8 +60,11 @@ class RouterSession:
         from topologies.clos import shaped
         from topologies.routers import CONTROLLER_IP, RoutersTopo, warm
         path = os.path.join(self.folder, "fabric.json")
+        doc = self.fabric.to_dict()
+        if self.bw:  # the controller's rates and learning floor at the shaped speed
+            doc["link_gbps"] = self.bw / 1000
         with open(path, "w") as fh:
-            json.dump(self.fabric.to_dict(), fh)
+            json.dump(doc, fh)
         link = shaped(self.bw, max(30_000, int(self.bw * 1e6 / 8 * QUEUE_S)))
         self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link), controller=None,
                            link=Link)
