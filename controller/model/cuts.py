@@ -1,0 +1,363 @@
+"""Where routing stops helping: a job's demand across a cut above the cut's capacity.
+
+A *cut* separates the hosts behind one leaf (on three tiers also one pod) from the rest of the
+fabric: the hosts that share that leaf (pod) in every plane. A flow from one of them to a host
+with which it shares no leaf (pod) in any plane must leave through the alive uplinks of those
+leaves in some plane (the pod's links from its aggregation switches to the cores), and a flow
+into them through the links down: the cut's *capacity* each way is what is alive of those
+links over every plane, bundles' members counted one by one, in bytes per second.
+
+A job's *demand* across a cut is what its flows that cross it carry per iteration divided by
+its ideal communication time (``Job.ideal_allreduce_s`` at the hosts' line rate): the rate it
+needs there to meet its ideal. Above the capacity, no routing meets the ideal: every byte of
+those flows crosses the cut, so the job's communication takes at least its bytes over the
+capacity, ``bound`` = demand / capacity times its ideal, whatever the paths. Moving the job
+does help (MonkeyTree, 2026: routing cannot fix demand above a cut's capacity; there, moving
+jobs is what helps): all its hosts under one leaf (pod) take its flows off the cut, and fewer
+of its hosts behind the cut take fewer flows across it. Several jobs can also exceed a cut
+together while none does alone (``shared``): then the slowest of them takes at least
+``bound`` times its ideal (a single link shared over time: with the jobs' ideals
+I_1 <= ... <= I_n and bytes B_j across, max over k of (B_1 + ... + B_k) / (capacity x I_k)),
+and moving one of them off the cut is what helps.
+
+``findings`` lists every cut-bound cut, the worst first: the cut, the jobs, the demand and the
+capacity (Gb/s), the bound, what a placement would need and one sentence saying all that
+(``message``); ``bounds`` gives per job the least communication time any routing can reach
+given its own cuts. Only jobs' flows count (not the ideal of a job that has none); a cut with
+no alive link at all is left out (its flows have no path: the planners say so).
+
+What a placement would need (``placement``), for a job: the leaves (pods) that could hold all
+of its hosts, those already holding most of them first (free: not a host of another job given,
+``busy``); else at most m of its hosts behind a cut of this capacity, m = floor(k x capacity /
+demand) for the k hosts behind it now (its demand per host kept: exact for flows between its
+hosts and the rest, a bound for a ring); for a ring All-Reduce that crosses the cut more than
+once per ring, the ring order (``ring_order: advised``) that crosses it once per ring, when
+that fits. For several jobs: the jobs to move off the cut, the largest demand first.
+
+Cost: the table of a fabric O(hosts x planes + links) numpy, once per fabric object (kept on
+it); ``findings`` O(F x planes) numpy over the F flows, plus per cut-bound cut O(hosts) for its
+placement.
+
+The issue's example: a leaf whose 4 hosts send 4 flows at line rate to other leaves over 2
+uplinks meets at most half its ideal rate; with 4 uplinks it is not cut-bound.
+
+>>> from controller.model.clos import Clos
+>>> from controller.model.jobs import Flow, Job
+>>> job = Job("j", explicit=[Flow("j", f"h0_{i}", f"h1_{i}", 1e6) for i in range(4)])
+>>> [f["cut"] for f in findings(Clos.leaf_spine(2, 4, 4), [job])]
+['leaf l0', 'leaf l1']
+>>> f = findings(Clos.leaf_spine(2, 4, 4), [job])[0]
+>>> f["demand_gbps"], f["capacity_gbps"], f["bound"], f["placement"]["at_most"]
+(400.0, 200.0, 2.0, 2)
+>>> print(f["message"])  # doctest: +NORMALIZE_WHITESPACE
+job j: leaf l0: its 4 hosts there send 400 Gb/s to other leaves at its ideal rate, over 200
+Gb/s of alive uplinks: no routing brings its communication below 2.00x its ideal; a placement
+would: at most 2 of its 8 hosts per leaf (4 leaves)
+>>> findings(Clos.leaf_spine(4, 4, 4), [job])
+[]
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosLinks
+from controller.model.jobs import Job
+
+TOL = 1e-9  # relative: a demand equal to the capacity meets the ideal
+NAMED = 3  # leaves (pods) a placement names at most
+WORDS = {"leaf": ("other leaves", "uplinks", "leaf"), "pod": ("other pods", "links to the cores", "pod")}
+
+
+@dataclass
+class Kind:
+    """The cuts of one kind (leaf or pod) of a fabric: per host id its cut (``group``) and its
+    leaf (pod) per plane (``key``, for the test that two hosts share one), per cut its name,
+    hosts and alive capacity out (``up_bps``) and in (``down_bps``)."""
+    name: str
+    group: np.ndarray  # (hosts,) -> cut index
+    key: np.ndarray  # (planes, hosts) -> leaf (pod) index in the plane
+    names: list[str]
+    hosts: list[list[str]]
+    up_bps: np.ndarray
+    down_bps: np.ndarray
+
+
+@dataclass
+class CutTable:
+    host_id: dict[str, int]
+    kinds: dict[str, Kind]
+    host_bps: float
+
+
+def table(fabric: Clos) -> CutTable:
+    """The cuts of ``fabric``, computed once per fabric object (O(hosts x planes + links))."""
+    return fabric.derived("cuts", _table)
+
+
+def _table(fabric: Clos) -> CutTable:
+    L = ClosLinks(fabric)
+    cap = np.append(L.capacity_bps(), 0.0) * L.alive  # the sentinel id -1 carries nothing
+
+    def alive(ids: np.ndarray) -> np.ndarray:  # (rows, ..., members) -> bytes/s per row
+        return cap[L.sentinel(ids)].reshape(ids.shape[0], -1).sum(axis=1)
+
+    planes = fabric.planes
+    kinds = {"leaf": _kind("leaf", L, L.host_leaf, [p.leaves for p in planes],
+                           [alive(L.up1[q]) for q in range(len(planes))],
+                           [alive(L.down1[q]) for q in range(len(planes))])}
+    if fabric.tiers == 3 and all(p.cores for p in planes):  # a plane of two tiers: no pod cut
+        key = np.stack([L.pod_of_leaf[q][L.host_leaf[q]] for q in range(len(planes))])
+        kinds["pod"] = _kind("pod", L, key, [p.pods for p in planes],
+                             [alive(L.up2[q]) for q in range(len(planes))],
+                             [alive(L.down2[q]) for q in range(len(planes))])
+    return CutTable(dict(L.host_id), kinds, fabric.link_bps("host"))
+
+
+def _kind(name: str, L: ClosLinks, key: np.ndarray, labels, up, down) -> Kind:
+    groups, gid = np.unique(key.T, axis=0, return_inverse=True)
+    gid = gid.ravel()
+    names = [" / ".join(dict.fromkeys(labels[q][g[q]] for q in range(len(labels))))
+             for g in groups]
+    hosts: list[list[str]] = [[] for _ in groups]
+    for h, g in zip(L.hosts, gid.tolist()):
+        hosts[g].append(h)
+    up_bps = np.array([sum(float(up[q][g[q]]) for q in range(len(up))) for g in groups])
+    down_bps = np.array([sum(float(down[q][g[q]]) for q in range(len(down))) for g in groups])
+    return Kind(name, gid, key, names, hosts, up_bps, down_bps)
+
+
+def _flows(t: CutTable, jobs: list[Job]):
+    """Over the jobs' flows between two known hosts: source and destination ids, bytes per
+    iteration (a ring's flow moves 2(n-1) chunks), the job's index; and every job's ideal."""
+    src, dst, nbytes, owner = [], [], [], []
+    for j, job in enumerate(jobs):
+        sizes = [len(r) for r in job.rings]
+        for f in job.flows():
+            a, b = t.host_id.get(f.src), t.host_id.get(f.dst)
+            if a is None or b is None or a == b:
+                continue
+            src.append(a)
+            dst.append(b)
+            owner.append(j)
+            nbytes.append(f.bytes * 2 * (sizes[f.ring] - 1) if job.is_collective else f.bytes)
+    ideal = [float(job.ideal_allreduce_s(t.host_bps)) for job in jobs]
+    return (np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
+            np.array(nbytes, dtype=float), np.array(owner, dtype=np.int64), ideal)
+
+
+def crossings(t: CutTable, jobs: list[Job]) -> tuple[dict, list[float]]:
+    """{(kind, "out" | "in"): (job indices, cut indices, bytes per iteration)}: what each job
+    sends out of (into) each cut, over the flows whose ends share no leaf (pod) in any plane;
+    and the jobs' ideals. O(F x planes) numpy."""
+    src, dst, nbytes, owner, ideal = _flows(t, jobs)
+    out = {}
+    for name, k in t.kinds.items():
+        cross = ~(k.key[:, src] == k.key[:, dst]).any(axis=0) if len(src) else src > 0
+        width = len(k.names)
+        for side, ends in (("out", src), ("in", dst)):
+            combo = owner[cross] * width + k.group[ends[cross]]
+            uniq, inv = np.unique(combo, return_inverse=True)
+            out[(name, side)] = (uniq // width, uniq % width,
+                                 np.bincount(inv.ravel(), weights=nbytes[cross], minlength=len(uniq)))
+    return out, ideal
+
+
+def bounds(fabric: Clos, jobs: list[Job]) -> dict[str, float]:
+    """Per job the least communication time of one iteration any routing can reach given its
+    own cuts (seconds): its ideal, or more where its demand exceeds a cut's capacity."""
+    t = table(fabric)
+    cross, ideal = crossings(t, jobs)
+    best = {job.id: ideal[j] for j, job in enumerate(jobs)}
+    for (name, side), (js, gs, b) in cross.items():
+        k = t.kinds[name]
+        cap = (k.up_bps if side == "out" else k.down_bps)[gs]
+        for j, c, x in zip(js.tolist(), cap.tolist(), b.tolist()):
+            if c > 0:
+                best[jobs[j].id] = max(best[jobs[j].id], x / c)
+    return best
+
+
+def findings(fabric: Clos, jobs: list[Job], busy=(), times: dict | None = None) -> list[dict]:
+    """Every cut-bound cut of ``jobs`` on ``fabric``, the worst first: one document per cut and
+    job (its own demand above the capacity) and per cut and set of jobs (their demands
+    together above it, no single one: ``shared``), the worse direction when both exceed.
+    ``busy``: hosts a placement may not take besides those of the other jobs. ``times``:
+    per job its planned communication time (seconds), to say how far the plan is from the
+    bound (``planned``, ``planned_over_bound``)."""
+    t = table(fabric)
+    cross, ideal = crossings(t, jobs)
+    found: dict[tuple, dict] = {}
+    for (name, side), (js, gs, b) in cross.items():
+        k = t.kinds[name]
+        caps = k.up_bps if side == "out" else k.down_bps
+        per_cut: dict[int, list] = {}
+        for j, g, x in zip(js.tolist(), gs.tolist(), b.tolist()):
+            per_cut.setdefault(g, []).append((j, x))
+        for g, entries in per_cut.items():
+            cap = float(caps[g])
+            if cap <= 0:
+                continue  # no alive link: no path (the planners say so)
+            rates = {j: x / ideal[j] for j, x in entries if ideal[j] > 0}
+            for j, r in rates.items():
+                if r > cap * (1 + TOL):
+                    _keep(found, (name, g, (j,)), side, r, cap, r / cap, {j: r})
+            if len(rates) > 1 and sum(rates.values()) > cap * (1 + TOL):
+                bound = shared_bound([(r, ideal[j]) for j, r in rates.items()], cap)
+                _keep(found, (name, g, tuple(sorted(rates))), side, sum(rates.values()), cap,
+                      bound, rates)
+    busy = set(busy)
+    out = [_document(t, key, f, jobs, ideal, busy, times) for key, f in found.items()]
+    return sorted(out, key=lambda d: (-d["bound"], d["cut"], d["jobs"]))
+
+
+def shared_bound(jobs: list[tuple[float, float]], cap: float, rounds: int = 60) -> float:
+    """The least x such that jobs of (rate, ideal seconds) across one cut of ``cap`` (bytes
+    per second) can each end by x times its ideal, none faster than its rate (its hosts'
+    line rate): by time s job j must have sent rate_j x clip(s - (x - 1) I_j, 0, I_j), and
+    the cut carries at most cap x s. Bisection between 1 and sum(rates) / cap (every job at
+    rate_j x cap / sum: all end at that stretch); O(rounds x n^2).
+
+    >>> shared_bound([(100, 1.0), (100, 1.0)], 100)  # two at once: twice as long
+    2.0
+    >>> round(shared_bound([(100, 1.0), (100, 1.0), (100, 2.0)], 200), 3)
+    1.333
+    """
+    total = sum(r for r, _ in jobs)
+    if total <= cap * (1 + TOL):
+        return 1.0
+
+    def fits(x: float) -> bool:
+        points = {p for _, i in jobs for p in ((x - 1) * i, x * i)}
+        return all(sum(r * min(max(s - (x - 1) * i, 0.0), i) for r, i in jobs)
+                   <= cap * s * (1 + TOL) for s in points if s > 0)
+    lo, hi = 1.0, total / cap
+    if fits(lo):
+        return lo
+    for _ in range(rounds):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return round(hi, 6)
+
+
+def _keep(found: dict, key: tuple, side: str, rate: float, cap: float, bound: float,
+          rates: dict) -> None:
+    """One finding per cut and jobs: both directions, the figures of the worse."""
+    seen = found.get(key)
+    if seen is None:
+        found[key] = {"sides": {side}, "rate": rate, "cap": cap, "bound": bound, "rates": rates}
+        return
+    seen["sides"].add(side)
+    if bound > seen["bound"]:
+        seen.update(rate=rate, cap=cap, bound=bound, rates=rates)
+
+
+def _document(t: CutTable, key: tuple, f: dict, jobs: list[Job], ideal, busy: set,
+              times: dict | None) -> dict:
+    name, g, js = key
+    k = t.kinds[name]
+    side = "both" if len(f["sides"]) == 2 else next(iter(f["sides"]))
+    behind = set(k.hosts[g])
+    ids = [jobs[j].id for j in js]
+    doc = {"cut": f"{name} {k.names[g]}", "kind": name, "name": k.names[g], "direction": side,
+           "jobs": ids, "shared": len(js) > 1,
+           "hosts": sum(len(jobs[j].hosts() & behind) for j in js),
+           "demand_gbps": _gbps(f["rate"]), "capacity_gbps": _gbps(f["cap"]),
+           "bound": round(f["bound"], 4)}
+    if len(js) == 1:
+        j = js[0]
+        others = {h for i, job in enumerate(jobs) if i != j for h in job.hosts()}
+        doc["bound_s"] = f["bound"] * ideal[j]
+        doc["placement"] = _placement(t, k, g, jobs[j], f["rate"], f["cap"], ideal[j],
+                                      (busy | others) - jobs[j].hosts())
+    else:
+        doc["placement"] = {"move": _move(f["rates"], f["cap"], jobs)}
+    if times:
+        planned = [times[i] / ideal[j] for i, j in zip(ids, js)
+                   if times.get(i) is not None and ideal[j] > 0]
+        if planned:
+            doc["planned"] = round(max(planned), 4)
+            doc["planned_over_bound"] = round(max(planned) / f["bound"], 4)
+    doc["message"] = message(doc)
+    return doc
+
+
+def _gbps(bytes_per_s: float) -> float:
+    return round(bytes_per_s * 8 / 1e9, 3)
+
+
+def _placement(t: CutTable, k: Kind, g: int, job: Job, rate: float, cap: float, ideal: float,
+               busy: set) -> dict:
+    """Where all the job's hosts fit behind one cut of this kind (those holding most of them
+    first), how many at most may stay behind a cut of this capacity, and whether a ring order
+    crossing it once per ring would do."""
+    mine = job.hosts() & set(t.host_id)
+    n = len(mine)
+    own = [len(mine.intersection(hs)) for hs in k.hosts]
+    free = [sum(1 for h in hs if h not in busy) for hs in k.hosts]
+    fits = sorted((u for u in range(len(k.hosts)) if free[u] >= n),
+                  key=lambda u: (-own[u], free[u], k.names[u]))
+    at_most = math.floor(own[g] * cap / rate * (1 + TOL)) if own[g] else 0
+    spread = (at_most >= 1 and sum(min(at_most, x) for x in free) >= n)
+    out = {"hosts": n, "pack": [k.names[u] for u in fits[:NAMED]], "pack_options": len(fits),
+           "at_most": at_most if spread else None,
+           "units": math.ceil(n / at_most) if spread else None, "ring_order": False}
+    if job.is_collective and ideal > 0:
+        inside = set(k.hosts[g])
+        least = sum(2 * (len(r) - 1) * job.ring_bytes / len(r) / ideal for r in job.rings
+                    if any(h in inside for h in r) and not all(h in inside for h in r))
+        out["ring_order"] = least <= cap * (1 + TOL) < rate
+    return out
+
+
+def _move(rates: dict, cap: float, jobs: list[Job]) -> list[str]:
+    """The jobs to move off a cut their demands exceed together, the largest demand first."""
+    left, out = sum(rates.values()), []
+    for j in sorted(rates, key=lambda j: (-rates[j], jobs[j].id)):
+        if left <= cap * (1 + TOL):
+            break
+        out.append(jobs[j].id)
+        left -= rates[j]
+    return out
+
+
+def message(doc: dict) -> str:
+    """The finding in one sentence: the cut, the demand and capacity, the bound, the remedy."""
+    other, links, unit = WORDS[doc["kind"]]
+    verb = {"out": f"send {doc['demand_gbps']:.4g} Gb/s to {other}",
+            "in": f"receive {doc['demand_gbps']:.4g} Gb/s from {other}",
+            "both": f"send and receive up to {doc['demand_gbps']:.4g} Gb/s to and from "
+                    f"{other}"}[doc["direction"]]
+    over = f"over {doc['capacity_gbps']:.4g} Gb/s of alive {links}"
+    planned = (f" (the plan: {doc['planned']:.2f}x)" if "planned" in doc else "")
+    p = doc["placement"]
+    if doc["shared"]:
+        moved = " and ".join(p["move"])
+        return (f"{doc['cut']}: jobs {', '.join(doc['jobs'])} {verb} at their ideal rates, "
+                f"{over}: no routing brings the slowest of them below {doc['bound']:.2f}x "
+                f"its ideal{planned}; moving {moved} off it would")
+    ways = []
+    if p["pack"]:
+        more = ", ..." if p["pack_options"] > len(p["pack"]) else ""
+        ways.append(f"all {p['hosts']} hosts under one {unit} ({', '.join(p['pack'])}{more})")
+    if p["at_most"]:
+        ways.append(f"at most {p['at_most']} of its {p['hosts']} hosts per {unit} "
+                    f"({p['units']} {other.split()[1]})")
+    remedy = ("a placement would: " + "; or ".join(ways) if ways else
+              f"no placement on this fabric would (free {other.split()[1]} too few)")
+    if p["ring_order"]:
+        remedy += "; so would a ring order crossing it once per ring (ring_order advised)"
+    return (f"job {doc['jobs'][0]}: {doc['cut']}: its {doc['hosts']} hosts there {verb} at "
+            f"its ideal rate, {over}: no routing brings its communication below "
+            f"{doc['bound']:.2f}x its ideal{planned}; {remedy}")
+
+
+def notes(found: list[dict], limit: int = 10) -> list[str]:
+    """The findings' messages, at most ``limit``, then how many more."""
+    out = [d["message"] for d in found[:limit]]
+    if len(found) > limit:
+        out.append(f"... {len(found) - limit} more cut-bound cuts")
+    return out
