@@ -1,0 +1,166 @@
+"""The spraying baseline (controller/planners/spray.py): per-packet spraying over every alive
+path as the fluid LP bound, with a goodput penalty."""
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from controller.errors import InputError
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem
+from controller.model.jobs import Flow, Job
+from controller.model.problem import Problem
+from controller.planners import lp
+from controller.planners.clos_split import fractional_optimum
+from controller.planners.plan import make_plan
+from controller.planners.registry import names
+from controller.planners.spray import (
+    coupled_rates,
+    slowest_goodput_bps,
+    spray,
+    spray_plan,
+    sprayed_jobs,
+)
+
+ELEPHANT = Job("elephant", explicit=[Flow("elephant", "h0_0", "h2_0", 4e9)])
+
+
+def _fast_nics(fabric: Clos, host_gbps: float = 400.0) -> Clos:
+    """``fabric`` with NICs faster than its fabric links: one flow is more than a link."""
+    doc = fabric.to_dict()
+    doc["link_gbps"] = {"host": host_gbps, "leaf": 100.0, "core": 100.0}
+    return Clos.from_dict(doc)
+
+
+def _ring(fabric: Clos, seed: int, size: int = 8) -> Job:
+    hosts = [h for h in fabric.host_leaves if h not in ("h0_0", "h2_0")]
+    order = np.random.Generator(np.random.PCG64(seed)).permutation(hosts)[:size]
+    return Job(f"ring{seed}", rings=[list(order)], ring_bytes=1e9)
+
+
+def _two_planes_link_down() -> Clos:
+    return Clos.leaf_spine(4, 4, 2, planes=2).with_down({("l0_p0", "s0_p0")})
+
+
+# (name, fabric): a leaf-spine and a k = 4 fat-tree with 400G NICs on 100G links, two planes
+# of a leaf-spine with a link down (a flow on one plane has one port; sprayed, both)
+CASES = {"leaf-spine": lambda: _fast_nics(Clos.leaf_spine(4, 4, 2)),
+         "fat-tree k=4": lambda: _fast_nics(Clos.fat_tree(4)),
+         "two planes, a link down": _two_planes_link_down}
+
+
+def _jobs(fabric: Clos) -> list[Job]:
+    return [ELEPHANT, _ring(fabric, 1), _ring(fabric, 2, 6)]
+
+
+def path_lp_alpha(problem: ClosProblem) -> float:
+    """The fluid LP written out independently: a variable per flow and path (every alive
+    member of every hop enumerated, host links included), min z with every directed link
+    carrying at most z flows per unit; the flows within a leaf fixed on their plane."""
+    L = problem.links
+    base = np.zeros(L.count)
+    for pos, q in problem.intra.items():
+        f = problem.flows[pos]
+        base[L.host_up[q, L.host_id[f.src]]] += 1
+        base[L.host_down[q, L.host_id[f.dst]]] += 1
+    paths, owner = [], []
+    for i in range(len(problem)):
+        for q in range(len(problem.fabric.planes)):
+            hops, usable = problem.options(i, q)
+            up, down = problem.host_links(i, q)
+            for m in np.flatnonzero(usable):
+                alive = [[x for x in h[m] if x >= 0 and L.alive[x]] for h in hops]
+                for members in itertools.product(*alive):
+                    paths.append([up, *members, down])
+                    owner.append(i)
+    V = len(paths)
+    used = sorted({y for p in paths for y in p} | set(np.flatnonzero(base)))
+    row = {y: k for k, y in enumerate(used)}
+    a_ub = np.zeros((len(used), V + 1))
+    for v, p in enumerate(paths):
+        for y in p:
+            a_ub[row[y], v] += 1.0 / L.units[y]
+    a_ub[:, V] = -1.0
+    b_ub = -np.array([base[y] / L.units[y] for y in used])
+    a_eq = np.zeros((len(problem), V + 1))
+    a_eq[owner, np.arange(V)] = 1.0
+    c = np.zeros(V + 1)
+    c[V] = 1.0
+    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=np.ones(len(problem)),
+                  bounds=[(0, None)] * (V + 1), method="highs")
+    assert res.status == 0
+    return float(res.x[V])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_spray_reaches_the_fluid_lp_optimum(case):
+    """alpha, the max load over every link of the sprayed routing (ports included), is the
+    optimum of the path LP written out independently; the slowest flow sends at the leaf
+    rate over it, and every flow's shares sum to 1."""
+    fabric = CASES[case]()
+    problem = ClosProblem.build(fabric, _jobs(fabric))
+    r = spray(problem)
+    assert r.info["alpha"] == pytest.approx(path_lp_alpha(problem), abs=1e-6)
+    assert all(sum(w for *_, w in parts) == pytest.approx(1.0) for parts in r.parts)
+    plan = spray_plan(fabric, _jobs(fabric), penalty=0.0)
+    assert slowest_goodput_bps(plan) == pytest.approx(fabric.link_bps() / r.info["alpha"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_spraying_is_never_behind_any_plan_and_beats_an_unsplit_elephant(case):
+    """No plan of any registered planner gives its slowest flow more than spraying (the
+    coupled model: a flow's parts share one rate), and every unsplit plan gives the elephant,
+    larger than one link, less than spraying does."""
+    fabric = CASES[case]()
+    jobs = _jobs(fabric)
+    plan = spray_plan(fabric, jobs, penalty=0.0)
+    best = slowest_goodput_bps(plan)
+    elephant = coupled_rates(plan)[0]  # the first flow of the first job
+    for alg in names(fabric, distinct=True):
+        other = make_plan(fabric, jobs, alg)
+        rates = coupled_rates(other)
+        assert rates.min() <= best * (1 + 1e-9), alg
+        if alg != "split":
+            assert rates[0] < elephant * (1 - 1e-6), alg
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_ecmp_is_never_better_than_spraying(case):
+    fabric = CASES[case]()
+    jobs = _jobs(fabric)
+    plan = spray_plan(fabric, jobs, penalty=0.0)
+    for alg in ("ecmp", "ecmp-polarised"):
+        for salt in range(3):
+            ecmp = make_plan(fabric, jobs, alg, salt=salt)
+            assert ecmp.to_dict()["max_link_load"] >= plan.to_dict()["max_link_load"] - 1e-9
+            assert coupled_rates(ecmp).min() <= slowest_goodput_bps(plan) * (1 + 1e-9)
+
+
+def test_the_fabric_load_is_the_split_lp_optimum():
+    """Over the fabric links spraying meets the split LP's optimum where that is above its
+    floor of one flow per link, on two tiers (``lp``) and on any Clos (``clos_split``)."""
+    fab = Clos.generate(4, 8, 4, failed_spines=1)
+    rng = np.random.Generator(np.random.PCG64(3))
+    jobs = [Job(f"r{k}", rings=[list(rng.permutation(list(fab.host_leaves))[:12])],
+                ring_bytes=1e9) for k in range(4)]
+    sprayed = spray(ClosProblem.build(fab, jobs)).info["max_link_load"]
+    two = lp.fractional_optimum(Problem.build(fab.as_leaf_spine(), jobs))
+    clos = fractional_optimum(ClosProblem.build(fab, jobs))
+    assert two > 1 and sprayed == pytest.approx(two, abs=1e-6) == pytest.approx(clos, abs=1e-6)
+
+
+def test_the_penalty_costs_goodput_not_load():
+    """A penalty p sends every byte 1 / (1 - p) times: the same shares and loads, All-Reduce
+    times 1 / (1 - p) longer, the slowest goodput (1 - p) of the bound."""
+    fabric = _two_planes_link_down()
+    jobs = _jobs(fabric)
+    free, taxed = spray_plan(fabric, jobs, 0.0), spray_plan(fabric, jobs, 0.05)
+    assert taxed.to_dict()["max_link_load"] == free.to_dict()["max_link_load"]
+    t0, t1 = free.predicted_times(), taxed.predicted_times()
+    assert all(t1[j] == pytest.approx(t0[j] / 0.95) for j in t0)
+    assert slowest_goodput_bps(taxed) == pytest.approx(0.95 * slowest_goodput_bps(free))
+    assert sprayed_jobs(jobs, 0.05)[0].explicit[0].bytes == pytest.approx(4e9 / 0.95)
+    for bad in (-0.1, 1.0, True, "0.1"):
+        with pytest.raises(InputError, match="penalty"):
+            sprayed_jobs(jobs, bad)
