@@ -25,7 +25,7 @@ import threading
 import time
 
 from controller.model.clos import Clos
-from emulation.harness import fabricnet
+from emulation.harness import fabricnet, owned
 from emulation.harness.controller_proc import ControllerProcess
 
 
@@ -74,10 +74,14 @@ def patch_commands(link: tuple) -> list[list[str]]:
 def build_bridges(fabric, per: int = 512) -> None:
     """Every switch of ``fabric`` (``switch_links``' fabrics) as a netdev bridge with its
     declared datapath id, and every switch link as a pair of patch ports with the declared
-    port numbers; in transactions of ``per`` commands."""
+    port numbers; in transactions of ``per`` commands. Each bridge carries the harness's mark
+    (``owned``), so that a killed run's bridges are the harness's to clean up and its
+    ``max_backoff`` reaches them."""
+    me = owned.claim()
     _transactions([["--may-exist", "add-br", sw, "--", "set", "bridge", sw,
                     "datapath_type=netdev", "fail_mode=secure", "protocols=OpenFlow13",
-                    f"other-config:datapath-id={fabric.dpids[sw]:016x}"]
+                    f"other-config:datapath-id={fabric.dpids[sw]:016x}",
+                    f"external_ids:{owned.KEY}={me}"]
                    for sw in fabric.switches()], per // 4)
     _transactions([c for link in switch_links(fabric) for c in patch_commands(link)], per)
 

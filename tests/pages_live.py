@@ -117,7 +117,10 @@ def launcher(work: str, env: dict, logs, procs: list):
 
 def prepared(tmp_path, blocks) -> tuple[str, dict, object]:
     """(checkout, environment, log folder) of a page's run, its no-root blocks run first
-    (they write the files the live steps read), no bridges left from an earlier run."""
+    (they write the files the live steps read), no bridges left from an earlier run. The
+    cleanup comes first: it marks this process as the harness's (``owned.claim``), so the
+    page's commands, started with its environment, leave nothing unmarked."""
+    fabricnet.cleanup()
     work = checkout(tmp_path)
     env = venv_env()
     logs = tmp_path / "logs"
@@ -125,7 +128,6 @@ def prepared(tmp_path, blocks) -> tuple[str, dict, object]:
     for title, body in blocks:
         if not title.startswith("Needs"):
             run_block(body, work, env, 300)
-    fabricnet.cleanup()
     return work, env, logs
 
 

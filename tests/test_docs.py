@@ -555,9 +555,9 @@ NOT_RUN = {
         "a fix: (re)starts the machine's Open vSwitch, under the bridges of whatever runs; "
         "fabricnet.ensure_ovs starts it that way when it is down",
     ("docs/howto/troubleshooting.md", "mn -c"):
-        "a fix: kills every process named like a controller and deletes /tmp/*.log and "
-        "/tmp/*.out of the whole machine; the live tests clean up with Mininet's own cleanup "
-        "(fabricnet.cleanup) before and after they run",
+        "a fix: kills every process named like a controller and deletes every bridge, "
+        "/tmp/*.log and /tmp/*.out of the whole machine; the live tests never run it: "
+        "fabricnet.cleanup removes only what the harness made (issue 59)",
     ("docs/environment.md", "export DEBIAN_FRONTEND=noninteractive"):
         "the machine's setup (apt-get, Open vSwitch started), what `make system` does before "
         "the live tests",

@@ -101,7 +101,7 @@ def _controller(fabric_path, state_path: str, log) -> ControllerProcess:
                             extra_args=["--mlroute-state", state_path, *QUIET])
     if os.path.basename(ctl.args[0]) == "ryu-manager":
         # the same entry point under the name python3: a Mininet cleanup (mn -c: killall
-        # ryu-manager) run by a live emulation beside this test does not kill it
+        # ryu-manager) run beside this test does not kill it
         ctl.args = [sys.executable, "-m", "ryu.cmd.manager", *ctl.args[1:]]
     return ctl
 

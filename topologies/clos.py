@@ -70,6 +70,11 @@ SWITCH_MTU = 1600  # >= host MTU + 8: two MPLS labels (segment routing) must sti
 SFLOW_SAMPLING = 16
 SFLOW_TARGET = "127.0.0.1:6343"
 SFLOW_HEADER = 128  # bytes of each sampled packet: Ethernet, two MPLS labels, IPv4, ports
+# The emulation harness's mark (``emulation.harness.owned``): a process of the harness has its
+# token in this environment variable, and a switch it starts carries the token in its bridge's
+# external_ids, so that the harness's cleanup removes what it made and nothing else.
+OWNER_ENV = "MLROUTE_EMULATION"
+OWNER_KEY = "mlroute-emulation"
 
 
 def _sflow_setting(value, env: str, default):
@@ -154,6 +159,13 @@ class ClosSwitch(OVSSwitch):
     def intfOpts(self, intf):
         opts = super().intfOpts(intf)
         return (opts or f" -- set Interface {intf}") + f" mtu_request={self.mtu}"
+
+    def bridgeOpts(self):
+        """Mininet's, and the harness's mark when a harness started it (``OWNER_ENV``), in
+        the transaction that adds the bridge: no window in which it exists unmarked."""
+        owner = os.environ.get(OWNER_ENV)
+        return super().bridgeOpts() + (f" external_ids:{OWNER_KEY}={owner}"
+                                       if owner and owner.replace("-", "").isdigit() else "")
 
     def start(self, controllers):
         self.cmd("; ".join(f"ip link set dev {intf.name} mtu {self.mtu}"

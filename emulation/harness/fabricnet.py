@@ -1,7 +1,7 @@
 """Start and stop the Mininet leaf-spine fabric the way these machines need it
 (``docs/environment.md``): Open vSwitch userspace datapath, OpenFlow 1.3, secure
 fail mode, tx offload off on every host interface, IPv6 off in hosts, shaped links, a remote
-controller, bounded waits, and cleanup that never runs while a controller of ours is up.
+controller, bounded waits, and a cleanup of what the harness made, never of anything else.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import subprocess
 import time
 
 from controller.errors import InputError
+from emulation.harness import owned
 
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
@@ -56,7 +57,7 @@ def ensure_switch_priority(path: str = AUTOGROUP) -> bool:
 
 def prepare(outdir: str, fabric_path: str, fabric) -> None:
     """Before an emulation starts anything: root, the output folder with the fabric file, a
-    running Open vSwitch, and no leftovers of a killed run (no controller of ours runs yet)."""
+    running Open vSwitch, and no leftovers of a killed run of the harness (``cleanup``)."""
     if os.geteuid() != 0:
         raise InputError("the emulation needs root (Mininet, Open vSwitch)")
     os.makedirs(outdir, exist_ok=True)
@@ -66,43 +67,20 @@ def prepare(outdir: str, fabric_path: str, fabric) -> None:
     cleanup()
 
 
-# what Mininet's cleanup kills by name (mininet.clean.Cleanup.cleanup's zombies, and its node
-# shells): any of them running, or a bridge or a host link left, and it runs
-_ZOMBIES = ("controller|ofprotocol|ofdatapath|ping|nox_core|lt-nox_core|ovs-openflowd|"
-            "ovs-controller|ovs-testcontroller|udpbwtest|mnexec|ivs|ryu-manager")
-
-
 def leftovers() -> list[str]:
-    """What a Mininet run left on this machine: OVS bridges, links named like a node's
-    ``-ethN``, processes Mininet's cleanup kills. O(bridges + links); about 30 ms."""
-    left = []
-    bridges = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True,
-                             text=True)
-    if bridges.returncode != 0 or bridges.stdout.split():
-        left.append("bridges: " + (" ".join(bridges.stdout.split()[:5]) or bridges.stderr.strip()))
-    links = re.findall(r"[-_.\w]+-eth\d+", subprocess.run(["ip", "-o", "link", "show"],
-                                                      capture_output=True, text=True).stdout)
-    if links:
-        left.append("links: " + " ".join(links[:5]))
-    for pattern, full in ((f"^({_ZOMBIES})$", False), ("mininet:|sudo mnexec", True)):
-        found = subprocess.run(["pgrep", *(["-f"] if full else []), pattern],
-                               capture_output=True, text=True).stdout.split()
-        if found:
-            left.append("processes: " + " ".join(found[:5]))
-    return left
+    """What runs of this harness left on the machine (``owned``: bridges, links and processes
+    marked as the harness's, of a run that is gone or of this process), in words; never a
+    bridge, link or process of anyone else. About 10-30 ms."""
+    return owned.leftovers()
 
 
-def cleanup() -> None:
-    """Remove bridges and veths a killed run left behind (nothing to do, and no Mininet
-    cleanup with its second of waiting, when ``leftovers`` finds none). Mininet's own cleanup
-    also kills controllers by name, so call it only before starting ours or after stopping
-    it."""
-    if not leftovers():
-        return
-    from mininet.clean import cleanup as mn_cleanup
-    from mininet.log import setLogLevel
-    setLogLevel("error")
-    mn_cleanup()
+def cleanup() -> list[str]:
+    """Remove what ``leftovers`` finds; returns it. Not Mininet's cleanup (``mn -c``), which
+    kills every ``ping`` and controller by name, deletes every bridge and ``*-ethN`` link and
+    ``/tmp/*.log``: it destroyed any other emulation on the machine (issue 59). This process's
+    controllers are left to whoever started them, so it may run while one is up; its Mininet
+    nodes and bridges are removed, so call it before building or after stopping a fabric."""
+    return owned.cleanup()
 
 
 def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_port: int = 6653,
@@ -122,6 +100,7 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, controller_p
               "sflow_collector": sflow_collector, "queue_bytes": QUEUE_BYTES}
     topo = (WiredClosTopo(fabric=clos, **common) if clos is not None else
             ClosTopo(spines=spines, leaves=leaves, hosts_per_leaf=hosts_per_leaf, **common))
+    owned.claim(owned.link_names(topo))  # recorded before Mininet makes them; bridges marked
     return Mininet(topo=topo, controller=lambda name: remote_controller(name, controller_port))
 
 

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 
-from emulation.harness import fabricnet
+from emulation.harness import fabricnet, owned
 from emulation.harness.controller_proc import ControllerProcess, signals_held
 from emulation.harness.ports import free_ports
 from topologies.clos import clos_fabric
@@ -269,14 +269,9 @@ def build(spines: int, leaves: int, hosts_per_leaf: int, bw: float, of_ports: li
 
 def max_backoff(ms: int) -> None:
     """Switches retry a lost controller at most every ``ms`` (Open vSwitch waits up to 8 s
-    by default), so a controller restarted in a test is reconnected quickly."""
-    out = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "list", "controller"],
-                         capture_output=True, text=True, timeout=10, check=True).stdout
-    args = []
-    for uuid in out.split():
-        args += ["--", "set", "controller", uuid, f"max_backoff={ms}"]
-    if args:
-        subprocess.run(["ovs-vsctl", *args], capture_output=True, timeout=30, check=True)
+    by default), so a controller restarted in a test is reconnected quickly: only the
+    switches this process made (``owned.max_backoff``), never another emulation's."""
+    owned.max_backoff(ms)
 
 
 def controller_roles(bridge: str) -> dict[str, str | None]:

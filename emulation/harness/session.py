@@ -9,8 +9,8 @@ Why teardown needs care: the controller runs in its own session (a terminal's SI
 reach it) and Mininet's host shells detach too, so whatever this process fails to stop stays
 behind: a ryu-manager holding the ports (the next controller would share them silently), bridges
 and veths (the next run fails with "File exists"). Teardown therefore holds SIGINT and SIGTERM
-until it is done, and a fabric whose build was interrupted is removed by Mininet's cleanup once
-the controller is stopped (that cleanup kills controllers by name; ours is gone by then).
+until it is done, and a fabric whose build was interrupted is removed by the harness's cleanup
+(``fabricnet.cleanup``: what this run made, nothing of another emulation on the machine).
 """
 from __future__ import annotations
 
@@ -179,6 +179,6 @@ class Session:
             if self.ctl is not None:
                 self.progress("stopping the controller")
                 self.ctl.stop()
-            if dirty:  # only now: Mininet's cleanup kills every ryu-manager by name
+            if dirty:  # a half-built fabric: its bridges, links and node shells
                 fabricnet.cleanup()
                 self._building = False
