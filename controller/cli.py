@@ -7,7 +7,7 @@
     python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective flows|jobs]
                               [--ilp-time-limit S] [--max-parts N] [--out R]
     python -m controller compare --fabric F --jobs J [--algorithms a,b] [--objective flows|jobs]
-                                 [--max-parts N] [--json] [--out R]
+                                 [--max-parts N] [--spray-penalty P] [--json] [--out R]
 
 and the commands of a running controller (REST, ``controller.client``):
 
@@ -40,12 +40,15 @@ from controller.model.rates import max_min_rates
 from controller.planners import PLANNERS, planner_for
 from controller.planners.plan import make_plan, run_options, run_shape
 from controller.planners.registry import CLOS, OBJECTIVES, TWO_TIER, listing, names
+from controller.planners.spray import DEFAULT_PENALTY, slowest_goodput_bps, spray_plan, sprayed_jobs
 from controller.service.settings import ILP_TIME_LIMIT_S, Settings
 
 # what each objective ranks plans by (the names are registry.OBJECTIVES)
 OBJECTIVE_HELP = {"flows": "max-min fair link flow counts, the paper's",
                   "jobs": "the jobs' predicted iteration slowdowns, worst then mean, then flow "
                           "counts"}
+SPRAY = "spray"  # compare's baseline row (planners.spray): not a planner, the NICs spray
+SPRAY_OBJECTIVE = "LP bound"
 
 
 def default_objective(algorithm: str, clos: bool) -> str:
@@ -124,21 +127,30 @@ def slowest_rate_gbps(plan) -> float:
 
 def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
             ilp_time_limit: float, objective: str | None = None, max_parts: int | None = None,
-            shape: str | None = None) -> list[dict]:
+            shape: str | None = None, spray_penalty: float = DEFAULT_PENALTY) -> list[dict]:
     """One row per algorithm (``compare_row``), with the objective it planned with
     (``objective_for``: on two tiers a given ``objective`` applies to auto and split; None: the
     controller's); ``max_parts`` applies to split on two tiers. What the shape (``shape`` if
-    known) does not take is refused first (``run_shape``), then an unknown name."""
+    known) does not take is refused first (``run_shape``), then an unknown name. The name
+    ``spray`` is the baseline row of ``planners.spray`` with its goodput penalty: its
+    All-Reduce by the shared prediction on every shape (a sprayed flow is one transfer over
+    its parts), its slowest rate the goodput of the coupled model."""
     shape = shape or run_shape(fabric, max_parts)
     clos = shape == CLOS
     if clos and objective not in (None, "flows"):
         raise InputError(f"on this fabric --objective {objective} applies to plan with "
                          "algorithm auto (it runs the jobs planner; compare shows it as the "
                          "row jobs)")
+    sprayed_jobs([], spray_penalty)  # a bad penalty is refused before any planner runs
     for alg in algorithms:
-        planner_for(alg, shape)  # the registry's refusal: unknown, or not on this shape
+        if alg != SPRAY:
+            planner_for(alg, shape)  # the registry's refusal: unknown, or not on this shape
     rows = []
     for alg in algorithms:
+        if alg == SPRAY:
+            plan = spray_plan(fabric, jobs, spray_penalty)
+            rows.append(compare_row(plan, SPRAY_OBJECTIVE, CLOS, slowest_goodput_bps(plan) * 8e-9))
+            continue
         run = run_options(shape, alg, seed, salt, ilp_time_limit,
                           objective_for(alg, objective, clos), max_parts)
         rows.append(compare_row(make_plan(fabric, jobs, run.algorithm, **run.options),
@@ -146,12 +158,12 @@ def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, sal
     return rows
 
 
-def compare_row(plan, objective: str, shape: str) -> dict:
+def compare_row(plan, objective: str, shape: str, slowest: float | None = None) -> dict:
     """A row of ``compare``, the same fields on every shape: the loads (max, links at the max,
-    the lower bound, the max per tier), the slowest flow's max-min rate and each job's
-    predicted All-Reduce time: on a single two-tier plane by the fluid model
-    (``model.fluid.predict_allreduce``), elsewhere by the shared prediction on the plan's
-    routes (``Plan.predicted_times``)."""
+    the lower bound, the max per tier), the slowest flow's max-min rate (``slowest`` if given,
+    Gb/s) and each job's predicted All-Reduce time: on a single two-tier plane by the fluid
+    model (``model.fluid.predict_allreduce``), elsewhere by the shared prediction on the
+    plan's routes (``Plan.predicted_times``)."""
     doc = plan.to_dict()
     if shape == TWO_TIER:
         from controller.model.fluid import predict_allreduce
@@ -161,7 +173,8 @@ def compare_row(plan, objective: str, shape: str) -> dict:
     return ({"algorithm": plan.algorithm, "objective": objective}
             | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
                                    "max_load_by_tier")}
-            | {"slowest_gbps": slowest_rate_gbps(plan), "allreduce_s": times,
+            | {"slowest_gbps": slowest_rate_gbps(plan) if slowest is None else slowest,
+               "allreduce_s": times,
                "runtime_ms": plan.runtime_ms, "info": doc.get("info", {})})
 
 
@@ -192,8 +205,12 @@ def format_table(rows: list[dict], jobs: list[Job], fabric: Clos) -> str:
     widths = [max(len(l[i]) for l in lines) for i in range(len(heads))]
     table = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w)
                        for i, (c, w) in enumerate(zip(l, widths))).rstrip() for l in lines]
-    used = sorted({r["objective"] for r in rows}, key=list(OBJECTIVE_HELP).index)
+    used = sorted({r["objective"] for r in rows} & set(OBJECTIVE_HELP), key=list(OBJECTIVE_HELP).index)
     notes = [f"objective {o}: {OBJECTIVE_HELP[o]}" for o in used]
+    notes += [f"spray: per-packet spraying over every alive path, the fluid LP bound (the best "
+              f"split for the slowest flow), at {1 - r['info']['penalty']:.4g} of its goodput "
+              f"(--spray-penalty {r['info']['penalty']:g}); not a plan mlroute installs"
+              for r in rows if r["algorithm"] == SPRAY]
     notes.append("ideal: the max link load's lower bound; each job alone at line rate"
                  + ("; leaf-agg, agg-core: the max load of each tier" if tiers else ""))
     return "\n".join([f"fabric: {fabric.summary()}"] + table + [""] + notes)
@@ -234,9 +251,9 @@ def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
         plan = make_plan(fabric, jobs, run.algorithm, **run.options)
         return plan_document(plan.to_dict(), run.objective)
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
-        else names(shape, distinct=True)
+        else names(shape, distinct=True) + [SPRAY]
     rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
-                   args.objective, args.max_parts, shape)
+                   args.objective, args.max_parts, shape, args.spray_penalty)
     out = json.dumps(rows, indent=1) if args.json else format_table(rows, jobs, fabric)
     return out, compare_summary(rows)
 
@@ -386,7 +403,9 @@ COMMANDS = {  # name: (one line for the command list, its description)
                 "fabric: a row per algorithm with the objective it used, max link load (on "
                 "three tiers also per tier), links at the max, the slowest flow's rate, each "
                 "job's predicted All-Reduce time and the planner's runtime; a row ideal (the "
-                "lower bound, each job alone) and what each objective ranks by."),
+                "lower bound, each job alone), a row spray (per-packet spraying over every "
+                "alive path: the fluid LP bound less a goodput penalty) and what each "
+                "objective ranks by."),
     "job": ("add, delete, list or show jobs of a running controller (REST)",
             "The client side of a running controller's /v1/jobs."),
     "srv6-config": (srv6cli.LINE, srv6cli.DESCRIPTION),
@@ -452,7 +471,8 @@ def add_offline_commands(sub) -> None:
                                 f"distinct one of the fabric: "
                                 f"{', '.join(names(TWO_TIER, distinct=True))} on two-tier "
                                 f"fabrics, where {aliases}; "
-                                f"{', '.join(names(CLOS, distinct=True))} on Clos fabrics)")
+                                f"{', '.join(names(CLOS, distinct=True))} on Clos fabrics; "
+                                f"then {SPRAY}, the per-packet spraying baseline)")
         p.add_argument("--objective", metavar="|".join(OBJECTIVES),
                        help=f"what plans are ranked by: {objectives}. Applies to auto and split "
                             "(jobs: split by bytes) on two-tier fabrics and to plan with auto "
@@ -473,6 +493,11 @@ def add_offline_commands(sub) -> None:
                        help="split: at most N parts per flow (default: 4; 0: no bound, the "
                             "fractional optimum; two-tier fabrics)")
         if name == "compare":
+            p.add_argument("--spray-penalty", type=float, default=DEFAULT_PENALTY, metavar="P",
+                           help="the row spray (per-packet spraying, the fluid LP bound): the "
+                                "fraction of its bytes on the wire lost to retransmission and "
+                                f"reordering, in [0, 1) (default: {DEFAULT_PENALTY:g}, an "
+                                "assumption: docs/explanation/algorithms.md)")
             p.add_argument("--json", action="store_true", help="print JSON instead of a table")
         p.add_argument("--out", metavar="FILE",
                        help=f"write the {'routes' if name == 'plan' else 'comparison'} to FILE "

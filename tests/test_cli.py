@@ -141,20 +141,25 @@ def test_compare_table(files):
     assert lines[0] == "fabric: 4 spines, 8 leaves, 16 hosts"
     assert re.split(r"\s{2,}", lines[1])[:3] == ["algorithm", "objective", "max load"]
     rows = compare_table(r.stdout)
-    # every distinct planner of two tiers (jobs runs as auto there), after the ideal
-    assert list(rows) == ["ideal"] + names(TWO_TIER, distinct=True) == ["ideal",
-        "greedy", "ecmp", "ecmp-polarised", "edge-coloring", "annealing", "ilp", "split", "auto"]
+    # every distinct planner of two tiers (jobs runs as auto there), after the ideal, then
+    # the spraying baseline
+    assert list(rows) == ["ideal"] + names(TWO_TIER, distinct=True) + ["spray"] == ["ideal",
+        "greedy", "ecmp", "ecmp-polarised", "edge-coloring", "annealing", "ilp", "split", "auto",
+        "spray"]
     # the controller's objective where it applies (auto on this fabric), flows elsewhere
-    assert {a: row["objective"] for a, row in rows.items()} == {"ideal": ""} | {
+    assert {a: row["objective"] for a, row in rows.items()} == {"ideal": "", "spray": "LP bound"} | {
         a: Settings.objective if a == "auto" else "flows" for a in names(TWO_TIER, distinct=True)}
     assert rows["ideal"]["max"] == 1 and rows["ideal"]["ar"] == {"a": 0.112, "b": 0.008}
     assert rows["greedy"] | {"objective": ""} == rows["ideal"] | {
         "at_max": 18, "slowest": 100.0}  # the greedy reaches the ideal
     assert all(row["tiers"] == {} for row in rows.values())  # one tier: no column per tier
     # what each objective ranks by, after the table
-    assert lines[-3:] == ["objective flows: max-min fair link flow counts, the paper's",
+    assert lines[-4:] == ["objective flows: max-min fair link flow counts, the paper's",
                           "objective jobs: the jobs' predicted iteration slowdowns, worst then "
                           "mean, then flow counts",
+                          "spray: per-packet spraying over every alive path, the fluid LP bound "
+                          "(the best split for the slowest flow), at 0.99 of its goodput "
+                          "(--spray-penalty 0.01); not a plan mlroute installs",
                           "ideal: the max link load's lower bound; each job alone at line rate"]
 
 

@@ -1,11 +1,13 @@
 """The spraying baseline (controller/planners/spray.py): per-packet spraying over every alive
-path as the fluid LP bound, with a goodput penalty."""
+path as the fluid LP bound, with a goodput penalty; beside every planner in ``compare``."""
 import itertools
+import json
 
 import numpy as np
 import pytest
 from scipy.optimize import linprog
 
+from controller.cli import main as cli_main
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem
@@ -22,6 +24,7 @@ from controller.planners.spray import (
     spray_plan,
     sprayed_jobs,
 )
+from tests.test_cli import compare_table
 
 ELEPHANT = Job("elephant", explicit=[Flow("elephant", "h0_0", "h2_0", 4e9)])
 
@@ -164,3 +167,26 @@ def test_the_penalty_costs_goodput_not_load():
     for bad in (-0.1, 1.0, True, "0.1"):
         with pytest.raises(InputError, match="penalty"):
             sprayed_jobs(jobs, bad)
+
+
+def test_compare_shows_spray_beside_every_planner(tmp_path, capsys):
+    """``compare`` prints the row spray after the planners by default (its objective "LP
+    bound", its note naming the penalty), takes it in --algorithms and refuses a bad
+    --spray-penalty before planning."""
+    fab, jobs = tmp_path / "fabric.json", tmp_path / "jobs.json"
+    assert cli_main(["fabric", "--fat-tree", "4", "--out", str(fab)]) == 0
+    ring = _ring(Clos.fat_tree(4), 1, 16)
+    jobs.write_text(json.dumps({"jobs": [ring.to_dict()]}))
+    capsys.readouterr()
+    assert cli_main(["compare", "--fabric", str(fab), "--jobs", str(jobs),
+                     "--algorithms", "ecmp,auto,spray", "--spray-penalty", "0.1"]) == 0
+    out = capsys.readouterr().out
+    rows = compare_table(out)
+    assert list(rows) == ["ideal", "ecmp", "auto", "spray"]
+    assert rows["spray"]["objective"] == "LP bound"
+    assert rows["spray"]["max"] <= rows["auto"]["max"] <= rows["ecmp"]["max"]
+    assert rows["spray"]["slowest"] == pytest.approx(0.9 * 100, rel=1e-3)  # k=4: alpha 1
+    assert "--spray-penalty 0.1" in out
+    assert cli_main(["compare", "--fabric", str(fab), "--jobs", str(jobs),
+                     "--spray-penalty", "1"]) == 2
+    assert "penalty" in capsys.readouterr().err
