@@ -190,6 +190,27 @@ def test_the_hosts_document_and_its_watch():
     assert api.handle(svc, "GET", "/v1/hosts/nobody/segments")[0] == 404
 
 
+def test_the_destination_steers_each_part_back_on_the_reversed_path():
+    """A flow's acknowledgements follow its path reversed, with a backup: the routers'
+    static ECMP would send them towards a spine that lost its link to the source's leaf."""
+    fabric = wired(Clos.leaf_spine(2, 2, 2))
+    svc = service_on(fabric)
+    api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "p", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6, "dport": 5001},
+                              {"src": "h1_0", "dst": "h0_0", "bytes": 1e6}]}).encode())
+    out = api.handle(svc, "GET", "/v1/hosts/h0_0/segments")[1]["flows"]
+    back = api.handle(svc, "GET", "/v1/hosts/h1_0/segments")[1]["flows"]
+    there = next(f for f in out if not f.get("reverse"))
+    ret = next(f for f in back if f.get("reverse") and f["dst"] == "h0_0")
+    assert ret["path"] == there["path"][::-1] and ret["dst_ip"] == "10.0.0.1"
+    assert (ret["sport"], ret["dport"]) == (5001, 0) and ret["backup"]["path"] != ret["path"]
+    own = next(f for f in back if not f.get("reverse"))  # h1_0's own flow to h0_0 (no ports)
+    steers = steering.parse({"flows": back})
+    assert len(steers) == 2 and steers[0].sids == tuple(own["sids"])
+    # h0_0 gets the return of h1_0's pair flow after its own port-matched one
+    assert [f.get("reverse", False) for f in out] == [False, True]
+
+
 def test_no_openflow_needs_a_declared_fabric():
     with pytest.raises(InputError, match="needs a declared fabric"):
         StaticSwitches(None)

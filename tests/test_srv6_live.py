@@ -84,7 +84,18 @@ def test_two_flows_of_a_leaf_take_their_planned_spines_through_the_hosts(scripts
 
 
 def _segs(s, host) -> list[str]:
-    return re.findall(r"segs \d+ \[ ([0-9a-f:]+) \]", s.net[host].cmd("ip route show table all"))
+    """The host's encapsulation lists (a process of its own, not the node's shell: safe
+    beside a collective run in another thread)."""
+    out = s.net[host].popen(["ip", "route", "show", "table", "all"], stdout=subprocess.PIPE,
+                            text=True).communicate(timeout=10)[0]
+    return re.findall(r"segs \d+ \[ ([0-9a-f:]+) \]", out)
+
+
+def _sent(s, router) -> int:
+    """Bytes the router has sent on all its interfaces (safe beside another thread)."""
+    out = s.net[router].popen(["cat", "/proc/net/dev"], stdout=subprocess.PIPE,
+                              text=True).communicate(timeout=10)[0]
+    return sum(int(line.split(":")[1].split()[8]) for line in out.splitlines()[2:])
 
 
 @pytest.mark.parametrize("shape", ["leaf-spine", pytest.param("fat-tree", marks=EXTENDED)])
@@ -211,3 +222,60 @@ def test_a_members_only_ring_is_learned_from_the_agents_and_runs_balanced(script
         assert res["sums_ok"], res
         assert res["direction"] == direction, res["pairs"]
         assert res["imbalance"] < 0.15, res["uplinks"]  # each leaf: one flow per uplink
+
+
+@EXTENDED  # make test: the link-down case under one flow, above
+def test_a_link_down_under_a_running_ring_moves_its_flows_and_the_sums_hold(scripts):
+    """A gloo ring All-Reduce running on the leaf-spine of routers; a spine-to-leaf link that
+    carries ring flows is set down mid-run. Every agent whose flow crossed it moves to its
+    backup list within a second; the job ends with right sums and no connection reset; the
+    controller shows the link down and re-plans around it."""
+    import threading
+    import traceback
+
+    from emulation.harness import collectives
+    why = collectives.missing("gloo")
+    if why:
+        pytest.skip(why)
+    fabric = _leaf_spine()
+    hosts = collectives.rank_hosts(fabric)
+    direction = collectives.DATA_DIRECTION["gloo"]
+    with RouterSession(fabric, str(scripts), bw=50) as s:
+        view = s.ctl.client.add_job({"id": "ring", "collective": "ring_allreduce",
+                                     "ranks": collectives.ring(hosts, direction),
+                                     "bytes": 4e6})
+        wait_until(lambda: all(s.steered(h) for h in hosts), 10, interval=0.1,
+                   what="agents' rules")
+        cut = tuple(view["routes"][0]["path"][-2:])  # spine -> leaf under the first flow
+        hit = sorted({r["src"] for r in view["routes"] if cut in zip(r["path"], r["path"][1:])})
+        primary = {h: _segs(s, h) for h in hit}
+        out: dict = {}
+
+        def run():
+            try:
+                out["res"] = collectives.run_allreduce(s.net, fabric, "gloo", hosts, mib=4,
+                                                       iters=12, logdir=str(scripts / "gloo"),
+                                                       attempts=1, counters=s.uplink_bytes)
+            except Exception:  # noqa: BLE001 - judged below
+                out["error"] = traceback.format_exc()
+        ring = threading.Thread(target=run, daemon=True)
+        start = _sent(s, cut[0])
+        ring.start()
+        wait_until(lambda: _sent(s, cut[0]) - start > 8e6 or not ring.is_alive(), 60,
+                   interval=0.2, what="the ring's first iterations")
+        assert ring.is_alive(), out
+        s.net.configLinkStatus(*cut, "down")
+        down_at = time.monotonic()
+        wait_until(lambda: all(_segs(s, h) and _segs(s, h) != primary[h] for h in hit), 5,
+                   interval=0.02, what="the agents' moves to their backup lists")
+        moved_after = time.monotonic() - down_at
+        ring.join(120)
+        assert not ring.is_alive() and "error" not in out, out
+        assert out["res"]["sums_ok"], out["res"]  # no reset: gloo aborts on one
+        assert moved_after < 1.0, moved_after
+        links = wait_until(lambda: s.ctl.client.fabric().get("links_down"), 10,
+                           what="the controller's links down")
+        assert any(set(cut) <= set(re.split(r"[^\w]+", str(x))) for x in links), links
+        after = wait_until(lambda: all(cut not in zip(r["path"], r["path"][1:]) for r in
+                                       s.ctl.client.routes()["routes"]), 10, what="the re-plan")
+        assert after

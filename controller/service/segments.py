@@ -7,6 +7,13 @@ flow at once, without a round trip to the controller; the controller re-plans wh
 A flow part is matched by what the job fixes: the destination address, protocol and ports
 (a part of a split flow by its source port, ``rules.part_sport``); a flow with no ports
 (gloo, Open MPI) by its pair of hosts, so frameworks that pick ephemeral ports need no change.
+
+The destination's document carries every part back (``"reverse": true``: the path reversed,
+ports swapped): its acknowledgements then follow a probed path with a backup too. Why: the
+routers' static ECMP does not learn of a failed link beyond their own ports (no routing
+protocol withdraws it), so a reply hashed towards a spine that lost its link to the source's
+leaf would be lost, and the flow would stall however well its data was moved. A host's own
+flow to that peer comes first and steers the pair (``steering.parse`` keeps the first).
 """
 from __future__ import annotations
 
@@ -88,29 +95,44 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
         raise InputError("no fabric yet: srv6 segments need a declared fabric")
     if host not in fabric.host_leaves:
         raise NotFoundError(f"no host {host!r} in the fabric")
-    flows = []
+    flows, back = [], []
     for r in state.jobs.values():
         if not mode_of(r.mode).segments:
             continue
         for flow, parts in r.flows_with_parts():
-            if flow.src != host or parts in (None, UNROUTABLE):
+            if host not in (flow.src, flow.dst) or flow.src == flow.dst \
+                    or parts in (None, UNROUTABLE):
                 continue
             for i, (where, share) in enumerate(parts):
-                path = list(where)
-                q = fabric.part_plane(where)
+                sport = part_sport(flow, i, len(parts))
                 members = getattr(where, "members", None)
-                doc = {"job": r.job.id, "dst": flow.dst, "dst_ip": fabric.ip_of(flow.dst, q),
-                       "proto": flow.proto, "sport": part_sport(flow, i, len(parts)),
-                       "dport": flow.dport, "share": share, "path": path,
-                       **segments(plan, path, members, flow.dst).to_doc()}
-                other = backup_path(fabric, path) if len(path) > 1 else None
-                if other is not None:
-                    doc["backup"] = {"path": other, **segments(
-                        plan, other, _members(fabric, other), flow.dst).to_doc()}
-                flows.append(doc)
+                q = fabric.part_plane(where)
+                if flow.src == host:
+                    flows.append(_part(fabric, plan, r.job.id, flow.dst, q, list(where), members,
+                                       (flow.proto, sport, flow.dport), share))
+                else:  # the part back: its acknowledgements (module text)
+                    back.append({**_part(fabric, plan, r.job.id, flow.src, q, list(where)[::-1],
+                                         members[::-1] if members else members,
+                                         (flow.proto, flow.dport, sport), share),
+                                 "reverse": True})
+    flows += back
     return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
             "src_ip": fabric.ip_of(host), "flows": flows,
             "probes": probe_paths(fabric, plan, flows)}
+
+
+def _part(fabric: Clos, plan: SidPlan, job: str, dst: str, plane: int, path: list[str],
+          members, ports: tuple, share: float) -> dict:
+    """One part's entry: its match, list and backup list."""
+    proto, sport, dport = ports
+    doc = {"job": job, "dst": dst, "dst_ip": fabric.ip_of(dst, plane), "proto": proto,
+           "sport": sport, "dport": dport, "share": share, "path": path,
+           **segments(plan, path, members, dst).to_doc()}
+    other = backup_path(fabric, path) if len(path) > 1 else None
+    if other is not None:
+        doc["backup"] = {"path": other,
+                         **segments(plan, other, _members(fabric, other), dst).to_doc()}
+    return doc
 
 
 def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], limit: int = 16) -> list[dict]:
