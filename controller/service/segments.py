@@ -29,10 +29,20 @@ from controller.model.intent import UNROUTABLE
 
 
 def shortest_paths(fabric: Clos, src: str, dst: str, limit: int = 64) -> list[list[str]]:
-    """Up to ``limit`` shortest switch paths between two leaves over links with a member up."""
+    """Up to ``limit`` shortest switch paths between two leaves over links with a member up,
+    kept on the fabric object (``derived``): every host's document asks for the same few
+    pairs of leaves, and 1,024 documents are served after each change at k = 16."""
+    memo = fabric.derived("srv6_shortest_paths", lambda f: {})
+    key = (src, dst, limit)
+    if key not in memo:
+        memo[key] = _shortest_paths(fabric, src, dst, limit)
+    return [list(p) for p in memo[key]]
+
+
+def _shortest_paths(fabric: Clos, src: str, dst: str, limit: int) -> list[list[str]]:
     if src == dst:
         return [[src]]
-    up = alive_neighbours(fabric)
+    up = fabric.derived("srv6_alive_neighbours", alive_neighbours)
     dist, frontier = {dst: 0}, [dst]
     while frontier and src not in dist:
         nxt = []
@@ -96,29 +106,43 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
     if host not in fabric.host_leaves:
         raise NotFoundError(f"no host {host!r} in the fabric")
     flows, back = [], []
-    for r in state.jobs.values():
-        if not mode_of(r.mode).segments:
-            continue
-        for flow, parts in r.flows_with_parts():
-            if host not in (flow.src, flow.dst) or flow.src == flow.dst \
-                    or parts in (None, UNROUTABLE):
-                continue
-            for i, (where, share) in enumerate(parts):
-                sport = part_sport(flow, i, len(parts))
-                members = getattr(where, "members", None)
-                q = fabric.part_plane(where)
-                if flow.src == host:
-                    flows.append(_part(fabric, plan, r.job.id, flow.dst, q, list(where), members,
-                                       (flow.proto, sport, flow.dport), share))
-                else:  # the part back: its acknowledgements (module text)
-                    back.append({**_part(fabric, plan, r.job.id, flow.src, q, list(where)[::-1],
-                                         members[::-1] if members else members,
-                                         (flow.proto, flow.dport, sport), share),
-                                 "reverse": True})
+    for r, flow, parts in _by_host(state).get(host, ()):
+        for i, (where, share) in enumerate(parts):
+            sport = part_sport(flow, i, len(parts))
+            members = getattr(where, "members", None)
+            q = fabric.part_plane(where)
+            if flow.src == host:
+                flows.append(_part(fabric, plan, r.job.id, flow.dst, q, list(where), members,
+                                   (flow.proto, sport, flow.dport), share))
+            else:  # the part back: its acknowledgements (module text)
+                back.append({**_part(fabric, plan, r.job.id, flow.src, q, list(where)[::-1],
+                                     members[::-1] if members else members,
+                                     (flow.proto, flow.dport, sport), share),
+                             "reverse": True})
     flows += back
     return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
             "src_ip": fabric.ip_of(host), "flows": flows,
             "probes": probe_paths(fabric, plan, flows)}
+
+
+def _by_host(state) -> dict[str, list]:
+    """Host -> (record, flow, parts) of every srv6 flow it sends or receives, built once per
+    state version: after a change every agent asks at once (1,024 documents at k = 16), and
+    each scanning every job's flows would cost hosts x flows."""
+    key = (state.version, id(state.fabric))
+    kept = state.__dict__.get("_segments_by_host")
+    if kept is None or kept[0] != key:
+        index: dict[str, list] = {}
+        for r in state.jobs.values():
+            if not mode_of(r.mode).segments:
+                continue
+            for flow, parts in r.flows_with_parts():
+                if flow.src == flow.dst or parts in (None, UNROUTABLE):
+                    continue
+                index.setdefault(flow.src, []).append((r, flow, parts))
+                index.setdefault(flow.dst, []).append((r, flow, parts))
+        kept = state.__dict__["_segments_by_host"] = (key, index)
+    return kept[1]
 
 
 def _part(fabric: Clos, plan: SidPlan, job: str, dst: str, plane: int, path: list[str],
