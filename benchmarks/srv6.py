@@ -11,11 +11,16 @@ Four measurements, each against a baseline run in the same command:
   it: the longest gap at the receiver against the longest gap before the failure, and when
   the agent moved the flow to its backup list;
 * ``goodput``: one flow at a shaped line rate (20 Mbit/s), plain IPv4 against the same flow
-  inside its uSID encapsulation (40 bytes a packet).
+  inside its uSID encapsulation (40 bytes a packet);
+* ``scale``: the controller's side at k = 16 (320 switches, 1,024 hosts), in process: every
+  host's document after a 1,024-rank ring is posted (what the agents' watches ask at once),
+  against the POST that planned the ring; and ``mlroute srv6-config``'s computation of every
+  switch's configuration.
 
-    python -m benchmarks.srv6 [--steps 3] [--out bench/srv6.json]
+    python -m benchmarks.srv6 [--steps 3] [--out bench/srv6.json] [--only scale]
 
-Needs root, Mininet, iproute2 and socat.
+Needs root, Mininet, iproute2 and socat (``--only scale``: none of them; the other sections
+are kept from the file).
 """
 from __future__ import annotations
 
@@ -162,12 +167,57 @@ def goodput(folder: str, repeats: int = 3) -> dict:
             "usid_overhead": round(e / p - 1, 4)}
 
 
+def scale(k: int = 16) -> dict:
+    """Serving every host's segments document against planning the job they carry."""
+    from controller.enforcement.srv6 import SidPlan
+    from controller.enforcement.srv6_config import configs
+    from controller.model.clos import Clos
+    from controller.service import api
+    from controller.service.route_service import RouteService
+    from controller.shell.static import StaticSwitches
+    from emulation.harness.collectives import rank_hosts
+    fabric = Clos.fat_tree(k).wire()
+    switches = StaticSwitches(fabric)
+    svc = RouteService(switches, fabric, mode="srv6", algorithm="auto")
+    svc.note_switches(switches.connected_now())
+    svc.sync_queued()
+    hosts = rank_hosts(fabric)
+    job = json.dumps({"id": "ring", "collective": "ring_allreduce", "ranks": hosts,
+                      "bytes": 1e8}).encode()
+    t = time.perf_counter()
+    status, _ = api.handle(svc, "POST", "/v1/jobs", job)
+    post = time.perf_counter() - t
+    assert status == 201
+    t = time.perf_counter()
+    size = sum(len(json.dumps(api.handle(svc, "GET", f"/v1/hosts/{h}/segments")[1]))
+               for h in hosts)
+    docs = time.perf_counter() - t
+    t = time.perf_counter()
+    routes = sum(len(c.routes) for c in configs(SidPlan.of(fabric)).values())
+    config = time.perf_counter() - t
+    return {"fabric": f"k = {k} fat-tree", "switches": len(fabric.tier_of),
+            "hosts": len(hosts), "post_ms": round(post * 1e3, 1),
+            "all_documents_ms": round(docs * 1e3, 1),
+            "document_ms": round(docs * 1e3 / len(hosts), 3),
+            "documents_over_post": round(docs / post, 2),
+            "document_bytes": round(size / len(hosts)),
+            "config_s": round(config, 2), "config_routes": routes}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.srv6",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=3, help="ring steps of each routing")
     ap.add_argument("--out", default=os.path.join("bench", "srv6.json"))
+    ap.add_argument("--only", choices=["scale"], help="only this section (no root needed); the "
+                                                      "others are kept from --out")
     args = ap.parse_args(argv)
+    if args.only == "scale":
+        with open(args.out) as fh:
+            doc = json.load(fh)
+        doc["scale"] = scale()
+        print("scale", doc["scale"], flush=True)
+        return _write(doc, args.out)
     if os.geteuid() != 0:
         print("benchmarks.srv6: needs root (Mininet, network namespaces)", file=sys.stderr)
         return 2
@@ -182,10 +232,16 @@ def main(argv=None) -> int:
     print("outage", doc["outage"], flush=True)
     doc["rings"] = rings(args.steps)
     print("rings", doc["rings"], flush=True)
-    with open(args.out, "w") as fh:
+    doc["scale"] = scale()
+    print("scale", doc["scale"], flush=True)
+    return _write(doc, args.out)
+
+
+def _write(doc: dict, out: str) -> int:
+    with open(out, "w") as fh:
         json.dump(doc, fh, indent=1)
         fh.write("\n")
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 

@@ -347,6 +347,17 @@ def _srv6() -> str:
          f"plain IPv4 {g['plain_goodput_share']:.1%} of the line rate, inside its uSID container "
          f"{g['usid_goodput_share']:.1%}: {g['usid_overhead']:.1%} slower"],
     ]
+    if "scale" in b:
+        c = b["scale"]
+        rows += [
+            [f"every host's document after a {c['hosts']:,}-rank ring is posted ({c['fabric']}, "
+             f"{c['switches']} switches; what the agents' watches ask at once)",
+             f"{c['all_documents_ms']:,.0f} ms for all ({c['document_ms']:g} ms and "
+             f"{c['document_bytes']:,} bytes each): {c['documents_over_post']:g}x the POST that "
+             f"planned the ring ({c['post_ms']:g} ms)"],
+            [f"`mlroute srv6-config` for every switch of the {c['fabric']}",
+             f"{c['config_s']:g} s ({c['config_routes']:,} underlay routes: every locator and "
+             "host address over all shortest paths)"]]
     return ("## SRv6 from the hosts, on Linux routers\n\n"
             + _source(b["command"], "bench/srv6.json")
             + "Routers with static SIDs and no OpenFlow, the controller with "
