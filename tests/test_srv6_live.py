@@ -58,6 +58,8 @@ def _serve(s, host, port, folder):
 
 @EXTENDED  # make test: the link-down case below proves the mode end to end
 def test_two_flows_of_a_leaf_take_their_planned_spines_through_the_hosts(scripts):
+    """Posted, run, deleted, posted again: each time every flow on its planned spine (the
+    spines' uN counters), nothing left behind by the delete."""
     pairs = {"h0_0": "h1_0", "h0_1": "h1_1"}
     with RouterSession(_leaf_spine(), str(scripts), agents=pairs) as s:
         view = s.ctl.client.add_job({"id": "pairs", "flows": [
@@ -81,6 +83,18 @@ def test_two_flows_of_a_leaf_take_their_planned_spines_through_the_hosts(scripts
         s.ctl.client.delete_job("pairs")  # the agents' watches see it and remove their rules
         wait_until(lambda: not any(s.steered(h) for h in pairs), 10, interval=0.1,
                    what="rules removed after the job's delete")
+        again = s.ctl.client.add_job({"id": "pairs", "flows": [  # posted again: steered again
+            {"src": a, "dst": b, "bytes": 2e6} for a, b in pairs.items()]})
+        assert sorted(r["path"][1] for r in again["routes"]) == ["s0", "s1"]
+        wait_until(lambda: all(s.steered(h) == 1 for h in pairs), 10, interval=0.1,
+                   what="agents' rules after the job was posted again")
+        before = {x: s.sid_bytes(x) for x in ("s0", "s1")}
+        servers = [_serve(s, b, 5003, scripts) for b in pairs.values()]
+        time.sleep(0.5)
+        for a, b in pairs.items():
+            s.net[a].cmd(f"{PY} {scripts / 'client.py'} {s.fabric.host_ip[b]} 5003 {size}")
+        assert [int(p.communicate(timeout=30)[0]) for p in servers] == [size, size]
+        assert all(s.sid_bytes(x) - before[x] >= size for x in ("s0", "s1"))
 
 
 def _segs(s, host) -> list[str]:
