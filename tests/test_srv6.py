@@ -238,3 +238,11 @@ def test_probe_reports_take_a_link_down_and_bring_it_back():
     bad = json.dumps({"paths": [{"path": ["l0", "nowhere"], "ok": False}]}).encode()
     status, doc = api.handle(svc, "POST", "/v1/hosts/h0_0/probes", bad)
     assert status == 400 and "nowhere" in doc["error"]
+
+
+def test_redundant_controllers_take_over_with_no_openflow():
+    """A master's takeover asks its switches' roles; with none to ask it must not wait on a
+    connection timeout the static switches do not have (it raised, and no master served)."""
+    from controller.shell.roles import Roles
+    roles = Roles(None, None, StaticSwitches(wired(Clos.leaf_spine(2, 2, 1))))
+    roles._wait([roles.send(dp, True, 1) for dp in roles.switches.datapaths()])

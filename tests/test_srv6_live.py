@@ -293,3 +293,59 @@ def test_a_link_down_under_a_running_ring_moves_its_flows_and_the_sums_hold(scri
         after = wait_until(lambda: all(cut not in zip(r["path"], r["path"][1:]) for r in
                                        s.ctl.client.routes()["routes"]), 10, what="the re-plan")
         assert after
+
+
+@EXTENDED
+def test_redundant_controllers_serve_the_agents_and_a_killed_master_moves_nothing(scripts):
+    """Two controllers in srv6 mode on one etcd, the agents given both URLs. A job posted to
+    the standby is forwarded, planned once and steered; the master killed -9, the other takes
+    over and every host keeps its lists; a delete through the new master reaches every agent
+    (their watches moved to the survivor)."""
+    import os
+
+    from emulation.harness.controller_proc import ControllerProcess
+    from emulation.harness.ha import EtcdServer
+    from emulation.harness.ports import free_ports
+    from topologies.routers import CONTROLLER_IP
+    if not os.path.exists("/usr/bin/etcd"):
+        pytest.skip("needs etcd (make system)")
+    ports = free_ports(4)
+    hosts = ["h0_0", "h1_0", "h0_1", "h1_1"]
+    ctls: dict[str, ControllerProcess] = {}
+    with EtcdServer(str(scripts)) as etcd, \
+            RouterSession(_leaf_spine(), str(scripts), controller=ports[:2]) as s:
+        try:
+            for i, cid in enumerate(("c0", "c1")):  # the management address is up now
+                ctls[cid] = ControllerProcess(
+                    str(scripts / "fabric.json"), str(scripts / f"controller-{cid}.log"),
+                    "auto", "srv6", ports[i], ports[2 + i],
+                    ["--mlroute-southbound", "none", "--mlroute-sflow-port", "0",
+                     "--mlroute-etcd", etcd.url, "--mlroute-id", cid],
+                    rest_host=CONTROLLER_IP).start()
+
+            def role(cid):
+                return ctls[cid].rest("GET", "/v1/cluster", timeout=5)[1]["self"]["role"]
+            master = wait_until(lambda: next((c for c in ctls if role(c) == "master"), None),
+                                30, interval=0.3, what="a master")
+            standby = next(c for c in ctls if c != master)
+            wait_until(lambda: ctls[master].rest("GET", "/v1/ready", timeout=5)[0] == 200, 30,
+                       interval=0.3, what="the master's takeover done")
+            view = ctls[standby].client.add_job({"id": "ring", "collective": "ring_allreduce",
+                                                 "ranks": hosts, "bytes": 4e6})
+            assert sorted(r["path"][1] for r in view["routes"] if r["src"][1] == "0") == \
+                ["s0", "s1"]  # leaf l0's two flows on two spines
+            wait_until(lambda: all(s.steered(h) for h in hosts), 20, interval=0.2,
+                       what="agents' rules from the cluster")
+            lists = {h: _segs(s, h) for h in hosts}
+            ctls[master].proc.kill()
+            ctls[master].proc.wait(10)
+            wait_until(lambda: role(standby) == "master", 30, interval=0.3,
+                       what="the standby's takeover")
+            time.sleep(2)  # the agents' watches reach the survivor
+            assert {h: _segs(s, h) for h in hosts} == lists  # nothing moved
+            ctls[standby].client.delete_job("ring")
+            wait_until(lambda: not any(s.steered(h) for h in hosts), 30, interval=0.2,
+                       what="rules removed through the new master")
+        finally:
+            for c in ctls.values():
+                c.stop()

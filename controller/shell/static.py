@@ -17,6 +17,8 @@ from controller.model.clos import Clos
 class StaticSwitches:
     """An ``Installer`` (``enforcement.reconcile``) over switches that take no messages."""
 
+    timeout = 0.0  # no role request or barrier is ever awaited (redundant controllers too)
+
     def __init__(self, fabric: Clos | None):
         if fabric is None:
             raise InputError("--mlroute-southbound none needs a declared fabric "

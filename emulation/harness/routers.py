@@ -29,7 +29,9 @@ class RouterSession:
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
                  bw: float = 0.0, probes: bool = True, controller: int | None = None):
         """``controller``: the REST port of a controller started elsewhere (on the management
-        address, ``--wsapi-host 172.30.255.254``); None starts one here."""
+        address, ``--wsapi-host 172.30.255.254``), or a list of them (redundant controllers:
+        the agents get every URL); None starts one here. External controllers may start after
+        the session: the address exists once the network is up, and the agents retry."""
         self.fabric, self.folder = fabric, folder
         self.algorithm = algorithm
         self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
@@ -71,7 +73,8 @@ class RouterSession:
         self.net.start()
         warm(self.net, self.fabric)
         if self.external is not None:
-            self.url = f"http://{CONTROLLER_IP}:{self.external}"
+            ports = self.external if isinstance(self.external, list) else [self.external]
+            self.url = ",".join(f"http://{CONTROLLER_IP}:{p}" for p in ports)
         else:  # the REST API on the management network (topologies/routers.py), where the
             rest, of = free_ports(2)  # hosts' agents reach it
             self.ctl = ControllerProcess(path, os.path.join(self.folder, "controller.log"),
