@@ -97,6 +97,33 @@ def test_two_flows_of_a_leaf_take_their_planned_spines_through_the_hosts(scripts
         assert all(s.sid_bytes(x) - before[x] >= size for x in ("s0", "s1"))
 
 
+@EXTENDED
+def test_a_bundles_two_members_each_carry_one_flow_by_their_ua_sids(scripts):
+    """One spine joined to each leaf by a bundle of two links: the plan gives the leaf's two
+    flows the two members, and the hosts' lists name each member's uA SID, whose counters at
+    the leaf show one flow each."""
+    from controller.model.clos import Clos
+    from controller.model.clos_wiring import wire
+    fabric = Clos.leaf_spine(1, 2, 2, bundle=2)
+    fabric = fabric.wire(wire(fabric))
+    pairs = {"h0_0": "h1_0", "h0_1": "h1_1"}
+    with RouterSession(fabric, str(scripts), agents=pairs) as s:
+        s.ctl.client.add_job({"id": "pairs", "flows": [
+            {"src": a, "dst": b, "bytes": 2e6} for a, b in pairs.items()]})
+        wait_until(lambda: all(s.steered(h) for h in pairs), 10, interval=0.1,
+                   what="agents' rules")
+        members = [f"{s.plan.address(s.plan.ua('l0', 's0', m))}/48" for m in (0, 1)]
+        before = [s.sid_bytes("l0", x) for x in members]
+        servers = [_serve(s, b, 5004, scripts) for b in pairs.values()]
+        time.sleep(0.5)
+        size = 2_000_000
+        for a, b in pairs.items():
+            s.net[a].cmd(f"{PY} {scripts / 'client.py'} {s.fabric.host_ip[b]} 5004 {size}")
+        assert [int(p.communicate(timeout=30)[0]) for p in servers] == [size, size]
+        moved = [s.sid_bytes("l0", x) - b for x, b in zip(members, before)]
+        assert all(size <= m < 1.2 * size for m in moved), moved  # one flow per member
+
+
 def _segs(s, host) -> list[str]:
     """The host's encapsulation lists (a process of its own, not the node's shell: safe
     beside a collective run in another thread)."""
