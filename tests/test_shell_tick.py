@@ -5,6 +5,7 @@ loop waits wakes it, so a grace time shorter than a round is kept too."""
 from __future__ import annotations
 
 import json
+import threading
 import types
 
 import pytest
@@ -67,11 +68,13 @@ class FakeWake:
         return self.flag
 
 
-def loop(dead_after: float, actions: list, end: float):
+def loop(dead_after: float, actions: list, end: float, spawned: list | None = None):
     """A shell around a real service (a ring on a leaf-spine) and fake switches, its loop run
     on the fake clock from 100 s until ``end``. ``actions``: (time, "down" | "up", switch),
     or (time, fn) to call with (service, switches). Returns the service, the times the
-    periodic round (``tick``) ran and those ``expire`` ran, and the loop's waits."""
+    periodic round (``tick``) ran and those ``expire`` ran, and the loop's waits. What the
+    shell spawns runs at once, or is only listed in ``spawned`` when it is given (a worker
+    the loop must not wait for)."""
     f = Clos.generate(2, 4, 2, 0.01, wiring=True)
     clock = FakeClock(100.0)
     sw = FakeSwitches(f.dpids.values())
@@ -85,11 +88,13 @@ def loop(dead_after: float, actions: list, end: float):
     assert code == 201
     rounds, expiries = [], []
     tick, expire = svc.tick, svc.expire
-    svc.tick = lambda probe=True: (rounds.append(clock.now), tick(probe=probe))[1]
+    svc.tick = lambda **kw: (rounds.append(clock.now), tick(**kw))[1]
     svc.expire = lambda: (expiries.append(clock.now), expire())[1]
     shell = Shell.__new__(Shell)  # only what the loop uses: no sockets, no framework
     shell.service, shell.lldp_interval, shell.improving, shell._running = svc, 0, False, True
-    shell.hub = Hub(spawn=lambda fn, *a: fn(*a), sleep=clock.sleep, Event=None)
+    shell.hub = Hub(spawn=lambda fn, *a: fn(*a) if spawned is None else spawned.append(fn),
+                    sleep=clock.sleep, Event=None)
+    shell._syncers, shell._syncers_lock = 0, threading.Lock()
     shell.heap = Heap()  # not started: its rounds do nothing
 
     def act(what, name=None):
@@ -145,3 +150,27 @@ def test_a_switch_back_before_its_deadline_costs_a_quiet_check_only():
     assert sent[0] == sent[1]  # nothing sent by the check at 103.4 (nor by the 104.0 round)
     assert [e["time"] for e in failures(svc)] == [104.5]  # l1's, at its own deadline
     assert failures(svc)[0]["links_down"] == ["l1-s0", "l1-s1"]
+
+
+def test_a_switch_that_never_answers_does_not_hold_the_loop():
+    """Issue 59, item 2: l3 reconnects at 100.2 and answers nothing; a worker's first read
+    of its tables fails (that read's wait runs beside the loop: no fake time passes), and
+    every later read lasts the 5 s timeout. Its tables are read again by the shell's sync
+    workers, never in the loop nor under the lock: s0, lost at 100.4, counts as failed at
+    its deadline, 103.4, and every round keeps its second (before, the round at 101 and
+    the lost switch's drain read l3 for 5 s each, and s0 failed late)."""
+    spawned: list = []
+
+    def l3_goes_silent(svc, sw):
+        l3 = svc.fabric.dpids["l3"]
+        sw.silent = {l3}
+        assert svc.note_switches([(l3, {p: True for p in svc.fabric.ports["l3"].values()},
+                                   None)]) == {}
+        svc.sync_queued()  # the shell's worker: its read fails
+        sw.stall = svc.clock.sleep  # from now on a read of l3 takes 5 s of the fake clock
+    svc, rounds, expiries, _ = loop(3.0, [(100.2, l3_goes_silent), (100.4, "down", "s0")],
+                                    end=107.0, spawned=spawned)
+    assert expiries == [103.4] and [e["time"] for e in failures(svc)] == [103.4]
+    assert rounds == pytest.approx([101.0, 102.0, 103.0, 104.0, 105.0, 106.0, 107.0])
+    assert spawned and {fn.__name__ for fn in spawned} == {"_sync"}  # read off the loop
+    assert svc.reconciler.pending == {svc.fabric.dpids["l3"]}

@@ -10,7 +10,11 @@ connection therefore sends nothing to a switch whose table is right.
 Every change is make before break: additions (and overwrites) first, confirmed by a barrier,
 then deletions. If a switch rejects an addition or does not confirm in time, the additions are
 undone and the change fails with nothing changed; a switch whose undo could not be confirmed
-is queued, so its table is read back and repaired rather than trusted.
+is queued, so its table is read back and repaired rather than trusted. A switch that failed
+to be read or repaired is tried again after a back-off that doubles (``RETRY_FIRST`` to
+``RETRY_CAP``), and only off the change lock (``claim``; ``drain`` leaves it): a switch that
+never answers was read on every tick, and after every change under the lock, for the whole
+timeout each time.
 """
 from __future__ import annotations
 
@@ -30,6 +34,8 @@ from controller.enforcement.openflow import (
 from controller.enforcement.pacing import Pacer
 from controller.errors import ConflictError, InstallError
 
+RETRY_FIRST, RETRY_CAP = 1.0, 30.0  # seconds before a failed switch is tried again
+
 
 class Installer(Protocol):
     def install(self, batches: dict[int, list[Message]]) -> None:
@@ -40,9 +46,11 @@ class Installer(Protocol):
         """The flow and group entries a switch holds now (flow stats, group description);
         raise InstallError if it does not answer in time."""
 
-    def read_many(self, dpids: list[int]) -> dict[int, SwitchState | InstallError]:
+    def read_many(self, dpids: list[int], ready: Callable[[dict], None] | None = None
+                  ) -> dict[int, SwitchState | InstallError]:
         """``read_tables`` of several switches, all at once: per switch its state or why it
-        could not be read."""
+        could not be read; those read while others are awaited may go to ``ready`` instead
+        (one that does not answer holds none of them)."""
 
     def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
         """Send a frame out of a switch port (LLDP and ARP probes of discovery)."""
@@ -58,8 +66,14 @@ def _parts(rules: list) -> tuple[list, list]:
 class Reconciler:
     def __init__(self, installer: Installer, counters: dict, describe: Callable[[int], str] = hex,
                  waiting: Callable[[], AbstractContextManager] = nullcontext,
-                 pause: Callable[[], None] | None = None):
+                 pause: Callable[[], None] | None = None,
+                 clock: Callable[[], float] | None = None):
+        """``clock``: monotonic seconds for the back-off of switches that failed (None: they
+        are tried again at once, by ``drain`` too)."""
         self.installer = installer
+        self.clock = clock
+        # dpid -> (failures in a row, when to try again): set aside from ``drain``
+        self.retry: dict[int, tuple[int, float]] = {}
         # around every wait for the switches (an install, a table read) and the diffs: the
         # service lets views read its state meanwhile (``servicelock.ServiceLock.waiting``);
         # nothing here is mutated inside it, only before or after
@@ -84,10 +98,11 @@ class Reconciler:
     # ---- switches coming and going --------------------------------------------------------
     def connected(self, dpid: int) -> None:
         """Queued to be read (if this controller writes it); a read of an earlier connection
-        in flight is dropped."""
+        in flight is dropped; a new connection starts without a back-off."""
         self.installed.pop(dpid, None)
         self.basis.pop(dpid, None)
         self.syncing.discard(dpid)
+        self.retry.pop(dpid, None)
         if self.manages(dpid):
             self.pending.add(dpid)
 
@@ -96,6 +111,20 @@ class Reconciler:
         self.basis.pop(dpid, None)
         self.pending.discard(dpid)
         self.syncing.discard(dpid)
+        self.retry.pop(dpid, None)
+
+    def doubt(self, dpid: int) -> float | None:
+        """A switch that failed to be read, repaired or to confirm an undo: queued, and with
+        a clock tried again after a back-off (1 s, doubling up to 30 s), off the change lock
+        (``claim``, not ``drain``). Returns that wait."""
+        self.installed.pop(dpid, None)
+        self.pending.add(dpid)
+        if self.clock is None:
+            return None
+        failures = self.retry.get(dpid, (0, 0.0))[0] + 1
+        wait = min(RETRY_CAP, RETRY_FIRST * 2 ** (failures - 1))
+        self.retry[dpid] = (failures, self.clock() + wait)
+        return wait
 
     def forget(self, keep: Callable[[int], bool]) -> None:
         """Stop managing switches that ``keep`` rejects (not part of the fabric any more, or
@@ -105,50 +134,59 @@ class Reconciler:
             self.basis.pop(dpid, None)
         self.pending = {d for d in self.pending if keep(d)}
         self.syncing = {d for d in self.syncing if keep(d)}
+        self.retry = {d: r for d, r in self.retry.items() if keep(d)}
 
     def drain(self, want: dict) -> list[tuple[int, str]]:
         """Read and repair every queued switch against ``want`` (dpid -> (rules, groups)),
-        all read at once and repaired at once (``repair_many``). Returns (dpid, error) for
-        switches that could not be synchronised; they stay queued."""
+        all read at once and repaired at once (``repair_many``), but those in a back-off
+        (the caller holds the change lock; ``claim`` takes them off it). Returns (dpid,
+        error) for switches that could not be synchronised; they stay queued."""
         t0 = time.perf_counter()
+        dpids = sorted(self.pending - self.retry.keys())
         with self.waiting():
-            reads = self.installer.read_many(sorted(self.pending)) if self.pending else {}
+            reads = self.installer.read_many(dpids) if dpids else {}
         failed = {d: str(r) for d, r in reads.items() if isinstance(r, Exception)}
         haves = {d: r for d, r in reads.items() if not isinstance(r, Exception)}
-        failed.update(self.repair_many(haves, lambda d: want.get(d, ([], [])), t0))
+        failed.update(self.repair_many(haves, want, t0))
+        for dpid in failed:
+            self.doubt(dpid)
         return sorted(failed.items())
 
-    def claim(self, limit: int = 1) -> list[int]:
+    def claim(self, limit: int = 1, now: float = float("inf")) -> list[int]:
         """Take up to ``limit`` queued switches to read outside the caller's lock
-        (``repair_many`` afterwards), lowest dpid first."""
-        dpids = sorted(self.pending)[:limit]
+        (``repair_many`` afterwards), lowest dpid first, but those whose back-off lasts
+        beyond ``now``."""
+        dpids = sorted(d for d in self.pending if self.retry.get(d, (0, now))[1] <= now)
+        dpids = dpids[:limit]
         self.pending.difference_update(dpids)
         self.syncing.update(dpids)
         return dpids
 
-    def unclaim(self, dpid: int, failed: set) -> None:
-        """A claimed switch whose read failed: noted in ``failed`` unless it left meanwhile."""
+    def unclaim(self, dpid: int) -> bool:
+        """A claimed switch whose read failed: False if it left meanwhile."""
         if dpid in self.syncing:
             self.syncing.discard(dpid)
-            failed.add(dpid)
+            return True
+        return False
 
-    def requeue(self, failed: set, connected: Callable[[int], bool]) -> None:
-        """Switches whose read or repair failed, still connected: tried again later."""
-        self.pending |= {d for d in failed
-                         if d not in self.installed and connected(d) and self.manages(d)}
+    def requeue(self, failed: set, connected: Callable[[int], bool]) -> dict[int, float | None]:
+        """Switches whose read or repair failed, still connected: tried again after their
+        back-off (``doubt``); returns the wait of each."""
+        return {d: self.doubt(d) for d in sorted(failed)
+                if d not in self.installed and connected(d) and self.manages(d)}
 
-    def repair_many(self, haves: dict[int, SwitchState], want: Callable[[int], tuple],
+    def repair_many(self, haves: dict[int, SwitchState], want: dict,
                     t0: float | None = None) -> dict[int, str]:
-        """Send switches whose tables were read (``haves``) only the difference to ``want(dpid)``
-        (rules, groups): the additions of all of them in one install, then their deletions
-        (make before break on each; no switch waits for another's barrier). Returns dpid ->
-        error for those that failed: not synchronised, and left queued or not as they were
-        (the caller queues them again)."""
+        """Send switches whose tables were read (``haves``) only the difference to ``want``
+        (dpid -> (rules, groups)): the additions of all of them in one install, then their
+        deletions (make before break on each; no switch waits for another's barrier).
+        Returns dpid -> error for those that failed: not synchronised, and left queued or
+        not as they were (the caller queues them again)."""
         t0 = time.perf_counter() if t0 is None else t0
         plans = {}
         for dpid, have in haves.items():
             self.syncing.discard(dpid)
-            rules, groups = want(dpid)
+            rules, groups = want.get(dpid, ([], []))
             plans[dpid] = (*diff(dpid, have, rules, groups), rules, groups)
         failed = self._send_each({d: p[0] for d, p in plans.items() if p[0]})
         failed.update(self._send_each({d: p[1] for d, p in plans.items()
@@ -162,6 +200,7 @@ class Reconciler:
             self.installed[dpid] = have
             self.basis[dpid] = (have, rules, groups)
             self.pending.discard(dpid)
+            self.retry.pop(dpid, None)
             self.counters["reconnects"] += 1
             stats = self._count(make, brk)
             stats.update(messages=len(make) + len(brk), entries=len(have.rules),
@@ -214,14 +253,13 @@ class Reconciler:
             apply(self.installed[dpid], msgs)
         try:
             self._send(breaks)
-        except InstallError:
+        except InstallError as e:
             # the new entries are in place and confirmed, so the change stands; the switches
             # whose deletions were not confirmed are read back and repaired
             self.counters["install_failures"] += 1
-            for dpid in breaks:
-                self.installed.pop(dpid, None)
-                self.pending.add(dpid)
-            breaks = {}
+            for dpid in e.per_switch(breaks):
+                self.doubt(dpid)
+        breaks = {d: ms for d, ms in breaks.items() if d in self.installed}  # confirmed
         for dpid, msgs in breaks.items():
             apply(self.installed[dpid], msgs)
         for dpid, basis in reached.items():
@@ -296,5 +334,4 @@ class Reconciler:
             self._send(undo)
         except InstallError as e:
             for dpid in e.per_switch(makes):
-                self.installed.pop(dpid, None)
-                self.pending.add(dpid)
+                self.doubt(dpid)

@@ -69,7 +69,7 @@ class RouteService:
         declared, jobs, number, down = from_doc(store.load() if store else None, fabric)
         self.state.load(declared, jobs, number, down)
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
-                                     self.lock.waiting, on_progress)
+                                     self.lock.waiting, on_progress, self.monotonic)
         self.hostports = HostPortService(getattr(installer, "probe", None))
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp,
@@ -171,7 +171,7 @@ class RouteService:
     def sync_queued(self) -> None:
         """Read and repair the queued switches (``tablesync.sync_queued``: off the lock)."""
         tablesync.sync_queued(self.lock, self._readers, self.state, self.reconciler, self.tx,
-                              lambda: self.sends, self.switch_name)
+                              lambda: self.sends, self.switch_name, self.monotonic)
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
@@ -213,16 +213,17 @@ class RouteService:
         if self.sends:
             self.tx.drain()
 
-    def tick(self, probe: bool = True) -> None:
+    def tick(self, probe: bool = True, sync: bool = True) -> None:
         """Called periodically (each second): LLDP probes out of every port (``probe``), the
         fabric adopted once discovery settled, a switch silent for longer than ``dead_after``
-        counts as failed (``expire`` acts on it at the moment; this is the backstop), and auto
-        re-optimises once returned links held for the hold-down. A standby only measures
-        (learned matrices survive a failover)."""
+        counts as failed (``expire`` acts on it at the moment; this is the backstop), auto
+        re-optimises once returned links held for the hold-down, and (``sync``; the shell's
+        workers do it instead, so that no switch holds its loop) queued switches are read. A
+        standby only measures (learned matrices survive a failover)."""
         if self.passive:
             with self.lock:
                 self._learn()
-            if self.sends:  # a member writing its share: reads that failed are tried again
+            if self.sends and sync:  # a member writing its share: failed reads tried again
                 self.sync_queued()
             return
         with self.lock:
@@ -236,7 +237,8 @@ class RouteService:
                 self._apply_or_record(self.lock.read_only(decide.reoptimise, self.state,
                                                           self.settings))
             self._learn()
-        self.sync_queued()  # switches queued, or whose read failed before: tried again
+        if sync:  # switches queued, or whose read failed before: tried again
+            self.sync_queued()
 
     def next_deadline(self) -> float | None:
         """When a disconnected switch's grace time next ends, by ``clock`` (None: none runs):

@@ -22,51 +22,58 @@ SYNC_BATCH = 64  # switches a worker claims, reads and repairs at once
 
 def sync_queued(lock: threading.Lock, readers: threading.Semaphore, state: ControllerState,
                 rec: Reconciler, tx: Transaction, active: Callable[[], bool],
-                name: Callable[[int], str]) -> None:
+                name: Callable[[int], str], now: Callable[[], float]) -> None:
     """Read and repair queued switches until none is left, up to ``SYNC_BATCH`` at a time:
     claimed together, read together without ``lock`` (at most ``readers`` workers reading
-    at once), repaired together under it (``Reconciler.repair_many``: one install, so no
-    switch waits for another's barrier; at a fat-tree's first start one switch after
-    another took most of its time), but for those that left or reconnected meanwhile. A
-    switch whose read or repair failed is queued again for the next tick. ``active()``: not
-    a standby (a standby sends nothing); ``tx`` gives the desired tables."""
-    failed: set[int] = set()
+    at once), repaired under it as they come (``Reconciler.repair_many``: one install for
+    all read so far, so no switch waits for another's barrier; at a fat-tree's first start
+    one switch after another took most of its time), but for those that left or
+    reconnected meanwhile. A switch that does not answer holds none of those read with it
+    (``read_many``'s ``ready``); one whose read or repair failed is queued again, to be
+    tried after its back-off (``Reconciler.doubt``; ``now``: monotonic seconds).
+    ``active()``: not a standby (a standby sends nothing); ``tx`` gives the desired tables."""
+    failed: dict[int, str] = {}  # dpid -> why
+
+    def repair(reads: dict) -> None:
+        with lock:
+            haves = {}
+            for dpid, got in reads.items():
+                if isinstance(got, Exception):
+                    if rec.unclaim(dpid):  # else it left meanwhile
+                        failed[dpid] = f"could not be read: {got}"
+                    continue
+                seen = state.switches.get(dpid)
+                if dpid in rec.syncing and seen is not None and seen.connected:
+                    haves[dpid] = got  # else it left, or reconnected (queued again)
+            if not haves:
+                return
+            tables = tx.current_tables()
+            try:
+                errors = rec.repair_many(haves, tables)
+            except Exception as e:  # noqa: BLE001 - logged; tried again
+                rec.syncing.difference_update(haves)
+                errors = {d: str(e) for d in haves if d not in rec.installed}
+            failed.update((d, f"could not be repaired: {error}") for d, error in errors.items())
+            tx.refresh_host_ports()
     try:
         while True:
             with lock:
                 if state.fabric is None or not active():
                     break
-                dpids = rec.claim(SYNC_BATCH)
+                dpids = rec.claim(SYNC_BATCH, now())
             if not dpids:
                 break
             try:
                 with readers:
-                    reads = rec.installer.read_many(dpids)
+                    rest = rec.installer.read_many(dpids, ready=repair)
             except Exception as e:  # noqa: BLE001 - a bad reply too: queued again
-                reads = {d: e for d in dpids}
-            with lock:
-                haves = {}
-                for dpid, got in reads.items():
-                    if isinstance(got, Exception):
-                        rec.unclaim(dpid, failed)
-                        LOG.error("mlroute: switch %s could not be read: %s", name(dpid), got)
-                        continue
-                    seen = state.switches.get(dpid)
-                    if dpid in rec.syncing and seen is not None and seen.connected:
-                        haves[dpid] = got  # else it left, or reconnected (queued again)
-                if not haves:
-                    continue
-                tables = tx.current_tables()
-                try:
-                    errors = rec.repair_many(haves, lambda d: tables.get(d, ([], [])))
-                except Exception as e:  # noqa: BLE001 - logged; tried again
-                    rec.syncing.difference_update(haves)
-                    errors = {d: str(e) for d in haves if d not in rec.installed}
-                for dpid, error in errors.items():
-                    failed.add(dpid)
-                    LOG.error("mlroute: switch %s could not be repaired: %s", name(dpid), error)
-                tx.refresh_host_ports()
+                rest = {d: e for d in dpids}
+            repair(rest)
     finally:
         with lock:
-            rec.requeue(failed, lambda d: state.switches.get(d) is not None
-                        and state.switches[d].connected)
+            waits = rec.requeue(set(failed), lambda d: state.switches.get(d) is not None
+                                and state.switches[d].connected)
+        for dpid, why in sorted(failed.items()):
+            wait = waits.get(dpid)
+            LOG.error("mlroute: switch %s %s%s", name(dpid), why,
+                      "" if wait is None else f" (tried again in {wait:g} s)")

@@ -278,8 +278,8 @@ class Shell:
     def _sync(self, counted: bool = True) -> None:
         """Read and repair queued switches until none is left; then, no longer counted, one
         more pass: a switch noted between the last claim and the count going down found
-        every worker busy (a switch whose read failed is tried once more, then at the next
-        tick)."""
+        every worker busy (a switch whose read failed is tried again after its back-off, by
+        a worker the tick starts)."""
         try:
             self.service.sync_queued()
         except Exception:  # noqa: BLE001 - logged; the switches stay queued (next tick)
@@ -388,7 +388,9 @@ class Shell:
 
     def _tick(self) -> None:
         """Time for the service: every ``TICK`` its periodic round (LLDP probe rounds,
-        off-path planning of groups not proven optimal, ``RouteService.tick``); between
+        off-path planning of groups not proven optimal, ``RouteService.tick``, and queued
+        switches read by the sync workers, not here: a switch that never answered its
+        table read held each round for the timeout, and the deadlines with it); between
         rounds, a disconnected switch counts as failed at the moment its grace time ends
         (``next_deadline``, ``expire``), not at the next round: the loop waits for whichever
         comes first, and a switch lost meanwhile wakes it (``_disconnected``)."""
@@ -413,9 +415,10 @@ class Shell:
                 self.improving = True
                 self.hub.spawn(self._improve)
             try:
-                self.service.tick(probe=probe)
+                self.service.tick(probe=probe, sync=False)
             except Exception:  # noqa: BLE001 - keep ticking; the error is logged
                 LOG.exception("mlroute: periodic check failed")
+            self._start_syncers()  # queued switches read by workers: none holds the loop
             kept = self.heap.tick()
             if kept:
                 LOG.log(logging.INFO if kept == "thawed" else logging.DEBUG,

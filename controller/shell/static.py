@@ -47,8 +47,8 @@ class StaticSwitches:
         state = self.tables.get(dpid, SwitchState())
         return SwitchState(dict(state.rules), dict(state.groups))
 
-    def read_many(self, dpids) -> dict:
-        return {d: self.read_tables(d) for d in dpids}
+    def read_many(self, dpids, ready=None) -> dict:
+        return {d: self.read_tables(d) for d in dpids}  # all at once: nothing to wait for
 
     def packet_out(self, dpid: int, port: int, frame: bytes) -> None:
         """No channel: discovery's probes go nowhere (the fabric is declared)."""

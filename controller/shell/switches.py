@@ -25,6 +25,14 @@ from controller.shell import translate
 from controller.shell.hub import Hub
 
 LOG = logging.getLogger("mlroute")
+# Stragglers: once the others of an install or a read have answered, a switch still silent
+# is waited for STRAGGLER_WAIT seconds more (or STRAGGLER_TIMES what the others took, if
+# longer), then given up on, so that one switch does not hold the rest for the timeout;
+# only while the silent ones are a minority (one in STRAGGLER_SHARE, one at least): a
+# fabric whose switches are all slow is waited for up to the timeout
+STRAGGLER_WAIT = 0.5
+STRAGGLER_TIMES = 4
+STRAGGLER_SHARE = 8
 
 
 class Switches:
@@ -37,8 +45,8 @@ class Switches:
         self.name = name  # dpid -> switch name for messages
         self.lock = threading.Lock()  # guards every table below and those given to send
         self._dps: dict = {}  # dpid -> datapath
-        self._barriers: dict = {}  # (dpid, xid) -> Event
-        self._reads: dict = {}  # (dpid, xid) of a table read -> (Event, entries so far)
+        self._barriers: dict = {}  # (dpid, xid) -> (Event, its call's bell)
+        self._reads: dict = {}  # (dpid, xid) of a table read -> (Event, entries, bell)
         self._cut: set = set()  # (dpid, xid) of barriers and reads ended by a disconnection
         self._errors: dict = {}  # dpid -> [(xid, text)] while an install collects them
         self._multipart: dict = {}  # (dpid, xid) -> parts received so far
@@ -56,8 +64,7 @@ class Switches:
             old = self._dps.get(dp.id)
             self._dps[dp.id] = dp
             waits = self._cut_waits(dp.id) if old is not None and old is not dp else []
-        for _, event in waits:
-            event.set()
+        _ring(waits)
 
     def disconnected(self, dp) -> bool:
         """Forget ``dp`` if it is still the connection of its dpid (True then). Its pending
@@ -69,18 +76,17 @@ class Switches:
                 return False
             del self._dps[dp.id]
             waits = self._cut_waits(dp.id)
-        for _, event in waits:
-            event.set()
+        _ring(waits)
         return True
 
     def _cut_waits(self, dpid: int) -> list:
         """Mark the switch's unanswered barriers and table reads as cut (call with the lock
-        held); returns their (key, Event) for the caller to set once it let go of it."""
-        waits = [(k, e) for k, e in self._barriers.items() if k[0] == dpid]
-        waits += [(k, r[0]) for k, r in self._reads.items() if k[0] == dpid]
-        waits = [(k, e) for k, e in waits if not e.is_set()]  # answered ones stand
-        self._cut.update(k for k, _ in waits)
-        return waits
+        held); returns their (Event, bell) for the caller to set once it let go of it."""
+        waits = [(k, e, b) for k, (e, b) in self._barriers.items() if k[0] == dpid]
+        waits += [(k, r[0], r[2]) for k, r in self._reads.items() if k[0] == dpid]
+        waits = [w for w in waits if not w[1].is_set()]  # answered ones stand
+        self._cut.update(k for k, _, _ in waits)
+        return [(e, b) for _, e, b in waits]
 
     def holds(self, dp) -> bool:
         """Whether ``dp`` is still its dpid's connection (not gone, not replaced)."""
@@ -112,11 +118,14 @@ class Switches:
     def install(self, batches: dict[int, list[Message]]) -> None:
         """Send every batch, then one barrier per switch; raise InstallError naming the first
         switch that is not connected, did not confirm in time or rejected a message, and
-        every such switch in its ``failed`` (the others were sent theirs and confirmed them).
-        Yields while it encodes (``pacing.Pacer``): REST answers meanwhile."""
+        every such switch in its ``failed`` (the others were sent theirs and confirmed
+        them). A straggler is given up on soon after
+        the others confirmed (``_gather``), not at the timeout: the change lock is held
+        meanwhile. Yields while it encodes (``pacing.Pacer``): REST answers meanwhile."""
         pending = []
         problems: dict[int, str] = {}  # dpid -> what went wrong there
         pacer = Pacer(lambda: self.hub.sleep(0))  # encoding 1,000 flow mods took 60 ms
+        bell = self.hub.Event()
         try:
             for dpid, msgs in batches.items():
                 if not msgs:
@@ -134,20 +143,20 @@ class Switches:
                     pacer.add(1)
                 event = self.hub.Event()
                 pending.append((dpid, xids, self.send(dp, translate.barrier(dp), self._barriers,
-                                                      event), event))
+                                                      (event, bell)), event))
             # wait for every switch, so no barrier is left registered
-            deadline = time.monotonic() + self.timeout
-            for dpid, xids, xid, event in pending:
-                ok = event.wait(max(0.0, deadline - time.monotonic()))
+            late = self._gather({p[0]: [p[3]] for p in pending}, bell,
+                                time.monotonic() + self.timeout)
+            for dpid, xids, xid, _event in pending:
                 with self.lock:
                     failed = [t for x, t in self._errors.get(dpid, []) if x in xids]
                     cut = (dpid, xid) in self._cut
                 if cut:
                     problems[dpid] = (f"switch {self.name(dpid)} disconnected before it "
                                       "confirmed its rules; nothing was changed")
-                elif not ok:
+                elif dpid in late:
                     problems[dpid] = (f"switch {self.name(dpid)} did not confirm its rules "
-                                      f"within {self.timeout:g} s; nothing was changed")
+                                      f"within {late[dpid]}; nothing was changed")
                 elif failed:
                     problems[dpid] = (f"switch {self.name(dpid)} rejected a rule ({failed[0]}); "
                                       "nothing was changed")
@@ -161,6 +170,40 @@ class Switches:
         if problems:
             raise InstallError(next(iter(problems.values())), problems)
 
+    def _gather(self, waits: dict[int, list], bell, deadline: float,
+                done: Callable[[list[int]], None] | None = None) -> dict[int, str]:
+        """Wait until every switch of ``waits`` (dpid -> the Events of its replies) has all
+        its replies, calling ``done(dpids)`` with those that have as they come; ``bell`` is
+        set at each reply. Returns the switches given up on, with how long they were waited
+        for: silent at ``deadline``, or stragglers (``STRAGGLER_WAIT``): one switch that
+        never answers held the 63 read with it for the whole timeout (issue 59)."""
+        start = time.monotonic()
+        left, last = dict(waits), None  # last: when the latest switch completed
+        while left:
+            bell.clear()  # before the check: a reply after it rings again
+            now = time.monotonic()
+            complete = [d for d, events in left.items() if all(e.is_set() for e in events)]
+            if complete:
+                for dpid in complete:
+                    del left[dpid]
+                last = now
+                if done is not None:
+                    done(complete)
+                continue
+            until = deadline
+            if last is not None and len(left) <= max(1, len(waits) // STRAGGLER_SHARE):
+                until = min(deadline, last + max(STRAGGLER_WAIT,
+                                                  STRAGGLER_TIMES * (last - start)))
+            if now >= until:
+                break
+            bell.wait(until - now)
+        if not left:
+            return {}
+        if last is None or time.monotonic() >= deadline:
+            return dict.fromkeys(left, f"{self.timeout:g} s")
+        waited = f"{time.monotonic() - start:.2g} s, when the {len(waits) - len(left)} others had"
+        return dict.fromkeys(left, waited)
+
     def read_tables(self, dpid: int) -> SwitchState:
         """The switch's flow entries and groups as neutral entries, so the reconciler can send
         only the difference."""
@@ -169,13 +212,25 @@ class Switches:
             raise got
         return got
 
-    def read_many(self, dpids: list[int]) -> dict[int, SwitchState | InstallError]:
+    def read_many(self, dpids: list[int], ready: Callable[[dict], None] | None = None
+                  ) -> dict[int, SwitchState | InstallError]:
         """``read_tables`` of several switches at once: every request is sent before any
         reply is waited for, so no switch waits for another's round trip (a fat-tree's 320
         switches read one after another took seconds). Per switch its state, or the
-        InstallError that says why it could not be read."""
+        InstallError that says why it could not be read. ``ready``: called with those read
+        so far each time some are while others are still awaited (they are not returned
+        again), so that a straggler holds none of them; it is given up on soon after the
+        others answered (``_gather``)."""
         out: dict = {}
         waits: dict = {}  # dpid -> (datapath, [(xid, Event)])
+        bell = self.hub.Event()
+
+        def decode(complete: list[int]) -> None:
+            got = {d: self._state(d, *waits[d]) for d in complete}
+            if ready is not None and len(out) + len(got) < len(waits):
+                ready(got)  # others are still awaited
+            else:
+                out.update(got)
         try:
             for dpid in dpids:
                 try:
@@ -186,20 +241,13 @@ class Switches:
                 waits[dpid] = (dp, [])
                 for req in translate.table_requests(dp):
                     event = self.hub.Event()
-                    waits[dpid][1].append((self.send(dp, req, self._reads, (event, [])), event))
-            deadline = time.monotonic() + self.timeout
-            for dpid, (dp, pairs) in waits.items():
-                try:
-                    bodies = self._bodies(dpid, pairs, deadline)
-                except InstallError as e:
-                    out[dpid] = e
-                    continue
-                try:
-                    out[dpid] = translate.state_of(dp.ofproto, dpid, *bodies,
-                                                   pause=lambda: self.hub.sleep(0))
-                except Exception as e:  # noqa: BLE001 - a reply not understood: named
-                    out[dpid] = InstallError(f"switch {self.name(dpid)} sent tables that "
-                                             f"could not be read: {e}")
+                    waits[dpid][1].append((self.send(dp, req, self._reads, (event, [], bell)),
+                                           event))
+            late = self._gather({d: [e for _, e in pairs] for d, (_, pairs) in waits.items()},
+                                bell, time.monotonic() + self.timeout, decode)
+            for dpid, waited in late.items():
+                out[dpid] = InstallError(f"switch {self.name(dpid)} did not send its tables "
+                                         f"within {waited}")
         finally:
             with self.lock:
                 for dpid, (_dp, pairs) in waits.items():
@@ -208,19 +256,22 @@ class Switches:
                         self._cut.discard((dpid, xid))
         return out
 
-    def _bodies(self, dpid: int, pairs: list, deadline: float) -> list:
-        """The replies to one switch's table requests (``pairs``: xid, Event), in order."""
+    def _state(self, dpid: int, dp, pairs: list) -> SwitchState | InstallError:
+        """A switch's tables from the replies to its requests (``pairs``: xid, Event), all
+        answered, or why not."""
         bodies = []
-        for xid, event in pairs:
-            if not event.wait(max(0.0, deadline - time.monotonic())):
-                raise InstallError(f"switch {self.name(dpid)} did not send its tables "
-                                   f"within {self.timeout:g} s")
-            with self.lock:
+        with self.lock:
+            for xid, _ in pairs:
                 if (dpid, xid) in self._cut:
-                    raise InstallError(f"switch {self.name(dpid)} disconnected while its "
-                                       "tables were read")
+                    return InstallError(f"switch {self.name(dpid)} disconnected while its "
+                                        "tables were read")
                 bodies.append(list(self._reads[(dpid, xid)][1]))
-        return bodies
+        try:
+            return translate.state_of(dp.ofproto, dpid, *bodies,
+                                      pause=lambda: self.hub.sleep(0))
+        except Exception as e:  # noqa: BLE001 - a reply not understood: named
+            return InstallError(f"switch {self.name(dpid)} sent tables that could not be "
+                                f"read: {e}")
 
     OUT_QUEUE = 8192  # packet-outs waiting per switch; older ones are dropped beyond
 
@@ -316,9 +367,9 @@ class Switches:
     # ---- replies (on the event loop: never block) --------------------------------------------
     def on_barrier_reply(self, msg) -> None:
         with self.lock:
-            event = self._barriers.get((msg.datapath.id, msg.xid))
-        if event is not None:
-            event.set()
+            wait = self._barriers.get((msg.datapath.id, msg.xid))
+        if wait is not None:
+            _ring([wait])
 
     def on_error(self, msg) -> None:
         text = f"OpenFlow error type {msg.type} code {msg.code}"
@@ -344,7 +395,7 @@ class Switches:
                     return self._multipart.pop(key)
                 return None
         if last:
-            read[0].set()
+            _ring([(read[0], read[2])])
         return None
 
     def probe_arrived(self, dpid: int, in_port: int, data: bytes) -> bool:
@@ -363,3 +414,10 @@ class Switches:
         if done:
             wait[2].set()
         return True
+
+
+def _ring(waits) -> None:
+    """Set each (Event, bell): a reply came, or it never will."""
+    for event, bell in waits:
+        event.set()
+        bell.set()

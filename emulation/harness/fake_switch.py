@@ -26,21 +26,32 @@ class FakeSwitches:
         self.groups = {d: {} for d in dpids}
         self.fail = set()  # dpids that reject their next batch (once)
         self.offline = set()  # dpids that do not answer table reads
+        # dpids that answer nothing (table reads, barriers) and apply nothing: a call that
+        # waits for one lasts ``timeout`` seconds of ``stall`` (a test's FakeClock.sleep);
+        # no straggler is given up on early here, as ``shell.switches.Switches`` does
+        self.silent = set()
+        self.timeout = 5.0
+        self.stall = lambda seconds: None
         self.packets_out = []  # (dpid, port, frame) sent by the controller
         self.sent = []  # every message, in order
 
     # Installer
     def install(self, batches):
         """Every switch applies its batch, as real ones do; one in ``fail`` applies the first
-        message only (a half-applied batch) and is named in the error."""
+        message only (a half-applied batch) and is named in the error; a silent one applies
+        nothing."""
         failed = {}
         for dpid, msgs in batches.items():
-            if dpid in self.fail:
+            if dpid in self.silent:
+                failed[dpid] = f"switch {dpid:#x} did not confirm its rules"
+            elif dpid in self.fail:
                 self._apply(dpid, msgs[:1])
                 self.fail.discard(dpid)
                 failed[dpid] = f"switch {dpid:#x} rejected a rule"
             else:
                 self._apply(dpid, msgs)
+        if self.silent & set(batches):
+            self.stall(self.timeout)
         if failed:
             raise InstallError(next(iter(failed.values())), failed)
 
@@ -50,15 +61,32 @@ class FakeSwitches:
     def read_tables(self, dpid):
         if dpid in self.offline:
             raise InstallError(f"switch {dpid:#x} did not answer")
+        if dpid in self.silent:
+            self.stall(self.timeout)
+            raise InstallError(f"switch {dpid:#x} did not send its tables within "
+                               f"{self.timeout:g} s")
         return SwitchState(dict(self.rules[dpid]), dict(self.groups[dpid]))
 
-    def read_many(self, dpids):
+    def read_many(self, dpids, ready=None):
+        """The tables of ``dpids``, each its state or InstallError; with silent ones among
+        them, those that answer go to ``ready`` first (if given), as ``Switches.read_many``
+        streams them, and the silent ones are waited for together."""
         out = {}
         for dpid in dpids:
-            try:
-                out[dpid] = self.read_tables(dpid)
-            except InstallError as e:
-                out[dpid] = e
+            if dpid not in self.silent:
+                try:
+                    out[dpid] = self.read_tables(dpid)
+                except InstallError as e:
+                    out[dpid] = e
+        quiet = [d for d in dpids if d in self.silent]
+        if quiet:
+            if ready is not None and out:
+                ready(out)
+                out = {}
+            self.stall(self.timeout)
+        for dpid in quiet:
+            out[dpid] = InstallError(f"switch {dpid:#x} did not send its tables within "
+                                     f"{self.timeout:g} s")
         return out
 
     def _apply(self, dpid, msgs):
