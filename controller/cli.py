@@ -8,6 +8,7 @@
                               [--ilp-time-limit S] [--max-parts N] [--out R]
     python -m controller compare --fabric F --jobs J [--algorithms a,b] [--objective flows|jobs]
                                  [--max-parts N] [--spray-penalty P] [--json] [--out R]
+    python -m controller advise --fabric F --jobs J [--algorithm auto] [--json] [--out R]
 
 and the commands of a running controller (REST, ``controller.client``):
 
@@ -29,7 +30,7 @@ import json
 import os
 import sys
 
-from controller import __version__, srv6cli
+from controller import __version__, advisecli, srv6cli
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
 from controller.jobtext import job_text
@@ -196,6 +197,7 @@ def format_table(rows: list[dict], jobs: list[Job], fabric: Clos) -> str:
     link_bps = fabric.link_bps()
     lines = [heads, ["ideal", "", bound] + [""] * (len(tiers) + 2)
              + [f"{j.ideal_allreduce_s(link_bps):.4g}" for j in jobs] + [""]]
+    lines += advisecli.bound_row(rows, jobs, len(tiers) + 4)
     for r in rows:
         lines.append([r["algorithm"], r["objective"], f"{r['max_link_load']:.4g}"]
                      + [f"{r['max_load_by_tier'].get(t, 0):.4g}" for t in tiers]
@@ -213,6 +215,7 @@ def format_table(rows: list[dict], jobs: list[Job], fabric: Clos) -> str:
               for r in rows if r["algorithm"] == SPRAY]
     notes.append("ideal: the max link load's lower bound; each job alone at line rate"
                  + ("; leaf-agg, agg-core: the max load of each tier" if tiers else ""))
+    notes += advisecli.table_notes(rows)
     return "\n".join([f"fabric: {fabric.summary()}"] + table + [""] + notes)
 
 
@@ -220,7 +223,8 @@ def plan_document(doc: dict, objective: str) -> tuple[str, str]:
     """A plan's document, saying which objective it used, and its one-line summary."""
     doc = {"algorithm": doc["algorithm"], "objective": objective, **doc}
     summary = (f"{doc['algorithm']} plan, objective {objective}: {len(doc['routes'])} routes, "
-               f"max link load {doc['max_link_load']:g} (lower bound {doc['lower_bound']:g})")
+               f"max link load {doc['max_link_load']:g} (lower bound {doc['lower_bound']:g})"
+               + (f"; {len(doc['cuts'])} cut-bound cuts" if doc.get("cuts") else ""))
     return json.dumps(doc, indent=1), summary
 
 
@@ -249,11 +253,12 @@ def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
         run = run_options(shape, args.algorithm, args.seed, args.salt, args.ilp_time_limit, used,
                           args.max_parts)
         plan = make_plan(fabric, jobs, run.algorithm, **run.options)
-        return plan_document(plan.to_dict(), run.objective)
+        return plan_document(advisecli.plan_doc(plan), run.objective)
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
         else names(shape, distinct=True) + [SPRAY]
     rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
                    args.objective, args.max_parts, shape, args.spray_penalty)
+    rows = advisecli.with_cuts(rows, fabric, jobs)
     out = json.dumps(rows, indent=1) if args.json else format_table(rows, jobs, fabric)
     return out, compare_summary(rows)
 
@@ -408,6 +413,7 @@ COMMANDS = {  # name: (one line for the command list, its description)
                 "objective ranks by."),
     "job": ("add, delete, list or show jobs of a running controller (REST)",
             "The client side of a running controller's /v1/jobs."),
+    "advise": (advisecli.LINE, advisecli.DESCRIPTION),
     "srv6-config": (srv6cli.LINE, srv6cli.DESCRIPTION),
 }
 
@@ -518,6 +524,7 @@ def parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
                             title="commands")
     add_offline_commands(sub)
+    advisecli.add_command(sub, *COMMANDS["advise"])
     add_job_commands(sub)
     srv6cli.add_command(sub, *COMMANDS["srv6-config"])
     return ap
@@ -534,6 +541,8 @@ def main(argv=None) -> int:
         if args.cmd == "fabric":
             fabric = make_fabric(args)
             out, summary = json.dumps(fabric.to_dict(), indent=1), fabric.summary()
+        elif args.cmd == "advise":
+            out, summary = advisecli.run(args)
         else:
             if args.objective is not None and args.objective not in OBJECTIVES:
                 raise InputError(f"unknown objective {args.objective!r} "

@@ -19,10 +19,20 @@ measured (src -> dst: bytes a second):
 routes (src -> dst: path):
   h0_0 -> h1_0  l0 s0 l1
   h1_0 -> h0_0  l1 s0 l0 (0.5) | l1 s1 l0 (0.5)
+
+A job whose demand across a cut exceeds its capacity (``model.cuts``) says so:
+
+>>> print(job_text({"id": "a", "ideal_s": 0.001, "predicted_allreduce_s": 0.002,
+...     "cut_bound_s": 0.002, "cuts": [{"message": "job a: leaf l0: ... 2.00x its ideal"}]}))
+job a: 0 flows
+All-Reduce: predicted 2 ms, ideal 1 ms (2.00x)
+where routing stops helping (no routing below 2 ms):
+  job a: leaf l0: ... 2.00x its ideal
 """
 from __future__ import annotations
 
 ROUTES_SHOWN = 20  # routes listed before "... N more"
+CUTS_SHOWN = 5  # cut-bound cuts (where routing stops helping) listed before "... N more"
 
 
 def _seconds(s: float) -> str:
@@ -65,6 +75,14 @@ def job_text(view: dict, routes_shown: int = ROUTES_SHOWN) -> str:
                    f"({predicted / ideal:.2f}x){links}")
     elif view.get("prediction_error"):
         out.append(f"All-Reduce: no prediction: {view['prediction_error']}")
+    found = view.get("cuts") or []
+    if found:
+        bound = view.get("cut_bound_s")
+        out.append("where routing stops helping" + (f" (no routing below {_seconds(bound)})"
+                                                     if bound else "") + ":")
+        out += [f"  {d.get('message')}" for d in found[:CUTS_SHOWN]]
+        if len(found) > CUTS_SHOWN:
+            out.append(f"  ... {len(found) - CUTS_SHOWN} more (--json for every cut)")
     if view.get("mismatch"):
         out.append(f"mismatch: {view['mismatch']}")
     learning = view.get("learning")

@@ -234,6 +234,7 @@ CLI = [  # (title, module argv); every one runs without root for --help
     ("mlroute fabric", ["controller", "fabric"]),
     ("mlroute plan", ["controller", "plan"]),
     ("mlroute compare", ["controller", "compare"]),
+    ("mlroute advise", ["controller", "advise"]),
     ("mlroute job", ["controller", "job"]),
     ("mlroute job add", ["controller", "job", "add"]),
     ("mlroute job delete", ["controller", "job", "delete"]),

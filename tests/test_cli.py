@@ -196,7 +196,9 @@ def test_compare_has_the_same_table_on_a_fat_tree(tmp_path):
     doc = json.loads(r.stdout)
     assert [set(x) for x in doc] == [{"algorithm", "objective", "max_link_load", "links_at_max",
                                       "lower_bound", "max_load_by_tier", "slowest_gbps",
-                                      "allreduce_s", "runtime_ms", "info"}] * 3
+                                      "allreduce_s", "runtime_ms", "info", "cut_bound_s",
+                                      "cuts"}] * 3
+    assert all(x["cuts"] == [] for x in doc)  # no job's demand exceeds a cut
 
 
 @pytest.mark.slow

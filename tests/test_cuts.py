@@ -1,11 +1,21 @@
 """Where routing stops helping (``controller/model/cuts.py``): a job's demand across a leaf's
 (a pod's) uplinks above what is alive of them is named with its demand, capacity, bound and the
-placement that would help."""
+placement that would help; and plan, compare, advise and the job view (REST and ``job show``)
+say so."""
+import http.client
+import json
+import threading
+
 import pytest
 
+from controller import cli
 from controller.model import cuts
 from controller.model.clos import Clos
 from controller.model.jobs import Flow, Job
+from controller.service import api
+from controller.service.route_service import RouteService
+from controller.shell.rest import RestServer
+from emulation.harness.fake_switch import FakeSwitches
 
 
 def pairs(jid="j", src=0, dst=1, n=4, nbytes=1e6):
@@ -23,6 +33,14 @@ def test_four_hosts_over_two_uplinks_are_cut_bound_and_named():
     assert "leaf l0" in d["message"] and "2.00x its ideal" in d["message"]
     ideal = pairs().ideal_allreduce_s(Clos.leaf_spine(2, 4, 4).link_bps("host"))
     assert cuts.bounds(Clos.leaf_spine(2, 4, 4), [pairs()])["j"] == pytest.approx(2 * ideal)
+
+
+def test_whole_flows_are_bound_by_the_fullest_link():
+    three = pairs(n=3)  # three flows at line rate over two uplinks
+    (out, _) = cuts.findings(Clos.leaf_spine(2, 4, 4), [three])
+    assert (out["bound"], out["unsplit_bound"]) == (1.5, 2.0)  # split: 1.5; whole: 2 on one
+    assert "1.50x (2.00x with whole flows)" in out["message"]
+    assert cuts.findings(Clos.leaf_spine(2, 4, 4), [pairs()])[0]["unsplit_bound"] == 2.0
 
 
 def test_the_same_with_four_uplinks_is_not_cut_bound():
@@ -89,6 +107,7 @@ def test_jobs_that_exceed_a_cut_together_are_named_with_the_one_to_move():
     (d,) = cuts.findings(f, jobs)
     assert d["shared"] and d["jobs"] == ["a", "b", "c"] and d["cut"] == "leaf l0"
     assert d["bound"] == pytest.approx(1.5) and d["placement"]["move"] == ["a"]
+    assert d["unsplit_bound"] == 2.0  # one ideal: two of the three flows share an uplink
     assert "moving a off it would" in d["message"]
     assert cuts.findings(f, jobs[:2]) == []
 
@@ -98,3 +117,118 @@ def test_the_shared_bound_counts_each_jobs_ideal():
     assert cuts.shared_bound([(100, 1.0), (100, 1.0), (100, 1.0)], 200) == pytest.approx(1.5)
     # a long job leaves room after the short ones: less than the rates' sum over capacity
     assert 1.0 < cuts.shared_bound([(100, 1.0), (100, 1.0), (100, 4.0)], 200) < 1.5
+
+
+# ---- the command line: plan, compare, advise -------------------------------------------------
+@pytest.fixture
+def files(tmp_path):
+    fabric = tmp_path / "fabric.json"
+    fabric.write_text(json.dumps(Clos.leaf_spine(2, 4, 4).to_dict()))
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps({"jobs": [pairs().to_dict(), {
+        "id": "r", "collective": "ring_allreduce", "ranks": ["h2_0", "h3_0"], "bytes": 1e6}]}))
+    return str(fabric), str(jobs)
+
+
+def test_plan_compare_and_advise_say_where_routing_stops_helping(files, capsys):
+    fabric, jobs = files
+    assert cli.main(["plan", "--fabric", fabric, "--jobs", jobs]) == 0
+    out, err = capsys.readouterr()
+    doc = json.loads(out)
+    assert [d["cut"] for d in doc["cuts"]] == ["leaf l0", "leaf l1"]
+    assert doc["cuts"][0]["planned"] >= doc["cuts"][0]["bound"] == 2.0
+    assert "note: job j: leaf l0:" in err
+    assert cli.main(["compare", "--fabric", fabric, "--jobs", jobs,
+                     "--algorithms", "ecmp,auto"]) == 0
+    out = capsys.readouterr().out
+    assert "\ncut bound " in out and "job j: leaf l0: its 4 hosts there send 400 Gb/s" in out
+    assert cli.main(["compare", "--fabric", fabric, "--jobs", jobs, "--algorithms", "auto",
+                     "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["cuts"][0]["cut"] == "leaf l0" and row["cut_bound_s"]["j"] > 0
+    assert cli.main(["advise", "--fabric", fabric, "--jobs", jobs]) == 0
+    out = capsys.readouterr().out
+    assert "where routing stops helping, in the given order:\n  job j: leaf l0:" in out
+    assert cli.main(["advise", "--fabric", fabric, "--jobs", jobs, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["cuts"]["given"][0]["cut"] == "leaf l0" and doc["cuts"]["advised"]
+
+
+def test_a_fabric_without_a_cut_bound_job_says_nothing_more(files, capsys, tmp_path):
+    fabric = tmp_path / "wide.json"
+    fabric.write_text(json.dumps(Clos.leaf_spine(4, 4, 4).to_dict()))
+    assert cli.main(["plan", "--fabric", str(fabric), "--jobs", files[1]]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["cuts"] == [] and "note:" not in err
+    assert cli.main(["compare", "--fabric", str(fabric), "--jobs", files[1],
+                     "--algorithms", "auto"]) == 0
+    assert "cut bound" not in capsys.readouterr().out
+
+
+# ---- the controller: the job view over REST and job show ------------------------------------
+@pytest.fixture
+def rest():
+    f = Clos.generate(2, 4, 4, 100.0, wiring=True)
+    sw = FakeSwitches(f.dpids.values())
+    svc = RouteService(sw, f)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    server = RestServer(svc, "127.0.0.1", 0, None)
+    server.sock.settimeout(0.05)
+    thread = threading.Thread(target=server.serve, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+        thread.join(timeout=5)
+
+
+def call(server, method, path, body=None):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        conn.request(method, path, body=json.dumps(body) if body is not None else None)
+        resp = conn.getresponse()
+        return resp.status, json.loads(resp.read())
+    finally:
+        conn.close()
+
+
+def _draft4(schema):
+    """OpenAPI's ``nullable`` as JSON Schema draft 4 says it (a list of types)."""
+    if isinstance(schema, dict):
+        out = {k: _draft4(v) for k, v in schema.items() if k != "nullable"}
+        if schema.get("nullable") and "type" in schema:
+            out["type"] = [schema["type"], "null"]
+        return out
+    return [_draft4(v) for v in schema] if isinstance(schema, list) else schema
+
+
+def test_the_job_view_and_job_show_carry_the_cut(rest, capsys):
+    import jsonschema_rs
+    status, posted = call(rest, "POST", "/v1/jobs", pairs().to_dict())
+    assert status == 201 and posted["cuts"][0]["cut"] == "leaf l0"
+    status, view = call(rest, "GET", "/v1/jobs/j")
+    assert status == 200
+    assert [d["cut"] for d in view["cuts"]] == ["leaf l0", "leaf l1"]
+    assert view["cut_bound_s"] == pytest.approx(2 * view["ideal_s"])
+    assert view["predicted_allreduce_s"] >= view["cut_bound_s"] * (1 - 1e-6)
+    doc = api.openapi()
+    validator = jsonschema_rs.Draft4Validator(_draft4(
+        {"$ref": "#/components/schemas/JobView", "components": doc["components"]}))
+    errors = [e.message for e in validator.iter_errors(view)]
+    assert not errors, errors
+    status, advice = call(rest, "POST", "/v1/advise", {
+        "id": "x", "collective": "ring_allreduce", "ranks": ["h0_0", "h1_0", "h0_1", "h1_1"],
+        "bytes": 1e6})
+    assert status == 200 and "cuts" in advice and set(advice["cuts"]) == {"given", "advised"}
+    assert cli.main(["job", "show", "j", "--url", f"http://127.0.0.1:{rest.port}"]) == 0
+    out = capsys.readouterr().out
+    assert "where routing stops helping (no routing below" in out
+    assert "job j: leaf l0: its 4 hosts there send 400 Gb/s to other leaves" in out
+
+
+def test_a_job_that_fits_has_no_cut_and_its_ideal_as_bound(rest):
+    status, view = call(rest, "POST", "/v1/jobs", pairs(n=2).to_dict())
+    assert status == 201 and view["cuts"] == []
+    assert view["cut_bound_s"] == pytest.approx(view["ideal_s"])

@@ -62,6 +62,7 @@ class Agent:
         self.steers: list = []
         self.probes: list[dict] = []  # every path to the parts' destinations (the document's)
         self.src_ip = ""
+        self.addresses: set[str] = set()  # the host's fabric addresses (traffic reports)
         self.failed: set[tuple] = set()  # primary lists that do not answer: backups in use
 
     def step(self, wait: float = WAIT_S) -> bool:
@@ -76,6 +77,7 @@ class Agent:
             self.steers, self.version = steers, doc.get("version", "")
             self.probes = [p for p in doc.get("probes") or [] if p.get("form") == "usid"]
             self.src_ip = doc.get("src_ip", self.src_ip)
+            self.addresses = set(doc.get("addresses") or [self.src_ip])
             want, lines = self._install()
         if lines:
             LOG.info("mlroute-agent: %d flow parts steered (%d commands, version %s)",
@@ -160,7 +162,8 @@ class Agent:
 
     def traffic_loop(self, every: float = TRAFFIC_S) -> None:
         """Report what the host sent per destination every ``every`` seconds; until
-        ``stopping``. Its fabric addresses only, once the controller named one."""
+        ``stopping``. From its fabric addresses only (every plane's), once the controller
+        named them: not its management connections."""
         sent, last, said = SentBytes(), time.monotonic(), None
         while not self.stopping.wait(every):
             try:
@@ -169,7 +172,7 @@ class Agent:
                 LOG.warning("mlroute-agent: cannot read the host's connections: %s", e)
                 continue
             now = time.monotonic()
-            doc, last = report(pairs, now - last, {self.src_ip}), now
+            doc, last = report(pairs, now - last, self.addresses or {self.src_ip}), now
             if doc["pairs"]:
                 try:
                     self.client.report_traffic(self.host, doc, timeout=1.0)

@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import combinations_with_replacement
 
 import numpy as np
 
@@ -69,6 +70,7 @@ from controller.model.jobs import Job
 
 TOL = 1e-9  # relative: a demand equal to the capacity meets the ideal
 NAMED = 3  # leaves (pods) a placement names at most
+SUBSETS = 256  # choices of flows sharing a link tried for the shared unsplit bound, at most
 WORDS = {"leaf": ("other leaves", "uplinks", "leaf"), "pod": ("other pods", "links to the cores", "pod")}
 
 
@@ -76,7 +78,8 @@ WORDS = {"leaf": ("other leaves", "uplinks", "leaf"), "pod": ("other pods", "lin
 class Kind:
     """The cuts of one kind (leaf or pod) of a fabric: per host id its cut (``group``) and its
     leaf (pod) per plane (``key``, for the test that two hosts share one), per cut its name,
-    hosts and alive capacity out (``up_bps``) and in (``down_bps``)."""
+    hosts and alive capacity out (``up_bps``) and in (``down_bps``), its alive links (bundles'
+    members one by one) and, when they all have one capacity, that capacity (else 0)."""
     name: str
     group: np.ndarray  # (hosts,) -> cut index
     key: np.ndarray  # (planes, hosts) -> leaf (pod) index in the plane
@@ -84,6 +87,15 @@ class Kind:
     hosts: list[list[str]]
     up_bps: np.ndarray
     down_bps: np.ndarray
+    up_links: np.ndarray
+    down_links: np.ndarray
+    up_link_bps: np.ndarray  # 0: alive links of several capacities
+    down_link_bps: np.ndarray
+
+    def side(self, side: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(capacity, links, one link's capacity) per cut, out of it or into it."""
+        return ((self.up_bps, self.up_links, self.up_link_bps) if side == "out" else
+                (self.down_bps, self.down_links, self.down_link_bps))
 
 
 @dataclass
@@ -102,8 +114,12 @@ def _table(fabric: Clos) -> CutTable:
     L = ClosLinks(fabric)
     cap = np.append(L.capacity_bps(), 0.0) * L.alive  # the sentinel id -1 carries nothing
 
-    def alive(ids: np.ndarray) -> np.ndarray:  # (rows, ..., members) -> bytes/s per row
-        return cap[L.sentinel(ids)].reshape(ids.shape[0], -1).sum(axis=1)
+    def alive(ids: np.ndarray) -> tuple:  # (rows, ..., members) -> per row: capacity,
+        c = cap[L.sentinel(ids)].reshape(ids.shape[0], -1)  # alive links, one link's capacity
+        on = c > 0
+        hi = c.max(axis=1, initial=0.0)
+        lo = np.where(on, c, np.inf).min(axis=1, initial=np.inf)
+        return c.sum(axis=1), on.sum(axis=1), np.where(hi == lo, hi, 0.0)
 
     planes = fabric.planes
     kinds = {"leaf": _kind("leaf", L, L.host_leaf, [p.leaves for p in planes],
@@ -125,9 +141,21 @@ def _kind(name: str, L: ClosLinks, key: np.ndarray, labels, up, down) -> Kind:
     hosts: list[list[str]] = [[] for _ in groups]
     for h, g in zip(L.hosts, gid.tolist()):
         hosts[g].append(h)
-    up_bps = np.array([sum(float(up[q][g[q]]) for q in range(len(up))) for g in groups])
-    down_bps = np.array([sum(float(down[q][g[q]]) for q in range(len(down))) for g in groups])
-    return Kind(name, gid, key, names, hosts, up_bps, down_bps)
+    sides = [_side(groups, per_plane) for per_plane in (up, down)]
+    return Kind(name, gid, key, names, hosts, sides[0][0], sides[1][0], sides[0][1],
+                sides[1][1], sides[0][2], sides[1][2])
+
+
+def _side(groups: np.ndarray, per_plane: list) -> tuple:
+    """Per cut (a leaf or pod per plane) its capacity, alive links and their one capacity."""
+    out = []
+    for g in groups:
+        cells = [(float(c[g[q]]), int(n[g[q]]), float(one[g[q]]))
+                 for q, (c, n, one) in enumerate(per_plane)]
+        ones = {one for _, n, one in cells if n}
+        out.append((sum(c for c, _, _ in cells), sum(n for _, n, _ in cells),
+                    ones.pop() if len(ones) == 1 else 0.0))
+    return tuple(np.array(x) for x in zip(*out))
 
 
 def _flows(t: CutTable, jobs: list[Job]):
@@ -150,10 +178,12 @@ def _flows(t: CutTable, jobs: list[Job]):
 
 
 def crossings(t: CutTable, jobs: list[Job]) -> tuple[dict, list[float]]:
-    """{(kind, "out" | "in"): (job indices, cut indices, bytes per iteration)}: what each job
-    sends out of (into) each cut, over the flows whose ends share no leaf (pod) in any plane;
-    and the jobs' ideals. O(F x planes) numpy."""
+    """{(kind, "out" | "in"): (job indices, cut indices, bytes per iteration, flows, least and
+    largest flow rate at the job's ideal)}: what each job sends out of (into) each cut, over the
+    flows whose ends share no leaf (pod) in any plane; and the jobs' ideals. O(F x planes)."""
     src, dst, nbytes, owner, ideal = _flows(t, jobs)
+    per = np.asarray(ideal, dtype=float)[owner] if len(owner) else np.zeros(0)
+    rate = np.divide(nbytes, per, out=np.zeros_like(nbytes), where=per > 0)
     out = {}
     for name, k in t.kinds.items():
         cross = ~(k.key[:, src] == k.key[:, dst]).any(axis=0) if len(src) else src > 0
@@ -161,8 +191,13 @@ def crossings(t: CutTable, jobs: list[Job]) -> tuple[dict, list[float]]:
         for side, ends in (("out", src), ("in", dst)):
             combo = owner[cross] * width + k.group[ends[cross]]
             uniq, inv = np.unique(combo, return_inverse=True)
+            inv = inv.ravel()
+            lo, hi = np.full(len(uniq), np.inf), np.zeros(len(uniq))
+            np.minimum.at(lo, inv, rate[cross])
+            np.maximum.at(hi, inv, rate[cross])
             out[(name, side)] = (uniq // width, uniq % width,
-                                 np.bincount(inv.ravel(), weights=nbytes[cross], minlength=len(uniq)))
+                                 np.bincount(inv, weights=nbytes[cross], minlength=len(uniq)),
+                                 np.bincount(inv, minlength=len(uniq)), lo, hi)
     return out, ideal
 
 
@@ -172,9 +207,8 @@ def bounds(fabric: Clos, jobs: list[Job]) -> dict[str, float]:
     t = table(fabric)
     cross, ideal = crossings(t, jobs)
     best = {job.id: ideal[j] for j, job in enumerate(jobs)}
-    for (name, side), (js, gs, b) in cross.items():
-        k = t.kinds[name]
-        cap = (k.up_bps if side == "out" else k.down_bps)[gs]
+    for (name, side), (js, gs, b, *_) in cross.items():
+        cap = t.kinds[name].side(side)[0][gs]
         for j, c, x in zip(js.tolist(), cap.tolist(), b.tolist()):
             if c > 0:
                 best[jobs[j].id] = max(best[jobs[j].id], x / c)
@@ -185,33 +219,70 @@ def findings(fabric: Clos, jobs: list[Job], busy=(), times: dict | None = None) 
     """Every cut-bound cut of ``jobs`` on ``fabric``, the worst first: one document per cut and
     job (its own demand above the capacity) and per cut and set of jobs (their demands
     together above it, no single one: ``shared``), the worse direction when both exceed.
-    ``busy``: hosts a placement may not take besides those of the other jobs. ``times``:
-    per job its planned communication time (seconds), to say how far the plan is from the
-    bound (``planned``, ``planned_over_bound``)."""
+    ``bound`` holds for any routing, split flows and spraying included; ``unsplit_bound``
+    for whole flows (one path each, as every planner but split routes): where the cut's alive
+    links have one capacity c and the flows across it one rate r at their ideal (and, shared,
+    the jobs one ideal), n flows over L links put ceil(n / L) on some link, at least
+    ceil(n / L) x r / c times the ideal; elsewhere it is ``bound``. ``busy``: hosts a placement
+    may not take besides those of the other jobs. ``times``: per job its planned communication
+    time (seconds), to say how far the plan is from the bounds (``planned``,
+    ``planned_over_bound``, ``planned_over_unsplit``)."""
     t = table(fabric)
     cross, ideal = crossings(t, jobs)
     found: dict[tuple, dict] = {}
-    for (name, side), (js, gs, b) in cross.items():
-        k = t.kinds[name]
-        caps = k.up_bps if side == "out" else k.down_bps
+    for (name, side), (js, gs, b, n, lo, hi) in cross.items():
+        caps, links, one = t.kinds[name].side(side)
+        rate = b / np.maximum(np.asarray(ideal)[js], 1e-300) if len(js) else b
+        total = np.bincount(gs, weights=rate, minlength=len(caps))
+        over = (total > caps * (1 + TOL))[gs]  # the cuts some job, or all together, exceed
         per_cut: dict[int, list] = {}
-        for j, g, x in zip(js.tolist(), gs.tolist(), b.tolist()):
-            per_cut.setdefault(g, []).append((j, x))
+        for e in zip(js[over].tolist(), gs[over].tolist(), b[over].tolist(), n[over].tolist(),
+                     lo[over].tolist(), hi[over].tolist()):
+            per_cut.setdefault(e[1], []).append(e)
         for g, entries in per_cut.items():
-            cap = float(caps[g])
+            cap, width, each = float(caps[g]), int(links[g]), float(one[g])
             if cap <= 0:
                 continue  # no alive link: no path (the planners say so)
-            rates = {j: x / ideal[j] for j, x in entries if ideal[j] > 0}
-            for j, r in rates.items():
-                if r > cap * (1 + TOL):
-                    _keep(found, (name, g, (j,)), side, r, cap, r / cap, {j: r})
+            live = [e for e in entries if ideal[e[0]] > 0]
+            rates = {j: x / ideal[j] for j, _, x, *_ in live}
+            for j, _, x, count, r0, r1 in live:
+                if rates[j] > cap * (1 + TOL):
+                    _keep(found, (name, g, (j,)), side, rates[j], cap, rates[j] / cap,
+                          _unsplit(count, r0, r1, width, each), {j: rates[j]})
             if len(rates) > 1 and sum(rates.values()) > cap * (1 + TOL):
                 bound = shared_bound([(r, ideal[j]) for j, r in rates.items()], cap)
+                whole = _unsplit_shared(live, ideal, width, each)
                 _keep(found, (name, g, tuple(sorted(rates))), side, sum(rates.values()), cap,
-                      bound, rates)
+                      bound, whole, rates)
     busy = set(busy)
     out = [_document(t, key, f, jobs, ideal, busy, times) for key, f in found.items()]
     return sorted(out, key=lambda d: (-d["bound"], d["cut"], d["jobs"]))
+
+
+def _unsplit_shared(live: list, ideal: list, links: int, each: float) -> float | None:
+    """Whole flows of several jobs, one rate over links of one capacity: ceil(n / L) of them
+    share some link, and those least bound (the fewest of the jobs with the shortest ideals)
+    take at least ``shared_bound`` of them there; None where rates or capacities differ or the
+    choices are too many to try (over ``SUBSETS``)."""
+    r0, r1 = min(e[4] for e in live), max(e[5] for e in live)
+    if each <= 0 or links <= 0 or r1 > r0 * (1 + 1e-6):
+        return None
+    m = math.ceil(sum(e[3] for e in live) / links - TOL)
+    have = [(ideal[e[0]], e[3]) for e in live]
+    picks = [c for c in combinations_with_replacement(range(len(have)), m)
+             if all(c.count(i) <= have[i][1] for i in set(c))] if math.comb(
+                 len(have) + m - 1, m) <= SUBSETS else []
+    if not picks:
+        return None
+    return max(1.0, min(shared_bound([(r1, have[i][0]) for i in c], each) for c in picks))
+
+
+def _unsplit(flows: int, r0: float, r1: float, links: int, each: float) -> float | None:
+    """ceil(flows / links) x r / c: whole flows of one rate over links of one capacity (None
+    where rates or capacities differ)."""
+    if each <= 0 or links <= 0 or r1 > r0 * (1 + 1e-6):
+        return None
+    return max(1.0, math.ceil(flows / links - TOL) * r1 / each)
 
 
 def shared_bound(jobs: list[tuple[float, float]], cap: float, rounds: int = 60) -> float:
@@ -244,15 +315,17 @@ def shared_bound(jobs: list[tuple[float, float]], cap: float, rounds: int = 60) 
 
 
 def _keep(found: dict, key: tuple, side: str, rate: float, cap: float, bound: float,
-          rates: dict) -> None:
+          whole: float | None, rates: dict) -> None:
     """One finding per cut and jobs: both directions, the figures of the worse."""
+    fig = {"rate": rate, "cap": cap, "bound": bound, "rates": rates,
+           "unsplit": max(bound, whole or bound)}
     seen = found.get(key)
     if seen is None:
-        found[key] = {"sides": {side}, "rate": rate, "cap": cap, "bound": bound, "rates": rates}
+        found[key] = {"sides": {side}, **fig}
         return
     seen["sides"].add(side)
-    if bound > seen["bound"]:
-        seen.update(rate=rate, cap=cap, bound=bound, rates=rates)
+    if (bound, fig["unsplit"]) > (seen["bound"], seen["unsplit"]):
+        seen.update(fig)
 
 
 def _document(t: CutTable, key: tuple, f: dict, jobs: list[Job], ideal, busy: set,
@@ -266,7 +339,7 @@ def _document(t: CutTable, key: tuple, f: dict, jobs: list[Job], ideal, busy: se
            "jobs": ids, "shared": len(js) > 1,
            "hosts": sum(len(jobs[j].hosts() & behind) for j in js),
            "demand_gbps": _gbps(f["rate"]), "capacity_gbps": _gbps(f["cap"]),
-           "bound": round(f["bound"], 4)}
+           "bound": round(f["bound"], 4), "unsplit_bound": round(f["unsplit"], 4)}
     if len(js) == 1:
         j = js[0]
         others = {h for i, job in enumerate(jobs) if i != j for h in job.hosts()}
@@ -281,6 +354,7 @@ def _document(t: CutTable, key: tuple, f: dict, jobs: list[Job], ideal, busy: se
         if planned:
             doc["planned"] = round(max(planned), 4)
             doc["planned_over_bound"] = round(max(planned) / f["bound"], 4)
+            doc["planned_over_unsplit"] = round(max(planned) / f["unsplit"], 4)
     doc["message"] = message(doc)
     return doc
 
@@ -332,13 +406,16 @@ def message(doc: dict) -> str:
             "both": f"send and receive up to {doc['demand_gbps']:.4g} Gb/s to and from "
                     f"{other}"}[doc["direction"]]
     over = f"over {doc['capacity_gbps']:.4g} Gb/s of alive {links}"
+    whole = doc.get("unsplit_bound", doc["bound"])
+    bound = f"{doc['bound']:.2f}x" + (f" ({whole:.2f}x with whole flows)"
+                                       if whole > doc["bound"] * 1.001 else "")
     planned = (f" (the plan: {doc['planned']:.2f}x)" if "planned" in doc else "")
     p = doc["placement"]
     if doc["shared"]:
         moved = " and ".join(p["move"])
         return (f"{doc['cut']}: jobs {', '.join(doc['jobs'])} {verb} at their ideal rates, "
-                f"{over}: no routing brings the slowest of them below {doc['bound']:.2f}x "
-                f"its ideal{planned}; moving {moved} off it would")
+                f"{over}: no routing brings the slowest of them below {bound} its ideal"
+                f"{planned}; moving {moved} off it would")
     ways = []
     if p["pack"]:
         more = ", ..." if p["pack_options"] > len(p["pack"]) else ""
@@ -352,7 +429,7 @@ def message(doc: dict) -> str:
         remedy += "; so would a ring order crossing it once per ring (ring_order advised)"
     return (f"job {doc['jobs'][0]}: {doc['cut']}: its {doc['hosts']} hosts there {verb} at "
             f"its ideal rate, {over}: no routing brings its communication below "
-            f"{doc['bound']:.2f}x its ideal{planned}; {remedy}")
+            f"{bound} its ideal{planned}; {remedy}")
 
 
 def notes(found: list[dict], limit: int = 10) -> list[str]:

@@ -25,6 +25,7 @@ import numpy as np
 
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos
+from controller.model.cuts import findings
 from controller.model.jobs import Job
 
 
@@ -96,10 +97,13 @@ def advise_order(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
 
     Returns ``{"jobs": {id: {"rings": [advise_ring(...), ...], "inter_leaf_flows": {"given",
     "advised"}, "predicted_allreduce_s": {"given", "advised"}}}, "inter_leaf_flows": {...},
-    "max_leaf_degree": {...}, "lower_bound": {...}, "algorithm": ...}``; the predictions plan
-    all jobs together with ``algorithm`` (``options`` go to the planner) by the one entry point
-    (``plan.make_plan``) and are the fluid model's (``fluid.predict_allreduce``), on every
-    shape; the bound is the path lower bound of the max link load (``clospaths.lower_bound``).
+    "max_leaf_degree": {...}, "lower_bound": {...}, "cuts": {...}, "algorithm": ...}``; the
+    predictions plan all jobs together with ``algorithm`` (``options`` go to the planner) by
+    the one entry point (``plan.make_plan``) and are the fluid model's
+    (``fluid.predict_allreduce``), on every shape; the bound is the path lower bound of the max
+    link load (``clospaths.lower_bound``); ``cuts`` the cut-bound cuts of the jobs in either
+    order (``model.cuts.findings``: where no routing meets a job's ideal, and the placement
+    that would), with each plan's distance to their bound when predicted.
     Cost: O(sum n^2) for the orders, plus two plans and two predictions with ``predict``.
 
     Example: two 4-rank rings over leaves l0, l1 given as [l0, l1, l0, l1] cross 8 times;
@@ -122,16 +126,19 @@ def advise_order(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
     for name, js in (("given", jobs), ("advised", advised_jobs)):
         for key, value in _bounds(fabric, js).items():
             result.setdefault(key, {})[name] = value
+    predicted: dict = {}
     if predict and out:
         from controller.model.fluid import predict_allreduce
         from controller.planners.plan import make_plan
         for name, js in (("given", jobs), ("advised", advised_jobs)):
-            times = predict_allreduce(make_plan(fabric, js, algorithm, **options))
+            times = predicted[name] = predict_allreduce(make_plan(fabric, js, algorithm, **options))
             for jid, doc in out.items():
                 doc.setdefault("predicted_allreduce_s", {})[name] = times[jid]
         for doc in out.values():
             t = doc["predicted_allreduce_s"]
             t["saving_s"] = t["given"] - t["advised"]
+    result["cuts"] = {name: findings(as_clos(fabric), js, times=predicted.get(name))
+                      for name, js in (("given", jobs), ("advised", advised_jobs))}
     return result
 
 

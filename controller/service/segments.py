@@ -121,7 +121,8 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
                              "reverse": True})
     flows += back
     return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
-            "src_ip": fabric.ip_of(host), "flows": flows,
+            "src_ip": fabric.ip_of(host), "addresses": [a for a in fabric.host_ips[host] if a],
+            "flows": flows,
             "probes": probe_paths(fabric, plan, flows)}
 
 

@@ -13,6 +13,7 @@ from controller.enforcement.modes import mode_of
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError
+from controller.model import cuts
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
 from controller.planners.plan import part_fields, route_doc
 from controller.service import wiring
@@ -245,5 +246,17 @@ def full_job_view(state, r: JobRecord, prediction: dict, ports, link_speed: dict
                measured_flows=measured.flows_doc(
                    declared_pairs(state.fabric, r),
                    [p.name for p in state.fabric.planes]) if measured else [],
-               link_speed=link_speed, learning=learning)
+               link_speed=link_speed, learning=learning, **cut_view(state, r))
     return doc
+
+
+def cut_view(state, r: JobRecord) -> dict:
+    """Where routing stops helping the job (``model.cuts``): ``cuts``, the cut-bound cuts it
+    is in among the running jobs (its own demand above a cut's capacity, or theirs together),
+    each with the placement that would help; ``cut_bound_s``, the least communication time of
+    an iteration any routing reaches given its own cuts (null: no flow yet). O(F x planes)."""
+    if not r.job.flows():
+        return {"cuts": [], "cut_bound_s": None}
+    found = cuts.findings(state.fabric, [x.job for x in state.jobs.values()])
+    return {"cuts": [d for d in found if r.job.id in d["jobs"]],
+            "cut_bound_s": cuts.bounds(state.fabric, [r.job])[r.job.id]}
