@@ -16,7 +16,12 @@ sharing). Two bounds are computed in the same run: the unsplit optimum of the ma
 and the fractional optimum (the LP of ``controller.planners.lp``, never below 1). With one job
 alone an unsplit routing's slowdown equals its max link load (paper.md section 4.3), so these
 are the slowdown floors of unsplit and split routing at the busiest link; ``vs_unsplit`` and
-``vs_fractional`` divide each slowdown by them. Files ``realistic_*``.
+``vs_fractional`` divide each slowdown by them. Beside the planners, ``spray``: per-packet
+spraying over every alive path (``controller.planners.spray``, the fluid LP bound with every
+byte sent 1 / (1 - penalty) times, ``--spray-penalty``), its times by the shared prediction's
+coupled model (a sprayed flow is one transfer; the fluid model's coupled mode agrees on the
+tests' cases and is about 100x slower: 10.8 s against 0.1 s on a 32 x 16 cell). Files
+``realistic_*``.
 
 The default run is both grids (about 10.5 + 19 minutes on 2 cores: ``wall_s`` in
 docs/paper_summary.json and docs/realistic_summary.json); ``--only paper|realistic``
@@ -45,6 +50,7 @@ from controller.model.problem import Problem
 from controller.planners import PLANNERS as REGISTERED
 from controller.planners.lp import fractional_optimum
 from controller.planners.plan import make_plan, planner_options, run_planner, two_tier_plan
+from controller.planners.spray import DEFAULT_PENALTY, spray_plan
 from simulation.placement import realistic, summary
 from simulation.plots import unsplit_floor
 from simulation.simulate import simulate
@@ -56,7 +62,7 @@ if "auto" in REGISTERED:
 # realistic grid only: planner variants run as (registered planner, its options)
 VARIANTS = {"auto-jobs": ("auto", {"objective": "jobs", "ilp_time_limit": 0}),
             "split-unbounded": ("split", {"max_parts": None})}
-REALISTIC_EXTRA = ["auto-jobs", "equitable", "split-unbounded"]
+REALISTIC_EXTRA = ["auto-jobs", "equitable", "split-unbounded", "spray"]
 # realistic grid: failure patterns as (failed single links, failed spines)
 FAILURES = {"none": (0, 0), "3 links": (3, 0), "1 spine": (0, 1), "1 spine + 3 links": (3, 1)}
 UTILISATIONS = (0.8, 0.9, 0.95)
@@ -127,7 +133,7 @@ def realistic_grid(full: bool = True) -> list[dict]:
 
 
 def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
-                       scale: tuple[int, int, int]) -> dict:
+                       scale: tuple[int, int, int], penalty: float = DEFAULT_PENALTY) -> dict:
     """One realistic cell: bounds (ILP, LP), then every algorithm's plan of all jobs at once and
     its All-Reduce times in the fluid model (one iteration, every job starting together)."""
     spines, leaves, nics = scale
@@ -145,6 +151,15 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
     ideal = {j.id: j.ideal_allreduce_s(fabric.link_bps()) for j in jobs}
     out = {}
     for alg in algorithms:
+        if alg == "spray":
+            plan = spray_plan(fabric, jobs, penalty)
+            times = plan.predicted_times()
+            out[alg] = {"max_link_load": plan.to_dict()["max_link_load"],
+                        "links_at_max": plan.to_dict()["links_at_max"],
+                        "planner_ms": round(plan.runtime_ms, 3), "info": _brief(plan.routing.info),
+                        "jobs": {jid: {"allreduce_s": t, "ideal_s": ideal[jid],
+                                       "slowdown": t / ideal[jid]} for jid, t in times.items()}}
+            continue
         if alg == "ilp":
             assignment, ms = ilp, ilp_ms
         elif alg == "equitable":
@@ -256,12 +271,15 @@ def main(argv=None) -> int:
     ap.add_argument("--ilp-time-limit", type=float, default=60.0)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--scale", default="32,64,32", help="spines,leaves,nics-per-leaf")
+    ap.add_argument("--spray-penalty", type=float, default=DEFAULT_PENALTY,
+                    help="spray: the fraction of the bytes on the wire lost to retransmission "
+                         "and reordering")
     ap.add_argument("--out", default="results")
     args = ap.parse_args(argv)
     scale = tuple(int(x) for x in args.scale.split(","))
     algorithms = args.algorithms.split(",")
     unknown = [a for a in algorithms if a not in REGISTERED and a not in VARIANTS
-               and a != "equitable"]
+               and a not in ("equitable", "spray")]
     if unknown:
         print(f"error: unknown algorithm {unknown[0]!r}", file=sys.stderr)
         return 2
@@ -289,7 +307,7 @@ def main(argv=None) -> int:
             cells = realistic_grid(not args.quick)
             real_algs = algorithms + [a for a in REALISTIC_EXTRA if a not in algorithms
                                       and args.algorithms == ",".join(ALGORITHMS)]
-            tasks = [(c, real_algs, args.ilp_time_limit, scale) for c in cells]
+            tasks = [(c, real_algs, args.ilp_time_limit, scale, args.spray_penalty) for c in cells]
             results = _pool_run(pool, run_realistic_cell, tasks, "realistic grid")
             order = {json.dumps(c, sort_keys=True): i for i, c in enumerate(cells)}
             results.sort(key=lambda r: order[json.dumps(r["cell"], sort_keys=True)])

@@ -10,16 +10,20 @@ LLaMA2-70B data-parallel rings over 8-NIC servers chosen at random among the fre
 90% of the servers. **Failures**: none, or one core (spine of plane 0) down plus 3 random links
 of the leaf tier. Two seeds per cell: 3 x 2 x 2 x 2 = 24 cells.
 **Algorithms**: ``ecmp`` (an independent hash per tier), ``ecmp-polarised`` (one hash, as Open
-vSwitch's select groups), ``greedy``, ``edge-coloring`` (tier by tier) and ``auto``. Every
-algorithm plans all jobs of a cell at once; the iteration model (``predict_clos_times``, checked
-against SimGrid) gives each job's All-Reduce time with every job communicating together;
-slowdown = that time / the ideal (line rate, no sharing).
+vSwitch's select groups), ``greedy``, ``edge-coloring`` (tier by tier) and ``auto``; beside them
+``spray``, per-packet spraying over every alive path (``controller.planners.spray``: the fluid
+LP bound, every byte sent 1 / (1 - penalty) times, ``--spray-penalty``). Every algorithm plans
+all jobs of a cell at once; the iteration model (``predict_clos_times``, checked against
+SimGrid; for spray its coupled form, a sprayed flow one transfer) gives each job's All-Reduce
+time with every job communicating together; slowdown = that time / the ideal (line rate, no
+sharing).
 
 Files under ``--out`` (``results/``): ``clos_jobs.csv`` (a row per cell, algorithm and job),
 ``clos_summary.json`` (per algorithm: mean, median, p95 and worst slowdown; max load / lower
-bound; planning ms), ``clos_slowdown_cdf.png``.
+bound; planning ms; ``spray``: its penalty, its mean slowdown at other penalties, and per fabric
+the break-even penalty against each algorithm), ``clos_slowdown_cdf.png``.
 
-    python -m simulation.paper_clos [--quick] [--out results]
+    python -m simulation.paper_clos [--quick] [--spray-penalty P] [--out results]
 """
 from __future__ import annotations
 
@@ -36,9 +40,11 @@ import numpy as np
 from controller.model.clos import Clos
 from controller.model.iteration import predict_clos_times
 from controller.planners.plan import make_clos_plan
+from controller.planners.spray import DEFAULT_PENALTY, spray_plan
 from simulation.placement import place
 
-ALGORITHMS = ("ecmp", "ecmp-polarised", "greedy", "edge-coloring", "auto")
+ALGORITHMS = ("ecmp", "ecmp-polarised", "greedy", "edge-coloring", "auto", "spray")
+SENSITIVITY = (0.0, 0.01, 0.02, 0.05, 0.1)  # spray penalties the summary shows
 FABRICS = {
     "fat-tree k=16": lambda: Clos.fat_tree(16),
     "fat-tree k=16, core 2:1": lambda: Clos.fat_tree(16, cores_per_group=4),
@@ -61,7 +67,8 @@ def with_failures(fabric: Clos, rng: np.random.Generator) -> Clos:
     return Clos.from_dict(doc)
 
 
-def cell(fabric_name: str, utilisation: float, failure: str, seed: int) -> list[dict]:
+def cell(fabric_name: str, utilisation: float, failure: str, seed: int,
+         penalty: float = DEFAULT_PENALTY) -> list[dict]:
     rng = np.random.Generator(np.random.PCG64(seed))
     fabric = FABRICS[fabric_name]()
     if failure != "none":
@@ -70,9 +77,13 @@ def cell(fabric_name: str, utilisation: float, failure: str, seed: int) -> list[
     bps = fabric.link_bps("host")
     rows = []
     for alg in ALGORITHMS:
-        plan = make_clos_plan(fabric, jobs, alg, salt=seed)
+        if alg == "spray":
+            plan = spray_plan(fabric, jobs, penalty)
+            times = plan.predicted_times()
+        else:
+            plan = make_clos_plan(fabric, jobs, alg, salt=seed)
+            times = predict_clos_times(plan.problem, plan.routing)
         doc = plan.to_dict()
-        times = predict_clos_times(plan.problem, plan.routing)
         for job in jobs:
             rows.append({"fabric": fabric_name, "utilisation": utilisation, "failure": failure,
                          "seed": seed, "algorithm": alg, "job": job.id,
@@ -101,6 +112,23 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def spray_sensitivity(rows: list[dict], penalty: float) -> dict:
+    """Spray at other penalties and where it ties each algorithm. Every byte of a sprayed
+    flow is sent 1 / (1 - p) times, so its times scale by exactly (1 - penalty) / (1 - p)
+    (tests/test_spray.py); the break-even penalty against an algorithm of mean slowdown m is
+    1 - (spray's mean at p = 0) / m: a larger penalty makes the algorithm's plan faster on
+    average, a negative one means that the plan is faster even against lossless spraying."""
+    def mean(alg, fabric=None):
+        return float(np.mean([r["slowdown"] for r in rows if r["algorithm"] == alg
+                              and fabric in (None, r["fabric"])]))
+    free = lambda fabric=None: mean("spray", fabric) * (1 - penalty)
+    others = [a for a in dict.fromkeys(r["algorithm"] for r in rows) if a != "spray"]
+    return {"penalty": penalty,
+            "mean_slowdown_at": {f"{p:g}": round(free() / (1 - p), 4) for p in SENSITIVITY},
+            "break_even_penalty": {f: {a: round(1 - free(f) / mean(a, f), 4) for a in others}
+                                   for f in dict.fromkeys(r["fabric"] for r in rows)}}
+
+
 def plot(rows: list[dict], path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -123,19 +151,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m simulation.paper_clos", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one seed, 80%% only, no failures")
+    ap.add_argument("--spray-penalty", type=float, default=DEFAULT_PENALTY, metavar="P",
+                    help="spray: the fraction of the bytes on the wire lost to retransmission "
+                         f"and reordering (default: {DEFAULT_PENALTY:g})")
     ap.add_argument("--out", default="results")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     grid = list(itertools.product(FABRICS, UTILISATIONS, FAILURES, (1, 2)))
     if args.quick:
         grid = [c for c in grid if c[1] == 0.8 and c[2] == "none" and c[3] == 1]
-    rows = [r for c in grid for r in cell(*c)]
+    rows = [r for c in grid for r in cell(*c, args.spray_penalty)]
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "clos_jobs.csv"), "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     summary = {"cells": len(grid), "algorithms": summarise(rows),
+               "spray": spray_sensitivity(rows, args.spray_penalty),
                "wall_s": round(time.perf_counter() - t0, 1)}
     with open(os.path.join(args.out, "clos_summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1)

@@ -19,7 +19,8 @@ import numpy as np  # noqa: E402
 LABELS = {"ecmp": "ECMP", "edge-coloring": "Edge colouring", "annealing": "Sim. annealing",
           "ilp": "ILP", "greedy": "Greedy (paper)", "split": "Split (Ethereal-like)",
           "auto": "Auto (proven unsplit)", "auto-jobs": "Auto, objective jobs",
-          "equitable": "Equitable colouring", "split-unbounded": "Split, any parts"}
+          "equitable": "Equitable colouring", "split-unbounded": "Split, any parts",
+          "spray": "Spray (LP bound, penalty)"}
 
 FIRST_ITERATION = 1
 

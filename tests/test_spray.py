@@ -11,6 +11,8 @@ from controller.cli import main as cli_main
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem
+from controller.model.fluid import predict_allreduce
+from controller.model.iteration import TOLERANCE
 from controller.model.jobs import Flow, Job
 from controller.model.problem import Problem
 from controller.planners import lp
@@ -24,6 +26,7 @@ from controller.planners.spray import (
     spray_plan,
     sprayed_jobs,
 )
+from simulation.simulate import simulate
 from tests.test_cli import compare_table
 
 ELEPHANT = Job("elephant", explicit=[Flow("elephant", "h0_0", "h2_0", 4e9)])
@@ -190,3 +193,58 @@ def test_compare_shows_spray_beside_every_planner(tmp_path, capsys):
     assert cli_main(["compare", "--fabric", str(fab), "--jobs", str(jobs),
                      "--spray-penalty", "1"]) == 2
     assert "penalty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_fluid_simulator_sprays_as_one_transfer(case):
+    """The fluid simulator's coupled mode (a split flow one transfer) gives a spray plan the
+    rings' times of the shared prediction; the elephant beside them is within 2 x TOLERANCE
+    (5.7% and 6.2% slower in the fluid model on the leaf-spine and the fat-tree, where the
+    shared prediction averages the rings' steps that it shares links with). Nothing changes
+    on an unsplit plan."""
+    fabric = CASES[case]()
+    jobs = _jobs(fabric)
+    plan = spray_plan(fabric, jobs, penalty=0.0)
+    fluid, shared = predict_allreduce(plan, coupled=True), plan.predicted_times()
+    assert {j: fluid[j] for j in fluid if j != "elephant"} == pytest.approx(
+        {j: shared[j] for j in shared if j != "elephant"}, rel=TOLERANCE)
+    assert fluid["elephant"] == pytest.approx(shared["elephant"], rel=2 * TOLERANCE)
+    auto = make_plan(fabric, jobs, "auto")
+    assert predict_allreduce(auto, coupled=True) == predict_allreduce(auto)
+
+
+def test_simulate_sprays_the_elephant_over_every_path():
+    """``simulate`` runs spray in the fluid simulator: the elephant, 4x a fabric link, takes
+    a quarter of auto's time (it sprays over the 4 spines), the penalty's bytes included,
+    against the jobs' own ideal."""
+    fabric = CASES["leaf-spine"]()
+    jobs = [ELEPHANT]
+    sprayed = simulate(fabric, jobs, "spray", iterations=2, penalty=0.05)
+    planned = simulate(fabric, jobs, "auto", iterations=2)
+    assert sprayed["penalty"] == 0.05 and sprayed["algorithm"] == "spray"
+    mine, theirs = sprayed["jobs"]["elephant"], planned["jobs"]["elephant"]
+    assert mine["ideal_s"] == theirs["ideal_s"] == pytest.approx(4e9 / fabric.link_bps("host"))
+    assert mine["allreduce_s"] == pytest.approx([t / 4 / 0.95 for t in theirs["allreduce_s"]])
+
+
+@pytest.mark.slow
+def test_make_paper_grids_have_the_spray_row():
+    """The realistic grid of ``make paper`` (simulation.paper) has a row spray at the split LP's
+    optimum (above one flow per link) and slowdowns at its penalty; the three-tier grid's
+    sensitivity scales them by (1 - penalty) / (1 - p) and ties each algorithm at the
+    break-even penalty."""
+    from simulation.paper import run_realistic_cell
+    from simulation.paper_clos import spray_sensitivity
+    r = run_realistic_cell({"utilisation": 0.9, "failures": "1 spine + 3 links", "seed": 1},
+                           ["auto", "spray"], 20.0, (8, 16, 16), penalty=0.02)
+    frac, spray_row = r["bounds"]["fractional"]["value"], r["algorithms"]["spray"]
+    assert frac > 1 and spray_row["max_link_load"] == pytest.approx(frac, abs=1e-6)
+    assert spray_row["info"]["method"] == "spray" and spray_row["info"]["penalty"] == 0.02
+    rows = [{"fabric": "f", "algorithm": a, "slowdown": j["slowdown"]}
+            for a, x in r["algorithms"].items() for j in x["jobs"].values()]
+    s = spray_sensitivity(rows, 0.02)
+    mean = lambda a: np.mean([x["slowdown"] for x in rows if x["algorithm"] == a])
+    assert s["mean_slowdown_at"]["0.02"] == pytest.approx(mean("spray"), abs=1e-4)
+    assert s["mean_slowdown_at"]["0.1"] == pytest.approx(mean("spray") * 0.98 / 0.9, abs=1e-4)
+    p = s["break_even_penalty"]["f"]["auto"]
+    assert mean("spray") * 0.98 / (1 - p) == pytest.approx(mean("auto"), rel=1e-3)

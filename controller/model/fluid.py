@@ -11,6 +11,11 @@ in flight continues its remaining bytes on the new path. Identical planner input
 of jobs) reuse the previous plan; each job takes the routes the plan gives its id. The
 controller uses it to predict All-Reduce times.
 
+A split flow's parts are independent connections by default (``split``'s sub-connections,
+each with its own max-min rate and bytes); with ``coupled`` a split flow is one transfer at one
+rate, a part of share x carrying x of it (per-packet spraying: ``planners.spray``), its bytes
+leaving every part in proportion.
+
 Every event either starts a job iteration or ends at least one flow part (a part that ended
 leaves the rate computation at once), so time always advances; runs are bounded by
 ``max_events`` and raise ``PredictionError`` rather than loop.
@@ -23,12 +28,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos
 from controller.model.clospaths import ClosLinks
 from controller.model.jobs import Job
-from controller.model.rates import max_min_rates
+from controller.model.rates import max_min_rates, weighted_max_min
 from controller.model.stats import summarize
 
 
@@ -57,6 +63,7 @@ class _Part:
     path: list[int]
     remaining: float
     rate: float = 0.0
+    weights: list[float] | None = None  # per link of ``path`` (coupled parts; None: 1 each)
 
 
 @dataclass
@@ -145,12 +152,14 @@ class FluidSimulator:
     The plan may cover more jobs than the active ones: each job takes the routes the plan
     gives its id. ``max_events`` bounds the work (default ``default_max_events``); past it,
     ``run`` raises ``PredictionError``. ``on_event()``, if given, is called once per event
-    (a caller on a cooperative event loop passes its yield).
+    (a caller on a cooperative event loop passes its yield). ``coupled``: a split flow moves
+    as one transfer (module docstring).
     """
 
     def __init__(self, fabric: Clos, jobs: list[Job],
                  planner: Callable[[list[Job]], Plan], iterations: int = 1,
-                 max_events: int | None = None, on_event: Callable[[], None] | None = None):
+                 max_events: int | None = None, on_event: Callable[[], None] | None = None,
+                 coupled: bool = False):
         if iterations < 1:
             raise InputError("iterations must be at least 1")
         ids = [j.id for j in jobs]
@@ -163,6 +172,7 @@ class FluidSimulator:
         self.max_events = (default_max_events(fabric, jobs, iterations)
                            if max_events is None else max_events)
         self.on_event = on_event
+        self.coupled = coupled
         self.states = [_JobState(j, j.flows(), _groups(j)) for j in jobs]
         self.active: list[int] = []  # started, unfinished jobs, submission order
         self.transfers: list[_Transfer] = []
@@ -230,7 +240,14 @@ class FluidSimulator:
         """The flow's bytes cut by its route's shares; parts with nothing to carry are left out
         (a part with no bytes would finish at every instant and stall time)."""
         f = self.states[j].flows[k]
-        parts = [_Part(list(s), size * share) for s, share in self._route(j, k)
+        route = self._route(j, k)
+        if self.coupled and len(route) > 1 and size > 0:  # one part: the links, weighted
+            w: dict[int, float] = {}
+            for links, share in route:
+                for y in links:
+                    w[y] = w.get(y, 0.0) + share
+            return [_Part(list(w), size, weights=list(w.values()))]
+        parts = [_Part(list(s), size * share) for s, share in route
                  if size * share > 0]
         if size > 0 and not parts:
             raise PredictionError(f"flow {f.src} -> {f.dst} of job {f.job}: no route part "
@@ -306,7 +323,7 @@ class FluidSimulator:
         parts = [p for tr in self.transfers for p in tr.parts]
         t_next, first = float("inf"), -1
         if parts:
-            rates = max_min_rates([p.path for p in parts], self.capacity)
+            rates = self._rates(parts)
             remaining = np.array([p.remaining for p in parts])
             with np.errstate(divide="ignore"):
                 ttf = np.where(rates > 0, remaining / np.where(rates > 0, rates, 1.0), np.inf)
@@ -341,6 +358,17 @@ class FluidSimulator:
             _, j = heapq.heappop(events)
             self._start_iteration(j)
 
+    def _rates(self, parts: list[_Part]) -> np.ndarray:
+        """Max-min rates of ``parts``; with coupled parts, weighted by their links' shares."""
+        if not any(p.weights for p in parts):
+            return max_min_rates([p.path for p in parts], self.capacity)
+        rows = np.repeat(np.arange(len(parts)), [len(p.path) for p in parts])
+        cols = np.fromiter((y for p in parts for y in p.path), dtype=np.int64, count=len(rows))
+        vals = np.fromiter((w for p in parts for w in (p.weights or [1.0] * len(p.path))),
+                           dtype=float, count=len(rows))
+        a = csr_matrix((vals, (rows, cols)), shape=(len(parts), len(self.capacity)))
+        return weighted_max_min(a, a.T.tocsr(), self.capacity, np.ones(len(parts), dtype=bool))
+
     def report(self) -> dict:
         bps = self.fabric.link_bps("host")  # a host's own link
         jobs = {}
@@ -358,8 +386,10 @@ class FluidSimulator:
 
 
 def predict_allreduce(plan: Plan, max_events: int | None = None,
-                      on_event: Callable[[], None] | None = None) -> dict[str, float]:
-    """All-Reduce time per job for one iteration on a fixed plan, every job starting at once.
+                      on_event: Callable[[], None] | None = None,
+                      coupled: bool = False) -> dict[str, float]:
+    """All-Reduce time per job for one iteration on a fixed plan, every job starting at once
+    (``coupled``: a split flow moves as one transfer, as a sprayed one does).
 
     Raises ``PredictionError`` if the fluid model exceeds ``max_events`` (default
     ``plan_max_events(plan)``, what a correct run can need at most) or stalls; ``on_event`` is
@@ -376,6 +406,6 @@ def predict_allreduce(plan: Plan, max_events: int | None = None,
     jobs = [Job(j.id, rings=j.rings, ring_bytes=j.ring_bytes, explicit=j.explicit,
                 proto=j.proto, sport=j.sport, dport=j.dport) for j in plan.problem.jobs]
     bound = plan_max_events(plan) if max_events is None else max_events
-    sim = FluidSimulator(plan.problem.fabric, jobs, lambda _: plan, 1, bound, on_event)
+    sim = FluidSimulator(plan.problem.fabric, jobs, lambda _: plan, 1, bound, on_event, coupled)
     result = sim.run()
     return {jid: r["allreduce_s"][0] for jid, r in result["jobs"].items()}
