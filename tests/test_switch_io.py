@@ -162,14 +162,16 @@ def test_many_switches_at_once_fail_each_on_its_own(ofp):
     assert not io._barriers and not io._reads and not io._errors
 
 
+@pytest.mark.slow
 def test_many_silent_switches_are_waited_for_up_to_the_timeout(ofp):
     """Issue 59, item 2: stragglers are a minority. Of 8 switches, 1 that never confirms is
-    given up on soon after the 7 others confirmed; 4 that never confirm are waited for up to
-    the timeout (a fabric slow as a whole is not a straggler)."""
+    given up on soon after the 7 others confirmed (well before a 6 s timeout); 4 that never
+    confirm are waited for up to the timeout (2 s: a fabric slow as a whole is not a
+    straggler)."""
     f = Clos.generate(2, 6, 1, 0.01, wiring=True)
     names = sorted(f.dpids)
-    io = Switches(THREADS, 3.0, f.switch_of_dpid.get)
-    for quiet, bound in ((1, (0.4, 2.0)), (4, (2.9, 5.0))):
+    for quiet, timeout in ((1, 6.0), (4, 2.0)):
+        io = Switches(THREADS, timeout, f.switch_of_dpid.get)
         sws = [Switch(ofp, f.dpids[n], io, silent=i < quiet) for i, n in enumerate(names)]
         for sw in sws:
             io.connected(sw)
@@ -177,12 +179,11 @@ def test_many_silent_switches_are_waited_for_up_to_the_timeout(ofp):
         with pytest.raises(InstallError) as e:
             io.install({sw.id: static(f, n) for sw, n in zip(sws, names)})
         took = time.monotonic() - start
-        assert bound[0] < took < bound[1], (quiet, took)
         assert set(e.value.failed) == {sw.id for sw in sws[:quiet]}
-        if quiet == 1:
-            assert "when the 7 others had" in e.value.failed[sws[0].id]
+        if quiet == 1:  # 0.5 s after the others (or four times what they took)
+            assert took < 4.0 and "when the 7 others had" in e.value.failed[sws[0].id], took
         else:
-            assert "within 3 s;" in e.value.failed[sws[0].id]
+            assert took >= 1.9 and "within 2 s;" in e.value.failed[sws[0].id], took
 
 
 def test_a_switch_gone_mid_install_or_read_ends_the_wait_at_once(ofp):
