@@ -24,11 +24,14 @@ class InstallError(ConflictError):
 
     ``failed``: switch (dpid) -> what went wrong there, for an install to many switches at
     once (the message names the first); empty when the raiser does not say (then every
-    switch of the install counts as failed)."""
+    switch of the install counts as failed). ``full``: those whose only refusals were of a
+    full flow table (OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL), which deleting entries
+    nobody wants may cure (``reconcile.Reconciler``)."""
 
-    def __init__(self, message: str, failed: dict[int, str] | None = None):
+    def __init__(self, message: str, failed: dict[int, str] | None = None, full=()):
         super().__init__(message)
         self.failed = dict(failed or {})
+        self.full = set(full)
 
     def per_switch(self, dpids) -> dict[int, str]:
         """``failed``, or every one of ``dpids`` when the raiser did not say which."""

@@ -30,12 +30,16 @@ def ofp(request):
 
 class Switch:
     """A datapath and the switch behind it: applies flow and group mods, answers barriers,
-    table reads (in two parts), probes (at ``spine``) and role requests, from one thread."""
+    table reads (in two parts), probes (at ``spine``) and role requests, from one thread.
+    ``limit``: entries a flow table holds; an addition beyond is refused as Open vSwitch
+    refuses it with ``flow_limit`` and ``overflow_policy=refuse``."""
 
-    def __init__(self, ofp, dpid, io: Switches, reject=False, silent=False, stale_role=False):
+    def __init__(self, ofp, dpid, io: Switches, reject=False, silent=False, stale_role=False,
+                 limit=None):
         self.ofproto, self.ofproto_parser = ofp
         self.id, self.xid, self.io = dpid, 0, io
         self.reject, self.silent, self.stale_role = reject, silent, stale_role
+        self.limit = limit
         self.sent, self.flows, self.groups = [], {}, {}
         self.events = queue.Queue()
         self.roles = None  # the Roles under test, for role replies
@@ -59,10 +63,16 @@ class Switch:
             msg = self.events.get()
             name, xid = type(msg).__name__, msg.xid
             if name == "OFPFlowMod":
-                if self.reject:
-                    self.io.on_error(self._reply(xid=xid, type=ofp.OFPET_FLOW_MOD_FAILED, code=0))
+                key = (msg.table_id, msg.priority, tuple(sorted(msg.match.items())))
+                full = self.limit is not None and key not in self.flows and sum(
+                    k[0] == msg.table_id for k in self.flows) >= self.limit
+                if self.reject or (full and msg.command == ofp.OFPFC_ADD):
+                    self.io.on_error(self._reply(xid=xid, type=ofp.OFPET_FLOW_MOD_FAILED,
+                                                 code=ofp.OFPFMFC_TABLE_FULL if full else 0))
                 elif msg.command == ofp.OFPFC_ADD:
-                    self.flows[(msg.table_id, msg.priority, tuple(sorted(msg.match.items())))] = msg
+                    self.flows[key] = msg
+                elif msg.command == ofp.OFPFC_DELETE_STRICT:
+                    self.flows.pop(key, None)
             elif name == "OFPGroupMod":
                 self.groups[msg.group_id] = SimpleNamespace(group_id=msg.group_id,
                                                             buckets=msg.buckets)
@@ -160,6 +170,26 @@ def test_many_switches_at_once_fail_each_on_its_own(ofp):
     assert got[good.id] == SwitchState({r.key: r for r in rules}, {g.group_id: g for g in groups})
     assert "l1 is not connected" in str(got[bad.id]) and isinstance(got[mute.id], SwitchState)
     assert not io._barriers and not io._reads and not io._errors
+
+
+def test_a_full_table_is_told_apart_from_other_refusals(ofp):
+    """Issue 59, item 4: a switch that refuses additions only because a flow table is full
+    (OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL) is named in ``InstallError.full`` (the
+    reconciler then makes room), one that refuses them otherwise is not; the others of the
+    install confirm theirs."""
+    f = Clos.generate(2, 4, 2, 0.01, wiring=True)
+    io = Switches(THREADS, 2.0, f.switch_of_dpid.get)
+    full = Switch(ofp, f.dpids["l0"], io, limit=2)
+    bad = Switch(ofp, f.dpids["l1"], io, reject=True)
+    good = Switch(ofp, f.dpids["l2"], io)
+    for sw in (full, bad, good):
+        io.connected(sw)
+    with pytest.raises(InstallError) as e:
+        io.install({sw.id: static(f, n) for sw, n in ((full, "l0"), (bad, "l1"), (good, "l2"))})
+    assert set(e.value.failed) == {full.id, bad.id} and e.value.full == {full.id}
+    assert "table full" in e.value.failed[full.id] and "table full" not in e.value.failed[bad.id]
+    assert sum(k[0] == 0 for k in full.flows) == 2  # the first two of table 0 were taken
+    assert not io._barriers and not io._errors
 
 
 @pytest.mark.slow

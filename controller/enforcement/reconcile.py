@@ -10,11 +10,13 @@ connection therefore sends nothing to a switch whose table is right.
 Every change is make before break: additions (and overwrites) first, confirmed by a barrier,
 then deletions. If a switch rejects an addition or does not confirm in time, the additions are
 undone and the change fails with nothing changed; a switch whose undo could not be confirmed
-is queued, so its table is read back and repaired rather than trusted. A switch that failed
-to be read or repaired is tried again after a back-off that doubles (``RETRY_FIRST`` to
-``RETRY_CAP``), and only off the change lock (``claim``; ``drain`` leaves it): a switch that
-never answers was read on every tick, and after every change under the lock, for the whole
-timeout each time.
+is queued, so its table is read back and repaired rather than trusted. A switch that refuses
+additions because a table is full gets the entries no running job owns deleted first, then
+the additions again (``_make``): stale entries would otherwise wait for the additions, which
+wait for room, forever. A switch that failed to be read or repaired is tried again after a
+back-off that doubles (``RETRY_FIRST`` to ``RETRY_CAP``), and only off the change lock
+(``claim``; ``drain`` leaves it): a switch that never answers was read on every tick, and
+after every change under the lock, for the whole timeout each time.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from contextlib import AbstractContextManager, nullcontext
 from typing import Protocol
 
 from controller.enforcement.openflow import (
+    COOKIE_JOB,
+    COOKIE_OWNER_MASK,
     COOKIE_STATIC,
     Message,
     SwitchState,
@@ -61,6 +65,17 @@ def _parts(rules: list) -> tuple[list, list]:
     them; any other list counts as static entries alone."""
     static = getattr(rules, "static", None)
     return (rules, ()) if static is None else (static, rules.jobs)
+
+
+def _job_cookies(want: dict) -> set[int]:
+    """The cookies of the running jobs: those of the job entries of ``want`` (every switch's
+    (rules, groups)), asked for only when a table is full."""
+    out = set()
+    for rules, _groups in want.values():
+        static, jobs = _parts(rules)
+        out.update(r.cookie for r in (rules if static is rules else jobs)
+                   if r.cookie & COOKIE_OWNER_MASK == COOKIE_JOB)
+    return out
 
 
 class Reconciler:
@@ -188,9 +203,10 @@ class Reconciler:
             self.syncing.discard(dpid)
             rules, groups = want.get(dpid, ([], []))
             plans[dpid] = (*diff(dpid, have, rules, groups), rules, groups)
-        failed = self._send_each({d: p[0] for d, p in plans.items() if p[0]})
-        failed.update(self._send_each({d: p[1] for d, p in plans.items()
-                                       if p[1] and d not in failed}))
+        failed, freed = self._make({d: p[0] for d, p in plans.items() if p[0]},
+                                   {d: p[1] for d, p in plans.items()}, want)
+        failed.update(self._send_each(_without({d: p[1] for d, p in plans.items()
+                                                if p[1] and d not in failed}, freed)))
         for dpid, (make, brk, rules, groups) in plans.items():
             if dpid in failed:
                 continue
@@ -207,6 +223,37 @@ class Reconciler:
                          switches=len(plans), seconds=round(time.perf_counter() - t0, 6))
             self.last_sync[dpid] = stats
         return failed
+
+    def _make(self, makes: dict, breaks: dict, want: dict) -> tuple[dict[int, str], dict]:
+        """Send the additions ``makes``. A switch that refused some only because a table is
+        full: its deletions (``breaks``) of entries no running job owns (stale entries of a
+        job deleted while the controller was away, foreign ones; by cookie, ``want``'s job
+        entries giving the running jobs) are sent first, then its additions once more.
+        Returns (dpid -> error of those that failed, dpid -> the deletions sent early)."""
+        try:
+            self._send(makes)
+            return {}, {}
+        except InstallError as e:
+            failed = e.per_switch(makes)
+            full = [d for d in sorted(e.full) if d in failed]
+        if not full:
+            return failed, {}
+        running = _job_cookies(want) if any(breaks.get(d) for d in full) else set()
+        freed = {d: [m for m in breaks.get(d, ()) if m.kind == "flow_delete"
+                     and m.rule.cookie not in running] for d in full}
+        freed = {d: ms for d, ms in freed.items() if ms}
+        tried = self._send_each(freed)
+        tried.update(self._send_each({d: [m for m in makes[d] if m.kind == "flow_add"]
+                                      for d in freed if d not in tried}))
+        c = self.counters
+        c["table_full_freed"] = c.get("table_full_freed", 0) + sum(map(len, freed.values()))
+        for dpid in full:
+            cured = dpid in freed and dpid not in tried
+            key = "table_full_made_room" if cured else "table_full_still_full"
+            c[key] = c.get(key, 0) + 1
+            if cured:
+                del failed[dpid]
+        return failed, freed
 
     def _send_each(self, batches: dict) -> dict[int, str]:
         """``_send``, its failures per switch (every switch of ``batches`` where the installer
@@ -243,16 +290,17 @@ class Reconciler:
         t0 = time.perf_counter()
         with self.waiting():  # the diffs only read the shadows: views may read them too
             makes, breaks, reached = self._diffs(want)
-        try:
-            self._send(makes)
-        except InstallError:
+        failed, freed = self._make(makes, breaks, want)
+        if failed:
             self.counters["install_failures"] += 1
             self._rollback(makes)
-            raise
+            for dpid in freed:  # entries deleted early: its shadow is wrong now
+                self.doubt(dpid)
+            raise InstallError(next(iter(failed.values())), failed)
         for dpid, msgs in makes.items():
             apply(self.installed[dpid], msgs)
         try:
-            self._send(breaks)
+            self._send(_without(breaks, freed))
         except InstallError as e:
             # the new entries are in place and confirmed, so the change stands; the switches
             # whose deletions were not confirmed are read back and repaired
@@ -335,3 +383,14 @@ class Reconciler:
         except InstallError as e:
             for dpid in e.per_switch(makes):
                 self.doubt(dpid)
+
+
+def _without(batches: dict, sent: dict) -> dict:
+    """``batches`` but the messages of ``sent`` (the same objects), and no empty batch."""
+    out = {}
+    for dpid, msgs in batches.items():
+        early = {id(m) for m in sent.get(dpid, ())}
+        rest = [m for m in msgs if id(m) not in early]
+        if rest:
+            out[dpid] = rest
+    return out

@@ -5,6 +5,7 @@ mlroute_planner_seconds (histogram), mlroute_planned_link_flows{link},
 mlroute_measured_link_bps{link}, mlroute_path_imbalance{direction,stat},
 mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
 mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram),
+mlroute_table_full_total{outcome}, mlroute_table_full_freed_rules_total (full flow tables),
 mlroute_unroutable_flows{src_leaf,dst_leaf}, mlroute_switch_syncs_total,
 mlroute_openflow_messages_total, mlroute_wiring_problems{kind},
 mlroute_switch_flow_rules{switch,owner}, mlroute_max_flow_rules,
@@ -75,6 +76,17 @@ class ServiceCollector:
         yield CounterMetricFamily("mlroute_install_failures",
                                   "changes a switch rejected or did not confirm",
                                   value=c["install_failures"])
+        full = CounterMetricFamily("mlroute_table_full",
+                                   "times a switch refused additions for a full flow table, by "
+                                   "what followed: made_room (entries no running job owns deleted "
+                                   "first, the additions then taken), still_full (refused)",
+                                   labels=["outcome"])
+        for outcome in ("made_room", "still_full"):
+            full.add_metric([outcome], c.get(f"table_full_{outcome}", 0))
+        yield full
+        yield CounterMetricFamily("mlroute_table_full_freed_rules",
+                                  "entries no running job owns deleted first to make room in "
+                                  "a full flow table", value=c.get("table_full_freed", 0))
         yield CounterMetricFamily("mlroute_switch_syncs",
                                   "switch tables read and repaired (connects, doubts)",
                                   value=c["reconnects"])

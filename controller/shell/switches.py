@@ -48,7 +48,7 @@ class Switches:
         self._barriers: dict = {}  # (dpid, xid) -> (Event, its call's bell)
         self._reads: dict = {}  # (dpid, xid) of a table read -> (Event, entries, bell)
         self._cut: set = set()  # (dpid, xid) of barriers and reads ended by a disconnection
-        self._errors: dict = {}  # dpid -> [(xid, text)] while an install collects them
+        self._errors: dict = {}  # dpid -> [(xid, text, table full)] while an install collects
         self._multipart: dict = {}  # (dpid, xid) -> parts received so far
         self._probe_wait = None  # (tokens awaited, arrivals, Event) of the current batch
         self._out: dict = {}  # dpid -> deque of (datapath, packet-out) for its sender
@@ -118,12 +118,13 @@ class Switches:
     def install(self, batches: dict[int, list[Message]]) -> None:
         """Send every batch, then one barrier per switch; raise InstallError naming the first
         switch that is not connected, did not confirm in time or rejected a message, and
-        every such switch in its ``failed`` (the others were sent theirs and confirmed
-        them). A straggler is given up on soon after
+        every such switch in its ``failed`` (the others were sent theirs and confirmed them;
+        ``full``: those refused only for a full table). A straggler is given up on soon after
         the others confirmed (``_gather``), not at the timeout: the change lock is held
         meanwhile. Yields while it encodes (``pacing.Pacer``): REST answers meanwhile."""
         pending = []
         problems: dict[int, str] = {}  # dpid -> what went wrong there
+        full: set[int] = set()
         pacer = Pacer(lambda: self.hub.sleep(0))  # encoding 1,000 flow mods took 60 ms
         bell = self.hub.Event()
         try:
@@ -149,7 +150,7 @@ class Switches:
                                 time.monotonic() + self.timeout)
             for dpid, xids, xid, _event in pending:
                 with self.lock:
-                    failed = [t for x, t in self._errors.get(dpid, []) if x in xids]
+                    failed = [(t, f) for x, t, f in self._errors.get(dpid, []) if x in xids]
                     cut = (dpid, xid) in self._cut
                 if cut:
                     problems[dpid] = (f"switch {self.name(dpid)} disconnected before it "
@@ -158,8 +159,10 @@ class Switches:
                     problems[dpid] = (f"switch {self.name(dpid)} did not confirm its rules "
                                       f"within {late[dpid]}; nothing was changed")
                 elif failed:
-                    problems[dpid] = (f"switch {self.name(dpid)} rejected a rule ({failed[0]}); "
+                    problems[dpid] = (f"switch {self.name(dpid)} rejected a rule ({failed[0][0]}); "
                                       "nothing was changed")
+                    if all(f for _, f in failed):
+                        full.add(dpid)
         finally:
             with self.lock:
                 for dpid, _xids, xid, _event in pending:
@@ -168,7 +171,7 @@ class Switches:
                 for dpid in batches:
                     self._errors.pop(dpid, None)
         if problems:
-            raise InstallError(next(iter(problems.values())), problems)
+            raise InstallError(next(iter(problems.values())), problems, full)
 
     def _gather(self, waits: dict[int, list], bell, deadline: float,
                 done: Callable[[list[int]], None] | None = None) -> dict[int, str]:
@@ -372,12 +375,15 @@ class Switches:
             _ring([wait])
 
     def on_error(self, msg) -> None:
-        text = f"OpenFlow error type {msg.type} code {msg.code}"
+        ofp = msg.datapath.ofproto
+        full = (msg.type == ofp.OFPET_FLOW_MOD_FAILED
+                and msg.code == ofp.OFPFMFC_TABLE_FULL)  # Open vSwitch's flow_limit
+        text = f"OpenFlow error type {msg.type} code {msg.code}" + (": table full" * full)
         LOG.error("mlroute: switch %s: %s (xid %s)", self.name(msg.datapath.id), text, msg.xid)
         with self.lock:
             errors = self._errors.get(msg.datapath.id)
             if errors is not None:
-                errors.append((msg.xid, text))
+                errors.append((msg.xid, text, full))
 
     def on_multipart(self, msg) -> list | None:
         """A part of a multipart reply: a table read's parts go to its waiter (None is

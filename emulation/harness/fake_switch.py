@@ -32,15 +32,19 @@ class FakeSwitches:
         self.silent = set()
         self.timeout = 5.0
         self.stall = lambda seconds: None
+        # dpid -> entries each flow table holds at most: an addition beyond is refused and
+        # the batch goes on, as Open vSwitch with ``flow_limit`` and ``overflow_policy=refuse``
+        # (OFPET_FLOW_MOD_FAILED, OFPFMFC_TABLE_FULL)
+        self.limit = {}
         self.packets_out = []  # (dpid, port, frame) sent by the controller
         self.sent = []  # every message, in order
 
     # Installer
     def install(self, batches):
         """Every switch applies its batch, as real ones do; one in ``fail`` applies the first
-        message only (a half-applied batch) and is named in the error; a silent one applies
-        nothing."""
-        failed = {}
+        message only (a half-applied batch) and is named in the error; one whose table is
+        full applies all but the refused additions; a silent one applies nothing."""
+        failed, full = {}, set()
         for dpid, msgs in batches.items():
             if dpid in self.silent:
                 failed[dpid] = f"switch {dpid:#x} did not confirm its rules"
@@ -48,12 +52,13 @@ class FakeSwitches:
                 self._apply(dpid, msgs[:1])
                 self.fail.discard(dpid)
                 failed[dpid] = f"switch {dpid:#x} rejected a rule"
-            else:
-                self._apply(dpid, msgs)
+            elif self._apply(dpid, msgs):
+                failed[dpid] = f"switch {dpid:#x} rejected a rule (its flow table is full)"
+                full.add(dpid)
         if self.silent & set(batches):
             self.stall(self.timeout)
         if failed:
-            raise InstallError(next(iter(failed.values())), failed)
+            raise InstallError(next(iter(failed.values())), failed, full)
 
     def packet_out(self, dpid, port, frame):
         self.packets_out.append((dpid, port, frame))
@@ -89,7 +94,9 @@ class FakeSwitches:
                                      f"{self.timeout:g} s")
         return out
 
-    def _apply(self, dpid, msgs):
+    def _apply(self, dpid, msgs) -> int:
+        """Apply ``msgs``; returns the additions refused because their table was full."""
+        refused = 0
         for m in msgs:
             self.sent.append(m)
             if m.kind == "flow_add":
@@ -97,6 +104,11 @@ class FakeSwitches:
                     if f in PREREQ:
                         field, value = PREREQ[f]
                         assert m.rule.match_dict().get(field) == value, f"{f} without {field}"
+                cap, table = self.limit.get(dpid), self.rules[dpid]
+                if cap is not None and m.rule.key not in table and sum(
+                        r.table == m.rule.table for r in table.values()) >= cap:
+                    refused += 1
+                    continue
                 self.rules[dpid][m.rule.key] = m.rule
             elif m.kind == "flow_delete":
                 self.rules[dpid].pop(m.rule.key, None)
@@ -104,6 +116,7 @@ class FakeSwitches:
                 self.groups[dpid][m.group.group_id] = m.group
             elif m.kind == "group_delete":
                 self.groups[dpid].pop(m.group.group_id, None)
+        return refused
 
     def snapshot(self):
         return {d: set(r.values()) for d, r in self.rules.items()}, \
