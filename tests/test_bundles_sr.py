@@ -38,7 +38,9 @@ FABRICS = {"leaf-spine": bundled_leaf_spine, "fat-tree": bundled_fat_tree,
 
 
 def label_entries(rules):
-    return [r for r in rules if r.match_dict().get("eth_type") == ETH_MPLS]
+    """Entries of labels (not a host port's drop of MPLS: ``source_check``)."""
+    return [r for r in rules if r.match_dict().get("eth_type") == ETH_MPLS
+            and "mpls_label" in r.match_dict()]
 
 
 def follow_sr(f, sw, routes, buckets=(None, 0, 1, 2, 5)):

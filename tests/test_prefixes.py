@@ -131,8 +131,10 @@ def test_entries_per_tier_grow_with_leaves_and_pods_not_hosts(k):
     half = k // 2
     f = Clos.fat_tree(k).wire()
     after, total = per_tier(f)
-    # leaf: LLDP, ARP, its label, 2 per own host, a drop per uplink, the default group
-    assert after[0] == 3 + 2 * half + half + 1
+    # leaf: LLDP, ARP, its label, 2 per own host, a drop per uplink, the default group; its
+    # source check (source_check): per own host its address, its refusal and (sr's labels
+    # held) a drop of MPLS, then the drop and the way on for ports of no known host
+    assert after[0] == 3 + 2 * half + half + 1 + 3 * half + 2
     # aggregation switch: LLDP, per leaf of its pod its label and prefix, per core of its group
     # a drop and a label, per other pod its prefix
     assert after[1] == 1 + 2 * half + 2 * half + (k - 1)
@@ -144,8 +146,8 @@ def test_entries_per_tier_grow_with_leaves_and_pods_not_hosts(k):
     assert before[1] == 1 + half * (1 + half) + 2 * half + (k - 1) * hosts_per_pod
     assert before[2] == 2 + k * half + k * hosts_per_pod
     if k == 16:  # the fabric: 320 switches, 1,024 hosts
-        assert (after, total) == ({0: 28, 1: 48, 2: 146}, 19072)
-        assert (before, total_before) == ({0: 28, 1: 1049, 2: 1154}, 211712)
+        assert (after, total) == ({0: 54, 1: 48, 2: 146}, 22400)  # 28 and 19,072 unchecked
+        assert (before, total_before) == ({0: 54, 1: 1049, 2: 1154}, 215040)
 
 
 def test_spines_of_a_leaf_spine_hold_a_prefix_per_leaf():
@@ -338,15 +340,16 @@ def test_the_benchmark_writes_entries_per_tier(tmp_path):
     tree, two = b["fabrics"]
     assert tree["fabric"] == "fat-tree k=4" and (tree["switches"], tree["hosts"]) == (20, 16)
     # flow mode, k = 4 (2 hosts and 2 uplinks a leaf, 2 leaves and 2 cores an aggregation
-    # switch, 4 pods): a leaf 2 + 2 h + u + 1, an aggregation switch 1 + l + c + (p - 1), a
-    # core 1 + p; sr's labels add 1, l + c and 1 + L (L = 8 leaves)
+    # switch, 4 pods): a leaf 2 + 2 h + u + 1 and its source check 2 h + 2, an aggregation
+    # switch 1 + l + c + (p - 1), a core 1 + p; sr's labels add 1 + h (a drop of MPLS per
+    # host port), l + c and 1 + L (L = 8 leaves)
     assert {t: v["per_switch_max"] for t, v in tree["prefix"]["flow"]["tiers"].items()} == {
-        "leaf": 9, "agg": 8, "core": 5}
+        "leaf": 15, "agg": 8, "core": 5}
     assert {t: v["per_switch_max"] for t, v in tree["prefix"]["sr"]["tiers"].items()} == {
-        "leaf": 10, "agg": 12, "core": 14}
+        "leaf": 18, "agg": 12, "core": 14}
     assert {t: v["per_switch_max"] for t, v in tree["per_host"]["sr"]["tiers"].items()} == {
-        "leaf": 10, "agg": 23, "core": 26}
-    assert tree["prefix"]["flow"]["total"] == 156 and tree["prefix"]["sr"]["total"] == 232
+        "leaf": 18, "agg": 23, "core": 26}
+    assert tree["prefix"]["flow"]["total"] == 204 and tree["prefix"]["sr"]["total"] == 296
     assert tree["prefix"]["host"]["total"] > tree["prefix"]["flow"]["total"]
     assert two["fabric"] == "leaf-spine 32 x 64 x 32"
     # a spine of the leaf-spine served as a Clos: LLDP and per leaf its prefix (its hosts one

@@ -10,9 +10,10 @@ them (``agg_shift``): every (aggregation switch, core) pair has ports of its own
 Pipeline (static: it grows with switches and, while links are down, with leaves; never with
 flows), per protocol (RoCEv2 = UDP to 4791, and TCP):
 
-* leaf: m = ``sport_buckets(live uplinks)`` entries, source port bits (b, m - 1) out to the
+* leaf (in table 1, where its host ports' IPv4 is forwarded: ``source_check``): m =
+  ``sport_buckets(live uplinks)`` entries, source port bits (b, m - 1) out to the
   (b mod n)-th live uplink; a destination leaf that not every live uplink reaches goes, by its
-  prefix (``model.prefixes``), to a table of its class (table 2 + class) with the same entries
+  prefix (``model.prefixes``), to a table of its class (table 3 + class) with the same entries
   over the uplinks that reach it, and its other IPv4 to the first of them (``rules.
   class_tables``); on a leaf-spine the leaf's pipeline is all there is below the spines;
 * aggregation switch: per class of other pods (the cores of its group that reach them, as its
@@ -72,6 +73,7 @@ from controller.enforcement.rules import (
     PRIO_LOCAL,
     PRIO_PROBE,
     T_CLASSIFY,
+    T_DELIVER,
     UDP,
     class_tables,
     sport_buckets,
@@ -155,10 +157,11 @@ def clos_host_static_rules(fabric: Clos, switch: str) -> list[FlowRule]:
     live = pl.live_uplinks(switch)
     if not live:
         return []
-    return member_entries(f, switch, T_CLASSIFY, live, 0, bits, 0) + class_tables(f, switch, [
+    # a leaf's in table 1: what its host ports let in (``source_check``) is forwarded there
+    return member_entries(f, switch, T_DELIVER, live, 0, bits, 0) + class_tables(f, switch, [
         (usable, dst.of_leaves(leaves), [("output", member_ports(f, switch, usable[0])[0])])
         for usable, leaves in pl.leaf_classes(switch)], entries=lambda *a: member_entries(
-            *a, bits, 0))
+            *a, bits, 0), at=T_DELIVER)
 
 
 # ---- keys, probes and what they reach -------------------------------------------------------

@@ -5,10 +5,11 @@ priorities, cookies, framework-neutral ``FlowRule``/``GroupEntry``).
 Static entries (valley-free, destination-based; unplanned traffic takes ECMP up):
 
 * leaf: LLDP and ARP to the controller; its own label (bottom of stack) popped, then table 1;
-  IPv4 for a local host to table 1 and out of its port; anything else from an uplink dropped
-  (no valleys); other IPv4 to a select group over the alive uplinks, and destination leaves
-  that some alive uplink cannot reach (a link or switch down on the way) to a select group
-  over the uplinks that can.
+  IPv4 from a host port with its host's address to table 1, with another address dropped
+  (``source_check``); IPv4 for a local host to table 1 and out of its port; anything else from
+  an uplink dropped (no valleys); in table 1, other IPv4 to a select group over the alive
+  uplinks, and destination leaves that some alive uplink cannot reach (a link or switch down
+  on the way) to a select group over the uplinks that can.
 * aggregation switch: IPv4 for a leaf of its pod out of the port to that leaf; from a leaf,
   IPv4 for another pod to a select group over the alive cores of its group that reach that
   pod; anything else from a core dropped. ECMP hashing ``per-tier`` (the default) gives
@@ -25,10 +26,11 @@ Static entries (valley-free, destination-based; unplanned traffic takes ECMP up)
 Above the leaves IPv4 is matched by destination leaf or pod, not host (``model.prefixes``): one
 entry per leaf (its hosts' common prefix) or per pod where the addresses allow it, the leaf's
 hosts one by one where they do not. A leaf holds an entry per host of its own. On a k = 16
-fat-tree (``Clos.wire``'s addresses) a leaf holds 27 static entries, an aggregation switch 32
-and a core 17 (1,033 and 1,025 per host; ``benchmarks/entries.py``); sr's label entries
-(``labels``), held only while a job runs in sr mode or sr is the default mode, add 1, 16 and
-129 (the cores switch every leaf's label).
+fat-tree (``Clos.wire``'s addresses) a leaf holds 45 static entries (27 of them forwarding, 18
+checking sources), an aggregation switch 32 and a core 17 (1,033 and 1,025 per host;
+``benchmarks/entries.py``); sr's label entries (``labels``), held only while a job runs in sr
+mode or sr is the default mode, add 9 (1 and a drop of MPLS per host port), 16 and 129 (the
+cores switch every leaf's label).
 
 Per flow (``clos_flow_rules``): ``flow`` mode matches the 5-tuple where the path branches, at
 the source leaf (out to the aggregation switch) and, between pods, at the source aggregation
@@ -94,6 +96,7 @@ from controller.enforcement.rules import (
     flow_match,
     lldp_trap,
 )
+from controller.enforcement.source_check import source_check
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import Flow
@@ -309,10 +312,10 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView, ls):
                   for p in f.ports_to(leaf, a)]
     live = pl.live_uplinks(leaf)
     groups = []
-    if live:
+    if live:  # what a host sends beyond its leaf is forwarded in table 1, past source_check
         groups.append(GroupEntry(dpid, DEFAULT_GROUP, tuple((("output", p),) for a in live
                                                             for p in member_ports(f, leaf, a))))
-        rules.append(rule(dpid, T_CLASSIFY, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
+        rules.append(rule(dpid, T_DELIVER, PRIO_DEFAULT, {"eth_type": ETH_IPV4},
                           [("group", DEFAULT_GROUP)]))
     classes = pl.leaf_classes(leaf)
     for c, (usable, _leaves) in enumerate(classes):
@@ -320,10 +323,11 @@ def _leaf(f: Clos, leaf: str, pl: PlaneView, ls):
             (("output", p),) for a in usable for p in member_ports(f, leaf, a))))
     wide, narrow = dst_prefixes(f, leaf).of_classes([ls for _u, ls in classes], own=leaf)
     for prio, matches in ((PRIO_DEGRADED_POD, wide), (PRIO_DEGRADED, narrow)):
-        rules += [rule(dpid, T_CLASSIFY, prio, {"eth_type": ETH_IPV4, "ipv4_dst": d}, [(
+        rules += [rule(dpid, T_DELIVER, prio, {"eth_type": ETH_IPV4, "ipv4_dst": d}, [(
             "group", DEFAULT_GROUP if c is None else DEFAULT_GROUP + 1 + c)])
             for d, c in matches]
-    return rules, groups
+    # last: a switch that applies them in order has table 1 filled before they lead there
+    return rules + source_check(f, leaf, bool(ls.code_range(0))), groups
 
 
 def _agg(f: Clos, agg: str, pl: PlaneView, ecmp: str, ls):

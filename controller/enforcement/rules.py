@@ -2,12 +2,15 @@
 ``clos_hostmode``): tables, priorities, cookies, the 5-tuple match of a planned flow, the
 source ports of a split flow's parts, and host mode's source-port buckets.
 
-Tables: 0 classifies (``T_CLASSIFY``), 1 delivers to a local host (``T_DELIVER``), 2 and up are
-host mode's per-destination classes (``T_HOST_CLASS``). Priorities, highest first: LLDP to the
-controller, ARP to the controller and host mode's probe trap, MPLS labels, planned flows (plus
-the number of matched fields), local delivery, drops of what comes down from above, host
-mode's classes and buckets, unplanned traffic to a leaf some uplinks cannot reach, the default
-select group (ECMP).
+Tables: 0 classifies (``T_CLASSIFY``); 1 delivers to a local host (``T_DELIVER``) and, on a
+leaf, forwards the IPv4 its host ports let in (``source_check``: a host port admits its own
+host's source address only); 2 drops and counts what a host port refused (``T_FORGED``); 3 and
+up are host mode's per-destination classes (``T_HOST_CLASS``). Priorities, highest first: LLDP
+to the controller, ARP to the controller and host mode's probe trap, MPLS labels, planned flows
+(plus the number of matched fields: they match the host's port and address already), a host
+port's own source and then its others, local delivery, drops of what comes down from above,
+host mode's classes and buckets, unplanned traffic to a leaf some uplinks cannot reach, the
+default select group (ECMP).
 
 Every fabric is served as a ``model.clos.Clos`` (a leaf-spine is one plane of one pod whose
 aggregation switches are its spines): its static entries are ``clos_rules.clos_static_rules``,
@@ -40,12 +43,15 @@ PRIO_LLDP = 1100
 ETH_LLDP = 0x88CC
 PRIO_ARP, PRIO_MPLS, PRIO_PLANNED, PRIO_LOCAL, PRIO_FROM_SPINE, PRIO_DEFAULT = (
     1000, 900, 500, 100, 20, 10)
-# host mode: below the drop of packets from spines (20), so only host ports reach it, and above
-# the default group (10); the probe trap on spines above everything
+# host mode: below the drop of packets from above (20; on a leaf in table 1, which only its
+# host ports' IPv4 reaches beyond local delivery), above the default group (10); the probe trap
+# on spines above everything
 PRIO_HOST, PRIO_HOST_CLASS, PRIO_PROBE = 15, 16, 1000
 PRIO_DEGRADED = 12  # unplanned traffic to a leaf some spines cannot reach
 PRIO_DEGRADED_POD = 11  # ... to a pod most of whose leaves are in one class, below its others
-T_HOST_CLASS = 2  # host mode: first table of the per-destination classes
+T_FORGED = 2  # a leaf's drop of what a host port refused: one entry, its counter read
+T_HOST_CLASS = 3  # host mode: first table of the per-destination classes
+PRIO_SOURCE, PRIO_FORGED = 300, 299  # a host port's own source on; its others to T_FORGED
 PROBE_DSCP = 59  # RFC 2474 pool 2 (xxxx11): experimental or local use, never set by RoCE or TCP
 ROCE_DPORT = 4791
 UDP, TCP = 17, 6
@@ -131,20 +137,22 @@ def sport_entries(fabric, leaf: str, table: int, uplinks, shift: int = 0,
     return out
 
 
-def class_tables(fabric, switch: str, classes, shift: int = 0, entries=None) -> list[FlowRule]:
+def class_tables(fabric, switch: str, classes, shift: int = 0, entries=None,
+                 at: int = T_CLASSIFY) -> list[FlowRule]:
     """Host mode's per-class tables of one switch: class c of ``classes`` (uplinks,
-    destinations as ``ipv4_dst`` matches, actions for its other IPv4) gets table 2 + c with the
+    destinations as ``ipv4_dst`` matches, actions for its other IPv4) gets table 3 + c with the
     source-port entries over its uplinks (bits from ``shift``) and those actions below them;
-    its destinations go there from table 0, one entry each (a leaf's or pod's prefix, or a
-    host: ``model.prefixes``). Leaves and aggregation switches
-    (``clos_hostmode``) build theirs with it; ``entries`` (the arguments of ``sport_entries``)
-    builds the source-port entries instead, where they also read a bundle's member."""
+    its destinations go there from table ``at`` (a leaf's 1, where its hosts' IPv4 is
+    forwarded), one entry each (a leaf's or pod's prefix, or a host: ``model.prefixes``).
+    Leaves and aggregation switches (``clos_hostmode``) build theirs with it; ``entries`` (the
+    arguments of ``sport_entries``) builds the source-port entries instead, where they also
+    read a bundle's member."""
     dpid, out = fabric.dpids[switch], []
     for c, (uplinks, dsts, otherwise) in enumerate(classes):
         table = T_HOST_CLASS + c
         out += (entries or sport_entries)(fabric, switch, table, uplinks, shift)
         out.append(rule(dpid, table, PRIO_DEFAULT, {"eth_type": ETH_IPV4}, otherwise))
-        out += [rule(dpid, T_CLASSIFY, PRIO_HOST_CLASS, {"eth_type": ETH_IPV4, "ipv4_dst": d},
+        out += [rule(dpid, at, PRIO_HOST_CLASS, {"eth_type": ETH_IPV4, "ipv4_dst": d},
                      goto=table) for d in dsts]
     return out
 

@@ -1,0 +1,142 @@
+"""Forged sources (issue 59, item 8): a leaf's host port admits IPv4 from its own host's address
+only, in flow, sr and host modes, on a leaf-spine, a fat-tree, two planes and bundles
+(``enforcement.source_check``), traced through the fake OpenFlow tables."""
+from dataclasses import replace
+
+import pytest
+
+from controller.enforcement.clos_labels import label_space
+from controller.enforcement.desired import desired_tables
+from controller.enforcement.openflow import ETH_IPV4, ETH_MPLS
+from controller.enforcement.rules import (
+    PRIO_DEFAULT,
+    PRIO_FORGED,
+    PRIO_LOCAL,
+    PRIO_MPLS,
+    PRIO_SOURCE,
+    T_CLASSIFY,
+    T_DELIVER,
+    T_FORGED,
+    T_HOST_CLASS,
+)
+from controller.enforcement.source_check import forged_drop, host_ports
+from controller.model.clos import Clos
+from emulation.harness.fake_switch import FakeSwitches, trace
+
+SHAPES = {
+    "leaf-spine": lambda: Clos.generate(2, 3, 2, wiring=True),
+    "fat-tree": lambda: Clos.fat_tree(4, 2).wire(),
+    "two planes": lambda: Clos.leaf_spine(2, 3, 2, planes=2).wire(),
+    "bundles": lambda: Clos.leaf_spine(2, 3, 2, bundle=2).wire(),
+}
+MODES = {"flow": {"host": False, "labels": False}, "sr": {"host": False, "labels": True},
+         "host": {"host": True, "labels": False}}
+
+
+def loaded(f, mode: str) -> FakeSwitches:
+    """Fake switches holding the fabric's static entries of ``mode`` (no job)."""
+    sw = FakeSwitches(f.dpids.values(), f)
+    for dpid, (rules, groups) in desired_tables(f, [], **MODES[mode]).items():
+        sw.rules[dpid] = {r.key: r for r in rules}
+        sw.groups[dpid] = {g.group_id: g for g in groups}
+    return sw
+
+
+def packet(port: int, src: str, dst: str, mpls=()) -> dict:
+    return {"in_port": port, "eth_type": ETH_IPV4, "ipv4_src": src, "ipv4_dst": dst,
+            "ip_proto": 6, "sport": 49152, "dport": 80, "mpls": list(mpls)}
+
+
+def as_before(f, switch: str, rules) -> list:
+    """``rules`` as the builders wrote them before the source check: its entries taken out, a
+    leaf's forwarding back in table 0 and host mode's classes from table 2, where they were
+    (``tests/test_bundles_host.py`` keeps digests of what they did then)."""
+    leaf, out = f.tier_of[switch] == 0, []
+    for r in rules:
+        m = r.match_dict()
+        if r.table == T_FORGED or (r.table == T_CLASSIFY and r.priority in (
+                PRIO_SOURCE, PRIO_FORGED)) or (r.priority == PRIO_MPLS + 1 and m.get(
+                "eth_type") == ETH_MPLS) or (leaf and r.table == T_CLASSIFY and r.goto ==
+                                             T_DELIVER and r.priority == PRIO_DEFAULT):
+            continue
+        table = T_CLASSIFY if leaf and r.table == T_DELIVER and r.priority < PRIO_LOCAL \
+            else r.table
+        out.append(replace(r, table=table - (table >= T_HOST_CLASS), goto=None if r.goto is None
+                           else r.goto - (r.goto >= T_HOST_CLASS)))
+    return out
+
+
+def leaves_with_hosts(f):
+    return [leaf for leaf in f.tier_of if f.tier_of[leaf] == 0 and f.hosts_on.get(leaf)]
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_host_port_forwards_its_hosts_address_and_drops_every_other(shape, mode):
+    """From every host's port: its own address reaches every host of its plane; another
+    host's address (of its leaf or another, of its plane or the other) reaches nothing, to
+    a host of its leaf or beyond."""
+    f = SHAPES[shape]()
+    sw = loaded(f, mode)
+    for leaf in leaves_with_hosts(f):
+        q = f.plane_of[leaf]
+        ips = f.plane_ips(q)
+        for h in f.hosts_on[leaf]:
+            port = f.port(leaf, h)
+            for dst in f.host_leaves:
+                if dst != h:
+                    assert trace(f, sw, h, dst, plane=q)[1] == dst, (mode, h, dst)
+            for other in f.host_leaves:
+                if other == h:
+                    continue
+                forged = {f.ip_of(other, p) for p in range(len(f.planes))}
+                for dst in {f.hosts_on[leaf][-1], next(x for x in ips if f.host_leaves[x][q]
+                                                        != leaf)} - {h}:
+                    for src in forged:
+                        out = sw.process(f.dpids[leaf], packet(port, src, ips[dst]))
+                        assert out == [], (mode, leaf, h, "as", other, src, "->", dst, out)
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_every_leaf_holds_an_admission_per_host_and_a_refusal_per_host_port(shape):
+    f = SHAPES[shape]()
+    tables = desired_tables(f, [])
+    for leaf in leaves_with_hosts(f):
+        dpid, ips = f.dpids[leaf], f.addresses_at(leaf)
+        rules = tables[dpid][0]
+        admitted = {(r.match_dict()["in_port"], r.match_dict()["ipv4_src"]) for r in rules
+                    if r.table == T_CLASSIFY and r.priority == PRIO_SOURCE}
+        assert admitted == {(f.port(leaf, h), ips[h]) for h in f.hosts_on[leaf]}
+        refused = {r.match_dict()["in_port"] for r in rules
+                   if r.table == T_CLASSIFY and r.goto == T_FORGED}
+        assert refused == set(host_ports(f, leaf)) == {f.port(leaf, h) for h in f.hosts_on[leaf]}
+        assert forged_drop(dpid) in rules
+
+
+def test_mpls_from_a_host_port_is_dropped_while_labels_are_held():
+    """A host that wraps a forged packet in its own leaf's label: the leaf pops that label from
+    any port, and would deliver (or forward) what was inside."""
+    f = Clos.generate(2, 3, 2, wiring=True)
+    sw = loaded(f, "sr")
+    own = label_space(f).of("l0", 0)
+    port = f.port("l0", "h0_0")
+    for dst in ("h0_1", "h1_0"):
+        pkt = packet(port, f.host_ip["h2_0"], f.host_ip[dst], mpls=[own])
+        assert sw.process(f.dpids["l0"], pkt) == [], dst
+    # from a spine, the leaf's label is still popped and delivered
+    spine_port = f.port("l0", "s0")
+    out = sw.process(f.dpids["l0"], packet(spine_port, f.host_ip["h1_0"], f.host_ip["h0_1"],
+                                           mpls=[own]))
+    assert [p for p, _ in out] == [f.port("l0", "h0_1")]
+
+
+def test_a_port_with_no_known_host_is_not_checked():
+    """Zero configuration learns a host from its ARP; until then its port forwards as before,
+    to a host of its leaf and beyond (nothing is dropped before the fabric knows the host)."""
+    f = Clos.generate(2, 3, 2, wiring=True)
+    sw = loaded(f, "flow")
+    unknown = max(p for ports in [f.ports["l0"].values()] for p in ports) + 1
+    local = sw.process(f.dpids["l0"], packet(unknown, "192.0.2.9", f.host_ip["h0_1"]))
+    assert [p for p, _ in local] == [f.port("l0", "h0_1")]
+    beyond = sw.process(f.dpids["l0"], packet(unknown, f.host_ip["h2_0"], f.host_ip["h1_0"]))
+    assert [p for p, _ in beyond] and beyond[0][0] in (f.port("l0", "s0"), f.port("l0", "s1"))
