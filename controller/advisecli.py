@@ -107,8 +107,8 @@ def with_cuts(rows: list[dict], fabric, jobs) -> list[dict]:
 
 def bound_row(rows: list[dict], jobs, blanks: int) -> list[list[str]]:
     """The table's row ``cut bound`` (per job the least any routing reaches), when a job is
-    cut-bound; ``blanks``: the empty cells between its name and the jobs."""
-    if not rows or not rows[0].get("cuts"):
+    cut-bound by its own demand; ``blanks``: the empty cells between its name and the jobs."""
+    if not rows or all(d["shared"] for d in rows[0].get("cuts", ())):
         return []
     return [["cut bound"] + [""] * blanks
             + [f"{rows[0]['cut_bound_s'][j.id]:.4g}" for j in jobs] + [""]]

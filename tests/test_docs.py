@@ -342,6 +342,13 @@ def plan_offline_placement(run: Run):
     assert 0.85 <= len(busy) / 256 <= 0.9
     rows = compare_table(run.out)
     assert list(rows) == ["ideal", "greedy", "auto"] and len(rows["ideal"]["ar"]) == len(jobs)
+    run.says("names the 3 leaves that lost an\nuplink: their 32 busy NICs send 3,200 Gb/s to "
+             "other leaves over 3,100 Gb/s of alive uplinks")
+    cut = [line for line in run.out.splitlines() if line.startswith("leaf l")]
+    assert sorted(line.split(":")[0] for line in cut) == sorted(
+        f"leaf {lo}" for lo, _ in fabric["down"])
+    assert all("send and receive up to 3200 Gb/s" in line and "over 3100 Gb/s" in line
+               and "off it would" in line for line in cut)
 
 
 def three_tier_fat_tree(run: Run):

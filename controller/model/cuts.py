@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from itertools import combinations_with_replacement
 
 import numpy as np
 
@@ -70,7 +69,6 @@ from controller.model.jobs import Job
 
 TOL = 1e-9  # relative: a demand equal to the capacity meets the ideal
 NAMED = 3  # leaves (pods) a placement names at most
-SUBSETS = 256  # choices of flows sharing a link tried for the shared unsplit bound, at most
 WORDS = {"leaf": ("other leaves", "uplinks", "leaf"), "pod": ("other pods", "links to the cores", "pod")}
 
 
@@ -260,21 +258,14 @@ def findings(fabric: Clos, jobs: list[Job], busy=(), times: dict | None = None) 
 
 
 def _unsplit_shared(live: list, ideal: list, links: int, each: float) -> float | None:
-    """Whole flows of several jobs, one rate over links of one capacity: ceil(n / L) of them
-    share some link, and those least bound (the fewest of the jobs with the shortest ideals)
-    take at least ``shared_bound`` of them there; None where rates or capacities differ or the
-    choices are too many to try (over ``SUBSETS``)."""
-    r0, r1 = min(e[4] for e in live), max(e[5] for e in live)
-    if each <= 0 or links <= 0 or r1 > r0 * (1 + 1e-6):
+    """Whole flows of several jobs of one ideal, one rate over links of one capacity: ceil(n /
+    L) of them share some link (``_unsplit``); None otherwise (the jobs' ideals differ: which
+    flows share a link then changes the bound, and trying every choice costs too much)."""
+    times = [ideal[e[0]] for e in live]
+    if max(times) > min(times) * (1 + 1e-6):
         return None
-    m = math.ceil(sum(e[3] for e in live) / links - TOL)
-    have = [(ideal[e[0]], e[3]) for e in live]
-    picks = [c for c in combinations_with_replacement(range(len(have)), m)
-             if all(c.count(i) <= have[i][1] for i in set(c))] if math.comb(
-                 len(have) + m - 1, m) <= SUBSETS else []
-    if not picks:
-        return None
-    return max(1.0, min(shared_bound([(r1, have[i][0]) for i in c], each) for c in picks))
+    return _unsplit(sum(e[3] for e in live), min(e[4] for e in live), max(e[5] for e in live),
+                    links, each)
 
 
 def _unsplit(flows: int, r0: float, r1: float, links: int, each: float) -> float | None:
@@ -285,30 +276,34 @@ def _unsplit(flows: int, r0: float, r1: float, links: int, each: float) -> float
     return max(1.0, math.ceil(flows / links - TOL) * r1 / each)
 
 
-def shared_bound(jobs: list[tuple[float, float]], cap: float, rounds: int = 60) -> float:
+def shared_bound(jobs: list[tuple[float, float]], cap: float, tol: float = 1e-7) -> float:
     """The least x such that jobs of (rate, ideal seconds) across one cut of ``cap`` (bytes
     per second) can each end by x times its ideal, none faster than its rate (its hosts'
     line rate): by time s job j must have sent rate_j x clip(s - (x - 1) I_j, 0, I_j), and
-    the cut carries at most cap x s. Bisection between 1 and sum(rates) / cap (every job at
-    rate_j x cap / sum: all end at that stretch); O(rounds x n^2).
+    the cut carries at most cap x s (checked where that piecewise-linear slack turns). Bisection
+    between 1 and sum(rates) / cap (every job at rate_j x cap / sum: all end at that stretch)
+    to ``tol`` relative; O(log(1 / tol) x n^2) numpy.
 
     >>> shared_bound([(100, 1.0), (100, 1.0)], 100)  # two at once: twice as long
     2.0
     >>> round(shared_bound([(100, 1.0), (100, 1.0), (100, 2.0)], 200), 3)
     1.333
     """
-    total = sum(r for r, _ in jobs)
+    rate = np.array([r for r, _ in jobs], dtype=float)
+    ideal = np.array([i for _, i in jobs], dtype=float)
+    total = float(rate.sum())
     if total <= cap * (1 + TOL):
         return 1.0
 
     def fits(x: float) -> bool:
-        points = {p for _, i in jobs for p in ((x - 1) * i, x * i)}
-        return all(sum(r * min(max(s - (x - 1) * i, 0.0), i) for r, i in jobs)
-                   <= cap * s * (1 + TOL) for s in points if s > 0)
+        s = np.concatenate(((x - 1) * ideal, x * ideal))
+        s = s[s > 0]
+        need = rate @ np.clip(s[None, :] - (x - 1) * ideal[:, None], 0.0, ideal[:, None])
+        return bool((need <= cap * s * (1 + TOL)).all())
     lo, hi = 1.0, total / cap
     if fits(lo):
         return lo
-    for _ in range(rounds):
+    while hi - lo > tol * hi:
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if fits(mid) else (mid, hi)
     return round(hi, 6)
