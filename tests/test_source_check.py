@@ -1,9 +1,13 @@
 """Forged sources (issue 59, item 8): a leaf's host port admits IPv4 from its own host's address
 only, in flow, sr and host modes, on a leaf-spine, a fat-tree, two planes and bundles
-(``enforcement.source_check``), traced through the fake OpenFlow tables."""
+(``enforcement.source_check``), traced through the fake OpenFlow tables; what it refuses is
+counted (``mlroute_forged_packets_total``); and a sample of a packet a switch dropped never
+reaches a learned matrix (Open vSwitch samples on ingress, before its tables drop)."""
+import json
 from dataclasses import replace
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from controller.enforcement.clos_labels import label_space
 from controller.enforcement.desired import desired_tables
@@ -20,8 +24,14 @@ from controller.enforcement.rules import (
     T_HOST_CLASS,
 )
 from controller.enforcement.source_check import forged_drop, host_ports
+from controller.measurement.learner import TrafficLearner
+from controller.measurement.sflow import PacketSample, parse_datagram
 from controller.model.clos import Clos
+from controller.service import api
+from controller.service.metrics import exposition
+from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches, trace
+from tests.test_sflow import datagram, ethernet, expanded_sample, flow_sample, ipv4, raw_header
 
 SHAPES = {
     "leaf-spine": lambda: Clos.generate(2, 3, 2, wiring=True),
@@ -140,3 +150,77 @@ def test_a_port_with_no_known_host_is_not_checked():
     assert [p for p, _ in local] == [f.port("l0", "h0_1")]
     beyond = sw.process(f.dpids["l0"], packet(unknown, f.host_ip["h2_0"], f.host_ip["h1_0"]))
     assert [p for p, _ in beyond] and beyond[0][0] in (f.port("l0", "s0"), f.port("l0", "s1"))
+
+
+def test_refused_packets_are_counted_in_the_metrics():
+    f = Clos.generate(2, 2, 2, 0.01, wiring=True)
+    sw = FakeSwitches(f.dpids.values(), f)
+    svc = RouteService(sw, f)
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    drop = forged_drop(f.dpids["l1"])
+    assert drop.key in sw.rules[f.dpids["l1"]]
+    svc.flow_stats(f.dpids["l1"], [(drop.table, drop.priority, dict(drop.match), 6400, 50)])
+    fams = {m.name: m for m in text_string_to_metric_families(exposition(svc)[0].decode())}
+    got = {s.labels["switch"]: s.value for s in fams["mlroute_forged_packets"].samples
+           if s.name.endswith("_total")}
+    assert got == {"l0": 0, "l1": 50}
+
+
+# ---- sFlow: a sample of a dropped packet ------------------------------------------------------
+def forged_datagram(outp, expanded=False):
+    header = raw_header(ethernet(ipv4("10.0.2.1", "10.0.1.1", proto=17)), frame_length=1400)
+    if expanded:
+        return datagram([expanded_sample([header], outp=outp)])
+    return datagram([flow_sample([header], outp=outp)])
+
+
+@pytest.mark.parametrize("outp, expanded, dropped", [
+    (0x40000000 | 256, False, True),  # Open vSwitch: "packet dropped for unknown reason"
+    ((1, 256), True, True),
+    (4, False, False), (0x80000002, False, False),  # one port; several
+    ((0, 10), True, False), ((2, 2), True, False)])
+def test_the_decoder_tells_a_dropped_packets_sample(outp, expanded, dropped):
+    (s,) = parse_datagram(forged_datagram(outp, expanded))
+    assert s.dropped is dropped and s.src == "10.0.2.1"
+
+
+def test_the_learner_never_counts_a_dropped_packet():
+    """A host sends as another member of a job: its leaf drops the packets, and the switch's
+    samples of them (taken on ingress, output "dropped") add no pair."""
+    learner = TrafficLearner(window_s=1.0)
+    (forged,) = parse_datagram(forged_datagram(0x40000000 | 256))
+    (kept,) = parse_datagram(forged_datagram(4))
+    learner.observe([forged] * 5, now=0.5)
+    assert learner.window_pairs(1.5) == {} and learner.dropped == 5 and learner.observed == 0
+    learner.observe([kept], now=1.5)
+    assert learner.window_pairs(2.5) == {("10.0.2.1", "10.0.1.1"): 1400 * 32}
+
+
+def test_a_forged_pair_never_reaches_a_members_only_job():
+    """End to end in the service: a members-only job's learning sees no sample of what a
+    leaf dropped, however many; the same pair not dropped is heard."""
+    f = Clos.generate(2, 3, 2, 0.01, wiring=True)
+    sw = FakeSwitches(f.dpids.values(), f)
+    now = [100.0]
+    svc = RouteService(sw, f, clock=lambda: now[0], monotonic=lambda: now[0])
+    for d in f.dpids.values():
+        svc.switch_connected(d, {})
+    code, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "m", "members": ["h0_0", "h1_0", "h2_0"]}).encode())
+    assert code == 201, doc
+    ip = f.host_ip
+
+    def sample(dropped):
+        return PacketSample("127.0.0.1", 0, 0, 1, 16, 0, 0, 3, None, 1400, ip["h2_0"],
+                            ip["h1_0"], 17, 40000, 4791, dropped=dropped)
+    now[0] += 3
+    svc.traffic_samples([sample(True)] * 100)
+    now[0] += 5
+    svc.tick()
+    assert svc.learning.samples_by_job() == {"m": 0}
+    svc.traffic_samples([sample(False)] * 10)
+    now[0] += 5
+    svc.tick()
+    assert svc.learning.samples_by_job() == {"m": 10}
+

@@ -297,10 +297,10 @@ def test_concurrent_senders_get_distinct_xids(ofp):
         t.join(timeout=30)
     assert not errors
     deadline = time.monotonic() + 10  # packet-outs leave from the sender
-    while len(sw.sent) < 8 * 5 * 5 and time.monotonic() < deadline:
+    while len(sw.sent) < 8 * 5 * 6 and time.monotonic() < deadline:
         time.sleep(0.01)
     xids = [m.xid for m in sw.sent]
-    assert len(xids) == 8 * 5 * 5 and len(set(xids)) == len(xids)
+    assert len(xids) == 8 * 5 * 6 and len(set(xids)) == len(xids)
 
 
 def test_a_packet_out_never_waits_for_a_full_send_queue(ofp):

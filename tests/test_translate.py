@@ -9,6 +9,7 @@ import pytest
 from controller.enforcement.clos_rules import clos_all_static, clos_static_rules
 from controller.enforcement.desired import job_flow_rules
 from controller.enforcement.openflow import GroupEntry, Message, SwitchState
+from controller.enforcement.rules import T_FORGED
 from controller.model.clos import Clos, as_clos
 from controller.model.jobs import Flow
 from controller.shell import translate
@@ -134,6 +135,8 @@ def test_requests_and_events(ofproto):
         assert len(msg.buf) >= 8
     flow_stats = translate.stats_requests(dp)[1]
     assert flow_stats.cookie_mask and flow_stats.cookie  # the job rules only
+    forged = translate.stats_requests(dp)[2]  # a leaf's drop of forged sources (source_check)
+    assert forged.table_id == T_FORGED and not forged.cookie_mask
     assert translate.role_name(ofp, ofp.OFPCR_ROLE_MASTER) == "master"
     assert translate.role_name(ofp, ofp.OFPCR_ROLE_EQUAL) == "equal"
 

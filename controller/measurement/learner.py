@@ -19,6 +19,14 @@ Absurd fields are ignored (counted in ``ignored``): a sampling rate of 0 or abov
 pair the whole of a job's matrix) and a frame longer than ``MAX_FRAME``
 (docs/reference/limits.md).
 
+Samples of packets the switch dropped are not counted (``dropped``, counted apart): Open
+vSwitch samples on ingress, before its tables run, so a packet a leaf refused at a host port
+for its forged source address (``enforcement.source_check``) is sampled there all the same,
+its output saying "dropped". A switch that does not say so lets through what it sampled
+before dropping: the forged pair then gets one sampling point's share (a third on two tiers)
+of the bytes, sampled at the leaf alone, for as long as the host forges. A host port with
+no known host yet is not checked at all (``source_check``).
+
 Hosts' agents may count instead (``count``): exact bytes per pair from the source host's
 sockets, counted once. A host that counts is then no longer sampled (its sFlow samples are
 dropped for ``keep_windows`` windows): the same bytes would count twice.
@@ -114,6 +122,7 @@ class TrafficLearner:
         self.counted = 0  # pairs' counts from the hosts' agents accepted
         self._counting: dict[str, int] = {}  # source address -> window of its last count
         self.ignored = 0  # samples with an absurd sampling rate or frame length
+        self.dropped = 0  # samples of packets the switch dropped (forged sources among them)
 
     def set_samplers(self, samplers: Callable[[str, str], int] | None) -> None:
         """Count sampling points with ``samplers`` from now on (the fabric changed: hosts
@@ -137,7 +146,8 @@ class TrafficLearner:
     def observe(self, samples: Iterable, now: float) -> None:
         """Add packet samples (anything with src, dst, frame_length, sampling_rate) received
         at time ``now``; samples that are not IPv4 data frames between two hosts are
-        ignored, and so are those of a source whose agent counts."""
+        ignored, and so are those of a source whose agent counts and those of packets the
+        switch dropped (``dropped``: a forged source refused at its leaf)."""
         idx = self.index(now)
         ks = self._k
         samplers = self._samplers
@@ -146,11 +156,14 @@ class TrafficLearner:
             w = self._window(idx)
             wb, ws = w.bytes, w.samples
             counting = {a for a, i in self._counting.items() if idx - i < self.keep}
-            n = bad = 0
+            n = bad = gone = 0
             for s in samples:
                 src, dst = s.src, s.dst
                 if src is None or dst is None or src == dst or s.frame_length < min_frame \
                         or src in counting:
+                    continue
+                if getattr(s, "dropped", False):
+                    gone += 1
                     continue
                 if not 1 <= s.sampling_rate <= MAX_SAMPLING_RATE or s.frame_length > MAX_FRAME:
                     bad += 1
@@ -164,6 +177,7 @@ class TrafficLearner:
                 n += 1
             self.observed += n
             self.ignored += bad
+            self.dropped += gone
 
     def count(self, counts: Iterable, now: float) -> None:
         """Add exact counts (source, destination, bytes, packets) that a host's agent read

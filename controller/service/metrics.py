@@ -13,7 +13,9 @@ mlroute_security_events_total{kind} (refused LLDP probes and address claims, add
 mlroute_discovery_frames_total{kind} (probes and answers discovery sent),
 mlroute_link_speed_gbps{source}, mlroute_sflow_datagrams_total,
 mlroute_sflow_rejected_datagrams_total, mlroute_sflow_samples_total,
-mlroute_learning_samples_total{job} (learned matrices: what is heard and attributed).
+mlroute_sflow_dropped_samples_total, mlroute_learning_samples_total{job} (learned matrices:
+what is heard and attributed), mlroute_forged_packets_total{switch} (what a leaf's host ports
+refused for a source address not their host's: ``enforcement.source_check``).
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from controller.enforcement.openflow import COOKIE_STATIC
+from controller.enforcement.source_check import forged_drop
 from controller.service import views
 
 BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -107,6 +110,10 @@ class ServiceCollector:
         yield CounterMetricFamily("mlroute_sflow_samples",
                                   "packet samples accepted: IPv4 data frames between two hosts",
                                   value=svc.learning.learner.observed)
+        yield CounterMetricFamily("mlroute_sflow_dropped_samples",
+                                  "packet samples not counted: the switch dropped the packet "
+                                  "(a forged source refused at its leaf among them)",
+                                  value=svc.learning.learner.dropped)
         attributed = CounterMetricFamily("mlroute_learning_samples",
                                          "samples between a job's members since it was posted",
                                          labels=["job"])
@@ -130,6 +137,7 @@ class ServiceCollector:
                                           f is not None and d in f.switch_of_dpid))
         yield from _rule_budget(svc.reconciler.installed, svc.switch_name,
                                 svc.settings.max_flow_rules)
+        yield _forged(f, state.telemetry.rules)
         wiring = GaugeMetricFamily("mlroute_wiring_problems",
                                    "discovered cabling that differs from the fabric in use",
                                    labels=["kind"])
@@ -199,6 +207,19 @@ def _rule_budget(installed: dict, name, budget: int):
     yield per_switch
     yield GaugeMetricFamily("mlroute_max_flow_rules",
                             "flow entries a switch may hold (0: no budget)", value=budget)
+
+
+def _forged(fabric, counters: dict) -> CounterMetricFamily:
+    """Per leaf, the packets its host ports refused (``source_check``), from the counter of
+    its drop entry (read with the port counters; 0 until read)."""
+    out = CounterMetricFamily("mlroute_forged_packets", "packets a leaf dropped at its host "
+                              "ports: IPv4 from an address not the port's host's (or MPLS)",
+                              labels=["switch"])
+    for leaf in sorted(fabric.tier_of if fabric else ()):
+        if fabric.tier_of[leaf] == 0 and leaf in fabric.dpids:
+            got = counters.get(forged_drop(fabric.dpids[leaf]).key)
+            out.add_metric([leaf], got[1] if got else 0)
+    return out
 
 
 def _discovery(finder):

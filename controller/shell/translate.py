@@ -16,6 +16,7 @@ from controller.enforcement.openflow import (
     Message,
     SwitchState,
 )
+from controller.enforcement.rules import T_FORGED
 
 GROUP_COMMANDS = ("group_add", "group_modify", "group_delete")
 
@@ -133,11 +134,14 @@ def table_requests(dp) -> list:
 
 
 def stats_requests(dp) -> list:
-    """Port counters and the counters of the job rules (cookie owner JOB)."""
+    """Port counters, the counters of the job rules (cookie owner JOB) and of a leaf's drop
+    of forged sources (its one entry of table ``T_FORGED``; other switches answer none)."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     return [parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY),
             parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                                       COOKIE_JOB, COOKIE_OWNER_MASK, parser.OFPMatch())]
+                                       COOKIE_JOB, COOKIE_OWNER_MASK, parser.OFPMatch()),
+            parser.OFPFlowStatsRequest(dp, 0, T_FORGED, ofp.OFPP_ANY, ofp.OFPG_ANY, 0, 0,
+                                       parser.OFPMatch())]
 
 
 def port_desc_request(dp):
