@@ -356,6 +356,31 @@ class FabricFinder:
             return False
         return set(t.switches) <= set(fabric.switch_of_dpid)
 
+    def _relays(self, fabric: Clos | None, problems: list[dict], now: float,
+                adopting: bool) -> bool:
+        """Links between leaf ports (of two leaves, or of one) are relayed probes: no Clos
+        cables two leaves, silent hosts that forward each other's probes do (issue 59). Once
+        the rest of the reading could be adopted (``adopting``: forced, quiet or declared; or
+        consistent without them) their ports are host ports (``Guard.relayed``) and the links
+        go, so the fabric is adopted at once and those ports' hosts are heard when they speak,
+        instead of every change waiting ``QUIET_S`` and those hosts never heard. True if any."""
+        if fabric is None or not fabric.wired:
+            return False
+        leaves = {fabric.dpids[leaf] for leaf in fabric.leaves}
+        pairs = {tuple(sorted(((a, pa), (b, pb))))
+                 for (a, pa), (b, pb, _t) in self.topology.links.items()
+                 if a in leaves and b in leaves}
+        if not pairs:
+            return False
+        ports = {x for pair in pairs for x in pair}
+        rest = [p for p in problems if (p["dpid"], p["port"]) not in ports]
+        if not (adopting or self._consistent(fabric, rest, now)):
+            return False
+        for a, b in sorted(pairs):
+            self.guard.relayed(a, b, now, fabric.switch_of_dpid)
+        self.topology.drop_ports(ports, now)
+        return True
+
     def settle(self, now: float, force: bool = False) -> Clos | None:
         """The fabric the topology shows if it changed (zero configuration), as soon as it is
         consistent, after a quiet period otherwise, or at once when forced; else None. With a
@@ -369,11 +394,14 @@ class FabricFinder:
             return None
         quiet = now - t.changed_at >= QUIET_S
         if self.declared is not None:
+            self._relays(self.declared, [], now, True)
             if force or quiet:
                 self._checked = t.version
                 self.problems = check_declared(self.declared, t)
             return None
         fabric, problems = self._recognised()
+        if self._relays(fabric, problems, now, force or quiet):
+            fabric, problems = self._recognised()
         if not (force or quiet or self._consistent(fabric, problems, now)):
             return None
         self._checked = t.version

@@ -8,6 +8,9 @@ The two attacks of TopoGuard (Hong et al., NDSS 2015) on OpenFlow discovery, and
   signature is right, its send time is fresh (``FRESH_S``), it was not received before (a probe
   crosses one cable once), it did not come back into the port it left, and the port it came in
   on has carried no host traffic since it came up. Probes are not sent out of such host ports.
+  Silent hosts that relay real probes between their ports make a link between two leaves,
+  which no Clos has: once the rest of the fabric reads consistently, both ports are host ports
+  too (``relayed``, called by the finder).
 * **Host location hijacking.** A host that sends ARP with another host's address takes it
   over. Here an address with an owner moves to another MAC or port only when the owner's
   location is gone: its port went down or its switch left, or it did not answer an ARP probe
@@ -113,6 +116,19 @@ class Guard:
 
     def switch_reset(self, dpid: int) -> None:
         self.host_ports = {x for x in self.host_ports if x[0] != dpid}
+
+    def relayed(self, a: Where, b: Where, now: float, names=None) -> None:
+        """Signed probes crossed between ports ``a`` and ``b`` of two leaves (or of one): no
+        Clos cables them, silent hosts relaying probes do. Both become host ports (not probed,
+        their probes refused, their hosts heard) until they go down; an alarm names them
+        (``names``: dpid -> name of a reading not in use yet)."""
+        self.host_ports.update((a, b))
+        name = lambda d: (names or {}).get(d) or self.name(d)
+        where = lambda x: f"{name(x[0])} port {x[1]}"
+        self._alarm("lldp_on_host_port", now, a[0], a[1], None,
+                    f"LLDP probes crossed between {where(a)} and {where(b)}, two leaf ports: "
+                    "hosts relaying probes, or a cable no Clos has; both taken for host ports, "
+                    "not a link", claimed=where(b), switch=name(a[0]))
 
     # ---- addresses --------------------------------------------------------------------
     def host_frame(self, owner: tuple[str, Where] | None, mac: str, at: Where, ip: str,

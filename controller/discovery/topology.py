@@ -151,6 +151,14 @@ class Topology:
             self._changed(now)
         return sorted(gone)
 
+    def drop_ports(self, ports: set[tuple[int, int]], now: float) -> bool:
+        """Forget the links with an end on one of ``ports`` ((dpid, port) pairs): discovery
+        took them for host ports (relayed probes, ``finder``)."""
+        before = len(self.links)
+        for dpid in {d for d, _p in ports}:
+            self._drop_links(dpid, lambda d, p: (d, p) in ports)
+        return self._changed(now) if len(self.links) != before else False
+
     def host_seen(self, dpid: int, port: int, mac: str, ip: str, now: float) -> bool:
         """A host's ARP or IPv4 packet came in on (dpid, port) (``lldp.parse_host`` gives
         mac and ip). Ignored (False) on a port that faces a switch, on an unknown switch and
