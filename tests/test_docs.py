@@ -367,6 +367,8 @@ def three_tier_fat_tree(run: Run):
     for alg in ("ecmp", "ecmp-polarised"):
         assert rows[alg]["max"] == 4 and rows[alg]["tiers"]["agg-core"] == 4
         assert rows[alg]["ar"] == {"ring0": 44.8, "ring1": 44.8}
+    run.says("with its 1% penalty each ring takes 11.31 s")
+    assert rows["spray"]["max"] == 1 and rows["spray"]["ar"] == {"ring0": 11.31, "ring1": 11.31}
 
 
 def three_tier_plan(run: Run):
