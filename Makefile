@@ -132,6 +132,7 @@ bench: install system
 	$(PY) -m benchmarks.planner
 	$(PY) -m benchmarks.learning --lifecycle
 	$(PY) -m simulation.trace_report --workers 2
+	$(PY) -m benchmarks.cuts --workers 2
 	$(PY) -m benchmarks.fabrics
 	$(PY) -m benchmarks.patterns --out bench/patterns.json
 	$(PY) -m benchmarks.entries

@@ -320,8 +320,8 @@ def results_page() -> str:
            "figures: [changelog](../changelog.md). The trace-driven cluster evaluation (ECMP "
            "against `auto` over 15.9 days of a real cluster's jobs) has its own page: "
            "[trace replay](trace-replay.md).\n\n"]
-    out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _fattree(), _collectives(),
-            _learning(),
+    out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _cuts(),
+            _fattree(), _collectives(), _learning(),
             _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
             _failover(), _connect(), _srv6()]
     return "".join(out)
@@ -504,6 +504,59 @@ def _fabrics() -> str:
               f"{l2['auto_over_milp_mean']:.2f}x the optimum on average (at most "
               f"{l2['auto_over_milp_max']:g}x).\n\n"
             + _table(["target", "value", "met"], targets))
+
+
+def _cuts() -> str:
+    b = _load("bench/cuts.json")
+
+    def gap(g: dict | None) -> str:
+        return "" if not g else f"{g['mean']:.2f} / {g['max']:.2f} ({g['at_bound']:.0%} at it)"
+    rows, lines = [], []
+    for name, sc in b["scenarios"].items():
+        for alg, o in sc["algorithms"].items():
+            kinds = ", ".join(f"{k} {v:,}" for k, v in o["findings"].items()) or "none"
+            rows.append([name, f"`{alg}`", f"{o['fabric_jobs']:,}", f"{o['cut_bound_jobs']:,}",
+                         f"{o['cut_bound_job_replans']:,} of {o['job_replans']:,}", kinds,
+                         gap(o["planned_over_bound"]), gap(o["planned_over_unsplit_bound"]),
+                         f"{o['slowed_and_cut_bound']:,} of {o['slowed_job_replans']:,}"])
+        auto, ecmp = sc["algorithms"].get("auto"), sc["algorithms"].get("ecmp")
+        if not auto or not ecmp:
+            continue
+        if not auto["cut_bound_jobs"]:
+            lines.append(f"* {name}: no job is cut-bound, so every slowdown is routing's to "
+                         f"remove: ECMP slows {ecmp['slowed_job_replans']:,} job re-plans by "
+                         f"more than {b['slowed_threshold'] - 1:.0%}, `auto` "
+                         f"{auto['slowed_job_replans']:,}.")
+        else:
+            lines.append(f"* {name}: {auto['cut_bound_jobs']:,} of {auto['fabric_jobs']:,} "
+                         f"jobs are cut-bound at some re-plan under `auto`, and "
+                         f"{auto['slowed_and_cut_bound'] / max(1, auto['slowed_job_replans']):.0%}"
+                         " of its job re-plans slowed by more than "
+                         f"{b['slowed_threshold'] - 1:.0%} are: routing cannot give those their "
+                         "ideal, moving jobs can. For example: " + auto["examples"][0])
+    return ("## Where routing stops helping: cut bounds on the trace\n\n"
+            + _source(b["command"], "bench/cuts.json")
+            + "The Crux trace replayed as on the [trace replay](trace-replay.md) page (seed "
+              f"{b['seed']}), once per algorithm; at every re-plan the jobs that cross the "
+              "fabric are checked for a cut whose alive links carry less than their demand at "
+              "the ideal rate (a ToR's uplinks, a pod's links to the cores: "
+              "`controller/model/cuts.py`): there no routing meets the ideal and a placement "
+              "would. A job is cut-bound when its own demand exceeds a cut or its share of "
+              "several jobs' demand does; a job re-plan is one job at one re-plan. The plan's "
+              "distance to the bound is its communication time (the slowest of the jobs, for "
+              "a shared cut) over the bound, mean / max over the findings: the bound holds for "
+              "any routing and rate sharing, split flows and spraying included; the whole-flow "
+              "bound for one path per flow. Both let a link serve its flows in any order, "
+              "where the prediction shares it evenly (max-min rates): a plan can sit above "
+              "them with nothing left for routing to do. The last column: the job re-plans "
+              "slowed by more "
+              f"than {b['slowed_threshold'] - 1:.0%} that were cut-bound (the rest is "
+              "routing's to remove). The last scenario, 2 aggregation switches per pod (a full "
+              "ToR of 8 hosts over 2 uplinks, 4:1), shows the cuts binding.\n\n"
+            + _table(["scenario", "algorithm", "fabric jobs", "cut-bound jobs",
+                      "cut-bound job re-plans", "findings", "plan / bound",
+                      "plan / whole-flow bound", "slowed > 5%: cut-bound"], rows)
+            + ("\n".join(lines) + "\n\n" if lines else ""))
 
 
 def _fattree() -> str:

@@ -227,10 +227,11 @@ class Running:
 
 def replay(trace: list[TraceJob], fabric: Clos, algorithm: str, workload: Workload | None = None,
            placement: str = "locality", seed: int = 0, links: ClosLinks | None = None,
-           compare: str | None = None) -> dict:
+           compare: str | None = None, observe=None) -> dict:
     """Replay ``trace`` with ``algorithm``; per job its start, end, slowdowns. ``compare``: an
     algorithm also planned and predicted at every re-plan on the same jobs (its times are
-    reported beside, never used)."""
+    reported beside, never used). ``observe(jobs, times, now)``, if given, is called at every
+    re-plan with the jobs that cross the fabric and their predicted communication times."""
     links = links or ClosLinks(fabric)
     workload = workload or Workload()
     cluster = Cluster(fabric, placement, np.random.default_rng(seed))
@@ -279,7 +280,11 @@ def replay(trace: list[TraceJob], fabric: Clos, algorithm: str, workload: Worklo
         current = frozenset(k for k, r in running.items() if r.job is not None)
         if current != fabric_set:
             fabric_set = current
-            _replan(running, current, fabric, links, algorithm, salt, stats, bps, compare)
+            times = _replan(running, current, fabric, links, algorithm, salt, stats, bps,
+                            compare)
+            if observe is not None and times is not None:
+                observe([running[k].job for k in sorted(current, key=lambda k: int(k[1:]))],
+                        times, now)
     results = [done[j.id] for j in trace]
     stats["plan_s"] = round(stats["plan_s"], 3)
     stats["predict_s"] = round(stats["predict_s"], 3)
@@ -308,10 +313,11 @@ def _start(queue, cluster, running, workload, now, bps):
     return left
 
 
-def _replan(running, current, fabric, links, algorithm, salt, stats, bps, compare) -> None:
+def _replan(running, current, fabric, links, algorithm, salt, stats, bps, compare):
+    """Plan and predict the jobs that cross the fabric; their times (None: no such job)."""
     jobs = [running[k].job for k in sorted(current, key=lambda k: int(k[1:]))]
     if not jobs:
-        return
+        return None
     t0 = time.perf_counter()
     problem = ClosProblem.build(fabric, jobs, skip_unroutable=True, links=links)
     routing = plan(algorithm, problem, salt)
@@ -331,6 +337,7 @@ def _replan(running, current, fabric, links, algorithm, salt, stats, bps, compar
     if compare:
         other = predict(problem, plan(compare, problem, salt))
         stats["compare"].append({j.id: [times[j.id], other[j.id]] for j in jobs})
+    return times
 
 
 def _result(r: Running, end: float) -> dict:
