@@ -607,7 +607,27 @@ def _clos() -> str:
             + _table(["algorithm", "mean slowdown", "median", "p95", "worst",
                       "cells at the lower bound", "max load / bound",
                       "`make_clos_plan` ms (median)"], rows)
+            + _spray(s.get("spray"))
             + "![three-tier slowdown CDF](../clos_slowdown_cdf.png)\n\n")
+
+
+def _spray(sp: dict | None) -> str:
+    """The spraying baseline's paragraph of the three-tier grid: the penalty's sensitivity and
+    the break-even penalty against auto and ECMP per fabric and failure pattern."""
+    if not sp:
+        return ""
+    at = ", ".join(f"{float(p):.0%}: {m:.3f}" for p, m in sp["mean_slowdown_at"].items())
+    rows = [[f, d, f"{x['auto']:.1%}", f"{x['ecmp']:.1%}"]
+            for f, by in sp["break_even_penalty"].items() for d, x in by.items()]
+    return ("`spray` is per-packet spraying over every alive path (OpenAI's MRC, Ultra "
+            "Ethernet): the fluid LP bound ([algorithms](../explanation/algorithms.md#the-"
+            "spraying-baseline)) with every byte sent 1 / (1 - p) times, here p = "
+            f"{sp['penalty']:.0%}, an assumption. Its time is that of the LP, not of a planner "
+            "on the request path, and its max load may be below the whole-flow lower bound and "
+            "its slowdown below 1 (on two planes a sprayed flow uses both NIC ports). Its mean "
+            f"slowdown at other penalties: {at}. The penalty at which spraying ties a plan "
+            "(above it the plan is faster on average; 0%: spraying never ahead):\n\n"
+            + _table(["fabric", "failures", "against `auto`", "against `ecmp`"], rows))
 
 
 SCENARIOS = [("ecmp", "no job (ECMP)"), ("correct", "declared correctly"),

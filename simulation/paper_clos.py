@@ -21,7 +21,7 @@ sharing).
 Files under ``--out`` (``results/``): ``clos_jobs.csv`` (a row per cell, algorithm and job),
 ``clos_summary.json`` (per algorithm: mean, median, p95 and worst slowdown; max load / lower
 bound; planning ms; ``spray``: its penalty, its mean slowdown at other penalties, and per fabric
-the break-even penalty against each algorithm), ``clos_slowdown_cdf.png``.
+and failure pattern the break-even penalty against each algorithm), ``clos_slowdown_cdf.png``.
 
     python -m simulation.paper_clos [--quick] [--spray-penalty P] [--out results]
 """
@@ -116,17 +116,20 @@ def spray_sensitivity(rows: list[dict], penalty: float) -> dict:
     """Spray at other penalties and where it ties each algorithm. Every byte of a sprayed
     flow is sent 1 / (1 - p) times, so its times scale by exactly (1 - penalty) / (1 - p)
     (tests/test_spray.py); the break-even penalty against an algorithm of mean slowdown m is
-    1 - (spray's mean at p = 0) / m: a larger penalty makes the algorithm's plan faster on
-    average, a negative one means that the plan is faster even against lossless spraying."""
-    def mean(alg, fabric=None):
-        return float(np.mean([r["slowdown"] for r in rows if r["algorithm"] == alg
-                              and fabric in (None, r["fabric"])]))
-    free = lambda fabric=None: mean("spray", fabric) * (1 - penalty)
+    1 - (spray's mean at p = 0) / m, per fabric and failure pattern: a larger penalty makes
+    the algorithm's plan faster on average, 0 means that no penalty leaves spraying ahead."""
+    def mean(alg, where=lambda r: True):
+        return float(np.mean([r["slowdown"] for r in rows if r["algorithm"] == alg and where(r)]))
+    free = lambda where=lambda r: True: mean("spray", where) * (1 - penalty)
     others = [a for a in dict.fromkeys(r["algorithm"] for r in rows) if a != "spray"]
+    cells = {(r["fabric"], r["failure"]): lambda x, f=r["fabric"], d=r["failure"]:
+             (x["fabric"], x["failure"]) == (f, d) for r in rows}
+    even: dict = {}
+    for (f, d), where in cells.items():
+        even.setdefault(f, {})[d] = {a: round(1 - free(where) / mean(a, where), 4) for a in others}
     return {"penalty": penalty,
             "mean_slowdown_at": {f"{p:g}": round(free() / (1 - p), 4) for p in SENSITIVITY},
-            "break_even_penalty": {f: {a: round(1 - free(f) / mean(a, f), 4) for a in others}
-                                   for f in dict.fromkeys(r["fabric"] for r in rows)}}
+            "break_even_penalty": even}
 
 
 def plot(rows: list[dict], path: str) -> None:

@@ -240,11 +240,11 @@ def test_make_paper_grids_have_the_spray_row():
     frac, spray_row = r["bounds"]["fractional"]["value"], r["algorithms"]["spray"]
     assert frac > 1 and spray_row["max_link_load"] == pytest.approx(frac, abs=1e-6)
     assert spray_row["info"]["method"] == "spray" and spray_row["info"]["penalty"] == 0.02
-    rows = [{"fabric": "f", "algorithm": a, "slowdown": j["slowdown"]}
+    rows = [{"fabric": "f", "failure": "d", "algorithm": a, "slowdown": j["slowdown"]}
             for a, x in r["algorithms"].items() for j in x["jobs"].values()]
     s = spray_sensitivity(rows, 0.02)
     mean = lambda a: np.mean([x["slowdown"] for x in rows if x["algorithm"] == a])
     assert s["mean_slowdown_at"]["0.02"] == pytest.approx(mean("spray"), abs=1e-4)
     assert s["mean_slowdown_at"]["0.1"] == pytest.approx(mean("spray") * 0.98 / 0.9, abs=1e-4)
-    p = s["break_even_penalty"]["f"]["auto"]
+    p = s["break_even_penalty"]["f"]["d"]["auto"]
     assert mean("spray") * 0.98 / (1 - p) == pytest.approx(mean("auto"), rel=1e-3)

@@ -30,8 +30,8 @@ remains is retransmission after trimmed or lost packets, which depends on conges
 ``DEFAULT_PENALTY`` (1%) is therefore an assumption: the results page shows the sensitivity and
 the break-even penalty, where spraying and a plan tie.
 
-Cost: the options O(F x planes x middles) numpy; at most ``LEVELS`` LPs (2-4 in the grids of
-``make paper``) of (commodities x usable options) variables and (used cells + used ports +
+Cost: the options O(F x planes x middles) numpy; at most ``LEVELS`` LPs (2-8 in the cases
+measured) of (commodities x usable options) variables and (used cells + used ports +
 commodities) rows, HiGHS's interior point method without crossover (about 1 s each at a k = 16
 fat-tree's 896 flows); the parts O(parts x hops) numpy (with bundles O(parts x hops x members)).
 
