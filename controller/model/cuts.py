@@ -16,9 +16,11 @@ does help (MonkeyTree, 2026: routing cannot fix demand above a cut's capacity; t
 jobs is what helps): all its hosts under one leaf (pod) take its flows off the cut, and fewer
 of its hosts behind the cut take fewer flows across it. Several jobs can also exceed a cut
 together while none does alone (``shared``): then the slowest of them takes at least
-``bound`` times its ideal (a single link shared over time: with the jobs' ideals
-I_1 <= ... <= I_n and bytes B_j across, max over k of (B_1 + ... + B_k) / (capacity x I_k)),
-and moving one of them off the cut is what helps.
+``bound`` times its ideal (``shared_bound``: the cut as one link shared over time, in any
+order, no job faster than its hosts' line rate), and moving one of them off the cut is what
+helps. Whole flows (one path each, as every planner but split routes) can do no better than
+``unsplit_bound``: ceil(flows / links) of them on one link, where the flows have one rate and
+the links one capacity (and, shared, the jobs one ideal).
 
 ``findings`` lists every cut-bound cut, the worst first: the cut, the jobs, the demand and the
 capacity (Gb/s), the bound, what a placement would need and one sentence saying all that
@@ -36,7 +38,7 @@ that fits. For several jobs: the jobs to move off the cut, the largest demand fi
 
 Cost: the table of a fabric O(hosts x planes + links) numpy, once per fabric object (kept on
 it); ``findings`` O(F x planes) numpy over the F flows, plus per cut-bound cut O(hosts) for its
-placement.
+placement and, shared by n jobs, O(n^2 log(1 / tol)) for its bound.
 
 The issue's example: a leaf whose 4 hosts send 4 flows at line rate to other leaves over 2
 uplinks meets at most half its ideal rate; with 4 uplinks it is not cut-bound.
