@@ -142,7 +142,7 @@ def test_plan_and_compare_help_list_every_planner_and_objective(capsys, monkeypa
 def test_top_level_help_describes_every_command(capsys):
     text = help_text(capsys)
     commands = cli.parser()._subparsers._group_actions[0].choices
-    assert set(commands) == set(cli.COMMANDS) == {"fabric", "plan", "compare", "job",
+    assert set(commands) == set(cli.COMMANDS) == {"fabric", "plan", "compare", "advise", "job",
                                                   "srv6-config"}
     for name, (line, _) in cli.COMMANDS.items():
         assert re.search(rf"\n +{name}\s+{line.split()[0]} ", text), name
