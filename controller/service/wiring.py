@@ -49,7 +49,8 @@ def note(state, declared: bool, problems: list[dict], now: float) -> dict | None
     are its ``discovery.wiring_problems``."""
     new = Wiring(declared, tuple(problems))
     old = state.wiring
-    if old is not None and old.key() == new.key():
+    if old is not None and old.declared == declared and (
+            old.problems == new.problems or old.key() == new.key()):  # equal dicts: quick
         return None
     state.wiring = new
     if not problems and (old is None or not old.problems) and not (declared and old is None):
