@@ -8,6 +8,7 @@ import pytest
 from controller.enforcement.clos_hostmode import clos_host_static_rules as host_static_rules
 from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.desired import desired_tables
+from controller.enforcement.echo import echo_entry
 from controller.enforcement.hostmode import (
     PORT_MIN,
     HostPorts,
@@ -146,12 +147,12 @@ def test_switch_state_does_not_grow_with_flows():
     assert {d: len(r) for d, r in sw.rules.items()} == sizes  # 48 more flows, same tables
     assert job_entries(sw) == 0
     # flow mode keeps its static tables exactly as before (no host pipeline): those of the
-    # Clos of one plane the controller serves the leaf-spine as
+    # Clos of one plane the controller serves the leaf-spine as, and the echo entry
     g = wired()
     sw2, svc2 = start(g, mode="flow")
     for name in g.switches():
         assert set(sw2.rules[g.dpids[name]].values()) == set(
-            clos_static_rules(as_clos(g), name, labels=False)[0])
+            clos_static_rules(as_clos(g), name, labels=False)[0]) | {echo_entry(g.dpids[name])}
 
 
 # ---- probes and the learned map -----------------------------------------------------------------

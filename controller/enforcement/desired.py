@@ -19,6 +19,7 @@ from controller.enforcement.clos_rules import (
     clos_static_update,
     flow_rules_read_links,
 )
+from controller.enforcement.echo import echo_entry, with_echo
 from controller.enforcement.modes import mode_of
 from controller.enforcement.pacing import Pacer
 from controller.enforcement.rules import part_sport
@@ -60,12 +61,13 @@ def desired_tables(fabric: Clos, records, host: bool | None = None,
 def static_tables(fabric: Clos, host: bool, ecmp: str = "per-tier",
                   labels: bool = True) -> Tables:
     """Every switch's static entries and groups (with host mode's pipeline if ``host``, with
-    sr's label entries if ``labels``)."""
+    sr's label entries if ``labels``), its data-plane echo first (``echo.py``: the same on
+    every tier and mode, so added here rather than by the rule builders)."""
     static = clos_all_static(fabric, ecmp, labels)
     if host:
         for sw in fabric.switches():
             static[fabric.dpids[sw]][0].extend(clos_host_static_rules(fabric, sw))
-    return static
+    return with_echo(static)
 
 
 def _conflict(what: str, other: str) -> ConflictError:
@@ -208,7 +210,8 @@ class DesiredTables:
             if any(t.get(dpid) is entry for t in kept):
                 continue
             pacer.add(len(entry[0]) * len(kept))
-            tables[dpid] = entry = (entry[0], entry[1])
+            rules = entry[0] if host else [echo_entry(dpid), *entry[0]]  # as static_tables
+            tables[dpid] = entry = (rules, entry[1])
             for before in kept:  # recomputed, yet equal: the previous lists
                 old = before.get(dpid)
                 if old is not None and old == entry:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 
+from controller.enforcement.echo import IN_PORT
 from controller.enforcement.openflow import ETH_IPV4, ETH_MPLS, FlowRule, SwitchState
 from controller.errors import InstallError
 
@@ -140,8 +141,9 @@ class FakeSwitches:
         raise AssertionError("goto loop")
 
     def _act(self, dpid, a, pkt, outputs, bucket):
-        if a[0] == "output":
-            outputs.append((a[1], dict(pkt, mpls=list(pkt["mpls"]))))
+        if a[0] == "output":  # OFPP_IN_PORT: back where it came in (the echo entry)
+            port = pkt["in_port"] if a[1] == IN_PORT else a[1]
+            outputs.append((port, dict(pkt, mpls=list(pkt["mpls"]))))
         elif a[0] == "controller":
             outputs.append(("controller", dict(pkt)))
         elif a[0] == "group":
@@ -157,6 +159,8 @@ class FakeSwitches:
             pkt["mpls"].insert(0, 0)
         elif a[0] == "pop_mpls":
             pkt["mpls"].pop(0)
+        elif a[0] == "set_field" and a[1] == "eth_dst":
+            pkt["eth_dst"] = a[2]
         elif a[0] == "set_field":
             assert a[1] == "mpls_label"
             pkt["mpls"][0] = a[2]
@@ -181,6 +185,8 @@ class FakeSwitches:
             f.update(eth_type=ETH_MPLS, mpls_label=pkt["mpls"][0], mpls_bos=int(len(pkt["mpls"]) == 1))
             return f
         f["eth_type"] = pkt["eth_type"]
+        if "eth_dst" in pkt:  # LLDP probes and echoes; IPv4 is matched by address only
+            f["eth_dst"] = pkt["eth_dst"]
         if pkt["eth_type"] == ETH_IPV4:
             f.update(ipv4_src=pkt["ipv4_src"], ipv4_dst=pkt["ipv4_dst"], ip_proto=pkt["ip_proto"])
             l4 = {6: "tcp", 17: "udp"}.get(pkt["ip_proto"])
@@ -272,3 +278,33 @@ def trace(fabric, switches: FakeSwitches, src: str, dst: str, proto=6, sport=123
         pkt = dict(pkt, in_port=arrival(fabric, sw, port))
         sw = peer
     raise AssertionError(f"loop: {path}")
+
+
+def lldp_packet_ins(fabric, switches: FakeSwitches, frames, dead=frozenset(),
+                    cut=frozenset()) -> list[tuple[int, int, bytes]]:
+    """The packet-ins that LLDP frames the controller sent out of switch ports ((dpid, port,
+    frame) each, as ``packets_out`` holds them) make: a frame crosses its cable and the far
+    switch's tables decide, to the controller or out of a port (an echo goes back where it
+    came in, ``enforcement/echo.py``), and so on. ``dead``: dpids that forward nothing;
+    ``cut``: (switch, peer) pairs whose cable carries nothing, its carrier up. A packet-in is
+    (dpid, in_port, frame), the frame with the destination the last switch set."""
+    out = []
+
+    def send(dpid, port, frame, hops):
+        name = fabric.switch_of_dpid[dpid]
+        peer = fabric.peer(name, port)
+        if dpid in dead or peer not in fabric.dpids or hops > 3 or (name, peer) in cut \
+                or (peer, name) in cut or fabric.dpids[peer] in dead:
+            return
+        at, in_port = fabric.dpids[peer], arrival(fabric, name, port)
+        pkt = {"in_port": in_port, "eth_type": 0x88CC, "mpls": [],
+               "eth_dst": ":".join(f"{b:02x}" for b in frame[:6])}
+        for where, p in switches.process(at, pkt):
+            sent = bytes.fromhex(p["eth_dst"].replace(":", "")) + frame[6:]
+            if where == "controller":
+                out.append((at, in_port, sent))
+            else:
+                send(at, where, sent, hops + 1)
+    for dpid, port, frame in frames:
+        send(dpid, port, frame, 0)
+    return out
