@@ -21,7 +21,8 @@ from __future__ import annotations
 from controller.discovery import lldp
 from controller.discovery.declared import check_declared
 from controller.discovery.guard import PROBE_MAC, Guard
-from controller.discovery.lldp import LLDP_BUDGET
+from controller.discovery.liveness import Liveness
+from controller.discovery.lldp import ECHO_BACK_MAC, ECHO_MAC, LLDP_BUDGET
 from controller.discovery.planes import discover
 from controller.discovery.topology import (
     DEFAULT_LINK_TIMEOUT,
@@ -57,6 +58,7 @@ class FabricFinder:
         self.recognised = as_clos(recognised) if declared is None else None
         self.problems: list[dict] = []
         self.guard = Guard(secret, self._name)
+        self.liveness = Liveness(self.guard)  # echoes through the switches' data planes
         self.speeds: dict[tuple[int, int], int] = {}  # (dpid, port) -> kbps reported
         self.sent = {"lldp_round": 0, "lldp_connect": 0, "lldp_answer": 0, "arp_locate": 0,
                      "arp_verify": 0, "arp_answer": 0}
@@ -104,6 +106,7 @@ class FabricFinder:
         ports are probed at once."""
         known = dpid in self.topology.switches
         self.topology.switch_up(dpid, ports, now)
+        self.liveness.reset(dpid, now)
         for port, up in ports.items():
             if not up:
                 self.guard.port_reset(dpid, int(port))
@@ -142,6 +145,11 @@ class FabricFinder:
                 return None
             if not self.guard.check_probe(probe, dpid, port, now):
                 return "alarm"
+            if probe["dst"] == ECHO_BACK_MAC:  # an echo back at its sender (``liveness``)
+                self.liveness.answered_echo(probe)
+                return "lldp"
+            if probe["dst"] != ECHO_MAC or not self.liveness.answered_echo(probe):
+                self.liveness.seen(probe["dpid"], dpid, probe["time"])  # (an echo: trapped)
             self.probes_received += 1
             self.topology.link_seen(probe["dpid"], probe["port"], dpid, port, now)
             if (dpid, port) not in self.topology.links and dpid in self.topology.switches:
@@ -428,7 +436,8 @@ class FabricFinder:
                 "probes": {"sent": dict(self.sent), "sent_bytes": self.sent_bytes,
                            "received": self.probes_received,
                            "per_round": self._per_round or None,
-                           "link_timeout_s": self.topology.link_timeout}}
+                           "link_timeout_s": self.topology.link_timeout},
+                "echoes": self.liveness.view(self._name)}
 
 
 def _same(a: Clos, b: Clos) -> bool:

@@ -76,11 +76,16 @@ class Guard:
         self._nonce = self._nonce % 0xFFFFFFFF + 1
         return lldp.lldp_frame(dpid, port, sign=(self.secret, now, self._nonce))
 
+    def echo(self, dpid: int, port: int, now: float) -> tuple[bytes, int]:
+        """A signed echo out of (dpid, port), which the next switch sends back
+        (``liveness``), and its nonce."""
+        self._nonce = self._nonce % 0xFFFFFFFF + 1
+        return lldp.lldp_frame(dpid, port, sign=(self.secret, now, self._nonce),
+                               dst=lldp.ECHO_MAC), self._nonce
+
     def check_probe(self, probe: dict, dpid: int, port: int, now: float) -> bool:
         """True when the probe (``lldp.parse_probe``) that came in on (dpid, port) may show a
         link; else an alarm is raised and False returned."""
-        claim = f"{self.name(probe['dpid'])} port {probe['port']}"
-        where = f"{self.name(dpid)} port {port}"
         key = (probe["dpid"], probe["port"], probe["time"], probe["nonce"])
         if probe["sig"] is None:
             kind, why = "lldp_unsigned", "carries no signature of this controller"
@@ -90,7 +95,8 @@ class Guard:
             kind, why = "lldp_replayed", f"was sent {now - probe['time']:.1f} s ago"
         elif key in self._accepted:
             kind, why = "lldp_replayed", "was received before"
-        elif (probe["dpid"], probe["port"]) == (dpid, port):
+        elif (probe["dpid"], probe["port"]) == (dpid, port) and \
+                probe.get("dst") != lldp.ECHO_BACK_MAC:  # an echo comes back, nothing else
             kind, why = "lldp_replayed", "came back into the port it was sent from"
         elif (dpid, port) in self.host_ports:
             kind, why = "lldp_on_host_port", "came in on a port that carries host traffic"
@@ -99,6 +105,8 @@ class Guard:
             if len(self._accepted) > 4 * 4096:
                 self._accepted = {k: t for k, t in self._accepted.items() if t >= now - FRESH_S}
             return True
+        claim = f"{self.name(probe['dpid'])} port {probe['port']}"  # names: refusals only
+        where = f"{self.name(dpid)} port {port}"
         self._alarm(kind, now, dpid, port, None,
                     f"LLDP probe on {where} claiming {claim} {why}: not a link", claimed=claim)
         return False

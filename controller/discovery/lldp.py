@@ -38,7 +38,12 @@ BROADCAST = "ff:ff:ff:ff:ff:ff"
 _CHASSIS_LOCAL, _PORT_COMPONENT = 7, 2
 _TLV_END, _TLV_CHASSIS, _TLV_PORT, _TLV_TTL, _TLV_ORG = 0, 1, 2, 3, 127
 LLDP_INTERVAL = 1.0  # seconds between LLDP probe rounds, by default
+# echoes (``liveness``): a switch's static entry sends a frame to ECHO_MAC back out of the port
+# it came in on, to ECHO_BACK_MAC, which the sender traps as any LLDP (enforcement/echo.py has
+# the same addresses); locally administered unicast, never a host's
+ECHO_MAC, ECHO_BACK_MAC = "02:6d:6c:72:74:e0", "02:6d:6c:72:74:e1"
 LLDP_BUDGET = 1000  # LLDP probes a second at most, by default: larger fabrics probe in turns
+ECHO_INTERVAL = 0.2  # seconds between rounds of echoes through the switches (``liveness``)
 _OUI, _SUBTYPE_SIG = b"\x6d\x6c\x72", 1  # "mlr": mlroute's signature TLV
 _SIG_BYTES = 16
 _MIN_FRAME = 60  # Ethernet minimum without the FCS
@@ -80,10 +85,11 @@ def _signature(key: bytes, dpid: int, port: int, sent: float, nonce: int) -> byt
 
 
 def lldp_frame(dpid: int, port: int, src_mac: str = "02:00:00:00:00:00",
-               ttl: int = 120, sign: tuple[bytes, float, int] | None = None) -> bytes:
+               ttl: int = 120, sign: tuple[bytes, float, int] | None = None,
+               dst: str = LLDP_MULTICAST) -> bytes:
     """The LLDP probe that (dpid, port) sends; ``src_mac`` is the port's own address if known
     (switches in secure mode ignore it); ``sign`` = (secret, send time, nonce) adds the
-    signature TLV."""
+    signature TLV; ``dst``: ``ECHO_MAC`` for an echo the next switch sends back."""
     if not 0 < dpid < 2**64 or not 0 < port < 2**32:
         raise InputError(f"lldp: bad datapath id {dpid!r} or port {port!r}")
     body = _lldp_ids(dpid, port, ttl)
@@ -92,14 +98,14 @@ def lldp_frame(dpid: int, port: int, src_mac: str = "02:00:00:00:00:00",
         body += _tlv(_TLV_ORG, _OUI + bytes([_SUBTYPE_SIG]) + struct.pack("!dI", sent, nonce)
                      + _signature(key, dpid, port, sent, nonce))
     body += _tlv(_TLV_END, b"")
-    return _pad(_lldp_head(src_mac) + body)
+    return _pad(_lldp_head(src_mac, dst) + body)
 
 
 # A round of probes is one frame per port (5,120 a second at the paper's scale, built under
 # the service lock): what does not change between rounds is built once.
 @functools.lru_cache(maxsize=64, typed=True)
-def _lldp_head(src_mac: str) -> bytes:
-    return mac_bytes(LLDP_MULTICAST) + mac_bytes(src_mac) + struct.pack("!H", ETH_LLDP)
+def _lldp_head(src_mac: str, dst: str = LLDP_MULTICAST) -> bytes:
+    return mac_bytes(dst) + mac_bytes(src_mac) + struct.pack("!H", ETH_LLDP)
 
 
 @functools.lru_cache(maxsize=1 << 16, typed=True)
@@ -129,9 +135,9 @@ def parse_lldp(frame: bytes) -> tuple[int, int] | None:
 
 
 def parse_probe(frame: bytes) -> dict | None:
-    """What an LLDP frame claims: ``{"dpid", "port", "time", "nonce", "sig"}`` (the last three
-    None when it carries no signature TLV), or None when it claims no switch port in our
-    layout. Never raises."""
+    """What an LLDP frame claims: ``{"dpid", "port", "time", "nonce", "sig", "dst"}`` (time,
+    nonce and sig None when it carries no signature TLV; ``dst`` its destination MAC), or None
+    when it claims no switch port in our layout. Never raises."""
     et = _ethertype(frame)
     if et is None or et[0] != ETH_LLDP:
         return None
@@ -157,7 +163,8 @@ def parse_probe(frame: bytes) -> dict | None:
         off += 2 + length
     if dpid is None or port is None:
         return None
-    return {"dpid": dpid, "port": port, "time": signed[0], "nonce": signed[1], "sig": signed[2]}
+    return {"dpid": dpid, "port": port, "time": signed[0], "nonce": signed[1], "sig": signed[2],
+            "dst": bytes(frame[:6]).hex(":")}
 
 
 def parse_host_lldp(frame: bytes) -> tuple[str, str] | None:

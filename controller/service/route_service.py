@@ -26,7 +26,7 @@ from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
-from controller.service import admission, anytime, decide, mastership, oplog, tablesync, views
+from controller.service import admission, anytime, decide, mastership, oplog, silence, tablesync, views
 from controller.service.change import Change, Outcome
 from controller.service.clusterview import standalone_view
 from controller.service.hostports import HostPortService
@@ -111,10 +111,7 @@ class RouteService:
         self.learning.track(self.state, self.monotonic())  # a new job's windows start now
         if change.replanned is not None:
             for key, improvable in change.replanned.improvable.items():
-                if improvable:
-                    self.unproven.add(key)
-                else:
-                    self.unproven.discard(key)
+                (self.unproven.add if improvable else self.unproven.discard)(key)
         return outcome
 
     def _apply_or_record(self, change: Change | None) -> Outcome | None:
@@ -176,8 +173,7 @@ class RouteService:
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
             s = self.state.switches.setdefault(dpid, SwitchSeen())
-            s.connected = False
-            s.since = self.clock()
+            s.connected, s.since = False, self.clock()
             self.finder.switch_down(dpid, self.clock())
             self.reconciler.disconnected(dpid)
             f = self.state.declared
@@ -257,6 +253,10 @@ class RouteService:
     def _expire(self) -> None:
         self._topology_changed("switch disconnected for longer than "
                                f"{self.settings.dead_after:g} s")
+
+    def echo_round(self) -> bool:
+        """Echoes through every switch's data plane: one whose echoes are lost fails (silence)."""
+        return silence.echo_round(self, self._packet_out, self._topology_changed)
 
     # ---- learned matrices (service/matrices.py) ------------------------------------------------
     def traffic_samples(self, samples) -> None:

@@ -29,6 +29,7 @@ class SwitchSeen:
     connected: bool = False
     ports: dict = field(default_factory=dict)  # port number -> up
     since: float = 0.0
+    silent: bool = False  # its echoes were lost (``silence.py``): failed, connected or not
 
 
 @dataclass
@@ -100,7 +101,8 @@ def failed_links(declared: Clos, switches: dict, now: float = 0.0,
                  dead_after: float = 0.0) -> set[tuple]:
     """Switch links (lower, upper) that are down (members of a bundle (lower, upper, m)
     while some other member is up): an end port reported down, or an end switch that was
-    seen and has been disconnected for ``dead_after`` seconds or more. A lost control
+    seen and has been disconnected for ``dead_after`` seconds or more, or whose echoes
+    were lost (``silent``: its data plane stopped, its ports still up). A lost control
     connection alone is not a failure of the data plane (the switch keeps forwarding with its
     tables): within the grace time its links count as they were. Unknown state (never seen,
     never reported) counts as up. O(switches seen + link ends of the switches with a port
@@ -111,7 +113,7 @@ def failed_links(declared: Clos, switches: dict, now: float = 0.0,
         at = ends.get(dpid)
         if not at:
             continue
-        dead = not s.connected and now >= s.since + dead_after  # next_failure's sum
+        dead = s.silent or (not s.connected and now >= s.since + dead_after)  # next_failure
         if not dead and False not in s.ports.values():
             continue
         for link, m, port in at:

@@ -114,6 +114,10 @@ class Shell:
         if conf.mlroute_lldp_budget < 0:
             raise InputError("--mlroute-lldp-budget: probes a second, 0 or more")
         self.service.finder.pace(self.lldp_interval, conf.mlroute_lldp_budget)
+        self.echo_interval = 0.0 if self.static else conf.mlroute_echo_interval
+        if self.echo_interval < 0:
+            raise InputError("--mlroute-echo-interval: seconds, 0 or more")
+        self.service.finder.liveness.interval = self.echo_interval
         self.stats_interval = conf.mlroute_stats_interval
         self.improving = False
         self._packets: deque = deque()  # packet-ins waiting for the service (_answer)
@@ -138,6 +142,8 @@ class Shell:
         if self.stats_interval > 0:
             self.hub.spawn(self._poll_stats)
         self.hub.spawn(self._tick)
+        if self.echo_interval > 0:
+            self.hub.spawn(self._echoes)
         if self.static is not None:  # no OpenFlow: every declared switch is there from now
             self.service.note_switches(self.static.connected_now())
             oplog.switches("counted as connected (no OpenFlow)", list(self.static.fabric.dpids))
@@ -425,6 +431,18 @@ class Shell:
                         "mlroute: heap %s after a slow full collection (%d objects frozen)",
                         kept, self.heap.frozen)
             due = time.monotonic() + TICK
+
+    def _echoes(self) -> None:
+        """A round of echoes through every switch's data plane every ``echo_interval``
+        (``RouteService.echo_round``: a switch whose echoes are lost, its ports up, fails
+        within three rounds); the sync workers start when one came back (read and repaired)."""
+        while self._running:
+            self.hub.sleep(self.echo_interval)
+            try:
+                if self.service.echo_round():
+                    self._start_syncers()
+            except Exception:  # noqa: BLE001 - the rounds go on; the error is logged
+                LOG.exception("mlroute: echo round failed")
 
     def _poll_stats(self) -> None:
         while self._running:

@@ -11,7 +11,7 @@ import sys
 
 from oslo_config import cfg
 
-from controller.discovery.lldp import LLDP_BUDGET, LLDP_INTERVAL
+from controller.discovery.lldp import ECHO_INTERVAL, LLDP_BUDGET, LLDP_INTERVAL
 from controller.planners.registry import listing
 from controller.service.settings import ILP_TIME_LIMIT_S, Settings
 
@@ -66,6 +66,11 @@ OPTS = [
                help="LLDP probes a second at most: a fabric with more switch ports probes "
                     "them in turns, and a link expires after 3.5 whole cycles unheard "
                     "(0: every port each round)"),
+    cfg.FloatOpt("mlroute-echo-interval", default=ECHO_INTERVAL,
+                 help="seconds between rounds of echoes through every switch's data plane: a "
+                      "switch whose echoes are lost in two rounds, its ports still up, counts "
+                      "as failed at once (0: no echoes; such a switch fails when its "
+                      "connection has been lost for --mlroute-dead-after)"),
     cfg.FloatOpt("mlroute-link-gbps", default=Settings.link_gbps,
                  help="link speed of a discovered fabric; wins over the current speed switches "
                       "report for their ports (OpenFlow port description), else 100"),

@@ -1,0 +1,47 @@
+"""Switches whose data plane stopped while their ports stay up (issue 59): discovery's echoes
+judge them (``discovery/liveness.py``), and here the judgement becomes state. A silent switch
+counts as failed at once, connected or not (``SwitchSeen.silent``, ``state.failed_links``):
+the jobs crossing it are re-planned as for a switch lost, and it is no longer written (its
+barriers would not come), so the change goes to the others at once. A switch that lost only
+its controller keeps answering echoes and its grace time (``--mlroute-dead-after``). One whose
+echoes come back is read and repaired as a switch that reconnects, and its links return.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+
+def echo_round(svc, packet_out: Callable, changed: Callable[[str], None]) -> bool:
+    """One round of ``svc.finder.liveness`` under the service lock (a ``RouteService``; the
+    master only): the echoes judged, then sent (``packet_out``)
+    from the synchronised switches this controller writes; switches newly silent or proven
+    again are noted and ``changed(cause)`` re-plans. True when a switch came back (queued to
+    be read: the caller starts the readers)."""
+    with svc.lock:
+        st, rec = svc.state, svc.reconciler
+        if svc.passive or st.declared is None or not st.declared.wired:
+            return False
+        senders = {d for d in rec.installed if rec.manages(d)}
+        down = {(d, p) for d, s in st.switches.items() if False in s.ports.values()
+                for p, up in s.ports.items() if not up}
+        live = svc.finder.liveness
+        for dpid, port, frame in live.round(st.declared, senders, down, svc.clock()):
+            packet_out(dpid, port, frame)
+        was = {d for d, s in st.switches.items() if s.silent}
+        silent = live.silent & set(st.switches)
+        if silent == was:
+            return False
+        for d in sorted(silent - was):
+            st.switches[d].silent = True
+            rec.disconnected(d)  # its barriers would not come
+        back = sorted(was - silent)
+        for d in back:
+            st.switches[d].silent = False
+            if st.switches[d].connected:
+                rec.connected(d)  # read and repaired, as a switch that reconnects
+        name = svc.switch_name
+        causes = [f"switch {name(d)} silent: its echoes were lost in {live.rounds_lost(d)} "
+                  "rounds, its ports up" for d in sorted(silent - was)]
+        causes += [f"switch {name(d)} answers echoes again" for d in back]
+        changed("; ".join(causes))
+        return bool(back)
