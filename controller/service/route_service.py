@@ -211,7 +211,7 @@ class RouteService:
 
     def tick(self, probe: bool = True, sync: bool = True) -> None:
         """Called periodically (each second): LLDP probes out of every port (``probe``), the
-        fabric adopted once discovery settled, a switch silent for longer than ``dead_after``
+        fabric adopted once discovery settled, a switch disconnected for longer than ``dead_after``
         counts as failed (``expire`` acts on it at the moment; this is the backstop), auto
         re-optimises once returned links held for the hold-down, and (``sync``; the shell's
         workers do it instead, so that no switch holds its loop) queued switches are read. A
