@@ -14,6 +14,7 @@ import pytest
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_static_rules
 from controller.enforcement.openflow import COOKIE_STATIC
+from controller.enforcement.rules import T_DELIVER
 from controller.model.prefixes import dst_prefixes
 from emulation.harness import fabricnet, ovs
 from emulation.harness.session import Session
@@ -108,7 +109,7 @@ def test_a_leaf_link_down_keeps_every_pair_answering_through_its_class(emu):
 
         def installed():
             return {(e["priority"], e["match"].get("nw_dst")) for e in ovs.dump_flows("l1")
-                    if e["table"] == 0 and e["priority"] in (11, 12)} or None
+                    if e["table"] == T_DELIVER and e["priority"] in (11, 12)} or None
         assert fabricnet.wait_until(installed, 15, what="l1's class") == {(11, pod)}
         assert fabricnet.pingall(emu.net, timeout=2) == 0.0
     finally:

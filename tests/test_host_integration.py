@@ -58,7 +58,10 @@ def only_static_entries(emu, down=()):
     for sw in f.switches():
         entries = ovs.dump_flows(sw)
         assert entries and all(e["cookie"] == COOKIE_STATIC for e in entries), sw
-        assert not any("nw_src" in e["match"] for e in entries), sw  # no 5-tuple match
+        assert not any(k in e["match"] for e in entries  # no 5-tuple match: a source only
+                       for k in ("tp_src", "tp_dst", "tcp_src", "tcp_dst", "udp_src",
+                                 "udp_dst")), sw  # with its port, the leaves' source check
+        assert all("in_port" in e["match"] for e in entries if "nw_src" in e["match"]), sw
         want = (len(clos_static_rules(f, sw, labels=False)[0])  # no sr job: no label entry
                 + len(clos_host_static_rules(f, sw)))
         assert len(entries) == want, (sw, len(entries), want)
