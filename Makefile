@@ -147,6 +147,7 @@ bench: install system
 	$(PY) -m benchmarks.collectives
 	$(PY) -m benchmarks.fattree
 	$(PY) -m benchmarks.scale
+	$(PY) -m benchmarks.liveness --fat-tree 16 --rounds 50
 	$(PY) -m benchmarks.srv6
 
 paper: install
