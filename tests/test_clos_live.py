@@ -58,7 +58,7 @@ def test_a_ring_across_pods_carries_its_bytes_on_its_planned_links(emu, mode):
                 entries = ovs.dump_flows(sw)
                 assert entries and all(e["cookie"] == COOKIE_STATIC for e in entries), sw
                 want = (len(clos_static_rules(emu.fabric, sw, labels=False)[0])
-                        + len(clos_host_static_rules(emu.fabric, sw)))
+                        + len(clos_host_static_rules(emu.fabric, sw)) + 1)  # + the echo
                 assert len(entries) == want, (sw, len(entries), want)
         carried_as_planned(emu, routes)
         links = emu.ctl.rest("GET", "/v1/links")[1]
