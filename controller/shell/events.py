@@ -54,9 +54,12 @@ def adapter_events(set_ev_cls, ofp_event, config: str, main: str, dead: str) -> 
             # scanned it in about 40 ms, stalling every green thread, REST included: frozen
             # (and what later survives a slow full collection: ``heap.Heap``).
             self.shell.heap.start()
-            self.shell.start()
+            # said before serving starts: the ports are bound and listening already (the
+            # REST socket in ``Shell``), and a client that gets an answer and then stops the
+            # controller must find the line in its log (it raced the first answers)
             LOG.info(listening_line(conf.wsapi_host, conf.wsapi_port, conf.ofp_listen_host,
                                     of_ports))
+            self.shell.start()
 
         def close(self):
             self.shell.stop()
