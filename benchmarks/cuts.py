@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -31,7 +30,7 @@ import numpy as np
 
 from controller.model import cuts, hosttable
 from simulation import trace_replay as tr
-from simulation.trace_report import scenario_name
+from simulation.trace_report import commit_id, scenario_name
 
 COMMAND = "python -m benchmarks.cuts --workers 2"
 SLOWED = 1.05  # a job re-plan slowed by more than 5% (as trace_report's threshold)
@@ -134,19 +133,11 @@ def run_all(args) -> dict:
         scenarios[name]["algorithms"][algorithm] = out
         print(f"{name:40s} {algorithm:6s} {out['wall_s']:6.1f} s  cut-bound jobs "
               f"{out['cut_bound_jobs']} of {out['fabric_jobs']}", flush=True)
-    return {"command": COMMAND, "seed": args.seed, "commit": _commit(),
+    return {"command": COMMAND, "seed": args.seed, "commit": commit_id(),
             "trace": {"file": os.path.relpath(tr.TRACE, tr.REPO), "cut": {
                 "jobs": args.jobs, "days": args.days}},
             "slowed_threshold": SLOWED, "at_bound_within": AT_BOUND,
             "scenarios": scenarios, "wall_s": round(time.perf_counter() - t0, 1)}
-
-
-def _commit() -> str | None:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tr.REPO, text=True,
-                              capture_output=True, timeout=10).stdout.strip() or None
-    except OSError:
-        return None
 
 
 def main(argv=None) -> int:

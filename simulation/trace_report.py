@@ -97,7 +97,7 @@ def run_all(args) -> int:
         result[p]["removed"] = removed(result[p]["algorithms"])
     ideal = workload.ring_bytes(64) * 2 / fabric.link_bps("host")
     doc = {
-        "command": COMMAND, "seed": args.seed, "commit": _commit(),
+        "command": COMMAND, "seed": args.seed, "commit": commit_id(),
         "trace": {"file": os.path.relpath(args.trace, tr.REPO), "jobs": len(trace),
                   "arrival_span_days": round((trace[-1].arrival - trace[0].arrival) / 86400, 3)
                   if trace else 0, "cut": {"jobs": args.jobs, "days": args.days}},
@@ -126,7 +126,9 @@ def _compact(text: str) -> str:
                   lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
 
 
-def _commit() -> str | None:
+def commit_id() -> str | None:
+    """The repository's short HEAD commit (None outside a git checkout): what a figure was
+    measured on."""
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tr.REPO, text=True,
                               capture_output=True, timeout=10).stdout.strip() or None
