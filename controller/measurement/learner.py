@@ -155,12 +155,12 @@ class TrafficLearner:
         with self._lock:
             w = self._window(idx)
             wb, ws = w.bytes, w.samples
-            counting = {a for a, i in self._counting.items() if idx - i < self.keep}
+            counting, keep = self._counting, self.keep
             n = bad = gone = 0
             for s in samples:
                 src, dst = s.src, s.dst
                 if src is None or dst is None or src == dst or s.frame_length < min_frame \
-                        or src in counting:
+                        or idx - counting.get(src, idx - keep) < keep:
                     continue
                 if getattr(s, "dropped", False):
                     gone += 1

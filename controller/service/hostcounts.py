@@ -38,6 +38,11 @@ def _number(value, what: str) -> float:
     return float(value)
 
 
+def _owners(fabric) -> dict[str, str]:
+    """Address -> its host, every plane's."""
+    return {ip: h for h, ips in fabric.host_ips.items() for ip in ips if ip}
+
+
 def parse(doc, fabric, host: str) -> tuple[list[tuple[str, str, float, int]], int]:
     """The report's counts between hosts of ``fabric``, and the number of pairs ignored
     (an address of no host). An InputError names what is wrong."""
@@ -50,7 +55,7 @@ def parse(doc, fabric, host: str) -> tuple[list[tuple[str, str, float, int]], in
     if not 0 < interval <= MAX_INTERVAL_S:
         raise InputError(f"traffic report: 'interval_s' must be in (0, {MAX_INTERVAL_S:g}], "
                          f"not {interval:g}")
-    owner = {ip: h for h, ips in fabric.host_ips.items() for ip in ips if ip}
+    owner = fabric.derived("host_of_address", _owners)  # once per fabric, not per report
     out, ignored, total = [], 0, 0.0
     for i, p in enumerate(doc["pairs"]):
         if not isinstance(p, dict) or not all(isinstance(p.get(k), str) for k in ("src", "dst")):
