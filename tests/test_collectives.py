@@ -23,7 +23,6 @@ from tests.integration import (
     HOSTS,
     LEAVES,
     SPINES,
-    gloo_only_in_make_test,
     processes,
     require_root_and_ovs,
 )
@@ -172,9 +171,11 @@ def test_wrong_direction_is_corrected_by_learning(emu, library):
     learned(emu, library, "wrong_learned")
 
 
-# make test: gloo (the lifecycle, cold and posted again: tests/test_learning_live.py; with gloo
-# and Open MPI across a job's whole life: tests/test_lifecycle_live.py in make test-live)
-@pytest.mark.parametrize("library", gloo_only_in_make_test(co.LIBRARIES))
+# make test-live only: make test learns a members-only gloo ring from cold and posted again
+# (tests/test_learning_live.py; with gloo and Open MPI across a job's whole life:
+# tests/test_lifecycle_live.py in make test-live)
+@EXTENDED
+@pytest.mark.parametrize("library", co.LIBRARIES)
 def test_members_only_after_learning_as_fast_as_declared(emu, library):
     learned(emu, library, "members")
 
