@@ -17,14 +17,22 @@ from emulation.harness import owned
 OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
 
+def ovs_ctl(*args: str, timeout: float = 180) -> None:
+    """Run ``ovs-ctl`` so that the daemons it starts outlive this process and its terminal:
+    in a session of their own, no pipe of ours (found: daemons started from a benchmark died
+    with SIGTERM when the benchmark's process group ended, and nothing forwarded any more)."""
+    subprocess.run([OVS_CTL, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, start_new_session=True, timeout=timeout,
+                   check=True)
+
+
 def ensure_ovs() -> None:
     """Start Open vSwitch if it does not run (no systemd here), with switch queues as deep as
     their qdiscs (``ensure_switch_send_buffer``: otherwise links shared by two
     flows lose packets only because of the emulator) and the CPU before the emulated hosts'
     processes (``ensure_switch_priority``)."""
     if subprocess.run([OVS_CTL, "status"], capture_output=True).returncode != 0:
-        subprocess.run([OVS_CTL, "--system-id=random", "start"], capture_output=True, timeout=60,
-                       check=True)
+        ovs_ctl("--system-id=random", "start", timeout=60)
     ensure_switch_send_buffer()
     ensure_switch_priority()
 
@@ -225,6 +233,5 @@ def ensure_switch_send_buffer(size: int = SWITCH_SNDBUF, exact: bool = False) ->
         return {"before": before, "after": before}
     subprocess.run(["sysctl", "-qw", f"net.core.wmem_default={size}"], check=True, timeout=30)
     if before is not None:  # the socket exists: only a new ovs-vswitchd makes a new one
-        subprocess.run([OVS_CTL, "--no-ovsdb-server", "--system-id=random", "restart"],
-                       capture_output=True, check=True, timeout=120)
+        ovs_ctl("--no-ovsdb-server", "--system-id=random", "restart", timeout=120)
     return {"before": before, "after": switch_send_buffer()}
