@@ -39,11 +39,23 @@ from controller.model.clos import Clos
 LINK_NET = 0xFDFF << 112
 HOST_NET = 0xFDFE << 112
 ARP_SOURCE = "169.254.0.1"
+# Every router's own IPv4 address (its loopback, SONiC's Loopback0), the source of its ICMP
+# errors: with no IPv4 address at all Linux answers from 192.0.0.8 (RFC 7600), which names no
+# router, so a host's TTL-limited probes could not tell the spines apart (host mode on routers,
+# ``agent/portmap.py``). RFC 6598 space: neither the hosts' nor the management network's.
+ROUTER_NET = ipaddress.IPv4Network("100.64.0.0/16")
 NEXT_CSID = "flavors next-csid lblen 32 nflen 16"
 SYSCTLS = ("net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
-           "net.ipv4.fib_multipath_hash_policy=1", "net.ipv6.fib_multipath_hash_policy=1",
+           # IPv4 ECMP on the packet's 5-tuple (policy 3, fields 0x37): policy 1 takes a hash
+           # the skb already carries, and a veth carries the sending socket's random one
+           # across namespaces, so a connection's path would not follow its ports
+           "net.ipv4.fib_multipath_hash_policy=3", "net.ipv4.fib_multipath_hash_fields=0x37",
+           "net.ipv6.fib_multipath_hash_policy=1",
            "net.ipv6.conf.all.ignore_routes_with_linkdown=1",
-           "net.ipv4.conf.all.ignore_routes_with_linkdown=1")
+           "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
+           # host mode's probes: no ICMP limit per destination host (6, then 1 a second);
+           # the router's global one stays (net.ipv4.icmp_msgs_per_sec, 1,000 a second)
+           "net.ipv4.icmp_ratelimit=0")
 
 
 def mininet_ifname(switch: str, port: int) -> str:
@@ -101,10 +113,13 @@ class SwitchConfig:
     locator: str = ""
     # a leaf's IPv4 source for ARP towards its hosts (End.DX4 resolves them; never routed)
     arp_source: str = ""
+    router_ip: str = ""  # its own IPv4 address on lo (``ROUTER_NET``), before ``arp_source``
 
     def iproute2(self) -> list[str]:
         """Lines for ``ip -batch -`` (addresses, SIDs, routes; idempotent)."""
         out = [f"addr replace {a}/64 dev {i} nodad" for i, a in self.addresses]
+        if self.router_ip:  # the first global address of lo: what ICMP errors come from
+            out.append(f"addr replace {self.router_ip}/32 dev lo")
         if self.arp_source:
             out.append(f"addr replace {self.arp_source}/32 dev lo")
         for prefix, action, attrs, ifname in self.sids:
@@ -148,7 +163,10 @@ class SwitchConfig:
         static = {p: {"nexthop": ",".join(a for a, _ in hops),
                       "ifname": ",".join(i for _, i in hops)}
                   for p, hops in self.routes if ":" in p}
-        return {"SRV6_MY_LOCATORS": {loc: {"prefix": self.locator.split("/")[0],
+        loopback = ({"Loopback0": {}, f"Loopback0|{self.router_ip}/32": {}}
+                    if self.router_ip else {})
+        return {"LOOPBACK_INTERFACE": loopback,
+                "SRV6_MY_LOCATORS": {loc: {"prefix": self.locator.split("/")[0],
                                            "block_len": "32", "node_len": "16",
                                            "func_len": "16", "arg_len": "0"}},
                 "SRV6_MY_SIDS": sids, "INTERFACE": interfaces, "STATIC_ROUTE": static}
@@ -180,6 +198,19 @@ def alive_neighbours(fabric: Clos) -> dict[str, list[str]]:
     return out
 
 
+def router_ips(fabric: Clos) -> dict[str, str]:
+    """Switch -> its own IPv4 address (``ROUTER_NET``, in ``fabric.switches()`` order).
+
+    >>> from controller.model.clos import Clos
+    >>> router_ips(Clos.leaf_spine(2, 2, 1))
+    {'l0': '100.64.0.1', 'l1': '100.64.0.2', 's0': '100.64.0.3', 's1': '100.64.0.4'}
+    """
+    names = fabric.switches()
+    if len(names) >= ROUTER_NET.num_addresses - 1:
+        raise InputError(f"SRv6: {len(names)} switches, more than {ROUTER_NET} holds")
+    return {s: str(ROUTER_NET.network_address + i + 1) for i, s in enumerate(names)}
+
+
 def _lower_upper(fabric: Clos, a: str, b: str) -> tuple[str, str]:
     return (a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)
 
@@ -193,7 +224,10 @@ def configs(plan: SidPlan, ifname=mininet_ifname) -> dict[str, SwitchConfig]:
     addr = Addressing.of(fabric)
     alive = alive_neighbours(fabric)
     dist = _distances(fabric, alive)
-    return {s: _config(plan, fabric, s, addr, alive, dist, ifname) for s in fabric.switches()}
+    out = {s: _config(plan, fabric, s, addr, alive, dist, ifname) for s in fabric.switches()}
+    for s, ip in router_ips(fabric).items():
+        out[s].router_ip = ip
+    return out
 
 
 def switch_config(plan: SidPlan, switch: str, ifname=mininet_ifname) -> SwitchConfig:
