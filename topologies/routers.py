@@ -13,7 +13,7 @@ it as a cluster's management network would.
 Every router applies its static configuration (``controller.enforcement.srv6_config``: link
 addresses, uN / uA / End.X / End.DX4 SIDs with counters, every locator and host over all
 shortest paths) in one ``ip -batch``; unsteered traffic spreads by the kernel's L4 ECMP hash
-(``fib_multipath_hash_policy=1``). Hosts keep their IPv4 address; their IPv4 fabric and the
+(``fib_multipath_hash_policy=3`` on the 5-tuple). Hosts keep their IPv4 address; their IPv4 fabric and the
 uSID block go through their leaf (``srv6_config.host_config``), IPv6 on. A host's
 ``mlroute-agent`` steers its flows.
 
