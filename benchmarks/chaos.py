@@ -81,6 +81,13 @@ def _where(route: dict) -> tuple:
     return tuple(route.get("path") or ())
 
 
+def post(ctl, job: dict) -> dict:
+    status, doc = ctl.rest("POST", "/v1/jobs", job, timeout=120)
+    if status != 201:
+        raise RuntimeError(f"POST of job {job['id']}: {status} {doc}")
+    return doc
+
+
 def moved(before: dict, after: dict) -> int:
     return sum(1 for k, p in before.items() if k in after and after[k] != p)
 
@@ -128,7 +135,7 @@ def judge(case: dict) -> dict:
 def case_kill(s, fabric, outdir: str) -> list[dict]:
     job = large_job(fabric)
     t = time.monotonic()
-    assert s.ctl.rest("POST", "/v1/jobs", job, timeout=120)[0] == 201
+    post(s.ctl, job)
     post_s = time.monotonic() - t
     s.ctl.rest("DELETE", "/v1/jobs/big")
     settle(s)
@@ -136,13 +143,13 @@ def case_kill(s, fabric, outdir: str) -> list[dict]:
     for frac in (0.25, 0.5, 0.9):
         answer: dict = {}
 
-        def post(ctl=s.ctl):
+        def posting(ctl=s.ctl):
             try:
                 answer["status"] = ctl.rest("POST", "/v1/jobs", job, timeout=120)[0]
             except OSError as e:
                 answer["status"] = f"no answer ({type(e).__name__})"
         with Poller(lambda: [s.ctl]) as poll:
-            th = threading.Thread(target=post, daemon=True)
+            th = threading.Thread(target=posting, daemon=True)
             th.start()
             time.sleep(frac * post_s)
             t0 = time.monotonic()
@@ -169,11 +176,11 @@ def case_kill(s, fabric, outdir: str) -> list[dict]:
 
 def case_ovs_restart(s, fabric, outdir: str) -> list[dict]:
     ring_job = RunningRing(s, fabric, os.path.join(outdir, "gloo-ovs")).job
-    assert s.ctl.rest("POST", "/v1/jobs", ring_job)[0] == 201
+    post(s.ctl, ring_job)
     big = large_job(fabric, "a2a")
     big["flows"] = big["flows"][::PER_PAIR]  # one flow a pair
     big["algorithm"] = "auto"
-    assert s.ctl.rest("POST", "/v1/jobs", big, timeout=120)[0] == 201
+    post(s.ctl, big)
     settle(s)
     time.sleep(2)
     before_routes = routes(s.ctl)
@@ -228,7 +235,7 @@ def _ring_link(fabric, view_routes: dict) -> tuple[str, str]:
 
 def case_flap(s, fabric, outdir: str) -> list[dict]:
     ring = RunningRing(s, fabric, os.path.join(outdir, "gloo-flap"), iters=40)
-    assert s.ctl.rest("POST", "/v1/jobs", ring.job)[0] == 201
+    post(s.ctl, ring.job)
     settle(s)
     link = _ring_link(fabric, routes(s.ctl))
     with Poller(lambda: [s.ctl]) as poll:
@@ -250,7 +257,7 @@ def case_flap(s, fabric, outdir: str) -> list[dict]:
 
 def case_switch(s, fabric, outdir: str) -> list[dict]:
     ring = RunningRing(s, fabric, os.path.join(outdir, "gloo-switch"))
-    assert s.ctl.rest("POST", "/v1/jobs", ring.job)[0] == 201
+    post(s.ctl, ring.job)
     settle(s)
     a, b = _ring_link(fabric, routes(s.ctl))
     name = a if fabric.tier_of[a] == 1 else b  # a spine, or an aggregation switch
@@ -295,7 +302,7 @@ def case_table_full(s, fabric, outdir: str) -> list[dict]:
                               for h in mine for i, d in enumerate(others * 4)]}
     b = {"id": "b", "flows": [dict(x, sport=x["sport"] + 10000)  # other entries than a's
                               for x in a["flows"][: len(a["flows"]) // 2]]}
-    assert s.ctl.rest("POST", "/v1/jobs", a, timeout=120)[0] == 201
+    post(s.ctl, a)
     settle(s)
     s.ctl.stop()
     f = fabric
@@ -346,7 +353,7 @@ def case_forged(s, fabric, outdir: str) -> list[dict]:
     attacker, victim = hosts[1], hosts[-1]
     forged_as = next(h for h in hosts if h not in (attacker, victim))
     ring = RunningRing(s, fabric, os.path.join(outdir, "gloo-forged")).job
-    assert s.ctl.rest("POST", "/v1/jobs", ring)[0] == 201
+    post(s.ctl, ring)
     settle(s)
     links_before = s.ctl.rest("GET", "/v1/fabric")[1].get("links")
     before = routes(s.ctl)
@@ -400,7 +407,7 @@ def case_etcd(shape: str, fabric, outdir: str) -> list[dict]:
             m = ha.master()
             job = large_job(fabric, "x")
             job["flows"] = job["flows"][::PER_PAIR]
-            assert m.rest("POST", "/v1/jobs", job, timeout=120)[0] == 201
+            post(m, job)
             ha.wait_ready()
             with Poller(lambda: [c for c in ha.ctls.values() if c is not None]) as poll:
                 t0 = time.monotonic()
@@ -442,7 +449,13 @@ def run_shape(shape: str, only: list[str], outdir: str) -> list[dict]:
             for name in session_cases:
                 say(f"{shape}: {name}")
                 t = time.monotonic()
-                for r in CASES[name](s, fabric, d):
+                try:
+                    got = CASES[name](s, fabric, d)
+                except Exception as e:  # noqa: BLE001 - the case failed; the others run
+                    say(f"{shape}: {name} failed: {e!r}")
+                    got = [{"case": name, "ok": False, "problems": [f"raised {e!r}"]}]
+                    s.ctl.rest("GET", "/v1/ready")  # a case that killed it: the next fails too
+                for r in got:
                     results.append({"shape": shape, **r,
                                     "case_s": round(time.monotonic() - t, 1)})
     if "etcd" in only:

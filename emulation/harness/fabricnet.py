@@ -18,12 +18,14 @@ OVS_CTL = "/usr/share/openvswitch/scripts/ovs-ctl"
 
 
 def ovs_ctl(*args: str, timeout: float = 180) -> None:
-    """Run ``ovs-ctl`` so that the daemons it starts outlive this process and its terminal:
-    in a session of their own, no pipe of ours (found: daemons started from a benchmark died
-    with SIGTERM when the benchmark's process group ended, and nothing forwarded any more)."""
+    """Run ``ovs-ctl`` so that the daemons it starts outlive this run: without the run's mark
+    in their environment (``owned.ENV``: the harness's cleanup stops every process that
+    carries it, and stopped the Open vSwitch a benchmark had restarted), in a session of their
+    own, no pipe of ours."""
+    env = {k: v for k, v in os.environ.items() if k != owned.ENV}
     subprocess.run([OVS_CTL, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, start_new_session=True, timeout=timeout,
-                   check=True)
+                   check=True, env=env)
 
 
 def ensure_ovs() -> None:
