@@ -1,6 +1,7 @@
 """``mlroute srv6-config``: every switch's static SRv6 configuration of a fabric, computed
 once from the fabric model (``enforcement/srv6_config.py``), as ``ip -batch`` files for Linux
-routers and SONiC CONFIG_DB JSON for ``config load``; one file per switch in a folder."""
+routers (a leaf's IPv6 source check in a second one, for ``ip -6 -batch``) and SONiC
+CONFIG_DB JSON for ``config load``; one file per switch in a folder."""
 from __future__ import annotations
 
 import json
@@ -16,8 +17,9 @@ LINE = "write every switch's static SRv6 configuration (ip -batch files, SONiC J
 DESCRIPTION = ("Write every switch's static SRv6 configuration for srv6 mode, computed once "
                "from the fabric: link addresses, uN, uA and End.X SIDs, a decapsulation SID per "
                "host at its leaf, every locator and host over all shortest paths. One file per "
-               "switch: SWITCH.batch for `ip -batch` on Linux routers, SWITCH.json with SONiC's "
-               "CONFIG_DB tables for `config load` (docs/reference/srv6-config.md).")
+               "switch: SWITCH.batch for `ip -batch` on Linux routers (and at a leaf SWITCH.batch6 "
+               "for `ip -6 -batch`: its host ports' IPv6 source check), SWITCH.json with "
+               "SONiC's CONFIG_DB tables for `config load` (docs/reference/srv6-config.md).")
 
 
 def add_command(sub, line: str, description: str) -> None:
@@ -44,6 +46,10 @@ def run(args) -> str:
             with open(os.path.join(args.out, f"{name}.batch"), "w") as fh:
                 fh.write("\n".join(cfg.iproute2()) + "\n")
             written += 1
+            if cfg.iproute2_v6():  # a leaf's IPv6 source check: `ip -6 -batch` only
+                with open(os.path.join(args.out, f"{name}.batch6"), "w") as fh:
+                    fh.write("\n".join(cfg.iproute2_v6()) + "\n")
+                written += 1
     if args.format in ("sonic", "both"):
         for name, cfg in configs(plan, sonic_ifname).items():
             with open(os.path.join(args.out, f"{name}.json"), "w") as fh:

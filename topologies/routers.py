@@ -12,7 +12,8 @@ it as a cluster's management network would.
 
 Every router applies its static configuration (``controller.enforcement.srv6_config``: link
 addresses, uN / uA / End.X / End.DX4 SIDs with counters, every locator and host over all
-shortest paths) in one ``ip -batch``; unsteered traffic spreads by the kernel's L4 ECMP hash
+shortest paths, at a leaf its host ports' source check) in one ``ip -batch`` (a leaf's IPv6
+source check in an ``ip -6 -batch``); unsteered traffic spreads by the kernel's L4 ECMP hash
 (``fib_multipath_hash_policy=3`` on the 5-tuple). Hosts keep their IPv4 address; their IPv4 fabric and the
 uSID block go through their leaf (``srv6_config.host_config``), IPv6 on. A host's
 ``mlroute-agent`` steers its flows.
@@ -46,11 +47,11 @@ except ImportError:  # the module's configuration helpers do not need Mininet
     Node = Topo = object
 
 
-def _batch(node, lines: list[str], what: str) -> None:
+def _batch(node, lines: list[str], what: str, family: str = "") -> None:
     path = f"/tmp/mlroute-{node.name}-{what}.batch"
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
-    out = node.cmd(f"ip -batch {path} 2>&1; echo rc=$?")
+    out = node.cmd(f"ip {family} -batch {path} 2>&1; echo rc=$?")
     os.unlink(path)
     if not out.strip().endswith("rc=0"):
         raise RuntimeError(f"{node.name}: {what} configuration failed: {out.strip()[-400:]}")
@@ -59,10 +60,12 @@ def _batch(node, lines: list[str], what: str) -> None:
 class SrRouter(Node):
     """A Linux router holding static SIDs only (``srv6_config.SwitchConfig``)."""
 
-    def config(self, lines=(), **params):
+    def config(self, lines=(), lines6=(), **params):
         r = super().config(**params)
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 " + " ".join(SYSCTLS))
         _batch(self, list(lines), "router")
+        if lines6:  # a leaf's IPv6 source check (``ip rule`` takes the family from -6 only)
+            _batch(self, list(lines6), "router6", "-6")
         return r
 
 
@@ -117,7 +120,8 @@ class RoutersTopo(Topo):
         plan = SidPlan.of(f)
         cfg = configs(plan)
         for sw in f.dpids:
-            self.addHost(sw, cls=SrRouter, ip=None, lines=cfg[sw].iproute2())
+            self.addHost(sw, cls=SrRouter, ip=None, lines=cfg[sw].iproute2(),
+                         lines6=cfg[sw].iproute2_v6())
         for j, h in enumerate(f.host_leaves):
             self.addHost(h, cls=SrHost, ip=f"{f.ip_of(h)}/8", mac=f.mac_of(h),
                          lines=host_config(plan, h) + ([

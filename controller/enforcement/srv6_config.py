@@ -13,6 +13,15 @@ Two forms of one configuration (``SwitchConfig``):
   (uN, uA with interface and adjacency, uDT46 at the leaves), ``INTERFACE`` addresses and
   ``STATIC_ROUTE`` for the locators (docs/reference/srv6-config.md).
 
+A leaf's host ports admit their host's own sources only (the source check: OpenFlow's is
+``source_check.py``): IPv4 from the host's address, IPv6 from its host-link address (the outer
+source of what its agent encapsulates); anything else a host port would have forwarded is
+dropped. On Linux by policy rules (``source_rules``): per host port and family, its host's
+source goes on (``goto`` the rest of the lookup), any other is blackholed. ``ip rule`` takes
+the family from ``-6`` only, never from the address, so the IPv6 rules are a second batch for
+``ip -6 -batch`` (``iproute2_v6``). On SONiC by ACL tables bound to the host ports
+(``sonic_acl``).
+
 Link member k (``fabric.links()`` order, members in order) is ``fdff:<k>::/64`` (lower switch
 ::1, upper ::2); host link j (hosts sorted, plane by plane) is ``fdfe:<j>::/64`` (host ::1,
 leaf ::2).
@@ -45,6 +54,9 @@ ARP_SOURCE = "169.254.0.1"
 # ``agent/portmap.py``). RFC 6598 space: neither the hosts' nor the management network's.
 ROUTER_NET = ipaddress.IPv4Network("100.64.0.0/16")
 NEXT_CSID = "flavors next-csid lblen 32 nflen 16"
+# the source check's policy rules (below the 1000 of l3mdev VRF rules): a genuine source jumps
+# from PREF_GENUINE over PREF_FORGED to the nop at PREF_ON, where the usual lookup goes on
+PREF_GENUINE, PREF_FORGED, PREF_ON = 900, 901, 902
 SYSCTLS = ("net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
            # IPv4 ECMP on the packet's 5-tuple (policy 3, fields 0x37): policy 1 takes a hash
            # the skb already carries, and a veth carries the sending socket's random one
@@ -113,6 +125,7 @@ class SwitchConfig:
     locator: str = ""
     # a leaf's IPv4 source for ARP towards its hosts (End.DX4 resolves them; never routed)
     arp_source: str = ""
+    host_ports: list = field(default_factory=list)  # (ifname, host IPv4, host-link IPv6)
     router_ip: str = ""  # its own IPv4 address on lo (``ROUTER_NET``), before ``arp_source``
 
     def iproute2(self) -> list[str]:
@@ -141,11 +154,56 @@ class SwitchConfig:
             else:
                 nh = " ".join(f"nexthop {via}{a} dev {i}" for a, i in hops)
                 out.append(f"route replace {prefix} {nh}")
+        return out + self.source_rules(4)
+
+    def iproute2_v6(self) -> list[str]:
+        """Lines for ``ip -6 -batch -``: the source check's IPv6 rules (none off the leaves)."""
+        return self.source_rules(6)
+
+    def source_rules(self, family: int) -> list[str]:
+        """The source check's policy rules of one family (module text; idempotent: the three
+        priorities are flushed first). A host port's packets to the router itself are looked
+        up in ``local`` first (priority 0) and are not checked."""
+        if not self.host_ports:
+            return []
+        k, bits = (1, 32) if family == 4 else (2, 128)
+        out = [f"rule flush pref {p}" for p in (PREF_GENUINE, PREF_FORGED, PREF_ON)]
+        out.append(f"rule add pref {PREF_ON} nop")
+        out += [f"rule add pref {PREF_GENUINE} iif {p[0]} from {p[k]}/{bits} goto {PREF_ON}"
+                for p in self.host_ports]
+        out += [f"rule add pref {PREF_FORGED} iif {p[0]} blackhole" for p in self.host_ports]
         return out
+
+    def sonic_acl(self) -> dict:
+        """The source check in CONFIG_DB: per family an ACL table type matching the ingress
+        port (SONiC's own L3 and L3V6 types match no port), its table bound to the host ports,
+        per host port a rule forwarding its host's source and one table-wide lower drop; IPv6
+        link-local sources (neighbour discovery) pass."""
+        if not self.host_ports:
+            return {}
+        types, tables, rules = {}, {}, {}
+        for fam, k, bits, match, ip_type in ((4, 1, 32, "SRC_IP", "IPV4ANY"),
+                                             (6, 2, 128, "SRC_IPV6", "IPV6ANY")):
+            name = f"MLROUTE_SOURCE_V{fam}"
+            types[name] = {"MATCHES": ["IN_PORTS", match, "IP_TYPE"],
+                           "ACTIONS": ["PACKET_ACTION"], "BIND_POINTS": ["PORT"]}
+            tables[name] = {"policy_desc": f"mlroute: host ports admit their host's IPv{fam} "
+                                           "source only", "type": name, "stage": "ingress",
+                            "ports": [p[0] for p in self.host_ports]}
+            for p in self.host_ports:
+                rules[f"{name}|HOST_{p[0]}"] = {"PRIORITY": "20", "PACKET_ACTION": "FORWARD",
+                                                "IN_PORTS": p[0], match: f"{p[k]}/{bits}"}
+            if fam == 6:
+                rules[f"{name}|LINK_LOCAL"] = {"PRIORITY": "15", "PACKET_ACTION": "FORWARD",
+                                               match: "fe80::/10"}
+            rules[f"{name}|FORGED"] = {"PRIORITY": "10", "PACKET_ACTION": "DROP",
+                                       "IP_TYPE": ip_type}
+        return {"ACL_TABLE_TYPE": types, "ACL_TABLE": tables, "ACL_RULE": rules}
 
     def sonic(self) -> dict:
         """CONFIG_DB tables (``config load``); IPv4 host routes are left to the underlay the
-        operator runs (BGP): SONiC's SIDs need only the locators routed."""
+        operator runs (BGP): SONiC's SIDs need only the locators routed. A leaf's also hold
+        the source check (``sonic_acl``)."""
         loc = f"loc_{self.switch}"
         sids = {}
         for prefix, action, attrs, ifname in self.sids:
@@ -169,7 +227,8 @@ class SwitchConfig:
                 "SRV6_MY_LOCATORS": {loc: {"prefix": self.locator.split("/")[0],
                                            "block_len": "32", "node_len": "16",
                                            "func_len": "16", "arg_len": "0"}},
-                "SRV6_MY_SIDS": sids, "INTERFACE": interfaces, "STATIC_ROUTE": static}
+                "SRV6_MY_SIDS": sids, "INTERFACE": interfaces, "STATIC_ROUTE": static,
+                **self.sonic_acl()}
 
 
 def _distances(fabric: Clos, alive) -> dict[str, dict[str, int]]:
@@ -263,6 +322,8 @@ def _config(plan, fabric, s, addr, alive, dist, ifname) -> SwitchConfig:
         cfg.sids.append((f"{plan.address(plan.node[s], function)}/64", "uDX4",
                          {"nh4": fabric.ip_of(h, q)}, ifname(s, port)))
         cfg.routes.append((f"{fabric.ip_of(h, q)}/32", [(host_addr, ifname(s, port))]))
+        cfg.host_ports += [(ifname(s, p), fabric.ip_of(h, q), host_addr)
+                           for p in fabric.ports_to(s, h)]
 
     def hops_to(target):
         d = dist[target].get(s)
