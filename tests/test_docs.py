@@ -451,8 +451,8 @@ def api_slurm_unreachable(run: Run):
 
 
 def srv6_config(run: Run):
-    run.says("writes 8 files for 4 switches", "its locator `fcbb:bbbb:3::/48`")
-    assert "wrote 8 files for 4 switches into srv6" in run.out
+    run.says("writes 10 files for 4 switches", "its locator `fcbb:bbbb:3::/48`")
+    assert "wrote 10 files for 4 switches into srv6" in run.out
     assert "fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid" in run.out
     assert json.loads((run.cwd / "srv6" / "s0.json").read_text())["SRV6_MY_SIDS"]
 
