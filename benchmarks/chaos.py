@@ -402,7 +402,7 @@ def _last_json(proc, timeout: float) -> dict:
 
 def case_etcd(shape: str, fabric, outdir: str) -> list[dict]:
     from emulation.harness.ha import EtcdServer, HaSession
-    with EtcdServer(os.path.join(outdir, "etcd")) as etcd:
+    with EtcdServer(outdir) as etcd:
         with HaSession(0, 0, 0, BW, outdir, etcd.url, clos=fabric) as ha:
             m = ha.master()
             job = large_job(fabric, "x")
@@ -414,14 +414,24 @@ def case_etcd(shape: str, fabric, outdir: str) -> list[dict]:
                 etcd.kill()
                 time.sleep(5)
                 etcd.start()
-                job2 = dict(job, id="y")
+                job2 = {"id": "y", "flows": [dict(x, sport=x["sport"] + 5000)
+                                             for x in job["flows"]]}
+
+                answers: list = []
 
                 def posted():
                     try:
-                        return ha.master().rest("POST", "/v1/jobs", job2, timeout=30)[0] == 201
-                    except (OSError, TimeoutError):
+                        status, doc = ha.master().rest("POST", "/v1/jobs", job2, timeout=30)
+                    except (OSError, TimeoutError) as e:
+                        answers.append(repr(e))
                         return False
-                wait_until(posted, 60, "a write accepted after etcd returned", interval=0.5)
+                    answers.append((round(time.monotonic() - t0, 2), status,
+                                    str(doc.get("error", ""))[:200]))
+                    return status == 201
+                try:
+                    wait_until(posted, 60, "a write accepted after etcd returned", interval=0.5)
+                except TimeoutError:
+                    raise TimeoutError(f"no write accepted after etcd returned: {answers[-5:]}") from None
                 writable_s = time.monotonic() - t0
                 ha.wait_ready()
             m = ha.master()
@@ -472,6 +482,8 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=",".join(ALL), help="cases, comma-separated: "
                     + ", ".join(ALL))
     ap.add_argument("--out", default="bench/chaos.json")
+    ap.add_argument("--logs", help="keep the controllers' and etcd's logs in this folder "
+                    "(default: a temporary folder, removed)")
     args = ap.parse_args(argv)
     only = [c for c in args.only.split(",") if c]
     unknown = sorted(set(only) - set(ALL))
@@ -481,6 +493,9 @@ def main(argv=None) -> int:
     fabricnet.ensure_ovs()
     shapes = list(SHAPES) if args.shape == "both" else [args.shape]
     with tempfile.TemporaryDirectory(prefix="mlroute-chaos-") as tmp:
+        if args.logs:
+            os.makedirs(args.logs, exist_ok=True)
+            tmp = args.logs
         results = []
         for shape in shapes:
             results += run_shape(shape, only, tmp)
