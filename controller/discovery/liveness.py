@@ -21,9 +21,11 @@ was last proven was lost, in ``ROUNDS`` (2) rounds and on ``LINKS`` (2) of its l
 lost alone points at the link (its ends' other echoes come back), and an echo merely late
 (queued behind a full link) takes its loss back if it arrives before the verdict. At most
 one switch in ``SHARE`` (8) is judged silent at once: more (a daemon restart, the controller's
-own network) is a common cause, which the grace time covers. Only switches synchronised since
-they last connected are judged (their tables hold the echo entry; a switch that connects is
-judged afresh once it is synchronised again).
+own network) is a common cause, which the grace time covers; and a switch the caller spares
+(a member of a restart round, away: ``service/restarts.py``) is not newly judged silent,
+though its neighbours' echoes through it are lost while its daemon restarts. Only switches
+synchronised since they last connected are judged (their tables hold the echo entry; a
+switch that connects is judged afresh once it is synchronised again).
 
 Detection: the first round after the failure sends the first echo lost, the next round the
 second, the one after judges: within 3 rounds (0.6 s), and an echo late by less than a round
@@ -105,14 +107,15 @@ class Liveness:
 
     # ---- rounds -----------------------------------------------------------------------
     def round(self, fabric, senders: set[int], down: set[tuple[int, int]],
-              now: float) -> list[tuple[int, int, bytes]]:
+              now: float, spared: set[int] = frozenset()) -> list[tuple[int, int, bytes]]:
         """Judge the echoes of earlier rounds (``silent``, ``held``), then the echoes of this
         one as (dpid, port, frame) to send. ``fabric``: the fabric in use (a wired ``Clos``);
         ``senders``: switches that can send now (connected, synchronised, written by this
         controller), judged from now on; ``down``: (dpid, port) reported down (their links
-        are failed already: no echo)."""
+        are failed already: no echo); ``spared``: not newly judged silent (still silent if
+        they were)."""
         self.judged |= senders
-        self._judge(now, len(fabric.dpids) if fabric is not None else 0)
+        self._judge(now, len(fabric.dpids) if fabric is not None else 0, spared)
         if fabric is None or not fabric.wired:
             return []
         links = self._wiring(fabric)
@@ -146,7 +149,7 @@ class Liveness:
         self.sent += len(out)
         return out
 
-    def _judge(self, now: float, switches: int) -> None:
+    def _judge(self, now: float, switches: int, spared: set[int] = frozenset()) -> None:
         """Echoes not back half a round after they left, while one sent as early or later
         is, are lost; then the verdict."""
         late = now - self.interval / 2
@@ -161,7 +164,8 @@ class Liveness:
                         lost = self._losses.setdefault(end, [])
                         lost.append(echo)
                         del lost[:-KEEP]
-        found = {d for d in self.judged if self._silent(d)}
+        found = {d for d in self.judged if (d in self.silent or d not in spared)
+                 and self._silent(d)}
         limit = max(1, switches // SHARE)
         self.silent = found if len(found) <= limit else self.silent & found
         self.held = found - self.silent

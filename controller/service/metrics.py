@@ -4,6 +4,7 @@ mlroute_rules_installed, mlroute_rule_changes_total{kind}, mlroute_install_secon
 mlroute_planner_seconds (histogram), mlroute_planned_link_flows{link},
 mlroute_measured_link_bps{link}, mlroute_path_imbalance{direction,stat},
 mlroute_switches_connected, mlroute_switches_declared, mlroute_jobs,
+mlroute_restart_round_switches, mlroute_restart_rounds_total{outcome} (switches lost together),
 mlroute_failures_handled_total, mlroute_install_failures_total, mlroute_recovery_seconds (histogram),
 mlroute_table_full_total{outcome}, mlroute_table_full_freed_rules_total (full flow tables),
 mlroute_unroutable_flows{src_leaf,dst_leaf}, mlroute_switch_syncs_total,
@@ -135,6 +136,18 @@ class ServiceCollector:
         yield GaugeMetricFamily("mlroute_switches_connected", "declared switches connected",
                                 value=sum(1 for d, s in state.switches.items() if s.connected and
                                           f is not None and d in f.switch_of_dpid))
+        yield GaugeMetricFamily("mlroute_restart_round_switches",
+                                "switches of open restart rounds still away (lost together: not "
+                                "counted as failed until --mlroute-restart-grace)",
+                                value=len(state.restarts.away(state.switches)))
+        rounds = CounterMetricFamily("mlroute_restart_rounds",
+                                     "restart rounds over, by outcome: returned (every switch "
+                                     "back, nothing re-planned), expired (some still away after "
+                                     "--mlroute-restart-grace: re-planned around them)",
+                                     labels=["outcome"])
+        for outcome in ("returned", "expired"):
+            rounds.add_metric([outcome], state.restarts.closed[outcome])
+        yield rounds
         yield from _rule_budget(svc.reconciler.installed, svc.switch_name,
                                 svc.settings.max_flow_rules)
         yield _forged(f, state.telemetry.rules)

@@ -26,7 +26,8 @@ from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
 from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
-from controller.service import admission, anytime, decide, mastership, oplog, silence, tablesync, views
+from controller.service import anytime, decide, mastership, oplog, restarts, silence, tablesync, views
+from controller.service.admission import check_algorithm
 from controller.service.change import Change, Outcome
 from controller.service.clusterview import standalone_view
 from controller.service.hostports import HostPortService
@@ -51,8 +52,8 @@ class RouteService:
                  monotonic: Callable[[], float] | None = None, **options):
         """``options`` are ``Settings`` fields, for callers that set a few of them. ``clock``
         stamps events and records; ``monotonic`` (``time.monotonic``; a test's own ``clock``
-        when it gives one) measures learning windows and re-plan bounds, which a step of the
-        wall clock must neither stall nor hurry."""
+        when it gives one) measures learning windows, re-plan bounds and the grace times of
+        lost switches, which a step of the wall clock must neither stall nor hurry."""
         self.settings = settings or Settings(**options)
         fabric = as_clos(fabric)  # every fabric is served as a Clos (a leaf-spine: one plane)
         if fabric is not None:
@@ -125,15 +126,16 @@ class RouteService:
             return None
 
     def _topology_changed(self, cause: str, force: bool = False,
-                          detected: float | None = None) -> None:
+                          detected: float | None = None) -> bool:
         if self.passive or self.state.declared is None:  # a standby follows the master
-            return
+            return False
         st = self.state
-        change = self.lock.read_only(decide.topology, st, self.settings, self.clock(), cause,
-                                     force=force, detected=detected)
+        change = self.lock.read_only(decide.topology, st, self.settings, self.monotonic(),
+                                     cause, force=force, detected=detected)
         if change is not None and change.event.get("links_up") and self.settings.hold_down > 0:
             self._reoptimise_at = self.monotonic() + self.settings.hold_down
         self._apply_or_record(change)
+        return change is not None
 
     # ---- switch events ----------------------------------------------------------------------
     def switch_connected(self, dpid: int, ports: dict, speeds: dict | None = None) -> None:
@@ -151,12 +153,13 @@ class RouteService:
         with self.lock:
             for dpid, ports, speeds in connected:
                 try:
-                    self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.clock())
+                    self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.monotonic())
                     self.finder.switch_up(dpid, ports, self.clock(), speeds)
                     f = self.state.declared
                     if f is None or dpid not in f.switch_of_dpid:
                         strangers.append(dpid)
                     else:
+                        restarts.back(self, dpid)  # the last of its restart round?
                         self.reconciler.connected(dpid)
                         self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
                 except Exception as e:  # noqa: BLE001 - the caller says; the others are noted
@@ -173,11 +176,12 @@ class RouteService:
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:
             s = self.state.switches.setdefault(dpid, SwitchSeen())
-            s.connected, s.since = False, self.clock()
+            s.connected, s.since, s.held_until = False, self.monotonic(), None
             self.finder.switch_down(dpid, self.clock())
             self.reconciler.disconnected(dpid)
             f = self.state.declared
-            if f is not None and dpid in f.switch_of_dpid:
+            if f is not None and dpid in f.switch_of_dpid:  # lost with others: a restart round
+                self.state.restarts.lost(dpid, s.since, self.state.switches, self.settings)
                 self._topology_changed(f"switch {f.switch_of_dpid[dpid]} disconnected")
                 self._drain()
 
@@ -227,7 +231,7 @@ class RouteService:
             for dpid, port, frame in self.finder.lldp_probes(now) if probe else ():
                 self._packet_out(dpid, port, frame)
             self._settle(now)
-            self._expire()
+            restarts.expire(self)
             if self._reoptimise_at is not None and self.monotonic() >= self._reoptimise_at:
                 self._reoptimise_at = None
                 self._apply_or_record(self.lock.read_only(decide.reoptimise, self.state,
@@ -237,22 +241,18 @@ class RouteService:
             self.sync_queued()
 
     def next_deadline(self) -> float | None:
-        """When a disconnected switch's grace time next ends, by ``clock`` (None: none runs):
-        the shell calls ``expire`` then rather than at its next tick (``state.next_failure``)."""
+        """When a lost switch's grace time (or restart round) next ends, by ``monotonic`` (None:
+        none runs): the shell calls ``expire`` then, not at its next tick (``next_failure``)."""
         with self.lock.views:
             if self.passive or self.state.declared is None:
                 return None
-            return next_failure(self.state.declared, self.state.switches, self.clock(),
+            return next_failure(self.state.declared, self.state.switches, self.monotonic(),
                                 self.settings.dead_after)
 
     def expire(self) -> None:
         """Switches whose grace time ended count as failed: jobs crossing them re-planned."""
         with self.lock:
-            self._expire()
-
-    def _expire(self) -> None:
-        self._topology_changed("switch disconnected for longer than "
-                               f"{self.settings.dead_after:g} s")
+            restarts.expire(self)  # a restart round that ended names the re-plan
 
     def echo_round(self) -> bool:
         """Echoes through every switch's data plane: one whose echoes are lost fails (silence)."""
@@ -290,7 +290,7 @@ class RouteService:
         """Use a discovered fabric (kept out when it conflicts with running jobs)."""
         try:
             change = self.lock.read_only(decide.adopt, self.state, self.settings, fabric,
-                                         self.clock(), cause)
+                                         self.monotonic(), cause)
         except ConflictError as e:
             self.state.add_event({"time": self.clock(), "cause": cause, "error": str(e)})
             return
@@ -362,7 +362,7 @@ class RouteService:
     def put_fabric(self, doc) -> dict:
         with self.lock:
             fabric = load_fabric(doc)
-            change = decide.declare_fabric(self.state, fabric, self.settings, self.clock())
+            change = decide.declare_fabric(self.state, fabric, self.settings, self.monotonic())
             self._apply(change)
             self.finder.declare(fabric)
             return self._fabric_view()
@@ -394,7 +394,7 @@ class RouteService:
             if not job.is_collective:
                 raise InputError(f"job {job.id}: ring order advice needs a ring All-Reduce")
             algorithm = job.options.get("algorithm", self.settings.algorithm)
-            admission.check_algorithm(fabric, job.id, algorithm)
+            check_algorithm(fabric, job.id, algorithm)
             opts = dict(self.settings.planner_opts.get(algorithm, planner_options(algorithm)))
             if planned_as(algorithm, fabric)[0] == "auto":
                 opts["ilp_time_limit"] = 0  # advice answers at once

@@ -33,6 +33,13 @@ class Settings:
     objective: str = "jobs"
     planner_opts: dict = field(default_factory=dict)  # algorithm -> planner options
     dead_after: float = 3.0  # seconds a disconnected switch counts as still forwarding
+    # switches lost together (``restarts.py``): at least restart_quorum (and 2) disconnecting
+    # within restart_window s of the first are a restart round, not failed until they are all
+    # back or restart_grace s passed (SONiC's fast-reboot allows its data plane 25 s; an
+    # Open vSwitch restart took up to 23 s); 0: no rounds
+    restart_grace: float = 30.0
+    restart_quorum: int = 3
+    restart_window: float = 1.0
     resolve_timeout: float = 3.0  # seconds to find a host by ARP probes
     link_gbps: float | None = None  # speed of a discovered fabric's links (None: default)
     hold_down: float = 5.0  # seconds a returned link must stay up before re-optimising
@@ -60,6 +67,9 @@ class Settings:
                 self.learn_replans_per_minute < 1:
             raise InputError("learning: the window must be > 0 s, the minimum gain in [0, 1) "
                              "and re-plans per minute at least 1")
+        if self.restart_grace < 0 or self.restart_window < 0 or self.restart_quorum < 2:
+            raise InputError("restart rounds: the grace and the window must be >= 0 s and the "
+                             "quorum at least 2 switches")
         check_ecmp(self.ecmp)
         if self.sampling_points not in SAMPLING_POINTS:
             raise InputError(f"sFlow sampling points must be one of "

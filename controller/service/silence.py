@@ -3,7 +3,9 @@ judge them (``discovery/liveness.py``), and here the judgement becomes state. A 
 counts as failed at once, connected or not (``SwitchSeen.silent``, ``state.failed_links``):
 the jobs crossing it are re-planned as for a switch lost, and it is no longer written (its
 barriers would not come), so the change goes to the others at once. A switch that lost only
-its controller keeps answering echoes and its grace time (``--mlroute-dead-after``). One whose
+its controller keeps answering echoes and its grace time (``--mlroute-dead-after``); one of a
+restart round away (``restarts.py``: a daemon restart, its tables gone, its echoes lost too)
+is not judged silent while the round is open. One whose
 echoes come back is read and repaired as a switch that reconnects, and its links return.
 """
 from __future__ import annotations
@@ -25,7 +27,8 @@ def echo_round(svc, packet_out: Callable, changed: Callable[[str], None]) -> boo
         down = {(d, p) for d, s in st.switches.items() if False in s.ports.values()
                 for p, up in s.ports.items() if not up}
         live = svc.finder.liveness
-        for dpid, port, frame in live.round(st.declared, senders, down, svc.clock()):
+        spared = st.restarts.away(st.switches)  # lost with others: echoes lost, not silent
+        for dpid, port, frame in live.round(st.declared, senders, down, svc.clock(), spared):
             packet_out(dpid, port, frame)
         was = {d for d, s in st.switches.items() if s.silent}
         silent = live.silent & set(st.switches)

@@ -18,6 +18,7 @@ from controller.errors import InputError
 from controller.model.clos import Clos, as_clos, load_fabric
 from controller.model.intent import JobRecord, MemberPath, flow_key, members_of
 from controller.model.jobs import parse_job
+from controller.service.restarts import Restarts
 from controller.service.telemetry import Telemetry
 
 HISTORY = 1000  # timings kept per series
@@ -28,8 +29,15 @@ EVENTS = 50  # events kept
 class SwitchSeen:
     connected: bool = False
     ports: dict = field(default_factory=dict)  # port number -> up
-    since: float = 0.0
+    since: float = 0.0  # when it (dis)connected, by the service's monotonic clock
     silent: bool = False  # its echoes were lost (``silence.py``): failed, connected or not
+    held_until: float | None = None  # member of a restart round (``restarts.py``) until then
+
+    def fails_at(self, dead_after: float) -> float:
+        """When a disconnected switch counts as failed: at the end of its grace time, or of
+        its restart round if that is later (``failed_links``, ``next_failure``)."""
+        end = self.since + dead_after
+        return end if self.held_until is None or self.held_until < end else self.held_until
 
 
 @dataclass
@@ -51,6 +59,7 @@ class ControllerState:
     measured: dict = field(default_factory=dict)  # job id -> learning.Measured (last steady)
     presumed_down: frozenset = frozenset()  # links down when stored (``effective_fabric``)
     wiring: object = None  # ``wiring.Wiring``: discovery's problems, kept when they change
+    restarts: Restarts = field(default_factory=Restarts)  # switches lost together (rounds)
 
     def load(self, declared: Clos | None, jobs: dict, next_number: int,
              presumed_down: frozenset = frozenset()) -> None:
@@ -101,19 +110,21 @@ def failed_links(declared: Clos, switches: dict, now: float = 0.0,
                  dead_after: float = 0.0) -> set[tuple]:
     """Switch links (lower, upper) that are down (members of a bundle (lower, upper, m)
     while some other member is up): an end port reported down, or an end switch that was
-    seen and has been disconnected for ``dead_after`` seconds or more, or whose echoes
+    seen and has been disconnected for ``dead_after`` seconds or more (or, a member of a
+    restart round, until the round's end if later: ``SwitchSeen.fails_at``), or whose echoes
     were lost (``silent``: its data plane stopped, its ports still up). A lost control
     connection alone is not a failure of the data plane (the switch keeps forwarding with its
-    tables): within the grace time its links count as they were. Unknown state (never seen,
-    never reported) counts as up. O(switches seen + link ends of the switches with a port
-    down or dead): called on every switch and port event."""
+    tables): within the grace time its links count as they were. ``now`` and ``since`` are
+    the service's monotonic clock (a step of the wall clock moves no grace time). Unknown
+    state (never seen, never reported) counts as up. O(switches seen + link ends of the
+    switches with a port down or dead): called on every switch and port event."""
     ends, members = declared.derived("link_ends", _link_ends)
     failed: dict[tuple, set] = {}  # link -> members down (0 for a single link)
     for dpid, s in switches.items():
         at = ends.get(dpid)
         if not at:
             continue
-        dead = s.silent or (not s.connected and now >= s.since + dead_after)  # next_failure
+        dead = s.silent or (not s.connected and now >= s.fails_at(dead_after))  # next_failure
         if not dead and False not in s.ports.values():
             continue
         for link, m, port in at:
@@ -131,15 +142,15 @@ def failed_links(declared: Clos, switches: dict, now: float = 0.0,
 def next_failure(declared: Clos, switches: dict, now: float,
                  dead_after: float) -> float | None:
     """When ``failed_links`` next changes with the clock alone: the earliest end of a grace
-    time (``since + dead_after``, the very sum ``failed_links`` compares ``now`` with, so the
-    switch counts as failed at exactly that time) among the switches with links in
+    time (``SwitchSeen.fails_at``: ``since + dead_after``, or a restart round's end, the very
+    value ``failed_links`` compares ``now`` with, so the switch counts as failed at exactly
+    that time) among the switches with links in
     ``declared`` that are disconnected and not yet past it at ``now``; None when none runs.
     The service acts on a lost switch then, not at its next periodic tick; a switch that
     reconnected drops out (a re-check at its old deadline finds nothing to do)."""
     ends, _ = declared.derived("link_ends", _link_ends)
-    return min((s.since + dead_after for dpid, s in switches.items()
-                if not s.connected and ends.get(dpid) and now < s.since + dead_after),
-               default=None)
+    return min((t for dpid, s in switches.items() if not s.connected and ends.get(dpid)
+                and now < (t := s.fails_at(dead_after))), default=None)
 
 
 def _link_ends(declared: Clos) -> tuple[dict, dict]:

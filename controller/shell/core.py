@@ -88,6 +88,8 @@ class Shell:
                                     objective=conf.mlroute_objective,
                                     on_progress=lambda: hub.sleep(0),
                                     dead_after=conf.mlroute_dead_after, sleep=hub.sleep,
+                                    restart_grace=conf.mlroute_restart_grace,
+                                    restart_quorum=conf.mlroute_restart_quorum,
                                     link_gbps=conf.mlroute_link_gbps,
                                     hold_down=conf.mlroute_hold_down,
                                     max_flow_rules=conf.mlroute_max_flow_rules,
@@ -409,9 +411,9 @@ class Shell:
                 LOG.exception("mlroute: grace times could not be read")
                 deadline = None
             self._wake.wait(tick_wait(due - time.monotonic(), None if deadline is None
-                                      else deadline - self.service.clock()))
+                                      else deadline - self.service.monotonic()))
             self._wake.clear()
-            if deadline is not None and self.service.clock() >= deadline:
+            if deadline is not None and self.service.monotonic() >= deadline:
                 self._guarded(self.service.expire)
             if time.monotonic() < due:
                 continue  # woken for a deadline, or to wait for a new one

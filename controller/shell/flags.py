@@ -60,6 +60,14 @@ OPTS = [
     cfg.FloatOpt("mlroute-dead-after", default=Settings.dead_after,
                  help="seconds a switch may stay disconnected before its links count as "
                       "failed (a lost control connection alone does not stop forwarding)"),
+    cfg.FloatOpt("mlroute-restart-grace", default=Settings.restart_grace,
+                 help="seconds switches that lost their connection together (a restart round: "
+                      "an Open vSwitch restart, the management network) may stay away before "
+                      "those still away count as failed; a port down is acted on at once "
+                      "(0: no rounds, every lost switch has --mlroute-dead-after)"),
+    cfg.IntOpt("mlroute-restart-quorum", default=Settings.restart_quorum,
+               help="switches of the fabric that must lose their connection within 1 s of "
+                    "each other to form a restart round (at least 2)"),
     cfg.FloatOpt("mlroute-lldp-interval", default=LLDP_INTERVAL,
                  help="seconds between LLDP probe rounds of discovery (0: no probes)"),
     cfg.IntOpt("mlroute-lldp-budget", default=LLDP_BUDGET,

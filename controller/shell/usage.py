@@ -35,6 +35,8 @@ GROUPS = [
         ("mlroute-lldp-interval", "SECONDS", "between LLDP probe rounds (0: no probes)"),
         ("mlroute-lldp-budget", "N", "LLDP probes a second at most (0: no limit)"),
         ("mlroute-dead-after", "SECONDS", "a lost switch's links count as failed after"),
+        ("mlroute-restart-grace", "SECONDS", "switches lost together count as failed after"),
+        ("mlroute-restart-quorum", "N", "switches lost within 1 s that form a round"),
         ("mlroute-hold-down", "SECONDS", "a link back up waits before jobs move onto it"),
         ("mlroute-ecmp", "HOW", "3 tiers, unplanned traffic: per-tier, polarised"),
     ]),
