@@ -16,7 +16,15 @@ import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting, link_loads, lower_bound
 from controller.planners.clos_greedy import clos_greedy, improve
+from controller.planners.clos_layer2 import fewer_at_max, side_floors, soft_limits
 from controller.planners.clos_tiers import tier_colouring
+
+LAYER2_WORK = 2048  # chain search nodes in all: this many ...
+LAYER2_WORK_PER_FLOW = 0.25  # ... and this many per flow,
+LAYER2_SHARE = 1.0  # within this share of layer 1's time (a request-path budget) ...
+LAYER2_MIN_S = 0.05  # ... or this long, whichever is longer
+LAYER2_MILP_OPTIONS = 20_000  # the layer-2 MILP on instances of at most this many options
+LAYER2_MILP_S = 0.5  # its time limit (within time_limit)
 
 
 def clos_auto(problem: ClosProblem, time_limit: float = 1.0) -> ClosRouting:
@@ -34,11 +42,82 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0) -> ClosRouting:
             best = (key, name, r)
         if key[0] <= bound + 1e-9:
             break  # the bound is met: the greedy cannot do better on the max
-    (alpha, _), name, r = best
+    key, name, r = best
+    t1 = time.perf_counter()
+    chains_end = min(t0 + time_limit, t1 + max(LAYER2_MIN_S, LAYER2_SHARE * (t1 - t0)))
+    r, ms = _layer2(problem, r, key, chains_end, t0 + time_limit)
+    alpha = score(problem, r)[0]
     r.info.update({"construction": name, "tried": tried, "lower_bound": round(bound, 9),
                    "gap": round(max(alpha - bound, 0.0), 9),
                    "optimal": alpha <= bound + 1e-9})
+    proved = r.info.pop("_layer2_proved")
+    r.info["optimal_layers"] = {"max_link_load": r.info["optimal"],
+                                "links_at_max": r.info["optimal"] and proved}
+    r.info["ms"] = {"layer1": round((t1 - t0) * 1e3, 3), **ms}
     return r
+
+
+def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_end: float,
+            end: float):
+    """Fewer links at the max (module docstring): the routing, with ``links_at_max``,
+    ``links_at_max_lower_bound``, ``layer2`` (and ``layer2_ilp``) in its info, and the ms of
+    the chains and the MILP. ``key``: ``score`` of ``r``; ``chains_end`` and ``end``
+    (time.perf_counter) end the chains and the MILP."""
+    t0 = time.perf_counter()
+    alpha, count = key
+    chains: dict = {"cleared": 0, "chains_tried": 0, "nodes": 0, "stopped": "done"}
+    work = LAYER2_WORK + int(LAYER2_WORK_PER_FLOW * len(problem))
+    lb2 = 0
+    while alpha > 0:
+        soft = soft_limits(problem, alpha)[0]
+        if not soft.any() and len(problem.fabric.planes) == 1:
+            floor, lb2 = None, count  # one flow reaches the max: every hop of a flow is at it
+        else:
+            floor = side_floors(problem, alpha, soft)
+            lb2 = floor[2]
+        if count <= lb2 or chains["stopped"] != "done":
+            break
+        if time.perf_counter() > chains_end:
+            chains["stopped"] = "deadline"
+            break
+        r = fewer_at_max(problem, r, alpha, deadline=chains_end, floor=floor,
+                         work=work - chains["nodes"])
+        got = r.info.pop("layer2")
+        chains = {k: (v if k == "stopped" else chains[k] + v) for k, v in got.items()}
+        new_alpha, count = score(problem, r)
+        if new_alpha >= alpha:
+            break
+        alpha = new_alpha  # every link at the max cleared: again at the new max
+    t1 = time.perf_counter()
+    ms = {"layer2": round((t1 - t0) * 1e3, 3)}
+    proved = count <= lb2
+    if not proved and time.perf_counter() < end and _options(problem) <= LAYER2_MILP_OPTIONS:
+        from controller.planners.clos_ilp import clos_ilp_layer2
+        m = clos_ilp_layer2(problem, alpha, min(LAYER2_MILP_S, end - t1), incumbent=r)
+        info = m.info
+        r.info["layer2_ilp"] = {k: info[k] for k in ("status", "bound", "gap", "wall_ms")}
+        if info.get("incumbent_from") == "solver":
+            r = ClosRouting(m.plane, m.middle, m.path, r.info)
+            count = info["links_at_max"]
+        lb2 = max(lb2, info["bound"])
+        proved = info["status"] == "optimal"
+        if proved:
+            lb2 = count
+        ms["layer2_ilp"] = round((time.perf_counter() - t1) * 1e3, 3)
+    r.info.update(links_at_max=count, links_at_max_lower_bound=lb2,
+                  layer2=chains, _layer2_proved=bool(proved))
+    return r, ms
+
+
+def _options(problem: ClosProblem) -> int:
+    """(flow, plane, middle) triples, usable or not: at least the layer-2 MILP's binaries."""
+    L = problem.links
+    total = 0
+    for q in range(len(problem.fabric.planes)):
+        A, C = L.cells().shape[q]
+        _, _, p, s = problem.end_arrays(q)
+        total += int(np.where(p == s, A, C).sum())
+    return total
 
 
 def score(problem: ClosProblem, r: ClosRouting) -> tuple[float, int]:

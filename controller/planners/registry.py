@@ -141,9 +141,11 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
                 "(objective jobs); the controller runs churn's layer 1 on the request path, "
                 "the rest off it", _ref("auto")),
             Way("planners.clos_auto: the tier colouring and the greedy, each improved by the "
-                "local search, the better kept", _ref("clos_auto")),
-            differs="Clos auto has no layer-2 search, no ILP and no jobs objective (the "
-                    "controller plans a Clos job's auto by link loads whatever its objective)"),
+                "local search, the better kept; layer 2 by ejection chains, the layer-2 MILP "
+                "on small instances", _ref("clos_auto")),
+            differs="the same links at the max (layer 2); Clos auto clears none at the max "
+                    "minus one, and has no ILP and no jobs objective (the controller plans a "
+                    "Clos job's auto by link loads whatever its objective)"),
     Planner("jobs", "the job objective: routes by the jobs' predicted iteration slowdowns "
             "(bytes), not by flow counts",
             Way("planners.auto with objective jobs (the controller: the auto group of "
