@@ -164,30 +164,33 @@ def mixed_jobs(fabric, seed):
 
 @pytest.mark.parametrize("name, fabric", INSTANCES, ids=[n for n, _ in INSTANCES])
 @pytest.mark.parametrize("seed", [2, 5])
-def test_jobs_objective_never_raises_the_max_load_nor_the_worst_slowdown(name, fabric, seed):
+def test_jobs_objective_never_behind_its_starts(name, fabric, seed):
+    """Never above its start's max load; the mean never behind a start's, the worst never
+    above the bound: the worst of the start with the lowest mean."""
     p = problem_of(fabric, jobs=mixed_jobs(fabric, seed))
-    auto = clos_auto(p)
-    r = clos_jobs(p, budget=40)
+    r = clos_jobs(p, budget=20)
     check_routes(p, r)
     info = r.info
-    assert info["max_link_load_cap"] == score(p, auto)[0]
-    assert score(p, r)[0] <= score(p, auto)[0] + 1e-9
+    starts = info["starts"]
+    assert score(p, r)[0] <= info["max_link_load_cap"] + 1e-9
     got = clos_slowdowns(p, r)
     assert rank(got) == (info["worst_slowdown"], info["mean_slowdown"])
-    assert rank(got) <= (info["start_worst_slowdown"], info["start_mean_slowdown"])
-    assert info["worst_slowdown"] <= min(w for w, _ in info["starts"].values()) + 1e-9
-    assert info["predictions"] <= 40
-    again = clos_jobs(p, budget=40)
+    assert info["mean_slowdown"] <= min(m for _, m in starts.values()) + 1e-9
+    lowest = min(starts.values(), key=lambda wm: (wm[1], wm[0]))
+    assert info["worst_bound"] == pytest.approx(lowest[0], abs=1e-8)
+    assert info["worst_slowdown"] <= info["worst_bound"] * (1 + 1e-6)
+    assert info["predictions"] <= 20
+    again = clos_jobs(p, budget=20)
     assert (again.plane, again.middle, again.path) == (r.plane, r.middle, r.path)
 
 
-def test_jobs_objective_lowers_the_worst_job_somewhere():
+def test_jobs_objective_lowers_the_mean_somewhere():
     gains = []
     for seed in range(3):
         fab = with_failures(Clos.fat_tree(6), seed, 3)
         p = problem_of(fab, jobs=ring_jobs(fab, seed))
         info = clos_jobs(p).info
-        gains.append(info["start_worst_slowdown"] - info["worst_slowdown"])
+        gains.append(info["start_mean_slowdown"] - info["mean_slowdown"])
     assert max(gains) > 0.01
 
 

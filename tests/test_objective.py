@@ -202,3 +202,63 @@ def test_prediction_separates_plans_the_fluid_model_separates():
         means[alg] = (sum(fl.values()) / len(fl), sum(pr.values()) / len(pr))
     assert abs(means["greedy"][0] - means["auto"][0]) > 0.1
     assert (means["greedy"][0] > means["auto"][0]) == (means["greedy"][1] > means["auto"][1])
+
+
+# ---- one jobs search on every shape (issue 60) ----------------------------------------------
+UNSPLIT = ("greedy", "ecmp", "auto", "annealing", "edge-coloring", "ilp")
+
+
+def _shapes():
+    """A leaf-spine, a k = 4 fat-tree with a link down, a two-plane leaf-spine."""
+    ft = Clos.fat_tree(4)
+    return [("leaf-spine", Clos.leaf_spine(4, 6, 4)),
+            ("fat-tree-link-down", ft.with_down({(ft.planes[0].leaves[0],
+                                                  ft.planes[0].aggs[0][0])})),
+            ("two-plane", Clos.leaf_spine(3, 6, 4, planes=2))]
+
+
+def _mixture(fab, kind: str, seed: int) -> list:
+    """An all-to-all of 8 hosts, with ``kind`` "mix" also rings of different sizes and
+    compute times (tests/test_parity.py's and tests/test_clos_planners.py's jobs)."""
+    from controller.model.jobs import parse_job
+    from tests.test_clos_planners import ring_jobs
+    from tests.test_parity import job_docs
+    a2a = [parse_job(d, fab) for d in job_docs(list(fab.host_leaves), "a2a", seed)]
+    return a2a + (ring_jobs(fab, seed) if kind == "mix" else [])
+
+
+# the cases with mix 0 and 1 and a2a 3 are ones where the Clos search before issue 60 (the
+# worst then the mean, under clos_auto's max load) had a higher mean than the greedy or auto
+SLOW = pytest.mark.slow  # the path search's predictions on a fat-tree's mixture: seconds
+CASES = [pytest.param(name, fab, kind, seed, id=f"{name}-{kind}{seed}",
+                      marks=[SLOW] if name != "two-plane" and kind == "mix" else [])
+         for name, fab in _shapes() for kind, seed in (("mix", 0), ("mix", 1), ("a2a", 3))]
+
+
+@pytest.mark.parametrize("name, fab, kind, seed", CASES)
+def test_jobs_objective_has_the_lowest_mean_slowdown_of_every_unsplit_plan(name, fab, kind,
+                                                                         seed):
+    """``jobs`` (and ``auto`` with objective jobs: one search) against every other unsplit
+    planner that runs on the shape, by the shared prediction on each plan's full paths; the
+    ILP at layer 1 (its time limit far above what these take)."""
+    from controller.planners.clos_jobs import clos_slowdowns
+    from controller.planners.plan import run_options
+    from controller.planners.registry import names
+
+    jobs = _mixture(fab, kind, seed)
+
+    def mean_of(alg, objective=None):
+        run = run_options(fab, alg, ilp_time_limit=30.0, objective=objective)
+        plan = make_plan(fab, jobs, run.algorithm, **run.options)
+        v = clos_slowdowns(plan.problem, plan.routing)
+        return sum(v.values()) / len(v)
+
+    ours = mean_of("jobs")
+    # auto with objective jobs runs the same search (the jobs planner on Clos, auto's own on
+    # a single two-tier plane): the same plan
+    assert run_options(fab, "auto", objective="jobs")[:2] == ("jobs", "jobs") or \
+        mean_of("auto", "jobs") == pytest.approx(ours, abs=1e-9)
+    others = {alg: mean_of(alg) for alg in UNSPLIT if alg in names(fab)}
+    assert {"greedy", "ecmp", "auto", "annealing", "ilp"} <= set(others)
+    assert len({round(v, 6) for v in others.values()}) > 1  # the planners differ here
+    assert all(ours <= v + 1e-9 for v in others.values()), (ours, others)

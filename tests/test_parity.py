@@ -43,12 +43,8 @@ ONE_SIDED: dict[str, str] = {}
 COLOURING_GAP = ("issue 37: with single links down the two edge colourings place the flows "
                  "the colouring puts on dead links differently: the max load differs, either "
                  "one lower by instance")
-JOBS_GAP = ("issue 37: two job searches: on two tiers auto's (the mean slowdown under a bound "
-            "on the worst, from the best start of auto and the baselines), on Clos clos_jobs "
-            "(the worst then the mean, capped at clos_auto's max load): other routings, with "
-            "links down another max load")
 LAYER_GAPS = {
-    "max_link_load": {"edge-coloring": COLOURING_GAP, "jobs": JOBS_GAP},
+    "max_link_load": {"edge-coloring": COLOURING_GAP},
     "links_at_max": {
         "edge-coloring": "issue 37: the two edge colourings leave different numbers of links "
                          "at the max, intact fabrics too (either fewer, by instance)",
@@ -57,7 +53,6 @@ LAYER_GAPS = {
         "ilp": "issue 37: the two ILPs prove the same max load (layer 1 only) and keep their own "
                "routing at it: different numbers of links at the max (clos_ilp_layer2 and "
                "ilp_layer2 exist, neither runs under the name 'ilp')",
-        "jobs": JOBS_GAP,
     },
 }
 LAYER_GAPS["sorted_loads"] = {

@@ -1,32 +1,43 @@
-"""The ``jobs`` objective on any Clos fabric: lower the worst job's predicted slowdown, then
-the mean, never raising the max link load of ``auto``.
+"""The ``jobs`` objective on every fabric (issue 60): the one jobs search, run by ``jobs`` and
+by ``auto`` with objective ``jobs`` on every shape.
 
-What: starts from the best, by the prediction, of ``clos_auto``, the greedy and the tier
-colouring among those whose max fabric-link load is at most ``auto``'s (the cap); then a
-bounded local search. Every routing is scored by the shared prediction
-(``model.iteration.predict_clos_times``, max-min fair rates over rings and flows on their full
-paths, host links included) as slowdowns (``model.iteration.slowdown``, ideal at the host
-links' line rate), ranked by (worst slowdown, mean slowdown), smaller first.
+What: the routing with the lowest mean predicted job slowdown the search finds, its worst job
+never above a bound: the worst slowdown of the start with the lowest mean. Every routing is
+scored by the shared prediction (``model.iteration``: max-min fair rates over rings and flows
+on their full paths, host links included) as slowdowns (``model.iteration.slowdown``, ideal
+at the host links' line rate), ranked by ``objective.rank_key``: within the bound first, then
+the mean, then the worst. Mean over jobs, unweighted (``planners.jobmean`` says why).
+
+Starts: ``clos_auto`` (the colouring and the greedy, improved on link loads), the greedy and
+the tier colouring; the search begins at the best ranked, so its result is never behind a
+start on the mean, nor behind the start with the best mean on the worst job.
 
 Search: jobs in decreasing slowdown; for each, its flows on a link another flow also uses,
 most loaded in bytes first; a flow is tried on the options (plane, middle, each hop's least
-loaded member) where no link goes above the cap, the three with the least busy links in bytes
-per unit first (the guide: each flow weighs its bytes per iteration, as
-``planners.objective.JobModel``). A move is kept when the prediction ranks the routing better;
-the search restarts from the new worst job. Pinned flows stay in their plane: every start
-honours the pins and ``ClosLoads.plane_costs`` gives the other planes no option. It ends at a
-local optimum or when ``budget`` predictions are spent: deterministic, no wall clock. So the
-result never raises the max link load above the cap and is never behind its start on the worst
-slowdown (nor the mean).
+loaded member) where no link goes above the start's max link load and whose busiest link in
+bytes per unit is less busy than the flow's now, the three least busy first (the guide: each
+flow weighs its bytes per iteration, as ``objective.JobModel``; a move it does not favour is
+not predicted). A move is kept when the prediction ranks the routing better; the
+search restarts from the new slowest job. Pinned flows stay in their plane
+(``ClosLoads.plane_costs`` gives the other planes no option). It ends at a local optimum or
+when ``budget`` predictions are spent: deterministic, no wall clock.
 
-Why: flow counts treat a probe like a 4 GB All-Reduce chunk; on three tiers the paths two
-large rings share decide their iteration times (the two-tier ``objective`` says more).
+The two-tier kernel (private, a fast path): on a single two-tier plane without bundles
+(``Clos.as_leaf_spine``) the same objective runs on the two-tier model, whose moves are
+cheaper (``auto`` with objective jobs and no ILP: its routing is the start, the greedy and
+edge colouring the other starts, ``objective.improve_jobs`` the search, which lowers the mean
+by ``planners.jobmean``'s chains); its routing comes back as this problem's Clos routing.
+The parity tests (tests/test_parity.py) hold both shapes to one result.
+
+Why: flow counts treat a probe like a 4 GB All-Reduce chunk; the paths two large rings share
+decide their iteration times (``planners.objective`` says more).
 
 Cost: three constructions, then at most ``budget`` + 3 predictions (each
-O(events x rounds x nnz)) and per tried flow O(P x middles x members) for the guide.
+O(events x rounds x nnz)) and per tried flow O(P x middles x members) for the guide; the
+kernel: ``auto``'s layer 1 and layer 2, then at most ``budget`` move evaluations.
 
-References: Crux (Cao et al., SIGCOMM 2024: GPU-intensity priorities); the two-tier
-``planners.objective`` and ``planners.jobmean``.
+References: Crux (Cao et al., SIGCOMM 2024: GPU-intensity priorities); ``planners.objective``
+and ``planners.jobmean``.
 """
 from __future__ import annotations
 
@@ -40,8 +51,11 @@ from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_greedy import clos_greedy
 from controller.planners.clos_loads import ClosLoads
 from controller.planners.clos_tiers import tier_colouring
+from controller.planners.objective import rank_key, worst_bound
 
-JOB_BUDGET = 200  # predictions in the search; k = 8 fat-tree, 4 rings: tens of ms (few needed)
+# predictions in the search: each costs O(events x rounds x nnz), ~90 ms for 69 flows of an
+# all-to-all and 4 rings on a k = 4 fat-tree; most of the gain comes in the first tens
+JOB_BUDGET = 60
 OPTIONS_PER_FLOW = 3
 
 
@@ -53,34 +67,62 @@ def clos_slowdowns(problem: ClosProblem, routing: ClosRouting) -> dict[str, floa
 
 
 def rank(values: dict[str, float]) -> tuple[float, float]:
-    """(worst, mean) slowdown, rounded to the prediction's float noise: smaller is better."""
+    """(worst, mean) slowdown, rounded to the prediction's float noise."""
     v = list(values.values()) or [1.0]
     return round(max(v), 9), round(sum(v) / len(v), 9)
 
 
-def clos_jobs(problem: ClosProblem, budget: int = JOB_BUDGET) -> ClosRouting:
+def clos_jobs(problem: ClosProblem, budget: int | None = None) -> ClosRouting:
+    """The jobs objective's routing of ``problem`` (module docstring). ``budget``: the
+    search's predictions (default ``JOB_BUDGET``; the two-tier kernel's move evaluations,
+    default ``objective.JOB_BUDGET``). ``info``: the worst, mean and per-job predicted
+    slowdown, the start and each start's (worst, mean), the bound on the worst."""
     t0 = time.perf_counter()
-    auto = clos_auto(problem)
-    cap = score(problem, auto)[0]
-    starts = {"auto": auto, "greedy": clos_greedy(problem), "colouring": tier_colouring(problem)}
-    scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()
-              if score(problem, r)[0] <= cap + 1e-9}
-    first = min(scores, key=lambda n: (rank(scores[n]), n != "auto"))
+    kernel = _two_tier(problem, budget)
+    if kernel is not None:
+        kernel.info["wall_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
+        return kernel
+    budget = JOB_BUDGET if budget is None else int(budget)
+    starts = {"auto": clos_auto(problem), "greedy": clos_greedy(problem),
+              "colouring": tier_colouring(problem)}
+    scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
+    bound = worst_bound(scores)
+    first = min(scores, key=lambda n: (rank_key(scores[n].values(), bound), n != "auto"))
     start = starts[first]
+    cap = score(problem, start)[0]
     r = ClosRouting(list(start.plane), list(start.middle), list(start.path), {})
     current = scores[first]
     moves, used, stopped = 0, 0, "local optimum"
     if len(problem):
-        moves, used, current, stopped = _search(problem, r, current, cap, budget)
+        moves, used, current, stopped = _search(problem, r, current, cap, bound, budget)
     worst, mean = rank(current)
-    r.info = {"objective": "jobs", "start": first, "max_link_load_cap": cap,
-              "max_link_load": score(problem, r)[0], "worst_slowdown": worst,
-              "mean_slowdown": mean, "start_worst_slowdown": rank(scores[first])[0],
+    r.info = {"objective": "jobs", "start": first, "worst_bound": bound,
+              "max_link_load_cap": cap, "max_link_load": score(problem, r)[0],
+              "worst_slowdown": worst, "mean_slowdown": mean,
+              "start_worst_slowdown": rank(scores[first])[0],
               "start_mean_slowdown": rank(scores[first])[1], "predicted_slowdown": current,
               "starts": {n: rank(v) for n, v in scores.items()}, "moves": moves,
               "predictions": used, "budget": budget, "stopped": stopped,
               "wall_ms": round((time.perf_counter() - t0) * 1e3, 3)}
     return r
+
+
+def _two_tier(problem: ClosProblem, budget: int | None) -> ClosRouting | None:
+    """The two-tier kernel's routing of ``problem`` (module docstring), None when the fabric
+    is not a single two-tier plane or the two models route other flows."""
+    two = problem.fabric.as_leaf_spine()
+    if two is None:
+        return None
+    from controller.model.problem import Problem
+    from controller.planners.auto import auto
+    p2 = Problem.build(two, problem.jobs, skip_unroutable=True)
+    if p2.inter != problem.inter:
+        return None
+    a = auto(p2, ilp_time_limit=0, objective="jobs", job_budget=budget)
+    spines = a.spines()  # a two-tier plane's middles are its spines, in the same order
+    paths = [tuple(int(h[s][0]) for h in problem.options(i, 0)[0])
+             for i, s in enumerate(spines)]
+    return ClosRouting([0] * len(spines), list(spines), paths, dict(a.info))
 
 
 def _weights(problem: ClosProblem) -> np.ndarray:
@@ -92,7 +134,7 @@ def _weights(problem: ClosProblem) -> np.ndarray:
                      for pos in problem.inter], dtype=float)
 
 
-def _search(problem, r, current, cap, budget):
+def _search(problem, r, current, cap, bound, budget):
     L = problem.links
     loads = ClosLoads(problem, r)
     weight = _weights(problem)
@@ -110,15 +152,18 @@ def _search(problem, r, current, cap, budget):
         ids = links_of(i, q, path)
         busy[ids] += sign * weight[i] * per_unit[ids]
 
+    def key(values):
+        over, mean, worst = rank_key(values.values(), bound)
+        return over, round(mean, 9), worst
+
     for i, path in enumerate(r.path):
         ids = links_of(i, r.plane[i], path)
         busy[ids] += weight[i] * per_unit[ids]
-    job_of = [problem.flows[pos].job for pos in problem.inter]
     flows_of: dict[str, list[int]] = {}
-    for i, j in enumerate(job_of):
-        flows_of.setdefault(j, []).append(i)
+    for i, pos in enumerate(problem.inter):
+        flows_of.setdefault(problem.flows[pos].job, []).append(i)
     moves = used = 0
-    best = rank(current)
+    best = key(current)
     while used < budget:
         improved = False
         for job in sorted(current, key=lambda j: (-current[j], j)):
@@ -130,7 +175,7 @@ def _search(problem, r, current, cap, budget):
                 top = float(busy[ids].max())
                 if top > weight[i] * float(per_unit[ids].max()) + 1e-9:  # shares a link
                     cands.append((-top, i))
-            for _, i in sorted(cands):
+            for top, i in sorted(cands):
                 if used >= budget:
                     break
                 q0, m0, p0 = r.plane[i], r.middle[i], r.path[i]
@@ -143,7 +188,8 @@ def _search(problem, r, current, cap, budget):
                     guide = np.max([np.min(busy[h] + weight[i] * per_unit[h]
                                            + np.where(L.alive[h], 0, np.inf), axis=1)
                                     for h in hops], axis=0)
-                    for m in np.flatnonzero(cost <= cap + 1e-9).tolist():
+                    for m in np.flatnonzero((cost <= cap + 1e-9)
+                                            & (guide < -top * (1 - 1e-9))).tolist():
                         if (q, m) != (q0, m0):
                             options.append((float(guide[m]), q, m))
                 for _, q, m in sorted(options)[:OPTIONS_PER_FLOW]:
@@ -155,8 +201,8 @@ def _search(problem, r, current, cap, budget):
                         continue
                     used += 1
                     new = clos_slowdowns(problem, r)
-                    if rank(new) < best:
-                        current, best, improved = new, rank(new), True
+                    if key(new) < best:
+                        current, best, improved = new, key(new), True
                         moves += 1
                         break
                     put(i, q, m, r.path[i], -1.0)
@@ -166,5 +212,5 @@ def _search(problem, r, current, cap, budget):
             if improved:
                 break
         if not improved:
-            return moves, used, current, "local optimum"
-    return moves, used, current, "budget"
+            break
+    return moves, used, current, "budget" if used >= budget else "local optimum"

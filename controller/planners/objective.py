@@ -113,7 +113,7 @@ def job_slowdowns(problem: Problem, routing) -> dict[str, float]:
     return predict_slowdowns(problem, routing)
 
 
-def _key(values, bound: float | None = None) -> tuple:
+def rank_key(values, bound: float | None = None) -> tuple:
     """Rank of a routing on the job objective, smaller is better: whether its worst slowdown
     exceeds ``bound`` (beyond a relative 1e-6: the prediction's float noise; no bound: never),
     then the mean, then the worst."""
@@ -125,8 +125,8 @@ def _key(values, bound: float | None = None) -> tuple:
 
 def worst_bound(scores: dict) -> float:
     """The worst slowdown of the routing with the lowest mean (then the lowest worst) among
-    ``scores`` (name -> job -> slowdown): the bound ``_key`` holds the others to."""
-    best = min(scores.values(), key=lambda v: _key(v.values())[1:])
+    ``scores`` (name -> job -> slowdown): the bound ``rank_key`` holds the others to."""
+    best = min(scores.values(), key=lambda v: rank_key(v.values())[1:])
     return max(best.values(), default=1.0)
 
 
@@ -162,7 +162,7 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
     colouring) with the lowest mean, whose worst slowdown bounds the result's
     (``info["worst_bound"]``): ``jobs`` is never behind a baseline it can score on the mean,
     nor on the worst job behind the baseline with the best mean. Its result is kept only
-    when the prediction ranks it better than that start (``_key``: worst within the bound,
+    when the prediction ranks it better than that start (``rank_key``: worst within the bound,
     then a lower mean).
     """
     budget = JOB_BUDGET if budget is None else int(budget)
@@ -173,12 +173,12 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
             starts[name] = list(cand)
     scores = {name: job_slowdowns(problem, sp) for name, sp in starts.items()}
     bound = worst_bound(scores)
-    first = min(starts, key=lambda n: (_key(scores[n].values(), bound), n != "start"))
+    first = min(starts, key=lambda n: (rank_key(scores[n].values(), bound), n != "start"))
     base = starts[first]
     new_spines, info = _search(problem, base, budget)
     predicted = job_slowdowns(problem, new_spines) if info["job_moves"] else scores[first]
-    if info["job_moves"] and (_key(predicted.values(), bound)
-                              >= _key(scores[first].values(), bound)):
+    if info["job_moves"] and (rank_key(predicted.values(), bound)
+                              >= rank_key(scores[first].values(), bound)):
         new_spines, predicted = base, scores[first]  # the guide was wrong: keep the start
         info["job_moves"], info["job_search"]["mean"] = 0, "start_kept"
     values = list(predicted.values())

@@ -150,12 +150,9 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
             "(bytes), not by flow counts",
             Way("planners.auto with objective jobs (the controller: the auto group of "
                 "objective jobs)", _ref("auto", objective="jobs"), planned_as="auto", objective="jobs"),
-            Way("planners.clos_jobs: the slowdown search from the best of clos_auto, the "
-                "greedy and the colouring", _ref("clos_jobs")),
-            differs="two searches: on two tiers auto's (objective.py: the mean slowdown under "
-                    "a bound on the worst job, from the best of auto's routing and the "
-                    "baselines), on Clos clos_jobs (the worst, then the mean, never above "
-                    "clos_auto's max link load)",
+            Way("planners.clos_jobs: the lowest mean slowdown under a bound on the worst job, "
+                "from the best start of clos_auto, the greedy and the colouring; on a single "
+                "two-tier plane auto's (its private kernel)", _ref("clos_jobs")),
             objective="jobs"),
 )}
 

@@ -100,13 +100,13 @@ def split_bytes(problem: Problem, by_flows: Assignment, max_parts: int | None,
     """Byte-aware splitting (``objective="jobs"``): shares that minimise the max time a
     directed link is busy, each flow weighted by its bytes per iteration (``lp.weighted_split_lp``),
     each flow cut to its ``max_parts`` largest shares; then the best, by the shared prediction
-    (``objective.job_slowdowns``; ``objective._key``: the mean, the worst within that of the
+    (``objective.job_slowdowns``; ``objective.rank_key``: the mean, the worst within that of the
     lowest-mean candidate), of that routing, ``by_flows`` (the flow
     count split) and the ``jobs`` objective's unsplit routing (``auto``), so that it is never
     behind the latter. ``info["byte_fractional_optimum"]`` (seconds) and ``info["chosen"]``."""
     from controller.planners.auto import auto
     from controller.planners.lp import weighted_split_lp
-    from controller.planners.objective import JobModel, _key, job_slowdowns, worst_bound
+    from controller.planners.objective import JobModel, job_slowdowns, rank_key, worst_bound
     t0 = time.perf_counter()
     model = JobModel(problem)
     weight = np.asarray(model.weight) / model.capacity
@@ -126,7 +126,7 @@ def split_bytes(problem: Problem, by_flows: Assignment, max_parts: int | None,
     candidates = {"bytes": by_bytes, "flows": by_flows, "jobs-unsplit": jobs}
     scores = {n: job_slowdowns(problem, a.parts) for n, a in candidates.items()}
     bound = worst_bound(scores)
-    chosen = min(candidates, key=lambda n: (_key(scores[n].values(), bound), n))
+    chosen = min(candidates, key=lambda n: (rank_key(scores[n].values(), bound), n))
     out = candidates[chosen]
     values = list(scores[chosen].values())
     info = dict(by_flows.info)
