@@ -323,8 +323,56 @@ def results_page() -> str:
     out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _cuts(),
             _fattree(), _collectives(), _learning(),
             _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
-            _failover(), _connect(), _srv6()]
+            _failover(), _connect(), _srv6(), _chaos()]
     return "".join(out)
+
+
+def _chaos_what(c: dict) -> str:
+    """One chaos case's own figures, in words (``benchmarks/chaos.py``)."""
+    ring = c.get("ring")
+    said = {
+        "kill": lambda: f"{c['at']}: the job {c['job']}, ready {c['ready_s']:g} s after",
+        "ovs-restart": lambda: f"{c['entries_before']} entries; ovs-ctl {c['ovs_ctl_s']:g} s, "
+                               f"the same tables {c['same_tables_s']} s after it began, "
+                               f"{c['routes_moved']} routes moved",
+        "flap": lambda: f"link {c['link']} flapped {c['flaps']} times",
+        "switch": lambda: f"{c['switch']} deleted: routes off it {c['routes_off_s']:g} s, "
+                          f"ready {c['ready_after_return_s']:g} s after its return",
+        "table-full": lambda: f"{c['leaf']} limited to {c['flow_limit']} entries: job b "
+                              f"{c['job_b']}, a {c['job_a']}",
+        "forged": lambda: f"{c['forged_received']} of {c['forged_sent']} forged datagrams "
+                          f"arrived; links changed: {c['links_changed']}",
+        "etcd": lambda: f"writable {c['writable_after_s']:g} s after the kill (5 s down); "
+                        f"jobs {c['job_x']}, {c['job_y']}",
+    }
+    try:
+        text = said[c["case"]]()
+    except KeyError:
+        text = "; ".join(c.get("problems", []))
+    if ring:
+        text += (f"; ring sums {'exact' if ring.get('sums_ok') else 'WRONG'}, slowest step "
+                 f"{ring.get('max_iteration_s')} s (median {ring.get('median_iteration_s')}), "
+                 f"{ring.get('retransmitted_segments')} segments sent again")
+    return text
+
+
+def _chaos() -> str:
+    path = os.path.join(REPO, "bench/chaos.json")
+    if not os.path.exists(path):
+        return ""
+    b = _load("bench/chaos.json")
+    rows = [[c["shape"], c["case"], "yes" if c["ok"] else "**no**: " + "; ".join(c["problems"]),
+             c.get("tables", {}).get("mismatched", "-"), c.get("rest", {}).get("5xx", "-"),
+             c.get("rest", {}).get("max_ms", "-"), _chaos_what(c)] for c in b["cases"]]
+    return ("## Chaos: an operator's bad day\n\n" + _source(b["command"], "bench/chaos.json")
+            + "Real Open vSwitch in Mininet, ryu-manager with a state file (two controllers on "
+              "etcd in the etcd case). *Tables differ*: switches whose tables, dumped after the "
+              "fault, differ from what the controller writes from its intent on emptied "
+              "switches. *Nothing lost*: no table differs, no 5xx, the ring's sums exact, every "
+              "job present and complete or absent. What an operator sees in each case: "
+              "[failures](../howto/failures.md#chaos).\n\n"
+            + _table(["fabric", "fault", "nothing lost", "tables differ", "5xx",
+                      "REST max ms", "what happened"], rows))
 
 
 def _srv6() -> str:

@@ -376,3 +376,41 @@ def test_redundant_controllers_serve_the_agents_and_a_killed_master_moves_nothin
         finally:
             for c in ctls.values():
                 c.stop()
+
+
+# a raw IPv4 socket: the kernel routes it (IPv4 over an IPv6 next hop, RFC 5549, which
+# scapy's own routing cannot resolve), the header is ours
+FORGE = """import socket, sys, time
+from scapy.all import IP, UDP, Raw
+pkt = bytes(IP(src=sys.argv[1], dst=sys.argv[2]) / UDP(sport=5999, dport=5999) / Raw(b"x" * 100))
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for _ in range(int(sys.argv[3])):
+    s.sendto(pkt, (sys.argv[2], 0)); time.sleep(0.005)
+"""
+
+
+@EXTENDED
+def test_a_leaf_router_drops_a_hosts_forged_source_and_passes_its_own(scripts):
+    """The router leaves admit on a host port only that host's own sources (``srv6-config``:
+    policy rules per host port). h0_0 sends UDP to h1_0 from h0_1's address (same leaf) and
+    from its own: none of the forged datagrams arrives, its own do."""
+    import json
+    import sys
+
+    from emulation.harness.controller_proc import REPO
+    fabric = _leaf_spine()
+    (scripts / "forge.py").write_text(FORGE)
+    with RouterSession(fabric, str(scripts), agents=[]) as s:
+        ip = {h: fabric.ip_of(h, 0) for h in ("h0_0", "h0_1", "h1_0")}
+        listen = s.net["h1_0"].popen([PY, "-m", "emulation.harness.attacks", "udp-count",
+                                      "--port", "5999", "--duration", "10"], cwd=REPO,
+                                     stdout=subprocess.PIPE, text=True)
+        s.procs.append(listen)
+        time.sleep(1.0)
+        for src in ("h0_1", "h0_0"):  # forged, then its own
+            s.net["h0_0"].cmd(f"{sys.executable} {scripts / 'forge.py'} {ip[src]} "
+                              f"{ip['h1_0']} 200")  # the venv's: scapy
+        got = json.loads(listen.communicate(timeout=30)[0].strip().splitlines()[-1])
+        received = got["received"]
+        assert received.get(ip["h0_1"], 0) == 0, received
+        assert received.get(ip["h0_0"], 0) >= 190, received
