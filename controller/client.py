@@ -210,6 +210,12 @@ class Client:
         return self.call("POST", f"/v1/hosts/{_quote(host)}/probes", doc={"paths": paths},
                          timeout=timeout)
 
+    def report_ports(self, host: str, ports: list[dict], timeout=None) -> dict:
+        """Host mode on routers: the source ports the host learned (``[{"job", "flow",
+        "part", "path", "sport"}]``, all kept or none)."""
+        return self.call("POST", f"/v1/hosts/{_quote(host)}/ports", doc={"ports": ports},
+                         timeout=timeout)
+
     def report_traffic(self, host: str, report: dict, timeout=None) -> dict:
         """What the host sent per destination (``agent.traffic.report``'s document)."""
         return self.call("POST", f"/v1/hosts/{_quote(host)}/traffic", doc=report,

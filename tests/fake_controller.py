@@ -77,6 +77,8 @@ class FakeController:
             return 200, {"host": path.split("/")[3], "version": "e:1", "flows": []}
         if path.startswith("/v1/hosts/") and path.endswith("/traffic") and method == "POST":
             return 200, {"host": path.split("/")[3], "pairs": 1, "ignored": 0}
+        if path.startswith("/v1/hosts/") and path.endswith("/ports") and method == "POST":
+            return 200, {"host": path.split("/")[3], "ports": len(body["ports"])}
         if path.startswith("/v1/hosts/") and path.endswith("/probes") and method == "POST":
             return 200, {"host": path.split("/")[3], "links_down": []}
         if path in ("/v1/optimize", "/v1/advise") and method == "POST":

@@ -39,6 +39,7 @@ def test_every_endpoint_method_and_path(fake):
     assert c.segments("h0_0")["version"] == "e:1"
     assert c.report_probes("h0_0", [{"path": ["l0", "s0"], "ok": True}])["links_down"] == []
     assert c.report_traffic("h0_0", {"interval_s": 1, "pairs": []})["pairs"] == 1
+    assert c.report_ports("h0_0", [{"job": "p", "part": 0, "sport": 49152}])["ports"] == 1
     assert c.ready() == {"ready": False, "switches": 2, "connected": 1, "synchronised": 0}
     assert c.metrics() == "mlroute_jobs 1\n"
     assert c.delete_job("j/1 x") == {"deleted": "j/1 x"}
@@ -50,7 +51,7 @@ def test_every_endpoint_method_and_path(fake):
                     ("GET", "/v1/openapi.json"), ("POST", "/v1/optimize"),
                     ("POST", "/v1/advise"), ("GET", "/v1/hosts/h0_0/segments"),
                     ("POST", "/v1/hosts/h0_0/probes"), ("POST", "/v1/hosts/h0_0/traffic"),
-                    ("GET", "/v1/ready"), ("GET", "/metrics"),
+                    ("POST", "/v1/hosts/h0_0/ports"), ("GET", "/v1/ready"), ("GET", "/metrics"),
                     ("DELETE", "/v1/jobs/j%2F1%20x")]
     # one method per route the controller serves (a new route needs a client method)
     from controller.service import api

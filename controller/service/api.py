@@ -16,6 +16,7 @@ writing requests to the master (``controller/service/cluster.py``).
 | DELETE /v1/jobs/{id}   | remove exactly that job's rules |
 | GET  /v1/hosts/{host}/segments | srv6 mode: the host's segment lists (a watch: ``Prefer: wait=N``) |
 | POST /v1/hosts/{host}/probes | srv6 mode: which probed paths answer (the links' state) |
+| POST /v1/hosts/{host}/ports | host mode on routers: the source ports the host's agent learned |
 | POST /v1/hosts/{host}/traffic | bytes the host sent per destination (learned matrices) |
 | GET  /v1/routes        | every planned route |
 | GET  /v1/links         | planned load per directed leaf-spine link |
@@ -38,6 +39,7 @@ import time
 from controller.errors import ConflictError, InputError, NotFoundError, ServiceUnavailable
 from controller.service import oplog
 from controller.service.hostcounts import counted
+from controller.service.hostreports import reported as ports_reported
 from controller.service.pathstate import reported
 from controller.service.route_service import RouteService
 from controller.service.segments import EPOCH, segments_view
@@ -51,6 +53,7 @@ _ROUTES = [
     ("/v1/jobs/{id}/ports", {"GET": "get_job_ports"}),
     ("/v1/hosts/{host}/segments", {"GET": "get_segments"}),
     ("/v1/hosts/{host}/probes", {"POST": "post_probes"}),
+    ("/v1/hosts/{host}/ports", {"POST": "post_ports"}),
     ("/v1/hosts/{host}/traffic", {"POST": "post_traffic"}),
     ("/v1/routes", {"GET": "get_routes"}),
     ("/v1/links", {"GET": "get_links"}),
@@ -169,9 +172,13 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, service.delete_job(params["id"])
         if name == "get_segments":
             with service.lock.views:  # srv6 mode's per-host document (segments.py)
-                return 200, segments_view(service.state, params["host"])
+                hp = service.hostports  # host mode's parts where the hosts learn ports
+                return 200, segments_view(service.state, params["host"],
+                                          hp.ports.ports if hp.from_hosts else None)
         if name == "post_probes":  # srv6 mode: link state from the hosts' probes
             return 200, reported(service, params["host"], _json_body(body), time.monotonic())
+        if name == "post_ports":  # host mode on routers: the ports the agent learned
+            return 200, ports_reported(service, params["host"], _json_body(body))
         if name == "post_traffic":  # what the host sent: a matrix source beside sFlow
             return 200, counted(service, params["host"], _json_body(body), service.monotonic())
         if name == "get_routes":

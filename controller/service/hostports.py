@@ -1,6 +1,8 @@
 """Host mode's side of a change: the source port of every host-mode flow part, learned by probes
 through the switches' own tables (``enforcement/hostmode.py``), so it runs after the tables are
-installed and before the change is committed.
+installed and before the change is committed. On fabrics without OpenFlow the hosts learn the
+ports and report them (``hostreports.py``): a change keeps a reported port while its part's
+path is unchanged, and probes nothing.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from controller.errors import ConflictError, InputError
 from controller.model.clos import Clos
 from controller.model.intent import flow_key
 from controller.planners.plan import part_fields
+from controller.service import hostreports
 
 
 def host_flows(records: dict) -> tuple[list, list]:
@@ -33,14 +36,25 @@ def host_flows(records: dict) -> tuple[list, list]:
     return flows, taken
 
 
+class FromHosts:
+    """An installer's ``probe`` when its hosts learn host mode's ports (``shell/static.py``:
+    routers take no packet-out)."""
+
+
+FROM_HOSTS = FromHosts()
+
+
 class HostPortService:
     """Chooses, keeps and refreshes host mode's ports; ``probe`` sends probes through the
-    switches (the installer's), None when the switch connection cannot."""
+    switches (the installer's), None when the switch connection cannot, ``FROM_HOSTS`` when
+    the hosts report the ports (``hostreports.reported``)."""
 
     def __init__(self, probe=None):
         self.ports = HostPorts()
-        self.probe = probe
+        self.from_hosts = probe is FROM_HOSTS
+        self.probe = None if self.from_hosts else probe
         self.planes: dict = {}  # (job id, flow key) -> the plane of each committed part
+        self.paths: dict = {}  # from hosts: (job id, flow key) -> each part's reported path
 
     def place(self, fabric: Clos, records: dict,
               waiting: Callable[[], AbstractContextManager] = nullcontext) -> dict:
@@ -51,6 +65,9 @@ class HostPortService:
         flows, taken = host_flows(records)
         if not flows:
             return {}
+        if self.from_hosts:
+            hostreports.check_dports(flows)
+            return hostreports.kept(fabric, flows, self.ports.ports, self.paths)
         if self.probe is None:
             raise ConflictError("host mode: the switch connection cannot send probes")
         probe = self.probe
@@ -84,6 +101,8 @@ class HostPortService:
                                    plane=names[fabric.part_plane(where[0])])
         self.ports.commit(ports)
         self.planes = planes
+        if self.from_hosts:
+            self.paths = hostreports.prune(self.paths, ports)
         if not any(mode_of(r.mode).host_ports for r in records.values()):
             self.ports.maps.clear()  # the pipeline goes with the last host job: learn again
         return changes
@@ -96,7 +115,12 @@ class HostPortService:
             self.ports.maps.clear()
             self.ports.ports = {}
             self.planes = {}
+            self.paths = {}
             return False
+        if self.from_hosts:  # a port whose part moved is dropped; missing ones are awaited
+            now = hostreports.kept(fabric, flows, self.ports.ports, self.paths)
+            return any(p != self.ports.ports.get(jid, {}).get(fk, p)
+                       for (jid, fk), p in now.items())
         complete = all(fk in self.ports.ports.get(jid, {}) and None not in
                        self.ports.ports[jid][fk] for (jid, fk), _f, _p in flows)
         return not complete or self.ports.broken(fabric, flows)
@@ -114,6 +138,7 @@ class HostPortService:
     def view(self) -> dict:
         """What host mode learned and what it cost: probes sent since start, maps held."""
         h = self.ports
-        return {"probes_sent": h.probes_sent, "probe_rounds": h.probe_rounds,
+        return {"learned_by": "hosts" if self.from_hosts else "probes",
+                "probes_sent": h.probes_sent, "probe_rounds": h.probe_rounds,
                 "maps": len(h.maps), "ports_probed": sum(m.window for m in h.maps.values()),
                 "flows_with_ports": sum(len(v) for v in h.ports.values())}

@@ -26,6 +26,7 @@ from controller.enforcement.srv6_config import alive_neighbours
 from controller.errors import InputError, NotFoundError
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE
+from controller.service import hostreports
 
 
 def shortest_paths(fabric: Clos, src: str, dst: str, limit: int = 64) -> list[list[str]]:
@@ -89,17 +90,22 @@ def _members(fabric: Clos, path: list[str]) -> list[int]:
 EPOCH = os.urandom(4).hex()  # this process's tag of state versions: a restart changes it
 
 
-def segments_view(state, host: str) -> dict:
+def segments_view(state, host: str, ports: dict | None = None) -> dict:
     """``host_segments`` with the SID plan of the state's fabric, computed once per fabric
     object (``derived``: O(links); SIDs depend on the fabric's shape only)."""
     fabric = state.fabric
     if fabric is None:
         raise InputError("no fabric yet: srv6 segments need a declared fabric")
-    return host_segments(state, host, fabric.derived("srv6_sid_plan", SidPlan.of), EPOCH)
+    return host_segments(state, host, fabric.derived("srv6_sid_plan", SidPlan.of), EPOCH,
+                         ports)
 
 
-def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
-    """The document of ``host``'s srv6 flow parts (see the module text)."""
+def host_segments(state, host: str, plan: SidPlan, epoch: str,
+                  ports: dict | None = None) -> dict:
+    """The document of ``host``'s srv6 flow parts (see the module text), and of its
+    host-mode parts where hosts learn their ports (``ports``: the reported ones, None on
+    OpenFlow fabrics; ``hostreports.entries``) with the routers' addresses its agent's
+    probes hear."""
     fabric = state.fabric
     if fabric is None:
         raise InputError("no fabric yet: srv6 segments need a declared fabric")
@@ -123,7 +129,9 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str) -> dict:
     return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
             "src_ip": fabric.ip_of(host), "addresses": [a for a in fabric.host_ips[host] if a],
             "flows": flows,
-            "probes": probe_paths(fabric, plan, flows)}
+            "probes": probe_paths(fabric, plan, flows),
+            "ports": hostreports.entries(state, host, ports) if ports is not None else [],
+            "routers": hostreports.routers(fabric)}
 
 
 def _by_host(state) -> dict[str, list]:

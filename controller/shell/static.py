@@ -5,19 +5,22 @@ Why an installer at all: the service plans, checks and commits every change thro
 transaction (``service/transaction.py``). Here every declared switch counts as connected and
 synchronised; what the transaction would install is kept in memory and nothing is sent, so
 the routers hold no state of the controller's and a job is committed as soon as it is
-planned. Paths reach the hosts through ``GET /v1/hosts/{host}/segments`` (``mlroute-agent``).
+planned. Paths reach the hosts through ``GET /v1/hosts/{host}/segments`` (``mlroute-agent``);
+in host mode the agents report the source ports they learned (``POST /v1/hosts/{host}/ports``).
 """
 from __future__ import annotations
 
 from controller.enforcement.openflow import SwitchState, apply
 from controller.errors import InputError
 from controller.model.clos import Clos
+from controller.service.hostports import FROM_HOSTS
 
 
 class StaticSwitches:
     """An ``Installer`` (``enforcement.reconcile``) over switches that take no messages."""
 
     timeout = 0.0  # no role request or barrier is ever awaited (redundant controllers too)
+    probe = FROM_HOSTS  # host mode: each host's agent learns its ports (service/hostreports.py)
 
     def __init__(self, fabric: Clos | None):
         if fabric is None:
