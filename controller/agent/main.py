@@ -1,5 +1,6 @@
 """``mlroute-agent``: one per host; it follows its host's flows from the controller and
-installs their SRv6 segment lists as policy rules and encapsulation routes (srv6 mode).
+installs their SRv6 segment lists as policy rules and encapsulation routes (srv6 mode), or
+learns the source ports of its host-mode flows from the routers' answers (host mode).
 
     mlroute-agent --url http://ctl:8080 --host h0_0 [--dev h0_0-eth0]
 
@@ -20,7 +21,15 @@ installs their SRv6 segment lists as policy rules and encapsulation routes (srv6
 * every second it reports what its host sent per destination (``traffic.py``: its TCP
   connections' acknowledged bytes; ``POST /v1/hosts/{host}/traffic``): the controller
   learns members-only jobs from it where the routers export no sFlow;
-* SIGTERM or Ctrl-C removes every rule and table it owns, then it exits 0.
+* host mode on routers (the document's ``ports``): for each document version it learns a
+  source port per host-mode part lacking one, whose hops the routers' ECMP hash makes the
+  planned path (``portmap.py``: TTL-limited probes, the routers' ICMP answers; at most 24
+  rounds of 0.3 s), re-checks every port it holds once (``hostports.py``), reports the new
+  ones (``POST /v1/hosts/{host}/ports``) and writes every port that holds to ``--ports-file``
+  (``GET /v1/jobs/{id}/ports``'s lines: source IP, destination IP, protocol, source port,
+  destination port), where the application reads the port to bind before it connects;
+* SIGTERM or Ctrl-C removes every rule and table it owns (and the ports file), then it
+  exits 0.
 """
 from __future__ import annotations
 
@@ -34,7 +43,7 @@ import threading
 import time
 
 from controller import __version__
-from controller.agent import steering
+from controller.agent import hostports, portmap, steering
 from controller.agent.kernel import ip_batch, read_installed
 from controller.agent.probe import PathHealth, Prober
 from controller.agent.traffic import SentBytes, read_tcp, report
@@ -48,12 +57,17 @@ PROBE_S = 0.1  # between probes of the paths in use
 ALL_PATHS_EVERY = 10  # every other path is probed once in this many rounds
 REPORT_S = 2.0  # probe results go to the controller at least this often
 TRAFFIC_S = 1.0  # what the host sent goes to the controller this often
+PORTS_WAIT_S = 1.0  # the ports thread looks for a new document at least this often
 
 
 class Agent:
     def __init__(self, client: Client, host: str, dev: str, apply=ip_batch, read=read_installed,
-                 sockets=read_tcp):
+                 sockets=read_tcp, ports_file: str = ""):
         self.client, self.host, self.dev = client, host, dev
+        self.ports_file = ports_file  # host mode's ports for the applications ("": none)
+        self.port_entries: list[dict] = []  # the document's host-mode parts
+        self.routers: dict[str, str] = {}  # router address -> switch name
+        self.new_document = threading.Event()  # wakes the ports thread
         self.apply, self.read, self.sockets = apply, read, sockets
         self.have: dict = {}
         self.version = ""
@@ -78,6 +92,9 @@ class Agent:
             self.probes = [p for p in doc.get("probes") or [] if p.get("form") == "usid"]
             self.src_ip = doc.get("src_ip", self.src_ip)
             self.addresses = set(doc.get("addresses") or [self.src_ip])
+            self.port_entries = list(doc.get("ports") or [])
+            self.routers = dict(doc.get("routers") or {})
+            self.new_document.set()
             want, lines = self._install()
         if lines:
             LOG.info("mlroute-agent: %d flow parts steered (%d commands, version %s)",
@@ -185,10 +202,57 @@ class Agent:
                         LOG.warning("mlroute-agent: traffic report not sent: %s", e)
                     said = str(e)
 
-    def run(self, prober=None, traffic: bool = True) -> None:
+    def ports_loop(self, prober) -> None:
+        """Host mode on routers (see the module text), until ``stopping``: each document
+        version once, again after a back-off while a report failed or a part has no port."""
+        keeper = hostports.PortKeeper(lambda probes: {} if self.stopping.is_set()
+                                      else prober(probes))
+        done, delay = None, BACKOFF[0]
+        while not self.stopping.is_set():
+            self.new_document.wait(PORTS_WAIT_S)
+            self.new_document.clear()
+            with self.lock:
+                version, entries = self.version, list(self.port_entries)
+                prober.src, prober.routers = self.src_ip, dict(self.routers)
+                used = {(s.match[2], s.match[3]) for s in self.steers if s.match[3]}
+            if not version or version == done:
+                continue
+            if self._ports_once(keeper, entries, used):
+                done, delay = version, BACKOFF[0]
+            else:
+                self.stopping.wait(delay)
+                delay = min(delay * 2, BACKOFF[1])
+
+    def _ports_once(self, keeper, entries: list[dict], used: set) -> bool:
+        """Learn, report and write one document's ports; True when every part has one."""
+        report, ports = keeper.handle(entries, used)
+        if report:
+            try:
+                self.client.report_ports(self.host, report, timeout=2.0)
+                LOG.info("mlroute-agent: %d source ports learned and reported (%d probes so "
+                         "far)", len(report), keeper.probes)
+            except (ControllerError, OSError) as e:
+                LOG.warning("mlroute-agent: source ports not reported: %s", e)
+                for r in report:  # not the controller's: not the application's either
+                    ports.pop(hostports.name_of(r), None)
+                    keeper.checked.pop(hostports.name_of(r), None)
+        if self.ports_file and (entries or os.path.exists(self.ports_file)):
+            try:
+                hostports.write(self.ports_file, hostports.export(
+                    self.host, self.src_ip, entries, ports))
+            except OSError as e:
+                LOG.warning("mlroute-agent: cannot write %s: %s", self.ports_file, e)
+        missing = len(entries) - len(ports)
+        if missing:
+            LOG.warning("mlroute-agent: %d host-mode parts without a source port yet", missing)
+        return not missing
+
+    def run(self, prober=None, traffic: bool = True, port_prober=None) -> None:
         self.have = self.read()
         if prober is not None:
             threading.Thread(target=self.probe_loop, args=(prober,), daemon=True).start()
+        if port_prober is not None:
+            threading.Thread(target=self.ports_loop, args=(port_prober,), daemon=True).start()
         if traffic:
             threading.Thread(target=self.traffic_loop, daemon=True).start()
         delay = BACKOFF[0]
@@ -212,6 +276,8 @@ class Agent:
         installed = self.read()
         self.apply(steering.batch(installed, {}))
         self.have = {}
+        if self.ports_file and os.path.exists(self.ports_file):
+            os.unlink(self.ports_file)
 
 
 def _lock(path: str):
@@ -239,6 +305,11 @@ def main(argv=None) -> int:
                     help="no path probes: no fail-over and no link state for the controller")
     ap.add_argument("--no-traffic", action="store_true",
                     help="no traffic reports: the controller learns from sFlow only")
+    ap.add_argument("--no-ports", action="store_true",
+                    help="host mode on routers: learn no source ports (the host's host-mode "
+                         "flows then take whatever spine the routers' hash gives)")
+    ap.add_argument("--ports-file", metavar="FILE", help="where host mode's ports are written for the "
+                                         "applications (default: /run/mlroute-agent.HOST.ports)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     try:
@@ -246,7 +317,8 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"mlroute-agent: {e}", file=sys.stderr)
         return 2
-    agent = Agent(Client(args.url, args.token), args.host, args.dev or f"{args.host}-eth0")
+    agent = Agent(Client(args.url, args.token), args.host, args.dev or f"{args.host}-eth0",
+                  ports_file=args.ports_file or f"/run/mlroute-agent.{args.host}.ports")
 
     def stop(*_):
         agent.stopping.set()
@@ -264,7 +336,13 @@ def main(argv=None) -> int:
                 print("mlroute-agent: probes need raw sockets (root or CAP_NET_RAW); "
                       "running without (--no-probes)", file=sys.stderr)
                 prober = None
-            agent.run(prober, traffic=not args.no_traffic)
+            try:
+                ports = None if args.no_ports else portmap.Prober("")
+            except PermissionError:
+                print("mlroute-agent: host mode's port probes need raw sockets (root or "
+                      "CAP_NET_RAW); running without (--no-ports)", file=sys.stderr)
+                ports = None
+            agent.run(prober, traffic=not args.no_traffic, port_prober=ports)
     except KeyboardInterrupt:
         pass
     except (InputError, ControllerError, OSError) as e:

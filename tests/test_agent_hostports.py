@@ -1,0 +1,130 @@
+"""The agent's host mode on routers (``agent/hostports.py``, ``Agent.ports_loop``) against an
+in-process controller on routers and a fake prober whose "routers" hash the 5-tuple: the
+agent learns a port per part, the controller keeps and serves it, the application's file
+lists it; when the hash changes, the next document's re-check finds out and learns again."""
+import json
+import threading
+import time
+import zlib
+
+from controller.agent import hostports
+from controller.agent.hostports import PortKeeper, confirm
+from controller.agent.main import Agent
+from controller.agent.portmap import Target
+from controller.client import ControllerError
+from controller.service import api
+from tests.test_hostreports import JOB, call, service
+
+
+class InProcess:
+    """The client calls an agent makes, answered by ``api.handle`` of a live service."""
+    url = "in-process"
+
+    def __init__(self, svc):
+        self.svc, self.reports = svc, []
+
+    def _answer(self, status, doc, method, path):
+        if status >= 400:
+            raise ControllerError(doc["error"], status, method, path, doc)
+        return doc
+
+    def segments(self, host, held="", wait=0.0, timeout=None):
+        path = f"/v1/hosts/{host}/segments"
+        return self._answer(*api.handle(self.svc, "GET", path), "GET", path)
+
+    def report_ports(self, host, ports, timeout=None):
+        self.reports.append(ports)
+        path = f"/v1/hosts/{host}/ports"
+        return self._answer(*call(self.svc, "POST", path, {"ports": ports}), "POST", path)
+
+
+class FakeRouters:
+    """A ``portmap.Prober``: hop 2 (the spine) of a probe is chosen by a hash of its
+    destination, protocol, ports and ``seed``; answers come from the spines' addresses."""
+
+    def __init__(self, seed=0):
+        self.seed, self.src, self.routers, self.sent = seed, "", {}, []
+
+    def __call__(self, probes):
+        self.sent += probes
+        out = {}
+        for key, sport, ttl in probes:
+            if ttl == 2:
+                h = zlib.crc32(repr((self.src, key, sport, self.seed)).encode())
+                out[(key, sport, ttl)] = self.routers.get(("100.64.0.3", "100.64.0.4")[h % 2])
+        return out
+
+    def spine(self, entry, sport):
+        key = (entry["dst_ip"], entry["proto"], entry["dport"])
+        return self([(key, sport, 2)])[(key, sport, 2)]
+
+
+def sports(svc):
+    return {r["dport"]: r["sport"] for r in call(svc, "GET", "/v1/jobs/p")[1]["routes"]}
+
+
+def wait_for(what, timeout=5.0):
+    until = time.monotonic() + timeout
+    while time.monotonic() < until:
+        if what():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_the_agent_learns_reports_and_exports_each_parts_port(tmp_path, monkeypatch):
+    f, svc = service()
+    assert call(svc, "POST", "/v1/jobs", JOB)[0] == 201
+    client, routers = InProcess(svc), FakeRouters()
+    path = tmp_path / "ports"
+    agent = Agent(client, "h0_0", "eth0", apply=lambda lines: None, read=lambda: {},
+                  ports_file=str(path))
+    agent.step(wait=0)
+    loop = threading.Thread(target=agent.ports_loop, args=(routers,), daemon=True)
+    loop.start()
+    try:
+        assert wait_for(lambda: None not in sports(svc).values()), client.reports
+        entries = {e["dport"]: e for e in call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"]}
+        for dport, sport in sports(svc).items():  # each port goes where its part is planned
+            assert routers.spine(entries[dport], sport) == entries[dport]["path"][1]
+        assert routers.src == "10.0.0.1" and {p[2] for p in routers.sent} == {2}
+        assert wait_for(path.exists)
+        text = call(svc, "GET", "/v1/jobs/p/ports")[1]
+        assert path.read_text().splitlines()[2:] == text.splitlines()[1:]
+        assert path.read_text().splitlines()[1] == "# job p"
+        # its own report's version: nothing probed again (learned within FRESH_S)
+        agent.step(wait=0)
+        n = len(routers.sent)
+        time.sleep(0.3)
+        assert len(routers.sent) == n and len(client.reports) == 1
+        # the routers hash otherwise now (a next hop changed): the next document's re-check
+        before = sports(svc)
+        routers.seed = 1
+        monkeypatch.setattr(hostports, "FRESH_S", 0.0)  # as if the ports were checked long ago
+        assert call(svc, "POST", "/v1/jobs", {"id": "q", "flows": [
+            {"src": "h0_1", "dst": "h1_1", "bytes": 1e6}]})[0] == 201  # a new version
+        agent.step(wait=0)
+        assert wait_for(lambda: all(routers.spine(entries[d], s) == entries[d]["path"][1]
+                                    for d, s in sports(svc).items())), (before, sports(svc))
+        assert sports(svc) != before and len(client.reports) == 2  # learned again, reported
+    finally:
+        agent.stopping.set()
+        loop.join(3)
+    assert not loop.is_alive()  # stops with the others (SIGTERM sets ``stopping``)
+
+
+def test_a_port_that_answers_elsewhere_is_learned_again_and_silence_keeps_it():
+    t = Target("10.0.1.1", 6, 5201, ("s1",))
+    name = ("p", ("h0_0", "h1_0", 6, 0, 5201), 0)
+    entry = {"job": "p", "flow": dict(zip(("src", "dst", "proto", "sport", "dport"), name[1])),
+             "part": 0, "dst_ip": t.dst_ip, "proto": 6, "dport": 5201,
+             "path": ["l0", "s1", "l1"], "sport": 49152}
+    parity = lambda probes: {p: f"s{p[1] % 2}" for p in probes}  # noqa: E731
+    assert confirm({name: (t, 49152)}, parity) == {name: ("s0",)}
+    assert confirm({name: (t, 49152)}, lambda probes: {}) == {}  # 3 rounds, no answer
+    keeper = PortKeeper(parity)
+    report, ports = keeper.handle([entry])  # 49152 goes to s0 now: 49153 instead
+    assert [r["sport"] for r in report] == [49153] and ports == {name: 49153}
+    silent = PortKeeper(lambda probes: {})
+    assert silent.handle([entry]) == ([], {name: 49152})  # unanswered: kept as it was
+    assert json.dumps(report)  # what goes to the controller is JSON
