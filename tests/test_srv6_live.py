@@ -414,3 +414,55 @@ def test_a_leaf_router_drops_a_hosts_forged_source_and_passes_its_own(scripts):
         received = got["received"]
         assert received.get(ip["h0_1"], 0) == 0, received
         assert received.get(ip["h0_0"], 0) >= 190, received
+
+
+SENDER = """import socket, sys
+c = socket.socket(); c.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+c.bind(("0.0.0.0", int(sys.argv[3]))); c.settimeout(30)
+c.connect((sys.argv[1], int(sys.argv[2]))); c.sendall(b"x" * int(sys.argv[4])); c.close()
+"""
+
+
+@EXTENDED
+def test_host_mode_on_routers_each_flow_crosses_its_spine_from_its_reported_port(scripts):
+    """Host mode without OpenFlow: h0_0's two TCP flows to h1_0 (destination ports 5201 and
+    5202) are planned on the two spines; h0_0's agent learns for each a source port that the
+    routers' hash sends there (TTL-limited probes, the spines' ICMP answers), reports it and
+    writes it to its ports file; 2 MB sent from each port crosses its planned spine (the
+    leaf's uplink counters), and almost nothing crosses the other."""
+    (scripts / "sender.py").write_text(SENDER)
+    with RouterSession(_leaf_spine(), str(scripts), agents=["h0_0"]) as s:
+        view = s.ctl.client.add_job({"id": "hp", "mode": "host", "flows": [
+            {"src": "h0_0", "dst": "h1_0", "bytes": 2e6, "dport": d} for d in (5201, 5202)]})
+        spine = {r["dport"]: r["path"][1] for r in view["routes"]}
+        assert sorted(spine.values()) == ["s0", "s1"], view["routes"]
+
+        def sports():
+            return {r["dport"]: r["sport"] for r in s.ctl.client.job("hp")["routes"]}
+        wait_until(lambda: None not in sports().values(), 30, interval=0.2,
+                   what="the agent's reported source ports")
+        sport = sports()
+        assert len(set(sport.values())) == 2, sport
+        served = s.ctl.client.job_ports("hp").splitlines()[1:]
+
+        def exported():
+            try:
+                with open(s.ports_file("h0_0")) as fh:
+                    return [x for x in fh.read().splitlines() if not x.startswith("#")]
+            except OSError:
+                return []
+        wait_until(lambda: sorted(exported()) == sorted(served), 10, interval=0.2,
+                   what="the agent's ports file")
+        size, dst = 2_000_000, s.fabric.host_ip["h1_0"]
+        for dport in (5201, 5202):
+            server = _serve(s, "h1_0", dport, scripts)
+            time.sleep(0.5)
+            before = s.uplink_bytes()
+            out = s.net["h0_0"].cmd(f"{PY} {scripts / 'sender.py'} {dst} {dport} "
+                                    f"{sport[dport]} {size}; echo rc=$?")
+            assert out.strip().endswith("rc=0"), out
+            assert int(server.communicate(timeout=30)[0]) == size
+            moved = {k: v - before[k] for k, v in s.uplink_bytes().items()}
+            other = "s1" if spine[dport] == "s0" else "s0"
+            assert size <= moved[f"l0->{spine[dport]}"] < 1.2 * size, (dport, sport, moved)
+            assert moved[f"l0->{other}"] < 0.05 * size, (dport, sport, moved)

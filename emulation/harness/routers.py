@@ -91,10 +91,15 @@ class RouterSession:
         p = self.net[host].popen([AGENT, "--url", self.url,
                                   "--host", host, "--lock",
                                   os.path.join(self.folder, f"agent-{host}.lock"),
+                                  "--ports-file", self.ports_file(host),
                                   *([] if self.probes else ["--no-probes"])],
                                  stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
+
+    def ports_file(self, host: str) -> str:
+        """Where the host's agent writes host mode's source ports (``--ports-file``)."""
+        return os.path.join(self.folder, f"ports-{host}")
 
     def _popen(self, args, **kw) -> subprocess.Popen:
         p = subprocess.Popen(args, **kw)
