@@ -39,6 +39,9 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(tmp_path):
         out = subprocess.run(
             [SCHEMATHESIS, "run", ctl.url + "/v1/openapi.json", "--no-color",
              "--checks", "not_a_server_error,response_schema_conformance",
+             # the readiness probe answers 503 while not ready, by design: after the fuzzer
+             # declares a fabric the switches disagree with (tests/test_mismatch_live.py)
+             "--exclude-path", "/v1/ready",
              "--phases", "examples,coverage,fuzzing,stateful", "--max-examples", "15",
              "--max-time", "100", "--seed", "15", "--request-timeout", "30",
              "--generation-database", "none", "--report", "junit",
