@@ -14,9 +14,11 @@ import time
 
 import numpy as np
 
-from controller.model.clospaths import ClosProblem, ClosRouting, link_loads, lower_bound
+from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.planners.clos_greedy import clos_greedy, improve
+from controller.planners.clos_ilp_layer2 import layer2_exact
 from controller.planners.clos_layer2 import fewer_at_max, side_floors, soft_limits
+from controller.planners.clos_loads import score
 from controller.planners.clos_tiers import tier_colouring
 
 LAYER2_WORK = 2048  # chain search nodes in all: this many ...
@@ -92,8 +94,7 @@ def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains
     ms = {"layer2": round((t1 - t0) * 1e3, 3)}
     proved = count <= lb2
     if not proved and time.perf_counter() < end and _options(problem) <= LAYER2_MILP_OPTIONS:
-        from controller.planners.clos_ilp import clos_ilp_layer2
-        m = clos_ilp_layer2(problem, alpha, min(LAYER2_MILP_S, end - t1), incumbent=r)
+        m = layer2_exact(problem, alpha, min(LAYER2_MILP_S, end - t1), r)
         info = m.info
         r.info["layer2_ilp"] = {k: info[k] for k in ("status", "bound", "gap", "wall_ms")}
         if info.get("incumbent_from") == "solver":
@@ -118,11 +119,3 @@ def _options(problem: ClosProblem) -> int:
         _, _, p, s = problem.end_arrays(q)
         total += int(np.where(p == s, A, C).sum())
     return total
-
-
-def score(problem: ClosProblem, r: ClosRouting) -> tuple[float, int]:
-    """(max load on the fabric links, links within 1e-9 of it): smaller is better."""
-    loads = link_loads(problem, r)
-    fab = loads[problem.links.tier > 0]
-    alpha = float(fab.max()) if fab.size else 0.0
-    return round(alpha, 9), int(np.count_nonzero(fab >= alpha - 1e-9)) if alpha > 0 else 0

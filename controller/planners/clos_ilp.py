@@ -48,11 +48,18 @@ import time
 import numpy as np
 from scipy.sparse import coo_matrix
 
-from controller.errors import InputError
-from controller.model.clospaths import ClosProblem, ClosRouting, link_loads, lower_bound
-from controller.planners.clos_auto import clos_auto, score
-from controller.planners.clos_loads import ClosLoads, empty_routing, hop_rows
-from controller.planners.ilp import check_time_limit, layer2_milp, run_milp
+from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
+from controller.planners.clos_auto import clos_auto
+from controller.planners.clos_ilp_layer2 import (
+    _chosen,
+    _done,
+    _members,
+    _options,
+    cell_max,
+    layer2_exact,
+)
+from controller.planners.clos_loads import score
+from controller.planners.ilp import check_time_limit, run_milp
 
 CUTOFF = 1e-6  # the cutoff below the incumbent when loads are not whole numbers of flows
 
@@ -150,136 +157,9 @@ def clos_ilp_layer2(problem: ClosProblem, alpha: float, time_limit: float = 60.0
     ('optimal', 2, True)
     """
     check_time_limit(time_limit)
-    t0 = time.perf_counter()
-    source = "given"
-    if incumbent is None:
-        auto = clos_auto(problem, time_limit=min(1.0, time_limit / 4))
-        incumbent, source = (auto, "auto") if score(problem, auto)[0] <= alpha + 1e-9 else (None, None)
-    elif score(problem, incumbent)[0] > alpha + 1e-9:
-        raise InputError(f"incumbent's max link load exceeds alpha = {alpha}")
-    L = problem.links
-    cells = L.cells()
-    alive = L.alive[cells.members]
-    n_alive = alive.sum(axis=1)
-    unit = L.units[np.where(alive, cells.members, 0)].max(axis=1, initial=0)
-    hi = np.floor(alpha * unit + 1e-6)
-    lo = np.where(hi >= alpha * unit - 1e-6, hi - 1, hi)  # hi flows reach alpha: lo below
-    same = np.where(alive, L.units[cells.members], np.inf).min(axis=1, initial=np.inf) == unit
-    info = {"time_limit_s": time_limit, "alpha": alpha, "incumbent_from": source,
-            "exact": bool(np.all(same[n_alive > 0]))}  # one speed per cell: always here
-    upper = None
     if incumbent is not None:
-        incumbent = _members(problem, *_chosen(incumbent))
-        upper = links_at(problem, incumbent, alpha)
-        if upper == 0:
-            return _layer2_done(problem, incumbent, info, "optimal", 0, 0, "lower_bound", t0)
-    flow, middle, plane, rows = _options(problem)
-    used, inv = np.unique(rows[rows >= 0], return_inverse=True)
-    var = np.repeat(np.arange(len(flow)), 4)[(rows >= 0).ravel()]
-    keep = None
-    if incumbent is not None:
-        keep = ((np.asarray(incumbent.plane)[flow] == plane)
-                & (np.asarray(incumbent.middle)[flow] == middle))
-    z_ub = np.where(hi > lo, n_alive, 0)[used]
-    res, status, dual = layer2_milp(len(problem), flow, var, inv, (n_alive * lo)[used],
-                                    (hi - lo)[used], z_ub, 0,
-                                    (upper - 1) if upper is not None else z_ub.sum(), keep,
-                                    time_limit, t0)
-    routing, proved_by = incumbent, None
-    if status == "infeasible" and upper is not None:
-        status, proved_by = "optimal", "solver_cutoff"
-    if res.x is not None:
-        chosen = np.flatnonzero(res.x[:len(flow)] > 0.5)
-        candidate = _members(problem, flow[chosen], plane[chosen], middle[chosen])
-        if score(problem, candidate)[0] <= alpha + 1e-9 and (
-                upper is None or links_at(problem, candidate, alpha) < upper):
-            routing, info["incumbent_from"] = candidate, "solver"
-    if routing is None:
-        return _layer2_done(problem, empty_routing(len(problem)), info, status, None, 0, None, t0)
-    value = links_at(problem, routing, alpha)
-    bound = 0 if dual is None else max(0, min(int(np.ceil(dual - 1e-6)), value))
-    if status == "optimal":
-        bound = value
-    return _layer2_done(problem, routing, info, status, value, bound, proved_by, t0)
-
-
-def links_at(problem: ClosProblem, r: ClosRouting, alpha: float) -> int:
-    """Directed fabric links of ``r`` whose load reaches ``alpha`` (within 1e-9)."""
-    fab = link_loads(problem, r)[problem.links.tier > 0]
-    return int(np.count_nonzero(fab >= alpha - 1e-9)) if alpha > 0 else 0
-
-
-def _layer2_done(problem, r, info, status, value, bound, proved_by, t0) -> ClosRouting:
-    if value is None:  # nothing routed: alpha below the optimum, no incumbent
-        out = ClosRouting(list(r.plane), list(r.middle), list(r.path), dict(info))
-        out.info.update(status=status, links_at_max=None, objective=None, bound=0, proved=False,
-                        wall_ms=(time.perf_counter() - t0) * 1e3)
-        return out
-    out = _done(problem, r, info, status, value, bound, status == "optimal", proved_by, t0)
-    out.info.update(links_at_max=value, bound=int(bound), gap=int(value - bound))
-    return out
-
-
-def cell_max(problem: ClosProblem, r: ClosRouting, cap: np.ndarray, whole: bool) -> float:
-    """The ILP's objective for ``r``: max over hop cells of ceil(flows / alive members) when
-    ``whole`` (every unit 1: the balanced max member load), else flows / capacity."""
-    cell_of = problem.links.cells().cell_of
-    ids = np.fromiter((x for path in r.path for x in path), dtype=np.int64)
-    flows = np.bincount(cell_of[ids], minlength=len(cap)) if len(ids) else np.zeros(len(cap))
-    safe = np.where(cap > 0, cap, 1)
-    load = np.ceil(flows / safe) if whole else flows / safe
-    return round(float(np.where(flows > 0, load, 0.0).max(initial=0.0)), 9)
-
-
-def _chosen(r: ClosRouting) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    placed = [i for i, q in enumerate(r.plane) if q >= 0]
-    return (np.array(placed, dtype=np.int64), np.array([r.plane[i] for i in placed], dtype=np.int64),
-            np.array([r.middle[i] for i in placed], dtype=np.int64))
-
-
-def _options(problem: ClosProblem):
-    """Every usable (flow, plane, middle) with its cells: (flow, middle, plane, rows (V, 4))."""
-    L = problem.links
-    out = []
-    for q in range(len(problem.fabric.planes)):
-        a, b, p, r = problem.end_arrays(q)
-        u1, d1, u2, d2 = L.ok(q)
-        groups = L.group_of_core[q]
-        here = problem.open_in(q)  # flows pinned elsewhere have no option in plane q
-        intra = np.flatnonzero((p == r) & here)
-        f, m = np.nonzero(u1[a[intra]] & d1[b[intra]])
-        parts = [(intra[f], m)]
-        inter = np.flatnonzero((p != r) & here)
-        if len(inter) and len(groups):
-            ok = ((u1[a[inter]] & d1[b[inter]])[:, groups] & u2[p[inter]] & d2[r[inter]])
-            f, m = np.nonzero(ok)
-            parts.append((inter[f], m))
-        for f, m in parts:
-            out.append((f, m, np.full(len(f), q), hop_rows(problem, q, f, m)))
-    flow, middle, plane, rows = (np.concatenate(x) for x in zip(*out))
-    order = np.lexsort((middle, plane, flow))  # variables flow by flow
-    return flow[order], middle[order], plane[order], rows[order]
-
-
-def _members(problem: ClosProblem, flow, plane, middle) -> ClosRouting:
-    """The routing of the chosen options, each hop on its least loaded member, flow order."""
-    r = empty_routing(len(problem), {})
-    loads = ClosLoads(problem)
-    for i, q, m in sorted(zip(flow.tolist(), plane.tolist(), middle.tolist())):
-        r.plane[i], r.middle[i] = q, m
-        r.path[i] = loads.pick(i, q, m)
-        loads.add(i, q, r.path[i])
-    return r
-
-
-def _done(problem, r: ClosRouting, info: dict, status: str, value: float, bound: float,
-          proved: bool, proved_by, t0: float) -> ClosRouting:
-    out = ClosRouting(list(r.plane), list(r.middle), list(r.path), dict(info))
-    out.info.update(status=status, objective=value, bound=round(float(bound), 9),
-                    proved=proved, max_link_load=score(problem, out)[0],
-                    gap=round(max(value - float(bound), 0.0), 9),
-                    wall_ms=(time.perf_counter() - t0) * 1e3,
-                    solver="HiGHS (scipy.optimize.milp)")
-    if proved_by:
-        out.info["proved_by"] = proved_by
-    return out
+        return layer2_exact(problem, alpha, time_limit, incumbent)
+    auto = clos_auto(problem, time_limit=min(1.0, time_limit / 4))
+    if score(problem, auto)[0] <= alpha + 1e-9:
+        return layer2_exact(problem, alpha, time_limit, auto, "auto")
+    return layer2_exact(problem, alpha, time_limit, None, None)

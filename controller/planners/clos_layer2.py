@@ -60,7 +60,7 @@ from itertools import chain
 import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting
-from controller.planners.clos_loads import ClosLoads
+from controller.planners.clos_loads import ClosLoads, score
 
 BUDGET = 512  # cells a chain search visits at most (the two-tier chains' 4096 links / 8)
 BRANCH = 8  # options of a flow a chain search extends to at most: those with the most room
@@ -171,7 +171,6 @@ def fewer_at_max(problem: ClosProblem, routing: ClosRouting, alpha: float | None
     loaded first where bundles have several), the input unchanged. ``floor``:
     ``side_floors``' answer, when the caller has it. ``info["layer2"]``: cleared (links),
     chains tried, nodes, stopped (done, work or deadline)."""
-    from controller.planners.clos_auto import score
     if alpha is None:
         alpha = score(problem, routing)[0]
     r = ClosRouting(list(routing.plane), list(routing.middle), list(routing.path),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from controller.model.clospaths import ClosProblem, ClosRouting
+from controller.model.clospaths import ClosProblem, ClosRouting, link_loads
 
 
 class ClosLoads:
@@ -227,3 +227,11 @@ def group_order(problem: ClosProblem) -> list[int]:
     seq = flow[np.lexsort((flow, rank[gid.ravel()]))]
     _, first = np.unique(seq, return_index=True)
     return seq[np.sort(first)].tolist()
+
+
+def score(problem: ClosProblem, r: ClosRouting) -> tuple[float, int]:
+    """(max load on the fabric links, links within 1e-9 of it): smaller is better."""
+    loads = link_loads(problem, r)
+    fab = loads[problem.links.tier > 0]
+    alpha = float(fab.max()) if fab.size else 0.0
+    return round(alpha, 9), int(np.count_nonzero(fab >= alpha - 1e-9)) if alpha > 0 else 0
