@@ -126,12 +126,15 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
                                      (flow.proto, flow.dport, sport), share),
                              "reverse": True})
     flows += back
+    learn = hostreports.entries(state, host, ports) if ports is not None else []
     return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
             "src_ip": fabric.ip_of(host), "addresses": [a for a in fabric.host_ips[host] if a],
             "flows": flows,
             "probes": probe_paths(fabric, plan, flows),
-            "ports": hostreports.entries(state, host, ports) if ports is not None else [],
-            "routers": hostreports.routers(fabric)}
+            "ports": learn,
+            # only to a host that probes for ports: 320 routers at k = 16 more than doubled
+            # every document (bench/srv6.json, scale)
+            "routers": hostreports.routers(fabric) if learn else {}}
 
 
 def _by_host(state) -> dict[str, list]:
