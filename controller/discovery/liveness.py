@@ -20,8 +20,12 @@ ends unless an end was proven since. A switch is silent when every echo through 
 was last proven was lost, in ``ROUNDS`` (2) rounds and on ``LINKS`` (2) of its links: a link
 lost alone points at the link (its ends' other echoes come back), and an echo merely late
 (queued behind a full link) takes its loss back if it arrives before the verdict. At most
-one switch in ``SHARE`` (8) is judged silent at once: more (a daemon restart, the controller's
-own network) is a common cause, which the grace time covers; and a switch the caller spares
+one switch in ``SHARE`` (8), and at most ``AT_ONCE`` (2), is judged silent at once: more (a
+daemon restart, the controller's own network, a datapath backlogged by a storm of repairs) is
+a common cause, which the grace time covers (found at k = 16: right after a controller
+restart, with 320 bridges read and repaired, 11 and then 25 switches' echoes came back more
+than two rounds late, and one in 8 let all of them fail: a ring was refused for no alive
+path; ``benchmarks.scale``); and a switch the caller spares
 (a member of a restart round, away: ``service/restarts.py``) is not newly judged silent,
 though its neighbours' echoes through it are lost while its daemon restarts. Only switches
 synchronised since they last connected are judged (their tables hold the echo entry; a
@@ -40,6 +44,7 @@ from controller.discovery.lldp import ECHO_INTERVAL
 ROUNDS = 2  # rounds in which every echo through a switch was lost
 LINKS = 2  # ... on this many of its links at least (all, if it has fewer)
 SHARE = 8  # at most one switch in this many judged silent at once
+AT_ONCE = 2  # ... and at most this many (a third is a common cause: service/restarts.py's quorum)
 FORGET_S = 5.0  # an echo not back by then is forgotten (the guard refuses it as stale anyway)
 KEEP = 16  # losses kept per switch (one never proven loses one a round)
 
@@ -59,7 +64,7 @@ class Liveness:
         self.rounds = 0
         self.silent: set[int] = set()  # judged silent now
         self.judged: set[int] = set()  # synchronised since they last connected
-        self.held: set[int] = set()  # judged silent, not acted on: more than one in SHARE
+        self.held: set[int] = set()  # judged silent, not acted on: more than the limit at once
         self.sent = self.answered = self.lost = 0
         self._pending: dict[tuple, _Echo] = {}  # (sender, port, nonce) -> echo in flight
         self._proven: dict[int, float] = {}  # dpid -> send time of its newest evidence
@@ -166,7 +171,7 @@ class Liveness:
                         del lost[:-KEEP]
         found = {d for d in self.judged if (d in self.silent or d not in spared)
                  and self._silent(d)}
-        limit = max(1, switches // SHARE)
+        limit = max(1, min(switches // SHARE, AT_ONCE))
         self.silent = found if len(found) <= limit else self.silent & found
         self.held = found - self.silent
 
