@@ -16,14 +16,13 @@ import pytest
 from controller.cli import main as cli_main
 from controller.enforcement.srv6 import SidPlan, segments
 from controller.enforcement.srv6_config import (
-    SYSCTLS,
     Addressing,
     configs,
-    host_config,
     sonic_ifname,
 )
 from controller.model.clos import Clos
 from controller.model.clos_wiring import wire
+from emulation.harness.netns_routers import NetnsRouters
 
 FABRICS = {
     "leaf-spine": lambda: Clos.leaf_spine(2, 2, 2),
@@ -125,71 +124,16 @@ sendp(Ether(dst=mac) / p, iface=iface, count=int(n), verbose=0)
 """
 
 
-class Fabric:
-    """A wired Clos in namespaces ``hB-<pid>-<node>``: routers configured by ``srv6_config``
-    (both batches), hosts by ``host_config``; every namespace is deleted on exit."""
+class Fabric(NetnsRouters):
+    """The router fabric in namespaces (``emulation/harness/netns_routers.py``: routers
+    configured by ``srv6_config``, both batches; hosts by ``host_config``; every namespace
+    deleted on exit), with what these checks read and send."""
 
-    def __init__(self, f: Clos):
-        self.f, self.plan = f, SidPlan.of(f)
-        self.prefix = f"hB-{os.getpid()}-"
-        self.made: list[str] = []
-
-    def ns(self, node: str) -> str:
-        return self.prefix + node
-
-    def ip(self, node: str, *args: str, input: str | None = None) -> str:
-        r = subprocess.run(["ip", "-n", self.ns(node), *args], input=input, text=True,
-                           capture_output=True, timeout=30)
-        assert r.returncode == 0, (node, args, r.stderr)
-        return r.stdout
+    def ip(self, node: str, *args: str) -> str:
+        return self.exec(node, ["ip", *args]).stdout
 
     def run(self, node: str, args: list[str]) -> str:
-        return subprocess.run(["ip", "netns", "exec", self.ns(node), *args], text=True,
-                              capture_output=True, timeout=60, check=True).stdout
-
-    def __enter__(self) -> Fabric:
-        try:
-            self.start()
-        except BaseException:
-            self.close()
-            raise
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def veth(self, a: str, ia: str, b: str, ib: str) -> None:
-        subprocess.run(["ip", "link", "add", ia, "netns", self.ns(a), "type", "veth", "peer",
-                        "name", ib, "netns", self.ns(b)], check=True, timeout=30)
-        self.ip(a, "link", "set", ia, "up")
-        self.ip(b, "link", "set", ib, "up")
-
-    def start(self) -> None:
-        f = self.f
-        for n in [*f.switches(), *f.host_leaves]:
-            subprocess.run(["ip", "netns", "add", self.ns(n)], check=True, timeout=30)
-            self.made.append(self.ns(n))
-            self.ip(n, "link", "set", "lo", "up")
-        for lower, upper in f.links():
-            for p1, p2 in zip(f.ports_to(lower, upper), f.ports_to(upper, lower)):
-                self.veth(lower, f"{lower}-eth{p1}", upper, f"{upper}-eth{p2}")
-        for h, leaves in f.host_leaves.items():
-            for q, leaf in enumerate(leaves):
-                self.veth(h, f"{h}-eth{q}", leaf, f"{leaf}-eth{f.port(leaf, h)}")
-        cfg = configs(self.plan)
-        for sw in f.switches():
-            self.run(sw, ["sysctl", "-qw", *SYSCTLS])
-            self.ip(sw, "-batch", "-", input="\n".join(cfg[sw].iproute2()) + "\n")
-            if cfg[sw].iproute2_v6():
-                self.ip(sw, "-6", "-batch", "-", input="\n".join(cfg[sw].iproute2_v6()) + "\n")
-        for h in f.host_leaves:
-            self.ip(h, "addr", "replace", f"{f.ip_of(h)}/8", "dev", f"{h}-eth0")
-            self.ip(h, "-batch", "-", input="\n".join(host_config(self.plan, h)) + "\n")
-
-    def close(self) -> None:
-        for n in self.made:
-            subprocess.run(["ip", "netns", "del", n], timeout=30, capture_output=True)
-        self.made = []
+        return self.exec(node, args, timeout=60).stdout
 
     def echoes(self, host: str) -> int:
         """ICMP echo requests the host has received."""
@@ -198,8 +142,8 @@ class Fabric:
         return int(lines[1][lines[0].index("InEchos")])
 
     def send(self, host: str, src: str, dst: str, n: int, outer: str = "", sid: str = "") -> None:
-        leaf = self.f.host_leaves[host][0]
-        port = f"{leaf}-eth{self.f.port(leaf, host)}"
+        leaf = self.fabric.host_leaves[host][0]
+        port = f"{leaf}-eth{self.fabric.port(leaf, host)}"
         link = json.loads(self.ip(leaf, "-j", "link", "show", port))
         self.run(host, [sys.executable, "-c", SEND, f"{host}-eth0", link[0]["address"], outer,
                         sid, src, dst, str(n)])

@@ -26,6 +26,7 @@ class NetnsRouters:
         if len(fabric.planes) > 1:
             raise ValueError("one plane only")
         self.fabric = fabric
+        self.plan = SidPlan.of(fabric)
         self.prefix = f"hC-{os.getpid()}-"
         self.made: list[str] = []
 
@@ -49,12 +50,12 @@ class NetnsRouters:
     def popen(self, node: str, args: list[str], **kw) -> subprocess.Popen:
         return subprocess.Popen(["ip", "netns", "exec", self.ns(node), *args], **kw)
 
-    def _batch(self, node: str, lines: list[str]) -> None:
-        _run(["ip", "-n", self.ns(node), "-batch", "-"], input="\n".join(lines) + "\n")
+    def _batch(self, node: str, lines: list[str], family: tuple[str, ...] = ()) -> None:
+        _run(["ip", *family, "-n", self.ns(node), "-batch", "-"], input="\n".join(lines) + "\n")
 
     def start(self) -> None:
         f = self.fabric
-        plan = SidPlan.of(f)
+        plan = self.plan
         cfg = configs(plan)
         nodes = list(f.dpids) + list(f.host_leaves)
         for n in nodes:
@@ -78,6 +79,8 @@ class NetnsRouters:
         for sw in f.dpids:
             self.exec(sw, ["sysctl", "-qw", *SYSCTLS])
             self._batch(sw, cfg[sw].iproute2())
+            if cfg[sw].iproute2_v6():  # a leaf's IPv6 source check (``ip -6 -batch`` only)
+                self._batch(sw, cfg[sw].iproute2_v6(), ("-6",))
         for h in f.host_leaves:
             self._batch(h, [f"addr replace {f.ip_of(h)}/8 dev {h}-eth0"]
                         + host_config(plan, h))
