@@ -35,3 +35,16 @@ def test_nothing_lost_is_every_condition_at_once():
                       ({"job": "present-5-of-9"}, "present-5-of-9")):
         got = chaos.judge({**good, **bad})
         assert not got["ok"] and any(says in p for p in got["problems"]), got
+
+
+def test_a_cases_own_findings_fail_it():
+    good = {"case": "ovs-restart", "tables": {"mismatched": 0}, "rest": {"5xx": 0},
+            "routes_moved": 0, "same_tables_s": 2.1}
+    assert chaos.judge(good)["ok"]
+    for bad, says in (({"routes_moved": 3}, "3 routes moved"),
+                      ({"same_tables_s": None}, "never came back"),
+                      ({"table_full_total": 0.0}, "no table-full"),
+                      ({"forged_received": 7}, "7 forged datagrams"),
+                      ({"links_changed": True}, "forged LLDP")):
+        got = chaos.judge({**good, **bad})
+        assert not got["ok"] and any(says in p for p in got["problems"]), got

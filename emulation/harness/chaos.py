@@ -16,7 +16,7 @@ import threading
 import time
 import traceback
 
-from emulation.harness import collectives, fabricnet, ovs
+from emulation.harness import collectives, ovs
 
 OFCTL = ["ovs-ofctl", "-O", "OpenFlow13"]
 
@@ -191,10 +191,6 @@ class RunningRing:
                 "median_iteration_s": round(times[len(times) // 2], 3) if times else None,
                 "max_iteration_s": round(times[-1], 3) if times else None,
                 "retransmitted_segments": retransmitted(self.s.net, self.hosts) - self.retrans0}
-
-
-def wait_until(predicate, timeout: float, what: str, interval: float = 0.1):
-    return fabricnet.wait_until(predicate, timeout, interval=interval, what=what)
 
 
 def quiesce(ctl, quiet: float = 6.0, timeout: float = 90.0) -> float:
