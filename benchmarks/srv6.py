@@ -17,10 +17,10 @@ Four measurements, each against a baseline run in the same command:
   against the POST that planned the ring; and ``mlroute srv6-config``'s computation of every
   switch's configuration.
 
-    python -m benchmarks.srv6 [--steps 3] [--out bench/srv6.json] [--only scale]
+    python -m benchmarks.srv6 [--steps 5] [--out bench/srv6.json] [--only SECTION]
 
-Needs root, Mininet, iproute2 and socat (``--only scale``: none of them; the other sections
-are kept from the file).
+Needs root, Mininet, iproute2 and socat (``--only scale``: none of them); ``--only`` keeps the
+other sections from the file.
 """
 from __future__ import annotations
 
@@ -205,36 +205,34 @@ def scale(k: int = 16) -> dict:
 
 
 def main(argv=None) -> int:
+    from emulation.demo_srv6 import STEPS
     ap = argparse.ArgumentParser(prog="python -m benchmarks.srv6",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps", type=int, default=3, help="ring steps of each routing")
+    ap.add_argument("--steps", type=int, default=STEPS, help="ring steps of each routing")
     ap.add_argument("--out", default=os.path.join("bench", "srv6.json"))
-    ap.add_argument("--only", choices=["scale"], help="only this section (no root needed); the "
-                                                      "others are kept from --out")
+    ap.add_argument("--only", choices=SECTIONS, help="only this section; the others are kept "
+                                                     "from --out (scale needs no root)")
     args = ap.parse_args(argv)
-    if args.only == "scale":
-        with open(args.out) as fh:
-            doc = json.load(fh)
-        doc["scale"] = scale()
-        print("scale", doc["scale"], flush=True)
-        return _write(doc, args.out)
-    if os.geteuid() != 0:
+    if args.only != "scale" and os.geteuid() != 0:
         print("benchmarks.srv6: needs root (Mininet, network namespaces)", file=sys.stderr)
         return 2
+    doc = {"command": "python -m benchmarks.srv6"}
+    if args.only:
+        with open(args.out) as fh:
+            doc = json.load(fh)
     folder = tempfile.mkdtemp(prefix="mlroute-bench-srv6-")
-    doc = {"command": "python -m benchmarks.srv6", "install": install()}
-    print("install", doc["install"], flush=True)
-    for name in ("goodput", "outage"):
+    for name in [args.only] if args.only else SECTIONS:
         os.makedirs(os.path.join(folder, name))
-    doc["goodput"] = goodput(os.path.join(folder, "goodput"))
-    print("goodput", doc["goodput"], flush=True)
-    doc["outage"] = outage(os.path.join(folder, "outage"))
-    print("outage", doc["outage"], flush=True)
-    doc["rings"] = rings(args.steps)
-    print("rings", doc["rings"], flush=True)
-    doc["scale"] = scale()
-    print("scale", doc["scale"], flush=True)
+        doc[name] = SECTIONS[name](os.path.join(folder, name), args)
+        print(name, doc[name], flush=True)
     return _write(doc, args.out)
+
+
+SECTIONS = {"install": lambda folder, args: install(),
+            "goodput": lambda folder, args: goodput(folder),
+            "outage": lambda folder, args: outage(folder),
+            "rings": lambda folder, args: rings(args.steps),
+            "scale": lambda folder, args: scale()}
 
 
 def _write(doc: dict, out: str) -> int:

@@ -35,7 +35,7 @@ class RouterSession:
         self.fabric, self.folder = fabric, folder
         self.algorithm = algorithm
         self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
-        self.bw = bw  # Mbit/s of every link (0: unshaped), queues of 100 ms (QUEUE_S)
+        self.bw = bw  # Mbit/s of every link (0: unshaped), queues of QUEUE_S (0.2 s) of line rate
         self.plan = SidPlan.of(fabric)
         self.probes = probes  # the agents probe their paths (--no-probes when False)
         self.external = controller
