@@ -131,7 +131,7 @@ def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, sal
             shape: str | None = None, spray_penalty: float = DEFAULT_PENALTY) -> list[dict]:
     """One row per algorithm (``compare_row``), with the objective it planned with
     (``objective_for``: on two tiers a given ``objective`` applies to auto and split; None: the
-    controller's); ``max_parts`` applies to split on two tiers. What the shape (``shape`` if
+    controller's); ``max_parts`` applies to split on every shape. What the shape (``shape`` if
     known) does not take is refused first (``run_shape``), then an unknown name. The name
     ``spray`` is the baseline row of ``planners.spray`` with its goodput penalty: its
     All-Reduce by the shared prediction on every shape (a sprayed flow is one transfer over
@@ -240,11 +240,11 @@ def compare_summary(rows: list[dict]) -> str:
 
 def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
     """``plan`` or ``compare`` on any fabric: (output, summary line). The fabric's shape, asked
-    once (``run_shape``, which refuses ``--max-parts`` on a Clos fabric), gives the planners
-    (``make_plan``: a single two-tier plane runs the two-tier ones), the objective each plans
-    with and the form of the output. On a Clos fabric every planner counts flows but ``jobs``,
-    the jobs objective (``--objective jobs`` with auto runs it); the controller's auto does
-    not take it there."""
+    once (``run_shape``), gives the planners (``make_plan``: a single two-tier plane runs the
+    two-tier ones), the objective each plans with and the form of the output. On a Clos
+    fabric every planner counts flows but ``jobs``, the jobs objective (``--objective jobs``
+    with auto runs it), and ``split`` with ``--objective jobs`` (by bytes); the controller's
+    auto does not take it there."""
     shape = run_shape(fabric, args.max_parts)
     clos = shape == CLOS
     if args.cmd == "plan":
@@ -482,7 +482,7 @@ def add_offline_commands(sub) -> None:
         p.add_argument("--objective", metavar="|".join(OBJECTIVES),
                        help=f"what plans are ranked by: {objectives}. Applies to auto and split "
                             "(jobs: split by bytes) on two-tier fabrics and to plan with auto "
-                            "on Clos fabrics (it runs the jobs planner); the jobs planner "
+                            "(it runs the jobs planner) or split on Clos fabrics; the jobs planner "
                             "ranks by jobs, the other planners count flows. The output names "
                             "the objective each plan used (default: the controller's: "
                             f"{Settings.objective} for auto on a two-tier fabric, jobs for the "
@@ -497,7 +497,7 @@ def add_offline_commands(sub) -> None:
                                "looks for each planner's best") + ")")
         p.add_argument("--max-parts", type=int, metavar="N",
                        help="split: at most N parts per flow (default: 4; 0: no bound, the "
-                            "fractional optimum; two-tier fabrics)")
+                            "fractional optimum)")
         if name == "compare":
             p.add_argument("--spray-penalty", type=float, default=DEFAULT_PENALTY, metavar="P",
                            help="the row spray (per-packet spraying, the fluid LP bound): the "

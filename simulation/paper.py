@@ -144,7 +144,7 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
     t0 = time.perf_counter()
     lp = fractional_optimum(problem)
     lp_ms = (time.perf_counter() - t0) * 1e3
-    bounds = {"unsplit": {"best": ilp.info["incumbent"], "bound": ilp.info["bound"],
+    bounds = {"unsplit": {"best": ilp.info["objective"], "bound": ilp.info["bound"],
                           "status": ilp.info["status"],
                           "proven": ilp.info["status"] == "optimal", "ms": round(ilp_ms, 1)},
               "fractional": {"value": round(lp, 9), "ms": round(lp_ms, 1)}}

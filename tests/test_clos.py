@@ -467,3 +467,38 @@ def test_one_plane_takes_one_address_per_host_not_a_list():
     doc["host_ip"]["h0_0"] = [doc["host_ip"]["h0_0"]]
     with pytest.raises(InputError, match=r"h0_0 needs one IPv4 address \(a string\) in 'host_ip'"):
         load_fabric(doc).check_wiring()
+
+
+# ---- edge-coloring: one planner on every shape (issue 60) -----------------------------------
+def colouring_instances(count: int = 24):
+    """Leaf-spines (a spine and links down), fat-trees and two-plane leaf-spines with links
+    down, random pairs between their hosts."""
+    out = []
+    for seed in range(count):
+        rnd = random.Random(seed)
+        fab = [Clos.generate(rnd.randint(2, 6), rnd.randint(3, 8), 3,
+                             failed_spines=rnd.choice([0, 1])),
+               Clos.fat_tree(4), Clos.leaf_spine(3, 4, 2, planes=2)][seed % 3]
+        fab = fab.with_down(fab.down | set(rnd.sample(fab.links(), rnd.randint(0, 4))))
+        hosts = sorted(fab.hosts)
+        pairs = [tuple(rnd.sample(hosts, 2)) for _ in range(3 * len(hosts))]
+        out.append((fab, ClosProblem.build(fab, [flows_job(fab, pairs)], skip_unroutable=True)))
+    return out
+
+
+def test_edge_coloring_is_never_behind_the_colourings_it_replaced():
+    """The name's planner (``clos_tiers.edge_colouring``) against the two-tier Koenig
+    colouring (its Koenig candidate on a single plane, flow for flow) and the equitable
+    colouring the name ran on Clos fabrics: never a higher (max, links at max) than the
+    first, never a higher max than the second."""
+    from controller.planners.clos_tiers import edge_colouring
+    from controller.planners.edge_coloring import edge_coloring
+    for fab, p in colouring_instances():
+        new = score(p, edge_colouring(p))
+        assert new[0] <= score(p, tier_colouring(p))[0]
+        two = fab.as_leaf_spine()
+        if two is not None:
+            koenig = tier_colouring(p, "koenig", alive=True)
+            old = edge_coloring(Problem.build(two, p.jobs, skip_unroutable=True)).spines()
+            assert koenig.middle == old and koenig.plane == [0] * len(old)
+            assert new <= score(p, koenig)

@@ -14,7 +14,7 @@ from controller.planners import clos_auto as auto_module
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_greedy import clos_greedy
 from controller.planners.clos_ilp import clos_ilp_layer2
-from controller.planners.clos_layer2 import fewer_at_max, layer2_bound
+from controller.planners.clos_layer2 import fewer_at_max, fewer_below, layer2_bound
 
 MILP_SECONDS = 30.0  # these instances prove in well under a second
 
@@ -102,3 +102,26 @@ def test_leaf_spine_as_a_clos_matches_the_two_tier_layer_2():
     for inst in INSTANCES[9:18]:  # the spine-down fabric
         two, clos = loads(*inst, "auto")
         assert layer("links_at_max", two) == layer("links_at_max", clos), inst
+
+
+@pytest.mark.parametrize("fabric, seed", CASES)
+def test_chains_below_the_max_keep_the_top_and_never_worsen_the_vector(fabric, seed):
+    """``fewer_below``: the max stays, no more links at it (bundles' members rebalanced may
+    leave fewer), the sorted load vector gets no worse."""
+    from controller.model.clospaths import link_loads
+    p = instance(fabric, seed)
+    g = clos_greedy(p)
+    alpha = score(p, g)[0]
+
+    def vector(r):
+        v = link_loads(p, r)[p.links.tier > 0]
+        return sorted((round(float(x), 9) for x in v if x > 1e-9), reverse=True)
+
+    out = fewer_below(p, g, alpha)
+    report = out.info["layer2_below"]
+    assert score(p, out)[0] == alpha and score(p, out)[1] <= score(p, g)[1]
+    assert g.path == clos_greedy(p).path  # the input is not changed
+    before, after = vector(g), vector(out)
+    width = max(len(before), len(after))
+    assert after + [0.0] * (width - len(after)) <= before + [0.0] * (width - len(before))
+    assert all(level < alpha for level in report["levels"])

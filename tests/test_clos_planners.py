@@ -17,7 +17,7 @@ from controller.planners.clos_split import (
     split_link_loads,
     split_score,
 )
-from controller.planners.plan import make_clos_plan
+from controller.planners.plan import make_clos_plan, make_plan, run_options
 from tests.clos_checks import check_routes, flows_job, permutation
 
 
@@ -208,3 +208,50 @@ def test_plan_objective_jobs_on_a_fat_tree(tmp_path):
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["algorithm"] == "jobs" and doc["info"]["objective"] == "jobs"
+
+
+# ---- one split on every Clos (issue 60) -----------------------------------------------------
+def byte_jobs(fabric):
+    """A large ring, a small ring and an all-to-all: bytes that flow counts do not see."""
+    hosts = sorted(fabric.hosts)
+    return [parse_job(d, fabric) for d in (
+        {"id": "big", "collective": "ring_allreduce", "ranks": hosts[:6], "bytes": 4e9},
+        {"id": "small", "collective": "ring_allreduce", "ranks": hosts[6:12], "bytes": 1e8},
+        {"id": "a", "flows": [{"src": x, "dst": y, "bytes": 5e8} for x in hosts[12:16]
+                              for y in hosts[12:16] if x != y]})]
+
+
+@pytest.mark.parametrize("fabric", [Clos.fat_tree(4).with_down({("l0", "a0_0")}),
+                                    Clos.leaf_spine(3, 4, 4, planes=2)],
+                         ids=["fat-tree, a link down", "two planes"])
+def test_split_by_bytes_runs_on_every_clos_and_keeps_the_lowest_mean(fabric):
+    """The byte-aware split on paths: its plan is the candidate (by bytes, by flows, the
+    jobs planner's unsplit routing) with the lowest predicted mean slowdown, each flow in at
+    most max_parts parts; the command line's options reach it (``run_options``)."""
+    jobs = byte_jobs(fabric)
+    p = ClosProblem.build(fabric, jobs)
+    r = clos_split(p, max_parts=2, objective="jobs")
+    check_split(p, r)
+    info = r.info
+    assert info["objective"] == "jobs" and info["chosen"] in info["candidates_mean"]
+    assert max(len(x) for x in r.parts) <= 2 and info["byte_fractional_optimum"] > 0
+    assert round(info["mean_slowdown"], 6) == min(info["candidates_mean"].values())
+    run = run_options(fabric, "split", objective="jobs", max_parts=2)
+    plan = make_plan(fabric, jobs, run.algorithm, **run.options)
+    assert plan.routing.info["chosen"] == info["chosen"] and run.objective == "jobs"
+
+
+@pytest.mark.parametrize("objective", ["flows", "jobs"])
+def test_split_on_a_single_two_tier_plane_is_its_two_tier_kernel(objective):
+    """On the Clos of one two-tier plane the Clos split runs the two-tier split: the same
+    plan document as the two-tier way, by flow counts and by bytes, bounded and not."""
+    fabric = Clos.generate(4, 6, 3, failed_spines=1).with_down({("l0", "s0"), ("l3", "s2")})
+    jobs = byte_jobs(fabric)
+    for max_parts in (None, 2):
+        two = make_plan(fabric.as_leaf_spine(), jobs, "split", objective=objective,
+                        max_parts=max_parts)
+        clos = make_clos_plan(fabric, jobs, "split", objective=objective, max_parts=max_parts)
+        assert clos.routing.info["kernel"] == "two-tier"
+        a, b = two.to_dict(), clos.to_dict()
+        assert {k: v for k, v in a.items() if k not in ("runtime_ms", "info")} == \
+            {k: v for k, v in b.items() if k not in ("runtime_ms", "info")}

@@ -127,19 +127,23 @@ def test_run_options_go_where_the_shape_takes_them():
         "annealing", "flows", {"salt": 2, "seed": 3, "time_limit": 7})
     assert run_options(t, "auto", objective="jobs")[:2] == ("jobs", "jobs")
     assert run_options(CLOS, "jobs")[:2] == ("jobs", "jobs")
+    assert run_options(t, "split", seed=3, objective="jobs", max_parts=2) == (  # issue 60
+        "split", "jobs", {"salt": 0, "seed": 3, "time_limit": 60.0, "objective": "jobs",
+                          "max_parts": 2})
+    assert run_options(t, "split", max_parts=0).options["max_parts"] is None  # 0: no bound
 
 
 @pytest.mark.parametrize("shape, args, message", [
-    (CLOS, ("split",), "--max-parts applies to single-plane two-tier fabrics"),
-    (CLOS, ("magic",), "--max-parts applies to single-plane two-tier fabrics"),
+    (CLOS, ("split",), "max_parts must be an integer >= 0"),
+    (CLOS, ("magic",), "unknown algorithm 'magic'"),
     (CLOS, ("greedy", None), "on this fabric --objective jobs applies to plan with algorithm "
-                             "auto (jobs runs the jobs planner)"),
+                             "auto (jobs runs the jobs planner) or split"),
     (CLOS, ("magic", None), "unknown algorithm 'magic'"),
     (TWO_TIER, ("greedy", None), "objective 'jobs' needs algorithm 'auto' or 'split'"),
     (TWO_TIER, ("split",), "max_parts must be an integer >= 0"),
 ])
 def test_an_option_the_shape_cannot_take_is_refused(shape, args, message):
-    name, max_parts = args[0], (args[1] if len(args) > 1 else -1 if shape == TWO_TIER else 2)
+    name, max_parts = args[0], (args[1] if len(args) > 1 else -1)
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         run_options(shape, name, objective="jobs" if len(args) > 1 else None,
                     max_parts=max_parts)

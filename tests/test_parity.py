@@ -40,26 +40,12 @@ ILP_SECONDS = 30.0  # the ILPs' time limit: these instances solve in well under 
 ONE_SIDED: dict[str, str] = {}
 
 # per planner, what differs today between the two houses, by layer of the objective
-COLOURING_GAP = ("issue 37: with single links down the two edge colourings place the flows "
-                 "the colouring puts on dead links differently: the max load differs, either "
-                 "one lower by instance")
 LAYER_GAPS = {
-    "max_link_load": {"edge-coloring": COLOURING_GAP},
-    "links_at_max": {
-        "edge-coloring": "issue 37: the two edge colourings leave different numbers of links "
-                         "at the max, intact fabrics too (either fewer, by instance)",
-        "split": "issue 37: the two split LPs spread the same max load over different numbers "
-                 "of links",
-        "ilp": "issue 37: the two ILPs prove the same max load (layer 1 only) and keep their own "
-               "routing at it: different numbers of links at the max (clos_ilp_layer2 and "
-               "ilp_layer2 exist, neither runs under the name 'ilp')",
-    },
+    "max_link_load": {},
+    "links_at_max": {},
 }
 LAYER_GAPS["sorted_loads"] = {
     **LAYER_GAPS["links_at_max"],
-    "auto": "issue 60: both autos leave the fewest links at the max (layer 2, exact); below "
-            "it the two-tier auto's chains also clear links at the max minus one, Clos auto's "
-            "do not: the sorted load vectors differ",
 }
 
 

@@ -180,9 +180,9 @@ def test_links_at_max_counts_the_links_an_lp_leaves_at_the_max_up_to_rounding():
 def test_a_document_has_one_form_whichever_planners_made_it():
     """A fast-path plan (the two-tier planners, ``two_tier_plan``) and the Clos plan of the
     same routing (as the controller rebuilds it: ``installed_clos_plan``) give one document,
-    split shares as planned; the Clos split's plan of the same leaf-spine (another LP) the
-    same lower bound (an integer: whole flows per link), fabric line (the leaf-spine's) and
-    links at the max, though its loads are 1e-9 apart there (``split_score``'s count: 12)."""
+    split shares as planned; the Clos split's plan of the same leaf-spine is the same plan
+    (issue 60: ``clos_split`` runs its two-tier kernel there), the lower bound an integer
+    (whole flows per link) and the fabric line the leaf-spine's."""
     fabric = Clos.generate(4, 8, 2, failed_spines=1)
     clos = Clos.from_dict(fabric.to_dict())
     hosts = sorted(fabric.hosts)
@@ -199,11 +199,11 @@ def test_a_document_has_one_form_whichever_planners_made_it():
     a, b = (without_timing(x.to_dict()) for x in (fast, installed_clos_plan(clos, pairs)))
     assert a == b and 1 / 3 in [x["share"] for r in a["routes"] for x in r.get("split", ())]
     other = make_clos_plan(clos, on_clos, "split")
-    c = other.to_dict()
+    c = without_timing(other.to_dict())
+    assert c == a
     fields = ("lower_bound", "links_at_max", "fabric")
-    assert json.dumps([a[k] for k in fields]) == json.dumps([c[k] for k in fields]) == \
+    assert json.dumps([c[k] for k in fields]) == \
         '[3, 18, "4 spines, 8 leaves, 16 hosts (1 spines failed)"]'
-    assert split_score(other.problem, other.routing)[1] == 12
 
 
 def without_timing(doc: dict) -> dict:

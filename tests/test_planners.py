@@ -140,13 +140,17 @@ def test_ilp_reports_status_and_beats_or_ties_greedy():
     f = fabric(3, 5, 4, down=[("l0", "s0")])
     jobs = [permutation_job(f, 1, "a"), permutation_job(f, 2, "b")]
     greedy = make_plan(f, jobs, "greedy").to_dict()["max_link_load"]
-    plan = make_plan(f, jobs, "ilp", time_limit=30)
-    info = plan.routing.info
+    plan = make_plan(f, jobs, "ilp", time_limit=30)  # clos_ilp on the plane's Clos
+    info, doc = plan.routing.info, plan.to_dict()
     assert info["status"] in {"optimal", "time_limit"}
-    assert info["incumbent"] == plan.to_dict()["max_link_load"] <= greedy
-    assert info["bound"] <= info["incumbent"]
+    assert info["objective"] == doc["max_link_load"] <= greedy
+    assert info["bound"] <= info["objective"]
     if info["status"] == "optimal":
-        assert info["gap"] == 0
+        assert info["gap"] == 0 and info["optimal_layers"]["max_link_load"]
+    layer2 = info["layer2"]  # then the fewest links at that max, reported alike
+    assert layer2["status"] in {"optimal", "time_limit"}
+    assert layer2["bound"] <= layer2["links_at_max"] == info["links_at_max"] == doc["links_at_max"]
+    assert info["optimal_layers"]["links_at_max"] == (info["proved"] and layer2["proved"])
 
 
 def test_ilp_solver_path_finds_optimum_below_greedy():
@@ -158,8 +162,11 @@ def test_ilp_solver_path_finds_optimum_below_greedy():
     assert make_plan(f, [job], "greedy").to_dict()["max_link_load"] == 2
     plan = make_plan(f, [job], "ilp", time_limit=30)
     info = plan.routing.info
-    assert info["status"] == "optimal" and info["incumbent_from"] == "solver"
+    assert info["status"] == "optimal" and info["proved"]
     assert plan.to_dict()["max_link_load"] == 1 == two_tier_view(plan)[0].lower_bound()
+    kernel = ilp(two_tier_view(plan)[0], 30)  # auto's two-tier ILP stage, from the greedy
+    assert kernel.info["status"] == "optimal" and kernel.info["incumbent_from"] == "solver"
+    assert kernel.info["incumbent"] == 1
 
 
 def test_split_reaches_fractional_optimum_and_splits_few():

@@ -13,9 +13,12 @@ load vector).
    for a routing strictly better than the incumbent (``planners.ilp``), within the budget.
    "Infeasible" proves the incumbent optimal; the result is never worse than the incumbent.
 4. Layer 2. Chain moves that clear links at the max without any link reaching it
-   (``layer2.fewer_at_level``), skipping leaf sides already at their bound, then the same one
-   load lower; with ``ilp_time_limit`` > 0 (off the request path) and a gap left, the layer-2
-   MILP (``ilp.ilp_layer2``) within what remains of the budget.
+   (``layer2.fewer_at_level``), skipping leaf sides already at their bound; then below the
+   max the same at the next load down that some link carries, and the next while a level is
+   cleared entirely (``layer2.fewer_below``, as Clos auto's ``clos_layer2.fewer_below``: the
+   parity tests hold both to the same sorted load vector); with ``ilp_time_limit`` > 0 (off
+   the request path) and a gap left, the layer-2 MILP (``ilp.ilp_layer2``) within what
+   remains of the budget.
 
 With ``objective="jobs"`` a deterministic local search then lowers the mean predicted job
 slowdown, the worst job kept within that of the best start (``planners.objective``,
@@ -63,7 +66,7 @@ from controller.model.problem import Assignment, Problem
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.equitable import common_spines, equitable_spines
 from controller.planners.greedy import greedy_spines
-from controller.planners.layer2 import fewer_at_level, links_at, side_bounds
+from controller.planners.layer2 import fewer_at_level, fewer_below, links_at, side_bounds
 from controller.planners.registry import OBJECTIVES
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, insert_all, reduce_to
 
@@ -308,12 +311,12 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
         lb2 = sum(floor)
         count = (0 if not value else sum(1 for v in r.load if v == value) if r is not None
                  else links_at(problem, spines, value))
-    if common is None and count > lb2:
+    if common is None and value > 1:
         if r is None:
             r = Routing(problem, spines)
-        for c in range(value - 1, max(value - 1 - LAYER2_LEVELS, 0), -1):
-            top = c == value - 1  # the level below the max: a small chain budget
-            fewer_at_level(r, c, deadline, 4096 if top else 256, floor if top else None)
+        if count > lb2:
+            fewer_at_level(r, value - 1, deadline, 4096, floor)
+        fewer_below(r, value, deadline, 256)  # the next load down: a small chain budget
         spines = list(r.spine)
         count = sum(1 for v in r.load if v == value)
     ms["layer2"] = (time.perf_counter() - t3) * 1e3

@@ -6,7 +6,14 @@ leaf-spines with nothing down under permutation traffic, and many more instances
 search closes (tests/test_clos.py, bench/fabrics.json). Elsewhere the gap is stated, never
 hidden: ``info["lower_bound"]``, ``info["gap"]`` (max load minus bound, flows per unit).
 
-Cost: the colouring, the greedy and two local searches; ``time_limit`` bounds the searches.
+Layer 2 (``_layer2``): ejection chains at the max (``clos_layer2.fewer_at_max``), the
+layer-2 MILP where a gap is left on small instances, then below the max the chains at the
+next loads down (``clos_layer2.fewer_below``, the two-tier auto's ``layer2.fewer_below``:
+the parity tests hold both autos to one sorted load vector on a single two-tier plane).
+
+Cost: the colouring, the greedy and two local searches; ``time_limit`` bounds the searches;
+the chains below the max spend at most ``LAYER2_BELOW_WORK`` search nodes and
+``LAYER2_BELOW_WORK_PER_FLOW`` per flow (no clock: the same result on a loaded machine).
 """
 from __future__ import annotations
 
@@ -17,7 +24,12 @@ import numpy as np
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.planners.clos_greedy import clos_greedy, improve
 from controller.planners.clos_ilp_layer2 import layer2_exact
-from controller.planners.clos_layer2 import fewer_at_max, side_floors, soft_limits
+from controller.planners.clos_layer2 import (
+    fewer_at_max,
+    fewer_below,
+    side_floors,
+    soft_limits,
+)
 from controller.planners.clos_loads import score
 from controller.planners.clos_tiers import tier_colouring
 
@@ -25,6 +37,8 @@ LAYER2_WORK = 2048  # chain search nodes in all: this many ...
 LAYER2_WORK_PER_FLOW = 0.25  # ... and this many per flow,
 LAYER2_SHARE = 1.0  # within this share of layer 1's time (a request-path budget) ...
 LAYER2_MIN_S = 0.05  # ... or this long, whichever is longer
+LAYER2_BELOW_WORK = 128  # the chains below the max: search nodes in all, this many ...
+LAYER2_BELOW_WORK_PER_FLOW = 0.01  # ... and this many per flow (no clock: deterministic)
 LAYER2_MILP_OPTIONS = 20_000  # the layer-2 MILP on instances of at most this many options
 LAYER2_MILP_S = 0.5  # its time limit (within time_limit)
 
@@ -61,10 +75,12 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0) -> ClosRouting:
 
 def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_end: float,
             end: float):
-    """Fewer links at the max (module docstring): the routing, with ``links_at_max``,
-    ``links_at_max_lower_bound``, ``layer2`` (and ``layer2_ilp``) in its info, and the ms of
-    the chains and the MILP. ``key``: ``score`` of ``r``; ``chains_end`` and ``end``
-    (time.perf_counter) end the chains and the MILP."""
+    """Fewer links at the max (module docstring), then at the loads below it: the routing,
+    with ``links_at_max``, ``links_at_max_lower_bound``, ``layer2`` (and ``layer2_ilp``) and
+    ``layer2_below`` in its info, and the ms of the chains, the MILP and the chains below.
+    ``key``: ``score`` of ``r``; ``chains_end`` and ``end`` (time.perf_counter) end the
+    chains and the MILP; the chains below the max spend ``LAYER2_BELOW_WORK`` (and per
+    flow) search nodes at most, ``end`` a safety net."""
     t0 = time.perf_counter()
     alpha, count = key
     chains: dict = {"cleared": 0, "chains_tried": 0, "nodes": 0, "stopped": "done"}
@@ -105,6 +121,11 @@ def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains
         if proved:
             lb2 = count
         ms["layer2_ilp"] = round((time.perf_counter() - t1) * 1e3, 3)
+    t2 = time.perf_counter()
+    if alpha > 0:  # below the max: fewer links at the next load down (``fewer_below``)
+        below = LAYER2_BELOW_WORK + int(LAYER2_BELOW_WORK_PER_FLOW * len(problem))
+        r = fewer_below(problem, r, alpha, deadline=end, work=below)
+        ms["layer2_below"] = round((time.perf_counter() - t2) * 1e3, 3)
     r.info.update(links_at_max=count, links_at_max_lower_bound=lb2,
                   layer2=chains, _layer2_proved=bool(proved))
     return r, ms

@@ -27,7 +27,14 @@ The second layer (``clos_ilp_layer2``): with the max load fixed at alpha, fewest
 fabric links at alpha, exact at any speeds (a member's flows are whole numbers, so the cell's
 count is pooled without loss); the MILP is the two-tier one's (``ilp.layer2_milp``).
 
-Cost: one MILP with a binary per usable option (F x middles) and a row per flow and per used
+``clos_ilp`` is the planner ``ilp`` on every fabric (a single two-tier plane too, through
+``leaf_spine.clos_planner``: one algorithm, one result): layer 1, then the second layer's
+MILP at the max load found, within the time left of ``time_limit``, then below the max the
+deterministic chains of ``clos_layer2.fewer_below`` (the rest of the sorted load vector,
+not proven). Each MILP reports its status, bound and gap; a run that hit the time limit is
+never reported optimal.
+
+Cost: two MILPs with a binary per usable option (F x middles) and a row per flow and per used
 cell; exponential at worst, for references and benchmarks (k <= 8 in seconds), never on the
 request path.
 
@@ -58,6 +65,7 @@ from controller.planners.clos_ilp_layer2 import (
     cell_max,
     layer2_exact,
 )
+from controller.planners.clos_layer2 import fewer_below
 from controller.planners.clos_loads import score
 from controller.planners.ilp import check_time_limit, run_milp
 
@@ -65,8 +73,51 @@ CUTOFF = 1e-6  # the cutoff below the incumbent when loads are not whole numbers
 
 
 def clos_ilp(problem: ClosProblem, time_limit: float = 60.0,
-             incumbent: ClosRouting | None = None) -> ClosRouting:
-    """Minimum max fabric-link load, proven within ``time_limit`` seconds or reported not."""
+             incumbent: ClosRouting | None = None, layer2: bool = True) -> ClosRouting:
+    """The exact lexicographic routing as far as the MILPs reach within ``time_limit``
+    seconds (module docstring): the minimum max fabric-link load (``layer1``, proven or
+    reported not), then with ``layer2`` the fewest links at it (``layer2_exact`` within the
+    time left, from the layer-1 routing), then fewer links at each load below the max
+    (``clos_layer2.fewer_below``, deterministic chains, until the time limit). ``info``:
+    layer 1's report (status, objective, bound, proved, gap, exact, incumbent_from), and
+    ``layer2`` (the MILP's status, links_at_max, bound, gap, proved, incumbent_from, wall_ms,
+    or status "skipped" when no time is left), ``layer2_below``, ``links_at_max``,
+    ``optimal_layers``, ``ms`` per stage, ``wall_ms`` in all."""
+    check_time_limit(time_limit)
+    t0 = time.perf_counter()
+    r = layer1(problem, time_limit, incumbent)
+    if not layer2:
+        return r
+    t1 = time.perf_counter()
+    info = dict(r.info)
+    alpha, count = score(problem, r)
+    left = time_limit - (t1 - t0)
+    report: dict = {"status": "skipped", "links_at_max": count, "proved": False}
+    if alpha > 0 and left > 1e-3:
+        m = layer2_exact(problem, alpha, left, r, "layer1")
+        report = {k: m.info[k] for k in ("status", "links_at_max", "bound", "gap", "proved",
+                                          "incumbent_from", "wall_ms")}
+        if m.info["incumbent_from"] == "solver":
+            r = m
+    elif alpha <= 0:
+        report.update(status="optimal", proved=True, bound=0, gap=0)
+    t2 = time.perf_counter()
+    if alpha > 0:
+        r = fewer_below(problem, r, alpha, deadline=t0 + time_limit)
+    info.update(layer2=report, layer2_below=r.info.get("layer2_below"),
+                max_link_load=score(problem, r)[0], links_at_max=score(problem, r)[1],
+                optimal_layers={"max_link_load": info["proved"],
+                                "links_at_max": bool(info["proved"] and report["proved"])},
+                ms={"layer1": round(info["wall_ms"], 3), "layer2": round((t2 - t1) * 1e3, 3),
+                    "layer2_below": round((time.perf_counter() - t2) * 1e3, 3)},
+                wall_ms=(time.perf_counter() - t0) * 1e3)
+    return ClosRouting(r.plane, r.middle, r.path, info)
+
+
+def layer1(problem: ClosProblem, time_limit: float = 60.0,
+           incumbent: ClosRouting | None = None) -> ClosRouting:
+    """Minimum max fabric-link load, proven within ``time_limit`` seconds or reported not
+    (the path ILP of the module docstring)."""
     check_time_limit(time_limit)
     t0 = time.perf_counter()
     if incumbent is None:

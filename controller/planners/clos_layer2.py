@@ -59,7 +59,7 @@ from itertools import chain
 
 import numpy as np
 
-from controller.model.clospaths import ClosProblem, ClosRouting
+from controller.model.clospaths import ClosProblem, ClosRouting, link_loads
 from controller.planners.clos_loads import ClosLoads, score
 
 BUDGET = 512  # cells a chain search visits at most (the two-tier chains' 4096 links / 8)
@@ -71,9 +71,13 @@ class CellState:
     """Flows per hop cell of a routing at max load ``alpha``: ``count`` (m_c), ``exc``
     (m_c - n_c lo_c: its links at alpha when positive) and ``room`` (n_c hi_c - m_c: flows
     it may still take without a member above alpha); both ``DEAD`` for a cell without an
-    alive member. Per-plane views of both over the four hop kinds serve option scans."""
+    alive member. ``hold`` (alpha a level below the max): a cell with a member above alpha
+    counts as full at its own m_c (exc and room 0), so that a chain may pass a flow through
+    it (one in, one out) but never leave it a flow more. Per-plane views of both over the
+    four hop kinds serve option scans."""
 
-    def __init__(self, problem: ClosProblem, routing: ClosRouting, alpha: float):
+    def __init__(self, problem: ClosProblem, routing: ClosRouting, alpha: float,
+                 hold: bool = False):
         L = problem.links
         cells = L.cells()
         self.problem, self.routing = problem, routing
@@ -88,6 +92,10 @@ class CellState:
         self.cells_of: list[tuple[int, ...]] = [tuple(rows[a:b]) for a, b in
                                                  zip(cut[:-1], cut[1:], strict=True)]
         self.count = np.bincount(flat, minlength=len(cells.members)).astype(np.int64)
+        if hold:  # cells with a member above alpha keep their flows: swaps only
+            above = self.count > cap
+            self.soft = np.where(above, self.count, self.soft)
+            cap = np.where(above, self.count, cap)
         order = np.argsort(flat, kind="stable")  # flows per cell, built once: ``flows_on``
         self._flow = np.repeat(np.arange(len(sizes)), sizes)[order]
         self._start = np.r_[0, np.cumsum(self.count)]
@@ -164,13 +172,16 @@ class CellState:
 
 def fewer_at_max(problem: ClosProblem, routing: ClosRouting, alpha: float | None = None,
                  deadline: float | None = None, budget: int = BUDGET,
-                 floor: tuple | None = None, work: int | None = None) -> ClosRouting:
+                 floor: tuple | None = None, work: int | None = None,
+                 hold: bool = False) -> ClosRouting:
     """Ejection chains at ``alpha`` (default: the routing's max fabric-link load) from every
     hot cell, pass after pass while one clears a link, until ``work`` search nodes in all
     (None: no bound) or ``deadline`` (time.perf_counter); a new routing (members least
     loaded first where bundles have several), the input unchanged. ``floor``:
-    ``side_floors``' answer, when the caller has it. ``info["layer2"]``: cleared (links),
-    chains tried, nodes, stopped (done, work or deadline)."""
+    ``side_floors``' answer, when the caller has it. ``hold``: ``alpha`` is a level below
+    the max (``fewer_below``): the cells above it keep their flows (``CellState``) and no
+    side is skipped. ``info["layer2"]``: cleared (links), chains tried, nodes, stopped (done,
+    work or deadline)."""
     if alpha is None:
         alpha = score(problem, routing)[0]
     r = ClosRouting(list(routing.plane), list(routing.middle), list(routing.path),
@@ -178,7 +189,12 @@ def fewer_at_max(problem: ClosProblem, routing: ClosRouting, alpha: float | None
     if deadline is not None and time.perf_counter() > deadline:
         r.info["layer2"] = {"cleared": 0, "chains_tried": 0, "nodes": 0, "stopped": "deadline"}
         return r
-    st = CellState(problem, r, alpha)
+    st = CellState(problem, r, alpha, hold)
+    if hold:  # the sides' bounds hold at the max only
+        floor = (np.full(len(st.count), -1, dtype=np.int64), [], 0)
+        if not (st.room > 0).any():  # no cell takes a flow below the level: no chain ends
+            r.info["layer2"] = {"cleared": 0, "chains_tried": 0, "nodes": 0, "stopped": "done"}
+            return r
     sides, need, _ = floor if floor is not None else side_floors(problem, alpha, st.soft)
     on_side = sides >= 0
     at = np.bincount(sides[on_side], weights=st.hot()[on_side],
@@ -216,6 +232,48 @@ def fewer_at_max(problem: ClosProblem, routing: ClosRouting, alpha: float | None
         _members(problem, st, r)
     r.info["layer2"] = {"cleared": cleared, "chains_tried": tried, "nodes": nodes,
                         "stopped": stopped}
+    return r
+
+
+def next_level(problem: ClosProblem, routing: ClosRouting, alpha: float) -> float | None:
+    """The largest fabric-link load of ``routing`` below ``alpha`` (None: none above 0)."""
+    fab = link_loads(problem, routing)[problem.links.tier > 0]
+    below = fab[(fab < alpha - 1e-9) & (fab > 1e-9)]
+    return float(below.max()) if len(below) else None
+
+
+def fewer_below(problem: ClosProblem, routing: ClosRouting, alpha: float,
+                deadline: float | None = None, budget: int = BUDGET // 8,
+                work: int | None = None) -> ClosRouting:
+    """Below the max (as the two-tier ``layer2.fewer_below``): ejection chains that clear
+    links at the next load below ``alpha`` (``next_level``), no cell above that level gaining
+    a flow (``fewer_at_max`` with ``hold``), and again at the next load down while a level
+    is cleared entirely: the max, the links at it and every load above the level stay, the
+    sorted load vector gets lexicographically smaller at every chain. Until ``work`` search
+    nodes in all or ``deadline``. A new routing; ``info["layer2_below"]``: the levels tried
+    and ``fewer_at_max``'s report summed over them."""
+    keep = routing.info.get("layer2")
+    r = ClosRouting(list(routing.plane), list(routing.middle), list(routing.path),
+                    dict(routing.info))
+    report: dict = {"cleared": 0, "chains_tried": 0, "nodes": 0, "stopped": "done"}
+    levels = []
+    level = next_level(problem, r, alpha)
+    while level is not None and report["stopped"] == "done":
+        if not soft_limits(problem, level)[0].any():
+            break  # no cell holds a flow below the level: a flow leaving links at it lands
+            # on as many links that reach it (the two-tier chains at capacity 0)
+        left = None if work is None else work - report["nodes"]
+        r = fewer_at_max(problem, r, level, deadline, budget, work=left, hold=True)
+        got = r.info.pop("layer2")
+        report = {k: (v if k == "stopped" else report[k] + v) for k, v in got.items()}
+        levels.append(level)
+        below = next_level(problem, r, alpha)
+        if below == level:
+            break
+        level = below  # every link at the level cleared: again at the next load down
+    r.info["layer2_below"] = {"levels": levels, **report}
+    if keep is not None:
+        r.info["layer2"] = keep
     return r
 
 

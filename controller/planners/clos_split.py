@@ -11,6 +11,15 @@ per link: a part sends no faster than its NIC) gives the fractional optimum; loa
 fabric links, as ``clos_auto.score`` and ``clospaths.lower_bound`` do. A pinned flow
 (``ClosProblem.pin``) has options in its plane only, and is merged only with flows of its pin.
 
+One algorithm on every fabric (issue 60): on a single two-tier plane without bundles
+(``Clos.as_leaf_spine``) its two-tier kernel, ``planners.split`` (McNaughton's wrap-around
+when every leaf sees the same spines, else its LP on spine shares), makes the plan, which
+comes back as this problem's paths: the same plan as the name ``split`` on two tiers
+(tests/test_parity.py). Elsewhere the path LP below. With ``objective="jobs"`` the split is
+by bytes (``by_bytes``, as the kernel's ``split_bytes``): the max time a link is busy, not
+its flow count, then the best of that, the flow count split and the jobs planner's unsplit
+routing by the shared prediction.
+
 How (as ``planners.split``'s LP method): (1) ``clos_auto``'s unsplit routing is the
 preference; (2) min alpha (HiGHS interior point with crossover: a vertex); (3) under
 alpha + 1e-9, the shares that stay on each commodity's preferred options are maximised (dual
@@ -33,7 +42,8 @@ leave a member above alpha (``info["optimal"]`` then says so).
 
 Cost: the options O(F x P x middles) numpy; one LP of (commodities x usable options)
 variables and (used cells + commodities) rows, a second of the same size, and one over the
-flows above ``max_parts``; the members O(parts x hops x members).
+flows above ``max_parts``; the members O(parts x hops x members). By bytes: one more LP (of
+flows of distinct weights), ``clos_jobs`` and three predictions. The kernel: ``split``'s.
 
 References: McNaughton, Scheduling with deadlines and loss functions, Management Science 1959;
 Ethereal (Chen et al., SIGCOMM 2022); HiGHS (Huangfu and Hall, 2018).
@@ -41,11 +51,14 @@ Ethereal (Chen et al., SIGCOMM 2022); HiGHS (Huangfu and Hall, 2018).
 >>> from controller.model.clos import Clos
 >>> from controller.model.clospaths import ClosProblem
 >>> from controller.model.jobs import Flow, Job
->>> fab = Clos.leaf_spine(2, 2, 3)                 # l0 sends 3 flows over 2 spines
+>>> fab = Clos.fat_tree(4, hosts_per_leaf=3)       # l0 sends 3 flows over 2 aggregations
 >>> job = Job("j", explicit=[Flow("j", f"h0_{k}", f"h1_{k}", 1e6) for k in range(3)])
 >>> r = clos_split(ClosProblem.build(fab, [job]))
 >>> r.info["fractional_optimum"], round(r.info["max_link_load"], 6), r.info["split_flows"]
 (1.5, 1.5, 1)
+>>> r = clos_split(ClosProblem.build(Clos.leaf_spine(2, 2, 3), [job]))  # one two-tier plane
+>>> r.info["kernel"], r.info["method"], r.info["fractional_optimum"], r.info["split_flows"]
+('two-tier', 'mcnaughton', 1.5, 1)
 """
 from __future__ import annotations
 
@@ -162,8 +175,10 @@ def cell_capacity(problem: ClosProblem) -> np.ndarray:
 
 def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
         target: float | None = None, prefer: np.ndarray | None = None,
-        time_limit: float | None = None) -> tuple[float, np.ndarray]:
-    """min alpha (``target`` None) or max preferred shares under ``target``: (alpha, x)."""
+        time_limit: float | None = None, weight: np.ndarray | None = None,
+        floor: float = FLOOR) -> tuple[float, np.ndarray]:
+    """min alpha >= ``floor`` (``target`` None) or max preferred shares under ``target``:
+    (alpha, x). ``weight``: per variable what a unit share puts on each of its cells (1)."""
     # imported here: scipy.optimize takes about 0.3 s to import, a fifth of the controller's start
     from scipy.optimize import linprog
     V = len(opts.owner)
@@ -174,7 +189,8 @@ def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
     used, link = np.unique(cell, return_inverse=True)
     with_alpha = target is None
     cols = V + int(with_alpha)
-    a_rows, a_cols, a_vals = [link], [var], [1.0 / cap[cell]]
+    per = np.ones(V) if weight is None else np.asarray(weight, dtype=float)
+    a_rows, a_cols, a_vals = [link], [var], [per[var] / cap[cell]]
     fixed = base[used] / cap[used]
     if with_alpha:
         a_rows.append(np.arange(len(used)))
@@ -191,7 +207,7 @@ def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
         c[V] = 1.0
     elif prefer is not None:
         c[:V] = -prefer
-    bounds = [(0, None)] * V + ([(FLOOR, None)] if with_alpha else [])
+    bounds = [(0, None)] * V + ([(floor, None)] if with_alpha else [])
     options = {"presolve": True}
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
@@ -203,14 +219,18 @@ def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
     return (float(res.x[V]) if with_alpha else float(target)), x
 
 
-def commodities(problem: ClosProblem) -> tuple[np.ndarray, np.ndarray]:
+def commodities(problem: ClosProblem, weight: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
     """(commodity per flow, one representative flow per commodity): flows with the same
-    source and destination leaf in every plane, and the same pin. O(F log F)."""
+    source and destination leaf in every plane, and the same pin (and ``weight``, one per
+    flow, when given). O(F log F)."""
     n = len(problem)
     keys = np.stack([e for q in range(len(problem.fabric.planes))
                      for e in problem.end_arrays(q)[:2]], axis=1) if n else np.zeros((0, 2))
     if problem.pin is not None:
         keys = np.column_stack([keys, problem.pin])
+    if weight is not None:
+        keys = np.column_stack([keys.astype(float), weight])
     _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
     return inverse.ravel(), first
 
@@ -229,10 +249,51 @@ def fractional_optimum(problem: ClosProblem, time_limit: float | None = None) ->
 
 # ---- the planner ----------------------------------------------------------------------------
 def clos_split(problem: ClosProblem, max_parts: int | None = MAX_PARTS,
-               time_limit: float | None = None) -> ClosSplitRouting:
+               time_limit: float | None = None, objective: str = "flows") -> ClosSplitRouting:
+    """The split of the module docstring: on flow counts, or with ``objective`` "jobs" by
+    bytes (``by_bytes``); each flow in at most ``max_parts`` parts (None: no bound). On a
+    single two-tier plane the two-tier kernel (``planners.split``) makes the plan."""
     if max_parts is not None and (isinstance(max_parts, bool) or not isinstance(max_parts, int)
                                   or max_parts < 1):
         raise InputError(f"split: max_parts must be a positive integer or null, got {max_parts!r}")
+    if objective not in ("flows", "jobs"):
+        raise InputError(f"split: unknown objective {objective!r} (choose from flows, jobs)")
+    kernel = _two_tier(problem, max_parts, time_limit, objective)
+    if kernel is not None:
+        return kernel
+    r = _by_flows(problem, max_parts, time_limit)
+    if objective == "jobs" and len(problem):
+        r = by_bytes(problem, r, max_parts, time_limit)
+    return r
+
+
+def _two_tier(problem: ClosProblem, max_parts: int | None, time_limit: float | None,
+              objective: str) -> ClosSplitRouting | None:
+    """The two-tier kernel's plan (``planners.split`` on the plane's two-tier model: McNaughton
+    or its LP, by bytes with objective jobs) as this problem's routing, each flow's parts in
+    the kernel's order; None when the fabric is not a single two-tier plane
+    (``Clos.as_leaf_spine``) or the two models route other flows. O(the kernel + parts)."""
+    two = problem.fabric.as_leaf_spine()
+    if two is None:
+        return None
+    from controller.model.problem import Problem
+    from controller.planners.split import split
+    p2 = Problem.build(two, problem.jobs, skip_unroutable=True)
+    if p2.inter != problem.inter:
+        return None
+    limit = {} if time_limit is None else {"time_limit": float(time_limit)}
+    a = split(p2, max_parts=max_parts, objective=objective, **limit)
+    parts: list[list[Part]] = []
+    for i, mine in enumerate(a.parts):  # a two-tier plane's middles are its spines, in order
+        hops = problem.options(i, 0)[0]
+        parts.append([(0, int(s), tuple(int(h[s][0]) for h in hops), float(x)) for s, x in mine])
+    return ClosSplitRouting([0] * len(parts), [p[0][1] for p in parts],
+                            [p[0][2] for p in parts], {**a.info, "kernel": "two-tier"}, parts)
+
+
+def _by_flows(problem: ClosProblem, max_parts: int | None,
+              time_limit: float | None) -> ClosSplitRouting:
+    """The path LP on flow counts (module docstring, steps 1-6)."""
     t0 = time.perf_counter()
     n = len(problem)
     start = clos_auto(problem)
@@ -273,6 +334,85 @@ def clos_split(problem: ClosProblem, max_parts: int | None = MAX_PARTS,
                 optimal=key[0] <= alpha + 1e-6, wall_ms=round((time.perf_counter() - t0) * 1e3, 3))
     r.info = info
     return r
+
+
+def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | None,
+             time_limit: float | None) -> ClosSplitRouting:
+    """The byte-aware split (objective ``jobs``), as ``planners.split.split_bytes`` on paths:
+    shares that minimise the max time a cell is busy, each flow weighing its bytes per
+    iteration at the leaf links' rate (``clos_jobs``' weights; no floor), each flow cut to its
+    ``max_parts`` largest shares; then the best by the shared prediction
+    (``predict_clos_split_times``; ``objective.rank_key``: the mean, the worst within that
+    of the lowest-mean candidate) of that routing, ``by_flows`` (the flow count split) and
+    the jobs planner's unsplit routing (``clos_jobs``), so that it is never behind the
+    latter. ``info["byte_fractional_optimum"]`` (seconds) and ``info["chosen"]``.
+    Cost: one LP over (flows of distinct weight) x usable options, three predictions and
+    ``clos_jobs``."""
+    from controller.model.iteration import predict_clos_split_times, slowdown
+    from controller.planners.clos_jobs import _weights, clos_jobs
+    from controller.planners.objective import rank_key, worst_bound
+    t0 = time.perf_counter()
+    weight = _weights(problem) / problem.fabric.link_bps("leaf")
+    com, first = commodities(problem, weight)
+    opts = _Options(problem, first)
+    demand = np.bincount(com, minlength=len(first)).astype(float)
+    cap = cell_capacity(problem)
+    alpha, x = _lp(opts, demand, cap, np.zeros(len(cap)), time_limit=time_limit,
+                   weight=weight[first][opts.owner], floor=0.0)
+    shares = _deal(problem, com, opts, x)
+    if max_parts is not None:
+        shares = [_normalise(dict(sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]))
+                  for s in shares]
+    unsplit = clos_jobs(problem)
+    candidates = {"bytes": _members(problem, shares), "flows": by_flows,
+                  "jobs-unsplit": ClosSplitRouting(unsplit.plane, unsplit.middle, unsplit.path,
+                                                   {}, parts_of(unsplit))}
+    bps = problem.fabric.link_bps("host")
+    scores = {}
+    for name, r in candidates.items():
+        times = predict_clos_split_times(problem, r)
+        scores[name] = {j.id: slowdown(j, times[j.id], bps) for j in problem.jobs}
+    bound = worst_bound(scores)
+    chosen = min(candidates, key=lambda n: (rank_key(scores[n].values(), bound), n))
+    out = candidates[chosen]
+    values = list(scores[chosen].values())
+    key = split_score(problem, out)
+    sizes = [len(p) for p in out.parts if len(p) > 1]
+    info = dict(by_flows.info)
+    info.update(objective="jobs", chosen=chosen, byte_fractional_optimum=round(alpha, 9),
+                predicted_slowdown=scores[chosen], worst_slowdown=max(values, default=1.0),
+                mean_slowdown=sum(values) / len(values) if values else 1.0,
+                candidates_mean={n: round(sum(v.values()) / max(1, len(v)), 6)
+                                 for n, v in scores.items()},
+                split_flows=len(sizes), subflows=sum(sizes), max_parts=max(sizes, default=1),
+                bytes_ms=round((time.perf_counter() - t0) * 1e3, 3))
+    if chosen != "flows":
+        info["max_link_load"] = key[0]
+        info["optimal"] = False  # on flow counts; bytes: see byte_fractional_optimum
+    out.info = info
+    return out
+
+
+def _deal(problem: ClosProblem, com: np.ndarray, opts: _Options, x: np.ndarray) -> list[dict]:
+    """Per flow {(plane, middle): share}: each commodity's shares dealt to its flows in order,
+    largest shares first (McNaughton-like: at most one cut per piece)."""
+    pieces: dict[int, list] = {}
+    for v in sorted(np.flatnonzero(x > TOL).tolist(), key=lambda v: (-x[v], v)):
+        pieces.setdefault(int(opts.owner[v]), []).append(
+            [(int(opts.plane[v]), int(opts.middle[v])), float(x[v])])
+    out: list[dict] = [{} for _ in range(len(problem))]
+    for i in range(len(problem)):
+        need, queue = 1.0, pieces.get(int(com[i]), [])
+        while need > TOL and queue:
+            key, amount = queue[0]
+            take = min(amount, need)
+            out[i][key] = out[i].get(key, 0.0) + take
+            need -= take
+            queue[0][1] -= take
+            if queue[0][1] <= TOL:
+                queue.pop(0)
+        out[i] = _normalise(out[i])
+    return out
 
 
 def _fill(problem, com, start, opts, var_of, x) -> list[dict]:

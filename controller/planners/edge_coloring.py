@@ -4,6 +4,12 @@ bound, whenever every leaf sees the same alive spines.
 
 The colouring uses alternating paths (paper.md section 6.2 (iii)), which never leaves an edge
 uncoloured, unlike repeated maximum matchings.
+
+Private since issue 60: the planner name ``edge-coloring`` runs ``clos_tiers.edge_colouring`` on
+every shape (this colouring, on a single plane flow for flow, is one of its two candidates).
+``bipartite_edge_colouring`` is the colouring of ``equitable``, ``auto``'s construction and
+``split``'s McNaughton; ``edge_coloring`` the baseline routing ``auto``'s and churn's jobs
+searches and ``split``'s LP start from.
 """
 from __future__ import annotations
 

@@ -115,6 +115,31 @@ def fewer_at_level(r: Routing, c: int, deadline: float | None = None,
     return cleared
 
 
+def fewer_below(r: Routing, alpha: int, deadline: float | None = None,
+                budget: int = 256) -> int:
+    """Below the max (the Clos ``clos_layer2.fewer_below``): ``fewer_at_level`` at the
+    next load below ``alpha`` that some link carries, pass after pass while one clears a
+    link; the links above it hold their flows, so the max, the links at it and every load
+    above the level stay and the sorted load vector gets lexicographically smaller. Returns
+    the links cleared. Cost: per pass at most (links at the level x their flows) chain
+    searches of ``budget`` links each."""
+    cleared = 0
+    while deadline is None or time.perf_counter() <= deadline:
+        below = [v for v in r.load if 0 < v < alpha]
+        if not below:
+            break
+        level = max(below)
+        while deadline is None or time.perf_counter() <= deadline:
+            got = fewer_at_level(r, level - 1, deadline, budget)
+            cleared += got
+            if not got:
+                break
+        if level in r.load:
+            break
+        alpha = level  # every link at the level cleared: again at the next load down
+    return cleared
+
+
 def fewer_at_max(problem: Problem, spines: list[int], deadline: float | None = None,
                  levels: int = 2, budget: int = 4096) -> list[int]:
     """``fewer_at_level`` at the max load alpha (c = alpha - 1), then at the next ``levels`` - 1

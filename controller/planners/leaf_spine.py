@@ -2,10 +2,11 @@
 
 A ``model.clos.Clos`` of one two-tier plane, without bundles, failed switches or a host link
 speed of its own, is also a ``model.fabric.Fabric`` (``Clos.as_leaf_spine``), and there the
-two-tier algorithms are the stronger ones: the bitmask greedy and edge colouring, the ILP,
-churn's re-plans that move few flows and layer 2 (``auto``), the byte-aware split, the jobs
-search. The controller plans such a fabric with them (``service.replanning``, the off-path
-stages of ``service.decide``), so that a leaf-spine declared in either form is planned alike.
+two-tier algorithms are the stronger ones: the bitmask greedy, churn's re-plans that move
+few flows and layer 2 (``auto``), the split's McNaughton and LP (the kernel of
+``clos_split``, by bytes too), the jobs search. The controller plans such a fabric with them
+(``service.replanning``, the off-path stages of ``service.decide``), so that a leaf-spine
+declared in either form is planned alike.
 
 A route part is kept in the form of the fabric in use: a path of switch names on a ``Clos``
 (source leaf, spine, destination leaf), a spine index on a ``Fabric``. ``spine_parts`` and
@@ -16,7 +17,8 @@ Where the Clos planner of a name is as strong on a single two-tier plane as a tw
 could be, the name has one implementation: ``clos_planner`` runs it on the two-tier problem
 (the problem's jobs on the plane's Clos) and gives back its routing as spine indices, so that
 every caller of a two-tier planner (``plan.run_planner``, the controller's routes, the
-benchmarks) runs it unchanged (the registry's two-tier ``Way`` of ``annealing``).
+benchmarks) runs it unchanged (the registry's two-tier ``Way`` of ``annealing``, of
+``edge-coloring`` and of ``ilp``: the exact planner is one algorithm on every fabric, so one result).
 
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow

@@ -363,12 +363,10 @@ class Run(NamedTuple):
 
 
 def run_shape(fabric, max_parts: int | None = None) -> str:
-    """The shape of ``fabric`` (``registry.shape_of``; a shape's name as it is), refusing a run
-    option the shape cannot take: ``max_parts``, the two-tier split's bound, on a Clos."""
-    shape = shape_of(fabric)
-    if shape == CLOS and max_parts is not None:
-        raise InputError("--max-parts applies to single-plane two-tier fabrics")
-    return shape
+    """The shape of ``fabric`` (``registry.shape_of``; a shape's name as it is). Every run
+    option applies on every shape since split's ``max_parts`` does (issue 60): ``max_parts``
+    is checked where it is used (``planner_options``)."""
+    return shape_of(fabric)
 
 
 def run_options(fabric, algorithm: str, seed: int = 1234, salt: int = 0,
@@ -380,9 +378,10 @@ def run_options(fabric, algorithm: str, seed: int = 1234, salt: int = 0,
     * two tiers: ``planner_options`` (the objective to auto and split, ``max_parts`` to
       split; its refusals);
     * Clos: the salt, the seed and the ILP's time limit (``make_clos_plan`` gives a planner
-      those it takes). The objective ``jobs`` is the jobs planner's (asked of auto, it runs
-      that planner); every other planner plans with its own, another is refused. An unknown
-      name is refused before the objective.
+      those it takes); split's objective and ``max_parts`` as on two tiers. The objective
+      ``jobs`` is the jobs planner's (asked of auto, it runs that planner) and split's (by
+      bytes); every other planner plans with its own, another is refused. An unknown name is
+      refused before the objective.
 
     >>> run_options("Clos", "auto", objective="jobs")[:2], run_options("two-tier", "jobs")[:2]
     (('jobs', 'jobs'), ('jobs', 'jobs'))
@@ -391,11 +390,15 @@ def run_options(fabric, algorithm: str, seed: int = 1234, salt: int = 0,
         return Run(algorithm, objective or planned_as(algorithm, TWO_TIER)[1] or "flows",
                    planner_options(algorithm, seed, salt, ilp_time_limit, objective, max_parts))
     way(algorithm, CLOS)
+    if algorithm == "split":  # the one planner that takes both objectives on every shape
+        split = planner_options("split", objective=objective, max_parts=max_parts)
+        return Run("split", split["objective"], {"salt": salt, "seed": seed,
+                                                 "time_limit": ilp_time_limit, **split})
     run = "jobs" if algorithm == "auto" and objective == "jobs" else algorithm
     own = PLANNERS[run].objective or "flows"
     if objective not in (None, own):
         raise InputError(f"on this fabric --objective {objective} applies to plan with "
-                         "algorithm auto (jobs runs the jobs planner)")
+                         "algorithm auto (jobs runs the jobs planner) or split")
     return Run(run, own, {"salt": salt, "seed": seed, "time_limit": ilp_time_limit})
 
 

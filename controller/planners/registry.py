@@ -6,11 +6,12 @@ shape is the model's answer, asked here only: ``fast_path``, named by ``shape_of
 
 * ``two-tier``: a single two-tier plane without bundles (``model.fabric.Fabric``; problems of
   ``model.problem``, a spine per flow). The stronger two-tier algorithms are its fast paths:
-  the bitmask greedy and edge colouring, the ILP, the churn planner and layer 2 (``auto``),
-  the byte-aware split. The controller and the offline commands plan a ``Clos`` of one such
-  plane with them (``shape_of``, ``planners.leaf_spine``, ``planners.plan.make_plan``). A
-  name without a stronger two-tier algorithm runs its Clos planner there too, on the Clos of
-  the plane (``leaf_spine.clos_planner``: ``annealing``).
+  the bitmask greedy, the churn planner and layer 2 (``auto``), the split's McNaughton and
+  LP (by bytes too: ``split``, the kernel ``clos_split`` runs there). The controller and the
+  offline commands plan a ``Clos`` of one such plane with them (``shape_of``,
+  ``planners.leaf_spine``, ``planners.plan.make_plan``). A name without a stronger two-tier
+  algorithm runs its Clos planner there too, on the Clos of the plane
+  (``leaf_spine.clos_planner``: ``annealing``, ``edge-coloring``, ``ilp``).
 * ``Clos``: planes, bundles, three tiers (``model.clos.Clos``; paths of ``model.clospaths``):
   the ``clos_*`` planners.
 
@@ -69,9 +70,9 @@ class Way:
     """How a planner name runs on one shape. ``run`` (a function or its ``Ref``): two-tier
     ``Problem -> Assignment`` (options from ``plan.planner_options``), Clos
     ``ClosProblem -> ClosRouting`` (the run options named in ``takes``: salt, seed,
-    max_parts, time_limit); None: refused, and ``refused`` says why. ``planned_as``: the
-    name runs as that planner (and the controller plans it in that planner's group), with
-    the objective ``objective``."""
+    max_parts, objective, time_limit); None: refused, and ``refused`` says why.
+    ``planned_as``: the name runs as that planner (and the controller plans it in that
+    planner's group), with the objective ``objective``."""
     how: str
     run: Callable | Ref | None = None
     takes: tuple[str, ...] = ()
@@ -108,44 +109,46 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
             Way("planners.ecmp, polarised: the leaf's hash, with the salt alone",
                 _ref("ecmp", polarised=True)),
             Way("planners.clos_ecmp, polarised", _ref("clos_ecmp", polarised=True), ("salt",))),
-    Planner("edge-coloring", "edge colouring of the leaf multigraph: each leaf's links differ "
-            "by at most one flow",
-            Way("planners.edge_coloring: Koenig colouring by alternating paths, colour c on "
-                "alive spine c mod S'", _ref("edge_coloring")),
-            Way("planners.clos_tiers: equitable colouring tier by tier",
-                _ref("clos_tiers", "tier_colouring")),
-            differs="two colourings: with single links down they place the flows of dead "
-                    "links differently, and they leave different numbers of links at the max"),
+    Planner("edge-coloring", "edge colouring tier by tier: each leaf's links differ by at "
+            "most one flow",
+            Way("planners.clos_tiers.edge_colouring on the plane's Clos "
+                "(leaf_spine.clos_planner)",
+                _ref("leaf_spine", "clos_planner", algorithm="edge-coloring")),
+            Way("planners.clos_tiers.edge_colouring: the equitable and the Koenig colouring "
+                "on the alive slots, each with the local search, the better kept",
+                _ref("clos_tiers", "edge_colouring"))),
     Planner("annealing", "the paper simulator's simulated annealing, seeded, the best state "
             "kept",
             Way("planners.clos_annealing on the plane's Clos (leaf_spine.clos_planner)",
                 _ref("leaf_spine", "clos_planner", algorithm="annealing")),
             Way("planners.clos_annealing: swaps and redraws of (plane, middle)",
                 _ref("clos_annealing"), ("seed",))),
-    Planner("ilp", "the exact minimum max link load (HiGHS MILP) within a time limit, "
-            "status, bound and gap reported",
-            Way("planners.ilp: spine per flow, the greedy's routing the incumbent", _ref("ilp")),
+    Planner("ilp", "the exact minimum max link load, then the fewest links at it (HiGHS "
+            "MILPs) within a time limit, status, bound and gap reported",
+            Way("planners.clos_ilp on the plane's Clos (leaf_spine.clos_planner)",
+                _ref("leaf_spine", "clos_planner", algorithm="ilp")),
             Way("planners.clos_ilp: (plane, middle) per flow, clos_auto's routing the "
-                "incumbent; exact unless bundles of faster links (info exact)", _ref("clos_ilp"),
-                ("time_limit",)),
-            differs="the same optimum of the max link load; each keeps its own routing at it "
-                    "(neither minimises the links at the max)"),
+                "incumbent; exact unless bundles of faster links (info exact); then the "
+                "layer-2 MILP at that max in the time left, then chains below the max",
+                _ref("clos_ilp"), ("time_limit",))),
     Planner("split", "split few flows into at most max_parts parts to reach the fractional "
-            "optimum of the max link load",
-            Way("planners.split: McNaughton or the LP, by bytes with objective jobs", _ref("split")),
-            Way("planners.clos_split: the path LP, flow counts", _ref("clos_split"), ("max_parts",)),
-            differs="two LPs: the same max load spread over different numbers of links; the "
-                    "byte-aware split (objective jobs) is two-tier only"),
+            "optimum of the max link load (by bytes with objective jobs)",
+            Way("planners.split, the two-tier kernel of clos_split: McNaughton or the LP, by "
+                "bytes with objective jobs", _ref("split")),
+            Way("planners.clos_split: the path LP, by bytes with objective jobs; on a single "
+                "two-tier plane its two-tier kernel", _ref("clos_split"),
+                ("max_parts", "objective"))),
     Planner("auto", "the default: the best proven unsplit routing, fast, with its lower bound",
             Way("planners.auto: construction, repair, the ILP, layer 2, the jobs search "
                 "(objective jobs); the controller runs churn's layer 1 on the request path, "
                 "the rest off it", _ref("auto")),
             Way("planners.clos_auto: the tier colouring and the greedy, each improved by the "
                 "local search, the better kept; layer 2 by ejection chains, the layer-2 MILP "
-                "on small instances", _ref("clos_auto")),
-            differs="the same links at the max (layer 2); Clos auto clears none at the max "
-                    "minus one, and has no ILP and no jobs objective (the controller plans a "
-                    "Clos job's auto by link loads whatever its objective)"),
+                "on small instances; below the max, chains at the next loads down",
+                _ref("clos_auto")),
+            differs="the same loads (parity tests); Clos auto has no ILP and no jobs "
+                    "objective (the controller plans a Clos job's auto by link loads whatever "
+                    "its objective)"),
     Planner("jobs", "the job objective: routes by the jobs' predicted iteration slowdowns "
             "(bytes), not by flow counts",
             Way("planners.auto with objective jobs (the controller: the auto group of "
@@ -219,8 +222,9 @@ def planned_as(name: str, fabric) -> tuple[str, str | None]:
 
 
 def clos_options(name: str, **given) -> dict:
-    """The run options (salt, seed, max_parts, time_limit) the Clos planner of ``name`` takes,
-    of those ``given`` (the others are dropped: a planner without a seed ignores it)."""
+    """The run options (salt, seed, max_parts, objective, time_limit) the Clos planner of
+    ``name`` takes, of those ``given`` (the others are dropped: a planner without a seed
+    ignores it)."""
     return {k: v for k, v in given.items() if k in way(name, CLOS).takes}
 
 
