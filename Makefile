@@ -38,8 +38,10 @@ endif
 # controllers), Chromium and its driver (the web view's browser test), PyTorch (gloo) and
 # Open MPI with mpi4py (real collective libraries in Mininet hosts, system Python), socat (the
 # live PyTorch hook test relays a host's REST requests to the controller), lldpd (hosts' LLDP
-# agents: their chassis id joins a host's interfaces across planes).
-SYSTEM_TOOLS := mn ovs-vsctl iperf3 ping ethtool etcd chromium chromedriver mpirun socat lldpd
+# agents: their chassis id joins a host's interfaces across planes), pmacct (pmacctd's sfprobe:
+# sFlow from Linux routers, tests/test_sflow_pmacct_netns.py).
+SYSTEM_TOOLS := mn ovs-vsctl iperf3 ping ethtool etcd chromium chromedriver mpirun socat lldpd \
+  pmacctd
 system:
 	@missing=0; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing=1; done; \
 	  /usr/bin/python3 -c 'import simgrid' 2>/dev/null || missing=1; \
@@ -49,7 +51,7 @@ system:
 	  apt-get install -y -qq --no-install-recommends mininet openvswitch-switch \
 	    openvswitch-testcontroller iperf3 iputils-ping ethtool tcpdump python3-simgrid \
 	    etcd-server chromium chromium-driver python3-torch openmpi-bin python3-mpi4py \
-	    socat lldpd >/dev/null; }
+	    socat lldpd pmacct >/dev/null; }
 	@/usr/share/openvswitch/scripts/ovs-ctl status >/dev/null 2>&1 || \
 	  /usr/share/openvswitch/scripts/ovs-ctl --system-id=random start >/dev/null 2>&1
 	@/usr/share/openvswitch/scripts/ovs-ctl status

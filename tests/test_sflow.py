@@ -264,6 +264,125 @@ def test_garbage_and_corruption_raise_only_sflow_error(noise, where, patch):
         assert len(out) <= len(blob) // 8
 
 
+# --- IPv4 inside IPv6: srv6 mode's encapsulation, packets built with scapy ---------------------
+
+def _srv6(*layers, inner=None, sport=40000, dport=5201, proto="tcp"):
+    """Ethernet / IPv6 (the host's link address to a uSID container) / ``layers`` / IPv4
+    10.0.0.1 -> 10.0.0.2 / TCP or UDP, as a host's agent encapsulates it."""
+    from scapy.layers.inet import IP, TCP, UDP
+    from scapy.layers.inet6 import IPv6
+    from scapy.layers.l2 import Ether
+    l4 = TCP(sport=sport, dport=dport) if proto == "tcp" else UDP(sport=sport, dport=dport)
+    pkt = IPv6(src="fdfe::1", dst="fcbb:bbbb:3:4:2:e000::")
+    for layer in layers:
+        pkt = pkt / layer
+    pkt = pkt / (inner if inner is not None else IP(src="10.0.0.1", dst="10.0.0.2") / l4)
+    return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / pkt)
+
+
+def _fields(header, proto=1):
+    (s,) = parse_datagram(datagram([flow_sample([raw_header(header, proto=proto)])]))
+    return s.src, s.dst, s.proto, s.sport, s.dport
+
+
+def test_ipv4_inside_ipv6_is_attributed_to_the_inner_hosts():
+    """A uSID container (next header 4, no SRH) and classic SIDs in an SRH (next header 43,
+    routing type 4): the sample counts for the inner IPv4 pair and its ports."""
+    from scapy.layers.inet6 import IPv6ExtHdrSegmentRouting
+    container = _srv6()
+    assert container[14 + 6] == 4
+    assert _fields(container) == ("10.0.0.1", "10.0.0.2", 6, 40000, 5201)
+    srh = _srv6(IPv6ExtHdrSegmentRouting(addresses=["fcbb:bbbb:3::", "fcbb:bbbb:4::",
+                                                    "fcbb:bbbb:2:e000::"], segleft=2, nh=4))
+    assert srh[14 + 6] == 43 and srh[14 + 40 + 2] == 4  # routing header, type 4
+    assert _fields(srh) == ("10.0.0.1", "10.0.0.2", 6, 40000, 5201)
+    udp = _srv6(proto="udp", sport=4791, dport=4791)
+    assert _fields(udp) == ("10.0.0.1", "10.0.0.2", 17, 4791, 4791)
+
+
+def test_ipv4_inside_ipv6_after_other_extension_headers_vlan_mpls_and_raw_ipv6():
+    from scapy.layers.inet import IP, TCP
+    from scapy.layers.inet6 import (
+        IPv6ExtHdrDestOpt,
+        IPv6ExtHdrFragment,
+        IPv6ExtHdrHopByHop,
+        IPv6ExtHdrSegmentRouting,
+        PadN,
+    )
+    from scapy.layers.ipsec import AH
+    want = ("10.0.0.1", "10.0.0.2", 6, 40000, 5201)
+    chain = _srv6(IPv6ExtHdrHopByHop(nh=60, options=[PadN(optdata=b"\0" * 12)]),
+                  IPv6ExtHdrDestOpt(nh=43),
+                  IPv6ExtHdrSegmentRouting(addresses=["fcbb::1"], nh=44),
+                  IPv6ExtHdrFragment(nh=51, offset=0, m=1),
+                  AH(nh=4, payloadlen=4, spi=1, icv=b"\0" * 12))  # 24 bytes
+    assert _fields(chain) == want
+    # raw IPv6 header (header protocol 12), no Ethernet
+    assert _fields(_srv6()[14:], proto=12) == want
+    # behind an 802.1Q tag; behind an MPLS label (recognised by its version nibble)
+    (s,) = parse_datagram(datagram([flow_sample([raw_header(
+        ethernet(_srv6()[14:], etype=0x86DD, vlans=(7,)))])]))
+    assert (s.vlan, s.src, s.dst, s.sport) == (7, "10.0.0.1", "10.0.0.2", 40000)
+    (s,) = parse_datagram(datagram([flow_sample([raw_header(
+        ethernet(_srv6()[14:], labels=(16005,)))])]))
+    assert (s.mpls, s.src, s.dst, s.dport) == ((16005,), "10.0.0.1", "10.0.0.2", 5201)
+    # a fragment after the first: its inner header is in the first, so no addresses
+    later = _srv6(IPv6ExtHdrFragment(nh=4, offset=185), inner=b"\0" * 40)
+    assert _fields(later) == (None,) * 5
+    # the inner IPv4 is itself a fragment: addresses, no ports (as plain IPv4)
+    frag = _srv6(inner=IP(src="10.0.0.1", dst="10.0.0.2", frag=100) / TCP())
+    assert _fields(frag) == ("10.0.0.1", "10.0.0.2", 6, None, None)
+
+
+def test_ipv6_carrying_no_ipv4_has_no_addresses_as_before():
+    """Plain IPv6 (TCP, ICMPv6), IPv6 inside IPv6, ESP and an unknown next header: no
+    addresses, as every IPv6 sample had before IPv4 in IPv6 was read (the learner ignores
+    them); the VLAN and labels are still reported."""
+    from scapy.layers.inet import TCP
+    from scapy.layers.inet6 import ICMPv6EchoRequest, IPv6
+    from scapy.layers.ipsec import ESP
+    from scapy.layers.l2 import Ether
+    plain = [bytes(Ether() / IPv6(src="fd00::1", dst="fd00::2") / TCP(sport=1, dport=2)),
+             bytes(Ether() / IPv6() / ICMPv6EchoRequest()),
+             _srv6(inner=IPv6(src="fd00::1", dst="fd00::2") / TCP()),
+             _srv6(ESP(spi=7, data=b"\0" * 40), inner=b""),
+             _srv6(inner=b"")[:14 + 6] + b"\xfd" + _srv6(inner=b"")[14 + 7:] + b"\0" * 40]
+    for hdr in plain:
+        assert _fields(hdr) == (None,) * 5, hdr.hex()
+        assert _fields(hdr[14:], proto=12) == (None,) * 5, hdr.hex()
+    (s,) = parse_datagram(datagram([flow_sample([raw_header(
+        ethernet(plain[0][14:], etype=0x86DD, vlans=(9,)))])]))
+    assert (s.vlan, s.src) == (9, None)
+    (s,) = parse_datagram(binascii.unhexlify(OVS_IPV6_RS))
+    assert s.src is None
+
+
+def test_ipv4_inside_ipv6_cut_anywhere_gives_all_or_nothing_of_the_inner_header():
+    """A header cut before the inner IPv4 addresses (a sampler's header length, 128 bytes by
+    default, is shorter than an SRH of many SIDs): no addresses, never an error; cut after
+    them, the addresses; after the ports, the ports too."""
+    from scapy.layers.inet6 import IPv6ExtHdrSegmentRouting
+    hdr = _srv6(IPv6ExtHdrSegmentRouting(addresses=[f"fcbb::{i}" for i in range(1, 6)], nh=4))
+    inner = 14 + 40 + 8 + 16 * 5
+    for cut in range(len(hdr) + 1):
+        src, dst, _proto, sport, _dport = _fields(hdr[:cut])
+        assert (src is not None) == (cut >= inner + 20), cut
+        assert (sport is not None) == (cut >= inner + 24), cut
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=120), st.sampled_from([0, 4, 6, 41, 43, 44, 51, 58, 60, 135]))
+def test_ipv6_garbage_never_raises(payload, nh):
+    """Any bytes after an IPv6 header of any next header: decoded, never an exception, and
+    no address that is not the inner IPv4 header's."""
+    head = _srv6(inner=b"")
+    hdr = head[:14 + 6] + bytes([nh]) + head[14 + 7:] + payload
+    for proto, h in ((1, hdr), (12, hdr[14:])):
+        src, dst, *_ = _fields(h, proto=proto)
+        if src is not None:
+            assert payload.find(socket.inet_aton(src)) >= 0
+
+
 # --- the collector ------------------------------------------------------------------------------
 
 def _wait(pred, timeout=10.0):

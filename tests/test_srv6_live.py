@@ -15,7 +15,7 @@ import pytest
 
 from emulation.harness.fabricnet import wait_until
 from emulation.harness.routers import AGENT, PY, RouterSession
-from tests.integration import EXTENDED, require_root_and_ovs
+from tests.integration import EXTENDED, metric, require_root_and_ovs
 
 pytestmark = pytest.mark.integration
 SERVER = """import socket, sys
@@ -263,6 +263,36 @@ def test_a_members_only_ring_is_learned_from_the_agents_and_runs_balanced(script
         assert res["sums_ok"], res
         assert res["direction"] == direction, res["pairs"]
         assert res["imbalance"] < 0.15, res["uplinks"]  # each leaf: one flow per uplink
+
+
+@EXTENDED
+def test_a_members_only_ring_is_learned_from_the_routers_sflow(scripts):
+    """The same on routers that export sFlow (pmacctd's sfprobe on every router port, 1 in 16)
+    and agents that report no traffic (``--no-traffic``): the controller learns the ring from
+    the routers' samples, whose packets it decodes inside their SRv6 encapsulation."""
+    from emulation.harness import collectives
+    why = collectives.missing("gloo")
+    if why:
+        pytest.skip(why)
+    if shutil.which("pmacctd") is None:
+        pytest.skip("needs pmacctd (Debian's pmacct)")
+    fabric = _leaf_spine()
+    hosts = collectives.rank_hosts(fabric)
+    direction = collectives.DATA_DIRECTION["gloo"]
+    with RouterSession(fabric, str(scripts), bw=50, sflow=16, traffic=False) as s:
+        s.ctl.client.add_job({"id": "ring", "members": hosts})
+        first = collectives.run_allreduce(s.net, fabric, "gloo", hosts, mib=4, iters=6,
+                                          logdir=str(scripts / "first"),
+                                          counters=s.uplink_bytes)
+        assert first["sums_ok"], first
+        view = wait_until(lambda: (v := s.ctl.client.job("ring"))["matrix"] == "learned"
+                          and v, 20, interval=0.5, what="the ring learned from the routers' sFlow")
+        n = len(hosts)
+        ring = {(h, hosts[(r + direction) % n]) for r, h in enumerate(hosts)}
+        assert ring <= {(r["src"], r["dst"]) for r in view["routes"]}, view["routes"]
+        samples, page = metric(s.ctl.url, "mlroute_sflow_samples_total")
+        rejected, _ = metric(s.ctl.url, "mlroute_sflow_rejected_datagrams_total")
+        assert samples and samples > 0 and not rejected, page
 
 
 @EXTENDED  # make test: the link-down case under one flow, above

@@ -75,7 +75,7 @@ class SrRouter(Node):
     def config(self, lines=(), lines6=(), **params):
         r = super().config(**params)
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 " + " ".join(SYSCTLS) + "; "
-                 + _mtu(self))
+                 + _mtu(self, f"{self.name}-eth{ROUTER_MGMT_PORT}"))
         _batch(self, list(lines), "router")
         if lines6:  # a leaf's IPv6 source check (``ip rule`` takes the family from -6 only)
             _batch(self, list(lines6), "router6", "-6")
@@ -121,25 +121,37 @@ class MgmtNode(Node):
         return r
 
 
+MGMT_NET = "172.30.0.0/16"  # the management addresses (mgmt_ip) and CONTROLLER_IP
+
+
 def mgmt_ip(j: int) -> str:
     """Host j's management address (hosts in the fabric's order)."""
     return f"172.30.{j // 250}.{1 + j % 250}"
 
 
+ROUTER_MGMT_PORT = 999  # a router's management link (``routers_mgmt``): <router>-eth999
+
+
 class RoutersTopo(Topo):
     """Any wired ``Clos`` as routers and hosts (one plane; bundles: one link per member), and
     with ``mgmt`` a management network: each host's ``<host>-eth9`` to the root namespace,
-    where the controller answers at ``CONTROLLER_IP`` (its ``--wsapi-host``)."""
+    where the controller answers at ``CONTROLLER_IP`` (its ``--wsapi-host``); with
+    ``routers_mgmt`` each router's ``<router>-eth999`` too (host addresses first, then the
+    routers', in ``fabric.dpids`` order), over which its sFlow reaches the collector."""
 
-    def build(self, fabric: Clos, link=None, mgmt=True):
+    def build(self, fabric: Clos, link=None, mgmt=True, routers_mgmt=False):
         f, link = fabric, link or {}  # link: Mininet link options (bw with TCLink)
         if len(f.planes) > 1:
             raise ValueError("the router emulation builds one plane")
         plan = SidPlan.of(f)
         cfg = configs(plan)
-        for sw in f.dpids:
-            self.addHost(sw, cls=SrRouter, ip=None, lines=cfg[sw].iproute2(),
-                         lines6=cfg[sw].iproute2_v6())
+        hosts, routers_mgmt = len(f.host_leaves), mgmt and routers_mgmt
+        for k, sw in enumerate(f.dpids):
+            dev = f"{sw}-eth{ROUTER_MGMT_PORT}"
+            self.addHost(sw, cls=SrRouter, ip=None, lines=cfg[sw].iproute2() + ([
+                f"addr replace {mgmt_ip(hosts + k)}/32 dev {dev}",
+                f"route replace {CONTROLLER_IP}/32 dev {dev}"] if routers_mgmt else []),
+                lines6=cfg[sw].iproute2_v6())
         for j, h in enumerate(f.host_leaves):
             self.addHost(h, cls=SrHost, ip=f"{f.ip_of(h)}/8", mac=f.mac_of(h),
                          lines=host_config(plan, h) + ([
@@ -149,6 +161,8 @@ class RoutersTopo(Topo):
             self.addHost(MGMT, cls=MgmtNode, ip=None, inNamespace=False)
             for j, h in enumerate(f.host_leaves):
                 self.addLink(h, MGMT, port1=9, port2=j + 1)
+            for k, sw in enumerate(f.dpids if routers_mgmt else []):
+                self.addLink(sw, MGMT, port1=ROUTER_MGMT_PORT, port2=hosts + k + 1)
         for sw in f.dpids:
             for peer in f.neighbours(sw):
                 if peer in f.host_leaves:

@@ -7,6 +7,10 @@ host modes. No maintained Python sFlow library exists, hence this decoder. It re
 the learner needs: flow samples (format 1) and expanded flow samples (format 3) with their
 sampling rate and interfaces, and in them the raw packet header record (format 1): Ethernet,
 802.1Q tags, an MPLS label stack (segment routing) then IPv4 addresses, protocol and ports.
+IPv4 inside IPv6 (srv6 mode: the hosts encapsulate, so routers sample packets whose outer
+header is IPv6) is read from the inner IPv4 header: next header 4 directly (a uSID container)
+or after extension headers (an SRv6 routing header, hop-by-hop and destination options, AH, a
+first fragment). A sample of IPv6 that carries no IPv4 has no addresses, as before.
 Everything else (counter samples, other records, vendor formats) is skipped by its length.
 
 The datagram format is XDR (big-endian 32-bit words), https://sflow.org/sflow_version_5.txt.
@@ -43,7 +47,15 @@ _IPV4 = struct.Struct("!B5xH1xB2x4s4s")  # version/IHL, flags/fragment, protocol
 _PORTS = struct.Struct("!HH")
 
 FLOW_SAMPLE, FLOW_SAMPLE_EXPANDED, RAW_HEADER = 1, 3, 1
-PROTO_ETHERNET, PROTO_IPV4 = 1, 11
+PROTO_ETHERNET, PROTO_IPV4, PROTO_IPV6 = 1, 11, 12
+ETHERTYPE_IPV4, ETHERTYPE_IPV6 = 0x0800, 0x86DD
+IPPROTO_IPIP = 4  # IPv4 inside IPv6 (RFC 2473): SRv6 encapsulation of IPv4 (H.Encaps, End.DX4)
+# IPv6 extension headers of the common form (next header, then the length in 8-byte units
+# beyond the first 8, RFC 8200 4.1): hop-by-hop options, routing (SRv6's SRH is routing type
+# 4, RFC 8754), destination options, mobility, HIP, shim6; and two of their own
+IPV6_EXTENSIONS = frozenset((0, 43, 60, 135, 139, 140))
+IPV6_FRAGMENT, IPV6_AH = 44, 51  # fragment (8 bytes), authentication (4-byte units, RFC 4302)
+MAX_EXTENSIONS = 8
 VLAN_TYPES = (0x8100, 0x88A8, 0x9100)
 MPLS_TYPES = (0x8847, 0x8848)
 MAX_LABELS = 16
@@ -58,8 +70,10 @@ class PacketSample(NamedTuple):
     """One sampled packet as a switch reported it. ``agent`` (the switch's agent address) and
     ``source_type``/``source_index`` (its data source, e.g. a bridge) say where it was taken;
     ``input_if``/``output_if`` are ifIndex values (None when not a single interface). The packet
-    stands for ``sampling_rate`` packets of ``frame_length`` bytes. Address fields are None when
-    the header is not IPv4 or is cut before them. ``dropped``: the output field says the switch
+    stands for ``sampling_rate`` packets of ``frame_length`` bytes (IPv4 inside IPv6: the
+    addresses and ports are the inner IPv4 packet's, the frame length the whole frame's,
+    encapsulation included). Address fields are None when the header is neither IPv4 nor IPv6
+    carrying IPv4, or is cut before them. ``dropped``: the output field says the switch
     discarded the packet (format 1 of the interface field; Open vSwitch samples on ingress and
     says so of a packet its tables dropped, 0x40000000 | 256). (A named tuple: decoding makes
     hundreds of thousands a second at scale.)"""
@@ -102,9 +116,36 @@ def _ipv4(raw: bytes) -> str:
     return text
 
 
+def _ipv6_inner(data: bytes, pos: int, end: int) -> int:
+    """Where the IPv4 packet inside the IPv6 packet at data[pos:end] begins (next header 4,
+    directly or after extension headers), or -1: not IPv6, no IPv4 inside (plain IPv6,
+    IPv6 in IPv6, ESP, an unknown header), a fragment other than the first (the inner header
+    is in the first), or the header cut before the inner packet."""
+    if end - pos < 40 or data[pos] >> 4 != 6:
+        return -1
+    nh = data[pos + 6]
+    pos += 40
+    for _ in range(MAX_EXTENSIONS + 1):
+        if nh == IPPROTO_IPIP:
+            return pos
+        if end - pos < 8:  # every extension header is at least 8 bytes
+            return -1
+        if nh in IPV6_EXTENSIONS:
+            nh, pos = data[pos], pos + 8 + 8 * data[pos + 1]
+        elif nh == IPV6_FRAGMENT:
+            if (data[pos + 2] << 5) | (data[pos + 3] >> 3):  # offset: not the first fragment
+                return -1
+            nh, pos = data[pos], pos + 8
+        elif nh == IPV6_AH:
+            nh, pos = data[pos], pos + 4 * (data[pos + 1] + 2)
+        else:
+            return -1
+    return -1
+
+
 def _packet_fields(proto: int, data: bytes, pos: int, end: int) -> tuple:
     """(src, dst, proto, sport, dport, vlan, mpls) from the sampled header in data[pos:end];
-    stops quietly where the header is cut or the packet is not IPv4."""
+    stops quietly where the header is cut or the packet is neither IPv4 nor IPv4 in IPv6."""
     vlan, labels = None, ()
     if proto == PROTO_ETHERNET:
         if end - pos < 14:
@@ -129,12 +170,18 @@ def _packet_fields(proto: int, data: bytes, pos: int, end: int) -> tuple:
                 if word & 0x100:  # bottom of stack
                     break
             labels = tuple(stack)
-            # MPLS does not say what it carries; IPv4 is recognised by its version nibble
-        elif etype != 0x0800:
+            # MPLS does not say what it carries; IPv4 and IPv6 by their version nibble
+            if pos < end and data[pos] >> 4 == 6:
+                pos = _ipv6_inner(data, pos, end)
+        elif etype == ETHERTYPE_IPV6:
+            pos = _ipv6_inner(data, pos, end)
+        elif etype != ETHERTYPE_IPV4:
             return _NO_FIELDS[:5] + (vlan, labels)
+    elif proto == PROTO_IPV6:
+        pos = _ipv6_inner(data, pos, end)
     elif proto != PROTO_IPV4:
         return _NO_FIELDS
-    if end - pos < 20 or data[pos] >> 4 != 4:
+    if pos < 0 or end - pos < 20 or data[pos] >> 4 != 4:
         return _NO_FIELDS[:5] + (vlan, labels)
     vihl, frag, ip_proto, src, dst = _IPV4.unpack_from(data, pos)
     ihl = (vihl & 0x0F) * 4

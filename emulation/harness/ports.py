@@ -6,13 +6,15 @@ from __future__ import annotations
 import socket
 
 
-def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
-    """``n`` distinct ports no socket holds now on ``host`` (bound together, then released).
+def free_ports(n: int, host: str = "127.0.0.1", udp: bool = False) -> list[int]:
+    """``n`` distinct ports no socket holds now on ``host`` (bound together, then released);
+    TCP ports, or UDP ones (``udp``: a collector's).
 
     >>> a, b = free_ports(2); a != b and 0 < a < 65536
     True
     """
-    socks = [socket.socket() for _ in range(n)]
+    kind = socket.SOCK_DGRAM if udp else socket.SOCK_STREAM
+    socks = [socket.socket(socket.AF_INET, kind) for _ in range(n)]
     try:
         for s in socks:
             s.bind((host, 0))

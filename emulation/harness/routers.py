@@ -23,11 +23,32 @@ QUEUE_S = 0.2  # a shaped link's FIFO holds this long of its line rate (Mininet'
 # txqueuelen of 1,000 packets is 2.4 s at 5 Mbit/s: probes and ACKs would wait behind it)
 
 
+def pmacctd(node, folder: str, sampling: int, receiver: str, agent: str) -> subprocess.Popen:
+    """A router's sFlow agent: pmacctd's ``sfprobe`` plugin samples 1 in ``sampling`` packets
+    entering each of its fabric ports (the frame's first 128 bytes) and sends them to
+    ``receiver`` (host:port) with ``agent`` as its agent address. Debian's pmacct 1.7.7;
+    measured in tests/test_sflow_pmacct_netns.py (docs/explanation/enforcement.md)."""
+    from topologies.routers import ROUTER_MGMT_PORT
+    ports = [i.name for i in node.intfList()
+             if i.name not in ("lo", f"{node.name}-eth{ROUTER_MGMT_PORT}")]
+    index = node.cmd("; ".join(f"cat /sys/class/net/{p}/ifindex" for p in ports)).split()
+    base = os.path.join(folder, f"pmacctd-{node.name}")
+    with open(base + ".map", "w") as fh:
+        fh.writelines(f"ifindex={i} ifname={p} direction=in\n" for p, i in zip(ports, index))
+    with open(base + ".conf", "w") as fh:
+        fh.write(f"daemonize: false\npcap_interfaces_map: {base}.map\npcap_ifindex: map\n"
+                 f"plugins: sfprobe\nsampling_rate: {int(sampling)}\n"
+                 f"sfprobe_receiver: {receiver}\nsfprobe_agentip: {agent}\n")
+    log = open(base + ".log", "a")
+    return node.popen(["pmacctd", "-f", base + ".conf"], stdout=log, stderr=subprocess.STDOUT)
+
+
 class RouterSession:
     """Controller, routers and agents: ``with RouterSession(fabric, folder) as s:``."""
 
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
-                 bw: float = 0.0, probes: bool = True, controller: int | None = None):
+                 bw: float = 0.0, probes: bool = True, controller: int | None = None,
+                 sflow: int = 0, traffic: bool = True):
         """``controller``: the REST port of a controller started elsewhere (on the management
         address, ``--wsapi-host 172.30.255.254``), or a list of them (redundant controllers:
         the agents get every URL); None starts one here. External controllers may start after
@@ -38,6 +59,8 @@ class RouterSession:
         self.bw = bw  # Mbit/s of every link (0: unshaped), queues of QUEUE_S (0.2 s) of line rate
         self.plan = SidPlan.of(fabric)
         self.probes = probes  # the agents probe their paths (--no-probes when False)
+        self.sflow = sflow  # every router samples 1 in sflow packets into the controller (pmacctd)
+        self.traffic = traffic  # the agents report their flows' bytes (--no-traffic when False)
         self.external = controller
         self.net = self.ctl = None
         self.url = ""
@@ -59,8 +82,9 @@ class RouterSession:
         from mininet.link import Link
         from mininet.net import Mininet
 
+        from controller.enforcement.srv6_config import router_ips
         from topologies.clos import shaped
-        from topologies.routers import CONTROLLER_IP, RoutersTopo, warm
+        from topologies.routers import CONTROLLER_IP, MGMT_NET, RoutersTopo, warm
         path = os.path.join(self.folder, "fabric.json")
         doc = self.fabric.to_dict()
         if self.bw:  # the controller's rates and learning floor at the shaped speed
@@ -68,10 +92,20 @@ class RouterSession:
         with open(path, "w") as fh:
             json.dump(doc, fh)
         link = shaped(self.bw, max(30_000, int(self.bw * 1e6 / 8 * QUEUE_S)))
-        self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link), controller=None,
-                           link=Link)
+        self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link,
+                                            routers_mgmt=bool(self.sflow)),
+                           controller=None, link=Link)
         self.net.start()
         warm(self.net, self.fabric)
+        sflow = ["--mlroute-sflow-port", "0"]
+        if self.sflow:
+            port = free_ports(1, CONTROLLER_IP, udp=True)[0]
+            sflow = ["--mlroute-sflow-host", CONTROLLER_IP, "--mlroute-sflow-port", str(port),
+                     "--mlroute-sflow-agents", MGMT_NET, "--mlroute-sflow-sampling-points",
+                     "all"]
+            for sw in self.fabric.dpids:
+                self.procs.append(pmacctd(self.net[sw], self.folder, self.sflow,
+                                          f"{CONTROLLER_IP}:{port}", router_ips(self.fabric)[sw]))
         if self.external is not None:
             ports = self.external if isinstance(self.external, list) else [self.external]
             self.url = ",".join(f"http://{CONTROLLER_IP}:{p}" for p in ports)
@@ -79,8 +113,8 @@ class RouterSession:
             rest, of = free_ports(2)  # hosts' agents reach it
             self.ctl = ControllerProcess(path, os.path.join(self.folder, "controller.log"),
                                          self.algorithm, "srv6", rest, of,
-                                         ["--mlroute-southbound", "none",
-                                          "--mlroute-sflow-port", "0"], rest_host=CONTROLLER_IP)
+                                         ["--mlroute-southbound", "none", *sflow],
+                                         rest_host=CONTROLLER_IP)
             self.ctl.start()
             self.url = self.ctl.url
         for h in self.agent_hosts:
@@ -92,7 +126,8 @@ class RouterSession:
                                   "--host", host, "--lock",
                                   os.path.join(self.folder, f"agent-{host}.lock"),
                                   "--ports-file", self.ports_file(host),
-                                  *([] if self.probes else ["--no-probes"])],
+                                  *([] if self.probes else ["--no-probes"]),
+                                  *([] if self.traffic else ["--no-traffic"])],
                                  stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
