@@ -145,8 +145,23 @@ def alive(pid: int) -> bool:
         return False
 
 
-def processes(*texts: str) -> list[tuple[int, str]]:
-    """Live processes (not this one) whose command line contains any of ``texts``."""
+def _owner(pid: int) -> str | None:
+    """The harness owner token in a process's environment (``owned.ENV``), None without."""
+    from emulation.harness.owned import ENV
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            env = fh.read().split(b"\0")
+    except OSError:
+        return None
+    mark = f"{ENV}=".encode()
+    return next((e[len(mark):].decode(errors="replace") for e in env if e.startswith(mark)),
+                None)
+
+
+def processes(*texts: str, tokens=None) -> list[tuple[int, str]]:
+    """Live processes (not this one) whose command line contains any of ``texts``; with
+    ``tokens``, only those whose environment marks them as made by one of these harness owners
+    (``owned``: ``MLROUTE_EMULATION``), never another run's on the machine."""
     out = []
     for d in os.listdir("/proc"):
         if not d.isdigit() or int(d) == os.getpid():
@@ -156,7 +171,8 @@ def processes(*texts: str) -> list[tuple[int, str]]:
                 cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if any(t in cmd for t in texts) and alive(int(d)):
+        if any(t in cmd for t in texts) and alive(int(d)) and (
+                tokens is None or _owner(int(d)) in tokens):
             out.append((int(d), cmd))
     return out
 

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from emulation.harness.controller_proc import REPO, listening, signals_held
+from emulation.harness.owned import ENV, token_of
 from tests.integration import alive as _alive
 from tests.integration import processes as _processes
 from tests.integration import require_root_and_ovs
@@ -24,8 +25,9 @@ SWITCHES = {"s0", "s1", "l0", "l1"}
 
 
 
-def _leftovers(outdir: str) -> dict:
-    """What a run in ``outdir`` may leave behind; empty lists when it left nothing."""
+def _leftovers(outdir: str, tokens: set[str]) -> dict:
+    """What a run in ``outdir`` (its processes marked with one of ``tokens``) may leave behind;
+    empty lists when it left nothing."""
     bridges = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True,
                              timeout=30).stdout.split()
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True,
@@ -33,7 +35,8 @@ def _leftovers(outdir: str) -> dict:
     veths = sorted({line.split(":")[1].strip().split("@")[0] for line in links.splitlines()
                     if "-eth" in line})
     return {"processes": _processes(outdir, "emulation.trace send", "mininet:h0_0",
-                                    "emulation.harness.agents", "emulation.harness.roce"),
+                                    "emulation.harness.agents", "emulation.harness.roce",
+                                    tokens=tokens),
             "bridges": sorted(SWITCHES & set(bridges)), "veths": veths,
             "ports": [p for p in (6653, 8080) if listening(p)]}
 
@@ -43,8 +46,12 @@ def _run_and_interrupt(tmp_path, cmd: list[str], ready, outdir: str, budget: flo
     SIGINT to the group, and return (exit status, log text, what was left behind)."""
     log_path = tmp_path / "runner.log"
     log = open(log_path, "w")
+    # what the runner starts carries one of two marks (owned.ENV): ours, until it claims its
+    # own, then its own token; processes of other runs on the machine carry neither
+    mine = f"test-interrupt-{os.getpid()}-{time.monotonic_ns()}"
     runner = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                              start_new_session=True)
+                              start_new_session=True, env={**os.environ, ENV: mine})
+    tokens = {mine, token_of(runner.pid)}
     try:
         deadline = time.monotonic() + budget
         while runner.poll() is None and time.monotonic() < deadline:
@@ -55,12 +62,12 @@ def _run_and_interrupt(tmp_path, cmd: list[str], ready, outdir: str, budget: flo
         assert runner.poll() is None and ready(text), (runner.poll(), text[-3000:])
         os.killpg(runner.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
         status = runner.wait(timeout=90)
-        return status, log_path.read_text(), _leftovers(outdir)
+        return status, log_path.read_text(), _leftovers(outdir, tokens)
     finally:
         if runner.poll() is None:
             os.killpg(runner.pid, signal.SIGKILL)
             runner.wait(timeout=30)
-        for pid, _ in _processes(outdir):  # only what this test started
+        for pid, _ in _processes(outdir, tokens=tokens):  # only what this test started
             os.kill(pid, signal.SIGKILL)
         log.close()
 
