@@ -16,7 +16,7 @@ from controller.measurement.learner import TrafficLearner, clos_samplers
 from controller.measurement.sflow import SflowCollector
 from emulation.harness import fabricnet
 from emulation.harness.ovs import port_bytes
-from tests.integration import require_root_and_ovs
+from tests.integration import EXTENDED, require_root_and_ovs
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -148,6 +148,7 @@ def test_clos_fabric_samples_at_every_switch_and_estimate_matches_counters(colle
     assert set(pattern.matrix()) == {(a, b)}  # the acknowledgements back are not
 
 
+@EXTENDED  # make test: the Clos fabric's samples above; MPLS decoding in test_sflow.py
 def test_mpls_between_switches_is_seen_through(collector):
     """h1 - s1 - s2 - h2 with the switches' traffic between them in MPLS (s1 pushes label
     100, s2 label 200), as segment routing sends leaf to spine: the sample taken at the far
