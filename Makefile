@@ -96,8 +96,9 @@ docs: install $(DOCS_STAMP)
 test-unit: install
 	$(PY) -m pytest -q -n $(WORKERS) -m "not integration"
 
-# The fast tier (about a minute on 2 cores): unit, property and doctests without the tests
-# marked slow (they run in test and test-unit) and without Mininet.
+# The fast tier (about a minute and a half on 2 cores): unit, property and doctests without
+# the tests marked slow (they run in test and test-unit; a property test's full example count
+# among them) and without Mininet.
 test-fast: install
 	$(PY) -m pytest -q -n $(WORKERS) -m "not slow and not integration"
 

@@ -65,3 +65,21 @@ def two_tier_view(plan) -> tuple[Problem, Assignment]:
     problem = Problem.build(two, plan.problem.jobs, skip_unroutable=True)
     parts = [spine_parts(two, p) for p in plan.path_parts()]
     return problem, Assignment([parts[pos] for pos in problem.inter], plan.routing.info)
+
+
+def property_twins(strategies: tuple, fast: int, slow: int, **options):
+    """One property as two hypothesis tests: ``fast`` examples in every tier and ``slow`` ones
+    marked ``slow`` (make test and make test-unit; issue 60: the fast tier keeps a smoke of the
+    property, the full count still runs before a merge). ``options``: the rest of ``settings``.
+
+        def body(inst): ...
+        test_x, test_x_in_full = property_twins((instances(),), 25, 150, deadline=None)(body)
+    """
+    import pytest
+    from hypothesis import given, settings
+
+    def make(body):
+        quick = settings(max_examples=fast, **options)(given(*strategies)(body))
+        full = settings(max_examples=slow, **options)(given(*strategies)(body))
+        return quick, pytest.mark.slow(full)
+    return make

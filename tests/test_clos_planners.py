@@ -60,6 +60,12 @@ def instances():
 INSTANCES = instances()
 
 
+def slow_seed(seed):
+    """A second draw of jobs on every instance: in the slow tier (issue 60; the fast tier runs
+    the first draw on all eight instances)."""
+    return pytest.param(seed, marks=pytest.mark.slow)
+
+
 def problem_of(fabric, seed=0, jobs=None):
     return ClosProblem.build(fabric, jobs or permutation(fabric, seed), skip_unroutable=True)
 
@@ -112,7 +118,7 @@ def check_split(problem, r):
 
 
 @pytest.mark.parametrize("name, fabric", INSTANCES, ids=[n for n, _ in INSTANCES])
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", [0, slow_seed(1)])
 def test_split_reaches_the_lp_optimum_at_or_below_auto(name, fabric, seed):
     p = problem_of(fabric, jobs=random_pairs(fabric, seed))
     r = clos_split(p, max_parts=None)
@@ -163,7 +169,7 @@ def mixed_jobs(fabric, seed):
 
 
 @pytest.mark.parametrize("name, fabric", INSTANCES, ids=[n for n, _ in INSTANCES])
-@pytest.mark.parametrize("seed", [2, 5])
+@pytest.mark.parametrize("seed", [2, slow_seed(5)])
 def test_jobs_objective_never_behind_its_starts(name, fabric, seed):
     """Never above its start's max load; the mean never behind a start's, the worst never
     above the bound: the worst of the start with the lowest mean."""

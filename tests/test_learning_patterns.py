@@ -370,7 +370,10 @@ def test_a_pipeline_relaunched_with_its_stages_permuted():
     assert planned_pairs(svc, "pp") == second and len(w.plans) == 2
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+# seed 1 in the fast tier; seeds 2 and 3 (a second and third draw of the same samples) in the
+# slow one (issue 60)
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow),
+                                  pytest.param(3, marks=pytest.mark.slow)])
 def test_ring_and_light_alltoall_at_1_in_65536(seed):
     """The paper's sampling rate on 10 Gb/s links, 2 s windows: a ring at half a link and an
     all-to-all at 5% of a link a pair (under one sample a window, under 1% of the job's
@@ -418,6 +421,12 @@ def test_a_correct_declaration_of_a_pattern_is_never_replaced(pattern):
     assert not replans(svc, "d") and not w.events(), w.events()
 
 
+# 3.5 s: in the slow tier (issue 60). The fast tier keeps each pattern learned alone:
+#   test_pipeline_activations_forward_gradients_backward,
+#   test_recursive_halving_doubling_learns_every_partner_set,
+# and two jobs learned in one window:
+#   test_learning_service.py::test_two_jobs_learned_in_the_same_window_are_both_planned
+@pytest.mark.slow
 def test_a_pipeline_and_a_halving_doubling_job_sharing_the_leaves():
     """Two jobs of 8 ranks each on the same 4 leaves, launched together: a pipeline
     alternating every half window and a halving-doubling All-Reduce. Each is learned once,

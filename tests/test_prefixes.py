@@ -126,7 +126,10 @@ def every_pair_delivered(fabric, sw, buckets=4, pairs=None):
 
 
 # ---- counts -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("k", [4, 8, 16])
+# k = 16 (the issue's fabric, 320 switches: 1.5 s) in the slow tier (issue 60); the formulas
+# per tier hold at 4 and 8 in the fast tier, and the totals are pinned at k = 4 there too
+# (test_the_benchmark_writes_entries_per_tier)
+@pytest.mark.parametrize("k", [4, 8, pytest.param(16, marks=pytest.mark.slow)])
 def test_entries_per_tier_grow_with_leaves_and_pods_not_hosts(k):
     half = k // 2
     f = Clos.fat_tree(k).wire()

@@ -105,12 +105,15 @@ def runs(fabric):
                    for a in ("ecmp", "auto")}
 
 
-def test_replay_is_deterministic_for_a_seed(fabric, runs):
-    trace, first = runs
+def test_replay_is_deterministic_for_a_seed(fabric):
+    """On an 80-job cut (a fifth of a second a replay; the 250 of ``runs`` took 0.75 s, issue
+    60): the same seed replays the same jobs, another seed places them elsewhere."""
+    trace = tr.read_trace(jobs=80, speedup=4)
+    first = tr.replay(trace, fabric, "ecmp", placement="random", seed=3)
     again = tr.replay(trace, fabric, "ecmp", placement="random", seed=3)
-    assert again["jobs"] == first["ecmp"]["jobs"]
+    assert again["jobs"] == first["jobs"]
     other = tr.replay(trace, fabric, "ecmp", placement="random", seed=4)
-    assert other["jobs"] != first["ecmp"]["jobs"]
+    assert other["jobs"] != first["jobs"]
 
 
 def test_every_job_completes_no_sooner_than_its_duration(runs):
