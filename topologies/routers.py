@@ -16,7 +16,8 @@ shortest paths, at a leaf its host ports' source check) in one ``ip -batch`` (a 
 source check in an ``ip -6 -batch``); unsteered traffic spreads by the kernel's L4 ECMP hash
 (``fib_multipath_hash_policy=3`` on the 5-tuple). Hosts keep their IPv4 address; their IPv4 fabric and the
 uSID block go through their leaf (``srv6_config.host_config``), IPv6 on. A host's
-``mlroute-agent`` steers its flows.
+``mlroute-agent`` steers its flows. The fabric carries jumbo frames (``MTU``) and hosts clamp
+their TCP receive buffers (``RMEM``), as the OpenFlow emulation does.
 
 Runs under ``mn``'s Python: the standard library, Mininet and ``controller.model`` /
 ``controller.enforcement.srv6*`` (standard library only).
@@ -125,7 +126,8 @@ MGMT_NET = "172.30.0.0/16"  # the management addresses (mgmt_ip) and CONTROLLER_
 
 
 def mgmt_ip(j: int) -> str:
-    """Host j's management address (hosts in the fabric's order)."""
+    """The j-th management address: the hosts' in the fabric's order, then the routers'
+    (``RoutersTopo``'s ``routers_mgmt``)."""
     return f"172.30.{j // 250}.{1 + j % 250}"
 
 
