@@ -212,7 +212,8 @@ class Client:
 
     def report_ports(self, host: str, ports: list[dict], timeout=None) -> dict:
         """Host mode on routers: the source ports the host learned (``[{"job", "flow",
-        "part", "path", "sport"}]``, all kept or none)."""
+        "part", "path", "sport"}]``, all kept or none; ``"sport": None`` withdraws a part's
+        port)."""
         return self.call("POST", f"/v1/hosts/{_quote(host)}/ports", doc={"ports": ports},
                          timeout=timeout)
 

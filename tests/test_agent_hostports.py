@@ -128,3 +128,37 @@ def test_a_port_that_answers_elsewhere_is_learned_again_and_silence_keeps_it():
     silent = PortKeeper(lambda probes: {})
     assert silent.handle([entry]) == ([], {name: 49152})  # unanswered: kept as it was
     assert json.dumps(report)  # what goes to the controller is JSON
+
+
+def test_a_held_port_that_goes_elsewhere_with_no_other_found_is_withdrawn():
+    f, svc = service()
+    assert call(svc, "POST", "/v1/jobs", JOB)[0] == 201
+    parity = lambda probes: {p: f"s{p[1] % 2}" for p in probes}  # noqa: E731
+    keeper = PortKeeper(parity)
+    entries = call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"]
+    report, _ = keeper.handle(entries)
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports", {"ports": report})[0] == 200
+    entries = call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"]
+    on_s1 = next(e for e in entries if e["path"][1] == "s1")
+    # a link failed under the leaf: every port now hashes to s0, the plan is unchanged
+    keeper.clock = lambda: time.monotonic() + 2 * hostports.FRESH_S  # checked long ago
+    keeper.network = lambda probes: {p: "s0" for p in probes}
+    report, ports = keeper.handle(entries)
+    assert report == [{"job": "p", "flow": on_s1["flow"], "part": 0, "path": on_s1["path"],
+                       "sport": None}]  # withdrawn: nothing reaches s1 now
+    assert hostports.name_of(on_s1) not in ports and len(ports) == 1
+    text = hostports.export("h0_0", "10.0.0.1", entries, ports)
+    assert str(on_s1["sport"]) not in text and len(text.splitlines()) == 3  # not the app's
+    assert json.dumps(report)
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports", {"ports": report})[0] == 200
+    after = {e["dport"]: e["sport"] for e in call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"]}
+    assert after[on_s1["dport"]] is None and None not in (
+        after[d] for d in after if d != on_s1["dport"])
+    # the next document: the part has no port, so nothing is withdrawn again
+    report, ports = keeper.handle(call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"])
+    assert report == [] and len(ports) == 1
+    # no answer at all for a held port is no evidence of another path: kept, not withdrawn
+    silent = PortKeeper(lambda probes: {})
+    entries = call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"]
+    assert silent.handle(entries) == ([], {hostports.name_of(e): e["sport"] for e in entries
+                                           if e["sport"]})

@@ -1,7 +1,8 @@
 """Host mode on fabrics without OpenFlow (``service/hostreports.py``): a host-mode job is
 accepted on routers, the segments document names each part's path and the routers, the
 agents' ports (``POST /v1/hosts/{host}/ports``) are checked all or nothing and served as host
-mode serves its own, and a re-plan that moves a part drops its port."""
+mode serves its own, and a re-plan that moves a part drops its port, as does the agent's
+withdrawal (``"sport": null``)."""
 import json
 
 import pytest
@@ -171,3 +172,75 @@ def test_an_openflow_controller_takes_no_port_report():
     svc = RouteService(object(), f, mode="host")
     code, answer = call(svc, "POST", "/v1/hosts/h0_0/ports", {"ports": []})
     assert code == 409 and "probes through its OpenFlow switches" in answer["error"]
+
+
+def test_a_withdrawn_port_is_dropped_and_served_as_null_and_learned_again(posted):
+    f, svc, _ = posted
+    a, b = doc_of(svc)["ports"]
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports",
+                {"ports": [entry(a, 49160), entry(b, 49161)]})[0] == 200
+    before, events = doc_of(svc), len(svc.state.events)
+    status, answer = call(svc, "POST", "/v1/hosts/h0_0/ports", {"ports": [entry(a, None)]})
+    assert (status, answer) == (200, {"host": "h0_0", "ports": 1}), answer
+    after = doc_of(svc)
+    assert after["version"] != before["version"]  # the agent learns it again from this one
+    assert [e["sport"] for e in after["ports"]] == [None, 49161]
+    routes = call(svc, "GET", "/v1/jobs/p")[1]["routes"]
+    assert {r["dport"]: r["sport"] for r in routes} == {5201: None, 5202: 49161}
+    assert call(svc, "GET", "/v1/jobs/p/ports")[1].splitlines()[1:] == [
+        "10.0.0.1 10.0.1.1 tcp 49161 5202"]
+    assert len(svc.state.events) == events + 1
+    [change] = svc.state.events[-1]["port_changes"]
+    assert (change["job"], change["src"], change["dst"], change["part"], change["old_sport"],
+            change["sport"]) == ("p", "h0_0", "h1_0", 0, 49160, None)
+    assert "1 withdrawn" in svc.state.events[-1]["cause"]
+    assert svc.tx.refresh_host_ports() == {}  # dropped: nothing for the controller to do
+    # a part without a port withdrawn again: a no-op, no event
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports", {"ports": [entry(a, None)]})[0] == 200
+    assert [e["sport"] for e in doc_of(svc)["ports"]] == [None, 49161]
+    assert len(svc.state.events) == events + 1
+    # its freed port can be another part's; the part takes a new one
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports",
+                {"ports": [entry(a, 49162), entry(b, 49160)]})[0] == 200
+    assert [e["sport"] for e in doc_of(svc)["ports"]] == [49162, 49160]
+    assert [(c["old_sport"], c["sport"]) for c in svc.state.events[-1]["port_changes"]] == \
+        [(49161, 49160)]  # a kept port replaced is a change too; a new one is not
+
+
+@pytest.mark.parametrize("change, status, words", [
+    (lambda e: dict(e, flow=dict(e["flow"], dport=9)), 400, "has no flow h0_0 -> h1_0"),
+    (lambda e: dict(e, part=1), 400, "the flow has 1 part(s)"),
+    (lambda e: dict(e, sport=False), 400, "or null (withdrawn)"),
+    (lambda e: dict(e, path=[e["path"][0], "s1" if e["path"][1] == "s0" else "s0",
+                             e["path"][2]]), 409, "is planned on"),
+])
+def test_a_wrong_withdrawal_is_refused_with_the_rest_of_its_report(posted, change, status,
+                                                                   words):
+    f, svc, _ = posted
+    a, b = doc_of(svc)["ports"]
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports", {"ports": [entry(a, 49160)]})[0] == 200
+    before = doc_of(svc)
+    code, answer = call(svc, "POST", "/v1/hosts/h0_0/ports",
+                        {"ports": [entry(b, 49161), change(entry(a, None))]})
+    assert code == status and words in answer["error"] and "entry 1" in answer["error"], answer
+    assert doc_of(svc) == before  # all or none: b's port not kept, a's not dropped
+
+
+def test_a_withdrawal_and_a_new_port_in_one_report_are_kept_together(posted):
+    f, svc, _ = posted
+    a, b = doc_of(svc)["ports"]
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports", {"ports": [entry(a, 49160)]})[0] == 200
+    # another host withdrawing h0_0's part: 400, nothing changes
+    code, answer = call(svc, "POST", "/v1/hosts/h1_0/ports", {"ports": [entry(a, None)]})
+    assert code == 400 and "from h1_0" in answer["error"], answer
+    assert [e["sport"] for e in doc_of(svc)["ports"]] == [49160, None]
+    # a part named twice: 400 (which one would hold?)
+    code, answer = call(svc, "POST", "/v1/hosts/h0_0/ports",
+                        {"ports": [entry(a, None), entry(a, 49163)]})
+    assert code == 400 and "is entry 0 already" in answer["error"], answer
+    # b takes a's old port while a withdraws it: both kept
+    assert call(svc, "POST", "/v1/hosts/h0_0/ports",
+                {"ports": [entry(b, 49160), entry(a, None)]})[0] == 200
+    assert [e["sport"] for e in doc_of(svc)["ports"]] == [None, 49160]
+    assert [(c["part"], c["old_sport"], c["sport"])
+            for c in svc.state.events[-1]["port_changes"]] == [(0, 49160, None)]

@@ -7,7 +7,10 @@ Why re-check the ports the document already has: a link or router that changed (
 part's path: a leaf's next-hop group lost a member) changes what the hash does, and only a
 probe shows it. Each document version re-checks every port once (one probe per checked hop;
 a port this agent learned or confirmed within ``FRESH_S`` is not probed again: its own report
-changes the version); a port that now goes elsewhere is learned again with its map.
+changes the version); a port that now goes elsewhere is learned again with its map, and
+withdrawn (reported with ``sport`` None) when no other is found in time: the controller would
+otherwise go on serving a port that takes another path. A port that gets no answer at all is
+kept: silence is no evidence of another path.
 
 >>> e = {"job": "p", "flow": {"src": "h0_0", "dst": "h1_0", "proto": 6, "sport": 0,
 ...      "dport": 5201}, "part": 0, "dst_ip": "10.0.1.1", "proto": 6, "dport": 5201,
@@ -76,7 +79,9 @@ class PortKeeper:
     def handle(self, entries: list[dict], used: set | None = None) -> tuple[list, dict]:
         """One document's parts: (the entries to report, {name: port} of every part with a
         port that holds: kept, or learned now). ``used``: (proto, port) the host uses
-        otherwise. A part whose port could not be found in time has none."""
+        otherwise. A part whose port could not be found in time has none; one whose port
+        the probes show going elsewhere now and for which no other was found is reported
+        with ``sport`` None (withdrawn: the controller serves it no more)."""
         now = self.clock()
         targets = {name_of(e): target_of(e) for e in entries}
         by_name = {name_of(e): e for e in entries}
@@ -85,6 +90,10 @@ class PortKeeper:
                  if self.checked.get(n, (None, None, -FRESH_S))[:2] != (p, targets[n].hops)
                  or now - self.checked[n][2] > FRESH_S}
         seen = confirm(stale, self._count)
+        # A held port left out of ``seen`` never answered (hops unreachable, routers' ICMP
+        # limits): no evidence of another path, so it is kept as it was, not withdrawn; the
+        # next document version probes it again.
+        gone = []  # held ports that go elsewhere now: withdrawn unless replaced
         for n, hops in seen.items():
             t, port = stale[n]
             if hops == t.hops:
@@ -93,14 +102,17 @@ class PortKeeper:
             else:  # the routers hash otherwise now: that map is learned again
                 self.maps[t.key] = portmap.PortMap({port: hops})
                 del held[n]
+                self.checked.pop(n, None)
+                gone.append(n)
         todo = {n: t for n, t in targets.items() if n not in held}
         taken = set(used or ()) | {(targets[n].proto, p) for n, p in held.items()}
         learned = portmap.learn(todo, self.maps, self._count, taken) if todo else None
         found = {n: p for n, p in (learned.ports if learned else {}).items() if p}
         report = []
-        for n, port in found.items():
+        for n, port in [*found.items(), *((n, None) for n in gone if n not in found)]:
             e = by_name[n]
-            self.checked[n] = (port, targets[n].hops, self.clock())
+            if port is not None:
+                self.checked[n] = (port, targets[n].hops, self.clock())
             report.append({"job": e["job"], "flow": e["flow"], "part": e["part"],
                            "path": e["path"], "sport": port})
         self.checked = {n: c for n, c in self.checked.items() if n in targets}

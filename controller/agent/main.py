@@ -25,7 +25,9 @@ learns the source ports of its host-mode flows from the routers' answers (host m
   source port per host-mode part lacking one, whose hops the routers' ECMP hash makes the
   planned path (``portmap.py``: TTL-limited probes, the routers' ICMP answers; at most 24
   rounds of 0.3 s), re-checks every port it holds once (``hostports.py``), reports the new
-  ones (``POST /v1/hosts/{host}/ports``) and writes every port that holds to ``--ports-file``
+  ones (``POST /v1/hosts/{host}/ports``; a port that goes elsewhere now and has no
+  replacement is reported with ``sport`` null: withdrawn) and writes every port that holds
+  to ``--ports-file``
   (``GET /v1/jobs/{id}/ports``'s lines: source IP, destination IP, protocol, source port,
   destination port), where the application reads the port to bind before it connects;
 * SIGTERM or Ctrl-C removes every rule and table it owns (and the ports file), then it
@@ -229,8 +231,10 @@ class Agent:
         if report:
             try:
                 self.client.report_ports(self.host, report, timeout=2.0)
-                LOG.info("mlroute-agent: %d source ports learned and reported (%d probes so "
-                         "far)", len(report), keeper.probes)
+                withdrawn = sum(r["sport"] is None for r in report)
+                LOG.info("mlroute-agent: %d source ports learned and reported, %d withdrawn "
+                         "(they go elsewhere now; %d probes so far)", len(report) - withdrawn,
+                         withdrawn, keeper.probes)
             except (ControllerError, OSError) as e:
                 LOG.warning("mlroute-agent: source ports not reported: %s", e)
                 for r in report:  # not the controller's: not the application's either

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from controller.enforcement.hostmode import HostPorts
+from controller.enforcement.hostmode import HostPorts, port_changes
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError, InputError
@@ -34,6 +34,20 @@ def host_flows(records: dict) -> tuple[list, list]:
                     if port:
                         taken.append((flow.src, flow.proto, port))
     return flows, taken
+
+
+def _where(records: dict, jid: str, fk: tuple, part: int):
+    parts = records[jid].routes.get(fk) or ()
+    return parts[part] if part < len(parts) else None
+
+
+def change_of(fabric: Clos, records: dict, jid: str, fk: tuple, part: int, old, new) -> dict:
+    """A ``port_changes`` entry: the part, its old and new port (None: none now) and where
+    it is routed (``part_fields``)."""
+    where = _where(records, jid, fk, part)
+    return {"job": jid, "src": fk[0], "dst": fk[1], "part": part,
+            "old_sport": old, "sport": new,  # bundles: members coded in it
+            **(part_fields(fabric, where[0]) if where else {"spine": None})}
 
 
 class FromHosts:
@@ -90,11 +104,8 @@ class HostPortService:
         names = [p.name for p in fabric.planes] if fabric is not None else []
         changes = []
         for (jid, fk), part, old, new in self.ports.changes(ports, moved):
-            parts = records[jid].routes.get(fk) or ()
-            where = parts[part] if part < len(parts) else None
-            changes.append({"job": jid, "src": fk[0], "dst": fk[1], "part": part,
-                            "old_sport": old, "sport": new,  # bundles: members coded in it
-                            **(part_fields(fabric, where[0]) if where else {"spine": None})})
+            changes.append(change_of(fabric, records, jid, fk, part, old, new))
+            where = _where(records, jid, fk, part)
             if len(names) > 1 and where:
                 was = self.planes.get((jid, fk), ())
                 changes[-1].update(old_plane=names[was[part]] if part < len(was) else None,
@@ -106,6 +117,18 @@ class HostPortService:
         if not any(mode_of(r.mode).host_ports for r in records.values()):
             self.ports.maps.clear()  # the pipeline goes with the last host job: learn again
         return changes
+
+    def reported(self, fabric: Clos, records: dict, ports: dict, paths: dict) -> list[dict]:
+        """Keep the ports and paths a host reported (``hostreports.merge``'s, in its
+        ``{job id: {flow key: ports}}`` form); returns the parts whose kept port the report
+        changed, ``commit``'s way: replaced by another, or withdrawn (``sport`` None). A
+        part that had no port is no change."""
+        previous = {(j, fk): p for j, by_flow in self.ports.ports.items()
+                    for fk, p in by_flow.items()}
+        now = {(j, fk): p for j, by_flow in ports.items() for fk, p in by_flow.items()}
+        self.ports.ports, self.paths = ports, paths
+        return [change_of(fabric, records, jid, fk, part, old, new)
+                for (jid, fk), part, old, new in port_changes(previous, now, set())]
 
     def needs_refresh(self, fabric: Clos, records: dict) -> bool:
         """Whether some host-mode flow has no port yet or one no longer reaches its hops (its

@@ -8,7 +8,9 @@ host-mode part's path and the routers' addresses in the host's segments document
 (``entries``, ``routers``), and takes the agent's ports (``POST /v1/hosts/{host}/ports``,
 ``reported``): checked against the plan, all or nothing. A reported port is kept while its
 part's planned path is unchanged (``kept``); a re-plan that moves the part drops it (a
-``port_changes`` entry with ``sport`` null) and the agent learns another.
+``port_changes`` entry with ``sport`` null) and the agent learns another. The agent withdraws
+a port its probes show going elsewhere now (the routers' next hops changed, the plan did
+not) when it found no other: an entry with ``sport`` null drops the kept port the same way.
 
 >>> from controller.model.jobs import Flow
 >>> f = Flow("j", "h0_0", "h1_0", 1.0, 6, 0, 5201)
@@ -24,6 +26,7 @@ from controller.enforcement.srv6_config import router_ips
 from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, flow_key
+from controller.service import oplog
 
 MAX_PORTS = 4096  # entries of one report
 
@@ -131,13 +134,14 @@ def entries(state, host: str, ports: dict) -> list[dict]:
 
 
 # ---- POST /v1/hosts/{host}/ports --------------------------------------------------------------
-def parse(doc) -> list[tuple[str, tuple, int, list, int]]:
-    """(job, flow key, part, path, sport) of each entry; an InputError names the entry."""
+def parse(doc) -> list[tuple[str, tuple, int, list, int | None]]:
+    """(job, flow key, part, path, sport) of each entry, ``sport`` None for a withdrawal; an
+    InputError names the entry (a part named twice too: the report would not say which)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("ports"), list):
         raise InputError("port report: expected an object with a list 'ports'")
     if len(doc["ports"]) > MAX_PORTS:
         raise InputError(f"port report: at most {MAX_PORTS} entries")
-    out = []
+    out, named = [], {}
     for i, e in enumerate(doc["ports"]):
         if not isinstance(e, dict) or not isinstance(e.get("job"), str):
             raise InputError(f"port report: entry {i} needs 'job', 'flow', 'part', 'path' "
@@ -151,9 +155,14 @@ def parse(doc) -> list[tuple[str, tuple, int, list, int]]:
             raise InputError(f"port report: entry {i}: 'part' must be an integer >= 0")
         if not isinstance(path, list) or not path or not all(isinstance(s, str) for s in path):
             raise InputError(f"port report: entry {i}: 'path' must be a list of switch names")
-        if not isinstance(sport, int) or isinstance(sport, bool) or not 1 <= sport <= 65535:
+        if sport is not None and (not isinstance(sport, int) or isinstance(sport, bool)
+                                  or not 1 <= sport <= 65535):
             raise InputError(f"port report: entry {i}: 'sport' must be a port, 1 to 65535, "
-                             f"not {sport!r}")
+                             f"or null (withdrawn), not {sport!r}")
+        j = named.setdefault((e["job"], fk, part), i)
+        if j != i:
+            raise InputError(f"port report: entry {i}: {_name(e['job'], fk, part)} is "
+                             f"entry {j} already")
         out.append((e["job"], fk, part, path, sport))
     return out
 
@@ -166,7 +175,8 @@ def _name(jid: str, fk: tuple, part: int) -> str:
 
 def merge(fabric: Clos, records: dict, host: str, report: list, ports: dict,
           paths: dict) -> tuple[dict, dict]:
-    """``ports`` and ``paths`` (``HostPortService``'s) with the report in, as new dicts; the
+    """``ports`` and ``paths`` (``HostPortService``'s) with the report in, as new dicts (an
+    entry with ``sport`` None drops the part's port: withdrawn; none kept, nothing); the
     first wrong entry raises (InputError: not the host's flow, a part out of range, a port
     another connection of the host uses; ConflictError: the job is gone or the part's path
     is no longer the planned one) and nothing changes."""
@@ -202,7 +212,7 @@ def merge(fabric: Clos, records: dict, host: str, report: list, ports: dict,
         new_ports[jid][fk] = tuple(chosen[:len(planned)])
         was = list(new_paths.get((jid, fk)) or ())
         was += [None] * (len(planned) - len(was))
-        was[part] = planned[part]
+        was[part] = planned[part] if sport is not None else None
         new_paths[(jid, fk)] = tuple(was[:len(planned)])
         replaced.add((jid, fk, part))
     _check_unique(records, host, new_ports, replaced, report)
@@ -226,6 +236,8 @@ def _check_unique(records: dict, host: str, ports: dict, replaced: set, report: 
                 if port and (r.job.id, fk, part) not in replaced:
                     owner.setdefault((flow.proto, port), (r.job.id, fk, part))
     for i, (jid, fk, part, _path, sport) in enumerate(report):
+        if sport is None:  # withdrawn: takes no port
+            continue
         other = owner.setdefault((fk[2], sport), (jid, fk, part))
         if other != (jid, fk, part):
             raise InputError(f"port report: entry {i}: {_name(jid, fk, part)}: "
@@ -234,8 +246,10 @@ def _check_unique(records: dict, host: str, ports: dict, replaced: set, report: 
 
 
 def reported(service, host: str, doc) -> dict:
-    """POST /v1/hosts/{host}/ports: keep the ports ``host``'s agent learned (all or nothing);
-    the routes' ``sport``, ``GET /v1/jobs/{id}/ports`` and the segments document serve them."""
+    """POST /v1/hosts/{host}/ports: keep the ports ``host``'s agent learned and drop the ones
+    it withdrew (all or nothing); the routes' ``sport``, ``GET /v1/jobs/{id}/ports`` and the
+    segments document serve them. A kept port the report replaced or withdrew is an event's
+    ``port_changes`` (the application moves that connection)."""
     report = parse(doc)
     hp = service.hostports
     if not hp.from_hosts:
@@ -249,7 +263,14 @@ def reported(service, host: str, doc) -> dict:
             raise NotFoundError(f"no host {host!r} in the fabric")
         ports, paths = merge(fabric, service.state.jobs, host, report, hp.ports.ports,
                              hp.paths)
-        hp.ports.ports, hp.paths = ports, paths
+        changes = hp.reported(fabric, service.state.jobs, ports, paths)
         if report:
             service.state.version += 1  # the documents and their watches show the ports
+        if changes:
+            withdrawn = sum(c["sport"] is None for c in changes)
+            event = {"cause": f"host {host} reported source ports: {len(changes) - withdrawn} "
+                              f"replaced, {withdrawn} withdrawn (the routers' hash sends them "
+                              "elsewhere now)", "port_changes": changes}
+            service.state.add_event({"time": service.clock(), **event})
+            oplog.event(event)
     return {"host": host, "ports": len(report)}
