@@ -157,6 +157,51 @@ def test_switches_that_stay_away_are_re_planned_around_once_after_the_restart_gr
     assert metric(net.svc, "mlroute_restart_rounds_total", outcome="expired") == 1
 
 
+def test_a_switch_lost_after_the_window_while_its_round_is_away_joins_it():
+    """One of 20 bridges of an ``ovs-ctl restart`` lost 2 s after the others (seen on the
+    chaos suite's fat-tree): it joins the round whose members are still away, and nothing is
+    re-planned when all are back."""
+    net = running()
+    before, events = routes(net.svc), len(net.svc.state.events)
+    order = sorted(net.f.dpids.values())
+    late = order[-1]
+    restart(net, order[:-1])
+    wait(net, 2.0)
+    restart(net, [late])
+    wait(net, 4.0)  # the late one away past the dead-after
+    assert late in net.svc.state.restarts.away(net.svc.state.switches)
+    assert fabric_view(net.svc)["links_down"] == []
+    for d in order:
+        back(net, d)
+        wait(net, 0.2)
+    wait(net, 2.0)
+    net.svc.sync_queued()
+    assert routes(net.svc) == before
+    assert replans(net.svc, events) == [] and net.svc.counters.get("moved_flows", 0) == 0
+    assert net.svc.state.restarts.closed == {"returned": 1, "expired": 0}
+
+
+def test_a_switch_lost_once_its_round_is_back_is_no_member():
+    net = running()
+    order = sorted(net.f.dpids.values())
+    restart(net, order[:5])
+    for d in order[:5]:
+        back(net, d)
+    net.svc.sync_queued()
+    wait(net, 0.5)
+    assert net.svc.state.restarts.open == []
+    a = net.f.dpids["a0_0"]
+    assert a not in order[:5]
+    net.svc.switch_disconnected(a)  # alone: it fails at the dead-after, as before
+    assert net.svc.state.restarts.open == [] and a not in net.svc.state.restarts.away(
+        net.svc.state.switches)
+    assert net.svc.state.switches[a].held_until is None
+    wait(net, 3.4)  # the dead-after and the tick after it
+    last = net.svc.state.events[-1]
+    assert last["cause"] == "switch disconnected for longer than 3 s", last
+    assert {"l0-a0_0", "l1-a0_0", "a0_0-c0_0", "a0_0-c0_1"} <= set(last["links_down"])
+
+
 def test_a_switch_lost_alone_still_fails_after_the_dead_after():
     net = running()
     a = net.f.dpids["a0_0"]

@@ -8,7 +8,10 @@ around the ones still away and ``auto`` jobs ended on other cores though no link
 switches losing the controller at once is a daemon restart, the management network or the
 controller's host: their data planes are not known to have failed. So when at least
 ``restart_quorum`` switches of the fabric in use (3, and always more than one) disconnect
-within ``restart_window`` (1 s) of the first of them, they form a round: its members do not
+within ``restart_window`` (1 s) of the first of them, they form a round; a switch lost later,
+while members of the round are still away, joins it (one of 20 bridges of an ``ovs-ctl
+restart`` was seen lost after the window, failed at the dead-after and moved 94 routes). Its
+members do not
 count as failed by the dead-after while it is open (``SwitchSeen.held_until``, read by
 ``state.failed_links``), and their peers' echoes do not judge them silent
 (``liveness.Liveness.round``'s ``spared``). The round closes when every member is back
@@ -57,12 +60,13 @@ class Restarts:
 
     def lost(self, dpid: int, now: float, switches: dict, settings) -> None:
         """A switch of the fabric in use lost its connection at ``now``: it goes back into
-        its open round, joins one still within its window, or may form one with the others
-        lost within the window (all held from then on)."""
+        its open round, joins one still within its window or with members still away, or may
+        form one with the others lost within the window (all held from then on)."""
         if settings.restart_grace <= 0:
             return
         for r in self.open:
-            if dpid in r.members or now <= r.began + settings.restart_window:
+            if dpid in r.members or now <= r.began + settings.restart_window or any(
+                    d in switches and not switches[d].connected for d in r.members):
                 r.members.add(dpid)
                 _hold(switches, dpid, r.ends)
                 return
