@@ -108,7 +108,7 @@ def test_jobs_that_exceed_a_cut_together_are_named_with_the_one_to_move():
     assert d["shared"] and d["jobs"] == ["a", "b", "c"] and d["cut"] == "leaf l0"
     assert d["bound"] == pytest.approx(1.5) and d["placement"]["move"] == ["a"]
     assert d["unsplit_bound"] == 2.0  # one ideal: two of the three flows share an uplink
-    assert "moving a off it would" in d["message"]
+    assert "moving a off it leaves the others within its capacity" in d["message"]
     assert cuts.findings(f, jobs[:2]) == []
 
 

@@ -412,7 +412,7 @@ def message(doc: dict) -> str:
         moved = " and ".join(p["move"])
         return (f"{doc['cut']}: jobs {', '.join(doc['jobs'])} {verb} at their ideal rates, "
                 f"{over}: no routing brings the slowest of them below {bound} its ideal"
-                f"{planned}; moving {moved} off it would")
+                f"{planned}; moving {moved} off it leaves the others within its capacity")
     ways = []
     if p["pack"]:
         more = ", ..." if p["pack_options"] > len(p["pack"]) else ""
