@@ -71,10 +71,16 @@ def default_objective(algorithm: str, clos: bool) -> str:
 
 
 def objective_for(algorithm: str, given: str | None, clos: bool = False) -> str:
-    """The objective ``algorithm`` plans with in ``compare``: on a two-tier fabric
-    ``--objective`` where it applies (auto, split), else (and on a Clos fabric, where compare
-    takes flows only) the controller's default (``default_objective``)."""
-    if given is not None and algorithm in ("auto", "split") and not clos:
+    """The objective ``algorithm`` plans with in ``compare``, on every shape (issue 60):
+    ``--objective`` where it applies (auto, split; on a Clos fabric auto with jobs runs the
+    jobs planner), else the controller's default (``default_objective``).
+
+    >>> objective_for("auto", "jobs", clos=True), objective_for("greedy", "jobs", clos=True)
+    ('jobs', 'flows')
+    >>> objective_for("auto", None, clos=True), objective_for("jobs", "flows", clos=True)
+    ('flows', 'jobs')
+    """
+    if given is not None and algorithm in ("auto", "split"):
         return given
     return default_objective(algorithm, clos)
 
@@ -129,24 +135,22 @@ def slowest_rate_gbps(plan) -> float:
 def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
             ilp_time_limit: float, objective: str | None = None, max_parts: int | None = None,
             shape: str | None = None, spray_penalty: float = DEFAULT_PENALTY) -> list[dict]:
-    """One row per algorithm (``compare_row``), with the objective it planned with
-    (``objective_for``: on two tiers a given ``objective`` applies to auto and split; None: the
-    controller's); ``max_parts`` applies to split on every shape. What the shape (``shape`` if
-    known) does not take is refused first (``run_shape``), then an unknown name. The name
-    ``spray`` is the baseline row of ``planners.spray`` with its goodput penalty: its
-    All-Reduce by the shared prediction on every shape (a sprayed flow is one transfer over
-    its parts), its slowest rate the goodput of the coupled model."""
+    """One row per algorithm (``compare_row``, named as asked), with the objective it planned
+    with (``objective_for``: a given ``objective`` applies to auto and split on every shape;
+    None: the controller's); ``max_parts`` applies to split on every shape. On a Clos fabric
+    auto with the jobs objective runs the jobs planner (``run_options``): the rows auto and
+    jobs share its one plan, ranked by the same shared prediction as on two tiers. What the
+    shape (``shape`` if known) does not take is refused first (``run_shape``), then an
+    unknown name. The name ``spray`` is the baseline row of ``planners.spray`` with its
+    goodput penalty: its All-Reduce by the shared prediction on every shape (a sprayed flow
+    is one transfer over its parts), its slowest rate the goodput of the coupled model."""
     shape = shape or run_shape(fabric, max_parts)
     clos = shape == CLOS
-    if clos and objective not in (None, "flows"):
-        raise InputError(f"on this fabric --objective {objective} applies to plan with "
-                         "algorithm auto (it runs the jobs planner; compare shows it as the "
-                         "row jobs)")
     sprayed_jobs([], spray_penalty)  # a bad penalty is refused before any planner runs
     for alg in algorithms:
         if alg != SPRAY:
             planner_for(alg, shape)  # the registry's refusal: unknown, or not on this shape
-    rows = []
+    rows, plans = [], {}
     for alg in algorithms:
         if alg == SPRAY:
             plan = spray_plan(fabric, jobs, spray_penalty)
@@ -154,24 +158,28 @@ def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, sal
             continue
         run = run_options(shape, alg, seed, salt, ilp_time_limit,
                           objective_for(alg, objective, clos), max_parts)
-        rows.append(compare_row(make_plan(fabric, jobs, run.algorithm, **run.options),
-                                run.objective, shape))
+        key = (run.algorithm, repr(sorted(run.options.items())))
+        if key not in plans:  # deterministic: one run of a planner with one configuration
+            plans[key] = make_plan(fabric, jobs, run.algorithm, **run.options)
+        rows.append(compare_row(plans[key], run.objective, shape, name=alg))
     return rows
 
 
-def compare_row(plan, objective: str, shape: str, slowest: float | None = None) -> dict:
-    """A row of ``compare``, the same fields on every shape: the loads (max, links at the max,
-    the lower bound, the max per tier), the slowest flow's max-min rate (``slowest`` if given,
-    Gb/s) and each job's predicted All-Reduce time: on a single two-tier plane by the fluid
-    model (``model.fluid.predict_allreduce``), elsewhere by the shared prediction on the
-    plan's routes (``Plan.predicted_times``)."""
+def compare_row(plan, objective: str, shape: str, slowest: float | None = None,
+                name: str | None = None) -> dict:
+    """A row of ``compare`` named ``name`` (default: the plan's algorithm), the same fields on
+    every shape: the loads (max, links at the max, the lower bound, the max per tier), the
+    slowest flow's max-min rate (``slowest`` if given, Gb/s) and each job's predicted
+    All-Reduce time: on a single two-tier plane by the fluid model
+    (``model.fluid.predict_allreduce``), elsewhere by the shared prediction on the plan's
+    routes (``Plan.predicted_times``)."""
     doc = plan.to_dict()
     if shape == TWO_TIER:
         from controller.model.fluid import predict_allreduce
         times = predict_allreduce(plan)
     else:
         times = plan.predicted_times()
-    return ({"algorithm": plan.algorithm, "objective": objective}
+    return ({"algorithm": name or plan.algorithm, "objective": objective}
             | {k: doc[k] for k in ("max_link_load", "links_at_max", "lower_bound",
                                    "max_load_by_tier")}
             | {"slowest_gbps": slowest_rate_gbps(plan) if slowest is None else slowest,
@@ -481,8 +489,8 @@ def add_offline_commands(sub) -> None:
                                 f"then {SPRAY}, the per-packet spraying baseline)")
         p.add_argument("--objective", metavar="|".join(OBJECTIVES),
                        help=f"what plans are ranked by: {objectives}. Applies to auto and split "
-                            "(jobs: split by bytes) on two-tier fabrics and to plan with auto "
-                            "(it runs the jobs planner) or split on Clos fabrics; the jobs planner "
+                            "(jobs: split by bytes) on every fabric (on Clos fabrics auto with "
+                            "jobs runs the jobs planner); the jobs planner "
                             "ranks by jobs, the other planners count flows. The output names "
                             "the objective each plan used (default: the controller's: "
                             f"{Settings.objective} for auto on a two-tier fabric, jobs for the "

@@ -12,9 +12,11 @@ from controller import cli
 from controller.jsonio import HelpFormatter
 from controller.model.clos import Clos
 from controller.model.intent import JobRecord
+from controller.model.iteration import slowdown
 from controller.model.jobs import Job
 from controller.planners import PLANNERS
-from controller.planners.registry import OBJECTIVES
+from controller.planners.objective import rank_key
+from controller.planners.registry import OBJECTIVES, names, shape_of
 from controller.service.replanning import group_of
 from controller.service.settings import Settings
 
@@ -96,9 +98,64 @@ def test_clos_plans_say_their_objective(files, capsys):
     assert code == 0, err
     assert {r["algorithm"]: r["objective"] for r in json.loads(out)} == {"auto": "flows",
                                                                          "jobs": "jobs"}
-    code, out, err = run(capsys, "compare", "--fabric", files["fat_tree"], "--jobs",
-                         files["ft_jobs"], "--objective", "jobs")
-    assert code == 2 and "compare shows it as the row jobs" in err
+
+
+# a big ring, a small one and two large flows on the hosts h0_0 .. h7_1 of every fabric below
+MIXED_JOBS = {"jobs": [
+    {"id": "big", "collective": "ring_allreduce", "bytes": 8e8,
+     "ranks": [f"h{i}_0" for i in (0, 2, 4, 6, 1, 3, 5, 7)]},
+    {"id": "small", "collective": "ring_allreduce", "bytes": 1e7,
+     "ranks": [f"h{i}_1" for i in (0, 4, 1, 5)]},
+    {"id": "x", "flows": [{"src": "h0_1", "dst": "h6_1", "bytes": 4e8},
+                          {"src": "h2_1", "dst": "h7_1", "bytes": 4e8}]}]}
+
+
+def test_compare_takes_the_jobs_objective_on_every_clos(tmp_path, capsys):
+    """Issue 60: compare --objective jobs on a k = 4 fat-tree and on a two-plane leaf-spine
+    as on a single two-tier plane: auto and split plan with it (on a Clos fabric auto runs
+    the jobs planner), the row jobs is not behind any unsplit planner on the jobs objective
+    (the shared prediction's slowdowns: the mean, then the worst), and the table has the
+    columns of a single two-tier plane (a fat-tree adds its column per tier)."""
+    jobs = tmp_path / "jobs.json"
+    jobs.write_text(json.dumps(MIXED_JOBS))
+    fabrics = {"two-tier": Clos.generate(4, 8, 2), "fat-tree": Clos.fat_tree(4),
+               "two planes": Clos.leaf_spine(2, 8, 2, planes=2)}
+    heads, fields = {}, {}
+    for name, fabric in fabrics.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(fabric.to_dict()))
+        argv = ("compare", "--fabric", path, "--jobs", jobs, "--objective", "jobs",
+                "--ilp-time-limit", "1")
+        code, out, err = run(capsys, *argv)
+        assert code == 0 and err == "", (name, err)
+        heads[name] = re.split(r"\s{2,}", out.splitlines()[1])
+        assert "objective jobs: " in out
+        code, out, err = run(capsys, *argv, "--json")
+        assert code == 0, (name, err)
+        rows = {r["algorithm"]: r for r in json.loads(out)}
+        fields[name] = {frozenset(r) for r in rows.values()}  # one set of fields a row
+        assert list(rows) == names(shape_of(fabric), distinct=True) + [cli.SPRAY]
+        assert {a: r["objective"] for a, r in rows.items() if a in ("auto", "split")} == {
+            "auto": "jobs", "split": "jobs"}
+        if name == "two-tier":
+            continue
+        assert rows["jobs"]["objective"] == "jobs"
+        assert rows["auto"]["allreduce_s"] == rows["jobs"]["allreduce_s"]  # the jobs planner
+        parsed = cli.load_inputs(str(path), str(jobs))[1]
+        bps = fabric.link_bps("host")
+
+        def rank(row):  # the jobs objective on the row's predicted times (objective.rank_key)
+            _, mean, worst = rank_key([slowdown(j, row["allreduce_s"][j.id], bps) for j in parsed])
+            return round(mean, 9), worst
+
+        unsplit = [a for a in rows if a not in ("split", cli.SPRAY)]
+        behind = [a for a in unsplit if rank(rows[a]) < rank(rows["jobs"])]
+        assert behind == [], (name, {a: rank(rows[a]) for a in unsplit})
+        assert rank(rows["jobs"]) < rank(rows["ecmp"]), name  # and ahead of the hashes
+    tiers = [cli.TIER_HEADS[t] for t in ("leaf", "core")]
+    assert heads["two planes"] == heads["two-tier"]
+    assert heads["fat-tree"] == heads["two-tier"][:3] + tiers + heads["two-tier"][3:]
+    assert fields["fat-tree"] == fields["two planes"] == fields["two-tier"]
 
 
 def test_compare_rows_name_their_objective(files, capsys):
