@@ -71,9 +71,8 @@ def default_objective(algorithm: str, clos: bool) -> str:
 
 
 def objective_for(algorithm: str, given: str | None, clos: bool = False) -> str:
-    """The objective ``algorithm`` plans with in ``compare``, on every shape (issue 60):
-    ``--objective`` where it applies (auto, split; on a Clos fabric auto with jobs runs the
-    jobs planner), else the controller's default (``default_objective``).
+    """The objective ``algorithm`` plans with in ``compare``, on every shape: ``--objective``
+    for auto and split, else the controller's default (``default_objective``).
 
     >>> objective_for("auto", "jobs", clos=True), objective_for("greedy", "jobs", clos=True)
     ('jobs', 'flows')
@@ -135,15 +134,12 @@ def slowest_rate_gbps(plan) -> float:
 def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
             ilp_time_limit: float, objective: str | None = None, max_parts: int | None = None,
             shape: str | None = None, spray_penalty: float = DEFAULT_PENALTY) -> list[dict]:
-    """One row per algorithm (``compare_row``, named as asked), with the objective it planned
-    with (``objective_for``: a given ``objective`` applies to auto and split on every shape;
-    None: the controller's); ``max_parts`` applies to split on every shape. On a Clos fabric
-    auto with the jobs objective runs the jobs planner (``run_options``): the rows auto and
-    jobs share its one plan, ranked by the same shared prediction as on two tiers. What the
-    shape (``shape`` if known) does not take is refused first (``run_shape``), then an
-    unknown name. The name ``spray`` is the baseline row of ``planners.spray`` with its
-    goodput penalty: its All-Reduce by the shared prediction on every shape (a sprayed flow
-    is one transfer over its parts), its slowest rate the goodput of the coupled model."""
+    """One row per algorithm (``compare_row``, named as asked) with the objective it planned
+    with (``objective_for``); ``max_parts`` applies to split. A planner run with one
+    configuration once (on a Clos auto with objective jobs is the jobs planner: one plan for
+    both rows). What the shape does not take is refused first (``run_shape``), then an
+    unknown name. ``spray``: the baseline row of ``planners.spray`` with its goodput penalty
+    (All-Reduce by the shared prediction, slowest rate the coupled model's goodput)."""
     shape = shape or run_shape(fabric, max_parts)
     clos = shape == CLOS
     sprayed_jobs([], spray_penalty)  # a bad penalty is refused before any planner runs
