@@ -273,20 +273,15 @@ def _two_tier(problem: ClosProblem, max_parts: int | None, time_limit: float | N
     or its LP, by bytes with objective jobs) as this problem's routing, each flow's parts in
     the kernel's order; None when the fabric is not a single two-tier plane
     (``Clos.as_leaf_spine``) or the two models route other flows. O(the kernel + parts)."""
-    two = problem.fabric.as_leaf_spine()
-    if two is None:
-        return None
-    from controller.model.problem import Problem
+    from controller.planners.leaf_spine import spine_path, two_tier_problem
     from controller.planners.split import split
-    p2 = Problem.build(two, problem.jobs, skip_unroutable=True)
-    if p2.inter != problem.inter:
+    p2 = two_tier_problem(problem)
+    if p2 is None:
         return None
     limit = {} if time_limit is None else {"time_limit": float(time_limit)}
     a = split(p2, max_parts=max_parts, objective=objective, **limit)
-    parts: list[list[Part]] = []
-    for i, mine in enumerate(a.parts):  # a two-tier plane's middles are its spines, in order
-        hops = problem.options(i, 0)[0]
-        parts.append([(0, int(s), tuple(int(h[s][0]) for h in hops), float(x)) for s, x in mine])
+    parts: list[list[Part]] = [[(0, int(s), spine_path(problem, i, int(s)), float(x))
+                                for s, x in mine] for i, mine in enumerate(a.parts)]
     return ClosSplitRouting([0] * len(parts), [p[0][1] for p in parts],
                             [p[0][2] for p in parts], {**a.info, "kernel": "two-tier"}, parts)
 
@@ -396,22 +391,9 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
 def _deal(problem: ClosProblem, com: np.ndarray, opts: _Options, x: np.ndarray) -> list[dict]:
     """Per flow {(plane, middle): share}: each commodity's shares dealt to its flows in order,
     largest shares first (McNaughton-like: at most one cut per piece)."""
-    pieces: dict[int, list] = {}
-    for v in sorted(np.flatnonzero(x > TOL).tolist(), key=lambda v: (-x[v], v)):
-        pieces.setdefault(int(opts.owner[v]), []).append(
-            [(int(opts.plane[v]), int(opts.middle[v])), float(x[v])])
     out: list[dict] = [{} for _ in range(len(problem))]
-    for i in range(len(problem)):
-        need, queue = 1.0, pieces.get(int(com[i]), [])
-        while need > TOL and queue:
-            key, amount = queue[0]
-            take = min(amount, need)
-            out[i][key] = out[i].get(key, 0.0) + take
-            need -= take
-            queue[0][1] -= take
-            if queue[0][1] <= TOL:
-                queue.pop(0)
-        out[i] = _normalise(out[i])
+    amounts = {v: float(x[v]) for v in np.flatnonzero(x > TOL).tolist()}
+    _hand_out(_pieces(opts, amounts), com, range(len(problem)), out)
     return out
 
 
@@ -428,12 +410,25 @@ def _fill(problem, com, start, opts, var_of, x) -> list[dict]:
             left[v] -= 1.0
         else:
             rest.append(i)
+    _hand_out(_pieces(opts, left), com, rest, out)
+    return out
+
+
+def _pieces(opts: _Options, amounts: dict[int, float]) -> dict[int, list]:
+    """Per commodity its options' shares above ``TOL``, [(plane, middle), amount], largest
+    first (ties by option)."""
     pieces: dict[int, list] = {}
-    for v, amount in sorted(left.items(), key=lambda va: (-va[1], va[0])):
+    for v, amount in sorted(amounts.items(), key=lambda va: (-va[1], va[0])):
         if amount > TOL:
             pieces.setdefault(int(opts.owner[v]), []).append(
                 [(int(opts.plane[v]), int(opts.middle[v])), amount])
-    for i in rest:
+    return pieces
+
+
+def _hand_out(pieces: dict[int, list], com: np.ndarray, flows, out: list[dict]) -> None:
+    """Each flow of ``flows`` in order takes a whole unit from its commodity's ``pieces``
+    (consumed in order, a piece cut at most once per flow) into ``out``, normalised."""
+    for i in flows:
         need, queue = 1.0, pieces.get(int(com[i]), [])
         while need > TOL and queue:
             key, amount = queue[0]
@@ -444,7 +439,6 @@ def _fill(problem, com, start, opts, var_of, x) -> list[dict]:
             if queue[0][1] <= TOL:
                 queue.pop(0)
         out[i] = _normalise(out[i])
-    return out
 
 
 def _cell_loads(problem: ClosProblem, shares: list[dict], skip=()) -> np.ndarray:
