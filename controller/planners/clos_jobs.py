@@ -110,18 +110,14 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None) -> ClosRouting:
 def _two_tier(problem: ClosProblem, budget: int | None) -> ClosRouting | None:
     """The two-tier kernel's routing of ``problem`` (module docstring), None when the fabric
     is not a single two-tier plane or the two models route other flows."""
-    two = problem.fabric.as_leaf_spine()
-    if two is None:
-        return None
-    from controller.model.problem import Problem
     from controller.planners.auto import auto
-    p2 = Problem.build(two, problem.jobs, skip_unroutable=True)
-    if p2.inter != problem.inter:
+    from controller.planners.leaf_spine import spine_path, two_tier_problem
+    p2 = two_tier_problem(problem)
+    if p2 is None:
         return None
     a = auto(p2, ilp_time_limit=0, objective="jobs", job_budget=budget)
-    spines = a.spines()  # a two-tier plane's middles are its spines, in the same order
-    paths = [tuple(int(h[s][0]) for h in problem.options(i, 0)[0])
-             for i, s in enumerate(spines)]
+    spines = a.spines()
+    paths = [spine_path(problem, i, s) for i, s in enumerate(spines)]
     return ClosRouting([0] * len(spines), list(spines), paths, dict(a.info))
 
 

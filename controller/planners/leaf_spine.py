@@ -79,6 +79,24 @@ def flow_spine_parts(problem: Problem, assignment: Assignment) -> list:
     return out
 
 
+def two_tier_problem(problem: ClosProblem) -> Problem | None:
+    """The other direction of ``clos_planner``: the two-tier problem of the same jobs on the
+    plane of ``problem``'s fabric, for a private two-tier kernel (``clos_split``,
+    ``clos_jobs``); None when the fabric is not a single two-tier plane or the two models
+    route other flows. O(the problem's build)."""
+    two = problem.fabric.as_leaf_spine()
+    if two is None:
+        return None
+    p2 = Problem.build(two, problem.jobs, skip_unroutable=True)
+    return p2 if p2.inter == problem.inter else None
+
+
+def spine_path(problem: ClosProblem, i: int, spine: int) -> tuple[int, ...]:
+    """Flow ``i``'s hops (link members) through ``spine`` on a single two-tier plane, whose
+    middles are its spines in the same order: a kernel's spine as the Clos routing's path."""
+    return tuple(int(h[spine][0]) for h in problem.options(i, 0)[0])
+
+
 def clos_planner(problem: Problem, algorithm: str, **options) -> Assignment:
     """The Clos planner of ``algorithm`` (``registry.planner_for`` on ``Clos``, the run options
     it takes of ``options``) on a two-tier ``problem``: run on the same flows on the Clos of
