@@ -229,6 +229,22 @@ def test_agent_faults_keep_the_hosts_rules(scripts):
         assert "retrying" in (scripts / "agent-h0_0.log").read_text()
 
 
+def _learn_members_only_ring(s, fabric, library, hosts, logdir, source: str) -> None:
+    """Post a ring by its members only, run it once (right sums), wait (bounded) until the
+    controller learned it from ``source``, and check the learned routes hold the ring's
+    pairs in the library's data direction."""
+    from emulation.harness import collectives
+    s.ctl.client.add_job({"id": "ring", "members": hosts})
+    first = collectives.run_allreduce(s.net, fabric, library, hosts, mib=4, iters=6,
+                                      logdir=str(logdir), counters=s.uplink_bytes)
+    assert first["sums_ok"], first
+    view = wait_until(lambda: (v := s.ctl.client.job("ring"))["matrix"] == "learned" and v,
+                      20, interval=0.5, what=f"the ring learned from {source}")
+    direction, n = collectives.DATA_DIRECTION[library], len(hosts)
+    ring = {(h, hosts[(r + direction) % n]) for r, h in enumerate(hosts)}
+    assert ring <= {(r["src"], r["dst"]) for r in view["routes"]}, view["routes"]
+
+
 @EXTENDED
 @pytest.mark.parametrize("shape", ["leaf-spine", "fat-tree"])
 @pytest.mark.parametrize("library", ["gloo", "mpi"])
@@ -246,16 +262,8 @@ def test_a_members_only_ring_is_learned_from_the_agents_and_runs_balanced(script
     hosts = collectives.rank_hosts(fabric)  # ring neighbours on other leaves (pods)
     direction = collectives.DATA_DIRECTION[library]
     with RouterSession(fabric, str(scripts), bw=50) as s:
-        s.ctl.client.add_job({"id": "ring", "members": hosts})
-        first = collectives.run_allreduce(s.net, fabric, library, hosts, mib=4, iters=6,
-                                          logdir=str(scripts / f"{library}-first"),
-                                          counters=s.uplink_bytes)
-        assert first["sums_ok"], first
-        view = wait_until(lambda: (v := s.ctl.client.job("ring"))["matrix"] == "learned"
-                          and v, 20, interval=0.5, what="the ring learned from the agents")
-        n = len(hosts)
-        ring = {(h, hosts[(r + direction) % n]) for r, h in enumerate(hosts)}
-        assert ring <= {(r["src"], r["dst"]) for r in view["routes"]}, view["routes"]
+        _learn_members_only_ring(s, fabric, library, hosts, scripts / f"{library}-first",
+                                 "the agents")
         wait_until(lambda: all(s.steered(h) for h in hosts), 10, interval=0.1,
                    what="agents' rules for the learned flows")
         res = collectives.run_allreduce(s.net, fabric, library, hosts, mib=4, iters=3,
@@ -278,18 +286,9 @@ def test_a_members_only_ring_is_learned_from_the_routers_sflow(scripts):
         pytest.skip("needs pmacctd (Debian's pmacct)")
     fabric = _leaf_spine()
     hosts = collectives.rank_hosts(fabric)
-    direction = collectives.DATA_DIRECTION["gloo"]
     with RouterSession(fabric, str(scripts), bw=50, sflow=16, traffic=False) as s:
-        s.ctl.client.add_job({"id": "ring", "members": hosts})
-        first = collectives.run_allreduce(s.net, fabric, "gloo", hosts, mib=4, iters=6,
-                                          logdir=str(scripts / "first"),
-                                          counters=s.uplink_bytes)
-        assert first["sums_ok"], first
-        view = wait_until(lambda: (v := s.ctl.client.job("ring"))["matrix"] == "learned"
-                          and v, 20, interval=0.5, what="the ring learned from the routers' sFlow")
-        n = len(hosts)
-        ring = {(h, hosts[(r + direction) % n]) for r, h in enumerate(hosts)}
-        assert ring <= {(r["src"], r["dst"]) for r in view["routes"]}, view["routes"]
+        _learn_members_only_ring(s, fabric, "gloo", hosts, scripts / "first",
+                                 "the routers' sFlow")
         samples, page = metric(s.ctl.url, "mlroute_sflow_samples_total")
         rejected, _ = metric(s.ctl.url, "mlroute_sflow_rejected_datagrams_total")
         assert samples and samples > 0 and not rejected, page
