@@ -103,9 +103,10 @@ class RouterSession:
             sflow = ["--mlroute-sflow-host", CONTROLLER_IP, "--mlroute-sflow-port", str(port),
                      "--mlroute-sflow-agents", MGMT_NET, "--mlroute-sflow-sampling-points",
                      "all"]
+            agents = router_ips(self.fabric)
             for sw in self.fabric.dpids:
                 self.procs.append(pmacctd(self.net[sw], self.folder, self.sflow,
-                                          f"{CONTROLLER_IP}:{port}", router_ips(self.fabric)[sw]))
+                                          f"{CONTROLLER_IP}:{port}", agents[sw]))
         if self.external is not None:
             ports = self.external if isinstance(self.external, list) else [self.external]
             self.url = ",".join(f"http://{CONTROLLER_IP}:{p}" for p in ports)
