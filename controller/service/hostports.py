@@ -41,10 +41,11 @@ def _where(records: dict, jid: str, fk: tuple, part: int):
     return parts[part] if part < len(parts) else None
 
 
-def change_of(fabric: Clos, records: dict, jid: str, fk: tuple, part: int, old, new) -> dict:
+def change_of(fabric: Clos, records: dict, jid: str, fk: tuple, part: int, old, new,
+              where=None) -> dict:
     """A ``port_changes`` entry: the part, its old and new port (None: none now) and where
-    it is routed (``part_fields``)."""
-    where = _where(records, jid, fk, part)
+    it is routed (``part_fields``; ``where``: the part's route if the caller has it)."""
+    where = where or _where(records, jid, fk, part)
     return {"job": jid, "src": fk[0], "dst": fk[1], "part": part,
             "old_sport": old, "sport": new,  # bundles: members coded in it
             **(part_fields(fabric, where[0]) if where else {"spine": None})}
@@ -104,8 +105,8 @@ class HostPortService:
         names = [p.name for p in fabric.planes] if fabric is not None else []
         changes = []
         for (jid, fk), part, old, new in self.ports.changes(ports, moved):
-            changes.append(change_of(fabric, records, jid, fk, part, old, new))
             where = _where(records, jid, fk, part)
+            changes.append(change_of(fabric, records, jid, fk, part, old, new, where))
             if len(names) > 1 and where:
                 was = self.planes.get((jid, fk), ())
                 changes[-1].update(old_plane=names[was[part]] if part < len(was) else None,
