@@ -337,6 +337,40 @@ def test_restart_places_the_same_ports(tmp_path):
     assert assert_on_planned_spines(f, sw, api.handle(svc2, "GET", "/v1/jobs/a")[1]["routes"]) == 4
 
 
+def restarted(sw, f, path):
+    """A controller started again from the state file ``path``, its switches connected."""
+    svc = RouteService(sw, f, mode="host", store=StateStore(path), algorithm="greedy")
+    for d in f.dpids.values():
+        svc.switch_connected(d, {p: True for p in f.ports[f.switch_of_dpid[d]].values()})
+    return svc
+
+
+def test_a_restart_keeps_ports_a_fresh_placement_would_not_choose(tmp_path):
+    """One spine: job b took the ports after a's; a is deleted. Placed afresh, b would take
+    a's freed (lower) ports, so its hosts would reconnect: the stored ports are kept."""
+    f, path = wired(1, 4, 1), str(tmp_path / "state.db")
+    sw, svc = start(f, store=StateStore(path), algorithm="greedy")
+    ranks = ["h0_0", "h1_0", "h2_0", "h3_0"]
+    assert post(svc, ring("a", ranks))[0] == 201 and post(svc, ring("b", ranks))[0] == 201
+    freed = api.handle(svc, "GET", "/v1/jobs/a/ports")[1]
+    assert api.handle(svc, "DELETE", "/v1/jobs/a")[0] == 200
+    kept = api.handle(svc, "GET", "/v1/jobs/b/ports")[1]
+    again = restarted(sw, f, path)
+    assert api.handle(again, "GET", "/v1/jobs/b/ports")[1] == kept
+    routes = api.handle(again, "GET", "/v1/jobs/b")[1]["routes"]
+    assert assert_on_planned_spines(f, sw, routes) == 4
+    assert not any(e.get("port_changes") for e in again.state.events)
+    # what a fresh placement (no stored ports) gives b: a's freed ports, where they lead alike
+    doc = StateStore(path).load()
+    for job in doc["jobs"]:
+        del job["host_ports"]
+    StateStore(str(tmp_path / "fresh.db")).save(doc)
+    anew = restarted(sw, f, str(tmp_path / "fresh.db"))
+    assert api.handle(anew, "GET", "/v1/jobs/b/ports")[1] != kept
+    assert api.handle(anew, "GET", "/v1/jobs/b/ports")[1].split("\n")[1:] == \
+        freed.split("\n")[1:]
+
+
 def test_the_pipeline_goes_with_the_last_host_job():
     f = wired(2, 2, 1)
     sw, svc = start(f)

@@ -17,6 +17,7 @@ from controller.model.clos import Clos
 from controller.model.intent import flow_key
 from controller.planners.plan import part_fields
 from controller.service import hostreports
+from controller.service.state import host_ports_of
 
 
 def host_flows(records: dict) -> tuple[list, list]:
@@ -64,12 +65,21 @@ class HostPortService:
     switches (the installer's), None when the switch connection cannot, ``FROM_HOSTS`` when
     the hosts report the ports (``hostreports.reported``)."""
 
-    def __init__(self, probe=None):
+    def __init__(self, probe=None, doc: dict | None = None):
         self.ports = HostPorts()
         self.from_hosts = probe is FROM_HOSTS
         self.probe = None if self.from_hosts else probe
         self.planes: dict = {}  # (job id, flow key) -> the plane of each committed part
         self.paths: dict = {}  # from hosts: (job id, flow key) -> each part's reported path
+        self.restore(doc)  # the stored intent's ports (``doc``), if any
+
+    def restore(self, doc: dict | None) -> None:
+        """Take the ports of a stored intent (``state.host_ports_of``) as committed, so that
+        the probes after a restart or a takeover keep every port that still leads where its
+        part goes (``choose_ports``'s ``previous``): the hosts keep their connections. Hosts
+        that learn the ports report them again instead."""
+        if not self.from_hosts:
+            self.ports.ports = host_ports_of(doc)
 
     def place(self, fabric: Clos, records: dict,
               waiting: Callable[[], AbstractContextManager] = nullcontext) -> dict:

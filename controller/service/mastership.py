@@ -25,14 +25,16 @@ LOG = logging.getLogger("mlroute")
 
 
 def load_intent(state: ControllerState, reconciler: Reconciler, finder: FabricFinder,
-                doc: dict | None) -> None:
-    """Take the master's stored intent as it is, routes included: nothing is planned
-    (``auto`` and ``ilp`` stop at time limits) and nothing is sent (the master installed it).
-    Switches outside its fabric are let go."""
+                hostports, doc: dict | None) -> None:
+    """Take the master's stored intent as it is, routes and host-mode ports included
+    (``hostports``: the ``HostPortService``): nothing is planned (``auto`` and ``ilp`` stop at
+    time limits) and nothing is sent (the master installed it). Switches outside its fabric
+    are let go."""
     if doc is None:
         return
     declared, jobs, number, down = from_doc(doc, None)
     state.load(declared, jobs, number, down)
+    hostports.restore(doc)
     if declared is not None:
         reconciler.forget(lambda d: d in declared.switch_of_dpid)
         finder.recognise(declared)

@@ -67,11 +67,11 @@ class RouteService:
         self.cluster = None  # controller.service.cluster.Cluster when controllers share etcd
         self.state = ControllerState()
         self.paths = PathEvidence()  # hosts' probe reports (no OpenFlow: pathstate.py)
-        declared, jobs, number, down = from_doc(store.load() if store else None, fabric)
-        self.state.load(declared, jobs, number, down)
+        doc = store.load() if store else None
+        self.state.load(*from_doc(doc, fabric))  # declared fabric, jobs, number, links down
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
                                      self.lock.waiting, on_progress, self.monotonic)
-        self.hostports = HostPortService(getattr(installer, "probe", None))
+        self.hostports = HostPortService(getattr(installer, "probe", None), doc)
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp,
                               labels=self.settings.mode == "sr")
@@ -79,7 +79,7 @@ class RouteService:
         self.predictions = Predictions(on_progress)
         # discovery: checks a declared fabric, or finds the fabric when none is declared
         self.finder = FabricFinder(fabric, self.settings.link_gbps,
-                                   recognised=None if fabric is not None else declared)
+                                   recognised=None if fabric is not None else self.state.declared)
         # learned matrices: what the members of each job send each other (sFlow samples)
         self.learning = MatrixLearning(self.settings.learn_window, self.settings.sampling_points)
         self.learning.follow(self.state.fabric)
@@ -537,13 +537,13 @@ class RouteService:
         with self.lock:
             if not self.passive:
                 return False
-            mastership.load_intent(self.state, self.reconciler, self.finder, doc)
+            mastership.load_intent(self.state, self.reconciler, self.finder, self.hostports, doc)
             return True
 
     def take_over(self, doc: dict | None) -> dict:
         """Become the master, as a restarted controller (``mastership.take_over``)."""
         with self.lock:
-            mastership.load_intent(self.state, self.reconciler, self.finder, doc)
+            mastership.load_intent(self.state, self.reconciler, self.finder, self.hostports, doc)
             self.passive = False
             return mastership.take_over(self.state, self.reconciler, self.finder, self.clock(),
                                         partial(self._topology_changed, force=True), self._drain,

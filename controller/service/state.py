@@ -184,10 +184,14 @@ def unroutable_pairs(state: ControllerState) -> list[dict]:
 DOC_VERSION = 2
 
 
-def to_doc(state: ControllerState) -> dict:
-    """The intent as a JSON document: fabric, jobs and their routes by flow, and the links
-    seen down beyond the declared ones (``links_down``, when some are)."""
+def to_doc(state: ControllerState, host_ports: dict | None = None) -> dict:
+    """The intent as a JSON document: fabric, jobs and their routes by flow, the links seen
+    down beyond the declared ones (``links_down``, when some are), and the source ports host
+    mode gave the parts (``host_ports``: {job id: {flow key: ports}}), which hosts keep
+    connections on: a restarted or new master keeps every port that still leads where its
+    part goes (``host_ports_of``)."""
     seen = state.fabric.down - state.declared.down if state.declared and state.fabric else ()
+    host_ports = host_ports or {}
     return {"version": DOC_VERSION, "next_number": state.next_number,
             **({"links_down": sorted(map(list, seen), key=str)} if seen else {}),
             "fabric": state.declared.to_dict() if state.declared else None,
@@ -195,8 +199,22 @@ def to_doc(state: ControllerState) -> dict:
                       "mode": r.mode, "created": r.created, "matrix": r.matrix,
                       "learn": r.learn, "members": list(r.members),
                       "routes": [[list(k), None if p is None else [_part_doc(x) for x in p]]
-                                 for k, p in r.routes.items()]}
+                                 for k, p in r.routes.items()],
+                      **({"host_ports": [[list(k), list(p)] for k, p in
+                                         host_ports[r.job.id].items()]}
+                         if host_ports.get(r.job.id) else {})}
                      for r in state.jobs.values()]}
+
+
+def host_ports_of(doc: dict | None) -> dict:
+    """The host-mode ports a stored document holds: {job id: {flow key: ports}}.
+
+    >>> host_ports_of({"jobs": [{"job": {"id": "a"}, "host_ports": [[["h0", "h1", 6, 0, 0],
+    ...                                                                [49154, None]]]}]})
+    {'a': {('h0', 'h1', 6, 0, 0): (49154, None)}}
+    """
+    return {item["job"]["id"]: {tuple(k): tuple(p) for k, p in item["host_ports"]}
+            for item in (doc or {}).get("jobs", []) if item.get("host_ports")}
 
 
 def from_doc(doc: dict | None, declared: Clos | None

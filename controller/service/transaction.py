@@ -212,6 +212,6 @@ class Transaction:
         write (a sqlite transaction, an etcd round trip) runs with it let go. The change lock
         stays held, so saves keep the order of the changes."""
         if self.store is not None:
-            doc = to_doc(self.state)
+            doc = to_doc(self.state, self.hostports.ports.ports)
             with self.released():
                 self.store.save(doc)
