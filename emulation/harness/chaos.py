@@ -4,13 +4,21 @@ lasts, and a real ring (PyTorch gloo) running through it.
 
 Why the tables are judged this way: the controller's intent is not a file to diff against,
 and its own view of the switches is what a fault may have corrupted. So each switch's flow
-and group tables are dumped (``ovs-ofctl``), then wiped, and the switch is made to reconnect
-(``ovs-appctl bridge/reconnect``): the controller reads the empty tables and fills them from
-its intent alone. A switch whose refilled tables differ from what the fault left held
-something the controller did not intend, or lacked something it did.
+and group tables are dumped (``ovs-ofctl``), then wiped, and the switch is made to reconnect:
+the controller reads the empty tables and fills them from its intent alone. A switch whose
+refilled tables differ from what the fault left held something the controller did not
+intend, or lacked something it did.
+
+The wipe must not look like a fault itself: a switch wiped under a connected controller
+drops its echoes, is rightly judged silent and re-planned around (``discovery/liveness.py``),
+and the routes move under the check (seen in the flap case on the fat-tree). So every
+bridge is first pointed away from its controllers at once (a control-plane event: a restart
+round, ``service/restarts.py``, in which nothing is re-planned and no switch away is judged),
+wiped once the controller sees them all gone, and pointed back.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import threading
 import time
@@ -19,6 +27,7 @@ import traceback
 from emulation.harness import collectives, ovs
 
 OFCTL = ["ovs-ofctl", "-O", "OpenFlow13"]
+AWAY = "tcp:127.0.0.1:6999"  # where a bridge looks for its controller while it is wiped
 
 
 def _run(cmd: list[str], timeout: float = 30) -> str:
@@ -37,13 +46,53 @@ def tables(bridges: list[str]) -> dict[str, list[str]]:
     return {b: ovs.flow_table(b) + groups(b) for b in bridges}
 
 
-def refill(bridges: list[str]) -> None:
-    """Empty every bridge's tables and make it reconnect: the controller reads and fills."""
-    for b in bridges:
-        _run([*OFCTL, "del-flows", b])
-        _run([*OFCTL, "del-groups", b])
-    for b in bridges:
-        _run(["ovs-appctl", "-t", "ovs-vswitchd", "bridge/reconnect", b])
+def _rows(table: str, columns: str) -> list[list]:
+    return json.loads(_run(["ovs-vsctl", "--format=json", f"--columns={columns}", "list",
+                            table]))["data"]
+
+
+def _uuids(cell) -> list[str]:
+    """The uuids of an OVSDB set cell: ["uuid", u] or ["set", [["uuid", u], ...]]."""
+    return [cell[1]] if cell[0] == "uuid" else [u for _, u in cell[1]]
+
+
+def controller_targets(bridges: list[str]) -> dict[str, str]:
+    """Controller record uuid -> its target, for the records of ``bridges``."""
+    mine = {u for name, cell in _rows("bridge", "name,controller") if name in bridges
+            for u in _uuids(cell)}
+    return {u[1]: target for u, target in _rows("controller", "_uuid,target") if u[1] in mine}
+
+
+def set_targets(targets: dict[str, str]) -> None:
+    """Point controller records (uuid -> target) at new targets, in one transaction: the
+    records keep their other settings (``max_backoff``), and a bridge connects to a new
+    target at once."""
+    args = [a for u, t in targets.items() for a in ("--", "set", "controller", u,
+                                                     f"target={json.dumps(t)}")]
+    if args:
+        _run(["ovs-vsctl", *args])
+
+
+def refill(bridges: list[str], ctl=None, timeout: float = 15.0) -> None:
+    """Empty every bridge's tables while it is away from its controllers, then point it
+    back: the controller reads and fills them (module docstring). ``ctl``: the controller
+    whose view (``missing_switches``) must show them all gone before the wipe."""
+    targets = controller_targets(bridges)
+    set_targets(dict.fromkeys(targets, AWAY))
+    try:
+        if ctl is not None:
+            deadline = time.monotonic() + timeout
+            while not set(bridges) <= set(ctl.rest("GET", "/v1/fabric")[1].get(
+                    "missing_switches") or ()):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the controller still saw some of {len(bridges)} "
+                                       f"bridges connected {timeout:g} s after they left")
+                time.sleep(0.05)
+        for b in bridges:
+            _run([*OFCTL, "del-flows", b])
+            _run([*OFCTL, "del-groups", b])
+    finally:
+        set_targets(targets)
 
 
 def intent_check(ctl, bridges: list[str], timeout: float = 60.0, quiet: float = 3.0,
@@ -66,7 +115,7 @@ def intent_check(ctl, bridges: list[str], timeout: float = 60.0, quiet: float = 
 def _intent_check(ctl, bridges: list[str], timeout: float, quiet: float) -> dict:
     before = tables(bridges)
     t0 = time.monotonic()
-    refill(bridges)
+    refill(bridges, ctl)
     last, since = None, time.monotonic()
     deadline = t0 + timeout
     while True:
