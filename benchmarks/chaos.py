@@ -220,7 +220,7 @@ def case_ovs_restart(s, fabric, outdir: str) -> list[dict]:
     for jid in ("ring", "a2a"):
         s.ctl.rest("DELETE", f"/v1/jobs/{jid}")
     settle(s)
-    say(f"ovs-restart: ovs-ctl {restarted_s:.1f} s, same tables after {sync_s} s, "
+    say(f"ovs-restart: ovs-ctl {restarted_s:.1f} s, same tables after {case['same_tables_s']} s, "
         f"{case['routes_moved']} routes moved")
     return [res]
 
@@ -270,6 +270,7 @@ def case_switch(s, fabric, outdir: str) -> list[dict]:
         ring.start()
         t0 = time.monotonic()
         sw.stop(deleteIntfs=False)  # ovs-vsctl del-br: its ports vanish, the peers' stay up
+        stop_s = time.monotonic() - t0  # the switch is gone somewhere within this
         fabricnet.wait_until(lambda: not any(name in str(p) for p in routes(s.ctl).values()),
                              30, interval=0.05, what=f"the routes off {name}")
         off_s = time.monotonic() - t0
@@ -281,11 +282,13 @@ def case_switch(s, fabric, outdir: str) -> list[dict]:
         ring_result = ring.result()
     settle(s)
     case = {"case": "switch", "switch": name, "routes_off_s": round(off_s, 2),
+            "del_br_s": round(stop_s, 2),
             "ready_after_return_s": round(back_s, 2), "ring": ring_result,
             "rest": poll.summary(), "tables": intent_check(s.ctl, fabric.switches())}
     s.ctl.rest("DELETE", "/v1/jobs/ring")
     settle(s)
-    say(f"switch {name}: off in {off_s:.2f} s, ready {back_s:.2f} s after its return")
+    say(f"switch {name}: off in {off_s:.2f} s (del-br took {stop_s:.2f} s), ready "
+        f"{back_s:.2f} s after its return")
     return [judge(case)]
 
 

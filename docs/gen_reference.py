@@ -336,7 +336,9 @@ def _chaos_what(c: dict) -> str:
                                f"the same tables {c['same_tables_s']} s after it began, "
                                f"{c['routes_moved']} routes moved",
         "flap": lambda: f"link {c['link']} flapped {c['flaps']} times",
-        "switch": lambda: f"{c['switch']} deleted: routes off it {c['routes_off_s']:g} s, "
+        "switch": lambda: f"{c['switch']} deleted: routes off it {c['routes_off_s']:g} s after "
+                          f"del-br began" + (f" (del-br itself {c['del_br_s']:g} s)"
+                                             if "del_br_s" in c else "") + ", "
                           f"ready {c['ready_after_return_s']:g} s after its return",
         "table-full": lambda: f"{c['leaf']} limited to {c['flow_limit']} entries: job b "
                               f"{c['job_b']}, a {c['job_a']}",
