@@ -235,6 +235,24 @@ def reached(fabric: Clos, leaf: str, dpid: int, in_port: int) -> tuple | None:
     return hops if alive and fabric.member(sw, in_port) == alive[0] else None
 
 
+def pipeline_hops(fabric: Clos, leaf: str, klass: tuple, port: int) -> tuple:
+    """The hops the static pipeline (``clos_host_static_rules``) gives a probe's source port
+    from ``leaf`` towards a destination of class ``klass``: the leaf's bucket (the low bits)
+    picks the aggregation switch, between pods that switch's bucket (bits from ``agg_shift``)
+    its core. What a probe through settled tables reaches (``hostmode.HostPorts`` probes a
+    contradicting answer again).
+
+    >>> f = Clos.fat_tree(4).wire()
+    >>> [pipeline_hops(f, "l0", dest_class(f, "l0", "l2"), p) for p in (49152, 49153, 49154)]
+    [('a0_0', 'c0_0'), ('a0_1', 'c1_0'), ('a0_0', 'c0_1')]
+    """
+    agg, cores = klass[(port & (sport_buckets(len(klass)) - 1)) % len(klass)]
+    if not cores:
+        return (agg,)
+    bucket = (port >> agg_shift(fabric, agg)) & (sport_buckets(len(cores)) - 1)
+    return (agg, cores[bucket % len(cores)])
+
+
 def part_hops(part) -> tuple:
     """The hops a route part's source-port choices make: its path's aggregation switch, and
     its core between pods."""
@@ -243,5 +261,5 @@ def part_hops(part) -> tuple:
 
 
 __all__ = ["MemberBits", "member_port", "member_entries", "down_entries", "clos_host_static_rules",
-           "dest_class", "buckets", "probe_ends", "probe_mark", "reached", "part_hops", "leaf_bits",
-           "agg_shift"]
+           "dest_class", "buckets", "probe_ends", "probe_mark", "reached", "pipeline_hops",
+           "part_hops", "leaf_bits", "agg_shift"]

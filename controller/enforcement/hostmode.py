@@ -29,6 +29,11 @@ switch spreads them less evenly than that. Probes per flow therefore fall as flo
 hash also covers the addresses, ``scope="pair"`` learns a map per (source, destination,
 protocol) with the same code: probes then grow with the host pairs.
 
+A probe sent right after the pipeline changed may take a path the switch's datapath cached
+from before (Open vSwitch revalidates its cached flows after answering the barrier): an
+answer that contradicts the installed pipeline (``clos_hostmode.pipeline_hops``) is probed
+again after a pause (``HostPorts._settle``), and the answer that persists is kept.
+
 Bundles (a Clos whose switches are joined by parallel links): the port also codes the planned
 member of every bundle hop, in fields above the bits that choose the hops (``clos_hostmode.
 MemberBits``). Probes carry member fields 0 and teach the hops; the controller sets a part's
@@ -57,6 +62,7 @@ from controller.errors import ConflictError, InputError, InstallError
 from controller.model.clos import Clos
 
 PORT_MIN, PORT_MAX = 49152, 65535  # IANA dynamic ports, where RoCE takes its source ports
+SETTLE_S = (0.05, 0.2, 0.5)  # pauses before a contradicting answer is probed again (_settle)
 SCOPES = ("leaf", "pair")
 PROBE_TCP_DPORT = 9  # leaf scope, TCP: the pipeline ignores the destination port
 PROTO_NAMES = {UDP: "udp", TCP: "tcp"}
@@ -335,6 +341,7 @@ class HostPorts:
         self.ports: dict[str, dict] = {}  # job id -> {flow key: (port or None, ...)}
         self.probes_sent = 0
         self.probe_rounds = 0
+        self.probes_repeated = 0  # answers that contradicted the pipeline, probed again
         self._token = 1
 
     def broken(self, fabric: Clos, flows: list) -> bool:
@@ -354,12 +361,13 @@ class HostPorts:
         return False
 
     def place(self, fabric: Clos, flows: list, probe: ProbeFn, taken: Iterable[tuple] = (),
-              max_rounds: int = 16) -> dict:
+              max_rounds: int = 16, pause: Callable[[float], None] | None = None) -> dict:
         """Ports for ``flows`` ((job id, flow key), flow, parts) as ``choose_ports``, keeping
         the committed ports that still hold. Keys with no map get ``first_window`` ports
-        probed; a key whose spines ran short gets its window doubled. Raises ConflictError
-        when the port range cannot serve a spine, InstallError when probes are lost. Returns
-        {(job id, flow key): ports}."""
+        probed; a key whose spines ran short gets its window doubled. ``pause(seconds)``: how
+        to wait before probing again an answer that contradicts the pipeline (``_settle``;
+        None: never). Raises ConflictError when the port range cannot serve a spine,
+        InstallError when probes are lost. Returns {(job id, flow key): ports}."""
         previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
         taken = list(taken)
         span = clos_hostmode.MemberBits(fabric).span  # ports probed: member fields 0
@@ -371,7 +379,7 @@ class HostPorts:
                 want[k] = window
         for _ in range(max_rounds):
             if want:
-                self._probe(fabric, want, probe)
+                self._probe(fabric, want, probe, pause)
             ports, missing = choose_ports(fabric, flows, self.maps, previous, taken, self.scope)
             if not missing:
                 return ports
@@ -412,23 +420,61 @@ class HostPorts:
             out[k] = max(out.get(k, 0), need)
         return out
 
-    def _probe(self, fabric: Clos, want: dict[tuple, int], probe: ProbeFn) -> None:
-        sent, bits = [], clos_hostmode.MemberBits(fabric)
-        for k, window in want.items():
-            pm = self.maps.get(k)
-            start = pm.window if pm else 0
-            sports = [bits.index_port(i) for i in range(start, window)]
-            sent += make_probes(fabric, k, sports, self._token + len(sent))
-        if not sent:
-            return
-        self._token += len(sent)
-        self.probes_sent += len(sent)
-        self.probe_rounds += 1
-        learned = learn(fabric, sent, probe(sent))
+    def _probe(self, fabric: Clos, want: dict[tuple, int], probe: ProbeFn,
+               pause: Callable[[float], None] | None = None) -> None:
+        bits = clos_hostmode.MemberBits(fabric)
+        asked = {k: [bits.index_port(i) for i in range(
+            self.maps[k].window if k in self.maps else 0, window)] for k, window in want.items()}
+        learned = self._round(fabric, asked, probe)
+        if pause is not None:
+            learned = self._settle(fabric, learned, probe, pause)
         for k, window in want.items():
             pm = self.maps.setdefault(k, PortMap())
             pm.spine_of.update(learned.get(k, {}))
             pm.window = max(pm.window, window)
+
+    def _round(self, fabric: Clos, asked: dict[tuple, list[int]], probe: ProbeFn) -> dict:
+        """One round of probes: the ports ``asked`` per map key; what they reached (``learn``)."""
+        sent = []
+        for k, sports in asked.items():
+            sent += make_probes(fabric, k, sports, self._token + len(sent))
+        if not sent:
+            return {}
+        self._token += len(sent)
+        self.probes_sent += len(sent)
+        self.probe_rounds += 1
+        return learn(fabric, sent, probe(sent))
+
+    def _settle(self, fabric: Clos, learned: dict, probe: ProbeFn,
+                pause: Callable[[float], None]) -> dict:
+        """Answers of leaf-scope keys that contradict the pipeline the controller installed
+        (``clos_hostmode.pipeline_hops``) probed again after a pause, up to ``SETTLE_S``.
+
+        Why: Open vSwitch follows a change of its flow tables in its datapath asynchronously
+        (its revalidators update the cached flows after the barrier is answered), so a probe
+        sent right after the pipeline was installed can take a path cached from before. Seen
+        in the fat-tree emulation: one placement in eight took a port whose packets then went
+        to another core than planned. An answer that still contradicts after the last pause is
+        the switch's, and kept (the map must come from the switch)."""
+        def wrong(got: dict) -> dict:
+            out: dict = {}
+            for k, ports in got.items():
+                if _leaf_key(fabric, k):
+                    for port, hops in ports.items():
+                        if hops != clos_hostmode.pipeline_hops(fabric, k[0], k[1], port):
+                            out.setdefault(k, []).append(port)
+            return out
+        doubt = wrong(learned)
+        for seconds in SETTLE_S:
+            if not doubt:
+                break
+            pause(seconds)
+            self.probes_repeated += sum(map(len, doubt.values()))
+            again = self._round(fabric, doubt, probe)
+            for k, ports in again.items():
+                learned[k].update(ports)
+            doubt = wrong(again)
+        return learned
 
     def commit(self, ports: dict) -> None:
         """Keep ``ports`` ({(job id, flow key): ports}) as the committed ports."""

@@ -6,6 +6,7 @@ path is unchanged, and probes nothing.
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
@@ -65,7 +66,8 @@ class HostPortService:
     switches (the installer's), None when the switch connection cannot, ``FROM_HOSTS`` when
     the hosts report the ports (``hostreports.reported``)."""
 
-    def __init__(self, probe=None, doc: dict | None = None):
+    def __init__(self, probe=None, doc: dict | None = None, sleep=time.sleep):
+        self.sleep = sleep  # the shell's: a pause before probing a contradicting answer again
         self.ports = HostPorts()
         self.from_hosts = probe is FROM_HOSTS
         self.probe = None if self.from_hosts else probe
@@ -100,7 +102,11 @@ class HostPortService:
         def waited(probes):
             with waiting():
                 return probe(probes)
-        return self.ports.place(fabric, flows, waited, taken)
+
+        def paused(seconds: float) -> None:
+            with waiting():
+                self.sleep(seconds)
+        return self.ports.place(fabric, flows, waited, taken, pause=paused)
 
     def commit(self, fabric: Clos, records: dict, ports: dict) -> list[dict]:
         """Keep the ports of committed ``records``; returns the flows whose port changed
@@ -174,5 +180,6 @@ class HostPortService:
         h = self.ports
         return {"learned_by": "hosts" if self.from_hosts else "probes",
                 "probes_sent": h.probes_sent, "probe_rounds": h.probe_rounds,
+                "probes_repeated": h.probes_repeated,
                 "maps": len(h.maps), "ports_probed": sum(m.window for m in h.maps.values()),
                 "flows_with_ports": sum(len(v) for v in h.ports.values())}

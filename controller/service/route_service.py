@@ -71,7 +71,7 @@ class RouteService:
         self.state.load(*from_doc(doc, fabric))  # declared fabric, jobs, number, links down
         self.reconciler = Reconciler(installer, self.state.counters, self.switch_name,
                                      self.lock.waiting, on_progress, self.monotonic)
-        self.hostports = HostPortService(getattr(installer, "probe", None), doc)
+        self.hostports = HostPortService(getattr(installer, "probe", None), doc, sleep)
         self.tx = Transaction(self.state, self.reconciler, self.hostports, store, clock,
                               self.switch_name, self.settings.ecmp,
                               labels=self.settings.mode == "sr")
