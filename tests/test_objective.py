@@ -179,7 +179,7 @@ def test_jobs_objective_is_never_behind_a_baseline_it_can_score(pattern):
     best = min(baselines.values(), key=lambda v: (sum(v.values()) / len(v), max(v.values())))
     assert worst <= max(best.values()) * (1 + 1e-6)
     assert info["worst_bound"] >= worst * (1 - 1e-6)
-    assert set(info["job_start_mean"]) == {"start", "greedy", "edge-coloring"}
+    assert {"start", "greedy", "edge-coloring"} <= set(info["job_start_mean"])
     # what the objective reports is the fluid model's answer within the stated tolerance
     from controller.model.iteration import TOLERANCE
     fluid = fluid_slowdowns(plan)
