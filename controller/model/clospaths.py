@@ -17,9 +17,10 @@ plane (source and destination leaf and pod) once, and checks routability against
 computed once per fabric (``ClosLinks.ok``: per leaf slot and pod core whether some member is
 alive; ``pair_slot_ok``: per pod pair and slot whether some core of the group is usable).
 
-Cost: links O(links) numpy; build O(F x planes x slots) numpy after one pass over the flows
-(``pair_slot_ok`` O(pods^2 x cores) once); ``lower_bound`` and ``link_loads`` O(F + links);
-a flow's options (``options``, for loops over single flows) O(middles x members).
+Cost: links O(links) numpy, once per fabric object (``ClosLinks.of``, with the tables they
+keep); build O(F x planes x slots) numpy after one pass over the flows (``pair_slot_ok``
+O(pods^2 x cores) once); ``lower_bound`` O(F + leaves); ``link_loads`` O(F + links); a
+flow's options (``options``, for loops over single flows) O(middles x members).
 """
 from __future__ import annotations
 
@@ -92,8 +93,23 @@ class ClosLinks:
         self.alive = np.ones(self.count + 1, dtype=bool)
         self.alive[self.count] = False  # the sentinel id -1 stands for "no such member"
         self._fail()
+        for a in (self.host_up, self.host_down, self.host_leaf, self.units, self.tier, self.alive,
+                  *self.pod_of_leaf, *self.up1, *self.down1, *self.up2, *self.down2, *self.group_of_core):
+            a.flags.writeable = False  # shared by every problem on the fabric (``of``)
         self._names: list[str] | None = None
         self._tables: dict = {}
+
+    @classmethod
+    def of(cls, fabric: Clos) -> ClosLinks:
+        """The links of ``fabric`` and the tables they keep, once per fabric object (``derived``;
+        again if its failures, bundles or speeds were set since): a problem costs O(F)."""
+        kept = fabric.derived("clos_links", lambda _: {})
+        key = (frozenset(fabric.down), frozenset(fabric.down_switches),
+               frozenset(fabric.bundles.items()), tuple(sorted(fabric.bundle_default.items())),
+               tuple(sorted(fabric.link_gbps.items())))
+        if kept.get("key") != key:
+            kept.update(key=key, links=cls(fabric))
+        return kept["links"]
 
     def _bundles(self, q: int, plane, cores: int) -> tuple[np.ndarray, np.ndarray]:
         """Links per (leaf, slot) and per (pod, core) of plane q (0: no such pair)."""
@@ -196,11 +212,8 @@ class ClosLinks:
     def ok(self, q: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Per hop kind of plane q whether the cell (leaf, slot) or (pod, core) has an alive
         member: (up1, down1, up2, down2)."""
-        key = ("ok", q)
-        if key not in self._tables:
-            self._tables[key] = tuple(self.alive[self.sentinel(h[q])].any(axis=-1)
-                                      for h in (self.up1, self.down1, self.up2, self.down2))
-        return self._tables[key]
+        return self.table(("ok", q), lambda L: tuple(L.alive[L.sentinel(h[q])].any(axis=-1)
+                                                      for h in (L.up1, L.down1, L.up2, L.down2)))
 
     def pair_slot_ok(self, q: int) -> np.ndarray:
         """(pods, pods, slots): some core of the slot's group has alive up and down members
@@ -244,11 +257,39 @@ class ClosLinks:
             self._tables["uplinks"] = tuple(out)
         return self._tables["uplinks"]
 
+    def cut_tables(self) -> list[tuple[np.ndarray, np.ndarray, tuple, float]]:
+        """Per cut of ``lower_bound`` (leaves; pods where every plane has cores): the host's
+        leaf (pod) per plane (planes, hosts), its group (one key), the alive members out of
+        and into every group, the tier's units (one speed per tier). Computed once."""
+        if "cuts" not in self._tables:
+            f, out = self.fabric, []
+            tiers = [(1, self.host_leaf)]
+            if f.tiers == 3 and all(p.cores for p in f.planes):  # no cores: no pod cut
+                tiers.append((2, np.stack([self.pod_of_leaf[q][self.host_leaf[q]]
+                                           for q in range(len(f.planes))])))
+            for tier, key in tiers:
+                groups, gid = np.unique(key.T, axis=0, return_inverse=True)
+                alive = []
+                for tables in ((self.up1, self.down1) if tier == 1 else (self.up2, self.down2)):
+                    n = np.zeros(len(groups), dtype=np.int64)
+                    for q, arr in enumerate(tables):
+                        ids = arr.reshape(arr.shape[0], -1)[groups[:, q]]
+                        n += ((ids >= 0) & self.alive[self.sentinel(ids)]).sum(axis=1)
+                    alive.append(n)
+                unit = f.link_gbps[TIERS[tier]] / f.link_gbps["leaf"]
+                out.append((key, gid.ravel(), tuple(alive), unit))
+            self._tables["cuts"] = out
+        return self._tables["cuts"]
+
     def cells(self) -> Cells:
         """The hop cells of every plane in one table (``Cells``), computed once."""
-        if "cells" not in self._tables:
-            self._tables["cells"] = Cells(self)
-        return self._tables["cells"]
+        return self.table("cells", Cells)
+
+    def table(self, key, build):
+        """``build(self)``, once per links object (per fabric: ``of``): the planners' tables."""
+        if key not in self._tables:
+            self._tables[key] = build(self)
+        return self._tables[key]
 
 
 class Cells:
@@ -310,16 +351,16 @@ class ClosProblem:
         ``pins``: per flow (``flows`` order) the plane it must stay in, -1 free: a running
         connection is bound to its plane's addresses. A pin to a plane where the flow has no
         alive path is dropped (moving is the only way to keep it routed): ``unpinned``."""
-        links = links or ClosLinks(fabric)
+        links = links or ClosLinks.of(fabric)
         flows = [f for job in jobs for f in job.flows()]
         hid = links.host_id
         try:
-            ends = np.array([(hid[f.src], hid[f.dst]) for f in flows], dtype=np.int64)
+            ends = np.array([[hid[f.src] for f in flows], [hid[f.dst] for f in flows]],
+                            dtype=np.int64).T  # (F, 2), two lists: no tuple per flow
         except KeyError:
             for f in flows:
                 fabric.leaf_of(f.src), fabric.leaf_of(f.dst)  # names the first unknown host
             raise
-        ends = ends.reshape(-1, 2)
         same = links.host_leaf[:, ends[:, 0]] == links.host_leaf[:, ends[:, 1]]  # (P, F)
         shared = same.any(axis=0)
         prob = cls(fabric, links, list(jobs), flows, [])
@@ -501,29 +542,19 @@ def lower_bound(problem: ClosProblem) -> float:
     tier, and a tier has one speed).
 
     Exact (met by ``clos_auto``) on full-bisection fat-trees and multi-plane leaf-spines with
-    permutation traffic; elsewhere ``clos_auto`` reports its gap to it. O(F + links) numpy.
+    permutation traffic; elsewhere ``clos_auto`` reports its gap to it. O(F + groups) numpy
+    (the groups and their alive links once per fabric: ``ClosLinks.cut_tables``).
     """
-    L, f = problem.links, problem.fabric
+    L = problem.links
     if not len(problem):
         return 0.0
     src, dst = np.asarray(problem.src), np.asarray(problem.dst)
     best = 0.0
-    tiers = [(1, L.host_leaf)]
-    if f.tiers == 3 and all(p.cores for p in f.planes):  # a plane without cores: no pod cut
-        tiers.append((2, np.stack([L.pod_of_leaf[q][L.host_leaf[q]] for q in range(len(f.planes))])))
-    for tier, key in tiers:  # key: (planes, hosts) -> the host's leaf (pod) per plane
+    for key, gid, alive, unit in L.cut_tables():
         keep = ~(key[:, src] == key[:, dst]).any(axis=0)
-        groups, gid = np.unique(key.T, axis=0, return_inverse=True)
-        gid = gid.ravel()
-        for side, hosts in (("up", src[keep]), ("down", dst[keep])):
-            n = np.bincount(gid[hosts], minlength=len(groups))
-            alive = np.zeros(len(groups), dtype=np.int64)
-            for q in range(len(f.planes)):
-                arr = ((L.up1, L.down1) if tier == 1 else (L.up2, L.down2))[side == "down"][q]
-                ids = arr.reshape(arr.shape[0], -1)[groups[:, q]]
-                alive += ((ids >= 0) & L.alive[L.sentinel(ids)]).sum(axis=1)
-            use = (n > 0) & (alive > 0)
+        for hosts, cap in ((src[keep], alive[0]), (dst[keep], alive[1])):
+            n = np.bincount(gid[hosts], minlength=len(cap))
+            use = (n > 0) & (cap > 0)
             if use.any():  # one speed per tier: every link of a cut has these units
-                unit = f.link_gbps[TIERS[tier]] / f.link_gbps["leaf"]
-                best = max(best, float((-(-n[use] // alive[use])).max() / unit))
+                best = max(best, float((-(-n[use] // cap[use])).max() / unit))
     return best

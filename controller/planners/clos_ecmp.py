@@ -18,18 +18,19 @@ running connection on that NIC port) has that plane only (``usable_any``).
 """
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.planners.clos_loads import empty_routing, hop_rows, paths_of
-from controller.planners.ecmp import flow_hash
 
 TIER_SEEDS = ("plane", "leaf", "aggregation", "member")
 
 
 def clos_ecmp(problem: ClosProblem, salt: int = 0, polarised: bool = False) -> ClosRouting:
     """Cost: one SHA-256 per flow and tier that has a choice (O(F)), the choices numpy over
-    flows: O(F x middles)."""
+    flows: O(F x middles) (a core among its group's only, when groups are of equal size)."""
     n = len(problem)
     r = empty_routing(n, {"salt": salt, "hash": "polarised" if polarised
                           else "independent per tier"})
@@ -37,7 +38,7 @@ def clos_ecmp(problem: ClosProblem, salt: int = 0, polarised: bool = False) -> C
         return r
     L, fab = problem.links, problem.fabric
     address = fab.address
-    keys = [(address(f.src), address(f.dst), f.proto, f.sport, f.dport)
+    keys = [f"{address(f.src)}|{address(f.dst)}|{f.proto}|{f.sport}|{f.dport}|".encode()
             for f in (problem.flows[pos] for pos in problem.inter)]
     memo: dict[str, np.ndarray] = {}
 
@@ -49,7 +50,7 @@ def clos_ecmp(problem: ClosProblem, salt: int = 0, polarised: bool = False) -> C
             memo[tag + "?"] = np.zeros(n, dtype=bool)
         have, out = memo[tag + "?"], memo[tag]
         todo = idx[~have[idx]].tolist()
-        out[todo] = [flow_hash(*keys[i], salt if polarised else f"{salt}/{tier}") for i in todo]
+        out[todo] = hash_keys([keys[i] for i in todo], salt if polarised else f"{salt}/{tier}")
         have[todo] = True
         return out[idx]
     everyone = np.arange(n)
@@ -75,9 +76,15 @@ def clos_ecmp(problem: ClosProblem, salt: int = 0, polarised: bool = False) -> C
             ok = slot_ok[inter][:, groups] & u2[p[inter]] & d2[s[inter]]
             starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
             slots = np.logical_or.reduceat(ok, starts, axis=1)  # groups in ascending order
-            g = groups[starts][nth_true(slots, hashes("leaf", j))]
-            middle[inter] = nth_true(ok & (groups[None, :] == g[:, None]),
-                                     hashes("aggregation", j))
+            k = nth_true(slots, hashes("leaf", j))  # the group's place in ``starts``
+            size = len(groups) // len(starts)
+            if (np.diff(np.r_[starts, len(groups)]) == size).all():  # groups of equal size:
+                mine = ok.reshape(len(j), len(starts), size)[np.arange(len(j)), k]  # its cores
+                middle[inter] = starts[k] + nth_true(mine, hashes("aggregation", j))
+            else:
+                g = groups[starts][k]
+                middle[inter] = nth_true(ok & (groups[None, :] == g[:, None]),
+                                         hashes("aggregation", j))
         rows = hop_rows(problem, q, idx, middle)
         ids = np.full(rows.shape, -1, dtype=np.int64)
         if cells.width == 1:
@@ -92,6 +99,15 @@ def clos_ecmp(problem: ClosProblem, salt: int = 0, polarised: bool = False) -> C
         for i, m, path in zip(idx.tolist(), middle.tolist(), paths_of(ids)):
             r.plane[i], r.middle[i], r.path[i] = q, m, path
     return r
+
+
+def hash_keys(keys: list[bytes], seed) -> np.ndarray:
+    """``ecmp.flow_hash`` of every 5-tuple key (``"src|dst|proto|sport|dport|"`` encoded)
+    with ``seed``, as uint64: the same SHA-256 prefix, without formatting the tuple again
+    at every tier (tests/test_clos_speed.py holds the two equal)."""
+    tail, sha = f"{seed}".encode(), hashlib.sha256
+    digests = b"".join([sha(k + tail).digest()[:8] for k in keys])
+    return np.frombuffer(digests, dtype=">u8").astype(np.uint64)
 
 
 def nth_true(mask: np.ndarray, h: np.ndarray) -> np.ndarray:

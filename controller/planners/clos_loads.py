@@ -14,10 +14,13 @@ flow's costs in a plane are two or three element-wise maxima over the plane's mi
 one argmin, with the same floating-point values as taking the minimum over the members on
 every query (the greedy's choices are unchanged).
 
-Cost: building O(links); a flow's best option O(P x middles) numpy, a few calls per plane;
+Cost: building O(links) copies of the empty loads kept per fabric (``_Empty``), plus
+O(F x hops) numpy for a routing's flows; a flow's best option O(P x middles) numpy, a few calls per plane;
 adding a flow O(hops x members).
 """
 from __future__ import annotations
+
+from itertools import chain
 
 import numpy as np
 
@@ -28,20 +31,18 @@ class ClosLoads:
     def __init__(self, problem: ClosProblem, routing: ClosRouting | None = None):
         self.problem = problem
         L = problem.links
-        self.load = np.zeros(L.count + 1)
-        self.load[~L.alive] = np.inf
-        self.step = np.append(1.0 / L.units, 1.0)  # a flow's load on a link of that capacity
+        empty = L.table("empty loads", _Empty)  # once per fabric, copied (O(links) memcpy)
+        self.load = empty.load.copy()
+        self.step, self.step_l = empty.step, empty.step_l  # a flow's load per link (read-only)
         self.planes = len(problem.fabric.planes)
         cells = L.cells()
         self.cells = cells
         self.members = cells.members
         self.single = cells.width == 1  # no bundles: a cell's member is its only link
-        self.member0 = cells.members[:, 0].tolist()
-        self.cell_of = cells.cell_of.tolist()
-        self.step_l = self.step.tolist()
+        self.member0, self.cell_of = empty.member0, empty.cell_of
         self.groups = L.group_of_core
         self.views: list[tuple] = []  # per plane u1, d1 (leaves, slots, 1), u2, d2, even
-        self.cost = np.zeros(len(cells.members))
+        self.cost = empty.cost.copy()
         for q in range(self.planes):
             (A, C), base = cells.shape[q], cells.base[q]
             leaves, pods = L.up1[q].shape[0], L.up2[q].shape[0]
@@ -54,26 +55,28 @@ class ClosLoads:
             self.views.append((*v, even))
         if routing is not None:
             self.add_routing(routing)
+            self.load_l = self.load.tolist()  # the same values, for scalar updates
         else:
-            self._refresh(np.arange(len(cells.members)))
+            self.load_l = empty.load_l.copy()
         self.ends = [problem.end_lists(q) for q in range(self.planes)]
         self.pin = None if problem.pin is None else problem.pin.tolist()  # -1: free
-        self.load_l = self.load.tolist()  # the same values, for scalar updates
         if self.planes > 1:
-            self.host_up = L.host_up.tolist()
-            self.host_down = L.host_down.tolist()
+            self.host_up, self.host_down = empty.host_up, empty.host_down
 
     def _refresh(self, rows: np.ndarray) -> None:
         m = self.members[rows]
         self.cost[rows] = (self.load[m] + self.step[m]).min(axis=1)
 
     def add_routing(self, r: ClosRouting) -> None:
-        """Add every placed flow of ``r`` at once, in flow order (the same sums as adding
-        them one by one)."""
-        ids = [x for i, path in enumerate(r.path) if path
-               for x in (list(path) + (list(self.problem.host_links(i, r.plane[i]))
-                                       if self.planes > 1 else []))]
-        ids = np.asarray(ids, dtype=np.int64)
+        """Add every placed flow of ``r`` at once: the same sums as adding them one by one
+        (every addition to a link adds its step), O(F x hops) numpy."""
+        ids = np.fromiter(chain.from_iterable(r.path), dtype=np.int64)
+        if self.planes > 1:  # and the host links of the placed flows' planes
+            p, L = self.problem, self.problem.links
+            placed = np.flatnonzero(np.fromiter(map(len, r.path), dtype=np.int64, count=len(r.path)))
+            plane = np.asarray(r.plane, dtype=np.int64)[placed]
+            ids = np.concatenate([ids, L.host_up[plane, np.asarray(p.src, dtype=np.int64)[placed]],
+                                  L.host_down[plane, np.asarray(p.dst, dtype=np.int64)[placed]]])
         np.add.at(self.load, ids, self.step[ids])
         self._refresh(np.arange(len(self.members)))
 
@@ -169,6 +172,24 @@ class ClosLoads:
         return float(fab.max()) if fab.size else 0.0
 
 
+class _Empty:
+    """The loads of an empty routing and the tables every ``ClosLoads`` reads as lists, once
+    per fabric (``ClosLinks.table``): a planner's loads start as copies."""
+
+    def __init__(self, L):
+        cells = L.cells()
+        self.load = np.zeros(L.count + 1)
+        self.load[~L.alive] = np.inf
+        self.step = np.append(1.0 / L.units, 1.0)
+        m = cells.members
+        self.cost = (self.load[m] + self.step[m]).min(axis=1)
+        for a in (self.load, self.step, self.cost):
+            a.flags.writeable = False
+        self.load_l, self.step_l = self.load.tolist(), self.step.tolist()
+        self.member0, self.cell_of = cells.members[:, 0].tolist(), cells.cell_of.tolist()
+        self.host_up, self.host_down = L.host_up.tolist(), L.host_down.tolist()
+
+
 def hop_rows(problem: ClosProblem, q: int, idx: np.ndarray, middle: np.ndarray) -> np.ndarray:
     """The cells of flows ``idx`` over middles ``middle`` in plane q, in path order: (F, 4)
     rows, up1, up2, down2, down1; a flow inside a pod has -1 in columns 1 and 2."""
@@ -186,14 +207,13 @@ def hop_rows(problem: ClosProblem, q: int, idx: np.ndarray, middle: np.ndarray) 
 
 
 def paths_of(ids: np.ndarray) -> list[tuple[int, ...]]:
-    """Member ids (F, 4) as path tuples, the two missing hops of a flow inside a pod dropped."""
-    inter = ids[:, 1] >= 0
-    out: list[tuple[int, ...]] = [()] * len(ids)
+    """Member ids (F, 4) as path tuples, the two missing hops of a flow inside a pod dropped:
+    the columns zipped, a loop over the flows inside a pod only."""
     cols = ids.T.tolist()
-    for j, i in enumerate(np.flatnonzero(inter).tolist()):
-        out[i] = (cols[0][i], cols[1][i], cols[2][i], cols[3][i])
-    for i in np.flatnonzero(~inter).tolist():
-        out[i] = (cols[0][i], cols[3][i])
+    out = list(zip(*cols))
+    up, down = cols[0], cols[3]
+    for i in np.flatnonzero(ids[:, 1] < 0).tolist():
+        out[i] = (up[i], down[i])
     return out
 
 

@@ -11,7 +11,9 @@ one part per (plane, middle) option, largest share first, ``((path, share), ...)
 two-tier fabric: each part is a sub-connection of its own source port (``rules.part_sport``);
 parts of a share below ``MIN_SHARE`` are dropped.
 
->>> from controller.model.clos import Clos
+>>> import numpy as np
+
+from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow, Job
 >>> f = Clos.fat_tree(4, 2)
 >>> job = Job("j", explicit=[Flow("j", "h0_0", "h4_0", 1.0), Flow("j", "h0_0", "h0_1", 1.0)])
@@ -26,9 +28,11 @@ from __future__ import annotations
 import time
 from functools import partial
 
+import numpy as np
+
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting
-from controller.model.intent import UNROUTABLE
+from controller.model.intent import UNROUTABLE, MemberPath
 from controller.model.jobs import Job
 from controller.planners.clos_churn import clos_replan, previous_routes
 from controller.planners.clos_split import ClosSplitRouting
@@ -69,10 +73,13 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     parts: list = [None] * len(problem.flows)
     for pos in problem.unroutable:
         parts[pos] = UNROUTABLE
-    split = routing.parts if isinstance(routing, ClosSplitRouting) else None
-    named = partial(part_path, problem)
+    if not isinstance(routing, ClosSplitRouting):
+        for pos, path in zip(problem.inter, route_paths(problem, routing)):
+            parts[pos] = ((path, 1.0),)
+        return parts, ms, problem.unpinned
+    split, named = routing.parts, partial(part_path, problem)
     for i, pos in enumerate(problem.inter):
-        kept = [x for x in split[i] if x[3] >= MIN_SHARE] if split is not None else []
+        kept = [x for x in split[i] if x[3] >= MIN_SHARE]
         if len(kept) > 1:
             total = sum(w for *_, w in kept)
             parts[pos] = tuple((named(i, q, m, links), float(w) / total)
@@ -82,6 +89,51 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
         else:
             parts[pos] = ((named(i, routing.plane[i], routing.middle[i], routing.path[i]), 1.0),)
     return parts, ms, problem.unpinned
+
+
+def route_paths(problem: ClosProblem, routing: ClosRouting) -> list[tuple]:
+    """Every flow's route as ``plan.part_path`` names it, numpy per plane over the flows
+    (the request path names every flow of a group: O(F), no call per flow), a
+    ``MemberPath`` on a fabric with bundles; a flow without a plane as ``part_path`` does."""
+    fab = problem.fabric
+    plane = np.asarray(routing.plane, dtype=np.int64)
+    middle = np.asarray(routing.middle, dtype=np.int64)
+    out: list = [None] * len(problem)
+    for q in range(len(fab.planes)):
+        idx = np.flatnonzero(plane == q)
+        leaves, aggs, cores, groups = fab.derived("clos_route_names", _name_tables)[q]
+        a, b, p, r = (e[idx] for e in problem.end_arrays(q))
+        m = middle[idx]
+        j = np.flatnonzero(p != r)  # between pods: five switches, the core's group's aggs
+        g = m.copy()
+        g[j] = groups[m[j]]
+        names = list(zip(*(c.tolist() for c in (leaves[a], aggs[p, g], leaves[b]))))
+        five = (leaves[a[j]], aggs[p[j], g[j]], cores[m[j]], aggs[r[j], g[j]], leaves[b[j]])
+        for k, t in zip(j.tolist(), zip(*(c.tolist() for c in five))):
+            names[k] = t
+        for i, t in zip(idx.tolist(), names):
+            out[i] = t
+    if fab.bundled:
+        member = problem.links.member_of.tolist()
+        out = [None if o is None else MemberPath(o, (member[x] for x in path))
+               for o, path in zip(out, routing.path)]
+    for i in (i for i, o in enumerate(out) if o is None):  # unplaced: as ``part_path``
+        out[i] = part_path(problem, i, routing.plane[i], routing.middle[i], routing.path[i])
+    return out
+
+
+def _name_tables(fab: Clos) -> list[tuple[np.ndarray, ...]]:
+    """Per plane its leaves, aggregation switches (pods, slots), cores and their groups as
+    arrays for ``route_paths``; once per fabric (names do not change with failures)."""
+    out = []
+    for plane in fab.planes:
+        width = max(len(a) for a in plane.aggs)
+        aggs = np.array([list(a) + [""] * (width - len(a)) for a in plane.aggs], dtype=object)
+        cores = [c for grp in plane.cores for c in grp]
+        groups = np.array([x for x, grp in enumerate(plane.cores) for _ in grp], dtype=np.int64)
+        out.append((np.array(plane.leaves, dtype=object), aggs, np.array(cores, dtype=object),
+                    groups))
+    return out
 
 
 def installed_clos_plan(fabric: Clos, jobs_parts: list[tuple[Job, list]],

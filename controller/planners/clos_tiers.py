@@ -92,13 +92,12 @@ def tier_colouring(problem: ClosProblem, colours: str = "equitable",
     n = len(problem)
     planes = np.zeros(n, dtype=np.int64)
     if len(fab.planes) > 1:
-        group: dict[tuple, int] = {}
-        key = [group.setdefault(fab.host_leaves[h], len(group)) for h in L.hosts]
+        key = fab.derived("clos_leaf_groups", _leaf_groups)
         free = np.arange(n) if problem.pin is None else np.flatnonzero(problem.pin < 0)
-        src, dst = np.asarray(problem.src)[free].tolist(), np.asarray(problem.dst)[free].tolist()
-        order = np.lexsort((dst, src)).tolist()
-        colour = equitable_edge_colouring([(key[src[i]], key[dst[i]]) for i in order],
-                                          len(fab.planes))
+        src, dst = np.asarray(problem.src)[free], np.asarray(problem.dst)[free]
+        order = np.lexsort((dst, src))
+        edges = list(zip(key[src[order]].tolist(), key[dst[order]].tolist()))
+        colour = equitable_edge_colouring(edges, len(fab.planes))
         planes[free[order]] = colour
         if problem.pin is not None:  # pinned flows keep their plane; the free ones share out
             planes[problem.pin >= 0] = problem.pin[problem.pin >= 0]
@@ -150,6 +149,14 @@ def tier_colouring(problem: ClosProblem, colours: str = "equitable",
         place(loads, r, i)
     r.info["greedy_placed"] = len(later)
     return r
+
+
+def _leaf_groups(fab) -> np.ndarray:
+    """Per host (``ClosLinks.hosts`` order) its group of hosts on the same leaves, numbered
+    in order of first host; once per fabric."""
+    group: dict[tuple, int] = {}
+    return np.array([group.setdefault(fab.host_leaves[h], len(group)) for h in fab.host_leaves],
+                    dtype=np.int64)
 
 
 def _colour(edges: list[tuple[int, int]], k: int, colours: str) -> np.ndarray:
