@@ -24,7 +24,7 @@ import threading
 import time
 import traceback
 
-from emulation.harness import collectives, ovs
+from emulation.harness import collectives, fabricnet, ovs, owned
 
 OFCTL = ["ovs-ofctl", "-O", "OpenFlow13"]
 AWAY = "tcp:127.0.0.1:6999"  # where a bridge looks for its controller while it is wiped
@@ -46,21 +46,13 @@ def tables(bridges: list[str]) -> dict[str, list[str]]:
     return {b: ovs.flow_table(b) + groups(b) for b in bridges}
 
 
-def _rows(table: str, columns: str) -> list[list]:
-    return json.loads(_run(["ovs-vsctl", "--format=json", f"--columns={columns}", "list",
-                            table]))["data"]
-
-
-def _uuids(cell) -> list[str]:
-    """The uuids of an OVSDB set cell: ["uuid", u] or ["set", [["uuid", u], ...]]."""
-    return [cell[1]] if cell[0] == "uuid" else [u for _, u in cell[1]]
-
-
 def controller_targets(bridges: list[str]) -> dict[str, str]:
-    """Controller record uuid -> its target, for the records of ``bridges``."""
-    mine = {u for name, cell in _rows("bridge", "name,controller") if name in bridges
-            for u in _uuids(cell)}
-    return {u[1]: target for u, target in _rows("controller", "_uuid,target") if u[1] in mine}
+    """Controller record uuid -> its target, for the records of ``bridges``
+    (``owned.list_bridges`` names each bridge's records)."""
+    mine = {u for name, _owner, uuids in owned.list_bridges() if name in bridges for u in uuids}
+    rows = json.loads(_run(["ovs-vsctl", "--format=json", "--columns=_uuid,target", "list",
+                            "controller"]))["data"]
+    return {u[1]: target for u, target in rows if u[1] in mine}
 
 
 def set_targets(targets: dict[str, str]) -> None:
@@ -81,13 +73,9 @@ def refill(bridges: list[str], ctl=None, timeout: float = 15.0) -> None:
     set_targets(dict.fromkeys(targets, AWAY))
     try:
         if ctl is not None:
-            deadline = time.monotonic() + timeout
-            while not set(bridges) <= set(ctl.rest("GET", "/v1/fabric")[1].get(
-                    "missing_switches") or ()):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"the controller still saw some of {len(bridges)} "
-                                       f"bridges connected {timeout:g} s after they left")
-                time.sleep(0.05)
+            fabricnet.wait_until(lambda: set(bridges) <= set(ctl.rest("GET", "/v1/fabric")[1].get(
+                "missing_switches") or ()), timeout, interval=0.05,
+                what=f"the controller to see {len(bridges)} bridges gone")
         for b in bridges:
             _run([*OFCTL, "del-flows", b])
             _run([*OFCTL, "del-groups", b])
