@@ -11,9 +11,8 @@ controller's host: their data planes are not known to have failed. So when at le
 within ``restart_window`` (1 s) of the first of them, they form a round; a switch lost later,
 while members of the round are still away, joins it (one of 20 bridges of an ``ovs-ctl
 restart`` was seen lost after the window, failed at the dead-after and moved 94 routes). Its
-members do not
-count as failed by the dead-after while it is open (``SwitchSeen.held_until``, read by
-``state.failed_links``), and their peers' echoes do not judge them silent
+members do not count as failed by the dead-after while it is open (``SwitchSeen.held_until``,
+read by ``state.failed_links``), and their peers' echoes do not judge them silent
 (``liveness.Liveness.round``'s ``spared``). The round closes when every member is back
 (nothing was re-planned), or ``restart_grace`` (30 s) after it began, when the members still
 away count as failed together: one re-plan, its cause naming the round. 30 s: SONiC's
@@ -55,8 +54,7 @@ class Restarts:
 
     def away(self, switches: dict) -> set[int]:
         """Members of open rounds that are not connected: not failed, not judged silent."""
-        return {d for r in self.open for d in r.members
-                if d in switches and not switches[d].connected}
+        return {d for r in self.open for d in _away(r, switches)}
 
     def lost(self, dpid: int, now: float, switches: dict, settings) -> None:
         """A switch of the fabric in use lost its connection at ``now``: it goes back into
@@ -65,8 +63,8 @@ class Restarts:
         if settings.restart_grace <= 0:
             return
         for r in self.open:
-            if dpid in r.members or now <= r.began + settings.restart_window or any(
-                    d in switches and not switches[d].connected for d in r.members):
+            if dpid in r.members or now <= r.began + settings.restart_window or \
+                    _away(r, switches):
                 r.members.add(dpid)
                 _hold(switches, dpid, r.ends)
                 return
@@ -122,6 +120,11 @@ class Restarts:
         return [{"cause": f"restart round: {len(r.members)} switches lost together; not "
                           f"re-planned until they return or {r.ends - r.began:g} s",
                  "restart_round": _names(r.members, name)}]
+
+
+def _away(r: Round, switches: dict) -> list[int]:
+    """The members of round ``r`` that are not connected."""
+    return [d for d in r.members if d in switches and not switches[d].connected]
 
 
 def _hold(switches: dict, dpid: int, until: float) -> None:
