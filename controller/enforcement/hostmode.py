@@ -312,6 +312,12 @@ def choose_ports(fabric: Clos, flows: list, maps: dict[tuple, PortMap],
     return {k: tuple(v) for k, v in out.items()}, missing
 
 
+def by_part(ports: dict) -> dict:
+    """{(job id, flow key): ports} of ports kept by job, ``{job id: {flow key: ports}}``
+    (``HostPorts.ports``)."""
+    return {(j, fk): p for j, by_flow in ports.items() for fk, p in by_flow.items()}
+
+
 def port_changes(old: dict, new: dict, moved: set) -> list[tuple]:
     """(name, part, old port, new port) of every part whose port changed, or that is in
     ``moved`` ((name, part): its plane changed, so the connection moves even on the same
@@ -368,7 +374,7 @@ class HostPorts:
         to wait before probing again an answer that contradicts the pipeline (``_settle``;
         None: never). Raises ConflictError when the port range cannot serve a spine,
         InstallError when probes are lost. Returns {(job id, flow key): ports}."""
-        previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
+        previous = by_part(self.ports)
         taken = list(taken)
         span = clos_hostmode.MemberBits(fabric).span  # ports probed: member fields 0
         want: dict[tuple, int] = {}
@@ -486,7 +492,7 @@ class HostPorts:
     def changes(self, ports: dict, moved: set) -> list[tuple]:
         """Port changes of ``ports`` against the committed ones (``moved``: parts whose plane
         changed, as ``port_changes``)."""
-        previous = {(j, fk): p for j, by_flow in self.ports.items() for fk, p in by_flow.items()}
+        previous = by_part(self.ports)
         return port_changes(previous, ports, moved)
 
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
-from controller.enforcement.hostmode import HostPorts, port_changes
+from controller.enforcement.hostmode import HostPorts, by_part
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import part_sport
 from controller.errors import ConflictError, InputError
@@ -140,12 +140,10 @@ class HostPortService:
         ``{job id: {flow key: ports}}`` form); returns the parts whose kept port the report
         changed, ``commit``'s way: replaced by another, or withdrawn (``sport`` None). A
         part that had no port is no change."""
-        previous = {(j, fk): p for j, by_flow in self.ports.ports.items()
-                    for fk, p in by_flow.items()}
-        now = {(j, fk): p for j, by_flow in ports.items() for fk, p in by_flow.items()}
+        changed = self.ports.changes(by_part(ports), set())
         self.ports.ports, self.paths = ports, paths
         return [change_of(fabric, records, jid, fk, part, old, new)
-                for (jid, fk), part, old, new in port_changes(previous, now, set())]
+                for (jid, fk), part, old, new in changed]
 
     def needs_refresh(self, fabric: Clos, records: dict) -> bool:
         """Whether some host-mode flow has no port yet or one no longer reaches its hops (its
