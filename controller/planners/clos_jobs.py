@@ -93,8 +93,7 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None) -> ClosRouting:
               "colouring": tier_colouring(problem)}
     scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
     planes = len(problem.fabric.planes)
-    best = min(rank_key(v.values())[1] for v in scores.values())
-    for name, other in other_starts(problem, "Clos", best, planes).items():
+    for name, other in other_starts(problem, "Clos", scores, planes).items():
         starts[name], scores[name] = other, clos_slowdowns(problem, other)
     bound = worst_bound(scores)
     first = min(scores, key=lambda n: (rank_key(scores[n].values(), bound), n != "auto"))

@@ -142,12 +142,13 @@ OTHER_STARTS = ("ecmp", "ecmp-polarised", "edge-coloring", "annealing")
 OTHER_STARTS_FLOWS = 256
 
 
-def other_starts(problem, shape: str, best_mean: float, planes: int = 1) -> dict:
+def other_starts(problem, shape: str, scores: dict, planes: int = 1) -> dict:
     """name -> plan of each ``OTHER_STARTS`` planner on ``problem`` (the registry's planner on
     ``shape``, its default options), or none: above ``OTHER_STARTS_FLOWS`` flows, or when the
-    best start's mean is already 1 on a single plane (a job on one NIC never beats its ideal).
-    """
-    if len(problem) > OTHER_STARTS_FLOWS or (planes == 1 and best_mean <= 1.0 + EPS):
+    best of the starts scored so far (``scores``: name -> per-job slowdowns) has a mean of 1
+    already on a single plane (a job on one NIC never beats its ideal)."""
+    if len(problem) > OTHER_STARTS_FLOWS or (planes == 1 and min(
+            rank_key(v.values())[1] for v in scores.values()) <= 1.0 + EPS):
         return {}
     from controller.planners.registry import planner_for
     return {name: planner_for(name, shape)(problem) for name in OTHER_STARTS}
@@ -196,8 +197,7 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
                                             for k, s in enumerate(cand)):
             starts[name] = list(cand)
     scores = {name: job_slowdowns(problem, sp) for name, sp in starts.items()}
-    best = min(rank_key(v.values())[1] for v in scores.values())
-    for name, a in other_starts(problem, "two-tier", best).items():
+    for name, a in other_starts(problem, "two-tier", scores).items():
         starts[name] = a.spines()
         scores[name] = job_slowdowns(problem, starts[name])
     bound = worst_bound(scores)
