@@ -135,9 +135,9 @@ def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, sal
             ilp_time_limit: float, objective: str | None = None, max_parts: int | None = None,
             shape: str | None = None, spray_penalty: float = DEFAULT_PENALTY) -> list[dict]:
     """One row per algorithm (``compare_row``, named as asked) with the objective it planned
-    with (``objective_for``); ``max_parts`` applies to split. A planner run with one
-    configuration once (on a Clos auto with objective jobs is the jobs planner: one plan for
-    both rows). What the shape does not take is refused first (``run_shape``), then an
+    with (``objective_for``); ``max_parts`` applies to split. Each planner configuration
+    runs once (on a Clos, auto with objective jobs is the jobs planner: both rows share its
+    plan). What the shape does not take is refused first (``run_shape``), then an
     unknown name. ``spray``: the baseline row of ``planners.spray`` with its goodput penalty
     (All-Reduce by the shared prediction, slowest rate the coupled model's goodput)."""
     shape = shape or run_shape(fabric, max_parts)

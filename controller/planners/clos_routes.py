@@ -11,9 +11,7 @@ one part per (plane, middle) option, largest share first, ``((path, share), ...)
 two-tier fabric: each part is a sub-connection of its own source port (``rules.part_sport``);
 parts of a share below ``MIN_SHARE`` are dropped.
 
->>> import numpy as np
-
-from controller.model.clos import Clos
+>>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow, Job
 >>> f = Clos.fat_tree(4, 2)
 >>> job = Job("j", explicit=[Flow("j", "h0_0", "h4_0", 1.0), Flow("j", "h0_0", "h0_1", 1.0)])
