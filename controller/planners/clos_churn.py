@@ -15,13 +15,19 @@ middle and member links):
 3. while the max link load (fabric links, as ``clos_auto`` scores) is above the lower bound,
    flows on links at the max move one at a time to an option whose busiest link stays below
    it, or by a chain of two moves (the flows just placed first: moving them costs nothing),
-   bounded by passes and ``SEARCH_LIMIT``; the moves of a level are undone unless the max
+   and where those are stuck by ejection chains (``_ejection``: up to ``EJECTION_DEPTH``
+   moves, each freeing the one link the move before it filled), bounded by passes,
+   ``EJECTION_WORK`` and ``SEARCH_LIMIT``; the moves of a level are undone unless the max
    drops (fewer links at the max alone is not worth moving running flows);
 4. only when the result still misses the lower bound, a fresh ``clos_auto`` plan is taken
    instead when it is strictly lower on the max link load (churn.py's rule on the request
    path: the fresh plan must win on the objective, never on a tie); then every flow whose
-   route in force is alive goes back to it where that keeps the fresh plan's max (``home``):
-   the fresh plan decides the max, the routes in force most of the rest.
+   route in force is alive goes back to it where that keeps the fresh plan's max (``home``),
+   or, where the instance is small enough for HiGHS (``clos_ilp_moves``, within
+   ``MOVES_MILP_S``), the routing at the fresh plan's max that keeps the most flows in
+   place: the fresh plan decides the max, the routes in force the rest. On the loaded k = 8
+   fat-tree of ``benchmarks.scale`` a failed core link moved about 860 of 1,120 routes with
+   ``home`` alone, about 30 with the MILP (tests/test_clos_churn.py).
 
 When most flows are new (a job larger than those running is added), steps 2 to 4 give way to
 the fresh plan with every running flow sent back home where that keeps its max: the greedy on
@@ -42,7 +48,8 @@ top of the running flows rarely meets the bound then, and the request path stays
 
 Cost: O(F) to read the routes in force and rebuild the loads; the greedy's O(P x middles)
 per flow placed; per level of the search O(passes x F x P x middles) at worst; one
-``clos_auto`` run only when the result misses the lower bound.
+``clos_auto`` run, and one MILP within ``MOVES_MILP_S``, only when the result misses the
+lower bound.
 """
 from __future__ import annotations
 
@@ -52,8 +59,9 @@ import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.intent import members_of
-from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, clos_auto, score
 from controller.planners.clos_greedy import place_all
+from controller.planners.clos_ilp_moves import fewest_moves
 from controller.planners.clos_loads import (
     ClosLoads,
     empty_routing,
@@ -63,8 +71,12 @@ from controller.planners.clos_loads import (
 )
 
 MAX_PASSES = 20  # per level of the search: passes over the flows on links at the max
-# the search's time on the request path: the fresh plan is the fallback (at k = 16 a few ms)
-SEARCH_LIMIT = 0.01
+# the search's time on the request path, a guard (passes and work bound it first): the fresh
+# plan is the fallback (at k = 8 the search takes about 10 ms)
+SEARCH_LIMIT = 0.05
+MOVES_MILP_S = 1.0  # the fewest-moves MILP's time limit, where the fresh plan wins
+EJECTION_DEPTH = 6  # moves in one ejection chain (``_ejection``), at most
+EJECTION_WORK = 2000  # flows an ejection search looks at per level of lower_max
 
 
 def clos_replan(problem: ClosProblem, previous: ClosRouting,
@@ -111,6 +123,10 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
                 if f_value < value - 1e-9:  # strictly lower max: worth moving, few as can
                     r, source = fresh, "fresh"
                     homed = home(problem, r, previous, f_value)
+                    few = fewest_moves(problem, previous, f_value, MOVES_MILP_S,
+                                       LAYER2_MILP_OPTIONS)
+                    if few is not None and few.info["kept"] > _kept(r, previous):
+                        r, source = few, "fewest moves"
     value = score(problem, r)[0]
     moved = [i for i in range(n) if previous.plane[i] >= 0  # member ids name the plane too
              and tuple(r.path[i]) != tuple(previous.path[i])]
@@ -160,6 +176,7 @@ def lower_max(problem: ClosProblem, loads: ClosLoads, r: ClosRouting, first: lis
         if alpha <= bound + 1e-9:
             return kept
         undo.clear()
+        work = [EJECTION_WORK]  # the ejection chains' flows looked at, this level
         hot = _at(loads.load, fab, alpha)
         for _ in range(max_passes):
             before = len(undo)
@@ -173,6 +190,10 @@ def lower_max(problem: ClosProblem, loads: ClosLoads, r: ClosRouting, first: lis
                     hot = _at(loads.load, fab, alpha)
                     if not hot:
                         break
+            if hot and hot != {-1} and len(undo) == before:  # single moves are stuck
+                for h in sorted(hot):
+                    if h in hot and _ejection(loads, r, h, alpha, on, move, undo, work):
+                        hot = _at(loads.load, fab, alpha)
             if not hot or hot == {-1} or len(undo) == before:
                 break
         if hot:  # the max did not drop: every move of this level back
@@ -234,6 +255,63 @@ def _chain(loads: ClosLoads, r: ClosRouting, i: int, alpha: float, on: dict, mov
     return False
 
 
+def _ejection(loads: ClosLoads, r: ClosRouting, start: int, alpha: float, on: dict, move,
+              undo: list, work: list[int], depth: int = EJECTION_DEPTH,
+              options: int = 8) -> bool:
+    """One flow off link ``start`` (at ``alpha``) by an ejection chain, as a Kempe chain
+    swaps two colours along an alternating path: a flow over it moves to an option that
+    reaches ``alpha`` on one fabric link only, a flow over that link moves on in the same
+    way (its options read with the moves before it made: the link the previous flow left is
+    free again), and so on, depth first, at most ``depth`` moves and each link once, until a
+    move lands below ``alpha``. The moves are made as the search goes and undone where it
+    backs off (``undo``: lower_max's log). Single moves and chains of two (``_single``,
+    ``_chain``) are stuck where every other option of a flow crosses two full links (a
+    failed core link on a loaded fat-tree left links one flow above the bound). ``work``:
+    flows looked at, shared by the calls of a level (a budget without a clock: the same
+    result on a loaded machine)."""
+    load, step = loads.load_l, loads.step_l
+    seen = {start}
+
+    def shed(y: int, left: int) -> bool:
+        for j in sorted(on.get(y, ())):
+            if work[0] <= 0:
+                return False
+            work[0] -= 1
+            qj, pj = r.plane[j], r.path[j]
+            loads.add(j, qj, pj, -1.0)
+            tried = []
+            for q in range(loads.planes):
+                c = loads.plane_costs(j, q, hosts=False).ravel()
+                tried += [(float(c[m]), q, int(m)) for m in
+                          np.argsort(c, kind="stable")[:options] if c[m] <= alpha + 1e-9]
+            steps = []
+            for _, q, m in sorted(tried)[:options]:
+                new = loads.pick(j, q, m)
+                if new == pj or y in new:
+                    continue
+                block = [x for x in new if load[x] + step[x] >= alpha - 1e-9]
+                if not block:
+                    steps.insert(0, (q, m, new, None))
+                    break
+                if len(block) == 1 and block[0] not in seen and left > 1:
+                    steps.append((q, m, new, block[0]))
+            loads.add(j, qj, pj)
+            for q, m, new, z in steps:
+                mark = len(undo)
+                move(j, q, m, new)
+                if z is None:
+                    return True
+                seen.add(z)
+                if shed(z, left - 1):
+                    return True
+                while len(undo) > mark:
+                    i, q0, m0, p0 = undo.pop()
+                    move(i, q0, m0, p0, log=False)
+        return False
+
+    return shed(start, depth)
+
+
 def home(problem: ClosProblem, r: ClosRouting, previous: ClosRouting, value: float,
          passes: int = 2) -> int:
     """Move the flows of ``r`` (a fresh plan) back to their alive routes in force wherever
@@ -263,6 +341,12 @@ def home(problem: ClosProblem, r: ClosRouting, previous: ClosRouting, value: flo
         if not sent:
             break
     return back
+
+
+def _kept(r: ClosRouting, previous: ClosRouting) -> int:
+    """Flows of ``r`` on their route in force."""
+    return sum(previous.plane[i] >= 0 and tuple(r.path[i]) == tuple(previous.path[i])
+               for i in range(len(r.path)))
 
 
 def _at(load: np.ndarray, fab: np.ndarray, alpha: float) -> set[int]:
