@@ -51,17 +51,39 @@ def weighted_max_min(a: csr_matrix, at: csr_matrix, capacity: np.ndarray,
     rates = np.zeros(n)
     residual = np.asarray(capacity, dtype=float).copy()
     unfrozen = alive.copy()
+    times_a, times_at = _product(a), _product(at)
     for _ in range(n):
         if not unfrozen.any():
             break
-        demand = at @ unfrozen.astype(float)
+        demand = times_at(unfrozen.astype(float))
         active = demand > 0
         share = np.full(len(residual), np.inf)
         share[active] = np.maximum(residual[active], 0.0) / demand[active]
         x = share.min()
         bottleneck = share <= x * (1 + REL_TOL) + 1e-300
-        newly = ((a @ bottleneck.astype(float)) > 0) & unfrozen
+        newly = (times_a(bottleneck.astype(float)) > 0) & unfrozen
         rates[newly] = x
         unfrozen &= ~newly
-        residual -= at @ np.where(newly, x, 0.0)
+        residual -= times_at(np.where(newly, x, 0.0))
     return rates
+
+
+def _product(m):
+    """``lambda v: m @ v`` for float vectors: for a float CSR matrix the kernel that ``@``
+    runs (the same sums in the same order), called without its dispatch."""
+    try:
+        from scipy.sparse import _sparsetools
+        kernel = _sparsetools.csr_matvec
+    except (ImportError, AttributeError):  # another scipy: the operator
+        kernel = None
+    if (kernel is None or getattr(m, "format", None) != "csr" or m.dtype != np.float64
+            or m.ndim != 2):
+        return m.__matmul__
+    rows, cols = m.shape
+    indptr, indices, data = m.indptr, m.indices, m.data
+
+    def times(v: np.ndarray) -> np.ndarray:
+        out = np.zeros(rows)
+        kernel(rows, cols, indptr, indices, data, v, out)
+        return out
+    return times

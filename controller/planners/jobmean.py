@@ -55,18 +55,16 @@ class _JobState:
         self.r, self.model = r, model
         self.at: list[dict] = [{} for _ in r.on]
         self.values: list[Counter] = [Counter() for _ in model.jobs]
+        at, values, table = self.at, self.values, model.link_table
         for x, on in enumerate(r.on):
-            if on:
-                self._set(x, self.link_values(on))
+            if on:  # _set on an empty link
+                vals = at[x] = table(on)[0]
+                for j, v in vals.items():
+                    values[j][v] += 1
 
     def link_values(self, on) -> dict:
-        out: dict[int, float] = {}
-        for f in on:
-            j = self.model.job[f]
-            v = self.model.value(f, on)
-            if v > out.get(j, 0.0):
-                out[j] = v
-        return out
+        """Job -> its worst flow value on a link holding ``on`` (shared: never changed)."""
+        return self.model.link_table(on)[0]
 
     def _set(self, x: int, vals: dict) -> None:
         for j, v in self.at[x].items():
@@ -83,8 +81,11 @@ class _JobState:
         return max(max(c) if c else 1.0, 1.0)
 
     def refresh(self, links) -> None:
+        at, on = self.at, self.r.on
         for x in links:
-            self._set(x, self.link_values(self.r.on[x]))
+            vals = self.link_values(on[x])
+            if vals is not at[x] and vals != at[x]:  # the same values: the counters stay
+                self._set(x, vals)
 
 
 def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, list]:
@@ -103,10 +104,19 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
     for f, j in enumerate(model.job):
         flows_of[j].append(f)
 
+    S, LS, src, dst, spine, on, at = r.S, r.LS, r.src, r.dst, r.spine, r.on, st.at
+    job_of, alone, table = model.job, model.alone, model.link_table
+    lim = 1.0 + EPS
+
     def hot(f: int) -> bool:
-        j = model.job[f]
-        return any(st.at[y].get(j, 0.0) > 1.0 + EPS and model.value(f, r.on[y]) > 1.0 + EPS
-                   for y in r.links(f, r.spine[f]))
+        """Whether a link of f holds its job above 1 and f's own value there is above 1."""
+        j, s = job_of[f], spine[f]
+        for y in (src[f] * S + s, LS + dst[f] * S + s):  # r.links(f, s)
+            if at[y].get(j, 0.0) > lim:
+                o = on[y]
+                if (alone[f] if len(o) == 1 else table(o)[1][f]) > lim:  # value_on
+                    return True
+        return False
 
     def undo(log, n: int) -> None:
         while len(log) > n:
@@ -134,9 +144,10 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
                 if slow[model.job[h]] <= 1.0 + EPS:
                     continue
                 hl = r.links(h, t)
+                h0, h1 = hl[0] - t, hl[1] - t
                 for u in sorted(bits(usable[h] & ~(1 << t)),
-                                key=lambda u: (max(load[y - t + u] for y in hl), u)):
-                    if max(load[y - t + u] for y in hl) + 1 > alpha:
+                                key=lambda u: (max(load[h0 + u], load[h1 + u]), u)):
+                    if max(load[h0 + u], load[h1 + u]) + 1 > alpha:
                         break
                     if spent >= budget:
                         return False
@@ -153,7 +164,7 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
                     r.remove_route(h)
                     r.add_route(h, t)
                     st.refresh(touched)
-                if all(len(r.on[y]) == 1 or model.value(g, r.on[y]) <= 1.0 + EPS
+                if all(len(r.on[y]) == 1 or model.value_on(g, r.on[y]) <= 1.0 + EPS
                        for y in r.links(g, t)):
                     return True
         return False
@@ -201,7 +212,7 @@ def lower_mean(r: Routing, model, alpha: int, budget: int) -> tuple[int, str, li
                 st.refresh(touched)
                 for y in touched:
                     affected.update(st.at[y])
-                if (max(model.value(g, r.on[y]) for y in r.links(g, r.spine[g])) <= 1.0 + EPS
+                if (max(model.value_on(g, r.on[y]) for y in r.links(g, r.spine[g])) <= 1.0 + EPS
                         and fine(affected)):
                     break
                 undo(log, mark)

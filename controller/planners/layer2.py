@@ -102,6 +102,20 @@ def fewer_at_level(r: Routing, c: int, deadline: float | None = None,
             break
         if floor is not None and at[x // S] <= floor[x // S]:
             continue  # this leaf side is at its bound: no chain can clear one of its links
+        if r.load[x] > c and not r.room[x // S]:
+            # x above c and no link of its leaf side below its capacity: the side's flows stay
+            # on its links and, with x at c, exceed their capacities, so no chain (which keeps
+            # every link within its capacity) places a flow taken off x. What the failed
+            # searches leave is the flow sets' take-off and put-back (their order kept);
+            # loads, capacities and room masks come back as they were
+            on, spine = r.on, r.spine
+            for g in sorted(on[x]):
+                up, down = (on[y] for y in r.links(g, spine[g]))
+                up.discard(g)  # remove_route's order, then add_route's
+                down.discard(g)
+                up.add(g)
+                down.add(g)
+            continue
         r.set_link_capacity(x, c)
         for g in sorted(r.on[x]):
             s = r.remove_route(g)
@@ -123,12 +137,26 @@ def fewer_below(r: Routing, alpha: int, deadline: float | None = None,
     above the level stay and the sorted load vector gets lexicographically smaller. Returns
     the links cleared. Cost: per pass at most (links at the level x their flows) chain
     searches of ``budget`` links each."""
+    return _fewer_below(r, alpha, deadline, budget, True)
+
+
+def _fewer_below(r: Routing, alpha: int, deadline: float | None, budget: int,
+                 keep_order: bool) -> int:
+    """``fewer_below``; without ``keep_order`` (a caller that only reads the spines and loads
+    of ``r`` afterwards) the pass at level 1 is left out: at c = 0 every link is held at its
+    load, so no side has room and it clears nothing (``fewer_at_level``'s skipped searches),
+    ending the passes; it would only take flows off and put them back, which reorders the
+    flow sets and nothing else."""
     cleared = 0
     while deadline is None or time.perf_counter() <= deadline:
         below = [v for v in r.load if 0 < v < alpha]
         if not below:
             break
         level = max(below)
+        if level == 1 and not keep_order:
+            if deadline is None or time.perf_counter() <= deadline:
+                r.set_capacity(0, hold=True)  # the pass's capacities, as it leaves them
+            break
         while deadline is None or time.perf_counter() <= deadline:
             got = fewer_at_level(r, level - 1, deadline, budget)
             cleared += got

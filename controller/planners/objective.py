@@ -79,20 +79,51 @@ class JobModel:
         for j in problem.jobs:
             for r, ranks in enumerate(j.rings):
                 steps[(j.id, r)] = 2 * (len(ranks) - 1)
-        self.job = []
-        self.weight = []
-        for pos in problem.inter:
-            f = problem.flows[pos]
-            self.job.append(index[f.job])
-            self.weight.append(f.bytes * steps.get((f.job, f.ring), 1))
+        flows = problem.flows
+        self.job = [index[flows[pos].job] for pos in problem.inter]
+        self.weight = [f.bytes * steps.get((f.job, f.ring), 1)
+                       for f in (flows[pos] for pos in problem.inter)]
+        # _value(f, (f,)), inlined: tau = sum((min(w, w),)) / C, that sum being w
+        compute, ideal, capacity = self.compute, self.ideal, self.capacity
+        alone = []
+        for w, j in zip(self.weight, self.job):
+            base = compute[j] + ideal[j]
+            alone.append(1.0 if base <= 0 else
+                         (compute[j] + max(ideal[j], sum((min(w, w),)) / capacity)) / base)
+        self.alone = alone
+        self._tables: dict[tuple, tuple[dict, dict]] = {}
 
-        self.alone = [self._value(f, (f,)) for f in range(len(self.job))]
+    def link_table(self, on_link) -> tuple[dict, dict]:
+        """(job -> the largest value of its flows, flow -> value) of the flows ``on_link``,
+        each as ``value`` gives it; kept per tuple of the flows in their iteration order
+        (the order ``value`` sums in, so a kept table is what it would compute)."""
+        key = tuple(on_link)
+        got = self._tables.get(key)
+        if got is None:
+            jobs: dict[int, float] = {}
+            flows: dict[int, float] = {}
+            single = len(key) == 1
+            for f in key:
+                v = self.alone[f] if single else self._value(f, key)
+                flows[f] = v
+                j = self.job[f]
+                if v > jobs.get(j, 0.0):
+                    jobs[j] = v
+            got = self._tables[key] = (jobs, flows)
+        return got
 
     def value(self, f: int, on_link) -> float:
         """Slowdown of f's job if f's time on a link holding ``on_link`` set it."""
         if len(on_link) == 1:
             return self.alone[f]
         return self._value(f, on_link)
+
+    def value_on(self, f: int, on_link) -> float:
+        """``value(f, on_link)``, from the link table when f is among ``on_link``."""
+        if len(on_link) == 1:
+            return self.alone[f]
+        v = self.link_table(on_link)[1].get(f)
+        return self._value(f, on_link) if v is None else v
 
     def _value(self, f: int, on_link) -> float:
         wf = self.weight[f]
@@ -165,9 +196,9 @@ def _values(model: JobModel, r: Routing) -> list[float]:
     """Each job's predicted slowdown on routing ``r``, in ``model.jobs`` order."""
     out = [1.0] * len(model.jobs)
     for on_link in r.on:
-        for f in on_link:
-            j = model.job[f]
-            out[j] = max(out[j], model.value(f, on_link))
+        if on_link:
+            for j, v in model.link_table(on_link)[0].items():
+                out[j] = max(out[j], v)
     return out
 
 
@@ -231,9 +262,15 @@ def _search(problem: Problem, spines: list[int], budget: int):
             values[j] = max(values[j], model.alone[f])
         return list(spines), _info(model, values, 0, "local_optimum", "local_optimum")
     r = Routing(problem, spines)
-    start = _values(model, r)
+    start = [1.0] * len(model.jobs)  # _values(model, r), and each link's worst value
+    worst = {}
+    for x, on in enumerate(r.on):
+        if on:
+            per_job, per_flow = model.link_table(on)
+            for j, v in per_job.items():
+                start[j] = max(start[j], v)
+            worst[x] = max(per_flow.values())
     alpha = r.max_load()
-    worst = {x: model.link_worst(on) for x, on in enumerate(r.on) if on}
     S = r.S
     version = [0] * (2 * r.n_leaves)  # per leaf-side row: bumped when one of its links changes
     stuck: dict[int, tuple] = {}  # critical link -> (w_max, row versions) when no move helped

@@ -99,20 +99,22 @@ class Routing:
     def add_route(self, k: int, s: int) -> None:
         """Put flow k (unrouted) on spine s: its two links' flow sets, loads and room."""
         self.spine[k] = s
-        for x in self.links(k, s):
-            self.on[x].add(k)
-            self.load[x] += 1
-            if self.load[x] == self.cap[x]:
-                self.room[x // self.S] &= ~(1 << s)
+        S, on, load, cap = self.S, self.on, self.load, self.cap
+        for x in (self.src[k] * S + s, self.LS + self.dst[k] * S + s):  # self.links(k, s)
+            on[x].add(k)
+            v = load[x] = load[x] + 1
+            if v == cap[x]:
+                self.room[x // S] &= ~(1 << s)
 
     def remove_route(self, k: int) -> int:
         """Take flow k off its spine (it is then unrouted) and return that spine."""
         s = self.spine[k]
-        for x in self.links(k, s):
-            self.on[x].discard(k)
-            self.load[x] -= 1
-            if self.load[x] == self.cap[x] - 1:
-                self.room[x // self.S] |= 1 << s
+        S, on, load, cap = self.S, self.on, self.load, self.cap
+        for x in (self.src[k] * S + s, self.LS + self.dst[k] * S + s):  # self.links(k, s)
+            on[x].discard(k)
+            v = load[x] = load[x] - 1
+            if v == cap[x] - 1:
+                self.room[x // S] |= 1 << s
         self.spine[k] = NO_SPINE
         return s
 
@@ -192,10 +194,11 @@ class Routing:
     def _chain(self, k: int, budget: int):
         """Shortest list of (flow, new spine) moves, ``k`` first, that keeps every link <= c."""
         S, LS, cap, load = self.S, self.LS, self.cap, self.load
-        a, b = self.src[k], self.dst[k]
+        src, dst, usable, on, room = self.src, self.dst, self.usable, self.on, self.room
+        a, b = src[k], dst[k]
         parent: dict[int, tuple] = {}  # link with one flow in excess -> (prev link, flow, spine)
         queue: list[int] = []
-        for u in bits(self.usable[k]):
+        for u in bits(usable[k]):
             x_up, x_down = a * S + u, LS + b * S + u
             full_up, full_down = load[x_up] >= cap[x_up], load[x_down] >= cap[x_down]
             if full_up == full_down:
@@ -205,22 +208,48 @@ class Routing:
                 parent[x] = (None, k, u)
                 queue.append(x)
         head = 0
+        paths: dict[int, tuple] = {}  # popped link -> its _path, each from its parent's
         while head < len(queue) and head < budget:
             x = queue[head]
             head += 1
-            moves, delta = self._path(parent, x)
+            prev, g0, u0 = parent[x]
+            if prev is None:
+                moves, delta = self._path(parent, x)
+            else:  # _path(parent, x): the parent's moves and load change, then x's move
+                moves, delta = paths[prev]
+                moves, delta = moves + [(g0, u0)], dict(delta)
+                s0 = self.spine[g0]
+                if s0 != NO_SPINE:
+                    for y in self.links(g0, s0):
+                        delta[y] = delta.get(y, 0) - 1
+                for y in self.links(g0, u0):
+                    delta[y] = delta.get(y, 0) + 1
+            paths[x] = moves, delta
             moved = {g for g, _ in moves}
             t = x % S
             row_x = x // S
-            room_x = self._room_row(row_x, delta)
-            for g in self.on[x]:
+            by_row: dict[int, list] = {}  # _room_row's changes, per row
+            for y, d in delta.items():
+                by_row.setdefault(y // S, []).append((y, d))
+            room_x = room[row_x]
+            for y, d in by_row.get(row_x, ()):
+                if load[y] + d < cap[y]:
+                    room_x |= 1 << (y - row_x * S)
+                else:
+                    room_x &= ~(1 << (y - row_x * S))
+            for g in on[x]:
                 if g in moved:
                     continue
-                up_g, down_g = self.src[g] * S + t, LS + self.dst[g] * S + t
+                up_g, down_g = src[g] * S + t, LS + dst[g] * S + t
                 oth = down_g if x == up_g else up_g
                 row_o = oth // S
-                room_o = self._room_row(row_o, delta)
-                cand = self.usable[g] & ~(1 << t)
+                room_o = room[row_o]  # self._room_row(row_o, delta)
+                for y, d in by_row.get(row_o, ()):
+                    if load[y] + d < cap[y]:
+                        room_o |= 1 << (y - row_o * S)
+                    else:
+                        room_o &= ~(1 << (y - row_o * S))
+                cand = usable[g] & ~(1 << t)
                 both = cand & room_x & room_o
                 if both:
                     u = (both & -both).bit_length() - 1
