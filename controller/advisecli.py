@@ -16,7 +16,7 @@ from controller.jsonio import HelpFormatter, read_json
 from controller.model import cuts
 from controller.model.clos import load_fabric
 from controller.model.jobs import parse_jobs
-from controller.planners.plan import run_options, run_shape
+from controller.planners.plan import run_options
 from controller.planners.registry import listing
 from controller.planners.ringorder import advise_order
 from controller.service.settings import Settings
@@ -52,7 +52,7 @@ def run(args) -> tuple[str, str]:
     """The advice of ``args`` (the text or JSON, and the one-line summary)."""
     fabric = load_fabric(read_json(args.fabric, "fabric"))
     jobs = parse_jobs(read_json(args.jobs, "jobs"), fabric)
-    plan = run_options(run_shape(fabric), args.algorithm, ilp_time_limit=0)
+    plan = run_options(fabric, args.algorithm, ilp_time_limit=0)
     doc = advise_order(fabric, jobs, plan.algorithm, predict=True, **plan.options)
     given, advised = (len(doc["cuts"][k]) for k in ("given", "advised"))
     flows = doc["inter_leaf_flows"]

@@ -38,9 +38,9 @@ from controller.jsonio import HelpFormatter, read_json, write_output
 from controller.model.clos import Clos, load_fabric
 from controller.model.jobs import Job, parse_jobs
 from controller.model.rates import max_min_rates
-from controller.planners import PLANNERS, planner_for
+from controller.planners import PLANNERS
 from controller.planners.plan import make_plan, run_options, run_shape
-from controller.planners.registry import CLOS, OBJECTIVES, TWO_TIER, listing, names
+from controller.planners.registry import CLOS, OBJECTIVES, TWO_TIER, listing, names, planner, runs_as
 from controller.planners.spray import DEFAULT_PENALTY, slowest_goodput_bps, spray_plan, sprayed_jobs
 from controller.service.settings import ILP_TIME_LIMIT_S, Settings
 
@@ -131,30 +131,29 @@ def slowest_rate_gbps(plan) -> float:
     return float(rates.min()) * 8 / 1e9
 
 
-def compare(fabric: Clos, jobs: list[Job], algorithms: list[str], seed: int, salt: int,
+def compare(fabric: Clos, jobs: list[Job], algorithms: list[str] | None, seed: int, salt: int,
             ilp_time_limit: float, objective: str | None = None, max_parts: int | None = None,
             shape: str | None = None, spray_penalty: float = DEFAULT_PENALTY) -> list[dict]:
     """One row per algorithm (``compare_row``, named as asked) with the objective it planned
     with (``objective_for``); ``max_parts`` applies to split. Each planner configuration
-    runs once (on a Clos, auto with objective jobs is the jobs planner: both rows share its
-    plan). What the shape does not take is refused first (``run_shape``), then an
-    unknown name. ``spray``: the baseline row of ``planners.spray`` with its goodput penalty
-    (All-Reduce by the shared prediction, slowest rate the coupled model's goodput)."""
-    shape = shape or run_shape(fabric, max_parts)
-    clos = shape == CLOS
+    runs once (auto with objective jobs is the jobs planner: both rows share its plan);
+    ``algorithms`` None: every name, then spray. An unknown name is refused first.
+    ``spray``: the baseline row of ``planners.spray`` with its goodput penalty (All-Reduce by
+    the shared prediction, slowest rate the coupled model's goodput)."""
+    shape = shape or run_shape(fabric)
     sprayed_jobs([], spray_penalty)  # a bad penalty is refused before any planner runs
-    for alg in algorithms:
+    for alg in algorithms or ():
         if alg != SPRAY:
-            planner_for(alg, shape)  # the registry's refusal: unknown, or not on this shape
+            planner(alg)  # the registry's refusal of an unknown name
     rows, plans = [], {}
-    for alg in algorithms:
+    for alg in algorithms or names() + [SPRAY]:
         if alg == SPRAY:
             plan = spray_plan(fabric, jobs, spray_penalty)
             rows.append(compare_row(plan, SPRAY_OBJECTIVE, CLOS, slowest_goodput_bps(plan) * 8e-9))
             continue
-        run = run_options(shape, alg, seed, salt, ilp_time_limit,
-                          objective_for(alg, objective, clos), max_parts)
-        key = (run.algorithm, repr(sorted(run.options.items())))
+        run = run_options(fabric, alg, seed, salt, ilp_time_limit,
+                          objective_for(alg, objective, shape == CLOS), max_parts)
+        key = (runs_as(alg)[0], repr(sorted(run.options.items())))
         if key not in plans:  # deterministic: one run of a planner with one configuration
             plans[key] = make_plan(fabric, jobs, run.algorithm, **run.options)
         rows.append(compare_row(plans[key], run.objective, shape, name=alg))
@@ -243,13 +242,13 @@ def compare_summary(rows: list[dict]) -> str:
 
 
 def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
-    """``plan`` or ``compare`` on any fabric: (output, summary line). The fabric's shape, asked
-    once (``run_shape``), gives the planners (``make_plan``: a single two-tier plane runs the
-    two-tier ones), the objective each plans with and the form of the output. On a Clos
-    fabric every planner counts flows but ``jobs``, the jobs objective (``--objective jobs``
-    with auto runs it), and ``split`` with ``--objective jobs`` (by bytes); the controller's
-    auto does not take it there."""
-    shape = run_shape(fabric, args.max_parts)
+    """``plan`` or ``compare`` on any fabric, each name by its one planner (``make_plan``):
+    (output, summary line). The fabric's shape, asked once (``run_shape``), gives the
+    objective each plans with by default (the controller's) and the predictions of
+    ``compare``'s rows: on a Clos fabric every planner counts flows but ``jobs``, the jobs
+    objective (``--objective jobs`` with auto runs it), and ``split`` with ``--objective
+    jobs`` (by bytes); the controller's auto does not take it there."""
+    shape = run_shape(fabric)
     clos = shape == CLOS
     if args.cmd == "plan":
         # asked for: run_options refuses it where it does not apply, naming where it does
@@ -259,7 +258,7 @@ def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
         plan = make_plan(fabric, jobs, run.algorithm, **run.options)
         return plan_document(advisecli.plan_doc(plan), run.objective)
     algs = [a.strip() for a in args.algorithms.split(",") if a.strip()] if args.algorithms \
-        else names(shape, distinct=True) + [SPRAY]
+        else None
     rows = compare(fabric, jobs, algs, args.seed, args.salt, args.ilp_time_limit,
                    args.objective, args.max_parts, shape, args.spray_penalty)
     rows = advisecli.with_cuts(rows, fabric, jobs)
@@ -460,9 +459,8 @@ def add_offline_commands(sub) -> None:
                      help="write the fabric to FILE and print one line saying so (default: "
                           "print the fabric)")
     objectives = " or ".join(f"{o} ({OBJECTIVE_HELP.get(o, o)})" for o in OBJECTIVES)
-    aliases = " and ".join(f"{n} runs as {p.two_tier.planned_as}" + (
-        f" with objective {p.two_tier.objective}" if p.two_tier.objective else "")
-        for n, p in PLANNERS.items() if p.two_tier.planned_as)
+    aliases = " and ".join(f"{n} is {runs_as(n)[0]} with objective {runs_as(n)[1]}"
+                           for n in PLANNERS if runs_as(n)[0] != n)
     for name in ("plan", "compare"):
         p = parser(name)
         p.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
@@ -470,19 +468,14 @@ def add_offline_commands(sub) -> None:
                        help="jobs document ({\"jobs\": [...]})")
         if name == "plan":
             p.add_argument("--algorithm", default=Settings.algorithm,
-                           help=f"planner: {listing()}; a single two-tier plane runs the "
-                                "two-tier planner of the name, a Clos fabric (planes, bundles, "
-                                "three tiers) its Clos planner: the planner table of the "
-                                f"controller options' reference (default: {Settings.algorithm}, "
-                                "the controller's)")
+                           help=f"planner: {listing()}; each name runs one planner on every "
+                                "fabric: the planner table of the controller options' "
+                                f"reference (default: {Settings.algorithm}, the controller's)")
         else:
             p.add_argument("--algorithms", metavar="A,B,...",
                            help=f"comma-separated planners, of {listing()} (default: every "
-                                f"distinct one of the fabric: "
-                                f"{', '.join(names(TWO_TIER, distinct=True))} on two-tier "
-                                f"fabrics, where {aliases}; "
-                                f"{', '.join(names(CLOS, distinct=True))} on Clos fabrics; "
-                                f"then {SPRAY}, the per-packet spraying baseline)")
+                                f"one, where {aliases}; then {SPRAY}, "
+                                "the per-packet spraying baseline)")
         p.add_argument("--objective", metavar="|".join(OBJECTIVES),
                        help=f"what plans are ranked by: {objectives}. Applies to auto and split "
                             "(jobs: split by bytes) on every fabric (on Clos fabrics auto with "

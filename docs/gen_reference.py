@@ -3,7 +3,7 @@
 neither root nor Open vSwitch):
 
 * ``docs/reference/options.md``: every controller option of ``controller/shell/flags.py``, and
-  the planners of ``controller/planners/registry.py`` by fabric shape;
+  the planners of ``controller/planners/registry.py``;
 * ``docs/reference/rest-api.md``: every route of ``controller/service/api.py`` with its
   description in ``controller/service/openapi.json``;
 * ``docs/reference/metrics.md``: every Prometheus family ``controller/service/metrics.py``
@@ -91,28 +91,23 @@ def options_page() -> str:
 
 def planners_section() -> str:
     """The planner registry (``controller/planners/registry.py``): every name
-    ``--mlroute-algorithm``, a job's ``algorithm`` and the command line accept, and how it
-    runs on each fabric shape."""
-    from controller.planners.registry import CLOS, PLANNERS, SHAPES, TWO_TIER
-
-    def way(w) -> str:
-        if w.run is None:
-            return f"refused: {w.refused}"
-        return w.how
+    ``--mlroute-algorithm``, a job's ``algorithm`` and the command line accept, and the one
+    planner it runs on every fabric."""
+    from controller.planners.registry import PLANNERS
 
     out = ["\n## Planners\n\n",
            "The names `--mlroute-algorithm`, a job's `\"algorithm\"` and `plan`/`compare` "
-           "accept, from one registry (`controller/planners/registry.py`). Each runs on both "
-           f"shapes of fabric, or is refused with the reason: {TWO_TIER}, "
-           f"{SHAPES[TWO_TIER]}, where the stronger two-tier algorithms are the fast paths; "
-           f"{CLOS}, {SHAPES[CLOS]}. A job whose algorithm its fabric's shape does not run "
-           "is refused (400) naming the algorithm, the shape and the reason. *Differs*: how "
-           "the two planners of a name differ on a single two-tier plane (tests/test_parity.py "
-           "pins each difference); empty where they make the same choices.\n\n",
-           f"| name | what | {TWO_TIER} | {CLOS} | differs |\n|---|---|---|---|---|\n"]
+           "accept, from one registry (`controller/planners/registry.py`). Each name runs one "
+           "algorithm on every fabric: its Clos planner, which on a single two-tier plane may "
+           "run a faster or stronger two-tier kernel of its own (tests/test_parity.py holds the "
+           "kernel and the planner's own algorithm to the same plans there, and pins each "
+           "difference). *Options*: the run options it takes (`salt`, `seed`, "
+           "`max_parts`, `objective`, `time_limit`: the exact ILP's, `ilp_time_limit`: auto's "
+           "ILP stage); *fixes*: the objective the name fixes.\n\n",
+           "| name | what | how | options | fixes |\n|---|---|---|---|---|\n"]
     for name, p in PLANNERS.items():
-        out.append(f"| `{name}` | {_cell(p.what)} | {_cell(way(p.two_tier))} | "
-                   f"{_cell(way(p.clos))} | {_cell(p.differs)} |\n")
+        out.append(f"| `{name}` | {_cell(p.what)} | {_cell(p.how)} | "
+                   f"{', '.join(p.takes)} | {p.objective or ''} |\n")
     return "".join(out)
 
 
@@ -320,7 +315,8 @@ def results_page() -> str:
            "figures: [changelog](../changelog.md). The trace-driven cluster evaluation (ECMP "
            "against `auto` over 15.9 days of a real cluster's jobs) has its own page: "
            "[trace replay](trace-replay.md).\n\n"]
-    out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(), _cuts(),
+    out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(),
+            _request_path(), _cuts(),
             _fattree(), _collectives(), _learning(),
             _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
             _failover(), _connect(), _srv6(), _chaos()]
@@ -557,6 +553,39 @@ def _fabrics() -> str:
               f" it has as few links at the max on {l2['auto_equal']}, "
               f"{l2['auto_over_milp_mean']:.2f}x the optimum on average (at most "
               f"{l2['auto_over_milp_max']:g}x).\n\n"
+            + _table(["target", "value", "met"], targets))
+
+
+def _request_path() -> str:
+    """Issue 60's request-path targets (``benchmarks/request_path.py``); nothing until
+    ``make bench`` wrote its file."""
+    path = os.path.join(REPO, "bench/request_path.json")
+    if not os.path.exists(path):
+        return ""
+    b = _load("bench/request_path.json")
+    rows = []
+    for c in b["cases"]:
+        rp = c["request_path"]
+        rows.append([c["case"], c["build"]["inter_leaf_flows"]]
+                    + [f"{rp[a]['cpu_ms']:.1f}" for a in ("auto", "jobs", "greedy")]
+                    + [f"{rp['auto']['cpu_over_greedy']:.2f}", f"{c['build']['cpu_ms']:.1f}"])
+    plans = [[p["instance"], p["flows"], f"{p['default']['wall_s']:.2f}",
+              f"{p['greedy']['wall_s']:.2f}"] for p in b["plans"]]
+    targets = [[f"`{k}`", str(v["value"]), "yes" if v["ok"] else "no"]
+               for k, v in b["targets"].items()]
+    s = b["settings"]
+    return ("## The request path\n\n"
+            + _source("python -m benchmarks.request_path", "bench/request_path.json")
+            + "What a `POST /jobs` runs for a new job (`group_routes`, every flow new), median "
+              f"CPU ms over {s['repeats']} runs in one process, the greedy (same call) the "
+              "baseline; the problem's build is timed apart. On two tiers `jobs` is `auto`'s "
+              "group with objective jobs (its jobs search runs off the request path).\n\n"
+            + _table(["case", "inter-leaf flows", "`auto` ms", "`jobs` ms", "greedy ms", "auto / greedy",
+                      "build ms"], rows)
+            + "A whole offline `python -m controller plan` (a subprocess, start-up included; "
+              f"median wall seconds, runs: {s['plan_runs']}), the default algorithm and "
+              "`--algorithm greedy`:\n\n"
+            + _table(["instance", "flows", "default s", "greedy s"], plans)
             + _table(["target", "value", "met"], targets))
 
 

@@ -19,7 +19,7 @@ from controller.model.clos import Clos
 from controller.model.fluid import FluidSimulator
 from controller.model.jobs import Job
 from controller.planners.plan import Plan, make_plan, planner_options
-from controller.planners.registry import TWO_TIER, names
+from controller.planners.registry import listing
 from controller.planners.spray import DEFAULT_PENALTY, spray_plan, sprayed_jobs
 
 SPRAY = "spray"
@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--fabric", required=True, metavar="FILE", help="fabric document")
     ap.add_argument("--jobs", required=True, metavar="FILE", help="jobs document")
     ap.add_argument("--algorithm", default="greedy",
-                    help=f"planner (a single two-tier plane's): {', '.join(names(TWO_TIER))}; or "
+                    help=f"planner: {listing()}; or "
                          f"{SPRAY}, per-packet spraying over every alive path (the fluid LP "
                          "bound less its goodput penalty)")
     ap.add_argument("--iterations", type=int, default=1, help="training iterations simulated")

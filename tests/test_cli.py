@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from controller.planners.registry import TWO_TIER, names
+from controller.planners.registry import names
 from controller.service.settings import Settings
 
 
@@ -141,14 +141,15 @@ def test_compare_table(files):
     assert lines[0] == "fabric: 4 spines, 8 leaves, 16 hosts"
     assert re.split(r"\s{2,}", lines[1])[:3] == ["algorithm", "objective", "max load"]
     rows = compare_table(r.stdout)
-    # every distinct planner of two tiers (jobs runs as auto there), after the ideal, then
-    # the spraying baseline
-    assert list(rows) == ["ideal"] + names(TWO_TIER, distinct=True) + ["spray"] == ["ideal",
-        "greedy", "ecmp", "ecmp-polarised", "edge-coloring", "annealing", "ilp", "split", "auto",
-        "spray"]
-    # the controller's objective where it applies (auto on this fabric), flows elsewhere
+    # every planner, after the ideal, then the spraying baseline: one table on every fabric
+    assert list(rows) == ["ideal"] + names() + ["spray"] == ["ideal", "greedy", "ecmp",
+        "ecmp-polarised", "edge-coloring", "annealing", "ilp", "split", "auto", "jobs", "spray"]
+    # the controller's objective where it applies (auto on this fabric; jobs fixes its own),
+    # flows elsewhere
     assert {a: row["objective"] for a, row in rows.items()} == {"ideal": "", "spray": "LP bound"} | {
-        a: Settings.objective if a == "auto" else "flows" for a in names(TWO_TIER, distinct=True)}
+        a: Settings.objective if a == "auto" else "jobs" if a == "jobs" else "flows"
+        for a in names()}
+    assert rows["jobs"] | {"algorithm": ""} == rows["auto"] | {"algorithm": ""}  # one plan
     assert rows["ideal"]["max"] == 1 and rows["ideal"]["ar"] == {"a": 0.112, "b": 0.008}
     assert rows["greedy"] | {"objective": ""} == rows["ideal"] | {
         "at_max": 18, "slowest": 100.0}  # the greedy reaches the ideal
@@ -236,7 +237,7 @@ def test_all_spines_down_and_unknown_algorithm(files):
     assert run("controller", "fabric", "--spines", "2", "--leaves", "8", "--failed-spines", "2",
                "--out", str(fab)).returncode == 0
     r = run("controller", "plan", "--fabric", str(fab), "--jobs", str(jobs))
-    assert r.returncode == 2 and "no alive spine between leaves" in r.stderr
+    assert r.returncode == 2 and "no alive path from h0_0 to h1_0" in r.stderr
     r = run("controller", "plan", "--fabric", str(tmp / "fabric.json"), "--jobs", str(jobs),
             "--algorithm", "magic")
     assert r.returncode == 2 and "unknown algorithm 'magic'" in r.stderr

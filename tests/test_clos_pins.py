@@ -9,13 +9,13 @@ from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem
 from controller.planners.clos_ilp import clos_ilp
 from controller.planners.clos_routes import clos_route_parts
-from controller.planners.registry import CLOS, names, planner_for
+from controller.planners.registry import names, planner_for
 from tests.clos_checks import check_routes, flows_job
 
 FABRICS = {"leaf-spine": lambda: Clos.leaf_spine(2, 4, 1, planes=2).wire(),
            "fat-tree": lambda: Clos.fat_tree(4, 1, planes=2)}
-PLANNERS = {n: planner_for(n, CLOS) for n in names(CLOS)} | {"ilp": lambda p: clos_ilp(p, 10)}
-ENFORCED = names(CLOS)  # the controller enforces every Clos planner's routes
+PLANNERS = {n: planner_for(n) for n in names()} | {"ilp": lambda p: clos_ilp(p, 10)}
+ENFORCED = names()  # the controller enforces every Clos planner's routes
 
 
 def all_to_all(fabric):

@@ -213,7 +213,8 @@ def test_plan_objective_jobs_on_a_fat_tree(tmp_path):
                         "--objective", "jobs"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
-    assert doc["algorithm"] == "jobs" and doc["info"]["objective"] == "jobs"
+    # the default algorithm, auto, with objective jobs: the jobs planner
+    assert (doc["algorithm"], doc["objective"], doc["info"]["objective"]) == ("auto", "jobs", "jobs")
 
 
 # ---- one split on every Clos (issue 60) -----------------------------------------------------

@@ -1,17 +1,14 @@
 """The controller on a three-tier fabric (``model.clos``), against fake OpenFlow tables: jobs
 posted over REST are planned by the Clos planners, installed at every tier and followed by
 their packets in flow and sr modes; a link down re-plans what crossed it; a restart changes
-nothing; an algorithm the registry does not run on Clos is a 400 that changes nothing, and the
+nothing; an unknown algorithm is a 400 that changes nothing (every name runs on Clos), and the
 ILP runs there. Host mode on three tiers: tests/test_clos_hostmode.py; split plans:
 tests/test_clos_split_service.py."""
 import json
-from dataclasses import replace
 
 import pytest
 
 from controller.model.clos import Clos
-from controller.planners import PLANNERS
-from controller.planners.registry import Way
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.service.store import StateStore
@@ -156,11 +153,8 @@ def test_a_restart_from_the_state_file_changes_no_table(tmp_path):
 
 @pytest.mark.parametrize("opts, text", [
     ({"algorithm": "magic"}, "unknown algorithm 'magic'"),
-    ({"algorithm": "ilp"}, "algorithm 'ilp' does not run on Clos fabrics"),  # refused below
 ])
-def test_what_three_tiers_do_not_run_is_a_400_that_changes_nothing(opts, text, monkeypatch):
-    p = PLANNERS["ilp"]  # every name runs on Clos today: a refusal as the registry makes one
-    monkeypatch.setitem(PLANNERS, "ilp", replace(p, clos=Way("none", refused="a test says so")))
+def test_what_three_tiers_do_not_run_is_a_400_that_changes_nothing(opts, text):
     f, sw, svc = start()
     assert call(svc, "POST", "/v1/jobs", ring(CROSS_PODS[:4], "a"))[0] == 201
     before = tables(sw)

@@ -23,7 +23,7 @@ from controller.model.jobs import Flow, Job
 from controller.model.problem import Assignment, Problem
 from controller.planners.leaf_spine import flow_spine_parts
 from controller.planners.plan import Plan, make_plan, planner_options, two_tier_plan
-from controller.planners.registry import TWO_TIER, names
+from controller.planners.registry import names
 from tests.helpers import fabric, property_twins, two_tier_view
 
 
@@ -225,7 +225,7 @@ def test_on_event_is_called_once_per_event():
 
 
 # ---- properties -----------------------------------------------------------------------------
-FAST = [a for a in names(TWO_TIER, distinct=True) if a != "ilp"] + ["random-split"]
+FAST = [a for a in names(distinct=True) if a != "ilp"] + ["random-split"]
 
 
 def random_split_plan(f: Fabric, jobs: list[Job], rng: random.Random) -> dict:

@@ -1,13 +1,14 @@
-"""One fabric model offline too (issue 37): every fabric document loads as a ``Clos``, a
-generated leaf-spine is one, and ``make_plan`` is the one entry point, the two-tier planners its
-fast path on a single two-tier plane (``as_leaf_spine``), with the same plans, documents and
-refusals as when the offline tools held the two-tier model.
+"""One fabric model offline too (issues 37, 60): every fabric document loads as a ``Clos``, a
+generated leaf-spine is one, and ``make_plan`` is the one entry point, each name's one planner
+on the Clos problem (on a single two-tier plane its private two-tier kernel where it has one),
+with the same plans and documents as when the offline tools ran the two-tier planners there.
 
 What must hold: a two-tier document loads as the Clos of the ``Fabric`` it reads as (that
 model's checks and messages); ``Clos.generate`` builds the paper's leaf-spine itself (failed
-spines, wiring); a plan on the Clos equals the plan on its ``Fabric``, and on other Clos
-fabrics the Clos planner's; ``run_options`` routes each run option where the shape takes it
-and refuses the others; the fluid model runs a Clos with either kind of plan.
+spines, wiring); a plan on the Clos equals the plan on its ``Fabric`` and the two-tier
+kernel's plan of the same jobs; ``run_options`` gives each planner the run options it takes,
+in one dialect on every fabric, and refuses the others; the fluid model runs a Clos with
+either kind of plan.
 """
 import json
 
@@ -17,7 +18,7 @@ from controller import cli
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos, load_fabric
 from controller.model.fluid import FluidSimulator, predict_allreduce
-from controller.planners import plan as plan_module
+from controller.model.problem import Problem
 from controller.planners.plan import (
     make_clos_plan,
     make_plan,
@@ -25,6 +26,7 @@ from controller.planners.plan import (
     run_options,
     run_planner,
     run_shape,
+    two_tier_plan,
 )
 from controller.planners.registry import CLOS, TWO_TIER
 from simulation.simulate import simulate
@@ -94,58 +96,63 @@ def test_the_fabric_command_writes_a_leaf_spine_as_before(capsys):
 # ---- the one entry point --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["greedy", "ecmp", "edge-coloring", "annealing", "ilp",
                                   "split", "auto", "jobs"])
-def test_a_plan_on_a_two_tier_clos_is_the_plan_on_its_fabric(name, monkeypatch):
+def test_a_plan_on_a_two_tier_clos_is_the_plan_on_its_fabric(name):
+    """And the plan the two-tier kernel makes of the same jobs (``run_planner``: the offline
+    tools' fast path before issue 60): the same routes and document."""
     f = Clos.generate(3, 6, 2, failed_spines=1).as_leaf_spine()
     c = as_clos(f)
     opts = planner_options(name, ilp_time_limit=5.0)
-    ran = []  # the fast path: the two-tier planners, on the two-tier problem
-    monkeypatch.setattr(plan_module, "run_planner",
-                        lambda problem, *a, **o: ran.append(problem) or run_planner(problem, *a, **o))
     on_clos, on_fabric = make_plan(c, RINGS, name, **opts), make_plan(f, RINGS, name, **opts)
     assert on_clos.problem.fabric is c and on_fabric.problem.fabric is c  # as_clos(f): cached
-    assert [p.fabric for p in ran] == [f, f]
     assert without_runtime(on_clos.to_dict()) == without_runtime(on_fabric.to_dict())
     assert predict_allreduce(on_clos) == predict_allreduce(on_fabric)
+    problem = Problem.build(f, RINGS)
+    kernel = two_tier_plan(name, problem, run_planner(problem, name, **opts)[0], 0.0, c)
+    assert without_runtime(on_clos.to_dict()) == without_runtime(kernel.to_dict())
 
 
 def test_a_plan_on_another_clos_is_the_clos_planners():
     c = Clos.leaf_spine(3, 6, 2, bundle=2)
     assert c.as_leaf_spine() is None
     got = make_plan(c, RINGS, "annealing", seed=7, salt=3)
-    want = make_clos_plan(c, RINGS, "annealing", 3, seed=7)
+    want = make_clos_plan(c, RINGS, "annealing", salt=3, seed=7)
     assert without_runtime(got.to_dict()) == without_runtime(want.to_dict())
 
 
-def test_run_options_go_where_the_shape_takes_them():
+def test_run_options_are_one_dialect_on_every_fabric():
+    """Each planner takes the run options of its registry entry, whatever the fabric (the
+    shape only names the controller's default objective, ``cli.default_objective``)."""
     f = Clos.generate(2, 4, 1)
     t = Clos.fat_tree(4)
     assert run_shape(f) == TWO_TIER and run_shape(t) == CLOS
-    run = run_options(f, "split", seed=3, objective="jobs", max_parts=2)
-    assert run == ("split", "jobs", planner_options("split", 3, 0, 60.0, "jobs", 2))
-    assert run_options(f, "auto", ilp_time_limit=0)[:2] == ("auto", "flows")
-    assert run_options(t, "annealing", seed=3, salt=2, ilp_time_limit=7) == (
-        "annealing", "flows", {"salt": 2, "seed": 3, "time_limit": 7})
-    assert run_options(t, "auto", objective="jobs")[:2] == ("jobs", "jobs")
-    assert run_options(CLOS, "jobs")[:2] == ("jobs", "jobs")
-    assert run_options(t, "split", seed=3, objective="jobs", max_parts=2) == (  # issue 60
-        "split", "jobs", {"salt": 0, "seed": 3, "time_limit": 60.0, "objective": "jobs",
-                          "max_parts": 2})
-    assert run_options(t, "split", max_parts=0).options["max_parts"] is None  # 0: no bound
+    for fab in (f, t):
+        assert run_options(fab, "split", seed=3, objective="jobs", max_parts=2) == (
+            "split", "jobs", {"objective": "jobs", "max_parts": 2})
+        assert run_options(fab, "auto", ilp_time_limit=0) == (
+            "auto", "flows", {"ilp_time_limit": 0, "objective": "flows"})
+        assert run_options(fab, "annealing", seed=3, salt=2, ilp_time_limit=7) == (
+            "annealing", "flows", {"seed": 3})
+        assert run_options(fab, "ilp", ilp_time_limit=7) == ("ilp", "flows", {"time_limit": 7})
+        jobs = {"ilp_time_limit": 60.0, "objective": "jobs"}  # one run: auto's of objective jobs
+        assert run_options(fab, "auto", objective="jobs") == ("auto", "jobs", jobs)
+        assert run_options(fab, "jobs") == ("jobs", "jobs", jobs)
+        assert run_options(fab, "split", max_parts=0).options["max_parts"] is None  # no bound
+    assert run_options(f, "split", seed=3, objective="jobs", max_parts=2).options == \
+        planner_options("split", 3, 0, 60.0, "jobs", 2)
 
 
-@pytest.mark.parametrize("shape, args, message", [
-    (CLOS, ("split",), "max_parts must be an integer >= 0"),
-    (CLOS, ("magic",), "unknown algorithm 'magic'"),
-    (CLOS, ("greedy", None), "on this fabric --objective jobs applies to plan with algorithm "
-                             "auto (jobs runs the jobs planner) or split"),
-    (CLOS, ("magic", None), "unknown algorithm 'magic'"),
-    (TWO_TIER, ("greedy", None), "objective 'jobs' needs algorithm 'auto' or 'split'"),
-    (TWO_TIER, ("split",), "max_parts must be an integer >= 0"),
+@pytest.mark.parametrize("args, message", [
+    (("split",), "max_parts must be an integer >= 0"),
+    (("magic",), "unknown algorithm 'magic'"),
+    (("magic", None), "unknown algorithm 'magic'"),
+    (("greedy", None), "objective 'jobs' needs algorithm 'auto' or 'split'"),
 ])
-def test_an_option_the_shape_cannot_take_is_refused(shape, args, message):
+@pytest.mark.parametrize("fabric", [Clos.generate(2, 4, 1), Clos.fat_tree(4)],
+                         ids=["two-tier", "fat-tree"])
+def test_an_option_a_planner_cannot_take_is_refused(fabric, args, message):
     name, max_parts = args[0], (args[1] if len(args) > 1 else -1)
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        run_options(shape, name, objective="jobs" if len(args) > 1 else None,
+        run_options(fabric, name, objective="jobs" if len(args) > 1 else None,
                     max_parts=max_parts)
 
 

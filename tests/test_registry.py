@@ -1,17 +1,16 @@
-"""The one planner registry (issue 37 item 3, ``controller/planners/registry.py``): every planner
-name the CLI and REST accept, how it runs on a single two-tier plane and on a Clos fabric, and
-the one place that refuses a name for a shape.
+"""The one planner registry (issues 37, 60, ``controller/planners/registry.py``): every planner
+name the CLI and REST accept, and the one planner function it runs on every fabric.
 
-What must hold: the shape matrix is the one pinned here (a change is a decision, made here);
-every name that runs on a shape plans there, offline and in the controller (jobs posted over
-REST on fake switches, each route followed by its packets); a name a shape refuses is an
-``InputError`` naming the algorithm, the shape and the reason, and a 400 that changes nothing;
-the help texts, the REST errors, ``Settings``, the OpenAPI schema and the reference pages list
-the same names.
+What must hold: each name is one entry with one function (its Clos planner, imported when
+asked) and the run options it takes; every name plans on every shape, offline and in the
+controller (jobs posted over REST on fake switches, each route followed by its packets); an
+unknown name is an ``InputError`` naming the choices, and a 400 that changes nothing; the help
+texts, the REST errors, ``Settings``, the OpenAPI schema and the reference pages list the same
+names.
 """
+import inspect
 import json
 import os
-from dataclasses import replace
 
 import pytest
 
@@ -19,9 +18,11 @@ from controller import cli
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import parse_job
-from controller.planners import PLANNERS, planned_as, planner_for
+from controller.planners import PLANNERS, planner_for
+from controller.planners.group_routes import planned_as
+from controller.planners.leaf_spine import kernel_for
 from controller.planners.plan import make_plan, planner_options, run_options
-from controller.planners.registry import CLOS, TWO_TIER, Way, listing, names, way
+from controller.planners.registry import CLOS, TWO_TIER, Ref, listing, names, runs_as
 from controller.service import api
 from controller.service.route_service import RouteService
 from controller.service.settings import Settings
@@ -30,51 +31,62 @@ from tests.helpers import FakeClock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# name -> (runs on a single two-tier plane, runs on Clos): the decision, pinned
-MATRIX = {"greedy": (True, True), "ecmp": (True, True), "ecmp-polarised": (True, True),
-          "edge-coloring": (True, True), "annealing": (True, True), "ilp": (True, True),
-          "split": (True, True), "auto": (True, True), "jobs": (True, True)}
+# name -> its Clos planner (module, function, keywords) and the run options it takes: pinned
+MATRIX = {"greedy": (("clos_greedy", "clos_greedy", ()), ()),
+          "ecmp": (("clos_ecmp", "clos_ecmp", ()), ("salt",)),
+          "ecmp-polarised": (("clos_ecmp", "clos_ecmp", (("polarised", True),)), ("salt",)),
+          "edge-coloring": (("clos_tiers", "edge_colouring", ()), ()),
+          "annealing": (("clos_annealing", "clos_annealing", ()), ("seed",)),
+          "ilp": (("clos_ilp", "clos_ilp", ()), ("time_limit",)),
+          "split": (("clos_split", "clos_split", ()), ("max_parts", "objective")),
+          "auto": (("clos_auto", "clos_auto", ()), ("ilp_time_limit", "objective")),
+          "jobs": (("clos_auto", "clos_auto", (("objective", "jobs"),)), ("ilp_time_limit",))}
 SHAPES = {TWO_TIER: lambda: Clos.generate(4, 4, 2, 0.01, wiring=True),
           CLOS: lambda: Clos.fat_tree(4, 2, link_gbps=0.02).wire()}
 
 
-def refuse(monkeypatch, name: str, shape: str, reason: str = "a test says so") -> None:
-    """Make the registry refuse ``name`` on ``shape`` (every name runs everywhere today)."""
-    p = PLANNERS[name]
-    key = "two_tier" if shape == TWO_TIER else "clos"
-    monkeypatch.setitem(PLANNERS, name, replace(p, **{key: Way("none", refused=reason)}))
-
-
-# ---- the matrix ---------------------------------------------------------------------------
-def test_the_shape_matrix_is_the_decided_one():
+# ---- the registry -------------------------------------------------------------------------
+def test_one_planner_per_name():
     assert list(PLANNERS) == list(MATRIX) == names()
-    got = {n: (n in names(TWO_TIER), n in names(CLOS)) for n in PLANNERS}
-    assert got == MATRIX
     for name, p in PLANNERS.items():
-        assert p.name == name and p.what
-        for shape in (TWO_TIER, CLOS):
-            w = p.on(shape)
-            assert w.how and (w.run is not None or w.refused)  # a refusal says why
+        assert p.name == name and p.what and p.how
+        assert (tuple(p.run), p.takes) == MATRIX[name]
+        fn = planner_for(name)
+        params = inspect.signature(fn).parameters
+        assert set(p.takes) <= set(params), name  # every run option it takes, it accepts
 
 
-def test_the_two_tier_alias_is_that_planner():
-    """On two tiers jobs is auto with the jobs objective: the same function and options, and
-    the controller's group of that planner. ecmp-polarised is its own name there too: the
-    two-tier ecmp with the salt alone (the leaf tier's hash of the Clos planner)."""
-    from controller.planners.auto import auto
-    from controller.planners.ecmp import ecmp
-    assert planner_for("ecmp-polarised", TWO_TIER).func is ecmp
-    assert planner_for("ecmp-polarised", TWO_TIER).keywords == {"polarised": True}
-    assert planner_for("jobs", TWO_TIER).func is auto
-    assert planner_for("jobs", TWO_TIER).keywords == {"objective": "jobs"}
-    assert planned_as("jobs", TWO_TIER) == ("auto", "jobs")
-    assert planned_as("ecmp-polarised", TWO_TIER) == ("ecmp-polarised", None)
-    assert planner_options("jobs", ilp_time_limit=3) == {"ilp_time_limit": 3, "objective": "jobs"}
+def test_jobs_is_auto_with_the_jobs_objective():
+    """jobs fixes the jobs objective and runs auto's planner with it, on every fabric: one
+    run of the same function and options (``run_options``); the controller plans it in auto's
+    group of objective jobs on the fast path only (``group_routes.planned_as``)."""
+    assert runs_as("jobs") == ("auto", "jobs") and runs_as("ecmp-polarised") == (
+        "ecmp-polarised", None)
+    assert planner_for("jobs").func is planner_for("auto")
+    assert planner_for("jobs").keywords == {"objective": "jobs"}
+    assert run_options(None, "jobs").options == run_options(None, "auto", objective="jobs").options
+    assert planned_as("jobs", SHAPES[TWO_TIER]()) == ("auto", "jobs")
+    assert planned_as("jobs", SHAPES[CLOS]()) == ("jobs", None)
+    for name in PLANNERS:  # on Clos every name is its own group
+        assert planned_as(name, SHAPES[CLOS]()) == (name, None)
+    assert planner_options("jobs", ilp_time_limit=3) == {"ilp_time_limit": 3}
     assert planner_options("ecmp-polarised", salt=5) == planner_options("ecmp", salt=5)
     with pytest.raises(InputError, match="'jobs' plans with objective 'jobs', not 'flows'"):
         planner_options("jobs", objective="flows")
-    for name in PLANNERS:  # on Clos every name is its own planner
-        assert planned_as(name, CLOS) == (name, None)
+
+
+def test_the_two_tier_kernels_take_the_same_options():
+    """The kernels (``leaf_spine.kernel_for``: the two-tier ``Problem`` of ``run_planner``'s
+    callers) are the same algorithms, with the same run options."""
+    from controller.planners.auto import auto
+    from controller.planners.ecmp import ecmp
+    assert kernel_for("ecmp-polarised").func is ecmp
+    assert kernel_for("ecmp-polarised").keywords == {"polarised": True}
+    assert kernel_for("jobs").func is auto and kernel_for("jobs").keywords == {
+        "objective": "jobs"}
+    assert isinstance(PLANNERS["auto"].run, Ref)
+    with pytest.raises(InputError, match="unknown algorithm 'magic'"):
+        kernel_for("magic")
 
 
 def small_jobs(fabric) -> list:
@@ -87,33 +99,23 @@ def small_jobs(fabric) -> list:
 
 @pytest.mark.parametrize("shape", [TWO_TIER, CLOS])
 @pytest.mark.parametrize("name", list(MATRIX))
-def test_every_name_plans_on_the_shapes_that_run_it(name, shape):
+def test_every_name_plans_on_every_shape(name, shape):
     fabric = SHAPES[shape]()
     jobs = small_jobs(fabric)
-    if not MATRIX[name][shape == CLOS]:
-        with pytest.raises(InputError, match=f"'{name}' does not run on {shape} fabrics"):
-            planner_for(name, fabric)
-        return
-    run = run_options(fabric, name, ilp_time_limit=5.0)  # each shape's options: the one entry
+    run = run_options(fabric, name, ilp_time_limit=5.0)  # one dialect: the one entry
     doc = make_plan(fabric, jobs, run.algorithm, **run.options).to_dict()
     assert doc["algorithm"] == name and len(doc["routes"]) == sum(len(j.flows()) for j in jobs)
     assert doc["max_link_load"] >= doc["lower_bound"] > 0
 
 
-@pytest.mark.parametrize("shape", [TWO_TIER, CLOS])
-def test_a_refusal_names_the_algorithm_the_shape_and_the_reason(shape, monkeypatch):
-    refuse(monkeypatch, "annealing", shape, "no annealing here")
-    with pytest.raises(InputError) as e:
-        planner_for("annealing", SHAPES[shape]())
-    text = str(e.value)
-    assert "'annealing'" in text and f"on {shape} fabrics" in text and "no annealing here" in text
-    assert "annealing" not in text.split("choose from")[1]  # the choices are the shape's
-    other = CLOS if shape == TWO_TIER else TWO_TIER
-    assert way("annealing", other).run is not None
-    assert f"not on {shape} fabrics: annealing" in listing()
-    Settings(algorithm="annealing")  # valid for some shape: a valid default
-    with pytest.raises(InputError, match="unknown algorithm 'magic' .choose from greedy, ecmp"):
-        planner_for("magic", other)
+def test_an_unknown_name_is_refused_naming_the_choices():
+    """The one refusal left (every name runs everywhere): by the registry, its kernels' table,
+    the run options and the controller's settings alike."""
+    for refuse in (planner_for, kernel_for,
+                   lambda n: run_options(None, n), lambda n: Settings(algorithm=n)):
+        with pytest.raises(InputError, match="unknown algorithm 'magic' .choose from greedy, "
+                                             "ecmp, ecmp-polarised, edge-coloring"):
+            refuse("magic")
 
 
 # ---- the controller -----------------------------------------------------------------------
@@ -176,24 +178,21 @@ def test_jobs_on_two_tiers_is_planned_in_the_auto_group_of_objective_jobs():
     assert code == 400 and "plans with objective 'jobs', not 'flows'" in doc["error"]
 
 
-@pytest.mark.parametrize("default", [False, True], ids=["asked", "default"])
 @pytest.mark.parametrize("shape", [TWO_TIER, CLOS])
-def test_a_name_the_shape_refuses_is_a_400_that_changes_nothing(shape, default, monkeypatch):
-    """Asked by the job or the controller's default (valid for the other shape): a 400 naming
-    the algorithm, the shape and the reason; no table, job, route, number or event changes."""
-    refuse(monkeypatch, "ilp", shape, "a test says so")
-    fabric, sw, svc = serve(shape, **({"algorithm": "ilp"} if default else {}))
+def test_an_unknown_name_is_a_400_that_changes_nothing(shape):
+    """Asked by a job or its advice: a 400 naming the algorithm and the choices; no table, job,
+    route, number or event changes."""
+    fabric, sw, svc = serve(shape)
     assert post(svc, job_doc(fabric, "a", algorithm="greedy"))[0] == 201
     before = (json.dumps({d: sorted(map(str, t.values())) for d, t in sw.rules.items()}),
               api.handle(svc, "GET", "/v1/jobs")[1], api.handle(svc, "GET", "/v1/routes")[1],
               svc.state.next_number, svc.state.version, len(svc.state.events))
-    code, doc = post(svc, job_doc(fabric, "b", **({} if default else {"algorithm": "ilp"})))
+    code, doc = post(svc, job_doc(fabric, "b", algorithm="magic"))
     assert code == 400, doc
-    assert doc["error"].startswith(f"job b: algorithm 'ilp' does not run on {shape} fabrics")
-    assert "a test says so" in doc["error"]
+    assert doc["error"].startswith("job b: unknown algorithm 'magic' (choose from greedy, ")
     code, advice = api.handle(svc, "POST", "/v1/advise", json.dumps(
-        job_doc(fabric, "b", algorithm="ilp")).encode())
-    assert code == 400 and "does not run on" in advice["error"]
+        job_doc(fabric, "b", algorithm="magic")).encode())
+    assert code == 400 and "unknown algorithm 'magic'" in advice["error"]
     after = (json.dumps({d: sorted(map(str, t.values())) for d, t in sw.rules.items()}),
              api.handle(svc, "GET", "/v1/jobs")[1], api.handle(svc, "GET", "/v1/routes")[1],
              svc.state.next_number, svc.state.version, len(svc.state.events))
@@ -203,7 +202,7 @@ def test_a_name_the_shape_refuses_is_a_400_that_changes_nothing(shape, default, 
 @pytest.mark.parametrize("shape", [TWO_TIER, CLOS])
 def test_advice_plans_with_every_name(shape):
     fabric, sw, svc = serve(shape)
-    for name in names(shape):
+    for name in names():
         code, doc = api.handle(svc, "POST", "/v1/advise", json.dumps(
             job_doc(fabric, "r", algorithm=name)).encode())
         assert code == 200 and doc["algorithm"] == name, (name, doc)
@@ -226,7 +225,7 @@ def test_help_errors_settings_schema_and_reference_list_the_same_names(capsys, m
              "compare": help_of(capsys, "compare"), "job add": help_of(capsys, "job", "add")}
     for where, text in texts.items():  # the registry's listing, whole
         assert ", ".join(every) in " ".join(text.split()), where
-    assert listing() == ", ".join(every)  # no shape refuses a name today
+    assert listing() == ", ".join(every)
     errors = {}
     with pytest.raises(InputError) as e:
         Settings(algorithm="magic")
@@ -234,12 +233,12 @@ def test_help_errors_settings_schema_and_reference_list_the_same_names(capsys, m
     fabric, sw, svc = serve(TWO_TIER)
     errors["REST"] = post(svc, job_doc(fabric, "x", algorithm="magic"))[1]["error"]
     with pytest.raises(InputError) as e:
-        planner_for("magic", CLOS)
+        planner_for("magic")
     errors["registry"] = str(e.value)
     for where, text in errors.items():
         assert f"(choose from {', '.join(every)})" in text, where
     for name in every:
-        Settings(algorithm=name)  # every name valid for some shape is a valid default
+        Settings(algorithm=name)  # every name is a valid default
     schema = api.openapi()["components"]["schemas"]["Job"]["properties"]["algorithm"]
     assert schema["enum"] == every
     with open(os.path.join(ROOT, "docs", "reference", "options.md")) as fh:

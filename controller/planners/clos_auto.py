@@ -11,6 +11,13 @@ layer-2 MILP where a gap is left on small instances, then below the max the chai
 next loads down (``clos_layer2.fewer_below``, the two-tier auto's ``layer2.fewer_below``:
 the parity tests hold both autos to one sorted load vector on a single two-tier plane).
 
+The two-tier kernel (private, the stronger there): on a single two-tier plane without bundles
+(``Clos.as_leaf_spine``) ``planners.auto`` on the plane's two-tier model makes the plan
+(construction proven by the equitable colouring, repair, the ILP stage within
+``ilp_time_limit``, layer 2), its ``info`` kept (``stage``, ``optimal``, ``lower_bound``...);
+the parity tests hold both to one sorted load vector. With ``objective="jobs"`` this is the
+jobs planner: that kernel with the jobs objective, else ``clos_jobs``.
+
 Cost: the colouring, the greedy and two local searches; ``time_limit`` bounds the searches;
 the chains below the max spend at most ``LAYER2_BELOW_WORK`` search nodes and
 ``LAYER2_BELOW_WORK_PER_FLOW`` per flow (no clock: the same result on a loaded machine).
@@ -22,6 +29,7 @@ import time
 import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
+from controller.planners.auto import auto, check_options
 from controller.planners.clos_greedy import clos_greedy, improve
 from controller.planners.clos_ilp_layer2 import layer2_exact
 from controller.planners.clos_layer2 import (
@@ -32,6 +40,7 @@ from controller.planners.clos_layer2 import (
 )
 from controller.planners.clos_loads import score
 from controller.planners.clos_tiers import tier_colouring
+from controller.planners.registry import Ref
 
 LAYER2_WORK = 2048  # chain search nodes in all: this many ...
 LAYER2_WORK_PER_FLOW = 0.25  # ... and this many per flow,
@@ -43,7 +52,17 @@ LAYER2_MILP_OPTIONS = 20_000  # the layer-2 MILP on instances of at most this ma
 LAYER2_MILP_S = 0.5  # its time limit (within time_limit)
 
 
-def clos_auto(problem: ClosProblem, time_limit: float = 1.0) -> ClosRouting:
+def clos_auto(problem: ClosProblem, time_limit: float = 1.0, objective: str = "flows",
+              ilp_time_limit: float = 0.0) -> ClosRouting:
+    """auto's routing of ``problem`` (module docstring). ``time_limit``: the searches' budget
+    (s); ``ilp_time_limit``: the two-tier kernel's ILP stage (s, 0: none); ``objective``:
+    flows, or jobs (the jobs planner)."""
+    check_options(ilp_time_limit, objective)
+    kernel = _two_tier(problem, objective, ilp_time_limit)
+    if kernel is not None:
+        return kernel
+    if objective == "jobs":  # the jobs planner, which starts from this one: loaded when asked
+        return Ref("clos_jobs", "clos_jobs").load()(problem)
     t0 = time.perf_counter()
     bound = lower_bound(problem)
     best, tried = None, []
@@ -71,6 +90,16 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0) -> ClosRouting:
                                 "links_at_max": r.info["optimal"] and proved}
     r.info["ms"] = {"layer1": round((t1 - t0) * 1e3, 3), **ms}
     return r
+
+
+def _two_tier(problem: ClosProblem, objective: str, ilp_time_limit: float) -> ClosRouting | None:
+    """The two-tier kernel's routing (module docstring); None when the fabric is not a single
+    two-tier plane or the two models route other flows."""
+    from controller.planners.leaf_spine import kernel_routing, two_tier_problem
+    p2 = two_tier_problem(problem)
+    if p2 is None:
+        return None
+    return kernel_routing(problem, auto(p2, ilp_time_limit=ilp_time_limit, objective=objective))
 
 
 def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_end: float,

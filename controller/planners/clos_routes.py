@@ -35,7 +35,7 @@ from controller.model.jobs import Job
 from controller.planners.clos_churn import clos_replan, previous_routes
 from controller.planners.clos_split import ClosSplitRouting
 from controller.planners.plan import Plan, part_path, routing_of
-from controller.planners.registry import CLOS, clos_options, planner_for
+from controller.planners.registry import clos_options, planner_for
 from controller.planners.split import MAX_PARTS
 
 CHURN = ("auto",)  # the planners that re-plan from the routes in force (``previous``)
@@ -57,7 +57,7 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     names what it refuses). ``previous``: per flow its parts in force (or None); ``auto``
     then re-plans from them (``planners.clos_churn``: few moved flows), the others ignore it.
     """
-    fn = planner_for(algorithm, CLOS)
+    fn = planner_for(algorithm)
     problem = ClosProblem.build(fabric, jobs, skip_unroutable=True, pins=pins)
     t0 = time.perf_counter()
     if not len(problem):

@@ -7,7 +7,9 @@ run off the request path), on other Clos fabrics the Clos planners
 (``clos_routes.clos_route_parts``: ``auto`` by ``clos_churn``, no off-path stages; flows pinned
 to planes). Either way parts are Clos paths, a split flow's parts keep their places where
 they can (``keep_order``: a part's sub-connection then stays as it is), and an ``auto``
-group's moved flows are those whose route in force changed.
+group's moved flows are those whose route in force changed. Which group a job's name plans in
+is the fast path's choice too (``planned_as``: on two tiers ``jobs`` is the auto group of
+objective jobs, so that churn's layer 1 and the off-path stages serve it).
 
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow, Job
@@ -25,10 +27,23 @@ from typing import NamedTuple
 from controller.model.clos import Clos
 from controller.model.jobs import Job
 from controller.planners.clos_routes import clos_route_parts
+from controller.planners.leaf_spine import fast_path, shape_of
 from controller.planners.leaf_spine_routes import leaf_spine_route_parts
 from controller.planners.plan import planner_options
-from controller.planners.registry import fast_path
+from controller.planners.registry import TWO_TIER, runs_as
 from controller.planners.split import MAX_PARTS
+
+
+def planned_as(name: str, fabric) -> tuple[str, str | None]:
+    """(planner group, objective it fixes or None) of ``name`` on ``fabric`` (None: two
+    tiers): on the fast path the planner it runs (``registry.runs_as``: ``("auto", "jobs")``
+    for ``jobs``, one group with auto's jobs of that objective); the name itself elsewhere
+    (unknown names too: the registry refuses them).
+
+    >>> planned_as("jobs", None), planned_as("jobs", Clos.fat_tree(4))
+    (('auto', 'jobs'), ('jobs', None))
+    """
+    return runs_as(name) if shape_of(fabric) == TWO_TIER else (name, None)
 
 
 class GroupRoutes(NamedTuple):

@@ -174,15 +174,19 @@ OTHER_STARTS_FLOWS = 256
 
 
 def other_starts(problem, shape: str, scores: dict, planes: int = 1) -> dict:
-    """name -> plan of each ``OTHER_STARTS`` planner on ``problem`` (the registry's planner on
-    ``shape``, its default options), or none: above ``OTHER_STARTS_FLOWS`` flows, or when the
+    """name -> plan of each ``OTHER_STARTS`` planner on ``problem`` (``shape`` "two-tier": a
+    two-tier ``Problem``, the name's kernel, ``leaf_spine.kernel_for``; else the registry's
+    planner; default options), or none: above ``OTHER_STARTS_FLOWS`` flows, or when the
     best of the starts scored so far (``scores``: name -> per-job slowdowns) has a mean of 1
     already on a single plane (a job on one NIC never beats its ideal)."""
     if len(problem) > OTHER_STARTS_FLOWS or (planes == 1 and min(
             rank_key(v.values())[1] for v in scores.values()) <= 1.0 + EPS):
         return {}
-    from controller.planners.registry import planner_for
-    return {name: planner_for(name, shape)(problem) for name in OTHER_STARTS}
+    if shape == "two-tier":  # a two-tier Problem: each name's kernel
+        from controller.planners.leaf_spine import kernel_for as planner_for
+    else:
+        from controller.planners.registry import planner_for
+    return {name: planner_for(name)(problem) for name in OTHER_STARTS}
 
 
 def _heuristic_slowdowns(problem: Problem, spines: list[int]) -> dict[str, float]:

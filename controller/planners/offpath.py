@@ -30,11 +30,10 @@ def group_instance(fabric, jobs: list, routes: list) -> tuple | None:
     summary now, the routes in force per flow as spine parts: ``plan_off_path``'s
     ``previous``). ``fabric``: the fabric served; ``routes``: the routes in force per flow of
     ``jobs`` (Clos paths). None when the fabric is not a single two-tier plane (the Clos
-    planners leave nothing to improve off the path: ``registry.fast_path``), or a flow has
+    planners leave nothing to improve off the path: ``leaf_spine.fast_path``), or a flow has
     no route or a split one: nothing to start from."""
     from controller.model.loads import load_summary
-    from controller.planners.leaf_spine import spine_parts
-    from controller.planners.registry import fast_path
+    from controller.planners.leaf_spine import fast_path, spine_parts
     two = fast_path(fabric)
     if two is None:
         return None

@@ -1,16 +1,15 @@
-"""The one plan of jobs on any fabric (issue 37), and the routes format it is described in.
+"""The one plan of jobs on any fabric (issues 37, 60), and the routes format it is described in.
 
-``make_plan`` is the one entry point: every fabric is a ``model.clos.Clos``. On a single
-two-tier plane (``Clos.as_leaf_spine()``) it runs the two-tier planner, the fast path, on the
-two-tier ``Problem`` and expresses its result as the Clos routing of the same flows
-(``two_tier_plan``: the controller's conversion, ``leaf_spine.path_parts`` then
-``routing_of``); on other Clos fabrics the Clos planner (``make_clos_plan``). Either way the
+``make_plan`` is the one entry point: every fabric is a ``model.clos.Clos``, and every planner
+name runs its Clos planner on the Clos problem (``registry.planner_for``; on a single two-tier
+plane a planner with a faster two-tier kernel runs it inside, ``planners.leaf_spine``). The
 result is a ``Plan``: a ``ClosProblem`` and its ``ClosRouting`` (``ClosSplitRouting`` when
-flows are split), whose document (``Plan.to_dict``) has one form whichever path made it: a plan
-of the fast path and one of the Clos planners with the same routing give the same document
-(``runtime_ms`` and ``info`` aside). ``run_options`` gives each shape the options of one run
-configuration (seed, salt, ILP time limit, objective, max_parts) that it takes, and refuses
-those it does not.
+flows are split), whose document (``Plan.to_dict``) has one form. ``run_options`` gives a
+planner the options of one run configuration (seed, salt, ILP time limit, objective,
+max_parts) that it takes, and refuses those that do not apply: one dialect on every fabric,
+the two-tier kernels' too (``planner_options``). ``two_tier_plan`` expresses a kernel's
+assignment of a two-tier ``Problem`` as the one ``Plan`` (``run_planner``'s callers, the
+benchmarks and the simulations).
 
 The routes JSON (docs/reference/formats.md) lists one route per flow of every job, in the order
 ``Job.flows()`` gives, with ``"spine": null`` for intra-leaf flows and ``"split"`` parts for
@@ -40,19 +39,8 @@ from controller.planners.clos_split import (
     split_link_loads,
     split_link_totals,
 )
-from controller.planners.leaf_spine import flow_spine_parts, path_parts
-from controller.planners.registry import (
-    CLOS,
-    OBJECTIVES,
-    PLANNERS,
-    TWO_TIER,
-    clos_options,
-    fast_path,
-    planned_as,
-    planner_for,
-    shape_of,
-    way,
-)
+from controller.planners.leaf_spine import flow_spine_parts, kernel_for, path_parts, shape_of
+from controller.planners.registry import OBJECTIVES, clos_options, planner, planner_for, runs_as
 
 
 @dataclass
@@ -310,9 +298,9 @@ def two_tier_plan(algorithm: str, problem: Problem, assignment: Assignment,
 
 
 def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment, float]:
-    """The assignment and the planner's wall time in ms (``registry.planner_for`` on a single
-    two-tier plane: an unknown name is an InputError)."""
-    fn = planner_for(algorithm, TWO_TIER)
+    """The assignment of ``algorithm``'s two-tier kernel (``leaf_spine.kernel_for``: an
+    unknown name is an InputError) on ``problem`` and its wall time in ms."""
+    fn = kernel_for(algorithm)
     t0 = time.perf_counter()
     assignment = fn(problem, **options)
     return assignment, (time.perf_counter() - t0) * 1e3
@@ -320,12 +308,9 @@ def run_planner(problem: Problem, algorithm: str, **options) -> tuple[Assignment
 
 def make_plan(fabric: Clos | Fabric, jobs: list[Job], algorithm: str = "greedy",
               **options) -> Plan:
-    """The plan of ``jobs`` on any fabric by the planner ``algorithm`` with its ``options``
-    (``run_options`` makes them from a run configuration). On a single two-tier plane (a
-    ``Clos`` whose ``as_leaf_spine()`` is one, or that ``Fabric``) the two-tier planner on the
-    two-tier model, its result routed on the Clos (``two_tier_plan``); on other Clos fabrics
-    the Clos planner (``make_clos_plan``: ``salt`` and the options it takes). A name unknown,
-    or refused on the shape, is an InputError (``registry.planner_for``).
+    """The plan of ``jobs`` on ``fabric`` (a ``Fabric``: its Clos of one plane) by the planner
+    of ``algorithm`` (``registry.planner_for``: an unknown name is an InputError) with the run
+    options it takes of ``options`` (``run_options`` makes them from a run configuration).
 
     >>> c = Clos.leaf_spine(2, 2, 1)
     >>> ring = Job("r", rings=[["h0_0", "h1_0"]], ring_bytes=1e6)
@@ -334,24 +319,16 @@ def make_plan(fabric: Clos | Fabric, jobs: list[Job], algorithm: str = "greedy",
     >>> make_plan(Clos.leaf_spine(2, 2, 1, planes=2), [ring], "greedy").routes()[0]["plane"]
     'plane0'
     """
-    two = fast_path(fabric)
-    if two is None:
-        return make_clos_plan(fabric, jobs, algorithm, **options)
-    problem = Problem.build(two, jobs)
-    assignment, ms = run_planner(problem, algorithm, **options)
-    return two_tier_plan(algorithm, problem, assignment, ms, as_clos(fabric))
-
-
-def make_clos_plan(fabric: Clos, jobs: list[Job], algorithm: str = "auto",
-                   salt: int = 0, **options) -> Plan:
-    """The plan of ``jobs`` by the Clos planner of ``algorithm`` (``registry.planner_for``: an
-    InputError names what it refuses); ``salt`` and ``options`` (seed, max_parts, time_limit)
-    go to the planners that take them."""
-    fn = planner_for(algorithm, CLOS)
-    problem = ClosProblem.build(fabric, jobs)
+    fn = planner_for(algorithm)
+    problem = ClosProblem.build(as_clos(fabric), jobs)
     t0 = time.perf_counter()
-    routing = fn(problem, **clos_options(algorithm, salt=salt, **options))
+    routing = fn(problem, **clos_options(algorithm, **options))
     return Plan(algorithm, problem, routing, (time.perf_counter() - t0) * 1e3)
+
+
+def make_clos_plan(fabric: Clos, jobs: list[Job], algorithm: str = "auto", **options) -> Plan:
+    """``make_plan`` with auto by default."""
+    return make_plan(fabric, jobs, algorithm, **options)
 
 
 class Run(NamedTuple):
@@ -362,75 +339,59 @@ class Run(NamedTuple):
     options: dict
 
 
-def run_shape(fabric, max_parts: int | None = None) -> str:
-    """The shape of ``fabric`` (``registry.shape_of``; a shape's name as it is). Every run
-    option applies on every shape since split's ``max_parts`` does (issue 60): ``max_parts``
-    is checked where it is used (``planner_options``)."""
-    return shape_of(fabric)
+run_shape = shape_of  # the shape the controller's default objective depends on (cli.default_objective)
 
 
 def run_options(fabric, algorithm: str, seed: int = 1234, salt: int = 0,
                 ilp_time_limit: float = 60.0, objective: str | None = None,
                 max_parts: int | None = None) -> Run:
-    """``algorithm`` with one run configuration on the shape of ``fabric`` (a fabric or a
-    shape), each option where the shape takes it (``run_shape`` refuses the others first):
+    """``algorithm`` with one run configuration, on any fabric (``fabric`` is not asked: every
+    option applies everywhere): ``planner_options`` (its refusals), and for a name that fixes
+    its objective that objective too, so that the run it is (``registry.runs_as``: jobs is
+    auto with objective jobs) has one set of options (``compare`` plans it once).
 
-    * two tiers: ``planner_options`` (the objective to auto and split, ``max_parts`` to
-      split; its refusals);
-    * Clos: the salt, the seed and the ILP's time limit (``make_clos_plan`` gives a planner
-      those it takes); split's objective and ``max_parts`` as on two tiers. The objective
-      ``jobs`` is the jobs planner's (asked of auto, it runs that planner) and split's (by
-      bytes); every other planner plans with its own, another is refused. An unknown name is
-      refused before the objective.
-
-    >>> run_options("Clos", "auto", objective="jobs")[:2], run_options("two-tier", "jobs")[:2]
-    (('jobs', 'jobs'), ('jobs', 'jobs'))
+    >>> run_options(None, "auto", objective="jobs").options == run_options(None, "jobs").options
+    True
+    >>> run_options(None, "jobs")
+    Run(algorithm='jobs', objective='jobs', options={'ilp_time_limit': 60.0, 'objective': 'jobs'})
     """
-    if run_shape(fabric, max_parts) == TWO_TIER:
-        return Run(algorithm, objective or planned_as(algorithm, TWO_TIER)[1] or "flows",
-                   planner_options(algorithm, seed, salt, ilp_time_limit, objective, max_parts))
-    way(algorithm, CLOS)
-    if algorithm == "split":  # the one planner that takes both objectives on every shape
-        split = planner_options("split", objective=objective, max_parts=max_parts)
-        return Run("split", split["objective"], {"salt": salt, "seed": seed,
-                                                 "time_limit": ilp_time_limit, **split})
-    run = "jobs" if algorithm == "auto" and objective == "jobs" else algorithm
-    own = PLANNERS[run].objective or "flows"
-    if objective not in (None, own):
-        raise InputError(f"on this fabric --objective {objective} applies to plan with "
-                         "algorithm auto (jobs runs the jobs planner) or split")
-    return Run(run, own, {"salt": salt, "seed": seed, "time_limit": ilp_time_limit})
+    options = planner_options(algorithm, seed, salt, ilp_time_limit, objective, max_parts)
+    fixed = runs_as(algorithm)[1]
+    if fixed is not None:
+        options["objective"] = fixed
+    return Run(algorithm, objective or fixed or "flows", options)
 
 
 def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
                     ilp_time_limit: float = 60.0, objective: str | None = None,
                     max_parts: int | None = None) -> dict:
-    """The options each two-tier planner takes, from a run configuration. Only ``auto`` (and
-    the churn planner) and ``split`` (byte-aware) take the job objective (None: flows): asking
-    another algorithm for it is an error; ``jobs`` is auto with the jobs objective, which it
-    fixes. ``max_parts`` (split only; None: split's default, 0: no bound)."""
+    """The run options ``algorithm`` takes (``registry.Planner.takes``) from a run
+    configuration: its planner's, and its two-tier kernel's (``leaf_spine.kernel_for``: the
+    same names), each name's own (the controller's ``Settings.planner_opts``). Only ``auto``
+    and ``split`` (byte-aware) take the job objective (None: flows): asking another algorithm
+    for it is an error; ``jobs`` fixes it. ``max_parts`` (split only; None: split's default,
+    0: no bound).
+
+    >>> planner_options("jobs", ilp_time_limit=3), planner_options("ecmp", salt=5)
+    ({'ilp_time_limit': 3}, {'salt': 5})
+    """
+    p = planner(algorithm)
     if objective is not None and objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r} (choose from {', '.join(OBJECTIVES)})")
-    base, fixed = planned_as(algorithm, TWO_TIER)
-    if fixed is not None:
-        if objective not in (None, fixed):
-            raise InputError(f"algorithm {algorithm!r} plans with objective {fixed!r}, not "
-                             f"{objective!r} (algorithm 'auto' takes either)")
-        objective = fixed
-    objective = objective or "flows"
-    if objective != "flows" and base not in ("auto", "split"):
+    if p.objective is not None and objective not in (None, p.objective):
+        raise InputError(f"algorithm {algorithm!r} plans with objective {p.objective!r}, not "
+                         f"{objective!r} (algorithm 'auto' takes either)")
+    if objective not in (None, "flows", p.objective) and "objective" not in p.takes:
         raise InputError(f"objective {objective!r} needs algorithm 'auto' or 'split' "
                          f"(got {algorithm!r})")
     if max_parts is not None and (isinstance(max_parts, bool) or not isinstance(max_parts, int)
                                   or max_parts < 0):
         raise InputError(f"max_parts must be an integer >= 0 (0: no bound), got {max_parts!r}")
-    split_opts: dict = {"objective": objective}
+    given = {"seed": seed, "salt": salt, "time_limit": ilp_time_limit,
+             "ilp_time_limit": ilp_time_limit, "objective": objective or "flows"}
     if max_parts is not None:
-        split_opts["max_parts"] = max_parts or None
-    return {"annealing": {"seed": seed}, "ecmp": {"salt": salt},
-            "ecmp-polarised": {"salt": salt}, "ilp": {"time_limit": ilp_time_limit},
-            "split": split_opts,
-            "auto": {"ilp_time_limit": ilp_time_limit, "objective": objective}}.get(base, {})
+        given["max_parts"] = max_parts or None  # 0: no bound
+    return clos_options(algorithm, **given)
 
 
 def make_replan(fabric: Fabric, jobs: list[Job], previous: list, objective: str = "flows",

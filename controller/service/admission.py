@@ -16,8 +16,7 @@ from controller.errors import ConflictError, InputError
 from controller.model.clos import Clos
 from controller.model.intent import JobRecord, flow_key
 from controller.model.jobs import Job
-from controller.planners import PLANNERS, planner_for
-from controller.planners.registry import OBJECTIVES, names
+from controller.planners.registry import OBJECTIVES, planner
 from controller.service.settings import Settings
 
 MAX_JOBS = 1024
@@ -49,9 +48,7 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
         seen.add(flow_key(f))
     algorithm = job.options.get("algorithm", settings.algorithm)
     mode = job.options.get("mode", settings.mode)
-    if algorithm not in PLANNERS:  # the fabric's shape may refuse it still: check_on_fabric
-        raise InputError(f"job {job.id}: unknown algorithm {algorithm!r} "
-                         f"(choose from {', '.join(names())})")
+    check_algorithm(job.id, algorithm)
     try:
         mode_of(mode)
     except InputError as e:
@@ -60,7 +57,7 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     if objective not in OBJECTIVES:
         raise InputError(f"job {job.id}: unknown objective {objective!r} "
                          f"(choose from {', '.join(OBJECTIVES)})")
-    fixed = PLANNERS[algorithm].objective  # jobs: the jobs objective, which it fixes
+    fixed = planner(algorithm).objective  # jobs: the jobs objective, which it fixes
     if "objective" in job.options and fixed is not None and objective != fixed:
         raise InputError(f"job {job.id}: algorithm {algorithm!r} plans with objective "
                          f"{fixed!r}, not {objective!r}")
@@ -73,22 +70,21 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
 
 
 def check_on_fabric(fabric: Clos, job_id: str, algorithm: str, mode: str) -> None:
-    """What the fabric cannot run: an algorithm its shape refuses (``registry.planner_for``,
-    the one place that refuses a planner for a shape, with the reason); host mode where its
-    ports cannot code the bundles' members, sr mode where its labels do not fit
-    (``clos_rules.check_mode_on``)."""
-    check_algorithm(fabric, job_id, algorithm)
+    """What the fabric cannot run: an unknown algorithm (every name runs on every fabric);
+    host mode where its ports cannot code the bundles' members, sr mode where its labels do not
+    fit (``clos_rules.check_mode_on``)."""
+    check_algorithm(job_id, algorithm)
     try:
         check_mode_on(fabric, mode)
     except InputError as e:
         raise InputError(f"job {job_id}: {e}") from None
 
 
-def check_algorithm(fabric: Clos, job_id: str, algorithm: str) -> None:
-    """The registry's refusal of ``algorithm`` (unknown, or not run on the fabric's shape, with
-    the reason: ``registry.planner_for``), naming the job."""
+def check_algorithm(job_id: str, algorithm: str) -> None:
+    """The registry's refusal of an unknown ``algorithm`` (``registry.planner``), naming the
+    job."""
     try:
-        planner_for(algorithm, fabric)
+        planner(algorithm)
     except InputError as e:
         raise InputError(f"job {job_id}: {e}") from None
 

@@ -9,8 +9,8 @@ from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
+from controller.planners.group_routes import planned_as
 from controller.planners.offpath import better_paths, group_instance
-from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission, wiring
 from controller.service.change import Change

@@ -15,7 +15,7 @@ import re
 from contextlib import contextmanager
 
 from controller.errors import ConflictError, InputError
-from controller.planners.registry import planned_as
+from controller.planners.group_routes import planned_as
 from controller.service import wiring as wiring_
 from controller.service.change import Change, Outcome
 

@@ -2,7 +2,7 @@
 
 Jobs are planned together per group (algorithm, objective): a group's planner sees every flow
 of the group at once; the algorithm is the planner a job's name runs as on the fabric's shape
-(``registry.planned_as``: on two tiers ``jobs`` joins auto's group of objective jobs);
+(``group_routes.planned_as``: on two tiers ``jobs`` joins auto's group of objective jobs);
 ``split`` jobs are planned together per bound on parts
 (``max_parts``, absent: the planner's default), since the bound is an option of the whole
 planner run.
@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from controller.enforcement.rules import part_sport
 from controller.model.clos import Clos
 from controller.model.intent import JobRecord, flow_key
-from controller.planners.group_routes import group_routes
+from controller.planners.group_routes import group_routes, planned_as
 from controller.planners.plan import route_doc
-from controller.planners.registry import planned_as
 from controller.service.settings import Settings
 
 
@@ -50,7 +49,7 @@ class Replanned:
 
 def group_of(r: JobRecord, settings: Settings, fabric=None) -> tuple[str, str]:
     """The planner group of a job on ``fabric`` (its shape; None: two tiers): the planner its
-    algorithm runs as there (``registry.planned_as``: on two tiers ``jobs`` is auto's group of
+    algorithm runs as there (``group_routes.planned_as``: on two tiers ``jobs`` is auto's group of
     objective jobs) and (auto only) its objective."""
     alg, fixed = planned_as(r.algorithm, fabric)
     if fixed is not None:

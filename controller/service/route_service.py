@@ -24,7 +24,6 @@ from controller.errors import ConflictError, InputError, InstallError, NotFoundE
 from controller.model.clos import Clos, as_clos, load_fabric
 from controller.model.jobs import parse_job
 from controller.planners.plan import planner_options
-from controller.planners.registry import planned_as
 from controller.planners.ringorder import advise_order
 from controller.service import anytime, decide, mastership, oplog, restarts, silence, tablesync, views
 from controller.service.admission import check_algorithm
@@ -394,10 +393,9 @@ class RouteService:
             if not job.is_collective:
                 raise InputError(f"job {job.id}: ring order advice needs a ring All-Reduce")
             algorithm = job.options.get("algorithm", self.settings.algorithm)
-            check_algorithm(fabric, job.id, algorithm)
+            check_algorithm(job.id, algorithm)
             opts = dict(self.settings.planner_opts.get(algorithm, planner_options(algorithm)))
-            if planned_as(algorithm, fabric)[0] == "auto":
-                opts["ilp_time_limit"] = 0  # advice answers at once
+            opts["ilp_time_limit"] = 0  # advice answers at once: no ILP stage (auto, jobs)
         return advise_order(fabric, [job], algorithm, predict=True, **opts)
 
     def delete_job(self, job_id: str) -> dict:
