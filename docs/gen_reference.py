@@ -316,7 +316,7 @@ def results_page() -> str:
            "against `auto` over 15.9 days of a real cluster's jobs) has its own page: "
            "[trace replay](trace-replay.md).\n\n"]
     out += [_planner(), _paper(), _realistic(), _patterns(), _clos(), _fabrics(),
-            _request_path(), _cuts(),
+            _request_path(), _churn(), _cuts(),
             _fattree(), _collectives(), _learning(),
             _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
             _failover(), _connect(), _srv6(), _chaos()]
@@ -587,6 +587,33 @@ def _request_path() -> str:
               "`--algorithm greedy`:\n\n"
             + _table(["instance", "flows", "default s", "greedy s"], plans)
             + _table(["target", "value", "met"], targets))
+
+
+def _churn() -> str:
+    """Routes moved by a core link failure (``benchmarks/churn.py``); nothing until its
+    file exists."""
+    if not os.path.exists(os.path.join(REPO, "bench/churn.json")):
+        return ""
+    b = _load("bench/churn.json")
+    rows = []
+    for f in b["fabrics"]:
+        for c in f["cases"]:
+            r, h = c["replan"], c["fresh_sent_home"]
+            rows.append([f["fabric"], c["link"], c["routes_over_it"], r["moved"], r["source"],
+                         f"{r['ms']:.0f}", h["moved"], f"{h['ms']:.0f}",
+                         f"{r['max_link_load']:g} / {h['max_link_load']:g}"])
+    sums = "; ".join(f"{f['fabric']}: {f['summary']['moved_replan']:,} moved against "
+                     f"{f['summary']['moved_fresh']:,} ({f['summary']['moved_over_fresh']:.2f}x)"
+                     for f in b["fabrics"])
+    return ("## Routes moved by a link failure\n\n"
+            + _source("python -m benchmarks.churn", "bench/churn.json")
+            + "A core link fails under `benchmarks.scale`'s jobs (a ring across pods and an "
+              "all-to-all of 32) in force: the re-plan from the routes in force "
+              "(`clos_churn`: repairs in place, or the fewest-moves MILP within "
+              f"{b['settings']['moves_milp_s']:g} s, or a fresh plan) against a fresh `auto` "
+              f"plan sent home, in the same run. In all: {sums}.\n\n"
+            + _table(["fabric", "link down", "routes over it", "moved", "source", "ms",
+                      "fresh: moved", "fresh: ms", "max (re-plan / fresh)"], rows))
 
 
 def _cuts() -> str:
