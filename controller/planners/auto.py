@@ -51,7 +51,7 @@ worst_slowdown), ``ms`` per stage, the ILPs' reports under ``ilp`` and ``layer2_
     (12, True)
 
 Cost: construction O(F x path), repair and layer 2 O(links cleared x links visited), the ILPs
-only within their budget: 3.5-32 ms at 64 x 32 (1,568-1,920 flows) without the ILPs
+only within their budget: 2.5-14 ms at 64 x 32 (1,568-1,920 flows) without the ILPs
 (bench/planner.json, section layer2).
 """
 from __future__ import annotations

@@ -207,7 +207,7 @@ def _values(model: JobModel, r: Routing) -> list[float]:
 
 
 # move evaluations in all, deterministic: the full jobs search (auto, objective jobs) takes
-# 55-209 ms at 64 x 32 (bench/planner.json, section layer2: 10 realistic clusters)
+# 15-87 ms at 64 x 32 (bench/planner.json, section layer2: 10 realistic clusters)
 JOB_BUDGET = 600
 
 

@@ -22,12 +22,12 @@ ILP_TIME_LIMIT_S = 10.0  # the ilp planner's and auto's ILP stage's budget (cont
 
 @dataclass(frozen=True)
 class Settings:
-    # planner of jobs that do not ask for one: any name of the registry (``planners.PLANNERS``);
-    # a fabric whose shape cannot run it refuses such a job, naming why (admission)
+    # planner of jobs that do not ask for one: any name of the registry (``planners.PLANNERS``),
+    # which runs on every fabric
     algorithm: str = "auto"
     mode: str = "flow"  # enforcement of jobs that do not ask for one
     # auto's objective of jobs that do not ask for one: jobs lowers the mean job slowdown by
-    # 7% against flows (1.565 against 1.682), at 55-209 ms instead of 3.5-32 ms for the full
+    # 7% against flows (1.565 against 1.682), at 15-87 ms instead of 2.5-14 ms for the full
     # search (bench/planner.json, section layer2: 10 realistic 64 x 32 clusters); the
     # controller runs it off the request path
     objective: str = "jobs"

@@ -23,15 +23,15 @@ OPTS = [
                     "fabric is discovered (LLDP, ARP), or declared by PUT /v1/fabric"),
     cfg.StrOpt("mlroute-algorithm", default=Settings.algorithm,
                help=f"planner for jobs that do not ask for one: {listing()}; auto "
-                    "recommended. How each runs on a single two-tier plane and on Clos fabrics: "
-                    "the planner table of docs/reference/options.md; a job whose algorithm "
-                    "its fabric's shape does not run is refused (400) with the reason"),
+                    "recommended. What each runs: the planner table of "
+                    "docs/reference/options.md; every name runs on every fabric, an unknown "
+                    "one is refused (400) naming the choices"),
     cfg.StrOpt("mlroute-objective", default=Settings.objective,
                help="auto's objective for jobs that do not ask for one: jobs (default: worst "
                     "then mean job's predicted slowdown, then link flow counts; its full "
-                    "search takes 55-209 ms at 64x32, bench/planner.json section layer2, so "
+                    "search takes 15-87 ms at 64x32, bench/planner.json section layer2, so "
                     "it runs off the request path) or flows (the paper's max-min link flow "
-                    "counts, both layers; 3.5-32 ms there)"),
+                    "counts, both layers; 2.5-14 ms there)"),
     cfg.StrOpt("mlroute-mode", default=Settings.mode,
                help="enforcement for jobs that do not ask for one: flow, sr, host (no "
                     "per-flow entry: each flow gets a source port that leads to its spine) or "
