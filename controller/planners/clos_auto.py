@@ -138,7 +138,7 @@ def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains
     t1 = time.perf_counter()
     ms = {"layer2": round((t1 - t0) * 1e3, 3)}
     proved = count <= lb2
-    if not proved and time.perf_counter() < end and _options(problem) <= LAYER2_MILP_OPTIONS:
+    if not proved and time.perf_counter() < end and option_count(problem) <= LAYER2_MILP_OPTIONS:
         m = layer2_exact(problem, alpha, min(LAYER2_MILP_S, end - t1), r)
         info = m.info
         r.info["layer2_ilp"] = {k: info[k] for k in ("status", "bound", "gap", "wall_ms")}
@@ -160,8 +160,9 @@ def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains
     return r, ms
 
 
-def _options(problem: ClosProblem) -> int:
-    """(flow, plane, middle) triples, usable or not: at least the layer-2 MILP's binaries."""
+def option_count(problem: ClosProblem) -> int:
+    """(flow, plane, middle) triples, usable or not: at least a path MILP's binaries, counted
+    without building them (the layer-2 MILP here, churn's fewest-moves MILP)."""
     L = problem.links
     total = 0
     for q in range(len(problem.fabric.planes)):

@@ -59,7 +59,7 @@ import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.intent import members_of
-from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, clos_auto, score
+from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, clos_auto, option_count, score
 from controller.planners.clos_greedy import place_all
 from controller.planners.clos_ilp_moves import fewest_moves
 from controller.planners.clos_loads import (
@@ -123,8 +123,8 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
                 if f_value < value - 1e-9:  # strictly lower max: worth moving, few as can
                     r, source = fresh, "fresh"
                     homed = home(problem, r, previous, f_value)
-                    few = fewest_moves(problem, previous, f_value, MOVES_MILP_S,
-                                       LAYER2_MILP_OPTIONS)
+                    few = fewest_moves(problem, previous, f_value, MOVES_MILP_S) \
+                        if option_count(problem) <= LAYER2_MILP_OPTIONS else None
                     if few is not None and few.info["kept"] > _kept(r, previous):
                         r, source = few, "fewest moves"
     value = score(problem, r)[0]

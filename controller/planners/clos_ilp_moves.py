@@ -16,7 +16,8 @@ The routing is checked against ``alpha`` on the fabric links before it is return
 faster links in bundles the cell's count is a relaxation).
 
 Cost: a binary per usable option; exponential at worst, so churn runs it on instances of at
-most ``clos_auto.LAYER2_MILP_OPTIONS`` options within a time limit (k = 8 fat-tree: 0.3 to
+most ``clos_auto.LAYER2_MILP_OPTIONS`` options (``clos_auto.option_count``, counted before
+anything is built) within a time limit (k = 8 fat-tree: 0.3 to
 2 s here). HiGHS is C code that holds the thread for that time, as the layer-2 MILP inside
 ``clos_auto`` does.
 
@@ -44,12 +45,11 @@ from controller.planners.ilp import check_time_limit, run_milp
 
 
 def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
-                 time_limit: float, max_options: int | None = None) -> ClosRouting | None:
+                 time_limit: float) -> ClosRouting | None:
     """The routing of ``problem`` with max fabric-link load at most ``alpha`` that keeps the
     most flows of ``previous`` (the routes in force, ``inter`` order, plane -1 for none) on
     their option, found within ``time_limit`` seconds; None when HiGHS found none in time
-    (or none exists), or the instance has more than ``max_options`` options. ``info``:
-    status ("optimal": proven fewest), kept, wall_ms."""
+    (or none exists). ``info``: status ("optimal": proven fewest), kept, wall_ms."""
     check_time_limit(time_limit)
     t0 = time.perf_counter()
     L = problem.links
@@ -58,7 +58,7 @@ def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
     cap = alive.sum(axis=1) * L.units[np.where(alive, cells.members, 0)].max(axis=1, initial=0)
     flow, middle, plane, rows = _options(problem)
     n, nx = len(problem), len(flow)
-    if not n or (max_options is not None and nx > max_options):
+    if not n:
         return None
     used, inv = np.unique(rows[rows >= 0], return_inverse=True)
     var = np.repeat(np.arange(nx), 4)[(rows >= 0).ravel()]
