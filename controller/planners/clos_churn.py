@@ -87,8 +87,9 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
     ``info`` adds to clos_auto's (``lower_bound``, ``gap``, ``optimal``): ``moved_flows``
     (flows with a route in force that changed), ``moved`` (their positions in
     ``problem.flows``), ``forced`` (of those, how many had lost their route), ``new_flows``,
-    ``search_moves`` (moves the search kept), ``source`` ("installed" or "fresh") and
-    ``homed`` (flows of a fresh plan sent back to their routes in force, ``home``)."""
+    ``search_moves`` (moves the search kept), ``source`` ("installed", "fresh" or "fewest
+    moves": ``clos_ilp_moves``, with its ``status`` and ``kept``) and ``homed`` (flows of a
+    fresh plan sent back to their routes in force, ``home``)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     n = len(problem)
