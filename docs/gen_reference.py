@@ -709,14 +709,14 @@ def _clos() -> str:
               "busy; no failure, or a core (spine) and 3 links down; two seeds. Slowdown is the "
               "All-Reduce time over its ideal with every job communicating at once "
               "(`predict_clos_times`, checked against SimGrid). Planning time: one call of "
-              "`make_clos_plan` per cell and algorithm, the planner alone (not the problem's "
+              "`make_plan` per cell and algorithm, the planner alone (not the problem's "
               f"build), median over the {s['cells']} cells, in the same run (whole grid "
               f"{s['wall_s']:g} s on a shared 2-core machine); "
               "[path planners on fat-trees and planes](#path-planners-on-fat-trees-and-planes) "
               "times the planners over repeats (`python -m benchmarks.fabrics`).\n\n"
             + _table(["algorithm", "mean slowdown", "median", "p95", "worst",
                       "cells at the lower bound", "max load / bound",
-                      "`make_clos_plan` ms (median)"], rows)
+                      "`make_plan` ms (median)"], rows)
             + _spray(s.get("spray"))
             + "![three-tier slowdown CDF](../clos_slowdown_cdf.png)\n\n")
 

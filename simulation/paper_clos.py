@@ -39,7 +39,7 @@ import numpy as np
 
 from controller.model.clos import Clos
 from controller.model.iteration import predict_clos_times
-from controller.planners.plan import make_clos_plan
+from controller.planners.plan import make_plan
 from controller.planners.spray import DEFAULT_PENALTY, spray_plan
 from simulation.placement import place
 
@@ -81,7 +81,7 @@ def cell(fabric_name: str, utilisation: float, failure: str, seed: int,
             plan = spray_plan(fabric, jobs, penalty)
             times = plan.predicted_times()
         else:
-            plan = make_clos_plan(fabric, jobs, alg, salt=seed)
+            plan = make_plan(fabric, jobs, alg, salt=seed)
             times = predict_clos_times(plan.problem, plan.routing)
         doc = plan.to_dict()
         for job in jobs:

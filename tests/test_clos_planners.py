@@ -17,7 +17,7 @@ from controller.planners.clos_split import (
     split_link_loads,
     split_score,
 )
-from controller.planners.plan import make_clos_plan, make_plan, run_options
+from controller.planners.plan import make_plan, run_options
 from tests.clos_checks import check_routes, flows_job, permutation
 
 
@@ -90,7 +90,7 @@ def test_annealing_is_seeded_deterministic():
 
 def test_annealing_is_registered_for_plan():
     fab = Clos.fat_tree(4)
-    doc = make_clos_plan(fab, permutation(fab, 1), "annealing").to_dict()
+    doc = make_plan(fab, permutation(fab, 1), "annealing").to_dict()
     assert doc["algorithm"] == "annealing" and doc["info"]["steps"] == 917
 
 
@@ -143,7 +143,7 @@ def test_split_splits_nothing_where_auto_is_optimal():
 def test_split_routes_documents_and_predictions():
     fab = Clos.leaf_spine(2, 2, 3, planes=2)  # per plane 2 spines, 3 hosts per leaf
     jobs = [flows_job(fab, [(f"h0_{k}", f"h1_{k}") for k in range(3)] * 2)]
-    plan = make_clos_plan(fab, jobs, "split")
+    plan = make_plan(fab, jobs, "split")
     doc = plan.to_dict()
     split = [x for x in doc["routes"] if "split" in x]
     assert split and all("spine" not in x and "path" not in x for x in split)
@@ -257,7 +257,7 @@ def test_split_on_a_single_two_tier_plane_is_its_two_tier_kernel(objective):
     for max_parts in (None, 2):
         two = make_plan(fabric.as_leaf_spine(), jobs, "split", objective=objective,
                         max_parts=max_parts)
-        clos = make_clos_plan(fabric, jobs, "split", objective=objective, max_parts=max_parts)
+        clos = make_plan(fabric, jobs, "split", objective=objective, max_parts=max_parts)
         assert clos.routing.info["kernel"] == "two-tier"
         a, b = two.to_dict(), clos.to_dict()
         assert {k: v for k, v in a.items() if k not in ("runtime_ms", "info")} == \

@@ -11,7 +11,7 @@ from controller.enforcement.openflow import Message
 from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import parse_job
-from controller.planners.plan import make_clos_plan
+from controller.planners.plan import make_plan
 from emulation.harness.fake_switch import FakeSwitches, trace
 
 
@@ -75,7 +75,7 @@ def test_planned_flows_follow_their_path(mode):
     ranks = rng.sample(hosts, 12)
     job = parse_job({"id": "r", "collective": "ring_allreduce", "ranks": ranks, "bytes": 1e6,
                      "sport": 5000, "dport": 6000, "proto": "tcp"}, fab)
-    plan = make_clos_plan(fab, [job], "auto").to_dict()
+    plan = make_plan(fab, [job], "auto").to_dict()
     rules, paths = [], {}
     for flow, route in zip(job.flows(), plan["routes"]):
         path = route.get("path") or ([route["spine"]] if route.get("spine") else None)
@@ -128,7 +128,7 @@ def test_each_plane_carries_its_own_addresses_and_planned_flows(fab, mode):
     job = parse_job({"id": "a2a", "flows": [  # an all-to-all: more than one plane carries
         {"src": a, "dst": b, "bytes": 1e6, "sport": 5000, "dport": 6000, "proto": "tcp"}
         for a, b in itertools.permutations(hosts, 2)]}, fab)
-    plan = make_clos_plan(fab, [job], "auto").to_dict()
+    plan = make_plan(fab, [job], "auto").to_dict()
     planes = {p.name: q for q, p in enumerate(fab.planes)}
     rules, paths = [], {}
     for flow, route in zip(job.flows(), plan["routes"]):

@@ -20,7 +20,6 @@ from controller.model.clos import Clos, as_clos, load_fabric
 from controller.model.fluid import FluidSimulator, predict_allreduce
 from controller.model.problem import Problem
 from controller.planners.plan import (
-    make_clos_plan,
     make_plan,
     planner_options,
     run_options,
@@ -115,7 +114,7 @@ def test_a_plan_on_another_clos_is_the_clos_planners():
     c = Clos.leaf_spine(3, 6, 2, bundle=2)
     assert c.as_leaf_spine() is None
     got = make_plan(c, RINGS, "annealing", seed=7, salt=3)
-    want = make_clos_plan(c, RINGS, "annealing", salt=3, seed=7)
+    want = make_plan(c, RINGS, "annealing", salt=3, seed=7)
     assert without_runtime(got.to_dict()) == without_runtime(want.to_dict())
 
 
@@ -163,6 +162,6 @@ def test_the_fluid_model_runs_a_two_tier_clos_on_its_fast_path_plans():
     for name in ("greedy", "split"):
         got, want = simulate(c, RINGS, name, iterations=2), simulate(f, RINGS, name, iterations=2)
         assert got["jobs"] == want["jobs"] and got["events"] == want["events"]
-    plan = make_clos_plan(c, RINGS, "greedy")  # a Clos plan on the same fabric: its link ids
+    plan = make_plan(c, RINGS, "greedy")  # a Clos plan on the same fabric: its link ids
     sim = FluidSimulator(c, RINGS, lambda _: plan)
     assert sim.run()["jobs"]["a"]["allreduce_s"][0] > 0 and sim.indexed is c

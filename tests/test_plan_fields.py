@@ -16,7 +16,7 @@ from controller.model.jobs import parse_job
 from controller.model.loads import AT_MAX_TOL, links_at_max
 from controller.planners.clos_routes import installed_clos_plan
 from controller.planners.clos_split import parts_of, split_link_loads, split_score
-from controller.planners.plan import make_clos_plan, make_plan
+from controller.planners.plan import make_plan
 from tests.clos_checks import permutation
 
 
@@ -97,7 +97,7 @@ def expected(plan) -> dict:
 @pytest.mark.parametrize("name", list(fabrics()))
 def test_clos_plan_fields_by_their_definition(name, algorithm):
     fabric = fabrics()[name]
-    plan = make_clos_plan(fabric, jobs(fabric, 3), algorithm)
+    plan = make_plan(fabric, jobs(fabric, 3), algorithm)
     doc, want = plan.to_dict(), expected(plan)
     assert doc["gap"] == pytest.approx(want["gap"], abs=1e-9)
     assert doc["max_load_by_tier"] == pytest.approx(want["max_load_by_tier"])
@@ -121,7 +121,7 @@ def test_aggregation_switches_count_in_the_imbalance():
     fabric = Clos.fat_tree(4, hosts_per_leaf=2)
     job = parse_job({"id": "j", "flows": [{"src": "h0_0", "dst": "h4_0", "bytes": 1e6},
                                           {"src": "h0_1", "dst": "h6_0", "bytes": 1e6}]}, fabric)
-    plan = make_clos_plan(fabric, [job], "greedy")
+    plan = make_plan(fabric, [job], "greedy")
     assert sorted(p[1] for p in (plan.problem.middle_name(i, 0, m)
                                  for i, m in enumerate(plan.routing.middle))) == ["a0_0", "a0_1"]
     doc = plan.to_dict()
@@ -140,7 +140,7 @@ def test_a_bundle_counts_per_alive_member():
              {"src": "h0_1", "dst": "h1_1", "bytes": 1e6}]
     for down, value in (([["l0", "s0", 1]], 0.0), ([], 1 / 3)):
         fabric = Clos.from_dict({**doc, "down": down})
-        plan = make_clos_plan(fabric, [parse_job({"id": "j", "flows": pairs}, fabric)],
+        plan = make_plan(fabric, [parse_job({"id": "j", "flows": pairs}, fabric)],
                               "greedy")
         assert sorted(plan.routing.middle) == [0, 1]
         imb = plan.to_dict()["imbalance"]["flows"]["uplinks"]
@@ -167,7 +167,7 @@ def test_links_at_max_counts_the_links_an_lp_leaves_at_the_max_up_to_rounding():
     1.500000001 on a fat-tree, which the score tells apart and the document counts as one max,
     as its histogram (rounded to 1e-6) and the two-tier document do."""
     fabric = fabrics()["fat-tree"]
-    plan = make_clos_plan(fabric, jobs(fabric, 0), "split")
+    plan = make_plan(fabric, jobs(fabric, 0), "split")
     p, r = plan.problem, plan.routing
     fab = split_link_loads(p, r)[p.links.tier > 0]
     doc = plan.to_dict()
@@ -198,7 +198,7 @@ def test_a_document_has_one_form_whichever_planners_made_it():
         parts = parts[len(job.flows()):]
     a, b = (without_timing(x.to_dict()) for x in (fast, installed_clos_plan(clos, pairs)))
     assert a == b and 1 / 3 in [x["share"] for r in a["routes"] for x in r.get("split", ())]
-    other = make_clos_plan(clos, on_clos, "split")
+    other = make_plan(clos, on_clos, "split")
     c = without_timing(other.to_dict())
     assert c == a
     fields = ("lower_bound", "links_at_max", "fabric")

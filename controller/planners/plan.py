@@ -326,11 +326,6 @@ def make_plan(fabric: Clos | Fabric, jobs: list[Job], algorithm: str = "greedy",
     return Plan(algorithm, problem, routing, (time.perf_counter() - t0) * 1e3)
 
 
-def make_clos_plan(fabric: Clos, jobs: list[Job], algorithm: str = "auto", **options) -> Plan:
-    """``make_plan`` with auto by default."""
-    return make_plan(fabric, jobs, algorithm, **options)
-
-
 class Run(NamedTuple):
     """What ``make_plan`` runs for a run configuration (``run_options``): the planner, the
     objective it plans with and its options."""

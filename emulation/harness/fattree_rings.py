@@ -18,7 +18,7 @@ import tempfile
 from controller.enforcement.modes import ECMP_HASHES
 from controller.model.iteration import predict_clos_times
 from controller.model.jobs import parse_jobs
-from controller.planners.plan import make_clos_plan
+from controller.planners.plan import make_plan
 from emulation.harness.collectives import rank_hosts
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
@@ -73,7 +73,7 @@ def compare_rings(bw: float, nbytes: int, runs: int, mode: str = "flow",
             planned.append(seconds)
             errors.append(per_link_error(carried, routes, nbytes))
         jobs = parse_jobs(doc, s.fabric)
-        models = {h: make_clos_plan(s.fabric, jobs, name) for h, name in
+        models = {h: make_plan(s.fabric, jobs, name) for h, name in
                   (("per-tier", "ecmp"), ("polarised", "ecmp-polarised"))}
         predicted_ecmp = {h: max(predict_clos_times(m.problem, m.routing).values())
                           for h, m in models.items()}
