@@ -218,12 +218,7 @@ class Routing:
             else:  # _path(parent, x): the parent's moves and load change, then x's move
                 moves, delta = paths[prev]
                 moves, delta = moves + [(g0, u0)], dict(delta)
-                s0 = self.spine[g0]
-                if s0 != NO_SPINE:
-                    for y in self.links(g0, s0):
-                        delta[y] = delta.get(y, 0) - 1
-                for y in self.links(g0, u0):
-                    delta[y] = delta.get(y, 0) + 1
+                self._shift(delta, g0, u0)
             paths[x] = moves, delta
             moved = {g for g, _ in moves}
             t = x % S
@@ -286,13 +281,17 @@ class Routing:
         moves.reverse()
         delta: dict[int, int] = {}
         for g, u in moves:
-            s = self.spine[g]
-            if s != NO_SPINE:
-                for y in self.links(g, s):
-                    delta[y] = delta.get(y, 0) - 1
-            for y in self.links(g, u):
-                delta[y] = delta.get(y, 0) + 1
+            self._shift(delta, g, u)
         return moves, delta
+
+    def _shift(self, delta: dict, g: int, u: int) -> None:
+        """Add to ``delta`` (link -> load change) flow g's move from its spine to spine u."""
+        s = self.spine[g]
+        if s != NO_SPINE:
+            for y in self.links(g, s):
+                delta[y] = delta.get(y, 0) - 1
+        for y in self.links(g, u):
+            delta[y] = delta.get(y, 0) + 1
 
 
 def reduce_to(r: Routing, c: int, deadline: float | None = None, budget: int = 4096) -> bool:
