@@ -33,6 +33,7 @@ from controller.model.clospaths import ClosProblem
 from controller.model.jobs import parse_job
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_churn import MOVES_MILP_S, clos_replan, home, previous_routes
+from controller.planners.clos_ilp_moves import moved_flows
 from controller.planners.clos_routes import route_paths
 
 
@@ -65,8 +66,7 @@ def case(fabric: Clos, jobs: list, routes: list, link: tuple[str, str]) -> dict:
     fresh = clos_auto(problem)
     home(problem, fresh, before, score(problem, fresh)[0])
     fresh_ms = (time.perf_counter() - t0) * 1e3
-    moved = sum(before.plane[i] >= 0 and tuple(fresh.path[i]) != tuple(before.path[i])
-                for i in range(len(problem)))
+    moved = len(moved_flows(fresh, before))
     return {"link": "-".join(link), "routes_over_it": crossing(routes, link),
             "replan": {"moved": r.info["moved_flows"], "max_link_load": r.info["max_link_load"],
                        "source": r.info["source"], "ms": round(replan_ms, 1)},

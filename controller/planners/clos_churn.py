@@ -61,7 +61,7 @@ from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.intent import members_of
 from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, clos_auto, option_count, score
 from controller.planners.clos_greedy import place_all
-from controller.planners.clos_ilp_moves import fewest_moves
+from controller.planners.clos_ilp_moves import fewest_moves, moved_flows
 from controller.planners.clos_loads import (
     ClosLoads,
     empty_routing,
@@ -126,11 +126,11 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
                     homed = home(problem, r, previous, f_value)
                     few = fewest_moves(problem, previous, f_value, MOVES_MILP_S) \
                         if option_count(problem) <= LAYER2_MILP_OPTIONS else None
-                    if few is not None and few.info["kept"] > _kept(r, previous):
+                    if few is not None and len(moved_flows(few, previous)) < len(
+                            moved_flows(r, previous)):
                         r, source = few, "fewest moves"
     value = score(problem, r)[0]
-    moved = [i for i in range(n) if previous.plane[i] >= 0  # member ids name the plane too
-             and tuple(r.path[i]) != tuple(previous.path[i])]
+    moved = moved_flows(r, previous)
     r.info.update(stage="churn", source=source, lower_bound=round(bound, 9),
                   gap=round(max(value - bound, 0.0), 9), optimal=value <= bound + 1e-9,
                   max_link_load=value, moved_flows=len(moved),
@@ -342,12 +342,6 @@ def home(problem: ClosProblem, r: ClosRouting, previous: ClosRouting, value: flo
         if not sent:
             break
     return back
-
-
-def _kept(r: ClosRouting, previous: ClosRouting) -> int:
-    """Flows of ``r`` on their route in force."""
-    return sum(previous.plane[i] >= 0 and tuple(r.path[i]) == tuple(previous.path[i])
-               for i in range(len(r.path)))
 
 
 def _at(load: np.ndarray, fab: np.ndarray, alpha: float) -> set[int]:

@@ -76,9 +76,16 @@ def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
     r = _routing(problem, previous, flow[chosen], plane[chosen], middle[chosen])
     if score(problem, r)[0] > alpha + 1e-9:
         return None
-    kept = sum(r.path[i] == tuple(previous.path[i]) for i in range(n) if previous.plane[i] >= 0)
-    r.info.update(status=status, kept=int(kept), wall_ms=round((time.perf_counter() - t0) * 1e3, 3))
+    kept = sum(q >= 0 for q in previous.plane) - len(moved_flows(r, previous))
+    r.info.update(status=status, kept=kept, wall_ms=round((time.perf_counter() - t0) * 1e3, 3))
     return r
+
+
+def moved_flows(r: ClosRouting, previous: ClosRouting) -> list[int]:
+    """The flows (``inter`` order) with a route in force in ``previous`` that ``r`` moves
+    (member ids name the plane too)."""
+    return [i for i, q in enumerate(previous.plane)
+            if q >= 0 and tuple(r.path[i]) != tuple(previous.path[i])]
 
 
 def _routing(problem: ClosProblem, previous: ClosRouting, flow, plane, middle) -> ClosRouting:
