@@ -55,7 +55,7 @@ class Ref(NamedTuple):
         return partial(fn, **dict(self.keywords)) if self.keywords else fn
 
 
-def ref(module: str, name: str | None = None, **keywords) -> Ref:
+def _ref(module: str, name: str | None = None, **keywords) -> Ref:
     return Ref(module, name or module, tuple(sorted(keywords.items())))
 
 
@@ -73,45 +73,45 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
     Planner("greedy", "the paper's greedy: flows by leaf group, largest first, each on the "
             "option whose busiest link is least loaded",
             "planners.clos_greedy (on a single two-tier plane the choices of the two-tier "
-            "planners.greedy)", ref("clos_greedy")),
+            "planners.greedy)", _ref("clos_greedy")),
     Planner("ecmp", "the baseline: a salted hash of each flow's 5-tuple picks its next hops",
-            "planners.clos_ecmp: every tier hashes with its own seed", ref("clos_ecmp"),
+            "planners.clos_ecmp: every tier hashes with its own seed", _ref("clos_ecmp"),
             ("salt",)),
     Planner("ecmp-polarised", "ECMP with the same hash value at every tier (Open vSwitch's "
             "default select groups): hash polarisation",
-            "planners.clos_ecmp, polarised", ref("clos_ecmp", polarised=True), ("salt",)),
+            "planners.clos_ecmp, polarised", _ref("clos_ecmp", polarised=True), ("salt",)),
     Planner("edge-coloring", "edge colouring tier by tier: each leaf's links differ by at "
             "most one flow",
             "planners.clos_tiers.edge_colouring: the equitable and the Koenig colouring on the "
             "alive slots, each with the local search, the better kept",
-            ref("clos_tiers", "edge_colouring")),
+            _ref("clos_tiers", "edge_colouring")),
     Planner("annealing", "the paper simulator's simulated annealing, seeded, the best state "
             "kept", "planners.clos_annealing: swaps and redraws of (plane, middle)",
-            ref("clos_annealing"), ("seed",)),
+            _ref("clos_annealing"), ("seed",)),
     Planner("ilp", "the exact minimum max link load, then the fewest links at it (HiGHS "
             "MILPs) within a time limit, status, bound and gap reported",
             "planners.clos_ilp: (plane, middle) per flow, clos_auto's routing the incumbent; "
             "exact unless bundles of faster links (info exact); then the layer-2 MILP at that "
-            "max in the time left, then chains below the max", ref("clos_ilp"),
+            "max in the time left, then chains below the max", _ref("clos_ilp"),
             ("time_limit",)),
     Planner("split", "split few flows into at most max_parts parts to reach the fractional "
             "optimum of the max link load (by bytes with objective jobs)",
             "planners.clos_split: the path LP, by bytes with objective jobs; on a single "
-            "two-tier plane planners.split (McNaughton or its LP)", ref("clos_split"),
+            "two-tier plane planners.split (McNaughton or its LP)", _ref("clos_split"),
             ("max_parts", "objective")),
     Planner("auto", "the default: the best proven unsplit routing, fast, with its lower bound",
             "planners.clos_auto: the tier colouring and the greedy, each improved by the local "
             "search, the better kept; layer 2 by ejection chains, the layer-2 MILP on small "
             "instances; below the max, chains at the next loads down. On a single two-tier "
             "plane planners.auto: construction, repair, the ILP stage (ilp_time_limit), "
-            "layer 2. With objective jobs: the jobs planner", ref("clos_auto"),
+            "layer 2. With objective jobs: the jobs planner", _ref("clos_auto"),
             ("ilp_time_limit", "objective")),
     Planner("jobs", "the job objective: routes by the jobs' predicted iteration slowdowns "
             "(bytes), not by flow counts",
             "planners.clos_auto with objective jobs: planners.clos_jobs, the lowest mean "
             "slowdown under a bound on the worst job; on a single two-tier plane planners.auto "
             "with objective jobs (its ILP stage within ilp_time_limit)",
-            ref("clos_auto", objective="jobs"), ("ilp_time_limit",), objective="jobs"),
+            _ref("clos_auto", objective="jobs"), ("ilp_time_limit",), objective="jobs"),
 )}
 
 
