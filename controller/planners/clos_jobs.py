@@ -14,33 +14,47 @@ the tier colouring, and on small problems the other unsplit planners' plans
 flow or two above auto's max load on some link, or an all-to-all over both planes' NICs, they
 had the lower mean on 23 of 1,000 random instances, tests/test_jobs_lowest.py); the search
 begins at the best ranked, so its result is never behind a start on the mean, nor behind the
-start with the best mean on the worst job.
+start with the best mean on the worst job. Starts the prediction ranks alike (means within
+1e-9: float noise) are picked by link loads (``objective.start_key``: the max, the links at
+it, the sorted load vector), as the two-tier kernel picks them.
 
 Search: jobs in decreasing slowdown; for each, its flows on a link another flow also uses,
 most loaded in bytes first; a flow is tried on the options (plane, middle, each hop's least
 loaded member) where no link goes above the start's max link load and whose busiest link in
 bytes per unit is less busy than the flow's now, the three least busy first (the guide: each
 flow weighs its bytes per iteration, as ``objective.JobModel``; a move it does not favour is
-not predicted). A move is kept when the prediction ranks the routing better; the
-search restarts from the new slowest job. Jobs at slowdown 1 are left on a single plane;
+not predicted). A job with several flows on shared links first tries them all at once, each
+to its best option (one prediction: a job is as slow as its slowest flow, so one move at a
+time may predict no gain); where no single move helps either, each of its flows swaps with a
+lighter flow of another job at its leaves, all at once (two large rings on one uplink, the
+other uplink full: posted one by one on a 2:1 fat-tree, tests/test_clos_offpath.py). A move
+is kept when the prediction ranks the routing better; the search restarts from the new
+slowest job. Jobs at slowdown 1 are left on a single plane;
 with several planes a host's NICs together beat its ideal, and they are searched too. Pinned
 flows stay in their plane (``ClosLoads.plane_costs`` gives the other planes no option). It
 ends at a local optimum or when ``budget`` predictions are spent: deterministic, no wall
 clock.
+
+Last, the link-load layers as the tie-break (``_lower_layers``, the two-tier kernel's too):
+``clos_auto``'s layer-2 chains on the result, at its max and below (the max kept), taken
+when the prediction ranks them no worse.
 
 The two-tier kernel (private, a fast path): on a single two-tier plane without bundles
 (``Clos.as_leaf_spine``) the same objective runs on the two-tier model, whose moves are
 cheaper (``auto`` with objective jobs and no ILP: its routing is the start, the greedy and
 edge colouring the other starts, ``objective.improve_jobs`` the search, which lowers the mean
 by ``planners.jobmean``'s chains); its routing comes back as this problem's Clos routing.
-The parity tests (tests/test_parity.py) hold both shapes to one result.
+The parity tests (tests/test_parity.py) hold both shapes to one max link load; below it the
+two searches can end at different local optima of the mean (the kernel's chains free whole
+jobs, moving flows this search moves one at a time), each with its own links at the max.
 
 Why: flow counts treat a probe like a 4 GB All-Reduce chunk; the paths two large rings share
 decide their iteration times (``planners.objective`` says more).
 
-Cost: three constructions (seven on small problems), then at most ``budget`` + 7 predictions
-(each O(events x rounds x nnz)) and per tried flow O(P x middles x members) for the guide; the
-kernel: ``auto``'s layer 1 and layer 2, then at most ``budget`` move evaluations.
+Cost: three constructions (seven on small problems), then at most ``budget`` + 8 predictions
+(each O(events x rounds x nnz)), per tried flow O(P x middles x members) for the guide, and
+``clos_auto``'s layer-2 chains once; the kernel: ``auto``'s layer 1 and layer 2, then at most
+``budget`` move evaluations, the layer-2 chains once more and one more prediction.
 
 References: Crux (Cao et al., SIGCOMM 2024: GPU-intensity priorities); ``planners.objective``
 and ``planners.jobmean``.
@@ -51,13 +65,21 @@ import time
 
 import numpy as np
 
-from controller.model.clospaths import ClosProblem, ClosRouting
+from controller.model.clospaths import ClosProblem, ClosRouting, link_loads
 from controller.model.iteration import predict_clos_times, slowdown
-from controller.planners.clos_auto import clos_auto, score
+from controller.planners.clos_auto import (
+    LAYER2_BELOW_WORK,
+    LAYER2_BELOW_WORK_PER_FLOW,
+    LAYER2_WORK,
+    LAYER2_WORK_PER_FLOW,
+    clos_auto,
+    score,
+)
 from controller.planners.clos_greedy import clos_greedy
+from controller.planners.clos_layer2 import fewer_at_max, fewer_below
 from controller.planners.clos_loads import ClosLoads
 from controller.planners.clos_tiers import tier_colouring
-from controller.planners.objective import other_starts, rank_key, worst_bound
+from controller.planners.objective import other_starts, rank_key, start_key, worst_bound
 
 # predictions in the search: each costs O(events x rounds x nnz), ~90 ms for 69 flows of an
 # all-to-all and 4 rings on a k = 4 fat-tree; most of the gain comes in the first tens
@@ -78,25 +100,33 @@ def rank(values: dict[str, float]) -> tuple[float, float]:
     return round(max(v), 9), round(sum(v) / len(v), 9)
 
 
-def clos_jobs(problem: ClosProblem, budget: int | None = None) -> ClosRouting:
+def clos_jobs(problem: ClosProblem, budget: int | None = None,
+              start: ClosRouting | None = None) -> ClosRouting:
     """The jobs objective's routing of ``problem`` (module docstring). ``budget``: the
     search's predictions (default ``JOB_BUDGET``; the two-tier kernel's move evaluations,
     default ``objective.JOB_BUDGET``). ``info``: the worst, mean and per-job predicted
-    slowdown, the start and each start's (worst, mean), the bound on the worst."""
+    slowdown, the start and each start's (worst, mean), the bound on the worst. ``start``:
+    the one routing to search from, no other start and no kernel (the routes in force, off
+    the request path: ``clos_offpath``)."""
     t0 = time.perf_counter()
-    kernel = _two_tier(problem, budget)
+    kernel = None if start is not None else _two_tier(problem, budget)
     if kernel is not None:
         kernel.info["wall_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         return kernel
     budget = JOB_BUDGET if budget is None else int(budget)
-    starts = {"auto": clos_auto(problem), "greedy": clos_greedy(problem),
-              "colouring": tier_colouring(problem)}
-    scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
     planes = len(problem.fabric.planes)
-    for name, other in other_starts(problem, "Clos", scores, planes).items():
-        starts[name], scores[name] = other, clos_slowdowns(problem, other)
+    if start is not None:
+        starts = {"installed": start}
+        scores = {"installed": clos_slowdowns(problem, start)}
+    else:
+        starts = {"auto": clos_auto(problem), "greedy": clos_greedy(problem),
+                  "colouring": tier_colouring(problem)}
+        scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
+        for name, other in other_starts(problem, "Clos", scores, planes).items():
+            starts[name], scores[name] = other, clos_slowdowns(problem, other)
     bound = worst_bound(scores)
-    first = min(scores, key=lambda n: (rank_key(scores[n].values(), bound), n != "auto"))
+    first = min(scores, key=lambda n: (start_key(scores[n].values(), bound,
+                                                 layers(problem, starts[n])), n != "auto"))
     start = starts[first]
     cap = score(problem, start)[0]
     r = ClosRouting(list(start.plane), list(start.middle), list(start.path), {})
@@ -105,6 +135,8 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None) -> ClosRouting:
     if len(problem):
         floor = 1.0 if planes == 1 else 0.0  # a host's NICs in several planes beat its ideal
         moves, used, current, stopped = _search(problem, r, current, cap, bound, budget, floor)
+        r, current, lowered = _lower_layers(problem, r, current, bound)
+        moves += lowered
     worst, mean = rank(current)
     r.info = {"objective": "jobs", "start": first, "worst_bound": bound,
               "max_link_load_cap": cap, "max_link_load": score(problem, r)[0],
@@ -115,6 +147,39 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None) -> ClosRouting:
               "predictions": used, "budget": budget, "stopped": stopped,
               "wall_ms": round((time.perf_counter() - t0) * 1e3, 3)}
     return r
+
+
+def layers(problem: ClosProblem, r: ClosRouting) -> tuple:
+    """(max load on the fabric links, links at it, the sorted load vector) of ``r``, rounded
+    to 1e-9: smaller is better on every layer (``layer2.vector_key`` on two tiers)."""
+    fab = link_loads(problem, r)[problem.links.tier > 0]
+    v = sorted((round(float(x), 9) for x in fab if x > 1e-9), reverse=True)
+    top = v[0] if v else 0.0
+    return top, sum(1 for x in v if x >= top - 1e-9), tuple(v)
+
+
+def _lower_layers(problem: ClosProblem, r: ClosRouting, current: dict, bound: float):
+    """``clos_auto``'s layer-2 chains on the search's result (fewer links at its max, then at
+    the loads below; the max kept), taken when the prediction ranks them no worse: the
+    link-load layers break the jobs objective's ties, as ``objective``'s final pass does on
+    two tiers. (routing, its slowdowns, flows moved)."""
+    before = layers(problem, r)
+    alpha = before[0]
+    if alpha <= 1:
+        return r, current, 0
+    new = fewer_at_max(problem, r, alpha, work=LAYER2_WORK + int(LAYER2_WORK_PER_FLOW
+                                                                * len(problem)))
+    new = fewer_below(problem, new, alpha, work=LAYER2_BELOW_WORK
+                      + int(LAYER2_BELOW_WORK_PER_FLOW * len(problem)))
+    key = layers(problem, new)
+    if key[0] != alpha or key >= before:  # the max stays the start's, as in the search
+        return r, current, 0
+    values = clos_slowdowns(problem, new)
+    if start_key(values.values(), bound, ()) > start_key(current.values(), bound, ()):
+        return r, current, 0
+    moved = sum(1 for i in range(len(r.path)) if (r.plane[i], r.middle[i], r.path[i])
+                != (new.plane[i], new.middle[i], new.path[i]))
+    return ClosRouting(new.plane, new.middle, new.path, {}), values, moved
 
 
 def _two_tier(problem: ClosProblem, budget: int | None) -> ClosRouting | None:
@@ -166,8 +231,98 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
         ids = links_of(i, r.plane[i], path)
         busy[ids] += weight[i] * per_unit[ids]
     flows_of: dict[str, list[int]] = {}
+    at_leaf: dict[tuple[int, int], list[int]] = {}  # (plane, leaf) -> flows leaving or reaching it
     for i, pos in enumerate(problem.inter):
         flows_of.setdefault(problem.flows[pos].job, []).append(i)
+        for q in range(planes):
+            a, b = problem.ends(i, q)[:2]
+            at_leaf.setdefault((q, a), []).append(i)
+            if b != a:
+                at_leaf.setdefault((q, b), []).append(i)
+
+    def swaps(i, q0, m0):
+        """Lighter flows of other jobs at flow i's leaves, in another middle, whose middle
+        each can take of the other (i is out of the loads): the least busy first."""
+        a, b, p, s = problem.ends(i, q0)
+        job = problem.flows[problem.inter[i]].job
+        seen, out = set(), []
+        for j in at_leaf.get((q0, a), []) + at_leaf.get((q0, b), []):
+            _, _, pj, sj = problem.ends(j, q0)
+            if j in seen or weight[j] >= weight[i] or r.plane[j] != q0 or r.middle[j] == m0 \
+                    or (pj == sj) != (p == s) or problem.flows[problem.inter[j]].job == job:
+                continue  # a middle is an aggregation slot within a pod, a core between
+            seen.add(j)
+            if np.isfinite(loads.plane_costs(i, q0).ravel()[r.middle[j]]) \
+                    and np.isfinite(loads.plane_costs(j, q0).ravel()[m0]):
+                out.append((float(busy[links_of(j, q0, r.path[j])].max()), j))
+        return [j for _, j in sorted(out)[:OPTIONS_PER_FLOW]]
+
+    def options_of(i, top, q0, m0):
+        """Flow i's options (i out of the loads) within the cap whose busiest link in bytes
+        per unit is less busy than its own now (``-top``), the least busy first."""
+        options = []
+        for q in range(planes):
+            cost = loads.plane_costs(i, q).ravel()
+            hops, _ = problem.options(i, q)
+            hops = [L.sentinel(h) for h in hops]
+            guide = np.max([np.min(busy[h] + weight[i] * per_unit[h]
+                                   + np.where(L.alive[h], 0, np.inf), axis=1)
+                            for h in hops], axis=0)
+            for m in np.flatnonzero((cost <= cap + 1e-9)
+                                    & (guide < -top * (1 - 1e-9))).tolist():
+                if (q, m) != (q0, m0):
+                    options.append((float(guide[m]), q, m))
+        return sorted(options)
+
+    def move_job(cands):
+        """Each of a job's flows on shared links (``cands``: (-top, flow)) to its best
+        option, all at once: (their slowdowns or None, the moves made)."""
+        done = []
+        for top, i in cands:
+            q0, m0, p0 = r.plane[i], r.middle[i], r.path[i]
+            put(i, q0, m0, p0, -1.0)
+            got = options_of(i, top, q0, m0)
+            if got:
+                _, q, m = got[0]
+                put(i, q, m, loads.pick(i, q, m), 1.0)
+                if loads.fabric_max() <= cap + 1e-9:
+                    done.append((i, q0, m0, p0))
+                    continue
+                put(i, q, m, r.path[i], -1.0)
+            put(i, q0, m0, p0, 1.0)
+        return (clos_slowdowns(problem, r) if done else None), done
+
+    def swap_job(flows):
+        """Each of ``flows`` (one job's, on shared links) swapped with a lighter flow of
+        another job at its leaves, all at once: a job is as slow as its slowest flow, so one
+        move or swap at a time predicts no gain where the job's flows all share (two rings
+        on one uplink, the other uplink full). (their slowdowns or None, the swaps made)."""
+        done, taken = [], set(flows)
+        for i in flows:
+            q0, m0, p0 = r.plane[i], r.middle[i], r.path[i]
+            put(i, q0, m0, p0, -1.0)
+            js = [j for j in swaps(i, q0, m0) if j not in taken]
+            if not js:
+                put(i, q0, m0, p0, 1.0)
+                continue
+            j = js[0]
+            mj, pj = r.middle[j], r.path[j]
+            put(j, q0, mj, pj, -1.0)
+            put(i, q0, mj, loads.pick(i, q0, mj), 1.0)
+            put(j, q0, m0, loads.pick(j, q0, m0), 1.0)
+            done.append((i, j, q0, m0, p0, mj, pj))
+            taken.add(j)
+            if loads.fabric_max() > cap + 1e-9:
+                undo([done.pop()])
+        return (clos_slowdowns(problem, r) if done else None), done
+
+    def undo(done):
+        for i, j, q0, m0, p0, mj, pj in reversed(done):
+            put(i, q0, mj, r.path[i], -1.0)
+            put(j, q0, m0, r.path[j], -1.0)
+            put(i, q0, m0, p0, 1.0)
+            put(j, q0, mj, pj, 1.0)
+
     moves = used = 0
     best = key(current)
     while used < budget:
@@ -181,24 +336,22 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
                 top = float(busy[ids].max())
                 if top > weight[i] * float(per_unit[ids].max()) + 1e-9:  # shares a link
                     cands.append((-top, i))
+            if len(cands) > 1 and used < budget:
+                new, moved = move_job(sorted(cands))
+                used += bool(moved)
+                if new is not None and key(new) < best:
+                    current, best, improved = new, key(new), True
+                    moves += len(moved)
+                    break
+                for i, q0, m0, p0 in reversed(moved):
+                    put(i, r.plane[i], r.middle[i], r.path[i], -1.0)
+                    put(i, q0, m0, p0, 1.0)
             for top, i in sorted(cands):
                 if used >= budget:
                     break
                 q0, m0, p0 = r.plane[i], r.middle[i], r.path[i]
                 put(i, q0, m0, p0, -1.0)
-                options = []
-                for q in range(planes):
-                    cost = loads.plane_costs(i, q).ravel()
-                    hops, _ = problem.options(i, q)
-                    hops = [L.sentinel(h) for h in hops]
-                    guide = np.max([np.min(busy[h] + weight[i] * per_unit[h]
-                                           + np.where(L.alive[h], 0, np.inf), axis=1)
-                                    for h in hops], axis=0)
-                    for m in np.flatnonzero((cost <= cap + 1e-9)
-                                            & (guide < -top * (1 - 1e-9))).tolist():
-                        if (q, m) != (q0, m0):
-                            options.append((float(guide[m]), q, m))
-                for _, q, m in sorted(options)[:OPTIONS_PER_FLOW]:
+                for _, q, m in options_of(i, top, q0, m0)[:OPTIONS_PER_FLOW]:
                     if used >= budget:
                         break
                     put(i, q, m, loads.pick(i, q, m), 1.0)
@@ -215,6 +368,14 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
                 if improved:
                     break
                 put(i, q0, m0, p0, 1.0)
+            if not improved and cands and used < budget:
+                new, swapped = swap_job([i for _, i in sorted(cands)])
+                used += bool(swapped)
+                if new is not None and key(new) < best:
+                    current, best, improved = new, key(new), True
+                    moves += 2 * len(swapped)
+                else:
+                    undo(swapped)
             if improved:
                 break
         if not improved:

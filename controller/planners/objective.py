@@ -23,8 +23,10 @@ under a bound on the worst job: no worse than the worst job of the best start (t
 routing with the lowest mean: auto's own or a baseline's), so the result is never behind any
 baseline it can score on the mean, nor behind the best of them on the worst job; then the
 flow counts (the routing starts at auto's layer-2 optimum and no move takes a link above its
-max load). Ranking the worst first instead gave byte mixes the lowest worst job but a higher
-mean than the greedy.
+max load; starts of the same mean to 1e-9 are picked by link loads, ``start_key``; last,
+``auto``'s layer-2 chains on the result, taken when the prediction ranks them no worse,
+``_lower_layers``). Ranking the worst first instead gave byte mixes the lowest worst job but
+a higher mean than the greedy.
 
 Search. Phase 1 (worst, which also lowers the mean of the jobs it frees): from the best
 start, repeatedly take a link that holds the
@@ -33,7 +35,8 @@ a flow sharing a leaf with it on another spine, that lowers (worst value, number
 holding it); flow counts break ties between moves. Each move touches at most six links,
 evaluated in O(flows on them ^ 2). Phase 2 (mean): ``jobmean.lower_mean`` frees whole jobs
 from their shared links. Both stop at a local optimum or when the budget of move evaluations
-is spent (a quarter for phase 1): deterministic, no wall clock.
+is spent (a quarter for phase 1): deterministic, no wall clock. Then ``_lower_layers``: the
+layer-2 chains once (as auto's) and one more prediction.
 
     >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
@@ -155,6 +158,14 @@ def rank_key(values, bound: float | None = None) -> tuple:
     return over, sum(values) / len(values), round(worst, 6)
 
 
+def start_key(values, bound: float, layers: tuple) -> tuple:
+    """Rank of a start: ``rank_key`` with the mean rounded to the prediction's float noise,
+    then ``layers`` (max link load, links at it, the sorted load vector): starts the
+    prediction cannot tell apart are picked by link loads, alike on both shapes."""
+    over, mean, worst = rank_key(values, bound)
+    return over, round(mean, 9), worst, layers
+
+
 def worst_bound(scores: dict) -> float:
     """The worst slowdown of the routing with the lowest mean (then the lowest worst) among
     ``scores`` (name -> job -> slowdown): the bound ``rank_key`` holds the others to."""
@@ -225,6 +236,7 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
     mean. Its result is kept only when the prediction ranks it better than that start
     (``rank_key``: worst within the bound, then a lower mean).
     """
+    from controller.planners.layer2 import vector_key
     budget = JOB_BUDGET if budget is None else int(budget)
     starts = {"start": list(spines)}
     for name, cand in (candidates or {}).items():
@@ -236,7 +248,8 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
         starts[name] = a.spines()
         scores[name] = job_slowdowns(problem, starts[name])
     bound = worst_bound(scores)
-    first = min(starts, key=lambda n: (rank_key(scores[n].values(), bound), n != "start"))
+    first = min(starts, key=lambda n: (start_key(scores[n].values(), bound,
+                                                 vector_key(problem, starts[n])), n != "start"))
     base = starts[first]
     new_spines, info = _search(problem, base, budget)
     predicted = job_slowdowns(problem, new_spines) if info["job_moves"] else scores[first]
@@ -244,6 +257,9 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
                               >= rank_key(scores[first].values(), bound)):
         new_spines, predicted = base, scores[first]  # the guide was wrong: keep the start
         info["job_moves"], info["job_search"]["mean"] = 0, "start_kept"
+    lowered, predicted = _lower_layers(problem, new_spines, predicted, bound)
+    info["job_moves"] += sum(1 for a, b in zip(new_spines, lowered) if a != b)
+    new_spines = lowered
     values = list(predicted.values())
     info.update(worst_slowdown=max(values, default=1.0),
                 mean_slowdown=sum(values) / len(values) if values else 1.0,
@@ -253,6 +269,28 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
     if first != "start":
         info["job_moves"] += sum(1 for a, b in zip(spines, base) if a != b)
     return new_spines, info
+
+
+def _lower_layers(problem: Problem, spines: list[int], predicted: dict, bound: float):
+    """``auto``'s layer-2 chains on the search's result (fewer links at its max, then at the
+    loads below; the max kept), taken when the prediction ranks them no worse: the link-load
+    layers break the jobs objective's ties, as ``clos_jobs``' final pass does on Clos
+    fabrics. (spines, their slowdowns)."""
+    from controller.planners.layer2 import _fewer_below, fewer_at_level, side_bounds, vector_key
+    r = Routing(problem, spines)
+    alpha = r.max_load()
+    if alpha <= 1:
+        return spines, predicted
+    fewer_at_level(r, alpha - 1, None, 4096, side_bounds(problem, alpha))
+    _fewer_below(r, alpha, None, 256, keep_order=False)
+    new = list(r.spine)
+    key = vector_key(problem, new)
+    if key[0] != alpha or key >= vector_key(problem, spines):  # the max stays the search's
+        return spines, predicted
+    values = job_slowdowns(problem, new)
+    if start_key(values.values(), bound, ()) > start_key(predicted.values(), bound, ()):
+        return spines, predicted
+    return new, values
 
 
 def _search(problem: Problem, spines: list[int], budget: int):
