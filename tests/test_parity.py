@@ -8,7 +8,9 @@ What must hold, the contract of every private kernel: on a single two-tier plane
 kernel and its planner make plans of the same quality (the max link load; then the links at
 it; then the whole sorted load vector), and where the code claims the same choices
 (``greedy``; ``ecmp`` and ``ecmp-polarised``, whose two-tier hash is the Clos leaf tier's) the
-same spine for every flow. Routes may differ in tie-breaks elsewhere, so the others are
+same spine for every flow; where a kernel stops short of a layer its planner reaches
+(``NO_WORSE``: ``split`` below the max), the planner is held to no worse than the kernel on
+it. Routes may differ in tie-breaks elsewhere, so the others are
 compared by loads only. The planner runs with its kernel withheld (``two_tier_problem``
 answering None): its own algorithm, the one other fabrics get, is held to the kernel (where a
 kernel runs privately, a plan on the plane is the kernel's: tests/test_one_model.py).
@@ -43,14 +45,19 @@ ILP_SECONDS = 30.0  # the ILPs' time limit: these instances solve in well under 
 LAYER_GAPS = {
     "max_link_load": {},
     "links_at_max": {
-        "split": "the path LP's member and part choices leave more links at the max than the "
-                 "kernel's McNaughton or spine LP (the kernel plans a single two-tier plane)",
-        "jobs": "clos_jobs's search from clos_auto's start keeps more links at the max than "
-                "auto's jobs search (the kernel plans a single two-tier plane)"},
+        "jobs": "the two jobs searches end at different local optima of the mean, each with "
+                "its own links at the max (the kernel's chains free whole jobs; clos_jobs' "
+                "moves, job moves and swaps reach a mean 0.8% higher over these 27): the "
+                "same max on all, the same links at it on 21"},
 }
 LAYER_GAPS["sorted_loads"] = {
     **LAYER_GAPS["links_at_max"],
 }
+# planners whose own algorithm is held to no worse than its kernel on a layer (the sorted load
+# vectors compared lexicographically, max-min fairness's order), not to the same plan: split's
+# kernel stops at the max (its McNaughton or spine LP leaves the links at it wherever its
+# colour classes or vertex fall), the path LP holds only the links at the max in every optimum
+NO_WORSE = {"split"}
 
 
 # ---- instances ----------------------------------------------------------------------------
@@ -150,7 +157,7 @@ def _check_layer(layer_name: str, algorithm: str):
     for instance in INSTANCES:
         two, clos = loads(*instance, algorithm)
         a, b = layer(layer_name, two), layer(layer_name, clos)
-        if a != b:
+        if (b > a) if algorithm in NO_WORSE else (a != b):
             differ.append((*instance, a, b))
     assert not differ, f"{algorithm}: {len(differ)} of {len(INSTANCES)} differ: {differ[:3]}"
 

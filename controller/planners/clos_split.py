@@ -21,16 +21,20 @@ its flow count, then the best of that, the flow count split and the jobs planner
 routing by the shared prediction.
 
 How (as ``planners.split``'s LP method): (1) ``clos_auto``'s unsplit routing is the
-preference; (2) min alpha (HiGHS interior point with crossover: a vertex); (3) under
-alpha + 1e-9, the shares that stay on each commodity's preferred options are maximised (dual
-simplex: a vertex, so few fractional shares; no flow moves where ``auto`` is already optimal);
+preference; (2) min alpha (HiGHS interior point with crossover: a vertex); above the floor,
+without crossover: a point inside the optimal face, whose cells at alpha are so in every
+optimum, then the others' least max alpha2 (the fewest links at the max: the second layer);
+(3) under alpha + 1e-9 on those cells, (alpha + alpha2) / 2 on the others, the flows that stay
+where ``auto`` put them (per option min(share, its flows)) are maximised (dual simplex: a
+vertex, so few fractional shares; no flow moves where ``auto``'s routing meets those bounds);
 (4) a commodity's shares go to its flows, each flow first whole on its preferred option if a
 share has room, the rest filled in order (McNaughton-like: at most one cut per piece);
 (5) every flow of more than ``max_parts`` parts keeps its ``max_parts`` largest options and
 those flows are re-balanced there by the min-alpha LP, the others fixed (``split.bound_parts``);
-(6) every part takes the least loaded member of every hop, largest parts first. Should the
-bounded result exceed ``auto``'s max load (it never did in the tests), ``auto``'s routing is
-returned unsplit: ``split`` is never behind ``auto`` on the max link load.
+(6) every part takes the least loaded member of every hop, largest parts first. Should (5) lose
+the optimum, (3)-(6) again under alpha alone, then maximising the shares on preferred options,
+the best kept; should that exceed ``auto``'s max load (it never did in the tests), ``auto``'s
+routing is returned unsplit: ``split`` is never behind ``auto`` on the max link load.
 
 Why: spraying a flow over several paths (Ethereal, SIGCOMM'22; multipath RDMA) lowers the max
 link load below any unsplit routing when degrees are not multiples of the paths; on a
@@ -40,10 +44,12 @@ is split.
 With bundles the LP bounds each cell (all members together); the member choice of step 6 can
 leave a member above alpha (``info["optimal"]`` then says so).
 
-Cost: the options O(F x P x middles) numpy; one LP of (commodities x usable options)
-variables and (used cells + commodities) rows, a second of the same size, and one over the
-flows above ``max_parts``; the members O(parts x hops x members). By bytes: one more LP (of
-flows of distinct weights), ``clos_jobs`` and three predictions. The kernel: ``split``'s.
+Cost: the options O(F x P x middles) numpy; one LP of (commodities x usable options) variables
+and (used cells + commodities) rows; above the floor two more without crossover (about 1 s each
+to the first's 9 s at 64 x 32); one with a row and a column more per preferred option (three
+if (5) loses the optimum); one over the flows above ``max_parts``; the members O(parts x hops x
+members). By bytes: one more LP (of flows of distinct weights), ``clos_jobs`` and three
+predictions. The kernel: ``split``'s.
 
 References: McNaughton, Scheduling with deadlines and loss functions, Management Science 1959;
 Ethereal (Chen et al., SIGCOMM 2022); HiGHS (Huangfu and Hall, 2018).
@@ -63,6 +69,7 @@ Ethereal (Chen et al., SIGCOMM 2022); HiGHS (Huangfu and Hall, 2018).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,7 +82,7 @@ from controller.planners.clos_loads import hop_rows
 from controller.planners.lp import TOL
 from controller.planners.split import FLOOR, MAX_PARTS, _normalise
 
-_SLACK = 1e-9
+_SLACK, _AT = 1e-9, 1e-6  # room above alpha; a cell this close (relative) inside is at it
 
 Part = tuple[int, int, tuple[int, ...], float]  # (plane, middle, member link ids, share)
 
@@ -174,49 +181,55 @@ def cell_capacity(problem: ClosProblem) -> np.ndarray:
 
 
 def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
-        target: float | None = None, prefer: np.ndarray | None = None,
-        time_limit: float | None = None, weight: np.ndarray | None = None,
-        floor: float = FLOOR) -> tuple[float, np.ndarray]:
-    """min alpha >= ``floor`` (``target`` None) or max preferred shares under ``target``:
-    (alpha, x). ``weight``: per variable what a unit share puts on each of its cells (1)."""
+        target: float | np.ndarray | None = None, prefer: np.ndarray | None = None,
+        time_limit: float | None = None, weight: np.ndarray | None = None, floor: float = FLOOR,
+        vertex: bool = True, held: np.ndarray | None = None, stay: bool = True
+        ) -> tuple[float, np.ndarray]:
+    """min alpha >= ``floor`` on the cells not ``held`` (per cell a bound, nan: free; ``vertex``
+    False: without crossover) or under ``target`` (one, or per cell) max sum min(x, ``prefer``)
+    (``stay`` False: the shares on options ``prefer`` > 0): (alpha, x). ``weight``: per
+    variable what a unit share puts on each of its cells (1)."""
     # imported here: scipy.optimize takes about 0.3 s to import, a fifth of the controller's start
-    from scipy.optimize import linprog
+    from scipy.optimize import OptimizeWarning, linprog
     V = len(opts.owner)
     var = np.repeat(np.arange(V), 4)
     cell = opts.rows.ravel()
     keep = cell >= 0
     var, cell = var[keep], cell[keep]
     used, link = np.unique(cell, return_inverse=True)
-    with_alpha = target is None
-    cols = V + int(with_alpha)
     per = np.ones(V) if weight is None else np.asarray(weight, dtype=float)
     a_rows, a_cols, a_vals = [link], [var], [per[var] / cap[cell]]
     fixed = base[used] / cap[used]
-    if with_alpha:
-        a_rows.append(np.arange(len(used)))
-        a_cols.append(np.full(len(used), V))
-        a_vals.append(-np.ones(len(used)))
-        b_ub = -fixed
-    else:
-        b_ub = target - fixed
+    if target is None:  # column V, alpha, on the free cells' rows
+        free = np.flatnonzero(np.ones(len(used), bool) if held is None else np.isnan(held[used]))
+        a_rows, a_cols = a_rows + [free], a_cols + [np.full(len(free), V)]
+        a_vals.append(-np.ones(len(free)))
+        b_ub = (0.0 if held is None else np.nan_to_num(held[used])) - fixed
+        bounds = [(0, None)] * V + [(floor, None)]
+    else:  # per preferred option a column y <= x, y <= prefer (a row and a bound)
+        pv = np.flatnonzero(prefer > 0) if stay else np.zeros(0, dtype=np.int64)
+        k = np.arange(len(pv))
+        a_rows, a_cols = a_rows + [len(used) + k] * 2, a_cols + [V + k, pv]
+        a_vals += [np.ones(len(pv)), -np.ones(len(pv))]
+        b_ub = np.append((target[used] if np.ndim(target) else target) - fixed, np.zeros(len(pv)))
+        bounds = [(0, None)] * V + [(0, float(p)) for p in prefer[pv]]
+    cols = len(bounds)
     a_ub = coo_matrix((np.concatenate(a_vals), (np.concatenate(a_rows), np.concatenate(a_cols))),
-                      shape=(len(used), cols)).tocsr()
+                      shape=(len(b_ub), cols)).tocsr()
     a_eq = coo_matrix((np.ones(V), (opts.owner, np.arange(V))), shape=(len(demand), cols)).tocsr()
-    c = np.zeros(cols)
-    if with_alpha:
-        c[V] = 1.0
-    elif prefer is not None:
-        c[:V] = -prefer
-    bounds = [(0, None)] * V + ([(floor, None)] if with_alpha else [])
-    options = {"presolve": True}
+    c = np.append(np.zeros(V) if stay or target is None else -(prefer > 0).astype(float),
+                  np.full(cols - V, 1.0 if target is None else -1.0))
+    options = {"presolve": True} if vertex else {"presolve": True, "run_crossover": "off"}
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=demand, bounds=bounds,
-                  method="highs-ipm" if with_alpha else "highs-ds", options=options)
+    with warnings.catch_warnings():  # linprog warns that it passes run_crossover on
+        warnings.simplefilter("ignore", OptimizeWarning)
+        res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=demand, bounds=bounds,
+                      method="highs-ipm" if target is None else "highs-ds", options=options)
     if res.status != 0:
         raise InputError(f"split: the LP ended with status {res.status} ({res.message})")
     x = np.clip(res.x[:V], 0.0, None)
-    return (float(res.x[V]) if with_alpha else float(target)), x
+    return (float(res.x[V]) if target is None else float(np.max(target))), x
 
 
 def commodities(problem: ClosProblem, weight: np.ndarray | None = None
@@ -307,20 +320,33 @@ def _by_flows(problem: ClosProblem, max_parts: int | None,
     pref = np.zeros(len(opts.owner))
     for i in range(n):
         pref[var_of[(int(com[i]), start.plane[i], start.middle[i])]] += 1.0
-    _, x = _lp(opts, demand, cap, base, target=alpha + _SLACK, prefer=(pref > 0).astype(float),
-               time_limit=time_limit)
-    lp_ms = (time.perf_counter() - t1) * 1e3
-    shares = _fill(problem, com, start, opts, var_of, x)
-    unbounded = _loads_max(problem, shares, cap)
-    over = [i for i, s in enumerate(shares) if max_parts is not None and len(s) > max_parts]
-    if over:
-        shares = _bound(problem, shares, over, max_parts, cap, time_limit)
-    r = _members(problem, shares)
-    key = split_score(problem, r)
+    bound, held = _below_max(opts, demand, cap, base, alpha, time_limit)
+    tried = []
+    plain = [(alpha + _SLACK, None, True), (alpha + _SLACK, None, False)]
+    for target, at_max, stay in [(bound, held, True)] * (held is not None) + plain:
+        try:
+            _, x = _lp(opts, demand, cap, base, target, pref, time_limit, stay=stay)
+        except InputError:  # per cell: the inner point's tolerance; alpha alone must do
+            if at_max is None:
+                raise
+            continue
+        shares = _fill(problem, com, start, opts, var_of, x)
+        load = _cell_loads(problem, shares)
+        unbounded = float((load / np.where(load > 0, cap, 1.0)).max(initial=0.0))
+        over = [i for i, s in enumerate(shares) if max_parts is not None and len(s) > max_parts]
+        if over:
+            shares = _bound(problem, shares, over, max_parts, cap, time_limit)
+        r = _members(problem, shares)
+        tried.append((split_score(problem, r), unbounded, at_max, r))
+        if tried[-1][0][0] <= alpha + 1e-6:  # the bound on parts kept the optimum
+            break
+    lp_ms = (time.perf_counter() - t1) * 1e3  # the LPs and the plans between them
+    key, unbounded, at_max, r = min(tried, key=lambda t: t[0])
     info = {"method": "lp", "fractional_optimum": round(alpha, 9), "max_link_load": key[0],
             "auto_max_link_load": auto_key[0], "lp_ms": round(lp_ms, 3),
-            "parts_bound": max_parts, "unbounded_max_link_load": round(unbounded, 9)}
-    if key[0] > auto_key[0] + 1e-9:  # never behind auto
+            "parts_bound": max_parts, "unbounded_max_link_load": round(unbounded, 9),
+            "cells_held_at_max": at_max}
+    if key[0] > auto_key[0] + 1e-6:  # never behind auto (but for the LP's dust, as optimal)
         r = ClosSplitRouting(start.plane, start.middle, start.path, {}, parts_of(start))
         key = auto_key
         info.update(chosen="auto", max_link_load=key[0])
@@ -386,6 +412,21 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
         info["optimal"] = False  # on flow counts; bytes: see byte_fractional_optimum
     out.info = info
     return out
+
+
+def _below_max(opts, demand, cap, base, alpha, time_limit) -> tuple:
+    """Step 3's bound per cell and the cells it holds at alpha (module docstring); at the floor
+    alpha alone and None: a link there carries a flow at its NIC's rate, nothing to relieve."""
+    if alpha <= FLOOR + _SLACK:
+        return alpha + _SLACK, None
+    _, x = _lp(opts, demand, cap, base, time_limit=time_limit, vertex=False)
+    cell, on = opts.rows.ravel(), opts.rows.ravel() >= 0
+    load = (np.bincount(cell[on], np.repeat(x, 4)[on], len(cap)) + base) / np.maximum(cap, 1e-12)
+    at = load >= alpha * (1 - _AT)
+    bound = np.where(at, alpha + _SLACK, np.nan)  # nan: free in the second level's LP
+    second, _ = _lp(opts, demand, cap, base, time_limit=time_limit, vertex=False, held=bound)
+    bound[~at] = (alpha + second) / 2
+    return bound, int(at.sum())
 
 
 def _deal(problem: ClosProblem, com: np.ndarray, opts: _Options, x: np.ndarray) -> list[dict]:
@@ -462,12 +503,6 @@ def _cell_loads(problem: ClosProblem, shares: list[dict], skip=()) -> np.ndarray
         flat = rows.ravel()
         np.add.at(load, flat[flat >= 0], w[flat >= 0])
     return load
-
-
-def _loads_max(problem, shares, cap) -> float:
-    load = _cell_loads(problem, shares)
-    used = load > 0
-    return float((load[used] / cap[used]).max(initial=0.0))
 
 
 def _bound(problem, shares, over, max_parts, cap, time_limit) -> list[dict]:
