@@ -4,8 +4,8 @@ plain greedy run in the same process, written to bench/request_path.json.
 What is measured. A ``POST /jobs`` plans the new job with the running jobs of its planner
 group by one call, ``controller.planners.group_routes.group_routes(fabric, jobs, algorithm,
 objective, before)`` (``service.replanning.replan_groups``); the group and objective are the
-controller's (``replanning.group_of`` with the default ``Settings``: ``auto`` with objective
-``jobs`` on two tiers, the ``jobs`` planner on a fat-tree, ``greedy`` by flows). Here every
+controller's (``replanning.group_of`` with the default ``Settings``: ``auto`` and ``jobs`` in
+auto's group of objective jobs on every fabric, ``greedy`` by flows). Here every
 flow is new (``before = [None] * flows``: the whole group planned at once, the request path's
 largest case). Per case, for ``auto``, ``jobs`` and ``greedy`` (the baseline): the median
 CPU time (``time.process_time``) and wall time of the whole call over ``--repeats`` runs (the
@@ -21,10 +21,11 @@ Cases:
   all-to-all of 64 hosts spread over the pods (4,032 flows);
 - realistic 64 x 32 clusters (``simulation.placement.realistic``: 64 leaves x 32 spines x 32
   NICs, 90% of the 8-NIC servers busy) with no failure, 3 single links, 1 spine, and 1 spine
-  and 3 links down (``simulation.paper.FAILURES``), seeds 1 to 3. On these two-tier clusters
-  ``auto`` and ``jobs`` run the same stage (churn's layer 1); the jobs search runs off the
-  request path (``service/anytime.py``), and its time (``offpath.plan_off_path`` with
-  objective jobs, from the request path's routes) is recorded beside, not as a target.
+  and 3 links down (``simulation.paper.FAILURES``), seeds 1 to 3.
+On every case ``auto`` and ``jobs`` run the same stage (layer 1: churn's on two tiers,
+``clos_churn``'s elsewhere); layer 2 and the jobs search run off the request path
+(``service/anytime.py``), and their time (the group instance's ``plan`` with objective jobs,
+from the request path's routes: ``off_path_jobs``) is recorded beside, not as a target.
 - offline: a whole ``python -m controller plan`` (default algorithm and objective) of a
   realistic 64 x 32 cluster (nothing down; a spine and 3 links down) and of a
   mixture-of-experts all-to-all (8 groups of 32 on a 64 x 32 cluster), as a subprocess
@@ -61,7 +62,7 @@ from controller.model.clospaths import ClosProblem
 from controller.model.intent import JobRecord
 from controller.model.jobs import Job, parse_job
 from controller.planners.group_routes import group_routes
-from controller.planners.offpath import group_instance, plan_off_path
+from controller.planners.offpath import group_instance
 from controller.service.replanning import group_of
 from controller.service.settings import Settings
 from simulation.paper import FAILURES
@@ -151,7 +152,7 @@ def fat_tree_cases(k: int, ring: int, a2a: int, seed: int) -> list[tuple[str, Cl
 def request_call(fabric: Clos, jobs: list[Job], algorithm: str) -> tuple[str, str]:
     """(planner group, objective) the controller plans a newly posted job of ``algorithm``
     with on ``fabric``, with the default settings (``replanning.group_of``)."""
-    return group_of(JobRecord(jobs[0], 0, algorithm, "flow", 0.0), Settings(), fabric)
+    return group_of(JobRecord(jobs[0], 0, algorithm, "flow", 0.0), Settings())
 
 
 def build_time(fabric: Clos, jobs: list[Job], repeats: int) -> dict:
@@ -185,16 +186,15 @@ def request_path(fabric: Clos, jobs: list[Job], repeats: int) -> dict:
 
 
 def off_path_jobs(fabric: Clos, jobs: list[Job], repeats: int) -> dict | None:
-    """On two tiers: the jobs search that follows the request path off it, as the service
-    runs it (``offpath.group_instance`` from the request path's routes, then
-    ``offpath.plan_off_path`` with objective jobs, no ILP); None elsewhere."""
+    """The stages that follow the request path off it with objective jobs (layer 2, the jobs
+    search; no ILP), as the service runs them: ``offpath.group_instance`` from the request
+    path's routes, then its ``plan``; None when the group has nothing to start from."""
     flows = sum(len(j.flows()) for j in jobs)
     routes = group_routes(fabric, jobs, "auto", "jobs", [None] * flows).parts
     got = group_instance(fabric, jobs, routes)
     if got is None:
         return None
-    problem, _, previous = got
-    row, _ = timed(lambda: plan_off_path(problem, previous, "jobs"), repeats)
+    row, _ = timed(lambda: got.plan(got.problem, got.previous, "jobs", 0.0), repeats)
     return row
 
 

@@ -139,17 +139,17 @@ def test_the_fewest_moves_milp_keeps_what_a_fresh_plan_sent_home_cannot(loaded_k
 def test_nothing_changed_nothing_moves():
     f = Clos.fat_tree(4, 2)
     jobs = jobs_on(f)
-    parts, _, _ = clos_route_parts(f, jobs, "auto")
-    again, _, _ = clos_route_parts(f, jobs, "auto", previous=parts)
+    parts, _, _, _ = clos_route_parts(f, jobs, "auto")
+    again, _, _, _ = clos_route_parts(f, jobs, "auto", previous=parts)
     assert again == parts
 
 
 def test_a_new_job_leaves_the_running_routes_in_place_when_the_bound_holds():
     f = Clos.fat_tree(4)
     ring, a2a = jobs_on(f)
-    parts, _, _ = clos_route_parts(f, [ring], "auto")
+    parts, _, _, _ = clos_route_parts(f, [ring], "auto")
     small = Job("b", explicit=[Flow("b", "h0_1", "h7_1", 1)])
-    both, _, _ = clos_route_parts(f, [ring, small], "auto", previous=parts + [None])
+    both, _, _, _ = clos_route_parts(f, [ring, small], "auto", previous=parts + [None])
     assert both[:len(parts)] == parts and both[-1]
 
 

@@ -26,7 +26,7 @@ def all_to_all(fabric):
 def contrary_pins(fabric, jobs, algorithm):
     """Every other flow pinned to the plane the unpinned planner does not give it, the
     others free: without pins most pinned flows would end elsewhere."""
-    parts, _, _ = clos_route_parts(fabric, jobs, algorithm)
+    parts, _, _, _ = clos_route_parts(fabric, jobs, algorithm)
     pins = [-1] * len(parts)
     for pos, p in enumerate(parts):
         if p and pos % 2 == 0:
@@ -63,7 +63,7 @@ def test_clos_route_parts_passes_the_pins(fab, algorithm):
     f = FABRICS[fab]()
     jobs = all_to_all(f)
     pins = contrary_pins(f, jobs, algorithm)
-    parts, _, unpinned = clos_route_parts(f, jobs, algorithm, pins=pins)
+    parts, _, unpinned, _ = clos_route_parts(f, jobs, algorithm, pins=pins)
     assert unpinned == []
     assert all(f.part_plane(parts[pos][0][0]) == q for pos, q in enumerate(pins) if q >= 0)
 
@@ -83,7 +83,7 @@ def test_a_pin_to_a_plane_without_alive_path_is_dropped_and_said(fab):
     touches = [pos for pos, x in enumerate(flows) if "h0_0" in (x.src, x.dst)]
     pins[touches[0]] = 1
     for algorithm in ENFORCED:
-        parts, _, unpinned = clos_route_parts(f, jobs, algorithm, pins=pins)
+        parts, _, unpinned, _ = clos_route_parts(f, jobs, algorithm, pins=pins)
         assert unpinned == touches[1:], algorithm
         for pos, p in enumerate(parts):
             assert f.part_plane(p[0][0]) == (1 if pos in touches else 0), (algorithm, pos)

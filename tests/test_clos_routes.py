@@ -21,7 +21,7 @@ def ring(f):
 def test_parts_round_trip_through_the_rebuilt_plan(algorithm):
     f = Clos.fat_tree(4, 2)
     job = ring(f)
-    parts, _, _ = clos_route_parts(f, [job], algorithm)
+    parts, _, _, _ = clos_route_parts(f, [job], algorithm)
     plan = installed_clos_plan(f, [(job, parts)])
     assert [tuple(r["path"]) for r in plan.routes()] == [p[0][0] for p in parts]
 
@@ -29,7 +29,7 @@ def test_parts_round_trip_through_the_rebuilt_plan(algorithm):
 def test_a_flow_without_a_route_is_left_out():
     f = Clos.fat_tree(4, 2)
     job = ring(f)
-    parts, _, _ = clos_route_parts(f, [job], "greedy")
+    parts, _, _, _ = clos_route_parts(f, [job], "greedy")
     parts[3] = UNROUTABLE
     parts[5] = ((("l0", "a0_0", "l1"), 1.0),)  # not a route of that flow
     plan = installed_clos_plan(f, [(job, parts)])
@@ -50,7 +50,7 @@ def test_split_parts_round_trip_with_their_shares():
                                           for k, (a, b) in enumerate([("h0_0", "h4_0"),
                                                                       ("h0_1", "h4_1"),
                                                                       ("h0_0", "h5_0")])]}, f)
-    parts, _, _ = clos_route_parts(f, [job], "split")
+    parts, _, _, _ = clos_route_parts(f, [job], "split")
     split = [p for p in parts if len(p) > 1]  # l0's 3 flows over its 2 uplinks
     assert split and all(sum(w for _, w in p) == pytest.approx(1.0) for p in split)
     assert all(len({path for path, _ in p}) == len(p) for p in split)  # a path per part

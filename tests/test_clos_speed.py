@@ -88,7 +88,7 @@ def test_routes_named_in_batch_as_part_path_names_them():
             assert got == want
             assert [getattr(x, "members", None) for x in got] == \
                 [getattr(x, "members", None) for x in want]
-        parts, _, _ = clos_route_parts(fab, p.jobs, "greedy")
+        parts, _, _, _ = clos_route_parts(fab, p.jobs, "greedy")
         r = clos_greedy(p)
         assert [parts[pos] for pos in p.inter] == [
             ((part_path(p, i, r.plane[i], r.middle[i], r.path[i]), 1.0),) for i in range(len(p))]

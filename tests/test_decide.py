@@ -246,16 +246,17 @@ def test_improved_moves_flows_only_for_a_better_plan():
     # both flows squeezed onto spine 0 (as a stale plan would be): one move halves the max
     for flow, _ in st.jobs["a"].flows_with_parts():
         st.jobs["a"].routes[flow_key(flow)] = ((("l0", "s0", "l1"), 1.0),)
-    group, problem, current, previous = decide.improvable_group(st, AUTO, ("auto", "flows"))
+    group, instance = decide.improvable_group(st, AUTO, ("auto", "flows"))
+    previous = instance.previous
     assert [r.job.id for r in group] == ["a"] and previous == [((0, 1.0),)] * 2
     before = frozen(st)
     better = Assignment([((0, 1.0),), ((1, 1.0),)])
-    change = decide.improved(st, group, problem, better, "flows")
+    change = decide.improved(st, group, instance, better, "flows")
     assert frozen(st) == before
     assert change.answer["moved_flows"] == 1 == change.moved_flows
     assert sorted(spines_of(change.jobs["a"])) == ["s0", "s1"]
     assert change.event == {} and change.replanned.groups == [("auto", "flows")]
-    assert decide.improved(st, group, problem, Assignment(list(previous)), "flows") is None
+    assert decide.improved(st, group, instance, Assignment(list(previous)), "flows") is None
 
 
 def test_learned_replaces_the_matrix_and_leaves_host_mode():

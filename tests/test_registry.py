@@ -19,7 +19,6 @@ from controller.errors import InputError
 from controller.model.clos import Clos
 from controller.model.jobs import parse_job
 from controller.planners import PLANNERS, planner_for
-from controller.planners.group_routes import planned_as
 from controller.planners.leaf_spine import kernel_for
 from controller.planners.plan import make_plan, planner_options, run_options
 from controller.planners.registry import CLOS, TWO_TIER, Ref, listing, names, runs_as
@@ -59,16 +58,12 @@ def test_one_planner_per_name():
 def test_jobs_is_auto_with_the_jobs_objective():
     """jobs fixes the jobs objective and runs auto's planner with it, on every fabric: one
     run of the same function and options (``run_options``); the controller plans it in auto's
-    group of objective jobs on the fast path only (``group_routes.planned_as``)."""
+    group of objective jobs on every fabric (``replanning.group_of``)."""
     assert runs_as("jobs") == ("auto", "jobs") and runs_as("ecmp-polarised") == (
         "ecmp-polarised", None)
     assert planner_for("jobs").func is planner_for("auto")
     assert planner_for("jobs").keywords == {"objective": "jobs"}
     assert run_options(None, "jobs").options == run_options(None, "auto", objective="jobs").options
-    assert planned_as("jobs", SHAPES[TWO_TIER]()) == ("auto", "jobs")
-    assert planned_as("jobs", SHAPES[CLOS]()) == ("jobs", None)
-    for name in PLANNERS:  # on Clos every name is its own group
-        assert planned_as(name, SHAPES[CLOS]()) == (name, None)
     assert planner_options("jobs", ilp_time_limit=3) == {"ilp_time_limit": 3}
     assert planner_options("ecmp-polarised", salt=5) == planner_options("ecmp", salt=5)
     with pytest.raises(InputError, match="'jobs' plans with objective 'jobs', not 'flows'"):

@@ -6,7 +6,8 @@ leaf-spines with nothing down under permutation traffic, and many more instances
 search closes (tests/test_clos.py, bench/fabrics.json). Elsewhere the gap is stated, never
 hidden: ``info["lower_bound"]``, ``info["gap"]`` (max load minus bound, flows per unit).
 
-Layer 2 (``_layer2``): ejection chains at the max (``clos_layer2.fewer_at_max``), the
+Layer 2 (``layer2``, also run off the request path from the routes in force:
+``clos_offpath``): ejection chains at the max (``clos_layer2.fewer_at_max``), the
 layer-2 MILP where a gap is left on small instances, then below the max the chains at the
 next loads down (``clos_layer2.fewer_below``, the two-tier auto's ``layer2.fewer_below``:
 the parity tests hold both autos to one sorted load vector on a single two-tier plane).
@@ -53,15 +54,18 @@ LAYER2_MILP_S = 0.5  # its time limit (within time_limit)
 
 
 def clos_auto(problem: ClosProblem, time_limit: float = 1.0, objective: str = "flows",
-              ilp_time_limit: float = 0.0) -> ClosRouting:
+              ilp_time_limit: float = 0.0, layer1_only: bool = False) -> ClosRouting:
     """auto's routing of ``problem`` (module docstring). ``time_limit``: the searches' budget
     (s); ``ilp_time_limit``: the two-tier kernel's ILP stage (s, 0: none); ``objective``:
-    flows, or jobs (the jobs planner)."""
+    flows, or jobs (the jobs planner); ``layer1_only``: the colouring and the greedy with
+    their local search, no layer 2 (the controller's request path on Clos fabrics,
+    ``clos_churn``: layer 2 follows off the path, ``clos_offpath``)."""
     check_options(ilp_time_limit, objective)
-    kernel = _two_tier(problem, objective, ilp_time_limit)
+    kernel = None if layer1_only else _two_tier(problem, objective, ilp_time_limit)
     if kernel is not None:
         return kernel
-    if objective == "jobs":  # the jobs planner, which starts from this one: loaded when asked
+    if objective == "jobs" and not layer1_only:  # the jobs planner, which starts from this
+        # one: loaded when asked
         return Ref("clos_jobs", "clos_jobs").load()(problem)
     t0 = time.perf_counter()
     bound = lower_bound(problem)
@@ -79,8 +83,12 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0, objective: str = "f
             break  # the bound is met: the greedy cannot do better on the max
     key, name, r = best
     t1 = time.perf_counter()
-    chains_end = min(t0 + time_limit, t1 + max(LAYER2_MIN_S, LAYER2_SHARE * (t1 - t0)))
-    r, ms = _layer2(problem, r, key, chains_end, t0 + time_limit)
+    if layer1_only:
+        r.info.update(links_at_max=key[1], _layer2_proved=False)
+        ms = {}
+    else:
+        chains_end = min(t0 + time_limit, t1 + max(LAYER2_MIN_S, LAYER2_SHARE * (t1 - t0)))
+        r, ms = layer2(problem, r, key, chains_end, t0 + time_limit)
     alpha = score(problem, r)[0]
     r.info.update({"construction": name, "tried": tried, "lower_bound": round(bound, 9),
                    "gap": round(max(alpha - bound, 0.0), 9),
@@ -102,8 +110,8 @@ def _two_tier(problem: ClosProblem, objective: str, ilp_time_limit: float) -> Cl
     return kernel_routing(problem, auto(p2, ilp_time_limit=ilp_time_limit, objective=objective))
 
 
-def _layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_end: float,
-            end: float):
+def layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_end: float,
+           end: float):
     """Fewer links at the max (module docstring), then at the loads below it: the routing,
     with ``links_at_max``, ``links_at_max_lower_bound``, ``layer2`` (and ``layer2_ilp``) and
     ``layer2_below`` in its info, and the ms of the chains, the MILP and the chains below.

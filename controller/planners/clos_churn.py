@@ -53,6 +53,7 @@ lower bound.
 """
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -79,8 +80,8 @@ EJECTION_DEPTH = 6  # moves in one ejection chain (``_ejection``), at most
 EJECTION_WORK = 2000  # flows an ejection search looks at per level of lower_max
 
 
-def clos_replan(problem: ClosProblem, previous: ClosRouting,
-                time_limit: float = 1.0) -> ClosRouting:
+def clos_replan(problem: ClosProblem, previous: ClosRouting, time_limit: float = 1.0,
+                layer1_only: bool = False) -> ClosRouting:
     """Plan ``problem`` from the routes in force ``previous`` (``ClosProblem.inter`` order,
     plane -1 for a flow without one: ``previous_routes``) with few moved flows.
 
@@ -89,7 +90,10 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
     ``problem.flows``), ``forced`` (of those, how many had lost their route), ``new_flows``,
     ``search_moves`` (moves the search kept), ``source`` ("installed", "fresh" or "fewest
     moves": ``clos_ilp_moves``, with its ``status`` and ``kept``) and ``homed`` (flows of a
-    fresh plan sent back to their routes in force, ``home``)."""
+    fresh plan sent back to their routes in force, ``home``). ``layer1_only`` (the
+    controller's request path): a fresh plan is ``clos_auto``'s layer 1, and
+    ``info["deferred"]`` says whether layer 2 and the jobs search may still improve the
+    routing off the path (``clos_offpath``: some fabric link carries two flows or more)."""
     t0 = time.perf_counter()
     deadline = t0 + time_limit
     n = len(problem)
@@ -107,7 +111,7 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
     bound = lower_bound(problem)
     source, search_moves, homed = "installed", 0, 0
     if 2 * len(todo) > n:  # mostly new flows (a job larger than those running): fresh
-        r, source = clos_auto(problem, time_limit=time_limit), "fresh"
+        r, source = clos_auto(problem, time_limit=time_limit, layer1_only=layer1_only), "fresh"
         homed = home(problem, r, previous, score(problem, r)[0])
     else:
         loads = ClosLoads(problem, r)
@@ -119,7 +123,8 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
                                      min(deadline, time.perf_counter() + SEARCH_LIMIT))
             value = score(problem, r)[0]
             if value > bound + 1e-9:
-                fresh = clos_auto(problem, time_limit=max(deadline - time.perf_counter(), 0.0))
+                fresh = clos_auto(problem, time_limit=max(deadline - time.perf_counter(), 0.0),
+                                  layer1_only=layer1_only)
                 f_value = score(problem, fresh)[0]
                 if f_value < value - 1e-9:  # strictly lower max: worth moving, few as can
                     r, source = fresh, "fresh"
@@ -136,6 +141,7 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting,
                   max_link_load=value, moved_flows=len(moved),
                   moved=[problem.inter[i] for i in moved], forced=forced,
                   new_flows=len(todo) - forced, search_moves=search_moves, homed=homed,
+                  deferred=layer1_only and most_flows(problem, r) >= 2,
                   ms={"churn": round((time.perf_counter() - t0) * 1e3, 3)})
     return r
 
@@ -342,6 +348,13 @@ def home(problem: ClosProblem, r: ClosRouting, previous: ClosRouting, value: flo
         if not sent:
             break
     return back
+
+
+def most_flows(problem: ClosProblem, r: ClosRouting) -> int:
+    """Flows on the busiest link of ``r`` (its paths hold fabric links only): with two or
+    more, layer 2 and the jobs search may still gain. O(F x hops)."""
+    ids = np.fromiter(itertools.chain.from_iterable(r.path), dtype=np.int64)
+    return int(np.bincount(ids).max()) if ids.size else 0
 
 
 def _at(load: np.ndarray, fab: np.ndarray, alpha: float) -> set[int]:

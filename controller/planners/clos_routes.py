@@ -15,7 +15,7 @@ parts of a share below ``MIN_SHARE`` are dropped.
 >>> from controller.model.jobs import Flow, Job
 >>> f = Clos.fat_tree(4, 2)
 >>> job = Job("j", explicit=[Flow("j", "h0_0", "h4_0", 1.0), Flow("j", "h0_0", "h0_1", 1.0)])
->>> parts, _, _ = clos_route_parts(f, [job], "greedy")
+>>> parts, _, _, _ = clos_route_parts(f, [job], "greedy")
 >>> len(parts[0][0][0]), parts[1]  # across pods: 5 switches; within a leaf: no route
 (5, None)
 >>> installed_clos_plan(f, [(job, parts)]).to_dict()["max_link_load"]
@@ -46,8 +46,9 @@ MIN_SHARE = 1e-6
 
 def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 0,
                      pins=None, max_parts: int | None = MAX_PARTS, previous=None,
-                     **options) -> tuple[list, float, list[int]]:
-    """(parts per flow of ``jobs`` in order, planner ms, positions whose pin was dropped):
+                     layer1_only: bool = False, **options) -> tuple[list, float, list[int], dict]:
+    """(parts per flow of ``jobs`` in order, planner ms, positions whose pin was dropped, the
+    planner's info):
     ``((path, 1.0),)`` for a flow that leaves its leaf (``split``: one ``(path, share)`` per
     part), None for one that does not, ``()`` for one with no alive path. ``salt``: the ECMP
     planners' hash salt; ``pins``: per flow the plane it must stay in, -1 free
@@ -55,7 +56,9 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     bound on parts per flow (None: no bound); ``options`` (seed, time_limit): to the planners
     that take them. The planner is the registry's (``registry.planner_for``: an InputError
     names what it refuses). ``previous``: per flow its parts in force (or None); ``auto``
-    then re-plans from them (``planners.clos_churn``: few moved flows), the others ignore it.
+    then re-plans from them (``planners.clos_churn``: few moved flows; ``layer1_only``: the
+    request path's stage, its info's ``deferred`` saying whether the off-path stages may
+    gain), the others ignore it.
     """
     fn = planner_for(algorithm)
     problem = ClosProblem.build(fabric, jobs, skip_unroutable=True, pins=pins)
@@ -63,7 +66,8 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     if not len(problem):
         routing = ClosRouting([], [], [])
     elif previous is not None and algorithm in CHURN:
-        routing = clos_replan(problem, previous_routes(problem, previous))
+        routing = clos_replan(problem, previous_routes(problem, previous),
+                              layer1_only=layer1_only)
     else:
         routing = fn(problem, **clos_options(algorithm, salt=salt, max_parts=max_parts,
                                              **options))
@@ -74,7 +78,7 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
     if not isinstance(routing, ClosSplitRouting):
         for pos, path in zip(problem.inter, route_paths(problem, routing)):
             parts[pos] = ((path, 1.0),)
-        return parts, ms, problem.unpinned
+        return parts, ms, problem.unpinned, routing.info
     split, named = routing.parts, partial(part_path, problem)
     for i, pos in enumerate(problem.inter):
         kept = [x for x in split[i] if x[3] >= MIN_SHARE]
@@ -86,7 +90,7 @@ def clos_route_parts(fabric: Clos, jobs: list[Job], algorithm: str, salt: int = 
             parts[pos] = ((named(i, *kept[0][:3]), 1.0),)
         else:
             parts[pos] = ((named(i, routing.plane[i], routing.middle[i], routing.path[i]), 1.0),)
-    return parts, ms, problem.unpinned
+    return parts, ms, problem.unpinned, routing.info
 
 
 def route_paths(problem: ClosProblem, routing: ClosRouting) -> list[tuple]:

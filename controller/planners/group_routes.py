@@ -2,14 +2,14 @@
 service makes to re-plan a group (``service.replanning``), whatever the fabric's shape.
 
 On a single two-tier plane the two-tier planners run (the fast path,
-``leaf_spine_routes.leaf_spine_route_parts``: ``auto`` by churn's layer 1, whose later stages
-run off the request path), on other Clos fabrics the Clos planners
-(``clos_routes.clos_route_parts``: ``auto`` by ``clos_churn``, no off-path stages; flows pinned
-to planes). Either way parts are Clos paths, a split flow's parts keep their places where
-they can (``keep_order``: a part's sub-connection then stays as it is), and an ``auto``
-group's moved flows are those whose route in force changed. Which group a job's name plans in
-is the fast path's choice too (``planned_as``: on two tiers ``jobs`` is the auto group of
-objective jobs, so that churn's layer 1 and the off-path stages serve it).
+``leaf_spine_routes.leaf_spine_route_parts``: ``auto`` by churn's layer 1), on other Clos
+fabrics the Clos planners (``clos_routes.clos_route_parts``: ``auto`` by ``clos_churn``'s
+layer 1; flows pinned to planes). On both, auto's later stages (layer 2, the jobs search) run
+off the request path (``planners.offpath``). Either way parts are Clos paths, a split flow's
+parts keep their places where they can (``keep_order``: a part's sub-connection then stays as
+it is), and an ``auto`` group's moved flows are those whose route in force changed. A job
+named ``jobs`` plans in the auto group of objective jobs (``registry.runs_as``), so that the
+request path's layer 1 and the off-path stages serve it.
 
 >>> from controller.model.clos import Clos
 >>> from controller.model.jobs import Flow, Job
@@ -27,23 +27,10 @@ from typing import NamedTuple
 from controller.model.clos import Clos
 from controller.model.jobs import Job
 from controller.planners.clos_routes import clos_route_parts
-from controller.planners.leaf_spine import fast_path, shape_of
+from controller.planners.leaf_spine import fast_path
 from controller.planners.leaf_spine_routes import leaf_spine_route_parts
 from controller.planners.plan import planner_options
-from controller.planners.registry import TWO_TIER, runs_as
 from controller.planners.split import MAX_PARTS
-
-
-def planned_as(name: str, fabric) -> tuple[str, str | None]:
-    """(planner group, objective it fixes or None) of ``name`` on ``fabric`` (None: two
-    tiers): on the fast path the planner it runs (``registry.runs_as``: ``("auto", "jobs")``
-    for ``jobs``, one group with auto's jobs of that objective); the name itself elsewhere
-    (unknown names too: the registry refuses them).
-
-    >>> planned_as("jobs", None), planned_as("jobs", Clos.fat_tree(4))
-    (('auto', 'jobs'), ('jobs', None))
-    """
-    return runs_as(name) if shape_of(fabric) == TWO_TIER else (name, None)
 
 
 class GroupRoutes(NamedTuple):
@@ -51,7 +38,7 @@ class GroupRoutes(NamedTuple):
     ms: float  # the planner alone
     unpinned: list[int]  # flows whose plane pin was dropped: no alive path left there
     moved_flows: int  # auto: flows whose route in force changed (0 for the other names)
-    improvable: bool  # auto on the fast path: its off-path stages may still improve it
+    improvable: bool  # auto: its off-path stages may still improve it
 
 
 def group_routes(fabric: Clos, jobs: list[Job], algorithm: str, objective: str, before: list,
@@ -69,9 +56,9 @@ def group_routes(fabric: Clos, jobs: list[Job], algorithm: str, objective: str, 
         opts = dict(planner_opts.get(algorithm) or {})
         split = planner_opts.get("split") or {}
         opts["max_parts"] = (bound or None) if bound >= 0 else split.get("max_parts", MAX_PARTS)
-        parts, ms, unpinned = clos_route_parts(fabric, jobs, algorithm, pins=pins,
-                                               previous=before, **opts)
-        improvable = False
+        parts, ms, unpinned, info = clos_route_parts(fabric, jobs, algorithm, pins=pins,
+                                                     previous=before, layer1_only=True, **opts)
+        improvable = algorithm == "auto" and bool(info.get("deferred"))
     else:
         opts = dict(planner_opts.get(algorithm, planner_options(algorithm)))
         if bound >= 0:

@@ -1,7 +1,9 @@
 """Slow planning off the request path: auto's later stages, and its ILP in a child process.
 
-The controller installs a layer-1 plan at once (``churn.replan(layer1_only=True)``: about the
-greedy's time) and then asks ``plan_off_path`` for a better routing: the churn planner's
+The controller installs a layer-1 plan at once (``churn.replan(layer1_only=True)``, on other
+Clos fabrics ``clos_churn.clos_replan(layer1_only=True)``: about the greedy's time) and then
+asks for a better routing (``group_instance``: the group's instance with the stages of its
+shape; on Clos fabrics ``planners.clos_offpath``). On two tiers, ``plan_off_path``: the churn planner's
 every stage from the routes in force (layer-2 chains, the jobs search, also from the greedy's
 and edge colouring's routings), in this process (bounded: the jobs search counts move
 evaluations, the chains have a deadline); then, when layer 1 is not proven and the ILP has a
@@ -17,32 +19,53 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from typing import NamedTuple
 
 from controller.errors import InputError
 from controller.model.problem import Assignment, Problem
+from controller.planners.clos_offpath import clos_better_paths, clos_instance, clos_off_path
 
 GRACE_S = 30.0  # start-up and output on top of the ILP budget
 LOG = logging.getLogger("mlroute")
 
 
-def group_instance(fabric, jobs: list, routes: list) -> tuple | None:
-    """The two-tier instance of one auto group to improve off the path: (problem, its load
-    summary now, the routes in force per flow as spine parts: ``plan_off_path``'s
-    ``previous``). ``fabric``: the fabric served; ``routes``: the routes in force per flow of
-    ``jobs`` (Clos paths). None when the fabric is not a single two-tier plane (the Clos
-    planners leave nothing to improve off the path: ``leaf_spine.fast_path``), or a flow has
-    no route or a split one: nothing to start from."""
+class OffPath(NamedTuple):
+    """One auto group's instance to improve off the request path, with its shape's stages."""
+    problem: object  # a two-tier ``Problem``, or a ``ClosProblem`` on other Clos fabrics
+    current: dict  # its load summary now: ``max_link_load``, ``links_at_max``
+    previous: object  # the routes in force, as ``plan`` reads them
+    # (problem, previous, objective, ilp_time_limit) -> a better routing of the problem
+    plan: Callable
+    # (problem, better, routes in force, objective) -> (position -> parts, rank before,
+    # rank after), or None when ``better`` is not worth its moved flows
+    paths: Callable
+
+
+def group_instance(fabric, jobs: list, routes: list) -> OffPath | None:
+    """The instance of one auto group to improve off the path. ``fabric``: the fabric
+    served; ``routes``: the routes in force per flow of ``jobs`` (Clos paths). On a single
+    two-tier plane (``leaf_spine.fast_path``) the two-tier problem, the routes in force as
+    spine parts, ``plan_off_path`` and ``better_paths``; on other Clos fabrics
+    ``clos_offpath``'s. None when a flow has no route or a split one: nothing to start from."""
     from controller.model.loads import load_summary
     from controller.planners.leaf_spine import fast_path, spine_parts
     two = fast_path(fabric)
     if two is None:
-        return None
+        found = clos_instance(fabric, jobs, routes)
+        return None if found is None else OffPath(*found, _clos_plan, clos_better_paths)
     problem = Problem.build(two, jobs, skip_unroutable=True)
     previous = [spine_parts(two, r) for r in routes]
     before = [previous[pos] for pos in problem.inter]
     if any(p is None or len(p) != 1 for p in before):
         return None
-    return problem, load_summary(problem, Assignment(before)), previous
+    return OffPath(problem, load_summary(problem, Assignment(before)), previous,
+                   plan_off_path, better_paths)
+
+
+def _clos_plan(problem, previous, objective: str = "flows", ilp_time_limit: float = 0.0):
+    """``clos_offpath.clos_off_path`` as ``OffPath.plan``: no ILP stage on Clos fabrics."""
+    return clos_off_path(problem, previous, objective)
 
 
 def better_paths(problem: Problem, better: Assignment, routes: list, objective: str = "flows"

@@ -7,8 +7,8 @@ single two-tier plane). Where a two-tier algorithm is faster or stronger on a si
 plane, it is that planner's private kernel: compiled from the plane's two-tier instance inside
 the same function (``leaf_spine.kernel_routing``; tests/test_parity.py holds each kernel and
 the planner's own algorithm to the same plans there, and pins each difference). The
-controller's own grouping on two tiers (``jobs`` in the auto group of objective jobs) is the
-fast path's business (``group_routes.planned_as``), not the registry's. ``TWO_TIER`` and
+controller plans a name in the group of the planner it runs as (``runs_as``: ``jobs`` in
+the auto group of objective jobs, whose jobs search runs off the request path). ``TWO_TIER`` and
 ``CLOS`` name the two shapes for the controller's choices (``leaf_spine.shape_of``); a
 planner does not ask them.
 

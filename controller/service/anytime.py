@@ -1,8 +1,9 @@
-"""Anytime planning: the request path plans an auto group's layer 1 only (``churn.replan``
-with ``layer1_only``, about the greedy's time); a group it leaves improvable gets the later
-stages off the request path (``run(problem, previous, objective, ilp_time_limit)``, default
-``planners.offpath.plan_off_path``: layer-2 chains and the jobs search from the routes in
-force, then the ILP in a child process when layer 1 is not proven and it has a budget),
+"""Anytime planning: the request path plans an auto group's layer 1 only (``churn.replan``,
+on other Clos fabrics ``clos_churn.clos_replan``, with ``layer1_only``: about the greedy's
+time); a group it leaves improvable gets the later stages off the request path
+(``run(problem, previous, objective, ilp_time_limit)``, default the group instance's
+``plan``, ``planners.offpath``: layer 2 and the jobs search from the routes in force, then
+on two tiers the ILP in a child process when layer 1 is not proven and it has a budget),
 called without the service lock. A routing worth its moved flows (``decide.improved``) is
 applied like any change, unless the jobs or the fabric changed meanwhile.
 """
@@ -26,7 +27,8 @@ def improve(lock, state: ControllerState, settings: Settings, unproven: set,
     """One improvable auto group through the off-path stages (module docstring); what
     happened, or None when no group waits. ``lock`` guards ``state`` and ``unproven`` (the
     auto groups left improvable, one taken per call); ``active()``: not a standby;
-    ``apply``: the service's way to apply a change (under ``lock``)."""
+    ``apply``: the service's way to apply a change (under ``lock``); ``run``: the stages
+    (default the instance's, ``offpath.OffPath.plan``)."""
     with lock:
         if not unproven or state.fabric is None or not active():
             return None
@@ -35,12 +37,12 @@ def improve(lock, state: ControllerState, settings: Settings, unproven: set,
         found = decide.improvable_group(state, settings, key)
         if found is None:
             return None
-        group, problem, current, previous = found
+        group, instance = found
+        current = instance.current
         version = state.version
-    if run is None:
-        from controller.planners.offpath import plan_off_path as run
     try:
-        better = run(problem, previous, key[1], settings.ilp_budget)
+        better = (run or instance.plan)(instance.problem, instance.previous, key[1],
+                                        settings.ilp_budget)
     except InputError as e:
         LOG.error("mlroute: off-path planning failed: %s", e)
         return {"group": list(key), "error": str(e)}
@@ -51,7 +53,7 @@ def improve(lock, state: ControllerState, settings: Settings, unproven: set,
         if state.version != version:
             result["stale"] = True  # the jobs or the fabric changed meanwhile
             return result
-        change = decide.improved(state, group, problem, better, key[1])
+        change = decide.improved(state, group, instance, better, key[1])
         if change is None:
             result["improved"] = False
             return result

@@ -9,8 +9,8 @@ from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
-from controller.planners.group_routes import planned_as
-from controller.planners.offpath import better_paths, group_instance
+from controller.planners.offpath import OffPath, group_instance
+from controller.planners.registry import runs_as
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission, wiring
 from controller.service.change import Change
@@ -65,7 +65,7 @@ def optimize(state: ControllerState, settings: Settings) -> Change:
 def reoptimise(state: ControllerState, settings: Settings) -> Change | None:
     """Links came back and stayed up for the hold-down time: the auto groups re-planned from
     their routes in force (flows move only where that lowers the objective)."""
-    if not any(group_of(r, settings, state.fabric)[0] == "auto" for r in state.jobs.values()):
+    if not any(group_of(r, settings)[0] == "auto" for r in state.jobs.values()):
         return None
     planned = replan_groups(state.fabric, state.jobs, {"auto"}, settings)
     return Change(f"links up for {settings.hold_down:g} s: re-optimised", planned.records,
@@ -151,7 +151,7 @@ def topology(state: ControllerState, settings: Settings, now: float, cause: str,
     went_down, came_up = fabric.down - before, before - fabric.down
     algs = {r.algorithm for r in state.jobs.values()
             if (went_down and crosses(fabric, r, went_down)) or (came_up and r.unroutable())
-            or (came_up and group_of(r, settings, fabric)[0] == "auto"
+            or (came_up and group_of(r, settings)[0] == "auto"
                 and settings.hold_down <= 0)}
     planned = replan_groups(fabric, state.jobs, algs, settings)
     event = {"links_down": sorted("-".join(map(str, x)) for x in went_down),
@@ -253,16 +253,16 @@ def extends(old: Clos, new: Clos) -> bool:
                if peer in old.dpids)
 
 
-def improved(state: ControllerState, group: list[JobRecord], problem, better,
+def improved(state: ControllerState, group: list[JobRecord], instance: OffPath, better,
              objective: str = "flows") -> Change | None:
-    """An off-path plan of one auto group (``better``, a routing of ``problem``, the group's
-    instance from ``improvable_group``) as a change, when it is worth moving running flows
-    for on the group's objective (``offpath.better_paths``: fewer flows on the busiest links,
-    or fewer links at the max; with "jobs" a lower mean predicted job slowdown, the worst job
-    no worse); None when it is not."""
+    """An off-path plan of one auto group (``better``, a routing of ``instance.problem``,
+    the group's instance from ``improvable_group``) as a change, when it is worth moving
+    running flows for on the group's objective (``instance.paths``: fewer flows on the
+    busiest links, or fewer links at the max; with "jobs" a lower mean predicted job
+    slowdown, the worst job no worse); None when it is not."""
     flows = _group_flows(group)
-    found = better_paths(problem, better, [r.routes.get(flow_key(f)) for r, f in flows],
-                         objective)
+    found = instance.paths(instance.problem, better,
+                           [r.routes.get(flow_key(f)) for r, f in flows], objective)
     if found is None:
         return None
     paths, rank_before, rank_after = found
@@ -282,23 +282,21 @@ def improved(state: ControllerState, group: list[JobRecord], problem, better,
                       worst_slowdown_before=round(rank_before[1], 6),
                       worst_slowdown_after=round(rank_after[1], 6))
     # counted as moved flows (event, counters); improvable stays empty: nothing left to do
-    replanned = Replanned(records, groups=[(planned_as(group[0].algorithm, state.fabric)[0],
+    replanned = Replanned(records, groups=[(runs_as(group[0].algorithm)[0],
                                             objective)], moved_flows=moved)
     return Change(f"off-path {stage} found a better routing", records, replanned=replanned,
                   event={}, answer=answer)
 
 
 def improvable_group(state: ControllerState, settings: Settings, key: tuple[str, str]):
-    """(group, problem, load summary now, routes in force per flow of the problem) of one auto
-    group to improve off the request path (``offpath.group_instance``: the two-tier fast
-    path's instance), or None when it cannot be (gone, split, or a Clos planned by the Clos
-    planners, which leave nothing to improve off the path)."""
-    group = [r for r in state.jobs.values() if group_of(r, settings, state.fabric) == key]
+    """(group, its instance: ``offpath.group_instance``) of one auto group to improve off
+    the request path, or None when it cannot be (gone, or a flow without a route or split)."""
+    group = [r for r in state.jobs.values() if group_of(r, settings) == key]
     if not group:
         return None
     found = group_instance(state.fabric, [r.job for r in group],
                            [r.routes.get(flow_key(f)) for r, f in _group_flows(group)])
-    return None if found is None else (group, *found)
+    return None if found is None else (group, found)
 
 
 def _group_flows(group: list[JobRecord]) -> list:

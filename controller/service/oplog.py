@@ -15,7 +15,7 @@ import re
 from contextlib import contextmanager
 
 from controller.errors import ConflictError, InputError
-from controller.planners.group_routes import planned_as
+from controller.planners.registry import runs_as
 from controller.service import wiring as wiring_
 from controller.service.change import Change, Outcome
 
@@ -41,14 +41,14 @@ def _rules(outcome: Outcome | None) -> str:
     return f"; rules +{r.get('added', 0)} -{r.get('removed', 0)} on {r.get('switches', 0)} switches"
 
 
-def _replanned_jobs(change: Change, fabric) -> list[str]:
+def _replanned_jobs(change: Change) -> list[str]:
     groups = {g[0] for g in change.replanned.groups} if change.replanned else set()
     return [j for j, r in change.jobs.items() if j != change.new_job
-            and planned_as(r.algorithm, fabric)[0] in groups]
+            and runs_as(r.algorithm)[0] in groups]
 
 
-def applied_line(change: Change, outcome: Outcome | None, fabric=None) -> tuple[int, str]:
-    """(level, line) of an applied change on ``fabric`` (the one in use after it)."""
+def applied_line(change: Change, outcome: Outcome | None) -> tuple[int, str]:
+    """(level, line) of an applied change."""
     moved = f"; {change.moved_flows} running flows moved" if change.moved_flows else ""
     if change.new_job is not None:
         r = change.jobs[change.new_job]
@@ -63,7 +63,7 @@ def applied_line(change: Change, outcome: Outcome | None, fabric=None) -> tuple[
         shape = f" ({len(f.switches())} switches, {len(f.hosts)} hosts)" \
             if change.cause == "fabric declared" else ""  # discovery's cause says its shape
         return level, f"{change.cause}{shape}{_rules(outcome)}{moved}"
-    jobs = _replanned_jobs(change, change.fabric or fabric)
+    jobs = _replanned_jobs(change)
     if jobs or change.moved_flows:
         groups = sorted({g[0] for g in change.replanned.groups}) if change.replanned else []
         what = (f"the {'/'.join(groups)} group{'s' if len(groups) > 1 else ''} " if groups
@@ -78,9 +78,9 @@ def applied_line(change: Change, outcome: Outcome | None, fabric=None) -> tuple[
     return logging.DEBUG, f"{change.cause}{_rules(outcome)}"
 
 
-def applied(change: Change, outcome: Outcome | None, fabric=None) -> None:
+def applied(change: Change, outcome: Outcome | None) -> None:
     """Log a change the transaction applied."""
-    level, line = applied_line(change, outcome, fabric)
+    level, line = applied_line(change, outcome)
     LOG.log(level, "mlroute: %s", line)
 
 

@@ -1,18 +1,18 @@
 """New routes for running jobs, as a pure function of the fabric, the records and the settings.
 
 Jobs are planned together per group (algorithm, objective): a group's planner sees every flow
-of the group at once; the algorithm is the planner a job's name runs as on the fabric's shape
-(``group_routes.planned_as``: on two tiers ``jobs`` joins auto's group of objective jobs);
+of the group at once; the algorithm is the planner a job's name runs as (``registry.runs_as``: ``jobs`` joins
+auto's group of objective jobs);
 ``split`` jobs are planned together per bound on parts
 (``max_parts``, absent: the planner's default), since the bound is an option of the whole
 planner run.
 ``auto`` starts from the routes in force and moves only what must move or what lowers the max
 link load; the other planners plan afresh. One call plans a group on any shape
 (``planners/group_routes.py``): on a single two-tier plane the two-tier planners (churn's
-layer 1 for ``auto``, about the greedy's time; its later stages, links at the max, the jobs
-search and the ILP, run off the request path, ``service/anytime.py``, for the groups marked
-``improvable``), elsewhere the Clos planners (``clos_churn`` for ``auto``: alive routes stay,
-new and broken flows go the greedy's way; no off-path stages), ``split`` with its group's
+layer 1 for ``auto``, about the greedy's time), elsewhere the Clos planners (``clos_churn``'s
+layer 1 for ``auto``: alive routes stay, new and broken flows go the greedy's way); on both,
+auto's later stages (links at the max, the jobs search, and on two tiers the ILP) run off the
+request path (``service/anytime.py``) for the groups marked ``improvable``; ``split`` with its group's
 bound and the others with the options they take of ``Settings.planner_opts``. Flows of a
 leaf pair with no alive path get no route (``UNROUTABLE``) instead of failing the plan.
 Every running flow is pinned to the plane of its route in force (a connection is bound to
@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from controller.enforcement.rules import part_sport
 from controller.model.clos import Clos
 from controller.model.intent import JobRecord, flow_key
-from controller.planners.group_routes import group_routes, planned_as
+from controller.planners.group_routes import group_routes
 from controller.planners.plan import route_doc
+from controller.planners.registry import runs_as
 from controller.service.settings import Settings
 
 
@@ -47,11 +48,10 @@ class Replanned:
     plane_changes: list = field(default_factory=list)
 
 
-def group_of(r: JobRecord, settings: Settings, fabric=None) -> tuple[str, str]:
-    """The planner group of a job on ``fabric`` (its shape; None: two tiers): the planner its
-    algorithm runs as there (``group_routes.planned_as``: on two tiers ``jobs`` is auto's group of
-    objective jobs) and (auto only) its objective."""
-    alg, fixed = planned_as(r.algorithm, fabric)
+def group_of(r: JobRecord, settings: Settings) -> tuple[str, str]:
+    """The planner group of a job: the planner its algorithm runs as (``registry.runs_as``:
+    ``jobs`` is auto's group of objective jobs) and (auto only) its objective."""
+    alg, fixed = runs_as(r.algorithm)
     if fixed is not None:
         return alg, fixed
     objective = (r.job.options.get("objective", settings.objective)
@@ -65,10 +65,10 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
     group is a planner: ``group_of``); ``planes``: job id -> per flow the plane to pin it to,
     -1 free (Clos only). O(planner cost of each group)."""
     out = Replanned({k: v.copy() for k, v in records.items()})
-    wanted = {planned_as(a, fabric)[0] for a in algorithms}
+    wanted = {runs_as(a)[0] for a in algorithms}
     groups: dict[tuple[str, str, int], list[JobRecord]] = {}
     for r in out.records.values():
-        key = group_of(r, settings, fabric)
+        key = group_of(r, settings)
         if key[0] in wanted:  # -1: split's default bound (max_parts not given)
             bound = r.job.options.get("max_parts", -1) if key[0] == "split" else -1
             groups.setdefault((*key, bound), []).append(r)

@@ -114,7 +114,7 @@ class Transaction:
             outcome.members_pending = self.confirm()
         if change.event is not None:
             self.record_event(change, outcome=outcome, ms=(time.perf_counter() - t0) * 1e3)
-        oplog.applied(change, outcome, fabric)  # the operator's line (``oplog.py``)
+        oplog.applied(change, outcome)  # the operator's line (``oplog.py``)
         return outcome
 
     def _commit(self, change: Change, fabric, stats: dict) -> None:

@@ -1,0 +1,108 @@
+"""auto's later stages on a Clos fabric, run off the request path from the routes in force.
+
+Why: a POST waits for the request path only, and there layer 1 (the max link load,
+``clos_churn.clos_replan(layer1_only=True)``) costs about the greedy's time while layer 2 and
+the jobs search cost several times more (on a k = 32 fat-tree an all-to-all of 64 hosts took
+14 ms for layer 1 and 83 ms for layer 2; the jobs planner 250-470 ms:
+bench/request_path.json). So, as on two tiers (``planners.offpath``), the controller
+installs layer 1 at once and then (``service.anytime``) asks this module for a better
+routing of the group, from its routes in force:
+
+1. layer 2 (``clos_auto.layer2``): ejection chains at the max, the layer-2 MILP on small
+   instances, the chains at the loads below the max;
+2. with objective ``jobs``, the jobs search (``clos_jobs``) from that routing, and a fresh
+   jobs plan (every start), taken instead when worth its moved flows: the search moves one
+   flow at a time, and where two large rings share a leaf's uplink with the other uplink
+   full (posted one by one on a 2:1 fat-tree) only a swap frees them.
+
+The result replaces the routes in force only when worth the moved flows
+(``churn.worth_moving`` on ``clos_rank``: fewer links at the max alone is worth it on the
+flow counts; with jobs a lower mean predicted slowdown, the worst job no worse). Every flow
+here has a route in force and stays in its plane (``clos_instance`` pins it: a connection is
+bound to its plane's addresses). There is no ILP stage on Clos fabrics: the layer-2 MILP runs
+in this process within ``clos_auto.LAYER2_MILP_S``.
+
+Cost: ``clos_auto.layer2`` within ``OFF_PATH_S``, then ``clos_jobs``' search (its budget of
+predictions); O(F) to read the routes in force and to name the new routes.
+"""
+from __future__ import annotations
+
+import time
+
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
+from controller.model.jobs import Job
+from controller.planners.churn import worth_moving
+from controller.planners.clos_auto import layer2
+from controller.planners.clos_churn import previous_routes
+from controller.planners.clos_jobs import clos_jobs, clos_slowdowns
+from controller.planners.clos_loads import score
+from controller.planners.clos_routes import route_paths
+
+OFF_PATH_S = 1.0  # layer 2's chains and MILP, off the request path
+
+
+def clos_instance(fabric: Clos, jobs: list[Job], routes: list) -> tuple | None:
+    """(problem, its load summary now, the routes in force as a ``ClosRouting``) of one auto
+    group of ``jobs`` on ``fabric``; ``routes``: per flow of ``jobs`` its parts in force (Clos
+    paths). Each flow is pinned to the plane of its route. None when a flow that leaves its
+    leaf has no route in force, or a split one: nothing to start from."""
+    pins = [fabric.part_plane(parts[0][0]) if parts and len(parts) == 1 else -1
+            for parts in routes]
+    problem = ClosProblem.build(fabric, jobs, skip_unroutable=True, pins=pins)
+    previous = previous_routes(problem, routes)
+    if min(previous.plane, default=0) < 0:
+        return None
+    alpha, count = score(problem, previous)
+    return problem, {"max_link_load": alpha, "links_at_max": count}, previous
+
+
+def clos_off_path(problem: ClosProblem, previous: ClosRouting, objective: str = "flows",
+                  time_limit: float = OFF_PATH_S) -> ClosRouting:
+    """The later stages (module docstring) from the routes in force ``previous``; its
+    ``info``: ``off_path`` ("planning"), ``optimal`` (the max at the lower bound), layer 2's
+    and (jobs) the search's."""
+    t0 = time.perf_counter()
+    r = ClosRouting(list(previous.plane), list(previous.middle), list(previous.path), {})
+    end = t0 + time_limit
+    r, ms = layer2(problem, r, score(problem, r), end, end)
+    r.info.pop("_layer2_proved")
+    if objective == "jobs":
+        info = r.info
+        r = clos_jobs(problem, start=r)
+        fresh = clos_jobs(problem)  # every start: a search of single moves can be stuck
+        if worth_moving(clos_rank(problem, r, objective, r.info["predicted_slowdown"]),
+                        clos_rank(problem, fresh, objective, fresh.info["predicted_slowdown"]),
+                        objective):
+            r = fresh
+        r.info = {**info, **r.info}
+    r.info.update(off_path="planning",
+                  optimal=score(problem, r)[0] <= lower_bound(problem) + 1e-9,
+                  ms={**ms, "off_path": round((time.perf_counter() - t0) * 1e3, 3)})
+    return r
+
+
+def clos_rank(problem: ClosProblem, r: ClosRouting, objective: str = "flows",
+              predicted: dict | None = None) -> tuple:
+    """A routing's rank on ``objective``, as ``churn.plan_rank`` on two tiers: (max link
+    load, links at it); with "jobs" the predicted (mean, worst) job slowdown first
+    (``clos_jobs.clos_slowdowns``, or ``predicted``)."""
+    top, count = score(problem, r)
+    if objective != "jobs":
+        return top, count
+    values = list((predicted or clos_slowdowns(problem, r)).values()) or [1.0]
+    return sum(values) / len(values), max(values), top, count
+
+
+def clos_better_paths(problem: ClosProblem, better: ClosRouting, routes: list,
+                      objective: str = "flows") -> tuple[dict, tuple, tuple] | None:
+    """``better`` (an off-path routing of ``problem``) as (flow position -> its new parts,
+    the rank before, the rank after: ``clos_rank``) when it is worth moving running flows for
+    on ``objective`` (``churn.worth_moving``); None when it is not. ``routes``: the routes in
+    force per flow of ``problem.flows`` (Clos paths)."""
+    before = clos_rank(problem, previous_routes(problem, routes), objective)
+    after = clos_rank(problem, better, objective, better.info.get("predicted_slowdown"))
+    if not worth_moving(before, after, objective):
+        return None
+    paths = route_paths(problem, better)
+    return {pos: ((path, 1.0),) for pos, path in zip(problem.inter, paths)}, before, after

@@ -1,0 +1,140 @@
+"""auto's later stages off the request path on Clos fabrics (``planners/clos_offpath.py``): a
+POST on a fat-tree answers with layer 1 (the max link load), and layer 2 and the jobs search
+follow from the routes in force, installed only when worth their moved flows."""
+import json
+import random
+
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem
+from controller.model.jobs import Flow, Job
+from controller.planners.clos_auto import clos_auto
+from controller.planners.clos_churn import clos_replan
+from controller.planners.clos_loads import empty_routing, score
+from controller.planners.clos_offpath import clos_better_paths, clos_off_path, clos_rank
+from controller.planners.clos_routes import route_paths
+from controller.service import api
+from controller.service.route_service import RouteService
+from emulation.harness.fake_switch import FakeSwitches
+from tests.helpers import FakeClock
+from tests.test_control_plane import tables_match
+
+
+def job_docs(fabric: Clos, seed: int) -> list[dict]:
+    """Three rings over half the hosts and an all-to-all of 6: on a k = 8 fat-tree layer 1
+    meets the max's bound and leaves links at it that layer 2 clears."""
+    rnd = random.Random(seed)
+    hosts = sorted(fabric.host_leaves)
+    half = rnd.sample(hosts, len(hosts) // 2)
+    six = rnd.sample(hosts, 6)
+    rings = [{"id": f"r{n}", "collective": "ring_allreduce", "ranks": half[n::3], "bytes": 1e6}
+             for n in range(3)]
+    return rings + [{"id": "a", "flows": [{"src": a, "dst": b, "bytes": 1e6, "dport": 7000}
+                                          for a in six for b in six if a != b]}]
+
+
+def jobs_of(docs: list[dict]) -> list[Job]:
+    out = [Job(d["id"], rings=[d["ranks"]], ring_bytes=d["bytes"]) for d in docs[:-1]]
+    a = docs[-1]
+    return out + [Job("a", explicit=[Flow("a", f["src"], f["dst"], f["bytes"])
+                                     for f in a["flows"]])]
+
+
+def test_layer2_off_the_path_clears_what_layer1_left_at_the_max():
+    f = Clos.fat_tree(8)
+    p = ClosProblem.build(f, jobs_of(job_docs(f, 4)))
+    first = clos_replan(p, empty_routing(len(p)), layer1_only=True)  # the request path
+    assert first.info["optimal"] and first.info["deferred"]
+    better = clos_off_path(p, first)
+    assert better.info["off_path"] == "planning" and better.info["optimal"]
+    assert score(p, better)[0] == score(p, first)[0]  # layer 1 kept
+    assert score(p, better)[1] < score(p, first)[1]  # fewer links at the max
+    assert score(p, better) == score(p, clos_auto(p))  # as the whole auto offline
+    # worth moving: the new routes of every flow, named as the service keeps them
+    routes = [None] * len(p.flows)
+    for pos, path in zip(p.inter, route_paths(p, first)):
+        routes[pos] = ((path, 1.0),)
+    paths, before, after = clos_better_paths(p, better, routes, "flows")
+    assert before == clos_rank(p, first) and after == clos_rank(p, better) < before
+    assert set(paths) == set(p.inter)
+    assert clos_better_paths(p, first, routes, "flows") is None  # the same: nothing to move
+
+
+def test_nothing_to_gain_leaves_the_routes_in_force():
+    f = Clos.fat_tree(4)
+    ring = Job("r", rings=[sorted(f.host_leaves)[::4]], ring_bytes=1)
+    p = ClosProblem.build(f, [ring])
+    first = clos_replan(p, empty_routing(len(p)), layer1_only=True)
+    assert not first.info["deferred"]  # one flow per link at most: nothing left off the path
+    assert (clos_off_path(p, first).path, first.info["moved_flows"]) == (first.path, 0)
+
+
+def serve(fabric: Clos, **settings) -> tuple[FakeSwitches, RouteService]:
+    sw = FakeSwitches(fabric.dpids.values(), fabric=fabric)
+    clock = FakeClock(100.0)
+    svc = RouteService(sw, fabric, clock=clock, sleep=clock.sleep, **settings)
+    for d in fabric.dpids.values():
+        name = fabric.switch_of_dpid[d]
+        svc.switch_connected(d, {p: True for peer in fabric.ports[name]
+                                 for p in fabric.ports_to(name, peer)})
+    return sw, svc
+
+
+def post(svc, doc):
+    return api.handle(svc, "POST", "/v1/jobs", json.dumps(doc).encode())
+
+
+def links(svc) -> dict:
+    return api.handle(svc, "GET", "/v1/links")[1]["summary"]
+
+
+def test_a_fat_tree_post_answers_layer1_and_layer2_follows_off_the_path():
+    f = Clos.fat_tree(8).wire()
+    sw, svc = serve(f, objective="flows")
+    for doc in job_docs(f, 4):
+        assert post(svc, {**doc, "proto": "udp"})[0] == 201
+    assert svc.unproven == {("auto", "flows")}
+    before = links(svc)
+    result = svc.improve()  # what the shell's tick runs, without the lock
+    assert result["improved"] and result["moved_flows"] >= 1
+    assert result["max_link_load_after"] == result["max_link_load_before"]
+    assert result["links_at_max_after"] < result["links_at_max_before"]
+    after = links(svc)
+    assert after["max_link_load"] == before["max_link_load"]
+    assert after["links_at_max"] < before["links_at_max"]
+    assert svc.state.events[-1]["cause"] == "off-path planning found a better routing"
+    tables_match(f, sw, svc)
+    assert svc.unproven == set() and svc.improve() is None
+    svc.unproven.add(("auto", "flows"))  # asked again: nothing left to gain, nothing moves
+    assert svc.improve()["improved"] is False and links(svc) == after
+
+
+def test_the_jobs_name_plans_in_autos_group_and_its_search_follows_off_the_path():
+    """A 2:1 fat-tree (4 hosts per leaf, 2 uplinks): rings posted one by one from leaf l0 to
+    l4 land two 8 GB rings on one uplink and two 100 MB rings on the other (layer 1 cannot
+    tell them apart). Only swapping a large ring with a small one frees both (the other
+    uplink is full), which the jobs search does off the path: each large ring then shares
+    with a ring that ends early."""
+    f = Clos.fat_tree(4, 4).wire()
+    sw, svc = serve(f)
+    assert svc.settings.objective == "jobs"
+    for jid, i, size, compute in (("A", 0, 8e9, 1.2), ("B", 1, 1e8, 1.0), ("C", 2, 8e9, 1.2),
+                                  ("D", 3, 1e8, 1.0)):
+        doc = {"id": jid, "collective": "ring_allreduce", "ranks": [f"h0_{i}", f"h4_{i}"],
+               "bytes": size, "compute_s": compute, "proto": "udp", "dport": 5000 + i,
+               "algorithm": "jobs"}
+        status, view = post(svc, doc)
+        assert status == 201 and view["algorithm"] == "jobs" and view["moved_flows"] == 0
+    uplink = {j: api.handle(svc, "GET", f"/v1/jobs/{j}")[1]["routes"][0]["path"][1]
+              for j in "ABCD"}
+    assert uplink["A"] == uplink["C"] != uplink["B"] == uplink["D"]
+    assert svc.unproven == {("auto", "jobs")}  # the jobs search waits off the request path
+    result = svc.improve()
+    assert result["group"] == ["auto", "jobs"] and result["improved"]
+    assert result["moved_flows"] == 4  # a large ring and a small one, both ways
+    assert result["mean_slowdown_after"] < result["mean_slowdown_before"] * 0.9
+    assert result["worst_slowdown_after"] < result["worst_slowdown_before"]
+    assert result["max_link_load_after"] == result["max_link_load_before"] == 2.0
+    uplink = {j: api.handle(svc, "GET", f"/v1/jobs/{j}")[1]["routes"][0]["path"][1]
+              for j in "ABCD"}
+    assert uplink["A"] != uplink["C"]
+    tables_match(f, sw, svc)
