@@ -4,7 +4,8 @@ over the three tiers, and every directed switch link carries what the plan puts 
 counters, within 5% of the payload), in flow, sr and host modes (the senders bind the source
 ports host mode chose); a restart from the state file sends nothing to any switch; a core
 link taken down moves the flows that crossed it, and the traffic follows; a leaf link taken
-down leaves every pair of hosts answering through its degraded class."""
+down leaves every pair of hosts answering through its degraded class; layer 2 follows a POST
+off the request path, and the traffic with it."""
 
 import ipaddress
 import random
@@ -169,3 +170,37 @@ def test_hashed_paths_with_no_job_use_the_cores_the_hashing_allows(emu, ecmp):
         assert 0 < len(cores) <= 2, cores  # at most k/2 of the 4 cores
     else:
         assert len(cores) > 2, cores
+
+
+# posted one by one on this k = 4 fat-tree, two rings whose layer-1 routes leave 6 directed
+# links at the max; the off-path stage (layer 2 from the routes in force) leaves 2, moving 3
+# flows (the same posts on fake switches: tests/test_clos_offpath.py)
+OFF_PATH_RINGS = [["h1_0", "h2_0", "h0_1", "h3_1", "h6_0", "h5_1", "h3_0", "h1_1"],
+                  ["h7_1", "h0_0", "h6_1", "h3_0"]]
+
+
+def test_layer2_follows_a_post_off_the_request_path_and_the_traffic_with_it(emu):
+    jobs = [{"id": f"layer2-{k}", "collective": "ring_allreduce", "ranks": ranks, "bytes": 4e6,
+             "algorithm": "auto", "objective": "flows"}
+            for k, ranks in enumerate(OFF_PATH_RINGS)]
+    cause = "off-path planning found a better routing"
+    seen = sum(e["cause"] == cause for e in emu.ctl.rest("GET", "/v1/fabric")[1]["events"])
+    try:
+        for job in jobs:
+            code, doc = emu.ctl.rest("POST", "/v1/jobs", job)
+            assert code == 201, doc
+        fabricnet.wait_until(
+            lambda: sum(e["cause"] == cause for e in emu.ctl.rest("GET", "/v1/fabric")[1][
+                "events"]) > seen, 15, what="the off-path stage's routing")
+        event = [e for e in emu.ctl.rest("GET", "/v1/fabric")[1]["events"]
+                 if e["cause"] == cause][-1]
+        assert event["links_at_max_after"] < event["links_at_max_before"]
+        assert event["max_link_load_after"] == event["max_link_load_before"]
+        summary = emu.ctl.rest("GET", "/v1/links")[1]["summary"]
+        assert summary["links_at_max"] == event["links_at_max_after"]
+        routes = [r for job in jobs for r in emu.ctl.rest("GET", f"/v1/jobs/{job['id']}")[1][
+            "routes"] if "path" in r]  # the flows that leave their leaf
+        carried_as_planned(emu, routes)  # the switches carry the routes the stage moved
+    finally:
+        for job in jobs:
+            emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")

@@ -138,3 +138,18 @@ def test_the_jobs_name_plans_in_autos_group_and_its_search_follows_off_the_path(
               for j in "ABCD"}
     assert uplink["A"] != uplink["C"]
     tables_match(f, sw, svc)
+
+
+def test_the_live_tests_rings_leave_links_at_the_max_that_layer2_clears():
+    """The premise of tests/test_clos_live.py's off-path test, on fake switches."""
+    from tests.test_clos_live import OFF_PATH_RINGS
+    f = Clos.fat_tree(4, 2).wire()
+    sw, svc = serve(f)
+    for k, ranks in enumerate(OFF_PATH_RINGS):
+        doc = {"id": f"layer2-{k}", "collective": "ring_allreduce", "ranks": ranks,
+               "bytes": 4e6, "algorithm": "auto", "objective": "flows"}
+        assert post(svc, doc)[0] == 201
+    result = svc.improve()
+    assert result["improved"] and result["group"] == ["auto", "flows"]
+    assert (result["links_at_max_before"], result["links_at_max_after"]) == (6, 2)
+    tables_match(f, sw, svc)

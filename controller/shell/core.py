@@ -20,7 +20,6 @@ from controller.jsonio import read_json
 from controller.measurement.sflow import SenderFilter, SflowCollector
 from controller.model.clos import load_fabric
 from controller.planners import PLANNERS
-from controller.planners.offpath import plan_off_path
 from controller.planners.plan import planner_options
 from controller.service import oplog
 from controller.service.cluster import Cluster
@@ -384,9 +383,10 @@ class Shell:
 
     def _improve(self) -> None:
         """Anytime planning off the request path: layer 2 and the jobs search in this process,
-        the ILP (when it has a budget) in a child process."""
+        on two tiers the ILP (when it has a budget) in a child process (the group instance's
+        stages: ``planners.offpath``)."""
         try:
-            result = self.service.improve(plan_off_path)
+            result = self.service.improve()
             if result:
                 LOG.debug("mlroute: off-path planning: %s", result)  # oplog says it
         except Exception:  # noqa: BLE001 - logged; the installed plan stays
