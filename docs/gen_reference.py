@@ -568,7 +568,8 @@ def _request_path() -> str:
         rp = c["request_path"]
         rows.append([c["case"], c["build"]["inter_leaf_flows"]]
                     + [f"{rp[a]['cpu_ms']:.1f}" for a in ("auto", "jobs", "greedy")]
-                    + [f"{rp['auto']['cpu_over_greedy']:.2f}", f"{c['build']['cpu_ms']:.1f}"])
+                    + [f"{rp['auto']['cpu_over_greedy']:.2f}", f"{c['build']['cpu_ms']:.1f}",
+                       f"{c['off_path_jobs']['cpu_ms']:.0f}" if "off_path_jobs" in c else "-"])
     plans = [[p["instance"], p["flows"], f"{p['default']['wall_s']:.2f}",
               f"{p['greedy']['wall_s']:.2f}"] for p in b["plans"]]
     targets = [[f"`{k}`", str(v["value"]), "yes" if v["ok"] else "no"]
@@ -578,10 +579,12 @@ def _request_path() -> str:
             + _source("python -m benchmarks.request_path", "bench/request_path.json")
             + "What a `POST /jobs` runs for a new job (`group_routes`, every flow new), median "
               f"CPU ms over {s['repeats']} runs in one process, the greedy (same call) the "
-              "baseline; the problem's build is timed apart. On two tiers `jobs` is `auto`'s "
-              "group with objective jobs (its jobs search runs off the request path).\n\n"
+              "baseline; the problem's build is timed apart. On every fabric `jobs` is `auto`'s "
+              "group with objective jobs: layer 1 on the request path, layer 2 and the jobs "
+              "search off it (`off-path ms`: their CPU ms from the request path's routes, "
+              "`service/anytime.py`).\n\n"
             + _table(["case", "inter-leaf flows", "`auto` ms", "`jobs` ms", "greedy ms", "auto / greedy",
-                      "build ms"], rows)
+                      "build ms", "off-path ms"], rows)
             + "A whole offline `python -m controller plan` (a subprocess, start-up included; "
               f"median wall seconds, runs: {s['plan_runs']}), the default algorithm and "
               "`--algorithm greedy`:\n\n"
