@@ -24,7 +24,7 @@ Cases:
   and 3 links down (``simulation.paper.FAILURES``), seeds 1 to 3.
 On every case ``auto`` and ``jobs`` run the same stage (layer 1: churn's on two tiers,
 ``clos_churn``'s elsewhere); layer 2 and the jobs search run off the request path
-(``service/anytime.py``), and their time (the group instance's ``plan`` with objective jobs,
+(``service/anytime.py``), and their time (the group instance's ``stages`` with objective jobs,
 from the request path's routes: ``off_path_jobs``) is recorded beside, not as a target.
 - offline: a whole ``python -m controller plan`` (default algorithm and objective) of a
   realistic 64 x 32 cluster (nothing down; a spine and 3 links down) and of a
@@ -188,13 +188,14 @@ def request_path(fabric: Clos, jobs: list[Job], repeats: int) -> dict:
 def off_path_jobs(fabric: Clos, jobs: list[Job], repeats: int) -> dict | None:
     """The stages that follow the request path off it with objective jobs (layer 2, the jobs
     search; no ILP), as the service runs them: ``offpath.group_instance`` from the request
-    path's routes, then its ``plan``; None when the group has nothing to start from."""
+    path's routes, then its ``stages`` in this process (the controller runs them in a child
+    process on Clos fabrics); None when the group has nothing to start from."""
     flows = sum(len(j.flows()) for j in jobs)
     routes = group_routes(fabric, jobs, "auto", "jobs", [None] * flows).parts
     got = group_instance(fabric, jobs, routes)
     if got is None:
         return None
-    row, _ = timed(lambda: got.plan(got.problem, got.previous, "jobs", 0.0), repeats)
+    row, _ = timed(lambda: got.stages(got.problem, got.previous, "jobs"), repeats)
     return row
 
 

@@ -12,6 +12,7 @@ from controller.planners.clos_churn import clos_replan
 from controller.planners.clos_loads import empty_routing, score
 from controller.planners.clos_offpath import clos_better_paths, clos_off_path, clos_rank
 from controller.planners.clos_routes import route_paths
+from controller.planners.offpath import clos_in_subprocess
 from controller.service import api
 from controller.service.route_service import RouteService
 from emulation.harness.fake_switch import FakeSwitches
@@ -57,6 +58,20 @@ def test_layer2_off_the_path_clears_what_layer1_left_at_the_max():
     assert before == clos_rank(p, first) and after == clos_rank(p, better) < before
     assert set(paths) == set(p.inter)
     assert clos_better_paths(p, first, routes, "flows") is None  # the same: nothing to move
+
+
+def test_the_controller_runs_the_stages_in_a_child_process_with_the_same_result():
+    """``offpath.clos_in_subprocess`` (what the service runs: in the controller's process the
+    search and the MILP would hold its only thread) rebuilds the problem from the fabric, the
+    jobs and the pins, and gives the routing ``clos_off_path`` gives here."""
+    f = Clos.fat_tree(8).with_down({("a0_0", "c0_0")})
+    jobs = jobs_of(job_docs(f, 4))
+    p = ClosProblem.build(f, jobs, pins=[0] * sum(len(j.flows()) for j in jobs))
+    first = clos_replan(p, empty_routing(len(p)), layer1_only=True)
+    here = clos_off_path(p, first)
+    there = clos_in_subprocess(p, first, "flows")
+    assert (there.plane, there.middle, there.path) == (here.plane, here.middle, here.path)
+    assert there.info["off_path"] == "planning" and score(p, there) < score(p, first)
 
 
 def test_nothing_to_gain_leaves_the_routes_in_force():

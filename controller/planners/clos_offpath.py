@@ -20,18 +20,23 @@ The result replaces the routes in force only when worth the moved flows
 flow counts; with jobs a lower mean predicted slowdown, the worst job no worse). Every flow
 here has a route in force and stays in its plane (``clos_instance`` pins it: a connection is
 bound to its plane's addresses). There is no ILP stage on Clos fabrics: the layer-2 MILP runs
-in this process within ``clos_auto.LAYER2_MILP_S``.
+within ``clos_auto.LAYER2_MILP_S``. The controller runs all this in a child process
+(``python -m controller.planners.clos_offpath FILE``, ``main``; ``offpath.clos_in_subprocess``):
+at k = 8 with objective jobs it takes about 2 s of CPU, which in the controller's process
+would hold its only thread, and with it OpenFlow and REST.
 
 Cost: ``clos_auto.layer2`` within ``OFF_PATH_S``, then ``clos_jobs``' search (its budget of
 predictions); O(F) to read the routes in force and to name the new routes.
 """
 from __future__ import annotations
 
+import json
+import sys
 import time
 
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
-from controller.model.jobs import Job
+from controller.model.jobs import Job, parse_job
 from controller.planners.churn import worth_moving
 from controller.planners.clos_auto import layer2
 from controller.planners.clos_churn import previous_routes
@@ -106,3 +111,43 @@ def clos_better_paths(problem: ClosProblem, better: ClosRouting, routes: list,
         return None
     paths = route_paths(problem, better)
     return {pos: ((path, 1.0),) for pos, path in zip(problem.inter, paths)}, before, after
+
+
+def instance_doc(problem: ClosProblem, previous: ClosRouting, objective: str,
+                 time_limit: float = OFF_PATH_S) -> dict:
+    """What ``main`` needs to plan off the path in another process: the fabric, the jobs, the
+    plane pins per flow and the routes in force by link ids (the same problem built again
+    numbers its links alike)."""
+    pins = [-1] * len(problem.flows)
+    for i, pos in enumerate(problem.inter):
+        pins[pos] = int(problem.pin[i]) if problem.pin is not None else -1
+    return {"fabric": problem.fabric.to_dict(), "jobs": [j.to_dict() for j in problem.jobs],
+            "pins": pins, "objective": objective, "time_limit": time_limit,
+            "previous": {"plane": list(previous.plane), "middle": list(previous.middle),
+                         "path": [list(p) for p in previous.path]}}
+
+
+def main(argv=None) -> int:
+    """``python -m controller.planners.clos_offpath FILE``: ``clos_off_path`` of the instance
+    in FILE (``instance_doc``), its routing as JSON on stdout (``plane``, ``middle``,
+    ``path``, ``info``)."""
+    with open((argv or sys.argv[1:])[0]) as fh:
+        doc = json.load(fh)
+    fabric = Clos.from_dict(doc["fabric"])
+    problem = ClosProblem.build(fabric, [parse_job(d, fabric) for d in doc["jobs"]],
+                                skip_unroutable=True, pins=doc["pins"])
+    prev = doc["previous"]
+    if len(prev["plane"]) != len(problem):
+        print(f"the instance has {len(problem)} inter-leaf flows, the routes in force "
+              f"{len(prev['plane'])}", file=sys.stderr)
+        return 2
+    previous = ClosRouting(prev["plane"], prev["middle"], [tuple(p) for p in prev["path"]], {})
+    r = clos_off_path(problem, previous, doc["objective"], doc["time_limit"])
+    json.dump({"plane": [int(q) for q in r.plane], "middle": [int(m) for m in r.middle],
+               "path": [[int(x) for x in p] for p in r.path], "info": r.info}, sys.stdout,
+              default=lambda o: o.item() if hasattr(o, "item") else str(o))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

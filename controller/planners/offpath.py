@@ -24,9 +24,15 @@ from typing import NamedTuple
 
 from controller.errors import InputError
 from controller.model.problem import Assignment, Problem
-from controller.planners.clos_offpath import clos_better_paths, clos_instance, clos_off_path
+from controller.planners.clos_offpath import (
+    clos_better_paths,
+    clos_instance,
+    clos_off_path,
+    instance_doc,
+)
 
 GRACE_S = 30.0  # start-up and output on top of the ILP budget
+CLOS_TIMEOUT_S = 120.0  # a Clos group's off-path stages in their child (k = 8, jobs: 2 s CPU)
 LOG = logging.getLogger("mlroute")
 
 
@@ -35,11 +41,15 @@ class OffPath(NamedTuple):
     problem: object  # a two-tier ``Problem``, or a ``ClosProblem`` on other Clos fabrics
     current: dict  # its load summary now: ``max_link_load``, ``links_at_max``
     previous: object  # the routes in force, as ``plan`` reads them
-    # (problem, previous, objective, ilp_time_limit) -> a better routing of the problem
+    # (problem, previous, objective, ilp_time_limit) -> a better routing of the problem, as
+    # the controller runs the stages (on Clos fabrics in a child process)
     plan: Callable
     # (problem, better, routes in force, objective) -> (position -> parts, rank before,
     # rank after), or None when ``better`` is not worth its moved flows
     paths: Callable
+    # (problem, previous, objective) -> the stages in this process (what ``plan`` runs):
+    # what the benchmarks time
+    stages: Callable
 
 
 def group_instance(fabric, jobs: list, routes: list) -> OffPath | None:
@@ -53,19 +63,42 @@ def group_instance(fabric, jobs: list, routes: list) -> OffPath | None:
     two = fast_path(fabric)
     if two is None:
         found = clos_instance(fabric, jobs, routes)
-        return None if found is None else OffPath(*found, _clos_plan, clos_better_paths)
+        return None if found is None else OffPath(*found, clos_in_subprocess, clos_better_paths,
+                                                  clos_off_path)
     problem = Problem.build(two, jobs, skip_unroutable=True)
     previous = [spine_parts(two, r) for r in routes]
     before = [previous[pos] for pos in problem.inter]
     if any(p is None or len(p) != 1 for p in before):
         return None
     return OffPath(problem, load_summary(problem, Assignment(before)), previous,
-                   plan_off_path, better_paths)
+                   plan_off_path, better_paths, plan_off_path)
 
 
-def _clos_plan(problem, previous, objective: str = "flows", ilp_time_limit: float = 0.0):
-    """``clos_offpath.clos_off_path`` as ``OffPath.plan``: no ILP stage on Clos fabrics."""
-    return clos_off_path(problem, previous, objective)
+def clos_in_subprocess(problem, previous, objective: str = "flows",
+                       ilp_time_limit: float = 0.0):
+    """``clos_offpath.clos_off_path`` in a child process, as ``OffPath.plan`` on Clos fabrics
+    (no ILP stage there: ``ilp_time_limit`` is not used): its search and its layer-2 MILP
+    would hold the controller's thread for seconds (``clos_offpath``); under eventlet the
+    wait is cooperative. The routing of ``problem`` with the child's ``info``; an InputError
+    when the child fails or takes more than ``CLOS_TIMEOUT_S``."""
+    from controller.model.clospaths import ClosRouting
+    doc = instance_doc(problem, previous, objective)
+    with tempfile.TemporaryDirectory(prefix="mlroute-offpath-") as tmp:
+        path = os.path.join(tmp, "instance.json")
+        with open(path, "w") as fh:
+            json.dump(doc, fh)
+        cmd = [sys.executable, "-m", "controller.planners.clos_offpath", path]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, cwd=_repo(),
+                                 timeout=CLOS_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"off-path planning did not finish within {CLOS_TIMEOUT_S:g} s") \
+                from None
+    if out.returncode != 0:
+        raise InputError(f"off-path planning failed: {out.stderr.strip()[-300:]}")
+    got = json.loads(out.stdout)
+    return ClosRouting(got["plane"], got["middle"], [tuple(p) for p in got["path"]],
+                       got["info"])
 
 
 def better_paths(problem: Problem, better: Assignment, routes: list, objective: str = "flows"
