@@ -52,36 +52,33 @@ SPRAY = "spray"  # compare's baseline row (planners.spray): not a planner, the N
 SPRAY_OBJECTIVE = "LP bound"
 
 
-def default_objective(algorithm: str, clos: bool) -> str:
-    """The objective the controller plans a job of ``algorithm`` with when the job names none:
-    the one the name fixes (``jobs``); its default (``Settings.objective``) for auto on a
-    two-tier fabric; flows for the other planners (they count flows; the controller's split
-    too) and on a Clos fabric, where the controller's auto ranks by link loads (the jobs
-    objective is the ``jobs`` planner).
+def default_objective(algorithm: str) -> str:
+    """The objective the controller plans a job of ``algorithm`` with when the job names none,
+    on every fabric: the one the name fixes (``jobs``); its default (``Settings.objective``)
+    for auto (layer 1 on the request path, the jobs search off it); flows for the other
+    planners (they count flows; the controller's split too).
 
-    >>> default_objective("auto", clos=False) == Settings.objective
+    >>> default_objective("auto") == Settings.objective
     True
-    >>> default_objective("greedy", clos=False), default_objective("auto", clos=True)
-    ('flows', 'flows')
-    >>> default_objective("jobs", clos=False), default_objective("jobs", clos=True)
-    ('jobs', 'jobs')
+    >>> default_objective("greedy"), default_objective("jobs")
+    ('flows', 'jobs')
     """
     fixed = PLANNERS[algorithm].objective if algorithm in PLANNERS else None
-    return fixed or (Settings.objective if algorithm == "auto" and not clos else "flows")
+    return fixed or (Settings.objective if algorithm == "auto" else "flows")
 
 
-def objective_for(algorithm: str, given: str | None, clos: bool = False) -> str:
+def objective_for(algorithm: str, given: str | None) -> str:
     """The objective ``algorithm`` plans with in ``compare``, on every shape: ``--objective``
     for auto and split, else the controller's default (``default_objective``).
 
-    >>> objective_for("auto", "jobs", clos=True), objective_for("greedy", "jobs", clos=True)
-    ('jobs', 'flows')
-    >>> objective_for("auto", None, clos=True), objective_for("jobs", "flows", clos=True)
-    ('flows', 'jobs')
+    >>> objective_for("auto", "flows"), objective_for("greedy", "jobs")
+    ('flows', 'flows')
+    >>> objective_for("jobs", "flows")
+    'jobs'
     """
     if given is not None and algorithm in ("auto", "split"):
         return given
-    return default_objective(algorithm, clos)
+    return default_objective(algorithm)
 
 
 def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Clos, list[Job]]:
@@ -152,7 +149,7 @@ def compare(fabric: Clos, jobs: list[Job], algorithms: list[str] | None, seed: i
             rows.append(compare_row(plan, SPRAY_OBJECTIVE, CLOS, slowest_goodput_bps(plan) * 8e-9))
             continue
         run = run_options(fabric, alg, seed, salt, ilp_time_limit,
-                          objective_for(alg, objective, shape == CLOS), max_parts)
+                          objective_for(alg, objective), max_parts)
         key = (runs_as(alg)[0], repr(sorted(run.options.items())))
         if key not in plans:  # deterministic: one run of a planner with one configuration
             plans[key] = make_plan(fabric, jobs, run.algorithm, **run.options)
@@ -243,16 +240,13 @@ def compare_summary(rows: list[dict]) -> str:
 
 def plan_or_compare(args, fabric: Clos, jobs: list[Job]) -> tuple[str, str]:
     """``plan`` or ``compare`` on any fabric, each name by its one planner (``make_plan``):
-    (output, summary line). The fabric's shape, asked once (``run_shape``), gives the
-    objective each plans with by default (the controller's) and the predictions of
-    ``compare``'s rows: on a Clos fabric every planner counts flows but ``jobs``, the jobs
-    objective (``--objective jobs`` with auto runs it), and ``split`` with ``--objective
-    jobs`` (by bytes); the controller's auto does not take it there."""
+    (output, summary line). Each plans with the controller's objective by default
+    (``default_objective``, alike on every fabric); the fabric's shape, asked once
+    (``run_shape``), gives the predictions of ``compare``'s rows."""
     shape = run_shape(fabric)
-    clos = shape == CLOS
     if args.cmd == "plan":
         # asked for: run_options refuses it where it does not apply, naming where it does
-        used = args.objective or default_objective(args.algorithm, clos)
+        used = args.objective or default_objective(args.algorithm)
         run = run_options(shape, args.algorithm, args.seed, args.salt, args.ilp_time_limit, used,
                           args.max_parts)
         plan = make_plan(fabric, jobs, run.algorithm, **run.options)
@@ -478,12 +472,12 @@ def add_offline_commands(sub) -> None:
                                 "the per-packet spraying baseline)")
         p.add_argument("--objective", metavar="|".join(OBJECTIVES),
                        help=f"what plans are ranked by: {objectives}. Applies to auto and split "
-                            "(jobs: split by bytes) on every fabric (on Clos fabrics auto with "
-                            "jobs runs the jobs planner); the jobs planner "
+                            "(jobs: split by bytes) on every fabric (auto with jobs runs the "
+                            "jobs planner); the jobs planner "
                             "ranks by jobs, the other planners count flows. The output names "
                             "the objective each plan used (default: the controller's: "
-                            f"{Settings.objective} for auto on a two-tier fabric, jobs for the "
-                            "jobs planner, flows for the other planners and on Clos fabrics)")
+                            f"{Settings.objective} for auto, jobs for the "
+                            "jobs planner, flows for the other planners)")
         p.add_argument("--seed", type=int, default=1234, help="annealing seed")
         p.add_argument("--salt", type=int, default=0, help="ECMP hash salt")
         limit = ILP_TIME_LIMIT_S if name == "plan" else 60.0

@@ -73,7 +73,7 @@ def test_each_planners_default_objective_is_the_one_the_controller_gives_it():
     """The controller plans a job that names no objective with ``replanning.group_of``'s."""
     for alg in PLANNERS:
         record = JobRecord(Job("j", explicit=[]), 1, alg, "flow", 0.0)
-        assert cli.default_objective(alg, clos=False) == group_of(record, Settings())[1], alg
+        assert cli.default_objective(alg) == group_of(record, Settings())[1], alg
 
 
 def test_an_objective_that_does_not_apply_is_named_not_hidden(files, capsys):
@@ -87,20 +87,21 @@ def test_an_objective_that_does_not_apply_is_named_not_hidden(files, capsys):
 
 
 def test_clos_plans_say_their_objective(files, capsys):
-    """On a Clos fabric the controller's auto ranks by link loads: so does the default plan;
-    --objective jobs runs the jobs planner (the plan is auto's, of objective jobs: as on two
-    tiers), and compare names each row's objective."""
+    """On a Clos fabric, as on two tiers, the controller's auto ranks by the jobs objective
+    unless a job names another (layer 1 on the request path, the jobs search off it): so
+    does the default plan, which runs the jobs planner; --objective flows ranks by link
+    loads, and compare names each row's objective."""
+    flows = plan(capsys, files["fat_tree"], files["ft_jobs"], "--objective", "flows")
+    assert (flows["algorithm"], flows["objective"]) == ("auto", "flows") and flows["gap"] == 0
     doc = plan(capsys, files["fat_tree"], files["ft_jobs"])
-    assert (doc["algorithm"], doc["objective"]) == ("auto", "flows") and doc["gap"] == 0
-    doc = plan(capsys, files["fat_tree"], files["ft_jobs"], "--objective", "jobs")
-    assert (doc["algorithm"], doc["objective"]) == ("auto", "jobs")
+    assert (doc["algorithm"], doc["objective"]) == ("auto", Settings.objective) == ("auto", "jobs")
     jobs = plan(capsys, files["fat_tree"], files["ft_jobs"], "--algorithm", "jobs")
     assert (jobs["algorithm"], jobs["objective"]) == ("jobs", "jobs")
     assert doc["routes"] == jobs["routes"] and doc["info"]["objective"] == "jobs"
     code, out, err = run(capsys, "compare", "--fabric", files["fat_tree"], "--jobs",
                          files["ft_jobs"], "--algorithms", "auto,jobs", "--json")
     assert code == 0, err
-    assert {r["algorithm"]: r["objective"] for r in json.loads(out)} == {"auto": "flows",
+    assert {r["algorithm"]: r["objective"] for r in json.loads(out)} == {"auto": "jobs",
                                                                          "jobs": "jobs"}
 
 
@@ -168,7 +169,7 @@ def test_compare_rows_name_their_objective(files, capsys):
                          "--ilp-time-limit", "0", "--json")
     assert code == 0, err
     rows = {r["algorithm"]: r["objective"] for r in json.loads(out)}
-    assert rows == {a: cli.default_objective(a, clos=False) for a in ("greedy", "split", "auto")}
+    assert rows == {a: cli.default_objective(a) for a in ("greedy", "split", "auto")}
     code, out, err = run(capsys, "compare", "--fabric", files["fabric"], "--jobs",
                          files["jobs"], "--algorithms", "greedy,split", "--objective", "jobs",
                          "--ilp-time-limit", "0")
