@@ -48,8 +48,9 @@ def test_layer2_off_the_path_clears_what_layer1_left_at_the_max():
     better = clos_off_path(p, first)
     assert better.info["off_path"] == "planning" and better.info["optimal"]
     assert score(p, better)[0] == score(p, first)[0]  # layer 1 kept
-    assert score(p, better)[1] < score(p, first)[1]  # fewer links at the max
-    assert score(p, better) == score(p, clos_auto(p))  # as the whole auto offline
+    # fewer links at the max (47 -> 38); the whole auto offline adds the layer-2 MILP (36),
+    # whose routing may move any flow: not run from the routes in force
+    assert score(p, clos_auto(p))[1] <= score(p, better)[1] < score(p, first)[1]
     # worth moving: the new routes of every flow, named as the service keeps them
     routes = [None] * len(p.flows)
     for pos, path in zip(p.inter, route_paths(p, first)):

@@ -111,13 +111,15 @@ def _two_tier(problem: ClosProblem, objective: str, ilp_time_limit: float) -> Cl
 
 
 def layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_end: float,
-           end: float):
+           end: float, milp: bool = True):
     """Fewer links at the max (module docstring), then at the loads below it: the routing,
     with ``links_at_max``, ``links_at_max_lower_bound``, ``layer2`` (and ``layer2_ilp``) and
     ``layer2_below`` in its info, and the ms of the chains, the MILP and the chains below.
     ``key``: ``score`` of ``r``; ``chains_end`` and ``end`` (time.perf_counter) end the
     chains and the MILP; the chains below the max spend ``LAYER2_BELOW_WORK`` (and per
-    flow) search nodes at most, ``end`` a safety net."""
+    flow) search nodes at most, ``end`` a safety net. ``milp`` False: the chains only (they
+    move few flows; the MILP's routing may move any: ``clos_offpath``, from routes in
+    force)."""
     t0 = time.perf_counter()
     alpha, count = key
     chains: dict = {"cleared": 0, "chains_tried": 0, "nodes": 0, "stopped": "done"}
@@ -146,7 +148,8 @@ def layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_
     t1 = time.perf_counter()
     ms = {"layer2": round((t1 - t0) * 1e3, 3)}
     proved = count <= lb2
-    if not proved and time.perf_counter() < end and option_count(problem) <= LAYER2_MILP_OPTIONS:
+    if not proved and milp and time.perf_counter() < end \
+            and option_count(problem) <= LAYER2_MILP_OPTIONS:
         m = layer2_exact(problem, alpha, min(LAYER2_MILP_S, end - t1), r)
         info = m.info
         r.info["layer2_ilp"] = {k: info[k] for k in ("status", "bound", "gap", "wall_ms")}

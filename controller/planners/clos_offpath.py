@@ -8,25 +8,25 @@ bench/request_path.json). So, as on two tiers (``planners.offpath``), the contro
 installs layer 1 at once and then (``service.anytime``) asks this module for a better
 routing of the group, from its routes in force:
 
-1. layer 2 (``clos_auto.layer2``): ejection chains at the max, the layer-2 MILP on small
-   instances, the chains at the loads below the max;
-2. with objective ``jobs``, the jobs search (``clos_jobs``) from that routing, and a fresh
-   jobs plan (every start), taken instead when worth its moved flows: the search moves one
-   flow at a time, and where two large rings share a leaf's uplink with the other uplink
-   full (posted one by one on a 2:1 fat-tree) only a swap frees them.
+1. layer 2 (``clos_auto.layer2``): ejection chains at the max and at the loads below it, not
+   the layer-2 MILP, whose routing may move any flow (on the scale benchmark's k = 8
+   fat-tree it moved 1,024 of 1,120 running flows after a switch failure);
+2. with objective ``jobs``, the jobs search (``clos_jobs``) from that routing: its moves,
+   job moves and swaps each change a few flows, kept only when the prediction ranks the
+   routing better (there, 36 to 66 flows moved per improvement: ``python -m
+   benchmarks.scale --fat-tree 8``). No fresh jobs plan: it may move any flow too.
 
 The result replaces the routes in force only when worth the moved flows
 (``churn.worth_moving`` on ``clos_rank``: fewer links at the max alone is worth it on the
 flow counts; with jobs a lower mean predicted slowdown, the worst job no worse). Every flow
 here has a route in force and stays in its plane (``clos_instance`` pins it: a connection is
-bound to its plane's addresses). There is no ILP stage on Clos fabrics: the layer-2 MILP runs
-within ``clos_auto.LAYER2_MILP_S``. The controller runs all this in a child process
-(``python -m controller.planners.clos_offpath FILE``, ``main``; ``offpath.clos_in_subprocess``):
-at k = 8 with objective jobs it takes about 2 s of CPU, which in the controller's process
-would hold its only thread, and with it OpenFlow and REST.
+bound to its plane's addresses). There is no ILP stage on Clos fabrics. The controller runs
+all this in a child process (``python -m controller.planners.clos_offpath FILE``, ``main``;
+``offpath.clos_in_subprocess``): the search would hold the controller's only thread, and with
+it OpenFlow and REST, for up to a second on large groups.
 
-Cost: ``clos_auto.layer2`` within ``OFF_PATH_S``, then ``clos_jobs``' search (its budget of
-predictions); O(F) to read the routes in force and to name the new routes.
+Cost: ``clos_auto.layer2``'s chains within ``OFF_PATH_S``, then ``clos_jobs``' search (its
+budget of predictions); O(F) to read the routes in force and to name the new routes.
 """
 from __future__ import annotations
 
@@ -70,16 +70,11 @@ def clos_off_path(problem: ClosProblem, previous: ClosRouting, objective: str = 
     t0 = time.perf_counter()
     r = ClosRouting(list(previous.plane), list(previous.middle), list(previous.path), {})
     end = t0 + time_limit
-    r, ms = layer2(problem, r, score(problem, r), end, end)
+    r, ms = layer2(problem, r, score(problem, r), end, end, milp=False)
     r.info.pop("_layer2_proved")
     if objective == "jobs":
         info = r.info
         r = clos_jobs(problem, start=r)
-        fresh = clos_jobs(problem)  # every start: a search of single moves can be stuck
-        if worth_moving(clos_rank(problem, r, objective, r.info["predicted_slowdown"]),
-                        clos_rank(problem, fresh, objective, fresh.info["predicted_slowdown"]),
-                        objective):
-            r = fresh
         r.info = {**info, **r.info}
     r.info.update(off_path="planning",
                   optimal=score(problem, r)[0] <= lower_bound(problem) + 1e-9,

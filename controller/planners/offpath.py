@@ -32,7 +32,7 @@ from controller.planners.clos_offpath import (
 )
 
 GRACE_S = 30.0  # start-up and output on top of the ILP budget
-CLOS_TIMEOUT_S = 120.0  # a Clos group's off-path stages in their child (k = 8, jobs: 2 s CPU)
+CLOS_TIMEOUT_S = 120.0  # a Clos group's off-path stages in their child (0.8 s at k = 8)
 LOG = logging.getLogger("mlroute")
 
 
