@@ -76,6 +76,7 @@ from controller.planners.clos_auto import (
     score,
 )
 from controller.planners.clos_greedy import clos_greedy
+from controller.planners.clos_ilp_moves import moved_flows
 from controller.planners.clos_layer2 import fewer_at_max, fewer_below
 from controller.planners.clos_loads import ClosLoads
 from controller.planners.clos_tiers import tier_colouring
@@ -177,9 +178,7 @@ def _lower_layers(problem: ClosProblem, r: ClosRouting, current: dict, bound: fl
     values = clos_slowdowns(problem, new)
     if start_key(values.values(), bound, ()) > start_key(current.values(), bound, ()):
         return r, current, 0
-    moved = sum(1 for i in range(len(r.path)) if (r.plane[i], r.middle[i], r.path[i])
-                != (new.plane[i], new.middle[i], new.path[i]))
-    return ClosRouting(new.plane, new.middle, new.path, {}), values, moved
+    return ClosRouting(new.plane, new.middle, new.path, {}), values, len(moved_flows(new, r))
 
 
 def _two_tier(problem: ClosProblem, budget: int | None) -> ClosRouting | None:
