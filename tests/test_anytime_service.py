@@ -136,3 +136,18 @@ def test_worth_moving_asks_a_real_gain_for_the_jobs_objective():
     assert worth_moving((1.5, 2.0, 3, 10), (1.5, 2.0, 2, 10), "jobs")  # layer 1 then
     assert not worth_moving((1.5, 2.0, 3, 10), (1.5, 2.0, 3, 8), "jobs")  # no job faster
     assert not worth_moving((1.5, 2.0, 3, 10), (1.6, 1.0, 2, 1), "jobs")
+
+
+def test_the_off_path_ilp_runs_auto_in_a_child_process():
+    """``offpath.plan_in_subprocess`` (the two-tier ILP stage, off the controller's thread):
+    the child plans the problem's jobs on its fabric with auto's ILP and gives back a routing
+    of the same flows, at auto's max link load here."""
+    from controller.planners.auto import auto
+    from controller.planners.offpath import plan_in_subprocess
+    f, jobs = list(patterns())[1]
+    problem = Problem.build(f.as_leaf_spine(), jobs)
+    got = plan_in_subprocess(problem, 5.0, "flows")
+    assert len(got.spines()) == len(problem.inter)
+    here = auto(problem, ilp_time_limit=5.0)
+    assert max(loads(problem, got.spines())) == max(loads(problem, here.spines()))
+    assert got.info["max_link_load"] == here.info["max_link_load"]

@@ -77,28 +77,36 @@ def group_instance(fabric, jobs: list, routes: list) -> OffPath | None:
 def clos_in_subprocess(problem, previous, objective: str = "flows",
                        ilp_time_limit: float = 0.0):
     """``clos_offpath.clos_off_path`` in a child process, as ``OffPath.plan`` on Clos fabrics
-    (no ILP stage there: ``ilp_time_limit`` is not used): its search and its layer-2 MILP
-    would hold the controller's thread for seconds (``clos_offpath``); under eventlet the
-    wait is cooperative. The routing of ``problem`` with the child's ``info``; an InputError
-    when the child fails or takes more than ``CLOS_TIMEOUT_S``."""
+    (no ILP stage there: ``ilp_time_limit`` is not used): its search would hold the
+    controller's thread for up to a second (``clos_offpath``). The routing of ``problem``
+    with the child's ``info``; an InputError when the child fails or takes more than
+    ``CLOS_TIMEOUT_S`` (``_child``)."""
     from controller.model.clospaths import ClosRouting
-    doc = instance_doc(problem, previous, objective)
-    with tempfile.TemporaryDirectory(prefix="mlroute-offpath-") as tmp:
-        path = os.path.join(tmp, "instance.json")
-        with open(path, "w") as fh:
-            json.dump(doc, fh)
-        cmd = [sys.executable, "-m", "controller.planners.clos_offpath", path]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, cwd=_repo(),
-                                 timeout=CLOS_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise InputError(f"off-path planning did not finish within {CLOS_TIMEOUT_S:g} s") \
-                from None
-    if out.returncode != 0:
-        raise InputError(f"off-path planning failed: {out.stderr.strip()[-300:]}")
-    got = json.loads(out.stdout)
+    got = _child(["controller.planners.clos_offpath", "{instance}"],
+                 {"instance": instance_doc(problem, previous, objective)}, CLOS_TIMEOUT_S)
     return ClosRouting(got["plane"], got["middle"], [tuple(p) for p in got["path"]],
                        got["info"])
+
+
+def _child(args: list[str], files: dict, timeout: float) -> dict:
+    """``python -m`` ``args`` run from the repository with ``files`` (name -> JSON document)
+    written to a temporary directory, ``{name}`` in ``args`` standing for its path; its
+    standard output as JSON. Under eventlet the wait is cooperative. An InputError when the
+    child fails or takes more than ``timeout`` s."""
+    with tempfile.TemporaryDirectory(prefix="mlroute-offpath-") as tmp:
+        paths = {name: os.path.join(tmp, f"{name}.json") for name in files}
+        for name, doc in files.items():
+            with open(paths[name], "w") as fh:
+                json.dump(doc, fh)
+        cmd = [sys.executable, "-m", *(a.format(**paths) for a in args)]
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, cwd=_repo(),
+                                 timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise InputError(f"off-path planning did not finish within {timeout:g} s") from None
+    if out.returncode != 0:
+        raise InputError(f"off-path planning failed: {out.stderr.strip()[-300:]}")
+    return json.loads(out.stdout)
 
 
 def better_paths(problem: Problem, better: Assignment, routes: list, objective: str = "flows"
@@ -153,24 +161,10 @@ def plan_in_subprocess(problem: Problem, ilp_time_limit: float, objective: str =
     for doc in jobs["jobs"]:
         for k in ("algorithm", "mode", "objective"):
             doc.pop(k, None)
-    with tempfile.TemporaryDirectory(prefix="mlroute-ilp-") as tmp:
-        fpath, jpath = os.path.join(tmp, "fabric.json"), os.path.join(tmp, "jobs.json")
-        with open(fpath, "w") as fh:
-            json.dump(fabric.to_dict(), fh)
-        with open(jpath, "w") as fh:
-            json.dump(jobs, fh)
-        cmd = [sys.executable, "-m", "controller", "plan", "--algorithm", "auto",
-               "--objective", objective, "--ilp-time-limit", str(ilp_time_limit),
-               "--fabric", fpath, "--jobs", jpath]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, cwd=_repo(),
-                                 timeout=ilp_time_limit + GRACE_S)
-        except subprocess.TimeoutExpired:
-            raise InputError(f"off-path planning did not finish within "
-                             f"{ilp_time_limit + GRACE_S:g} s") from None
-    if out.returncode != 0:
-        raise InputError(f"off-path planning failed: {out.stderr.strip()[-300:]}")
-    doc = json.loads(out.stdout)
+    doc = _child(["controller", "plan", "--algorithm", "auto", "--objective", objective,
+                  "--ilp-time-limit", str(ilp_time_limit), "--fabric", "{fabric}",
+                  "--jobs", "{jobs}"], {"fabric": fabric.to_dict(), "jobs": jobs},
+                 ilp_time_limit + GRACE_S)
     index = fabric.spine_index
     spines = [index[doc["routes"][pos]["spine"]] for pos in problem.inter]
     return Assignment.unsplit(spines, doc.get("info", {}))
