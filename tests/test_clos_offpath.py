@@ -8,7 +8,7 @@ from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem
 from controller.model.jobs import Flow, Job
 from controller.planners.clos_auto import clos_auto
-from controller.planners.clos_churn import clos_replan
+from controller.planners.clos_churn import clos_replan, previous_routes
 from controller.planners.clos_loads import empty_routing, score
 from controller.planners.clos_offpath import clos_better_paths, clos_off_path, clos_rank
 from controller.planners.clos_routes import route_paths
@@ -55,10 +55,10 @@ def test_layer2_off_the_path_clears_what_layer1_left_at_the_max():
     routes = [None] * len(p.flows)
     for pos, path in zip(p.inter, route_paths(p, first)):
         routes[pos] = ((path, 1.0),)
-    paths, before, after = clos_better_paths(p, better, routes, "flows")
+    paths, before, after = clos_better_paths(p, better, previous_routes(p, routes), "flows")
     assert before == clos_rank(p, first) and after == clos_rank(p, better) < before
     assert set(paths) == set(p.inter)
-    assert clos_better_paths(p, first, routes, "flows") is None  # the same: nothing to move
+    assert clos_better_paths(p, first, first, "flows") is None  # the same: nothing to move
 
 
 def test_the_controller_runs_the_stages_in_a_child_process_with_the_same_result():

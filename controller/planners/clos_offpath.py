@@ -94,13 +94,13 @@ def clos_rank(problem: ClosProblem, r: ClosRouting, objective: str = "flows",
     return sum(values) / len(values), max(values), top, count
 
 
-def clos_better_paths(problem: ClosProblem, better: ClosRouting, routes: list,
+def clos_better_paths(problem: ClosProblem, better: ClosRouting, previous: ClosRouting,
                       objective: str = "flows") -> tuple[dict, tuple, tuple] | None:
     """``better`` (an off-path routing of ``problem``) as (flow position -> its new parts,
     the rank before, the rank after: ``clos_rank``) when it is worth moving running flows for
-    on ``objective`` (``churn.worth_moving``); None when it is not. ``routes``: the routes in
-    force per flow of ``problem.flows`` (Clos paths)."""
-    before = clos_rank(problem, previous_routes(problem, routes), objective)
+    on ``objective`` (``churn.worth_moving``); None when it is not. ``previous``: the routes
+    in force (``clos_instance``)."""
+    before = clos_rank(problem, previous, objective)
     after = clos_rank(problem, better, objective, better.info.get("predicted_slowdown"))
     if not worth_moving(before, after, objective):
         return None

@@ -44,8 +44,8 @@ class OffPath(NamedTuple):
     # (problem, previous, objective, ilp_time_limit) -> a better routing of the problem, as
     # the controller runs the stages (on Clos fabrics in a child process)
     plan: Callable
-    # (problem, better, routes in force, objective) -> (position -> parts, rank before,
-    # rank after), or None when ``better`` is not worth its moved flows
+    # (problem, better, previous, objective) -> (position -> parts, rank before, rank
+    # after), or None when ``better`` is not worth its moved flows
     paths: Callable
     # (problem, previous, objective) -> the stages in this process (what ``plan`` runs):
     # what the benchmarks time
@@ -109,17 +109,18 @@ def _child(args: list[str], files: dict, timeout: float) -> dict:
     return json.loads(out.stdout)
 
 
-def better_paths(problem: Problem, better: Assignment, routes: list, objective: str = "flows"
+def better_paths(problem: Problem, better: Assignment, previous: list, objective: str = "flows"
                  ) -> tuple[dict, tuple, tuple] | None:
     """``better`` (an off-path routing of ``problem``) renamed to keep as many flows in
     place as possible (``churn.align_spines``), as (flow position -> its new parts as Clos
     paths, the rank before, the rank after: ``churn.plan_rank``) when it is worth moving
     running flows for on ``objective`` (``churn.worth_moving``); None when it is not.
-    ``routes``: the routes in force per flow of ``problem.flows`` (Clos paths)."""
+    ``previous``: the routes in force as ``group_instance`` read them (spine parts per flow of
+    ``problem.flows``, one part for every inter-leaf flow)."""
     from controller.planners.churn import align_spines, plan_rank, worth_moving
-    from controller.planners.leaf_spine import path_parts, spine_parts
+    from controller.planners.leaf_spine import path_parts
     two = problem.fabric
-    old = [spine_parts(two, routes[pos])[0][0] for pos in problem.inter]
+    old = [previous[pos][0][0] for pos in problem.inter]
     spines = align_spines(problem, better.spines(), old)
     # renaming interchangeable spines changes no prediction: the planner's own is reused
     rank_before = plan_rank(problem, old, objective)

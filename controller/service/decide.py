@@ -261,8 +261,7 @@ def improved(state: ControllerState, group: list[JobRecord], instance: OffPath, 
     busiest links, or fewer links at the max; with "jobs" a lower mean predicted job
     slowdown, the worst job no worse); None when it is not."""
     flows = _group_flows(group)
-    found = instance.paths(instance.problem, better,
-                           [r.routes.get(flow_key(f)) for r, f in flows], objective)
+    found = instance.paths(instance.problem, better, instance.previous, objective)
     if found is None:
         return None
     paths, rank_before, rank_after = found
