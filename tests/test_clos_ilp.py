@@ -172,9 +172,11 @@ def test_layer2_milp_never_above_auto(k, planes, bundle, core, seed):
     p = instance(seed, k, planes, bundle, core_gbps=core)
     auto = clos_auto(p)
     alpha, count = score(p, auto)
-    r = clos_ilp_layer2(p, alpha, 30)
+    # this auto the incumbent: a second clos_auto (the default) may end its clock-bounded
+    # layer 2 elsewhere on a loaded machine (34 against 35 links at the max, once in CI)
+    r = clos_ilp_layer2(p, alpha, 30, incumbent=auto)
     check_layer2(p, r, alpha, count)
-    if r.info["incumbent_from"] == "auto":
+    if r.info["incumbent_from"] == "given":
         assert r.info["links_at_max"] == count
 
 
