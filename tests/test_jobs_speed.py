@@ -18,7 +18,7 @@ from controller.model.links import LinkIndex
 from controller.model.problem import Problem
 from controller.model.rates import REL_TOL, weighted_max_min
 from controller.planners.greedy import greedy_spines
-from controller.planners.layer2 import _fewer_below, fewer_at_level, fewer_below
+from controller.planners.layer2 import fewer_at_level, fewer_below
 from controller.planners.objective import JobModel
 from controller.planners.repair import Routing, bits
 from simulation.placement import realistic
@@ -202,7 +202,7 @@ def test_the_level_one_pass_left_out_changes_only_the_sets_order(seed):
     problem, spines, _ = layer2_instance(seed)
     a, b = Routing(problem, spines), Routing(problem, spines)
     alpha = a.max_load()
-    assert _fewer_below(a, alpha, None, 256, keep_order=False) == fewer_below(b, alpha, None, 256)
+    assert fewer_below(a, alpha, None, 256, keep_order=False) == fewer_below(b, alpha, None, 256)
     assert state(a)[:4] == state(b)[:4]
     assert [sorted(s) for s in a.on] == [sorted(s) for s in b.on]
 

@@ -66,7 +66,7 @@ from controller.model.problem import Assignment, Problem
 from controller.planners.edge_coloring import bipartite_edge_colouring
 from controller.planners.equitable import common_spines, equitable_spines
 from controller.planners.greedy import greedy_spines
-from controller.planners.layer2 import _fewer_below, fewer_at_level, links_at, side_bounds
+from controller.planners.layer2 import fewer_at_level, fewer_below, links_at, side_bounds
 from controller.planners.registry import OBJECTIVES
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, insert_all, reduce_to
 
@@ -317,7 +317,7 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
         if count > lb2:
             fewer_at_level(r, value - 1, deadline, 4096, floor)
         # the next load down: a small chain budget; r is only read for its spines and loads
-        _fewer_below(r, value, deadline, 256, keep_order=False)
+        fewer_below(r, value, deadline, 256, keep_order=False)
         spines = list(r.spine)
         count = sum(1 for v in r.load if v == value)
     ms["layer2"] = (time.perf_counter() - t3) * 1e3

@@ -130,23 +130,19 @@ def fewer_at_level(r: Routing, c: int, deadline: float | None = None,
 
 
 def fewer_below(r: Routing, alpha: int, deadline: float | None = None,
-                budget: int = 256) -> int:
+                budget: int = 256, keep_order: bool = True) -> int:
     """Below the max (the Clos ``clos_layer2.fewer_below``): ``fewer_at_level`` at the
     next load below ``alpha`` that some link carries, pass after pass while one clears a
     link; the links above it hold their flows, so the max, the links at it and every load
     above the level stay and the sorted load vector gets lexicographically smaller. Returns
     the links cleared. Cost: per pass at most (links at the level x their flows) chain
-    searches of ``budget`` links each."""
-    return _fewer_below(r, alpha, deadline, budget, True)
+    searches of ``budget`` links each.
 
-
-def _fewer_below(r: Routing, alpha: int, deadline: float | None, budget: int,
-                 keep_order: bool) -> int:
-    """``fewer_below``; without ``keep_order`` (a caller that only reads the spines and loads
-    of ``r`` afterwards) the pass at level 1 is left out: at c = 0 every link is held at its
-    load, so no side has room and it clears nothing (``fewer_at_level``'s skipped searches),
-    ending the passes; it would only take flows off and put them back, which reorders the
-    flow sets and nothing else."""
+    Without ``keep_order`` (a caller that only reads the spines and loads of ``r``
+    afterwards) the pass at level 1 is left out: at c = 0 every link is held at its load, so
+    no side has room and it clears nothing (``fewer_at_level``'s skipped searches), ending
+    the passes; it would only take flows off and put them back, which reorders the flow sets
+    and nothing else."""
     cleared = 0
     while deadline is None or time.perf_counter() <= deadline:
         below = [v for v in r.load if 0 < v < alpha]

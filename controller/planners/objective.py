@@ -276,13 +276,13 @@ def _lower_layers(problem: Problem, spines: list[int], predicted: dict, bound: f
     loads below; the max kept), taken when the prediction ranks them no worse: the link-load
     layers break the jobs objective's ties, as ``clos_jobs``' final pass does on Clos
     fabrics. (spines, their slowdowns)."""
-    from controller.planners.layer2 import _fewer_below, fewer_at_level, side_bounds, vector_key
+    from controller.planners.layer2 import fewer_at_level, fewer_below, side_bounds, vector_key
     r = Routing(problem, spines)
     alpha = r.max_load()
     if alpha <= 1:
         return spines, predicted
     fewer_at_level(r, alpha - 1, None, 4096, side_bounds(problem, alpha))
-    _fewer_below(r, alpha, None, 256, keep_order=False)
+    fewer_below(r, alpha, None, 256, keep_order=False)
     new = list(r.spine)
     key = vector_key(problem, new)
     if key[0] != alpha or key >= vector_key(problem, spines):  # the max stays the search's
