@@ -5,7 +5,8 @@ counters, within 5% of the payload), in flow, sr and host modes (the senders bin
 ports host mode chose); a restart from the state file sends nothing to any switch; a core
 link taken down moves the flows that crossed it, and the traffic follows; a leaf link taken
 down leaves every pair of hosts answering through its degraded class; layer 2 follows a POST
-off the request path, and the traffic with it."""
+off the request path, and the traffic with it, and again after the jobs were deleted and
+posted again."""
 
 import ipaddress
 import random
@@ -14,7 +15,7 @@ import pytest
 
 from controller.enforcement.clos_hostmode import clos_host_static_rules
 from controller.enforcement.clos_rules import clos_static_rules
-from controller.enforcement.openflow import COOKIE_STATIC
+from controller.enforcement.openflow import COOKIE_JOB, COOKIE_OWNER_MASK, COOKIE_STATIC
 from controller.enforcement.rules import T_DELIVER
 from controller.model.prefixes import dst_prefixes
 from emulation.harness import fabricnet, ovs
@@ -184,23 +185,60 @@ def test_layer2_follows_a_post_off_the_request_path_and_the_traffic_with_it(emu)
              "algorithm": "auto", "objective": "flows"}
             for k, ranks in enumerate(OFF_PATH_RINGS)]
     cause = "off-path planning found a better routing"
-    seen = sum(e["cause"] == cause for e in emu.ctl.rest("GET", "/v1/fabric")[1]["events"])
     try:
+        post_and_follow(emu, jobs, cause)
+    finally:
         for job in jobs:
-            code, doc = emu.ctl.rest("POST", "/v1/jobs", job)
-            assert code == 201, doc
-        fabricnet.wait_until(
-            lambda: sum(e["cause"] == cause for e in emu.ctl.rest("GET", "/v1/fabric")[1][
-                "events"]) > seen, 15, what="the off-path stage's routing")
-        event = [e for e in emu.ctl.rest("GET", "/v1/fabric")[1]["events"]
-                 if e["cause"] == cause][-1]
-        assert event["links_at_max_after"] < event["links_at_max_before"]
-        assert event["max_link_load_after"] == event["max_link_load_before"]
-        summary = emu.ctl.rest("GET", "/v1/links")[1]["summary"]
-        assert summary["links_at_max"] == event["links_at_max_after"]
-        routes = [r for job in jobs for r in emu.ctl.rest("GET", f"/v1/jobs/{job['id']}")[1][
-            "routes"] if "path" in r]  # the flows that leave their leaf
-        carried_as_planned(emu, routes)  # the switches carry the routes the stage moved
+            emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
+
+
+def post_and_follow(emu, jobs: list[dict], cause: str) -> dict:
+    """Post ``jobs`` one by one, wait for the off-path stage's event (15 s), check that it
+    left fewer links at the max and the traffic follows its routes; the event."""
+    def events():
+        return [e for e in emu.ctl.rest("GET", "/v1/fabric")[1]["events"] if e["cause"] == cause]
+    seen = len(events())
+    for job in jobs:
+        code, doc = emu.ctl.rest("POST", "/v1/jobs", job)
+        assert code == 201, doc
+    fabricnet.wait_until(lambda: len(events()) > seen, 15, what="the off-path stage's routing")
+    event = events()[-1]
+    assert event["links_at_max_after"] < event["links_at_max_before"]
+    assert event["max_link_load_after"] == event["max_link_load_before"]
+    summary = emu.ctl.rest("GET", "/v1/links")[1]["summary"]
+    assert summary["links_at_max"] == event["links_at_max_after"]
+    routes = [r for job in jobs for r in emu.ctl.rest("GET", f"/v1/jobs/{job['id']}")[1][
+        "routes"] if "path" in r]  # the flows that leave their leaf
+    carried_as_planned(emu, routes)  # the switches carry the routes the stage moved
+    return event
+
+
+def job_entries(emu) -> int:
+    """Job entries (a job owns the cookie) on every switch of the fabric."""
+    return sum(1 for sw in emu.net.switches for f in ovs.dump_flows(sw.name)
+               if f["cookie"] & COOKIE_OWNER_MASK == COOKIE_JOB)
+
+
+def test_the_off_path_stage_follows_a_post_after_a_delete_too(emu):
+    """A user's life on a cold controller: post, the off-path stage, delete (every job entry
+    gone from every switch, no link loaded), the same jobs posted again: the same request-path
+    routing and the same off-path improvement, with the traffic on it."""
+    cause = "off-path planning found a better routing"
+    jobs = [{"id": f"again-{k}", "collective": "ring_allreduce", "ranks": ranks, "bytes": 4e6,
+             "algorithm": "auto", "objective": "flows"}
+            for k, ranks in enumerate(OFF_PATH_RINGS)]
+    emu.restart_controller([])  # cold: a controller that has seen no job since it started
+    try:
+        first = post_and_follow(emu, jobs, cause)
+        for job in jobs:
+            code, doc = emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
+            assert code in (200, 204), doc
+            assert emu.ctl.rest("GET", f"/v1/jobs/{job['id']}")[0] == 404
+        fabricnet.wait_until(lambda: job_entries(emu) == 0, 10, what="the jobs' entries removed")
+        assert emu.ctl.rest("GET", "/v1/links")[1]["summary"]["max_link_load"] == 0
+        again = post_and_follow(emu, jobs, cause)
+        for key in ("links_at_max_before", "links_at_max_after", "max_link_load_after"):
+            assert again[key] == first[key], (key, first, again)
     finally:
         for job in jobs:
             emu.ctl.rest("DELETE", f"/v1/jobs/{job['id']}")
