@@ -91,14 +91,16 @@ def clos_in_subprocess(problem, previous, objective: str = "flows",
 def _child(args: list[str], files: dict, timeout: float) -> dict:
     """``python -m`` ``args`` run from the repository with ``files`` (name -> JSON document)
     written to a temporary directory, ``{name}`` in ``args`` standing for its path; its
-    standard output as JSON. Under eventlet the wait is cooperative. An InputError when the
+    standard output as JSON. The child dies with this process (``planners.child``). Under
+    eventlet the wait is cooperative. An InputError when the
     child fails or takes more than ``timeout`` s."""
     with tempfile.TemporaryDirectory(prefix="mlroute-offpath-") as tmp:
         paths = {name: os.path.join(tmp, f"{name}.json") for name in files}
         for name, doc in files.items():
             with open(paths[name], "w") as fh:
                 json.dump(doc, fh)
-        cmd = [sys.executable, "-m", *(a.format(**paths) for a in args)]
+        cmd = [sys.executable, "-m", "controller.planners.child", str(os.getpid()),
+               *(a.format(**paths) for a in args)]
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, cwd=_repo(),
                                  timeout=timeout)
