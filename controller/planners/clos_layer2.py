@@ -288,7 +288,7 @@ def _chain(st: CellState, x: int, budget: int):
     seen = {(x, -1)}
     head, found = 0, None
     while head < len(nodes) and head < budget and found is None:
-        moves = _moves(nodes, head)
+        moves = chain_moves(nodes, head)
         st.apply(moves)
         found = _expand(st, head, nodes, {m[0] for m in moves}, seen)
         st.apply(moves, -1)
@@ -298,7 +298,9 @@ def _chain(st: CellState, x: int, budget: int):
     return found, head
 
 
-def _moves(nodes: list, k: int) -> list:
+def chain_moves(nodes: list, k: int) -> list:
+    """The moves from the root of a chain search's tree to node ``k``, in order: a node holds
+    its parent's index second and the move that reached it third (None at the root)."""
     out = []
     while nodes[k][2] is not None:
         out.append(nodes[k][2])

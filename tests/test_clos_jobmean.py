@@ -1,0 +1,83 @@
+"""The jobs search's "free a job" chains on Clos fabrics (``planners/clos_jobmean.py``): a
+job's level drops with the max link load kept and no job slower on the guide, or nothing
+moves. With them ``clos_jobs``' own search (the two-tier kernel withheld) reaches a mean no
+higher than the kernel's on the parity instances: the contract of tests/test_parity.py
+(``test_no_higher_worst_or_mean_slowdown``)."""
+from __future__ import annotations
+
+import pytest
+
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem
+from controller.model.jobs import parse_job
+from controller.planners.clos_auto import clos_auto
+from controller.planners.clos_jobmean import Freeing
+from controller.planners.clos_jobs import clos_slowdowns
+from controller.planners.clos_loads import ClosLoads, empty_routing, score
+from tests.test_jobs_lowest import instance
+
+A2A = {"id": "a", "flows": [{"src": "h0_0", "dst": f"h2_{k}", "bytes": 1e8} for k in (0, 1)]}
+
+
+def ring(name: str, ranks: list[str]) -> dict:
+    return {"id": name, "collective": "ring_allreduce", "ranks": ranks, "bytes": 1e9}
+
+
+def routed(fab: Clos, docs: list[dict], middles: list[int]):
+    """``docs`` on ``fab``, flow k on spine ``middles[k]``: (problem, routing, its loads)."""
+    p = ClosProblem.build(fab, [parse_job(d, fab) for d in docs])
+    r, loads = empty_routing(len(p)), ClosLoads(p)
+    for i, m in enumerate(middles):
+        r.plane[i], r.middle[i], r.path[i] = 0, m, loads.pick(i, 0, m)
+        loads.add(i, 0, r.path[i])
+    return p, r, loads
+
+
+def test_the_flows_sharing_with_a_ring_flow_that_cannot_move_make_room():
+    """l1's links to s1 down: the ring has spine s0 only; the all-to-all's flow on l0's
+    uplink to s0 joins its other flow on s1 (it loses nothing: its host's link bounds it)."""
+    fab = Clos.leaf_spine(2, 3, 2).with_down({("l1", "s1")})
+    p, r, loads = routed(fab, [A2A, ring("r", ["h0_1", "h1_0"])], [0, 1, 0, 0])
+    assert round(clos_slowdowns(p, r)["r"], 3) == 1.1
+    moves = Freeing(p, r, loads, 2.0).free([2])
+    assert [i for i, *_ in moves] == [0] and r.middle == [1, 1, 0, 0]
+    assert {j: round(v, 3) for j, v in clos_slowdowns(p, r).items()} == {"a": 1.0, "r": 1.0}
+    assert score(p, r)[0] == 2.0
+
+
+def test_a_job_whose_level_stays_is_left_as_it_was():
+    """l0's uplinks at the max, 2: ring r with the all-to-all's flow on s0, ring q with its
+    other flow on s1. r may not join q (q would wait), the all-to-all's flows not both on
+    s1 (3 flows); no chain frees r or gives it a lighter partner, so nothing moves."""
+    docs = [A2A, ring("r", ["h0_1", "h1_0"]), ring("q", ["h0_2", "h1_1"])]
+    p, r, loads = routed(Clos.leaf_spine(2, 3, 3), docs, [0, 1, 0, 0, 1, 1])
+    assert score(p, r) == (2.0, 2) and clos_slowdowns(p, r)["r"] > 1.05
+    before = (list(r.middle), list(r.path), loads.load.copy())
+    assert Freeing(p, r, loads, 2.0).free([2, 3]) == []
+    assert (r.middle, r.path) == before[:2] and (loads.load == before[2]).all()
+
+
+@pytest.mark.parametrize("seed", range(0, 40, 3))
+def test_a_freed_job_is_lower_with_the_max_kept_and_no_job_higher(seed):
+    """Random instances of tests/test_jobs_lowest (fat-trees, two planes, leaf-spines) from
+    ``clos_auto``'s routing: every job freed in turn, undone after."""
+    _, fab, jobs = instance(seed)
+    p = ClosProblem.build(fab, jobs)
+    r = clos_auto(p)
+    loads = ClosLoads(p, r)
+    cap = score(p, r)[0]
+    f = Freeing(p, r, loads, cap)
+    for j in range(len(f.model.jobs)):
+        flows = [i for i in range(len(p)) if f.model.job[i] == j]
+        before, state = f.levels(), (list(r.plane), list(r.middle), list(r.path))
+        moves = f.free(flows)
+        after = f.levels()
+        if moves:
+            assert after[j] < before[j]
+            assert all(a <= b * (1 + 1e-9) for a, b in zip(after, before))
+            assert loads.fabric_max() <= cap + 1e-9 and score(p, r)[0] <= cap
+        else:
+            assert (r.plane, r.middle, r.path) == state
+        f.undo(moves)
+        assert (r.plane, r.middle, r.path) == state
+
