@@ -10,7 +10,11 @@ it; then the whole sorted load vector), and where the code claims the same choic
 (``greedy``; ``ecmp`` and ``ecmp-polarised``, whose two-tier hash is the Clos leaf tier's) the
 same spine for every flow; where a kernel stops short of a layer its planner reaches
 (``NO_WORSE``: ``split`` below the max), the planner is held to no worse than the kernel on
-it. Routes may differ in tie-breaks elsewhere, so the others are
+it; a name whose objective is not the link loads (``MEAN_NO_WORSE``: ``jobs``, the mean
+predicted job slowdown) is held to the same max link load, then to a worst and a mean slowdown
+no higher than the kernel's: below the max its loads only break the mean's ties, and the two
+searches end at different local optima of the mean, each with its own links at the max.
+Routes may differ in tie-breaks elsewhere, so the others are
 compared by loads only. The planner runs with its kernel withheld (``two_tier_problem``
 answering None): its own algorithm, the one other fabrics get, is held to the kernel (where a
 kernel runs privately, a plan on the plane is the kernel's: tests/test_one_model.py).
@@ -33,6 +37,7 @@ from controller.model.jobs import parse_job
 from controller.model.loads import AT_MAX_TOL, links_at_max, sorted_load_vector
 from controller.model.problem import Problem
 from controller.planners import PLANNERS, leaf_spine
+from controller.planners.clos_jobs import clos_slowdowns, rank
 from controller.planners.clos_split import split_link_loads
 from controller.planners.plan import make_plan, planner_options, run_planner, two_tier_plan
 from controller.planners.registry import names
@@ -42,22 +47,20 @@ COMMON = names()  # every name has a kernel on a single two-tier plane (its own,
 ILP_SECONDS = 30.0  # the ILPs' time limit: these instances solve in well under a second
 
 # per planner, what differs today between its kernel and its planner, by layer of the objective
-LAYER_GAPS = {
-    "max_link_load": {},
-    "links_at_max": {
-        "jobs": "the two jobs searches end at different local optima of the mean, each with "
-                "its own links at the max (the kernel's chains free whole jobs; clos_jobs' "
-                "moves, job moves and swaps reach a mean 0.8% higher over these 27): the "
-                "same max on all, the same links at it on 21"},
-}
-LAYER_GAPS["sorted_loads"] = {
-    **LAYER_GAPS["links_at_max"],
-}
+LAYER_GAPS: dict[str, dict[str, str]] = {"max_link_load": {}, "links_at_max": {},
+                                          "sorted_loads": {}}
 # planners whose own algorithm is held to no worse than its kernel on a layer (the sorted load
 # vectors compared lexicographically, max-min fairness's order), not to the same plan: split's
 # kernel stops at the max (its McNaughton or spine LP leaves the links at it wherever its
 # colour classes or vertex fall), the path LP holds only the links at the max in every optimum
 NO_WORSE = {"split"}
+# planners whose objective ranks the mean predicted job slowdown before the loads below the
+# max (module docstring): the max the same, the worst and the mean slowdown no higher; on
+# these 27 clos_jobs' mean is lower on 4 (42.851 against 42.866 summed), and where it
+# concentrates a job on shared links it may leave more links at the max (links-down mixed 1:
+# 10 against 4), the same on 22
+MEAN_NO_WORSE = {"jobs"}
+LOAD_NAMES = [a for a in COMMON if a not in MEAN_NO_WORSE]
 
 
 # ---- instances ----------------------------------------------------------------------------
@@ -122,10 +125,15 @@ def plans(fabric: Fabric, kind: str, seed: int, algorithm: str):
 
 
 @functools.cache
+def planned(name: str, kind: str, seed: int, algorithm: str):
+    """``plans`` of an instance, computed once for every layer."""
+    return plans(dict(fabrics())[name], kind, seed, algorithm)
+
+
+@functools.cache
 def loads(name: str, kind: str, seed: int, algorithm: str) -> tuple[np.ndarray, np.ndarray]:
-    """Flows on every directed leaf-spine link, sorted descending, of each plan (computed once
-    for the three layers)."""
-    plan, cplan = plans(dict(fabrics())[name], kind, seed, algorithm)
+    """Flows on every directed leaf-spine link, sorted descending, of each plan."""
+    plan, cplan = planned(name, kind, seed, algorithm)
     two = np.array(sorted_load_vector(*two_tier_view(plan)))
     p = cplan.problem
     clos = split_link_loads(p, cplan.routing)[p.links.tier > 0]  # the fabric links only
@@ -167,14 +175,29 @@ def test_same_max_link_load(algorithm):
     _check_layer("max_link_load", algorithm)
 
 
-@pytest.mark.parametrize("algorithm", params(COMMON, LAYER_GAPS["links_at_max"]))
+@pytest.mark.parametrize("algorithm", params(LOAD_NAMES, LAYER_GAPS["links_at_max"]))
 def test_same_links_at_the_max(algorithm):
     _check_layer("links_at_max", algorithm)
 
 
-@pytest.mark.parametrize("algorithm", params(COMMON, LAYER_GAPS["sorted_loads"]))
+@pytest.mark.parametrize("algorithm", params(LOAD_NAMES, LAYER_GAPS["sorted_loads"]))
 def test_same_sorted_load_vector(algorithm):
     _check_layer("sorted_loads", algorithm)
+
+
+@pytest.mark.parametrize("algorithm", sorted(MEAN_NO_WORSE))
+def test_no_higher_worst_or_mean_slowdown(algorithm):
+    """The objective's layers after the max: neither the worst job's predicted slowdown nor
+    the mean over jobs higher (``clos_jobs.clos_slowdowns`` of both routings on the Clos
+    problem: one prediction for both)."""
+    differ = []
+    for instance in INSTANCES:
+        plan, cplan = planned(*instance, algorithm)
+        p = cplan.problem
+        kernel, clos = (rank(clos_slowdowns(p, x.routing)) for x in (plan, cplan))
+        if clos[0] > kernel[0] + 1e-9 or clos[1] > kernel[1] + 1e-9:
+            differ.append((*instance, kernel, clos))
+    assert not differ, f"{algorithm}: {len(differ)} of {len(INSTANCES)} behind: {differ[:3]}"
 
 
 # ---- the same choices where the code claims them ------------------------------------------
