@@ -2,6 +2,7 @@
 path as the fluid LP bound, with a goodput penalty; beside every planner in ``compare``."""
 import itertools
 import json
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -248,3 +249,48 @@ def test_make_paper_grids_have_the_spray_row():
     assert s["mean_slowdown_at"]["0.1"] == pytest.approx(mean("spray") * 0.98 / 0.9, abs=1e-4)
     p = s["break_even_penalty"]["f"]["d"]["auto"]
     assert mean("spray") * 0.98 / (1 - p) == pytest.approx(mean("auto"), rel=1e-3)
+
+
+@pytest.mark.slow
+def test_every_realistic_cell_of_make_paper_sprays():
+    """Three of the 24 realistic 64 x 32 cells of ``make paper`` failed (the next level's LP
+    infeasible, or not finished, by the interior point's own error when the rows at a level
+    were held at exactly its z): spray answers on them, at the split LP's optimum."""
+    from simulation.paper import FAILURES
+    from simulation.placement import realistic
+    for utilisation, failures, seed in [(0.8, "3 links", 1), (0.9, "1 spine + 3 links", 1)]:
+        fabric, jobs = realistic(32, 64, utilisation, seed, *FAILURES[failures], 32)
+        info = spray_plan(fabric, jobs).routing.info
+        frac = fractional_optimum(ClosProblem.build(fabric, jobs, skip_unroutable=True))
+        assert info["max_link_load"] == pytest.approx(frac, abs=1e-5), (failures, info)
+        assert info["levels"] > 1 and info["lp_stopped"] is None
+
+
+def test_a_later_level_the_solver_does_not_finish_keeps_the_level_before():
+    """The lexicographic levels after the first refine the spread below the bound: one the
+    solver fails on ends them with the shares of the level before, and says so."""
+    from controller.planners import spray as spray_module
+    fab = Clos.generate(4, 8, 4, failed_spines=1)
+    rng = np.random.Generator(np.random.PCG64(3))
+    jobs = [Job(f"r{k}", rings=[list(rng.permutation(list(fab.host_leaves))[:12])],
+                ring_bytes=1e9) for k in range(4)]
+    problem = ClosProblem.build(fab, jobs)
+    whole = spray(problem).info
+    solve = spray_module._LexLP._lp
+    calls = []
+
+    def failing_second(self, limit, time_limit):
+        calls.append(1)
+        if len(calls) == 2:
+            raise InputError("spray: the LP ended with status 4 (a stand-in)")
+        return solve(self, limit, time_limit)
+
+    with mock.patch.object(spray_module._LexLP, "_lp", failing_second):
+        cut = spray(problem).info
+    assert whole["levels"] > 1 and cut["levels"] == 1
+    assert "status 4" in cut["lp_stopped"]
+    assert cut["lp_alpha"] == whole["lp_alpha"]  # the bound stands
+    calls.clear()
+    with mock.patch.object(spray_module._LexLP, "_lp", lambda *a: (_ for _ in ()).throw(
+            InputError("spray: the LP ended with status 2"))), pytest.raises(InputError):
+        spray(problem)  # the first level is the bound: no answer without it

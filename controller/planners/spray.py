@@ -77,7 +77,8 @@ DEFAULT_PENALTY = 0.01  # an assumption, not a measured figure (module docstring
 LEVELS = 8  # LPs of the lexicographic min-max at most: the first is the bound, the rest spread
 _LEVEL_TOL = 1e-6  # a row this close (relative) to a level's z is at it
 _SHARE_TOL = 1e-7  # a flow's share below this is dropped (the interior point's dust)
-_SLACK = 1e-9  # a held row's room above its level
+_SLACK = 1e-9  # a held row's room above its level, and ...
+_HOLD_TOL = 1e-7  # ... this much of it (relative): the interior point's own tolerance
 
 
 def spray(problem: ClosProblem, time_limit: float | None = None,
@@ -87,7 +88,8 @@ def spray(problem: ClosProblem, time_limit: float | None = None,
     the routing, ports included: the slowest flow sends at leaf rate / alpha), ``lp_alpha``
     (the LP's optimum of it; smaller only where a bundle's members are uneven),
     ``max_link_load`` (over the fabric links), ``port_bound`` (the ports' load that no split
-    changes), ``levels`` (LPs solved), ``split_flows``, ``parts``, ``lp_ms``, ``wall_ms``."""
+    changes), ``levels`` (LPs solved), ``lp_stopped`` (None, or why a later level ended the
+    levels: ``_LexLP.solve``), ``split_flows``, ``parts``, ``lp_ms``, ``wall_ms``."""
     t0 = time.perf_counter()
     port = _port_loads(problem)
     bound = _max(port)
@@ -107,7 +109,7 @@ def spray(problem: ClosProblem, time_limit: float | None = None,
     sizes = [len(p) for p in r.parts]
     r.info = {"method": "spray", "alpha": round(max(fabric_max, ports), 6),
               "lp_alpha": round(max(alpha, bound), 6), "max_link_load": round(fabric_max, 6),
-              "port_bound": round(bound, 9), "levels": solved,
+              "port_bound": round(bound, 9), "levels": solved, "lp_stopped": lp.stopped,
               "split_flows": sum(s > 1 for s in sizes), "parts": sum(sizes),
               "lp_ms": round(lp_ms, 3), "wall_ms": round((time.perf_counter() - t0) * 1e3, 3)}
     return r
@@ -248,11 +250,23 @@ class _LexLP:
         self.demand = demand
 
     def solve(self, levels: int, time_limit: float | None) -> tuple[float, np.ndarray, int]:
-        """(the first level: the bound, the shares of the last level solved, levels solved)."""
+        """(the first level: the bound, the shares of the last level solved, levels solved).
+        A held row may exceed its level by ``_HOLD_TOL`` of it: held at exactly the interior
+        point's z, the next LP can be infeasible by the point's own error (3 of the 24
+        realistic 64 x 32 cells). A level after the first that the solver does not finish
+        ends the levels: the shares of the one before stand (``stopped``)."""
         limit = np.full(self.n, np.nan)  # nan: free (at most z)
         first, x, solved = None, None, 0
+        self.stopped = None
         while solved < max(1, levels):
-            z, x = self._lp(limit, time_limit)
+            try:
+                z, x_level = self._lp(limit, time_limit)
+            except InputError as e:
+                if first is None:
+                    raise
+                self.stopped = str(e)
+                break
+            x = x_level
             solved += 1
             first = z if first is None else first
             free = np.isnan(limit)
@@ -262,7 +276,7 @@ class _LexLP:
                 at[np.flatnonzero(free)[np.argmax(load[free])]] = True
             if z <= TOL or at.sum() == free.sum():
                 break
-            limit[at] = z + _SLACK
+            limit[at] = z * (1 + _HOLD_TOL) + _SLACK
         return first, x, solved
 
     def _lp(self, limit, time_limit):
