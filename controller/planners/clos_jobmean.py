@@ -60,7 +60,7 @@ from controller.planners.clos_loads import ClosLoads
 from controller.planners.objective import JobModel
 
 LIM = 1.0 + 1e-9  # a value of 1: the flow's job waits for nobody on that link
-CHAIN_NODES = 64  # flows one chain search may try to place (g, then the ejected)
+CHAIN_NODES = 64  # flows one chain search may try to place (its first, then the ejected)
 BRANCH = 8  # options of a flow a chain search extends to at most, per plane: least loaded
 
 
@@ -163,9 +163,9 @@ class Freeing:
         return []
 
     def partners(self, g: int, limit: list[float], below: float) -> list | None:
-        """Each flow of another job sharing a link with g, heaviest first, off g's links by a
-        chain (directly where it can) until g's value is ``below``; the moves, or None
-        (undone) when it is not."""
+        """Each flow of another job sharing a link with g (link by link along g's path, the
+        heaviest first on each), off g's links by a chain (directly where it can) until g's
+        value is ``below``; the moves, or None (undone) when it is not."""
         job, weight = self.model.job[g], self.model.weight
         log = []
         for x in self.r.path[g]:
