@@ -17,6 +17,11 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SLOW = ["timeit", "-n", "1", "-r", "1", "import time; time.sleep(60)"]
 
 
+def slow_after_the_guard(marker: str) -> list[str]:
+    """``SLOW``, touching ``marker`` first: the module runs, so the guard is set."""
+    return SLOW[:-1] + ["-s", f"open({marker!r}, 'w').close()", SLOW[-1]]
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (/proc)."""
     out = []
@@ -51,16 +56,17 @@ def wait_for(predicate, timeout: float):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG: Linux")
-def test_a_child_dies_when_the_controller_is_killed_while_it_plans():
+def test_a_child_dies_when_the_controller_is_killed_while_it_plans(tmp_path):
+    marker = str(tmp_path / "planning")
     parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         from controller.planners.offpath import _child
-        _child({SLOW!r}, {{}}, 120.0)
+        _child({slow_after_the_guard(marker)!r}, {{}}, 120.0)
         """)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kids: list[int] = []
     try:
         kids = wait_for(lambda: children(parent.pid), 15)
         assert len(kids) == 1, "the planning child did not start"
-        assert wait_for(lambda: "timeit" in open(f"/proc/{kids[0]}/cmdline").read(), 15)
+        assert wait_for(lambda: os.path.exists(marker), 15), "the child never ran its module"
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
         assert wait_for(lambda: not alive(kids[0]), 5), "the child outlived the controller"
@@ -77,7 +83,7 @@ def test_a_child_whose_parent_is_already_gone_does_not_start():
     """The parent named is not the parent (it died before the guard was set): exit at once."""
     out = subprocess.run([sys.executable, "-m", "controller.planners.child", "0", *SLOW],
                          cwd=REPO, capture_output=True, text=True, timeout=30)
-    assert out.returncode == PARENT_GONE, out.stderr
+    assert out.returncode == PARENT_GONE and "the parent 0 is gone" in out.stderr, out.stderr
 
 
 def test_the_module_runs_as_python_dash_m_would():

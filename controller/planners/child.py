@@ -32,6 +32,7 @@ def guard(parent: int) -> bool:
     more (it died before the request, so the signal would never come)."""
     if sys.platform.startswith("linux"):
         libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
         if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     return os.getppid() == parent
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if not guard(int(args[0])):
+        print(f"the parent {args[0]} is gone (this process's parent is {os.getppid()})",
+              file=sys.stderr)
         return PARENT_GONE
     sys.argv = [args[1], *args[2:]]
     runpy.run_module(args[1], run_name="__main__", alter_sys=True)
