@@ -101,6 +101,7 @@ from controller.planners.clos_loads import ClosLoads
 from controller.planners.clos_tiers import tier_colouring
 from controller.planners.objective import (
     OTHER_STARTS_FLOWS,
+    iteration_bytes,
     other_starts,
     rank_key,
     start_key,
@@ -248,19 +249,10 @@ def _two_tier(problem: ClosProblem, budget: int | None) -> ClosRouting | None:
     return ClosRouting([0] * len(spines), list(spines), paths, dict(a.info))
 
 
-def _weights(problem: ClosProblem) -> np.ndarray:
-    """Bytes per iteration of every inter-leaf flow: 2(n-1) chunks for a ring's flow."""
-    steps = {(j.id, k): 2 * (len(ranks) - 1) for j in problem.jobs
-             for k, ranks in enumerate(j.rings)}
-    return np.array([problem.flows[pos].bytes * steps.get((problem.flows[pos].job,
-                                                            problem.flows[pos].ring), 1)
-                     for pos in problem.inter], dtype=float)
-
-
 def _search(problem, r, current, cap, bound, budget, floor=1.0):
     L = problem.links
     loads = ClosLoads(problem, r)
-    weight = _weights(problem)
+    weight = np.array(iteration_bytes(problem), dtype=float)
     per_unit = np.append(1.0 / L.units, 0.0)
     busy = np.zeros(L.count + 1)  # bytes per unit of capacity on every link
     planes = len(problem.fabric.planes)

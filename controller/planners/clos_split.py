@@ -370,10 +370,10 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
     Cost: one LP over (flows of distinct weight) x usable options, three predictions and
     ``clos_jobs``."""
     from controller.model.iteration import predict_clos_split_times, slowdown
-    from controller.planners.clos_jobs import _weights, clos_jobs
-    from controller.planners.objective import rank_key, worst_bound
+    from controller.planners.clos_jobs import clos_jobs
+    from controller.planners.objective import iteration_bytes, rank_key, worst_bound
     t0 = time.perf_counter()
-    weight = _weights(problem) / problem.fabric.link_bps("leaf")
+    weight = np.array(iteration_bytes(problem)) / problem.fabric.link_bps("leaf")
     com, first = commodities(problem, weight)
     opts = _Options(problem, first)
     demand = np.bincount(com, minlength=len(first)).astype(float)

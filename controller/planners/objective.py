@@ -65,6 +65,16 @@ from controller.planners.repair import Routing, bits
 EPS = 1e-9
 
 
+def iteration_bytes(problem) -> list[float]:
+    """Bytes per iteration of every inter-leaf flow of ``problem`` (two-tier or Clos, in
+    ``problem.inter`` order): a ring's flow carries 2(n-1) chunks of its bytes (reduce-scatter
+    and all-gather), any other flow its bytes once."""
+    steps = {(j.id, k): 2 * (len(ranks) - 1) for j in problem.jobs
+             for k, ranks in enumerate(j.rings)}
+    return [f.bytes * steps.get((f.job, f.ring), 1)
+            for f in (problem.flows[pos] for pos in problem.inter)]
+
+
 class JobModel:
     """Per inter-leaf flow: its job, bytes per iteration; per job: compute and ideal time."""
 
@@ -78,14 +88,9 @@ class JobModel:
                 raise InputError(f"job {j.id}: compute_s must not be negative, got {j.compute_s!r}")
             self.compute.append(float(j.compute_s))
             self.ideal.append(j.ideal_allreduce_s(self.capacity))
-        steps = {}
-        for j in problem.jobs:
-            for r, ranks in enumerate(j.rings):
-                steps[(j.id, r)] = 2 * (len(ranks) - 1)
         flows = problem.flows
         self.job = [index[flows[pos].job] for pos in problem.inter]
-        self.weight = [f.bytes * steps.get((f.job, f.ring), 1)
-                       for f in (flows[pos] for pos in problem.inter)]
+        self.weight = iteration_bytes(problem)
         # _value(f, (f,)), inlined: tau = sum((min(w, w),)) / C, that sum being w
         compute, ideal, capacity = self.compute, self.ideal, self.capacity
         alone = []
