@@ -83,3 +83,12 @@ def property_twins(strategies: tuple, fast: int, slow: int, **options):
         full = settings(max_examples=slow, **options)(given(*strategies)(body))
         return quick, pytest.mark.slow(full)
     return make
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -18,6 +18,7 @@ from emulation.harness.ovs import entry_ages
 from emulation.harness.session import Session
 from emulation.harness.transfers import planned_links, step
 from emulation.harness.zeroconfig import without_a_file
+from tests.helpers import alive
 
 SPINES, LEAVES, HOSTS = 2, 4, 2
 # A further live case of a capability that a test of `make test` already proves on the same
@@ -134,15 +135,6 @@ def restart_changes_nothing(emu, log: str = "controller-restart.log") -> None:
         for key, (age, _packets) in after[sw].items():
             assert age >= before[sw][key][0] + elapsed - 1.5, (sw, key)  # never re-added
     assert metric(emu.ctl.url, "mlroute_openflow_messages_total")[0] == 0
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def _owner(pid: int) -> str | None:

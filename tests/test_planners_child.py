@@ -6,11 +6,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from controller.planners.child import PARENT_GONE
+from emulation.harness.fabricnet import wait_until
+from tests.helpers import alive
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # a child that would run 60 s: the stand-in for an ILP within its time limit
@@ -37,24 +38,6 @@ def children(pid: int) -> list[int]:
     return out
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def wait_for(predicate, timeout: float):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        got = predicate()
-        if got:
-            return got
-        time.sleep(0.05)
-    return predicate()
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG: Linux")
 def test_a_child_dies_when_the_controller_is_killed_while_it_plans(tmp_path):
     marker = str(tmp_path / "planning")
@@ -64,12 +47,13 @@ def test_a_child_dies_when_the_controller_is_killed_while_it_plans(tmp_path):
         """)], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     kids: list[int] = []
     try:
-        kids = wait_for(lambda: children(parent.pid), 15)
-        assert len(kids) == 1, "the planning child did not start"
-        assert wait_for(lambda: os.path.exists(marker), 15), "the child never ran its module"
+        kids = wait_until(lambda: children(parent.pid), 15, 0.05, what="the planning child")
+        assert len(kids) == 1, kids
+        wait_until(lambda: os.path.exists(marker), 15, 0.05, what="the child running its module")
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
-        assert wait_for(lambda: not alive(kids[0]), 5), "the child outlived the controller"
+        wait_until(lambda: not alive(kids[0]), 5, 0.05,
+                   what="the child's end with the controller (it outlived it)")
     finally:
         if parent.poll() is None:
             parent.kill()
