@@ -115,10 +115,18 @@ def _plane_in_force(fabric: Clos, parts) -> int:
 
 def _parts_moved(fabric: Clos, flows: list, before: list, after: list, unpinned) -> list:
     """Split flows (kept in their plane) whose part i went to another plane: one entry per
-    such part, its ``part`` index, ``old_plane`` and ``plane`` (its sub-connection follows)."""
+    such part, its ``part`` index, ``old_plane`` and ``plane`` (its sub-connection follows).
+    A split flow planned whole again is one entry without ``part`` (its one connection)
+    when its first part's plane changed."""
     out, skip = [], set(unpinned)
     for pos, (old, new) in enumerate(zip(before, after)):
         if pos in skip or not old or not new or max(len(old), len(new)) < 2:
+            continue
+        if len(new) == 1:
+            was, now = fabric.part_plane(old[0][0]), fabric.part_plane(new[0][0])
+            if was != now:
+                out.append({**route_doc(flows[pos], new), "old_plane": fabric.planes[was].name,
+                            "plane": fabric.planes[now].name})
             continue
         for i, ((was, _), (now, _)) in enumerate(zip(old, new)):
             if fabric.part_plane(was) != fabric.part_plane(now):
