@@ -3,6 +3,7 @@ only the flows over it move (or a few more, each lowering the max link load), th
 above a fresh clos_auto plan's, and on restore nothing moves unless that lowers the max."""
 from __future__ import annotations
 
+import networkx as nx
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -145,12 +146,23 @@ def test_nothing_changed_nothing_moves():
 
 
 def test_a_new_job_leaves_the_running_routes_in_place_when_the_bound_holds():
+    """A one-flow job with a path that no running flow uses (the bound holds without a
+    move) moves no running flow. Which leaves such a path joins depends on the ring's
+    routes: every other leaf is tried as the destination."""
     f = Clos.fat_tree(4)
     ring, a2a = jobs_on(f)
     parts, _, _, _ = clos_route_parts(f, [ring], "auto")
-    small = Job("b", explicit=[Flow("b", "h0_1", "h7_1", 1)])
-    both, _, _, _ = clos_route_parts(f, [ring, small], "auto", previous=parts + [None])
-    assert both[:len(parts)] == parts and both[-1]
+    used = {hop for part in parts for path, _ in part for hop in zip(path, path[1:])}
+    graph = nx.Graph(f.links())
+    free = [leaf for leaf in f.leaves[1:] if any(
+        not set(zip(path, path[1:])) & used
+        for path in nx.all_shortest_paths(graph, f.leaves[0], leaf))]
+    assert free, "the ring leaves no free path from the first leaf"
+    for leaf in free:
+        small = Job("b", explicit=[Flow("b", f.hosts_of_leaf[f.leaves[0]][1],
+                                        f.hosts_of_leaf[leaf][1], 1)])
+        both, _, _, _ = clos_route_parts(f, [ring, small], "auto", previous=parts + [None])
+        assert both[:len(parts)] == parts and both[-1], leaf
 
 
 @settings(max_examples=30, deadline=None)

@@ -66,9 +66,14 @@ def both(name: str, kind: str, seed: int):
 # from auto's was the edge colouring's; both searches free the ring at one mean)
 @pytest.mark.parametrize("name, kind, seed", [("spine-down", "a2a", 1),
                                               ("spine-down", "mixed", 0)])
-def test_both_shapes_end_with_the_same_link_loads(name, kind, seed):
+def test_both_shapes_end_at_one_max_and_mean(name, kind, seed):
+    """The same max link load and mean slowdown; below the max the loads break the mean's
+    ties, and the Clos search leaves no more links at the max than the kernel (the same on
+    the first instance; on the second 10 against the kernel's 11 since the tier colouring
+    is made by Euler partitions, 10 and 10 before)."""
     (two, kinfo), (clos, cinfo) = both(name, kind, seed)
-    assert two == clos
+    assert two[0] == clos[0] and clos[1] <= two[1]
+    assert cinfo["mean_slowdown"] <= kinfo["mean_slowdown"] + 1e-6
     assert kinfo["mean_slowdown"] <= min(kinfo["job_start_mean"].values()) + 1e-6
     assert cinfo["mean_slowdown"] <= min(m for _, m in cinfo["starts"].values()) + 1e-9
 

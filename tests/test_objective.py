@@ -188,20 +188,26 @@ def test_jobs_objective_is_never_behind_a_baseline_it_can_score(pattern):
 
 
 def test_prediction_separates_plans_the_fluid_model_separates():
-    """On a byte mix the greedy and auto differ in the fluid model: the shared prediction
-    ranks them the same way (the old per-link estimate did not see host links)."""
+    """On byte mixes where the greedy and auto differ in the fluid model (by more than 0.1 in
+    mean slowdown), the shared prediction ranks them the same way (the old per-link estimate
+    did not see host links)."""
     from simulation.workloads import byte_mix
     f = fabric(4, 8, 8, failed_spines=1)
-    jobs = byte_mix(f, 4, 16, seed=6)
-    means = {}
-    for alg in ("greedy", "auto"):
-        plan = make_plan(f, jobs, alg, ilp_time_limit=0) if alg == "auto" else \
-            make_plan(f, jobs, alg)
-        fl = fluid_slowdowns(plan)
-        pr = job_slowdowns(two_tier_view(plan)[0], two_tier_view(plan)[1].spines())
-        means[alg] = (sum(fl.values()) / len(fl), sum(pr.values()) / len(pr))
-    assert abs(means["greedy"][0] - means["auto"][0]) > 0.1
-    assert (means["greedy"][0] > means["auto"][0]) == (means["greedy"][1] > means["auto"][1])
+    apart = 0
+    for seed in range(4, 10):
+        jobs = byte_mix(f, 4, 16, seed=seed)
+        means = {}
+        for alg in ("greedy", "auto"):
+            plan = make_plan(f, jobs, alg, ilp_time_limit=0) if alg == "auto" else \
+                make_plan(f, jobs, alg)
+            fl = fluid_slowdowns(plan)
+            pr = job_slowdowns(two_tier_view(plan)[0], two_tier_view(plan)[1].spines())
+            means[alg] = (sum(fl.values()) / len(fl), sum(pr.values()) / len(pr))
+        if abs(means["greedy"][0] - means["auto"][0]) > 0.1:
+            apart += 1
+            assert (means["greedy"][0] > means["auto"][0]) == \
+                (means["greedy"][1] > means["auto"][1]), seed
+    assert apart >= 2
 
 
 # ---- one jobs search on every shape (issue 60) ----------------------------------------------

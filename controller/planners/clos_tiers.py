@@ -50,7 +50,7 @@ from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.planners.clos_greedy import improve, place
 from controller.planners.clos_loads import ClosLoads, empty_routing, hop_rows, paths_of, score
 from controller.planners.edge_coloring import bipartite_edge_colouring
-from controller.planners.equitable import equitable_edge_colouring
+from controller.planners.equitable import equitable_colours
 
 COLOURINGS = ("equitable", "koenig")
 
@@ -96,9 +96,8 @@ def tier_colouring(problem: ClosProblem, colours: str = "equitable",
         free = np.arange(n) if problem.pin is None else np.flatnonzero(problem.pin < 0)
         src, dst = np.asarray(problem.src)[free], np.asarray(problem.dst)[free]
         order = np.lexsort((dst, src))
-        edges = list(zip(key[src[order]].tolist(), key[dst[order]].tolist()))
-        colour = equitable_edge_colouring(edges, len(fab.planes))
-        planes[free[order]] = colour
+        planes[free[order]] = equitable_colours(key[src[order]], key[dst[order]],
+                                                len(fab.planes))
         if problem.pin is not None:  # pinned flows keep their plane; the free ones share out
             planes[problem.pin >= 0] = problem.pin[problem.pin >= 0]
     middle = np.full(n, -1, dtype=np.int64)
@@ -114,15 +113,11 @@ def tier_colouring(problem: ClosProblem, colours: str = "equitable",
         if not len(mine) or not len(slot_ids):
             continue
         a, b, p, r = (e[mine] for e in problem.end_arrays(q))
-        slots = slot_ids[_colour(list(zip(a.tolist(), b.tolist())), len(slot_ids), colours)]
+        slots = slot_ids[_colour(a, b, len(slot_ids), colours)]
         inter = p != r
         middle[mine[~inter]] = slots[~inter]
-        for x in np.unique(slots[inter]).tolist():
-            at = inter & (slots == x)
-            cores = np.flatnonzero((groups == x) & core_ok)
-            if len(cores):
-                middle[mine[at]] = cores[_colour(list(zip(p[at].tolist(), r[at].tolist())),
-                                                 len(cores), colours)]
+        middle[mine[inter]] = _core_tier(p[inter], r[inter], slots[inter], groups, core_ok,
+                                         colours)
     ok = middle >= 0
     for q in range(len(fab.planes)):
         mine = np.flatnonzero(ok & (planes == q))
@@ -159,9 +154,34 @@ def _leaf_groups(fab) -> np.ndarray:
                     dtype=np.int64)
 
 
-def _colour(edges: list[tuple[int, int]], k: int, colours: str) -> np.ndarray:
-    """Colours in [0, k) of a bipartite multigraph's edges: equitable, or Koenig's Delta
-    colours modulo k."""
+def _core_tier(p: np.ndarray, r: np.ndarray, slots: np.ndarray, groups: np.ndarray,
+               core_ok: np.ndarray, colours: str) -> np.ndarray:
+    """Per flow between pods ``p`` and ``r`` that took slot ``slots``: its core, the colouring
+    of the pod-to-pod multigraph of each slot's flows with the slot's usable cores (-1 where
+    a slot has none). Equitably, the slots with as many cores are coloured at once, as one
+    graph (a disjoint union, every pod once per slot); Koenig's colours (the maximum degree)
+    are the slot's own, slot by slot."""
+    out = np.full(len(p), -1, dtype=np.int64)
+    n_pods = int(max(p.max(), r.max())) + 1 if len(p) else 0
+    cores_of = {x: np.flatnonzero((groups == x) & core_ok) for x in np.unique(slots).tolist()}
+    batches = ([[x] for x, c in cores_of.items() if len(c)] if colours == "koenig" else
+               [[x for x, c in cores_of.items() if len(c) == count]
+                for count in sorted({len(c) for c in cores_of.values()} - {0})])
+    for xs in batches:
+        count = len(cores_of[xs[0]])
+        at = np.flatnonzero(np.isin(slots, xs))
+        colour = _colour(slots[at] * n_pods + p[at], slots[at] * n_pods + r[at], count, colours)
+        table = np.zeros((max(xs) + 1, count), dtype=np.int64)
+        for x in xs:
+            table[x] = cores_of[x]
+        out[at] = table[slots[at], colour]
+    return out
+
+
+def _colour(left: np.ndarray, right: np.ndarray, k: int, colours: str) -> np.ndarray:
+    """Colours in [0, k) of a bipartite multigraph's edges (left[e], right[e]): equitable, or
+    Koenig's Delta colours modulo k."""
     if colours == "equitable":
-        return np.array(equitable_edge_colouring(edges, k), dtype=np.int64)
+        return equitable_colours(left, right, k)
+    edges = list(zip(left.tolist(), right.tolist()))
     return np.array(bipartite_edge_colouring(edges), dtype=np.int64) % k

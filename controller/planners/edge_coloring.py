@@ -37,12 +37,35 @@ def bipartite_edge_colouring(edges: list[tuple[int, int]], common_first: bool = 
     if not edges:
         return []
     deg_l, deg_r = vertex_degrees(edges)
-    n_left, n_right = len(deg_l), len(deg_r)
     D = max(max(deg_l), max(deg_r))
+    return complete_colouring(edges, [-1] * len(edges), D, common_first)
+
+
+def complete_colouring(edges: list[tuple[int, int]], colour: list[int], D: int,
+                       common_first: bool = False) -> list[int]:
+    """``colour`` (a proper partial colouring with colours in [0, D), -1 for an uncoloured
+    edge) completed with colours in [0, D) by the insertion of ``bipartite_edge_colouring``,
+    edge by edge in input order. D must be at least the maximum degree.
+
+    >>> complete_colouring([(0, 0), (0, 1), (1, 0)], [1, -1, -1], 2)
+    [1, 0, 0]
+    """
+    n_left = max(u for u, _ in edges) + 1
+    n_right = max(v for _, v in edges) + 1
     at_l, at_r = [-1] * (n_left * D), [-1] * (n_right * D)  # (vertex, colour) -> edge
     used_l, used_r = [0] * n_left, [0] * n_right  # colours in use, bit masks
-    colour = [-1] * len(edges)
+    colour = list(colour)
+    todo = []
     for e, (u, v) in enumerate(edges):
+        c = colour[e]
+        if c < 0:
+            todo.append(e)
+            continue
+        at_l[u * D + c] = at_r[v * D + c] = e
+        used_l[u] |= 1 << c
+        used_r[v] |= 1 << c
+    for e in todo:
+        u, v = edges[e]
         x, y = used_l[u], used_r[v]
         c = D
         if common_first:

@@ -8,26 +8,33 @@ vertex of degree d, for every vertex at once (de Werra 1971 for bipartite multig
 
 Construction: split every vertex of degree d into ceil(d/k) copies, the first ones taking k of
 its edges each (input order) and the last the remainder; the split graph is bipartite with
-maximum degree <= k, so Koenig colours it properly with k colours (``bipartite_edge_colouring``).
-A full copy then uses every colour once and the last copy each colour at most once.
+maximum degree <= k, so it has a proper colouring with k colours (Koenig): Euler partitions
+(``euler_partition``) give one with 2^m >= k colours in numpy, and when k is not a power of
+two alternating paths move the edges of the colours k and above into [0, k)
+(``edge_coloring.complete_colouring``). A full copy then uses every colour once and the last
+copy each colour at most once.
 
 Optimality (when every flow may use the same S' spines): each leaf side's S' link loads are
 balanced, which is the lexicographically smallest sorted vector that side can have, and the
 sides have disjoint links, so the whole sorted load vector is lexicographically minimal: the
 max load (layer 1), the number of links at it (layer 2) and every later entry are optimal.
 
-Cost: the splitting O(E), the colouring O(E * alternating path length) as Koenig's.
+Cost: the splitting O(E log E) in numpy, the Euler partitions O(E log E log k), and an
+alternating path per edge moved into [0, k) (none when k is a power of two).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from controller.model.problem import Assignment, Problem
-from controller.planners.edge_coloring import bipartite_edge_colouring, vertex_degrees
+from controller.planners.edge_coloring import complete_colouring
+from controller.planners.euler_partition import euler_colouring, ranks_in_groups
 from controller.planners.repair import NO_SPINE, bits
 
 
 def equitable_edge_colouring(edges: list[tuple[int, int]], k: int) -> list[int]:
     """Colours in [0, k) for multigraph edges (left u, right v) such that every vertex of
-    degree d uses each colour floor(d/k) or ceil(d/k) times. O(E * path length).
+    degree d uses each colour floor(d/k) or ceil(d/k) times (``equitable_colours``).
 
     >>> col = equitable_edge_colouring([(0, 0), (0, 1), (0, 1), (1, 0), (0, 2)], 2)
     >>> sorted(col[e] for e in (0, 1, 2, 4))    # vertex 0 on the left: 4 edges, 2 colours
@@ -39,24 +46,42 @@ def equitable_edge_colouring(edges: list[tuple[int, int]], k: int) -> list[int]:
         raise ValueError(f"need at least one colour, got {k}")
     if not edges:
         return []
-    deg_l, deg_r = vertex_degrees(edges)
-    n_left, n_right = len(deg_l), len(deg_r)
-    base_l, base_r = [0] * n_left, [0] * n_right  # first copy id of every vertex
-    total = 0
-    for u in range(n_left):
-        base_l[u] = total
-        total += -(-deg_l[u] // k)
-    total = 0
-    for v in range(n_right):
-        base_r[v] = total
-        total += -(-deg_r[v] // k)
-    seen_l, seen_r = [0] * n_left, [0] * n_right
-    split = []
-    for u, v in edges:
-        i, j = seen_l[u], seen_r[v]
-        seen_l[u], seen_r[v] = i + 1, j + 1
-        split.append((base_l[u] + i // k, base_r[v] + j // k))
-    return bipartite_edge_colouring(split, common_first=True)
+    left, right = np.array(edges, dtype=np.int64).T
+    return equitable_colours(left, right, k).tolist()
+
+
+def equitable_colours(left: np.ndarray, right: np.ndarray, k: int) -> np.ndarray:
+    """``equitable_edge_colouring`` of the edges (left[e], right[e]), as an array. The split
+    graph (module docstring) is coloured by Euler partitions with 2^m >= k colours
+    (``euler_partition``, numpy); when k is not a power of two the edges of colours k and
+    above are then inserted into [0, k) by alternating paths
+    (``edge_coloring.complete_colouring``): fewer than half of them.
+
+    Cost: O(E log E log k) array work, plus O(path length) per inserted edge."""
+    if k < 1:
+        raise ValueError(f"need at least one colour, got {k}")
+    left, right = np.asarray(left, dtype=np.int64), np.asarray(right, dtype=np.int64)
+    if not len(left):
+        return np.zeros(0, dtype=np.int64)
+    cl, cr = _copies(left, k), _copies(right, k)
+    levels = (k - 1).bit_length()
+    colour = euler_colouring(cl, cr, levels)
+    if k < 1 << levels:
+        over = colour >= k
+        if over.any():
+            colour = np.array(complete_colouring(list(zip(cl.tolist(), cr.tolist())),
+                                                 np.where(over, -1, colour).tolist(), k),
+                              dtype=np.int64)
+    return colour
+
+
+def _copies(vertex: np.ndarray, k: int) -> np.ndarray:
+    """Per edge its copy of its vertex: a vertex's edges, in input order, k to a copy."""
+    order, ranks, counts = ranks_in_groups(vertex)
+    rank = np.empty(len(vertex), dtype=np.int64)
+    rank[order] = ranks
+    base = np.cumsum(-(-counts // k)) - -(-counts // k)  # first copy of every vertex
+    return base[vertex] + rank // k
 
 
 def equitable_spines(problem: Problem, spines: list[int] | None = None) -> list[int]:
@@ -68,7 +93,7 @@ def equitable_spines(problem: Problem, spines: list[int] | None = None) -> list[
     >>> f = Clos.generate(2, 3, 3).as_leaf_spine()
     >>> job = Job("j", explicit=[Flow("j", f"h0_{i}", f"h{1 + i % 2}_{i}", 1) for i in range(3)])
     >>> equitable_spines(Problem.build(f, [job]))    # leaf l0: 3 flows, 2 and 1 per spine
-    [0, 1, 1]
+    [1, 0, 0]
     """
     if spines is None:
         spines = problem.fabric.alive_spines()
