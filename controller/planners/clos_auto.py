@@ -89,9 +89,9 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0, objective: str = "f
     else:
         chains_end = min(t0 + time_limit, t1 + max(LAYER2_MIN_S, LAYER2_SHARE * (t1 - t0)))
         r, ms = layer2(problem, r, key, chains_end, t0 + time_limit)
-    alpha = score(problem, r)[0]
-    r.info.update({"construction": name, "tried": tried, "lower_bound": round(bound, 9),
-                   "gap": round(max(alpha - bound, 0.0), 9),
+    alpha = key[0] if layer1_only else score(problem, r)[0]
+    r.info.update({"construction": name, "max_link_load": alpha, "tried": tried,
+                   "lower_bound": round(bound, 9), "gap": round(max(alpha - bound, 0.0), 9),
                    "optimal": alpha <= bound + 1e-9})
     proved = r.info.pop("_layer2_proved")
     r.info["optimal_layers"] = {"max_link_load": r.info["optimal"],

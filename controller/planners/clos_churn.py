@@ -109,10 +109,13 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting, time_limit: float =
             todo.append(i)
             forced += q >= 0
     bound = lower_bound(problem)
-    source, search_moves, homed = "installed", 0, 0
+    source, search_moves, homed, known = "installed", 0, 0, None
     if 2 * len(todo) > n:  # mostly new flows (a job larger than those running): fresh
         r, source = clos_auto(problem, time_limit=time_limit, layer1_only=layer1_only), "fresh"
-        homed = home(problem, r, previous, score(problem, r)[0])
+        known = r.info["max_link_load"]
+        homed = home(problem, r, previous, known)
+        if homed:  # a flow sent home may have left the only link at the max
+            known = None
     else:
         loads = ClosLoads(problem, r)
         if todo:
@@ -134,7 +137,7 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting, time_limit: float =
                     if few is not None and len(moved_flows(few, previous)) < len(
                             moved_flows(r, previous)):
                         r, source = few, "fewest moves"
-    value = score(problem, r)[0]
+    value = score(problem, r)[0] if known is None else known
     moved = moved_flows(r, previous)
     r.info.update(stage="churn", source=source, lower_bound=round(bound, 9),
                   gap=round(max(value - bound, 0.0), 9), optimal=value <= bound + 1e-9,
@@ -324,6 +327,8 @@ def home(problem: ClosProblem, r: ClosRouting, previous: ClosRouting, value: flo
     """Move the flows of ``r`` (a fresh plan) back to their alive routes in force wherever
     that keeps every fabric link at or below ``value`` (``r``'s max link load), in flow
     order, ``passes`` times; the flows sent back. O(passes x F x hops) in Python."""
+    if max(previous.plane, default=-1) < 0:  # nothing in force (a first POST)
+        return 0
     loads = ClosLoads(problem, r)
     L = problem.links
     fab = ((L.tier > 0) & L.alive[:L.count]).tolist() + [False]
