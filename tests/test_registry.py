@@ -38,8 +38,9 @@ MATRIX = {"greedy": (("clos_greedy", "clos_greedy", ()), ()),
           "annealing": (("clos_annealing", "clos_annealing", ()), ("seed",)),
           "ilp": (("clos_ilp", "clos_ilp", ()), ("time_limit",)),
           "split": (("clos_split", "clos_split", ()), ("max_parts", "objective")),
-          "auto": (("clos_auto", "clos_auto", ()), ("ilp_time_limit", "objective")),
-          "jobs": (("clos_auto", "clos_auto", (("objective", "jobs"),)), ("ilp_time_limit",))}
+          "auto": (("clos_objective", "auto_by_objective", ()), ("ilp_time_limit", "objective")),
+          "jobs": (("clos_objective", "auto_by_objective", (("objective", "jobs"),)),
+                   ("ilp_time_limit",))}
 SHAPES = {TWO_TIER: lambda: Clos.generate(4, 4, 2, 0.01, wiring=True),
           CLOS: lambda: Clos.fat_tree(4, 2, link_gbps=0.02).wire()}
 

@@ -16,8 +16,8 @@ The two-tier kernel (private, the stronger there): on a single two-tier plane wi
 (``Clos.as_leaf_spine``) ``planners.auto`` on the plane's two-tier model makes the plan
 (construction proven by the equitable colouring, repair, the ILP stage within
 ``ilp_time_limit``, layer 2), its ``info`` kept (``stage``, ``optimal``, ``lower_bound``...);
-the parity tests hold both to one sorted load vector. With ``objective="jobs"`` this is the
-jobs planner: that kernel with the jobs objective, else ``clos_jobs``.
+the parity tests hold both to one sorted load vector. The jobs objective is ``clos_jobs``
+(``clos_objective`` chooses).
 
 Cost: the colouring, the greedy and two local searches; ``time_limit`` bounds the searches;
 the chains below the max spend at most ``LAYER2_BELOW_WORK`` search nodes and
@@ -41,7 +41,6 @@ from controller.planners.clos_layer2 import (
 )
 from controller.planners.clos_loads import score
 from controller.planners.clos_tiers import tier_colouring
-from controller.planners.registry import Ref
 
 LAYER2_WORK = 2048  # chain search nodes in all: this many ...
 LAYER2_WORK_PER_FLOW = 0.25  # ... and this many per flow,
@@ -53,20 +52,17 @@ LAYER2_MILP_OPTIONS = 20_000  # the layer-2 MILP on instances of at most this ma
 LAYER2_MILP_S = 0.5  # its time limit (within time_limit)
 
 
-def clos_auto(problem: ClosProblem, time_limit: float = 1.0, objective: str = "flows",
-              ilp_time_limit: float = 0.0, layer1_only: bool = False) -> ClosRouting:
-    """auto's routing of ``problem`` (module docstring). ``time_limit``: the searches' budget
-    (s); ``ilp_time_limit``: the two-tier kernel's ILP stage (s, 0: none); ``objective``:
-    flows, or jobs (the jobs planner); ``layer1_only``: the colouring and the greedy with
-    their local search, no layer 2 (the controller's request path on Clos fabrics,
+def clos_auto(problem: ClosProblem, time_limit: float = 1.0, ilp_time_limit: float = 0.0,
+              layer1_only: bool = False) -> ClosRouting:
+    """auto's routing of ``problem`` by flow counts (module docstring; the jobs objective:
+    ``clos_objective``). ``time_limit``: the searches' budget (s); ``ilp_time_limit``: the
+    two-tier kernel's ILP stage (s, 0: none); ``layer1_only``: the colouring and the greedy
+    with their local search, no layer 2 (the controller's request path on Clos fabrics,
     ``clos_churn``: layer 2 follows off the path, ``clos_offpath``)."""
-    check_options(ilp_time_limit, objective)
-    kernel = None if layer1_only else _two_tier(problem, objective, ilp_time_limit)
+    check_options(ilp_time_limit, "flows")
+    kernel = None if layer1_only else two_tier_auto(problem, "flows", ilp_time_limit)
     if kernel is not None:
         return kernel
-    if objective == "jobs" and not layer1_only:  # the jobs planner, which starts from this
-        # one: loaded when asked
-        return Ref("clos_jobs", "clos_jobs").load()(problem)
     t0 = time.perf_counter()
     bound = lower_bound(problem)
     best, tried = None, []
@@ -100,14 +96,17 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0, objective: str = "f
     return r
 
 
-def _two_tier(problem: ClosProblem, objective: str, ilp_time_limit: float) -> ClosRouting | None:
-    """The two-tier kernel's routing (module docstring); None when the fabric is not a single
+def two_tier_auto(problem: ClosProblem, objective: str, ilp_time_limit: float,
+                  **options) -> ClosRouting | None:
+    """The two-tier kernel's routing (``planners.auto`` on the plane's two-tier instance with
+    ``objective`` and ``options``, its info kept); None when the fabric is not a single
     two-tier plane or the two models route other flows."""
     from controller.planners.leaf_spine import kernel_routing, two_tier_problem
     p2 = two_tier_problem(problem)
     if p2 is None:
         return None
-    return kernel_routing(problem, auto(p2, ilp_time_limit=ilp_time_limit, objective=objective))
+    return kernel_routing(problem, auto(p2, ilp_time_limit=ilp_time_limit, objective=objective,
+                                        **options))
 
 
 def layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_end: float,

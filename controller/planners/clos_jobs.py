@@ -92,6 +92,7 @@ from controller.planners.clos_auto import (
     LAYER2_WORK_PER_FLOW,
     clos_auto,
     score,
+    two_tier_auto,
 )
 from controller.planners.clos_greedy import clos_greedy
 from controller.planners.clos_ilp_moves import moved_flows
@@ -131,15 +132,17 @@ def rank(values: dict[str, float]) -> tuple[float, float]:
 
 
 def clos_jobs(problem: ClosProblem, budget: int | None = None,
-              start: ClosRouting | None = None) -> ClosRouting:
+              start: ClosRouting | None = None, ilp_time_limit: float = 0.0) -> ClosRouting:
     """The jobs objective's routing of ``problem`` (module docstring). ``budget``: the
     search's predictions (default ``JOB_BUDGET``; the two-tier kernel's move evaluations,
     default ``objective.JOB_BUDGET``). ``info``: the worst, mean and per-job predicted
     slowdown, the start and each start's (worst, mean), the bound on the worst. ``start``:
     the one routing to search from, no other start and no kernel (the routes in force, off
-    the request path: ``clos_offpath``)."""
+    the request path: ``clos_offpath``). ``ilp_time_limit``: the two-tier kernel's ILP
+    stage (s, 0: none)."""
     t0 = time.perf_counter()
-    kernel = None if start is not None else _two_tier(problem, budget)
+    kernel = None if start is not None else two_tier_auto(
+        problem, "jobs", ilp_time_limit, job_budget=budget)
     if kernel is not None:
         kernel.info["wall_ms"] = round((time.perf_counter() - t0) * 1e3, 3)
         return kernel
@@ -233,20 +236,6 @@ def _lower_layers(problem: ClosProblem, r: ClosRouting, current: dict, bound: fl
     if start_key(values.values(), bound, ()) > start_key(current.values(), bound, ()):
         return r, current, 0
     return ClosRouting(new.plane, new.middle, new.path, {}), values, len(moved_flows(new, r))
-
-
-def _two_tier(problem: ClosProblem, budget: int | None) -> ClosRouting | None:
-    """The two-tier kernel's routing of ``problem`` (module docstring), None when the fabric
-    is not a single two-tier plane or the two models route other flows."""
-    from controller.planners.auto import auto
-    from controller.planners.leaf_spine import spine_path, two_tier_problem
-    p2 = two_tier_problem(problem)
-    if p2 is None:
-        return None
-    a = auto(p2, ilp_time_limit=0, objective="jobs", job_budget=budget)
-    spines = a.spines()
-    paths = [spine_path(problem, i, s) for i, s in enumerate(spines)]
-    return ClosRouting([0] * len(spines), list(spines), paths, dict(a.info))
 
 
 def _search(problem, r, current, cap, bound, budget, floor=1.0):

@@ -104,14 +104,16 @@ PLANNERS: dict[str, Planner] = {p.name: p for p in (
             "search, the better kept; layer 2 by ejection chains, the layer-2 MILP on small "
             "instances; below the max, chains at the next loads down. On a single two-tier "
             "plane planners.auto: construction, repair, the ILP stage (ilp_time_limit), "
-            "layer 2. With objective jobs: the jobs planner", _ref("clos_auto"),
+            "layer 2. With objective jobs: the jobs planner (planners.clos_objective "
+            "chooses)", _ref("clos_objective", "auto_by_objective"),
             ("ilp_time_limit", "objective")),
     Planner("jobs", "the job objective: routes by the jobs' predicted iteration slowdowns "
             "(bytes), not by flow counts",
-            "planners.clos_auto with objective jobs: planners.clos_jobs, the lowest mean "
-            "slowdown under a bound on the worst job; on a single two-tier plane planners.auto "
-            "with objective jobs (its ILP stage within ilp_time_limit)",
-            _ref("clos_auto", objective="jobs"), ("ilp_time_limit",), objective="jobs"),
+            "planners.clos_jobs (auto with objective jobs), the lowest mean slowdown under a "
+            "bound on the worst job; on a single two-tier plane planners.auto with objective "
+            "jobs (its ILP stage within ilp_time_limit)",
+            _ref("clos_objective", "auto_by_objective", objective="jobs"),
+            ("ilp_time_limit",), objective="jobs"),
 )}
 
 
