@@ -7,9 +7,10 @@ uncoloured, unlike repeated maximum matchings.
 
 Private since issue 60: the planner name ``edge-coloring`` runs ``clos_tiers.edge_colouring`` on
 every shape (this colouring, on a single plane flow for flow, is one of its two candidates).
-``bipartite_edge_colouring`` is the colouring of ``equitable``, ``auto``'s construction and
-``split``'s McNaughton; ``edge_coloring`` the baseline routing ``auto``'s and churn's jobs
-searches and ``split``'s LP start from.
+``bipartite_edge_colouring`` is the colouring of ``auto``'s repair (``koenig_partial``) and
+``split``'s McNaughton, ``complete_colouring`` moves ``equitable``'s colours beyond k into
+[0, k) (its colouring is by Euler partitions); ``edge_coloring`` is the baseline routing
+``auto``'s and churn's jobs searches and ``split``'s LP start from.
 """
 from __future__ import annotations
 
