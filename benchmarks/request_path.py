@@ -192,7 +192,7 @@ def off_path_jobs(fabric: Clos, jobs: list[Job], repeats: int) -> dict | None:
     process on Clos fabrics); None when the group has nothing to start from."""
     flows = sum(len(j.flows()) for j in jobs)
     routes = group_routes(fabric, jobs, "auto", "jobs", [None] * flows).parts
-    got = group_instance(fabric, jobs, routes)
+    got = group_instance(fabric, jobs, routes, "jobs")
     if got is None:
         return None
     row, _ = timed(lambda: got.stages(got.problem, got.previous, "jobs"), repeats)

@@ -9,7 +9,7 @@ from controller.model.loads import link_flows as loads
 from controller.model.problem import Problem
 from controller.planners.auto import lower_bound
 from controller.planners.churn import plan_rank, replan, worth_moving
-from controller.planners.offpath import plan_off_path
+from controller.planners.clos_offpath import clos_off_path
 from controller.service import api
 from simulation.placement import cluster
 from simulation.workloads import all_to_all, byte_mix, hybrid, pipeline
@@ -90,9 +90,10 @@ def test_a_change_during_the_off_path_stage_makes_it_stale():
         assert post(svc, ring(jid, [f"h0_{i}", f"h1_{i}"], size=size, dport=i + 1))[0] == 201
     before = routes_of(svc)
 
-    def slow(problem, previous, objective, budget):
+    def slow(problem, previous, objective, budget):  # the jobs group: the Clos stages
+        assert objective == "jobs"
         assert api.handle(svc, "DELETE", "/v1/jobs/B")[0] == 200
-        return plan_off_path(problem, previous, objective, budget)
+        return clos_off_path(problem, previous, objective)
     assert svc.improve(slow)["stale"]
     assert all(routes_of(svc)[k] == p for k, p in routes_of(svc).items() if k in before)
     tables_match(f, sw, svc)

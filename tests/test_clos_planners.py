@@ -11,12 +11,8 @@ from controller.model.jobs import parse_job
 from controller.planners.clos_annealing import clos_annealing
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_jobs import clos_jobs, clos_slowdowns, rank
-from controller.planners.clos_split import (
-    clos_split,
-    fractional_optimum,
-    split_link_loads,
-    split_score,
-)
+from controller.planners.clos_split import clos_split, fractional_optimum
+from controller.planners.clos_split_routing import split_link_loads, split_score
 from controller.planners.plan import make_plan, run_options
 from tests.clos_checks import check_routes, flows_job, permutation
 

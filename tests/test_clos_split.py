@@ -15,6 +15,7 @@ from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem
 from controller.model.loads import AT_MAX_TOL, links_at_max
 from controller.planners import clos_split as cs
+from controller.planners.clos_split_routing import split_link_loads, split_score
 from tests.clos_checks import flows_job
 from tests.test_parity import INSTANCES, layer, loads
 
@@ -27,7 +28,7 @@ def random_pairs(fabric, seed, factor):
 
 
 def fabric_loads(problem, routing) -> np.ndarray:
-    return cs.split_link_loads(problem, routing)[problem.links.tier > 0]
+    return split_link_loads(problem, routing)[problem.links.tier > 0]
 
 
 def held_at_the_max(problem) -> int:
@@ -107,4 +108,4 @@ def test_when_the_parts_bound_loses_the_optimum_the_former_objective_is_a_floor(
             mock.patch.object(cs, "_lp", lambda *a, **k: lp(*a, **{**k, "stay": False})):
         former = cs.clos_split(p, max_parts=2)
     assert not former.info["optimal"] and max(len(x) for x in r.parts) <= 2
-    assert cs.split_score(p, r) <= cs.split_score(p, former)
+    assert split_score(p, r) <= split_score(p, former)

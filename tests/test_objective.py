@@ -55,7 +55,8 @@ def test_jobs_objective_beats_flow_counts_on_a_mixed_size_case():
     # same max link load: the job objective did not give up flow counts here
     assert by_jobs.to_dict()["max_link_load"] == by_flows.to_dict()["max_link_load"] == 2
     info = by_jobs.routing.info
-    assert info["objective"] == "jobs" and info["stage"] == "jobs" and info["job_moves"] > 0
+    assert info["objective"] == "jobs" and info["stage"] == "jobs"
+    assert info["mean_slowdown"] < info["starts"]["auto"][1]  # not auto's routing
     # the bytes-based prediction matches the fluid model on this case
     for jid, v in fluid_slowdowns(by_jobs).items():
         assert info["predicted_slowdown"][jid] == pytest.approx(v, rel=1e-6)
@@ -179,7 +180,7 @@ def test_jobs_objective_is_never_behind_a_baseline_it_can_score(pattern):
     best = min(baselines.values(), key=lambda v: (sum(v.values()) / len(v), max(v.values())))
     assert worst <= max(best.values()) * (1 + 1e-6)
     assert info["worst_bound"] >= worst * (1 - 1e-6)
-    assert {"start", "greedy", "edge-coloring"} <= set(info["job_start_mean"])
+    assert {"auto", "greedy", "colouring", "kernel"} <= set(info["starts"])
     # what the objective reports is the fluid model's answer within the stated tolerance
     from controller.model.iteration import TOLERANCE
     fluid = fluid_slowdowns(plan)

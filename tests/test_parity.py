@@ -39,7 +39,7 @@ from controller.model.loads import AT_MAX_TOL, links_at_max, sorted_load_vector
 from controller.model.problem import Problem
 from controller.planners import PLANNERS, leaf_spine
 from controller.planners.clos_jobs import clos_slowdowns, rank
-from controller.planners.clos_split import split_link_loads
+from controller.planners.clos_split_routing import split_link_loads
 from controller.planners.plan import make_plan, planner_options, run_planner, two_tier_plan
 from controller.planners.registry import names
 from tests.helpers import two_tier_view

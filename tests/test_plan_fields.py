@@ -15,7 +15,7 @@ from controller.model.clos import Clos
 from controller.model.jobs import parse_job
 from controller.model.loads import AT_MAX_TOL, links_at_max
 from controller.planners.clos_routes import installed_clos_plan
-from controller.planners.clos_split import parts_of, split_link_loads, split_score
+from controller.planners.clos_split_routing import parts_of, split_link_loads, split_score
 from controller.planners.plan import make_plan
 from tests.clos_checks import permutation
 

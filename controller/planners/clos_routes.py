@@ -33,7 +33,7 @@ from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.model.intent import UNROUTABLE, MemberPath
 from controller.model.jobs import Job
 from controller.planners.clos_churn import clos_replan, previous_routes
-from controller.planners.clos_split import ClosSplitRouting
+from controller.planners.clos_split_routing import ClosSplitRouting
 from controller.planners.plan import Plan, part_path, routing_of
 from controller.planners.registry import clos_options, planner_for
 from controller.planners.split import MAX_PARTS

@@ -70,72 +70,24 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
-from controller.model.clospaths import ClosProblem, ClosRouting, link_loads
+from controller.model.clospaths import ClosProblem
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_loads import hop_rows
+from controller.planners.clos_split_routing import (
+    ClosSplitRouting,
+    Part,
+    parts_of,
+    split_score,
+)
 from controller.planners.lp import TOL
 from controller.planners.split import FLOOR, MAX_PARTS, _normalise
 
 _SLACK, _AT = 1e-9, 1e-6  # room above alpha; a cell this close (relative) inside is at it
-
-Part = tuple[int, int, tuple[int, ...], float]  # (plane, middle, member link ids, share)
-
-
-@dataclass
-class ClosSplitRouting(ClosRouting):
-    """A ``ClosRouting`` whose flows may be split: ``parts[i]`` lists flow i's (plane, middle,
-    members, share), shares summing to 1. ``plane``/``middle``/``path`` hold each flow's
-    largest part, so code that reads them sees a valid unsplit routing (not the loads)."""
-    parts: list[list[Part]] = field(default_factory=list)
-
-
-def parts_of(routing: ClosRouting) -> list[list[Part]]:
-    """Per flow its parts, one whole part for an unsplit routing."""
-    if isinstance(routing, ClosSplitRouting):
-        return routing.parts
-    return [[(q, m, tuple(p), 1.0)] if p else []
-            for q, m, p in zip(routing.plane, routing.middle, routing.path)]
-
-
-def split_link_loads(problem: ClosProblem, routing: ClosRouting,
-                     hosts: bool = False) -> np.ndarray:
-    """``clospaths.link_loads`` with shares: flows per unit on every link, a part counting
-    its share. O(parts x hops)."""
-    if not isinstance(routing, ClosSplitRouting):
-        return link_loads(problem, routing, hosts)
-    return split_link_totals(problem, routing, hosts=hosts) / problem.links.units
-
-
-def split_link_totals(problem: ClosProblem, routing: ClosRouting, weight: str = "flows",
-                      hosts: bool = False) -> np.ndarray:
-    """Flows (``weight`` "bytes": bytes) on every link id (``hosts``: host links too), a part
-    counting its share, not per unit: what a plan's imbalance compares
-    (``loads.clos_plan_imbalance``), as ``loads.link_loads`` on two tiers. O(parts x hops)."""
-    ids, vals = [], []
-    for i, (pos, parts) in enumerate(zip(problem.inter, parts_of(routing))):
-        size = problem.flows[pos].bytes if weight == "bytes" else 1.0
-        for q, _, path, share in parts:
-            ids += path
-            vals += [share * size] * len(path)
-            if hosts:
-                ids += problem.host_links(i, q)
-                vals += [share * size] * 2
-    return np.bincount(np.asarray(ids, dtype=np.int64), np.asarray(vals, dtype=float),
-                       minlength=problem.links.count)
-
-
-def split_score(problem: ClosProblem, routing: ClosRouting) -> tuple[float, int]:
-    """``clos_auto.score`` with shares: (max fabric load, links within 1e-9 of it)."""
-    fab = split_link_loads(problem, routing)[problem.links.tier > 0]
-    alpha = float(fab.max()) if fab.size else 0.0
-    return round(alpha, 9), int(np.count_nonzero(fab >= alpha - 1e-9)) if alpha > 0 else 0
-
 
 # ---- the LP on cells ------------------------------------------------------------------------
 class _Options:
@@ -273,7 +225,8 @@ def clos_split(problem: ClosProblem, max_parts: int | None = MAX_PARTS,
         raise InputError(f"split: unknown objective {objective!r} (choose from flows, jobs)")
     kernel = _two_tier(problem, max_parts, time_limit, objective)
     if kernel is not None:
-        return kernel
+        return _not_behind_jobs(problem, kernel) if objective == "jobs" and len(problem) \
+            else kernel
     r = _by_flows(problem, max_parts, time_limit)
     if objective == "jobs" and len(problem):
         r = by_bytes(problem, r, max_parts, time_limit)
@@ -369,9 +322,8 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
     latter. ``info["byte_fractional_optimum"]`` (seconds) and ``info["chosen"]``.
     Cost: one LP over (flows of distinct weight) x usable options, three predictions and
     ``clos_jobs``."""
-    from controller.model.iteration import predict_clos_split_times, slowdown
     from controller.planners.clos_jobs import clos_jobs
-    from controller.planners.objective import iteration_bytes, rank_key, worst_bound
+    from controller.planners.objective import iteration_bytes
     t0 = time.perf_counter()
     weight = np.array(iteration_bytes(problem)) / problem.fabric.link_bps("leaf")
     com, first = commodities(problem, weight)
@@ -388,13 +340,7 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
     candidates = {"bytes": _members(problem, shares), "flows": by_flows,
                   "jobs-unsplit": ClosSplitRouting(unsplit.plane, unsplit.middle, unsplit.path,
                                                    {}, parts_of(unsplit))}
-    bps = problem.fabric.link_bps("host")
-    scores = {}
-    for name, r in candidates.items():
-        times = predict_clos_split_times(problem, r)
-        scores[name] = {j.id: slowdown(j, times[j.id], bps) for j in problem.jobs}
-    bound = worst_bound(scores)
-    chosen = min(candidates, key=lambda n: (rank_key(scores[n].values(), bound), n))
+    chosen, scores = _by_prediction(problem, candidates)
     out = candidates[chosen]
     values = list(scores[chosen].values())
     key = split_score(problem, out)
@@ -411,6 +357,42 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
         info["max_link_load"] = key[0]
         info["optimal"] = False  # on flow counts; bytes: see byte_fractional_optimum
     out.info = info
+    return out
+
+
+def _by_prediction(problem: ClosProblem, candidates: dict) -> tuple[str, dict]:
+    """The candidate (name -> ``ClosSplitRouting``) the shared prediction ranks best
+    (``objective.rank_key``: the mean, the worst within that of the lowest-mean candidate;
+    names break ties), and every candidate's per-job slowdowns."""
+    from controller.model.iteration import predict_clos_split_times, slowdown
+    from controller.planners.objective import rank_key, worst_bound
+    bps = problem.fabric.link_bps("host")
+    scores = {}
+    for name, r in candidates.items():
+        times = predict_clos_split_times(problem, r)
+        scores[name] = {j.id: slowdown(j, times[j.id], bps) for j in problem.jobs}
+    bound = worst_bound(scores)
+    return min(candidates, key=lambda n: (rank_key(scores[n].values(), bound), n)), scores
+
+
+def _not_behind_jobs(problem: ClosProblem, kernel: ClosSplitRouting) -> ClosSplitRouting:
+    """By bytes on a single two-tier plane: the kernel's plan, or the jobs planner's unsplit
+    routing (``clos_jobs``) where the prediction ranks it better. The kernel's own unsplit
+    candidate is its two-tier search's; ``clos_jobs`` searches on from it."""
+    from controller.planners.clos_jobs import clos_jobs
+    unsplit = clos_jobs(problem)
+    candidates = {"kernel": kernel,
+                  "jobs-unsplit": ClosSplitRouting(unsplit.plane, unsplit.middle, unsplit.path,
+                                                   {}, parts_of(unsplit))}
+    chosen, scores = _by_prediction(problem, candidates)
+    if chosen == "kernel":
+        return kernel
+    out, values = candidates[chosen], list(scores[chosen].values())
+    out.info = {**kernel.info, "chosen": "jobs-unsplit", "predicted_slowdown": scores[chosen],
+                "worst_slowdown": max(values, default=1.0),
+                "mean_slowdown": sum(values) / len(values) if values else 1.0,
+                "max_link_load": split_score(problem, out)[0], "optimal": False,
+                "split_flows": 0, "subflows": 0, "max_parts": 1}
     return out
 
 

@@ -3,13 +3,14 @@
 The controller installs a layer-1 plan at once (``churn.replan(layer1_only=True)``, on other
 Clos fabrics ``clos_churn.clos_replan(layer1_only=True)``: about the greedy's time) and then
 asks for a better routing (``group_instance``: the group's instance with the stages of its
-shape; on Clos fabrics ``planners.clos_offpath``). On two tiers, ``plan_off_path``: the churn planner's
-every stage from the routes in force (layer-2 chains, the jobs search, also from the greedy's
-and edge colouring's routings), in this process (bounded: the jobs search counts move
-evaluations, the chains have a deadline); then, when layer 1 is not proven and the ILP has a
-budget, ``auto`` with its ILP stage. HiGHS is C code that would hold the controller's only OS
-thread (and with it OpenFlow echo replies) for the whole budget, so it runs as ``python -m
-controller plan`` in a subprocess; under eventlet the wait is cooperative.
+shape and objective; on Clos fabrics, and for the jobs objective on every fabric,
+``planners.clos_offpath``: layer 2 and the one jobs search in a child process). On two tiers
+by flow counts, ``plan_off_path``: the churn planner's stages from the routes in force
+(layer-2 chains), in this process (the chains have a deadline); then, when layer 1 is not
+proven and the ILP has a budget, ``auto`` with its ILP stage. HiGHS is C code that would
+hold the controller's only OS thread (and with it OpenFlow echo replies) for the whole
+budget, so it runs as ``python -m controller plan`` in a subprocess; under eventlet the wait
+is cooperative.
 """
 from __future__ import annotations
 
@@ -52,16 +53,19 @@ class OffPath(NamedTuple):
     stages: Callable
 
 
-def group_instance(fabric, jobs: list, routes: list) -> OffPath | None:
+def group_instance(fabric, jobs: list, routes: list, objective: str = "flows"
+                   ) -> OffPath | None:
     """The instance of one auto group to improve off the path. ``fabric``: the fabric
-    served; ``routes``: the routes in force per flow of ``jobs`` (Clos paths). On a single
-    two-tier plane (``leaf_spine.fast_path``) the two-tier problem, the routes in force as
-    spine parts, ``plan_off_path`` and ``better_paths``; on other Clos fabrics
-    ``clos_offpath``'s. None when a flow has no route or a split one: nothing to start from."""
+    served; ``routes``: the routes in force per flow of ``jobs`` (Clos paths); ``objective``:
+    the group's. On a single two-tier plane (``leaf_spine.fast_path``) by flow counts the
+    two-tier problem, the routes in force as spine parts, ``plan_off_path`` and
+    ``better_paths`` (layer 2 and the ILP of the two-tier ``auto``); by the jobs objective and
+    on other Clos fabrics ``clos_offpath``'s (layer 2 and the one jobs search,
+    ``clos_jobs``). None when a flow has no route or a split one: nothing to start from."""
     from controller.model.loads import load_summary
     from controller.planners.leaf_spine import fast_path, spine_parts
     two = fast_path(fabric)
-    if two is None:
+    if two is None or objective == "jobs":
         found = clos_instance(fabric, jobs, routes)
         return None if found is None else OffPath(*found, clos_in_subprocess, clos_better_paths,
                                                   clos_off_path)

@@ -33,7 +33,7 @@ from controller.model.iteration import predict_clos_split_times
 from controller.model.jobs import Flow, Job
 from controller.model.loads import bound_doc, clos_plan_imbalance, links_at_max, load_fields
 from controller.model.problem import Assignment, Problem
-from controller.planners.clos_split import (
+from controller.planners.clos_split_routing import (
     ClosSplitRouting,
     parts_of,
     split_link_loads,

@@ -63,13 +63,8 @@ from controller.model.clospaths import ClosProblem
 from controller.model.jobs import Job
 from controller.model.rates import weighted_max_min
 from controller.planners.clos_loads import hop_rows, paths_of
-from controller.planners.clos_split import (
-    ClosSplitRouting,
-    _members,
-    _Options,
-    cell_capacity,
-    split_score,
-)
+from controller.planners.clos_split import _members, _Options, cell_capacity
+from controller.planners.clos_split_routing import ClosSplitRouting, split_score
 from controller.planners.lp import TOL
 from controller.planners.plan import Plan
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from controller.model.clos import TIERS, Clos
 from controller.model.loads import imbalance, leaf_imbalance
-from controller.planners.clos_split import split_link_loads
+from controller.planners.clos_split_routing import split_link_loads
 from controller.planners.plan import max_load
 
 DEFINITION = ("per switch with uplinks (leaves; on three tiers aggregation switches too: "

@@ -294,7 +294,7 @@ def improvable_group(state: ControllerState, settings: Settings, key: tuple[str,
     if not group:
         return None
     found = group_instance(state.fabric, [r.job for r in group],
-                           [r.routes.get(flow_key(f)) for r, f in _group_flows(group)])
+                           [r.routes.get(flow_key(f)) for r, f in _group_flows(group)], key[1])
     return None if found is None else (group, found)
 
 
