@@ -13,9 +13,9 @@ from controller.enforcement.hostmode import (
     PORT_MIN,
     HostPorts,
     PortMap,
-    _checksum,
     choose_ports,
     first_window,
+    ip_checksum,
     make_probes,
     map_key,
     parse_probe,
@@ -164,13 +164,13 @@ def test_probe_packet_round_trip_and_checksums(proto):
     assert h == {"token": 123456, "proto": proto, "sport": 50001,
                  "dport": 4791 if proto == 17 else 9, "dscp": 59, "ipv4_src": "10.0.0.1",
                  "ipv4_dst": "10.0.1.1"}
-    assert _checksum(data[14:34]) == 0  # IPv4 header checksum valid
+    assert ip_checksum(data[14:34]) == 0  # IPv4 header checksum valid
     if proto == 6:
         import ipaddress
         import struct
         pseudo = (ipaddress.IPv4Address("10.0.0.1").packed + ipaddress.IPv4Address(
             "10.0.1.1").packed + struct.pack("!BBH", 0, 6, len(data) - 34))
-        assert _checksum(pseudo + data[34:]) == 0
+        assert ip_checksum(pseudo + data[34:]) == 0
     # a packet without the mark is no probe, nor is the mark without the payload
     assert parse_probe(data[:15] + bytes([0]) + data[16:]) is None
     assert parse_probe(data[:-8] + b"XXXXXXXX") is None

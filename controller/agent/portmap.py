@@ -21,7 +21,7 @@ ICMP errors (Linux: ``net.ipv4.icmp_msgs_per_sec``, 1,000 a second with a burst 
 trap for TTL errors), so probes go in rounds of ``BATCH`` and an unanswered one is sent again.
 
 >>> p = probe_packet("10.0.0.1", "10.0.1.1", 6, 49152, 5201, 2, 7)
->>> len(p), p[8], _checksum(p[:20])  # 20 + 20 bytes, TTL 2, a valid IPv4 header
+>>> len(p), p[8], ip_checksum(p[:20])  # 20 + 20 bytes, TTL 2, a valid IPv4 header
 (40, 2, 0)
 >>> icmp = bytes([11, 0, 0, 0, 0, 0, 0, 0]) + p[:28]
 >>> answer = probe_packet("100.64.0.3", "10.0.0.1", 1, 0, 0, 64, 0)[:20] + icmp
@@ -38,7 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from controller.enforcement.hostmode import PORT_MAX, PORT_MIN
-from controller.enforcement.probepacket import _checksum  # one IP checksum
+from controller.enforcement.probepacket import ip_checksum  # one IP checksum
 
 TCP, UDP = 6, 17
 ICMP_TIME_EXCEEDED = 11
@@ -59,10 +59,10 @@ def probe_packet(src: str, dst: str, proto: int, sport: int, dport: int, ttl: in
         l4 = struct.pack("!HHHH", sport, dport, 8, 0)
     pseudo = s + d + struct.pack("!BBH", 0, proto, len(l4))
     at = 16 if proto == TCP else 6
-    l4 = l4[:at] + struct.pack("!H", _checksum(pseudo + l4) or 0xFFFF) + l4[at + 2:]
+    l4 = l4[:at] + struct.pack("!H", ip_checksum(pseudo + l4) or 0xFFFF) + l4[at + 2:]
     header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(l4), ident & 0xFFFF, 0, ttl, proto,
                          0, s, d)
-    return header[:10] + struct.pack("!H", _checksum(header)) + header[12:] + l4
+    return header[:10] + struct.pack("!H", ip_checksum(header)) + header[12:] + l4
 
 
 def parse_time_exceeded(data: bytes):

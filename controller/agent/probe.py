@@ -8,7 +8,7 @@ answer proves the whole path including the decapsulation at its leaf.
 
 >>> len(echo("10.0.0.1", "10.0.1.1", 7, 1))
 36
->>> _checksum(echo("10.0.0.1", "10.0.1.1", 7, 1)[:20])  # a valid IPv4 header sums to 0
+>>> ip_checksum(echo("10.0.0.1", "10.0.1.1", 7, 1)[:20])  # a valid IPv4 header sums to 0
 0
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import socket
 import struct
 import time
 
-from controller.enforcement.probepacket import _checksum  # one IP checksum
+from controller.enforcement.probepacket import ip_checksum  # one IP checksum
 
 IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
 FAIL_S = 0.5  # a path that worked fails when its probes of this long ago still have no
@@ -31,10 +31,10 @@ ICMP_ECHO, ICMP_REPLY = 8, 0
 def echo(src: str, dst: str, ident: int, seq: int) -> bytes:
     """An IPv4 packet holding an ICMP echo request with 8 bytes of data."""
     icmp = struct.pack("!BBHHH", ICMP_ECHO, 0, 0, ident, seq) + b"mlroute!"
-    icmp = icmp[:2] + struct.pack("!H", _checksum(icmp)) + icmp[4:]
+    icmp = icmp[:2] + struct.pack("!H", ip_checksum(icmp)) + icmp[4:]
     header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), seq, 0, 64, 1, 0,
                          socket.inet_aton(src), socket.inet_aton(dst))
-    header = header[:10] + struct.pack("!H", _checksum(header)) + header[12:]
+    header = header[:10] + struct.pack("!H", ip_checksum(header)) + header[12:]
     return header + icmp
 
 

@@ -53,7 +53,7 @@ from controller.enforcement.probepacket import (  # noqa: F401 - the probe packe
     PROBE_DSCP,
     TCP,
     UDP,
-    _checksum,
+    ip_checksum,
     parse_probe,
     probe_packet,
 )

@@ -21,7 +21,9 @@ PROBE_MAGIC = b"MLRP"
 UDP, TCP = 17, 6
 
 
-def _checksum(data: bytes) -> int:
+def ip_checksum(data: bytes) -> int:
+    """The Internet checksum (RFC 1071) of ``data``: 0 over a valid header with its checksum.
+    Shared by the probes, the agent's port map and host mode."""
     if len(data) % 2:
         data += b"\0"
     s = sum(struct.unpack(f"!{len(data) // 2}H", data))
@@ -53,13 +55,13 @@ def probe_packet(src_mac: str, dst_mac: str, src_ip: str, dst_ip: str, proto: in
         head = struct.pack("!HHIIBBHHH", sport, dport, token & 0xFFFFFFFF, 0, 5 << 4, 0x02,
                            0xFFFF, 0, 0)
         pseudo = src + dst + struct.pack("!BBH", 0, TCP, len(head) + len(payload))
-        csum = _checksum(pseudo + head + payload)
+        csum = ip_checksum(pseudo + head + payload)
         l4 = head[:16] + struct.pack("!H", csum) + head[18:] + payload
     else:
         raise InputError(f"probes are UDP or TCP, not protocol {proto}")
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, dscp << 2, 20 + len(l4), token & 0xFFFF, 0,
                      64, proto, 0, src, dst)
-    ip = ip[:10] + struct.pack("!H", _checksum(ip)) + ip[12:]
+    ip = ip[:10] + struct.pack("!H", ip_checksum(ip)) + ip[12:]
     return _mac(dst_mac) + _mac(src_mac) + b"\x08\x00" + ip + l4
 
 

@@ -61,9 +61,9 @@ from controller.planners.clos_ilp_layer2 import (
     _chosen,
     _done,
     _members,
-    _options,
     cell_max,
     layer2_exact,
+    path_options,
 )
 from controller.planners.clos_layer2 import fewer_below
 from controller.planners.clos_loads import score
@@ -139,7 +139,7 @@ def layer1(problem: ClosProblem, time_limit: float = 60.0,
     if not len(problem) or upper <= lower + 1e-9:
         return _done(problem, incumbent, info, "optimal", upper, upper, True, "lower_bound", t0)
 
-    flow, middle, plane, rows = _options(problem)
+    flow, middle, plane, rows = path_options(problem)
     n, nx = len(problem), len(flow)
     used, inv = np.unique(rows[rows >= 0], return_inverse=True)
     var = np.repeat(np.arange(nx), 4)[(rows >= 0).ravel()]

@@ -44,7 +44,7 @@ def layer2_exact(problem: ClosProblem, alpha: float, time_limit: float = 60.0,
         upper = links_at(problem, incumbent, alpha)
         if upper == 0:
             return _layer2_done(problem, incumbent, info, "optimal", 0, 0, "lower_bound", t0)
-    flow, middle, plane, rows = _options(problem)
+    flow, middle, plane, rows = path_options(problem)
     used, inv = np.unique(rows[rows >= 0], return_inverse=True)
     var = np.repeat(np.arange(len(flow)), 4)[(rows >= 0).ravel()]
     keep = None
@@ -108,8 +108,9 @@ def _chosen(r: ClosRouting) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.array([r.middle[i] for i in placed], dtype=np.int64))
 
 
-def _options(problem: ClosProblem):
-    """Every usable (flow, plane, middle) with its cells: (flow, middle, plane, rows (V, 4))."""
+def path_options(problem: ClosProblem):
+    """Every usable (flow, plane, middle) with its cells: (flow, middle, plane, rows (V, 4)):
+    the binaries of the layer-2 MILP and of churn's fewest-moves MILP (``clos_ilp_moves``)."""
     L = problem.links
     out = []
     for q in range(len(problem.fabric.planes)):

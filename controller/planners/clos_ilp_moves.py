@@ -39,7 +39,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 
 from controller.model.clospaths import ClosProblem, ClosRouting
-from controller.planners.clos_ilp_layer2 import _options
+from controller.planners.clos_ilp_layer2 import path_options
 from controller.planners.clos_loads import ClosLoads, empty_routing, score
 from controller.planners.ilp import check_time_limit, run_milp
 
@@ -56,7 +56,7 @@ def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
     cells = L.cells()
     alive = L.alive[cells.members]
     cap = alive.sum(axis=1) * L.units[np.where(alive, cells.members, 0)].max(axis=1, initial=0)
-    flow, middle, plane, rows = _options(problem)
+    flow, middle, plane, rows = path_options(problem)
     n, nx = len(problem), len(flow)
     if not n:
         return None

@@ -85,7 +85,7 @@ from controller.planners.clos_split_routing import (
     split_score,
 )
 from controller.planners.lp import TOL
-from controller.planners.split import FLOOR, MAX_PARTS, _normalise
+from controller.planners.split import FLOOR, MAX_PARTS, normalised_shares
 
 _SLACK, _AT = 1e-9, 1e-6  # room above alpha; a cell this close (relative) inside is at it
 
@@ -334,7 +334,7 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
                    weight=weight[first][opts.owner], floor=0.0)
     shares = _deal(problem, com, opts, x)
     if max_parts is not None:
-        shares = [_normalise(dict(sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]))
+        shares = [normalised_shares(dict(sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]))
                   for s in shares]
     unsplit = clos_jobs(problem)
     candidates = {"bytes": _members(problem, shares), "flows": by_flows,
@@ -461,7 +461,7 @@ def _hand_out(pieces: dict[int, list], com: np.ndarray, flows, out: list[dict]) 
             queue[0][1] -= take
             if queue[0][1] <= TOL:
                 queue.pop(0)
-        out[i] = _normalise(out[i])
+        out[i] = normalised_shares(out[i])
 
 
 def _cell_loads(problem: ClosProblem, shares: list[dict], skip=()) -> np.ndarray:
@@ -496,7 +496,7 @@ def _bound(problem, shares, over, max_parts, cap, time_limit) -> list[dict]:
     for i in over:
         top = sorted(shares[i].items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]
         kept.append({k for k, _ in top})
-        shares[i] = _normalise(dict(top))
+        shares[i] = normalised_shares(dict(top))
     base = _cell_loads(problem, shares, skip=over)
     idx = np.asarray(over, dtype=np.int64)
     opts = _Options(problem, idx, kept)
@@ -511,7 +511,7 @@ def _bound(problem, shares, over, max_parts, cap, time_limit) -> list[dict]:
         new[j][key] = new[j].get(key, 0.0) + float(x[v])
     for j, i in enumerate(over):
         if new[j]:
-            shares[i] = _normalise(new[j])
+            shares[i] = normalised_shares(new[j])
     return shares
 
 

@@ -218,7 +218,7 @@ def _lp_within(problem: Problem, a: Assignment, max_parts: int) -> list:
             shares[int(k)][int(s)] = shares[int(k)].get(int(s), 0.0) + float(x)
     for k in over:
         if shares[k]:
-            parts[k] = tuple(sorted(_normalise(shares[k]).items()))
+            parts[k] = tuple(sorted(normalised_shares(shares[k]).items()))
     return parts
 
 
@@ -320,7 +320,7 @@ def lp_split(problem: Problem) -> Assignment:
         if x > TOL:
             parts[int(k)][int(s)] = parts[int(k)].get(int(s), 0.0) + float(x)
     parts = _consolidate(problem, parts, target + _SLACK)
-    assignment = Assignment([tuple(sorted(p.items())) for p in (_normalise(parts[k])
+    assignment = Assignment([tuple(sorted(p.items())) for p in (normalised_shares(parts[k])
                                                                 for k in range(len(problem)))])
     up, down = _loads(problem, assignment)
     reached = float(max(up.max(), down.max()))
@@ -410,7 +410,9 @@ def _consolidate(problem: Problem, parts: list, cap: float) -> dict:
     return parts
 
 
-def _normalise(p: dict) -> dict:
+def normalised_shares(p: dict) -> dict:
+    """A flow's shares (key -> share) without the ones at the LP's tolerance, summing to 1
+    (the two-tier split and the path LP, ``clos_split``)."""
     p = {s: x for s, x in p.items() if x > TOL}
     total = sum(p.values())
     return {s: x / total for s, x in p.items()}
