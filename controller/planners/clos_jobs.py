@@ -57,9 +57,9 @@ with objective jobs: ``objective.improve_jobs``, which lowers the mean by
 ``planners.jobmean``'s chains on cheaper moves, its ILP stage within ``ilp_time_limit``)
 gives one more start, ranked with the others; this search then goes on from the best.
 Before, the kernel's routing was the result there: the two searches end at different local
-optima of the mean, and on realistic 64 x 32 leaf-spines with failures this search's was
-lower on 4 of 8 and higher on 1 (kernel withheld; python -m benchmarks.request_path's
-clusters). The parity tests (tests/test_parity.py) hold the search with the kernel withheld
+optima of the mean: on 8 realistic 64 x 32 leaf-spines (two seeds of each failure case of
+python -m benchmarks.request_path) this search's was lower on 4, higher on 1 and the same on
+3 (kernel withheld). The parity tests (tests/test_parity.py) hold the search with the kernel withheld
 to the kernel's max link load and to a worst and mean slowdown no higher (on the 27 parity
 instances lower on 4: 42.851 against 42.866 summed).
 
