@@ -6,8 +6,10 @@ Per case: the controller's request path for ``auto`` (``churn.replan(layer1_only
 both objectives: the same stage) as a ratio to the greedy's time in the same run (medians),
 when every job is new (a re-plan of all) and when the last job is posted on top of the
 others' routes; whether its answer is layer-1 optimal (max link load at the lower bound);
-the off-path stage that follows (``offpath.plan_off_path`` from the routes the request path
-installed: its time, whether ``churn.worth_moving`` applies it, the flows it moves); and per
+the off-path stage that follows (from the routes the request path installed, as
+``offpath.group_instance`` runs it: by flow counts ``plan_off_path``, by the jobs objective
+``clos_offpath``'s stages, here in this process: its time, whether ``churn.worth_moving``
+applies it, the flows it moves); and per
 planner the fluid model's mean and worst job slowdown (the reference) with the shared
 prediction's largest error against it (``model.iteration``).
 
@@ -27,8 +29,8 @@ from controller.model.fluid import predict_allreduce
 from controller.model.iteration import predict_slowdowns, slowdown
 from controller.model.problem import Assignment, Problem
 from controller.planners.churn import align_spines, plan_rank, replan, worth_moving
-from controller.planners.leaf_spine import flow_spine_parts
-from controller.planners.offpath import plan_off_path
+from controller.planners.leaf_spine import flow_spine_parts, path_parts
+from controller.planners.offpath import group_instance, plan_off_path
 from controller.planners.plan import run_planner, two_tier_plan
 from simulation.placement import cluster
 from simulation.workloads import all_to_all, byte_mix, hybrid, pipeline
@@ -74,6 +76,20 @@ def _parts(problem: Problem, a: Assignment) -> list:
     return flow_spine_parts(problem, a)
 
 
+def _off_path(fabric, two, problem: Problem, jobs, start: Assignment, objective: str) -> list:
+    """The spines the off-path stage of ``objective`` finds from ``start``, as the service
+    runs it in its child (``offpath.group_instance``): by flow counts the two-tier stages
+    (``plan_off_path``), by the jobs objective the Clos ones (``clos_offpath``); on this
+    single two-tier plane a Clos routing's middle is the spine."""
+    if objective == "flows":
+        return plan_off_path(problem, _parts(problem, start), objective).spines()
+    routes = [path_parts(two, f, p) for f, p in zip(problem.flows, _parts(problem, start))]
+    found = group_instance(fabric, jobs, routes, objective)
+    better = found.stages(found.problem, found.previous, objective)
+    assert found.problem.inter == problem.inter, "the two models number other flows"
+    return list(better.middle)
+
+
 def _slowdowns(problem: Problem, a: Assignment) -> dict:
     plan = two_tier_plan("x", problem, a)
     ar = predict_allreduce(plan)
@@ -116,9 +132,9 @@ def evaluate(pattern: str, failures: str, fabric, jobs, repeats: int) -> dict:
     for objective in ("flows", "jobs"):
         start = layer1[objective]
         t0 = time.perf_counter()
-        better = plan_off_path(problem, _parts(problem, start), objective)
+        spines = _off_path(fabric, two, problem, jobs, start, objective)
         ms = (time.perf_counter() - t0) * 1e3
-        spines = align_spines(problem, better.spines(), start.spines())
+        spines = align_spines(problem, spines, start.spines())
         before_rank = plan_rank(problem, start.spines(), objective)
         after_rank = plan_rank(problem, spines, objective)
         applied = worth_moving(before_rank, after_rank, objective)

@@ -115,7 +115,7 @@ def test_layer1_stage_meets_the_lower_bound_on_every_pattern(case):
     problem = Problem.build(f.as_leaf_spine(), jobs)  # the cluster's two-tier view
     # all new, then the last job new on top of the others' routes
     for cut in (0, sum(len(j.flows()) for j in jobs[:-1])):
-        full = replan(problem, [None] * len(problem.flows), "jobs", layer1_only=False)
+        full = replan(problem, [None] * len(problem.flows), "flows", layer1_only=False)
         parts = [None] * len(problem.flows)
         for k, pos in enumerate(problem.inter):
             if pos < cut:

@@ -131,13 +131,22 @@ def test_fresh_plan_spines_are_renamed_to_agree():
     assert align_spines(problem, spines, shuffled) == shuffled
 
 
-def test_jobs_objective_in_a_replan_only_improves():
+def test_the_jobs_search_from_the_routes_in_force_moves_few_flows_on_two_tiers():
+    """The jobs objective off the request path is the Clos stage on a leaf-spine too
+    (``offpath.group_instance``): from auto's routes, which pair the two BLOOM rings, it
+    separates them moving at most a ring's worth of flows; ``churn.replan`` refuses it."""
+    from controller.planners.clos_ilp_moves import moved_flows
+    from controller.planners.offpath import group_instance
     from tests.test_objective import mixed_case
     f, jobs = mixed_case()
-    plan = make_plan(f, jobs, "auto")  # pairs the two BLOOM rings
-    again = make_replan(f, jobs, installed(plan), objective="jobs")
-    info = again.routing.info
-    assert info["worst_slowdown"] < 1.1 and 0 < info["moved_flows"] <= 4
+    plan = make_plan(f, jobs, "auto")
+    found = group_instance(plan.problem.fabric, jobs, plan.path_parts(), "jobs")
+    better = found.stages(found.problem, found.previous, "jobs")
+    assert better.info["start_worst_slowdown"] > 1.4  # the two BLOOM rings share a link
+    assert better.info["worst_slowdown"] < 1.1
+    assert 0 < len(moved_flows(better, found.previous)) <= 4
+    with pytest.raises(ValueError, match="clos_jobs"):
+        replan(Problem.build(f, jobs), installed(plan), "jobs")
 
 
 def test_a_first_plan_with_nothing_in_force_takes_autos_layer_1_not_chains():

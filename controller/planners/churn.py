@@ -5,8 +5,9 @@ starts from the installed routing: every flow whose spine is still usable stays,
 flows whose path lost a link are placed under the current capacity (by an alternating chain
 if they do not fit directly), and other flows move only along chains that lower the max link
 load towards its lower bound (``planners.repair``), then the links at the max
-(``planners.layer2``), or, with ``objective="jobs"``, by moves that lower the mean job's
-predicted slowdown without a worse worst job. A fresh ``auto`` plan, with its spines renamed
+(``planners.layer2``). The jobs objective's search off the request path is ``clos_jobs``
+from the routes in force (``clos_offpath``, on every fabric); here it only names the
+request path's group. A fresh ``auto`` plan, with its spines renamed
 to agree with the installed routing as far as the fabric's symmetry allows (a maximum-weight
 matching per class of interchangeable spines), is taken instead only when it is strictly
 better on the max load, or on the links at it by more than max(2, 10%).
@@ -32,7 +33,7 @@ import time
 import numpy as np
 
 from controller.errors import InputError
-from controller.model.loads import link_flows, max_link_flows
+from controller.model.loads import link_flows
 from controller.model.problem import Assignment, Problem
 from controller.planners.auto import (
     LAYER2_LEVELS,
@@ -43,7 +44,7 @@ from controller.planners.auto import (
     lower_bound,
 )
 from controller.planners.equitable import common_spines
-from controller.planners.greedy import LoadCounters, greedy_spines, group_order
+from controller.planners.greedy import LoadCounters, group_order
 from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at, side_bounds
 from controller.planners.repair import NO_SPINE, Routing, bits, gc_paused, reduce_to
 
@@ -110,8 +111,7 @@ def _moved(prev: list[int], spines: list[int]) -> list[int]:
 
 
 def replan(problem: Problem, previous: list, objective: str = "flows",
-           ilp_time_limit: float = 0.0, layer1_only: bool = False,
-           baselines: bool = False) -> Assignment:
+           ilp_time_limit: float = 0.0, layer1_only: bool = False) -> Assignment:
     """Plan ``problem`` from the installed routing ``previous`` with few moved flows.
 
     ``previous``: per flow of ``problem.flows`` (the routes format's order) its installed
@@ -123,17 +123,20 @@ def replan(problem: Problem, previous: list, objective: str = "flows",
 
     ``layer1_only`` (the controller's request path, ``_replan_layer1``): new flows placed the
     greedy's way on top of the kept ones, chains down to the lower bound, a fresh layer-1
-    ``auto`` only when they miss it; no layer 2, jobs search nor ILP. ``info["deferred"]``
-    is then true when those stages may still improve the routing (off the request path:
-    ``controller.service.anytime``). ``baselines``: the jobs search may also start from the
-    greedy's and edge colouring's routings (renamed towards the installed spines), as
-    ``auto``'s does (the off-path stage; ``worth_moving`` then judges the churn).
+    ``auto`` only when they miss it; no layer 2 nor ILP. ``info["deferred"]`` is then true
+    when the off-path stages may still improve the routing (``controller.service.anytime``),
+    and ``objective`` (the group's, flows or jobs) is in the info. Else every stage by flow
+    counts: the jobs objective's search is ``clos_jobs`` (``clos_offpath``), and asking it
+    here is a ValueError.
     """
     check_options(ilp_time_limit, objective)
     with gc_paused():
         if layer1_only:
             return _replan_layer1(problem, previous, objective)
-        return _replan(problem, previous, objective, ilp_time_limit, baselines)
+        if objective != "flows":
+            raise ValueError("churn.replan: off the request path it plans by flow counts; the "
+                             "jobs objective's search is clos_jobs (planners.clos_offpath)")
+        return _replan(problem, previous, ilp_time_limit)
 
 
 def _installed(problem: Problem, previous: list, prev: list[int], broken: list[int]):
@@ -209,8 +212,7 @@ def _replan_layer1(problem: Problem, previous: list, objective: str) -> Assignme
     return Assignment.unsplit(spines, info)
 
 
-def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: float,
-            baselines: bool = False):
+def _replan(problem: Problem, previous: list, ilp_time_limit: float):
     t0 = time.perf_counter()
     prev, broken = previous_spines(problem, previous)
     kept = prev  # broken flows are NO_SPINE already
@@ -261,26 +263,8 @@ def _replan(problem: Problem, previous: list, objective: str, ilp_time_limit: fl
                 optimal=value <= lb, links_at_max=count, links_at_max_lower_bound=lb2,
                 optimal_layers={"max_link_load": value <= lb,
                                 "links_at_max": value <= lb and count <= lb2})
-    if objective == "jobs":
-        from controller.planners.objective import improve_jobs
-        candidates = None
-        if baselines:
-            from controller.planners.edge_coloring import edge_coloring
-            candidates = {"greedy": align_spines(problem, greedy_spines(problem), installed),
-                          "edge-coloring": align_spines(
-                              problem, edge_coloring(problem).spines(), installed)}
-        spines, job_info = improve_jobs(problem, spines, candidates=candidates)
-        info.update(job_info)
-        info["max_link_load"] = max_link_flows(problem, spines)
-        new_value = info["max_link_load"]
-        info["links_at_max"] = links_at(problem, spines, new_value)
-        layer1 = info["optimal"] and new_value == value
-        info["optimal"] = layer1
-        info["optimal_layers"] = {"max_link_load": layer1,
-                                  "links_at_max": layer1 and info["links_at_max"] <= lb2,
-                                  "worst_slowdown": job_info["worst_slowdown"] <= 1 + 1e-9}
     moved = _moved(installed, spines)
-    info.update(objective=objective, moved_flows=len(moved),
+    info.update(objective="flows", moved_flows=len(moved),
                 moved=[problem.inter[k] for k in moved],
                 forced=len(broken), new_flows=sum(1 for p in prev if p == NO_SPINE) - len(broken),
                 ms={"churn": round((time.perf_counter() - t0) * 1e3, 3)})

@@ -139,12 +139,15 @@ def better_paths(problem: Problem, better: Assignment, previous: list, objective
 
 def plan_off_path(problem: Problem, previous: list, objective: str = "flows",
                   ilp_time_limit: float = 0.0, ilp=None) -> Assignment:
-    """The best routing the off-path stages find from ``previous`` (the routes in force, per
-    flow of ``problem.flows``) on ``objective`` (``churn.plan_rank``); ``info["off_path"]``
-    says which stage found it ("planning" or "ilp"). ``ilp(problem, ilp_time_limit,
-    objective)``: the ILP runner (default ``plan_in_subprocess``)."""
+    """The best routing the two-tier off-path stages find from ``previous`` (the routes in
+    force, per flow of ``problem.flows``) by flow counts (``churn.plan_rank``; the jobs
+    objective's stages are ``clos_offpath``'s on every fabric: ``group_instance``);
+    ``info["off_path"]`` says which stage found it ("planning" or "ilp").
+    ``ilp(problem, ilp_time_limit, objective)``: the ILP runner (default
+    ``plan_in_subprocess``). ``objective``: the group's, flows (anything else is a
+    ValueError, ``churn.replan``)."""
     from controller.planners.churn import plan_rank, replan, worth_moving
-    best = replan(problem, previous, objective, ilp_time_limit=0, baselines=True)
+    best = replan(problem, previous, objective, ilp_time_limit=0)
     best.info["off_path"] = "planning"
     if ilp_time_limit > 0 and not best.info.get("optimal"):
         try:

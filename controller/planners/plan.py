@@ -389,14 +389,15 @@ def planner_options(algorithm: str, seed: int = 1234, salt: int = 0,
     return clos_options(algorithm, **given)
 
 
-def make_replan(fabric: Fabric, jobs: list[Job], previous: list, objective: str = "flows",
+def make_replan(fabric: Fabric, jobs: list[Job], previous: list,
                 ilp_time_limit: float = 0.0) -> Plan:
     """A plan grown from the installed routing (``controller.planners.churn.replan``) on a
     single two-tier plane (``fabric``: its two-tier model): ``previous`` holds, per flow of
     ``jobs`` (routes order), its installed spine parts or None for a new flow. The plan's
-    ``routing.info`` reports ``moved_flows`` and ``moved`` (flow positions)."""
+    ``routing.info`` reports ``moved_flows`` and ``moved`` (flow positions). By flow counts
+    (the jobs objective from routes in force: ``clos_offpath``)."""
     from controller.planners.churn import replan
     problem = Problem.build(fabric, jobs)
     t0 = time.perf_counter()
-    assignment = replan(problem, previous, objective, ilp_time_limit)
+    assignment = replan(problem, previous, "flows", ilp_time_limit)
     return two_tier_plan("auto", problem, assignment, (time.perf_counter() - t0) * 1e3)
