@@ -93,9 +93,7 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
                     for i, (where, _) in enumerate(parts[pos])
                     if fabric.part_plane(where) != old]
             elif old >= 0 and old != new:  # a connection in force must follow
-                out.plane_changes.append({**route_doc(flows[pos], parts[pos]),
-                                          "old_plane": fabric.planes[old].name,
-                                          "plane": fabric.planes[new].name})
+                out.plane_changes.append(_flow_moved(fabric, flows[pos], parts[pos], old))
         out.plane_changes += _parts_moved(fabric, flows, before, parts, got.unpinned)
         _set_routes(group, parts)
         out.moved_flows += got.moved_flows
@@ -123,15 +121,21 @@ def _parts_moved(fabric: Clos, flows: list, before: list, after: list, unpinned)
         if pos in skip or not old or not new or max(len(old), len(new)) < 2:
             continue
         if len(new) == 1:
-            was, now = fabric.part_plane(old[0][0]), fabric.part_plane(new[0][0])
-            if was != now:
-                out.append({**route_doc(flows[pos], new), "old_plane": fabric.planes[was].name,
-                            "plane": fabric.planes[now].name})
+            was = fabric.part_plane(old[0][0])
+            if was != fabric.part_plane(new[0][0]):
+                out.append(_flow_moved(fabric, flows[pos], new, was))
             continue
         for i, ((was, _), (now, _)) in enumerate(zip(old, new)):
             if fabric.part_plane(was) != fabric.part_plane(now):
                 out.append(_part_moved(fabric, flows[pos], new, i, fabric.part_plane(was)))
     return out
+
+
+def _flow_moved(fabric: Clos, flow, parts, old: int) -> dict:
+    """The ``plane_changes`` entry of a whole flow now on ``parts`` (one part), out of plane
+    ``old``: its route, ``old_plane`` and ``plane``."""
+    return {**route_doc(flow, parts), "old_plane": fabric.planes[old].name,
+            "plane": fabric.planes[fabric.part_plane(parts[0][0])].name}
 
 
 def _part_moved(fabric: Clos, flow, parts, i: int, old: int) -> dict:
