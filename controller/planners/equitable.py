@@ -42,11 +42,7 @@ def equitable_edge_colouring(edges: list[tuple[int, int]], k: int) -> list[int]:
     >>> col[1] != col[2]                        # right vertex 1 has two edges
     True
     """
-    if k < 1:
-        raise ValueError(f"need at least one colour, got {k}")
-    if not edges:
-        return []
-    left, right = np.array(edges, dtype=np.int64).T
+    left, right = np.array(edges, dtype=np.int64).reshape(-1, 2).T
     return equitable_colours(left, right, k).tolist()
 
 
