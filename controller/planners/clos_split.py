@@ -322,7 +322,6 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
     latter. ``info["byte_fractional_optimum"]`` (seconds) and ``info["chosen"]``.
     Cost: one LP over (flows of distinct weight) x usable options, three predictions and
     ``clos_jobs``."""
-    from controller.planners.clos_jobs import clos_jobs
     from controller.planners.objective import iteration_bytes
     t0 = time.perf_counter()
     weight = np.array(iteration_bytes(problem)) / problem.fabric.link_bps("leaf")
@@ -336,25 +335,18 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
     if max_parts is not None:
         shares = [normalised_shares(dict(sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]))
                   for s in shares]
-    unsplit = clos_jobs(problem)
     candidates = {"bytes": _members(problem, shares), "flows": by_flows,
-                  "jobs-unsplit": ClosSplitRouting(unsplit.plane, unsplit.middle, unsplit.path,
-                                                   {}, parts_of(unsplit))}
+                  "jobs-unsplit": _jobs_unsplit(problem)}
     chosen, scores = _by_prediction(problem, candidates)
     out = candidates[chosen]
-    values = list(scores[chosen].values())
-    key = split_score(problem, out)
-    sizes = [len(p) for p in out.parts if len(p) > 1]
     info = dict(by_flows.info)
-    info.update(objective="jobs", chosen=chosen, byte_fractional_optimum=round(alpha, 9),
-                predicted_slowdown=scores[chosen], worst_slowdown=max(values, default=1.0),
-                mean_slowdown=sum(values) / len(values) if values else 1.0,
+    info.update(objective="jobs", byte_fractional_optimum=round(alpha, 9),
+                **_chosen_info(out, chosen, scores[chosen]),
                 candidates_mean={n: round(sum(v.values()) / max(1, len(v)), 6)
                                  for n, v in scores.items()},
-                split_flows=len(sizes), subflows=sum(sizes), max_parts=max(sizes, default=1),
                 bytes_ms=round((time.perf_counter() - t0) * 1e3, 3))
     if chosen != "flows":
-        info["max_link_load"] = key[0]
+        info["max_link_load"] = split_score(problem, out)[0]
         info["optimal"] = False  # on flow counts; bytes: see byte_fractional_optimum
     out.info = info
     return out
@@ -379,21 +371,33 @@ def _not_behind_jobs(problem: ClosProblem, kernel: ClosSplitRouting) -> ClosSpli
     """By bytes on a single two-tier plane: the kernel's plan, or the jobs planner's unsplit
     routing (``clos_jobs``) where the prediction ranks it better. The kernel's own unsplit
     candidate is its two-tier search's; ``clos_jobs`` searches on from it."""
-    from controller.planners.clos_jobs import clos_jobs
-    unsplit = clos_jobs(problem)
-    candidates = {"kernel": kernel,
-                  "jobs-unsplit": ClosSplitRouting(unsplit.plane, unsplit.middle, unsplit.path,
-                                                   {}, parts_of(unsplit))}
+    candidates = {"kernel": kernel, "jobs-unsplit": _jobs_unsplit(problem)}
     chosen, scores = _by_prediction(problem, candidates)
     if chosen == "kernel":
         return kernel
-    out, values = candidates[chosen], list(scores[chosen].values())
-    out.info = {**kernel.info, "chosen": "jobs-unsplit", "predicted_slowdown": scores[chosen],
-                "worst_slowdown": max(values, default=1.0),
-                "mean_slowdown": sum(values) / len(values) if values else 1.0,
-                "max_link_load": split_score(problem, out)[0], "optimal": False,
-                "split_flows": 0, "subflows": 0, "max_parts": 1}
+    out = candidates[chosen]
+    out.info = {**kernel.info, **_chosen_info(out, chosen, scores[chosen]),
+                "max_link_load": split_score(problem, out)[0], "optimal": False}
     return out
+
+
+def _jobs_unsplit(problem: ClosProblem) -> ClosSplitRouting:
+    """The jobs planner's unsplit routing (``clos_jobs``), one part a flow: the candidate that
+    keeps the byte split from being behind it."""
+    from controller.planners.clos_jobs import clos_jobs
+    r = clos_jobs(problem)
+    return ClosSplitRouting(r.plane, r.middle, r.path, {}, parts_of(r))
+
+
+def _chosen_info(out: ClosSplitRouting, chosen: str, slowdowns: dict) -> dict:
+    """The info of a candidate the prediction chose: its name, per-job slowdowns, worst and
+    mean, and its split flows and parts."""
+    values = list(slowdowns.values())
+    sizes = [len(p) for p in out.parts if len(p) > 1]
+    return {"chosen": chosen, "predicted_slowdown": slowdowns,
+            "worst_slowdown": max(values, default=1.0),
+            "mean_slowdown": sum(values) / len(values) if values else 1.0,
+            "split_flows": len(sizes), "subflows": sum(sizes), "max_parts": max(sizes, default=1)}
 
 
 def _below_max(opts, demand, cap, base, alpha, time_limit) -> tuple:
