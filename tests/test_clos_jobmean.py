@@ -118,3 +118,17 @@ def test_the_kernels_routing_does_not_set_the_bound():
     assert info["worst_bound"] == pytest.approx(lowest[0], abs=1e-8)
     assert info["worst_slowdown"] <= info["worst_bound"] * (1 + 1e-6)
     assert info["mean_slowdown"] < starts["kernel"][1] - 0.05
+
+
+def test_a_routing_is_searched_once():
+    """The next start searched is not a routing already searched (the search would end where
+    it did): on the patterns bench's hybrid, auto's and the kernel's routings are one."""
+    from controller.planners.clos_jobs import clos_jobs
+    from simulation.workloads import hybrid
+    fabric, used = Clos.generate(4, 8, 8, 100.0, 1), set()
+    jobs = (hybrid(fabric, 4, 2, 4, seed=3, used=used)
+            + hybrid(fabric, 2, 3, 4, seed=4, name="b", used=used))
+    p = ClosProblem.build(fabric, jobs, skip_unroutable=True)
+    info = clos_jobs(p).info
+    assert info["starts"]["kernel"] == info["starts"]["auto"]
+    assert len(info["searched"]) == 2 and not {"auto", "kernel"} <= set(info["searched"])

@@ -45,29 +45,31 @@ with several planes a host's NICs together beat its ideal, and they are searched
 flows stay in their plane (``ClosLoads.plane_costs`` gives the other planes no option). It
 ends at a local optimum or when ``budget`` predictions are spent: deterministic, no wall
 clock. On small problems (at most ``objective.OTHER_STARTS_FLOWS`` flows) the search runs
-again from the next best start at the same max (``NEXT_STARTS``) with a budget of its own,
-and the better result is kept (``start_key``): the local optima of the mean differ by start
-(links-down mixed 2 of the 27 parity instances, tests/test_clos_jobmean.py; 48 byte mixes of
-``simulation.workloads.byte_mix`` on an 8 x 4 leaf-spine, a spine down or not: the sum of
-means 88.84 against 89.34 with the budget the first search left, 39% more time).
+again from the next best start at the same max (``NEXT_STARTS``; not a routing already
+searched) with a budget of its own, and the better result is kept (``start_key``): the local
+optima of the mean differ by start (links-down mixed 2 of the 27 parity instances,
+tests/test_clos_jobmean.py; 48 byte mixes of ``simulation.workloads.byte_mix`` on an 8 x 4
+leaf-spine, a spine down or not: the sum of means 88.56 against 89.34 with the budget the
+first search left, about 50% more time).
 
 Last, the link-load layers as the tie-break (``_lower_layers``, the two-tier kernel's too):
 ``clos_auto``'s layer-2 chains on the result, at its max and below (the max kept), taken
 when the prediction ranks them no worse.
 
 The two-tier kernel (private, one more start): on a single two-tier plane without bundles
-(``Clos.as_leaf_spine``) the two-tier model's own search of the same objective (``auto``
-with objective jobs: ``objective.improve_jobs``, which lowers the mean by
-``planners.jobmean``'s chains on cheaper moves, its ILP stage within ``ilp_time_limit``)
-gives one more start, ranked with the others and held to the constructions' bound (when its
-own worst set the bound, the search on the patterns bench's byte mix without failure ended
-at the kernel's mean, 1.743: every routing of a lower mean was 0.2% above the kernel's
-worst; it ends at 1.618 now, within auto's worst); this search then goes on from the best. Before, the kernel's routing was the result there: the two searches end at different local
-optima of the mean: on 8 realistic 64 x 32 leaf-spines (two seeds of each failure case of
-python -m benchmarks.request_path) this search's was lower on 4, higher on 1 and the same on
-3 (kernel withheld). The parity tests (tests/test_parity.py) hold the search with the kernel withheld
-to the kernel's max link load and to a worst and mean slowdown no higher (on the 27 parity
-instances lower on 4: 42.851 against 42.866 summed).
+(``Clos.as_leaf_spine``) the two-tier model's own search of the same objective (``auto`` with
+objective jobs: ``objective.improve_jobs``, which lowers the mean by ``planners.jobmean``'s
+chains on cheaper moves, its ILP stage within ``ilp_time_limit``) gives one more start, ranked
+with the others and held to the constructions' bound (when its own worst set the bound, the
+search on the patterns bench's byte mix without failure ended at the kernel's mean, 1.743:
+every routing of a lower mean was 0.2% above the kernel's worst; it ends at 1.618 now, within
+auto's worst); this search then goes on from the best. Before, the kernel's routing was the
+result there: the two searches end at different local optima of the mean: on 8 realistic 64 x
+32 leaf-spines (two seeds of each failure case of python -m benchmarks.request_path) this
+search's was lower on 4, higher on 1 and the same on 3 (kernel withheld). The parity tests
+(tests/test_parity.py) hold the search with the kernel withheld to the kernel's max link load
+and to a worst and mean slowdown no higher (on the 27 parity instances lower on 4: 42.851
+against 42.866 summed).
 
 Why: flow counts treat a probe like a 4 GB All-Reduce chunk; the paths two large rings share
 decide their iteration times (``planners.objective`` says more).
@@ -168,11 +170,17 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
                                                     layers(problem, starts[n])), n != "auto"))
     cap = score(problem, starts[order[0]])[0]
     # small problems: the next starts at that max too, each with its own budget (their local
-    # optima of the mean differ)
-    order = order[:1] if len(problem) > OTHER_STARTS_FLOWS else [
-        n for n in order if score(problem, starts[n])[0] == cap][:NEXT_STARTS + 1]
+    # optima of the mean differ), but not a routing already searched (the search would end
+    # where it did)
+    searched = order[:1]
+    for n in order[1:] if len(problem) <= OTHER_STARTS_FLOWS else ():
+        if len(searched) > NEXT_STARTS:
+            break
+        if score(problem, starts[n])[0] == cap and all(
+                _routes(starts[n]) != _routes(starts[m]) for m in searched):
+            searched.append(n)
     budget = JOB_BUDGET if budget is None else int(budget)
-    r, current, moves, used, stopped, first = _search_starts(problem, starts, scores, order,
+    r, current, moves, used, stopped, first = _search_starts(problem, starts, scores, searched,
                                                              cap, bound, budget)
     worst, mean = rank(current)
     alpha, lb = score(problem, r)[0], lower_bound(problem)
@@ -184,11 +192,15 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
               "worst_slowdown": worst, "mean_slowdown": mean,
               "start_worst_slowdown": rank(scores[first])[0],
               "start_mean_slowdown": rank(scores[first])[1], "predicted_slowdown": current,
-              "starts": {n: rank(v) for n, v in scores.items()}, "searched": order,
-              "moves": moves,
-              "predictions": used, "budget": budget, "stopped": stopped,
+              "starts": {n: rank(v) for n, v in scores.items()}, "searched": searched,
+              "moves": moves, "predictions": used, "budget": budget, "stopped": stopped,
               "wall_ms": round((time.perf_counter() - t0) * 1e3, 3)}
     return r
+
+
+def _routes(r: ClosRouting) -> tuple:
+    """Every flow's (plane, middle, path) of ``r``, comparable between routings."""
+    return tuple(r.plane), tuple(r.middle), tuple(r.path)
 
 
 def _search_starts(problem: ClosProblem, starts: dict, scores: dict, order: list[str],
