@@ -9,19 +9,20 @@ the greedy, our flow splitting and ``auto``. Files ``paper_*``.
 **Realistic grid** (``simulation.placement``): the same fabric with jobs on random free 8-NIC
 servers at 80, 90 and 95% utilisation, with no failure, 3 single links down, 1 spine down, or 1
 spine and 3 links down, two placements (seeds) each: 24 cells. Every algorithm plans all jobs of
-a cell at once and the fluid model runs one iteration with every job starting together (the
-moment all jobs communicate). Per job: All-Reduce slowdown = time / ideal (line rate, no
-sharing). Two bounds are computed in the same run: the unsplit optimum of the max link load
-(the ILP, with its time limit; a cell where it is not proven is marked and its best bound kept)
-and the fractional optimum (the LP of ``controller.planners.lp``, never below 1). With one job
-alone an unsplit routing's slowdown equals its max link load (paper.md section 4.3), so these
-are the slowdown floors of unsplit and split routing at the busiest link; ``vs_unsplit`` and
-``vs_fractional`` divide each slowdown by them. Beside the planners, ``spray``: per-packet
-spraying over every alive path (``controller.planners.spray``, the fluid LP bound with every
-byte sent 1 / (1 - penalty) times, ``--spray-penalty``), its times by the shared prediction's
-coupled model (a sprayed flow is one transfer; the fluid model's coupled mode agrees on the
-tests' cases and is about 100x slower: 10.8 s against 0.1 s on a 32 x 16 cell). Files
-``realistic_*``.
+a cell at once, each name as the controller runs it (``plan.make_plan``; ``equitable``, a
+baseline, is the two-tier equitable colouring alone), and the fluid model runs one iteration
+with every job starting together (the moment all jobs communicate). Per job: All-Reduce slowdown
+= time / ideal (line rate, no sharing). Two bounds are computed in the same run: the unsplit
+optimum of the max link load (the ILP, with its time limit; a cell where it is not proven is
+marked and its best bound kept) and the fractional optimum (the LP of
+``controller.planners.lp``, never below 1). With one job alone an unsplit routing's slowdown
+equals its max link load (paper.md section 4.3), so these are the slowdown floors of unsplit and
+split routing at the busiest link; ``vs_unsplit`` and ``vs_fractional`` divide each slowdown by
+them. Beside the planners, ``spray``: per-packet spraying over every alive path
+(``controller.planners.spray``, the fluid LP bound with every byte sent 1 / (1 - penalty) times,
+``--spray-penalty``), its times by the shared prediction's coupled model (a sprayed flow is one
+transfer; the fluid model's coupled mode agrees on the tests' cases and is about 100x slower:
+10.8 s against 0.1 s on a 32 x 16 cell). Files ``realistic_*``.
 
 The default run is both grids (about 10.5 + 19 minutes on 2 cores: ``wall_s`` in
 docs/paper_summary.json and docs/realistic_summary.json); ``--only paper|realistic``
@@ -160,24 +161,22 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
                         "jobs": {jid: {"allreduce_s": t, "ideal_s": ideal[jid],
                                        "slowdown": t / ideal[jid]} for jid, t in times.items()}}
             continue
-        if alg == "ilp":
-            assignment, ms = ilp, ilp_ms
-        elif alg == "equitable":
+        if alg == "ilp":  # the bound's run: the same planner and time limit
+            plan = two_tier_plan(alg, problem, ilp, ilp_ms, fabric)
+        elif alg == "equitable":  # a baseline: the two-tier equitable colouring alone
             from controller.planners.equitable import equitable
             t1 = time.perf_counter()
             assignment = equitable(problem)
-            ms = (time.perf_counter() - t1) * 1e3
-        elif alg in VARIANTS:
-            base, opts = VARIANTS[alg]
-            assignment, ms = run_planner(problem, base, **opts)
-        else:
-            assignment, ms = run_planner(problem, alg, **planner_options(alg, 1234, 0,
-                                                                          ilp_time_limit))
-        plan = two_tier_plan(alg, problem, assignment, ms, fabric)
+            plan = two_tier_plan(alg, problem, assignment, (time.perf_counter() - t1) * 1e3,
+                                 fabric)
+        else:  # the name as the controller runs it
+            base, opts = VARIANTS[alg] if alg in VARIANTS else (
+                alg, planner_options(alg, 1234, 0, ilp_time_limit))
+            plan = make_plan(fabric, jobs, base, **opts)
         doc = plan.to_dict()
         times = predict_allreduce(plan)
         out[alg] = {"max_link_load": doc["max_link_load"], "links_at_max": doc["links_at_max"],
-                    "planner_ms": round(ms, 3), "info": _brief(assignment.info),
+                    "planner_ms": round(plan.runtime_ms, 3), "info": _brief(plan.routing.info),
                     "jobs": {jid: {"allreduce_s": t, "ideal_s": ideal[jid],
                                    "slowdown": t / ideal[jid]} for jid, t in times.items()}}
     return {"cell": cell, "placement": summary(fabric, jobs), "flows": len(problem),
