@@ -2,6 +2,8 @@
 the links at it against an exact layer-2 reference (``planners.ilp.ilp_layer2``, HiGHS, proven
 or bounded), the mean and worst job All-Reduce slowdown in the fluid model (one iteration, every
 job starting together), and the planning time as a ratio to the greedy's in the same run.
+Every name plans as the controller runs it (``plan.make_plan`` on the Clos fabric);
+``equitable``, a baseline, is the two-tier equitable colouring alone.
 
     python -m benchmarks.layer2 [--seeds 11,12] [--utilisations 0.8,0.95]
                                      [--ilp-time-limit 30] [--out bench/layer2.json]
@@ -18,8 +20,8 @@ from controller.model.fluid import predict_allreduce
 from controller.model.problem import Assignment, Problem
 from controller.planners.equitable import equitable
 from controller.planners.ilp import ilp, ilp_layer2
-from controller.planners.layer2 import layer2_lower_bound, links_at
-from controller.planners.plan import run_planner, two_tier_plan
+from controller.planners.layer2 import layer2_lower_bound
+from controller.planners.plan import Plan, make_plan, run_planner, two_tier_plan
 from simulation.placement import realistic
 
 FAILURES = {"none": (0, 0), "3 links": (3, 0), "1 spine": (0, 1), "1 spine + 3 links": (3, 1),
@@ -27,25 +29,31 @@ FAILURES = {"none": (0, 0), "3 links": (3, 0), "1 spine": (0, 1), "1 spine + 3 l
 ALGORITHMS = ("ecmp", "edge-coloring", "equitable", "greedy", "annealing", "auto", "auto-jobs")
 
 
-def _run(problem: Problem, alg: str) -> tuple[Assignment, float]:
+def _run(inst: dict, alg: str) -> Plan:
+    """``alg``'s plan of the instance: a name as the controller runs it (``make_plan`` on the
+    Clos fabric; ``auto-jobs``: ``auto`` with objective jobs), ``equitable`` (a baseline: the
+    two-tier equitable colouring alone) as its two-tier plan; ``runtime_ms`` the planner
+    alone."""
     if alg == "equitable":
+        problem = inst["problem"]
         t0 = time.perf_counter()
         a = equitable(problem)
-        return a, (time.perf_counter() - t0) * 1e3
+        return two_tier_plan(alg, problem, a, (time.perf_counter() - t0) * 1e3, inst["fabric"])
     if alg == "auto-jobs":
-        return run_planner(problem, "auto", ilp_time_limit=0, objective="jobs")
+        return make_plan(inst["fabric"], inst["jobs"], "auto", ilp_time_limit=0,
+                         objective="jobs")
     if alg == "auto":
-        return run_planner(problem, "auto", ilp_time_limit=0)
-    return run_planner(problem, alg)
+        return make_plan(inst["fabric"], inst["jobs"], "auto", ilp_time_limit=0)
+    return make_plan(inst["fabric"], inst["jobs"], alg)
 
 
-def _ratio(problem: Problem, alg: str, repeats: int) -> tuple[float, float]:
+def _ratio(inst: dict, alg: str, repeats: int) -> tuple[float, float]:
     """Median time of ``alg`` and median of its ratio to the greedy run just before it:
     interleaved, so that load from other processes hits both alike."""
     ms, ratios = [], []
     for _ in range(repeats):
-        g = run_planner(problem, "greedy")[1]
-        t = _run(problem, alg)[1]
+        g = _run(inst, "greedy").runtime_ms
+        t = _run(inst, alg).runtime_ms
         ms.append(t)
         ratios.append(t / g)
     return statistics.median(ms), statistics.median(ratios)
@@ -56,7 +64,7 @@ def instance(failures: str, utilisation: float, seed: int, scale=(32, 64, 32)) -
     links, dead = FAILURES[failures]
     fabric, jobs = realistic(spines, leaves, utilisation, seed, links, dead, nics)
     return {"failures": failures, "utilisation": utilisation, "seed": seed,
-            "problem": Problem.build(fabric.as_leaf_spine(), jobs)}
+            "fabric": fabric, "jobs": jobs, "problem": Problem.build(fabric.as_leaf_spine(), jobs)}
 
 
 def evaluate(inst: dict, ilp_time_limit: float, repeats: int, algorithms=ALGORITHMS) -> dict:
@@ -77,16 +85,15 @@ def evaluate(inst: dict, ilp_time_limit: float, repeats: int, algorithms=ALGORIT
                          "ms": round(ref1.info["wall_ms"] + ref2.info["wall_ms"], 1)},
            "algorithms": {}}
     for alg in algorithms:
-        a, ms = _run(problem, alg)
-        ratio = None
+        plan = _run(inst, alg)
+        ms, ratio = plan.runtime_ms, None
         if alg in ("auto", "auto-jobs", "equitable", "edge-coloring", "greedy"):
-            ms, ratio = _ratio(problem, alg, repeats)
-        spines = a.spines()
-        value = max(max_loads(problem, spines))
-        times = predict_allreduce(two_tier_plan(alg, problem, a, ms))
+            ms, ratio = _ratio(inst, alg, repeats)
+        doc = plan.to_dict()
+        times = predict_allreduce(plan)
         slow = [t / ideal[j] for j, t in times.items()]
         row["algorithms"][alg] = {
-            "max_link_load": value, "links_at_max": links_at(problem, spines, value),
+            "max_link_load": doc["max_link_load"], "links_at_max": doc["links_at_max"],
             "slowdown_mean": round(sum(slow) / len(slow), 4), "slowdown_worst": round(max(slow), 4),
             "ms_median": round(ms, 2),
             "over_greedy": round(ratio, 2) if ratio is not None else None}
@@ -121,11 +128,6 @@ def max_of(problem: Problem, a: Assignment) -> float:
     from controller.model.loads import link_loads
     up, down = link_loads(problem, a)
     return float(max(up.max(initial=0), down.max(initial=0)))
-
-
-def max_loads(problem: Problem, spines: list[int]):
-    from controller.model.loads import link_flows
-    return link_flows(problem, spines)
 
 
 BASELINES = ("ecmp", "edge-coloring", "equitable", "greedy", "annealing")

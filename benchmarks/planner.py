@@ -28,7 +28,8 @@ the same process, since these machines are shared and noisy.
    and a spine down: the request path of auto and jobs (layer 1 only) as a ratio to the greedy,
    whether it is layer-1 optimal, the off-path stage after it, the prediction's error against
    the fluid model and the mean and worst job slowdown per planner.
-   ``--only patterns`` runs this section alone and replaces it in an existing ``--out``.
+   ``--only patterns`` (or ``--only layer2``, section 7) runs one section alone and replaces
+   it in an existing ``--out``.
 """
 from __future__ import annotations
 
@@ -298,21 +299,28 @@ def pattern_targets(patterns: dict) -> dict:
                                           "ok": s["max_prediction_error"] <= 0.05}}
 
 
-def _only_patterns(args) -> int:
+def _only(args) -> int:
+    """``--only``: run one section (patterns or layer2) and replace it, and its targets, in
+    an existing ``--out``."""
     t0 = time.perf_counter()
-    patterns = bench_patterns(max(5, args.repeats // 3))  # sub-ms timings: 10 repeats
-    patterns["wall_s"] = round(time.perf_counter() - t0, 1)
+    if args.only == "patterns":
+        section = bench_patterns(max(5, args.repeats // 3))  # sub-ms timings: 10 repeats
+        targets = pattern_targets(section)
+    else:
+        section = bench_layer2(min(args.ilp_time_limit, 30.0), max(3, args.repeats // 6))
+        targets = section["targets"]
+    section["wall_s"] = round(time.perf_counter() - t0, 1)
     doc = {}
     if os.path.exists(args.out):
         with open(args.out) as fh:
             doc = json.load(fh)
-    doc["patterns"] = patterns
-    doc.setdefault("targets", {}).update(pattern_targets(patterns))
+    doc[args.only] = section
+    doc.setdefault("targets", {}).update(targets)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(doc, fh, indent=1)
-    print(json.dumps(pattern_targets(patterns), indent=1))
-    print(f"written to {args.out} (patterns section only)")
+    print(json.dumps(targets, indent=1))
+    print(f"written to {args.out} ({args.only} section only)")
     return 0
 
 
@@ -321,11 +329,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--ilp-time-limit", type=float, default=60.0)
     ap.add_argument("--out", default="bench/planner.json")
-    ap.add_argument("--only", choices=["patterns"],
+    ap.add_argument("--only", choices=["patterns", "layer2"],
                     help="run one section and replace it in an existing --out")
     args = ap.parse_args(argv)
-    if args.only == "patterns":
-        return _only_patterns(args)
+    if args.only:
+        return _only(args)
     t0 = time.perf_counter()
     paper = bench_paper_scale(args.repeats)
     large = bench_large(max(3, args.repeats // 6))
