@@ -99,15 +99,16 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting, time_limit: float =
     n = len(problem)
     dead = set(np.flatnonzero(~problem.links.alive).tolist())  # few: a set test per flow
     r = empty_routing(n)
-    todo, forced = [], 0
-    for i in range(n):
+    planned = np.asarray(previous.plane, dtype=np.int64) >= 0
+    todo, forced = np.flatnonzero(~planned).tolist(), 0  # new flows: nothing to check
+    for i in np.flatnonzero(planned).tolist():
         q, path = previous.plane[i], previous.path[i]
-        if q >= 0 and path and dead.isdisjoint(path) \
-                and not problem.pinned_elsewhere(i, q):
+        if path and dead.isdisjoint(path) and not problem.pinned_elsewhere(i, q):
             r.plane[i], r.middle[i], r.path[i] = q, previous.middle[i], tuple(path)
         else:
             todo.append(i)
-            forced += q >= 0
+            forced += 1
+    todo.sort()
     bound = lower_bound(problem)
     source, search_moves, homed, known = "installed", 0, 0, None
     if 2 * len(todo) > n:  # mostly new flows (a job larger than those running): fresh
@@ -375,6 +376,8 @@ def previous_routes(problem: ClosProblem, previous: list) -> ClosRouting:
     a stored state). O(F) dict look-ups in Python, then numpy per plane (``hop_rows``)."""
     f, L = problem.fabric, problem.links
     r = empty_routing(len(problem))
+    if not any(previous):  # nothing in force (a first POST): no look-up
+        return r
     found: dict[int, tuple[list, list, list]] = {}  # plane -> flows, middles, members
     for i, pos in enumerate(problem.inter):
         parts = previous[pos]
