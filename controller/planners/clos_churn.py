@@ -139,7 +139,7 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting, time_limit: float =
                             moved_flows(r, previous)):
                         r, source = few, "fewest moves"
     value = score(problem, r)[0] if known is None else known
-    moved = moved_flows(r, previous)
+    moved = moved_flows(r, previous) if planned.any() else []
     r.info.update(stage="churn", source=source, lower_bound=round(bound, 9),
                   gap=round(max(value - bound, 0.0), 9), optimal=value <= bound + 1e-9,
                   max_link_load=value, moved_flows=len(moved),

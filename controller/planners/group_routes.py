@@ -68,7 +68,7 @@ def group_routes(fabric: Clos, jobs: list[Job], algorithm: str, objective: str, 
         improvable = algorithm == "auto" and not info["split"] and bool(
             info.get("deferred") or (not info.get("optimal") and ilp_budget > 0))
     moved = 0
-    if any(old is not None for old in before):  # else nothing in force: nothing to keep
+    if before.count(None) < len(before):  # else nothing in force: nothing to keep
         parts = [keep_order(fabric, old, new) for old, new in zip(before, parts)]
         if algorithm == "auto":
             moved = sum(old is not None and old != new for old, new in zip(before, parts))
