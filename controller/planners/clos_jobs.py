@@ -147,14 +147,18 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
     default ``objective.JOB_BUDGET``). ``info``: the worst, mean and per-job predicted
     slowdown, the start and each start's (worst, mean), the starts searched from, the bound on
     the worst. ``start``:
-    the one routing to search from, no other start and no kernel (the routes in force, off
-    the request path: ``clos_offpath``). ``ilp_time_limit``: the two-tier kernel's ILP
+    the routing to search from (the routes in force, off the request path:
+    ``clos_offpath``), no other start but, on a single two-tier plane, the two-tier
+    kernel's search from it. ``ilp_time_limit``: the two-tier kernel's ILP
     stage (s, 0: none)."""
     t0 = time.perf_counter()
     planes = len(problem.fabric.planes)
     if start is not None:
         starts = {"installed": start}
-        scores = {"installed": clos_slowdowns(problem, start)}
+        kernel = _kernel_from(problem, start, budget)
+        if kernel is not None:  # a single two-tier plane: the kernel's search from it too
+            starts["kernel"] = kernel
+        scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
     else:
         starts = {"auto": clos_auto(problem), "greedy": clos_greedy(problem),
                   "colouring": tier_colouring(problem)}
@@ -196,6 +200,22 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
               "moves": moves, "predictions": used, "budget": budget, "stopped": stopped,
               "wall_ms": round((time.perf_counter() - t0) * 1e3, 3)}
     return r
+
+
+def _kernel_from(problem: ClosProblem, start: ClosRouting, budget: int | None):
+    """On a single two-tier plane, the two-tier kernel's jobs search from ``start``
+    (``objective.improve_jobs``: cheaper moves and ``jobmean``'s chains, which reach local
+    optima this search does not, e.g. two large rings sharing the reverse uplinks of a 2 x 2
+    leaf-spine with every link at its max) as a routing; None elsewhere, or when a flow of
+    ``start`` has no route."""
+    from controller.model.problem import Assignment
+    from controller.planners.leaf_spine import kernel_routing, two_tier_problem
+    from controller.planners.objective import improve_jobs
+    p2 = two_tier_problem(problem)
+    if p2 is None or min(start.plane, default=0) < 0:
+        return None
+    spines, info = improve_jobs(p2, list(start.middle), budget)
+    return kernel_routing(problem, Assignment.unsplit(spines, info))
 
 
 def _routes(r: ClosRouting) -> tuple:
