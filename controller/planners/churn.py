@@ -152,42 +152,40 @@ def _installed(problem: Problem, previous: list, prev: list[int], broken: list[i
 def _replan_layer1(problem: Problem, previous: list, objective: str) -> Assignment:
     """The request path: about the greedy's cost when its placement meets the lower bound.
 
-    With nothing in force, a layer-1 ``auto`` (construction and repair) at once. Else kept
-    flows stay; new and broken flows go, in the greedy's order (largest leaf group first), to
-    their least-loaded usable spine given everything placed so far (the greedy's level
-    masks). Only when the max load is then above the lower bound: chains lower it
+    Kept flows stay; new and broken flows go, in the greedy's order (largest leaf group
+    first), to their least-loaded usable spine given everything placed so far (the greedy's
+    level masks). Only when the max load is then above the lower bound: with nothing in force
+    a layer-1 ``auto`` (construction and repair) at once; else chains lower it
     (``reduce_to``), and if they miss the bound a fresh layer-1 ``auto`` renamed to the
     installed spines is taken when strictly better on the max load. O(F S / word size) on the
-    greedy's path."""
+    first path."""
     t0 = time.perf_counter()
     prev, broken = previous_spines(problem, previous)
     installed = _installed(problem, previous, prev, broken)
     counters = LoadCounters(len(problem.fabric.leaves), len(problem.fabric.spines))
     src, dst, usable = problem.src_leaf, problem.dst_leaf, problem.usable
+    spines = list(prev)
+    add, best = counters.add, counters.best
+    for k, s in enumerate(prev):
+        if s != NO_SPINE:
+            add(src[k], s, dst[k])
+    for k in group_order(problem):
+        if spines[k] == NO_SPINE:
+            s = best(src[k], dst[k], usable[k])
+            add(src[k], s, dst[k])
+            spines[k] = s
+    value = max((len(le) for le in counters.up_le + counters.down_le), default=0)
+    lb = degree_bound(problem)  # <= lower_bound: equal to value proves it optimal at once
+    if value > lb and common_spines(problem) is None:
+        lb = lower_bound(problem)
     source, fresh = "installed", None
-    if all(s == NO_SPINE for s in prev):
-        # nothing in force to keep: auto's layer 1 at once, as ``clos_churn`` does (the
-        # equitable colouring, exact on every layer with only whole spines down, in 3-5 ms at
-        # 64 x 32 where the chains from the greedy's placement took 18-28 ms; the greedy's
-        # placement before it cost as much again)
+    if value > lb and all(s == NO_SPINE for s in prev):
+        # nothing in force to keep: auto's layer 1 at once (the equitable colouring, exact on
+        # every layer with only whole spines down, in 3-5 ms at 64 x 32 where the chains
+        # from the greedy's placement took 18-28 ms)
         fresh = auto(problem, ilp_time_limit=0, layer1_only=True)
-        spines, value, source = fresh.spines(), fresh.info["max_link_load"], "fresh"
-        lb = fresh.info["lower_bound"]
-    else:
-        spines = list(prev)
-        add, best = counters.add, counters.best
-        for k, s in enumerate(prev):
-            if s != NO_SPINE:
-                add(src[k], s, dst[k])
-        for k in group_order(problem):
-            if spines[k] == NO_SPINE:
-                s = best(src[k], dst[k], usable[k])
-                add(src[k], s, dst[k])
-                spines[k] = s
-        value = max((len(le) for le in counters.up_le + counters.down_le), default=0)
-        lb = degree_bound(problem)  # <= lower_bound: equal to value proves it optimal at once
-        if value > lb and common_spines(problem) is None:
-            lb = lower_bound(problem)
+        if fresh.info["max_link_load"] < value:
+            spines, value, source = fresh.spines(), fresh.info["max_link_load"], "fresh"
     if value > lb:
         r = Routing(problem, spines)
         deadline = time.perf_counter() + REPAIR_TIME_LIMIT
