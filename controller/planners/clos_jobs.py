@@ -156,7 +156,9 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
     if start is not None:
         starts = {"installed": start}
         kernel = _kernel_from(problem, start, budget)
-        if kernel is not None:  # a single two-tier plane: the kernel's search from it too
+        # a single two-tier plane: the kernel's search from it too, at most at its max
+        if kernel is not None and _routes(kernel) != _routes(start) \
+                and score(problem, kernel)[0] <= score(problem, start)[0] + 1e-9:
             starts["kernel"] = kernel
         scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
     else:
@@ -175,9 +177,11 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
     cap = score(problem, starts[order[0]])[0]
     # small problems: the next starts at that max too, each with its own budget (their local
     # optima of the mean differ), but not a routing already searched (the search would end
-    # where it did)
-    searched = order[:1]
-    for n in order[1:] if len(problem) <= OTHER_STARTS_FLOWS else ():
+    # where it did); from the routes in force, both starts at their max
+    searched = order[:1] if start is None else list(starts)
+    if start is not None:
+        cap = score(problem, start)[0]
+    for n in order[1:] if start is None and len(problem) <= OTHER_STARTS_FLOWS else ():
         if len(searched) > NEXT_STARTS:
             break
         if score(problem, starts[n])[0] == cap and all(
@@ -185,7 +189,7 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
             searched.append(n)
     budget = JOB_BUDGET if budget is None else int(budget)
     r, current, moves, used, stopped, first = _search_starts(problem, starts, scores, searched,
-                                                             cap, bound, budget)
+                                                             cap, bound, budget, start)
     worst, mean = rank(current)
     alpha, lb = score(problem, r)[0], lower_bound(problem)
     r.info = {"objective": "jobs", "stage": "jobs", "start": first, "worst_bound": bound,
@@ -224,11 +228,11 @@ def _routes(r: ClosRouting) -> tuple:
 
 
 def _search_starts(problem: ClosProblem, starts: dict, scores: dict, order: list[str],
-                   cap: float, bound: float, budget: int):
+                   cap: float, bound: float, budget: int, previous: ClosRouting | None = None):
     """The search (``_search``, then ``_lower_layers``) from each start of ``order`` in turn,
     each with ``budget`` predictions: (routing, its slowdowns, moves, predictions in all,
     how the last search ended, the start of the best result by ``start_key``, link loads
-    breaking ties)."""
+    breaking ties; ``previous``, the routes in force: fewer flows moved from them first)."""
     planes = len(problem.fabric.planes)
     floor = 1.0 if planes == 1 else 0.0  # a host's NICs in several planes beat its ideal
     best, used, stopped = None, 0, "local optimum"
@@ -243,6 +247,8 @@ def _search_starts(problem: ClosProblem, starts: dict, scores: dict, order: list
             r, current, lowered = _lower_layers(problem, r, current, bound)
             moves += lowered
         key = start_key(current.values(), bound, layers(problem, r))
+        if previous is not None:
+            key = (*key[:3], len(moved_flows(r, previous)), *key[3:])
         if best is None or key < best[0]:
             best = (key, r, current, moves, name)
         if not len(problem):
