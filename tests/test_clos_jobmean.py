@@ -149,11 +149,14 @@ def test_from_the_routes_in_force_the_kernels_search_is_a_start_too():
                                         ("C", 2, 8e9, 1.2), ("D", 3, 1e8, 1.0))]
     p = ClosProblem.build(fabric, jobs, skip_unroutable=True)
     installed = kernel_routing(p, Assignment.unsplit([1, 0, 0, 1, 0, 0, 1, 1], {}))
-    info = clos_jobs(p, start=installed).info
+    r = clos_jobs(p, start=installed)
+    info = r.info
     assert set(info["starts"]) == {"installed", "kernel"}
     assert info["starts"]["installed"][1] > 1.9
     assert info["mean_slowdown"] < 1.6
     assert info["worst_slowdown"] <= info["starts"]["installed"][0] * (1 + 1e-6)
+    # from there the kernel finds nothing better: it is not searched on (a search costs)
+    assert set(clos_jobs(p, start=r).info["starts"]) == {"installed"}
     on_fat_tree = ClosProblem.build(Clos.fat_tree(4), [Job("r", rings=[["h0_0", "h2_0"]],
                                                            ring_bytes=1e6)])
     from controller.planners.clos_auto import clos_auto
