@@ -4,21 +4,21 @@ by ``auto`` with objective ``jobs`` on every shape.
 What: the routing with the lowest mean predicted job slowdown the search finds, its worst job
 never above a bound: the worst slowdown of the start with the lowest mean (of the
 constructions: the two-tier kernel's routing below is a search's result, held to the bound,
-not setting it). Every routing is
-scored by the shared prediction (``model.iteration``: max-min fair rates over rings and flows
-on their full paths, host links included) as slowdowns (``model.iteration.slowdown``, ideal
-at the host links' line rate), ranked by ``objective.rank_key``: within the bound first, then
-the mean, then the worst. Mean over jobs, unweighted (``planners.jobmean`` says why).
+not setting it). Every routing is scored by the shared prediction (``model.iteration``:
+max-min fair rates over rings and flows on their full paths, host links included) as slowdowns
+(``model.iteration.slowdown``, ideal at the host links' line rate), ranked by
+``objective.rank_key``: within the bound first, then the mean, then the worst. Mean over jobs,
+unweighted (``planners.jobmean`` says why).
 
 Starts: ``clos_auto`` (the colouring and the greedy, improved on link loads), the greedy and
 the tier colouring, and on small problems the other unsplit planners' plans
-(``objective.other_starts``: ECMP, polarised or not, the edge colouring, the annealing; a
-flow or two above auto's max load on some link, or an all-to-all over both planes' NICs, they
-had the lower mean on 23 of 1,000 random instances, tests/test_jobs_lowest.py); the search
-begins at the best ranked, so its result is never behind a construction on the mean, nor
-behind the construction with the best mean on the worst job. Starts the prediction ranks alike (means within
-1e-9: float noise) are picked by link loads (``objective.start_key``: the max, the links at
-it, the sorted load vector), as the two-tier kernel picks them.
+(``objective.other_starts``: ECMP, polarised or not, the edge colouring, the annealing; a flow
+or two above auto's max load on some link, or an all-to-all over both planes' NICs, they had
+the lower mean on 23 of 1,000 random instances, tests/test_jobs_lowest.py); the search begins
+at the best ranked, so its result is never behind a construction on the mean, nor behind the
+construction with the best mean on the worst job. Starts the prediction ranks alike (means
+within 1e-9: float noise) are picked by link loads (``objective.start_key``: the max, the
+links at it, the sorted load vector), as the two-tier kernel picks them.
 
 Search: jobs in decreasing slowdown; for each, its flows on a link another flow also uses,
 most loaded in bytes first. First the job is freed (``clos_jobmean``, the two-tier kernel's
@@ -75,9 +75,9 @@ Why: flow counts treat a probe like a 4 GB All-Reduce chunk; the paths two large
 decide their iteration times (``planners.objective`` says more).
 
 Cost: three constructions (seven on small problems), then at most ``budget`` + 9 predictions
-(each O(events x rounds x nnz)) per start searched (two on small problems), per tried flow O(P x middles x
-members) for the guide, per freed job ``clos_jobmean``'s chain searches (each at most
-``CHAIN_NODES`` nodes of O(P x middles x hops) link checks on ``JobModel``'s link tables;
+(each O(events x rounds x nnz)) per start searched (two on small problems), per tried flow O(P
+x middles x members) for the guide, per freed job ``clos_jobmean``'s chain searches (each at
+most ``CHAIN_NODES`` nodes of O(P x middles x hops) link checks on ``JobModel``'s link tables;
 at 64 x 32 about as long as the predictions they save), and ``clos_auto``'s layer-2 chains
 once per search; on a single two-tier plane the kernel too: ``auto``'s layer 1 and layer 2,
 then at most ``budget`` move evaluations, the layer-2 chains once more and one more
@@ -143,14 +143,14 @@ def rank(values: dict[str, float]) -> tuple[float, float]:
 def clos_jobs(problem: ClosProblem, budget: int | None = None,
               start: ClosRouting | None = None, ilp_time_limit: float = 0.0) -> ClosRouting:
     """The jobs objective's routing of ``problem`` (module docstring). ``budget``: each
-    start's search's predictions (default ``JOB_BUDGET``; the two-tier kernel's move evaluations,
-    default ``objective.JOB_BUDGET``). ``info``: the worst, mean and per-job predicted
-    slowdown, the start and each start's (worst, mean), the starts searched from, the bound on
-    the worst. ``start``:
-    the routing to search from (the routes in force, off the request path:
-    ``clos_offpath``), no other start but, on a single two-tier plane, the two-tier
-    kernel's search from it. ``ilp_time_limit``: the two-tier kernel's ILP
-    stage (s, 0: none)."""
+    start's search's predictions (default ``JOB_BUDGET``; the two-tier kernel's move
+    evaluations, default ``objective.JOB_BUDGET``). ``info``: the worst, mean and per-job
+    predicted slowdown, the start and each start's (worst, mean), the starts searched from,
+    the bound on the worst. ``start``: the routing to search from (the routes in force, off
+    the request path: ``clos_offpath``), no other start but, on a single two-tier plane, the
+    two-tier kernel's search from it when the prediction ranks its result better (the
+    result then moving fewer flows from ``start`` among those ranked alike).
+    ``ilp_time_limit``: the two-tier kernel's ILP stage (s, 0: none)."""
     t0 = time.perf_counter()
     planes = len(problem.fabric.planes)
     if start is not None:
@@ -178,13 +178,13 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
     bound = worst_bound({n: v for n, v in scores.items() if n != "kernel"})
     order = sorted(scores, key=lambda n: (start_key(scores[n].values(), bound,
                                                     layers(problem, starts[n])), n != "auto"))
-    cap = score(problem, starts[order[0]])[0]
+    if start is not None:  # from the routes in force: every start, at their max
+        cap, searched = score(problem, start)[0], list(starts)
+    else:
+        cap, searched = score(problem, starts[order[0]])[0], order[:1]
     # small problems: the next starts at that max too, each with its own budget (their local
     # optima of the mean differ), but not a routing already searched (the search would end
-    # where it did); from the routes in force, both starts at their max
-    searched = order[:1] if start is None else list(starts)
-    if start is not None:
-        cap = score(problem, start)[0]
+    # where it did)
     for n in order[1:] if start is None and len(problem) <= OTHER_STARTS_FLOWS else ():
         if len(searched) > NEXT_STARTS:
             break

@@ -34,9 +34,9 @@ worst value and apply the best move of one of its flows to another usable spine,
 a flow sharing a leaf with it on another spine, that lowers (worst value, number of links
 holding it); flow counts break ties between moves. Each move touches at most six links,
 evaluated in O(n log n) for the n flows on them. Phase 2 (mean): ``jobmean.lower_mean``
-frees whole jobs from their shared links. Both stop at a local optimum or when the budget of move evaluations
-is spent (a quarter for phase 1): deterministic, no wall clock. Then ``_lower_layers``: the
-layer-2 chains once (as auto's) and one more prediction.
+frees whole jobs from their shared links. Both stop at a local optimum or when the budget of
+move evaluations is spent (a quarter for phase 1): deterministic, no wall clock. Then
+``_lower_layers``: the layer-2 chains once (as auto's) and one more prediction.
 
     >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
@@ -92,8 +92,7 @@ class JobModel:
         self.job = [index[flows[pos].job] for pos in problem.inter]
         self.weight = iteration_bytes(problem)
         # _value(f, (f,)): tau = w / C
-        self.alone = [self._slowdown(j, (0.0 + w * 1) / self.capacity)
-                      for w, j in zip(self.weight, self.job)]
+        self.alone = [self._slowdown(j, w / self.capacity) for w, j in zip(self.weight, self.job)]
         self._tables: dict[tuple, tuple[dict, dict]] = {}
 
     def link_table(self, on_link) -> tuple[dict, dict]:
