@@ -155,16 +155,18 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
     planes = len(problem.fabric.planes)
     if start is not None:
         starts, scores = {"installed": start}, {"installed": clos_slowdowns(problem, start)}
+        cap, bound = score(problem, start)[0], worst_bound(scores)
         kernel = _kernel_from(problem, start, budget)
         # a single two-tier plane: the kernel's search from it too, searched on when it
         # found better (another search from it costs as much again: 9-10 s on the planner
         # bench's 16 x 128 byte mixes), at most at the routes' max
         if kernel is not None and _routes(kernel) != _routes(start) \
-                and score(problem, kernel)[0] <= score(problem, start)[0] + 1e-9:
-            values, bound = clos_slowdowns(problem, kernel), worst_bound(scores)
+                and score(problem, kernel)[0] <= cap + 1e-9:
+            values = clos_slowdowns(problem, kernel)
             if start_key(values.values(), bound, ()) < start_key(
                     scores["installed"].values(), bound, ()):
                 starts["kernel"], scores["kernel"] = kernel, values
+        searched = list(starts)  # from the routes in force: every start, at their max
     else:
         starts = {"auto": clos_auto(problem), "greedy": clos_greedy(problem),
                   "colouring": tier_colouring(problem)}
@@ -174,23 +176,22 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
         scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
         for name, other in other_starts(problem, "Clos", scores, planes).items():
             starts[name], scores[name] = other, clos_slowdowns(problem, other)
-    # the kernel's routing is a search's result, held to the bound, not a start that sets it
-    bound = worst_bound({n: v for n, v in scores.items() if n != "kernel"})
-    order = sorted(scores, key=lambda n: (start_key(scores[n].values(), bound,
-                                                    layers(problem, starts[n])), n != "auto"))
-    if start is not None:  # from the routes in force: every start, at their max
-        cap, searched = score(problem, start)[0], list(starts)
-    else:
+        # the kernel's routing is a search's result, held to the bound, not a start that
+        # sets it
+        bound = worst_bound({n: v for n, v in scores.items() if n != "kernel"})
+        order = sorted(scores, key=lambda n: (start_key(scores[n].values(), bound,
+                                                        layers(problem, starts[n])),
+                                              n != "auto"))
         cap, searched = score(problem, starts[order[0]])[0], order[:1]
-    # small problems: the next starts at that max too, each with its own budget (their local
-    # optima of the mean differ), but not a routing already searched (the search would end
-    # where it did)
-    for n in order[1:] if start is None and len(problem) <= OTHER_STARTS_FLOWS else ():
-        if len(searched) > NEXT_STARTS:
-            break
-        if score(problem, starts[n])[0] == cap and all(
-                _routes(starts[n]) != _routes(starts[m]) for m in searched):
-            searched.append(n)
+        # small problems: the next starts at that max too, each with its own budget (their
+        # local optima of the mean differ), but not a routing already searched (the search
+        # would end where it did)
+        for n in order[1:] if len(problem) <= OTHER_STARTS_FLOWS else ():
+            if len(searched) > NEXT_STARTS:
+                break
+            if score(problem, starts[n])[0] == cap and all(
+                    _routes(starts[n]) != _routes(starts[m]) for m in searched):
+                searched.append(n)
     budget = JOB_BUDGET if budget is None else int(budget)
     r, current, moves, used, stopped, first = _search_starts(problem, starts, scores, searched,
                                                              cap, bound, budget, start)

@@ -333,8 +333,7 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
                    weight=weight[first][opts.owner], floor=0.0)
     shares = _deal(problem, com, opts, x)
     if max_parts is not None:
-        shares = [normalised_shares(dict(sorted(s.items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]))
-                  for s in shares]
+        shares = [normalised_shares(dict(_largest(s, max_parts))) for s in shares]
     candidates = {"bytes": _members(problem, shares), "flows": by_flows,
                   "jobs-unsplit": _jobs_unsplit(problem)}
     chosen, scores = _by_prediction(problem, candidates)
@@ -387,6 +386,11 @@ def _jobs_unsplit(problem: ClosProblem) -> ClosSplitRouting:
     from controller.planners.clos_jobs import clos_jobs
     r = clos_jobs(problem)
     return ClosSplitRouting(r.plane, r.middle, r.path, {}, parts_of(r))
+
+
+def _largest(shares: dict, count: int) -> list[tuple]:
+    """The ``count`` largest (option, share) pairs of a flow's ``shares``, ties by option."""
+    return sorted(shares.items(), key=lambda kv: (-kv[1], kv[0]))[:count]
 
 
 def _chosen_info(out: ClosSplitRouting, chosen: str, slowdowns: dict) -> dict:
@@ -498,7 +502,7 @@ def _bound(problem, shares, over, max_parts, cap, time_limit) -> list[dict]:
     shares = list(shares)
     kept = []
     for i in over:
-        top = sorted(shares[i].items(), key=lambda kv: (-kv[1], kv[0]))[:max_parts]
+        top = _largest(shares[i], max_parts)
         kept.append({k for k, _ in top})
         shares[i] = normalised_shares(dict(top))
     base = _cell_loads(problem, shares, skip=over)
