@@ -18,10 +18,10 @@ import time
 
 from controller.model.fluid import predict_allreduce
 from controller.model.problem import Assignment, Problem
-from controller.planners.equitable import equitable
 from controller.planners.ilp import ilp, ilp_layer2
 from controller.planners.layer2 import layer2_lower_bound
 from controller.planners.plan import Plan, make_plan, run_planner, two_tier_plan
+from simulation.paper import equitable_plan
 from simulation.placement import realistic
 
 FAILURES = {"none": (0, 0), "3 links": (3, 0), "1 spine": (0, 1), "1 spine + 3 links": (3, 1),
@@ -35,10 +35,7 @@ def _run(inst: dict, alg: str) -> Plan:
     two-tier equitable colouring alone) as its two-tier plan; ``runtime_ms`` the planner
     alone."""
     if alg == "equitable":
-        problem = inst["problem"]
-        t0 = time.perf_counter()
-        a = equitable(problem)
-        return two_tier_plan(alg, problem, a, (time.perf_counter() - t0) * 1e3, inst["fabric"])
+        return equitable_plan(inst["problem"], inst["fabric"])
     if alg == "auto-jobs":
         return make_plan(inst["fabric"], inst["jobs"], "auto", ilp_time_limit=0,
                          objective="jobs")

@@ -50,7 +50,7 @@ from controller.model.fluid import predict_allreduce
 from controller.model.problem import Problem
 from controller.planners import PLANNERS as REGISTERED
 from controller.planners.lp import fractional_optimum
-from controller.planners.plan import make_plan, planner_options, run_planner, two_tier_plan
+from controller.planners.plan import Plan, make_plan, planner_options, run_planner, two_tier_plan
 from controller.planners.spray import DEFAULT_PENALTY, spray_plan
 from simulation.placement import realistic, summary
 from simulation.plots import unsplit_floor
@@ -164,11 +164,7 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
         if alg == "ilp":  # the bound's run: the same planner and time limit
             plan = two_tier_plan(alg, problem, ilp, ilp_ms, fabric)
         elif alg == "equitable":  # a baseline: the two-tier equitable colouring alone
-            from controller.planners.equitable import equitable
-            t1 = time.perf_counter()
-            assignment = equitable(problem)
-            plan = two_tier_plan(alg, problem, assignment, (time.perf_counter() - t1) * 1e3,
-                                 fabric)
+            plan = equitable_plan(problem, fabric)
         else:  # the name as the controller runs it
             base, opts = VARIANTS[alg] if alg in VARIANTS else (
                 alg, planner_options(alg, 1234, 0, ilp_time_limit))
@@ -183,6 +179,16 @@ def run_realistic_cell(cell: dict, algorithms: list[str], ilp_time_limit: float,
             "lower_bound": problem.lower_bound(), "bounds": bounds, "algorithms": out,
             "models": {j.id: j.id.rsplit("-", 1)[0] for j in jobs},
             "ring": {j.id: len(j.rings[0]) for j in jobs}}
+
+
+def equitable_plan(problem: Problem, fabric: Clos) -> Plan:
+    """The baseline ``equitable``: the two-tier equitable colouring of ``problem`` alone (no
+    registry name runs it), as the plan of ``fabric``, its planner time in ``runtime_ms``."""
+    from controller.planners.equitable import equitable
+    t0 = time.perf_counter()
+    assignment = equitable(problem)
+    return two_tier_plan("equitable", problem, assignment, (time.perf_counter() - t0) * 1e3,
+                         fabric)
 
 
 def _brief(info: dict) -> dict:

@@ -245,9 +245,8 @@ TWO_TIER_MODEL = {"controller.model.problem", "controller.model.fabric"}
 # list that shrinks, never grows: a new benchmark or tool plans through ``plan.make_plan``.
 KERNEL_USERS_OUTSIDE = {
     "benchmarks.anytime": {"controller.planners.churn", "controller.model.problem"},
-    "benchmarks.layer2": {"controller.planners.equitable", "controller.planners.ilp",
-                          "controller.planners.layer2", "controller.planners.split",
-                          "controller.model.problem"},
+    "benchmarks.layer2": {"controller.planners.ilp", "controller.planners.layer2",
+                          "controller.planners.split", "controller.model.problem"},
     "benchmarks.planner": {"controller.planners.lp", "controller.model.problem"},
     "simulation.paper": {"controller.planners.equitable", "controller.planners.lp",
                          "controller.model.problem"},
