@@ -53,9 +53,11 @@ def test_adapter_serves_rest_with_a_token_file(framework, tmp_path):
     try:
         args = open(f"/proc/{ctl.proc.pid}/cmdline", "rb").read()
         assert TOKEN.encode() not in args
-        assert ctl.rest("GET", "/v1/fabric")[0] == 200
+        assert ctl.rest("GET", "/v1/fabric")[0] == 401  # reads need the credential too
+        assert ctl.rest("GET", "/v1/ready")[0] in (200, 503)  # ... but readiness probes
         assert ctl.rest("POST", "/v1/jobs", job())[0] == 401  # no token sent
         ctl.token = TOKEN
+        assert ctl.rest("GET", "/v1/fabric")[0] == 200
         status, doc = ctl.rest("POST", "/v1/jobs", job())
         assert status == 409 and "not connected" in doc["error"]  # no switch: nothing changed
         status, doc = ctl.rest("PATCH", "/v1/jobs", b"{}")

@@ -40,10 +40,15 @@ def server():
         assert not thread.is_alive(), "the accept loop did not end"
 
 
-def call(rest, method, path, body=None, headers=None, chunked=False):
+def call(rest, method, path, body=None, headers=None, chunked=False, auth=True):
+    """One request; with ``auth`` it carries the admin token unless ``headers`` name one
+    (reads need a credential too once one is configured)."""
+    headers = dict(headers or {})
+    if auth:
+        headers.setdefault("Authorization", f"Bearer {TOKEN}")
     conn = http.client.HTTPConnection("127.0.0.1", rest.port, timeout=10)
     try:
-        conn.request(method, path, body=body, headers=headers or {}, encode_chunked=chunked)
+        conn.request(method, path, body=body, headers=headers, encode_chunked=chunked)
         resp = conn.getresponse()
         data = resp.read()
         return resp.status, dict(resp.getheaders()), data
@@ -89,8 +94,12 @@ def test_files_metrics_and_reads(server):
 
 
 def test_writes_need_the_token_and_jobs_round_trip(server):
-    status, _, body = call(server, "POST", "/v1/jobs", job())
+    status, _, body = call(server, "POST", "/v1/jobs", job(), auth=False)
     assert status == 401 and "Bearer" in json.loads(body)["error"]
+    status, _, body = call(server, "GET", "/v1/jobs", auth=False)  # reads need it too
+    assert status == 401 and "Bearer" in json.loads(body)["error"]
+    assert call(server, "GET", "/v1/ready", auth=False)[0] in (200, 503)  # open: probes
+    assert call(server, "GET", "/metrics", auth=False)[0] == 200
     status, _, body = call(server, "POST", "/v1/jobs", job(), {"Authorization": "Bearer nope"})
     assert status == 401
     status, _, body = call(server, "POST", "/v1/jobs", job(),
@@ -203,7 +212,7 @@ def test_keep_alive_serves_several_requests_on_one_connection(server):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     try:
         for _ in range(3):
-            conn.request("GET", "/v1/fabric")
+            conn.request("GET", "/v1/fabric", headers={"Authorization": f"Bearer {TOKEN}"})
             resp = conn.getresponse()
             assert resp.status == 200 and json.loads(resp.read())
     finally:

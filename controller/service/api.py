@@ -87,6 +87,16 @@ def allowed(path: str) -> list[str]:
     return []
 
 
+def route(method: str, path: str) -> tuple[str | None, dict]:
+    """The dispatcher's name of ``method`` on ``path`` (None: not served) and the path's
+    parameters: what the REST server authorises (``credentials.decide``)."""
+    for pattern, methods in _COMPILED:
+        m = pattern.match(path)
+        if m:
+            return methods.get(method), m.groupdict()
+    return None, {}
+
+
 def handle(service: RouteService, method: str, path: str, body: bytes = b"",
            headers: dict | None = None) -> tuple[int, dict]:
     """``headers``: the request's (Authorization, X-Mlroute-Forwarded), for forwarding."""

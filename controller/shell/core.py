@@ -30,7 +30,7 @@ from controller.service.tablesync import TABLE_READERS
 from controller.shell import arp, translate
 from controller.shell.heap import Heap
 from controller.shell.hub import Hub
-from controller.shell.rest import RestServer, write_token
+from controller.shell.rest import RestServer, rest_security, write_token
 from controller.shell.roles import Roles
 from controller.shell.static import StaticSwitches
 from controller.shell.switches import Switches
@@ -107,8 +107,10 @@ class Shell:
                                      on_rejected=self.service.traffic_rejected)
                       if conf.mlroute_sflow_port else None)
         self.roles = Roles(self.cluster, self.service, self.switches) if self.cluster else None
+        native = getattr(conf, "mlroute_rest_native_reads", True)
+        policy, tls = rest_security(conf, token, native)
         self.rest = RestServer(self.service, conf.wsapi_host, conf.wsapi_port, token, hub,
-                               native=getattr(conf, "mlroute_rest_native_reads", True))
+                               native=native, policy=policy, tls=tls)
         self.heap = Heap()  # started once the shell is built (the adapters' start_shell)
         self.switchlog = SwitchLog(hub, self.name)  # connected and lost, a line per batch
         self.lldp_interval = 0.0 if self.static else conf.mlroute_lldp_interval

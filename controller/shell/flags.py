@@ -119,6 +119,25 @@ OPTS = [
     cfg.StrOpt("mlroute-token-file", default=None,
                help="file whose first line is the write token (instead of --mlroute-token; "
                     "the environment variable MLROUTE_TOKEN is the third way)"),
+    # who may do what over REST (controller/service/credentials.py, docs/howto/security.md)
+    cfg.StrOpt("mlroute-host-secret-file", default=None,
+               help="file of host secrets, one per line (the first issues, every one "
+                    "verifies: rotation): each host's agent then has its own credential "
+                    "(mlroute agent-credential HOST), reads and writes only "
+                    "/v1/hosts/HOST/..., and the admin token reports for no host; needs "
+                    "--mlroute-token or --mlroute-token-file"),
+    cfg.StrOpt("mlroute-tls-cert", default=None,
+               help="PEM certificate (chain) of the REST server: every connection is HTTPS "
+                    "(with --mlroute-tls-key); without it REST is plain HTTP"),
+    cfg.StrOpt("mlroute-tls-key", default=None, help="PEM private key of --mlroute-tls-cert"),
+    cfg.StrOpt("mlroute-tls-client-ca", default=None,
+               help="PEM CA of client certificates: a client may present one it signed, whose "
+                    "common name is the host it speaks for (mutual TLS, as a host "
+                    "credential)"),
+    cfg.BoolOpt("mlroute-rest-open-health", default=True,
+                help="with credentials configured, GET /v1/ready, /v1/openapi.json and "
+                     "/metrics still need none (readiness probes, Prometheus); "
+                     "--nomlroute-rest-open-health: they need one too"),
     # redundant controllers (controller/service/cluster.py)
     cfg.StrOpt("mlroute-etcd", default=None,
                help="etcd URL (http://HOST:PORT): controllers sharing it keep the intent there, "

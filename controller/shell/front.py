@@ -111,10 +111,14 @@ class Front:
     """``run`` (in a native thread) until ``stop``: serves ``listener``. ``fast(method,
     path)`` gives a published (status, body) or None; ``handoff(conn, addr, buffered)`` serves
     the rest of a connection elsewhere and raises ``RuntimeError`` when it cannot; at most
-    ``capacity()`` connections are held here at once (one more is refused with a 503)."""
+    ``capacity()`` connections are held here at once (one more is refused with a 503).
+    ``hand_all``: every connection is handed as soon as it is accepted (TLS: the bytes are
+    not HTTP here)."""
 
-    def __init__(self, listener, fast, handoff, capacity, idle_s: float, on_error):
+    def __init__(self, listener, fast, handoff, capacity, idle_s: float, on_error,
+                 hand_all: bool = False):
         self.listener = listener
+        self.hand_all = hand_all
         self.fast, self.handoff, self.capacity = fast, handoff, capacity
         self.idle_s, self.on_error = idle_s, on_error
         self.conns: dict[int, _Conn] = {}
@@ -165,6 +169,12 @@ class Front:
                 return
             if not self.capacity():
                 refuse(sock, "too many REST connections open: try again")
+                continue
+            if self.hand_all:
+                try:
+                    self.handoff(sock, addr, b"", b"", False)
+                except RuntimeError:
+                    refuse(sock, "no thread to serve this connection: try again")
                 continue
             sock.setblocking(False)
             self.conns[sock.fileno()] = _Conn(sock, addr, now)

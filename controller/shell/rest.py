@@ -13,13 +13,22 @@ hub; a connection with any other request goes to a thread of its own, whose call
 service are handed to the hub (``HubBridge``) and answered as before.
 
 Every answer is JSON or a known file: malformed requests get a 4xx with ``{"error": ...}``,
-an internal error a 500 with its class name, never a traceback. Writing requests need
-``Authorization: Bearer <token>`` when a token is set (compared as bytes in constant time, so
-a non-ASCII header is a plain 401).
+an internal error a 500 with its class name, never a traceback.
+
+Who may do what (``credentials.py``): with no credential configured every caller may do
+everything (the demo, on the loopback; said at start). Once an admin token, host secrets or
+client certificates are configured, every request under /v1 and /metrics needs a credential
+(``Authorization: Bearer <credential>``, compared in constant time, or a verified client
+certificate naming a host), except GET /v1/ready, /v1/openapi.json and /metrics with
+``open_health``; a host's credential reaches only ``/v1/hosts/{its name}/...``. A refused
+request is answered 401 or 403 before its body is read, and counted per host it named
+(``refusals``).
+
+``tls`` (an ``ssl.SSLContext``): every connection is TLS; the front then hands each one to a
+thread of its own, where the handshake (at most ``HANDSHAKE_S``) and the request are served.
 """
 from __future__ import annotations
 
-import hmac
 import http.server
 import io
 import json
@@ -29,7 +38,7 @@ import socket
 import time
 
 from controller.errors import InputError
-from controller.service import api
+from controller.service import api, credentials
 from controller.service.metrics import exposition
 from controller.service.published import Published
 from controller.shell.bridge import HubBridge, Stopping, native_thread, original
@@ -46,6 +55,8 @@ TOKEN_ENV = "MLROUTE_TOKEN"
 IDLE_TIMEOUT = 60.0  # seconds an idle keep-alive connection is kept
 LINGER_S, LINGER_QUIET_S = 2.0, 0.25  # a closing connection drains for at most 2 s, 0.25 s quiet
 LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still sends
+HANDSHAKE_S = 10.0  # a TLS client has this long to finish its handshake
+REFUSALS_KEPT = 4096  # hosts whose refused requests are remembered (the most recent)
 NATIVE_CONNECTIONS = 256  # ``native``: connections open at once (held by the front or served
 # by a thread); one more is answered 503 at once and closed (a probe is answered or refused)
 
@@ -65,6 +76,40 @@ def write_token(token: str | None, token_file: str | None, environ=os.environ) -
             raise InputError(f"--mlroute-token-file {token_file}: the file holds no token")
         return text
     return environ.get(TOKEN_ENV) or None
+
+
+def rest_security(conf, token: str | None, native: bool):
+    """(policy, TLS context or None) from the options (``flags.py``), checked: host secrets
+    need an admin token (else nobody could declare a job), a certificate needs its key. Says
+    at start what is open."""
+    get = lambda name: getattr(conf, name, None)  # noqa: E731 - older configs lack them
+    secrets = []
+    if get("mlroute_host_secret_file"):
+        try:
+            secrets = credentials.read_secrets(get("mlroute_host_secret_file"))
+        except ValueError as e:
+            raise InputError(f"--mlroute-host-secret-file: {e}") from None
+        if not token:
+            raise InputError("--mlroute-host-secret-file needs an admin token too "
+                             "(--mlroute-token-file): hosts' credentials do not declare jobs")
+    cert, key, client_ca = get("mlroute_tls_cert"), get("mlroute_tls_key"), \
+        get("mlroute_tls_client_ca")
+    if bool(cert) != bool(key) or (client_ca and not cert):
+        raise InputError("TLS needs --mlroute-tls-cert and --mlroute-tls-key together "
+                         "(and --mlroute-tls-client-ca only with them)")
+    policy = credentials.Policy(admin_token=token, host_secrets=tuple(secrets),
+                                client_certificates=bool(client_ca),
+                                open_health=get("mlroute_rest_open_health") is not False)
+    tls = tls_context(cert, key, client_ca, native) if cert else None
+    if not policy.closed:
+        LOG.warning("mlroute: REST has no credential configured: every caller may read and "
+                    "write (fine on the loopback for a demo; see docs/howto/security.md)")
+    elif not policy.per_host:
+        LOG.warning("mlroute: REST has one admin token and no host credentials: every "
+                    "agent must hold the admin token (--mlroute-host-secret-file)")
+    if tls is None:
+        LOG.info("mlroute: REST is plain HTTP (--mlroute-tls-cert for HTTPS)")
+    return policy, tls
 
 
 def _linger_close(conn) -> None:
@@ -93,9 +138,12 @@ def _linger_close(conn) -> None:
 
 class RestServer:
     def __init__(self, service, host: str, port: int, token: str | None = None,
-                 hub: Hub = THREADS, native: bool = False):
+                 hub: Hub = THREADS, native: bool = False,
+                 policy: credentials.Policy | None = None, tls=None):
         self.service = service
-        self.token = token
+        self.policy = policy or credentials.Policy(admin_token=token)
+        self.tls = tls  # an ssl.SSLContext (server side), or None: plain HTTP
+        self.refusals: dict[str, dict] = {}  # host named -> its last refusal and a count
         self.hub = hub
         self._stop = False
         self.native = native
@@ -112,7 +160,7 @@ class RestServer:
         self.sock.settimeout(0.5)  # the accept loop looks at the stop flag twice a second
         self.port = self.sock.getsockname()[1]
         self.front = Front(self.sock, self.fast, self._handoff, self._capacity, IDLE_TIMEOUT,
-                           self.log_exception) if native else None
+                           self.log_exception, hand_all=tls is not None) if native else None
 
     def serve(self) -> None:
         """Accept connections until ``stop``, each served by a thread of the hub (``native``:
@@ -163,10 +211,37 @@ class RestServer:
         return fn(*args) if self.bridge is None else self.bridge.call(fn, *args)
 
     def fast(self, method: str, path: str) -> tuple[int, bytes] | None:
-        """A published answer (``native`` only), None when the request needs the service."""
+        """A published answer (``native`` only), None when the request needs the service or a
+        credential (the full handler checks it)."""
         if self.published is None or method != "GET":
             return None
+        route, params = api.route(method, path)
+        if credentials.decide(self.policy, credentials.ANONYMOUS, method, route, params):
+            return None
         return self.published.answer(path)
+
+    def refuse_reason(self, method: str, route: str | None, params: dict,
+                      authorization: str | None, conn) -> tuple[int, str] | None:
+        """None when the request may go on, else (401 or 403, why), counted per host named
+        in its path (a host whose agent holds a wrong credential shows in /v1/ready)."""
+        return self.authorise(method, route, params, authorization, conn)[0]
+
+    def authorise(self, method: str, route: str | None, params: dict,
+                  authorization: str | None, conn):
+        """(``refuse_reason``'s answer, the request's principal or None)."""
+        if not self.policy.closed:
+            return None, None
+        principal = credentials.who(authorization, _cert_host(conn), self.policy.host_secrets,
+                                    self.policy.admin_token)
+        refused = credentials.decide(self.policy, principal, method, route, params)
+        if refused is not None and params.get("host"):
+            host = str(params["host"])[:credentials.MAX_HOST_NAME]
+            seen = self.refusals.pop(host, {"count": 0})
+            self.refusals[host] = {"status": refused[0], "error": refused[1],
+                                   "count": seen["count"] + 1, "at": time.time()}
+            while len(self.refusals) > REFUSALS_KEPT:
+                self.refusals.pop(next(iter(self.refusals)))
+        return refused, principal
 
     def log_exception(self, fmt: str, *args) -> None:
         """LOG.exception, from a native thread through the hub (logging's locks are green
@@ -196,7 +271,11 @@ class RestServer:
                     close: bool = False) -> None:
         """Serve ``conn`` to its end: send what the front left ``pending`` of an answer, then
         (unless ``close``) read requests, ``buffered`` first."""
+        raw = conn
         try:
+            if self.tls is not None:
+                conn.settimeout(HANDSHAKE_S)
+                conn = self.tls.wrap_socket(conn, server_side=True)
             conn.settimeout(IDLE_TIMEOUT)
             if pending:
                 conn.sendall(pending)
@@ -208,14 +287,42 @@ class RestServer:
             self.log_exception("mlroute: REST connection from %s failed", addr)
         finally:
             _linger_close(conn)
-            self._open.discard(conn)
+            self._open.discard(raw)
 
-    def authorised(self, method: str, header: str | None) -> bool:
-        if not self.token or method in ("GET", "HEAD"):
-            return True
-        # headers arrive decoded as latin-1: back to their bytes, compared with the token's
-        got = (header or "").encode("latin-1", "replace")
-        return hmac.compare_digest(got, f"Bearer {self.token}".encode())
+
+def _cert_host(conn) -> str | None:
+    """The host a verified client certificate names (its subject's common name), if any."""
+    getpeercert = getattr(conn, "getpeercert", None)
+    if getpeercert is None:
+        return None
+    try:
+        cert = getpeercert()
+    except ValueError:  # no handshake done
+        return None
+    for rdn in (cert or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return value
+    return None
+
+
+def tls_context(cert_file: str, key_file: str, client_ca: str | None = None,
+                native: bool = False):
+    """The server's TLS context: its certificate and key; with ``client_ca``, clients may
+    present a certificate signed by it (its common name is the host it speaks for), checked
+    when given. ``native``: the unpatched ``ssl`` (the front's threads are OS threads)."""
+    ssl = original("ssl") if native else __import__("ssl")
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(cert_file, key_file)
+        if client_ca:
+            ctx.load_verify_locations(client_ca)
+            ctx.verify_mode = ssl.CERT_OPTIONAL
+    except (OSError, ssl.SSLError) as e:
+        raise InputError(f"TLS: cannot load {cert_file}, {key_file}"
+                         f"{', ' + client_ca if client_ca else ''}: {e}") from None
+    return ctx
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -281,6 +388,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 if self.command not in ("GET", "HEAD"):
                     self._send(405, {"error": f"method {self.command} not allowed on {path} "
                                               "(allowed: GET, HEAD)"}, {"Allow": "GET, HEAD"})
+                elif path == "/metrics" and (refused := self.rest.refuse_reason(
+                        self.command, "metrics", {}, self.headers.get("Authorization"),
+                        self.connection)):
+                    self._send(refused[0], {"error": refused[1]})
                 elif path == "/metrics":
                     body, kind = self.rest.on_hub(exposition, self.rest.service)
                     self._send(200, body, {"Content-Type": kind})
@@ -315,11 +426,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(405, {"error": f"method {self.command} not allowed on {path} (allowed: "
                                       f"{', '.join(allowed)})"}, {"Allow": ", ".join(allowed)})
             return
-        if not self.rest.authorised(self.command, self.headers.get("Authorization")):
+        route, params = api.route(self.command, path)
+        authorization = self.headers.get("Authorization")
+        refused, principal = self.rest.authorise(self.command, route, params, authorization,
+                                                 self.connection)
+        if refused is not None:
             self.close_connection = True  # the body is left unread
-            self._send(401, {"error": "this controller needs 'Authorization: Bearer <token>' "
-                                      "for writing requests (--mlroute-token, "
-                                      "--mlroute-token-file or MLROUTE_TOKEN)"})
+            self._send(refused[0], {"error": refused[1]},
+                       {"WWW-Authenticate": "Bearer"} if refused[0] == 401 else None)
             return
         body = self._read_body()
         if body is None:
@@ -330,6 +444,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(fast[0], fast[1], {"Content-Type": JSON})
             return
         headers = {k.title(): v for k, v in self.headers.items()}
+        secrets = self.rest.policy.host_secrets
+        if principal is not None and principal.kind == "host" and not authorization and secrets:
+            # a host named by its certificate: a standby forwards its request to the master
+            # with the host's credential, which the master checks (a certificate is not sent)
+            headers["Authorization"] = \
+                f"Bearer {credentials.host_credential(secrets[0], principal.host)}"
         status, doc = self.rest.on_hub(api.handle, self.rest.service, self.command, path, body,
                                        headers)
         self._send(status, doc)
