@@ -3,27 +3,36 @@ framework integrations and a standby's forwarding.
 
 Standard library only (``http.client``): it also runs under the system Python next to
 ``python3-torch`` and on a Slurm controller host, where the venv's packages are not installed.
-Every call has a timeout (per blocking socket operation). Writing requests carry
-``Authorization: Bearer <token>`` when a token is given. An HTTP error answer raises
-``ControllerError`` with the status and the server's ``{"error": ...}`` message; a controller
-that cannot be reached raises ``ControllerUnreachable`` (also an ``OSError``, as the callers
-that poll a starting controller expect).
+Every call has a timeout (per blocking socket operation). Every request carries
+``Authorization: Bearer <token>`` when a token is given (the admin token, or a host agent's
+own credential: ``mlroute agent-credential HOST``). ``https://`` URLs are verified against the
+system's CAs or ``ca_file``; ``cert_file`` and ``key_file`` present a client certificate.
+An HTTP error answer raises ``ControllerError`` with the status and the server's
+``{"error": ...}`` message; a controller that cannot be reached raises
+``ControllerUnreachable`` (also an ``OSError``, as the callers that poll a starting
+controller expect).
 
     c = Client("http://127.0.0.1:8080", token="s3cret")
     c.add_job(members_job("j", ["10.0.0.1", "h1_0"], bytes_hint=4e6))
     c.delete_job("j")
 
 Several base URLs separated by commas (redundant controllers) are tried in order when one
-refuses the connection; a standby forwards writing requests to the master itself.
+refuses the connection; a standby forwards writing requests to the master itself. A URL that
+did not answer (refused, or connected and silent until the timeout) goes last for the next
+``SUSPECT_S`` seconds, so a frozen controller costs one timeout, not one per request; a read
+(GET) it did not answer is asked of the next URL at once.
 """
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import ssl
+import time
 import urllib.parse
 
 DEFAULT_TIMEOUT = 30.0
+SUSPECT_S = 30.0  # a URL that did not answer is tried last for this long
 WRITE_METHODS = ("POST", "PUT", "DELETE", "PATCH")
 
 
@@ -64,6 +73,20 @@ def read_token(token: str | None = None, token_file: str | None = None,
             raise ValueError(f"token file {path} is empty")
         return text
     return env.get("MLROUTE_TOKEN") or None
+
+
+def tls_context(ca_file: str | None = None, cert_file: str | None = None,
+                key_file: str | None = None) -> ssl.SSLContext:
+    """A client's TLS context: the server verified against ``ca_file`` (else the system's
+    CAs) and its name; ``cert_file`` (and ``key_file``) presented as a client certificate.
+    Raises ValueError naming a file that cannot be loaded."""
+    try:
+        ctx = ssl.create_default_context(cafile=ca_file)
+        if cert_file:
+            ctx.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"TLS: cannot load {ca_file or ''} {cert_file or ''}: {e}") from None
+    return ctx
 
 
 def members_job(job_id: str, members: list[str], bytes_hint: float | None = None,
@@ -109,7 +132,9 @@ def _decode(status: int, content_type: str, raw: bytes):
 class Client:
     """A client of one controller (or of redundant ones, comma-separated URLs)."""
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = DEFAULT_TIMEOUT):
+    def __init__(self, url: str, token: str | None = None, timeout: float = DEFAULT_TIMEOUT,
+                 ca_file: str | None = None, cert_file: str | None = None,
+                 key_file: str | None = None):
         urls = [u.strip() for u in str(url).split(",") if u.strip()]
         if not urls:
             raise ValueError("no controller URL given")
@@ -119,6 +144,15 @@ class Client:
         self.timeout = float(timeout)
         if not self.timeout > 0:
             raise ValueError(f"timeout must be positive, not {timeout!r}")
+        self.suspect: dict[tuple, float] = {}  # base -> monotonic time until it goes last
+        self.tls = None
+        if any(b[0] == "https" for b in self.bases) or ca_file or cert_file:
+            self.tls = tls_context(ca_file, cert_file, key_file)
+
+    def _order(self) -> list[tuple]:
+        """The bases, those that did not answer lately last (each group in given order)."""
+        now = time.monotonic()
+        return sorted(self.bases, key=lambda b: self.suspect.get(b, 0.0) > now)
 
     # ---- the transport -------------------------------------------------------------------
     def request(self, method: str, path: str, doc=None, body: bytes | None = None,
@@ -132,20 +166,26 @@ class Client:
         out = {"Accept": "application/json, text/plain"}
         if body is not None:
             out["Content-Type"] = "application/json"
-        if self.token and method.upper() in WRITE_METHODS:
+        if self.token:
             out["Authorization"] = f"Bearer {self.token}"
         out.update(headers or {})
         timeout = self.timeout if timeout is None else timeout
         path = urllib.parse.quote(path, safe="/?=&%:~+,;@!$'()*[]")  # spaces, non-ASCII
         last = None
-        for scheme, host, port, prefix in self.bases:
+        for base in self._order():
+            scheme, host, port, prefix = base
             url = f"{scheme}://{host}:{port}{prefix}{path}"
-            cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
-            conn = cls(host, port, timeout=timeout)
+            conn = (http.client.HTTPSConnection(host, port, timeout=timeout, context=self.tls)
+                    if scheme == "https" else
+                    http.client.HTTPConnection(host, port, timeout=timeout))
             try:
                 try:
                     conn.connect()
+                except ssl.SSLError as e:  # a certificate refused: the next would be too
+                    raise ControllerUnreachable(f"TLS: {_reason(e)}", None, method,
+                                                url) from None
                 except OSError as e:  # refused, unresolved: nothing was sent, try the next
+                    self.suspect[base] = time.monotonic() + SUSPECT_S
                     last = ControllerUnreachable(f"controller unreachable ({_reason(e)})",
                                                  None, method, url)
                     continue
@@ -154,8 +194,13 @@ class Client:
                     resp = conn.getresponse()
                     raw = resp.read()
                 except (OSError, http.client.HTTPException) as e:
-                    raise ControllerUnreachable(f"no answer from the controller ({_reason(e)})",
-                                                None, method, url) from None
+                    self.suspect[base] = time.monotonic() + SUSPECT_S
+                    last = ControllerUnreachable(f"no answer from the controller "
+                                                 f"({_reason(e)})", None, method, url)
+                    if method.upper() in WRITE_METHODS:  # it may have been done: not twice
+                        raise last from None
+                    continue
+                self.suspect.pop(base, None)
                 return resp.status, _decode(resp.status, resp.getheader("Content-Type", ""),
                                             raw)
             finally:

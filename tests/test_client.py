@@ -57,8 +57,8 @@ def test_every_endpoint_method_and_path(fake):
     from controller.service import api
     templated = {(m, p.replace("j%2F1%20x", "{id}").replace("h0_0", "{host}")) for m, p in seen}
     assert set(api.routes()) <= templated
-    for r in fake.requests:  # the token goes with writes only
-        assert (r["headers"].get("Authorization") == "Bearer tok") == (r["method"] != "GET")
+    for r in fake.requests:  # the credential goes with every request: reads need it too
+        assert r["headers"].get("Authorization") == "Bearer tok"
     assert fake.requests[0]["body"] == job
     assert fake.requests[0]["headers"]["Content-Type"] == "application/json"
 
