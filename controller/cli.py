@@ -30,7 +30,7 @@ import json
 import os
 import sys
 
-from controller import __version__, advisecli, srv6cli
+from controller import __version__, advisecli, credentialcli, srv6cli
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
 from controller.jobtext import job_text
@@ -273,6 +273,9 @@ def add_job_commands(sub) -> None:
     common.add_argument("--token", help="write token (default: $MLROUTE_TOKEN)")
     common.add_argument("--token-file", help="file whose first line is the write token "
                                              "(default: $MLROUTE_TOKEN_FILE)")
+    common.add_argument("--ca-file", default=os.environ.get("MLROUTE_CA_FILE"),
+                        help="PEM CA that signed the controller's certificate (https:// URLs; "
+                             "default $MLROUTE_CA_FILE, else the system's CAs)")
     common.add_argument("--timeout", type=float, default=60.0, help="seconds per request")
     common.add_argument("--json", action="store_true", help="print the controller's JSON answer")
 
@@ -360,7 +363,7 @@ def run_job_command(args) -> int:
         if args.token and args.token_file:
             raise InputError("give --token or --token-file, not both")
         client = Client(args.url, token=read_token(args.token, args.token_file),
-                        timeout=args.timeout)
+                        timeout=args.timeout, ca_file=args.ca_file)
         if args.job_cmd == "add":
             for doc in job_documents(args):
                 view = client.add_job(doc)
@@ -412,6 +415,7 @@ COMMANDS = {  # name: (one line for the command list, its description)
             "The client side of a running controller's /v1/jobs."),
     "advise": (advisecli.LINE, advisecli.DESCRIPTION),
     "srv6-config": (srv6cli.LINE, srv6cli.DESCRIPTION),
+    "agent-credential": (credentialcli.LINE, credentialcli.DESCRIPTION),
 }
 
 
@@ -507,8 +511,9 @@ def parser() -> argparse.ArgumentParser:
         prog="mlroute", formatter_class=HelpFormatter,
         description="mlroute's command line (also run as python -m controller): plan "
                     "offline, with no controller and no switch (fabric, plan, compare), "
-                    "manage the jobs of a running controller (job) and write routers' static "
-                    "SRv6 configuration (srv6-config). The controller itself: "
+                    "manage the jobs of a running controller (job), write routers' static "
+                    "SRv6 configuration (srv6-config) and issue host agents' credentials "
+                    "(agent-credential). The controller itself: "
                     "mlroute-controller; a host's agent in srv6 mode: mlroute-agent.",
         epilog="mlroute COMMAND --help shows a command's options and defaults.")
     ap.add_argument("--version", action="version", version=f"mlroute {__version__}")
@@ -518,6 +523,7 @@ def parser() -> argparse.ArgumentParser:
     advisecli.add_command(sub, *COMMANDS["advise"])
     add_job_commands(sub)
     srv6cli.add_command(sub, *COMMANDS["srv6-config"])
+    credentialcli.add_command(sub, *COMMANDS["agent-credential"])
     return ap
 
 
@@ -528,6 +534,9 @@ def main(argv=None) -> int:
     try:
         if args.cmd == "srv6-config":
             print(srv6cli.run(args))
+            return 0
+        if args.cmd == "agent-credential":
+            print(credentialcli.run(args))
             return 0
         if args.cmd == "fabric":
             fabric = make_fabric(args)
