@@ -66,7 +66,42 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     if "max_parts" in job.options and algorithm != "split":
         raise InputError(f"job {job.id}: max_parts needs algorithm 'split' (got {algorithm!r}): "
                          "the other planners do not split flows")
+    check_steered_apart(job, mode, running)
     return algorithm, mode
+
+
+def check_steered_apart(job: Job, mode: str, running: dict) -> None:
+    """A host steers its srv6 flows by what the packets carry (destination, protocol and
+    ports: ``agent/steering.py``), so two jobs' flows with one five-tuple would be planned
+    apart and steered together on one list. Such a job is refused (409) naming the flow and
+    the running job; distinct ports tell the flows apart.
+
+    >>> from controller.model.jobs import Flow, Job
+    >>> a = JobRecord(Job("a", explicit=[Flow("a", "h0", "h1", 1e6)]), 1, "auto", "srv6", 0.0)
+    >>> check_steered_apart(Job("b", explicit=[Flow("b", "h0", "h1", 1e6)]), "srv6",
+    ...                     {"a": a})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    controller.errors.ConflictError: job b: flow h0 -> h1 (tcp, ports 0 -> 0) is also job a's: ...
+    >>> check_steered_apart(Job("b", explicit=[Flow("b", "h0", "h1", 1e6, dport=4000)]),
+    ...                     "srv6", {"a": a})
+    """
+    if not mode_of(mode).segments:
+        return
+    taken: dict = {}
+    for r in running.values():
+        if mode_of(r.mode).segments:
+            for f in r.job.flows():
+                taken.setdefault(f.five_tuple(), r.job.id)
+    for f in job.flows():
+        other = taken.get(f.five_tuple())
+        if other is not None:
+            proto = {6: "tcp", 17: "udp"}.get(f.proto, f.proto)
+            raise ConflictError(
+                f"job {job.id}: flow {f.src} -> {f.dst} ({proto}, ports {f.sport} -> "
+                f"{f.dport}) is also job {other}'s: in srv6 mode a host steers by "
+                "destination, protocol and ports, so both would take one path; give the "
+                f"flows distinct ports (sport or dport), or delete job {other} first")
 
 
 def check_on_fabric(fabric: Clos, job_id: str, algorithm: str, mode: str) -> None:

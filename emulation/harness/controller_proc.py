@@ -72,9 +72,11 @@ class ControllerProcess:
     def __init__(self, fabric_path: str, log_path: str, algorithm: str = "greedy",
                  mode: str = "flow", rest_port: int = 8080, of_port: int = 6653,
                  extra_args: list[str] | None = None, token: str | None = None,
-                 rest_host: str = "127.0.0.1"):
+                 rest_host: str = "127.0.0.1", ca_file: str | None = None):
         """``fabric_path`` None: no declared fabric (the controller discovers it). ``token``:
-        the controller's --mlroute-token, sent by ``rest`` on writing requests."""
+        the controller's --mlroute-token (or the admin token of a token file in
+        ``extra_args``), sent by ``rest``. ``ca_file``: the controller serves HTTPS (its
+        --mlroute-tls-* options in ``extra_args``), checked against this CA."""
         fabric = ["--mlroute-fabric", fabric_path] if fabric_path else []
         options = [*fabric, "--mlroute-algorithm", algorithm,
                    "--mlroute-mode", mode, "--wsapi-port", str(rest_port),
@@ -88,6 +90,7 @@ class ControllerProcess:
         else:  # os-ken 4: the project's own launcher, in process
             self.args = [sys.executable, "-m", "controller.shell.osken_main", *options]
         self.token = token
+        self.ca_file = ca_file
         self.log_path = log_path
         self.rest_port, self.of_port, self.rest_host = rest_port, of_port, rest_host
         self.proc: subprocess.Popen | None = None
@@ -95,7 +98,7 @@ class ControllerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{self.rest_host}:{self.rest_port}"
+        return f"{'https' if self.ca_file else 'http'}://{self.rest_host}:{self.rest_port}"
 
     def start(self, timeout: float = 30.0) -> ControllerProcess:
         """Launch the controller and return once its REST API answers."""
@@ -153,8 +156,8 @@ class ControllerProcess:
 
     @property
     def client(self) -> Client:
-        """The REST client of this controller (its token on writing requests)."""
-        return Client(self.url, token=self.token, timeout=60.0)
+        """The REST client of this controller (its token on every request)."""
+        return Client(self.url, token=self.token, timeout=60.0, ca_file=self.ca_file)
 
     def rest(self, method: str, path: str, doc=None, timeout: float = 60.0) -> tuple[int, dict]:
         """(status, answer) of one request, whatever the status; OSError (the client's

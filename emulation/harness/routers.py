@@ -48,11 +48,13 @@ class RouterSession:
 
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
                  bw: float = 0.0, probes: bool = True, controller: int | None = None,
-                 sflow: int = 0, traffic: bool = True):
+                 sflow: int = 0, traffic: bool = True, secure: bool = False):
         """``controller``: the REST port of a controller started elsewhere (on the management
         address, ``--wsapi-host 172.30.255.254``), or a list of them (redundant controllers:
         the agents get every URL); None starts one here. External controllers may start after
-        the session: the address exists once the network is up, and the agents retry."""
+        the session: the address exists once the network is up, and the agents retry.
+        ``secure``: the controller serves HTTPS with an admin token and host secrets
+        (``pki.make_pki`` in ``folder/pki``), each agent holds its own host's credential."""
         self.fabric, self.folder = fabric, folder
         self.algorithm = algorithm
         self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
@@ -62,6 +64,8 @@ class RouterSession:
         self.sflow = sflow  # every router samples 1 in sflow packets into the controller (pmacctd)
         self.traffic = traffic  # the agents report their flows' bytes (--no-traffic when False)
         self.external = controller
+        self.secure = secure
+        self.pki: dict = {}
         self.net = self.ctl = None
         self.url = ""
         self.procs: list[subprocess.Popen] = []
@@ -112,10 +116,23 @@ class RouterSession:
             self.url = ",".join(f"http://{CONTROLLER_IP}:{p}" for p in ports)
         else:  # the REST API on the management network (topologies/routers.py), where the
             rest, of = free_ports(2)  # hosts' agents reach it
+            security, token = [], None
+            if self.secure:
+                from emulation.harness.pki import make_pki
+                self.pki = make_pki(os.path.join(self.folder, "pki"), CONTROLLER_IP,
+                                    credential_hosts=self.agent_hosts)
+                security = ["--mlroute-token-file", self.pki["token"],
+                            "--mlroute-host-secret-file", self.pki["secrets"],
+                            "--mlroute-tls-cert", self.pki["cert"],
+                            "--mlroute-tls-key", self.pki["key"]]
+                with open(self.pki["token"]) as fh:
+                    token = fh.read().strip()
             self.ctl = ControllerProcess(path, os.path.join(self.folder, "controller.log"),
                                          self.algorithm, "srv6", rest, of,
-                                         ["--mlroute-southbound", "none", *sflow],
-                                         rest_host=CONTROLLER_IP)
+                                         ["--mlroute-southbound", "none", *sflow, *security],
+                                         token=None, rest_host=CONTROLLER_IP,
+                                         ca_file=self.pki.get("ca"))
+            self.ctl.token = token  # from its file: not on the controller's command line
             self.ctl.start()
             self.url = self.ctl.url
         for h in self.agent_hosts:
@@ -127,11 +144,17 @@ class RouterSession:
                                   "--host", host, "--lock",
                                   os.path.join(self.folder, f"agent-{host}.lock"),
                                   "--ports-file", self.ports_file(host),
+                                  *(["--credential-file", self.credential_file(host),
+                                     "--ca-file", self.pki["ca"]] if self.pki else []),
                                   *([] if self.probes else ["--no-probes"]),
                                   *([] if self.traffic else ["--no-traffic"])],
                                  stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
+
+    def credential_file(self, host: str) -> str:
+        """The host's own credential (``secure``), as ``mlroute agent-credential`` writes it."""
+        return os.path.join(self.folder, "pki", f"{host}.credential")
 
     def ports_file(self, host: str) -> str:
         """Where the host's agent writes host mode's source ports (``--ports-file``)."""

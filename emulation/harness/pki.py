@@ -1,0 +1,44 @@
+"""A throwaway PKI for tests and emulations (the ``openssl`` command line, as the security
+page shows it): a CA, the controller's certificate for its address, client certificates
+named by host, the admin token, the host secret and each host's credential, in one folder.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+
+from controller.service.credentials import host_credential
+
+EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+
+
+def _openssl(folder: str, *args) -> None:
+    subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True, timeout=60)
+
+
+def make_pki(folder: str, server_ip: str, client_hosts=(), credential_hosts=()) -> dict:
+    """Files under ``folder``: ``ca.pem``, ``server.pem``/``server.key`` (its subject
+    alternative name ``server_ip``), ``HOST.pem``/``HOST.key`` per client host, ``admin.token``,
+    ``host.secrets`` and ``HOST.credential`` per credential host. Returns their paths."""
+    os.makedirs(folder, exist_ok=True)
+    _openssl(folder, "req", "-x509", *EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+             "-subj", "/CN=mlroute test CA")
+    with open(os.path.join(folder, "server.ext"), "w") as fh:
+        fh.write(f"subjectAltName=IP:{server_ip}\n")
+    for name in ("server", *client_hosts):
+        _openssl(folder, "req", *EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj",
+                 f"/CN={server_ip if name == 'server' else name}")
+        _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey",
+                 "ca.key", "-CAcreateserial", "-out", f"{name}.pem", "-days", "2",
+                 *(["-extfile", "server.ext"] if name == "server" else []))
+    secret = os.urandom(24).hex()
+    out = {"ca": "ca.pem", "cert": "server.pem", "key": "server.key",
+           "token": "admin.token", "secrets": "host.secrets"}
+    files = {"admin.token": os.urandom(16).hex(), "host.secrets": secret}
+    for h in credential_hosts:
+        files[f"{h}.credential"] = host_credential(secret.encode(), h)
+    for name, text in files.items():
+        fd = os.open(os.path.join(folder, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text + "\n")
+    return {k: os.path.join(folder, v) for k, v in out.items()}
