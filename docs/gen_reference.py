@@ -115,33 +115,42 @@ def planners_section() -> str:
 
 
 def rest_page() -> str:
-    from controller.service import api
+    from controller.service import api, credentials
     doc = api.openapi()
     out = [NOTE.format(src="controller/service/api.py (routes) and "
                        "controller/service/openapi.json"),
            "# REST API\n\n",
            f"{doc['info'].get('description', '')}\n\n",
-           "JSON under `/v1`; errors are `{\"error\": \"...\"}` with 400, 401, 404, 405 (with "
-           "`Allow`), 409, 413, 503 or 504; 202 with redundant controllers. Reads are open; "
-           "with a write token, `PUT`, `POST` and `DELETE` need `Authorization: Bearer T`. "
+           "JSON under `/v1`; errors are `{\"error\": \"...\"}` with 400, 401, 403, 404, 405 "
+           "(with `Allow`), 409, 413, 503 or 504; 202 with redundant controllers. With no "
+           "credential configured every caller may do everything; once one is (an admin "
+           "token, host secrets or client certificates), every request needs "
+           "`Authorization: Bearer <credential>` or a client certificate, and the column "
+           "*who* says whose (`controller/service/credentials.py`; "
+           "[securing a deployment](../howto/security.md)). A refusal is a 401 (no or a "
+           "wrong credential) or a 403 (a credential that may not do this). "
            "The full schema is served at `GET /v1/openapi.json`.\n\n",
-           "| request | what | answers |\n|---|---|---|\n"]
+           "| request | what | who | answers |\n|---|---|---|---|\n"]
     paths = {p: {m: op for m, op in ops.items() if m in METHODS}
              for p, ops in doc["paths"].items()}
     served = api.routes()
     for method, path in served:
         op = paths.get(path, {}).get(method.lower(), {})
         codes = ", ".join(sorted(op.get("responses", {})))
-        out.append(f"| `{method} {path}` | {_cell(op.get('summary', ''))} | {codes} |\n")
+        who = credentials.authority(method, api.route(method, path)[0])
+        out.append(f"| `{method} {path}` | {_cell(op.get('summary', ''))} | {who} | "
+                   f"{codes} |\n")
     extra = [(m.upper(), p) for p, ops in paths.items() for m in ops
              if (m.upper(), p) not in served]
     for method, path in extra:
         op = paths[path][method.lower()]
         codes = ", ".join(sorted(op.get("responses", {})))
+        who = credentials.authority(method, "metrics" if path == "/metrics" else path)
         out.append(f"| `{method} {path}` | {_cell(op.get('summary', ''))} (outside the /v1 "
-                   f"dispatcher) | {codes} |\n")
+                   f"dispatcher) | {who} | {codes} |\n")
     out.append("| `GET /` | the live web view (HTML, JavaScript and CSS of "
-               "`controller/service/web/`) | 200 |\n")
+               "`controller/service/web/`) | anyone (the page's reads need the "
+               "credentials' rules) | 200 |\n")
     out.append("\n## Requests and answers\n\n")
     for path, ops in paths.items():
         for method, op in ops.items():

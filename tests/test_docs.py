@@ -458,6 +458,25 @@ def srv6_config(run: Run):
     assert json.loads((run.cwd / "srv6" / "s0.json").read_text())["SRV6_MY_SIDS"]
 
 
+def security_credentials(run: Run):
+    from controller.service.credentials import host_credential, read_secrets
+    run.says("one file per host of the fabric, `h0_0.credential` to `h1_1.credential`, "
+             "readable by its owner only", "A credential is `mlh1.<MAC>.<host>`")
+    names = ["h0_0.credential", "h0_1.credential", "h1_0.credential", "h1_1.credential"]
+    assert run.out.split()[-4:] == names  # what ls prints, after the two summary lines
+    secret = read_secrets(str(run.cwd / "host.secrets"))[0]
+    for name in names:
+        path = run.cwd / "credentials" / name
+        assert path.stat().st_mode & 0o077 == 0
+        assert path.read_text().strip() == host_credential(secret, name.split(".")[0])
+    assert (run.cwd / "admin.token").stat().st_mode & 0o077 == 0
+
+
+def security_certificate(run: Run):
+    run.says("The last command prints `controller.pem: OK`")
+    assert run.out.strip().endswith("controller.pem: OK")
+
+
 CHECKS = {
     "README.md": [readme_paper_scale],
     "docs/tutorials/first-route.md": [first_route_files, first_route_plan, first_route_demo],
@@ -471,6 +490,7 @@ CHECKS = {
     "docs/howto/emulation.md": [emulation_rings],
     "docs/reference/integrations.md": [api_job_document, api_slurm_unreachable],
     "docs/tutorials/srv6.md": [srv6_config],
+    "docs/howto/security.md": [security_credentials, security_certificate],
 }
 
 

@@ -34,7 +34,7 @@ def test_page_uses_no_external_resource():
 
 
 def test_page_reads_only_the_rest_api():
-    """The page only polls (GET): it needs no token and changes nothing."""
+    """The page only polls (GET) and changes nothing (a token, if any, it reads with)."""
     with open(os.path.join(WEB, "app.js")) as fh:
         js = fh.read()
     assert re.findall(r'getJSON\("([^"]+)"', js) == ["v1/fabric", "v1/links", "v1/jobs",
@@ -92,6 +92,37 @@ def test_served_files_and_content_types(tmp_path):
                 urllib.request.urlopen(ctl.url + path, timeout=10)
             assert e.value.code == 404, path
     finally:
+        ctl.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(300)
+def test_the_page_reads_with_the_token_of_its_fragment(tmp_path):
+    """A controller with an admin token answers the page's reads only with it (issue 72): the
+    page opened once as /#token=T draws the fabric, and the token leaves the address."""
+    from controller.model.clos import Clos
+    from emulation.harness.controller_proc import ControllerProcess
+    from emulation.harness.ports import free_ports
+    fabric = Clos.generate(2, 2, 1, 10.0, wiring=True)
+    (tmp_path / "fabric.json").write_text(json.dumps(fabric.to_dict()))
+    (tmp_path / "token").write_text("web-token-0123456789\n")
+    rest, of = free_ports(2)
+    ctl = ControllerProcess(str(tmp_path / "fabric.json"), str(tmp_path / "controller.log"),
+                            rest_port=rest, of_port=of,
+                            extra_args=["--mlroute-token-file", str(tmp_path / "token")])
+    ctl.token = "web-token-0123456789"
+    ctl.start()
+    driver = _browser()
+    try:
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(ctl.url + "/v1/fabric", timeout=10)
+        assert e.value.code == 401  # what the page gets without the token
+        driver.get(ctl.url + "/#token=web-token-0123456789")
+        _wait(driver, lambda d: len(_css(d, "g.switch")) == len(fabric.switches()),
+              "every switch")
+        assert "token" not in driver.current_url
+    finally:
+        driver.quit()
         ctl.stop()
 
 

@@ -30,8 +30,21 @@
 
   const $ = (id) => document.getElementById(id);
 
+  // A controller with credentials configured: the page reads with the token given once as
+  // the address's fragment (#token=T; a fragment is never sent to a server), kept for this
+  // tab only and taken off the address bar.
+  const TOKEN = (function () {
+    const m = /(?:^#|&)token=([^&]+)/.exec(window.location.hash);
+    if (m) {
+      sessionStorage.setItem("mlroute-token", decodeURIComponent(m[1]));
+      history.replaceState(null, "", window.location.pathname + window.location.search);
+    }
+    return sessionStorage.getItem("mlroute-token");
+  })();
+
   async function getJSON(path) {
-    const resp = await fetch(path, { cache: "no-store" });
+    const headers = TOKEN ? { Authorization: "Bearer " + TOKEN } : {};
+    const resp = await fetch(path, { cache: "no-store", headers: headers });
     let body = null;
     try {
       body = await resp.json();
