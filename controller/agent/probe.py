@@ -6,6 +6,15 @@ the probe names its path itself.
 Why ICMP to the host and not to a SID: a router's SIDs do not answer pings, and the host's
 answer proves the whole path including the decapsulation at its leaf.
 
+Why two rates (``Schedule``): a running flow's receive gap on a link failure is the time to
+notice plus the time to move, so the lists in use (the parts' lists and their backups) are
+probed every ``FAST_S`` and fail after ``FAIL_PROBES`` unanswered probes of at least
+max(``FAST_FAIL_S``, 4 round trips) ago, about 0.1 s (BFD's 3 x 30 ms); the other paths only
+feed the controller's link state, once every ``SLOW_S``. The bound: at most ``FAST_LISTS`` +
+``SLOW_PER_ROUND`` probes a round, (32 + 8) / 0.03 s = 1,333 probes a second of 76 bytes
+(about 100 kB/s) whatever the document holds; more lists in use than ``FAST_LISTS`` are
+probed in turn (each less often, and fails as much later).
+
 >>> len(echo("10.0.0.1", "10.0.1.1", 7, 1))
 36
 >>> ip_checksum(echo("10.0.0.1", "10.0.1.1", 7, 1)[:20])  # a valid IPv4 header sums to 0
@@ -22,8 +31,13 @@ import time
 from controller.enforcement.probepacket import ip_checksum  # one IP checksum
 
 IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
-FAIL_S = 0.5  # a path that worked fails when its probes of this long ago still have no
-FAIL_PROBES = 3  # answer, this many of them (a reply delayed by a queue still counts)
+FAST_S = 0.03  # between probes of the lists in use (BFD-like)
+FAST_LISTS = 32  # lists in use probed per round at most (round robin beyond)
+SLOW_S = 1.0  # between probes of every other path
+SLOW_PER_ROUND = 8  # other paths probed per round at most
+FAST_FAIL_S = 0.09  # a list in use fails when its probes of this long ago still have no
+FAIL_S = 0.5  # answer (another path: this long), FAIL_PROBES of them (a reply delayed
+FAIL_PROBES = 3  # by a queue still counts), and at least 4 smoothed round trips
 BACK_S = 1.0  # a failed path answering again for this long is used again
 ICMP_ECHO, ICMP_REPLY = 8, 0
 
@@ -72,7 +86,9 @@ class Prober:
             if not select.select([self.rx], [], [], left)[0]:
                 break
             data = self.rx.recv(2048)
-            ihl = (data[0] & 0x0F) * 4
+            ihl = (data[0] & 0x0F) * 4 if data else 0
+            if len(data) < ihl + 8 or ihl < 20:
+                continue  # not an echo reply: any host may send the raw socket anything
             kind, _code, _sum, ident, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
             if kind == ICMP_REPLY and ident == self.ident:
                 got.append(seq)
@@ -85,29 +101,66 @@ class Prober:
         return [s in heard for s in seqs]
 
 
+class Schedule:
+    """Which lists a round probes (the module text): every list in use, ``FAST_LISTS`` at most
+    (in turn beyond), and the other paths due (each once every ``SLOW_S``),
+    ``SLOW_PER_ROUND`` at most.
+
+    >>> s = Schedule()
+    >>> s.pick(["a", "b"], ["c", "d"], 0.0), s.pick(["a", "b"], ["c", "d"], 0.03)
+    (['a', 'b', 'c', 'd'], ['a', 'b'])
+    >>> s.pick(["a"], ["c", "d"], 1.0)
+    ['a', 'c', 'd']
+    """
+
+    def __init__(self, fast: int = FAST_LISTS, slow: int = SLOW_PER_ROUND):
+        self.fast, self.slow = fast, slow
+        self.turn = 0  # where the next round starts among the lists in use
+        self.due: dict = {}  # other path -> when it is probed next
+
+    def pick(self, in_use: list, others: list, now: float) -> list:
+        if len(in_use) > self.fast:
+            start = self.turn % len(in_use)
+            fast = (in_use[start:] + in_use[:start])[:self.fast]
+            self.turn = start + self.fast
+        else:
+            fast = list(in_use)
+        taken = set(in_use)
+        self.due = {p: self.due.get(p, now) for p in others if p not in taken}  # forget the rest
+        slow = [p for p, at in self.due.items() if at <= now][:self.slow]
+        for p in slow:
+            self.due[p] = now + SLOW_S
+        return fast + slow
+
+
 class PathHealth:
-    """Per segment list: when it last answered, the probes sent since, and since when it
-    answers again. A list fails when ``FAIL_PROBES`` probes went unanswered and the oldest
-    of them left ``FAIL_S`` ago (a late reply still counts: a queue under load delays it);
-    a list probed seldom fails as slowly as it is probed. A list that never answered is
-    unknown (neighbours still resolving at start): only a list that worked can fail.
+    """Per segment list: when it last answered, how many probes went unanswered since and
+    when the oldest of them left (not a list of them: a dead list costs no more memory the
+    longer it is dead), and since when it answers again. A list fails when ``FAIL_PROBES``
+    probes went unanswered and the oldest of them left ``fail_s`` ago, and 4 smoothed round
+    trips (a late reply still counts: a queue under load delays it); a list probed seldom
+    fails as slowly as it is probed. A list that never answered is unknown (neighbours still
+    resolving at start): only a list that worked can fail.
 
     >>> h = PathHealth(); h.sent(("a",), 0.0); h.known(("a",))
     False
     >>> h.answered(("a",), 0.1)
     >>> for t in (0.2, 0.3, 0.4): h.sent(("a",), t)
-    >>> h.ok(("a",), 0.6), h.ok(("a",), 0.8)
-    (True, False)
+    >>> h.ok(("a",), 0.6), h.ok(("a",), 0.8), h.ok(("a",), 0.6, fail_s=FAST_FAIL_S)  # in use
+    (True, False, False)
+    >>> h.forget(set()); h.known(("a",)), h.unanswered
+    (False, {})
     """
 
     def __init__(self):
         self.last_ok: dict[tuple, float] = {}
-        self.pending: dict[tuple, list[float]] = {}  # send times since the last answer
+        self.unanswered: dict[tuple, tuple[int, float]] = {}  # (count, oldest send time)
         self.ok_since: dict[tuple, float] = {}
         self.srtt = 0.0  # smoothed round trip of every answer: queues stretch the wait
 
     def sent(self, sids: tuple, now: float) -> None:
-        self.pending.setdefault(sids, []).append(now)
+        count, oldest = self.unanswered.get(sids, (0, now))
+        self.unanswered[sids] = (count + 1, oldest)
         if not self.ok(sids, now):
             self.ok_since.pop(sids, None)
 
@@ -116,16 +169,21 @@ class PathHealth:
         if sids not in self.ok_since:
             self.ok_since[sids] = now
         self.last_ok[sids] = now
-        self.pending[sids] = []
+        self.unanswered.pop(sids, None)
 
     def known(self, sids: tuple) -> bool:
         return sids in self.last_ok
 
-    def ok(self, sids: tuple, now: float) -> bool:
-        waiting = self.pending.get(sids, [])
-        wait = max(FAIL_S, 4 * self.srtt)  # a loaded queue answers late, not never
-        return sids in self.last_ok and not (len(waiting) >= FAIL_PROBES
-                                             and now - waiting[0] > wait)
+    def ok(self, sids: tuple, now: float, fail_s: float = FAIL_S) -> bool:
+        count, oldest = self.unanswered.get(sids, (0, now))
+        wait = max(fail_s, 4 * self.srtt)  # a loaded queue answers late, not never
+        return sids in self.last_ok and not (count >= FAIL_PROBES and now - oldest > wait)
 
-    def back(self, sids: tuple, now: float) -> bool:
-        return self.ok(sids, now) and now - self.ok_since.get(sids, now) >= BACK_S
+    def back(self, sids: tuple, now: float, fail_s: float = FAIL_S) -> bool:
+        return self.ok(sids, now, fail_s) and now - self.ok_since.get(sids, now) >= BACK_S
+
+    def forget(self, keep: set) -> None:
+        """Drop every list not in ``keep`` (no longer probed)."""
+        for d in (self.last_ok, self.unanswered, self.ok_since):
+            for sids in [x for x in d if x not in keep]:
+                del d[sids]
