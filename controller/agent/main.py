@@ -2,25 +2,39 @@
 installs their SRv6 segment lists as policy rules and encapsulation routes (srv6 mode), or
 learns the source ports of its host-mode flows from the routers' answers (host mode).
 
-    mlroute-agent --url http://ctl:8080 --host h0_0 [--dev h0_0-eth0]
+    mlroute-agent --url https://ctl:8080 --host h0_0 --credential-file /etc/mlroute/agent.credential
 
 * a watch, not a poll: ``GET /v1/hosts/{host}/segments`` with ``Prefer: wait=25`` and
   ``If-None-Match`` returns as soon as the controller's state changes;
-* one ``ip -batch`` per change, make before break (``steering.batch``); at start it reads
-  the rules and tables it owns from the kernel (``ip -j``), so a restarted agent reconciles
-  and duplicates nothing;
-* a document it cannot apply is refused with a message naming the flow, and its rules stay;
+* no document can turn it against its host: every field is checked and typed before
+  anything is built (``steering.read``: SIDs inside the document's uSID block, addresses,
+  ports and protocols bounded, at most ``steering.MAX_PARTS`` parts, the device its own
+  ``--dev``, documents of at most ``MAX_DOCUMENT_BYTES``), and only lines of the agent's own
+  forms reach ``ip -batch``;
+* a document that fails a check is refused as a whole: its rules stay as they were, a
+  WARNING names the flow and the field, the watch asks again after a back-off (0.5 s doubling
+  to 10 s), and its next probe report tells the controller (``"refused": {"version",
+  "error"}``; ``"refused": null`` once a document is taken again). Two flows with one match
+  and different lists: a WARNING, the first steers it;
+* one ``ip -batch`` per change, make before break (``steering.batch``); a batch the kernel
+  refuses half way is rolled back to what was installed before, read back from the kernel;
+  at start it reads every rule and table it owns (``ip -j``; tables without a rule too), so
+  a restarted agent reconciles and duplicates nothing;
 * the controller unreachable: the rules stay, retried with back-off (0.5 s doubling to 10 s);
-* a second agent on the host refuses to start (a lock file per host);
-* it probes every path it may use (``probe.py``): its parts' paths every 0.1 s, every
-  path to their destinations every second; a part whose path fails (``probe.PathHealth``:
-  three probes unanswered for max(0.5 s, 4 round trips)) moves at once to the backup list
-  the controller gave (one atomic route replace), and back once it answers again for a
-  second; the results go to the controller (``POST /v1/hosts/{host}/probes``: its link
-  state on fabrics without OpenFlow);
+* a second agent on the host refuses to start (a lock file per host; the running agent's
+  pid stays in it);
+* it probes the paths it may use (``probe.py``): the lists in use (its parts' lists and their
+  backups) every 30 ms, every other path to their destinations once a second, at most 1,333
+  probes a second; a part whose list fails (``probe.PathHealth``: three probes unanswered for
+  max(90 ms, 4 round trips)) moves at once to the backup list the controller gave (one
+  atomic route replace; the routes' ``rto_min`` of 50 ms lets TCP resend soon after), and
+  back once it answers again for a second; the results go to the controller (``POST
+  /v1/hosts/{host}/probes``: its link state on fabrics without OpenFlow);
 * every second it reports what its host sent per destination (``traffic.py``: its TCP
   connections' acknowledged bytes; ``POST /v1/hosts/{host}/traffic``): the controller
   learns members-only jobs from it where the routers export no sFlow;
+* a report the controller refuses for its credential (HTTP 401 or 403) is a WARNING once
+  per cause, saying what to check;
 * host mode on routers (the document's ``ports``): for each document version it learns a
   source port per host-mode part lacking one, whose hops the routers' ECMP hash makes the
   planned path (``portmap.py``: TTL-limited probes, the routers' ICMP answers; at most 24
@@ -30,42 +44,59 @@ learns the source ports of its host-mode flows from the routers' answers (host m
   to ``--ports-file``
   (``GET /v1/jobs/{id}/ports``'s lines: source IP, destination IP, protocol, source port,
   destination port), where the application reads the port to bind before it connects;
-* SIGTERM or Ctrl-C removes every rule and table it owns (and the ports file), then it
-  exits 0.
+* every loop (the watch, the probes, the traffic and port reports) runs supervised: one that
+  raises is logged with its traceback and started again after a back-off (0.5 s doubling to
+  5 s); one that fails ``MAX_FAILURES`` times within a minute ends the agent with exit
+  status 1, its rules kept, for its service manager to restart it
+  (``integrations/systemd/mlroute-agent.service``);
+* only SIGTERM or Ctrl-C removes every rule and table it owns (and the ports file), then it
+  exits 0; any other end keeps them (exit 1; 2 for bad options or a second agent).
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import logging
 import os
 import signal
 import sys
 import threading
 import time
+import urllib.parse
 
 from controller import __version__
 from controller.agent import hostports, portmap, steering
 from controller.agent.kernel import ip_batch, read_installed
-from controller.agent.probe import PathHealth, Prober
+from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule
 from controller.agent.traffic import SentBytes, read_tcp, report
-from controller.client import Client, ControllerError
+from controller.client import Client, ControllerError, read_token
 from controller.errors import InputError
 
 LOG = logging.getLogger("mlroute-agent")
 WAIT_S = 25.0  # each watch asks the controller to hold the answer this long
 BACKOFF = (0.5, 10.0)
-PROBE_S = 0.1  # between probes of the paths in use
-ALL_PATHS_EVERY = 10  # every other path is probed once in this many rounds
 REPORT_S = 2.0  # probe results go to the controller at least this often
 TRAFFIC_S = 1.0  # what the host sent goes to the controller this often
 PORTS_WAIT_S = 1.0  # the ports thread looks for a new document at least this often
+MAX_DOCUMENT_BYTES = 16 << 20  # a larger segments document is refused (as JSON, compact)
+SENT_KEEP_S = 5.0  # a probe unanswered this long is forgotten (its reply counts no more)
+MAX_SENT = 8192  # probes awaited at most
+RESTART_S = (0.5, 5.0)  # a failed loop starts again after this back-off (doubling)
+MAX_FAILURES = 5  # failures of one loop within FAILURE_WINDOW_S end the agent (exit 1)
+FAILURE_WINDOW_S = 60.0
+CREDENTIAL_ADVICE = ("the controller refused this host's credential: check --credential-file "
+                     "/ mlroute agent-credential {host}")
+
+
+class AgentFailed(Exception):
+    """A loop kept failing: the agent ends with its rules kept (exit 1)."""
 
 
 class Agent:
     def __init__(self, client: Client, host: str, dev: str, apply=ip_batch, read=read_installed,
                  sockets=read_tcp, ports_file: str = ""):
-        self.client, self.host, self.dev = client, host, dev
+        self.client, self.host, self.dev = client, host, steering.check_dev(dev)
         self.ports_file = ports_file  # host mode's ports for the applications ("": none)
         self.port_entries: list[dict] = []  # the document's host-mode parts
         self.routers: dict[str, str] = {}  # router address -> switch name
@@ -76,133 +107,267 @@ class Agent:
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # the watch and the probes both install
         self.steers: list = []
-        self.probes: list[dict] = []  # every path to the parts' destinations (the document's)
+        self.probes: list[steering.Probe] = []  # every path to the parts' destinations
         self.src_ip = ""
-        self.addresses: set[str] = set()  # the host's fabric addresses (traffic reports)
+        self.addresses: frozenset[str] = frozenset()  # the host's fabric addresses (traffic)
         self.failed: set[tuple] = set()  # primary lists that do not answer: backups in use
+        self.refused: dict | None = None  # the last document refused, until one is taken
+        self.told: dict | None = None  # the refusal the controller last heard of
+        self.probing = False  # a probe loop runs (it carries the refusal to the controller)
+        self.said: dict = {}  # what was last logged per cause: said once, not every round
+        self.restart_s = RESTART_S
+        self.traffic_s = TRAFFIC_S
+        self.restarts: dict[str, int] = {}  # loop name -> times started again
+        self.fatal = ""  # why the agent ends (a loop kept failing)
+        self.threads: list[threading.Thread] = []
 
+    # ---- the watch -------------------------------------------------------------------------
     def step(self, wait: float = WAIT_S) -> bool:
-        """One watch and, if the document changed, one install. True if it installed."""
-        doc = self.client.segments(self.host, self.version, wait, timeout=wait + 10)
-        if not isinstance(doc, dict):
-            raise InputError("segments document: expected a JSON object")
-        if doc.get("version") == self.version:
+        """One watch and, if the document changed, one install. True if it installed;
+        InputError if it refused the document (its rules stay as they were)."""
+        raw = self.client.segments(self.host, self.version, wait, timeout=wait + 10)
+        if isinstance(raw, dict) and raw.get("version") == self.version and self.version:
             return False
-        steers = steering.parse(doc)
+        try:
+            size = len(json.dumps(raw, separators=(",", ":")))
+            if size > MAX_DOCUMENT_BYTES:
+                raise InputError(f"segments document: {size:,} bytes, at most "
+                                 f"{MAX_DOCUMENT_BYTES:,}")
+            doc = steering.read(raw)
+        except (InputError, TypeError, ValueError, RecursionError) as e:
+            error = e if isinstance(e, InputError) else InputError(f"segments document: {e}")
+            self._refuse(raw, error)
+            raise error from None
         with self.lock:
-            self.steers, self.version = steers, doc.get("version", "")
-            self.probes = [p for p in doc.get("probes") or [] if p.get("form") == "usid"]
-            self.src_ip = doc.get("src_ip", self.src_ip)
-            self.addresses = set(doc.get("addresses") or [self.src_ip])
-            self.port_entries = list(doc.get("ports") or [])
-            self.routers = dict(doc.get("routers") or {})
+            kept = self.steers
+            self.steers = doc.steers
+            try:
+                want, lines = self._install()
+            except InputError as e:
+                self.steers = kept
+                self._refuse(raw, InputError(f"the kernel refused its rules: {e}"))
+                raise
+            self.version, self.probes, self.src_ip = doc.version, doc.probes, doc.src_ip
+            self.addresses, self.port_entries, self.routers = (doc.addresses, doc.ports,
+                                                               doc.routers)
+            self.refused = None
             self.new_document.set()
-            want, lines = self._install()
+        for note in doc.notes:
+            LOG.warning("mlroute-agent: document %s: %s", doc.version, note)
         if lines:
             LOG.info("mlroute-agent: %d flow parts steered (%d commands, version %s)",
                      len(want), len(lines), self.version)
         return True
 
+    def _refuse(self, raw, error: InputError) -> None:
+        version = raw.get("version") if isinstance(raw, dict) else None
+        version = version[:steering.MAX_VERSION] if isinstance(version, str) else ""
+        refused = {"version": version, "error": str(error)[:steering.MAX_ERROR]}
+        if refused != self.refused:
+            LOG.warning("mlroute-agent: refused the controller's document %s, kept the rules "
+                        "in force: %s", version or "(no version)", error)
+        self.refused = refused
+
+    def watch_once(self, delay: float) -> float:
+        """One ``step``, its refusal or the controller's silence handled; the next back-off."""
+        try:
+            self.step()
+            self._tell_refusal()
+            return BACKOFF[0]
+        except InputError:  # logged by ``_refuse``: the rules stay, asked again later
+            self._tell_refusal()
+        except (ControllerError, OSError, ValueError) as e:
+            LOG.warning("mlroute-agent: controller: %s; rules kept, retrying in %.1f s", e, delay)
+        self.stopping.wait(delay)
+        return min(delay * 2, BACKOFF[1])
+
+    def watch_loop(self) -> None:
+        delay = BACKOFF[0]
+        while not self.stopping.is_set():
+            delay = self.watch_once(delay)
+
+    def _tell_refusal(self) -> None:
+        """Without a probe loop, the watch itself reports a refusal (or its end)."""
+        if not self.probing and self.refused != self.told:
+            self._report([])
+
+    # ---- installing ------------------------------------------------------------------------
     def _install(self) -> tuple[dict, list[str]]:
         """The steers as wanted now (failed primaries on their backups), installed; under
-        ``lock``."""
-        want = steering.wanted(self.steers, self.have, self.dev, frozenset(self.failed))
-        lines = steering.batch(self.have, want)
+        ``lock``. A batch the kernel refuses is rolled back (``_roll_back``), InputError."""
+        if self.stopping.is_set():  # SIGTERM: ``remove_all`` has the last word
+            return self.have, []
+        before, done = self.have, []
+        current = before
         try:
-            self.apply(lines)
-        except InputError:
-            self.have = self.read()  # the kernel took part of it: start again from there
-            self.version = ""
+            for want in steering.steps(self.steers, before, self.dev, frozenset(self.failed)):
+                lines = steering.batch(current, want)
+                self.apply(lines)
+                current = want
+                done += lines
+        except InputError as e:
+            self._roll_back(before, e)
             raise
-        self.have = want
-        return want, lines
+        self.have = current
+        return current, done
 
+    def _roll_back(self, before: dict, error: InputError) -> None:
+        """Back to ``before`` exactly: from what the kernel holds now (read back), the batch
+        to ``before``; what the log says is what the kernel says afterwards."""
+        whole = {m: i for m, i in before.items() if i.route and i.rule}
+        try:
+            self.apply(steering.batch(self.read(), whole))
+            after = self.read()
+        except InputError as e:
+            LOG.error("mlroute-agent: ip -batch failed (%s), and so did its rollback (%s); "
+                      "retrying from what the kernel holds", error, e)
+            try:
+                self.have = self.read()
+            except InputError:
+                pass  # ``have`` stays: the next install replaces what differs
+            return
+        self.have = after
+        if after == whole:
+            LOG.warning("mlroute-agent: ip -batch failed (%s); rolled back to the %d parts "
+                        "installed before", error, len(whole))
+        else:
+            LOG.error("mlroute-agent: ip -batch failed (%s); its rollback left %d entries in "
+                      "the kernel for the %d parts before; retrying from there", error,
+                      len(after), len(whole))
+
+    def remove_all(self) -> None:
+        """Every rule and table the agent owns, read back from the kernel, removed (SIGTERM)."""
+        held = self.lock.acquire(timeout=30)
+        if not held:
+            LOG.warning("mlroute-agent: an install still runs after 30 s; removing anyway")
+        try:
+            self.apply(steering.batch(self.read(), {}))
+            self.have = {}
+        finally:
+            if held:
+                self.lock.release()
+        if self.ports_file and os.path.exists(self.ports_file):
+            os.unlink(self.ports_file)
+
+    # ---- probes and fail-over ----------------------------------------------------------------
     def probe_loop(self, prober) -> None:
         """Probe, fail over, report (see the module text); until ``stopping``."""
-        paths = PathHealth()
-        sent: dict[int, tuple] = {}  # sequence number -> the list it probed
-        last_report, last_state, rounds = 0.0, None, 0
+        paths, schedule = PathHealth(), Schedule()
+        sent: dict[int, tuple] = {}  # sequence number -> (the list it probed, when)
+        last_report, last_state = 0.0, None
         while not self.stopping.is_set():
             start = time.monotonic()
             with self.lock:
                 steers, probes, src = list(self.steers), list(self.probes), self.src_ip
-            lists = {}
+            dst_of = {}  # list -> a destination behind it
             for s in steers:
                 if s.encap == "encap.red":
-                    lists[s.sids] = s.match[1]
+                    dst_of[s.sids] = s.match[0]
                 if s.backup and s.backup_encap == "encap.red":
-                    lists[s.backup] = s.match[1]
-            if rounds % ALL_PATHS_EVERY == 0:
-                for p in probes:
-                    lists.setdefault(tuple(p["sids"]), p["dst_ip"])
-            rounds += 1
-            if src and lists and prober is not None:
+                    dst_of[s.backup] = s.match[0]
+            in_use = list(dst_of)
+            for p in probes:
+                dst_of.setdefault(p.sids, p.dst)
+            paths.forget(set(dst_of))
+            state = []
+            if src and dst_of:
                 prober.src = src
-                targets = list(lists)
-                for seq, sids in zip(prober.send([(x[0], lists[x]) for x in targets]), targets):
+                targets = schedule.pick(in_use, list(dict.fromkeys(p.sids for p in probes)),
+                                        start)
+                seqs = prober.send([(str(x[0]), str(dst_of[x])) for x in targets])
+                for seq, sids in zip(seqs, targets):
                     sent[seq] = (sids, start)
                     paths.sent(sids, start)
-                for seq in prober.receive(start + PROBE_S):
+                for seq in prober.receive(start + FAST_S):
                     if seq in sent:
                         sids, at = sent.pop(seq)
                         now = time.monotonic()
                         paths.answered(sids, now, now - at)
-                if len(sent) > 4096:  # replies that never came
-                    sent = dict(list(sent.items())[-1024:])
+                _forget_old(sent, start)
                 now = time.monotonic()
                 self._fail_over(steers, paths, now)
-                state = [{"path": p["path"], "ok": paths.ok(tuple(p["sids"]), now)}
-                         for p in probes if paths.known(tuple(p["sids"]))]
-                if state and (state != last_state or start - last_report >= REPORT_S):
-                    self._report(state)
-                    last_report, last_state = start, state
-            self.stopping.wait(max(0.0, PROBE_S - (time.monotonic() - start)))
+                fast = set(in_use)
+                state = [{"path": list(p.path),
+                          "ok": paths.ok(p.sids, now, FAST_FAIL_S if p.sids in fast else
+                                         FAIL_S)}
+                         for p in probes if len(p.path) > 1 and paths.known(p.sids)]
+            if (state and (state != last_state or start - last_report >= REPORT_S)) or \
+                    self.refused != self.told:
+                self._report(state)
+                last_report, last_state = start, state
+            self.stopping.wait(max(0.0, FAST_S - (time.monotonic() - start)))
 
     def _fail_over(self, steers, paths: PathHealth, now: float) -> None:
         failed = {s.sids for s in steers if s.backup and paths.known(s.sids)
-                  and not paths.ok(s.sids, now) and paths.ok(s.backup, now)}
-        kept = {sids for sids in self.failed if not paths.back(sids, now)}
-        if failed | kept != self.failed:
-            with self.lock:
-                moved = (failed | kept) - self.failed
-                self.failed = failed | kept
-                try:
-                    self._install()
-                except InputError as e:
-                    LOG.error("mlroute-agent: failing over: %s", e)
-            LOG.info("mlroute-agent: %d paths failed, on their backups (%d just moved)",
-                     len(self.failed), len(moved))
+                  and not paths.ok(s.sids, now, FAST_FAIL_S)
+                  and paths.ok(s.backup, now, FAST_FAIL_S)}
+        kept = {sids for sids in self.failed if not paths.back(sids, now, FAST_FAIL_S)}
+        if failed | kept == self.failed:
+            return
+        with self.lock:
+            was = self.failed
+            moved = (failed | kept) - was
+            self.failed = failed | kept
+            try:
+                self._install()
+            except InputError as e:
+                self.failed = was  # tried again next round
+                self._say("fail-over", logging.ERROR, f"mlroute-agent: failing over: {e}")
+                return
+        LOG.info("mlroute-agent: %d paths failed, on their backups (%d just moved)",
+                 len(self.failed), len(moved))
 
+    # ---- reports -------------------------------------------------------------------------------
     def _report(self, state: list[dict]) -> None:
+        """The probe results, and the refusal while there is one or until it is heard
+        gone: ``POST /v1/hosts/{host}/probes``."""
+        doc, refused = {"paths": state}, self.refused
+        if refused is not None or self.told is not None:
+            doc["refused"] = refused
         try:
-            self.client.report_probes(self.host, state, timeout=1.0)
+            self.client.call("POST", f"/v1/hosts/{urllib.parse.quote(self.host, safe='')}"
+                             "/probes", doc=doc, timeout=1.0)
+            self.told = refused
+            self.said.pop("probe", None)
         except (ControllerError, OSError) as e:
-            LOG.debug("mlroute-agent: probe report not sent: %s", e)
+            self._unsent("probe", e, logging.DEBUG)
 
-    def traffic_loop(self, every: float = TRAFFIC_S) -> None:
+    def _unsent(self, kind: str, e: Exception, level: int) -> None:
+        """A report not sent: a refused credential is a WARNING with what to do, once per
+        cause; anything else at ``level``, once per cause."""
+        if isinstance(e, ControllerError) and e.status in (401, 403):
+            self._say(kind, logging.WARNING, f"mlroute-agent: {kind} report refused (HTTP "
+                      f"{e.status}): " + CREDENTIAL_ADVICE.format(host=self.host))
+        else:
+            self._say(kind, level, f"mlroute-agent: {kind} report not sent: {e}")
+
+    def _say(self, cause: str, level: int, message: str) -> None:
+        if self.said.get(cause) != message:
+            LOG.log(level, "%s", message)
+        self.said[cause] = message
+
+    def traffic_loop(self, every: float | None = None) -> None:
         """Report what the host sent per destination every ``every`` seconds; until
         ``stopping``. From its fabric addresses only (every plane's), once the controller
         named them: not its management connections."""
-        sent, last, said = SentBytes(), time.monotonic(), None
-        while not self.stopping.wait(every):
+        sent, last = SentBytes(), time.monotonic()
+        while not self.stopping.wait(self.traffic_s if every is None else every):
             try:
                 pairs = sent.delta(self.sockets())
             except OSError as e:
-                LOG.warning("mlroute-agent: cannot read the host's connections: %s", e)
+                self._say("connections", logging.WARNING,
+                          f"mlroute-agent: cannot read the host's connections: {e}")
                 continue
             now = time.monotonic()
             doc, last = report(pairs, now - last, self.addresses or {self.src_ip}), now
             if doc["pairs"]:
                 try:
                     self.client.report_traffic(self.host, doc, timeout=1.0)
-                    if said != "":
+                    if self.said.pop("traffic", "") is not None:
                         LOG.info("mlroute-agent: reporting what the host sends (%d pairs)",
                                  len(doc["pairs"]))
-                    said = ""
                 except (ControllerError, OSError) as e:
-                    if str(e) != said:  # once per cause, not every second
-                        LOG.warning("mlroute-agent: traffic report not sent: %s", e)
-                    said = str(e)
+                    self._unsent("traffic", e, logging.WARNING)
 
     def ports_loop(self, prober) -> None:
         """Host mode on routers (see the module text), until ``stopping``: each document
@@ -216,7 +381,7 @@ class Agent:
             with self.lock:
                 version, entries = self.version, list(self.port_entries)
                 prober.src, prober.routers = self.src_ip, dict(self.routers)
-                used = {(s.match[2], s.match[3]) for s in self.steers if s.match[3]}
+                used = {(s.match[1], s.match[2]) for s in self.steers if s.match[2]}
             if not version or version == done:
                 continue
             if self._ports_once(keeper, entries, used):
@@ -231,12 +396,13 @@ class Agent:
         if report:
             try:
                 self.client.report_ports(self.host, report, timeout=2.0)
+                self.said.pop("ports", None)
                 withdrawn = sum(r["sport"] is None for r in report)
                 LOG.info("mlroute-agent: %d source ports learned and reported, %d withdrawn "
                          "(they go elsewhere now; %d probes so far)", len(report) - withdrawn,
                          withdrawn, keeper.probes)
             except (ControllerError, OSError) as e:
-                LOG.warning("mlroute-agent: source ports not reported: %s", e)
+                self._unsent("ports", e, logging.WARNING)
                 for r in report:  # not the controller's: not the application's either
                     ports.pop(hostports.name_of(r), None)
                     keeper.checked.pop(hostports.name_of(r), None)
@@ -251,48 +417,95 @@ class Agent:
             LOG.warning("mlroute-agent: %d host-mode parts without a source port yet", missing)
         return not missing
 
-    def run(self, prober=None, traffic: bool = True, port_prober=None) -> None:
-        self.have = self.read()
-        if prober is not None:
-            threading.Thread(target=self.probe_loop, args=(prober,), daemon=True).start()
-        if port_prober is not None:
-            threading.Thread(target=self.ports_loop, args=(port_prober,), daemon=True).start()
-        if traffic:
-            threading.Thread(target=self.traffic_loop, daemon=True).start()
-        delay = BACKOFF[0]
+    # ---- supervision -------------------------------------------------------------------------
+    def supervised(self, name: str, loop, *args) -> None:
+        """Run ``loop`` until ``stopping``; one that raises is logged with its traceback and
+        started again after a back-off; ``MAX_FAILURES`` within ``FAILURE_WINDOW_S`` end the
+        agent (``fatal``, ``stopping``: exit 1, rules kept)."""
+        failures: list[float] = []
+        delay = self.restart_s[0]
         while not self.stopping.is_set():
             try:
-                self.step()
-                delay = BACKOFF[0]
-            except InputError as e:
-                LOG.error("mlroute-agent: refused the controller's paths, kept the old "
-                          "ones: %s", e)
-                self.version = ""  # ask again without waiting, after the back-off
+                loop(*args)
+                return
+            except Exception as e:  # noqa: BLE001 -- any failure of a loop is supervised
+                now = time.monotonic()
+                failures = [t for t in failures if now - t < FAILURE_WINDOW_S] + [now]
+                if len(failures) == 1:
+                    delay = self.restart_s[0]
+                if len(failures) >= MAX_FAILURES:
+                    LOG.critical("mlroute-agent: the %s loop failed %d times within %g s; "
+                                 "ending with the rules kept", name, len(failures),
+                                 FAILURE_WINDOW_S, exc_info=True)
+                    self.fatal = (f"the {name} loop failed {len(failures)} times within "
+                                  f"{FAILURE_WINDOW_S:g} s (last: {type(e).__name__}: {e})")
+                    self.stopping.set()
+                    return
+                LOG.error("mlroute-agent: the %s loop failed; starting it again in %.1f s",
+                          name, delay, exc_info=True)
+                self.restarts[name] = self.restarts.get(name, 0) + 1
                 self.stopping.wait(delay)
-                delay = min(delay * 2, BACKOFF[1])
-            except (ControllerError, OSError, ValueError) as e:
-                LOG.warning("mlroute-agent: controller: %s; rules kept, retrying in %.1f s",
-                            e, delay)
-                self.stopping.wait(delay)
-                delay = min(delay * 2, BACKOFF[1])
+                delay = min(delay * 2, self.restart_s[1])
 
-    def remove_all(self) -> None:
-        installed = self.read()
-        self.apply(steering.batch(installed, {}))
-        self.have = {}
-        if self.ports_file and os.path.exists(self.ports_file):
-            os.unlink(self.ports_file)
+    def start(self, name: str, loop, *args) -> threading.Thread:
+        t = threading.Thread(target=self.supervised, args=(name, loop, *args), daemon=True,
+                             name=f"mlroute-agent {name}")
+        t.start()
+        self.threads.append(t)
+        return t
+
+    def run(self, prober=None, traffic: bool = True, port_prober=None) -> None:
+        """Every loop supervised, the watch in this thread; AgentFailed when one kept
+        failing (``stopping`` set: the others end too)."""
+        self.have = self.read()
+        self.probing = prober is not None
+        if prober is not None:
+            self.start("probe", self.probe_loop, prober)
+        if port_prober is not None:
+            self.start("ports", self.ports_loop, port_prober)
+        if traffic:
+            self.start("traffic", self.traffic_loop)
+        self.supervised("watch", self.watch_loop)
+        if self.fatal:
+            raise AgentFailed(self.fatal)
+
+    def join(self, timeout: float = 2.0) -> None:
+        until = time.monotonic() + timeout
+        for t in self.threads:
+            t.join(max(0.0, until - time.monotonic()))
+
+
+def _forget_old(sent: dict, now: float) -> None:
+    """Probes unanswered for ``SENT_KEEP_S``, or beyond ``MAX_SENT``, forgotten (oldest
+    first: the dict keeps the order they were sent in)."""
+    while sent:
+        seq, (_sids, at) = next(iter(sent.items()))
+        if now - at <= SENT_KEEP_S and len(sent) <= MAX_SENT:
+            break
+        del sent[seq]
 
 
 def _lock(path: str):
-    fh = open(path, "w")
+    """The host's lock, its pid written once held: opened without truncating, so a second
+    agent that is refused leaves the running one's pid in place."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    fh = os.fdopen(fd, "r+")
     try:
         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
+        fh.close()
         raise InputError(f"another mlroute-agent runs for this host (lock {path})") from None
+    fh.truncate(0)
     fh.write(str(os.getpid()))
     fh.flush()
     return fh
+
+
+def _dev(text: str) -> str:
+    try:
+        return steering.check_dev(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def main(argv=None) -> int:
@@ -301,9 +514,17 @@ def main(argv=None) -> int:
     ap.add_argument("--url", required=True, help="the controller's REST URL (comma-separated "
                                                  "for redundant controllers)")
     ap.add_argument("--host", required=True, help="this host's name in the fabric")
-    ap.add_argument("--dev", help="the interface towards the leaf (default: HOST-eth0)")
+    ap.add_argument("--dev", type=_dev,
+                    help="the interface towards the leaf (default: HOST-eth0)")
     ap.add_argument("--lock", help="lock file (default: /run/mlroute-agent.HOST.lock)")
-    ap.add_argument("--token", default=os.environ.get("MLROUTE_TOKEN"))
+    ap.add_argument("--credential-file", metavar="FILE",
+                    help="a file whose first line is this host's credential (mlroute "
+                         "agent-credential HOST; default: $MLROUTE_TOKEN_FILE)")
+    ap.add_argument("--token", help="the credential itself (default: $MLROUTE_TOKEN); prefer "
+                                    "--credential-file: a command line shows in ps")
+    ap.add_argument("--ca-file", metavar="FILE",
+                    help="CA certificates to verify an https controller with (default: the "
+                         "system's)")
     ap.add_argument("--once", action="store_true", help="install once and exit (no watch)")
     ap.add_argument("--no-probes", action="store_true",
                     help="no path probes: no fail-over and no link state for the controller")
@@ -315,50 +536,80 @@ def main(argv=None) -> int:
     ap.add_argument("--ports-file", metavar="FILE", help="where host mode's ports are written for the "
                                          "applications (default: /run/mlroute-agent.HOST.ports)")
     args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    dev = args.dev or f"{args.host}-eth0"
+    try:
+        steering.check_dev(dev)
+        token = read_token(args.token, args.credential_file)
+        client = Client(args.url, token, ca_file=args.ca_file)
+    except ValueError as e:
+        ap.error(str(e))
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
         lock = _lock(args.lock or f"/run/mlroute-agent.{args.host}.lock")
-    except InputError as e:
+    except (InputError, OSError) as e:
         print(f"mlroute-agent: {e}", file=sys.stderr)
         return 2
-    agent = Agent(Client(args.url, args.token), args.host, args.dev or f"{args.host}-eth0",
+    agent = Agent(client, args.host, dev,
                   ports_file=args.ports_file or f"/run/mlroute-agent.{args.host}.ports")
 
     def stop(*_):
         agent.stopping.set()
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, stop)
+    handlers = {s: signal.signal(s, stop if s == signal.SIGTERM else signal.getsignal(s))
+                for s in (signal.SIGTERM, signal.SIGINT)}  # put back at the end (tests)
+    status, remove = 0, False
     try:
         if args.once:
             agent.have = agent.read()
             agent.step(wait=0)
         else:
-            try:
-                prober = None if args.no_probes else Prober("")
-            except PermissionError:
-                print("mlroute-agent: probes need raw sockets (root or CAP_NET_RAW); "
-                      "running without (--no-probes)", file=sys.stderr)
-                prober = None
-            try:
-                ports = None if args.no_ports else portmap.Prober("")
-            except PermissionError:
-                print("mlroute-agent: host mode's port probes need raw sockets (root or "
-                      "CAP_NET_RAW); running without (--no-ports)", file=sys.stderr)
-                ports = None
-            agent.run(prober, traffic=not args.no_traffic, port_prober=ports)
-    except KeyboardInterrupt:
-        pass
+            prober, port_prober = _probers(args)
+            agent.run(prober, traffic=not args.no_traffic, port_prober=port_prober)
+    except KeyboardInterrupt:  # SIGTERM or Ctrl-C: the only end that removes the rules
+        remove = not args.once
+    except AgentFailed as e:
+        LOG.critical("mlroute-agent: %s; exiting 1 with its rules kept", e)
+        status = 1
     except (InputError, ControllerError, OSError) as e:
-        print(f"mlroute-agent: {e}", file=sys.stderr)
-        return 1
-    finally:
-        if not args.once:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(f"mlroute-agent: {e}; rules kept", file=sys.stderr)
+        status = 1
+    except Exception:  # noqa: BLE001 -- whatever it was, the rules stay
+        LOG.critical("mlroute-agent: unexpected failure; exiting 1 with its rules kept",
+                     exc_info=True)
+        status = 1
+    if remove:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        agent.stopping.set()
+        agent.join()
+        try:
             agent.remove_all()
             LOG.info("mlroute-agent: removed its rules and tables")
-        lock.close()
-    return 0
+        except (InputError, OSError) as e:
+            LOG.error("mlroute-agent: could not remove its rules: %s", e)
+            status = 1
+    lock.close()
+    for sig, handler in handlers.items():
+        signal.signal(sig, handler)
+    return status
+
+
+def _probers(args) -> tuple:
+    """(path prober, port prober), None for those not wanted or without raw sockets."""
+    try:
+        prober = None if args.no_probes else Prober("")
+    except PermissionError:
+        print("mlroute-agent: probes need raw sockets (root or CAP_NET_RAW); "
+              "running without (--no-probes)", file=sys.stderr)
+        prober = None
+    try:
+        ports = None if args.no_ports else portmap.Prober("")
+    except PermissionError:
+        print("mlroute-agent: host mode's port probes need raw sockets (root or "
+              "CAP_NET_RAW); running without (--no-ports)", file=sys.stderr)
+        ports = None
+    return prober, ports
 
 
 if __name__ == "__main__":
