@@ -51,6 +51,9 @@ class Settings:
     learn_min_rate: float = 0.001  # members sending each other less, as a share of a link: noise
     sampling_points: str = "all"  # where switches sample: all, leaves or edge (host ports)
     ecmp: str = "per-tier"  # a Clos's aggregation switches: hash apart from the leaves or alike
+    # no OpenFlow (``pathstate.py``): hosts whose failed probes must blame a direction of a
+    # link before it is taken down (one host can neither fake nor flap a link)
+    probe_quorum: int = 2
 
     def __post_init__(self):
         if self.algorithm not in names():
@@ -71,6 +74,10 @@ class Settings:
             raise InputError("restart rounds: the grace and the window must be >= 0 s and the "
                              "quorum at least 2 switches")
         check_ecmp(self.ecmp)
+        if isinstance(self.probe_quorum, bool) or not isinstance(self.probe_quorum, int) \
+                or self.probe_quorum < 1:
+            raise InputError(f"probe quorum must be a whole number of hosts >= 1, not "
+                             f"{self.probe_quorum!r}")
         if self.sampling_points not in SAMPLING_POINTS:
             raise InputError(f"sFlow sampling points must be one of "
                              f"{', '.join(SAMPLING_POINTS)}, not {self.sampling_points!r}")

@@ -166,6 +166,12 @@ OPTS = [
                 help="controllers sharing etcd share the switches out: each is OpenFlow master "
                      "of its share (rendezvous hashing) and writes it; the elected one plans "
                      "and answers writes once every share is confirmed"),
+    # no OpenFlow: link state from the hosts' probes (controller/service/pathstate.py)
+    cfg.IntOpt("mlroute-probe-quorum", default=Settings.probe_quorum,
+               help="with --mlroute-southbound none: hosts whose failed probes must blame one "
+                    "direction of a link, no host's probe crossing it working, before the "
+                    "link is taken down (it comes back when a probe across it answers; a "
+                    "flapping link is held down up to 60 s)"),
 ]
 
 # REST listens on the loopback unless told otherwise (--wsapi-host 0.0.0.0); Ryu registers
