@@ -883,3 +883,35 @@ def test_a_view_between_losing_the_role_and_learning_the_new_master_says_no_mast
     assert [m["role"] for m in view["members"]] == ["standby", "standby"]
     c.master = {"id": "b"}  # then it learns the new master: said as it is
     assert cluster_view(c)["master"] == "b"
+
+
+def test_over_tls_with_client_certificates_the_controllers_elect_and_follow(tmp_path):
+    """Issue 72: the controllers' etcd client speaks TLS with a client certificate where etcd
+    asks for one (--client-cert-auth); a client without it is refused."""
+    if not os.path.exists(ETCD):
+        pytest.skip("etcd is not installed (apt-get install etcd-server)")
+    from emulation.harness.pki import make_pki
+    pki = make_pki(str(tmp_path / "pki"), "127.0.0.1", client_hosts=["controller"])
+    with EtcdServer(str(tmp_path), pki=pki) as etcd:
+        started, rests = [], [FakeRest(), FakeRest()]
+        try:
+            for cid, rest in zip(("a", "b"), rests):
+                c = Cluster(etcd.client(), cid, rest.url, "/tls/")
+                c.start(on_role=lambda role, gen: None)
+                started.append(c)
+            a, b = started
+            wait(lambda: set(b.members) == {"a", "b"}, what="both members over TLS")
+            assert (a.role, b.role) == ("master", "standby")
+            assert etcd.client().get(b"/tls/master") is not None
+        finally:
+            for c in started:
+                c.stop()
+            for rest in rests:
+                rest.crash()
+        with pytest.raises(EtcdError):  # etcd asks for a client certificate
+            Etcd(etcd.url, timeout=2, ca_file=pki["ca"]).status()
+        with pytest.raises(EtcdError):  # etcd's certificate is not the system's CAs'
+            Etcd(etcd.url, timeout=2, cert_file=pki["controller_cert"],
+                 key_file=pki["controller_key"]).status()
+    with pytest.raises(ValueError, match="needs https"):
+        Etcd("http://127.0.0.1:2379", ca_file=pki["ca"])

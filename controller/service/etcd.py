@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import socket
 import urllib.parse
 from collections.abc import Iterator
@@ -124,14 +125,31 @@ class Etcd:
     """One etcd server through etcd3gw. ``timeout`` (seconds) bounds every call but a watch's
     wait for changes; it may be changed at any time."""
 
-    def __init__(self, url: str, timeout: float = 2.0):
+    def __init__(self, url: str, timeout: float = 2.0, ca_file: str | None = None,
+                 cert_file: str | None = None, key_file: str | None = None):
+        """``https://`` URLs: etcd's certificate checked against ``ca_file`` (else the
+        system's CAs); ``cert_file`` and ``key_file``: the client certificate etcd asks for
+        with ``--client-cert-auth``."""
         parsed = urllib.parse.urlsplit(url)
-        if parsed.scheme != "http" or not parsed.hostname:
-            raise ValueError(f"etcd URL {url!r}: expected http://HOST:PORT (the JSON gateway; "
-                             "TLS is not configured by mlroute)")
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise ValueError(f"etcd URL {url!r}: expected http://HOST:PORT or "
+                             "https://HOST:PORT (the JSON gateway)")
+        if (ca_file or cert_file) and parsed.scheme != "https":
+            raise ValueError(f"etcd URL {url!r}: a CA or client certificate needs https://")
+        if bool(cert_file) != bool(key_file):
+            raise ValueError("etcd: a client certificate needs its key, and a key its "
+                             "certificate")
+        for path in (ca_file, cert_file, key_file):
+            if path and not os.path.isfile(path):
+                raise ValueError(f"etcd: no file {path}")
         self.url = url.rstrip("/")
-        self.gw = etcd3gw.client(parsed.hostname, parsed.port or 2379, timeout=timeout,
+        self.gw = etcd3gw.client(parsed.hostname, parsed.port or 2379, protocol=parsed.scheme,
+                                 ca_cert=ca_file, cert_key=key_file, cert_cert=cert_file,
+                                 timeout=timeout,
                                  api_path="/v3/")  # etcd >= 3.4; no /version round trip
+        # the environment's proxies and CA bundle (REQUESTS_CA_BUNDLE wins over a session's
+        # own CA in requests) are not etcd's: its URL, CA and certificate are given here
+        self.gw.session.trust_env = False
 
     @property
     def timeout(self) -> float:
@@ -149,8 +167,8 @@ class Etcd:
         naming the URL in any error."""
         gw = self.gw
         if timeout is not None and timeout != gw.timeout:
-            gw = etcd3gw.client(gw.host, gw.port, timeout=timeout, api_path="/v3/",
-                                session=gw.session)
+            gw = etcd3gw.client(gw.host, gw.port, protocol=gw.protocol, timeout=timeout,
+                                api_path="/v3/", session=gw.session)
         try:
             return fn(gw, *args, **kwargs)
         except (gw_errors.ConnectionFailedError, gw_errors.ConnectionTimeoutError,

@@ -530,7 +530,9 @@ def _cluster(conf) -> Cluster | None:
         raise InputError("--mlroute-state and --mlroute-etcd exclude each other (with etcd "
                          "the intent is kept in etcd)")
     try:
-        client = Etcd(conf.mlroute_etcd)
+        client = Etcd(conf.mlroute_etcd, ca_file=getattr(conf, "mlroute_etcd_ca", None),
+                      cert_file=getattr(conf, "mlroute_etcd_cert", None),
+                      key_file=getattr(conf, "mlroute_etcd_key", None))
     except ValueError as e:
         raise InputError(f"--mlroute-etcd: {e}") from None
     host = conf.wsapi_host

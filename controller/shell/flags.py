@@ -142,6 +142,13 @@ OPTS = [
     cfg.StrOpt("mlroute-etcd", default=None,
                help="etcd URL (http://HOST:PORT): controllers sharing it keep the intent there, "
                     "elect one OpenFlow master and fail over (instead of --mlroute-state)"),
+    cfg.StrOpt("mlroute-etcd-ca", default=None,
+               help="PEM CA of etcd's certificate (an https:// --mlroute-etcd; default: the "
+                    "system's CAs)"),
+    cfg.StrOpt("mlroute-etcd-cert", default=None,
+               help="PEM client certificate for etcd (where etcd runs with "
+                    "--client-cert-auth), with --mlroute-etcd-key"),
+    cfg.StrOpt("mlroute-etcd-key", default=None, help="PEM key of --mlroute-etcd-cert"),
     cfg.StrOpt("mlroute-id", default=None,
                help="this controller's name among those sharing etcd (default HOST:REST_PORT)"),
     cfg.StrOpt("mlroute-etcd-prefix", default="/mlroute/",

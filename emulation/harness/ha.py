@@ -31,7 +31,11 @@ class EtcdServer:
     """One etcd member on loopback. ``stop``/``start`` keep the data directory (etcd lost and
     back, nothing lost); ``pause``/``resume`` freeze it (SIGSTOP) as an unreachable server."""
 
-    def __init__(self, workdir: str, client_port: int | None = None):
+    def __init__(self, workdir: str, client_port: int | None = None, pki: dict | None = None):
+        """``pki`` (``pki.make_pki``'s files, its server certificate for 127.0.0.1, and a
+        client certificate for the client host ``controller``): etcd serves HTTPS and asks every client
+        for a certificate its CA signed (``--client-cert-auth``)."""
+        self.pki = pki
         self.dir = tempfile.mkdtemp(prefix="etcd-", dir=workdir)
         self.client_port, self.peer_port = (
             (client_port, next(p for p in free_ports(2) if p != client_port)) if client_port
@@ -41,7 +45,16 @@ class EtcdServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.client_port}"
+        return f"{'https' if self.pki else 'http'}://127.0.0.1:{self.client_port}"
+
+    def client(self, timeout: float = 2.0):
+        """An ``Etcd`` client of this server (with the PKI's client certificate)."""
+        from controller.service.etcd import Etcd
+        if not self.pki:
+            return Etcd(self.url, timeout=timeout)
+        return Etcd(self.url, timeout=timeout, ca_file=self.pki["ca"],
+                    cert_file=self.pki["controller_cert"],
+                    key_file=self.pki["controller_key"])
 
     def start(self, timeout: float = 15.0) -> EtcdServer:
         if not os.path.exists(ETCD):
@@ -50,12 +63,15 @@ class EtcdServer:
         args = [ETCD, "--name", "mlroute", "--data-dir", os.path.join(self.dir, "data"),
                 "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                "--initial-cluster", f"mlroute={peer}", "--logger", "zap"]
+                "--initial-cluster", f"mlroute={peer}", "--logger", "zap",
+                *(["--cert-file", self.pki["cert"], "--key-file", self.pki["key"],
+                   "--client-cert-auth", "--trusted-ca-file", self.pki["ca"]]
+                  if self.pki else [])]
         with open(self.log_path, "a") as log, signals_held():
             self.proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
-        from controller.service.etcd import Etcd, EtcdError
-        client = Etcd(self.url, timeout=0.5)
+        from controller.service.etcd import EtcdError
+        client = self.client(timeout=0.5)
         deadline = time.monotonic() + timeout
         try:
             while True:

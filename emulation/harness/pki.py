@@ -19,7 +19,8 @@ def _openssl(folder: str, *args) -> None:
 def make_pki(folder: str, server_ip: str, client_hosts=(), credential_hosts=()) -> dict:
     """Files under ``folder``: ``ca.pem``, ``server.pem``/``server.key`` (its subject
     alternative name ``server_ip``), ``HOST.pem``/``HOST.key`` per client host, ``admin.token``,
-    ``host.secrets`` and ``HOST.credential`` per credential host. Returns their paths."""
+    ``host.secrets`` and ``HOST.credential`` per credential host. Returns their paths by name
+(``ca``, ``cert``, ``key``, ``token``, ``secrets``, ``HOST_cert`` and ``HOST_key``)."""
     os.makedirs(folder, exist_ok=True)
     _openssl(folder, "req", "-x509", *EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
              "-subj", "/CN=mlroute test CA")
@@ -33,7 +34,9 @@ def make_pki(folder: str, server_ip: str, client_hosts=(), credential_hosts=()) 
                  *(["-extfile", "server.ext"] if name == "server" else []))
     secret = os.urandom(24).hex()
     out = {"ca": "ca.pem", "cert": "server.pem", "key": "server.key",
-           "token": "admin.token", "secrets": "host.secrets"}
+           "token": "admin.token", "secrets": "host.secrets",
+           **{f"{h}_cert": f"{h}.pem" for h in client_hosts},
+           **{f"{h}_key": f"{h}.key" for h in client_hosts}}
     files = {"admin.token": os.urandom(16).hex(), "host.secrets": secret}
     for h in credential_hosts:
         files[f"{h}.credential"] = host_credential(secret.encode(), h)
