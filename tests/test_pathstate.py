@@ -393,3 +393,18 @@ def test_a_report_costs_its_own_size_not_the_number_of_hosts():
     """Every report re-derived the link state from every fresh report: 21 ms at k = 16."""
     small, large = _per_report_seconds(100), _per_report_seconds(1000)
     assert large / small < 3, (small, large)
+
+
+def test_a_host_of_several_planes_reports_from_any_of_its_leaves():
+    fabric = Clos.leaf_spine(2, 2, 1, planes=2)
+    leaves = fabric.host_leaves["h0_0"]
+    assert len(leaves) == 2
+    for leaf in leaves:
+        spine = next(s for s in fabric.neighbours(leaf) if s in fabric.tier_of)
+        other = next(x for x in fabric.neighbours(spine) if x != leaf)
+        paths, refused = pathstate.parse_report(
+            {"paths": [{"path": [leaf, spine, other], "ok": True}]}, fabric, "h0_0")
+        assert paths == [([leaf, spine, other], True)] and refused is None
+    with pytest.raises(InputError, match="not at h1_0's leaf"):
+        pathstate.parse_report({"paths": [{"path": [leaves[1], spine, other], "ok": True}]},
+                               fabric, "h1_0")
