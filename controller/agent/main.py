@@ -161,11 +161,12 @@ class Agent:
 
     def _refuse(self, raw, error: InputError) -> None:
         version = raw.get("version") if isinstance(raw, dict) else None
-        version = version[:steering.MAX_VERSION] if isinstance(version, str) else ""
+        version = version[:steering.MAX_VERSION] if isinstance(version, str) and \
+            version.isprintable() else ""  # a line break would forge log lines
         refused = {"version": version, "error": str(error)[:steering.MAX_ERROR]}
         if refused != self.refused:
-            LOG.warning("mlroute-agent: refused the controller's document %s, kept the rules "
-                        "in force: %s", version or "(no version)", error)
+            LOG.warning("mlroute-agent: refused the controller's document %r, kept the rules "
+                        "in force: %s", version, error)
         self.refused = refused
 
     def watch_once(self, delay: float) -> float:
@@ -291,8 +292,8 @@ class Agent:
                           "ok": paths.ok(p.sids, now, FAST_FAIL_S if p.sids in fast else
                                          FAIL_S)}
                          for p in probes if len(p.path) > 1 and paths.known(p.sids)]
-            if (state and (state != last_state or start - last_report >= REPORT_S)) or \
-                    self.refused != self.told:
+            due = start - last_report >= REPORT_S  # a report waits up to 1 s: not each round
+            if (state and state != last_state) or (due and (state or self.refused != self.told)):
                 self._report(state)
                 last_report, last_state = start, state
             self.stopping.wait(max(0.0, FAST_S - (time.monotonic() - start)))
@@ -363,9 +364,10 @@ class Agent:
             if doc["pairs"]:
                 try:
                     self.client.report_traffic(self.host, doc, timeout=1.0)
-                    if self.said.pop("traffic", "") is not None:
+                    if self.said.get("traffic") != "":  # the first, or after a failure
                         LOG.info("mlroute-agent: reporting what the host sends (%d pairs)",
                                  len(doc["pairs"]))
+                    self.said["traffic"] = ""
                 except (ControllerError, OSError) as e:
                     self._unsent("traffic", e, logging.WARNING)
 
@@ -455,17 +457,19 @@ class Agent:
         return t
 
     def run(self, prober=None, traffic: bool = True, port_prober=None) -> None:
-        """Every loop supervised, the watch in this thread; AgentFailed when one kept
-        failing (``stopping`` set: the others end too)."""
+        """Every loop supervised in a thread of its own, until ``stopping``; AgentFailed when
+        one kept failing. This thread only waits: SIGTERM reaches it at once, and a fatal
+        failure ends the agent without waiting for a watch held by the controller."""
         self.have = self.read()
         self.probing = prober is not None
+        self.start("watch", self.watch_loop)
         if prober is not None:
             self.start("probe", self.probe_loop, prober)
         if port_prober is not None:
             self.start("ports", self.ports_loop, port_prober)
         if traffic:
             self.start("traffic", self.traffic_loop)
-        self.supervised("watch", self.watch_loop)
+        self.stopping.wait()
         if self.fatal:
             raise AgentFailed(self.fatal)
 

@@ -276,9 +276,9 @@ def read(doc) -> Document:
     if not isinstance(doc, dict) or not isinstance(doc.get("flows"), list):
         raise InputError("segments document: expected an object with a list 'flows'")
     version = doc.get("version", "")
-    if not isinstance(version, str) or len(version) > MAX_VERSION:
+    if not isinstance(version, str) or len(version) > MAX_VERSION or not version.isprintable():
         raise InputError(f"segments document: version {_short(version)} is not a string of "
-                         f"at most {MAX_VERSION} characters")
+                         f"at most {MAX_VERSION} printable characters")
     block = _block(doc.get("block"))
     flows = _list(doc, "flows", MAX_PARTS)
     steers, seen, notes = [], {}, []
