@@ -46,7 +46,7 @@ learns the source ports of its host-mode flows from the routers' answers (host m
   destination port), where the application reads the port to bind before it connects;
 * every loop (the watch, the probes, the traffic and port reports) runs supervised: one that
   raises is logged with its traceback and started again after a back-off (0.5 s doubling to
-  5 s); one that fails ``MAX_FAILURES`` times within a minute ends the agent with exit
+  5 s, ``supervise.py``); one that fails 5 times within a minute ends the agent with exit
   status 1, its rules kept, for its service manager to restart it
   (``integrations/systemd/mlroute-agent.service``);
 * only SIGTERM or Ctrl-C removes every rule and table it owns (and the ports file), then it
@@ -55,7 +55,6 @@ learns the source ports of its host-mode flows from the routers' answers (host m
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import logging
 import os
@@ -69,6 +68,8 @@ from controller import __version__
 from controller.agent import hostports, portmap, steering
 from controller.agent.kernel import ip_batch, read_installed
 from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule
+from controller.agent.supervise import AgentFailed, Supervisor
+from controller.agent.supervise import lock as _lock
 from controller.agent.traffic import SentBytes, read_tcp, report
 from controller.client import Client, ControllerError, read_token
 from controller.errors import InputError
@@ -82,18 +83,11 @@ PORTS_WAIT_S = 1.0  # the ports thread looks for a new document at least this of
 MAX_DOCUMENT_BYTES = 16 << 20  # a larger segments document is refused (as JSON, compact)
 SENT_KEEP_S = 5.0  # a probe unanswered this long is forgotten (its reply counts no more)
 MAX_SENT = 8192  # probes awaited at most
-RESTART_S = (0.5, 5.0)  # a failed loop starts again after this back-off (doubling)
-MAX_FAILURES = 5  # failures of one loop within FAILURE_WINDOW_S end the agent (exit 1)
-FAILURE_WINDOW_S = 60.0
 CREDENTIAL_ADVICE = ("the controller refused this host's credential: check --credential-file "
                      "/ mlroute agent-credential {host}")
 
 
-class AgentFailed(Exception):
-    """A loop kept failing: the agent ends with its rules kept (exit 1)."""
-
-
-class Agent:
+class Agent(Supervisor):
     def __init__(self, client: Client, host: str, dev: str, apply=ip_batch, read=read_installed,
                  sockets=read_tcp, ports_file: str = ""):
         self.client, self.host, self.dev = client, host, steering.check_dev(dev)
@@ -104,7 +98,7 @@ class Agent:
         self.apply, self.read, self.sockets = apply, read, sockets
         self.have: dict = {}
         self.version = ""
-        self.stopping = threading.Event()
+        Supervisor.__init__(self)  # ``stopping``, the loops' restarts
         self.lock = threading.Lock()  # the watch and the probes both install
         self.steers: list = []
         self.probes: list[steering.Probe] = []  # every path to the parts' destinations
@@ -115,11 +109,7 @@ class Agent:
         self.told: dict | None = None  # the refusal the controller last heard of
         self.probing = False  # a probe loop runs (it carries the refusal to the controller)
         self.said: dict = {}  # what was last logged per cause: said once, not every round
-        self.restart_s = RESTART_S
         self.traffic_s = TRAFFIC_S
-        self.restarts: dict[str, int] = {}  # loop name -> times started again
-        self.fatal = ""  # why the agent ends (a loop kept failing)
-        self.threads: list[threading.Thread] = []
 
     # ---- the watch -------------------------------------------------------------------------
     def step(self, wait: float = WAIT_S) -> bool:
@@ -419,43 +409,6 @@ class Agent:
             LOG.warning("mlroute-agent: %d host-mode parts without a source port yet", missing)
         return not missing
 
-    # ---- supervision -------------------------------------------------------------------------
-    def supervised(self, name: str, loop, *args) -> None:
-        """Run ``loop`` until ``stopping``; one that raises is logged with its traceback and
-        started again after a back-off; ``MAX_FAILURES`` within ``FAILURE_WINDOW_S`` end the
-        agent (``fatal``, ``stopping``: exit 1, rules kept)."""
-        failures: list[float] = []
-        delay = self.restart_s[0]
-        while not self.stopping.is_set():
-            try:
-                loop(*args)
-                return
-            except Exception as e:  # noqa: BLE001 -- any failure of a loop is supervised
-                now = time.monotonic()
-                failures = [t for t in failures if now - t < FAILURE_WINDOW_S] + [now]
-                if len(failures) == 1:
-                    delay = self.restart_s[0]
-                if len(failures) >= MAX_FAILURES:
-                    LOG.critical("mlroute-agent: the %s loop failed %d times within %g s; "
-                                 "ending with the rules kept", name, len(failures),
-                                 FAILURE_WINDOW_S, exc_info=True)
-                    self.fatal = (f"the {name} loop failed {len(failures)} times within "
-                                  f"{FAILURE_WINDOW_S:g} s (last: {type(e).__name__}: {e})")
-                    self.stopping.set()
-                    return
-                LOG.error("mlroute-agent: the %s loop failed; starting it again in %.1f s",
-                          name, delay, exc_info=True)
-                self.restarts[name] = self.restarts.get(name, 0) + 1
-                self.stopping.wait(delay)
-                delay = min(delay * 2, self.restart_s[1])
-
-    def start(self, name: str, loop, *args) -> threading.Thread:
-        t = threading.Thread(target=self.supervised, args=(name, loop, *args), daemon=True,
-                             name=f"mlroute-agent {name}")
-        t.start()
-        self.threads.append(t)
-        return t
-
     def run(self, prober=None, traffic: bool = True, port_prober=None) -> None:
         """Every loop supervised in a thread of its own, until ``stopping``; AgentFailed when
         one kept failing. This thread only waits: SIGTERM reaches it at once, and a fatal
@@ -473,11 +426,6 @@ class Agent:
         if self.fatal:
             raise AgentFailed(self.fatal)
 
-    def join(self, timeout: float = 2.0) -> None:
-        until = time.monotonic() + timeout
-        for t in self.threads:
-            t.join(max(0.0, until - time.monotonic()))
-
 
 def _forget_old(sent: dict, now: float) -> None:
     """Probes unanswered for ``SENT_KEEP_S``, or beyond ``MAX_SENT``, forgotten (oldest
@@ -487,22 +435,6 @@ def _forget_old(sent: dict, now: float) -> None:
         if now - at <= SENT_KEEP_S and len(sent) <= MAX_SENT:
             break
         del sent[seq]
-
-
-def _lock(path: str):
-    """The host's lock, its pid written once held: opened without truncating, so a second
-    agent that is refused leaves the running one's pid in place."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    fh = os.fdopen(fd, "r+")
-    try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        fh.close()
-        raise InputError(f"another mlroute-agent runs for this host (lock {path})") from None
-    fh.truncate(0)
-    fh.write(str(os.getpid()))
-    fh.flush()
-    return fh
 
 
 def _dev(text: str) -> str:
