@@ -205,7 +205,7 @@ def test_top_level_help_describes_every_command(capsys):
     text = help_text(capsys)
     commands = cli.parser()._subparsers._group_actions[0].choices
     assert set(commands) == set(cli.COMMANDS) == {"fabric", "plan", "compare", "advise", "job",
-                                                  "srv6-config"}
+                                                  "srv6-config", "agent-credential"}
     for name, (line, _) in cli.COMMANDS.items():
         assert re.search(rf"\n +{name}\s+{line.split()[0]} ", text), name
     assert "mlroute-controller" in text

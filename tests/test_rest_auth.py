@@ -241,3 +241,49 @@ def test_two_srv6_jobs_with_one_five_tuple_are_refused_and_change_nothing():
     assert api.handle(svc, "GET", "/v1/routes")[1] == before
     two["flows"][0]["dport"] = 5000  # told apart by a port: both run
     assert api.handle(svc, "POST", "/v1/jobs", json.dumps(two).encode())[0] == 201
+
+
+def test_srv6_on_several_planes_is_refused_until_the_agent_steers_per_plane():
+    """Issue 73, item 5: accepted, its parts on plane 1 and up were black-holed."""
+    from controller.errors import InputError
+    from controller.service import api
+    from controller.shell.static import StaticSwitches
+    from tests.test_srv6 import wired
+    fabric = wired(Clos.leaf_spine(2, 2, 2, planes=2))
+    with pytest.raises(InputError, match="one plane: this one has 2"):
+        StaticSwitches(fabric)
+    svc = RouteService(FakeSwitches(fabric.dpids.values()), fabric)
+    for d in fabric.dpids.values():
+        svc.switch_connected(d, {p: True for p in fabric.ports[fabric.switch_of_dpid[d]].values()})
+    job = {"id": "s", "mode": "srv6", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]}
+    status, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(job).encode())
+    assert status == 400 and "one plane" in doc["error"]
+    assert api.handle(svc, "GET", "/v1/jobs")[1]["jobs"] == []
+
+
+def test_ready_names_hosts_refused_a_credential_or_their_document_and_silent_ones():
+    """Issue 72: a refused report is counted on the controller and /v1/ready names the hosts
+    whose agents are silent, refused by the REST server or refused their document."""
+    from tests.test_srv6 import service_on, wired
+    svc = service_on(wired(Clos.leaf_spine(2, 2, 2)))
+    rest, thread = _serve(Policy(admin_token=ADMIN_TOKEN, host_secrets=(SECRET,)))
+    rest.service = svc
+    svc.credential_refusals = rest.refusals
+    try:
+        admin, h0 = _client(rest, ADMIN_TOKEN), _client(rest, _cred("h0_0"))
+        assert "hosts" not in admin.ready()  # no agent spoke yet
+        admin.add_job({"id": "r", "mode": "srv6", "flows": [
+            {"src": "h0_0", "dst": "h1_0", "bytes": 1e6},
+            {"src": "h0_1", "dst": "h1_1", "bytes": 1e6}]})
+        assert h0.request("POST", "/v1/hosts/h0_1/probes", PROBES)[0] == 403
+        report = {"paths": [{"path": ["l0", "s0", "l1"], "ok": True}],
+                  "refused": {"version": "x:1", "error": "flow 0: dst_ip 12345"}}
+        assert h0.request("POST", "/v1/hosts/h0_0/probes", report)[0] == 200
+        hosts = admin.ready()["hosts"]
+        assert hosts["credential_refused"] == 1 and \
+            hosts["credential_refused_hosts"]["h0_1"]["status"] == 403
+        assert hosts["document_refused_hosts"]["h0_0"]["error"] == "flow 0: dst_ip 12345"
+        assert hosts["reporting"] == 1 and hosts["with_flows"] == 4
+        assert hosts["silent_hosts"] == ["h0_1", "h1_0", "h1_1"]  # h0_0 reported
+    finally:
+        _stop(rest, thread)

@@ -16,9 +16,14 @@ mlroute_link_speed_gbps{source}, mlroute_sflow_datagrams_total,
 mlroute_sflow_rejected_datagrams_total, mlroute_sflow_samples_total,
 mlroute_sflow_dropped_samples_total, mlroute_learning_samples_total{job} (learned matrices:
 what is heard and attributed), mlroute_forged_packets_total{switch} (what a leaf's host ports
-refused for a source address not their host's: ``enforcement.source_check``).
+refused for a source address not their host's: ``enforcement.source_check``),
+mlroute_agents_{reporting,silent,document_refused,credential_refused,contradicting},
+mlroute_probe_links_{down,suppressed}, mlroute_probe_link_changes_total (hosts' agents and
+the link state of their probes, no OpenFlow: ``hoststatus.py``, ``pathstate.py``).
 """
 from __future__ import annotations
+
+import time
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -26,7 +31,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from controller.enforcement.openflow import COOKIE_STATIC
 from controller.enforcement.source_check import forged_drop
-from controller.service import views
+from controller.service import hoststatus, views
 
 BUCKETS_S = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -35,6 +40,31 @@ def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamil
     buckets = [(str(b), sum(1 for v in values if v <= b)) for b in BUCKETS_S]
     buckets.append(("+Inf", len(values)))
     return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=sum(values))
+
+
+def _agents(svc):
+    """The hosts' agents (no OpenFlow: their probes are the link state; ``hoststatus.py``)."""
+    hosts = hoststatus.of_service(svc) or {}
+    probes = svc.paths.status(time.monotonic())
+    for name, doc, value in (
+            ("mlroute_agents_reporting", "hosts whose agents reported probes within the window",
+             hosts.get("reporting", 0)),
+            ("mlroute_agents_silent", "hosts with srv6 flows whose agents did not report within "
+             "the window", hosts.get("silent", 0)),
+            ("mlroute_agents_document_refused", "hosts whose agents refused the controller's "
+             "last document (they keep their old rules)", hosts.get("document_refused", 0)),
+            ("mlroute_agents_credential_refused", "hosts named by requests the REST server "
+             "refused (a wrong credential, or another host's)", hosts.get("credential_refused", 0)),
+            ("mlroute_agents_contradicting", "hosts whose failed probes others contradict "
+             "(their failure evidence is discounted)", len(probes.get("contradicting", []))),
+            ("mlroute_probe_links_down", "links the hosts' probes hold down",
+             len(probes.get("links_down", []))),
+            ("mlroute_probe_links_suppressed", "links held down by flap damping",
+             len(probes.get("suppressed", [])))):
+        yield GaugeMetricFamily(name, doc, value=value)
+    yield CounterMetricFamily("mlroute_probe_link_changes", "links the hosts' probes took down "
+                              "or brought back (each one a re-plan)",
+                              value=probes.get("changes", 0))
 
 
 class ServiceCollector:
@@ -161,6 +191,7 @@ class ServiceCollector:
             wiring.add_metric([kind], n)
         yield wiring
         yield from _discovery(svc.finder)
+        yield from _agents(svc)
 
     def _links(self, out: dict):
         """Planned and measured flows per link (the caller holds the service lock); the

@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 
 from controller.errors import InputError, NotFoundError
 from controller.service.damping import FlapDamping
+from controller.service.hostports import FROM_HOSTS
 
 WINDOW_S = 10.0  # a host's report counts this long (agents report every 2 s)
 QUORUM = 2  # hosts whose failed paths must blame a direction (Settings.probe_quorum)
@@ -447,7 +448,10 @@ def apply(service, fabric) -> None:
 def restore(service, now: float) -> None:
     """A new master (restart, takeover), before reports come: evidence afresh, the links down
     in its state held as if probes had taken them down (``adopt``), and taken down again
-    where they came back meanwhile (static switches 'connect' with every port up)."""
+    where they came back meanwhile (static switches 'connect' with every port up). Only
+    where the hosts' probes are the link state (no OpenFlow): else nothing."""
+    if getattr(service.reconciler.installer, "probe", None) != FROM_HOSTS:
+        return
     evidence = service.paths
     with evidence.lock:
         evidence.reset()

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 
-from controller.service import views
+from controller.service import hoststatus, views
 
 PART_GAP_S = 0.01  # a writer's parts publish at most this often (its end always publishes)
 
@@ -39,6 +39,7 @@ class Published:
         self._last: float | None = None  # ``clock()`` at the last publication
         self._jobs_key = None
         self._jobs_answer: tuple[int, bytes] | None = None
+        self.hosts = None  # the hosts' agents for /v1/ready (``hoststatus.of_service``)
         self.count = 0  # publications, and seconds spent building them (published_cost)
         self.seconds = 0.0
 
@@ -47,6 +48,7 @@ class Published:
         """Publish ``service``'s views from now on: once here (under the state lock, as a
         view), then at each letting-go of a writer (``ServiceLock.publish``)."""
         pub = cls()
+        pub.hosts = lambda: hoststatus.of_service(service)
         with service.lock.views:
             pub.publish(service.state, service.reconciler)
         service.lock.publish = lambda end: pub.publish(service.state, service.reconciler, end)
@@ -69,12 +71,22 @@ class Published:
                 self._jobs_answer = (200, _encode(views.jobs_view(state)))
                 self._jobs_key = key
             status, doc = views.ready_view(state, reconciler)
+            hosts = self.hosts() if self.hosts is not None else None
+            if hosts is not None:
+                doc["hosts"] = hosts
         except Exception:
             self.current = None
             raise
         self.current = {"/v1/ready": (status, _encode(doc)), "/v1/jobs": self._jobs_answer}
         self.count += 1
         self.seconds += time.perf_counter() - t0
+
+    def again(self, service) -> None:
+        """Publish now, with no change of the state: the hosts' agents (/v1/ready's
+        ``hosts``) change with their reports, which change no state (the shell calls it
+        each round on fabrics without OpenFlow)."""
+        with service.lock.views:
+            self.publish(service.state, service.reconciler)
 
     def answer(self, path: str) -> tuple[int, bytes] | None:
         """The published answer to ``GET path`` (one trailing slash allowed, as the API's

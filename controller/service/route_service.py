@@ -30,8 +30,9 @@ from controller.service.admission import check_algorithm
 from controller.service.change import Change, Outcome
 from controller.service.clusterview import standalone_view
 from controller.service.hostports import HostPortService
+from controller.service.hoststatus import with_hosts
 from controller.service.matrices import MatrixLearning
-from controller.service.pathstate import PathEvidence
+from controller.service.pathstate import PathEvidence, restore
 from controller.service.predictions import Predictions
 from controller.service.resolver import Resolver
 from controller.service.servicelock import ServiceLock
@@ -383,9 +384,8 @@ class RouteService:
             return view
 
     def advise(self, doc) -> dict:
-        """Ring order advice for a job document, not installed: per ring the order that
-        crosses fewest leaves, and the saving in inter-leaf flows and predicted time (the job
-        planned alone with its algorithm)."""
+        """Ring order advice, nothing installed: per ring the order crossing fewest leaves and
+        the saving in inter-leaf flows and predicted time (the job alone, its algorithm)."""
         doc = self._resolve_addresses(doc)
         with self.lock:
             fabric = views.need_fabric(self.state)
@@ -426,7 +426,7 @@ class RouteService:
 
     def ready_view(self) -> tuple[int, dict]:
         with self.lock.views:  # GET /v1/ready, a readiness probe: 200 ready, else 503
-            return views.ready_view(self.state, self.reconciler)
+            return with_hosts(views.ready_view(self.state, self.reconciler), self)
 
     def _fabric_view(self) -> dict:
         return views.service_fabric_view(self.state, self.reconciler, self.settings,
@@ -543,9 +543,11 @@ class RouteService:
         with self.lock:
             mastership.load_intent(self.state, self.reconciler, self.finder, self.hostports, doc)
             self.passive = False
-            return mastership.take_over(self.state, self.reconciler, self.finder, self.clock(),
-                                        partial(self._topology_changed, force=True), self._drain,
-                                        trusted=self._shared)
+            answer = mastership.take_over(self.state, self.reconciler, self.finder, self.clock(),
+                                          partial(self._topology_changed, force=True),
+                                          self._drain, trusted=self._shared)
+        restore(self, time.monotonic())  # no OpenFlow: links down stay down until probed
+        return answer
 
     def stand_by(self) -> None:
         """Stop acting on switches; the shadows are dropped unless it writes its share."""

@@ -112,7 +112,7 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
     if host not in fabric.host_leaves:
         raise NotFoundError(f"no host {host!r} in the fabric")
     flows, back = [], []
-    for r, flow, parts in _by_host(state).get(host, ()):
+    for r, flow, parts in by_host(state).get(host, ()):
         for i, (where, share) in enumerate(parts):
             sport = part_sport(flow, i, len(parts))
             members = getattr(where, "members", None)
@@ -137,7 +137,7 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
             "routers": hostreports.routers(fabric) if learn else {}}
 
 
-def _by_host(state) -> dict[str, list]:
+def by_host(state) -> dict[str, list]:
     """Host -> (record, flow, parts) of every srv6 flow it sends or receives, built once per
     state version: after a change every agent asks at once (1,024 documents at k = 16), and
     each scanning every job's flows would cost hosts x flows."""

@@ -21,7 +21,7 @@ from controller.measurement.sflow import SenderFilter, SflowCollector
 from controller.model.clos import load_fabric
 from controller.planners import PLANNERS
 from controller.planners.plan import planner_options
-from controller.service import oplog
+from controller.service import oplog, pathstate
 from controller.service.cluster import Cluster
 from controller.service.etcd import Etcd
 from controller.service.route_service import RouteService
@@ -89,6 +89,7 @@ class Shell:
                                     dead_after=conf.mlroute_dead_after, sleep=hub.sleep,
                                     restart_grace=conf.mlroute_restart_grace,
                                     restart_quorum=conf.mlroute_restart_quorum,
+                                    probe_quorum=getattr(conf, "mlroute_probe_quorum", 2),
                                     link_gbps=conf.mlroute_link_gbps,
                                     hold_down=conf.mlroute_hold_down,
                                     max_flow_rules=conf.mlroute_max_flow_rules,
@@ -149,6 +150,7 @@ class Shell:
             self.hub.spawn(self._echoes)
         if self.static is not None:  # no OpenFlow: every declared switch is there from now
             self.service.note_switches(self.static.connected_now())
+            pathstate.restore(self.service, time.monotonic())  # links down stay down
             oplog.switches("counted as connected (no OpenFlow)", list(self.static.fabric.dpids))
             with self.service.lock:
                 for link in self.static.links():
@@ -429,6 +431,8 @@ class Shell:
             except Exception:  # noqa: BLE001 - keep ticking; the error is logged
                 LOG.exception("mlroute: periodic check failed")
             self._start_syncers()  # queued switches read by workers: none holds the loop
+            if self.static is not None and self.rest.published is not None:
+                self._guarded(self.rest.published.again, self.service)  # agents' reports
             kept = self.heap.tick()
             if kept:
                 LOG.log(logging.INFO if kept == "thawed" else logging.DEBUG,

@@ -143,7 +143,9 @@ class RestServer:
         self.service = service
         self.policy = policy or credentials.Policy(admin_token=token)
         self.tls = tls  # an ssl.SSLContext (server side), or None: plain HTTP
-        self.refusals: dict[str, dict] = {}  # host named -> its last refusal and a count
+        # host named -> its last refusal and a count (the service shows them in /v1/ready)
+        self.refusals: dict[str, dict] = {}
+        service.credential_refusals = self.refusals
         self.hub = hub
         self._stop = False
         self.native = native
