@@ -33,6 +33,7 @@ import urllib.parse
 
 DEFAULT_TIMEOUT = 30.0
 SUSPECT_S = 30.0  # a URL that did not answer is tried last for this long
+SEGMENTS_MAX_BYTES = 16 << 20  # the largest segments document an agent reads
 WRITE_METHODS = ("POST", "PUT", "DELETE", "PATCH")
 
 
@@ -156,11 +157,13 @@ class Client:
 
     # ---- the transport -------------------------------------------------------------------
     def request(self, method: str, path: str, doc=None, body: bytes | None = None,
-                headers: dict | None = None, timeout: float | None = None) -> tuple[int, object]:
+                headers: dict | None = None, timeout: float | None = None,
+                max_bytes: int | None = None) -> tuple[int, object]:
         """(status, answer) whatever the status; ``path`` as quoted as it comes (what is left
         unquoted, spaces or non-ASCII, is quoted here). ``doc`` is sent
         as JSON, ``body`` as it is. ``headers`` override the defaults (a forwarding standby
-        passes the client's Authorization). Raises ControllerUnreachable without an answer."""
+        passes the client's Authorization). Raises ControllerUnreachable without an answer,
+        ControllerError for an answer longer than ``max_bytes`` (not read further)."""
         if doc is not None:
             body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
         out = {"Accept": "application/json, text/plain"}
@@ -192,7 +195,7 @@ class Client:
                 try:
                     conn.request(method, prefix + path, body=body, headers=out)
                     resp = conn.getresponse()
-                    raw = resp.read()
+                    raw = resp.read() if max_bytes is None else resp.read(max_bytes + 1)
                 except (OSError, http.client.HTTPException) as e:
                     self.suspect[base] = time.monotonic() + SUSPECT_S
                     last = ControllerUnreachable(f"no answer from the controller "
@@ -201,6 +204,9 @@ class Client:
                         raise last from None
                     continue
                 self.suspect.pop(base, None)
+                if max_bytes is not None and len(raw) > max_bytes:
+                    raise ControllerError(f"answer larger than {max_bytes} bytes: not read",
+                                          resp.status, method, url)
                 return resp.status, _decode(resp.status, resp.getheader("Content-Type", ""),
                                             raw)
             finally:
@@ -239,12 +245,16 @@ class Client:
     def job_ports(self, job_id: str, timeout=None) -> str:
         return self.call("GET", _job_path(job_id) + "/ports", timeout=timeout)
 
-    def segments(self, host: str, held: str = "", wait: float = 0.0, timeout=None) -> dict:
+    def segments(self, host: str, held: str = "", wait: float = 0.0, timeout=None,
+                 max_bytes: int = SEGMENTS_MAX_BYTES) -> dict:
         """srv6 mode: ``host``'s segments document; with ``held`` (the version the caller
-        has) and ``wait`` seconds, a watch: the answer comes once the version changes."""
+        has) and ``wait`` seconds, a watch: the answer comes once the version changes. A
+        document over ``max_bytes`` is refused unread (ControllerError): an agent's memory
+        stays bounded whatever a controller sends."""
         headers = {"If-None-Match": f'"{held}"', "Prefer": f"wait={wait:g}"} if held else {}
         status, answer = self.request("GET", f"/v1/hosts/{_quote(host)}/segments",
-                                      headers=headers, timeout=timeout or self.timeout + wait)
+                                      headers=headers, timeout=timeout or self.timeout + wait,
+                                      max_bytes=max_bytes)
         if status >= 400:
             raise ControllerError(str(answer.get("error") if isinstance(answer, dict)
                                       else answer), status, "GET", self.url, answer)
