@@ -140,6 +140,16 @@ def test_a_direction_is_judged_apart_and_one_host_is_no_quorum():
     assert down_links(svc) == {("a1_1", "c1_1")}  # the whole link, every member
 
 
+def test_a_flows_two_ends_each_seeing_one_way_make_a_quorum():
+    """A cable that fails fails both ways: a flow's source (its data) and its destination
+    (the part back) each see one direction, and together they are two hosts."""
+    ev = PathEvidence()
+    ev.report("h0", [(["l0", "s0", "l1"], False), (["l0", "s1", "l1"], True)], now=0.0)
+    ev.report("h1", [(["l1", "s0", "l0"], False), (["l1", "s1", "l0"], True)], now=0.0)
+    down, _ = ev.judge(now=0.0)
+    assert down == {("l0", "s0"), ("l1", "s0")}  # a tie: nothing tells the two links apart
+
+
 def test_the_quorum_is_a_setting_and_an_option():
     assert Settings().probe_quorum == 2 == pathstate.QUORUM
     opt = next(o for o in flags.OPTS if o.name == "mlroute-probe-quorum")
@@ -203,6 +213,7 @@ def test_a_link_comes_back_only_once_every_failed_direction_answers():
     assert ev.judge(3.0) == ({("l1", "s0")}, set())
     assert set(ev.held[("l1", "s0")].failed) == {("s0", "l1"), ("l1", "s0")}
     ev.report("h1", [(["l1", "s0", "l0"], True), (["l1", "s1", "l0"], True)], 4.0)
+    ev.report("h1b", [(["l1", "s0", "l2"], True), (["l1", "s1", "l2"], True)], 4.0)
     assert ev.judge(4.0) == (set(), set())  # l1 -> s0 answers, s0 -> l1 not yet
     ev.report("h0", [(["l0", "s0", "l1"], True), (["l0", "s1", "l1"], True)], 5.0)
     assert ev.judge(5.0) == (set(), {("l1", "s0")})

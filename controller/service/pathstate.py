@@ -15,8 +15,10 @@ One host can neither fake nor flap a link, and a report costs what its own size 
   on a tie), then the same for the paths left (``PathEvidence.judge``). A host that reaches a
   leaf by no working path at all blames nothing there (a problem of that leaf, the host or a
   queue, not of one link);
-* a direction is judged failed only when at least ``quorum`` hosts (``--mlroute-probe-quorum``,
-  2) have failed paths blamed on it; the link then goes down whole;
+* a link is judged failed only when at least ``quorum`` hosts (``--mlroute-probe-quorum``,
+  2) have failed paths blamed on its uncleared directions, together (a cable that fails
+  fails both ways, and a flow's source and its destination each see one way); it then goes
+  down whole, with those directions judged failed;
 * a link taken down comes back only on evidence, never by the reports ageing out: in each
   direction judged failed, a working path across it newer than the judgement, or fresh failed
   paths through it that other links judged down explain (the first two reports of a failure
@@ -269,7 +271,7 @@ class PathEvidence:
     def _blame(self, now: float, quorum: int) -> tuple[dict[Link, set[Hop]], dict[Hop, bool]]:
         """The links the fresh failed paths prove down, each with its directions judged
         failed: the smallest explanation of the failed paths (greedy, ties all blamed), a
-        direction kept where ``quorum`` hosts or more blame it. Also, for each direction of a
+        link kept where ``quorum`` hosts or more blame its directions. Also, for each direction of a
         link held down and not judged now that failed paths cross: whether every one of them
         is explained by a link judged down now. O(the failed evidence)."""
         open_claims = []  # (host, the hops of its failed path that no working path clears)
@@ -301,10 +303,9 @@ class PathEvidence:
                     blamed.setdefault(link_of(hop), {}).setdefault(hop, set()).add(host)
             left = rest
         judged = {}
-        for link, directions in blamed.items():
-            failed = {hop for hop, hosts in directions.items() if len(hosts) >= quorum}
-            if failed:
-                judged[link] = failed
+        for link, directions in blamed.items():  # a cable fails both ways, seen one way
+            if len(set().union(*directions.values())) >= quorum:  # by each of its hosts
+                judged[link] = set(directions)
         away: dict[Hop, bool] = {}
         for hops, why in explained:
             for hop in hops:
