@@ -26,13 +26,32 @@ from controller.shell.hub import Hub
 
 LOG = logging.getLogger("mlroute")
 # Stragglers: once the others of an install or a read have answered, a switch still silent
-# is waited for STRAGGLER_WAIT seconds more (or STRAGGLER_TIMES what the others took, if
-# longer), then given up on, so that one switch does not hold the rest for the timeout;
-# only while the silent ones are a minority (one in STRAGGLER_SHARE, one at least): a
-# fabric whose switches are all slow is waited for up to the timeout
+# is waited for STRAGGLER_WAIT seconds more plus the messages it was sent at STRAGGLER_RATE a
+# second (or STRAGGLER_TIMES what the others took, if longer: ``straggler_wait``), then given
+# up on, so that one switch does not hold the rest for the timeout; only while the silent
+# ones are a minority (one in STRAGGLER_SHARE, one at least): a fabric whose switches are all
+# slow is waited for up to the timeout. STRAGGLER_RATE is an assumed floor of the flow mods a
+# healthy switch applies a second (hardware switches apply some hundreds to thousands, slow
+# ASIC tables about 200: Kuzniar et al., "What you need to know about SDN flow tables", PAM
+# 2015), so that a bigger batch is not taken for silence (issue 74: a switch sent 600 mods
+# at 1,000 a second while the others got 20 was given up on after 0.56 s; it confirms at
+# 1.66 s)
 STRAGGLER_WAIT = 0.5
+STRAGGLER_RATE = 200.0
 STRAGGLER_TIMES = 4
 STRAGGLER_SHARE = 8
+
+
+def straggler_wait(sent: int, others_took: float) -> float:
+    """Seconds a switch still silent once the others answered is waited for after them:
+    ``STRAGGLER_WAIT`` plus the ``sent`` messages (flow and group mods, the barrier) at
+    ``STRAGGLER_RATE`` a second, or ``STRAGGLER_TIMES`` what the others took
+    (``others_took``), whichever is longer. 20 mods: 0.6 s; 600 mods: 3.5 s.
+
+    >>> straggler_wait(0, 0.06), straggler_wait(600, 0.06), straggler_wait(0, 1.0)
+    (0.5, 3.5, 4.0)
+    """
+    return max(STRAGGLER_WAIT + max(0, sent) / STRAGGLER_RATE, STRAGGLER_TIMES * others_took)
 
 
 class Switches:
@@ -147,7 +166,8 @@ class Switches:
                                                       (event, bell)), event))
             # wait for every switch, so no barrier is left registered
             late = self._gather({p[0]: [p[3]] for p in pending}, bell,
-                                time.monotonic() + self.timeout)
+                                time.monotonic() + self.timeout,
+                                sent={dpid: len(batches[dpid]) + 1 for dpid, *_ in pending})
             for dpid, xids, xid, _event in pending:
                 with self.lock:
                     failed = [(t, f) for x, t, f in self._errors.get(dpid, []) if x in xids]
@@ -174,12 +194,15 @@ class Switches:
             raise InstallError(next(iter(problems.values())), problems, full)
 
     def _gather(self, waits: dict[int, list], bell, deadline: float,
-                done: Callable[[list[int]], None] | None = None) -> dict[int, str]:
+                done: Callable[[list[int]], None] | None = None,
+                sent: dict[int, int] | None = None) -> dict[int, str]:
         """Wait until every switch of ``waits`` (dpid -> the Events of its replies) has all
         its replies, calling ``done(dpids)`` with those that have as they come; ``bell`` is
         set at each reply. Returns the switches given up on, with how long they were waited
-        for: silent at ``deadline``, or stragglers (``STRAGGLER_WAIT``): one switch that
-        never answers held the 63 read with it for the whole timeout (issue 59)."""
+        for: silent at ``deadline``, or stragglers (``straggler_wait``: one switch that never
+        answers held the 63 read with it for the whole timeout, issue 59), each waited for as
+        its batch needs (``sent``: dpid -> messages sent to it, for the largest batch among
+        those still silent; none: its replies' requests)."""
         start = time.monotonic()
         left, last = dict(waits), None  # last: when the latest switch completed
         while left:
@@ -195,8 +218,8 @@ class Switches:
                 continue
             until = deadline
             if last is not None and len(left) <= max(1, len(waits) // STRAGGLER_SHARE):
-                until = min(deadline, last + max(STRAGGLER_WAIT,
-                                                  STRAGGLER_TIMES * (last - start)))
+                most = max((sent or {}).get(d, len(left[d])) for d in left)
+                until = min(deadline, last + straggler_wait(most, last - start))
             if now >= until:
                 break
             bell.wait(until - now)
