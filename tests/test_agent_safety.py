@@ -408,7 +408,7 @@ class FakeProber:
             raise RuntimeError("probe loop's work fails")
         seqs = []
         with self.lock:
-            for container, _dst in probes:
+            for container, _dst, *_back in probes:
                 self.seq += 1
                 seqs.append(self.seq)
                 if container in self.alive:

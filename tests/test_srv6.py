@@ -256,3 +256,31 @@ def test_redundant_controllers_take_over_with_no_openflow():
     from controller.shell.roles import Roles
     roles = Roles(None, None, StaticSwitches(wired(Clos.leaf_spine(2, 2, 1))))
     roles._wait([roles.send(dp, True, 1) for dp in roles.switches.datapaths()])
+
+
+def test_every_list_carries_its_way_back_and_the_agent_checks_it():
+    """A probe carries its path reversed, to the prober, for the destination's agent to answer
+    along (``segments.back_container``): the kernel's own answer takes the routers' ECMP,
+    which a failed link beyond a router's ports black-holes."""
+    from controller.agent import steering
+    from controller.agent.probe import answer_of, echo
+    svc = service_on(wired(Clos.leaf_spine(2, 2, 2)))
+    api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "b", "mode": "srv6", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]}
+    ).encode())
+    out = api.handle(svc, "GET", "/v1/hosts/h0_0/segments")[1]
+    back = api.handle(svc, "GET", "/v1/hosts/h1_0/segments")[1]
+    f, r = out["flows"][0], back["flows"][0]
+    assert r["reverse"] and r["path"] == f["path"][::-1]
+    assert f["back"] == r["sids"][0] and r["back"] == f["sids"][0]  # each the other's list
+    assert f["backup"]["back"] != f["back"]
+    assert {p["back"] for p in out["probes"]} == {f["back"], f["backup"]["back"]}
+    doc = steering.read(out)
+    assert str(doc.steers[0].back) == f["back"] and doc.probes[0].back is not None
+    request = echo("10.0.0.1", "10.0.1.1", 9, 4, f["back"])
+    way, reply = answer_of(request, doc.block)
+    assert str(way) == f["back"] and reply[9] == 1 and reply[20] == 0  # an echo reply
+    assert reply[12:16] == request[16:20] and reply[16:20] == request[12:16]
+    out["flows"][0]["back"] = "2001:db8::1"  # outside the fabric's block: refused whole
+    with pytest.raises(InputError, match="back: sids: 2001:db8::1 is outside the block"):
+        steering.read(out)

@@ -103,6 +103,7 @@ class Agent(Supervisor):
         self.steers: list = []
         self.probes: list[steering.Probe] = []  # every path to the parts' destinations
         self.src_ip = ""
+        self.block = None  # the fabric's uSID block: probes are answered along it
         self.addresses: frozenset[str] = frozenset()  # the host's fabric addresses (traffic)
         self.failed: set[tuple] = set()  # primary lists that do not answer: backups in use
         self.refused: dict | None = None  # the last document refused, until one is taken
@@ -138,6 +139,7 @@ class Agent(Supervisor):
                 self._refuse(raw, InputError(f"the kernel refused its rules: {e}"))
                 raise
             self.version, self.probes, self.src_ip = doc.version, doc.probes, doc.src_ip
+            self.block = doc.block
             self.addresses, self.port_entries, self.routers = (doc.addresses, doc.ports,
                                                                doc.routers)
             self.refused = None
@@ -250,22 +252,25 @@ class Agent(Supervisor):
             start = time.monotonic()
             with self.lock:
                 steers, probes, src = list(self.steers), list(self.probes), self.src_ip
-            dst_of = {}  # list -> a destination behind it
+                prober.block = self.block
+            dst_of, back_of = {}, {}  # list -> a destination behind it, and its way back
             for s in steers:
                 if s.encap == "encap.red":
-                    dst_of[s.sids] = s.match[0]
+                    dst_of[s.sids], back_of[s.sids] = s.match[0], s.back
                 if s.backup and s.backup_encap == "encap.red":
-                    dst_of[s.backup] = s.match[0]
+                    dst_of[s.backup], back_of[s.backup] = s.match[0], s.backup_back
             in_use = list(dst_of)
             for p in probes:
                 dst_of.setdefault(p.sids, p.dst)
+                back_of.setdefault(p.sids, p.back)
             paths.forget(set(dst_of))
             state = []
             if src and dst_of:
                 prober.src = src
                 targets = schedule.pick(in_use, list(dict.fromkeys(p.sids for p in probes)),
                                         start)
-                seqs = prober.send([(str(x[0]), str(dst_of[x])) for x in targets])
+                seqs = prober.send([(str(x[0]), str(dst_of[x]), back_of.get(x))
+                                    for x in targets])
                 for seq, sids in zip(seqs, targets):
                     sent[seq] = (sids, start)
                     paths.sent(sids, start)

@@ -1,7 +1,15 @@
 """The agent's path probes: an ICMP echo to a destination host, carried inside IPv6 to a uSID
 container (what ``encap.red`` with one segment sends), so each probe crosses exactly the path
-of its list; the reply returns by plain IPv4 (the fabric's ECMP). No rule or table is needed:
-the probe names its path itself.
+of its list. No rule or table is needed: the probe names its path itself.
+
+The way back: a probe carries the container of its path reversed (``segments.back_container``,
+the request's data: ``MAGIC`` and the 16-byte container), and the destination's agent answers
+along it (``Prober.receive``, at most ``ANSWERS_PER_S`` a second, only into the fabric's
+block). Why: the destination's kernel answers too, but by plain IPv4 over the routers' ECMP,
+which knows of no failed link beyond a router's own ports; a reply hashed onto the failed
+link is lost whichever list the probe took, and a flow's two ends would then see their
+backups fail as well and never move. A probe answered proves its path both ways; where no
+agent runs at the destination the kernel's answer still counts.
 
 Why ICMP to the host and not to a SID: a router's SIDs do not answer pings, and the host's
 answer proves the whole path including the decapsulation at its leaf.
@@ -15,13 +23,18 @@ feed the controller's link state, once every ``SLOW_S``. The bound: at most ``FA
 (about 100 kB/s) whatever the document holds; more lists in use than ``FAST_LISTS`` are
 probed in turn (each less often, and fails as much later).
 
->>> len(echo("10.0.0.1", "10.0.1.1", 7, 1))
-36
+>>> len(echo("10.0.0.1", "10.0.1.1", 7, 1)), len(echo("10.0.0.1", "10.0.1.1", 7, 1, "fc::1"))
+(36, 48)
 >>> ip_checksum(echo("10.0.0.1", "10.0.1.1", 7, 1)[:20])  # a valid IPv4 header sums to 0
 0
+>>> request = echo("10.0.0.1", "10.0.1.1", 7, 1, "fcbb:bbbb:3:1:f001::")
+>>> answer_of(request, ipaddress.IPv6Network("fcbb:bbbb::/32"))[0]  # its way back
+IPv6Address('fcbb:bbbb:3:1:f001::')
+>>> answer_of(request, ipaddress.IPv6Network("fc00::/16"))  # not into another block
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import select
 import socket
@@ -40,16 +53,39 @@ FAIL_S = 0.5  # answer (another path: this long), FAIL_PROBES of them (a reply d
 FAIL_PROBES = 3  # by a queue still counts), and at least 4 smoothed round trips
 BACK_S = 1.0  # a failed path answering again for this long is used again
 ICMP_ECHO, ICMP_REPLY = 8, 0
+MAGIC = b"mlrB"  # a probe's data: MAGIC and the container of its way back
+ANSWERS_PER_S = 5000  # the answers an agent sends along ways back, at most
 
 
-def echo(src: str, dst: str, ident: int, seq: int) -> bytes:
-    """An IPv4 packet holding an ICMP echo request with 8 bytes of data."""
-    icmp = struct.pack("!BBHHH", ICMP_ECHO, 0, 0, ident, seq) + b"mlroute!"
+def echo(src: str, dst: str, ident: int, seq: int, back=None, kind: int = ICMP_ECHO,
+         data: bytes | None = None) -> bytes:
+    """An IPv4 packet holding an ICMP echo (request, or ``kind`` reply) with 8 bytes of data,
+    or with ``MAGIC`` and the ``back`` container (20 bytes)."""
+    if data is None:
+        data = MAGIC + ipaddress.IPv6Address(back).packed if back is not None else b"mlroute!"
+    icmp = struct.pack("!BBHHH", kind, 0, 0, ident, seq) + data
     icmp = icmp[:2] + struct.pack("!H", ip_checksum(icmp)) + icmp[4:]
     header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), seq, 0, 64, 1, 0,
                          socket.inet_aton(src), socket.inet_aton(dst))
     header = header[:10] + struct.pack("!H", ip_checksum(header)) + header[12:]
     return header + icmp
+
+
+def answer_of(packet: bytes, block) -> tuple[ipaddress.IPv6Address, bytes] | None:
+    """(the way back, the echo reply to send along it) for a probe request carrying its way
+    back in ``block``; None for anything else (any host may send the raw socket anything)."""
+    ihl = (packet[0] & 0x0F) * 4 if packet else 0
+    if ihl < 20 or len(packet) < ihl + 8 + len(MAGIC) + 16 or packet[9] != 1:
+        return None
+    kind, _code, _sum, ident, seq = struct.unpack("!BBHHH", packet[ihl:ihl + 8])
+    data = packet[ihl + 8:ihl + 8 + len(MAGIC) + 16]
+    if kind != ICMP_ECHO or not data.startswith(MAGIC):
+        return None
+    back = ipaddress.IPv6Address(data[len(MAGIC):])
+    if block is None or back not in block:
+        return None
+    src, dst = socket.inet_ntoa(packet[12:16]), socket.inet_ntoa(packet[16:20])
+    return back, echo(dst, src, ident, seq, kind=ICMP_REPLY, data=data)
 
 
 class Prober:
@@ -58,8 +94,10 @@ class Prober:
 
     def __init__(self, src_ip: str):
         self.src = src_ip
+        self.block = None  # the fabric's uSID block: answers go along ways back inside it
         self.ident = os.getpid() & 0xFFFF
         self.seq = 0
+        self.answers = (0.0, 0)  # (second, answers sent in it): ``ANSWERS_PER_S``
         self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, IPPROTO_IPIP)
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
 
@@ -67,20 +105,23 @@ class Prober:
         self.tx.close()
         self.rx.close()
 
-    def send(self, probes: list[tuple[str, str]]) -> list[int]:
-        """One probe per (uSID container, destination IPv4); their sequence numbers."""
+    def send(self, probes: list[tuple]) -> list[int]:
+        """One probe per (uSID container, destination IPv4[, way back]); their sequence
+        numbers."""
         seqs = []
-        for container, dst in probes:
+        for container, dst, *back in probes:
             self.seq = (self.seq + 1) & 0xFFFF
             seqs.append(self.seq)
+            packet = echo(self.src, dst, self.ident, self.seq, back[0] if back else None)
             try:
-                self.tx.sendto(echo(self.src, dst, self.ident, self.seq), (container, 0))
+                self.tx.sendto(packet, (str(container), 0))
             except OSError:
                 pass  # no route: never answered
         return seqs
 
     def receive(self, until: float) -> list[int]:
-        """Sequence numbers of the replies heard until ``until`` (monotonic)."""
+        """Sequence numbers of the replies heard until ``until`` (monotonic); meanwhile the
+        probes of other hosts' agents are answered along their ways back (module text)."""
         got = []
         while (left := until - time.monotonic()) > 0:
             if not select.select([self.rx], [], [], left)[0]:
@@ -92,7 +133,21 @@ class Prober:
             kind, _code, _sum, ident, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
             if kind == ICMP_REPLY and ident == self.ident:
                 got.append(seq)
+            elif kind == ICMP_ECHO:
+                self._answer(data)
         return got
+
+    def _answer(self, request: bytes) -> None:
+        answer = answer_of(request, self.block)
+        second, sent = self.answers
+        now = int(time.monotonic())
+        if answer is None or (now == second and sent >= ANSWERS_PER_S):
+            return
+        self.answers = (now, sent + 1 if now == second else 1)
+        try:
+            self.tx.sendto(answer[1], (str(answer[0]), 0))
+        except OSError:
+            pass  # no route back: the kernel's own answer may still come
 
     def round(self, probes: list[tuple[str, str]], timeout: float = 0.1) -> list[bool]:
         """Send and wait up to ``timeout``: whether each probe answered by then."""

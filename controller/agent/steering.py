@@ -73,6 +73,10 @@ class Steer:
     sids: tuple[ipaddress.IPv6Address, ...]
     backup: tuple[ipaddress.IPv6Address, ...] = ()
     backup_encap: str = ""
+    # the container of each list's way back (``segments.back_container``), which a probe
+    # along the list carries for its answer; None: the answer comes by plain routing
+    back: ipaddress.IPv6Address | None = None
+    backup_back: ipaddress.IPv6Address | None = None
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,7 @@ class Probe:
     path: tuple[str, ...]
     dst: ipaddress.IPv4Address
     sids: tuple[ipaddress.IPv6Address, ...]
+    back: ipaddress.IPv6Address | None = None  # the way back the probe carries (Steer.back)
 
 
 @dataclass
@@ -231,16 +236,25 @@ def _steer(f, i: int, block) -> Steer:
     encap, sids = _encap(f.get("form"), where), _sids(f.get("sids"), block, where)
     if encap == "encap.red" and len(sids) != 1:
         raise InputError(f"{where}: a usid list is one container, not {len(sids)}")
+    back = _back(f, block, where)
     backup = f.get("backup")
     if backup is None:
-        return Steer((dst, proto, sport, dport), encap, sids)
+        return Steer((dst, proto, sport, dport), encap, sids, back=back)
     if not isinstance(backup, dict):
         raise InputError(f"{where}: backup must be an object, not {_short(backup)}")
     b_encap = _encap(backup.get("form"), f"{where} backup")
     b_sids = _sids(backup.get("sids"), block, f"{where} backup")
     if b_encap == "encap.red" and len(b_sids) != 1:
         raise InputError(f"{where} backup: a usid list is one container, not {len(b_sids)}")
-    return Steer((dst, proto, sport, dport), encap, sids, b_sids, b_encap)
+    return Steer((dst, proto, sport, dport), encap, sids, b_sids, b_encap, back,
+                 _back(backup, block, f"{where} backup"))
+
+
+def _back(entry: dict, block, where: str) -> ipaddress.IPv6Address | None:
+    """An entry's optional ``back``: one uSID container in the fabric's block."""
+    if entry.get("back") is None:
+        return None
+    return _sids([entry["back"]], block, f"{where} back")[0]
 
 
 def _port_entry(e, i: int) -> dict:
@@ -304,8 +318,9 @@ def read(doc) -> Document:
             raise InputError(f"{where}: expected an object, not {_short(p)}")
         path, dst = _path(p.get("path"), where), _ipv4(p.get("dst_ip"), "dst_ip", where)
         encap, sids = _encap(p.get("form"), where), _sids(p.get("sids"), block, where)
+        back = _back(p, block, where)
         if encap == "encap.red":
-            probes.append(Probe(path, dst, sids))
+            probes.append(Probe(path, dst, sids, back))
     ports = [_port_entry(e, i) for i, e in enumerate(_list(doc, "ports", MAX_PORTS))]
     routers = doc.get("routers") or {}
     if not isinstance(routers, dict) or len(routers) > MAX_ROUTERS:

@@ -119,18 +119,18 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
             q = fabric.part_plane(where)
             if flow.src == host:
                 flows.append(_part(fabric, plan, r.job.id, flow.dst, q, list(where), members,
-                                   (flow.proto, sport, flow.dport), share))
+                                   (flow.proto, sport, flow.dport), share, host))
             else:  # the part back: its acknowledgements (module text)
                 back.append({**_part(fabric, plan, r.job.id, flow.src, q, list(where)[::-1],
                                      members[::-1] if members else members,
-                                     (flow.proto, flow.dport, sport), share),
+                                     (flow.proto, flow.dport, sport), share, host),
                              "reverse": True})
     flows += back
     learn = hostreports.entries(state, host, ports) if ports is not None else []
     return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
             "src_ip": fabric.ip_of(host), "addresses": [a for a in fabric.host_ips[host] if a],
             "flows": flows,
-            "probes": probe_paths(fabric, plan, flows),
+            "probes": probe_paths(fabric, plan, flows, host),
             "ports": learn,
             # only to a host that probes for ports: 320 routers at k = 16 more than doubled
             # every document (bench/srv6.json, scale)
@@ -158,23 +158,47 @@ def by_host(state) -> dict[str, list]:
 
 
 def _part(fabric: Clos, plan: SidPlan, job: str, dst: str, plane: int, path: list[str],
-          members, ports: tuple, share: float) -> dict:
-    """One part's entry: its match, list and backup list."""
+          members, ports: tuple, share: float, host: str) -> dict:
+    """One part's entry: its match, list and backup list, each with its way back to
+    ``host`` (``back_container``)."""
     proto, sport, dport = ports
     doc = {"job": job, "dst": dst, "dst_ip": fabric.ip_of(dst, plane), "proto": proto,
            "sport": sport, "dport": dport, "share": share, "path": path,
-           **segments(plan, path, members, dst).to_doc()}
+           **segments(plan, path, members, dst).to_doc(),
+           **back_container(plan, path, members, host)}
     other = backup_path(fabric, path) if len(path) > 1 else None
     if other is not None:
-        doc["backup"] = {"path": other,
-                         **segments(plan, other, _members(fabric, other), dst).to_doc()}
+        m = _members(fabric, other)
+        doc["backup"] = {"path": other, **segments(plan, other, m, dst).to_doc(),
+                         **back_container(plan, other, m, host)}
     return doc
 
 
-def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], limit: int = 16) -> list[dict]:
+def back_container(plan: SidPlan, path: list[str], members, host: str) -> dict:
+    """``{"back": container}``: the uSID container of ``path`` reversed, to ``host``, that a
+    probe along ``path`` carries for its answer ({} where it takes more than one container).
+
+    Why: the destination host's kernel answers a probe by plain IPv4, over the routers' ECMP,
+    which knows of no failed link beyond a router's own ports: a reply hashed onto the failed
+    link is lost, whichever list the probe took, and both ends of a flow would then see their
+    backups fail too and never move (its acknowledgements lost). The destination's agent
+    answers along the container the probe carries, so a probe proves its path both ways.
+    """
+    if len(path) < 2:
+        return {}
+    try:
+        seg = segments(plan, path[::-1], members[::-1] if members else members, host)
+    except InputError:  # the host is not at the path's first leaf (another plane's)
+        return {}
+    return {"back": seg.sids[0]} if seg.form == "usid" else {}
+
+
+def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], host: str,
+                limit: int = 16) -> list[dict]:
     """Every shortest path of the whole fabric (links down included: probes tell when they
-    are back) from the host's leaf to each destination of its flows, up to ``limit`` each:
-    the agent probes them, and its reports tell the controller which links work."""
+    are back) from the host's leaf to each destination of its flows, up to ``limit`` each,
+    with its way back (``back_container``): the agent probes them, and its reports tell the
+    controller which links work."""
     whole = fabric.derived("srv6_whole", lambda f: f.with_down(()))  # once per fabric
     out, seen = [], set()
     for f in flows:
@@ -183,6 +207,8 @@ def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], limit: int = 16)
             continue
         seen.add((f["path"][0], dst_leaf))
         for path in shortest_paths(whole, f["path"][0], dst_leaf, limit):
+            m = _members(whole, path)
             out.append({"path": path, "dst_ip": f["dst_ip"],
-                        **segments(plan, path, _members(whole, path), f["dst"]).to_doc()})
+                        **segments(plan, path, m, f["dst"]).to_doc(),
+                        **back_container(plan, path, m, host)})
     return out
