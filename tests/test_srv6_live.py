@@ -144,7 +144,9 @@ def test_a_link_down_under_a_running_flow_moves_it_within_a_second(scripts, shap
     from topologies.routers import fat_tree
     fabric = _leaf_spine() if shape == "leaf-spine" else fat_tree(4)
     src, dst = ("h0_0", "h1_0") if shape == "leaf-spine" else ("h0_0", "h2_0")
-    with RouterSession(fabric, str(scripts), agents=[src], bw=20) as s:
+    # both ends' agents: the controller takes a link down on two hosts' probes (the quorum)
+    with RouterSession(fabric, str(scripts), agents=[src, dst], bw=20,
+                       secure=shape == "leaf-spine") as s:
         view = s.ctl.client.add_job({"id": "one", "flows": [
             {"src": src, "dst": dst, "bytes": 8e6}]})
         path = view["routes"][0]["path"]
@@ -171,6 +173,42 @@ def test_a_link_down_under_a_running_flow_moves_it_within_a_second(scripts, shap
         after = wait_until(lambda: [r for r in s.ctl.client.routes()["routes"]
                                     if r["path"] != path], 10, what="the re-plan")
         assert path[-2] not in after[0]["path"]  # re-planned around the failed link
+
+
+def test_secured_agents_steer_and_a_host_speaks_only_for_itself(scripts):
+    """Issue 72 on real kernels: HTTPS, an admin token and one credential per host. Every
+    agent connects and steers with its own credential; a hostile host (h0_1, its agent's
+    credential) cannot report for h0_0, read its plan or post a job, and its own report of a
+    failed path takes nothing down (one host is no quorum)."""
+    from controller.client import Client
+    with RouterSession(_leaf_spine(), str(scripts), secure=True) as s:
+        assert s.url.startswith("https://")
+        view = s.ctl.client.add_job({"id": "one", "flows": [
+            {"src": "h0_0", "dst": "h1_0", "bytes": 1e6},
+            {"src": "h0_1", "dst": "h1_1", "bytes": 1e6}]})
+        for h in ("h0_0", "h0_1"):
+            wait_until(lambda h=h: s.steered(h), 15, interval=0.1, what=f"{h}'s rule")
+        hosts = wait_until(lambda: (d := s.ctl.client.ready().get("hosts")) and
+                           d["reporting"] == 4 and d, 20, what="every agent's reports")
+        assert hosts["credential_refused"] == 0 and hosts["document_refused"] == 0, hosts
+        with open(s.credential_file("h0_1")) as fh:
+            hostile = Client(s.url, fh.read().strip(), timeout=10, ca_file=s.pki["ca"])
+        spine = next(r["path"][1] for r in view["routes"] if r["src"] == "h0_0")
+        other = "s1" if spine == "s0" else "s0"
+        lie = {"paths": [{"path": ["l0", spine, "l1"], "ok": False},
+                         {"path": ["l0", other, "l1"], "ok": True}]}
+        assert hostile.request("POST", "/v1/hosts/h0_0/probes", lie)[0] == 403
+        assert hostile.request("GET", "/v1/hosts/h0_0/segments")[0] == 403
+        assert hostile.request("POST", "/v1/jobs", {"id": "x", "flows": [
+            {"src": "h0_1", "dst": "h1_1", "bytes": 1e6, "dport": 7}]})[0] == 403
+        status, doc = hostile.request("POST", "/v1/hosts/h0_1/probes", lie)  # its own: 200
+        assert status == 200 and doc["links_down"] == [], doc
+        assert [r["path"] for r in s.ctl.client.routes()["routes"]] == \
+            [r["path"] for r in view["routes"]]  # nothing moved
+        wait_until(lambda: s.ctl.client.ready()["hosts"]["credential_refused"] == 1, 5,
+                   what="h0_0 named in /v1/ready (published each second)")
+        with pytest.raises(OSError):  # plain HTTP to the HTTPS port gets no answer
+            Client(s.url.replace("https", "http"), timeout=5).ready()
 
 
 @EXTENDED
