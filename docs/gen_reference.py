@@ -395,10 +395,13 @@ def _srv6() -> str:
          f"{i['install_ms']:g} ms; all re-steered {i['resteer_ms']:g} ms; removed "
          f"{i['remove_ms']:g} ms; one ip process per command: {i['per_process_ms_per_command']:g}"
          f" ms each ({i['per_process_install_ms_estimate']:,.0f} ms for the same install)"],
-        [f"a link set down under a running flow ({o['fabric']})",
+        [f"a link set down under a running flow ({o['fabric']}, both ends' agents)",
          f"moved to its backup list after {o['moved_to_backup_s']:g} s; longest gap at the "
          f"receiver {o['outage_s']:g} s (before the failure {o['normal_max_gap_s']:g} s); every "
-         f"byte delivered: {o['delivered']}"],
+         f"byte delivered: {o['delivered']}"
+         + (f"; over {o['runs']} runs the gap was "
+            f"{', '.join(f'{x:g}' for x in o['outage_each_s'])} s, at most 0.2 s in "
+            f"{o['outage_at_most_200ms']} of them" if "runs" in o else "")],
         [f"goodput of one flow at {g['link_mbps']} Mbit/s",
          f"plain IPv4 {g['plain_goodput_share']:.1%} of the line rate, inside its uSID container "
          f"{g['usid_goodput_share']:.1%}: {g['usid_overhead']:.1%} slower"],
