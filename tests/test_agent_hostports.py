@@ -101,8 +101,8 @@ def test_the_agent_learns_reports_and_exports_each_parts_port(tmp_path, monkeypa
         before = sports(svc)
         routers.seed = 1
         monkeypatch.setattr(hostports, "FRESH_S", 0.0)  # as if the ports were checked long ago
-        assert call(svc, "POST", "/v1/jobs", {"id": "q", "flows": [
-            {"src": "h0_1", "dst": "h1_1", "bytes": 1e6}]})[0] == 201  # a new version
+        assert call(svc, "POST", "/v1/jobs", {"id": "q", "flows": [  # a new version of
+            {"src": "h1_1", "dst": "h0_0", "bytes": 1e6}]})[0] == 201  # h0_0's document
         agent.step(wait=0)
         assert wait_for(lambda: all(routers.spine(entries[d], s) == entries[d]["path"][1]
                                     for d, s in sports(svc).items())), (before, sports(svc))

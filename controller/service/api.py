@@ -37,12 +37,12 @@ import re
 import time
 
 from controller.errors import ConflictError, InputError, NotFoundError, ServiceUnavailable
-from controller.service import oplog
+from controller.service import oplog, watches
 from controller.service.hostcounts import counted
 from controller.service.hostreports import reported as ports_reported
 from controller.service.pathstate import reported
 from controller.service.route_service import RouteService
-from controller.service.segments import EPOCH, segments_view
+from controller.service.segments import segments_view
 
 MAX_BODY = 4 * 2**20
 
@@ -113,7 +113,7 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"",
                 return cluster.write(method, path, body, headers or {}, lambda: _call(
                     service, methods[method], m.groupdict(), method, body))
             if methods[method] == "get_segments":
-                _watch(service, headers or {})
+                _watch(service, m.groupdict()["host"], headers or {})
             return _call(service, methods[method], m.groupdict(), method, body)
         except ServiceUnavailable as e:
             return 503, {"error": str(e)}
@@ -133,16 +133,32 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"",
 WATCH_MAX_S = 30.0  # the longest wait a watch may ask for
 
 
-def _watch(service, headers: dict) -> None:
-    """A watch (RFC 7240 ``Prefer: wait=N`` with ``If-None-Match: <version>``): returns when
-    the state's version differs from the one the client holds or after N seconds (at most
-    ``WATCH_MAX_S``), sleeping with the shell's sleep, never holding the service lock."""
+def watch_of(headers: dict) -> tuple[str, float] | None:
+    """(the version held, seconds to wait at most) of a watch's headers (RFC 7240 ``Prefer:
+    wait=N`` with ``If-None-Match: <version>``), None for a plain read."""
     held = headers.get("If-None-Match", "").strip().strip('"')
     m = re.search(r"wait=([0-9.]+)", headers.get("Prefer", ""))
     if not held or not m:
+        return None
+    return held, min(float(m.group(1)), WATCH_MAX_S)
+
+
+def _watch(service, host: str, headers: dict) -> None:
+    """A watch in a thread of its own (the native front parks its watches instead:
+    ``shell/front.py``): returns when ``host``'s document version (``watches.py``) differs
+    from the one the client holds or after N seconds, looking every 50 ms with the shell's
+    sleep, never holding the service lock."""
+    watch = watch_of(headers)
+    if watch is None:
         return
-    deadline = time.monotonic() + min(float(m.group(1)), WATCH_MAX_S)
-    while held == f"{EPOCH}:{service.state.version}" and time.monotonic() < deadline:
+    held, wait = watch
+    deadline = time.monotonic() + wait
+    versions = watches.of(service)
+    while time.monotonic() < deadline:
+        with service.lock.views:
+            now = versions.version(service.state, host, watches.host_ports(service))
+        if now != held:
+            return
         service.sleep(0.05)
 
 
@@ -182,9 +198,9 @@ def _call(service: RouteService, name: str, params: dict, method: str, body: byt
             return 200, service.delete_job(params["id"])
         if name == "get_segments":
             with service.lock.views:  # srv6 mode's per-host document (segments.py)
-                hp = service.hostports  # host mode's parts where the hosts learn ports
-                return 200, segments_view(service.state, params["host"],
-                                          hp.ports.ports if hp.from_hosts else None)
+                ports = watches.host_ports(service)  # host mode's, where hosts learn them
+                version = watches.of(service).version(service.state, params["host"], ports)
+                return 200, segments_view(service.state, params["host"], ports, version)
         if name == "post_probes":  # srv6 mode: link state from the hosts' probes
             return 200, reported(service, params["host"], _json_body(body), time.monotonic())
         if name == "post_ports":  # host mode on routers: the ports the agent learned

@@ -100,6 +100,11 @@ def routers(fabric: Clos) -> dict[str, str]:
     return fabric.derived("router_addresses", lambda f: {ip: s for s, ip in router_ips(f).items()})
 
 
+def learning_hosts(state) -> list[str]:
+    """The hosts with host-mode flows whose agents learn ports (their documents' ``ports``)."""
+    return list(_host_flows(state))
+
+
 def _host_flows(state) -> dict[str, list]:
     """Host -> (record, flow, parts) of the host-mode flows it sends, once per state version
     (every agent asks after each change)."""

@@ -90,18 +90,20 @@ def _members(fabric: Clos, path: list[str]) -> list[int]:
 EPOCH = os.urandom(4).hex()  # this process's tag of state versions: a restart changes it
 
 
-def segments_view(state, host: str, ports: dict | None = None) -> dict:
+def segments_view(state, host: str, ports: dict | None = None,
+                  version: str | None = None) -> dict:
     """``host_segments`` with the SID plan of the state's fabric, computed once per fabric
-    object (``derived``: O(links); SIDs depend on the fabric's shape only)."""
+    object (``derived``: O(links); SIDs depend on the fabric's shape only). ``version``: the
+    host's document version (``watches.HostVersions``), else the state's."""
     fabric = state.fabric
     if fabric is None:
         raise InputError("no fabric yet: srv6 segments need a declared fabric")
     return host_segments(state, host, fabric.derived("srv6_sid_plan", SidPlan.of), EPOCH,
-                         ports)
+                         ports, version)
 
 
 def host_segments(state, host: str, plan: SidPlan, epoch: str,
-                  ports: dict | None = None) -> dict:
+                  ports: dict | None = None, version: str | None = None) -> dict:
     """The document of ``host``'s srv6 flow parts (see the module text), and of its
     host-mode parts where hosts learn their ports (``ports``: the reported ones, None on
     OpenFlow fabrics; ``hostreports.entries``) with the routers' addresses its agent's
@@ -127,7 +129,8 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
                              "reverse": True})
     flows += back
     learn = hostreports.entries(state, host, ports) if ports is not None else []
-    return {"host": host, "version": f"{epoch}:{state.version}", "block": str(plan.block),
+    return {"host": host, "version": version or f"{epoch}:{state.version}",
+            "block": str(plan.block),
             "src_ip": fabric.ip_of(host), "addresses": [a for a in fabric.host_ips[host] if a],
             "flows": flows,
             "probes": probe_paths(fabric, plan, flows, host),

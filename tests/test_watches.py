@@ -1,0 +1,78 @@
+"""Per-host document versions (issue 73): a change wakes only the hosts whose segments
+document changed: a job's members, the hosts whose parts or backups a failed link touched;
+never the others."""
+from __future__ import annotations
+
+import json
+import time
+
+from controller.service import api, watches
+from tests.test_pathstate import fat_tree
+from tests.test_srv6 import service_on
+
+
+def versions(svc) -> dict:
+    return {h: api.handle(svc, "GET", f"/v1/hosts/{h}/segments")[1]["version"]
+            for h in svc.state.fabric.host_leaves}
+
+
+def post(svc, doc) -> dict:
+    status, view = api.handle(svc, "POST", "/v1/jobs", json.dumps(doc).encode())
+    assert status == 201, view
+    return view
+
+
+def changed(before: dict, after: dict) -> set:
+    return {h for h in after if after[h] != before[h]}
+
+
+def test_a_job_changes_its_members_documents_only():
+    svc = service_on(fat_tree())
+    first = versions(svc)
+    ring = ["h0_0", "h2_0", "h4_0", "h6_0"]
+    post(svc, {"id": "ring", "collective": "ring_allreduce", "ranks": ring, "bytes": 1e6})
+    second = versions(svc)
+    assert changed(first, second) == set(ring)
+    post(svc, {"id": "pair", "flows": [{"src": "h1_1", "dst": "h3_1", "bytes": 1e6}]})
+    third = versions(svc)
+    assert changed(second, third) == {"h1_1", "h3_1"}
+    api.handle(svc, "DELETE", "/v1/jobs/pair")
+    assert changed(third, versions(svc)) == {"h1_1", "h3_1"}
+
+
+def test_a_failed_link_changes_the_documents_of_the_hosts_it_touches():
+    svc = service_on(fat_tree())
+    post(svc, {"id": "a", "flows": [{"src": "h0_0", "dst": "h2_0", "bytes": 1e6},
+                                    {"src": "h4_0", "dst": "h6_0", "bytes": 1e6}]})
+    before = versions(svc)
+    path = next(r["path"] for r in api.handle(svc, "GET", "/v1/routes")[1]["routes"]
+                if r["src"] == "h0_0")
+    f = svc.state.fabric
+    lower, upper = path[1], path[2]  # an aggregation-core hop of h0_0's part
+    svc.ports_changed([(f.dpids[lower], p, False, None) for p in f.ports_to(lower, upper)])
+    after = versions(svc)
+    assert {"h0_0", "h2_0"} <= changed(before, after)  # its part moved, both ends
+    assert not changed(before, after) & {"h1_0", "h3_1", "h5_0", "h7_1"}  # no parts there
+
+
+def test_a_watch_returns_when_its_hosts_document_changes_not_another_one():
+    svc = service_on(fat_tree())
+    doc = api.handle(svc, "GET", "/v1/hosts/h0_0/segments")[1]
+    headers = {"If-None-Match": f'"{doc["version"]}"', "Prefer": "wait=0.3"}
+    post(svc, {"id": "other", "flows": [{"src": "h2_0", "dst": "h4_0", "bytes": 1e6}]})
+    t = time.monotonic()
+    status, same = api.handle(svc, "GET", "/v1/hosts/h0_0/segments", headers=headers)
+    assert status == 200 and same["version"] == doc["version"]
+    assert time.monotonic() - t >= 0.25  # another host's change did not wake it
+    post(svc, {"id": "mine", "flows": [{"src": "h0_0", "dst": "h4_0", "bytes": 1e6}]})
+    t = time.monotonic()
+    _, new = api.handle(svc, "GET", "/v1/hosts/h0_0/segments", headers=headers)
+    assert new["version"] != doc["version"] and new["flows"] and time.monotonic() - t < 0.2
+
+
+def test_a_new_fabric_changes_every_document():
+    svc = service_on(fat_tree())
+    v = watches.of(svc)
+    v.update(svc.state)
+    svc.state.declared = object()  # as a PUT /v1/fabric replaces it
+    assert v.update(svc.state) == set(svc.state.fabric.host_leaves)
