@@ -248,13 +248,16 @@ class Client:
     def segments(self, host: str, held: str = "", wait: float = 0.0, timeout=None,
                  max_bytes: int = SEGMENTS_MAX_BYTES) -> dict:
         """srv6 mode: ``host``'s segments document; with ``held`` (the version the caller
-        has) and ``wait`` seconds, a watch: the answer comes once the version changes. A
+        has) and ``wait`` seconds, a watch: the answer comes once the version changes, or
+        after the wait ``{"version": held, "unchanged": True}`` (a 304 carries no body). A
         document over ``max_bytes`` is refused unread (ControllerError): an agent's memory
         stays bounded whatever a controller sends."""
         headers = {"If-None-Match": f'"{held}"', "Prefer": f"wait={wait:g}"} if held else {}
         status, answer = self.request("GET", f"/v1/hosts/{_quote(host)}/segments",
                                       headers=headers, timeout=timeout or self.timeout + wait,
                                       max_bytes=max_bytes)
+        if status == 304:  # the watch's wait ended with no change (RFC 7232)
+            return {"version": held, "unchanged": True}
         if status >= 400:
             raise ControllerError(str(answer.get("error") if isinstance(answer, dict)
                                       else answer), status, "GET", self.url, answer)

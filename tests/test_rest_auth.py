@@ -16,7 +16,8 @@ from controller.model.clos import Clos
 from controller.service import credentials
 from controller.service.credentials import ADMIN, ANONYMOUS, Policy, Principal, decide, who
 from controller.service.route_service import RouteService
-from controller.shell.rest import RestServer, tls_context
+from controller.shell.rest import RestServer
+from controller.shell.restsecurity import tls_context
 from emulation.harness.fake_switch import FakeSwitches
 from emulation.harness.pki import make_pki
 

@@ -76,3 +76,71 @@ def test_a_new_fabric_changes_every_document():
     v.update(svc.state)
     svc.state.declared = object()  # as a PUT /v1/fabric replaces it
     assert v.update(svc.state) == set(svc.state.fabric.host_leaves)
+
+
+def _native(svc):
+    from controller.shell.rest import RestServer
+    rest = RestServer(svc, "127.0.0.1", 0, native=True)
+    rest.sock.settimeout(0.05)
+    rest.start()
+    return rest
+
+
+def _watch(port, host, held, wait, out, key):
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    t = time.monotonic()
+    c.request("GET", f"/v1/hosts/{host}/segments",
+              headers={"If-None-Match": f'"{held}"', "Prefer": f"wait={wait}"})
+    r = c.getresponse()
+    body = r.read()
+    out[key] = (r.status, json.loads(body) if body else None, time.monotonic() - t)
+    c.close()
+
+
+def test_the_native_front_parks_watches_and_wakes_only_their_hosts():
+    """Issue 73: watches parked in the front (no thread each, no polling), far more than
+    the 256 connections the front serves at once; a change answers its hosts' watches at
+    once, the others 304 when their wait ends; requests are served meanwhile."""
+    import threading
+
+    from controller.client import Client
+    from controller.shell import rest as rest_mod
+    svc = service_on(fat_tree())
+    rest = _native(svc)
+    try:
+        client = Client(f"http://127.0.0.1:{rest.port}", timeout=10)
+        held = {h: client.segments(h)["version"] for h in ("h0_0", "h2_0", "h4_0")}
+        out, threads = {}, []
+        n = rest_mod.NATIVE_CONNECTIONS + 44  # more watches than the front's connections
+        for i in range(n):
+            host = ("h2_0", "h4_0")[i % 2]  # waits 1.5 s; none of them is a member below
+            threads.append(threading.Thread(target=_watch, args=(
+                rest.port, host, held[host], 1.5, out, i), daemon=True))
+        threads.append(threading.Thread(target=_watch, args=(
+            rest.port, "h0_0", held["h0_0"], 10, out, "member"), daemon=True))
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while rest.front.watching < n + 1:
+            assert time.monotonic() < deadline, rest.front.watching
+            time.sleep(0.01)
+        t0 = time.monotonic()
+        view = client.add_job({"id": "p", "flows": [  # served while every watch is held
+            {"src": "h0_0", "dst": "h1_1", "bytes": 1e6}]})
+        assert view["id"] == "p" and client.ready()["ready"]
+        deadline = time.monotonic() + 5
+        while "member" not in out:
+            assert time.monotonic() < deadline, "the member's watch was not answered"
+            time.sleep(0.005)
+        status, doc, _ = out["member"]
+        assert status == 200 and doc["flows"] and doc["version"] != held["h0_0"]
+        assert time.monotonic() - t0 < 1.0
+        for t in threads:
+            t.join(10)
+        answers = [out[i] for i in range(n)]
+        assert all(s == 304 and d is None for s, d, _ in answers)  # not woken: no change
+        assert min(w for _, _, w in answers) >= 1.4
+        assert rest.front.watching == 0 and not rest.front.parked
+    finally:
+        rest.stop()

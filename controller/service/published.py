@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import time
 
-from controller.service import hoststatus, views
+from controller.service import hoststatus, views, watches
 
 PART_GAP_S = 0.01  # a writer's parts publish at most this often (its end always publishes)
 
@@ -40,6 +40,9 @@ class Published:
         self._jobs_key = None
         self._jobs_answer: tuple[int, bytes] | None = None
         self.hosts = None  # the hosts' agents for /v1/ready (``hoststatus.of_service``)
+        self.watch = None  # updates the hosts' document versions (``watches.HostVersions``)
+        self.drain = None  # ... and names the hosts changed since
+        self.on_hosts = None  # told the hosts whose documents changed (the front's ``wake``)
         self.count = 0  # publications, and seconds spent building them (published_cost)
         self.seconds = 0.0
 
@@ -49,6 +52,8 @@ class Published:
         view), then at each letting-go of a writer (``ServiceLock.publish``)."""
         pub = cls()
         pub.hosts = lambda: hoststatus.of_service(service)
+        pub.watch = lambda state: watches.of(service).update(state, watches.host_ports(service))
+        pub.drain = watches.of(service).drain
         with service.lock.views:
             pub.publish(service.state, service.reconciler)
         service.lock.publish = lambda end: pub.publish(service.state, service.reconciler, end)
@@ -78,6 +83,11 @@ class Published:
             self.current = None
             raise
         self.current = {"/v1/ready": (status, _encode(doc)), "/v1/jobs": self._jobs_answer}
+        if self.watch is not None:  # versions before the waking: a parked watch that looks
+            self.watch(state)  # after its wake was sent sees its new version (front.py)
+            changed = self.drain()
+            if changed and self.on_hosts is not None:
+                self.on_hosts(changed)
         self.count += 1
         self.seconds += time.perf_counter() - t0
 

@@ -31,11 +31,22 @@ class HostVersions:
         self.base = 0  # the state version when the fingerprints started
         self.prints: dict[str, int] = {}  # host -> fingerprint of its document's inputs
         self.changed_at: dict[str, int] = {}  # host -> state version of its last change
+        self.pending: set[str] = set()  # hosts changed and not yet ``drain``ed (the waking)
 
     def version(self, state, host: str, ports: dict | None = None) -> str:
         """The version of ``host``'s document now (``update`` first: call under the lock)."""
         self.update(state, ports)
         return f"{EPOCH}:{self.changed_at.get(host, self.base)}"
+
+    def peek(self, host: str) -> str:
+        """``host``'s version as last updated (no update: for a reader without the lock,
+        which ``drain``'s waking covers: ``changed_at`` is set before a host is drained)."""
+        return f"{EPOCH}:{self.changed_at.get(host, self.base)}"
+
+    def drain(self) -> set[str]:
+        """The hosts changed since the last drain (whoever updated), forgotten here."""
+        out, self.pending = self.pending, set()
+        return out
 
     def update(self, state, ports: dict | None = None) -> set[str]:
         """The hosts whose document changed since the last call (none when the state did
@@ -52,6 +63,7 @@ class HostVersions:
             self.declared = id(state.declared)
             self.prints, self.changed_at, self.base = fingerprints(state, ports), {}, \
                 state.version
+            self.pending |= set(state.fabric.host_leaves)
             return set(state.fabric.host_leaves)
         prints = fingerprints(state, ports)
         changed = {h for h in prints.keys() | self.prints.keys()
@@ -59,6 +71,7 @@ class HostVersions:
         for h in changed:
             self.changed_at[h] = state.version
         self.prints = prints
+        self.pending |= changed
         return changed
 
 

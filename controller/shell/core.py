@@ -30,7 +30,8 @@ from controller.service.tablesync import TABLE_READERS
 from controller.shell import arp, translate
 from controller.shell.heap import Heap
 from controller.shell.hub import Hub
-from controller.shell.rest import RestServer, rest_security, write_token
+from controller.shell.rest import RestServer, write_token
+from controller.shell.restsecurity import rest_security
 from controller.shell.roles import Roles
 from controller.shell.static import StaticSwitches
 from controller.shell.switches import Switches

@@ -25,6 +25,7 @@ import http
 import json
 import socket
 import urllib.parse
+from collections import deque
 
 from controller.shell.bridge import original
 
@@ -65,6 +66,7 @@ def parse_head(head: bytes) -> tuple[str, str, bool] | None:
     """(path, version, close) of a ``GET`` head without a body, None for anything else (the
     full handler answers it). ``close`` as http.server decides it: HTTP/1.0 closes unless
     ``Connection: keep-alive``, HTTP/1.1 keeps the connection unless ``Connection: close``.
+    ``parse_request`` gives its header fields too.
 
     >>> parse_head(b"GET /v1/ready?x=1 HTTP/1.1\\r\\nHost: a")
     ('/v1/ready', 'HTTP/1.1', False)
@@ -73,6 +75,12 @@ def parse_head(head: bytes) -> tuple[str, str, bool] | None:
     >>> parse_head(b"POST /v1/jobs HTTP/1.1"), parse_head(b"GET / HTTP/1.1\\r\\nContent-Length: 2")
     (None, None)
     """
+    parsed = parse_request(head)
+    return parsed and parsed[:3]
+
+
+def parse_request(head: bytes) -> tuple[str, str, bool, dict] | None:
+    """``parse_head``'s (path, version, close) and the header fields, names in lower case."""
     lines = head.decode("latin-1").split("\r\n")
     parts = lines[0].split(" ")
     if len(parts) != 3 or parts[0] != "GET" or parts[2] not in ("HTTP/1.1", "HTTP/1.0"):
@@ -90,7 +98,14 @@ def parse_head(head: bytes) -> tuple[str, str, bool] | None:
         return None
     conn = fields.get("connection", "").lower()
     close = conn == "close" or (parts[2] == "HTTP/1.0" and conn != "keep-alive")
-    return request_path(parts[1]), parts[2], close
+    return request_path(parts[1]), parts[2], close, fields
+
+
+def not_modified(version: str, close: bool, date: str) -> bytes:
+    """A watch that saw no change (RFC 7232 304: no body), with the version it holds."""
+    return (f"HTTP/1.1 304 Not Modified\r\nServer: {SERVER}\r\nDate: {date}\r\n"
+            f'ETag: "{version}"\r\n' + ("Connection: close\r\n" if close else "")
+            + "\r\n").encode("latin-1")
 
 
 def response(status: int, body: bytes, close: bool, date: str) -> bytes:
@@ -101,10 +116,28 @@ def response(status: int, body: bytes, close: bool, date: str) -> bytes:
 
 
 class _Conn:
-    __slots__ = ("sock", "addr", "buf", "last")
+    __slots__ = ("sock", "addr", "buf", "last", "watch", "queued")
 
     def __init__(self, sock, addr, now: float):
         self.sock, self.addr, self.buf, self.last = sock, addr, bytearray(), now
+        self.watch = None  # parked: (host, version held, deadline, close)
+        self.queued = False  # a woken watch waiting for a thread (``Front.backlog``)
+
+
+class _Epoll:
+    """``select.poll``'s interface (milliseconds) over epoll."""
+
+    def __init__(self):
+        self.ep = original("select").epoll()
+
+    def register(self, fd: int, events: int) -> None:
+        self.ep.register(fd, events)
+
+    def unregister(self, fd: int) -> None:
+        self.ep.unregister(fd)
+
+    def poll(self, ms: int):
+        return self.ep.poll(ms / 1000)
 
 
 class Front:
@@ -113,49 +146,156 @@ class Front:
     the rest of a connection elsewhere and raises ``RuntimeError`` when it cannot; at most
     ``capacity()`` connections are held here at once (one more is refused with a 503).
     ``hand_all``: every connection is handed as soon as it is accepted (TLS: the bytes are
-    not HTTP here)."""
+    not HTTP here).
+
+    Watches (``watch(path, fields)`` -> (host, version held, seconds) or None; ``version(host)``
+    the host's document version now): a watch whose host's document is still the one it
+    holds is parked here, costing a file descriptor and no thread, until ``wake`` names its
+    host (then it is handed as any request, at most ``hand_limit()`` at once, the rest
+    queued) or its wait ends (answered 304 here). No polling per watch: one wake per change
+    of the hosts' documents."""
 
     def __init__(self, listener, fast, handoff, capacity, idle_s: float, on_error,
-                 hand_all: bool = False):
+                 hand_all: bool = False, watch=None, version=None,
+                 hand_limit=lambda: True, max_watches: int = 65536):
         self.listener = listener
         self.hand_all = hand_all
+        self.watch, self.version, self.hand_limit = watch, version, hand_limit
+        self.max_watches = max_watches
+        self.parked: dict[str, set] = {}  # host -> its parked connections
+        self.watching = 0  # connections parked
+        self.woken: deque = deque()  # hosts named by ``wake`` (another thread's)
+        self.backlog: deque = deque()  # woken connections waiting for a thread
+        self._wake_r, self._wake_w = original("os").pipe()
+        original("os").set_blocking(self._wake_r, False)
+        original("os").set_blocking(self._wake_w, False)
         self.fast, self.handoff, self.capacity = fast, handoff, capacity
         self.idle_s, self.on_error = idle_s, on_error
         self.conns: dict[int, _Conn] = {}
         self._stop = False
         self._clock = original("time").monotonic
-        self._poll = original("select").poll()
+        self._poll = _Epoll() if hasattr(original("select"), "epoll") else \
+            original("select").poll()  # epoll: thousands of parked watches cost no scan
         self._date = (0, "")
 
     def stop(self) -> None:
         self._stop = True
 
+    def wake(self, hosts) -> None:
+        """The documents of ``hosts`` changed (any thread): their parked watches answer."""
+        self.woken.extend(hosts)
+        try:
+            original("os").write(self._wake_w, b"w")
+        except BlockingIOError:  # the pipe is full: a wake is pending anyway
+            pass
+
     def run(self) -> None:
         sel = original("select")
         self.listener.setblocking(False)
         self._poll.register(self.listener.fileno(), sel.POLLIN)
+        self._poll.register(self._wake_r, sel.POLLIN)
         sweep = self._clock() + 1.0
         try:
             while not self._stop:
-                events = self._poll.poll(500)  # the stop flag, twice a second
+                # the stop flag twice a second; a backlog of woken watches every 10 ms
+                events = self._poll.poll(10 if self.backlog else 500)
                 now = self._clock()
                 for fd, _ in events:
                     if fd == self.listener.fileno():
                         self._accept(now)
+                    elif fd == self._wake_r:
+                        self._woken()
                     elif fd in self.conns:
                         try:
                             self._readable(self.conns[fd], now)
                         except Exception:  # noqa: BLE001 - a bug: log it, keep serving
                             self._drop(self.conns.get(fd))
                             self.on_error("mlroute: REST front failed on a connection")
+                self._hand_backlog()
                 if now >= sweep:
                     sweep = now + 1.0
-                    for c in [c for c in self.conns.values() if now - c.last > self.idle_s]:
-                        self._close(c)
+                    self._sweep(now)
         finally:
             for c in list(self.conns.values()):
                 self._close(c)
             self.listener.close()
+            for fd in (self._wake_r, self._wake_w):
+                original("os").close(fd)
+
+    def _sweep(self, now: float) -> None:
+        """Idle connections closed; watches whose wait ended answered 304 (no change)."""
+        for c in list(self.conns.values()):
+            if c.watch is not None:
+                if now >= c.watch[2]:
+                    self._answer_unchanged(c, now)
+            elif now - c.last > self.idle_s:
+                self._close(c)
+
+    def _woken(self) -> None:
+        try:
+            while original("os").read(self._wake_r, 65536):
+                pass
+        except BlockingIOError:
+            pass
+        while self.woken:
+            for c in self.parked.pop(self.woken.popleft(), ()):
+                if c.sock is not None:
+                    self._unpark(c)
+                    self._queue(c)
+
+    def _queue(self, c: _Conn) -> None:
+        c.queued = True
+        self.backlog.append(c)
+
+    def _hand_backlog(self) -> None:
+        """Woken watches to threads, as many as ``hand_limit`` lets at once."""
+        while self.backlog and self.hand_limit():
+            c = self.backlog.popleft()
+            c.queued = False
+            if c.sock is not None:
+                self._hand(c)
+
+    def _park(self, c: _Conn, host: str, held: str, wait: float, close: bool,
+              now: float) -> None:
+        c.watch = (host, held, now + wait, close)
+        self.parked.setdefault(host, set()).add(c)
+        self.watching += 1
+        if self.version(host) != held:  # changed since it was looked at: no wake comes
+            self._unpark(c)
+            self._queue(c)
+
+    def _unpark(self, c: _Conn) -> None:
+        if c.watch is not None:
+            host = c.watch[0]
+            held = self.parked.get(host)
+            if held is not None:
+                held.discard(c)
+                if not held:
+                    del self.parked[host]
+            c.watch = None
+            self.watching -= 1
+
+    def _answer_unchanged(self, c: _Conn, now: float) -> None:
+        """A parked watch's wait ended with no change: 304, then the connection goes on."""
+        _host, held, _deadline, close = c.watch
+        self._unpark(c)
+        end = c.buf.find(b"\r\n\r\n")
+        del c.buf[:end + 4]
+        out = not_modified(held, close, self._http_date(now))
+        try:
+            sent = c.sock.send(out)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self._close(c)
+            return
+        c.last = now
+        if sent < len(out) or (close and c.buf):
+            self._hand(c, out[sent:], close)
+        elif close:
+            self._close(c)
+        elif c.buf:
+            self._readable(c, now, b"")
 
     def _accept(self, now: float) -> None:
         while True:
@@ -180,26 +320,35 @@ class Front:
             self.conns[sock.fileno()] = _Conn(sock, addr, now)
             self._poll.register(sock.fileno(), original("select").POLLIN)
 
-    def _readable(self, c: _Conn, now: float) -> None:
-        try:
-            data = c.sock.recv(65536)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._close(c)
-            return
-        if not data:  # the client closed
-            self._close(c)
-            return
+    def _readable(self, c: _Conn, now: float, data: bytes | None = None) -> None:
+        if data is None:
+            try:
+                data = c.sock.recv(65536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                self._close(c)
+                return
+            if not data:  # the client closed
+                self._close(c)
+                return
         c.buf += data
         c.last = now
+        if c.watch is not None or c.queued:
+            return  # parked or woken: what follows is read once the watch is answered
         while c.sock is not None:
             end = c.buf.find(b"\r\n\r\n")
             if end < 0 or end > MAX_HEAD:  # a head that long: the full handler's limits
                 if end > MAX_HEAD or len(c.buf) > MAX_HEAD:
                     self._hand(c)
                 return
-            parsed = parse_head(bytes(c.buf[:end]))
+            parsed = parse_request(bytes(c.buf[:end]))
+            watch = parsed and self.watch is not None and self.watching < self.max_watches \
+                and self.watch(parsed[0], parsed[3])
+            if watch:
+                host, held, wait = watch
+                self._park(c, host, held, wait, parsed[2], now)
+                return
             answer = parsed and self.fast("GET", parsed[0])
             if not answer:
                 self._hand(c)
@@ -229,6 +378,8 @@ class Front:
 
     def _drop(self, c: _Conn | None) -> None:
         """Forget ``c`` here (the socket stays open: closed or handed by the caller)."""
+        if c is not None:
+            self._unpark(c)
         if c is not None and c.sock is not None:
             self._poll.unregister(c.sock.fileno())
             self.conns.pop(c.sock.fileno(), None)

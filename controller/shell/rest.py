@@ -10,7 +10,11 @@ anything.
 thread, the front (``front.py``), accepts every connection and answers GET /v1/ready and GET
 /v1/jobs from the views the service publishes (``Published.attach``) without waiting for the
 hub; a connection with any other request goes to a thread of its own, whose calls into the
-service are handed to the hub (``HubBridge``) and answered as before.
+service are handed to the hub (``HubBridge``) and answered as before. An agent's segments
+watch whose document has not changed is parked in the front (no thread, no polling) until a
+change of its host's document wakes it (``Published.on_hosts`` -> ``Front.wake``) or its wait
+ends (304): parked watches do not count against ``NATIVE_CONNECTIONS``, and at most
+``WOKEN_THREADS`` woken ones are served at once, so operators and reports keep threads.
 
 Every answer is JSON or a known file: malformed requests get a 4xx with ``{"error": ...}``,
 an internal error a 500 with its class name, never a traceback.
@@ -38,12 +42,13 @@ import socket
 import time
 
 from controller.errors import InputError
-from controller.service import api, credentials
+from controller.service import api, credentials, watches
 from controller.service.metrics import exposition
 from controller.service.published import Published
 from controller.shell.bridge import HubBridge, Stopping, native_thread, original
 from controller.shell.front import JSON, Front, request_path
 from controller.shell.hub import THREADS, Hub
+from controller.shell.restsecurity import cert_host, more_files
 
 LOG = logging.getLogger("mlroute")
 WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -58,7 +63,11 @@ LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still se
 HANDSHAKE_S = 10.0  # a TLS client has this long to finish its handshake
 REFUSALS_KEPT = 4096  # hosts whose refused requests are remembered (the most recent)
 NATIVE_CONNECTIONS = 256  # ``native``: connections open at once (held by the front or served
-# by a thread); one more is answered 503 at once and closed (a probe is answered or refused)
+# by a thread), parked watches apart; one more is answered 503 at once and closed (a probe is
+# answered or refused)
+WOKEN_THREADS = 128  # ``native``: woken watches served at once (the rest wait in the front),
+# so that operators' requests and agents' reports keep threads of their own
+MAX_WATCHES = 60000  # ``native``: watches parked at once (a file descriptor each)
 
 
 def write_token(token: str | None, token_file: str | None, environ=os.environ) -> str | None:
@@ -76,40 +85,6 @@ def write_token(token: str | None, token_file: str | None, environ=os.environ) -
             raise InputError(f"--mlroute-token-file {token_file}: the file holds no token")
         return text
     return environ.get(TOKEN_ENV) or None
-
-
-def rest_security(conf, token: str | None, native: bool):
-    """(policy, TLS context or None) from the options (``flags.py``), checked: host secrets
-    need an admin token (else nobody could declare a job), a certificate needs its key. Says
-    at start what is open."""
-    get = lambda name: getattr(conf, name, None)  # noqa: E731 - older configs lack them
-    secrets = []
-    if get("mlroute_host_secret_file"):
-        try:
-            secrets = credentials.read_secrets(get("mlroute_host_secret_file"))
-        except ValueError as e:
-            raise InputError(f"--mlroute-host-secret-file: {e}") from None
-        if not token:
-            raise InputError("--mlroute-host-secret-file needs an admin token too "
-                             "(--mlroute-token-file): hosts' credentials do not declare jobs")
-    cert, key, client_ca = get("mlroute_tls_cert"), get("mlroute_tls_key"), \
-        get("mlroute_tls_client_ca")
-    if bool(cert) != bool(key) or (client_ca and not cert):
-        raise InputError("TLS needs --mlroute-tls-cert and --mlroute-tls-key together "
-                         "(and --mlroute-tls-client-ca only with them)")
-    policy = credentials.Policy(admin_token=token, host_secrets=tuple(secrets),
-                                client_certificates=bool(client_ca),
-                                open_health=get("mlroute_rest_open_health") is not False)
-    tls = tls_context(cert, key, client_ca, native) if cert else None
-    if not policy.closed:
-        LOG.warning("mlroute: REST has no credential configured: every caller may read and "
-                    "write (fine on the loopback for a demo; see docs/howto/security.md)")
-    elif not policy.per_host:
-        LOG.warning("mlroute: REST has one admin token and no host credentials: every "
-                    "agent must hold the admin token (--mlroute-host-secret-file)")
-    if tls is None:
-        LOG.info("mlroute: REST is plain HTTP (--mlroute-tls-cert for HTTPS)")
-    return policy, tls
 
 
 def _linger_close(conn) -> None:
@@ -162,7 +137,13 @@ class RestServer:
         self.sock.settimeout(0.5)  # the accept loop looks at the stop flag twice a second
         self.port = self.sock.getsockname()[1]
         self.front = Front(self.sock, self.fast, self._handoff, self._capacity, IDLE_TIMEOUT,
-                           self.log_exception, hand_all=tls is not None) if native else None
+                           self.log_exception, hand_all=tls is not None, watch=self._watch,
+                           version=lambda host: watches.of(service).peek(host),
+                           hand_limit=lambda: len(self._open) < WOKEN_THREADS,
+                           max_watches=MAX_WATCHES) if native else None
+        if native:
+            self.published.on_hosts = self.front.wake  # a change wakes its hosts' watches
+            more_files()
 
     def serve(self) -> None:
         """Accept connections until ``stop``, each served by a thread of the hub (``native``:
@@ -233,7 +214,7 @@ class RestServer:
         """(``refuse_reason``'s answer, the request's principal or None)."""
         if not self.policy.closed:
             return None, None
-        principal = credentials.who(authorization, _cert_host(conn), self.policy.host_secrets,
+        principal = credentials.who(authorization, cert_host(conn), self.policy.host_secrets,
                                     self.policy.admin_token)
         refused = credentials.decide(self.policy, principal, method, route, params)
         if refused is not None and params.get("host"):
@@ -256,8 +237,28 @@ class RestServer:
         self.bridge.post(lambda: LOG.error(fmt + "\n%s", *args, text))
 
     def _capacity(self) -> bool:
-        """Whether the front may hold one more connection (``NATIVE_CONNECTIONS`` open)."""
-        return len(self.front.conns) + len(self._open) < NATIVE_CONNECTIONS
+        """Whether the front may hold one more connection (``NATIVE_CONNECTIONS`` open, the
+        watches it parks apart)."""
+        return len(self.front.conns) - self.front.watching + len(self._open) < \
+            NATIVE_CONNECTIONS
+
+    def _watch(self, path: str, fields: dict) -> tuple[str, str, float] | None:
+        """(host, version held, seconds) of a watch the front may park: a segments watch
+        (``api.watch_of``) its credential may make; None for any other request (the full
+        handler answers it, a refusal included)."""
+        route, params = api.route("GET", path)
+        if route != "get_segments":
+            return None
+        watch = api.watch_of({"If-None-Match": fields.get("if-none-match", ""),
+                              "Prefer": fields.get("prefer", "")})
+        if watch is None:
+            return None
+        if self.policy.closed:
+            principal = credentials.who(fields.get("authorization"), None,
+                                        self.policy.host_secrets, self.policy.admin_token)
+            if credentials.decide(self.policy, principal, "GET", route, params) is not None:
+                return None
+        return params["host"], watch[0], watch[1]
 
     def _handoff(self, conn, addr, buffered: bytes, pending: bytes, close: bool) -> None:
         """The front's way out: serve ``conn`` in a thread of its own (``RuntimeError``: no
@@ -290,41 +291,6 @@ class RestServer:
         finally:
             _linger_close(conn)
             self._open.discard(raw)
-
-
-def _cert_host(conn) -> str | None:
-    """The host a verified client certificate names (its subject's common name), if any."""
-    getpeercert = getattr(conn, "getpeercert", None)
-    if getpeercert is None:
-        return None
-    try:
-        cert = getpeercert()
-    except ValueError:  # no handshake done
-        return None
-    for rdn in (cert or {}).get("subject", ()):
-        for key, value in rdn:
-            if key == "commonName":
-                return value
-    return None
-
-
-def tls_context(cert_file: str, key_file: str, client_ca: str | None = None,
-                native: bool = False):
-    """The server's TLS context: its certificate and key; with ``client_ca``, clients may
-    present a certificate signed by it (its common name is the host it speaks for), checked
-    when given. ``native``: the unpatched ``ssl`` (the front's threads are OS threads)."""
-    ssl = original("ssl") if native else __import__("ssl")
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(cert_file, key_file)
-        if client_ca:
-            ctx.load_verify_locations(client_ca)
-            ctx.verify_mode = ssl.CERT_OPTIONAL
-    except (OSError, ssl.SSLError) as e:
-        raise InputError(f"TLS: cannot load {cert_file}, {key_file}"
-                         f"{', ' + client_ca if client_ca else ''}: {e}") from None
-    return ctx
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
