@@ -215,16 +215,18 @@ def repair_down(problem: Problem, spines: list[int], lower: int, value: int,
 
 
 def auto(problem: Problem, ilp_time_limit: float = 10.0, objective: str = "flows",
-         job_budget: int | None = None, layer1_only: bool = False) -> Assignment:
+         job_budget: int | None = None, layer1_only: bool = False,
+         job_clock=None) -> Assignment:
     """The escalating planner (module docstring). ``job_budget``: move evaluations of the
-    ``jobs`` objective's search (default ``objective.JOB_BUDGET``). ``layer1_only``: stages 1
+    ``jobs`` objective's search (default ``objective.JOB_BUDGET``); ``job_clock``: its time
+    budget (``jobs_stop.Clock``, none by default). ``layer1_only``: stages 1
     and 2 only (construction, repair: what the request path runs), no ILP, layer 2 nor jobs
     search; ``info["links_at_max_lower_bound"]`` is then not computed (None)."""
     check_options(ilp_time_limit, objective)
     with gc_paused():
         if layer1_only:
             return _layer1(problem)
-        return _auto(problem, ilp_time_limit, objective, job_budget)
+        return _auto(problem, ilp_time_limit, objective, job_budget, job_clock)
 
 
 def _layer1(problem: Problem) -> Assignment:
@@ -265,7 +267,7 @@ def equitable_insert(problem: Problem, lb: int, deadline: float | None = None):
 
 
 def _auto(problem: Problem, ilp_time_limit: float, objective: str,
-          job_budget: int | None = None) -> Assignment:
+          job_budget: int | None = None, job_clock=None) -> Assignment:
     t0 = time.perf_counter()
     deadline = t0 + REPAIR_TIME_LIMIT  # a safety net only: budgets end the searches first
     ms: dict[str, float] = {}
@@ -349,7 +351,7 @@ def _auto(problem: Problem, ilp_time_limit: float, objective: str,
         baselines = {"greedy": greedy_spines(problem),
                      "edge-coloring": edge_coloring(problem).spines()}
         spines, job_info = improve_jobs(problem, spines, budget=job_budget,
-                                        candidates=baselines)
+                                        candidates=baselines, clock=job_clock)
         ms["jobs"] = (time.perf_counter() - t5) * 1e3
         info.update(job_info)
         if job_info["job_moves"]:

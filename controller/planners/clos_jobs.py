@@ -43,14 +43,18 @@ is kept when the prediction ranks the routing better; the search restarts from t
 slowest job. Jobs at slowdown 1 are left on a single plane;
 with several planes a host's NICs together beat its ideal, and they are searched too. Pinned
 flows stay in their plane (``ClosLoads.plane_costs`` gives the other planes no option). It
-ends at a local optimum or when ``budget`` predictions are spent: deterministic, no wall
-clock. On small problems (at most ``objective.OTHER_STARTS_FLOWS`` flows) the search runs
-again from the next best start at the same max (``NEXT_STARTS``; not a routing already
-searched) with a budget of its own, and the better result is kept (``start_key``): the local
-optima of the mean differ by start (links-down mixed 2 of the 27 parity instances,
-tests/test_clos_jobmean.py; 48 byte mixes of ``simulation.workloads.byte_mix`` on an 8 x 4
-leaf-spine, a spine down or not: the sum of means 88.56 against 89.34 with the budget the
-first search left, about 50% more time).
+ends at a local optimum or when ``budget`` predictions are spent. On small problems (at most
+``objective.OTHER_STARTS_FLOWS`` flows) the search runs again from the next best start at
+the same max (``NEXT_STARTS``; not a routing already searched) with a budget of its own, and
+the better result is kept (``start_key``): the local optima of the mean differ by start
+(links-down mixed 2 of the 27 parity instances, tests/test_clos_jobmean.py; 48 byte mixes of
+``simulation.workloads.byte_mix`` on an 8 x 4 leaf-spine, a spine down or not: the sum of
+means 88.56 against 89.34 with the budget the first search left, about 50% more time).
+
+Stopping (issue 74, ``jobs_stop``): a start with every job at slowdown 1.0 on a single plane
+is the result (the bound: no other start built or scored, no search), each further start or
+search only while none is there; and everything within ``jobs_stop.time_budget`` of the
+flows (``Clock``), auto's start unscored (slowdowns None) when not even its prediction fits.
 
 Last, the link-load layers as the tie-break (``_lower_layers``, the two-tier kernel's too):
 ``clos_auto``'s layer-2 chains on the result, at its max and below (the max kept), taken
@@ -74,8 +78,10 @@ against 42.866 summed).
 Why: flow counts treat a probe like a 4 GB All-Reduce chunk; the paths two large rings share
 decide their iteration times (``planners.objective`` says more).
 
-Cost: three constructions (seven on small problems), then at most ``budget`` + 9 predictions
-(each O(events x rounds x nnz)) per start searched (two on small problems), per tried flow O(P
+Cost: within ``jobs_stop.time_budget`` of the flows (above). One construction when auto's
+start is at the bound, else three (seven on small problems), then at most ``budget`` + 9
+predictions (each O(events x rounds x nnz)) per start searched (two on small problems), per
+tried flow O(P
 x middles x members) for the guide, per freed job ``clos_jobmean``'s chain searches (each at
 most ``CHAIN_NODES`` nodes of O(P x middles x hops) link checks on ``JobModel``'s link tables;
 at 64 x 32 about as long as the predictions they save), and ``clos_auto``'s layer-2 chains
@@ -109,6 +115,8 @@ from controller.planners.clos_jobmean import Freeing
 from controller.planners.clos_layer2 import fewer_at_max, fewer_below
 from controller.planners.clos_loads import ClosLoads
 from controller.planners.clos_tiers import tier_colouring
+from controller.planners.jobs_stop import Clock, OutOfTime, Run
+from controller.planners.jobs_stop import time_budget as time_budget_of
 from controller.planners.objective import (
     OTHER_STARTS_FLOWS,
     iteration_bytes,
@@ -127,11 +135,16 @@ OPTIONS_PER_FLOW = 3
 NEXT_STARTS = 1
 
 
-def clos_slowdowns(problem: ClosProblem, routing: ClosRouting) -> dict[str, float]:
-    """Predicted slowdown per job of ``routing`` (1.0: its ideal iteration time)."""
-    times = predict_clos_times(problem, routing)
+def clos_slowdowns(problem: ClosProblem, routing: ClosRouting,
+                   clock: Clock | None = None) -> dict[str, float]:
+    """Predicted slowdown per job of ``routing`` (1.0: its ideal iteration time); with
+    ``clock`` within its time budget (``objective.Clock``: ``OutOfTime`` otherwise)."""
     bps = problem.fabric.link_bps("host")
-    return {job.id: slowdown(job, times[job.id], bps) for job in problem.jobs}
+
+    def predict(on_event=None):
+        times = predict_clos_times(problem, routing, on_event)
+        return {job.id: slowdown(job, times[job.id], bps) for job in problem.jobs}
+    return predict() if clock is None else clock.run(predict)
 
 
 def rank(values: dict[str, float]) -> tuple[float, float]:
@@ -141,47 +154,65 @@ def rank(values: dict[str, float]) -> tuple[float, float]:
 
 
 def clos_jobs(problem: ClosProblem, budget: int | None = None,
-              start: ClosRouting | None = None, ilp_time_limit: float = 0.0) -> ClosRouting:
+              start: ClosRouting | None = None, ilp_time_limit: float = 0.0,
+              time_budget: float | None = None, clock: Clock | None = None) -> ClosRouting:
     """The jobs objective's routing of ``problem`` (module docstring). ``budget``: each
     start's search's predictions (default ``JOB_BUDGET``; the two-tier kernel's move
-    evaluations, default ``objective.JOB_BUDGET``). ``info``: the worst, mean and per-job
-    predicted slowdown, the start and each start's (worst, mean), the starts searched from,
-    the bound on the worst. ``start``: the routing to search from (the routes in force, off
-    the request path: ``clos_offpath``), no other start but, on a single two-tier plane, the
-    two-tier kernel's search from it when the prediction ranks its result better (the
-    result then moving fewer flows from ``start`` among those ranked alike).
-    ``ilp_time_limit``: the two-tier kernel's ILP stage (s, 0: none)."""
+    evaluations, default ``objective.JOB_BUDGET``). ``time_budget``: CPU seconds for it all
+    (default ``jobs_stop.time_budget`` of the flows), or ``clock`` (a ``jobs_stop.Clock``).
+    ``info``: the worst, mean and per-job predicted slowdown, the start and each start's
+    (worst, mean), the starts searched from, the bound on the worst, where and why it
+    stopped (``jobs_stop.Run.report``). ``start``: the
+    routing to search from (the routes in force, off the request path: ``clos_offpath``),
+    no other start but, on a single two-tier plane, the two-tier kernel's search from it
+    when the prediction ranks its result better (the result then moving fewer flows from
+    ``start`` among those ranked alike). ``ilp_time_limit``: the two-tier kernel's ILP
+    stage (s, 0: none)."""
     t0 = time.perf_counter()
-    planes = len(problem.fabric.planes)
+    if clock is None:
+        clock = Clock(time_budget_of(len(problem)) if time_budget is None else time_budget)
+    asked, budget = budget, JOB_BUDGET if budget is None else int(budget)
+    run = Run(problem, clock, clos_slowdowns)
     if start is not None:
-        starts, scores = {"installed": start}, {"installed": clos_slowdowns(problem, start)}
-        cap, bound = score(problem, start)[0], worst_bound(scores)
-        kernel = _kernel_from(problem, start, budget)
-        # a single two-tier plane: the kernel's search from it too, searched on when it
-        # found better (another search from it costs as much again: 9-10 s on the planner
-        # bench's 16 x 128 byte mixes), at most at the routes' max
-        if kernel is not None and _routes(kernel) != _routes(start) \
-                and score(problem, kernel)[0] <= cap + 1e-9:
-            values = clos_slowdowns(problem, kernel)
-            if start_key(values.values(), bound, ()) < start_key(
-                    scores["installed"].values(), bound, ()):
-                starts["kernel"], scores["kernel"] = kernel, values
-        searched = list(starts)  # from the routes in force: every start, at their max
+        first, cap = "installed", score(problem, start)[0]
+        run.score(first, start)
+        if run.open():
+            bound = worst_bound(run.scores)
+            kernel = run.step("kernel", lambda: _kernel_from(problem, start, asked, clock))
+            # a single two-tier plane: the kernel's search from it too, searched on when it
+            # found better (another search from it costs as much again: 9-10 s on the planner
+            # bench's 16 x 128 byte mixes), at most at the routes' max
+            if kernel is not None and _routes(kernel) != _routes(start) \
+                    and score(problem, kernel)[0] <= cap + 1e-9:
+                values = run.step("kernel", lambda: clos_slowdowns(problem, kernel, clock))
+                if values is not None and start_key(values.values(), bound, ()) < start_key(
+                        run.scores[first].values(), bound, ()):
+                    run.starts["kernel"], run.scores["kernel"] = kernel, values
+        searched = list(run.scores)  # from the routes in force: every start, at their max
     else:
-        starts = {"auto": clos_auto(problem), "greedy": clos_greedy(problem),
-                  "colouring": tier_colouring(problem)}
-        kernel = two_tier_auto(problem, "jobs", ilp_time_limit, job_budget=budget)
-        if kernel is not None:  # a single two-tier plane: the kernel's search is a start
-            starts["kernel"] = ClosRouting(kernel.plane, kernel.middle, kernel.path, {})
-        scores = {n: clos_slowdowns(problem, r) for n, r in starts.items()}
-        for name, other in other_starts(problem, "Clos", scores, planes).items():
-            starts[name], scores[name] = other, clos_slowdowns(problem, other)
-        # the kernel's routing is a search's result, held to the bound, not a start that
-        # sets it
-        bound = worst_bound({n: v for n, v in scores.items() if n != "kernel"})
+        first = "auto"
+        run.score(first, clos_auto(problem))
+        for name, build in (("greedy", clos_greedy), ("colouring", tier_colouring)):
+            if run.open():  # a start only while one can improve on those scored
+                run.score(name, build(problem))
+        if run.open():
+            kernel = run.step("kernel", lambda: two_tier_auto(
+                problem, "jobs", ilp_time_limit, job_budget=asked, job_clock=clock))
+            if kernel is not None:  # a single two-tier plane: the kernel's search is a start
+                run.score("kernel", ClosRouting(kernel.plane, kernel.middle, kernel.path, {}))
+        if run.open():
+            for name, other in other_starts(problem, "Clos", run.scores, run.planes).items():
+                run.score(name, other)
+    if first not in run.scores:  # not even the first start's prediction within the budget
+        r = _copy(run.starts[first])
+        return _finish(problem, r, score(problem, r)[0], run.unscored(first), False, t0)
+    starts, scores = run.starts, run.scores
+    # the kernel's routing is a search's result, held to the bound, not a start that sets it
+    bound = worst_bound({n: v for n, v in scores.items() if n != "kernel"})
+    if start is None:
         order = sorted(scores, key=lambda n: (start_key(scores[n].values(), bound,
                                                         layers(problem, starts[n])),
-                                              n != "auto"))
+                                              n != "auto")) if len(scores) > 1 else [first]
         cap, searched = score(problem, starts[order[0]])[0], order[:1]
         # small problems: the next starts at that max too, each with its own budget (their
         # local optima of the mean differ), but not a routing already searched (the search
@@ -192,38 +223,55 @@ def clos_jobs(problem: ClosProblem, budget: int | None = None,
             if score(problem, starts[n])[0] == cap and all(
                     _routes(starts[n]) != _routes(starts[m]) for m in searched):
                 searched.append(n)
-    budget = JOB_BUDGET if budget is None else int(budget)
-    r, current, moves, used, stopped, first = _search_starts(problem, starts, scores, searched,
-                                                             cap, bound, budget, start)
+    if run.at_bound(scores[searched[0]]) and searched[0] == first:
+        # the first start is at the bound (every job at its ideal): auto's routing is
+        # layer-2 optimal by flow counts, the routes in force had layer 2 off the path
+        r, current, moves, used, name = _copy(starts[first]), scores[first], 0, 0, first
+        run.stop("bound", f"start {first}")
+    else:
+        r, current, moves, used, name = _search_starts(problem, starts, scores, searched,
+                                                       cap, bound, budget, start, run)
     worst, mean = rank(current)
+    return _finish(problem, r, cap, {
+        "objective": "jobs", "stage": "jobs", "start": name, "worst_bound": bound,
+        "worst_slowdown": worst, "mean_slowdown": mean,
+        "start_worst_slowdown": rank(scores[name])[0],
+        "start_mean_slowdown": rank(scores[name])[1], "predicted_slowdown": current,
+        "starts": {n: rank(v) for n, v in scores.items()}, "searched": searched,
+        "moves": moves, "predictions": used, "budget": budget, **run.report()},
+        run.at_bound(current), t0)
+
+
+def _copy(r: ClosRouting) -> ClosRouting:
+    return ClosRouting(list(r.plane), list(r.middle), list(r.path), {})
+
+
+def _finish(problem: ClosProblem, r: ClosRouting, cap: float, info: dict, ideal: bool,
+            t0: float) -> ClosRouting:
+    """``r`` with ``info``, its loads, and which layers are proven optimal."""
     alpha, lb = score(problem, r)[0], lower_bound(problem)
-    r.info = {"objective": "jobs", "stage": "jobs", "start": first, "worst_bound": bound,
-              "max_link_load_cap": cap, "max_link_load": alpha, "lower_bound": round(lb, 9),
-              "optimal": alpha <= lb + 1e-9,
-              # the max load proven at the bound; no bound proves a job's slowdown
-              "optimal_layers": {"max_link_load": alpha <= lb + 1e-9, "worst_slowdown": False},
-              "worst_slowdown": worst, "mean_slowdown": mean,
-              "start_worst_slowdown": rank(scores[first])[0],
-              "start_mean_slowdown": rank(scores[first])[1], "predicted_slowdown": current,
-              "starts": {n: rank(v) for n, v in scores.items()}, "searched": searched,
-              "moves": moves, "predictions": used, "budget": budget, "stopped": stopped,
+    r.info = {**info, "max_link_load_cap": cap, "max_link_load": alpha,
+              "lower_bound": round(lb, 9), "optimal": alpha <= lb + 1e-9,
+              "optimal_layers": {"max_link_load": alpha <= lb + 1e-9, "worst_slowdown": ideal},
+              "budget": info.get("budget", JOB_BUDGET),
               "wall_ms": round((time.perf_counter() - t0) * 1e3, 3)}
     return r
 
 
-def _kernel_from(problem: ClosProblem, start: ClosRouting, budget: int | None):
+def _kernel_from(problem: ClosProblem, start: ClosRouting, budget: int | None,
+                 clock: Clock | None = None):
     """On a single two-tier plane, the two-tier kernel's jobs search from ``start``
     (``objective.improve_jobs``: cheaper moves and ``jobmean``'s chains, which reach local
     optima this search does not, e.g. two large rings sharing the reverse uplinks of a 2 x 2
     leaf-spine with every link at its max) as a routing; None elsewhere, or when a flow of
-    ``start`` has no route."""
+    ``start`` has no route. ``clock``: its predictions' time budget."""
     from controller.model.problem import Assignment
     from controller.planners.leaf_spine import kernel_routing, two_tier_problem
     from controller.planners.objective import improve_jobs
     p2 = two_tier_problem(problem)
     if p2 is None or min(start.plane, default=0) < 0:
         return None
-    spines, info = improve_jobs(p2, list(start.middle), budget)
+    spines, info = improve_jobs(p2, list(start.middle), budget, clock=clock)
     return kernel_routing(problem, Assignment.unsplit(spines, info))
 
 
@@ -233,24 +281,35 @@ def _routes(r: ClosRouting) -> tuple:
 
 
 def _search_starts(problem: ClosProblem, starts: dict, scores: dict, order: list[str],
-                   cap: float, bound: float, budget: int, previous: ClosRouting | None = None):
-    """The search (``_search``, then ``_lower_layers``) from each start of ``order`` in turn,
-    each with ``budget`` predictions: (routing, its slowdowns, moves, predictions in all,
-    how the last search ended, the start of the best result by ``start_key``, link loads
-    breaking ties; ``previous``, the routes in force: fewer flows moved from them first)."""
+                   cap: float, bound: float, budget: int, previous: ClosRouting | None,
+                   run: Run):
+    """The search (``_search``, then ``_lower_layers``) from each start of ``order`` in turn
+    while the best so far is not at the bound and ``run``'s clock affords it, each with
+    ``budget`` predictions: (routing, its slowdowns, moves, predictions in all, the start of
+    the best result by ``start_key``, link loads breaking ties; ``previous``, the routes in
+    force: fewer flows moved from them first). ``run`` records where and why it stopped."""
     planes = len(problem.fabric.planes)
     floor = 1.0 if planes == 1 else 0.0  # a host's NICs in several planes beat its ideal
-    best, used, stopped = None, 0, "local optimum"
+    best, used = None, 0
     for name in order:
-        start = starts[name]
-        r = ClosRouting(list(start.plane), list(start.middle), list(start.path), {})
+        if best is not None:
+            if run.at_bound(best[2]):
+                break  # no start can improve on it
+            if not run.clock.affords():
+                run.stopped, run.stopped_at = "time budget", f"search from {name}"
+                break
+        r = _copy(starts[name])
         current, moves = scores[name], 0
         if len(problem):
             moves, spent, current, stopped = _search(problem, r, current, cap, bound,
-                                                     budget, floor)
+                                                     budget, floor, run.clock)
             used += spent
-            r, current, lowered = _lower_layers(problem, r, current, bound)
-            moves += lowered
+            run.stopped, run.stopped_at = stopped, f"search from {name}"  # the last search's
+            try:
+                r, current, lowered = _lower_layers(problem, r, current, bound, run.clock)
+                moves += lowered
+            except OutOfTime:
+                run.stopped, run.stopped_at = "time budget", f"lower layers from {name}"
         key = start_key(current.values(), bound, layers(problem, r))
         if previous is not None:
             key = (*key[:3], len(moved_flows(r, previous)), *key[3:])
@@ -258,8 +317,10 @@ def _search_starts(problem: ClosProblem, starts: dict, scores: dict, order: list
             best = (key, r, current, moves, name)
         if not len(problem):
             break
+    if run.at_bound(best[2]):
+        run.stopped, run.stopped_at = "bound", f"search from {best[4]}"
     _, r, current, moves, name = best
-    return r, current, moves, used, stopped, name
+    return r, current, moves, used, name
 
 
 def layers(problem: ClosProblem, r: ClosRouting) -> tuple:
@@ -271,11 +332,12 @@ def layers(problem: ClosProblem, r: ClosRouting) -> tuple:
     return top, sum(1 for x in v if x >= top - 1e-9), tuple(v)
 
 
-def _lower_layers(problem: ClosProblem, r: ClosRouting, current: dict, bound: float):
+def _lower_layers(problem: ClosProblem, r: ClosRouting, current: dict, bound: float,
+                  clock: Clock | None = None):
     """``clos_auto``'s layer-2 chains on the search's result (fewer links at its max, then at
     the loads below; the max kept), taken when the prediction ranks them no worse: the
     link-load layers break the jobs objective's ties, as ``objective``'s final pass does on
-    two tiers. (routing, its slowdowns, flows moved)."""
+    two tiers. (routing, its slowdowns, flows moved). ``clock``: as ``clos_slowdowns``."""
     before = layers(problem, r)
     alpha = before[0]
     if alpha <= 1:
@@ -287,14 +349,29 @@ def _lower_layers(problem: ClosProblem, r: ClosRouting, current: dict, bound: fl
     key = layers(problem, new)
     if key[0] != alpha or key >= before:  # the max stays the start's, as in the search
         return r, current, 0
-    values = clos_slowdowns(problem, new)
+    values = clos_slowdowns(problem, new, clock)
     if start_key(values.values(), bound, ()) > start_key(current.values(), bound, ()):
         return r, current, 0
     return ClosRouting(new.plane, new.middle, new.path, {}), values, len(moved_flows(new, r))
 
 
-def _search(problem, r, current, cap, bound, budget, floor=1.0):
+def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | None = None):
     L = problem.links
+    timed_out = [False]
+
+    def predict():  # the prediction of ``r`` within ``clock`` (counted); None: out of time
+        nonlocal used
+        try:
+            got = clos_slowdowns(problem, r, clock)
+        except OutOfTime:
+            timed_out[0] = True
+            return None
+        used += 1
+        return got
+
+    def left():
+        return used < budget and not timed_out[0]
+
     loads = ClosLoads(problem, r)
     weight = np.array(iteration_bytes(problem), dtype=float)
     per_unit = np.append(1.0 / L.units, 0.0)
@@ -381,7 +458,7 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
                     continue
                 put(i, q, m, r.path[i], -1.0)
             put(i, q0, m0, p0, 1.0)
-        return (clos_slowdowns(problem, r) if done else None), done
+        return (predict() if done else None), done
 
     def swap_job(flows):
         """Each of ``flows`` (one job's, on shared links) swapped with a lighter flow of
@@ -405,7 +482,7 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
             taken.add(j)
             if loads.fabric_max() > cap + 1e-9:
                 undo([done.pop()])
-        return (clos_slowdowns(problem, r) if done else None), done
+        return (predict() if done else None), done
 
     def undo(done):
         for i, j, q0, m0, p0, mj, pj in reversed(done):
@@ -416,7 +493,7 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
 
     moves = used = 0
     best = key(current)
-    while used < budget:
+    while left():
         improved = False
         for job in sorted(current, key=lambda j: (-current[j], j)):
             if current[job] <= floor + 1e-9:
@@ -428,19 +505,17 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
                 # shares a link (relative: busy drifts by float rounding as flows move)
                 if top > weight[i] * float(per_unit[ids].max()) * (1 + 1e-9):
                     cands.append((-top, i))
-            if cands and used < budget:
+            if cands and left():
                 freeing = freeing or Freeing(problem, r, loads, cap, put)
                 freed = freeing.free(flows_of[job])  # its own test of sharing
-                used += bool(freed)
-                new = clos_slowdowns(problem, r) if freed else None
+                new = predict() if freed else None
                 if new is not None and key(new) < best:
                     current, best, improved = new, key(new), True
                     moves += len({i for i, *_ in freed})
                     break
                 freeing.undo(freed)
-            if len(cands) > 1 and used < budget:
+            if len(cands) > 1 and left():
                 new, moved = move_job(sorted(cands))
-                used += bool(moved)
                 if new is not None and key(new) < best:
                     current, best, improved = new, key(new), True
                     moves += len(moved)
@@ -449,20 +524,19 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
                     put(i, r.plane[i], r.middle[i], r.path[i], -1.0)
                     put(i, q0, m0, p0, 1.0)
             for top, i in sorted(cands):
-                if used >= budget:
+                if not left():
                     break
                 q0, m0, p0 = r.plane[i], r.middle[i], r.path[i]
                 put(i, q0, m0, p0, -1.0)
                 for _, q, m in options_of(i, top, q0, m0)[:OPTIONS_PER_FLOW]:
-                    if used >= budget:
+                    if not left():
                         break
                     put(i, q, m, loads.pick(i, q, m), 1.0)
                     if loads.fabric_max() > cap + 1e-9:
                         put(i, q, m, r.path[i], -1.0)
                         continue
-                    used += 1
-                    new = clos_slowdowns(problem, r)
-                    if key(new) < best:
+                    new = predict()
+                    if new is not None and key(new) < best:
                         current, best, improved = new, key(new), True
                         moves += 1
                         break
@@ -470,9 +544,8 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
                 if improved:
                     break
                 put(i, q0, m0, p0, 1.0)
-            if not improved and cands and used < budget:
+            if not improved and cands and left():
                 new, swapped = swap_job([i for _, i in sorted(cands)])
-                used += bool(swapped)
                 if new is not None and key(new) < best:
                     current, best, improved = new, key(new), True
                     moves += 2 * len(swapped)
@@ -482,4 +555,5 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0):
                 break
         if not improved:
             break
-    return moves, used, current, "budget" if used >= budget else "local optimum"
+    why = "time budget" if timed_out[0] else "budget" if used >= budget else "local optimum"
+    return moves, used, current, why

@@ -36,7 +36,11 @@ holding it); flow counts break ties between moves. Each move touches at most six
 evaluated in O(n log n) for the n flows on them. Phase 2 (mean): ``jobmean.lower_mean``
 frees whole jobs from their shared links. Both stop at a local optimum or when the budget of
 move evaluations is spent (a quarter for phase 1): deterministic, no wall clock. Then
-``_lower_layers``: the layer-2 chains once (as auto's) and one more prediction.
+``_lower_layers``: the layer-2 chains once (as auto's) and one more prediction. A start with
+every job at its ideal (``at_floor``: the worst and the mean at their lower bounds) is the
+result, no other start scored (issue 74). Within ``clos_jobs`` (this search is its two-tier
+kernel's) every prediction also runs within its time budget (``jobs_stop.Clock``):
+one it does not allow ends the kernel's search, and ``clos_jobs`` goes on without it.
 
     >>> from controller.model.clos import Clos
     >>> from controller.model.jobs import Job
@@ -57,9 +61,10 @@ move evaluations is spent (a quarter for phase 1): deterministic, no wall clock.
 from __future__ import annotations
 
 from controller.errors import InputError
-from controller.model.iteration import predict_slowdowns
+from controller.model.iteration import predict_times, slowdown
 from controller.model.loads import max_link_flows
 from controller.model.problem import Problem
+from controller.planners.jobs_stop import Clock, at_floor
 from controller.planners.repair import Routing, bits
 
 EPS = 1e-9
@@ -166,11 +171,17 @@ class JobModel:
         return max((self.value(f, on_link) for f in on_link), default=0.0)
 
 
-def job_slowdowns(problem: Problem, routing) -> dict[str, float]:
+def job_slowdowns(problem: Problem, routing, clock: Clock | None = None) -> dict[str, float]:
     """Predicted slowdown per job (1.0 = its ideal iteration time) of a routing (a spine or
     parts per inter-leaf flow): ``model.iteration.predict_slowdowns``, the prediction the
-    objective, the reports and the benchmarks share (within 5% of the fluid model)."""
-    return predict_slowdowns(problem, routing)
+    objective, the reports and the benchmarks share (within 5% of the fluid model); within
+    ``clock``'s budget if given (``OutOfTime`` otherwise)."""
+    bps = problem.fabric.link_bps()
+
+    def predict(on_event=None):
+        times = predict_times(problem, routing, on_event)
+        return {job.id: slowdown(job, times[job.id], bps) for job in problem.jobs}
+    return predict() if clock is None else clock.run(predict)
 
 
 def rank_key(values, bound: float | None = None) -> tuple:
@@ -248,7 +259,8 @@ JOB_BUDGET = 600
 
 
 def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
-                 time_limit: float | None = None, candidates: dict | None = None):
+                 time_limit: float | None = None, candidates: dict | None = None,
+                 clock: Clock | None = None):
     """The job objective from ``spines`` (module docstring): the new spines and an info dict
     (worst, mean and per-job predicted slowdown, moves made, how it ended, where it started).
 
@@ -259,30 +271,42 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
     slowdown bounds the result's (``info["worst_bound"]``): ``jobs`` is never behind a
     baseline it can score on the mean, nor on the worst job behind the baseline with the best
     mean. Its result is kept only when the prediction ranks it better than that start
-    (``rank_key``: worst within the bound, then a lower mean).
+    (``rank_key``: worst within the bound, then a lower mean). A ``spines`` whose every job
+    is at its ideal (``at_floor``) is the result, nothing else scored nor searched
+    (``info["job_search"]``: "bound"). ``clock``: every prediction within its time budget
+    (``Clock``: ``OutOfTime`` when one is not, for the caller, ``clos_jobs``, to end on).
     """
     from controller.planners.layer2 import vector_key
     budget = JOB_BUDGET if budget is None else int(budget)
     starts = {"start": list(spines)}
+    scores = {"start": job_slowdowns(problem, starts["start"], clock)}
+    if at_floor(scores["start"].values()):  # the bound: no routing has a lower worst or mean
+        v = list(scores["start"].values()) or [1.0]
+        return list(spines), {
+            "worst_slowdown": max(v), "mean_slowdown": sum(v) / len(v), "job_moves": 0,
+            "predicted_slowdown": scores["start"], "job_search": {"worst": "bound",
+                                                                  "mean": "bound"},
+            "job_start": "start", "worst_bound": max(v),
+            "job_start_mean": {"start": round(sum(v) / len(v), 6)}}
     for name, cand in (candidates or {}).items():
         if len(cand) == len(spines) and all(problem.usable[k] >> s & 1
                                             for k, s in enumerate(cand)):
             starts[name] = list(cand)
-    scores = {name: job_slowdowns(problem, sp) for name, sp in starts.items()}
+            scores[name] = job_slowdowns(problem, starts[name], clock)
     for name, a in other_starts(problem, "two-tier", scores).items():
         starts[name] = a.spines()
-        scores[name] = job_slowdowns(problem, starts[name])
+        scores[name] = job_slowdowns(problem, starts[name], clock)
     bound = worst_bound(scores)
     first = min(starts, key=lambda n: (start_key(scores[n].values(), bound,
                                                  vector_key(problem, starts[n])), n != "start"))
     base = starts[first]
     new_spines, info = _search(problem, base, budget)
-    predicted = job_slowdowns(problem, new_spines) if info["job_moves"] else scores[first]
+    predicted = job_slowdowns(problem, new_spines, clock) if info["job_moves"] else scores[first]
     if info["job_moves"] and (rank_key(predicted.values(), bound)
                               >= rank_key(scores[first].values(), bound)):
         new_spines, predicted = base, scores[first]  # the guide was wrong: keep the start
         info["job_moves"], info["job_search"]["mean"] = 0, "start_kept"
-    lowered, predicted = _lower_layers(problem, new_spines, predicted, bound)
+    lowered, predicted = _lower_layers(problem, new_spines, predicted, bound, clock)
     info["job_moves"] += sum(1 for a, b in zip(new_spines, lowered) if a != b)
     new_spines = lowered
     values = list(predicted.values())
@@ -296,7 +320,8 @@ def improve_jobs(problem: Problem, spines: list[int], budget: int | None = None,
     return new_spines, info
 
 
-def _lower_layers(problem: Problem, spines: list[int], predicted: dict, bound: float):
+def _lower_layers(problem: Problem, spines: list[int], predicted: dict, bound: float,
+                  clock: Clock | None = None):
     """``auto``'s layer-2 chains on the search's result (fewer links at its max, then at the
     loads below; the max kept), taken when the prediction ranks them no worse: the link-load
     layers break the jobs objective's ties, as ``clos_jobs``' final pass does on Clos
@@ -312,7 +337,7 @@ def _lower_layers(problem: Problem, spines: list[int], predicted: dict, bound: f
     key = vector_key(problem, new)
     if key[0] != alpha or key >= vector_key(problem, spines):  # the max stays the search's
         return spines, predicted
-    values = job_slowdowns(problem, new)
+    values = job_slowdowns(problem, new, clock)
     if start_key(values.values(), bound, ()) > start_key(predicted.values(), bound, ()):
         return spines, predicted
     return new, values
