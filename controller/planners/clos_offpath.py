@@ -26,7 +26,8 @@ all this in a child process (``python -m controller.planners.clos_offpath FILE``
 it OpenFlow and REST, for up to a second on large groups.
 
 Cost: ``clos_auto.layer2``'s chains within ``OFF_PATH_S``, then ``clos_jobs``' search (its
-budget of predictions); O(F) to read the routes in force and to name the new routes.
+budget of predictions, within ``jobs_stop.time_budget``); O(F) to read the routes in force
+and to name the new routes.
 """
 from __future__ import annotations
 
