@@ -245,24 +245,37 @@ def test_a_publication_that_fails_sends_readers_to_the_service(monkeypatch):
 
 
 def test_native_connections_are_capped(monkeypatch):
-    """One OS thread per connection, at most NATIVE_CONNECTIONS: one more is answered 503 at
-    once (accept never waits for a slot), and served again once a slot is free."""
+    """One OS thread per connection served, at most NATIVE_CONNECTIONS: one more request that
+    needs a thread is answered 503 at once (accept never waits), published reads are still
+    answered by the front, and the thread serves again once free; the front holds at most
+    FRONT_CONNECTIONS connections reading their request."""
     import socket
 
     from controller.shell import rest as rest_mod
     monkeypatch.setattr(rest_mod, "NATIVE_CONNECTIONS", 1)
+    monkeypatch.setattr(rest_mod, "FRONT_CONNECTIONS", 3)
     svc, _ = service()
     rest = RestServer(svc, "127.0.0.1", 0, native=True)
     rest.sock.settimeout(0.05)
     rest.start()
     try:
-        idle = socket.create_connection(("127.0.0.1", rest.port))  # holds the one slot
-        status, _, body = call(rest.port, "GET", "/v1/ready")
-        assert status == 503 and "REST connections open" in json.loads(body)["error"]
-        idle.close()
+        busy = socket.create_connection(("127.0.0.1", rest.port))  # its thread waits for
+        busy.sendall(b"POST /v1/jobs HTTP/1.1\r\nContent-Length: 10\r\n\r\n")  # a body
         deadline = time.monotonic() + 10
-        while call(rest.port, "GET", "/v1/ready")[0] != 200:  # the slot comes back
-            assert time.monotonic() < deadline, "the slot was never given back"
+        while not rest._open:
+            assert time.monotonic() < deadline, "the request was never handed to a thread"
+            time.sleep(0.01)
+        status, _, body = call(rest.port, "GET", "/v1/fabric")
+        assert status == 503 and "try again" in json.loads(body)["error"]
+        assert call(rest.port, "GET", "/v1/ready")[0] == 200  # the front's own answer
+        idle = [socket.create_connection(("127.0.0.1", rest.port)) for _ in range(3)]
+        status, _, body = call(rest.port, "GET", "/v1/ready")  # the front is full
+        assert status == 503 and "REST connections open" in json.loads(body)["error"]
+        for s in idle + [busy]:
+            s.close()
+        deadline = time.monotonic() + 10
+        while call(rest.port, "GET", "/v1/fabric")[0] != 200:  # the thread comes back
+            assert time.monotonic() < deadline, "the thread was never given back"
             time.sleep(0.05)
     finally:
         rest.stop()

@@ -157,10 +157,15 @@ class Front:
 
     def __init__(self, listener, fast, handoff, capacity, idle_s: float, on_error,
                  hand_all: bool = False, watch=None, version=None,
-                 hand_limit=lambda: True, max_watches: int = 65536):
+                 hand_limit=lambda: True, max_watches: int = 65536, serve_woken=None):
         self.listener = listener
         self.hand_all = hand_all
         self.watch, self.version, self.hand_limit = watch, version, hand_limit
+        # serve_woken(items): answers woken watches elsewhere, in batches; each item is
+        # (socket, address, request bytes read, close, host), the socket given away (it
+        # comes back through ``adopt`` when kept alive). None: each handed as a request.
+        self.serve_woken = serve_woken
+        self.adopting: deque = deque()  # (socket, address, bytes read) given back
         self.max_watches = max_watches
         self.parked: dict[str, set] = {}  # host -> its parked connections
         self.watching = 0  # connections parked
@@ -184,6 +189,14 @@ class Front:
     def wake(self, hosts) -> None:
         """The documents of ``hosts`` changed (any thread): their parked watches answer."""
         self.woken.extend(hosts)
+        self._nudge()
+
+    def adopt(self, sock, addr, buffered: bytes) -> None:
+        """A connection served elsewhere comes back (any thread): kept alive, read here."""
+        self.adopting.append((sock, addr, buffered))
+        self._nudge()
+
+    def _nudge(self) -> None:
         try:
             original("os").write(self._wake_w, b"w")
         except BlockingIOError:  # the pipe is full: a wake is pending anyway
@@ -237,11 +250,34 @@ class Front:
                 pass
         except BlockingIOError:
             pass
+        now = self._clock()
+        while self.adopting:
+            sock, addr, buffered = self.adopting.popleft()
+            sock.setblocking(False)
+            c = self.conns[sock.fileno()] = _Conn(sock, addr, now)
+            self._poll.register(sock.fileno(), original("select").POLLIN)
+            if buffered:
+                self._readable(c, now, buffered)
         while self.woken:
-            for c in self.parked.pop(self.woken.popleft(), ()):
-                if c.sock is not None:
-                    self._unpark(c)
-                    self._queue(c)
+            self._give(c for c in self.parked.pop(self.woken.popleft(), ()) if c.sock)
+
+    def _give(self, conns) -> None:
+        """Parked (or just read) watches whose document changed: to ``serve_woken`` in one
+        batch, or each to a thread (the backlog) without it."""
+        batch = []
+        for c in list(conns):
+            host, _held, _deadline, close = c.watch
+            self._unpark(c)
+            if self.serve_woken is None:
+                self._queue(c)
+                continue
+            sock, buffered = c.sock, bytes(c.buf)
+            self._drop(c)
+            c.sock = None
+            sock.setblocking(True)
+            batch.append((sock, c.addr, buffered, close, host))
+        if batch:
+            self.serve_woken(batch)
 
     def _queue(self, c: _Conn) -> None:
         c.queued = True
@@ -261,8 +297,7 @@ class Front:
         self.parked.setdefault(host, set()).add(c)
         self.watching += 1
         if self.version(host) != held:  # changed since it was looked at: no wake comes
-            self._unpark(c)
-            self._queue(c)
+            self._give([c])
 
     def _unpark(self, c: _Conn) -> None:
         if c.watch is not None:

@@ -49,6 +49,7 @@ from controller.shell.bridge import HubBridge, Stopping, native_thread, original
 from controller.shell.front import JSON, Front, request_path
 from controller.shell.hub import THREADS, Hub
 from controller.shell.restsecurity import cert_host, more_files
+from controller.shell.woken import WokenWatches
 
 LOG = logging.getLogger("mlroute")
 WEB_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -62,9 +63,10 @@ LINGER_S, LINGER_QUIET_S = 2.0, 0.25  # a closing connection drains for at most 
 LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still sends
 HANDSHAKE_S = 10.0  # a TLS client has this long to finish its handshake
 REFUSALS_KEPT = 4096  # hosts whose refused requests are remembered (the most recent)
-NATIVE_CONNECTIONS = 256  # ``native``: connections open at once (held by the front or served
-# by a thread), parked watches apart; one more is answered 503 at once and closed (a probe is
-# answered or refused)
+NATIVE_CONNECTIONS = 256  # ``native``: connections served by a thread at once; one more
+# request that needs a thread is answered 503 at once and closed (published reads need none)
+FRONT_CONNECTIONS = 16384  # ``native``: connections the front holds while it reads their
+# request (parked watches apart); one more is answered 503 at once
 WOKEN_THREADS = 128  # ``native``: woken watches served at once (the rest wait in the front),
 # so that operators' requests and agents' reports keep threads of their own
 MAX_WATCHES = 60000  # ``native``: watches parked at once (a file descriptor each)
@@ -141,7 +143,9 @@ class RestServer:
                            version=lambda host: watches.of(service).peek(host),
                            hand_limit=lambda: len(self._open) < WOKEN_THREADS,
                            max_watches=MAX_WATCHES) if native else None
+        self.woken = WokenWatches(self, _linger_close) if native else None  # answers them in batches
         if native:
+            self.front.serve_woken = self.woken.put
             self.published.on_hosts = self.front.wake  # a change wakes its hosts' watches
             more_files()
 
@@ -168,10 +172,11 @@ class RestServer:
 
     def start(self) -> None:
         """Serve: in a green thread of the hub, or (``native``) in an OS thread, with the
-        bridge's hub side in a green thread."""
+        bridge's hub side in a green thread and a thread answering woken watches."""
         if self.native:
             self.hub.spawn(self.bridge.run)
             native_thread(self.front.run)
+            native_thread(self.woken.run)
         else:
             self.hub.spawn(self.serve)
 
@@ -237,22 +242,22 @@ class RestServer:
         self.bridge.post(lambda: LOG.error(fmt + "\n%s", *args, text))
 
     def _capacity(self) -> bool:
-        """Whether the front may hold one more connection (``NATIVE_CONNECTIONS`` open, the
-        watches it parks apart)."""
-        return len(self.front.conns) - self.front.watching + len(self._open) < \
-            NATIVE_CONNECTIONS
+        """Whether the front may hold one more connection (``FRONT_CONNECTIONS`` reading
+        their request; the watches it parks apart): a connection there costs a file
+        descriptor, a thread is what ``NATIVE_CONNECTIONS`` counts (``_handoff``)."""
+        return len(self.front.conns) - self.front.watching < FRONT_CONNECTIONS
 
     def _watch(self, path: str, fields: dict) -> tuple[str, str, float] | None:
         """(host, version held, seconds) of a watch the front may park: a segments watch
-        (``api.watch_of``) its credential may make; None for any other request (the full
-        handler answers it, a refusal included)."""
+        (``api.watch_of``; a plain read holds version "") its credential may make; None for
+        any other request (the full handler answers it, a refusal included)."""
         route, params = api.route("GET", path)
         if route != "get_segments":
             return None
+        # a plain read too: it waits in the front's queue for a thread like a woken watch
+        # (1,024 agents starting at once found every connection taken: 503s and retries)
         watch = api.watch_of({"If-None-Match": fields.get("if-none-match", ""),
-                              "Prefer": fields.get("prefer", "")})
-        if watch is None:
-            return None
+                              "Prefer": fields.get("prefer", "")}) or ("", 0.0)
         if self.policy.closed:
             principal = credentials.who(fields.get("authorization"), None,
                                         self.policy.host_secrets, self.policy.admin_token)
@@ -262,7 +267,9 @@ class RestServer:
 
     def _handoff(self, conn, addr, buffered: bytes, pending: bytes, close: bool) -> None:
         """The front's way out: serve ``conn`` in a thread of its own (``RuntimeError``: no
-        thread to be had)."""
+        thread to be had, ``NATIVE_CONNECTIONS`` serving already: the front answers 503)."""
+        if len(self._open) >= NATIVE_CONNECTIONS:
+            raise RuntimeError("every REST thread is busy")
         self._open.add(conn)
         try:
             native_thread(self._connection, conn, addr, buffered, pending, close)
