@@ -100,11 +100,16 @@ class SidPlan:
         return cls(fabric, net, node, adjacency, decap)
 
     def address(self, *usids: int) -> str:
-        """The block followed by ``usids`` (16 bits each), zeros after them."""
-        value = int(self.block.network_address)
-        for i, u in enumerate(usids):
-            value |= u << (128 - 32 - USID_BITS * (i + 1))
-        return str(ipaddress.IPv6Address(value))
+        """The block followed by ``usids`` (16 bits each), zeros after them. Kept once made:
+        every host's document after a change asks for the same few (1,024 at k = 16)."""
+        made = self.__dict__.setdefault("_addresses", {})
+        text = made.get(usids)
+        if text is None:
+            value = int(self.block.network_address)
+            for i, u in enumerate(usids):
+                value |= u << (128 - 32 - USID_BITS * (i + 1))
+            text = made[usids] = str(ipaddress.IPv6Address(value))
+        return text
 
     def locator(self, switch: str) -> str:
         return f"{self.address(self.node[switch])}/48"
@@ -123,6 +128,15 @@ class SidPlan:
         return got
 
 
+def _neighbours(fabric: Clos, switch: str) -> frozenset:
+    """``fabric.neighbours(switch)`` as a set, made once per fabric and switch."""
+    sets = fabric.derived("srv6_neighbour_sets", lambda f: {})
+    got = sets.get(switch)
+    if got is None:
+        got = sets[switch] = frozenset(fabric.neighbours(switch))
+    return got
+
+
 def _bundle(fabric: Clos, a: str, b: str) -> int:
     lower, upper = (a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)
     return fabric.bundle(lower, upper)
@@ -137,14 +151,20 @@ def usids(plan: SidPlan, path, members, host: str) -> list[tuple[int, int]]:
     if path[-1] != leaf:
         raise InputError(f"SRv6: path ends at {path[-1]}, host {host} is on {leaf}")
     out = []
+    hops = plan.__dict__.setdefault("_hops", {})  # (a, b) -> its uN unit, or None: a bundle
     for i, (a, b) in enumerate(zip(path, path[1:])):
-        if _bundle(fabric, a, b) > 1:
-            member = members[i] if members is not None and i < len(members) else 0
-            out.append((plan.node[a], plan.ua(a, b, member)))
-        else:
-            if b not in plan.node or b not in fabric.neighbours(a):
+        if (a, b) not in hops:
+            if _bundle(fabric, a, b) > 1:
+                hops[(a, b)] = None
+            elif b not in plan.node or b not in _neighbours(fabric, a):
                 raise InputError(f"SRv6: {a} -> {b} is not a link of the fabric")
-            out.append((plan.node[b], plan.node[b]))
+            else:
+                hops[(a, b)] = (plan.node[b], plan.node[b])
+        unit = hops[(a, b)]
+        if unit is None:
+            member = members[i] if members is not None and i < len(members) else 0
+            unit = (plan.node[a], plan.ua(a, b, member))
+        out.append(unit)
     if not out or out[-1][1] != plan.node[leaf]:
         out.append((plan.node[leaf], plan.node[leaf]))
     out.append((plan.node[leaf], function))

@@ -198,20 +198,33 @@ def back_container(plan: SidPlan, path: list[str], members, host: str) -> dict:
 
 def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], host: str,
                 limit: int = 16) -> list[dict]:
-    """Every shortest path of the whole fabric (links down included: probes tell when they
-    are back) from the host's leaf to each destination of its flows, up to ``limit`` each,
-    with its way back (``back_container``): the agent probes them, and its reports tell the
-    controller which links work."""
+    """The paths of the host's parts and their backups, then every shortest path of the whole
+    fabric (links down included: probes tell when they are back) from the host's leaf to each
+    destination of its flows, up to ``limit`` each, each with its way back
+    (``back_container``): the agent probes them, and its reports tell the controller which
+    links work. The parts' own paths come whatever ``limit``: a path in use is probed by its
+    source and, reversed, by its destination, two hosts (the quorum of a link down)."""
     whole = fabric.derived("srv6_whole", lambda f: f.with_down(()))  # once per fabric
-    out, seen = [], set()
+    out, seen, probed = [], set(), set()
+
+    def probe(path: list[str], f: dict) -> None:
+        if tuple(path) in probed:
+            return
+        probed.add(tuple(path))
+        m = _members(whole, path)
+        out.append({"path": path, "dst_ip": f["dst_ip"],
+                    **segments(plan, path, m, f["dst"]).to_doc(),
+                    **back_container(plan, path, m, host)})
+
+    for f in flows:  # the paths in use first: every link in use is probed by both its ends
+        probe(f["path"], f)  # (the destination's part back crosses it the other way)
+        if "backup" in f:
+            probe(f["backup"]["path"], f)
     for f in flows:
         dst_leaf = f["path"][-1]
         if (f["path"][0], dst_leaf) in seen:
             continue
         seen.add((f["path"][0], dst_leaf))
         for path in shortest_paths(whole, f["path"][0], dst_leaf, limit):
-            m = _members(whole, path)
-            out.append({"path": path, "dst_ip": f["dst_ip"],
-                        **segments(plan, path, m, f["dst"]).to_doc(),
-                        **back_container(plan, path, m, host)})
+            probe(path, f)
     return out
