@@ -328,7 +328,7 @@ def results_page() -> str:
             _request_path(), _churn(), _cuts(),
             _fattree(), _collectives(), _learning(),
             _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
-            _failover(), _connect(), _srv6(), _chaos()]
+            _failover(), _connect(), _srv6(), _agents(), _chaos()]
     return "".join(out)
 
 
@@ -380,6 +380,35 @@ def _chaos() -> str:
               "[failures](../howto/failures.md#chaos).\n\n"
             + _table(["fabric", "fault", "nothing lost", "tables differ", "5xx",
                       "REST max ms", "what happened"], rows))
+
+
+def _agents() -> str:
+    b = _load("bench/agents.json")
+    rows = []
+    for c in b["cases"]:
+        i, r, f = c["idle"], c["ring"], c["failure"]
+        ops = i["operators_while_held"]
+        rows.append([
+            f"k = {c['k']}, {i['hosts']:,} agents, {c['switches']:,} switches; {c['rest']}",
+            f"{i['watches_held']:,} held; {i['controller_cpu_share']:.1%} of a core, "
+            f"{i['controller_rss_mb']:g} MB; {i['watch_errors']} refused",
+            f"jobs {ops['/v1/jobs']['p99_ms']:g} ms, ready {ops['/v1/ready']['p99_ms']:g} ms",
+            f"{r['members_with_new_document']} of {r['members']}: p50 {r['after_answer_p50_s']:g}"
+            f" s, p99 {r['after_answer_p99_s']:g} s; non-members woken: "
+            f"{r['non_members_woken']} (POST {r['post_s']:g} s)",
+            f"{f['hosts_woken']} hosts woken, p99 {f['after_second_report_p99_s']:g} s after "
+            f"the second report"])
+    return ("## Thousands of host agents on one controller\n\n"
+            + _source(b["command"], "bench/agents.json")
+            + "One controller with `--mlroute-southbound none` on a declared fat-tree and one "
+              "simulated agent per host speaking the real protocol on loopback (the segments "
+              "watch, probe reports; `benchmarks/agents.py`): every watch held at once, "
+              "operators' requests meanwhile (p99), a ring of 512 posted (each member's new "
+              "document after the POST's answer), a core link reported failed by two hosts' "
+              "probes. The last row is the baseline: the same at the smallest size with "
+              "every request in a green thread, each watch looking every 50 ms.\n\n"
+            + _table(["fabric", "watches idle", "operators p99", "ring of 512",
+                      "link failure"], rows))
 
 
 def _srv6() -> str:

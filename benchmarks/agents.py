@@ -1,0 +1,301 @@
+"""Benchmark of the controller's side of srv6 mode at the sizes production runs: one
+controller (``mlroute-controller --mlroute-southbound none``, a declared k-ary fat-tree) and
+one simulated agent per host, speaking the real protocol on loopback (the segments watch:
+``If-None-Match`` and ``Prefer: wait``; probe reports), all in this process's event loop.
+
+What it measures, each against a baseline in the same run (operators' requests before any
+watch; and the smallest size again with every request in a green thread, each watch
+looking every 50 ms: ``--nomlroute-rest-native-reads``):
+
+* ``idle``: every watch held at once; the controller's CPU over ``IDLE_S`` seconds (share of
+  a core) and its resident memory; operators' requests meanwhile (``GET /v1/jobs``, ``GET
+  /v1/ready``, p50/p99), against the same requests before any watch was held;
+* ``ring``: a ring of ``RING`` hosts posted; per member, the time from the POST's answer to
+  its new document (p50, p99, max), the members that got one, the non-members woken (must
+  be 0), and the bytes of documents served;
+* ``failure``: a core link on the ring's paths reported failed by the probes of two hosts
+  (``POST /v1/hosts/{host}/probes``, the quorum); per agent whose document changed, the time
+  from the second report's answer to its new document (p50, p99), the hosts woken.
+
+    python -m benchmarks.agents [--k 16] [--k 32] [--out bench/agents.json]
+
+Needs no root and no switch; bounded in time (every wait has a timeout) and in sockets (one
+per simulated agent, plus the requests'). The controller listens on ``REST_PORT`` (below the
+ephemeral range: thousands of client sockets take ephemeral ports).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+REST_PORT, OF_PORT = 18080, 16653  # fixed, below the ephemeral range
+WAIT_S = 25  # what each agent's watch asks the controller to hold
+IDLE_S = 5.0
+RING = 512
+TIMEOUT_S = 60.0
+
+
+def _pct(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return round(xs[min(len(xs) - 1, int(q * len(xs)))], 4)
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+async def _request(method: str, path: str, body: bytes = b"", headers: dict | None = None,
+                   timeout: float = TIMEOUT_S) -> tuple[int, dict, bytes]:
+    """One HTTP/1.1 request on a connection of its own (as the agents' client does)."""
+    reader, writer = await asyncio.wait_for(
+        asyncio.open_connection("127.0.0.1", REST_PORT), timeout)
+    try:
+        head = [f"{method} {path} HTTP/1.1", "Host: bench", "Connection: close",
+                f"Content-Length: {len(body)}"]
+        if body:
+            head.append("Content-Type: application/json")
+        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        await writer.drain()
+        status_line = await asyncio.wait_for(reader.readline(), timeout)
+        status = int(status_line.split()[1])
+        fields = {}
+        while (line := await asyncio.wait_for(reader.readline(), timeout)) not in (b"\r\n", b""):
+            name, _, value = line.decode("latin-1").partition(":")
+            fields[name.strip().lower()] = value.strip()
+        length = int(fields.get("content-length", 0))
+        data = await asyncio.wait_for(reader.readexactly(length), timeout) if length else b""
+        return status, fields, data
+    finally:
+        writer.close()
+
+
+class Agents:
+    """One watch loop per host; ``got[host]``: (time, version, bytes) of each document."""
+
+    def __init__(self, hosts: list[str]):
+        self.hosts = hosts
+        self.version = dict.fromkeys(hosts, "")
+        self.got: dict[str, list] = {h: [] for h in hosts}
+        self.errors: list[str] = []
+        self.stopping = False
+        self.tasks: list = []
+
+    async def watch(self, host: str) -> None:
+        while not self.stopping:
+            headers = {}
+            if self.version[host]:
+                headers = {"If-None-Match": f'"{self.version[host]}"',
+                           "Prefer": f"wait={WAIT_S}"}
+            try:
+                status, _, data = await _request("GET", f"/v1/hosts/{host}/segments",
+                                                 headers=headers, timeout=WAIT_S + 30)
+            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
+                if not self.stopping:
+                    self.errors.append(f"{host}: {type(e).__name__} {e}")
+                    await asyncio.sleep(0.5)
+                continue
+            if status == 200:
+                version = json.loads(data)["version"]
+                if version != self.version[host]:
+                    self.got[host].append((time.monotonic(), version, len(data)))
+                    self.version[host] = version
+            elif status != 304:
+                self.errors.append(f"{host}: HTTP {status}")
+                await asyncio.sleep(0.5)
+
+    def start(self) -> None:
+        self.tasks = [asyncio.ensure_future(self.watch(h)) for h in self.hosts]
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+async def _operator_latency(n: int = 40) -> dict:
+    out = {}
+    for path in ("/v1/jobs", "/v1/ready"):
+        times = []
+        for _ in range(n):
+            t = time.monotonic()
+            status, _, _ = await _request("GET", path)
+            if status in (200, 503):
+                times.append(time.monotonic() - t)
+        out[path] = {"p50_ms": round(_pct(times, 0.5) * 1e3, 2),
+                     "p99_ms": round(_pct(times, 0.99) * 1e3, 2), "answered": len(times)}
+    return out
+
+
+async def _until(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+def _ring_members(fabric, n: int) -> list[str]:
+    """``n`` hosts spread over every leaf in turn (a ring across pods)."""
+    by_leaf: dict = {}
+    for host, leaf in sorted(fabric.host_leaves.items()):
+        by_leaf.setdefault(leaf if isinstance(leaf, str) else leaf[0], []).append(host)
+    out, i = [], 0
+    while len(out) < n:
+        for leaf in sorted(by_leaf):
+            if i < len(by_leaf[leaf]) and len(out) < n:
+                out.append(by_leaf[leaf][i])
+        i += 1
+    return out
+
+
+async def _failure(agents: Agents, routes: list[dict], docs: dict) -> dict:
+    """A core link on the ring's paths reported failed by the probes of two hosts."""
+    crossing: dict = {}
+    for r in routes:
+        p = r["path"]
+        for a, b in zip(p, p[1:]):
+            if a.startswith("c") or b.startswith("c"):
+                crossing.setdefault(tuple(sorted((a, b))), []).append(r["src"])
+    link, hosts = max(crossing.items(), key=lambda kv: len(kv[1]))
+    reporters = []
+    for host in dict.fromkeys(hosts):
+        paths = [{"path": p["path"], "ok": not ({*link} <= set(p["path"]) and any(
+            tuple(sorted(h)) == link for h in zip(p["path"], p["path"][1:])))}
+            for p in docs[host]["probes"]]
+        if any(not x["ok"] for x in paths) and any(x["ok"] for x in paths):
+            reporters.append((host, paths))
+        if len(reporters) == 2:
+            break
+    before = {h: len(v) for h, v in agents.got.items()}
+    answered = None
+    for host, paths in reporters:
+        status, _, data = await _request("POST", f"/v1/hosts/{host}/probes",
+                                         json.dumps({"paths": paths}).encode())
+        answered = time.monotonic()
+        last = json.loads(data) if data else {}
+    await asyncio.sleep(3.0)  # the re-plan, then every woken agent's document
+    woken = {h for h, v in agents.got.items() if len(v) > before[h]}
+    delays = [agents.got[h][before[h]][0] - answered for h in woken]
+    return {"link": list(link), "reporters": [h for h, _ in reporters],
+            "links_down": last.get("links_down"), "hosts_woken": len(woken),
+            "after_second_report_p50_s": _pct(delays, 0.5),
+            "after_second_report_p99_s": _pct(delays, 0.99),
+            "after_second_report_max_s": round(max(delays), 4) if delays else None}
+
+
+async def _run(k: int, folder: str, native: bool = True) -> dict:
+    from controller.model.clos import Clos
+    from controller.model.clos_wiring import wire
+    from emulation.harness.controller_proc import ControllerProcess
+    fabric = Clos.fat_tree(k)
+    fabric = fabric.wire(wire(fabric))
+    path = os.path.join(folder, f"fattree{k}.json")
+    with open(path, "w") as fh:
+        json.dump(fabric.to_dict(), fh)
+    ctl = ControllerProcess(path, os.path.join(folder, f"controller{k}.log"), "auto", "srv6",
+                            REST_PORT, OF_PORT, ["--mlroute-southbound", "none",
+                                                 "--mlroute-sflow-port", "0", "--mlroute-quiet",
+                                                 *([] if native else
+                                                   ["--nomlroute-rest-native-reads"])])
+    ctl.start(timeout=120)
+    hosts = sorted(fabric.host_leaves)
+    agents = Agents(hosts)
+    try:
+        before = await _operator_latency()
+        agents.start()
+        assert await _until(lambda: all(agents.version.values()), TIMEOUT_S), \
+            f"{sum(1 for v in agents.version.values() if not v)} hosts have no document"
+        await asyncio.sleep(1.0)
+        cpu0, t0 = _cpu_s(ctl.proc.pid), time.monotonic()
+        await asyncio.sleep(IDLE_S)
+        idle_cpu = (_cpu_s(ctl.proc.pid) - cpu0) / (time.monotonic() - t0)
+        held = await _operator_latency()
+        idle = {"hosts": len(hosts), "watches_held": len(hosts), "controller_cpu_share":
+                round(idle_cpu, 3), "controller_rss_mb": _rss_mb(ctl.proc.pid),
+                "operators_before_watches": before, "operators_while_held": held,
+                "watch_errors": len(agents.errors)}
+        members = _ring_members(fabric, min(RING, len(hosts) // 2))
+        counts = {h: len(v) for h, v in agents.got.items()}
+        sent = time.monotonic()
+        status, _, data = await _request("POST", "/v1/jobs", json.dumps(
+            {"id": "ring", "collective": "ring_allreduce", "ranks": members,
+             "bytes": 1e8}).encode())
+        answered = time.monotonic()
+        assert status == 201, data[:300]
+        routes = json.loads(data)["routes"]
+        await _until(lambda: all(len(agents.got[h]) > counts[h] for h in members), 30)
+        await asyncio.sleep(2.0)  # any non-member woken would have its answer by now
+        got = [agents.got[h][counts[h]] for h in members if len(agents.got[h]) > counts[h]]
+        delays = [t - answered for t, _, _ in got]
+        others = [h for h in hosts if h not in set(members) and len(agents.got[h]) > counts[h]]
+        ring = {"members": len(members), "members_with_new_document": len(got),
+                "after_answer_p50_s": _pct(delays, 0.5), "after_answer_p99_s": _pct(delays, 0.99),
+                "after_answer_max_s": round(max(delays), 4) if delays else None,
+                "non_members_woken": len(others),
+                "document_bytes_served": sum(b for _, _, b in got),
+                "post_s": round(answered - sent, 3)}
+        docs = {}
+        for h in members:
+            _, _, data = await _request("GET", f"/v1/hosts/{h}/segments")
+            docs[h] = json.loads(data)
+        failure = await _failure(agents, routes, docs)
+        return {"k": k, "rest": "native front" if native else "a green thread per request "
+                "(--nomlroute-rest-native-reads: each watch looks every 50 ms)",
+                "switches": len(fabric.switches()), "idle": idle, "ring": ring,
+                "failure": failure, "errors_sample": agents.errors[:5]}
+    finally:
+        await agents.stop()
+        ctl.stop()
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.agents",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--k", type=int, action="append", help="fat-tree sizes (default 16, 32)")
+    ap.add_argument("--out", default=os.path.join("bench", "agents.json"))
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the baseline: the smallest k with every watch in a green "
+                         "thread that looks every 50 ms (--nomlroute-rest-native-reads)")
+    args = ap.parse_args(argv)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    cases, sizes = [], args.k or [16, 32]
+    with tempfile.TemporaryDirectory(prefix="mlroute-agents-") as folder:
+        runs = [(k, True) for k in sizes] + ([] if args.no_baseline else [(min(sizes), False)])
+        for k, native in runs:
+            case = asyncio.run(_run(k, folder, native))
+            print(json.dumps(case))
+            cases.append(case)
+    doc = {"command": "python -m benchmarks.agents " + " ".join(
+        f"--k {k}" for k in sizes) + (" --no-baseline" if args.no_baseline else ""),
+        "cases": cases}
+    with open(args.out, "w") as fh:
+        json.dump(doc, fh, indent=1)
+        fh.write("\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
