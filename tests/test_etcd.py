@@ -133,6 +133,9 @@ def test_a_watch_ends_when_etcd_dies(tmp_path):
         t = threading.Thread(target=read, daemon=True)
         t.start()
         c.put(b"/d/a", b"1")
+        deadline = time.monotonic() + 5  # the event first (a loaded machine delays it)
+        while not out and time.monotonic() < deadline:
+            time.sleep(0.01)
         s.stop()
         t.join(5)
         assert not t.is_alive(), "the watch kept waiting after etcd died"
@@ -147,8 +150,10 @@ def test_unreachable_etcd_is_named():
         c.status()
     with pytest.raises(e.EtcdUnavailable, match="unreachable"):
         c.watch(b"/x")
-    with pytest.raises(ValueError, match="expected http://HOST:PORT"):
-        e.Etcd("https://x:1")
+    with pytest.raises(ValueError, match="expected http://HOST:PORT or https://HOST:PORT"):
+        e.Etcd("ftp://x:1")
+    with pytest.raises(ValueError, match="no file"):
+        e.Etcd("https://x:1", ca_file="/nonexistent/ca.pem")
 
 
 def test_prefix_end():

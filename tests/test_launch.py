@@ -144,7 +144,7 @@ def test_it_takes_mlroutes_options_and_starts_nothing_on_bad_input(framework):
     r = controller("--help", framework=framework)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage: mlroute-controller")
-    first = "\n".join(r.stdout.splitlines()[:60])  # mlroute's options first, with defaults
+    first = "\n".join(r.stdout.splitlines()[:72])  # mlroute's options first, with defaults
     for option in ("--mlroute-fabric FILE ", "--mlroute-objective NAME ", "--mlroute-mode MODE ",
                    "--wsapi-port PORT ", "--ofp-tcp-listen-port PORT "):
         assert option in first, option

@@ -432,7 +432,7 @@ class Shell:
             except Exception:  # noqa: BLE001 - keep ticking; the error is logged
                 LOG.exception("mlroute: periodic check failed")
             self._start_syncers()  # queued switches read by workers: none holds the loop
-            if self.static is not None and self.rest.published is not None:
+            if getattr(self, "static", None) is not None and self.rest.published is not None:
                 self._guarded(self.rest.published.again, self.service)  # agents' reports
             kept = self.heap.tick()
             if kept:
