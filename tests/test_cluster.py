@@ -383,6 +383,17 @@ def test_writes_are_served_by_the_master_and_forwarded_by_a_standby(members):
         assert headers["Authorization"] == "Bearer t" and headers["X-Mlroute-Forwarded"] == "b"
         with pytest.raises(ServiceUnavailable, match="forwarded by a but a is the master"):
             b.write("POST", "/v1/jobs", b"{}", {"X-Mlroute-Forwarded": "a"}, lambda: (201, {}))
+        # a host's report: the master as b's watch saw it, and no state read back (issue 73)
+        reads = []
+        for c in (a, b):
+            get = c.client.get
+            c.client.get = lambda key, get=get: reads.append(key) or get(key)
+        for _ in range(10):
+            assert b.write("POST", "/v1/hosts/h0_0/probes", b"{}", {},
+                           lambda: pytest.fail("a standby must not serve a report"))[0] == 201
+            assert a.write("POST", "/v1/hosts/h0_0/probes", b"{}", {},
+                           lambda: (200, {"host": "h0_0"})) == (200, {"host": "h0_0"})
+        assert reads == [] and Recorder.seen[-1][1] == "/v1/hosts/h0_0/probes"
     finally:
         http.shutdown()
         http.server_close()
