@@ -49,9 +49,11 @@ def test_cli_and_slurm_hooks_on_the_real_controller(s, tmp_path):
     r = cli("add", "--members", ",".join(ips), "--id", "m", "--bytes", "4e6")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("job m added")
-    r = cli("list", auth=False)
+    r = cli("list", auth=False)  # reads need the credential too (issue 72)
+    assert r.returncode == 1 and "HTTP 401" in r.stderr
+    r = cli("list")
     assert r.returncode == 0 and [l.split()[0] for l in r.stdout.splitlines()[1:]] == ["m"]
-    view = json.loads(cli("show", "m", "--json", auth=False).stdout)
+    view = json.loads(cli("show", "m", "--json").stdout)
     assert view["matrix"] in ("learning", "learned")
     r = cli("add", "--members", ",".join(ips), "--id", "m")
     assert r.returncode == 1 and "HTTP 409" in r.stderr and r.stderr.count("\n") == 1
