@@ -151,9 +151,10 @@ class Front:
     Watches (``watch(path, fields)`` -> (host, version held, seconds) or None; ``version(host)``
     the host's document version now): a watch whose host's document is still the one it
     holds is parked here, costing a file descriptor and no thread, until ``wake`` names its
-    host (then it is handed as any request, at most ``hand_limit()`` at once, the rest
-    queued) or its wait ends (answered 304 here). No polling per watch: one wake per change
-    of the hosts' documents."""
+    host or its wait ends (answered 304 here). A woken watch goes to ``serve_woken`` with the
+    others woken at once (``woken.py`` answers them in batches); without it, each is handed
+    as any request, at most ``hand_limit()`` at once, the rest queued. No polling per watch:
+    one wake per change of the hosts' documents."""
 
     def __init__(self, listener, fast, handoff, capacity, idle_s: float, on_error,
                  hand_all: bool = False, watch=None, version=None,

@@ -22,16 +22,24 @@ def make_pki(folder: str, server_ip: str, client_hosts=(), credential_hosts=()) 
     ``host.secrets`` and ``HOST.credential`` per credential host. Returns their paths by name
 (``ca``, ``cert``, ``key``, ``token``, ``secrets``, ``HOST_cert`` and ``HOST_key``)."""
     os.makedirs(folder, exist_ok=True)
+    # the extensions strict verification asks for (Python 3.13's default context): a CA with
+    # its key usage, certificates naming their issuer's key and their own uses
     _openssl(folder, "req", "-x509", *EC, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-             "-subj", "/CN=mlroute test CA")
+             "-subj", "/CN=mlroute test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+             "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    leaf = ("basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n"
+            "extendedKeyUsage=serverAuth,clientAuth\nsubjectKeyIdentifier=hash\n"
+            "authorityKeyIdentifier=keyid,issuer\n")
     with open(os.path.join(folder, "server.ext"), "w") as fh:
-        fh.write(f"subjectAltName=IP:{server_ip}\n")
+        fh.write(leaf + f"subjectAltName=IP:{server_ip}\n")
+    with open(os.path.join(folder, "client.ext"), "w") as fh:
+        fh.write(leaf)
     for name in ("server", *client_hosts):
         _openssl(folder, "req", *EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj",
                  f"/CN={server_ip if name == 'server' else name}")
         _openssl(folder, "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey",
-                 "ca.key", "-CAcreateserial", "-out", f"{name}.pem", "-days", "2",
-                 *(["-extfile", "server.ext"] if name == "server" else []))
+                 "ca.key", "-CAcreateserial", "-out", f"{name}.pem", "-days", "2", "-extfile",
+                 "server.ext" if name == "server" else "client.ext")
     secret = os.urandom(24).hex()
     out = {"ca": "ca.pem", "cert": "server.pem", "key": "server.key",
            "token": "admin.token", "secrets": "host.secrets",
