@@ -317,21 +317,27 @@ class Front:
         self._unpark(c)
         end = c.buf.find(b"\r\n\r\n")
         del c.buf[:end + 4]
-        out = not_modified(held, close, self._http_date(now))
+        c.last = now
+        if self._send(c, not_modified(held, close, self._http_date(now)), close) and c.buf:
+            self._readable(c, now, b"")  # a request that came meanwhile
+
+    def _send(self, c: _Conn, out: bytes, close: bool) -> bool:
+        """Send an answer made here; True when the connection stays here to be read on (else
+        it was closed, or handed to a thread with the rest of the answer)."""
         try:
             sent = c.sock.send(out)
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError:
             self._close(c)
-            return
-        c.last = now
-        if sent < len(out) or (close and c.buf):
+            return False
+        if sent < len(out) or (close and c.buf):  # the rest in a thread, as a handler
             self._hand(c, out[sent:], close)
-        elif close:
+            return False
+        if close:
             self._close(c)
-        elif c.buf:
-            self._readable(c, now, b"")
+            return False
+        return True
 
     def _accept(self, now: float) -> None:
         while True:
@@ -391,19 +397,8 @@ class Front:
                 return
             del c.buf[:end + 4]
             close = parsed[2]
-            out = response(answer[0], answer[1], close, self._http_date(now))
-            try:
-                sent = c.sock.send(out)
-            except (BlockingIOError, InterruptedError):
-                sent = 0
-            except OSError:
-                self._close(c)
-                return
-            if sent < len(out) or (close and c.buf):  # the rest in a thread, as a handler
-                self._hand(c, out[sent:], close)
-                return
-            if close:
-                self._close(c)
+            if not self._send(c, response(answer[0], answer[1], close, self._http_date(now)),
+                              close):
                 return
 
     def _http_date(self, now: float) -> str:
