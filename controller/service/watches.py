@@ -92,10 +92,11 @@ def fingerprints(state, ports: dict | None = None) -> dict[str, int]:
         out = entries.setdefault(host, [])
         for r, flow, parts in items:
             for where, share in parts:
-                path = tuple(where)
+                path = tuple(where)  # the host's list: the path, or reversed (the part back)
+                mine = path if flow.src == host else path[::-1]
                 out.append((r.job.id, flow.five_tuple(), path,
                             tuple(getattr(where, "members", None) or ()), share,
-                            backup_of(path), backup_of(path[::-1])))
+                            backup_of(mine)))
     if ports is not None:  # host mode where hosts learn their ports: the parts and ports
         for host in hostreports.learning_hosts(state):
             entries.setdefault(host, []).append(repr(hostreports.entries(state, host, ports)))
