@@ -43,11 +43,13 @@ def hosts_status(state, probes: dict, seen: dict, credential_refusals: dict, now
             "suppressed": probes.get("suppressed", [])}
 
 
-def of_service(service) -> dict | None:
-    """``hosts_status`` of a ``RouteService`` (the caller holds its lock, as for a view)."""
+def of_service(service, probes: dict | None = None) -> dict | None:
+    """``hosts_status`` of a ``RouteService`` (the caller holds its lock, as for a view);
+    ``probes``: its ``PathEvidence.status`` when the caller has it already."""
     now = time.monotonic()  # the API stamps probe reports with it
     paths = service.paths
-    return hosts_status(service.state, paths.status(now), dict(paths.seen),
+    probes = paths.status(now) if probes is None else probes
+    return hosts_status(service.state, probes, dict(paths.seen),
                         dict(getattr(service, "credential_refusals", {})), now, paths.window)
 
 

@@ -44,8 +44,8 @@ def _histogram(name: str, doc: str, values: list[float]) -> HistogramMetricFamil
 
 def _agents(svc):
     """The hosts' agents (no OpenFlow: their probes are the link state; ``hoststatus.py``)."""
-    hosts = hoststatus.of_service(svc) or {}
     probes = svc.paths.status(time.monotonic())
+    hosts = hoststatus.of_service(svc, probes) or {}
     for name, doc, value in (
             ("mlroute_agents_reporting", "hosts whose agents reported probes within the window",
              hosts.get("reporting", 0)),
