@@ -203,8 +203,8 @@ class RestServer:
         credential (the full handler checks it)."""
         if self.published is None or method != "GET":
             return None
-        route, params = api.route(method, path)
-        if credentials.decide(self.policy, credentials.ANONYMOUS, method, route, params):
+        if self.policy.closed and credentials.decide(
+                self.policy, credentials.ANONYMOUS, method, *api.route(method, path)):
             return None
         return self.published.answer(path)
 
