@@ -24,6 +24,7 @@ from controller.agent.kernel import read_installed
 from controller.agent.main import Agent, AgentFailed
 from controller.client import ControllerError
 from controller.errors import InputError
+from tests.test_agent_hostports import wait_for
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEV = "eth0"
@@ -431,15 +432,6 @@ class FailingPorts:
         if self.calls == 1:
             raise RuntimeError("ports loop's work fails")
         return {}
-
-
-def wait_for(what, timeout=5.0):
-    until = time.monotonic() + timeout
-    while time.monotonic() < until:
-        if what():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 PORTS = [{"job": "p", "flow": {"src": "h0_0", "dst": "h1_0", "proto": 6, "sport": 0,
