@@ -18,6 +18,7 @@ flow to that peer comes first and steers the pair (``steering.parse`` keeps the 
 from __future__ import annotations
 
 import os
+from itertools import islice
 
 from controller.enforcement.modes import mode_of
 from controller.enforcement.rules import part_sport
@@ -26,7 +27,8 @@ from controller.enforcement.srv6_config import alive_neighbours
 from controller.errors import InputError, NotFoundError
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE
-from controller.service import hostreports
+from controller.service import duties, hostreports
+from controller.service.pathstate import MAX_PATHS
 
 
 def shortest_paths(fabric: Clos, src: str, dst: str, limit: int = 64) -> list[list[str]]:
@@ -41,10 +43,19 @@ def shortest_paths(fabric: Clos, src: str, dst: str, limit: int = 64) -> list[li
 
 
 def _shortest_paths(fabric: Clos, src: str, dst: str, limit: int) -> list[list[str]]:
+    return list(islice(_paths(fabric, src, dst), limit))
+
+
+def _paths(fabric: Clos, src: str, dst: str):
+    """The shortest switch paths from ``src`` to ``dst`` over alive links, depth first (in
+    the fabric's neighbour order), one at a time."""
     if src == dst:
-        return [[src]]
+        yield [src]
+        return
     up = fabric.derived("srv6_alive_neighbours", alive_neighbours)
-    dist, frontier = {dst: 0}, [dst]
+    dist = _up_down(fabric, up, src, dst)
+    frontier = [] if dist else [dst]
+    dist = dist or {dst: 0}
     while frontier and src not in dist:
         nxt = []
         for s in frontier:
@@ -54,28 +65,91 @@ def _shortest_paths(fabric: Clos, src: str, dst: str, limit: int) -> list[list[s
                     nxt.append(n)
         frontier = nxt
     if src not in dist:
-        return []
-    out, stack = [], [[src]]
-    while stack and len(out) < limit:
+        return
+    stack = [[src]]
+    while stack:
         path = stack.pop()
         here = path[-1]
         if here == dst:
-            out.append(path)
+            yield path
             continue
         for n in reversed(up.get(here, ())):
             if dist.get(n) == dist[here] - 1:
                 stack.append(path + [n])
-    return out
+
+
+def _up_down(fabric: Clos, up: dict, src: str, dst: str) -> dict[str, int]:
+    """Hops to ``dst`` of every switch on a shortest path up from ``src`` and down to ``dst``
+    ({} where no such path is alive: the breadth-first search then looks further). Why: a
+    search from ``dst`` over the whole fabric before ``src`` is found cost 0.3 ms a pair of
+    leaves at k = 16, most of a woken ring's documents; climbing from both leaves to the
+    lowest tier where they meet costs the switches above them only."""
+    climbs = fabric.derived("srv6_climbs", lambda f: {})  # leaf -> switches above, by tier
+    for leaf in (src, dst):
+        if leaf not in climbs:
+            climbs[leaf] = _climb(fabric.tier_of, up, leaf)
+    a, b = climbs[src], climbs[dst]
+    top = next((t for t in range(min(len(a), len(b))) if a[t] & b[t]), None)
+    if top is None:
+        return {}
+    dist: dict[str, int] = {}
+    for levels, far in ((a, True), (b, False)):
+        keep = a[top] & b[top]
+        for j in range(top, -1, -1):
+            if j < top:
+                keep = {x for x in levels[j] if any(n in keep for n in up.get(x, ()))}
+            for x in keep:
+                dist[x] = 2 * top - j if far else j
+    return dist
+
+
+def _climb(tier: dict, up: dict, leaf: str) -> list[set[str]]:
+    """The switches ``leaf`` reaches going up only, tier by tier."""
+    levels = [{leaf}]
+    while True:
+        nxt = {n for x in levels[-1] for n in up.get(x, ()) if tier[n] == tier[x] + 1}
+        if not nxt:
+            return levels
+        levels.append(nxt)
 
 
 def backup_path(fabric: Clos, path: list[str]) -> list[str] | None:
     """Another shortest path between the same leaves, sharing the fewest switches with
-    ``path`` (the next one in order among equals, so backups spread); None if there is none."""
-    others = [p for p in shortest_paths(fabric, path[0], path[-1]) if p != list(path)]
-    if not others:
-        return None
-    inner = set(path[1:-1])
-    return min(others, key=lambda p: len(inner & set(p[1:-1])))
+    ``path`` (the next one in order among equals, so backups spread); None if there is none.
+    Kept on the fabric object: the watches' fingerprints and the documents ask alike."""
+    memo = fabric.derived("srv6_backups", lambda f: {})
+    key = tuple(path)
+    if key not in memo:
+        memo[key] = _backup_path(fabric, path)
+    got = memo[key]
+    return list(got) if got is not None else None
+
+
+def _backup_path(fabric: Clos, path: list[str], limit: int = 64) -> list[str] | None:
+    """The first of the first ``limit`` other shortest paths that shares the fewest inner
+    switches with ``path``, the search ending at one that shares none."""
+    inner, best, fewest = set(path[1:-1]), None, None
+    for p in islice(_paths(fabric, path[0], path[-1]), limit):
+        if p == list(path):
+            continue
+        shared = len(inner.intersection(p[1:-1]))
+        if fewest is None or shared < fewest:
+            best, fewest = p, shared
+            if not shared:
+                break
+    return best
+
+
+def segments_doc(plan: SidPlan, path, members, host: str) -> dict:
+    """``segments(...).to_doc()``, kept on the plan (one per fabric object): after a change
+    the woken documents ask for the same lists again and again (a ring's part is in both
+    ends' documents, its container in the other end's probe as its way back)."""
+    memo = plan.__dict__.setdefault("_segment_docs", {})
+    key = (tuple(path), tuple(members) if members else None, host)
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = segments(plan, path, members, host).to_doc()
+    return got
 
 
 def _members(fabric: Clos, path: list[str]) -> list[int]:
@@ -167,12 +241,12 @@ def _part(fabric: Clos, plan: SidPlan, job: str, dst: str, plane: int, path: lis
     proto, sport, dport = ports
     doc = {"job": job, "dst": dst, "dst_ip": fabric.ip_of(dst, plane), "proto": proto,
            "sport": sport, "dport": dport, "share": share, "path": path,
-           **segments(plan, path, members, dst).to_doc(),
+           **segments_doc(plan, path, members, dst),
            **back_container(plan, path, members, host)}
     other = backup_path(fabric, path) if len(path) > 1 else None
     if other is not None:
         m = _members(fabric, other)
-        doc["backup"] = {"path": other, **segments(plan, other, m, dst).to_doc(),
+        doc["backup"] = {"path": other, **segments_doc(plan, other, m, dst),
                          **back_container(plan, other, m, host)}
     return doc
 
@@ -190,41 +264,32 @@ def back_container(plan: SidPlan, path: list[str], members, host: str) -> dict:
     if len(path) < 2:
         return {}
     try:
-        seg = segments(plan, path[::-1], members[::-1] if members else members, host)
+        seg = segments_doc(plan, path[::-1], members[::-1] if members else members, host)
     except InputError:  # the host is not at the path's first leaf (another plane's)
         return {}
-    return {"back": seg.sids[0]} if seg.form == "usid" else {}
+    return {"back": seg["sids"][0]} if seg["form"] == "usid" else {}
 
 
-def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], host: str,
-                limit: int = 16) -> list[dict]:
-    """The paths of the host's parts and their backups, then every shortest path of the whole
-    fabric (links down included: probes tell when they are back) from the host's leaf to each
-    destination of its flows, up to ``limit`` each, each with its way back
-    (``back_container``): the agent probes them, and its reports tell the controller which
-    links work. The parts' own paths come whatever ``limit``: a path in use is probed by its
-    source and, reversed, by its destination, two hosts (the quorum of a link down)."""
-    whole = fabric.derived("srv6_whole", lambda f: f.with_down(()))  # once per fabric
-    out, seen, probed = [], set(), set()
+def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], host: str) -> list[dict]:
+    """The paths the host's agent probes, each with its way back (``back_container``): its
+    parts' own paths and their backups (probed by their source and, reversed, by their
+    destination: two hosts, the quorum of a link down), then its probe duties
+    (``duties.of``: every link of the fabric crossed by two hosts' probes, links down
+    included, for their return). At most ``pathstate.MAX_PATHS``, what one report holds."""
+    out, probed = [], set()
 
-    def probe(path: list[str], f: dict) -> None:
-        if tuple(path) in probed:
+    def probe(path: list[str], dst: str, dst_ip: str) -> None:
+        if tuple(path) in probed or len(out) >= MAX_PATHS:
             return
         probed.add(tuple(path))
-        m = _members(whole, path)
-        out.append({"path": path, "dst_ip": f["dst_ip"],
-                    **segments(plan, path, m, f["dst"]).to_doc(),
+        m = _members(fabric, path)
+        out.append({"path": path, "dst_ip": dst_ip, **segments_doc(plan, path, m, dst),
                     **back_container(plan, path, m, host)})
 
-    for f in flows:  # the paths in use first: every link in use is probed by both its ends
-        probe(f["path"], f)  # (the destination's part back crosses it the other way)
+    for f in flows:  # the paths in use first
+        probe(f["path"], f["dst"], f["dst_ip"])
         if "backup" in f:
-            probe(f["backup"]["path"], f)
-    for f in flows:
-        dst_leaf = f["path"][-1]
-        if (f["path"][0], dst_leaf) in seen:
-            continue
-        seen.add((f["path"][0], dst_leaf))
-        for path in shortest_paths(whole, f["path"][0], dst_leaf, limit):
-            probe(path, f)
+            probe(f["backup"]["path"], f["dst"], f["dst_ip"])
+    for path, dst in duties.of(fabric, host):
+        probe(path, dst, fabric.ip_of(dst, fabric.plane_of[path[0]]))
     return out

@@ -6,6 +6,8 @@ Why per host: with one version for the whole state, every change woke every agen
 MB of documents). A host's document depends on its own flow parts (their paths, members and
 shares, and the backups the fabric's alive links give them), its host-mode ports and its
 addresses; a fingerprint of those, compared after each change, names the hosts to wake.
+Probe duties depend on the fabric's shape, and on what is down only through
+``duties.extras``, which the fingerprints hold.
 
 Cost: O(flow parts of srv6 and host-mode jobs) per change of the state (the index the
 documents are built from, ``segments.by_host``, is built once per change anyway), with the
@@ -17,7 +19,7 @@ backup of each distinct path computed once per fabric.
 """
 from __future__ import annotations
 
-from controller.service import hostreports
+from controller.service import duties, hostreports
 from controller.service.segments import EPOCH, _members, backup_path, by_host
 
 
@@ -97,6 +99,8 @@ def fingerprints(state, ports: dict | None = None) -> dict[str, int]:
                 out.append((r.job.id, flow.five_tuple(), path,
                             tuple(getattr(where, "members", None) or ()), share,
                             backup_of(mine)))
+    for host, more in duties.extras(fabric).items():  # probe duties a failure added
+        entries.setdefault(host, []).append(tuple((tuple(p), d) for p, d in more))
     if ports is not None:  # host mode where hosts learn their ports: the parts and ports
         for host in hostreports.learning_hosts(state):
             entries.setdefault(host, []).append(repr(hostreports.entries(state, host, ports)))
