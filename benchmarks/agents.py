@@ -13,6 +13,9 @@ looking every 50 ms: ``--nomlroute-rest-native-reads``):
 * ``ring``: a ring of ``RING`` hosts posted; per member, the time from the POST's answer to
   its new document (p50, p99, max), the members that got one, the non-members woken (must
   be 0), and the bytes of documents served;
+* ``probes``: what the documents make the agents probe once the ring runs: paths and
+  probes a second per host and fabric-wide, and the links (all; in use) crossed by the
+  probes of fewer than two hosts (must be 0);
 * ``failure``: a core link on the ring's paths reported failed by the probes of two hosts
   (``POST /v1/hosts/{host}/probes``, the quorum); per agent whose document changed, the time
   from the second report's answer to its new document (p50, p99), the hosts woken.
@@ -95,6 +98,7 @@ class Agents:
         self.hosts = hosts
         self.version = dict.fromkeys(hosts, "")
         self.got: dict[str, list] = {h: [] for h in hosts}
+        self.probes: dict[str, tuple] = {}  # host -> (paths in use, other paths) it probes
         self.errors: list[str] = []
         self.stopping = False
         self.tasks: list = []
@@ -114,7 +118,13 @@ class Agents:
                     await asyncio.sleep(0.5)
                 continue
             if status == 200:
-                version = json.loads(data)["version"]
+                doc = json.loads(data)
+                version = doc["version"]
+                used = {tuple(f["path"]) for f in doc["flows"]} | {
+                    tuple(f["backup"]["path"]) for f in doc["flows"] if "backup" in f}
+                paths = [tuple(p["path"]) for p in doc["probes"]]
+                self.probes[host] = ([p for p in paths if p in used],
+                                     [p for p in paths if p not in used])
                 if version != self.version[host]:
                     self.got[host].append((time.monotonic(), version, len(data)))
                     self.version[host] = version
@@ -153,6 +163,32 @@ async def _until(predicate, timeout: float) -> bool:
             return False
         await asyncio.sleep(0.02)
     return True
+
+
+def _probe_duties(fabric, agents: Agents, routes: list[dict]) -> dict:
+    """What the hosts' documents make their agents probe: paths per host, probes a second
+    per host and fabric-wide at the agent's rates (the paths in use every ``FAST_S``, the
+    others every ``SLOW_S``, within its bound a round), and the links crossed by the probes
+    of fewer than two hosts: of the links in use (the routes') and of all links."""
+    from controller.agent.probe import FAST_LISTS, FAST_S, SLOW_PER_ROUND, SLOW_S
+    crossed: dict = {link: set() for link in fabric.links()}
+    rates, counts = [], []
+    for host, (used, other) in agents.probes.items():
+        counts.append(len(used) + len(other))
+        rates.append(min(len(used), FAST_LISTS) / FAST_S
+                     + min(len(other) / SLOW_S, SLOW_PER_ROUND / FAST_S))
+        for path in used + other:
+            for a, b in zip(path, path[1:]):
+                crossed[(a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)].add(host)
+    in_use = {(a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)
+              for r in routes for a, b in zip(r["path"], r["path"][1:])}
+    return {"hosts": len(counts), "paths_per_host_max": max(counts, default=0),
+            "paths_per_host_mean": round(sum(counts) / max(1, len(counts)), 2),
+            "probes_per_s_per_host_max": round(max(rates, default=0), 1),
+            "probes_per_s_fabric": round(sum(rates)),
+            "links": len(crossed), "links_in_use": len(in_use),
+            "links_under_two_hosts": sum(1 for h in crossed.values() if len(h) < 2),
+            "links_in_use_under_two_hosts": sum(1 for l in in_use if len(crossed[l]) < 2)}
 
 
 def _ring_members(fabric, n: int) -> list[str]:
@@ -255,6 +291,7 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
                 "non_members_woken": len(others),
                 "document_bytes_served": sum(b for _, _, b in got),
                 "post_s": round(answered - sent, 3)}
+        probes = _probe_duties(fabric, agents, routes)
         docs = {}
         for h in members:
             _, _, data = await _request("GET", f"/v1/hosts/{h}/segments")
@@ -263,7 +300,7 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
         return {"k": k, "rest": "native front" if native else "a green thread per request "
                 "(--nomlroute-rest-native-reads: each watch looks every 50 ms)",
                 "switches": len(fabric.switches()), "idle": idle, "ring": ring,
-                "failure": failure, "errors_sample": agents.errors[:5]}
+                "probes": probes, "failure": failure, "errors_sample": agents.errors[:5]}
     finally:
         await agents.stop()
         ctl.stop()
