@@ -587,8 +587,8 @@ def test_a_dead_list_costs_constant_memory_and_forgotten_lists_nothing():
     h.forget({("alive",)})
     assert (h.last_ok, h.unanswered, h.ok_since) == ({}, {}, {})
     sent = {seq: (("x",), seq * 0.0001) for seq in range(20_000)}
-    agent_main._forget_old(sent, 2.0)
-    assert len(sent) <= agent_main.MAX_SENT and min(sent) == 20_000 - agent_main.MAX_SENT
+    probe.forget_old(sent, 2.0)
+    assert len(sent) <= probe.MAX_SENT and min(sent) == 20_000 - probe.MAX_SENT
 
 
 def test_the_probe_rate_is_bounded_and_every_list_in_use_gets_its_turn():

@@ -49,8 +49,11 @@ learns the source ports of its host-mode flows from the routers' answers (host m
   5 s, ``supervise.py``); one that fails 5 times within a minute ends the agent with exit
   status 1, its rules kept, for its service manager to restart it
   (``integrations/systemd/mlroute-agent.service``);
-* only SIGTERM or Ctrl-C removes every rule and table it owns (and the ports file), then it
-  exits 0; any other end keeps them (exit 1; 2 for bad options or a second agent).
+* the routes the kernel drops (its port set down and up) are put back as soon as the port is
+  up, at WARNING (``routes.py``: a netlink monitor, no cost while nothing changes);
+* only SIGTERM or Ctrl-C removes every rule and table it owns (read back from the kernel, again
+  until none is left) and the ports file, exit 0; any other end keeps them (exit 1; 2 for bad
+  options or a second agent).
 """
 from __future__ import annotations
 
@@ -67,7 +70,8 @@ import urllib.parse
 from controller import __version__
 from controller.agent import hostports, portmap, steering
 from controller.agent.kernel import ip_batch, read_installed
-from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule
+from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule, forget_old
+from controller.agent.routes import RouteKeeper
 from controller.agent.supervise import AgentFailed, Supervisor
 from controller.agent.supervise import lock as _lock
 from controller.agent.traffic import SentBytes, read_tcp, report
@@ -81,8 +85,6 @@ REPORT_S = 2.0  # probe results go to the controller at least this often
 TRAFFIC_S = 1.0  # what the host sent goes to the controller this often
 PORTS_WAIT_S = 1.0  # the ports thread looks for a new document at least this often
 MAX_DOCUMENT_BYTES = 16 << 20  # a larger segments document is refused (as JSON, compact)
-SENT_KEEP_S = 5.0  # a probe unanswered this long is forgotten (its reply counts no more)
-MAX_SENT = 8192  # probes awaited at most
 CREDENTIAL_ADVICE = ("the controller refused this host's credential: check --credential-file "
                      "/ mlroute agent-credential {host}")
 
@@ -233,8 +235,14 @@ class Agent(Supervisor):
         held = self.lock.acquire(timeout=30)
         if not held:
             LOG.warning("mlroute-agent: an install still runs after 30 s; removing anyway")
-        try:
-            self.apply(steering.batch(self.read(), {}))
+        try:  # again from what is left: a route the kernel flushed meanwhile stops a batch
+            for attempt in range(3):
+                try:
+                    self.apply(steering.batch(self.read(), {}))
+                    break
+                except InputError:
+                    if attempt == 2:
+                        raise
             self.have = {}
         finally:
             if held:
@@ -279,7 +287,7 @@ class Agent(Supervisor):
                         sids, at = sent.pop(seq)
                         now = time.monotonic()
                         paths.answered(sids, now, now - at)
-                _forget_old(sent, start)
+                forget_old(sent, start)
                 now = time.monotonic()
                 self._fail_over(steers, paths, now)
                 fast = set(in_use)
@@ -414,7 +422,7 @@ class Agent(Supervisor):
             LOG.warning("mlroute-agent: %d host-mode parts without a source port yet", missing)
         return not missing
 
-    def run(self, prober=None, traffic: bool = True, port_prober=None) -> None:
+    def run(self, prober=None, traffic: bool = True, port_prober=None, routes=None) -> None:
         """Every loop supervised in a thread of its own, until ``stopping``; AgentFailed when
         one kept failing. This thread only waits: SIGTERM reaches it at once, and a fatal
         failure ends the agent without waiting for a watch held by the controller."""
@@ -427,19 +435,11 @@ class Agent(Supervisor):
             self.start("ports", self.ports_loop, port_prober)
         if traffic:
             self.start("traffic", self.traffic_loop)
+        if routes is not None:  # a ``RouteKeeper``
+            self.start("routes", routes.loop, self)
         self.stopping.wait()
         if self.fatal:
             raise AgentFailed(self.fatal)
-
-
-def _forget_old(sent: dict, now: float) -> None:
-    """Probes unanswered for ``SENT_KEEP_S``, or beyond ``MAX_SENT``, forgotten (oldest
-    first: the dict keeps the order they were sent in)."""
-    while sent:
-        seq, (_sids, at) = next(iter(sent.items()))
-        if now - at <= SENT_KEEP_S and len(sent) <= MAX_SENT:
-            break
-        del sent[seq]
 
 
 def _dev(text: str) -> str:
@@ -459,10 +459,15 @@ def main(argv=None) -> int:
                     help="the interface towards the leaf (default: HOST-eth0)")
     ap.add_argument("--lock", help="lock file (default: /run/mlroute-agent.HOST.lock)")
     ap.add_argument("--credential-file", metavar="FILE",
-                    help="a file whose first line is this host's credential (mlroute "
-                         "agent-credential HOST; default: $MLROUTE_TOKEN_FILE)")
-    ap.add_argument("--token", help="the credential itself (default: $MLROUTE_TOKEN); prefer "
-                                    "--credential-file: a command line shows in ps")
+                    help="a file whose first line is this host's credential: the one `mlroute "
+                         "agent-credential HOST --secret-file S` writes when the controller "
+                         "runs with --mlroute-host-secret-file S (it may then read and report "
+                         "for HOST only); the admin token if it has --mlroute-token-file "
+                         "alone; none if it has neither (docs/howto/security.md; default: "
+                         "$MLROUTE_TOKEN_FILE)")
+    ap.add_argument("--token", help="the same credential given on the command line (default: "
+                                    "$MLROUTE_TOKEN); prefer --credential-file: a command line "
+                                    "shows in ps")
     ap.add_argument("--ca-file", metavar="FILE",
                     help="CA certificates to verify an https controller with (default: the "
                          "system's)")
@@ -506,7 +511,8 @@ def main(argv=None) -> int:
             agent.step(wait=0)
         else:
             prober, port_prober = _probers(args)
-            agent.run(prober, traffic=not args.no_traffic, port_prober=port_prober)
+            agent.run(prober, traffic=not args.no_traffic, port_prober=port_prober,
+                      routes=RouteKeeper(dev))
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C: the only end that removes the rules
         remove = not args.once
     except AgentFailed as e:

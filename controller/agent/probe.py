@@ -55,6 +55,8 @@ BACK_S = 1.0  # a failed path answering again for this long is used again
 ICMP_ECHO, ICMP_REPLY = 8, 0
 MAGIC = b"mlrB"  # a probe's data: MAGIC and the container of its way back
 ANSWERS_PER_S = 5000  # the answers an agent sends along ways back, at most
+SENT_KEEP_S = 5.0  # a probe unanswered this long is forgotten (its reply counts no more)
+MAX_SENT = 8192  # probes awaited at most
 
 
 def echo(src: str, dst: str, ident: int, seq: int, back=None, kind: int = ICMP_ECHO,
@@ -242,3 +244,13 @@ class PathHealth:
         for d in (self.last_ok, self.unanswered, self.ok_since):
             for sids in [x for x in d if x not in keep]:
                 del d[sids]
+
+
+def forget_old(sent: dict, now: float) -> None:
+    """Probes (sequence number -> (list, when sent)) unanswered for ``SENT_KEEP_S``, or
+    beyond ``MAX_SENT``, forgotten (oldest first: the dict keeps the order of sending)."""
+    while sent:
+        seq, (_sids, at) = next(iter(sent.items()))
+        if now - at <= SENT_KEEP_S and len(sent) <= MAX_SENT:
+            break
+        del sent[seq]
