@@ -29,10 +29,16 @@ middle and member links):
    fat-tree of ``benchmarks.scale`` a failed core link moved about 860 of 1,120 routes with
    ``home`` alone, about 30 with the MILP (tests/test_clos_churn.py).
 
-When most flows are new (a job larger than those running is added), steps 2 to 4 give way to
-the fresh plan with every running flow sent back home where that keeps its max: the greedy on
-top of the running flows rarely meets the bound then, and the request path stays at about
-``clos_auto``'s time.
+   Flows the search moved go home afterwards wherever free flows (new, lost or moved
+   already: moving them costs no route more) can be pushed aside at the max reached
+   (``clos_homing.send_home``); the search tries free flows first. ``info["why"]`` says in a
+   sentence how many running flows moved and why (issue 74).
+
+When most flows are new (a job larger than those running is added), a fresh plan sets the
+max to meet, and the running flows stay where greedy, search and homing meet it (a running
+flow moves for a new job only where that lowers the max: 0 of a ring of 512 moved for an
+all-to-all of 64 on a k = 16 fat-tree, where the fresh plan sent home moved 53); else the
+fresh plan is taken, every running flow sent back home where that keeps its max.
 
     >>> from controller.model.clos import Clos
     >>> from controller.model.clospaths import ClosProblem
@@ -62,6 +68,7 @@ from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.intent import members_of
 from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, clos_auto, option_count, score
 from controller.planners.clos_greedy import place_all
+from controller.planners.clos_homing import send_home
 from controller.planners.clos_ilp_moves import fewest_moves, moved_flows
 from controller.planners.clos_loads import (
     ClosLoads,
@@ -110,34 +117,34 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting, time_limit: float =
             forced += 1
     todo.sort()
     bound = lower_bound(problem)
+    lost = set(todo) - set(np.flatnonzero(~planned).tolist())  # their route died
     source, search_moves, homed, known = "installed", 0, 0, None
-    if 2 * len(todo) > n:  # mostly new flows (a job larger than those running): fresh
-        r, source = clos_auto(problem, time_limit=time_limit, layer1_only=layer1_only), "fresh"
-        known = r.info["max_link_load"]
-        homed = home(problem, r, previous, known)
-        if homed:  # a flow sent home may have left the only link at the max
-            known = None
-    else:
-        loads = ClosLoads(problem, r)
-        if todo:
-            wanted = set(todo)
-            place_all(loads, r, [i for i in group_order(problem) if i in wanted])
-        if loads.fabric_max() > bound + 1e-9:
-            search_moves = lower_max(problem, loads, r, todo, bound,
-                                     min(deadline, time.perf_counter() + SEARCH_LIMIT))
-            value = score(problem, r)[0]
-            if value > bound + 1e-9:
-                fresh = clos_auto(problem, time_limit=max(deadline - time.perf_counter(), 0.0),
-                                  layer1_only=layer1_only)
-                f_value = score(problem, fresh)[0]
-                if f_value < value - 1e-9:  # strictly lower max: worth moving, few as can
-                    r, source = fresh, "fresh"
-                    homed = home(problem, r, previous, f_value)
-                    few = fewest_moves(problem, previous, f_value, MOVES_MILP_S) \
-                        if option_count(problem) <= LAYER2_MILP_OPTIONS else None
-                    if few is not None and len(moved_flows(few, previous)) < len(
-                            moved_flows(r, previous)):
-                        r, source = few, "fewest moves"
+    if 2 * len(todo) > n:  # mostly new flows (a job larger than those running)
+        fresh = clos_auto(problem, time_limit=time_limit, layer1_only=layer1_only)
+        known = fresh.info["max_link_load"]
+        if planned.any():  # running flows stay where that keeps the fresh plan's max
+            search_moves, homed = _repair(problem, r, previous, todo, lost, bound, deadline)
+            if score(problem, r)[0] > known + 1e-9:
+                r, source, search_moves = fresh, "fresh", 0
+                homed = home(problem, r, previous, known)
+            known = None  # a flow sent home may have left the only link at the max
+        else:
+            r, source = fresh, "fresh"
+    elif todo or score(problem, r)[0] > bound + 1e-9:
+        search_moves, homed = _repair(problem, r, previous, todo, lost, bound, deadline)
+        value = score(problem, r)[0]
+        if value > bound + 1e-9:
+            fresh = clos_auto(problem, time_limit=max(deadline - time.perf_counter(), 0.0),
+                              layer1_only=layer1_only)
+            f_value = score(problem, fresh)[0]
+            if f_value < value - 1e-9:  # strictly lower max: worth moving, few as can
+                r, source = fresh, "fresh"
+                homed = home(problem, r, previous, f_value)
+                few = fewest_moves(problem, previous, f_value, MOVES_MILP_S) \
+                    if option_count(problem) <= LAYER2_MILP_OPTIONS else None
+                if few is not None and len(moved_flows(few, previous)) < len(
+                        moved_flows(r, previous)):
+                    r, source = few, "fewest moves"
     value = score(problem, r)[0] if known is None else known
     moved = moved_flows(r, previous) if planned.any() else []
     r.info.update(stage="churn", source=source, lower_bound=round(bound, 9),
@@ -145,9 +152,47 @@ def clos_replan(problem: ClosProblem, previous: ClosRouting, time_limit: float =
                   max_link_load=value, moved_flows=len(moved),
                   moved=[problem.inter[i] for i in moved], forced=forced,
                   new_flows=len(todo) - forced, search_moves=search_moves, homed=homed,
+                  why=why_moved(len(moved), forced, source, value, bound),
                   deferred=layer1_only and most_flows(problem, r) >= 2,
                   ms={"churn": round((time.perf_counter() - t0) * 1e3, 3)})
     return r
+
+
+def _repair(problem: ClosProblem, r: ClosRouting, previous: ClosRouting, todo: list[int],
+            lost: set[int], bound: float, deadline: float) -> tuple[int, int]:
+    """``r`` (the alive routes in force) completed in place: the flows of ``todo`` placed
+    the greedy's way, the max lowered towards ``bound`` (``lower_max``), then moved flows
+    sent home at that max (``clos_homing.send_home``). (search moves, flows sent home)."""
+    loads = ClosLoads(problem, r)
+    if todo:
+        wanted = set(todo)
+        place_all(loads, r, [i for i in group_order(problem) if i in wanted])
+    if loads.fabric_max() <= bound + 1e-9:
+        return 0, 0
+    moves = lower_max(problem, loads, r, todo, bound,
+                      min(deadline, time.perf_counter() + SEARCH_LIMIT))
+    return moves, send_home(problem, r, previous, score(problem, r)[0], lost) if moves else 0
+
+
+def why_moved(moved: int, forced: int, source: str, value: float, bound: float) -> str:
+    """Why a re-plan moved the running flows it moved, in one sentence (``info["why"]``).
+
+    >>> why_moved(5, 5, "installed", 9.0, 9.0)
+    '5 running flows moved: 5 lost their route; max link load 9 at its lower bound 9'
+    >>> why_moved(7, 5, "installed", 10.0, 9.0).split(", ")[1]
+    '2 more to lower the max link load; max link load 10 (lower bound 9)'
+    """
+    parts = [f"{forced} lost their route"] if forced else []
+    if moved > forced:
+        how = {"installed": "to lower the max link load",
+               "fresh": "by a fresh plan strictly lower on the max link load",
+               "fewest moves": "by the fewest-moves plan at a strictly lower max link load"}
+        parts.append(f"{moved - forced} more {how.get(source, source)}")
+    head = f"{moved} running flows moved: " + ", ".join(parts) if moved else \
+        "no running flow moved"
+    if value <= bound + 1e-9:
+        return f"{head}; max link load {value:g} at its lower bound {bound:g}"
+    return f"{head}; max link load {value:g} (lower bound {bound:g})"
 
 
 def lower_max(problem: ClosProblem, loads: ClosLoads, r: ClosRouting, first: list[int],
@@ -168,11 +213,13 @@ def lower_max(problem: ClosProblem, loads: ClosLoads, r: ClosRouting, first: lis
         for x in path:
             on.setdefault(x, set()).add(i)
     undo: list[tuple[int, int, int, tuple]] = []
+    free = set(first)  # off their route in force already: moving them costs nothing more
 
     def move(i: int, q: int, m: int, path: tuple, log: bool = True) -> None:
         old = r.path[i]
         if log:
             undo.append((i, r.plane[i], r.middle[i], old))
+            free.add(i)
         loads.add(i, r.plane[i], old, -1.0)
         for x in old:
             on[x].discard(i)
@@ -197,13 +244,15 @@ def lower_max(problem: ClosProblem, loads: ClosLoads, r: ClosRouting, first: lis
                 if time.perf_counter() > deadline:
                     hot = {-1}  # out of time: this level is undone
                     break
-                if _single(loads, r, i, alpha, move) or _chain(loads, r, i, alpha, on, move):
+                if _single(loads, r, i, alpha, move) or _chain(loads, r, i, alpha, on, move,
+                                                                free):
                     hot = _at(loads.load, fab, alpha)
                     if not hot:
                         break
             if hot and hot != {-1} and len(undo) == before:  # single moves are stuck
                 for h in sorted(hot):
-                    if h in hot and _ejection(loads, r, h, alpha, on, move, undo, work):
+                    if h in hot and _ejection(loads, r, h, alpha, on, move, undo, work,
+                                                 free):
                         hot = _at(loads.load, fab, alpha)
             if not hot or hot == {-1} or len(undo) == before:
                 break
@@ -227,7 +276,7 @@ def _single(loads: ClosLoads, r: ClosRouting, i: int, alpha: float, move) -> boo
 
 
 def _chain(loads: ClosLoads, r: ClosRouting, i: int, alpha: float, on: dict, move,
-           options: int = 8) -> bool:
+           free: set = frozenset(), options: int = 8) -> bool:
     """Flow i to one of its ``options`` cheapest options that reach ``alpha`` on one fabric
     link only, after a flow over that link moved to an option below ``alpha``."""
     q0, path = r.plane[i], r.path[i]
@@ -243,7 +292,7 @@ def _chain(loads: ClosLoads, r: ClosRouting, i: int, alpha: float, on: dict, mov
         block = [x for x in new if load[x] + step[x] >= alpha - 1e-9]
         if len(block) != 1 or new == path:
             continue
-        for j in sorted(on.get(block[0], ())):
+        for j in sorted(on.get(block[0], ()), key=lambda j: (j not in free, j)):
             if j == i:
                 continue
             qj, pj = r.plane[j], r.path[j]
@@ -267,8 +316,8 @@ def _chain(loads: ClosLoads, r: ClosRouting, i: int, alpha: float, on: dict, mov
 
 
 def _ejection(loads: ClosLoads, r: ClosRouting, start: int, alpha: float, on: dict, move,
-              undo: list, work: list[int], depth: int = EJECTION_DEPTH,
-              options: int = 8) -> bool:
+              undo: list, work: list[int], free: set = frozenset(),
+              depth: int = EJECTION_DEPTH, options: int = 8) -> bool:
     """One flow off link ``start`` (at ``alpha``) by an ejection chain, as a Kempe chain
     swaps two colours along an alternating path: a flow over it moves to an option that
     reaches ``alpha`` on one fabric link only, a flow over that link moves on in the same
@@ -284,7 +333,7 @@ def _ejection(loads: ClosLoads, r: ClosRouting, start: int, alpha: float, on: di
     seen = {start}
 
     def shed(y: int, left: int) -> bool:
-        for j in sorted(on.get(y, ())):
+        for j in sorted(on.get(y, ()), key=lambda j: (j not in free, j)):
             if work[0] <= 0:
                 return False
             work[0] -= 1

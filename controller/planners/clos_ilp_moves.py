@@ -45,11 +45,13 @@ from controller.planners.ilp import check_time_limit, run_milp
 
 
 def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
-                 time_limit: float) -> ClosRouting | None:
+                 time_limit: float, free=None) -> ClosRouting | None:
     """The routing of ``problem`` with max fabric-link load at most ``alpha`` that keeps the
     most flows of ``previous`` (the routes in force, ``inter`` order, plane -1 for none) on
     their option, found within ``time_limit`` seconds; None when HiGHS found none in time
-    (or none exists). ``info``: status ("optimal": proven fewest), kept, wall_ms."""
+    (or none exists). ``free``: a boolean per flow, the flows that may move (a
+    neighbourhood of a failure: the others keep the option in force, a far smaller MILP);
+    None: every flow. ``info``: status ("optimal": proven fewest), kept, wall_ms."""
     check_time_limit(time_limit)
     t0 = time.perf_counter()
     L = problem.links
@@ -57,9 +59,17 @@ def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
     alive = L.alive[cells.members]
     cap = alive.sum(axis=1) * L.units[np.where(alive, cells.members, 0)].max(axis=1, initial=0)
     flow, middle, plane, rows = path_options(problem)
-    n, nx = len(problem), len(flow)
+    n = len(problem)
     if not n:
         return None
+    home = (np.asarray(previous.plane)[flow] == plane) & (np.asarray(previous.middle)[flow] == middle)
+    if free is not None:  # the others on their option in force (if they still have it)
+        has = np.zeros(n, dtype=bool)
+        has[flow[home]] = True
+        keep = np.asarray(free, dtype=bool)[flow] | ~has[flow] | home
+        flow, middle, plane, rows, home = flow[keep], middle[keep], plane[keep], rows[keep], \
+            home[keep]
+    nx = len(flow)
     used, inv = np.unique(rows[rows >= 0], return_inverse=True)
     var = np.repeat(np.arange(nx), 4)[(rows >= 0).ravel()]
     a = coo_matrix((np.ones(nx + len(var)), (np.concatenate([flow, n + inv]),
@@ -67,7 +77,6 @@ def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
                    shape=(n + len(used), nx)).tocsr()
     lb = np.concatenate([np.ones(n), np.zeros(len(used))])
     ub = np.concatenate([np.ones(n), np.floor(cap[used] * alpha + 1e-9)])
-    home = (np.asarray(previous.plane)[flow] == plane) & (np.asarray(previous.middle)[flow] == middle)
     res, status, _ = run_milp(-home.astype(float), a, lb, ub, np.ones(nx), np.zeros(nx),
                               np.ones(nx), time_limit, t0)
     if res.x is None:

@@ -41,6 +41,7 @@ from controller.model.jobs import Job, parse_job
 from controller.planners.churn import worth_moving
 from controller.planners.clos_auto import layer2
 from controller.planners.clos_churn import previous_routes
+from controller.planners.clos_homing import send_home
 from controller.planners.clos_jobs import clos_jobs, clos_slowdowns
 from controller.planners.clos_loads import score
 from controller.planners.clos_routes import route_paths
@@ -71,8 +72,13 @@ def clos_off_path(problem: ClosProblem, previous: ClosRouting, objective: str = 
     t0 = time.perf_counter()
     r = ClosRouting(list(previous.plane), list(previous.middle), list(previous.path), {})
     end = t0 + time_limit
-    r, ms = layer2(problem, r, score(problem, r), end, end, milp=False)
+    start = score(problem, r)
+    r, ms = layer2(problem, r, start, end, end, milp=False)
     r.info.pop("_layer2_proved")
+    value = score(problem, r)[0]
+    if value < start[0] - 1e-9:  # the max dropped: flows back home where it stays dropped
+        info = r.info
+        r.info = {**info, "homed": send_home(problem, r, previous, value, set())}
     if objective == "jobs":
         info = r.info
         r = clos_jobs(problem, start=r)
