@@ -1,0 +1,200 @@
+"""Routes moved by a failure on a loaded fat-tree, planner only (no switches: ``make bench``,
+bench/replan.json): what the controller's request path re-plans (``group_routes``, auto's
+layer 1 from the routes in force) when a link or a switch fails and when it comes back,
+today's code against the code before issue 74 (``--old REV``: ``clos_churn`` of that
+commit, read with git) in the same run.
+
+Why: a moved route is a reordering burst or a reconnect for a running collective, so a
+failure should move the routes that crossed the failed element and only as many more as
+keeping the max link load at its lower bound needs (issue 74: on ``benchmarks.scale``'s
+k = 8 fat-tree a core link with 5 routes over it moved 867). ``benchmarks.scale`` measures
+the same with Open vSwitch; this one runs in seconds.
+
+State: as the controller builds it, one POST after the other: a ring All-Reduce (``--ring``
+hosts, ``benchmarks.scale``'s order across pods), then an all-to-all (``--all-to-all`` hosts)
+beside it; for that second POST, the running flows it moved (old and new). Cases: the
+aggregation-core link and the leaf-aggregation link with the most routes, the aggregation
+switch and the core switch with the most; each failed, then restored (the routes in force
+after the failure re-planned on the whole fabric). Per case: ``crossed`` (routes over the
+element), per code: ``moved`` routes, ``max_link_load``, ``ms``; the ``lower_bound``; where
+the request path left the max above the bound, ``off_path``: what the later stage
+(``clos_offpath``, by flow counts) reaches, the routes it moves and its time.
+
+    python -m benchmarks.replan [--fat-tree 8 --fat-tree 16] [--old REV] [--out bench/replan.json]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+
+from benchmarks.planner import write_result
+from benchmarks.scale import all_to_all_job, ring_job
+from controller.model.clos import Clos
+from controller.model.clospaths import ClosProblem, lower_bound
+from controller.model.jobs import parse_job
+from controller.planners import clos_routes
+from controller.planners.clos_churn import clos_replan, previous_routes
+from controller.planners.clos_ilp_moves import moved_flows
+from controller.planners.clos_loads import score
+from controller.planners.clos_offpath import clos_off_path
+from controller.planners.group_routes import group_routes
+
+SIZES = {8: (128, 32), 16: (512, 64)}  # k -> ring hosts, all-to-all hosts
+OLD = "87bba06"  # main before issue 74's minimal re-plans
+
+
+def old_replan(rev: str):
+    """``clos_replan`` of ``controller/planners/clos_churn.py`` at commit ``rev`` (git), or
+    None where git or the commit is not there."""
+    try:
+        text = subprocess.run(["git", "show", f"{rev}:controller/planners/clos_churn.py"],
+                              capture_output=True, text=True, check=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
+        fh.write(text)
+    spec = importlib.util.spec_from_file_location("clos_churn_old", fh.name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.clos_replan
+
+
+def post(fabric: Clos, jobs: list, before: list, replan) -> tuple[list, int, float]:
+    """(routes, running flows moved, ms) of the request path's re-plan by ``replan``."""
+    real = clos_routes.clos_replan
+    clos_routes.clos_replan = replan
+    try:
+        t0 = time.perf_counter()
+        got = group_routes(fabric, jobs, "auto", "flows", before)
+        return list(got.parts), got.moved_flows, (time.perf_counter() - t0) * 1e3
+    finally:
+        clos_routes.clos_replan = real
+
+
+def replan_case(fabric: Clos, jobs: list, routes: list, replan) -> dict:
+    """One re-plan of ``routes`` on ``fabric``: moved routes, max link load, ms, and the
+    routes after it (to restore from)."""
+    p = ClosProblem.build(fabric, jobs, skip_unroutable=True)
+    prev = previous_routes(p, routes)
+    t0 = time.perf_counter()
+    r = replan(p, prev, layer1_only=True)
+    ms = (time.perf_counter() - t0) * 1e3
+    after = [None] * len(p.flows)
+    for pos, path in zip(p.inter, clos_routes.route_paths(p, r)):
+        after[pos] = ((path, 1.0),)
+    return {"moved": r.info["moved_flows"], "max_link_load": r.info["max_link_load"],
+            "source": r.info["source"], "ms": round(ms, 1), "_after": after, "_r": r,
+            "_p": p}
+
+
+def off_path(case: dict) -> dict:
+    """The later stage from the re-plan's routes (by flow counts): max, moved, ms."""
+    p, r = case["_p"], case["_r"]
+    t0 = time.perf_counter()
+    better = clos_off_path(p, r, "flows")
+    ms = (time.perf_counter() - t0) * 1e3
+    return {"max_link_load": score(p, better)[0], "moved": len(moved_flows(better, r)),
+            "ms": round(ms, 1)}
+
+
+def busiest(routes: list) -> dict:
+    """The aggregation-core link, leaf-aggregation link, aggregation and core switch that
+    the most routes cross."""
+    links, switches = Counter(), Counter()
+    for parts in routes:
+        if parts:
+            path = parts[0][0]
+            links.update(tuple(sorted(h)) for h in zip(path, path[1:]))
+            switches.update(path[1:-1])
+    pick = lambda c, test: next(x for x, _ in c.most_common() if test(x))  # noqa: E731
+    return {"core link": pick(links, lambda x: x[1].startswith("c")),
+            "leaf link": pick(links, lambda x: x[1].startswith("l")),
+            "aggregation switch": pick(switches, lambda x: x.startswith("a")),
+            "core switch": pick(switches, lambda x: x.startswith("c"))}
+
+
+def crossed(routes: list, element) -> int:
+    def over(path):
+        if isinstance(element, str):
+            return element in path
+        return any({a, b} == set(element) for a, b in zip(path, path[1:]))
+    return sum(1 for parts in routes if parts and over(parts[0][0]))
+
+
+def fabric_cases(k: int, ring: int, a2a: int, old) -> dict:
+    fabric = Clos.fat_tree(k)
+    jobs = [parse_job(ring_job(fabric, ring), fabric), parse_job(all_to_all_job(fabric, a2a),
+                                                                 fabric)]
+    codes = {"new": clos_replan, **({"old": old} if old else {})}
+    first, _, _ = post(fabric, jobs[:1], [None] * len(jobs[0].flows()), clos_replan)
+    before = first + [None] * len(jobs[1].flows())
+    second = {name: post(fabric, jobs, before, fn) for name, fn in codes.items()}
+    routes = second["new"][0]  # the failures start from today's state, for both codes
+    rows = []
+    for what, element in busiest(routes).items():
+        down = [x for x in fabric.links() if (element in x if isinstance(element, str)
+                                              else set(x) == set(element))]
+        row = {"element": what, "name": element if isinstance(element, str) else
+               "-".join(element), "crossed": crossed(routes, element)}
+        for name, fn in codes.items():
+            failed = replan_case(fabric.with_down(down), jobs, routes, fn)
+            back = replan_case(fabric, jobs, failed["_after"], fn)
+            row[name] = {key: failed[key] for key in ("moved", "max_link_load", "source", "ms")}
+            if name == "new" and failed["max_link_load"] > lower_bound(failed["_p"]) + 1e-9:
+                row[name]["off_path"] = off_path(failed)
+            row[name]["restored"] = {key: back[key] for key in ("moved", "max_link_load", "ms")}
+        row["lower_bound"] = lower_bound(ClosProblem.build(fabric.with_down(down), jobs,
+                                                           skip_unroutable=True))
+        row["lower_bound_restored"] = lower_bound(ClosProblem.build(fabric, jobs,
+                                                                    skip_unroutable=True))
+        rows.append(row)
+    return {"fabric": f"fat-tree k={k}", "ring_hosts": ring, "all_to_all_hosts": a2a,
+            "flows": sum(len(j.flows()) for j in jobs),
+            "post_all_to_all": {name: {"running_moved": moved, "ms": round(ms, 1)}
+                                for name, (_, moved, ms) in second.items()},
+            "cases": rows}
+
+
+def targets(fabrics: list[dict]) -> dict:
+    rows = [(f, c) for f in fabrics for c in f["cases"]]
+    ratio = max((c["new"]["moved"] / max(1, c["crossed"]) for _, c in rows), default=0.0)
+    above = [f"{f['fabric']} {c['element']}" for f, c in rows
+             if c["new"]["max_link_load"] > c["lower_bound"] + 1e-9 and (
+                 "off_path" not in c["new"]
+                 or c["new"]["off_path"]["max_link_load"] > c["lower_bound"] + 1e-9)]
+    slow = max((c["new"]["ms"] for f, c in rows if "16" in f["fabric"]), default=0.0)
+    return {"moved_over_crossed_max": {"value": round(ratio, 3), "target": 2.0,
+                                       "ok": ratio <= 2.0},
+            "max_at_bound_after_off_path": {"value": above, "ok": not above},
+            "replan_ms_k16_max": {"value": slow, "target": 1000, "ok": slow <= 1000}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.replan",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--fat-tree", type=int, action="append", metavar="K",
+                    help="a k-ary fat-tree (repeat; default: 8 and 16)")
+    ap.add_argument("--old", default=OLD, help="the commit of the code before ('' : none)")
+    ap.add_argument("--out", default="bench/replan.json")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    old = old_replan(args.old) if args.old else None
+    fabrics = [fabric_cases(k, *SIZES.get(k, (k ** 3 // 4, 2 * k)), old)
+               for k in (args.fat_tree or (8, 16))]
+    write_result({"command": "python -m benchmarks.replan " + " ".join(argv or sys.argv[1:]),
+                  "machine": {"python": platform.python_version(),
+                              "date": time.strftime("%Y-%m-%d")},
+                  "old": args.old if old else None, "fabrics": fabrics,
+                  "targets": targets(fabrics), "wall_s": round(time.perf_counter() - t0, 1)},
+                 args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
