@@ -4,6 +4,7 @@
                                 [--planes P] [--bundle N]
     python -m controller fabric --fat-tree K [--hosts-per-leaf H] [--planes P]
     python -m controller fabric --host-table T [--aggs-per-pod A] [--cores-per-group C]
+    python -m controller fabric --cabling CABLES --hosts HOSTS (a real fabric, as cabled)
     python -m controller plan --fabric F --jobs J [--algorithm auto] [--objective flows|jobs]
                               [--ilp-time-limit S] [--max-parts N] [--out R]
     python -m controller compare --fabric F --jobs J [--algorithms a,b] [--objective flows|jobs]
@@ -30,7 +31,7 @@ import json
 import os
 import sys
 
-from controller import __version__, advisecli, credentialcli, srv6cli
+from controller import __version__, advisecli, credentialcli, fabriccli, srv6cli
 from controller.client import Client, ControllerError, members_job, read_token
 from controller.errors import InputError
 from controller.jobtext import job_text
@@ -86,36 +87,6 @@ def load_inputs(fabric_path: str, jobs_path: str) -> tuple[Clos, list[Job]]:
     fabric = load_fabric(read_json(fabric_path, "fabric"))
     jobs = parse_jobs(read_json(jobs_path, "jobs"), fabric)
     return fabric, jobs
-
-
-# a leaf-spine's shape when ``fabric`` is not told (None on the command line: a fat-tree or a
-# host table has its own)
-LEAF_SPINE = {"spines": 4, "leaves": 8, "hosts_per_leaf": 2}
-
-
-def make_fabric(args) -> Clos:
-    """The fabric the ``fabric`` command's options describe."""
-    if args.host_table is not None:
-        from controller.model.hosttable import Shape, load
-        shape = Shape(**{k: v for k, v in (("aggs_per_pod", args.aggs_per_pod),
-                                           ("cores_per_group", args.cores_per_group))
-                         if v is not None})
-        try:
-            return load(args.host_table, shape)
-        except OSError as e:
-            raise InputError(f"host table {args.host_table}: {e.strerror}") from None
-    if args.fat_tree is not None:
-        if args.spines is not None or args.leaves is not None or args.failed_spines:
-            raise InputError("--fat-tree K fixes the switches: drop --spines, --leaves and "
-                             "--failed-spines")
-        return Clos.fat_tree(args.fat_tree, args.hosts_per_leaf, args.gbps, args.planes)
-    spines, leaves, hpl = (LEAF_SPINE[k] if getattr(args, k) is None else getattr(args, k)
-                           for k in LEAF_SPINE)
-    if args.planes > 1 or args.bundle > 1:
-        if args.failed_spines:
-            raise InputError("--failed-spines applies to single-plane fabrics without bundles")
-        return Clos.leaf_spine(spines, leaves, hpl, args.gbps, args.planes, args.bundle)
-    return Clos.generate(spines, leaves, hpl, args.gbps, args.failed_spines)
 
 
 def slowest_rate_gbps(plan) -> float:
@@ -394,11 +365,7 @@ def run_job_command(args) -> int:
 
 
 COMMANDS = {  # name: (one line for the command list, its description)
-    "fabric": ("write a fabric as JSON: leaf-spine, planes, bundles, fat-tree or host table",
-               "Write a fabric document: a regular leaf-spine (--spines, --leaves, "
-               "--hosts-per-leaf, optionally failed spines, several planes or bundles), a "
-               "k-ary fat-tree (--fat-tree K) or a three-tier fabric from a host-location "
-               "table (--host-table)."),
+    "fabric": (fabriccli.LINE, fabriccli.DESCRIPTION),
     "plan": ("plan routes for jobs on a fabric with one algorithm, offline",
              "Plan one route per flow of the jobs with one algorithm and print the routes "
              "document (or write it with --out), as the controller would plan them by "
@@ -425,37 +392,7 @@ def add_offline_commands(sub) -> None:
         line, text = COMMANDS[name]
         return sub.add_parser(name, help=line, description=text, formatter_class=HelpFormatter)
 
-    fab = parser("fabric")
-    from controller.model.hosttable import Shape
-    fab.add_argument("--spines", type=int,
-                     help=f"spines per plane (default: {LEAF_SPINE['spines']})")
-    fab.add_argument("--leaves", type=int,
-                     help=f"leaves per plane (default: {LEAF_SPINE['leaves']})")
-    fab.add_argument("--hosts-per-leaf", type=int,
-                     help=f"hosts per leaf (default: {LEAF_SPINE['hosts_per_leaf']}; k/2 on a "
-                          "fat-tree)")
-    fab.add_argument("--gbps", type=float, default=100.0, help="link speed, every tier")
-    fab.add_argument("--failed-spines", type=int, default=0, metavar="K",
-                     help="fail the K highest spine ids")
-    fab.add_argument("--fat-tree", type=int, metavar="K",
-                     help="a k-ary fat-tree: k pods of k/2 leaves and k/2 aggregation "
-                          "switches, (k/2)^2 cores")
-    fab.add_argument("--planes", type=int, default=1,
-                     help="independent planes, every host one port into each")
-    fab.add_argument("--bundle", type=int, default=1,
-                     help="links between every leaf and spine (leaf-spine only)")
-    fab.add_argument("--host-table", metavar="CSV",
-                     help="a three-tier fabric from a host-location table (columns ip, DSW, "
-                          "PSW, ASW: host, core group, pod, ToR), e.g. "
-                          "data/traces/lingjun-topo.csv")
-    fab.add_argument("--aggs-per-pod", type=int,
-                     help="with --host-table: aggregation switches per pod (default: "
-                          f"{Shape.aggs_per_pod})")
-    fab.add_argument("--cores-per-group", type=int,
-                     help=f"with --host-table: cores per group (default: {Shape.cores_per_group})")
-    fab.add_argument("--out", metavar="FILE",
-                     help="write the fabric to FILE and print one line saying so (default: "
-                          "print the fabric)")
+    fabriccli.add_command(sub, *COMMANDS["fabric"])
     objectives = " or ".join(f"{o} ({OBJECTIVE_HELP.get(o, o)})" for o in OBJECTIVES)
     aliases = " and ".join(f"{n} is {runs_as(n)[0]} with objective {runs_as(n)[1]}"
                            for n in PLANNERS if runs_as(n)[0] != n)
@@ -539,8 +476,8 @@ def main(argv=None) -> int:
             print(credentialcli.run(args))
             return 0
         if args.cmd == "fabric":
-            fabric = make_fabric(args)
-            out, summary = json.dumps(fabric.to_dict(), indent=1), fabric.summary()
+            fabric = fabriccli.make_fabric(args)
+            out, summary = json.dumps(fabric.to_dict(), indent=1), fabriccli.summary(fabric)
         elif args.cmd == "advise":
             out, summary = advisecli.run(args)
         else:

@@ -15,7 +15,7 @@ LAYER = {"controller.errors": 0, "controller.jsonio": 0, "controller.client": 0,
          "controller.discovery": 3, "controller.measurement": 3, "controller.service": 4,
          "controller.shell": 5, "controller.cli": 6, "controller.integrations": 6,
          "controller.agent": 6, "controller.srv6cli": 6, "controller.advisecli": 6,
-         "controller.credentialcli": 6,
+         "controller.credentialcli": 6, "controller.fabriccli": 6,
          "controller.__main__": 6, "controller": 0}
 
 

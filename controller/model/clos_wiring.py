@@ -9,6 +9,12 @@ no switch moves a packet between planes.
 Bundles: ``ports[sw][peer]`` is a port number for a single link and a list of port numbers,
 one per member in member order, for a bundle of two links or more; member m is the same cable
 at both ends (``ports[a][b][m]`` and ``ports[b][a][m]``).
+
+Interface names (optional, ``interfaces``): what the boxes call each link end, as a cabling
+table says (``model.cabling``): ``interfaces[sw][peer]`` names the port(s) of
+``ports[sw][peer]`` (a list for a bundle, member order), ``interfaces[host][leaf]`` the host's
+own interface to that leaf. Only the routers' and hosts' configuration files use them
+(``mlroute srv6-config``); without them those files name ports by a platform's scheme.
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from collections.abc import Mapping
 
 from controller.errors import InputError
 
-WIRING = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
+NEEDED = {"dpids", "ports", "host_ip", "host_mac"}  # what the controller needs (not the planner)
+WIRING = NEEDED | {"interfaces"}  # and the names of the ports, where a cabling table gave them
 
 
 def _integer(value) -> bool:
@@ -97,7 +104,9 @@ def check_tables(wiring: Mapping, switches, hosts) -> None:
     for key, table in wiring.items():
         if not isinstance(table, Mapping) or not all(isinstance(k, str) for k in table):
             raise InputError(f"fabric: '{key}' must map names to values")
-        kind, names = ("switch", switches) if key in ("dpids", "ports") else ("host", hosts)
+        kind, names = (("switch", switches) if key in ("dpids", "ports") else
+                       ("switch or host", set(switches) | set(hosts)) if key == "interfaces"
+                       else ("host", hosts))
         unknown = [k for k in table if k not in names]
         if unknown:
             raise InputError(f"fabric: '{key}' names an unknown {kind} {unknown[0]!r}")
@@ -111,6 +120,12 @@ def check_tables(wiring: Mapping, switches, hosts) -> None:
             if not (_integer(p) or isinstance(p, list) and all(_integer(x) for x in p)):
                 raise InputError(f"fabric: switch {sw} has no port number for {peer} "
                                  f"('ports': {p!r}; a list of them for a bundle)")
+    for node, peers in wiring.get("interfaces", {}).items():
+        if not isinstance(peers, Mapping) or not all(
+                isinstance(n, str) and (isinstance(v, str) and v or isinstance(v, list) and all(
+                    isinstance(x, str) and x for x in v)) for n, v in peers.items()):
+            raise InputError(f"fabric: 'interfaces' must map {node} to {{neighbour: interface "
+                             "name}} (a list of names for a bundle)")
     for key in ("host_ip", "host_mac"):
         for h, a in wiring.get(key, {}).items():
             if not (isinstance(a, str) or isinstance(a, list)
@@ -123,7 +138,7 @@ def check(fabric) -> None:
     """Every switch a datapath id, every link a port at both ends, every host an IPv4 and
     a MAC address in every plane (a string with one plane, a list with several), nothing
     twice over all planes; the first error names the element."""
-    missing = WIRING - set(fabric.wiring)
+    missing = NEEDED - set(fabric.wiring)
     if missing:
         raise InputError(f"fabric: wiring needs {sorted(missing)[0]!r} too")
     switches = list(fabric.tier_of)
@@ -175,6 +190,32 @@ def check(fabric) -> None:
                 owner[a] = where
                 if not (_ipv4(a) if what == "IPv4" else _MAC.fullmatch(a)):
                     raise InputError(f"fabric: {where} has a bad {what} address {a!r}")
+    check_names(fabric)
+
+
+def check_names(fabric) -> None:
+    """A node's ``interfaces`` entry names each of its links, as many names as ``ports`` has
+    numbers (a host: one per leaf), none twice at that node."""
+    for node, peers in fabric.wiring.get("interfaces", {}).items():
+        if node in fabric.tier_of:
+            want = {n: fabric.ports[node][n] for n in fabric.neighbours(node)}
+        else:
+            want = {leaf: 0 for leaf in fabric.host_leaves[node]}
+        for peer, names in peers.items():
+            if peer not in want:
+                raise InputError(f"fabric: 'interfaces' of {node} names {peer!r}, which is not "
+                                 "linked to it")
+            if isinstance(names, list) != isinstance(want[peer], list) or isinstance(
+                    names, list) and len(names) != len(want[peer]):
+                raise InputError(f"fabric: 'interfaces' of {node} needs as many names for "
+                                 f"{peer} as it has ports there ({want[peer]!r}), got {names!r}")
+        if missing := [p for p in want if p not in peers]:
+            raise InputError(f"fabric: 'interfaces' of {node} names no interface for "
+                             f"{missing[0]}")
+        used = [x for v in peers.values() for x in (v if isinstance(v, list) else [v])]
+        if len(set(used)) != len(used):
+            dup = next(x for x in used if used.count(x) > 1)
+            raise InputError(f"fabric: {node} uses the interface name {dup} twice")
 
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
