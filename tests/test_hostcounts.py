@@ -114,3 +114,50 @@ def test_a_socket_that_restarts_its_count_is_not_a_negative_delta():
     sent = SentBytes()
     sent.delta([(1, "a", "b", 100, 1)])
     assert sent.delta([(1, "a", "b", 50, 1)]) == {}
+
+
+def report_ring(svc, f, ring, clock, seconds):
+    """Every host reports 0.5 s of its ring pair (400 kB) every 0.5 s."""
+    for _ in range(int(seconds * 2)):
+        for i, h in enumerate(ring):
+            peer = ring[(i + 1) % len(ring)]
+            assert send(svc, h, [(f.host_ip[h], f.host_ip[peer], 4e5, 300)])[0] == 200
+        clock.sleep(0.5)
+        svc.tick(probe=False)
+
+
+def test_one_report_claiming_a_minute_at_line_rate_does_not_freeze_the_job():
+    """Issue 74, item 6: half a second after its previous report, a host reports 60 s at
+    its line rate (the bound of the interval it claims). Accepted, it was 23 windows of the
+    job's bytes in one and every window after it was "quiet"; it is refused, naming the
+    time that passed, and the job's windows keep counting."""
+    f, svc, clock = srv6_service()
+    ring = interleaved(f)
+    assert post(svc, {"id": "m", "members": [f.host_ip[h] for h in ring]})[0] == 201
+    report_ring(svc, f, ring, clock, 3)
+    line = f.link_bps("host") * 60
+    h, peer = ring[0], ring[1]
+    status, doc = send(svc, h, [(f.host_ip[h], f.host_ip[peer], line, 10 ** 6)], interval=60)
+    assert status == 400 and "passed since its previous report" in doc["error"], doc
+    report_ring(svc, f, ring, clock, 3)
+    recent = get(svc, "m")[1]["learning"]["recent"]
+    assert [w["counted"] for w in recent] == ["active"] * 4, recent
+
+
+def test_a_host_quiet_for_a_while_and_a_late_report_are_believed():
+    """What a host really sends still counts whole: its first report, a report after a
+    minute of silence, and one that arrives early after a late one, each at line rate
+    over the second it claims."""
+    f, svc, clock = srv6_service()
+    a, b = f.host_ip["h0_0"], f.host_ip["h1_0"]
+    second = f.link_bps("host")  # bytes a second at line rate
+    assert send(svc, "h0_0", [(a, b, second, 1000)], interval=1.0)[0] == 200
+    clock.sleep(60)
+    assert send(svc, "h0_0", [(a, b, second, 1000)], interval=1.0)[0] == 200
+    clock.sleep(1.4)  # late
+    assert send(svc, "h0_0", [(a, b, second, 1000)], interval=1.0)[0] == 200
+    clock.sleep(0.6)  # early: the read was on time
+    assert send(svc, "h0_0", [(a, b, second, 1000)], interval=1.0)[0] == 200
+    clock.sleep(0.2)  # a second report within 0.2 s: only 0.2 s passed
+    status, doc = send(svc, "h0_0", [(a, b, second, 1000)], interval=1.0)
+    assert status == 400 and "more than h0_0's 1 link(s) carry" in doc["error"]

@@ -17,7 +17,10 @@ its fabric (``clos_samplers``); a wrong ``k`` scales every cross-leaf pair alike
 Absurd fields are ignored (counted in ``ignored``): a sampling rate of 0 or above
 ``MAX_SAMPLING_RATE`` (one sample at 2^32 - 1, from an allowed agent address, once made its
 pair the whole of a job's matrix) and a frame longer than ``MAX_FRAME``
-(docs/reference/limits.md).
+(docs/reference/limits.md). Below those, a rate or frame that only one datagram of its sender
+shows counts at what the sender usually reports (``usual.UsualSampling``, counted in
+``clipped``): one sample at 2^20 of a 9,000-byte frame froze a low-rate job's learning for
+241 windows (issue 74).
 
 Samples of packets the switch dropped are not counted (``dropped``, counted apart): Open
 vSwitch samples on ingress, before its tables run, so a packet a leaf refused at a host port
@@ -40,6 +43,8 @@ import math
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+
+from controller.measurement.usual import ReportClock, UsualSampling
 
 Pair = tuple[str, str]
 MAX_SAMPLING_RATE = 1 << 20  # 1 in 1,048,576: 16x sparser than the sparsest advised (65,536)
@@ -76,6 +81,11 @@ def clos_samplers(leaf_of: Mapping[str, str], where: str = "all",
             return 1
         return cross + 2 if where == "all" and pods.get(a, 0) != pods.get(b, 0) else cross
     return samplers
+
+
+def _sender(s) -> tuple:
+    """The sFlow sender of a sample: (agent address, sub-agent)."""
+    return getattr(s, "agent", ""), getattr(s, "sub_agent", 0)
 
 
 DATA_FRAME = 200  # bytes: shorter frames carry no bulk data (TCP ACKs 66-90 B, pings 98 B)
@@ -123,6 +133,9 @@ class TrafficLearner:
         self._counting: dict[str, int] = {}  # source address -> window of its last count
         self.ignored = 0  # samples with an absurd sampling rate or frame length
         self.dropped = 0  # samples of packets the switch dropped (forged sources among them)
+        self.clipped = 0  # samples counted at their source's usual rate or frame
+        self._usual = UsualSampling(max_rate=MAX_SAMPLING_RATE, max_frame=MAX_FRAME)
+        self.reports = ReportClock()  # what the hosts' agents' reports may cover
 
     def set_samplers(self, samplers: Callable[[str, str], int] | None) -> None:
         """Count sampling points with ``samplers`` from now on (the fabric changed: hosts
@@ -144,40 +157,60 @@ class TrafficLearner:
         return w
 
     def observe(self, samples: Iterable, now: float) -> None:
-        """Add packet samples (anything with src, dst, frame_length, sampling_rate) received
-        at time ``now``; samples that are not IPv4 data frames between two hosts are
-        ignored, and so are those of a source whose agent counts and those of packets the
-        switch dropped (``dropped``: a forged source refused at its leaf)."""
+        """Add one datagram's packet samples (anything with src, dst, frame_length,
+        sampling_rate, and its sender: agent, sub_agent) received at time ``now``; samples
+        that are not IPv4 data frames between two hosts are ignored, and so are those of a
+        source whose agent counts and those of packets the switch dropped (``dropped``: a
+        forged source refused at its leaf). A rate or frame above what the datagram's sender
+        usually reports counts as the usual one (``usual.UsualSampling``, counted in
+        ``clipped``)."""
         idx = self.index(now)
         ks = self._k
         samplers = self._samplers
         min_frame = self.min_frame
+        samples = samples if isinstance(samples, (list, tuple)) else list(samples)
+        if not samples:
+            return
+        sender = _sender(samples[0])
         with self._lock:
+            usual_rate, usual_frame = self._usual.bound(sender)
+            top_rate = top_frame = 0  # the datagram's largest sane rate and frame
             w = self._window(idx)
             wb, ws = w.bytes, w.samples
             counting, keep = self._counting, self.keep
-            n = bad = gone = 0
+            n = bad = gone = clipped = 0
             for s in samples:
+                rate, frame = s.sampling_rate, s.frame_length
+                if not 1 <= rate <= MAX_SAMPLING_RATE or frame > MAX_FRAME:
+                    bad += 1
+                    continue
+                if rate > top_rate:
+                    top_rate = rate
+                if frame > top_frame:
+                    top_frame = frame
                 src, dst = s.src, s.dst
-                if src is None or dst is None or src == dst or s.frame_length < min_frame \
+                if src is None or dst is None or src == dst or frame < min_frame \
                         or idx - counting.get(src, idx - keep) < keep:
                     continue
                 if getattr(s, "dropped", False):
                     gone += 1
                     continue
-                if not 1 <= s.sampling_rate <= MAX_SAMPLING_RATE or s.frame_length > MAX_FRAME:
-                    bad += 1
-                    continue
+                if rate > usual_rate or frame > usual_frame:
+                    rate, frame = min(rate, usual_rate), min(frame, usual_frame)
+                    clipped += 1
                 pair = (src, dst)
                 k = ks.get(pair)
                 if k is None:
                     k = ks[pair] = max(1, int(samplers(src, dst))) if samplers else 1
-                wb[pair] = wb.get(pair, 0.0) + s.frame_length * s.sampling_rate / k
+                wb[pair] = wb.get(pair, 0.0) + frame * rate / k
                 ws[pair] = ws.get(pair, 0) + 1
                 n += 1
+            if top_rate:
+                self._usual.note(sender, top_rate, top_frame)
             self.observed += n
             self.ignored += bad
             self.dropped += gone
+            self.clipped += clipped
 
     def count(self, counts: Iterable, now: float) -> None:
         """Add exact counts (source, destination, bytes, packets) that a host's agent read

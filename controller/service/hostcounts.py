@@ -10,7 +10,10 @@ names the problem, and nothing of the report counts):
 * a source address of another host is a forgery (a host cannot add pairs to another's job);
 * bytes and packets are finite, not negative; the interval is (0, 60] s;
 * the report's bytes fit the host's links over the interval (with 10% and 1 MB to spare for
-  a late read): a host cannot send more than its links carry.
+  a late read): a host cannot send more than its links carry. The interval is the one
+  claimed only up to the time that passed since the host's previous report
+  (``measurement.usual.ReportClock``): one report of 60 s at line rate, a second after the
+  previous one, froze a job's learning for 114 windows (issue 74).
 Pairs whose source or destination is no host of the fabric (the agent's own connection to the
 controller, a storage network) are ignored and counted.
 
@@ -43,9 +46,10 @@ def _owners(fabric) -> dict[str, str]:
     return {ip: h for h, ips in fabric.host_ips.items() for ip in ips if ip}
 
 
-def parse(doc, fabric, host: str) -> tuple[list[tuple[str, str, float, int]], int]:
+def parse(doc, fabric, host: str, believed=None) -> tuple[list[tuple[str, str, float, int]], int]:
     """The report's counts between hosts of ``fabric``, and the number of pairs ignored
-    (an address of no host). An InputError names what is wrong."""
+    (an address of no host). ``believed(claimed) -> seconds``: the time the report may
+    cover (``usual.ReportClock``; None: its claim). An InputError names what is wrong."""
     if not isinstance(doc, dict) or not isinstance(doc.get("pairs"), list):
         raise InputError("traffic report: expected an object with 'interval_s' and a list "
                          "'pairs'")
@@ -73,10 +77,13 @@ def parse(doc, fabric, host: str) -> tuple[list[tuple[str, str, float, int]], in
         total += nbytes
         out.append((src, dst, nbytes, int(packets)))
     links = max(1, len(fabric.host_leaves[host]))
-    cap = interval * links * fabric.link_bps("host") * SLACK[0] + SLACK[1]
+    covered = interval if believed is None else believed(interval)
+    cap = covered * links * fabric.link_bps("host") * SLACK[0] + SLACK[1]
     if total > cap:
-        raise InputError(f"traffic report: {total:.0f} bytes in {interval:g} s is more than "
-                         f"{host}'s {links} link(s) carry ({cap:.0f} bytes at most)")
+        since = "" if covered == interval else \
+            f" (it claims {interval:g} s; {covered:.3g} s passed since its previous report)"
+        raise InputError(f"traffic report: {total:.0f} bytes in {covered:.3g} s{since} is more "
+                         f"than {host}'s {links} link(s) carry ({cap:.0f} bytes at most)")
     return out, ignored
 
 
@@ -88,6 +95,11 @@ def counted(service, host: str, doc, now: float) -> dict:
         raise InputError("no fabric yet: traffic reports need a fabric")
     if host not in fabric.host_leaves:
         raise NotFoundError(f"no host {host!r} in the fabric")
-    counts, ignored = parse(doc, fabric, host)
-    service.learning.learner.count(counts, now)
+    learner = service.learning.learner
+
+    def believed(claimed: float) -> float:
+        return learner.reports.believed(host, claimed, now)
+    counts, ignored = parse(doc, fabric, host, believed)
+    learner.reports.note(host, believed(float(doc["interval_s"])), now)
+    learner.count(counts, now)
     return {"host": host, "pairs": len(counts), "ignored": ignored}
