@@ -784,3 +784,69 @@ def test_two_jobs_colliding_on_hashed_paths_are_both_planned():
                 seconds=12)
     events = [e["cause"] for e in svc.state.events if e.get("job")]
     on_disjoint_rings(svc, rings, events)
+
+
+def windows_counted(svc, jid):
+    """How the job's last windows counted (``active``, ``quiet``, ``empty``), oldest first."""
+    return [w["counted"] for w in get(svc, jid)[1]["learning"]["recent"]]
+
+
+def test_one_datagram_at_the_highest_rate_does_not_freeze_a_low_rate_job():
+    """Issue 74, item 6: one datagram of one 9,000-byte sample at 1 in 2^20 (accepted: the
+    highest rate allowed) between two members of a job sampled at 1 in 16. It stood for
+    200 windows of the job's bytes, set the job's peak, and every window after it was
+    "quiet" for minutes; counted at its source's usual rate, it is one sample among the
+    job's, and the job's windows keep counting."""
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    samples = ring_samples(f, ring, step=-1)
+    run_traffic(svc, clock, samples, seconds=2)
+    ip = f.host_ip
+    svc.traffic_samples([SimpleNamespace(src=ip[ring[1]], dst=ip[ring[0]], frame_length=9000,
+                                         sampling_rate=1 << 20)])
+    run_traffic(svc, clock, samples, seconds=3)
+    assert windows_counted(svc, "j") == ["active"] * 4, get(svc, "j")[1]["learning"]
+    assert svc.learning.learner.clipped == 1
+
+
+def test_a_new_sender_is_held_to_the_others_usual_rate():
+    """A forged datagram from an agent address never heard before gains nothing: its rate
+    is held to the median of the other senders' usual rates."""
+    f, sw, svc, clock = start()
+    ring = sorted(f.hosts)
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    samples = ring_samples(f, ring, step=-1)
+    run_traffic(svc, clock, samples, seconds=2)
+    ip = f.host_ip
+    svc.traffic_samples([SimpleNamespace(src=ip[ring[1]], dst=ip[ring[0]], frame_length=9000,
+                                         sampling_rate=1 << 20, agent="192.0.2.9",
+                                         sub_agent=3, source_type=0, source_index=77)])
+    run_traffic(svc, clock, samples, seconds=3)
+    assert windows_counted(svc, "j") == ["active"] * 4
+
+
+@pytest.mark.parametrize("per_pair", [2, 3])  # the star: 15% and 21% of the job's bytes
+def test_a_rendezvous_star_of_a_fifth_of_the_bytes_is_not_planned(per_pair):
+    """Issue 74, item 6: rank 0's rendezvous with every other rank, both ways, beside the
+    ring's first windows, each star pair a few 9,000-byte samples (15% and 21% of the job's
+    bytes: above the 5% under which ``pattern_floor`` leaves light pairs out). It was planned
+    with the ring (10 rendezvous flows, two ring flows of a leaf on one uplink); a star, all
+    its light pairs around one host, is no pattern: only the ring is planned, once."""
+    f, sw, svc, clock = start()
+    ring = interleaved(f)
+    ip = f.host_ip
+    star = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=9000, sampling_rate=16)
+            for h in ring[1:] for a, b in ((ring[0], h), (h, ring[0]))] * per_pair
+    assert post(svc, {"id": "j", "members": ring})[0] == 201
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + star, seconds=2)
+    data = {(a, ring[(i - 1) % len(ring)]) for i, a in enumerate(ring)}
+    cross = {p for p in data if f.hosts[p[0]] != f.hosts[p[1]]}
+    doc = get(svc, "j")[1]
+    assert doc["matrix"] == "learned", doc["learning"]
+    assert planned_pairs(svc, "j") == cross
+    uplinks = [(f.hosts[r["src"]], r["spine"]) for r in doc["routes"]]
+    assert len(set(uplinks)) == len(uplinks), uplinks
+    run_traffic(svc, clock, ring_samples(f, ring, step=-1), seconds=30)
+    assert planned_pairs(svc, "j") == cross and len(replans(svc, "j")) == 1, \
+        [e["cause"] for e in svc.state.events if e.get("job") == "j"]

@@ -36,7 +36,8 @@ estimate accumulates, and forgets only on evidence:
   the matrix is in doubt: silent for so long that, among all its pairs, such a silence was
   less likely than even (it may be leaving, as when a ring changes direction). A pair
   below ``pattern_floor`` (``LIGHT`` of the median pair, or of the median byte's pair when
-  the pairs under it carry less than ``SETTLED`` of the bytes) puts nothing in doubt: a
+  the pairs under it carry less than ``SETTLED`` of the bytes), and a ``rendezvous`` star
+  (light pairs around one host, under ``STAR`` of the bytes), put nothing in doubt: a
   launch's rendezvous with rank 0, sampled a few times in the first windows, is no part of
   the pattern and is not planned either (``service.learning.measured_pairs``); on a k = 4
   fat-tree the doubt it cast kept a gloo ring unsteady for 10 s of its traffic;
@@ -72,6 +73,19 @@ SURE_SILENT = 0.01  # chance of so long a silence, among all pairs, before a pai
 IN_DOUBT = 0.5  # chance of so long a silence, among all pairs, that puts a pair in doubt
 LIGHT = 0.25  # share of the median pair's bytes below which a pair is not the pattern
 SETTLED = 0.05  # share of the matrix's bytes on pairs that just joined, below which it is steady
+STAR = 0.25  # share of the bytes below which light pairs around one host are a rendezvous
+STAR_PAIRS = 3  # light pairs around one host that make a star (3 ranks' all-to-all has 3 pairs)
+
+
+def _median_bytes_pair(values: list) -> float:
+    """The pair size at which the heavier pairs carry half the bytes (values sorted
+    heaviest first)."""
+    total, acc = sum(values), 0.0
+    for v in values:
+        acc += v
+        if acc >= total / 2:
+            return v
+    return values[-1]
 
 
 def pattern_floor(values) -> float:
@@ -85,7 +99,7 @@ def pattern_floor(values) -> float:
     median; they are still a few percent of the bytes, as a pair that just joined is when
     the matrix is steady (issue 59). A rule on windows (a pair counts once seen in two)
     would also hold back a ring learned in its first launch, and a rendezvous that spans
-    two windows passes it.
+    two windows passes it. A heavier star is told apart by its shape (``rendezvous``).
 
     >>> ring, star = [100.0] * 8, [2.0] * 14
     >>> pattern_floor(ring + star), pattern_floor(ring + [10.0] * 56)
@@ -95,15 +109,53 @@ def pattern_floor(values) -> float:
     if not values:
         return 0.0
     floor = LIGHT * statistics.median(values)
-    total, acc = sum(values), 0.0
-    for v in values:
-        acc += v
-        if acc >= total / 2:
-            heavy = LIGHT * v
-            break
-    if sum(v for v in values if v < heavy) < SETTLED * total:
+    heavy = LIGHT * _median_bytes_pair(values)
+    if sum(v for v in values if v < heavy) < SETTLED * sum(values):
         floor = max(floor, heavy)
     return floor
+
+
+def rendezvous(matrix) -> set:
+    """The pairs of a rendezvous star (``matrix``: pair -> bytes): the light pairs (under
+    ``LIGHT`` of the median byte's pair) when there are ``STAR_PAIRS`` or more, they all
+    touch one host and carry less than ``STAR`` of the bytes together. A launch's rendezvous
+    with rank 0, sampled beside the ring's first iteration, was 14% of an 8-rank job's bytes
+    (4 and 5 samples of 9,000 B a pair), above ``pattern_floor``'s 5%: its 10 flows were
+    planned and two ring flows shared an uplink (issue 74). An all-to-all phase, a fifth of
+    the bytes or more, is no star: its light pairs join every host to every other (with 3
+    ranks or more no host is in all of them), and so are planned.
+
+    >>> ring = {(f"r{i}", f"r{(i + 1) % 8}"): 100.0 for i in range(8)}
+    >>> star = {p: 17.0 for i in range(2, 7) for p in (("r0", f"r{i}"), (f"r{i}", "r0"))}
+    >>> len(rendezvous(ring | star)), round(170 / sum((ring | star).values()), 3)
+    (10, 0.175)
+    >>> moe = {(f"r{i}", f"r{j}"): 17.0 for i in range(4) for j in range(4) if i != j}
+    >>> rendezvous(moe | {(f"r{i}", f"r{(i + 1) % 4}"): 117.0 for i in range(4)})
+    set()
+    """
+    if len(matrix) < STAR_PAIRS + 1:
+        return set()
+    heavy = LIGHT * _median_bytes_pair(sorted(matrix.values(), reverse=True))
+    light = [p for p, v in matrix.items() if v < heavy]
+    if len(light) < STAR_PAIRS:
+        return set()
+    hub = set(light[0])
+    for a, b in light[1:]:
+        hub &= {a, b}
+        if not hub:
+            return set()
+    if sum(matrix[p] for p in light) >= STAR * sum(matrix.values()):
+        return set()
+    return set(light)
+
+
+def outside_pattern(matrix) -> set:
+    """The pairs of ``matrix`` (pair -> bytes) that are no part of the job's pattern: under
+    ``pattern_floor``, or a ``rendezvous`` star."""
+    floor = pattern_floor(matrix.values())
+    return {p for p, v in matrix.items() if v < floor} | rendezvous(matrix)
+
+
 FORGOTTEN = 0.05  # weighted samples below which a silent pair outside the matrix is dropped
 
 
@@ -248,10 +300,10 @@ class MatrixEstimate:
             return f"not steady: {self.active} of {self.steady_windows} active windows"
         recent = self.active - self.steady_windows + 1
         total = new = 0.0
-        light = pattern_floor(self.pairs[p].bytes for p in self.members)
+        outside = outside_pattern({p: self.pairs[p].bytes for p in self.members})
         for p in self.members:
             e = self.pairs[p]
-            if e.silent > self._usual_gap(e) and e.bytes >= light and \
+            if e.silent > self._usual_gap(e) and p not in outside and \
                     self._silence_below(e, IN_DOUBT):
                 return (f"in doubt: pair {p[0]} -> {p[1]} silent for {e.silent} active "
                         "windows (it may be leaving)")

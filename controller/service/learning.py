@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from controller.enforcement.desired import installed_plan
-from controller.measurement.estimate import MatrixEstimate, pattern_floor
+from controller.measurement.estimate import MatrixEstimate, outside_pattern
 from controller.measurement.learner import compare
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE, JobRecord, flow_key
@@ -81,7 +81,9 @@ def measured_pairs(fabric: Clos, estimate: MatrixEstimate, window_s: float,
     slower than the estimate's joining share of the job's mean pair or than its
     ``pattern_floor`` (a quarter of its median pair, or of its median byte's pair when the
     pairs under that carry under 5% of its bytes: a rendezvous star that outnumbers the
-    ring, issue 59), and every pair when the members send each other less than
+    ring, issue 59), the pairs of a ``rendezvous`` star (light pairs that all touch one
+    host, under a quarter of the bytes: issue 74), and every pair when the members send
+    each other less than
     ``min_link_share`` of a link in all (``rate_floor``): pings, daemons' chatter,
     a launch's rendezvous and idle phases are not a training pattern, and a plan must not
     follow them. The planners count flows: a chatter pair planned as a flow can push two
@@ -102,11 +104,13 @@ def measured_pairs(fabric: Clos, estimate: MatrixEstimate, window_s: float,
     if sum(matrix.values()) < rate_floor(fabric, window_s, min_link_share):
         matrix = {}
     mean = sum(matrix.values()) / len(matrix) if matrix else 0.0
-    floor = max(estimate.share * mean, pattern_floor(matrix.values()))
+    floor = estimate.share * mean
+    outside = outside_pattern(matrix)
     pairs, confidence, planes = {}, {}, {}
     for (a, b), v in matrix.items():
         src, dst = host_of.get(a), host_of.get(b)
-        if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor:
+        if src and dst and fabric.hosts[src] != fabric.hosts[dst] and v >= floor and \
+                (a, b) not in outside:
             pairs[(src, dst)] = v
             confidence[(src, dst)] = estimate.confidence((a, b))
             if estimate.plane_shares((a, b)):
