@@ -24,6 +24,10 @@ declaration's (run in the same invocation), and re-plans after it was learned.
 ``--lifecycle-only`` measures that section alone and keeps the file's others; without
 ``--lifecycle`` the file's lifecycle section is kept.
 
+Freeze (issue 74, ``--freeze-only``; also in every run): windows a low-rate job's learning
+stays frozen after one sFlow datagram at 1 in 2^20 or one agent report of 60 s at line rate,
+as counted before the bounds of ``measurement/usual.py`` and now (``freeze``).
+
 Settings: 1 in 8,192 is a common switch default (Extreme Networks' documented default, and
 the rate the issue names); ``all`` samples on every switch (what Open vSwitch does: bridge
 wide), ``edge`` only on the leaves' host-facing ports (a packet is sampled once, where it
@@ -288,6 +292,97 @@ def run(spines=32, leaves=64, hosts_per_leaf=32, ranks=1024, gbps=100.0, setting
     }
 
 
+FREEZE_SAMPLING = 256  # the low-rate job's sampling: about 12 samples a pair a window
+
+
+def _frozen(states: list[str], at: int) -> int:
+    """Windows after window ``at`` until the job's first active one (all: never)."""
+    after = states[at + 1:]
+    return next((i for i, c in enumerate(after) if c == "active"), len(after))
+
+
+def freeze(gbps: float = 10.0, pair_mbps: float = 36.0, window_s: float = WINDOW_S,
+           horizon: int = 400, poisoned_at: int = 10) -> dict:
+    """Issue 74, item 6: windows a low-rate job's learning stays frozen (its windows too
+    quiet to count) after one sFlow datagram of one 9,000-byte sample at 1 in 2^20, and after
+    one agent report claiming 60 s at line rate a second after its previous one; as they
+    were counted before the bounds of ``measurement/usual.py`` (the sample at its rate, the
+    report at its claim) and as they are now. An 8-rank ring across 4 leaves (2 x 4 x 2,
+    ``gbps`` links), each pair ``pair_mbps``, sampled at 1 in ``FREEZE_SAMPLING`` on every
+    switch (datagrams of 7 samples) or reported by every host each second."""
+    from types import SimpleNamespace
+
+    from controller.errors import InputError
+    from controller.measurement.sflow import PacketSample
+    from controller.service import hostcounts
+    f = Clos.generate(2, 4, 2, gbps, wiring=True)
+    ring = sorted(f.hosts, key=lambda h: (h.split("_")[1], h))
+    ip = f.host_ip
+    pairs = [(ip[h], ip[ring[(i + 1) % len(ring)]]) for i, h in enumerate(ring)]
+    per_window = pair_mbps * 1e6 / 8 * window_s
+    leaf_of = {ip[h]: f.hosts[h] for h in f.hosts}
+    n = round(per_window * 3 / (9000 * FREEZE_SAMPLING))  # 3 sampling points a pair
+    datagram = [PacketSample("10.255.0.1", 0, 0, 1, FREEZE_SAMPLING, 0, 0, 1, 2, 9000, a, b,
+                             6, 40000, 5201) for a, b in pairs for _ in range(n)]
+    poison = PacketSample("10.255.0.1", 0, 0, 1, 1 << 20, 0, 0, 1, 2, 9000, *pairs[0], 6,
+                          40000, 5201)
+
+    def run(case: str, before: bool) -> dict:
+        learner = TrafficLearner(window_s, samplers=clos_samplers(leaf_of, "all"))
+        est, states, folded, extra, refused = MatrixEstimate(), [], -1, 0.0, None
+        for w in range(horizon):
+            t = w * window_s + 0.1
+            if case == "sflow":
+                for i in range(0, len(datagram), PER_DATAGRAM):
+                    learner.observe(datagram[i:i + PER_DATAGRAM], t)
+                if w == poisoned_at:
+                    if before:  # counted at its rate, as the learner did
+                        extra = 9000 * (1 << 20) / 3
+                    else:
+                        learner.observe([poison], t)
+            else:
+                service = SimpleNamespace(state=SimpleNamespace(fabric=f),
+                                          learning=SimpleNamespace(learner=learner))
+                for k in range(round(window_s)):
+                    now = t + k
+                    for h, (a, b) in zip(ring, pairs):
+                        doc = {"interval_s": 1.0, "pairs": [
+                            {"src": a, "dst": b, "bytes": per_window / window_s,
+                             "packets": 100}]}
+                        if w == poisoned_at and k == 0 and h == ring[0]:  # instead
+                            doc = {"interval_s": 60.0, "pairs": [
+                                {"src": a, "dst": b, "bytes": f.link_bps("host") * 60,
+                                 "packets": 10 ** 6}]}
+                            if before:  # believed at its claim, as hostcounts did
+                                learner.count(hostcounts.parse(doc, f, h)[0], now)
+                                continue
+                        try:
+                            hostcounts.counted(service, h, doc, now)
+                        except InputError as e:
+                            refused = str(e)
+            for win in learner.closed(folded, (w + 1) * window_s + 0.01):
+                folded = win.index
+                b = {p: v for p, v in win.bytes.items() if p in set(pairs)}
+                if win.index == poisoned_at and extra:
+                    b[pairs[0]] += extra
+                states.append(est.fold(b, {p: win.samples[p] for p in b}))
+            if len(states) > poisoned_at + 1 and states[-1] == "active" and \
+                    w > poisoned_at:
+                break
+        frozen = _frozen(states, poisoned_at)
+        return {"frozen_windows": frozen, "frozen_s": round(frozen * window_s, 1),
+                **({"refused": refused} if refused else {}),
+                **({"clipped_samples": learner.clipped} if case == "sflow" else {})}
+
+    return {"job": {"ranks": len(ring), "pair_mbps": pair_mbps, "link_gbps": gbps,
+                    "sampling": f"1 in {FREEZE_SAMPLING}", "window_s": window_s,
+                    "poisoned_window": poisoned_at},
+            "sflow_datagram_at_2^20": {"before": run("sflow", True),
+                                       "now": run("sflow", False)},
+            "report_of_60s_at_line_rate": {"before": run("report", True),
+                                           "now": run("report", False)}}
+
+
 # shape, declared, library, link Mbit/s, tensor MiB, cases (the first meets a fresh controller)
 LIFECYCLE = [
     ("leaf-spine", False, "gloo", 20.0, 4, ["members", "wrong", "repost", "two_jobs", "correct"]),
@@ -346,6 +441,9 @@ def main(argv=None) -> int:
     ap.add_argument("--lifecycle", action="store_true",
                     help="also the lifecycle section: real jobs in Mininet (root, about 45 "
                          "minutes)")
+    ap.add_argument("--freeze-only", action="store_true",
+                    help="the freeze section alone (issue 74: one poisoned datagram or "
+                         "report), keeping the output file's others")
     ap.add_argument("--lifecycle-only", action="store_true",
                     help="the lifecycle section alone, keeping the output file's others")
     args = ap.parse_args(argv)
@@ -353,6 +451,14 @@ def main(argv=None) -> int:
     def progress(msg):
         print(msg, file=sys.stderr, flush=True)
 
+    if args.freeze_only:
+        with open(args.out) as fh:
+            doc = json.load(fh)
+        doc["freeze"] = freeze()
+        with open(args.out, "w") as fh:
+            json.dump(doc, fh, indent=1)
+        print(json.dumps(doc["freeze"], indent=1), file=sys.stderr)
+        return 0
     if args.lifecycle_only:
         with open(args.out) as fh:
             doc = json.load(fh)
@@ -366,6 +472,7 @@ def main(argv=None) -> int:
               learning_times=[("ring", 64), ("all-to-all", 64)]) if args.quick else {}
     t = time.monotonic()
     doc = run(**kw)
+    doc["freeze"] = freeze()
     doc["bench_wall_s"] = round(time.monotonic() - t, 1)
     if args.lifecycle:
         doc["lifecycle"] = lifecycle(progress)

@@ -298,3 +298,16 @@ def test_learning_benchmark_feeds_real_datagrams_and_learns_the_ring():
     alt = doc["openflow_per_pair_counters"]
     assert alt["entries_per_leaf_for_this_job"] == 8 * (64 - 8)  # 8 members a leaf
     assert alt["entries_per_leaf_for_any_job"] == 16 * (128 - 16)
+
+
+def test_the_freeze_benchmark_shows_the_job_frozen_before_and_counting_now():
+    """Issue 74, item 6 (``benchmarks.learning.freeze``): one datagram at 1 in 2^20 and one
+    report of 60 s at line rate froze a low-rate job for many windows as they were counted
+    before; with what each sender usually reports, not at all."""
+    from benchmarks.learning import freeze
+    doc = freeze(horizon=300)
+    for case in ("sflow_datagram_at_2^20", "report_of_60s_at_line_rate"):
+        assert doc[case]["before"]["frozen_windows"] > 50, doc[case]
+        assert doc[case]["now"]["frozen_windows"] == 0, doc[case]
+    assert doc["sflow_datagram_at_2^20"]["now"]["clipped_samples"] == 1
+    assert "carry" in doc["report_of_60s_at_line_rate"]["now"]["refused"]

@@ -81,7 +81,7 @@ def parse(doc, fabric, host: str, believed=None) -> tuple[list[tuple[str, str, f
     cap = covered * links * fabric.link_bps("host") * SLACK[0] + SLACK[1]
     if total > cap:
         since = "" if covered == interval else \
-            f" (it claims {interval:g} s; {covered:.3g} s passed since its previous report)"
+            f" (it claims {interval:g} s; {covered:.3g} s at most since its previous report)"
         raise InputError(f"traffic report: {total:.0f} bytes in {covered:.3g} s{since} is more "
                          f"than {host}'s {links} link(s) carry ({cap:.0f} bytes at most)")
     return out, ignored
