@@ -41,6 +41,7 @@ import ipaddress
 from collections import deque
 from dataclasses import dataclass, field
 
+from controller.enforcement.ifnames import mininet_ifname, sonic_ifname  # noqa: F401 (its API)
 from controller.enforcement.srv6 import SidPlan
 from controller.errors import InputError
 from controller.model.clos import Clos
@@ -57,27 +58,30 @@ NEXT_CSID = "flavors next-csid lblen 32 nflen 16"
 # the source check's policy rules (below the 1000 of l3mdev VRF rules): a genuine source jumps
 # from PREF_GENUINE over PREF_FORGED to the nop at PREF_ON, where the usual lookup goes on
 PREF_GENUINE, PREF_FORGED, PREF_ON = 900, 901, 902
-SYSCTLS = ("net.ipv6.conf.all.forwarding=1", "net.ipv4.ip_forward=1",
-           # IPv4 ECMP on the packet's 5-tuple (policy 3, fields 0x37): policy 1 takes a hash
-           # the skb already carries, and a veth carries the sending socket's random one
-           # across namespaces, so a connection's path would not follow its ports
-           "net.ipv4.fib_multipath_hash_policy=3", "net.ipv4.fib_multipath_hash_fields=0x37",
-           "net.ipv6.fib_multipath_hash_policy=1",
-           "net.ipv6.conf.all.ignore_routes_with_linkdown=1",
-           "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
-           # host mode's probes: no ICMP limit per destination host (6, then 1 a second);
-           # the router's global one stays (net.ipv4.icmp_msgs_per_sec, 1,000 a second)
-           "net.ipv4.icmp_ratelimit=0")
-
-
-def mininet_ifname(switch: str, port: int) -> str:
-    return f"{switch}-eth{port}"
-
-
-def sonic_ifname(switch: str, port: int) -> str:
-    """SONiC's front-panel names, 4 lanes a port (rename to the platform's port map)."""
-    return f"Ethernet{4 * (port - 1)}"
-
+# (sysctl, value, why) of every router: ``SYSCTLS`` for ``sysctl -w``, the sysctl.d file
+# ``mlroute srv6-config`` writes and the table of docs/reference/sysctls.md, all from this one
+ROUTER_SYSCTLS = (
+    ("net.ipv6.conf.all.disable_ipv6", "0", "IPv6 on: the SIDs, the locators and the link "
+     "addresses are IPv6"),
+    ("net.ipv6.conf.all.forwarding", "1", "route IPv6: the locators and the SIDs"),
+    ("net.ipv4.ip_forward", "1", "route the hosts' IPv4 over IPv6 next hops (RFC 5549)"),
+    ("net.ipv4.fib_multipath_hash_policy", "3", "IPv4 ECMP on the packet's 5-tuple: policy 1 "
+     "takes a hash the skb already carries, and a veth carries the sending socket's random one "
+     "across namespaces, so a connection's path would not follow its ports"),
+    ("net.ipv4.fib_multipath_hash_fields", "0x37", "the 5-tuple's fields for policy 3 (source "
+     "and destination address, protocol, source and destination port)"),
+    ("net.ipv6.fib_multipath_hash_policy", "1", "IPv6 ECMP on layer 4 (addresses, next "
+     "header, ports), not on the addresses and flow label alone (policy 0)"),
+    ("net.ipv6.conf.all.ignore_routes_with_linkdown", "1", "a link whose carrier is down "
+     "leaves the ECMP hash"),
+    ("net.ipv4.conf.all.ignore_routes_with_linkdown", "1", "the same for IPv4 routes"),
+    ("net.ipv4.icmp_ratelimit", "0", "host mode's probes: no ICMP error limit per destination "
+     "host (6, then 1 a second); the router's global one stays (net.ipv4.icmp_msgs_per_sec, "
+     "1,000 a second)"),
+    ("net.ipv6.conf.all.keep_addr_on_down", "1", "a link set down and up keeps its IPv6 "
+     "addresses (Linux drops them by default, and the routes over them with them)"),
+)
+SYSCTLS = tuple(f"{k}={v}" for k, v, _why in ROUTER_SYSCTLS)
 
 def _net(base: int, k: int) -> ipaddress.IPv6Network:
     if k >= 1 << 32:
@@ -279,7 +283,8 @@ def configs(plan: SidPlan, ifname=mininet_ifname) -> dict[str, SwitchConfig]:
     fabric = plan.fabric
     if not fabric.wired:
         raise InputError("SRv6 configuration: the fabric needs its wiring (ports, host_ip): "
-                         "write it with python -m topologies.clos")
+                         "mlroute srv6-config wires a generated one, mlroute fabric --cabling "
+                         "declares a real one")
     addr = Addressing.of(fabric)
     alive = alive_neighbours(fabric)
     dist = _distances(fabric, alive)
@@ -347,9 +352,10 @@ def _config(plan, fabric, s, addr, alive, dist, ifname) -> SwitchConfig:
     return cfg
 
 
-def host_config(plan: SidPlan, host: str, ifname=None) -> list[str]:
+def host_config(plan: SidPlan, host: str, ifname=None, networks=None) -> list[str]:
     """``ip -batch`` lines of a host: its IPv6 link address, the uSID block and its IPv4
-    fabric through its leaf (RFC 5549 next hop), one interface per plane."""
+    fabric through its leaf (RFC 5549 next hop), one interface per plane. ``networks``: the
+    IPv4 fabric of each plane (default: the emulation's 10.0.0.0/8, 10.<16q>.0.0/12)."""
     fabric = plan.fabric
     addr = Addressing.of(fabric)
     out = []
@@ -359,7 +365,8 @@ def host_config(plan: SidPlan, host: str, ifname=None) -> list[str]:
         out.append(f"addr replace {mine}/64 dev {dev} nodad")
         if q == 0:
             out.append(f"route replace {plan.block} via {gw} dev {dev}")
-        net = ipaddress.IPv4Network(f"{fabric.ip_of(host, q)}/{8 if len(fabric.planes) == 1 else 12}",
-                                    strict=False)  # the emulation's (clos_wiring.wire)
+        net = networks[q] if networks else ipaddress.IPv4Network(
+            f"{fabric.ip_of(host, q)}/{8 if len(fabric.planes) == 1 else 12}",
+            strict=False)  # the emulation's (clos_wiring.wire)
         out.append(f"route replace {net} via inet6 {gw} dev {dev}")
     return out
