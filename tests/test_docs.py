@@ -138,7 +138,8 @@ def _committed(rel: str) -> str:
 
 
 @pytest.mark.parametrize("rel", ["reference/options.md", "reference/rest-api.md",
-                                 "reference/metrics.md", "results/trace-replay.md"])
+                                 "reference/metrics.md", "reference/sysctls.md",
+                                 "results/trace-replay.md"])
 def test_the_committed_generated_page_is_up_to_date(rel):
     """The generated pages are committed (links to them work on a forge); regenerating them
     changes nothing. After a change of the options, routes, metrics or bench files: run
@@ -452,10 +453,44 @@ def api_slurm_unreachable(run: Run):
 
 
 def srv6_config(run: Run):
-    run.says("writes 10 files for 4 switches", "its locator `fcbb:bbbb:3::/48`")
-    assert "wrote 10 files for 4 switches into srv6" in run.out
+    run.says("writes 10 files for 4 switches", "It writes 8 for 4 hosts too, in `srv6/hosts/`",
+             "its locator `fcbb:bbbb:3::/48`")
+    assert "wrote 10 files for 4 switches, 8 for 4 hosts (hosts/)" in run.out
+    assert sorted(p.name for p in (run.cwd / "srv6" / "hosts").iterdir())[:2] == [
+        "h0_0.batch", "h0_0.network"]
+    assert len(list((run.cwd / "srv6" / "hosts").iterdir())) == 8
     assert "fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid" in run.out
     assert json.loads((run.cwd / "srv6" / "s0.json").read_text())["SRV6_MY_SIDS"]
+
+
+def router_fabric_document(run: Run):
+    """The tables give the emulation's own wired document, and the files; the failures the
+    page quotes are what a broken table gives."""
+    from topologies.clos import clos_fabric
+    run.says("2 spines, 2 leaves, 4 hosts; wired (ports, addresses and interface names)",
+             "wrote 10 files for 4 switches, 8 for 4 hosts (hosts/)",
+             "error: cabling: l1 has no cable to s1",
+             "error: fabric: host h0_0 and host h0_1 share the IPv4 address 10.0.0.1")
+    assert "2 spines, 2 leaves, 4 hosts; wired (ports, addresses and interface names)" in run.out
+    assert "wrote 10 files for 4 switches, 8 for 4 hosts (hosts/)" in run.out
+    doc, emulation = run.json("fabric.json"), clos_fabric(2, 2, 2).to_dict()
+    assert {k: doc[k] for k in emulation} == emulation  # the emulation's, from its cables
+    assert run.json("srv6/fabric.json") == doc
+    assert (run.cwd / "srv6" / "hosts" / "h1_1.network").exists()
+    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    cabling, hosts = (run.cwd / "cabling.csv").read_text(), (run.cwd / "hosts.csv").read_text()
+    for bad_cabling, bad_hosts, said in (
+            (cabling.replace("l1,l1-eth2,s1,s1-eth2\n", ""), hosts,
+             "error: cabling: l1 has no cable to s1"),
+            (cabling, hosts.replace("h0_1,10.0.0.2", "h0_1,10.0.0.1"),
+             "error: fabric: host h0_0 and host h0_1 share the IPv4 address 10.0.0.1")):
+        (run.cwd / "bad-cabling.csv").write_text(bad_cabling)
+        (run.cwd / "bad-hosts.csv").write_text(bad_hosts)
+        r = subprocess.run(["mlroute", "fabric", "--cabling", "bad-cabling.csv", "--hosts",
+                            "bad-hosts.csv", "--out", "bad.json"], cwd=run.cwd, env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and r.stderr.startswith(said), r.stderr
+        assert not (run.cwd / "bad.json").exists()
 
 
 def security_credentials(run: Run):
@@ -491,6 +526,7 @@ CHECKS = {
     "docs/reference/integrations.md": [api_job_document, api_slurm_unreachable],
     "docs/tutorials/srv6.md": [srv6_config],
     "docs/howto/security.md": [security_credentials, security_certificate],
+    "docs/howto/router-fabric.md": [router_fabric_document],
 }
 
 
@@ -506,6 +542,7 @@ RUN_CONTROLLER = HOWTO_LIVE + "test_run_controller_page_runs_as_written"
 DECLARE_JOBS = HOWTO_LIVE + "test_declare_jobs_page_runs_as_written"
 EMULATION = HOWTO_LIVE + "test_emulation_page_runs_as_written"
 SRV6 = TUTORIALS_LIVE + "test_srv6_tutorial_runs_as_written"
+ROUTER_FABRIC = "tests/test_router_fabric_live.py::test_router_fabric_page_runs_as_written"
 
 # (page, first command line of a "Needs" block): the live test that runs it as written and
 # checks what the page says it prints
@@ -559,6 +596,20 @@ RUN_BY = {
                                "--mlroute-southbound none --wsapi-host 172.30.255.254"): SRV6,
     ("docs/tutorials/srv6.md", "curl -s -XPOST 172.30.255.254:8080/v1/jobs -d '{\"id\": "
                                "\"ring\", \"collective\": \"ring_allreduce\","): SRV6,
+    ("docs/howto/router-fabric.md", "sysctl -q -p srv6/sysctl.d/90-mlroute-router.conf"):
+        ROUTER_FABRIC,
+    ("docs/howto/router-fabric.md", "sysctl -q -p srv6/sysctl.d/90-mlroute-host.conf"):
+        ROUTER_FABRIC,
+    ("docs/howto/router-fabric.md", "for a in 10.0.0.1 10.0.0.2 10.0.1.1 10.0.1.2; do"):
+        ROUTER_FABRIC,
+    ("docs/howto/router-fabric.md", "mlroute-controller --mlroute-fabric srv6/fabric.json "
+                                    "--mlroute-southbound none --wsapi-host 172.30.255.254"):
+        ROUTER_FABRIC,
+    ("docs/howto/router-fabric.md", "mlroute-agent --url http://172.30.255.254:8080 --host "
+                                    "\"$H\" --dev \"$DEV\""): ROUTER_FABRIC,
+    ("docs/howto/router-fabric.md", "curl -s -XPOST 172.30.255.254:8080/v1/jobs -d '{\"id\": "
+                                    "\"ring\", \"collective\": \"ring_allreduce\","):
+        ROUTER_FABRIC,
 }
 
 # (page, first command line of a "Needs" block): why no test runs it

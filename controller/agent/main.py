@@ -458,16 +458,13 @@ def main(argv=None) -> int:
     ap.add_argument("--dev", type=_dev,
                     help="the interface towards the leaf (default: HOST-eth0)")
     ap.add_argument("--lock", help="lock file (default: /run/mlroute-agent.HOST.lock)")
-    ap.add_argument("--credential-file", metavar="FILE",
-                    help="a file whose first line is this host's credential: the one `mlroute "
-                         "agent-credential HOST --secret-file S` writes when the controller "
-                         "runs with --mlroute-host-secret-file S (it may then read and report "
-                         "for HOST only); the admin token if it has --mlroute-token-file "
-                         "alone; none if it has neither (docs/howto/security.md; default: "
-                         "$MLROUTE_TOKEN_FILE)")
-    ap.add_argument("--token", help="the same credential given on the command line (default: "
-                                    "$MLROUTE_TOKEN); prefer --credential-file: a command line "
-                                    "shows in ps")
+    ap.add_argument("--credential-file", metavar="FILE", help=(
+        "a file whose first line is this host's credential: what `mlroute agent-credential HOST "
+        "--secret-file S` writes for a controller with --mlroute-host-secret-file S (it then reads and "
+        "reports for HOST only); the admin token if the controller has --mlroute-token-file alone; none "
+        "if neither (docs/howto/security.md; default: $MLROUTE_TOKEN_FILE)"))
+    ap.add_argument("--token", help="that credential itself (default: $MLROUTE_TOKEN); prefer "
+                                    "--credential-file: a command line shows in ps")
     ap.add_argument("--ca-file", metavar="FILE",
                     help="CA certificates to verify an https controller with (default: the "
                          "system's)")
