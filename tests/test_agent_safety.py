@@ -568,9 +568,15 @@ def test_a_list_in_use_fails_within_the_budget_and_others_slowly():
     for at in (dead_at, dead_at + 1.0):  # the other: probed once a second
         h.sent(slow, at)
     assert h.ok(slow, dead_at + 1.0, probe.FAIL_S)  # two misses are no failure
-    h.srtt = 0.1  # a loaded queue: 4 round trips of 100 ms are waited
-    assert h.ok(fast, dead_at + 0.35, probe.FAST_FAIL_S)
-    assert not h.ok(fast, dead_at + 0.45, probe.FAST_FAIL_S)
+    loaded = probe.PathHealth()  # a loaded queue: 4 round trips of 100 ms are waited
+    loaded.answered(fast, dead_at - 0.01, 0.1)
+    for at in (dead_at, dead_at + 0.03, dead_at + 0.06):
+        loaded.sent(fast, at)
+    assert loaded.ok(fast, dead_at + 0.35, probe.FAST_FAIL_S)
+    assert not loaded.ok(fast, dead_at + 0.45, probe.FAST_FAIL_S)
+    assert not loaded.ok(fast, dead_at + 0.46, probe.FAIL_S)  # failed: until it answers
+    loaded.answered(fast, dead_at + 0.5, 0.1)
+    assert loaded.ok(fast, dead_at + 0.5, probe.FAST_FAIL_S)
     h2 = probe.PathHealth()
     h2.answered(fast, 0.0, 0.1)
     for at in (0.03, 0.06, 0.09):

@@ -197,7 +197,11 @@ class PathHealth:
     probes went unanswered and the oldest of them left ``fail_s`` ago, and 4 smoothed round
     trips (a late reply still counts: a queue under load delays it); a list probed seldom
     fails as slowly as it is probed. A list that never answered is unknown (neighbours still
-    resolving at start): only a list that worked can fail.
+    resolving at start): only a list that worked can fail. A list judged failed stays failed
+    until it answers: a list that stops being in use (the controller re-planned around its
+    link) is not judged working again by the slower wait of the other paths; that made the
+    controller bring the link back, re-plan onto it, and take it down again, ten times a
+    second.
 
     >>> h = PathHealth(); h.sent(("a",), 0.0); h.known(("a",))
     False
@@ -205,8 +209,10 @@ class PathHealth:
     >>> for t in (0.2, 0.3, 0.4): h.sent(("a",), t)
     >>> h.ok(("a",), 0.6), h.ok(("a",), 0.8), h.ok(("a",), 0.6, fail_s=FAST_FAIL_S)  # in use
     (True, False, False)
-    >>> h.forget(set()); h.known(("a",)), h.unanswered
-    (False, {})
+    >>> h.ok(("a",), 0.8, fail_s=5.0)  # failed: not working again by a longer wait
+    False
+    >>> h.forget(set()); h.known(("a",)), h.unanswered, h.down
+    (False, {}, set())
     """
 
     def __init__(self):
@@ -214,6 +220,7 @@ class PathHealth:
         self.unanswered: dict[tuple, tuple[int, float]] = {}  # (count, oldest send time)
         self.ok_since: dict[tuple, float] = {}
         self.srtt = 0.0  # smoothed round trip of every answer: queues stretch the wait
+        self.down: set[tuple] = set()  # judged failed, until they answer
 
     def sent(self, sids: tuple, now: float) -> None:
         count, oldest = self.unanswered.get(sids, (0, now))
@@ -227,14 +234,20 @@ class PathHealth:
             self.ok_since[sids] = now
         self.last_ok[sids] = now
         self.unanswered.pop(sids, None)
+        self.down.discard(sids)
 
     def known(self, sids: tuple) -> bool:
         return sids in self.last_ok
 
     def ok(self, sids: tuple, now: float, fail_s: float = FAIL_S) -> bool:
+        if sids in self.down or sids not in self.last_ok:
+            return False
         count, oldest = self.unanswered.get(sids, (0, now))
         wait = max(fail_s, 4 * self.srtt)  # a loaded queue answers late, not never
-        return sids in self.last_ok and not (count >= FAIL_PROBES and now - oldest > wait)
+        if count >= FAIL_PROBES and now - oldest > wait:
+            self.down.add(sids)
+            return False
+        return True
 
     def back(self, sids: tuple, now: float, fail_s: float = FAIL_S) -> bool:
         return self.ok(sids, now, fail_s) and now - self.ok_since.get(sids, now) >= BACK_S
@@ -244,6 +257,7 @@ class PathHealth:
         for d in (self.last_ok, self.unanswered, self.ok_since):
             for sids in [x for x in d if x not in keep]:
                 del d[sids]
+        self.down &= keep
 
 
 def forget_old(sent: dict, now: float) -> None:
