@@ -4,6 +4,7 @@ tables; the agent puts them back at once, the flow crosses its planned spine aga
 spines' SID counters), and SIGTERM leaves no rule and no table of the agent's."""
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -100,3 +101,44 @@ def test_a_hosts_port_down_and_up_gets_its_routes_back_and_sigterm_leaves_nothin
         agent.send_signal(signal.SIGTERM)  # re-install: nothing of the agent's stays
         assert agent.wait(15) == 0
         assert _owned(s, "h0_0") == [], _owned(s, "h0_0")
+
+
+def _reconfigure(s, router) -> None:
+    """The router's configuration applied again, as after any link set down and up (Linux
+    drops the link's IPv6 addresses and static routes; every line replaces)."""
+    from controller.enforcement.srv6_config import configs
+    cfg = configs(s.plan)[router]
+    for family, lines in (([], cfg.iproute2()), (["-6"], cfg.iproute2_v6())):
+        if lines:
+            p = s.net[router].popen(["ip", *family, "-batch", "-"], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            out = p.communicate("\n".join(lines) + "\n", timeout=20)[0]
+            assert p.returncode == 0, out
+
+
+def test_a_fabric_link_flap_leaves_no_stale_disagreement(tmp_path):
+    """Issue 75, point 6: a leaf-spine link set down and up; the agents' probes take it down
+    and bring it back, and then neither ``/v1/ready`` nor ``/v1/fabric`` names it
+    ``missing_link ... no probe seen`` (they did for good)."""
+    from topologies.routers import leaf_spine
+    require_root_and_ovs()
+    with RouterSession(leaf_spine(2, 2, 1), str(tmp_path), agents=["h0_0", "h1_0"]) as s:
+        s.ctl.client.add_job({"id": "one", "flows": [{"src": "h0_0", "dst": "h1_0",
+                                                      "bytes": 1e6}]})
+        wait_until(lambda: s.steered("h0_0") and s.steered("h1_0"), 10, interval=0.1,
+                   what="the agents' rules")
+        wait_until(lambda: (s.ctl.client.ready().get("hosts") or {}).get("reporting") == 2,
+                   10, what="both agents' probe reports")
+        time.sleep(1.5)  # every probed path answered once: only a path that worked can fail
+        s.net.configLinkStatus("s0", "l1", "down")
+        wait_until(lambda: s.ctl.client.fabric().get("links_down"), 15,
+                   what="the link down on the hosts' probes")
+        s.net.configLinkStatus("s0", "l1", "up")
+        for router in ("s0", "l1"):
+            _reconfigure(s, router)
+        wait_until(lambda: not s.ctl.client.fabric().get("links_down"), 15,
+                   what="the link back on the hosts' probes")
+        time.sleep(4)  # discovery's quiet period (2 s) and the published views (1 s)
+        ready, fabric = s.ctl.client.ready(), s.ctl.client.fabric()
+        assert "missing_link" not in json.dumps(ready), ready
+        assert "missing_link" not in json.dumps(fabric), fabric["discovery"]

@@ -24,7 +24,8 @@ One host can neither fake nor flap a link, and a report costs what its own size 
   paths through it that other links judged down explain (the first two reports of a failure
   may tie a neighbour with the failed link; the next ones tell them apart). A link down after
   a restart or a takeover, its failed direction unknown, needs a working path either way
-  (``adopt``). Probes keep crossing links that are down, so that evidence comes;
+  (``adopt``). Probes keep crossing links that are down, so that evidence comes; a link
+  back is seen again by discovery (``seen_again``: no ``missing_link`` left behind);
 * a link that keeps failing is held down for a while (flap damping, ``damping.py``);
 * a host whose failed paths other hosts' later working paths contradict (every hop of the
   failed path crossed, in its direction, by another host since) is counted; with
@@ -439,11 +440,31 @@ def apply(service, fabric) -> None:
         try:
             if changes:
                 service.ports_changed(changes)
+                seen_again(service, fabric, evidence.applied - target)
         except BaseException:
             with evidence.lock:
                 evidence.handed = set(evidence.applied)  # the next report tries again
             raise
         evidence.applied = target
+
+
+def seen_again(service, fabric, links) -> None:
+    """Links the probes brought back, seen again by discovery, every member both ways: where
+    the hosts' probes are the link state (no OpenFlow) they are what sees a link. Else the
+    port that went down took the link out of discovery's topology for good (the start took
+    every declared cable as seen once, ``shell/core.py``), and ``/v1/ready`` and
+    ``/v1/fabric`` kept naming it ``missing_link ... no probe seen``. O(the links' members)."""
+    if not links or getattr(service.reconciler.installer, "probe", None) != FROM_HOSTS:
+        return
+    with service.lock:
+        now, topology = service.clock(), service.finder.topology
+        for a, b in sorted(links):
+            if a not in fabric.dpids or b not in fabric.dpids or \
+                    b not in fabric.ports.get(a, {}) or a not in fabric.ports.get(b, {}):
+                continue
+            for pa, pb in zip(fabric.ports_to(a, b), fabric.ports_to(b, a)):
+                topology.link_seen(fabric.dpids[a], pa, fabric.dpids[b], pb, now)
+                topology.link_seen(fabric.dpids[b], pb, fabric.dpids[a], pa, now)
 
 
 def restore(service, now: float) -> None:
