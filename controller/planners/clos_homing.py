@@ -45,7 +45,7 @@ import numpy as np
 from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.planners.clos_loads import ClosLoads
 
-HOME_WORK = 20_000  # candidate evictions looked at, all passes together
+HOME_WORK = 3000  # candidate evictions looked at, all passes together
 HOME_PASSES = 4
 SHED_DEPTH = 3  # moves in one chain of free flows pushed aside
 
