@@ -114,6 +114,7 @@ def assign(fabric, cover: int = COVER) -> dict[str, list[tuple[list[str], str]]]
     without hosts at both sides) stay uncovered: ``crossings`` shows them."""
     hosts_on = {leaf: hs for leaf, hs in fabric.hosts_on.items() if hs}
     seen: dict[tuple[str, str], set[str]] = {}
+    on: dict[tuple[str, str], list[frozenset]] = {}  # link -> the links of paths across it
     duties: dict[str, list[tuple[list[str], str]]] = {}
     turn = {}  # leaf -> its next host's index (duties rotate over a leaf's hosts)
 
@@ -134,22 +135,31 @@ def assign(fabric, cover: int = COVER) -> dict[str, list[tuple[list[str], str]]]
         rota = count()
         for link in links:
             have = seen.setdefault(link, set())
-            for attempt in range(2 * cover):
-                if len(have) >= cover:
+            for attempt in range(TRIES):
+                shared = _shared(on.get(link), link)
+                if len(have) >= cover and not shared:
                     break
-                n = next(rota)
-                got = shape.path_across(link, n, upward=attempt % 2 == 0)
-                if got is None:
+                path = shape.path_across(link, next(rota), upward=attempt % 2 == 0)
+                if path is None:
                     continue
-                path = got
+                hops = frozenset(_link(fabric, a, b) for a, b in zip(path, path[1:]))
+                if shared and hops & shared and attempt < TRIES - 1:
+                    continue  # its failure would look like another link's
                 src = host_on(path[0], have)
                 dst = host_on(path[-1], {src}) if src else None
                 if src is None or dst is None:
                     continue
                 duties.setdefault(src, []).append((path, dst))
-                for a, b in zip(path, path[1:]):
-                    seen.setdefault(_link(fabric, a, b), set()).add(src)
+                for hop in hops:
+                    seen.setdefault(hop, set()).add(src)
+                    on.setdefault(hop, []).append(hops)
     return duties
+
+
+def _shared(paths: list[frozenset] | None, link: tuple[str, str]) -> frozenset:
+    """The other links every one of ``paths`` crosses (empty: a failure of ``link`` alone
+    is the smallest explanation of their failing, ``pathstate``'s judgement)."""
+    return frozenset.intersection(*paths) - {link} if paths else frozenset()
 
 
 def crossings(fabric, duties: dict) -> dict[tuple[str, str], set[str]]:
@@ -215,14 +225,14 @@ class _Shape:
             if x not in self.pod_of_leaf or not self.pod_leaves[pod] or x not in self.pod_leaves[pod]:
                 return None
             mates = [leaf for leaf in self.pod_leaves[pod] if leaf != x]
-            if mates:
+            others = [p for p in self.pods_with_hosts if p != pod]
+            cores = self.plane.cores[slot] if self.plane.cores else []
+            if mates and (n % 3 or not others or not cores):  # mostly within the pod
                 path = [x, y, mates[n % len(mates)]]
-            else:
-                others = [p for p in self.pods_with_hosts if p != pod]
-                if not others or not self.plane.cores or not self.plane.cores[slot]:
-                    return None
+            elif others and cores:  # through a core: another pod's leaf
                 far = others[n % len(others)]
-                cores = self.plane.cores[slot]
                 path = [x, y, cores[n % len(cores)], self.plane.aggs[far][slot],
                         self.pod_leaves[far][n % len(self.pod_leaves[far])]]
+            else:
+                return None
         return path if upward else path[::-1]
