@@ -7,7 +7,7 @@ host, the controller and one agent per host (``H`` and ``DEV`` set) as the page 
 and the job. What the page says each step shows is checked: the SID count per router, every
 address answering, the controller ready, each leaf's two flows on different spines, the
 agents' rules. A batch with another platform's names fails on its first line as the page
-says. Nothing is left: the agents, the controller and the network stop in ``finally``."""
+says (a mapping file naming l0's first port ``swp1``). Nothing is left: the agents, the controller and the network stop in ``finally``."""
 import json
 import os
 import shlex
@@ -40,8 +40,11 @@ def _on(node, body: str, work: str, env: dict, **names) -> str:
     """A block in a node's namespace as a reader runs it there: bash, stop at the first
     failure, the page's variables set."""
     setting = " ".join(f"{k}={shlex.quote(v)}" for k, v in names.items())
+    script = os.path.join(work, f"block-{node.name}.sh")  # one line for the node's shell
+    with open(script, "w") as fh:
+        fh.write(body)
     out = node.cmd(f"cd {shlex.quote(work)} && env PATH={shlex.quote(env['PATH'])} {setting} "
-                   f"bash -euo pipefail -c {shlex.quote(body)} 2>&1; echo rc=$?")
+                   f"bash -euo pipefail {shlex.quote(script)} 2>&1; echo rc=$?")
     assert out.rstrip().endswith("rc=0"), f"{node.name}:\n{body}\n{out[-2000:]}"
     return out.rstrip().removesuffix("rc=0")
 
@@ -67,9 +70,11 @@ def test_router_fabric_page_runs_as_written(tmp_path):
     try:
         net.start()
         # when it did not: the files of another platform stop at their first line
+        with open(os.path.join(work, "names.json"), "w") as fh:  # l0's first port misnamed
+            json.dump({"l0": {"1": "swp1"}}, fh)
         subprocess.run(["mlroute", "srv6-config", "--fabric", "fabric.json", "--out", "wrong",
-                        "--interfaces", "cumulus", "--format", "iproute2"], cwd=work, env=env,
-                       check=True, capture_output=True, timeout=60)
+                        "--interfaces", "names.json", "--format", "iproute2"], cwd=work,
+                       env=env, check=True, capture_output=True, timeout=60)
         wrong = net["l0"].cmd(f"cd {work} && ip -batch wrong/l0.batch 2>&1; echo rc=$?")
         assert 'Cannot find device "swp1"' in wrong and "Command failed wrong/l0.batch:1" in wrong
         assert 'Cannot find device "swp1"' in page and "Command failed srv6/l0.batch:1" in page
