@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import platform
 import subprocess
 import sys
@@ -57,11 +58,13 @@ def old_replan(rev: str):
                               capture_output=True, text=True, check=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as fh:
-        fh.write(text)
-    spec = importlib.util.spec_from_file_location("clos_churn_old", fh.name)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "clos_churn_old.py")
+        with open(path, "w") as fh:
+            fh.write(text)
+        spec = importlib.util.spec_from_file_location("clos_churn_old", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
     return mod.clos_replan
 
 
