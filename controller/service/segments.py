@@ -243,6 +243,8 @@ def _part(fabric: Clos, plan: SidPlan, job: str, dst: str, plane: int, path: lis
            "sport": sport, "dport": dport, "share": share, "path": path,
            **segments_doc(plan, path, members, dst),
            **back_container(plan, path, members, host)}
+    if fabric.plane_count > 1:  # the agent's interface and addresses of that plane
+        doc["plane"] = plane
     other = backup_path(fabric, path) if len(path) > 1 else None
     if other is not None:
         m = _members(fabric, other)
@@ -284,7 +286,8 @@ def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], host: str) -> li
         probed.add(tuple(path))
         m = _members(fabric, path)
         out.append({"path": path, "dst_ip": dst_ip, **segments_doc(plan, path, m, dst),
-                    **back_container(plan, path, m, host)})
+                    **back_container(plan, path, m, host),
+                    **({"plane": fabric.plane_of[path[0]]} if fabric.plane_count > 1 else {})})
 
     for f in flows:  # the paths in use first
         probe(f["path"], f["dst"], f["dst_ip"])
