@@ -45,13 +45,24 @@ def mixed_case():
 
 
 def test_jobs_objective_beats_flow_counts_on_a_mixed_size_case():
+    """Flow counts alone (the colouring's choice) put the two BLOOM rings on one spine; the
+    jobs objective does not, and neither does the flows objective's job-aware tie-break
+    (issue 74: the same links, each with the flows it had)."""
+    from controller.model.clospaths import ClosProblem
+    from controller.planners.clos_auto import clos_auto
+    from controller.planners.clos_jobs import clos_slowdowns
+    from controller.planners.leaf_spine import as_clos
     f, jobs = mixed_case()
     by_flows = make_plan(f, jobs, "auto", objective="flows")
     by_jobs = make_plan(f, jobs, "auto", objective="jobs")
     flows_slow, jobs_slow = fluid_slowdowns(by_flows), fluid_slowdowns(by_jobs)
-    assert max(flows_slow.values()) > 1.4  # the two BLOOM rings share a link
+    p = ClosProblem.build(as_clos(f), jobs)
+    counts_only = clos_slowdowns(p, clos_auto(p, tiebreak=False))
+    assert max(counts_only.values()) > 1.4  # the two BLOOM rings share a link
     assert max(jobs_slow.values()) < 1.1
-    assert max(jobs_slow.values()) < max(flows_slow.values())
+    assert max(jobs_slow.values()) < max(counts_only.values())
+    assert max(flows_slow.values()) == pytest.approx(max(jobs_slow.values()), rel=1e-6)
+    assert by_flows.routing.info["tiebreak"]["kept"] is not None
     # same max link load: the job objective did not give up flow counts here
     assert by_jobs.to_dict()["max_link_load"] == by_flows.to_dict()["max_link_load"] == 2
     info = by_jobs.routing.info

@@ -19,6 +19,10 @@ The two-tier kernel (private, the stronger there): on a single two-tier plane wi
 the parity tests hold both to one sorted load vector. The jobs objective is ``clos_jobs``
 (``clos_objective`` chooses).
 
+Tie-break (``tiebreak``, the registry's ``auto`` by flows): which flow of a leaf pair takes
+which of the pair's paths, the link loads unchanged, by the jobs' predicted slowdowns
+(``clos_tiebreak``): below the max the colouring's choice was chance.
+
 Cost: the colouring, the greedy and two local searches; ``time_limit`` bounds the searches;
 the chains below the max spend at most ``LAYER2_BELOW_WORK`` search nodes and
 ``LAYER2_BELOW_WORK_PER_FLOW`` per flow (no clock: the same result on a loaded machine).
@@ -40,6 +44,7 @@ from controller.planners.clos_layer2 import (
     soft_limits,
 )
 from controller.planners.clos_loads import score
+from controller.planners.clos_tiebreak import tiebreak as tiebreak_paths
 from controller.planners.clos_tiers import tier_colouring
 
 LAYER2_WORK = 2048  # chain search nodes in all: this many ...
@@ -50,20 +55,25 @@ LAYER2_BELOW_WORK = 128  # the chains below the max: search nodes in all, this m
 LAYER2_BELOW_WORK_PER_FLOW = 0.01  # ... and this many per flow (no clock: deterministic)
 LAYER2_MILP_OPTIONS = 20_000  # the layer-2 MILP on instances of at most this many options
 LAYER2_MILP_S = 0.5  # its time limit (within time_limit)
+TIEBREAK_SHARE = 1.0  # the tie-break's predictions: within this share of the time before ...
+TIEBREAK_MIN_S = 0.02  # ... or this long (CPU s), whichever is longer
 
 
 def clos_auto(problem: ClosProblem, time_limit: float = 1.0, ilp_time_limit: float = 0.0,
-              layer1_only: bool = False) -> ClosRouting:
+              layer1_only: bool = False, tiebreak: bool = False) -> ClosRouting:
     """auto's routing of ``problem`` by flow counts (module docstring; the jobs objective:
     ``clos_objective``). ``time_limit``: the searches' budget (s); ``ilp_time_limit``: the
     two-tier kernel's ILP stage (s, 0: none); ``layer1_only``: the colouring and the greedy
     with their local search, no layer 2 (the controller's request path on Clos fabrics,
-    ``clos_churn``: layer 2 follows off the path, ``clos_offpath``)."""
+    ``clos_churn``: layer 2 follows off the path, ``clos_offpath``); ``tiebreak`` (not with
+    ``layer1_only``): last, the job-aware exchange of paths within leaf pairs
+    (``clos_tiebreak``, the link loads unchanged) within ``TIEBREAK_SHARE`` of the time
+    spent before it (``TIEBREAK_MIN_S`` at least)."""
     check_options(ilp_time_limit, "flows")
+    t0 = time.perf_counter()
     kernel = None if layer1_only else two_tier_auto(problem, "flows", ilp_time_limit)
     if kernel is not None:
-        return kernel
-    t0 = time.perf_counter()
+        return _tiebroken(problem, kernel, t0) if tiebreak else kernel
     bound = lower_bound(problem)
     best, tried = None, []
     for name, build in (("colouring", tier_colouring), ("greedy", clos_greedy)):
@@ -93,7 +103,13 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0, ilp_time_limit: flo
     r.info["optimal_layers"] = {"max_link_load": r.info["optimal"],
                                 "links_at_max": r.info["optimal"] and proved}
     r.info["ms"] = {"layer1": round((t1 - t0) * 1e3, 3), **ms}
-    return r
+    return _tiebroken(problem, r, t0) if tiebreak and not layer1_only else r
+
+
+def _tiebroken(problem: ClosProblem, r: ClosRouting, t0: float) -> ClosRouting:
+    """``clos_tiebreak.tiebreak`` on ``r`` within its share of the time since ``t0``."""
+    seconds = max(TIEBREAK_MIN_S, TIEBREAK_SHARE * (time.perf_counter() - t0))
+    return tiebreak_paths(problem, r, seconds)
 
 
 def two_tier_auto(problem: ClosProblem, objective: str, ilp_time_limit: float,

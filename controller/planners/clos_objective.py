@@ -29,12 +29,13 @@ from controller.planners.clos_jobs import clos_jobs
 def auto_by_objective(problem: ClosProblem, time_limit: float = 1.0, objective: str = "flows",
                       ilp_time_limit: float = 0.0, layer1_only: bool = False) -> ClosRouting:
     """``objective`` "flows": ``clos_auto`` (``time_limit``, ``ilp_time_limit``,
-    ``layer1_only`` as it takes them); "jobs": ``clos_jobs`` (its two-tier kernel with the
-    ILP stage within ``ilp_time_limit``), or with ``layer1_only`` ``clos_auto``'s layer 1,
+    ``layer1_only`` as it takes them; its job-aware tie-break but with ``layer1_only``);
+    "jobs": ``clos_jobs`` (its two-tier kernel with the ILP stage within
+    ``ilp_time_limit``), or with ``layer1_only`` ``clos_auto``'s layer 1,
     which the jobs search follows off the request path. An unknown objective or a negative
     limit is an InputError (``auto.check_options``)."""
     check_options(ilp_time_limit, objective)
     if objective == "jobs" and not layer1_only:
         return clos_jobs(problem, ilp_time_limit=ilp_time_limit)
     return clos_auto(problem, time_limit=time_limit, ilp_time_limit=ilp_time_limit,
-                     layer1_only=layer1_only)
+                     layer1_only=layer1_only, tiebreak=not layer1_only)
