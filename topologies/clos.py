@@ -379,7 +379,10 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m topologies.clos", formatter_class=HelpFormatter,
                                  description="Write the fabric file of a Clos topology with its "
                                              "wiring (what the Mininet topology builds), for "
-                                             "--mlroute-fabric and PUT /v1/fabric.")
+                                             "--mlroute-fabric and PUT /v1/fabric: the "
+                                             "emulation's builder (mlroute fabric --wired "
+                                             "writes the same; a real fabric: mlroute fabric "
+                                             "--cabling).")
     ap.add_argument("--spines", type=int, default=4, help="spines (per plane)")
     ap.add_argument("--leaves", type=int, default=8, help="leaves (per plane)")
     ap.add_argument("--hosts-per-leaf", type=int, default=2, help="hosts per leaf")
