@@ -55,8 +55,7 @@ LAYER2_BELOW_WORK = 128  # the chains below the max: search nodes in all, this m
 LAYER2_BELOW_WORK_PER_FLOW = 0.01  # ... and this many per flow (no clock: deterministic)
 LAYER2_MILP_OPTIONS = 20_000  # the layer-2 MILP on instances of at most this many options
 LAYER2_MILP_S = 0.5  # its time limit (within time_limit)
-TIEBREAK_SHARE = 1.0  # the tie-break's predictions: within this share of the time before ...
-TIEBREAK_MIN_S = 0.02  # ... or this long (CPU s), whichever is longer
+TIEBREAK_WORK = 16_000  # the tie-break's predictions: flow-events (about 20-40 ms of CPU)
 
 
 def clos_auto(problem: ClosProblem, time_limit: float = 1.0, ilp_time_limit: float = 0.0,
@@ -67,13 +66,12 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0, ilp_time_limit: flo
     with their local search, no layer 2 (the controller's request path on Clos fabrics,
     ``clos_churn``: layer 2 follows off the path, ``clos_offpath``); ``tiebreak`` (not with
     ``layer1_only``): last, the job-aware exchange of paths within leaf pairs
-    (``clos_tiebreak``, the link loads unchanged) within ``TIEBREAK_SHARE`` of the time
-    spent before it (``TIEBREAK_MIN_S`` at least)."""
+    (``clos_tiebreak``, the link loads unchanged) within ``TIEBREAK_WORK``."""
     check_options(ilp_time_limit, "flows")
-    t0 = time.perf_counter()
     kernel = None if layer1_only else two_tier_auto(problem, "flows", ilp_time_limit)
     if kernel is not None:
-        return _tiebroken(problem, kernel, t0) if tiebreak else kernel
+        return _tiebroken(problem, kernel) if tiebreak else kernel
+    t0 = time.perf_counter()
     bound = lower_bound(problem)
     best, tried = None, []
     for name, build in (("colouring", tier_colouring), ("greedy", clos_greedy)):
@@ -103,13 +101,12 @@ def clos_auto(problem: ClosProblem, time_limit: float = 1.0, ilp_time_limit: flo
     r.info["optimal_layers"] = {"max_link_load": r.info["optimal"],
                                 "links_at_max": r.info["optimal"] and proved}
     r.info["ms"] = {"layer1": round((t1 - t0) * 1e3, 3), **ms}
-    return _tiebroken(problem, r, t0) if tiebreak and not layer1_only else r
+    return _tiebroken(problem, r) if tiebreak and not layer1_only else r
 
 
-def _tiebroken(problem: ClosProblem, r: ClosRouting, t0: float) -> ClosRouting:
-    """``clos_tiebreak.tiebreak`` on ``r`` within its share of the time since ``t0``."""
-    seconds = max(TIEBREAK_MIN_S, TIEBREAK_SHARE * (time.perf_counter() - t0))
-    return tiebreak_paths(problem, r, seconds)
+def _tiebroken(problem: ClosProblem, r: ClosRouting) -> ClosRouting:
+    """``clos_tiebreak.tiebreak`` on ``r`` within ``TIEBREAK_WORK``."""
+    return tiebreak_paths(problem, r, TIEBREAK_WORK)
 
 
 def two_tier_auto(problem: ClosProblem, objective: str, ilp_time_limit: float,
