@@ -43,6 +43,7 @@ from controller.planners.auto import (
     degree_bound,
     lower_bound,
 )
+from controller.planners.clos_churn import why_moved
 from controller.planners.equitable import common_spines
 from controller.planners.greedy import LoadCounters, group_order
 from controller.planners.layer2 import fewer_at_level, layer2_lower_bound, links_at, side_bounds
@@ -208,6 +209,7 @@ def _replan_layer1(problem: Problem, previous: list, objective: str) -> Assignme
             "deferred": value >= 2, "objective": objective, "moved_flows": len(moved),
             "moved": [problem.inter[k] for k in moved], "forced": len(broken),
             "new_flows": sum(1 for p in prev if p == NO_SPINE) - len(broken),
+            "why": why_moved(len(moved), len(broken), source, value, lb),
             "ms": {"churn": round((time.perf_counter() - t0) * 1e3, 3)}}
     return Assignment.unsplit(spines, info)
 
@@ -241,6 +243,7 @@ def _replan(problem: Problem, previous: list, ilp_time_limit: float):
         fewer_at_level(r, cap, deadline, 4096 if cap == top - 1 else 256,
                        floor if cap == top - 1 else None)
     spines, value, source = list(r.spine), r.max_load(), "installed"
+    reason = source  # why flows moved beyond those that must (``clos_churn.why_moved``)
     count = links_at(problem, spines, value)
     info: dict = {}
     lb2 = None
@@ -251,6 +254,7 @@ def _replan(problem: Problem, previous: list, ilp_time_limit: float):
         f_value, f_count = fresh.info["max_link_load"], fresh.info["links_at_max"]
         if f_value < value or (f_value == value and f_count < count - max(2, 0.1 * count)):
             spines = align_spines(problem, fresh.spines(), installed)
+            reason = "fresh" if f_value < value else "fewer links at the max"
             value, count, source = f_value, f_count, "fresh"
         lb = max(lb, fresh.info["lower_bound"])
         if fresh.info["optimal"] and fresh.info["max_link_load"] == value:
@@ -267,6 +271,7 @@ def _replan(problem: Problem, previous: list, ilp_time_limit: float):
     info.update(objective="flows", moved_flows=len(moved),
                 moved=[problem.inter[k] for k in moved],
                 forced=len(broken), new_flows=sum(1 for p in prev if p == NO_SPINE) - len(broken),
+                why=why_moved(len(moved), len(broken), reason, value, lb),
                 ms={"churn": round((time.perf_counter() - t0) * 1e3, 3)})
     return Assignment.unsplit(spines, info)
 

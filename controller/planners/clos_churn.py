@@ -219,7 +219,9 @@ def why_moved(moved: int, forced: int, source: str, value: float, bound: float) 
     if moved > forced:
         how = {"installed": "to lower the max link load",
                "fresh": "by a fresh plan strictly lower on the max link load",
-               "fewest moves": "to lower the max link load (the fewest such moves, a MILP)"}
+               "fewest moves": "to lower the max link load (the fewest such moves, a MILP)",
+               "fewer links at the max": "by a fresh plan with fewer links at the max "
+                                         "link load (two tiers)"}
         parts.append(f"{moved - forced} more {how.get(source, source)}")
     head = f"{moved} running flows moved: " + ", ".join(parts) if moved else \
         "no running flow moved"

@@ -39,6 +39,7 @@ class GroupRoutes(NamedTuple):
     unpinned: list[int]  # flows whose plane pin was dropped: no alive path left there
     moved_flows: int  # auto: flows whose route in force changed (0 for the other names)
     improvable: bool  # auto: its off-path stages may still improve it
+    why: str = ""  # auto: why it moved the running flows it moved (the planner's info["why"])
 
 
 def group_routes(fabric: Clos, jobs: list[Job], algorithm: str, objective: str, before: list,
@@ -67,12 +68,13 @@ def group_routes(fabric: Clos, jobs: list[Job], algorithm: str, objective: str, 
         unpinned = []
         improvable = algorithm == "auto" and not info["split"] and bool(
             info.get("deferred") or (not info.get("optimal") and ilp_budget > 0))
-    moved = 0
-    if before.count(None) < len(before):  # else nothing in force: nothing to keep
+    moved, running = 0, before.count(None) < len(before)
+    if running:  # else nothing in force: nothing to keep
         parts = [keep_order(fabric, old, new) for old, new in zip(before, parts)]
         if algorithm == "auto":
             moved = sum(old is not None and old != new for old, new in zip(before, parts))
-    return GroupRoutes(parts, ms, unpinned, moved, improvable)
+    why = info.get("why", "") if algorithm == "auto" and running else ""
+    return GroupRoutes(parts, ms, unpinned, moved, improvable, why)
 
 
 def keep_order(fabric: Clos, old, new):

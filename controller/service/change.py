@@ -38,6 +38,25 @@ class Change:
         return self.replanned.moved_flows if self.replanned else 0
 
     @property
+    def moved_why(self) -> str:
+        """Why the re-plan moved the running flows it moved, one sentence per auto group
+        that had flows running (named, ``|`` between them, when there are several); "" when
+        nothing ran.
+
+        >>> why = {("auto", "flows"): "no running flow moved"}
+        >>> Change("re-planned", {}, replanned=Replanned({}, why=why)).moved_why
+        'no running flow moved'
+        >>> why[("auto", "jobs")] = "2 running flows moved: 2 lost their route"
+        >>> Change("re-planned", {}, replanned=Replanned({}, why=why)).moved_why.split(" | ")[1]
+        'auto (jobs): 2 running flows moved: 2 lost their route'
+        """
+        why = self.replanned.why if self.replanned else {}
+        if len(why) == 1:
+            return next(iter(why.values()))
+        return " | ".join(f"{alg} ({objective}): {text}"
+                         for (alg, objective), text in sorted(why.items()))
+
+    @property
     def plane_changes(self) -> list[dict]:
         """Running flows the change moves to another plane (their hosts must reconnect)."""
         return self.replanned.plane_changes if self.replanned else []

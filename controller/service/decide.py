@@ -44,8 +44,16 @@ def post_job(state: ControllerState, settings: Settings, job: Job, now: float,
     admission.check_routable(fabric, planned.records[job.id])
     wiring.check_job(fabric, state.wiring, planned.records[job.id],  # 409: it disagrees
                      frozenset(d for d, seen in state.switches.items() if seen.connected))
-    return Change(f"job {job.id} added", planned.records, replanned=planned, new_job=job.id,
-                  answer=answer)
+    return with_why(Change(f"job {job.id} added", planned.records, replanned=planned,
+                           new_job=job.id, answer=answer))
+
+
+def with_why(change: Change) -> Change:
+    """``change`` with the re-plan's ``moved_why`` in its answer, when it has one (a POST
+    or an optimisation says how many running flows it moved and why; events say it too)."""
+    if change.moved_why:
+        change.answer["moved_why"] = change.moved_why
+    return change
 
 
 def delete_job(state: ControllerState, job_id: str) -> Change:
@@ -59,7 +67,7 @@ def optimize(state: ControllerState, settings: Settings) -> Change:
     """Every running job re-planned together (per planner group)."""
     planned = replan_groups(state.fabric, state.jobs,
                             {r.algorithm for r in state.jobs.values()}, settings)
-    return Change("re-planned on request", planned.records, replanned=planned)
+    return with_why(Change("re-planned on request", planned.records, replanned=planned))
 
 
 def reoptimise(state: ControllerState, settings: Settings) -> Change | None:

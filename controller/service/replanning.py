@@ -41,6 +41,8 @@ class Replanned:
     records: dict[str, JobRecord]  # every record, the re-planned ones with new routes
     groups: list[tuple[str, str]] = field(default_factory=list)  # (algorithm, objective)
     moved_flows: int = 0  # flows of auto groups whose route (spine, Clos path) changed
+    # auto group -> why it moved the running flows it moved (``clos_churn.why_moved``)
+    why: dict = field(default_factory=dict)
     # auto group -> the off-path stages (layer 2, jobs search, ILP) may improve it
     improvable: dict = field(default_factory=dict)
     planner_ms: list = field(default_factory=list)
@@ -99,6 +101,8 @@ def replan_groups(fabric: Clos, records: dict[str, JobRecord], algorithms: set[s
         out.moved_flows += got.moved_flows
         if alg == "auto":
             out.improvable[(alg, objective)] = got.improvable
+            if got.why:
+                out.why[(alg, objective)] = got.why
         out.planner_ms.append(got.ms)
         out.groups.append((alg, objective))
     return out

@@ -406,12 +406,12 @@ class RouteService:
     def optimize(self) -> dict:
         """Re-plan every running job together (per algorithm) and install the difference."""
         with self.lock:
-            st = self.state
-            views.need_fabric(st)
+            views.need_fabric(st := self.state)
             change = self.lock.read_only(decide.optimize, st, self.settings)
             outcome = self._apply(change)
             return {"jobs": list(st.jobs), "rules": outcome.rules,
                     "moved_flows": change.moved_flows, "plane_changes": change.plane_changes,
+                    **change.answer,  # moved_why
                     **self.lock.read_only(lambda: views.links_view(st, self.current_plan()))[
                         "summary"]}
 

@@ -175,6 +175,8 @@ class Transaction:
             event["members_pending"] = outcome.members_pending
         if error is None and change.plane_changes:
             event["plane_changes"] = change.plane_changes
+        if error is None and change.moved_why:
+            event["moved_why"] = change.moved_why
         if ms is not None:
             event["recovery_ms"] = round(ms, 3)
         st.add_event(event)
