@@ -21,7 +21,7 @@ MAX_BYTES = 1e15  # a flow's or a ring member's bytes per step (1 PB; openapi.js
 MAX_SECONDS = 1e9  # start_s and compute_s (about 32 years)
 _JOB_KEYS = {"id", "flows", "collective", "ranks", "rings", "members", "bytes", "start_s",
              "compute_s", "proto", "sport", "dport", "algorithm", "mode", "objective",
-             "ring_order", "learn", "max_parts"}
+             "ring_order", "learn", "max_parts", "spray"}
 _FLOW_KEYS = {"src", "dst", "bytes", "proto", "sport", "dport"}
 
 
@@ -153,10 +153,11 @@ def parse_job(doc, fabric: Clos) -> Job:
     for k, v in options.items():
         if not isinstance(v, str):
             raise InputError(f"job {jid}: '{k}' must be a string")
-    if "learn" in doc:
-        if not isinstance(doc["learn"], bool):
-            raise InputError(f"job {jid}: 'learn' must be true or false")
-        options["learn"] = doc["learn"]
+    for key in ("learn", "spray"):  # spray: path sets for NICs that spray (srv6 mode)
+        if key in doc:
+            if not isinstance(doc[key], bool):
+                raise InputError(f"job {jid}: '{key}' must be true or false")
+            options[key] = doc[key]
     if "max_parts" in doc:  # split's bound on parts per flow; 0 lifts it (as --max-parts 0)
         v = doc["max_parts"]
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -66,6 +66,9 @@ def check_new_job(job: Job, running: dict, settings: Settings) -> tuple[str, str
     if "max_parts" in job.options and algorithm != "split":
         raise InputError(f"job {job.id}: max_parts needs algorithm 'split' (got {algorithm!r}): "
                          "the other planners do not split flows")
+    if job.options.get("spray") and not mode_of(mode).segments:
+        raise InputError(f"job {job.id}: spray needs mode 'srv6' (got {mode!r}): its path sets "
+                         "go to the hosts in their segments documents")
     check_steered_apart(job, mode, running)
     return algorithm, mode
 

@@ -27,7 +27,7 @@ from controller.enforcement.srv6_config import alive_neighbours
 from controller.errors import InputError, NotFoundError
 from controller.model.clos import Clos
 from controller.model.intent import UNROUTABLE
-from controller.service import duties, hostreports
+from controller.service import duties, hostreports, pathsets
 from controller.service.pathstate import MAX_PATHS
 
 
@@ -211,7 +211,9 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
             "ports": learn,
             # only to a host that probes for ports: 320 routers at k = 16 more than doubled
             # every document (bench/srv6.json, scale)
-            "routers": hostreports.routers(fabric) if learn else {}}
+            "routers": hostreports.routers(fabric) if learn else {},
+            # a spraying job's flows: weighted paths on every plane (``pathsets``)
+            **pathsets.host_doc(fabric, plan, host, by_host(state).get(host, ()))}
 
 
 def by_host(state) -> dict[str, list]:

@@ -5,7 +5,8 @@ Why per host: with one version for the whole state, every change woke every agen
 (a ring of 512 at k = 32 woke 7,680 non-members, and an all-to-all of 64 hosts served 27-29
 MB of documents). A host's document depends on its own flow parts (their paths, members and
 shares, and the backups the fabric's alive links give them), its host-mode ports and its
-addresses; a fingerprint of those, compared after each change, names the hosts to wake.
+addresses, and a spraying flow's path set (``pathsets.selection``: its standbys follow the
+alive links); a fingerprint of those, compared after each change, names the hosts to wake.
 Probe duties depend on the fabric's shape, and on what is down only through
 ``duties.extras``, which the fingerprints hold.
 
@@ -19,7 +20,7 @@ backup of each distinct path computed once per fabric.
 """
 from __future__ import annotations
 
-from controller.service import duties, hostreports
+from controller.service import duties, hostreports, pathsets
 from controller.service.segments import EPOCH, _members, backup_path, by_host
 
 
@@ -99,6 +100,8 @@ def fingerprints(state, ports: dict | None = None) -> dict[str, int]:
                 out.append((r.job.id, flow.five_tuple(), path,
                             tuple(getattr(where, "members", None) or ()), share,
                             backup_of(mine)))
+            if flow.src == host and pathsets.sprays(r):  # its standbys follow alive links
+                out.append(tuple(pathsets.selection(fabric, flow, parts)))
     for host, more in duties.extras(fabric).items():  # probe duties a failure added
         entries.setdefault(host, []).append(tuple((tuple(p), d) for p, d in more))
     if ports is not None:  # host mode where hosts learn their ports: the parts and ports
