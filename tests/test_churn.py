@@ -135,11 +135,14 @@ def test_the_jobs_search_from_the_routes_in_force_moves_few_flows_on_two_tiers()
     """The jobs objective off the request path is the Clos stage on a leaf-spine too
     (``offpath.group_instance``): from auto's routes, which pair the two BLOOM rings, it
     separates them moving at most a ring's worth of flows; ``churn.replan`` refuses it."""
+    from controller.planners.clos_auto import clos_auto
     from controller.planners.clos_ilp_moves import moved_flows
     from controller.planners.offpath import group_instance
+    from controller.planners.plan import Plan
     from tests.test_objective import mixed_case
     f, jobs = mixed_case()
-    plan = make_plan(f, jobs, "auto")
+    problem = make_plan(f, jobs, "auto").problem  # by flow counts alone (no tie-break):
+    plan = Plan("auto", problem, clos_auto(problem, tiebreak=False), 0.0)  # the pairing
     found = group_instance(plan.problem.fabric, jobs, plan.path_parts(), "jobs")
     better = found.stages(found.problem, found.previous, "jobs")
     assert better.info["starts"]["installed"][0] > 1.4  # the two BLOOM rings share a link
