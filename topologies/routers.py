@@ -3,6 +3,7 @@ the same fabric model as ``topologies/clos.py``: names, ports and host addresses
 fabric document the controller declares (``--mlroute-southbound none``).
 
     mn --custom topologies/routers.py --topo routers,2,2,2 --controller none
+    mn --custom topologies/routers.py --topo routers,2,2,2,2 --controller none  # two planes
     mn --custom topologies/routers.py --topo fattree-routers,4 --controller none
 
 Each host also has a management link (``<host>-eth9``) to the root namespace, where the
@@ -135,7 +136,8 @@ ROUTER_MGMT_PORT = 999  # a router's management link (``routers_mgmt``): <router
 
 
 class RoutersTopo(Topo):
-    """Any wired ``Clos`` as routers and hosts (one plane; bundles: one link per member), and
+    """Any wired ``Clos`` as routers and hosts (a host has one interface per plane,
+    ``<host>-eth<plane>``; bundles: one link per member), and
     with ``mgmt`` a management network: each host's ``<host>-eth9`` to the root namespace,
     where the controller answers at ``CONTROLLER_IP`` (its ``--wsapi-host``); with
     ``routers_mgmt`` each router's ``<router>-eth999`` too (host addresses first, then the
@@ -143,8 +145,6 @@ class RoutersTopo(Topo):
 
     def build(self, fabric: Clos, link=None, mgmt=True, routers_mgmt=False):
         f, link = fabric, link or {}  # link: Mininet link options (bw with TCLink)
-        if len(f.planes) > 1:
-            raise ValueError("the router emulation builds one plane")
         plan = SidPlan.of(f)
         cfg = configs(plan)
         hosts, routers_mgmt = len(f.host_leaves), mgmt and routers_mgmt
@@ -154,9 +154,12 @@ class RoutersTopo(Topo):
                 f"addr replace {mgmt_ip(hosts + k)}/32 dev {dev}",
                 f"route replace {CONTROLLER_IP}/32 dev {dev}"] if routers_mgmt else []),
                 lines6=cfg[sw].iproute2_v6())
+        bits = 8 if len(f.planes) == 1 else 12  # each plane's IPv4 net (clos_wiring.wire)
         for j, h in enumerate(f.host_leaves):
-            self.addHost(h, cls=SrHost, ip=f"{f.ip_of(h)}/8", mac=f.mac_of(h),
-                         lines=host_config(plan, h) + ([
+            self.addHost(h, cls=SrHost, ip=f"{f.ip_of(h)}/{bits}", mac=f.mac_of(h),
+                         lines=[f"addr replace {f.ip_of(h, q)}/{bits} dev {h}-eth{q}"
+                                for q in range(1, len(f.planes))]  # plane 0's: Mininet's
+                         + host_config(plan, h) + ([
                              f"addr replace {mgmt_ip(j)}/32 dev {h}-eth9",
                              f"route replace {CONTROLLER_IP}/32 dev {h}-eth9"] if mgmt else []))
         if mgmt:
@@ -167,9 +170,10 @@ class RoutersTopo(Topo):
                 self.addLink(sw, MGMT, port1=ROUTER_MGMT_PORT, port2=hosts + k + 1)
         for sw in f.dpids:
             for peer in f.neighbours(sw):
-                if peer in f.host_leaves:
-                    self.addLink(peer, sw, port1=0, port2=f.port(sw, peer),
-                                 addr1=f.mac_of(peer), **link)
+                if peer in f.host_leaves:  # the host's interface of that plane
+                    q = f.plane_of[sw]
+                    self.addLink(peer, sw, port1=q, port2=f.port(sw, peer),
+                                 addr1=f.mac_of(peer, q), **link)
                 elif f.tier_of[peer] > f.tier_of[sw]:
                     for p1, p2 in zip(f.ports_to(sw, peer), f.ports_to(peer, sw)):
                         self.addLink(sw, peer, port1=p1, port2=p2, **link)
@@ -195,15 +199,15 @@ def warm(net, fabric: Clos) -> None:
         node.waitOutput()
 
 
-def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int) -> Clos:
-    c = Clos.leaf_spine(int(spines), int(leaves), int(hosts_per_leaf))
+def leaf_spine(spines: int, leaves: int, hosts_per_leaf: int, planes: int = 1) -> Clos:
+    c = Clos.leaf_spine(int(spines), int(leaves), int(hosts_per_leaf), planes=int(planes))
     return c.wire(wire(c))
 
 
-def fat_tree(k: int) -> Clos:
-    c = Clos.fat_tree(int(k))
+def fat_tree(k: int, planes: int = 1) -> Clos:
+    c = Clos.fat_tree(int(k), planes=int(planes))
     return c.wire(wire(c))
 
 
-topos = {"routers": lambda s=2, l=2, h=2: RoutersTopo(fabric=leaf_spine(s, l, h)),
+topos = {"routers": lambda s=2, l=2, h=2, p=1: RoutersTopo(fabric=leaf_spine(s, l, h, p)),
          "fattree-routers": lambda k=4: RoutersTopo(fabric=fat_tree(k))}

@@ -111,6 +111,21 @@ class SidPlan:
             text = made[usids] = str(ipaddress.IPv6Address(value))
         return text
 
+    def plane_prefixes(self, plane: int) -> list[ipaddress.IPv6Network]:
+        """The fewest prefixes holding every locator of ``plane``'s switches (their node IDs
+        are consecutive, ``fabric.switches()`` being plane by plane): what a host routes to
+        that plane's leaf, so that a list of the plane leaves by the plane's interface.
+
+        >>> from controller.model.clos import Clos
+        >>> [str(n) for n in SidPlan.of(Clos.leaf_spine(2, 2, 1, planes=2)).plane_prefixes(1)]
+        ['fcbb:bbbb:5::/48', 'fcbb:bbbb:6::/47', 'fcbb:bbbb:8::/48']
+        """
+        ids = [self.node[s] for s in self.fabric.planes[plane].switches()]
+        low = ipaddress.IPv6Address(self.address(min(ids)))
+        high = ipaddress.IPv6Address(int(ipaddress.IPv6Address(self.address(max(ids))))
+                                     | ((1 << (128 - 48)) - 1))
+        return list(ipaddress.summarize_address_range(low, high))
+
     def locator(self, switch: str) -> str:
         return f"{self.address(self.node[switch])}/48"
 

@@ -353,8 +353,9 @@ def _config(plan, fabric, s, addr, alive, dist, ifname) -> SwitchConfig:
 
 
 def host_config(plan: SidPlan, host: str, ifname=None, networks=None) -> list[str]:
-    """``ip -batch`` lines of a host: its IPv6 link address, the uSID block and its IPv4
-    fabric through its leaf (RFC 5549 next hop), one interface per plane. ``networks``: the
+    """``ip -batch`` lines of a host: its IPv6 link address, the uSID block (with several
+    planes each plane's locators, ``SidPlan.plane_prefixes``) and its IPv4 fabric through its
+    leaf (RFC 5549 next hop), one interface per plane. ``networks``: the
     IPv4 fabric of each plane (default: the emulation's 10.0.0.0/8, 10.<16q>.0.0/12)."""
     fabric = plan.fabric
     addr = Addressing.of(fabric)
@@ -363,8 +364,10 @@ def host_config(plan: SidPlan, host: str, ifname=None, networks=None) -> list[st
         dev = ifname(host, q) if ifname else f"{host}-eth{q}"
         mine, gw = addr.hosts[(host, q)]
         out.append(f"addr replace {mine}/64 dev {dev} nodad")
-        if q == 0:
+        if len(fabric.planes) == 1:
             out.append(f"route replace {plan.block} via {gw} dev {dev}")
+        else:  # each plane's lists leave by its own interface
+            out += [f"route replace {net} via {gw} dev {dev}" for net in plan.plane_prefixes(q)]
         net = networks[q] if networks else ipaddress.IPv4Network(
             f"{fabric.ip_of(host, q)}/{8 if len(fabric.planes) == 1 else 12}",
             strict=False)  # the emulation's (clos_wiring.wire)

@@ -1,0 +1,43 @@
+"""srv6 mode on several planes (issue 73): each plane's lists leave by the host's interface of
+that plane, the documents say each list's plane, the duties watch every plane."""
+from __future__ import annotations
+
+import ipaddress
+
+from controller.enforcement.srv6 import SidPlan
+from controller.enforcement.srv6_config import host_config
+from controller.model.clos import Clos
+from controller.model.clos_wiring import wire
+from controller.service import duties
+
+
+def two_planes(k: int = 4) -> Clos:
+    c = Clos.fat_tree(k, planes=2)
+    return c.wire(wire(c))
+
+
+def test_each_planes_locators_route_by_its_own_interface():
+    f = two_planes()
+    plan = SidPlan.of(f)
+    nets = {q: plan.plane_prefixes(q) for q in range(2)}
+    for s in f.switches():
+        loc = ipaddress.IPv6Network(plan.locator(s))
+        inside = [q for q, ns in nets.items() if any(loc.subnet_of(n) for n in ns)]
+        assert inside == [f.plane_of[s]], (s, inside)
+    lines = host_config(plan, "h0_0")
+    for q in range(2):
+        dev = f"h0_0-eth{q}"
+        routed = {line.split()[2] for line in lines if line.startswith("route replace fcbb")
+                  and line.endswith(f"dev {dev}")}
+        assert routed == {str(n) for n in nets[q]}, (q, routed)
+    assert not any(str(plan.block) in line for line in lines)  # not the whole block on one
+
+
+def test_duties_watch_every_link_of_every_plane():
+    f = two_planes()
+    got = {h: duties.of(f, h) for h in f.host_leaves}
+    crossed = duties.crossings(f, got)
+    assert min(len(h) for h in crossed.values()) >= duties.COVER
+    for paths in got.values():
+        for path, _dst in paths:
+            assert len({f.plane_of[s] for s in path}) == 1  # a path stays in its plane
