@@ -155,6 +155,7 @@ bench: install system
 	$(PY) -m benchmarks.scale
 	$(PY) -m benchmarks.liveness --fat-tree 16 --rounds 50
 	$(PY) -m benchmarks.srv6
+	$(PY) -m benchmarks.pathsets
 	$(PY) -m benchmarks.agents
 	$(PY) -m benchmarks.chaos
 

@@ -47,4 +47,7 @@ anytime
 layer2
     links at the max load against the exact layer-2 MILP, job slowdowns (``planner``'s
     section 7; ``--out``, default ``bench/layer2.json``)
+pathsets
+    path sets for spraying NICs on MRC's shape (8 planes, 131,072 hosts): the ``split``
+    planner's time for a spraying job and every flow's path set (``bench/pathsets.json``)
 """

@@ -10,10 +10,11 @@ more than the planned parts: the plan's shares say how much goes where, and path
 What, per flow: its parts first (``weight`` = the part's share, ``entropy`` = how many of
 ``ENTROPY`` EVs map to it, by largest remainder, every positive share at least one), then
 standby paths of weight 0: alive shortest paths between the flow's leaves, the plane with
-the fewest paths first (round robin), each plane's paths rotated by a hash of the flow so
-that flows spread over the middles, until every plane with an alive path has one and there
-are ``LEAST`` paths, at most ``MOST`` (the parts are always kept). Each entry carries its
-plane, the destination's address on that plane, the path and its segment list.
+the fewest paths first (round robin), each plane's paths rotated by a hash of the flow plus
+the plane so that flows and planes spread over the middles, until every plane with an alive
+path has one and there are ``LEAST`` paths, at most ``MOST`` (the parts are always kept).
+Each entry carries its plane, the destination's address on that plane, the path and its
+segment list.
 
 Cost per flow: O(planes x middles) numpy for the alive middles of its leaf pairs (kept per
 fabric and pair: ``ClosLinks.table``), O(paths x planes) to choose, one segment list per
@@ -63,16 +64,18 @@ def entropy_counts(weights: list[float], total: int = ENTROPY) -> list[int]:
     return out
 
 
-def alive_paths(fabric: Clos, q: int, a: str, b: str) -> list[tuple[str, ...]]:
+def alive_paths(fabric: Clos, q: int, a: str, b: str,
+                links: ClosLinks | None = None) -> list[tuple[str, ...]]:
     """The alive shortest paths of plane ``q`` from leaf ``a`` to leaf ``b``, in middle order
     (the aggregation slot within a pod, the core between pods; ``clospaths``), kept per
-    fabric's links and pair."""
-    links = ClosLinks.of(fabric)
+    fabric's links and pair (``links``: ``ClosLinks.of(fabric)``, when the caller has it)."""
+    links = links or ClosLinks.of(fabric)
     memo = links.table("pathsets_alive", lambda _: {})
     key = (q, a, b)
-    if key not in memo:
-        memo[key] = _alive_paths(fabric, links, q, a, b)
-    return memo[key]
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = _alive_paths(fabric, links, q, a, b)
+    return got
 
 
 def _alive_paths(fabric: Clos, links: ClosLinks, q: int, a: str, b: str) -> list[tuple]:
@@ -117,24 +120,31 @@ def selection(fabric: Clos, flow, parts) -> list[tuple[int, tuple, tuple | None,
     src, dst = fabric.host_leaves[flow.src], fabric.host_leaves[flow.dst]
     planes = min(len(src), len(dst), len(fabric.host_ips.get(flow.dst, ())) or len(dst))
     start = zlib.crc32(repr(flow.five_tuple()).encode())
-    todo, count = {}, [0] * planes
+    links = ClosLinks.of(fabric)
+    alive = [alive_paths(fabric, q, src[q], dst[q], links) for q in range(planes)]
+    tried = [0] * planes  # per plane: paths looked at, from the flow's rotation
+    count = [0] * planes
     for q, *_ in out:
         if q < planes:
             count[q] += 1
-    for q in range(planes):
-        paths = alive_paths(fabric, q, src[q], dst[q])
-        k = start % len(paths) if paths else 0
-        todo[q] = [x for x in paths[k:] + paths[:k] if x not in seen]
+    open_ = {q for q in range(planes) if alive[q]}
+    bundled = fabric.bundled
     cap = max(MOST, len(out))
-    while len(out) < cap:
-        open_ = [q for q in todo if todo[q]]
-        if not open_ or (len(out) >= LEAST and all(count[q] for q in open_)):
-            break
+    while open_ and len(out) < cap and (len(out) < LEAST or not all(count[q] for q in open_)):
         q = min(open_, key=lambda x: (count[x], (x - start) % planes))
-        path = todo[q].pop(0)
+        paths = alive[q]
+        path = None
+        while tried[q] < len(paths) and path is None:
+            x = paths[(start + q + tried[q]) % len(paths)]  # planes apart: other middles
+            tried[q] += 1
+            path = None if x in seen else x
+        if tried[q] >= len(paths):
+            open_.discard(q)
+        if path is None:
+            continue
         seen[path] = len(out)
         count[q] += 1
-        out.append((q, path, _members(fabric, path) if fabric.bundled else None, 0.0))
+        out.append((q, path, _members(fabric, path) if bundled else None, 0.0))
     return out
 
 
