@@ -118,6 +118,7 @@ def selection(fabric: Clos, flow, parts) -> list[tuple[int, tuple, tuple | None,
         seen[path] = len(out)
         out.append((fabric.plane_of[path[0]], path, getattr(where, "members", None), share))
     src, dst = fabric.host_leaves[flow.src], fabric.host_leaves[flow.dst]
+    # the planes where both hosts have a leaf and the destination an address (if any is known)
     planes = min(len(src), len(dst), len(fabric.host_ips.get(flow.dst, ())) or len(dst))
     start = zlib.crc32(repr(flow.five_tuple()).encode())
     links = ClosLinks.of(fabric)
