@@ -135,3 +135,35 @@ def test_a_relay_is_no_wiring_problem_of_a_declared_fabric():
     w.now += QUIET_S
     assert w.finder.settle(w.now) is None and w.finder.problems == []
     assert set(ends) <= w.finder.guard.host_ports
+
+
+def test_a_declared_fabric_looks_for_relays_among_the_new_links_only():
+    """Once every link was looked at, a check looks only at the links new since the last one
+    (issue 74: every batch of probes walked every link, 4,096 at k = 16, 5% of a restart's
+    CPU), and a relay that comes later is still two host ports."""
+    from controller.discovery.finder import QUIET_S, FabricFinder
+    f = Clos.generate(2, 4, 2, wiring=True)
+    w = Wired(f)
+    w.finder = FabricFinder(f, secret=b"z" * 32)
+    w.connect()
+    w.exchange()
+    assert w.finder.settle(w.now) is None  # the first check: every link
+
+    class Counted(dict):
+        walks = 0
+
+        def items(self):
+            Counted.walks += 1
+            return super().items()
+    w.finder.topology.links = Counted(w.finder.topology.links)
+    ends = [(f.dpids[f.hosts[h]], f.port(f.hosts[h], h)) for h in ("h0_0", "h2_1")]
+    for (d, port), (d2, port2) in (ends, ends[::-1]):
+        w.finder.packet_in(d2, port2, w.finder.guard.probe(d, port, w.now), w.now)
+        w.finder.settle(w.now)
+    assert set(ends) <= w.finder.guard.host_ports and Counted.walks == 0
+    assert not any(k in w.finder.topology.links for k in ends)
+    w.now += QUIET_S
+    assert w.finder.settle(w.now) is None and w.finder.problems == []
+    w.finder.declare(f)  # declared again: every link looked at once more
+    w.finder.settle(w.now)
+    assert Counted.walks >= 1

@@ -78,6 +78,9 @@ class Topology:
     # dpid -> keys of the links with an end on it (``_drop_links``), kept as links come and
     # go once built; None: not built yet
     _touching: dict | None = field(default=None, repr=False, compare=False)
+    # keys of the links new or moved since ``take_fresh`` (a declared fabric's relayed-probe
+    # check looks at those only: ``finder``); at most one per link key
+    _fresh: set = field(default_factory=set, repr=False, compare=False)
 
     def _changed(self, now: float) -> bool:
         self.version += 1
@@ -126,6 +129,7 @@ class Topology:
         self.links[key] = (dst_dpid, dst_port, now)
         if old is None or old[:2] != (dst_dpid, dst_port):
             self._facing = None
+            self._fresh.add(key)
             if old is not None:
                 self._unindex(key, old[0])
             self._index(key, dst_dpid)
@@ -137,6 +141,11 @@ class Topology:
         if old is not None and old[:2] == (dst_dpid, dst_port):
             return False
         return self._changed(now)
+
+    def take_fresh(self) -> set[tuple[int, int]]:
+        """The keys of the links new or moved since the last call (some may be gone since)."""
+        fresh, self._fresh = self._fresh, set()
+        return fresh
 
     def expire(self, now: float) -> list[tuple[int, int, int, int]]:
         """Drop links not seen for ``link_timeout`` seconds; returns them as
