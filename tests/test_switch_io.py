@@ -216,6 +216,49 @@ def test_many_silent_switches_are_waited_for_up_to_the_timeout(ofp):
             assert took >= 1.9 and "within 2 s;" in e.value.failed[sws[0].id], took
 
 
+class Trickling(Switch):
+    """A switch whose flow table read is answered ``delay`` seconds late."""
+
+    def __init__(self, *args, delay: float = 0.0, **kw):
+        super().__init__(*args, **kw)
+        self.delay = delay
+
+    def send_msg(self, msg):
+        if type(msg).__name__ != "OFPFlowStatsRequest" or not self.delay:
+            return super().send_msg(msg)
+        msg.serialize()
+        self.sent.append(msg)
+        threading.Timer(self.delay, self.events.put, (msg,)).start()
+
+
+def test_switches_read_together_are_handed_on_together_unless_one_straggles(ofp):
+    """Issue 74: 64 switches read at once, answering 3 ms apart, come back in one piece
+    (one repair, one install: handed on as each was read, a first start's batches came in
+    2-4 installs, each waiting for its barriers under the service lock); with one silent,
+    the 63 others are handed on (``ready``) once it was silent as long as they took, and
+    it is given up on."""
+    f = Clos.generate(8, 56, 1, 0.01, wiring=True)
+    names = sorted(f.dpids)
+    for quiet in (0, 1):
+        io = Switches(THREADS, 5.0, f.switch_of_dpid.get)
+        sws = [Trickling(ofp, f.dpids[n], io, delay=0.003 * i) for i, n in enumerate(names)]
+        if quiet:
+            sws[-1].events = queue.Queue()  # it answers nothing from now on
+        for sw in sws:
+            io.connected(sw)
+        handed: list[set] = []
+        start = time.monotonic()
+        got = io.read_many([sw.id for sw in sws], ready=lambda x: handed.append(set(x)))
+        took = time.monotonic() - start
+        answered = {sw.id for sw in sws[:len(sws) - quiet]}
+        if not quiet:
+            assert handed == [] and set(got) == answered, [len(x) for x in handed]
+            assert not any(isinstance(x, InstallError) for x in got.values())
+        else:
+            assert handed == [answered] and set(got) == {sws[-1].id}, [len(x) for x in handed]
+            assert "did not send its tables within" in str(got[sws[-1].id]) and took < 4.0
+
+
 def test_a_switch_gone_mid_install_or_read_ends_the_wait_at_once(ofp):
     """A switch lost with its connection (powered off) while the service waits for its barrier
     or its tables: the wait ends when the connection does, not at the timeout, and says so."""

@@ -25,12 +25,14 @@ def sync_queued(lock: threading.Lock, readers: threading.Semaphore, state: Contr
                 name: Callable[[int], str], now: Callable[[], float]) -> None:
     """Read and repair queued switches until none is left, up to ``SYNC_BATCH`` at a time:
     claimed together, read together without ``lock`` (at most ``readers`` workers reading
-    at once), repaired under it as they come (``Reconciler.repair_many``: one install for
-    all read so far, so no switch waits for another's barrier; at a fat-tree's first start
-    one switch after another took most of its time), but for those that left or
+    at once), repaired under it together once read (``Reconciler.repair_many``: one
+    install for them all, so no switch waits for another's barrier; at a fat-tree's first
+    start one switch after another took most of its time), but for those that left or
     reconnected meanwhile. A switch that does not answer holds none of those read with it
-    (``read_many``'s ``ready``); one whose read or repair failed is queued again, to be
-    tried after its back-off (``Reconciler.doubt``; ``now``: monotonic seconds).
+    (``read_many``'s ``ready``: they are repaired without it once it straggles; repaired
+    as each was read, a batch took 2-4 installs, issue 74); one whose read or repair
+    failed is queued again, to be tried after its back-off (``Reconciler.doubt``; ``now``:
+    monotonic seconds).
     ``active()``: not a standby (a standby sends nothing); ``tx`` gives the desired tables."""
     failed: dict[int, str] = {}  # dpid -> why
 

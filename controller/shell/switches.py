@@ -40,6 +40,7 @@ STRAGGLER_WAIT = 0.5
 STRAGGLER_RATE = 200.0
 STRAGGLER_TIMES = 4
 STRAGGLER_SHARE = 8
+STRAGGLER_HOLD = 0.05  # a table read's stragglers hold the others this long at least
 
 
 def straggler_wait(sent: int, others_took: float) -> float:
@@ -195,14 +196,17 @@ class Switches:
 
     def _gather(self, waits: dict[int, list], bell, deadline: float,
                 done: Callable[[list[int]], None] | None = None,
-                sent: dict[int, int] | None = None) -> dict[int, str]:
+                sent: dict[int, int] | None = None,
+                straggling: Callable[[], None] | None = None) -> dict[int, str]:
         """Wait until every switch of ``waits`` (dpid -> the Events of its replies) has all
         its replies, calling ``done(dpids)`` with those that have as they come; ``bell`` is
         set at each reply. Returns the switches given up on, with how long they were waited
         for: silent at ``deadline``, or stragglers (``straggler_wait``: one switch that never
         answers held the 63 read with it for the whole timeout, issue 59), each waited for as
         its batch needs (``sent``: dpid -> messages sent to it, for the largest batch among
-        those still silent; none: its replies' requests)."""
+        those still silent; none: its replies' requests). ``straggling()`` is called while
+        stragglers are waited for (a minority is still silent once the others answered), from
+        when they were silent as long as the others took (``STRAGGLER_HOLD`` at least)."""
         start = time.monotonic()
         left, last = dict(waits), None  # last: when the latest switch completed
         while left:
@@ -220,6 +224,12 @@ class Switches:
             if last is not None and len(left) <= max(1, len(waits) // STRAGGLER_SHARE):
                 most = max((sent or {}).get(d, len(left[d])) for d in left)
                 until = min(deadline, last + straggler_wait(most, last - start))
+                if straggling is not None:  # once silent as long as the others took
+                    hold = last + max(STRAGGLER_HOLD, last - start)
+                    if now >= hold:
+                        straggling()
+                    else:
+                        until = min(until, hold)
             if now >= until:
                 break
             bell.wait(until - now)
@@ -244,19 +254,22 @@ class Switches:
         reply is waited for, so no switch waits for another's round trip (a fat-tree's 320
         switches read one after another took seconds). Per switch its state, or the
         InstallError that says why it could not be read. ``ready``: called with those read
-        so far each time some are while others are still awaited (they are not returned
-        again), so that a straggler holds none of them; it is given up on soon after the
-        others answered (``_gather``)."""
+        so far once only stragglers are awaited (they are not returned again), so that a
+        straggler holds none of them; it is given up on soon after the others answered
+        (``_gather``). Not each time some are read: a first start's repairs then came in 2-4
+        installs a batch, each waiting for its barriers under the service lock (issue 74)."""
         out: dict = {}
         waits: dict = {}  # dpid -> (datapath, [(xid, Event)])
         bell = self.hub.Event()
 
         def decode(complete: list[int]) -> None:
-            got = {d: self._state(d, *waits[d]) for d in complete}
-            if ready is not None and len(out) + len(got) < len(waits):
-                ready(got)  # others are still awaited
-            else:
-                out.update(got)
+            out.update((d, self._state(d, *waits[d])) for d in complete)
+
+        def straggling() -> None:  # the others answered: they go on without the stragglers
+            if ready is not None and out:
+                got = dict(out)
+                out.clear()
+                ready(got)
         try:
             for dpid in dpids:
                 try:
@@ -270,7 +283,8 @@ class Switches:
                     waits[dpid][1].append((self.send(dp, req, self._reads, (event, [], bell)),
                                            event))
             late = self._gather({d: [e for _, e in pairs] for d, (_, pairs) in waits.items()},
-                                bell, time.monotonic() + self.timeout, decode)
+                                bell, time.monotonic() + self.timeout, decode,
+                                straggling=straggling)
             for dpid, waited in late.items():
                 out[dpid] = InstallError(f"switch {self.name(dpid)} did not send its tables "
                                          f"within {waited}")
