@@ -268,3 +268,27 @@ def test_the_benchmark_measures_rounds_and_a_failure():
     assert got["echoes_per_round"] == 12  # a least edge cover: every switch in an echo
     assert got["failure"]["left"] and got["failure"]["detected_s"] <= 0.6 + 1e-9
     assert 0 < got["core_share"] < 1
+
+
+def test_echo_rounds_come_once_a_second_while_tables_are_synchronised():
+    """Issue 74: while switches are read and repaired (a start, a restart) a round comes
+    every ``silence.SYNC_ROUND_S`` at most, not every 0.2 s (its echoes competed with the
+    repairs for the CPUs); a switch that stops forwarding meanwhile is still judged, and
+    once the reads are done the rounds come every 0.2 s again."""
+    from controller.service.silence import SYNC_ROUND_S
+    net, agg = net_with_ring()
+    live, rec = net.svc.finder.liveness, net.svc.reconciler
+    reading = net.f.dpids[net.f.leaves[-1]]
+    rec.syncing.add(reading)  # a table read under way (a sync worker, off the lock)
+    sent = live.sent
+    net.round(4)  # 0.8 s
+    assert live.sent == sent
+    net.round(2)
+    assert live.sent > sent  # one round within SYNC_ROUND_S + a round
+    net.dead.add(net.f.dpids[agg])
+    took = net.until_around(agg, limit=4 * SYNC_ROUND_S)
+    assert not net.crossing(agg) and took <= 4 * SYNC_ROUND_S, took
+    rec.syncing.discard(reading)
+    sent = live.sent
+    net.round(2)
+    assert live.rounds >= 2 and live.sent > sent

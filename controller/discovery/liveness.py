@@ -62,6 +62,7 @@ class Liveness:
         self.guard = guard  # signs the echoes and checks their replies (``Guard.echo``)
         self.interval = interval
         self.rounds = 0
+        self.sent_at = float("-inf")  # when the last round was sent (``round``'s ``now``)
         self.silent: set[int] = set()  # judged silent now
         self.judged: set[int] = set()  # synchronised since they last connected
         self.held: set[int] = set()  # judged silent, not acted on: more than the limit at once
@@ -125,6 +126,7 @@ class Liveness:
             return []
         links = self._wiring(fabric)
         self.rounds += 1
+        self.sent_at = now
         covered: set[int] = set()
         out = []
         for dpid in self._order:

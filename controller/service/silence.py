@@ -12,21 +12,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+# While switches are being read and repaired, a round at most this often: at k = 16 a round
+# is about 160 echoes, each a packet-out and a packet-in through Open vSwitch, which at a
+# (re)start compete with the repairs for both CPUs (issue 74: a fifth of the start's growth)
+SYNC_ROUND_S = 1.0
+
 
 def echo_round(svc, packet_out: Callable, changed: Callable[[str], None]) -> bool:
     """One round of ``svc.finder.liveness`` under the service lock (a ``RouteService``; the
     master only): the echoes judged, then sent (``packet_out``)
     from the synchronised switches this controller writes; switches newly silent or proven
     again are noted and ``changed(cause)`` re-plans. True when a switch came back (queued to
-    be read: the caller starts the readers)."""
+    be read: the caller starts the readers). While switches are being read and repaired,
+    rounds come every ``SYNC_ROUND_S`` at most (the others are skipped): a switch that
+    stops forwarding then is judged within three such rounds."""
     with svc.lock:
         st, rec = svc.state, svc.reconciler
         if svc.passive or st.declared is None or not st.declared.wired:
             return False
+        live = svc.finder.liveness
+        if rec.syncing and svc.clock() - live.sent_at < SYNC_ROUND_S:
+            return False
         senders = {d for d in rec.installed if rec.manages(d)}
         down = {(d, p) for d, s in st.switches.items() if False in s.ports.values()
                 for p, up in s.ports.items() if not up}
-        live = svc.finder.liveness
         spared = st.restarts.away(st.switches)  # lost with others: echoes lost, not silent
         for dpid, port, frame in live.round(st.declared, senders, down, svc.clock(), spared):
             packet_out(dpid, port, frame)
