@@ -5,6 +5,8 @@ Per traffic pattern, a job of a few thousand flows posted with ``"spray": true``
 
 * ``hot``: every host of leaf 0 sends ``--fanout`` (9) flows to hosts of leaf 1: 2,304 flows
   over the 2,048 paths between the two leaves, so ``split`` cuts some (one commodity);
+  ``hot_unbounded`` the same with no bound on parts (``"max_parts": 0``, as a NIC that
+  sprays needs none: the fractional optimum);
 * ``shift``: the first ``--per-leaf`` (8) hosts of every leaf send to the same hosts of the
   next leaf: 4,096 flows over 512 pairs of leaves, nothing to cut (a permutation).
 
@@ -17,7 +19,7 @@ the watches' fingerprints compute), and the SID plan once per fabric; the sets' 
 planes and entropy values checked on every flow; the process's peak RSS.
 
     python -m benchmarks.pathsets [--spines 256 --leaves 512 --hosts-per-leaf 256 --planes 8]
-                                  [--only hot|shift] [--out bench/pathsets.json]
+                                  [--only hot|hot_unbounded|shift] [--out bench/pathsets.json]
 
 No root. Addresses per plane are assigned here (10.<16 q + k / 65536>.<k / 256>.<k> for host
 k): the model's wiring numbers at most 254 hosts a leaf.
@@ -61,7 +63,8 @@ def shift(f: Clos, leaves: int, per_leaf: int, **_) -> Job:
     return Job("shift", explicit=flows, options={"algorithm": "split", "spray": True})
 
 
-PATTERNS = {"hot": hot, "shift": shift}
+# name -> (the job, split's bound on parts: None for --max-parts, 0 for none)
+PATTERNS = {"hot": (hot, None), "hot_unbounded": (hot, 0), "shift": (shift, None)}
 
 
 def run(f: Clos, plan: SidPlan, job: Job, max_parts: int | None) -> dict:
@@ -137,8 +140,9 @@ def main(argv=None) -> int:
     opts = {"hpl": a.hosts_per_leaf, "leaves": a.leaves, "fanout": a.fanout,
             "per_leaf": a.per_leaf}
     for name in [a.only] if a.only else PATTERNS:
-        job = PATTERNS[name](f, **opts)
-        doc["patterns"][name] = run(f, plan, job, a.max_parts or None)
+        make, bound = PATTERNS[name]
+        bound = a.max_parts if bound is None else bound
+        doc["patterns"][name] = run(f, plan, make(f, **opts), bound or None)
         print(name, doc["patterns"][name], flush=True)
     doc["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
     doc["load_average_after"] = [round(x, 1) for x in os.getloadavg()]  # 2 shared cores
