@@ -7,7 +7,8 @@ host, the controller and one agent per host (``H`` and ``DEV`` set) as the page 
 and the job. What the page says each step shows is checked: the SID count per router, every
 address answering, the controller ready, each leaf's two flows on different spines, the
 agents' rules. A batch with another platform's names fails on its first line as the page
-says (a mapping file naming l0's first port ``swp1``). Nothing is left: the agents, the controller and the network stop in ``finally``."""
+says (a mapping file naming l0's first port ``swp1``). Nothing is left: the agents, the
+controller and the network stop in ``finally``."""
 import json
 import os
 import shlex
