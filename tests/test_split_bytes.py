@@ -1,4 +1,6 @@
 """Byte-aware splitting (split, objective "jobs") and its bound on parts (issue 23)."""
+from unittest import mock
+
 import pytest
 
 from controller.errors import InputError
@@ -79,3 +81,30 @@ def test_max_parts_zero_lifts_the_bound_in_the_options():
         planner_options("split", max_parts=-1)
     with pytest.raises(InputError, match="unknown objective"):
         split(p, objective="bytes")
+
+
+def test_at_the_byte_bound_no_byte_lp():
+    """Every host of a 2-spine fabric sends one flow of one size to the next leaf, two hosts a
+    leaf: one flow per link is the byte LP's optimum, so it is not solved (``split_bytes``);
+    one sender a leaf: the byte LP (no floor) spreads it over both spines, so it runs."""
+    def shift(hpl, senders):
+        f = Clos.generate(2, 4, hpl).as_leaf_spine()
+        flows = [Flow("j", f"h{i}_{m}", f"h{(i + 1) % 4}_{m}", 1e8)
+                 for i in range(4) for m in range(senders)]
+        return Problem.build(f, [Job("j", explicit=flows)])
+
+    def no_lp(*_a, **_k):
+        raise AssertionError("an LP was built")
+
+    p = shift(2, 2)
+    with mock.patch("controller.planners.lp.weighted_split_lp", no_lp):
+        a = split(p, objective="jobs")
+    assert a.info["split_bytes"] in ("flows at the byte bound: no LP",
+                                     "jobs-unsplit at the byte bound: no LP")
+    assert set(a.info["candidates_mean"]) == {"flows", "jobs-unsplit"}
+    assert a.info["worst_slowdown"] == pytest.approx(1.0) and a.info["split_flows"] == 0
+    with mock.patch("controller.planners.lp.weighted_split_lp", no_lp), \
+            pytest.raises(AssertionError, match="LP"):
+        split(shift(2, 1), objective="jobs")
+    b = split(shift(2, 1), objective="jobs")
+    assert "split_bytes" not in b.info and "bytes" in b.info["candidates_mean"]

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from controller.model.clos import Clos
-from controller.model.clospaths import ClosLinks
+from controller.model.clospaths import ClosLinks, ClosProblem
 from controller.model.jobs import Job
 
 TOL = 1e-9  # relative: a demand equal to the capacity meets the ideal
@@ -199,6 +199,66 @@ def crossings(t: CutTable, jobs: list[Job]) -> tuple[dict, list[float]]:
                                  np.bincount(inv, weights=nbytes[cross], minlength=len(uniq)),
                                  np.bincount(inv, minlength=len(uniq)), lo, hi)
     return out, ideal
+
+
+def split_bound(problem: ClosProblem, weight=None) -> float:
+    """A bound no routing beats on the fabric links, split or not: ``clospaths.lower_bound``
+    without its rounding up to whole flows per link. For every cut, what its flows carry
+    across it (one per flow, or ``weight``: one value per inter-leaf flow, e.g. its bytes in
+    seconds at the leaf links' rate) over its alive capacity in leaf-link units, both ways.
+    What ``planners.clos_split``'s LPs minimise is never below it (plus, on flow counts,
+    ``split.FLOOR``). O(F + groups) numpy (the cuts once per fabric:
+    ``ClosLinks.cut_tables``); 0 without flows.
+
+    >>> from controller.model.clospaths import ClosProblem
+    >>> from controller.model.jobs import Flow
+    >>> job = Job("j", explicit=[Flow("j", f"h0_{i}", f"h1_{i}", 1e6) for i in range(3)])
+    >>> p = ClosProblem.build(Clos.leaf_spine(2, 4, 4), [job])
+    >>> split_bound(p), split_bound(p, [2.0, 2.0, 1.0])  # 3 flows over 2 uplinks
+    (1.5, 2.5)
+    """
+    ratios = [r[~np.isnan(r)] for _, _, r in _cut_ratios(problem, weight)]
+    return max((float(r.max()) for r in ratios if len(r)), default=0.0)
+
+
+def tight_links(problem: ClosProblem, bound: float, weight=None) -> np.ndarray:
+    """The alive links of every cut whose ``split_bound`` (with ``weight``) is ``bound``
+    (relative 1e-9): a routing at that bound has every one of them at it, so does every
+    optimum. O(F + groups + their links) numpy.
+
+    >>> from controller.model.clospaths import ClosProblem
+    >>> from controller.model.jobs import Flow
+    >>> job = Job("j", explicit=[Flow("j", f"h0_{i}", f"h1_{i}", 1e6) for i in range(4)])
+    >>> p = ClosProblem.build(Clos.leaf_spine(2, 4, 4), [job])
+    >>> len(tight_links(p, split_bound(p)))  # l0's 2 uplinks, l1's 2 downlinks
+    4
+    """
+    L, out = problem.links, [np.zeros(0, dtype=np.int64)]
+    tables = L.cut_tables()
+    for t, side, ratio in _cut_ratios(problem, weight):
+        tight = np.flatnonzero(ratio >= bound * (1 - 1e-9))  # nan: not a cut of these flows
+        if len(tight):
+            key, gid = tables[t][:2]
+            first = np.unique(gid, return_index=True)[1][tight]  # a host per tight group
+            for q, arr in enumerate(((L.up1, L.down1) if t == 0 else (L.up2, L.down2))[side]):
+                ids = arr.reshape(arr.shape[0], -1)[key[q, first]].ravel()
+                ids = ids[ids >= 0]
+                out.append(ids[L.alive[ids]])
+    return np.unique(np.concatenate(out))
+
+
+def _cut_ratios(problem: ClosProblem, weight):
+    """Per cut table (0: leaves, 1: pods) and side (0: out, 1: in): what its flows (each one,
+    or its ``weight``) carry across each group's cut over its alive capacity in leaf-link
+    units, nan where nothing crosses or nothing is alive."""
+    src, dst = np.asarray(problem.src), np.asarray(problem.dst)
+    w = np.ones(len(src)) if weight is None else np.asarray(weight, dtype=float)
+    for t, (key, gid, alive, unit) in enumerate(problem.links.cut_tables() if len(src) else []):
+        keep = ~(key[:, src] == key[:, dst]).any(axis=0)
+        for side, (hosts, cap) in enumerate(((src[keep], alive[0]), (dst[keep], alive[1]))):
+            n = np.bincount(gid[hosts], w[keep], minlength=len(cap))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                yield t, side, np.where((n > 0) & (cap > 0), n / cap / unit, np.nan)
 
 
 def bounds(fabric: Clos, jobs: list[Job]) -> dict[str, float]:

@@ -21,9 +21,11 @@ its flow count, then the best of that, the flow count split and the jobs planner
 routing by the shared prediction.
 
 How (as ``planners.split``'s LP method): (1) ``clos_auto``'s unsplit routing is the
-preference; (2) min alpha (HiGHS interior point with crossover: a vertex); above the floor,
-without crossover: a point inside the optimal face, whose cells at alpha are so in every
-optimum, then the others' least max alpha2 (the fewest links at the max: the second layer);
+preference, and the plan, unsplit, where its max load meets max(floor, ``cuts.split_bound``)
+(``clos_split_bound``: no LP, ``info["split"]`` says so); (2) min alpha (HiGHS interior
+point with crossover: a vertex); above the floor, without crossover: a point inside the
+optimal face, whose cells at alpha are so in every optimum, then the others' least max alpha2
+(the fewest links at the max: the second layer);
 (3) under alpha + 1e-9 on those cells, (alpha + alpha2) / 2 on the others, the flows that stay
 where ``auto`` put them (per option min(share, its flows)) are maximised (dual simplex: a
 vertex, so few fractional shares; no flow moves where ``auto``'s routing meets those bounds);
@@ -38,18 +40,20 @@ routing is returned unsplit: ``split`` is never behind ``auto`` on the max link 
 
 Why: spraying a flow over several paths (Ethereal, SIGCOMM'22; multipath RDMA) lowers the max
 link load below any unsplit routing when degrees are not multiples of the paths; on a
-full-bisection fabric with permutation traffic ``auto`` is already at the optimum and nothing
-is split.
+full-bisection fabric with permutation traffic ``auto`` is already at the optimum: nothing is
+split, no LP built.
 
 With bundles the LP bounds each cell (all members together); the member choice of step 6 can
 leave a member above alpha (``info["optimal"]`` then says so).
 
-Cost: the options O(F x P x middles) numpy; one LP of (commodities x usable options) variables
-and (used cells + commodities) rows; above the floor two more without crossover (about 1 s each
-to the first's 9 s at 64 x 32); one with a row and a column more per preferred option (three
-if (5) loses the optimum); one over the flows above ``max_parts``; the members O(parts x hops x
-members). By bytes: one more LP (of flows of distinct weights), ``clos_jobs`` and three
-predictions. The kernel: ``split``'s.
+Cost: where ``auto``'s routing meets the bound, ``auto`` and O(F + cuts) (a shift of 4,096
+flows on MRC's 8 x 256 x 512: 38 s before, bench/pathsets.json); else the options O(F x P x
+middles) numpy; one LP of (commodities x usable options) variables and (used cells +
+commodities) rows; above the floor two more without crossover (about 1 s each to the first's
+9 s at 64 x 32); one with a row and a column more per preferred option (three if (5) loses the
+optimum); one over the flows above ``max_parts``; the members O(parts x hops x members). By
+bytes: one more LP (of flows of distinct weights; none where an unsplit candidate meets the
+byte cut bound), ``clos_jobs`` and two or three predictions. The kernel: ``split``'s.
 
 References: McNaughton, Scheduling with deadlines and loss functions, Management Science 1959;
 Ethereal (Chen et al., SIGCOMM 2022); HiGHS (Huangfu and Hall, 2018).
@@ -78,6 +82,7 @@ from controller.errors import InputError
 from controller.model.clospaths import ClosProblem
 from controller.planners.clos_auto import clos_auto, score
 from controller.planners.clos_loads import hop_rows
+from controller.planners.clos_split_bound import byte_bound_met, unsplit_at_bound
 from controller.planners.clos_split_routing import (
     ClosSplitRouting,
     Part,
@@ -261,6 +266,8 @@ def _by_flows(problem: ClosProblem, max_parts: int | None,
     auto_key = score(problem, start)
     if not n:
         return ClosSplitRouting([], [], [], {"method": "lp", "split_flows": 0}, [])
+    if (short := unsplit_at_bound(problem, start, auto_key, max_parts, t0)) is not None:
+        return short  # nothing to gain: no LP (clos_split_bound)
     com, first = commodities(problem)
     opts = _Options(problem, first)
     demand = np.bincount(com, minlength=len(first)).astype(float)
@@ -325,20 +332,23 @@ def by_bytes(problem: ClosProblem, by_flows: ClosSplitRouting, max_parts: int | 
     from controller.planners.objective import iteration_bytes
     t0 = time.perf_counter()
     weight = np.array(iteration_bytes(problem)) / problem.fabric.link_bps("leaf")
-    com, first = commodities(problem, weight)
-    opts = _Options(problem, first)
-    demand = np.bincount(com, minlength=len(first)).astype(float)
-    cap = cell_capacity(problem)
-    alpha, x = _lp(opts, demand, cap, np.zeros(len(cap)), time_limit=time_limit,
-                   weight=weight[first][opts.owner], floor=0.0)
-    shares = _deal(problem, com, opts, x)
-    if max_parts is not None:
-        shares = [normalised_shares(dict(_largest(s, max_parts))) for s in shares]
-    candidates = {"bytes": _members(problem, shares), "flows": by_flows,
-                  "jobs-unsplit": _jobs_unsplit(problem)}
+    candidates = {"flows": by_flows, "jobs-unsplit": _jobs_unsplit(problem)}
+    met, alpha = byte_bound_met(problem, weight, candidates)
+    if met is None:  # else that candidate is an optimum of the byte LP: no LP
+        com, first = commodities(problem, weight)
+        opts = _Options(problem, first)
+        demand = np.bincount(com, minlength=len(first)).astype(float)
+        cap = cell_capacity(problem)
+        alpha, x = _lp(opts, demand, cap, np.zeros(len(cap)), time_limit=time_limit,
+                       weight=weight[first][opts.owner], floor=0.0)
+        shares = _deal(problem, com, opts, x)
+        if max_parts is not None:
+            shares = [normalised_shares(dict(_largest(s, max_parts))) for s in shares]
+        candidates = {"bytes": _members(problem, shares), **candidates}
     chosen, scores = _by_prediction(problem, candidates)
     out = candidates[chosen]
-    info = dict(by_flows.info)
+    info = dict(by_flows.info, **({} if met is None else
+                                  {"split_bytes": f"{met} at the byte cut bound: no LP"}))
     info.update(objective="jobs", byte_fractional_optimum=round(alpha, 9),
                 **_chosen_info(out, chosen, scores[chosen]),
                 candidates_mean={n: round(sum(v.values()) / max(1, len(v)), 6)

@@ -174,19 +174,21 @@ def fractional_optimum(problem: Problem, floor: float = 1.0, time_limit: float |
     return alpha
 
 
-def fractional_lower_bound(problem: Problem, floor: float = 1.0) -> float:
+def fractional_lower_bound(problem: Problem, floor: float = 1.0, weight=None) -> float:
     """A cheap lower bound on ``fractional_optimum``: for every leaf and every usable-spine
-    mask m of its flows, (its flows whose usable spines lie in m) / |m|, out and in.
+    mask m of its flows, (its flows whose usable spines lie in m) / |m|, out and in; with
+    ``weight`` (one per flow) their weights' sum, a bound on ``weighted_split_lp``.
 
     O(flows x distinct masks per leaf). On a fabric where every leaf sees the same spines it is
     max(Delta / S', floor), the exact optimum.
     """
     best = floor if len(problem) else 0.0
+    weight = [1] * len(problem) if weight is None else weight
     for leaves in (problem.src_leaf, problem.dst_leaf):
-        per_leaf: dict[int, dict[int, int]] = {}
-        for a, m in zip(leaves, problem.usable):
+        per_leaf: dict[int, dict[int, float]] = {}
+        for a, m, w in zip(leaves, problem.usable, weight):
             d = per_leaf.setdefault(a, {})
-            d[m] = d.get(m, 0) + 1
+            d[m] = d.get(m, 0) + w
         for counts in per_leaf.values():
             union = 0
             for m in counts:

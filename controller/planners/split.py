@@ -13,15 +13,16 @@ a part cannot send faster than its NIC):
   straddles a cut are split. Every directed link carries at most Delta / S' flow units, which is
   the LP optimum there. O(F * Delta) for the colouring.
 * **LP** (any failure pattern). Start from the better unsplit routing of edge colouring and the
-  greedy. If its max load already meets a cheap fractional lower bound, nothing is split.
+  greedy. If its max load already meets a cheap fractional lower bound, it is the plan: no LP
+  (``info["split"]``; by bytes the same with the weighted bound, ``split_bytes``).
   Otherwise free only the flows on overloaded links (then, if that is infeasible, every flow of
   the leaves around them, then all flows), keep the others fixed, and solve the LP "shares under
   the bound, as many as possible on the flow's current spine" with HiGHS's dual simplex: a vertex
   solution, so few shares are fractional. If even all flows cannot meet the bound, the LP's own
   optimum (min alpha) becomes the target. Then split flows are consolidated: a flow goes back
   whole to a spine where it fits, and a part merges into another part of the same flow where it
-  fits. Cost: the edge colouring plus one or a few LP solves over the freed flows (all
-  F * S' variables in the worst case).
+  fits. Cost: the edge colouring plus none (at the bound), one or a few LP solves over the
+  freed flows (all F * S' variables in the worst case).
 
 ``granularity=k`` makes every share a multiple of 1/k (applications split by chunks): an ILP
 (HiGHS) over the freed flows minimises the max load in units of 1/k, then keeps most shares in
@@ -103,33 +104,38 @@ def split_bytes(problem: Problem, by_flows: Assignment, max_parts: int | None,
     (``objective.job_slowdowns``; ``objective.rank_key``: the mean, the worst within that of the
     lowest-mean candidate), of that routing, ``by_flows`` (the flow
     count split) and the ``jobs`` objective's unsplit routing (``auto``), so that it is never
-    behind the latter. ``info["byte_fractional_optimum"]`` (seconds) and ``info["chosen"]``."""
+    behind the latter. ``info["byte_fractional_optimum"]`` (seconds) and ``info["chosen"]``.
+    No LP where one of the latter two meets ``fractional_lower_bound`` by bytes (no floor): an
+    optimum of the byte LP then (``info["split_bytes"]`` says so), the prediction ranks those."""
     from controller.planners.auto import auto
     from controller.planners.lp import weighted_split_lp
     from controller.planners.objective import JobModel, job_slowdowns, rank_key, worst_bound
     t0 = time.perf_counter()
     model = JobModel(problem)
     weight = np.asarray(model.weight) / model.capacity
-    alpha, flow, spine, share = weighted_split_lp(problem, weight, time_limit=time_limit)
-    per: dict[int, dict] = {k: {} for k in range(len(problem))}
-    for k, s, x in zip(flow, spine, share):
-        per[int(k)][int(s)] = per[int(k)].get(int(s), 0.0) + float(x)
-    parts = []
-    for k in range(len(problem)):
-        p = sorted(per[k].items(), key=lambda sx: (-sx[1], sx[0]))
-        if max_parts is not None:
-            p = p[:max_parts]
-        total = sum(x for _, x in p)
-        parts.append(tuple(sorted((sp, x / total) for sp, x in p)))
-    by_bytes = Assignment(parts)
-    jobs = auto(problem, ilp_time_limit=0, objective="jobs")
-    candidates = {"bytes": by_bytes, "flows": by_flows, "jobs-unsplit": jobs}
+    candidates = {"flows": by_flows, "jobs-unsplit": auto(problem, ilp_time_limit=0,
+                                                            objective="jobs")}
+    alpha = fractional_lower_bound(problem, 0.0, weight)
+    met = next((n for n, a in candidates.items()  # an optimum of the byte LP: no LP
+                if _max_of(problem, a, weight) <= alpha * (1 + 1e-9)), None)
+    if met is None:
+        alpha, flow, spine, share = weighted_split_lp(problem, weight, time_limit=time_limit)
+        per: dict[int, dict] = {k: {} for k in range(len(problem))}
+        for k, s, x in zip(flow, spine, share):
+            per[int(k)][int(s)] = per[int(k)].get(int(s), 0.0) + float(x)
+        parts = []
+        for k in range(len(problem)):
+            p = sorted(per[k].items(), key=lambda sx: (-sx[1], sx[0]))[:max_parts]
+            total = sum(x for _, x in p)
+            parts.append(tuple(sorted((sp, x / total) for sp, x in p)))
+        candidates = {"bytes": Assignment(parts), **candidates}
     scores = {n: job_slowdowns(problem, a.parts) for n, a in candidates.items()}
     bound = worst_bound(scores)
     chosen = min(candidates, key=lambda n: (rank_key(scores[n].values(), bound), n))
     out = candidates[chosen]
     values = list(scores[chosen].values())
-    info = dict(by_flows.info)
+    info = dict(by_flows.info, **({} if met is None else
+                                  {"split_bytes": f"{met} at the byte bound: no LP"}))
     info.update(_counts(out), objective="jobs", chosen=chosen,
                 byte_fractional_optimum=round(alpha, 9),
                 predicted_slowdown=scores[chosen],
@@ -222,8 +228,10 @@ def _lp_within(problem: Problem, a: Assignment, max_parts: int) -> list:
     return parts
 
 
-def _max_of(problem: Problem, a: Assignment) -> float:
-    up, down = _loads(problem, a)
+def _max_of(problem: Problem, a: Assignment, weight=None) -> float:
+    """The max directed-link load of ``a``, each flow ``weight`` per unit share (1)."""
+    up, down = _loads(problem, a if weight is None else
+                      [tuple((s, x * w) for s, x in p) for p, w in zip(a.parts, weight)])
     return float(max(up.max(initial=0), down.max(initial=0)))
 
 
@@ -296,7 +304,8 @@ def lp_split(problem: Problem) -> Assignment:
     info = {"method": "lp", "start": start_name, "fractional_lower_bound": bound,
             "lp_solves": 0, "lp_ms": 0.0, "free_flows": 0}
     if max(up.max(), down.max()) <= bound + TOL:  # the unsplit start meets the bound
-        start.info = {**info, "fractional_optimum": bound, "optimal": True, **_counts(start)}
+        start.info = {**info, "fractional_optimum": bound, "optimal": True, **_counts(start),
+                      "split": "unsplit routing at the bound: no LP"}
         return start
     prefer = dict(enumerate(spines))
     result, target = None, bound
