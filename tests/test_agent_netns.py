@@ -51,7 +51,7 @@ SCRIPT = textwrap.dedent("""
     agent.apply = real
     assert agent.read() == before == agent.have, (agent.read(), before)
     real(["route replace 10.0.9.9/32 encap seg6 mode encap.red segs fcbb:bbbb:9:: dev b0 "
-          "rto_min 50ms table 20777"])  # a table whose rule never came
+          "rto_min 35ms table 20777"])  # a table whose rule never came
     assert ("table", 20777, "10.0.9.9/32") in agent.read()
     agent.remove_all()
     assert agent.read() == {}

@@ -33,7 +33,7 @@ SID = r"fcbb:bbbb:[0-9a-f:]*"
 N = r"\d+"
 SAFE = re.compile(  # written here apart from steering.LINE: what a line may be, nothing else
     rf"route replace {A}/32 encap seg6 mode (encap|encap\.red) segs {SID}(,{SID})* "
-    rf"dev {DEV} rto_min 50ms table {N}"
+    rf"dev {DEV} rto_min 35ms table {N}"
     rf"|rule add pref {N} to {A}/32 ipproto (tcp|udp)( sport {N})?( dport {N})? table {N}"
     rf"|rule del pref {N}( to {A}/32 ipproto (tcp|udp)( sport {N})?( dport {N})? table {N})?"
     rf"|route del {A}/32 table {N}")
@@ -385,7 +385,7 @@ def test_tables_without_a_rule_and_rules_without_a_table_are_found_and_removed()
     agent = agent_on(kernel, [document()])
     agent.step(wait=0)
     kernel.apply(["route replace 10.0.9.9/32 encap seg6 mode encap.red segs fcbb:bbbb:9:: "
-                  "dev eth0 rto_min 50ms table 20777",  # a route whose rule never came
+                  "dev eth0 rto_min 35ms table 20777",  # a route whose rule never came
                   "rule add pref 10555 to 10.0.9.8/32 ipproto tcp dport 9 table 20555"])
     found = agent.read()
     assert found[("table", 20777, "10.0.9.9/32")].dst == "10.0.9.9/32"
@@ -420,7 +420,7 @@ class FakeProber:
         time.sleep(max(0.0, until - time.monotonic()))
         with self.lock:
             got, self.out = self.out, []
-        return got
+        return [(seq, time.monotonic()) for seq in got]
 
 
 class FailingPorts:
@@ -564,24 +564,30 @@ def test_a_list_in_use_fails_within_the_budget_and_others_slowly():
         if not h.ok(fast, t + 0.001, probe.FAST_FAIL_S):
             failed_at = t + 0.001
         t = round(t + probe.FAST_S, 3)
-    assert 0.09 <= failed_at - dead_at <= 0.13
+    assert probe.FAST_FAIL_S <= failed_at - dead_at <= probe.FAST_FAIL_S + 2 * probe.FAST_S
     for at in (dead_at, dead_at + 1.0):  # the other: probed once a second
         h.sent(slow, at)
     assert h.ok(slow, dead_at + 1.0, probe.FAIL_S)  # two misses are no failure
-    loaded = probe.PathHealth()  # a loaded queue: 4 round trips of 100 ms are waited
-    loaded.answered(fast, dead_at - 0.01, 0.1)
-    for at in (dead_at, dead_at + 0.03, dead_at + 0.06):
+    loaded = probe.PathHealth()  # a loaded queue: answers of 100 ms, steady
+    for i in range(50):
+        loaded.sent(fast, i * 0.01)
+        loaded.answered(fast, i * 0.01 + 0.1, 0.1)
+    for at in (dead_at, dead_at + 0.01, dead_at + 0.02):
         loaded.sent(fast, at)
-    assert loaded.ok(fast, dead_at + 0.35, probe.FAST_FAIL_S)
-    assert not loaded.ok(fast, dead_at + 0.45, probe.FAST_FAIL_S)
-    assert not loaded.ok(fast, dead_at + 0.46, probe.FAIL_S)  # failed: until it answers
-    loaded.answered(fast, dead_at + 0.5, 0.1)
-    assert loaded.ok(fast, dead_at + 0.5, probe.FAST_FAIL_S)
-    h2 = probe.PathHealth()
-    h2.answered(fast, 0.0, 0.1)
-    for at in (0.03, 0.06, 0.09):
-        h2.sent(fast, at)
-    assert h2.ok(fast, 0.3, probe.FAST_FAIL_S) and not h2.ok(fast, 0.44, probe.FAST_FAIL_S)
+    assert loaded.ok(fast, dead_at + 0.19, probe.FAST_FAIL_S)  # 2 round trips are waited
+    assert not loaded.ok(fast, dead_at + 0.21, probe.FAST_FAIL_S)
+    assert not loaded.ok(fast, dead_at + 0.22, probe.FAIL_S)  # failed: until it answers
+    loaded.answered(fast, dead_at + 0.3, 0.1)
+    assert loaded.ok(fast, dead_at + 0.3, probe.FAST_FAIL_S)
+    jumpy = probe.PathHealth()  # answers of 10 to 100 ms: the deviation is waited too
+    for i, rtt in enumerate([0.01, 0.1] * 10):
+        jumpy.answered(fast, i * 0.1, rtt)
+    for at in (dead_at, dead_at + 0.01, dead_at + 0.02):
+        jumpy.sent(fast, at)
+    srtt, dev = jumpy.rtt[fast]
+    assert srtt + 4 * dev > 2 * srtt and jumpy.ok(fast, dead_at + srtt + 4 * dev - 0.01,
+                                                  probe.FAST_FAIL_S)
+    assert not jumpy.ok(fast, dead_at + srtt + 4 * dev + 0.01, probe.FAST_FAIL_S)
 
 
 def test_a_dead_list_costs_constant_memory_and_forgotten_lists_nothing():
@@ -602,17 +608,23 @@ def test_the_probe_rate_is_bounded_and_every_list_in_use_gets_its_turn():
     in_use = [(f"u{i}",) for i in range(100)]
     others = [(f"o{i}",) for i in range(1000)]
     seen, t, most = set(), 0.0, 0
-    for _ in range(4):
-        picked = s.pick(in_use, others, t)
+    backups = [(f"b{i}",) for i in range(100)]
+    rounds = -(-len(in_use) // probe.FAST_LISTS)
+    for _ in range(rounds):
+        picked = s.pick(in_use, backups, others, t)
         most = max(most, len(picked))
         seen |= set(picked) & set(in_use)
         t += probe.FAST_S
-    assert seen == set(in_use)  # 100 lists in 4 rounds of 32
-    assert most <= probe.FAST_LISTS + probe.SLOW_PER_ROUND
-    assert (probe.FAST_LISTS + probe.SLOW_PER_ROUND) / probe.FAST_S <= 1400
+    assert seen == set(in_use)  # 100 lists in 7 rounds of 16
+    per_round = probe.FAST_LISTS + probe.STANDBY_PER_ROUND + probe.SLOW_PER_ROUND
+    assert most <= per_round and per_round / probe.FAST_S <= 2700  # the documented bound
     s2 = probe.Schedule()
-    firsts = [s2.pick([], others[:5], at) for at in (0.0, 0.5, 1.0)]
-    assert [len(x) for x in firsts] == [5, 0, 5]  # the others once a second
+    n = probe.SLOW_PER_ROUND
+    firsts = [s2.pick([], [], others[:n], at) for at in (0.0, 0.5, 1.0)]
+    assert [len(x) for x in firsts] == [n, 0, n]  # the others once a second
+    s3, backup = probe.Schedule(), [("b",)]
+    rounds = [s3.pick([("a",)], backup, [], i * probe.FAST_S) for i in range(7)]
+    assert [("b",) in r for r in rounds] == [True, False, False, True, False, False, True]
 
 
 def test_a_forged_reply_does_not_break_the_probes():
@@ -670,3 +682,38 @@ def test_the_ips_and_sids_formatted_are_the_agents():
     line = steering.batch({}, steering.wanted(steers, {}, DEV))[0]
     assert "segs fcbb:bbbb:3:2:f001:: " in line and isinstance(steers[0].match[0],
                                                                 ipaddress.IPv4Address)
+
+
+def _first_failure(delay, probe_s, fail_s, dead_at=None, until=3.0):
+    """When ``PathHealth`` first judges a list in use failed, probed every ``probe_s``, each
+    probe answered ``delay(sent)`` later unless sent at or after ``dead_at``; None: never."""
+    h, list_ = probe.PathHealth(), ("in use",)
+    answers, t = [], 0.0
+    while t < until:
+        h.sent(list_, t)
+        if dead_at is None or t < dead_at:
+            answers.append((t + delay(t), t))
+        answers.sort()
+        now = t + probe_s
+        while answers and answers[0][0] <= now:
+            heard, sent = answers.pop(0)
+            h.answered(list_, heard, heard - sent)
+        if h.known(list_) and not h.ok(list_, now, fail_s):
+            return round(now, 3)
+        t = round(t + probe_s, 4)
+    return None
+
+
+def test_a_growing_queue_is_no_failure_and_a_dead_list_fails_in_time():
+    def ramp(rate, most):  # a queue growing by ``rate`` ms a millisecond from 1 s on
+        return lambda t: 0.001 if t < 1.0 else min(most, 0.001 + rate * (t - 1.0))
+    now = (probe.FAST_S, probe.FAST_FAIL_S)
+    for rate in (0.5, 1, 3, 5):
+        for most in (0.05, 0.1, 0.2):
+            assert _first_failure(ramp(rate, most), *now) is None, (rate, most)
+    assert _first_failure(ramp(5, 0.2), 0.03, 0.09) is not None  # 3 x 30 ms, 90 ms: failed
+    assert _first_failure(ramp(3, 0.05), 0.01, 0.03) is not None  # 3 x 10 ms, 30 ms: failed
+    assert _first_failure(lambda t: 0.001 if t < 1.0 else 0.07, *now) is not None  # a jump
+    for queue in (0.001, 0.03):  # idle, and the outage benchmark's queue
+        failed = _first_failure(lambda t, q=queue: q, *now, dead_at=2.0)
+        assert failed - 2.0 <= probe.FAST_FAIL_S + 2 * queue + 2 * probe.FAST_S, (queue, failed)

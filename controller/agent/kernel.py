@@ -116,7 +116,7 @@ def _port(value) -> int | None:
 
 def _route(dst, rt: dict) -> str | None:
     """The route's text as ``steering.route_text`` makes it (iproute2 6.1: "encap": "seg6",
-    then "mode" and "segs" beside it; "metrics": [{"rto_min": 50}]), None if the agent would
+    then "mode" and "segs" beside it; "metrics": [{"rto_min": 35}]), None if the agent would
     not make it: it is then replaced."""
     try:
         sids = [ipaddress.IPv6Address(s) for s in rt.get("segs") or ()]

@@ -23,13 +23,13 @@ learns the source ports of its host-mode flows from the routers' answers (host m
 * the controller unreachable: the rules stay, retried with back-off (0.5 s doubling to 10 s);
 * a second agent on the host refuses to start (a lock file per host; the running agent's
   pid stays in it);
-* it probes the paths it may use (``probe.py``): the lists in use (its parts' lists and their
-  backups) every 30 ms, every other path to their destinations once a second, at most 1,333
-  probes a second; a part whose list fails (``probe.PathHealth``: three probes unanswered for
-  max(90 ms, 4 round trips)) moves at once to the backup list the controller gave (one
-  atomic route replace; the routes' ``rto_min`` of 50 ms lets TCP resend soon after), and
-  back once it answers again for a second; the results go to the controller (``POST
-  /v1/hosts/{host}/probes``: its link state on fabrics without OpenFlow);
+* it probes the paths it may use (``probe.py``): the lists its parts use every 10 ms, their
+  other lists every 30 ms, every other path to their destinations once a second, at most
+  2,700 probes a second; a part whose list fails (``probe.PathHealth``: three probes
+  unanswered for max(60 ms, 2 of the list's round trips)) moves at once to the backup list
+  the controller gave (one atomic route replace; the routes' ``rto_min`` of 35 ms lets TCP
+  resend soon after), and back once it answers again for a second; the results go to the
+  controller (``POST /v1/hosts/{host}/probes``: its link state without OpenFlow);
 * every second it reports what its host sent per destination (``traffic.py``: its TCP
   connections' acknowledged bytes; ``POST /v1/hosts/{host}/traffic``): the controller
   learns members-only jobs from it where the routers export no sFlow;
@@ -69,8 +69,9 @@ import urllib.parse
 
 from controller import __version__
 from controller.agent import hostports, portmap, steering
+from controller.agent import probe as _probe
 from controller.agent.kernel import ip_batch, read_installed
-from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule, forget_old
+from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule
 from controller.agent.routes import RouteKeeper
 from controller.agent.supervise import AgentFailed, Supervisor
 from controller.agent.supervise import lock as _lock
@@ -260,37 +261,26 @@ class Agent(Supervisor):
             start = time.monotonic()
             with self.lock:
                 steers, probes, src = list(self.steers), list(self.probes), self.src_ip
-                prober.block = self.block
-            dst_of, back_of = {}, {}  # list -> a destination behind it, and its way back
-            for s in steers:
-                if s.encap == "encap.red":
-                    dst_of[s.sids], back_of[s.sids] = s.match[0], s.back
-                if s.backup and s.backup_encap == "encap.red":
-                    dst_of[s.backup], back_of[s.backup] = s.match[0], s.backup_back
-            in_use = list(dst_of)
-            for p in probes:
-                dst_of.setdefault(p.sids, p.dst)
-                back_of.setdefault(p.sids, p.back)
+                failed, prober.block = set(self.failed), self.block
+            dst_of, back_of, active, standby, others = _probe.lists_of(steers, probes, failed)
             paths.forget(set(dst_of))
             state = []
             if src and dst_of:
                 prober.src = src
-                targets = schedule.pick(in_use, list(dict.fromkeys(p.sids for p in probes)),
-                                        start)
+                targets = schedule.pick(active, standby, others, start)
                 seqs = prober.send([(str(x[0]), str(dst_of[x]), back_of.get(x))
                                     for x in targets])
                 for seq, sids in zip(seqs, targets):
                     sent[seq] = (sids, start)
                     paths.sent(sids, start)
-                for seq in prober.receive(start + FAST_S):
+                for seq, heard in prober.receive(start + FAST_S):
                     if seq in sent:
                         sids, at = sent.pop(seq)
-                        now = time.monotonic()
-                        paths.answered(sids, now, now - at)
-                forget_old(sent, start)
+                        paths.answered(sids, heard, heard - at)
+                _probe.forget_old(sent, start)
                 now = time.monotonic()
                 self._fail_over(steers, paths, now)
-                fast = set(in_use)
+                fast = set(active) | set(standby)
                 state = [{"path": list(p.path),
                           "ok": paths.ok(p.sids, now, FAST_FAIL_S if p.sids in fast else
                                          FAIL_S)}
@@ -318,8 +308,10 @@ class Agent(Supervisor):
                 self.failed = was  # tried again next round
                 self._say("fail-over", logging.ERROR, f"mlroute-agent: failing over: {e}")
                 return
-        LOG.info("mlroute-agent: %d paths failed, on their backups (%d just moved)",
-                 len(self.failed), len(moved))
+        LOG.info("mlroute-agent: %d paths failed, on their backups (%d just moved%s)",
+                 len(self.failed), len(moved), "".join(  # the first one's evidence
+                     f"; {paths.silent(m, now) * 1e3:.0f} ms unanswered, round trip "
+                     f"{paths.rtt.get(m, (0.0,))[0] * 1e3:.0f} ms" for m in list(moved)[:1]))
 
     # ---- reports -------------------------------------------------------------------------------
     def _report(self, state: list[dict]) -> None:

@@ -14,14 +14,33 @@ agent runs at the destination the kernel's answer still counts.
 Why ICMP to the host and not to a SID: a router's SIDs do not answer pings, and the host's
 answer proves the whole path including the decapsulation at its leaf.
 
-Why two rates (``Schedule``): a running flow's receive gap on a link failure is the time to
-notice plus the time to move, so the lists in use (the parts' lists and their backups) are
-probed every ``FAST_S`` and fail after ``FAIL_PROBES`` unanswered probes of at least
-max(``FAST_FAIL_S``, 4 round trips) ago, about 0.1 s (BFD's 3 x 30 ms); the other paths only
-feed the controller's link state, once every ``SLOW_S``. The bound: at most ``FAST_LISTS`` +
-``SLOW_PER_ROUND`` probes a round, (32 + 8) / 0.03 s = 1,333 probes a second of 76 bytes
-(about 100 kB/s) whatever the document holds; more lists in use than ``FAST_LISTS`` are
-probed in turn (each less often, and fails as much later).
+Why three rates (``Schedule``), and the routes' ``rto_min`` of 35 ms (``steering``): a running
+flow's receive gap on a link failure ends with TCP's first resend after the move. Linux
+resends a lost tail after its probe timeout (about 2 round trips), then after its
+retransmission timeout (its smoothed round trip and max(4 deviations, ``rto_min``)),
+doubling each time: the move must come before a resend, and the resends come sooner with a
+lower ``rto_min``. In the outage benchmark (``benchmarks/srv6.py``: the flow's round trip
+about 31 ms at its queue, the move 65 to 90 ms after the failure) the longest gap was 150 to
+225 ms with an ``rto_min`` of 50 ms (2 runs of 6 over 200 ms), 117 to 140 ms with 35 ms
+(``ss``: a timeout of 68 to 72 ms). So the lists the parts use now (``active``) are probed
+every ``FAST_S`` (10 ms) and fail after ``FAIL_PROBES`` unanswered probes of at least
+max(``FAST_FAIL_S``, 2 smoothed round trips of that list, its smoothed round trip and 4 of
+its deviations, as TCP's timeout) ago: 60 to 70 ms on idle lists, about 2 round trips on a
+list whose queue delays its answers (a late answer counts: a queue answers late, not never;
+the destination's kernel answers too, so a busy agent there delays nothing). Why 10 ms and
+60 ms: a flow starting on a list fills its queue within a few round trips, and a list
+judged by 30 ms failed at the start of the benchmark's flow (its round trip from 1 to 35
+ms at once); probed every 10 ms, answers keep coming while a queue grows, and only a jump
+of the queue by more than 60 ms at once looks like a failure (tests/test_agent_safety.py:
+no false failure on a queue growing by 5 ms a millisecond up to 200 ms, where 3 x 30 ms with
+90 ms failed, and 3 x 10 ms with 30 ms from 3 ms a millisecond; measured: no false move in
+the outage benchmark's runs). Their
+other lists (the backups, a failed primary coming back: ``standby``) every ``STANDBY_S``,
+the other paths (the controller's link state) once every ``SLOW_S``. The bound: at most
+``FAST_LISTS`` + ``STANDBY_PER_ROUND`` + ``SLOW_PER_ROUND`` probes a round, (16 + 8 + 3) /
+0.01 s = 2,700 probes a second of 88 bytes (about 240 kB/s) whatever the document holds;
+a host with a part or two (a ring's rank: its data and its acknowledgements) sends 130 to
+270. Lists beyond a rate's cap are probed in turn (each less often, and fails as much later).
 
 >>> len(echo("10.0.0.1", "10.0.1.1", 7, 1)), len(echo("10.0.0.1", "10.0.1.1", 7, 1, "fc::1"))
 (36, 48)
@@ -44,11 +63,13 @@ import time
 from controller.enforcement.probepacket import ip_checksum  # one IP checksum
 
 IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
-FAST_S = 0.03  # between probes of the lists in use (BFD-like)
-FAST_LISTS = 32  # lists in use probed per round at most (round robin beyond)
+FAST_S = 0.01  # between probes of the lists the parts use (a round; BFD-like)
+FAST_LISTS = 16  # such lists probed per round at most (round robin beyond)
+STANDBY_S = 0.03  # between probes of the parts' other lists (backups)
+STANDBY_PER_ROUND = 8  # of those per round at most
 SLOW_S = 1.0  # between probes of every other path
-SLOW_PER_ROUND = 8  # other paths probed per round at most
-FAST_FAIL_S = 0.09  # a list in use fails when its probes of this long ago still have no
+SLOW_PER_ROUND = 3  # other paths probed per round at most
+FAST_FAIL_S = 0.06  # a list in use fails when its probes of this long ago still have no
 FAIL_S = 0.5  # answer (another path: this long), FAIL_PROBES of them (a reply delayed
 FAIL_PROBES = 3  # by a queue still counts), and at least 4 smoothed round trips
 BACK_S = 1.0  # a failed path answering again for this long is used again
@@ -121,9 +142,10 @@ class Prober:
                 pass  # no route: never answered
         return seqs
 
-    def receive(self, until: float) -> list[int]:
-        """Sequence numbers of the replies heard until ``until`` (monotonic); meanwhile the
-        probes of other hosts' agents are answered along their ways back (module text)."""
+    def receive(self, until: float) -> list[tuple[int, float]]:
+        """(sequence number, when heard) of the replies heard until ``until`` (monotonic; a
+        round trip ends when its reply came, not when the round does); meanwhile the probes
+        of other hosts' agents are answered along their ways back (module text)."""
         got = []
         while (left := until - time.monotonic()) > 0:
             if not select.select([self.rx], [], [], left)[0]:
@@ -134,7 +156,7 @@ class Prober:
                 continue  # not an echo reply: any host may send the raw socket anything
             kind, _code, _sum, ident, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
             if kind == ICMP_REPLY and ident == self.ident:
-                got.append(seq)
+                got.append((seq, time.monotonic()))
             elif kind == ICMP_ECHO:
                 self._answer(data)
         return got
@@ -154,48 +176,57 @@ class Prober:
     def round(self, probes: list[tuple[str, str]], timeout: float = 0.1) -> list[bool]:
         """Send and wait up to ``timeout``: whether each probe answered by then."""
         seqs = self.send(probes)
-        heard = set(self.receive(time.monotonic() + timeout))
+        heard = {seq for seq, _at in self.receive(time.monotonic() + timeout)}
         return [s in heard for s in seqs]
 
 
 class Schedule:
-    """Which lists a round probes (the module text): every list in use, ``FAST_LISTS`` at most
-    (in turn beyond), and the other paths due (each once every ``SLOW_S``),
-    ``SLOW_PER_ROUND`` at most.
+    """Which lists a round probes (the module text): every list the parts use, ``fast`` at
+    most (in turn beyond); their other lists due (each once every ``STANDBY_S``), ``standby``
+    at most; and the other paths due (each once every ``SLOW_S``), ``slow`` at most.
 
     >>> s = Schedule()
-    >>> s.pick(["a", "b"], ["c", "d"], 0.0), s.pick(["a", "b"], ["c", "d"], 0.03)
-    (['a', 'b', 'c', 'd'], ['a', 'b'])
-    >>> s.pick(["a"], ["c", "d"], 1.0)
-    ['a', 'c', 'd']
+    >>> s.pick(["a"], ["b"], ["c", "d"], 0.0), s.pick(["a"], ["b"], ["c", "d"], 0.01)
+    (['a', 'b', 'c', 'd'], ['a'])
+    >>> s.pick(["a"], ["b"], ["c", "d"], 0.03), s.pick(["b"], ["a"], ["c", "d"], 1.0)
+    (['a', 'b'], ['b', 'a', 'c', 'd'])
     """
 
-    def __init__(self, fast: int = FAST_LISTS, slow: int = SLOW_PER_ROUND):
-        self.fast, self.slow = fast, slow
+    def __init__(self, fast: int = FAST_LISTS, standby: int = STANDBY_PER_ROUND,
+                 slow: int = SLOW_PER_ROUND):
+        self.fast, self.most = fast, {"standby": standby, "slow": slow}
         self.turn = 0  # where the next round starts among the lists in use
-        self.due: dict = {}  # other path -> when it is probed next
+        self.due: dict[str, dict] = {"standby": {}, "slow": {}}  # list -> probed next
 
-    def pick(self, in_use: list, others: list, now: float) -> list:
-        if len(in_use) > self.fast:
-            start = self.turn % len(in_use)
-            fast = (in_use[start:] + in_use[:start])[:self.fast]
+    def pick(self, active: list, standby: list, others: list, now: float) -> list:
+        if len(active) > self.fast:
+            start = self.turn % len(active)
+            fast = (active[start:] + active[:start])[:self.fast]
             self.turn = start + self.fast
         else:
-            fast = list(in_use)
-        taken = set(in_use)
-        self.due = {p: self.due.get(p, now) for p in others if p not in taken}  # forget the rest
-        slow = [p for p, at in self.due.items() if at <= now][:self.slow]
-        for p in slow:
-            self.due[p] = now + SLOW_S
-        return fast + slow
+            fast = list(active)
+        taken = set(active)
+        out = fast
+        for kind, paths, every in (("standby", standby, STANDBY_S), ("slow", others, SLOW_S)):
+            old = self.due[kind]
+            due = self.due[kind] = {p: old.get(p, now) for p in paths if p not in taken}
+            picked = [p for p, at in due.items() if at <= now + FAST_S / 2][:self.most[kind]]
+            for p in picked:  # (half a round early: rounds do not fall on the exact time)
+                due[p] = now + every
+            out = out + picked
+            taken |= set(paths)
+        return out
 
 
 class PathHealth:
     """Per segment list: when it last answered, how many probes went unanswered since and
     when the oldest of them left (not a list of them: a dead list costs no more memory the
-    longer it is dead), and since when it answers again. A list fails when ``FAIL_PROBES``
-    probes went unanswered and the oldest of them left ``fail_s`` ago, and 4 smoothed round
-    trips (a late reply still counts: a queue under load delays it); a list probed seldom
+    longer it is dead), its smoothed round trip and deviation, and since when it answers
+    again. A list fails when ``FAIL_PROBES`` probes went unanswered and the oldest of them
+    left ``fail_s`` ago, 2 of its smoothed round trips, and its smoothed round trip and 4
+    deviations (a late reply still counts: a queue under load delays it, and only this
+    list's answers tell how much; one list's queue does not slow another's judgement); a
+    list probed seldom
     fails as slowly as it is probed. A list that never answered is unknown (neighbours still
     resolving at start): only a list that worked can fail. A list judged failed stays failed
     until it answers: a list that stops being in use (the controller re-planned around its
@@ -209,6 +240,10 @@ class PathHealth:
     >>> for t in (0.2, 0.3, 0.4): h.sent(("a",), t)
     >>> h.ok(("a",), 0.6), h.ok(("a",), 0.8), h.ok(("a",), 0.6, fail_s=FAST_FAIL_S)  # in use
     (True, False, False)
+    >>> h.answered(("q",), 0.0, 0.05); h.answered(("b",), 0.0, 0.001)  # a queue of 50 ms
+    >>> for t in (0.0, 0.01, 0.02): h.sent(("q",), t); h.sent(("b",), t)
+    >>> h.ok(("q",), 0.1, FAST_FAIL_S), h.ok(("b",), 0.1, FAST_FAIL_S)  # 2 x 50 ms, 30 ms
+    (True, False)
     >>> h.ok(("a",), 0.8, fail_s=5.0)  # failed: not working again by a longer wait
     False
     >>> h.forget(set()); h.known(("a",)), h.unanswered, h.down
@@ -219,7 +254,7 @@ class PathHealth:
         self.last_ok: dict[tuple, float] = {}
         self.unanswered: dict[tuple, tuple[int, float]] = {}  # (count, oldest send time)
         self.ok_since: dict[tuple, float] = {}
-        self.srtt = 0.0  # smoothed round trip of every answer: queues stretch the wait
+        self.rtt: dict[tuple, tuple[float, float]] = {}  # (smoothed round trip, deviation)
         self.down: set[tuple] = set()  # judged failed, until they answer
 
     def sent(self, sids: tuple, now: float) -> None:
@@ -229,7 +264,8 @@ class PathHealth:
             self.ok_since.pop(sids, None)
 
     def answered(self, sids: tuple, now: float, rtt: float = 0.0) -> None:
-        self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
+        srtt, dev = self.rtt.get(sids, (rtt, rtt / 2))  # as TCP's (RFC 6298)
+        self.rtt[sids] = (0.875 * srtt + 0.125 * rtt, 0.75 * dev + 0.25 * abs(srtt - rtt))
         if sids not in self.ok_since:
             self.ok_since[sids] = now
         self.last_ok[sids] = now
@@ -243,21 +279,47 @@ class PathHealth:
         if sids in self.down or sids not in self.last_ok:
             return False
         count, oldest = self.unanswered.get(sids, (0, now))
-        wait = max(fail_s, 4 * self.srtt)  # a loaded queue answers late, not never
+        srtt, dev = self.rtt.get(sids, (0.0, 0.0))  # a loaded queue answers late, not never
+        wait = max(fail_s, 2 * srtt, srtt + 4 * dev)
         if count >= FAIL_PROBES and now - oldest > wait:
             self.down.add(sids)
             return False
         return True
+
+    def silent(self, sids: tuple, now: float) -> float:
+        """How long the list's oldest unanswered probe has waited (0: none waits)."""
+        return now - self.unanswered.get(sids, (0, now))[1]
 
     def back(self, sids: tuple, now: float, fail_s: float = FAIL_S) -> bool:
         return self.ok(sids, now, fail_s) and now - self.ok_since.get(sids, now) >= BACK_S
 
     def forget(self, keep: set) -> None:
         """Drop every list not in ``keep`` (no longer probed)."""
-        for d in (self.last_ok, self.unanswered, self.ok_since):
+        for d in (self.last_ok, self.unanswered, self.ok_since, self.rtt):
             for sids in [x for x in d if x not in keep]:
                 del d[sids]
         self.down &= keep
+
+
+def lists_of(steers: list, probes: list, failed: set) -> tuple[dict, dict, list, list, list]:
+    """A round's lists (uSID ones: a probe rides one container): each list's destination and
+    way back, the lists the parts use now (``active``: the primary, its backup once the
+    primary failed), the parts' other lists (``standby``) and the other paths (``others``).
+    O(parts + probes)."""
+    dst_of, back_of, active = {}, {}, {}
+    for s in steers:
+        if s.encap == "encap.red":
+            dst_of[s.sids], back_of[s.sids] = s.match[0], s.back
+        if s.backup and s.backup_encap == "encap.red":
+            dst_of[s.backup], back_of[s.backup] = s.match[0], s.backup_back
+        used = s.backup if s.backup and s.sids in failed else s.sids
+        if used in dst_of:
+            active[used] = True
+    standby = [x for x in dst_of if x not in active]
+    for p in probes:
+        dst_of.setdefault(p.sids, p.dst)
+        back_of.setdefault(p.sids, p.back)
+    return dst_of, back_of, list(active), standby, list(dict.fromkeys(p.sids for p in probes))
 
 
 def forget_old(sent: dict, now: float) -> None:

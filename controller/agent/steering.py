@@ -21,10 +21,10 @@ that fails any check is refused as a whole, with a message naming the flow and t
 >>> want = wanted(parse(doc), {}, "h0_0-eth0")
 >>> [(k, r.table, r.route) for k, r in want.items()]  # doctest: +NORMALIZE_WHITESPACE
 [((IPv4Address('10.0.1.1'), 6, 0, 0), 20000,
-  '10.0.1.1/32 encap seg6 mode encap.red segs fcbb:bbbb:3:2:f001:: dev h0_0-eth0 rto_min 50ms')]
+  '10.0.1.1/32 encap seg6 mode encap.red segs fcbb:bbbb:3:2:f001:: dev h0_0-eth0 rto_min 35ms')]
 >>> batch({}, want)  # doctest: +NORMALIZE_WHITESPACE
 ['route replace 10.0.1.1/32 encap seg6 mode encap.red segs fcbb:bbbb:3:2:f001:: dev h0_0-eth0
-  rto_min 50ms table 20000', 'rule add pref 20000 to 10.0.1.1/32 ipproto tcp table 20000']
+  rto_min 35ms table 20000', 'rule add pref 20000 to 10.0.1.1/32 ipproto tcp table 20000']
 >>> read({**doc, "block": "fcbb:cccc::/32"})
 Traceback (most recent call last):
 controller.errors.InputError: flow 0 (job 'r'): sids: fcbb:bbbb:3:2:f001:: is outside the block fcbb:cccc::/32
@@ -43,7 +43,8 @@ PAIR_PREF = 20000  # rules of whole host pairs: PAIR_PREF + slot (below main's 3
 SLOTS = 10000  # flow parts a host may steer at once
 MAX_PARTS = SLOTS // 2  # per document: an old and a new set always fit (make before break)
 PROTOS = {6: "tcp", 17: "udp"}
-RTO_MIN_MS = 50  # TCP's minimum retransmission timeout on a steered route (Linux: 200 ms)
+RTO_MIN_MS = 35  # TCP's minimum retransmission timeout on a steered route (Linux: 200 ms;
+# why 35: probe.py's module text)
 DEFAULT_BLOCK = "fcbb:bbbb::/32"  # a document without "block" (srv6.BLOCK, the controller's)
 MAX_SIDS = 16
 MAX_PROBES = 4096
