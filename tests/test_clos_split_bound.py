@@ -17,7 +17,6 @@ from controller.planners.clos_split_bound import busiest
 from controller.planners.clos_split_routing import split_link_loads, split_score
 from controller.planners.objective import iteration_bytes
 from tests.clos_checks import flows_job
-from tests.test_clos_split import held_at_the_max
 
 
 def shift(fabric, per_leaf):
@@ -134,13 +133,17 @@ def random_problem(fabric, seed, factor):
 def test_at_the_cut_bound_the_links_at_the_max_are_those_every_optimum_holds():
     """Above the floor the shortcut keeps the LP's second layer: ``auto`` at the cut bound
     with its links at the max all in cuts at the bound is the plan, as many cells held as the
-    LPs find apart (tests/test_clos_split.py)."""
+    LPs find (the shortcut withheld), as many links at the max as the LPs' plan."""
     p = random_problem(Clos.leaf_spine(2, 8, 4, planes=2), 4, 1.5)
     with mock.patch.object(cs, "_lp", no_lp):
         r = cs.clos_split(p)
     assert r.info["split"] == "unsplit routing at the cut bound: no LP"
-    assert r.info["cells_held_at_max"] == held_at_the_max(p) == \
-        links_at_max(split_link_loads(p, r)[p.links.tier > 0], AT_MAX_TOL)
+    with mock.patch.object(cs, "unsplit_at_bound", lambda *a: None):
+        lp = cs.clos_split(p)
+    assert lp.info["max_link_load"] == pytest.approx(r.info["max_link_load"])
+    assert r.info["cells_held_at_max"] == lp.info["cells_held_at_max"] == \
+        links_at_max(split_link_loads(p, r)[p.links.tier > 0], AT_MAX_TOL) == \
+        links_at_max(split_link_loads(p, lp)[p.links.tier > 0], AT_MAX_TOL)
 
 
 @pytest.mark.parametrize("fabric, seed, factor", [

@@ -137,6 +137,7 @@ def test_nothing_split_when_unsplit_meets_the_bound():
     job = flows_job([("h0_0", "h1_0"), ("h2_0", "h3_0"), ("h1_1", "h2_1")])
     a = split(Problem.build(f, [job]))
     assert not a.is_split() and a.info["split_flows"] == 0 and a.info["optimal"]
+    assert a.info["lp_solves"] == 0 and a.info["split"] == "unsplit routing at the bound: no LP"
 
 
 def test_uniform_fabric_keeps_mcnaughton():
