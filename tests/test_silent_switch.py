@@ -289,6 +289,15 @@ def test_echo_rounds_come_once_a_second_while_tables_are_synchronised():
     took = net.until_around(agg, limit=4 * SYNC_ROUND_S)
     assert not net.crossing(agg) and took <= 4 * SYNC_ROUND_S, took
     rec.syncing.discard(reading)
+    rec.pending.add(reading)  # connected, waiting for a worker to read it: the same
+    sent = live.sent
+    net.round(4)
+    assert live.sent == sent
+    rec.retry[reading] = (1, net.clock.now + 30)  # its read failed: a back-off, rounds go on
+    net.round(1)
+    assert live.sent > sent
+    rec.pending.discard(reading)
+    rec.retry.pop(reading)
     sent = live.sent
     net.round(2)
     assert live.rounds >= 2 and live.sent > sent

@@ -24,14 +24,16 @@ def echo_round(svc, packet_out: Callable, changed: Callable[[str], None]) -> boo
     from the synchronised switches this controller writes; switches newly silent or proven
     again are noted and ``changed(cause)`` re-plans. True when a switch came back (queued to
     be read: the caller starts the readers). While switches are being read and repaired,
-    rounds come every ``SYNC_ROUND_S`` at most (the others are skipped): a switch that
-    stops forwarding then is judged within three such rounds."""
+    or wait to be (not after a failed read: those wait for a back-off), rounds come every
+    ``SYNC_ROUND_S`` at most (the others are skipped): a switch that stops forwarding then
+    is judged within three such rounds."""
     with svc.lock:
         st, rec = svc.state, svc.reconciler
         if svc.passive or st.declared is None or not st.declared.wired:
             return False
         live = svc.finder.liveness
-        if rec.syncing and svc.clock() - live.sent_at < SYNC_ROUND_S:
+        syncing = rec.syncing or any(d not in rec.retry for d in rec.pending)
+        if syncing and svc.clock() - live.sent_at < SYNC_ROUND_S:
             return False
         senders = {d for d in rec.installed if rec.manages(d)}
         down = {(d, p) for d, s in st.switches.items() if False in s.ports.values()
