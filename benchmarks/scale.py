@@ -65,7 +65,9 @@ leaf, 96 bridges; ``--quick``: 8 x 16 x 4) in the same run, and each fat-tree's 
 also given as ratios to it (``ratios_to_baseline``). The JSON is rewritten after every fabric.
 
     python -m benchmarks.scale [--fat-tree K ...] [--out bench/scale.json] [--quick]
-                               [--logs DIR]
+                               [--logs DIR] [--only start]
+
+``--only start``: each fabric's first start and restart only (a minute or two at k = 16).
 
 Needs root and Open vSwitch (no Mininet). Runs one controller at a time on ports 6653 and 8080,
 removes every bridge it made (also on Ctrl-C or SIGTERM); the controller logs, fabric files
@@ -601,8 +603,9 @@ def switch_loss(ctl, fabric, job: str = "ring") -> dict:
 
 
 def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVAL,
-            controller_args: tuple[str, ...] = ()) -> dict:
-    """Every figure of one fabric (the module's docstring), in one controller's life."""
+            controller_args: tuple[str, ...] = (), only: str | None = None) -> dict:
+    """Every figure of one fabric (the module's docstring), in one controller's life;
+    ``only="start"``: the first start and the restart only."""
     result = {"fabric": name, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
               "switches": len(fabric.switches()),
               "links": len(switch_links(fabric)),
@@ -627,6 +630,8 @@ def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVA
         out["restart_meter"] = meter["restart"].since(ctl, from_process_start=True)
         _say(f"{name}: ready after the restart ({out['restart_ready_s']} s)")
         out["restart_sync"] = sync_by_tier(fabric, _fabric(ctl)["seen"])
+        if only == "start":
+            return
         steps = [("post.ring", lambda: post(ctl, ring_job(fabric))),
                  ("post.all_to_all", lambda: post(ctl, all_to_all_job(fabric))),
                  ("quiet.after_posts", lambda: quiesce(ctl)),
@@ -681,6 +686,9 @@ def main(argv=None) -> int:
                     help="native: the controller's default (GET /v1/ready and /v1/jobs from "
                          "native threads); green: --nomlroute-rest-native-reads, every request "
                          "in a green thread of the event loop")
+    ap.add_argument("--only", choices=("start",),
+                    help="start: each fabric's first start and restart only (no jobs, no "
+                         "failures)")
     args = ap.parse_args(argv)
     more = ("--nomlroute-rest-native-reads",) if args.rest == "green" else ()
     ks = [4] if args.quick else (args.fat_tree or list(KS))
@@ -699,7 +707,7 @@ def main(argv=None) -> int:
                            "mode": "flow", "dead_after_s": DEAD_AFTER, "ring_hosts": RING,
                            "all_to_all_hosts": ALL_TO_ALL, "rest_poll_s": 0.05,
                            "route_poll_s": ROUTE_POLL, "lldp_interval_s": args.lldp_interval,
-                           "rest_native_reads": args.rest == "native"},
+                           "rest_native_reads": args.rest == "native", "only": args.only},
               "baseline": None, "fabrics": [], "complete": False}
 
     def write() -> None:
@@ -717,7 +725,7 @@ def main(argv=None) -> int:
             _say(f"{name}: {len(fabric.switches())} bridges")
             t0 = time.monotonic()
             try:
-                r = measure(fabric, name, workdir, args.lldp_interval, more)
+                r = measure(fabric, name, workdir, args.lldp_interval, more, args.only)
             except Exception as e:  # noqa: BLE001 - recorded; the next fabric still runs
                 r = {"fabric": name, "error": f"{type(e).__name__}: {e}"}
                 _say(f"{name}: {r['error']}\n{traceback.format_exc()}")
