@@ -22,7 +22,8 @@ routing by the shared prediction.
 
 How (as ``planners.split``'s LP method): (1) ``clos_auto``'s unsplit routing is the
 preference, and the plan, unsplit, where its max load meets max(floor, ``cuts.split_bound``)
-(``clos_split_bound``: no LP, ``info["split"]`` says so); (2) min alpha (HiGHS interior
+(above the floor with its links at the max all in cuts at the bound: ``clos_split_bound``; no
+LP, ``info["split"]`` says so); (2) min alpha (HiGHS interior
 point with crossover: a vertex); above the floor, without crossover: a point inside the
 optimal face, whose cells at alpha are so in every optimum, then the others' least max alpha2
 (the fewest links at the max: the second layer);
@@ -47,12 +48,12 @@ With bundles the LP bounds each cell (all members together); the member choice o
 leave a member above alpha (``info["optimal"]`` then says so).
 
 Cost: where ``auto``'s routing meets the bound, ``auto`` and O(F + cuts) (a shift of 4,096
-flows on MRC's 8 x 256 x 512: 0.8 s of CPU, 37 s with the LPs, bench/pathsets.json); else
-the options O(F x P x middles) numpy; one LP of (commodities x usable options) variables and (used cells +
-commodities) rows; above the floor two more without crossover (about 1 s each to the first's
-9 s at 64 x 32); one with a row and a column more per preferred option (three if (5) loses the
-optimum); one over the flows above ``max_parts``; the members O(parts x hops x members). By
-bytes: one more LP (of flows of distinct weights; none where an unsplit candidate meets the
+flows on MRC's 8 x 256 x 512: 0.8 s of CPU, 37 s with the LPs, bench/pathsets.json); else the
+options O(F x P x middles) numpy; one LP of (commodities x usable options) variables and (used
+cells + commodities) rows; above the floor two more without crossover (about 1 s each to the
+first's 9 s at 64 x 32); one with a row and a column more per preferred option (three if (5)
+loses the optimum); one over the flows above ``max_parts``; the members O(parts x hops x
+members). By bytes: one more LP (of flows of distinct weights; none where an unsplit candidate meets the
 byte cut bound), ``clos_jobs`` and two or three predictions. The kernel: ``split``'s.
 
 References: McNaughton, Scheduling with deadlines and loss functions, Management Science 1959;

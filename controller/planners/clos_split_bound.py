@@ -11,13 +11,13 @@ The bounds: on flow counts max(``split.FLOOR``, ``cuts.split_bound``), the LP's 
 cut bound of a splittable routing (``clospaths.lower_bound`` without its rounding up: met by
 ``auto`` on full-bisection fabrics where the flows divide the links evenly); above the floor
 only where every link ``auto`` has at the max is in a cut at the bound (``cuts.tight_links``),
-as the LP's second layer would leave it. By bytes (the
-``jobs`` objective, no floor) ``cuts.split_bound`` with each flow its bytes at the leaf links'
-rate: an unsplit candidate there (``flows``, ``jobs-unsplit``) is an optimum of the byte LP,
-which is then skipped, the prediction choosing among the other candidates as ever. It holds
-less often than on flow counts: without a floor the byte LP spreads a permutation over every
-path, so a routing at one flow per link is at the byte bound only where the flows fill every
-uplink of their leaves.
+as the LP's second layer would leave it. By bytes (the ``jobs`` objective, no floor)
+``cuts.split_bound`` with each flow its bytes at the leaf links' rate: a candidate there
+(``flows``, ``jobs-unsplit``) is an optimum of the byte LP, which is then skipped, the
+prediction choosing among the other candidates as ever. It holds less often than on flow
+counts: without a floor the byte LP spreads a permutation over every path, so a routing at
+one flow per link is at the byte bound only where the flows fill every uplink of their
+leaves (not MRC's shift: 8 flows a leaf over 2,048 uplinks).
 
 Cost: O(F + cuts) numpy for a bound (``cuts.split_bound``), O(parts x hops) for a routing's
 busiest link.
