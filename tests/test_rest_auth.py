@@ -244,22 +244,37 @@ def test_two_srv6_jobs_with_one_five_tuple_are_refused_and_change_nothing():
     assert api.handle(svc, "POST", "/v1/jobs", json.dumps(two).encode())[0] == 201
 
 
-def test_srv6_on_several_planes_is_refused_until_the_agent_steers_per_plane():
-    """Issue 73, item 5: accepted, its parts on plane 1 and up were black-holed."""
+def test_srv6_on_several_planes_is_accepted_and_each_part_names_its_plane():
+    """Issue 73, eight planes: refused while the agent steered on one interface (parts of
+    plane 1 and up were black-holed); now each part and probe names its plane, whose
+    interface the agent takes."""
+    from controller.agent import steering
     from controller.errors import InputError
     from controller.service import api
     from controller.shell.static import StaticSwitches
     from tests.test_srv6 import wired
     fabric = wired(Clos.leaf_spine(2, 2, 2, planes=2))
-    with pytest.raises(InputError, match="one plane: this one has 2"):
-        StaticSwitches(fabric)
-    svc = RouteService(FakeSwitches(fabric.dpids.values()), fabric)
-    for d in fabric.dpids.values():
-        svc.switch_connected(d, {p: True for p in fabric.ports[fabric.switch_of_dpid[d]].values()})
-    job = {"id": "s", "mode": "srv6", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]}
+    switches = StaticSwitches(fabric)
+    svc = RouteService(switches, fabric, mode="srv6")
+    svc.note_switches(switches.connected_now())
+    svc.sync_queued()
+    pairs = [("h0_0", "h1_0"), ("h0_0", "h1_1"), ("h0_1", "h1_0"), ("h0_1", "h1_1")]
+    job = {"id": "s", "mode": "srv6", "flows": [{"src": a, "dst": b, "bytes": 1e6}
+                                                  for a, b in pairs]}
     status, doc = api.handle(svc, "POST", "/v1/jobs", json.dumps(job).encode())
-    assert status == 400 and "one plane" in doc["error"]
-    assert api.handle(svc, "GET", "/v1/jobs")[1]["jobs"] == []
+    assert status == 201, doc
+    assert {r["plane"] for r in doc["routes"]} == {"plane0", "plane1"}
+    for host in ("h0_0", "h0_1"):
+        seg = api.handle(svc, "GET", f"/v1/hosts/{host}/segments")[1]
+        read = steering.read(seg)
+        for f, s in zip(seg["flows"], read.steers):
+            assert s.plane == f["plane"] == fabric.plane_of[f["path"][0]]
+            assert f["dst_ip"] == fabric.ip_of(f["dst"], f["plane"])
+        want = steering.wanted(read.steers, {}, (f"{host}-eth0", f"{host}-eth1"))
+        assert {w.route.split(" dev ")[1].split()[0] for w in want.values()} == \
+            {f"{host}-eth{s.plane}" for s in read.steers}
+        with pytest.raises(InputError, match="on plane 1: this agent has 1 interface"):
+            steering.wanted([s for s in read.steers if s.plane == 1], {}, f"{host}-eth0")
 
 
 def test_ready_names_hosts_refused_a_credential_or_their_document_and_silent_ones():

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
+import pytest
+
 from controller.enforcement.srv6 import SidPlan
 from controller.enforcement.srv6_config import host_config
 from controller.model.clos import Clos
@@ -41,3 +43,26 @@ def test_duties_watch_every_link_of_every_plane():
     for paths in got.values():
         for path, _dst in paths:
             assert len({f.plane_of[s] for s in path}) == 1  # a path stays in its plane
+
+
+def test_the_agent_steers_and_probes_each_plane_by_its_interface_and_address():
+    from types import SimpleNamespace
+
+    from controller.agent import options, probe, steering
+    from controller.errors import InputError
+    doc = {"block": "fcbb:bbbb::/32", "addresses": ["10.0.0.1", "10.16.0.1"], "flows": [
+        {"dst_ip": "10.16.1.1", "form": "usid", "sids": ["fcbb:bbbb:6:8:f001::"], "plane": 1,
+         "backup": {"form": "usid", "sids": ["fcbb:bbbb:7:8:f001::"]}},
+        {"dst_ip": "10.0.1.1", "form": "usid", "sids": ["fcbb:bbbb:3:2:f001::"]}],
+        "probes": [{"path": ["l0_p1", "s0_p1", "l1_p1"], "dst_ip": "10.16.1.2", "form": "usid",
+                    "sids": ["fcbb:bbbb:6:8:f002::"], "plane": 1}]}
+    read = steering.read(doc)
+    want = steering.wanted(read.steers, {}, options.devices(SimpleNamespace(dev=None, host="h")))
+    routes = sorted(w.route for w in want.values())
+    assert routes[0].startswith("10.0.1.1/32") and " dev h-eth0 " in routes[0]
+    assert routes[1].startswith("10.16.1.1/32") and " dev h-eth1 " in routes[1]
+    src = probe.sources(read.steers, read.probes, read.plane_ips)
+    assert set(src.values()) == {"10.16.0.1"} and len(src) == 3  # plane 1's lists only
+    bad = {**doc, "flows": [{**doc["flows"][0], "plane": 99}]}
+    with pytest.raises(InputError, match="plane 99 is not an integer"):
+        steering.read(bad)

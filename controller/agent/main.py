@@ -57,7 +57,6 @@ learns the source ports of its host-mode flows from the routers' answers (host m
 """
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
@@ -67,8 +66,7 @@ import threading
 import time
 import urllib.parse
 
-from controller import __version__
-from controller.agent import hostports, portmap, steering
+from controller.agent import hostports, options, portmap, steering
 from controller.agent import probe as _probe
 from controller.agent.kernel import ip_batch, read_installed
 from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule
@@ -91,9 +89,10 @@ CREDENTIAL_ADVICE = ("the controller refused this host's credential: check --cre
 
 
 class Agent(Supervisor):
-    def __init__(self, client: Client, host: str, dev: str, apply=ip_batch, read=read_installed,
+    def __init__(self, client: Client, host: str, dev, apply=ip_batch, read=read_installed,
                  sockets=read_tcp, ports_file: str = ""):
-        self.client, self.host, self.dev = client, host, steering.check_dev(dev)
+        # the interface, or one per plane (``steering.devices``)
+        self.client, self.host, self.dev = client, host, steering.devices(dev)
         self.ports_file = ports_file  # host mode's ports for the applications ("": none)
         self.port_entries: list[dict] = []  # the document's host-mode parts
         self.routers: dict[str, str] = {}  # router address -> switch name
@@ -106,6 +105,7 @@ class Agent(Supervisor):
         self.steers: list = []
         self.probes: list[steering.Probe] = []  # every path to the parts' destinations
         self.src_ip = ""
+        self.plane_ips: tuple[str, ...] = ()  # the host's address on each plane
         self.block = None  # the fabric's uSID block: probes are answered along it
         self.addresses: frozenset[str] = frozenset()  # the host's fabric addresses (traffic)
         self.failed: set[tuple] = set()  # primary lists that do not answer: backups in use
@@ -142,6 +142,7 @@ class Agent(Supervisor):
                 self._refuse(raw, InputError(f"the kernel refused its rules: {e}"))
                 raise
             self.version, self.probes, self.src_ip = doc.version, doc.probes, doc.src_ip
+            self.plane_ips = doc.plane_ips
             self.block = doc.block
             self.addresses, self.port_entries, self.routers = (doc.addresses, doc.ports,
                                                                doc.routers)
@@ -261,14 +262,15 @@ class Agent(Supervisor):
             start = time.monotonic()
             with self.lock:
                 steers, probes, src = list(self.steers), list(self.probes), self.src_ip
-                failed, prober.block = set(self.failed), self.block
+                failed, prober.block, ips = set(self.failed), self.block, self.plane_ips
             dst_of, back_of, active, standby, others = _probe.lists_of(steers, probes, failed)
             paths.forget(set(dst_of))
             state = []
             if src and dst_of:
                 prober.src = src
                 targets = schedule.pick(active, standby, others, start)
-                seqs = prober.send([(str(x[0]), str(dst_of[x]), back_of.get(x))
+                src_of = _probe.sources(steers, probes, ips)  # plane 0's: ``src``
+                seqs = prober.send([(str(x[0]), str(dst_of[x]), back_of.get(x), src_of.get(x))
                                     for x in targets])
                 for seq, sids in zip(seqs, targets):
                     sent[seq] = (sids, start)
@@ -434,49 +436,14 @@ class Agent(Supervisor):
             raise AgentFailed(self.fatal)
 
 
-def _dev(text: str) -> str:
-    try:
-        return steering.check_dev(text)
-    except InputError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="mlroute-agent", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--version", action="version", version=f"mlroute-agent {__version__}")
-    ap.add_argument("--url", required=True, help="the controller's REST URL (comma-separated "
-                                                 "for redundant controllers)")
-    ap.add_argument("--host", required=True, help="this host's name in the fabric")
-    ap.add_argument("--dev", type=_dev,
-                    help="the interface towards the leaf (default: HOST-eth0)")
-    ap.add_argument("--lock", help="lock file (default: /run/mlroute-agent.HOST.lock)")
-    ap.add_argument("--credential-file", metavar="FILE", help=(
-        "a file whose first line is this host's credential: what `mlroute agent-credential HOST "
-        "--secret-file S` writes for a controller with --mlroute-host-secret-file S (it then reads and "
-        "reports for HOST only); the admin token if the controller has --mlroute-token-file alone; none "
-        "if neither (docs/howto/security.md; default: $MLROUTE_TOKEN_FILE)"))
-    ap.add_argument("--token", help="that credential itself (default: $MLROUTE_TOKEN); prefer "
-                                    "--credential-file: a command line shows in ps")
-    ap.add_argument("--ca-file", metavar="FILE",
-                    help="CA certificates to verify an https controller with (default: the "
-                         "system's)")
-    ap.add_argument("--once", action="store_true", help="install once and exit (no watch)")
-    ap.add_argument("--no-probes", action="store_true",
-                    help="no path probes: no fail-over and no link state for the controller")
-    ap.add_argument("--no-traffic", action="store_true",
-                    help="no traffic reports: the controller learns from sFlow only")
-    ap.add_argument("--no-ports", action="store_true",
-                    help="host mode on routers: learn no source ports (the host's host-mode "
-                         "flows then take whatever spine the routers' hash gives)")
-    ap.add_argument("--ports-file", metavar="FILE", help="where host mode's ports are written for the "
-                                         "applications (default: /run/mlroute-agent.HOST.ports)")
+    ap = options.parser(__doc__.split("\n\n")[0])
     args = ap.parse_args(argv)
-    dev = args.dev or f"{args.host}-eth0"
     try:
-        steering.check_dev(dev)
+        devs = options.devices(args)
         token = read_token(args.token, args.credential_file)
         client = Client(args.url, token, ca_file=args.ca_file)
-    except ValueError as e:
+    except (ValueError, InputError) as e:
         ap.error(str(e))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
@@ -484,7 +451,7 @@ def main(argv=None) -> int:
     except (InputError, OSError) as e:
         print(f"mlroute-agent: {e}", file=sys.stderr)
         return 2
-    agent = Agent(client, args.host, dev,
+    agent = Agent(client, args.host, devs,
                   ports_file=args.ports_file or f"/run/mlroute-agent.{args.host}.ports")
 
     def stop(*_):
@@ -501,7 +468,7 @@ def main(argv=None) -> int:
         else:
             prober, port_prober = _probers(args)
             agent.run(prober, traffic=not args.no_traffic, port_prober=port_prober,
-                      routes=RouteKeeper(dev))
+                      routes=RouteKeeper(devs[0]))
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C: the only end that removes the rules
         remove = not args.once
     except AgentFailed as e:

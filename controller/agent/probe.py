@@ -129,13 +129,15 @@ class Prober:
         self.rx.close()
 
     def send(self, probes: list[tuple]) -> list[int]:
-        """One probe per (uSID container, destination IPv4[, way back]); their sequence
+        """One probe per (uSID container, destination IPv4[, way back[, source IPv4]]) (the
+        source: the host's address on the list's plane, else ``src``); their sequence
         numbers."""
         seqs = []
-        for container, dst, *back in probes:
+        for container, dst, *more in probes:
             self.seq = (self.seq + 1) & 0xFFFF
             seqs.append(self.seq)
-            packet = echo(self.src, dst, self.ident, self.seq, back[0] if back else None)
+            back, src = (more + [None, None])[:2]
+            packet = echo(src or self.src, dst, self.ident, self.seq, back)
             try:
                 self.tx.sendto(packet, (str(container), 0))
             except OSError:
@@ -320,6 +322,21 @@ def lists_of(steers: list, probes: list, failed: set) -> tuple[dict, dict, list,
         dst_of.setdefault(p.sids, p.dst)
         back_of.setdefault(p.sids, p.back)
     return dst_of, back_of, list(active), standby, list(dict.fromkeys(p.sids for p in probes))
+
+
+def sources(steers: list, probes: list, ips: tuple) -> dict:
+    """List -> the host's address on its plane (``ips``, plane by plane), for lists off
+    plane 0: a leaf's source check passes only the host's address on its own plane."""
+    out = {}
+    for s in steers:
+        if 0 < s.plane < len(ips):
+            out[s.sids] = ips[s.plane]
+            if s.backup:
+                out[s.backup] = ips[s.plane]
+    for p in probes:
+        if 0 < p.plane < len(ips):
+            out.setdefault(p.sids, ips[p.plane])
+    return out
 
 
 def forget_old(sent: dict, now: float) -> None:

@@ -51,6 +51,7 @@ MAX_PROBES = 4096
 MAX_PORTS = MAX_PARTS
 MAX_ROUTERS = 65536
 MAX_ADDRESSES = 64
+MAX_PLANES = 16  # a host's interfaces to the fabric, one per plane
 MAX_VERSION = 200
 MAX_NAME = 256  # a job's, a host's or a switch's name
 MAX_ERROR = 500  # characters of a refusal sent to the controller
@@ -78,6 +79,7 @@ class Steer:
     # along the list carries for its answer; None: the answer comes by plain routing
     back: ipaddress.IPv6Address | None = None
     backup_back: ipaddress.IPv6Address | None = None
+    plane: int = 0  # the plane its lists cross: it leaves by that plane's interface
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,7 @@ class Probe:
     dst: ipaddress.IPv4Address
     sids: tuple[ipaddress.IPv6Address, ...]
     back: ipaddress.IPv6Address | None = None  # the way back the probe carries (Steer.back)
+    plane: int = 0  # its source is the host's address on that plane
 
 
 @dataclass
@@ -102,6 +105,7 @@ class Document:
     ports: list[dict]  # host mode's parts, rebuilt from checked values (``hostports``)
     routers: dict[str, str]  # router IPv4 -> switch name
     notes: list[str] = field(default_factory=list)  # what is odd but not refused
+    plane_ips: tuple[str, ...] = ()  # the host's address on each plane (its probes' sources)
 
 
 @dataclass(frozen=True)
@@ -238,9 +242,10 @@ def _steer(f, i: int, block) -> Steer:
     if encap == "encap.red" and len(sids) != 1:
         raise InputError(f"{where}: a usid list is one container, not {len(sids)}")
     back = _back(f, block, where)
+    plane = _int(f.get("plane", 0), 0, MAX_PLANES - 1, "plane", where)
     backup = f.get("backup")
     if backup is None:
-        return Steer((dst, proto, sport, dport), encap, sids, back=back)
+        return Steer((dst, proto, sport, dport), encap, sids, back=back, plane=plane)
     if not isinstance(backup, dict):
         raise InputError(f"{where}: backup must be an object, not {_short(backup)}")
     b_encap = _encap(backup.get("form"), f"{where} backup")
@@ -248,7 +253,7 @@ def _steer(f, i: int, block) -> Steer:
     if b_encap == "encap.red" and len(b_sids) != 1:
         raise InputError(f"{where} backup: a usid list is one container, not {len(b_sids)}")
     return Steer((dst, proto, sport, dport), encap, sids, b_sids, b_encap, back,
-                 _back(backup, block, f"{where} backup"))
+                 _back(backup, block, f"{where} backup"), plane)
 
 
 def _back(entry: dict, block, where: str) -> ipaddress.IPv6Address | None:
@@ -310,8 +315,9 @@ def read(doc) -> Document:
                          f"different lists: flow {first[0]}'s steers it")
     src = doc.get("src_ip")
     src_ip = "" if src is None else str(_ipv4(src, "src_ip", "segments document"))
-    addresses = frozenset(str(_ipv4(a, "addresses", "segments document"))
-                          for a in _list(doc, "addresses", MAX_ADDRESSES))
+    plane_ips = tuple(str(_ipv4(a, "addresses", "segments document"))
+                      for a in _list(doc, "addresses", MAX_ADDRESSES))  # plane by plane
+    addresses = frozenset(plane_ips)
     probes = []
     for i, p in enumerate(_list(doc, "probes", MAX_PROBES)):
         where = f"probe {i}"
@@ -320,8 +326,9 @@ def read(doc) -> Document:
         path, dst = _path(p.get("path"), where), _ipv4(p.get("dst_ip"), "dst_ip", where)
         encap, sids = _encap(p.get("form"), where), _sids(p.get("sids"), block, where)
         back = _back(p, block, where)
+        plane = _int(p.get("plane", 0), 0, MAX_PLANES - 1, "plane", where)
         if encap == "encap.red":
-            probes.append(Probe(path, dst, sids, back))
+            probes.append(Probe(path, dst, sids, back, plane))
     ports = [_port_entry(e, i) for i, e in enumerate(_list(doc, "ports", MAX_PORTS))]
     routers = doc.get("routers") or {}
     if not isinstance(routers, dict) or len(routers) > MAX_ROUTERS:
@@ -330,7 +337,7 @@ def read(doc) -> Document:
     routers = {str(_ipv4(ip, "router address", "routers")): _name(name, "router name", "routers")
                for ip, name in routers.items()}
     return Document(version, block, src_ip, addresses or frozenset({src_ip} - {""}), steers,
-                    probes, ports, routers, notes)
+                    probes, ports, routers, notes, plane_ips or (src_ip,))
 
 
 def parse(doc) -> list[Steer]:
@@ -359,11 +366,16 @@ def slot_of(i: Installed) -> set[int]:
     return out
 
 
-def wanted(steers: list[Steer], have: dict, dev: str, failed: frozenset = frozenset()) -> dict:
+def wanted(steers: list[Steer], have: dict, dev, failed: frozenset = frozenset()) -> dict:
     """match -> ``Installed``: parts keep their slot (table and rule) while they exist; a part
-    whose primary path is in ``failed`` (its sids) takes its backup. InputError when the slots
-    run out (``steps`` avoids it)."""
-    dev = check_dev(dev)
+    whose primary path is in ``failed`` (its sids) takes its backup. ``dev``: the interface,
+    or one per plane (``devices``). InputError when the slots run out (``steps`` avoids it)
+    or a part's plane has no interface."""
+    devs = devices(dev)
+    for s in steers:
+        if s.plane >= len(devs):
+            raise InputError(f"a part to {s.match[0]} is on plane {s.plane}: this agent has "
+                             f"{len(devs)} interface(s) (--dev, one per plane)")
     used = set().union(*(slot_of(i) for i in have.values())) if have else set()
     free = (s for s in range(SLOTS) if s not in used)
     out = {}
@@ -381,12 +393,25 @@ def wanted(steers: list[Steer], have: dict, dev: str, failed: frozenset = frozen
                                  f"and {len(steers)} wanted exceed {SLOTS}")
         pref = (SPECIFIC_PREF if s.match[2] or s.match[3] else PAIR_PREF) + slot
         table = TABLE_BASE + slot
-        out[s.match] = Installed(table, pref, route_text(s.match[0], encap, sids, dev),
+        out[s.match] = Installed(table, pref, route_text(s.match[0], encap, sids,
+                                                         devs[s.plane]),
                                  rule_text(s.match, table, pref), f"{s.match[0]}/32")
     return out
 
 
-def steps(steers: list[Steer], have: dict, dev: str, failed: frozenset = frozenset()) -> list:
+def devices(dev) -> tuple[str, ...]:
+    """The interfaces by plane: ``dev`` one name, or a sequence of them, each checked.
+
+    >>> devices("e0"), devices(["h-eth0", "h-eth1"])
+    (('e0',), ('h-eth0', 'h-eth1'))
+    """
+    names = tuple(dev) if isinstance(dev, (list, tuple)) else (dev,)
+    if not 1 <= len(names) <= MAX_PLANES:
+        raise InputError(f"1 to {MAX_PLANES} interfaces, one per plane, not {len(names)}")
+    return tuple(check_dev(d) for d in names)
+
+
+def steps(steers: list[Steer], have: dict, dev, failed: frozenset = frozenset()) -> list:
     """The states to go through from ``have``: the wanted one, make before break; or, when
     what is installed and what is new need more than ``SLOTS`` slots (a kernel filled by an
     older agent), first ``have`` without the parts no longer wanted (their flows fall back to

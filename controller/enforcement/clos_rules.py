@@ -110,23 +110,10 @@ def check_mode_on(fabric, mode: str) -> None:
     label space (``LabelSpace.check``); host mode on a fabric with bundles where its source
     ports cannot code every bundle hop's member above the bits that choose the hops
     (``clos_members.MemberBits.check``): InputErrors naming the mode and the sizes."""
-    if mode == "srv6":
-        check_srv6_planes(fabric)
     if mode == "sr":
         label_space(fabric).check()
     if mode == "host" and fabric.bundled:
         MemberBits(fabric).check()
-
-
-def check_srv6_planes(fabric) -> None:
-    """srv6 mode on one plane only, for now: the agent steers every part out of the host's one
-    interface, and a part planned on plane 1 and up would reach the plane-0 leaf, which has no
-    route to another plane's locators (black-holed)."""
-    if fabric.plane_count > 1:
-        raise InputError(f"srv6 mode runs on fabrics of one plane: this one has "
-                         f"{fabric.plane_count}, and a host's agent steers on one interface "
-                         "(parts of plane 1 and up would be black-holed); use flow, sr or "
-                         "host mode over OpenFlow on several planes")
 
 
 def alive_of(fabric: Clos, switch: str, peer: str) -> tuple[int, ...]:

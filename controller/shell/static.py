@@ -10,7 +10,6 @@ in host mode the agents report the source ports they learned (``POST /v1/hosts/{
 """
 from __future__ import annotations
 
-from controller.enforcement.clos_rules import check_srv6_planes
 from controller.enforcement.openflow import SwitchState, apply
 from controller.errors import InputError
 from controller.model.clos import Clos
@@ -27,7 +26,6 @@ class StaticSwitches:
         if fabric is None:
             raise InputError("--mlroute-southbound none needs a declared fabric "
                              "(--mlroute-fabric): there is no OpenFlow to discover it")
-        check_srv6_planes(fabric)  # no OpenFlow: every job runs in srv6 mode
         self.fabric = fabric
         self.tables = {d: SwitchState() for d in fabric.dpids.values()}
 

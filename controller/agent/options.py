@@ -1,0 +1,68 @@
+"""The agent's command line: its options, and the interfaces it steers on, one per plane.
+
+Why a module of its own: the options are the agent's interface to its service manager (the
+systemd unit, ``integrations/systemd``) and its --help is checked (``tests/test_launch.py``);
+the agent's loops (``main.py``) need only the parsed values.
+"""
+from __future__ import annotations
+
+import argparse
+
+from controller import __version__
+from controller.agent import steering
+from controller.errors import InputError
+
+
+def _dev(text: str) -> str:
+    try:
+        return steering.check_dev(text)
+    except InputError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mlroute-agent", description=description)
+    ap.add_argument("--version", action="version", version=f"mlroute-agent {__version__}")
+    ap.add_argument("--url", required=True, help="the controller's REST URL (comma-separated "
+                                                 "for redundant controllers)")
+    ap.add_argument("--host", required=True, help="this host's name in the fabric")
+    ap.add_argument("--dev", type=_dev, action="append",
+                    help="the interface towards the leaf; once per plane, in plane order, on "
+                         "a fabric of several planes (default: HOST-eth0, HOST-eth1, ...)")
+    ap.add_argument("--lock", help="lock file (default: /run/mlroute-agent.HOST.lock)")
+    ap.add_argument("--credential-file", metavar="FILE", help=(
+        "a file whose first line is this host's credential: what `mlroute agent-credential HOST "
+        "--secret-file S` writes for a controller with --mlroute-host-secret-file S (it then reads and "
+        "reports for HOST only); the admin token if the controller has --mlroute-token-file alone; none "
+        "if neither (docs/howto/security.md; default: $MLROUTE_TOKEN_FILE)"))
+    ap.add_argument("--token", help="that credential itself (default: $MLROUTE_TOKEN); prefer "
+                                    "--credential-file: a command line shows in ps")
+    ap.add_argument("--ca-file", metavar="FILE",
+                    help="CA certificates to verify an https controller with (default: the "
+                         "system's)")
+    ap.add_argument("--once", action="store_true", help="install once and exit (no watch)")
+    ap.add_argument("--no-probes", action="store_true",
+                    help="no path probes: no fail-over and no link state for the controller")
+    ap.add_argument("--no-traffic", action="store_true",
+                    help="no traffic reports: the controller learns from sFlow only")
+    ap.add_argument("--no-ports", action="store_true",
+                    help="host mode on routers: learn no source ports (the host's host-mode "
+                         "flows then take whatever spine the routers' hash gives)")
+    ap.add_argument("--ports-file", metavar="FILE", help="where host mode's ports are written for the "
+                                         "applications (default: /run/mlroute-agent.HOST.ports)")
+    return ap
+
+
+def devices(args) -> tuple[str, ...]:
+    """The interfaces by plane: every ``--dev`` given, else ``HOST-eth<q>`` for each plane
+    whose name the kernel would take (plane 0's must be); InputError otherwise.
+
+    >>> from types import SimpleNamespace as A
+    >>> devices(A(dev=None, host="h0_0"))[:2], devices(A(dev=["e0", "e1"], host="h"))
+    (('h0_0-eth0', 'h0_0-eth1'), ('e0', 'e1'))
+    """
+    if args.dev:
+        return steering.devices(args.dev)
+    names = [f"{args.host}-eth{q}" for q in range(steering.MAX_PLANES)]
+    steering.check_dev(names[0])
+    return tuple(n for n in names if steering.DEV.fullmatch(n))
