@@ -40,7 +40,7 @@ STRAGGLER_WAIT = 0.5
 STRAGGLER_RATE = 200.0
 STRAGGLER_TIMES = 4
 STRAGGLER_SHARE = 8
-STRAGGLER_HOLD = 0.05  # a table read's stragglers hold the others this long at least
+STRAGGLER_HOLD = 0.05  # a table read's silent switches hold the others this long at least
 
 
 def straggler_wait(sent: int, others_took: float) -> float:
@@ -205,8 +205,8 @@ class Switches:
         answers held the 63 read with it for the whole timeout, issue 59), each waited for as
         its batch needs (``sent``: dpid -> messages sent to it, for the largest batch among
         those still silent; none: its replies' requests). ``straggling()`` is called while
-        stragglers are waited for (a minority is still silent once the others answered), from
-        when they were silent as long as the others took (``STRAGGLER_HOLD`` at least)."""
+        some are still silent once they were silent as long as the others took
+        (``STRAGGLER_HOLD`` at least), stragglers or not."""
         start = time.monotonic()
         left, last = dict(waits), None  # last: when the latest switch completed
         while left:
@@ -224,12 +224,12 @@ class Switches:
             if last is not None and len(left) <= max(1, len(waits) // STRAGGLER_SHARE):
                 most = max((sent or {}).get(d, len(left[d])) for d in left)
                 until = min(deadline, last + straggler_wait(most, last - start))
-                if straggling is not None:  # once silent as long as the others took
-                    hold = last + max(STRAGGLER_HOLD, last - start)
-                    if now >= hold:
-                        straggling()
-                    else:
-                        until = min(until, hold)
+            if last is not None and straggling is not None:  # silent as long as the others took
+                hold = last + max(STRAGGLER_HOLD, last - start)
+                if now >= hold:
+                    straggling()
+                else:
+                    until = min(until, hold)
             if now >= until:
                 break
             bell.wait(until - now)
@@ -254,10 +254,11 @@ class Switches:
         reply is waited for, so no switch waits for another's round trip (a fat-tree's 320
         switches read one after another took seconds). Per switch its state, or the
         InstallError that says why it could not be read. ``ready``: called with those read
-        so far once only stragglers are awaited (they are not returned again), so that a
-        straggler holds none of them; it is given up on soon after the others answered
-        (``_gather``). Not each time some are read: a first start's repairs then came in 2-4
-        installs a batch, each waiting for its barriers under the service lock (issue 74)."""
+        so far once the others were silent as long as they took (they are not returned
+        again), so that a switch that does not answer holds none of them; a straggler is
+        given up on soon after the others answered (``_gather``). Not each time some are
+        read: a first start's repairs then came in 2-4 installs a batch, each waiting for
+        its barriers under the service lock (issue 74)."""
         out: dict = {}
         waits: dict = {}  # dpid -> (datapath, [(xid, Event)])
         bell = self.hub.Event()
