@@ -117,9 +117,10 @@ demo-fattree: install system
 
 # The demo's two rings on a fabric without OpenFlow: Linux routers with static SRv6 SIDs, the
 # controller with --mlroute-southbound none and one mlroute-agent per host (ECMP against the
-# plan the hosts push).
+# plan the hosts push). FABRIC=fattree: three tiers of routers (k = 4) with real collectives,
+# gloo and Open MPI rings and an all-to-all, each job's step against the prediction.
 demo-srv6: install system
-	$(PY) -m emulation.demo_srv6 $(ARGS)
+	$(PY) -m emulation.demo_srv6 $(if $(filter fattree,$(FABRIC)),--fat-tree) $(ARGS)
 
 # The controller with no configuration: it discovers the fabric (start Mininet beside it, see
 # docs/howto/run-controller.md or the first tutorial, docs/tutorials/first-route.md). One

@@ -1,6 +1,6 @@
 """Benchmark of srv6 mode on Linux routers (no OpenFlow): what the hosts' agents cost and buy.
 
-Four measurements, each against a baseline run in the same command:
+The measurements, each against a baseline run in the same command:
 
 * ``rings``: the demo's two rings (``emulation/demo_srv6.py``: 4 spines x 8 leaves x 2 hosts,
   5 Mbit/s links): median step under the kernel's ECMP against the plan pushed by the agents;
@@ -13,6 +13,11 @@ Four measurements, each against a baseline run in the same command:
   median's figures and every run's gap;
 * ``goodput``: one flow at a shaped line rate (20 Mbit/s), plain IPv4 against the same flow
   inside its uSID encapsulation (40 bytes a packet);
+* ``fattree``: real collectives on the k = 4 fat-tree of routers, 20 Mbit/s links
+  (``emulation/harness/router_jobs.py``): a gloo ring and an Open MPI ring of 8 and a gloo
+  all-to-all of 8, each alone under ECMP, declared, and posted by its members and learned
+  from the agents' traffic reports; each job's step against the controller's prediction and
+  the ideal, ECMP against the plan on the slowest job;
 * ``scale``: the controller's side at k = 16 (320 switches, 1,024 hosts), in process: every
   host's document after a 1,024-rank ring is posted (what the agents' watches ask at once),
   against the POST that planned the ring; and ``mlroute srv6-config``'s computation of every
@@ -220,6 +225,12 @@ def scale(k: int = 16) -> dict:
             "config_s": round(config, 2), "config_routes": routes}
 
 
+def fattree(folder: str, steps: int) -> dict:
+    from emulation.harness import router_jobs
+    return router_jobs.run(folder, steps=steps,
+                           progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+
+
 def main(argv=None) -> int:
     from emulation.demo_srv6 import STEPS
     ap = argparse.ArgumentParser(prog="python -m benchmarks.srv6",
@@ -248,6 +259,7 @@ SECTIONS = {"install": lambda folder, args: install(),
             "goodput": lambda folder, args: goodput(folder),
             "outage": lambda folder, args: outage(folder),
             "rings": lambda folder, args: rings(args.steps),
+            "fattree": lambda folder, args: fattree(folder, args.steps),
             "scale": lambda folder, args: scale()}
 
 

@@ -349,7 +349,7 @@ def results_page() -> str:
             _request_path(), _churn(), _replan(), _cuts(),
             _fattree(), _collectives(), _learning(),
             _emulation(), _reconcile(), _entries(), _controlplane(), _scale(), _shared(), _hostmode(),
-            _failover(), _connect(), _srv6(), _agents(), _chaos()]
+            _failover(), _connect(), _srv6(), _srv6_fattree(), _agents(), _chaos()]
     return "".join(out)
 
 
@@ -479,6 +479,54 @@ def _srv6() -> str:
               "ECMP a step of the two rings shares no link in about 1 of 10 steps ((3/4)^8), "
               "hence medians of 5 steps.\n\n"
             + _table(["what", "figure"], rows))
+
+
+def _srv6_fattree() -> str:
+    """Real collectives on three tiers of routers (``benchmarks.srv6 --only fattree``)."""
+    b = _load("bench/srv6.json")
+    if "fattree" not in b:
+        return ""
+    t = b["fattree"]
+    rows = [[f"{jid} ({j['library']}, {j['kind']}, {len(j['ranks'])} ranks, "
+             f"{j['mib_per_rank']} MiB a rank)",
+             f"{j['ecmp_median_s']:g}", f"{j['plan_median_s']:g}",
+             f"{j['learned_median_s']:g} ({j['learning_launches']})",
+             f"{j['predicted_s']:g}", f"{j['ideal_s']:g}",
+             f"**{j['plan_over_prediction']:g}**", f"{j['ecmp_over_plan']:g}x",
+             f"{j['plan_retransmits']}"] for jid, j in t["jobs"].items()]
+    sl = t["slowest"]
+    return ("### Real collectives on three tiers of routers\n\n"
+            + _source("python -m benchmarks.srv6 --only fattree", "bench/srv6.json")
+            + f"The {t['fabric']} (20 switches, 16 hosts), every link shaped to "
+              f"{t['link_mbps']:g} Mbit/s (a FIFO of {t['queue_s']:g} s of line rate): the "
+              "kernel routers and eight ranks of Python keep up on the machine's 2 shared cores "
+              "at that rate. Three jobs of 8 ranks, one per leaf, ring neighbours in different "
+              "pods, each alone on the fabric: a PyTorch gloo ring All-Reduce (host 0 of every "
+              "leaf), an Open MPI ring All-Reduce (host 1), and a gloo all-to-all (host 0; a "
+              "mixture-of-experts layer's exchange, every rank sending 1 MiB to each other "
+              "rank at once). A step is one iteration, the slowest rank's; each launch's first "
+              "iteration is not counted. ECMP: no job posted, "
+              f"{t['steps']} launches (new connections, so the kernel's L4 hash draws anew), "
+              "the median; plan: the job declared (the ring in its library's data direction, "
+              f"the all-to-all's 56 pairs), the median of {t['steps']} steps; learned: posted by "
+              "its members' addresses only, learned from the agents' traffic reports in the "
+              "given number of launches, then the median of "
+              f"{t['steps']} steps. Predicted: the job view's `predicted_allreduce_s` for the "
+              "plan. The agents run without path probes (`--no-probes`): with probes, a "
+              "queue of tens of milliseconds on a 20 Mbit/s link made them judge planned paths "
+              "failed (\"63 ms unanswered, round trip 2 ms\") and move flows to their backups "
+              "in mid-step. Retransmitted: TCP segments of the ranks' hosts in the planned "
+              "launch.\n\n"
+            + _table(["job", "ECMP (s)", "plan (s)", "learned (s, launches)", "predicted (s)",
+                      "ideal (s)", "plan / predicted", "ECMP / plan", "retransmitted"], rows)
+            + f"Slowest job: ECMP {sl['ecmp_median_s']:g} s against the plan "
+              f"{sl['plan_median_s']:g} s, **{sl['ecmp_over_plan']:g}x**. Targets (issue 75): "
+            + ", ".join(f"{k} {'met' if v else '**not met**'}"
+                        for k, v in t["targets"].items())
+            + ". The all-to-all's seven windows into each 20 Mbit/s port queue for longer than "
+              "TCP's 200 ms minimum retransmission timeout; its steps lose time to spurious "
+              "timeouts (the ranks' hosts received duplicate segments: D-SACKs), which the "
+              "fluid model does not have.\n\n")
 
 
 def _planner() -> str:

@@ -48,7 +48,8 @@ class RouterSession:
 
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
                  bw: float = 0.0, probes: bool = True, controller: int | None = None,
-                 sflow: int = 0, traffic: bool = True, secure: bool = False):
+                 sflow: int = 0, traffic: bool = True, secure: bool = False,
+                 queue_s: float = QUEUE_S):
         """``controller``: the REST port of a controller started elsewhere (on the management
         address, ``--wsapi-host 172.30.255.254``), or a list of them (redundant controllers:
         the agents get every URL); None starts one here. External controllers may start after
@@ -59,6 +60,7 @@ class RouterSession:
         self.algorithm = algorithm
         self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
         self.bw = bw  # Mbit/s of every link (0: unshaped), queues of QUEUE_S (0.2 s) of line rate
+        self.queue_s = queue_s  # or this long (an all-to-all's incast: harness/router_jobs.py)
         self.plan = SidPlan.of(fabric)
         self.probes = probes  # the agents probe their paths (--no-probes when False)
         self.sflow = sflow  # every router samples 1 in sflow packets into the controller (pmacctd)
@@ -95,7 +97,7 @@ class RouterSession:
             doc["link_gbps"] = self.bw / 1000
         with open(path, "w") as fh:
             json.dump(doc, fh)
-        link = shaped(self.bw, max(30_000, int(self.bw * 1e6 / 8 * QUEUE_S)))
+        link = shaped(self.bw, max(30_000, int(self.bw * 1e6 / 8 * self.queue_s)))
         self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link,
                                             routers_mgmt=bool(self.sflow)),
                            controller=None, link=Link)
@@ -176,6 +178,17 @@ class RouterSession:
         out = self.net[switch].cmd(f"ip -s -6 route show {prefix or self.plan.locator(switch)}")
         words = out.split()
         return int(words[words.index("bytes") + 1]) if "bytes" in words else 0
+
+    def retransmits(self, hosts) -> int:
+        """TCP segments the ``hosts`` have retransmitted since they started (their
+        namespaces' ``/proc/net/snmp``)."""
+        n = 0
+        for h in hosts:
+            rows = [line.split() for line in self.net[h].cmd("cat /proc/net/snmp").splitlines()
+                    if line.startswith("Tcp:")]
+            if len(rows) == 2:
+                n += int(rows[1][rows[0].index("RetransSegs")])
+        return n
 
     def uplink_bytes(self, fabric=None) -> dict[str, int]:
         """Bytes every router has sent on each uplink (``lower->upper``), from its

@@ -1,0 +1,72 @@
+"""The jobs of ``emulation/harness/router_jobs.py`` (real collectives on the k = 4 fat-tree of
+routers) without root: what they declare, and that the controller's plan for each, alone on
+the fabric, predicts its ideal step (every ring flow, every all-to-all port at line rate), so
+that the live figures compare measurement with a prediction of the same plan."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from emulation.harness import router_jobs
+from topologies.routers import fat_tree
+
+
+@pytest.fixture(scope="module")
+def fabric():
+    return fat_tree(4)
+
+
+def test_three_jobs_of_eight_ranks_one_per_leaf_neighbours_across_pods(fabric):
+    jobs = {j["id"]: j for j in router_jobs.jobs(fabric)}
+    assert list(jobs) == ["gloo-ring", "mpi-ring", "all-to-all"]
+    for j in jobs.values():
+        leaves = [fabric.hosts[h] for h in j["hosts"]]
+        assert sorted(leaves) == sorted(fabric.leaves)  # one rank per leaf
+        pod = {leaf: p for p, pod in enumerate(fabric.leaves_by_pod()) for leaf in pod}
+        ring = j["hosts"] + j["hosts"][:1]
+        assert all(pod[fabric.hosts[a]] != pod[fabric.hosts[b]] for a, b in zip(ring, ring[1:]))
+    assert set(jobs["gloo-ring"]["hosts"]).isdisjoint(jobs["mpi-ring"]["hosts"])
+
+
+def test_rings_are_declared_in_their_librarys_data_direction(fabric):
+    gloo, mpi, _ = router_jobs.jobs(fabric)
+    for job, step in ((gloo, -1), (mpi, +1)):
+        doc = router_jobs.declaration(job)
+        ranks, h = doc["ranks"], job["hosts"]
+        declared = {(ranks[i], ranks[(i + 1) % len(ranks)]) for i in range(len(ranks))}
+        assert declared == router_jobs.data_pairs(job)
+        assert (h[0], h[step % len(h)]) in declared  # gloo: to rank - 1, Open MPI: rank + 1
+        assert doc["bytes"] == 4 << 20
+
+
+def test_the_all_to_all_declares_every_pair_with_its_block(fabric):
+    a2a = router_jobs.jobs(fabric)[2]
+    flows = router_jobs.declaration(a2a)["flows"]
+    assert len(flows) == 56 == len(router_jobs.data_pairs(a2a))
+    assert {f["bytes"] for f in flows} == {1 << 20}  # 8 MiB a rank, 1/8 to each rank
+    # seven blocks through each port at 20 Mbit/s, as a ring's 2 x 7/8 of 4 MiB
+    assert router_jobs.ideal_s(a2a, 20) == pytest.approx(7 * 8 * (1 << 20) / 20e6)
+    assert router_jobs.ideal_s(router_jobs.jobs(fabric)[0], 20) == pytest.approx(
+        router_jobs.ideal_s(a2a, 20))
+
+
+def test_each_jobs_plan_alone_predicts_its_ideal_step(fabric):
+    """In process, srv6 mode: each declaration posted alone, its view's prediction (the
+    model the live benchmark compares with) equals its ideal at the fabric's line rate."""
+    from controller.service import api
+    from controller.service.route_service import RouteService
+    from controller.shell.static import StaticSwitches
+    switches = StaticSwitches(fabric)
+    svc = RouteService(switches, fabric, mode="srv6", algorithm="auto")
+    svc.note_switches(switches.connected_now())
+    svc.sync_queued()
+    for job in router_jobs.jobs(fabric):
+        status, doc = api.handle(svc, "POST", "/v1/jobs",
+                                 json.dumps(router_jobs.declaration(job)).encode())
+        assert status == 201, doc
+        view = api.handle(svc, "GET", f"/v1/jobs/{job['id']}")[1]
+        assert view["unroutable_flows"] == 0
+        assert view["predicted_allreduce_s"] == pytest.approx(view["ideal_s"], rel=1e-6), job
+        status, _ = api.handle(svc, "DELETE", f"/v1/jobs/{job['id']}")
+        assert status == 200
