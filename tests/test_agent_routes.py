@@ -57,9 +57,10 @@ def _link(index: int, up: bool) -> bytes:
 
 def test_a_burst_of_messages_is_read_whole_and_other_devices_are_ignored():
     route = struct.pack("=IHHII", 28, routes.RTM_NEWLINK + 8, 0, 0, 0) + bytes(12)  # NEWROUTE
-    assert changes(route, 3) == (False, None)
-    assert changes(_link(4, False) + _link(3, False) + _link(3, True), 3) == (True, True)
-    assert changes(b"\x00" * 8, 3) == (False, None)  # truncated: nothing
+    assert changes(route, {3}) == (False, {})
+    assert changes(_link(4, False) + _link(3, False) + _link(3, True), {3}) == (True, {3: True})
+    assert changes(_link(4, False) + _link(3, True), {3, 4}) == (True, {3: True, 4: False})
+    assert changes(b"\x00" * 8, {3}) == (False, {})  # truncated: nothing
 
 
 def test_the_loop_waits_while_the_device_is_down_and_restores_once_it_is_up(monkeypatch):

@@ -717,3 +717,29 @@ def test_a_growing_queue_is_no_failure_and_a_dead_list_fails_in_time():
     for queue in (0.001, 0.03):  # idle, and the outage benchmark's queue
         failed = _first_failure(lambda t, q=queue: q, *now, dead_at=2.0)
         assert failed - 2.0 <= probe.FAST_FAIL_S + 2 * queue + 2 * probe.FAST_S, (queue, failed)
+
+
+def test_the_hosts_own_port_down_moves_nothing_and_blames_no_link():
+    """Both lists fall silent at once (the host's own port): the primary, probed more often,
+    fails first, but its backup has not answered since, so the part stays; the report never
+    says one path failed and another to that leaf works (the controller would blame links)."""
+    kernel = FakeKernel()
+    agent = agent_on(kernel, [document()])
+    prober = FakeProber({P1, P2})
+    runner = threading.Thread(target=agent.run, args=(prober,), kwargs={"traffic": False},
+                              daemon=True)
+    runner.start()
+    try:
+        assert wait_for(lambda: agent.version == "e:1")
+        time.sleep(0.3)  # both lists answer: known
+        lines = len(kernel.lines)
+        prober.alive.clear()  # the host's port goes down
+        time.sleep(0.5)
+        assert not agent.failed and len(kernel.lines) == lines  # nothing moved
+        reports = [doc["paths"] for _m, path, doc in agent.client.posts if path.endswith("probes")]
+        assert any(r and not any(p["ok"] for p in r) for r in reports)  # both failed, said
+        assert not any({p["ok"] for p in r if p["path"][-1] == "l1"} == {True, False}
+                       for r in reports)
+    finally:
+        agent.stopping.set()
+        runner.join(3)

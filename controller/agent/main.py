@@ -69,7 +69,7 @@ import urllib.parse
 from controller.agent import hostports, options, portmap, steering
 from controller.agent import probe as _probe
 from controller.agent.kernel import ip_batch, read_installed
-from controller.agent.probe import FAIL_S, FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule
+from controller.agent.probe import FAST_FAIL_S, FAST_S, PathHealth, Prober, Schedule
 from controller.agent.routes import RouteKeeper
 from controller.agent.supervise import AgentFailed, Supervisor
 from controller.agent.supervise import lock as _lock
@@ -282,11 +282,7 @@ class Agent(Supervisor):
                 _probe.forget_old(sent, start)
                 now = time.monotonic()
                 self._fail_over(steers, paths, now)
-                fast = set(active) | set(standby)
-                state = [{"path": list(p.path),
-                          "ok": paths.ok(p.sids, now, FAST_FAIL_S if p.sids in fast else
-                                         FAIL_S)}
-                         for p in probes if len(p.path) > 1 and paths.known(p.sids)]
+                state = _probe.verdicts(paths, probes, set(active) | set(standby), now)
             due = start - last_report >= REPORT_S  # a report waits up to 1 s: not each round
             if (state and state != last_state) or (due and (state or self.refused != self.told)):
                 self._report(state)
@@ -294,9 +290,10 @@ class Agent(Supervisor):
             self.stopping.wait(max(0.0, FAST_S - (time.monotonic() - start)))
 
     def _fail_over(self, steers, paths: PathHealth, now: float) -> None:
-        failed = {s.sids for s in steers if s.backup and paths.known(s.sids)
-                  and not paths.ok(s.sids, now, FAST_FAIL_S)
-                  and paths.ok(s.backup, now, FAST_FAIL_S)}
+        failed = {s.sids for s in steers if s.backup and paths.known(s.sids)  # the backup
+                  and not paths.ok(s.sids, now, FAST_FAIL_S)  # heard since the primary fell
+                  and paths.ok(s.backup, now, FAST_FAIL_S)  # silent (not: the host's port)
+                  and paths.answered_since(s.backup, paths.since(s.sids, now))}
         kept = {sids for sids in self.failed if not paths.back(sids, now, FAST_FAIL_S)}
         if failed | kept == self.failed:
             return
@@ -468,7 +465,7 @@ def main(argv=None) -> int:
         else:
             prober, port_prober = _probers(args)
             agent.run(prober, traffic=not args.no_traffic, port_prober=port_prober,
-                      routes=RouteKeeper(devs[0]))
+                      routes=RouteKeeper(devs))
     except KeyboardInterrupt:  # SIGTERM or Ctrl-C: the only end that removes the rules
         remove = not args.once
     except AgentFailed as e:

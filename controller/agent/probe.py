@@ -258,6 +258,7 @@ class PathHealth:
         self.ok_since: dict[tuple, float] = {}
         self.rtt: dict[tuple, tuple[float, float]] = {}  # (smoothed round trip, deviation)
         self.down: set[tuple] = set()  # judged failed, until they answer
+        self.sent_ok: dict[tuple, float] = {}  # when the last probe answered was sent
 
     def sent(self, sids: tuple, now: float) -> None:
         count, oldest = self.unanswered.get(sids, (0, now))
@@ -271,6 +272,7 @@ class PathHealth:
         if sids not in self.ok_since:
             self.ok_since[sids] = now
         self.last_ok[sids] = now
+        self.sent_ok[sids] = max(now - rtt, self.sent_ok.get(sids, now - rtt))
         self.unanswered.pop(sids, None)
         self.down.discard(sids)
 
@@ -290,17 +292,54 @@ class PathHealth:
 
     def silent(self, sids: tuple, now: float) -> float:
         """How long the list's oldest unanswered probe has waited (0: none waits)."""
-        return now - self.unanswered.get(sids, (0, now))[1]
+        return now - self.since(sids, now)
+
+    def since(self, sids: tuple, now: float) -> float:
+        """When the list's oldest unanswered probe left (``now``: none waits)."""
+        return self.unanswered.get(sids, (0, now))[1]
+
+    def answered_since(self, sids: tuple, t: float) -> bool:
+        """Whether a probe of the list sent at ``t`` or later was answered."""
+        return self.sent_ok.get(sids, -1e18) >= t
 
     def back(self, sids: tuple, now: float, fail_s: float = FAIL_S) -> bool:
         return self.ok(sids, now, fail_s) and now - self.ok_since.get(sids, now) >= BACK_S
 
     def forget(self, keep: set) -> None:
         """Drop every list not in ``keep`` (no longer probed)."""
-        for d in (self.last_ok, self.unanswered, self.ok_since, self.rtt):
+        for d in (self.last_ok, self.unanswered, self.ok_since, self.rtt, self.sent_ok):
             for sids in [x for x in d if x not in keep]:
                 del d[sids]
         self.down &= keep
+
+
+def verdicts(health: PathHealth, probes: list, fast: set, now: float) -> list[dict]:
+    """What a report says of the paths probed ({"path", "ok"}; the lists in ``fast`` judged
+    as lists in use). A path to a leaf where another path failed is left out until a probe of
+    it sent since that failure began answers, or it fails too: a host whose own port went
+    down fails its lists one by one (at different rates), and one failed and one working
+    would blame the fabric's links for the host's port. O(probes).
+
+    >>> from controller.agent.steering import Probe
+    >>> a, b = Probe(("l0", "s0", "l1"), None, ("a",)), Probe(("l0", "s1", "l1"), None, ("b",))
+    >>> h = PathHealth()
+    >>> h.answered(("a",), 0.0); h.answered(("b",), 0.0)
+    >>> for t in (0.01, 0.02, 0.03): h.sent(("a",), t)
+    >>> [v["ok"] for v in verdicts(h, [a, b], {("a",), ("b",)}, 0.1)]  # b not heard since
+    [False]
+    >>> h.sent(("b",), 0.04); h.answered(("b",), 0.041, 0.001)
+    >>> [v["ok"] for v in verdicts(h, [a, b], {("a",), ("b",)}, 0.1)]
+    [False, True]
+    """
+    judged = [(p, health.ok(p.sids, now, FAST_FAIL_S if p.sids in fast else FAIL_S))
+              for p in probes if len(p.path) > 1 and health.known(p.sids)]
+    silent: dict[str, float] = {}  # destination leaf -> when its first failed path fell silent
+    for p, ok in judged:
+        if not ok:
+            silent[p.path[-1]] = min(silent.get(p.path[-1], now), health.since(p.sids, now))
+    return [{"path": list(p.path), "ok": ok} for p, ok in judged
+            if not ok or p.path[-1] not in silent
+            or health.answered_since(p.sids, silent[p.path[-1]])]
 
 
 def lists_of(steers: list, probes: list, failed: set) -> tuple[dict, dict, list, list, list]:

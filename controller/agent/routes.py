@@ -35,25 +35,25 @@ SETTLE_S = 0.05  # after a message, more of the same burst are awaited this long
 BACKOFF = (0.5, 10.0)
 
 
-def changes(data: bytes, ifindex: int) -> tuple[bool, bool | None]:
+def changes(data: bytes, ifindex) -> tuple[bool, dict[int, bool]]:
     """Of a netlink datagram: (whether it may have taken something of the agent's away, the
-    device's IFF_UP if a message of the device says it).
+    IFF_UP of each of the agent's devices (``ifindex``: their indices) a message says).
 
     >>> link = struct.pack("=IHHII", 32, RTM_NEWLINK, 0, 0, 0) + struct.pack("=BxHiII", 0, 1, 3, 0, 0)
-    >>> changes(link, 3), changes(link, 4)
-    ((True, False), (False, None))
-    >>> changes(struct.pack("=IHHII", 16, RTM_DELROUTE, 0, 0, 0), 3)
-    (True, None)
+    >>> changes(link, {3}), changes(link, {4})
+    ((True, {3: False}), (False, {}))
+    >>> changes(struct.pack("=IHHII", 16, RTM_DELROUTE, 0, 0, 0), {3})
+    (True, {})
     """
-    touched, up, at = False, None, 0
+    touched, up, at = False, {}, 0
     while at + 16 <= len(data):
         length, kind = struct.unpack_from("=IH", data, at)
         if length < 16:
             break
         if kind in (RTM_NEWLINK, RTM_DELLINK) and at + 32 <= len(data):
             _family, _type, index, flags, _change = struct.unpack_from("=BxHiII", data, at + 16)
-            if index == ifindex:
-                touched, up = True, kind == RTM_NEWLINK and bool(flags & IFF_UP)
+            if index in ifindex:
+                touched, up[index] = True, kind == RTM_NEWLINK and bool(flags & IFF_UP)
         elif kind in (RTM_DELROUTE, RTM_DELRULE):
             touched = True
         at += (length + 3) & ~3
@@ -64,8 +64,10 @@ class RouteKeeper:
     """A netlink socket of the host's route changes; ``loop(agent)`` re-installs what the
     kernel dropped of ``agent``'s (under its lock) until the agent stops."""
 
-    def __init__(self, dev: str):
-        self.dev = dev
+    def __init__(self, dev):
+        self.devs = (dev,) if isinstance(dev, str) else tuple(dev)  # one per plane
+        self.dev = ", ".join(self.devs)
+        self.down: set[int] = set()  # the devices whose last message said down
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         self.sock.bind((0, RTMGRP_LINK | RTMGRP_IPV4_ROUTE | RTMGRP_IPV4_RULE))
@@ -76,11 +78,14 @@ class RouteKeeper:
     def close(self) -> None:
         self.sock.close()
 
-    def _index(self) -> int:
-        try:
-            return socket.if_nametoindex(self.dev)
-        except OSError:
-            return -1  # not there (yet): its messages name it by index once it is
+    def _index(self) -> set[int]:
+        out = set()
+        for dev in self.devs:
+            try:
+                out.add(socket.if_nametoindex(dev))
+            except OSError:
+                pass  # not there (yet): its messages name it by index once it is
+        return out
 
     def wait(self, timeout: float | None) -> bool:
         """Whether something of the agent's may have gone within ``timeout`` (None: until a
@@ -94,9 +99,10 @@ class RouteKeeper:
                 continue
             hit, up = changes(data, index)
             touched = touched or hit
-            if up is not None:
-                self.up = up
-                self.went_down = self.went_down or not up
+            for i, is_up in up.items():
+                (self.down.discard if is_up else self.down.add)(i)
+                self.went_down = self.went_down or not is_up
+            self.up = not self.down  # (a device still down: its routes could not go back)
             timeout = SETTLE_S
         return touched
 
