@@ -70,3 +70,18 @@ def test_each_jobs_plan_alone_predicts_its_ideal_step(fabric):
         assert view["predicted_allreduce_s"] == pytest.approx(view["ideal_s"], rel=1e-6), job
         status, _ = api.handle(svc, "DELETE", f"/v1/jobs/{job['id']}")
         assert status == 200
+
+
+def test_the_slowest_job_is_the_one_ecmp_slows_most_and_targets_follow_the_figures():
+    jobs = {"ring": {"ecmp_median_s": 6.0, "plan_median_s": 3.0, "ecmp_over_plan": 2.0,
+                     "plan_over_prediction": 1.03},
+            "a2a": {"ecmp_median_s": 4.5, "plan_median_s": 4.2, "ecmp_over_plan": 1.07,
+                    "plan_over_prediction": 1.43}}
+    s = router_jobs.summary(jobs)
+    assert s["slowest"]["job"] == "ring" and s["slowest"]["ecmp_over_plan"] == 2.0
+    assert s["longest"] == {"ecmp_median_s": 6.0, "plan_median_s": 4.2, "ecmp_over_plan": 1.43}
+    assert s["targets"] == {"plan_within_10pct_of_prediction": False,
+                            "plan_within_5pct_of_prediction": False,
+                            "slowest_ecmp_over_plan>=1.5": True}
+    jobs["a2a"]["plan_over_prediction"] = 0.96
+    assert router_jobs.summary(jobs)["targets"]["plan_within_5pct_of_prediction"]
