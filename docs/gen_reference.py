@@ -530,11 +530,13 @@ def _srv6_fattree() -> str:
               "emulation's leaf-spine at the same rate and tensor (1.18x there, "
               "`bench/collectives.json`): the library's own cost, not the fabric's. The "
               "all-to-all is bound by each host's port, which no routing changes (ECMP is "
-              "nearly as fast); its seven windows into one 20 Mbit/s port queue for about as "
-              "long as TCP's 200 ms minimum retransmission timeout, and its steps lose time to "
-              "retransmissions (a run with probes on counted 89 timeouts and 167 duplicate "
-              "segments reported by D-SACK in one launch: spurious timeouts), which the fluid "
-              "model does not have; the cause is not isolated further. Learned (members only): the rings' 8 pairs and the all-to-all's 56 were "
+              "nearly as fast); its seven windows into one 20 Mbit/s port queue for up to "
+              "about 0.2 s, far beyond the 35 ms `rto_min` the agent puts on the routes it "
+              "steers (for its fail-over; unsteered flows keep the kernel's 200 ms), and its "
+              "planned steps lose time to retransmissions (a run with probes on counted 89 "
+              "timeouts and 167 duplicate segments reported by D-SACK in one launch: spurious "
+              "timeouts), which the fluid model does not have; the cause is not isolated "
+              "further. Learned (members only): the rings' 8 pairs and the all-to-all's 56 were "
               "all planned after one launch.\n\n")
 
 
