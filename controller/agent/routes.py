@@ -60,6 +60,16 @@ def changes(data: bytes, ifindex) -> tuple[bool, dict[int, bool]]:
     return touched, up
 
 
+def _names(indices) -> str:
+    names = []
+    for i in sorted(indices):
+        try:
+            names.append(socket.if_indextoname(i))
+        except OSError:
+            names.append(f"interface {i}")  # gone since
+    return ", ".join(names)
+
+
 class RouteKeeper:
     """A netlink socket of the host's route changes; ``loop(agent)`` re-installs what the
     kernel dropped of ``agent``'s (under its lock) until the agent stops."""
@@ -72,7 +82,7 @@ class RouteKeeper:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
         self.sock.bind((0, RTMGRP_LINK | RTMGRP_IPV4_ROUTE | RTMGRP_IPV4_RULE))
         self.up = True
-        self.went_down = False  # since the last restore
+        self.went_down: set[int] = set()  # devices seen down since the last restore
         self.restored = 0  # routes and rules put back so far
 
     def close(self) -> None:
@@ -101,7 +111,8 @@ class RouteKeeper:
             touched = touched or hit
             for i, is_up in up.items():
                 (self.down.discard if is_up else self.down.add)(i)
-                self.went_down = self.went_down or not is_up
+                if not is_up:
+                    self.went_down.add(i)
             self.up = not self.down  # (a device still down: its routes could not go back)
             timeout = SETTLE_S
         return touched
@@ -120,9 +131,10 @@ class RouteKeeper:
             _, lines = agent._install()
         LOG.warning("mlroute-agent: the kernel dropped %d of the %d parts' routes or rules "
                     "(%s); re-installed them (%d commands)", lost, len(agent.steers),
-                    f"{self.dev} went down and up" if self.went_down else "deleted", len(lines))
+                    f"{_names(self.went_down)} went down and up" if self.went_down else "deleted",
+                    len(lines))
         self.restored += len(lines)
-        self.went_down = False
+        self.went_down = set()
         return len(lines)
 
     def loop(self, agent) -> None:
