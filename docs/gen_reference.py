@@ -494,7 +494,7 @@ def _srv6_fattree() -> str:
              f"{j['predicted_s']:g}", f"{j['ideal_s']:g}",
              f"**{j['plan_over_prediction']:g}**", f"{j['ecmp_over_plan']:g}x",
              f"{j['plan_retransmits']}"] for jid, j in t["jobs"].items()]
-    sl, lg = t["slowest"], t["longest"]
+    sl, lg, a2a = t["slowest"], t["longest"], t["jobs"]["all-to-all"]
     return ("### Real collectives on three tiers of routers\n\n"
             + _source("python -m benchmarks.srv6 --only fattree", "bench/srv6.json")
             + f"The {t['fabric']} (20 switches, 16 hosts), every link shaped to "
@@ -530,14 +530,21 @@ def _srv6_fattree() -> str:
               "emulation's leaf-spine at the same rate and tensor (1.18x there, "
               "`bench/collectives.json`): the library's own cost, not the fabric's. The "
               "all-to-all is bound by each host's port, which no routing changes (ECMP is "
-              "nearly as fast); its seven windows into one 20 Mbit/s port queue for up to "
-              "about 0.2 s, far beyond the 35 ms `rto_min` the agent puts on the routes it "
-              "steers (for its fail-over; unsteered flows keep the kernel's 200 ms), and its "
-              "planned steps lose time to retransmissions (a run with probes on counted 89 "
-              "timeouts and 167 duplicate segments reported by D-SACK in one launch: spurious "
-              "timeouts), which the fluid model does not have; the cause is not isolated "
-              "further. Learned (members only): the rings' 8 pairs and the all-to-all's 56 were "
-              "all planned after one launch.\n\n")
+              "nearly as fast); its seven windows into one 20 Mbit/s port make a queue of up "
+              "to about 0.2 s there, and TCP retransmits under it: "
+              f"{a2a['plan_retransmits']} segments in the planned launch "
+              f"({a2a['warmup_iterations'] + t['steps']} iterations), "
+              f"{_range(a2a['ecmp_retransmits'])} in each of ECMP's "
+              f"({a2a['warmup_iterations'] + t['ecmp_iterations_per_launch']} iterations), "
+              "which the fluid model does not have. The cause of the extra time is not "
+              "isolated further (one candidate: the 35 ms `rto_min` the agent puts on the "
+              "routes it steers, for its fail-over, where unsteered flows keep the kernel's "
+              "200 ms). Learned (members only): "
+            + "; ".join(f"{jid} {j['learned_pairs_planned']} of its {j['data_pairs']} pairs "
+                        f"planned after {j['learning_launches']} launch(es)"
+                        for jid, j in t["jobs"].items())
+            + " (the controller re-plans for pairs its first window missed only if that "
+              "gains 5%).\n\n")
 
 
 def _planner() -> str:

@@ -15,7 +15,8 @@ def test_rings_and_an_all_to_all_run_on_their_plans_declared_and_learned(tmp_pat
     """A gloo ring and an Open MPI ring of 8 ranks, one per leaf across the pods, and a gloo
     all-to-all of 8, each alone, declared: every job's plan predicts its ideal step, gloo's
     ring runs within 10% of it. Posted by its members only, each is learned from the agents'
-    traffic reports (every pair the library sends planned) and runs as fast as declared.
+    traffic reports (a ring's every pair planned, most of the all-to-all's) and runs as fast
+    as declared.
     Open MPI's ring runs 1.15x its prediction here and 1.18x its line-rate ideal on the
     OpenFlow emulation (bench/collectives.json, the same ring, tensor and rate): the library's
     own cost, held within 25%. The all-to-all's seven windows into each 20 Mbit/s port meet
@@ -30,7 +31,9 @@ def test_rings_and_an_all_to_all_run_on_their_plans_declared_and_learned(tmp_pat
     assert list(jobs) == ["gloo-ring", "mpi-ring", "all-to-all"]
     for jid, j in jobs.items():
         assert j["predicted_s"] == pytest.approx(j["ideal_s"], rel=0.01), (jid, j)
-        assert j["learned_pairs_planned"], (jid, j)
+        if jid.endswith("ring"):  # the all-to-all's pairs a first window missed may stay
+            assert j["learned_pairs_planned"] == j["data_pairs"] == 8, (jid, j)  # unplanned
+        assert j["learned_pairs_planned"] >= 0.75 * j["data_pairs"], (jid, j)
         bound = {"gloo-ring": 0.10, "mpi-ring": 0.25, "all-to-all": 1.0}[jid]
         assert abs(j["plan_over_prediction"] - 1) <= bound, (jid, j)
         assert j["learned_median_s"] <= 1.1 * j["plan_median_s"], (jid, j)

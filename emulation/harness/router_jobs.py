@@ -113,8 +113,9 @@ def _deleted(s, jid: str, hosts) -> None:
 
 
 def _learn(s, job: dict, folder: str) -> tuple[dict, int]:
-    """Post the job by its members, launch it until the view holds a learned matrix whose
-    measured pairs are planned (at most ``LEARN_LAUNCHES`` launches): the view, launches."""
+    """Post the job by its members, launch it until the view holds a learned matrix (at
+    most ``LEARN_LAUNCHES`` launches): the view, launches. Pairs its first window missed
+    may stay unplanned: the controller re-plans for them only if that gains 5%."""
     time.sleep(co.QUIET_S)  # no earlier run's bytes in the reports
     s.ctl.client.add_job({"id": job["id"], "members": [s.fabric.host_ip[h]
                                                        for h in job["hosts"]]})
@@ -122,7 +123,6 @@ def _learn(s, job: dict, folder: str) -> tuple[dict, int]:
         _launch(s, job, 3, os.path.join(folder, f"learning{k}"))
         try:
             view = wait_until(lambda: (v := s.ctl.client.job(job["id"]))["matrix"] == "learned"
-                              and data_pairs(job) <= {(r["src"], r["dst"]) for r in v["routes"]}
                               and v, 20, interval=0.5, what=f"{job['id']} learned")
             return view, k + 1
         except TimeoutError:
@@ -171,7 +171,8 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
         view = s.ctl.client.job(job["id"])
         _deleted(s, job["id"], job["hosts"])
         m = statistics.median(res["times"])
-        out.update(learning_launches=launches, learned_pairs_planned=data_pairs(job) <= planned,
+        out.update(learning_launches=launches, data_pairs=len(data_pairs(job)),
+                   learned_pairs_planned=len(data_pairs(job) & planned),
                    learned_planned_pairs=len(planned),
                    learned_s=[round(x, 3) for x in res["times"]],
                    learned_retransmits=res["retransmits"],
