@@ -460,6 +460,9 @@ def srv6_config(run: Run):
         "h0_0.batch", "h0_0.network"]
     assert len(list((run.cwd / "srv6" / "hosts").iterdir())) == 8
     assert "fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid" in run.out
+    run.says("once per fabric port at metrics 1, 2")
+    assert [line.split()[-3:] for line in run.out.splitlines() if "action End " in line] == [
+        ["s0-eth1", "metric", "1"], ["s0-eth2", "metric", "2"]]
     assert json.loads((run.cwd / "srv6" / "s0.json").read_text())["SRV6_MY_SIDS"]
 
 

@@ -33,7 +33,13 @@ leaf ::2).
 >>> cfg = switch_config(SidPlan.of(c), "s0")
 >>> [line for line in cfg.iproute2() if "End " in line]  # doctest: +NORMALIZE_WHITESPACE
 ['route replace fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid lblen 32
-  nflen 16 count dev s0-eth1']
+  nflen 16 count dev s0-eth1 metric 1',
+ 'route replace fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid lblen 32
+  nflen 16 count dev s0-eth2 metric 2']
+
+The uN is on every fabric port, at metrics 1, 2, ...: the kernel deletes a route whose device
+goes down (and skips one whose link is down), so the switch keeps its uN while any port is
+up; on one port it dropped every list through the switch when that one link failed.
 """
 from __future__ import annotations
 
@@ -150,7 +156,9 @@ class SwitchConfig:
                 how = f"End.DX4 nh4 {attrs['nh4']}"
             else:
                 raise AssertionError(action)
-            out.append(f"route replace {prefix} encap seg6local action {how} count dev {ifname}")
+            metric = f" metric {attrs['metric']}" if "metric" in attrs else ""
+            out.append(f"route replace {prefix} encap seg6local action {how} count dev "
+                       f"{ifname}{metric}")
         for prefix, hops in self.routes:
             via = "via inet6 " if "." in prefix else "via "  # IPv4 over IPv6 next hops
             if len(hops) == 1:
@@ -211,8 +219,9 @@ class SwitchConfig:
         loc = f"loc_{self.switch}"
         sids = {}
         for prefix, action, attrs, ifname in self.sids:
-            if action == "End.X":
-                continue  # the classic form: SONiC's static SIDs are the uSID behaviours
+            if action == "End.X" or attrs.get("metric", 1) > 1:
+                continue  # the classic form, the uN's other ports: SONiC's static SIDs are the
+                # uSID behaviours, on the switch and not a port
             entry = {"action": "uDT46" if action == "uDX4" else action,
                      "decap_dscp_mode": "pipe"}
             if action == "uA":
@@ -309,8 +318,11 @@ def _config(plan, fabric, s, addr, alive, dist, ifname) -> SwitchConfig:
     for n in [x for x in fabric.neighbours(s) if x in plan.node]:
         for m, port in enumerate(fabric.ports_to(s, n)):
             cfg.addresses.append((ifname(s, port), addr.links[(s, n, m)][0]))
-    first_if = cfg.addresses[0][0] if cfg.addresses else ifname(s, 1)
-    cfg.sids.append((cfg.locator, "uN", {}, first_if))
+    # the uN once per fabric port, the n-th at metric n: the kernel deletes a route whose
+    # device goes down, and a uN on one port made the switch drop every list through it
+    # when that one link failed (a seg6local route on lo never fires: design/srv6.md)
+    for j, ifn in enumerate(dict.fromkeys(i for i, _ in cfg.addresses) or [ifname(s, 1)]):
+        cfg.sids.append((cfg.locator, "uN", {"metric": j + 1}, ifn))
     for i, (n, m) in enumerate(plan.adjacency[s]):
         port = fabric.ports_to(s, n)[m]
         adj = addr.links[(s, n, m)][1]
