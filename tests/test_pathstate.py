@@ -92,6 +92,23 @@ def test_switches_no_cable_joins_answer_400_and_later_reports_still_work():
     assert (status, answer) == (200, {"host": "h0_1", "links_down": [], "suppressed": []})
 
 
+def test_a_refused_report_is_counted_and_named_in_ready_until_one_is_taken():
+    """Issue 73: a refused probe report was logged at DEBUG by the agent and counted
+    nowhere; now /v1/ready and the metrics name the host until its next report is taken."""
+    from controller.service import metrics
+    svc = service_on(fat_tree())
+    bad = {"paths": [{"path": ["l2", "a1_0", "l3"], "ok": True}]}  # not from h0_0's leaf
+    assert post(svc, "h0_0", bad)[0] == 400
+    assert post(svc, "h0_0", bad)[0] == 400
+    hosts = api.handle(svc, "GET", "/v1/ready")[1]["hosts"]
+    assert hosts["report_refused"] == 1
+    assert hosts["report_refused_hosts"]["h0_0"]["count"] == 2
+    assert "starts at l2" in hosts["report_refused_hosts"]["h0_0"]["error"]
+    assert b"mlroute_agents_report_refused 1.0" in metrics.exposition(svc)[0]
+    assert post(svc, "h0_0", report_of(svc, "h0_0", ["l2"]))[0] == 200
+    assert api.handle(svc, "GET", "/v1/ready")[1]["hosts"]["report_refused"] == 0
+
+
 def test_malformed_reports_are_refused_by_name():
     svc = service_on(fat_tree())
     cases = [({"paths": [{"path": ["l0", ["a0_0"]], "ok": True}]}, "no switch ['a0_0']"),

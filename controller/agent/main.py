@@ -333,6 +333,9 @@ class Agent(Supervisor):
         if isinstance(e, ControllerError) and e.status in (401, 403):
             self._say(kind, logging.WARNING, f"mlroute-agent: {kind} report refused (HTTP "
                       f"{e.status}): " + CREDENTIAL_ADVICE.format(host=self.host))
+        elif isinstance(e, ControllerError) and 400 <= e.status < 500:  # counted there too
+            self._say(kind, logging.WARNING, f"mlroute-agent: {kind} report refused (HTTP "
+                      f"{e.status}): {e}; the controller names this host in /v1/ready")
         else:
             self._say(kind, level, f"mlroute-agent: {kind} report not sent: {e}")
 

@@ -25,7 +25,8 @@ def hosts_status(state, probes: dict, seen: dict, credential_refusals: dict, now
     """The ``hosts`` section of /v1/ready, None when no agent ever spoke. ``probes``:
     ``PathEvidence.status``; ``seen``: host -> its latest report (monotonic);
     ``credential_refusals``: host -> the REST server's last refusal. O(hosts with flows)."""
-    if not seen and not credential_refusals and not probes.get("refused"):
+    reports = probes.get("reports_refused", {})
+    if not seen and not credential_refusals and not probes.get("refused") and not reports:
         return None
     expected = set(by_host(state)) if state.fabric is not None else set()
     silent = {h for h in expected if now - seen.get(h, -1e18) > window}
@@ -34,6 +35,9 @@ def hosts_status(state, probes: dict, seen: dict, credential_refusals: dict, now
             "silent": len(silent), "silent_hosts": _named(silent),
             "document_refused": len(refused),
             "document_refused_hosts": {h: refused[h] for h in _named(refused)},
+            "report_refused": len(reports),
+            "report_refused_hosts": {h: {"count": reports[h]["count"],
+                                         "error": reports[h]["error"]} for h in _named(reports)},
             "credential_refused": len(credential_refusals),
             "credential_refused_hosts": {h: {"status": r["status"], "error": r["error"],
                                              "count": r["count"]}

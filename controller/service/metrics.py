@@ -53,6 +53,8 @@ def _agents(svc):
              "the window", hosts.get("silent", 0)),
             ("mlroute_agents_document_refused", "hosts whose agents refused the controller's "
              "last document (they keep their old rules)", hosts.get("document_refused", 0)),
+            ("mlroute_agents_report_refused", "hosts whose last probe report was refused "
+             "(400: a path not from its leaf or off the cables)", hosts.get("report_refused", 0)),
             ("mlroute_agents_credential_refused", "hosts named by requests the REST server "
              "refused (a wrong credential, or another host's)", hosts.get("credential_refused", 0)),
             ("mlroute_agents_contradicting", "hosts whose failed probes others contradict "

@@ -116,6 +116,7 @@ class PathEvidence:
         self.failing: dict[Hop, set[str]] = {}  # hop -> hosts whose claims cross it
         self.seen: dict[str, float] = {}  # host -> its latest report
         self.refused: dict[str, dict] = {}  # host -> the document its agent refused
+        self.reports_refused: dict[str, dict] = {}  # host -> its reports refused (count, why)
         self.contradicted: dict[str, deque] = {}  # host -> its contradicted reports' times
         self.held: dict[Link, Held] = {}  # links down by the probes' evidence
         self.damping = FlapDamping()
@@ -328,6 +329,7 @@ class PathEvidence:
                 "contradicting": sorted(h for h in list(self.contradicted)
                                         if self.discounted(h, now)),
                 "refused": {h: dict(r) for h, r in sorted(self.refused.items())},
+                "reports_refused": {h: dict(r) for h, r in sorted(self.reports_refused.items())},
                 "links_down": [list(link) for link in sorted(self.held)],
                 "suppressed": [list(link) for link in sorted(self.held)
                                if self.damping.suppressed(link, now)],
@@ -492,9 +494,16 @@ def reported(service, host: str, doc, now: float) -> dict:
         raise InputError("no fabric yet: probe reports need a declared fabric")
     if host not in fabric.host_leaves:
         raise NotFoundError(f"no host {host!r} in the fabric")
-    paths, refused = parse_report(doc, service.state.declared or fabric, host)
     evidence = service.paths
+    try:
+        paths, refused = parse_report(doc, service.state.declared or fabric, host)
+    except InputError as e:  # counted per host, named in /v1/ready, until one is taken
+        with evidence.lock:
+            r = evidence.reports_refused.setdefault(host, {"count": 0})
+            r.update(count=r["count"] + 1, error=str(e)[:300], at=now)
+        raise
     with evidence.lock:  # O(the report), plus the failed evidence when it changed
+        evidence.reports_refused.pop(host, None)
         if not evidence.adopted:  # the first report since a start: links already down stay
             evidence.adopt(adoptable(service.state), now)
         evidence.report(host, paths, now, refused)
