@@ -79,11 +79,11 @@ def test_router_fabric_page_runs_as_written(tmp_path):
         wrong = net["l0"].cmd(f"cd {work} && ip -batch wrong/l0.batch 2>&1; echo rc=$?")
         assert 'Cannot find device "swp1"' in wrong and "Command failed wrong/l0.batch:1" in wrong
         assert 'Cannot find device "swp1"' in page and "Command failed srv6/l0.batch:1" in page
-        # 2. the switches: each prints its SIDs, 5 on a spine and 7 on a leaf
+        # 2. the switches: each prints its SIDs, 6 on a spine and 8 on a leaf
         for sw in fabric.switches():
             count = _on(net[sw], routers, work, env, SW=sw).split()[-1]
-            assert int(count) == (7 if fabric.tier_of[sw] == 0 else 5), (sw, count)
-        assert "5 on a spine of this fabric" in page and "7 on a leaf" in page
+            assert int(count) == (8 if fabric.tier_of[sw] == 0 else 6), (sw, count)
+        assert "6 on a spine of this fabric" in page and "8 on a leaf" in page
         # 3. the hosts, then every address answers from a host
         for h in fabric.host_leaves:
             _on(net[h], hosts, work, env, H=h)
