@@ -418,7 +418,8 @@ def _agents() -> str:
             f" s, p99 {r['after_answer_p99_s']:g} s; non-members woken: "
             f"{r['non_members_woken']} (POST {r['post_s']:g} s)",
             f"{f['hosts_woken']} hosts woken, p99 {f['after_second_report_p99_s']:g} s after "
-            f"the second report"])
+            f"the second report; {len(f.get('links_down') or [])} link(s) down",
+            _probes(c.get("probes"))])
     return ("## Thousands of host agents on one controller\n\n"
             + _source(b["command"], "bench/agents.json")
             + "One controller with `--mlroute-southbound none` on a declared fat-tree and one "
@@ -429,7 +430,23 @@ def _agents() -> str:
               "probes. The last row is the baseline: the same at the smallest size with "
               "every request in a green thread, each watch looking every 50 ms.\n\n"
             + _table(["fabric", "watches idle", "operators p99", "ring of 512",
-                      "link failure"], rows))
+                      "link failure", "probes"], rows)
+            + "\nProbes: what the documents make the agents probe once the ring runs (its parts' "
+              "paths every 10 ms, their backups every 30 ms, the probe duties once a second), "
+              "per host at most and fabric-wide, and the links crossed by fewer than two hosts' "
+              "probes. With only the two reporters' evidence (no other host reports in the "
+              "benchmark) a failure may tie a neighbour with the failed link; agents that all "
+              "report tell them apart (`tests/test_srv6_duties_live.py`).\n\n")
+
+
+def _probes(p: dict | None) -> str:
+    if not p:
+        return "not measured"
+    return (f"{p['paths_per_host_max']} paths a host at most ({p['paths_per_host_mean']:g} on "
+            f"average), {p['probes_per_s_per_host_max']:g}/s a host at most, "
+            f"{p['probes_per_s_fabric']:,}/s in all; links under two hosts: "
+            f"{p['links_under_two_hosts']} of {p['links']:,} ({p['links_in_use_under_two_hosts']}"
+            f" of the {p['links_in_use']:,} in use)")
 
 
 def _srv6() -> str:
