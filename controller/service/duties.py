@@ -13,8 +13,10 @@ How: links are taken top tier first (a path through a core also crosses two leaf
 which then need no path of their own); each link short of ``COVER`` hosts gets a path from a
 leaf below it up across it and down to a leaf whose nearest common switch with it is the
 link's upper end, from the side below and from the side above in turn (a leaf's failure does
-not blind both). Origins and destinations rotate over leaves and over each leaf's hosts, so
-duties spread: at most ``ceil`` of the average plus a few per host.
+not blind both), until no other link lies on every path across it: the smallest explanation
+of their failing (``pathstate``) is then that link alone. Origins and destinations rotate
+over leaves and over each leaf's hosts, so duties spread: about the average plus a few per
+host.
 
 Complexity: O(L * T) for L links and T tiers, with per-leaf and per-link lookups in O(1).
 
@@ -32,7 +34,7 @@ from __future__ import annotations
 from itertools import count
 
 COVER = 2  # distinct hosts whose probes cross each link (the quorum of a link down)
-TRIES = 16  # other paths tried per link short of alive cover (``repair``)
+TRIES = 16  # paths tried per link (``assign``: its cover, told apart; ``repair``: alive)
 _BASE: dict = {}  # (planes, hosts) identity -> (them, the shape's duties): ``_base``
 
 
