@@ -579,17 +579,16 @@ def test_a_rendezvous_learned_with_the_ring_is_not_planned():
     assert len(set(uplinks)) == len(uplinks), uplinks
 
 
-def test_a_rendezvous_star_that_outnumbers_the_ring_is_not_planned():
-    """Issue 59, item 6: the launch's first windows carry rank 0's rendezvous with every
-    other rank, both ways (14 pairs, each 2.5% of a ring pair, 4% of the job's
-    bytes in all) beside the ring's 8 pairs. The star's pairs are most of the job's pairs, so
-    the median pair is one of them; still, the job is learned in its first launch as the ring
-    alone, no two data flows of a leaf on one uplink, and never re-planned."""
+def _ring_beside_a_star(frame_length: int, per_pair: int) -> None:
+    """Rank 0's rendezvous with every other rank, both ways (``per_pair`` samples of
+    ``frame_length`` bytes a pair), beside a members-only ring's first windows: the job is
+    learned in its first launch as the ring alone (its cross-leaf pairs), no two data flows of
+    a leaf on one uplink, and never re-planned."""
     f, sw, svc, clock = start()
     ring = interleaved(f)
     ip = f.host_ip
-    star = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=1500, sampling_rate=16)
-            for h in ring[1:] for a, b in ((ring[0], h), (h, ring[0]))] * 3
+    star = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=frame_length, sampling_rate=16)
+            for h in ring[1:] for a, b in ((ring[0], h), (h, ring[0]))] * per_pair
     assert post(svc, {"id": "j", "members": ring})[0] == 201
     run_traffic(svc, clock, ring_samples(f, ring, step=-1) + star, seconds=2)
     data = {(a, ring[(i - 1) % len(ring)]) for i, a in enumerate(ring)}
@@ -602,6 +601,15 @@ def test_a_rendezvous_star_that_outnumbers_the_ring_is_not_planned():
     run_traffic(svc, clock, ring_samples(f, ring, step=-1), seconds=30)
     assert planned_pairs(svc, "j") == cross and len(replans(svc, "j")) == 1, \
         [e["cause"] for e in svc.state.events if e.get("job") == "j"]
+
+
+def test_a_rendezvous_star_that_outnumbers_the_ring_is_not_planned():
+    """Issue 59, item 6: the launch's first windows carry rank 0's rendezvous with every
+    other rank, both ways (14 pairs, each 2.5% of a ring pair, 4% of the job's
+    bytes in all) beside the ring's 8 pairs. The star's pairs are most of the job's pairs, so
+    the median pair is one of them; still, the job is learned in its first launch as the ring
+    alone, no two data flows of a leaf on one uplink, and never re-planned."""
+    _ring_beside_a_star(1500, 3)
 
 
 def test_a_plan_is_never_replaced_by_a_subset_of_itself():
@@ -833,20 +841,4 @@ def test_a_rendezvous_star_of_a_fifth_of_the_bytes_is_not_planned(per_pair):
     bytes: above the 5% under which ``pattern_floor`` leaves light pairs out). It was planned
     with the ring (10 rendezvous flows, two ring flows of a leaf on one uplink); a star, all
     its light pairs around one host, is no pattern: only the ring is planned, once."""
-    f, sw, svc, clock = start()
-    ring = interleaved(f)
-    ip = f.host_ip
-    star = [SimpleNamespace(src=ip[a], dst=ip[b], frame_length=9000, sampling_rate=16)
-            for h in ring[1:] for a, b in ((ring[0], h), (h, ring[0]))] * per_pair
-    assert post(svc, {"id": "j", "members": ring})[0] == 201
-    run_traffic(svc, clock, ring_samples(f, ring, step=-1) + star, seconds=2)
-    data = {(a, ring[(i - 1) % len(ring)]) for i, a in enumerate(ring)}
-    cross = {p for p in data if f.hosts[p[0]] != f.hosts[p[1]]}
-    doc = get(svc, "j")[1]
-    assert doc["matrix"] == "learned", doc["learning"]
-    assert planned_pairs(svc, "j") == cross
-    uplinks = [(f.hosts[r["src"]], r["spine"]) for r in doc["routes"]]
-    assert len(set(uplinks)) == len(uplinks), uplinks
-    run_traffic(svc, clock, ring_samples(f, ring, step=-1), seconds=30)
-    assert planned_pairs(svc, "j") == cross and len(replans(svc, "j")) == 1, \
-        [e["cause"] for e in svc.state.events if e.get("job") == "j"]
+    _ring_beside_a_star(9000, per_pair)
