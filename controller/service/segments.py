@@ -31,22 +31,7 @@ from controller.service import duties, hostreports, pathsets
 from controller.service.pathstate import MAX_PATHS
 
 
-def shortest_paths(fabric: Clos, src: str, dst: str, limit: int = 64) -> list[list[str]]:
-    """Up to ``limit`` shortest switch paths between two leaves over links with a member up,
-    kept on the fabric object (``derived``): every host's document asks for the same few
-    pairs of leaves, and 1,024 documents are served after each change at k = 16."""
-    memo = fabric.derived("srv6_shortest_paths", lambda f: {})
-    key = (src, dst, limit)
-    if key not in memo:
-        memo[key] = _shortest_paths(fabric, src, dst, limit)
-    return [list(p) for p in memo[key]]
-
-
-def _shortest_paths(fabric: Clos, src: str, dst: str, limit: int) -> list[list[str]]:
-    return list(islice(_paths(fabric, src, dst), limit))
-
-
-def _paths(fabric: Clos, src: str, dst: str):
+def shortest_paths(fabric: Clos, src: str, dst: str):
     """The shortest switch paths from ``src`` to ``dst`` over alive links, depth first (in
     the fabric's neighbour order), one at a time."""
     if src == dst:
@@ -129,7 +114,7 @@ def _backup_path(fabric: Clos, path: list[str], limit: int = 64) -> list[str] | 
     """The first of the first ``limit`` other shortest paths that shares the fewest inner
     switches with ``path``, the search ending at one that shares none."""
     inner, best, fewest = set(path[1:-1]), None, None
-    for p in islice(_paths(fabric, path[0], path[-1]), limit):
+    for p in islice(shortest_paths(fabric, path[0], path[-1]), limit):
         if p == list(path):
             continue
         shared = len(inner.intersection(p[1:-1]))
