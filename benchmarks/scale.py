@@ -65,9 +65,11 @@ leaf, 96 bridges; ``--quick``: 8 x 16 x 4) in the same run, and each fat-tree's 
 also given as ratios to it (``ratios_to_baseline``). The JSON is rewritten after every fabric.
 
     python -m benchmarks.scale [--fat-tree K ...] [--out bench/scale.json] [--quick]
-                               [--logs DIR] [--only start]
+                               [--logs DIR] [--only start [--merge]]
 
-``--only start``: each fabric's first start and restart only (a minute or two at k = 16).
+``--only start``: each fabric's first start and restart only (a minute or two at k = 16);
+with ``--merge`` they replace only those figures in ``--out`` (an earlier whole run's,
+``merge_start``), whose jobs' and failures' figures stay.
 
 Needs root and Open vSwitch (no Mininet). Runs one controller at a time on ports 6653 and 8080,
 removes every bridge it made (also on Ctrl-C or SIGTERM); the controller logs, fabric files
@@ -130,6 +132,16 @@ FIGURES = ("entries", "first_start_ready_s", "first_start_messages",
            "switch_failure.restored.ready_s", "switch_loss.replanned_s", "switch_loss.messages",
            "switch_loss.rest_ms.median", "switch_loss.rest_ms.max",
            "switch_loss.restored.ready_s")
+
+
+# a fabric's first start and restart (``start_and_restart`` and the readings ``measure`` adds
+# to them): all that an ``--only start`` run measures, and all it replaces when merged into an
+# earlier whole run's JSON (``merge_start``)
+START_KEYS = ("bridges", "build_s", "first_start_connected", "first_start_ready_s",
+              "first_start_messages", "entries", "first_start_meter", "first_start_sync",
+              "entries_by_tier", "connected_before_restart_s", "restart_connected",
+              "restart_ready_s", "restart_messages", "rest_latency_ms_during_reconcile",
+              "ratio_restart_to_first_start", "restart_meter", "restart_sync")
 
 
 # ---- pure helpers (tests/test_scale_bench.py) ------------------------------------------------
@@ -287,6 +299,40 @@ def ratios(result: dict, base: dict, paths=FIGURES) -> dict:
 
 
 # ---- measurements on a running controller ----------------------------------------------------
+def merge_start(old: dict, new: dict) -> dict:
+    """``old`` (a whole run's JSON) with the start figures (``START_KEYS``) of every fabric
+    that ``new`` (an ``--only start`` run) measured without error, each fabric's other
+    figures kept: so that a rerun of the starts does not drop the jobs' and failures' figures
+    of the last whole run. ``start_rerun`` says what was rerun (command, date, machine) and,
+    per fabric, its load and wall time then (or its error: that fabric kept its old
+    figures); the ratios to the baseline and the model are computed again. A fabric ``old``
+    lacks is added as ``new`` has it."""
+    out = json.loads(json.dumps(old))  # a deep copy: ``old`` stays as it was
+    rerun = {"command": new["command"], "date": new["machine"]["date"],
+             "machine": new["machine"], "complete": new.get("complete", False),
+             "fabrics": {}}
+    rows = {r["fabric"]: r for r in [out.get("baseline") or {}] + out["fabrics"] if r}
+    for r in [new.get("baseline") or {}] + new["fabrics"]:
+        if not r:
+            continue
+        name = r["fabric"]
+        rerun["fabrics"][name] = {k: r[k] for k in ("loadavg_before", "loadavg_after",
+                                                    "wall_s", "error") if k in r}
+        if "error" in r:
+            continue
+        if name not in rows:
+            rows[name] = {k: v for k, v in r.items() if k != "ratios_to_baseline"}
+            out["fabrics"].append(rows[name])
+        rows[name].update({k: r[k] for k in START_KEYS if k in r})
+    base = out.get("baseline")
+    for r in out["fabrics"]:
+        if base and "error" not in base:
+            r["ratios_to_baseline"] = ratios(r, base)
+    out["start_rerun"] = rerun
+    out["model"] = scale_model.predict(out)
+    return out
+
+
 def _say(msg: str) -> None:
     print(f"[scale {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -689,7 +735,19 @@ def main(argv=None) -> int:
     ap.add_argument("--only", choices=("start",),
                     help="start: each fabric's first start and restart only (no jobs, no "
                          "failures)")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --only start: keep --out's other figures (an earlier whole "
+                         "run's), replace only each fabric's start figures (merge_start)")
     args = ap.parse_args(argv)
+    if args.merge and args.only != "start":
+        ap.error("--merge goes with --only start")
+    earlier = None
+    if args.merge:
+        try:
+            with open(args.out) as fh:
+                earlier = json.load(fh)
+        except (OSError, ValueError) as e:
+            ap.error(f"--merge: {args.out} cannot be read as an earlier run's JSON: {e}")
     more = ("--nomlroute-rest-native-reads",) if args.rest == "green" else ()
     ks = [4] if args.quick else (args.fat_tree or list(KS))
     if any(k < 2 or k % 2 for k in ks):
@@ -712,8 +770,9 @@ def main(argv=None) -> int:
 
     def write() -> None:
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        doc = result if earlier is None else merge_start(earlier, result)
         with open(args.out, "w") as fh:
-            json.dump(result, fh, indent=1)
+            json.dump(doc, fh, indent=1)
 
     fabrics = [("leaf-spine {} x {} x {}".format(*shape),
                 Clos.generate(*shape, 100.0, wiring=True))]

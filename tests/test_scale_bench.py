@@ -98,3 +98,43 @@ def test_the_model_fits_measured_fat_trees_and_counts_the_entries_it_predicts():
     assert "first_start_ready_s" not in k8
     assert k8["static_entries"] == entries.count(fattree_fabric(8))["flow"]["total"]
     assert sum(t["total"] for t in k8["static_entries_by_tier"].values()) == k8["static_entries"]
+
+
+def test_a_start_rerun_replaces_only_the_start_figures(monkeypatch):
+    """``--only start --merge`` (``merge_start``): each fabric's start figures come from the
+    rerun, its jobs' and failures' figures stay, the ratios and the model follow the merged
+    figures, and a fabric whose rerun failed keeps its old figures (the error is said)."""
+    from benchmarks import scale_model
+    monkeypatch.setattr(scale_model, "predict",
+                        lambda r: {"measured": [f["fabric"] for f in r["fabrics"]]})
+
+    def row(name, start, restart, **more):
+        return {"fabric": name, "switches": 20, "first_start_ready_s": start,
+                "restart_ready_s": restart, "restart_meter": {"controller_cpu_s": 1.0},
+                "loadavg_before": [0.1, 0.1, 0.1], **more}
+    old = {"command": "python -m benchmarks.scale", "complete": True,
+           "baseline": row("base", 2.0, 4.0, post={"ring": {"answered_s": 0.2}}),
+           "fabrics": [row("k=4", 1.0, 2.0, link_failure={"replanned_s": 0.3}),
+                       row("k=16", 3.0, 4.5, link_failure={"replanned_s": 0.9})]}
+    new = {"command": "python -m benchmarks.scale --only start --merge",
+           "machine": {"date": "2026-11-29"}, "complete": True,
+           "baseline": row("base", 2.5, 3.0, loadavg_before=[2.0, 1.0, 1.0], wall_s=30.0),
+           "fabrics": [row("k=4", 1.5, 1.0, error="RuntimeError: bridges"),
+                       row("k=16", 2.0, 2.25, restart_meter={"controller_cpu_s": 2.0})]}
+    got = scale.merge_start(old, new)
+    assert old["fabrics"][1]["restart_ready_s"] == 4.5  # not changed in place
+    base, k4, k16 = got["baseline"], *got["fabrics"]
+    assert (base["first_start_ready_s"], base["restart_ready_s"]) == (2.5, 3.0)
+    assert base["post"] == {"ring": {"answered_s": 0.2}}  # the whole run's, kept
+    assert base["loadavg_before"] == [0.1, 0.1, 0.1]  # the rerun's load is in start_rerun
+    assert (k4["first_start_ready_s"], k4["restart_ready_s"]) == (1.0, 2.0)  # its rerun failed
+    assert (k16["first_start_ready_s"], k16["restart_ready_s"]) == (2.0, 2.25)
+    assert k16["restart_meter"] == {"controller_cpu_s": 2.0}
+    assert k16["link_failure"] == {"replanned_s": 0.9}
+    assert k16["ratios_to_baseline"]["restart_ready_s"] == 0.75  # 2.25 / 3.0, the merged
+    rerun = got["start_rerun"]
+    assert rerun["command"] == new["command"] and rerun["date"] == "2026-11-29"
+    assert rerun["fabrics"]["base"] == {"loadavg_before": [2.0, 1.0, 1.0], "wall_s": 30.0}
+    assert rerun["fabrics"]["k=4"]["error"] == "RuntimeError: bridges"
+    assert got["model"] == {"measured": ["k=4", "k=16"]}
+    assert got["command"] == old["command"] and got["complete"] is True
