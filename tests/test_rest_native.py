@@ -416,3 +416,45 @@ def test_the_front_closes_idle_connections(native):
     finally:
         sock.close()
     assert not native.front.conns
+
+
+def test_the_front_lingers_over_a_closed_connection_without_a_thread(native, monkeypatch):
+    """Issue 73: a connection answered and closed (``Front.linger``, the woken watches'
+    close) waits in the front for the client's end, its input dropped, instead of a thread
+    waiting for each client in turn; one whose client never closes goes at ``LINGER_S``."""
+    import socket
+
+    from controller.shell import front as front_mod
+    monkeypatch.setattr(front_mod, "LINGER_S", 1.5)
+    listener = socket.create_server(("127.0.0.1", 0))
+    try:
+        ends = []
+        for _ in range(2):
+            client = socket.create_connection(listener.getsockname(), timeout=10)
+            ends.append((client, listener.accept()[0]))
+    finally:
+        listener.close()
+    (quits, q_server), (stays, s_server) = ends
+    try:
+        q_server.sendall(b"answer")
+        t = time.monotonic()
+        native.front.linger(q_server)
+        native.front.linger(s_server)
+        assert time.monotonic() - t < 0.1  # the caller does not wait for the clients
+        assert quits.recv(16) == b"answer" and quits.recv(16) == b""  # its end shut at once
+        quits.sendall(b"more of a body")  # read and dropped, the connection kept
+        deadline = time.monotonic() + 5
+        while len(native.front.conns) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [c.closing is not None for c in native.front.conns.values()] == [True, True]
+        quits.close()
+        while len(native.front.conns) > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(native.front.conns) == 1  # closed at the client's end, not its deadline
+        assert stays.recv(16) == b""
+        while native.front.conns and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not native.front.conns  # the silent client's: closed by the sweep
+    finally:
+        stays.close()
+        quits.close()

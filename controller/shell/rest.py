@@ -143,7 +143,8 @@ class RestServer:
                            version=lambda host: watches.of(service).peek(host),
                            hand_limit=lambda: len(self._open) < WOKEN_THREADS,
                            max_watches=MAX_WATCHES) if native else None
-        self.woken = WokenWatches(self, _linger_close) if native else None  # answers them in batches
+        # answers them in batches; closes in the front (``Front.linger``: no thread waits)
+        self.woken = WokenWatches(self, self.front.linger) if native else None
         if native:
             self.front.serve_woken = self.woken.put
             self.published.on_hosts = self.front.wake  # a change wakes its hosts' watches
