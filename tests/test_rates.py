@@ -61,3 +61,67 @@ def test_zero_capacity_link_stops_only_its_flows():
     # a zero-capacity link gives its flows rate 0 and leaves the others their share
     rates = max_min_rates([[0], [1], [1]], np.array([0.0, 4.0]))
     assert rates == pytest.approx([0.0, 2.0, 2.0])
+
+
+def _random_filling(seed: int):
+    """Weights (integers every third seed: many ties), some links of no capacity, some
+    entities not running."""
+    from scipy.sparse import csr_matrix
+    rng = np.random.default_rng(seed)
+    n, m = int(rng.integers(1, 80)), int(rng.integers(1, 40))
+    dense = rng.random((n, m)) * (rng.random((n, m)) < 0.3)
+    dense[np.arange(n), rng.integers(0, m, n)] += rng.random(n) + 0.1  # every row on a link
+    if seed % 3 == 0:
+        dense = np.ceil(dense)
+    cap = rng.random(m) * 10 + 0.5
+    if seed % 5 == 0:
+        cap[: m // 2] = 0.0
+    a = csr_matrix(dense)
+    return a, a.T.tocsr(), cap, rng.random(n) < 0.8
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_compiled_filling_is_the_interpreted_one_to_the_last_bit(seed):
+    """``rates_kernel.fill`` sums what the products sum, in their order: equal arrays."""
+    from controller.model.rates import interpreted_max_min
+    from controller.model.rates_kernel import fill
+    a, at, cap, alive = _random_filling(seed)
+    got = fill(at.indptr, at.indices, at.data, a.indptr, a.indices, cap, alive)
+    assert np.array_equal(got, interpreted_max_min(a, at, cap, alive))
+
+
+def test_a_process_loads_the_compiled_filling_once_the_interpreted_one_cost_as_much(
+        monkeypatch):
+    """Below ``COMPILE_AFTER_S`` of interpreted filling nothing is loaded; past it the kernel
+    runs (the interpreted function is not called again), with the same rates."""
+    from controller.model import rates
+    monkeypatch.setattr(rates._Filling, "spent", 0.0)
+    monkeypatch.setattr(rates._Filling, "kernel", None)
+    a, at, cap, alive = _random_filling(4)
+    first = rates.weighted_max_min(a, at, cap, alive)
+    assert rates._Filling.kernel is None and rates._Filling.spent > 0
+    monkeypatch.setattr(rates._Filling, "spent", rates.COMPILE_AFTER_S)
+    calls = []
+    monkeypatch.setattr(rates, "interpreted_max_min", lambda *x: calls.append(x))
+    assert np.array_equal(rates.weighted_max_min(a, at, cap, alive), first)
+    assert rates._Filling.kernel and not calls
+
+
+def test_without_numba_the_interpreted_filling_stays(monkeypatch):
+    """A platform where numba does not import: the same rates, nothing loaded again."""
+    import builtins
+
+    from controller.model import rates
+    real = builtins.__import__
+
+    def no_numba(name, *args, **kw):
+        if name == "controller.model.rates_kernel":
+            raise ImportError("No module named 'numba'")
+        return real(name, *args, **kw)
+    monkeypatch.setattr(builtins, "__import__", no_numba)
+    monkeypatch.setattr(rates._Filling, "spent", rates.COMPILE_AFTER_S)
+    monkeypatch.setattr(rates._Filling, "kernel", None)
+    a, at, cap, alive = _random_filling(7)
+    got = rates.weighted_max_min(a, at, cap, alive)
+    assert rates._Filling.kernel is False
+    assert np.array_equal(got, rates.interpreted_max_min(a, at, cap, alive))
