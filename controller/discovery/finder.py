@@ -11,6 +11,15 @@ added as they are heard (an ARP or IPv4 packet-in), one at a time, and ARP reque
 address not known yet are answered as soon as the address is found. Anything else (odd
 wiring) is adopted after ``QUIET_S`` without change, as before.
 
+A switch of a fabric in use whose tables are still to be read is probed once they are
+(``switch_up(hold=True)``, ``release``): when a whole fabric (re)connects, its probes, the
+packet-ins they bring and the neighbours' answers competed with the table reads for both
+CPUs, the controller's and Open vSwitch's (k = 16: 5,120 probes and 2,048 answers in a
+restart's two seconds, issue 74); no round goes out while some are held, and the declared
+fabric is not checked against links that were not probed yet. A probe is answered only when
+the port it came in on was not itself probed since its sender connected (that probe is the
+answer, already under way).
+
 Pure: time is passed in; frames are returned as (dpid, port, frame) for the shell to send:
 ``lldp_probes`` each round, ``arp_probes`` to find an address, ``take_frames`` for the rest
 (probes at connect, answers to one-way probes, ARP probes checking an address's owner, ARP
@@ -37,6 +46,7 @@ __all__ = ["FabricFinder", "PROBE_MAC", "QUIET_S", "SWITCH_QUIET_S"]
 QUIET_S = 2.0  # odd wiring: recognise once the topology did not change for this long
 SWITCH_QUIET_S = 0.5  # adopt a consistent graph once no switch connected for this long
 ASKED_S = 3.0  # an ARP request for an unknown address is answered if it is found this soon
+PROBE_HOLD_S = 5.0  # held connect probes go out after this long at most (``release``)
 DEFAULT_GBPS = 100.0
 # problems that do not make the switch graph inconsistent
 _HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_plane",
@@ -74,6 +84,9 @@ class FabricFinder:
         self._missing_at: dict[str, float] = {}  # address of a missing interface -> probed
         self.last_cause = ""  # what the last fabric ``settle`` returned changed
         self._per_round, self._interval, self._next = 0, 0.0, 0  # ``pace``: 0 every port
+        self._held: dict[int, float] = {}  # dpid -> since when its connect probes are held
+        self._up_at: dict[int, float] = {}  # dpid -> when it last connected
+        self._probed_at: dict[tuple[int, int], float] = {}  # (dpid, port) -> its last probe
 
     def pace(self, interval: float, budget: int = LLDP_BUDGET) -> None:
         """Probe rounds every ``interval`` seconds of at most ``budget`` probes a second
@@ -102,10 +115,12 @@ class FabricFinder:
         self._checked = -1
 
     # ---- events -----------------------------------------------------------------------
-    def switch_up(self, dpid: int, ports: dict, now: float, speeds: dict | None = None) -> None:
+    def switch_up(self, dpid: int, ports: dict, now: float, speeds: dict | None = None,
+                  hold: bool = False) -> None:
         """A switch connected (or re-sent its ports); ``speeds``: port -> current speed in
         kbps (OpenFlow 1.3 port description ``curr_speed``; 0 or absent: not reported). Its
-        ports are probed at once."""
+        ports are probed at once, or with ``hold`` once ``release`` is called (its tables
+        read first)."""
         known = dpid in self.topology.switches
         self.topology.switch_up(dpid, ports, now)
         self.liveness.reset(dpid, now)
@@ -118,11 +133,34 @@ class FabricFinder:
                 self.speeds[(dpid, int(port))] = kbps
         if not known:
             self._switch_at = now
+            self._up_at[dpid] = now
+        if hold:
+            self._held.setdefault(dpid, now)
+        else:
+            self._probe_ports(dpid, now)
+
+    def _probe_ports(self, dpid: int, now: float) -> None:
         for port, up in sorted(self.topology.switches[dpid].items()):
             if up and (dpid, port) not in self.guard.host_ports:
-                self._send(dpid, port, self.guard.probe(dpid, port, now), "lldp_connect")
+                self._probe(dpid, port, now, "lldp_connect")
+
+    @property
+    def holding(self) -> bool:
+        """Whether some switch's connect probes are held (``switch_up(hold=True)``)."""
+        return bool(self._held)
+
+    def release(self, now: float, at_most: float | None = None) -> int:
+        """Probe the held switches still connected out of their ports now (those held for
+        ``at_most`` seconds, else all of them); returns how many."""
+        due = sorted(d for d, t in self._held.items() if at_most is None or now - t >= at_most)
+        for dpid in due:
+            del self._held[dpid]
+            if dpid in self.topology.switches:
+                self._probe_ports(dpid, now)
+        return len(due)
 
     def switch_down(self, dpid: int, now: float) -> None:
+        self._held.pop(dpid, None)
         self.topology.switch_down(dpid, now)
         self.guard.switch_reset(dpid)
         self.speeds = {k: v for k, v in self.speeds.items() if k[0] != dpid}
@@ -132,8 +170,8 @@ class FabricFinder:
         changed = self.topology.port_changed(dpid, port, up, now)
         if not up:
             self.guard.port_reset(dpid, port)
-        elif changed and dpid in self.topology.switches:
-            self._send(dpid, port, self.guard.probe(dpid, port, now), "lldp_connect")
+        elif changed and dpid in self.topology.switches and dpid not in self._held:
+            self._probe(dpid, port, now, "lldp_connect")
         if isinstance(speed, int) and speed > 0:
             self.speeds[(dpid, port)] = speed
 
@@ -154,9 +192,10 @@ class FabricFinder:
                 self.liveness.seen(probe["dpid"], dpid, probe["time"])  # (an echo: trapped)
             self.probes_received += 1
             self.topology.link_seen(probe["dpid"], probe["port"], dpid, port, now)
-            if (dpid, port) not in self.topology.links and dpid in self.topology.switches:
+            if ((dpid, port) not in self.topology.links and dpid in self.topology.switches
+                    and dpid not in self._held and not self._crossing(dpid, port, probe["dpid"])):
                 # seen one way only: the way back is probed at once, not at the next round
-                self._send(dpid, port, self.guard.probe(dpid, port, now), "lldp_answer")
+                self._probe(dpid, port, now, "lldp_answer")
             return "lldp"
         agent = lldp.parse_host_lldp(frame)
         if agent is not None:
@@ -220,6 +259,15 @@ class FabricFinder:
                                "arp_answer")
 
     # ---- frames -----------------------------------------------------------------------
+    def _crossing(self, dpid: int, port: int, sender: int) -> bool:
+        """Whether a probe out of ``dpid``'s ``port`` went after ``sender`` (at its other
+        end) connected: it is on its way there, and an answer would repeat it."""
+        return self._probed_at.get((dpid, port), -1.0) > self._up_at.get(sender, float("inf"))
+
+    def _probe(self, dpid: int, port: int, now: float, kind: str) -> None:
+        self._probed_at[(dpid, port)] = now
+        self._send(dpid, port, self.guard.probe(dpid, port, now), kind)
+
     def _send(self, dpid: int, port: int, frame: bytes, kind: str) -> None:
         self._frames.append((dpid, port, frame))
         self.sent[kind] += 1
@@ -241,6 +289,8 @@ class FabricFinder:
         self.topology.expire(now)
         self.guard.forget_old(now)
         self._verify_due(now)
+        if self._held and not self.release(now, PROBE_HOLD_S):  # (``take_frames`` sends them)
+            return []  # held switches are probed at every port when released
         due = [(d, p) for d, ports in sorted(self.topology.switches.items())
                for p, up in sorted(ports.items()) if up and (d, p) not in self.guard.host_ports]
         rounds = 1
@@ -253,6 +303,7 @@ class FabricFinder:
             self.topology.link_timeout = max(DEFAULT_LINK_TIMEOUT,
                                               LOST_ROUNDS * rounds * self._interval)
         out = [(d, p, self.guard.probe(d, p, now)) for d, p in due]
+        self._probed_at.update(((d, p), now) for d, p in due)
         self.sent["lldp_round"] += len(out)
         self.sent_bytes += sum(len(f) for _d, _p, f in out)
         return out
@@ -412,7 +463,7 @@ class FabricFinder:
             fresh = t.take_fresh()
             self._relays(self.declared, [], now, True, None if self._scan_all else fresh)
             self._scan_all = False
-            if force or quiet:
+            if force or (quiet and not self._held):  # no link missed for a held probe
                 self._checked = t.version
                 self.problems = check_declared(self.declared, t)
             return None

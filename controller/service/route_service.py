@@ -84,8 +84,7 @@ class RouteService:
         self.learning = MatrixLearning(self.settings.learn_window, self.settings.sampling_points)
         self.learning.follow(self.state.fabric)
         self.resolver = Resolver(self.finder, self._packet_out)  # ARP answers and probes
-        # auto groups the off-path stages (layer 2, jobs search, ILP) may still improve
-        self.unproven: set[tuple[str, str]] = set()
+        self.unproven: set[tuple[str, str]] = set()  # auto groups off-path stages may improve
         self._reoptimise_at: float | None = None
         if self.state.fabric is not None:  # before REST serves: about 1 s at paper scale
             self.tx.current_tables()
@@ -154,7 +153,7 @@ class RouteService:
             for dpid, ports, speeds in connected:
                 try:
                     self.state.switches[dpid] = SwitchSeen(True, dict(ports), self.monotonic())
-                    self.finder.switch_up(dpid, ports, self.clock(), speeds)
+                    self.finder.switch_up(dpid, ports, self.clock(), speeds, tablesync.holds(self, dpid))
                     f = self.state.declared
                     if f is None or dpid not in f.switch_of_dpid:
                         strangers.append(dpid)
@@ -171,7 +170,8 @@ class RouteService:
     def sync_queued(self) -> None:
         """Read and repair the queued switches (``tablesync.sync_queued``: off the lock)."""
         tablesync.sync_queued(self.lock, self._readers, self.state, self.reconciler, self.tx,
-                              lambda: self.sends, self.switch_name, self.monotonic)
+                              lambda: self.sends, self.switch_name, self.monotonic,
+                              partial(tablesync.probes_out, self))
 
     def switch_disconnected(self, dpid: int) -> None:
         with self.lock:

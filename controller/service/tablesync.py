@@ -20,9 +20,30 @@ TABLE_READERS = 2  # workers reading tables at once (a semaphore of this many)
 SYNC_BATCH = 64  # switches a worker claims, reads and repairs at once
 
 
+def holds(svc, dpid: int) -> bool:
+    """Whether a switch that connects is probed (LLDP) only once the queued switches were
+    read and repaired (``FabricFinder.switch_up(hold=True)``, ``probes_out``): one of the
+    declared fabric that this controller writes. Its probes, their packet-ins and the
+    answers they brought competed with the reads (k = 16: 7,000 frames in a restart's two
+    seconds, issue 74); its tables hold the entry that traps them once repaired."""
+    f = svc.state.declared
+    return (svc.sends and f is not None and dpid in f.switch_of_dpid
+            and svc.reconciler.manages(dpid))
+
+
+def probes_out(svc) -> None:
+    """The held probes go out once no switch is being read or waits to be, but those
+    waiting for a back-off (``sync_queued``'s ``synced``; under the service lock)."""
+    rec = svc.reconciler
+    if svc.finder.holding and not rec.syncing and all(d in rec.retry for d in rec.pending):
+        svc.finder.release(svc.clock())
+        svc._discovery_out()
+
+
 def sync_queued(lock: threading.Lock, readers: threading.Semaphore, state: ControllerState,
                 rec: Reconciler, tx: Transaction, active: Callable[[], bool],
-                name: Callable[[int], str], now: Callable[[], float]) -> None:
+                name: Callable[[int], str], now: Callable[[], float],
+                synced: Callable[[], None] = lambda: None) -> None:
     """Read and repair queued switches until none is left, up to ``SYNC_BATCH`` at a time:
     claimed together, read together without ``lock`` (at most ``readers`` workers reading
     at once), repaired under it together once read (``Reconciler.repair_many``: one
@@ -33,7 +54,8 @@ def sync_queued(lock: threading.Lock, readers: threading.Semaphore, state: Contr
     as each was read, a batch took 2-4 installs, issue 74); one whose read or repair
     failed is queued again, to be tried after its back-off (``Reconciler.doubt``; ``now``:
     monotonic seconds).
-    ``active()``: not a standby (a standby sends nothing); ``tx`` gives the desired tables."""
+    ``active()``: not a standby (a standby sends nothing); ``tx`` gives the desired tables;
+    ``synced()``: called under ``lock`` once no switch is left to claim (``probes_out``)."""
     failed: dict[int, str] = {}  # dpid -> why
 
     def repair(reads: dict) -> None:
@@ -75,6 +97,7 @@ def sync_queued(lock: threading.Lock, readers: threading.Semaphore, state: Contr
         with lock:
             waits = rec.requeue(set(failed), lambda d: state.switches.get(d) is not None
                                 and state.switches[d].connected)
+            synced()
         for dpid, why in sorted(failed.items()):
             wait = waits.get(dpid)
             LOG.error("mlroute: switch %s %s%s", name(dpid), why,

@@ -1,0 +1,45 @@
+"""Switches of the declared fabric that connect are probed (LLDP) once the queued switches were
+read and repaired (``tablesync.holds``, ``probes_out``), not while their tables are read: at a
+k = 16 restart the probes, their packet-ins and the answers they brought competed with the
+reads for both CPUs (issue 74). Over fake switches, on a declared k = 4 fat-tree."""
+from controller.service.route_service import RouteService
+from emulation.harness.fake_switch import FakeSwitches
+from tests.helpers import FakeClock
+from topologies.clos import fattree_fabric
+
+
+def service(declared: bool = True):
+    f = fattree_fabric(4)
+    sw = FakeSwitches(f.dpids.values(), f)
+    clock = FakeClock()
+    svc = RouteService(sw, f if declared else None, clock=clock, sleep=clock.sleep)
+    batch = [(d, {p: True for p in f.ports[name].values()}, None) for name, d in f.dpids.items()]
+    return f, sw, svc, batch
+
+
+def test_a_fabric_that_connects_is_probed_once_its_switches_are_read():
+    f, sw, svc, batch = service()
+    assert svc.note_switches(batch) == {}
+    assert sw.packets_out == [] and svc.finder.holding  # every switch still to be read
+    svc.sync_queued()
+    assert set(svc.installed) == set(f.dpids.values())
+    assert not svc.finder.holding
+    assert {d for d, _, _ in sw.packets_out} == set(f.dpids.values())  # every switch probed
+    assert len(sw.packets_out) == svc.finder.sent["lldp_connect"] > 0
+
+
+def test_a_switch_whose_read_fails_does_not_hold_the_others_probes():
+    f, sw, svc, batch = service()
+    bad = f.dpids[f.leaves[0]]
+    sw.offline.add(bad)  # its read fails: tried again after a back-off
+    svc.note_switches(batch)
+    svc.sync_queued()
+    assert bad not in svc.installed and bad in svc.reconciler.retry
+    assert not svc.finder.holding and sw.packets_out  # the others' went (its own too)
+
+
+def test_without_a_declared_fabric_switches_are_probed_at_once():
+    """Discovery finds the fabric from the probes: nothing to read before them."""
+    _, sw, svc, batch = service(declared=False)
+    svc.note_switches(batch)
+    assert sw.packets_out and not svc.finder.holding
