@@ -102,3 +102,47 @@ def test_off_the_request_path_too():
     r = clos_jobs(p, start=start, clock=Clock(3.0, Ticks()))
     assert r.info["stopped"] == "time budget" and r.info["time_s"] <= 5.0
     assert r.middle == start.middle
+
+
+def test_the_filling_s_one_time_load_is_not_a_prediction_s_cost(monkeypatch):
+    """``Clock.run`` extrapolates from the longest prediction; the compiled filling's load
+    (once per process, about 1 s) inside one is not what the next one costs."""
+    from controller.planners import jobs_stop
+    loaded = [0.0]
+    monkeypatch.setattr(jobs_stop, "load_seconds", lambda: loaded[0])
+    clock = Clock(100.0, now=Ticks())
+
+    def predict(tick):
+        loaded[0] += 5.0  # five of the ticks below were the load
+        for _ in range(8):
+            clock.now()
+        return {}
+    clock.run(predict)
+    assert clock.longest == pytest.approx(9.0 - 5.0)
+
+
+def test_an_expired_clock_stops_the_ejection_chains():
+    """``Freeing`` asks ``expired`` before each flow, partner and chain node: with the time
+    up, a job is left as it was (no move, the routing unchanged)."""
+    from controller.model.jobs import parse_job
+    from controller.planners.clos_jobmean import Freeing
+    from controller.planners.clos_jobs import clos_slowdowns
+    from controller.planners.clos_loads import ClosLoads, empty_routing
+    fab = Clos.leaf_spine(2, 3, 2)  # the module doctest's case: freeing moves two flows
+    a = {"id": "a", "flows": [{"src": "h0_0", "dst": f"h2_{k}", "bytes": 1e8} for k in (0, 1)]}
+    ring = {"id": "r", "collective": "ring_allreduce", "ranks": ["h0_1", "h1_0"], "bytes": 1e9}
+    p = ClosProblem.build(fab, [parse_job(d, fab) for d in (a, ring)])
+
+    def routed():
+        r, loads = empty_routing(len(p)), ClosLoads(p)
+        for i, m in enumerate([0, 1, 0, 0]):
+            r.plane[i], r.middle[i], r.path[i] = 0, m, loads.pick(i, 0, m)
+            loads.add(i, 0, r.path[i])
+        return r, loads
+    r, loads = routed()
+    assert Freeing(p, r, loads, 2.0).free([2]) and r.middle == [0, 0, 1, 0]
+    r, loads = routed()
+    before = clos_slowdowns(p, r)
+    clock = Clock(0.5, now=Ticks())
+    assert Freeing(p, r, loads, 2.0, expired=clock.expired).free([2]) == []
+    assert r.middle == [0, 1, 0, 0] and clos_slowdowns(p, r) == before and clock.out

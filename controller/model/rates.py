@@ -59,6 +59,7 @@ class _Filling:
     then the compiled one (None: not loaded yet; False: numba is missing)."""
     spent = 0.0
     kernel = None
+    load_s = 0.0  # CPU seconds loading it took (a budget leaves them out: ``load_seconds``)
 
 
 def weighted_max_min(a: csr_matrix, at: csr_matrix, capacity: np.ndarray,
@@ -67,7 +68,9 @@ def weighted_max_min(a: csr_matrix, at: csr_matrix, capacity: np.ndarray,
     every unfrozen entity rises at the same pace; a link saturates when sum(weight x rate)
     reaches its capacity, freezing every entity on it. ``at`` is ``a.T.tocsr()``."""
     if _Filling.kernel is None and _Filling.spent >= COMPILE_AFTER_S:
+        t = time.process_time()
         _Filling.kernel = _load_kernel()
+        _Filling.load_s += time.process_time() - t
     if _Filling.kernel and a.dtype == np.float64 and at.dtype == np.float64:
         return _Filling.kernel(at.indptr, at.indices, at.data, a.indptr, a.indices,
                                np.asarray(capacity, dtype=np.float64),
@@ -79,13 +82,23 @@ def weighted_max_min(a: csr_matrix, at: csr_matrix, capacity: np.ndarray,
         _Filling.spent += time.process_time() - t
 
 
+def load_seconds() -> float:
+    """CPU seconds this process spent loading the compiled filling (once): a time budget
+    that extrapolates from one prediction's cost leaves them out."""
+    return _Filling.load_s
+
+
 def _load_kernel():
-    """``rates_kernel.fill``, or False where numba cannot be imported (said once)."""
+    """``rates_kernel.fill``, loaded (numba's cache read, or the code compiled) by a first
+    call on one link; False where numba cannot be imported (said once)."""
     try:
         from controller.model.rates_kernel import fill
     except ImportError as e:  # a platform without numba's wheels: the interpreted filling
         LOG.info("rates: the compiled filling is not available (%s): interpreted only", e)
         return False
+    one = csr_matrix(np.ones((1, 1)))
+    fill(one.indptr, one.indices, one.data, one.indptr, one.indices, np.ones(1),
+         np.ones(1, dtype=np.bool_))
     return fill
 
 
