@@ -90,15 +90,17 @@ def load_seconds() -> float:
 
 def _load_kernel():
     """``rates_kernel.fill``, loaded (numba's cache read, or the code compiled) by a first
-    call on one link; False where numba cannot be imported (said once)."""
+    call on one link; False where it cannot be (said once): numba not installed (a
+    platform without its wheels), or no writable place for its cache (numba raises
+    RuntimeError; ``NUMBA_CACHE_DIR`` names one)."""
     try:
         from controller.model.rates_kernel import fill
-    except ImportError as e:  # a platform without numba's wheels: the interpreted filling
-        LOG.info("rates: the compiled filling is not available (%s): interpreted only", e)
+        one = csr_matrix(np.ones((1, 1)))
+        fill(one.indptr, one.indices, one.data, one.indptr, one.indices, np.ones(1),
+             np.ones(1, dtype=np.bool_))
+    except (ImportError, RuntimeError, OSError) as e:
+        LOG.warning("rates: the compiled filling is not available (%s): interpreted only", e)
         return False
-    one = csr_matrix(np.ones((1, 1)))
-    fill(one.indptr, one.indices, one.data, one.indptr, one.indices, np.ones(1),
-         np.ones(1, dtype=np.bool_))
     return fill
 
 
