@@ -139,6 +139,22 @@ def test_worth_moving_asks_a_real_gain_for_the_jobs_objective():
     assert not worth_moving((1.5, 2.0, 3, 10), (1.6, 1.0, 2, 1), "jobs")
 
 
+def test_a_running_flow_moves_only_for_a_gain_that_grows_with_the_flows_moved():
+    """Issue 74: off the request path the gain must pay for every running flow moved."""
+    from controller.planners.churn import JOB_GAIN_PER_MOVE, JOB_MIN_GAIN, MOVES_PER_LINK
+    # flow counts: a lower max is worth its moves; at the same max a link fewer at it is
+    # worth MOVES_PER_LINK moved flows
+    assert worth_moving((10, 3), (9, 300), "flows", moved=60)
+    assert worth_moving((9, 20), (9, 10), "flows", moved=10 * MOVES_PER_LINK)
+    assert not worth_moving((9, 20), (9, 10), "flows", moved=10 * MOVES_PER_LINK + 1)
+    # jobs: the mean lower by JOB_MIN_GAIN plus JOB_GAIN_PER_MOVE per moved flow (relative)
+    gain = JOB_MIN_GAIN + JOB_GAIN_PER_MOVE * 50
+    before = (2.0, 3.0, 9, 10)
+    assert worth_moving(before, (2.0 * (1 - gain * 1.01), 3.0, 9, 10), "jobs", moved=50)
+    assert not worth_moving(before, (2.0 * (1 - gain * 0.99), 3.0, 9, 10), "jobs", moved=50)
+    assert worth_moving(before, (2.0 * (1 - gain * 0.99), 3.0, 9, 10), "jobs", moved=40)
+
+
 def test_the_off_path_ilp_runs_auto_in_a_child_process():
     """``offpath.plan_in_subprocess`` (the two-tier ILP stage, off the controller's thread):
     the child plans the problem's jobs on its fabric with auto's ILP and gives back a routing

@@ -277,6 +277,8 @@ def _replan(problem: Problem, previous: list, ilp_time_limit: float):
 
 
 JOB_MIN_GAIN = 0.002  # relative drop of the mean job slowdown worth moving running flows
+JOB_GAIN_PER_MOVE = 1e-4  # ... and this much more (relative) per running flow moved
+MOVES_PER_LINK = 2  # at the same max: a link fewer at it is worth this many moved flows
 
 
 def plan_rank(problem: Problem, spines: list[int], objective: str = "flows",
@@ -297,18 +299,35 @@ def plan_rank(problem: Problem, spines: list[int], objective: str = "flows",
     return sum(values) / len(values), max(values), top, count
 
 
-def worth_moving(before: tuple, after: tuple, objective: str = "flows") -> bool:
+def worth_moving(before: tuple, after: tuple, objective: str = "flows", moved: int = 0
+                 ) -> bool:
     """Whether a routing ranked ``after`` (``plan_rank``) should replace the running one,
-    ranked ``before``: strictly better on the flow counts; with "jobs" (the objective's rule:
-    the mean under a bound on the worst), never a worse worst job (beyond float noise), and
-    a mean lower by ``JOB_MIN_GAIN`` (relative), or the same mean and a lower worst or max
-    link load (fewer links at the max alone, no job faster, is not worth moved flows)."""
+    ranked ``before``, when it moves ``moved`` running flows (issue 74: a running flow moves
+    only for a gain in the objective, one that grows with the flows moved). By flow counts:
+    a lower max link load, or the same max with at least one link fewer at it per
+    ``MOVES_PER_LINK`` moved flows. With "jobs" (the objective's rule: the mean under a
+    bound on the worst): never a worse worst job (beyond float noise), and a mean lower by
+    ``JOB_MIN_GAIN`` plus ``JOB_GAIN_PER_MOVE`` per moved flow (relative), or no higher and a
+    lower worst or max link load (fewer links at the max alone, no job faster, is not worth
+    moved flows).
+
+    >>> worth_moving((9, 710), (9, 384), moved=381)  # 326 links fewer: 190 moves' worth
+    True
+    >>> worth_moving((9, 710), (9, 700), moved=381), worth_moving((10, 3), (9, 300), moved=60)
+    (False, True)
+    >>> worth_moving((1.2, 1.5, 9, 10), (1.19, 1.5, 9, 10), "jobs", moved=10)  # 0.83% > 0.3%
+    True
+    >>> worth_moving((1.2, 1.5, 9, 10), (1.19, 1.5, 9, 10), "jobs", moved=100)  # < 1.2%
+    False
+    """
     if objective != "jobs":
-        return after < before
+        if after[0] < before[0]:
+            return True
+        return after < before and before[1] - after[1] >= moved / MOVES_PER_LINK
     (m0, w0, *flows0), (m1, w1, *flows1) = before, after
     if w1 > w0 * (1 + 1e-6):
         return False
-    if m1 < m0 * (1 - JOB_MIN_GAIN):
+    if m1 < m0 * (1 - JOB_MIN_GAIN - JOB_GAIN_PER_MOVE * moved):
         return True
     if m1 > m0 * (1 + 1e-9):
         return False

@@ -20,36 +20,36 @@ construction with the best mean on the worst job. Starts the prediction ranks al
 within 1e-9: float noise) are picked by link loads (``objective.start_key``: the max, the
 links at it, the sorted load vector), as the two-tier kernel picks them.
 
-Search: jobs in decreasing slowdown; for each, its flows on a link another flow also uses,
-most loaded in bytes first. First the job is freed (``clos_jobmean``, the two-tier kernel's
+Search: jobs in decreasing slowdown; for each, its flows on a link another flow also uses, most
+loaded in bytes first. First the job is freed (``clos_jobmean``, the two-tier kernel's
 ``jobmean`` chains): each of those flows, the slowest on ``objective.JobModel``'s guide first,
 leaves its shared links by an ejection chain (it takes an option of its own, the flow there
 moves on the same way), or the flows of other jobs sharing with it leave by such chains, or
-failing both it gets lighter partners; a flow lands only where no link goes above the
-start's max and no job goes above its level on the guide (a job that loses nothing by
-sharing, an all-to-all bound by its hosts' links, takes the others' flows' places), and the
-whole is predicted once, only when the job's level on the guide dropped (one move at a time
-predicts no gain while another of the job's flows still shares). Else a flow is tried on
-the options (plane, middle, each hop's least loaded member) where no link goes above the
-start's max link load and whose busiest link in bytes per unit is less busy than the flow's
-now, the three least busy first (the guide: each
-flow weighs its bytes per iteration, as ``objective.JobModel``; a move it does not favour is
-not predicted). A job with several flows on shared links first tries them all at once, each
-to its best option (one prediction: a job is as slow as its slowest flow, so one move at a
-time may predict no gain); where no single move helps either, each of its flows swaps with a
-lighter flow of another job at its leaves, all at once (two large rings on one uplink, the
-other uplink full: posted one by one on a 2:1 fat-tree, tests/test_clos_offpath.py). A move
-is kept when the prediction ranks the routing better; the search restarts from the new
-slowest job. Jobs at slowdown 1 are left on a single plane;
-with several planes a host's NICs together beat its ideal, and they are searched too. Pinned
-flows stay in their plane (``ClosLoads.plane_costs`` gives the other planes no option). It
-ends at a local optimum or when ``budget`` predictions are spent. On small problems (at most
-``objective.OTHER_STARTS_FLOWS`` flows) the search runs again from the next best start at
-the same max (``NEXT_STARTS``; not a routing already searched) with a budget of its own, and
-the better result is kept (``start_key``): the local optima of the mean differ by start
-(links-down mixed 2 of the 27 parity instances, tests/test_clos_jobmean.py; 48 byte mixes of
-``simulation.workloads.byte_mix`` on an 8 x 4 leaf-spine, a spine down or not: the sum of
-means 88.56 against 89.34 with the budget the first search left, about 50% more time).
+failing both it gets lighter partners; a flow lands only where no link goes above the start's
+max and no job goes above its level on the guide (a job that loses nothing by sharing, an
+all-to-all bound by its hosts' links, takes the others' flows' places), and the whole is
+predicted once, only when the job's level on the guide dropped (one move at a time predicts no
+gain while another of the job's flows still shares). Else a flow is tried on the options (plane,
+middle, each hop's least loaded member) where no link goes above the start's max link load and
+whose busiest link in bytes per unit is less busy than the flow's now, the three least busy
+first (the guide: each flow weighs its bytes per iteration, as ``objective.JobModel``; a move it
+does not favour is not predicted). A job with several flows on shared links first tries them all
+at once, each to its best option (one prediction: a job is as slow as its slowest flow, so one
+move at a time may predict no gain); where no single move helps either, each of its flows swaps
+with a lighter flow of another job at its leaves, all at once (two large rings on one uplink,
+the other full: posted one by one on a 2:1 fat-tree, tests/test_clos_offpath.py). A move is kept
+when the prediction ranks the routing better (from the routes in force, off the request path:
+the mean lower by ``churn.JOB_GAIN_PER_MOVE`` of it per flow the step moves, issue 74); the
+search restarts from the new slowest job. Jobs at slowdown 1 are left on a single plane; with
+several planes a host's NICs together beat its ideal. Pinned flows stay in their plane
+(``ClosLoads.plane_costs`` gives the other planes no option). It ends at a local optimum or when
+``budget`` predictions are spent. On small problems (at most ``objective.OTHER_STARTS_FLOWS``
+flows) the search runs again from the next best start at the same max (``NEXT_STARTS``; not a
+routing already searched) with a budget of its own, and the better result is kept
+(``start_key``): the local optima of the mean differ by start (links-down mixed 2 of the 27
+parity instances, tests/test_clos_jobmean.py; 48 byte mixes of ``simulation.workloads.byte_mix``
+on an 8 x 4 leaf-spine, a spine down or not: the sum of means 88.56 against 89.34 with the
+budget the first search left, about 50% more time).
 
 Stopping (issue 74, ``jobs_stop``): a start with every job at slowdown 1.0 on a single plane
 is the result (the bound: no other start built or scored, no search), each further start or
@@ -58,7 +58,7 @@ flows (``Clock``), auto's start unscored (slowdowns None) when not even its pred
 
 Last, the link-load layers as the tie-break (``_lower_layers``, the two-tier kernel's too):
 ``clos_auto``'s layer-2 chains on the result, at its max and below (the max kept), taken
-when the prediction ranks them no worse.
+when the prediction ranks them no worse; not from the routes in force (no gain to move for).
 
 The two-tier kernel (private, one more start): on a single two-tier plane without bundles
 (``Clos.as_leaf_spine``) the two-tier model's own search of the same objective (``auto`` with
@@ -71,26 +71,19 @@ auto's worst); this search then goes on from the best. Before, the kernel's rout
 result there: the two searches end at different local optima of the mean: on 8 realistic 64 x
 32 leaf-spines (two seeds of each failure case of python -m benchmarks.request_path) this
 search's was lower on 4, higher on 1 and the same on 3 (kernel withheld). The parity tests
-(tests/test_parity.py) hold the search with the kernel withheld to the kernel's max link load
-and to a worst and mean slowdown no higher (on the 27 parity instances lower on 4: 42.851
-against 42.866 summed).
+(tests/test_parity.py) hold the search with the kernel withheld to the kernel's max link
+load, its worst and mean slowdown no higher (27 instances: 42.851 against 42.866 summed).
 
 Why: flow counts treat a probe like a 4 GB All-Reduce chunk; the paths two large rings share
 decide their iteration times (``planners.objective`` says more).
 
-Cost: within ``jobs_stop.time_budget`` of the flows (above). One construction when auto's
-start is at the bound, else three (seven on small problems), then at most ``budget`` + 9
-predictions (each O(events x rounds x nnz)) per start searched (two on small problems), per
-tried flow O(P
-x middles x members) for the guide, per freed job ``clos_jobmean``'s chain searches (each at
-most ``CHAIN_NODES`` nodes of O(P x middles x hops) link checks on ``JobModel``'s link tables;
-at 64 x 32 about as long as the predictions they save), and ``clos_auto``'s layer-2 chains
-once per search; on a single two-tier plane the kernel too: ``auto``'s layer 1 and layer 2,
-then at most ``budget`` move evaluations, the layer-2 chains once more and one more
-prediction.
+Cost: within ``jobs_stop.time_budget`` of the flows. One construction when auto's start is
+at the bound, else three (seven on small problems), then at most ``budget`` + 9 predictions
+(each O(events x rounds x nnz)) per start searched (two on small problems), per tried flow
+O(P x middles x members) for the guide, per freed job ``clos_jobmean``'s chain searches,
+``clos_auto``'s layer-2 chains once per search; on a single two-tier plane the kernel's too.
 
-References: Crux (Cao et al., SIGCOMM 2024: GPU-intensity priorities); ``planners.objective``
-and ``planners.jobmean``.
+References: Crux (Cao et al., SIGCOMM 2024); ``planners.objective``, ``planners.jobmean``.
 """
 from __future__ import annotations
 
@@ -100,6 +93,7 @@ import numpy as np
 
 from controller.model.clospaths import ClosProblem, ClosRouting, link_loads, lower_bound
 from controller.model.iteration import predict_clos_times, slowdown
+from controller.planners.churn import JOB_GAIN_PER_MOVE
 from controller.planners.clos_auto import (
     LAYER2_BELOW_WORK,
     LAYER2_BELOW_WORK_PER_FLOW,
@@ -301,13 +295,14 @@ def _search_starts(problem: ClosProblem, starts: dict, scores: dict, order: list
         r = _copy(starts[name])
         current, moves = scores[name], 0
         if len(problem):
-            moves, spent, current, stopped = _search(problem, r, current, cap, bound,
-                                                     budget, floor, run.clock)
+            moves, spent, current, stopped = _search(problem, r, current, cap, bound, budget,
+                                                     floor, run.clock, previous is not None)
             used += spent
             run.stopped, run.stopped_at = stopped, f"search from {name}"  # the last search's
-            try:
-                r, current, lowered = _lower_layers(problem, r, current, bound, run.clock)
-                moves += lowered
+            try:  # from the routes in force no tie-break moves running flows (no gain)
+                if previous is None:
+                    r, current, lowered = _lower_layers(problem, r, current, bound, run.clock)
+                    moves += lowered
             except OutOfTime:
                 run.stopped, run.stopped_at = "time budget", f"lower layers from {name}"
         key = start_key(current.values(), bound, layers(problem, r))
@@ -355,7 +350,8 @@ def _lower_layers(problem: ClosProblem, r: ClosRouting, current: dict, bound: fl
     return ClosRouting(new.plane, new.middle, new.path, {}), values, len(moved_flows(new, r))
 
 
-def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | None = None):
+def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | None = None,
+            in_force: bool = False):  # in_force: r is the routes in force (module docstring)
     L = problem.links
     timed_out = [False]
 
@@ -393,6 +389,9 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | N
     def key(values):
         over, mean, worst = rank_key(values.values(), bound)
         return over, round(mean, 9), worst
+
+    def better(new, m):  # ranked better, the mean lower by the margin for ``m`` moved flows
+        return new is not None and key(new) < best and best[1] - key(new)[1] >= per_move * m
 
     for i, path in enumerate(r.path):
         ids = links_of(i, r.plane[i], path)
@@ -493,6 +492,7 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | N
 
     moves = used = 0
     best = key(current)
+    per_move = JOB_GAIN_PER_MOVE * best[1] if in_force else 0.0
     while left():
         improved = False
         for job in sorted(current, key=lambda j: (-current[j], j)):
@@ -506,17 +506,18 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | N
                 if top > weight[i] * float(per_unit[ids].max()) * (1 + 1e-9):
                     cands.append((-top, i))
             if cands and left():
-                freeing = freeing or Freeing(problem, r, loads, cap, put)
+                freeing = freeing or Freeing(problem, r, loads, cap, put,
+                                             expired=clock.expired if clock else None)
                 freed = freeing.free(flows_of[job])  # its own test of sharing
                 new = predict() if freed else None
-                if new is not None and key(new) < best:
+                if better(new, len({i for i, *_ in freed})):
                     current, best, improved = new, key(new), True
                     moves += len({i for i, *_ in freed})
                     break
                 freeing.undo(freed)
             if len(cands) > 1 and left():
                 new, moved = move_job(sorted(cands))
-                if new is not None and key(new) < best:
+                if better(new, len(moved)):
                     current, best, improved = new, key(new), True
                     moves += len(moved)
                     break
@@ -536,7 +537,7 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | N
                         put(i, q, m, r.path[i], -1.0)
                         continue
                     new = predict()
-                    if new is not None and key(new) < best:
+                    if better(new, 1):
                         current, best, improved = new, key(new), True
                         moves += 1
                         break
@@ -546,7 +547,7 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | N
                 put(i, q0, m0, p0, 1.0)
             if not improved and cands and left():
                 new, swapped = swap_job([i for _, i in sorted(cands)])
-                if new is not None and key(new) < best:
+                if better(new, 2 * len(swapped)):
                     current, best, improved = new, key(new), True
                     moves += 2 * len(swapped)
                 else:

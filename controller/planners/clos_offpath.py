@@ -8,26 +8,38 @@ bench/request_path.json). So, as on two tiers (``planners.offpath``), the contro
 installs layer 1 at once and then (``service.anytime``) asks this module for a better
 routing of the group, from its routes in force:
 
-1. layer 2 (``clos_auto.layer2``): ejection chains at the max and at the loads below it, not
-   the layer-2 MILP, whose routing may move any flow (on the scale benchmark's k = 8
-   fat-tree it moved 1,024 of 1,120 running flows after a switch failure);
-2. with objective ``jobs``, the jobs search (``clos_jobs``) from that routing: its moves,
-   job moves and swaps each change a few flows, kept only when the prediction ranks the
-   routing better (there, 36 to 66 flows moved per improvement: ``python -m
-   benchmarks.scale --fat-tree 8``). No fresh jobs plan: it may move any flow too.
+1. where the request path left the max above the lower bound (a failure on a tightly loaded
+   fabric, where every other option of a flow crosses two full links and no chain of moves
+   helps), the fewest-moves MILP at the bound from the routes in force (``to_the_bound``,
+   ``clos_ilp_moves``, within ``MOVES_S``), taken when it moves at most ``MOVES_PER_EXCESS``
+   flows per flow above the bound on the links (HiGHS's first incumbents move nearly every
+   flow): on the replan benchmark's k = 8 fat-tree a failed core switch (71 routes over it,
+   73 moved, max 10 for a bound of 9) reached 9 with 62-63 more moves in 10-15 s;
+2. by flow counts, layer 2 (``clos_auto.layer2``): ejection chains at the max and at the
+   loads below it, not the layer-2 MILP, whose routing may move any flow (on the scale
+   benchmark's k = 8 fat-tree it moved 1,024 of 1,120 running flows after a switch failure);
+3. with objective ``jobs``, the jobs search (``clos_jobs``) from the routes in force, not
+   from layer 2's routing: layer 2 ignores the jobs (on the replan benchmark's k = 16 case, an
+   all-to-all of 64 posted beside a ring of 512, it moved 381 flows and raised the predicted
+   mean slowdown from 1.17 to 2.16, the search starting from there). Its moves, job moves and
+   swaps each change a few flows, kept only when the mean drops by
+   ``churn.JOB_GAIN_PER_MOVE`` of it per flow moved. No fresh jobs plan: it may move any flow.
 
-The result replaces the routes in force only when worth the moved flows
-(``churn.worth_moving`` on ``clos_rank``: fewer links at the max alone is worth it on the
-flow counts; with jobs a lower mean predicted slowdown, the worst job no worse). Every flow
-here has a route in force and stays in its plane (``clos_instance`` pins it: a connection is
-bound to its plane's addresses). There is no ILP stage on Clos fabrics. The controller runs
-all this in a child process (``python -m controller.planners.clos_offpath FILE``, ``main``;
-``offpath.clos_in_subprocess``): the search would hold the controller's only thread, and with
-it OpenFlow and REST, for up to a second on large groups.
+The rule (issue 74): a running flow moves only for a gain in the objective that grows with
+the flows moved. The result replaces the routes in force only when ``churn.worth_moving``
+says so on ``clos_rank`` with its moved flows: by flow counts a lower max, or the same max
+with a link fewer at it per ``churn.MOVES_PER_LINK`` moved flows; with jobs a mean lower by
+``churn.JOB_MIN_GAIN`` plus ``JOB_GAIN_PER_MOVE`` per moved flow, the worst job no worse;
+``why`` says what moved and why. Every flow here has a route in force and stays in its
+plane (``clos_instance`` pins it: a connection is bound to its plane's addresses). The
+controller runs all this in a child process (``python -m controller.planners.clos_offpath
+FILE``, ``main``; ``offpath.clos_in_subprocess``): the search and the MILP would hold the
+controller's only thread, and with it OpenFlow and REST.
 
-Cost: ``clos_auto.layer2``'s chains within ``OFF_PATH_S``, then ``clos_jobs``' search (its
-budget of predictions, within ``jobs_stop.time_budget``); O(F) to read the routes in force
-and to name the new routes.
+Cost: the MILP within ``MOVES_S`` (only above the bound, on instances of at most
+``clos_auto.LAYER2_MILP_OPTIONS`` options); ``clos_auto.layer2``'s chains within
+``OFF_PATH_S``, or ``clos_jobs``' search (its budget of predictions, within
+``jobs_stop.time_budget``); O(F) to read the routes in force and to name the new routes.
 """
 from __future__ import annotations
 
@@ -35,18 +47,25 @@ import json
 import sys
 import time
 
+import numpy as np
+
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.jobs import Job, parse_job
 from controller.planners.churn import worth_moving
-from controller.planners.clos_auto import layer2
+from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, layer2, option_count
 from controller.planners.clos_churn import previous_routes
 from controller.planners.clos_homing import send_home
+from controller.planners.clos_ilp_moves import fewest_moves, moved_flows
 from controller.planners.clos_jobs import clos_jobs, clos_slowdowns
-from controller.planners.clos_loads import score
+from controller.planners.clos_loads import ClosLoads, score
 from controller.planners.clos_routes import route_paths
 
 OFF_PATH_S = 1.0  # layer 2's chains and MILP, off the request path
+# the fewest-moves MILP to the bound: at k = 8 HiGHS's incumbent moved 1,035 flows at 5-7 s,
+# 62-63 at 10-20 s (a loaded 2-core machine)
+MOVES_S = 15.0
+MOVES_PER_EXCESS = 2  # a lower max is worth this many moved flows per flow above the bound
 
 
 def clos_instance(fabric: Clos, jobs: list[Job], routes: list) -> tuple | None:
@@ -65,28 +84,76 @@ def clos_instance(fabric: Clos, jobs: list[Job], routes: list) -> tuple | None:
 
 
 def clos_off_path(problem: ClosProblem, previous: ClosRouting, objective: str = "flows",
-                  time_limit: float = OFF_PATH_S) -> ClosRouting:
+                  time_limit: float = OFF_PATH_S, moves_s: float = MOVES_S) -> ClosRouting:
     """The later stages (module docstring) from the routes in force ``previous``; its
-    ``info``: ``off_path`` ("planning"), ``optimal`` (the max at the lower bound), layer 2's
-    and (jobs) the search's."""
+    ``info``: ``off_path`` ("planning"), ``optimal`` (the max at the lower bound),
+    ``to_the_bound`` (the MILP's, when it ran), layer 2's or (jobs) the search's.
+    ``moves_s``: the MILP's time limit."""
     t0 = time.perf_counter()
     r = ClosRouting(list(previous.plane), list(previous.middle), list(previous.path), {})
-    end = t0 + time_limit
+    first = to_the_bound(problem, r, moves_s)
+    if first is not None:
+        r, first.info = first, {"to_the_bound": first.info}
+    end = time.perf_counter() + time_limit
     start = score(problem, r)
-    r, ms = layer2(problem, r, start, end, end, milp=False)
-    r.info.pop("_layer2_proved")
-    value = score(problem, r)[0]
-    if value < start[0] - 1e-9:  # the max dropped: flows back home where it stays dropped
-        info = r.info
-        r.info = {**info, "homed": send_home(problem, r, previous, value, set())}
-    if objective == "jobs":
+    ms: dict = {}
+    if objective == "jobs":  # from the routes in force (module docstring)
         info = r.info
         r = clos_jobs(problem, start=r)
         r.info = {**info, **r.info}
+    else:
+        info = r.info
+        r, ms = layer2(problem, r, start, end, end, milp=False)
+        r.info = {**info, **r.info}
+        r.info.pop("_layer2_proved")
+        value = score(problem, r)[0]
+        if value < start[0] - 1e-9:  # the max dropped: flows back home where it stays dropped
+            r.info["homed"] = send_home(problem, r, previous, value, set())
     r.info.update(off_path="planning",
                   optimal=score(problem, r)[0] <= lower_bound(problem) + 1e-9,
                   ms={**ms, "off_path": round((time.perf_counter() - t0) * 1e3, 3)})
     return r
+
+
+def to_the_bound(problem: ClosProblem, r: ClosRouting, time_limit: float = MOVES_S
+                 ) -> ClosRouting | None:
+    """The fewest-moves routing of ``problem`` at its lower bound from ``r`` (the routes in
+    force) when ``r``'s max is above the bound, the instance has at most
+    ``LAYER2_MILP_OPTIONS`` options and the MILP finds one within ``time_limit`` that moves at
+    most ``MOVES_PER_EXCESS`` flows per flow above the bound (``excess``); else None. Its
+    ``info``: the MILP's, ``moved_flows`` and ``excess``."""
+    bound = lower_bound(problem)
+    if score(problem, r)[0] <= bound + 1e-9 or option_count(problem) > LAYER2_MILP_OPTIONS:
+        return None
+    over = excess(problem, r, bound)
+    few = fewest_moves(problem, r, bound, time_limit)
+    if few is None:
+        return None
+    moved = len(moved_flows(few, r))
+    if moved > MOVES_PER_EXCESS * over:
+        return None
+    few.info.update(moved_flows=moved, excess=over)
+    return few
+
+
+def excess(problem: ClosProblem, r: ClosRouting, bound: float) -> int:
+    """Flows above ``bound`` on the alive fabric links of ``r``, summed over the links (in
+    flows: load above the bound times the link's capacity units).
+
+    >>> from controller.model.clos import Clos
+    >>> from controller.model.jobs import Job
+    >>> from controller.planners.clos_auto import clos_auto
+    >>> f = Clos.fat_tree(4)
+    >>> p = ClosProblem.build(f, [Job("r", rings=[["h0_0", "h2_0", "h4_0"]], ring_bytes=1)])
+    >>> r = clos_auto(p)  # 3 flows between pods, 4 fabric links each, 1 flow per link
+    >>> excess(p, r, 0.0), excess(p, r, 1.0)
+    (12, 0)
+    """
+    L = problem.links
+    load = ClosLoads(problem, r).load[:L.count]
+    fab = (L.tier > 0) & L.alive[:L.count]
+    above = np.clip(load[fab] - bound, 0.0, None) * L.units[:L.count][fab]
+    return int(np.ceil(above.sum() - 1e-9))
 
 
 def clos_rank(problem: ClosProblem, r: ClosRouting, objective: str = "flows",
@@ -109,7 +176,7 @@ def clos_better_paths(problem: ClosProblem, better: ClosRouting, previous: ClosR
     in force (``clos_instance``)."""
     before = clos_rank(problem, previous, objective)
     after = clos_rank(problem, better, objective, better.info.get("predicted_slowdown"))
-    if not worth_moving(before, after, objective):
+    if not worth_moving(before, after, objective, len(moved_flows(better, previous))):
         return None
     paths = route_paths(problem, better)
     return {pos: ((path, 1.0),) for pos, path in zip(problem.inter, paths)}, before, after

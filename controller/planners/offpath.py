@@ -131,7 +131,8 @@ def better_paths(problem: Problem, better: Assignment, previous: list, objective
     # renaming interchangeable spines changes no prediction: the planner's own is reused
     rank_before = plan_rank(problem, old, objective)
     rank_after = plan_rank(problem, spines, objective, better.info.get("predicted_slowdown"))
-    if not worth_moving(rank_before, rank_after, objective):
+    if not worth_moving(rank_before, rank_after, objective,
+                        sum(1 for a, b in zip(old, spines) if a != b)):
         return None
     return ({pos: path_parts(two, problem.flows[pos], ((s, 1.0),))
              for pos, s in zip(problem.inter, spines)}, rank_before, rank_after)
@@ -182,3 +183,28 @@ def plan_in_subprocess(problem: Problem, ilp_time_limit: float, objective: str =
 
 def _repo() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def why_worth(before: tuple, after: tuple, moved: int, objective: str = "flows") -> str:
+    """Why an off-path routing (ranked ``after``, ``plan_rank``, from ``before``) moved the
+    running flows it moved, in one sentence (the answer's and the event's ``moved_why``).
+
+    >>> why_worth((10, 3), (9, 300), 62)
+    '62 running flows moved off the path: max link load 10 -> 9 (links at it 3 -> 300)'
+    >>> why_worth((1.2, 1.5, 9, 10), (1.19, 1.5, 9, 10), 4, "jobs").split(": ")[1]
+    'mean predicted job slowdown 1.2 -> 1.19 (-0.83%, at least 0.24% for 4 moved flows)'
+    """
+    from controller.planners.churn import JOB_GAIN_PER_MOVE, JOB_MIN_GAIN, MOVES_PER_LINK
+    head = f"{moved} running flows moved off the path: "
+    if objective != "jobs":
+        return head + (f"max link load {before[0]:g} -> {after[0]:g} (links at it "
+                       f"{before[1]} -> {after[1]})" if after[0] < before[0] else
+                       f"links at the max link load ({after[0]:g}) {before[1]} -> {after[1]}, "
+                       f"at least one fewer per {MOVES_PER_LINK} moved flows")
+    (m0, w0, *_), (m1, w1, *_) = before, after
+    need = JOB_MIN_GAIN + JOB_GAIN_PER_MOVE * moved
+    return head + (f"mean predicted job slowdown {m0:.4g} -> {m1:.4g} "
+                   f"({(m1 - m0) / m0:+.2%}, at least {need:.2%} for {moved} moved flows)"
+                   if m1 < m0 * (1 - need) else
+                   f"worst predicted job slowdown {w0:.4g} -> {w1:.4g}, max link load "
+                   f"{before[2]:g} -> {after[2]:g}, mean {m0:.4g} -> {m1:.4g}")

@@ -9,7 +9,7 @@ from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
-from controller.planners.offpath import OffPath, group_instance
+from controller.planners.offpath import OffPath, group_instance, why_worth
 from controller.planners.registry import runs_as
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission, wiring
@@ -265,9 +265,9 @@ def improved(state: ControllerState, group: list[JobRecord], instance: OffPath, 
              objective: str = "flows") -> Change | None:
     """An off-path plan of one auto group (``better``, a routing of ``instance.problem``,
     the group's instance from ``improvable_group``) as a change, when it is worth moving
-    running flows for on the group's objective (``instance.paths``: fewer flows on the
-    busiest links, or fewer links at the max; with "jobs" a lower mean predicted job
-    slowdown, the worst job no worse); None when it is not."""
+    running flows for on the group's objective (``instance.paths``, ``churn.worth_moving``: a
+    gain that grows with the flows moved); None when it is not. The answer's ``moved_why``
+    (``offpath.why_worth``) says how many moved and for what gain."""
     flows = _group_flows(group)
     found = instance.paths(instance.problem, better, instance.previous, objective)
     if found is None:
@@ -282,7 +282,8 @@ def improved(state: ControllerState, group: list[JobRecord], instance: OffPath, 
     stage = "ILP" if better.info.get("off_path") == "ilp" else "planning"
     answer = {"moved_flows": moved, "max_link_load_after": rank_after[-2],
               "links_at_max_after": rank_after[-1],
-              "optimal": bool(better.info.get("optimal"))}
+              "optimal": bool(better.info.get("optimal")),
+              "moved_why": why_worth(rank_before, rank_after, moved, objective)}
     if objective == "jobs":
         answer.update(mean_slowdown_before=round(rank_before[0], 6),
                       mean_slowdown_after=round(rank_after[0], 6),
