@@ -18,9 +18,19 @@ switch and the core switch with the most; each failed, then restored (the routes
 after the failure re-planned on the whole fabric). Per case: ``crossed`` (routes over the
 element), per code: ``moved`` routes, ``max_link_load``, ``ms``; the ``lower_bound``; where
 the request path left the max above the bound, ``off_path``: what the later stage
-(``clos_offpath``, by flow counts) reaches, the routes it moves and its time.
+(``clos_offpath``, by flow counts: the fewest-moves MILP to the bound, then layer 2) reaches,
+the routes it moves, ``moved_total`` (the request path's and its) and its time, and
+``fewest_from_before``: the exact fewest-moves MILP at the bound from the routes before the
+failure (``clos_ilp_moves``, within ``EXACT_S``: "optimal" proves the fewest routes any plan
+at the bound moves; "infeasible" that no plan meets the bound).
 
-    python -m benchmarks.replan [--fat-tree 8 --fat-tree 16] [--old REV] [--out bench/replan.json]
+The all-to-all's POST is followed by the off-path stage (``post_all_to_all.off_path``, per
+objective, today's code and ``clos_offpath`` of ``--old-offpath``): the running flows it
+would move (``found_moved``), those applied (``moved``: zero unless
+``churn.worth_moving`` finds the gain worth them), the ranks before and after, ``why``.
+
+    python -m benchmarks.replan [--fat-tree 8 --fat-tree 16] [--old REV] [--old-offpath REV]
+                                [--out bench/replan.json]
 """
 from __future__ import annotations
 
@@ -41,13 +51,17 @@ from controller.model.clospaths import ClosProblem, lower_bound
 from controller.model.jobs import parse_job
 from controller.planners import clos_routes
 from controller.planners.clos_churn import clos_replan, previous_routes
-from controller.planners.clos_ilp_moves import moved_flows
+from controller.planners.clos_ilp_moves import fewest_moves, moved_flows
 from controller.planners.clos_loads import score
-from controller.planners.clos_offpath import clos_off_path
+from controller.planners.clos_offpath import clos_instance, clos_off_path
 from controller.planners.group_routes import group_routes
+from controller.planners.offpath import why_worth
 
 SIZES = {8: (128, 32), 16: (512, 64)}  # k -> ring hosts, all-to-all hosts
 OLD = "87bba06"  # main before issue 74's minimal re-plans
+OLD_OFFPATH = "dd0a2ab"  # main before the off-path stage's moves had to buy their gain
+EXACT_S = 60.0  # the exact fewest-moves MILP from the routes before a failure
+OFFPATH_MODULES = ("churn", "clos_jobs", "clos_offpath")  # read at --old-offpath, in order
 
 
 def old_replan(rev: str):
@@ -66,6 +80,55 @@ def old_replan(rev: str):
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     return mod.clos_replan
+
+
+def old_off_path(rev: str):
+    """``clos_offpath`` with ``churn`` and ``clos_jobs`` of commit ``rev`` (git), or None
+    where git or the commit is not there: each module is executed under its own name with
+    the old ones before it in ``sys.modules`` (so it binds them), then today's put back."""
+    texts = {}
+    for name in OFFPATH_MODULES:
+        try:
+            texts[name] = subprocess.run(
+                ["git", "show", f"{rev}:controller/planners/{name}.py"], capture_output=True,
+                text=True, check=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            return None
+    full = {name: f"controller.planners.{name}" for name in OFFPATH_MODULES}
+    saved = {k: sys.modules.get(k) for k in full.values()}
+    try:
+        for name, text in texts.items():
+            mod = importlib.util.module_from_spec(
+                importlib.util.spec_from_loader(full[name], loader=None))
+            sys.modules[full[name]] = mod
+            exec(compile(text, f"{rev}:{name}.py", "exec"), mod.__dict__)
+        return sys.modules[full["clos_offpath"]]
+    finally:
+        for k, mod in saved.items():
+            if mod is None:
+                sys.modules.pop(k, None)
+            else:
+                sys.modules[k] = mod
+
+
+def post_off_path(fabric: Clos, jobs: list, routes: list, module, objective: str) -> dict:
+    """The off-path stage after the all-to-all's POST (``module``: a ``clos_offpath``) from
+    the routes in force: running flows its routing moves, those applied (``worth_moving``),
+    the ranks before and after, its time and, when applied, why."""
+    p, _, previous = clos_instance(fabric, jobs, routes)
+    t0 = time.perf_counter()
+    better = module.clos_off_path(p, previous, objective)
+    ms = (time.perf_counter() - t0) * 1e3
+    found = len(moved_flows(better, previous))
+    before = module.clos_rank(p, previous, objective)
+    after = module.clos_rank(p, better, objective, better.info.get("predicted_slowdown"))
+    applied = module.clos_better_paths(p, better, previous, objective) is not None
+    row = {"found_moved": found, "moved": found if applied else 0,
+           "rank_before": [round(float(x), 6) for x in before],
+           "rank_after": [round(float(x), 6) for x in after], "ms": round(ms, 1)}
+    if applied:
+        row["why"] = why_worth(before, after, found, objective)
+    return row
 
 
 def post(fabric: Clos, jobs: list, before: list, replan) -> tuple[list, int, float]:
@@ -97,13 +160,34 @@ def replan_case(fabric: Clos, jobs: list, routes: list, replan) -> dict:
 
 
 def off_path(case: dict) -> dict:
-    """The later stage from the re-plan's routes (by flow counts): max, moved, ms."""
+    """The later stage from the re-plan's routes (by flow counts): max, moved, the request
+    path's and its moves together, ms, and the fewest-moves MILP's status where it ran."""
     p, r = case["_p"], case["_r"]
     t0 = time.perf_counter()
     better = clos_off_path(p, r, "flows")
     ms = (time.perf_counter() - t0) * 1e3
-    return {"max_link_load": score(p, better)[0], "moved": len(moved_flows(better, r)),
-            "ms": round(ms, 1)}
+    moved = len(moved_flows(better, r))
+    out = {"max_link_load": score(p, better)[0], "moved": moved,
+           "moved_total": case["moved"] + moved, "ms": round(ms, 1)}
+    if "to_the_bound" in better.info:
+        out["milp"] = {k: better.info["to_the_bound"].get(k)
+                       for k in ("status", "wall_ms", "excess")}
+    return out
+
+
+def fewest_from_before(case: dict, routes: list) -> dict:
+    """The exact fewest-moves MILP at the lower bound from the routes before the failure
+    (``routes``), every flow free, within ``EXACT_S``: its status, the routes it moves, its
+    max and time (no answer: status "none in time" or "infeasible")."""
+    p = case["_p"]
+    prev = previous_routes(p, routes)
+    t0 = time.perf_counter()
+    few = fewest_moves(p, prev, lower_bound(p), EXACT_S)
+    s = round(time.perf_counter() - t0, 1)
+    if few is None:
+        return {"status": "infeasible" if s < EXACT_S * 0.9 else "none in time", "s": s}
+    return {"status": few.info["status"], "moved": len(moved_flows(few, prev)),
+            "max_link_load": score(p, few)[0], "s": s}
 
 
 def busiest(routes: list) -> dict:
@@ -130,7 +214,7 @@ def crossed(routes: list, element) -> int:
     return sum(1 for parts in routes if parts and over(parts[0][0]))
 
 
-def fabric_cases(k: int, ring: int, a2a: int, old) -> dict:
+def fabric_cases(k: int, ring: int, a2a: int, old, old_offpath=None) -> dict:
     fabric = Clos.fat_tree(k)
     jobs = [parse_job(ring_job(fabric, ring), fabric), parse_job(all_to_all_job(fabric, a2a),
                                                                  fabric)]
@@ -151,29 +235,39 @@ def fabric_cases(k: int, ring: int, a2a: int, old) -> dict:
             row[name] = {key: failed[key] for key in ("moved", "max_link_load", "source", "ms")}
             if name == "new" and failed["max_link_load"] > lower_bound(failed["_p"]) + 1e-9:
                 row[name]["off_path"] = off_path(failed)
+                row["fewest_from_before"] = fewest_from_before(failed, routes)
             row[name]["restored"] = {key: back[key] for key in ("moved", "max_link_load", "ms")}
         row["lower_bound"] = lower_bound(ClosProblem.build(fabric.with_down(down), jobs,
                                                            skip_unroutable=True))
         row["lower_bound_restored"] = lower_bound(ClosProblem.build(fabric, jobs,
                                                                     skip_unroutable=True))
         rows.append(row)
+    posted = {name: {"running_moved": moved, "ms": round(ms, 1)}
+              for name, (_, moved, ms) in second.items()}
+    offs = {"new": sys.modules[clos_off_path.__module__],
+            **({"old": old_offpath} if old_offpath else {})}
+    posted["off_path"] = {objective: {name: post_off_path(fabric, jobs, routes, mod, objective)
+                                      for name, mod in offs.items()}
+                          for objective in ("flows", "jobs")}
     return {"fabric": f"fat-tree k={k}", "ring_hosts": ring, "all_to_all_hosts": a2a,
-            "flows": sum(len(j.flows()) for j in jobs),
-            "post_all_to_all": {name: {"running_moved": moved, "ms": round(ms, 1)}
-                                for name, (_, moved, ms) in second.items()},
+            "flows": sum(len(j.flows()) for j in jobs), "post_all_to_all": posted,
             "cases": rows}
 
 
 def targets(fabrics: list[dict]) -> dict:
     rows = [(f, c) for f in fabrics for c in f["cases"]]
-    ratio = max((c["new"]["moved"] / max(1, c["crossed"]) for _, c in rows), default=0.0)
+    ratio = max((c["new"].get("off_path", c["new"]).get("moved_total", c["new"]["moved"])
+                 / max(1, c["crossed"]) for _, c in rows), default=0.0)
     above = [f"{f['fabric']} {c['element']}" for f, c in rows
              if c["new"]["max_link_load"] > c["lower_bound"] + 1e-9 and (
                  "off_path" not in c["new"]
                  or c["new"]["off_path"]["max_link_load"] > c["lower_bound"] + 1e-9)]
     slow = max((c["new"]["ms"] for f, c in rows if "16" in f["fabric"]), default=0.0)
+    posts = {f["fabric"]: {o: v["new"]["moved"] for o, v in
+                           f["post_all_to_all"]["off_path"].items()} for f in fabrics}
     return {"moved_over_crossed_max": {"value": round(ratio, 3), "target": 2.0,
                                        "ok": ratio <= 2.0},
+            "off_path_moved_after_post": {"value": posts},
             "max_at_bound_after_off_path": {"value": above, "ok": not above},
             "replan_ms_k16_max": {"value": slow, "target": 1000, "ok": slow <= 1000}}
 
@@ -184,16 +278,20 @@ def main(argv=None) -> int:
     ap.add_argument("--fat-tree", type=int, action="append", metavar="K",
                     help="a k-ary fat-tree (repeat; default: 8 and 16)")
     ap.add_argument("--old", default=OLD, help="the commit of the code before ('' : none)")
+    ap.add_argument("--old-offpath", default=OLD_OFFPATH,
+                    help="the commit of the off-path stage before ('' : none)")
     ap.add_argument("--out", default="bench/replan.json")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     old = old_replan(args.old) if args.old else None
-    fabrics = [fabric_cases(k, *SIZES.get(k, (k ** 3 // 4, 2 * k)), old)
+    old_offpath = old_off_path(args.old_offpath) if args.old_offpath else None
+    fabrics = [fabric_cases(k, *SIZES.get(k, (k ** 3 // 4, 2 * k)), old, old_offpath)
                for k in (args.fat_tree or (8, 16))]
     write_result({"command": "python -m benchmarks.replan " + " ".join(argv or sys.argv[1:]),
                   "machine": {"python": platform.python_version(),
                               "date": time.strftime("%Y-%m-%d")},
-                  "old": args.old if old else None, "fabrics": fabrics,
+                  "old": args.old if old else None,
+                  "old_offpath": args.old_offpath if old_offpath else None, "fabrics": fabrics,
                   "targets": targets(fabrics), "wall_s": round(time.perf_counter() - t0, 1)},
                  args.out)
     return 0

@@ -19,4 +19,13 @@ def test_the_replan_benchmark_compares_failures_old_and_new(tmp_path):
         assert c["new"]["max_link_load"] >= c["lower_bound"] - 1e-9
         assert c["new"]["restored"]["max_link_load"] >= c["lower_bound_restored"] - 1e-9
     assert set(doc["targets"]) == {"moved_over_crossed_max", "max_at_bound_after_off_path",
-                                   "replan_ms_k16_max"}
+                                   "replan_ms_k16_max", "off_path_moved_after_post"}
+    # the off-path stage after the all-to-all's POST, per objective, today's code and before
+    # (the code before is read with git: not there in a clone without history)
+    for objective in ("flows", "jobs"):
+        rows = fabric["post_all_to_all"]["off_path"][objective]
+        assert set(rows) == ({"new", "old"} if doc["old_offpath"] else {"new"})
+        for row in rows.values():
+            assert 0 <= row["moved"] <= row["found_moved"]
+            assert ("why" in row) == (row["moved"] > 0)
+    assert doc["old_offpath"] in (replan.OLD_OFFPATH, None)
