@@ -141,6 +141,7 @@ bench: install system
 	$(PY) -m benchmarks.request_path
 	$(PY) -m benchmarks.churn
 	$(PY) -m benchmarks.replan
+	$(PY) -m benchmarks.jobs_search
 	$(PY) -m benchmarks.patterns --out bench/patterns.json
 	$(PY) -m benchmarks.entries
 	$(PY) -m benchmarks.controlplane --fat-tree 16 --repeat 5 --out bench/controlplane.json
