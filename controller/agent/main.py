@@ -501,7 +501,7 @@ def main(argv=None) -> int:
 def _probers(args) -> tuple:
     """(path prober, port prober), None for those not wanted or without raw sockets."""
     try:
-        prober = None if args.no_probes else Prober("")
+        prober = None if args.no_probes else Prober("", args.probe_dscp)
     except PermissionError:
         print("mlroute-agent: probes need raw sockets (root or CAP_NET_RAW); "
               "running without (--no-probes)", file=sys.stderr)

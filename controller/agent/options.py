@@ -10,6 +10,7 @@ import argparse
 
 from controller import __version__
 from controller.agent import steering
+from controller.enforcement.srv6_config import PROBE_DSCP
 from controller.errors import InputError
 
 
@@ -18,6 +19,16 @@ def _dev(text: str) -> str:
         return steering.check_dev(text)
     except InputError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _dscp(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 63:
+        raise argparse.ArgumentTypeError(f"a DSCP is a number from 0 to 63, not {text!r}")
+    return value
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -43,6 +54,10 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--once", action="store_true", help="install once and exit (no watch)")
     ap.add_argument("--no-probes", action="store_true",
                     help="no path probes: no fail-over and no link state for the controller")
+    ap.add_argument("--probe-dscp", type=_dscp, default=PROBE_DSCP, metavar="DSCP",
+                    help="the probes' and their answers' DSCP, which the routers must serve "
+                         "first (strict priority: docs/howto/router-fabric.md); default "
+                         f"{PROBE_DSCP} (CS6, network control)")
     ap.add_argument("--no-traffic", action="store_true",
                     help="no traffic reports: the controller learns from sFlow only")
     ap.add_argument("--no-ports", action="store_true",

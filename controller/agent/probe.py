@@ -61,6 +61,7 @@ import struct
 import time
 
 from controller.enforcement.probepacket import ip_checksum  # one IP checksum
+from controller.enforcement.srv6_config import PROBE_DSCP  # noqa: F401 (the option's default)
 
 IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
 FAST_S = 0.01  # between probes of the lists the parts use (a round; BFD-like)
@@ -81,14 +82,15 @@ MAX_SENT = 8192  # probes awaited at most
 
 
 def echo(src: str, dst: str, ident: int, seq: int, back=None, kind: int = ICMP_ECHO,
-         data: bytes | None = None) -> bytes:
+         data: bytes | None = None, tos: int = 0) -> bytes:
     """An IPv4 packet holding an ICMP echo (request, or ``kind`` reply) with 8 bytes of data,
-    or with ``MAGIC`` and the ``back`` container (20 bytes)."""
+    or with ``MAGIC`` and the ``back`` container (20 bytes); ``tos``: its DSCP << 2 (the
+    destination leaf forwards the inner packet by it, and the kernel's reply keeps it)."""
     if data is None:
         data = MAGIC + ipaddress.IPv6Address(back).packed if back is not None else b"mlroute!"
     icmp = struct.pack("!BBHHH", kind, 0, 0, ident, seq) + data
     icmp = icmp[:2] + struct.pack("!H", ip_checksum(icmp)) + icmp[4:]
-    header = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(icmp), seq, 0, 64, 1, 0,
+    header = struct.pack("!BBHHHBBH4s4s", 0x45, tos, 20 + len(icmp), seq, 0, 64, 1, 0,
                          socket.inet_aton(src), socket.inet_aton(dst))
     header = header[:10] + struct.pack("!H", ip_checksum(header)) + header[12:]
     return header + icmp
@@ -108,20 +110,25 @@ def answer_of(packet: bytes, block) -> tuple[ipaddress.IPv6Address, bytes] | Non
     if block is None or back not in block:
         return None
     src, dst = socket.inet_ntoa(packet[12:16]), socket.inet_ntoa(packet[16:20])
-    return back, echo(dst, src, ident, seq, kind=ICMP_REPLY, data=data)
+    return back, echo(dst, src, ident, seq, kind=ICMP_REPLY, data=data, tos=packet[1])
 
 
 class Prober:
     """Raw sockets of one host: sends probes down uSID containers, hears the echo replies
-    whenever they come (a queue under load delays them: late answers count)."""
+    whenever they come (a queue under load delays them: late answers count). Probes and the
+    answers it sends carry ``dscp`` outside (IPv6 traffic class) and inside (IPv4 TOS): the
+    class the routers serve first (``srv6_config.PROBE_DSCP``), so that a queue of data does
+    not delay them into a false failure."""
 
-    def __init__(self, src_ip: str):
+    def __init__(self, src_ip: str, dscp: int = PROBE_DSCP):
         self.src = src_ip
+        self.tos = int(dscp) << 2
         self.block = None  # the fabric's uSID block: answers go along ways back inside it
         self.ident = os.getpid() & 0xFFFF
         self.seq = 0
         self.answers = (0.0, 0)  # (second, answers sent in it): ``ANSWERS_PER_S``
         self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, IPPROTO_IPIP)
+        self.tx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, self.tos)
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
 
     def close(self) -> None:
@@ -137,7 +144,7 @@ class Prober:
             self.seq = (self.seq + 1) & 0xFFFF
             seqs.append(self.seq)
             back, src = (more + [None, None])[:2]
-            packet = echo(src or self.src, dst, self.ident, self.seq, back)
+            packet = echo(src or self.src, dst, self.ident, self.seq, back, tos=self.tos)
             try:
                 self.tx.sendto(packet, (str(container), 0))
             except OSError:

@@ -60,6 +60,12 @@ ARP_SOURCE = "169.254.0.1"
 # router, so a host's TTL-limited probes could not tell the spines apart (host mode on routers,
 # ``agent/portmap.py``). RFC 6598 space: neither the hosts' nor the management network's.
 ROUTER_NET = ipaddress.IPv4Network("100.64.0.0/16")
+# The class of the agents' path probes and their answers: DSCP 48 (CS6, network control, as BFD
+# is marked). A router must serve it before the data (strict priority): a probe that waits
+# behind a congested FIFO is late, and late enough looks like a failed link (issue 75: tens of
+# ms of queue at 20 Mbit/s moved planned flows mid-step). ``priority_tc`` says how on Linux.
+PROBE_DSCP = 48
+CONTROL_SHARE = 0.05  # a shaped port's rate guaranteed to that class (probes need about 1%)
 NEXT_CSID = "flavors next-csid lblen 32 nflen 16"
 # the source check's policy rules (below the 1000 of l3mdev VRF rules): a genuine source jumps
 # from PREF_GENUINE over PREF_FORGED to the nop at PREF_ON, where the usual lookup goes on
@@ -385,3 +391,49 @@ def host_config(plan: SidPlan, host: str, ifname=None, networks=None) -> list[st
             strict=False)  # the emulation's (clos_wiring.wire)
         out.append(f"route replace {net} via inet6 {gw} dev {dev}")
     return out
+
+
+def priority_tc(dev: str, dscp: int = PROBE_DSCP, rate_mbit: float = 0.0,
+                queue_bytes: int = 0) -> list[str]:
+    """``tc -batch`` lines that serve packets of ``dscp`` (IPv6 traffic class or IPv4 TOS)
+    on ``dev`` before any other, so a congested port delays the probes by one packet at most,
+    not by its queue. An unshaped port (a router at line rate): a ``prio`` qdisc of two bands.
+    Shaped at ``rate_mbit`` (the emulation's links): an HTB of that rate whose class ``5:10``
+    (the probes: ``CONTROL_SHARE`` of it guaranteed, the rest borrowed) is served first, class
+    ``5:20`` (the rest) with a byte FIFO of ``queue_bytes``.
+
+    >>> priority_tc("eth1")  # doctest: +NORMALIZE_WHITESPACE
+    ['qdisc replace dev eth1 root handle 5: prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1',
+     'filter add dev eth1 parent 5: protocol ipv6 prio 1 u32 match ip6 priority 0xc0 0xfc
+      flowid 5:1',
+     'filter add dev eth1 parent 5: protocol ip prio 2 u32 match ip tos 0xc0 0xfc flowid 5:1']
+    >>> [x.split(" htb ")[1] for x in priority_tc("e", 46, 20, 500_000) if " htb " in x]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    ['default 20', 'rate 20mbit burst 15k quantum 9000',
+     'rate 1mbit ceil 20mbit burst 15k quantum 9000 prio 0',
+     'rate 19mbit ceil 20mbit burst 15k quantum 9000 prio 1']
+    """
+    if not 0 <= int(dscp) <= 63:
+        raise InputError(f"a DSCP is 0 to 63, not {dscp}")
+    tos = f"0x{int(dscp) << 2:02x} 0xfc"
+    if rate_mbit:
+        rate, control = float(rate_mbit), float(rate_mbit) * CONTROL_SHARE
+        lines = [f"qdisc replace dev {dev} root handle 5: htb default 20",
+                 f"class add dev {dev} parent 5: classid 5:1 htb rate {rate:g}mbit burst 15k "
+                 "quantum 9000",
+                 f"class add dev {dev} parent 5:1 classid 5:10 htb rate {control:g}mbit "
+                 f"ceil {rate:g}mbit burst 15k quantum 9000 prio 0",
+                 f"class add dev {dev} parent 5:1 classid 5:20 htb rate {rate - control:g}mbit "
+                 f"ceil {rate:g}mbit burst 15k quantum 9000 prio 1",
+                 f"qdisc add dev {dev} parent 5:10 handle 11: bfifo limit 30000",
+                 *([f"qdisc add dev {dev} parent 5:20 handle 12: bfifo limit {int(queue_bytes)}"]
+                   if queue_bytes else [])]
+        flowid = "5:10"
+    else:
+        lines = [f"qdisc replace dev {dev} root handle 5: prio bands 2 priomap " + " ".join(
+            ["1"] * 16)]
+        flowid = "5:1"
+    return lines + [f"filter add dev {dev} parent 5: protocol ipv6 prio 1 u32 match ip6 priority "
+                    f"{tos} flowid {flowid}",
+                    f"filter add dev {dev} parent 5: protocol ip prio 2 u32 match ip tos {tos} "
+                    f"flowid {flowid}"]
