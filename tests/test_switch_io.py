@@ -51,8 +51,16 @@ class Switch:
 
     def send_msg(self, msg):
         msg.serialize()  # the framework's own encoder: a valid OpenFlow 1.3 message
+        if isinstance(msg, self.ofproto_parser.OFPFlowMod):  # what a switch reads: its bytes
+            msg = self._parse(msg)  # (``translate.encoded`` sends bytes encoded before)
         self.sent.append(msg)
         self.events.put(msg)
+
+    def _parse(self, msg):
+        framework = importlib.import_module(self.ofproto_parser.__name__.rsplit(".", 1)[0]
+                                            + ".ofproto_parser")
+        buf = bytes(msg.buf)
+        return framework.msg(self, *framework.header(buf), buf)
 
     def _reply(self, **kw):
         return SimpleNamespace(datapath=self, **kw)

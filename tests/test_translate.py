@@ -154,3 +154,36 @@ def test_requests_and_events(ofproto):
     with pytest.raises(ValueError):
         translate.encode(dp, Message("flow_add", rule=every_rule()[0][0].__class__(
             1, 0, 1, (), (("teleport", 1),))))
+
+
+def test_flow_mods_encoded_once_per_rule_send_the_same_bytes(ofproto):
+    """``encoded``: a flow mod's body is encoded once per rule but its switch and reused, and
+    every message sent is byte for byte what ``encode`` makes (but the xid, the sender's);
+    group mods are encoded each time."""
+    _parser_mod, ofp, parser = ofproto
+    rules, groups = every_rule()
+
+    def sent(msg, xid):
+        msg.set_xid(xid)
+        msg.serialize()
+        return bytes(msg.buf)
+    dp = datapath(ofproto)
+    translate._bodies.clear()
+    for xid, r in enumerate(rules, 1):
+        for kind in ("flow_add", "flow_delete"):
+            m = Message(kind, rule=r)
+            fast = translate.encoded(dp, m)
+            assert isinstance(fast, parser.OFPFlowMod)  # a framework flow mod (send_msg's check)
+            assert sent(fast, xid) == sent(translate.encode(dp, m), xid)
+    bodies = len(translate._bodies)
+    assert 0 < bodies <= 2 * len(rules)
+    other = [r.__class__(r.dpid + 1, *[getattr(r, k) for k in
+                                       ("table", "priority", "match", "actions", "goto",
+                                        "cookie")]) for r in rules]  # another switch's
+    for r in other:
+        m = Message("flow_add", rule=r)
+        assert sent(translate.encoded(dp, m), 7) == sent(translate.encode(dp, m), 7)
+    assert len(translate._bodies) == bodies  # its bodies were reused
+    g = Message("group_add", group=GroupEntry(dp.id, 9, ((("output", 1),), (("output", 2),))))
+    assert sent(translate.encoded(dp, g), 8) == sent(translate.encode(dp, g), 8)
+    assert len(translate._bodies) == bodies

@@ -160,7 +160,7 @@ class Switches:
                     self._errors[dpid] = []
                 xids = set()
                 for m in msgs:
-                    xids.add(self.send(dp, translate.encode(dp, m)))
+                    xids.add(self.send(dp, translate.encoded(dp, m)))
                     pacer.add(1)
                 event = self.hub.Event()
                 pending.append((dpid, xids, self.send(dp, translate.barrier(dp), self._barriers,
