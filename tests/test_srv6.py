@@ -284,3 +284,29 @@ def test_every_list_carries_its_way_back_and_the_agent_checks_it():
     out["flows"][0]["back"] = "2001:db8::1"  # outside the fabric's block: refused whole
     with pytest.raises(InputError, match="back: sids: 2001:db8::1 is outside the block"):
         steering.read(out)
+
+
+def test_kept_probe_entries_follow_the_fabric_a_member_down_changes_them():
+    """Issue 73: a document's probe entries and each path's members are kept per fabric
+    object (built once, served again); a bundle member down makes a new fabric whose
+    documents take the member still up, never the kept one."""
+    from controller.service.segments import _members, segments_view
+    c = wired(Clos.from_dict({**Clos.leaf_spine(2, 2, 1).to_dict(), "bundle": {"leaf": 2}}))
+    svc = service_on(c)
+    status, view = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "p", "flows": [{"src": "h0_0", "dst": "h1_0", "bytes": 1e6}]}).encode())
+    assert status == 201
+    first = segments_view(svc.state, "h0_0")
+    assert segments_view(svc.state, "h0_0")["probes"] == first["probes"]  # served again
+    probe = next(p for p in first["probes"] if p["path"][1] == "s0")
+    assert _members(c, probe["path"]) == (0, 0)
+    down = c.with_down({("l0", "s0", 0)})
+    assert _members(down, probe["path"]) == (1, 0) and _members(c, probe["path"]) == (0, 0)
+    plan = SidPlan.of(down)
+    assert segments(plan, probe["path"], [1, 0], "h1_0").sids != \
+        segments(plan, probe["path"], [0, 0], "h1_0").sids
+    svc.state.fabric = down  # as a failure makes it (a new fabric object)
+    again = next(p for p in segments_view(svc.state, "h0_0")["probes"]
+                 if p["path"] == probe["path"])
+    assert again["sids"] == segments(plan, probe["path"], [1, 0], "h1_0").sids
+    assert again["sids"] != probe["sids"]

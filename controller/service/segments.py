@@ -137,13 +137,21 @@ def segments_doc(plan: SidPlan, path, members, host: str) -> dict:
     return got
 
 
-def _members(fabric: Clos, path: list[str]) -> list[int]:
-    out = []
-    for a, b in zip(path, path[1:]):
-        lower, upper = (a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)
-        alive = fabric.alive_members(lower, upper)
-        out.append(alive[0] if alive else 0)
-    return out
+def _members(fabric: Clos, path) -> tuple[int, ...]:
+    """The bundle member each hop of ``path`` takes (its first alive one), kept per fabric
+    object (immutable in use): a woken ring's documents ask for their probes' and backups'
+    paths again and again (a quarter of their building at k = 16, issue 73)."""
+    memo = fabric.derived("srv6_path_members", lambda f: {})
+    key = tuple(path)
+    got = memo.get(key)
+    if got is None:
+        out = []
+        for a, b in zip(key, key[1:]):
+            lower, upper = (a, b) if fabric.tier_of[a] < fabric.tier_of[b] else (b, a)
+            alive = fabric.alive_members(lower, upper)
+            out.append(alive[0] if alive else 0)
+        got = memo[key] = tuple(out)
+    return got
 
 
 EPOCH = os.urandom(4).hex()  # this process's tag of state versions: a restart changes it
@@ -189,7 +197,7 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
     flows += back
     learn = hostreports.entries(state, host, ports) if ports is not None else []
     return {"host": host, "version": version or f"{epoch}:{state.version}",
-            "block": str(plan.block),
+            "block": _block(plan),
             "src_ip": fabric.ip_of(host), "addresses": [a for a in fabric.host_ips[host] if a],
             "flows": flows,
             "probes": probe_paths(fabric, plan, flows, host),
@@ -199,6 +207,15 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
             "routers": hostreports.routers(fabric) if learn else {},
             # a spraying job's flows: weighted paths on every plane (``pathsets``)
             **pathsets.host_doc(fabric, plan, host, by_host(state).get(host, ()))}
+
+
+def _block(plan: SidPlan) -> str:
+    """``str(plan.block)``, kept on the plan: formatting an IPv6 network cost a fifth of a
+    warm document (issue 73)."""
+    got = plan.__dict__.get("_block_text")
+    if got is None:
+        got = plan.__dict__["_block_text"] = str(plan.block)
+    return got
 
 
 def by_host(state) -> dict[str, list]:
@@ -267,14 +284,21 @@ def probe_paths(fabric: Clos, plan: SidPlan, flows: list[dict], host: str) -> li
     included, for their return). At most ``pathstate.MAX_PATHS``, what one report holds."""
     out, probed = [], set()
 
+    memo = plan.__dict__.setdefault("_probe_entries", {})  # one per fabric, as segments_doc
+
     def probe(path: list[str], dst: str, dst_ip: str) -> None:
-        if tuple(path) in probed or len(out) >= MAX_PATHS:
+        key = tuple(path)
+        if key in probed or len(out) >= MAX_PATHS:
             return
-        probed.add(tuple(path))
-        m = _members(fabric, path)
-        out.append({"path": path, "dst_ip": dst_ip, **segments_doc(plan, path, m, dst),
-                    **back_container(plan, path, m, host),
-                    **({"plane": fabric.plane_of[path[0]]} if fabric.plane_count > 1 else {})})
+        probed.add(key)
+        entry = memo.get((key, dst, dst_ip, host))
+        if entry is None:  # the same entries in the host's next document (kept: not changed)
+            m = _members(fabric, path)
+            entry = memo[key, dst, dst_ip, host] = {
+                "path": list(path), "dst_ip": dst_ip, **segments_doc(plan, path, m, dst),
+                **back_container(plan, path, m, host),
+                **({"plane": fabric.plane_of[path[0]]} if fabric.plane_count > 1 else {})}
+        out.append(entry)
 
     for f in flows:  # the paths in use first
         probe(f["path"], f["dst"], f["dst_ip"])
