@@ -34,19 +34,22 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from controller.enforcement.srv6 import SidPlan  # noqa: E402
 from controller.enforcement.srv6_config import (  # noqa: E402
+    PROBE_DSCP,
     SYSCTLS,
     Addressing,
     configs,
     host_config,
+    priority_tc,
 )
 from controller.model.clos import Clos  # noqa: E402
 from controller.model.clos_wiring import wire  # noqa: E402
 
 try:
+    from mininet.link import Intf, TCLink
     from mininet.node import Node
     from mininet.topo import Topo
 except ImportError:  # the module's configuration helpers do not need Mininet
-    Node = Topo = object
+    Node = Topo = Intf = TCLink = object
 
 MTU = 9000  # the fabric's links and host ports: jumbo frames, as training fabrics use (and the
 # OpenFlow emulation, harness/fabricnet.HOST_MTU); the encapsulation's 40 bytes then cost 0.4%
@@ -104,6 +107,31 @@ class SrHost(Node):
                      for i in self.intfList() if i.name != "lo"))
         _batch(self, list(lines), "host")
         return r
+
+
+class PriorityIntf(Intf):
+    """A shaped port whose probe class (``PROBE_DSCP``) is served first, as a fabric serves
+    its control traffic (``srv6_config.priority_tc``: an HTB at ``bw`` Mbit/s, the probes'
+    class before a byte FIFO of ``queue_bytes`` for the rest). Without it, 10 ms probes behind
+    tens of ms of queue were judged failed and the agents moved planned flows mid-step."""
+
+    def config(self, bw=None, queue_bytes=None, **params):
+        r = super().config(**params)
+        lines = priority_tc(self.name, PROBE_DSCP, float(bw), int(queue_bytes or 0)) if bw else []
+        out = self.cmd(f"ethtool -K {self.name} gro off >/dev/null 2>&1; "
+                       + "".join(f"tc {line} 2>&1; " for line in lines))
+        if out.strip():
+            raise RuntimeError(f"{self.name}: tc failed: {out.strip()[-300:]}")
+        return r
+
+
+class PriorityLink(TCLink):
+    """A link of two ``PriorityIntf``: the router emulation's shaped links."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("cls1", PriorityIntf)
+        kwargs.setdefault("cls2", PriorityIntf)
+        super().__init__(*args, **kwargs)
 
 
 CONTROLLER_IP = "172.30.255.254"  # the management network's side of the root namespace

@@ -49,7 +49,7 @@ class RouterSession:
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
                  bw: float = 0.0, probes: bool = True, controller: int | None = None,
                  sflow: int = 0, traffic: bool = True, secure: bool = False,
-                 queue_s: float = QUEUE_S):
+                 queue_s: float = QUEUE_S, priority: bool = True):
         """``controller``: the REST port of a controller started elsewhere (on the management
         address, ``--wsapi-host 172.30.255.254``), or a list of them (redundant controllers:
         the agents get every URL); None starts one here. External controllers may start after
@@ -61,6 +61,7 @@ class RouterSession:
         self.agent_hosts = list(fabric.host_leaves) if agents is None else list(agents)
         self.bw = bw  # Mbit/s of every link (0: unshaped), queues of QUEUE_S (0.2 s) of line rate
         self.queue_s = queue_s  # or this long (an all-to-all's incast: harness/router_jobs.py)
+        self.priority = priority  # shaped links serve the probes' class first (PriorityLink)
         self.plan = SidPlan.of(fabric)
         self.probes = probes  # the agents probe their paths (--no-probes when False)
         self.sflow = sflow  # every router samples 1 in sflow packets into the controller (pmacctd)
@@ -90,7 +91,7 @@ class RouterSession:
 
         from controller.enforcement.srv6_config import router_ips
         from topologies.clos import shaped
-        from topologies.routers import CONTROLLER_IP, MGMT_NET, RoutersTopo, warm
+        from topologies.routers import CONTROLLER_IP, MGMT_NET, PriorityLink, RoutersTopo, warm
         path = os.path.join(self.folder, "fabric.json")
         doc = self.fabric.to_dict()
         if self.bw:  # the controller's rates and learning floor at the shaped speed
@@ -98,6 +99,8 @@ class RouterSession:
         with open(path, "w") as fh:
             json.dump(doc, fh)
         link = shaped(self.bw, max(30_000, int(self.bw * 1e6 / 8 * self.queue_s)))
+        if link and self.priority:
+            link["cls"] = PriorityLink
         self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link,
                                             routers_mgmt=bool(self.sflow)),
                            controller=None, link=Link)
