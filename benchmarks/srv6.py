@@ -17,7 +17,9 @@ The measurements, each against a baseline run in the same command:
   (``emulation/harness/router_jobs.py``): a gloo ring and an Open MPI ring of 8 and a gloo
   all-to-all of 8, each alone under ECMP, declared, and posted by its members and learned
   from the agents' traffic reports; each job's step against the controller's prediction and
-  the ideal, ECMP against the plan on the slowest job;
+  the ideal, ECMP against the plan on the slowest job; the agents probe their paths (their
+  probes' class served first by every link: ``topologies.routers.PriorityIntf``) and every
+  planned part they moved to a backup is counted (none should: nothing fails);
 * ``scale``: the controller's side at k = 16 (320 switches, 1,024 hosts), in process: every
   host's document after a 1,024-rank ring is posted (what the agents' watches ask at once),
   against the POST that planned the ring; and ``mlroute srv6-config``'s computation of every

@@ -82,6 +82,27 @@ def test_the_slowest_job_is_the_one_ecmp_slows_most_and_targets_follow_the_figur
     assert s["longest"] == {"ecmp_median_s": 6.0, "plan_median_s": 4.2, "ecmp_over_plan": 1.43}
     assert s["targets"] == {"plan_within_10pct_of_prediction": False,
                             "plan_within_5pct_of_prediction": False,
+                            "no_planned_flow_moved": True,
                             "slowest_ecmp_over_plan>=1.5": True}
     jobs["a2a"]["plan_over_prediction"] = 0.96
     assert router_jobs.summary(jobs)["targets"]["plan_within_5pct_of_prediction"]
+    jobs["ring"]["learned_moved"] = 1  # a false failure in any launch under a plan
+    assert not router_jobs.summary(jobs)["targets"]["no_planned_flow_moved"]
+
+
+def test_open_mpis_ring_blocks_go_eagerly_at_any_size(fabric):
+    """The eager limit covers one block of the ring (tensor / ranks) whatever the tensor, and
+    the arguments are Open MPI's TCP transport's only while a launch runs."""
+    _, mpi, _ = router_jobs.jobs(fabric)
+    for mib in (1, 4, 64):
+        args = router_jobs.mpi_eager_args({**mpi, "mib": mib})
+        limits = {args[i + 1]: int(args[i + 2]) for i in range(0, len(args), 3)}
+        assert set(limits) == {"btl_tcp_eager_limit", "btl_tcp_rndv_eager_limit",
+                               "btl_tcp_max_send_size"}
+        assert set(limits.values()) == {(mib << 20) // 8 + 65536}
+    before = list(router_jobs.co.MPI_ARGS)
+    with pytest.raises(RuntimeError):
+        with router_jobs.mpi_args(["--mca", "x", "1"]):
+            assert router_jobs.co.MPI_ARGS[-3:] == ["--mca", "x", "1"]
+            raise RuntimeError
+    assert router_jobs.co.MPI_ARGS == before

@@ -17,10 +17,11 @@ def test_rings_and_an_all_to_all_run_on_their_plans_declared_and_learned(tmp_pat
     ring runs within 10% of it. Posted by its members only, each is learned from the agents'
     traffic reports (a ring's every pair planned, most of the all-to-all's) and runs as fast
     as declared.
-    Open MPI's ring runs 1.15x its prediction here and 1.18x its line-rate ideal on the
-    OpenFlow emulation (bench/collectives.json, the same ring, tensor and rate): the library's
-    own cost, held within 25%. The all-to-all's seven windows into each 20 Mbit/s port meet
-    TCP's minimum retransmission timeout (see the results page): held within 2x."""
+    Open MPI's ring runs its blocks eagerly (``router_jobs.mpi_eager_args``: no rendezvous
+    round trip a step) and within 10% too; with the library's default limits, for the record,
+    slower. The agents probe their paths, their class served first: no ring's planned part
+    moves. The all-to-all runs about 1.5x its prediction for a cause not found yet (the
+    results page lists what was ruled out): held within 2x."""
     require_root_and_ovs()
     from emulation.harness import collectives, router_jobs
     for lib in ("gloo", "mpi"):
@@ -34,8 +35,11 @@ def test_rings_and_an_all_to_all_run_on_their_plans_declared_and_learned(tmp_pat
         if jid.endswith("ring"):  # the all-to-all's pairs a first window missed may stay
             assert j["learned_pairs_planned"] == j["data_pairs"] == 8, (jid, j)  # unplanned
         assert j["learned_pairs_planned"] >= 0.75 * j["data_pairs"], (jid, j)
-        bound = {"gloo-ring": 0.10, "mpi-ring": 0.25, "all-to-all": 1.0}[jid]
+        bound = {"gloo-ring": 0.10, "mpi-ring": 0.10, "all-to-all": 1.0}[jid]
         assert abs(j["plan_over_prediction"] - 1) <= bound, (jid, j)
+        if jid.endswith("ring"):  # no false failure under a ring's queues
+            assert j["plan_moved"] == j["learned_moved"] == 0, (jid, j)
         assert j["learned_median_s"] <= 1.1 * j["plan_median_s"], (jid, j)
         if jid.endswith("ring"):
             assert j["direction"] == collectives.DATA_DIRECTION[j["library"]], (jid, j)
+    assert jobs["mpi-ring"]["rendezvous_median_s"] > jobs["mpi-ring"]["plan_median_s"]
