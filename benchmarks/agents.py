@@ -39,7 +39,7 @@ import time
 
 REST_PORT, OF_PORT = 18080, 16653  # fixed, below the ephemeral range
 WAIT_S = 25  # what each agent's watch asks the controller to hold
-IDLE_S = 5.0
+IDLE_S = float(WAIT_S)  # one renewal period: each watch renewed once (a 304, asked again)
 RING = 512
 TIMEOUT_S = 60.0
 
@@ -65,39 +65,79 @@ def _rss_mb(pid: int) -> float:
     return float("nan")
 
 
+class _Exchange(asyncio.Protocol):
+    """One request and its answer on a connection of its own, as the agents' client does
+    (``controller.client``: HTTP/1.1, no ``Connection`` header, closed after the answer).
+    The answer is read in the event loop's callbacks: ``at`` is when its last byte was read,
+    before any task runs, so the figures leave out the harness's own queue of 1,024 or
+    8,192 tasks (measured apart: ``Agents.lag``)."""
+
+    def __init__(self, request: bytes, done: asyncio.Future):
+        self.request, self.done, self.buf = request, done, bytearray()
+        self.head, self.need, self.transport = None, None, None
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        transport.write(self.request)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if self.need is None:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            lines = self.buf[:end].decode("latin-1").split("\r\n")
+            fields = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                fields[name.strip().lower()] = value.strip()
+            self.head = (int(lines[0].split()[1]), fields)
+            self.need = end + 4 + int(fields.get("content-length", 0))
+        if len(self.buf) >= self.need and not self.done.done():
+            body = bytes(self.buf[self.need - int(self.head[1].get("content-length", 0)):
+                                  self.need])
+            self.done.set_result((*self.head, body, time.monotonic()))
+            self.transport.close()
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_exception(exc or ConnectionError("closed before its answer"))
+
+
+async def _exchange(method: str, path: str, body: bytes = b"", headers: dict | None = None,
+                    timeout: float = TIMEOUT_S) -> tuple[int, dict, bytes, float]:
+    """(status, header fields, body, ``at``: when the answer was read) of one request."""
+    loop = asyncio.get_running_loop()
+    head = [f"{method} {path} HTTP/1.1", "Host: bench", f"Content-Length: {len(body)}"]
+    if body:
+        head.append("Content-Type: application/json")
+    head += [f"{k}: {v}" for k, v in (headers or {}).items()]
+    done = loop.create_future()
+    request = ("\r\n".join(head) + "\r\n\r\n").encode() + body
+    transport, _ = await asyncio.wait_for(loop.create_connection(
+        lambda: _Exchange(request, done), "127.0.0.1", REST_PORT), timeout)
+    try:
+        return await asyncio.wait_for(done, timeout)
+    finally:
+        transport.close()
+
+
 async def _request(method: str, path: str, body: bytes = b"", headers: dict | None = None,
                    timeout: float = TIMEOUT_S) -> tuple[int, dict, bytes]:
-    """One HTTP/1.1 request on a connection of its own (as the agents' client does)."""
-    reader, writer = await asyncio.wait_for(
-        asyncio.open_connection("127.0.0.1", REST_PORT), timeout)
-    try:
-        head = [f"{method} {path} HTTP/1.1", "Host: bench", "Connection: close",
-                f"Content-Length: {len(body)}"]
-        if body:
-            head.append("Content-Type: application/json")
-        head += [f"{k}: {v}" for k, v in (headers or {}).items()]
-        writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        await writer.drain()
-        status_line = await asyncio.wait_for(reader.readline(), timeout)
-        status = int(status_line.split()[1])
-        fields = {}
-        while (line := await asyncio.wait_for(reader.readline(), timeout)) not in (b"\r\n", b""):
-            name, _, value = line.decode("latin-1").partition(":")
-            fields[name.strip().lower()] = value.strip()
-        length = int(fields.get("content-length", 0))
-        data = await asyncio.wait_for(reader.readexactly(length), timeout) if length else b""
-        return status, fields, data
-    finally:
-        writer.close()
+    return (await _exchange(method, path, body, headers, timeout))[:3]
 
 
 class Agents:
-    """One watch loop per host; ``got[host]``: (time, version, bytes) of each document."""
+    """One watch loop per host; ``got[host]``: (time read, version, bytes) of each document;
+    ``lag``: per answer, from its reading to its task's turn (the harness's own delay);
+    ``renewed``: watches answered 304 (their wait ended with no change)."""
 
     def __init__(self, hosts: list[str]):
         self.hosts = hosts
         self.version = dict.fromkeys(hosts, "")
         self.got: dict[str, list] = {h: [] for h in hosts}
+        self.lag: list[float] = []
+        self.renewed = 0
         self.probes: dict[str, tuple] = {}  # host -> (paths in use, other paths) it probes
         self.errors: list[str] = []
         self.stopping = False
@@ -110,9 +150,10 @@ class Agents:
                 headers = {"If-None-Match": f'"{self.version[host]}"',
                            "Prefer": f"wait={WAIT_S}"}
             try:
-                status, _, data = await _request("GET", f"/v1/hosts/{host}/segments",
-                                                 headers=headers, timeout=WAIT_S + 30)
-            except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, IndexError) as e:
+                status, _, data, at = await _exchange("GET", f"/v1/hosts/{host}/segments",
+                                                      headers=headers, timeout=WAIT_S + 30)
+                self.lag.append(time.monotonic() - at)
+            except (TimeoutError, OSError, ValueError, IndexError) as e:
                 if not self.stopping:
                     self.errors.append(f"{host}: {type(e).__name__} {e}")
                     await asyncio.sleep(0.5)
@@ -126,9 +167,11 @@ class Agents:
                 self.probes[host] = ([p for p in paths if p in used],
                                      [p for p in paths if p not in used])
                 if version != self.version[host]:
-                    self.got[host].append((time.monotonic(), version, len(data)))
+                    self.got[host].append((at, version, len(data)))
                     self.version[host] = version
-            elif status != 304:
+            elif status == 304:
+                self.renewed += 1
+            else:
                 self.errors.append(f"{host}: HTTP {status}")
                 await asyncio.sleep(0.5)
 
@@ -226,9 +269,8 @@ async def _failure(agents: Agents, routes: list[dict], docs: dict) -> dict:
     before = {h: len(v) for h, v in agents.got.items()}
     answered = None
     for host, paths in reporters:
-        status, _, data = await _request("POST", f"/v1/hosts/{host}/probes",
-                                         json.dumps({"paths": paths}).encode())
-        answered = time.monotonic()
+        status, _, data, answered = await _exchange("POST", f"/v1/hosts/{host}/probes",
+                                                    json.dumps({"paths": paths}).encode())
         last = json.loads(data) if data else {}
     await asyncio.sleep(3.0)  # the re-plan, then every woken agent's document
     woken = {h for h, v in agents.got.items() if len(v) > before[h]}
@@ -263,24 +305,28 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
         assert await _until(lambda: all(agents.version.values()), TIMEOUT_S), \
             f"{sum(1 for v in agents.version.values() if not v)} hosts have no document"
         await asyncio.sleep(1.0)
-        cpu0, t0 = _cpu_s(ctl.proc.pid), time.monotonic()
+        cpu0, t0, renewed = _cpu_s(ctl.proc.pid), time.monotonic(), agents.renewed
         await asyncio.sleep(IDLE_S)
         idle_cpu = (_cpu_s(ctl.proc.pid) - cpu0) / (time.monotonic() - t0)
         held = await _operator_latency()
-        idle = {"hosts": len(hosts), "watches_held": len(hosts), "controller_cpu_share":
-                round(idle_cpu, 3), "controller_rss_mb": _rss_mb(ctl.proc.pid),
+        idle = {"hosts": len(hosts), "watches_held": len(hosts), "seconds": IDLE_S,
+                "controller_cpu_share": round(idle_cpu, 3),
+                "watches_renewed": agents.renewed - renewed,
+                "controller_rss_mb": _rss_mb(ctl.proc.pid),
                 "operators_before_watches": before, "operators_while_held": held,
                 "watch_errors": len(agents.errors)}
         members = _ring_members(fabric, min(RING, len(hosts) // 2))
         counts = {h: len(v) for h, v in agents.got.items()}
+        lags, harness0 = len(agents.lag), resource.getrusage(resource.RUSAGE_SELF)
         sent = time.monotonic()
-        status, _, data = await _request("POST", "/v1/jobs", json.dumps(
+        status, _, data, answered = await _exchange("POST", "/v1/jobs", json.dumps(
             {"id": "ring", "collective": "ring_allreduce", "ranks": members,
              "bytes": 1e8}).encode())
-        answered = time.monotonic()
         assert status == 201, data[:300]
         routes = json.loads(data)["routes"]
         await _until(lambda: all(len(agents.got[h]) > counts[h] for h in members), 30)
+        harness1, waited = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - sent
+        lag = agents.lag[lags:]
         await asyncio.sleep(2.0)  # any non-member woken would have its answer by now
         got = [agents.got[h][counts[h]] for h in members if len(agents.got[h]) > counts[h]]
         delays = [t - answered for t, _, _ in got]
@@ -288,9 +334,15 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
         ring = {"members": len(members), "members_with_new_document": len(got),
                 "after_answer_p50_s": _pct(delays, 0.5), "after_answer_p99_s": _pct(delays, 0.99),
                 "after_answer_max_s": round(max(delays), 4) if delays else None,
+                "after_post_sent_p99_s": _pct([t - sent for t, _, _ in got], 0.99),
                 "non_members_woken": len(others),
                 "document_bytes_served": sum(b for _, _, b in got),
-                "post_s": round(answered - sent, 3)}
+                "post_s": round(answered - sent, 3),
+                # the harness's own: its tasks' delay after an answer was read, its CPU
+                "harness_lag_p50_s": _pct(lag, 0.5), "harness_lag_p99_s": _pct(lag, 0.99),
+                "harness_cpu_share": round((harness1.ru_utime + harness1.ru_stime
+                                            - harness0.ru_utime - harness0.ru_stime)
+                                           / waited, 3)}
         probes = _probe_duties(fabric, agents, routes)
         docs = {}
         for h in members:
