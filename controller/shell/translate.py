@@ -73,7 +73,7 @@ def encode(dp, m: Message):
 
 
 # ---- flow mods encoded once -------------------------------------------------------------------
-BODIES = 16384  # flow mod bodies kept (k = 16: 11,264 static entries, 3,781 bodies)
+BODIES = 16384  # flow mod bodies kept (k = 16: 11,264 static entries, 3,262 bodies)
 _bodies: dict = {}  # (parser module, kind, the rule but its switch) -> bytes after the header
 _senders: dict = {}  # parser module -> its flow mod class that sends bytes encoded before
 
@@ -81,7 +81,7 @@ _senders: dict = {}  # parser module -> its flow mod class that sends bytes enco
 def encoded(dp, m: Message):
     """``encode`` for sending: a flow mod's bytes after its header are encoded once per rule
     but its switch, and reused (group mods are encoded each time). Why: the static entries of
-    a switch repeat on the others (a k = 16 fat-tree: 11,264 entries, 3,781 distinct), and
+    a switch repeat on the others (a k = 16 fat-tree: 11,264 entries, 3,262 distinct), and
     building and serialising each as the framework's objects (its match normalises every
     address) was a quarter of the controller's CPU in a first start (issue 74)."""
     if m.kind not in ("flow_add", "flow_delete"):
