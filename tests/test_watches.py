@@ -145,3 +145,44 @@ def test_the_native_front_parks_watches_and_wakes_only_their_hosts():
         assert rest.front.watching == 0 and not rest.front.parked
     finally:
         rest.stop()
+
+
+def test_parked_watches_cost_the_front_nothing_until_a_deadline_comes(monkeypatch):
+    """Issue 73: nothing runs per watch while nothing changes: the front's sweep looks only
+    at connections whose deadline came (a heap), not at every parked watch each second."""
+    import threading
+
+    from controller.client import Client
+    from controller.shell.front import Front
+    looked = []
+    deadline_of = Front._deadline
+    monkeypatch.setattr(Front, "_deadline", lambda self, c: looked.append(c) or
+                        deadline_of(self, c))
+    svc = service_on(fat_tree())
+    rest = _native(svc)
+    try:
+        held = Client(f"http://127.0.0.1:{rest.port}", timeout=10).segments("h2_0")["version"]
+        out, n = {}, 40
+        def watch(wait, key):
+            try:
+                _watch(rest.port, "h2_0", held, wait, out, key)
+            except OSError:  # the server stopped first (the long ones)
+                pass
+        threads = [threading.Thread(target=watch, args=(20, i), daemon=True)
+                   for i in range(n - 1)]
+        threads.append(threading.Thread(target=watch, args=(1.2, "short"), daemon=True))
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 10
+        while rest.front.watching < n:
+            assert time.monotonic() < deadline, rest.front.watching
+            time.sleep(0.01)
+        looked.clear()
+        while "short" not in out:  # its wait ends: looked at, answered 304
+            assert time.monotonic() < deadline, "the short watch was not answered"
+            time.sleep(0.01)
+        time.sleep(1.2)  # another sweep or two with nothing due
+        assert out["short"][0] == 304 and rest.front.watching == n - 1
+        assert len({id(c) for c in looked}) == 1  # the short watch's connection alone
+    finally:
+        rest.stop()
