@@ -43,3 +43,24 @@ def test_without_a_declared_fabric_switches_are_probed_at_once():
     _, sw, svc, batch = service(declared=False)
     svc.note_switches(batch)
     assert sw.packets_out and not svc.finder.holding
+
+
+def test_switches_noted_together_bring_their_links_back_in_one_change():
+    """``links_back``: the fabric is recomputed once for the switches noted together (once per
+    switch was O(switches^2): 0.24 s of a k = 16 start under the lock), one event naming them."""
+    f, sw, svc, batch = service()
+    svc.note_switches(batch)
+    svc.sync_queued()
+    leaf = f.leaves[0]
+    agg = next(up for low, up in f.links() if low == leaf)
+    down = [(f.dpids[low], f.port(low, up), False, None) for low, up in f.links()
+            if low in (leaf, agg)]  # the leaf's uplinks, the aggregation switch's to cores
+    svc.ports_changed(down)
+    assert len(svc.fabric.down) == len(down)
+    before = len(svc.state.events)
+    again = [b for b in batch if b[0] in (f.dpids[leaf], f.dpids[agg])]  # their ports up again
+    assert svc.note_switches(again) == {}
+    assert svc.fabric.down == set()
+    events = [e for e in svc.state.events[before:] if e.get("links_up")]
+    assert len(events) == 1 and len(events[0]["links_up"]) == len(down)
+    assert events[0]["cause"] == f"2 switches connected: {', '.join(sorted([leaf, agg]))}"

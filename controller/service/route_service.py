@@ -144,11 +144,10 @@ class RouteService:
 
     def note_switches(self, connected: list[tuple[int, dict, dict | None]]) -> dict:
         """Switches that (re)connected, (dpid, ports, speeds: port -> kbps or None) each: note
-        their ports, queue them for reconciliation (tables read, only the difference sent),
-        handle links back up, bootstrap those outside the fabric (one install); all in one
-        hold of the lock, not each behind the repairs that hold it (k = 16's first start).
-        Returns dpid -> the exception of those that failed; the others are noted."""
-        failed, strangers = {}, []
+        their ports, queue them for reconciliation (tables read, only the difference sent), the
+        links they bring back (``tablesync.links_back``), bootstrap those outside the fabric;
+        in one hold of the lock. Returns dpid -> the exception of those that failed."""
+        failed, strangers, noted = {}, [], {}
         with self.lock:
             for dpid, ports, speeds in connected:
                 try:
@@ -160,9 +159,10 @@ class RouteService:
                     else:
                         restarts.back(self, dpid)  # the last of its restart round?
                         self.reconciler.connected(dpid)
-                        self._topology_changed(f"switch {f.switch_of_dpid[dpid]} connected")
+                        noted[dpid] = f.switch_of_dpid[dpid]
                 except Exception as e:  # noqa: BLE001 - the caller says; the others are noted
                     failed[dpid] = e
+            tablesync.links_back(self, noted, failed)
             self._bootstrap(strangers)
             self._discovery_out()  # probes out of their ports (a stranger's: it traps LLDP)
         return failed
