@@ -102,6 +102,7 @@ class _Exchange(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         if not self.done.done():
             self.done.set_exception(exc or ConnectionError("closed before its answer"))
+            self.done.exception()  # retrieved: a stopped agent's no longer awaits it
 
 
 async def _exchange(method: str, path: str, body: bytes = b"", headers: dict | None = None,
@@ -143,12 +144,17 @@ class Agents:
         self.stopping = False
         self.tasks: list = []
 
-    async def watch(self, host: str) -> None:
+    async def watch(self, host: str, first_wait: float = WAIT_S) -> None:
+        """``first_wait``: the first watch's wait, spread over the hosts so that their
+        renewals are too, as in a fleet whose agents did not all start in the same second
+        (8,192 renewals at once held this process's loop for 4 s at k = 32)."""
+        wait = first_wait
         while not self.stopping:
             headers = {}
             if self.version[host]:
                 headers = {"If-None-Match": f'"{self.version[host]}"',
-                           "Prefer": f"wait={WAIT_S}"}
+                           "Prefer": f"wait={wait:.2f}"}
+                wait = WAIT_S
             try:
                 status, _, data, at = await _exchange("GET", f"/v1/hosts/{host}/segments",
                                                       headers=headers, timeout=WAIT_S + 30)
@@ -176,7 +182,9 @@ class Agents:
                 await asyncio.sleep(0.5)
 
     def start(self) -> None:
-        self.tasks = [asyncio.ensure_future(self.watch(h)) for h in self.hosts]
+        n = len(self.hosts)
+        self.tasks = [asyncio.ensure_future(self.watch(h, WAIT_S * (i + 1) / n))
+                      for i, h in enumerate(self.hosts)]
 
     async def stop(self) -> None:
         self.stopping = True

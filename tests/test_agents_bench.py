@@ -46,3 +46,45 @@ def test_the_client_reads_answers_in_pieces_and_stamps_when_it_had_them(monkeypa
     assert seen[0].startswith(b"GET /v1/hosts/h0/segments HTTP/1.1\r\n")
     assert b"connection" not in seen[0].lower()  # kept alive, as controller.client asks
     assert b'If-None-Match: "v1"' in seen[1]
+
+
+def test_the_agents_first_watches_spread_their_waits_so_renewals_spread(monkeypatch):
+    """Each simulated agent's first watch waits its share of ``WAIT_S`` (host i of n:
+    (i + 1) / n of it), later ones ``WAIT_S``: renewals come spread, as from a fleet that
+    did not start in one second, not 8,192 at once."""
+    import json
+    heads: list[bytes] = []
+    doc = json.dumps({"version": "v1", "flows": [], "probes": []}).encode()
+
+    async def handle(reader, writer):
+        head = await reader.readuntil(b"\r\n\r\n")
+        heads.append(head)
+        if b"If-None-Match" not in head:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(doc), doc))
+            await writer.drain()
+        else:
+            await asyncio.sleep(30)  # held: the watch is parked
+        writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        monkeypatch.setattr(agents, "REST_PORT", server.sockets[0].getsockname()[1])
+        fleet = agents.Agents(["h0", "h1", "h2", "h3"])
+        try:
+            fleet.start()
+            deadline = time.monotonic() + 10
+            while sum(b"If-None-Match" in h for h in heads) < 4:
+                assert time.monotonic() < deadline, heads
+                await asyncio.sleep(0.01)
+        finally:
+            await fleet.stop()
+            server.close()
+        return fleet
+
+    fleet = asyncio.run(main())
+    waits = {h.split(b" ")[1].decode(): h.split(b"Prefer: wait=")[1].split(b"\r\n")[0]
+             for h in heads if b"If-None-Match" in h}
+    w = agents.WAIT_S
+    assert waits == {f"/v1/hosts/h{i}/segments": f"{w * (i + 1) / 4:.2f}".encode()
+                     for i in range(4)}
+    assert all(v == "v1" for v in fleet.version.values()) and not fleet.errors
