@@ -106,3 +106,20 @@ def test_open_mpis_ring_blocks_go_eagerly_at_any_size(fabric):
             assert router_jobs.co.MPI_ARGS[-3:] == ["--mca", "x", "1"]
             raise RuntimeError
     assert router_jobs.co.MPI_ARGS == before
+
+
+def test_rank_results_are_read_from_a_launchs_logs_in_rank_order(tmp_path):
+    """``diagnose_job`` reads every rank's own spans from the launch's ``rank<r>.out``."""
+    for r in (1, 0):
+        doc = {"rank": r, "times": [1.0], "spans": [[10.0 + r, 11.0 + r]]}
+        (tmp_path / f"rank{r}.out").write_text("noise\nRESULT " + json.dumps(doc) + "\n")
+    (tmp_path / "rank0.err").write_text("RESULT {\"rank\": 9}\n")  # not a result file
+    got = router_jobs._rank_results(str(tmp_path))
+    assert [r["rank"] for r in got] == [0, 1] and got[1]["spans"] == [[11.0, 12.0]]
+
+
+def test_diagnose_needs_the_fattree_section(capsys):
+    from benchmarks import srv6
+    with pytest.raises(SystemExit) as e:
+        srv6.main(["--diagnose", "--only", "scale"])
+    assert e.value.code == 2 and "--diagnose goes with --only fattree" in capsys.readouterr().err

@@ -9,6 +9,7 @@ python3-torch and python3-mpi4py live), so it imports only the standard library 
 ``--a2a-mib A`` (gloo): every iteration also runs an all-to-all of A MiB per rank before the
 All-Reduce, as a mixture-of-experts layer does (block j of rank r holds 1000 r + j: checked
 exactly on arrival); with ``--mib 0`` the all-to-all alone (an expert layer's exchange).
+``--a2a-schedule pairwise``: the same exchange in n - 1 rounds of one peer each way.
 
 ``ddp`` trains a model of ``--mib`` MiB of parameters (square linear layers) with PyTorch's
 DistributedDataParallel over gloo, as a data-parallel job does: every iteration a forward and
@@ -20,20 +21,23 @@ every gradient was reduced: the check is that every rank ends with bit-identical
 Every rank fills its tensor with known values (element i of rank r: r + 1 + i % 5) before each
 iteration, so the reduced tensor must hold n(n+1)/2 + n(i % 5) everywhere: the check is exact
 (small integers in float32). Each iteration is timed between a barrier and the end of the
-All-Reduce. Before leaving, while the library's connections are still open, the rank reads its
-own TCP sockets (``ss -ti``: bytes sent per peer address), which tells where the library really
-sends its data, whatever the library. Prints one JSON line (prefix ``RESULT ``) on stdout.
+All-Reduce (gloo: also its wall-clock span, ``spans``). Before leaving, while the library's
+connections are still open, the rank reads its own TCP sockets (``ss -ti``: bytes sent per
+peer address), which tells where the library really sends its data, whatever the library.
+Prints one JSON line (prefix ``RESULT ``) on stdout.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
 import time
 
+SCHEDULE_ENV = "MLROUTE_A2A_SCHEDULE"  # the harness's way to pick --a2a-schedule
 _ADDR = re.compile(r"(\d+\.\d+\.\d+\.\d+)\]?:\d+")
 _SENT = re.compile(r"\bbytes_sent:(\d+)")
 
@@ -99,18 +103,22 @@ def run_gloo(args) -> dict:
             1000 * args.rank
         want = torch.arange(args.world, dtype=torch.float32).repeat_interleave(block) * 1000 + \
             args.rank
-    times, worst, start = [], 0.0, time.time()
+    times, spans, worst, start = [], [], 0.0, time.time()
     for _ in range(args.iters):
         t = _values("torch", n_elems, args.rank)
         dist.barrier()
-        t0 = time.perf_counter()
+        t0, w0 = time.perf_counter(), time.time()
         if block:
             got = torch.empty(block * args.world)
-            dist.all_to_all_single(got, send)
+            if args.a2a_schedule == "pairwise":
+                _pairwise(dist, got, send, block, args.rank, args.world)
+            else:
+                dist.all_to_all_single(got, send)
             worst = max(worst, float((got - want).abs().max()))
         if n_elems:  # --mib 0: the all-to-all alone
             dist.all_reduce(t)
         times.append(time.perf_counter() - t0)
+        spans.append((w0, time.time()))  # wall clock: the harness's samples of /proc
         if n_elems:
             worst = max(worst, float((t - expected).abs().max()))
     dist.barrier()
@@ -118,7 +126,20 @@ def run_gloo(args) -> dict:
     dist.barrier()  # nobody closes a connection before every rank has read its sockets
     dist.destroy_process_group()
     return {"rank": args.rank, "world": args.world, "times": times, "max_error": worst,
-            "sent": sent, "start": start}
+            "sent": sent, "start": start, "spans": spans}
+
+
+def _pairwise(dist, got, send, block: int, rank: int, world: int) -> None:
+    """The all-to-all in ``world - 1`` rounds: in round i, rank r sends its block to r + i
+    and receives r - i's, so each host's port carries one flow each way at a time (gloo's
+    ``alltoall`` posts all its sends and receives at once: ``world - 1`` flows share a port)."""
+    got[rank * block:(rank + 1) * block] = send[rank * block:(rank + 1) * block]
+    for i in range(1, world):
+        to, frm = (rank + i) % world, (rank - i) % world
+        reqs = [dist.isend(send[to * block:(to + 1) * block], to),
+                dist.irecv(got[frm * block:(frm + 1) * block], frm)]
+        for req in reqs:
+            req.wait()
 
 
 DDP_WIDTH = 512  # a layer of 512 x 512 float32 weights is 1 MiB: one layer per MiB
@@ -202,6 +223,10 @@ def main(argv=None) -> int:
     ap.add_argument("--iters", type=int, default=3)
     ap.add_argument("--a2a-mib", type=int, default=0,
                     help="gloo: an all-to-all of this many MiB per rank before each All-Reduce")
+    ap.add_argument("--a2a-schedule", choices=["all", "pairwise"],
+                    default=os.environ.get(SCHEDULE_ENV, "all"),
+                    help="gloo's all-to-all (all: its sends at once) or pairwise rounds "
+                         f"(default from ${SCHEDULE_ENV}, else all)")
     ap.add_argument("--ip", help="this host's fabric address (default: its first non-loopback "
                     "IPv4 address)")
     ap.add_argument("--timeout", type=float, default=300)

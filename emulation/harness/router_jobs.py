@@ -236,12 +236,75 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
     return out
 
 
+@contextlib.contextmanager
+def a2a_schedule(schedule: str):
+    """The ranks launched while the block runs do their all-to-all as ``schedule``
+    (``collective_rank --a2a-schedule``: ``all``, gloo's, or ``pairwise`` rounds)."""
+    from emulation.harness.collective_rank import SCHEDULE_ENV
+    saved = os.environ.get(SCHEDULE_ENV)
+    os.environ[SCHEDULE_ENV] = schedule
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(SCHEDULE_ENV, None)
+        else:
+            os.environ[SCHEDULE_ENV] = saved
+
+
+def diagnose_job(s, job: dict, steps: int, folder: str, schedule: str = "all") -> dict:
+    """The declared plan of a gloo job, its launch sampled (``step_diag.Sampler``): per
+    step, its time, the spread of the ranks' finishes, the machine's idle share and each
+    process group's cores, each host link's busy share and when its bytes were all sent and
+    received; the median step over the prediction and the retransmissions."""
+    from emulation.harness.step_diag import Sampler
+    view = s.ctl.client.add_job(declaration(job))
+    wait_until(lambda: _steered(s, view), 30, interval=0.2, what=f"{job['id']}'s rules")
+    hosts = {h: (s.net[h].pid, s.net[h].defaultIntf().name) for h in job["hosts"]}
+    others = [s.net[h].pid for h in s.fabric.host_leaves]
+    with Sampler(hosts, others) as sampler, a2a_schedule(schedule):
+        res = _launch(s, job, steps, os.path.join(folder, "diagnose"))
+    predicted = s.ctl.client.job(job["id"])["predicted_allreduce_s"]
+    _deleted(s, job["id"], job["hosts"])
+    ranks = _rank_results(res["logs"])
+    each = (len(job["hosts"]) - 1) * _per_peer(job) if job["a2a"] else 0
+    per_step = []
+    for i in range(WARMUP, WARMUP + steps):
+        spans = [r["spans"][i] for r in ranks]
+        start, ends = min(b for b, _ in spans), [e for _, e in spans]
+        d = sampler.summary(start, max(ends), each, s.bw)
+        d.update(step_s=round(max(ends) - start, 3),
+                 finish_spread_s=round(max(ends) - min(ends), 3))
+        per_step.append(d)
+    m = statistics.median(res["times"])
+    return {"library": job["library"], "kind": "all-to-all" if job["a2a"] else "ring All-Reduce",
+            "link_mbps": s.bw, "schedule": schedule if job["a2a"] else None,
+            "predicted_s": round(predicted, 3), "plan_s": [round(x, 3) for x in res["times"]],
+            "plan_median_s": round(m, 3), "plan_over_prediction": round(m / predicted, 3),
+            "retransmits": res["retransmits"], "moved": res["moved"],
+            "idle_share_median": statistics.median(
+                d.get("cpu_share", {}).get("idle", 0) for d in per_step),
+            "finish_spread_median_s": statistics.median(d["finish_spread_s"] for d in per_step),
+            "steps": per_step}
+
+
+def _rank_results(logdir: str) -> list[dict]:
+    """Every rank's RESULT document of a launch (its log folder), in rank order."""
+    texts = []
+    for root, _dirs, files in os.walk(logdir):
+        texts += [open(os.path.join(root, f)).read() for f in files
+                  if f.startswith("rank") and f.endswith(".out")]
+    return sorted(co._results(texts), key=lambda r: r["rank"])
+
+
 def run(folder: str, steps: int = STEPS, bw: float = BW_MBPS, only=None, ecmp: bool = True,
         learned: bool = True, progress=None, queue_s: float = QUEUE_S,
-        probes: bool = True) -> dict:
+        probes: bool = True, diagnose: bool = False, schedule: str = "all") -> dict:
     """Every job (or those named in ``only``) measured alone on one router fat-tree; the
     document with the targets (issue 75): every planned job within 10% of its prediction (5%
-    the goal), ECMP / plan >= 1.5x on the slowest job."""
+    the goal), ECMP / plan >= 1.5x on the slowest job. ``diagnose``: the declared plan of
+    each gloo job only, sampled (``diagnose_job``; the all-to-all's ``schedule``), no
+    targets."""
     from emulation.harness.routers import RouterSession
     from topologies.routers import fat_tree
     fabric = fat_tree(4)
@@ -251,6 +314,13 @@ def run(folder: str, steps: int = STEPS, bw: float = BW_MBPS, only=None, ecmp: b
                  "ecmp_iterations_per_launch": ECMP_ITERS,
                  "jobs": {}}
     with RouterSession(fabric, folder, bw=bw, queue_s=queue_s, probes=probes) as s:
+        if diagnose:
+            for job in jobs(fabric):
+                if (only is None or job["id"] in only) and job["library"] == "gloo":
+                    doc["jobs"][job["id"]] = diagnose_job(
+                        s, job, steps, os.path.join(folder, job["id"]), schedule)
+            doc["wall_s"] = round(time.time() - t0)
+            return doc
         for job in jobs(fabric):
             if only is None or job["id"] in only:
                 doc["jobs"][job["id"]] = measure_job(s, job, steps,
