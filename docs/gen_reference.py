@@ -411,12 +411,17 @@ def _agents() -> str:
         ops = i["operators_while_held"]
         rows.append([
             f"k = {c['k']}, {i['hosts']:,} agents, {c['switches']:,} switches; {c['rest']}",
-            f"{i['watches_held']:,} held; {i['controller_cpu_share']:.1%} of a core, "
-            f"{i['controller_rss_mb']:g} MB; {i['watch_errors']} refused",
+            f"{i['watches_held']:,} held; {i['controller_cpu_share']:.1%} of a core"
+            + (f" over {i['seconds']:g} s ({i['watches_renewed']:,} answered 304)"
+               if "seconds" in i else "")
+            + f", {i['controller_rss_mb']:g} MB; {i['watch_errors']} refused",
             f"jobs {ops['/v1/jobs']['p99_ms']:g} ms, ready {ops['/v1/ready']['p99_ms']:g} ms",
             f"{r['members_with_new_document']} of {r['members']}: p50 {r['after_answer_p50_s']:g}"
             f" s, p99 {r['after_answer_p99_s']:g} s; non-members woken: "
-            f"{r['non_members_woken']} (POST {r['post_s']:g} s)",
+            f"{r['non_members_woken']} (POST {r['post_s']:g} s"
+            + (f"; p99 {r['after_post_sent_p99_s']:g} s from its sending; the harness's "
+               f"tasks {r['harness_lag_p99_s']:g} s later (p99)" if "harness_lag_p99_s" in r
+               else "") + ")",
             f"{f['hosts_woken']} hosts woken, p99 {f['after_second_report_p99_s']:g} s after "
             f"the second report; {len(f.get('links_down') or [])} link(s) down",
             _probes(c.get("probes"))])
@@ -426,7 +431,9 @@ def _agents() -> str:
               "simulated agent per host speaking the real protocol on loopback (the segments "
               "watch, probe reports; `benchmarks/agents.py`): every watch held at once, "
               "operators' requests meanwhile (p99), a ring of 512 posted (each member's new "
-              "document after the POST's answer), a core link reported failed by two hosts' "
+              "document after the POST's answer, stamped when its last byte is read; the "
+              "harness's own tasks take it up later, reported apart), a core link reported "
+              "failed by two hosts' "
               "probes. The last row is the baseline: the same at the smallest size with "
               "every request in a green thread, each watch looking every 50 ms.\n\n"
             + _table(["fabric", "watches idle", "operators p99", "ring of 512",
@@ -510,8 +517,10 @@ def _srv6_fattree() -> str:
              f"{j['learned_median_s']:g} ({j['learning_launches']})",
              f"{j['predicted_s']:g}", f"{j['ideal_s']:g}",
              f"**{j['plan_over_prediction']:g}**", f"{j['ecmp_over_plan']:g}x",
-             f"{j['plan_retransmits']}"] for jid, j in t["jobs"].items()]
+             f"{j['plan_retransmits']}", f"{j.get('plan_moved', 0) + j.get('learned_moved', 0)}"]
+            for jid, j in t["jobs"].items()]
     sl, lg, a2a = t["slowest"], t["longest"], t["jobs"]["all-to-all"]
+    mpi = t["jobs"]["mpi-ring"]
     return ("### Real collectives on three tiers of routers\n\n"
             + _source("python -m benchmarks.srv6 --only fattree", "bench/srv6.json")
             + f"The {t['fabric']} (20 switches, 16 hosts), every link shaped to "
@@ -529,34 +538,53 @@ def _srv6_fattree() -> str:
               "its members' addresses only, learned from the agents' traffic reports in the "
               "given number of launches, then the median of "
               f"{t['steps']} steps. Predicted: the job view's `predicted_allreduce_s` for the "
-              "plan. The agents run without path probes (`--no-probes`): with probes, a "
-              "queue of tens of milliseconds on a 20 Mbit/s link made them judge planned paths "
-              "failed (\"63 ms unanswered, round trip 2 ms\") and move flows to their backups "
-              "in mid-step. Retransmitted: TCP segments the ranks' hosts retransmitted in the "
-              "planned launch (its warm-up included).\n\n"
+              "plan. The agents probe their paths"
+            + (" (10 ms probes marked DSCP 48, which every link of the emulation serves before "
+               "the data, `topologies/routers.PriorityIntf`, as the [router page]"
+               "(../howto/router-fabric.md#2-the-switches) tells operators to)" if t["probes"]
+               else " not (`--no-probes`)")
+            + "; moved: the planned flow parts their agents moved to a backup in the planned "
+              "and learned launches (nothing fails here: every move would be a false failure). "
+              "Retransmitted: TCP segments the ranks' hosts retransmitted in the planned launch "
+              "(its warm-up included).\n\n"
             + _table(["job", "ECMP (s)", "plan (s)", "learned (s, launches)", "predicted (s)",
-                      "ideal (s)", "plan / predicted", "ECMP / plan", "retransmitted"], rows)
+                      "ideal (s)", "plan / predicted", "ECMP / plan", "retransmitted",
+                      "moved"], rows)
             + f"Slowest job (the one ECMP slows most, {sl['job']}): ECMP "
               f"{sl['ecmp_median_s']:g} s against its plan {sl['plan_median_s']:g} s, "
               f"**{sl['ecmp_over_plan']:g}x**; the longest ECMP step of any job over the "
               f"longest planned one: {lg['ecmp_over_plan']:g}x. Targets (issue 75): "
             + ", ".join(f"{k.replace('_', ' ')} {'met' if v else '**not met**'}"
                         for k, v in t["targets"].items())
-            + ". gloo's ring runs at its prediction. Open MPI's ring (its ring algorithm, "
-              "forced) runs at the same cost over its line-rate ideal as on the OpenFlow "
-              "emulation's leaf-spine at the same rate and tensor (1.18x there, "
-              "`bench/collectives.json`): the library's own cost, not the fabric's. The "
-              "all-to-all is bound by each host's port, which no routing changes (ECMP is "
-              "nearly as fast); its seven windows into one 20 Mbit/s port make a queue of up "
-              "to about 0.2 s there, and TCP retransmits under it: "
-              f"{a2a['plan_retransmits']} segments in the planned launch "
+            + ".\n\nWhat the run does that a default one would not, and why. Open MPI's ring "
+              "(its ring algorithm, forced: `coll_tuned_allreduce_algorithm 4`) sends one "
+              "block of tensor / 8 a step, 14 steps each waiting for the one before; its TCP "
+              "transport sends a message over 64 KiB as a rendezvous (64 KiB, then nothing "
+              "until the receiver answers), so every step paid a round trip: with the "
+              f"library's default limits the ring took {mpi.get('rendezvous_median_s', 0):g} s, "
+              f"**{mpi.get('rendezvous_over_prediction', 0):g}x** its prediction, in the same "
+              "run; the benchmark raises the transport's eager limit over a block "
+              "(`router_jobs.mpi_eager_args`, for any tensor and rank count), so its figure "
+              "is the routing's, not the library's protocol's. The all-to-all (gloo posts its "
+              "seven sends and seven receives at once) is bound by each host's port, which no "
+              "routing changes (ECMP is about as fast), and runs about 1.5x its prediction "
+              "for a cause not found yet. Ruled out in issue 75's diagnosis (plan-only launches "
+              "of 3 steps on this fabric, `router_jobs._launch` with the hosts' settings "
+              "changed between launches; not rerun by the benchmark): dropped packets (no "
+              "FIFO, link or backlog dropped one); the "
+              "FIFO (0.2 or 0.5 s: 1.44 and 1.45x); the congestion control (BBR, this "
+              "machine's default, or CUBIC: 1.47x; slow start after idle off: 1.49x); the "
+              "receive buffers (128 or 512 kB: 1.47 and 1.44x); TCP's acknowledgements in the "
+              "probes' class, ahead of the data (1.43x with CUBIC, 1.65x with BBR); the "
+              "agents' 35 ms `rto_min`: "
+              "its retransmissions are spurious (the receivers' D-SACKs match them one for "
+              "one), and with an `rto_min` of 435 ms they fell from about 150 to 30 a launch "
+              "while the step stayed 1.52x. "
+              f"{a2a['plan_retransmits']} segments retransmitted in its planned launch "
               f"({a2a['warmup_iterations'] + t['steps']} iterations), "
               f"{_range(a2a['ecmp_retransmits'])} in each of ECMP's "
               f"({a2a['warmup_iterations'] + t['ecmp_iterations_per_launch']} iterations), "
-              "which the fluid model does not have. The cause of the extra time is not "
-              "isolated further (one candidate: the 35 ms `rto_min` the agent puts on the "
-              "routes it steers, for its fail-over, where unsteered flows keep the kernel's "
-              "200 ms). Learned (members only): "
+              "where unsteered flows keep the kernel's 200 ms. Learned (members only): "
             + "; ".join(f"{jid} {j['learned_pairs_planned']} of its {j['data_pairs']} pairs "
                         f"planned after {j['learning_launches']} launch(es)"
                         for jid, j in t["jobs"].items())
@@ -1320,8 +1348,12 @@ def _scale() -> str:
                 _lost(lost), _rest_failures(failures)]
     k16 = b["fabrics"][-1]
     r = k16["ratios_to_baseline"]
+    rerun = b.get("start_rerun")  # the starts measured again (``--only start --merge``)
+    again = "" if not rerun else (
+        f"*First start and restart (and the static entries) by* `{rerun['command']}` *on "
+        f"{rerun['date']}, the other columns by the whole run of {b['machine']['date']}.*\n\n")
     return ("## Three tiers at scale: start, restart, POST, failures\n\n"
-            + _source("python -m benchmarks.scale", "bench/scale.json")
+            + _source("python -m benchmarks.scale", "bench/scale.json") + again
             + "Real `ryu-manager` and Open vSwitch: every switch a netdev bridge, every link a "
               "pair of patch ports, no hosts, the fabric declared (`--mlroute-fabric`), flow "
               f"mode, `auto`, {_lldp(b['settings'])}; each fat-tree in the same run as the "
