@@ -234,20 +234,25 @@ def fattree(folder: str, steps: int) -> dict:
                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
-DIAGNOSE = (("gloo_20", 20.0, "all"), ("gloo_10", 10.0, "all"), ("pairwise_20", 20.0, "pairwise"))
+DIAGNOSE = {"gloo_20": (20.0, "all", True), "gloo_10": (10.0, "all", True),
+            "pairwise_20": (20.0, "pairwise", True), "noprobes_20": (20.0, "all", False)}
 
 
-def fattree_diagnose(folder: str, steps: int, out: dict, save) -> dict:
+def fattree_diagnose(folder: str, steps: int, out: dict, save, names=()) -> dict:
     """Why the all-to-all's step exceeds its prediction: its declared plan alone, sampled
-    (``router_jobs.diagnose_job``), at 20 Mbit/s, at 10 (half the CPU a second for the
-    same bytes), and at 20 in pairwise rounds (one flow each way per port at a time) instead
-    of gloo's seven sends at once; a fat-tree each, ``save()`` after each."""
+    (``router_jobs.diagnose_job``), at 20 Mbit/s, at 10 (half the packets a second for the
+    same bytes), at 20 in pairwise rounds (one flow each way per port at a time) instead of
+    gloo's seven sends at once, and at 20 with the agents' probes off; a fat-tree each (or
+    those ``names``), ``save()`` after each."""
     from emulation.harness import router_jobs
     out["command"] = "python -m benchmarks.srv6 --only fattree --diagnose"
-    for name, bw, schedule in DIAGNOSE:
+    for name in names or DIAGNOSE:
+        bw, schedule, probes = DIAGNOSE[name]
         os.makedirs(os.path.join(folder, name))
         doc = router_jobs.run(os.path.join(folder, name), steps=steps, bw=bw,
-                              only=["all-to-all"], diagnose=True, schedule=schedule)
+                              only=["all-to-all"], diagnose=True, schedule=schedule,
+                              probes=probes)
+        doc["jobs"]["all-to-all"]["probes"] = probes
         out[name] = doc["jobs"]["all-to-all"]
         print(name, {k: v for k, v in out[name].items() if k != "steps"}, file=sys.stderr,
               flush=True)
@@ -263,11 +268,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join("bench", "srv6.json"))
     ap.add_argument("--only", choices=SECTIONS, help="only this section; the others are kept "
                                                      "from --out (scale needs no root)")
-    ap.add_argument("--diagnose", action="store_true",
+    ap.add_argument("--diagnose", nargs="*", choices=DIAGNOSE, metavar="CASE",
                     help="with --only fattree: the all-to-all's plan sampled (CPU, host links, "
-                         "ranks' finishes), into the key fattree_diagnose")
+                         f"ranks' finishes) in these cases ({', '.join(DIAGNOSE)}; none: "
+                         "all), into the key fattree_diagnose")
     args = ap.parse_args(argv)
-    if args.diagnose and args.only != "fattree":
+    if args.diagnose is not None and args.only != "fattree":
         ap.error("--diagnose goes with --only fattree")
     if args.only != "scale" and os.geteuid() != 0:
         print("benchmarks.srv6: needs root (Mininet, network namespaces)", file=sys.stderr)
@@ -277,10 +283,9 @@ def main(argv=None) -> int:
         with open(args.out) as fh:
             doc = json.load(fh)
     folder = tempfile.mkdtemp(prefix="mlroute-bench-srv6-")
-    if args.diagnose:
-        doc["fattree_diagnose"] = {}
-        fattree_diagnose(folder, args.steps, doc["fattree_diagnose"],
-                         lambda: _write(doc, args.out))
+    if args.diagnose is not None:
+        out = doc.setdefault("fattree_diagnose", {})
+        fattree_diagnose(folder, args.steps, out, lambda: _write(doc, args.out), args.diagnose)
         return 0
     for name in [args.only] if args.only else SECTIONS:
         os.makedirs(os.path.join(folder, name))
