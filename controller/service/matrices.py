@@ -90,6 +90,7 @@ class MatrixLearning:
         self._lock = threading.Lock()  # reject() runs in the sFlow thread
         self._folded = -math.inf  # index of the last window folded
         self._interfaces: list = []  # (host, plane, address, MAC, leaf) the maps are of
+        self._followed: Clos | None = None  # the fabric object they were read from
         self._canon: dict[str, str] = {}  # address -> its host's first-plane address
         self._plane_of: dict[str, int] = {}  # address -> its plane (several planes only)
 
@@ -102,7 +103,13 @@ class MatrixLearning:
         """Count sampling points on ``fabric``'s leaves and pods (hosts adopted, moved or
         declared): the maps are built once per change, not per sampled pair. With them, per
         address, the host's first-plane address (``_canon``: one matrix per host pair) and,
-        on several planes, the address's plane (``_plane_of``)."""
+        on several planes, the address's plane (``_plane_of``). The service calls it every
+        second: a fabric object seen last time is not read again (a change of hosts or links
+        is a new ``Clos``; at k = 32 reading and comparing its 8,192 host interfaces took
+        about 4 ms every second of an idle controller)."""
+        if fabric is not None and fabric is self._followed:
+            return
+        self._followed = fabric
         interfaces = [x for x in fabric.interfaces() if x[2]] if fabric else []
         if interfaces != self._interfaces:
             self._interfaces = interfaces
