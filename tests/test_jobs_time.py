@@ -104,13 +104,19 @@ def test_off_the_request_path_too():
     assert r.middle == start.middle
 
 
-def test_the_filling_s_one_time_load_is_not_a_prediction_s_cost(monkeypatch):
+def test_the_filling_s_one_time_load_is_not_a_prediction_s_cost():
     """``Clock.run`` extrapolates from the longest prediction; the compiled filling's load
-    (once per process, about 1 s) inside one is not what the next one costs."""
-    from controller.planners import jobs_stop
+    (once per process, about 1 s) inside one is not what the next one costs. A clock of
+    its own (the fake ones here) subtracts only what its ``loads`` says, never this
+    process's real load."""
+    import time
+
+    from controller.model.rates import load_seconds
     loaded = [0.0]
-    monkeypatch.setattr(jobs_stop, "load_seconds", lambda: loaded[0])
-    clock = Clock(100.0, now=Ticks())
+    assert Clock(1.0).loads is load_seconds
+    assert Clock(1.0, now=Ticks()).loads() == 0.0
+    clock = Clock(100.0, now=Ticks(), loads=lambda: loaded[0])
+    assert clock.now is not time.process_time
 
     def predict(tick):
         loaded[0] += 5.0  # five of the ticks below were the load
