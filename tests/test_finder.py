@@ -1,6 +1,7 @@
 """``FabricFinder``'s probes around a (re)start (issue 74): a switch's connect probes held until
-its tables were read (``switch_up(hold=True)``, ``release``), no round and no check of the
-declared fabric meanwhile, and no answer to a probe whose way back is already under way.
+its tables were read (``switch_up(hold=True)``, ``release``), the switch in no round and no
+check of the declared fabric meanwhile (the other switches' rounds go on), and no answer to a
+probe whose way back is already under way.
 At k = 16 a restart's 5,120 connect probes and 2,048 answers competed with the table reads."""
 from controller.discovery.finder import PROBE_HOLD_S, QUIET_S, FabricFinder
 from topologies.clos import fattree_fabric
@@ -13,13 +14,13 @@ def probes(f: FabricFinder) -> dict:
     return {(d, p): frame for d, p, frame in f.take_frames()}
 
 
-def test_held_probes_go_out_at_release_and_no_round_goes_meanwhile():
+def test_held_probes_go_out_at_release_and_rounds_skip_the_held_switch():
     f = FabricFinder()
     f.pace(1.0, 1000)
     f.switch_up(A, {1: True, 2: True, 3: False}, 0.0, hold=True)
     f.switch_up(B, {1: True}, 0.0)
     assert set(probes(f)) == {(B, 1)} and f.holding  # A's wait, B's went
-    assert f.lldp_probes(1.0) == []  # no round while some are held
+    assert {(d, p) for d, p, _ in f.lldp_probes(1.0)} == {(B, 1)}  # A held: not in a round
     assert f.release(1.5) == 1 and not f.holding
     assert set(probes(f)) == {(A, 1), (A, 2)}  # every port that is up
     assert f.sent["lldp_connect"] == 3
@@ -76,3 +77,24 @@ def test_the_declared_fabric_is_not_checked_while_probes_are_held():
     assert f.settle(QUIET_S + 1) is None and not f.checked  # its links not probed yet
     f.release(QUIET_S + 1)
     assert f.settle(2 * QUIET_S + 2) is None and f.checked
+
+
+def test_one_switch_held_its_longest_leaves_the_others_links_in_place():
+    """A switch reconnecting to a running fabric is held until its tables are read, at most
+    ``PROBE_HOLD_S``, longer than a link lives unprobed: the rounds of the others go on (when
+    a hold stopped every round, every link of the fabric expired during a slow read)."""
+    C = 3
+    f = FabricFinder()
+    for d in (A, B):
+        f.switch_up(d, {1: True}, 0.0)
+    for d, p, frame in f.take_frames():  # A and B find their link both ways
+        f.packet_in(B if d == A else A, 1, frame, 0.1)
+    assert (A, 1) in f.topology.links and (B, 1) in f.topology.links
+    f.switch_up(C, {1: True}, 0.5, hold=True)
+    t = 1.0
+    while t < PROBE_HOLD_S:
+        for d, p, frame in f.lldp_probes(t):
+            assert d != C
+            f.packet_in(B if d == A else A, 1, frame, t + 0.01)
+        t += 1.0
+    assert (A, 1) in f.topology.links and (B, 1) in f.topology.links and f.holding

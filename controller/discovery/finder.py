@@ -15,8 +15,9 @@ A switch of a fabric in use whose tables are still to be read is probed once the
 (``switch_up(hold=True)``, ``release``): when a whole fabric (re)connects, its probes, the
 packet-ins they bring and the neighbours' answers competed with the table reads for both
 CPUs, the controller's and Open vSwitch's (k = 16: 5,120 probes and 2,048 answers in a
-restart's two seconds, issue 74); no round goes out while some are held, and the declared
-fabric is not checked against links that were not probed yet. A probe is answered only when
+restart's two seconds, issue 74); a round probes only the switches not held (a whole
+fabric restarting sends almost nothing), and the declared fabric is not checked against links
+that were not probed yet. A probe is answered only when
 the port it came in on was not itself probed since its sender connected (that probe is the
 answer, already under way).
 
@@ -289,9 +290,10 @@ class FabricFinder:
         self.topology.expire(now)
         self.guard.forget_old(now)
         self._verify_due(now)
-        if self._held and not self.release(now, PROBE_HOLD_S):  # (``take_frames`` sends them)
-            return []  # held switches are probed at every port when released
-        due = [(d, p) for d, ports in sorted(self.topology.switches.items())
+        self.release(now, PROBE_HOLD_S)  # (``take_frames`` sends them)
+        # held switches are probed at every port when released; the others go on, or their
+        # links would expire (``DEFAULT_LINK_TIMEOUT`` is shorter than a hold can be)
+        due = [(d, p) for d, ports in sorted(self.topology.switches.items()) if d not in self._held
                for p, up in sorted(ports.items()) if up and (d, p) not in self.guard.host_ports]
         rounds = 1
         if self._per_round and len(due) > self._per_round:  # the next ones, in turn
