@@ -390,8 +390,9 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | N
         over, mean, worst = rank_key(values.values(), bound)
         return over, round(mean, 9), worst
 
-    def better(new, m):  # ranked better, the mean lower by the margin for ``m`` moved flows
-        return new is not None and key(new) < best and best[1] - key(new)[1] >= per_move * m
+    def better(new, m):  # ranked better; in force, the mean lower by the margin for m flows
+        return new is not None and key(new) < best and (not in_force or best[1] - key(new)[1]
+                                                          >= per_move * m)
 
     for i, path in enumerate(r.path):
         ids = links_of(i, r.plane[i], path)
@@ -506,8 +507,7 @@ def _search(problem, r, current, cap, bound, budget, floor=1.0, clock: Clock | N
                 if top > weight[i] * float(per_unit[ids].max()) * (1 + 1e-9):
                     cands.append((-top, i))
             if cands and left():
-                freeing = freeing or Freeing(problem, r, loads, cap, put,
-                                             expired=clock.expired if clock else None)
+                freeing = freeing or Freeing(problem, r, loads, cap, put, clock and clock.expired)
                 freed = freeing.free(flows_of[job])  # its own test of sharing
                 new = predict() if freed else None
                 if better(new, len({i for i, *_ in freed})):
