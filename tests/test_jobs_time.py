@@ -125,6 +125,10 @@ def test_the_filling_s_one_time_load_is_not_a_prediction_s_cost():
         return {}
     clock.run(predict)
     assert clock.longest == pytest.approx(9.0 - 5.0)
+    clock.run(lambda tick: [clock.now() for _ in range(2)] and {})  # compiled: cheaper
+    assert clock.longest == pytest.approx(3.0)  # it replaces the one that switched
+    clock.run(lambda tick: [clock.now() for _ in range(1)] and {})
+    assert clock.longest == pytest.approx(3.0)  # then the longest, as before
 
 
 def test_an_expired_clock_stops_the_ejection_chains():

@@ -67,6 +67,7 @@ class Clock:
         self.deadline = self.start + self.seconds
         self.predictions = 0  # made to their end
         self.longest = 0.0  # the longest of them, s
+        self._switched = False  # the longest is the one that loaded the compiled filling
         self.out = False  # a prediction was refused or stopped
 
     def affords(self) -> bool:
@@ -80,13 +81,17 @@ class Clock:
             raise OutOfTime("no time left for a prediction")
 
         def tick():
-            if self.now() > self.deadline:
-                self.out = True
+            if self.expired():
                 raise OutOfTime("a prediction reached the deadline")
         t, loading = self.now(), self.loads()
         got = predict(tick)
-        self.predictions += 1  # the filling's one-time load is not what the next one costs
-        self.longest = max(self.longest, self.now() - t - (self.loads() - loading))
+        self.predictions += 1
+        # the filling's one-time load is not what the next one costs; nor is the prediction
+        # that loaded it (interpreted until then): the next one's cost replaces it
+        loaded = self.loads() - loading
+        cost = self.now() - t - loaded
+        self.longest = cost if self._switched else max(self.longest, cost)
+        self._switched = loaded > 0
         return got
 
     def elapsed(self) -> float:
