@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-REL_TOL = 1e-9  # rates.REL_TOL: shares within it are one level
+from controller.model.rates import REL_TOL  # shares within it are one level (numba: a constant)
 
 
 @njit(cache=True, nogil=True)
