@@ -127,6 +127,7 @@ def fat_tree(args) -> int:
     try:
         os.makedirs(args.out, exist_ok=True)
         doc = router_jobs.run(os.path.abspath(args.out), steps=args.steps,
+                              probes=not args.no_probes,
                               progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     except KeyboardInterrupt:
         return 130
