@@ -64,3 +64,17 @@ def test_switches_noted_together_bring_their_links_back_in_one_change():
     events = [e for e in svc.state.events[before:] if e.get("links_up")]
     assert len(events) == 1 and len(events[0]["links_up"]) == len(down)
     assert events[0]["cause"] == f"2 switches connected: {', '.join(sorted([leaf, agg]))}"
+
+
+def test_reading_is_a_switch_read_or_queued_not_one_in_a_back_off():
+    """``Reconciler.reading``: what the held probes (``probes_out``) and the silence rounds
+    wait for, one definition for both."""
+    from controller.enforcement.reconcile import Reconciler
+    rec = Reconciler(installer=None, counters={})
+    assert not rec.reading()
+    rec.pending.add(1)
+    assert rec.reading()
+    rec.retry[1] = (1, 5.0)  # in a back-off: not waited for
+    assert not rec.reading()
+    rec.syncing.add(2)
+    assert rec.reading()

@@ -167,6 +167,11 @@ class Reconciler:
             self.doubt(dpid)
         return sorted(failed.items())
 
+    def reading(self) -> bool:
+        """Whether a switch is being read or waits to be (not counting those in a back-off):
+        what the held probes and the silence rounds wait for."""
+        return bool(self.syncing) or bool(self.pending - self.retry.keys())
+
     def claim(self, limit: int = 1, now: float = float("inf")) -> list[int]:
         """Take up to ``limit`` queued switches to read outside the caller's lock
         (``repair_many`` afterwards), lowest dpid first, but those whose back-off lasts

@@ -32,8 +32,7 @@ def echo_round(svc, packet_out: Callable, changed: Callable[[str], None]) -> boo
         if svc.passive or st.declared is None or not st.declared.wired:
             return False
         live = svc.finder.liveness
-        syncing = rec.syncing or any(d not in rec.retry for d in rec.pending)
-        if syncing and svc.clock() - live.sent_at < SYNC_ROUND_S:
+        if rec.reading() and svc.clock() - live.sent_at < SYNC_ROUND_S:
             return False
         senders = {d for d in rec.installed if rec.manages(d)}
         down = {(d, p) for d, s in st.switches.items() if False in s.ports.values()

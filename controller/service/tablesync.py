@@ -56,7 +56,7 @@ def probes_out(svc) -> None:
     """The held probes go out once no switch is being read or waits to be, but those
     waiting for a back-off (``sync_queued``'s ``synced``; under the service lock)."""
     rec = svc.reconciler
-    if svc.finder.holding and not rec.syncing and all(d in rec.retry for d in rec.pending):
+    if svc.finder.holding and not rec.reading():
         svc.finder.release(svc.clock())
         svc._discovery_out()
 
