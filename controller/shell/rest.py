@@ -46,7 +46,7 @@ from controller.service import api, credentials, watches
 from controller.service.metrics import exposition
 from controller.service.published import Published
 from controller.shell.bridge import HubBridge, Stopping, native_thread, original
-from controller.shell.front import JSON, Front, request_path
+from controller.shell.front import JSON, LINGER_S, Front, request_path
 from controller.shell.hub import THREADS, Hub
 from controller.shell.restsecurity import cert_host, more_files
 from controller.shell.woken import WokenWatches
@@ -59,7 +59,7 @@ WEB_FILES = {"index.html": "text/html; charset=utf-8",  # the live view, served 
              "style.css": "text/css; charset=utf-8"}
 TOKEN_ENV = "MLROUTE_TOKEN"
 IDLE_TIMEOUT = 60.0  # seconds an idle keep-alive connection is kept
-LINGER_S, LINGER_QUIET_S = 2.0, 0.25  # a closing connection drains for at most 2 s, 0.25 s quiet
+LINGER_QUIET_S = 0.25  # a closing connection drains for at most LINGER_S (front's), 0.25 s quiet
 LINGER_BYTES = 16 << 20  # ... and at most this much of what the client still sends
 HANDSHAKE_S = 10.0  # a TLS client has this long to finish its handshake
 REFUSALS_KEPT = 4096  # hosts whose refused requests are remembered (the most recent)
