@@ -104,9 +104,7 @@ def clos_off_path(problem: ClosProblem, previous: ClosRouting, objective: str = 
         r = clos_jobs(problem, start=r)
         r.info = {**info, **r.info}
     elif first is None:  # after the MILP's moves, none for fewer links at the max
-        info = r.info
-        r, ms = layer2(problem, r, start, end, end, milp=False)
-        r.info = {**info, **r.info}
+        r, ms = layer2(problem, r, start, end, end, milp=False)  # (r had no info to keep)
         r.info.pop("_layer2_proved")
         value = score(problem, r)[0]
         if value < start[0] - 1e-9:  # the max dropped: flows back home where it stays dropped
