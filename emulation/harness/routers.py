@@ -177,10 +177,11 @@ class RouterSession:
                    and 10000 <= int(line.split(":")[0]) < 30000)
 
     def sid_bytes(self, switch: str, prefix: str | None = None) -> int:
-        """Bytes counted by a SID of ``switch`` (its uN by default)."""
+        """Bytes counted by a SID of ``switch`` (its uN by default): summed over its routes
+        (the uN is on every port, at metrics 1, 2, ...; the lowest alive one counts)."""
         out = self.net[switch].cmd(f"ip -s -6 route show {prefix or self.plan.locator(switch)}")
         words = out.split()
-        return int(words[words.index("bytes") + 1]) if "bytes" in words else 0
+        return sum(int(words[i + 1]) for i, w in enumerate(words[:-1]) if w == "bytes")
 
     def retransmits(self, hosts) -> int:
         """TCP segments the ``hosts`` have retransmitted since they started (their
