@@ -125,3 +125,10 @@ def test_without_numba_the_interpreted_filling_stays(monkeypatch):
     got = rates.weighted_max_min(a, at, cap, alive)
     assert rates._Filling.kernel is False
     assert np.array_equal(got, rates.interpreted_max_min(a, at, cap, alive))
+
+
+def test_the_kernel_s_tolerance_is_the_interpreted_one_s():
+    """``rates_kernel`` holds its own copy (importing ``rates`` from it would make an import
+    cycle: ``rates`` loads the kernel); the two must stay one value for equal rates."""
+    from controller.model import rates, rates_kernel
+    assert rates_kernel.REL_TOL == rates.REL_TOL

@@ -21,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from controller.model.rates import REL_TOL  # shares within it are one level (numba: a constant)
+REL_TOL = 1e-9  # rates.REL_TOL, copied: importing rates here would be an import cycle (a
+# test holds the two equal)
 
 
 @njit(cache=True, nogil=True)
