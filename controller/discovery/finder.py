@@ -55,6 +55,7 @@ _HOST_PROBLEMS = {"shared_port", "duplicate_ip", "unknown_host", "host_missing_p
 MISSING_PROBE_S = 1.0  # a host's address on a plane it was not heard on: probed this often
 MISSING_FRAMES = 4096  # ARP probes for such addresses per settle at most (in turns)
 LOST_ROUNDS = 3.5  # a link is gone once this many whole cycles of probes missed it
+LATE_ROUNDS = 2.0  # a round this many periods after the last: the controller was busy
 
 
 class FabricFinder:
@@ -88,6 +89,8 @@ class FabricFinder:
         self._held: dict[int, float] = {}  # dpid -> since when its connect probes are held
         self._up_at: dict[int, float] = {}  # dpid -> when it last connected
         self._probed_at: dict[tuple[int, int], float] = {}  # (dpid, port) -> its last probe
+        self._last_round: float | None = None
+        self._stalls: list[tuple[float, float]] = []  # (round, seconds no probe went out)
 
     def pace(self, interval: float, budget: int = LLDP_BUDGET) -> None:
         """Probe rounds every ``interval`` seconds of at most ``budget`` probes a second
@@ -286,8 +289,11 @@ class FabricFinder:
 
     def lldp_probes(self, now: float) -> list[tuple[int, int, bytes]]:
         """One signed LLDP probe out of every up port of every switch that carries no host
-        traffic (each second); links not seen again within the topology's timeout expire."""
-        self.topology.expire(now)
+        traffic (each second); links not seen again within the topology's timeout expire.
+        Time the rounds were late (a controller busy for seconds: a large install, a GC) is
+        not counted against a link: no probe could have seen it (``_stalled``)."""
+        self._stalled(now)
+        self.topology.expire(now, self._paused)
         self.guard.forget_old(now)
         self._verify_due(now)
         self.release(now, PROBE_HOLD_S)  # (``take_frames`` sends them)
@@ -309,6 +315,20 @@ class FabricFinder:
         self.sent["lldp_round"] += len(out)
         self.sent_bytes += sum(len(f) for _d, _p, f in out)
         return out
+
+    def _stalled(self, now: float) -> None:
+        """Note this round's lateness beyond one period, and forget stalls no link can
+        still be waiting on."""
+        period = self._interval or 1.0
+        if self._last_round is not None and now - self._last_round > LATE_ROUNDS * period:
+            self._stalls.append((now, now - self._last_round - period))
+        self._last_round = now
+        horizon = self.topology.link_timeout + sum(s for _at, s in self._stalls)
+        self._stalls = [(at, s) for at, s in self._stalls if now - at <= horizon]
+
+    def _paused(self, seen: float) -> float:
+        """Seconds of stalls since ``seen``."""
+        return sum(s for at, s in self._stalls if at > seen)
 
     def arp_probes(self, ip: str) -> list[tuple[int, int, bytes]]:
         """ARP requests for ``ip`` out of every host-facing leaf port."""

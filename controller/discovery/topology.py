@@ -147,11 +147,13 @@ class Topology:
         fresh, self._fresh = self._fresh, set()
         return fresh
 
-    def expire(self, now: float) -> list[tuple[int, int, int, int]]:
+    def expire(self, now: float, paused=None) -> list[tuple[int, int, int, int]]:
         """Drop links not seen for ``link_timeout`` seconds; returns them as
-        (src dpid, src port, dst dpid, dst port). Call it once per probe round."""
+        (src dpid, src port, dst dpid, dst port). Call it once per probe round. ``paused(t)``:
+        the seconds since ``t`` when no probe could go out (a busy controller), not counted."""
         gone = [(s, sp, d, dp) for (s, sp), (d, dp, t) in self.links.items()
-                if now - t > self.link_timeout]
+                if now - t > self.link_timeout
+                and (paused is None or now - t - paused(t) > self.link_timeout)]
         for s, sp, d, _dp in gone:
             del self.links[(s, sp)]
             self._unindex((s, sp), d)
