@@ -15,17 +15,22 @@ the first start and the restart were ready, when the first and the last switch c
 after the last switch connected, is the controller's own part), and each start's ``meter``
 (``benchmarks.scale.Meter``: CPU seconds of the controller and of ovs-vswitchd, the
 controller's wait for a CPU, messages, load). Per checkout the medians. Needs root and Open
-vSwitch; wrap it in the live lock (``flock /tmp/mlroute-live.lock``).
+vSwitch; wrap it in the live lock (``flock /tmp/mlroute-live.lock``). The JSON is written
+after every run, so a run that times out or fails is recorded (``error``) and those before it
+are kept.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
+
+from benchmarks.scale import lookup
 
 CHILD = """
 import json, sys, tempfile
@@ -48,6 +53,7 @@ with tempfile.TemporaryDirectory() as tmp:
                                     lldp_interval=LLDP_INTERVAL)
 print("RESULT " + json.dumps(r))
 """
+CLEANUP_S = 300  # seconds an interrupted run may take to stop its controller, remove bridges
 KEYS = ("first_start_ready_s", "first_start_after_connected_s", "restart_ready_s",
         "restart_after_connected_s", "first_start_meter.controller_cpu_s",
         "first_start_meter.ovs_cpu_s", "restart_meter.controller_cpu_s",
@@ -62,26 +68,39 @@ def commit_of(tree: str) -> str:
     return out.stdout.strip() + ("+changes" if dirty else "")
 
 
-def run_one(tree: str, k: int, timeout: float) -> dict:
-    """One start and restart by the checkout at ``tree`` (a child Python there)."""
+def run_one(tree: str, k: int, timeout: float, child: str = CHILD) -> dict:
+    """One start and restart by the checkout at ``tree`` (a child Python there), with the
+    1-minute load average before and after it. A child that fails, or outlives ``timeout``
+    (then interrupted as Ctrl-C does, so that it stops its controller and removes its
+    bridges), gives an ``error`` with the last of its output instead."""
     env = dict(os.environ, PYTHONPATH=os.path.abspath(tree))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(k)], cwd=tree, env=env,
-                         capture_output=True, text=True, timeout=timeout)
-    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        return {"error": (out.stderr or out.stdout)[-2000:]}
-    r = json.loads(line[len("RESULT "):])
+    load_before = round(os.getloadavg()[0], 2)
+    proc = subprocess.Popen([sys.executable, "-c", child, str(k)], cwd=tree, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        late = ""
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)  # its cleanups run (a kill would leave the bridges)
+        try:
+            stdout, stderr = proc.communicate(timeout=CLEANUP_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+        late = f"timed out after {timeout:g} s: "
+    finally:
+        if proc.poll() is None:  # an exception here: the child goes too
+            proc.kill()
+            proc.wait()
+    line = next((x for x in stdout.splitlines() if x.startswith("RESULT ")), None)
+    r = (json.loads(line[len("RESULT "):]) if line is not None and not late
+         else {"error": late + (stderr or stdout)[-2000:]})
+    r["load_before"], r["load_after"] = load_before, round(os.getloadavg()[0], 2)
     for which in ("first_start", "restart"):
         c = r.get(f"{which}_connected") or {}
         if "all_connected_s" in c:
             r[f"{which}_after_connected_s"] = round(c["ready_s"] - c["all_connected_s"], 2)
     return r
-
-
-def lookup(doc: dict, path: str):
-    for key in path.split("."):
-        doc = doc.get(key) if isinstance(doc, dict) else None
-    return doc
 
 
 def medians(runs: list[dict]) -> dict:
@@ -106,29 +125,37 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2, help="runs per checkout (default 2)")
     ap.add_argument("--fat-tree", type=int, default=16, metavar="K", help="k (default 16)")
     ap.add_argument("--out", default=os.path.join("bench", "start_ab.json"))
+    ap.add_argument("--timeout", type=float, default=900.0, metavar="S",
+                    help="seconds one run may take (default 900)")
     args = ap.parse_args(argv)
     if os.geteuid() != 0:
         ap.error("needs root and Open vSwitch")
     trees = [{"tree": os.path.abspath(t), "commit": commit_of(t), "runs": []} for t in args.tree]
+    doc = {"command": "python -m benchmarks.start_ab " + " ".join(argv or sys.argv[1:]),
+           "fat_tree": args.fat_tree, "repeat": args.repeat, "cpus": os.cpu_count(),
+           "date": time.strftime("%Y-%m-%d"), "complete": False, "trees": trees}
     started = time.monotonic()
     for i in range(args.repeat):
         for t in trees:
-            r = run_one(t["tree"], args.fat_tree, 900)
-            r["load_before"] = round(os.getloadavg()[0], 2)
+            r = run_one(t["tree"], args.fat_tree, args.timeout)
             t["runs"].append(r)
-            print(f"[start_ab] {t['commit']} run {i + 1}: "
-                  f"{ {k: lookup(r, k) for k in KEYS[:4]} }", file=sys.stderr, flush=True)
-    for t in trees:
-        t["median"] = medians(t["runs"])
-    doc = {"command": "python -m benchmarks.start_ab " + " ".join(argv or sys.argv[1:]),
-           "fat_tree": args.fat_tree, "repeat": args.repeat, "cpus": os.cpu_count(),
-           "date": time.strftime("%Y-%m-%d"), "wall_s": round(time.monotonic() - started, 1),
-           "trees": trees}
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(doc, fh, indent=1)
+            t["median"] = medians(t["runs"])
+            doc["wall_s"] = round(time.monotonic() - started, 1)
+            write(args.out, doc)  # what finished so far, whatever comes next
+            shown = {k: lookup(r, k) for k in KEYS[:4]}
+            if "error" in r:
+                shown["error"] = r["error"][-300:]
+            print(f"[start_ab] {t['commit']} run {i + 1}: {shown}", file=sys.stderr, flush=True)
+    doc["complete"] = True
+    write(args.out, doc)
     print(json.dumps({t["commit"]: t["median"] for t in trees}, indent=1))
     return 0
+
+
+def write(path: str, doc: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(doc, fh, indent=1)
 
 
 if __name__ == "__main__":
