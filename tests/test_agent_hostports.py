@@ -119,7 +119,7 @@ def test_a_port_that_answers_elsewhere_is_learned_again_and_silence_keeps_it():
     entry = {"job": "p", "flow": dict(zip(("src", "dst", "proto", "sport", "dport"), name[1])),
              "part": 0, "dst_ip": t.dst_ip, "proto": 6, "dport": 5201,
              "path": ["l0", "s1", "l1"], "sport": 49152}
-    parity = lambda probes: {p: f"s{p[1] % 2}" for p in probes}  # noqa: E731
+    parity = lambda probes: {p: f"s{p[1] % 2}" for p in probes}
     assert confirm({name: (t, 49152)}, parity) == {name: ("s0",)}
     assert confirm({name: (t, 49152)}, lambda probes: {}) == {}  # 3 rounds, no answer
     keeper = PortKeeper(parity)
@@ -133,7 +133,7 @@ def test_a_port_that_answers_elsewhere_is_learned_again_and_silence_keeps_it():
 def test_a_held_port_that_goes_elsewhere_with_no_other_found_is_withdrawn():
     f, svc = service()
     assert call(svc, "POST", "/v1/jobs", JOB)[0] == 201
-    parity = lambda probes: {p: f"s{p[1] % 2}" for p in probes}  # noqa: E731
+    parity = lambda probes: {p: f"s{p[1] % 2}" for p in probes}
     keeper = PortKeeper(parity)
     entries = call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"]
     report, _ = keeper.handle(entries)
@@ -162,3 +162,22 @@ def test_a_held_port_that_goes_elsewhere_with_no_other_found_is_withdrawn():
     entries = call(svc, "GET", "/v1/hosts/h0_0/segments")[1]["ports"]
     assert silent.handle(entries) == ([], {hostports.name_of(e): e["sport"] for e in entries
                                            if e["sport"]})
+
+
+def test_sigterm_removes_the_ports_file_and_a_round_still_running_writes_it_no_more(tmp_path):
+    """``remove_all`` (SIGTERM) takes the file away while the ports loop may still be in a
+    round (its probes, its report: longer than the 2 s the agent waits for its loops): that
+    round's end must not write it back."""
+    from tests.test_agent_safety import PORTS
+    path = tmp_path / "ports"
+    agent = Agent(None, "h0_0", "eth0", apply=lambda lines: None, read=lambda: {},
+                  ports_file=str(path))
+    keeper = type("K", (), {"handle": lambda self, entries, used: (
+        [], {hostports.name_of(e): 49153 for e in entries}), "checked": {}, "probes": 0})()
+    assert agent._ports_once(keeper, PORTS, set())
+    assert "10.0.1.1 tcp 49153 5201" in path.read_text()
+    agent.stopping.set()  # SIGTERM
+    agent.remove_all()
+    assert not path.exists()
+    agent._ports_once(keeper, PORTS, set())  # the round that was still running ends
+    assert not path.exists()

@@ -94,6 +94,7 @@ class Agent(Supervisor):
         # the interface, or one per plane (``steering.devices``)
         self.client, self.host, self.dev = client, host, steering.devices(dev)
         self.ports_file = ports_file  # host mode's ports for the applications ("": none)
+        self.ports_lock = threading.Lock()  # no write of it after ``remove_all``'s unlink
         self.port_entries: list[dict] = []  # the document's host-mode parts
         self.routers: dict[str, str] = {}  # router address -> switch name
         self.new_document = threading.Event()  # wakes the ports thread
@@ -103,9 +104,8 @@ class Agent(Supervisor):
         Supervisor.__init__(self)  # ``stopping``, the loops' restarts
         self.lock = threading.Lock()  # the watch and the probes both install
         self.steers: list = []
-        self.probes: list[steering.Probe] = []  # every path to the parts' destinations
         self.src_ip = ""
-        self.plane_ips: tuple[str, ...] = ()  # the host's address on each plane
+        self.lists = _probe.Lists([], [], {})  # the document's lists: built once per document
         self.block = None  # the fabric's uSID block: probes are answered along it
         self.addresses: frozenset[str] = frozenset()  # the host's fabric addresses (traffic)
         self.failed: set[tuple] = set()  # primary lists that do not answer: backups in use
@@ -141,8 +141,8 @@ class Agent(Supervisor):
                 self.steers = kept
                 self._refuse(raw, InputError(f"the kernel refused its rules: {e}"))
                 raise
-            self.version, self.probes, self.src_ip = doc.version, doc.probes, doc.src_ip
-            self.plane_ips = doc.plane_ips
+            self.version, self.src_ip = doc.version, doc.src_ip
+            self.lists = _probe.Lists(doc.steers, doc.probes, doc.plane_ips)
             self.block = doc.block
             self.addresses, self.port_entries, self.routers = (doc.addresses, doc.ports,
                                                                doc.routers)
@@ -249,51 +249,55 @@ class Agent(Supervisor):
         finally:
             if held:
                 self.lock.release()
-        if self.ports_file and os.path.exists(self.ports_file):
-            os.unlink(self.ports_file)
+        with self.ports_lock:  # (``stopping`` is set: the ports loop writes it no more)
+            if self.ports_file and os.path.exists(self.ports_file):
+                os.unlink(self.ports_file)
 
     # ---- probes and fail-over ----------------------------------------------------------------
     def probe_loop(self, prober) -> None:
         """Probe, fail over, report (see the module text); until ``stopping``."""
         paths, schedule = PathHealth(), Schedule()
         sent: dict[int, tuple] = {}  # sequence number -> (the list it probed, when)
-        last_report, last_state = 0.0, None
+        last_report, last_state, known = 0.0, None, None
         while not self.stopping.is_set():
             start = time.monotonic()
             with self.lock:
-                steers, probes, src = list(self.steers), list(self.probes), self.src_ip
-                failed, prober.block, ips = set(self.failed), self.block, self.plane_ips
-            dst_of, back_of, active, standby, others = _probe.lists_of(steers, probes, failed)
-            paths.forget(set(dst_of))
+                lists, src, prober.block = self.lists, self.src_ip, self.block
+                failed = frozenset(self.failed)
+            if lists is not known:  # a new document: only its lists are judged
+                paths.forget(set(lists.dst_of))
+                known = lists
             state = []
-            if src and dst_of:
+            if src and lists.dst_of:
                 prober.src = src
-                targets = schedule.pick(active, standby, others, start)
-                src_of = _probe.sources(steers, probes, ips)  # plane 0's: ``src``
-                seqs = prober.send([(str(x[0]), str(dst_of[x]), back_of.get(x), src_of.get(x))
-                                    for x in targets])
+                active, standby = lists.split(failed)
+                targets = schedule.pick(active, standby, lists.others, start)
+                seqs = prober.send([(str(x[0]), str(lists.dst_of[x]), lists.back_of.get(x),
+                                     lists.src_of.get(x)) for x in targets])
                 for seq, sids in zip(seqs, targets):
                     sent[seq] = (sids, start)
                     paths.sent(sids, start)
                 for seq, heard in prober.receive(start + FAST_S):
                     if seq in sent:
                         sids, at = sent.pop(seq)
-                        paths.answered(sids, heard, heard - at)
+                        if sids in lists.dst_of:  # not a list of an older document
+                            paths.answered(sids, heard, heard - at)
                 _probe.forget_old(sent, start)
                 now = time.monotonic()
-                self._fail_over(steers, paths, now)
-                state = _probe.verdicts(paths, probes, set(active) | set(standby), now)
+                self._fail_over(lists.backed, paths, now)
+                state = _probe.verdicts(paths, lists.probes, lists.steered_set, now)
             due = start - last_report >= REPORT_S  # a report waits up to 1 s: not each round
             if (state and state != last_state) or (due and (state or self.refused != self.told)):
                 self._report(state)
                 last_report, last_state = start, state
             self.stopping.wait(max(0.0, FAST_S - (time.monotonic() - start)))
 
-    def _fail_over(self, steers, paths: PathHealth, now: float) -> None:
-        failed = {s.sids for s in steers if s.backup and paths.known(s.sids)  # the backup
-                  and not paths.ok(s.sids, now, FAST_FAIL_S)  # heard since the primary fell
-                  and paths.ok(s.backup, now, FAST_FAIL_S)  # silent (not: the host's port)
-                  and paths.answered_since(s.backup, paths.since(s.sids, now))}
+    def _fail_over(self, backed: list, paths: PathHealth, now: float) -> None:
+        """``backed``: (primary, backup) of the parts with a backup (``Lists.backed``)."""
+        failed = {p for p, b in backed if paths.known(p)  # the backup heard since the
+                  and not paths.ok(p, now, FAST_FAIL_S)  # primary fell silent (not: the
+                  and paths.ok(b, now, FAST_FAIL_S)  # host's own port)
+                  and paths.answered_since(b, paths.since(p, now))}
         kept = {sids for sids in self.failed if not paths.back(sids, now, FAST_FAIL_S)}
         if failed | kept == self.failed:
             return
@@ -405,12 +409,14 @@ class Agent(Supervisor):
                 for r in report:  # not the controller's: not the application's either
                     ports.pop(hostports.name_of(r), None)
                     keeper.checked.pop(hostports.name_of(r), None)
-        if self.ports_file and (entries or os.path.exists(self.ports_file)):
-            try:
-                hostports.write(self.ports_file, hostports.export(
-                    self.host, self.src_ip, entries, ports))
-            except OSError as e:
-                LOG.warning("mlroute-agent: cannot write %s: %s", self.ports_file, e)
+        with self.ports_lock:  # not after SIGTERM: ``remove_all`` took it away
+            if self.ports_file and not self.stopping.is_set() and (
+                    entries or os.path.exists(self.ports_file)):
+                try:
+                    hostports.write(self.ports_file, hostports.export(
+                        self.host, self.src_ip, entries, ports))
+                except OSError as e:
+                    LOG.warning("mlroute-agent: cannot write %s: %s", self.ports_file, e)
         missing = len(entries) - len(ports)
         if missing:
             LOG.warning("mlroute-agent: %d host-mode parts without a source port yet", missing)
@@ -477,7 +483,7 @@ def main(argv=None) -> int:
     except (InputError, ControllerError, OSError) as e:
         print(f"mlroute-agent: {e}; rules kept", file=sys.stderr)
         status = 1
-    except Exception:  # noqa: BLE001 -- whatever it was, the rules stay
+    except Exception:  # whatever it was, the rules stay (logged with its traceback)
         LOG.critical("mlroute-agent: unexpected failure; exiting 1 with its rules kept",
                      exc_info=True)
         status = 1

@@ -61,7 +61,7 @@ import struct
 import time
 
 from controller.enforcement.probepacket import ip_checksum  # one IP checksum
-from controller.enforcement.srv6_config import PROBE_DSCP  # noqa: F401 (the option's default)
+from controller.enforcement.srv6_config import PROBE_DSCP
 
 IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
 FAST_S = 0.01  # between probes of the lists the parts use (a round; BFD-like)
@@ -181,12 +181,6 @@ class Prober:
             self.tx.sendto(answer[1], (str(answer[0]), 0))
         except OSError:
             pass  # no route back: the kernel's own answer may still come
-
-    def round(self, probes: list[tuple[str, str]], timeout: float = 0.1) -> list[bool]:
-        """Send and wait up to ``timeout``: whether each probe answered by then."""
-        seqs = self.send(probes)
-        heard = {seq for seq, _at in self.receive(time.monotonic() + timeout)}
-        return [s in heard for s in seqs]
 
 
 class Schedule:
@@ -349,38 +343,65 @@ def verdicts(health: PathHealth, probes: list, fast: set, now: float) -> list[di
             or health.answered_since(p.sids, silent[p.path[-1]])]
 
 
-def lists_of(steers: list, probes: list, failed: set) -> tuple[dict, dict, list, list, list]:
-    """A round's lists (uSID ones: a probe rides one container): each list's destination and
-    way back, the lists the parts use now (``active``: the primary, its backup once the
-    primary failed), the parts' other lists (``standby``) and the other paths (``others``).
-    O(parts + probes)."""
-    dst_of, back_of, active = {}, {}, {}
-    for s in steers:
-        if s.encap == "encap.red":
-            dst_of[s.sids], back_of[s.sids] = s.match[0], s.back
-        if s.backup and s.backup_encap == "encap.red":
-            dst_of[s.backup], back_of[s.backup] = s.match[0], s.backup_back
-        used = s.backup if s.backup and s.sids in failed else s.sids
-        if used in dst_of:
-            active[used] = True
-    standby = [x for x in dst_of if x not in active]
-    for p in probes:
-        dst_of.setdefault(p.sids, p.dst)
-        back_of.setdefault(p.sids, p.back)
-    return dst_of, back_of, list(active), standby, list(dict.fromkeys(p.sids for p in probes))
+class Lists:
+    """A document's lists as the probe rounds read them, built once per document (a round
+    comes every ``FAST_S``; the document seldom): each list's destination, way back and
+    source (``sources``), every list a part may use (``steered``, uSID ones: a probe rides
+    one container; judged as lists in use), the parts with a backup (``backed``: (primary,
+    backup)) and the other paths (``others``). O(parts + probes) per document; ``split``
+    O(parts) when the failed primaries change, else O(failed).
+
+    >>> from controller.agent.steering import Probe, Steer
+    >>> s = Steer(("10.0.1.1", 6, 0, 0), "encap.red", ("p",), ("b",), "encap.red", plane=1)
+    >>> lists = Lists([s], [Probe(("l0", "s0", "l1"), "10.0.1.2", ("o",))], {1: "10.16.0.1"})
+    >>> lists.split(frozenset()), lists.split(frozenset({("p",)})), lists.others
+    (([('p',)], [('b',)]), ([('b',)], [('p',)]), [('o',)])
+    >>> lists.src_of, lists.dst_of[("o",)]
+    ({('p',): '10.16.0.1', ('b',): '10.16.0.1'}, '10.0.1.2')
+    """
+
+    def __init__(self, steers: list, probes: list, ips: dict):
+        dst_of, back_of = {}, {}
+        for s in steers:
+            if s.encap == "encap.red":
+                dst_of[s.sids], back_of[s.sids] = s.match[0], s.back
+            if s.backup and s.backup_encap == "encap.red":
+                dst_of[s.backup], back_of[s.backup] = s.match[0], s.backup_back
+        self.steered = list(dst_of)
+        self.steered_set = frozenset(dst_of)
+        self.pairs = [(s.sids, s.backup) for s in steers]
+        self.backed = [(s.sids, s.backup) for s in steers if s.backup]
+        for p in probes:
+            dst_of.setdefault(p.sids, p.dst)
+            back_of.setdefault(p.sids, p.back)
+        self.dst_of, self.back_of, self.probes = dst_of, back_of, list(probes)
+        self.others = list(dict.fromkeys(p.sids for p in probes))
+        self.src_of = sources(steers, probes, ips)  # plane 0's: the prober's own source
+        self._split: tuple = (None, [], [])  # (failed, active, standby) last split
+
+    def split(self, failed: frozenset) -> tuple[list, list]:
+        """(the lists the parts use now: the primary, its backup once the primary failed;
+        the parts' other lists (``standby``)), given the failed primaries."""
+        if failed != self._split[0]:
+            used = (b if b and p in failed else p for p, b in self.pairs)
+            active = [x for x in dict.fromkeys(used) if x in self.steered_set]
+            taken = set(active)
+            self._split = (failed, active, [x for x in self.steered if x not in taken])
+        return self._split[1], self._split[2]
 
 
-def sources(steers: list, probes: list, ips: tuple) -> dict:
-    """List -> the host's address on its plane (``ips``, plane by plane), for lists off
-    plane 0: a leaf's source check passes only the host's address on its own plane."""
+def sources(steers: list, probes: list, ips: dict) -> dict:
+    """List -> the host's address on its plane (``ips``: plane -> address), for lists off
+    plane 0: a leaf's source check passes only the host's address on its own plane. A plane
+    the document names no address of is left out (its lists go from plane 0's)."""
     out = {}
     for s in steers:
-        if 0 < s.plane < len(ips):
+        if s.plane > 0 and s.plane in ips:
             out[s.sids] = ips[s.plane]
             if s.backup:
                 out[s.backup] = ips[s.plane]
     for p in probes:
-        if 0 < p.plane < len(ips):
+        if p.plane > 0 and p.plane in ips:
             out.setdefault(p.sids, ips[p.plane])
     return out
 

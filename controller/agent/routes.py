@@ -76,7 +76,6 @@ class RouteKeeper:
 
     def __init__(self, dev):
         self.devs = (dev,) if isinstance(dev, str) else tuple(dev)  # one per plane
-        self.dev = ", ".join(self.devs)
         self.down: set[int] = set()  # the devices whose last message said down
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)

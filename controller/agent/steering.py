@@ -105,7 +105,8 @@ class Document:
     ports: list[dict]  # host mode's parts, rebuilt from checked values (``hostports``)
     routers: dict[str, str]  # router IPv4 -> switch name
     notes: list[str] = field(default_factory=list)  # what is odd but not refused
-    plane_ips: tuple[str, ...] = ()  # the host's address on each plane (its probes' sources)
+    plane_ips: dict[int, str] = field(default_factory=dict)  # plane -> the host's address
+    # there (its probes' sources; a plane the document names none of is left out)
 
 
 @dataclass(frozen=True)
@@ -315,9 +316,10 @@ def read(doc) -> Document:
                          f"different lists: flow {first[0]}'s steers it")
     src = doc.get("src_ip")
     src_ip = "" if src is None else str(_ipv4(src, "src_ip", "segments document"))
-    plane_ips = tuple(str(_ipv4(a, "addresses", "segments document"))
-                      for a in _list(doc, "addresses", MAX_ADDRESSES))  # plane by plane
-    addresses = frozenset(plane_ips)
+    plane_ips = {q: str(_ipv4(a, "addresses", "segments document"))  # by plane: null or ""
+                 for q, a in enumerate(_list(doc, "addresses", MAX_ADDRESSES))  # keeps a plane
+                 if a not in (None, "")}  # without an address (its lists go from plane 0's)
+    addresses = frozenset(plane_ips.values())
     probes = []
     for i, p in enumerate(_list(doc, "probes", MAX_PROBES)):
         where = f"probe {i}"
@@ -336,8 +338,14 @@ def read(doc) -> Document:
                          f"{MAX_ROUTERS} router addresses")
     routers = {str(_ipv4(ip, "router address", "routers")): _name(name, "router name", "routers")
                for ip, name in routers.items()}
+    if not plane_ips and src_ip:
+        plane_ips = {0: src_ip}
+    lacking = sorted({x.plane for x in (*steers, *probes)} - set(plane_ips) - {0})
+    if lacking and plane_ips:
+        notes.append(f"no address of this host on plane(s) {', '.join(map(str, lacking))}: "
+                     "their probes go from plane 0's (its leaf's source check may drop them)")
     return Document(version, block, src_ip, addresses or frozenset({src_ip} - {""}), steers,
-                    probes, ports, routers, notes, plane_ips or (src_ip,))
+                    probes, ports, routers, notes, plane_ips)
 
 
 def parse(doc) -> list[Steer]:

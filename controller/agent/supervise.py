@@ -46,7 +46,7 @@ class Supervisor:
             try:
                 loop(*args)
                 return
-            except Exception as e:  # noqa: BLE001 -- any failure of a loop is supervised
+            except Exception as e:  # any failure of a loop is supervised (logged)
                 now = time.monotonic()
                 failures = [t for t in failures if now - t < FAILURE_WINDOW_S] + [now]
                 if len(failures) == 1:
