@@ -57,12 +57,18 @@ def test_the_agent_steers_and_probes_each_plane_by_its_interface_and_address():
         "probes": [{"path": ["l0_p1", "s0_p1", "l1_p1"], "dst_ip": "10.16.1.2", "form": "usid",
                     "sids": ["fcbb:bbbb:6:8:f002::"], "plane": 1}]}
     read = steering.read(doc)
-    want = steering.wanted(read.steers, {}, options.devices(SimpleNamespace(dev=None, host="h")))
+    both = {"h-eth0", "h-eth1"}.__contains__  # the host's interfaces: --dev's default
+    want = steering.wanted(read.steers, {}, options.devices(SimpleNamespace(dev=None, host="h"),
+                                                            both))
     routes = sorted(w.route for w in want.values())
     assert routes[0].startswith("10.0.1.1/32") and " dev h-eth0 " in routes[0]
     assert routes[1].startswith("10.16.1.1/32") and " dev h-eth1 " in routes[1]
     src = probe.sources(read.steers, read.probes, read.plane_ips)
     assert set(src.values()) == {"10.16.0.1"} and len(src) == 3  # plane 1's lists only
+    one = options.devices(SimpleNamespace(dev=None, host="h"), {"h-eth0"}.__contains__)
+    with pytest.raises(InputError, match="on plane 1: this agent has 1 interface"):
+        steering.wanted(read.steers, {}, one)  # a host without plane 1's interface
     bad = {**doc, "flows": [{**doc["flows"][0], "plane": 99}]}
     with pytest.raises(InputError, match="plane 99 is not an integer"):
         steering.read(bad)
+

@@ -7,6 +7,7 @@ the agent's loops (``main.py``) need only the parsed values.
 from __future__ import annotations
 
 import argparse
+import socket
 
 from controller import __version__
 from controller.agent import steering
@@ -39,7 +40,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--host", required=True, help="this host's name in the fabric")
     ap.add_argument("--dev", type=_dev, action="append",
                     help="the interface towards the leaf; once per plane, in plane order, on "
-                         "a fabric of several planes (default: HOST-eth0, HOST-eth1, ...)")
+                         "a fabric of several planes (default: HOST-eth0, then HOST-eth1, "
+                         "HOST-eth2, ... while the host has them)")
     ap.add_argument("--lock", help="lock file (default: /run/mlroute-agent.HOST.lock)")
     ap.add_argument("--credential-file", metavar="FILE", help=(
         "a file whose first line is this host's credential: what `mlroute agent-credential HOST "
@@ -68,16 +70,36 @@ def parser(description: str) -> argparse.ArgumentParser:
     return ap
 
 
-def devices(args) -> tuple[str, ...]:
-    """The interfaces by plane: every ``--dev`` given, else ``HOST-eth<q>`` for each plane
-    whose name the kernel would take (plane 0's must be); InputError otherwise.
+def devices(args, exists=None) -> tuple[str, ...]:
+    """The interfaces by plane: every ``--dev`` given, else ``HOST-eth0`` (plane 0's, whose
+    name the kernel must take: InputError otherwise) and ``HOST-eth<q>`` for the planes
+    after it as long as the host has that interface (``exists``: the kernel's answer). Why
+    not every name up to ``MAX_PLANES``: a part on a plane this host has no interface of
+    must be refused by name (``steering.wanted``), not routed to a device that is not there.
 
     >>> from types import SimpleNamespace as A
-    >>> devices(A(dev=None, host="h0_0"))[:2], devices(A(dev=["e0", "e1"], host="h"))
+    >>> has = {"h0_0-eth0", "h0_0-eth1", "h0_0-eth3"}.__contains__
+    >>> devices(A(dev=None, host="h0_0"), has), devices(A(dev=["e0", "e1"], host="h"))
     (('h0_0-eth0', 'h0_0-eth1'), ('e0', 'e1'))
+    >>> devices(A(dev=None, host="h0_0"), lambda name: False)  # not there (yet): plane 0's
+    ('h0_0-eth0',)
     """
     if args.dev:
         return steering.devices(args.dev)
-    names = [f"{args.host}-eth{q}" for q in range(steering.MAX_PLANES)]
-    steering.check_dev(names[0])
-    return tuple(n for n in names if steering.DEV.fullmatch(n))
+    exists = exists or _exists
+    names = [steering.check_dev(f"{args.host}-eth0")]
+    for q in range(1, steering.MAX_PLANES):
+        name = f"{args.host}-eth{q}"
+        if not steering.DEV.fullmatch(name) or not exists(name):
+            break
+        names.append(name)
+    return tuple(names)
+
+
+def _exists(name: str) -> bool:
+    """Whether this host (its network namespace) has the interface ``name`` now."""
+    try:
+        socket.if_nametoindex(name)
+    except OSError:
+        return False
+    return True
