@@ -181,3 +181,32 @@ def test_sigterm_removes_the_ports_file_and_a_round_still_running_writes_it_no_m
     assert not path.exists()
     agent._ports_once(keeper, PORTS, set())  # the round that was still running ends
     assert not path.exists()
+
+
+def test_the_ports_loop_reads_a_document_once_not_each_wait(monkeypatch):
+    """The ports thread wakes at least once a second: a version it has done costs nothing
+    (its routers, up to 65,536 of them, and its parts were read again each wake before)."""
+    from controller.agent import main as agent_main
+    from tests.test_agent_safety import PORTS, FakeClient, FakeKernel, document
+    monkeypatch.setattr(agent_main, "PORTS_WAIT_S", 0.005)
+    kernel = FakeKernel()
+    agent = Agent(FakeClient([document(ports=PORTS, routers={"100.64.0.3": "s0"})]), "h0_0",
+                  "eth0", apply=kernel.apply, read=kernel.read, sockets=lambda: [])
+    agent.step(wait=0)
+    reads = []
+
+    class Routers(FakeRouters):
+        def __setattr__(self, name, value):
+            if name == "routers":
+                reads.append(value)
+            object.__setattr__(self, name, value)
+    prober = Routers()
+    loop = threading.Thread(target=agent.ports_loop, args=(prober,), daemon=True)
+    loop.start()
+    try:
+        time.sleep(0.3)  # about 60 wakes
+    finally:
+        agent.stopping.set()
+        loop.join(3)
+    assert not loop.is_alive()
+    assert reads[1:] == [{"100.64.0.3": "s0"}]  # (the prober's own empty map first)

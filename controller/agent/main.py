@@ -381,12 +381,13 @@ class Agent(Supervisor):
         while not self.stopping.is_set():
             self.new_document.wait(PORTS_WAIT_S)
             self.new_document.clear()
-            with self.lock:
-                version, entries = self.version, list(self.port_entries)
-                prober.src, prober.routers = self.src_ip, dict(self.routers)
+            with self.lock:  # a new version's only: the rest is the document's (once)
+                version = self.version
+                if not version or version == done:
+                    continue
+                entries = self.port_entries  # (each document's own: replaced, not changed)
+                prober.src, prober.routers = self.src_ip, self.routers
                 used = {(s.match[1], s.match[2]) for s in self.steers if s.match[2]}
-            if not version or version == done:
-                continue
             if self._ports_once(keeper, entries, used):
                 done, delay = version, BACKOFF[0]
             else:
