@@ -81,7 +81,6 @@ def test_a_mistyped_option_is_named_with_its_value_and_the_nearest_one():
         assert usage.check_args(args, conf) is None, args
 
 
-@pytest.mark.slow
 def listening(port: int) -> bool:
     """Whether a TCP socket of this machine listens on ``port`` (/proc/net/tcp and tcp6: no
     connection made, which the controller would take for a switch)."""
@@ -96,6 +95,7 @@ def listening(port: int) -> bool:
     return False
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_it_says_where_it_listens_and_exits_0_on_sigterm(tmp_path):
     """No switch, no root: the controller alone on free ports, stopped as a service manager
@@ -189,3 +189,80 @@ def test_it_takes_mlroutes_options_and_starts_nothing_on_bad_input(framework):
             "directory\n") in r.stderr and "Traceback" not in r.stderr
     r = controller("--mlroute-mode", "teleport", *ports(), framework=framework)
     assert r.returncode == 2 and "mlroute-controller: unknown mode 'teleport'" in r.stderr
+
+
+# a green thread that has the CPU when SIGTERM comes, as the OpenFlow listener's while it starts
+# in the controller's first second: the handler then runs in that green thread
+GREEN = """
+import signal, sys, time
+from ryu.lib import hub
+from controller.shell.ryu_main import interrupt
+signal.signal(signal.SIGTERM, interrupt)
+def busy():
+    print("busy", flush=True)
+    end = time.monotonic() + 2
+    while time.monotonic() < end:  # no yield to the hub
+        pass
+threads = [hub.spawn(busy), hub.spawn(hub.sleep, 20)]
+try:
+    hub.joinall(threads)
+except KeyboardInterrupt:
+    print("interrupted in the main greenlet", flush=True)
+    sys.exit(0)
+print("not interrupted", flush=True)
+sys.exit(3)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_sigterm_in_a_starting_green_thread_reaches_the_manager_without_a_traceback():
+    pytest.importorskip("ryu")
+    import signal
+    proc = subprocess.Popen([sys.executable, "-c", GREEN], cwd=REPO, text=True,
+                            env=dict(os.environ, PYTHONPATH=REPO),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert proc.stdout.readline() == "busy\n"
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0 and out == "interrupted in the main greenlet\n", out
+
+
+def catches_sigterm(pid: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for SIGTERM (/proc: SigCgt)."""
+    with open(f"/proc/{pid}/status") as fh:
+        caught = next(line for line in fh if line.startswith("SigCgt:"))
+    return bool(int(caught.split()[1], 16) >> (15 - 1) & 1)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_sigterm_in_the_first_moments_exits_0_quietly(tmp_path):
+    """As soon as the launcher handles SIGTERM (before the framework is imported), a SIGTERM
+    ends it with exit code 0 and nothing said: not 143, not a traceback."""
+    import signal
+    import time
+    rest, of = free_ports(2)
+    code = "import sys; from controller.shell.launch import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen([sys.executable, "-c", code, "--wsapi-port", str(rest),
+                             "--ofp-tcp-listen-port", str(of), "--mlroute-sflow-port", "0"],
+                            cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO), text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None \
+                and not catches_sigterm(proc.pid):
+            time.sleep(0.005)
+        proc.send_signal(signal.SIGTERM)
+        out = proc.communicate(timeout=30)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out and "listening" not in out, out

@@ -19,6 +19,26 @@ from controller.errors import InputError
 APP = "controller.shell.app"
 
 
+def interrupt(_signum=None, _frame=None) -> None:
+    """SIGTERM as Ctrl-C: KeyboardInterrupt in the main greenlet, where Ryu's manager waits
+    for its services and then closes the apps (exit code 0). Python runs a signal handler in
+    whichever greenlet has the thread: the main one or the hub's (the usual case: the
+    exception reaches the manager) or a green thread still starting, such as the OpenFlow
+    listener's in the controller's first second: raised there, Ryu's hub logs it as that
+    thread's uncaught exception (a traceback) and the manager goes on. So from a green thread
+    the interrupt is handed to the main greenlet through the hub, at once."""
+    import greenlet
+    from eventlet import hubs
+
+    here, hub = greenlet.getcurrent(), hubs.get_hub()
+    if here.parent is None or here is hub.greenlet:
+        raise KeyboardInterrupt
+    main = here
+    while main.parent is not None:
+        main = main.parent
+    hub.schedule_call_global(0, main.throw, KeyboardInterrupt)
+
+
 def main(argv: list[str] | None = None) -> int:
     # first, as ryu-manager does: importing the manager patches the standard library for eventlet
     from ryu.cmd import manager
@@ -42,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mlroute-controller: error: {error}", file=sys.stderr)
         return 2
     # SIGTERM stops it as Ctrl-C does: Ryu's manager closes the apps, and the exit code is 0
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
     try:
         manager.main(args=[*args, APP], prog="mlroute-controller")
     except InputError as e:  # a bad option value or fabric file, before anything listens
