@@ -168,3 +168,24 @@ def test_the_agents_plane_addresses_are_keyed_by_plane():
         assert read.addresses == {"10.0.0.1", "10.32.0.1"}
         assert any("no address of this host on plane(s) 1" in n for n in read.notes)
     assert steering.read({"src_ip": "10.0.0.1", "flows": []}).plane_ips == {0: "10.0.0.1"}
+
+
+def test_a_rounds_schedule_reads_the_lists_only_when_they_change():
+    """Each round (10 ms) picks from the lists ``probe.Lists`` keeps per document: the due
+    times are rebuilt when other lists come, not each round; the rate stays what it was."""
+    class Counted(list):
+        reads = 0
+
+        def __iter__(self):
+            Counted.reads += 1
+            return super().__iter__()
+    others = Counted([(i,) for i in range(100)])
+    s, active, standby = probe.Schedule(), [("a",)], [("b",)]
+    rounds = [s.pick(active, standby, others, i * probe.FAST_S) for i in range(100)]
+    assert Counted.reads <= 2  # once per set of lists (each round before)
+    slow = [x for r in rounds for x in r if x in others]
+    assert sorted(slow) == sorted(others) and len(slow) == 100  # each once a second
+    assert max(len([x for x in r if x in others]) for r in rounds) == probe.SLOW_PER_ROUND
+    assert sum(("b",) in r for r in rounds) == 34  # every 30 ms
+    new = others + [("new",)]  # the next document: one path more
+    assert s.pick(active, standby, new, 1.0) == [("a",), ("new",), (0,), (1,)]  # new first
