@@ -185,3 +185,15 @@ def test_a_watch_stream_error_says_whether_etcd_is_gone(error, unavailable):
     assert [ev.kv.key for ev in out] == [b"/d/a"]
     assert isinstance(err.value, e.EtcdUnavailable) is unavailable
     assert "http://127.0.0.1:1" in str(err.value)
+
+
+def test_a_controller_without_redundancy_imports_no_etcd_client():
+    """etcd3gw and requests come with the first etcd client: not in a controller's start."""
+    import subprocess
+    import sys
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    code = ("import sys, controller.shell.core; "
+            "print(*(m in sys.modules for m in ('etcd3gw', 'requests')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ, PYTHONPATH=repo))
+    assert out.returncode == 0 and out.stdout.split() == ["False", "False"], out.stderr

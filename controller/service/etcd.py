@@ -30,10 +30,16 @@ import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import etcd3gw
-import requests
-from etcd3gw import exceptions as gw_errors
-from etcd3gw.lease import Lease
+
+def _gw():
+    """etcd3gw and requests (and etcd3gw's errors and leases), imported with the first etcd
+    client: a controller without redundant controllers never needs them, and their imports
+    took about 60 ms of every start."""
+    import etcd3gw
+    import requests
+    from etcd3gw import exceptions
+    from etcd3gw.lease import Lease
+    return etcd3gw, requests, exceptions, Lease
 
 
 class EtcdError(RuntimeError):
@@ -143,6 +149,7 @@ class Etcd:
             if path and not os.path.isfile(path):
                 raise ValueError(f"etcd: no file {path}")
         self.url = url.rstrip("/")
+        etcd3gw = _gw()[0]
         self.gw = etcd3gw.client(parsed.hostname, parsed.port or 2379, protocol=parsed.scheme,
                                  ca_cert=ca_file, cert_key=key_file, cert_cert=cert_file,
                                  timeout=timeout,
@@ -165,6 +172,7 @@ class Etcd:
     def _call(self, fn, *args, timeout: float | None = None, **kwargs):
         """Run an etcd3gw call (with another timeout on a client sharing the connections),
         naming the URL in any error."""
+        etcd3gw, requests, gw_errors, _ = _gw()
         gw = self.gw
         if timeout is not None and timeout != gw.timeout:
             gw = etcd3gw.client(gw.host, gw.port, protocol=gw.protocol, timeout=timeout,
@@ -231,12 +239,12 @@ class Etcd:
 
     def keepalive(self, lease: int, timeout: float | None = None) -> int:
         """Refresh a lease; returns its TTL, 0 if the lease expired or never existed."""
-        return max(0, self._call(lambda gw: Lease(lease, gw).refresh(), timeout=timeout))
+        return max(0, self._call(lambda gw: _gw()[3](lease, gw).refresh(), timeout=timeout))
 
     def revoke(self, lease: int) -> bool:
         """End a lease now, deleting its keys; False if it had already ended."""
         try:
-            return self._call(lambda gw: Lease(lease, gw).revoke())
+            return self._call(lambda gw: _gw()[3](lease, gw).revoke())
         except EtcdUnavailable:
             raise
         except EtcdError as e:
@@ -275,7 +283,7 @@ class Watch:
         body = op_range(key, range_end)["request_range"]
         if start_revision:
             body["start_revision"] = str(start_revision)
-        gw = client.gw
+        gw, requests = client.gw, _gw()[1]
         try:
             # connect and first answer within the timeout, then wait for changes forever
             self.resp = gw.session.post(gw.get_url("/watch"), json={"create_request": body},
@@ -325,7 +333,7 @@ class Watch:
                         return
                     if isinstance(e, EtcdError):
                         raise
-                    if isinstance(e, (OSError, requests.RequestException, ValueError)):
+                    if isinstance(e, (OSError, _gw()[1].RequestException, ValueError)):
                         raise EtcdUnavailable(f"etcd at {self.client.url}: watch broken "
                                               f"({e})") from None
                     raise
