@@ -19,7 +19,8 @@ Measured, in order:
   messages; a restart from the state file until ready, its messages (0: hitless) and REST
   latency meanwhile (GET /v1/jobs every 50 ms), once every switch was connected 10 s (Open
   vSwitch's longest back-off, 8 s, and a margin: a shorter connection doubles it, and the
-  restart would wait for that): ``reconcile.start_and_restart``; for both,
+  restart would wait for that) and its ``max_backoff`` of 1 s was made to take
+  (``reconcile.backoff_takes``): ``reconcile.start_and_restart``; for both,
   when the first and the last switch connected (``*_connected``, GET /v1/ready polled every
   50 ms: a restarted controller waits for Open vSwitch's reconnect backoff);
 * POST of a ring All-Reduce of 128 hosts (fewer if the fabric has fewer), consecutive ranks in
