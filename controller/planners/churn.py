@@ -29,6 +29,7 @@ kept routing stays above the bound; O(S^3) per class of interchangeable spines t
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -299,17 +300,24 @@ def plan_rank(problem: Problem, spines: list[int], objective: str = "flows",
     return sum(values) / len(values), max(values), top, count
 
 
+class Moving(NamedTuple):
+    """An off-path routing judged against the routes in force: what the controller installs
+    (``paths``: flow position -> its new parts; None when not worth it), the ranks before
+    and after (``plan_rank``), the running flows it moves (the count the rule weighed) and
+    why (``why``: ``moving_gain``'s sentence with that count; None when not worth it)."""
+    paths: dict | None
+    before: tuple
+    after: tuple
+    moved: int
+    why: str | None
+
+
 def worth_moving(before: tuple, after: tuple, objective: str = "flows", moved: int = 0
                  ) -> bool:
     """Whether a routing ranked ``after`` (``plan_rank``) should replace the running one,
     ranked ``before``, when it moves ``moved`` running flows (issue 74: a running flow moves
-    only for a gain in the objective, one that grows with the flows moved). By flow counts:
-    a lower max link load, or the same max with at least one link fewer at it per
-    ``MOVES_PER_LINK`` moved flows. With "jobs" (the objective's rule: the mean under a
-    bound on the worst): never a worse worst job (beyond float noise), and a mean lower by
-    ``JOB_MIN_GAIN`` plus ``JOB_GAIN_PER_MOVE`` per moved flow (relative), or no higher and a
-    lower worst or max link load (fewer links at the max alone, no job faster, is not worth
-    moved flows).
+    only for a gain in the objective, one that grows with the flows moved): ``moving_gain``
+    finds one.
 
     >>> worth_moving((9, 710), (9, 384), moved=381)  # 326 links fewer: 190 moves' worth
     True
@@ -320,15 +328,53 @@ def worth_moving(before: tuple, after: tuple, objective: str = "flows", moved: i
     >>> worth_moving((1.2, 1.5, 9, 10), (1.19, 1.5, 9, 10), "jobs", moved=100)  # < 1.2%
     False
     """
+    return moving_gain(before, after, objective, moved) is not None
+
+
+def moving_gain(before: tuple, after: tuple, objective: str = "flows", moved: int = 0
+                ) -> str | None:
+    """The gain of a routing ranked ``after`` over the running one ranked ``before`` that is
+    worth ``moved`` running flows, in words (the decision and its reason in one place); None
+    when there is none. By flow counts: a lower max link load, or the same max with at least
+    one link fewer at it per ``MOVES_PER_LINK`` moved flows. With "jobs" (the objective's
+    rule: the mean under a bound on the worst): never a worse worst job (beyond float
+    noise), and a mean lower by ``JOB_MIN_GAIN`` plus ``JOB_GAIN_PER_MOVE`` per moved flow
+    (relative), or no higher and a lower worst or max link load (fewer links at the max
+    alone, no job faster, is not worth moved flows).
+
+    >>> moving_gain((10, 3), (9, 300), moved=62)
+    'max link load 10 -> 9 (links at it 3 -> 300)'
+    >>> moving_gain((1.2, 1.5, 9, 10), (1.19, 1.5, 9, 10), "jobs", 4)
+    'mean predicted job slowdown 1.2 -> 1.19 (-0.83%, at least 0.24% for 4 moved flows)'
+    """
     if objective != "jobs":
         if after[0] < before[0]:
-            return True
-        return after < before and before[1] - after[1] >= moved / MOVES_PER_LINK
+            return (f"max link load {before[0]:g} -> {after[0]:g} (links at it "
+                    f"{before[1]} -> {after[1]})")
+        if after < before and before[1] - after[1] >= moved / MOVES_PER_LINK:
+            return (f"links at the max link load ({after[0]:g}) {before[1]} -> {after[1]}, "
+                    f"at least one fewer per {MOVES_PER_LINK} moved flows")
+        return None
     (m0, w0, *flows0), (m1, w1, *flows1) = before, after
     if w1 > w0 * (1 + 1e-6):
-        return False
-    if m1 < m0 * (1 - JOB_MIN_GAIN - JOB_GAIN_PER_MOVE * moved):
-        return True
+        return None
+    need = JOB_MIN_GAIN + JOB_GAIN_PER_MOVE * moved
+    if m1 < m0 * (1 - need):
+        return (f"mean predicted job slowdown {m0:.4g} -> {m1:.4g} "
+                f"({(m1 - m0) / m0:+.2%}, at least {need:.2%} for {moved} moved flows)")
     if m1 > m0 * (1 + 1e-9):
-        return False
-    return w1 < w0 * (1 - 1e-6) or flows1[0] < flows0[0]
+        return None
+    if w1 < w0 * (1 - 1e-6) or flows1[0] < flows0[0]:
+        return (f"worst predicted job slowdown {w0:.4g} -> {w1:.4g}, max link load "
+                f"{before[2]:g} -> {after[2]:g}, mean {m0:.4g} -> {m1:.4g}")
+    return None
+
+
+def moved_why(moved: int, gain: str | None) -> str | None:
+    """The answer's and the event's ``moved_why`` for an off-path routing that moves
+    ``moved`` running flows for ``gain`` (``moving_gain``); None without a gain.
+
+    >>> moved_why(62, moving_gain((10, 3), (9, 300), moved=62))
+    '62 running flows moved off the path: max link load 10 -> 9 (links at it 3 -> 300)'
+    """
+    return None if gain is None else f"{moved} running flows moved off the path: {gain}"

@@ -10,11 +10,14 @@ routing of the group, from its routes in force:
 
 1. where the request path left the max above the lower bound (a failure on a tightly loaded
    fabric, where every other option of a flow crosses two full links and no chain of moves
-   helps), the fewest-moves MILP at the bound from the routes in force (``to_the_bound``,
-   ``clos_ilp_moves``, within ``MOVES_S``), taken when it moves at most ``MOVES_PER_EXCESS``
-   flows per flow above the bound on the links (HiGHS's first incumbents move nearly every
-   flow): on the replan benchmark's k = 8 fat-tree a failed core switch (71 routes over it,
-   73 moved, max 10 for a bound of 9) reached 9 with 61 to 91 more moves in 10-30 s;
+   helps), a routing at the bound from the routes in force (``to_the_bound``): first the
+   two small MILPs of ``clos_regroup`` (slots, then cores, within ``REGROUP_S``), and only
+   where they find none the fewest-moves MILP over every option (``clos_ilp_moves``, within
+   ``MOVES_S``), each taken when it moves at most ``MOVES_PER_EXCESS`` flows per flow above
+   the bound on the links (HiGHS's first incumbents of the big MILP move nearly every
+   flow). On the replan benchmark's k = 8 fat-tree a failed core switch (71 routes over
+   it, 73 moved, max 10 for a bound of 9) reached 9 with 69 more moves in 1.1-1.5 s; the
+   big MILP alone with 61 in 30 s (bench/replan.json);
 2. by flow counts, layer 2 (``clos_auto.layer2``): ejection chains at the max and at the
    loads below it, not the layer-2 MILP, whose routing may move any flow (on the scale
    benchmark's k = 8 fat-tree it moved 1,024 of 1,120 running flows after a switch failure);
@@ -28,18 +31,20 @@ routing of the group, from its routes in force:
    ``churn.JOB_GAIN_PER_MOVE`` of it per flow moved. No fresh jobs plan: it may move any flow.
 
 The rule (issue 74): a running flow moves only for a gain in the objective that grows with
-the flows moved. The result replaces the routes in force only when ``churn.worth_moving``
-says so on ``clos_rank`` with its moved flows: by flow counts a lower max, or the same max
+the flows moved. The result replaces the routes in force only when ``churn.moving_gain``
+finds one on ``clos_rank`` with its moved flows (``clos_moving``: the flows counted once,
+for the rule and for its sentence ``why``): by flow counts a lower max, or the same max
 with a link fewer at it per ``churn.MOVES_PER_LINK`` moved flows; with jobs a mean lower by
-``churn.JOB_MIN_GAIN`` plus ``JOB_GAIN_PER_MOVE`` per moved flow, the worst job no worse;
-``why`` says what moved and why. Every flow here has a route in force and stays in its
+``churn.JOB_MIN_GAIN`` plus ``JOB_GAIN_PER_MOVE`` per moved flow, the worst job no worse.
+Every flow here has a route in force and stays in its
 plane (``clos_instance`` pins it: a connection is bound to its plane's addresses). The
 controller runs all this in a child process (``python -m controller.planners.clos_offpath
 FILE``, ``main``; ``offpath.clos_in_subprocess``): the search and the MILP would hold the
 controller's only thread, and with it OpenFlow and REST.
 
-Cost: the MILP within ``MOVES_S`` (only above the bound, on instances of at most
-``clos_auto.LAYER2_MILP_OPTIONS`` options); ``clos_auto.layer2``'s chains within
+Cost: above the bound only, on instances of at most ``clos_auto.LAYER2_MILP_OPTIONS``
+options, ``clos_regroup`` within ``REGROUP_S`` and, where it finds none, the MILP within
+``MOVES_S``; ``clos_auto.layer2``'s chains within
 ``OFF_PATH_S``, or ``clos_jobs``' search (its budget of predictions, within
 ``jobs_stop.time_budget``); O(F) to read the routes in force and to name the new routes.
 """
@@ -54,19 +59,22 @@ import numpy as np
 from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.model.jobs import Job, parse_job
-from controller.planners.churn import worth_moving
+from controller.planners.churn import Moving, moved_why, moving_gain
 from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, layer2, option_count
 from controller.planners.clos_churn import previous_routes
 from controller.planners.clos_homing import send_home
 from controller.planners.clos_ilp_moves import fewest_moves, moved_flows
 from controller.planners.clos_jobs import clos_jobs, clos_slowdowns
 from controller.planners.clos_loads import ClosLoads, score
+from controller.planners.clos_regroup import regroup
 from controller.planners.clos_routes import route_paths
 
 OFF_PATH_S = 1.0  # layer 2's chains and MILP, off the request path
 # the fewest-moves MILP to the bound: at k = 8 HiGHS's incumbent moved 1,035 flows at 5-7 s,
 # 61 to 91 at 10-20 s and 61 at 30 s (a 2-core machine shared with other work)
 MOVES_S = 30.0
+# clos_regroup's two MILPs, first (k = 8: 1.1-1.5 s; 10x that on a machine at a load of 16)
+REGROUP_S = 20.0
 MOVES_PER_EXCESS = 2  # a lower max is worth this many moved flows per flow above the bound
 
 
@@ -115,28 +123,34 @@ def clos_off_path(problem: ClosProblem, previous: ClosRouting, objective: str = 
     return r
 
 
-def to_the_bound(problem: ClosProblem, r: ClosRouting, time_limit: float = MOVES_S
-                 ) -> ClosRouting | None:
-    """The fewest-moves routing of ``problem`` at its lower bound from ``r`` (the routes in
-    force) when ``r``'s max is above the bound, the instance has at most
-    ``LAYER2_MILP_OPTIONS`` options and the MILP finds one within ``time_limit`` that moves at
-    most ``MOVES_PER_EXCESS`` flows per flow above the bound (``excess``) once its moved flows
-    went home where the bound holds (``clos_homing.send_home``, when not proven fewest); else
-    None. Its ``info``: the MILP's, ``moved_flows``, ``excess`` and ``homed``."""
+def to_the_bound(problem: ClosProblem, r: ClosRouting, time_limit: float = MOVES_S,
+                 regroup_s: float = REGROUP_S) -> ClosRouting | None:
+    """A routing of ``problem`` at its lower bound with few moves from ``r`` (the routes in
+    force) when ``r``'s max is above the bound and the instance has at most
+    ``LAYER2_MILP_OPTIONS`` options: ``clos_regroup``'s within ``regroup_s``, else the
+    fewest-moves MILP's within ``time_limit``, the first that moves at most
+    ``MOVES_PER_EXCESS`` flows per flow above the bound (``excess``) once its moved flows
+    went home where the bound holds (``clos_homing.send_home``, unless the MILP proved them
+    fewest); else None. Its ``info``: the MILP's (``status``, ``wall_ms``...), ``method``
+    ("regroup" or "milp"), ``moved_flows``, ``excess`` and ``homed``."""
     bound = lower_bound(problem)
     if score(problem, r)[0] <= bound + 1e-9 or option_count(problem) > LAYER2_MILP_OPTIONS:
         return None
     over = excess(problem, r, bound)
-    few = fewest_moves(problem, r, bound, time_limit)
-    if few is None:
-        return None
-    # not proven fewest (the time limit): flows back to their routes where the bound holds
-    homed = send_home(problem, few, r, bound, set()) if few.info["status"] != "optimal" else 0
-    moved = len(moved_flows(few, r))
-    if moved > MOVES_PER_EXCESS * over:
-        return None
-    few.info.update(moved_flows=moved, excess=over, homed=homed)
-    return few
+    for method in ("regroup", "milp"):
+        if method == "regroup":
+            few = regroup(problem, r, bound, regroup_s)
+        else:
+            few = fewest_moves(problem, r, bound, time_limit)
+        if few is None:
+            continue
+        proven = method == "milp" and few.info["status"] == "optimal"
+        homed = 0 if proven else send_home(problem, few, r, bound, set())
+        moved = len(moved_flows(few, r))
+        if moved <= MOVES_PER_EXCESS * over:
+            few.info.update(method=method, moved_flows=moved, excess=over, homed=homed)
+            return few
+    return None
 
 
 def excess(problem: ClosProblem, r: ClosRouting, bound: float) -> int:
@@ -171,18 +185,30 @@ def clos_rank(problem: ClosProblem, r: ClosRouting, objective: str = "flows",
     return sum(values) / len(values), max(values), top, count
 
 
-def clos_better_paths(problem: ClosProblem, better: ClosRouting, previous: ClosRouting,
-                      objective: str = "flows") -> tuple[dict, tuple, tuple] | None:
-    """``better`` (an off-path routing of ``problem``) as (flow position -> its new parts,
-    the rank before, the rank after: ``clos_rank``) when it is worth moving running flows for
-    on ``objective`` (``churn.worth_moving``); None when it is not. ``previous``: the routes
-    in force (``clos_instance``)."""
+def clos_moving(problem: ClosProblem, better: ClosRouting, previous: ClosRouting,
+                objective: str = "flows") -> Moving:
+    """``better`` (an off-path routing of ``problem``) judged against ``previous`` (the
+    routes in force, ``clos_instance``) on ``objective``: each ranked once (``clos_rank``),
+    its moved flows counted once (``clos_ilp_moves.moved_flows``) and weighed by
+    ``churn.moving_gain``; ``paths`` (flow position -> its new parts) and ``why`` only when
+    that finds the gain worth them."""
     before = clos_rank(problem, previous, objective)
     after = clos_rank(problem, better, objective, better.info.get("predicted_slowdown"))
-    if not worth_moving(before, after, objective, len(moved_flows(better, previous))):
-        return None
+    moved = len(moved_flows(better, previous))
+    why = moved_why(moved, moving_gain(before, after, objective, moved))
+    if why is None:
+        return Moving(None, before, after, moved, None)
     paths = route_paths(problem, better)
-    return {pos: ((path, 1.0),) for pos, path in zip(problem.inter, paths)}, before, after
+    return Moving({pos: ((path, 1.0),) for pos, path in zip(problem.inter, paths)}, before,
+                  after, moved, why)
+
+
+def clos_better_paths(problem: ClosProblem, better: ClosRouting, previous: ClosRouting,
+                      objective: str = "flows") -> Moving | None:
+    """``clos_moving`` when ``better`` is worth its moved flows, else None (``OffPath.paths``
+    on Clos fabrics)."""
+    found = clos_moving(problem, better, previous, objective)
+    return found if found.why is not None else None
 
 
 def instance_doc(problem: ClosProblem, previous: ClosRouting, objective: str,

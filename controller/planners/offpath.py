@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from controller.errors import InputError
 from controller.model.problem import Assignment, Problem
+from controller.planners.churn import Moving, moved_why
 from controller.planners.clos_offpath import (
     clos_better_paths,
     clos_instance,
@@ -45,8 +46,8 @@ class OffPath(NamedTuple):
     # (problem, previous, objective, ilp_time_limit) -> a better routing of the problem, as
     # the controller runs the stages (on Clos fabrics in a child process)
     plan: Callable
-    # (problem, better, previous, objective) -> (position -> parts, rank before, rank
-    # after), or None when ``better`` is not worth its moved flows
+    # (problem, better, previous, objective) -> a ``churn.Moving`` (position -> parts, the
+    # ranks, the moved flows, why), or None when ``better`` is not worth its moved flows
     paths: Callable
     # (problem, previous, objective) -> the stages in this process (what ``plan`` runs):
     # what the benchmarks time
@@ -116,14 +117,15 @@ def _child(args: list[str], files: dict, timeout: float) -> dict:
 
 
 def better_paths(problem: Problem, better: Assignment, previous: list, objective: str = "flows"
-                 ) -> tuple[dict, tuple, tuple] | None:
+                 ) -> Moving | None:
     """``better`` (an off-path routing of ``problem``) renamed to keep as many flows in
-    place as possible (``churn.align_spines``), as (flow position -> its new parts as Clos
-    paths, the rank before, the rank after: ``churn.plan_rank``) when it is worth moving
-    running flows for on ``objective`` (``churn.worth_moving``); None when it is not.
-    ``previous``: the routes in force as ``group_instance`` read them (spine parts per flow of
-    ``problem.flows``, one part for every inter-leaf flow)."""
-    from controller.planners.churn import align_spines, plan_rank, worth_moving
+    place as possible (``churn.align_spines``), as a ``churn.Moving`` (its ``paths``: flow
+    position -> its new parts as Clos paths; the ranks, ``churn.plan_rank``; the moved flows
+    counted once, for the rule and its sentence) when ``churn.moving_gain`` finds it worth
+    moving running flows for on ``objective``; None when it is not. ``previous``: the routes
+    in force as ``group_instance`` read them (spine parts per flow of ``problem.flows``, one
+    part for every inter-leaf flow)."""
+    from controller.planners.churn import align_spines, moving_gain, plan_rank
     from controller.planners.leaf_spine import path_parts
     two = problem.fabric
     old = [previous[pos][0][0] for pos in problem.inter]
@@ -131,11 +133,13 @@ def better_paths(problem: Problem, better: Assignment, previous: list, objective
     # renaming interchangeable spines changes no prediction: the planner's own is reused
     rank_before = plan_rank(problem, old, objective)
     rank_after = plan_rank(problem, spines, objective, better.info.get("predicted_slowdown"))
-    if not worth_moving(rank_before, rank_after, objective,
-                        sum(1 for a, b in zip(old, spines) if a != b)):
+    moved = sum(1 for a, b in zip(old, spines) if a != b)
+    why = moved_why(moved, moving_gain(rank_before, rank_after, objective, moved))
+    if why is None:
         return None
-    return ({pos: path_parts(two, problem.flows[pos], ((s, 1.0),))
-             for pos, s in zip(problem.inter, spines)}, rank_before, rank_after)
+    return Moving({pos: path_parts(two, problem.flows[pos], ((s, 1.0),))
+                   for pos, s in zip(problem.inter, spines)}, rank_before, rank_after, moved,
+                  why)
 
 
 def plan_off_path(problem: Problem, previous: list, objective: str = "flows",
@@ -183,28 +187,3 @@ def plan_in_subprocess(problem: Problem, ilp_time_limit: float, objective: str =
 
 def _repo() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def why_worth(before: tuple, after: tuple, moved: int, objective: str = "flows") -> str:
-    """Why an off-path routing (ranked ``after``, ``plan_rank``, from ``before``) moved the
-    running flows it moved, in one sentence (the answer's and the event's ``moved_why``).
-
-    >>> why_worth((10, 3), (9, 300), 62)
-    '62 running flows moved off the path: max link load 10 -> 9 (links at it 3 -> 300)'
-    >>> why_worth((1.2, 1.5, 9, 10), (1.19, 1.5, 9, 10), 4, "jobs").split(": ")[1]
-    'mean predicted job slowdown 1.2 -> 1.19 (-0.83%, at least 0.24% for 4 moved flows)'
-    """
-    from controller.planners.churn import JOB_GAIN_PER_MOVE, JOB_MIN_GAIN, MOVES_PER_LINK
-    head = f"{moved} running flows moved off the path: "
-    if objective != "jobs":
-        return head + (f"max link load {before[0]:g} -> {after[0]:g} (links at it "
-                       f"{before[1]} -> {after[1]})" if after[0] < before[0] else
-                       f"links at the max link load ({after[0]:g}) {before[1]} -> {after[1]}, "
-                       f"at least one fewer per {MOVES_PER_LINK} moved flows")
-    (m0, w0, *_), (m1, w1, *_) = before, after
-    need = JOB_MIN_GAIN + JOB_GAIN_PER_MOVE * moved
-    return head + (f"mean predicted job slowdown {m0:.4g} -> {m1:.4g} "
-                   f"({(m1 - m0) / m0:+.2%}, at least {need:.2%} for {moved} moved flows)"
-                   if m1 < m0 * (1 - need) else
-                   f"worst predicted job slowdown {w0:.4g} -> {w1:.4g}, max link load "
-                   f"{before[2]:g} -> {after[2]:g}, mean {m0:.4g} -> {m1:.4g}")

@@ -9,7 +9,7 @@ from controller.errors import ConflictError, InputError, NotFoundError
 from controller.model.clos import Clos, as_clos
 from controller.model.intent import JobRecord, flow_key, members_of
 from controller.model.jobs import Job
-from controller.planners.offpath import OffPath, group_instance, why_worth
+from controller.planners.offpath import OffPath, group_instance
 from controller.planners.registry import runs_as
 from controller.planners.ringorder import advise_ring, apply_advice
 from controller.service import admission, wiring
@@ -265,25 +265,23 @@ def improved(state: ControllerState, group: list[JobRecord], instance: OffPath, 
              objective: str = "flows") -> Change | None:
     """An off-path plan of one auto group (``better``, a routing of ``instance.problem``,
     the group's instance from ``improvable_group``) as a change, when it is worth moving
-    running flows for on the group's objective (``instance.paths``, ``churn.worth_moving``: a
-    gain that grows with the flows moved); None when it is not. The answer's ``moved_why``
-    (``offpath.why_worth``) says how many moved and for what gain."""
+    running flows for on the group's objective (``instance.paths``, ``churn.moving_gain``: a
+    gain that grows with the flows moved); None when it is not. The answer's
+    ``moved_flows`` and ``moved_why`` are the decision's: the flows it weighed, and why."""
     flows = _group_flows(group)
     found = instance.paths(instance.problem, better, instance.previous, objective)
     if found is None:
         return None
-    paths, rank_before, rank_after = found
+    rank_before, rank_after, moved = found.before, found.after, found.moved
     records = {k: v.copy() for k, v in state.jobs.items()}
-    moved = 0
-    for pos, new in paths.items():  # the served Clos keeps routes as paths
+    for pos, new in found.paths.items():  # the served Clos keeps routes as paths
         r, f = flows[pos]
-        moved += records[r.job.id].routes.get(flow_key(f)) != new
         records[r.job.id].routes[flow_key(f)] = new
     stage = "ILP" if better.info.get("off_path") == "ilp" else "planning"
     answer = {"moved_flows": moved, "max_link_load_after": rank_after[-2],
               "links_at_max_after": rank_after[-1],
               "optimal": bool(better.info.get("optimal")),
-              "moved_why": why_worth(rank_before, rank_after, moved, objective)}
+              "moved_why": found.why}
     if objective == "jobs":
         answer.update(mean_slowdown_before=round(rank_before[0], 6),
                       mean_slowdown_after=round(rank_after[0], 6),
