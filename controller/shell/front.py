@@ -119,13 +119,14 @@ def response(status: int, body: bytes, close: bool, date: str) -> bytes:
 
 
 class _Conn:
-    __slots__ = ("sock", "addr", "buf", "last", "watch", "queued", "closing")
+    __slots__ = ("sock", "addr", "buf", "last", "watch", "queued", "closing", "due")
 
     def __init__(self, sock, addr, now: float):
         self.sock, self.addr, self.buf, self.last = sock, addr, bytearray(), now
         self.watch = None  # parked: (host, version held, deadline, close)
         self.queued = False  # a woken watch waiting for a thread (``Front.backlog``)
         self.closing = None  # ``linger``: the time it is closed at the latest
+        self.due = None  # (time, n) of its one live entry in ``Front._due``
 
 
 class _Epoll:
@@ -183,7 +184,8 @@ class Front:
         self.idle_s, self.on_error = idle_s, on_error
         self.conns: dict[int, _Conn] = {}
         # (time, n, connection): a time at or before the connection's next deadline (its
-        # wait's end, its idle timeout, its lingering's end); stale entries are skipped
+        # wait's end, its idle timeout, its lingering's end); one live entry a connection
+        # (``_Conn.due``), stale ones skipped, the heap rebuilt when they outnumber the live
         self._due: list = []
         self._n = itertools.count()
         self._stop = False
@@ -264,7 +266,10 @@ class Front:
         are looked at (``_due``, a heap): a second with none due costs nothing, however many
         watches are parked (every connection was looked at each second: 8,192 at k = 32)."""
         while self._due and self._due[0][0] <= now:
-            c = heapq.heappop(self._due)[2]
+            _when, n, c = heapq.heappop(self._due)
+            if c.due is None or c.due[1] != n:
+                continue  # stale: an earlier entry replaced it
+            c.due = None
             if c.sock is None or self.conns.get(c.sock.fileno()) is not c:
                 continue  # closed or given away since
             due = self._deadline(c)
@@ -286,7 +291,17 @@ class Front:
         return c.last + self.idle_s
 
     def _at(self, c: _Conn, when: float) -> None:
-        heapq.heappush(self._due, (when, next(self._n), c))
+        """Look at ``c`` at ``when`` at the latest: a new entry only when ``when`` comes before
+        its live one (a later deadline is found when that one is due, and pushed then), so
+        a kept-alive connection's watches, one after another, keep one live entry, not one
+        each (the heap grew by one per watch, issue 73)."""
+        if c.due is not None and c.due[0] <= when:
+            return
+        c.due = (when, next(self._n))
+        heapq.heappush(self._due, (*c.due, c))
+        if len(self._due) > 2 * len(self.conns) + 64:  # mostly stale: keep the live ones
+            self._due = [(*x.due, x) for x in self.conns.values() if x.due is not None]
+            heapq.heapify(self._due)
 
     def _woken(self) -> None:
         try:
@@ -305,8 +320,11 @@ class Front:
             self._at(c, c.closing or now + self.idle_s)
             if buffered:
                 self._readable(c, now, buffered)
+        conns: list = []  # every host's at once: one batch, not one a host
         while self.woken:
-            self._give(c for c in self.parked.pop(self.woken.popleft(), ()) if c.sock)
+            conns.extend(c for c in self.parked.pop(self.woken.popleft(), ()) if c.sock)
+        if conns:
+            self._give(conns)
 
     def _give(self, conns) -> None:
         """Parked (or just read) watches whose document changed: to ``serve_woken`` in one
