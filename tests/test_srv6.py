@@ -310,3 +310,20 @@ def test_kept_probe_entries_follow_the_fabric_a_member_down_changes_them():
                  if p["path"] == probe["path"])
     assert again["sids"] == segments(plan, probe["path"], [1, 0], "h1_0").sids
     assert again["sids"] != probe["sids"]
+
+
+def test_without_bundles_a_parts_list_and_its_probes_are_one_kept_entry():
+    """Issue 73: on a fabric with no bundle a list does not depend on members, so a part's
+    own list (members None) and its probe's are built once, not once each."""
+    from controller.service.segments import segments_view
+    c = wired(Clos.fat_tree(4))
+    svc = service_on(c)
+    status, _ = api.handle(svc, "POST", "/v1/jobs", json.dumps(
+        {"id": "p", "flows": [{"src": "h0_0", "dst": "h2_0", "bytes": 1e6}]}).encode())
+    assert status == 201
+    doc = segments_view(svc.state, "h0_0")
+    part = doc["flows"][0]
+    probe = next(p for p in doc["probes"] if p["path"] == part["path"])
+    assert probe["sids"] == part["sids"]
+    kept = c.derived("srv6_sid_plan", SidPlan.of).__dict__["_segment_docs"]
+    assert [k[1] for k in kept if k[0] == tuple(part["path"]) and k[2] == "h2_0"] == [None]
