@@ -30,7 +30,6 @@ from controller.service.tablesync import TABLE_READERS
 from controller.shell import arp, translate
 from controller.shell.heap import Heap
 from controller.shell.hub import Hub
-from controller.shell.probehold import ProbeHold
 from controller.shell.rest import RestServer, write_token
 from controller.shell.restsecurity import rest_security
 from controller.shell.roles import Roles
@@ -408,7 +407,7 @@ class Shell:
         rounds, a disconnected switch counts as failed at the moment its grace time ends
         (``next_deadline``, ``expire``), not at the next round: the loop waits for whichever
         comes first, and a switch lost meanwhile wakes it (``_disconnected``)."""
-        last_probe, hold = 0.0, ProbeHold()  # no rounds while switches are synchronised
+        last_probe = 0.0
         due = time.monotonic() + TICK
         while self._running:
             try:
@@ -423,8 +422,7 @@ class Shell:
                 self._guarded(self.service.expire)
             if time.monotonic() < due:
                 continue  # woken for a deadline, or to wait for a new one
-            probe = (self.lldp_interval > 0 and time.monotonic() - last_probe >= self.lldp_interval
-                     and hold.allows(self.service, time.monotonic()))
+            probe = self.lldp_interval > 0 and time.monotonic() - last_probe >= self.lldp_interval
             last_probe = time.monotonic() if probe else last_probe
             if self.service.unproven and not self.improving:
                 self.improving = True
