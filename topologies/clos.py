@@ -208,6 +208,8 @@ class ShapedIntf(TCIntf):
     the node's shell (half the commands of a fabric's build). Other ``TCIntf`` options (delay,
     loss, the other schedulers) take ``TCIntf``'s way."""
 
+    strict = False  # a failed tc command: Mininet's error line (True: RuntimeError)
+
     def config(self, bw=None, queue_bytes=None, gro=False, txo=True, rxo=True, **params):
         if any(params.get(k) for k in TC_ONLY):
             return super().config(bw=bw, gro=gro, txo=txo, rxo=rxo, **params)
@@ -215,22 +217,29 @@ class ShapedIntf(TCIntf):
 
         def on(flag):
             return "on" if flag else "off"
-        n = self.name
-        quiet = ">/dev/null 2>&1"
-        cmds = [f"ethtool -K {n} gro {on(gro)} tx {on(txo)} rx {on(rxo)} {quiet}"]
+        cmds = [f"ethtool -K {self.name} gro {on(gro)} tx {on(txo)} rx {on(rxo)} >/dev/null 2>&1"]
         if bw is not None:
-            tc, parent = self.bwCmds(bw=bw)
-            if tc:
-                info(f"({bw:.2f}Mbit) ")
-                cmds += [f"tc qdisc del dev {n} root {quiet}"] + [c % ("tc", n) for c in tc]
-                if queue_bytes:
-                    cmds.append(f"tc qdisc replace dev {n}{parent}handle 10: bfifo "
-                                f"limit {int(queue_bytes)}")
-            r["parent"] = parent
+            tc, r["parent"] = self.tc_lines(float(bw), queue_bytes, **params)
+            cmds += tc
         out = self.cmd("; ".join(cmds))
+        if out.strip() and self.strict:
+            raise RuntimeError(f"{self.name}: tc failed: {out.strip()[-300:]}")
         if out.strip():
             error(f"*** Error: {out}")
         return r
+
+    def tc_lines(self, bw: float, queue_bytes=None, **params) -> tuple[list[str], str]:
+        """The shell commands that shape this port to ``bw`` Mbit/s (Mininet's HTB, then the
+        byte FIFO) and the parent its queue hangs from: what a subclass overrides to queue
+        differently (``topologies.routers.PriorityIntf``)."""
+        tc, parent = self.bwCmds(bw=bw)
+        if not tc:
+            return [], parent
+        info(f"({bw:.2f}Mbit) ")
+        n = self.name
+        return ([f"tc qdisc del dev {n} root >/dev/null 2>&1"] + [c % ("tc", n) for c in tc]
+                + ([f"tc qdisc replace dev {n}{parent}handle 10: bfifo limit {int(queue_bytes)}"]
+                   if queue_bytes else [])), parent
 
 
 # TCIntf options ShapedIntf leaves to TCIntf

@@ -49,7 +49,7 @@ class RouterSession:
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
                  bw: float = 0.0, probes: bool = True, controller: int | None = None,
                  sflow: int = 0, traffic: bool = True, secure: bool = False,
-                 queue_s: float = QUEUE_S, priority: bool = True):
+                 queue_s: float = QUEUE_S, priority: bool = True, fair_hosts: bool = True):
         """``controller``: the REST port of a controller started elsewhere (on the management
         address, ``--wsapi-host 172.30.255.254``), or a list of them (redundant controllers:
         the agents get every URL); None starts one here. External controllers may start after
@@ -62,6 +62,7 @@ class RouterSession:
         self.bw = bw  # Mbit/s of every link (0: unshaped), queues of QUEUE_S (0.2 s) of line rate
         self.queue_s = queue_s  # or this long (an all-to-all's incast: harness/router_jobs.py)
         self.priority = priority  # shaped links serve the probes' class first (PriorityLink)
+        self.fair_hosts = fair_hosts  # and a host's port shares its rate among its peers
         self.plan = SidPlan.of(fabric)
         self.probes = probes  # the agents probe their paths (--no-probes when False)
         self.sflow = sflow  # every router samples 1 in sflow packets into the controller (pmacctd)
@@ -102,7 +103,8 @@ class RouterSession:
         if link and self.priority:
             link["cls"] = PriorityLink
         self.net = Mininet(topo=RoutersTopo(fabric=self.fabric, link=link,
-                                            routers_mgmt=bool(self.sflow)),
+                                            routers_mgmt=bool(self.sflow),
+                                            fair=self.fair_hosts),
                            controller=None, link=Link)
         self.net.start()
         warm(self.net, self.fabric)
@@ -169,6 +171,22 @@ class RouterSession:
         p = subprocess.Popen(args, **kw)
         self.procs.append(p)
         return p
+
+    def host_queues(self, fair: bool) -> None:
+        """Every host's shaped fabric ports queued anew, with a class per peer (``fair``:
+        ``topologies.routers.fair_tc``) or without (one FIFO besides the probes' class), so
+        that one fabric measures both; the session must have been built with ``fair_hosts``
+        (the ports know their peers)."""
+        from topologies.routers import PriorityIntf
+        for h in self.fabric.host_leaves:
+            for i in self.net[h].intfList():
+                if not isinstance(i, PriorityIntf) or "fair_peers" not in i.params:
+                    continue
+                lines, _ = i.tc_lines(float(i.params["bw"]), i.params.get("queue_bytes"),
+                                      i.params["fair_peers"] if fair else ())
+                out = i.cmd("; ".join([f"tc qdisc del dev {i.name} root", *lines]))
+                if out.strip():
+                    raise RuntimeError(f"{i.name}: tc failed: {out.strip()[-300:]}")
 
     def steered(self, host: str) -> int:
         """Rules the host's agent holds now."""
