@@ -9,8 +9,6 @@ import subprocess
 
 import pytest
 
-from emulation.harness.collective_rank import SCHEDULE_ENV
-
 PY = "/usr/bin/python3"
 RANK = os.path.join(os.path.dirname(__file__), "..", "emulation", "harness", "collective_rank.py")
 
@@ -21,16 +19,17 @@ def _has_torch() -> bool:
 
 
 @pytest.mark.skipif(not _has_torch(), reason="needs /usr/bin/python3 with torch")
-@pytest.mark.parametrize("schedule, port", [("all", 29631), ("pairwise", 29632)])
+@pytest.mark.parametrize("schedule, port", [("all", 29631), ("pairwise", 29632),
+                                            ("recvfirst", 29633)])
 def test_all_to_all_blocks_arrive_exactly_in_either_schedule(schedule, port):
     world, procs = 4, []
-    env = {**os.environ, SCHEDULE_ENV: schedule, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
         for r in range(world):
             procs.append(subprocess.Popen(
                 [PY, RANK, "gloo", "--master", "127.0.0.1", "--port", str(port), "--rank",
                  str(r), "--world", str(world), "--mib", "0", "--a2a-mib", "1", "--iters", "2",
-                 "--ip", "127.0.0.1", "--timeout", "60"],
+                 "--ip", "127.0.0.1", "--timeout", "60", "--a2a-schedule", schedule],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env))
         outs = [p.communicate(timeout=120) for p in procs]
     finally:

@@ -5,6 +5,7 @@ that the live figures compare measurement with a prediction of the same plan."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -91,8 +92,7 @@ def test_the_slowest_job_is_the_one_ecmp_slows_most_and_targets_follow_the_figur
 
 
 def test_open_mpis_ring_blocks_go_eagerly_at_any_size(fabric):
-    """The eager limit covers one block of the ring (tensor / ranks) whatever the tensor, and
-    the arguments are Open MPI's TCP transport's only while a launch runs."""
+    """The eager limit covers one block of the ring (tensor / ranks) whatever the tensor."""
     _, mpi, _ = router_jobs.jobs(fabric)
     for mib in (1, 4, 64):
         args = router_jobs.mpi_eager_args({**mpi, "mib": mib})
@@ -100,22 +100,48 @@ def test_open_mpis_ring_blocks_go_eagerly_at_any_size(fabric):
         assert set(limits) == {"btl_tcp_eager_limit", "btl_tcp_rndv_eager_limit",
                                "btl_tcp_max_send_size"}
         assert set(limits.values()) == {(mib << 20) // 8 + 65536}
-    before = list(router_jobs.co.MPI_ARGS)
-    with pytest.raises(RuntimeError):
-        with router_jobs.mpi_args(["--mca", "x", "1"]):
-            assert router_jobs.co.MPI_ARGS[-3:] == ["--mca", "x", "1"]
-            raise RuntimeError
-    assert router_jobs.co.MPI_ARGS == before
 
 
-def test_rank_results_are_read_from_a_launchs_logs_in_rank_order(tmp_path):
-    """``diagnose_job`` reads every rank's own spans from the launch's ``rank<r>.out``."""
-    for r in (1, 0):
-        doc = {"rank": r, "times": [1.0], "spans": [[10.0 + r, 11.0 + r]]}
-        (tmp_path / f"rank{r}.out").write_text("noise\nRESULT " + json.dumps(doc) + "\n")
-    (tmp_path / "rank0.err").write_text("RESULT {\"rank\": 9}\n")  # not a result file
-    got = router_jobs._rank_results(str(tmp_path))
-    assert [r["rank"] for r in got] == [0, 1] and got[1]["spans"] == [[11.0, 12.0]]
+class _Session:
+    """What ``_launch`` asks of a ``RouterSession``: no agent log, no retransmission."""
+    net, fabric, folder = None, None, "/nonexistent"
+
+    def retransmits(self, hosts):
+        return 0
+
+    def uplink_bytes(self, fabric=None):
+        return {}
+
+
+def test_a_launch_passes_its_mpi_arguments_and_schedule_as_parameters(fabric, monkeypatch):
+    """Open MPI's eager arguments and the all-to-all's schedule reach ``run_allreduce`` as
+    its parameters, per launch: nothing global (``collectives.MPI_ARGS``, the environment)
+    changes, so launches in other threads are not affected."""
+    gloo, mpi, a2a = router_jobs.jobs(fabric)
+    calls = []
+
+    def fake(net, fab, library, hosts, mib, iters, logdir, **kw):
+        calls.append({"library": library, **kw})
+        return {"sums_ok": True, "times": [1.0] * iters}
+    monkeypatch.setattr(router_jobs.co, "run_allreduce", fake)
+    before, env = list(router_jobs.co.MPI_ARGS), dict(os.environ)
+    router_jobs._launch(_Session(), mpi, 2, "/nonexistent/x")
+    router_jobs._launch(_Session(), mpi, 2, "/nonexistent/x", eager=False)
+    router_jobs._launch(_Session(), a2a, 2, "/nonexistent/x", schedule="pairwise")
+    router_jobs._launch(_Session(), gloo, 2, "/nonexistent/x")
+    assert calls[0]["mpi_args"] == router_jobs.mpi_eager_args(mpi) != []
+    assert [c["mpi_args"] for c in calls[1:]] == [[], [], []]
+    assert [c["a2a_schedule"] for c in calls] == ["all", "all", "pairwise", "all"]
+    assert calls[2]["a2a_mib"] == router_jobs.A2A_MIB
+    assert router_jobs.co.MPI_ARGS == before and dict(os.environ) == env
+
+
+def test_step_windows_take_each_iterations_first_start_and_every_ranks_end():
+    """``diagnose_job`` samples each counted iteration between the ranks' first start and
+    last end, from the spans ``run_allreduce`` already parsed from the ranks' results."""
+    spans = [[[0.0, 1.0], [2.0, 4.0], [5.0, 6.0]], [[0.5, 1.5], [1.9, 3.0], [5.2, 7.5]]]
+    assert router_jobs.step_windows(spans, 1, 2) == [(1.9, [4.0, 3.0]), (5.0, [6.0, 7.5])]
+    assert router_jobs.step_windows(spans, 0, 0) == []
 
 
 def test_diagnose_needs_the_fattree_section(capsys):

@@ -233,10 +233,9 @@ def _mpi_ranks_started(logdir: str) -> int:
 
 
 def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, iters: int = 3,
-                  logdir: str | None = None, timeout: float = TIMEOUT_S,
-                  attempts: int = 3, a2a_mib: int = 0, ddp: bool = False,
-                  cancel: threading.Event | None = None, plane: int = 0,
-                  counters=None) -> dict:
+                  logdir: str | None = None, timeout: float = TIMEOUT_S, attempts: int = 3,
+                  a2a_mib: int = 0, ddp: bool = False, cancel: threading.Event | None = None,
+                  plane: int = 0, counters=None, mpi_args=(), a2a_schedule: str = "all") -> dict:
     """One All-Reduce run of ``library`` with rank r on ``hosts[r]``. A run that does not end
     within ``timeout``, or whose launcher gives up before every rank started
     (``LaunchStalled``), is stopped and started afresh, at most ``attempts`` times; the result
@@ -250,7 +249,8 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
     fabric of several planes): the ranks bind to that plane's interface (gloo) or network
     (Open MPI) and connect to its addresses, as a framework told which NIC to use does.
     ``counters(fabric)``: the uplinks' sent bytes (default: Open vSwitch's port counters,
-    ``uplink_bytes``; a fabric of routers reads its interfaces)."""
+    ``uplink_bytes``; routers: their interfaces'). ``mpi_args``: Open MPI's, after
+    ``MPI_ARGS``; ``a2a_schedule``: the all-to-all's (``collective_rank --a2a-schedule``)."""
     stalls = []
     for k in range(attempts):
         if cancel is not None and cancel.is_set():  # another job of a joint run failed
@@ -258,7 +258,7 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
         try:
             res = _run_once(net, fabric, library, hosts, mib, iters,
                             logdir if k == 0 or logdir is None else f"{logdir}-retry{k}", timeout,
-                            a2a_mib, ddp, cancel, plane, counters or uplink_bytes)
+                            a2a_mib, ddp, cancel, plane, counters or uplink_bytes, mpi_args, a2a_schedule)
         except TimeoutError as e:
             stalls.append(str(e))
             if k + 1 == attempts:
@@ -272,7 +272,7 @@ def run_allreduce(net, fabric, library: str, hosts: list[str], mib: int = 4, ite
 def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
               logdir: str | None, timeout: float, a2a_mib: int = 0, ddp: bool = False,
               cancel: threading.Event | None = None, plane: int = 0,
-              counters=uplink_bytes) -> dict:
+              counters=uplink_bytes, mpi_args=(), a2a_schedule: str = "all") -> dict:
     if library not in LIBRARIES:
         raise ValueError(f"unknown library {library!r}")
     if (a2a_mib or ddp) and library != "gloo":
@@ -283,7 +283,7 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
     env = {**os.environ, _RUN_TAG: tag, "OMP_NUM_THREADS": "1"}
     env.pop("PYTHONPATH", None)
     world = len(hosts)
-    common = [f"--mib={mib}", f"--iters={iters}", f"--timeout={timeout:g}"]
+    common = [f"--mib={mib}", f"--iters={iters}", f"--timeout={timeout:g}", f"--a2a-schedule={a2a_schedule}"]
     procs: list[subprocess.Popen] = []
     before = counters(fabric)
     t_start = time.monotonic()
@@ -306,7 +306,7 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
                 fh.writelines(f"{fabric.ip_of(h, plane)} {net.get(h).pid}\n" for h in hosts)
             with open(os.path.join(logdir, "hostfile"), "w") as fh:
                 fh.writelines(f"{fabric.ip_of(h, plane)} slots=1\n" for h in hosts)
-            _spawn(["mnexec", "-a", str(net.get(hosts[0]).pid), "mpirun", *MPI_ARGS,
+            _spawn(["mnexec", "-a", str(net.get(hosts[0]).pid), "mpirun", *MPI_ARGS, *mpi_args,
                     "--mca", "btl_tcp_if_include", network, "--mca", "oob_tcp_if_include", network,
                     "--mca", "plm_rsh_agent", RSH_AGENT,
                     "--hostfile", os.path.join(logdir, "hostfile"), "--map-by", "node",
@@ -357,7 +357,7 @@ def _run_once(net, fabric, library: str, hosts: list[str], mib: int, iters: int,
             "direction": ring_direction(pairs, world), "uplinks": uplinks,
             "imbalance": round(imbalance(fabric, uplinks), 4), "wall_s": round(elapsed, 2),
             "start": min(res["start"] for res in ranks.values()),
-            "logs": logdir}
+            "logs": logdir, "spans": [ranks[r].get("spans", []) for r in range(world)]}
 
 
 # ---- scenarios: how the controller is told about the job -------------------------------------

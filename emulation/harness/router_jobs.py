@@ -23,7 +23,6 @@ step (about 2.9 s) is long beside a library's per-phase latency.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import statistics
@@ -56,17 +55,6 @@ def mpi_eager_args(job: dict) -> list[str]:
     limit = -(-job["mib"] * (1 << 20) // n) + 65536
     return [arg for name in ("btl_tcp_eager_limit", "btl_tcp_rndv_eager_limit",
                              "btl_tcp_max_send_size") for arg in ("--mca", name, str(limit))]
-
-
-@contextlib.contextmanager
-def mpi_args(extra: list[str]):
-    """``collectives.MPI_ARGS`` with ``extra`` after them while the block runs."""
-    saved = list(co.MPI_ARGS)
-    co.MPI_ARGS[:] = saved + list(extra)
-    try:
-        yield
-    finally:
-        co.MPI_ARGS[:] = saved
 
 
 def jobs(fabric) -> list[dict]:
@@ -126,16 +114,17 @@ def moves(s, hosts) -> int:
     return n
 
 
-def _launch(s, job: dict, iters: int, logdir: str, eager: bool = True) -> dict:
+def _launch(s, job: dict, iters: int, logdir: str, eager: bool = True,
+            schedule: str = "all") -> dict:
     """``iters`` counted iterations after ``WARMUP``; the run's document with the
     segments the ranks' hosts retransmitted meanwhile and the parts their agents moved.
-    ``eager``: Open MPI's ring blocks without a rendezvous (``mpi_eager_args``)."""
+    ``eager``: Open MPI's ring blocks without a rendezvous (``mpi_eager_args``);
+    ``schedule``: the all-to-all's (``collective_rank --a2a-schedule``)."""
     before, moved = s.retransmits(job["hosts"]), moves(s, job["hosts"])
     extra = mpi_eager_args(job) if eager and job["library"] == "mpi" else []
-    with mpi_args(extra):
-        res = co.run_allreduce(s.net, s.fabric, job["library"], job["hosts"], job["mib"],
-                               WARMUP + iters, logdir, a2a_mib=job["a2a"],
-                               counters=s.uplink_bytes)
+    res = co.run_allreduce(s.net, s.fabric, job["library"], job["hosts"], job["mib"],
+                           WARMUP + iters, logdir, a2a_mib=job["a2a"], counters=s.uplink_bytes,
+                           mpi_args=extra, a2a_schedule=schedule)
     if not res["sums_ok"]:
         raise RuntimeError(f"{job['id']}: wrong results; logs in {res['logs']}")
     res["retransmits"] = s.retransmits(job["hosts"]) - before
@@ -199,6 +188,12 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
     res = _launch(s, job, steps, os.path.join(folder, "plan"))
     if job["library"] == "mpi":  # the library's default transport limits, for the record
         rdv = _launch(s, job, RENDEZVOUS_STEPS, os.path.join(folder, "rendezvous"), False)
+    if job["a2a"] and s.fair_hosts:  # the hosts' ports one FIFO each, as before (issue 75)
+        s.host_queues(False)
+        try:
+            fifo = _launch(s, job, steps, os.path.join(folder, "fifo"))
+        finally:
+            s.host_queues(True)
     view = s.ctl.client.job(job["id"])
     _deleted(s, job["id"], job["hosts"])
     predicted = view["predicted_allreduce_s"]
@@ -209,6 +204,11 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
                plan_over_ideal=round(plan / out["ideal_s"], 3),
                plan_imbalance=res["imbalance"], plan_retransmits=res["retransmits"],
                plan_moved=res["moved"], direction=res["direction"])
+    if job["a2a"] and s.fair_hosts:
+        m = statistics.median(fifo["times"])
+        out.update(fifo_s=[round(x, 3) for x in fifo["times"]], fifo_median_s=round(m, 3),
+                   fifo_over_prediction=round(m / predicted, 3),
+                   fifo_retransmits=fifo["retransmits"])
     if job["library"] == "mpi":
         m = statistics.median(rdv["times"])
         out.update(rendezvous_s=[round(x, 3) for x in rdv["times"]],
@@ -236,22 +236,6 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
     return out
 
 
-@contextlib.contextmanager
-def a2a_schedule(schedule: str):
-    """The ranks launched while the block runs do their all-to-all as ``schedule``
-    (``collective_rank --a2a-schedule``: ``all``, gloo's, or ``pairwise`` rounds)."""
-    from emulation.harness.collective_rank import SCHEDULE_ENV
-    saved = os.environ.get(SCHEDULE_ENV)
-    os.environ[SCHEDULE_ENV] = schedule
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(SCHEDULE_ENV, None)
-        else:
-            os.environ[SCHEDULE_ENV] = saved
-
-
 def diagnose_job(s, job: dict, steps: int, folder: str, schedule: str = "all") -> dict:
     """The declared plan of a gloo job, its launch sampled (``step_diag.Sampler``): per
     step, its time, the spread of the ranks' finishes, the machine's idle share and each
@@ -262,16 +246,13 @@ def diagnose_job(s, job: dict, steps: int, folder: str, schedule: str = "all") -
     wait_until(lambda: _steered(s, view), 30, interval=0.2, what=f"{job['id']}'s rules")
     hosts = {h: (s.net[h].pid, s.net[h].defaultIntf().name) for h in job["hosts"]}
     others = [s.net[h].pid for h in s.fabric.host_leaves]
-    with Sampler(hosts, others) as sampler, a2a_schedule(schedule):
-        res = _launch(s, job, steps, os.path.join(folder, "diagnose"))
+    with Sampler(hosts, others) as sampler:
+        res = _launch(s, job, steps, os.path.join(folder, "diagnose"), schedule=schedule)
     predicted = s.ctl.client.job(job["id"])["predicted_allreduce_s"]
     _deleted(s, job["id"], job["hosts"])
-    ranks = _rank_results(res["logs"])
     each = (len(job["hosts"]) - 1) * _per_peer(job) if job["a2a"] else 0
     per_step = []
-    for i in range(WARMUP, WARMUP + steps):
-        spans = [r["spans"][i] for r in ranks]
-        start, ends = min(b for b, _ in spans), [e for _, e in spans]
+    for start, ends in step_windows(res["spans"], WARMUP, steps):
         d = sampler.summary(start, max(ends), each, s.bw)
         d.update(step_s=round(max(ends) - start, 3),
                  finish_spread_s=round(max(ends) - min(ends), 3))
@@ -288,32 +269,42 @@ def diagnose_job(s, job: dict, steps: int, folder: str, schedule: str = "all") -
             "steps": per_step}
 
 
-def _rank_results(logdir: str) -> list[dict]:
-    """Every rank's RESULT document of a launch (its log folder), in rank order."""
-    texts = []
-    for root, _dirs, files in os.walk(logdir):
-        texts += [open(os.path.join(root, f)).read() for f in files
-                  if f.startswith("rank") and f.endswith(".out")]
-    return sorted(co._results(texts), key=lambda r: r["rank"])
+def step_windows(spans: list[list], first: int, count: int) -> list[tuple[float, list[float]]]:
+    """Iterations ``first`` to ``first + count - 1`` of a launch from its ranks' wall-clock
+    spans (``run_allreduce``'s ``spans``: per rank, per iteration, start and end): each
+    one's first start and every rank's end.
+
+    >>> step_windows([[(0, 1), (2, 4)], [(0.5, 1.5), (1.9, 3)]], 1, 1)
+    [(1.9, [4, 3])]
+    """
+    return [(min(r[i][0] for r in spans), [r[i][1] for r in spans])
+            for i in range(first, first + count)]
 
 
 def run(folder: str, steps: int = STEPS, bw: float = BW_MBPS, only=None, ecmp: bool = True,
         learned: bool = True, progress=None, queue_s: float = QUEUE_S,
-        probes: bool = True, diagnose: bool = False, schedule: str = "all") -> dict:
+        probes: bool = True, diagnose: bool = False, schedule: str = "all",
+        fair: bool = True) -> dict:
     """Every job (or those named in ``only``) measured alone on one router fat-tree; the
     document with the targets (issue 75): every planned job within 10% of its prediction (5%
-    the goal), ECMP / plan >= 1.5x on the slowest job. ``diagnose``: the declared plan of
-    each gloo job only, sampled (``diagnose_job``; the all-to-all's ``schedule``), no
-    targets."""
+    the goal), ECMP / plan >= 1.5x on the slowest job. Each host's port shares its rate
+    among its peers (``topologies.routers.fair_tc``; the all-to-all's plan is measured with
+    one FIFO per port too), or with ``fair`` False keeps one FIFO. ``diagnose``: the
+    declared plan of each gloo job only, sampled (``diagnose_job``; the all-to-all's
+    ``schedule``), no targets."""
     from emulation.harness.routers import RouterSession
     from topologies.routers import fat_tree
     fabric = fat_tree(4)
     t0 = time.time()
     doc: dict = {"fabric": "k = 4 fat-tree of Linux routers, 2 hosts per leaf",
                  "link_mbps": bw, "queue_s": queue_s, "steps": steps, "probes": probes,
+                 "fair_hosts": fair,
                  "ecmp_iterations_per_launch": ECMP_ITERS,
                  "jobs": {}}
     with RouterSession(fabric, folder, bw=bw, queue_s=queue_s, probes=probes) as s:
+        if not fair:
+            s.host_queues(False)
+            s.fair_hosts = False
         if diagnose:
             for job in jobs(fabric):
                 if (only is None or job["id"] in only) and job["library"] == "gloo":
