@@ -128,10 +128,29 @@ async def _request(method: str, path: str, body: bytes = b"", headers: dict | No
     return (await _exchange(method, path, body, headers, timeout))[:3]
 
 
+def _version(data: bytes) -> str:
+    """A segments document's version, read where ``json.dumps`` puts it (after ``host``)
+    instead of parsing the whole document: parsing each of a ring's 512 documents as it came
+    took a sixth of the harness's loop, delaying its reading of the later answers (issue 73;
+    the agents' own parsing runs on their own hosts, not in one process). Parsed whole where
+    it is not found there.
+
+    >>> _version(b'{"host": "h0", "version": "ab:7", "flows": []}'), _version(b'{"version":"x"}')
+    ('ab:7', 'x')
+    """
+    key = b'"version": "'
+    i = data.find(key, 0, 512)
+    if i < 0:
+        return json.loads(data)["version"]
+    i += len(key)
+    return data[i:data.index(b'"', i)].decode()
+
+
 class Agents:
     """One watch loop per host; ``got[host]``: (time read, version, bytes) of each document;
     ``lag``: per answer, from its reading to its task's turn (the harness's own delay);
-    ``renewed``: watches answered 304 (their wait ended with no change)."""
+    ``renewed``: watches answered 304 (their wait ended with no change); ``last[host]``: its
+    latest document, parsed once the measurements are done (``probes``)."""
 
     def __init__(self, hosts: list[str]):
         self.hosts = hosts
@@ -139,7 +158,7 @@ class Agents:
         self.got: dict[str, list] = {h: [] for h in hosts}
         self.lag: list[float] = []
         self.renewed = 0
-        self.probes: dict[str, tuple] = {}  # host -> (paths in use, other paths) it probes
+        self.last: dict[str, bytes] = {}
         self.errors: list[str] = []
         self.stopping = False
         self.tasks: list = []
@@ -165,13 +184,8 @@ class Agents:
                     await asyncio.sleep(0.5)
                 continue
             if status == 200:
-                doc = json.loads(data)
-                version = doc["version"]
-                used = {tuple(f["path"]) for f in doc["flows"]} | {
-                    tuple(f["backup"]["path"]) for f in doc["flows"] if "backup" in f}
-                paths = [tuple(p["path"]) for p in doc["probes"]]
-                self.probes[host] = ([p for p in paths if p in used],
-                                     [p for p in paths if p not in used])
+                version = _version(data)
+                self.last[host] = data
                 if version != self.version[host]:
                     self.got[host].append((at, version, len(data)))
                     self.version[host] = version
@@ -180,6 +194,17 @@ class Agents:
             else:
                 self.errors.append(f"{host}: HTTP {status}")
                 await asyncio.sleep(0.5)
+
+    def probes(self) -> dict[str, tuple]:
+        """Host -> (paths in use, other paths) its latest document makes it probe."""
+        out = {}
+        for host, data in self.last.items():
+            doc = json.loads(data)
+            used = {tuple(f["path"]) for f in doc["flows"]} | {
+                tuple(f["backup"]["path"]) for f in doc["flows"] if "backup" in f}
+            paths = [tuple(p["path"]) for p in doc["probes"]]
+            out[host] = ([p for p in paths if p in used], [p for p in paths if p not in used])
+        return out
 
     def start(self) -> None:
         n = len(self.hosts)
@@ -224,7 +249,7 @@ def _probe_duties(fabric, agents: Agents, routes: list[dict]) -> dict:
     from controller.agent.probe import FAST_LISTS, FAST_S, SLOW_PER_ROUND, SLOW_S
     crossed: dict = {link: set() for link in fabric.links()}
     rates, counts = [], []
-    for host, (used, other) in agents.probes.items():
+    for host, (used, other) in agents.probes().items():
         counts.append(len(used) + len(other))
         rates.append(min(len(used), FAST_LISTS) / FAST_S
                      + min(len(other) / SLOW_S, SLOW_PER_ROUND / FAST_S))
@@ -314,11 +339,17 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
             f"{sum(1 for v in agents.version.values() if not v)} hosts have no document"
         await asyncio.sleep(1.0)
         cpu0, t0, renewed = _cpu_s(ctl.proc.pid), time.monotonic(), agents.renewed
-        await asyncio.sleep(IDLE_S)
+        seconds = []  # the controller's share of a core, second by second: spread or a spike
+        while time.monotonic() < t0 + IDLE_S:
+            c, t = _cpu_s(ctl.proc.pid), time.monotonic()
+            await asyncio.sleep(min(1.0, t0 + IDLE_S - t))
+            seconds.append((_cpu_s(ctl.proc.pid) - c) / (time.monotonic() - t))
         idle_cpu = (_cpu_s(ctl.proc.pid) - cpu0) / (time.monotonic() - t0)
         held = await _operator_latency()
         idle = {"hosts": len(hosts), "watches_held": len(hosts), "seconds": IDLE_S,
                 "controller_cpu_share": round(idle_cpu, 3),
+                "controller_cpu_share_per_s": {"p50": round(_pct(seconds, 0.5), 3),
+                                               "max": round(max(seconds, default=0), 3)},
                 "watches_renewed": agents.renewed - renewed,
                 "controller_rss_mb": _rss_mb(ctl.proc.pid),
                 "operators_before_watches": before, "operators_while_held": held,
