@@ -37,9 +37,11 @@ leaf ::2).
  'route replace fcbb:bbbb:3::/48 encap seg6local action End flavors next-csid lblen 32
   nflen 16 count dev s0-eth2 metric 2']
 
-The uN is on every fabric port, at metrics 1, 2, ...: the kernel deletes a route whose device
-goes down (and skips one whose link is down), so the switch keeps its uN while any port is
-up; on one port it dropped every list through the switch when that one link failed.
+The uN is on every fabric port, at metrics 1, 2, ...: the kernel skips a route whose link lost
+its carrier (``ignore_routes_with_linkdown``), so the switch keeps its uN while any port has
+one; on one port it dropped every list through the switch when that one link failed. A port
+set down administratively loses its routes for good (and its addresses, unless
+``keep_addr_on_down``): after it is set up again, the switch's batch must be applied again.
 """
 from __future__ import annotations
 
