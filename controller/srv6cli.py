@@ -1,8 +1,9 @@
 """``mlroute srv6-config``: every switch's and host's static SRv6 configuration of a fabric,
 computed once from the fabric model (``enforcement/srv6_config.py``, ``srv6_hosts.py``), as
 ``ip -batch`` files for Linux routers (a leaf's IPv6 source check in a second one, for
-``ip -6 -batch``), SONiC CONFIG_DB JSON for ``config load``, per host an ``ip -batch`` file
-and systemd-networkd files, and the sysctl.d files of routers and hosts; one folder.
+``ip -6 -batch``; the probes' priority class on every fabric port in a ``tc -batch`` file),
+SONiC CONFIG_DB JSON for ``config load``, per host an ``ip -batch`` file and systemd-networkd
+files, and the sysctl.d files of routers and hosts; one folder.
 
 A fabric document without wiring (``mlroute fabric``) is wired here as ``topologies/clos.py``
 wires it (``clos_wiring.wire``: deterministic), and the document the files were computed from
@@ -14,7 +15,7 @@ import os
 
 from controller.enforcement.ifnames import SCHEMES, names_for
 from controller.enforcement.srv6 import BLOCK, SidPlan
-from controller.enforcement.srv6_config import configs
+from controller.enforcement.srv6_config import PROBE_DSCP, configs, priority_tc
 from controller.enforcement.srv6_hosts import (
     host_batch,
     host_networkd,
@@ -31,7 +32,8 @@ DESCRIPTION = ("Write every switch's and host's static configuration for srv6 mo
                "once from the fabric: link addresses, uN, uA and End.X SIDs, a decapsulation "
                "SID per host at its leaf, every locator and host over all shortest paths. Per "
                "switch: SWITCH.batch for `ip -batch` on Linux routers (and at a leaf "
-               "SWITCH.batch6 for `ip -6 -batch`: its host ports' IPv6 source check), "
+               "SWITCH.batch6 for `ip -6 -batch`: its host ports' IPv6 source check), SWITCH.tc "
+               "for `tc -batch` (the agents' probes, DSCP 48, first on every fabric port), "
                "SWITCH.json with SONiC's CONFIG_DB tables for `config load`. Per host, in "
                "hosts/: HOST.batch for `ip -batch` (its addresses, the uSID block and the "
                "fabric's IPv4 through its leaf) and HOST.network for systemd-networkd. The "
@@ -65,6 +67,14 @@ def _write(out: str, name: str, text: str) -> None:
         fh.write(text)
 
 
+def probe_tc(cfg) -> list[str]:
+    """``tc -batch`` lines serving the agents' probes first on every fabric port of a Linux
+    router (``priority_tc`` per port: those with a link address), what the router page
+    once told operators to type per port."""
+    return [line for dev in sorted({i for i, _ in cfg.addresses})
+            for line in priority_tc(dev, PROBE_DSCP)]
+
+
 def run(args) -> str:
     """Writes the files; returns the summary line."""
     fabric = load_fabric(read_json(args.fabric, "fabric"))
@@ -85,6 +95,8 @@ def run(args) -> str:
             if cfg.iproute2_v6():  # a leaf's IPv6 source check: `ip -6 -batch` only
                 _write(args.out, f"{name}.batch6", "\n".join(cfg.iproute2_v6()) + "\n")
                 switch_files += 1
+            _write(args.out, f"{name}.tc", "\n".join(probe_tc(cfg)) + "\n")
+            switch_files += 1
         _write(args.out, "sysctl.d/90-mlroute-router.conf", router_sysctls())
     if args.format in ("sonic", "both"):
         sonic = names_for(fabric, args.interfaces, "sonic")

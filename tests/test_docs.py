@@ -453,9 +453,9 @@ def api_slurm_unreachable(run: Run):
 
 
 def srv6_config(run: Run):
-    run.says("writes 10 files for 4 switches", "It writes 8 for 4 hosts too, in `srv6/hosts/`",
+    run.says("writes 14 files for 4 switches", "It writes 8 for 4 hosts too, in `srv6/hosts/`",
              "its locator `fcbb:bbbb:3::/48`")
-    assert "wrote 10 files for 4 switches, 8 for 4 hosts (hosts/)" in run.out
+    assert "wrote 14 files for 4 switches, 8 for 4 hosts (hosts/)" in run.out
     assert sorted(p.name for p in (run.cwd / "srv6" / "hosts").iterdir())[:2] == [
         "h0_0.batch", "h0_0.network"]
     assert len(list((run.cwd / "srv6" / "hosts").iterdir())) == 8
@@ -471,11 +471,11 @@ def router_fabric_document(run: Run):
     page quotes are what a broken table gives."""
     from topologies.clos import clos_fabric
     run.says("2 spines, 2 leaves, 4 hosts; wired (ports, addresses and interface names)",
-             "wrote 10 files for 4 switches, 8 for 4 hosts (hosts/)",
+             "wrote 14 files for 4 switches, 8 for 4 hosts (hosts/)",
              "error: cabling: l1 has no cable to s1",
              "error: fabric: host h0_0 and host h0_1 share the IPv4 address 10.0.0.1")
     assert "2 spines, 2 leaves, 4 hosts; wired (ports, addresses and interface names)" in run.out
-    assert "wrote 10 files for 4 switches, 8 for 4 hosts (hosts/)" in run.out
+    assert "wrote 14 files for 4 switches, 8 for 4 hosts (hosts/)" in run.out
     doc, emulation = run.json("fabric.json"), clos_fabric(2, 2, 2).to_dict()
     assert {k: doc[k] for k in emulation} == emulation  # the emulation's, from its cables
     assert run.json("srv6/fabric.json") == doc

@@ -83,8 +83,8 @@ def test_srv6_config_command_writes_both_forms(tmp_path, capsys):
     (tmp_path / "f.json").write_text(json.dumps(c.to_dict()))
     assert cli_main(["srv6-config", "--fabric", str(tmp_path / "f.json"),
                      "--out", str(tmp_path / "out")]) == 0
-    # 4 batches, 4 JSON documents, 2 leaves' IPv6 source checks (.batch6)
-    assert "wrote 10 files for 4 switches" in capsys.readouterr().out
+    # 4 batches, 4 tc batches, 4 JSON documents, 2 leaves' IPv6 source checks (.batch6)
+    assert "wrote 14 files for 4 switches" in capsys.readouterr().out
     doc = json.loads((tmp_path / "out" / "s0.json").read_text())
     assert doc["SRV6_MY_SIDS"] and (tmp_path / "out" / "s0.batch").read_text().count("\n") > 4
     assert cli_main(["srv6-config", "--fabric", str(tmp_path / "nope.json"),

@@ -35,7 +35,7 @@ def test_an_unwired_document_is_wired_as_the_emulation_wires_it(tmp_path, capsys
     code, out = _config(tmp_path, json.loads((tmp_path / "plain.json").read_text()))
     assert code == 0, capsys.readouterr().err
     said = capsys.readouterr().out
-    assert "wrote 10 files for 4 switches, 8 for 4 hosts" in said
+    assert "wrote 14 files for 4 switches, 8 for 4 hosts" in said
     assert "give the controller" in said and str(out / "fabric.json") in said
     emulation = clos_fabric(2, 2, 2)
     assert json.loads((out / "fabric.json").read_text()) == emulation.to_dict()
@@ -151,3 +151,21 @@ def test_the_agents_help_says_what_credential_it_needs():
     assert "mlroute agent-credential HOST" in cred and "--mlroute-host-secret-file" in cred
     assert "admin token" in cred and "docs/howto/security.md" in cred
     assert "that credential itself" in token
+
+
+def test_every_router_gets_the_probes_priority_class_on_each_fabric_port(tmp_path):
+    """``SWITCH.tc`` (``tc -batch``): ``priority_tc`` for every port with a link address
+    (fabric links and a leaf's host ports), under the names the batch uses; nothing else."""
+    from controller.enforcement.srv6_config import PROBE_DSCP, priority_tc
+    code, out = _config(tmp_path, clos_fabric(2, 2, 2).to_dict(), "--format", "iproute2")
+    assert code == 0
+    for sw, ports in (("s0", [1, 2]), ("l0", [1, 2, 3, 4])):
+        lines = (out / f"{sw}.tc").read_text().splitlines()
+        want = [x for p in ports for x in priority_tc(f"{sw}-eth{p}", PROBE_DSCP)]
+        assert lines == want
+        batch = (out / f"{sw}.batch").read_text()
+        assert all(f"dev {sw}-eth{p} " in batch for p in ports)
+    assert len(list(out.glob("*.tc"))) == 4
+    (tmp_path / "sonic").mkdir()
+    code, out = _config(tmp_path / "sonic", clos_fabric(2, 2, 2).to_dict(), "--format", "sonic")
+    assert code == 0 and not list(out.glob("*.tc"))  # SONiC: its own QoS tables
