@@ -234,24 +234,28 @@ def fattree(folder: str, steps: int) -> dict:
                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
-DIAGNOSE = {"gloo_20": (20.0, "all", True), "gloo_10": (10.0, "all", True),
-            "pairwise_20": (20.0, "pairwise", True), "noprobes_20": (20.0, "all", False)}
+# case: Mbit/s, the all-to-all's schedule, the agents' probes, a class per peer on host ports
+DIAGNOSE = {"gloo_20": (20.0, "all", True, True), "gloo_10": (10.0, "all", True, True),
+            "pairwise_20": (20.0, "pairwise", True, True),
+            "noprobes_20": (20.0, "all", False, True), "fifo_20": (20.0, "all", True, False),
+            "recvfirst_20": (20.0, "recvfirst", True, True)}
 
 
 def fattree_diagnose(folder: str, steps: int, out: dict, save, names=()) -> dict:
     """Why the all-to-all's step exceeds its prediction: its declared plan alone, sampled
     (``router_jobs.diagnose_job``), at 20 Mbit/s, at 10 (half the packets a second for the
     same bytes), at 20 in pairwise rounds (one flow each way per port at a time) instead of
-    gloo's seven sends at once, and at 20 with the agents' probes off; a fat-tree each (or
-    those ``names``), ``save()`` after each."""
+    gloo's seven sends at once, at 20 with the agents' probes off, with one FIFO per host
+    port instead of a class per peer, and with every receive posted before the sends; a
+    fat-tree each (or those ``names``), ``save()`` after each."""
     from emulation.harness import router_jobs
     out["command"] = "python -m benchmarks.srv6 --only fattree --diagnose"
     for name in names or DIAGNOSE:
-        bw, schedule, probes = DIAGNOSE[name]
+        bw, schedule, probes, fair = DIAGNOSE[name]
         os.makedirs(os.path.join(folder, name))
         doc = router_jobs.run(os.path.join(folder, name), steps=steps, bw=bw,
                               only=["all-to-all"], diagnose=True, schedule=schedule,
-                              probes=probes)
+                              probes=probes, fair=fair)
         doc["jobs"]["all-to-all"]["probes"] = probes
         out[name] = doc["jobs"]["all-to-all"]
         print(name, {k: v for k, v in out[name].items() if k != "steps"}, file=sys.stderr,

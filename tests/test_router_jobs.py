@@ -149,3 +149,13 @@ def test_diagnose_needs_the_fattree_section(capsys):
     with pytest.raises(SystemExit) as e:
         srv6.main(["--diagnose", "--only", "scale"])
     assert e.value.code == 2 and "--diagnose goes with --only fattree" in capsys.readouterr().err
+
+
+def test_every_diagnose_case_names_a_schedule_the_ranks_take():
+    """``--diagnose``'s cases: a schedule ``collective_rank`` knows, and one case with the
+    hosts' ports as one FIFO (the emulation before ``fair_tc``) beside gloo's at 20 Mbit/s."""
+    from benchmarks import srv6
+    from emulation.harness.collective_rank import SCHEDULES
+    assert all(schedule in ("all", *SCHEDULES) for _bw, schedule, _p, _f in srv6.DIAGNOSE.values())
+    assert srv6.DIAGNOSE["fifo_20"] == (20.0, "all", True, False)
+    assert srv6.DIAGNOSE["gloo_20"] == (20.0, "all", True, True)

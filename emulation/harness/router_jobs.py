@@ -40,6 +40,7 @@ ECMP_ITERS = 1  # counted iterations of each ECMP launch (one hash each)
 QUEUE_S = 0.2  # each link's FIFO, seconds of line rate (routers.QUEUE_S)
 LEARN_LAUNCHES = 3  # launches at most before a members-only job must be learned
 RENDEZVOUS_STEPS = 3  # steps of Open MPI's ring with its default transport limits (below)
+A2A_SCHEDULE = "all"  # the all-to-all's (collective_rank --a2a-schedule): gloo's own
 
 
 def mpi_eager_args(job: dict) -> list[str]:
@@ -65,7 +66,8 @@ def jobs(fabric) -> list[dict]:
     second = [h for h in order if h.endswith("_1")]
     return [{"id": "gloo-ring", "library": "gloo", "hosts": first, "mib": RING_MIB, "a2a": 0},
             {"id": "mpi-ring", "library": "mpi", "hosts": second, "mib": RING_MIB, "a2a": 0},
-            {"id": "all-to-all", "library": "gloo", "hosts": first, "mib": 0, "a2a": A2A_MIB}]
+            {"id": "all-to-all", "library": "gloo", "hosts": first, "mib": 0, "a2a": A2A_MIB,
+             "schedule": A2A_SCHEDULE}]
 
 
 def _per_peer(job: dict) -> int:
@@ -115,16 +117,16 @@ def moves(s, hosts) -> int:
 
 
 def _launch(s, job: dict, iters: int, logdir: str, eager: bool = True,
-            schedule: str = "all") -> dict:
+            schedule: str | None = None) -> dict:
     """``iters`` counted iterations after ``WARMUP``; the run's document with the
     segments the ranks' hosts retransmitted meanwhile and the parts their agents moved.
     ``eager``: Open MPI's ring blocks without a rendezvous (``mpi_eager_args``);
-    ``schedule``: the all-to-all's (``collective_rank --a2a-schedule``)."""
+    ``schedule``: the all-to-all's (``collective_rank --a2a-schedule``; the job's)."""
     before, moved = s.retransmits(job["hosts"]), moves(s, job["hosts"])
     extra = mpi_eager_args(job) if eager and job["library"] == "mpi" else []
     res = co.run_allreduce(s.net, s.fabric, job["library"], job["hosts"], job["mib"],
                            WARMUP + iters, logdir, a2a_mib=job["a2a"], counters=s.uplink_bytes,
-                           mpi_args=extra, a2a_schedule=schedule)
+                           mpi_args=extra, a2a_schedule=schedule or job.get("schedule", "all"))
     if not res["sums_ok"]:
         raise RuntimeError(f"{job['id']}: wrong results; logs in {res['logs']}")
     res["retransmits"] = s.retransmits(job["hosts"]) - before
@@ -188,6 +190,8 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
     res = _launch(s, job, steps, os.path.join(folder, "plan"))
     if job["library"] == "mpi":  # the library's default transport limits, for the record
         rdv = _launch(s, job, RENDEZVOUS_STEPS, os.path.join(folder, "rendezvous"), False)
+    if job["a2a"]:  # every receive posted before the sends (collective_rank._receives_first)
+        first = _launch(s, job, steps, os.path.join(folder, "recvfirst"), schedule="recvfirst")
     if job["a2a"] and s.fair_hosts:  # the hosts' ports one FIFO each, as before (issue 75)
         s.host_queues(False)
         try:
@@ -204,6 +208,12 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
                plan_over_ideal=round(plan / out["ideal_s"], 3),
                plan_imbalance=res["imbalance"], plan_retransmits=res["retransmits"],
                plan_moved=res["moved"], direction=res["direction"])
+    if job["a2a"]:
+        m = statistics.median(first["times"])
+        out.update(schedule=job.get("schedule", "all"),
+                   recvfirst_s=[round(x, 3) for x in first["times"]],
+                   recvfirst_median_s=round(m, 3), recvfirst_over_prediction=round(m / predicted, 3),
+                   recvfirst_retransmits=first["retransmits"], recvfirst_moved=first["moved"])
     if job["a2a"] and s.fair_hosts:
         m = statistics.median(fifo["times"])
         out.update(fifo_s=[round(x, 3) for x in fifo["times"]], fifo_median_s=round(m, 3),
@@ -260,6 +270,7 @@ def diagnose_job(s, job: dict, steps: int, folder: str, schedule: str = "all") -
     m = statistics.median(res["times"])
     return {"library": job["library"], "kind": "all-to-all" if job["a2a"] else "ring All-Reduce",
             "link_mbps": s.bw, "schedule": schedule if job["a2a"] else None,
+            "fair_hosts": s.fair_hosts,
             "predicted_s": round(predicted, 3), "plan_s": [round(x, 3) for x in res["times"]],
             "plan_median_s": round(m, 3), "plan_over_prediction": round(m / predicted, 3),
             "retransmits": res["retransmits"], "moved": res["moved"],
