@@ -1,8 +1,9 @@
 """The OpenFlow listener: opened before the controller's own imports, with a backlog that holds
 a whole fabric connecting at once.
 
-Open vSwitch retries a lost controller 1, 2, 4 and 8 s after it went (``max_backoff``'s 1 s is
-not honoured by 3.1), and each try waits as long as its back-off for the controller's HELLO.
+Open vSwitch retries a lost controller 1, 2, 4 and 8 s after it went (3.1 applies a record's
+``max_backoff`` to a connection only at a reconfigure while it is up: docs/explanation/
+environment-notes.md), and each try waits as long as its back-off for the controller's HELLO.
 The framework opens its listener only once the apps are built: about 1.1 s after a restart,
 0.8 s of it importing mlroute (scipy, networkx, etcd3gw) and building the shell, so the
 switches' try at 1 s was refused and they came back at 3 s. ``open_early`` binds the ports
