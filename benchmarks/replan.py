@@ -11,28 +11,30 @@ k = 8 fat-tree a core link with 5 routes over it moved 867). ``benchmarks.scale`
 the same with Open vSwitch; this one runs in seconds.
 
 State: as the controller builds it, one POST after the other: a ring All-Reduce (``--ring``
-hosts, ``benchmarks.scale``'s order across pods), then an all-to-all (``--all-to-all`` hosts)
-beside it; for that second POST, the running flows it moved (old and new). Cases: the
+hosts, ``benchmarks.scale``'s order across pods), then an all-to-all (``--all-to-all``
+hosts) beside it; for that second POST, the running flows it moved (old and new). Cases: the
 aggregation-core link and the leaf-aggregation link with the most routes, the aggregation
-switch and the core switch with the most; each failed, then restored (the routes in force
-after the failure re-planned on the whole fabric). Per case: ``crossed`` (routes over the
-element), per code: ``moved`` routes, ``max_link_load``, ``ms``; the ``lower_bound``; where
-the request path left the max above the bound, ``off_path``: what the later stage
-(``clos_offpath``, by flow counts: ``clos_regroup``'s two MILPs to the bound, the MILP over
-every option where they find none) reaches, the routes it moves, ``moved_total`` (the
-request path's and its), its time and ``above_bound_s`` (the request path's and its: how
-long the max stays above the bound); ``off_path_old``: the same of ``clos_offpath`` at
-``--old-bound`` (the MILP over every option alone) from the same routes; and
-``fewest_from_before``: the exact fewest-moves MILP at the bound from the routes before the
-failure (``clos_ilp_moves``, within ``EXACT_S``: "optimal" proves the fewest routes any plan
-at the bound moves; "infeasible" that no plan meets the bound).
+switch and the core switch with the most, and a switch named in ``--fat-tree``; each failed,
+then restored (the routes in force after the failure re-planned on the whole fabric). Per
+case: ``crossed`` (routes over the element), per code: ``moved`` routes, ``max_link_load``,
+``ms``; the ``lower_bound``; where the request path left the max above the bound,
+``off_path``: what the later stage (``clos_offpath``, by flow counts: ``clos_regroup``'s two
+MILPs to the bound, the MILP over every option where they find none) reaches, the routes it
+moves, ``moved_total`` (the request path's and its), its time and ``above_bound_s`` (the
+request path's and its: how long the max stays above the bound); ``off_path_old``: the same
+of ``clos_offpath`` at ``--old-bound`` (the MILP over every option alone) from the same
+routes; and ``fewest_from_before`` (on instances of at most ``LAYER2_MILP_OPTIONS``
+options): the exact fewest-moves MILP at the bound from the routes before the failure
+(``clos_ilp_moves``, within ``EXACT_S``: "optimal" proves the fewest routes any plan at the
+bound moves; "infeasible" that no plan meets the bound).
 
 The all-to-all's POST is followed by the off-path stage (``post_all_to_all.off_path``, per
 objective, today's code and ``clos_offpath`` of ``--old-offpath``): the running flows it
 would move (``found_moved``), those applied (``moved``: zero unless
 ``churn.moving_gain`` finds the gain worth them), the ranks before and after, ``why``.
 
-    python -m benchmarks.replan [--fat-tree 8 --fat-tree 16] [--old REV] [--old-offpath REV]
+    python -m benchmarks.replan [--fat-tree 8 --fat-tree 16:512:128:c1_1] [--old REV]
+                                [--old-offpath REV]
                                 [--old-bound REV] [--out bench/replan.json]
 """
 from __future__ import annotations
@@ -53,6 +55,7 @@ from controller.model.clos import Clos
 from controller.model.clospaths import ClosProblem, lower_bound
 from controller.model.jobs import parse_job
 from controller.planners import clos_routes
+from controller.planners.clos_auto import LAYER2_MILP_OPTIONS, option_count
 from controller.planners.clos_churn import clos_replan, previous_routes
 from controller.planners.clos_ilp_moves import fewest_moves, moved_flows
 from controller.planners.clos_loads import score
@@ -65,6 +68,10 @@ from controller.planners.clos_offpath import (
 from controller.planners.group_routes import group_routes
 
 SIZES = {8: (128, 32), 16: (512, 64)}  # k -> ring hosts, all-to-all hosts
+# the fabrics of a default run: k, or k:ring:all-to-all[:switch] (k = 16 loaded as k = 8 is,
+# and a core switch whose failure leaves the request path above the bound beside the busiest
+# elements: 16,768 flows, 1,022,976 options)
+FABRICS = ("8", "16", "16:512:128:c1_1")
 OLD = "87bba06"  # main before issue 74's minimal re-plans
 OLD_OFFPATH = "dd0a2ab"  # main before the off-path stage's moves had to buy their gain
 EXACT_S = 60.0  # the exact fewest-moves MILP from the routes before a failure
@@ -233,8 +240,8 @@ def crossed(routes: list, element) -> int:
     return sum(1 for parts in routes if parts and over(parts[0][0]))
 
 
-def fabric_cases(k: int, ring: int, a2a: int, old, old_offpath=None, old_bound=None
-                 ) -> dict:
+def fabric_cases(k: int, ring: int, a2a: int, old, old_offpath=None, old_bound=None,
+                 switch: str | None = None) -> dict:
     fabric = Clos.fat_tree(k)
     jobs = [parse_job(ring_job(fabric, ring), fabric), parse_job(all_to_all_job(fabric, a2a),
                                                                  fabric)]
@@ -244,7 +251,8 @@ def fabric_cases(k: int, ring: int, a2a: int, old, old_offpath=None, old_bound=N
     second = {name: post(fabric, jobs, before, fn) for name, fn in codes.items()}
     routes = second["new"][0]  # the failures start from today's state, for both codes
     rows = []
-    for what, element in busiest(routes).items():
+    for what, element in {**busiest(routes), **({"named switch": switch} if switch else {})
+                          }.items():
         down = [x for x in fabric.links() if (element in x if isinstance(element, str)
                                               else set(x) == set(element))]
         row = {"element": what, "name": element if isinstance(element, str) else
@@ -257,7 +265,8 @@ def fabric_cases(k: int, ring: int, a2a: int, old, old_offpath=None, old_bound=N
                 row[name]["off_path"] = off_path(failed)
                 if old_bound is not None:  # the stage before, from the same routes
                     row[name]["off_path_old"] = off_path(failed, old_bound)
-                row["fewest_from_before"] = fewest_from_before(failed, routes)
+                if option_count(failed["_p"]) <= LAYER2_MILP_OPTIONS:
+                    row["fewest_from_before"] = fewest_from_before(failed, routes)
             row[name]["restored"] = {key: back[key] for key in ("moved", "max_link_load", "ms")}
         row["lower_bound"] = lower_bound(ClosProblem.build(fabric.with_down(down), jobs,
                                                            skip_unroutable=True))
@@ -266,12 +275,15 @@ def fabric_cases(k: int, ring: int, a2a: int, old, old_offpath=None, old_bound=N
         rows.append(row)
     posted = {name: {"running_moved": moved, "ms": round(ms, 1)}
               for name, (_, moved, ms) in second.items()}
+    usual = default_sizes(k) == (ring, a2a)  # else a loaded fabric: its failures only
     offs = {"new": sys.modules[clos_off_path.__module__],
-            **({"old": old_offpath} if old_offpath else {})}
+            **({"old": old_offpath} if old_offpath and usual else {})}
     posted["off_path"] = {objective: {name: post_off_path(fabric, jobs, routes, mod, objective)
                                       for name, mod in offs.items()}
-                          for objective in ("flows", "jobs")}
-    return {"fabric": f"fat-tree k={k}", "ring_hosts": ring, "all_to_all_hosts": a2a,
+                          for objective in (("flows", "jobs") if usual else ("flows",))}
+    name = f"fat-tree k={k}" + ("" if default_sizes(k) == (ring, a2a) else
+                                f", ring {ring} + all-to-all {a2a}")
+    return {"fabric": name, "ring_hosts": ring, "all_to_all_hosts": a2a,
             "flows": sum(len(j.flows()) for j in jobs), "post_all_to_all": posted,
             "cases": rows}
 
@@ -298,11 +310,26 @@ def targets(fabrics: list[dict]) -> dict:
                               "ok": all(v <= ABOVE_BOUND_S for v in secs.values())}}
 
 
+def sizes(spec: str) -> tuple[int, int, int, str | None]:
+    """(k, ring hosts, all-to-all hosts, a switch to fail too or None) of ``--fat-tree``'s K
+    or K:RING:A2A[:SWITCH]."""
+    k, *rest = str(spec).split(":")
+    if not rest:
+        return (int(k), *default_sizes(int(k)), None)
+    return int(k), int(rest[0]), int(rest[1]), (rest[2] if len(rest) > 2 else None)
+
+
+def default_sizes(k: int) -> tuple[int, int]:
+    """The ring's and the all-to-all's hosts on a k-ary fat-tree when not given."""
+    return SIZES.get(k, (k ** 3 // 4, 2 * k))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.replan",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--fat-tree", type=int, action="append", metavar="K",
-                    help="a k-ary fat-tree (repeat; default: 8 and 16)")
+    ap.add_argument("--fat-tree", action="append", metavar="K[:RING:A2A[:SWITCH]]",
+                    help="a k-ary fat-tree, with the ring's and the all-to-all's hosts "
+                         f"(repeat; default: {' '.join(FABRICS)})")
     ap.add_argument("--old", default=OLD, help="the commit of the code before ('' : none)")
     ap.add_argument("--old-offpath", default=OLD_OFFPATH,
                     help="the commit of the off-path stage before ('' : none)")
@@ -314,8 +341,10 @@ def main(argv=None) -> int:
     old = old_replan(args.old) if args.old else None
     old_offpath = old_off_path(args.old_offpath) if args.old_offpath else None
     old_bound = old_off_path(args.old_bound) if args.old_bound else None
-    fabrics = [fabric_cases(k, *SIZES.get(k, (k ** 3 // 4, 2 * k)), old, old_offpath,
-                            old_bound) for k in (args.fat_tree or (8, 16))]
+    fabrics = []
+    for spec in args.fat_tree or FABRICS:
+        k, ring, a2a, switch = sizes(spec)
+        fabrics.append(fabric_cases(k, ring, a2a, old, old_offpath, old_bound, switch))
     write_result({"command": "python -m benchmarks.replan " + " ".join(argv or sys.argv[1:]),
                   "machine": {"python": platform.python_version(),
                               "date": time.strftime("%Y-%m-%d")},

@@ -26,7 +26,7 @@ def test_a_failed_core_switch_back_at_the_bound_with_the_fewest_moves():
     assert score(p, r)[0] == bound + 1  # lower_max could not
     got = regroup(p, r, bound, 10.0)
     assert got is not None and score(p, got)[0] <= bound
-    assert got.info["status"] == "optimal" and got.info["excess"] == 0
+    assert got.info["status"] == "optimal"
     moved = moved_flows(got, r)
     exact = fewest_moves(p, r, bound, 10.0)
     assert exact.info["status"] == "optimal"

@@ -42,9 +42,9 @@ controller runs all this in a child process (``python -m controller.planners.clo
 FILE``, ``main``; ``offpath.clos_in_subprocess``): the search and the MILP would hold the
 controller's only thread, and with it OpenFlow and REST.
 
-Cost: above the bound only, on instances of at most ``clos_auto.LAYER2_MILP_OPTIONS``
-options, ``clos_regroup`` within ``REGROUP_S`` and, where it finds none, the MILP within
-``MOVES_S``; ``clos_auto.layer2``'s chains within
+Cost: above the bound only, ``clos_regroup`` within ``REGROUP_S`` (on instances of at most
+``REGROUP_SLOTS`` slot options) and, where it finds none, the MILP within ``MOVES_S`` (at
+most ``clos_auto.LAYER2_MILP_OPTIONS`` options); ``clos_auto.layer2``'s chains within
 ``OFF_PATH_S``, or ``clos_jobs``' search (its budget of predictions, within
 ``jobs_stop.time_budget``); O(F) to read the routes in force and to name the new routes.
 """
@@ -66,7 +66,7 @@ from controller.planners.clos_homing import send_home
 from controller.planners.clos_ilp_moves import fewest_moves, moved_flows
 from controller.planners.clos_jobs import clos_jobs, clos_slowdowns
 from controller.planners.clos_loads import ClosLoads, score
-from controller.planners.clos_regroup import regroup
+from controller.planners.clos_regroup import regroup, slot_count
 from controller.planners.clos_routes import route_paths
 
 OFF_PATH_S = 1.0  # layer 2's chains and MILP, off the request path
@@ -75,6 +75,7 @@ OFF_PATH_S = 1.0  # layer 2's chains and MILP, off the request path
 MOVES_S = 30.0
 # clos_regroup's two MILPs, first (k = 8: 1.1-1.5 s; 10x that on a machine at a load of 16)
 REGROUP_S = 20.0
+REGROUP_SLOTS = 200_000  # clos_regroup on instances of at most this many slot options
 MOVES_PER_EXCESS = 2  # a lower max is worth this many moved flows per flow above the bound
 
 
@@ -126,18 +127,21 @@ def clos_off_path(problem: ClosProblem, previous: ClosRouting, objective: str = 
 def to_the_bound(problem: ClosProblem, r: ClosRouting, time_limit: float = MOVES_S,
                  regroup_s: float = REGROUP_S) -> ClosRouting | None:
     """A routing of ``problem`` at its lower bound with few moves from ``r`` (the routes in
-    force) when ``r``'s max is above the bound and the instance has at most
-    ``LAYER2_MILP_OPTIONS`` options: ``clos_regroup``'s within ``regroup_s``, else the
-    fewest-moves MILP's within ``time_limit``, the first that moves at most
+    force) when ``r``'s max is above the bound: ``clos_regroup``'s within ``regroup_s`` (on
+    instances of at most ``REGROUP_SLOTS`` slot options), else the fewest-moves MILP's within
+    ``time_limit`` (at most ``LAYER2_MILP_OPTIONS`` options), the first that moves at most
     ``MOVES_PER_EXCESS`` flows per flow above the bound (``excess``) once its moved flows
     went home where the bound holds (``clos_homing.send_home``, unless the MILP proved them
     fewest); else None. Its ``info``: the MILP's (``status``, ``wall_ms``...), ``method``
     ("regroup" or "milp"), ``moved_flows``, ``excess`` and ``homed``."""
     bound = lower_bound(problem)
-    if score(problem, r)[0] <= bound + 1e-9 or option_count(problem) > LAYER2_MILP_OPTIONS:
+    if score(problem, r)[0] <= bound + 1e-9:
         return None
     over = excess(problem, r, bound)
-    for method in ("regroup", "milp"):
+    for method, small in (("regroup", slot_count(problem) <= REGROUP_SLOTS),
+                          ("milp", option_count(problem) <= LAYER2_MILP_OPTIONS)):
+        if not small:
+            continue
         if method == "regroup":
             few = regroup(problem, r, bound, regroup_s)
         else:

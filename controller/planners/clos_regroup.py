@@ -39,8 +39,8 @@ the routes and name the members.
 >>> f = Clos.fat_tree(4)
 >>> p = ClosProblem.build(f, [Job("r", rings=[list(f.host_leaves)], ring_bytes=1)])
 >>> r = regroup(p, clos_auto(p), 1.0, 10.0)  # at 1 already: nothing moves
->>> r.info["kept"] == len(p), r.info["excess"]
-(True, 0)
+>>> r.info["kept"] == len(p), r.info["status"]
+(True, 'optimal')
 """
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def regroup(problem: ClosProblem, previous: ClosRouting, alpha: float,
     -1 for none) within ``time_limit`` s; None when a stage found nothing in time or the
     result is still above ``alpha`` (the slots of stage 1 leave the cores no way). ``info``:
     ``status`` (both stages "optimal", else the first that was not), ``kept`` (flows of
-    ``previous`` on their route), ``excess`` (0), ``wall_ms``."""
+    ``previous`` on their route), ``wall_ms``."""
     check_time_limit(time_limit)
     t0 = time.perf_counter()
     n = len(problem)
@@ -106,9 +106,15 @@ def regroup(problem: ClosProblem, previous: ClosRouting, alpha: float,
     if score(problem, r)[0] > alpha + 1e-9:
         return None
     status = next((s for s in (status1, status2) if s != "optimal"), "optimal")
-    r.info.update(status=status, kept=int(home[chosen].sum()), excess=0,
+    r.info.update(status=status, kept=int(home[chosen].sum()),
                   wall_ms=round((time.perf_counter() - t0) * 1e3, 3))
     return r
+
+
+def slot_count(problem: ClosProblem) -> int:
+    """Stage 1's binaries at most: flows x the slots of every plane (counted before anything
+    is built, as ``clos_auto.option_count`` counts the options)."""
+    return len(problem) * sum(int(up.shape[1]) for up in problem.links.up1)
 
 
 def limits(problem: ClosProblem, alpha: float) -> np.ndarray:
