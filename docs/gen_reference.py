@@ -526,7 +526,12 @@ def _srv6_fattree() -> str:
             + f"The {t['fabric']} (20 switches, 16 hosts), every link shaped to "
               f"{t['link_mbps']:g} Mbit/s (a FIFO of {t['queue_s']:g} s of line rate): the "
               "kernel routers and eight ranks of Python keep up on the machine's 2 shared cores "
-              "at that rate. Three jobs of 8 ranks, one per leaf, ring neighbours in different "
+              "at that rate"
+            + (": a host's port shares its rate equally among the peers it sends to (an HTB "
+               "class per destination, `topologies/routers.fair_tc`, as a host's `fq` or an "
+               "RDMA NIC's round robin over its queue pairs would; this machine's kernel has no "
+               "`fq`, `sfq` or `drr`)" if t.get("fair_hosts") else "")
+            + ". Three jobs of 8 ranks, one per leaf, ring neighbours in different "
               "pods, each alone on the fabric: a PyTorch gloo ring All-Reduce (host 0 of every "
               "leaf), an Open MPI ring All-Reduce (host 1), and a gloo all-to-all (host 0; a "
               "mixture-of-experts layer's exchange, every rank sending 1 MiB to each other "
@@ -567,8 +572,15 @@ def _srv6_fattree() -> str:
               "(`router_jobs.mpi_eager_args`, for any tensor and rank count), so its figure "
               "is the routing's, not the library's protocol's. The all-to-all (gloo posts its "
               "seven sends and seven receives at once) is bound by each host's port, which no "
-              "routing changes (ECMP is about as fast), and runs about 1.5x its prediction: "
-              "why, below. Ruled out earlier in issue 75's diagnosis (plan-only launches "
+              f"routing changes (ECMP is about as fast), and runs {a2a['plan_over_prediction']:g}x "
+              "its prediction: why, below"
+            + (f"; in the same run, with every receive posted before the sends (`collective_rank "
+               f"--a2a-schedule recvfirst`) {a2a['recvfirst_median_s']:g} s, "
+               f"**{a2a['recvfirst_over_prediction']:g}x**" if "recvfirst_median_s" in a2a else "")
+            + (f"; with gloo's schedule and one FIFO per host port instead of a class per peer "
+               f"(the emulation before, `RouterSession.host_queues`) {a2a['fifo_median_s']:g} s, "
+               f"**{a2a['fifo_over_prediction']:g}x**" if "fifo_median_s" in a2a else "")
+            + ". Ruled out earlier in issue 75's diagnosis (plan-only launches "
               "of 3 steps on this fabric, `router_jobs._launch` with the hosts' settings "
               "changed between launches; not rerun by the benchmark): dropped packets (no "
               "FIFO, link or backlog dropped one); the "
@@ -589,10 +601,10 @@ def _srv6_fattree() -> str:
                         f"planned after {j['learning_launches']} launch(es)"
                         for jid, j in t["jobs"].items())
             + " (the controller re-plans for pairs its first window missed only if that "
-              "gains 5%).\n\n" + _srv6_a2a_diagnosis(b.get("fattree_diagnose")))
+              "gains 5%).\n\n" + _srv6_a2a_diagnosis(b.get("fattree_diagnose"), a2a))
 
 
-def _srv6_a2a_diagnosis(d) -> str:
+def _srv6_a2a_diagnosis(d, a2a: dict) -> str:
     """Where the all-to-all's extra time goes (``benchmarks.srv6 --only fattree
     --diagnose``): one row per case, medians over its steps."""
     if not d:
@@ -609,6 +621,7 @@ def _srv6_a2a_diagnosis(d) -> str:
     for name, c in cases.items():
         rows.append([f"`{name}`", f"{c['link_mbps']:g}", c["schedule"],
                      "on" if c.get("probes", True) else "off",
+                     "a class per peer" if c.get("fair_hosts") else "one FIFO",
                      f"{c['plan_median_s']:g} / {c['predicted_s']:g}",
                      f"**{c['plan_over_prediction']:g}**",
                      f"{c['finish_spread_median_s']:g}",
@@ -627,18 +640,21 @@ def _srv6_a2a_diagnosis(d) -> str:
               "seven sends and seven receives posted at once, `gloo/alltoall.cc`, one TCP "
               "connection per pair) at 20 and 10 Mbit/s; `pairwise` rounds (round i: rank r "
               "sends to r + i and receives from r - i, one flow each way per port, "
-              "`collective_rank --a2a-schedule pairwise`); the agents' probes off.\n\n"
-            + _table(["case", "Mbit/s", "schedule", "probes", "step, predicted (s)",
+              "`collective_rank --a2a-schedule pairwise`); the agents' probes off; `recvfirst` "
+              "(gloo's exchange with every receive posted first); host ports with one FIFO "
+              "(before `topologies/routers.fair_tc`) or a class per peer.\n\n"
+            + _table(["case", "Mbit/s", "schedule", "probes", "host ports", "step, predicted (s)",
                       "step / predicted", "ranks' finish spread (s)",
                       "senders done within 5% of the bound", "machine idle",
                       "cores: agents / softirq / ranks / other", "retransmitted", "moved"],
                      rows)
-            + (_a2a_conclusion(cases, med, at_bound) if {"noprobes_20", "gloo_20", "gloo_10",
-                                                "pairwise_20"} <= set(cases) else "")
+            + (_a2a_conclusion(cases, med, at_bound, a2a) if {"noprobes_20", "gloo_20",
+                                                               "gloo_10", "pairwise_20"}
+               <= set(cases) else "")
             + "\n\n")
 
 
-def _a2a_conclusion(c: dict, med, at_bound) -> str:
+def _a2a_conclusion(c: dict, med, at_bound, a2a: dict) -> str:
     """The diagnosis in words; its figures from the cases (``_srv6_a2a_diagnosis``)."""
     off, on, half, pw = c["noprobes_20"], c["gloo_20"], c["gloo_10"], c["pairwise_20"]
     return (f"Not the machine: with the agents' probes off the machine sat "
@@ -649,29 +665,39 @@ def _a2a_conclusion(c: dict, med, at_bound) -> str:
             f"{on['plan_over_prediction']:g}x, and at 10 Mbit/s (half the packets a second) "
             f"{half['plan_over_prediction']:g}x. " + DIAGNOSIS.format(
                 round_s=pw["plan_median_s"] / (len(pw["steps"][0]["links"]) - 1),
+                recvfirst=(f"With every receive posted before the sends (`collective_rank "
+                           f"--a2a-schedule recvfirst`) the pairs need not take turns, and the exchange "
+                           f"ran {a2a['recvfirst_over_prediction']:g}x its prediction in the run "
+                           "above: what remains beyond the rings' excess is not diagnosed yet "
+                           "(`--diagnose recvfirst_20` samples it). "
+                           if "recvfirst_over_prediction" in a2a else ""),
+                fair=(f"The hosts' ports shared among their peers (a class per destination) "
+                      f"or not (one FIFO): {a2a['plan_over_prediction']:g}x against "
+                      f"{a2a['fifo_over_prediction']:g}x in the same run, so the ports' sharing "
+                      "buys gloo's schedule nothing. " if "fifo_over_prediction" in a2a else ""),
                 bound=f"{med(on, lambda st: at_bound(st, on)):g}",
                 lo=min(st["finish_spread_s"] for st in on["steps"]),
                 hi=max(st["finish_spread_s"] for st in on["steps"])))
 
 
 DIAGNOSIS = (
-    "The "
-    "time goes to how TCP shares a port among seven flows: in a step, {bound} of the eight "
-    "senders (the median) had their 7 MiB out by the fluid bound (their ports barely idled), "
-    "and the ranks finished over {lo:.1f}-{hi:.1f} s at 20 Mbit/s (the finish spread; about "
-    "twice that at 10). Per-flow bytes were "
-    "not sampled, so the mechanism is inferred from the ports' counters: the late senders' "
-    "flows got smaller shares of the receivers' FIFO ports than the model's equal ones, "
-    "their own ports idled meanwhile, and their last bytes went alone afterwards. The "
-    "fluid model (and the prediction) assumes max-min fair shares at every port, which the "
-    "byte FIFOs and TCP do not give. Taking the sharing away does not help either: pairwise "
-    "rounds (one flow each way per port) took longer still: a round's 1 MiB, 0.42 s at line "
-    "rate, took {round_s:.2f} s (one flow from idle, then a wait for the round's peers). "
-    "Production hosts run `fq` (each flow its turn and its pacing) at their "
-    "egress; this machine's kernel has no `fq`, `fq_codel`, `sfq` or `drr` (nor RED), so the "
-    "emulation cannot show what it buys, and the 1.5x stands as a limit of the emulation's "
-    "FIFO hosts with many flows per port (docs/reference/limits.md), not of the plan: ECMP is "
-    "as slow, and the rings, one flow per port, run within 7% of their prediction.")
+    "The ports' counters alone did not tell why: in a step, {bound} of the eight senders (the "
+    "median) had their 7 MiB out by the fluid bound, and the ranks finished over "
+    "{lo:.1f}-{hi:.1f} s at 20 Mbit/s (the finish spread; about twice that at 10). Per "
+    "connection (`ss -ti` sampled every 0.25 s in three ranks' hosts during a planned launch, "
+    "issue 75's diagnosis, not rerun by the benchmark), it is gloo's protocol: for 4 of a "
+    "rank's 7 peers nothing of its block to the peer went out until the peer's block to it "
+    "had all arrived (2.6-3.1 s into a 4.5 s step), while the other 3 ran from the start. "
+    "Gloo's TCP transport has one connection per pair of ranks, and a send waits for the "
+    "receiver's notice that its receive is posted, which the receiver writes on that same "
+    "connection, in order behind the block it is sending itself: in gloo's loop (per peer a "
+    "send, then a receive) a rank often writes its block first, and that pair then takes "
+    "turns instead of running together. The fluid model (and the prediction) has all 56 "
+    "flows at once. {recvfirst}{fair}Pairwise rounds (one flow each way per port) took longer "
+    "still: a round's 1 MiB, 0.42 s at line rate, took {round_s:.2f} s (one flow from idle, "
+    "then a wait for the round's peers). So most of the all-to-all's excess is the library's "
+    "protocol, not the plan: ECMP is as slow, and the rings, one flow per port, run within "
+    "7% of their prediction.")
 
 
 def _planner() -> str:
