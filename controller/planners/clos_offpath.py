@@ -16,8 +16,10 @@ routing of the group, from its routes in force:
    ``MOVES_S``), each taken when it moves at most ``MOVES_PER_EXCESS`` flows per flow above
    the bound on the links (HiGHS's first incumbents of the big MILP move nearly every
    flow). On the replan benchmark's k = 8 fat-tree a failed core switch (71 routes over
-   it, 73 moved, max 10 for a bound of 9) reached 9 with 69 more moves in 1.1-1.5 s; the
-   big MILP alone with 61 in 30 s (bench/replan.json);
+   it, 73 moved, max 10 for a bound of 9) reached 9 with 69 more moves in 1.9 s; the big
+   MILP alone with 61 in 30 s. On its loaded k = 16 (16,768 flows, too many options for the
+   big MILP) 17 for 18 with 51 moves in 19.4 s, where layer 2's chains (the stage before)
+   took 1.3 s for 70 (bench/replan.json): to try the chains first is left to do;
 2. by flow counts, layer 2 (``clos_auto.layer2``): ejection chains at the max and at the
    loads below it, not the layer-2 MILP, whose routing may move any flow (on the scale
    benchmark's k = 8 fat-tree it moved 1,024 of 1,120 running flows after a switch failure);
@@ -73,7 +75,7 @@ OFF_PATH_S = 1.0  # layer 2's chains and MILP, off the request path
 # the fewest-moves MILP to the bound: at k = 8 HiGHS's incumbent moved 1,035 flows at 5-7 s,
 # 61 to 91 at 10-20 s and 61 at 30 s (a 2-core machine shared with other work)
 MOVES_S = 30.0
-# clos_regroup's two MILPs, first (k = 8: 1.1-1.5 s; 10x that on a machine at a load of 16)
+# clos_regroup's two MILPs, first (k = 8: 1.1-2.7 s; a loaded k = 16: 13-19 s)
 REGROUP_S = 20.0
 REGROUP_SLOTS = 200_000  # clos_regroup on instances of at most this many slot options
 MOVES_PER_EXCESS = 2  # a lower max is worth this many moved flows per flow above the bound
