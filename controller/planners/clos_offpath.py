@@ -10,16 +10,20 @@ routing of the group, from its routes in force:
 
 1. where the request path left the max above the lower bound (a failure on a tightly loaded
    fabric, where every other option of a flow crosses two full links and no chain of moves
-   helps), a routing at the bound from the routes in force (``to_the_bound``): first the
-   two small MILPs of ``clos_regroup`` (slots, then cores, within ``REGROUP_S``), and only
-   where they find none the fewest-moves MILP over every option (``clos_ilp_moves``, within
-   ``MOVES_S``), each taken when it moves at most ``MOVES_PER_EXCESS`` flows per flow above
-   the bound on the links (HiGHS's first incumbents of the big MILP move nearly every
+   helps), a routing at the bound from the routes in force (``to_the_bound``): the two
+   small MILPs of ``clos_regroup`` (slots, then cores, within ``REGROUP_S``) and layer 2's
+   ejection chains (``clos_auto.layer2`` without its MILP, within ``OFF_PATH_S``), the
+   chains first on instances of more than ``CHAINS_FIRST_SLOTS`` slot options (there the
+   MILPs take seconds, the chains one at most), and only where neither finds one the
+   fewest-moves MILP over every option
+   (``clos_ilp_moves``, within ``MOVES_S``), each taken when it moves at most
+   ``MOVES_PER_EXCESS`` flows per flow above the bound on the links (HiGHS's first
+   incumbents of the big MILP move nearly every
    flow). On the replan benchmark's k = 8 fat-tree a failed core switch (71 routes over
    it, 73 moved, max 10 for a bound of 9) reached 9 with 69 more moves in 1.9 s; the big
    MILP alone with 61 in 30 s. On its loaded k = 16 (16,768 flows, too many options for the
-   big MILP) 17 for 18 with 51 moves in 19.4 s, where layer 2's chains (the stage before)
-   took 1.3 s for 70 (bench/replan.json): to try the chains first is left to do;
+   big MILP) 17 for 18 with 51 moves in 19.4 s, where layer 2's chains took 1.3 s for 70
+   (bench/replan.json);
 2. by flow counts, layer 2 (``clos_auto.layer2``): ejection chains at the max and at the
    loads below it, not the layer-2 MILP, whose routing may move any flow (on the scale
    benchmark's k = 8 fat-tree it moved 1,024 of 1,120 running flows after a switch failure);
@@ -78,6 +82,10 @@ MOVES_S = 30.0
 # clos_regroup's two MILPs, first (k = 8: 1.1-2.7 s; a loaded k = 16: 13-19 s)
 REGROUP_S = 20.0
 REGROUP_SLOTS = 200_000  # clos_regroup on instances of at most this many slot options
+# above this many slot options layer 2's chains come before clos_regroup (k = 8's 4,480: the
+# MILPs first, 1.9 s, 69 moves; a loaded k = 16's 134,144: chains 1.2-1.3 s and 70 moves
+# where the MILPs took 19 s for 51; at k = 4 the chains moved 11 where the MILPs moved 9)
+CHAINS_FIRST_SLOTS = 20_000
 MOVES_PER_EXCESS = 2  # a lower max is worth this many moved flows per flow above the bound
 
 
@@ -130,21 +138,27 @@ def to_the_bound(problem: ClosProblem, r: ClosRouting, time_limit: float = MOVES
                  regroup_s: float = REGROUP_S) -> ClosRouting | None:
     """A routing of ``problem`` at its lower bound with few moves from ``r`` (the routes in
     force) when ``r``'s max is above the bound: ``clos_regroup``'s within ``regroup_s`` (on
-    instances of at most ``REGROUP_SLOTS`` slot options), else the fewest-moves MILP's within
+    instances of at most ``REGROUP_SLOTS`` slot options) or layer 2's chains'
+    (``chains_to``), the chains first above ``CHAINS_FIRST_SLOTS`` slot options; else the
+    fewest-moves MILP's within
     ``time_limit`` (at most ``LAYER2_MILP_OPTIONS`` options), the first that moves at most
     ``MOVES_PER_EXCESS`` flows per flow above the bound (``excess``) once its moved flows
     went home where the bound holds (``clos_homing.send_home``, unless the MILP proved them
     fewest); else None. Its ``info``: the MILP's (``status``, ``wall_ms``...), ``method``
-    ("regroup" or "milp"), ``moved_flows``, ``excess`` and ``homed``."""
+    ("chains", "regroup" or "milp"), ``moved_flows``, ``excess`` and ``homed``."""
     bound = lower_bound(problem)
     if score(problem, r)[0] <= bound + 1e-9:
         return None
     over = excess(problem, r, bound)
-    for method, small in (("regroup", slot_count(problem) <= REGROUP_SLOTS),
+    slots = slot_count(problem)
+    first = (("regroup", slots <= REGROUP_SLOTS), ("chains", True))
+    for method, small in (*(first if slots <= CHAINS_FIRST_SLOTS else first[::-1]),
                           ("milp", option_count(problem) <= LAYER2_MILP_OPTIONS)):
         if not small:
             continue
-        if method == "regroup":
+        if method == "chains":
+            few = chains_to(problem, r, bound)
+        elif method == "regroup":
             few = regroup(problem, r, bound, regroup_s)
         else:
             few = fewest_moves(problem, r, bound, time_limit)
@@ -157,6 +171,22 @@ def to_the_bound(problem: ClosProblem, r: ClosRouting, time_limit: float = MOVES
             few.info.update(method=method, moved_flows=moved, excess=over, homed=homed)
             return few
     return None
+
+
+def chains_to(problem: ClosProblem, r: ClosRouting, bound: float,
+              time_limit: float = OFF_PATH_S) -> ClosRouting | None:
+    """Layer 2's ejection chains from ``r`` (``clos_auto.layer2`` without its MILP, within
+    ``time_limit``; ``r`` unchanged): their routing when its max is at ``bound``, else None.
+    Cheap, and enough where a failure left a few links over (a loaded k = 16: 1.3 s), not
+    where every other option of a flow crosses two full links (k = 8: stays at 10)."""
+    c = ClosRouting(list(r.plane), list(r.middle), list(r.path), {})
+    end = time.perf_counter() + time_limit
+    c, _ = layer2(problem, c, score(problem, c), end, end, milp=False)
+    c.info.pop("_layer2_proved", None)
+    if score(problem, c)[0] > bound + 1e-9:
+        return None
+    c.info["status"] = "chains"
+    return c
 
 
 def excess(problem: ClosProblem, r: ClosRouting, bound: float) -> int:
