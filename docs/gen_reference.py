@@ -1457,9 +1457,12 @@ def _scale() -> str:
     k16 = b["fabrics"][-1]
     r = k16["ratios_to_baseline"]
     rerun = b.get("start_rerun")  # the starts measured again (``--only start --merge``)
+    loads = ", ".join(f"{name} {f['loadavg_before'][0]:g}" for name, f in
+                      ((rerun or {}).get("fabrics") or {}).items() if "loadavg_before" in f)
     again = "" if not rerun else (
         f"*First start and restart (and the static entries) by* `{rerun['command']}` *on "
-        f"{rerun['date']}, the other columns by the whole run of {b['machine']['date']}.*\n\n")
+        f"{rerun['date']} (the machine's 1-minute load before each fabric: {loads}), the "
+        f"other columns by the whole run of {b['machine']['date']}.*\n\n")
     return ("## Three tiers at scale: start, restart, POST, failures\n\n"
             + _source("python -m benchmarks.scale", "bench/scale.json") + again
             + "Real `ryu-manager` and Open vSwitch: every switch a netdev bridge, every link a "
@@ -1476,8 +1479,11 @@ def _scale() -> str:
               "doubles its back-off, up to 8 s, after a shorter connection), (OpenFlow "
               "messages sent; "
               "when every switch had "
-              "reconnected: Open vSwitch retries 1 s after the old controller closed, then 2 s "
-              "later; the controller's OpenFlow ports open about 0.35 s after it starts, "
+              "reconnected: Open vSwitch retries 1 s after the old controller closed, then "
+              "every second (the bridges' `max_backoff` of 1 s, which Open vSwitch 3.1 applies "
+              "only to a connection up at a change of its database: "
+              "`benchmarks.reconcile.backoff_takes`); the controller's OpenFlow ports open "
+              "about 0.35 s after it starts, "
               "before the rest of it loads, so the first retry reaches it unless the old "
               "one took long to stop, `controller/shell/listener.py`). REST: "
               "the slowest `GET /v1/jobs` " + _rest_threads(b["settings"]) +
