@@ -20,10 +20,10 @@ routing of the group, from its routes in force:
    ``MOVES_PER_EXCESS`` flows per flow above the bound on the links (HiGHS's first
    incumbents of the big MILP move nearly every
    flow). On the replan benchmark's k = 8 fat-tree a failed core switch (71 routes over
-   it, 73 moved, max 10 for a bound of 9) reached 9 with 69 more moves in 1.9 s; the big
-   MILP alone with 61 in 30 s. On its loaded k = 16 (16,768 flows, too many options for the
-   big MILP) 17 for 18 with 51 moves in 19.4 s, where layer 2's chains took 1.3 s for 70
-   (bench/replan.json);
+   it, 73 moved, max 10 for a bound of 9) reached 9 with 69 more moves in 1.3-1.9 s; the
+   big MILP alone with 61 in 30 s. On its loaded k = 16 (16,768 flows, too many options for
+   the big MILP) the chains reach 17 for 18 with 67 moves in 1.2 s, the MILPs took 19.4 s
+   for 51 (bench/replan.json);
 2. by flow counts, layer 2 (``clos_auto.layer2``): ejection chains at the max and at the
    loads below it, not the layer-2 MILP, whose routing may move any flow (on the scale
    benchmark's k = 8 fat-tree it moved 1,024 of 1,120 running flows after a switch failure);

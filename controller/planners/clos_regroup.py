@@ -25,9 +25,10 @@ A limit is ``floor(alive members x units x alpha)``, as ``clos_ilp_moves``. Flow
 their members; the others take the least loaded ones.
 
 On the replan benchmark's k = 8 fat-tree a failed core switch (71 routes over it, the
-request path at 10 for a bound of 9) reached 9 in 1.9 s with 69 more moves (1.1-2.7 s by
-hand); the MILP over every option 61 after 30 s. On its loaded k = 16 (16,768 flows, core
-switch c1_1) 17 for 18 in 19.4 s with 51 moves, most of it the slot MILP (bench/replan.json).
+request path at 10 for a bound of 9) reached 9 in 1.3-1.9 s with 69 more moves; the MILP
+over every option 61 after 30 s. On its loaded k = 16 (16,768 flows, core switch c1_1) 17 for
+18 in 19.4 s with 51 moves, most of it the slot MILP, where layer 2's chains take about a
+second for 67-70 (bench/replan.json; ``clos_offpath.to_the_bound`` tries them first there).
 
 Cost: stage 1 a binary per flow and slot (F x slots), stage 2 per flow and core of its slot
 (F x cores / slots): exponential at worst, both within ``time_limit``; O(F x hops) to read
