@@ -72,3 +72,21 @@ def test_the_agent_steers_and_probes_each_plane_by_its_interface_and_address():
     with pytest.raises(InputError, match="plane 99 is not an integer"):
         steering.read(bad)
 
+
+
+def test_a_plane_without_an_address_keeps_its_place_in_the_document():
+    """The agent reads ``addresses`` by position (plane q's is the q-th): a host without an
+    address on one plane gets null there, not a list that shifts later planes down."""
+    from types import SimpleNamespace
+
+    from controller.agent import steering
+    from controller.service.segments import segments_view
+    c = Clos.fat_tree(4, planes=3)
+    wiring = wire(c)
+    ips = wiring["host_ip"]["h0_0"]
+    wiring["host_ip"]["h0_0"] = [ips[0], "", ips[2]]
+    f = c.wire(wiring)
+    doc = segments_view(SimpleNamespace(fabric=f, routing=None, jobs={}, version=1), "h0_0")
+    assert doc["addresses"] == [ips[0], None, ips[2]]
+    assert steering.read({**doc, "flows": [], "probes": []}).plane_ips == {0: ips[0],
+                                                                          2: ips[2]}

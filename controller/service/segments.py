@@ -211,7 +211,7 @@ def host_segments(state, host: str, plan: SidPlan, epoch: str,
     learn = hostreports.entries(state, host, ports) if ports is not None else []
     return {"host": host, "version": version or f"{epoch}:{state.version}",
             "block": _block(plan),
-            "src_ip": fabric.ip_of(host), "addresses": [a for a in fabric.host_ips[host] if a],
+            "src_ip": fabric.ip_of(host), "addresses": [a or None for a in fabric.host_ips[host]],
             "flows": flows,
             "probes": probe_paths(fabric, plan, flows, host),
             "ports": learn,
