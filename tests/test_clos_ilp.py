@@ -176,8 +176,9 @@ def test_layer2_milp_never_above_auto(k, planes, bundle, core, seed):
     # layer 2 elsewhere on a loaded machine (34 against 35 links at the max, once in CI)
     r = clos_ilp_layer2(p, alpha, 30, incumbent=auto)
     check_layer2(p, r, alpha, count)
-    if r.info["incumbent_from"] == "given":
-        assert r.info["links_at_max"] == count
+    if r.info["incumbent_from"] == "given":  # auto's routes, its bundles' members rebalanced
+        from controller.planners.clos_ilp import _chosen, _members  # (205 -> 204 at seed 182)
+        assert r.info["links_at_max"] == score(p, _members(p, *_chosen(auto)))[1]
 
 
 def test_layer2_milp_incumbent_and_alpha_checks():
