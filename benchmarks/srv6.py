@@ -238,7 +238,8 @@ def fattree(folder: str, steps: int) -> dict:
 DIAGNOSE = {"gloo_20": (20.0, "all", True, True), "gloo_10": (10.0, "all", True, True),
             "pairwise_20": (20.0, "pairwise", True, True),
             "noprobes_20": (20.0, "all", False, True), "fifo_20": (20.0, "all", True, False),
-            "recvfirst_20": (20.0, "recvfirst", True, True)}
+            "recvfirst_20": (20.0, "recvfirst", True, True),
+            "recvfirst_noprobes_20": (20.0, "recvfirst", False, True)}
 
 
 def fattree_diagnose(folder: str, steps: int, out: dict, save, names=()) -> dict:
@@ -246,8 +247,8 @@ def fattree_diagnose(folder: str, steps: int, out: dict, save, names=()) -> dict
     (``router_jobs.diagnose_job``), at 20 Mbit/s, at 10 (half the packets a second for the
     same bytes), at 20 in pairwise rounds (one flow each way per port at a time) instead of
     gloo's seven sends at once, at 20 with the agents' probes off, with one FIFO per host
-    port instead of a class per peer, and with every receive posted before the sends; a
-    fat-tree each (or those ``names``), ``save()`` after each."""
+    port instead of a class per peer, and with every receive posted before the sends (with
+    the probes on and off); a fat-tree each (or those ``names``), ``save()`` after each."""
     from emulation.harness import router_jobs
     out["command"] = "python -m benchmarks.srv6 --only fattree --diagnose"
     for name in names or DIAGNOSE:

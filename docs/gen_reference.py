@@ -668,8 +668,7 @@ def _a2a_conclusion(c: dict, med, at_bound, a2a: dict) -> str:
                 recvfirst=(f"With every receive posted before the sends (`collective_rank "
                            f"--a2a-schedule recvfirst`) the pairs need not take turns, and the exchange "
                            f"ran {a2a['recvfirst_over_prediction']:g}x its prediction in the run "
-                           "above: what remains beyond the rings' excess is not diagnosed yet "
-                           "(`--diagnose recvfirst_20` samples it). "
+                           "above" + _recvfirst_cases(c, med) + ". "
                            if "recvfirst_over_prediction" in a2a else ""),
                 fair=(f"The hosts' ports shared among their peers (a class per destination) "
                       f"or not (one FIFO): {a2a['plan_over_prediction']:g}x against "
@@ -678,6 +677,21 @@ def _a2a_conclusion(c: dict, med, at_bound, a2a: dict) -> str:
                 bound=f"{med(on, lambda st: at_bound(st, on)):g}",
                 lo=min(st["finish_spread_s"] for st in on["steps"]),
                 hi=max(st["finish_spread_s"] for st in on["steps"])))
+
+
+def _recvfirst_cases(c: dict, med) -> str:
+    """What the sampled recv-first cases add: the senders' ports busy to the end, and the step
+    with the agents' probes off."""
+    on, off = c.get("recvfirst_20"), c.get("recvfirst_noprobes_20")
+    if not (on and off):
+        return ""
+    last = med(on, lambda st: max(ln["sent_at_s"] or 1e9 for ln in st["links"].values()))
+    return (f" ({on['plan_over_prediction']:g}x sampled: every sender's 7 MiB out by "
+            f"{last:.2f} s, the bound being {on['predicted_s']:g} s); with the agents' probes "
+            f"off as well, {off['plan_over_prediction']:g}x, the machine "
+            f"{med(off, lambda st: st['cpu_share']['idle']):.0%} idle: most of the rest goes with the "
+            f"emulation's probing ({med(on, lambda st: st['cores']['agents']):.2f} of the 2 "
+            "cores, and the probes' packets on 20 Mbit/s links)")
 
 
 DIAGNOSIS = (
