@@ -209,21 +209,12 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
                plan_imbalance=res["imbalance"], plan_retransmits=res["retransmits"],
                plan_moved=res["moved"], direction=res["direction"])
     if job["a2a"]:
-        m = statistics.median(first["times"])
         out.update(schedule=job.get("schedule", "all"),
-                   recvfirst_s=[round(x, 3) for x in first["times"]],
-                   recvfirst_median_s=round(m, 3), recvfirst_over_prediction=round(m / predicted, 3),
-                   recvfirst_retransmits=first["retransmits"], recvfirst_moved=first["moved"])
+                   **figures("recvfirst", first, predicted, "retransmits", "moved"))
     if job["a2a"] and s.fair_hosts:
-        m = statistics.median(fifo["times"])
-        out.update(fifo_s=[round(x, 3) for x in fifo["times"]], fifo_median_s=round(m, 3),
-                   fifo_over_prediction=round(m / predicted, 3),
-                   fifo_retransmits=fifo["retransmits"])
+        out.update(figures("fifo", fifo, predicted, "retransmits"))
     if job["library"] == "mpi":
-        m = statistics.median(rdv["times"])
-        out.update(rendezvous_s=[round(x, 3) for x in rdv["times"]],
-                   rendezvous_median_s=round(m, 3),
-                   rendezvous_over_prediction=round(m / predicted, 3))
+        out.update(figures("rendezvous", rdv, predicted))
     if ecmp:
         out["ecmp_over_plan"] = round(out["ecmp_median_s"] / plan, 2)
     say(f"{job['id']}: plan {out['plan_s']} s, predicted {out['predicted_s']} s")
@@ -234,13 +225,10 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
         res = _launch(s, job, steps, os.path.join(folder, "learned"))
         view = s.ctl.client.job(job["id"])
         _deleted(s, job["id"], job["hosts"])
-        m = statistics.median(res["times"])
         out.update(learning_launches=launches, data_pairs=len(data_pairs(job)),
                    learned_pairs_planned=len(data_pairs(job) & planned),
                    learned_planned_pairs=len(planned),
-                   learned_s=[round(x, 3) for x in res["times"]],
-                   learned_retransmits=res["retransmits"], learned_moved=res["moved"],
-                   learned_median_s=round(m, 3), learned_over_prediction=round(m / predicted, 3),
+                   **figures("learned", res, predicted, "retransmits", "moved"),
                    learned_predicted_s=view.get("predicted_allreduce_s"))
         say(f"{job['id']}: members-only, learned in {launches} launch(es): {out['learned_s']} s")
     return out
@@ -278,6 +266,20 @@ def diagnose_job(s, job: dict, steps: int, folder: str, schedule: str = "all") -
                 d.get("cpu_share", {}).get("idle", 0) for d in per_step),
             "finish_spread_median_s": statistics.median(d["finish_spread_s"] for d in per_step),
             "steps": per_step}
+
+
+def figures(name: str, res: dict, predicted: float, *counts: str) -> dict:
+    """A launch's steps (``res["times"]``) under ``name``: each, their median and the median
+    over ``predicted``, with ``counts`` of ``res`` (retransmits, moved) beside.
+
+    >>> figures("fifo", {"times": [3.0, 3.3, 3.1], "retransmits": 9}, 2.0, "retransmits")
+    {'fifo_s': [3.0, 3.3, 3.1], 'fifo_median_s': 3.1, 'fifo_over_prediction': 1.55, \
+'fifo_retransmits': 9}
+    """
+    m = statistics.median(res["times"])
+    return {f"{name}_s": [round(x, 3) for x in res["times"]], f"{name}_median_s": round(m, 3),
+            f"{name}_over_prediction": round(m / predicted, 3),
+            **{f"{name}_{k}": res[k] for k in counts}}
 
 
 def step_windows(spans: list[list], first: int, count: int) -> list[tuple[float, list[float]]]:
