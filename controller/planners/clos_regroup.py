@@ -74,9 +74,10 @@ def regroup(problem: ClosProblem, previous: ClosRouting, alpha: float,
     lim = limits(problem, alpha)
     slot, key, pods = _slots(problem, plane, middle, rows)
     alive = problem.links.alive
-    home = ((np.asarray(previous.plane)[flow] == plane)
+    same = ((np.asarray(previous.plane)[flow] == plane)
             & (np.asarray(previous.middle)[flow] == middle))
-    home &= np.array([bool(p) and bool(alive[list(p)].all()) for p in previous.path])[flow]
+    home = same & np.array([bool(p) and bool(alive[list(p)].all())
+                            for p in previous.path])[flow]
     # stage 1: one variable per (flow, plane, slot)
     uk, first, inv = np.unique(np.stack([flow, plane, slot], axis=1), axis=0,
                                return_index=True, return_inverse=True)
@@ -84,7 +85,7 @@ def regroup(problem: ClosProblem, previous: ClosRouting, alpha: float,
     rows1, lim1 = _slot_cells(problem, rows[first], key[first], pods[first], lim)
     home1 = np.zeros(len(uk), dtype=bool)
     home1[inv[home]] = True
-    start = _start(n, flow, home, previous, plane, middle)
+    start = _start(n, flow, home, same)
     choice1, status1 = _penalised(n, uk[:, 0], rows1, lim1, inv[start], home1,
                                   time_limit - (time.perf_counter() - t0))
     if choice1 is None or _excess(rows1, choice1, lim1):
@@ -172,12 +173,10 @@ def _slot_cells(problem: ClosProblem, rows, key, pods, lim):
     return out, np.concatenate([lim, *extra])
 
 
-def _start(n: int, flow, home, previous: ClosRouting, plane, middle) -> np.ndarray:
-    """Per flow the option of its route in force, else (none, or not alive) its option
-    with that plane and middle when it has one, else its first option."""
+def _start(n: int, flow, home, same) -> np.ndarray:
+    """Per flow the option of its route in force (``home``), else (none, or not alive) its
+    option with that plane and middle (``same``) when it has one, else its first option."""
     start = np.full(n, -1, dtype=np.int64)
-    same = ((np.asarray(previous.plane)[flow] == plane)
-            & (np.asarray(previous.middle)[flow] == middle))
     for mask in (home, same):
         v = np.flatnonzero(mask)
         start[flow[v]] = np.where(start[flow[v]] < 0, v, start[flow[v]])
