@@ -181,6 +181,21 @@ def test_layer2_milp_never_above_auto(k, planes, bundle, core, seed):
         assert r.info["links_at_max"] == score(p, _members(p, *_chosen(auto)))[1]
 
 
+def test_auto_takes_its_milps_rebalanced_members():
+    """k = 6, two planes, bundles of 2, faster core links (hypothesis's seed 182): auto's
+    routes leave 205 links at the max, their bundles' members rebalanced 204, the MILP's
+    proved optimum. auto kept its 205 and called it proved; now it ends at the optimum."""
+    p = instance(182, 6, 2, 2, core_gbps=200)
+    auto = clos_auto(p, time_limit=30)
+    if "layer2_ilp" not in auto.info:
+        pytest.skip("auto's layer-2 MILP did not run in its time here")
+    optimum = clos_ilp_layer2(p, score(p, auto)[0], 30, incumbent=auto)
+    assert optimum.info["proved"]
+    assert score(p, auto)[1] == auto.info["links_at_max"] == optimum.info["links_at_max"]
+    if auto.info["optimal_layers"]["links_at_max"]:
+        assert auto.info["links_at_max"] == auto.info["links_at_max_lower_bound"]
+
+
 def test_layer2_milp_incumbent_and_alpha_checks():
     p = instance(48, 4, planes=2, bundle=1)  # the local search at 3, the proven optimum 2
     local, l1 = improve(p, clos_greedy(p)), clos_ilp(p, 30)

@@ -165,7 +165,8 @@ def layer2(problem: ClosProblem, r: ClosRouting, key: tuple[float, int], chains_
         m = layer2_exact(problem, alpha, min(LAYER2_MILP_S, end - t1), r)
         info = m.info
         r.info["layer2_ilp"] = {k: info[k] for k in ("status", "bound", "gap", "wall_ms")}
-        if info.get("incumbent_from") == "solver":
+        if info.get("incumbent_from") == "solver" or info["links_at_max"] < count:
+            # (the given routes with their bundles' members rebalanced count too)
             r = ClosRouting(m.plane, m.middle, m.path, r.info)
             count = info["links_at_max"]
         lb2 = max(lb2, info["bound"])
