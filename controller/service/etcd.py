@@ -23,15 +23,25 @@ What etcd3gw lacks, and this module adds:
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import os
 import socket
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-def _gw():
+class _Gw(NamedTuple):
+    etcd3gw: object
+    requests: object
+    errors: object  # etcd3gw.exceptions
+    Lease: type  # etcd3gw.lease.Lease
+
+
+@functools.cache
+def _gw() -> _Gw:
     """etcd3gw and requests (and etcd3gw's errors and leases), imported with the first etcd
     client: a controller without redundant controllers never needs them, and their imports
     took about 60 ms of every start."""
@@ -39,7 +49,7 @@ def _gw():
     import requests
     from etcd3gw import exceptions
     from etcd3gw.lease import Lease
-    return etcd3gw, requests, exceptions, Lease
+    return _Gw(etcd3gw, requests, exceptions, Lease)
 
 
 class EtcdError(RuntimeError):
@@ -149,7 +159,7 @@ class Etcd:
             if path and not os.path.isfile(path):
                 raise ValueError(f"etcd: no file {path}")
         self.url = url.rstrip("/")
-        etcd3gw = _gw()[0]
+        etcd3gw = _gw().etcd3gw
         self.gw = etcd3gw.client(parsed.hostname, parsed.port or 2379, protocol=parsed.scheme,
                                  ca_cert=ca_file, cert_key=key_file, cert_cert=cert_file,
                                  timeout=timeout,
@@ -239,12 +249,12 @@ class Etcd:
 
     def keepalive(self, lease: int, timeout: float | None = None) -> int:
         """Refresh a lease; returns its TTL, 0 if the lease expired or never existed."""
-        return max(0, self._call(lambda gw: _gw()[3](lease, gw).refresh(), timeout=timeout))
+        return max(0, self._call(lambda gw: _gw().Lease(lease, gw).refresh(), timeout=timeout))
 
     def revoke(self, lease: int) -> bool:
         """End a lease now, deleting its keys; False if it had already ended."""
         try:
-            return self._call(lambda gw: _gw()[3](lease, gw).revoke())
+            return self._call(lambda gw: _gw().Lease(lease, gw).revoke())
         except EtcdUnavailable:
             raise
         except EtcdError as e:
@@ -283,7 +293,7 @@ class Watch:
         body = op_range(key, range_end)["request_range"]
         if start_revision:
             body["start_revision"] = str(start_revision)
-        gw, requests = client.gw, _gw()[1]
+        gw, requests = client.gw, _gw().requests
         try:
             # connect and first answer within the timeout, then wait for changes forever
             self.resp = gw.session.post(gw.get_url("/watch"), json={"create_request": body},
@@ -333,7 +343,7 @@ class Watch:
                         return
                     if isinstance(e, EtcdError):
                         raise
-                    if isinstance(e, (OSError, _gw()[1].RequestException, ValueError)):
+                    if isinstance(e, (OSError, _gw().requests.RequestException, ValueError)):
                         raise EtcdUnavailable(f"etcd at {self.client.url}: watch broken "
                                               f"({e})") from None
                     raise
