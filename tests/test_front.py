@@ -41,3 +41,40 @@ def test_a_kept_alive_connections_watches_keep_the_heap_the_size_of_the_connecti
         listener.close()
         os.close(front._wake_r)
         os.close(front._wake_w)
+
+
+def test_every_connection_the_front_accepts_has_tcp_keepalive_so_a_dead_watcher_goes():
+    """Issue 73: a watch is held for minutes; one whose peer died without a FIN is closed by
+    the kernel's keepalive (``KEEPALIVE``: 60 s idle, then 3 probes 10 s apart), set once on
+    the listener and passed on to what it accepts, not a system call per connection."""
+    import time
+
+    from controller.shell.front import KEEPALIVE
+    listener = socket.create_server(("127.0.0.1", 0))
+    front = Front(listener, lambda method, path: None, refuse, lambda: True, 3600.0, refuse,
+                  watch=lambda path, fields: ("h1", "v1", 300.0), version=lambda host: "v1")
+    listener.setblocking(False)
+    client = socket.create_connection(listener.getsockname(), timeout=5)
+    try:
+        deadline = time.monotonic() + 5
+        while not front.conns:
+            assert time.monotonic() < deadline, "not accepted"
+            front._accept(time.monotonic())
+            time.sleep(0.01)
+        (c,) = front.conns.values()
+        client.sendall(WATCH.replace(b"wait=1", b"wait=300"))
+        deadline = time.monotonic() + 5
+        while c.watch is None:
+            assert time.monotonic() < deadline, "not parked"
+            front._readable(c, time.monotonic())
+        assert c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert [c.sock.getsockopt(socket.IPPROTO_TCP, getattr(socket, name)) for name in
+                ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")] == list(KEEPALIVE)
+        assert c.watch[2] - time.monotonic() > 290  # held for its whole wait
+    finally:
+        client.close()
+        for c in list(front.conns.values()):
+            front._close(c)
+        listener.close()
+        os.close(front._wake_r)
+        os.close(front._wake_w)

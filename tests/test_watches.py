@@ -186,3 +186,28 @@ def test_parked_watches_cost_the_front_nothing_until_a_deadline_comes(monkeypatc
         assert len({id(c) for c in looked}) == 1  # the short watch's connection alone
     finally:
         rest.stop()
+
+
+def test_a_watch_is_held_for_minutes_and_the_agent_asks_within_that_with_a_longer_timeout():
+    """Issue 73: a renewal costs the controller a connection, so a watch may ask to be held
+    up to ``api.WATCH_MAX_S`` (5 min; 30 s before, which made 8,192 agents renew 320 times a
+    second); the agent asks for ``WAIT_S`` within that and reads for 10 s longer than it."""
+    from controller.agent import main as agent_main
+    assert api.watch_of({"If-None-Match": '"e:1"', "Prefer": "wait=120"}) == ("e:1", 120.0)
+    assert api.watch_of({"If-None-Match": '"e:1"', "Prefer": "wait=900"}) == (
+        "e:1", api.WATCH_MAX_S)
+    assert 60 <= agent_main.WAIT_S <= api.WATCH_MAX_S
+    asked = []
+
+    class Client:
+        url = "http://fake"
+
+        def segments(self, host, held="", wait=0.0, timeout=None):
+            asked.append((wait, timeout))
+            return {"version": held, "unchanged": True}
+
+    agent = agent_main.Agent(Client(), "h0_0", "eth0", apply=lambda lines: None,
+                             read=lambda dev: ({}, {}))
+    agent.version = "e:1"
+    assert agent.step() is False
+    assert asked == [(agent_main.WAIT_S, agent_main.WAIT_S + 10)]

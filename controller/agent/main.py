@@ -4,7 +4,7 @@ learns the source ports of its host-mode flows from the routers' answers (host m
 
     mlroute-agent --url https://ctl:8080 --host h0_0 --credential-file /etc/mlroute/agent.credential
 
-* a watch, not a poll: ``GET /v1/hosts/{host}/segments`` with ``Prefer: wait=25`` and
+* a watch, not a poll: ``GET /v1/hosts/{host}/segments`` with ``Prefer: wait=120`` and
   ``If-None-Match`` returns as soon as the controller's state changes;
 * no document can turn it against its host: every field is checked and typed before
   anything is built (``steering.read``: SIDs inside the document's uSID block, addresses,
@@ -78,7 +78,14 @@ from controller.client import Client, ControllerError, read_token
 from controller.errors import InputError
 
 LOG = logging.getLogger("mlroute-agent")
-WAIT_S = 25.0  # each watch asks the controller to hold the answer this long
+# Each watch asks the controller to hold the answer this long (at most ``api.WATCH_MAX_S``),
+# and gives up on an answer 10 s after it (``step``'s read timeout): a controller that went
+# silent without closing (its machine lost, a partition) is left after 130 s and the next URL
+# asked. Why 120 s, not 25 (issue 73): each renewal is a connection the controller accepts
+# and answers 304; 8,192 agents renewing every 25 s took 14% of its core with nothing
+# changing, every 120 s 68 renewals a second (``benchmarks.agents``). A change is answered at
+# once whatever the wait; only the silent controller is found later (35 s before).
+WAIT_S = 120.0
 BACKOFF = (0.5, 10.0)
 REPORT_S = 2.0  # probe results go to the controller at least this often
 TRAFFIC_S = 1.0  # what the host sent goes to the controller this often

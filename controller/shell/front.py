@@ -36,6 +36,11 @@ LINGER_S = 2.0  # a connection closed by ``linger`` waits at most this long for 
 BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
         b"Connection: close\r\nContent-Length: %d\r\n\r\n%s")
 JSON = "application/json; charset=utf-8"
+# TCP keepalive on every connection the front accepts (idle s, interval s, probes): a watch is
+# held for minutes (``api.WATCH_MAX_S``), and a peer that died without a FIN (its host down, a
+# partition) is closed by the kernel about 90 s after its last packet instead of holding its
+# slot for the whole wait; a probe a minute per idle socket, no wake of this thread (issue 73)
+KEEPALIVE = (60, 10, 3)
 SERVER = "mlroute "  # as http.server says it: server_version, a space, sys_version ("")
 
 
@@ -63,6 +68,17 @@ def refuse(conn, why: str) -> None:
         pass
     finally:
         conn.close()
+
+
+def keep_alive(sock, idle_interval_count=KEEPALIVE) -> None:
+    """Turn TCP keepalive on for ``sock``; on a listening socket Linux passes it on to every
+    connection accepted from it (no system call per connection). Where the system lacks the
+    timing options only the default timing applies."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in zip(("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"),
+                           idle_interval_count):
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 def parse_head(head: bytes) -> tuple[str, str, bool] | None:
@@ -165,6 +181,7 @@ class Front:
                  hand_all: bool = False, watch=None, version=None,
                  hand_limit=lambda: True, max_watches: int = 65536, serve_woken=None):
         self.listener = listener
+        keep_alive(listener)  # what it accepts: a dead watcher found by the kernel
         self.hand_all = hand_all
         self.watch, self.version, self.hand_limit = watch, version, hand_limit
         # serve_woken(items): answers woken watches elsewhere, in batches; each item is
