@@ -37,9 +37,10 @@ import sys
 import tempfile
 import time
 
+from controller.agent.main import WAIT_S  # what each agent's watch asks the controller to hold
+
 REST_PORT, OF_PORT = 18080, 16653  # fixed, below the ephemeral range
-WAIT_S = 25  # what each agent's watch asks the controller to hold
-IDLE_S = float(WAIT_S)  # one renewal period: each watch renewed once (a 304, asked again)
+IDLE_S = 25.0  # the idle window: renewals (a 304, asked again) at n / WAIT_S a second
 RING = 512
 TIMEOUT_S = 60.0
 
@@ -55,6 +56,15 @@ def _cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far (``/proc/stat``), for its load
+    beside the controller's own CPU: other work on the 2 cores makes each wake dearer."""
+    with open("/proc/stat") as fh:
+        ticks = [int(x) for x in fh.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK"), sum(ticks) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> float:
@@ -339,18 +349,30 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
             f"{sum(1 for v in agents.version.values() if not v)} hosts have no document"
         await asyncio.sleep(1.0)
         cpu0, t0, renewed = _cpu_s(ctl.proc.pid), time.monotonic(), agents.renewed
-        seconds = []  # the controller's share of a core, second by second: spread or a spike
+        machine0 = _machine()
+        # second by second: the controller's share of a core, renewals, the machine's busy
+        # cores (its CPU per renewal rises with what else runs: spread or a spike, and why)
+        seconds, renewals, busy = [], [], []
         while time.monotonic() < t0 + IDLE_S:
-            c, t = _cpu_s(ctl.proc.pid), time.monotonic()
+            c, t, r, m = _cpu_s(ctl.proc.pid), time.monotonic(), agents.renewed, _machine()
             await asyncio.sleep(min(1.0, t0 + IDLE_S - t))
-            seconds.append((_cpu_s(ctl.proc.pid) - c) / (time.monotonic() - t))
+            dt, m1 = time.monotonic() - t, _machine()
+            seconds.append((_cpu_s(ctl.proc.pid) - c) / dt)
+            renewals.append((agents.renewed - r) / dt)
+            busy.append((m1[0] - m[0]) / max(1e-9, m1[1] - m[1]) * os.cpu_count())
         idle_cpu = (_cpu_s(ctl.proc.pid) - cpu0) / (time.monotonic() - t0)
+        machine1 = _machine()
         held = await _operator_latency()
         idle = {"hosts": len(hosts), "watches_held": len(hosts), "seconds": IDLE_S,
                 "controller_cpu_share": round(idle_cpu, 3),
                 "controller_cpu_share_per_s": {"p50": round(_pct(seconds, 0.5), 3),
                                                "max": round(max(seconds, default=0), 3)},
-                "watches_renewed": agents.renewed - renewed,
+                "watches_renewed": agents.renewed - renewed, "watch_wait_s": WAIT_S,
+                "per_s": {"controller_cpu_share": [round(x, 3) for x in seconds],
+                          "renewals": [round(x) for x in renewals],
+                          "machine_busy_cores": [round(x, 2) for x in busy]},
+                "machine_busy_cores": round((machine1[0] - machine0[0]) / max(
+                    1e-9, machine1[1] - machine0[1]) * os.cpu_count(), 2),
                 "controller_rss_mb": _rss_mb(ctl.proc.pid),
                 "operators_before_watches": before, "operators_while_held": held,
                 "watch_errors": len(agents.errors)}

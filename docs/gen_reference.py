@@ -414,6 +414,9 @@ def _agents() -> str:
             f"{i['watches_held']:,} held; {i['controller_cpu_share']:.1%} of a core"
             + (f" over {i['seconds']:g} s ({i['watches_renewed']:,} answered 304)"
                if "seconds" in i else "")
+            + (f" (watches ask {i['watch_wait_s']:g} s; machine-wide {i['machine_busy_cores']:g}"
+               " cores busy, the run's own processes included)"
+               if "watch_wait_s" in i else "")
             + f", {i['controller_rss_mb']:g} MB; {i['watch_errors']} refused",
             f"jobs {ops['/v1/jobs']['p99_ms']:g} ms, ready {ops['/v1/ready']['p99_ms']:g} ms",
             f"{r['members_with_new_document']} of {r['members']}: p50 {r['after_answer_p50_s']:g}"
