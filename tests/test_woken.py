@@ -50,3 +50,49 @@ def test_the_hub_sends_what_a_socket_takes_and_leaves_the_rest(monkeypatch):
     finally:
         for s in (small_s, small_c, big_s, big_c, gone_s):
             s.close()
+
+
+def test_a_rings_woken_watches_are_one_call_on_the_hub_the_hub_free_between_chunks(
+        monkeypatch):
+    """Issue 73: 130 woken watches are answered in one call on the hub (it was one call per
+    64, the hub idle between them while the thread took the answers), in chunks of
+    ``BATCH`` with the hub's other green threads let run between them (``pause``)."""
+    import time
+    monkeypatch.setattr(woken, "documents",
+                        lambda service, hosts: {h: (200, b"{}\n") for h in hosts})
+    calls, pauses, given = [], [], []
+
+    class Front:
+        def adopt(self, sock, addr, rest):
+            given.append(sock)
+
+    class Rest:
+        _stop = False
+        service = None
+        front = Front()
+        hub = type("Hub", (), {"sleep": staticmethod(lambda s: pauses.append(s))})()
+
+        def on_hub(self, fn, *args):
+            calls.append(len(args[1]))
+            return fn(*args)
+
+    pairs = [tcp_pair() for _ in range(130)]
+    rest = Rest()
+    ww = woken.WokenWatches(rest, closing=lambda s: s.close())
+    ww.put([(s, None, b"GET / HTTP/1.1\r\n\r\n", False, f"h{i}")
+            for i, (s, _c) in enumerate(pairs)])
+    runner = threading.Thread(target=ww.run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(given) < 130:
+            assert time.monotonic() < deadline, len(given)
+            time.sleep(0.01)
+    finally:
+        rest._stop = True
+        runner.join(5)
+    assert calls == [130] and pauses == [0, 0]  # chunks of 64, 64 and 2
+    assert all(c.recv(4096).startswith(b"HTTP/1.1 200 OK\r\n") for _s, c in pairs)
+    for s, c in pairs:
+        s.close()
+        c.close()

@@ -1,6 +1,7 @@
 """Woken watches answered in batches (the native REST front's, ``front.py``): the documents
-of a batch's hosts built in one call on the hub, each sent there as soon as it is built; a
-connection kept alive goes back to the front.
+of a batch's hosts built in one call on the hub (in chunks, the hub's other green threads
+running between them), each sent there as soon as it is built; a connection kept alive goes
+back to the front.
 
 Why batches: a ring of 512 woke 512 watches at once, and handing each to a thread of its
 own made 512 calls on the hub, each costing more than its document.
@@ -23,7 +24,8 @@ from controller.service import api
 from controller.shell.bridge import original
 from controller.shell.front import response
 
-BATCH = 64  # woken watches whose documents one call on the hub builds
+BATCH = 64  # woken watches whose documents the hub builds before other green threads run
+CALL = 16 * BATCH  # woken watches one call on the hub answers at most (``serve_all``)
 SEND_S = 5.0  # an answer to a woken watch must be taken within this long
 
 
@@ -62,6 +64,20 @@ def serve(service, batch: list, date: str) -> list:
     return out
 
 
+def serve_all(service, batch: list, date: str, pause) -> list:
+    """On the hub: ``serve`` of ``batch`` in chunks of ``BATCH``, ``pause()`` between them so
+    that the hub's other green threads (an operator's request) run meanwhile. Why one call,
+    not one a chunk: between calls the hub sat idle while this thread took the answers and
+    asked again, 21 ms of a k = 16 ring's 112 ms (eight calls; time stamps in the controller
+    under ``benchmarks.agents``, issue 73)."""
+    out: list = []
+    for i in range(0, len(batch), BATCH):
+        if i:
+            pause()
+        out += serve(service, batch[i:i + BATCH], date)
+    return out
+
+
 class WokenWatches:
     """``put`` (the front's ``serve_woken``) from the front, ``run`` in a native thread of its
     own until the REST server stops. ``rest``: the ``RestServer`` (its hub and front);
@@ -84,10 +100,11 @@ class WokenWatches:
                 self.ready.wait(0.5)  # the stop flag twice a second
                 self.ready.clear()
                 continue
-            batch = [self.pending.popleft() for _ in range(min(BATCH, len(self.pending)))]
+            batch = [self.pending.popleft() for _ in range(min(CALL, len(self.pending)))]
             try:
-                left = self.rest.on_hub(serve, self.rest.service, batch,
-                                        email.utils.formatdate(usegmt=True))
+                left = self.rest.on_hub(serve_all, self.rest.service, batch,
+                                        email.utils.formatdate(usegmt=True),
+                                        lambda: self.rest.hub.sleep(0))
             except Exception:  # noqa: BLE001 - stopping, or a bug: closed, the agents retry
                 left = [None] * len(batch)
             for (sock, addr, buffered, close, _host), rest in zip(batch, left):
