@@ -1,9 +1,10 @@
-"""The agent's options: its probes' class (its default, and a bad value refused with a
-message naming it: exit 2, as argparse does) and its interfaces by plane (--dev's default:
-the ones the host has)."""
+"""The agent's options: its probes' class and period (their defaults, and a bad value refused
+with a message naming it: exit 2, as argparse does; the period reaches the probe loop), its
+interfaces by plane (--dev's default: the ones the host has), and every option in the first
+72 lines of its --help."""
 import pytest
 
-from controller.agent import options
+from controller.agent import options, probe
 from controller.enforcement.srv6_config import PROBE_DSCP
 from controller.errors import InputError
 
@@ -55,3 +56,54 @@ def test_dev_defaults_to_the_interfaces_the_host_has_so_a_plane_without_one_is_r
 
 def test_the_default_asks_the_kernel_which_interfaces_the_host_has():
     assert options._exists("lo") and not options._exists("mlroute-none0")
+
+
+def test_the_probe_period_defaults_to_10_ms_and_refuses_out_of_bounds(capsys):
+    ap = options.parser("x")
+    assert ap.parse_args(BASE).probe_period == probe.FAST_S == 0.01
+    assert ap.parse_args(BASE + ["--probe-period", "0.03"]).probe_period == 0.03
+    for bad in ("0.001", "2", "-1", "fast"):
+        with pytest.raises(SystemExit) as e:
+            ap.parse_args(BASE + ["--probe-period", bad])
+        assert e.value.code == 2
+        assert f"a probe period is 0.01 to 1 seconds, not '{bad}'" in capsys.readouterr().err
+
+
+def test_every_agent_option_is_in_the_first_72_lines_of_its_help():
+    ap = options.parser("x")
+    first = "\n".join(ap.format_help().splitlines()[:72])
+    for action in ap._actions:
+        for name in action.option_strings:
+            assert name in first, name
+
+
+def test_the_probe_loop_runs_a_round_each_period(tmp_path, monkeypatch):
+    """``--probe-period 0.05`` reaches the agent's loop: rounds (sends of its lists in use)
+    come every 50 ms, not every 10."""
+    import threading
+    import time
+
+    from controller.agent import main as agent_main
+    from controller.agent.main import Agent
+    from tests.test_agent_safety import P1, P2, FakeKernel, FakeProber, agent_on, document
+    seen = []
+    monkeypatch.setattr(Agent, "run", lambda self, *a, **k: seen.append(self.probe_s))
+    assert agent_main.main(BASE + ["--lock", str(tmp_path / "lock"), "--no-ports",
+                                   "--no-probes", "--dev", "eth0", "--probe-period", "0.05"]) == 0
+    assert seen == [0.05]
+    agent = agent_on(FakeKernel(), [document()])
+    agent.probe_s = seen[0]
+    agent.step(wait=0)
+    prober, rounds = FakeProber({P1, P2}), []
+    send = prober.send
+    prober.send = lambda probes: rounds.append(time.monotonic()) or send(probes)
+    loop = threading.Thread(target=agent.probe_loop, args=(prober,), daemon=True)
+    loop.start()
+    try:
+        time.sleep(0.5)
+    finally:
+        agent.stopping.set()
+        loop.join(3)
+    assert not loop.is_alive()
+    gaps = [b - a for a, b in zip(rounds, rounds[1:])]
+    assert 6 <= len(rounds) <= 11 and min(gaps) >= 0.045, gaps

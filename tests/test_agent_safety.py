@@ -635,14 +635,16 @@ def test_a_forged_reply_does_not_break_the_probes():
         def __init__(self):
             self.packets = [b"", b"\x45" + b"\x00" * 3, b"\x4f" + b"\x00" * 40]
 
-        def recv(self, n):
-            return self.packets.pop(0)
+        def recvmsg(self, n, ancillary):
+            if not self.packets:
+                raise BlockingIOError
+            return self.packets.pop(0), [], 0, None
     p.rx = Rx()
     import select as select_module
     real = select_module.select
     try:
         probe.select.select = lambda r, w, x, t: (r if r[0].packets else [], [], [])
-        assert p.receive(time.monotonic() + 0.05) == []
+        assert p.receive(time.monotonic() + 0.05) == [] and p.rx.packets == []
     finally:
         probe.select.select = real
 

@@ -4,7 +4,9 @@ not 0 to 63 is refused with a message naming it. A document's lists (``probe.Lis
 built once per document, not each 10 ms round, and each plane's lists go from the host's
 address on that plane, keyed by plane."""
 import ipaddress
+import select
 import socket
+import struct
 import time
 
 import pytest
@@ -34,6 +36,9 @@ class FakeSocket:
 
     def sendto(self, packet, addr):
         self.sent.append((packet, addr))
+
+    def setblocking(self, flag):
+        self.opts["blocking"] = flag
 
     def close(self):
         pass
@@ -189,3 +194,70 @@ def test_a_rounds_schedule_reads_the_lists_only_when_they_change():
     assert sum(("b",) in r for r in rounds) == 34  # every 30 ms
     new = others + [("new",)]  # the next document: one path more
     assert s.pick(active, standby, new, 1.0) == [("a",), ("new",), (0,), (1,)]  # new first
+
+
+def test_a_lists_probe_is_built_once_and_only_its_number_changes(monkeypatch):
+    """A round comes every 10 ms: each list's packet is built once (``Prober.built``), and
+    each probe of it differs only in its sequence number and checksums, every one valid."""
+    FakeSocket.made = []
+    monkeypatch.setattr(probe.socket, "socket", FakeSocket)
+    built, real = [], probe.echo
+    monkeypatch.setattr(probe, "echo", lambda *a, **k: built.append(a) or real(*a, **k))
+    p = probe.Prober("10.0.0.1")
+    lists = [("fcbb:bbbb:3:1:f001::", "10.0.1.1", "fcbb:bbbb:1:3:f001::"),
+             ("fcbb:bbbb:4:1:f001::", "10.0.1.1", "fcbb:bbbb:1:4:f001::", "10.16.0.1")]
+    p.seq = 0xFFFD  # across the wrap of the sequence number
+    seqs = [s for _ in range(4) for s in p.send(lists)]
+    assert len(built) == 2 and seqs[:3] == [0xFFFE, 0xFFFF, 0]
+    tx = next(s for s in FakeSocket.made if s.family == socket.AF_INET6)
+    for (packet, addr), seq, (container, dst, back, *src) in zip(
+            tx.sent, seqs, lists * 4):
+        assert addr == (container, 0)
+        assert packet == real((src or ["10.0.0.1"])[0], dst, p.ident, seq, back, tos=p.tos)
+        assert probe.ip_checksum(packet[:20]) == 0 and probe.ip_checksum(packet[20:]) == 0
+    for seq in range(0, 0x10000, 7):  # every sum the update can give stays valid
+        packet = probe.with_seq(real("10.255.255.255", "10.0.0.1", 0xFFFF, 0), seq)
+        assert probe.ip_checksum(packet[:20]) == 0 and probe.ip_checksum(packet[20:]) == 0
+
+
+class ArrivingRx:
+    """A raw socket a packet arrives on every 0.2 ms, each stamped by the kernel when it came
+    (``SO_TIMESTAMPNS``): half of them echo replies to ``ident``, half others' probes."""
+
+    def __init__(self, ident, start):
+        self.ident, self.start, self.taken, self.wakes = ident, start, 0, 0
+
+    def _due(self):
+        return int((time.monotonic() - self.start) / 0.0002)
+
+    def recvmsg(self, n, ancillary):
+        if self.taken >= self._due():
+            raise BlockingIOError
+        seq, self.taken = self.taken, self.taken + 1
+        came = self.start + seq * 0.0002 + (time.time() - time.monotonic())
+        stamp = struct.pack("@qq", int(came), int(came % 1 * 1e9))
+        kind = probe.ICMP_REPLY if seq % 2 == 0 else probe.ICMP_ECHO
+        packet = probe.echo("10.0.1.1", "10.0.0.1", self.ident, seq, kind=kind)
+        return packet, [(socket.SOL_SOCKET, probe.SO_TIMESTAMPNS, stamp)], 0, None
+
+
+def test_a_round_wakes_seldom_and_a_reply_is_heard_when_it_came(monkeypatch):
+    """A busy host hears a packet every 0.2 ms here: a round reads them all, waking at most
+    every ``GATHER_S`` (not once a packet), and each reply's time is when the kernel got it,
+    not when the round read it."""
+    p = probe.Prober.__new__(probe.Prober)
+    p.ident, p.block, p.answers = 7, None, (0.0, 0)
+    start = time.monotonic()
+    p.rx = ArrivingRx(7, start)
+    real = select.select
+
+    def woken(r, w, x, t):
+        p.rx.wakes += 1
+        real([], [], [], min(t, 0.0002))  # the next packet comes
+        return r, [], []
+    monkeypatch.setattr(probe.select, "select", woken)
+    got = p.receive(start + 0.05)
+    assert p.rx.taken >= 200 and len(got) >= 100  # 250 came, half of them replies
+    assert p.rx.wakes <= 0.05 / probe.GATHER_S + 2
+    for seq, heard in got:
+        assert abs(heard - (start + seq * 0.0002)) < 0.001, (seq, heard - start)

@@ -23,13 +23,14 @@ learns the source ports of its host-mode flows from the routers' answers (host m
 * the controller unreachable: the rules stay, retried with back-off (0.5 s doubling to 10 s);
 * a second agent on the host refuses to start (a lock file per host; the running agent's
   pid stays in it);
-* it probes the paths it may use (``probe.py``): the lists its parts use every 10 ms, their
-  other lists every 30 ms, every other path to their destinations once a second, at most
-  2,700 probes a second; a part whose list fails (``probe.PathHealth``: three probes
-  unanswered for max(60 ms, 2 of the list's round trips)) moves at once to the backup list
-  the controller gave (one atomic route replace; the routes' ``rto_min`` of 35 ms lets TCP
-  resend soon after), and back once it answers again for a second; the results go to the
-  controller (``POST /v1/hosts/{host}/probes``: its link state without OpenFlow);
+* it probes the paths it may use (``probe.py``): the lists its parts use every 10 ms
+  (``--probe-period``), their other lists every 30 ms, every other path to their
+  destinations once a second, at most 2,700 probes a second; a part whose list fails
+  (``probe.PathHealth``: three probes unanswered for max(60 ms, 2 of the list's round
+  trips)) moves at once to the backup list the controller gave (one atomic route replace;
+  the routes' ``rto_min`` of 35 ms lets TCP resend soon after), and back once it answers
+  again for a second; the results go to the controller (``POST /v1/hosts/{host}/probes``:
+  its link state without OpenFlow);
 * every second it reports what its host sent per destination (``traffic.py``: its TCP
   connections' acknowledged bytes; ``POST /v1/hosts/{host}/traffic``): the controller
   learns members-only jobs from it where the routers export no sFlow;
@@ -121,6 +122,7 @@ class Agent(Supervisor):
         self.probing = False  # a probe loop runs (it carries the refusal to the controller)
         self.said: dict = {}  # what was last logged per cause: said once, not every round
         self.traffic_s = TRAFFIC_S
+        self.probe_s = FAST_S  # between probe rounds (``--probe-period``)
 
     # ---- the watch -------------------------------------------------------------------------
     def step(self, wait: float = WAIT_S) -> bool:
@@ -263,7 +265,8 @@ class Agent(Supervisor):
     # ---- probes and fail-over ----------------------------------------------------------------
     def probe_loop(self, prober) -> None:
         """Probe, fail over, report (see the module text); until ``stopping``."""
-        paths, schedule = PathHealth(), Schedule()
+        period = self.probe_s  # a round (``--probe-period``)
+        paths, schedule = PathHealth(), Schedule(round_s=period)
         sent: dict[int, tuple] = {}  # sequence number -> (the list it probed, when)
         last_report, last_state, known = 0.0, None, None
         while not self.stopping.is_set():
@@ -284,7 +287,7 @@ class Agent(Supervisor):
                 for seq, sids in zip(seqs, targets):
                     sent[seq] = (sids, start)
                     paths.sent(sids, start)
-                for seq, heard in prober.receive(start + FAST_S):
+                for seq, heard in prober.receive(start + period):
                     if seq in sent:
                         sids, at = sent.pop(seq)
                         if sids in lists.dst_of:  # not a list of an older document
@@ -297,7 +300,7 @@ class Agent(Supervisor):
             if (state and state != last_state) or (due and (state or self.refused != self.told)):
                 self._report(state)
                 last_report, last_state = start, state
-            self.stopping.wait(max(0.0, FAST_S - (time.monotonic() - start)))
+            self.stopping.wait(max(0.0, period - (time.monotonic() - start)))
 
     def _fail_over(self, backed: list, paths: PathHealth, now: float) -> None:
         """``backed``: (primary, backup) of the parts with a backup (``Lists.backed``)."""
@@ -467,6 +470,7 @@ def main(argv=None) -> int:
         return 2
     agent = Agent(client, args.host, devs,
                   ports_file=args.ports_file or f"/run/mlroute-agent.{args.host}.ports")
+    agent.probe_s = args.probe_period
 
     def stop(*_):
         agent.stopping.set()

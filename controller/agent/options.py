@@ -11,6 +11,7 @@ import socket
 
 from controller import __version__
 from controller.agent import steering
+from controller.agent.probe import FAST_S, PERIOD_S
 from controller.enforcement.srv6_config import PROBE_DSCP
 from controller.errors import InputError
 
@@ -29,6 +30,20 @@ def _dscp(text: str) -> int:
         value = -1
     if not 0 <= value <= 63:
         raise argparse.ArgumentTypeError(f"a DSCP is a number from 0 to 63, not {text!r}")
+    return value
+
+
+def _period(text: str) -> float:
+    """Seconds between probe rounds, within ``probe.PERIOD_S``: shorter would pass the probe
+    rate's bound (2,700 a second), longer would leave a failed list in use for seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    low, high = PERIOD_S
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"a probe period is {low:g} to {high:g} seconds, "
+                                         f"not {text!r}")
     return value
 
 
@@ -60,6 +75,10 @@ def parser(description: str) -> argparse.ArgumentParser:
                     help="the probes' and their answers' DSCP, which the routers must serve "
                          "first (strict priority: docs/howto/router-fabric.md); default "
                          f"{PROBE_DSCP} (CS6, network control)")
+    ap.add_argument("--probe-period", type=_period, default=FAST_S, metavar="S", help=(
+        "seconds between probes of the lists in use (default %(default)g): longer sends fewer "
+        "probes and detects a failed list later, after about max(0.06, 2 periods) to one "
+        "period more (0.06 to 0.07 s at 0.01; 0.06 to 0.09 at 0.03)"))
     ap.add_argument("--no-traffic", action="store_true",
                     help="no traffic reports: the controller learns from sFlow only")
     ap.add_argument("--no-ports", action="store_true",

@@ -48,7 +48,7 @@ a host with a part or two (a ring's rank: its data and its acknowledgements) sen
 0
 >>> request = echo("10.0.0.1", "10.0.1.1", 7, 1, "fcbb:bbbb:3:1:f001::")
 >>> answer_of(request, ipaddress.IPv6Network("fcbb:bbbb::/32"))[0]  # its way back
-IPv6Address('fcbb:bbbb:3:1:f001::')
+'fcbb:bbbb:3:1:f001::'
 >>> answer_of(request, ipaddress.IPv6Network("fc00::/16"))  # not into another block
 """
 from __future__ import annotations
@@ -64,7 +64,9 @@ from controller.enforcement.probepacket import ip_checksum  # one IP checksum
 from controller.enforcement.srv6_config import PROBE_DSCP
 
 IPPROTO_IPIP = 4  # IPv4 inside IPv6, no SRH (one uSID container)
-FAST_S = 0.01  # between probes of the lists the parts use (a round; BFD-like)
+FAST_S = 0.01  # between probes of the lists the parts use (a round; BFD-like;
+PERIOD_S = (0.01, 1.0)  # ``mlroute-agent --probe-period`` sets it within these bounds)
+GATHER_S = 0.005  # a round reads its socket at most this often (one wake, every packet)
 FAST_LISTS = 16  # such lists probed per round at most (round robin beyond)
 STANDBY_S = 0.03  # between probes of the parts' other lists (backups)
 STANDBY_PER_ROUND = 8  # of those per round at most
@@ -79,6 +81,8 @@ MAGIC = b"mlrB"  # a probe's data: MAGIC and the container of its way back
 ANSWERS_PER_S = 5000  # the answers an agent sends along ways back, at most
 SENT_KEEP_S = 5.0  # a probe unanswered this long is forgotten (its reply counts no more)
 MAX_SENT = 8192  # probes awaited at most
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's: when each packet came
+TEMPLATES = 4096  # probe packets kept built (a list's, between its probes) at most
 
 
 def echo(src: str, dst: str, ident: int, seq: int, back=None, kind: int = ICMP_ECHO,
@@ -96,7 +100,7 @@ def echo(src: str, dst: str, ident: int, seq: int, back=None, kind: int = ICMP_E
     return header + icmp
 
 
-def answer_of(packet: bytes, block) -> tuple[ipaddress.IPv6Address, bytes] | None:
+def answer_of(packet: bytes, block) -> tuple[str, bytes] | None:
     """(the way back, the echo reply to send along it) for a probe request carrying its way
     back in ``block``; None for anything else (any host may send the raw socket anything)."""
     ihl = (packet[0] & 0x0F) * 4 if packet else 0
@@ -106,11 +110,50 @@ def answer_of(packet: bytes, block) -> tuple[ipaddress.IPv6Address, bytes] | Non
     data = packet[ihl + 8:ihl + 8 + len(MAGIC) + 16]
     if kind != ICMP_ECHO or not data.startswith(MAGIC):
         return None
-    back = ipaddress.IPv6Address(data[len(MAGIC):])
-    if block is None or back not in block:
+    back = data[len(MAGIC):]
+    if block is None or int.from_bytes(back, "big") & int(block.netmask) != int(
+            block.network_address):
         return None
     src, dst = socket.inet_ntoa(packet[12:16]), socket.inet_ntoa(packet[16:20])
-    return back, echo(dst, src, ident, seq, kind=ICMP_REPLY, data=data, tos=packet[1])
+    return (socket.inet_ntop(socket.AF_INET6, back),
+            echo(dst, src, ident, seq, kind=ICMP_REPLY, data=data, tos=packet[1]))
+
+
+def with_seq(template: bytes, seq: int) -> bytes:
+    """``template`` (an ``echo`` of sequence number 0) with sequence number ``seq``, as IP id
+    and ICMP sequence number, both checksums updated for it (RFC 1624: the word was 0, so
+    the sum grows by ``seq``). O(1) in Python: no checksum of the whole packet again.
+
+    >>> t = echo("10.0.0.1", "10.0.1.1", 7, 0, "fcbb:bbbb:3:1:f001::")
+    >>> with_seq(t, 513) == echo("10.0.0.1", "10.0.1.1", 7, 513, "fcbb:bbbb:3:1:f001::")
+    True
+    """
+    ip_sum, icmp_sum = struct.unpack_from("!H", template, 10)[0], struct.unpack_from(
+        "!H", template, 22)[0]
+    return b"".join((template[:4], struct.pack("!H", seq), template[6:10],
+                     struct.pack("!H", _plus(ip_sum, seq)), template[12:22],
+                     struct.pack("!H", _plus(icmp_sum, seq)), template[24:26],
+                     struct.pack("!H", seq), template[28:]))
+
+
+def _plus(checksum: int, value: int) -> int:
+    """The Internet checksum after a 16-bit word that was 0 became ``value``."""
+    total = (~checksum & 0xFFFF) + value
+    total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+CMSG_SPACE = socket.CMSG_SPACE(16)  # one struct timespec
+
+
+def heard(ancillary: list, offset: float) -> float:
+    """When the kernel received a packet (its SO_TIMESTAMPNS, wall clock), on the monotonic
+    clock (``offset``: wall clock minus monotonic now); now if the kernel gave no stamp."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = struct.unpack("@qq", data[:16])
+            return min(sec + nsec * 1e-9 - offset, time.monotonic())
+    return time.monotonic()
 
 
 class Prober:
@@ -130,6 +173,9 @@ class Prober:
         self.tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, IPPROTO_IPIP)
         self.tx.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_TCLASS, self.tos)
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+        self.rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.rx.setblocking(False)  # drained each wake (``receive``)
+        self.built: dict[tuple, bytes] = {}  # a list's probe packet, sequence number 0
 
     def close(self) -> None:
         self.tx.close()
@@ -138,34 +184,58 @@ class Prober:
     def send(self, probes: list[tuple]) -> list[int]:
         """One probe per (uSID container, destination IPv4[, way back[, source IPv4]]) (the
         source: the host's address on the list's plane, else ``src``); their sequence
-        numbers."""
+        numbers. Each list's packet is built once (``self.built``) and only its sequence
+        number and checksums change between its probes (``with_seq``)."""
         seqs = []
         for container, dst, *more in probes:
             self.seq = (self.seq + 1) & 0xFFFF
             seqs.append(self.seq)
             back, src = (more + [None, None])[:2]
-            packet = echo(src or self.src, dst, self.ident, self.seq, back, tos=self.tos)
+            key = (container, dst, back, src or self.src)
+            template = self.built.get(key)
+            if template is None:
+                if len(self.built) >= TEMPLATES:
+                    self.built.clear()
+                template = self.built[key] = echo(key[3], dst, self.ident, 0, back,
+                                                  tos=self.tos)
             try:
-                self.tx.sendto(packet, (str(container), 0))
+                self.tx.sendto(with_seq(template, self.seq), (str(container), 0))
             except OSError:
                 pass  # no route: never answered
         return seqs
 
     def receive(self, until: float) -> list[tuple[int, float]]:
-        """(sequence number, when heard) of the replies heard until ``until`` (monotonic; a
-        round trip ends when its reply came, not when the round does); meanwhile the probes
-        of other hosts' agents are answered along their ways back (module text)."""
-        got = []
+        """(sequence number, when heard) of the replies heard until ``until`` (monotonic);
+        meanwhile the probes of other hosts' agents are answered along their ways back
+        (module text). Why it wakes at most every ``GATHER_S``, reading every packet come
+        meanwhile: a host in a busy exchange hears about 3 packets a millisecond (its probes'
+        replies, the destination kernels' too, others' probes), and a wake per packet was
+        most of the agent's CPU; the kernel stamps each packet as it comes (SO_TIMESTAMPNS),
+        so a round trip still ends when its reply came, and an answer to another host waits
+        at most ``GATHER_S`` (its list fails after 60 ms)."""
+        got = self._drain()
         while (left := until - time.monotonic()) > 0:
             if not select.select([self.rx], [], [], left)[0]:
                 break
-            data = self.rx.recv(2048)
+            time.sleep(min(GATHER_S, max(0.0, until - time.monotonic())))
+            got += self._drain()
+        return got
+
+    def _drain(self) -> list[tuple[int, float]]:
+        """Every packet waiting on the socket, read without waiting: the replies (sequence
+        number, when the kernel heard it, monotonic), and others' probes answered."""
+        got, offset = [], time.time() - time.monotonic()
+        while True:
+            try:
+                data, ancillary, _flags, _addr = self.rx.recvmsg(2048, CMSG_SPACE)
+            except (BlockingIOError, InterruptedError):
+                break
             ihl = (data[0] & 0x0F) * 4 if data else 0
             if len(data) < ihl + 8 or ihl < 20:
                 continue  # not an echo reply: any host may send the raw socket anything
             kind, _code, _sum, ident, seq = struct.unpack("!BBHHH", data[ihl:ihl + 8])
             if kind == ICMP_REPLY and ident == self.ident:
-                got.append((seq, time.monotonic()))
+                got.append((seq, heard(ancillary, offset)))
             elif kind == ICMP_ECHO:
                 self._answer(data)
         return got
@@ -178,7 +248,7 @@ class Prober:
             return
         self.answers = (now, sent + 1 if now == second else 1)
         try:
-            self.tx.sendto(answer[1], (str(answer[0]), 0))
+            self.tx.sendto(answer[1], (answer[0], 0))
         except OSError:
             pass  # no route back: the kernel's own answer may still come
 
@@ -201,8 +271,9 @@ class Schedule:
     """
 
     def __init__(self, fast: int = FAST_LISTS, standby: int = STANDBY_PER_ROUND,
-                 slow: int = SLOW_PER_ROUND):
+                 slow: int = SLOW_PER_ROUND, round_s: float = FAST_S):
         self.fast, self.most = fast, {"standby": standby, "slow": slow}
+        self.round_s = round_s  # between rounds (``--probe-period``)
         self.turn = 0  # where the next round starts among the lists in use
         # list -> probed next, in the order they fall due (a new list: at once)
         self.due: dict[str, dict] = {"standby": {}, "slow": {}}
@@ -224,7 +295,7 @@ class Schedule:
         for kind, every in (("standby", STANDBY_S), ("slow", SLOW_S)):
             due, picked = self.due[kind], []
             for p, at in due.items():  # (half a round early: rounds do not fall on the
-                if at > now + FAST_S / 2 or len(picked) >= self.most[kind]:  # exact time)
+                if at > now + self.round_s / 2 or len(picked) >= self.most[kind]:  # exact time)
                     break
                 picked.append(p)
             for p in picked:  # to the end: due last
