@@ -230,16 +230,20 @@ def scale(k: int = 16) -> dict:
 
 def fattree(folder: str, steps: int) -> dict:
     from emulation.harness import router_jobs
-    return router_jobs.run(folder, steps=steps,
+    return router_jobs.run(folder, steps=steps, probe_period=router_jobs.PROBE_PERIOD_S,
                            progress=lambda msg: print(msg, file=sys.stderr, flush=True))
 
 
-# case: Mbit/s, the all-to-all's schedule, the agents' probes, a class per peer on host ports
-DIAGNOSE = {"gloo_20": (20.0, "all", True, True), "gloo_10": (10.0, "all", True, True),
-            "pairwise_20": (20.0, "pairwise", True, True),
-            "noprobes_20": (20.0, "all", False, True), "fifo_20": (20.0, "all", True, False),
-            "recvfirst_20": (20.0, "recvfirst", True, True),
-            "recvfirst_noprobes_20": (20.0, "recvfirst", False, True)}
+# case: Mbit/s, the all-to-all's schedule, the agents' probes, a class per peer on host
+# ports, the agents' probe period (s)
+DIAGNOSE = {"gloo_20": (20.0, "all", True, True, 0.01),
+            "gloo_10": (10.0, "all", True, True, 0.01),
+            "pairwise_20": (20.0, "pairwise", True, True, 0.01),
+            "noprobes_20": (20.0, "all", False, True, 0.01),
+            "fifo_20": (20.0, "all", True, False, 0.01),
+            "recvfirst_20": (20.0, "recvfirst", True, True, 0.01),
+            "recvfirst_30ms_20": (20.0, "recvfirst", True, True, 0.03),
+            "recvfirst_noprobes_20": (20.0, "recvfirst", False, True, 0.01)}
 
 
 def fattree_diagnose(folder: str, steps: int, out: dict, save, names=()) -> dict:
@@ -248,16 +252,17 @@ def fattree_diagnose(folder: str, steps: int, out: dict, save, names=()) -> dict
     same bytes), at 20 in pairwise rounds (one flow each way per port at a time) instead of
     gloo's seven sends at once, at 20 with the agents' probes off, with one FIFO per host
     port instead of a class per peer, and with every receive posted before the sends (with
-    the probes on and off); a fat-tree each (or those ``names``), ``save()`` after each."""
+    the probes on and off, and every 30 ms); a fat-tree each (or those ``names``),
+    ``save()`` after each."""
     from emulation.harness import router_jobs
     out["command"] = "python -m benchmarks.srv6 --only fattree --diagnose"
     for name in names or DIAGNOSE:
-        bw, schedule, probes, fair = DIAGNOSE[name]
+        bw, schedule, probes, fair, period = DIAGNOSE[name]
         os.makedirs(os.path.join(folder, name))
         doc = router_jobs.run(os.path.join(folder, name), steps=steps, bw=bw,
                               only=["all-to-all"], diagnose=True, schedule=schedule,
-                              probes=probes, fair=fair)
-        doc["jobs"]["all-to-all"]["probes"] = probes
+                              probes=probes, fair=fair, probe_period=period)
+        doc["jobs"]["all-to-all"].update(probes=probes, probe_period_s=period)
         out[name] = doc["jobs"]["all-to-all"]
         print(name, {k: v for k, v in out[name].items() if k != "steps"}, file=sys.stderr,
               flush=True)

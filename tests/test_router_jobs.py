@@ -132,6 +132,8 @@ def test_a_launch_passes_its_mpi_arguments_and_schedule_as_parameters(fabric, mo
     assert calls[0]["mpi_args"] == router_jobs.mpi_eager_args(mpi) != []
     assert [c["mpi_args"] for c in calls[1:]] == [[], [], []]
     assert [c["a2a_schedule"] for c in calls] == ["all", "all", "pairwise", "all"]
+    router_jobs._launch(_Session(), a2a, 2, "/nonexistent/x")  # the job's: receives first
+    assert calls[-1]["a2a_schedule"] == router_jobs.A2A_SCHEDULE == "recvfirst"
     assert calls[2]["a2a_mib"] == router_jobs.A2A_MIB
     assert router_jobs.co.MPI_ARGS == before and dict(os.environ) == env
 
@@ -156,6 +158,7 @@ def test_every_diagnose_case_names_a_schedule_the_ranks_take():
     hosts' ports as one FIFO (the emulation before ``fair_tc``) beside gloo's at 20 Mbit/s."""
     from benchmarks import srv6
     from emulation.harness.collective_rank import SCHEDULES
-    assert all(schedule in ("all", *SCHEDULES) for _bw, schedule, _p, _f in srv6.DIAGNOSE.values())
-    assert srv6.DIAGNOSE["fifo_20"] == (20.0, "all", True, False)
-    assert srv6.DIAGNOSE["gloo_20"] == (20.0, "all", True, True)
+    assert all(schedule in ("all", *SCHEDULES) for _bw, schedule, *_ in srv6.DIAGNOSE.values())
+    assert srv6.DIAGNOSE["fifo_20"] == (20.0, "all", True, False, 0.01)
+    assert srv6.DIAGNOSE["gloo_20"] == (20.0, "all", True, True, 0.01)
+    assert {c[4] for c in srv6.DIAGNOSE.values()} == {0.01, 0.03}  # the agents' periods

@@ -15,6 +15,18 @@ agents (one launch of ``steps`` iterations); and posted by its members' addresse
 learned from the agents' traffic reports in a first launch, then measured as declared. A
 step is one iteration: the slowest rank's time from a barrier to the end of its collective.
 
+The all-to-all's headline posts every receive before its sends (``collective_rank
+--a2a-schedule recvfirst``), as NCCL's and MPI's grouped send/recv do for a mixture of
+experts' exchange; gloo's own schedule (a send, then a receive, per peer) is measured beside
+it: its TCP pair sends only after the receiver's ready notice, which the receiver writes on
+the same connection behind its own block, so pairs take turns (docs/reference/limits.md).
+
+The agents probe every ``PROBE_PERIOD_S`` (30 ms, ``mlroute-agent --probe-period``) in the
+benchmark's runs, not the default 10 ms: here 16 hosts' agents and 20 routers share 2 cores,
+and at 10 ms the probes of the all-to-all's 56 pairs took most of a core (on a real host they
+take the host's own CPU). What it trades: a failed list is detected after 60-90 ms instead of
+60-70 ms; nothing fails in these runs, and the outage benchmark keeps the default.
+
 Each job's measured step is set against the controller's prediction for the plan in force
 (the job view's ``predicted_allreduce_s``: ``model.iteration``, tested against the fluid model
 ``model.fluid``) and against the ideal at line rate. Links are shaped to ``BW_MBPS`` (20
@@ -40,7 +52,9 @@ ECMP_ITERS = 1  # counted iterations of each ECMP launch (one hash each)
 QUEUE_S = 0.2  # each link's FIFO, seconds of line rate (routers.QUEUE_S)
 LEARN_LAUNCHES = 3  # launches at most before a members-only job must be learned
 RENDEZVOUS_STEPS = 3  # steps of Open MPI's ring with its default transport limits (below)
-A2A_SCHEDULE = "all"  # the all-to-all's (collective_rank --a2a-schedule): gloo's own
+A2A_SCHEDULE = "recvfirst"  # the all-to-all's (collective_rank --a2a-schedule; below)
+GLOO_OWN = "all"  # gloo's own schedule, measured beside it (``measure_job``)
+PROBE_PERIOD_S = 0.03  # the agents' --probe-period in the benchmark's runs (below)
 
 
 def mpi_eager_args(job: dict) -> list[str]:
@@ -190,8 +204,9 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
     res = _launch(s, job, steps, os.path.join(folder, "plan"))
     if job["library"] == "mpi":  # the library's default transport limits, for the record
         rdv = _launch(s, job, RENDEZVOUS_STEPS, os.path.join(folder, "rendezvous"), False)
-    if job["a2a"]:  # every receive posted before the sends (collective_rank._receives_first)
-        first = _launch(s, job, steps, os.path.join(folder, "recvfirst"), schedule="recvfirst")
+    if job["a2a"]:  # gloo's own schedule beside recv-first (or the other way round)
+        other = GLOO_OWN if job.get("schedule", "all") != GLOO_OWN else "recvfirst"
+        first = _launch(s, job, steps, os.path.join(folder, other), schedule=other)
     if job["a2a"] and s.fair_hosts:  # the hosts' ports one FIFO each, as before (issue 75)
         s.host_queues(False)
         try:
@@ -210,7 +225,8 @@ def measure_job(s, job: dict, steps: int, folder: str, ecmp: bool = True,
                plan_moved=res["moved"], direction=res["direction"])
     if job["a2a"]:
         out.update(schedule=job.get("schedule", "all"),
-                   **figures("recvfirst", first, predicted, "retransmits", "moved"))
+                   **figures("gloo_own" if other == GLOO_OWN else other, first, predicted,
+                             "retransmits", "moved"))
     if job["a2a"] and s.fair_hosts:
         out.update(figures("fifo", fifo, predicted, "retransmits"))
     if job["library"] == "mpi":
@@ -297,24 +313,27 @@ def step_windows(spans: list[list], first: int, count: int) -> list[tuple[float,
 def run(folder: str, steps: int = STEPS, bw: float = BW_MBPS, only=None, ecmp: bool = True,
         learned: bool = True, progress=None, queue_s: float = QUEUE_S,
         probes: bool = True, diagnose: bool = False, schedule: str = "all",
-        fair: bool = True) -> dict:
+        fair: bool = True, probe_period: float = 0.01) -> dict:
     """Every job (or those named in ``only``) measured alone on one router fat-tree; the
     document with the targets (issue 75): every planned job within 10% of its prediction (5%
     the goal), ECMP / plan >= 1.5x on the slowest job. Each host's port shares its rate
     among its peers (``topologies.routers.fair_tc``; the all-to-all's plan is measured with
     one FIFO per port too), or with ``fair`` False keeps one FIFO. ``diagnose``: the
     declared plan of each gloo job only, sampled (``diagnose_job``; the all-to-all's
-    ``schedule``), no targets."""
+    ``schedule``), no targets. ``probe_period``: the agents' (``--probe-period``; the
+    benchmark's ``PROBE_PERIOD_S``)."""
     from emulation.harness.routers import RouterSession
     from topologies.routers import fat_tree
     fabric = fat_tree(4)
     t0 = time.time()
     doc: dict = {"fabric": "k = 4 fat-tree of Linux routers, 2 hosts per leaf",
                  "link_mbps": bw, "queue_s": queue_s, "steps": steps, "probes": probes,
+                 "probe_period_s": probe_period if probes else None,
                  "fair_hosts": fair,
                  "ecmp_iterations_per_launch": ECMP_ITERS,
                  "jobs": {}}
-    with RouterSession(fabric, folder, bw=bw, queue_s=queue_s, probes=probes) as s:
+    with RouterSession(fabric, folder, bw=bw, queue_s=queue_s, probes=probes,
+                       agent_args=("--probe-period", f"{probe_period:g}")) as s:
         if not fair:
             s.host_queues(False)
             s.fair_hosts = False

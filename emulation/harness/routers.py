@@ -49,7 +49,8 @@ class RouterSession:
     def __init__(self, fabric: Clos, folder: str, algorithm: str = "auto", agents=None,
                  bw: float = 0.0, probes: bool = True, controller: int | None = None,
                  sflow: int = 0, traffic: bool = True, secure: bool = False,
-                 queue_s: float = QUEUE_S, priority: bool = True, fair_hosts: bool = True):
+                 queue_s: float = QUEUE_S, priority: bool = True, fair_hosts: bool = True,
+                 agent_args: tuple = ()):
         """``controller``: the REST port of a controller started elsewhere (on the management
         address, ``--wsapi-host 172.30.255.254``), or a list of them (redundant controllers:
         the agents get every URL); None starts one here. External controllers may start after
@@ -67,6 +68,7 @@ class RouterSession:
         self.probes = probes  # the agents probe their paths (--no-probes when False)
         self.sflow = sflow  # every router samples 1 in sflow packets into the controller (pmacctd)
         self.traffic = traffic  # the agents report their flows' bytes (--no-traffic when False)
+        self.agent_args = tuple(agent_args)  # more options of every agent (--probe-period)
         self.external = controller
         self.secure = secure
         self.pki: dict = {}
@@ -154,7 +156,8 @@ class RouterSession:
                                   *(["--credential-file", self.credential_file(host),
                                      "--ca-file", self.pki["ca"]] if self.pki else []),
                                   *([] if self.probes else ["--no-probes"]),
-                                  *([] if self.traffic else ["--no-traffic"])],
+                                  *([] if self.traffic else ["--no-traffic"]),
+                                  *self.agent_args],
                                  stdout=log, stderr=subprocess.STDOUT)
         self.procs.append(p)
         return p
