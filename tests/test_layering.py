@@ -155,6 +155,39 @@ def test_the_controller_starts_without_the_solvers():
     assert out.stdout.strip() == "False", out.stdout + out.stderr
 
 
+# a first start and a restart of the service on a k = 4 fat-tree, as the shell makes them
+START = """
+import sys, tempfile
+import controller.shell.core
+from controller.service.route_service import RouteService
+from controller.service.store import StateStore
+from emulation.harness.fake_switch import FakeSwitches
+from topologies.clos import fattree_fabric
+f = fattree_fabric(4)
+sw = FakeSwitches(f.dpids.values())
+ports = {d: {p: True for p in f.ports[f.switch_of_dpid[d]].values()} for d in f.dpids.values()}
+with tempfile.TemporaryDirectory() as tmp:
+    for _ in range(2):
+        svc = RouteService(sw, f, algorithm="auto", store=StateStore(tmp + "/state.db"))
+        assert svc.note_switches([(d, ports[d], None) for d in f.dpids.values()]) == {}
+        svc.sync_queued()
+        assert svc.fabric_view()["ready"]
+print(*(m in sys.modules for m in ("scipy", "networkx")))
+"""
+
+
+def test_a_start_and_a_restart_load_neither_scipy_nor_networkx():
+    """scipy (0.12 s, with numpy.f2py) and networkx (0.09 s) were a third of the controller's
+    imports, CPU every start and restart pays while the switches wait (issue 74): the
+    planners and discovery import them where they use them, and a start on a declared fabric
+    (its switches noted, read and repaired) uses neither."""
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", START], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+
+
 # The shape of a fabric (which model, whether it has planes, one two-tier plane) is the model's
 # to answer (issue 37): a caller asks the fabric (``as_leaf_spine``, ``summary``, ``is_clos``)
 # instead of probing its type or attributes.

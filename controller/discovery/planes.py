@@ -46,8 +46,6 @@ import ipaddress
 import re
 from collections.abc import Mapping
 
-import networkx as nx
-
 from controller.discovery.hosts import natural_key
 from controller.discovery.tiers import recognise_clos
 from controller.discovery.topology import Topology, cables
@@ -100,6 +98,7 @@ def plane_groups(topology: Topology, placed: dict[int, int]):
     when a host was heard on it, left out while none was (a plane whose hosts are silent, not
     a broken part of another) unless no plane has a host yet; a switch with no cable goes to
     the first plane (where it is reported)."""
+    import networkx as nx
     found, _odd = cables(topology)
     graph = nx.Graph()
     graph.add_nodes_from(topology.switches)
@@ -133,6 +132,7 @@ def _placed(previous) -> dict[int, int]:
     """dpid -> plane of the last recognition. One plane: only its part that holds the most
     hosts over links up (a part with no link up to it never was that plane); none without a
     host."""
+    import networkx as nx
     if previous is None or not previous.wired:
         return {}
     if len(previous.planes) > 1:

@@ -3,8 +3,10 @@ calls it with the switch graph seen by LLDP)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-import networkx as nx
+if TYPE_CHECKING:  # networkx where it is used: the controller's start loads no networkx (issue 74)
+    import networkx as nx
 
 SPINE, LEAF = "spine", "leaf"
 
@@ -23,10 +25,12 @@ def assign_roles(graph: nx.Graph, evidence: Mapping, known: Mapping | None = Non
     removes same-role edges, so this ends). An isolated switch gets only its ``known`` role.
     O(V + E) per round, at most E rounds (one in practice).
 
+    >>> import networkx as nx
     >>> g = nx.Graph([(1, 10), (1, 11), (2, 10), (2, 11), (1, 2)])   # leaves 1, 2 cabled
     >>> assign_roles(g, {1: (2, 2), 2: (0, 2), 10: (0, 0), 11: (0, 0)})
     {1: 'leaf', 2: 'leaf', 10: 'spine', 11: 'spine'}
     """
+    import networkx as nx
     known = known or {}
     roles: dict = {}
     for comp in sorted(nx.connected_components(graph), key=min):

@@ -42,8 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from controller.discovery.hosts import natural_key, place_hosts
 from controller.discovery.roles import LEAF, SPINE, _spine_side, assign_roles
@@ -55,6 +54,9 @@ from controller.discovery.topology import (
     recognise,
 )
 from controller.model.clos import TIERS, Clos, Plane
+
+if TYPE_CHECKING:  # networkx where it is used: the controller's start loads no networkx (issue 74)
+    import networkx as nx
 
 TIER_WORDS = ("leaf", "aggregation switch", "core")  # how problems name a switch's tier
 
@@ -80,6 +82,7 @@ def clos_shape(graph: nx.Graph, heard: Mapping[int, int],
     tiers leave more cables unexplained than a leaf-spine would (``_unexplained``: a fat-tree
     is no leaf-spine with missing links, and a leaf-spine no fat-tree). O(V + E + C^2) for C
     cores."""
+    import networkx as nx
     leaves = _leaves(graph, heard, free or {})
     aggs = {n for leaf in leaves for n in graph[leaf]} - leaves
     pods = _pods(graph, leaves, aggs)
@@ -133,6 +136,7 @@ def _leaves(graph: nx.Graph, heard: Mapping[int, int], free: Mapping[int, int]) 
     such ports first, is a leaf when it is cabled to no leaf and to no leaf's neighbour: one
     leaf per pod is enough, the pods place the others (``clos_shape``), and a core or an
     aggregation switch whose link was not seen yet is never taken for one."""
+    import networkx as nx
     rank = {d: (heard.get(d, 0), -graph.degree(d)) for d in graph}
     leaves = {d for d in graph if heard.get(d, 0) > 0
               and not any(heard.get(n, 0) > 0 and rank[n] > rank[d] for n in graph[d])}
@@ -195,6 +199,7 @@ def _unexplained(graph: nx.Graph, shape: ClosShape | None, evidence=None) -> int
 def _pods(graph: nx.Graph, leaves: set, aggs: set) -> list[tuple[list, list]]:
     """(leaves, aggregation switches) of every connected part of the leaf-aggregation graph,
     in order of their lowest leaf."""
+    import networkx as nx
     down = nx.Graph()
     down.add_nodes_from(leaves | aggs)
     down.add_edges_from((a, b) for a, b in graph.edges
@@ -233,6 +238,7 @@ def recognise_clos(topology: Topology, link_gbps: float | None = None,
     ``previous``) as a Clos of one pod (``_bundled``); and the problems found. Link speed 100
     Gbit/s unless ``link_gbps`` (Gbit/s, or per tier of ``model.clos.TIERS``; else the
     previous fabric's). ``previous``: the last recognition, a ``Clos``."""
+    import networkx as nx
     found, _odd = cables(topology)
     graph = nx.Graph()
     graph.add_nodes_from(sorted(topology.switches))

@@ -38,8 +38,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import networkx as nx
-
 from controller.discovery.hosts import natural_key, place_hosts
 from controller.discovery.roles import LEAF, SPINE, assign_roles
 from controller.errors import InputError
@@ -316,6 +314,7 @@ def recognise(topology: Topology, previous: Clos | None = None,
     >>> f, _ = recognise(t); f.planes[0].aggs, f.leaves, f.down
     ([['s0']], ['l0', 'l1'], set())
     """
+    import networkx as nx
     if previous is not None and not previous.wired:
         raise InputError("discovery: the previous fabric has no wiring (dpids, ports)")
     found, odd = cables(topology)

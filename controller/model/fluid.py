@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from controller.errors import InputError
 from controller.model.clos import Clos, as_clos
@@ -360,6 +359,7 @@ class FluidSimulator:
 
     def _rates(self, parts: list[_Part]) -> np.ndarray:
         """Max-min rates of ``parts``; with coupled parts, weighted by their links' shares."""
+        from scipy.sparse import csr_matrix
         if not any(p.weights for p in parts):
             return max_min_rates([p.path for p in parts], self.capacity)
         rows = np.repeat(np.arange(len(parts)), [len(p.path) for p in parts])

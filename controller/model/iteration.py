@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from controller.model.jobs import Job
 from controller.model.links import LinkIndex
 from controller.model.problem import Problem
 from controller.model.rates import weighted_max_min
+
+if TYPE_CHECKING:  # scipy where it is used: the controller's start loads no scipy (issue 74)
+    from scipy.sparse import csr_matrix
 
 TOLERANCE = 0.05  # relative, against the fluid model's time of every job (tested)
 
@@ -199,6 +202,7 @@ class _Layout:
         weights = np.bincount(inverse.ravel(), minlength=len(uniq)).astype(float)
         order = np.argsort(first, kind="stable")  # each entity's links in first-seen order
         keys = uniq[order]
+        from scipy.sparse import csr_matrix
         a = csr_matrix((weights[order], (keys // self.count, keys % self.count)),
                        shape=(n_ents, self.count))
         return a, np.array(self.work, dtype=float), self.job_of
@@ -282,6 +286,7 @@ def times_on_paths(jobs: list[Job], flow_paths: list, capacity: np.ndarray,
     rows = np.repeat(np.arange(len(ents)), [len(w) for _, _, w in ents])
     cols = np.fromiter((y for _, _, w in ents for y in w), dtype=np.int64, count=len(rows))
     vals = np.fromiter((v for _, _, w in ents for v in w.values()), dtype=float, count=len(rows))
+    from scipy.sparse import csr_matrix
     a = csr_matrix((vals, (rows, cols)), shape=(len(ents), len(capacity)))
     remaining = np.array([w for _, w, _ in ents], dtype=float)
     return _run(jobs, a, remaining, [j for j, _, _ in ents], capacity, on_event)

@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy.sparse import csr_matrix
+
+if TYPE_CHECKING:  # scipy where it is used: the controller's start loads no scipy (issue 74)
+    from scipy.sparse import csr_matrix
 
 REL_TOL = 1e-9
 COMPILE_AFTER_S = 1.0  # CPU seconds of interpreted filling before loading the compiled one
@@ -28,6 +31,8 @@ LOG = logging.getLogger(__name__)
 
 
 def incidence(paths: list[list[int]], n_links: int) -> csr_matrix:
+    from scipy.sparse import csr_matrix
+
     lengths = np.fromiter((len(p) for p in paths), dtype=np.int64, count=len(paths))
     rows = np.repeat(np.arange(len(paths)), lengths)
     cols = np.fromiter((l for p in paths for l in p), dtype=np.int64, count=int(lengths.sum()))
@@ -94,6 +99,8 @@ def _load_kernel():
     platform without its wheels), or no writable place for its cache (numba raises
     RuntimeError; ``NUMBA_CACHE_DIR`` names one)."""
     try:
+        from scipy.sparse import csr_matrix
+
         from controller.model.rates_kernel import fill
         one = csr_matrix(np.ones((1, 1)))
         fill(one.indptr, one.indices, one.data, one.indptr, one.indices, np.ones(1),

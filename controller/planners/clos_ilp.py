@@ -53,7 +53,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from controller.model.clospaths import ClosProblem, ClosRouting, lower_bound
 from controller.planners.clos_auto import clos_auto
@@ -118,6 +117,7 @@ def layer1(problem: ClosProblem, time_limit: float = 60.0,
            incumbent: ClosRouting | None = None) -> ClosRouting:
     """Minimum max fabric-link load, proven within ``time_limit`` seconds or reported not
     (the path ILP of the module docstring)."""
+    from scipy.sparse import coo_matrix
     check_time_limit(time_limit)
     t0 = time.perf_counter()
     if incumbent is None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.planners.clos_ilp_layer2 import path_options
@@ -52,6 +51,7 @@ def fewest_moves(problem: ClosProblem, previous: ClosRouting, alpha: float,
     (or none exists). ``free``: a boolean per flow, the flows that may move (a
     neighbourhood of a failure: the others keep the option in force, a far smaller MILP);
     None: every flow. ``info``: status ("optimal": proven fewest), kept, wall_ms."""
+    from scipy.sparse import coo_matrix
     check_time_limit(time_limit)
     t0 = time.perf_counter()
     L = problem.links

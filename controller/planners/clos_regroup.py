@@ -49,7 +49,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from controller.model.clospaths import ClosProblem, ClosRouting
 from controller.planners.clos_ilp_layer2 import path_options
@@ -198,6 +197,7 @@ def _penalised(n: int, flow, rows, lim, start, home, time_limit: float):
     each cell at most its limit, or (a cell above it in ``start``) above it by at most as
     much at a cost of n + 1 per flow above; maximise the options of ``home`` taken. (the
     chosen option per flow, status), or (None, status) when HiGHS found none in time."""
+    from scipy.sparse import coo_matrix
     t0 = time.perf_counter()
     if time_limit <= 0:
         return None, "time_limit"

@@ -77,7 +77,6 @@ import time
 import warnings
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
 from controller.model.clospaths import ClosProblem
@@ -149,6 +148,7 @@ def _lp(opts: _Options, demand: np.ndarray, cap: np.ndarray, base: np.ndarray,
     variable what a unit share puts on each of its cells (1)."""
     # imported here: scipy.optimize takes about 0.3 s to import, a fifth of the controller's start
     from scipy.optimize import OptimizeWarning, linprog
+    from scipy.sparse import coo_matrix
     V = len(opts.owner)
     var = np.repeat(np.arange(V), 4)
     cell = opts.rows.ravel()

@@ -16,7 +16,6 @@ import math
 import time
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
 from controller.model.fabric import spine_list
@@ -61,6 +60,7 @@ def layer2_milp(n_flows: int, var_flow, pair_var, pair_res, base, step, z_ub, lo
     kept where the incumbent has them. Returns ``run_milp``'s (result, status, dual bound):
     the dual bound is a lower bound on the count (the tie-break only lowers the objective).
     """
+    from scipy.sparse import coo_matrix
     nx, nz = len(var_flow), len(base)
     rows = np.concatenate([var_flow, n_flows + np.asarray(pair_res), n_flows + np.arange(nz),
                            np.full(nz, n_flows + nz)])
@@ -94,6 +94,7 @@ def ilp(problem: Problem, time_limit: float = 60.0, incumbent: list[int] | None 
     >>> a.spines() in ([0, 1], [1, 0]), a.info["status"], a.info["incumbent_from"]
     (True, 'optimal', 'solver')
     """
+    from scipy.sparse import coo_matrix
     check_time_limit(time_limit)
     t0 = time.perf_counter()
     source = "given" if incumbent is not None else "greedy"

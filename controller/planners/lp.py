@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
 from controller.model.problem import Problem
@@ -90,6 +89,7 @@ def _solve(problem, src, dst, spine, row, demand, base_up, base_down, target, ke
     ``weight``: per variable, what one unit of it puts on its links (default 1: flow units)."""
     # imported here: scipy.optimize takes about 0.3 s to import, a fifth of the controller's start
     from scipy.optimize import linprog
+    from scipy.sparse import coo_matrix
     nx = len(spine)
     shape = (len(problem.fabric.leaves), len(problem.fabric.spines))
     base_up = np.zeros(shape) if base_up is None else base_up

@@ -43,7 +43,6 @@ from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
-from scipy.sparse import coo_matrix
 
 from controller.errors import InputError
 from controller.model.problem import Assignment, Problem
@@ -449,6 +448,7 @@ def _granular_split(problem: Problem, fractional: Assignment, k: int,
     many units as possible on each flow's largest LP share (lexicographic: exact in integers)."""
     # imported here: scipy.optimize takes about 0.3 s to import, a fifth of the controller's start
     from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
     t0 = time.perf_counter()
     info = dict(fractional.info)
     split_flows = [i for i, p in enumerate(fractional.parts) if len(p) > 1]

@@ -55,7 +55,6 @@ import warnings
 from dataclasses import replace
 
 import numpy as np
-from scipy.sparse import coo_matrix, hstack
 
 from controller.errors import InputError
 from controller.model.clos import as_clos
@@ -141,6 +140,7 @@ def coupled_rates(plan: Plan) -> np.ndarray:
     """Per routed flow its max-min rate (bytes/s on the wire) when each flow is one transfer
     whose part of share x puts x times its rate on the part's links (host links included):
     how a sprayed flow shares the fabric. On an unsplit plan, ``rates.max_min_rates``."""
+    from scipy.sparse import coo_matrix
     parts = [p for p in plan.parts_by_flow() if p]
     links = plan.problem.links
     rows, cols, vals = [], [], []
@@ -231,6 +231,7 @@ class _LexLP:
     shares of the last level are spread over every option the optimum leaves room on."""
 
     def __init__(self, opts, demand, rows, cap, base):
+        from scipy.sparse import coo_matrix
         V = len(opts.owner)
         var = np.repeat(np.arange(V), rows.shape[1])
         row = rows.ravel()
@@ -286,6 +287,7 @@ class _LexLP:
         # imported here: scipy.optimize takes about 0.3 s to import, a fifth of the controller's
         # start
         from scipy.optimize import OptimizeWarning, linprog
+        from scipy.sparse import coo_matrix, hstack
         free = np.flatnonzero(np.isnan(limit))
         z_col = coo_matrix((-np.ones(len(free)), (free, np.zeros(len(free), dtype=np.int64))),
                            shape=(self.n, 1))
