@@ -131,9 +131,10 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"",
 
 
 # The longest wait a watch may ask for. Why 5 minutes, not 30 s (issue 73): a watch renewed
-# costs a connection (accept, request, 304, close: about 0.1 ms of the front's CPU on a quiet
-# machine, cProfile; up to 0.45 ms a renewal when the machine is loaded), and 8,192 agents
-# renewing every 25 s made 320 renewals a second, 14% of a core with nothing changing.
+# costs a connection (accept, request, 304, close: about 0.1 ms of the front's CPU, cProfile
+# at k = 32), and 8,192 agents renewing every 25 s made 320 renewals a second: 3.3-3.5% of a
+# core with nothing changing (14% in one earlier run); with the agent's 120 s, 68 a second
+# and 1.0-1.7% (``benchmarks.agents``, three runs).
 # Kubernetes' watches last 5-30 min, etcd's are streams. A peer that dies while its watch is
 # held is found by TCP keepalive on the held socket (``front.KEEPALIVE``: within about 90 s,
 # in the kernel, no wake per watch), so a longer hold keeps no dead watch longer. The agent
