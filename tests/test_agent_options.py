@@ -107,3 +107,12 @@ def test_the_probe_loop_runs_a_round_each_period(tmp_path, monkeypatch):
     assert not loop.is_alive()
     gaps = [b - a for a, b in zip(rounds, rounds[1:])]
     assert 6 <= len(rounds) <= 11 and min(gaps) >= 0.045, gaps
+
+
+def test_a_longer_period_probes_the_backups_as_much_less_often():
+    """The backups every 30 ms at the default period (3 rounds), every 3 rounds beyond: at
+    0.03 every 90 ms, not every round."""
+    for period, every in ((0.01, 3), (0.03, 3), (0.05, 3)):
+        s = probe.Schedule(round_s=period)
+        rounds = [s.pick([("a",)], [("b",)], [], i * period) for i in range(7)]
+        assert [("b",) in r for r in rounds] == [i % every == 0 for i in range(7)], period

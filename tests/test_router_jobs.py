@@ -162,3 +162,28 @@ def test_every_diagnose_case_names_a_schedule_the_ranks_take():
     assert srv6.DIAGNOSE["fifo_20"] == (20.0, "all", True, False, 0.01)
     assert srv6.DIAGNOSE["gloo_20"] == (20.0, "all", True, True, 0.01)
     assert {c[4] for c in srv6.DIAGNOSE.values()} == {0.01, 0.03}  # the agents' periods
+
+
+def test_the_benchmarks_agents_probe_at_its_period_and_the_document_says_so(monkeypatch):
+    """``benchmarks.srv6 --only fattree`` starts every agent with ``--probe-period 0.03``
+    (``router_jobs.PROBE_PERIOD_S``) and records it; a run without probes records none."""
+    from benchmarks import srv6
+    from emulation.harness import routers
+    seen = []
+
+    class Session:
+        def __init__(self, fabric, folder, **kw):
+            seen.append(kw)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+    monkeypatch.setattr(routers, "RouterSession", Session)
+    monkeypatch.setattr(router_jobs, "measure_job", lambda s, job, *a: {
+        "plan_over_prediction": 1.0})
+    doc = srv6.fattree("/nonexistent", 1)
+    assert seen[-1]["agent_args"] == ("--probe-period", "0.03") and seen[-1]["probes"]
+    assert doc["probe_period_s"] == router_jobs.PROBE_PERIOD_S == 0.03
+    assert router_jobs.run("/nonexistent", probes=False)["probe_period_s"] is None

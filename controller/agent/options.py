@@ -76,9 +76,10 @@ def parser(description: str) -> argparse.ArgumentParser:
                          "first (strict priority: docs/howto/router-fabric.md); default "
                          f"{PROBE_DSCP} (CS6, network control)")
     ap.add_argument("--probe-period", type=_period, default=FAST_S, metavar="S", help=(
-        "seconds between probes of the lists in use (default %(default)g): longer sends fewer "
-        "probes and detects a failed list later, after about max(0.06, 2 periods) to one "
-        "period more (0.06 to 0.07 s at 0.01; 0.06 to 0.09 at 0.03)"))
+        "seconds between probes of the lists in use (default %(default)g; their backups every "
+        "3 periods, at least 0.03): longer sends fewer probes and detects a failed list later, "
+        "after about max(0.06, 2 periods) to one period more (0.06 to 0.07 s at 0.01; 0.06 to "
+        "0.09 at 0.03)"))
     ap.add_argument("--no-traffic", action="store_true",
                     help="no traffic reports: the controller learns from sFlow only")
     ap.add_argument("--no-ports", action="store_true",

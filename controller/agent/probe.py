@@ -68,7 +68,7 @@ FAST_S = 0.01  # between probes of the lists the parts use (a round; BFD-like;
 PERIOD_S = (0.01, 1.0)  # ``mlroute-agent --probe-period`` sets it within these bounds)
 GATHER_S = 0.005  # a round reads its socket at most this often (one wake, every packet)
 FAST_LISTS = 16  # such lists probed per round at most (round robin beyond)
-STANDBY_S = 0.03  # between probes of the parts' other lists (backups)
+STANDBY_S = 0.03  # between probes of the parts' other lists (backups; 3 rounds at least)
 STANDBY_PER_ROUND = 8  # of those per round at most
 SLOW_S = 1.0  # between probes of every other path
 SLOW_PER_ROUND = 3  # other paths probed per round at most
@@ -255,7 +255,8 @@ class Prober:
 
 class Schedule:
     """Which lists a round probes (the module text): every list the parts use, ``fast`` at
-    most (in turn beyond); their other lists due (each once every ``STANDBY_S``), ``standby``
+    most (in turn beyond); their other lists due (each once every ``STANDBY_S`` or 3 rounds
+    if longer: a longer ``--probe-period`` slows them alike), ``standby``
     at most; and the other paths due (each once every ``SLOW_S``), ``slow`` at most.
 
     Why the lists' due times are rebuilt only when the lists given change (other objects:
@@ -274,6 +275,7 @@ class Schedule:
                  slow: int = SLOW_PER_ROUND, round_s: float = FAST_S):
         self.fast, self.most = fast, {"standby": standby, "slow": slow}
         self.round_s = round_s  # between rounds (``--probe-period``)
+        self.every = {"standby": max(STANDBY_S, 3 * round_s), "slow": SLOW_S}
         self.turn = 0  # where the next round starts among the lists in use
         # list -> probed next, in the order they fall due (a new list: at once)
         self.due: dict[str, dict] = {"standby": {}, "slow": {}}
@@ -292,7 +294,7 @@ class Schedule:
             self._rebuild(active, standby, others, now)
             self.given = given
         out = fast
-        for kind, every in (("standby", STANDBY_S), ("slow", SLOW_S)):
+        for kind, every in self.every.items():
             due, picked = self.due[kind], []
             for p, at in due.items():  # (half a round early: rounds do not fall on the
                 if at > now + self.round_s / 2 or len(picked) >= self.most[kind]:  # exact time)
