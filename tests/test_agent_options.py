@@ -116,3 +116,17 @@ def test_a_longer_period_probes_the_backups_as_much_less_often():
         s = probe.Schedule(round_s=period)
         rounds = [s.pick([("a",)], [("b",)], [], i * period) for i in range(7)]
         assert [("b",) in r for r in rounds] == [i % every == 0 for i in range(7)], period
+
+
+def test_a_dead_list_is_judged_failed_when_the_help_says():
+    """What ``--probe-period`` trades, as its help states it: a list in use that stops
+    answering fails 0.06 to 0.07 s later at 0.01, 0.09 to 0.12 s at 0.03 (probed at every
+    offset of the failure within a round)."""
+    from tests.test_agent_safety import _first_failure
+    for period, low, high in ((0.01, 0.06, 0.07), (0.03, 0.09, 0.12)):
+        after = [_first_failure(lambda t: 0.001, period, probe.FAST_FAIL_S,
+                                dead_at=2.0 + k / 1000) - (2.0 + k / 1000)
+                 for k in range(int(period * 1000))]
+        assert low <= min(after) and max(after) <= high + 1e-9, (period, after)
+    help_text = " ".join(options.parser("x").format_help().split())
+    assert "0.06 to 0.07 s at 0.01; 0.09 to 0.12 at 0.03" in help_text

@@ -78,8 +78,8 @@ def parser(description: str) -> argparse.ArgumentParser:
     ap.add_argument("--probe-period", type=_period, default=FAST_S, metavar="S", help=(
         "seconds between probes of the lists in use (default %(default)g; their backups every "
         "3 periods, at least 0.03): longer sends fewer probes and detects a failed list later, "
-        "after about max(0.06, 2 periods) to one period more (0.06 to 0.07 s at 0.01; 0.06 to "
-        "0.09 at 0.03)"))
+        "after about max(0.06, 2 periods) plus one or two periods (0.06 to 0.07 s at 0.01; "
+        "0.09 to 0.12 at 0.03)"))
     ap.add_argument("--no-traffic", action="store_true",
                     help="no traffic reports: the controller learns from sFlow only")
     ap.add_argument("--no-ports", action="store_true",

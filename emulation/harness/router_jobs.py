@@ -24,8 +24,8 @@ the same connection behind its own block, so pairs take turns (docs/reference/li
 The agents probe every ``PROBE_PERIOD_S`` (30 ms, ``mlroute-agent --probe-period``) in the
 benchmark's runs, not the default 10 ms: here 16 hosts' agents and 20 routers share 2 cores,
 and at 10 ms the probes of the all-to-all's 56 pairs took most of a core (on a real host they
-take the host's own CPU). What it trades: a failed list is detected after 60-90 ms instead of
-60-70 ms; nothing fails in these runs, and the outage benchmark keeps the default.
+take the host's own CPU). What it trades: a failed list is detected after 90-120 ms instead
+of 60-70 ms; nothing fails in these runs, and the outage benchmark keeps the default.
 
 Each job's measured step is set against the controller's prediction for the plan in force
 (the job view's ``predicted_allreduce_s``: ``model.iteration``, tested against the fluid model
