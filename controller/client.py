@@ -21,18 +21,28 @@ refuses the connection; a standby forwards writing requests to the master itself
 did not answer (refused, or connected and silent until the timeout) goes last for the next
 ``SUSPECT_S`` seconds, so a frozen controller costs one timeout, not one per request; a read
 (GET) it did not answer is asked of the next URL at once.
+
+Why a connect timeout of its own and TCP keepalive (``CONNECT_S``, ``KEEPALIVE``): an agent's
+watch asks the controller to hold its answer for minutes and reads for as long. A controller
+address that drops connection attempts is left after ``CONNECT_S``, not after the watch's
+read timeout, and a controller machine lost while it holds the watch (no FIN, no RST) is found
+by the kernel's keepalive about 25 s after its last packet. A controller whose process froze
+on a live machine answers keepalives: only the read timeout finds it.
 """
 from __future__ import annotations
 
 import http.client
 import json
 import os
+import socket
 import ssl
 import time
 import urllib.parse
 
 DEFAULT_TIMEOUT = 30.0
 SUSPECT_S = 30.0  # a URL that did not answer is tried last for this long
+CONNECT_S = 10.0  # a connection (and its TLS handshake) made within this long, else next URL
+KEEPALIVE = (10, 5, 3)  # TCP keepalive of a request's connection: idle s, interval s, probes
 SEGMENTS_MAX_BYTES = 16 << 20  # the largest segments document an agent reads
 WRITE_METHODS = ("POST", "PUT", "DELETE", "PATCH")
 
@@ -101,6 +111,18 @@ def members_job(job_id: str, members: list[str], bytes_hint: float | None = None
         doc["learn"] = bool(learn)
     doc.update({k: v for k, v in options.items() if v is not None})
     return doc
+
+
+def keep_alive(sock, idle_interval_count: tuple[int, int, int]) -> None:
+    """TCP keepalive on ``sock`` (idle seconds, seconds between probes, probes): a peer gone
+    without a FIN is closed by the kernel. On a listening socket Linux passes it on to every
+    connection accepted from it. Where the system lacks the timing options only the default
+    timing applies."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in zip(("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"),
+                           idle_interval_count):
+        if hasattr(socket, name):
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 def _base(url: str) -> tuple[str, str, int, str]:
@@ -178,12 +200,15 @@ class Client:
         for base in self._order():
             scheme, host, port, prefix = base
             url = f"{scheme}://{host}:{port}{prefix}{path}"
-            conn = (http.client.HTTPSConnection(host, port, timeout=timeout, context=self.tls)
+            made = min(timeout, CONNECT_S)
+            conn = (http.client.HTTPSConnection(host, port, timeout=made, context=self.tls)
                     if scheme == "https" else
-                    http.client.HTTPConnection(host, port, timeout=timeout))
+                    http.client.HTTPConnection(host, port, timeout=made))
             try:
                 try:
                     conn.connect()
+                    conn.sock.settimeout(timeout)  # each read from here on
+                    keep_alive(conn.sock, KEEPALIVE)
                 except ssl.SSLError as e:  # a certificate refused: the next would be too
                     raise ControllerUnreachable(f"TLS: {_reason(e)}", None, method,
                                                 url) from None

@@ -110,6 +110,40 @@ def test_timeout_is_bounded():
         srv.close()
 
 
+def test_a_watch_reads_for_minutes_but_connects_within_connect_s_with_keepalive(monkeypatch):
+    """Issue 73: an agent's watch reads for 130 s. A controller address that drops connection
+    attempts (here: a listener whose backlog is full) is left after ``CONNECT_S`` and the next
+    URL answers; the connection a request reads from has TCP keepalive (``KEEPALIVE``), so a
+    lost controller machine is found by the kernel, and the read timeout is the watch's."""
+    import controller.client as client
+    monkeypatch.setattr(client, "CONNECT_S", 0.5)
+    seen = []
+    original = client.keep_alive
+
+    def record(sock, timing):
+        original(sock, timing)
+        seen.append((sock.gettimeout(), sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE),
+                     [sock.getsockopt(socket.IPPROTO_TCP, getattr(socket, name)) for name in
+                      ("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT")]))
+    monkeypatch.setattr(client, "keep_alive", record)
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)
+    queued = [socket.create_connection(full.getsockname(), timeout=1)]  # the backlog: full
+    try:
+        with FakeController() as f:
+            c = Client(f"http://127.0.0.1:{full.getsockname()[1]},{f.url}", timeout=5)
+            t0 = time.monotonic()
+            assert c.segments("h1", held="v1", wait=120)["version"] == "e:1"  # the fake's
+            assert time.monotonic() - t0 < 3  # not the watch's 125 s of reading
+            assert seen and seen[-1] == (125.0, 1, list(client.KEEPALIVE))
+            assert c._order()[0][2] == int(f.url.rsplit(":", 1)[1])  # the full one goes last
+    finally:
+        for q in queued:
+            q.close()
+        full.close()
+
+
 def test_slow_answer_within_timeout_is_fine():
     with FakeController(delay=0.3) as f:
         assert Client(f.url, timeout=5).jobs() == {"jobs": []}

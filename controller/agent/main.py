@@ -80,13 +80,14 @@ from controller.errors import InputError
 
 LOG = logging.getLogger("mlroute-agent")
 # Each watch asks the controller to hold the answer this long (at most ``api.WATCH_MAX_S``),
-# and gives up on an answer 10 s after it (``step``'s read timeout): a controller that went
-# silent without closing (its machine lost, a partition) is left after 130 s and the next URL
-# asked. Why 120 s, not 25 (issue 73): each renewal is a connection the controller accepts
-# and answers 304; 8,192 agents renewing every 25 s took 3.3-3.5% of its core with nothing
+# and gives up on an answer 10 s after it (``step``'s read timeout): a controller process
+# frozen on a live machine is left after 130 s and the next URL asked (a machine lost or a
+# partition: after about 25 s, the connection's TCP keepalive, ``client.KEEPALIVE``).
+# Why 120 s, not 25 (issue 73): each renewal is a connection the controller accepts and
+# answers 304; 8,192 agents renewing every 25 s took 3.3-3.5% of its core with nothing
 # changing (14% in one run), every 120 s (68 renewals a second) 1.0-1.7%
 # (``benchmarks.agents``, three runs). A change is answered at once whatever the wait; only
-# the silent controller is found later (35 s before).
+# a frozen controller process is found later (35 s before).
 WAIT_S = 120.0
 BACKOFF = (0.5, 10.0)
 REPORT_S = 2.0  # probe results go to the controller at least this often

@@ -29,6 +29,7 @@ import socket
 import urllib.parse
 from collections import deque
 
+from controller.client import keep_alive
 from controller.shell.bridge import original
 
 MAX_HEAD = 65536  # a head not ended within this many bytes is handed to the full handler
@@ -68,17 +69,6 @@ def refuse(conn, why: str) -> None:
         pass
     finally:
         conn.close()
-
-
-def keep_alive(sock, idle_interval_count=KEEPALIVE) -> None:
-    """Turn TCP keepalive on for ``sock``; on a listening socket Linux passes it on to every
-    connection accepted from it (no system call per connection). Where the system lacks the
-    timing options only the default timing applies."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for name, value in zip(("TCP_KEEPIDLE", "TCP_KEEPINTVL", "TCP_KEEPCNT"),
-                           idle_interval_count):
-        if hasattr(socket, name):
-            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
 
 
 def parse_head(head: bytes) -> tuple[str, str, bool] | None:
@@ -181,7 +171,7 @@ class Front:
                  hand_all: bool = False, watch=None, version=None,
                  hand_limit=lambda: True, max_watches: int = 65536, serve_woken=None):
         self.listener = listener
-        keep_alive(listener)  # what it accepts: a dead watcher found by the kernel
+        keep_alive(listener, KEEPALIVE)  # what it accepts: a dead watcher found by the kernel
         self.hand_all = hand_all
         self.watch, self.version, self.hand_limit = watch, version, hand_limit
         # serve_woken(items): answers woken watches elsewhere, in batches; each item is
