@@ -22,7 +22,9 @@ Measured, in order:
   restart would wait for that) and its ``max_backoff`` of 1 s was made to take
   (``reconcile.backoff_takes``): ``reconcile.start_and_restart``; for both,
   when the first and the last switch connected (``*_connected``, GET /v1/ready polled every
-  50 ms: a restarted controller waits for Open vSwitch's reconnect backoff);
+  50 ms: a restarted controller waits for Open vSwitch's reconnect backoff), and the
+  switches' side by Open vSwitch's log (``*_switch_connects``, ``benchmarks.ovs_connects``:
+  when they connected, tries that failed, the longest back-off announced);
 * POST of a ring All-Reduce of 128 hosts (fewer if the fabric has fewer), consecutive ranks in
   different pods, then of an all-to-all of 32 hosts (992 flows): time until answered (the
   answer comes once every switch confirmed its entries), its messages, REST latency meanwhile;
@@ -88,7 +90,7 @@ import tempfile
 import time
 import traceback
 
-from benchmarks import entries, scale_model
+from benchmarks import entries, ovs_connects, scale_model
 from benchmarks.reconcile import (
     RestPoller,
     _transactions,
@@ -142,7 +144,8 @@ START_KEYS = ("bridges", "build_s", "first_start_connected", "first_start_ready_
               "first_start_messages", "entries", "first_start_meter", "first_start_sync",
               "entries_by_tier", "connected_before_restart_s", "restart_connected",
               "restart_ready_s", "restart_messages", "rest_latency_ms_during_reconcile",
-              "ratio_restart_to_first_start", "restart_meter", "restart_sync")
+              "ratio_restart_to_first_start", "restart_meter", "restart_sync",
+              "first_start_switch_connects", "restart_switch_connects")
 
 
 # ---- pure helpers (tests/test_scale_bench.py) ------------------------------------------------
@@ -660,12 +663,16 @@ def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVA
               "pods": len(fabric.leaves_by_pod())}
 
     meter: dict[str, Meter] = {}
+    began: dict[str, tuple] = {}  # where Open vSwitch's log was when each start began
 
     def on_start(which: str) -> None:
         meter[which] = Meter()
+        began[which] = (ovs_connects.log_end(), time.time())
 
     def after_first(ctl, out: dict) -> None:
         out["first_start_meter"] = meter["first"].since(ctl, from_process_start=True)
+        out["first_start_switch_connects"] = ovs_connects.since_start(began["first"],
+                                                                      fabric.switches())
         _say(f"{name}: ready after the first start ({out['first_start_ready_s']} s)")
         seen = _fabric(ctl)["seen"]
         out["first_start_sync"] = sync_by_tier(fabric, seen)
@@ -675,6 +682,8 @@ def measure(fabric, name: str, workdir: str, lldp_interval: float = LLDP_INTERVA
 
     def then(ctl, out: dict) -> None:
         out["restart_meter"] = meter["restart"].since(ctl, from_process_start=True)
+        out["restart_switch_connects"] = ovs_connects.since_start(began["restart"],
+                                                                  fabric.switches())
         _say(f"{name}: ready after the restart ({out['restart_ready_s']} s)")
         out["restart_sync"] = sync_by_tier(fabric, _fabric(ctl)["seen"])
         if only == "start":
