@@ -381,12 +381,17 @@ def waited_s(pid: int | None) -> float | None:
     controller that waits while Open vSwitch works answers REST late for that reason."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
-        total = 0
-        for t in tasks:
+    except OSError:
+        return None
+    total = 0
+    for t in tasks:
+        try:
             with open(f"/proc/{pid}/task/{t}/schedstat") as fh:
                 total += int(fh.read().split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
+        except FileNotFoundError:  # a thread that ended since the listing (its wait is gone)
+            continue
+        except (OSError, IndexError, ValueError):
+            return None
     return total / 1e9
 
 

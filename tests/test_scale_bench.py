@@ -138,3 +138,25 @@ def test_a_start_rerun_replaces_only_the_start_figures(monkeypatch):
     assert rerun["fabrics"]["k=4"]["error"] == "RuntimeError: bridges"
     assert got["model"] == {"measured": ["k=4", "k=16"]}
     assert got["command"] == old["command"] and got["complete"] is True
+
+
+def test_a_thread_that_ends_while_the_wait_is_read_does_not_lose_the_reading(monkeypatch):
+    """The controller's wait for a CPU is the sum over its threads; one that ended between the
+    listing and its read (a REST worker) made the whole reading None (a restart's meter)."""
+    import os
+    import threading
+    pid = os.getpid()
+    threading.Thread(target=lambda: None).start()  # more than one task to list
+    assert isinstance(scale.waited_s(pid), float)
+    assert scale.waited_s(999_999_999) is None  # no such process
+    real_open = open
+    tasks = os.listdir(f"/proc/{pid}/task")
+    gone = f"/proc/{pid}/task/{tasks[-1]}/schedstat"
+
+    def opening(path, *args, **kwargs):
+        if path == gone:
+            raise FileNotFoundError(path)
+        return real_open(path, *args, **kwargs)
+    monkeypatch.setattr(scale, "open", opening, raising=False)
+    monkeypatch.setattr(os, "listdir", lambda path: tasks)
+    assert isinstance(scale.waited_s(pid), float)
