@@ -523,7 +523,7 @@ def _srv6_fattree() -> str:
              f"{j['plan_retransmits']}", f"{j.get('plan_moved', 0) + j.get('learned_moved', 0)}"]
             for jid, j in t["jobs"].items()]
     sl, lg, a2a = t["slowest"], t["longest"], t["jobs"]["all-to-all"]
-    mpi = t["jobs"]["mpi-ring"]
+    mpi, period = t["jobs"]["mpi-ring"], t.get("probe_period_s") or 0.01
     return ("### Real collectives on three tiers of routers\n\n"
             + _source("python -m benchmarks.srv6 --only fattree", "bench/srv6.json")
             + f"The {t['fabric']} (20 switches, 16 hosts), every link shaped to "
@@ -547,7 +547,12 @@ def _srv6_fattree() -> str:
               "given number of launches, then the median of "
               f"{t['steps']} steps. Predicted: the job view's `predicted_allreduce_s` for the "
               "plan. The agents probe their paths"
-            + (" (10 ms probes marked DSCP 48, which every link of the emulation serves before "
+            + (f" every {period * 1e3:g} ms (`mlroute-agent --probe-period {period:g}`: "
+               + ("the default, " if period == 0.01 else
+                  "not the default 10 ms: 16 hosts' agents share the machine's 2 cores here, and "
+                  "a longer period detects a failed path later, after 90-120 ms instead of 60-70, "
+                  "where nothing fails; the outage figures above keep 10 ms; ")
+               + "probes marked DSCP 48, which every link of the emulation serves before "
                "the data, `topologies/routers.PriorityIntf`, as the [router page]"
                "(../howto/router-fabric.md#2-the-switches) tells operators to)" if t["probes"]
                else " not (`--no-probes`)")
@@ -564,7 +569,8 @@ def _srv6_fattree() -> str:
               f"longest planned one: {lg['ecmp_over_plan']:g}x. Targets (issue 75): "
             + ", ".join(f"{k.replace('_', ' ')} {'met' if v else '**not met**'}"
                         for k, v in t["targets"].items())
-            + ".\n\nWhat the run does that a default one would not, and why. Open MPI's ring "
+            + "." + _other_runs(t.get("other_runs", []))
+            + "\n\nWhat the run does that a default one would not, and why. Open MPI's ring "
               "(its ring algorithm, forced: `coll_tuned_allreduce_algorithm 4`) sends one "
               "block of tensor / 8 a step, 14 steps each waiting for the one before; its TCP "
               "transport sends a message over 64 KiB as a rendezvous (64 KiB, then nothing "
@@ -573,16 +579,7 @@ def _srv6_fattree() -> str:
               f"**{mpi.get('rendezvous_over_prediction', 0):g}x** its prediction, in the same "
               "run; the benchmark raises the transport's eager limit over a block "
               "(`router_jobs.mpi_eager_args`, for any tensor and rank count), so its figure "
-              "is the routing's, not the library's protocol's. The all-to-all (gloo posts its "
-              "seven sends and seven receives at once) is bound by each host's port, which no "
-              f"routing changes (ECMP is about as fast), and runs {a2a['plan_over_prediction']:g}x "
-              "its prediction: why, below"
-            + (f"; in the same run, with every receive posted before the sends (`collective_rank "
-               f"--a2a-schedule recvfirst`) {a2a['recvfirst_median_s']:g} s, "
-               f"**{a2a['recvfirst_over_prediction']:g}x**" if "recvfirst_median_s" in a2a else "")
-            + (f"; with gloo's schedule and one FIFO per host port instead of a class per peer "
-               f"(the emulation before, `RouterSession.host_queues`) {a2a['fifo_median_s']:g} s, "
-               f"**{a2a['fifo_over_prediction']:g}x**" if "fifo_median_s" in a2a else "")
+              "is the routing's, not the library's protocol's. " + _a2a_headline(a2a)
             + ". Ruled out earlier in issue 75's diagnosis (plan-only launches "
               "of 3 steps on this fabric, `router_jobs._launch` with the hosts' settings "
               "changed between launches; not rerun by the benchmark): dropped packets (no "
@@ -607,6 +604,43 @@ def _srv6_fattree() -> str:
               "gains 5%).\n\n" + _srv6_a2a_diagnosis(b.get("fattree_diagnose"), a2a))
 
 
+def _other_runs(runs: list) -> str:
+    """The same command's earlier runs of this round, each job's plan over its prediction."""
+    if not runs:
+        return ""
+    return (" Earlier runs of the same command (plan / predicted): " + "; ".join(
+        ", ".join(f"{jid} {x:g}" for jid, x in r["plan_over_prediction"].items())
+        + f", slowest job's ECMP / plan {r['slowest_ecmp_over_plan']:g}x"
+        + (f" ({r['note']})" if r.get("note") else "") for r in runs) + ".")
+
+
+def _a2a_headline(a2a: dict) -> str:
+    """The all-to-all's schedules in the run: the headline's and the one measured beside."""
+    if a2a.get("schedule") != "recvfirst":  # runs before the headline posted receives first
+        return (f"The all-to-all with gloo's own schedule runs {a2a['plan_over_prediction']:g}x "
+                "its prediction: why, below"
+                + (f"; with every receive posted first {a2a['recvfirst_over_prediction']:g}x"
+                   if "recvfirst_over_prediction" in a2a else ""))
+    return ("The all-to-all posts every receive before its sends (`collective_rank "
+            "--a2a-schedule recvfirst`: what NCCL's and MPI's grouped send/recv do for a "
+            "mixture of experts' exchange) and is bound by each host's port: it runs "
+            f"{a2a['plan_over_prediction']:g}x its prediction, and ECMP "
+            f"{a2a['ecmp_over_plan']:g}x its plan. Gloo's own schedule (per peer a send, then a "
+            "receive: its TCP pairs then take turns, why below) is measured beside it in the same run, "
+            f"{a2a['gloo_own_median_s']:g} s, **{a2a['gloo_own_over_prediction']:g}x**"
+            + (f"; the headline's exchange with one FIFO per host port instead of a class per "
+               f"peer (the emulation before, `RouterSession.host_queues`) "
+               f"{a2a['fifo_median_s']:g} s, **{a2a['fifo_over_prediction']:g}x**"
+               if "fifo_median_s" in a2a else ""))
+
+
+def _a2a_schedules(a2a: dict) -> tuple[float, float | None]:
+    """(gloo's own schedule over its prediction, recv-first's or None) in the headline run."""
+    if a2a.get("schedule") == "recvfirst":
+        return a2a["gloo_own_over_prediction"], a2a["plan_over_prediction"]
+    return a2a["plan_over_prediction"], a2a.get("recvfirst_over_prediction")
+
+
 def _srv6_a2a_diagnosis(d, a2a: dict) -> str:
     """Where the all-to-all's extra time goes (``benchmarks.srv6 --only fattree
     --diagnose``): one row per case, medians over its steps."""
@@ -623,7 +657,9 @@ def _srv6_a2a_diagnosis(d, a2a: dict) -> str:
     rows, cases = [], {k: v for k, v in d.items() if k != "command"}
     for name, c in cases.items():
         rows.append([f"`{name}`", f"{c['link_mbps']:g}", c["schedule"],
-                     "on" if c.get("probes", True) else "off",
+                     (f"every {c['probe_period_s'] * 1e3:g} ms" if "probe_period_s" in c
+                      else "every 10 ms, the agent before its cheaper round")
+                     if c.get("probes", True) else "off",
                      "a class per peer" if c.get("fair_hosts") else "one FIFO",
                      f"{c['plan_median_s']:g} / {c['predicted_s']:g}",
                      f"**{c['plan_over_prediction']:g}**",
@@ -660,23 +696,26 @@ def _srv6_a2a_diagnosis(d, a2a: dict) -> str:
 def _a2a_conclusion(c: dict, med, at_bound, a2a: dict) -> str:
     """The diagnosis in words; its figures from the cases (``_srv6_a2a_diagnosis``)."""
     off, on, half, pw = c["noprobes_20"], c["gloo_20"], c["gloo_10"], c["pairwise_20"]
+    own, first = _a2a_schedules(a2a)
     return (f"Not the machine: with the agents' probes off the machine sat "
             f"{med(off, lambda st: st['cpu_share']['idle']):.0%} idle and the step still took "
             f"{off['plan_over_prediction']:g}x its prediction; with them on (16 agents probing "
-            f"every 10 ms took {med(on, lambda st: st['cores']['agents']):.2f} of the 2 cores: "
+            f"every 10 ms{'' if 'probe_period_s' in on else ', the agent before its cheaper round,'}"
+            f" took {med(on, lambda st: st['cores']['agents']):.2f} of the 2 cores: "
             f"the emulation's cost, not a host's, which has its own CPU) "
             f"{on['plan_over_prediction']:g}x, and at 10 Mbit/s (half the packets a second) "
             f"{half['plan_over_prediction']:g}x. " + DIAGNOSIS.format(
                 round_s=pw["plan_median_s"] / (len(pw["steps"][0]["links"]) - 1),
                 recvfirst=(f"With every receive posted before the sends (`collective_rank "
                            f"--a2a-schedule recvfirst`) the pairs need not take turns, and the exchange "
-                           f"ran {a2a['recvfirst_over_prediction']:g}x its prediction in the run "
-                           "above" + _recvfirst_cases(c, med) + ". "
-                           if "recvfirst_over_prediction" in a2a else ""),
+                           f"ran {first:g}x its prediction in the run above (gloo's own "
+                           f"schedule {own:g}x)" + _recvfirst_cases(c, med) + ". "
+                           if first is not None else ""),
                 fair=(f"The hosts' ports shared among their peers (a class per destination) "
-                      f"or not (one FIFO): {a2a['plan_over_prediction']:g}x against "
-                      f"{a2a['fifo_over_prediction']:g}x in the same run, so the ports' sharing "
-                      "buys gloo's schedule nothing. " if "fifo_over_prediction" in a2a else ""),
+                      f"or not (one FIFO), with the run's {a2a.get('schedule', 'all')} schedule: "
+                      f"{a2a['plan_over_prediction']:g}x against "
+                      f"{a2a['fifo_over_prediction']:g}x in the same run. "
+                      if "fifo_over_prediction" in a2a else ""),
                 bound=f"{med(on, lambda st: at_bound(st, on)):g}",
                 lo=min(st["finish_spread_s"] for st in on["steps"]),
                 hi=max(st["finish_spread_s"] for st in on["steps"])))
@@ -692,9 +731,13 @@ def _recvfirst_cases(c: dict, med) -> str:
     return (f" ({on['plan_over_prediction']:g}x sampled: every sender's 7 MiB out by "
             f"{last:.2f} s, the bound being {on['predicted_s']:g} s); with the agents' probes "
             f"off as well, {off['plan_over_prediction']:g}x, the machine "
-            f"{med(off, lambda st: st['cpu_share']['idle']):.0%} idle: most of the rest goes with the "
-            f"emulation's probing ({med(on, lambda st: st['cores']['agents']):.2f} of the 2 "
-            "cores, and the probes' packets on 20 Mbit/s links)")
+            f"{med(off, lambda st: st['cpu_share']['idle']):.0%} idle"
+            + (f"; with the agents probing every 30 ms (`recvfirst_30ms_20`), "
+               f"{slow['plan_over_prediction']:g}x, the agents "
+               f"{med(slow, lambda st: st['cores']['agents']):.2f} of the cores (every 10 ms "
+               f"{med(on, lambda st: st['cores']['agents']):.2f}): the emulation's probing "
+               "costs a few percent at 30 ms, and the rest of the excess stays with the probes "
+               "off (not found yet)" if (slow := c.get("recvfirst_30ms_20")) else ""))
 
 
 DIAGNOSIS = (
