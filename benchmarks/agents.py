@@ -38,6 +38,7 @@ import tempfile
 import time
 
 from controller.agent.main import WAIT_S  # what each agent's watch asks the controller to hold
+from emulation.harness.step_diag import cpu_times
 
 REST_PORT, OF_PORT = 18080, 16653  # fixed, below the ephemeral range
 IDLE_S = 25.0  # the idle window: renewals (a 304, asked again) at n / WAIT_S a second
@@ -58,13 +59,15 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _machine() -> tuple[float, float]:
-    """(busy, all) CPU seconds of the whole machine so far (``/proc/stat``), for its load
-    beside the controller's own CPU: other work on the 2 cores makes each wake dearer."""
-    with open("/proc/stat") as fh:
-        ticks = [int(x) for x in fh.readline().split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK"), sum(ticks) / os.sysconf("SC_CLK_TCK")
+def _busy_cores(before: dict, after: dict) -> float:
+    """The machine's busy cores between two ``step_diag.cpu_times()`` readings, beside the
+    controller's own CPU: other work on the 2 cores makes each wake dearer.
+
+    >>> _busy_cores({"idle": 0, "total": 0}, {"idle": 50, "total": 100}) == os.cpu_count() / 2
+    True
+    """
+    total = after["total"] - before["total"]
+    return (total - (after["idle"] - before["idle"])) / max(1, total) * os.cpu_count()
 
 
 def _rss_mb(pid: int) -> float:
@@ -349,19 +352,19 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
             f"{sum(1 for v in agents.version.values() if not v)} hosts have no document"
         await asyncio.sleep(1.0)
         cpu0, t0, renewed = _cpu_s(ctl.proc.pid), time.monotonic(), agents.renewed
-        machine0 = _machine()
+        machine0 = cpu_times()
         # second by second: the controller's share of a core, renewals, the machine's busy
         # cores (its CPU per renewal rises with what else runs: spread or a spike, and why)
         seconds, renewals, busy = [], [], []
         while time.monotonic() < t0 + IDLE_S:
-            c, t, r, m = _cpu_s(ctl.proc.pid), time.monotonic(), agents.renewed, _machine()
+            c, t, r, m = _cpu_s(ctl.proc.pid), time.monotonic(), agents.renewed, cpu_times()
             await asyncio.sleep(min(1.0, t0 + IDLE_S - t))
-            dt, m1 = time.monotonic() - t, _machine()
+            dt, m1 = time.monotonic() - t, cpu_times()
             seconds.append((_cpu_s(ctl.proc.pid) - c) / dt)
             renewals.append((agents.renewed - r) / dt)
-            busy.append((m1[0] - m[0]) / max(1e-9, m1[1] - m[1]) * os.cpu_count())
+            busy.append(_busy_cores(m, m1))
         idle_cpu = (_cpu_s(ctl.proc.pid) - cpu0) / (time.monotonic() - t0)
-        machine1 = _machine()
+        machine1 = cpu_times()
         held = await _operator_latency()
         idle = {"hosts": len(hosts), "watches_held": len(hosts), "seconds": IDLE_S,
                 "controller_cpu_share": round(idle_cpu, 3),
@@ -371,8 +374,7 @@ async def _run(k: int, folder: str, native: bool = True) -> dict:
                 "per_s": {"controller_cpu_share": [round(x, 3) for x in seconds],
                           "renewals": [round(x) for x in renewals],
                           "machine_busy_cores": [round(x, 2) for x in busy]},
-                "machine_busy_cores": round((machine1[0] - machine0[0]) / max(
-                    1e-9, machine1[1] - machine0[1]) * os.cpu_count(), 2),
+                "machine_busy_cores": round(_busy_cores(machine0, machine1), 2),
                 "controller_rss_mb": _rss_mb(ctl.proc.pid),
                 "operators_before_watches": before, "operators_while_held": held,
                 "watch_errors": len(agents.errors)}
