@@ -138,7 +138,8 @@ def handle(service: RouteService, method: str, path: str, body: bytes = b"",
 # Kubernetes' watches last 5-30 min, etcd's are streams. A peer that dies while its watch is
 # held is found by TCP keepalive on the held socket (``front.KEEPALIVE``: within about 90 s,
 # in the kernel, no wake per watch), so a longer hold keeps no dead watch longer. The agent
-# asks for less (``agent.main.WAIT_S``): its read timeout is what finds a silent controller.
+# asks for less (``agent.main.WAIT_S``): its read timeout is what finds a frozen controller,
+# its connection's keepalive a lost one (``client.KEEPALIVE``).
 WATCH_MAX_S = 300.0
 
 

@@ -40,6 +40,7 @@ import re
 import statistics
 import time
 
+from controller.agent.probe import FAST_S
 from emulation.harness import collectives as co
 from emulation.harness.fabricnet import wait_until
 
@@ -313,7 +314,7 @@ def step_windows(spans: list[list], first: int, count: int) -> list[tuple[float,
 def run(folder: str, steps: int = STEPS, bw: float = BW_MBPS, only=None, ecmp: bool = True,
         learned: bool = True, progress=None, queue_s: float = QUEUE_S,
         probes: bool = True, diagnose: bool = False, schedule: str = "all",
-        fair: bool = True, probe_period: float = 0.01) -> dict:
+        fair: bool = True, probe_period: float = FAST_S) -> dict:
     """Every job (or those named in ``only``) measured alone on one router fat-tree; the
     document with the targets (issue 75): every planned job within 10% of its prediction (5%
     the goal), ECMP / plan >= 1.5x on the slowest job. Each host's port shares its rate
