@@ -36,7 +36,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(_HERE)))
 
 from controller.enforcement.srv6 import SidPlan  # noqa: E402
 from controller.enforcement.srv6_config import (  # noqa: E402
-    CONTROL_SHARE,
     PROBE_DSCP,
     SYSCTLS,
     Addressing,
@@ -115,7 +114,7 @@ class SrHost(Node):
 
 def fair_tc(dev: str, rate_mbit: float, queue_bytes: int, peers: list[str]) -> list[str]:
     """``tc -batch`` lines that give each destination of ``peers`` (IPv4 addresses) its own
-    class beside ``priority_tc``'s (an HTB of ``rate_mbit``): equal guaranteed rates, each
+    class in ``priority_tc``'s data class (``5:2``, ``rate_mbit``): equal guaranteed rates, each
     may borrow up to line rate, and HTB serves the backlogged ones round robin by a jumbo
     frame's quantum, as an RDMA NIC serves its queue pairs or ``fq`` its flows. A host's port
     so shares its line rate equally among the peers it sends to (the fluid model's share),
@@ -127,18 +126,18 @@ def fair_tc(dev: str, rate_mbit: float, queue_bytes: int, peers: list[str]) -> l
 
     >>> lines = fair_tc("e", 20, 500_000, ["10.0.0.2", "10.0.1.1"])
     >>> [x.split(" htb ")[1] for x in lines if " htb " in x] == 3 * [
-    ...     'rate 6.33333mbit ceil 20mbit burst 15k quantum 9000 prio 1']  # 5:20, 5:100, 5:101
+    ...     'rate 6.66667mbit ceil 20mbit burst 15k quantum 9000 prio 1']  # 5:20, 5:100, 5:101
     True
     >>> lines[-1]  # doctest: +NORMALIZE_WHITESPACE
     'filter add dev e parent 5: protocol ipv6 prio 4 u32 match ip6 protocol 4 0xff
      match u32 0x0a000101 0xffffffff at 56 flowid 5:101'
     """
-    share = float(rate_mbit) * (1 - CONTROL_SHARE) / (len(peers) + 1)  # and 5:20, the rest
-    lines = [f"class change dev {dev} parent 5:1 classid 5:20 htb rate {share:g}mbit "
+    share = float(rate_mbit) / (len(peers) + 1)  # and 5:20, the rest
+    lines = [f"class change dev {dev} parent 5:2 classid 5:20 htb rate {share:g}mbit "
              f"ceil {float(rate_mbit):g}mbit burst 15k quantum 9000 prio 1"]
     for i, ip in enumerate(peers):
         cls, word = f"5:{0x100 + i:x}", "".join(f"{int(b):02x}" for b in ip.split("."))
-        lines += [f"class add dev {dev} parent 5:1 classid {cls} htb rate {share:g}mbit "
+        lines += [f"class add dev {dev} parent 5:2 classid {cls} htb rate {share:g}mbit "
                   f"ceil {float(rate_mbit):g}mbit burst 15k quantum 9000 prio 1",
                   *([f"qdisc add dev {dev} parent {cls} handle {0x1000 + i:x}: bfifo limit "
                      f"{int(queue_bytes)}"] if queue_bytes else []),
