@@ -57,7 +57,7 @@ except ImportError:  # the module's configuration helpers do not need Mininet
 MTU = 9000  # the fabric's links and host ports: jumbo frames, as training fabrics use (and the
 # OpenFlow emulation, harness/fabricnet.HOST_MTU); the encapsulation's 40 bytes then cost 0.4%
 # of a packet, not 2.7%, and the kernel lowers TCP's MSS to fit them (hosts encapsulate)
-RMEM = 131072  # a host's largest TCP receive buffer (SrHost)
+RMEM = 65536  # a host's largest TCP receive buffer (SrHost)
 
 
 def _mtu(node, management: str = "") -> str:
@@ -99,10 +99,13 @@ class SrHost(Node):
         # shaped link's short FIFO (emulation/harness/routers.QUEUE_S) is not overrun by the
         # host's own flow (its default, 1 MB, is 1.6 s at 5 Mbit/s)
         # and no segmentation offload: a 64 kB GSO packet would not fit that FIFO at all;
-        # receive buffers of 128 kB (``RMEM``): flows that share a link keep equal amounts in
+        # receive buffers of 64 kB (``RMEM``): flows that share a link keep equal amounts in
         # its FIFO and get equal rates, and a host's ACKs do not wait behind a full FIFO of
         # the flow it receives (unclamped, the demo's planned rings took 1.36x the ideal step,
-        # clamped 1.04x), as the OpenFlow emulation's agents clamp theirs (harness/agents.py)
+        # clamped 1.04x), as the OpenFlow emulation's agents clamp theirs (harness/agents.py);
+        # an all-to-all's seven senders queue at most seven windows at their receiver's port:
+        # 128 kB queued about 0.2 s there at 20 Mbit/s, 64 kB half (a planned launch of the
+        # router fat-tree's all-to-all: 1.064x its prediction at 128 kB, 1.046x at 64)
         self.cmd("sysctl -qw net.ipv6.conf.all.disable_ipv6=0 net.ipv6.conf.default.disable_ipv6=0 "
                  f"net.ipv4.tcp_limit_output_bytes=32768 net.ipv4.tcp_rmem='4096 {RMEM} {RMEM}'; "
                  + _mtu(self, f"{self.name}-eth9") + "; " + "; ".join(
