@@ -262,7 +262,9 @@ def fattree_diagnose(folder: str, steps: int, out: dict, save, names=()) -> dict
         doc = router_jobs.run(os.path.join(folder, name), steps=steps, bw=bw,
                               only=["all-to-all"], diagnose=True, schedule=schedule,
                               probes=probes, fair=fair, probe_period=period)
-        doc["jobs"]["all-to-all"].update(probes=probes, probe_period_s=period)
+        doc["jobs"]["all-to-all"].update(probes=probes, probe_period_s=period,
+                                         host_rmem_bytes=doc["host_rmem_bytes"],
+                                         probe_class_mbps=doc["probe_class_mbps"])
         out[name] = doc["jobs"]["all-to-all"]
         print(name, {k: v for k, v in out[name].items() if k != "steps"}, file=sys.stderr,
               flush=True)

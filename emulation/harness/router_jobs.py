@@ -323,14 +323,16 @@ def run(folder: str, steps: int = STEPS, bw: float = BW_MBPS, only=None, ecmp: b
     declared plan of each gloo job only, sampled (``diagnose_job``; the all-to-all's
     ``schedule``), no targets. ``probe_period``: the agents' (``--probe-period``; the
     benchmark's ``PROBE_PERIOD_S``)."""
+    from controller.enforcement.srv6_config import CONTROL_SHARE
     from emulation.harness.routers import RouterSession
-    from topologies.routers import fat_tree
+    from topologies.routers import RMEM, fat_tree
     fabric = fat_tree(4)
     t0 = time.time()
     doc: dict = {"fabric": "k = 4 fat-tree of Linux routers, 2 hosts per leaf",
                  "link_mbps": bw, "queue_s": queue_s, "steps": steps, "probes": probes,
                  "probe_period_s": probe_period if probes else None,
-                 "fair_hosts": fair,
+                 "fair_hosts": fair, "host_rmem_bytes": RMEM,
+                 "probe_class_mbps": bw * CONTROL_SHARE,  # on top of the data's bw
                  "ecmp_iterations_per_launch": ECMP_ITERS,
                  "jobs": {}}
     with RouterSession(fabric, folder, bw=bw, queue_s=queue_s, probes=probes,
