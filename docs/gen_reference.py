@@ -534,8 +534,9 @@ def _srv6_fattree() -> str:
                "class per destination, `topologies/routers.fair_tc`, as a host's `fq` or an "
                "RDMA NIC's round robin over its queue pairs would; this machine's kernel has no "
                "`fq`, `sfq` or `drr`)" if t.get("fair_hosts") else "")
-            + (f"; the agents' probes have a class on top of each link's rate ({t['probe_class_mbps']:g}"
-               " Mbit/s more, `srv6_config.priority_tc`: on a real link the probes are a "
+            + (f"; the agents' probes have a class on top of each link's rate "
+               f"({t['probe_class_mbps']:g} Mbit/s more, `srv6_config.priority_tc`: on a real "
+               "link the probes are a "
                "hundred-thousandth of its rate, at 20 Mbit/s their 0.3-0.6 Mbit/s took 2-3% of "
                "a host's port from its flows), and each host's TCP receive buffers are clamped "
                f"to {t['host_rmem_bytes'] // 1024} kB (`topologies/routers.RMEM`: an all-to-all's "
@@ -778,9 +779,9 @@ A2A_LAST_TENTH = (
     "receivers' D-SACKs match the retransmissions, no queue or link dropped a packet) and cost "
     "nothing measurable: 1.046x with an `rto_min` of 200 ms as with 35. What is left grows "
     "with the bytes: 46, 68, 89 and 136 ms over the prediction at 1, 2, 4 and 8 MiB a rank "
-    "(a least-squares line: 38 ms a step and 12 ms a MiB, 3.4% of its line-rate time; the headers alone, "
-    "Ethernet, the encapsulation's IPv6, IPv4 and TCP with timestamps, are 1.2% of a 9,000-"
-    "byte frame, and the receivers' ACKs 0.6% more of each port). ")
+    "(a least-squares line: 38 ms a step and 12 ms a MiB, 3.4% of its line-rate time; the "
+    "headers alone, Ethernet, the encapsulation's IPv6, IPv4 and TCP with timestamps, are 1.2% "
+    "of a 9,000-byte frame, and the receivers' ACKs 0.6% more of each port). ")
 
 
 DIAGNOSIS = (
