@@ -536,8 +536,8 @@ def _srv6_fattree() -> str:
                "`fq`, `sfq` or `drr`)" if t.get("fair_hosts") else "")
             + (f"; the agents' probes have a class on top of each link's rate "
                f"({t['probe_class_mbps']:g} Mbit/s more, `srv6_config.priority_tc`: on a real "
-               "link the probes are a "
-               "hundred-thousandth of its rate, at 20 Mbit/s their 0.3-0.6 Mbit/s took 2-3% of "
+               "100-400 Gbit/s port the probes are a few millionths of its rate, at 20 Mbit/s "
+               "their 0.3-0.6 Mbit/s took 2-3% of "
                "a host's port from its flows), and each host's TCP receive buffers are clamped "
                f"to {t['host_rmem_bytes'] // 1024} kB (`topologies/routers.RMEM`: an all-to-all's "
                "seven senders queue at most seven windows at their receiver's port)"

@@ -91,8 +91,8 @@ def _sent(ns: str) -> tuple[float, int, int]:
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 def test_probes_take_no_rate_from_the_data(shaped_pair):
     """The data keep the whole emulated rate while marked packets flow at about 4% of it (on
-    a real link the agents' probes are a hundred-thousandth of its rate): when the probes'
-    class shared the 5 Mbit/s, the flow got what the probes left."""
+    a real 100-400 Gbit/s port the agents' probes are a few millionths of its rate): when
+    the probes' class shared the 5 Mbit/s, the flow got what the probes left."""
     a, procs = shaped_pair
     procs.append(subprocess.Popen(["ip", "netns", "exec", a, "ping", "-n", "-q", "-i", "0.01",
                                    "-s", "400", "-Q", str(PROBE_DSCP << 2), "-w", "7",

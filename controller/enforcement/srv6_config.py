@@ -403,8 +403,8 @@ def priority_tc(dev: str, dscp: int = PROBE_DSCP, rate_mbit: float = 0.0,
     Shaped at ``rate_mbit`` (the emulation's links): an HTB whose class ``5:10`` (the probes,
     ``CONTROL_SHARE`` of the rate on top of it) is served first and class ``5:2`` (the rest,
     at ``rate_mbit``: its leaf ``5:20`` with a byte FIFO of ``queue_bytes``) after. The data
-    keep the whole emulated rate: on a real link the probes are a hundred-thousandth of it,
-    at 20 Mbit/s their 0.3-0.6 Mbit/s took 2-3% of a host's port from its flows.
+    keep the whole emulated rate: on a real 100-400 Gbit/s port the probes are a few
+    millionths of it, at 20 Mbit/s their 0.3-0.6 Mbit/s took 2-3% of a host's port.
 
     >>> priority_tc("eth1")  # doctest: +NORMALIZE_WHITESPACE
     ['qdisc replace dev eth1 root handle 5: prio bands 2 priomap 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1',
