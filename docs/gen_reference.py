@@ -588,8 +588,9 @@ def _srv6_fattree() -> str:
               "run; the benchmark raises the transport's eager limit over a block "
               "(`router_jobs.mpi_eager_args`, for any tensor and rank count), so its figure "
               "is the routing's, not the library's protocol's. " + _a2a_headline(a2a)
-            + ". Ruled out earlier in issue 75's diagnosis (plan-only launches "
-              "of 3 steps on this fabric, `router_jobs._launch` with the hosts' settings "
+            + ". Ruled out earlier in issue 75's diagnosis as causes of gloo's own schedule's "
+              "excess (plan-only launches of its all-to-all, "
+              "3 steps on this fabric, `router_jobs._launch` with the hosts' settings "
               "changed between launches; not rerun by the benchmark): dropped packets (no "
               "FIFO, link or backlog dropped one); the "
               "FIFO (0.2 or 0.5 s: 1.44 and 1.45x); the congestion control (BBR, this "
