@@ -21,8 +21,10 @@ def test_rings_and_an_all_to_all_run_on_their_plans_declared_and_learned(tmp_pat
     round trip a step) and within 10% too; with the library's default limits, for the record,
     slower. The agents probe their paths, their class served first: no ring's planned part
     moves. The all-to-all posts every receive before its sends (``router_jobs.A2A_SCHEDULE``)
-    and runs within 1.5x of its prediction (gloo's own schedule, measured beside it, runs
-    about 1.55x: its pairs take turns, docs/reference/limits.md)."""
+    and runs within 10% of its prediction too (1.05-1.07x in the benchmark's runs; it was
+    1.11-1.13x while the probes took their share of the emulated rate and the hosts' receive
+    buffers were 128 kB; gloo's own schedule, measured beside it, runs about 1.55x: its pairs
+    take turns, docs/reference/limits.md)."""
     require_root_and_ovs()
     from emulation.harness import collectives, router_jobs
     for lib in ("gloo", "mpi"):
@@ -36,8 +38,7 @@ def test_rings_and_an_all_to_all_run_on_their_plans_declared_and_learned(tmp_pat
         if jid.endswith("ring"):  # the all-to-all's pairs a first window missed may stay
             assert j["learned_pairs_planned"] == j["data_pairs"] == 8, (jid, j)  # unplanned
         assert j["learned_pairs_planned"] >= 0.75 * j["data_pairs"], (jid, j)
-        bound = {"gloo-ring": 0.10, "mpi-ring": 0.10, "all-to-all": 0.5}[jid]
-        assert abs(j["plan_over_prediction"] - 1) <= bound, (jid, j)
+        assert abs(j["plan_over_prediction"] - 1) <= 0.10, (jid, j)
         if jid.endswith("ring"):  # no false failure under a ring's queues
             assert j["plan_moved"] == j["learned_moved"] == 0, (jid, j)
         assert j["learned_median_s"] <= 1.1 * j["plan_median_s"], (jid, j)
